@@ -1,0 +1,1 @@
+//! Placeholder: the fake-memory layer is built in issue 6.

@@ -1,0 +1,57 @@
+//! Allocation ids and records handed out by [`OffsetAllocator`](super::OffsetAllocator).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Names one allocation of one [`OffsetAllocator`](super::OffsetAllocator).
+///
+/// Generational: the slot's generation changes when the allocation is freed,
+/// so freeing the same id twice, or an id whose slot was reused since, returns
+/// [`OffsetError::StaleId`](super::OffsetError::StaleId) instead of corrupting
+/// anything. The owner tag makes an id from another allocator fail with
+/// [`OffsetError::ForeignId`](super::OffsetError::ForeignId).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AllocationId {
+    pub(crate) slot: u32,
+    pub(crate) generation: u32,
+    pub(crate) owner: u32,
+}
+
+impl AllocationId {
+    /// The slot index, for diagnostics (stable while the allocation lives).
+    pub const fn slot(&self) -> u32 {
+        self.slot
+    }
+}
+
+/// A live range handed out by an [`OffsetAllocator`](super::OffsetAllocator).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OffsetAllocation {
+    /// Pass this to `free`.
+    pub id: AllocationId,
+    /// First byte of the range; a multiple of the requested alignment.
+    pub offset: u64,
+    /// Length of the range: exactly the requested size.
+    pub size: u64,
+}
+
+impl OffsetAllocation {
+    /// One past the last byte of the range.
+    pub const fn end(&self) -> u64 {
+        self.offset + self.size
+    }
+}
+
+/// A free range, as reported by iteration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FreeRange {
+    /// First free byte.
+    pub offset: u64,
+    /// Number of free bytes (never zero).
+    pub size: u64,
+}
+
+/// A process-wide source of owner tags, one per allocator instance.
+pub(crate) fn next_owner_tag() -> u32 {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}

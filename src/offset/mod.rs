@@ -1,0 +1,33 @@
+//! The pure core: offset allocators that know nothing about Vulkan.
+//!
+//! [`OffsetAllocator`] hands out ranges of an abstract address space
+//! `[0, capacity)` in O(1) with power-of-two alignment, generational ids and
+//! exact reports. It is what governs each `VkDeviceMemory` block of the Vulkan
+//! allocator, and it is public on its own, like VMA's virtual blocks: use it
+//! for descriptor heaps, bindless tables or any buffer you carve up yourself.
+//!
+//! [`LinearAllocator`] is a ring for per-frame transient data, reclaimed a
+//! whole frame at a time when that frame's fence has signalled.
+//!
+//! Neither contains `unsafe` code, and neither touches the heap after
+//! construction.
+
+#![forbid(unsafe_code)]
+
+mod allocation;
+mod bin_mask;
+mod error;
+mod linear;
+mod node;
+mod report;
+mod size_class;
+mod tlsf;
+
+pub use allocation::{AllocationId, FreeRange, OffsetAllocation};
+pub use error::OffsetError;
+pub use linear::{LinearAllocation, LinearAllocator};
+pub use report::{Counters, StorageReport};
+pub use tlsf::{OffsetAllocator, MAX_CAPACITY, MAX_SLOTS};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,100 @@
+//! The 32-byte node that describes one allocation and the free gap after it.
+//!
+//! The allocator keeps every allocation in one address-ordered, doubly-linked
+//! list. A node owns its allocation `[offset, end)` *and* the free gap that
+//! follows it up to the next node (or to the capacity). A sentinel node of size
+//! zero at offset 0 owns the gap before the first allocation. So free ranges
+//! need no nodes of their own: one node per allocation slot, plus the sentinel.
+//!
+//! Offsets and ends take 48 bits (256 TiB); the 32-bit generation of the slot
+//! lives in the remaining 16 + 16 bits. That keeps a node at 32 bytes, the
+//! metadata cost of one allocation slot.
+
+/// "No node" in every link field.
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// Offsets, ends and capacities must fit this many bits.
+pub(crate) const ADDRESS_BITS: u32 = 48;
+const ADDRESS_MASK: u64 = (1u64 << ADDRESS_BITS) - 1;
+
+/// One allocation slot. Unused slots chain through `next` (the free-slot stack)
+/// and keep their generation, so a stale id still fails its check.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Node {
+    /// Bits 0..48: offset of the allocation. Bits 48..64: generation, high half.
+    offset_generation: u64,
+    /// Bits 0..48: end of the allocation. Bits 48..64: generation, low half.
+    end_generation: u64,
+    /// Previous node in address order (`NIL` only for the sentinel).
+    pub(crate) prev: u32,
+    /// Next node in address order, or the next unused slot while unused.
+    pub(crate) next: u32,
+    /// Neighbours in the free list of the bin holding this node's gap.
+    pub(crate) bin_prev: u32,
+    /// See `bin_prev`.
+    pub(crate) bin_next: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<Node>() == 32);
+
+impl Node {
+    pub(crate) const fn unused(next_unused: u32) -> Self {
+        Self {
+            offset_generation: 0,
+            end_generation: 0,
+            prev: NIL,
+            next: next_unused,
+            bin_prev: NIL,
+            bin_next: NIL,
+        }
+    }
+
+    #[inline]
+    pub(crate) const fn offset(&self) -> u64 {
+        self.offset_generation & ADDRESS_MASK
+    }
+
+    #[inline]
+    pub(crate) const fn end(&self) -> u64 {
+        self.end_generation & ADDRESS_MASK
+    }
+
+    /// The slot's generation: odd while it holds a live allocation.
+    #[inline]
+    pub(crate) const fn generation(&self) -> u32 {
+        (((self.offset_generation >> ADDRESS_BITS) << 16) | (self.end_generation >> ADDRESS_BITS))
+            as u32
+    }
+
+    /// Sets offset, end and generation at once (`offset <= end < 2^48`).
+    #[inline]
+    pub(crate) fn set(&mut self, offset: u64, end: u64, generation: u32) {
+        debug_assert!(offset <= end && end <= ADDRESS_MASK);
+        self.offset_generation = offset | (u64::from(generation >> 16) << ADDRESS_BITS);
+        self.end_generation = end | (u64::from(generation & 0xffff) << ADDRESS_BITS);
+    }
+
+    #[inline]
+    pub(crate) fn set_generation(&mut self, generation: u32) {
+        let (offset, end) = (self.offset(), self.end());
+        self.set(offset, end, generation);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_round_trip_through_the_packing() {
+        let mut node = Node::unused(NIL);
+        node.set(ADDRESS_MASK - 7, ADDRESS_MASK, 0xdead_beef);
+        assert_eq!(node.offset(), ADDRESS_MASK - 7);
+        assert_eq!(node.end(), ADDRESS_MASK);
+        assert_eq!(node.generation(), 0xdead_beef);
+        node.set_generation(u32::MAX);
+        assert_eq!(node.generation(), u32::MAX);
+        assert_eq!(node.offset(), ADDRESS_MASK - 7);
+        assert_eq!(node.end(), ADDRESS_MASK);
+    }
+}

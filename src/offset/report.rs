@@ -1,0 +1,61 @@
+//! Figures an offset allocator reports about itself.
+
+/// Exact free-space figures of an [`OffsetAllocator`](super::OffsetAllocator).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct StorageReport {
+    /// Capacity in bytes.
+    pub capacity: u64,
+    /// Sum of all free ranges in bytes.
+    pub free_bytes: u64,
+    /// Size of the largest free range: exact, not a bin's lower bound. A request
+    /// of this size with alignment 1 succeeds.
+    pub largest_free_range: u64,
+    /// Number of (maximal, merged) free ranges.
+    pub free_ranges: u64,
+}
+
+/// Running counters of an allocator, cheap to read at any time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Counters {
+    /// Allocations alive now.
+    pub live_allocations: u64,
+    /// Bytes in live allocations now.
+    pub live_bytes: u64,
+    /// The largest `live_bytes` seen.
+    pub peak_live_bytes: u64,
+    /// Successful allocations since creation.
+    pub allocations: u64,
+    /// Successful frees since creation.
+    pub frees: u64,
+    /// Bytes requested by successful allocations since creation (each placed
+    /// range is exactly its request: alignment slack stays free).
+    pub requested_bytes: u64,
+    /// Allocation requests that failed for lack of space or slots.
+    pub failed_allocations: u64,
+    /// Bytes asked for by those failed requests.
+    pub failed_bytes: u64,
+}
+
+impl Counters {
+    #[inline]
+    pub(crate) fn on_allocate(&mut self, size: u64) {
+        self.live_allocations += 1;
+        self.live_bytes += size;
+        self.peak_live_bytes = self.peak_live_bytes.max(self.live_bytes);
+        self.allocations += 1;
+        self.requested_bytes += size;
+    }
+
+    #[inline]
+    pub(crate) fn on_free(&mut self, size: u64) {
+        self.live_allocations -= 1;
+        self.live_bytes -= size;
+        self.frees += 1;
+    }
+
+    #[inline]
+    pub(crate) fn on_failure(&mut self, size: u64) {
+        self.failed_allocations += 1;
+        self.failed_bytes = self.failed_bytes.saturating_add(size);
+    }
+}

@@ -1,0 +1,194 @@
+//! Unit tests of the offset allocator that need its internals; the property
+//! tests against a shadow model live in `tests/offset_model.rs`.
+
+use super::*;
+
+#[test]
+fn offset_allocator_324_unit_regression() {
+    // OffsetAllocator's round-up rule: after 255 of 324 units, 69 are free in
+    // bin 32 (64..72) and a request of 67 looked only from bin 33 upwards.
+    let mut heap = OffsetAllocator::<3>::new(256 + 68, 16).unwrap();
+    let a = heap.allocate(255, 1).unwrap();
+    assert_eq!(a.offset, 0);
+    let b = heap.allocate(67, 1).unwrap();
+    assert_eq!(b.offset, 255);
+    assert_eq!(heap.free_bytes(), 2);
+}
+
+#[test]
+fn head_slack_of_aligned_placement_stays_free() {
+    let mut heap = OffsetAllocator::<3>::new(4096, 16).unwrap();
+    let small = heap.allocate(10, 1).unwrap();
+    let aligned = heap.allocate(100, 1024).unwrap();
+    assert_eq!(aligned.offset, 1024);
+    // The 1014 bytes between them are a free range, not lost padding.
+    let ranges: Vec<_> = heap.free_ranges().collect();
+    assert_eq!(
+        ranges,
+        vec![
+            FreeRange {
+                offset: 10,
+                size: 1014
+            },
+            FreeRange {
+                offset: 1124,
+                size: 4096 - 1124
+            }
+        ]
+    );
+    // Both exact-size requests succeed: every free byte is usable.
+    let tail = heap.allocate(4096 - 1124, 1).unwrap();
+    let filler = heap.allocate(1014, 1).unwrap();
+    assert_eq!((tail.offset, filler.offset), (1124, 10));
+    assert_eq!(heap.free_bytes(), 0);
+    assert_eq!(heap.free_ranges().count(), 0);
+    heap.free(tail.id).unwrap();
+    for id in [small.id, aligned.id, filler.id] {
+        heap.free(id).unwrap();
+    }
+    let report = heap.storage_report();
+    assert_eq!(report.free_ranges, 1);
+    assert_eq!(report.largest_free_range, 4096);
+}
+
+#[test]
+fn stale_double_and_foreign_frees_change_nothing() {
+    let mut heap = OffsetAllocator::<3>::new(1000, 4).unwrap();
+    let mut other = OffsetAllocator::<3>::new(1000, 4).unwrap();
+    let a = heap.allocate(100, 1).unwrap();
+    let foreign = other.allocate(100, 1).unwrap();
+    assert_eq!(heap.free(foreign.id), Err(OffsetError::ForeignId));
+    heap.free(a.id).unwrap();
+    assert_eq!(heap.free(a.id), Err(OffsetError::StaleId));
+    // The slot is reused; the old id still fails and the new one works.
+    let b = heap.allocate(50, 1).unwrap();
+    assert_eq!(b.id.slot(), a.id.slot());
+    assert_eq!(heap.free(a.id), Err(OffsetError::StaleId));
+    assert_eq!(heap.get(b.id).map(|x| x.size), Some(50));
+    heap.free(b.id).unwrap();
+    assert!(heap.is_empty());
+    assert_eq!(heap.storage_report().largest_free_range, 1000);
+}
+
+#[test]
+fn bad_requests_are_typed_errors() {
+    let mut heap = OffsetAllocator::<3>::new(1000, 1).unwrap();
+    assert_eq!(heap.allocate(0, 1), Err(OffsetError::ZeroSize));
+    assert_eq!(
+        heap.allocate(8, 48),
+        Err(OffsetError::AlignmentNotPowerOfTwo(48))
+    );
+    assert_eq!(
+        heap.allocate(1001, 1),
+        Err(OffsetError::SizeExceedsCapacity {
+            size: 1001,
+            capacity: 1000
+        })
+    );
+    heap.allocate(1, 1).unwrap();
+    assert_eq!(heap.allocate(1, 1), Err(OffsetError::OutOfSlots(1)));
+    heap.reserve_slots(1).unwrap();
+    heap.allocate(1, 1).unwrap();
+    assert!(OffsetAllocator::<3>::new(MAX_CAPACITY + 1, 1).is_err());
+}
+
+#[test]
+fn grow_extends_the_last_free_range() {
+    let mut heap = OffsetAllocator::<3>::new(100, 4).unwrap();
+    let a = heap.allocate(60, 1).unwrap();
+    heap.grow(100).unwrap();
+    assert_eq!(heap.storage_report().largest_free_range, 140);
+    let b = heap.allocate(140, 1).unwrap();
+    assert_eq!(b.offset, 60);
+    heap.free(a.id).unwrap();
+    heap.free(b.id).unwrap();
+    assert_eq!(heap.free_ranges().count(), 1);
+    assert_eq!(heap.allocation_at(0), None);
+}
+
+#[test]
+fn allocation_at_finds_the_covering_allocation() {
+    let mut heap = OffsetAllocator::<3>::new(1000, 4).unwrap();
+    let a = heap.allocate(100, 1).unwrap();
+    let b = heap.allocate(100, 256).unwrap();
+    assert_eq!(heap.allocation_at(99), Some(a));
+    assert_eq!(heap.allocation_at(100), None);
+    assert_eq!(heap.allocation_at(256), Some(b));
+    assert_eq!(heap.allocation_at(355), Some(b));
+    assert_eq!(heap.allocation_at(356), None);
+}
+
+/// A small xorshift so this test needs no crate; the property tests use proptest.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+fn random_model_run<const M: u32>(seed: u64) {
+    let capacity = 1 << 16;
+    let mut heap = OffsetAllocator::<M>::new(capacity, 512).unwrap();
+    let mut live: Vec<OffsetAllocation> = Vec::new();
+    let mut state = seed;
+    for step in 0..4000 {
+        let r = next(&mut state);
+        if r % 3 != 0 || live.is_empty() {
+            let size = 1 + next(&mut state) % 3000;
+            let align = 1 << (next(&mut state) % 11);
+            match heap.allocate(size, align) {
+                Ok(a) => {
+                    assert_eq!(a.offset % align, 0);
+                    assert!(a.end() <= capacity);
+                    for b in &live {
+                        assert!(a.end() <= b.offset || b.end() <= a.offset, "overlap");
+                    }
+                    live.push(a);
+                }
+                Err(e) => {
+                    // No free range could have held it.
+                    for range in heap.free_ranges() {
+                        let start = range.offset.next_multiple_of(align);
+                        assert!(
+                            start + size > range.offset + range.size,
+                            "seed {seed} step {step}: false {e:?} for {size}@{align} in {range:?}"
+                        );
+                    }
+                }
+            }
+        } else {
+            let victim = live.swap_remove((r as usize / 3) % live.len());
+            heap.free(victim.id).unwrap();
+        }
+        let report = heap.storage_report();
+        let used: u64 = live.iter().map(|a| a.size).sum();
+        assert_eq!(report.free_bytes, capacity - used);
+        let free: Vec<_> = heap.free_ranges().collect();
+        assert_eq!(report.free_ranges, free.len() as u64);
+        assert_eq!(
+            report.largest_free_range,
+            free.iter().map(|f| f.size).max().unwrap_or(0)
+        );
+    }
+    for a in live {
+        heap.free(a.id).unwrap();
+    }
+    assert_eq!(
+        heap.free_ranges().collect::<Vec<_>>(),
+        vec![FreeRange {
+            offset: 0,
+            size: capacity
+        }]
+    );
+}
+
+#[test]
+fn random_runs_match_a_model() {
+    for seed in 1..6 {
+        println!("seed {seed}");
+        random_model_run::<2>(seed);
+        random_model_run::<3>(seed);
+        random_model_run::<4>(seed);
+        random_model_run::<6>(seed);
+    }
+}
