@@ -1,4 +1,17 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod allocator;
+mod config;
+pub mod device;
+mod error;
+pub mod memory;
 pub mod offset;
+pub mod report;
+
+pub use allocator::{
+    Allocation, AllocationDesc, Allocator, DedicatedHint, DedicatedPolicy, Request,
+};
+pub use config::Config;
+pub use error::Error;
+pub use memory::{ResourceKind, Usage};

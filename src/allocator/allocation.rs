@@ -1,0 +1,63 @@
+//! [`Allocation`]: the handle to one range of device memory.
+
+use std::ptr::NonNull;
+
+use ash::vk;
+
+use crate::memory::mapping::MappedPtr;
+use crate::memory::type_pool::Location;
+
+/// One allocation: a range `[offset, offset + size)` of a `VkDeviceMemory`.
+///
+/// Not `Clone`: freeing consumes it, so a double free does not compile.
+/// Bind a resource with [`memory`](Self::memory) and [`offset`](Self::offset).
+/// For host-visible memory, [`Allocator::mapped_slice_mut`](crate::Allocator::mapped_slice_mut)
+/// gives its bytes.
+#[derive(Debug, PartialEq, Eq, Hash)]
+#[must_use = "an allocation must be freed; dropping the handle leaks its memory until the allocator is dropped"]
+pub struct Allocation {
+    pub(crate) memory: vk::DeviceMemory,
+    pub(crate) offset: u64,
+    pub(crate) size: u64,
+    pub(crate) memory_type: u32,
+    pub(crate) location: Location,
+    pub(crate) allocator: u32,
+    pub(crate) mapped: Option<MappedPtr>,
+}
+
+impl Allocation {
+    /// The `VkDeviceMemory` to bind to.
+    pub fn memory(&self) -> vk::DeviceMemory {
+        self.memory
+    }
+
+    /// Offset of the allocation in [`memory`](Self::memory): the
+    /// `memoryOffset` of `vkBind*Memory`. A multiple of the requested alignment.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Size in bytes: exactly the requested size.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Index of the memory type it was allocated from.
+    pub fn memory_type(&self) -> u32 {
+        self.memory_type
+    }
+
+    /// Whether it has a `VkDeviceMemory` of its own.
+    pub fn is_dedicated(&self) -> bool {
+        matches!(self.location, Location::Dedicated(_))
+    }
+
+    /// Pointer to its first byte in the persistent mapping, when host-visible.
+    ///
+    /// The pointer is valid while the allocation and its allocator live.
+    /// Prefer [`Allocator::mapped_slice_mut`](crate::Allocator::mapped_slice_mut),
+    /// which ties the borrow to both.
+    pub fn mapped_ptr(&self) -> Option<NonNull<u8>> {
+        self.mapped.map(|p| p.0)
+    }
+}

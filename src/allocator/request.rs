@@ -1,0 +1,187 @@
+//! What an allocation request carries.
+
+use ash::vk;
+
+use crate::device::DedicatedTarget;
+use crate::memory::type_pool::DedicatedChoice;
+use crate::memory::{ResourceKind, Usage};
+
+/// The caller's say on dedicated memory (one `VkDeviceMemory` per resource).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DedicatedPolicy {
+    /// Dedicated when the driver requires or prefers it, or when the request
+    /// is larger than half a block. The right choice almost always.
+    #[default]
+    Auto,
+    /// Always dedicated (render targets you want to alias or export).
+    Always,
+    /// Never dedicated unless the driver requires it.
+    Never,
+}
+
+/// The driver's say on dedicated memory: `VkMemoryDedicatedRequirements`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DedicatedHint {
+    /// `requiresDedicatedAllocation`: the resource must have its own memory.
+    pub required: bool,
+    /// `prefersDedicatedAllocation`: the resource is faster with its own memory.
+    pub preferred: bool,
+}
+
+/// How an allocation will be used, beyond its memory requirements: the part
+/// of a request that the ash helpers take from the caller.
+///
+/// ```
+/// use vk_suballoc::{AllocationDesc, Usage};
+/// let desc = AllocationDesc::new(Usage::UPLOAD).name("staging");
+/// assert_eq!(desc.name, Some("staging"));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AllocationDesc<'a> {
+    /// What the memory is for; picks the memory type.
+    pub usage: Usage,
+    /// A name for leak reports, statistics dumps, and the debug name of
+    /// dedicated memory.
+    pub name: Option<&'a str>,
+    /// Dedicated memory or not.
+    pub dedicated: DedicatedPolicy,
+    /// Fail with [`Error::OverBudget`](crate::Error::OverBudget) rather than
+    /// exceed a heap's budget (after trying the other memory types).
+    pub within_budget: bool,
+    /// `VK_EXT_memory_priority` priority in `[0, 1]` for dedicated memory;
+    /// ignored when the extension is not enabled.
+    pub priority: Option<f32>,
+}
+
+impl<'a> AllocationDesc<'a> {
+    /// A description with `usage` and defaults for the rest.
+    pub const fn new(usage: Usage) -> Self {
+        Self {
+            usage,
+            name: None,
+            dedicated: DedicatedPolicy::Auto,
+            within_budget: false,
+            priority: None,
+        }
+    }
+
+    /// Sets the name.
+    pub const fn name(mut self, name: &'a str) -> Self {
+        self.name = Some(name);
+        self
+    }
+
+    /// Sets the dedicated-memory policy.
+    pub const fn dedicated(mut self, policy: DedicatedPolicy) -> Self {
+        self.dedicated = policy;
+        self
+    }
+
+    /// Asks for within-budget allocation.
+    pub const fn within_budget(mut self) -> Self {
+        self.within_budget = true;
+        self
+    }
+
+    /// Sets the memory priority.
+    pub const fn priority(mut self, priority: f32) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+}
+
+/// A complete allocation request: the resource's memory requirements, its
+/// kind, and the [`AllocationDesc`].
+///
+/// ```
+/// use ash::vk;
+/// use vk_suballoc::{Request, ResourceKind, Usage};
+/// let requirements = vk::MemoryRequirements { size: 4096, alignment: 256, memory_type_bits: !0 };
+/// let request = Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer).name("vertices");
+/// assert_eq!(request.desc.name, Some("vertices"));
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Request<'a> {
+    /// Size, alignment and `memoryTypeBits` from `vkGet*MemoryRequirements`.
+    pub requirements: vk::MemoryRequirements,
+    /// Buffer or image tiling, for `bufferImageGranularity`.
+    pub kind: ResourceKind,
+    /// Usage, name, policies.
+    pub desc: AllocationDesc<'a>,
+    /// The driver's dedicated-allocation requirements.
+    pub driver_dedicated: DedicatedHint,
+    /// The resource, for `VkMemoryDedicatedAllocateInfo` when the memory ends
+    /// up dedicated.
+    pub dedicated_target: Option<DedicatedTarget>,
+}
+
+impl<'a> Request<'a> {
+    /// A request for `requirements` with `usage`, for a resource of `kind`.
+    pub const fn new(
+        requirements: vk::MemoryRequirements,
+        usage: Usage,
+        kind: ResourceKind,
+    ) -> Self {
+        Self::with_desc(requirements, kind, AllocationDesc::new(usage))
+    }
+
+    /// A request with a full description.
+    pub const fn with_desc(
+        requirements: vk::MemoryRequirements,
+        kind: ResourceKind,
+        desc: AllocationDesc<'a>,
+    ) -> Self {
+        Self {
+            requirements,
+            kind,
+            desc,
+            driver_dedicated: DedicatedHint {
+                required: false,
+                preferred: false,
+            },
+            dedicated_target: None,
+        }
+    }
+
+    /// Sets the name.
+    pub const fn name(mut self, name: &'a str) -> Self {
+        self.desc.name = Some(name);
+        self
+    }
+
+    /// Sets the driver's dedicated-allocation requirements.
+    pub const fn driver_dedicated(mut self, hint: DedicatedHint) -> Self {
+        self.driver_dedicated = hint;
+        self
+    }
+
+    /// Sets the resource that dedicated memory is for.
+    pub const fn dedicated_target(mut self, target: DedicatedTarget) -> Self {
+        self.dedicated_target = Some(target);
+        self
+    }
+
+    /// Sets the dedicated-memory policy.
+    pub const fn dedicated(mut self, policy: DedicatedPolicy) -> Self {
+        self.desc.dedicated = policy;
+        self
+    }
+
+    /// Asks for within-budget allocation.
+    pub const fn within_budget(mut self) -> Self {
+        self.desc.within_budget = true;
+        self
+    }
+
+    pub(crate) fn dedicated_choice(&self) -> DedicatedChoice {
+        if self.driver_dedicated.required || self.desc.dedicated == DedicatedPolicy::Always {
+            DedicatedChoice::Require
+        } else if self.desc.dedicated == DedicatedPolicy::Never {
+            DedicatedChoice::Never
+        } else if self.driver_dedicated.preferred {
+            DedicatedChoice::Prefer
+        } else {
+            DedicatedChoice::Auto
+        }
+    }
+}

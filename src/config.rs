@@ -1,0 +1,34 @@
+//! [`Config`]: the allocator's tunables.
+
+/// Tunables of an [`Allocator`](crate::Allocator). `Config::default()` suits
+/// most engines; every figure is explained where it is used.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Config {
+    /// Block size on heaps larger than [`small_heap_limit`](Self::small_heap_limit).
+    /// Default 256 MiB, as VMA. The first blocks of a memory type are smaller
+    /// (down to 1/8 of this) and grow as more are needed.
+    pub large_heap_block_size: u64,
+    /// Heaps up to this size get blocks of 1/8 of the heap. Default 1 GiB.
+    pub small_heap_limit: u64,
+    /// Allocation slots a block's offset allocator starts with (32 bytes of
+    /// metadata each); doubled whenever a block runs out. Default 1024.
+    pub initial_block_slots: u32,
+    /// Without `VK_EXT_memory_budget`, a heap's budget is this fraction of its
+    /// size. Default 0.8.
+    pub budget_fraction: f32,
+    /// Most frames that may be in flight at once: sizes the deferred-free
+    /// queue and upload rings. Default 3.
+    pub max_frames_in_flight: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            large_heap_block_size: 256 << 20,
+            small_heap_limit: 1 << 30,
+            initial_block_slots: 1024,
+            budget_fraction: 0.8,
+            max_frames_in_flight: 3,
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! [`AshMemoryDevice`]: the backend over a real `ash::Device`.
+
+use std::borrow::Cow;
+use std::ffi::CString;
+use std::ptr::NonNull;
+
+use ash::vk;
+use gpu_alloc_types::{
+    AllocationFlags, DeviceMapError, DeviceProperties, MappedMemoryRange, MemoryDevice, MemoryHeap,
+    MemoryPropertyFlags, MemoryType, OutOfMemory,
+};
+
+use super::{
+    AllocateInfo, DedicatedTarget, DeviceError, FrameSignal, HeapBudget, MemoryDeviceExt,
+    MemoryProperties,
+};
+
+/// What was enabled when the `VkDevice` was created; the allocator uses a
+/// feature only when it is enabled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceFeatures {
+    /// `VkPhysicalDeviceVulkan12Features::bufferDeviceAddress` (or the KHR
+    /// extension's feature) is enabled: blocks for device-address buffers are
+    /// allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`.
+    pub buffer_device_address: bool,
+    /// `VK_EXT_memory_budget` is enabled: heap budgets come from the driver.
+    pub memory_budget: bool,
+    /// `VK_EXT_memory_priority` and its `memoryPriority` feature are enabled.
+    pub memory_priority: bool,
+    /// `VK_EXT_debug_utils` is enabled on the instance: every block and
+    /// dedicated allocation gets an object name.
+    pub debug_utils: bool,
+}
+
+/// The allocator's backend over `ash`.
+///
+/// Holds clones of the `ash::Instance` and `ash::Device` function tables (not
+/// ownership of the Vulkan objects).
+#[derive(Clone)]
+pub struct AshMemoryDevice {
+    instance: ash::Instance,
+    device: ash::Device,
+    physical_device: vk::PhysicalDevice,
+    features: DeviceFeatures,
+    debug_utils: Option<ash::ext::debug_utils::Device>,
+}
+
+impl std::fmt::Debug for AshMemoryDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AshMemoryDevice")
+            .field("device", &self.device.handle())
+            .field("physical_device", &self.physical_device)
+            .field("features", &self.features)
+            .finish()
+    }
+}
+
+impl AshMemoryDevice {
+    /// Wraps a device for the allocator.
+    ///
+    /// # Safety
+    /// - `instance` was created with `apiVersion` 1.1 or later (the 1.1
+    ///   property and requirement queries are used), and `device` was created
+    ///   from `physical_device` of `instance`.
+    /// - `features` says no more than what was enabled at `vkCreateInstance` /
+    ///   `vkCreateDevice` (VUID-VkMemoryAllocateInfo-flags-03331 for device
+    ///   addresses, VUID-VkDeviceCreateInfo-ppEnabledExtensionNames for the
+    ///   extensions).
+    /// - `device` and `instance` outlive this value and every allocator built
+    ///   on it: dropping the allocator frees memory through them.
+    pub unsafe fn new(
+        instance: &ash::Instance,
+        device: &ash::Device,
+        physical_device: vk::PhysicalDevice,
+        features: DeviceFeatures,
+    ) -> Self {
+        let debug_utils = features
+            .debug_utils
+            .then(|| ash::ext::debug_utils::Device::new(instance, device));
+        Self {
+            instance: instance.clone(),
+            device: device.clone(),
+            physical_device,
+            features,
+            debug_utils,
+        }
+    }
+
+    /// The wrapped device.
+    pub fn device(&self) -> &ash::Device {
+        &self.device
+    }
+
+    /// The wrapped instance.
+    pub fn instance(&self) -> &ash::Instance {
+        &self.instance
+    }
+
+    /// The physical device the wrapped device was created from.
+    pub fn physical_device(&self) -> vk::PhysicalDevice {
+        self.physical_device
+    }
+
+    /// What was enabled on the device.
+    pub fn features(&self) -> DeviceFeatures {
+        self.features
+    }
+
+    fn set_name(&self, memory: vk::DeviceMemory, name: &str) {
+        let Some(debug_utils) = &self.debug_utils else {
+            return;
+        };
+        let Ok(name) = CString::new(name) else {
+            return;
+        };
+        let info = vk::DebugUtilsObjectNameInfoEXT::default()
+            .object_handle(memory)
+            .object_name(&name);
+        // SAFETY: `memory` is a live memory object of this device (just
+        // allocated); VK_EXT_debug_utils is enabled (`new`'s contract). A
+        // failure to name is harmless and ignored.
+        let _ = unsafe { debug_utils.set_debug_utils_object_name(&info) };
+    }
+}
+
+impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
+    fn memory_properties(&self) -> MemoryProperties {
+        // SAFETY: `physical_device` belongs to `instance` (`new`'s contract).
+        let memory = unsafe {
+            self.instance
+                .get_physical_device_memory_properties(self.physical_device)
+        };
+        let mut maintenance3 = vk::PhysicalDeviceMaintenance3Properties::default();
+        let mut properties2 = vk::PhysicalDeviceProperties2::default().push_next(&mut maintenance3);
+        // SAFETY: as above; the instance is Vulkan 1.1+ (`new`'s contract), so
+        // vkGetPhysicalDeviceProperties2 and the maintenance3 struct are core.
+        unsafe {
+            self.instance
+                .get_physical_device_properties2(self.physical_device, &mut properties2)
+        };
+        let limits = properties2.properties.limits;
+        let memory_types = memory.memory_types_as_slice().iter().map(|t| MemoryType {
+            heap: t.heap_index,
+            props: memory_property_flags(t.property_flags),
+        });
+        let memory_heaps = memory
+            .memory_heaps_as_slice()
+            .iter()
+            .map(|h| MemoryHeap { size: h.size });
+        MemoryProperties {
+            device: DeviceProperties {
+                memory_types: Cow::Owned(memory_types.collect()),
+                memory_heaps: Cow::Owned(memory_heaps.collect()),
+                max_memory_allocation_count: limits.max_memory_allocation_count,
+                max_memory_allocation_size: maintenance3.max_memory_allocation_size,
+                non_coherent_atom_size: limits.non_coherent_atom_size,
+                buffer_device_address: self.features.buffer_device_address,
+            },
+            buffer_image_granularity: limits.buffer_image_granularity,
+            memory_budget: self.features.memory_budget,
+            memory_priority: self.features.memory_priority,
+        }
+    }
+
+    unsafe fn allocate(&self, info: &AllocateInfo<'_>) -> Result<vk::DeviceMemory, DeviceError> {
+        let mut flags_info = vk::MemoryAllocateFlagsInfo::default();
+        let mut dedicated_info = vk::MemoryDedicatedAllocateInfo::default();
+        let mut priority_info = vk::MemoryPriorityAllocateInfoEXT::default();
+        let mut allocate_info = vk::MemoryAllocateInfo::default()
+            .allocation_size(info.size)
+            .memory_type_index(info.memory_type);
+        if info.flags.contains(AllocationFlags::DEVICE_ADDRESS) {
+            flags_info = flags_info.flags(vk::MemoryAllocateFlags::DEVICE_ADDRESS);
+            allocate_info = allocate_info.push_next(&mut flags_info);
+        }
+        if let Some(target) = info.dedicated {
+            dedicated_info = match target {
+                DedicatedTarget::Buffer(buffer) => dedicated_info.buffer(buffer),
+                DedicatedTarget::Image(image) => dedicated_info.image(image),
+            };
+            allocate_info = allocate_info.push_next(&mut dedicated_info);
+        }
+        if let (Some(priority), true) = (info.priority, self.features.memory_priority) {
+            priority_info = priority_info.priority(priority.clamp(0.0, 1.0));
+            allocate_info = allocate_info.push_next(&mut priority_info);
+        }
+        // SAFETY: the caller upholds `MemoryDeviceExt::allocate`'s contract
+        // (valid type index, non-zero size, flags and dedicated target valid);
+        // the pNext structs are only chained for enabled features.
+        let memory = unsafe { self.device.allocate_memory(&allocate_info, None) }?;
+        if let Some(name) = info.name {
+            self.set_name(memory, name);
+        }
+        Ok(memory)
+    }
+
+    fn raw_memory(&self, memory: &vk::DeviceMemory) -> vk::DeviceMemory {
+        *memory
+    }
+
+    fn heap_budgets(&self, out: &mut [HeapBudget]) -> bool {
+        if !self.features.memory_budget {
+            return false;
+        }
+        let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
+        let mut properties = vk::PhysicalDeviceMemoryProperties2::default().push_next(&mut budget);
+        // SAFETY: `physical_device` belongs to `instance`, which is Vulkan 1.1+,
+        // and VK_EXT_memory_budget is enabled (`new`'s contract), so the budget
+        // struct may be chained.
+        unsafe {
+            self.instance
+                .get_physical_device_memory_properties2(self.physical_device, &mut properties)
+        };
+        let heaps = properties.memory_properties.memory_heap_count as usize;
+        for (heap, slot) in out.iter_mut().enumerate().take(heaps) {
+            *slot = HeapBudget {
+                budget: budget.heap_budget[heap],
+                usage: budget.heap_usage[heap],
+            };
+        }
+        true
+    }
+
+    fn is_signalled(&self, signal: FrameSignal) -> Result<bool, DeviceError> {
+        match signal {
+            // SAFETY: the caller sealed the frame with a fence of this device
+            // (VUID-vkGetFenceStatus-fence-parent) and keeps it alive until
+            // the frame is collected.
+            FrameSignal::Fence(fence) => Ok(unsafe { self.device.get_fence_status(fence) }?),
+            FrameSignal::Timeline { semaphore, value } => {
+                // SAFETY: a timeline semaphore of this device, alive until the
+                // frame is collected (VUID-vkGetSemaphoreCounterValue-semaphore-03255).
+                let current = unsafe { self.device.get_semaphore_counter_value(semaphore) }?;
+                Ok(current >= value)
+            }
+        }
+    }
+
+    fn wait_signalled(&self, signal: FrameSignal, timeout_ns: u64) -> Result<bool, DeviceError> {
+        let result = match signal {
+            // SAFETY: as in `is_signalled`.
+            FrameSignal::Fence(fence) => unsafe {
+                self.device.wait_for_fences(&[fence], true, timeout_ns)
+            },
+            FrameSignal::Timeline { semaphore, value } => {
+                let semaphores = [semaphore];
+                let values = [value];
+                let info = vk::SemaphoreWaitInfo::default()
+                    .semaphores(&semaphores)
+                    .values(&values);
+                // SAFETY: as in `is_signalled`; timeline semaphores are core 1.2.
+                unsafe { self.device.wait_semaphores(&info, timeout_ns) }
+            }
+        };
+        match result {
+            Ok(()) => Ok(true),
+            Err(vk::Result::TIMEOUT) => Ok(false),
+            Err(error) => Err(error.into()),
+        }
+    }
+}
+
+impl MemoryDevice<vk::DeviceMemory> for AshMemoryDevice {
+    unsafe fn allocate_memory(
+        &self,
+        size: u64,
+        memory_type: u32,
+        flags: AllocationFlags,
+    ) -> Result<vk::DeviceMemory, OutOfMemory> {
+        let info = AllocateInfo {
+            size,
+            memory_type,
+            flags,
+            dedicated: None,
+            priority: None,
+            name: None,
+        };
+        // SAFETY: the caller upholds `MemoryDevice::allocate_memory`'s contract,
+        // which is `MemoryDeviceExt::allocate`'s without a dedicated target.
+        match unsafe { MemoryDeviceExt::allocate(self, &info) } {
+            Ok(memory) => Ok(memory),
+            Err(DeviceError::OutOfHostMemory) => Err(OutOfMemory::OutOfHostMemory),
+            Err(_) => Err(OutOfMemory::OutOfDeviceMemory),
+        }
+    }
+
+    unsafe fn deallocate_memory(&self, memory: vk::DeviceMemory) {
+        // SAFETY: the caller guarantees `memory` came from this device and is no
+        // longer in use (VUID-vkFreeMemory-memory-00677).
+        unsafe { self.device.free_memory(memory, None) }
+    }
+
+    unsafe fn map_memory(
+        &self,
+        memory: &mut vk::DeviceMemory,
+        offset: u64,
+        size: u64,
+    ) -> Result<NonNull<u8>, DeviceMapError> {
+        // SAFETY: the caller guarantees a host-visible, unmapped memory object
+        // of this device and an in-bounds range (VUID-vkMapMemory-memory-00678,
+        // -00682, -offset-00679, -size-00681).
+        let pointer = unsafe {
+            self.device
+                .map_memory(*memory, offset, size, vk::MemoryMapFlags::empty())
+        };
+        match pointer {
+            Ok(pointer) => NonNull::new(pointer.cast()).ok_or(DeviceMapError::MapFailed),
+            Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY) => Err(DeviceMapError::OutOfDeviceMemory),
+            Err(vk::Result::ERROR_OUT_OF_HOST_MEMORY) => Err(DeviceMapError::OutOfHostMemory),
+            Err(_) => Err(DeviceMapError::MapFailed),
+        }
+    }
+
+    unsafe fn unmap_memory(&self, memory: &mut vk::DeviceMemory) {
+        // SAFETY: the caller guarantees the memory is mapped
+        // (VUID-vkUnmapMemory-memory-00689).
+        unsafe { self.device.unmap_memory(*memory) }
+    }
+
+    unsafe fn invalidate_memory_ranges(
+        &self,
+        ranges: &[MappedMemoryRange<'_, vk::DeviceMemory>],
+    ) -> Result<(), OutOfMemory> {
+        for range in ranges {
+            let vk_range = [vk_mapped_range(range)];
+            // SAFETY: the caller guarantees mapped, atom-aligned ranges
+            // (VUID-VkMappedMemoryRange-memory-00684, -offset-00687, -size-01390).
+            unsafe { self.device.invalidate_mapped_memory_ranges(&vk_range) }
+                .map_err(out_of_memory)?;
+        }
+        Ok(())
+    }
+
+    unsafe fn flush_memory_ranges(
+        &self,
+        ranges: &[MappedMemoryRange<'_, vk::DeviceMemory>],
+    ) -> Result<(), OutOfMemory> {
+        for range in ranges {
+            let vk_range = [vk_mapped_range(range)];
+            // SAFETY: as for invalidation.
+            unsafe { self.device.flush_mapped_memory_ranges(&vk_range) }.map_err(out_of_memory)?;
+        }
+        Ok(())
+    }
+}
+
+fn vk_mapped_range<'a>(
+    range: &MappedMemoryRange<'_, vk::DeviceMemory>,
+) -> vk::MappedMemoryRange<'a> {
+    vk::MappedMemoryRange::default()
+        .memory(*range.memory)
+        .offset(range.offset)
+        .size(range.size)
+}
+
+fn out_of_memory(result: vk::Result) -> OutOfMemory {
+    if result == vk::Result::ERROR_OUT_OF_HOST_MEMORY {
+        OutOfMemory::OutOfHostMemory
+    } else {
+        OutOfMemory::OutOfDeviceMemory
+    }
+}
+
+/// Vulkan's property flags in gpu-alloc-types' form.
+fn memory_property_flags(flags: vk::MemoryPropertyFlags) -> MemoryPropertyFlags {
+    let pairs = [
+        (
+            vk::MemoryPropertyFlags::DEVICE_LOCAL,
+            MemoryPropertyFlags::DEVICE_LOCAL,
+        ),
+        (
+            vk::MemoryPropertyFlags::HOST_VISIBLE,
+            MemoryPropertyFlags::HOST_VISIBLE,
+        ),
+        (
+            vk::MemoryPropertyFlags::HOST_COHERENT,
+            MemoryPropertyFlags::HOST_COHERENT,
+        ),
+        (
+            vk::MemoryPropertyFlags::HOST_CACHED,
+            MemoryPropertyFlags::HOST_CACHED,
+        ),
+        (
+            vk::MemoryPropertyFlags::LAZILY_ALLOCATED,
+            MemoryPropertyFlags::LAZILY_ALLOCATED,
+        ),
+        (
+            vk::MemoryPropertyFlags::PROTECTED,
+            MemoryPropertyFlags::PROTECTED,
+        ),
+    ];
+    pairs
+        .into_iter()
+        .filter(|(vk_flag, _)| flags.contains(*vk_flag))
+        .fold(MemoryPropertyFlags::empty(), |acc, (_, flag)| acc | flag)
+}

@@ -1,0 +1,182 @@
+//! Memory layouts of real kinds of GPU, for the fake device.
+
+use gpu_alloc_types::{MemoryHeap, MemoryPropertyFlags as Props, MemoryType};
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// A device's memory types, heaps and memory limits.
+///
+/// The presets follow what drivers of each kind of GPU report; the builder
+/// methods change one figure for a test (a small heap, a large granularity).
+#[derive(Clone, Debug)]
+pub struct FakeLayout {
+    /// A short name for messages.
+    pub name: &'static str,
+    /// `VkPhysicalDeviceMemoryProperties::memoryTypes`.
+    pub memory_types: Vec<MemoryType>,
+    /// `VkPhysicalDeviceMemoryProperties::memoryHeaps`.
+    pub memory_heaps: Vec<MemoryHeap>,
+    /// `bufferImageGranularity`.
+    pub buffer_image_granularity: u64,
+    /// `nonCoherentAtomSize`.
+    pub non_coherent_atom_size: u64,
+    /// `maxMemoryAllocationCount`.
+    pub max_memory_allocation_count: u32,
+    /// `maxMemoryAllocationSize`.
+    pub max_memory_allocation_size: u64,
+    /// Whether `VK_EXT_memory_budget` is reported as enabled.
+    pub memory_budget: bool,
+    /// Whether buffer device address is reported as enabled.
+    pub buffer_device_address: bool,
+}
+
+fn ty(heap: u32, props: Props) -> MemoryType {
+    MemoryType { heap, props }
+}
+
+impl FakeLayout {
+    /// A discrete GPU with resizable BAR, as NVIDIA drivers report it: an
+    /// 8 GiB device-local heap, a 16 GiB system heap, and a 256 MiB heap of
+    /// device-local memory the host can write through the PCIe BAR.
+    /// Types: 0 plain system memory (no flags), 1 device-local, 2 host-visible
+    /// coherent, 3 host-visible coherent cached, 4 device-local host-visible
+    /// coherent (the BAR). `bufferImageGranularity` 1024.
+    pub fn discrete() -> Self {
+        Self {
+            name: "discrete",
+            memory_types: vec![
+                ty(1, Props::empty()),
+                ty(0, Props::DEVICE_LOCAL),
+                ty(1, Props::HOST_VISIBLE | Props::HOST_COHERENT),
+                ty(
+                    1,
+                    Props::HOST_VISIBLE | Props::HOST_COHERENT | Props::HOST_CACHED,
+                ),
+                ty(
+                    2,
+                    Props::DEVICE_LOCAL | Props::HOST_VISIBLE | Props::HOST_COHERENT,
+                ),
+            ],
+            memory_heaps: vec![
+                MemoryHeap { size: 8 * GIB },
+                MemoryHeap { size: 16 * GIB },
+                MemoryHeap { size: 256 * MIB },
+            ],
+            buffer_image_granularity: 1024,
+            non_coherent_atom_size: 64,
+            max_memory_allocation_count: 4096,
+            max_memory_allocation_size: 4 * GIB,
+            memory_budget: true,
+            buffer_device_address: true,
+        }
+    }
+
+    /// An integrated GPU sharing system memory: one 4 GiB device-local heap;
+    /// types 0 device-local, 1 device-local host-visible coherent, 2 the same
+    /// and cached. No budget extension.
+    pub fn integrated() -> Self {
+        let all = Props::DEVICE_LOCAL | Props::HOST_VISIBLE | Props::HOST_COHERENT;
+        Self {
+            name: "integrated",
+            memory_types: vec![
+                ty(0, Props::DEVICE_LOCAL),
+                ty(0, all),
+                ty(0, all | Props::HOST_CACHED),
+            ],
+            memory_heaps: vec![MemoryHeap { size: 4 * GIB }],
+            buffer_image_granularity: 1,
+            non_coherent_atom_size: 64,
+            max_memory_allocation_count: 4096,
+            max_memory_allocation_size: 2 * GIB,
+            memory_budget: false,
+            buffer_device_address: true,
+        }
+    }
+
+    /// A mobile GPU: one 2 GiB heap; types 0 device-local, 1 device-local
+    /// host-visible coherent (write-combined), 2 device-local host-visible
+    /// *cached, non-coherent* (readback needs invalidation, uploads need
+    /// flushes at 256-byte atoms), 3 lazily allocated (transient attachments).
+    /// `bufferImageGranularity` 4096.
+    pub fn mobile() -> Self {
+        Self {
+            name: "mobile",
+            memory_types: vec![
+                ty(0, Props::DEVICE_LOCAL),
+                ty(
+                    0,
+                    Props::DEVICE_LOCAL | Props::HOST_VISIBLE | Props::HOST_COHERENT,
+                ),
+                ty(
+                    0,
+                    Props::DEVICE_LOCAL | Props::HOST_VISIBLE | Props::HOST_CACHED,
+                ),
+                ty(0, Props::DEVICE_LOCAL | Props::LAZILY_ALLOCATED),
+            ],
+            memory_heaps: vec![MemoryHeap { size: 2 * GIB }],
+            buffer_image_granularity: 4096,
+            non_coherent_atom_size: 256,
+            max_memory_allocation_count: 4096,
+            max_memory_allocation_size: GIB,
+            memory_budget: false,
+            buffer_device_address: false,
+        }
+    }
+
+    /// Lavapipe (Mesa's CPU driver): one 2 GiB heap, one type that is
+    /// everything at once. `bufferImageGranularity` 64.
+    pub fn lavapipe() -> Self {
+        Self {
+            name: "lavapipe",
+            memory_types: vec![ty(
+                0,
+                Props::DEVICE_LOCAL
+                    | Props::HOST_VISIBLE
+                    | Props::HOST_COHERENT
+                    | Props::HOST_CACHED,
+            )],
+            memory_heaps: vec![MemoryHeap { size: 2 * GIB }],
+            buffer_image_granularity: 64,
+            non_coherent_atom_size: 64,
+            max_memory_allocation_count: 4096,
+            max_memory_allocation_size: 2 * GIB,
+            memory_budget: false,
+            buffer_device_address: true,
+        }
+    }
+
+    /// The same layout with every heap resized to `bytes`.
+    pub fn with_heap_sizes(mut self, bytes: u64) -> Self {
+        for heap in &mut self.memory_heaps {
+            heap.size = bytes;
+        }
+        self
+    }
+
+    /// The same layout with one heap resized.
+    pub fn with_heap_size(mut self, heap: usize, bytes: u64) -> Self {
+        if let Some(h) = self.memory_heaps.get_mut(heap) {
+            h.size = bytes;
+        }
+        self
+    }
+
+    /// The same layout with another `bufferImageGranularity`.
+    pub fn with_granularity(mut self, granularity: u64) -> Self {
+        self.buffer_image_granularity = granularity;
+        self
+    }
+
+    /// The same layout with another `maxMemoryAllocationCount`.
+    pub fn with_max_allocation_count(mut self, count: u32) -> Self {
+        self.max_memory_allocation_count = count;
+        self
+    }
+
+    /// The same layout with or without `VK_EXT_memory_budget`.
+    pub fn with_memory_budget(mut self, enabled: bool) -> Self {
+        self.memory_budget = enabled;
+        self
+    }
+}

@@ -1,0 +1,343 @@
+//! [`FakeDevice`]: an in-process Vulkan device for tests (feature `fake-device`).
+//!
+//! Lavapipe has one coherent memory type, no budget extension and never runs
+//! out of memory, so most of an allocator's paths never run on it. The fake
+//! device reproduces real GPUs' memory layouts ([`FakeLayout`]), puts host
+//! memory behind every host-visible allocation so mapping, writing and reading
+//! back work, fails on demand (capped heaps, the Nth allocation or map,
+//! `TOO_MANY_OBJECTS`, device loss), and counts every call so a test can prove
+//! nothing leaked. It also checks the Vulkan rules a validation layer would
+//! (mapping non-host-visible memory, flushing unaligned ranges of
+//! non-coherent memory, freeing unknown memory) and records each breach in
+//! [`FakeDevice::violations`].
+
+mod layout;
+mod state;
+
+use std::borrow::Cow;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ash::vk;
+use ash::vk::Handle;
+use gpu_alloc_types::{
+    AllocationFlags, DeviceMapError, DeviceProperties, MappedMemoryRange, MemoryDevice, OutOfMemory,
+};
+pub use layout::FakeLayout;
+pub use state::{FakeAllocationInfo, FakeCounters, RecordedRange};
+use state::{Fault, State};
+
+use super::{
+    AllocateInfo, DeviceError, FrameSignal, HeapBudget, MemoryDeviceExt, MemoryProperties,
+};
+
+/// A memory object of a [`FakeDevice`]. Not `Clone`: like `VkDeviceMemory`
+/// it is freed once.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct FakeMemory {
+    id: u64,
+}
+
+impl FakeMemory {
+    /// The handle as a `VkDeviceMemory` value (never null; not a real object).
+    pub fn raw(&self) -> vk::DeviceMemory {
+        vk::DeviceMemory::from_raw(self.id)
+    }
+}
+
+/// A fake device. Cheap to clone: clones share one device, so a test keeps a
+/// clone to inspect what the allocator did with it.
+#[derive(Clone, Debug)]
+pub struct FakeDevice {
+    layout: Arc<FakeLayout>,
+    state: Arc<Mutex<State>>,
+}
+
+impl FakeDevice {
+    /// A device with `layout`.
+    pub fn new(layout: FakeLayout) -> Self {
+        let state = State::new(&layout);
+        Self {
+            layout: Arc::new(layout),
+            state: Arc::new(Mutex::new(state)),
+        }
+    }
+
+    /// The layout the device reports.
+    pub fn layout(&self) -> &FakeLayout {
+        &self.layout
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A test that panicked while holding the lock poisons it; the state is
+        // still consistent (every update is a single step), so carry on.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    // ----- fault injection -----
+
+    /// Allocations that would take `heap`'s usage above `bytes` fail with
+    /// `VK_ERROR_OUT_OF_DEVICE_MEMORY`, like a full heap.
+    pub fn cap_heap(&self, heap: u32, bytes: u64) {
+        if let Some(cap) = self.state().heap_caps.get_mut(heap as usize) {
+            *cap = Some(bytes);
+        }
+    }
+
+    /// The `nth` `vkAllocateMemory` call from now (1 = the next one) fails with
+    /// `error`.
+    pub fn fail_allocation(&self, nth: u64, error: DeviceError) {
+        let mut state = self.state();
+        let at = state.counters.allocate_calls + nth;
+        state.faults.push(Fault::Allocate { at, error });
+    }
+
+    /// Every `vkAllocateMemory` call of `size` bytes or more fails with
+    /// `VK_ERROR_OUT_OF_DEVICE_MEMORY` (a driver that cannot find a large
+    /// enough contiguous range). `None` lifts it.
+    pub fn fail_allocations_from(&self, size: Option<u64>) {
+        self.state().fail_from_size = size;
+    }
+
+    /// The `nth` `vkMapMemory` call from now fails with
+    /// `VK_ERROR_MEMORY_MAP_FAILED`.
+    pub fn fail_map(&self, nth: u64) {
+        let mut state = self.state();
+        let at = state.counters.maps + nth;
+        state.faults.push(Fault::Map { at });
+    }
+
+    /// Every later fence, semaphore and allocation call reports
+    /// `VK_ERROR_DEVICE_LOST`. Freeing still works, as on a real lost device.
+    pub fn lose_device(&self) {
+        self.state().device_lost = true;
+    }
+
+    /// Sets the usage that budgets report for `heap` on top of this device's own
+    /// allocations (other processes, or the application's own non-allocator
+    /// memory), and the budget itself.
+    pub fn set_heap_budget(&self, heap: u32, budget: u64, external_usage: u64) {
+        let mut state = self.state();
+        if let Some(slot) = state.budgets.get_mut(heap as usize) {
+            *slot = (budget, external_usage);
+        }
+    }
+
+    // ----- frame signals -----
+
+    /// A new, unsignalled fake fence.
+    pub fn create_fence(&self) -> vk::Fence {
+        vk::Fence::from_raw(self.state().new_signal(0))
+    }
+
+    /// Signals a fake fence.
+    pub fn signal_fence(&self, fence: vk::Fence) {
+        self.state().signals.insert(fence.as_raw(), 1);
+    }
+
+    /// A new fake timeline semaphore at value 0.
+    pub fn create_timeline_semaphore(&self) -> vk::Semaphore {
+        vk::Semaphore::from_raw(self.state().new_signal(0))
+    }
+
+    /// Advances a fake timeline semaphore to `value`.
+    pub fn signal_timeline(&self, semaphore: vk::Semaphore, value: u64) {
+        self.state().signals.insert(semaphore.as_raw(), value);
+    }
+
+    // ----- inspection -----
+
+    /// Call counts so far.
+    pub fn counters(&self) -> FakeCounters {
+        self.state().counters.clone()
+    }
+
+    /// Memory objects alive now.
+    pub fn live_allocations(&self) -> Vec<FakeAllocationInfo> {
+        self.state().live_allocations()
+    }
+
+    /// Bytes allocated from each heap now.
+    pub fn heap_usage(&self) -> Vec<u64> {
+        self.state().heap_usage.clone()
+    }
+
+    /// Every breach of a Vulkan rule seen so far, one line each.
+    pub fn violations(&self) -> Vec<String> {
+        self.state().violations.clone()
+    }
+
+    /// Every range flushed so far.
+    pub fn flushed_ranges(&self) -> Vec<RecordedRange> {
+        self.state().flushed.clone()
+    }
+
+    /// Every range invalidated so far.
+    pub fn invalidated_ranges(&self) -> Vec<RecordedRange> {
+        self.state().invalidated.clone()
+    }
+
+    /// Copies bytes out of a host-visible fake memory object, as the GPU would
+    /// see them; `None` for unknown memory or an out-of-range read.
+    pub fn read(&self, memory: vk::DeviceMemory, offset: u64, len: usize) -> Option<Vec<u8>> {
+        self.state().read(memory.as_raw(), offset, len)
+    }
+
+    /// Writes bytes into a host-visible fake memory object, as the GPU would.
+    /// Returns `false` for unknown memory or an out-of-range write.
+    pub fn write(&self, memory: vk::DeviceMemory, offset: u64, bytes: &[u8]) -> bool {
+        self.state().write(memory.as_raw(), offset, bytes)
+    }
+
+    /// Panics with a readable list when a memory object is still alive or a
+    /// rule was broken: the end-of-test check that nothing leaked.
+    ///
+    /// # Panics
+    /// On leaks or violations; that is its purpose.
+    pub fn assert_clean(&self) {
+        let state = self.state();
+        let live = state.live_allocations();
+        assert!(
+            live.is_empty() && state.violations.is_empty(),
+            "fake device not clean: {} live memory objects {:?}, violations {:#?}",
+            live.len(),
+            live,
+            state.violations
+        );
+        assert_eq!(
+            state.counters.allocations, state.counters.frees,
+            "allocate/free counts differ"
+        );
+    }
+}
+
+impl MemoryDeviceExt<FakeMemory> for FakeDevice {
+    fn memory_properties(&self) -> MemoryProperties {
+        let layout = &self.layout;
+        MemoryProperties {
+            device: DeviceProperties {
+                memory_types: Cow::Owned(layout.memory_types.clone()),
+                memory_heaps: Cow::Owned(layout.memory_heaps.clone()),
+                max_memory_allocation_count: layout.max_memory_allocation_count,
+                max_memory_allocation_size: layout.max_memory_allocation_size,
+                non_coherent_atom_size: layout.non_coherent_atom_size,
+                buffer_device_address: layout.buffer_device_address,
+            },
+            buffer_image_granularity: layout.buffer_image_granularity,
+            memory_budget: layout.memory_budget,
+            memory_priority: false,
+        }
+    }
+
+    unsafe fn allocate(&self, info: &AllocateInfo<'_>) -> Result<FakeMemory, DeviceError> {
+        let id = self.state().allocate(&self.layout, info)?;
+        Ok(FakeMemory { id })
+    }
+
+    fn raw_memory(&self, memory: &FakeMemory) -> vk::DeviceMemory {
+        memory.raw()
+    }
+
+    fn heap_budgets(&self, out: &mut [HeapBudget]) -> bool {
+        if !self.layout.memory_budget {
+            return false;
+        }
+        let state = self.state();
+        for (heap, slot) in out.iter_mut().enumerate() {
+            if let (Some(&(budget, external)), Some(&usage)) =
+                (state.budgets.get(heap), state.heap_usage.get(heap))
+            {
+                *slot = HeapBudget {
+                    budget,
+                    usage: usage + external,
+                };
+            }
+        }
+        true
+    }
+
+    fn is_signalled(&self, signal: FrameSignal) -> Result<bool, DeviceError> {
+        self.state().is_signalled(signal)
+    }
+
+    fn wait_signalled(&self, signal: FrameSignal, _timeout_ns: u64) -> Result<bool, DeviceError> {
+        // Nothing would ever signal a fake fence while we block: answer now.
+        self.state().is_signalled(signal)
+    }
+}
+
+impl MemoryDevice<FakeMemory> for FakeDevice {
+    unsafe fn allocate_memory(
+        &self,
+        size: u64,
+        memory_type: u32,
+        flags: AllocationFlags,
+    ) -> Result<FakeMemory, OutOfMemory> {
+        let info = AllocateInfo {
+            size,
+            memory_type,
+            flags,
+            dedicated: None,
+            priority: None,
+            name: None,
+        };
+        // SAFETY: the fake device checks every argument itself; nothing here
+        // is unsafe, the trait merely declares it so.
+        match unsafe { MemoryDeviceExt::allocate(self, &info) } {
+            Ok(memory) => Ok(memory),
+            Err(DeviceError::OutOfHostMemory) => Err(OutOfMemory::OutOfHostMemory),
+            Err(_) => Err(OutOfMemory::OutOfDeviceMemory),
+        }
+    }
+
+    unsafe fn deallocate_memory(&self, memory: FakeMemory) {
+        self.state().free(memory.id);
+    }
+
+    unsafe fn map_memory(
+        &self,
+        memory: &mut FakeMemory,
+        offset: u64,
+        size: u64,
+    ) -> Result<NonNull<u8>, DeviceMapError> {
+        self.state().map(&self.layout, memory.id, offset, size)
+    }
+
+    unsafe fn unmap_memory(&self, memory: &mut FakeMemory) {
+        self.state().unmap(memory.id);
+    }
+
+    unsafe fn invalidate_memory_ranges(
+        &self,
+        ranges: &[MappedMemoryRange<'_, FakeMemory>],
+    ) -> Result<(), OutOfMemory> {
+        let mut state = self.state();
+        for range in ranges {
+            state.record_range(
+                &self.layout,
+                range.memory.id,
+                range.offset,
+                range.size,
+                false,
+            );
+        }
+        Ok(())
+    }
+
+    unsafe fn flush_memory_ranges(
+        &self,
+        ranges: &[MappedMemoryRange<'_, FakeMemory>],
+    ) -> Result<(), OutOfMemory> {
+        let mut state = self.state();
+        for range in ranges {
+            state.record_range(
+                &self.layout,
+                range.memory.id,
+                range.offset,
+                range.size,
+                true,
+            );
+        }
+        Ok(())
+    }
+}

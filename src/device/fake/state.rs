@@ -1,0 +1,399 @@
+//! The fake device's bookkeeping, behind its mutex.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ptr::NonNull;
+
+use ash::vk;
+use ash::vk::Handle;
+use gpu_alloc_types::{AllocationFlags, DeviceMapError, MemoryPropertyFlags};
+
+use super::FakeLayout;
+use crate::device::{AllocateInfo, DedicatedTarget, DeviceError, FrameSignal};
+
+/// What a fake memory object is, for tests to inspect.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FakeAllocationInfo {
+    /// Its handle.
+    pub memory: vk::DeviceMemory,
+    /// Size in bytes.
+    pub size: u64,
+    /// Memory type index.
+    pub memory_type: u32,
+    /// Heap index of that type.
+    pub heap: u32,
+    /// The resource it is dedicated to, if any.
+    pub dedicated: Option<DedicatedTarget>,
+    /// Its debug name, if one was given.
+    pub name: Option<String>,
+    /// Whether it is mapped now.
+    pub mapped: bool,
+    /// Whether it was allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`.
+    pub device_address: bool,
+}
+
+/// How often each entry point was called.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FakeCounters {
+    /// `vkAllocateMemory` calls, failed ones included.
+    pub allocate_calls: u64,
+    /// Successful allocations.
+    pub allocations: u64,
+    /// `vkFreeMemory` calls on live memory.
+    pub frees: u64,
+    /// `vkMapMemory` calls, failed ones included.
+    pub maps: u64,
+    /// `vkUnmapMemory` calls.
+    pub unmaps: u64,
+    /// Ranges flushed.
+    pub flushes: u64,
+    /// Ranges invalidated.
+    pub invalidates: u64,
+}
+
+/// A flushed or invalidated range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordedRange {
+    /// The memory object.
+    pub memory: vk::DeviceMemory,
+    /// Offset in bytes.
+    pub offset: u64,
+    /// Size in bytes (`vk::WHOLE_SIZE` as given).
+    pub size: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Fault {
+    Allocate { at: u64, error: DeviceError },
+    Map { at: u64 },
+}
+
+/// Alignment of the fake mapping pointers (`minMemoryMapAlignment`).
+const MAP_ALIGNMENT: usize = 64;
+
+#[derive(Debug)]
+struct Memory {
+    size: u64,
+    memory_type: u32,
+    heap: u32,
+    /// Zeroed host bytes (allocated lazily by the OS) with `MAP_ALIGNMENT`
+    /// bytes of slack so that `base` is aligned; `None` unless host-visible.
+    host: Option<Vec<u8>>,
+    base: usize,
+    mapped: Option<(u64, u64)>,
+    dedicated: Option<DedicatedTarget>,
+    name: Option<String>,
+    device_address: bool,
+}
+
+#[derive(Debug)]
+pub(super) struct State {
+    next_handle: u64,
+    memories: BTreeMap<u64, Memory>,
+    pub(super) heap_usage: Vec<u64>,
+    pub(super) heap_caps: Vec<Option<u64>>,
+    /// Per heap: (budget, usage by others).
+    pub(super) budgets: Vec<(u64, u64)>,
+    pub(super) counters: FakeCounters,
+    pub(super) faults: Vec<Fault>,
+    pub(super) fail_from_size: Option<u64>,
+    pub(super) device_lost: bool,
+    /// Fences (0 or 1) and timeline semaphores (their value), by handle.
+    pub(super) signals: HashMap<u64, u64>,
+    pub(super) violations: Vec<String>,
+    pub(super) flushed: Vec<RecordedRange>,
+    pub(super) invalidated: Vec<RecordedRange>,
+}
+
+impl State {
+    pub(super) fn new(layout: &FakeLayout) -> Self {
+        let heaps = layout.memory_heaps.len();
+        Self {
+            next_handle: 0x1000,
+            memories: BTreeMap::new(),
+            heap_usage: vec![0; heaps],
+            heap_caps: vec![None; heaps],
+            budgets: layout
+                .memory_heaps
+                .iter()
+                .map(|h| (h.size / 10 * 8, 0))
+                .collect(),
+            counters: FakeCounters::default(),
+            faults: Vec::new(),
+            fail_from_size: None,
+            device_lost: false,
+            signals: HashMap::new(),
+            violations: Vec::new(),
+            flushed: Vec::new(),
+            invalidated: Vec::new(),
+        }
+    }
+
+    pub(super) fn new_signal(&mut self, value: u64) -> u64 {
+        self.next_handle += 1;
+        self.signals.insert(self.next_handle, value);
+        self.next_handle
+    }
+
+    fn violation(&mut self, text: String) -> DeviceError {
+        self.violations.push(text);
+        DeviceError::Unexpected(vk::Result::ERROR_VALIDATION_FAILED_EXT)
+    }
+
+    pub(super) fn allocate(
+        &mut self,
+        layout: &FakeLayout,
+        info: &AllocateInfo<'_>,
+    ) -> Result<u64, DeviceError> {
+        self.counters.allocate_calls += 1;
+        let call = self.counters.allocate_calls;
+        if self.device_lost {
+            return Err(DeviceError::DeviceLost);
+        }
+        let Some(memory_type) = layout.memory_types.get(info.memory_type as usize).copied() else {
+            return Err(self.violation(format!(
+                "VUID-vkAllocateMemory-pAllocateInfo-01714: memory type {} does not exist",
+                info.memory_type
+            )));
+        };
+        if info.size == 0 {
+            return Err(
+                self.violation("VUID-VkMemoryAllocateInfo-allocationSize-07899: size 0".to_owned())
+            );
+        }
+        if info.flags.contains(AllocationFlags::DEVICE_ADDRESS) && !layout.buffer_device_address {
+            return Err(self.violation(
+                "VUID-VkMemoryAllocateInfo-flags-03331: device address not enabled".to_owned(),
+            ));
+        }
+        if let Some(i) = self
+            .faults
+            .iter()
+            .position(|f| matches!(f, Fault::Allocate { at, .. } if *at == call))
+        {
+            if let Fault::Allocate { error, .. } = self.faults.remove(i) {
+                return Err(error);
+            }
+        }
+        if self.memories.len() >= layout.max_memory_allocation_count as usize {
+            self.violations.push(format!(
+                "VUID-vkAllocateMemory-maxMemoryAllocationCount-04101: {} memory objects exist",
+                self.memories.len()
+            ));
+            return Err(DeviceError::TooManyObjects);
+        }
+        let heap = memory_type.heap as usize;
+        let heap_size = layout.memory_heaps[heap].size;
+        let limit = self.heap_caps[heap].map_or(heap_size, |cap| cap.min(heap_size));
+        let too_large = self.fail_from_size.is_some_and(|from| info.size >= from)
+            || info.size > layout.max_memory_allocation_size;
+        if too_large || self.heap_usage[heap] + info.size > limit {
+            return Err(DeviceError::OutOfDeviceMemory);
+        }
+        let host = memory_type
+            .props
+            .contains(MemoryPropertyFlags::HOST_VISIBLE)
+            .then(|| vec![0u8; info.size as usize + MAP_ALIGNMENT]);
+        let base = host
+            .as_ref()
+            .map_or(0, |h| h.as_ptr().align_offset(MAP_ALIGNMENT));
+        self.next_handle += 1;
+        let handle = self.next_handle;
+        self.memories.insert(
+            handle,
+            Memory {
+                size: info.size,
+                memory_type: info.memory_type,
+                heap: heap as u32,
+                host,
+                base,
+                mapped: None,
+                dedicated: info.dedicated,
+                name: info.name.map(str::to_owned),
+                device_address: info.flags.contains(AllocationFlags::DEVICE_ADDRESS),
+            },
+        );
+        self.heap_usage[heap] += info.size;
+        self.counters.allocations += 1;
+        Ok(handle)
+    }
+
+    pub(super) fn free(&mut self, handle: u64) {
+        match self.memories.remove(&handle) {
+            Some(memory) => {
+                self.heap_usage[memory.heap as usize] -= memory.size;
+                self.counters.frees += 1;
+            }
+            None => self.violations.push(format!(
+                "VUID-vkFreeMemory-memory-parameter: memory {handle:#x} is not live"
+            )),
+        }
+    }
+
+    pub(super) fn map(
+        &mut self,
+        layout: &FakeLayout,
+        handle: u64,
+        offset: u64,
+        size: u64,
+    ) -> Result<NonNull<u8>, DeviceMapError> {
+        self.counters.maps += 1;
+        let call = self.counters.maps;
+        if let Some(i) = self
+            .faults
+            .iter()
+            .position(|f| matches!(f, Fault::Map { at } if *at == call))
+        {
+            self.faults.remove(i);
+            return Err(DeviceMapError::MapFailed);
+        }
+        let Some(memory) = self.memories.get_mut(&handle) else {
+            self.violations
+                .push(format!("vkMapMemory: memory {handle:#x} is not live"));
+            return Err(DeviceMapError::MapFailed);
+        };
+        let props = layout.memory_types[memory.memory_type as usize].props;
+        let problem = if !props.contains(MemoryPropertyFlags::HOST_VISIBLE) {
+            Some("VUID-vkMapMemory-memory-00682: memory type is not host-visible")
+        } else if memory.mapped.is_some() {
+            Some("VUID-vkMapMemory-memory-00678: memory is already mapped")
+        } else if offset >= memory.size
+            || (size != vk::WHOLE_SIZE && offset.saturating_add(size) > memory.size)
+        {
+            Some("VUID-vkMapMemory-size-00681: range exceeds the memory object")
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            self.violations.push(problem.to_owned());
+            return Err(DeviceMapError::MapFailed);
+        }
+        let length = if size == vk::WHOLE_SIZE {
+            memory.size - offset
+        } else {
+            size
+        };
+        memory.mapped = Some((offset, length));
+        let base = memory.base + offset as usize;
+        let host = memory.host.as_mut().ok_or(DeviceMapError::MapFailed)?;
+        NonNull::new(host.as_mut_ptr().wrapping_add(base)).ok_or(DeviceMapError::MapFailed)
+    }
+
+    pub(super) fn unmap(&mut self, handle: u64) {
+        self.counters.unmaps += 1;
+        match self.memories.get_mut(&handle) {
+            Some(memory) if memory.mapped.is_some() => memory.mapped = None,
+            _ => self.violations.push(format!(
+                "VUID-vkUnmapMemory-memory-00689: memory {handle:#x} is not mapped"
+            )),
+        }
+    }
+
+    /// Checks and records a flush (`flush == true`) or invalidation.
+    pub(super) fn record_range(
+        &mut self,
+        layout: &FakeLayout,
+        handle: u64,
+        offset: u64,
+        size: u64,
+        flush: bool,
+    ) {
+        let range = RecordedRange {
+            memory: vk::DeviceMemory::from_raw(handle),
+            offset,
+            size,
+        };
+        if flush {
+            self.counters.flushes += 1;
+            self.flushed.push(range);
+        } else {
+            self.counters.invalidates += 1;
+            self.invalidated.push(range);
+        }
+        let Some(memory) = self.memories.get(&handle) else {
+            self.violations.push(format!(
+                "VkMappedMemoryRange: memory {handle:#x} is not live"
+            ));
+            return;
+        };
+        let atom = layout.non_coherent_atom_size;
+        let problem = match memory.mapped {
+            None => Some("VUID-VkMappedMemoryRange-memory-00684: memory is not mapped"),
+            Some((map_offset, map_size)) => {
+                let end = if size == vk::WHOLE_SIZE {
+                    map_offset + map_size
+                } else {
+                    offset.saturating_add(size)
+                };
+                if offset < map_offset || end > map_offset + map_size {
+                    Some("VUID-VkMappedMemoryRange-size-00685: range outside the mapping")
+                } else if offset % atom != 0 {
+                    Some("VUID-VkMappedMemoryRange-offset-00687: offset not a multiple of nonCoherentAtomSize")
+                } else if size != vk::WHOLE_SIZE && size % atom != 0 && end != memory.size {
+                    Some("VUID-VkMappedMemoryRange-size-01390: size not a multiple of nonCoherentAtomSize")
+                } else {
+                    None
+                }
+            }
+        };
+        if let Some(problem) = problem {
+            self.violations.push(format!(
+                "{problem} (offset {offset}, size {size}, memory size {})",
+                memory.size
+            ));
+        }
+    }
+
+    pub(super) fn is_signalled(&mut self, signal: FrameSignal) -> Result<bool, DeviceError> {
+        if self.device_lost {
+            return Err(DeviceError::DeviceLost);
+        }
+        let (handle, wanted) = match signal {
+            FrameSignal::Fence(fence) => (fence.as_raw(), 1),
+            FrameSignal::Timeline { semaphore, value } => (semaphore.as_raw(), value),
+        };
+        match self.signals.get(&handle) {
+            Some(&value) => Ok(value >= wanted),
+            None => Err(self.violation(format!("{signal:?} was not created by this device"))),
+        }
+    }
+
+    pub(super) fn live_allocations(&self) -> Vec<FakeAllocationInfo> {
+        self.memories
+            .iter()
+            .map(|(&handle, m)| FakeAllocationInfo {
+                memory: vk::DeviceMemory::from_raw(handle),
+                size: m.size,
+                memory_type: m.memory_type,
+                heap: m.heap,
+                dedicated: m.dedicated,
+                name: m.name.clone(),
+                mapped: m.mapped.is_some(),
+                device_address: m.device_address,
+            })
+            .collect()
+    }
+
+    pub(super) fn read(&self, handle: u64, offset: u64, len: usize) -> Option<Vec<u8>> {
+        let memory = self.memories.get(&handle)?;
+        let start = memory.base + usize::try_from(offset).ok()?;
+        let bytes = memory.host.as_ref()?.get(start..start.checked_add(len)?)?;
+        (offset + len as u64 <= memory.size).then(|| bytes.to_vec())
+    }
+
+    pub(super) fn write(&mut self, handle: u64, offset: u64, bytes: &[u8]) -> bool {
+        let Some(memory) = self.memories.get_mut(&handle) else {
+            return false;
+        };
+        if offset + bytes.len() as u64 > memory.size {
+            return false;
+        }
+        let start = memory.base + offset as usize;
+        match memory.host.as_mut() {
+            Some(host) => {
+                host[start..start + bytes.len()].copy_from_slice(bytes);
+                true
+            }
+            None => false,
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! The backend seam: what the allocator needs from a Vulkan device.
+//!
+//! The allocator never calls Vulkan directly. It talks to a device through
+//! [`gpu_alloc_types::MemoryDevice`] (allocate, free, map, unmap, flush and
+//! invalidate `VkDeviceMemory`) plus [`MemoryDeviceExt`], a small extension
+//! for what that trait cannot say: the device's memory layout and limits,
+//! allocations dedicated to one buffer or image (`VkMemoryDedicatedAllocateInfo`),
+//! memory priority, heap budgets, debug names, and the frame fences that tell
+//! when the GPU is done with memory.
+//!
+//! Two backends implement it: [`AshMemoryDevice`] over a real `ash::Device`,
+//! and, with the `fake-device` feature, [`FakeDevice`](fake::FakeDevice), an
+//! in-process device with host memory behind every allocation, realistic
+//! memory layouts of real GPUs and fault injection, for tests of every path a
+//! software driver like lavapipe never takes.
+
+mod ash_device;
+mod error;
+#[cfg(feature = "fake-device")]
+pub mod fake;
+
+use std::fmt::Debug;
+
+use ash::vk;
+pub use ash_device::{AshMemoryDevice, DeviceFeatures};
+pub use error::DeviceError;
+pub use gpu_alloc_types::{
+    AllocationFlags, DeviceProperties, MemoryDevice, MemoryHeap, MemoryPropertyFlags, MemoryType,
+};
+
+/// Everything about a device's memory the allocator reads once, at creation.
+#[derive(Debug)]
+pub struct MemoryProperties {
+    /// Memory types and heaps, `maxMemoryAllocationCount`,
+    /// `maxMemoryAllocationSize`, `nonCoherentAtomSize`, and whether buffer
+    /// device address is enabled.
+    pub device: DeviceProperties<'static>,
+    /// `VkPhysicalDeviceLimits::bufferImageGranularity`: linear and optimal
+    /// resources must not share a page of this size in one `VkDeviceMemory`.
+    pub buffer_image_granularity: u64,
+    /// `VK_EXT_memory_budget` is enabled: [`MemoryDeviceExt::heap_budgets`]
+    /// reports real budgets.
+    pub memory_budget: bool,
+    /// `VK_EXT_memory_priority` is enabled: allocations can carry a priority.
+    pub memory_priority: bool,
+}
+
+/// A heap's budget and current usage in bytes, as `VK_EXT_memory_budget`
+/// reports them (for the whole process, not only this allocator).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeapBudget {
+    /// How much this process can use before allocations may fail or degrade.
+    pub budget: u64,
+    /// How much this process uses now.
+    pub usage: u64,
+}
+
+/// The resource a dedicated `VkDeviceMemory` is made for
+/// (`VkMemoryDedicatedAllocateInfo`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DedicatedTarget {
+    /// A buffer, bound at offset 0 of the new memory.
+    Buffer(vk::Buffer),
+    /// An image, bound at offset 0 of the new memory.
+    Image(vk::Image),
+}
+
+/// One `vkAllocateMemory` call.
+#[derive(Clone, Copy, Debug)]
+pub struct AllocateInfo<'a> {
+    /// Size in bytes.
+    pub size: u64,
+    /// Index of the memory type.
+    pub memory_type: u32,
+    /// `DEVICE_ADDRESS` when buffers with device addresses may use the memory.
+    pub flags: AllocationFlags,
+    /// Dedicate the memory to this resource.
+    pub dedicated: Option<DedicatedTarget>,
+    /// `VK_EXT_memory_priority` priority in `[0, 1]`; ignored without it.
+    pub priority: Option<f32>,
+    /// Debug name for the new memory object (`VK_EXT_debug_utils`).
+    pub name: Option<&'a str>,
+}
+
+/// What a frame's GPU work signals when it completes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FrameSignal {
+    /// A fence passed to the frame's last `vkQueueSubmit`.
+    Fence(vk::Fence),
+    /// A timeline semaphore that reaches `value` when the frame is done.
+    Timeline {
+        /// The timeline semaphore.
+        semaphore: vk::Semaphore,
+        /// The value the frame's submission signals.
+        value: u64,
+    },
+}
+
+/// What [`gpu_alloc_types::MemoryDevice`] cannot say. Implemented by
+/// [`AshMemoryDevice`] and the fake device.
+///
+/// Every method may be called from several threads at once.
+pub trait MemoryDeviceExt<M>: MemoryDevice<M> + Send + Sync + Debug {
+    /// Memory layout and limits. Called once, when the allocator is created.
+    fn memory_properties(&self) -> MemoryProperties;
+
+    /// Allocates a `VkDeviceMemory` as `info` describes.
+    ///
+    /// # Errors
+    /// The `vkAllocateMemory` result as a [`DeviceError`].
+    ///
+    /// # Safety
+    /// - `info.memory_type` is an index into the device's memory types and
+    ///   `info.size` is not zero (VUID-vkAllocateMemory-pAllocateInfo-01714,
+    ///   VUID-VkMemoryAllocateInfo-allocationSize-07899).
+    /// - `info.flags` contains `DEVICE_ADDRESS` only when buffer device address
+    ///   is enabled on the device.
+    /// - a dedicated target is a live resource of this device whose memory
+    ///   requirements have this size (VUID-VkMemoryDedicatedAllocateInfo-image-02964).
+    unsafe fn allocate(&self, info: &AllocateInfo<'_>) -> Result<M, DeviceError>;
+
+    /// The raw handle of `memory`, as bound to buffers and images.
+    fn raw_memory(&self, memory: &M) -> vk::DeviceMemory;
+
+    /// Fills `out[heap]` with the budget of each heap and returns `true`, or
+    /// returns `false` when the device cannot tell (no `VK_EXT_memory_budget`).
+    fn heap_budgets(&self, out: &mut [HeapBudget]) -> bool;
+
+    /// Whether the GPU work behind `signal` has completed. Never blocks.
+    ///
+    /// # Errors
+    /// [`DeviceError::DeviceLost`] and other failures of
+    /// `vkGetFenceStatus` / `vkGetSemaphoreCounterValue`.
+    fn is_signalled(&self, signal: FrameSignal) -> Result<bool, DeviceError>;
+
+    /// Waits up to `timeout_ns` for `signal`; returns whether it completed.
+    ///
+    /// # Errors
+    /// As [`is_signalled`](Self::is_signalled).
+    fn wait_signalled(&self, signal: FrameSignal, timeout_ns: u64) -> Result<bool, DeviceError>;
+}

@@ -1,0 +1,126 @@
+//! The allocator's error type.
+
+use crate::device::DeviceError;
+use crate::memory::Usage;
+
+/// What went wrong in an [`Allocator`](crate::Allocator) call. Each variant
+/// says what the caller can do; after any error the allocator is consistent
+/// and nothing has leaked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A size of zero was requested. Every Vulkan resource has a non-zero size;
+    /// check the `VkMemoryRequirements` you passed.
+    #[error("allocation size must not be zero")]
+    ZeroSize,
+    /// The alignment is not a power of two (Vulkan's always are).
+    #[error("alignment {0} is not a power of two")]
+    AlignmentNotPowerOfTwo(u64),
+    /// `memoryTypeBits` is 0, or names no memory type of this device.
+    #[error("memoryTypeBits {0:#x} names no memory type of this device")]
+    NoMemoryTypeBits(u32),
+    /// No memory type allowed by `memoryTypeBits` has the properties the usage
+    /// needs (host access needs `HOST_VISIBLE`; device address needs buffer
+    /// device address enabled). Pick another usage or resource layout.
+    #[error("no memory type in {memory_type_bits:#x} suits {usage:?}")]
+    NoSuitableMemoryType {
+        /// The resource's `memoryTypeBits`.
+        memory_type_bits: u32,
+        /// The requested usage.
+        usage: Usage,
+    },
+    /// The request is larger than every heap it could live in: it can never
+    /// succeed on this device.
+    #[error("{size} bytes exceed every heap the resource can use (largest {largest_heap})")]
+    SizeExceedsHeaps {
+        /// Requested size.
+        size: u64,
+        /// The largest heap among the allowed memory types.
+        largest_heap: u64,
+    },
+    /// Every allowed memory type is out of device memory. Free memory (call
+    /// [`Allocator::trim`](crate::Allocator::trim) to release empty blocks)
+    /// and retry.
+    #[error("out of device memory")]
+    OutOfDeviceMemory,
+    /// The driver ran out of host memory.
+    #[error("out of host memory")]
+    OutOfHostMemory,
+    /// `maxMemoryAllocationCount` `VkDeviceMemory` objects exist. Free
+    /// dedicated allocations or raise the block size.
+    #[error("maxMemoryAllocationCount ({0}) memory objects exist")]
+    TooManyObjects(u32),
+    /// The request would exceed a heap's budget and within-budget allocation
+    /// was asked for. Free memory, or allow over-budget allocation.
+    #[error("heap {heap} budget exceeded: {usage} + {size} > {budget}")]
+    OverBudget {
+        /// Heap index.
+        heap: u32,
+        /// Bytes that would have been allocated.
+        size: u64,
+        /// The heap's usage.
+        usage: u64,
+        /// The heap's budget.
+        budget: u64,
+    },
+    /// The allocation is not in host-visible memory, so it has no pointer.
+    /// Use an `UPLOAD` or `READBACK` usage for memory the host touches.
+    #[error("allocation is not host-visible")]
+    NotHostVisible,
+    /// Mapping the memory failed (`VK_ERROR_MEMORY_MAP_FAILED`).
+    #[error("vkMapMemory failed")]
+    MapFailed,
+    /// A byte range reaches past the end of the allocation.
+    #[error("range {start}..{end} exceeds the allocation's {size} bytes")]
+    RangeOutOfBounds {
+        /// Range start.
+        start: u64,
+        /// Range end.
+        end: u64,
+        /// Allocation size.
+        size: u64,
+    },
+    /// The allocation was made by another allocator; nothing changed.
+    #[error("allocation belongs to another allocator")]
+    ForeignAllocation,
+    /// The allocation is not live in this allocator (already freed); nothing
+    /// changed.
+    #[error("allocation is not live (already freed)")]
+    StaleAllocation,
+    /// The device was lost (`VK_ERROR_DEVICE_LOST`). Stop submitting; dropping
+    /// the allocator still frees everything.
+    #[error("device lost")]
+    DeviceLost,
+    /// A frame was sealed with a null fence or semaphore.
+    #[error("a frame must be sealed with a non-null fence or timeline semaphore")]
+    NullFrameSignal,
+    /// A [`Config`](crate::Config) figure is out of range; the text names it.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(&'static str),
+    /// Another device error, passed on.
+    #[error("device error: {0}")]
+    Device(DeviceError),
+}
+
+impl Error {
+    /// Whether trying another memory type may succeed.
+    pub(crate) fn try_next_type(self) -> bool {
+        matches!(
+            self,
+            Self::OutOfDeviceMemory | Self::OverBudget { .. } | Self::MapFailed
+        )
+    }
+}
+
+impl From<DeviceError> for Error {
+    fn from(error: DeviceError) -> Self {
+        match error {
+            DeviceError::OutOfDeviceMemory => Self::OutOfDeviceMemory,
+            DeviceError::OutOfHostMemory => Self::OutOfHostMemory,
+            DeviceError::TooManyObjects => Self::TooManyObjects(0),
+            DeviceError::MapFailed => Self::MapFailed,
+            DeviceError::DeviceLost => Self::DeviceLost,
+            other => Self::Device(other),
+        }
+    }
+}

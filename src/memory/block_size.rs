@@ -1,0 +1,84 @@
+//! How large each `VkDeviceMemory` block is.
+//!
+//! Few large blocks keep `vkAllocateMemory` calls (slow, and limited by
+//! `maxMemoryAllocationCount`, often 4096) rare; but a block reserves its whole
+//! size, so an application with little data should not pay 256 MiB per memory
+//! type. The policy is VMA's: the preferred size is 256 MiB on heaps above
+//! 1 GiB and 1/8 of the heap otherwise; the first blocks of a type are smaller
+//! (down to 1/8 of the preferred size, but at least twice the request) and
+//! each new block may be twice the largest existing one. When the driver is
+//! out of memory, the allocator retries with halved sizes before giving up on
+//! blocks. Requests larger than half the preferred size get dedicated memory.
+
+use crate::Config;
+
+/// Halvings of the preferred size allowed, for new blocks and for retries.
+const MAX_HALVINGS: u32 = 3;
+
+/// The preferred block size for a heap of `heap_size` bytes.
+pub(crate) fn preferred_block_size(heap_size: u64, config: &Config, max_allocation: u64) -> u64 {
+    let size = if heap_size <= config.small_heap_limit {
+        (heap_size / 8).next_multiple_of(32)
+    } else {
+        config.large_heap_block_size
+    };
+    size.min(max_allocation).max(1)
+}
+
+/// The size of a new block for a `request`-byte allocation, given the largest
+/// block the memory type already has.
+pub(crate) fn new_block_size(preferred: u64, largest_existing: u64, request: u64) -> u64 {
+    let mut size = preferred;
+    for _ in 0..MAX_HALVINGS {
+        let smaller = size / 2;
+        if smaller > largest_existing && smaller >= request.saturating_mul(2) {
+            size = smaller;
+        } else {
+            break;
+        }
+    }
+    size.max(request)
+}
+
+/// The size to retry with after `failed` bytes could not be allocated, if
+/// any: half, while it still holds the request and stays within
+/// `MAX_HALVINGS` of the preferred size.
+pub(crate) fn retry_block_size(failed: u64, preferred: u64, request: u64) -> Option<u64> {
+    let smaller = failed / 2;
+    (smaller >= request && smaller >= preferred >> MAX_HALVINGS).then_some(smaller)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn vma_sizes() {
+        let config = Config::default();
+        assert_eq!(preferred_block_size(8 << 30, &config, u64::MAX), 256 * MIB);
+        assert_eq!(preferred_block_size(256 * MIB, &config, u64::MAX), 32 * MIB);
+        assert_eq!(preferred_block_size(8 << 30, &config, 64 * MIB), 64 * MIB);
+    }
+
+    #[test]
+    fn first_blocks_start_small_and_grow() {
+        let preferred = 256 * MIB;
+        assert_eq!(new_block_size(preferred, 0, 1024), 32 * MIB);
+        assert_eq!(new_block_size(preferred, 32 * MIB, 1024), 64 * MIB);
+        assert_eq!(new_block_size(preferred, 64 * MIB, 1024), 128 * MIB);
+        assert_eq!(new_block_size(preferred, 128 * MIB, 1024), 256 * MIB);
+        // A large request keeps the block at least twice its size.
+        assert_eq!(new_block_size(preferred, 0, 100 * MIB), 256 * MIB);
+        assert_eq!(new_block_size(preferred, 0, 40 * MIB), 128 * MIB);
+    }
+
+    #[test]
+    fn retries_halve_down_to_an_eighth() {
+        let preferred = 256 * MIB;
+        assert_eq!(retry_block_size(256 * MIB, preferred, MIB), Some(128 * MIB));
+        assert_eq!(retry_block_size(32 * MIB, preferred, MIB), None);
+        assert_eq!(retry_block_size(128 * MIB, preferred, 100 * MIB), None);
+    }
+}

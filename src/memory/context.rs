@@ -1,0 +1,234 @@
+//! [`MemoryContext`]: the device and what all memory types share.
+//!
+//! Every `VkDeviceMemory` the allocator creates or frees goes through
+//! [`MemoryContext::allocate_memory`] and [`MemoryContext::free_memory`], so
+//! the rules that span memory types live in one place:
+//! - `maxMemoryAllocationCount` is never exceeded: a slot is reserved with an
+//!   atomic before `vkAllocateMemory` and given back after `vkFreeMemory`
+//!   (VUID-vkAllocateMemory-maxMemoryAllocationCount-04101);
+//! - per-heap usage is counted for budgets;
+//! - host-visible memory is mapped once, right after allocation.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use gpu_alloc_types::{AllocationFlags, MemoryPropertyFlags, MemoryType};
+
+use super::mapping::MappedPtr;
+use crate::device::{AllocateInfo, DedicatedTarget, HeapBudget, MemoryDeviceExt, MemoryProperties};
+use crate::{Config, Error};
+
+/// Vulkan's `VK_MAX_MEMORY_HEAPS`.
+pub(crate) const MAX_HEAPS: usize = 16;
+
+/// A new `VkDeviceMemory` object, mapped when host-visible.
+pub(crate) struct NewMemory<M> {
+    pub(crate) memory: M,
+    pub(crate) mapped: Option<MappedPtr>,
+}
+
+/// What one `VkDeviceMemory` is asked to be.
+pub(crate) struct MemoryRequest<'a> {
+    pub(crate) memory_type: u32,
+    pub(crate) size: u64,
+    pub(crate) dedicated: Option<DedicatedTarget>,
+    pub(crate) priority: Option<f32>,
+    pub(crate) name: Option<&'a str>,
+    /// Fail with `OverBudget` rather than exceed the heap's budget.
+    pub(crate) within_budget: bool,
+}
+
+/// The device plus the state every memory type shares.
+#[derive(Debug)]
+pub(crate) struct MemoryContext<D> {
+    pub(crate) device: D,
+    pub(crate) properties: MemoryProperties,
+    pub(crate) config: Config,
+    memory_objects: AtomicU32,
+    heap_usage: Box<[AtomicU64]>,
+}
+
+impl<D> MemoryContext<D> {
+    pub(crate) fn new(device: D, properties: MemoryProperties, config: Config) -> Self {
+        let heaps = properties.device.memory_heaps.len();
+        Self {
+            device,
+            properties,
+            config,
+            memory_objects: AtomicU32::new(0),
+            heap_usage: (0..heaps).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    pub(crate) fn memory_types(&self) -> &[MemoryType] {
+        &self.properties.device.memory_types
+    }
+
+    pub(crate) fn props(&self, memory_type: u32) -> MemoryPropertyFlags {
+        self.memory_types()[memory_type as usize].props
+    }
+
+    pub(crate) fn heap_of(&self, memory_type: u32) -> u32 {
+        self.memory_types()[memory_type as usize].heap
+    }
+
+    /// Whether flushes and invalidations of `memory_type` are needed.
+    pub(crate) fn is_non_coherent(&self, memory_type: u32) -> bool {
+        let props = self.props(memory_type);
+        props.contains(MemoryPropertyFlags::HOST_VISIBLE)
+            && !props.contains(MemoryPropertyFlags::HOST_COHERENT)
+    }
+
+    /// `VkDeviceMemory` objects alive now (blocks and dedicated).
+    pub(crate) fn memory_object_count(&self) -> u32 {
+        self.memory_objects.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of `VkDeviceMemory` this allocator holds in `heap`.
+    pub(crate) fn heap_usage(&self, heap: u32) -> u64 {
+        self.heap_usage[heap as usize].load(Ordering::Relaxed)
+    }
+
+    /// Budget and usage of every heap: from `VK_EXT_memory_budget` when
+    /// enabled, else `budget_fraction` of each heap's size and this
+    /// allocator's own usage.
+    pub(crate) fn heap_budgets<M>(&self) -> [HeapBudget; MAX_HEAPS]
+    where
+        D: MemoryDeviceExt<M>,
+    {
+        let mut budgets = [HeapBudget::default(); MAX_HEAPS];
+        if self.properties.memory_budget && self.device.heap_budgets(&mut budgets) {
+            return budgets;
+        }
+        let fraction = f64::from(self.config.budget_fraction.clamp(0.0, 1.0));
+        for (heap, slot) in self.properties.device.memory_heaps.iter().enumerate() {
+            budgets[heap] = HeapBudget {
+                budget: (heap_size_f64(slot.size) * fraction) as u64,
+                usage: self.heap_usage(heap as u32),
+            };
+        }
+        budgets
+    }
+
+    /// Allocates (and maps, when host-visible) one `VkDeviceMemory`.
+    ///
+    /// # Errors
+    /// [`Error::TooManyObjects`] at `maxMemoryAllocationCount`,
+    /// [`Error::OverBudget`] when asked to stay within budget, and the device's
+    /// allocation and map failures. Nothing is leaked on error.
+    pub(crate) fn allocate_memory<M>(
+        &self,
+        request: &MemoryRequest<'_>,
+    ) -> Result<NewMemory<M>, Error>
+    where
+        D: MemoryDeviceExt<M>,
+    {
+        let heap = self.heap_of(request.memory_type);
+        if request.within_budget {
+            let budget = self.heap_budgets()[heap as usize];
+            if budget.usage.saturating_add(request.size) > budget.budget {
+                return Err(Error::OverBudget {
+                    heap,
+                    size: request.size,
+                    usage: budget.usage,
+                    budget: budget.budget,
+                });
+            }
+        }
+        let limit = self.properties.device.max_memory_allocation_count;
+        self.memory_objects
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .map_err(|_| Error::TooManyObjects(limit))?;
+        let flags = if self.properties.device.buffer_device_address {
+            AllocationFlags::DEVICE_ADDRESS
+        } else {
+            AllocationFlags::empty()
+        };
+        let info = AllocateInfo {
+            size: request.size,
+            memory_type: request.memory_type,
+            flags,
+            dedicated: request.dedicated,
+            priority: request.priority,
+            name: request.name,
+        };
+        // SAFETY: `memory_type` is an index of this device's types (callers
+        // take it from the ranked candidates) and `size` is non-zero (checked
+        // at the facade) (VUID-vkAllocateMemory-pAllocateInfo-01714,
+        // VUID-VkMemoryAllocateInfo-allocationSize-07899); DEVICE_ADDRESS is
+        // set only when the device reports buffer device address enabled
+        // (VUID-VkMemoryAllocateInfo-flags-03331); a dedicated target comes
+        // from the caller's resource of this exact size.
+        let mut memory = match unsafe { self.device.allocate(&info) } {
+            Ok(memory) => memory,
+            Err(error) => {
+                self.memory_objects.fetch_sub(1, Ordering::AcqRel);
+                return Err(match Error::from(error) {
+                    Error::TooManyObjects(_) => Error::TooManyObjects(limit),
+                    other => other,
+                });
+            }
+        };
+        let mapped = if self
+            .props(request.memory_type)
+            .contains(MemoryPropertyFlags::HOST_VISIBLE)
+        {
+            // SAFETY: the memory is new, so not mapped yet, and host-visible;
+            // the range is the whole object (VUID-vkMapMemory-memory-00678,
+            // -00682, -offset-00679, -size-00681).
+            match unsafe { self.device.map_memory(&mut memory, 0, request.size) } {
+                Ok(pointer) => Some(MappedPtr(pointer)),
+                Err(error) => {
+                    // SAFETY: allocated above, never bound or mapped.
+                    unsafe { self.device.deallocate_memory(memory) };
+                    self.memory_objects.fetch_sub(1, Ordering::AcqRel);
+                    return Err(crate::device::DeviceError::from(error).into());
+                }
+            }
+        } else {
+            None
+        };
+        self.heap_usage[heap as usize].fetch_add(request.size, Ordering::Relaxed);
+        log::debug!(
+            "vk-suballoc: allocated {} bytes of memory type {} ({})",
+            request.size,
+            request.memory_type,
+            request.name.unwrap_or("unnamed")
+        );
+        Ok(NewMemory { memory, mapped })
+    }
+
+    /// Unmaps (when mapped) and frees one `VkDeviceMemory`.
+    ///
+    /// # Safety
+    /// `memory` came from [`allocate_memory`](Self::allocate_memory) of this
+    /// context with `memory_type` and `size`, `mapped` says whether it is
+    /// mapped, and no resource bound to it is used by the GPU any more
+    /// (VUID-vkFreeMemory-memory-00677).
+    pub(crate) unsafe fn free_memory<M>(
+        &self,
+        mut memory: M,
+        mapped: bool,
+        memory_type: u32,
+        size: u64,
+    ) where
+        D: MemoryDeviceExt<M>,
+    {
+        if mapped {
+            // SAFETY: mapped once at allocation (the caller says it is).
+            unsafe { self.device.unmap_memory(&mut memory) };
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.device.deallocate_memory(memory) };
+        self.memory_objects.fetch_sub(1, Ordering::AcqRel);
+        let heap = self.heap_of(memory_type);
+        self.heap_usage[heap as usize].fetch_sub(size, Ordering::Relaxed);
+        log::debug!("vk-suballoc: freed {size} bytes of memory type {memory_type}");
+    }
+}
+
+/// `u64` to `f64` for budget arithmetic (exact below 2^53 bytes).
+fn heap_size_f64(size: u64) -> f64 {
+    size as f64
+}

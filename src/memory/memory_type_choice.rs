@@ -1,0 +1,210 @@
+//! Which memory type a request goes to: a ranked list of candidates.
+//!
+//! A device offers up to 32 memory types, each a set of property flags on a
+//! heap. A resource says which types it can live in (`memoryTypeBits` of its
+//! `VkMemoryRequirements`); the engine says how it will be used ([`Usage`]).
+//! This module turns both into a ranked list: types that lack a *required*
+//! flag are dropped (host access needs `HOST_VISIBLE`), the rest are ordered
+//! by a weighted count of missing *preferred* and present *unwanted* flags,
+//! ties broken by type index (drivers list their best types first). The
+//! allocator tries the candidates in order and moves on to the next one when a
+//! type is out of memory or over budget.
+
+use gpu_alloc_types::{MemoryHeap, MemoryPropertyFlags as Props, MemoryType};
+
+use super::Usage;
+
+/// Up to 32 memory type indices, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Candidates {
+    types: [u8; 32],
+    len: u8,
+}
+
+impl Candidates {
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        &self.types[..self.len as usize]
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Flag weights of one usage: `(flag, weight)` pairs.
+struct Preference {
+    required: Props,
+    preferred: [(Props, u32); 2],
+    unwanted: [(Props, u32); 2],
+}
+
+fn preference(usage: Usage) -> Preference {
+    let none = (Props::empty(), 0);
+    if usage.contains(Usage::READBACK) {
+        // The host reads: uncached reads are an order of magnitude slower.
+        Preference {
+            required: Props::HOST_VISIBLE,
+            preferred: [(Props::HOST_CACHED, 4), (Props::HOST_COHERENT, 2)],
+            unwanted: [(Props::DEVICE_LOCAL, 1), none],
+        }
+    } else if usage.contains(Usage::UPLOAD) && usage.contains(Usage::DEVICE_LOCAL) {
+        // Written by the host every frame, read by the GPU many times: VRAM
+        // through the BAR when the device has it.
+        Preference {
+            required: Props::HOST_VISIBLE,
+            preferred: [(Props::DEVICE_LOCAL, 4), (Props::HOST_COHERENT, 2)],
+            unwanted: [(Props::HOST_CACHED, 1), none],
+        }
+    } else if usage.contains(Usage::UPLOAD) {
+        // Staging: sequential host writes (write-combined is best), read once
+        // by a transfer; keep VRAM and the BAR for what the GPU reads often.
+        Preference {
+            required: Props::HOST_VISIBLE,
+            preferred: [(Props::HOST_COHERENT, 4), none],
+            unwanted: [(Props::DEVICE_LOCAL, 2), (Props::HOST_CACHED, 1)],
+        }
+    } else if usage.contains(Usage::TRANSIENT) {
+        Preference {
+            required: Props::empty(),
+            preferred: [(Props::LAZILY_ALLOCATED, 4), (Props::DEVICE_LOCAL, 2)],
+            unwanted: [(Props::HOST_VISIBLE, 1), none],
+        }
+    } else {
+        // GPU only. Host-visible device-local memory (the BAR, or shared memory
+        // of an integrated GPU) is left for what the host writes.
+        Preference {
+            required: Props::empty(),
+            preferred: [(Props::DEVICE_LOCAL, 4), none],
+            unwanted: [(Props::HOST_VISIBLE, 2), (Props::HOST_CACHED, 1)],
+        }
+    }
+}
+
+/// Ranks the memory types allowed by `memory_type_bits` for `usage`, leaving
+/// out types whose heap is smaller than `size`, protected types, and lazily
+/// allocated types unless the usage is [`Usage::TRANSIENT`].
+///
+/// # Time complexity
+/// O(types²) with at most 32 types; no allocation.
+pub(crate) fn rank_memory_types(
+    types: &[MemoryType],
+    heaps: &[MemoryHeap],
+    memory_type_bits: u32,
+    usage: Usage,
+    size: u64,
+) -> Candidates {
+    let preference = preference(usage);
+    let mut candidates = Candidates {
+        types: [0; 32],
+        len: 0,
+    };
+    let mut costs = [0u32; 32];
+    for (index, ty) in types.iter().enumerate().take(32) {
+        let allowed = memory_type_bits & (1 << index) != 0;
+        let heap_fits = heaps.get(ty.heap as usize).is_some_and(|h| h.size >= size);
+        let lazy_ok =
+            !ty.props.contains(Props::LAZILY_ALLOCATED) || usage.contains(Usage::TRANSIENT);
+        if !allowed
+            || !heap_fits
+            || !lazy_ok
+            || ty.props.contains(Props::PROTECTED)
+            || !ty.props.contains(preference.required)
+        {
+            continue;
+        }
+        let missing: u32 = preference
+            .preferred
+            .iter()
+            .filter(|(flag, _)| !flag.is_empty() && !ty.props.contains(*flag))
+            .map(|(_, weight)| weight)
+            .sum();
+        let unwanted: u32 = preference
+            .unwanted
+            .iter()
+            .filter(|(flag, _)| !flag.is_empty() && ty.props.contains(*flag))
+            .map(|(_, weight)| weight)
+            .sum();
+        // Insertion sort: stable, so equal costs keep the driver's order.
+        let cost = missing + unwanted;
+        let mut at = candidates.len as usize;
+        while at > 0 && costs[at - 1] > cost {
+            costs[at] = costs[at - 1];
+            candidates.types[at] = candidates.types[at - 1];
+            at -= 1;
+        }
+        costs[at] = cost;
+        candidates.types[at] = index as u8;
+        candidates.len += 1;
+    }
+    candidates
+}
+
+#[cfg(all(test, feature = "fake-device"))]
+mod tests {
+    use super::*;
+    use crate::device::fake::FakeLayout;
+
+    fn rank(layout: &FakeLayout, usage: Usage) -> Vec<u8> {
+        rank_memory_types(&layout.memory_types, &layout.memory_heaps, !0, usage, 1)
+            .as_slice()
+            .to_vec()
+    }
+
+    #[test]
+    fn discrete_gpu_choices() {
+        let gpu = FakeLayout::discrete();
+        // 0 none, 1 DL, 2 HV|HC, 3 HV|HC|HCached, 4 DL|HV|HC (BAR)
+        assert_eq!(rank(&gpu, Usage::DEVICE_LOCAL)[0], 1);
+        assert_eq!(rank(&gpu, Usage::DEVICE_LOCAL).last(), Some(&3));
+        assert_eq!(rank(&gpu, Usage::UPLOAD), vec![2, 3, 4]);
+        assert_eq!(
+            rank(&gpu, Usage::UPLOAD | Usage::DEVICE_LOCAL),
+            vec![4, 2, 3]
+        );
+        assert_eq!(rank(&gpu, Usage::READBACK), vec![3, 2, 4]);
+    }
+
+    #[test]
+    fn integrated_gpu_choices() {
+        let gpu = FakeLayout::integrated();
+        // 0 DL, 1 DL|HV|HC, 2 DL|HV|HC|HCached
+        assert_eq!(rank(&gpu, Usage::DEVICE_LOCAL), vec![0, 1, 2]);
+        assert_eq!(rank(&gpu, Usage::UPLOAD), vec![1, 2]);
+        assert_eq!(rank(&gpu, Usage::READBACK), vec![2, 1]);
+    }
+
+    #[test]
+    fn mobile_gpu_choices() {
+        let gpu = FakeLayout::mobile();
+        // 0 DL, 1 DL|HV|HC, 2 DL|HV|HCached (non-coherent), 3 DL|LAZY
+        assert_eq!(rank(&gpu, Usage::DEVICE_LOCAL), vec![0, 1, 2]);
+        assert_eq!(rank(&gpu, Usage::READBACK), vec![2, 1]);
+        assert_eq!(rank(&gpu, Usage::UPLOAD), vec![1, 2]);
+        assert_eq!(rank(&gpu, Usage::TRANSIENT)[0], 3);
+    }
+
+    #[test]
+    fn memory_type_bits_and_heap_sizes_filter() {
+        let gpu = FakeLayout::discrete();
+        let only_host = rank_memory_types(
+            &gpu.memory_types,
+            &gpu.memory_heaps,
+            0b01100,
+            Usage::DEVICE_LOCAL,
+            1,
+        );
+        assert_eq!(only_host.as_slice(), &[2, 3]);
+        // 512 MiB does not fit the 256 MiB BAR heap.
+        let big = rank_memory_types(
+            &gpu.memory_types,
+            &gpu.memory_heaps,
+            !0,
+            Usage::UPLOAD | Usage::DEVICE_LOCAL,
+            512 << 20,
+        );
+        assert_eq!(big.as_slice(), &[2, 3]);
+        assert!(
+            rank_memory_types(&gpu.memory_types, &gpu.memory_heaps, 0, Usage::UPLOAD, 1).is_empty()
+        );
+    }
+}

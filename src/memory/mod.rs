@@ -1,0 +1,16 @@
+//! Blocks and policy: which memory type, which block, how large, when
+//! dedicated, what is mapped. Generic over the device seam
+//! ([`MemoryDeviceExt`](crate::device::MemoryDeviceExt)); the
+//! [`Allocator`](crate::Allocator) facade puts one lock around each memory
+//! type's [`TypePool`](type_pool::TypePool).
+
+mod block;
+pub(crate) mod block_size;
+pub(crate) mod context;
+pub(crate) mod mapping;
+pub(crate) mod memory_type_choice;
+pub(crate) mod slab;
+pub(crate) mod type_pool;
+mod usage;
+
+pub use usage::{ResourceKind, Usage};

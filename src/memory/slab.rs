@@ -1,0 +1,130 @@
+//! A tiny generational slab: stable keys for blocks and dedicated allocations.
+
+/// Names one entry of a [`Slab`]; stale once the entry is removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct SlabKey {
+    pub(crate) index: u32,
+    pub(crate) generation: u32,
+}
+
+#[derive(Debug)]
+struct Entry<T> {
+    generation: u32,
+    value: Option<T>,
+}
+
+/// Values addressed by generational keys. Removing frees the slot for reuse
+/// with a new generation, so an old key never reaches a new value.
+#[derive(Debug)]
+pub(crate) struct Slab<T> {
+    entries: Vec<Entry<T>>,
+    vacant: Vec<u32>,
+    len: usize,
+}
+
+impl<T> Slab<T> {
+    pub(crate) const fn new() -> Self {
+        Self {
+            entries: Vec::new(),
+            vacant: Vec::new(),
+            len: 0,
+        }
+    }
+
+    pub(crate) fn insert(&mut self, value: T) -> SlabKey {
+        self.len += 1;
+        if let Some(index) = self.vacant.pop() {
+            let entry = &mut self.entries[index as usize];
+            entry.value = Some(value);
+            return SlabKey {
+                index,
+                generation: entry.generation,
+            };
+        }
+        self.entries.push(Entry {
+            generation: 0,
+            value: Some(value),
+        });
+        SlabKey {
+            index: (self.entries.len() - 1) as u32,
+            generation: 0,
+        }
+    }
+
+    pub(crate) fn get(&self, key: SlabKey) -> Option<&T> {
+        let entry = self.entries.get(key.index as usize)?;
+        (entry.generation == key.generation)
+            .then_some(entry.value.as_ref())
+            .flatten()
+    }
+
+    pub(crate) fn get_mut(&mut self, key: SlabKey) -> Option<&mut T> {
+        let entry = self.entries.get_mut(key.index as usize)?;
+        if entry.generation == key.generation {
+            entry.value.as_mut()
+        } else {
+            None
+        }
+    }
+
+    pub(crate) fn remove(&mut self, key: SlabKey) -> Option<T> {
+        let entry = self.entries.get_mut(key.index as usize)?;
+        if entry.generation != key.generation {
+            return None;
+        }
+        let value = entry.value.take()?;
+        entry.generation = entry.generation.wrapping_add(1);
+        self.vacant.push(key.index);
+        self.len -= 1;
+        Some(value)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Live entries with their keys, in slot order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (SlabKey, &T)> + '_ {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(index, entry)| {
+                entry.value.as_ref().map(|value| {
+                    (
+                        SlabKey {
+                            index: index as u32,
+                            generation: entry.generation,
+                        },
+                        value,
+                    )
+                })
+            })
+    }
+
+    /// Removes and returns every value.
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
+        self.len = 0;
+        self.vacant.clear();
+        let entries = std::mem::take(&mut self.entries);
+        entries.into_iter().filter_map(|entry| entry.value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_keys_miss() {
+        let mut slab = Slab::new();
+        let a = slab.insert("a");
+        assert_eq!(slab.remove(a), Some("a"));
+        let b = slab.insert("b");
+        assert_eq!(a.index, b.index);
+        assert_eq!(slab.get(a), None);
+        assert_eq!(slab.remove(a), None);
+        assert_eq!(slab.get(b), Some(&"b"));
+        assert_eq!(slab.len(), 1);
+        assert_eq!(slab.drain().collect::<Vec<_>>(), vec!["b"]);
+    }
+}

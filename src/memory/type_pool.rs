@@ -1,0 +1,477 @@
+//! [`TypePool`]: the blocks and dedicated allocations of one memory type.
+//!
+//! Requests go to the first block (in creation order, so old blocks fill up
+//! and new ones can empty out) whose offset allocator can place them; when
+//! none can, a new block is created ([`block_size`](super::block_size)). Large
+//! requests and those the driver asks for get dedicated memory. When the
+//! driver is out of memory the pool retries smaller blocks, then dedicated
+//! memory, before it reports failure (and the allocator moves on to the next
+//! memory type).
+//!
+//! Empty blocks are expensive to recreate, so one is kept per memory type;
+//! when a second block empties, the smaller of the two is released.
+//! [`TypePool::trim`] releases the kept one as well.
+
+use ash::vk;
+
+use super::block::{Block, DedicatedMemory};
+use super::block_size::{new_block_size, preferred_block_size, retry_block_size};
+use super::context::{MemoryContext, MemoryRequest};
+use super::mapping::MappedPtr;
+use super::slab::{Slab, SlabKey};
+use crate::device::{DedicatedTarget, MemoryDeviceExt};
+use crate::offset::{AllocationId, OffsetAllocator, OffsetError};
+use crate::Error;
+
+/// Whether an allocation gets its own `VkDeviceMemory`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DedicatedChoice {
+    /// Never: blocks only.
+    Never,
+    /// When the request is larger than half a block.
+    Auto,
+    /// First; blocks if dedicated memory fails.
+    Prefer,
+    /// Only dedicated memory.
+    Require,
+}
+
+/// A request as one memory type sees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PoolRequest<'a> {
+    pub(crate) size: u64,
+    pub(crate) align: u64,
+    /// Granularity class (0 linear, 1 optimal images).
+    pub(crate) class: usize,
+    pub(crate) dedicated: DedicatedChoice,
+    pub(crate) target: Option<DedicatedTarget>,
+    pub(crate) name: Option<&'a str>,
+    pub(crate) within_budget: bool,
+    pub(crate) priority: Option<f32>,
+}
+
+/// Where an allocation lives inside its memory type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Location {
+    /// A range of a block.
+    Block { block: SlabKey, range: AllocationId },
+    /// Dedicated memory.
+    Dedicated(SlabKey),
+}
+
+/// A successful placement.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Placement {
+    pub(crate) location: Location,
+    pub(crate) memory: vk::DeviceMemory,
+    pub(crate) offset: u64,
+    pub(crate) mapped: Option<MappedPtr>,
+}
+
+/// Running figures of one memory type.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PoolCounters {
+    pub(crate) blocks: u64,
+    pub(crate) block_bytes: u64,
+    pub(crate) empty_blocks: u64,
+    pub(crate) block_allocations: u64,
+    pub(crate) block_allocated_bytes: u64,
+    pub(crate) dedicated: u64,
+    pub(crate) dedicated_bytes: u64,
+}
+
+/// Blocks and dedicated allocations of one memory type.
+#[derive(Debug)]
+pub(crate) struct TypePool<M> {
+    memory_type: u32,
+    blocks: Slab<Block<M>>,
+    /// Blocks of each granularity class, oldest first.
+    order: [Vec<SlabKey>; 2],
+    dedicated: Slab<DedicatedMemory<M>>,
+    next_serial: u32,
+    pub(crate) counters: PoolCounters,
+}
+
+impl<M> TypePool<M> {
+    pub(crate) fn new(memory_type: u32) -> Self {
+        Self {
+            memory_type,
+            blocks: Slab::new(),
+            order: [Vec::new(), Vec::new()],
+            dedicated: Slab::new(),
+            next_serial: 0,
+            counters: PoolCounters::default(),
+        }
+    }
+
+    /// Places `request` in this memory type.
+    ///
+    /// # Errors
+    /// [`Error::OutOfDeviceMemory`] when neither blocks nor dedicated memory
+    /// could hold it; the budget, object-count and device errors of
+    /// [`MemoryContext::allocate_memory`].
+    pub(crate) fn allocate<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        request: &PoolRequest<'_>,
+    ) -> Result<Placement, Error> {
+        let preferred = self.preferred_block_size(context);
+        let dedicated_first = match request.dedicated {
+            DedicatedChoice::Require | DedicatedChoice::Prefer => true,
+            DedicatedChoice::Never => false,
+            DedicatedChoice::Auto => request.size > preferred / 2,
+        };
+        if dedicated_first {
+            match self.allocate_dedicated(context, request) {
+                Err(Error::OutOfDeviceMemory) if request.dedicated != DedicatedChoice::Require => {}
+                result => return result,
+            }
+        }
+        if let Some(placement) = self.allocate_in_blocks(request) {
+            return Ok(placement);
+        }
+        match self.allocate_in_new_block(context, request, preferred) {
+            Err(Error::OutOfDeviceMemory)
+                if !dedicated_first && request.dedicated != DedicatedChoice::Never =>
+            {
+                self.allocate_dedicated(context, request)
+            }
+            result => result,
+        }
+    }
+
+    fn preferred_block_size<D: MemoryDeviceExt<M>>(&self, context: &MemoryContext<D>) -> u64 {
+        let heap = context.heap_of(self.memory_type) as usize;
+        let heap_size = context.properties.device.memory_heaps[heap].size;
+        preferred_block_size(
+            heap_size,
+            &context.config,
+            context.properties.device.max_memory_allocation_size,
+        )
+    }
+
+    /// First fit over the existing blocks of the request's class.
+    fn allocate_in_blocks(&mut self, request: &PoolRequest<'_>) -> Option<Placement> {
+        for index in 0..self.order[request.class].len() {
+            let key = self.order[request.class][index];
+            if let Some(placement) = self.allocate_in_block(key, request) {
+                return Some(placement);
+            }
+        }
+        None
+    }
+
+    fn allocate_in_block(&mut self, key: SlabKey, request: &PoolRequest<'_>) -> Option<Placement> {
+        let block = self.blocks.get_mut(key)?;
+        if block.ranges.free_bytes() < request.size {
+            return None;
+        }
+        let was_empty = block.ranges.is_empty();
+        let range = match block.ranges.allocate(request.size, request.align) {
+            Ok(range) => range,
+            Err(OffsetError::OutOfSlots(slots)) => {
+                // Grow the node table (amortised: doubling) and retry once.
+                block.ranges.reserve_slots(slots.max(64)).ok()?;
+                block.ranges.allocate(request.size, request.align).ok()?
+            }
+            Err(_) => return None,
+        };
+        if let Some(name) = request.name {
+            block.names.insert(range.id.slot(), name.into());
+        }
+        let placement = Placement {
+            location: Location::Block {
+                block: key,
+                range: range.id,
+            },
+            memory: block.raw,
+            offset: range.offset,
+            mapped: block.mapped.map(|base| base.add(range.offset)),
+        };
+        if was_empty {
+            self.counters.empty_blocks -= 1;
+        }
+        self.counters.block_allocations += 1;
+        self.counters.block_allocated_bytes += request.size;
+        Some(placement)
+    }
+
+    fn allocate_in_new_block<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        request: &PoolRequest<'_>,
+        preferred: u64,
+    ) -> Result<Placement, Error> {
+        let largest = self.blocks.iter().map(|(_, b)| b.size).max().unwrap_or(0);
+        let mut size = new_block_size(preferred, largest, request.size);
+        let key = loop {
+            match self.create_block(context, size, request) {
+                Ok(key) => break key,
+                Err(Error::OutOfDeviceMemory) => {
+                    size = retry_block_size(size, preferred, request.size)
+                        .ok_or(Error::OutOfDeviceMemory)?;
+                    log::warn!(
+                        "vk-suballoc: out of device memory in type {}, retrying with a {size}-byte block",
+                        self.memory_type
+                    );
+                }
+                Err(error) => return Err(error),
+            }
+        };
+        // A new block of at least `request.size` bytes places it at offset 0.
+        self.allocate_in_block(key, request)
+            .ok_or(Error::OutOfDeviceMemory)
+    }
+
+    fn create_block<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        size: u64,
+        request: &PoolRequest<'_>,
+    ) -> Result<SlabKey, Error> {
+        let ranges = OffsetAllocator::new(size, context.config.initial_block_slots)
+            .map_err(|_| Error::OutOfDeviceMemory)?;
+        let serial = self.next_serial;
+        let name = format!("vk-suballoc block {}/{serial}", self.memory_type);
+        let new = context.allocate_memory::<M>(&MemoryRequest {
+            memory_type: self.memory_type,
+            size,
+            dedicated: None,
+            priority: None,
+            name: Some(&name),
+            within_budget: request.within_budget,
+        })?;
+        self.next_serial += 1;
+        let raw = context.device.raw_memory(&new.memory);
+        let key = self.blocks.insert(Block {
+            memory: new.memory,
+            raw,
+            size,
+            ranges,
+            mapped: new.mapped,
+            class: request.class,
+            names: Default::default(),
+            serial,
+        });
+        self.order[request.class].push(key);
+        self.counters.blocks += 1;
+        self.counters.block_bytes += size;
+        self.counters.empty_blocks += 1;
+        Ok(key)
+    }
+
+    fn allocate_dedicated<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        request: &PoolRequest<'_>,
+    ) -> Result<Placement, Error> {
+        let new = context.allocate_memory::<M>(&MemoryRequest {
+            memory_type: self.memory_type,
+            size: request.size,
+            dedicated: request.target,
+            priority: request.priority,
+            name: request.name,
+            within_budget: request.within_budget,
+        })?;
+        let raw = context.device.raw_memory(&new.memory);
+        let key = self.dedicated.insert(DedicatedMemory {
+            memory: new.memory,
+            raw,
+            size: request.size,
+            mapped: new.mapped,
+            name: request.name.map(Into::into),
+        });
+        self.counters.dedicated += 1;
+        self.counters.dedicated_bytes += request.size;
+        Ok(Placement {
+            location: Location::Dedicated(key),
+            memory: raw,
+            offset: 0,
+            mapped: new.mapped,
+        })
+    }
+
+    /// Frees the allocation at `location`; releases its memory when it was
+    /// dedicated, or its block when that empties and another empty block is
+    /// kept already.
+    ///
+    /// # Errors
+    /// [`Error::StaleAllocation`] when `location` names nothing live.
+    ///
+    /// # Safety
+    /// The GPU no longer uses the allocation (VUID-vkFreeMemory-memory-00677
+    /// when memory is released).
+    pub(crate) unsafe fn free<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        location: Location,
+    ) -> Result<(), Error> {
+        match location {
+            Location::Dedicated(key) => {
+                let dedicated = self.dedicated.remove(key).ok_or(Error::StaleAllocation)?;
+                self.counters.dedicated -= 1;
+                self.counters.dedicated_bytes -= dedicated.size;
+                // SAFETY: allocated by this context for this type; the caller
+                // guarantees the GPU is done with it.
+                unsafe {
+                    context.free_memory(
+                        dedicated.memory,
+                        dedicated.mapped.is_some(),
+                        self.memory_type,
+                        dedicated.size,
+                    )
+                };
+                Ok(())
+            }
+            Location::Block { block: key, range } => {
+                let block = self.blocks.get_mut(key).ok_or(Error::StaleAllocation)?;
+                let freed = block
+                    .ranges
+                    .free(range)
+                    .map_err(|_| Error::StaleAllocation)?;
+                block.names.remove(&range.slot());
+                self.counters.block_allocations -= 1;
+                self.counters.block_allocated_bytes -= freed.size;
+                if block.ranges.is_empty() {
+                    self.counters.empty_blocks += 1;
+                    if self.counters.empty_blocks > 1 {
+                        self.release_smaller_empty_block(context, key);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// With two empty blocks, `just_emptied` and one kept earlier, releases the
+    /// smaller (the larger serves more future requests).
+    fn release_smaller_empty_block<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        just_emptied: SlabKey,
+    ) {
+        let kept = self
+            .blocks
+            .iter()
+            .find(|(key, block)| *key != just_emptied && block.ranges.is_empty())
+            .map(|(key, block)| (key, block.size));
+        let victim = match (kept, self.blocks.get(just_emptied)) {
+            (Some((kept, kept_size)), Some(emptied)) if kept_size < emptied.size => kept,
+            _ => just_emptied,
+        };
+        self.release_block(context, victim);
+    }
+
+    fn release_block<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>, key: SlabKey) {
+        let Some(block) = self.blocks.remove(key) else {
+            return;
+        };
+        self.order[block.class].retain(|k| *k != key);
+        self.counters.blocks -= 1;
+        self.counters.block_bytes -= block.size;
+        if block.ranges.is_empty() {
+            self.counters.empty_blocks -= 1;
+        }
+        // SAFETY: allocated by this context for this type; callers release
+        // only empty blocks (or everything at drop), so no live resource of
+        // ours is bound to it.
+        unsafe {
+            context.free_memory(
+                block.memory,
+                block.mapped.is_some(),
+                self.memory_type,
+                block.size,
+            )
+        };
+    }
+
+    /// Releases every empty block; returns the bytes given back.
+    pub(crate) fn trim<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>) -> u64 {
+        let empty: Vec<(SlabKey, u64)> = self
+            .blocks
+            .iter()
+            .filter(|(_, block)| block.ranges.is_empty())
+            .map(|(key, block)| (key, block.size))
+            .collect();
+        let mut released = 0;
+        for (key, size) in empty {
+            self.release_block(context, key);
+            released += size;
+        }
+        released
+    }
+
+    /// The memory object, its size and mapping behind `location`.
+    pub(crate) fn memory_at(&self, location: Location) -> Option<(&M, u64)> {
+        match location {
+            Location::Dedicated(key) => self.dedicated.get(key).map(|d| (&d.memory, d.size)),
+            Location::Block { block, range } => {
+                let block = self.blocks.get(block)?;
+                block.ranges.get(range)?;
+                Some((&block.memory, block.size))
+            }
+        }
+    }
+
+    /// Whether `location` names a live allocation.
+    pub(crate) fn is_live(&self, location: Location) -> bool {
+        self.memory_at(location).is_some()
+    }
+
+    /// Blocks, for reports.
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = &Block<M>> + '_ {
+        self.blocks.iter().map(|(_, block)| block)
+    }
+
+    /// Dedicated allocations, for reports.
+    pub(crate) fn dedicated_allocations(&self) -> impl Iterator<Item = &DedicatedMemory<M>> + '_ {
+        self.dedicated.iter().map(|(_, d)| d)
+    }
+
+    /// Logs every live allocation as a leak, then frees all memory. Used when
+    /// the allocator is dropped.
+    pub(crate) fn release_all<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>) {
+        for (_, block) in self.blocks.iter() {
+            for range in block.ranges.allocations() {
+                let name = block
+                    .names
+                    .get(&range.id.slot())
+                    .map_or("unnamed", |n| &**n);
+                log::warn!(
+                    "vk-suballoc: leaked allocation \"{name}\": {} bytes at offset {} of block {}/{} (memory type {})",
+                    range.size,
+                    range.offset,
+                    self.memory_type,
+                    block.serial,
+                    self.memory_type
+                );
+            }
+        }
+        let keys: Vec<SlabKey> = self.blocks.iter().map(|(key, _)| key).collect();
+        for key in keys {
+            self.release_block(context, key);
+        }
+        for dedicated in self.dedicated.drain() {
+            log::warn!(
+                "vk-suballoc: leaked dedicated allocation \"{}\": {} bytes (memory type {})",
+                dedicated.name.as_deref().unwrap_or("unnamed"),
+                dedicated.size,
+                self.memory_type
+            );
+            self.counters.dedicated -= 1;
+            self.counters.dedicated_bytes -= dedicated.size;
+            // SAFETY: allocated by this context for this type; the allocator is
+            // being dropped, so its owner promised the GPU is idle.
+            unsafe {
+                context.free_memory(
+                    dedicated.memory,
+                    dedicated.mapped.is_some(),
+                    self.memory_type,
+                    dedicated.size,
+                )
+            };
+        }
+        self.counters.block_allocations = 0;
+        self.counters.block_allocated_bytes = 0;
+    }
+}

@@ -1,0 +1,123 @@
+//! How a resource will be used, in the words an engine developer uses.
+
+use std::fmt;
+use std::ops::{BitOr, BitOrAssign};
+
+/// What the memory is for. Combine with `|`.
+///
+/// | usage | typical resource | memory chosen first |
+/// |---|---|---|
+/// | [`DEVICE_LOCAL`](Self::DEVICE_LOCAL) | textures, vertex buffers, render targets | device-local, not host-visible |
+/// | [`UPLOAD`](Self::UPLOAD) | staging buffers | host-visible coherent, outside VRAM |
+/// | `UPLOAD \| DEVICE_LOCAL` | per-frame uniforms, dynamic vertices | device-local host-visible (ReBAR), else host-visible |
+/// | [`READBACK`](Self::READBACK) | query results, screenshots | host-visible *cached* |
+/// | [`TRANSIENT`](Self::TRANSIENT) | transient attachments | lazily allocated, device-local |
+///
+/// [`DEVICE_ADDRESS`](Self::DEVICE_ADDRESS) adds that the buffer's device
+/// address will be taken (`vkGetBufferDeviceAddress`); it needs buffer device
+/// address enabled on the device.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Usage(u32);
+
+impl Usage {
+    /// Only the GPU touches it.
+    pub const DEVICE_LOCAL: Self = Self(1);
+    /// The host writes it (sequentially), the GPU reads it.
+    pub const UPLOAD: Self = Self(1 << 1);
+    /// The GPU writes it, the host reads it.
+    pub const READBACK: Self = Self(1 << 2);
+    /// Transient attachment: may never need real memory on tilers.
+    pub const TRANSIENT: Self = Self(1 << 3);
+    /// A buffer whose device address is taken.
+    pub const DEVICE_ADDRESS: Self = Self(1 << 4);
+
+    const NAMES: [(Self, &'static str); 5] = [
+        (Self::DEVICE_LOCAL, "DEVICE_LOCAL"),
+        (Self::UPLOAD, "UPLOAD"),
+        (Self::READBACK, "READBACK"),
+        (Self::TRANSIENT, "TRANSIENT"),
+        (Self::DEVICE_ADDRESS, "DEVICE_ADDRESS"),
+    ];
+
+    /// Whether every flag of `other` is set.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Whether the host reads or writes the memory.
+    pub const fn needs_host_access(self) -> bool {
+        self.0 & (Self::UPLOAD.0 | Self::READBACK.0) != 0
+    }
+}
+
+impl BitOr for Usage {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+impl BitOrAssign for Usage {
+    fn bitor_assign(&mut self, rhs: Self) {
+        self.0 |= rhs.0;
+    }
+}
+
+impl fmt::Debug for Usage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (flag, name) in Self::NAMES {
+            if self.contains(flag) {
+                if !first {
+                    f.write_str(" | ")?;
+                }
+                f.write_str(name)?;
+                first = false;
+            }
+        }
+        if first {
+            f.write_str("(none)")?;
+        }
+        Ok(())
+    }
+}
+
+/// The kind of resource bound to the memory, for `bufferImageGranularity`.
+///
+/// Vulkan forbids a linear resource (buffer, linear-tiling image) and an
+/// optimal-tiling image from sharing a "page" of `bufferImageGranularity`
+/// bytes in one `VkDeviceMemory` (Vulkan spec, "Buffer-Image Granularity").
+/// The allocator keeps the two kinds in separate blocks when the device's
+/// granularity is above 1, so they never do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ResourceKind {
+    /// A `VkBuffer`.
+    #[default]
+    Buffer,
+    /// A `VkImage` with `VK_IMAGE_TILING_LINEAR`.
+    LinearImage,
+    /// A `VkImage` with `VK_IMAGE_TILING_OPTIMAL`.
+    OptimalImage,
+}
+
+impl ResourceKind {
+    /// Whether the resource is linear in the granularity sense.
+    pub const fn is_linear(self) -> bool {
+        !matches!(self, Self::OptimalImage)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_combine_and_print() {
+        let usage = Usage::UPLOAD | Usage::DEVICE_LOCAL;
+        assert!(usage.contains(Usage::UPLOAD));
+        assert!(!usage.contains(Usage::READBACK));
+        assert!(usage.needs_host_access());
+        assert_eq!(format!("{usage:?}"), "DEVICE_LOCAL | UPLOAD");
+        assert_eq!(format!("{:?}", Usage::default()), "(none)");
+    }
+}

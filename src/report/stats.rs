@@ -1,0 +1,166 @@
+//! [`Stats`]: figures per memory type and heap.
+
+use crate::device::HeapBudget;
+use crate::memory::type_pool::PoolCounters;
+
+/// Figures of one memory type.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TypeStats {
+    /// Memory type index.
+    pub memory_type: u32,
+    /// Its heap.
+    pub heap: u32,
+    /// Blocks (shared `VkDeviceMemory` objects).
+    pub blocks: u64,
+    /// Bytes of all blocks.
+    pub block_bytes: u64,
+    /// Blocks without any allocation (at most one is kept; see `trim`).
+    pub empty_blocks: u64,
+    /// Allocations inside blocks.
+    pub block_allocations: u64,
+    /// Bytes of allocations inside blocks.
+    pub block_allocated_bytes: u64,
+    /// Dedicated allocations (one `VkDeviceMemory` each).
+    pub dedicated_allocations: u64,
+    /// Bytes of dedicated allocations.
+    pub dedicated_bytes: u64,
+}
+
+impl TypeStats {
+    pub(crate) fn from_counters(memory_type: u32, heap: u32, counters: &PoolCounters) -> Self {
+        Self {
+            memory_type,
+            heap,
+            blocks: counters.blocks,
+            block_bytes: counters.block_bytes,
+            empty_blocks: counters.empty_blocks,
+            block_allocations: counters.block_allocations,
+            block_allocated_bytes: counters.block_allocated_bytes,
+            dedicated_allocations: counters.dedicated,
+            dedicated_bytes: counters.dedicated_bytes,
+        }
+    }
+
+    /// Bytes of `VkDeviceMemory` held: blocks plus dedicated.
+    pub fn reserved_bytes(&self) -> u64 {
+        self.block_bytes + self.dedicated_bytes
+    }
+
+    /// Bytes in live allocations.
+    pub fn live_bytes(&self) -> u64 {
+        self.block_allocated_bytes + self.dedicated_bytes
+    }
+
+    /// Live allocations.
+    pub fn allocations(&self) -> u64 {
+        self.block_allocations + self.dedicated_allocations
+    }
+}
+
+/// Figures of one heap: the sum of its memory types, and its budget.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeapStats {
+    /// Heap index.
+    pub heap: u32,
+    /// Heap size.
+    pub size: u64,
+    /// Bytes of `VkDeviceMemory` this allocator holds in the heap.
+    pub reserved_bytes: u64,
+    /// Bytes of live allocations in the heap.
+    pub live_bytes: u64,
+    /// Live allocations in the heap.
+    pub allocations: u64,
+    /// Budget and process-wide usage (`VK_EXT_memory_budget`), or the
+    /// configured fraction of the heap and this allocator's usage.
+    pub budget: HeapBudget,
+}
+
+impl HeapStats {
+    pub(crate) fn sum(heap: u32, size: u64, budget: HeapBudget, types: &[TypeStats]) -> Self {
+        let mine = types.iter().filter(|t| t.heap == heap);
+        let mut stats = Self {
+            heap,
+            size,
+            budget,
+            ..Self::default()
+        };
+        for t in mine {
+            stats.reserved_bytes += t.reserved_bytes();
+            stats.live_bytes += t.live_bytes();
+            stats.allocations += t.allocations();
+        }
+        stats
+    }
+}
+
+/// A snapshot of the allocator's figures, from [`Allocator::stats`](crate::Allocator::stats).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// One entry per memory type, by index.
+    pub memory_types: Vec<TypeStats>,
+    /// One entry per heap, by index.
+    pub heaps: Vec<HeapStats>,
+    /// `VkDeviceMemory` objects alive (blocks and dedicated).
+    pub memory_objects: u32,
+}
+
+impl Stats {
+    /// Bytes of `VkDeviceMemory` held, all types.
+    pub fn reserved_bytes(&self) -> u64 {
+        self.memory_types
+            .iter()
+            .map(TypeStats::reserved_bytes)
+            .sum()
+    }
+
+    /// Bytes in live allocations, all types.
+    pub fn live_bytes(&self) -> u64 {
+        self.memory_types.iter().map(TypeStats::live_bytes).sum()
+    }
+
+    /// Live allocations, all types.
+    pub fn allocations(&self) -> u64 {
+        self.memory_types.iter().map(TypeStats::allocations).sum()
+    }
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const MIB: f64 = (1u64 << 20) as f64;
+        writeln!(
+            f,
+            "{} allocations, {:.2} MiB live in {:.2} MiB reserved, {} memory objects",
+            self.allocations(),
+            self.live_bytes() as f64 / MIB,
+            self.reserved_bytes() as f64 / MIB,
+            self.memory_objects
+        )?;
+        for t in self.memory_types.iter().filter(|t| t.reserved_bytes() > 0) {
+            writeln!(
+                f,
+                "  type {} (heap {}): {} blocks {:.2} MiB ({} empty), {} suballocations {:.2} MiB, {} dedicated {:.2} MiB",
+                t.memory_type,
+                t.heap,
+                t.blocks,
+                t.block_bytes as f64 / MIB,
+                t.empty_blocks,
+                t.block_allocations,
+                t.block_allocated_bytes as f64 / MIB,
+                t.dedicated_allocations,
+                t.dedicated_bytes as f64 / MIB
+            )?;
+        }
+        for h in self.heaps.iter().filter(|h| h.reserved_bytes > 0) {
+            writeln!(
+                f,
+                "  heap {}: {:.2} MiB reserved of {:.2} MiB, budget {:.2} MiB, usage {:.2} MiB",
+                h.heap,
+                h.reserved_bytes as f64 / MIB,
+                h.size as f64 / MIB,
+                h.budget.budget as f64 / MIB,
+                h.budget.usage as f64 / MIB
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,73 @@
+//! The allocator on the fake device: every path lavapipe cannot reach
+//! (several memory types, non-coherent memory, out-of-memory fallbacks,
+//! object limits, map failures, granularity), with the device's allocate and
+//! free counts balanced at the end of every test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "fake_device/allocation_paths.rs"]
+mod allocation_paths;
+#[path = "fake_device/bad_input.rs"]
+mod bad_input;
+#[path = "fake_device/failures.rs"]
+mod failures;
+#[path = "fake_device/granularity.rs"]
+mod granularity;
+#[path = "fake_device/mapping.rs"]
+mod mapping;
+#[path = "fake_device/stress.rs"]
+mod stress;
+
+use ash::vk;
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout, FakeMemory};
+use vk_suballoc::{Allocation, Allocator, Config, Request, ResourceKind, Usage};
+
+/// The allocator type these tests use.
+pub type FakeAllocator = Allocator<FakeDevice, FakeMemory>;
+
+/// An allocator over a new fake device; returns a clone of the device too.
+pub fn allocator(layout: FakeLayout) -> (FakeAllocator, FakeDevice) {
+    allocator_with(layout, Config::default())
+}
+
+/// As [`allocator`], with a configuration.
+pub fn allocator_with(layout: FakeLayout, config: Config) -> (FakeAllocator, FakeDevice) {
+    let device = FakeDevice::new(layout);
+    let allocator = Allocator::new(device.clone(), config).unwrap();
+    (allocator, device)
+}
+
+/// Memory requirements allowing every type.
+pub fn requirements(size: u64, alignment: u64) -> vk::MemoryRequirements {
+    vk::MemoryRequirements {
+        size,
+        alignment,
+        memory_type_bits: !0,
+    }
+}
+
+/// A buffer request.
+pub fn buffer(size: u64, alignment: u64, usage: Usage) -> Request<'static> {
+    Request::new(requirements(size, alignment), usage, ResourceKind::Buffer)
+}
+
+/// Frees `allocation`, which the test never submitted to a GPU.
+pub fn free(allocator: &FakeAllocator, allocation: Allocation) {
+    // SAFETY: the fake device runs no GPU work.
+    unsafe { allocator.free(allocation) }.unwrap();
+}
+
+/// Drops the allocator and checks the device: no memory object left, no rule
+/// broken, allocate and free counts equal.
+pub fn finish(allocator: FakeAllocator, device: &FakeDevice) {
+    drop(allocator);
+    device.assert_clean();
+}
+
+#[test]
+fn allocator_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<FakeAllocator>();
+    check::<Allocator<vk_suballoc::device::AshMemoryDevice>>();
+    check::<Allocation>();
+}

@@ -1,0 +1,195 @@
+//! Memory-type choice, blocks, dedicated memory, empty blocks and trim.
+
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::device::{DedicatedTarget, MemoryDeviceExt};
+use vk_suballoc::{DedicatedHint, DedicatedPolicy, Usage};
+
+use super::{allocator, buffer, finish, free};
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn each_preset_places_each_usage_in_the_expected_type() {
+    let cases = [
+        // discrete: 0 none, 1 DL, 2 HV|HC, 3 HV|HC|cached, 4 BAR
+        (FakeLayout::discrete(), Usage::DEVICE_LOCAL, 1),
+        (FakeLayout::discrete(), Usage::UPLOAD, 2),
+        (
+            FakeLayout::discrete(),
+            Usage::UPLOAD | Usage::DEVICE_LOCAL,
+            4,
+        ),
+        (FakeLayout::discrete(), Usage::READBACK, 3),
+        // integrated: 0 DL, 1 DL|HV|HC, 2 DL|HV|HC|cached
+        (FakeLayout::integrated(), Usage::DEVICE_LOCAL, 0),
+        (FakeLayout::integrated(), Usage::UPLOAD, 1),
+        (FakeLayout::integrated(), Usage::READBACK, 2),
+        // mobile: 0 DL, 1 DL|HV|HC, 2 DL|HV|cached (non-coherent), 3 lazy
+        (FakeLayout::mobile(), Usage::DEVICE_LOCAL, 0),
+        (FakeLayout::mobile(), Usage::UPLOAD, 1),
+        (FakeLayout::mobile(), Usage::READBACK, 2),
+        (FakeLayout::mobile(), Usage::TRANSIENT, 3),
+        (FakeLayout::lavapipe(), Usage::READBACK, 0),
+    ];
+    for (layout, usage, expected) in cases {
+        let name = layout.name;
+        let (allocator, device) = allocator(layout);
+        let allocation = allocator.allocate(&buffer(4096, 256, usage)).unwrap();
+        assert_eq!(allocation.memory_type(), expected, "{name} {usage:?}");
+        let host_visible = usage.needs_host_access();
+        assert_eq!(
+            allocation.mapped_ptr().is_some(),
+            host_visible,
+            "{name} {usage:?}"
+        );
+        free(&allocator, allocation);
+        finish(allocator, &device);
+    }
+}
+
+#[test]
+fn blocks_start_small_and_grow() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // 20 MiB requests: dedicated threshold is 128 MiB, first block 64 MiB
+    // (the smallest of 32/64/128/256 that holds twice the request).
+    let mut live = Vec::new();
+    for _ in 0..12 {
+        live.push(
+            allocator
+                .allocate(&buffer(20 * MIB, 256, Usage::DEVICE_LOCAL))
+                .unwrap(),
+        );
+    }
+    let mut sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, vec![64 * MIB, 128 * MIB, 256 * MIB]);
+    assert!(live.iter().all(|a| !a.is_dedicated()));
+    let names: Vec<_> = device
+        .live_allocations()
+        .into_iter()
+        .map(|m| m.name.unwrap())
+        .collect();
+    assert!(
+        names.contains(&"vk-suballoc block 1/0".to_owned()),
+        "{names:?}"
+    );
+    for allocation in live {
+        free(&allocator, allocation);
+    }
+    // One empty block is kept (the largest); trim releases it.
+    assert_eq!(device.live_allocations().len(), 1);
+    assert_eq!(device.live_allocations()[0].size, 256 * MIB);
+    assert_eq!(allocator.stats().memory_types[1].empty_blocks, 1);
+    assert_eq!(allocator.trim(), 256 * MIB);
+    assert!(device.live_allocations().is_empty());
+    finish(allocator, &device);
+}
+
+#[test]
+fn large_requests_and_driver_hints_get_dedicated_memory() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let large = allocator
+        .allocate(&buffer(129 * MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert!(large.is_dedicated());
+    assert_eq!(large.offset(), 0);
+    let target = DedicatedTarget::Buffer(ash::vk::Handle::from_raw(0x77));
+    let preferred = allocator
+        .allocate(
+            &buffer(4096, 256, Usage::DEVICE_LOCAL)
+                .driver_dedicated(DedicatedHint {
+                    required: false,
+                    preferred: true,
+                })
+                .dedicated_target(target)
+                .name("preferred"),
+        )
+        .unwrap();
+    assert!(preferred.is_dedicated());
+    let info = device
+        .live_allocations()
+        .into_iter()
+        .find(|m| m.memory == preferred.memory())
+        .unwrap();
+    assert_eq!(info.dedicated, Some(target));
+    assert_eq!(info.name.as_deref(), Some("preferred"));
+    let never = allocator
+        .allocate(&buffer(129 * MIB, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Never))
+        .unwrap();
+    assert!(!never.is_dedicated());
+    let always = allocator
+        .allocate(&buffer(256, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always))
+        .unwrap();
+    assert!(always.is_dedicated());
+    let stats = allocator.stats();
+    assert_eq!(stats.memory_types[1].dedicated_allocations, 3);
+    for allocation in [large, preferred, never, always] {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}
+
+#[test]
+fn allocations_in_a_block_never_overlap_and_honour_alignment() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let mut live = Vec::new();
+    for i in 0..500u64 {
+        let align = 1 << (i % 12);
+        let a = allocator
+            .allocate(&buffer(1 + i * 97 % 5000, align, Usage::DEVICE_LOCAL))
+            .unwrap();
+        assert_eq!(a.offset() % align, 0);
+        live.push(a);
+    }
+    let mut ranges: Vec<_> = live
+        .iter()
+        .map(|a| (a.memory(), a.offset(), a.offset() + a.size()))
+        .collect();
+    ranges.sort_unstable_by_key(|r| (ash::vk::Handle::as_raw(r.0), r.1));
+    for pair in ranges.windows(2) {
+        if pair[0].0 == pair[1].0 {
+            assert!(pair[0].2 <= pair[1].1, "overlap {pair:?}");
+        }
+    }
+    let stats = allocator.stats();
+    assert_eq!(stats.allocations(), 500);
+    assert_eq!(
+        stats.live_bytes(),
+        live.iter().map(|a| a.size()).sum::<u64>()
+    );
+    assert_eq!(
+        stats.memory_objects as usize,
+        device.live_allocations().len()
+    );
+    for allocation in live {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}
+
+#[test]
+fn dropping_with_live_allocations_frees_all_memory() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let mut leaked = Vec::new();
+    for usage in [Usage::DEVICE_LOCAL, Usage::UPLOAD, Usage::READBACK] {
+        leaked.push(
+            allocator
+                .allocate(&buffer(1000, 16, usage).name("leaky"))
+                .unwrap(),
+        );
+        leaked.push(allocator.allocate(&buffer(200 * MIB, 16, usage)).unwrap());
+    }
+    assert_eq!(device.live_allocations().len(), 6);
+    // The handles outlive the allocator; it frees the memory anyway.
+    finish(allocator, &device);
+    drop(leaked);
+}
+
+#[test]
+fn the_ext_trait_reports_the_preset() {
+    let device = vk_suballoc::device::fake::FakeDevice::new(FakeLayout::mobile());
+    let properties = device.memory_properties();
+    assert_eq!(properties.device.memory_types.len(), 4);
+    assert_eq!(properties.device.non_coherent_atom_size, 256);
+    assert_eq!(properties.buffer_image_granularity, 4096);
+}
