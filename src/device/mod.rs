@@ -9,7 +9,7 @@
 //! when the GPU is done with memory.
 //!
 //! Two backends implement it: [`AshMemoryDevice`] over a real `ash::Device`,
-//! and, with the `fake-device` feature, [`FakeDevice`](fake::FakeDevice), an
+//! and, with the `fake-device` feature, `fake::FakeDevice`, an
 //! in-process device with host memory behind every allocation, realistic
 //! memory layouts of real GPUs and fault injection, for tests of every path a
 //! software driver like lavapipe never takes.

@@ -30,6 +30,7 @@ pub(crate) struct Block<M> {
 #[derive(Debug)]
 pub(crate) struct DedicatedMemory<M> {
     pub(crate) memory: M,
+    #[allow(dead_code)] // read by the statistics dump (report::json)
     pub(crate) raw: vk::DeviceMemory,
     pub(crate) size: u64,
     pub(crate) mapped: Option<MappedPtr>,

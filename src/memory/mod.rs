@@ -2,7 +2,7 @@
 //! dedicated, what is mapped. Generic over the device seam
 //! ([`MemoryDeviceExt`](crate::device::MemoryDeviceExt)); the
 //! [`Allocator`](crate::Allocator) facade puts one lock around each memory
-//! type's [`TypePool`](type_pool::TypePool).
+//! type's pool of blocks.
 
 mod block;
 pub(crate) mod block_size;

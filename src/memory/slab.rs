@@ -79,6 +79,7 @@ impl<T> Slab<T> {
         Some(value)
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len
     }

@@ -419,11 +419,13 @@ impl<M> TypePool<M> {
     }
 
     /// Blocks, for reports.
+    #[allow(dead_code)] // read by the statistics dump (report::json)
     pub(crate) fn blocks(&self) -> impl Iterator<Item = &Block<M>> + '_ {
         self.blocks.iter().map(|(_, block)| block)
     }
 
     /// Dedicated allocations, for reports.
+    #[allow(dead_code)] // read by the statistics dump (report::json)
     pub(crate) fn dedicated_allocations(&self) -> impl Iterator<Item = &DedicatedMemory<M>> + '_ {
         self.dedicated.iter().map(|(_, d)| d)
     }

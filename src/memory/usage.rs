@@ -39,6 +39,11 @@ impl Usage {
         (Self::DEVICE_ADDRESS, "DEVICE_ADDRESS"),
     ];
 
+    /// Both sets of flags; `a | b` in `const` context.
+    pub const fn union(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
     /// Whether every flag of `other` is set.
     pub const fn contains(self, other: Self) -> bool {
         self.0 & other.0 == other.0

@@ -1,1 +1,187 @@
-//! TODO
+//! Bad input gets a typed error and leaves the allocator consistent.
+
+use ash::vk;
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{Config, Error, Request, ResourceKind, Usage};
+
+use super::{allocator, buffer, finish, free};
+
+const GIB: u64 = 1 << 30;
+
+#[test]
+fn bad_requests_are_typed_errors() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let live = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let before = allocator.stats();
+
+    assert_eq!(
+        allocator.allocate(&buffer(0, 1, Usage::DEVICE_LOCAL)),
+        Err(Error::ZeroSize)
+    );
+    assert_eq!(
+        allocator.allocate(&buffer(64, 48, Usage::DEVICE_LOCAL)),
+        Err(Error::AlignmentNotPowerOfTwo(48))
+    );
+    assert_eq!(
+        allocator.allocate(&buffer(64, 0, Usage::DEVICE_LOCAL)),
+        Err(Error::AlignmentNotPowerOfTwo(0))
+    );
+    let no_bits = Request::new(
+        vk::MemoryRequirements {
+            size: 64,
+            alignment: 1,
+            memory_type_bits: 0,
+        },
+        Usage::DEVICE_LOCAL,
+        ResourceKind::Buffer,
+    );
+    assert_eq!(
+        allocator.allocate(&no_bits),
+        Err(Error::NoMemoryTypeBits(0))
+    );
+    // The discrete preset has 5 types: bit 7 names none of them.
+    let missing_type = Request::new(
+        vk::MemoryRequirements {
+            size: 64,
+            alignment: 1,
+            memory_type_bits: 1 << 7,
+        },
+        Usage::DEVICE_LOCAL,
+        ResourceKind::Buffer,
+    );
+    assert_eq!(
+        allocator.allocate(&missing_type),
+        Err(Error::NoMemoryTypeBits(1 << 7))
+    );
+    // Only device-local type 1 allowed, but the host must write: no type fits.
+    let device_local_only = Request::new(
+        vk::MemoryRequirements {
+            size: 64,
+            alignment: 1,
+            memory_type_bits: 1 << 1,
+        },
+        Usage::UPLOAD,
+        ResourceKind::Buffer,
+    );
+    assert!(matches!(
+        allocator.allocate(&device_local_only),
+        Err(Error::NoSuitableMemoryType {
+            memory_type_bits: 2,
+            ..
+        })
+    ));
+    assert_eq!(
+        allocator.allocate(&buffer(100 * GIB, 1, Usage::DEVICE_LOCAL)),
+        Err(Error::SizeExceedsHeaps {
+            size: 100 * GIB,
+            largest_heap: 16 * GIB
+        })
+    );
+
+    assert_eq!(allocator.stats(), before);
+    free(&allocator, live);
+    finish(allocator, &device);
+}
+
+#[test]
+fn device_address_needs_the_feature() {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    assert!(matches!(
+        allocator.allocate(&buffer(64, 1, Usage::DEVICE_LOCAL | Usage::DEVICE_ADDRESS)),
+        Err(Error::NoSuitableMemoryType { .. })
+    ));
+    finish(allocator, &device);
+
+    let (discrete, device) = super::allocator(FakeLayout::discrete());
+    let a = discrete
+        .allocate(&buffer(64, 1, Usage::DEVICE_LOCAL | Usage::DEVICE_ADDRESS))
+        .unwrap();
+    assert!(device.live_allocations().iter().all(|m| m.device_address));
+    free(&discrete, a);
+    finish(discrete, &device);
+}
+
+#[test]
+fn foreign_allocations_are_rejected_and_change_nothing() {
+    let (first, first_device) = allocator(FakeLayout::lavapipe());
+    let (second, second_device) = allocator(FakeLayout::lavapipe());
+    let mut a = first.allocate(&buffer(256, 1, Usage::UPLOAD)).unwrap();
+    let b = second.allocate(&buffer(256, 1, Usage::UPLOAD)).unwrap();
+    // SAFETY: no GPU work on the fake device.
+    assert_eq!(unsafe { second.free(a) }, Err(Error::ForeignAllocation));
+    // `free` consumed the handle; get a new one to keep testing the other paths.
+    a = first.allocate(&buffer(256, 1, Usage::UPLOAD)).unwrap();
+    assert_eq!(
+        second.mapped_slice_mut(&mut a).map(|s| s.len()),
+        Err(Error::ForeignAllocation)
+    );
+    assert_eq!(second.flush(&a, 0..1), Err(Error::ForeignAllocation));
+    assert!(!second.owns(&a));
+    assert!(first.owns(&a));
+    assert_eq!(second.stats().allocations(), 1);
+    free(&first, a);
+    free(&second, b);
+    // The first, rejected handle leaked its range in `first` until drop.
+    finish(first, &first_device);
+    finish(second, &second_device);
+}
+
+#[test]
+fn invalid_configs_are_rejected() {
+    let device = vk_suballoc::device::fake::FakeDevice::new(FakeLayout::lavapipe());
+    for config in [
+        Config {
+            large_heap_block_size: 0,
+            ..Config::default()
+        },
+        Config {
+            budget_fraction: 1.5,
+            ..Config::default()
+        },
+        Config {
+            initial_block_slots: 0,
+            ..Config::default()
+        },
+        Config {
+            max_frames_in_flight: 0,
+            ..Config::default()
+        },
+    ] {
+        assert!(matches!(
+            vk_suballoc::Allocator::new(device.clone(), config),
+            Err(Error::InvalidConfig(_))
+        ));
+    }
+}
+
+#[test]
+fn ranges_past_the_allocation_are_rejected() {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let a = allocator
+        .allocate(&buffer(1000, 1, Usage::READBACK))
+        .unwrap();
+    assert_eq!(
+        allocator.invalidate(&a, 10..1001),
+        Err(Error::RangeOutOfBounds {
+            start: 10,
+            end: 1001,
+            size: 1000
+        })
+    );
+    let gpu_only = allocator
+        .allocate(&buffer(1000, 1, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(
+        allocator.mapped_slice(&gpu_only).map(|s| s.len()),
+        Err(Error::NotHostVisible)
+    );
+    assert_eq!(
+        allocator.flush(&gpu_only, 0..10),
+        Err(Error::NotHostVisible)
+    );
+    free(&allocator, a);
+    free(&allocator, gpu_only);
+    finish(allocator, &device);
+}

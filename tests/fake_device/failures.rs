@@ -1,1 +1,189 @@
-//! TODO
+//! Out of memory, object limits, map failures, lost devices: the fallbacks
+//! run in order and nothing leaks.
+
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::device::DeviceError;
+use vk_suballoc::{DedicatedPolicy, Error, Usage};
+
+use super::{allocator, buffer, finish, free};
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn out_of_memory_retries_with_smaller_blocks() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // A 20 MiB request wants a 64 MiB first block; the driver fails it.
+    device.fail_allocations_from(Some(64 * MIB));
+    let a = allocator
+        .allocate(&buffer(20 * MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert!(!a.is_dedicated());
+    let sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
+    assert_eq!(sizes, vec![32 * MIB]);
+    let counters = device.counters();
+    assert_eq!(counters.allocate_calls, 2);
+    free(&allocator, a);
+    finish(allocator, &device);
+}
+
+#[test]
+fn then_dedicated_memory() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // 40 MiB wants a 128 MiB block; 64 fails too, 32 cannot hold it: the
+    // request gets exactly its own 40 MiB.
+    device.fail_allocations_from(Some(64 * MIB));
+    let a = allocator
+        .allocate(&buffer(40 * MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert!(a.is_dedicated());
+    assert_eq!(a.memory_type(), 1);
+    assert_eq!(device.counters().allocate_calls, 3);
+    free(&allocator, a);
+    finish(allocator, &device);
+}
+
+#[test]
+fn then_the_next_memory_type() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.cap_heap(0, 0);
+    let a = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    // Type 1 (VRAM) is full: the BAR type 4 is next for GPU-only data.
+    assert_eq!(a.memory_type(), 4);
+    device.cap_heap(2, 0);
+    // The BAR block that exists (4 MiB: small heaps start at 1/64) still
+    // takes small requests; a larger one needs a new block and moves on to
+    // plain system memory, type 0.
+    let b = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(b.memory_type(), 4);
+    let c = allocator
+        .allocate(&buffer(5 * MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(c.memory_type(), 0);
+    for x in [a, b, c] {
+        free(&allocator, x);
+    }
+    finish(allocator, &device);
+}
+
+#[test]
+fn a_full_heap_moves_uploads_to_the_next_heap() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.cap_heap(1, 40 * MIB);
+    let mut live = Vec::new();
+    let mut types = Vec::new();
+    for _ in 0..30 {
+        let a = allocator
+            .allocate(&buffer(4 * MIB, 256, Usage::UPLOAD))
+            .unwrap();
+        types.push(a.memory_type());
+        live.push(a);
+    }
+    // System memory (types 2 and 3, heap 1) fills up; then the BAR (type 4).
+    assert_eq!(types[0], 2);
+    assert_eq!(*types.last().unwrap(), 4);
+    assert!(device.heap_usage()[1] <= 40 * MIB);
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+#[test]
+fn out_of_device_memory_when_every_type_is_full() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    for heap in 0..3 {
+        device.cap_heap(heap, 0);
+    }
+    assert_eq!(
+        allocator.allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL)),
+        Err(Error::OutOfDeviceMemory)
+    );
+    assert_eq!(allocator.stats().memory_objects, 0);
+    assert!(device.counters().allocate_calls > 0);
+    finish(allocator, &device);
+}
+
+#[test]
+fn max_memory_allocation_count_is_never_exceeded() {
+    let (allocator, device) = allocator(FakeLayout::integrated().with_max_allocation_count(3));
+    let dedicated = |size| buffer(size, 1, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+    let live: Vec<_> = (0..3)
+        .map(|_| allocator.allocate(&dedicated(4096)).unwrap())
+        .collect();
+    let calls = device.counters().allocate_calls;
+    assert_eq!(
+        allocator.allocate(&dedicated(4096)),
+        Err(Error::TooManyObjects(3))
+    );
+    // Refused before the driver was asked: no VUID-...-04101 violation.
+    assert_eq!(device.counters().allocate_calls, calls);
+    let mut live = live.into_iter();
+    free(&allocator, live.next().unwrap());
+    let again = allocator.allocate(&dedicated(4096)).unwrap();
+    for a in live.chain([again]) {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+#[test]
+fn driver_errors_are_typed_and_leak_nothing() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    device.fail_allocation(1, DeviceError::TooManyObjects);
+    assert_eq!(
+        allocator.allocate(&buffer(4096, 1, Usage::DEVICE_LOCAL)),
+        Err(Error::TooManyObjects(4096))
+    );
+    device.fail_allocation(1, DeviceError::OutOfHostMemory);
+    assert_eq!(
+        allocator.allocate(&buffer(4096, 1, Usage::DEVICE_LOCAL)),
+        Err(Error::OutOfHostMemory)
+    );
+    assert_eq!(allocator.stats().memory_objects, 0);
+    let a = allocator
+        .allocate(&buffer(4096, 1, Usage::DEVICE_LOCAL))
+        .unwrap();
+    free(&allocator, a);
+    finish(allocator, &device);
+}
+
+#[test]
+fn a_failed_map_frees_the_block_and_tries_the_next_type() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.fail_map(1);
+    let a = allocator.allocate(&buffer(4096, 1, Usage::UPLOAD)).unwrap();
+    // Type 2's new block could not be mapped; type 3 is next.
+    assert_eq!(a.memory_type(), 3);
+    assert_eq!(device.live_allocations().len(), 1);
+    assert_eq!(device.counters().maps, 2);
+    free(&allocator, a);
+    finish(allocator, &device);
+
+    // With a single host-visible type the map failure is the answer.
+    let (lavapipe, device) = super::allocator(FakeLayout::lavapipe());
+    device.fail_map(1);
+    assert_eq!(
+        lavapipe.allocate(&buffer(4096, 1, Usage::UPLOAD)),
+        Err(Error::MapFailed)
+    );
+    finish(lavapipe, &device);
+}
+
+#[test]
+fn a_lost_device_fails_allocations_but_drops_cleanly() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let a = allocator
+        .allocate(&buffer(4096, 1, Usage::DEVICE_LOCAL))
+        .unwrap();
+    device.lose_device();
+    let err = allocator
+        .allocate(&buffer(512 << 20, 1, Usage::DEVICE_LOCAL))
+        .unwrap_err();
+    assert_eq!(err, Error::DeviceLost);
+    free(&allocator, a);
+    finish(allocator, &device);
+}

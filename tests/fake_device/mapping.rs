@@ -1,1 +1,96 @@
-//! TODO
+//! Persistent mapping, byte access, and flush/invalidate on non-coherent memory.
+
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{DedicatedPolicy, Usage};
+
+use super::{allocator, buffer, finish, free};
+
+#[test]
+fn written_bytes_reach_the_device_memory() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let mut live = Vec::new();
+    for i in 0..50u8 {
+        let policy = if i % 10 == 0 {
+            DedicatedPolicy::Always
+        } else {
+            DedicatedPolicy::Auto
+        };
+        let mut a = allocator
+            .allocate(&buffer(1000 + u64::from(i), 4, Usage::UPLOAD).dedicated(policy))
+            .unwrap();
+        allocator.mapped_slice_mut(&mut a).unwrap().fill(i);
+        live.push((i, a));
+    }
+    for (i, a) in &live {
+        let bytes = device
+            .read(a.memory(), a.offset(), a.size() as usize)
+            .unwrap();
+        assert!(
+            bytes.iter().all(|b| b == i),
+            "allocation {i} was overwritten"
+        );
+        assert!(allocator.mapped_slice(a).unwrap().iter().all(|b| b == i));
+    }
+    // Coherent memory needs no flush: the call is a no-op.
+    allocator.flush(&live[0].1, 0..10).unwrap();
+    assert_eq!(device.counters().flushes, 0);
+    // Blocks were mapped once each, not per allocation.
+    assert_eq!(
+        device.counters().maps as usize,
+        device.live_allocations().len()
+    );
+    for (_, a) in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+#[test]
+fn non_coherent_ranges_are_widened_to_atoms_and_clamped() {
+    // Mobile: READBACK lands in type 2, cached and non-coherent, atom 256.
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let first = allocator
+        .allocate(&buffer(1000, 4, Usage::READBACK))
+        .unwrap();
+    let second = allocator
+        .allocate(&buffer(1000, 4, Usage::READBACK))
+        .unwrap();
+    assert_eq!(first.memory_type(), 2);
+    // Atom-aligned starts: widened ranges never reach a neighbour's bytes.
+    assert_eq!(first.offset() % 256, 0);
+    assert_eq!(second.offset(), 1024);
+    allocator.flush(&second, 10..20).unwrap();
+    allocator.invalidate(&second, 0..1000).unwrap();
+    allocator.flush(&second, 5..5).unwrap();
+    let flushed = device.flushed_ranges();
+    assert_eq!(flushed.len(), 1);
+    assert_eq!((flushed[0].offset, flushed[0].size), (1024, 256));
+    let invalidated = device.invalidated_ranges();
+    assert_eq!((invalidated[0].offset, invalidated[0].size), (1024, 1024));
+    // A dedicated allocation's last atom is clamped to the memory's end.
+    let dedicated = allocator
+        .allocate(&buffer(1000, 4, Usage::READBACK).dedicated(DedicatedPolicy::Always))
+        .unwrap();
+    allocator.invalidate(&dedicated, 900..1000).unwrap();
+    let last = *device.invalidated_ranges().last().unwrap();
+    assert_eq!((last.offset, last.size), (768, 232));
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    for a in [first, second, dedicated] {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+#[test]
+fn gpu_writes_are_seen_after_invalidate() {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let a = allocator
+        .allocate(&buffer(512, 4, Usage::READBACK))
+        .unwrap();
+    // "The GPU" writes; the host invalidates and reads.
+    assert!(device.write(a.memory(), a.offset(), &[7; 512]));
+    allocator.invalidate(&a, 0..512).unwrap();
+    assert!(allocator.mapped_slice(&a).unwrap().iter().all(|&b| b == 7));
+    free(&allocator, a);
+    finish(allocator, &device);
+}

@@ -1,1 +1,153 @@
-//! TODO
+//! Many threads allocating and freeing in several memory types at once.
+
+use std::collections::BTreeMap;
+
+use ash::vk::Handle;
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{Allocation, Usage};
+
+use super::{allocator, buffer, finish, free, FakeAllocator};
+
+/// SplitMix64: small, seedable, good enough for test workloads.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The seed of a randomised test: `VK_SUBALLOC_SEED` when set, else the
+/// clock. Printed, so a failure can be replayed.
+pub fn seed() -> u64 {
+    let seed = std::env::var("VK_SUBALLOC_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    println!("seed {seed} (replay with VK_SUBALLOC_SEED={seed})");
+    seed
+}
+
+const USAGES: [Usage; 4] = [
+    Usage::DEVICE_LOCAL,
+    Usage::UPLOAD,
+    Usage::READBACK,
+    Usage::UPLOAD.union(Usage::DEVICE_LOCAL),
+];
+
+/// One thread's work: returns what it left alive.
+fn churn(
+    allocator: &FakeAllocator,
+    seed: u64,
+    thread: u64,
+    operations: u64,
+) -> Vec<(u64, Allocation)> {
+    let mut rng = Rng(seed ^ (thread << 32));
+    let mut live: Vec<(u64, Allocation)> = Vec::new();
+    for op in 0..operations {
+        if live.len() < 64 || (rng.below(2) == 0 && live.len() < 2000) {
+            let usage = USAGES[rng.below(4) as usize];
+            let size = if rng.below(500) == 0 {
+                (1 + rng.below(200)) << 20
+            } else {
+                64 + rng.below(64 << 10)
+            };
+            let align = 1 << rng.below(9);
+            let mut a = allocator.allocate(&buffer(size, align, usage)).unwrap();
+            assert_eq!(a.offset() % align, 0);
+            let tag = (thread << 48) | op;
+            if let Ok(bytes) = allocator.mapped_slice_mut(&mut a) {
+                bytes[..8].copy_from_slice(&tag.to_le_bytes());
+                let end = bytes.len() - 8;
+                bytes[end..].copy_from_slice(&tag.to_le_bytes());
+            }
+            live.push((tag, a));
+        } else {
+            let (tag, a) = live.swap_remove(rng.below(live.len() as u64) as usize);
+            check_tag(allocator, tag, &a);
+            free(allocator, a);
+        }
+    }
+    live
+}
+
+/// The first and last 8 bytes still hold the tag written at allocation: no
+/// other allocation overlapped them.
+fn check_tag(allocator: &FakeAllocator, tag: u64, a: &Allocation) {
+    if let Ok(bytes) = allocator.mapped_slice(a) {
+        let end = bytes.len() - 8;
+        assert_eq!(bytes[..8], tag.to_le_bytes());
+        assert_eq!(bytes[end..], tag.to_le_bytes());
+    }
+}
+
+#[test]
+fn threads_in_several_memory_types() {
+    let seed = seed();
+    const THREADS: u64 = 4;
+    const OPERATIONS: u64 = 30_000;
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let survivors: Vec<(u64, Allocation)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|thread| {
+                let allocator = &allocator;
+                scope.spawn(move || churn(allocator, seed, thread, OPERATIONS))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    // Invariants: figures match what is alive, nothing overlaps.
+    let stats = allocator.stats();
+    assert_eq!(stats.allocations(), survivors.len() as u64);
+    assert_eq!(
+        stats.live_bytes(),
+        survivors.iter().map(|(_, a)| a.size()).sum::<u64>()
+    );
+    assert_eq!(
+        stats.memory_objects as usize,
+        device.live_allocations().len()
+    );
+    let mut by_memory: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
+    for (tag, a) in &survivors {
+        check_tag(&allocator, *tag, a);
+        by_memory
+            .entry(a.memory().as_raw())
+            .or_default()
+            .push((a.offset(), a.offset() + a.size()));
+    }
+    for ranges in by_memory.values_mut() {
+        ranges.sort_unstable();
+        assert!(
+            ranges.windows(2).all(|w| w[0].1 <= w[1].0),
+            "overlap in {ranges:?}"
+        );
+    }
+    for (_, a) in survivors {
+        free(&allocator, a);
+    }
+    let stats = allocator.stats();
+    assert_eq!(stats.allocations(), 0);
+    // At most one empty block per memory type is kept.
+    assert!(stats
+        .memory_types
+        .iter()
+        .all(|t| t.blocks == t.empty_blocks && t.blocks <= 1));
+    allocator.trim();
+    assert_eq!(allocator.stats().reserved_bytes(), 0);
+    finish(allocator, &device);
+}
