@@ -15,7 +15,7 @@ pub struct Config {
     pub initial_block_slots: u32,
     /// Without `VK_EXT_memory_budget`, a heap's budget is this fraction of its
     /// size. Default 0.8.
-    pub budget_fraction: f32,
+    pub budget_fraction: f64,
     /// Most frames that may be in flight at once: sizes the deferred-free
     /// queue and upload rings. Default 3.
     pub max_frames_in_flight: u32,

@@ -11,6 +11,8 @@ mod allocation_paths;
 mod bad_input;
 #[path = "fake_device/failures.rs"]
 mod failures;
+#[path = "fake_device/frames.rs"]
+mod frames;
 #[path = "fake_device/granularity.rs"]
 mod granularity;
 #[path = "fake_device/mapping.rs"]

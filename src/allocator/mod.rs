@@ -8,6 +8,7 @@
 
 mod allocation;
 mod ash_helpers;
+mod frames;
 mod request;
 
 use std::ops::Range;
@@ -19,7 +20,8 @@ use gpu_alloc_types::MappedMemoryRange;
 pub use allocation::Allocation;
 pub use request::{AllocationDesc, DedicatedHint, DedicatedPolicy, Request};
 
-use crate::device::MemoryDeviceExt;
+use crate::device::{FrameSignal, MemoryDeviceExt};
+use crate::frames::{Deferred, DeferredQueue};
 use crate::memory::context::MemoryContext;
 use crate::memory::mapping::atom_range;
 use crate::memory::memory_type_choice::rank_memory_types;
@@ -39,6 +41,10 @@ pub struct Allocator<D: MemoryDeviceExt<M>, M: Send = vk::DeviceMemory> {
     pools: Box<[Mutex<TypePool<M>>]>,
     /// Tags this allocator's allocations, so foreign ones are rejected.
     id: u32,
+    /// Frees waiting for frame fences. Lock order: `frames`, then `rings`,
+    /// then a memory type's pool.
+    frames: Mutex<DeferredQueue<FrameSignal, Deferred>>,
+    rings: Mutex<frames::Rings>,
 }
 
 impl<D: MemoryDeviceExt<M>, M: Send> std::fmt::Debug for Allocator<D, M> {
@@ -94,6 +100,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             context: MemoryContext::new(device, properties, config),
             pools,
             id: next_allocator_id(),
+            frames: Mutex::new(DeferredQueue::new()),
+            rings: Mutex::new(frames::Rings::default()),
         })
     }
 
@@ -159,17 +167,26 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 unsuitable
             });
         }
+        // First every type within its heap's budget; then, unless the caller
+        // asked for within-budget memory, over budget in the best type.
         let mut last_error = Error::OutOfDeviceMemory;
-        for &memory_type in candidates.as_slice() {
-            match self.allocate_in_type(u32::from(memory_type), request) {
-                Ok(allocation) => return Ok(allocation),
-                Err(error) if error.try_next_type() => {
-                    log::warn!(
-                        "vk-suballoc: memory type {memory_type} failed ({error}); trying the next one"
-                    );
-                    last_error = error;
+        let mut over_budget = false;
+        for within_budget in [true, false] {
+            if !within_budget && (request.desc.within_budget || !over_budget) {
+                break;
+            }
+            for &memory_type in candidates.as_slice() {
+                match self.allocate_in_type(u32::from(memory_type), request, within_budget) {
+                    Ok(allocation) => return Ok(allocation),
+                    Err(error) if error.try_next_type() => {
+                        over_budget |= matches!(error, Error::OverBudget { .. });
+                        log::warn!(
+                            "vk-suballoc: memory type {memory_type} failed ({error}); trying the next one"
+                        );
+                        last_error = error;
+                    }
+                    Err(error) => return Err(error),
                 }
-                Err(error) => return Err(error),
             }
         }
         Err(last_error)
@@ -179,6 +196,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         &self,
         memory_type: u32,
         request: &Request<'_>,
+        within_budget: bool,
     ) -> Result<Allocation, Error> {
         let properties = &self.context.properties;
         let mut align = request.requirements.alignment;
@@ -196,7 +214,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             dedicated: request.dedicated_choice(),
             target: request.dedicated_target,
             name: request.desc.name,
-            within_budget: request.desc.within_budget,
+            within_budget,
             priority: request.desc.priority,
         };
         let placement =
@@ -394,6 +412,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
 impl<D: MemoryDeviceExt<M>, M: Send> Drop for Allocator<D, M> {
     fn drop(&mut self) {
+        self.release_all_deferred();
         for pool in self.pools.iter_mut() {
             let pool = pool
                 .get_mut()

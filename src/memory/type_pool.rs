@@ -265,14 +265,24 @@ impl<M> TypePool<M> {
         context: &MemoryContext<D>,
         request: &PoolRequest<'_>,
     ) -> Result<Placement, Error> {
+        let serial = self.next_serial;
+        let default_name;
+        let name = match request.name {
+            Some(name) => name,
+            None => {
+                default_name = format!("vk-suballoc dedicated {}/{serial}", self.memory_type);
+                &default_name
+            }
+        };
         let new = context.allocate_memory::<M>(&MemoryRequest {
             memory_type: self.memory_type,
             size: request.size,
             dedicated: request.target,
             priority: request.priority,
-            name: request.name,
+            name: Some(name),
             within_budget: request.within_budget,
         })?;
+        self.next_serial += 1;
         let raw = context.device.raw_memory(&new.memory);
         let key = self.dedicated.insert(DedicatedMemory {
             memory: new.memory,
