@@ -205,10 +205,22 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             // invalidate ranges off its neighbours' bytes (mapping.rs).
             align = align.max(properties.device.non_coherent_atom_size.max(1));
         }
-        let class =
-            usize::from(properties.buffer_image_granularity > 1 && !request.kind.is_linear());
+        // bufferImageGranularity: small pages are padded (every allocation
+        // starts and ends on a page, so none shares one); large ones keep
+        // linear and optimal resources in separate blocks instead.
+        let granularity = properties.buffer_image_granularity.max(1);
+        let size = request.requirements.size;
+        let (class, placed_size) = if granularity == 1 {
+            (0, size)
+        } else if granularity <= self.context.config.max_padded_granularity {
+            align = align.max(granularity);
+            (0, size.next_multiple_of(granularity))
+        } else {
+            (usize::from(!request.kind.is_linear()), size)
+        };
         let pool_request = PoolRequest {
-            size: request.requirements.size,
+            size,
+            placed_size,
             align,
             class,
             dedicated: request.dedicated_choice(),
@@ -248,7 +260,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         self.check_owner(&allocation)?;
         let mut pool = lock(&self.pools[allocation.memory_type as usize]);
         // SAFETY: the caller guarantees the GPU is done with the allocation.
-        unsafe { pool.free(&self.context, allocation.location) }
+        unsafe { pool.free(&self.context, allocation.location, allocation.size) }
     }
 
     fn check_owner(&self, allocation: &Allocation) -> Result<(), Error> {

@@ -39,7 +39,12 @@ pub(crate) enum DedicatedChoice {
 /// A request as one memory type sees it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PoolRequest<'a> {
+    /// The requested size: what the allocation reports and statistics count.
     pub(crate) size: u64,
+    /// The bytes it takes in a block: `size` rounded up to the
+    /// buffer-image granularity when the pool pads instead of separating
+    /// linear from optimal resources.
+    pub(crate) placed_size: u64,
     pub(crate) align: u64,
     /// Granularity class (0 linear, 1 optimal images).
     pub(crate) class: usize,
@@ -163,16 +168,19 @@ impl<M> TypePool<M> {
 
     fn allocate_in_block(&mut self, key: SlabKey, request: &PoolRequest<'_>) -> Option<Placement> {
         let block = self.blocks.get_mut(key)?;
-        if block.ranges.free_bytes() < request.size {
+        if block.ranges.free_bytes() < request.placed_size {
             return None;
         }
         let was_empty = block.ranges.is_empty();
-        let range = match block.ranges.allocate(request.size, request.align) {
+        let range = match block.ranges.allocate(request.placed_size, request.align) {
             Ok(range) => range,
             Err(OffsetError::OutOfSlots(slots)) => {
                 // Grow the node table (amortised: doubling) and retry once.
                 block.ranges.reserve_slots(slots.max(64)).ok()?;
-                block.ranges.allocate(request.size, request.align).ok()?
+                block
+                    .ranges
+                    .allocate(request.placed_size, request.align)
+                    .ok()?
             }
             Err(_) => return None,
         };
@@ -202,13 +210,19 @@ impl<M> TypePool<M> {
         request: &PoolRequest<'_>,
         preferred: u64,
     ) -> Result<Placement, Error> {
-        let largest = self.blocks.iter().map(|(_, b)| b.size).max().unwrap_or(0);
-        let mut size = new_block_size(preferred, largest, request.size);
+        // Each granularity class grows its own sequence of block sizes.
+        let largest = self.order[request.class]
+            .iter()
+            .filter_map(|key| self.blocks.get(*key))
+            .map(|b| b.size)
+            .max()
+            .unwrap_or(0);
+        let mut size = new_block_size(preferred, largest, request.placed_size);
         let key = loop {
             match self.create_block(context, size, request) {
                 Ok(key) => break key,
                 Err(Error::OutOfDeviceMemory) => {
-                    size = retry_block_size(size, preferred, request.size)
+                    size = retry_block_size(size, preferred, request.placed_size)
                         .ok_or(Error::OutOfDeviceMemory)?;
                     log::warn!(
                         "vk-suballoc: out of device memory in type {}, retrying with a {size}-byte block",
@@ -218,7 +232,7 @@ impl<M> TypePool<M> {
                 Err(error) => return Err(error),
             }
         };
-        // A new block of at least `request.size` bytes places it at offset 0.
+        // A new block of at least `placed_size` bytes places it at offset 0.
         self.allocate_in_block(key, request)
             .ok_or(Error::OutOfDeviceMemory)
     }
@@ -315,6 +329,7 @@ impl<M> TypePool<M> {
         &mut self,
         context: &MemoryContext<D>,
         location: Location,
+        size: u64,
     ) -> Result<(), Error> {
         match location {
             Location::Dedicated(key) => {
@@ -335,13 +350,13 @@ impl<M> TypePool<M> {
             }
             Location::Block { block: key, range } => {
                 let block = self.blocks.get_mut(key).ok_or(Error::StaleAllocation)?;
-                let freed = block
+                block
                     .ranges
                     .free(range)
                     .map_err(|_| Error::StaleAllocation)?;
                 block.names.remove(&range.slot());
                 self.counters.block_allocations -= 1;
-                self.counters.block_allocated_bytes -= freed.size;
+                self.counters.block_allocated_bytes -= size;
                 if block.ranges.is_empty() {
                     self.counters.empty_blocks += 1;
                     if self.counters.empty_blocks > 1 {
