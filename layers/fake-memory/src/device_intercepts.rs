@@ -10,9 +10,9 @@ use std::ffi::{c_char, c_void, CStr};
 
 use ash::vk;
 
+use crate::c_interop::void_fn;
 use crate::dispatch_registry::{device_state, unregister_device, DeviceState};
 use crate::ffi_guard::guard;
-use crate::instance_intercepts::void_fn;
 use crate::memory_type_map::ResourceKind;
 
 /// This layer's `vkGetDeviceProcAddr`.

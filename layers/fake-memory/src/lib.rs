@@ -35,7 +35,9 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod c_interop;
 pub mod config;
+mod device_creation;
 mod device_intercepts;
 mod dispatch_registry;
 mod ffi_guard;
@@ -43,6 +45,7 @@ mod instance_intercepts;
 mod loader_interface;
 mod memory_accounting;
 mod memory_type_map;
+mod physical_device_queries;
 pub mod profile;
 
 use std::ffi::CStr;
