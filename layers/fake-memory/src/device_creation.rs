@@ -17,6 +17,11 @@ use crate::loader_interface::take_device_link;
 use crate::memory_accounting::AllocationBook;
 use crate::physical_device_queries::{has_memory_budget, next_device_extensions, MEMORY_BUDGET};
 
+/// `vkCreateDevice`: takes this layer's link, hides `VK_EXT_memory_budget` from
+/// the driver (unless it has it), and registers the new device.
+///
+/// # Safety
+/// The caller's arguments are valid, as Vulkan requires.
 pub unsafe extern "system" fn create_device(
     physical_device: vk::PhysicalDevice,
     create_info: *const vk::DeviceCreateInfo<'_>,

@@ -103,6 +103,7 @@ fn device_intercept(name: &CStr) -> vk::PFN_vkVoidFunction {
     }
 }
 
+/// `vkDestroyDevice`: forgets the device and releases its heap usage.
 unsafe extern "system" fn destroy_device(
     device: vk::Device,
     allocator: *const vk::AllocationCallbacks<'_>,
@@ -124,6 +125,8 @@ unsafe extern "system" fn destroy_device(
     });
 }
 
+/// `vkAllocateMemory`: admits the call against the fake limits, then allocates
+/// in the real type behind the fake one.
 unsafe extern "system" fn allocate_memory(
     device: vk::Device,
     allocate_info: *const vk::MemoryAllocateInfo<'_>,
@@ -190,6 +193,7 @@ unsafe fn allocate_memory_impl(
     result
 }
 
+/// `vkFreeMemory`: frees, then returns the bytes to the fake heap.
 unsafe extern "system" fn free_memory(
     device: vk::Device,
     memory: vk::DeviceMemory,
@@ -221,6 +225,7 @@ fn refuse_map(state: &DeviceState, memory: vk::DeviceMemory) -> Option<vk::Resul
     .then_some(vk::Result::ERROR_MEMORY_MAP_FAILED)
 }
 
+/// `vkMapMemory`: `ERROR_MEMORY_MAP_FAILED` on a fake type that is not host-visible.
 unsafe extern "system" fn map_memory(
     device: vk::Device,
     memory: vk::DeviceMemory,
@@ -245,6 +250,7 @@ unsafe extern "system" fn map_memory(
     })
 }
 
+/// `vkMapMemory2KHR`: as [`map_memory`].
 unsafe extern "system" fn map_memory2(
     device: vk::Device,
     map_info: *const vk::MemoryMapInfoKHR<'_>,
@@ -313,6 +319,7 @@ unsafe fn requirements_query(
     });
 }
 
+/// `vkGetBufferMemoryRequirements`, in fake terms.
 unsafe extern "system" fn get_buffer_memory_requirements(
     device: vk::Device,
     buffer: vk::Buffer,
@@ -335,6 +342,7 @@ unsafe extern "system" fn get_buffer_memory_requirements(
     }
 }
 
+/// `vkGetImageMemoryRequirements`, in fake terms.
 unsafe extern "system" fn get_image_memory_requirements(
     device: vk::Device,
     image: vk::Image,
@@ -370,6 +378,7 @@ unsafe fn inner(requirements: *mut vk::MemoryRequirements2<'_>) -> *mut vk::Memo
     unsafe { std::ptr::addr_of_mut!((*requirements).memory_requirements) }
 }
 
+/// `vkGetBufferMemoryRequirements2[KHR]`, in fake terms.
 unsafe extern "system" fn get_buffer_memory_requirements2(
     device: vk::Device,
     info: *const vk::BufferMemoryRequirementsInfo2<'_>,
@@ -392,6 +401,7 @@ unsafe extern "system" fn get_buffer_memory_requirements2(
     }
 }
 
+/// `vkGetImageMemoryRequirements2[KHR]`, in fake terms.
 unsafe extern "system" fn get_image_memory_requirements2(
     device: vk::Device,
     info: *const vk::ImageMemoryRequirementsInfo2<'_>,
@@ -414,6 +424,7 @@ unsafe extern "system" fn get_image_memory_requirements2(
     }
 }
 
+/// `vkGetDeviceBufferMemoryRequirements[KHR]` (maintenance4), in fake terms.
 unsafe extern "system" fn get_device_buffer_memory_requirements(
     device: vk::Device,
     info: *const vk::DeviceBufferMemoryRequirements<'_>,
@@ -436,6 +447,7 @@ unsafe extern "system" fn get_device_buffer_memory_requirements(
     }
 }
 
+/// `vkGetDeviceImageMemoryRequirements[KHR]` (maintenance4), in fake terms.
 unsafe extern "system" fn get_device_image_memory_requirements(
     device: vk::Device,
     info: *const vk::DeviceImageMemoryRequirements<'_>,

@@ -129,6 +129,8 @@ fn physical_device_intercept(name: &CStr) -> vk::PFN_vkVoidFunction {
     }
 }
 
+/// `vkCreateInstance`: takes this layer's link, reads the instance's
+/// configuration and registers the new instance.
 unsafe extern "system" fn create_instance(
     create_info: *const vk::InstanceCreateInfo<'_>,
     allocator: *const vk::AllocationCallbacks<'_>,
@@ -230,6 +232,7 @@ unsafe fn create_instance_impl(
     vk::Result::SUCCESS
 }
 
+/// `vkDestroyInstance`: forgets the instance.
 unsafe extern "system" fn destroy_instance(
     instance: vk::Instance,
     allocator: *const vk::AllocationCallbacks<'_>,

@@ -29,6 +29,10 @@ fn patch_properties(config: &LayerConfig, properties: &mut vk::PhysicalDevicePro
         .min(config.max_memory_allocation_count());
 }
 
+/// `vkGetPhysicalDeviceProperties` with the profile's device type and limits.
+///
+/// # Safety
+/// The caller's arguments are valid, as Vulkan requires.
 pub unsafe extern "system" fn get_physical_device_properties(
     physical_device: vk::PhysicalDevice,
     properties: *mut vk::PhysicalDeviceProperties,
@@ -50,6 +54,10 @@ pub unsafe extern "system" fn get_physical_device_properties(
     });
 }
 
+/// `vkGetPhysicalDeviceProperties2[KHR]` with the profile's device type and limits.
+///
+/// # Safety
+/// The caller's arguments are valid, as Vulkan requires.
 pub unsafe extern "system" fn get_physical_device_properties2(
     physical_device: vk::PhysicalDevice,
     properties: *mut vk::PhysicalDeviceProperties2<'_>,
@@ -71,6 +79,10 @@ pub unsafe extern "system" fn get_physical_device_properties2(
     });
 }
 
+/// `vkGetPhysicalDeviceMemoryProperties`: the profile's heaps and types.
+///
+/// # Safety
+/// The caller's arguments are valid, as Vulkan requires.
 pub unsafe extern "system" fn get_physical_device_memory_properties(
     physical_device: vk::PhysicalDevice,
     properties: *mut vk::PhysicalDeviceMemoryProperties,
@@ -95,6 +107,12 @@ pub unsafe extern "system" fn get_physical_device_memory_properties(
     });
 }
 
+/// `vkGetPhysicalDeviceMemoryProperties2[KHR]`: the profile's heaps and types,
+/// and `VkPhysicalDeviceMemoryBudgetPropertiesEXT` from the layer's accounting
+/// (budget = heap size, usage = bytes allocated through the layer).
+///
+/// # Safety
+/// The caller's arguments are valid, as Vulkan requires.
 pub unsafe extern "system" fn get_physical_device_memory_properties2(
     physical_device: vk::PhysicalDevice,
     properties: *mut vk::PhysicalDeviceMemoryProperties2<'_>,
@@ -149,6 +167,7 @@ pub unsafe extern "system" fn get_physical_device_memory_properties2(
     });
 }
 
+/// `VK_EXT_memory_budget`, the extension this layer provides.
 pub const MEMORY_BUDGET: &CStr = vk::EXT_MEMORY_BUDGET_NAME;
 
 /// `VkExtensionProperties` of `VK_EXT_memory_budget`, which this layer provides.
@@ -214,6 +233,7 @@ pub unsafe fn next_device_extensions(
     }
 }
 
+/// Whether `extensions` lists `VK_EXT_memory_budget`.
 pub fn has_memory_budget(extensions: &[vk::ExtensionProperties]) -> bool {
     extensions.iter().any(|e| {
         e.extension_name_as_c_str()
@@ -221,6 +241,11 @@ pub fn has_memory_budget(extensions: &[vk::ExtensionProperties]) -> bool {
     })
 }
 
+/// `vkEnumerateDeviceExtensionProperties`: the driver's list plus
+/// `VK_EXT_memory_budget`; for this layer's name, `VK_EXT_memory_budget` alone.
+///
+/// # Safety
+/// The caller's arguments are valid, as Vulkan requires.
 pub unsafe extern "system" fn enumerate_device_extension_properties(
     physical_device: vk::PhysicalDevice,
     layer_name: *const c_char,
