@@ -60,6 +60,15 @@ impl ContextOptions {
     }
 }
 
+/// One heap's figures from `VK_EXT_memory_budget`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeapBudget {
+    /// `heapBudget`: what the process may use.
+    pub budget: u64,
+    /// `heapUsage`: what it uses now.
+    pub usage: u64,
+}
+
 /// One test's Vulkan objects: a Vulkan 1.3 instance with
 /// `VK_LAYER_KHRONOS_validation` (and, below it, the fake-memory layer for
 /// the fake profiles), a debug messenger recording every warning and error,
@@ -248,6 +257,29 @@ impl VulkanContext {
             self.instance
                 .get_physical_device_properties(self.physical_device)
         }
+    }
+
+    /// Budget and usage of each heap from `VK_EXT_memory_budget`, `None` when
+    /// the extension is not enabled (plain lavapipe).
+    pub fn memory_budget(&self) -> Option<Vec<HeapBudget>> {
+        if !self.memory_budget_enabled {
+            return None;
+        }
+        let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
+        let mut properties = vk::PhysicalDeviceMemoryProperties2::default().push_next(&mut budget);
+        // SAFETY: a valid output chain; the extension is enabled on the device.
+        unsafe {
+            self.instance
+                .get_physical_device_memory_properties2(self.physical_device, &mut properties)
+        };
+        let heaps = properties.memory_properties.memory_heap_count as usize;
+        Some(
+            budget.heap_budget[..heaps]
+                .iter()
+                .zip(&budget.heap_usage[..heaps])
+                .map(|(&budget, &usage)| HeapBudget { budget, usage })
+                .collect(),
+        )
     }
 
     /// Takes every validation message recorded so far.

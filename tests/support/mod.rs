@@ -21,7 +21,7 @@ mod one_time_commands;
 mod profile;
 mod validation_messages;
 
-pub use context::{ContextOptions, VulkanContext};
+pub use context::{ContextOptions, HeapBudget, VulkanContext};
 pub use profile::Profile;
 pub(crate) use profile::{test_each_fake_profile, test_each_profile};
 pub use validation_messages::MessageLog;

@@ -94,17 +94,12 @@ fn free(context: &VulkanContext, memory: vk::DeviceMemory) {
     unsafe { context.device.free_memory(memory, None) };
 }
 
-/// (heapBudget, heapUsage) from `VK_EXT_memory_budget`.
-fn budget(context: &VulkanContext) -> ([u64; 16], [u64; 16]) {
-    let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
-    let mut properties = vk::PhysicalDeviceMemoryProperties2::default().push_next(&mut budget);
-    // SAFETY: a valid output chain; the extension is enabled on fake profiles.
-    unsafe {
-        context
-            .instance
-            .get_physical_device_memory_properties2(context.physical_device, &mut properties)
-    };
-    (budget.heap_budget, budget.heap_usage)
+/// `heapUsage` of every heap.
+fn heap_usage(context: &VulkanContext) -> Vec<u64> {
+    let budget = context
+        .memory_budget()
+        .expect("fake profiles enable VK_EXT_memory_budget");
+    budget.iter().map(|heap| heap.usage).collect()
 }
 
 /// The first memory type whose flags are exactly, or include, `flags`.
@@ -157,6 +152,7 @@ test_each_profile!(
             assert_eq!(memory.memory_type_count, 1);
             assert_eq!(properties.device_type, vk::PhysicalDeviceType::CPU);
             assert!(!context.memory_budget_enabled);
+            assert_eq!(context.memory_budget(), None);
             return;
         }
         let want = expected(profile);
@@ -175,10 +171,10 @@ test_each_profile!(
 
         // The 2 query agrees with the 1.0 one and carries the budget.
         assert!(context.memory_budget_enabled, "VK_EXT_memory_budget is advertised and enabled");
-        let (heap_budget, heap_usage) = budget(&context);
-        assert_eq!(&heap_budget[..want.heaps.len()], want.heaps);
-        assert!(heap_budget[want.heaps.len()..].iter().all(|&b| b == 0));
-        assert!(heap_usage.iter().all(|&u| u == 0));
+        let budget = context.memory_budget().unwrap();
+        let budgets: Vec<u64> = budget.iter().map(|heap| heap.budget).collect();
+        assert_eq!(budgets, want.heaps);
+        assert!(budget.iter().all(|heap| heap.usage == 0));
         context.assert_no_validation_messages();
     }
 );
@@ -246,9 +242,9 @@ test_each_fake_profile!(
         let context = VulkanContext::new(profile);
         let heap = context.memory_properties().memory_types[0].heap_index as usize;
         let memory = allocate(&context, 0, 3 * MIB).unwrap();
-        assert_eq!(budget(&context).1[heap], 3 * MIB);
+        assert_eq!(heap_usage(&context)[heap], 3 * MIB);
         free(&context, memory);
-        assert_eq!(budget(&context).1[heap], 0);
+        assert_eq!(heap_usage(&context)[heap], 0);
         context.assert_no_validation_messages();
     }
 );
@@ -261,7 +257,7 @@ test_each_fake_profile!(
         let heap = properties.memory_types[0].heap_index as usize;
         let quarter = properties.memory_heaps[heap].size / 4;
         let mut held: Vec<_> = (0..4).map(|_| allocate(&context, 0, quarter).unwrap()).collect();
-        assert_eq!(budget(&context).1[heap], 4 * quarter);
+        assert_eq!(heap_usage(&context)[heap], 4 * quarter);
         assert_eq!(allocate(&context, 0, MIB), Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY));
         free(&context, held.pop().unwrap());
         held.push(allocate(&context, 0, quarter).unwrap());
