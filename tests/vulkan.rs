@@ -9,5 +9,11 @@
 
 mod support;
 
+#[path = "vulkan/allocator_setup.rs"]
+mod allocator_setup;
+#[path = "vulkan/allocator_suite.rs"]
+mod allocator_suite;
+#[path = "vulkan/frames_suite.rs"]
+mod frames_suite;
 #[path = "vulkan/layer_self_test.rs"]
 mod layer_self_test;

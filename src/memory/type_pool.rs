@@ -23,6 +23,13 @@ use crate::device::{DedicatedTarget, MemoryDeviceExt};
 use crate::offset::{AllocationId, OffsetAllocator, OffsetError};
 use crate::Error;
 
+/// Whether a failure to create memory means "not this large": the heap is
+/// full or the request would exceed its budget. Smaller blocks, or dedicated
+/// memory of the exact size, may still succeed.
+fn is_no_room(error: Error) -> bool {
+    matches!(error, Error::OutOfDeviceMemory | Error::OverBudget { .. })
+}
+
 /// Whether an allocation gets its own `VkDeviceMemory`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DedicatedChoice {
@@ -128,7 +135,8 @@ impl<M> TypePool<M> {
         };
         if dedicated_first {
             match self.allocate_dedicated(context, request) {
-                Err(Error::OutOfDeviceMemory) if request.dedicated != DedicatedChoice::Require => {}
+                Err(error)
+                    if is_no_room(error) && request.dedicated != DedicatedChoice::Require => {}
                 result => return result,
             }
         }
@@ -136,8 +144,10 @@ impl<M> TypePool<M> {
             return Ok(placement);
         }
         match self.allocate_in_new_block(context, request, preferred) {
-            Err(Error::OutOfDeviceMemory)
-                if !dedicated_first && request.dedicated != DedicatedChoice::Never =>
+            Err(error)
+                if is_no_room(error)
+                    && !dedicated_first
+                    && request.dedicated != DedicatedChoice::Never =>
             {
                 self.allocate_dedicated(context, request)
             }
@@ -221,11 +231,11 @@ impl<M> TypePool<M> {
         let key = loop {
             match self.create_block(context, size, request) {
                 Ok(key) => break key,
-                Err(Error::OutOfDeviceMemory) => {
-                    size = retry_block_size(size, preferred, request.placed_size)
-                        .ok_or(Error::OutOfDeviceMemory)?;
+                // Out of memory or over budget: a smaller block may still fit.
+                Err(error) if is_no_room(error) => {
+                    size = retry_block_size(size, preferred, request.placed_size).ok_or(error)?;
                     log::warn!(
-                        "vk-suballoc: out of device memory in type {}, retrying with a {size}-byte block",
+                        "vk-suballoc: {error} in memory type {}, retrying with a {size}-byte block",
                         self.memory_type
                     );
                 }
