@@ -357,3 +357,20 @@ fn the_budget_extension_moves_requests_to_the_next_heap() {
     allocator.collect().unwrap();
     finish(allocator, &device);
 }
+
+#[test]
+fn a_small_budget_left_is_used_with_smaller_blocks_first() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // 10 MiB of VRAM budget left: the usual 32 MiB first block does not fit,
+    // an 8 MiB one does, so the request stays in VRAM (type 1).
+    device.set_heap_budget(0, 100 * MIB, 90 * MIB);
+    let a = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL).within_budget())
+        .unwrap();
+    assert_eq!(a.memory_type(), 1);
+    assert_eq!(allocator.stats().memory_types[1].block_bytes, 8 * MIB);
+    allocator.free_after_frame(a).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
