@@ -1,0 +1,181 @@
+//! Memory maps and dumps of an [`Allocator`]: the walk over every block,
+//! under one memory type's lock at a time, that the
+//! [`report`](crate::report) renderers draw from.
+
+use gpu_alloc_types::MemoryPropertyFlags;
+
+use super::{lock, Allocator};
+use crate::device::MemoryDeviceExt;
+use crate::memory::block_size::preferred_block_size;
+use crate::memory::type_pool::TypePool;
+use crate::offset::{FreeRange, OffsetAllocation};
+use crate::report::{
+    BlockMap, DedicatedMap, HeapMap, MemoryMap, MemoryTypeMap, RangeKind, RangeMap,
+};
+
+impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
+    /// A snapshot of every block with its allocations and free ranges in
+    /// address order, and of every dedicated allocation.
+    ///
+    /// Each memory type is read under its lock, one type after another:
+    /// allocations in other types proceed meanwhile, those in the type being
+    /// read wait for the walk. Meant for debugging and out-of-memory reports,
+    /// not for every frame ([`stats`](Self::stats) is).
+    ///
+    /// # Time complexity
+    /// O(blocks + allocations), plus a copy of each allocation's name.
+    pub fn memory_map(&self) -> MemoryMap {
+        let properties = &self.context.properties;
+        let device = &properties.device;
+        let granularity = properties.buffer_image_granularity;
+        let memory_types: Vec<MemoryTypeMap> = self
+            .pools
+            .iter()
+            .zip(device.memory_types.iter())
+            .enumerate()
+            .map(|(index, (pool, memory_type))| {
+                let heap_size = device
+                    .memory_heaps
+                    .get(memory_type.heap as usize)
+                    .map_or(0, |heap| heap.size);
+                let pool = lock(pool);
+                type_map(
+                    &pool,
+                    granularity,
+                    MemoryTypeMap {
+                        memory_type: index as u32,
+                        heap: memory_type.heap,
+                        props: memory_type.props,
+                        preferred_block_size: preferred_block_size(
+                            heap_size,
+                            &self.context.config,
+                            device.max_memory_allocation_size,
+                        ),
+                        blocks: Vec::new(),
+                        dedicated: Vec::new(),
+                    },
+                )
+            })
+            .collect();
+        let budgets = self.context.heap_budgets();
+        let heaps = device
+            .memory_heaps
+            .iter()
+            .enumerate()
+            .map(|(index, heap)| HeapMap {
+                heap: index as u32,
+                size: heap.size,
+                device_local: device.memory_types.iter().any(|t| {
+                    t.heap as usize == index && t.props.contains(MemoryPropertyFlags::DEVICE_LOCAL)
+                }),
+                budget: budgets.get(index).copied().unwrap_or_default(),
+            })
+            .collect();
+        MemoryMap {
+            memory_types,
+            heaps,
+            buffer_image_granularity: granularity,
+            non_coherent_atom_size: device.non_coherent_atom_size,
+            max_memory_allocation_count: device.max_memory_allocation_count,
+            gpu: None,
+        }
+    }
+
+    /// A JSON dump in the format of VMA's `vmaBuildStatsString`: totals, and
+    /// per heap and memory type, VMA's detailed statistics; with `detailed`,
+    /// every block's allocations and free ranges and every dedicated
+    /// allocation, which VMA's `GpuMemDumpVis.py` draws. Shorthand for
+    /// `self.memory_map().to_vma_json(detailed)`; see
+    /// [`MemoryMap::to_vma_json`], and [`MemoryMap::with_gpu`] to name the GPU.
+    ///
+    /// # Time complexity
+    /// As [`memory_map`](Self::memory_map).
+    pub fn stats_json(&self, detailed: bool) -> String {
+        self.memory_map().to_vma_json(detailed)
+    }
+
+    /// The memory map as an SVG picture to open in a browser: one row per
+    /// block and per dedicated allocation, allocations coloured by kind, free
+    /// space blank, names in tooltips. Shorthand for
+    /// `self.memory_map().to_svg()`; see [`MemoryMap::to_svg`].
+    ///
+    /// # Time complexity
+    /// As [`memory_map`](Self::memory_map).
+    pub fn memory_map_svg(&self) -> String {
+        self.memory_map().to_svg()
+    }
+}
+
+/// Fills `map` with the blocks (oldest first) and dedicated allocations of
+/// `pool`.
+fn type_map<M>(pool: &TypePool<M>, granularity: u64, mut map: MemoryTypeMap) -> MemoryTypeMap {
+    map.blocks = pool
+        .blocks()
+        .map(|block| {
+            let kind = RangeKind::of_class(block.class, granularity);
+            BlockMap {
+                id: block.serial,
+                memory: block.raw,
+                size: block.size,
+                mapped: block.mapped.is_some(),
+                ranges: merge_ranges(
+                    block.ranges.allocations(),
+                    block.ranges.free_ranges(),
+                    kind,
+                    |slot| block.names.get(&slot).map(|name| name.to_string()),
+                ),
+            }
+        })
+        .collect();
+    map.blocks.sort_by_key(|block| block.id);
+    map.dedicated = pool
+        .dedicated_allocations()
+        .map(|dedicated| DedicatedMap {
+            memory: dedicated.raw,
+            size: dedicated.size,
+            mapped: dedicated.mapped.is_some(),
+            kind: RangeKind::of_dedicated(dedicated.target, dedicated.class, granularity),
+            name: dedicated.name.as_deref().map(str::to_owned),
+        })
+        .collect();
+    map
+}
+
+/// Merges a block's allocations (of `kind`, named by slot with `name`) and
+/// free ranges, both in address order, into one list in address order.
+fn merge_ranges(
+    allocations: impl Iterator<Item = OffsetAllocation>,
+    free_ranges: impl Iterator<Item = FreeRange>,
+    kind: RangeKind,
+    name: impl Fn(u32) -> Option<String>,
+) -> Vec<RangeMap> {
+    let mut allocations = allocations.peekable();
+    let mut free_ranges = free_ranges.peekable();
+    let mut ranges = Vec::new();
+    loop {
+        let take_free = match (allocations.peek(), free_ranges.peek()) {
+            (Some(a), Some(f)) => f.offset < a.offset,
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            (None, None) => return ranges,
+        };
+        let range = if let Some(f) = free_ranges.next_if(|_| take_free) {
+            RangeMap {
+                offset: f.offset,
+                size: f.size,
+                kind: RangeKind::Free,
+                name: None,
+            }
+        } else if let Some(a) = allocations.next() {
+            RangeMap {
+                offset: a.offset,
+                size: a.size,
+                kind,
+                name: name(a.id.slot()),
+            }
+        } else {
+            return ranges;
+        };
+        ranges.push(range);
+    }
+}
