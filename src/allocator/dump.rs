@@ -8,7 +8,6 @@ use super::{lock, Allocator};
 use crate::device::MemoryDeviceExt;
 use crate::memory::block_size::preferred_block_size;
 use crate::memory::type_pool::TypePool;
-use crate::offset::{FreeRange, OffsetAllocation};
 use crate::report::{
     BlockMap, DedicatedMap, HeapMap, MemoryMap, MemoryTypeMap, RangeKind, RangeMap,
 };
@@ -23,7 +22,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// not for every frame ([`stats`](Self::stats) is).
     ///
     /// # Time complexity
-    /// O(blocks + allocations), plus a copy of each allocation's name.
+    /// O(n log n) for n allocations and free ranges (each block's are sorted
+    /// by offset), plus a copy of each allocation's name.
     pub fn memory_map(&self) -> MemoryMap {
         let properties = &self.context.properties;
         let device = &properties.device;
@@ -39,22 +39,18 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     .get(memory_type.heap as usize)
                     .map_or(0, |heap| heap.size);
                 let pool = lock(pool);
-                type_map(
-                    &pool,
-                    granularity,
-                    MemoryTypeMap {
-                        memory_type: index as u32,
-                        heap: memory_type.heap,
-                        props: memory_type.props,
-                        preferred_block_size: preferred_block_size(
-                            heap_size,
-                            &self.context.config,
-                            device.max_memory_allocation_size,
-                        ),
-                        blocks: Vec::new(),
-                        dedicated: Vec::new(),
-                    },
-                )
+                MemoryTypeMap {
+                    memory_type: index as u32,
+                    heap: memory_type.heap,
+                    props: memory_type.props,
+                    preferred_block_size: preferred_block_size(
+                        heap_size,
+                        &self.context.config,
+                        device.max_memory_allocation_size,
+                    ),
+                    blocks: block_maps(&pool, granularity),
+                    dedicated: dedicated_maps(&pool, granularity),
+                }
             })
             .collect();
         let budgets = self.context.heap_budgets();
@@ -106,30 +102,44 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     }
 }
 
-/// Fills `map` with the blocks (oldest first) and dedicated allocations of
-/// `pool`.
-fn type_map<M>(pool: &TypePool<M>, granularity: u64, mut map: MemoryTypeMap) -> MemoryTypeMap {
-    map.blocks = pool
+/// The blocks of `pool`, oldest first, each with its allocations and free
+/// ranges in address order.
+fn block_maps<M>(pool: &TypePool<M>, granularity: u64) -> Vec<BlockMap> {
+    let mut blocks: Vec<BlockMap> = pool
         .blocks()
         .map(|block| {
             let kind = RangeKind::of_class(block.class, granularity);
+            let allocations = block.ranges.allocations().map(|a| RangeMap {
+                offset: a.offset,
+                size: a.size,
+                kind,
+                name: block.names.get(&a.id.slot()).map(|name| name.to_string()),
+            });
+            let free_ranges = block.ranges.free_ranges().map(|f| RangeMap {
+                offset: f.offset,
+                size: f.size,
+                kind: RangeKind::Free,
+                name: None,
+            });
+            // Ranges are never empty, so no two share an offset.
+            let mut ranges: Vec<RangeMap> = allocations.chain(free_ranges).collect();
+            ranges.sort_unstable_by_key(|range| range.offset);
             BlockMap {
                 id: block.serial,
                 memory: block.raw,
                 size: block.size,
                 mapped: block.mapped.is_some(),
-                ranges: merge_ranges(
-                    block.ranges.allocations(),
-                    block.ranges.free_ranges(),
-                    kind,
-                    |slot| block.names.get(&slot).map(|name| name.to_string()),
-                ),
+                ranges,
             }
         })
         .collect();
-    map.blocks.sort_by_key(|block| block.id);
-    map.dedicated = pool
-        .dedicated_allocations()
+    blocks.sort_unstable_by_key(|block| block.id);
+    blocks
+}
+
+/// The dedicated allocations of `pool`.
+fn dedicated_maps<M>(pool: &TypePool<M>, granularity: u64) -> Vec<DedicatedMap> {
+    pool.dedicated_allocations()
         .map(|dedicated| DedicatedMap {
             memory: dedicated.raw,
             size: dedicated.size,
@@ -137,45 +147,5 @@ fn type_map<M>(pool: &TypePool<M>, granularity: u64, mut map: MemoryTypeMap) -> 
             kind: RangeKind::of_dedicated(dedicated.target, dedicated.class, granularity),
             name: dedicated.name.as_deref().map(str::to_owned),
         })
-        .collect();
-    map
-}
-
-/// Merges a block's allocations (of `kind`, named by slot with `name`) and
-/// free ranges, both in address order, into one list in address order.
-fn merge_ranges(
-    allocations: impl Iterator<Item = OffsetAllocation>,
-    free_ranges: impl Iterator<Item = FreeRange>,
-    kind: RangeKind,
-    name: impl Fn(u32) -> Option<String>,
-) -> Vec<RangeMap> {
-    let mut allocations = allocations.peekable();
-    let mut free_ranges = free_ranges.peekable();
-    let mut ranges = Vec::new();
-    loop {
-        let take_free = match (allocations.peek(), free_ranges.peek()) {
-            (Some(a), Some(f)) => f.offset < a.offset,
-            (Some(_), None) => false,
-            (None, Some(_)) => true,
-            (None, None) => return ranges,
-        };
-        let range = if let Some(f) = free_ranges.next_if(|_| take_free) {
-            RangeMap {
-                offset: f.offset,
-                size: f.size,
-                kind: RangeKind::Free,
-                name: None,
-            }
-        } else if let Some(a) = allocations.next() {
-            RangeMap {
-                offset: a.offset,
-                size: a.size,
-                kind,
-                name: name(a.id.slot()),
-            }
-        } else {
-            return ranges;
-        };
-        ranges.push(range);
-    }
+        .collect()
 }
