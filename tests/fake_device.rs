@@ -17,6 +17,8 @@ mod frames;
 mod granularity;
 #[path = "fake_device/mapping.rs"]
 mod mapping;
+#[path = "fake_device/report.rs"]
+mod report;
 #[path = "fake_device/stress.rs"]
 mod stress;
 

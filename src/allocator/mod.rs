@@ -8,6 +8,7 @@
 
 mod allocation;
 mod ash_helpers;
+mod dump;
 mod frames;
 mod request;
 

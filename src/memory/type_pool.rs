@@ -314,6 +314,8 @@ impl<M> TypePool<M> {
             size: request.size,
             mapped: new.mapped,
             name: request.name.map(Into::into),
+            class: request.class,
+            target: request.target,
         });
         self.counters.dedicated += 1;
         self.counters.dedicated_bytes += request.size;
@@ -454,13 +456,11 @@ impl<M> TypePool<M> {
     }
 
     /// Blocks, for reports.
-    #[allow(dead_code)] // read by the statistics dump (report::json)
     pub(crate) fn blocks(&self) -> impl Iterator<Item = &Block<M>> + '_ {
         self.blocks.iter().map(|(_, block)| block)
     }
 
     /// Dedicated allocations, for reports.
-    #[allow(dead_code)] // read by the statistics dump (report::json)
     pub(crate) fn dedicated_allocations(&self) -> impl Iterator<Item = &DedicatedMemory<M>> + '_ {
         self.dedicated.iter().map(|(_, d)| d)
     }
