@@ -286,8 +286,8 @@ impl Renderer {
         let images = unsafe { self.swapchain_loader.get_swapchain_images(handle) }.unwrap();
         let render_finished = images
             .iter()
-            // SAFETY: valid create info.
             .map(|_| {
+                // SAFETY: valid create info.
                 unsafe {
                     self.device
                         .create_semaphore(&vk::SemaphoreCreateInfo::default(), None)
