@@ -15,6 +15,8 @@ mod failures;
 mod frames;
 #[path = "fake_device/granularity.rs"]
 mod granularity;
+#[path = "fake_device/leak_log.rs"]
+mod leak_log;
 #[path = "fake_device/mapping.rs"]
 mod mapping;
 #[path = "fake_device/report.rs"]

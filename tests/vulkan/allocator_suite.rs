@@ -413,3 +413,26 @@ fn debug_names_reach_the_validation_layer() {
             .unwrap();
     }
 }
+
+test_each_fake_profile!(
+    /// The driver fails the block and its smaller retry: the request gets
+    /// dedicated memory (or, where it is dedicated anyway, the next type).
+    fn failed_blocks_fall_back_to_dedicated_memory(profile) {
+        let options = ContextOptions::default().fail_allocation(1).fail_allocation(2);
+        let context = VulkanContext::with_options(profile, options);
+        let allocator = allocator_for(&context);
+        let (handle, allocation) = buffer(&allocator, 20 * MIB, AllocationDesc::new(Usage::DEVICE_LOCAL));
+        match profile {
+            // 20 MiB wants a 64 MiB block; 64 and 32 fail; 16 is too small.
+            Profile::Discrete | Profile::Integrated => {
+                assert!(allocation.is_dedicated(), "{profile}");
+                assert_eq!(allocation.memory_type(), 0);
+            }
+            // Half the mobile heap's 32 MiB blocks: dedicated first (fails),
+            // then a block (fails), then the next type.
+            _ => assert_ne!(allocation.memory_type(), 0),
+        }
+        // SAFETY: never used by the GPU.
+        unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
+    }
+);
