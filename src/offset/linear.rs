@@ -121,13 +121,12 @@ impl LinearAllocator {
         let used = self.consumed - self.reclaimed;
         // Place after the head if it fits before the end; else wrap to 0 and
         // count the skipped tail as consumed (it is reclaimed with this frame).
-        let aligned = self
-            .head
-            .checked_next_multiple_of(align)
-            .filter(|&a| a <= self.capacity - size);
-        let (offset, consumed) = match aligned {
-            Some(aligned) => (aligned, aligned - self.head + size),
-            None => (0, self.capacity - self.head + size),
+        // No overflow: `head <= capacity < 2^48` and `align <= 2^63`.
+        let aligned = (self.head + (align - 1)) & !(align - 1);
+        let (offset, consumed) = if aligned <= self.capacity - size {
+            (aligned, aligned - self.head + size)
+        } else {
+            (0, self.capacity - self.head + size)
         };
         if used + consumed > self.capacity {
             self.failed_allocations += 1;

@@ -17,6 +17,7 @@
 mod allocation;
 mod bin_mask;
 mod error;
+mod inspect;
 mod linear;
 mod node;
 mod report;
