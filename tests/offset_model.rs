@@ -84,13 +84,13 @@ fn case(m: u32) -> impl Strategy<Value = (u64, u32, Vec<Op>)> {
     })
 }
 
-/// 256 cases per property by default; `PROPTEST_CASES` overrides (CI's deep
+/// 128 cases per property by default; `PROPTEST_CASES` overrides (CI's deep
 /// run uses thousands).
 fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|cases| cases.parse().ok())
-        .unwrap_or(256);
+        .unwrap_or(128);
     ProptestConfig {
         cases,
         failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("regressions"))),

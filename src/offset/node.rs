@@ -25,7 +25,11 @@ const ADDRESS_MASK: u64 = (1u64 << ADDRESS_BITS) - 1;
 
 /// One allocation slot. Unused slots chain through `next` (the free-slot stack)
 /// and keep their generation, so a stale id still fails its check.
+///
+/// Aligned to 32 bytes so that no node straddles two cache lines (a large
+/// `Vec` from the system allocator starts 16 bytes past a page boundary).
 #[derive(Clone, Copy, Debug)]
+#[repr(align(32))]
 pub(crate) struct Node {
     /// Bits 0..48: end of the allocation. Bits 48..64: generation, high half.
     end_generation: u64,
