@@ -64,7 +64,8 @@ pub struct LinearAllocator {
 
 impl LinearAllocator {
     /// Creates a ring of `capacity` bytes that holds up to
-    /// `max_frames_in_flight` sealed frames.
+    /// `max_frames_in_flight` sealed frames (at least 1: a ring needs one
+    /// sealed frame to be of any use, so 0 counts as 1).
     ///
     /// # Errors
     /// [`OffsetError::CapacityTooLarge`] above

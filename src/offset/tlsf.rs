@@ -23,7 +23,17 @@ pub const MAX_SLOTS: u32 = u32::MAX - 2;
 /// `M` is the number of mantissa bits of the size classes (2 to 6, checked at
 /// compile time): bins are at most `1/2^M` of their size wide. More bits mean
 /// finer bins (`64 << M` of them) and a bin table of `12 << (M + 6)` bytes;
-/// 3 suits most uses.
+/// 3 suits most uses. Any other width is a build error:
+/// ```compile_fail,E0080
+/// let heap = vk_suballoc::offset::OffsetAllocator::<7>::new(1024, 16);
+/// ```
+///
+/// # Metadata
+/// One 32-byte node per allocation slot, allocated by [`new`](Self::new)
+/// and [`reserve_slots`](Self::reserve_slots), plus a fixed bin table (6 KiB
+/// for `M = 3`); see [`metadata_bytes`](Self::metadata_bytes). Nothing inside
+/// `[0, capacity)` is read or written, so the managed range may be device
+/// memory the host cannot touch.
 ///
 /// # How it works
 /// Every allocation is a node in an address-ordered list and owns the free gap
@@ -32,8 +42,7 @@ pub const MAX_SLOTS: u32 = u32::MAX - 2;
 /// first non-empty bin whose every gap is large enough, splits the gap, and
 /// files the head slack of an aligned placement and the tail back in their
 /// bins. Freeing merges the allocation and both neighbouring gaps into the gap
-/// of the previous node. Metadata is one 32-byte node per allocation slot,
-/// allocated up front; nothing in `[0, capacity)` is touched or needed.
+/// of the previous node.
 ///
 /// # Never a false out-of-space
 /// The guaranteed search can miss gaps that are large enough but sit in a bin
