@@ -326,6 +326,41 @@ fn the_ring_never_wraps_over_a_frame_in_flight() {
     shadow.finish();
 }
 
+/// Arguments at the edges of `u64` are errors, never panics or wrapped
+/// arithmetic.
+#[test]
+fn extreme_arguments_are_errors_not_panics() {
+    use vk_suballoc::offset::{LinearAllocator, MAX_CAPACITY};
+    let mut heap = OffsetAllocator::<6>::new(MAX_CAPACITY, 4).unwrap();
+    assert!(matches!(
+        heap.allocate(u64::MAX, 1 << 63),
+        Err(OffsetError::SizeExceedsCapacity { .. })
+    ));
+    let tiny = heap.allocate(1, 1).unwrap();
+    // Only offset 0 is a multiple of 2^63, and it is taken.
+    assert!(matches!(
+        heap.allocate(1, 1 << 63),
+        Err(OffsetError::TooFragmented { .. })
+    ));
+    heap.free(tiny.id).unwrap();
+    assert_eq!(
+        heap.allocate(MAX_CAPACITY, 1 << 63).map(|a| a.offset),
+        Ok(0)
+    );
+    assert!(heap.grow(u64::MAX).is_err());
+    assert!(heap.grow(1).is_err());
+    assert_eq!(heap.allocation_at(u64::MAX), None);
+    assert!(OffsetAllocator::<2>::new(u64::MAX, 0).is_err());
+    assert!(OffsetAllocator::<2>::new(0, u32::MAX).is_err());
+
+    let mut ring = LinearAllocator::new(MAX_CAPACITY, 1).unwrap();
+    assert!(ring.allocate(u64::MAX, 1 << 63).is_err());
+    ring.allocate(1, 1).unwrap();
+    assert_eq!(ring.allocate(1, 1 << 63).map(|a| a.offset).ok(), None);
+    assert_eq!(ring.reclaim_through(u64::MAX), 0);
+    assert!(LinearAllocator::new(u64::MAX, 1).is_err());
+}
+
 /// Freed ranges report what they covered, in the offset allocator too.
 #[test]
 fn free_returns_the_range() {

@@ -4,12 +4,13 @@
 //!
 //! Run: `cargo bench -p vk-suballoc-bench --bench core`
 //!
-//! Each `pair` iteration frees one live allocation picked at random and
-//! allocates a new one from the workload's size stream into its place, so the
-//! number of live allocations stays at the benchmark's argument (1e3..1e6).
-//! Size and victim streams are generated up front from a fixed seed, so both
-//! allocators see the same requests and the generator costs nothing inside the
-//! timed loop. Capacity is twice the expected live volume.
+//! Each iteration frees one live allocation picked at random (uniformly over
+//! all of them) and allocates the next size of the workload's stream in its
+//! place, so the number of live allocations stays at the benchmark's argument
+//! (1e3..1e6). Sizes are generated up front from a fixed seed and victims
+//! come from a Weyl sequence, so both allocators see the same requests and
+//! picking them costs a few instructions. Capacity is twice the expected live
+//! volume.
 //!
 //! Workloads:
 //! - `uniform_small`: sizes uniform in 1..=1024 bytes.
@@ -87,21 +88,29 @@ impl Workload {
 
 /// The seeded request streams one benchmark replays.
 struct Streams {
+    live: u64,
     initial: Vec<u64>,
     sizes: Vec<u64>,
-    victims: Vec<usize>,
 }
 
 impl Streams {
     fn new(workload: Workload, live: usize) -> Self {
         let mut rng = SplitMix(0x5eed_0000 + live as u64);
         Self {
+            live: live as u64,
             initial: (0..live).map(|_| workload.size(&mut rng)).collect(),
             sizes: (0..STREAM).map(|_| workload.size(&mut rng)).collect(),
-            victims: (0..STREAM)
-                .map(|_| (rng.next() % live as u64) as usize)
-                .collect(),
         }
+    }
+
+    /// The request of step `step`: which live allocation to free (uniform
+    /// over all of them, from a Weyl sequence, so no table limits the set of
+    /// victims) and the size to allocate in its place.
+    #[inline]
+    fn step(&self, step: u64) -> (usize, u64) {
+        let weyl = step.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
+        let victim = (weyl * self.live) >> 32;
+        (victim as usize, self.sizes[step as usize & (STREAM - 1)])
     }
 }
 
@@ -113,15 +122,14 @@ fn ours_pair<const ALIGN: u64>(bencher: Bencher, workload: Workload, live: usize
         .iter()
         .map(|&size| heap.allocate(size, ALIGN).ok().map(|a| a.id))
         .collect();
-    let mut step = 0usize;
+    let mut step = 0u64;
     bencher.bench_local(|| {
-        let k = step & (STREAM - 1);
+        let (victim, size) = streams.step(step);
         step += 1;
-        let victim = streams.victims[k];
         if let Some(id) = ids[victim].take() {
             heap.free(id).unwrap();
         }
-        ids[victim] = heap.allocate(streams.sizes[k], ALIGN).ok().map(|a| a.id);
+        ids[victim] = heap.allocate(size, ALIGN).ok().map(|a| a.id);
     });
     report_failures("vk_suballoc", heap.counters().failed_allocations, step);
 }
@@ -137,22 +145,21 @@ fn peer_pair(bencher: Bencher, workload: Workload, live: usize) {
         .iter()
         .map(|&size| heap.allocate(to_u32(size)))
         .collect();
-    let mut step = 0usize;
+    let mut step = 0u64;
     let mut failures = 0u64;
     bencher.bench_local(|| {
-        let k = step & (STREAM - 1);
+        let (victim, size) = streams.step(step);
         step += 1;
-        let victim = streams.victims[k];
         if let Some(allocation) = live_allocs[victim].take() {
             heap.free(allocation);
         }
-        live_allocs[victim] = heap.allocate(to_u32(streams.sizes[k]));
+        live_allocs[victim] = heap.allocate(to_u32(size));
         failures += u64::from(live_allocs[victim].is_none());
     });
     report_failures("offset-allocator", failures, step);
 }
 
-fn report_failures(name: &str, failures: u64, steps: usize) {
+fn report_failures(name: &str, failures: u64, steps: u64) {
     if failures > 0 {
         eprintln!("  note: {name}: {failures} of {steps} allocations failed (fragmentation)");
     }

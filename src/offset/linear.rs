@@ -29,7 +29,7 @@ struct SealedFrame {
 }
 
 /// A ring allocator with O(1) aligned bump allocation and whole-frame
-/// reclamation in frame order.
+/// reclamation in frame order. No method panics, whatever its arguments.
 ///
 /// # Example
 /// ```

@@ -16,7 +16,8 @@ pub const MAX_CAPACITY: u64 = (1u64 << ADDRESS_BITS) - 1;
 /// The most allocation slots an [`OffsetAllocator`] can have.
 pub const MAX_SLOTS: u32 = u32::MAX - 2;
 
-/// Allocates ranges of `[0, capacity)` in O(1), with power-of-two alignment,
+/// Allocates ranges of `[0, capacity)` in O(1) (save near-failing requests,
+/// see [`allocate`](Self::allocate)), with power-of-two alignment,
 /// generational ids and exact reports. It knows nothing about what the range
 /// is: a `VkDeviceMemory` block, a buffer, a descriptor heap.
 ///
@@ -27,6 +28,11 @@ pub const MAX_SLOTS: u32 = u32::MAX - 2;
 /// ```compile_fail,E0080
 /// let heap = vk_suballoc::offset::OffsetAllocator::<7>::new(1024, 16);
 /// ```
+///
+/// # Panics
+/// No method panics, whatever its arguments (sizes, alignments and ids up to
+/// `u64::MAX` are errors, not panics). Only a failure of the host to allocate
+/// the node table aborts, as with any `Vec`.
 ///
 /// # Metadata
 /// One 32-byte node per allocation slot, allocated by [`new`](Self::new)
@@ -95,6 +101,10 @@ impl<const M: u32> OffsetAllocator<M> {
     /// # Errors
     /// [`OffsetError::CapacityTooLarge`] above [`MAX_CAPACITY`];
     /// [`OffsetError::TooManySlots`] above [`MAX_SLOTS`].
+    ///
+    /// # Panics
+    /// Never on its inputs. Like any `Vec`, it aborts the process if the host
+    /// cannot allocate the node table (32 bytes per slot).
     ///
     /// # Time complexity
     /// O(`max_allocations`).
@@ -283,6 +293,10 @@ impl<const M: u32> OffsetAllocator<M> {
     /// # Errors
     /// [`OffsetError::TooManySlots`] when the total would exceed [`MAX_SLOTS`];
     /// nothing changes then.
+    ///
+    /// # Panics
+    /// Never on its inputs; aborts, like any `Vec`, if the host cannot grow
+    /// the node table.
     ///
     /// # Time complexity
     /// O(`additional`), plus a copy of the node table when it must move.
