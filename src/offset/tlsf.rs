@@ -348,8 +348,9 @@ impl<const M: u32> OffsetAllocator<M> {
     /// Exact: a gap of at least `size` bytes is filed under a bin at or above
     /// `bin_down(size)`, and a bin is skipped only when its upper bound says
     /// that all its gaps are smaller than `size`. When the guaranteed search
-    /// failed, every non-empty bin at or above `bin_up(size + align - 1)` is
-    /// empty, so only the boundary bins below it are ever walked.
+    /// failed, every bin at or above `bin_up(size + align - 1)` is empty (its
+    /// head would have fitted), so only the boundary bins below it are ever
+    /// walked.
     #[cold]
     fn find_fit_exhaustive(&mut self, size: u64, align: u64) -> Option<(u32, u64)> {
         let mut next_bin = Some(bin_down::<M>(size));
