@@ -47,6 +47,7 @@ pub(crate) struct Node {
 }
 
 const _: () = assert!(core::mem::size_of::<Node>() == 32);
+const _: () = assert!(core::mem::align_of::<Node>() == 32);
 
 impl Node {
     pub(crate) const fn unused(next_unused: u32) -> Self {

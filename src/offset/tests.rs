@@ -118,6 +118,23 @@ fn allocation_at_finds_the_covering_allocation() {
     assert_eq!(heap.allocation_at(356), None);
 }
 
+#[test]
+fn byte_counters_saturate_instead_of_overflowing() {
+    // 2^16 + 1 allocations of 2^48 - 1 bytes request more than 2^64 bytes.
+    let mut heap = OffsetAllocator::<3>::new(MAX_CAPACITY, 1).unwrap();
+    let rounds = if cfg!(miri) { 4 } else { (1 << 16) + 1 };
+    for _ in 0..rounds {
+        let whole = heap.allocate(MAX_CAPACITY, 1).unwrap();
+        heap.free(whole.id).unwrap();
+    }
+    let counters = heap.counters();
+    assert_eq!(counters.allocations, rounds);
+    if !cfg!(miri) {
+        assert_eq!(counters.requested_bytes, u64::MAX);
+    }
+    assert_eq!(counters.live_bytes, 0);
+}
+
 /// A small xorshift so this test needs no crate; the property tests use proptest.
 fn next(state: &mut u64) -> u64 {
     *state ^= *state << 13;
