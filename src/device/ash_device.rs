@@ -303,21 +303,10 @@ impl MemoryDevice<vk::DeviceMemory> for AshMemoryDevice {
         memory_type: u32,
         flags: AllocationFlags,
     ) -> Result<vk::DeviceMemory, OutOfMemory> {
-        let info = AllocateInfo {
-            size,
-            memory_type,
-            flags,
-            dedicated: None,
-            priority: None,
-            name: None,
-        };
+        let info = AllocateInfo::plain(size, memory_type, flags);
         // SAFETY: the caller upholds `MemoryDevice::allocate_memory`'s contract,
         // which is `MemoryDeviceExt::allocate`'s without a dedicated target.
-        match unsafe { MemoryDeviceExt::allocate(self, &info) } {
-            Ok(memory) => Ok(memory),
-            Err(DeviceError::OutOfHostMemory) => Err(OutOfMemory::OutOfHostMemory),
-            Err(_) => Err(OutOfMemory::OutOfDeviceMemory),
-        }
+        unsafe { MemoryDeviceExt::allocate(self, &info) }.map_err(super::out_of_memory)
     }
 
     unsafe fn deallocate_memory(&self, memory: vk::DeviceMemory) {

@@ -82,6 +82,29 @@ pub struct AllocateInfo<'a> {
     pub name: Option<&'a str>,
 }
 
+impl AllocateInfo<'static> {
+    /// A plain allocation: what `MemoryDevice::allocate_memory` asks for.
+    pub const fn plain(size: u64, memory_type: u32, flags: AllocationFlags) -> Self {
+        Self {
+            size,
+            memory_type,
+            flags,
+            dedicated: None,
+            priority: None,
+            name: None,
+        }
+    }
+}
+
+/// A [`DeviceError`] in the narrower form `MemoryDevice::allocate_memory`
+/// returns (host memory, or device memory for everything else).
+pub(crate) fn out_of_memory(error: DeviceError) -> gpu_alloc_types::OutOfMemory {
+    match error {
+        DeviceError::OutOfHostMemory => gpu_alloc_types::OutOfMemory::OutOfHostMemory,
+        _ => gpu_alloc_types::OutOfMemory::OutOfDeviceMemory,
+    }
+}
+
 /// What a frame's GPU work signals when it completes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FrameSignal {

@@ -68,6 +68,20 @@ impl FakeDevice {
         &self.layout
     }
 
+    /// Checks and records flushed (`flush`) or invalidated ranges.
+    fn record_ranges(&self, ranges: &[MappedMemoryRange<'_, FakeMemory>], flush: bool) {
+        let mut state = self.state();
+        for range in ranges {
+            state.record_range(
+                &self.layout,
+                range.memory.id,
+                range.offset,
+                range.size,
+                flush,
+            );
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         // A test that panicked while holding the lock poisons it; the state is
         // still consistent (every update is a single step), so carry on.
@@ -332,21 +346,10 @@ impl MemoryDevice<FakeMemory> for FakeDevice {
         memory_type: u32,
         flags: AllocationFlags,
     ) -> Result<FakeMemory, OutOfMemory> {
-        let info = AllocateInfo {
-            size,
-            memory_type,
-            flags,
-            dedicated: None,
-            priority: None,
-            name: None,
-        };
+        let info = AllocateInfo::plain(size, memory_type, flags);
         // SAFETY: the fake device checks every argument itself; nothing here
         // is unsafe, the trait merely declares it so.
-        match unsafe { MemoryDeviceExt::allocate(self, &info) } {
-            Ok(memory) => Ok(memory),
-            Err(DeviceError::OutOfHostMemory) => Err(OutOfMemory::OutOfHostMemory),
-            Err(_) => Err(OutOfMemory::OutOfDeviceMemory),
-        }
+        unsafe { MemoryDeviceExt::allocate(self, &info) }.map_err(crate::device::out_of_memory)
     }
 
     unsafe fn deallocate_memory(&self, memory: FakeMemory) {
@@ -370,16 +373,7 @@ impl MemoryDevice<FakeMemory> for FakeDevice {
         &self,
         ranges: &[MappedMemoryRange<'_, FakeMemory>],
     ) -> Result<(), OutOfMemory> {
-        let mut state = self.state();
-        for range in ranges {
-            state.record_range(
-                &self.layout,
-                range.memory.id,
-                range.offset,
-                range.size,
-                false,
-            );
-        }
+        self.record_ranges(ranges, false);
         Ok(())
     }
 
@@ -387,16 +381,7 @@ impl MemoryDevice<FakeMemory> for FakeDevice {
         &self,
         ranges: &[MappedMemoryRange<'_, FakeMemory>],
     ) -> Result<(), OutOfMemory> {
-        let mut state = self.state();
-        for range in ranges {
-            state.record_range(
-                &self.layout,
-                range.memory.id,
-                range.offset,
-                range.size,
-                true,
-            );
-        }
+        self.record_ranges(ranges, true);
         Ok(())
     }
 }
