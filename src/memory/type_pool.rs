@@ -329,7 +329,10 @@ impl<M> TypePool<M> {
                     .ranges
                     .free(range)
                     .map_err(|_| Error::StaleAllocation)?;
-                block.names.remove(&range.slot());
+                // Most allocations are unnamed: skip hashing the slot then.
+                if !block.names.is_empty() {
+                    block.names.remove(&range.slot());
+                }
                 self.counters.block_allocations -= 1;
                 self.counters.block_allocated_bytes -= freed.size;
                 if block.ranges.is_empty() {
