@@ -22,7 +22,7 @@ pub use request::{AllocationDesc, DedicatedHint, DedicatedPolicy, Request};
 use crate::device::MemoryDeviceExt;
 use crate::memory::context::MemoryContext;
 use crate::memory::mapping::atom_range;
-use crate::memory::memory_type_choice::rank_memory_types;
+use crate::memory::memory_type_choice::{rank_memory_types, RankTable};
 use crate::memory::type_pool::{PoolRequest, TypePool};
 use crate::memory::Usage;
 use crate::report::{HeapStats, Stats, TypeStats};
@@ -135,44 +135,60 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return Err(Error::NoMemoryTypeBits(requirements.memory_type_bits));
         }
         let usage = request.desc.usage;
-        let unsuitable = Error::NoSuitableMemoryType {
-            memory_type_bits: requirements.memory_type_bits,
-            usage,
-        };
         if usage.contains(Usage::DEVICE_ADDRESS)
             && !self.context.properties.device.buffer_device_address
         {
-            return Err(unsuitable);
-        }
-        let heaps = &self.context.properties.device.memory_heaps;
-        let candidates = rank_memory_types(types, heaps, bits, usage, size);
-        if candidates.is_empty() {
-            let largest_heap = (0..types.len())
-                .filter(|t| bits & (1 << t) != 0)
-                .filter_map(|t| heaps.get(types[t].heap as usize))
-                .map(|h| h.size)
-                .max()
-                .unwrap_or(0);
-            return Err(if size > largest_heap {
-                Error::SizeExceedsHeaps { size, largest_heap }
-            } else {
-                unsuitable
+            return Err(Error::NoSuitableMemoryType {
+                memory_type_bits: requirements.memory_type_bits,
+                usage,
             });
         }
-        let mut last_error = Error::OutOfDeviceMemory;
-        for &memory_type in candidates.as_slice() {
+        let heaps = &self.context.properties.device.memory_heaps;
+        // The ranking is precomputed per usage; the per-request filters keep
+        // the order `rank_memory_types` would give (RankTable).
+        let mut last_error = None;
+        for &memory_type in self.context.ranked_types(usage) {
+            if !RankTable::admits(types, heaps, memory_type, bits, size) {
+                continue;
+            }
             match self.allocate_in_type(u32::from(memory_type), request) {
                 Ok(allocation) => return Ok(allocation),
                 Err(error) if error.try_next_type() => {
                     log::warn!(
                         "vk-suballoc: memory type {memory_type} failed ({error}); trying the next one"
                     );
-                    last_error = error;
+                    last_error = Some(error);
                 }
                 Err(error) => return Err(error),
             }
         }
-        Err(last_error)
+        Err(last_error.unwrap_or_else(|| self.no_candidate_error(requirements, usage)))
+    }
+
+    /// Why no memory type can take a request: too large for every allowed
+    /// heap, or no allowed type suits the usage.
+    #[cold]
+    fn no_candidate_error(&self, requirements: &vk::MemoryRequirements, usage: Usage) -> Error {
+        let types = self.context.memory_types();
+        let heaps = &self.context.properties.device.memory_heaps;
+        let existing = u32::MAX >> (32 - types.len().clamp(1, 32));
+        let bits = requirements.memory_type_bits & existing;
+        let size = requirements.size;
+        debug_assert!(rank_memory_types(types, heaps, bits, usage, size).is_empty());
+        let largest_heap = (0..types.len())
+            .filter(|t| bits & (1 << t) != 0)
+            .filter_map(|t| heaps.get(types[t].heap as usize))
+            .map(|h| h.size)
+            .max()
+            .unwrap_or(0);
+        if size > largest_heap {
+            Error::SizeExceedsHeaps { size, largest_heap }
+        } else {
+            Error::NoSuitableMemoryType {
+                memory_type_bits: requirements.memory_type_bits,
+                usage,
+            }
+        }
     }
 
     fn allocate_in_type(

@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use gpu_alloc_types::{AllocationFlags, MemoryPropertyFlags, MemoryType};
 
 use super::mapping::MappedPtr;
+use super::memory_type_choice::RankTable;
+use super::Usage;
 use crate::device::{AllocateInfo, DedicatedTarget, HeapBudget, MemoryDeviceExt, MemoryProperties};
 use crate::{Config, Error};
 
@@ -45,18 +47,31 @@ pub(crate) struct MemoryContext<D> {
     pub(crate) config: Config,
     memory_objects: AtomicU32,
     heap_usage: Box<[AtomicU64]>,
+    /// Memory types ranked per usage, once (the allocation path reads it).
+    ranks: RankTable,
 }
 
 impl<D> MemoryContext<D> {
     pub(crate) fn new(device: D, properties: MemoryProperties, config: Config) -> Self {
-        let heaps = properties.device.memory_heaps.len();
+        let heaps = &properties.device.memory_heaps;
+        let types = &properties.device.memory_types;
+        let ranks = RankTable::new(types, heaps);
+        let heap_usage = (0..heaps.len()).map(|_| AtomicU64::new(0)).collect();
         Self {
             device,
             properties,
             config,
             memory_objects: AtomicU32::new(0),
-            heap_usage: (0..heaps).map(|_| AtomicU64::new(0)).collect(),
+            heap_usage,
+            ranks,
         }
+    }
+
+    /// Memory types usable for `usage`, best first, before the
+    /// `memoryTypeBits` and size filters ([`RankTable::admits`]).
+    #[inline]
+    pub(crate) fn ranked_types(&self, usage: Usage) -> &[u8] {
+        self.ranks.ranked(usage)
     }
 
     pub(crate) fn memory_types(&self) -> &[MemoryType] {
