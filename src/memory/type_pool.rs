@@ -15,7 +15,7 @@
 use ash::vk;
 
 use super::block::{Block, DedicatedMemory};
-use super::block_size::{new_block_size, preferred_block_size, retry_block_size};
+use super::block_size::{new_block_size, retry_block_size};
 use super::context::{MemoryContext, MemoryRequest};
 use super::mapping::MappedPtr;
 use super::slab::{Slab, SlabKey};
@@ -141,13 +141,7 @@ impl<M> TypePool<M> {
     }
 
     fn preferred_block_size<D: MemoryDeviceExt<M>>(&self, context: &MemoryContext<D>) -> u64 {
-        let heap = context.heap_of(self.memory_type) as usize;
-        let heap_size = context.properties.device.memory_heaps[heap].size;
-        preferred_block_size(
-            heap_size,
-            &context.config,
-            context.properties.device.max_memory_allocation_size,
-        )
+        context.preferred_block_size(self.memory_type)
     }
 
     /// First fit over the existing blocks of the request's class.
