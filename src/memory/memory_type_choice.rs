@@ -22,10 +22,14 @@ pub(crate) struct Candidates {
 }
 
 impl Candidates {
+    // `#[inline]`: the allocator is generic, so its hot path is compiled in
+    // the user's crate, where a non-inline helper of this crate is a call.
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[u8] {
         &self.types[..self.len as usize]
     }
 
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
