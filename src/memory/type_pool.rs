@@ -80,11 +80,49 @@ pub(crate) struct PoolCounters {
     pub(crate) dedicated_bytes: u64,
 }
 
+/// The smallest request known not to fit a block: a request at least this
+/// large and at least this aligned cannot fit either, until something in the
+/// block is freed.
+///
+/// Sound because the offset allocator's failures are exact (it never reports
+/// a false "out of space"), and a placement of `size' >= size` bytes at an
+/// `align' >= align` (powers of two) boundary would contain a placement of
+/// the smaller request. First fit over blocks then skips full blocks in O(1)
+/// instead of searching their bins again on every request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Miss {
+    size: u64,
+    align: u64,
+}
+
+impl Miss {
+    /// Nothing known: never skips (no request has this size and alignment).
+    const NONE: Self = Self {
+        size: u64::MAX,
+        align: u64::MAX,
+    };
+
+    #[inline]
+    fn rules_out(self, size: u64, align: u64) -> bool {
+        size >= self.size && align >= self.align
+    }
+
+    /// Keeps the more useful of the two known misses (the smaller size).
+    #[inline]
+    fn record(&mut self, size: u64, align: u64) {
+        if size < self.size || (size == self.size && align < self.align) {
+            *self = Self { size, align };
+        }
+    }
+}
+
 /// Blocks and dedicated allocations of one memory type.
 #[derive(Debug)]
 pub(crate) struct TypePool<M> {
     memory_type: u32,
     blocks: Slab<Block<M>>,
+    /// Known misses of each block, by slab index.
+    misses: Vec<Miss>,
     /// Blocks of each granularity class, oldest first.
     order: [Vec<SlabKey>; 2],
     dedicated: Slab<DedicatedMemory<M>>,
@@ -97,6 +135,7 @@ impl<M> TypePool<M> {
         Self {
             memory_type,
             blocks: Slab::new(),
+            misses: Vec::new(),
             order: [Vec::new(), Vec::new()],
             dedicated: Slab::new(),
             next_serial: 0,
@@ -160,13 +199,26 @@ impl<M> TypePool<M> {
         if block.ranges.free_bytes() < request.size {
             return None;
         }
+        let miss = self.misses.get_mut(key.index as usize)?;
+        if miss.rules_out(request.size, request.align) {
+            return None;
+        }
         let was_empty = block.ranges.is_empty();
-        let range = match block.ranges.allocate(request.size, request.align) {
+        let mut result = block.ranges.allocate(request.size, request.align);
+        if let Err(OffsetError::OutOfSlots(slots)) = result {
+            // Grow the node table (amortised: doubling) and retry once.
+            block.ranges.reserve_slots(slots.max(64)).ok()?;
+            result = block.ranges.allocate(request.size, request.align);
+        }
+        let range = match result {
             Ok(range) => range,
-            Err(OffsetError::OutOfSlots(slots)) => {
-                // Grow the node table (amortised: doubling) and retry once.
-                block.ranges.reserve_slots(slots.max(64)).ok()?;
-                block.ranges.allocate(request.size, request.align).ok()?
+            Err(
+                OffsetError::OutOfSpace { .. }
+                | OffsetError::TooFragmented { .. }
+                | OffsetError::SizeExceedsCapacity { .. },
+            ) => {
+                miss.record(request.size, request.align);
+                return None;
             }
             Err(_) => return None,
         };
@@ -247,6 +299,11 @@ impl<M> TypePool<M> {
             names: Default::default(),
             serial,
         });
+        let slot = key.index as usize;
+        if self.misses.len() <= slot {
+            self.misses.resize(slot + 1, Miss::NONE);
+        }
+        self.misses[slot] = Miss::NONE;
         self.order[request.class].push(key);
         self.counters.blocks += 1;
         self.counters.block_bytes += size;
@@ -323,6 +380,9 @@ impl<M> TypePool<M> {
                     .ranges
                     .free(range)
                     .map_err(|_| Error::StaleAllocation)?;
+                if let Some(miss) = self.misses.get_mut(key.index as usize) {
+                    *miss = Miss::NONE;
+                }
                 // Most allocations are unnamed: skip hashing the slot then.
                 if !block.names.is_empty() {
                     block.names.remove(&range.slot());
@@ -472,5 +532,63 @@ impl<M> TypePool<M> {
         }
         self.counters.block_allocations = 0;
         self.counters.block_allocated_bytes = 0;
+    }
+}
+
+#[cfg(all(test, feature = "fake-device"))]
+mod tests {
+    use ash::vk;
+
+    use crate::device::fake::{FakeDevice, FakeLayout, FakeMemory};
+    use crate::{Allocation, Allocator, Config, Request, ResourceKind, Usage};
+
+    const MIB: u64 = 1 << 20;
+
+    fn request(size: u64) -> Request<'static> {
+        let requirements = vk::MemoryRequirements {
+            size,
+            alignment: 256,
+            memory_type_bits: !0,
+        };
+        Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer)
+    }
+
+    fn free(allocator: &Allocator<FakeDevice, FakeMemory>, allocation: Allocation) {
+        // SAFETY: the fake device runs no GPU work.
+        unsafe { allocator.free(allocation) }.unwrap();
+    }
+
+    /// A block that missed a request is skipped for requests at least as
+    /// large, but still serves smaller ones, and serves large ones again once
+    /// something in it is freed.
+    #[test]
+    fn a_known_miss_skips_only_what_cannot_fit() {
+        let device = FakeDevice::new(FakeLayout::discrete());
+        let allocator = Allocator::new(device.clone(), Config::default()).unwrap();
+        // The first device-local block is 32 MiB (256 MiB / 8): fill it.
+        let mut first: Vec<Allocation> = (0..32)
+            .map(|_| allocator.allocate(&request(MIB)).unwrap())
+            .collect();
+        let block = first[0].memory();
+        assert!(first.iter().all(|a| a.memory() == block));
+        // 1 MiB holes at 7 and 20 MiB: 2 MiB free, but not in one range.
+        free(&allocator, first.remove(20));
+        free(&allocator, first.remove(7));
+        // 2 MiB misses the first block and opens a second.
+        let big = allocator.allocate(&request(2 * MIB)).unwrap();
+        assert_ne!(big.memory(), block);
+        // Smaller than the miss: the hole still takes it.
+        let small = allocator.allocate(&request(MIB)).unwrap();
+        assert_eq!((small.memory(), small.offset()), (block, 7 * MIB));
+        // Free 2 MiB at 4 MiB: the first block takes 2 MiB again.
+        free(&allocator, first.remove(4));
+        free(&allocator, first.remove(4));
+        let again = allocator.allocate(&request(2 * MIB)).unwrap();
+        assert_eq!((again.memory(), again.offset()), (block, 4 * MIB));
+        for allocation in first.into_iter().chain([big, small, again]) {
+            free(&allocator, allocation);
+        }
+        drop(allocator);
+        assert!(device.live_allocations().is_empty());
     }
 }
