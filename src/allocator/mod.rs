@@ -246,7 +246,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         self.check_owner(&allocation)?;
         let mut pool = lock(&self.pools[allocation.memory_type as usize]);
         // SAFETY: the caller guarantees the GPU is done with the allocation.
-        unsafe { pool.free(&self.context, allocation.location) }
+        unsafe { pool.free(&self.context, allocation.location, allocation.size) }
     }
 
     fn check_owner(&self, allocation: &Allocation) -> Result<(), Error> {

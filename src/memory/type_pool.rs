@@ -50,6 +50,27 @@ pub(crate) struct PoolRequest<'a> {
     pub(crate) priority: Option<f32>,
 }
 
+impl PoolRequest<'_> {
+    /// The bytes a block's offset allocator places: the size rounded up to
+    /// the alignment. Every range then ends on an alignment boundary, so the
+    /// next range of that alignment starts where it ends; without it, each
+    /// unaligned end leaves a sliver of head slack (up to `align - 1` bytes,
+    /// too small for any request of that alignment) that the offset
+    /// allocator has to bin and unbin. The sliver belonged to no one either
+    /// way; the allocation's size stays the requested size.
+    ///
+    /// `align` is a power of two (checked at the facade; the offset
+    /// allocator rejects anything else), so rounding is a mask, not a
+    /// division.
+    #[inline]
+    pub(crate) fn placed_size(&self) -> u64 {
+        let mask = self.align.wrapping_sub(1);
+        self.size
+            .checked_add(mask)
+            .map_or(self.size, |end| end & !mask)
+    }
+}
+
 /// Where an allocation lives inside its memory type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Location {
@@ -196,19 +217,20 @@ impl<M> TypePool<M> {
 
     fn allocate_in_block(&mut self, key: SlabKey, request: &PoolRequest<'_>) -> Option<Placement> {
         let block = self.blocks.get_mut(key)?;
-        if block.ranges.free_bytes() < request.size {
+        let placed = request.placed_size();
+        if block.ranges.free_bytes() < placed {
             return None;
         }
         let miss = self.misses.get_mut(key.index as usize)?;
-        if miss.rules_out(request.size, request.align) {
+        if miss.rules_out(placed, request.align) {
             return None;
         }
         let was_empty = block.ranges.is_empty();
-        let mut result = block.ranges.allocate(request.size, request.align);
+        let mut result = block.ranges.allocate(placed, request.align);
         if let Err(OffsetError::OutOfSlots(slots)) = result {
             // Grow the node table (amortised: doubling) and retry once.
             block.ranges.reserve_slots(slots.max(64)).ok()?;
-            result = block.ranges.allocate(request.size, request.align);
+            result = block.ranges.allocate(placed, request.align);
         }
         let range = match result {
             Ok(range) => range,
@@ -217,7 +239,7 @@ impl<M> TypePool<M> {
                 | OffsetError::TooFragmented { .. }
                 | OffsetError::SizeExceedsCapacity { .. },
             ) => {
-                miss.record(request.size, request.align);
+                miss.record(placed, request.align);
                 return None;
             }
             Err(_) => return None,
@@ -249,12 +271,13 @@ impl<M> TypePool<M> {
         preferred: u64,
     ) -> Result<Placement, Error> {
         let largest = self.blocks.iter().map(|(_, b)| b.size).max().unwrap_or(0);
-        let mut size = new_block_size(preferred, largest, request.size);
+        let placed = request.placed_size();
+        let mut size = new_block_size(preferred, largest, placed);
         let key = loop {
             match self.create_block(context, size, request) {
                 Ok(key) => break key,
                 Err(Error::OutOfDeviceMemory) => {
-                    size = retry_block_size(size, preferred, request.size)
+                    size = retry_block_size(size, preferred, placed)
                         .ok_or(Error::OutOfDeviceMemory)?;
                     log::warn!(
                         "vk-suballoc: out of device memory in type {}, retrying with a {size}-byte block",
@@ -264,7 +287,7 @@ impl<M> TypePool<M> {
                 Err(error) => return Err(error),
             }
         };
-        // A new block of at least `request.size` bytes places it at offset 0.
+        // A new block of at least the placed size holds it at offset 0.
         self.allocate_in_block(key, request)
             .ok_or(Error::OutOfDeviceMemory)
     }
@@ -342,9 +365,9 @@ impl<M> TypePool<M> {
         })
     }
 
-    /// Frees the allocation at `location`; releases its memory when it was
-    /// dedicated, or its block when that empties and another empty block is
-    /// kept already.
+    /// Frees the allocation of `size` requested bytes at `location`; releases
+    /// its memory when it was dedicated, or its block when that empties and
+    /// another empty block is kept already.
     ///
     /// # Errors
     /// [`Error::StaleAllocation`] when `location` names nothing live.
@@ -356,6 +379,7 @@ impl<M> TypePool<M> {
         &mut self,
         context: &MemoryContext<D>,
         location: Location,
+        size: u64,
     ) -> Result<(), Error> {
         match location {
             Location::Dedicated(key) => {
@@ -376,7 +400,7 @@ impl<M> TypePool<M> {
             }
             Location::Block { block: key, range } => {
                 let block = self.blocks.get_mut(key).ok_or(Error::StaleAllocation)?;
-                let freed = block
+                block
                     .ranges
                     .free(range)
                     .map_err(|_| Error::StaleAllocation)?;
@@ -388,7 +412,7 @@ impl<M> TypePool<M> {
                     block.names.remove(&range.slot());
                 }
                 self.counters.block_allocations -= 1;
-                self.counters.block_allocated_bytes -= freed.size;
+                self.counters.block_allocated_bytes -= size;
                 if block.ranges.is_empty() {
                     self.counters.empty_blocks += 1;
                     if self.counters.empty_blocks > 1 {
@@ -556,6 +580,34 @@ mod tests {
     fn free(allocator: &Allocator<FakeDevice, FakeMemory>, allocation: Allocation) {
         // SAFETY: the fake device runs no GPU work.
         unsafe { allocator.free(allocation) }.unwrap();
+    }
+
+    /// Blocks place sizes rounded up to the alignment, but allocations and
+    /// statistics keep the requested sizes, and a request larger than any
+    /// block with dedicated memory refused still gets a block it fits.
+    #[test]
+    fn placed_sizes_are_rounded_reported_sizes_are_not() {
+        let device = FakeDevice::new(FakeLayout::discrete());
+        let allocator = Allocator::new(device.clone(), Config::default()).unwrap();
+        let a = allocator.allocate(&request(100)).unwrap();
+        let b = allocator.allocate(&request(100)).unwrap();
+        assert_eq!((a.offset(), a.size()), (0, 100));
+        assert_eq!((b.offset(), b.size()), (256, 100));
+        assert_eq!(allocator.stats().live_bytes(), 200);
+        free(&allocator, a);
+        assert_eq!(allocator.stats().live_bytes(), 100);
+        let odd = 300 * MIB + 1;
+        let large = allocator
+            .allocate(&request(odd).dedicated(crate::DedicatedPolicy::Never))
+            .unwrap();
+        assert!(!large.is_dedicated());
+        assert_eq!(large.size(), odd);
+        assert_eq!(allocator.stats().live_bytes(), 100 + odd);
+        free(&allocator, b);
+        free(&allocator, large);
+        assert_eq!(allocator.stats().live_bytes(), 0);
+        drop(allocator);
+        assert!(device.live_allocations().is_empty());
     }
 
     /// A block that missed a request is skipped for requests at least as
