@@ -145,24 +145,59 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
         let heaps = &self.context.properties.device.memory_heaps;
         // The ranking is precomputed per usage; the per-request filters keep
-        // the order `rank_memory_types` would give (RankTable).
-        let mut last_error = None;
-        for &memory_type in self.context.ranked_types(usage) {
+        // the order `rank_memory_types` would give (RankTable). The first
+        // candidate almost always takes the request: the fallback over the
+        // others is out of line.
+        let ranked = self.context.ranked_types(usage);
+        let Some(first) = ranked
+            .iter()
+            .position(|&t| RankTable::admits(types, heaps, t, bits, size))
+        else {
+            return Err(self.no_candidate_error(requirements, usage));
+        };
+        match self.allocate_in_type(u32::from(ranked[first]), request) {
+            Ok(allocation) => Ok(allocation),
+            Err(error) if error.try_next_type() => {
+                self.allocate_in_next_types(request, &ranked[first..], bits, error)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// After `candidates[0]` failed with `error`, tries the other admitted
+    /// candidates in order; returns the last error when every one fails.
+    #[cold]
+    #[inline(never)]
+    fn allocate_in_next_types(
+        &self,
+        request: &Request<'_>,
+        candidates: &[u8],
+        bits: u32,
+        mut error: Error,
+    ) -> Result<Allocation, Error> {
+        let types = self.context.memory_types();
+        let heaps = &self.context.properties.device.memory_heaps;
+        let size = request.requirements.size;
+        log::warn!(
+            "vk-suballoc: memory type {} failed ({error}); trying the next one",
+            candidates[0]
+        );
+        for &memory_type in &candidates[1..] {
             if !RankTable::admits(types, heaps, memory_type, bits, size) {
                 continue;
             }
             match self.allocate_in_type(u32::from(memory_type), request) {
                 Ok(allocation) => return Ok(allocation),
-                Err(error) if error.try_next_type() => {
+                Err(next) if next.try_next_type() => {
                     log::warn!(
-                        "vk-suballoc: memory type {memory_type} failed ({error}); trying the next one"
+                        "vk-suballoc: memory type {memory_type} failed ({next}); trying the next one"
                     );
-                    last_error = Some(error);
+                    error = next;
                 }
-                Err(error) => return Err(error),
+                Err(next) => return Err(next),
             }
         }
-        Err(last_error.unwrap_or_else(|| self.no_candidate_error(requirements, usage)))
+        Err(error)
     }
 
     /// Why no memory type can take a request: too large for every allowed

@@ -182,10 +182,11 @@ impl RankTable {
     /// O(1).
     #[inline]
     pub(crate) fn ranked(&self, usage: Usage) -> &[u8] {
-        let mut index = 0;
-        for (bit, flag) in RANKING_FLAGS.iter().enumerate() {
-            index |= usize::from(usage.contains(*flag)) << bit;
-        }
+        let [a, b, c, d] = RANKING_FLAGS;
+        let index = usize::from(usage.contains(a))
+            | usize::from(usage.contains(b)) << 1
+            | usize::from(usage.contains(c)) << 2
+            | usize::from(usage.contains(d)) << 3;
         self.by_usage[index].as_slice()
     }
 
