@@ -40,6 +40,8 @@ struct Args {
     /// allocations its scaling runs take minutes, so they are skipped.
     scaling_gpu_allocator_max: usize,
     real_resources: bool,
+    /// Print what the driver reports for a few buffers and images.
+    print_requirements: bool,
     json: Option<String>,
     markdown: Option<String>,
 }
@@ -48,7 +50,8 @@ fn usage() -> &'static str {
     "usage: peers [--ops N] [--runs R] [--seed S] [--traces streaming,frame-loop,small-churn,mixed]\n\
      \x20            [--allocators vk-suballoc,vma,gpu-allocator,gpu-alloc,core-ours,core-offset-allocator]\n\
      \x20            [--scaling 1000,10000,100000,1000000 | --no-scaling] [--scaling-ops N]\n\
-     \x20            [--scaling-gpu-allocator-max N] [--real-resources] [--json FILE] [--markdown FILE]"
+     \x20            [--scaling-gpu-allocator-max N] [--real-resources] [--print-requirements]\n\
+     \x20            [--json FILE] [--markdown FILE]"
 }
 
 fn parse_number(s: &str) -> Result<u64, String> {
@@ -77,6 +80,7 @@ fn parse_args() -> Result<Args, String> {
         scaling_ops: 100_000,
         scaling_gpu_allocator_max: 100_000,
         real_resources: false,
+        print_requirements: false,
         json: None,
         markdown: None,
     };
@@ -116,6 +120,7 @@ fn parse_args() -> Result<Args, String> {
                 args.scaling_gpu_allocator_max = parse_number(&value()?)? as usize;
             }
             "--real-resources" => args.real_resources = true,
+            "--print-requirements" => args.print_requirements = true,
             "--json" => args.json = Some(value()?),
             "--markdown" => args.markdown = Some(value()?),
             "-h" | "--help" => return Err(usage().to_owned()),
@@ -149,40 +154,76 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
-/// Runs `trace` through `which`, `runs` times, and returns the row.
-fn measure(which: Which, ctx: &VulkanContext, trace: &Trace, runs: usize, overhead: f64) -> Row {
+/// One replay of `trace` on a fresh allocator `which`.
+fn run_once(
+    which: Which,
+    ctx: &VulkanContext,
+    trace: &Trace,
+    overhead: f64,
+) -> (replay::RunFigures, vulkan::MemoryCounts, Option<u64>) {
     let max_allocations = (2 * trace.slots + 64) as u32;
-    let mut figures = Vec::with_capacity(runs);
-    let mut last = None;
-    // One warm-up run (caches, page tables, the driver's first allocations)
-    // that is not counted.
-    for run in 0..=runs {
-        let result = match which {
-            Which::VkSuballoc => run_one(backends::VkSuballoc::new(ctx), trace, overhead, false),
-            Which::Vma => run_one(backends::Vma::new(ctx), trace, overhead, false),
-            Which::GpuAllocator => {
-                run_one(backends::GpuAllocator::new(ctx), trace, overhead, false)
+    match which {
+        Which::VkSuballoc => run_one(backends::VkSuballoc::new(ctx), trace, overhead, false),
+        Which::Vma => run_one(backends::Vma::new(ctx), trace, overhead, false),
+        Which::GpuAllocator => run_one(backends::GpuAllocator::new(ctx), trace, overhead, false),
+        Which::GpuAlloc => run_one(backends::GpuAlloc::new(ctx), trace, overhead, false),
+        Which::OurCore => run_one(
+            backends::OurCore::new(max_allocations),
+            trace,
+            overhead,
+            true,
+        ),
+        Which::OffsetAllocatorCore => run_one(
+            backends::OffsetAllocatorCore::new(max_allocations),
+            trace,
+            overhead,
+            true,
+        ),
+    }
+}
+
+/// Runs `trace` through every allocator of `allocators`: one warm-up round
+/// that is not counted, then `runs` rounds. Each round runs every allocator
+/// once, starting with a different one each round, so that slow spells of a
+/// shared machine fall on all of them alike.
+fn measure(
+    allocators: &[Which],
+    ctx: &VulkanContext,
+    trace: &Trace,
+    runs: usize,
+    overhead: f64,
+) -> Vec<Row> {
+    let n = allocators.len();
+    let mut figures: Vec<Vec<replay::RunFigures>> = vec![Vec::with_capacity(runs); n];
+    let mut last = vec![None; n];
+    for round in 0..=runs {
+        for k in 0..n {
+            let i = (k + round) % n;
+            let result = run_once(allocators[i], ctx, trace, overhead);
+            if round > 0 {
+                figures[i].push(result.0);
+                last[i] = Some(result);
             }
-            Which::GpuAlloc => run_one(backends::GpuAlloc::new(ctx), trace, overhead, false),
-            Which::OurCore => run_one(
-                backends::OurCore::new(max_allocations),
-                trace,
-                overhead,
-                true,
-            ),
-            Which::OffsetAllocatorCore => run_one(
-                backends::OffsetAllocatorCore::new(max_allocations),
-                trace,
-                overhead,
-                true,
-            ),
-        };
-        if run > 0 {
-            figures.push(result.0);
-            last = Some(result);
         }
     }
-    let (fig, counts, own) = last.expect("at least one run");
+    allocators
+        .iter()
+        .zip(figures)
+        .zip(last)
+        .map(|((&which, figures), last)| {
+            row(which, trace, &figures, last.expect("at least one run"))
+        })
+        .collect()
+}
+
+/// The row of one allocator: medians over its runs, and the counts of its
+/// last run (they are the same every run).
+fn row(
+    which: Which,
+    trace: &Trace,
+    figures: &[replay::RunFigures],
+    (fig, counts, own): (replay::RunFigures, vulkan::MemoryCounts, Option<u64>),
+) -> Row {
     let mut alloc: Vec<f64> = figures
         .iter()
         .map(replay::RunFigures::ns_per_alloc)
@@ -197,7 +238,7 @@ fn measure(which: Which, ctx: &VulkanContext, trace: &Trace, runs: usize, overhe
         allocator: which,
         trace: trace.name.clone(),
         seed: trace.seed,
-        runs,
+        runs: figures.len(),
         ns_alloc: median(&mut alloc),
         ns_free: median(&mut free),
         ns_op: median(&mut op),
@@ -253,6 +294,11 @@ fn real_resources(args: &Args) -> ExitCode {
         "real resources on {} ({}), validation on, seed {:#x}, about {} operations per trace",
         ctx.device_name, ctx.driver_info, args.seed, args.ops
     );
+    if let Err(e) = ctx.check_validation_reports() {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    println!("validation armed: a deliberate misaligned bind was reported");
     let mut source = RequirementSource::new(&ctx.device);
     let mut ok = true;
     for &kind in &args.traces {
@@ -278,16 +324,18 @@ fn real_resources(args: &Args) -> ExitCode {
             };
             let good = fig.failures == 0
                 && fig.overlaps == 0
+                && fig.granularity_conflicts == 0
                 && fig.requirement_mismatches == 0
                 && fig.validation_messages == 0;
             ok &= good;
             println!(
-                "{:<12} {:<20} resources {:>7}  failures {}  overlaps {}  requirement mismatches {}  validation messages {}  {}",
+                "{:<12} {:<20} resources {:>7}  failures {}  overlaps {}  granularity conflicts {}  requirement mismatches {}  validation messages {}  {}",
                 trace.name,
                 which.name(),
                 fig.resources,
                 fig.failures,
                 fig.overlaps,
+                fig.granularity_conflicts,
                 fig.requirement_mismatches,
                 fig.validation_messages,
                 if good { "ok" } else { "FAILED" }
@@ -295,7 +343,7 @@ fn real_resources(args: &Args) -> ExitCode {
         }
     }
     if ok {
-        println!("real resources: every allocation bound, no overlap, no validation message");
+        println!("real resources: every allocation bound, no overlap, no granularity conflict, no validation message");
         ExitCode::SUCCESS
     } else {
         eprintln!("real resources: FAILED");
@@ -338,6 +386,19 @@ fn main() -> ExitCode {
         args.seed, args.ops, args.runs, ctx.device_name, ctx.driver_info, ctx.buffer_image_granularity
     );
     let mut source = RequirementSource::new(&ctx.device);
+    if args.print_requirements {
+        for size in [1u64, 63, 64, 65, 100, 1000, 4097, 100_000] {
+            let r = source.get(trace::Resource::Buffer {
+                size,
+                usage: ash::vk::BufferUsageFlags::STORAGE_BUFFER,
+            });
+            println!("buffer {size}: {r:?}");
+        }
+        for (width, height) in [(16, 16), (17, 5), (1024, 1024), (16, 1024)] {
+            let r = source.get(trace::Resource::Image { width, height });
+            println!("image {width}x{height}: {r:?}");
+        }
+    }
     for &kind in &args.traces {
         let trace = trace::generate(kind, args.ops, args.seed, &mut source);
         println!(
@@ -349,11 +410,10 @@ fn main() -> ExitCode {
             trace.segments.len(),
             trace.peak_live() as f64 / (1u64 << 20) as f64
         );
-        for &which in &args.allocators {
-            let row = measure(which, &ctx, &trace, args.runs, overhead);
+        for row in measure(&args.allocators, &ctx, &trace, args.runs, overhead) {
             println!(
                 "  {:<28} {:>9.1} ns/alloc {:>9.1} ns/free {:>9.1} ns/op  reserved/live {:.3}  vkAllocateMemory {}  failures {}",
-                which.name(),
+                row.allocator.name(),
                 row.ns_alloc,
                 row.ns_free,
                 row.ns_op,
@@ -371,13 +431,23 @@ fn main() -> ExitCode {
             "scaling {live} live (seed {seed:#x}): {} allocations, {} frees",
             trace.allocations, trace.frees
         );
-        for &which in &args.allocators {
-            if which == Which::GpuAllocator && live > args.scaling_gpu_allocator_max {
-                println!("  {:<28} skipped (best fit over every free chunk; raise --scaling-gpu-allocator-max)", which.name());
-                continue;
-            }
-            let row = measure(which, &ctx, &trace, args.runs, overhead);
-            println!("  {:<28} {:>9.1} ns/op", which.name(), row.ns_op);
+        let allocators: Vec<Which> = args
+            .allocators
+            .iter()
+            .copied()
+            .filter(|&which| {
+                let skip = which == Which::GpuAllocator && live > args.scaling_gpu_allocator_max;
+                if skip {
+                    println!(
+                        "  {:<28} skipped (best fit over every free chunk; raise --scaling-gpu-allocator-max)",
+                        which.name()
+                    );
+                }
+                !skip
+            })
+            .collect();
+        for row in measure(&allocators, &ctx, &trace, args.runs, overhead) {
+            println!("  {:<28} {:>9.1} ns/op", row.allocator.name(), row.ns_op);
             results.scaling.push((live, row));
         }
     }

@@ -143,6 +143,9 @@ pub struct RealFigures {
     pub resources: u64,
     pub failures: u64,
     pub overlaps: u64,
+    /// A buffer and an optimal image in one `bufferImageGranularity` page
+    /// of one memory object.
+    pub granularity_conflicts: u64,
     pub requirement_mismatches: u64,
     pub validation_messages: u64,
 }
@@ -156,8 +159,9 @@ pub fn replay_real<B: Backend>(backend: &mut B, trace: &Trace, ctx: &VulkanConte
     let before = vulkan::validation_messages();
     let mut fig = RealFigures::default();
     let mut slots: Vec<Option<(B::Handle, Bound)>> = (0..trace.slots).map(|_| None).collect();
-    // Live ranges per memory object: (memory, offset) -> end.
-    let mut shadow: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+    // Live ranges per memory object: (memory, offset) -> (end, is image).
+    let mut shadow: BTreeMap<(u64, u64), (u64, bool)> = BTreeMap::new();
+    let page = ctx.buffer_image_granularity.max(1);
     for op in &trace.ops {
         if op.req == FREE {
             let Some((handle, bound)) = slots[op.slot as usize].take() else {
@@ -214,18 +218,36 @@ pub fn replay_real<B: Backend>(backend: &mut B, trace: &Trace, ctx: &VulkanConte
         let (memory, offset) = backend.placement(&handle);
         let end = offset + req.requirements.size;
         let key = (vk::Handle::as_raw(memory), offset);
-        let before_overlaps = shadow
-            .range(..key)
+        let image = req.kind == Kind::Image;
+        let overlaps_before = shadow
+            .range((key.0, 0)..key)
             .next_back()
-            .is_some_and(|(&(m, _), &e)| m == key.0 && e > offset);
-        let after_overlaps = shadow
-            .range(key..)
+            .is_some_and(|(_, &(e, _))| e > offset);
+        let overlaps_after = shadow
+            .range(key..(key.0, u64::MAX))
             .next()
-            .is_some_and(|(&(m, o), _)| m == key.0 && o < end);
-        if before_overlaps || after_overlaps {
+            .is_some_and(|(&(_, o), _)| o < end);
+        if overlaps_before || overlaps_after {
             fig.overlaps += 1;
         }
-        shadow.insert(key, end);
+        // Every live range of the same memory touching the first or the last
+        // granularity page of this one (ranges are disjoint, so ends grow
+        // with offsets and the scans stop at the first range past the page).
+        let first_page = offset / page * page;
+        let last_page_end = (end - 1) / page * page + page;
+        let other_kind_before = shadow
+            .range((key.0, 0)..key)
+            .rev()
+            .take_while(|(_, &(e, _))| e > first_page)
+            .any(|(_, &(_, i))| i != image);
+        let other_kind_after = shadow
+            .range(key..(key.0, u64::MAX))
+            .take_while(|(&(_, o), _)| o < last_page_end)
+            .any(|(_, &(_, i))| i != image);
+        if other_kind_before || other_kind_after {
+            fig.granularity_conflicts += 1;
+        }
+        shadow.insert(key, (end, image));
         // SAFETY: memory and offset come from the allocator for these
         // requirements; validation checks the rest.
         unsafe {

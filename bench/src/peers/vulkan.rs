@@ -137,6 +137,12 @@ unsafe extern "system" fn debug_callback(
     vk::FALSE
 }
 
+/// Whether the messenger prints what it counts (off for the deliberate
+/// error of [`VulkanContext::check_validation_reports`]).
+pub fn set_print_messages(print: bool) {
+    PRINT_MESSAGES.store(print, Ordering::Relaxed);
+}
+
 /// Validation warnings and errors reported so far.
 pub fn validation_messages() -> u64 {
     VALIDATION_MESSAGES.load(Ordering::Relaxed)
@@ -274,6 +280,50 @@ impl VulkanContext {
             driver_info,
             buffer_image_granularity: properties.limits.buffer_image_granularity,
         })
+    }
+}
+
+impl VulkanContext {
+    /// Makes one deliberate validation error (a buffer bound at a misaligned
+    /// offset, VUID-vkBindBufferMemory-memoryOffset-01036) and checks that
+    /// the messenger counted it: a real-resources run that sees no message
+    /// is then known to be armed.
+    pub fn check_validation_reports(&self) -> Result<(), String> {
+        let before = validation_messages();
+        let info = vk::BufferCreateInfo::default()
+            .size(256)
+            .usage(vk::BufferUsageFlags::STORAGE_BUFFER)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: valid create infos; everything is destroyed below; the
+        // misaligned bind is the point (the driver only records the offset).
+        unsafe {
+            let buffer = self
+                .device
+                .create_buffer(&info, None)
+                .map_err(|e| format!("vkCreateBuffer: {e}"))?;
+            let requirements = self.device.get_buffer_memory_requirements(buffer);
+            let memory_type = requirements.memory_type_bits.trailing_zeros();
+            let memory = self
+                .device
+                .allocate_memory(
+                    &vk::MemoryAllocateInfo::default()
+                        .allocation_size(4096)
+                        .memory_type_index(memory_type),
+                    None,
+                )
+                .map_err(|e| format!("vkAllocateMemory: {e}"))?;
+            set_print_messages(false);
+            let offset = if requirements.alignment > 1 { 1 } else { 4096 };
+            let _ = self.device.bind_buffer_memory(buffer, memory, offset);
+            set_print_messages(true);
+            self.device.destroy_buffer(buffer, None);
+            self.device.free_memory(memory, None);
+        }
+        if validation_messages() > before {
+            Ok(())
+        } else {
+            Err("the validation layer did not report a deliberately misaligned bind".into())
+        }
     }
 }
 
