@@ -15,7 +15,14 @@ pub struct Config {
     pub initial_block_slots: u32,
     /// Without `VK_EXT_memory_budget`, a heap's budget is this fraction of its
     /// size. Default 0.8.
-    pub budget_fraction: f32,
+    pub budget_fraction: f64,
+    /// Devices whose `bufferImageGranularity` is at most this pad every
+    /// allocation to whole granularity pages and mix buffers and images in
+    /// one block; above it, linear and optimal resources get separate blocks
+    /// (padding a 256-byte uniform buffer to 64 KiB would waste more than a
+    /// second block). Default 256: lavapipe (64) pads, NVIDIA (1024) and
+    /// most mobile GPUs (4096) separate.
+    pub max_padded_granularity: u64,
     /// Most frames that may be in flight at once: sizes the deferred-free
     /// queue and upload rings. Default 3.
     pub max_frames_in_flight: u32,
@@ -28,6 +35,7 @@ impl Default for Config {
             small_heap_limit: 1 << 30,
             initial_block_slots: 1024,
             budget_fraction: 0.8,
+            max_padded_granularity: 256,
             max_frames_in_flight: 3,
         }
     }

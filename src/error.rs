@@ -91,6 +91,22 @@ pub enum Error {
     /// the allocator still frees everything.
     #[error("device lost")]
     DeviceLost,
+    /// An upload ring has no room: frames in flight hold it. Collect finished
+    /// frames, or make the ring larger or growing.
+    #[error("upload ring full: {size} bytes requested, {free} free")]
+    UploadRingFull {
+        /// Requested size.
+        size: u64,
+        /// Free bytes in the ring's largest chunk.
+        free: u64,
+    },
+    /// `collect` has not been called for so many frames that upload rings
+    /// cannot track another one. Call `collect` every frame.
+    #[error("too many frames in flight; call collect")]
+    TooManyFramesInFlight,
+    /// Waiting for a frame timed out.
+    #[error("timed out waiting for a frame")]
+    Timeout,
     /// A frame was sealed with a null fence or semaphore.
     #[error("a frame must be sealed with a non-null fence or timeline semaphore")]
     NullFrameSignal,

@@ -5,6 +5,7 @@ mod allocator;
 mod config;
 pub mod device;
 mod error;
+pub mod frames;
 pub mod memory;
 pub mod offset;
 pub mod report;
@@ -14,4 +15,5 @@ pub use allocator::{
 };
 pub use config::Config;
 pub use error::Error;
+pub use frames::{Collected, RingAllocation, UploadRing, UploadRingDesc};
 pub use memory::{ResourceKind, Usage};

@@ -11,10 +11,16 @@ mod allocation_paths;
 mod bad_input;
 #[path = "fake_device/failures.rs"]
 mod failures;
+#[path = "fake_device/frames.rs"]
+mod frames;
 #[path = "fake_device/granularity.rs"]
 mod granularity;
+#[path = "fake_device/leak_log.rs"]
+mod leak_log;
 #[path = "fake_device/mapping.rs"]
 mod mapping;
+#[path = "fake_device/report.rs"]
+mod report;
 #[path = "fake_device/stress.rs"]
 mod stress;
 

@@ -8,6 +8,8 @@
 
 mod allocation;
 mod ash_helpers;
+mod dump;
+mod frames;
 mod request;
 
 use std::ops::Range;
@@ -19,7 +21,8 @@ use gpu_alloc_types::MappedMemoryRange;
 pub use allocation::Allocation;
 pub use request::{AllocationDesc, DedicatedHint, DedicatedPolicy, Request};
 
-use crate::device::MemoryDeviceExt;
+use crate::device::{FrameSignal, MemoryDeviceExt};
+use crate::frames::{Deferred, DeferredQueue};
 use crate::memory::context::MemoryContext;
 use crate::memory::mapping::atom_range;
 use crate::memory::memory_type_choice::{rank_memory_types, RankTable};
@@ -39,6 +42,10 @@ pub struct Allocator<D: MemoryDeviceExt<M>, M: Send = vk::DeviceMemory> {
     pools: Box<[Mutex<TypePool<M>>]>,
     /// Tags this allocator's allocations, so foreign ones are rejected.
     id: u32,
+    /// Frees waiting for frame fences. Lock order: `frames`, then `rings`,
+    /// then a memory type's pool.
+    frames: Mutex<DeferredQueue<FrameSignal, Deferred>>,
+    rings: Mutex<frames::Rings>,
 }
 
 impl<D: MemoryDeviceExt<M>, M: Send> std::fmt::Debug for Allocator<D, M> {
@@ -94,6 +101,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             context: MemoryContext::new(device, properties, config),
             pools,
             id: next_allocator_id(),
+            frames: Mutex::new(DeferredQueue::new()),
+            rings: Mutex::new(frames::Rings::default()),
         })
     }
 
@@ -146,8 +155,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let heaps = &self.context.properties.device.memory_heaps;
         // The ranking is precomputed per usage; the per-request filters keep
         // the order `rank_memory_types` would give (RankTable). The first
-        // candidate almost always takes the request: the fallback over the
-        // others is out of line.
+        // candidate, within its heap's budget, almost always takes the
+        // request: the fallback over the others is out of line.
         let ranked = self.context.ranked_types(usage);
         let Some(first) = ranked
             .iter()
@@ -155,7 +164,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         else {
             return Err(self.no_candidate_error(requirements, usage));
         };
-        match self.allocate_in_type(u32::from(ranked[first]), request) {
+        match self.allocate_in_type(u32::from(ranked[first]), request, true) {
             Ok(allocation) => Ok(allocation),
             Err(error) if error.try_next_type() => {
                 self.allocate_in_next_types(request, &ranked[first..], bits, error)
@@ -164,8 +173,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
     }
 
-    /// After `candidates[0]` failed with `error`, tries the other admitted
-    /// candidates in order; returns the last error when every one fails.
+    /// After `candidates[0]` failed within budget with `error`, tries the
+    /// other admitted candidates in order, within their heaps' budgets; then,
+    /// unless the caller asked for within-budget memory, every candidate over
+    /// budget when a budget was what stopped one. Returns the last error when
+    /// every attempt fails.
     #[cold]
     #[inline(never)]
     fn allocate_in_next_types(
@@ -182,19 +194,28 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             "vk-suballoc: memory type {} failed ({error}); trying the next one",
             candidates[0]
         );
-        for &memory_type in &candidates[1..] {
-            if !RankTable::admits(types, heaps, memory_type, bits, size) {
-                continue;
+        let mut over_budget = matches!(error, Error::OverBudget { .. });
+        for (pass, within_budget) in [true, false].into_iter().enumerate() {
+            if !within_budget && (request.desc.within_budget || !over_budget) {
+                break;
             }
-            match self.allocate_in_type(u32::from(memory_type), request) {
-                Ok(allocation) => return Ok(allocation),
-                Err(next) if next.try_next_type() => {
-                    log::warn!(
-                        "vk-suballoc: memory type {memory_type} failed ({next}); trying the next one"
-                    );
-                    error = next;
+            // The first pass resumes after the candidate that failed.
+            let skip = usize::from(pass == 0);
+            for &memory_type in &candidates[skip..] {
+                if !RankTable::admits(types, heaps, memory_type, bits, size) {
+                    continue;
                 }
-                Err(next) => return Err(next),
+                match self.allocate_in_type(u32::from(memory_type), request, within_budget) {
+                    Ok(allocation) => return Ok(allocation),
+                    Err(next) if next.try_next_type() => {
+                        over_budget |= matches!(next, Error::OverBudget { .. });
+                        log::warn!(
+                            "vk-suballoc: memory type {memory_type} failed ({next}); trying the next one"
+                        );
+                        error = next;
+                    }
+                    Err(next) => return Err(next),
+                }
             }
         }
         Err(error)
@@ -230,6 +251,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         &self,
         memory_type: u32,
         request: &Request<'_>,
+        within_budget: bool,
     ) -> Result<Allocation, Error> {
         let properties = &self.context.properties;
         let mut align = request.requirements.alignment;
@@ -238,16 +260,28 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             // invalidate ranges off its neighbours' bytes (mapping.rs).
             align = align.max(properties.device.non_coherent_atom_size.max(1));
         }
-        let class =
-            usize::from(properties.buffer_image_granularity > 1 && !request.kind.is_linear());
+        // bufferImageGranularity: small pages are padded (every allocation
+        // starts and ends on a page, so none shares one); large ones keep
+        // linear and optimal resources in separate blocks instead.
+        let granularity = properties.buffer_image_granularity.max(1);
+        let size = request.requirements.size;
+        let (class, placed_size) = if granularity == 1 {
+            (0, size)
+        } else if granularity <= self.context.config.max_padded_granularity {
+            align = align.max(granularity);
+            (0, size.next_multiple_of(granularity))
+        } else {
+            (usize::from(!request.kind.is_linear()), size)
+        };
         let pool_request = PoolRequest {
-            size: request.requirements.size,
+            size,
+            placed_size,
             align,
             class,
             dedicated: request.dedicated_choice(),
             target: request.dedicated_target,
             name: request.desc.name,
-            within_budget: request.desc.within_budget,
+            within_budget,
             priority: request.desc.priority,
         };
         let placement =
@@ -445,6 +479,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
 impl<D: MemoryDeviceExt<M>, M: Send> Drop for Allocator<D, M> {
     fn drop(&mut self) {
+        self.release_all_deferred();
         for pool in self.pools.iter_mut() {
             let pool = pool
                 .get_mut()

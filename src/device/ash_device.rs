@@ -258,6 +258,42 @@ impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
             Err(error) => Err(error.into()),
         }
     }
+
+    unsafe fn create_buffer(
+        &self,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+    ) -> Result<(vk::Buffer, vk::MemoryRequirements), DeviceError> {
+        let info = vk::BufferCreateInfo::default()
+            .size(size)
+            .usage(usage)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: the caller guarantees a non-zero size and supported usage.
+        let buffer = unsafe { self.device.create_buffer(&info, None) }?;
+        // SAFETY: `buffer` was just created from this device.
+        let requirements = unsafe { self.device.get_buffer_memory_requirements(buffer) };
+        Ok((buffer, requirements))
+    }
+
+    unsafe fn bind_buffer_memory(
+        &self,
+        buffer: vk::Buffer,
+        memory: vk::DeviceMemory,
+        offset: u64,
+    ) -> Result<(), DeviceError> {
+        // SAFETY: the caller's contract is vkBindBufferMemory's.
+        Ok(unsafe { self.device.bind_buffer_memory(buffer, memory, offset) }?)
+    }
+
+    unsafe fn destroy_buffer(&self, buffer: vk::Buffer) {
+        // SAFETY: the caller guarantees the buffer is ours and idle.
+        unsafe { self.device.destroy_buffer(buffer, None) }
+    }
+
+    unsafe fn destroy_image(&self, image: vk::Image) {
+        // SAFETY: the caller guarantees the image is ours and idle.
+        unsafe { self.device.destroy_image(image, None) }
+    }
 }
 
 impl MemoryDevice<vk::DeviceMemory> for AshMemoryDevice {

@@ -138,4 +138,50 @@ pub trait MemoryDeviceExt<M>: MemoryDevice<M> + Send + Sync + Debug {
     /// # Errors
     /// As [`is_signalled`](Self::is_signalled).
     fn wait_signalled(&self, signal: FrameSignal, timeout_ns: u64) -> Result<bool, DeviceError>;
+
+    /// Creates an exclusive buffer of `size` bytes with `usage` (upload-ring
+    /// chunks) and returns it with its memory requirements.
+    ///
+    /// # Errors
+    /// The `vkCreateBuffer` result.
+    ///
+    /// # Safety
+    /// `size` is non-zero and `usage` is supported by the device
+    /// (VUID-VkBufferCreateInfo-size-00912, -usage-parameter).
+    unsafe fn create_buffer(
+        &self,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+    ) -> Result<(vk::Buffer, vk::MemoryRequirements), DeviceError>;
+
+    /// Binds `buffer` to `memory` at `offset`.
+    ///
+    /// # Errors
+    /// The `vkBindBufferMemory` result.
+    ///
+    /// # Safety
+    /// The buffer is unbound; the memory's type is allowed by its
+    /// requirements, `offset` honours their alignment and the buffer fits
+    /// (VUID-vkBindBufferMemory-buffer-07459, -memory-01035,
+    /// -memoryOffset-01036, -size-01037).
+    unsafe fn bind_buffer_memory(
+        &self,
+        buffer: vk::Buffer,
+        memory: vk::DeviceMemory,
+        offset: u64,
+    ) -> Result<(), DeviceError>;
+
+    /// Destroys a buffer (deferred destruction, upload rings).
+    ///
+    /// # Safety
+    /// The buffer belongs to this device and no pending GPU work uses it
+    /// (VUID-vkDestroyBuffer-buffer-00922).
+    unsafe fn destroy_buffer(&self, buffer: vk::Buffer);
+
+    /// Destroys an image (deferred destruction).
+    ///
+    /// # Safety
+    /// The image belongs to this device and no pending GPU work uses it
+    /// (VUID-vkDestroyImage-image-01000).
+    unsafe fn destroy_image(&self, image: vk::Image);
 }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use ash::vk;
 
 use super::mapping::MappedPtr;
+use crate::device::DedicatedTarget;
 use crate::offset::OffsetAllocator;
 
 /// A `VkDeviceMemory` governed by an [`OffsetAllocator`].
@@ -30,9 +31,13 @@ pub(crate) struct Block<M> {
 #[derive(Debug)]
 pub(crate) struct DedicatedMemory<M> {
     pub(crate) memory: M,
-    #[allow(dead_code)] // read by the statistics dump (report::json)
     pub(crate) raw: vk::DeviceMemory,
     pub(crate) size: u64,
     pub(crate) mapped: Option<MappedPtr>,
     pub(crate) name: Option<Box<str>>,
+    /// Granularity class of the request (0 linear, 1 optimal images) and the
+    /// resource the memory was made for: the memory map reads the kind of
+    /// the allocation from them.
+    pub(crate) class: usize,
+    pub(crate) target: Option<DedicatedTarget>,
 }

@@ -12,8 +12,11 @@
 
 use crate::Config;
 
-/// Halvings of the preferred size allowed, for new blocks and for retries.
+/// Halvings of the preferred size for the first, small blocks (VMA's 1/8).
 const MAX_HALVINGS: u32 = 3;
+/// Halvings allowed when the driver is out of memory: small blocks still
+/// use the last free megabytes of a nearly full heap.
+const MAX_RETRY_HALVINGS: u32 = 6;
 
 /// The preferred block size for a heap of `heap_size` bytes.
 pub(crate) fn preferred_block_size(heap_size: u64, config: &Config, max_allocation: u64) -> u64 {
@@ -42,10 +45,10 @@ pub(crate) fn new_block_size(preferred: u64, largest_existing: u64, request: u64
 
 /// The size to retry with after `failed` bytes could not be allocated, if
 /// any: half, while it still holds the request and stays within
-/// `MAX_HALVINGS` of the preferred size.
+/// `MAX_RETRY_HALVINGS` of the preferred size.
 pub(crate) fn retry_block_size(failed: u64, preferred: u64, request: u64) -> Option<u64> {
     let smaller = failed / 2;
-    (smaller >= request && smaller >= preferred >> MAX_HALVINGS).then_some(smaller)
+    (smaller >= request && smaller >= preferred >> MAX_RETRY_HALVINGS).then_some(smaller)
 }
 
 #[cfg(test)]
@@ -75,10 +78,12 @@ mod tests {
     }
 
     #[test]
-    fn retries_halve_down_to_an_eighth() {
+    fn retries_halve_down_to_a_sixty_fourth() {
         let preferred = 256 * MIB;
         assert_eq!(retry_block_size(256 * MIB, preferred, MIB), Some(128 * MIB));
-        assert_eq!(retry_block_size(32 * MIB, preferred, MIB), None);
+        assert_eq!(retry_block_size(32 * MIB, preferred, MIB), Some(16 * MIB));
+        assert_eq!(retry_block_size(8 * MIB, preferred, MIB), Some(4 * MIB));
+        assert_eq!(retry_block_size(4 * MIB, preferred, MIB), None);
         assert_eq!(retry_block_size(128 * MIB, preferred, 100 * MIB), None);
     }
 }

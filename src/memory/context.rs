@@ -147,7 +147,7 @@ impl<D> MemoryContext<D> {
         if self.properties.memory_budget && self.device.heap_budgets(&mut budgets) {
             return budgets;
         }
-        let fraction = f64::from(self.config.budget_fraction.clamp(0.0, 1.0));
+        let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
         for (heap, slot) in self.properties.device.memory_heaps.iter().enumerate() {
             budgets[heap] = HeapBudget {
                 budget: (heap_size_f64(slot.size) * fraction) as u64,

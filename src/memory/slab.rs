@@ -22,6 +22,12 @@ pub(crate) struct Slab<T> {
     len: usize,
 }
 
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<T> Slab<T> {
     pub(crate) const fn new() -> Self {
         Self {

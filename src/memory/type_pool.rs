@@ -23,6 +23,13 @@ use crate::device::{DedicatedTarget, MemoryDeviceExt};
 use crate::offset::{AllocationId, OffsetAllocator, OffsetError};
 use crate::Error;
 
+/// Whether a failure to create memory means "not this large": the heap is
+/// full or the request would exceed its budget. Smaller blocks, or dedicated
+/// memory of the exact size, may still succeed.
+fn is_no_room(error: Error) -> bool {
+    matches!(error, Error::OutOfDeviceMemory | Error::OverBudget { .. })
+}
+
 /// Whether an allocation gets its own `VkDeviceMemory`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DedicatedChoice {
@@ -39,7 +46,12 @@ pub(crate) enum DedicatedChoice {
 /// A request as one memory type sees it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PoolRequest<'a> {
+    /// The requested size: what the allocation reports and statistics count.
     pub(crate) size: u64,
+    /// The bytes it takes in a block: `size` rounded up to the
+    /// buffer-image granularity when the pool pads instead of separating
+    /// linear from optimal resources.
+    pub(crate) placed_size: u64,
     pub(crate) align: u64,
     /// Granularity class (0 linear, 1 optimal images).
     pub(crate) class: usize,
@@ -48,27 +60,6 @@ pub(crate) struct PoolRequest<'a> {
     pub(crate) name: Option<&'a str>,
     pub(crate) within_budget: bool,
     pub(crate) priority: Option<f32>,
-}
-
-impl PoolRequest<'_> {
-    /// The bytes a block's offset allocator places: the size rounded up to
-    /// the alignment. Every range then ends on an alignment boundary, so the
-    /// next range of that alignment starts where it ends; without it, each
-    /// unaligned end leaves a sliver of head slack (up to `align - 1` bytes,
-    /// too small for any request of that alignment) that the offset
-    /// allocator has to bin and unbin. The sliver belonged to no one either
-    /// way; the allocation's size stays the requested size.
-    ///
-    /// `align` is a power of two (checked at the facade; the offset
-    /// allocator rejects anything else), so rounding is a mask, not a
-    /// division.
-    #[inline]
-    pub(crate) fn placed_size(&self) -> u64 {
-        let mask = self.align.wrapping_sub(1);
-        self.size
-            .checked_add(mask)
-            .map_or(self.size, |end| end & !mask)
-    }
 }
 
 /// Where an allocation lives inside its memory type.
@@ -183,7 +174,8 @@ impl<M> TypePool<M> {
         };
         if dedicated_first {
             match self.allocate_dedicated(context, request) {
-                Err(Error::OutOfDeviceMemory) if request.dedicated != DedicatedChoice::Require => {}
+                Err(error)
+                    if is_no_room(error) && request.dedicated != DedicatedChoice::Require => {}
                 result => return result,
             }
         }
@@ -191,8 +183,10 @@ impl<M> TypePool<M> {
             return Ok(placement);
         }
         match self.allocate_in_new_block(context, request, preferred) {
-            Err(Error::OutOfDeviceMemory)
-                if !dedicated_first && request.dedicated != DedicatedChoice::Never =>
+            Err(error)
+                if is_no_room(error)
+                    && !dedicated_first
+                    && request.dedicated != DedicatedChoice::Never =>
             {
                 self.allocate_dedicated(context, request)
             }
@@ -217,7 +211,7 @@ impl<M> TypePool<M> {
 
     fn allocate_in_block(&mut self, key: SlabKey, request: &PoolRequest<'_>) -> Option<Placement> {
         let block = self.blocks.get_mut(key)?;
-        let placed = request.placed_size();
+        let placed = request.placed_size;
         if block.ranges.free_bytes() < placed {
             return None;
         }
@@ -270,17 +264,22 @@ impl<M> TypePool<M> {
         request: &PoolRequest<'_>,
         preferred: u64,
     ) -> Result<Placement, Error> {
-        let largest = self.blocks.iter().map(|(_, b)| b.size).max().unwrap_or(0);
-        let placed = request.placed_size();
-        let mut size = new_block_size(preferred, largest, placed);
+        // Each granularity class grows its own sequence of block sizes.
+        let largest = self.order[request.class]
+            .iter()
+            .filter_map(|key| self.blocks.get(*key))
+            .map(|b| b.size)
+            .max()
+            .unwrap_or(0);
+        let mut size = new_block_size(preferred, largest, request.placed_size);
         let key = loop {
             match self.create_block(context, size, request) {
                 Ok(key) => break key,
-                Err(Error::OutOfDeviceMemory) => {
-                    size = retry_block_size(size, preferred, placed)
-                        .ok_or(Error::OutOfDeviceMemory)?;
+                // Out of memory or over budget: a smaller block may still fit.
+                Err(error) if is_no_room(error) => {
+                    size = retry_block_size(size, preferred, request.placed_size).ok_or(error)?;
                     log::warn!(
-                        "vk-suballoc: out of device memory in type {}, retrying with a {size}-byte block",
+                        "vk-suballoc: {error} in memory type {}, retrying with a {size}-byte block",
                         self.memory_type
                     );
                 }
@@ -339,14 +338,24 @@ impl<M> TypePool<M> {
         context: &MemoryContext<D>,
         request: &PoolRequest<'_>,
     ) -> Result<Placement, Error> {
+        let serial = self.next_serial;
+        let default_name;
+        let name = match request.name {
+            Some(name) => name,
+            None => {
+                default_name = format!("vk-suballoc dedicated {}/{serial}", self.memory_type);
+                &default_name
+            }
+        };
         let new = context.allocate_memory::<M>(&MemoryRequest {
             memory_type: self.memory_type,
             size: request.size,
             dedicated: request.target,
             priority: request.priority,
-            name: request.name,
+            name: Some(name),
             within_budget: request.within_budget,
         })?;
+        self.next_serial += 1;
         let raw = context.device.raw_memory(&new.memory);
         let key = self.dedicated.insert(DedicatedMemory {
             memory: new.memory,
@@ -354,6 +363,8 @@ impl<M> TypePool<M> {
             size: request.size,
             mapped: new.mapped,
             name: request.name.map(Into::into),
+            class: request.class,
+            target: request.target,
         });
         self.counters.dedicated += 1;
         self.counters.dedicated_bytes += request.size;
@@ -500,13 +511,11 @@ impl<M> TypePool<M> {
     }
 
     /// Blocks, for reports.
-    #[allow(dead_code)] // read by the statistics dump (report::json)
     pub(crate) fn blocks(&self) -> impl Iterator<Item = &Block<M>> + '_ {
         self.blocks.iter().map(|(_, block)| block)
     }
 
     /// Dedicated allocations, for reports.
-    #[allow(dead_code)] // read by the statistics dump (report::json)
     pub(crate) fn dedicated_allocations(&self) -> impl Iterator<Item = &DedicatedMemory<M>> + '_ {
         self.dedicated.iter().map(|(_, d)| d)
     }
@@ -580,34 +589,6 @@ mod tests {
     fn free(allocator: &Allocator<FakeDevice, FakeMemory>, allocation: Allocation) {
         // SAFETY: the fake device runs no GPU work.
         unsafe { allocator.free(allocation) }.unwrap();
-    }
-
-    /// Blocks place sizes rounded up to the alignment, but allocations and
-    /// statistics keep the requested sizes, and a request larger than any
-    /// block with dedicated memory refused still gets a block it fits.
-    #[test]
-    fn placed_sizes_are_rounded_reported_sizes_are_not() {
-        let device = FakeDevice::new(FakeLayout::discrete());
-        let allocator = Allocator::new(device.clone(), Config::default()).unwrap();
-        let a = allocator.allocate(&request(100)).unwrap();
-        let b = allocator.allocate(&request(100)).unwrap();
-        assert_eq!((a.offset(), a.size()), (0, 100));
-        assert_eq!((b.offset(), b.size()), (256, 100));
-        assert_eq!(allocator.stats().live_bytes(), 200);
-        free(&allocator, a);
-        assert_eq!(allocator.stats().live_bytes(), 100);
-        let odd = 300 * MIB + 1;
-        let large = allocator
-            .allocate(&request(odd).dedicated(crate::DedicatedPolicy::Never))
-            .unwrap();
-        assert!(!large.is_dedicated());
-        assert_eq!(large.size(), odd);
-        assert_eq!(allocator.stats().live_bytes(), 100 + odd);
-        free(&allocator, b);
-        free(&allocator, large);
-        assert_eq!(allocator.stats().live_bytes(), 0);
-        drop(allocator);
-        assert!(device.live_allocations().is_empty());
     }
 
     /// A block that missed a request is skipped for requests at least as

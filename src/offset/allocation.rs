@@ -9,6 +9,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// [`OffsetError::StaleId`](super::OffsetError::StaleId) instead of corrupting
 /// anything. The owner tag makes an id from another allocator fail with
 /// [`OffsetError::ForeignId`](super::OffsetError::ForeignId).
+///
+/// A clone of an allocator keeps its owner tag, so that ids issued before the
+/// clone work in both; once the two diverge, keep each one's later ids to
+/// itself (the generation check catches most, not all, mix-ups).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AllocationId {
     pub(crate) slot: u32,

@@ -29,7 +29,7 @@ struct SealedFrame {
 }
 
 /// A ring allocator with O(1) aligned bump allocation and whole-frame
-/// reclamation in frame order.
+/// reclamation in frame order. No method panics, whatever its arguments.
 ///
 /// # Example
 /// ```
@@ -64,7 +64,8 @@ pub struct LinearAllocator {
 
 impl LinearAllocator {
     /// Creates a ring of `capacity` bytes that holds up to
-    /// `max_frames_in_flight` sealed frames.
+    /// `max_frames_in_flight` sealed frames (at least 1: a ring needs one
+    /// sealed frame to be of any use, so 0 counts as 1).
     ///
     /// # Errors
     /// [`OffsetError::CapacityTooLarge`] above
@@ -121,13 +122,12 @@ impl LinearAllocator {
         let used = self.consumed - self.reclaimed;
         // Place after the head if it fits before the end; else wrap to 0 and
         // count the skipped tail as consumed (it is reclaimed with this frame).
-        let aligned = self
-            .head
-            .checked_next_multiple_of(align)
-            .filter(|&a| a <= self.capacity - size);
-        let (offset, consumed) = match aligned {
-            Some(aligned) => (aligned, aligned - self.head + size),
-            None => (0, self.capacity - self.head + size),
+        // No overflow: `head <= capacity < 2^48` and `align <= 2^63`.
+        let aligned = (self.head + (align - 1)) & !(align - 1);
+        let (offset, consumed) = if aligned <= self.capacity - size {
+            (aligned, aligned - self.head + size)
+        } else {
+            (0, self.capacity - self.head + size)
         };
         if used + consumed > self.capacity {
             self.failed_allocations += 1;

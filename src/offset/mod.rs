@@ -9,14 +9,17 @@
 //! [`LinearAllocator`] is a ring for per-frame transient data, reclaimed a
 //! whole frame at a time when that frame's fence has signalled.
 //!
-//! Neither contains `unsafe` code, and neither touches the heap after
-//! construction.
+//! Neither contains `unsafe` code. Neither touches the heap after
+//! construction, except [`OffsetAllocator::reserve_slots`], which exists to
+//! add slots outside hot paths. Both keep their metadata outside the range
+//! they manage, so that range may be device memory the host cannot access.
 
 #![forbid(unsafe_code)]
 
 mod allocation;
 mod bin_mask;
 mod error;
+mod inspect;
 mod linear;
 mod node;
 mod report;

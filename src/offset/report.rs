@@ -28,11 +28,14 @@ pub struct Counters {
     /// Successful frees since creation.
     pub frees: u64,
     /// Bytes requested by successful allocations since creation (each placed
-    /// range is exactly its request: alignment slack stays free).
+    /// range is exactly its request: alignment slack stays free). Saturates
+    /// at `u64::MAX` rather than wrap.
     pub requested_bytes: u64,
-    /// Allocation requests that failed for lack of space or slots.
+    /// Allocation requests that failed for lack of space or slots, or were
+    /// larger than the capacity (invalid sizes and alignments are not counted).
     pub failed_allocations: u64,
-    /// Bytes asked for by those failed requests.
+    /// Bytes asked for by those failed requests (saturating, like
+    /// `requested_bytes`).
     pub failed_bytes: u64,
 }
 
@@ -43,7 +46,7 @@ impl Counters {
         self.live_bytes += size;
         self.peak_live_bytes = self.peak_live_bytes.max(self.live_bytes);
         self.allocations += 1;
-        self.requested_bytes += size;
+        self.requested_bytes = self.requested_bytes.saturating_add(size);
     }
 
     #[inline]

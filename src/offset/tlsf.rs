@@ -1,9 +1,12 @@
 //! [`OffsetAllocator`]: a TLSF-style allocator of ranges of one address space.
+//!
+//! This file holds the state and the operations that change it; reports and
+//! iteration live in `inspect.rs`.
 
 use super::allocation::{next_owner_tag, AllocationId, FreeRange, OffsetAllocation};
 use super::bin_mask::BinMask;
 use super::node::{Node, ADDRESS_BITS, NIL};
-use super::report::{Counters, StorageReport};
+use super::report::Counters;
 use super::size_class::{bin_count, bin_down, bin_up, MantissaBits};
 use super::OffsetError;
 
@@ -13,13 +16,30 @@ pub const MAX_CAPACITY: u64 = (1u64 << ADDRESS_BITS) - 1;
 /// The most allocation slots an [`OffsetAllocator`] can have.
 pub const MAX_SLOTS: u32 = u32::MAX - 2;
 
-/// Allocates ranges of `[0, capacity)` in O(1), with power-of-two alignment,
+/// Allocates ranges of `[0, capacity)` in O(1) (save near-failing requests,
+/// see [`allocate`](Self::allocate)), with power-of-two alignment,
 /// generational ids and exact reports. It knows nothing about what the range
 /// is: a `VkDeviceMemory` block, a buffer, a descriptor heap.
 ///
 /// `M` is the number of mantissa bits of the size classes (2 to 6, checked at
-/// compile time). More bits mean finer bins and a better fit for more metadata
-/// (`64 << M` bin heads); 3 suits most uses.
+/// compile time): bins are at most `1/2^M` of their size wide. More bits mean
+/// finer bins (`64 << M` of them) and a bin table of `12 << (M + 6)` bytes;
+/// 3 suits most uses. Any other width is a build error:
+/// ```compile_fail,E0080
+/// let heap = vk_suballoc::offset::OffsetAllocator::<7>::new(1024, 16);
+/// ```
+///
+/// # Panics
+/// No method panics, whatever its arguments (sizes, alignments and ids up to
+/// `u64::MAX` are errors, not panics). Only a failure of the host to allocate
+/// the node table aborts, as with any `Vec`.
+///
+/// # Metadata
+/// One 32-byte node per allocation slot, allocated by [`new`](Self::new)
+/// and [`reserve_slots`](Self::reserve_slots), plus a fixed bin table (6 KiB
+/// for `M = 3`); see [`metadata_bytes`](Self::metadata_bytes). Nothing inside
+/// `[0, capacity)` is read or written, so the managed range may be device
+/// memory the host cannot touch.
 ///
 /// # How it works
 /// Every allocation is a node in an address-ordered list and owns the free gap
@@ -32,10 +52,13 @@ pub const MAX_SLOTS: u32 = u32::MAX - 2;
 ///
 /// # Never a false out-of-space
 /// The guaranteed search can miss gaps that are large enough but sit in a bin
-/// whose lower bound is below the request. Only when it finds nothing does
-/// `allocate` look at those bins; each bin keeps an upper bound of its largest
-/// gap so that bins that cannot help are skipped without a look. So a failed
-/// allocation means no free range could hold the aligned request.
+/// whose lower bound is below the request (sebbbi/OffsetAllocator's
+/// "round-up" rule, which fails to place 67 bytes in a 69-byte gap). Only when
+/// that search finds nothing does `allocate` look into those *boundary* bins,
+/// gap by gap; each bin keeps an upper bound of its largest gap, so bins that
+/// cannot help are skipped without a look. So a failed allocation means that
+/// no free range could hold the aligned request. See
+/// [`allocate`](Self::allocate) for the exact cost.
 ///
 /// # Example
 /// ```
@@ -52,32 +75,39 @@ pub const MAX_SLOTS: u32 = u32::MAX - 2;
 #[derive(Clone, Debug)]
 pub struct OffsetAllocator<const M: u32 = 3> {
     /// Slot 0 is the sentinel; slots `1..` hold allocations or are unused.
-    nodes: Vec<Node>,
-    bin_heads: Box<[u32]>,
+    pub(super) nodes: Vec<Node>,
+    pub(super) bin_heads: Box<[u32]>,
     /// Per bin, an upper bound of its largest gap (0 when empty).
-    bin_max_hint: Box<[u64]>,
-    mask: BinMask<M>,
+    pub(super) bin_max_hint: Box<[u64]>,
+    pub(super) mask: BinMask<M>,
     /// Top of the stack of unused slots.
     unused_slot: u32,
     /// Last node in address order.
     tail: u32,
-    capacity: u64,
-    owner: u32,
-    free_bytes: u64,
-    free_ranges: u64,
-    counters: Counters,
+    pub(super) capacity: u64,
+    pub(super) owner: u32,
+    pub(super) free_bytes: u64,
+    pub(super) free_ranges: u64,
+    pub(super) counters: Counters,
 }
 
-const SENTINEL: u32 = 0;
+pub(super) const SENTINEL: u32 = 0;
 
 impl<const M: u32> OffsetAllocator<M> {
     /// Creates an allocator of `capacity` bytes with room for `max_allocations`
-    /// live allocations. All metadata is allocated here; `allocate` and `free`
-    /// never touch the heap.
+    /// live allocations. All metadata is allocated here (32 bytes per slot plus
+    /// the bin table); `allocate` and `free` never touch the heap.
     ///
     /// # Errors
     /// [`OffsetError::CapacityTooLarge`] above [`MAX_CAPACITY`];
     /// [`OffsetError::TooManySlots`] above [`MAX_SLOTS`].
+    ///
+    /// # Panics
+    /// Never on its inputs. Like any `Vec`, it aborts the process if the host
+    /// cannot allocate the node table (32 bytes per slot).
+    ///
+    /// # Time complexity
+    /// O(`max_allocations`).
     pub fn new(capacity: u64, max_allocations: u32) -> Result<Self, OffsetError> {
         #[allow(clippy::let_unit_value)]
         let () = MantissaBits::<M>::VALID;
@@ -95,7 +125,7 @@ impl<const M: u32> OffsetAllocator<M> {
         }
         let mut nodes = Vec::with_capacity(max_allocations as usize + 1);
         let mut sentinel = Node::unused(NIL);
-        sentinel.set(0, 0, 1);
+        sentinel.set(0, capacity, 1);
         nodes.push(sentinel);
         let mut this = Self {
             nodes,
@@ -122,16 +152,28 @@ impl<const M: u32> OffsetAllocator<M> {
     /// # Errors
     /// [`OffsetError::ZeroSize`], [`OffsetError::AlignmentNotPowerOfTwo`],
     /// [`OffsetError::SizeExceedsCapacity`] for bad requests;
-    /// [`OffsetError::OutOfSlots`], [`OffsetError::OutOfSpace`] and
-    /// [`OffsetError::TooFragmented`] when it cannot be placed now. On error
-    /// nothing changes but the failure counters.
+    /// [`OffsetError::OutOfSlots`], and [`OffsetError::OutOfSpace`] (fewer
+    /// free bytes than `size`) or [`OffsetError::TooFragmented`] (enough free
+    /// bytes, but no free range holds the aligned request) when it cannot be
+    /// placed now. A space error is never false: some free range could have
+    /// held the request otherwise. On error nothing changes but the failure
+    /// counters.
     ///
     /// # Time complexity
-    /// O(1) whenever a bin that guarantees a fit is non-empty: two bitmask
-    /// searches and a constant number of list updates. When none is, the
-    /// allocator is out of space for this size; the bins below are then
-    /// searched exactly (skipping bins whose largest gap is known to be too
-    /// small) so the failure is never false.
+    /// O(1) — two bitmask searches and a constant number of list updates —
+    /// whenever a bin holds a gap of at least `size + align - 1` bytes rounded
+    /// up to the next bin bound (for `align == 1`: of at least `size` bytes
+    /// rounded up), which is every request that is not close to failing.
+    ///
+    /// Otherwise the request is close to the largest free range, and the
+    /// *boundary* bins, whose gaps may or may not hold it, are searched gap by
+    /// gap before the allocator gives up: the bins from `size` rounded down
+    /// to below `size + align - 1` rounded up (one bin when `align == 1`:
+    /// gaps within `1/2^M` of `size`), skipping every bin whose largest gap is
+    /// known to be smaller than `size`. That costs O(gaps in those bins), no
+    /// loop over allocations or other bins. A search that sees a whole bin
+    /// without success makes the bin's bound exact, so repeating a failing
+    /// request costs O(1) until a larger gap enters that bin.
     pub fn allocate(&mut self, size: u64, align: u64) -> Result<OffsetAllocation, OffsetError> {
         if size == 0 {
             return Err(OffsetError::ZeroSize);
@@ -172,33 +214,33 @@ impl<const M: u32> OffsetAllocator<M> {
     /// Returns the range it occupied.
     ///
     /// # Errors
-    /// [`OffsetError::StaleId`] when `id` was freed already (or its slot
-    /// reused); [`OffsetError::ForeignId`] when another allocator issued it.
-    /// Nothing changes on error.
+    /// [`OffsetError::ForeignId`] when another allocator issued `id`;
+    /// [`OffsetError::StaleId`] when it was freed already (or its slot was
+    /// reused). Nothing changes on error.
     ///
     /// # Time complexity
-    /// O(1).
+    /// O(1): no search, at most two gaps leave their bins and one enters.
     pub fn free(&mut self, id: AllocationId) -> Result<FreeRange, OffsetError> {
         let slot = self.live_slot(id)?;
         let node = self.nodes[slot as usize];
-        let (offset, end) = (node.offset(), node.end());
-        let prev = node.prev;
-        let gap_before = offset - self.nodes[prev as usize].end();
-        let gap_after = self.gap_end(slot) - end;
-        if gap_before > 0 {
-            self.remove_gap(prev, gap_before);
+        let prev = self.nodes[node.prev as usize];
+        let (offset, end) = (prev.gap_end(), node.end());
+        if prev.gap() > 0 {
+            self.remove_gap(node.prev, prev.gap());
         }
-        if gap_after > 0 {
-            self.remove_gap(slot, gap_after);
+        if node.gap() > 0 {
+            self.remove_gap(slot, node.gap());
         }
-        // Unlink the node; the previous node's gap now spans all three ranges.
-        self.nodes[prev as usize].next = node.next;
+        // Unlink the node: the previous node's gap now spans all three ranges.
+        let merged = &mut self.nodes[node.prev as usize];
+        merged.next = node.next;
+        merged.set_gap_end(node.gap_end());
         if node.next == NIL {
-            self.tail = prev;
+            self.tail = node.prev;
         } else {
-            self.nodes[node.next as usize].prev = prev;
+            self.nodes[node.next as usize].prev = node.prev;
         }
-        self.insert_gap(prev, gap_before + (end - offset) + gap_after);
+        self.insert_gap(node.prev, node.gap_end() - prev.end());
         let freed = &mut self.nodes[slot as usize];
         freed.set_generation(id.generation.wrapping_add(1));
         freed.next = self.unused_slot;
@@ -233,11 +275,12 @@ impl<const M: u32> OffsetAllocator<M> {
             return Ok(());
         }
         let tail = self.tail;
-        let old_gap = self.capacity - self.nodes[tail as usize].end();
+        let old_gap = self.nodes[tail as usize].gap();
         if old_gap > 0 {
             self.remove_gap(tail, old_gap);
         }
         self.capacity = new_capacity;
+        self.nodes[tail as usize].set_gap_end(new_capacity);
         self.insert_gap(tail, old_gap + extra_bytes);
         self.free_bytes += extra_bytes;
         Ok(())
@@ -248,10 +291,15 @@ impl<const M: u32> OffsetAllocator<M> {
     /// for example after [`OffsetError::OutOfSlots`].
     ///
     /// # Errors
-    /// [`OffsetError::TooManySlots`] when the total would exceed [`MAX_SLOTS`].
+    /// [`OffsetError::TooManySlots`] when the total would exceed [`MAX_SLOTS`];
+    /// nothing changes then.
+    ///
+    /// # Panics
+    /// Never on its inputs; aborts, like any `Vec`, if the host cannot grow
+    /// the node table.
     ///
     /// # Time complexity
-    /// O(`additional`).
+    /// O(`additional`), plus a copy of the node table when it must move.
     pub fn reserve_slots(&mut self, additional: u32) -> Result<(), OffsetError> {
         let total = u64::from(self.slot_count()) + u64::from(additional);
         if total > u64::from(MAX_SLOTS) {
@@ -265,111 +313,6 @@ impl<const M: u32> OffsetAllocator<M> {
         Ok(())
     }
 
-    /// The live allocation `id` names, if it is live.
-    ///
-    /// # Time complexity
-    /// O(1).
-    pub fn get(&self, id: AllocationId) -> Option<OffsetAllocation> {
-        let slot = self.live_slot(id).ok()?;
-        Some(self.allocation_in(slot))
-    }
-
-    /// The live allocation whose range contains `offset`, if any: the reverse
-    /// lookup a GPU fault address or a memory-map picture needs.
-    ///
-    /// # Time complexity
-    /// O(live allocations): a walk in address order. Not for hot paths.
-    pub fn allocation_at(&self, offset: u64) -> Option<OffsetAllocation> {
-        self.allocations()
-            .take_while(|a| a.offset <= offset)
-            .find(|a| offset < a.end())
-    }
-
-    /// Live allocations in address order.
-    pub fn allocations(&self) -> impl Iterator<Item = OffsetAllocation> + '_ {
-        let mut slot = self.nodes[SENTINEL as usize].next;
-        std::iter::from_fn(move || {
-            if slot == NIL {
-                return None;
-            }
-            let allocation = self.allocation_in(slot);
-            slot = self.nodes[slot as usize].next;
-            Some(allocation)
-        })
-    }
-
-    /// Free ranges in address order; neighbours are always merged, so no two
-    /// returned ranges touch.
-    pub fn free_ranges(&self) -> impl Iterator<Item = FreeRange> + '_ {
-        let mut slot = SENTINEL;
-        std::iter::from_fn(move || {
-            while slot != NIL {
-                let here = slot;
-                slot = self.nodes[here as usize].next;
-                let offset = self.nodes[here as usize].end();
-                let size = self.gap_end(here) - offset;
-                if size > 0 {
-                    return Some(FreeRange { offset, size });
-                }
-            }
-            None
-        })
-    }
-
-    /// Exact free-space figures.
-    ///
-    /// # Time complexity
-    /// O(free ranges in the highest non-empty bin): the largest free range is
-    /// found exactly, not estimated from its bin.
-    pub fn storage_report(&self) -> StorageReport {
-        let largest_free_range = self.mask.highest().map_or(0, |bin| {
-            self.bin_gaps(bin)
-                .map(|(_, gap)| gap)
-                .max()
-                .unwrap_or_default()
-        });
-        StorageReport {
-            capacity: self.capacity,
-            free_bytes: self.free_bytes,
-            largest_free_range,
-            free_ranges: self.free_ranges,
-        }
-    }
-
-    /// Running counters (live and peak bytes, successes, failures).
-    pub fn counters(&self) -> &Counters {
-        &self.counters
-    }
-
-    /// Capacity in bytes.
-    pub fn capacity(&self) -> u64 {
-        self.capacity
-    }
-
-    /// Free bytes, in O(1).
-    pub fn free_bytes(&self) -> u64 {
-        self.free_bytes
-    }
-
-    /// Whether no allocation is live.
-    pub fn is_empty(&self) -> bool {
-        self.counters.live_allocations == 0
-    }
-
-    /// Number of allocation slots (live allocations possible without
-    /// [`reserve_slots`](Self::reserve_slots)).
-    pub fn slot_count(&self) -> u32 {
-        (self.nodes.len() - 1) as u32
-    }
-
-    /// Bytes of metadata this allocator holds: node table and bin tables.
-    pub fn metadata_bytes(&self) -> usize {
-        self.nodes.capacity() * std::mem::size_of::<Node>()
-            + self.bin_heads.len() * std::mem::size_of::<u32>()
-            + self.bin_max_hint.len() * std::mem::size_of::<u64>()
-            + std::mem::size_of::<Self>()
-    }
-
     // ----- search -----
 
     /// Finds a gap that holds `size` bytes at alignment `align`: returns the
@@ -377,28 +320,37 @@ impl<const M: u32> OffsetAllocator<M> {
     #[inline]
     fn find_fit(&mut self, size: u64, align: u64) -> Option<(u32, u64)> {
         // 1. Good fit: the first non-empty bin whose every gap holds `size`.
-        let Some(bin) = self.mask.first_at_or_above(bin_up::<M>(size)) else {
-            return self.find_fit_exhaustive(size, align);
-        };
-        let head = self.bin_heads[bin as usize];
-        if let Some(offset) = self.fit_in_gap(head, size, align) {
-            return Some((head, offset));
-        }
-        // 2. With alignment: gaps of at least `size + align - 1` hold the
-        //    request wherever they start.
-        if let Some(worst_case) = size.checked_add(align - 1).filter(|&s| s <= MAX_CAPACITY) {
-            if let Some(bin) = self.mask.first_at_or_above(bin_up::<M>(worst_case)) {
-                let head = self.bin_heads[bin as usize];
-                let offset = self.fit_in_gap(head, size, align)?;
+        //    With `align == 1` its head always fits.
+        if let Some(bin) = self.mask.first_at_or_above(bin_up::<M>(size)) {
+            let head = self.bin_heads[bin as usize];
+            if let Some(offset) = self.fit_in_gap(head, size, align) {
                 return Some((head, offset));
+            }
+            // 2. Alignment shifted it out: gaps of at least `size + align - 1`
+            //    hold the request wherever they start.
+            let worst_case = size + (align - 1);
+            if worst_case <= MAX_CAPACITY {
+                if let Some(bin) = self.mask.first_at_or_above(bin_up::<M>(worst_case)) {
+                    let head = self.bin_heads[bin as usize];
+                    if let Some(offset) = self.fit_in_gap(head, size, align) {
+                        return Some((head, offset));
+                    }
+                }
             }
         }
         self.find_fit_exhaustive(size, align)
     }
 
-    /// The cold path of [`find_fit`]: every gap of at least `size` bytes is
-    /// tried, in bins from small to large, skipping bins whose upper bound
-    /// shows they cannot help.
+    /// The cold path of [`find_fit`](Self::find_fit): every gap of a bin that
+    /// may hold `size` bytes is tried, in bins from small to large, skipping
+    /// bins whose bound shows they cannot help.
+    ///
+    /// Exact: a gap of at least `size` bytes is filed under a bin at or above
+    /// `bin_down(size)`, and a bin is skipped only when its upper bound says
+    /// that all its gaps are smaller than `size`. When the guaranteed search
+    /// failed, every bin at or above `bin_up(size + align - 1)` is empty (its
+    /// head would have fitted), so only the boundary bins below it are ever
+    /// walked.
     #[cold]
     fn find_fit_exhaustive(&mut self, size: u64, align: u64) -> Option<(u32, u64)> {
         let mut next_bin = Some(bin_down::<M>(size));
@@ -413,8 +365,9 @@ impl<const M: u32> OffsetAllocator<M> {
                 if let Some(offset) = self.fit_in_gap(node, size, align) {
                     return Some((node, offset));
                 }
-                largest = largest.max(self.gap_end(node) - self.nodes[node as usize].end());
-                node = self.nodes[node as usize].bin_next;
+                let entry = &self.nodes[node as usize];
+                largest = largest.max(entry.gap());
+                node = entry.bin_next;
             }
             // The whole bin was seen: its bound is now exact.
             self.bin_max_hint[bin as usize] = largest;
@@ -425,41 +378,45 @@ impl<const M: u32> OffsetAllocator<M> {
     /// The aligned offset at which `size` bytes fit in `node`'s gap, if they do.
     #[inline]
     fn fit_in_gap(&self, node: u32, size: u64, align: u64) -> Option<u64> {
-        let start = self.nodes[node as usize].end();
-        let aligned = (start + (align - 1)) & !(align - 1);
-        (aligned + size <= self.gap_end(node)).then_some(aligned)
+        let entry = &self.nodes[node as usize];
+        // No overflow: ends are below 2^48 and `align` at most 2^63.
+        let aligned = (entry.end() + (align - 1)) & !(align - 1);
+        (aligned + size <= entry.gap_end()).then_some(aligned)
     }
 
     // ----- placement -----
 
+    /// Carves `[offset, offset + size)` out of `gap_owner`'s gap (the caller
+    /// checked that it fits) and gives it the top unused slot.
     #[inline]
     fn place(&mut self, gap_owner: u32, offset: u64, size: u64) -> OffsetAllocation {
-        let owner_end = self.nodes[gap_owner as usize].end();
-        let gap_end = self.gap_end(gap_owner);
-        self.remove_gap(gap_owner, gap_end - owner_end);
+        let owner = self.nodes[gap_owner as usize];
+        self.remove_gap(gap_owner, owner.gap());
 
         let slot = self.unused_slot;
-        let next = self.nodes[gap_owner as usize].next;
+        let end = offset + size;
         let node = &mut self.nodes[slot as usize];
         self.unused_slot = node.next;
         let generation = node.generation().wrapping_add(1);
-        node.set(offset, offset + size, generation);
+        node.set(end, owner.gap_end(), generation);
         node.prev = gap_owner;
-        node.next = next;
-        self.nodes[gap_owner as usize].next = slot;
-        if next == NIL {
+        node.next = owner.next;
+        let owner_node = &mut self.nodes[gap_owner as usize];
+        owner_node.next = slot;
+        owner_node.set_gap_end(offset);
+        if owner.next == NIL {
             self.tail = slot;
         } else {
-            self.nodes[next as usize].prev = slot;
+            self.nodes[owner.next as usize].prev = slot;
         }
 
         // Head slack of the aligned placement stays free with the owner; the
         // rest of the gap now follows the new node.
-        if offset > owner_end {
-            self.insert_gap(gap_owner, offset - owner_end);
+        if offset > owner.end() {
+            self.insert_gap(gap_owner, offset - owner.end());
         }
-        if gap_end > offset + size {
-            self.insert_gap(slot, gap_end - (offset + size));
+        if owner.gap_end() > end {
+            self.insert_gap(slot, owner.gap_end() - end);
         }
         self.free_bytes -= size;
         self.counters.on_allocate(size);
@@ -476,7 +433,8 @@ impl<const M: u32> OffsetAllocator<M> {
 
     // ----- bins -----
 
-    #[inline]
+    /// Files `node`'s gap of `gap > 0` bytes under its bin.
+    #[inline(always)]
     fn insert_gap(&mut self, node: u32, gap: u64) {
         let bin = bin_down::<M>(gap) as usize;
         let head = self.bin_heads[bin];
@@ -494,13 +452,15 @@ impl<const M: u32> OffsetAllocator<M> {
         self.free_ranges += 1;
     }
 
-    #[inline]
+    /// Takes `node`'s gap of `gap > 0` bytes out of its bin.
+    #[inline(always)]
     fn remove_gap(&mut self, node: u32, gap: u64) {
-        let bin = bin_down::<M>(gap) as usize;
         let Node {
             bin_prev, bin_next, ..
         } = self.nodes[node as usize];
         if bin_prev == NIL {
+            // The head of its bin: only then is the bin itself needed.
+            let bin = bin_down::<M>(gap) as usize;
             self.bin_heads[bin] = bin_next;
             if bin_next == NIL {
                 self.mask.clear(bin as u32);
@@ -515,33 +475,11 @@ impl<const M: u32> OffsetAllocator<M> {
         self.free_ranges -= 1;
     }
 
-    /// `(node, gap size)` of every gap in `bin`.
-    fn bin_gaps(&self, bin: u32) -> impl Iterator<Item = (u32, u64)> + '_ {
-        let mut node = self.bin_heads[bin as usize];
-        std::iter::from_fn(move || {
-            if node == NIL {
-                return None;
-            }
-            let here = node;
-            node = self.nodes[here as usize].bin_next;
-            Some((here, self.gap_end(here) - self.nodes[here as usize].end()))
-        })
-    }
-
-    // ----- nodes -----
-
-    /// Where `node`'s gap ends: the next node's offset, or the capacity.
-    #[inline]
-    fn gap_end(&self, node: u32) -> u64 {
-        match self.nodes[node as usize].next {
-            NIL => self.capacity,
-            next => self.nodes[next as usize].offset(),
-        }
-    }
+    // ----- slots -----
 
     /// Checks that `id` names a live allocation of this allocator.
     #[inline]
-    fn live_slot(&self, id: AllocationId) -> Result<u32, OffsetError> {
+    pub(super) fn live_slot(&self, id: AllocationId) -> Result<u32, OffsetError> {
         if id.owner != self.owner {
             return Err(OffsetError::ForeignId);
         }
@@ -554,19 +492,6 @@ impl<const M: u32> OffsetAllocator<M> {
                 Ok(id.slot)
             }
             _ => Err(OffsetError::StaleId),
-        }
-    }
-
-    fn allocation_in(&self, slot: u32) -> OffsetAllocation {
-        let node = &self.nodes[slot as usize];
-        OffsetAllocation {
-            id: AllocationId {
-                slot,
-                generation: node.generation(),
-                owner: self.owner,
-            },
-            offset: node.offset(),
-            size: node.end() - node.offset(),
         }
     }
 

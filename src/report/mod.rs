@@ -1,5 +1,57 @@
-//! Statistics: what the allocator holds, per memory type and heap.
+//! Statistics and dumps: what the allocator holds, per heap, memory type and
+//! block.
+//!
+//! - [`Stats`], from [`Allocator::stats`](crate::Allocator::stats): running
+//!   counters per memory type and heap, cheap enough for every frame.
+//! - [`MemoryMap`], from [`Allocator::memory_map`](crate::Allocator::memory_map):
+//!   every block with its allocations and free ranges in address order, and
+//!   every dedicated allocation. It walks all allocations, so take it when
+//!   you need it (a debug key, an out-of-memory report), not every frame.
+//! - [`Allocator::stats_json`](crate::Allocator::stats_json) /
+//!   [`MemoryMap::to_vma_json`]: the map as JSON in the format of VMA's
+//!   `vmaBuildStatsString`, so VMA's `GpuMemDumpVis.py` draws it and tools
+//!   written for VMA dumps read it.
+//! - [`Allocator::memory_map_svg`](crate::Allocator::memory_map_svg) /
+//!   [`MemoryMap::to_svg`]: the map as an SVG picture with no tool needed: one
+//!   row per block (and per dedicated allocation) spanning the full width,
+//!   free space light grey, allocations coloured by kind with
+//!   GpuMemDumpVis's palette, and each allocation's name, kind, size and
+//!   offset in a tooltip.
+//!
+//! # Allocation kinds
+//! A block keeps, per allocation, only what placement needs: its
+//! `bufferImageGranularity` class, linear (buffers, linear-tiled images) or
+//! optimal (optimal-tiled images). Recording the exact resource kind would
+//! cost every allocation a store on the hot path, so the map derives it:
+//! the optimal class is [`RangeKind::ImageOptimal`]; the linear class is
+//! [`RangeKind::Buffer`] (so a linear-tiled image in a block shows as a
+//! buffer); on a device whose granularity is 1 there is a single class, so
+//! allocations are [`RangeKind::Unknown`]. Dedicated memory also remembers
+//! the resource it was made for (`VkMemoryDedicatedAllocateInfo`), so a
+//! dedicated buffer or image shows as such, with the image's tiling from its
+//! class.
+//!
+//! # Differences from a VMA dump
+//! The JSON follows VMA 3.x key for key; where this allocator knows less, it
+//! says so in VMA's terms:
+//! - `General.GPU` is `"unknown"`, `apiVersion` `"0.0.0"` and `deviceType` 0
+//!   unless [`MemoryMap::with_gpu`] supplies them (the device seam does not
+//!   carry `VkPhysicalDeviceProperties`);
+//! - a heap's `Flags` has `DEVICE_LOCAL` when one of its memory types is
+//!   device-local (exact: the spec ties the two), never `MULTI_INSTANCE`;
+//! - `Usage` is 0, as VMA writes for memory allocated without a resource;
+//! - a block's `MapRefCount` is 1 when it is persistently mapped, else 0;
+//! - `CustomPools` is empty: there are no custom pools.
 
+mod detailed_stats;
+mod json_writer;
+mod memory_map;
 mod stats;
+mod svg;
+mod vma_json;
 
+pub use detailed_stats::DetailedStats;
+pub use memory_map::{
+    BlockMap, DedicatedMap, GpuInfo, HeapMap, MemoryMap, MemoryTypeMap, RangeKind, RangeMap,
+};
 pub use stats::{HeapStats, Stats, TypeStats};

@@ -71,6 +71,39 @@ fn granularity_65536() {
 }
 
 #[test]
+fn granularity_64_and_256_pad_instead() {
+    mixed_resources_never_share_a_page(64);
+    mixed_resources_never_share_a_page(256);
+}
+
+#[test]
+fn small_granularity_shares_blocks_with_padding() {
+    let (allocator, device) = allocator(FakeLayout::lavapipe());
+    let buffer = allocator
+        .allocate(&Request::new(
+            requirements(100, 4),
+            Usage::DEVICE_LOCAL,
+            ResourceKind::Buffer,
+        ))
+        .unwrap();
+    let image = allocator
+        .allocate(&Request::new(
+            requirements(100, 4),
+            Usage::DEVICE_LOCAL,
+            ResourceKind::OptimalImage,
+        ))
+        .unwrap();
+    // One block; the buffer's page [0, 64) and [64, 128) are its own.
+    assert_eq!(buffer.memory(), image.memory());
+    assert_eq!((buffer.offset(), image.offset()), (0, 128));
+    assert_eq!(image.size(), 100);
+    assert_eq!(allocator.stats().live_bytes(), 200);
+    free(&allocator, buffer);
+    free(&allocator, image);
+    finish(allocator, &device);
+}
+
+#[test]
 fn granularity_1_shares_blocks() {
     let (allocator, device) = allocator(FakeLayout::integrated());
     let buffer = allocator

@@ -9,7 +9,7 @@ use vk_suballoc::{Allocation, Usage};
 use super::{allocator, buffer, finish, free, FakeAllocator};
 
 /// SplitMix64: small, seedable, good enough for test workloads.
-pub struct Rng(u64);
+pub struct Rng(pub u64);
 
 impl Rng {
     pub fn next(&mut self) -> u64 {

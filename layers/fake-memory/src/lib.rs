@@ -1,1 +1,95 @@
-//! Placeholder: the fake-memory layer is built in issue 6.
+//! # vk-fake-memory-layer
+//!
+//! A Vulkan layer, for tests only, that makes one driver (in CI: lavapipe,
+//! Mesa's CPU driver with a single coherent memory type) look like GPUs with
+//! other memory architectures, so that the validation layer stacked above it
+//! checks an allocator's multi-type, non-coherent, out-of-memory and
+//! allocation-count paths against a real driver.
+//!
+//! Stack it *below* `VK_LAYER_KHRONOS_validation`: enable the layers in
+//! `ppEnabledLayerNames` as `[VK_LAYER_KHRONOS_validation,
+//! VK_LAYER_VK_SUBALLOC_fake_memory]` (the first is closest to the
+//! application). The validation layer then sees the fake memory properties,
+//! limits and requirements, while the driver below sees only what it knows.
+//!
+//! What the layer fakes, per instance (see [`config`] for how an instance
+//! picks its profile and fault injection, [`profile`] for the profiles):
+//! - memory properties (`vkGetPhysicalDeviceMemoryProperties`, `…2`, `…2KHR`),
+//!   with `VkPhysicalDeviceMemoryBudgetPropertiesEXT` filled from its own
+//!   accounting; it advertises `VK_EXT_memory_budget` and removes it from the
+//!   extension list before the driver's `vkCreateDevice`;
+//! - the device type and the limits `bufferImageGranularity`,
+//!   `nonCoherentAtomSize` and `maxMemoryAllocationCount`
+//!   (`vkGetPhysicalDeviceProperties`, `…2`, `…2KHR`);
+//! - every memory-requirements query (buffer/image, 1.0, `2`, `2KHR`, and the
+//!   maintenance4 `vkGetDevice{Buffer,Image}MemoryRequirements[KHR]`):
+//!   `memoryTypeBits` in fake indices, alignment raised to the profile's;
+//! - `vkAllocateMemory`: the fake type is backed by a real one;
+//!   `ERROR_OUT_OF_DEVICE_MEMORY` past a fake heap's size or on a call chosen
+//!   to fail, `ERROR_TOO_MANY_OBJECTS` past the allocation count;
+//! - `vkFreeMemory` (accounting) and `vkMapMemory` / `vkMapMemory2KHR`
+//!   (`ERROR_MEMORY_MAP_FAILED` on a type that is not host-visible).
+//!
+//! The only exported symbol is `vkNegotiateLoaderLayerInterfaceVersion`
+//! (loader interface version 2); no panic crosses into the loader.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+mod c_interop;
+pub mod config;
+mod device_creation;
+mod device_intercepts;
+mod dispatch_registry;
+mod ffi_guard;
+mod instance_intercepts;
+mod loader_interface;
+mod memory_accounting;
+mod memory_type_map;
+mod physical_device_queries;
+pub mod profile;
+
+use std::ffi::CStr;
+
+use ash::vk;
+
+use loader_interface::{
+    NegotiateLayerInterface, LAYER_INTERFACE_VERSION, LAYER_NEGOTIATE_INTERFACE_STRUCT,
+};
+
+/// The layer's name, as in its manifest.
+pub const LAYER_NAME: &CStr = c"VK_LAYER_VK_SUBALLOC_fake_memory";
+
+/// Negotiates the loader–layer interface: version 2, handing the loader this
+/// layer's `vkGetInstanceProcAddr` and `vkGetDeviceProcAddr`.
+///
+/// # Safety
+/// Called by the Vulkan loader with null or a valid, writable
+/// `VkNegotiateLayerInterface`.
+#[no_mangle]
+#[allow(non_snake_case)]
+pub unsafe extern "system" fn vkNegotiateLoaderLayerInterfaceVersion(
+    interface: *mut NegotiateLayerInterface,
+) -> vk::Result {
+    ffi_guard::guard(
+        "vkNegotiateLoaderLayerInterfaceVersion",
+        vk::Result::ERROR_INITIALIZATION_FAILED,
+        || {
+            if interface.is_null() {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            }
+            // SAFETY: non-null and, per the contract, valid and writable.
+            let interface = unsafe { &mut *interface };
+            if interface.s_type != LAYER_NEGOTIATE_INTERFACE_STRUCT
+                || interface.loader_layer_interface_version < LAYER_INTERFACE_VERSION
+            {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            }
+            interface.loader_layer_interface_version = LAYER_INTERFACE_VERSION;
+            interface.pfn_get_instance_proc_addr =
+                Some(instance_intercepts::get_instance_proc_addr);
+            interface.pfn_get_device_proc_addr = Some(device_intercepts::get_device_proc_addr);
+            interface.pfn_get_physical_device_proc_addr = None;
+            vk::Result::SUCCESS
+        },
+    )
+}

@@ -125,6 +125,17 @@ impl FakeDevice {
 
     // ----- frame signals -----
 
+    /// A fake buffer or image handle, as an application would create; the
+    /// allocator's deferred destruction must destroy it exactly once.
+    pub fn create_resource(&self) -> u64 {
+        self.state().create_resource()
+    }
+
+    /// Resources created and not destroyed yet.
+    pub fn live_resources(&self) -> usize {
+        self.state().resources.len()
+    }
+
     /// A new, unsignalled fake fence.
     pub fn create_fence(&self) -> vk::Fence {
         vk::Fence::from_raw(self.state().new_signal(0))
@@ -198,10 +209,11 @@ impl FakeDevice {
         let state = self.state();
         let live = state.live_allocations();
         assert!(
-            live.is_empty() && state.violations.is_empty(),
-            "fake device not clean: {} live memory objects {:?}, violations {:#?}",
+            live.is_empty() && state.violations.is_empty() && state.resources.is_empty(),
+            "fake device not clean: {} live memory objects {:?}, {} live buffers/images, violations {:#?}",
             live.len(),
             live,
+            state.resources.len(),
             state.violations
         );
         assert_eq!(
@@ -263,6 +275,53 @@ impl MemoryDeviceExt<FakeMemory> for FakeDevice {
     fn wait_signalled(&self, signal: FrameSignal, _timeout_ns: u64) -> Result<bool, DeviceError> {
         // Nothing would ever signal a fake fence while we block: answer now.
         self.state().is_signalled(signal)
+    }
+
+    unsafe fn create_buffer(
+        &self,
+        size: u64,
+        _usage: vk::BufferUsageFlags,
+    ) -> Result<(vk::Buffer, vk::MemoryRequirements), DeviceError> {
+        let mut state = self.state();
+        if state.device_lost {
+            return Err(DeviceError::DeviceLost);
+        }
+        // Buffers may live in every type but lazily allocated ones.
+        let memory_type_bits = self
+            .layout
+            .memory_types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| {
+                !t.props
+                    .contains(gpu_alloc_types::MemoryPropertyFlags::LAZILY_ALLOCATED)
+            })
+            .fold(0u32, |bits, (i, _)| bits | (1 << i));
+        let handle = state.create_resource();
+        let requirements = vk::MemoryRequirements {
+            size: size.next_multiple_of(4),
+            alignment: 256,
+            memory_type_bits,
+        };
+        Ok((vk::Buffer::from_raw(handle), requirements))
+    }
+
+    unsafe fn bind_buffer_memory(
+        &self,
+        buffer: vk::Buffer,
+        memory: vk::DeviceMemory,
+        offset: u64,
+    ) -> Result<(), DeviceError> {
+        self.state().bind(buffer.as_raw(), memory.as_raw(), offset);
+        Ok(())
+    }
+
+    unsafe fn destroy_buffer(&self, buffer: vk::Buffer) {
+        self.state().destroy_resource(buffer.as_raw());
+    }
+
+    unsafe fn destroy_image(&self, image: vk::Image) {
+        self.state().destroy_resource(image.as_raw());
     }
 }
 

@@ -100,6 +100,8 @@ pub(super) struct State {
     /// Fences (0 or 1) and timeline semaphores (their value), by handle.
     pub(super) signals: HashMap<u64, u64>,
     pub(super) violations: Vec<String>,
+    /// Live buffers and images: handle to bound memory (0 while unbound).
+    pub(super) resources: HashMap<u64, u64>,
     pub(super) flushed: Vec<RecordedRange>,
     pub(super) invalidated: Vec<RecordedRange>,
 }
@@ -123,8 +125,45 @@ impl State {
             device_lost: false,
             signals: HashMap::new(),
             violations: Vec::new(),
+            resources: HashMap::new(),
             flushed: Vec::new(),
             invalidated: Vec::new(),
+        }
+    }
+
+    pub(super) fn create_resource(&mut self) -> u64 {
+        self.next_handle += 1;
+        self.resources.insert(self.next_handle, 0);
+        self.next_handle
+    }
+
+    pub(super) fn bind(&mut self, resource: u64, memory: u64, offset: u64) {
+        let problem = match self.resources.get(&resource) {
+            None => Some("VUID-vkBindBufferMemory-buffer-parameter: unknown buffer"),
+            Some(&bound) if bound != 0 => {
+                Some("VUID-vkBindBufferMemory-buffer-07459: already bound")
+            }
+            Some(_) => match self.memories.get(&memory) {
+                None => Some("VUID-vkBindBufferMemory-memory-parameter: unknown memory"),
+                Some(m) if offset >= m.size => {
+                    Some("VUID-vkBindBufferMemory-memoryOffset-01031: offset past the memory")
+                }
+                Some(_) => None,
+            },
+        };
+        match problem {
+            Some(problem) => self.violations.push(problem.to_owned()),
+            None => {
+                self.resources.insert(resource, memory);
+            }
+        }
+    }
+
+    pub(super) fn destroy_resource(&mut self, resource: u64) {
+        if self.resources.remove(&resource).is_none() {
+            self.violations.push(format!(
+                "vkDestroyBuffer/vkDestroyImage: {resource:#x} is not a live resource"
+            ));
         }
     }
 

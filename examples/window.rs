@@ -1,0 +1,608 @@
+//! A windowed frame loop: each frame uploads a freshly computed image through
+//! an upload ring, copies it into the swapchain image on the GPU and presents
+//! it, with two frames in flight. Scratch buffers are retired with
+//! `destroy_buffer_after_frame` and everything is released by the frame
+//! fences, under the validation layer.
+//!
+//! ```sh
+//! scripts/with-vulkan.sh cargo run --example window --features window-example
+//! # headless, 120 frames (CI): needs xvfb
+//! VK_SUBALLOC_FRAMES=120 xvfb-run -a scripts/with-vulkan.sh cargo run --example window --features window-example
+//! ```
+//!
+//! Exits non-zero if the validation layer reported anything.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::ffi::{c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ash::vk;
+use vk_suballoc::device::{AshMemoryDevice, DeviceFeatures};
+use vk_suballoc::{AllocationDesc, Allocator, Config, UploadRing, UploadRingDesc, Usage};
+use winit::application::ApplicationHandler;
+use winit::event::WindowEvent;
+use winit::event_loop::{ActiveEventLoop, EventLoop};
+use winit::raw_window_handle::{HasDisplayHandle, HasWindowHandle};
+use winit::window::{Window, WindowId};
+
+const FRAMES_IN_FLIGHT: usize = 2;
+
+static MESSAGES: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "system" fn on_message(
+    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+    _types: vk::DebugUtilsMessageTypeFlagsEXT,
+    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
+    _user: *mut c_void,
+) -> vk::Bool32 {
+    // SAFETY: the loader passes a valid callback-data struct whose message is
+    // a NUL-terminated string, or null.
+    let message = unsafe { data.as_ref() }
+        .and_then(|d| unsafe { d.message_as_c_str() })
+        .map_or_else(|| "(no message)".into(), CStr::to_string_lossy);
+    eprintln!("validation {severity:?}: {message}");
+    MESSAGES.fetch_add(1, Ordering::Relaxed);
+    vk::FALSE
+}
+
+/// Per-frame-in-flight objects.
+struct FrameSlot {
+    command_buffer: vk::CommandBuffer,
+    fence: vk::Fence,
+    image_available: vk::Semaphore,
+    submitted: bool,
+}
+
+/// The swapchain and what depends on its images.
+struct Swapchain {
+    handle: vk::SwapchainKHR,
+    images: Vec<vk::Image>,
+    /// One per image: signalled by the frame that renders into it.
+    render_finished: Vec<vk::Semaphore>,
+    extent: vk::Extent2D,
+}
+
+struct Renderer {
+    _entry: ash::Entry,
+    instance: ash::Instance,
+    debug_utils: ash::ext::debug_utils::Instance,
+    messenger: vk::DebugUtilsMessengerEXT,
+    surface_loader: ash::khr::surface::Instance,
+    surface: vk::SurfaceKHR,
+    physical_device: vk::PhysicalDevice,
+    device: ash::Device,
+    queue: vk::Queue,
+    swapchain_loader: ash::khr::swapchain::Device,
+    swapchain: Swapchain,
+    pool: vk::CommandPool,
+    slots: Vec<FrameSlot>,
+    /// `Option` so it can be dropped before the device is destroyed.
+    allocator: Option<Allocator<AshMemoryDevice>>,
+    ring: UploadRing,
+    frame: u64,
+    pixels: Vec<u8>,
+}
+
+impl Renderer {
+    fn new(window: &Window) -> Self {
+        // SAFETY: loading the system's Vulkan loader.
+        let entry = unsafe { ash::Entry::load() }.expect("no Vulkan loader (libvulkan1)");
+        let display = window.display_handle().unwrap().as_raw();
+        let mut extensions = ash_window::enumerate_required_extensions(display)
+            .unwrap()
+            .to_vec();
+        extensions.push(ash::ext::debug_utils::NAME.as_ptr());
+        let layers = [c"VK_LAYER_KHRONOS_validation".as_ptr()];
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"vk-suballoc window")
+            .api_version(vk::API_VERSION_1_3);
+        let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
+            .message_severity(
+                vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
+                    | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
+            )
+            .message_type(
+                vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
+                    | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
+            )
+            .pfn_user_callback(Some(on_message));
+        let info = vk::InstanceCreateInfo::default()
+            .application_info(&app)
+            .enabled_layer_names(&layers)
+            .enabled_extension_names(&extensions)
+            .push_next(&mut messenger_info);
+        // SAFETY: a valid create info; missing pieces fail with a result.
+        let instance = unsafe { entry.create_instance(&info, None) }
+            .expect("vkCreateInstance failed (validation layer or surface extensions missing?)");
+        let debug_utils = ash::ext::debug_utils::Instance::new(&entry, &instance);
+        // SAFETY: VK_EXT_debug_utils is enabled.
+        let messenger =
+            unsafe { debug_utils.create_debug_utils_messenger(&messenger_info, None) }.unwrap();
+        let window_handle = window.window_handle().unwrap().as_raw();
+        // SAFETY: the handles come from a live window; the instance enables
+        // the surface extensions ash-window asked for.
+        let surface =
+            unsafe { ash_window::create_surface(&entry, &instance, display, window_handle, None) }
+                .unwrap();
+        let surface_loader = ash::khr::surface::Instance::new(&entry, &instance);
+
+        // A device whose first queue family can render and present.
+        // SAFETY: valid instance and surface.
+        let (physical_device, family) = unsafe { instance.enumerate_physical_devices() }
+            .unwrap()
+            .into_iter()
+            .find_map(|pd| {
+                // SAFETY: `pd` belongs to the instance.
+                let families = unsafe { instance.get_physical_device_queue_family_properties(pd) };
+                families.iter().enumerate().find_map(|(i, f)| {
+                    // SAFETY: `pd`, the family index and the surface are valid.
+                    let present = unsafe {
+                        surface_loader.get_physical_device_surface_support(pd, i as u32, surface)
+                    }
+                    .unwrap_or(false);
+                    (f.queue_flags.contains(vk::QueueFlags::GRAPHICS) && present)
+                        .then_some((pd, i as u32))
+                })
+            })
+            .expect("no device can present to the window");
+        let priorities = [1.0];
+        let queues = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(family)
+            .queue_priorities(&priorities)];
+        let device_extensions = [ash::khr::swapchain::NAME.as_ptr()];
+        let device_info = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&queues)
+            .enabled_extension_names(&device_extensions);
+        // SAFETY: valid create info for this physical device.
+        let device =
+            unsafe { instance.create_device(physical_device, &device_info, None) }.unwrap();
+        // SAFETY: the family and index exist.
+        let queue = unsafe { device.get_device_queue(family, 0) };
+        let swapchain_loader = ash::khr::swapchain::Device::new(&instance, &device);
+
+        let pool_info = vk::CommandPoolCreateInfo::default()
+            .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER)
+            .queue_family_index(family);
+        // SAFETY: valid create info.
+        let pool = unsafe { device.create_command_pool(&pool_info, None) }.unwrap();
+        let alloc_info = vk::CommandBufferAllocateInfo::default()
+            .command_pool(pool)
+            .level(vk::CommandBufferLevel::PRIMARY)
+            .command_buffer_count(FRAMES_IN_FLIGHT as u32);
+        // SAFETY: `pool` belongs to `device`.
+        let command_buffers = unsafe { device.allocate_command_buffers(&alloc_info) }.unwrap();
+        let slots = command_buffers
+            .into_iter()
+            .map(|command_buffer| FrameSlot {
+                command_buffer,
+                // SAFETY: valid create infos.
+                fence: unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }
+                    .unwrap(),
+                // SAFETY: as above.
+                image_available: unsafe {
+                    device.create_semaphore(&vk::SemaphoreCreateInfo::default(), None)
+                }
+                .unwrap(),
+                submitted: false,
+            })
+            .collect();
+
+        let features = DeviceFeatures {
+            debug_utils: true,
+            ..DeviceFeatures::default()
+        };
+        // SAFETY: Vulkan 1.3 instance; `device` comes from `physical_device`;
+        // both outlive the allocator (dropped first in `Drop`).
+        let memory_device =
+            unsafe { AshMemoryDevice::new(&instance, &device, physical_device, features) };
+        let allocator = Allocator::new(memory_device, Config::default()).unwrap();
+        let ring_desc = UploadRingDesc {
+            size: 8 << 20,
+            grow: true,
+            name: Some("frame upload ring"),
+            ..UploadRingDesc::default()
+        };
+        let ring = allocator.create_upload_ring(&ring_desc).unwrap();
+        let size = window.inner_size();
+        let mut renderer = Self {
+            _entry: entry,
+            instance,
+            debug_utils,
+            messenger,
+            surface_loader,
+            surface,
+            physical_device,
+            device,
+            queue,
+            swapchain_loader,
+            swapchain: Swapchain {
+                handle: vk::SwapchainKHR::null(),
+                images: Vec::new(),
+                render_finished: Vec::new(),
+                extent: vk::Extent2D::default(),
+            },
+            pool,
+            slots,
+            allocator: Some(allocator),
+            ring,
+            frame: 0,
+            pixels: Vec::new(),
+        };
+        renderer.recreate_swapchain(size.width, size.height);
+        renderer
+    }
+
+    fn allocator(&self) -> &Allocator<AshMemoryDevice> {
+        self.allocator.as_ref().expect("allocator lives until drop")
+    }
+
+    fn recreate_swapchain(&mut self, width: u32, height: u32) {
+        // SAFETY: waiting for idle before destroying what frames use.
+        unsafe { self.device.device_wait_idle() }.unwrap();
+        // SAFETY: the surface and device are live.
+        let caps = unsafe {
+            self.surface_loader
+                .get_physical_device_surface_capabilities(self.physical_device, self.surface)
+        }
+        .unwrap();
+        assert!(
+            caps.supported_usage_flags
+                .contains(vk::ImageUsageFlags::TRANSFER_DST),
+            "the surface cannot be a transfer destination"
+        );
+        let extent = if caps.current_extent.width == u32::MAX {
+            vk::Extent2D {
+                width: width.max(1),
+                height: height.max(1),
+            }
+        } else {
+            caps.current_extent
+        };
+        let image_count = (caps.min_image_count + 1).min(if caps.max_image_count == 0 {
+            u32::MAX
+        } else {
+            caps.max_image_count
+        });
+        let info = vk::SwapchainCreateInfoKHR::default()
+            .surface(self.surface)
+            .min_image_count(image_count)
+            .image_format(vk::Format::B8G8R8A8_UNORM)
+            .image_color_space(vk::ColorSpaceKHR::SRGB_NONLINEAR)
+            .image_extent(extent)
+            .image_array_layers(1)
+            .image_usage(vk::ImageUsageFlags::TRANSFER_DST)
+            .image_sharing_mode(vk::SharingMode::EXCLUSIVE)
+            .pre_transform(caps.current_transform)
+            .composite_alpha(vk::CompositeAlphaFlagsKHR::OPAQUE)
+            .present_mode(vk::PresentModeKHR::FIFO)
+            .clipped(true)
+            .old_swapchain(self.swapchain.handle);
+        // SAFETY: a valid create info (B8G8R8A8_UNORM / SRGB_NONLINEAR and
+        // FIFO are what lavapipe and desktop drivers offer).
+        let handle = unsafe { self.swapchain_loader.create_swapchain(&info, None) }.unwrap();
+        self.destroy_swapchain();
+        // SAFETY: `handle` is a live swapchain.
+        let images = unsafe { self.swapchain_loader.get_swapchain_images(handle) }.unwrap();
+        let render_finished = images
+            .iter()
+            .map(|_| {
+                // SAFETY: valid create info.
+                unsafe {
+                    self.device
+                        .create_semaphore(&vk::SemaphoreCreateInfo::default(), None)
+                }
+                .unwrap()
+            })
+            .collect();
+        self.swapchain = Swapchain {
+            handle,
+            images,
+            render_finished,
+            extent,
+        };
+    }
+
+    fn destroy_swapchain(&mut self) {
+        // SAFETY: the device is idle (callers wait); each object is destroyed once.
+        unsafe {
+            for semaphore in self.swapchain.render_finished.drain(..) {
+                self.device.destroy_semaphore(semaphore, None);
+            }
+            if self.swapchain.handle != vk::SwapchainKHR::null() {
+                self.swapchain_loader
+                    .destroy_swapchain(self.swapchain.handle, None);
+            }
+        }
+    }
+
+    /// Renders and presents one frame.
+    fn draw(&mut self) {
+        let slot_index = (self.frame % FRAMES_IN_FLIGHT as u64) as usize;
+        let slot = &self.slots[slot_index];
+        if slot.submitted {
+            // SAFETY: the fence was submitted with this slot's last frame.
+            unsafe { self.device.wait_for_fences(&[slot.fence], true, u64::MAX) }.unwrap();
+        }
+        // Release what finished frames freed; then the fence can be reset.
+        self.allocator().collect().unwrap();
+        // SAFETY: the acquire semaphore of this slot is unsignalled (its last
+        // use was waited on by the slot's previous submission).
+        let acquired = unsafe {
+            self.swapchain_loader.acquire_next_image(
+                self.swapchain.handle,
+                u64::MAX,
+                slot.image_available,
+                vk::Fence::null(),
+            )
+        };
+        let image_index = match acquired {
+            Ok((index, _)) => index,
+            Err(vk::Result::ERROR_OUT_OF_DATE_KHR) => {
+                let extent = self.swapchain.extent;
+                self.recreate_swapchain(extent.width, extent.height);
+                return;
+            }
+            Err(error) => panic!("vkAcquireNextImageKHR failed: {error}"),
+        };
+        let slot = &mut self.slots[slot_index];
+        if slot.submitted {
+            // SAFETY: signalled (waited above) and collected.
+            unsafe { self.device.reset_fences(&[slot.fence]) }.unwrap();
+        }
+
+        // This frame's picture, uploaded through the ring.
+        let vk::Extent2D { width, height } = self.swapchain.extent;
+        let bytes = u64::from(width) * u64::from(height) * 4;
+        self.pixels.resize(bytes as usize, 0);
+        let t = self.frame as u32;
+        for (i, pixel) in self.pixels.chunks_exact_mut(4).enumerate() {
+            let (x, y) = (i as u32 % width, i as u32 / width);
+            pixel.copy_from_slice(&[(x + t) as u8, (y + 2 * t) as u8, (x ^ y) as u8, 255]);
+        }
+        let allocator = self.allocator.as_ref().expect("allocator lives until drop");
+        let upload = allocator.ring_allocate(self.ring, bytes, 16).unwrap();
+        allocator.ring_write(&upload, 0, &self.pixels).unwrap();
+        // A per-frame scratch buffer, retired after the frame.
+        let scratch_info = vk::BufferCreateInfo::default()
+            .size(64 << 10)
+            .usage(vk::BufferUsageFlags::TRANSFER_DST);
+        // SAFETY: a valid create info.
+        let (scratch, scratch_memory) = unsafe {
+            allocator.create_buffer(&scratch_info, &AllocationDesc::new(Usage::DEVICE_LOCAL))
+        }
+        .unwrap();
+
+        let image = self.swapchain.images[image_index as usize];
+        let range = vk::ImageSubresourceRange {
+            aspect_mask: vk::ImageAspectFlags::COLOR,
+            base_mip_level: 0,
+            level_count: 1,
+            base_array_layer: 0,
+            layer_count: 1,
+        };
+        let barrier = |old, new, src, dst| {
+            vk::ImageMemoryBarrier::default()
+                .old_layout(old)
+                .new_layout(new)
+                .src_access_mask(src)
+                .dst_access_mask(dst)
+                .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                .image(image)
+                .subresource_range(range)
+        };
+        let to_transfer = [barrier(
+            vk::ImageLayout::UNDEFINED,
+            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+            vk::AccessFlags::empty(),
+            vk::AccessFlags::TRANSFER_WRITE,
+        )];
+        let to_present = [barrier(
+            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+            vk::ImageLayout::PRESENT_SRC_KHR,
+            vk::AccessFlags::TRANSFER_WRITE,
+            vk::AccessFlags::empty(),
+        )];
+        let region = [vk::BufferImageCopy::default()
+            .buffer_offset(upload.buffer_offset())
+            .image_subresource(vk::ImageSubresourceLayers {
+                aspect_mask: vk::ImageAspectFlags::COLOR,
+                mip_level: 0,
+                base_array_layer: 0,
+                layer_count: 1,
+            })
+            .image_extent(vk::Extent3D {
+                width,
+                height,
+                depth: 1,
+            })];
+        let cmd = slot.command_buffer;
+        // SAFETY: the slot's command buffer is idle (its fence was waited
+        // for); every handle belongs to this device.
+        unsafe {
+            self.device
+                .begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default())
+                .unwrap();
+            self.device.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::DependencyFlags::empty(),
+                &[],
+                &[],
+                &to_transfer,
+            );
+            self.device.cmd_copy_buffer_to_image(
+                cmd,
+                upload.buffer(),
+                image,
+                vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                &region,
+            );
+            self.device
+                .cmd_fill_buffer(cmd, scratch, 0, vk::WHOLE_SIZE, t);
+            self.device.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                vk::DependencyFlags::empty(),
+                &[],
+                &[],
+                &to_present,
+            );
+            self.device.end_command_buffer(cmd).unwrap();
+        }
+        allocator
+            .destroy_buffer_after_frame(scratch, scratch_memory)
+            .unwrap();
+
+        let wait = [slot.image_available];
+        let stages = [vk::PipelineStageFlags::TRANSFER];
+        let signal = [self.swapchain.render_finished[image_index as usize]];
+        let cmds = [cmd];
+        let submit = [vk::SubmitInfo::default()
+            .wait_semaphores(&wait)
+            .wait_dst_stage_mask(&stages)
+            .command_buffers(&cmds)
+            .signal_semaphores(&signal)];
+        // SAFETY: recorded command buffer; the fence is unsignalled.
+        unsafe { self.device.queue_submit(self.queue, &submit, slot.fence) }.unwrap();
+        slot.submitted = true;
+        // SAFETY: the fence is signalled by this frame's only submission.
+        unsafe { allocator.end_frame(slot.fence) }.unwrap();
+        let swapchains = [self.swapchain.handle];
+        let indices = [image_index];
+        let present = vk::PresentInfoKHR::default()
+            .wait_semaphores(&signal)
+            .swapchains(&swapchains)
+            .image_indices(&indices);
+        // SAFETY: the image was acquired and is transitioned for presenting.
+        match unsafe { self.swapchain_loader.queue_present(self.queue, &present) } {
+            Ok(false) => {}
+            Ok(true) | Err(vk::Result::ERROR_OUT_OF_DATE_KHR) => {
+                let extent = self.swapchain.extent;
+                self.recreate_swapchain(extent.width, extent.height);
+            }
+            Err(error) => panic!("vkQueuePresentKHR failed: {error}"),
+        }
+        self.frame += 1;
+    }
+}
+
+impl Drop for Renderer {
+    fn drop(&mut self) {
+        // SAFETY: wait for the GPU before releasing anything it may use.
+        unsafe { self.device.device_wait_idle() }.unwrap();
+        if let Some(allocator) = self.allocator.take() {
+            allocator.destroy_upload_ring(self.ring).unwrap();
+            allocator.wait_and_collect(u64::MAX).unwrap();
+            // The ring's buffers were queued in the current frame: seal it
+            // with a fence that an empty submission signals.
+            // SAFETY: valid create info; an empty submission signals it.
+            let fence = unsafe {
+                self.device
+                    .create_fence(&vk::FenceCreateInfo::default(), None)
+            }
+            .unwrap();
+            // SAFETY: as above; the fence follows all earlier work.
+            unsafe {
+                self.device.queue_submit(self.queue, &[], fence).unwrap();
+                allocator.end_frame(fence).unwrap();
+            }
+            allocator.wait_and_collect(u64::MAX).unwrap();
+            println!("frames: {}", self.frame);
+            print!("{}", allocator.stats());
+            println!("trim released {} bytes", allocator.trim());
+            drop(allocator);
+            // SAFETY: collected, so no frame refers to it.
+            unsafe { self.device.destroy_fence(fence, None) };
+        }
+        self.destroy_swapchain();
+        // SAFETY: the device is idle; every object is destroyed once, children first.
+        unsafe {
+            for slot in &self.slots {
+                self.device.destroy_fence(slot.fence, None);
+                self.device.destroy_semaphore(slot.image_available, None);
+            }
+            self.device.destroy_command_pool(self.pool, None);
+            self.device.destroy_device(None);
+            self.surface_loader.destroy_surface(self.surface, None);
+            self.debug_utils
+                .destroy_debug_utils_messenger(self.messenger, None);
+            self.instance.destroy_instance(None);
+        }
+    }
+}
+
+/// The winit application: a window and its renderer.
+struct App {
+    frame_limit: Option<u64>,
+    window: Option<Window>,
+    renderer: Option<Renderer>,
+}
+
+impl ApplicationHandler for App {
+    fn resumed(&mut self, event_loop: &ActiveEventLoop) {
+        if self.window.is_some() {
+            return;
+        }
+        let attributes = Window::default_attributes()
+            .with_title("vk-suballoc")
+            .with_inner_size(winit::dpi::LogicalSize::new(640.0, 400.0));
+        let window = event_loop.create_window(attributes).unwrap();
+        self.renderer = Some(Renderer::new(&window));
+        window.request_redraw();
+        self.window = Some(window);
+    }
+
+    fn window_event(&mut self, event_loop: &ActiveEventLoop, _: WindowId, event: WindowEvent) {
+        match event {
+            WindowEvent::CloseRequested => event_loop.exit(),
+            WindowEvent::Resized(size) => {
+                if let Some(renderer) = &mut self.renderer {
+                    renderer.recreate_swapchain(size.width, size.height);
+                }
+            }
+            WindowEvent::RedrawRequested => {
+                if let Some(renderer) = &mut self.renderer {
+                    renderer.draw();
+                    if self
+                        .frame_limit
+                        .is_some_and(|limit| renderer.frame >= limit)
+                    {
+                        event_loop.exit();
+                    }
+                }
+                if let Some(window) = &self.window {
+                    window.request_redraw();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn exiting(&mut self, _: &ActiveEventLoop) {
+        // The renderer (and its surface) goes before the window.
+        self.renderer = None;
+        self.window = None;
+    }
+}
+
+fn main() {
+    let frame_limit = std::env::var("VK_SUBALLOC_FRAMES")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let event_loop = EventLoop::new().expect("no display: run under X11/Wayland or xvfb-run");
+    let mut app = App {
+        frame_limit,
+        window: None,
+        renderer: None,
+    };
+    event_loop.run_app(&mut app).unwrap();
+    let messages = MESSAGES.load(Ordering::Relaxed);
+    println!("validation messages: {messages}");
+    if messages > 0 {
+        std::process::exit(1);
+    }
+}

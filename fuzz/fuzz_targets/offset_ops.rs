@@ -1,0 +1,170 @@
+//! Fuzz target: arbitrary operation sequences on the offset allocator (every
+//! mantissa width) and the linear ring, each checked step by step against the
+//! shadow models that the property tests use (`tests/offset_model/shadow.rs`).
+//! Any disagreement, overlap or false out-of-space panics, which libFuzzer
+//! reports as a crash with the input that caused it.
+
+#![no_main]
+
+use arbitrary::Arbitrary;
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../../tests/offset_model/shadow.rs"]
+mod shadow;
+
+use shadow::{LinearOp, LinearShadow, Op, Shadow};
+
+/// One operation; sizes come as an exponent and low bits, so that small and
+/// huge sizes are equally easy for the fuzzer to reach.
+#[derive(Arbitrary, Debug)]
+enum FuzzOp {
+    Allocate {
+        size_log2: u8,
+        size_bits: u64,
+        align_log2: u8,
+    },
+    Free {
+        pick: u16,
+    },
+    FreeStale {
+        pick: u8,
+    },
+    FreeForeign,
+    Grow {
+        extra_log2: u8,
+        extra_bits: u64,
+    },
+    ReserveSlots {
+        additional: u8,
+    },
+    Probe {
+        at: u64,
+    },
+    FinishFrame,
+    Reclaim {
+        ahead: u8,
+    },
+}
+
+#[derive(Arbitrary, Debug)]
+struct Input {
+    /// Selects the allocator: mantissa width 2..=6, or the linear ring.
+    allocator: u8,
+    capacity_log2: u8,
+    capacity_bits: u64,
+    slots: u8,
+    ops: Vec<FuzzOp>,
+}
+
+/// A value in `[2^e, 2^(e+1))` with `e = log2 % (max_log2 + 1)`; `0xff` gives 0.
+fn log_uniform(log2: u8, bits: u64, max_log2: u32) -> u64 {
+    if log2 == 0xff {
+        return 0;
+    }
+    let e = u32::from(log2) % (max_log2 + 1);
+    (1u64 << e) | (bits & ((1u64 << e) - 1))
+}
+
+/// `2^(a % 64)`, or an invalid alignment for `0xfe` and `0xff`.
+fn alignment(align_log2: u8) -> u64 {
+    match align_log2 {
+        0xfe => 0,
+        0xff => 3,
+        a if a >= 0x80 => 1,
+        a => 1u64 << (a % 64),
+    }
+}
+
+fn to_op(op: &FuzzOp, capacity_log2: u32) -> Option<Op> {
+    Some(match *op {
+        FuzzOp::Allocate {
+            size_log2,
+            size_bits,
+            align_log2,
+        } => Op::Allocate {
+            size: log_uniform(size_log2, size_bits, capacity_log2 + 1),
+            align: alignment(align_log2),
+        },
+        FuzzOp::Free { pick } => Op::Free {
+            pick: usize::from(pick),
+        },
+        FuzzOp::FreeStale { pick } => Op::FreeStale {
+            pick: usize::from(pick),
+        },
+        FuzzOp::FreeForeign => Op::FreeForeign,
+        FuzzOp::Grow {
+            extra_log2,
+            extra_bits,
+        } => Op::Grow {
+            extra: if extra_log2 == 0xfe {
+                u64::MAX
+            } else {
+                log_uniform(extra_log2, extra_bits, capacity_log2)
+            },
+        },
+        FuzzOp::ReserveSlots { additional } => Op::ReserveSlots {
+            additional: u32::from(additional % 8),
+        },
+        FuzzOp::Probe { at } => Op::Probe { at },
+        FuzzOp::FinishFrame | FuzzOp::Reclaim { .. } => return None,
+    })
+}
+
+fn to_linear_op(op: &FuzzOp, capacity_log2: u32) -> LinearOp {
+    match *op {
+        FuzzOp::Allocate {
+            size_log2,
+            size_bits,
+            align_log2,
+        } => LinearOp::Allocate {
+            size: log_uniform(size_log2, size_bits, capacity_log2 + 1),
+            align: if align_log2 == 0xff {
+                3
+            } else {
+                1 << (align_log2 % 12)
+            },
+        },
+        FuzzOp::FinishFrame | FuzzOp::Free { .. } | FuzzOp::FreeStale { .. } => {
+            LinearOp::FinishFrame
+        }
+        FuzzOp::Reclaim { ahead } => LinearOp::Reclaim {
+            ahead: u64::from(ahead),
+        },
+        _ => LinearOp::Reclaim { ahead: 1 },
+    }
+}
+
+fn run_offset<const M: u32>(input: &Input, capacity: u64, capacity_log2: u32) {
+    let mut shadow = Shadow::<M>::new(capacity, u32::from(input.slots));
+    for op in input.ops.iter().filter_map(|op| to_op(op, capacity_log2)) {
+        shadow.apply(op);
+    }
+    shadow.finish();
+}
+
+fuzz_target!(|input: Input| {
+    // Capacities up to 2^41 bytes, mostly small so that they fill up.
+    let capacity_log2 = u32::from(input.capacity_log2 % 42);
+    let capacity = if input.capacity_log2 == 0xff {
+        0
+    } else {
+        log_uniform(input.capacity_log2, input.capacity_bits, 41)
+    };
+    match input.allocator % 6 {
+        0 => run_offset::<2>(&input, capacity, capacity_log2),
+        1 => run_offset::<3>(&input, capacity, capacity_log2),
+        2 => run_offset::<4>(&input, capacity, capacity_log2),
+        3 => run_offset::<5>(&input, capacity, capacity_log2),
+        4 => run_offset::<6>(&input, capacity, capacity_log2),
+        _ => {
+            // The ring: capacities up to 1 MiB.
+            let capacity = capacity.min(1 << 20);
+            let capacity_log2 = capacity_log2.min(20);
+            let mut shadow = LinearShadow::new(capacity, u32::from(input.slots % 6));
+            for op in &input.ops {
+                shadow.apply(to_linear_op(op, capacity_log2));
+            }
+            shadow.finish();
+        }
+    }
+});

@@ -1,0 +1,57 @@
+//! C-side conventions shared by the entry points: nullable strings, the
+//! two-call array idiom, and `PFN_vkVoidFunction` for typed intercepts.
+
+use std::ffi::{c_char, CStr};
+
+use ash::vk;
+
+/// `PFN_vkVoidFunction` of an intercept with the given `PFN_vk*` type.
+macro_rules! void_fn {
+    ($function:expr, $pfn:ty) => {{
+        let typed: $pfn = $function;
+        // SAFETY: function pointers all have the same size and ABI class; the
+        // loader casts the pointer back to `$pfn` by the command's name.
+        Some(unsafe { std::mem::transmute::<$pfn, unsafe extern "system" fn()>(typed) })
+    }};
+}
+pub(crate) use void_fn;
+
+/// Copies an array out through the Vulkan two-call idiom: the count when
+/// `out` is null, else up to `*count` items and `INCOMPLETE` if cut short.
+///
+/// # Safety
+/// `count` is valid; `out` is null or points at `*count` writable items.
+pub unsafe fn write_array<T: Copy>(items: &[T], count: *mut u32, out: *mut T) -> vk::Result {
+    if count.is_null() {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    let total = u32::try_from(items.len()).unwrap_or(u32::MAX);
+    if out.is_null() {
+        // SAFETY: `count` is valid and non-null.
+        unsafe { count.write(total) };
+        return vk::Result::SUCCESS;
+    }
+    // SAFETY: `count` is valid and non-null.
+    let capacity = unsafe { count.read() };
+    let written = capacity.min(total);
+    for (index, item) in items.iter().take(written as usize).enumerate() {
+        // SAFETY: `index < written <= *count`, the capacity of `out`.
+        unsafe { out.add(index).write(*item) };
+    }
+    // SAFETY: `count` is valid and non-null.
+    unsafe { count.write(written) };
+    if written < total {
+        vk::Result::INCOMPLETE
+    } else {
+        vk::Result::SUCCESS
+    }
+}
+
+/// Reads a possibly null C string.
+///
+/// # Safety
+/// `name` is null or a valid NUL-terminated string.
+pub unsafe fn c_str<'a>(name: *const c_char) -> Option<&'a CStr> {
+    // SAFETY: non-null and NUL-terminated by the contract.
+    (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) })
+}

@@ -1,0 +1,175 @@
+//! Which profile an instance gets, and its fault-injection options.
+//!
+//! The configuration is a short string, `<profile>[,<option>...]`, for example
+//! `discrete` or `mobile,fail-allocation=3,max-allocations=16`. It is read once,
+//! at `vkCreateInstance`, from the first of:
+//!
+//! 1. `VkApplicationInfo::pEngineName`, then `pApplicationName`, if either
+//!    contains the marker [`MARKER`] (`vk-suballoc-fake-memory:`): the string
+//!    is what follows the marker. This lets tests that run in parallel threads
+//!    give each instance its own profile without touching the environment.
+//! 2. The environment variable [`ENV_VAR`] (`VK_SUBALLOC_FAKE_MEMORY`).
+//!
+//! Without either, or with the profile `passthrough`, the layer changes
+//! nothing. Options:
+//! - `fail-allocation=N`: the `N`th `vkAllocateMemory` call on each device of
+//!   the instance (counting from 1) returns `ERROR_OUT_OF_DEVICE_MEMORY`.
+//!   May be given several times.
+//! - `max-allocations=N`: overrides the profile's `maxMemoryAllocationCount`.
+
+use std::fmt;
+
+use crate::profile::Profile;
+
+/// Marker that introduces a configuration in the application or engine name.
+pub const MARKER: &str = "vk-suballoc-fake-memory:";
+
+/// Environment variable read when the application info carries no marker.
+pub const ENV_VAR: &str = "VK_SUBALLOC_FAKE_MEMORY";
+
+/// The profile name that turns the layer into a pure pass-through.
+pub const PASSTHROUGH: &str = "passthrough";
+
+/// An instance's faked memory architecture and fault injection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerConfig {
+    /// The memory architecture to present.
+    pub profile: &'static Profile,
+    /// 1-based `vkAllocateMemory` call numbers (per device) that fail.
+    pub fail_allocations: Vec<u64>,
+    /// Overrides `Profile::max_memory_allocation_count`.
+    pub max_allocations: Option<u32>,
+}
+
+impl LayerConfig {
+    /// The allocation count limit in force: the override, else the profile's.
+    pub fn max_memory_allocation_count(&self) -> u32 {
+        self.max_allocations
+            .unwrap_or(self.profile.max_memory_allocation_count)
+    }
+}
+
+/// Why a configuration string was rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The profile name is none of `discrete`, `integrated`, `mobile`, `passthrough`.
+    UnknownProfile(String),
+    /// An option other than `fail-allocation` / `max-allocations`.
+    UnknownOption(String),
+    /// An option value that is not a positive integer.
+    BadNumber(String),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownProfile(name) => write!(
+                f,
+                "unknown profile {name:?} (expected discrete, integrated, mobile or {PASSTHROUGH})"
+            ),
+            Self::UnknownOption(option) => write!(
+                f,
+                "unknown option {option:?} (expected fail-allocation=N or max-allocations=N)"
+            ),
+            Self::BadNumber(option) => write!(f, "option {option:?} needs a positive integer"),
+        }
+    }
+}
+
+/// Extracts the configuration that follows [`MARKER`] in `name`, if any.
+pub fn after_marker(name: &str) -> Option<&str> {
+    name.find(MARKER).map(|at| &name[at + MARKER.len()..])
+}
+
+/// Parses a configuration string. `Ok(None)` means pass-through.
+///
+/// # Errors
+/// A [`ConfigError`] naming the part that is not understood.
+pub fn parse(spec: &str) -> Result<Option<LayerConfig>, ConfigError> {
+    let mut parts = spec.split(',').map(str::trim);
+    let name = parts.next().unwrap_or_default();
+    if name.is_empty() || name == PASSTHROUGH {
+        return Ok(None);
+    }
+    let profile =
+        Profile::by_name(name).ok_or_else(|| ConfigError::UnknownProfile(name.to_owned()))?;
+    let mut config = LayerConfig {
+        profile,
+        fail_allocations: Vec::new(),
+        max_allocations: None,
+    };
+    for option in parts.filter(|part| !part.is_empty()) {
+        let (key, value) = option
+            .split_once('=')
+            .ok_or_else(|| ConfigError::UnknownOption(option.to_owned()))?;
+        let number = value
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| ConfigError::BadNumber(option.to_owned()))?;
+        match key.trim() {
+            "fail-allocation" => config.fail_allocations.push(u64::from(number)),
+            "max-allocations" => config.max_allocations = Some(number),
+            _ => return Err(ConfigError::UnknownOption(option.to_owned())),
+        }
+    }
+    Ok(Some(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{DISCRETE, MOBILE};
+
+    #[test]
+    fn plain_profile() {
+        let config = parse("discrete").unwrap().unwrap();
+        assert_eq!(config.profile, &DISCRETE);
+    }
+
+    #[test]
+    fn options() {
+        let config =
+            parse("mobile,fail-allocation=3, fail-allocation=5,max-allocations=16").unwrap();
+        assert_eq!(
+            config,
+            Some(LayerConfig {
+                profile: &MOBILE,
+                fail_allocations: vec![3, 5],
+                max_allocations: Some(16),
+            })
+        );
+    }
+
+    #[test]
+    fn passthrough_and_errors() {
+        assert_eq!(parse(""), Ok(None));
+        assert_eq!(parse("passthrough"), Ok(None));
+        assert!(matches!(
+            parse("nvidia"),
+            Err(ConfigError::UnknownProfile(_))
+        ));
+        assert!(matches!(
+            parse("discrete,fail=1"),
+            Err(ConfigError::UnknownOption(_))
+        ));
+        assert!(matches!(
+            parse("discrete,fail-allocation=0"),
+            Err(ConfigError::BadNumber(_))
+        ));
+        assert!(matches!(
+            parse("discrete,max-allocations"),
+            Err(ConfigError::UnknownOption(_))
+        ));
+    }
+
+    #[test]
+    fn marker_is_found_anywhere_in_the_name() {
+        assert_eq!(
+            after_marker("tests vk-suballoc-fake-memory:mobile"),
+            Some("mobile")
+        );
+        assert_eq!(after_marker("vk-suballoc tests"), None);
+    }
+}

@@ -1,0 +1,185 @@
+//! `vkCreateDevice`: takes the device link, removes `VK_EXT_memory_budget`
+//! (which this layer provides) before the driver sees the extension list, and
+//! registers the device's state with the next layer's commands.
+
+use std::ffi::c_char;
+use std::sync::Arc;
+
+use ash::vk;
+
+use crate::c_interop::c_str;
+use crate::dispatch_registry::{
+    instance_state, next_device_fn, next_instance_fn, register_device, DeviceState, FakeDevice,
+    NextDeviceFns,
+};
+use crate::ffi_guard::guard;
+use crate::loader_interface::take_device_link;
+use crate::memory_accounting::AllocationBook;
+use crate::physical_device_queries::{has_memory_budget, next_device_extensions, MEMORY_BUDGET};
+
+/// `vkCreateDevice`: takes this layer's link, hides `VK_EXT_memory_budget` from
+/// the driver (unless it has it), and registers the new device.
+///
+/// # Safety
+/// The caller's arguments are valid, as Vulkan requires.
+pub unsafe extern "system" fn create_device(
+    physical_device: vk::PhysicalDevice,
+    create_info: *const vk::DeviceCreateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    device: *mut vk::Device,
+) -> vk::Result {
+    guard(
+        "vkCreateDevice",
+        vk::Result::ERROR_INITIALIZATION_FAILED,
+        || {
+            // SAFETY: the caller's arguments to vkCreateDevice.
+            unsafe { create_device_impl(physical_device, create_info, allocator, device) }
+        },
+    )
+}
+
+unsafe fn create_device_impl(
+    physical_device: vk::PhysicalDevice,
+    create_info: *const vk::DeviceCreateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    device: *mut vk::Device,
+) -> vk::Result {
+    if create_info.is_null() || device.is_null() {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    // SAFETY: a valid device create info from the loader, with our link.
+    let Some(link) = (unsafe { take_device_link(create_info) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: a live physical device, from the caller.
+    let Some(instance) = (unsafe { instance_state(physical_device) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: the next gipa with the instance the chain created.
+    let next_create: Option<vk::PFN_vkCreateDevice> = unsafe {
+        next_instance_fn(
+            link.get_instance_proc_addr,
+            instance.instance,
+            &[c"vkCreateDevice"],
+        )
+    };
+    let Some(next_create) = next_create else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: a valid, non-null create info.
+    let mut patched = unsafe { *create_info };
+    let mut kept_names: Vec<*const c_char> = Vec::new();
+    if instance.config.is_some() {
+        // SAFETY: a live physical device of this instance.
+        let real_has_budget = unsafe { next_device_extensions(&instance, physical_device) }
+            .is_ok_and(|extensions| has_memory_budget(&extensions));
+        let names: &[*const c_char] = if patched.pp_enabled_extension_names.is_null() {
+            &[]
+        } else {
+            // SAFETY: a valid create info holds `enabled_extension_count` names.
+            unsafe {
+                std::slice::from_raw_parts(
+                    patched.pp_enabled_extension_names,
+                    patched.enabled_extension_count as usize,
+                )
+            }
+        };
+        kept_names = names
+            .iter()
+            .copied()
+            .filter(|&name| {
+                // SAFETY: each enabled extension name is a NUL-terminated string.
+                real_has_budget || unsafe { c_str(name) } != Some(MEMORY_BUDGET)
+            })
+            .collect();
+        patched.enabled_extension_count = kept_names.len() as u32;
+        patched.pp_enabled_extension_names = kept_names.as_ptr();
+    }
+    // SAFETY: the caller's arguments, our extension (if any) removed; the
+    // strings and `kept_names` outlive the call.
+    let result = unsafe { next_create(physical_device, &patched, allocator, device) };
+    drop(kept_names);
+    if result != vk::Result::SUCCESS {
+        return result;
+    }
+    // SAFETY: creation succeeded, so `*device` is the new device.
+    let handle = unsafe { device.read() };
+    let gdpa = link.get_device_proc_addr;
+    // SAFETY: (all lookups) the next gdpa with the device it just created,
+    // each name paired with its own PFN type.
+    let next = unsafe {
+        NextDeviceFns {
+            destroy_device: next_device_fn(gdpa, handle, &[c"vkDestroyDevice"]),
+            allocate_memory: next_device_fn(gdpa, handle, &[c"vkAllocateMemory"]),
+            free_memory: next_device_fn(gdpa, handle, &[c"vkFreeMemory"]),
+            map_memory: next_device_fn(gdpa, handle, &[c"vkMapMemory"]),
+            map_memory2: next_device_fn(gdpa, handle, &[c"vkMapMemory2KHR"]),
+            get_buffer_memory_requirements: next_device_fn(
+                gdpa,
+                handle,
+                &[c"vkGetBufferMemoryRequirements"],
+            ),
+            get_image_memory_requirements: next_device_fn(
+                gdpa,
+                handle,
+                &[c"vkGetImageMemoryRequirements"],
+            ),
+            get_buffer_memory_requirements2: next_device_fn(
+                gdpa,
+                handle,
+                &[
+                    c"vkGetBufferMemoryRequirements2",
+                    c"vkGetBufferMemoryRequirements2KHR",
+                ],
+            ),
+            get_image_memory_requirements2: next_device_fn(
+                gdpa,
+                handle,
+                &[
+                    c"vkGetImageMemoryRequirements2",
+                    c"vkGetImageMemoryRequirements2KHR",
+                ],
+            ),
+            get_device_buffer_memory_requirements: next_device_fn(
+                gdpa,
+                handle,
+                &[
+                    c"vkGetDeviceBufferMemoryRequirements",
+                    c"vkGetDeviceBufferMemoryRequirementsKHR",
+                ],
+            ),
+            get_device_image_memory_requirements: next_device_fn(
+                gdpa,
+                handle,
+                &[
+                    c"vkGetDeviceImageMemoryRequirements",
+                    c"vkGetDeviceImageMemoryRequirementsKHR",
+                ],
+            ),
+        }
+    };
+    // SAFETY: a live physical device of this instance.
+    let physical = unsafe { instance.physical_device(physical_device) };
+    let fake = match (&instance.config, physical) {
+        (Some(config), Some(physical)) => Some(FakeDevice {
+            config: Arc::clone(config),
+            physical,
+            book: AllocationBook::default(),
+        }),
+        _ => None,
+    };
+    let state = DeviceState {
+        next_get_device_proc_addr: gdpa,
+        next,
+        fake,
+    };
+    // SAFETY: the live device just created; the terminator set its dispatch word.
+    if !unsafe { register_device(handle, state) } {
+        if let Some(destroy) = next.destroy_device {
+            // SAFETY: undo the creation we cannot track.
+            unsafe { destroy(handle, allocator) };
+        }
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    vk::Result::SUCCESS
+}

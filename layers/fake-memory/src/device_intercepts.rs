@@ -1,0 +1,471 @@
+//! Device-level entry points: memory requirements (rewritten into fake type
+//! indices and alignments), allocation (mapped onto the real type, refused
+//! past the fake limits), free (accounting) and map (refused on types that are
+//! not host-visible).
+//!
+//! `vkGetDeviceProcAddr` hands out an intercept only when the next layer has
+//! the command, so an application never sees a command its driver lacks.
+
+use std::ffi::{c_char, c_void, CStr};
+
+use ash::vk;
+
+use crate::c_interop::void_fn;
+use crate::dispatch_registry::{device_state, unregister_device, DeviceState};
+use crate::ffi_guard::guard;
+use crate::memory_type_map::ResourceKind;
+
+/// This layer's `vkGetDeviceProcAddr`.
+///
+/// # Safety
+/// Called by the loader or the layer above with a valid name and a live device.
+pub unsafe extern "system" fn get_device_proc_addr(
+    device: vk::Device,
+    name: *const c_char,
+) -> vk::PFN_vkVoidFunction {
+    // SAFETY: forwarded contract.
+    guard("vkGetDeviceProcAddr", None, || unsafe {
+        get_device_proc_addr_impl(device, name)
+    })
+}
+
+unsafe fn get_device_proc_addr_impl(
+    device: vk::Device,
+    name: *const c_char,
+) -> vk::PFN_vkVoidFunction {
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null, NUL-terminated command name from the caller.
+    let name = unsafe { CStr::from_ptr(name) };
+    // SAFETY: a live device, from the caller.
+    let state = unsafe { device_state(device) }?;
+    if name.to_bytes() == b"vkGetDeviceProcAddr" {
+        return void_fn!(get_device_proc_addr, vk::PFN_vkGetDeviceProcAddr);
+    }
+    // SAFETY: the next layer's gdpa with the device it created.
+    let next = unsafe { (state.next_get_device_proc_addr)(device, name.as_ptr()) };
+    // No intercept for a command the next layer lacks.
+    next?;
+    if name.to_bytes() == b"vkDestroyDevice" {
+        return void_fn!(destroy_device, vk::PFN_vkDestroyDevice);
+    }
+    if state.fake.is_none() {
+        return next;
+    }
+    device_intercept(name).or(next)
+}
+
+/// The intercept of a device command, core and KHR names alike.
+fn device_intercept(name: &CStr) -> vk::PFN_vkVoidFunction {
+    match name.to_bytes() {
+        b"vkAllocateMemory" => void_fn!(allocate_memory, vk::PFN_vkAllocateMemory),
+        b"vkFreeMemory" => void_fn!(free_memory, vk::PFN_vkFreeMemory),
+        b"vkMapMemory" => void_fn!(map_memory, vk::PFN_vkMapMemory),
+        b"vkMapMemory2KHR" => void_fn!(map_memory2, vk::PFN_vkMapMemory2KHR),
+        b"vkGetBufferMemoryRequirements" => {
+            void_fn!(
+                get_buffer_memory_requirements,
+                vk::PFN_vkGetBufferMemoryRequirements
+            )
+        }
+        b"vkGetImageMemoryRequirements" => {
+            void_fn!(
+                get_image_memory_requirements,
+                vk::PFN_vkGetImageMemoryRequirements
+            )
+        }
+        b"vkGetBufferMemoryRequirements2" | b"vkGetBufferMemoryRequirements2KHR" => {
+            void_fn!(
+                get_buffer_memory_requirements2,
+                vk::PFN_vkGetBufferMemoryRequirements2
+            )
+        }
+        b"vkGetImageMemoryRequirements2" | b"vkGetImageMemoryRequirements2KHR" => {
+            void_fn!(
+                get_image_memory_requirements2,
+                vk::PFN_vkGetImageMemoryRequirements2
+            )
+        }
+        b"vkGetDeviceBufferMemoryRequirements" | b"vkGetDeviceBufferMemoryRequirementsKHR" => {
+            void_fn!(
+                get_device_buffer_memory_requirements,
+                vk::PFN_vkGetDeviceBufferMemoryRequirements
+            )
+        }
+        b"vkGetDeviceImageMemoryRequirements" | b"vkGetDeviceImageMemoryRequirementsKHR" => {
+            void_fn!(
+                get_device_image_memory_requirements,
+                vk::PFN_vkGetDeviceImageMemoryRequirements
+            )
+        }
+        _ => None,
+    }
+}
+
+/// `vkDestroyDevice`: forgets the device and releases its heap usage.
+unsafe extern "system" fn destroy_device(
+    device: vk::Device,
+    allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    guard("vkDestroyDevice", (), || {
+        // SAFETY: the application's device, destroyed exactly once.
+        let Some(state) = (unsafe { unregister_device(device) }) else {
+            return;
+        };
+        if let Some(fake) = &state.fake {
+            // Leaked allocations die with the device; the validation layer
+            // reports them, the heap accounting just lets them go.
+            fake.book.release_all(&fake.physical.heap_usage);
+        }
+        if let Some(destroy) = state.next.destroy_device {
+            // SAFETY: forwarding the application's call.
+            unsafe { destroy(device, allocator) };
+        }
+    });
+}
+
+/// `vkAllocateMemory`: admits the call against the fake limits, then allocates
+/// in the real type behind the fake one.
+unsafe extern "system" fn allocate_memory(
+    device: vk::Device,
+    allocate_info: *const vk::MemoryAllocateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    memory: *mut vk::DeviceMemory,
+) -> vk::Result {
+    guard(
+        "vkAllocateMemory",
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        || {
+            // SAFETY: the caller's arguments to vkAllocateMemory.
+            unsafe { allocate_memory_impl(device, allocate_info, allocator, memory) }
+        },
+    )
+}
+
+unsafe fn allocate_memory_impl(
+    device: vk::Device,
+    allocate_info: *const vk::MemoryAllocateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    memory: *mut vk::DeviceMemory,
+) -> vk::Result {
+    // SAFETY: a live device, from the caller.
+    let Some(state) = (unsafe { device_state(device) }) else {
+        return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
+    };
+    let Some(next) = state.next.allocate_memory else {
+        return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
+    };
+    let (Some(fake), false, false) = (&state.fake, allocate_info.is_null(), memory.is_null())
+    else {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        return unsafe { next(device, allocate_info, allocator, memory) };
+    };
+    // SAFETY: non-null, valid allocate info (its pNext chain is passed on as is).
+    let mut real_info = unsafe { *allocate_info };
+    let usage = &fake.physical.heap_usage;
+    let reservation = match fake.book.reserve(
+        &fake.config,
+        usage,
+        real_info.memory_type_index,
+        real_info.allocation_size,
+    ) {
+        Ok(reservation) => reservation,
+        Err(refusal) => return refusal,
+    };
+    let Some(real_type) = fake
+        .physical
+        .type_map
+        .real_type(real_info.memory_type_index)
+    else {
+        fake.book.cancel(usage, reservation);
+        return vk::Result::ERROR_OUT_OF_DEVICE_MEMORY;
+    };
+    real_info.memory_type_index = real_type;
+    // SAFETY: the caller's allocation with the real type index.
+    let result = unsafe { next(device, &real_info, allocator, memory) };
+    if result == vk::Result::SUCCESS {
+        // SAFETY: on success the driver wrote the new handle.
+        fake.book.commit(reservation, unsafe { memory.read() });
+    } else {
+        fake.book.cancel(usage, reservation);
+    }
+    result
+}
+
+/// `vkFreeMemory`: frees, then returns the bytes to the fake heap.
+unsafe extern "system" fn free_memory(
+    device: vk::Device,
+    memory: vk::DeviceMemory,
+    allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    guard("vkFreeMemory", (), || {
+        // SAFETY: a live device, from the caller.
+        let Some(state) = (unsafe { device_state(device) }) else {
+            return;
+        };
+        if let Some(next) = state.next.free_memory {
+            // SAFETY: forwarding the caller's arguments.
+            unsafe { next(device, memory, allocator) };
+        }
+        if let Some(fake) = &state.fake {
+            fake.book.release(&fake.physical.heap_usage, memory);
+        }
+    });
+}
+
+/// `MEMORY_MAP_FAILED` when `memory` has a fake type that is not host-visible.
+fn refuse_map(state: &DeviceState, memory: vk::DeviceMemory) -> Option<vk::Result> {
+    let fake = state.fake.as_ref()?;
+    let record = fake.book.get(memory)?;
+    let memory_type = fake.config.profile.types.get(record.fake_type as usize)?;
+    (!memory_type
+        .flags
+        .contains(vk::MemoryPropertyFlags::HOST_VISIBLE))
+    .then_some(vk::Result::ERROR_MEMORY_MAP_FAILED)
+}
+
+/// `vkMapMemory`: `ERROR_MEMORY_MAP_FAILED` on a fake type that is not host-visible.
+unsafe extern "system" fn map_memory(
+    device: vk::Device,
+    memory: vk::DeviceMemory,
+    offset: vk::DeviceSize,
+    size: vk::DeviceSize,
+    flags: vk::MemoryMapFlags,
+    data: *mut *mut c_void,
+) -> vk::Result {
+    guard("vkMapMemory", vk::Result::ERROR_MEMORY_MAP_FAILED, || {
+        // SAFETY: a live device, from the caller.
+        let Some(state) = (unsafe { device_state(device) }) else {
+            return vk::Result::ERROR_MEMORY_MAP_FAILED;
+        };
+        if let Some(refusal) = refuse_map(&state, memory) {
+            return refusal;
+        }
+        let Some(next) = state.next.map_memory else {
+            return vk::Result::ERROR_MEMORY_MAP_FAILED;
+        };
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(device, memory, offset, size, flags, data) }
+    })
+}
+
+/// `vkMapMemory2KHR`: as [`map_memory`].
+unsafe extern "system" fn map_memory2(
+    device: vk::Device,
+    map_info: *const vk::MemoryMapInfoKHR<'_>,
+    data: *mut *mut c_void,
+) -> vk::Result {
+    guard(
+        "vkMapMemory2KHR",
+        vk::Result::ERROR_MEMORY_MAP_FAILED,
+        || {
+            // SAFETY: a live device, from the caller.
+            let Some(state) = (unsafe { device_state(device) }) else {
+                return vk::Result::ERROR_MEMORY_MAP_FAILED;
+            };
+            if !map_info.is_null() {
+                // SAFETY: non-null, valid map info from the caller.
+                let memory = unsafe { (*map_info).memory };
+                if let Some(refusal) = refuse_map(&state, memory) {
+                    return refusal;
+                }
+            }
+            let Some(next) = state.next.map_memory2 else {
+                return vk::Result::ERROR_MEMORY_MAP_FAILED;
+            };
+            // SAFETY: forwarding the caller's arguments.
+            unsafe { next(device, map_info, data) }
+        },
+    )
+}
+
+/// Rewrites requirements the driver just returned, if the device is faked.
+///
+/// # Safety
+/// `requirements` is null or valid for writes.
+unsafe fn patch(
+    state: &DeviceState,
+    requirements: *mut vk::MemoryRequirements,
+    kind: ResourceKind,
+) {
+    if let (Some(fake), false) = (&state.fake, requirements.is_null()) {
+        // SAFETY: non-null and valid by the contract.
+        fake.physical
+            .type_map
+            .patch_requirements(unsafe { &mut *requirements }, kind);
+    }
+}
+
+/// Runs a requirements query on the next layer, then [`patch`]es its result.
+///
+/// # Safety
+/// `device` is live; `query` calls the next layer with the caller's valid
+/// arguments and returns where the requirements were written (or null).
+unsafe fn requirements_query(
+    entry_point: &str,
+    device: vk::Device,
+    kind: ResourceKind,
+    query: impl FnOnce(&DeviceState) -> *mut vk::MemoryRequirements,
+) {
+    guard(entry_point, (), || {
+        // SAFETY: a live device, from the caller.
+        let Some(state) = (unsafe { device_state(device) }) else {
+            return;
+        };
+        let written = query(&state);
+        // SAFETY: `written` is null or the caller's output structure.
+        unsafe { patch(&state, written, kind) };
+    });
+}
+
+/// `vkGetBufferMemoryRequirements`, in fake terms.
+unsafe extern "system" fn get_buffer_memory_requirements(
+    device: vk::Device,
+    buffer: vk::Buffer,
+    requirements: *mut vk::MemoryRequirements,
+) {
+    // SAFETY: the caller's valid arguments are forwarded unchanged.
+    unsafe {
+        requirements_query(
+            "vkGetBufferMemoryRequirements",
+            device,
+            ResourceKind::Buffer,
+            |state| {
+                let Some(next) = state.next.get_buffer_memory_requirements else {
+                    return std::ptr::null_mut();
+                };
+                next(device, buffer, requirements);
+                requirements
+            },
+        );
+    }
+}
+
+/// `vkGetImageMemoryRequirements`, in fake terms.
+unsafe extern "system" fn get_image_memory_requirements(
+    device: vk::Device,
+    image: vk::Image,
+    requirements: *mut vk::MemoryRequirements,
+) {
+    // SAFETY: the caller's valid arguments are forwarded unchanged.
+    unsafe {
+        requirements_query(
+            "vkGetImageMemoryRequirements",
+            device,
+            ResourceKind::Image,
+            |state| {
+                let Some(next) = state.next.get_image_memory_requirements else {
+                    return std::ptr::null_mut();
+                };
+                next(device, image, requirements);
+                requirements
+            },
+        );
+    }
+}
+
+/// The `VkMemoryRequirements` inside a `VkMemoryRequirements2`; null for null.
+///
+/// # Safety
+/// `requirements` is null or points at a `VkMemoryRequirements2`.
+unsafe fn inner(requirements: *mut vk::MemoryRequirements2<'_>) -> *mut vk::MemoryRequirements {
+    if requirements.is_null() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: a field of the structure `requirements` points at; no reference
+    // is created.
+    unsafe { std::ptr::addr_of_mut!((*requirements).memory_requirements) }
+}
+
+/// `vkGetBufferMemoryRequirements2[KHR]`, in fake terms.
+unsafe extern "system" fn get_buffer_memory_requirements2(
+    device: vk::Device,
+    info: *const vk::BufferMemoryRequirementsInfo2<'_>,
+    requirements: *mut vk::MemoryRequirements2<'_>,
+) {
+    // SAFETY: the caller's valid arguments are forwarded unchanged.
+    unsafe {
+        requirements_query(
+            "vkGetBufferMemoryRequirements2",
+            device,
+            ResourceKind::Buffer,
+            |state| {
+                let Some(next) = state.next.get_buffer_memory_requirements2 else {
+                    return std::ptr::null_mut();
+                };
+                next(device, info, requirements);
+                inner(requirements)
+            },
+        );
+    }
+}
+
+/// `vkGetImageMemoryRequirements2[KHR]`, in fake terms.
+unsafe extern "system" fn get_image_memory_requirements2(
+    device: vk::Device,
+    info: *const vk::ImageMemoryRequirementsInfo2<'_>,
+    requirements: *mut vk::MemoryRequirements2<'_>,
+) {
+    // SAFETY: the caller's valid arguments are forwarded unchanged.
+    unsafe {
+        requirements_query(
+            "vkGetImageMemoryRequirements2",
+            device,
+            ResourceKind::Image,
+            |state| {
+                let Some(next) = state.next.get_image_memory_requirements2 else {
+                    return std::ptr::null_mut();
+                };
+                next(device, info, requirements);
+                inner(requirements)
+            },
+        );
+    }
+}
+
+/// `vkGetDeviceBufferMemoryRequirements[KHR]` (maintenance4), in fake terms.
+unsafe extern "system" fn get_device_buffer_memory_requirements(
+    device: vk::Device,
+    info: *const vk::DeviceBufferMemoryRequirements<'_>,
+    requirements: *mut vk::MemoryRequirements2<'_>,
+) {
+    // SAFETY: the caller's valid arguments are forwarded unchanged.
+    unsafe {
+        requirements_query(
+            "vkGetDeviceBufferMemoryRequirements",
+            device,
+            ResourceKind::Buffer,
+            |state| {
+                let Some(next) = state.next.get_device_buffer_memory_requirements else {
+                    return std::ptr::null_mut();
+                };
+                next(device, info, requirements);
+                inner(requirements)
+            },
+        );
+    }
+}
+
+/// `vkGetDeviceImageMemoryRequirements[KHR]` (maintenance4), in fake terms.
+unsafe extern "system" fn get_device_image_memory_requirements(
+    device: vk::Device,
+    info: *const vk::DeviceImageMemoryRequirements<'_>,
+    requirements: *mut vk::MemoryRequirements2<'_>,
+) {
+    // SAFETY: the caller's valid arguments are forwarded unchanged.
+    unsafe {
+        requirements_query(
+            "vkGetDeviceImageMemoryRequirements",
+            device,
+            ResourceKind::Image,
+            |state| {
+                let Some(next) = state.next.get_device_image_memory_requirements else {
+                    return std::ptr::null_mut();
+                };
+                next(device, info, requirements);
+                inner(requirements)
+            },
+        );
+    }
+}

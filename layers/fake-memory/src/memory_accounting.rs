@@ -1,0 +1,237 @@
+//! The layer's own bookkeeping of device memory: bytes in use per fake heap
+//! (shared by all devices of a physical device, and reported as
+//! `VK_EXT_memory_budget`'s `heapUsage`) and, per device, every live
+//! `VkDeviceMemory` with its fake type, heap and size. It decides whether an
+//! allocation is refused: the Nth call chosen for failure, the allocation count
+//! limit, or a fake heap that would overflow.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use ash::vk;
+
+use crate::config::LayerConfig;
+
+/// Locks a mutex, carrying on if another thread panicked while holding it
+/// (the data is plain counters, valid at every step).
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Bytes allocated in each fake heap of one physical device.
+#[derive(Debug, Default)]
+pub struct HeapUsage {
+    used: Mutex<[u64; vk::MAX_MEMORY_HEAPS]>,
+}
+
+impl HeapUsage {
+    /// Adds `size` to `heap` if the result stays within `capacity`.
+    pub fn try_reserve(&self, heap: u32, size: u64, capacity: u64) -> bool {
+        let mut used = lock(&self.used);
+        let Some(slot) = used.get_mut(heap as usize) else {
+            return false;
+        };
+        match slot.checked_add(size) {
+            Some(total) if total <= capacity => {
+                *slot = total;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Returns `size` bytes to `heap`.
+    pub fn release(&self, heap: u32, size: u64) {
+        if let Some(slot) = lock(&self.used).get_mut(heap as usize) {
+            *slot = slot.saturating_sub(size);
+        }
+    }
+
+    /// Current usage of every heap.
+    pub fn snapshot(&self) -> [u64; vk::MAX_MEMORY_HEAPS] {
+        *lock(&self.used)
+    }
+}
+
+/// One live allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryRecord {
+    /// The fake memory type the application asked for.
+    pub fake_type: u32,
+    /// Its fake heap.
+    pub heap: u32,
+    /// `allocationSize`.
+    pub size: u64,
+}
+
+/// An allocation admitted by [`AllocationBook::reserve`], not yet made by the
+/// driver: [`AllocationBook::commit`] or [`AllocationBook::cancel`] it.
+#[derive(Debug)]
+#[must_use]
+pub struct Reservation {
+    record: MemoryRecord,
+}
+
+#[derive(Debug, Default)]
+struct BookState {
+    live: HashMap<u64, MemoryRecord>,
+    in_flight: u32,
+    calls: u64,
+}
+
+/// Live allocations of one device.
+#[derive(Debug, Default)]
+pub struct AllocationBook {
+    state: Mutex<BookState>,
+}
+
+impl AllocationBook {
+    /// Admits or refuses a `vkAllocateMemory` call of `size` bytes in fake
+    /// type `fake_type`, in this order: a call chosen by `fail-allocation`
+    /// and an unknown type give `ERROR_OUT_OF_DEVICE_MEMORY`, the count limit
+    /// `ERROR_TOO_MANY_OBJECTS`, a full heap `ERROR_OUT_OF_DEVICE_MEMORY`.
+    ///
+    /// # Errors
+    /// The `vk::Result` the layer returns instead of calling the driver.
+    pub fn reserve(
+        &self,
+        config: &LayerConfig,
+        usage: &HeapUsage,
+        fake_type: u32,
+        size: u64,
+    ) -> Result<Reservation, vk::Result> {
+        let mut state = lock(&self.state);
+        state.calls += 1;
+        if config.fail_allocations.contains(&state.calls) {
+            return Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
+        }
+        let Some(memory_type) = config.profile.types.get(fake_type as usize) else {
+            return Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
+        };
+        let Some(heap) = config.profile.heaps.get(memory_type.heap as usize) else {
+            return Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
+        };
+        let count = state.live.len().saturating_add(state.in_flight as usize);
+        if count >= config.max_memory_allocation_count() as usize {
+            return Err(vk::Result::ERROR_TOO_MANY_OBJECTS);
+        }
+        if !usage.try_reserve(memory_type.heap, size, heap.size) {
+            return Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
+        }
+        state.in_flight += 1;
+        Ok(Reservation {
+            record: MemoryRecord {
+                fake_type,
+                heap: memory_type.heap,
+                size,
+            },
+        })
+    }
+
+    /// Records the allocation the driver made for `reservation`.
+    pub fn commit(&self, reservation: Reservation, memory: vk::DeviceMemory) {
+        let mut state = lock(&self.state);
+        state.in_flight = state.in_flight.saturating_sub(1);
+        state
+            .live
+            .insert(ash::vk::Handle::as_raw(memory), reservation.record);
+    }
+
+    /// Undoes `reservation` after the driver refused the allocation.
+    pub fn cancel(&self, usage: &HeapUsage, reservation: Reservation) {
+        let mut state = lock(&self.state);
+        state.in_flight = state.in_flight.saturating_sub(1);
+        usage.release(reservation.record.heap, reservation.record.size);
+    }
+
+    /// Forgets a freed allocation and returns its bytes to its heap.
+    pub fn release(&self, usage: &HeapUsage, memory: vk::DeviceMemory) -> Option<MemoryRecord> {
+        let record = lock(&self.state)
+            .live
+            .remove(&ash::vk::Handle::as_raw(memory))?;
+        usage.release(record.heap, record.size);
+        Some(record)
+    }
+
+    /// The record of a live allocation.
+    pub fn get(&self, memory: vk::DeviceMemory) -> Option<MemoryRecord> {
+        lock(&self.state)
+            .live
+            .get(&ash::vk::Handle::as_raw(memory))
+            .copied()
+    }
+
+    /// Releases every allocation still live (the device is being destroyed).
+    pub fn release_all(&self, usage: &HeapUsage) {
+        for (_, record) in lock(&self.state).live.drain() {
+            usage.release(record.heap, record.size);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+    use ash::vk::Handle;
+
+    fn config(spec: &str) -> LayerConfig {
+        parse(spec).unwrap().unwrap()
+    }
+
+    #[test]
+    fn heap_capacity_is_enforced_and_freed_bytes_return() {
+        let config = config("mobile");
+        let usage = HeapUsage::default();
+        let book = AllocationBook::default();
+        let heap = config.profile.heaps[0].size;
+        let first = book.reserve(&config, &usage, 0, heap / 2 + 1).unwrap();
+        book.commit(first, vk::DeviceMemory::from_raw(1));
+        assert_eq!(
+            book.reserve(&config, &usage, 1, heap / 2).err(),
+            Some(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY)
+        );
+        assert!(book
+            .release(&usage, vk::DeviceMemory::from_raw(1))
+            .is_some());
+        assert_eq!(usage.snapshot()[0], 0);
+        assert!(book.reserve(&config, &usage, 1, heap / 2).is_ok());
+    }
+
+    #[test]
+    fn count_limit_and_nth_failure() {
+        let config = config("discrete,max-allocations=2,fail-allocation=2");
+        let usage = HeapUsage::default();
+        let book = AllocationBook::default();
+        let mut results = Vec::new();
+        for handle in 1..=4u64 {
+            match book.reserve(&config, &usage, 0, 64) {
+                Ok(reservation) => {
+                    book.commit(reservation, vk::DeviceMemory::from_raw(handle));
+                    results.push(vk::Result::SUCCESS);
+                }
+                Err(error) => results.push(error),
+            }
+        }
+        assert_eq!(
+            results,
+            [
+                vk::Result::SUCCESS,
+                vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
+                vk::Result::SUCCESS,
+                vk::Result::ERROR_TOO_MANY_OBJECTS,
+            ]
+        );
+    }
+
+    #[test]
+    fn cancelled_reservations_release_their_bytes() {
+        let config = config("discrete");
+        let usage = HeapUsage::default();
+        let book = AllocationBook::default();
+        let reservation = book.reserve(&config, &usage, 3, 1000).unwrap();
+        assert_eq!(usage.snapshot()[2], 1000);
+        book.cancel(&usage, reservation);
+        assert_eq!(usage.snapshot()[2], 0);
+    }
+}

@@ -1,0 +1,161 @@
+//! How fake memory types stand on the real device's types.
+//!
+//! Every fake type is backed by one real type: the first real type that has
+//! the host-visibility and coherence the fake one promises (so a mapped fake
+//! type is really mappable), preferring the one that shares most of its other
+//! flags. On lavapipe every fake type lands on its single type.
+//!
+//! Memory requirements come back from the driver in real type indices; the
+//! layer rewrites `memoryTypeBits` to the fake types whose backing real type
+//! the driver allowed (and, for images, that the profile lets hold images),
+//! and raises `alignment` to the profile's minimum.
+
+use ash::vk;
+
+use crate::profile::Profile;
+
+/// The kind of resource a memory requirement is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResourceKind {
+    /// A `VkBuffer`.
+    Buffer,
+    /// A `VkImage`.
+    Image,
+}
+
+/// Fake-to-real memory type mapping of one physical device.
+#[derive(Debug, Clone)]
+pub struct MemoryTypeMap {
+    profile: &'static Profile,
+    /// Real type backing each fake type; `None` when the device has no type
+    /// that can back it (such a type is never offered).
+    real_type: Vec<Option<u32>>,
+}
+
+impl MemoryTypeMap {
+    /// Maps `profile`'s types onto the real device's `real` memory properties.
+    pub fn new(profile: &'static Profile, real: &vk::PhysicalDeviceMemoryProperties) -> Self {
+        let count = (real.memory_type_count as usize).min(vk::MAX_MEMORY_TYPES);
+        let real_types = &real.memory_types[..count];
+        let must_match =
+            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let real_type = profile
+            .types
+            .iter()
+            .map(|fake| {
+                let needed = fake.flags & must_match;
+                real_types
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, t)| {
+                        t.property_flags.contains(needed)
+                            && !t
+                                .property_flags
+                                .contains(vk::MemoryPropertyFlags::PROTECTED)
+                    })
+                    .max_by_key(|(index, t)| {
+                        // Most shared flags first, then the lowest index.
+                        let shared = (t.property_flags & fake.flags).as_raw().count_ones();
+                        (shared, usize::MAX - index)
+                    })
+                    .and_then(|(index, _)| u32::try_from(index).ok())
+            })
+            .collect();
+        Self { profile, real_type }
+    }
+
+    /// The real type index behind fake type `fake_index`, if it exists.
+    pub fn real_type(&self, fake_index: u32) -> Option<u32> {
+        self.real_type.get(fake_index as usize).copied().flatten()
+    }
+
+    /// Fake `memoryTypeBits` for a resource whose real bits are `real_bits`.
+    pub fn fake_type_bits(&self, real_bits: u32, kind: ResourceKind) -> u32 {
+        let mut bits = 0;
+        for (index, (fake, real)) in self.profile.types.iter().zip(&self.real_type).enumerate() {
+            let backed = real.is_some_and(|real| real < 32 && real_bits & (1 << real) != 0);
+            let allowed = kind == ResourceKind::Buffer || fake.images;
+            if backed && allowed && index < 32 {
+                bits |= 1 << index;
+            }
+        }
+        bits
+    }
+
+    /// Rewrites driver-reported requirements into the profile's terms.
+    pub fn patch_requirements(
+        &self,
+        requirements: &mut vk::MemoryRequirements,
+        kind: ResourceKind,
+    ) {
+        requirements.memory_type_bits = self.fake_type_bits(requirements.memory_type_bits, kind);
+        let minimum = match kind {
+            ResourceKind::Buffer => self.profile.min_buffer_alignment,
+            ResourceKind::Image => self.profile.min_image_alignment,
+        };
+        requirements.alignment = requirements.alignment.max(minimum);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{DISCRETE, MOBILE};
+
+    fn lavapipe_like() -> vk::PhysicalDeviceMemoryProperties {
+        let mut properties = vk::PhysicalDeviceMemoryProperties {
+            memory_type_count: 1,
+            memory_heap_count: 1,
+            ..Default::default()
+        };
+        properties.memory_types[0] = vk::MemoryType {
+            property_flags: vk::MemoryPropertyFlags::DEVICE_LOCAL
+                | vk::MemoryPropertyFlags::HOST_VISIBLE
+                | vk::MemoryPropertyFlags::HOST_COHERENT
+                | vk::MemoryPropertyFlags::HOST_CACHED,
+            heap_index: 0,
+        };
+        properties
+    }
+
+    #[test]
+    fn every_fake_type_lands_on_lavapipes_single_type() {
+        let map = MemoryTypeMap::new(&DISCRETE, &lavapipe_like());
+        for index in 0..DISCRETE.types.len() as u32 {
+            assert_eq!(map.real_type(index), Some(0));
+        }
+        assert_eq!(map.real_type(DISCRETE.types.len() as u32), None);
+    }
+
+    #[test]
+    fn images_skip_host_only_types() {
+        let map = MemoryTypeMap::new(&DISCRETE, &lavapipe_like());
+        assert_eq!(map.fake_type_bits(1, ResourceKind::Buffer), 0b1111);
+        assert_eq!(map.fake_type_bits(1, ResourceKind::Image), 0b1001);
+        assert_eq!(map.fake_type_bits(0, ResourceKind::Buffer), 0);
+    }
+
+    #[test]
+    fn alignment_is_raised_never_lowered() {
+        let map = MemoryTypeMap::new(&MOBILE, &lavapipe_like());
+        let mut requirements = vk::MemoryRequirements {
+            size: 100,
+            alignment: 16,
+            memory_type_bits: 1,
+        };
+        map.patch_requirements(&mut requirements, ResourceKind::Image);
+        assert_eq!(requirements.alignment, MOBILE.min_image_alignment);
+        requirements.alignment = 1 << 20;
+        map.patch_requirements(&mut requirements, ResourceKind::Buffer);
+        assert_eq!(requirements.alignment, 1 << 20);
+    }
+
+    #[test]
+    fn a_type_without_a_host_visible_backing_is_never_offered() {
+        let mut device_local_only = lavapipe_like();
+        device_local_only.memory_types[0].property_flags = vk::MemoryPropertyFlags::DEVICE_LOCAL;
+        let map = MemoryTypeMap::new(&DISCRETE, &device_local_only);
+        assert_eq!(map.real_type(1), None);
+        assert_eq!(map.fake_type_bits(1, ResourceKind::Buffer), 0b0001);
+    }
+}

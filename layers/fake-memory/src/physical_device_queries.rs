@@ -1,0 +1,294 @@
+//! Physical-device queries that describe the memory architecture: memory
+//! properties (with `VK_EXT_memory_budget` filled from the layer's own
+//! accounting), properties (device type and limits), and device extensions
+//! (`VK_EXT_memory_budget` advertised).
+
+use std::ffi::{c_char, CStr};
+
+use ash::vk;
+
+use crate::c_interop::{c_str, write_array};
+use crate::config::LayerConfig;
+use crate::dispatch_registry::{instance_state, InstanceState};
+use crate::ffi_guard::guard;
+use crate::LAYER_NAME;
+
+/// Overwrites the limits and device type the profile fakes.
+fn patch_properties(config: &LayerConfig, properties: &mut vk::PhysicalDeviceProperties) {
+    let limits = &mut properties.limits;
+    let profile = config.profile;
+    properties.device_type = profile.device_type;
+    limits.buffer_image_granularity = limits
+        .buffer_image_granularity
+        .max(profile.buffer_image_granularity);
+    limits.non_coherent_atom_size = limits
+        .non_coherent_atom_size
+        .max(profile.non_coherent_atom_size);
+    limits.max_memory_allocation_count = limits
+        .max_memory_allocation_count
+        .min(config.max_memory_allocation_count());
+}
+
+/// `vkGetPhysicalDeviceProperties` with the profile's device type and limits.
+///
+/// # Safety
+/// The caller's arguments are valid, as Vulkan requires.
+pub unsafe extern "system" fn get_physical_device_properties(
+    physical_device: vk::PhysicalDevice,
+    properties: *mut vk::PhysicalDeviceProperties,
+) {
+    guard("vkGetPhysicalDeviceProperties", (), || {
+        // SAFETY: a live physical device, from the caller.
+        let Some(state) = (unsafe { instance_state(physical_device) }) else {
+            return;
+        };
+        let Some(next) = state.next.get_physical_device_properties else {
+            return;
+        };
+        // SAFETY: forwarding the caller's valid arguments.
+        unsafe { next(physical_device, properties) };
+        if let (Some(config), false) = (&state.config, properties.is_null()) {
+            // SAFETY: non-null output the driver just filled.
+            patch_properties(config, unsafe { &mut *properties });
+        }
+    });
+}
+
+/// `vkGetPhysicalDeviceProperties2[KHR]` with the profile's device type and limits.
+///
+/// # Safety
+/// The caller's arguments are valid, as Vulkan requires.
+pub unsafe extern "system" fn get_physical_device_properties2(
+    physical_device: vk::PhysicalDevice,
+    properties: *mut vk::PhysicalDeviceProperties2<'_>,
+) {
+    guard("vkGetPhysicalDeviceProperties2", (), || {
+        // SAFETY: a live physical device, from the caller.
+        let Some(state) = (unsafe { instance_state(physical_device) }) else {
+            return;
+        };
+        let Some(next) = state.next.get_physical_device_properties2 else {
+            return;
+        };
+        // SAFETY: forwarding the caller's valid arguments.
+        unsafe { next(physical_device, properties) };
+        if let (Some(config), false) = (&state.config, properties.is_null()) {
+            // SAFETY: non-null output the driver just filled.
+            patch_properties(config, unsafe { &mut (*properties).properties });
+        }
+    });
+}
+
+/// `vkGetPhysicalDeviceMemoryProperties`: the profile's heaps and types.
+///
+/// # Safety
+/// The caller's arguments are valid, as Vulkan requires.
+pub unsafe extern "system" fn get_physical_device_memory_properties(
+    physical_device: vk::PhysicalDevice,
+    properties: *mut vk::PhysicalDeviceMemoryProperties,
+) {
+    guard("vkGetPhysicalDeviceMemoryProperties", (), || {
+        // SAFETY: a live physical device, from the caller.
+        let Some(state) = (unsafe { instance_state(physical_device) }) else {
+            return;
+        };
+        match (&state.config, properties.is_null()) {
+            // SAFETY: non-null output structure from the caller.
+            (Some(config), false) => unsafe {
+                properties.write(config.profile.memory_properties())
+            },
+            _ => {
+                if let Some(next) = state.next.get_physical_device_memory_properties {
+                    // SAFETY: forwarding the caller's valid arguments.
+                    unsafe { next(physical_device, properties) };
+                }
+            }
+        }
+    });
+}
+
+/// `vkGetPhysicalDeviceMemoryProperties2[KHR]`: the profile's heaps and types,
+/// and `VkPhysicalDeviceMemoryBudgetPropertiesEXT` from the layer's accounting
+/// (budget = heap size, usage = bytes allocated through the layer).
+///
+/// # Safety
+/// The caller's arguments are valid, as Vulkan requires.
+pub unsafe extern "system" fn get_physical_device_memory_properties2(
+    physical_device: vk::PhysicalDevice,
+    properties: *mut vk::PhysicalDeviceMemoryProperties2<'_>,
+) {
+    guard("vkGetPhysicalDeviceMemoryProperties2", (), || {
+        // SAFETY: a live physical device, from the caller.
+        let Some(state) = (unsafe { instance_state(physical_device) }) else {
+            return;
+        };
+        let Some(next) = state.next.get_physical_device_memory_properties2 else {
+            return;
+        };
+        // SAFETY: forwarding the caller's valid arguments; drivers ignore
+        // chained structures they do not know (such as the budget one).
+        unsafe { next(physical_device, properties) };
+        let Some(config) = &state.config else { return };
+        if properties.is_null() {
+            return;
+        }
+        // SAFETY: a live physical device of this instance.
+        let physical = unsafe { state.physical_device(physical_device) };
+        let usage = physical
+            .map(|p| p.heap_usage.snapshot())
+            .unwrap_or_default();
+        // SAFETY: non-null, valid output structure from the caller.
+        let properties = unsafe { &mut *properties };
+        properties.memory_properties = config.profile.memory_properties();
+        let mut next_struct = properties.p_next.cast::<vk::BaseOutStructure<'_>>();
+        while !next_struct.is_null() {
+            // SAFETY: every structure in a valid pNext chain starts with sType, pNext.
+            let (s_type, following) = unsafe { ((*next_struct).s_type, (*next_struct).p_next) };
+            if s_type == vk::StructureType::PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT {
+                // SAFETY: the sType identifies the structure.
+                let budget = unsafe {
+                    &mut *next_struct.cast::<vk::PhysicalDeviceMemoryBudgetPropertiesEXT<'_>>()
+                };
+                budget.heap_budget = [0; vk::MAX_MEMORY_HEAPS];
+                budget.heap_usage = [0; vk::MAX_MEMORY_HEAPS];
+                for (index, heap) in config
+                    .profile
+                    .heaps
+                    .iter()
+                    .enumerate()
+                    .take(vk::MAX_MEMORY_HEAPS)
+                {
+                    budget.heap_budget[index] = heap.size;
+                    budget.heap_usage[index] = usage[index];
+                }
+            }
+            next_struct = following;
+        }
+    });
+}
+
+/// `VK_EXT_memory_budget`, the extension this layer provides.
+pub const MEMORY_BUDGET: &CStr = vk::EXT_MEMORY_BUDGET_NAME;
+
+/// `VkExtensionProperties` of `VK_EXT_memory_budget`, which this layer provides.
+fn memory_budget_extension() -> vk::ExtensionProperties {
+    let mut properties = vk::ExtensionProperties {
+        spec_version: vk::EXT_MEMORY_BUDGET_SPEC_VERSION,
+        ..Default::default()
+    };
+    for (slot, byte) in properties
+        .extension_name
+        .iter_mut()
+        .zip(MEMORY_BUDGET.to_bytes())
+    {
+        *slot = *byte as c_char;
+    }
+    properties
+}
+
+/// The next layer's device extensions of `physical_device`.
+///
+/// # Safety
+/// `physical_device` is a live physical device of `state`'s instance.
+pub unsafe fn next_device_extensions(
+    state: &InstanceState,
+    physical_device: vk::PhysicalDevice,
+) -> Result<Vec<vk::ExtensionProperties>, vk::Result> {
+    let next = state
+        .next
+        .enumerate_device_extension_properties
+        .ok_or(vk::Result::ERROR_INITIALIZATION_FAILED)?;
+    loop {
+        let mut count = 0;
+        // SAFETY: count query with valid pointers.
+        let result = unsafe {
+            next(
+                physical_device,
+                std::ptr::null(),
+                &mut count,
+                std::ptr::null_mut(),
+            )
+        };
+        if result != vk::Result::SUCCESS {
+            return Err(result);
+        }
+        let mut extensions = vec![vk::ExtensionProperties::default(); count as usize];
+        // SAFETY: `extensions` has room for `count` items.
+        let result = unsafe {
+            next(
+                physical_device,
+                std::ptr::null(),
+                &mut count,
+                extensions.as_mut_ptr(),
+            )
+        };
+        match result {
+            vk::Result::SUCCESS => {
+                extensions.truncate(count as usize);
+                return Ok(extensions);
+            }
+            vk::Result::INCOMPLETE => continue,
+            error => return Err(error),
+        }
+    }
+}
+
+/// Whether `extensions` lists `VK_EXT_memory_budget`.
+pub fn has_memory_budget(extensions: &[vk::ExtensionProperties]) -> bool {
+    extensions.iter().any(|e| {
+        e.extension_name_as_c_str()
+            .is_ok_and(|name| name == MEMORY_BUDGET)
+    })
+}
+
+/// `vkEnumerateDeviceExtensionProperties`: the driver's list plus
+/// `VK_EXT_memory_budget`; for this layer's name, `VK_EXT_memory_budget` alone.
+///
+/// # Safety
+/// The caller's arguments are valid, as Vulkan requires.
+pub unsafe extern "system" fn enumerate_device_extension_properties(
+    physical_device: vk::PhysicalDevice,
+    layer_name: *const c_char,
+    count: *mut u32,
+    properties: *mut vk::ExtensionProperties,
+) -> vk::Result {
+    guard(
+        "vkEnumerateDeviceExtensionProperties",
+        vk::Result::ERROR_INITIALIZATION_FAILED,
+        || {
+            // SAFETY: a live physical device, from the caller.
+            let Some(state) = (unsafe { instance_state(physical_device) }) else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            // SAFETY: null or the NUL-terminated layer name of the caller.
+            let layer = unsafe { c_str(layer_name) };
+            if layer == Some(LAYER_NAME) {
+                let own = [memory_budget_extension()];
+                let own = if state.config.is_some() {
+                    &own[..]
+                } else {
+                    &[]
+                };
+                // SAFETY: the caller's valid count and array.
+                return unsafe { write_array(own, count, properties) };
+            }
+            let Some(next) = state.next.enumerate_device_extension_properties else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            if layer.is_some() || state.config.is_none() {
+                // SAFETY: forwarding the caller's valid arguments.
+                return unsafe { next(physical_device, layer_name, count, properties) };
+            }
+            // SAFETY: a live physical device of this instance.
+            let mut extensions = match unsafe { next_device_extensions(&state, physical_device) } {
+                Ok(extensions) => extensions,
+                Err(error) => return error,
+            };
+            if !has_memory_budget(&extensions) {
+                extensions.push(memory_budget_extension());
+            }
+            // SAFETY: the caller's valid count and array.
+            unsafe { write_array(&extensions, count, properties) }
+        },
+    )
+}

@@ -1,0 +1,264 @@
+//! The memory architectures the layer can fake.
+//!
+//! A profile is the part of a GPU's description an allocator depends on: its
+//! memory heaps (how much memory, device-local or not), its memory types (which
+//! heap, which property flags, whether optimal images may live there) and the
+//! limits that govern placement: `bufferImageGranularity` (linear and optimal
+//! resources must not share a page of that size), `nonCoherentAtomSize` (the
+//! unit of flushes and invalidates on non-coherent memory),
+//! `maxMemoryAllocationCount` and the minimum alignments of buffers and images.
+//! The figures are modelled on real devices but rounded for tests.
+
+use ash::vk;
+
+const MIB: u64 = 1024 * 1024;
+const GIB: u64 = 1024 * MIB;
+
+/// One fake memory heap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FakeHeap {
+    /// Capacity; allocations past it fail with `ERROR_OUT_OF_DEVICE_MEMORY`.
+    pub size: u64,
+    /// `VkMemoryHeapFlags` reported for the heap.
+    pub flags: vk::MemoryHeapFlags,
+}
+
+/// One fake memory type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FakeType {
+    /// `VkMemoryPropertyFlags` reported for the type.
+    pub flags: vk::MemoryPropertyFlags,
+    /// Index into the profile's heaps.
+    pub heap: u32,
+    /// Whether image memory requirements offer this type (buffers always may).
+    pub images: bool,
+}
+
+/// A complete fake memory architecture.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Profile {
+    /// Name used in the configuration string (`discrete`, `integrated`, `mobile`).
+    pub name: &'static str,
+    /// `VkPhysicalDeviceProperties::deviceType` reported by the layer.
+    pub device_type: vk::PhysicalDeviceType,
+    /// Heaps, at most `VK_MAX_MEMORY_HEAPS`.
+    pub heaps: &'static [FakeHeap],
+    /// Types, at most `VK_MAX_MEMORY_TYPES`.
+    pub types: &'static [FakeType],
+    /// `VkPhysicalDeviceLimits::bufferImageGranularity`.
+    pub buffer_image_granularity: u64,
+    /// `VkPhysicalDeviceLimits::nonCoherentAtomSize`.
+    pub non_coherent_atom_size: u64,
+    /// `VkPhysicalDeviceLimits::maxMemoryAllocationCount`.
+    pub max_memory_allocation_count: u32,
+    /// Lowest alignment reported in buffer memory requirements.
+    pub min_buffer_alignment: u64,
+    /// Lowest alignment reported in image memory requirements.
+    pub min_image_alignment: u64,
+}
+
+const DEVICE_LOCAL: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::DEVICE_LOCAL;
+const HOST_VISIBLE: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::HOST_VISIBLE;
+const HOST_COHERENT: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::HOST_COHERENT;
+const HOST_CACHED: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::HOST_CACHED;
+const HEAP_DEVICE_LOCAL: vk::MemoryHeapFlags = vk::MemoryHeapFlags::DEVICE_LOCAL;
+
+/// The union of property flags, usable in constants (ash's `|` is not `const`).
+const fn all(flags: &[vk::MemoryPropertyFlags]) -> vk::MemoryPropertyFlags {
+    let mut bits = 0;
+    let mut i = 0;
+    while i < flags.len() {
+        bits |= flags[i].as_raw();
+        i += 1;
+    }
+    vk::MemoryPropertyFlags::from_raw(bits)
+}
+
+/// A discrete GPU: 1 GiB of VRAM, 2 GiB of system memory and a 256 MiB
+/// device-local, host-visible BAR window. Host memory types do not take
+/// optimal images.
+pub const DISCRETE: Profile = Profile {
+    name: "discrete",
+    device_type: vk::PhysicalDeviceType::DISCRETE_GPU,
+    heaps: &[
+        FakeHeap {
+            size: GIB,
+            flags: HEAP_DEVICE_LOCAL,
+        },
+        FakeHeap {
+            size: 2 * GIB,
+            flags: vk::MemoryHeapFlags::empty(),
+        },
+        FakeHeap {
+            size: 256 * MIB,
+            flags: HEAP_DEVICE_LOCAL,
+        },
+    ],
+    types: &[
+        FakeType {
+            flags: DEVICE_LOCAL,
+            heap: 0,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[HOST_VISIBLE, HOST_COHERENT]),
+            heap: 1,
+            images: false,
+        },
+        FakeType {
+            flags: all(&[HOST_VISIBLE, HOST_CACHED]),
+            heap: 1,
+            images: false,
+        },
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, HOST_VISIBLE, HOST_COHERENT]),
+            heap: 2,
+            images: true,
+        },
+    ],
+    buffer_image_granularity: 1024,
+    non_coherent_atom_size: 256,
+    max_memory_allocation_count: 4096,
+    min_buffer_alignment: 256,
+    min_image_alignment: 4096,
+};
+
+/// An integrated GPU: one 2 GiB device-local heap shared with the host; every
+/// type is device-local, the host-visible ones coherent.
+pub const INTEGRATED: Profile = Profile {
+    name: "integrated",
+    device_type: vk::PhysicalDeviceType::INTEGRATED_GPU,
+    heaps: &[FakeHeap {
+        size: 2 * GIB,
+        flags: HEAP_DEVICE_LOCAL,
+    }],
+    types: &[
+        FakeType {
+            flags: DEVICE_LOCAL,
+            heap: 0,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, HOST_VISIBLE, HOST_COHERENT]),
+            heap: 0,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, HOST_VISIBLE, HOST_COHERENT, HOST_CACHED]),
+            heap: 0,
+            images: true,
+        },
+    ],
+    buffer_image_granularity: 64,
+    non_coherent_atom_size: 64,
+    max_memory_allocation_count: 4096,
+    min_buffer_alignment: 64,
+    min_image_alignment: 4096,
+};
+
+/// A mobile GPU: one small (256 MiB) unified heap; the first host-visible type
+/// is cached and not coherent, so a missing flush or invalidate is caught.
+pub const MOBILE: Profile = Profile {
+    name: "mobile",
+    device_type: vk::PhysicalDeviceType::INTEGRATED_GPU,
+    heaps: &[FakeHeap {
+        size: 256 * MIB,
+        flags: HEAP_DEVICE_LOCAL,
+    }],
+    types: &[
+        FakeType {
+            flags: DEVICE_LOCAL,
+            heap: 0,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, HOST_VISIBLE, HOST_CACHED]),
+            heap: 0,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, HOST_VISIBLE, HOST_COHERENT]),
+            heap: 0,
+            images: true,
+        },
+    ],
+    buffer_image_granularity: 4096,
+    non_coherent_atom_size: 128,
+    max_memory_allocation_count: 1024,
+    min_buffer_alignment: 64,
+    min_image_alignment: 4096,
+};
+
+/// Every profile, for lookup by name.
+pub const ALL: [&Profile; 3] = [&DISCRETE, &INTEGRATED, &MOBILE];
+
+/// Checked at compile time: every profile fits Vulkan's fixed-size arrays,
+/// points its types at existing heaps and uses power-of-two limits.
+const _VALID_PROFILES: () = {
+    let mut p = 0;
+    while p < ALL.len() {
+        let profile = ALL[p];
+        assert!(profile.heaps.len() <= vk::MAX_MEMORY_HEAPS);
+        assert!(profile.types.len() <= vk::MAX_MEMORY_TYPES);
+        let mut t = 0;
+        while t < profile.types.len() {
+            assert!((profile.types[t].heap as usize) < profile.heaps.len());
+            t += 1;
+        }
+        assert!(profile.buffer_image_granularity.is_power_of_two());
+        assert!(profile.non_coherent_atom_size.is_power_of_two());
+        assert!(profile.min_buffer_alignment.is_power_of_two());
+        assert!(profile.min_image_alignment.is_power_of_two());
+        p += 1;
+    }
+};
+
+impl Profile {
+    /// Looks a profile up by its configuration name.
+    pub fn by_name(name: &str) -> Option<&'static Profile> {
+        ALL.into_iter().find(|profile| profile.name == name)
+    }
+
+    /// The fake `VkPhysicalDeviceMemoryProperties`.
+    pub fn memory_properties(&self) -> vk::PhysicalDeviceMemoryProperties {
+        let mut properties = vk::PhysicalDeviceMemoryProperties::default();
+        for (slot, heap) in properties.memory_heaps.iter_mut().zip(self.heaps) {
+            *slot = vk::MemoryHeap {
+                size: heap.size,
+                flags: heap.flags,
+            };
+        }
+        for (slot, memory_type) in properties.memory_types.iter_mut().zip(self.types) {
+            *slot = vk::MemoryType {
+                property_flags: memory_type.flags,
+                heap_index: memory_type.heap,
+            };
+        }
+        // Both lengths are checked against the array sizes at compile time.
+        properties.memory_heap_count = self.heaps.len() as u32;
+        properties.memory_type_count = self.types.len() as u32;
+        properties
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for profile in ALL {
+            assert_eq!(Profile::by_name(profile.name), Some(profile));
+        }
+        assert_eq!(Profile::by_name("lavapipe"), None);
+    }
+
+    #[test]
+    fn discrete_has_a_non_coherent_type_and_a_device_local_only_type() {
+        let properties = DISCRETE.memory_properties();
+        let types = &properties.memory_types[..properties.memory_type_count as usize];
+        assert!(types.iter().any(|t| t.property_flags.contains(HOST_VISIBLE)
+            && !t.property_flags.contains(HOST_COHERENT)));
+        assert!(types.iter().any(|t| t.property_flags == DEVICE_LOCAL));
+    }
+}

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Runs a command with the Vulkan stack the tests need:
+#
+#   scripts/with-vulkan.sh <command...>      e.g. scripts/with-vulkan.sh cargo test
+#
+# 1. Checks for the Vulkan loader (libvulkan.so.1), lavapipe (Mesa's CPU
+#    driver) and the Khronos validation layer. When one is missing it installs
+#    them with apt-get if run as root, else prints what to install and fails.
+# 2. Builds the fake-memory test layer (cargo build -p vk-fake-memory-layer),
+#    writes its manifest into <target>/debug/fake-memory-layer/ and adds that
+#    folder to VK_ADD_LAYER_PATH, so the loader finds it next to the system's
+#    layers (VK_LAYER_PATH would hide those).
+# 3. Execs the command.
+set -euo pipefail
+
+if [ "$#" -eq 0 ]; then
+    echo "usage: scripts/with-vulkan.sh <command...>" >&2
+    exit 2
+fi
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+packages=(mesa-vulkan-drivers vulkan-validationlayers libvulkan1)
+
+# Folders the loader searches for driver and layer manifests.
+vulkan_data_dirs() {
+    local dirs="${XDG_DATA_DIRS:-/usr/local/share:/usr/share}"
+    printf '%s\n' /etc/vulkan /usr/local/share/vulkan /usr/share/vulkan
+    local dir
+    IFS=: read -r -a data <<< "$dirs"
+    for dir in "${data[@]}"; do
+        [ -n "$dir" ] && printf '%s\n' "$dir/vulkan"
+    done
+}
+
+# Succeeds when a file matching $2 exists in subfolder $1 of a Vulkan data dir.
+has_manifest() {
+    local subdir="$1" pattern="$2" dir
+    while read -r dir; do
+        if compgen -G "$dir/$subdir/$pattern" > /dev/null; then
+            return 0
+        fi
+    done < <(vulkan_data_dirs)
+    return 1
+}
+
+has_loader() {
+    if command -v ldconfig > /dev/null && ldconfig -p 2> /dev/null | grep -q 'libvulkan\.so\.1'; then
+        return 0
+    fi
+    if [ -x /sbin/ldconfig ] && /sbin/ldconfig -p 2> /dev/null | grep -q 'libvulkan\.so\.1'; then
+        return 0
+    fi
+    compgen -G '/usr/lib/*/libvulkan.so.1' > /dev/null \
+        || compgen -G '/usr/lib*/libvulkan.so.1' > /dev/null \
+        || compgen -G '/usr/local/lib*/libvulkan.so.1' > /dev/null
+}
+
+missing_parts() {
+    has_loader || echo "the Vulkan loader (libvulkan.so.1, package libvulkan1)"
+    has_manifest icd.d 'lvp_icd*.json' || echo "lavapipe (package mesa-vulkan-drivers)"
+    has_manifest explicit_layer.d 'VkLayer_khronos_validation.json' \
+        || echo "the Khronos validation layer (package vulkan-validationlayers)"
+}
+
+missing="$(missing_parts)"
+if [ -n "$missing" ]; then
+    echo "with-vulkan.sh: missing:" >&2
+    printf '  - %s\n' "$missing" >&2
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get > /dev/null; then
+        echo "with-vulkan.sh: installing ${packages[*]}" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update && apt-get install -y "${packages[@]}"
+        missing="$(missing_parts)"
+        if [ -n "$missing" ]; then
+            echo "with-vulkan.sh: still missing after installing:" >&2
+            printf '  - %s\n' "$missing" >&2
+            exit 1
+        fi
+    else
+        echo "with-vulkan.sh: install them, e.g. (Debian/Ubuntu):" >&2
+        echo "  sudo apt-get update && sudo apt-get install -y ${packages[*]}" >&2
+        exit 1
+    fi
+fi
+
+# Build the layer and make it findable.
+(cd "$repo" && cargo build --quiet -p vk-fake-memory-layer)
+target_dir="$(cd "$repo" && cargo metadata --no-deps --format-version 1 \
+    | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
+target_dir="${target_dir:-$repo/target}"
+library="$target_dir/debug/libvk_fake_memory_layer.so"
+if [ -f "$library" ] && command -v realpath > /dev/null; then
+    library="$(realpath "$library")"
+fi
+manifest_dir="$target_dir/debug/fake-memory-layer"
+manifest="$manifest_dir/VkLayer_vk_suballoc_fake_memory.json"
+if [ ! -f "$library" ]; then
+    echo "with-vulkan.sh: the layer build did not produce $library" >&2
+    exit 1
+fi
+
+# The same manifest the test harness writes: the template with the absolute
+# library path (JSON-escaped; the quoted replacement keeps '&' literal).
+json_path="${library//\\/\\\\}"
+json_path="${json_path//\"/\\\"}"
+template="$(< "$repo/layers/fake-memory/VkLayer_vk_suballoc_fake_memory.json.in")"
+content="${template//@LIBRARY_PATH@/"$json_path"}"
+mkdir -p "$manifest_dir"
+if [ ! -f "$manifest" ] || [ "$(< "$manifest")" != "$content" ]; then
+    temporary="$(mktemp "$manifest_dir/.manifest.XXXXXX")"
+    printf '%s\n' "$content" > "$temporary"
+    mv -f "$temporary" "$manifest"
+fi
+
+case ":${VK_ADD_LAYER_PATH:-}:" in
+    *":$manifest_dir:"*) ;;
+    *) export VK_ADD_LAYER_PATH="$manifest_dir${VK_ADD_LAYER_PATH:+:$VK_ADD_LAYER_PATH}" ;;
+esac
+
+exec "$@"

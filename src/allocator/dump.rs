@@ -1,0 +1,151 @@
+//! Memory maps and dumps of an [`Allocator`]: the walk over every block,
+//! under one memory type's lock at a time, that the
+//! [`report`](crate::report) renderers draw from.
+
+use gpu_alloc_types::MemoryPropertyFlags;
+
+use super::{lock, Allocator};
+use crate::device::MemoryDeviceExt;
+use crate::memory::block_size::preferred_block_size;
+use crate::memory::type_pool::TypePool;
+use crate::report::{
+    BlockMap, DedicatedMap, HeapMap, MemoryMap, MemoryTypeMap, RangeKind, RangeMap,
+};
+
+impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
+    /// A snapshot of every block with its allocations and free ranges in
+    /// address order, and of every dedicated allocation.
+    ///
+    /// Each memory type is read under its lock, one type after another:
+    /// allocations in other types proceed meanwhile, those in the type being
+    /// read wait for the walk. Meant for debugging and out-of-memory reports,
+    /// not for every frame ([`stats`](Self::stats) is).
+    ///
+    /// # Time complexity
+    /// O(n log n) for n allocations and free ranges (each block's are sorted
+    /// by offset), plus a copy of each allocation's name.
+    pub fn memory_map(&self) -> MemoryMap {
+        let properties = &self.context.properties;
+        let device = &properties.device;
+        let granularity = properties.buffer_image_granularity;
+        let memory_types: Vec<MemoryTypeMap> = self
+            .pools
+            .iter()
+            .zip(device.memory_types.iter())
+            .enumerate()
+            .map(|(index, (pool, memory_type))| {
+                let heap_size = device
+                    .memory_heaps
+                    .get(memory_type.heap as usize)
+                    .map_or(0, |heap| heap.size);
+                let pool = lock(pool);
+                MemoryTypeMap {
+                    memory_type: index as u32,
+                    heap: memory_type.heap,
+                    props: memory_type.props,
+                    preferred_block_size: preferred_block_size(
+                        heap_size,
+                        &self.context.config,
+                        device.max_memory_allocation_size,
+                    ),
+                    blocks: block_maps(&pool, granularity),
+                    dedicated: dedicated_maps(&pool, granularity),
+                }
+            })
+            .collect();
+        let budgets = self.context.heap_budgets();
+        let heaps = device
+            .memory_heaps
+            .iter()
+            .enumerate()
+            .map(|(index, heap)| HeapMap {
+                heap: index as u32,
+                size: heap.size,
+                device_local: device.memory_types.iter().any(|t| {
+                    t.heap as usize == index && t.props.contains(MemoryPropertyFlags::DEVICE_LOCAL)
+                }),
+                budget: budgets.get(index).copied().unwrap_or_default(),
+            })
+            .collect();
+        MemoryMap {
+            memory_types,
+            heaps,
+            buffer_image_granularity: granularity,
+            non_coherent_atom_size: device.non_coherent_atom_size,
+            max_memory_allocation_count: device.max_memory_allocation_count,
+            gpu: None,
+        }
+    }
+
+    /// A JSON dump in the format of VMA's `vmaBuildStatsString`: totals, and
+    /// per heap and memory type, VMA's detailed statistics; with `detailed`,
+    /// every block's allocations and free ranges and every dedicated
+    /// allocation, which VMA's `GpuMemDumpVis.py` draws. Shorthand for
+    /// `self.memory_map().to_vma_json(detailed)`; see
+    /// [`MemoryMap::to_vma_json`], and [`MemoryMap::with_gpu`] to name the GPU.
+    ///
+    /// # Time complexity
+    /// As [`memory_map`](Self::memory_map).
+    pub fn stats_json(&self, detailed: bool) -> String {
+        self.memory_map().to_vma_json(detailed)
+    }
+
+    /// The memory map as an SVG picture to open in a browser: one row per
+    /// block and per dedicated allocation, allocations coloured by kind, free
+    /// space blank, names in tooltips. Shorthand for
+    /// `self.memory_map().to_svg()`; see [`MemoryMap::to_svg`].
+    ///
+    /// # Time complexity
+    /// As [`memory_map`](Self::memory_map).
+    pub fn memory_map_svg(&self) -> String {
+        self.memory_map().to_svg()
+    }
+}
+
+/// The blocks of `pool`, oldest first, each with its allocations and free
+/// ranges in address order.
+fn block_maps<M>(pool: &TypePool<M>, granularity: u64) -> Vec<BlockMap> {
+    let mut blocks: Vec<BlockMap> = pool
+        .blocks()
+        .map(|block| {
+            let kind = RangeKind::of_class(block.class, granularity);
+            let allocations = block.ranges.allocations().map(|a| RangeMap {
+                offset: a.offset,
+                size: a.size,
+                kind,
+                name: block.names.get(&a.id.slot()).map(|name| name.to_string()),
+            });
+            let free_ranges = block.ranges.free_ranges().map(|f| RangeMap {
+                offset: f.offset,
+                size: f.size,
+                kind: RangeKind::Free,
+                name: None,
+            });
+            // Ranges are never empty, so no two share an offset.
+            let mut ranges: Vec<RangeMap> = allocations.chain(free_ranges).collect();
+            ranges.sort_unstable_by_key(|range| range.offset);
+            BlockMap {
+                id: block.serial,
+                memory: block.raw,
+                size: block.size,
+                mapped: block.mapped.is_some(),
+                ranges,
+            }
+        })
+        .collect();
+    blocks.sort_unstable_by_key(|block| block.id);
+    blocks
+}
+
+/// The dedicated allocations of `pool`.
+fn dedicated_maps<M>(pool: &TypePool<M>, granularity: u64) -> Vec<DedicatedMap> {
+    pool.dedicated_allocations()
+        .map(|dedicated| DedicatedMap {
+            memory: dedicated.raw,
+            size: dedicated.size,
+            mapped: dedicated.mapped.is_some(),
+            kind: RangeKind::of_dedicated(dedicated.target, dedicated.class, granularity),
+            name: dedicated.name.as_deref().map(str::to_owned),
+        })
+        .collect()
+}

@@ -1,0 +1,467 @@
+//! The allocator's frame-in-flight methods: deferred frees, frame fences,
+//! upload rings and budgets.
+
+use ash::vk;
+
+use super::{lock, Allocation, Allocator, Request};
+use crate::device::{FrameSignal, HeapBudget, MemoryDeviceExt};
+use crate::frames::upload_ring::{RingChunk, RingState, RING_FRAMES};
+use crate::frames::{Collected, Deferred, RingAllocation, UploadRing, UploadRingDesc};
+use crate::memory::slab::Slab;
+use crate::memory::ResourceKind;
+use crate::offset::LinearAllocator;
+use crate::{DedicatedPolicy, Error};
+
+/// The upload rings of an allocator and the frame they allocate in.
+#[derive(Debug, Default)]
+pub(crate) struct Rings {
+    pub(crate) rings: Slab<RingState>,
+    pub(crate) current_frame: u64,
+}
+
+impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
+    /// Frees `allocation` once every frame that may use it has finished: it
+    /// joins the current frame, and is released by the first
+    /// [`collect`](Self::collect) after that frame's signal.
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`]; the allocation is dropped (its memory
+    /// stays with its own allocator).
+    ///
+    /// # Time complexity
+    /// O(1) amortised.
+    pub fn free_after_frame(&self, allocation: Allocation) -> Result<(), Error> {
+        self.check_owner(&allocation)?;
+        lock(&self.frames).push(Deferred::Free(allocation));
+        Ok(())
+    }
+
+    /// Destroys `buffer` and frees its allocation once every frame that may
+    /// use them has finished (see [`free_after_frame`](Self::free_after_frame)).
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`]; nothing is queued then.
+    pub fn destroy_buffer_after_frame(
+        &self,
+        buffer: vk::Buffer,
+        allocation: Allocation,
+    ) -> Result<(), Error> {
+        self.check_owner(&allocation)?;
+        lock(&self.frames).push(Deferred::Buffer(buffer, allocation));
+        Ok(())
+    }
+
+    /// Destroys `image` and frees its allocation once every frame that may use
+    /// them has finished.
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`]; nothing is queued then.
+    pub fn destroy_image_after_frame(
+        &self,
+        image: vk::Image,
+        allocation: Allocation,
+    ) -> Result<(), Error> {
+        self.check_owner(&allocation)?;
+        lock(&self.frames).push(Deferred::Image(image, allocation));
+        Ok(())
+    }
+
+    /// Seals the current frame with the fence its (last) submission signals,
+    /// and starts the next frame. Returns the sealed frame's index.
+    ///
+    /// # Errors
+    /// [`Error::NullFrameSignal`] for a null fence;
+    /// [`Error::TooManyFramesInFlight`] when `collect` was not called for
+    /// many frames. Nothing changes on error.
+    ///
+    /// # Safety
+    /// `fence` belongs to the allocator's device, stays alive until the frame
+    /// is collected, and signals only after every submitted command that may
+    /// use memory freed during this frame or earlier (with a frame's last
+    /// `vkQueueSubmit` on one queue, its fence does).
+    pub unsafe fn end_frame(&self, fence: vk::Fence) -> Result<u64, Error> {
+        self.seal(FrameSignal::Fence(fence))
+    }
+
+    /// [`end_frame`](Self::end_frame) with a timeline semaphore that reaches
+    /// `value` when the frame's work is done.
+    ///
+    /// # Errors
+    /// As [`end_frame`](Self::end_frame).
+    ///
+    /// # Safety
+    /// As [`end_frame`](Self::end_frame), for the semaphore reaching `value`.
+    pub unsafe fn end_frame_timeline(
+        &self,
+        semaphore: vk::Semaphore,
+        value: u64,
+    ) -> Result<u64, Error> {
+        self.seal(FrameSignal::Timeline { semaphore, value })
+    }
+
+    fn seal(&self, signal: FrameSignal) -> Result<u64, Error> {
+        let null = match signal {
+            FrameSignal::Fence(fence) => fence == vk::Fence::null(),
+            FrameSignal::Timeline { semaphore, .. } => semaphore == vk::Semaphore::null(),
+        };
+        if null {
+            return Err(Error::NullFrameSignal);
+        }
+        let mut frames = lock(&self.frames);
+        let mut rings = lock(&self.rings);
+        if !rings.rings.iter().all(|(_, ring)| ring.can_finish_frame()) {
+            return Err(Error::TooManyFramesInFlight);
+        }
+        for key in rings.rings.iter().map(|(key, _)| key).collect::<Vec<_>>() {
+            if let Some(ring) = rings.rings.get_mut(key) {
+                ring.finish_frame();
+            }
+        }
+        let frame = frames.seal(signal);
+        rings.current_frame = frame + 1;
+        Ok(frame)
+    }
+
+    /// Releases the frees of every sealed frame whose signal has completed,
+    /// oldest first, and the upload-ring space of those frames. Never blocks:
+    /// call it once per frame (after waiting for the oldest frame's fence,
+    /// as engines do before reusing its command buffers).
+    ///
+    /// # Errors
+    /// [`Error::DeviceLost`] when the device is lost: nothing more is
+    /// released, and dropping the allocator still frees everything.
+    pub fn collect(&self) -> Result<Collected, Error> {
+        self.collect_with(|signal| Ok(self.context.device.is_signalled(signal)?))
+    }
+
+    /// Waits for every sealed frame (up to `timeout_ns` each), then collects:
+    /// for shutdown, or before destroying resources at a level change.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when a frame did not finish in time (frames before
+    /// it are collected); [`Error::DeviceLost`].
+    pub fn wait_and_collect(&self, timeout_ns: u64) -> Result<Collected, Error> {
+        let mut total = Collected::default();
+        loop {
+            let oldest = lock(&self.frames).oldest().map(|(_, signal)| *signal);
+            let Some(signal) = oldest else {
+                return Ok(total);
+            };
+            if !self.context.device.wait_signalled(signal, timeout_ns)? {
+                return Err(Error::Timeout);
+            }
+            let collected = self.collect()?;
+            total.frames += collected.frames;
+            total.frees += collected.frees;
+        }
+    }
+
+    fn collect_with(
+        &self,
+        mut is_done: impl FnMut(FrameSignal) -> Result<bool, Error>,
+    ) -> Result<Collected, Error> {
+        let mut frames = lock(&self.frames);
+        let oldest_before = frames.oldest().map(|(index, _)| index);
+        let result = frames.collect(|signal| is_done(*signal), |item| self.release(item));
+        let oldest_after = frames.oldest().map(|(index, _)| index);
+        // Frames released: from the old oldest up to (not including) the new
+        // oldest, or up to the current frame when all were released.
+        if let Some(first) = oldest_before {
+            let next_unreleased = oldest_after.unwrap_or_else(|| frames.current_frame());
+            if next_unreleased > first {
+                lock(&self.rings).rings_reclaim_through(next_unreleased - 1);
+            }
+        }
+        let (frames_released, frees) = result?;
+        Ok(Collected {
+            frames: frames_released,
+            frees,
+        })
+    }
+
+    /// Carries out one deferred free whose frame has finished.
+    fn release(&self, item: Deferred) {
+        // SAFETY: the item's frame signal has completed, and `end_frame`'s
+        // contract says that signal follows all GPU work that may use it.
+        let result = unsafe {
+            match item {
+                Deferred::Free(allocation) => self.free(allocation),
+                Deferred::Buffer(buffer, allocation) => {
+                    self.context.device.destroy_buffer(buffer);
+                    self.free(allocation)
+                }
+                Deferred::Image(image, allocation) => {
+                    self.context.device.destroy_image(image);
+                    self.free(allocation)
+                }
+            }
+        };
+        if let Err(error) = result {
+            log::warn!("vk-suballoc: deferred free failed: {error}");
+        }
+    }
+
+    /// Releases every deferred free now, for drop: the device must be idle.
+    pub(crate) fn release_all_deferred(&mut self) {
+        let items: Vec<Deferred> = lock(&self.frames).drain_all().collect();
+        for item in items {
+            self.release(item);
+        }
+        let rings: Vec<RingState> = lock(&self.rings).rings.drain().collect();
+        for ring in rings {
+            for chunk in ring.chunks {
+                self.release(Deferred::Buffer(chunk.buffer, chunk.allocation));
+            }
+        }
+    }
+
+    /// Index of the frame that frees and ring allocations go to now.
+    pub fn current_frame(&self) -> u64 {
+        lock(&self.frames).current_frame()
+    }
+
+    /// Sealed frames not yet collected.
+    pub fn frames_in_flight(&self) -> usize {
+        lock(&self.frames).frames_in_flight()
+    }
+
+    /// Budget and usage of each heap: from `VK_EXT_memory_budget` when
+    /// enabled (process-wide usage), else `Config::budget_fraction` of each
+    /// heap and this allocator's own usage.
+    pub fn budgets(&self) -> Vec<HeapBudget> {
+        let heaps = self.context.properties.device.memory_heaps.len();
+        self.context.heap_budgets()[..heaps].to_vec()
+    }
+
+    /// Creates an upload ring: a host-visible buffer of `desc.size` bytes for
+    /// per-frame transient data.
+    ///
+    /// # Errors
+    /// [`Error::ZeroSize`]; allocation errors; buffer creation failures.
+    pub fn create_upload_ring(&self, desc: &UploadRingDesc<'_>) -> Result<UploadRing, Error> {
+        if desc.size == 0 {
+            return Err(Error::ZeroSize);
+        }
+        let mut state = RingState {
+            usage: desc.usage,
+            buffer_usage: desc.buffer_usage,
+            chunk_size: desc.size,
+            grow: desc.grow,
+            name: desc.name.map(Into::into),
+            chunks: Vec::new(),
+        };
+        let mut rings = lock(&self.rings);
+        let chunk = self.create_ring_chunk(&state, desc.size, rings.current_frame)?;
+        state.chunks.push(chunk);
+        let key = rings.rings.insert(state);
+        Ok(UploadRing {
+            key,
+            allocator: self.id,
+        })
+    }
+
+    fn create_ring_chunk(
+        &self,
+        ring: &RingState,
+        size: u64,
+        frame: u64,
+    ) -> Result<RingChunk, Error> {
+        // SAFETY: `size` is non-zero (checked by the callers) and the buffer
+        // usage comes from the ring's description.
+        let (buffer, requirements) =
+            unsafe { self.context.device.create_buffer(size, ring.buffer_usage) }?;
+        let mut request = Request::new(requirements, ring.usage, ResourceKind::Buffer)
+            .dedicated(DedicatedPolicy::Never)
+            .dedicated_target(crate::device::DedicatedTarget::Buffer(buffer));
+        request.desc.name = ring.name.as_deref();
+        let allocation = match self.allocate(&request) {
+            Ok(allocation) if allocation.mapped.is_some() => allocation,
+            Ok(allocation) => {
+                // SAFETY: never bound or used.
+                unsafe {
+                    let _ = self.free(allocation);
+                    self.context.device.destroy_buffer(buffer);
+                }
+                return Err(Error::NotHostVisible);
+            }
+            Err(error) => {
+                // SAFETY: never bound or used.
+                unsafe { self.context.device.destroy_buffer(buffer) };
+                return Err(error);
+            }
+        };
+        // SAFETY: the memory type comes from the buffer's requirements, the
+        // offset honours their alignment and the allocation has their size.
+        let bound = unsafe {
+            self.context
+                .device
+                .bind_buffer_memory(buffer, allocation.memory(), allocation.offset())
+        };
+        if let Err(error) = bound {
+            // SAFETY: never used by the GPU.
+            unsafe {
+                let _ = self.free(allocation);
+                self.context.device.destroy_buffer(buffer);
+            }
+            return Err(error.into());
+        }
+        let linear = LinearAllocator::new(size, RING_FRAMES).map_err(|_| Error::ZeroSize)?;
+        Ok(RingChunk {
+            allocation,
+            buffer,
+            linear,
+            first_frame: frame,
+        })
+    }
+
+    /// Allocates `size` bytes at a multiple of `align` (relative to the ring
+    /// buffer) in the current frame.
+    ///
+    /// # Errors
+    /// [`Error::UploadRingFull`] when frames in flight hold the space and the
+    /// ring does not grow; [`Error::ZeroSize`], [`Error::AlignmentNotPowerOfTwo`];
+    /// [`Error::StaleAllocation`] for a destroyed ring; allocation errors when
+    /// a growing ring adds a chunk.
+    ///
+    /// # Time complexity
+    /// O(1): a bump in the newest chunk (a growing ring tries older ones).
+    pub fn ring_allocate(
+        &self,
+        ring: UploadRing,
+        size: u64,
+        align: u64,
+    ) -> Result<RingAllocation, Error> {
+        if ring.allocator != self.id {
+            return Err(Error::ForeignAllocation);
+        }
+        let mut rings = lock(&self.rings);
+        let frame = rings.current_frame;
+        let state = rings
+            .rings
+            .get_mut(ring.key)
+            .ok_or(Error::StaleAllocation)?;
+        let (chunk, placed) = match state.allocate(size, align) {
+            Ok(found) => found,
+            Err(Error::UploadRingFull { .. }) if state.grow => {
+                let chunk_size = state.chunk_size.max(size.saturating_add(align));
+                let chunk = self.create_ring_chunk(state, chunk_size, frame)?;
+                state.chunks.push(chunk);
+                state.allocate(size, align)?
+            }
+            Err(error) => return Err(error),
+        };
+        let chunk_state = &state.chunks[chunk];
+        let mapped = chunk_state
+            .allocation
+            .mapped
+            .ok_or(Error::NotHostVisible)?
+            .add(placed.offset);
+        Ok(RingAllocation {
+            ring,
+            chunk: chunk as u32,
+            buffer: chunk_state.buffer,
+            buffer_offset: placed.offset,
+            memory: chunk_state.allocation.memory(),
+            memory_offset: chunk_state.allocation.offset() + placed.offset,
+            size,
+            frame,
+            mapped,
+        })
+    }
+
+    /// Copies `bytes` into a ring allocation at `offset`, and flushes them
+    /// when the ring's memory is not coherent.
+    ///
+    /// # Errors
+    /// [`Error::RangeOutOfBounds`]; [`Error::StaleAllocation`] when the
+    /// allocation's frame was collected already (its bytes belong to later
+    /// frames now) or the ring was destroyed.
+    pub fn ring_write(
+        &self,
+        allocation: &RingAllocation,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<(), Error> {
+        if allocation.ring.allocator != self.id {
+            return Err(Error::ForeignAllocation);
+        }
+        let end = offset.saturating_add(bytes.len() as u64);
+        if end > allocation.size {
+            return Err(Error::RangeOutOfBounds {
+                start: offset,
+                end,
+                size: allocation.size,
+            });
+        }
+        let rings = lock(&self.rings);
+        let state = rings
+            .rings
+            .get(allocation.ring.key)
+            .ok_or(Error::StaleAllocation)?;
+        let chunk = state
+            .chunks
+            .get(allocation.chunk as usize)
+            .ok_or(Error::StaleAllocation)?;
+        if !chunk.holds_frame(allocation.frame) {
+            return Err(Error::StaleAllocation);
+        }
+        // SAFETY: the destination lies inside the ring allocation (checked
+        // above), which lies inside the chunk's persistent mapping; the chunk
+        // is alive (the rings lock is held) and the allocation's frame is not
+        // collected, so no later ring allocation overlaps these bytes; `bytes`
+        // is a separate Rust slice, so the ranges do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                allocation.mapped.add(offset).0.as_ptr(),
+                bytes.len(),
+            );
+        }
+        let start = allocation.buffer_offset + offset;
+        self.flush(&chunk.allocation, start..start + bytes.len() as u64)
+    }
+
+    /// Destroys an upload ring. Its buffers and memory are released after
+    /// the current frame, since frames in flight may still read them.
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`].
+    pub fn destroy_upload_ring(&self, ring: UploadRing) -> Result<(), Error> {
+        if ring.allocator != self.id {
+            return Err(Error::ForeignAllocation);
+        }
+        let mut frames = lock(&self.frames);
+        let state = lock(&self.rings)
+            .rings
+            .remove(ring.key)
+            .ok_or(Error::StaleAllocation)?;
+        for chunk in state.chunks {
+            frames.push(Deferred::Buffer(chunk.buffer, chunk.allocation));
+        }
+        Ok(())
+    }
+}
+
+impl Rings {
+    fn rings_reclaim_through(&mut self, frame: u64) {
+        for key in self.rings.iter().map(|(key, _)| key).collect::<Vec<_>>() {
+            if let Some(ring) = self.rings.get_mut(key) {
+                ring.reclaim_through(frame);
+            }
+        }
+    }
+}
+
+impl RingChunk {
+    /// Whether allocator frame `frame` still owns its ring space.
+    fn holds_frame(&self, frame: u64) -> bool {
+        let Some(chunk_frame) = frame.checked_sub(self.first_frame) else {
+            return false;
+        };
+        // Frames are sealed and reclaimed in order, so the unreclaimed ones
+        // are the last `frames_in_flight` sealed frames plus the current one.
+        let current = self.linear.current_frame();
+        let oldest_live = current - self.linear.frames_in_flight() as u64;
+        (oldest_live..=current).contains(&chunk_frame)
+    }
+}

@@ -1,0 +1,177 @@
+//! [`DeferredQueue`]: frees that wait for their frame's GPU work to finish.
+//!
+//! An engine records frame N's commands, submits them with a fence, and goes
+//! on to record frame N+1 while the GPU still executes frame N. A buffer the
+//! engine stops using during frame N may still be read by frame N's commands
+//! (and by earlier frames still in flight), so its memory cannot be reused
+//! yet. The queue keeps such frees in the *current* frame; sealing the frame
+//! attaches the signal its submission raises (a fence, or a timeline
+//! semaphore value); collecting polls the oldest sealed frames and releases
+//! their frees, oldest frame first, stopping at the first frame not done.
+//!
+//! The queue is pure: frames are numbered by a `u64` index and the signal is
+//! a type parameter, so it is tested without a device.
+
+use std::collections::VecDeque;
+
+/// One sealed frame: its index, its signal and what it freed.
+#[derive(Debug)]
+struct SealedFrame<S, T> {
+    index: u64,
+    signal: S,
+    items: Vec<T>,
+}
+
+/// Deferred frees grouped by frame.
+#[derive(Debug)]
+pub struct DeferredQueue<S, T> {
+    current: Vec<T>,
+    current_index: u64,
+    sealed: VecDeque<SealedFrame<S, T>>,
+    /// Emptied item vectors, reused so steady-state frames do not allocate.
+    spare: Vec<Vec<T>>,
+}
+
+impl<S, T> Default for DeferredQueue<S, T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<S, T> DeferredQueue<S, T> {
+    /// An empty queue whose current frame is 0.
+    pub const fn new() -> Self {
+        Self {
+            current: Vec::new(),
+            current_index: 0,
+            sealed: VecDeque::new(),
+            spare: Vec::new(),
+        }
+    }
+
+    /// Index of the frame that [`push`](Self::push) adds to.
+    pub fn current_frame(&self) -> u64 {
+        self.current_index
+    }
+
+    /// Sealed frames not yet released.
+    pub fn frames_in_flight(&self) -> usize {
+        self.sealed.len()
+    }
+
+    /// Items waiting, in the current and all sealed frames.
+    pub fn pending(&self) -> usize {
+        self.current.len() + self.sealed.iter().map(|f| f.items.len()).sum::<usize>()
+    }
+
+    /// Adds a free to the current frame.
+    ///
+    /// # Time complexity
+    /// O(1) amortised.
+    pub fn push(&mut self, item: T) {
+        self.current.push(item);
+    }
+
+    /// Seals the current frame with the signal its submission raises and
+    /// starts the next one. Returns the sealed frame's index. Frames without
+    /// frees are sealed too, so indices stay in step with the engine's frames.
+    ///
+    /// # Time complexity
+    /// O(1) amortised.
+    pub fn seal(&mut self, signal: S) -> u64 {
+        let next = self.spare.pop().unwrap_or_default();
+        let items = std::mem::replace(&mut self.current, next);
+        self.sealed.push_back(SealedFrame {
+            index: self.current_index,
+            signal,
+            items,
+        });
+        self.current_index += 1;
+        self.current_index - 1
+    }
+
+    /// Releases the frames whose signal `is_done` reports complete, oldest
+    /// first, stopping at the first one that is not (frames finish in
+    /// submission order). Calls `release` on every item of a released frame,
+    /// then returns `(frames released, items released)`.
+    ///
+    /// # Errors
+    /// The first error of `is_done`; frames released before it stay released,
+    /// the rest stay queued.
+    pub fn collect<E>(
+        &mut self,
+        mut is_done: impl FnMut(&S) -> Result<bool, E>,
+        mut release: impl FnMut(T),
+    ) -> Result<(usize, usize), E> {
+        let (mut frames, mut items) = (0, 0);
+        while let Some(oldest) = self.sealed.front() {
+            if !is_done(&oldest.signal)? {
+                break;
+            }
+            let Some(mut frame) = self.sealed.pop_front() else {
+                break;
+            };
+            items += frame.items.len();
+            frame.items.drain(..).for_each(&mut release);
+            self.spare.push(frame.items);
+            frames += 1;
+        }
+        Ok((frames, items))
+    }
+
+    /// The index and signal of the oldest sealed frame, if any.
+    pub fn oldest(&self) -> Option<(u64, &S)> {
+        self.sealed.front().map(|f| (f.index, &f.signal))
+    }
+
+    /// Removes every item, sealed or not, for shutdown and drop.
+    pub fn drain_all(&mut self) -> impl Iterator<Item = T> + '_ {
+        let sealed = self.sealed.drain(..).flat_map(|f| f.items);
+        sealed.chain(self.current.drain(..))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn releases_in_frame_order_and_stops_at_the_first_pending_frame() {
+        let mut queue: DeferredQueue<&'static str, u32> = DeferredQueue::new();
+        queue.push(1);
+        queue.push(2);
+        assert_eq!(queue.seal("f0"), 0);
+        assert_eq!(queue.seal("f1"), 1); // a frame without frees
+        queue.push(3);
+        assert_eq!(queue.seal("f2"), 2);
+        queue.push(4); // current frame 3, not sealed
+        let mut released = Vec::new();
+        let done = ["f0", "f2"]; // f1 is not done, so f2 must wait too
+        let result: Result<_, ()> = queue.collect(|s| Ok(done.contains(s)), |i| released.push(i));
+        assert_eq!(result, Ok((1, 2)));
+        assert_eq!(released, vec![1, 2]);
+        assert_eq!(queue.frames_in_flight(), 2);
+        assert_eq!(queue.pending(), 2);
+        let result: Result<_, ()> = queue.collect(|_| Ok(true), |i| released.push(i));
+        assert_eq!(result, Ok((2, 1)));
+        assert_eq!(released, vec![1, 2, 3]);
+        assert_eq!(queue.drain_all().collect::<Vec<_>>(), vec![4]);
+    }
+
+    #[test]
+    fn errors_stop_collection_and_keep_the_rest() {
+        let mut queue: DeferredQueue<u32, u32> = DeferredQueue::new();
+        queue.push(10);
+        queue.seal(0);
+        queue.push(11);
+        queue.seal(1);
+        let mut released = Vec::new();
+        let result = queue.collect(
+            |&s| if s == 0 { Ok(true) } else { Err("lost") },
+            |i| released.push(i),
+        );
+        assert_eq!(result, Err("lost"));
+        assert_eq!(released, vec![10]);
+        assert_eq!(queue.oldest().map(|(i, _)| i), Some(1));
+    }
+}

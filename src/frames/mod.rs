@@ -1,0 +1,47 @@
+//! Frames in flight: frees and per-frame memory that wait for the GPU.
+//!
+//! The GPU runs a frame or two behind the CPU. Memory the CPU is done with
+//! may still be read by submitted work, so it must not be reused until the
+//! fence (or timeline semaphore value) of every frame that may read it has
+//! signalled. No other Vulkan allocator tracks this; engines build it
+//! themselves. Here it is part of the allocator:
+//!
+//! - [`Allocator::free_after_frame`](crate::Allocator::free_after_frame) and
+//!   the `destroy_*_after_frame` helpers queue a free in the current frame
+//!   ([`DeferredQueue`]);
+//! - [`Allocator::end_frame`](crate::Allocator::end_frame) seals the frame
+//!   with the fence its submission signals;
+//! - [`Allocator::collect`](crate::Allocator::collect) releases, without
+//!   blocking, every frame whose fence has signalled, oldest first;
+//! - upload rings ([`UploadRingDesc`]) give O(1) per-frame transient memory,
+//!   reclaimed by the same fences.
+
+mod deferred_queue;
+pub(crate) mod upload_ring;
+
+pub use deferred_queue::DeferredQueue;
+pub use upload_ring::{RingAllocation, UploadRing, UploadRingDesc};
+
+use ash::vk;
+
+use crate::Allocation;
+
+/// A free waiting for its frame.
+#[derive(Debug)]
+pub(crate) enum Deferred {
+    /// Free the allocation.
+    Free(Allocation),
+    /// Destroy the buffer, then free its allocation.
+    Buffer(vk::Buffer, Allocation),
+    /// Destroy the image, then free its allocation.
+    Image(vk::Image, Allocation),
+}
+
+/// What a call to [`Allocator::collect`](crate::Allocator::collect) released.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Collected {
+    /// Frames whose signal had completed.
+    pub frames: usize,
+    /// Frees (and resource destructions) carried out.
+    pub frees: usize,
+}

@@ -1,0 +1,188 @@
+//! Upload rings: per-frame transient memory with O(1) bump allocation.
+//!
+//! Staging copies, uniform blocks and dynamic vertices live for one frame. A
+//! ring is a host-visible buffer carved by the core's
+//! [`LinearAllocator`](crate::offset::LinearAllocator): each allocation bumps
+//! a pointer, each frame's space comes back when that frame's fence signals
+//! (at [`Allocator::collect`](crate::Allocator::collect)), and a request that
+//! does not fit fails with [`Error::UploadRingFull`](crate::Error::UploadRingFull)
+//! instead of overwriting a frame still in flight, unless the ring was made
+//! to grow, in which case it adds a chunk (another buffer) and keeps every
+//! offset already handed out valid.
+
+use ash::vk;
+
+use crate::memory::mapping::MappedPtr;
+use crate::memory::slab::SlabKey;
+use crate::memory::Usage;
+use crate::offset::{LinearAllocation, LinearAllocator, OffsetError};
+use crate::{Allocation, Error};
+
+/// Sealed frames a ring chunk can track; more means `collect` was not
+/// called for that many frames.
+pub(crate) const RING_FRAMES: u32 = 64;
+
+/// How to make an upload ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UploadRingDesc<'a> {
+    /// Bytes per chunk. The ring must hold every frame in flight.
+    pub size: u64,
+    /// Memory usage; `UPLOAD | DEVICE_LOCAL` (the default) puts the ring in
+    /// the BAR or shared memory when the device has it.
+    pub usage: Usage,
+    /// Usage of the ring's buffers.
+    pub buffer_usage: vk::BufferUsageFlags,
+    /// When full, add a chunk instead of failing.
+    pub grow: bool,
+    /// Debug name of the ring's memory.
+    pub name: Option<&'a str>,
+}
+
+impl Default for UploadRingDesc<'_> {
+    fn default() -> Self {
+        Self {
+            size: 4 << 20,
+            usage: Usage::UPLOAD | Usage::DEVICE_LOCAL,
+            buffer_usage: vk::BufferUsageFlags::TRANSFER_SRC
+                | vk::BufferUsageFlags::UNIFORM_BUFFER
+                | vk::BufferUsageFlags::STORAGE_BUFFER
+                | vk::BufferUsageFlags::VERTEX_BUFFER
+                | vk::BufferUsageFlags::INDEX_BUFFER,
+            grow: false,
+            name: None,
+        }
+    }
+}
+
+/// Names an upload ring of an allocator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct UploadRing {
+    pub(crate) key: SlabKey,
+    pub(crate) allocator: u32,
+}
+
+/// Bytes of the current frame in an upload ring. Valid until that frame is
+/// collected; write them with [`Allocator::ring_write`](crate::Allocator::ring_write).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RingAllocation {
+    pub(crate) ring: UploadRing,
+    pub(crate) chunk: u32,
+    pub(crate) buffer: vk::Buffer,
+    pub(crate) buffer_offset: u64,
+    pub(crate) memory: vk::DeviceMemory,
+    pub(crate) memory_offset: u64,
+    pub(crate) size: u64,
+    pub(crate) frame: u64,
+    pub(crate) mapped: MappedPtr,
+}
+
+impl RingAllocation {
+    /// The ring buffer to bind or copy from.
+    pub fn buffer(&self) -> vk::Buffer {
+        self.buffer
+    }
+
+    /// Offset in [`buffer`](Self::buffer): a multiple of the requested alignment.
+    pub fn buffer_offset(&self) -> u64 {
+        self.buffer_offset
+    }
+
+    /// The memory behind the buffer.
+    pub fn memory(&self) -> vk::DeviceMemory {
+        self.memory
+    }
+
+    /// Offset in [`memory`](Self::memory).
+    pub fn memory_offset(&self) -> u64 {
+        self.memory_offset
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The frame it belongs to.
+    pub fn frame(&self) -> u64 {
+        self.frame
+    }
+
+    /// Pointer to its first byte. Valid for writes until its frame is
+    /// collected; after that the bytes belong to later frames.
+    pub fn mapped_ptr(&self) -> std::ptr::NonNull<u8> {
+        self.mapped.0
+    }
+}
+
+/// One buffer of a ring.
+#[derive(Debug)]
+pub(crate) struct RingChunk {
+    pub(crate) allocation: Allocation,
+    pub(crate) buffer: vk::Buffer,
+    pub(crate) linear: LinearAllocator,
+    /// The allocator frame that is the chunk's frame 0.
+    pub(crate) first_frame: u64,
+}
+
+/// A ring's chunks.
+#[derive(Debug)]
+pub(crate) struct RingState {
+    pub(crate) usage: Usage,
+    pub(crate) buffer_usage: vk::BufferUsageFlags,
+    pub(crate) chunk_size: u64,
+    pub(crate) grow: bool,
+    pub(crate) name: Option<Box<str>>,
+    pub(crate) chunks: Vec<RingChunk>,
+}
+
+impl RingState {
+    /// Bump-allocates in the newest chunk that has room.
+    ///
+    /// # Time complexity
+    /// O(chunks), one for a ring that does not grow.
+    pub(crate) fn allocate(
+        &mut self,
+        size: u64,
+        align: u64,
+    ) -> Result<(usize, LinearAllocation), Error> {
+        let mut last_error = OffsetError::OutOfSpace { size, free: 0 };
+        for (index, chunk) in self.chunks.iter_mut().enumerate().rev() {
+            match chunk.linear.allocate(size, align) {
+                Ok(allocation) => return Ok((index, allocation)),
+                Err(OffsetError::ZeroSize) => return Err(Error::ZeroSize),
+                Err(OffsetError::AlignmentNotPowerOfTwo(a)) => {
+                    return Err(Error::AlignmentNotPowerOfTwo(a))
+                }
+                Err(error) => last_error = error,
+            }
+        }
+        let free = match last_error {
+            OffsetError::OutOfSpace { free, .. } | OffsetError::TooFragmented { free, .. } => free,
+            _ => 0,
+        };
+        Err(Error::UploadRingFull { size, free })
+    }
+
+    /// Whether every chunk can seal one more frame.
+    pub(crate) fn can_finish_frame(&self) -> bool {
+        self.chunks
+            .iter()
+            .all(|c| c.linear.frames_in_flight() < RING_FRAMES as usize)
+    }
+
+    /// Seals the current frame in every chunk (checked by `can_finish_frame`).
+    pub(crate) fn finish_frame(&mut self) {
+        for chunk in &mut self.chunks {
+            let _ = chunk.linear.finish_frame();
+        }
+    }
+
+    /// Gives back the space of allocator frames `<= frame`.
+    pub(crate) fn reclaim_through(&mut self, frame: u64) {
+        for chunk in &mut self.chunks {
+            if frame >= chunk.first_frame {
+                chunk.linear.reclaim_through(frame - chunk.first_frame);
+            }
+        }
+    }
+}

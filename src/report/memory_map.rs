@@ -1,0 +1,359 @@
+//! [`MemoryMap`]: a snapshot of every block, allocation and free range.
+//!
+//! [`Stats`](super::Stats) are running counters, cheap every frame. A memory
+//! map is the full picture, for the moments a developer needs to see where
+//! memory went: each `VkDeviceMemory` block with its allocations and free
+//! ranges in address order, and each dedicated allocation. It is what the
+//! VMA-format JSON dump ([`MemoryMap::to_vma_json`]) and the SVG picture
+//! ([`MemoryMap::to_svg`]) are drawn from, and it is plain data, so an engine
+//! can also draw it in its own debug UI.
+//!
+//! How allocation kinds are derived: see the [`report`](super) module docs.
+
+use ash::vk;
+use gpu_alloc_types::MemoryPropertyFlags;
+
+use super::detailed_stats::DetailedStats;
+use crate::device::{DedicatedTarget, HeapBudget};
+
+/// The names of the flags set in `props`, in VMA's order.
+pub(crate) fn property_flag_names(
+    props: MemoryPropertyFlags,
+) -> impl Iterator<Item = &'static str> {
+    const NAMES: [(MemoryPropertyFlags, &str); 6] = [
+        (MemoryPropertyFlags::DEVICE_LOCAL, "DEVICE_LOCAL"),
+        (MemoryPropertyFlags::HOST_VISIBLE, "HOST_VISIBLE"),
+        (MemoryPropertyFlags::HOST_COHERENT, "HOST_COHERENT"),
+        (MemoryPropertyFlags::HOST_CACHED, "HOST_CACHED"),
+        (MemoryPropertyFlags::LAZILY_ALLOCATED, "LAZILY_ALLOCATED"),
+        (MemoryPropertyFlags::PROTECTED, "PROTECTED"),
+    ];
+    NAMES
+        .into_iter()
+        .filter(move |(flag, _)| props.contains(*flag))
+        .map(|(_, name)| name)
+}
+
+/// What a range of a block holds: VMA's suballocation types, whose names
+/// ([`vma_name`](Self::vma_name)) the JSON dump uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RangeKind {
+    /// No allocation: free space of a block.
+    Free,
+    /// An allocation whose resource kind is not known.
+    Unknown,
+    /// A buffer (or, inside blocks, any linear resource; see the module docs).
+    Buffer,
+    /// An image of unknown tiling.
+    ImageUnknown,
+    /// A `VK_IMAGE_TILING_LINEAR` image.
+    ImageLinear,
+    /// A `VK_IMAGE_TILING_OPTIMAL` image.
+    ImageOptimal,
+}
+
+impl RangeKind {
+    /// The name VMA gives this suballocation type (`VMA_SUBALLOCATION_TYPE_NAMES`):
+    /// `FREE`, `UNKNOWN`, `BUFFER`, `IMAGE_UNKNOWN`, `IMAGE_LINEAR`, `IMAGE_OPTIMAL`.
+    pub const fn vma_name(self) -> &'static str {
+        match self {
+            Self::Free => "FREE",
+            Self::Unknown => "UNKNOWN",
+            Self::Buffer => "BUFFER",
+            Self::ImageUnknown => "IMAGE_UNKNOWN",
+            Self::ImageLinear => "IMAGE_LINEAR",
+            Self::ImageOptimal => "IMAGE_OPTIMAL",
+        }
+    }
+
+    /// The kind of an allocation in a block of granularity class `class`
+    /// (0 linear, 1 optimal) on a device whose `bufferImageGranularity` is
+    /// `granularity`.
+    pub(crate) fn of_class(class: usize, granularity: u64) -> Self {
+        match (class, granularity > 1) {
+            (1, _) => Self::ImageOptimal,
+            (_, true) => Self::Buffer,
+            (_, false) => Self::Unknown,
+        }
+    }
+
+    /// The kind of dedicated memory made for `target` (if known) with
+    /// granularity class `class`.
+    pub(crate) fn of_dedicated(
+        target: Option<DedicatedTarget>,
+        class: usize,
+        granularity: u64,
+    ) -> Self {
+        match target {
+            Some(DedicatedTarget::Buffer(_)) => Self::Buffer,
+            Some(DedicatedTarget::Image(_)) => match (class, granularity > 1) {
+                (1, _) => Self::ImageOptimal,
+                (_, true) => Self::ImageLinear,
+                (_, false) => Self::ImageUnknown,
+            },
+            None => Self::of_class(class, granularity),
+        }
+    }
+}
+
+/// One range of a block: an allocation or free space.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RangeMap {
+    /// First byte in the block.
+    pub offset: u64,
+    /// Length in bytes (never zero).
+    pub size: u64,
+    /// What it holds; [`RangeKind::Free`] for free space.
+    pub kind: RangeKind,
+    /// The allocation's name, when it was given one.
+    pub name: Option<String>,
+}
+
+impl RangeMap {
+    /// One past the last byte.
+    pub const fn end(&self) -> u64 {
+        self.offset.saturating_add(self.size)
+    }
+
+    /// Whether this is an allocation (not free space).
+    pub fn is_allocation(&self) -> bool {
+        self.kind != RangeKind::Free
+    }
+}
+
+/// One block: a `VkDeviceMemory` shared by many allocations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockMap {
+    /// The block's number within its memory type, as in its debug name
+    /// `vk-suballoc block <type>/<id>`; the key of the block in the dump.
+    pub id: u32,
+    /// The memory object.
+    pub memory: vk::DeviceMemory,
+    /// Size in bytes.
+    pub size: u64,
+    /// Whether it is persistently mapped (host-visible).
+    pub mapped: bool,
+    /// Allocations and free ranges in address order: they tile `[0, size)`
+    /// without gap or overlap, and no two free ranges touch.
+    pub ranges: Vec<RangeMap>,
+}
+
+impl BlockMap {
+    /// The allocations, in address order.
+    pub fn allocations(&self) -> impl Iterator<Item = &RangeMap> + '_ {
+        self.ranges.iter().filter(|r| r.is_allocation())
+    }
+
+    /// The free ranges, in address order.
+    pub fn free_ranges(&self) -> impl Iterator<Item = &RangeMap> + '_ {
+        self.ranges.iter().filter(|r| !r.is_allocation())
+    }
+
+    /// VMA's detailed statistics of this block alone.
+    pub fn detailed_stats(&self) -> DetailedStats {
+        let mut stats = DetailedStats::default();
+        stats.add_block(self.size);
+        for range in &self.ranges {
+            if range.is_allocation() {
+                stats.add_allocation(range.size);
+            } else {
+                stats.add_unused_range(range.size);
+            }
+        }
+        stats
+    }
+}
+
+/// One dedicated allocation: a `VkDeviceMemory` of its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DedicatedMap {
+    /// The memory object.
+    pub memory: vk::DeviceMemory,
+    /// Size in bytes.
+    pub size: u64,
+    /// Whether it is persistently mapped (host-visible).
+    pub mapped: bool,
+    /// What it holds.
+    pub kind: RangeKind,
+    /// The allocation's name, when it was given one.
+    pub name: Option<String>,
+}
+
+/// One memory type: its blocks and dedicated allocations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryTypeMap {
+    /// Memory type index.
+    pub memory_type: u32,
+    /// Its heap.
+    pub heap: u32,
+    /// Its property flags.
+    pub props: MemoryPropertyFlags,
+    /// The size of full-grown blocks of this type (first blocks are smaller).
+    pub preferred_block_size: u64,
+    /// Blocks, oldest first.
+    pub blocks: Vec<BlockMap>,
+    /// Dedicated allocations.
+    pub dedicated: Vec<DedicatedMap>,
+}
+
+impl MemoryTypeMap {
+    /// VMA's detailed statistics of this type: dedicated allocations count
+    /// as a block and an allocation each, as in VMA.
+    pub fn detailed_stats(&self) -> DetailedStats {
+        let mut stats = self
+            .blocks
+            .iter()
+            .map(BlockMap::detailed_stats)
+            .fold(DetailedStats::default(), DetailedStats::merged);
+        for dedicated in &self.dedicated {
+            stats.add_block(dedicated.size);
+            stats.add_allocation(dedicated.size);
+        }
+        stats
+    }
+}
+
+/// One memory heap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeapMap {
+    /// Heap index.
+    pub heap: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// `VK_MEMORY_HEAP_DEVICE_LOCAL_BIT`, derived from its memory types: the
+    /// spec sets `DEVICE_LOCAL` on a memory type exactly when its heap is
+    /// device-local (the device seam does not carry heap flags).
+    pub device_local: bool,
+    /// Budget and usage, as [`Stats`](super::Stats) report them.
+    pub budget: HeapBudget,
+}
+
+/// What the dump says about the GPU beyond its memory: the device seam does
+/// not know it, so the caller may give it (see [`MemoryMap::with_gpu`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuInfo {
+    /// `VkPhysicalDeviceProperties::deviceName`.
+    pub name: String,
+    /// `VkPhysicalDeviceProperties::apiVersion`.
+    pub api_version: u32,
+    /// `VkPhysicalDeviceProperties::deviceType`.
+    pub device_type: vk::PhysicalDeviceType,
+}
+
+impl From<&vk::PhysicalDeviceProperties> for GpuInfo {
+    fn from(properties: &vk::PhysicalDeviceProperties) -> Self {
+        let name = properties
+            .device_name_as_c_str()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Self {
+            name,
+            api_version: properties.api_version,
+            device_type: properties.device_type,
+        }
+    }
+}
+
+/// A snapshot of all device memory an allocator holds, from
+/// [`Allocator::memory_map`](crate::Allocator::memory_map).
+///
+/// Each memory type is read under its own lock, one after another, so each
+/// type's part is consistent; figures across types may straddle concurrent
+/// allocations on other threads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryMap {
+    /// One entry per memory type, by index.
+    pub memory_types: Vec<MemoryTypeMap>,
+    /// One entry per heap, by index.
+    pub heaps: Vec<HeapMap>,
+    /// `bufferImageGranularity`.
+    pub buffer_image_granularity: u64,
+    /// `nonCoherentAtomSize`.
+    pub non_coherent_atom_size: u64,
+    /// `maxMemoryAllocationCount`.
+    pub max_memory_allocation_count: u32,
+    /// Name, API version and type of the GPU, when known.
+    pub gpu: Option<GpuInfo>,
+}
+
+impl MemoryMap {
+    /// The same map, with `gpu` for the dump's `General` section.
+    ///
+    /// ```no_run
+    /// # fn f(instance: &ash::Instance, physical_device: ash::vk::PhysicalDevice,
+    /// #      allocator: &vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>) {
+    /// use vk_suballoc::report::GpuInfo;
+    /// // SAFETY: `physical_device` belongs to `instance`.
+    /// let properties = unsafe { instance.get_physical_device_properties(physical_device) };
+    /// let json = allocator.memory_map().with_gpu(GpuInfo::from(&properties)).to_vma_json(true);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_gpu(mut self, gpu: GpuInfo) -> Self {
+        self.gpu = Some(gpu);
+        self
+    }
+
+    /// VMA's detailed statistics over every memory type.
+    pub fn total_stats(&self) -> DetailedStats {
+        self.memory_types
+            .iter()
+            .map(MemoryTypeMap::detailed_stats)
+            .fold(DetailedStats::default(), DetailedStats::merged)
+    }
+
+    /// VMA's detailed statistics over the memory types of `heap`.
+    pub fn heap_stats(&self, heap: u32) -> DetailedStats {
+        self.memory_types
+            .iter()
+            .filter(|t| t.heap == heap)
+            .map(MemoryTypeMap::detailed_stats)
+            .fold(DetailedStats::default(), DetailedStats::merged)
+    }
+
+    /// Live allocations, blocks and dedicated.
+    pub fn allocation_count(&self) -> usize {
+        self.memory_types
+            .iter()
+            .map(|t| {
+                t.blocks
+                    .iter()
+                    .map(|b| b.allocations().count())
+                    .sum::<usize>()
+                    + t.dedicated.len()
+            })
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_follow_class_target_and_granularity() {
+        use RangeKind::*;
+        assert_eq!(RangeKind::of_class(0, 1024), Buffer);
+        assert_eq!(RangeKind::of_class(1, 1024), ImageOptimal);
+        assert_eq!(RangeKind::of_class(0, 1), Unknown);
+        let buffer = Some(DedicatedTarget::Buffer(vk::Buffer::null()));
+        let image = Some(DedicatedTarget::Image(vk::Image::null()));
+        let cases = [
+            (buffer, 0, 1024, Buffer),
+            (buffer, 0, 1, Buffer),
+            (image, 1, 1024, ImageOptimal),
+            (image, 0, 1024, ImageLinear),
+            (image, 0, 1, ImageUnknown),
+            (None, 1, 1024, ImageOptimal),
+            (None, 0, 1024, Buffer),
+            (None, 0, 1, Unknown),
+        ];
+        for (target, class, granularity, kind) in cases {
+            assert_eq!(
+                RangeKind::of_dedicated(target, class, granularity),
+                kind,
+                "{target:?} {class} {granularity}"
+            );
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! Frames in flight on the fake device: deferred frees, fences, upload rings,
+//! budgets and device loss.
+
+use std::collections::VecDeque;
+
+use ash::vk;
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::{Allocation, Collected, Error, UploadRingDesc, Usage};
+
+use super::stress::{seed, Rng};
+use super::{allocator, buffer, finish, FakeAllocator};
+
+const MIB: u64 = 1 << 20;
+
+/// Seals the current frame with a new fake fence; returns the fence.
+fn end_frame(allocator: &FakeAllocator, device: &FakeDevice) -> vk::Fence {
+    let fence = device.create_fence();
+    // SAFETY: fake fences; the test signals each only when "the GPU" is done.
+    unsafe { allocator.end_frame(fence) }.unwrap();
+    fence
+}
+
+#[test]
+fn a_deferred_free_is_not_reused_before_its_fence_signals() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let a = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let (memory, offset) = (a.memory(), a.offset());
+    allocator.free_after_frame(a).unwrap();
+    let fence = end_frame(&allocator, &device);
+    let b = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert!(
+        b.memory() != memory || b.offset() != offset,
+        "reused before the fence"
+    );
+    assert_eq!(
+        allocator.collect(),
+        Ok(Collected {
+            frames: 0,
+            frees: 0
+        })
+    );
+    device.signal_fence(fence);
+    assert_eq!(
+        allocator.collect(),
+        Ok(Collected {
+            frames: 1,
+            frees: 1
+        })
+    );
+    let c = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(
+        (c.memory(), c.offset()),
+        (memory, offset),
+        "freed range comes back"
+    );
+    allocator.free_after_frame(b).unwrap();
+    allocator.free_after_frame(c).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+/// Memory, offset and size of a range freed after a frame.
+type FreedRange = (vk::DeviceMemory, u64, u64);
+
+/// An engine loop with `in_flight` frames: each frame allocates, frees some
+/// older allocations after the frame, and "the GPU" finishes frame `n -
+/// in_flight + 1` before frame `n + 1` starts. No range freed in a frame whose
+/// fence has not signalled may be handed out again.
+fn frame_loop(in_flight: usize) {
+    let seed = seed();
+    let mut rng = Rng(seed);
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let mut live: Vec<Allocation> = Vec::new();
+    // Per sealed, unsignalled frame: its fence and the ranges it freed.
+    let mut pending: VecDeque<(vk::Fence, Vec<FreedRange>)> = VecDeque::new();
+    let mut freed_now = Vec::new();
+    for frame in 0..200 {
+        for _ in 0..rng.below(20) {
+            let a = allocator
+                .allocate(&buffer(256 + rng.below(64 << 10), 256, Usage::DEVICE_LOCAL))
+                .unwrap();
+            let (start, end) = (a.offset(), a.offset() + a.size());
+            for (_, ranges) in &pending {
+                for &(memory, offset, size) in ranges {
+                    assert!(
+                        memory != a.memory() || end <= offset || offset + size <= start,
+                        "frame {frame}: reused a range whose frame is in flight"
+                    );
+                }
+            }
+            live.push(a);
+        }
+        for _ in 0..rng.below(15).min(live.len() as u64) {
+            let a = live.swap_remove(rng.below(live.len() as u64) as usize);
+            freed_now.push((a.memory(), a.offset(), a.size()));
+            allocator.free_after_frame(a).unwrap();
+        }
+        let fence = end_frame(&allocator, &device);
+        pending.push_back((fence, std::mem::take(&mut freed_now)));
+        if pending.len() >= in_flight {
+            let (oldest, _) = pending.pop_front().unwrap();
+            device.signal_fence(oldest);
+            allocator.collect().unwrap();
+        }
+        assert!(allocator.frames_in_flight() < in_flight);
+    }
+    for a in live {
+        allocator.free_after_frame(a).unwrap();
+    }
+    let last = end_frame(&allocator, &device);
+    for (fence, _) in pending {
+        device.signal_fence(fence);
+    }
+    device.signal_fence(last);
+    allocator.wait_and_collect(u64::MAX).unwrap();
+    assert_eq!(allocator.stats().allocations(), 0);
+    allocator.trim();
+    assert_eq!(allocator.stats().reserved_bytes(), 0);
+    finish(allocator, &device);
+}
+
+#[test]
+fn two_frames_in_flight() {
+    frame_loop(2);
+}
+
+#[test]
+fn three_frames_in_flight() {
+    frame_loop(3);
+}
+
+#[test]
+fn frames_without_frees_and_timeline_semaphores() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let timeline = device.create_timeline_semaphore();
+    for value in 1..=5 {
+        // SAFETY: fake semaphore, advanced below.
+        let frame = unsafe { allocator.end_frame_timeline(timeline, value) }.unwrap();
+        assert_eq!(frame, value - 1);
+    }
+    device.signal_timeline(timeline, 3);
+    assert_eq!(allocator.collect().unwrap().frames, 3);
+    assert_eq!(allocator.frames_in_flight(), 2);
+    device.signal_timeline(timeline, 5);
+    assert_eq!(allocator.collect().unwrap().frames, 2);
+    // SAFETY: null handles are rejected before anything else.
+    unsafe {
+        assert_eq!(
+            allocator.end_frame(vk::Fence::null()),
+            Err(Error::NullFrameSignal)
+        );
+        assert_eq!(
+            allocator.end_frame_timeline(vk::Semaphore::null(), 1),
+            Err(Error::NullFrameSignal)
+        );
+    }
+    finish(allocator, &device);
+}
+
+#[test]
+fn deferred_destruction_destroys_resources_once() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let buffer_handle = vk::Handle::from_raw(device.create_resource());
+    let image_handle = vk::Handle::from_raw(device.create_resource());
+    let a = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let b = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    allocator
+        .destroy_buffer_after_frame(buffer_handle, a)
+        .unwrap();
+    allocator
+        .destroy_image_after_frame(image_handle, b)
+        .unwrap();
+    let fence = end_frame(&allocator, &device);
+    allocator.collect().unwrap();
+    assert_eq!(device.live_resources(), 2);
+    device.signal_fence(fence);
+    assert_eq!(allocator.collect().unwrap().frees, 2);
+    assert_eq!(device.live_resources(), 0);
+    finish(allocator, &device);
+}
+
+#[test]
+fn a_lost_device_stops_collection_but_drops_cleanly() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let a = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    allocator.free_after_frame(a).unwrap();
+    end_frame(&allocator, &device);
+    device.lose_device();
+    assert_eq!(allocator.collect(), Err(Error::DeviceLost));
+    assert_eq!(allocator.wait_and_collect(1), Err(Error::DeviceLost));
+    // Dropping frees the deferred allocation and every block: no leak.
+    finish(allocator, &device);
+}
+
+#[test]
+fn upload_ring_reclaims_frames_and_never_overwrites_frames_in_flight() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let desc = UploadRingDesc {
+        size: 4096,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let first = allocator.ring_allocate(ring, 1000, 256).unwrap();
+    assert_eq!(first.buffer_offset(), 0);
+    allocator.ring_write(&first, 0, &[1; 1000]).unwrap();
+    let second = allocator.ring_allocate(ring, 1000, 256).unwrap();
+    assert_eq!(second.buffer_offset(), 1024);
+    let f0 = end_frame(&allocator, &device);
+    let third = allocator.ring_allocate(ring, 2000, 256).unwrap();
+    assert_eq!(third.frame(), 1);
+    // Frames 0 and 1 hold the ring: 2000 more bytes would overwrite frame 0.
+    assert!(matches!(
+        allocator.ring_allocate(ring, 2000, 256),
+        Err(Error::UploadRingFull { size: 2000, .. })
+    ));
+    let bytes = device
+        .read(first.memory(), first.memory_offset(), 1000)
+        .unwrap();
+    assert!(bytes.iter().all(|&b| b == 1));
+    device.signal_fence(f0);
+    allocator.collect().unwrap();
+    // Frame 0 is collected: its allocations are stale, its space is back.
+    assert_eq!(
+        allocator.ring_write(&first, 0, &[2]),
+        Err(Error::StaleAllocation)
+    );
+    let wrapped = allocator.ring_allocate(ring, 2000, 256).unwrap();
+    assert_eq!(wrapped.buffer_offset(), 0);
+    allocator.ring_write(&wrapped, 0, &[3; 2000]).unwrap();
+    assert_eq!(
+        allocator.ring_write(&wrapped, 1999, &[0, 0]),
+        Err(Error::RangeOutOfBounds {
+            start: 1999,
+            end: 2001,
+            size: 2000
+        })
+    );
+    allocator.destroy_upload_ring(ring).unwrap();
+    assert_eq!(
+        allocator.ring_allocate(ring, 1, 1).map(|_| ()),
+        Err(Error::StaleAllocation)
+    );
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+#[test]
+fn a_growing_ring_adds_chunks() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let desc = UploadRingDesc {
+        size: 4096,
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let a = allocator.ring_allocate(ring, 3000, 16).unwrap();
+    let b = allocator.ring_allocate(ring, 3000, 16).unwrap();
+    assert_ne!(a.buffer(), b.buffer());
+    let c = allocator.ring_allocate(ring, 10_000, 16).unwrap();
+    assert_eq!(c.size(), 10_000);
+    allocator.ring_write(&a, 0, &[5; 3000]).unwrap();
+    allocator.ring_write(&b, 0, &[6; 3000]).unwrap();
+    assert!(device
+        .read(a.memory(), a.memory_offset(), 3000)
+        .unwrap()
+        .iter()
+        .all(|&x| x == 5));
+    // Dropping the allocator destroys the ring's buffers and memory.
+    finish(allocator, &device);
+}
+
+#[test]
+fn ring_writes_to_non_coherent_memory_are_flushed() {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let desc = UploadRingDesc {
+        size: 8192,
+        usage: Usage::READBACK,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let a = allocator.ring_allocate(ring, 100, 4).unwrap();
+    let b = allocator.ring_allocate(ring, 100, 4).unwrap();
+    allocator.ring_write(&b, 10, &[9; 20]).unwrap();
+    let flushed = device.flushed_ranges();
+    assert_eq!(flushed.len(), 1);
+    assert_eq!(flushed[0].offset % 256, 0);
+    assert!(flushed[0].offset <= b.memory_offset() + 10);
+    assert!(flushed[0].offset + flushed[0].size >= b.memory_offset() + 30);
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    let _ = a;
+    finish(allocator, &device);
+}
+
+#[test]
+fn budgets_steer_allocations_and_within_budget_fails_typed() {
+    // No budget extension: 80 % of a 64 MiB heap is the budget.
+    let layout = FakeLayout::integrated().with_heap_sizes(64 * MIB);
+    let (allocator, device) = allocator(layout);
+    let budget = allocator.budgets()[0];
+    assert_eq!(budget.budget, (64.0 * MIB as f64 * 0.8) as u64);
+    let mut live = Vec::new();
+    let within = |size| buffer(size, 256, Usage::DEVICE_LOCAL).within_budget();
+    let error = loop {
+        match allocator.allocate(&within(4 * MIB)) {
+            Ok(a) => live.push(a),
+            Err(error) => break error,
+        }
+    };
+    assert!(
+        matches!(error, Error::OverBudget { heap: 0, .. }),
+        "{error:?}"
+    );
+    assert!(allocator.budgets()[0].usage <= budget.budget);
+    // Without within_budget the request goes over budget instead of failing.
+    live.push(
+        allocator
+            .allocate(&buffer(4 * MIB, 256, Usage::DEVICE_LOCAL))
+            .unwrap(),
+    );
+    assert!(allocator.budgets()[0].usage > budget.budget);
+    for a in live {
+        allocator.free_after_frame(a).unwrap();
+    }
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+#[test]
+fn the_budget_extension_moves_requests_to_the_next_heap() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // Other processes use 90 of the 100 MiB budget of VRAM.
+    device.set_heap_budget(0, 100 * MIB, 90 * MIB);
+    let b = allocator.budgets();
+    assert_eq!((b[0].budget, b[0].usage), (100 * MIB, 90 * MIB));
+    let a = allocator
+        .allocate(&buffer(20 * MIB, 256, Usage::DEVICE_LOCAL).within_budget())
+        .unwrap();
+    // VRAM (type 1) is over budget: the BAR (type 4) is next.
+    assert_eq!(a.memory_type(), 4);
+    allocator.free_after_frame(a).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+#[test]
+fn a_small_budget_left_is_used_with_smaller_blocks_first() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // 10 MiB of VRAM budget left: the usual 32 MiB first block does not fit,
+    // an 8 MiB one does, so the request stays in VRAM (type 1).
+    device.set_heap_budget(0, 100 * MIB, 90 * MIB);
+    let a = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL).within_budget())
+        .unwrap();
+    assert_eq!(a.memory_type(), 1);
+    assert_eq!(allocator.stats().memory_types[1].block_bytes, 8 * MIB);
+    allocator.free_after_frame(a).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}

@@ -1,0 +1,73 @@
+//! Dropping the allocator with live allocations names each leak in the log.
+
+use std::sync::{Mutex, Once};
+
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{DedicatedPolicy, Usage};
+
+use super::{allocator, buffer, finish};
+
+/// Keeps every warning logged in this test binary.
+struct Capture;
+
+static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static CAPTURE: Capture = Capture;
+
+impl log::Log for Capture {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            let mut lines = LINES.lock().unwrap_or_else(|e| e.into_inner());
+            lines.push(record.args().to_string());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+fn install() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        log::set_logger(&CAPTURE).unwrap();
+        log::set_max_level(log::LevelFilter::Warn);
+    });
+}
+
+#[test]
+fn leaks_are_logged_with_name_size_and_type() {
+    install();
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let kept = allocator
+        .allocate(&buffer(1000, 16, Usage::UPLOAD).name("leaky staging buffer"))
+        .unwrap();
+    let dedicated = allocator
+        .allocate(
+            &buffer(3000, 16, Usage::DEVICE_LOCAL)
+                .name("leaky render target")
+                .dedicated(DedicatedPolicy::Always),
+        )
+        .unwrap();
+    finish(allocator, &device);
+    let lines = LINES.lock().unwrap().clone();
+    let find = |name: &str| {
+        lines
+            .iter()
+            .find(|line| line.contains(name))
+            .unwrap_or_else(|| panic!("no leak line for {name} in {lines:#?}"))
+            .clone()
+    };
+    let block_leak = find("leaky staging buffer");
+    assert!(
+        block_leak.contains("1000 bytes") && block_leak.contains("memory type 2"),
+        "{block_leak}"
+    );
+    let dedicated_leak = find("leaky render target");
+    assert!(
+        dedicated_leak.contains("3000 bytes") && dedicated_leak.contains("memory type 1"),
+        "{dedicated_leak}"
+    );
+    drop((kept, dedicated));
+}

@@ -1,0 +1,542 @@
+//! Shadow models of the offset core, shared by the property tests
+//! (`tests/offset_model.rs`) and the fuzz target (`fuzz/`).
+//!
+//! A shadow replays one operation on the real allocator and on a plain model
+//! (a `BTreeMap` of live ranges whose insert panics on overlap), then checks
+//! every figure the allocator reports against the model. Any disagreement
+//! panics with the operation that caused it.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, VecDeque};
+
+use vk_suballoc::offset::{
+    AllocationId, Counters, FreeRange, LinearAllocation, LinearAllocator, OffsetAllocation,
+    OffsetAllocator, OffsetError, StorageReport, MAX_CAPACITY, MAX_SLOTS,
+};
+
+/// One operation on an [`OffsetAllocator`].
+#[derive(Clone, Copy, Debug)]
+pub enum Op {
+    /// `allocate(size, align)`, taken as given (zero sizes and alignments that
+    /// are no power of two included).
+    Allocate { size: u64, align: u64 },
+    /// Frees the live allocation number `pick % live` in address order.
+    Free { pick: usize },
+    /// Frees an id freed before: must be `StaleId` and change nothing.
+    FreeStale { pick: usize },
+    /// Frees an id of another allocator: must be `ForeignId`.
+    FreeForeign,
+    /// `grow(extra)`.
+    Grow { extra: u64 },
+    /// `reserve_slots(additional)`.
+    ReserveSlots { additional: u32 },
+    /// `allocation_at(at)`.
+    Probe { at: u64 },
+}
+
+/// Inserts `[offset, offset + size)` into a map of disjoint ranges, panicking
+/// if it overlaps one already there.
+fn insert_disjoint<V>(map: &mut BTreeMap<u64, (u64, V)>, offset: u64, size: u64, value: V) {
+    if let Some((&below, &(below_size, _))) = map.range(..=offset).next_back() {
+        assert!(
+            below + below_size <= offset,
+            "overlap: [{offset}, {}) with [{below}, {})",
+            offset + size,
+            below + below_size
+        );
+    }
+    if let Some((&above, &(above_size, _))) = map.range(offset..).next() {
+        assert!(
+            offset + size <= above,
+            "overlap: [{offset}, {}) with [{above}, {})",
+            offset + size,
+            above + above_size
+        );
+    }
+    map.insert(offset, (size, value));
+}
+
+/// The first offset at or after `start` that is a multiple of `align`.
+fn align_up(start: u64, align: u64) -> Option<u64> {
+    start.checked_next_multiple_of(align)
+}
+
+/// An [`OffsetAllocator`] and its model.
+pub struct Shadow<const M: u32> {
+    pub heap: OffsetAllocator<M>,
+    foreign_id: AllocationId,
+    capacity: u64,
+    slots: u32,
+    /// offset -> (size, id).
+    live: BTreeMap<u64, (u64, AllocationId)>,
+    /// Ids freed before, the most recent last (a bounded history).
+    freed: VecDeque<AllocationId>,
+    counters: Counters,
+    /// The most recent successful allocation, probed after every step.
+    last: Option<OffsetAllocation>,
+}
+
+impl<const M: u32> Shadow<M> {
+    pub fn new(capacity: u64, slots: u32) -> Self {
+        let heap = OffsetAllocator::<M>::new(capacity, slots).expect("valid configuration");
+        let mut foreign = OffsetAllocator::<M>::new(64, 1).unwrap();
+        let foreign_id = foreign.allocate(1, 1).unwrap().id;
+        let this = Self {
+            heap,
+            foreign_id,
+            capacity,
+            slots,
+            live: BTreeMap::new(),
+            freed: VecDeque::new(),
+            counters: Counters::default(),
+            last: None,
+        };
+        this.check();
+        this
+    }
+
+    /// Applies `op` to allocator and model, then checks every figure.
+    pub fn apply(&mut self, op: Op) {
+        match op {
+            Op::Allocate { size, align } => self.allocate(size, align),
+            Op::Free { pick } => {
+                if let Some((&offset, &(size, id))) =
+                    self.live.iter().nth(pick % self.live.len().max(1))
+                {
+                    assert_eq!(self.heap.free(id), Ok(FreeRange { offset, size }));
+                    self.live.remove(&offset);
+                    self.counters.live_allocations -= 1;
+                    self.counters.live_bytes -= size;
+                    self.counters.frees += 1;
+                    if self.freed.len() == 64 {
+                        self.freed.pop_front();
+                    }
+                    self.freed.push_back(id);
+                    if self.last.is_some_and(|a| a.id == id) {
+                        self.last = None;
+                    }
+                }
+            }
+            Op::FreeStale { pick } => {
+                if !self.freed.is_empty() {
+                    let id = self.freed[pick % self.freed.len()];
+                    assert_eq!(self.heap.free(id), Err(OffsetError::StaleId));
+                    assert_eq!(self.heap.get(id), None);
+                }
+            }
+            Op::FreeForeign => {
+                assert_eq!(self.heap.free(self.foreign_id), Err(OffsetError::ForeignId));
+                assert_eq!(self.heap.get(self.foreign_id), None);
+            }
+            Op::Grow { extra } => {
+                let result = self.heap.grow(extra);
+                match self
+                    .capacity
+                    .checked_add(extra)
+                    .filter(|&c| c <= MAX_CAPACITY)
+                {
+                    Some(capacity) => {
+                        assert_eq!(result, Ok(()));
+                        self.capacity = capacity;
+                    }
+                    None => assert_eq!(
+                        result,
+                        Err(OffsetError::CapacityTooLarge {
+                            requested: self.capacity.saturating_add(extra),
+                            max: MAX_CAPACITY
+                        })
+                    ),
+                }
+            }
+            Op::ReserveSlots { additional } => {
+                let result = self.heap.reserve_slots(additional);
+                let total = u64::from(self.slots) + u64::from(additional);
+                if total <= u64::from(MAX_SLOTS) {
+                    assert_eq!(result, Ok(()));
+                    self.slots += additional;
+                } else {
+                    assert!(matches!(result, Err(OffsetError::TooManySlots { .. })));
+                }
+            }
+            Op::Probe { at } => {
+                let at = at % (self.capacity + 1);
+                assert_eq!(
+                    self.heap.allocation_at(at),
+                    self.covering(at),
+                    "allocation_at({at})"
+                );
+            }
+        }
+        self.check();
+    }
+
+    /// Frees everything left, then checks that one free range spans the
+    /// whole capacity.
+    pub fn finish(mut self) {
+        while !self.live.is_empty() {
+            // Free from the middle outwards, so merges happen on both sides.
+            self.apply(Op::Free {
+                pick: self.live.len() / 2,
+            });
+        }
+        let ranges: Vec<FreeRange> = self.heap.free_ranges().collect();
+        if self.capacity == 0 {
+            assert!(ranges.is_empty());
+        } else {
+            assert_eq!(
+                ranges,
+                vec![FreeRange {
+                    offset: 0,
+                    size: self.capacity
+                }]
+            );
+        }
+        let report = self.heap.storage_report();
+        assert_eq!(report.largest_free_range, self.capacity);
+        assert_eq!(report.free_ranges, u64::from(self.capacity > 0));
+        assert!(self.heap.is_empty());
+        // The whole capacity is one usable range again.
+        if self.capacity > 0 && self.slots > 0 {
+            let whole = self
+                .heap
+                .allocate(self.capacity, 1)
+                .expect("whole capacity");
+            assert_eq!(whole.offset, 0);
+        }
+    }
+
+    fn allocate(&mut self, size: u64, align: u64) {
+        let result = self.heap.allocate(size, align);
+        if size == 0 {
+            assert_eq!(result, Err(OffsetError::ZeroSize));
+            return;
+        }
+        if !align.is_power_of_two() {
+            assert_eq!(result, Err(OffsetError::AlignmentNotPowerOfTwo(align)));
+            return;
+        }
+        let free = self.capacity - self.counters.live_bytes;
+        let expected_error = if size > self.capacity {
+            Some(OffsetError::SizeExceedsCapacity {
+                size,
+                capacity: self.capacity,
+            })
+        } else if self.live.len() as u64 == u64::from(self.slots) {
+            Some(OffsetError::OutOfSlots(self.slots))
+        } else if !self.free_ranges().iter().any(|r| {
+            align_up(r.offset, align).is_some_and(|start| start + size <= r.offset + r.size)
+        }) {
+            // No free range holds it: the only case a space error is right.
+            Some(if free < size {
+                OffsetError::OutOfSpace { size, free }
+            } else {
+                OffsetError::TooFragmented { size, align, free }
+            })
+        } else {
+            None
+        };
+        match (result, expected_error) {
+            (Err(error), Some(expected)) => {
+                assert_eq!(error, expected);
+                self.counters.failed_allocations += 1;
+                self.counters.failed_bytes = self.counters.failed_bytes.saturating_add(size);
+            }
+            (Ok(allocation), None) => {
+                assert_eq!(allocation.size, size);
+                assert_eq!(allocation.offset % align, 0, "misaligned {allocation:?}");
+                assert!(
+                    allocation.end() <= self.capacity,
+                    "out of bounds {allocation:?}"
+                );
+                insert_disjoint(&mut self.live, allocation.offset, size, allocation.id);
+                let c = &mut self.counters;
+                c.live_allocations += 1;
+                c.live_bytes += size;
+                c.peak_live_bytes = c.peak_live_bytes.max(c.live_bytes);
+                c.allocations += 1;
+                c.requested_bytes += size;
+                self.last = Some(allocation);
+            }
+            (result, expected) => panic!(
+                "allocate({size}, {align}) returned {result:?}, model expects {expected:?} \
+                 (free ranges {:?})",
+                self.free_ranges()
+            ),
+        }
+    }
+
+    /// The model's free ranges: the complement of the live ranges.
+    fn free_ranges(&self) -> Vec<FreeRange> {
+        let mut ranges = Vec::new();
+        let mut cursor = 0;
+        for (&offset, &(size, _)) in &self.live {
+            if offset > cursor {
+                ranges.push(FreeRange {
+                    offset: cursor,
+                    size: offset - cursor,
+                });
+            }
+            cursor = offset + size;
+        }
+        if self.capacity > cursor {
+            ranges.push(FreeRange {
+                offset: cursor,
+                size: self.capacity - cursor,
+            });
+        }
+        ranges
+    }
+
+    fn covering(&self, at: u64) -> Option<OffsetAllocation> {
+        let (&offset, &(size, id)) = self.live.range(..=at).next_back()?;
+        (at < offset + size).then_some(OffsetAllocation { id, offset, size })
+    }
+
+    /// Every figure the allocator reports equals the model's.
+    pub fn check(&self) {
+        let heap = &self.heap;
+        let expected: Vec<OffsetAllocation> = self
+            .live
+            .iter()
+            .map(|(&offset, &(size, id))| OffsetAllocation { id, offset, size })
+            .collect();
+        let actual: Vec<OffsetAllocation> = heap.allocations().collect();
+        assert_eq!(actual, expected, "allocations in address order");
+        for allocation in &expected {
+            assert_eq!(heap.get(allocation.id), Some(*allocation));
+        }
+
+        let free = self.free_ranges();
+        assert_eq!(heap.free_ranges().collect::<Vec<_>>(), free, "free ranges");
+        let free_bytes: u64 = free.iter().map(|r| r.size).sum();
+        assert_eq!(
+            heap.storage_report(),
+            StorageReport {
+                capacity: self.capacity,
+                free_bytes,
+                largest_free_range: free.iter().map(|r| r.size).max().unwrap_or(0),
+                free_ranges: free.len() as u64,
+            }
+        );
+        assert_eq!(heap.free_bytes(), free_bytes);
+        assert_eq!(heap.capacity(), self.capacity);
+        assert_eq!(heap.slot_count(), self.slots);
+        assert_eq!(heap.is_empty(), self.live.is_empty());
+        assert_eq!(heap.counters(), &self.counters);
+
+        // Reverse lookups: both ends of the latest allocation, the first byte
+        // of a few free ranges, and the edges of the address space.
+        let mut probes = vec![0, self.capacity.saturating_sub(1), self.capacity];
+        if let Some(last) = self.last {
+            probes.extend([last.offset, last.end() - 1, last.end()]);
+        }
+        probes.extend(free.iter().take(3).map(|r| r.offset));
+        for at in probes {
+            assert_eq!(
+                heap.allocation_at(at),
+                self.covering(at),
+                "allocation_at({at})"
+            );
+        }
+    }
+}
+
+/// One operation on a [`LinearAllocator`].
+#[derive(Clone, Copy, Debug)]
+pub enum LinearOp {
+    /// `allocate(size, align)`, taken as given.
+    Allocate { size: u64, align: u64 },
+    /// `finish_frame()`.
+    FinishFrame,
+    /// `reclaim_through(f)`, with `f` the oldest sealed frame plus `ahead`
+    /// (so sometimes none, sometimes all, sometimes an unsealed frame).
+    Reclaim { ahead: u64 },
+}
+
+/// A [`LinearAllocator`] and its model: the ring as a cyclic interval of used
+/// bytes `[head - used, head)`, and the live ranges of every unreclaimed frame.
+pub struct LinearShadow {
+    pub ring: LinearAllocator,
+    capacity: u64,
+    max_frames: usize,
+    current_frame: u64,
+    /// Sealed frames, oldest first: (index, bytes consumed up to its seal).
+    sealed: VecDeque<(u64, u64)>,
+    /// Bytes consumed since creation (allocations, alignment and wrap skips).
+    consumed: u64,
+    /// Bytes given back since creation.
+    reclaimed: u64,
+    /// Where the next allocation is looked for.
+    head: u64,
+    peak_used: u64,
+    allocations: u64,
+    failed: u64,
+    /// offset -> (size, frame): allocations of frames not yet reclaimed.
+    live: BTreeMap<u64, (u64, u64)>,
+}
+
+impl LinearShadow {
+    pub fn new(capacity: u64, max_frames_in_flight: u32) -> Self {
+        let this = Self {
+            ring: LinearAllocator::new(capacity, max_frames_in_flight).expect("valid ring"),
+            capacity,
+            max_frames: max_frames_in_flight.max(1) as usize,
+            current_frame: 0,
+            sealed: VecDeque::new(),
+            consumed: 0,
+            reclaimed: 0,
+            head: 0,
+            peak_used: 0,
+            allocations: 0,
+            failed: 0,
+            live: BTreeMap::new(),
+        };
+        this.check();
+        this
+    }
+
+    fn used(&self) -> u64 {
+        self.consumed - self.reclaimed
+    }
+
+    pub fn apply(&mut self, op: LinearOp) {
+        match op {
+            LinearOp::Allocate { size, align } => self.allocate(size, align),
+            LinearOp::FinishFrame => {
+                let result = self.ring.finish_frame();
+                if self.sealed.len() == self.max_frames {
+                    assert_eq!(
+                        result,
+                        Err(OffsetError::TooManyFramesInFlight(self.max_frames as u32))
+                    );
+                } else {
+                    assert_eq!(result, Ok(self.current_frame));
+                    self.sealed.push_back((self.current_frame, self.consumed));
+                    self.current_frame += 1;
+                }
+            }
+            LinearOp::Reclaim { ahead } => {
+                let oldest = self.sealed.front().map_or(self.current_frame, |f| f.0);
+                let through = oldest.saturating_add(ahead % 8).saturating_sub(1);
+                let mut released = 0;
+                while let Some(&(frame, end)) = self.sealed.front() {
+                    if frame > through {
+                        break;
+                    }
+                    self.sealed.pop_front();
+                    self.reclaimed = end;
+                    self.live.retain(|_, &mut (_, f)| f != frame);
+                    released += 1;
+                }
+                if self.used() == 0 {
+                    self.head = 0;
+                }
+                assert_eq!(self.ring.reclaim_through(through), released);
+            }
+        }
+        self.check();
+    }
+
+    fn allocate(&mut self, size: u64, align: u64) {
+        let result = self.ring.allocate(size, align);
+        if size == 0 {
+            assert_eq!(result, Err(OffsetError::ZeroSize));
+            return;
+        }
+        if !align.is_power_of_two() {
+            assert_eq!(result, Err(OffsetError::AlignmentNotPowerOfTwo(align)));
+            return;
+        }
+        if size > self.capacity {
+            self.failed += 1;
+            assert_eq!(
+                result,
+                Err(OffsetError::SizeExceedsCapacity {
+                    size,
+                    capacity: self.capacity
+                })
+            );
+            return;
+        }
+        // The free bytes form one cyclic interval starting at the head. A
+        // placement fits when it lies inside it: right after the head (aligned)
+        // before the end of the buffer, or, when the free interval wraps, at 0
+        // after skipping the rest of the buffer.
+        let free = self.capacity - self.used();
+        let free_end = self.head + free; // may exceed the capacity (wraps)
+        let in_place = align_up(self.head, align).filter(|&a| a + size <= self.capacity);
+        let placement = match in_place {
+            Some(start) if start + size <= free_end => Some((start, start + size - self.head)),
+            Some(_) => None,
+            None if free_end >= self.capacity && size <= free_end - self.capacity => {
+                Some((0, self.capacity - self.head + size))
+            }
+            None => None,
+        };
+        match (result, placement) {
+            (Ok(allocation), Some((offset, consumed))) => {
+                assert_eq!(
+                    allocation,
+                    LinearAllocation {
+                        offset,
+                        size,
+                        frame: self.current_frame
+                    }
+                );
+                insert_disjoint(&mut self.live, offset, size, self.current_frame);
+                self.consumed += consumed;
+                self.head = offset + size;
+                self.peak_used = self.peak_used.max(self.used());
+                self.allocations += 1;
+            }
+            (Err(error), None) => {
+                self.failed += 1;
+                let expected = if free < size {
+                    OffsetError::OutOfSpace { size, free }
+                } else {
+                    OffsetError::TooFragmented { size, align, free }
+                };
+                assert_eq!(error, expected);
+            }
+            (result, placement) => panic!(
+                "ring allocate({size}, {align}) returned {result:?}, model expects {placement:?} \
+                 (head {}, used {})",
+                self.head,
+                self.used()
+            ),
+        }
+    }
+
+    pub fn check(&self) {
+        let ring = &self.ring;
+        assert_eq!(ring.used(), self.used());
+        assert_eq!(ring.peak_used(), self.peak_used);
+        assert_eq!(ring.capacity(), self.capacity);
+        assert_eq!(ring.current_frame(), self.current_frame);
+        assert_eq!(ring.frames_in_flight(), self.sealed.len());
+        assert_eq!(ring.allocations(), self.allocations);
+        assert_eq!(ring.failed_allocations(), self.failed);
+        let live_bytes: u64 = self.live.values().map(|&(size, _)| size).sum();
+        assert!(live_bytes <= self.used() && self.used() <= self.capacity);
+    }
+
+    /// Seals the current frame, reclaims everything, and checks that the
+    /// whole ring is one usable range again.
+    pub fn finish(mut self) {
+        if self.sealed.len() == self.max_frames {
+            self.apply(LinearOp::Reclaim { ahead: 1 });
+        }
+        self.apply(LinearOp::FinishFrame);
+        self.apply(LinearOp::Reclaim { ahead: 7 });
+        while !self.sealed.is_empty() {
+            self.apply(LinearOp::Reclaim { ahead: 7 });
+        }
+        assert_eq!(self.ring.used(), 0);
+        assert!(self.live.is_empty());
+        if self.capacity > 0 {
+            let whole = self.ring.allocate(self.capacity, 1).expect("whole ring");
+            assert_eq!(whole.offset, 0);
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! A Vulkan instance and device on lavapipe, under the validation layer and,
+//! for the fake profiles, the fake-memory layer.
+
+use std::ffi::{CStr, CString};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use ash::vk;
+
+use super::fake_layer_setup;
+use super::profile::Profile;
+use super::validation_messages::{self, MessageLog};
+
+const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
+
+/// The fake-memory layer's configuration marker (see `layers/fake-memory`).
+const PROFILE_MARKER: &str = "vk-suballoc-fake-memory:";
+
+/// What to install when a part of the Vulkan stack is missing.
+const INSTALL_HINT: &str = "install the Vulkan loader, lavapipe and the validation layer \
+     (Debian/Ubuntu: `apt-get install libvulkan1 mesa-vulkan-drivers vulkan-validationlayers`), \
+     or run the tests through `scripts/with-vulkan.sh cargo test`, which does it when run as root";
+
+/// Fault injection for the fake-memory profiles.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContextOptions {
+    /// `vkAllocateMemory` calls (1-based, counted per device) that fail with
+    /// `ERROR_OUT_OF_DEVICE_MEMORY`.
+    pub fail_allocations: Vec<u32>,
+    /// Overrides the profile's `maxMemoryAllocationCount`.
+    pub max_allocations: Option<u32>,
+}
+
+impl ContextOptions {
+    /// Adds a `vkAllocateMemory` call number (from 1) that will fail.
+    pub fn fail_allocation(mut self, call: u32) -> Self {
+        self.fail_allocations.push(call);
+        self
+    }
+
+    /// Lowers `maxMemoryAllocationCount` to `count`.
+    pub fn max_allocations(mut self, count: u32) -> Self {
+        self.max_allocations = Some(count);
+        self
+    }
+
+    fn is_empty(&self) -> bool {
+        self.fail_allocations.is_empty() && self.max_allocations.is_none()
+    }
+
+    /// The fake-memory layer configuration string for `profile`.
+    fn layer_config(&self, profile: Profile) -> String {
+        let mut config = format!("{PROFILE_MARKER}{}", profile.name());
+        for call in &self.fail_allocations {
+            config.push_str(&format!(",fail-allocation={call}"));
+        }
+        if let Some(count) = self.max_allocations {
+            config.push_str(&format!(",max-allocations={count}"));
+        }
+        config
+    }
+}
+
+/// One heap's figures from `VK_EXT_memory_budget`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeapBudget {
+    /// `heapBudget`: what the process may use.
+    pub budget: u64,
+    /// `heapUsage`: what it uses now.
+    pub usage: u64,
+}
+
+/// One test's Vulkan objects: a Vulkan 1.3 instance with
+/// `VK_LAYER_KHRONOS_validation` (and, below it, the fake-memory layer for
+/// the fake profiles), a debug messenger recording every warning and error,
+/// and a device on lavapipe with `bufferDeviceAddress`, `timelineSemaphore`,
+/// `synchronization2` and `maintenance4` (the last two when available),
+/// `VK_EXT_memory_budget` when advertised, and one graphics+compute queue.
+///
+/// Dropping it destroys everything, then panics if validation messages were
+/// recorded and not taken (unless the thread is already panicking).
+pub struct VulkanContext {
+    /// The profile the device presents.
+    pub profile: Profile,
+    /// The loaded Vulkan library.
+    pub entry: ash::Entry,
+    /// The instance.
+    pub instance: ash::Instance,
+    /// Lavapipe.
+    pub physical_device: vk::PhysicalDevice,
+    /// The device.
+    pub device: ash::Device,
+    /// A graphics + compute queue; [`VulkanContext::run_one_time_commands`]
+    /// serialises its own submissions, other users must not race it.
+    pub queue: vk::Queue,
+    /// The queue's family.
+    pub queue_family_index: u32,
+    /// Whether `VK_EXT_memory_budget` is enabled on the device.
+    pub memory_budget_enabled: bool,
+    /// Whether the `synchronization2` feature is enabled.
+    pub synchronization2_enabled: bool,
+    /// Every validation warning and error recorded so far.
+    pub messages: MessageLog,
+    debug_utils: ash::ext::debug_utils::Instance,
+    messenger: vk::DebugUtilsMessengerEXT,
+    pub(super) command_pool: Mutex<vk::CommandPool>,
+}
+
+impl std::fmt::Debug for VulkanContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VulkanContext")
+            .field("profile", &self.profile)
+            .field("physical_device", &self.physical_device)
+            .field("queue_family_index", &self.queue_family_index)
+            .finish_non_exhaustive()
+    }
+}
+
+fn layer_names(entry: &ash::Entry) -> Vec<String> {
+    // SAFETY: a global query on a loaded entry.
+    let layers = unsafe { entry.enumerate_instance_layer_properties() }
+        .unwrap_or_else(|error| panic!("vkEnumerateInstanceLayerProperties failed: {error}"));
+    layers
+        .iter()
+        .filter_map(|layer| layer.layer_name_as_c_str().ok())
+        .map(|name| name.to_string_lossy().into_owned())
+        .collect()
+}
+
+impl VulkanContext {
+    /// A context for `profile` without fault injection.
+    ///
+    /// # Panics
+    /// When the Vulkan loader, lavapipe or the validation layer is missing
+    /// (saying what to install), when the fake-memory layer cannot be built,
+    /// or when a Vulkan call fails.
+    pub fn new(profile: Profile) -> Self {
+        Self::with_options(profile, ContextOptions::default())
+    }
+
+    /// A context for `profile` with fault injection `options`.
+    ///
+    /// # Panics
+    /// As [`VulkanContext::new`]; also when `options` ask for fault injection
+    /// on [`Profile::Lavapipe`], which has no layer to inject it.
+    pub fn with_options(profile: Profile, options: ContextOptions) -> Self {
+        assert!(
+            profile.uses_fake_layer() || options.is_empty(),
+            "fault injection needs a fake-memory profile, not {profile}"
+        );
+        // Before any instance: build the layer and point the loader at it.
+        fake_layer_setup::prepare();
+        // SAFETY: loading the system Vulkan loader runs its initialisers,
+        // which is what every Vulkan application does.
+        let entry = unsafe { ash::Entry::load() }.unwrap_or_else(|error| {
+            panic!(
+                "the Vulkan loader (libvulkan.so.1) could not be loaded: {error}; {INSTALL_HINT}"
+            )
+        });
+        let available = layer_names(&entry);
+        let validation = VALIDATION_LAYER.to_string_lossy();
+        assert!(
+            available.iter().any(|name| *name == validation),
+            "{validation} is not installed (layers found: {available:?}); {INSTALL_HINT}"
+        );
+        let mut layers = vec![VALIDATION_LAYER.as_ptr()];
+        let fake_layer = CString::new(fake_layer_setup::LAYER_NAME).unwrap();
+        if profile.uses_fake_layer() {
+            assert!(
+                available
+                    .iter()
+                    .any(|name| name == fake_layer_setup::LAYER_NAME),
+                "the loader does not list {} although its manifest is in {} \
+                 ({}={:?}; layers found: {available:?})",
+                fake_layer_setup::LAYER_NAME,
+                fake_layer_setup::manifest_dir().display(),
+                fake_layer_setup::ADD_LAYER_PATH,
+                std::env::var_os(fake_layer_setup::ADD_LAYER_PATH),
+            );
+            // After validation = closer to the driver: validation checks the
+            // application against the fake architecture.
+            layers.push(fake_layer.as_ptr());
+        }
+
+        let messages: MessageLog = Arc::new(Mutex::new(Vec::new()));
+        let mut messenger_info = validation_messages::messenger_create_info(&messages);
+        let engine_name = CString::new(if profile.uses_fake_layer() {
+            options.layer_config(profile)
+        } else {
+            "vk-suballoc tests".to_owned()
+        })
+        .unwrap();
+        let app_info = vk::ApplicationInfo::default()
+            .application_name(c"vk-suballoc tests")
+            .engine_name(&engine_name)
+            .api_version(vk::API_VERSION_1_3);
+        let extensions = [ash::ext::debug_utils::NAME.as_ptr()];
+        let instance_info = vk::InstanceCreateInfo::default()
+            .application_info(&app_info)
+            .enabled_layer_names(&layers)
+            .enabled_extension_names(&extensions)
+            .push_next(&mut messenger_info);
+        // SAFETY: a valid create info; `messages` outlives the instance (it
+        // is kept in the context and dropped after the instance).
+        let instance = unsafe { entry.create_instance(&instance_info, None) }
+            .unwrap_or_else(|error| panic!("vkCreateInstance ({profile}) failed: {error}"));
+        let debug_utils = ash::ext::debug_utils::Instance::new(&entry, &instance);
+        let messenger_info = validation_messages::messenger_create_info(&messages);
+        // SAFETY: a valid create info on the instance that enabled debug utils.
+        let messenger = unsafe { debug_utils.create_debug_utils_messenger(&messenger_info, None) }
+            .unwrap_or_else(|error| panic!("vkCreateDebugUtilsMessengerEXT failed: {error}"));
+
+        let physical_device = pick_lavapipe(&instance);
+        let device_setup = super::device_setup::create_device(&instance, physical_device);
+        // SAFETY: family and index of a queue requested at device creation.
+        let queue = unsafe {
+            device_setup
+                .device
+                .get_device_queue(device_setup.queue_family_index, 0)
+        };
+        let pool_info = vk::CommandPoolCreateInfo::default()
+            .queue_family_index(device_setup.queue_family_index)
+            .flags(vk::CommandPoolCreateFlags::TRANSIENT);
+        // SAFETY: a valid create info on a live device.
+        let command_pool = unsafe { device_setup.device.create_command_pool(&pool_info, None) }
+            .unwrap_or_else(|error| panic!("vkCreateCommandPool failed: {error}"));
+
+        Self {
+            profile,
+            entry,
+            instance,
+            physical_device,
+            device: device_setup.device,
+            queue,
+            queue_family_index: device_setup.queue_family_index,
+            memory_budget_enabled: device_setup.memory_budget_enabled,
+            synchronization2_enabled: device_setup.synchronization2_enabled,
+            messages,
+            debug_utils,
+            messenger,
+            command_pool: Mutex::new(command_pool),
+        }
+    }
+
+    /// The physical device's memory properties (through the 1.0 query).
+    pub fn memory_properties(&self) -> vk::PhysicalDeviceMemoryProperties {
+        // SAFETY: a live physical device of this instance.
+        unsafe {
+            self.instance
+                .get_physical_device_memory_properties(self.physical_device)
+        }
+    }
+
+    /// The physical device's properties (with the faked limits).
+    pub fn properties(&self) -> vk::PhysicalDeviceProperties {
+        // SAFETY: a live physical device of this instance.
+        unsafe {
+            self.instance
+                .get_physical_device_properties(self.physical_device)
+        }
+    }
+
+    /// Budget and usage of each heap from `VK_EXT_memory_budget`, `None` when
+    /// the extension is not enabled (plain lavapipe).
+    pub fn memory_budget(&self) -> Option<Vec<HeapBudget>> {
+        if !self.memory_budget_enabled {
+            return None;
+        }
+        let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
+        let mut properties = vk::PhysicalDeviceMemoryProperties2::default().push_next(&mut budget);
+        // SAFETY: a valid output chain; the extension is enabled on the device.
+        unsafe {
+            self.instance
+                .get_physical_device_memory_properties2(self.physical_device, &mut properties)
+        };
+        let heaps = properties.memory_properties.memory_heap_count as usize;
+        Some(
+            budget.heap_budget[..heaps]
+                .iter()
+                .zip(&budget.heap_usage[..heaps])
+                .map(|(&budget, &usage)| HeapBudget { budget, usage })
+                .collect(),
+        )
+    }
+
+    /// Takes every validation message recorded so far.
+    pub fn take_messages(&self) -> Vec<String> {
+        validation_messages::take(&self.messages)
+    }
+
+    /// Panics, listing them, if any validation message was recorded.
+    pub fn assert_no_validation_messages(&self) {
+        let messages = self.take_messages();
+        assert!(
+            messages.is_empty(),
+            "{} validation message(s) on {}:\n{}",
+            messages.len(),
+            self.profile,
+            messages.join("\n")
+        );
+    }
+
+    /// Takes the recorded messages and checks them against `expected` ids
+    /// (VUIDs): each must appear in some message, and every message must
+    /// carry one of them. Returns the messages.
+    pub fn expect_validation_messages(&self, expected: &[&str]) -> Vec<String> {
+        let messages = self.take_messages();
+        for id in expected {
+            assert!(
+                messages.iter().any(|message| message.contains(id)),
+                "expected {id} on {}, got:\n{}",
+                self.profile,
+                messages.join("\n")
+            );
+        }
+        let unexpected: Vec<&String> = messages
+            .iter()
+            .filter(|message| !expected.iter().any(|id| message.contains(id)))
+            .collect();
+        assert!(
+            unexpected.is_empty(),
+            "unexpected validation message(s) on {}:\n{}",
+            self.profile,
+            unexpected
+                .iter()
+                .map(|message| message.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        messages
+    }
+}
+
+/// Picks lavapipe (`llvmpipe` in its name, or a CPU device type).
+fn pick_lavapipe(instance: &ash::Instance) -> vk::PhysicalDevice {
+    // SAFETY: a live instance.
+    let devices = unsafe { instance.enumerate_physical_devices() }
+        .unwrap_or_else(|error| panic!("vkEnumeratePhysicalDevices failed: {error}"));
+    let mut seen = Vec::new();
+    for device in devices {
+        // SAFETY: a physical device of this instance.
+        let properties = unsafe { instance.get_physical_device_properties(device) };
+        let name = properties
+            .device_name_as_c_str()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // The fake layer reports its profile's device type, so the name decides.
+        if name.contains("llvmpipe") || properties.device_type == vk::PhysicalDeviceType::CPU {
+            return device;
+        }
+        seen.push(name);
+    }
+    panic!("no lavapipe device found (devices: {seen:?}); {INSTALL_HINT}");
+}
+
+impl Drop for VulkanContext {
+    fn drop(&mut self) {
+        // SAFETY: every object was created by this context, children first;
+        // the device is idle before anything is destroyed.
+        unsafe {
+            let _ = self.device.device_wait_idle();
+            let pool = *self
+                .command_pool
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner);
+            self.device.destroy_command_pool(pool, None);
+            self.device.destroy_device(None);
+            self.debug_utils
+                .destroy_debug_utils_messenger(self.messenger, None);
+            self.instance.destroy_instance(None);
+        }
+        let messages = self.take_messages();
+        if messages.is_empty() {
+            return;
+        }
+        let report = format!(
+            "{} validation message(s) on {} were not taken:\n{}",
+            messages.len(),
+            self.profile,
+            messages.join("\n")
+        );
+        if std::thread::panicking() {
+            eprintln!("{report}");
+        } else {
+            panic!("{report}");
+        }
+    }
+}

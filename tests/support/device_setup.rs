@@ -1,0 +1,101 @@
+//! Device creation for [`super::VulkanContext`]: the features and extensions
+//! an allocator test may need, each checked before it is enabled.
+
+use std::ffi::CStr;
+
+use ash::vk;
+
+/// The created device and what was enabled on it.
+pub struct DeviceSetup {
+    /// The device.
+    pub device: ash::Device,
+    /// Family of the one graphics + compute queue.
+    pub queue_family_index: u32,
+    /// `VK_EXT_memory_budget` is enabled.
+    pub memory_budget_enabled: bool,
+    /// The `synchronization2` feature is enabled.
+    pub synchronization2_enabled: bool,
+}
+
+fn has_extension(extensions: &[vk::ExtensionProperties], wanted: &CStr) -> bool {
+    extensions
+        .iter()
+        .any(|extension| extension.extension_name_as_c_str() == Ok(wanted))
+}
+
+/// Creates the test device on `physical_device`.
+///
+/// # Panics
+/// When the device lacks Vulkan 1.2, `bufferDeviceAddress`,
+/// `timelineSemaphore` or a graphics + compute queue, or creation fails.
+pub fn create_device(instance: &ash::Instance, physical_device: vk::PhysicalDevice) -> DeviceSetup {
+    // SAFETY: a physical device of this instance.
+    let properties = unsafe { instance.get_physical_device_properties(physical_device) };
+    assert!(
+        properties.api_version >= vk::API_VERSION_1_2,
+        "lavapipe reports Vulkan {}.{}; the tests need 1.2 or later (a newer mesa-vulkan-drivers)",
+        vk::api_version_major(properties.api_version),
+        vk::api_version_minor(properties.api_version),
+    );
+    let has_vulkan_1_3 = properties.api_version >= vk::API_VERSION_1_3;
+
+    let mut supported12 = vk::PhysicalDeviceVulkan12Features::default();
+    let mut supported13 = vk::PhysicalDeviceVulkan13Features::default();
+    let mut supported = vk::PhysicalDeviceFeatures2::default().push_next(&mut supported12);
+    if has_vulkan_1_3 {
+        supported = supported.push_next(&mut supported13);
+    }
+    // SAFETY: a valid output chain of structures the device's version knows.
+    unsafe { instance.get_physical_device_features2(physical_device, &mut supported) };
+    assert!(
+        supported12.buffer_device_address == vk::TRUE && supported12.timeline_semaphore == vk::TRUE,
+        "lavapipe lacks bufferDeviceAddress or timelineSemaphore; install a newer mesa-vulkan-drivers"
+    );
+    let synchronization2 = supported13.synchronization2 == vk::TRUE;
+    let maintenance4 = supported13.maintenance4 == vk::TRUE;
+
+    // SAFETY: a physical device of this instance.
+    let extensions = unsafe { instance.enumerate_device_extension_properties(physical_device) }
+        .unwrap_or_else(|error| panic!("vkEnumerateDeviceExtensionProperties failed: {error}"));
+    let memory_budget = has_extension(&extensions, ash::ext::memory_budget::NAME);
+    let mut enabled_extensions = Vec::new();
+    if memory_budget {
+        enabled_extensions.push(ash::ext::memory_budget::NAME.as_ptr());
+    }
+
+    // SAFETY: a physical device of this instance.
+    let families = unsafe { instance.get_physical_device_queue_family_properties(physical_device) };
+    let wanted = vk::QueueFlags::GRAPHICS | vk::QueueFlags::COMPUTE;
+    let queue_family_index = families
+        .iter()
+        .position(|family| family.queue_flags.contains(wanted) && family.queue_count > 0)
+        .and_then(|index| u32::try_from(index).ok())
+        .unwrap_or_else(|| panic!("lavapipe offers no graphics + compute queue: {families:?}"));
+
+    let priorities = [1.0];
+    let queues = [vk::DeviceQueueCreateInfo::default()
+        .queue_family_index(queue_family_index)
+        .queue_priorities(&priorities)];
+    let mut enable12 = vk::PhysicalDeviceVulkan12Features::default()
+        .buffer_device_address(true)
+        .timeline_semaphore(true);
+    let mut enable13 = vk::PhysicalDeviceVulkan13Features::default()
+        .synchronization2(synchronization2)
+        .maintenance4(maintenance4);
+    let mut device_info = vk::DeviceCreateInfo::default()
+        .queue_create_infos(&queues)
+        .enabled_extension_names(&enabled_extensions)
+        .push_next(&mut enable12);
+    if has_vulkan_1_3 {
+        device_info = device_info.push_next(&mut enable13);
+    }
+    // SAFETY: a valid create info with features the device supports.
+    let device = unsafe { instance.create_device(physical_device, &device_info, None) }
+        .unwrap_or_else(|error| panic!("vkCreateDevice failed: {error}"));
+    DeviceSetup {
+        device,
+        queue_family_index,
+        memory_budget_enabled: memory_budget,
+        synchronization2_enabled: synchronization2,
+    }
+}

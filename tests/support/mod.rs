@@ -1,0 +1,27 @@
+//! The shared harness of the Vulkan integration tests.
+//!
+//! Every Vulkan test builds a [`VulkanContext`] for a [`Profile`]: lavapipe as
+//! it is, or lavapipe behind the fake-memory layer (`layers/fake-memory`)
+//! presenting a discrete, integrated or mobile GPU's memory architecture. The
+//! validation layer sits above both and every warning or error it reports is
+//! recorded; a context that is dropped with unread messages fails the test.
+//! Tests that provoke a message on purpose take it with
+//! [`VulkanContext::expect_validation_messages`].
+//!
+//! Missing Vulkan pieces (loader, lavapipe, validation layer) make the tests
+//! fail with a message saying what to install; they are never skipped.
+
+// Each test module uses a part of the harness; none uses all of it.
+#![allow(dead_code, unused_imports, unused_macros)]
+
+mod context;
+mod device_setup;
+pub mod fake_layer_setup;
+mod one_time_commands;
+mod profile;
+mod validation_messages;
+
+pub use context::{ContextOptions, HeapBudget, VulkanContext};
+pub use profile::Profile;
+pub(crate) use profile::{test_each_fake_profile, test_each_profile};
+pub use validation_messages::MessageLog;

@@ -1,0 +1,132 @@
+//! The memory architectures the Vulkan tests run against.
+
+use std::fmt;
+
+/// A memory architecture for a test device: lavapipe as it is, or lavapipe
+/// behind the fake-memory layer (`layers/fake-memory`) with one of its profiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Profile {
+    /// Lavapipe alone: one heap, one coherent type, no `VK_EXT_memory_budget`.
+    Lavapipe,
+    /// A discrete GPU: 1 GiB device-local heap, 2 GiB host heap, 256 MiB BAR
+    /// heap; device-local, host coherent, host cached non-coherent and BAR
+    /// types; granularity 1024, atom 256, 4096 allocations.
+    Discrete,
+    /// An integrated GPU: one 2 GiB device-local heap, every type device-local
+    /// (plain, host coherent, host coherent cached); granularity 64, atom 64.
+    Integrated,
+    /// A mobile GPU: one 256 MiB heap, a non-coherent cached host type before
+    /// the coherent one; granularity 4096, atom 128, 1024 allocations.
+    Mobile,
+}
+
+impl Profile {
+    /// Every profile, lavapipe first.
+    pub const ALL: [Profile; 4] = [
+        Profile::Lavapipe,
+        Profile::Discrete,
+        Profile::Integrated,
+        Profile::Mobile,
+    ];
+
+    /// The profiles served by the fake-memory layer.
+    pub const FAKE: [Profile; 3] = [Profile::Discrete, Profile::Integrated, Profile::Mobile];
+
+    /// Lower-case name, as in test names and the layer's configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Lavapipe => "lavapipe",
+            Profile::Discrete => "discrete",
+            Profile::Integrated => "integrated",
+            Profile::Mobile => "mobile",
+        }
+    }
+
+    /// Whether this profile needs the fake-memory layer.
+    pub fn uses_fake_layer(self) -> bool {
+        self != Profile::Lavapipe
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Defines a module `$name` with one `#[test]` per [`Profile`] (functions
+/// `lavapipe`, `discrete`, `integrated`, `mobile`), each running the body with
+/// `$profile` bound to its profile. Run one profile's tests with a name
+/// filter, e.g. `cargo test --test vulkan -- ::mobile`.
+///
+/// ```ignore
+/// test_each_profile!(
+///     /// Every buffer can be bound.
+///     fn buffers_bind(profile) {
+///         let context = VulkanContext::new(profile);
+///         // ...
+///     }
+/// );
+/// ```
+macro_rules! test_each_profile {
+    ($(#[$attr:meta])* fn $name:ident($profile:ident) $body:block) => {
+        $(#[$attr])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn run($profile: $crate::support::Profile) $body
+
+            #[test]
+            fn lavapipe() {
+                run($crate::support::Profile::Lavapipe)
+            }
+
+            #[test]
+            fn discrete() {
+                run($crate::support::Profile::Discrete)
+            }
+
+            #[test]
+            fn integrated() {
+                run($crate::support::Profile::Integrated)
+            }
+
+            #[test]
+            fn mobile() {
+                run($crate::support::Profile::Mobile)
+            }
+        }
+    };
+}
+pub(crate) use test_each_profile;
+
+/// Like [`test_each_profile!`], for the fake-memory profiles only (no
+/// `lavapipe` test): for behaviour lavapipe alone cannot show.
+macro_rules! test_each_fake_profile {
+    ($(#[$attr:meta])* fn $name:ident($profile:ident) $body:block) => {
+        $(#[$attr])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn run($profile: $crate::support::Profile) $body
+
+            #[test]
+            fn discrete() {
+                run($crate::support::Profile::Discrete)
+            }
+
+            #[test]
+            fn integrated() {
+                run($crate::support::Profile::Integrated)
+            }
+
+            #[test]
+            fn mobile() {
+                run($crate::support::Profile::Mobile)
+            }
+        }
+    };
+}
+pub(crate) use test_each_fake_profile;

@@ -1,0 +1,19 @@
+//! The Vulkan integration tests: one test binary, so the fake-memory layer is
+//! built and made findable once. Each module lives in `tests/vulkan/`; add
+//! yours with a `#[path]` line below. The shared harness is `tests/support/`.
+//!
+//! Run: `scripts/with-vulkan.sh cargo test --test vulkan`; one profile only:
+//! `scripts/with-vulkan.sh cargo test --test vulkan -- ::mobile`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+#[path = "vulkan/allocator_setup.rs"]
+mod allocator_setup;
+#[path = "vulkan/allocator_suite.rs"]
+mod allocator_suite;
+#[path = "vulkan/frames_suite.rs"]
+mod frames_suite;
+#[path = "vulkan/layer_self_test.rs"]
+mod layer_self_test;

@@ -1,0 +1,200 @@
+//! What the allocator's Vulkan tests share: an allocator over a test context,
+//! a seeded random source, and resource descriptions.
+
+use ash::vk;
+use vk_suballoc::device::{AshMemoryDevice, DeviceFeatures};
+use vk_suballoc::{Allocator, Config};
+
+use crate::support::VulkanContext;
+
+/// An allocator over `context`'s device with everything the harness enables
+/// (buffer device address, the budget extension when present, debug names).
+/// Declare it after the context so that it is dropped first.
+pub fn allocator_for(context: &VulkanContext) -> Allocator<AshMemoryDevice> {
+    let features = DeviceFeatures {
+        buffer_device_address: true,
+        memory_budget: context.memory_budget_enabled,
+        memory_priority: false,
+        debug_utils: true,
+    };
+    // SAFETY: the harness creates a Vulkan 1.3 instance with VK_EXT_debug_utils
+    // and a device from `physical_device` with bufferDeviceAddress (and the
+    // budget extension when `memory_budget_enabled`); the context outlives
+    // the allocator (callers declare the allocator after it).
+    let device = unsafe {
+        AshMemoryDevice::new(
+            &context.instance,
+            &context.device,
+            context.physical_device,
+            features,
+        )
+    };
+    Allocator::new(device, Config::default()).unwrap()
+}
+
+/// SplitMix64, seeded and printed so a failure can be replayed.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator seeded from `VK_SUBALLOC_SEED` or the clock; prints the seed.
+    pub fn from_env(test: &str) -> Self {
+        let seed = std::env::var("VK_SUBALLOC_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
+        println!("{test}: seed {seed} (replay with VK_SUBALLOC_SEED={seed})");
+        Self(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A transfer source and destination buffer of `size` bytes.
+pub fn buffer_info(size: u64) -> vk::BufferCreateInfo<'static> {
+    vk::BufferCreateInfo::default()
+        .size(size)
+        .usage(vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST)
+}
+
+/// A 2D RGBA8 optimal-tiling image that transfers can clear and copy.
+pub fn image_info(width: u32, height: u32) -> vk::ImageCreateInfo<'static> {
+    vk::ImageCreateInfo::default()
+        .image_type(vk::ImageType::TYPE_2D)
+        .format(vk::Format::R8G8B8A8_UNORM)
+        .extent(vk::Extent3D {
+            width,
+            height,
+            depth: 1,
+        })
+        .mip_levels(1)
+        .array_layers(1)
+        .samples(vk::SampleCountFlags::TYPE_1)
+        .tiling(vk::ImageTiling::OPTIMAL)
+        .usage(vk::ImageUsageFlags::TRANSFER_SRC | vk::ImageUsageFlags::TRANSFER_DST)
+        .initial_layout(vk::ImageLayout::UNDEFINED)
+}
+
+/// The colour subresource of a single-level, single-layer image.
+pub const COLOR: vk::ImageSubresourceRange = vk::ImageSubresourceRange {
+    aspect_mask: vk::ImageAspectFlags::COLOR,
+    base_mip_level: 0,
+    level_count: 1,
+    base_array_layer: 0,
+    layer_count: 1,
+};
+
+/// Records a global memory barrier between two stages.
+///
+/// # Safety
+/// `command_buffer` is recording on `device`.
+pub unsafe fn memory_barrier(
+    device: &ash::Device,
+    command_buffer: vk::CommandBuffer,
+    (src_stage, src_access): (vk::PipelineStageFlags, vk::AccessFlags),
+    (dst_stage, dst_access): (vk::PipelineStageFlags, vk::AccessFlags),
+) {
+    let barrier = [vk::MemoryBarrier::default()
+        .src_access_mask(src_access)
+        .dst_access_mask(dst_access)];
+    // SAFETY: the caller's contract.
+    unsafe {
+        device.cmd_pipeline_barrier(
+            command_buffer,
+            src_stage,
+            dst_stage,
+            vk::DependencyFlags::empty(),
+            &barrier,
+            &[],
+            &[],
+        )
+    };
+}
+
+/// Records a layout transition of a whole colour image.
+///
+/// # Safety
+/// `command_buffer` is recording on `device`; `image` belongs to it.
+pub unsafe fn transition(
+    device: &ash::Device,
+    command_buffer: vk::CommandBuffer,
+    image: vk::Image,
+    (old, src_access): (vk::ImageLayout, vk::AccessFlags),
+    (new, dst_access): (vk::ImageLayout, vk::AccessFlags),
+) {
+    let barrier = [vk::ImageMemoryBarrier::default()
+        .src_access_mask(src_access)
+        .dst_access_mask(dst_access)
+        .old_layout(old)
+        .new_layout(new)
+        .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+        .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+        .image(image)
+        .subresource_range(COLOR)];
+    // SAFETY: the caller's contract.
+    unsafe {
+        device.cmd_pipeline_barrier(
+            command_buffer,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::DependencyFlags::empty(),
+            &[],
+            &[],
+            &barrier,
+        )
+    };
+}
+
+/// Transfer writes made visible to the host.
+pub const TRANSFER_TO_HOST: (
+    (vk::PipelineStageFlags, vk::AccessFlags),
+    (vk::PipelineStageFlags, vk::AccessFlags),
+) = (
+    (
+        vk::PipelineStageFlags::TRANSFER,
+        vk::AccessFlags::TRANSFER_WRITE,
+    ),
+    (vk::PipelineStageFlags::HOST, vk::AccessFlags::HOST_READ),
+);
+
+/// Transfer writes made visible to later transfers.
+pub const TRANSFER_TO_TRANSFER: (
+    (vk::PipelineStageFlags, vk::AccessFlags),
+    (vk::PipelineStageFlags, vk::AccessFlags),
+) = (
+    (
+        vk::PipelineStageFlags::TRANSFER,
+        vk::AccessFlags::TRANSFER_WRITE,
+    ),
+    (
+        vk::PipelineStageFlags::TRANSFER,
+        vk::AccessFlags::from_raw(
+            vk::AccessFlags::TRANSFER_READ.as_raw() | vk::AccessFlags::TRANSFER_WRITE.as_raw(),
+        ),
+    ),
+);
+
+/// Waits for the device to go idle when dropped. Declared after the
+/// allocator, it runs before the allocator frees memory, so a test that
+/// panics with GPU work in flight fails with its message, not a crash.
+pub struct IdleOnDrop<'a>(pub &'a ash::Device);
+
+impl Drop for IdleOnDrop<'_> {
+    fn drop(&mut self) {
+        // SAFETY: waiting for idle is always valid on a live device.
+        let _ = unsafe { self.0.device_wait_idle() };
+    }
+}

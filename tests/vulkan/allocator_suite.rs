@@ -1,0 +1,438 @@
+//! The allocator on a real driver, under the validation layer, once per
+//! memory architecture: memory-type choice, GPU data integrity across shared
+//! blocks, out-of-memory fallbacks, object limits, budgets, images in the
+//! types their bits allow, debug names. Any validation message fails a test.
+
+use ash::vk;
+use vk_suballoc::device::AshMemoryDevice;
+use vk_suballoc::{Allocation, AllocationDesc, Allocator, DedicatedPolicy, Error, Usage};
+
+use super::allocator_setup::{
+    allocator_for, buffer_info, image_info, memory_barrier, transition, Rng, TRANSFER_TO_HOST,
+    TRANSFER_TO_TRANSFER,
+};
+use crate::support::{
+    test_each_fake_profile, test_each_profile, ContextOptions, Profile, VulkanContext,
+};
+
+const MIB: u64 = 1 << 20;
+
+/// Creates a buffer with the helper; panics on error.
+fn buffer(
+    allocator: &Allocator<AshMemoryDevice>,
+    size: u64,
+    desc: AllocationDesc<'_>,
+) -> (vk::Buffer, Allocation) {
+    // SAFETY: a valid create info (non-zero size, transfer usage).
+    unsafe { allocator.create_buffer(&buffer_info(size), &desc) }.unwrap()
+}
+
+/// The memory type each usage lands in, per profile (see the layer's profiles).
+fn expected_types(profile: Profile) -> [(Usage, u32); 4] {
+    let dynamic = Usage::UPLOAD | Usage::DEVICE_LOCAL;
+    match profile {
+        Profile::Lavapipe => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 0),
+            (Usage::READBACK, 0),
+            (dynamic, 0),
+        ],
+        // 0 DL, 1 HV|HC, 2 HV|cached (non-coherent), 3 DL|HV|HC (BAR)
+        Profile::Discrete => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 1),
+            (Usage::READBACK, 2),
+            (dynamic, 3),
+        ],
+        // 0 DL, 1 DL|HV|HC, 2 DL|HV|HC|cached
+        Profile::Integrated => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 1),
+            (Usage::READBACK, 2),
+            (dynamic, 1),
+        ],
+        // 0 DL, 1 DL|HV|cached (non-coherent), 2 DL|HV|HC
+        Profile::Mobile => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 2),
+            (Usage::READBACK, 1),
+            (dynamic, 2),
+        ],
+    }
+}
+
+test_each_profile!(
+    /// Each usage lands in the memory type the ranking promises.
+    fn memory_type_choice_per_usage(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        for (usage, expected) in expected_types(profile) {
+            let (handle, allocation) = buffer(&allocator, 4096, AllocationDesc::new(usage));
+            assert_eq!(allocation.memory_type(), expected, "{profile} {usage:?}");
+            if usage.needs_host_access() {
+                assert!(allocation.mapped_ptr().is_some(), "{profile} {usage:?}");
+            }
+            // SAFETY: never used by the GPU.
+            unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
+        }
+    }
+);
+
+/// A buffer the GPU fills with `pattern`, read back by the host directly or
+/// through `staging` when it is not host-visible.
+struct FilledBuffer {
+    handle: vk::Buffer,
+    allocation: Allocation,
+    pattern: u32,
+}
+
+/// An image the GPU clears to `color`, read back through a staging buffer.
+struct ClearedImage {
+    handle: vk::Image,
+    allocation: Allocation,
+    extent: (u32, u32),
+    color: [u8; 4],
+}
+
+/// Reads a host-visible allocation (after invalidating it) and checks that
+/// every byte repeats `expected`.
+fn check_pattern(
+    allocator: &Allocator<AshMemoryDevice>,
+    allocation: &Allocation,
+    expected: &[u8],
+    what: &str,
+) {
+    allocator
+        .invalidate(allocation, 0..allocation.size())
+        .unwrap();
+    let bytes = allocator.mapped_slice(allocation).unwrap();
+    for (i, chunk) in bytes.chunks_exact(expected.len()).enumerate() {
+        assert_eq!(
+            chunk,
+            expected,
+            "{what}: byte {} was overwritten",
+            i * expected.len()
+        );
+    }
+}
+
+test_each_profile!(
+    /// Hundreds of live buffers and images share blocks; the GPU writes a
+    /// distinct pattern into each, the host reads every one back and finds
+    /// its own pattern (no two allocations alias), then frees in random order
+    /// and does it again.
+    fn gpu_data_integrity(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let mut rng = Rng::from_env(&format!("gpu_data_integrity::{profile}"));
+        let mut buffers: Vec<FilledBuffer> = Vec::new();
+        let mut images: Vec<ClearedImage> = Vec::new();
+        for round in 0..3 {
+            while buffers.len() < 300 {
+                let usage = if rng.below(3) == 0 { Usage::DEVICE_LOCAL } else { Usage::READBACK };
+                let size = 4 * (16 + rng.below(16 << 10));
+                let (handle, allocation) = buffer(&allocator, size, AllocationDesc::new(usage));
+                buffers.push(FilledBuffer { handle, allocation, pattern: rng.next() as u32 });
+            }
+            while images.len() < 60 {
+                let extent = (4 + rng.below(124) as u32, 4 + rng.below(124) as u32);
+                let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+                // SAFETY: a valid image create info.
+                let (handle, allocation) =
+                    unsafe { allocator.create_image(&image_info(extent.0, extent.1), &desc) }.unwrap();
+                let color = (rng.next() as u32).to_le_bytes();
+                images.push(ClearedImage { handle, allocation, extent, color });
+            }
+            // Staging for what the host cannot read directly.
+            let mut staging = Vec::new();
+            for b in buffers.iter().filter(|b| b.allocation.mapped_ptr().is_none()) {
+                staging.push(buffer(&allocator, b.allocation.size(), AllocationDesc::new(Usage::READBACK)));
+            }
+            for image in &images {
+                let bytes = u64::from(image.extent.0 * image.extent.1 * 4);
+                staging.push(buffer(&allocator, bytes, AllocationDesc::new(Usage::READBACK)));
+            }
+            context.run_one_time_commands(|device, cmd| {
+                // SAFETY: every handle belongs to `device` and is bound; the
+                // barriers order fills and clears before the copies and the
+                // copies before host reads.
+                unsafe {
+                    for b in &buffers {
+                        device.cmd_fill_buffer(cmd, b.handle, 0, vk::WHOLE_SIZE, b.pattern);
+                    }
+                    for image in &images {
+                        let clear = vk::ClearColorValue {
+                            float32: image.color.map(|c| f32::from(c) / 255.0),
+                        };
+                        transition(device, cmd, image.handle,
+                            (vk::ImageLayout::UNDEFINED, vk::AccessFlags::empty()),
+                            (vk::ImageLayout::TRANSFER_DST_OPTIMAL, vk::AccessFlags::TRANSFER_WRITE));
+                        device.cmd_clear_color_image(cmd, image.handle, vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                            &clear, &[crate::allocator_setup::COLOR]);
+                        transition(device, cmd, image.handle,
+                            (vk::ImageLayout::TRANSFER_DST_OPTIMAL, vk::AccessFlags::TRANSFER_WRITE),
+                            (vk::ImageLayout::TRANSFER_SRC_OPTIMAL, vk::AccessFlags::TRANSFER_READ));
+                    }
+                    let (src, dst) = TRANSFER_TO_TRANSFER;
+                    memory_barrier(device, cmd, src, dst);
+                    let mut next = staging.iter();
+                    for b in buffers.iter().filter(|b| b.allocation.mapped_ptr().is_none()) {
+                        let (target, _) = next.next().unwrap();
+                        let region = [vk::BufferCopy { src_offset: 0, dst_offset: 0, size: b.allocation.size() }];
+                        device.cmd_copy_buffer(cmd, b.handle, *target, &region);
+                    }
+                    for image in &images {
+                        let (target, _) = next.next().unwrap();
+                        let region = [vk::BufferImageCopy::default()
+                            .image_subresource(vk::ImageSubresourceLayers {
+                                aspect_mask: vk::ImageAspectFlags::COLOR,
+                                mip_level: 0,
+                                base_array_layer: 0,
+                                layer_count: 1,
+                            })
+                            .image_extent(vk::Extent3D { width: image.extent.0, height: image.extent.1, depth: 1 })];
+                        device.cmd_copy_image_to_buffer(cmd, image.handle, vk::ImageLayout::TRANSFER_SRC_OPTIMAL, *target, &region);
+                    }
+                    let (src, dst) = TRANSFER_TO_HOST;
+                    memory_barrier(device, cmd, src, dst);
+                }
+            });
+            let mut next = staging.iter();
+            for (i, b) in buffers.iter().enumerate() {
+                let what = format!("{profile} round {round} buffer {i}");
+                let readable = match b.allocation.mapped_ptr() {
+                    Some(_) => &b.allocation,
+                    None => &next.next().unwrap().1,
+                };
+                check_pattern(&allocator, readable, &b.pattern.to_le_bytes(), &what);
+            }
+            for (i, image) in images.iter().enumerate() {
+                let (_, readback) = next.next().unwrap();
+                check_pattern(&allocator, readback, &image.color, &format!("{profile} round {round} image {i}"));
+            }
+            // SAFETY: the commands completed (run_one_time_commands waits).
+            unsafe {
+                for (handle, allocation) in staging {
+                    allocator.destroy_buffer(handle, allocation).unwrap();
+                }
+                for _ in 0..buffers.len() / 2 {
+                    let b = buffers.swap_remove(rng.below(buffers.len() as u64) as usize);
+                    allocator.destroy_buffer(b.handle, b.allocation).unwrap();
+                }
+                for _ in 0..images.len() / 2 {
+                    let image = images.swap_remove(rng.below(images.len() as u64) as usize);
+                    allocator.destroy_image(image.handle, image.allocation).unwrap();
+                }
+            }
+        }
+        let stats = allocator.stats();
+        assert_eq!(stats.allocations(), (buffers.len() + images.len()) as u64);
+        // SAFETY: the GPU is idle.
+        unsafe {
+            for b in buffers {
+                allocator.destroy_buffer(b.handle, b.allocation).unwrap();
+            }
+            for image in images {
+                allocator.destroy_image(image.handle, image.allocation).unwrap();
+            }
+        }
+        let reserved = allocator.stats().reserved_bytes();
+        assert_eq!(allocator.trim(), reserved);
+        assert_eq!(allocator.stats().memory_objects, 0);
+    }
+);
+
+test_each_fake_profile!(
+    /// The driver fails the first `vkAllocateMemory`: the allocator retries
+    /// with a smaller block, silently for the validation layer.
+    fn a_failed_allocation_retries_smaller(profile) {
+        let context = VulkanContext::with_options(profile, ContextOptions::default().fail_allocation(1));
+        let allocator = allocator_for(&context);
+        let (handle, allocation) = buffer(&allocator, 64 << 10, AllocationDesc::new(Usage::DEVICE_LOCAL));
+        let stats = allocator.stats();
+        assert_eq!(stats.memory_objects, 1);
+        let block = stats.memory_types[allocation.memory_type() as usize].block_bytes;
+        let heap = context.memory_properties().memory_heaps[0].size;
+        let first_block = if heap > 1 << 30 { 32 * MIB } else { heap / 64 };
+        assert_eq!(block, first_block / 2, "{profile}: retried at half the size");
+        // SAFETY: never used by the GPU.
+        unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
+    }
+);
+
+test_each_fake_profile!(
+    /// Filling device-local memory moves on to smaller blocks, dedicated
+    /// memory and the next memory type; when every type is full the error is
+    /// typed. The validation layer sees nothing wrong on the way.
+    fn exhausting_a_heap_falls_back_in_order(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let mut live = Vec::new();
+        let mut types = Vec::new();
+        let error = loop {
+            // SAFETY: a valid create info.
+            match unsafe { allocator.create_buffer(&buffer_info(24 * MIB), &AllocationDesc::new(Usage::DEVICE_LOCAL)) } {
+                Ok((handle, allocation)) => {
+                    if types.last() != Some(&allocation.memory_type()) {
+                        types.push(allocation.memory_type());
+                    }
+                    live.push((handle, allocation));
+                }
+                Err(error) => break error,
+            }
+            assert!(live.len() < 1000, "{profile}: never ran out");
+        };
+        assert_eq!(error, Error::OutOfDeviceMemory, "{profile}");
+        match profile {
+            // VRAM, then the BAR, then system memory.
+            // (Type 2 shares the system heap with type 1, so it is full too.)
+            Profile::Discrete => assert_eq!(types, vec![0, 3, 1]),
+            // One heap: every type shares it, so the first one fills it.
+            _ => assert_eq!(types[0], 0),
+        }
+        // SAFETY: never used by the GPU.
+        unsafe {
+            for (handle, allocation) in live {
+                allocator.destroy_buffer(handle, allocation).unwrap();
+            }
+        }
+        allocator.trim();
+        assert_eq!(allocator.stats().memory_objects, 0);
+    }
+);
+
+test_each_fake_profile!(
+    /// With `maxMemoryAllocationCount` at 8 the allocator refuses the 9th
+    /// memory object itself: a typed error and no VUID-...-04101.
+    fn too_many_objects_is_a_typed_error(profile) {
+        let context = VulkanContext::with_options(profile, ContextOptions::default().max_allocations(8));
+        let allocator = allocator_for(&context);
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+        let mut live = Vec::new();
+        let error = loop {
+            // SAFETY: a valid create info.
+            match unsafe { allocator.create_buffer(&buffer_info(4096), &desc) } {
+                Ok(pair) => live.push(pair),
+                Err(error) => break error,
+            }
+        };
+        assert_eq!(error, Error::TooManyObjects(8));
+        assert_eq!(live.len(), 8);
+        // SAFETY: never used by the GPU.
+        unsafe {
+            for (handle, allocation) in live {
+                allocator.destroy_buffer(handle, allocation).unwrap();
+            }
+        }
+    }
+);
+
+test_each_fake_profile!(
+    /// Budgets come from `VK_EXT_memory_budget` and follow the allocator.
+    fn budgets_match_the_driver(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let (handle, allocation) = buffer(&allocator, MIB, AllocationDesc::new(Usage::DEVICE_LOCAL));
+        let ours = allocator.budgets();
+        match context.memory_budget() {
+            Some(driver) => {
+                assert_eq!(ours.len(), driver.len());
+                for (heap, (a, b)) in ours.iter().zip(&driver).enumerate() {
+                    assert_eq!((a.budget, a.usage), (b.budget, b.usage), "{profile} heap {heap}");
+                }
+                let heap = context.memory_properties().memory_types[allocation.memory_type() as usize].heap_index;
+                assert!(ours[heap as usize].usage >= allocator.stats().heaps[heap as usize].reserved_bytes);
+            }
+            None => assert!(ours.iter().all(|b| b.budget > 0)),
+        }
+        // SAFETY: never used by the GPU.
+        unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
+    }
+);
+
+test_each_profile!(
+    /// Images land only in memory types their `memoryTypeBits` allow, for
+    /// every usage that has such a type.
+    fn images_stay_in_their_types(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let info = image_info(64, 64);
+        // SAFETY: a valid create info; the probe image is destroyed below.
+        let bits = unsafe {
+            let probe = context.device.create_image(&info, None).unwrap();
+            let requirements = context.device.get_image_memory_requirements(probe);
+            context.device.destroy_image(probe, None);
+            requirements.memory_type_bits
+        };
+        for usage in [Usage::DEVICE_LOCAL, Usage::READBACK, Usage::UPLOAD | Usage::DEVICE_LOCAL] {
+            // SAFETY: a valid create info.
+            match unsafe { allocator.create_image(&info, &AllocationDesc::new(usage)) } {
+                Ok((image, allocation)) => {
+                    assert!(bits & (1 << allocation.memory_type()) != 0, "{profile} {usage:?}");
+                    // SAFETY: never used by the GPU.
+                    unsafe { allocator.destroy_image(image, allocation) }.unwrap();
+                }
+                Err(error) => assert!(matches!(error, Error::NoSuitableMemoryType { .. }), "{error:?}"),
+            }
+        }
+    }
+);
+
+#[test]
+fn debug_names_reach_the_validation_layer() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let (block_buffer, block_allocation) =
+        buffer(&allocator, 4096, AllocationDesc::new(Usage::UPLOAD));
+    let dedicated = AllocationDesc::new(Usage::UPLOAD)
+        .name("hero texture")
+        .dedicated(DedicatedPolicy::Always);
+    let (own_buffer, own_allocation) = buffer(&allocator, 4096, dedicated);
+    for memory in [block_allocation.memory(), own_allocation.memory()] {
+        // Mapping memory the allocator keeps mapped is an error the layer
+        // reports, naming the memory object.
+        // SAFETY: deliberately invalid (already mapped): the validation layer
+        // reports it; lavapipe just returns the same pointer again.
+        let _ = unsafe {
+            context
+                .device
+                .map_memory(memory, 0, 64, vk::MemoryMapFlags::empty())
+        };
+    }
+    let messages = context.expect_validation_messages(&["VUID-vkMapMemory-memory-00678"]);
+    let all = messages.join("\n");
+    assert!(all.contains("vk-suballoc block 0/0"), "{all}");
+    assert!(all.contains("hero texture"), "{all}");
+    // SAFETY: never used by the GPU.
+    unsafe {
+        allocator
+            .destroy_buffer(block_buffer, block_allocation)
+            .unwrap();
+        allocator
+            .destroy_buffer(own_buffer, own_allocation)
+            .unwrap();
+    }
+}
+
+test_each_fake_profile!(
+    /// The driver fails the block and its smaller retry: the request gets
+    /// dedicated memory (or, where it is dedicated anyway, the next type).
+    fn failed_blocks_fall_back_to_dedicated_memory(profile) {
+        let options = ContextOptions::default().fail_allocation(1).fail_allocation(2);
+        let context = VulkanContext::with_options(profile, options);
+        let allocator = allocator_for(&context);
+        let (handle, allocation) = buffer(&allocator, 20 * MIB, AllocationDesc::new(Usage::DEVICE_LOCAL));
+        match profile {
+            // 20 MiB wants a 64 MiB block; 64 and 32 fail; 16 is too small.
+            Profile::Discrete | Profile::Integrated => {
+                assert!(allocation.is_dedicated(), "{profile}");
+                assert_eq!(allocation.memory_type(), 0);
+            }
+            // Half the mobile heap's 32 MiB blocks: dedicated first (fails),
+            // then a block (fails), then the next type.
+            _ => assert_ne!(allocation.memory_type(), 0),
+        }
+        // SAFETY: never used by the GPU.
+        unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
+    }
+);

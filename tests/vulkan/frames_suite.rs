@@ -1,0 +1,381 @@
+//! Frames in flight on a real driver: a render loop of real submissions with
+//! 2 and 3 frames in flight, deferred frees and upload rings, checked byte
+//! for byte; and the proof that a deferred free waits for its fence.
+
+use ash::vk;
+use vk_suballoc::device::AshMemoryDevice;
+use vk_suballoc::{
+    Allocation, AllocationDesc, Allocator, Collected, Request, ResourceKind, UploadRingDesc, Usage,
+};
+
+use super::allocator_setup::{
+    allocator_for, buffer_info, memory_barrier, IdleOnDrop, Rng, TRANSFER_TO_HOST,
+};
+use crate::support::{test_each_profile, Profile, VulkanContext};
+
+/// Per-slot objects of a frame in flight.
+struct FrameSlot {
+    command_buffer: vk::CommandBuffer,
+    fence: vk::Fence,
+    submitted: bool,
+    /// What the frame wrote, checked once its fence has signalled.
+    checks: Vec<Check>,
+}
+
+/// A host-visible buffer whose bytes must equal `expected` after the frame.
+struct Check {
+    buffer: vk::Buffer,
+    allocation: Allocation,
+    expected: Vec<u8>,
+    what: String,
+}
+
+fn verify(allocator: &Allocator<AshMemoryDevice>, check: &Check) {
+    allocator
+        .invalidate(&check.allocation, 0..check.allocation.size())
+        .unwrap();
+    let bytes = allocator.mapped_slice(&check.allocation).unwrap();
+    assert!(
+        bytes == check.expected.as_slice(),
+        "{}: contents differ",
+        check.what
+    );
+}
+
+/// Creates a host-readable buffer of `size` bytes.
+fn readback(allocator: &Allocator<AshMemoryDevice>, size: u64) -> (vk::Buffer, Allocation) {
+    // SAFETY: a valid create info.
+    unsafe { allocator.create_buffer(&buffer_info(size), &AllocationDesc::new(Usage::READBACK)) }
+        .unwrap()
+}
+
+/// The render loop: `frames` frames with `in_flight` frames in flight. Each
+/// frame
+/// - fills the first half of a few new buffers with a pattern on the GPU and
+///   copies bytes the host wrote into the upload ring into the second half;
+/// - writes a canary into a new host-visible buffer from the host, *while
+///   earlier frames may still run*: a range reused too early would be
+///   overwritten by their GPU writes;
+/// - fills a scratch buffer on the GPU and retires it with
+///   `destroy_buffer_after_frame` right after recording.
+///
+/// When a slot comes round again, its fence is waited for, every byte the
+/// frame wrote is checked, and its buffers are retired after the frame.
+fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
+    let context = VulkanContext::new(profile);
+    let allocator = allocator_for(&context);
+    let device = &context.device;
+    let _idle = IdleOnDrop(device);
+    let mut rng = Rng::from_env(&format!("render_loop::{profile}::{in_flight}"));
+    let ring = allocator
+        .create_upload_ring(&UploadRingDesc {
+            size: 1 << 20,
+            ..UploadRingDesc::default()
+        })
+        .unwrap();
+    let pool_info = vk::CommandPoolCreateInfo::default()
+        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER)
+        .queue_family_index(context.queue_family_index);
+    // SAFETY: valid create info on a live device.
+    let pool = unsafe { device.create_command_pool(&pool_info, None) }.unwrap();
+    let alloc_info = vk::CommandBufferAllocateInfo::default()
+        .command_pool(pool)
+        .level(vk::CommandBufferLevel::PRIMARY)
+        .command_buffer_count(in_flight as u32);
+    // SAFETY: `pool` belongs to `device`.
+    let command_buffers = unsafe { device.allocate_command_buffers(&alloc_info) }.unwrap();
+    let mut slots: Vec<FrameSlot> = command_buffers
+        .into_iter()
+        .map(|command_buffer| FrameSlot {
+            command_buffer,
+            // SAFETY: valid create info.
+            fence: unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }.unwrap(),
+            submitted: false,
+            checks: Vec::new(),
+        })
+        .collect();
+
+    for frame in 0..frames {
+        let slot = &mut slots[(frame % in_flight as u64) as usize];
+        if slot.submitted {
+            // SAFETY: the fence belongs to `device` and was submitted.
+            unsafe { device.wait_for_fences(&[slot.fence], true, u64::MAX) }.unwrap();
+            // Collect before resetting the fence: the allocator reads it.
+            allocator.collect().unwrap();
+            // SAFETY: the fence is signalled and no longer in use.
+            unsafe { device.reset_fences(&[slot.fence]) }.unwrap();
+            for check in slot.checks.drain(..) {
+                verify(&allocator, &check);
+                allocator
+                    .destroy_buffer_after_frame(check.buffer, check.allocation)
+                    .unwrap();
+            }
+        }
+
+        // The frame's work.
+        let mut fills = Vec::new();
+        let mut copies = Vec::new();
+        for i in 0..1 + rng.below(4) {
+            let half = 4 * (1 + rng.below(2048));
+            let (buffer, allocation) = readback(&allocator, 2 * half);
+            let pattern = rng.next() as u32;
+            let payload: Vec<u8> = (0..half).map(|_| rng.next() as u8).collect();
+            let staged = allocator.ring_allocate(ring, half, 4).unwrap();
+            allocator.ring_write(&staged, 0, &payload).unwrap();
+            let mut expected: Vec<u8> = pattern.to_le_bytes().repeat(half as usize / 4);
+            expected.extend_from_slice(&payload);
+            fills.push((buffer, half, pattern));
+            copies.push((staged.buffer(), staged.buffer_offset(), buffer, half));
+            slot.checks.push(Check {
+                buffer,
+                allocation,
+                expected,
+                what: format!("{profile} frame {frame} buffer {i}"),
+            });
+        }
+        let canary_size = 4 * (1 + rng.below(1024));
+        // SAFETY: a valid create info.
+        let (canary_buffer, mut canary) = unsafe {
+            allocator.create_buffer(
+                &buffer_info(canary_size),
+                &AllocationDesc::new(Usage::UPLOAD),
+            )
+        }
+        .unwrap();
+        let canary_bytes: Vec<u8> = (0..canary_size).map(|_| rng.next() as u8).collect();
+        allocator
+            .mapped_slice_mut(&mut canary)
+            .unwrap()
+            .copy_from_slice(&canary_bytes);
+        allocator.flush(&canary, 0..canary_size).unwrap();
+        slot.checks.push(Check {
+            buffer: canary_buffer,
+            allocation: canary,
+            expected: canary_bytes,
+            what: format!("{profile} frame {frame} canary"),
+        });
+        let scratch_size = 4 * (1 + rng.below(16 << 10));
+        // SAFETY: a valid create info.
+        let (scratch, scratch_allocation) = unsafe {
+            allocator.create_buffer(
+                &buffer_info(scratch_size),
+                &AllocationDesc::new(Usage::DEVICE_LOCAL),
+            )
+        }
+        .unwrap();
+
+        let cmd = slot.command_buffer;
+        // SAFETY: the slot's command buffer is not in use (its fence was
+        // waited for); every handle belongs to `device` and is bound; the
+        // barrier orders the transfers before host reads.
+        unsafe {
+            device
+                .begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default())
+                .unwrap();
+            for &(buffer, half, pattern) in &fills {
+                device.cmd_fill_buffer(cmd, buffer, 0, half, pattern);
+            }
+            for &(ring_buffer, ring_offset, buffer, half) in &copies {
+                let region = [vk::BufferCopy {
+                    src_offset: ring_offset,
+                    dst_offset: half,
+                    size: half,
+                }];
+                device.cmd_copy_buffer(cmd, ring_buffer, buffer, &region);
+            }
+            device.cmd_fill_buffer(cmd, scratch, 0, vk::WHOLE_SIZE, frame as u32);
+            let (src, dst) = TRANSFER_TO_HOST;
+            memory_barrier(device, cmd, src, dst);
+            device.end_command_buffer(cmd).unwrap();
+        }
+        // Retired while the GPU may still write it: freed after this frame.
+        allocator
+            .destroy_buffer_after_frame(scratch, scratch_allocation)
+            .unwrap();
+        let command_buffers = [cmd];
+        let submit = [vk::SubmitInfo::default().command_buffers(&command_buffers)];
+        // SAFETY: a recorded command buffer; this test is the queue's only user.
+        unsafe { device.queue_submit(context.queue, &submit, slot.fence) }.unwrap();
+        slot.submitted = true;
+        // SAFETY: the fence is signalled by this frame's only submission.
+        let sealed = unsafe { allocator.end_frame(slot.fence) }.unwrap();
+        assert_eq!(sealed, frame);
+        assert!(allocator.frames_in_flight() <= in_flight, "frame {frame}");
+    }
+
+    // Shutdown: wait for every frame, check it, retire everything.
+    // SAFETY: the device is idle after this.
+    unsafe { device.device_wait_idle() }.unwrap();
+    for slot in &mut slots {
+        for check in slot.checks.drain(..) {
+            verify(&allocator, &check);
+            allocator
+                .destroy_buffer_after_frame(check.buffer, check.allocation)
+                .unwrap();
+        }
+    }
+    allocator.destroy_upload_ring(ring).unwrap();
+    // SAFETY: valid create info.
+    let last = unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }.unwrap();
+    // SAFETY: an empty submission that signals `last`.
+    unsafe { device.queue_submit(context.queue, &[], last) }.unwrap();
+    // SAFETY: `last` follows all earlier work on the only queue.
+    unsafe { allocator.end_frame(last) }.unwrap();
+    allocator.wait_and_collect(u64::MAX).unwrap();
+    let stats = allocator.stats();
+    assert_eq!(stats.allocations(), 0, "{stats}");
+    assert!(stats
+        .memory_types
+        .iter()
+        .all(|t| t.blocks == t.empty_blocks));
+    assert_eq!(allocator.trim(), stats.reserved_bytes());
+    assert_eq!(allocator.stats().memory_objects, 0);
+    // SAFETY: idle; everything made here is destroyed once.
+    unsafe {
+        for slot in &slots {
+            device.destroy_fence(slot.fence, None);
+        }
+        device.destroy_fence(last, None);
+        device.destroy_command_pool(pool, None);
+    }
+}
+
+test_each_profile!(
+    /// 300 frames, 2 in flight.
+    fn render_loop_two_frames_in_flight(profile) {
+        render_loop(profile, 2, 300);
+    }
+);
+
+test_each_profile!(
+    /// 300 frames, 3 in flight.
+    fn render_loop_three_frames_in_flight(profile) {
+        render_loop(profile, 3, 300);
+    }
+);
+
+/// Real requirements of a 4 KiB transfer buffer, for raw allocations.
+fn requirements(context: &VulkanContext) -> vk::MemoryRequirements {
+    // SAFETY: a probe buffer, destroyed at once.
+    unsafe {
+        let probe = context
+            .device
+            .create_buffer(&buffer_info(4096), None)
+            .unwrap();
+        let requirements = context.device.get_buffer_memory_requirements(probe);
+        context.device.destroy_buffer(probe, None);
+        requirements
+    }
+}
+
+#[test]
+fn a_deferred_free_waits_for_a_late_fence() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let request = Request::new(
+        requirements(&context),
+        Usage::DEVICE_LOCAL,
+        ResourceKind::Buffer,
+    );
+    let first = allocator.allocate(&request).unwrap();
+    let place = (first.memory(), first.offset());
+    allocator.free_after_frame(first).unwrap();
+    // SAFETY: valid create info; the fence is submitted below.
+    let fence = unsafe {
+        context
+            .device
+            .create_fence(&vk::FenceCreateInfo::default(), None)
+    }
+    .unwrap();
+    // SAFETY: `fence` is signalled (late) by the only later submission.
+    unsafe { allocator.end_frame(fence) }.unwrap();
+    let second = allocator.allocate(&request).unwrap();
+    assert_ne!(
+        (second.memory(), second.offset()),
+        place,
+        "reused before the fence"
+    );
+    assert_eq!(
+        allocator.collect(),
+        Ok(Collected {
+            frames: 0,
+            frees: 0
+        })
+    );
+    // SAFETY: an empty submission that signals `fence`; then wait for it.
+    unsafe {
+        context
+            .device
+            .queue_submit(context.queue, &[], fence)
+            .unwrap();
+        context
+            .device
+            .wait_for_fences(&[fence], true, u64::MAX)
+            .unwrap();
+    }
+    assert_eq!(
+        allocator.collect(),
+        Ok(Collected {
+            frames: 1,
+            frees: 1
+        })
+    );
+    let third = allocator.allocate(&request).unwrap();
+    assert_eq!(
+        (third.memory(), third.offset()),
+        place,
+        "the range comes back after the fence"
+    );
+    // SAFETY: never used by the GPU.
+    unsafe {
+        allocator.free(second).unwrap();
+        allocator.free(third).unwrap();
+        context.device.destroy_fence(fence, None);
+    }
+}
+
+#[test]
+fn timeline_semaphores_seal_frames() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let mut type_info = vk::SemaphoreTypeCreateInfo::default()
+        .semaphore_type(vk::SemaphoreType::TIMELINE)
+        .initial_value(0);
+    let info = vk::SemaphoreCreateInfo::default().push_next(&mut type_info);
+    // SAFETY: timeline semaphores are enabled by the harness.
+    let timeline = unsafe { context.device.create_semaphore(&info, None) }.unwrap();
+    let request = Request::new(
+        requirements(&context),
+        Usage::DEVICE_LOCAL,
+        ResourceKind::Buffer,
+    );
+    for value in 1..=3 {
+        let allocation = allocator.allocate(&request).unwrap();
+        allocator.free_after_frame(allocation).unwrap();
+        // SAFETY: the host signals each value below, after the "frame".
+        unsafe { allocator.end_frame_timeline(timeline, value) }.unwrap();
+    }
+    assert_eq!(allocator.collect().unwrap().frames, 0);
+    let signal = vk::SemaphoreSignalInfo::default()
+        .semaphore(timeline)
+        .value(2);
+    // SAFETY: a host signal of a larger value.
+    unsafe { context.device.signal_semaphore(&signal) }.unwrap();
+    assert_eq!(
+        allocator.collect(),
+        Ok(Collected {
+            frames: 2,
+            frees: 2
+        })
+    );
+    let signal = vk::SemaphoreSignalInfo::default()
+        .semaphore(timeline)
+        .value(3);
+    // SAFETY: as above.
+    unsafe { context.device.signal_semaphore(&signal) }.unwrap();
+    assert_eq!(allocator.wait_and_collect(u64::MAX).unwrap().frees, 1);
+    assert_eq!(allocator.stats().allocations(), 0);
+    drop(allocator);
+    // SAFETY: no frame refers to it any more.
+    unsafe { context.device.destroy_semaphore(timeline, None) };
+}

@@ -1,0 +1,546 @@
+//! Self-test of the fake-memory layer: each profile presents the memory
+//! architecture it promises, the fake limits bite (heap sizes, allocation
+//! count, chosen failures), and the validation layer above it catches misuse
+//! that lavapipe alone would let through, while a correct run stays silent.
+
+use ash::vk;
+
+use crate::support::{
+    test_each_fake_profile, test_each_profile, ContextOptions, Profile, VulkanContext,
+};
+
+const MIB: u64 = 1024 * 1024;
+const GIB: u64 = 1024 * MIB;
+
+const DL: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::DEVICE_LOCAL;
+const HV: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::HOST_VISIBLE;
+const HC: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::HOST_COHERENT;
+const CACHED: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::HOST_CACHED;
+
+/// What a fake profile must report, written out independently of the layer.
+struct Expected {
+    device_type: vk::PhysicalDeviceType,
+    heaps: &'static [u64],
+    /// (flags, heap) per type; flags given as raw bits.
+    types: &'static [(u32, u32)],
+    /// `memoryTypeBits` of an optimal image.
+    image_type_bits: u32,
+    granularity: u64,
+    atom: u64,
+    max_allocations: u32,
+    buffer_alignment: u64,
+    image_alignment: u64,
+}
+
+fn expected(profile: Profile) -> Expected {
+    match profile {
+        Profile::Discrete => Expected {
+            device_type: vk::PhysicalDeviceType::DISCRETE_GPU,
+            heaps: &[GIB, 2 * GIB, 256 * MIB],
+            types: &[
+                (0x1, 0),
+                (0x2 | 0x4, 1),
+                (0x2 | 0x8, 1),
+                (0x1 | 0x2 | 0x4, 2),
+            ],
+            image_type_bits: 0b1001,
+            granularity: 1024,
+            atom: 256,
+            max_allocations: 4096,
+            buffer_alignment: 256,
+            image_alignment: 4096,
+        },
+        Profile::Integrated => Expected {
+            device_type: vk::PhysicalDeviceType::INTEGRATED_GPU,
+            heaps: &[2 * GIB],
+            types: &[(0x1, 0), (0x1 | 0x2 | 0x4, 0), (0x1 | 0x2 | 0x4 | 0x8, 0)],
+            image_type_bits: 0b111,
+            granularity: 64,
+            atom: 64,
+            max_allocations: 4096,
+            buffer_alignment: 64,
+            image_alignment: 4096,
+        },
+        Profile::Mobile => Expected {
+            device_type: vk::PhysicalDeviceType::INTEGRATED_GPU,
+            heaps: &[256 * MIB],
+            types: &[(0x1, 0), (0x1 | 0x2 | 0x8, 0), (0x1 | 0x2 | 0x4, 0)],
+            image_type_bits: 0b111,
+            granularity: 4096,
+            atom: 128,
+            max_allocations: 1024,
+            buffer_alignment: 64,
+            image_alignment: 4096,
+        },
+        Profile::Lavapipe => unreachable!("lavapipe is not a fake profile"),
+    }
+}
+
+/// `vkAllocateMemory` of `size` bytes in `type_index`.
+fn allocate(
+    context: &VulkanContext,
+    type_index: u32,
+    size: u64,
+) -> Result<vk::DeviceMemory, vk::Result> {
+    let info = vk::MemoryAllocateInfo::default()
+        .allocation_size(size)
+        .memory_type_index(type_index);
+    // SAFETY: a valid allocate info on the context's live device.
+    unsafe { context.device.allocate_memory(&info, None) }
+}
+
+fn free(context: &VulkanContext, memory: vk::DeviceMemory) {
+    // SAFETY: memory allocated on this device, no longer in use.
+    unsafe { context.device.free_memory(memory, None) };
+}
+
+/// `heapUsage` of every heap.
+fn heap_usage(context: &VulkanContext) -> Vec<u64> {
+    let budget = context
+        .memory_budget()
+        .expect("fake profiles enable VK_EXT_memory_budget");
+    budget.iter().map(|heap| heap.usage).collect()
+}
+
+/// The first memory type whose flags are exactly, or include, `flags`.
+fn type_index(context: &VulkanContext, exact: bool, flags: vk::MemoryPropertyFlags) -> u32 {
+    let properties = context.memory_properties();
+    (0..properties.memory_type_count)
+        .find(|&i| {
+            let have = properties.memory_types[i as usize].property_flags;
+            if exact {
+                have == flags
+            } else {
+                have.contains(flags)
+            }
+        })
+        .unwrap_or_else(|| panic!("{}: no memory type with {flags:?}", context.profile))
+}
+
+fn create_buffer(context: &VulkanContext, size: u64) -> vk::Buffer {
+    let info = vk::BufferCreateInfo::default()
+        .size(size)
+        .usage(vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST);
+    // SAFETY: a valid create info on a live device.
+    unsafe { context.device.create_buffer(&info, None) }.unwrap()
+}
+
+fn image_info() -> vk::ImageCreateInfo<'static> {
+    vk::ImageCreateInfo::default()
+        .image_type(vk::ImageType::TYPE_2D)
+        .format(vk::Format::R8G8B8A8_UNORM)
+        .extent(vk::Extent3D {
+            width: 64,
+            height: 64,
+            depth: 1,
+        })
+        .mip_levels(1)
+        .array_layers(1)
+        .samples(vk::SampleCountFlags::TYPE_1)
+        .tiling(vk::ImageTiling::OPTIMAL)
+        .usage(vk::ImageUsageFlags::TRANSFER_DST | vk::ImageUsageFlags::TRANSFER_SRC)
+}
+
+test_each_profile!(
+    /// Heaps, types, limits, device type and budget are the profile's.
+    fn reports_its_memory_architecture(profile) {
+        let context = VulkanContext::new(profile);
+        let memory = context.memory_properties();
+        let properties = context.properties();
+        if profile == Profile::Lavapipe {
+            assert_eq!(memory.memory_heap_count, 1);
+            assert_eq!(memory.memory_type_count, 1);
+            assert_eq!(properties.device_type, vk::PhysicalDeviceType::CPU);
+            assert!(!context.memory_budget_enabled);
+            assert_eq!(context.memory_budget(), None);
+            return;
+        }
+        let want = expected(profile);
+        let heaps: Vec<u64> =
+            memory.memory_heaps[..memory.memory_heap_count as usize].iter().map(|h| h.size).collect();
+        assert_eq!(heaps, want.heaps);
+        let types: Vec<(u32, u32)> = memory.memory_types[..memory.memory_type_count as usize]
+            .iter()
+            .map(|t| (t.property_flags.as_raw(), t.heap_index))
+            .collect();
+        assert_eq!(types, want.types);
+        assert_eq!(properties.device_type, want.device_type);
+        assert_eq!(properties.limits.buffer_image_granularity, want.granularity);
+        assert_eq!(properties.limits.non_coherent_atom_size, want.atom);
+        assert_eq!(properties.limits.max_memory_allocation_count, want.max_allocations);
+
+        // The 2 query agrees with the 1.0 one and carries the budget.
+        assert!(context.memory_budget_enabled, "VK_EXT_memory_budget is advertised and enabled");
+        let budget = context.memory_budget().unwrap();
+        let budgets: Vec<u64> = budget.iter().map(|heap| heap.budget).collect();
+        assert_eq!(budgets, want.heaps);
+        assert!(budget.iter().all(|heap| heap.usage == 0));
+        context.assert_no_validation_messages();
+    }
+);
+
+test_each_fake_profile!(
+    /// Every requirements query reports fake type bits and raised alignments,
+    /// and the maintenance4 device queries agree with the object queries.
+    fn memory_requirements_use_fake_types(profile) {
+        let context = VulkanContext::new(profile);
+        let want = expected(profile);
+        let all_types = (1u32 << want.types.len()) - 1;
+        let device = &context.device;
+
+        let buffer = create_buffer(&context, 1000);
+        let buffer_info = vk::BufferCreateInfo::default()
+            .size(1000)
+            .usage(vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST);
+        // SAFETY: valid buffer and create info on a live device.
+        let (plain, two, from_info) = unsafe {
+            let plain = device.get_buffer_memory_requirements(buffer);
+            let mut two = vk::MemoryRequirements2::default();
+            device.get_buffer_memory_requirements2(
+                &vk::BufferMemoryRequirementsInfo2::default().buffer(buffer),
+                &mut two,
+            );
+            let mut from_info = vk::MemoryRequirements2::default();
+            device.get_device_buffer_memory_requirements(
+                &vk::DeviceBufferMemoryRequirements::default().create_info(&buffer_info),
+                &mut from_info,
+            );
+            (plain, two.memory_requirements, from_info.memory_requirements)
+        };
+        assert_eq!(plain.memory_type_bits, all_types);
+        assert!(plain.alignment >= want.buffer_alignment);
+        assert_eq!((two.memory_type_bits, two.alignment), (plain.memory_type_bits, plain.alignment));
+        assert_eq!((from_info.memory_type_bits, from_info.alignment), (plain.memory_type_bits, plain.alignment));
+
+        let image_info = image_info();
+        // SAFETY: valid create infos and image on a live device.
+        let (image, plain, from_info) = unsafe {
+            let image = device.create_image(&image_info, None).unwrap();
+            let plain = device.get_image_memory_requirements(image);
+            let mut from_info = vk::MemoryRequirements2::default();
+            device.get_device_image_memory_requirements(
+                &vk::DeviceImageMemoryRequirements::default().create_info(&image_info),
+                &mut from_info,
+            );
+            (image, plain, from_info.memory_requirements)
+        };
+        assert_eq!(plain.memory_type_bits, want.image_type_bits);
+        assert!(plain.alignment >= want.image_alignment);
+        assert_eq!((from_info.memory_type_bits, from_info.alignment), (plain.memory_type_bits, plain.alignment));
+        // SAFETY: unbound objects of this device.
+        unsafe {
+            device.destroy_image(image, None);
+            device.destroy_buffer(buffer, None);
+        }
+        context.assert_no_validation_messages();
+    }
+);
+
+test_each_fake_profile!(
+    /// `heapUsage` follows allocations and frees, per heap.
+    fn budget_follows_allocations(profile) {
+        let context = VulkanContext::new(profile);
+        let heap = context.memory_properties().memory_types[0].heap_index as usize;
+        let memory = allocate(&context, 0, 3 * MIB).unwrap();
+        assert_eq!(heap_usage(&context)[heap], 3 * MIB);
+        free(&context, memory);
+        assert_eq!(heap_usage(&context)[heap], 0);
+        context.assert_no_validation_messages();
+    }
+);
+
+test_each_fake_profile!(
+    /// A fake heap holds exactly its size; past it, `ERROR_OUT_OF_DEVICE_MEMORY`.
+    fn heap_size_is_enforced(profile) {
+        let context = VulkanContext::new(profile);
+        let properties = context.memory_properties();
+        let heap = properties.memory_types[0].heap_index as usize;
+        let quarter = properties.memory_heaps[heap].size / 4;
+        let mut held: Vec<_> = (0..4).map(|_| allocate(&context, 0, quarter).unwrap()).collect();
+        assert_eq!(heap_usage(&context)[heap], 4 * quarter);
+        assert_eq!(allocate(&context, 0, MIB), Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY));
+        free(&context, held.pop().unwrap());
+        held.push(allocate(&context, 0, quarter).unwrap());
+        for memory in held {
+            free(&context, memory);
+        }
+        context.assert_no_validation_messages();
+    }
+);
+
+test_each_fake_profile!(
+    /// Past `maxMemoryAllocationCount`, `ERROR_TOO_MANY_OBJECTS`, and the
+    /// validation layer reports it.
+    fn allocation_count_is_enforced(profile) {
+        let context = VulkanContext::with_options(profile, ContextOptions::default().max_allocations(8));
+        assert_eq!(context.properties().limits.max_memory_allocation_count, 8);
+        let held: Vec<_> = (0..8).map(|_| allocate(&context, 0, 4096).unwrap()).collect();
+        context.assert_no_validation_messages();
+        assert_eq!(allocate(&context, 0, 4096), Err(vk::Result::ERROR_TOO_MANY_OBJECTS));
+        context.expect_validation_messages(&["VUID-vkAllocateMemory-maxMemoryAllocationCount-04101"]);
+        for memory in held {
+            free(&context, memory);
+        }
+    }
+);
+
+/// The mobile profile's own limit (1024) applies without an override.
+#[test]
+fn mobile_allows_1024_allocations() {
+    let context = VulkanContext::new(Profile::Mobile);
+    let held: Vec<_> = (0..1024)
+        .map(|_| allocate(&context, 0, 256).unwrap())
+        .collect();
+    assert_eq!(
+        allocate(&context, 0, 256),
+        Err(vk::Result::ERROR_TOO_MANY_OBJECTS)
+    );
+    context.expect_validation_messages(&["VUID-vkAllocateMemory-maxMemoryAllocationCount-04101"]);
+    for memory in held {
+        free(&context, memory);
+    }
+}
+
+test_each_fake_profile!(
+    /// `fail-allocation=N` fails exactly the Nth call.
+    fn chosen_allocations_fail(profile) {
+        let options = ContextOptions::default().fail_allocation(2).fail_allocation(4);
+        let context = VulkanContext::with_options(profile, options);
+        let results: Vec<_> = (0..5).map(|_| allocate(&context, 0, 4096)).collect();
+        let oom = Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
+        assert_eq!(results[1], oom);
+        assert_eq!(results[3], oom);
+        for result in [results[0], results[2], results[4]] {
+            free(&context, result.unwrap());
+        }
+        context.assert_no_validation_messages();
+    }
+);
+
+/// A flush on the discrete profile's non-coherent type that is not aligned to
+/// its `nonCoherentAtomSize` (256; lavapipe's own is 64) is reported.
+#[test]
+fn misaligned_flush_on_non_coherent_memory_is_reported() {
+    let context = VulkanContext::new(Profile::Discrete);
+    let index = type_index(&context, true, HV | CACHED);
+    let memory = allocate(&context, index, 4096).unwrap();
+    // SAFETY: host-visible memory of this device, mapped once; the range lies
+    // inside the mapping (only its alignment is wrong, on purpose).
+    unsafe {
+        context
+            .device
+            .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+            .unwrap();
+        let range = vk::MappedMemoryRange::default()
+            .memory(memory)
+            .offset(64)
+            .size(64);
+        context.device.flush_mapped_memory_ranges(&[range]).unwrap();
+        context.device.unmap_memory(memory);
+    }
+    context.expect_validation_messages(&[
+        "VUID-VkMappedMemoryRange-offset-00687",
+        "VUID-VkMappedMemoryRange-size-01390",
+    ]);
+    free(&context, memory);
+}
+
+/// Mapping the device-local-only type is reported and refused.
+#[test]
+fn map_of_device_local_only_memory_is_reported() {
+    let context = VulkanContext::new(Profile::Discrete);
+    let index = type_index(&context, true, DL);
+    let memory = allocate(&context, index, 4096).unwrap();
+    // SAFETY: a live allocation; mapping it is the misuse under test.
+    let mapped = unsafe {
+        context
+            .device
+            .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+    };
+    assert_eq!(mapped, Err(vk::Result::ERROR_MEMORY_MAP_FAILED));
+    context.expect_validation_messages(&["VUID-vkMapMemory-memory-00682"]);
+    free(&context, memory);
+}
+
+/// Binding a buffer at an offset aligned for lavapipe (64) but not for the
+/// profile's buffer alignment (256) is reported.
+#[test]
+fn bind_at_misaligned_offset_is_reported() {
+    let context = VulkanContext::new(Profile::Discrete);
+    let buffer = create_buffer(&context, 1024);
+    // SAFETY: a live buffer of this device.
+    let requirements = unsafe { context.device.get_buffer_memory_requirements(buffer) };
+    assert_eq!(requirements.alignment, 256);
+    let memory = allocate(&context, 0, 4096).unwrap();
+    // SAFETY: the misaligned bind is the misuse under test; lavapipe accepts it.
+    unsafe {
+        let _ = context.device.bind_buffer_memory(buffer, memory, 64);
+        context.device.destroy_buffer(buffer, None);
+    }
+    context.expect_validation_messages(&["VUID-vkBindBufferMemory-memoryOffset-01036"]);
+    free(&context, memory);
+}
+
+/// Fills `buffer` with `pattern` on the GPU and makes it visible to the host.
+fn fill(context: &VulkanContext, buffer: vk::Buffer, pattern: u32) {
+    context.run_one_time_commands(|device, commands| {
+        let barrier = vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+            .dst_access_mask(vk::AccessFlags::HOST_READ);
+        // SAFETY: a recording command buffer; the buffer is bound.
+        unsafe {
+            device.cmd_fill_buffer(commands, buffer, 0, vk::WHOLE_SIZE, pattern);
+            device.cmd_pipeline_barrier(
+                commands,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &[barrier],
+                &[],
+                &[],
+            );
+        }
+    });
+}
+
+/// One buffer per allowed memory type: bind, GPU fill, host read back
+/// (invalidating non-coherent memory), host write and atom-aligned flush.
+fn exercise_every_memory_type(context: &VulkanContext) {
+    const SIZE: u64 = 64 * 1024;
+    let properties = context.memory_properties();
+    let atom = context.properties().limits.non_coherent_atom_size;
+    let device = &context.device;
+    for index in 0..properties.memory_type_count {
+        let flags = properties.memory_types[index as usize].property_flags;
+        let buffer = create_buffer(context, SIZE);
+        // SAFETY: a live buffer.
+        let requirements = unsafe { device.get_buffer_memory_requirements(buffer) };
+        assert_ne!(
+            requirements.memory_type_bits & (1 << index),
+            0,
+            "buffers fit every type"
+        );
+        let memory = allocate(context, index, requirements.size).unwrap();
+        // SAFETY: offset 0 satisfies any alignment; the type is allowed.
+        unsafe { device.bind_buffer_memory(buffer, memory, 0) }.unwrap();
+        let pattern = 0x0101_0101 * (index + 1);
+        fill(context, buffer, pattern);
+        if flags.contains(HV) {
+            // SAFETY: host-visible memory, mapped once, read and written
+            // within the buffer after the fill completed; ranges are whole or
+            // atom-aligned.
+            unsafe {
+                let data = device
+                    .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+                    .unwrap()
+                    .cast::<u32>();
+                let whole = [vk::MappedMemoryRange::default()
+                    .memory(memory)
+                    .offset(0)
+                    .size(vk::WHOLE_SIZE)];
+                if !flags.contains(HC) {
+                    device.invalidate_mapped_memory_ranges(&whole).unwrap();
+                }
+                let words = std::slice::from_raw_parts_mut(data, (SIZE / 4) as usize);
+                assert!(
+                    words.iter().all(|&w| w == pattern),
+                    "type {index} reads back its fill"
+                );
+                words[(atom / 4) as usize] = !pattern;
+                if !flags.contains(HC) {
+                    let range = vk::MappedMemoryRange::default()
+                        .memory(memory)
+                        .offset(atom)
+                        .size(atom);
+                    device.flush_mapped_memory_ranges(&[range]).unwrap();
+                }
+                device.unmap_memory(memory);
+            }
+        }
+        // SAFETY: the GPU finished with the buffer (the fill was waited for).
+        unsafe { device.destroy_buffer(buffer, None) };
+        free(context, memory);
+    }
+}
+
+/// An optimal image in its lowest allowed type, cleared on the GPU.
+fn exercise_an_image(context: &VulkanContext) {
+    let device = &context.device;
+    // SAFETY: a valid create info on a live device.
+    let image = unsafe { device.create_image(&image_info(), None) }.unwrap();
+    // SAFETY: a live image.
+    let requirements = unsafe { device.get_image_memory_requirements(image) };
+    let index = requirements.memory_type_bits.trailing_zeros();
+    let memory = allocate(context, index, requirements.size).unwrap();
+    // SAFETY: offset 0 satisfies any alignment; the type is allowed.
+    unsafe { device.bind_image_memory(image, memory, 0) }.unwrap();
+    let range = vk::ImageSubresourceRange::default()
+        .aspect_mask(vk::ImageAspectFlags::COLOR)
+        .level_count(1)
+        .layer_count(1);
+    context.run_one_time_commands(|device, commands| {
+        let to_transfer = vk::ImageMemoryBarrier::default()
+            .dst_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+            .old_layout(vk::ImageLayout::UNDEFINED)
+            .new_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+            .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+            .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+            .image(image)
+            .subresource_range(range);
+        let color = vk::ClearColorValue {
+            float32: [0.25, 0.5, 0.75, 1.0],
+        };
+        // SAFETY: a recording command buffer; the image is bound.
+        unsafe {
+            device.cmd_pipeline_barrier(
+                commands,
+                vk::PipelineStageFlags::TOP_OF_PIPE,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::DependencyFlags::empty(),
+                &[],
+                &[],
+                &[to_transfer],
+            );
+            device.cmd_clear_color_image(
+                commands,
+                image,
+                vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                &color,
+                &[range],
+            );
+        }
+    });
+    // SAFETY: the clear was waited for.
+    unsafe { device.destroy_image(image, None) };
+    free(context, memory);
+}
+
+test_each_profile!(
+    /// Correct use of every memory type and an image produces no message.
+    fn clean_run_has_no_validation_messages(profile) {
+        let context = VulkanContext::new(profile);
+        exercise_every_memory_type(&context);
+        exercise_an_image(&context);
+        context.assert_no_validation_messages();
+    }
+);
+
+/// Instances created at the same time in different threads keep their own
+/// profiles (the profile travels in each instance's engine name).
+#[test]
+fn parallel_instances_keep_their_own_profiles() {
+    std::thread::scope(|scope| {
+        for profile in Profile::ALL {
+            scope.spawn(move || {
+                let context = VulkanContext::new(profile);
+                let heaps = context.memory_properties().memory_heap_count as usize;
+                let want = if profile == Profile::Lavapipe {
+                    1
+                } else {
+                    expected(profile).heaps.len()
+                };
+                assert_eq!(heaps, want, "{profile}");
+            });
+        }
+    });
+}
