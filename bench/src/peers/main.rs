@@ -78,7 +78,7 @@ fn parse_args() -> Result<Args, String> {
         allocators: Which::ALL.to_vec(),
         scaling: vec![1_000, 10_000, 100_000, 1_000_000],
         scaling_ops: 100_000,
-        scaling_gpu_allocator_max: 100_000,
+        scaling_gpu_allocator_max: 10_000,
         real_resources: false,
         print_requirements: false,
         json: None,
