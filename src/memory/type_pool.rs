@@ -161,26 +161,48 @@ impl<M> TypePool<M> {
     /// [`Error::OutOfDeviceMemory`] when neither blocks nor dedicated memory
     /// could hold it; the budget, object-count and device errors of
     /// [`MemoryContext::allocate_memory`].
+    #[inline]
     pub(crate) fn allocate<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
         request: &PoolRequest<'_>,
     ) -> Result<Placement, Error> {
-        let preferred = self.preferred_block_size(context);
         let dedicated_first = match request.dedicated {
             DedicatedChoice::Require | DedicatedChoice::Prefer => true,
             DedicatedChoice::Never => false,
-            DedicatedChoice::Auto => request.size > preferred / 2,
+            DedicatedChoice::Auto => request.size > self.preferred_block_size(context) / 2,
         };
+        // The common case, an existing block, stays inline; dedicated memory
+        // and new blocks are out of line.
+        if !dedicated_first {
+            if let Some(placement) = self.allocate_in_blocks(request) {
+                return Ok(placement);
+            }
+        }
+        self.allocate_slow(context, request, dedicated_first)
+    }
+
+    /// [`allocate`](Self::allocate) past the existing blocks: dedicated memory
+    /// first when `dedicated_first` (then the existing blocks), else a new
+    /// block, then dedicated memory when the device has no room for one.
+    #[cold]
+    #[inline(never)]
+    fn allocate_slow<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        request: &PoolRequest<'_>,
+        dedicated_first: bool,
+    ) -> Result<Placement, Error> {
+        let preferred = self.preferred_block_size(context);
         if dedicated_first {
             match self.allocate_dedicated(context, request) {
                 Err(error)
                     if is_no_room(error) && request.dedicated != DedicatedChoice::Require => {}
                 result => return result,
             }
-        }
-        if let Some(placement) = self.allocate_in_blocks(request) {
-            return Ok(placement);
+            if let Some(placement) = self.allocate_in_blocks(request) {
+                return Ok(placement);
+            }
         }
         match self.allocate_in_new_block(context, request, preferred) {
             Err(error)
