@@ -28,6 +28,9 @@ use vulkan::VulkanContext;
 
 const DEFAULT_SEED: u64 = 0x5EED_0005;
 
+/// `--placement-hash`: hash every placement (outside the timed segments).
+static PLACEMENT_HASH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 struct Args {
     ops: usize,
     runs: usize,
@@ -42,6 +45,8 @@ struct Args {
     real_resources: bool,
     /// Print what the driver reports for a few buffers and images.
     print_requirements: bool,
+    /// Print a hash of every allocator's placements per trace.
+    placement_hash: bool,
     json: Option<String>,
     markdown: Option<String>,
 }
@@ -51,6 +56,7 @@ fn usage() -> &'static str {
      \x20            [--allocators vk-suballoc,vma,gpu-allocator,gpu-alloc,core-ours,core-offset-allocator]\n\
      \x20            [--scaling 1000,10000,100000,1000000 | --no-scaling] [--scaling-ops N]\n\
      \x20            [--scaling-gpu-allocator-max N] [--real-resources] [--print-requirements]\n\
+     \x20            [--placement-hash]\n\
      \x20            [--json FILE] [--markdown FILE]"
 }
 
@@ -81,6 +87,7 @@ fn parse_args() -> Result<Args, String> {
         scaling_gpu_allocator_max: 10_000,
         real_resources: false,
         print_requirements: false,
+        placement_hash: false,
         json: None,
         markdown: None,
     };
@@ -121,6 +128,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--real-resources" => args.real_resources = true,
             "--print-requirements" => args.print_requirements = true,
+            "--placement-hash" => args.placement_hash = true,
             "--json" => args.json = Some(value()?),
             "--markdown" => args.markdown = Some(value()?),
             "-h" | "--help" => return Err(usage().to_owned()),
@@ -257,6 +265,7 @@ fn row(
         vk_free_calls: vulkan.then_some(counts.free_calls),
         end_objects_hooked: vulkan.then_some(counts.live_objects),
         end_objects_own: own,
+        placement_hash: fig.placement_hash,
     }
 }
 
@@ -268,7 +277,8 @@ fn run_one<B: Backend>(
     high_water: bool,
 ) -> (replay::RunFigures, vulkan::MemoryCounts, Option<u64>) {
     vulkan::reset_counts();
-    let figures = replay::replay(&mut backend, trace, overhead, high_water);
+    let hash = PLACEMENT_HASH.load(std::sync::atomic::Ordering::Relaxed);
+    let figures = replay::replay(&mut backend, trace, overhead, high_water, hash);
     let counts = vulkan::counts();
     let own = backend.own_memory_objects();
     drop(backend);
@@ -362,6 +372,7 @@ fn main() -> ExitCode {
     if args.real_resources {
         return real_resources(&args);
     }
+    PLACEMENT_HASH.store(args.placement_hash, std::sync::atomic::Ordering::Relaxed);
     let ctx = match VulkanContext::new(false) {
         Ok(ctx) => ctx,
         Err(e) => {
@@ -370,6 +381,7 @@ fn main() -> ExitCode {
         }
     };
     let overhead = replay::timer_overhead_ns();
+    let mutex_ns = replay::mutex_pair_ns();
     let mut results = Results {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         machine: machine(),
@@ -379,10 +391,11 @@ fn main() -> ExitCode {
         ops: args.ops,
         runs: args.runs,
         timer_overhead_ns: overhead,
+        mutex_pair_ns: mutex_ns,
         ..Default::default()
     };
     println!(
-        "peers: seed {:#x}, {} ops per trace, {} runs, device {} ({}), bufferImageGranularity {}, clock overhead {overhead:.1} ns",
+        "peers: seed {:#x}, {} ops per trace, {} runs, device {} ({}), bufferImageGranularity {}, clock overhead {overhead:.1} ns, uncontended mutex lock+unlock {mutex_ns:.1} ns",
         args.seed, args.ops, args.runs, ctx.device_name, ctx.driver_info, ctx.buffer_image_granularity
     );
     let mut source = RequirementSource::new(&ctx.device);
@@ -421,6 +434,9 @@ fn main() -> ExitCode {
                 row.vk_allocate_calls.map_or_else(|| "n/a".into(), |c| c.to_string()),
                 row.failures
             );
+            if let Some(hash) = row.placement_hash {
+                println!("  {:<28} placement hash {hash:#018x}", "");
+            }
             results.rows.push(row);
         }
     }

@@ -31,6 +31,9 @@ pub struct RunFigures {
     pub peak_live: u64,
     /// Highest end offset of any allocation (the cores' footprint).
     pub high_water: u64,
+    /// FNV-style hash of every placement offset in trace order, when asked
+    /// for: equal hashes mean an allocator change kept every placement.
+    pub placement_hash: Option<u64>,
 }
 
 impl RunFigures {
@@ -58,17 +61,43 @@ pub fn timer_overhead_ns() -> f64 {
     samples[samples.len() / 2]
 }
 
+/// The cost of one uncontended `std::sync::Mutex` lock and unlock, in ns
+/// (median of batches): what an internally synchronised allocator (ours,
+/// VMA) pays per call and `&mut self` ones (gpu-alloc, gpu-allocator) leave
+/// to their caller.
+pub fn mutex_pair_ns() -> f64 {
+    let mutex = std::sync::Mutex::new(0u64);
+    let mut samples: Vec<f64> = (0..201)
+        .map(|_| {
+            let t0 = Instant::now();
+            for _ in 0..1000 {
+                *std::hint::black_box(&mutex)
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) += 1;
+            }
+            t0.elapsed().as_nanos() as f64 / 1000.0
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
 /// Replays `trace` through `backend`. With `high_water`, the end of every
-/// allocation is read back (between segments) for the cores' footprint.
+/// allocation is read back (between segments) for the cores' footprint; with
+/// `hash`, every offset is hashed into [`RunFigures::placement_hash`].
 pub fn replay<B: Backend>(
     backend: &mut B,
     trace: &Trace,
     timer_overhead: f64,
     high_water: bool,
+    hash: bool,
 ) -> RunFigures {
     let mut slots: Vec<Option<B::Handle>> = (0..trace.slots).map(|_| None).collect();
     let mut slot_size = vec![0u64; trace.slots];
-    let mut fig = RunFigures::default();
+    let mut fig = RunFigures {
+        placement_hash: hash.then_some(0xcbf2_9ce4_8422_2325),
+        ..RunFigures::default()
+    };
     let mut live = 0u64;
     for (index, segment) in trace.segments.iter().enumerate() {
         let ops = &trace.ops[segment.start as usize..segment.end as usize];
@@ -94,9 +123,12 @@ pub fn replay<B: Backend>(
                         let size = trace.requests[op.req as usize].requirements.size;
                         slot_size[op.slot as usize] = size;
                         live += size;
-                        if high_water {
+                        if high_water || hash {
                             let (_, offset) = backend.placement(handle);
                             fig.high_water = fig.high_water.max(offset + size);
+                            if let Some(h) = &mut fig.placement_hash {
+                                *h = (*h ^ offset).wrapping_mul(0x0100_0000_01b3);
+                            }
                         }
                     }
                     None => {
