@@ -395,9 +395,10 @@ pub fn generate(
     match kind {
         TraceKind::Streaming => {
             // Mean of log-uniform 4 KiB..32 MiB is ~3.6 MiB; bursts of 1..16
-            // (mean 8.5); lifetimes uniform in 1..=2L bursts: ~1 GiB live.
+            // (mean 8.5); lifetimes uniform in 1..=2L bursts: about 640 MiB
+            // live on average, so the peak over a long trace is around 1 GiB.
             let mean_size = (32u64 << 20) as f64 / (8192f64).ln();
-            let mean_lifetime = ((1u64 << 30) as f64 / (mean_size * 8.5)).round() as u64;
+            let mean_lifetime = ((640u64 << 20) as f64 / (mean_size * 8.5)).round() as u64;
             lifetimes(&mut b, &mut rng, target_allocs, mean_lifetime, 16, |rng| {
                 let size = rng.log_uniform(4 << 10, 32 << 20);
                 (
