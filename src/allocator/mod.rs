@@ -25,7 +25,7 @@ use crate::device::{FrameSignal, MemoryDeviceExt};
 use crate::frames::{Deferred, DeferredQueue};
 use crate::memory::context::MemoryContext;
 use crate::memory::mapping::atom_range;
-use crate::memory::memory_type_choice::rank_memory_types;
+use crate::memory::memory_type_choice::{rank_memory_types, RankTable};
 use crate::memory::type_pool::{PoolRequest, TypePool};
 use crate::memory::Usage;
 use crate::report::{HeapStats, Stats, TypeStats};
@@ -144,53 +144,107 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return Err(Error::NoMemoryTypeBits(requirements.memory_type_bits));
         }
         let usage = request.desc.usage;
-        let unsuitable = Error::NoSuitableMemoryType {
-            memory_type_bits: requirements.memory_type_bits,
-            usage,
-        };
         if usage.contains(Usage::DEVICE_ADDRESS)
             && !self.context.properties.device.buffer_device_address
         {
-            return Err(unsuitable);
-        }
-        let heaps = &self.context.properties.device.memory_heaps;
-        let candidates = rank_memory_types(types, heaps, bits, usage, size);
-        if candidates.is_empty() {
-            let largest_heap = (0..types.len())
-                .filter(|t| bits & (1 << t) != 0)
-                .filter_map(|t| heaps.get(types[t].heap as usize))
-                .map(|h| h.size)
-                .max()
-                .unwrap_or(0);
-            return Err(if size > largest_heap {
-                Error::SizeExceedsHeaps { size, largest_heap }
-            } else {
-                unsuitable
+            return Err(Error::NoSuitableMemoryType {
+                memory_type_bits: requirements.memory_type_bits,
+                usage,
             });
         }
-        // First every type within its heap's budget; then, unless the caller
-        // asked for within-budget memory, over budget in the best type.
-        let mut last_error = Error::OutOfDeviceMemory;
-        let mut over_budget = false;
-        for within_budget in [true, false] {
+        let heaps = &self.context.properties.device.memory_heaps;
+        // The ranking is precomputed per usage; the per-request filters keep
+        // the order `rank_memory_types` would give (RankTable). The first
+        // candidate, within its heap's budget, almost always takes the
+        // request: the fallback over the others is out of line.
+        let ranked = self.context.ranked_types(usage);
+        let Some(first) = ranked
+            .iter()
+            .position(|&t| RankTable::admits(types, heaps, t, bits, size))
+        else {
+            return Err(self.no_candidate_error(requirements, usage));
+        };
+        match self.allocate_in_type(u32::from(ranked[first]), request, true) {
+            Ok(allocation) => Ok(allocation),
+            Err(error) if error.try_next_type() => {
+                self.allocate_in_next_types(request, &ranked[first..], bits, error)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// After `candidates[0]` failed within budget with `error`, tries the
+    /// other admitted candidates in order, within their heaps' budgets; then,
+    /// unless the caller asked for within-budget memory, every candidate over
+    /// budget when a budget was what stopped one. Returns the last error when
+    /// every attempt fails.
+    #[cold]
+    #[inline(never)]
+    fn allocate_in_next_types(
+        &self,
+        request: &Request<'_>,
+        candidates: &[u8],
+        bits: u32,
+        mut error: Error,
+    ) -> Result<Allocation, Error> {
+        let types = self.context.memory_types();
+        let heaps = &self.context.properties.device.memory_heaps;
+        let size = request.requirements.size;
+        log::warn!(
+            "vk-suballoc: memory type {} failed ({error}); trying the next one",
+            candidates[0]
+        );
+        let mut over_budget = matches!(error, Error::OverBudget { .. });
+        for (pass, within_budget) in [true, false].into_iter().enumerate() {
             if !within_budget && (request.desc.within_budget || !over_budget) {
                 break;
             }
-            for &memory_type in candidates.as_slice() {
+            // The first pass resumes after the candidate that failed.
+            let skip = usize::from(pass == 0);
+            for &memory_type in &candidates[skip..] {
+                if !RankTable::admits(types, heaps, memory_type, bits, size) {
+                    continue;
+                }
                 match self.allocate_in_type(u32::from(memory_type), request, within_budget) {
                     Ok(allocation) => return Ok(allocation),
-                    Err(error) if error.try_next_type() => {
-                        over_budget |= matches!(error, Error::OverBudget { .. });
+                    Err(next) if next.try_next_type() => {
+                        over_budget |= matches!(next, Error::OverBudget { .. });
                         log::warn!(
-                            "vk-suballoc: memory type {memory_type} failed ({error}); trying the next one"
+                            "vk-suballoc: memory type {memory_type} failed ({next}); trying the next one"
                         );
-                        last_error = error;
+                        error = next;
                     }
-                    Err(error) => return Err(error),
+                    Err(next) => return Err(next),
                 }
             }
         }
-        Err(last_error)
+        Err(error)
+    }
+
+    /// Why no memory type can take a request: too large for every allowed
+    /// heap, or no allowed type suits the usage.
+    #[cold]
+    fn no_candidate_error(&self, requirements: &vk::MemoryRequirements, usage: Usage) -> Error {
+        let types = self.context.memory_types();
+        let heaps = &self.context.properties.device.memory_heaps;
+        let existing = u32::MAX >> (32 - types.len().clamp(1, 32));
+        let bits = requirements.memory_type_bits & existing;
+        let size = requirements.size;
+        debug_assert!(rank_memory_types(types, heaps, bits, usage, size).is_empty());
+        let largest_heap = (0..types.len())
+            .filter(|t| bits & (1 << t) != 0)
+            .filter_map(|t| heaps.get(types[t].heap as usize))
+            .map(|h| h.size)
+            .max()
+            .unwrap_or(0);
+        if size > largest_heap {
+            Error::SizeExceedsHeaps { size, largest_heap }
+        } else {
+            Error::NoSuitableMemoryType {
+                memory_type_bits: requirements.memory_type_bits,
+                usage,
+            }
+        }
     }
 
     fn allocate_in_type(

@@ -13,7 +13,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use gpu_alloc_types::{AllocationFlags, MemoryPropertyFlags, MemoryType};
 
+use super::block_size::preferred_block_size;
 use super::mapping::MappedPtr;
+use super::memory_type_choice::RankTable;
+use super::Usage;
 use crate::device::{AllocateInfo, DedicatedTarget, HeapBudget, MemoryDeviceExt, MemoryProperties};
 use crate::{Config, Error};
 
@@ -45,18 +48,64 @@ pub(crate) struct MemoryContext<D> {
     pub(crate) config: Config,
     memory_objects: AtomicU32,
     heap_usage: Box<[AtomicU64]>,
+    /// Memory types ranked per usage, once (the allocation path reads it).
+    ranks: RankTable,
+    /// The preferred block size of each memory type, from its heap.
+    preferred_block_sizes: Box<[u64]>,
+    /// Bit `t` set when memory type `t` is host-visible but not coherent.
+    non_coherent_types: u32,
 }
 
 impl<D> MemoryContext<D> {
     pub(crate) fn new(device: D, properties: MemoryProperties, config: Config) -> Self {
-        let heaps = properties.device.memory_heaps.len();
+        let heaps = &properties.device.memory_heaps;
+        let types = &properties.device.memory_types;
+        let ranks = RankTable::new(types, heaps);
+        let preferred_block_sizes = types
+            .iter()
+            .map(|ty| {
+                let heap_size = heaps.get(ty.heap as usize).map_or(0, |h| h.size);
+                preferred_block_size(
+                    heap_size,
+                    &config,
+                    properties.device.max_memory_allocation_size,
+                )
+            })
+            .collect();
+        let non_coherent_types = types
+            .iter()
+            .take(32)
+            .enumerate()
+            .filter(|(_, ty)| {
+                ty.props.contains(MemoryPropertyFlags::HOST_VISIBLE)
+                    && !ty.props.contains(MemoryPropertyFlags::HOST_COHERENT)
+            })
+            .fold(0, |mask, (index, _)| mask | 1 << index);
+        let heap_usage = (0..heaps.len()).map(|_| AtomicU64::new(0)).collect();
         Self {
             device,
             properties,
             config,
             memory_objects: AtomicU32::new(0),
-            heap_usage: (0..heaps).map(|_| AtomicU64::new(0)).collect(),
+            heap_usage,
+            ranks,
+            preferred_block_sizes,
+            non_coherent_types,
         }
+    }
+
+    /// Memory types usable for `usage`, best first, before the
+    /// `memoryTypeBits` and size filters ([`RankTable::admits`]).
+    #[inline]
+    pub(crate) fn ranked_types(&self, usage: Usage) -> &[u8] {
+        self.ranks.ranked(usage)
+    }
+
+    /// The preferred block size of `memory_type`
+    /// ([`preferred_block_size`] of its heap).
+    #[inline]
+    pub(crate) fn preferred_block_size(&self, memory_type: u32) -> u64 {
+        self.preferred_block_sizes[memory_type as usize]
     }
 
     pub(crate) fn memory_types(&self) -> &[MemoryType] {
@@ -72,10 +121,9 @@ impl<D> MemoryContext<D> {
     }
 
     /// Whether flushes and invalidations of `memory_type` are needed.
+    #[inline]
     pub(crate) fn is_non_coherent(&self, memory_type: u32) -> bool {
-        let props = self.props(memory_type);
-        props.contains(MemoryPropertyFlags::HOST_VISIBLE)
-            && !props.contains(MemoryPropertyFlags::HOST_COHERENT)
+        memory_type < 32 && self.non_coherent_types & (1 << memory_type) != 0
     }
 
     /// `VkDeviceMemory` objects alive now (blocks and dedicated).

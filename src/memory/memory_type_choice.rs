@@ -22,10 +22,14 @@ pub(crate) struct Candidates {
 }
 
 impl Candidates {
+    // `#[inline]`: the allocator is generic, so its hot path is compiled in
+    // the user's crate, where a non-inline helper of this crate is a call.
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[u8] {
         &self.types[..self.len as usize]
     }
 
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -139,6 +143,80 @@ pub(crate) fn rank_memory_types(
     candidates
 }
 
+/// The ranking of every memory type for each usage, computed once per
+/// device, so requests do not rank again.
+///
+/// [`rank_memory_types`] filters by `memoryTypeBits` and heap size, then
+/// sorts stably by a cost that depends on the type and usage alone; so
+/// ranking all types once and dropping the excluded ones per request (see
+/// [`RankTable::admits`]) yields the same list in the same order.
+/// `DEVICE_ADDRESS` does not take part in ranking, so four usage flags index
+/// the table.
+#[derive(Clone, Debug)]
+pub(crate) struct RankTable {
+    by_usage: [Candidates; 16],
+}
+
+impl RankTable {
+    /// Ranks `types` for every combination of the ranking usage flags.
+    pub(crate) fn new(types: &[MemoryType], heaps: &[MemoryHeap]) -> Self {
+        Self {
+            by_usage: std::array::from_fn(|index| {
+                let mut usage = Usage::default();
+                for (bit, flag) in RANKING_FLAGS.iter().enumerate() {
+                    if index & (1 << bit) != 0 {
+                        usage |= *flag;
+                    }
+                }
+                // Size 0 keeps every type whose heap exists; the size filter
+                // is applied per request.
+                rank_memory_types(types, heaps, u32::MAX, usage, 0)
+            }),
+        }
+    }
+
+    /// Every memory type usable for `usage`, best first, before the
+    /// `memoryTypeBits` and heap-size filters.
+    ///
+    /// # Time complexity
+    /// O(1).
+    #[inline]
+    pub(crate) fn ranked(&self, usage: Usage) -> &[u8] {
+        let [a, b, c, d] = RANKING_FLAGS;
+        let index = usize::from(usage.contains(a))
+            | usize::from(usage.contains(b)) << 1
+            | usize::from(usage.contains(c)) << 2
+            | usize::from(usage.contains(d)) << 3;
+        self.by_usage[index].as_slice()
+    }
+
+    /// Whether memory type `index` of a ranked list takes a request of
+    /// `size` bytes allowed in `memory_type_bits`: the per-request filters of
+    /// [`rank_memory_types`].
+    #[inline]
+    pub(crate) fn admits(
+        types: &[MemoryType],
+        heaps: &[MemoryHeap],
+        index: u8,
+        memory_type_bits: u32,
+        size: u64,
+    ) -> bool {
+        memory_type_bits & (1 << index) != 0
+            && types
+                .get(usize::from(index))
+                .and_then(|ty| heaps.get(ty.heap as usize))
+                .is_some_and(|heap| heap.size >= size)
+    }
+}
+
+/// The usage flags ranking depends on (not `DEVICE_ADDRESS`).
+const RANKING_FLAGS: [Usage; 4] = [
+    Usage::DEVICE_LOCAL,
+    Usage::UPLOAD,
+    Usage::READBACK,
+    Usage::TRANSIENT,
+];
+
 #[cfg(all(test, feature = "fake-device"))]
 mod tests {
     use super::*;
@@ -206,5 +284,46 @@ mod tests {
         assert!(
             rank_memory_types(&gpu.memory_types, &gpu.memory_heaps, 0, Usage::UPLOAD, 1).is_empty()
         );
+    }
+
+    /// The table plus the per-request filters give exactly what ranking
+    /// each request from scratch gives.
+    #[test]
+    fn rank_table_matches_ranking_per_request() {
+        let flags = [
+            Usage::DEVICE_LOCAL,
+            Usage::UPLOAD,
+            Usage::READBACK,
+            Usage::TRANSIENT,
+            Usage::DEVICE_ADDRESS,
+        ];
+        for layout in [
+            FakeLayout::discrete(),
+            FakeLayout::integrated(),
+            FakeLayout::mobile(),
+        ] {
+            let (types, heaps) = (&layout.memory_types, &layout.memory_heaps);
+            let table = RankTable::new(types, heaps);
+            for combo in 0..32u32 {
+                let mut usage = Usage::default();
+                for (bit, flag) in flags.iter().enumerate() {
+                    if combo & (1 << bit) != 0 {
+                        usage |= *flag;
+                    }
+                }
+                for bits in [0, 1, 0b0110, 0b1010, 0b1_1111, u32::MAX, 1 << 31] {
+                    for size in [1, 64 << 20, 300 << 20, 2 << 30, 1 << 40] {
+                        let expected = rank_memory_types(types, heaps, bits, usage, size);
+                        let fast: Vec<u8> = table
+                            .ranked(usage)
+                            .iter()
+                            .copied()
+                            .filter(|&t| RankTable::admits(types, heaps, t, bits, size))
+                            .collect();
+                        assert_eq!(fast, expected.as_slice(), "{usage:?} {bits:#b} {size}");
+                    }
+                }
+            }
+        }
     }
 }

@@ -15,7 +15,7 @@
 use ash::vk;
 
 use super::block::{Block, DedicatedMemory};
-use super::block_size::{new_block_size, preferred_block_size, retry_block_size};
+use super::block_size::{new_block_size, retry_block_size};
 use super::context::{MemoryContext, MemoryRequest};
 use super::mapping::MappedPtr;
 use super::slab::{Slab, SlabKey};
@@ -92,11 +92,49 @@ pub(crate) struct PoolCounters {
     pub(crate) dedicated_bytes: u64,
 }
 
+/// The smallest request known not to fit a block: a request at least this
+/// large and at least this aligned cannot fit either, until something in the
+/// block is freed.
+///
+/// Sound because the offset allocator's failures are exact (it never reports
+/// a false "out of space"), and a placement of `size' >= size` bytes at an
+/// `align' >= align` (powers of two) boundary would contain a placement of
+/// the smaller request. First fit over blocks then skips full blocks in O(1)
+/// instead of searching their bins again on every request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Miss {
+    size: u64,
+    align: u64,
+}
+
+impl Miss {
+    /// Nothing known: never skips (no request has this size and alignment).
+    const NONE: Self = Self {
+        size: u64::MAX,
+        align: u64::MAX,
+    };
+
+    #[inline]
+    fn rules_out(self, size: u64, align: u64) -> bool {
+        size >= self.size && align >= self.align
+    }
+
+    /// Keeps the more useful of the two known misses (the smaller size).
+    #[inline]
+    fn record(&mut self, size: u64, align: u64) {
+        if size < self.size || (size == self.size && align < self.align) {
+            *self = Self { size, align };
+        }
+    }
+}
+
 /// Blocks and dedicated allocations of one memory type.
 #[derive(Debug)]
 pub(crate) struct TypePool<M> {
     memory_type: u32,
     blocks: Slab<Block<M>>,
+    /// Known misses of each block, by slab index.
+    misses: Vec<Miss>,
     /// Blocks of each granularity class, oldest first.
     order: [Vec<SlabKey>; 2],
     dedicated: Slab<DedicatedMemory<M>>,
@@ -109,6 +147,7 @@ impl<M> TypePool<M> {
         Self {
             memory_type,
             blocks: Slab::new(),
+            misses: Vec::new(),
             order: [Vec::new(), Vec::new()],
             dedicated: Slab::new(),
             next_serial: 0,
@@ -122,26 +161,48 @@ impl<M> TypePool<M> {
     /// [`Error::OutOfDeviceMemory`] when neither blocks nor dedicated memory
     /// could hold it; the budget, object-count and device errors of
     /// [`MemoryContext::allocate_memory`].
+    #[inline]
     pub(crate) fn allocate<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
         request: &PoolRequest<'_>,
     ) -> Result<Placement, Error> {
-        let preferred = self.preferred_block_size(context);
         let dedicated_first = match request.dedicated {
             DedicatedChoice::Require | DedicatedChoice::Prefer => true,
             DedicatedChoice::Never => false,
-            DedicatedChoice::Auto => request.size > preferred / 2,
+            DedicatedChoice::Auto => request.size > self.preferred_block_size(context) / 2,
         };
+        // The common case, an existing block, stays inline; dedicated memory
+        // and new blocks are out of line.
+        if !dedicated_first {
+            if let Some(placement) = self.allocate_in_blocks(request) {
+                return Ok(placement);
+            }
+        }
+        self.allocate_slow(context, request, dedicated_first)
+    }
+
+    /// [`allocate`](Self::allocate) past the existing blocks: dedicated memory
+    /// first when `dedicated_first` (then the existing blocks), else a new
+    /// block, then dedicated memory when the device has no room for one.
+    #[cold]
+    #[inline(never)]
+    fn allocate_slow<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        request: &PoolRequest<'_>,
+        dedicated_first: bool,
+    ) -> Result<Placement, Error> {
+        let preferred = self.preferred_block_size(context);
         if dedicated_first {
             match self.allocate_dedicated(context, request) {
                 Err(error)
                     if is_no_room(error) && request.dedicated != DedicatedChoice::Require => {}
                 result => return result,
             }
-        }
-        if let Some(placement) = self.allocate_in_blocks(request) {
-            return Ok(placement);
+            if let Some(placement) = self.allocate_in_blocks(request) {
+                return Ok(placement);
+            }
         }
         match self.allocate_in_new_block(context, request, preferred) {
             Err(error)
@@ -156,13 +217,7 @@ impl<M> TypePool<M> {
     }
 
     fn preferred_block_size<D: MemoryDeviceExt<M>>(&self, context: &MemoryContext<D>) -> u64 {
-        let heap = context.heap_of(self.memory_type) as usize;
-        let heap_size = context.properties.device.memory_heaps[heap].size;
-        preferred_block_size(
-            heap_size,
-            &context.config,
-            context.properties.device.max_memory_allocation_size,
-        )
+        context.preferred_block_size(self.memory_type)
     }
 
     /// First fit over the existing blocks of the request's class.
@@ -178,19 +233,30 @@ impl<M> TypePool<M> {
 
     fn allocate_in_block(&mut self, key: SlabKey, request: &PoolRequest<'_>) -> Option<Placement> {
         let block = self.blocks.get_mut(key)?;
-        if block.ranges.free_bytes() < request.placed_size {
+        let placed = request.placed_size;
+        if block.ranges.free_bytes() < placed {
+            return None;
+        }
+        let miss = self.misses.get_mut(key.index as usize)?;
+        if miss.rules_out(placed, request.align) {
             return None;
         }
         let was_empty = block.ranges.is_empty();
-        let range = match block.ranges.allocate(request.placed_size, request.align) {
+        let mut result = block.ranges.allocate(placed, request.align);
+        if let Err(OffsetError::OutOfSlots(slots)) = result {
+            // Grow the node table (amortised: doubling) and retry once.
+            block.ranges.reserve_slots(slots.max(64)).ok()?;
+            result = block.ranges.allocate(placed, request.align);
+        }
+        let range = match result {
             Ok(range) => range,
-            Err(OffsetError::OutOfSlots(slots)) => {
-                // Grow the node table (amortised: doubling) and retry once.
-                block.ranges.reserve_slots(slots.max(64)).ok()?;
-                block
-                    .ranges
-                    .allocate(request.placed_size, request.align)
-                    .ok()?
+            Err(
+                OffsetError::OutOfSpace { .. }
+                | OffsetError::TooFragmented { .. }
+                | OffsetError::SizeExceedsCapacity { .. },
+            ) => {
+                miss.record(placed, request.align);
+                return None;
             }
             Err(_) => return None,
         };
@@ -242,7 +308,7 @@ impl<M> TypePool<M> {
                 Err(error) => return Err(error),
             }
         };
-        // A new block of at least `placed_size` bytes places it at offset 0.
+        // A new block of at least the placed size holds it at offset 0.
         self.allocate_in_block(key, request)
             .ok_or(Error::OutOfDeviceMemory)
     }
@@ -277,6 +343,11 @@ impl<M> TypePool<M> {
             names: Default::default(),
             serial,
         });
+        let slot = key.index as usize;
+        if self.misses.len() <= slot {
+            self.misses.resize(slot + 1, Miss::NONE);
+        }
+        self.misses[slot] = Miss::NONE;
         self.order[request.class].push(key);
         self.counters.blocks += 1;
         self.counters.block_bytes += size;
@@ -327,9 +398,9 @@ impl<M> TypePool<M> {
         })
     }
 
-    /// Frees the allocation at `location`; releases its memory when it was
-    /// dedicated, or its block when that empties and another empty block is
-    /// kept already.
+    /// Frees the allocation of `size` requested bytes at `location`; releases
+    /// its memory when it was dedicated, or its block when that empties and
+    /// another empty block is kept already.
     ///
     /// # Errors
     /// [`Error::StaleAllocation`] when `location` names nothing live.
@@ -366,7 +437,13 @@ impl<M> TypePool<M> {
                     .ranges
                     .free(range)
                     .map_err(|_| Error::StaleAllocation)?;
-                block.names.remove(&range.slot());
+                if let Some(miss) = self.misses.get_mut(key.index as usize) {
+                    *miss = Miss::NONE;
+                }
+                // Most allocations are unnamed: skip hashing the slot then.
+                if !block.names.is_empty() {
+                    block.names.remove(&range.slot());
+                }
                 self.counters.block_allocations -= 1;
                 self.counters.block_allocated_bytes -= size;
                 if block.ranges.is_empty() {
@@ -510,5 +587,63 @@ impl<M> TypePool<M> {
         }
         self.counters.block_allocations = 0;
         self.counters.block_allocated_bytes = 0;
+    }
+}
+
+#[cfg(all(test, feature = "fake-device"))]
+mod tests {
+    use ash::vk;
+
+    use crate::device::fake::{FakeDevice, FakeLayout, FakeMemory};
+    use crate::{Allocation, Allocator, Config, Request, ResourceKind, Usage};
+
+    const MIB: u64 = 1 << 20;
+
+    fn request(size: u64) -> Request<'static> {
+        let requirements = vk::MemoryRequirements {
+            size,
+            alignment: 256,
+            memory_type_bits: !0,
+        };
+        Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer)
+    }
+
+    fn free(allocator: &Allocator<FakeDevice, FakeMemory>, allocation: Allocation) {
+        // SAFETY: the fake device runs no GPU work.
+        unsafe { allocator.free(allocation) }.unwrap();
+    }
+
+    /// A block that missed a request is skipped for requests at least as
+    /// large, but still serves smaller ones, and serves large ones again once
+    /// something in it is freed.
+    #[test]
+    fn a_known_miss_skips_only_what_cannot_fit() {
+        let device = FakeDevice::new(FakeLayout::discrete());
+        let allocator = Allocator::new(device.clone(), Config::default()).unwrap();
+        // The first device-local block is 32 MiB (256 MiB / 8): fill it.
+        let mut first: Vec<Allocation> = (0..32)
+            .map(|_| allocator.allocate(&request(MIB)).unwrap())
+            .collect();
+        let block = first[0].memory();
+        assert!(first.iter().all(|a| a.memory() == block));
+        // 1 MiB holes at 7 and 20 MiB: 2 MiB free, but not in one range.
+        free(&allocator, first.remove(20));
+        free(&allocator, first.remove(7));
+        // 2 MiB misses the first block and opens a second.
+        let big = allocator.allocate(&request(2 * MIB)).unwrap();
+        assert_ne!(big.memory(), block);
+        // Smaller than the miss: the hole still takes it.
+        let small = allocator.allocate(&request(MIB)).unwrap();
+        assert_eq!((small.memory(), small.offset()), (block, 7 * MIB));
+        // Free 2 MiB at 4 MiB: the first block takes 2 MiB again.
+        free(&allocator, first.remove(4));
+        free(&allocator, first.remove(4));
+        let again = allocator.allocate(&request(2 * MIB)).unwrap();
+        assert_eq!((again.memory(), again.offset()), (block, 4 * MIB));
+        for allocation in first.into_iter().chain([big, small, again]) {
+            free(&allocator, allocation);
+        }
+        drop(allocator);
+        assert!(device.live_allocations().is_empty());
     }
 }

@@ -1,0 +1,422 @@
+//! The allocators under test behind one small trait, each called the way its
+//! documentation recommends for "I have `VkMemoryRequirements`, give me
+//! memory".
+//!
+//! | allocator | call | notes |
+//! |---|---|---|
+//! | vk-suballoc | `Allocator::allocate(&Request)` | `Config::default()`; internally synchronised (a lock per memory type) |
+//! | VMA (vk-mem) | `vmaAllocateMemory` | default flags (internally synchronised); `preferredFlags`/`requiredFlags` as VMA's docs ask for `vmaAllocateMemory` (the `AUTO` usages need a resource) |
+//! | gpu-allocator | `Allocator::allocate` | `GpuAllocatorManaged`, `linear` from the resource kind, default block sizes; `&mut self`, no lock |
+//! | gpu-alloc | `GpuAllocator::alloc` | `Config::i_am_prototyping()`; per-frame buffers `TRANSIENT`; `&mut self`, no lock |
+//! | our core | `OffsetAllocator::allocate(size, align)` | one 4 GiB range, no Vulkan |
+//! | offset-allocator | `Allocator::allocate(units)` | one range of 64-byte units (its sizes are `u32`); alignment above 64 by padding |
+
+use ash::vk;
+
+use crate::trace::{Kind, MemUse, Req};
+use crate::vulkan::VulkanContext;
+
+/// An allocator the replay drives.
+pub trait Backend {
+    /// What an allocation hands back.
+    type Handle;
+    /// Allocates for `req`; `None` on failure.
+    fn allocate(&mut self, req: &Req) -> Option<Self::Handle>;
+    /// Frees an allocation.
+    fn free(&mut self, handle: Self::Handle);
+    /// The memory object and offset of an allocation (the memory is null
+    /// for the cores).
+    fn placement(&self, handle: &Self::Handle) -> (vk::DeviceMemory, u64);
+    /// `VkDeviceMemory` objects alive by the allocator's own statistics,
+    /// where it keeps them (a cross-check of the counting hooks).
+    fn own_memory_objects(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Which allocator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    VkSuballoc,
+    Vma,
+    GpuAllocator,
+    GpuAlloc,
+    OurCore,
+    OffsetAllocatorCore,
+}
+
+impl Which {
+    pub const ALL: [Self; 6] = [
+        Self::VkSuballoc,
+        Self::Vma,
+        Self::GpuAllocator,
+        Self::GpuAlloc,
+        Self::OurCore,
+        Self::OffsetAllocatorCore,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::VkSuballoc => "vk-suballoc",
+            Self::Vma => "vma (vk-mem 0.5)",
+            Self::GpuAllocator => "gpu-allocator 0.28",
+            Self::GpuAlloc => "gpu-alloc 0.6",
+            Self::OurCore => "core: vk-suballoc offset",
+            Self::OffsetAllocatorCore => "core: offset-allocator 0.2",
+        }
+    }
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::VkSuballoc => "vk-suballoc",
+            Self::Vma => "vma",
+            Self::GpuAllocator => "gpu-allocator",
+            Self::GpuAlloc => "gpu-alloc",
+            Self::OurCore => "core-ours",
+            Self::OffsetAllocatorCore => "core-offset-allocator",
+        }
+    }
+
+    /// Allocates `VkDeviceMemory` (as opposed to a bare core).
+    pub fn is_vulkan(self) -> bool {
+        !matches!(self, Self::OurCore | Self::OffsetAllocatorCore)
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|w| w.key() == s)
+    }
+}
+
+// ---------------------------------------------------------------- vk-suballoc
+
+pub struct VkSuballoc {
+    allocator: vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>,
+}
+
+impl VkSuballoc {
+    pub fn new(ctx: &VulkanContext) -> Self {
+        // SAFETY: Vulkan 1.3 instance; the device comes from this physical
+        // device; no optional feature is claimed; the context outlives the
+        // allocator (backends are dropped before it).
+        let device = unsafe {
+            vk_suballoc::device::AshMemoryDevice::new(
+                &ctx.instance,
+                &ctx.counted_device,
+                ctx.physical_device,
+                vk_suballoc::device::DeviceFeatures::default(),
+            )
+        };
+        let allocator = vk_suballoc::Allocator::new(device, vk_suballoc::Config::default())
+            .expect("default config is valid");
+        Self { allocator }
+    }
+}
+
+impl Backend for VkSuballoc {
+    type Handle = vk_suballoc::Allocation;
+
+    #[inline]
+    fn allocate(&mut self, req: &Req) -> Option<Self::Handle> {
+        let usage = match req.usage {
+            MemUse::DeviceLocal => vk_suballoc::Usage::DEVICE_LOCAL,
+            MemUse::Upload => vk_suballoc::Usage::UPLOAD | vk_suballoc::Usage::DEVICE_LOCAL,
+        };
+        let kind = match req.kind {
+            Kind::Buffer => vk_suballoc::ResourceKind::Buffer,
+            Kind::Image => vk_suballoc::ResourceKind::OptimalImage,
+        };
+        self.allocator
+            .allocate(&vk_suballoc::Request::new(req.requirements, usage, kind))
+            .ok()
+    }
+
+    #[inline]
+    fn free(&mut self, handle: Self::Handle) {
+        // SAFETY: no GPU work uses the memory (none is submitted).
+        unsafe { self.allocator.free(handle) }.expect("own, live allocation");
+    }
+
+    fn placement(&self, handle: &Self::Handle) -> (vk::DeviceMemory, u64) {
+        (handle.memory(), handle.offset())
+    }
+
+    fn own_memory_objects(&self) -> Option<u64> {
+        Some(u64::from(self.allocator.stats().memory_objects))
+    }
+}
+
+// ------------------------------------------------------------------------ VMA
+
+pub struct Vma {
+    allocator: vk_mem::Allocator,
+    device_local: vk_mem::AllocationCreateInfo,
+    upload: vk_mem::AllocationCreateInfo,
+}
+
+impl Vma {
+    pub fn new(ctx: &VulkanContext) -> Self {
+        let mut info = vk_mem::AllocatorCreateInfo::new(
+            &ctx.instance,
+            &ctx.counted_device,
+            ctx.physical_device,
+        );
+        info.vulkan_api_version = vk::API_VERSION_1_3;
+        // SAFETY: valid instance/device of API 1.3; the allocator is dropped
+        // before the device.
+        let allocator = unsafe { vk_mem::Allocator::new(info) }.expect("vmaCreateAllocator");
+        let device_local = vk_mem::AllocationCreateInfo {
+            preferred_flags: vk::MemoryPropertyFlags::DEVICE_LOCAL,
+            ..Default::default()
+        };
+        let upload = vk_mem::AllocationCreateInfo {
+            required_flags: vk::MemoryPropertyFlags::HOST_VISIBLE
+                | vk::MemoryPropertyFlags::HOST_COHERENT,
+            preferred_flags: vk::MemoryPropertyFlags::DEVICE_LOCAL,
+            ..Default::default()
+        };
+        Self {
+            allocator,
+            device_local,
+            upload,
+        }
+    }
+}
+
+impl Backend for Vma {
+    type Handle = vk_mem::Allocation;
+
+    #[inline]
+    fn allocate(&mut self, req: &Req) -> Option<Self::Handle> {
+        use vk_mem::Alloc;
+        let info = match req.usage {
+            MemUse::DeviceLocal => &self.device_local,
+            MemUse::Upload => &self.upload,
+        };
+        // SAFETY: requirements from this device.
+        unsafe { self.allocator.allocate_memory(&req.requirements, info) }.ok()
+    }
+
+    #[inline]
+    fn free(&mut self, mut handle: Self::Handle) {
+        // SAFETY: a live allocation of this allocator, unused by the GPU.
+        unsafe { self.allocator.free_memory(&mut handle) };
+    }
+
+    fn placement(&self, handle: &Self::Handle) -> (vk::DeviceMemory, u64) {
+        let info = self.allocator.get_allocation_info(handle);
+        (info.device_memory, info.offset)
+    }
+}
+
+// -------------------------------------------------------------- gpu-allocator
+
+pub struct GpuAllocator {
+    allocator: gpu_allocator::vulkan::Allocator,
+}
+
+impl GpuAllocator {
+    pub fn new(ctx: &VulkanContext) -> Self {
+        let allocator =
+            gpu_allocator::vulkan::Allocator::new(&gpu_allocator::vulkan::AllocatorCreateDesc {
+                instance: ctx.instance.clone(),
+                device: ctx.counted_device.clone(),
+                physical_device: ctx.physical_device,
+                debug_settings: Default::default(),
+                buffer_device_address: false,
+                allocation_sizes: Default::default(),
+            })
+            .expect("gpu-allocator Allocator::new");
+        Self { allocator }
+    }
+}
+
+impl Backend for GpuAllocator {
+    type Handle = gpu_allocator::vulkan::Allocation;
+
+    #[inline]
+    fn allocate(&mut self, req: &Req) -> Option<Self::Handle> {
+        let location = match req.usage {
+            MemUse::DeviceLocal => gpu_allocator::MemoryLocation::GpuOnly,
+            MemUse::Upload => gpu_allocator::MemoryLocation::CpuToGpu,
+        };
+        self.allocator
+            .allocate(&gpu_allocator::vulkan::AllocationCreateDesc {
+                name: "",
+                requirements: req.requirements,
+                location,
+                linear: req.kind == Kind::Buffer,
+                allocation_scheme: gpu_allocator::vulkan::AllocationScheme::GpuAllocatorManaged,
+            })
+            .ok()
+    }
+
+    #[inline]
+    fn free(&mut self, handle: Self::Handle) {
+        self.allocator.free(handle).expect("gpu-allocator free");
+    }
+
+    fn placement(&self, handle: &Self::Handle) -> (vk::DeviceMemory, u64) {
+        // SAFETY: only read, to bind or compare.
+        (unsafe { handle.memory() }, handle.offset())
+    }
+}
+
+// ------------------------------------------------------------------ gpu-alloc
+
+pub struct GpuAlloc {
+    allocator: gpu_alloc::GpuAllocator<vk::DeviceMemory>,
+    device: ash::Device,
+}
+
+impl GpuAlloc {
+    pub fn new(ctx: &VulkanContext) -> Self {
+        // SAFETY: the physical device belongs to the instance.
+        let mut props = unsafe {
+            gpu_alloc_ash::device_properties(
+                &ctx.instance,
+                vk::API_VERSION_1_3,
+                ctx.physical_device,
+            )
+        }
+        .expect("gpu-alloc device properties");
+        // Not enabled on the device (gpu-alloc's own docs ask for this).
+        props.buffer_device_address = false;
+        let allocator = gpu_alloc::GpuAllocator::new(gpu_alloc::Config::i_am_prototyping(), props);
+        Self {
+            allocator,
+            device: ctx.counted_device.clone(),
+        }
+    }
+}
+
+impl Backend for GpuAlloc {
+    type Handle = gpu_alloc::MemoryBlock<vk::DeviceMemory>;
+
+    #[inline]
+    fn allocate(&mut self, req: &Req) -> Option<Self::Handle> {
+        let usage = match req.usage {
+            MemUse::DeviceLocal => gpu_alloc::UsageFlags::FAST_DEVICE_ACCESS,
+            MemUse::Upload => {
+                gpu_alloc::UsageFlags::FAST_DEVICE_ACCESS
+                    | gpu_alloc::UsageFlags::UPLOAD
+                    | gpu_alloc::UsageFlags::HOST_ACCESS
+                    | gpu_alloc::UsageFlags::TRANSIENT
+            }
+        };
+        let request = gpu_alloc::Request {
+            size: req.requirements.size,
+            align_mask: req.requirements.alignment - 1,
+            usage,
+            memory_types: req.requirements.memory_type_bits,
+        };
+        // SAFETY: the device is the one the properties came from.
+        unsafe {
+            self.allocator
+                .alloc(gpu_alloc_ash::AshMemoryDevice::wrap(&self.device), request)
+        }
+        .ok()
+    }
+
+    #[inline]
+    fn free(&mut self, handle: Self::Handle) {
+        // SAFETY: allocated from this allocator and device, unused by the GPU.
+        unsafe {
+            self.allocator
+                .dealloc(gpu_alloc_ash::AshMemoryDevice::wrap(&self.device), handle)
+        };
+    }
+
+    fn placement(&self, handle: &Self::Handle) -> (vk::DeviceMemory, u64) {
+        (*handle.memory(), handle.offset())
+    }
+}
+
+impl Drop for GpuAlloc {
+    fn drop(&mut self) {
+        // SAFETY: every block was deallocated by the replay.
+        unsafe {
+            self.allocator
+                .cleanup(gpu_alloc_ash::AshMemoryDevice::wrap(&self.device))
+        };
+    }
+}
+
+// ---------------------------------------------------------------------- cores
+
+/// The range both cores manage: 4 GiB.
+pub const CORE_CAPACITY: u64 = 4 << 30;
+
+pub struct OurCore {
+    core: vk_suballoc::offset::OffsetAllocator,
+}
+
+impl OurCore {
+    pub fn new(max_allocations: u32) -> Self {
+        Self {
+            core: vk_suballoc::offset::OffsetAllocator::new(CORE_CAPACITY, max_allocations)
+                .expect("core capacity"),
+        }
+    }
+}
+
+impl Backend for OurCore {
+    type Handle = vk_suballoc::offset::OffsetAllocation;
+
+    #[inline]
+    fn allocate(&mut self, req: &Req) -> Option<Self::Handle> {
+        self.core
+            .allocate(req.requirements.size, req.requirements.alignment)
+            .ok()
+    }
+
+    #[inline]
+    fn free(&mut self, handle: Self::Handle) {
+        self.core.free(handle.id).expect("live id");
+    }
+
+    fn placement(&self, handle: &Self::Handle) -> (vk::DeviceMemory, u64) {
+        (vk::DeviceMemory::null(), handle.offset)
+    }
+}
+
+/// offset-allocator's unit: its sizes are `u32`, so it manages 64-byte
+/// units (every request on lavapipe is 64-byte aligned).
+pub const UNIT: u64 = 64;
+
+pub struct OffsetAllocatorCore {
+    core: offset_allocator::Allocator,
+}
+
+impl OffsetAllocatorCore {
+    pub fn new(max_allocations: u32) -> Self {
+        Self {
+            core: offset_allocator::Allocator::with_max_allocs(
+                (CORE_CAPACITY / UNIT) as u32,
+                max_allocations,
+            ),
+        }
+    }
+}
+
+impl Backend for OffsetAllocatorCore {
+    /// The allocation and its aligned start in bytes.
+    type Handle = (offset_allocator::Allocation, u64);
+
+    #[inline]
+    fn allocate(&mut self, req: &Req) -> Option<Self::Handle> {
+        let size = req.requirements.size.div_ceil(UNIT);
+        let align = (req.requirements.alignment / UNIT).max(1);
+        let a = self.core.allocate((size + align - 1) as u32)?;
+        let start = u64::from(a.offset).next_multiple_of(align) * UNIT;
+        Some((a, start))
+    }
+
+    #[inline]
+    fn free(&mut self, handle: Self::Handle) {
+        self.core.free(handle.0);
+    }
+
+    fn placement(&self, handle: &Self::Handle) -> (vk::DeviceMemory, u64) {
+        (vk::DeviceMemory::null(), handle.1)
+    }
+}

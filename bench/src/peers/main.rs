@@ -1,0 +1,484 @@
+//! `peers`: vk-suballoc against VMA (vk-mem), gpu-allocator and gpu-alloc on
+//! one Vulkan device, and its offset core against offset-allocator, on the
+//! same seeded traces in one run.
+//!
+//! ```text
+//! cargo run -p vk-suballoc-bench --release --bin peers -- \
+//!     [--ops N] [--runs R] [--seed S] [--traces a,b] [--allocators a,b]
+//!     [--scaling 1000,10000,100000,1000000 | --no-scaling] [--scaling-ops N]
+//!     [--real-resources] [--json out.json] [--markdown out.md]
+//! ```
+//!
+//! See `bench/README.md` for what is measured and how.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod backends;
+mod replay;
+mod report;
+mod trace;
+mod vulkan;
+
+use std::process::ExitCode;
+
+use backends::{Backend, Which};
+use report::{Results, Row};
+use trace::{RequirementSource, Trace, TraceKind};
+use vulkan::VulkanContext;
+
+const DEFAULT_SEED: u64 = 0x5EED_0005;
+
+/// `--placement-hash`: hash every placement (outside the timed segments).
+static PLACEMENT_HASH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+struct Args {
+    ops: usize,
+    runs: usize,
+    seed: u64,
+    traces: Vec<TraceKind>,
+    allocators: Vec<Which>,
+    scaling: Vec<usize>,
+    scaling_ops: usize,
+    /// gpu-allocator's best fit walks every free chunk: above this many live
+    /// allocations its scaling runs take minutes, so they are skipped.
+    scaling_gpu_allocator_max: usize,
+    real_resources: bool,
+    /// Print what the driver reports for a few buffers and images.
+    print_requirements: bool,
+    /// Print a hash of every allocator's placements per trace.
+    placement_hash: bool,
+    json: Option<String>,
+    markdown: Option<String>,
+}
+
+fn usage() -> &'static str {
+    "usage: peers [--ops N] [--runs R] [--seed S] [--traces streaming,frame-loop,small-churn,mixed]\n\
+     \x20            [--allocators vk-suballoc,vma,gpu-allocator,gpu-alloc,core-ours,core-offset-allocator]\n\
+     \x20            [--scaling 1000,10000,100000,1000000 | --no-scaling] [--scaling-ops N]\n\
+     \x20            [--scaling-gpu-allocator-max N] [--real-resources] [--print-requirements]\n\
+     \x20            [--placement-hash]\n\
+     \x20            [--json FILE] [--markdown FILE]"
+}
+
+fn parse_number(s: &str) -> Result<u64, String> {
+    let s = s.replace('_', "");
+    let parsed = if let Some(hex) = s.strip_prefix("0x") {
+        u64::from_str_radix(hex, 16).ok()
+    } else if let Some((m, e)) = s.split_once('e') {
+        match (m.parse::<u64>(), e.parse::<u32>()) {
+            (Ok(m), Ok(e)) => m.checked_mul(10u64.pow(e)),
+            _ => None,
+        }
+    } else {
+        s.parse().ok()
+    };
+    parsed.ok_or_else(|| format!("not a number: {s}"))
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        ops: 200_000,
+        runs: 5,
+        seed: DEFAULT_SEED,
+        traces: TraceKind::ALL.to_vec(),
+        allocators: Which::ALL.to_vec(),
+        scaling: vec![1_000, 10_000, 100_000, 1_000_000],
+        scaling_ops: 100_000,
+        scaling_gpu_allocator_max: 10_000,
+        real_resources: false,
+        print_requirements: false,
+        placement_hash: false,
+        json: None,
+        markdown: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--ops" => args.ops = parse_number(&value()?)? as usize,
+            "--runs" => args.runs = (parse_number(&value()?)? as usize).max(1),
+            "--seed" => args.seed = parse_number(&value()?)?,
+            "--traces" => {
+                args.traces = value()?
+                    .split(',')
+                    .map(|t| {
+                        TraceKind::ALL
+                            .into_iter()
+                            .find(|k| k.name() == t)
+                            .ok_or_else(|| format!("unknown trace {t}"))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            "--allocators" => {
+                args.allocators = value()?
+                    .split(',')
+                    .map(|a| Which::parse(a).ok_or_else(|| format!("unknown allocator {a}")))
+                    .collect::<Result<_, _>>()?;
+            }
+            "--scaling" => {
+                args.scaling = value()?
+                    .split(',')
+                    .map(|n| parse_number(n).map(|n| n as usize))
+                    .collect::<Result<_, _>>()?;
+            }
+            "--no-scaling" => args.scaling.clear(),
+            "--scaling-ops" => args.scaling_ops = parse_number(&value()?)? as usize,
+            "--scaling-gpu-allocator-max" => {
+                args.scaling_gpu_allocator_max = parse_number(&value()?)? as usize;
+            }
+            "--real-resources" => args.real_resources = true,
+            "--print-requirements" => args.print_requirements = true,
+            "--placement-hash" => args.placement_hash = true,
+            "--json" => args.json = Some(value()?),
+            "--markdown" => args.markdown = Some(value()?),
+            "-h" | "--help" => return Err(usage().to_owned()),
+            other => return Err(format!("unknown argument {other}\n{}", usage())),
+        }
+    }
+    Ok(args)
+}
+
+fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|m| m.trim_start_matches([' ', '\t', ':']))
+        })
+        .unwrap_or("unknown CPU")
+        .to_owned();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{model}, {cores} cores, {}", std::env::consts::OS)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// One replay of `trace` on a fresh allocator `which`.
+fn run_once(
+    which: Which,
+    ctx: &VulkanContext,
+    trace: &Trace,
+    overhead: f64,
+) -> (replay::RunFigures, vulkan::MemoryCounts, Option<u64>) {
+    let max_allocations = (2 * trace.slots + 64) as u32;
+    match which {
+        Which::VkSuballoc => run_one(backends::VkSuballoc::new(ctx), trace, overhead, false),
+        Which::Vma => run_one(backends::Vma::new(ctx), trace, overhead, false),
+        Which::GpuAllocator => run_one(backends::GpuAllocator::new(ctx), trace, overhead, false),
+        Which::GpuAlloc => run_one(backends::GpuAlloc::new(ctx), trace, overhead, false),
+        Which::OurCore => run_one(
+            backends::OurCore::new(max_allocations),
+            trace,
+            overhead,
+            true,
+        ),
+        Which::OffsetAllocatorCore => run_one(
+            backends::OffsetAllocatorCore::new(max_allocations),
+            trace,
+            overhead,
+            true,
+        ),
+    }
+}
+
+/// Runs `trace` through every allocator of `allocators`: one warm-up round
+/// that is not counted, then `runs` rounds. Each round runs every allocator
+/// once, starting with a different one each round, so that slow spells of a
+/// shared machine fall on all of them alike.
+fn measure(
+    allocators: &[Which],
+    ctx: &VulkanContext,
+    trace: &Trace,
+    runs: usize,
+    overhead: f64,
+) -> Vec<Row> {
+    let n = allocators.len();
+    let mut figures: Vec<Vec<replay::RunFigures>> = vec![Vec::with_capacity(runs); n];
+    let mut last = vec![None; n];
+    for round in 0..=runs {
+        for k in 0..n {
+            let i = (k + round) % n;
+            let result = run_once(allocators[i], ctx, trace, overhead);
+            if round > 0 {
+                figures[i].push(result.0);
+                last[i] = Some(result);
+            }
+        }
+    }
+    allocators
+        .iter()
+        .zip(figures)
+        .zip(last)
+        .map(|((&which, figures), last)| {
+            row(which, trace, &figures, last.expect("at least one run"))
+        })
+        .collect()
+}
+
+/// The row of one allocator: medians over its runs, and the counts of its
+/// last run (they are the same every run).
+fn row(
+    which: Which,
+    trace: &Trace,
+    figures: &[replay::RunFigures],
+    (fig, counts, own): (replay::RunFigures, vulkan::MemoryCounts, Option<u64>),
+) -> Row {
+    let mut alloc: Vec<f64> = figures
+        .iter()
+        .map(replay::RunFigures::ns_per_alloc)
+        .collect();
+    let mut free: Vec<f64> = figures
+        .iter()
+        .map(replay::RunFigures::ns_per_free)
+        .collect();
+    let mut op: Vec<f64> = figures.iter().map(replay::RunFigures::ns_per_op).collect();
+    let vulkan = which.is_vulkan();
+    Row {
+        allocator: which,
+        trace: trace.name.clone(),
+        seed: trace.seed,
+        runs: figures.len(),
+        ns_alloc: median(&mut alloc),
+        ns_free: median(&mut free),
+        ns_op: median(&mut op),
+        ns_op_min: op[0],
+        ns_op_max: op[op.len() - 1],
+        allocations: fig.allocs,
+        frees: fig.frees,
+        failures: fig.failures,
+        peak_live: fig.peak_live,
+        peak_reserved: if vulkan {
+            counts.peak_bytes
+        } else {
+            fig.high_water
+        },
+        vk_allocate_calls: vulkan.then_some(counts.allocate_calls),
+        vk_free_calls: vulkan.then_some(counts.free_calls),
+        end_objects_hooked: vulkan.then_some(counts.live_objects),
+        end_objects_own: own,
+        placement_hash: fig.placement_hash,
+    }
+}
+
+/// One replay on a fresh allocator; the counters are read before it drops.
+fn run_one<B: Backend>(
+    mut backend: B,
+    trace: &Trace,
+    overhead: f64,
+    high_water: bool,
+) -> (replay::RunFigures, vulkan::MemoryCounts, Option<u64>) {
+    vulkan::reset_counts();
+    let hash = PLACEMENT_HASH.load(std::sync::atomic::Ordering::Relaxed);
+    let figures = replay::replay(&mut backend, trace, overhead, high_water, hash);
+    let counts = vulkan::counts();
+    let own = backend.own_memory_objects();
+    drop(backend);
+    let after = vulkan::counts();
+    if after.live_bytes != 0 {
+        eprintln!(
+            "warning: {} bytes of VkDeviceMemory still alive after dropping an allocator",
+            after.live_bytes
+        );
+    }
+    (figures, counts, own)
+}
+
+fn real_resources(args: &Args) -> ExitCode {
+    let ctx = match VulkanContext::new(true) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "real resources on {} ({}), validation on, seed {:#x}, about {} operations per trace",
+        ctx.device_name, ctx.driver_info, args.seed, args.ops
+    );
+    if let Err(e) = ctx.check_validation_reports() {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    println!("validation armed: a deliberate misaligned bind was reported");
+    let mut source = RequirementSource::new(&ctx.device);
+    let mut ok = true;
+    for &kind in &args.traces {
+        let trace = trace::generate(kind, args.ops, args.seed, &mut source);
+        for &which in &args.allocators {
+            let max_allocations = (2 * trace.slots + 64) as u32;
+            let fig = match which {
+                Which::VkSuballoc => {
+                    replay::replay_real(&mut backends::VkSuballoc::new(&ctx), &trace, &ctx)
+                }
+                Which::Vma => replay::replay_real(&mut backends::Vma::new(&ctx), &trace, &ctx),
+                Which::GpuAllocator => {
+                    replay::replay_real(&mut backends::GpuAllocator::new(&ctx), &trace, &ctx)
+                }
+                Which::GpuAlloc => {
+                    replay::replay_real(&mut backends::GpuAlloc::new(&ctx), &trace, &ctx)
+                }
+                // The cores hand out offsets, not memory: nothing to bind.
+                Which::OurCore | Which::OffsetAllocatorCore => {
+                    let _ = max_allocations;
+                    continue;
+                }
+            };
+            let good = fig.failures == 0
+                && fig.overlaps == 0
+                && fig.granularity_conflicts == 0
+                && fig.requirement_mismatches == 0
+                && fig.validation_messages == 0;
+            ok &= good;
+            println!(
+                "{:<12} {:<20} resources {:>7}  failures {}  overlaps {}  granularity conflicts {}  requirement mismatches {}  validation messages {}  {}",
+                trace.name,
+                which.name(),
+                fig.resources,
+                fig.failures,
+                fig.overlaps,
+                fig.granularity_conflicts,
+                fig.requirement_mismatches,
+                fig.validation_messages,
+                if good { "ok" } else { "FAILED" }
+            );
+        }
+    }
+    if ok {
+        println!("real resources: every allocation bound, no overlap, no granularity conflict, no validation message");
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("real resources: FAILED");
+        ExitCode::FAILURE
+    }
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.real_resources {
+        return real_resources(&args);
+    }
+    PLACEMENT_HASH.store(args.placement_hash, std::sync::atomic::Ordering::Relaxed);
+    let ctx = match VulkanContext::new(false) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let overhead = replay::timer_overhead_ns();
+    let mutex_ns = replay::mutex_pair_ns();
+    let mut results = Results {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: machine(),
+        device: ctx.device_name.clone(),
+        driver: ctx.driver_info.clone(),
+        seed: args.seed,
+        ops: args.ops,
+        runs: args.runs,
+        timer_overhead_ns: overhead,
+        mutex_pair_ns: mutex_ns,
+        ..Default::default()
+    };
+    println!(
+        "peers: seed {:#x}, {} ops per trace, {} runs, device {} ({}), bufferImageGranularity {}, clock overhead {overhead:.1} ns, uncontended mutex lock+unlock {mutex_ns:.1} ns",
+        args.seed, args.ops, args.runs, ctx.device_name, ctx.driver_info, ctx.buffer_image_granularity
+    );
+    let mut source = RequirementSource::new(&ctx.device);
+    if args.print_requirements {
+        for size in [1u64, 63, 64, 65, 100, 1000, 4097, 100_000] {
+            let r = source.get(trace::Resource::Buffer {
+                size,
+                usage: ash::vk::BufferUsageFlags::STORAGE_BUFFER,
+            });
+            println!("buffer {size}: {r:?}");
+        }
+        for (width, height) in [(16, 16), (17, 5), (1024, 1024), (16, 1024)] {
+            let r = source.get(trace::Resource::Image { width, height });
+            println!("image {width}x{height}: {r:?}");
+        }
+    }
+    for &kind in &args.traces {
+        let trace = trace::generate(kind, args.ops, args.seed, &mut source);
+        println!(
+            "trace {} (seed {:#x}): {} allocations, {} frees, {} segments, peak live {:.1} MiB",
+            trace.name,
+            trace.seed,
+            trace.allocations,
+            trace.frees,
+            trace.segments.len(),
+            trace.peak_live() as f64 / (1u64 << 20) as f64
+        );
+        for row in measure(&args.allocators, &ctx, &trace, args.runs, overhead) {
+            println!(
+                "  {:<28} {:>9.1} ns/alloc {:>9.1} ns/free {:>9.1} ns/op  reserved/live {:.3}  vkAllocateMemory {}  failures {}",
+                row.allocator.name(),
+                row.ns_alloc,
+                row.ns_free,
+                row.ns_op,
+                row.ratio(),
+                row.vk_allocate_calls.map_or_else(|| "n/a".into(), |c| c.to_string()),
+                row.failures
+            );
+            if let Some(hash) = row.placement_hash {
+                println!("  {:<28} placement hash {hash:#018x}", "");
+            }
+            results.rows.push(row);
+        }
+    }
+    for &live in &args.scaling {
+        let seed = args.seed ^ live as u64;
+        let trace = trace::scaling(live, args.scaling_ops, seed, &mut source);
+        println!(
+            "scaling {live} live (seed {seed:#x}): {} allocations, {} frees",
+            trace.allocations, trace.frees
+        );
+        let allocators: Vec<Which> = args
+            .allocators
+            .iter()
+            .copied()
+            .filter(|&which| {
+                let skip = which == Which::GpuAllocator && live > args.scaling_gpu_allocator_max;
+                if skip {
+                    println!(
+                        "  {:<28} skipped (best fit over every free chunk; raise --scaling-gpu-allocator-max)",
+                        which.name()
+                    );
+                }
+                !skip
+            })
+            .collect();
+        for row in measure(&allocators, &ctx, &trace, args.runs, overhead) {
+            println!("  {:<28} {:>9.1} ns/op", row.allocator.name(), row.ns_op);
+            results.scaling.push((live, row));
+        }
+    }
+    println!("\n{}", results.markdown());
+    if let Some(path) = &args.json {
+        if let Err(e) = std::fs::write(path, results.json()) {
+            eprintln!("error: cannot write {path}: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if let Some(path) = &args.markdown {
+        if let Err(e) = std::fs::write(path, results.markdown()) {
+            eprintln!("error: cannot write {path}: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}

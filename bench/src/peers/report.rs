@@ -1,0 +1,351 @@
+//! Results: the markdown tables, the JSON file, and the target check.
+
+use std::fmt::Write as _;
+
+use crate::backends::Which;
+
+/// One (allocator, trace) cell of the results.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub allocator: Which,
+    pub trace: String,
+    pub seed: u64,
+    pub runs: usize,
+    /// Medians over the runs.
+    pub ns_alloc: f64,
+    pub ns_free: f64,
+    pub ns_op: f64,
+    /// Fastest and slowest run's ns/op, to show the spread.
+    pub ns_op_min: f64,
+    pub ns_op_max: f64,
+    pub allocations: u64,
+    pub frees: u64,
+    pub failures: u64,
+    pub peak_live: u64,
+    /// Peak of `VkDeviceMemory` bytes alive (Vulkan allocators), or the
+    /// highest end offset (cores).
+    pub peak_reserved: u64,
+    pub vk_allocate_calls: Option<u64>,
+    pub vk_free_calls: Option<u64>,
+    /// Memory objects alive at the end of the trace, by the counting hooks
+    /// and by the allocator's own statistics (vk-suballoc only).
+    pub end_objects_hooked: Option<u64>,
+    pub end_objects_own: Option<u64>,
+    /// Hash of every placement offset (`--placement-hash`).
+    pub placement_hash: Option<u64>,
+}
+
+impl Row {
+    pub fn ratio(&self) -> f64 {
+        self.peak_reserved as f64 / self.peak_live.max(1) as f64
+    }
+}
+
+/// Everything one invocation measured.
+#[derive(Debug, Default)]
+pub struct Results {
+    pub command: String,
+    pub machine: String,
+    pub device: String,
+    pub driver: String,
+    pub seed: u64,
+    pub ops: usize,
+    pub runs: usize,
+    pub timer_overhead_ns: f64,
+    /// One uncontended `Mutex` lock + unlock.
+    pub mutex_pair_ns: f64,
+    pub rows: Vec<Row>,
+    /// Scaling rows: `trace` is `scaling-<live>`.
+    pub scaling: Vec<(usize, Row)>,
+}
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+fn ns(x: f64) -> String {
+    if x >= 10_000.0 {
+        format!("{:.1} us", x / 1000.0)
+    } else if x >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+fn opt(x: Option<u64>) -> String {
+    x.map_or_else(|| "n/a".to_owned(), |v| v.to_string())
+}
+
+impl Results {
+    fn traces(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for row in &self.rows {
+            if !names.contains(&row.trace) {
+                names.push(row.trace.clone());
+            }
+        }
+        names
+    }
+
+    /// The markdown report (tables, then the ratios against the best peer).
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "Machine: {}", self.machine);
+        let _ = writeln!(s, "Device: {} ({})", self.device, self.driver);
+        let _ = writeln!(
+            s,
+            "Seed {:#x}, about {} operations per trace, median of {} runs; clock overhead {:.1} ns per timed segment, subtracted. An uncontended mutex lock + unlock costs {:.1} ns here (vk-suballoc and VMA take one per call; gpu-alloc and gpu-allocator take `&mut self`).\n",
+            self.seed, self.ops, self.runs, self.timer_overhead_ns, self.mutex_pair_ns
+        );
+        for trace in self.traces() {
+            let _ = writeln!(s, "### {trace}\n");
+            let _ = writeln!(
+                s,
+                "| allocator | ns/alloc | ns/free | ns/op (min..max) | peak live MiB | peak reserved MiB | reserved/live | vkAllocateMemory | failures |"
+            );
+            let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+            for row in self.rows.iter().filter(|r| r.trace == trace) {
+                let reserved_note = if row.allocator.is_vulkan() {
+                    ""
+                } else {
+                    " (range)"
+                };
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} ({}..{}) | {:.1} | {:.1}{} | {:.3} | {} | {} |",
+                    row.allocator.name(),
+                    ns(row.ns_alloc),
+                    ns(row.ns_free),
+                    ns(row.ns_op),
+                    ns(row.ns_op_min),
+                    ns(row.ns_op_max),
+                    row.peak_live as f64 / MIB,
+                    row.peak_reserved as f64 / MIB,
+                    reserved_note,
+                    row.ratio(),
+                    opt(row.vk_allocate_calls),
+                    row.failures
+                );
+            }
+            let _ = writeln!(s);
+        }
+        if !self.scaling.is_empty() {
+            s.push_str(&self.scaling_markdown());
+        }
+        s.push_str(&self.targets_markdown());
+        s
+    }
+
+    fn scaling_markdown(&self) -> String {
+        let mut s = String::new();
+        let mut lives: Vec<usize> = self.scaling.iter().map(|(n, _)| *n).collect();
+        lives.sort_unstable();
+        lives.dedup();
+        let _ = writeln!(
+            s,
+            "### scaling: ns per operation (free + allocate, 64 B..1 KiB) at N live allocations\n"
+        );
+        let mut header = "| allocator |".to_owned();
+        let mut rule = "|---|".to_owned();
+        for n in &lives {
+            let _ = write!(header, " {n} |");
+            rule.push_str("---:|");
+        }
+        header.push_str(" max/min |");
+        rule.push_str("---:|");
+        let _ = writeln!(s, "{header}\n{rule}");
+        for which in Which::ALL {
+            let cells: Vec<Option<f64>> = lives
+                .iter()
+                .map(|n| {
+                    self.scaling
+                        .iter()
+                        .find(|(m, r)| m == n && r.allocator == which)
+                        .map(|(_, r)| r.ns_op)
+                })
+                .collect();
+            if cells.iter().all(Option::is_none) {
+                continue;
+            }
+            let mut line = format!("| {} |", which.name());
+            for cell in &cells {
+                let _ = write!(line, " {} |", cell.map_or_else(|| "skipped".to_owned(), ns));
+            }
+            let present: Vec<f64> = cells.iter().flatten().copied().collect();
+            let flat = present.iter().copied().fold(f64::MIN, f64::max)
+                / present.iter().copied().fold(f64::MAX, f64::min);
+            let _ = writeln!(line, " {flat:.2} |");
+            s.push_str(&line);
+        }
+        s.push('\n');
+        s
+    }
+
+    /// The ratios against the best peer and the verdict on each target.
+    pub fn targets_markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "### vk-suballoc against the best peer\n");
+        let _ = writeln!(
+            s,
+            "| trace | speed-up vs fastest Vulkan peer (>= 2) | vs our core (<= 1.5) | reserved/live: ours vs best peer (lower) | vkAllocateMemory: ours vs fewest peer (<=) |"
+        );
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|");
+        for trace in self.traces() {
+            let rows: Vec<&Row> = self.rows.iter().filter(|r| r.trace == trace).collect();
+            let Some(ours) = rows.iter().find(|r| r.allocator == Which::VkSuballoc) else {
+                continue;
+            };
+            let peers: Vec<&&Row> = rows
+                .iter()
+                .filter(|r| r.allocator.is_vulkan() && r.allocator != Which::VkSuballoc)
+                .collect();
+            let fastest = peers.iter().min_by(|a, b| a.ns_op.total_cmp(&b.ns_op));
+            let tightest = peers.iter().min_by(|a, b| a.ratio().total_cmp(&b.ratio()));
+            let fewest = peers
+                .iter()
+                .filter_map(|r| r.vk_allocate_calls.map(|c| (c, r)))
+                .min_by_key(|(c, _)| *c);
+            let core = rows.iter().find(|r| r.allocator == Which::OurCore);
+            let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+            let speed = fastest.map_or_else(
+                || "n/a".to_owned(),
+                |p| {
+                    let x = p.ns_op / ours.ns_op;
+                    format!(
+                        "{x:.2}x ({}: {} ns) {}",
+                        p.allocator.key(),
+                        ns(p.ns_op),
+                        verdict(x >= 2.0)
+                    )
+                },
+            );
+            let vs_core = core.map_or_else(
+                || "n/a".to_owned(),
+                |c| {
+                    let x = ours.ns_op / c.ns_op;
+                    format!(
+                        "{x:.2}x ({} vs {} ns) {}",
+                        ns(ours.ns_op),
+                        ns(c.ns_op),
+                        verdict(x <= 1.5)
+                    )
+                },
+            );
+            let ratio = tightest.map_or_else(
+                || "n/a".to_owned(),
+                |p| {
+                    let ok = peers.iter().all(|q| ours.ratio() < q.ratio());
+                    format!(
+                        "{:.3} vs {:.3} ({}) {}",
+                        ours.ratio(),
+                        p.ratio(),
+                        p.allocator.key(),
+                        verdict(ok)
+                    )
+                },
+            );
+            let calls = fewest.map_or_else(
+                || "n/a".to_owned(),
+                |(c, p)| {
+                    let mine = ours.vk_allocate_calls.unwrap_or(u64::MAX);
+                    format!(
+                        "{mine} vs {c} ({}) {}",
+                        p.allocator.key(),
+                        verdict(mine <= c)
+                    )
+                },
+            );
+            let _ = writeln!(s, "| {trace} | {speed} | {vs_core} | {ratio} | {calls} |");
+        }
+        let ours: Vec<f64> = self
+            .scaling
+            .iter()
+            .filter(|(_, r)| r.allocator == Which::VkSuballoc)
+            .map(|(_, r)| r.ns_op)
+            .collect();
+        if ours.len() > 1 {
+            let flat = ours.iter().copied().fold(f64::MIN, f64::max)
+                / ours.iter().copied().fold(f64::MAX, f64::min);
+            let _ = writeln!(
+                s,
+                "\nScaling: vk-suballoc's slowest/fastest ns/op across live counts = {flat:.2} (target <= 1.3: {}).",
+                if flat <= 1.3 { "met" } else { "MISSED" }
+            );
+        }
+        s
+    }
+
+    /// The JSON document (hand-written: no serde in the bench's build).
+    pub fn json(&self) -> String {
+        let mut s = String::from("{\n");
+        let _ = writeln!(s, "  \"command\": {},", quote(&self.command));
+        let _ = writeln!(s, "  \"machine\": {},", quote(&self.machine));
+        let _ = writeln!(s, "  \"device\": {},", quote(&self.device));
+        let _ = writeln!(s, "  \"driver\": {},", quote(&self.driver));
+        let _ = writeln!(s, "  \"seed\": {},", self.seed);
+        let _ = writeln!(s, "  \"ops\": {},", self.ops);
+        let _ = writeln!(s, "  \"runs\": {},", self.runs);
+        let _ = writeln!(s, "  \"timer_overhead_ns\": {:.2},", self.timer_overhead_ns);
+        let _ = writeln!(s, "  \"mutex_lock_unlock_ns\": {:.2},", self.mutex_pair_ns);
+        s.push_str("  \"results\": [\n");
+        let rows: Vec<String> = self.rows.iter().map(|r| row_json(r, None)).collect();
+        s.push_str(&rows.join(",\n"));
+        s.push_str("\n  ],\n  \"scaling\": [\n");
+        let rows: Vec<String> = self
+            .scaling
+            .iter()
+            .map(|(n, r)| row_json(r, Some(*n)))
+            .collect();
+        s.push_str(&rows.join(",\n"));
+        s.push_str("\n  ]\n}\n");
+        s
+    }
+}
+
+fn quote(text: &str) -> String {
+    let mut s = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            '\n' => s.push_str("\\n"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(s, "\\u{:04x}", c as u32);
+            }
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+    s
+}
+
+fn num(x: Option<u64>) -> String {
+    x.map_or_else(|| "null".to_owned(), |v| v.to_string())
+}
+
+fn row_json(r: &Row, live: Option<usize>) -> String {
+    let live = live.map_or_else(String::new, |n| format!("\"live\": {n}, "));
+    format!(
+        "    {{{live}\"allocator\": {}, \"trace\": {}, \"seed\": {}, \"runs\": {}, \"ns_per_alloc\": {:.2}, \"ns_per_free\": {:.2}, \"ns_per_op\": {:.2}, \"ns_per_op_min\": {:.2}, \"ns_per_op_max\": {:.2}, \"allocations\": {}, \"frees\": {}, \"failures\": {}, \"peak_live_bytes\": {}, \"peak_reserved_bytes\": {}, \"reserved_per_live\": {:.4}, \"reserved_is_range_high_water\": {}, \"vk_allocate_memory_calls\": {}, \"vk_free_memory_calls\": {}, \"end_memory_objects_hooked\": {}, \"end_memory_objects_own_stats\": {}, \"placement_hash\": {}}}",
+        quote(r.allocator.key()),
+        quote(&r.trace),
+        r.seed,
+        r.runs,
+        r.ns_alloc,
+        r.ns_free,
+        r.ns_op,
+        r.ns_op_min,
+        r.ns_op_max,
+        r.allocations,
+        r.frees,
+        r.failures,
+        r.peak_live,
+        r.peak_reserved,
+        r.ratio(),
+        !r.allocator.is_vulkan(),
+        num(r.vk_allocate_calls),
+        num(r.vk_free_calls),
+        num(r.end_objects_hooked),
+        num(r.end_objects_own),
+        num(r.placement_hash),
+    )
+}

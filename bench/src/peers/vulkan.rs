@@ -1,0 +1,343 @@
+//! One lavapipe device for every allocator, with `vkAllocateMemory` /
+//! `vkFreeMemory` counted.
+//!
+//! Every Vulkan allocator under test calls the driver through the function
+//! table of the `ash::Device` it is given (vk-mem copies that table into
+//! `VmaVulkanFunctions`). The allocators get a second `ash::Device` for the
+//! same `VkDevice` whose `vkAllocateMemory` and `vkFreeMemory` entries are
+//! trampolines: they call the driver, then count calls and live bytes. So the
+//! number of `vkAllocateMemory` calls and the peak of reserved
+//! `VkDeviceMemory` bytes are measured the same way for every allocator,
+//! whatever its own statistics say.
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CStr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex, OnceLock};
+
+use ash::vk;
+
+/// The driver's entry points the trampolines forward to.
+struct RealFns {
+    allocate: vk::PFN_vkAllocateMemory,
+    free: vk::PFN_vkFreeMemory,
+}
+
+static REAL: OnceLock<RealFns> = OnceLock::new();
+
+/// Counters of the memory objects the allocators create through the hooks.
+#[derive(Default)]
+struct Ledger {
+    sizes: HashMap<u64, u64>,
+    live: u64,
+    peak: u64,
+    calls: u64,
+    frees: u64,
+}
+
+static LEDGER: LazyLock<Mutex<Ledger>> = LazyLock::new(Mutex::default);
+
+/// What the hooks saw since the last [`reset_counts`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemoryCounts {
+    /// `vkAllocateMemory` calls that succeeded.
+    pub allocate_calls: u64,
+    /// `vkFreeMemory` calls.
+    pub free_calls: u64,
+    /// Bytes of `VkDeviceMemory` alive now.
+    pub live_bytes: u64,
+    /// Most bytes of `VkDeviceMemory` alive at once.
+    pub peak_bytes: u64,
+    /// Memory objects alive now.
+    pub live_objects: u64,
+}
+
+fn ledger() -> std::sync::MutexGuard<'static, Ledger> {
+    LEDGER.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Zeroes the call counters and sets the peak to what is alive now.
+pub fn reset_counts() {
+    let mut l = ledger();
+    l.calls = 0;
+    l.frees = 0;
+    l.peak = l.live;
+}
+
+/// The counters now.
+pub fn counts() -> MemoryCounts {
+    let l = ledger();
+    MemoryCounts {
+        allocate_calls: l.calls,
+        free_calls: l.frees,
+        live_bytes: l.live,
+        peak_bytes: l.peak,
+        live_objects: l.sizes.len() as u64,
+    }
+}
+
+unsafe extern "system" fn counting_allocate_memory(
+    device: vk::Device,
+    info: *const vk::MemoryAllocateInfo<'_>,
+    callbacks: *const vk::AllocationCallbacks<'_>,
+    memory: *mut vk::DeviceMemory,
+) -> vk::Result {
+    let real = REAL.get().expect("hooks installed before use");
+    let result = unsafe { (real.allocate)(device, info, callbacks, memory) };
+    if result == vk::Result::SUCCESS {
+        let size = unsafe { (*info).allocation_size };
+        let handle = vk::Handle::as_raw(unsafe { *memory });
+        let mut l = ledger();
+        l.calls += 1;
+        l.live += size;
+        l.peak = l.peak.max(l.live);
+        l.sizes.insert(handle, size);
+    }
+    result
+}
+
+unsafe extern "system" fn counting_free_memory(
+    device: vk::Device,
+    memory: vk::DeviceMemory,
+    callbacks: *const vk::AllocationCallbacks<'_>,
+) {
+    let real = REAL.get().expect("hooks installed before use");
+    if memory != vk::DeviceMemory::null() {
+        let mut l = ledger();
+        l.frees += 1;
+        if let Some(size) = l.sizes.remove(&vk::Handle::as_raw(memory)) {
+            l.live -= size;
+        }
+    }
+    unsafe { (real.free)(device, memory, callbacks) };
+}
+
+/// Validation messages seen by the debug messenger.
+static VALIDATION_MESSAGES: AtomicU64 = AtomicU64::new(0);
+static PRINT_MESSAGES: AtomicBool = AtomicBool::new(true);
+
+unsafe extern "system" fn debug_callback(
+    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+    kind: vk::DebugUtilsMessageTypeFlagsEXT,
+    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
+    _user: *mut c_void,
+) -> vk::Bool32 {
+    VALIDATION_MESSAGES.fetch_add(1, Ordering::Relaxed);
+    if PRINT_MESSAGES.load(Ordering::Relaxed) {
+        let message = unsafe {
+            let p = (*data).p_message;
+            if p.is_null() {
+                "(no message)".into()
+            } else {
+                CStr::from_ptr(p).to_string_lossy()
+            }
+        };
+        eprintln!("[validation {severity:?} {kind:?}] {message}");
+    }
+    vk::FALSE
+}
+
+/// Whether the messenger prints what it counts (off for the deliberate
+/// error of [`VulkanContext::check_validation_reports`]).
+pub fn set_print_messages(print: bool) {
+    PRINT_MESSAGES.store(print, Ordering::Relaxed);
+}
+
+/// Validation warnings and errors reported so far.
+pub fn validation_messages() -> u64 {
+    VALIDATION_MESSAGES.load(Ordering::Relaxed)
+}
+
+/// The instance, the device, and the counted device table.
+pub struct VulkanContext {
+    _entry: ash::Entry,
+    pub instance: ash::Instance,
+    pub physical_device: vk::PhysicalDevice,
+    /// The plain device: resource creation and requirement queries.
+    pub device: ash::Device,
+    /// The same `VkDevice` with counted `vkAllocateMemory`/`vkFreeMemory`:
+    /// what every allocator is given.
+    pub counted_device: ash::Device,
+    debug: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
+    pub device_name: String,
+    pub driver_info: String,
+    pub buffer_image_granularity: u64,
+}
+
+impl VulkanContext {
+    /// Creates a Vulkan 1.3 instance and device on the first physical device
+    /// (lavapipe on a machine without a GPU). With `validation`, the Khronos
+    /// validation layer and a debug-utils messenger that counts every
+    /// warning and error.
+    pub fn new(validation: bool) -> Result<Self, String> {
+        // SAFETY: loading the system Vulkan loader.
+        let entry = unsafe { ash::Entry::load() }.map_err(|e| {
+            format!(
+                "cannot load the Vulkan loader ({e}); install libvulkan1 and mesa-vulkan-drivers"
+            )
+        })?;
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"vk-suballoc-peers")
+            .api_version(vk::API_VERSION_1_3);
+        let layers = [c"VK_LAYER_KHRONOS_validation".as_ptr()];
+        let extensions = [ash::ext::debug_utils::NAME.as_ptr()];
+        let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
+            .message_severity(
+                vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
+                    | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
+            )
+            .message_type(
+                vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
+                    | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
+                    | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
+            )
+            .pfn_user_callback(Some(debug_callback));
+        let mut info = vk::InstanceCreateInfo::default().application_info(&app);
+        if validation {
+            info = info
+                .enabled_layer_names(&layers)
+                .enabled_extension_names(&extensions)
+                .push_next(&mut messenger_info);
+        }
+        // SAFETY: valid create info; the instance is destroyed in Drop.
+        let instance = unsafe { entry.create_instance(&info, None) }.map_err(|e| {
+            if validation {
+                format!("vkCreateInstance with validation failed ({e}); install vulkan-validationlayers")
+            } else {
+                format!("vkCreateInstance failed ({e})")
+            }
+        })?;
+        let debug = if validation {
+            let loader = ash::ext::debug_utils::Instance::new(&entry, &instance);
+            // SAFETY: the extension is enabled on this instance.
+            let messenger = unsafe { loader.create_debug_utils_messenger(&messenger_info, None) }
+                .map_err(|e| format!("vkCreateDebugUtilsMessengerEXT failed ({e})"))?;
+            Some((loader, messenger))
+        } else {
+            None
+        };
+        // SAFETY: valid instance.
+        let physical_devices = unsafe { instance.enumerate_physical_devices() }
+            .map_err(|e| format!("vkEnumeratePhysicalDevices failed ({e})"))?;
+        let physical_device = *physical_devices
+            .first()
+            .ok_or("no Vulkan physical device; install mesa-vulkan-drivers (lavapipe)")?;
+        // SAFETY: physical device of this instance.
+        let properties = unsafe { instance.get_physical_device_properties(physical_device) };
+        let device_name = properties
+            .device_name_as_c_str()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut driver = vk::PhysicalDeviceDriverProperties::default();
+        let mut properties2 = vk::PhysicalDeviceProperties2::default().push_next(&mut driver);
+        // SAFETY: Vulkan 1.3 instance, so properties2 is core.
+        unsafe { instance.get_physical_device_properties2(physical_device, &mut properties2) };
+        let driver_info = driver
+            .driver_info_as_c_str()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let queue_family = 0;
+        let priorities = [1.0];
+        let queues = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(queue_family)
+            .queue_priorities(&priorities)];
+        let device_info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
+        // SAFETY: valid create info; destroyed in Drop.
+        let device = unsafe { instance.create_device(physical_device, &device_info, None) }
+            .map_err(|e| format!("vkCreateDevice failed ({e})"))?;
+        let _ = REAL.set(RealFns {
+            allocate: device.fp_v1_0().allocate_memory,
+            free: device.fp_v1_0().free_memory,
+        });
+        let get_device_proc_addr = instance.fp_v1_0().get_device_proc_addr;
+        let handle = device.handle();
+        // SAFETY: every entry point but the two hooks is the driver's own,
+        // looked up for this device; the hooks forward to the driver's.
+        let counted_device = unsafe {
+            ash::Device::load_with(
+                |name| {
+                    if name == c"vkAllocateMemory" {
+                        counting_allocate_memory as *const c_void
+                    } else if name == c"vkFreeMemory" {
+                        counting_free_memory as *const c_void
+                    } else {
+                        std::mem::transmute::<vk::PFN_vkVoidFunction, *const c_void>(
+                            get_device_proc_addr(handle, name.as_ptr()),
+                        )
+                    }
+                },
+                handle,
+            )
+        };
+        Ok(Self {
+            _entry: entry,
+            instance,
+            physical_device,
+            device,
+            counted_device,
+            debug,
+            device_name,
+            driver_info,
+            buffer_image_granularity: properties.limits.buffer_image_granularity,
+        })
+    }
+}
+
+impl VulkanContext {
+    /// Makes one deliberate validation error (a buffer bound at a misaligned
+    /// offset, VUID-vkBindBufferMemory-memoryOffset-01036) and checks that
+    /// the messenger counted it: a real-resources run that sees no message
+    /// is then known to be armed.
+    pub fn check_validation_reports(&self) -> Result<(), String> {
+        let before = validation_messages();
+        let info = vk::BufferCreateInfo::default()
+            .size(256)
+            .usage(vk::BufferUsageFlags::STORAGE_BUFFER)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: valid create infos; everything is destroyed below; the
+        // misaligned bind is the point (the driver only records the offset).
+        unsafe {
+            let buffer = self
+                .device
+                .create_buffer(&info, None)
+                .map_err(|e| format!("vkCreateBuffer: {e}"))?;
+            let requirements = self.device.get_buffer_memory_requirements(buffer);
+            let memory_type = requirements.memory_type_bits.trailing_zeros();
+            let memory = self
+                .device
+                .allocate_memory(
+                    &vk::MemoryAllocateInfo::default()
+                        .allocation_size(4096)
+                        .memory_type_index(memory_type),
+                    None,
+                )
+                .map_err(|e| format!("vkAllocateMemory: {e}"))?;
+            set_print_messages(false);
+            let offset = if requirements.alignment > 1 { 1 } else { 4096 };
+            let _ = self.device.bind_buffer_memory(buffer, memory, offset);
+            set_print_messages(true);
+            self.device.destroy_buffer(buffer, None);
+            self.device.free_memory(memory, None);
+        }
+        if validation_messages() > before {
+            Ok(())
+        } else {
+            Err("the validation layer did not report a deliberately misaligned bind".into())
+        }
+    }
+}
+
+impl Drop for VulkanContext {
+    fn drop(&mut self) {
+        // SAFETY: every allocator and resource made on the device is gone by
+        // now (they are dropped before the context).
+        unsafe {
+            let _ = self.device.device_wait_idle();
+            self.device.destroy_device(None);
+            if let Some((loader, messenger)) = self.debug.take() {
+                loader.destroy_debug_utils_messenger(messenger, None);
+            }
+            self.instance.destroy_instance(None);
+        }
+    }
+}
