@@ -307,7 +307,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Safety
     /// No command that is pending execution on the GPU uses the allocation
     /// (VUID-vkFreeMemory-memory-00677: memory may be freed with it). When
-    /// that is not known, defer the free to a frame fence (see the frames section of the crate docs).
+    /// that is not known, use [`free_after_frame`](Self::free_after_frame).
     ///
     /// # Time complexity
     /// O(1), plus `vkFreeMemory` when memory is released.
