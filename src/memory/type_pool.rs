@@ -417,18 +417,8 @@ impl<M> TypePool<M> {
         match location {
             Location::Dedicated(key) => {
                 let dedicated = self.dedicated.remove(key).ok_or(Error::StaleAllocation)?;
-                self.counters.dedicated -= 1;
-                self.counters.dedicated_bytes -= dedicated.size;
-                // SAFETY: allocated by this context for this type; the caller
-                // guarantees the GPU is done with it.
-                unsafe {
-                    context.free_memory(
-                        dedicated.memory,
-                        dedicated.mapped.is_some(),
-                        self.memory_type,
-                        dedicated.size,
-                    )
-                };
+                // SAFETY: the caller guarantees the GPU is done with it.
+                unsafe { self.release_dedicated(context, dedicated) };
                 Ok(())
             }
             Location::Block { block: key, range } => {
@@ -542,6 +532,29 @@ impl<M> TypePool<M> {
         self.dedicated.iter().map(|(_, d)| d)
     }
 
+    /// Frees one dedicated allocation's memory and its counters.
+    ///
+    /// # Safety
+    /// No pending GPU work uses the memory (VUID-vkFreeMemory-memory-00677).
+    unsafe fn release_dedicated<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        dedicated: DedicatedMemory<M>,
+    ) {
+        self.counters.dedicated -= 1;
+        self.counters.dedicated_bytes -= dedicated.size;
+        // SAFETY: allocated by this context for this memory type; the
+        // caller's contract covers GPU use.
+        unsafe {
+            context.free_memory(
+                dedicated.memory,
+                dedicated.mapped.is_some(),
+                self.memory_type,
+                dedicated.size,
+            )
+        };
+    }
+
     /// Logs every live allocation as a leak, then frees all memory. Used when
     /// the allocator is dropped.
     pub(crate) fn release_all<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>) {
@@ -565,25 +578,17 @@ impl<M> TypePool<M> {
         for key in keys {
             self.release_block(context, key);
         }
-        for dedicated in self.dedicated.drain() {
+        let drained: Vec<DedicatedMemory<M>> = self.dedicated.drain().collect();
+        for dedicated in drained {
             log::warn!(
                 "vk-suballoc: leaked dedicated allocation \"{}\": {} bytes (memory type {})",
                 dedicated.name.as_deref().unwrap_or("unnamed"),
                 dedicated.size,
                 self.memory_type
             );
-            self.counters.dedicated -= 1;
-            self.counters.dedicated_bytes -= dedicated.size;
-            // SAFETY: allocated by this context for this type; the allocator is
-            // being dropped, so its owner promised the GPU is idle.
-            unsafe {
-                context.free_memory(
-                    dedicated.memory,
-                    dedicated.mapped.is_some(),
-                    self.memory_type,
-                    dedicated.size,
-                )
-            };
+            // SAFETY: the allocator is being dropped, so its owner promised
+            // the GPU is idle.
+            unsafe { self.release_dedicated(context, dedicated) };
         }
         self.counters.block_allocations = 0;
         self.counters.block_allocated_bytes = 0;
