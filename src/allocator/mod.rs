@@ -162,7 +162,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             .iter()
             .position(|&t| RankTable::admits(types, heaps, t, bits, size))
         else {
-            return Err(self.no_candidate_error(requirements, usage));
+            return Err(self.no_candidate_error(requirements, bits, usage));
         };
         match self.allocate_in_type(u32::from(ranked[first]), request, true) {
             Ok(allocation) => Ok(allocation),
@@ -224,11 +224,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Why no memory type can take a request: too large for every allowed
     /// heap, or no allowed type suits the usage.
     #[cold]
-    fn no_candidate_error(&self, requirements: &vk::MemoryRequirements, usage: Usage) -> Error {
+    /// `bits` is `memoryTypeBits` restricted to the device's types.
+    fn no_candidate_error(
+        &self,
+        requirements: &vk::MemoryRequirements,
+        bits: u32,
+        usage: Usage,
+    ) -> Error {
         let types = self.context.memory_types();
         let heaps = &self.context.properties.device.memory_heaps;
-        let existing = u32::MAX >> (32 - types.len().clamp(1, 32));
-        let bits = requirements.memory_type_bits & existing;
         let size = requirements.size;
         debug_assert!(rank_memory_types(types, heaps, bits, usage, size).is_empty());
         let largest_heap = (0..types.len())

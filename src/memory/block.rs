@@ -25,6 +25,8 @@ pub(crate) struct Block<M> {
     pub(crate) names: HashMap<u32, Box<str>>,
     /// The `n` of its debug name `vk-suballoc block <type>/<n>`.
     pub(crate) serial: u32,
+    /// The smallest request known not to fit; reset by every free.
+    pub(crate) miss: Miss,
 }
 
 /// A `VkDeviceMemory` that holds exactly one allocation.
@@ -40,4 +42,40 @@ pub(crate) struct DedicatedMemory<M> {
     /// the allocation from them.
     pub(crate) class: usize,
     pub(crate) target: Option<DedicatedTarget>,
+}
+
+/// The smallest request known not to fit a block: a request at least this
+/// large and at least this aligned cannot fit either, until something in the
+/// block is freed.
+///
+/// Sound because the offset allocator's failures are exact (it never reports
+/// a false "out of space"), and a placement of `size' >= size` bytes at an
+/// `align' >= align` (powers of two) boundary would contain a placement of
+/// the smaller request. First fit over blocks then skips full blocks in O(1)
+/// instead of searching their bins again on every request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Miss {
+    size: u64,
+    align: u64,
+}
+
+impl Miss {
+    /// Nothing known: never skips (no request has this size and alignment).
+    pub(crate) const NONE: Self = Self {
+        size: u64::MAX,
+        align: u64::MAX,
+    };
+
+    #[inline]
+    pub(crate) fn rules_out(self, size: u64, align: u64) -> bool {
+        size >= self.size && align >= self.align
+    }
+
+    /// Keeps the more useful of the two known misses (the smaller size).
+    #[inline]
+    pub(crate) fn record(&mut self, size: u64, align: u64) {
+        if size < self.size || (size == self.size && align < self.align) {
+            *self = Self { size, align };
+        }
+    }
 }

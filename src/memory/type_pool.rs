@@ -14,7 +14,7 @@
 
 use ash::vk;
 
-use super::block::{Block, DedicatedMemory};
+use super::block::{Block, DedicatedMemory, Miss};
 use super::block_size::{new_block_size, retry_block_size};
 use super::context::{MemoryContext, MemoryRequest};
 use super::mapping::MappedPtr;
@@ -92,49 +92,11 @@ pub(crate) struct PoolCounters {
     pub(crate) dedicated_bytes: u64,
 }
 
-/// The smallest request known not to fit a block: a request at least this
-/// large and at least this aligned cannot fit either, until something in the
-/// block is freed.
-///
-/// Sound because the offset allocator's failures are exact (it never reports
-/// a false "out of space"), and a placement of `size' >= size` bytes at an
-/// `align' >= align` (powers of two) boundary would contain a placement of
-/// the smaller request. First fit over blocks then skips full blocks in O(1)
-/// instead of searching their bins again on every request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Miss {
-    size: u64,
-    align: u64,
-}
-
-impl Miss {
-    /// Nothing known: never skips (no request has this size and alignment).
-    const NONE: Self = Self {
-        size: u64::MAX,
-        align: u64::MAX,
-    };
-
-    #[inline]
-    fn rules_out(self, size: u64, align: u64) -> bool {
-        size >= self.size && align >= self.align
-    }
-
-    /// Keeps the more useful of the two known misses (the smaller size).
-    #[inline]
-    fn record(&mut self, size: u64, align: u64) {
-        if size < self.size || (size == self.size && align < self.align) {
-            *self = Self { size, align };
-        }
-    }
-}
-
 /// Blocks and dedicated allocations of one memory type.
 #[derive(Debug)]
 pub(crate) struct TypePool<M> {
     memory_type: u32,
     blocks: Slab<Block<M>>,
-    /// Known misses of each block, by slab index.
-    misses: Vec<Miss>,
     /// Blocks of each granularity class, oldest first.
     order: [Vec<SlabKey>; 2],
     dedicated: Slab<DedicatedMemory<M>>,
@@ -147,7 +109,6 @@ impl<M> TypePool<M> {
         Self {
             memory_type,
             blocks: Slab::new(),
-            misses: Vec::new(),
             order: [Vec::new(), Vec::new()],
             dedicated: Slab::new(),
             next_serial: 0,
@@ -237,8 +198,7 @@ impl<M> TypePool<M> {
         if block.ranges.free_bytes() < placed {
             return None;
         }
-        let miss = self.misses.get_mut(key.index as usize)?;
-        if miss.rules_out(placed, request.align) {
+        if block.miss.rules_out(placed, request.align) {
             return None;
         }
         let was_empty = block.ranges.is_empty();
@@ -255,7 +215,7 @@ impl<M> TypePool<M> {
                 | OffsetError::TooFragmented { .. }
                 | OffsetError::SizeExceedsCapacity { .. },
             ) => {
-                miss.record(placed, request.align);
+                block.miss.record(placed, request.align);
                 return None;
             }
             Err(_) => return None,
@@ -342,12 +302,8 @@ impl<M> TypePool<M> {
             class: request.class,
             names: Default::default(),
             serial,
+            miss: Miss::NONE,
         });
-        let slot = key.index as usize;
-        if self.misses.len() <= slot {
-            self.misses.resize(slot + 1, Miss::NONE);
-        }
-        self.misses[slot] = Miss::NONE;
         self.order[request.class].push(key);
         self.counters.blocks += 1;
         self.counters.block_bytes += size;
@@ -427,9 +383,7 @@ impl<M> TypePool<M> {
                     .ranges
                     .free(range)
                     .map_err(|_| Error::StaleAllocation)?;
-                if let Some(miss) = self.misses.get_mut(key.index as usize) {
-                    *miss = Miss::NONE;
-                }
+                block.miss = Miss::NONE;
                 // Most allocations are unnamed: skip hashing the slot then.
                 if !block.names.is_empty() {
                     block.names.remove(&range.slot());
