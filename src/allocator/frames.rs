@@ -112,11 +112,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if !rings.rings.iter().all(|(_, ring)| ring.can_finish_frame()) {
             return Err(Error::TooManyFramesInFlight);
         }
-        for key in rings.rings.iter().map(|(key, _)| key).collect::<Vec<_>>() {
-            if let Some(ring) = rings.rings.get_mut(key) {
-                ring.finish_frame();
-            }
-        }
+        rings.rings.values_mut().for_each(RingState::finish_frame);
         let frame = frames.seal(signal);
         rings.current_frame = frame + 1;
         Ok(frame)
@@ -444,10 +440,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
 impl Rings {
     fn rings_reclaim_through(&mut self, frame: u64) {
-        for key in self.rings.iter().map(|(key, _)| key).collect::<Vec<_>>() {
-            if let Some(ring) = self.rings.get_mut(key) {
-                ring.reclaim_through(frame);
-            }
+        for ring in self.rings.values_mut() {
+            ring.reclaim_through(frame);
         }
     }
 }

@@ -108,6 +108,13 @@ impl<T> Slab<T> {
             })
     }
 
+    /// Live values, mutably, in slot order.
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut T> + '_ {
+        self.entries
+            .iter_mut()
+            .filter_map(|entry| entry.value.as_mut())
+    }
+
     /// Removes and returns every value.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
         self.len = 0;
