@@ -127,7 +127,27 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::DeviceLost`] when the device is lost: nothing more is
     /// released, and dropping the allocator still frees everything.
     pub fn collect(&self) -> Result<Collected, Error> {
-        self.collect_with(|signal| Ok(self.context.device.is_signalled(signal)?))
+        let mut frames = lock(&self.frames);
+        let oldest_before = frames.oldest().map(|(index, _)| index);
+        let result = frames.collect(
+            |signal| self.context.device.is_signalled(*signal),
+            |item| self.release(item),
+        );
+        let oldest_after = frames.oldest().map(|(index, _)| index);
+        // Frames released: from the old oldest up to (not including) the new
+        // oldest, or up to the current frame when all were released; also
+        // when a later frame's signal failed.
+        if let Some(first) = oldest_before {
+            let next_unreleased = oldest_after.unwrap_or_else(|| frames.current_frame());
+            if next_unreleased > first {
+                lock(&self.rings).rings_reclaim_through(next_unreleased - 1);
+            }
+        }
+        let (frames_released, frees) = result?;
+        Ok(Collected {
+            frames: frames_released,
+            frees,
+        })
     }
 
     /// Waits for every sealed frame (up to `timeout_ns` each), then collects:
@@ -150,29 +170,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             total.frames += collected.frames;
             total.frees += collected.frees;
         }
-    }
-
-    fn collect_with(
-        &self,
-        mut is_done: impl FnMut(FrameSignal) -> Result<bool, Error>,
-    ) -> Result<Collected, Error> {
-        let mut frames = lock(&self.frames);
-        let oldest_before = frames.oldest().map(|(index, _)| index);
-        let result = frames.collect(|signal| is_done(*signal), |item| self.release(item));
-        let oldest_after = frames.oldest().map(|(index, _)| index);
-        // Frames released: from the old oldest up to (not including) the new
-        // oldest, or up to the current frame when all were released.
-        if let Some(first) = oldest_before {
-            let next_unreleased = oldest_after.unwrap_or_else(|| frames.current_frame());
-            if next_unreleased > first {
-                lock(&self.rings).rings_reclaim_through(next_unreleased - 1);
-            }
-        }
-        let (frames_released, frees) = result?;
-        Ok(Collected {
-            frames: frames_released,
-            frees,
-        })
     }
 
     /// Carries out one deferred free whose frame has finished.
