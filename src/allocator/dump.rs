@@ -6,7 +6,6 @@ use gpu_alloc_types::MemoryPropertyFlags;
 
 use super::{lock, Allocator};
 use crate::device::MemoryDeviceExt;
-use crate::memory::block_size::preferred_block_size;
 use crate::memory::type_pool::TypePool;
 use crate::report::{
     BlockMap, DedicatedMap, HeapMap, MemoryMap, MemoryTypeMap, RangeKind, RangeMap,
@@ -34,20 +33,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             .zip(device.memory_types.iter())
             .enumerate()
             .map(|(index, (pool, memory_type))| {
-                let heap_size = device
-                    .memory_heaps
-                    .get(memory_type.heap as usize)
-                    .map_or(0, |heap| heap.size);
                 let pool = lock(pool);
                 MemoryTypeMap {
                     memory_type: index as u32,
                     heap: memory_type.heap,
                     props: memory_type.props,
-                    preferred_block_size: preferred_block_size(
-                        heap_size,
-                        &self.context.config,
-                        device.max_memory_allocation_size,
-                    ),
+                    preferred_block_size: self.context.preferred_block_size(index as u32),
                     blocks: block_maps(&pool, granularity),
                     dedicated: dedicated_maps(&pool, granularity),
                 }
