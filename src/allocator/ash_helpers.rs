@@ -47,28 +47,22 @@ impl Allocator<AshMemoryDevice> {
             Request::with_desc(requirements.memory_requirements, ResourceKind::Buffer, desc)
                 .driver_dedicated(hint(&dedicated))
                 .dedicated_target(DedicatedTarget::Buffer(buffer));
-        let allocation = match self.allocate(&request) {
-            Ok(allocation) => allocation,
-            Err(error) => {
-                // SAFETY: created above, never bound or used.
-                unsafe { device.destroy_buffer(buffer, None) };
-                return Err(error);
-            }
-        };
-        // SAFETY: the memory type is allowed by the buffer's memoryTypeBits,
-        // the offset honours its alignment and the range fits the memory
-        // (VUID-vkBindBufferMemory-memory-01035, -memoryOffset-01036, -size-01037);
-        // a dedicated allocation was made for this buffer (-memory-01508).
-        let bound =
-            unsafe { device.bind_buffer_memory(buffer, allocation.memory(), allocation.offset()) };
-        if let Err(result) = bound {
-            // SAFETY: nothing was submitted with the buffer or the memory.
-            unsafe {
-                let _ = self.free(allocation);
-                device.destroy_buffer(buffer, None);
-            }
-            return Err(DeviceError::from(result).into());
-        }
+        let allocation = self.allocate_and_bind(
+            &request,
+            |allocation| {
+                // SAFETY: the memory type is allowed by the buffer's
+                // memoryTypeBits, the offset honours its alignment and the
+                // range fits the memory (VUID-vkBindBufferMemory-memory-01035,
+                // -memoryOffset-01036, -size-01037); a dedicated allocation
+                // was made for this buffer (-memory-01508).
+                unsafe {
+                    device.bind_buffer_memory(buffer, allocation.memory(), allocation.offset())
+                }
+                .map_err(|result| DeviceError::from(result).into())
+            },
+            // SAFETY: created above; nothing was submitted with it.
+            || unsafe { device.destroy_buffer(buffer, None) },
+        )?;
         Ok((buffer, allocation))
     }
 
@@ -102,27 +96,18 @@ impl Allocator<AshMemoryDevice> {
         let request = Request::with_desc(requirements.memory_requirements, kind, *desc)
             .driver_dedicated(hint(&dedicated))
             .dedicated_target(DedicatedTarget::Image(image));
-        let allocation = match self.allocate(&request) {
-            Ok(allocation) => allocation,
-            Err(error) => {
-                // SAFETY: created above, never bound or used.
-                unsafe { device.destroy_image(image, None) };
-                return Err(error);
-            }
-        };
-        // SAFETY: as for buffers (VUID-vkBindImageMemory-memory-01047,
-        // -memoryOffset-01048, -size-01049, -memory-01509); granularity is
-        // kept by separate blocks for optimal images.
-        let bound =
-            unsafe { device.bind_image_memory(image, allocation.memory(), allocation.offset()) };
-        if let Err(result) = bound {
-            // SAFETY: nothing was submitted with the image or the memory.
-            unsafe {
-                let _ = self.free(allocation);
-                device.destroy_image(image, None);
-            }
-            return Err(DeviceError::from(result).into());
-        }
+        let allocation = self.allocate_and_bind(
+            &request,
+            |allocation| {
+                // SAFETY: as for buffers (VUID-vkBindImageMemory-memory-01047,
+                // -memoryOffset-01048, -size-01049, -memory-01509); granularity
+                // is kept by padding or by separate blocks for optimal images.
+                unsafe { device.bind_image_memory(image, allocation.memory(), allocation.offset()) }
+                    .map_err(|result| DeviceError::from(result).into())
+            },
+            // SAFETY: created above; nothing was submitted with it.
+            || unsafe { device.destroy_image(image, None) },
+        )?;
         Ok((image, allocation))
     }
 

@@ -259,6 +259,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         size: u64,
         frame: u64,
     ) -> Result<RingChunk, Error> {
+        // Before the buffer exists, so that an oversized ring leaks nothing.
+        let linear =
+            LinearAllocator::new(size, RING_FRAMES).map_err(|_| Error::OutOfDeviceMemory)?;
         // SAFETY: `size` is non-zero (checked by the callers) and the buffer
         // usage comes from the ring's description.
         let (buffer, requirements) =
@@ -267,38 +270,24 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             .dedicated(DedicatedPolicy::Never)
             .dedicated_target(crate::device::DedicatedTarget::Buffer(buffer));
         request.desc.name = ring.name.as_deref();
-        let allocation = match self.allocate(&request) {
-            Ok(allocation) if allocation.mapped.is_some() => allocation,
-            Ok(allocation) => {
-                // SAFETY: never bound or used.
-                unsafe {
-                    let _ = self.free(allocation);
-                    self.context.device.destroy_buffer(buffer);
+        let device = &self.context.device;
+        let allocation = self.allocate_and_bind(
+            &request,
+            |allocation| {
+                if allocation.mapped.is_none() {
+                    return Err(Error::NotHostVisible);
                 }
-                return Err(Error::NotHostVisible);
-            }
-            Err(error) => {
-                // SAFETY: never bound or used.
-                unsafe { self.context.device.destroy_buffer(buffer) };
-                return Err(error);
-            }
-        };
-        // SAFETY: the memory type comes from the buffer's requirements, the
-        // offset honours their alignment and the allocation has their size.
-        let bound = unsafe {
-            self.context
-                .device
-                .bind_buffer_memory(buffer, allocation.memory(), allocation.offset())
-        };
-        if let Err(error) = bound {
-            // SAFETY: never used by the GPU.
-            unsafe {
-                let _ = self.free(allocation);
-                self.context.device.destroy_buffer(buffer);
-            }
-            return Err(error.into());
-        }
-        let linear = LinearAllocator::new(size, RING_FRAMES).map_err(|_| Error::ZeroSize)?;
+                // SAFETY: the memory type comes from the buffer's requirements,
+                // the offset honours their alignment and the allocation has
+                // their size.
+                unsafe {
+                    device.bind_buffer_memory(buffer, allocation.memory(), allocation.offset())
+                }
+                .map_err(Error::from)
+            },
+            // SAFETY: created above; nothing was submitted with it.
+            || unsafe { device.destroy_buffer(buffer) },
+        )?;
         Ok(RingChunk {
             allocation,
             buffer,

@@ -301,6 +301,36 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         })
     }
 
+    /// Allocates for `request` and binds its resource with `bind`. When
+    /// either fails, the resource is destroyed with `destroy` and what was
+    /// allocated is freed, so nothing leaks: the one cleanup path of the
+    /// create-allocate-bind helpers and upload-ring chunks.
+    ///
+    /// # Errors
+    /// The allocation's error, or `bind`'s.
+    fn allocate_and_bind(
+        &self,
+        request: &Request<'_>,
+        bind: impl FnOnce(&Allocation) -> Result<(), Error>,
+        destroy: impl FnOnce(),
+    ) -> Result<Allocation, Error> {
+        let allocation = match self.allocate(request) {
+            Ok(allocation) => allocation,
+            Err(error) => {
+                destroy();
+                return Err(error);
+            }
+        };
+        if let Err(error) = bind(&allocation) {
+            // SAFETY: the allocation was never bound (the bind failed) and no
+            // GPU work was submitted with it.
+            let _ = unsafe { self.free(allocation) };
+            destroy();
+            return Err(error);
+        }
+        Ok(allocation)
+    }
+
     /// Frees an allocation now. Its range may be handed out again at once, and
     /// a block that empties may be released with `vkFreeMemory`.
     ///

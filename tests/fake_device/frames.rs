@@ -374,3 +374,20 @@ fn a_small_budget_left_is_used_with_smaller_blocks_first() {
     allocator.collect().unwrap();
     finish(allocator, &device);
 }
+
+#[test]
+fn a_ring_in_memory_the_host_cannot_see_is_refused_without_leaks() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let desc = UploadRingDesc {
+        usage: Usage::DEVICE_LOCAL,
+        ..UploadRingDesc::default()
+    };
+    assert_eq!(
+        allocator.create_upload_ring(&desc).map(|_| ()),
+        Err(Error::NotHostVisible)
+    );
+    // The chunk's buffer was destroyed and its allocation freed.
+    assert_eq!(device.live_resources(), 0);
+    assert_eq!(allocator.stats().allocations(), 0);
+    finish(allocator, &device);
+}
