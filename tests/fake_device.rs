@@ -21,6 +21,8 @@ mod leak_log;
 mod mapping;
 #[path = "fake_device/report.rs"]
 mod report;
+#[path = "common/seeded_rng.rs"]
+mod seeded_rng;
 #[path = "fake_device/stress.rs"]
 mod stress;
 

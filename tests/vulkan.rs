@@ -17,3 +17,5 @@ mod allocator_suite;
 mod frames_suite;
 #[path = "vulkan/layer_self_test.rs"]
 mod layer_self_test;
+#[path = "common/seeded_rng.rs"]
+mod seeded_rng;

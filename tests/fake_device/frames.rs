@@ -7,7 +7,7 @@ use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{Allocation, Collected, Error, UploadRingDesc, Usage};
 
-use super::stress::{seed, Rng};
+use super::seeded_rng::Rng;
 use super::{allocator, buffer, finish, FakeAllocator};
 
 const MIB: u64 = 1 << 20;
@@ -74,8 +74,7 @@ type FreedRange = (vk::DeviceMemory, u64, u64);
 /// in_flight + 1` before frame `n + 1` starts. No range freed in a frame whose
 /// fence has not signalled may be handed out again.
 fn frame_loop(in_flight: usize) {
-    let seed = seed();
-    let mut rng = Rng(seed);
+    let mut rng = Rng::from_env(&format!("frame_loop::{in_flight}"));
     let (allocator, device) = allocator(FakeLayout::discrete());
     let mut live: Vec<Allocation> = Vec::new();
     // Per sealed, unsignalled frame: its fence and the ranges it freed.

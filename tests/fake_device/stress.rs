@@ -6,39 +6,8 @@ use ash::vk::Handle;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Allocation, Usage};
 
+use super::seeded_rng::Rng;
 use super::{allocator, buffer, finish, free, FakeAllocator};
-
-/// SplitMix64: small, seedable, good enough for test workloads.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// The seed of a randomised test: `VK_SUBALLOC_SEED` when set, else the
-/// clock. Printed, so a failure can be replayed.
-pub fn seed() -> u64 {
-    let seed = std::env::var("VK_SUBALLOC_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    println!("seed {seed} (replay with VK_SUBALLOC_SEED={seed})");
-    seed
-}
 
 const USAGES: [Usage; 4] = [
     Usage::DEVICE_LOCAL,
@@ -95,7 +64,7 @@ fn check_tag(allocator: &FakeAllocator, tag: u64, a: &Allocation) {
 
 #[test]
 fn threads_in_several_memory_types() {
-    let seed = seed();
+    let seed = Rng::seed("threads_in_several_memory_types");
     const THREADS: u64 = 4;
     const OPERATIONS: u64 = 30_000;
     let (allocator, device) = allocator(FakeLayout::discrete());

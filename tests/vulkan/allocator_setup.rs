@@ -32,37 +32,6 @@ pub fn allocator_for(context: &VulkanContext) -> Allocator<AshMemoryDevice> {
     Allocator::new(device, Config::default()).unwrap()
 }
 
-/// SplitMix64, seeded and printed so a failure can be replayed.
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator seeded from `VK_SUBALLOC_SEED` or the clock; prints the seed.
-    pub fn from_env(test: &str) -> Self {
-        let seed = std::env::var("VK_SUBALLOC_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(1, |d| d.as_nanos() as u64)
-            });
-        println!("{test}: seed {seed} (replay with VK_SUBALLOC_SEED={seed})");
-        Self(seed)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// A transfer source and destination buffer of `size` bytes.
 pub fn buffer_info(size: u64) -> vk::BufferCreateInfo<'static> {
     vk::BufferCreateInfo::default()

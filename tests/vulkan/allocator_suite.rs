@@ -8,9 +8,10 @@ use vk_suballoc::device::AshMemoryDevice;
 use vk_suballoc::{Allocation, AllocationDesc, Allocator, DedicatedPolicy, Error, Usage};
 
 use super::allocator_setup::{
-    allocator_for, buffer_info, image_info, memory_barrier, transition, Rng, TRANSFER_TO_HOST,
+    allocator_for, buffer_info, image_info, memory_barrier, transition, TRANSFER_TO_HOST,
     TRANSFER_TO_TRANSFER,
 };
+use crate::seeded_rng::Rng;
 use crate::support::{
     test_each_fake_profile, test_each_profile, ContextOptions, Profile, VulkanContext,
 };

@@ -9,8 +9,9 @@ use vk_suballoc::{
 };
 
 use super::allocator_setup::{
-    allocator_for, buffer_info, memory_barrier, IdleOnDrop, Rng, TRANSFER_TO_HOST,
+    allocator_for, buffer_info, memory_barrier, IdleOnDrop, TRANSFER_TO_HOST,
 };
+use crate::seeded_rng::Rng;
 use crate::support::{test_each_profile, Profile, VulkanContext};
 
 /// Per-slot objects of a frame in flight.
