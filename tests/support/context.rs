@@ -209,7 +209,7 @@ impl VulkanContext {
         let messenger = unsafe { debug_utils.create_debug_utils_messenger(&messenger_info, None) }
             .unwrap_or_else(|error| panic!("vkCreateDebugUtilsMessengerEXT failed: {error}"));
 
-        let physical_device = pick_lavapipe(&instance);
+        let physical_device = pick_device(&instance);
         let device_setup = super::device_setup::create_device(&instance, physical_device);
         // SAFETY: family and index of a queue requested at device creation.
         let queue = unsafe {
@@ -330,8 +330,26 @@ impl VulkanContext {
     }
 }
 
-/// Picks lavapipe (`llvmpipe` in its name, or a CPU device type).
-fn pick_lavapipe(instance: &ash::Instance) -> vk::PhysicalDevice {
+/// Environment variable naming another device to test on, by a part of its
+/// name (case-insensitive), e.g. `NVIDIA`. Unset: lavapipe.
+pub const TEST_DEVICE: &str = "VK_SUBALLOC_TEST_DEVICE";
+
+/// Whether the tests run on a device named by [`TEST_DEVICE`] instead of
+/// lavapipe: then the `lavapipe` profile's facts are that device's, and the
+/// fake profiles' limits are raised to the device's where it needs more.
+pub fn on_custom_device() -> bool {
+    std::env::var_os(TEST_DEVICE).is_some_and(|name| !name.is_empty())
+}
+
+/// Picks the device under test: the first whose name contains
+/// `$VK_SUBALLOC_TEST_DEVICE` when it is set, else lavapipe (`llvmpipe` in its
+/// name, or a CPU device type). With the variable set, the `lavapipe` profile
+/// is that device as it is and the fake profiles stand on its memory types.
+fn pick_device(instance: &ash::Instance) -> vk::PhysicalDevice {
+    let wanted = std::env::var(TEST_DEVICE)
+        .ok()
+        .filter(|name| !name.is_empty())
+        .map(|name| name.to_lowercase());
     // SAFETY: a live instance.
     let devices = unsafe { instance.enumerate_physical_devices() }
         .unwrap_or_else(|error| panic!("vkEnumeratePhysicalDevices failed: {error}"));
@@ -343,13 +361,22 @@ fn pick_lavapipe(instance: &ash::Instance) -> vk::PhysicalDevice {
             .device_name_as_c_str()
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_default();
-        // The fake layer reports its profile's device type, so the name decides.
-        if name.contains("llvmpipe") || properties.device_type == vk::PhysicalDeviceType::CPU {
+        let chosen = match &wanted {
+            Some(wanted) => name.to_lowercase().contains(wanted.as_str()),
+            // The fake layer reports its profile's device type, so the name decides.
+            None => {
+                name.contains("llvmpipe") || properties.device_type == vk::PhysicalDeviceType::CPU
+            }
+        };
+        if chosen {
             return device;
         }
         seen.push(name);
     }
-    panic!("no lavapipe device found (devices: {seen:?}); {INSTALL_HINT}");
+    match wanted {
+        Some(wanted) => panic!("no device named like {TEST_DEVICE}={wanted:?} (devices: {seen:?})"),
+        None => panic!("no lavapipe device found (devices: {seen:?}); {INSTALL_HINT}"),
+    }
 }
 
 impl Drop for VulkanContext {

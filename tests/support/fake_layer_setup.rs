@@ -29,19 +29,35 @@ const MANIFEST_TEMPLATE: &str =
 const MANIFEST_FILE: &str = "VkLayer_vk_suballoc_fake_memory.json";
 const LIBRARY_FILE: &str = "libvk_fake_memory_layer.so";
 
+/// Environment variable naming a prebuilt layer library to use instead of
+/// building one.
+pub const PREBUILT_LIBRARY: &str = "VK_SUBALLOC_FAKE_LAYER_LIB";
+
+/// The prebuilt layer library named by [`PREBUILT_LIBRARY`], if any.
+fn prebuilt_library() -> Option<PathBuf> {
+    std::env::var_os(PREBUILT_LIBRARY)
+        .filter(|path| !path.is_empty())
+        .map(PathBuf::from)
+}
+
 /// This build profile's artifact folder, e.g. `target/debug` (from `build.rs`).
 pub fn profile_dir() -> PathBuf {
     PathBuf::from(env!("VK_SUBALLOC_PROFILE_DIR"))
 }
 
-/// Where the layer's shared library is built.
+/// Where the layer's shared library is built (or was, for a prebuilt one).
 pub fn library_path() -> PathBuf {
-    profile_dir().join(LIBRARY_FILE)
+    prebuilt_library().unwrap_or_else(|| profile_dir().join(LIBRARY_FILE))
 }
 
-/// The folder holding the layer's manifest (and nothing else).
+/// The folder holding the layer's manifest (and nothing else): beside the
+/// library.
 pub fn manifest_dir() -> PathBuf {
-    profile_dir().join("fake-memory-layer")
+    let library = library_path();
+    library
+        .parent()
+        .map_or_else(profile_dir, Path::to_path_buf)
+        .join("fake-memory-layer")
 }
 
 /// Builds the layer, writes its manifest and points the loader at it, once per
@@ -57,13 +73,18 @@ pub fn prepare() {
 }
 
 fn prepare_once() -> Result<(), String> {
-    build_layer()?;
     let library = library_path();
+    if prebuilt_library().is_none() {
+        build_layer()?;
+    }
     if !library.is_file() {
-        return Err(format!(
-            "`cargo build -p vk-fake-memory-layer` succeeded but {} is missing",
-            library.display()
-        ));
+        return Err(match prebuilt_library() {
+            Some(_) => format!("{PREBUILT_LIBRARY}={} is not a file", library.display()),
+            None => format!(
+                "`cargo build -p vk-fake-memory-layer` succeeded but {} is missing",
+                library.display()
+            ),
+        });
     }
     write_manifest(&library)?;
     add_to_layer_path(&manifest_dir());

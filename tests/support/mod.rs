@@ -10,6 +10,10 @@
 //!
 //! Missing Vulkan pieces (loader, lavapipe, validation layer) make the tests
 //! fail with a message saying what to install; they are never skipped.
+//!
+//! `VK_SUBALLOC_TEST_DEVICE=<part of a device name>` runs them on another
+//! device (a real GPU) instead of lavapipe; `VK_SUBALLOC_FAKE_LAYER_LIB` then
+//! names a prebuilt fake-memory layer where no cargo is at hand.
 
 // Each test module uses a part of the harness; none uses all of it.
 #![allow(dead_code, unused_imports, unused_macros)]
@@ -21,7 +25,7 @@ mod one_time_commands;
 mod profile;
 mod validation_messages;
 
-pub use context::{ContextOptions, HeapBudget, VulkanContext};
+pub use context::{on_custom_device, ContextOptions, HeapBudget, VulkanContext, TEST_DEVICE};
 pub use profile::Profile;
 pub(crate) use profile::{test_each_fake_profile, test_each_profile};
 pub use validation_messages::MessageLog;
