@@ -49,6 +49,8 @@ struct Args {
     placement_hash: bool,
     json: Option<String>,
     markdown: Option<String>,
+    /// Part of the physical device's name (case-insensitive); `None`: the first.
+    device: Option<String>,
 }
 
 fn usage() -> &'static str {
@@ -56,7 +58,7 @@ fn usage() -> &'static str {
      \x20            [--allocators vk-suballoc,vma,gpu-allocator,gpu-alloc,core-ours,core-offset-allocator]\n\
      \x20            [--scaling 1000,10000,100000,1000000 | --no-scaling] [--scaling-ops N]\n\
      \x20            [--scaling-gpu-allocator-max N] [--real-resources] [--print-requirements]\n\
-     \x20            [--placement-hash]\n\
+     \x20            [--placement-hash] [--device NAME] (--traces \"\": the scaling run alone)\n\
      \x20            [--json FILE] [--markdown FILE]"
 }
 
@@ -90,6 +92,7 @@ fn parse_args() -> Result<Args, String> {
         placement_hash: false,
         json: None,
         markdown: None,
+        device: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -101,6 +104,7 @@ fn parse_args() -> Result<Args, String> {
             "--traces" => {
                 args.traces = value()?
                     .split(',')
+                    .filter(|t| !t.is_empty())
                     .map(|t| {
                         TraceKind::ALL
                             .into_iter()
@@ -131,6 +135,7 @@ fn parse_args() -> Result<Args, String> {
             "--placement-hash" => args.placement_hash = true,
             "--json" => args.json = Some(value()?),
             "--markdown" => args.markdown = Some(value()?),
+            "--device" => args.device = Some(value()?),
             "-h" | "--help" => return Err(usage().to_owned()),
             other => return Err(format!("unknown argument {other}\n{}", usage())),
         }
@@ -293,7 +298,7 @@ fn run_one<B: Backend>(
 }
 
 fn real_resources(args: &Args) -> ExitCode {
-    let ctx = match VulkanContext::new(true) {
+    let ctx = match VulkanContext::new(true, args.device.as_deref()) {
         Ok(ctx) => ctx,
         Err(e) => {
             eprintln!("error: {e}");
@@ -373,7 +378,7 @@ fn main() -> ExitCode {
         return real_resources(&args);
     }
     PLACEMENT_HASH.store(args.placement_hash, std::sync::atomic::Ordering::Relaxed);
-    let ctx = match VulkanContext::new(false) {
+    let ctx = match VulkanContext::new(false, args.device.as_deref()) {
         Ok(ctx) => ctx,
         Err(e) => {
             eprintln!("error: {e}");
@@ -400,12 +405,27 @@ fn main() -> ExitCode {
     );
     let mut source = RequirementSource::new(&ctx.device);
     if args.print_requirements {
-        for size in [1u64, 63, 64, 65, 100, 1000, 4097, 100_000] {
-            let r = source.get(trace::Resource::Buffer {
-                size,
-                usage: ash::vk::BufferUsageFlags::STORAGE_BUFFER,
-            });
-            println!("buffer {size}: {r:?}");
+        // SAFETY: a physical device of this instance.
+        let memory = unsafe {
+            ctx.instance
+                .get_physical_device_memory_properties(ctx.physical_device)
+        };
+        for (index, heap) in memory.memory_heaps_as_slice().iter().enumerate() {
+            println!("heap {index}: {} MiB {:?}", heap.size >> 20, heap.flags);
+        }
+        for (index, memory_type) in memory.memory_types_as_slice().iter().enumerate() {
+            println!(
+                "type {index}: heap {} {:?}",
+                memory_type.heap_index, memory_type.property_flags
+            );
+        }
+        let transfer =
+            ash::vk::BufferUsageFlags::TRANSFER_SRC | ash::vk::BufferUsageFlags::TRANSFER_DST;
+        for usage in [ash::vk::BufferUsageFlags::STORAGE_BUFFER, transfer] {
+            for size in [1u64, 63, 64, 65, 100, 1000, 4097, 100_000] {
+                let r = source.get(trace::Resource::Buffer { size, usage });
+                println!("buffer {size} {usage:?}: {r:?}");
+            }
         }
         for (width, height) in [(16, 16), (17, 5), (1024, 1024), (16, 1024)] {
             let r = source.get(trace::Resource::Image { width, height });

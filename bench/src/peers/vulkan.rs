@@ -166,10 +166,11 @@ pub struct VulkanContext {
 
 impl VulkanContext {
     /// Creates a Vulkan 1.3 instance and device on the first physical device
-    /// (lavapipe on a machine without a GPU). With `validation`, the Khronos
-    /// validation layer and a debug-utils messenger that counts every
-    /// warning and error.
-    pub fn new(validation: bool) -> Result<Self, String> {
+    /// whose name contains `device` (case-insensitive), or on the first one
+    /// when `device` is `None` (lavapipe on a machine without a GPU). With
+    /// `validation`, the Khronos validation layer and a debug-utils
+    /// messenger that counts every warning and error.
+    pub fn new(validation: bool, device: Option<&str>) -> Result<Self, String> {
         // SAFETY: loading the system Vulkan loader.
         let entry = unsafe { ash::Entry::load() }.map_err(|e| {
             format!(
@@ -219,9 +220,27 @@ impl VulkanContext {
         // SAFETY: valid instance.
         let physical_devices = unsafe { instance.enumerate_physical_devices() }
             .map_err(|e| format!("vkEnumeratePhysicalDevices failed ({e})"))?;
-        let physical_device = *physical_devices
-            .first()
-            .ok_or("no Vulkan physical device; install mesa-vulkan-drivers (lavapipe)")?;
+        let name_of = |physical_device: vk::PhysicalDevice| {
+            // SAFETY: physical device of this instance.
+            let properties = unsafe { instance.get_physical_device_properties(physical_device) };
+            properties
+                .device_name_as_c_str()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let physical_device = match device {
+            None => *physical_devices
+                .first()
+                .ok_or("no Vulkan physical device; install mesa-vulkan-drivers (lavapipe)")?,
+            Some(wanted) => physical_devices
+                .iter()
+                .copied()
+                .find(|&d| name_of(d).to_lowercase().contains(&wanted.to_lowercase()))
+                .ok_or_else(|| {
+                    let seen: Vec<String> = physical_devices.iter().map(|&d| name_of(d)).collect();
+                    format!("no Vulkan device named like {wanted:?} (devices: {seen:?})")
+                })?,
+        };
         // SAFETY: physical device of this instance.
         let properties = unsafe { instance.get_physical_device_properties(physical_device) };
         let device_name = properties
