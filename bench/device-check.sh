@@ -1,0 +1,76 @@
+#!/bin/bash
+# The device check run on an NVIDIA H200 machine (bench/results/nvidia-h200*):
+# the Vulkan test suite, the real-resources replay, the everyday example and
+# the peer benchmark, on the device whose name contains $DEVICE (default NVIDIA).
+#
+# That machine has no Rust toolchain and no Vulkan loader or validation layer,
+# so everything is built here and carried in one folder:
+#
+#   mkdir -p .devrun/bin .devrun/gl .devrun/extra
+#   cargo test --release --test vulkan --no-run        # copy the binary to .devrun/bin/vulkan-tests
+#   cargo build --release -p vk-fake-memory-layer --example everyday
+#   cargo build --release -p vk-suballoc-bench --bin peers
+#   cp target/release/{peers,examples/everyday,libvk_fake_memory_layer.so} .devrun/bin/
+#   (cd .devrun/gl && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+#   (cd .devrun/extra && apt-get download vulkan-validationlayers)
+#   cp bench/device-check.sh .devrun/run.sh
+#
+# and on the machine: `.devrun/run.sh` with $OUT set. The loader libraries
+# are unpacked into /, the validation layer into /tmp/vvl; the tests find the
+# prebuilt fake-memory layer through VK_SUBALLOC_FAKE_LAYER_LIB and the GPU
+# through VK_SUBALLOC_TEST_DEVICE. Every log is packed into $OUT/all.tgz after
+# each step, so a run cut short still returns what it did.
+set -u
+cd "$(dirname "$0")"
+D=$PWD
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+R=/tmp/res; rm -rf $R; mkdir -p $R
+DEVICE=${DEVICE:-NVIDIA}
+step() { echo "=== $* ($(date +%T))"; }
+pack() { tar czf "$OUT/all.tgz" -C /tmp res; }
+{
+for f in gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+rm -rf /tmp/vvl && mkdir -p /tmp/vvl && dpkg -x extra/vulkan-validationlayers_*.deb /tmp/vvl
+export VK_ADD_LAYER_PATH=/tmp/vvl/usr/share/vulkan/explicit_layer.d
+export LD_LIBRARY_PATH=/tmp/vvl/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+if [ "$DEVICE" = NVIDIA ] && [ -f $icd ]; then export VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json; fi
+lscpu | grep -Ei 'model name|cache'; nvidia-smi -L 2>&1
+} > $R/info.txt 2>&1
+export VK_ADD_LAYER_PATH LD_LIBRARY_PATH VK_DRIVER_FILES VK_ICD_FILENAMES __EGL_VENDOR_LIBRARY_FILENAMES 2>/dev/null
+icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+if [ "$DEVICE" = NVIDIA ] && [ -f $icd ]; then export VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json; fi
+export VK_ADD_LAYER_PATH=/tmp/vvl/usr/share/vulkan/explicit_layer.d
+export LD_LIBRARY_PATH=/tmp/vvl/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+cat $R/info.txt
+
+step vulkan-tests
+VK_SUBALLOC_TEST_DEVICE="$DEVICE" VK_SUBALLOC_FAKE_LAYER_LIB="$D/bin/libvk_fake_memory_layer.so" \
+  timeout 120 bin/vulkan-tests --test-threads 8 > $R/vulkan-tests.log 2>&1; echo "rc=$?" >> $R/vulkan-tests.log
+grep -E 'FAILED|panicked|^test result|rc=' $R/vulkan-tests.log | head -30; pack
+
+step requirements
+timeout 30 bin/peers --device "$DEVICE" --print-requirements --traces "" --no-scaling > $R/requirements.log 2>&1
+cat $R/requirements.log; pack
+
+step real-resources
+timeout 60 bin/peers --device "$DEVICE" --real-resources --ops 20000 > $R/real-resources.log 2>&1; echo "rc=$?" >> $R/real-resources.log
+tail -2 $R/real-resources.log; pack
+
+step everyday
+timeout 30 bin/everyday > $R/everyday.log 2>&1; echo "rc=$?" >> $R/everyday.log
+tail -2 $R/everyday.log; pack
+
+step scaling
+timeout 100 bin/peers --device "$DEVICE" --traces "" --allocators vk-suballoc,gpu-alloc,core-ours,core-offset-allocator \
+  --json $R/scaling.json --markdown $R/scaling.md > $R/scaling.log 2>&1; echo "rc=$?" >> $R/scaling.log
+tail -12 $R/scaling.md; pack
+timeout 40 bin/peers --device "$DEVICE" --traces "" --allocators vma,gpu-allocator --scaling 1000,10000 \
+  --json $R/scaling-slow.json --markdown $R/scaling-slow.md > $R/scaling-slow.log 2>&1; echo "rc=$?" >> $R/scaling-slow.log
+tail -8 $R/scaling-slow.md; pack
+
+step peers
+timeout 200 bin/peers --device "$DEVICE" --no-scaling --json $R/peers.json --markdown $R/peers.md ${PEERS_ARGS:-} > $R/peers.log 2>&1; echo "rc=$?" >> $R/peers.log
+cat $R/peers.md; pack
+cp $R/peers.md $R/vulkan-tests.log $OUT/ 2>/dev/null
+step done
