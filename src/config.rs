@@ -16,12 +16,15 @@ pub struct Config {
     /// Without `VK_EXT_memory_budget`, a heap's budget is this fraction of its
     /// size. Default 0.8.
     pub budget_fraction: f64,
-    /// Devices whose `bufferImageGranularity` is at most this pad every
-    /// allocation to whole granularity pages and mix buffers and images in
-    /// one block; above it, linear and optimal resources get separate blocks
-    /// (padding a 256-byte uniform buffer to 64 KiB would waste more than a
-    /// second block). Default 256: lavapipe (64) pads, NVIDIA (1024) and
-    /// most mobile GPUs (4096) separate.
+    /// Devices whose `bufferImageGranularity` is at most this mix buffers
+    /// and images in one block: optimal-tiling images take whole granularity
+    /// pages (their start and end rounded to a page), so no buffer or linear
+    /// image ever shares a page with one, and linear resources are not
+    /// padded at all. Above it, linear and optimal resources get separate
+    /// blocks (padding a 256-byte image to 64 KiB would waste more than a
+    /// second block). Default 4096: lavapipe (64), NVIDIA (1024) and most
+    /// mobile GPUs (4096) mix; drivers already align optimal images to the
+    /// granularity there, so the padding costs nothing.
     pub max_padded_granularity: u64,
     /// Most frames that may be in flight at once: sizes the deferred-free
     /// queue and upload rings. Default 3.
@@ -35,7 +38,7 @@ impl Default for Config {
             small_heap_limit: 1 << 30,
             initial_block_slots: 1024,
             budget_fraction: 0.8,
-            max_padded_granularity: 256,
+            max_padded_granularity: 4096,
             max_frames_in_flight: 3,
         }
     }

@@ -101,7 +101,7 @@ impl Allocator<AshMemoryDevice> {
             |allocation| {
                 // SAFETY: as for buffers (VUID-vkBindImageMemory-memory-01047,
                 // -memoryOffset-01048, -size-01049, -memory-01509); granularity
-                // is kept by padding or by separate blocks for optimal images.
+                // is kept by whole pages or separate blocks for optimal images.
                 unsafe { device.bind_image_memory(image, allocation.memory(), allocation.offset()) }
                     .map_err(|result| DeviceError::from(result).into())
             },

@@ -39,8 +39,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     heap: memory_type.heap,
                     props: memory_type.props,
                     preferred_block_size: self.context.preferred_block_size(index as u32),
-                    blocks: block_maps(&pool, granularity),
-                    dedicated: dedicated_maps(&pool, granularity),
+                    blocks: block_maps(&pool),
+                    dedicated: dedicated_maps(&pool),
                 }
             })
             .collect();
@@ -95,15 +95,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
 /// The blocks of `pool`, oldest first, each with its allocations and free
 /// ranges in address order.
-fn block_maps<M>(pool: &TypePool<M>, granularity: u64) -> Vec<BlockMap> {
+fn block_maps<M>(pool: &TypePool<M>) -> Vec<BlockMap> {
     let mut blocks: Vec<BlockMap> = pool
         .blocks()
         .map(|block| {
-            let kind = RangeKind::of_class(block.class, granularity);
             let allocations = block.ranges.allocations().map(|a| RangeMap {
                 offset: a.offset,
                 size: a.size,
-                kind,
+                kind: RangeKind::of_resource(block.kind(a.id.slot())),
                 name: block.names.get(&a.id.slot()).map(|name| name.to_string()),
             });
             let free_ranges = block.ranges.free_ranges().map(|f| RangeMap {
@@ -129,13 +128,13 @@ fn block_maps<M>(pool: &TypePool<M>, granularity: u64) -> Vec<BlockMap> {
 }
 
 /// The dedicated allocations of `pool`.
-fn dedicated_maps<M>(pool: &TypePool<M>, granularity: u64) -> Vec<DedicatedMap> {
+fn dedicated_maps<M>(pool: &TypePool<M>) -> Vec<DedicatedMap> {
     pool.dedicated_allocations()
         .map(|dedicated| DedicatedMap {
             memory: dedicated.raw,
             size: dedicated.size,
             mapped: dedicated.mapped.is_some(),
-            kind: RangeKind::of_dedicated(dedicated.target, dedicated.class, granularity),
+            kind: RangeKind::of_resource(dedicated.kind),
             name: dedicated.name.as_deref().map(str::to_owned),
         })
         .collect()

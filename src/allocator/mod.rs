@@ -264,24 +264,31 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             // invalidate ranges off its neighbours' bytes (mapping.rs).
             align = align.max(properties.device.non_coherent_atom_size.max(1));
         }
-        // bufferImageGranularity: small pages are padded (every allocation
-        // starts and ends on a page, so none shares one); large ones keep
-        // linear and optimal resources in separate blocks instead.
+        // bufferImageGranularity: a linear and an optimal resource must not
+        // share a page. Up to `max_padded_granularity`, optimal images take
+        // whole pages (start and end on a page boundary), so no linear
+        // resource can ever lie in one of their pages, and everything shares
+        // one block class. Larger pages keep the two kinds in separate
+        // blocks instead.
         let granularity = properties.buffer_image_granularity.max(1);
+        let mixed_blocks = granularity <= self.context.config.max_padded_granularity;
+        let linear = request.kind.is_linear();
+        let class = usize::from(!mixed_blocks && !linear);
         let size = request.requirements.size;
-        let (class, placed_size) = if granularity == 1 {
-            (0, size)
-        } else if granularity <= self.context.config.max_padded_granularity {
+        let placed_size = if mixed_blocks && !linear {
             align = align.max(granularity);
-            (0, size.next_multiple_of(granularity))
+            size.next_multiple_of(granularity)
         } else {
-            (usize::from(!request.kind.is_linear()), size)
+            // Rounded to its own alignment: a tail sliver smaller than that
+            // would only clutter the bins (on lavapipe every alignment is 64).
+            size.next_multiple_of(align)
         };
         let pool_request = PoolRequest {
             size,
             placed_size,
             align,
             class,
+            kind: request.kind,
             dedicated: request.dedicated_choice(),
             target: request.dedicated_target,
             name: request.desc.name,

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use ash::vk;
 
 use super::mapping::MappedPtr;
-use crate::device::DedicatedTarget;
+use crate::memory::usage::ResourceKind;
 use crate::offset::OffsetAllocator;
 
 /// A `VkDeviceMemory` governed by an [`OffsetAllocator`].
@@ -23,10 +23,40 @@ pub(crate) struct Block<M> {
     /// Names of named allocations, by offset-allocator slot: kept only for
     /// allocations that have one, for leak reports and dumps.
     pub(crate) names: HashMap<u32, Box<str>>,
+    /// The resource kind of each allocation, by offset-allocator slot, for
+    /// memory dumps (optimal images and buffers share blocks); see
+    /// [`Block::record_kind`]. A freed slot keeps a stale kind until reused.
+    pub(crate) kinds: Vec<ResourceKind>,
     /// The `n` of its debug name `vk-suballoc block <type>/<n>`.
     pub(crate) serial: u32,
     /// The smallest request known not to fit; reset by every free.
     pub(crate) miss: Miss,
+}
+
+impl<M> Block<M> {
+    /// Records that the allocation in `slot` is a `kind` resource. Blocks
+    /// that only ever held buffers skip the store: `kinds` stays empty until
+    /// the first other kind, and a slot past its end reads as a buffer.
+    #[inline]
+    pub(crate) fn record_kind(&mut self, slot: u32, kind: ResourceKind) {
+        if kind == ResourceKind::Buffer && self.kinds.is_empty() {
+            return;
+        }
+        let slot = slot as usize;
+        if slot >= self.kinds.len() {
+            // Once per slot index; `Vec` doubling keeps it amortised.
+            self.kinds.resize(slot + 1, ResourceKind::Buffer);
+        }
+        self.kinds[slot] = kind;
+    }
+
+    /// The kind of the live allocation in `slot`.
+    pub(crate) fn kind(&self, slot: u32) -> ResourceKind {
+        self.kinds
+            .get(slot as usize)
+            .copied()
+            .unwrap_or(ResourceKind::Buffer)
+    }
 }
 
 /// A `VkDeviceMemory` that holds exactly one allocation.
@@ -37,11 +67,8 @@ pub(crate) struct DedicatedMemory<M> {
     pub(crate) size: u64,
     pub(crate) mapped: Option<MappedPtr>,
     pub(crate) name: Option<Box<str>>,
-    /// Granularity class of the request (0 linear, 1 optimal images) and the
-    /// resource the memory was made for: the memory map reads the kind of
-    /// the allocation from them.
-    pub(crate) class: usize,
-    pub(crate) target: Option<DedicatedTarget>,
+    /// The kind of resource the memory was allocated for.
+    pub(crate) kind: ResourceKind,
 }
 
 /// The smallest request known not to fit a block: a request at least this

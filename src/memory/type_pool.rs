@@ -19,6 +19,7 @@ use super::block_size::{new_block_size, retry_block_size};
 use super::context::{MemoryContext, MemoryRequest};
 use super::mapping::MappedPtr;
 use super::slab::{Slab, SlabKey};
+use super::usage::ResourceKind;
 use crate::device::{DedicatedTarget, MemoryDeviceExt};
 use crate::offset::{AllocationId, OffsetAllocator, OffsetError};
 use crate::Error;
@@ -48,13 +49,15 @@ pub(crate) enum DedicatedChoice {
 pub(crate) struct PoolRequest<'a> {
     /// The requested size: what the allocation reports and statistics count.
     pub(crate) size: u64,
-    /// The bytes it takes in a block: `size` rounded up to the
-    /// buffer-image granularity when the pool pads instead of separating
-    /// linear from optimal resources.
+    /// The bytes it takes in a block: for an optimal image in blocks shared
+    /// with linear resources, `size` rounded up to the buffer-image
+    /// granularity; else `size`.
     pub(crate) placed_size: u64,
     pub(crate) align: u64,
     /// Granularity class (0 linear, 1 optimal images).
     pub(crate) class: usize,
+    /// The resource kind, recorded for memory dumps.
+    pub(crate) kind: ResourceKind,
     pub(crate) dedicated: DedicatedChoice,
     pub(crate) target: Option<DedicatedTarget>,
     pub(crate) name: Option<&'a str>,
@@ -220,6 +223,7 @@ impl<M> TypePool<M> {
             }
             Err(_) => return None,
         };
+        block.record_kind(range.id.slot(), request.kind);
         if let Some(name) = request.name {
             block.names.insert(range.id.slot(), name.into());
         }
@@ -301,6 +305,7 @@ impl<M> TypePool<M> {
             mapped: new.mapped,
             class: request.class,
             names: Default::default(),
+            kinds: Vec::new(),
             serial,
             miss: Miss::NONE,
         });
@@ -341,8 +346,7 @@ impl<M> TypePool<M> {
             size: request.size,
             mapped: new.mapped,
             name: request.name.map(Into::into),
-            class: request.class,
-            target: request.target,
+            kind: request.kind,
         });
         self.counters.dedicated += 1;
         self.counters.dedicated_bytes += request.size;
@@ -519,7 +523,7 @@ impl<M> TypePool<M> {
                     .get(&range.id.slot())
                     .map_or("unnamed", |n| &**n);
                 log::warn!(
-                    "vk-suballoc: leaked allocation \"{name}\": {} bytes at offset {} of block {}/{} (memory type {})",
+                    "vk-suballoc: leaked allocation \"{name}\": {} bytes held at offset {} of block {}/{} (memory type {})",
                     range.size,
                     range.offset,
                     self.memory_type,

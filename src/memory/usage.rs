@@ -92,8 +92,9 @@ impl fmt::Debug for Usage {
 /// Vulkan forbids a linear resource (buffer, linear-tiling image) and an
 /// optimal-tiling image from sharing a "page" of `bufferImageGranularity`
 /// bytes in one `VkDeviceMemory` (Vulkan spec, "Buffer-Image Granularity").
-/// The allocator keeps the two kinds in separate blocks when the device's
-/// granularity is above 1, so they never do.
+/// The allocator gives optimal images whole pages (or, for a granularity above
+/// [`Config::max_padded_granularity`](crate::Config::max_padded_granularity),
+/// blocks of their own), so they never do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ResourceKind {
     /// A `VkBuffer`.

@@ -14,7 +14,8 @@ use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags;
 
 use super::detailed_stats::DetailedStats;
-use crate::device::{DedicatedTarget, HeapBudget};
+use crate::device::HeapBudget;
+use crate::memory::ResourceKind;
 
 /// The names of the flags set in `props`, in VMA's order.
 pub(crate) fn property_flag_names(
@@ -66,32 +67,12 @@ impl RangeKind {
         }
     }
 
-    /// The kind of an allocation in a block of granularity class `class`
-    /// (0 linear, 1 optimal) on a device whose `bufferImageGranularity` is
-    /// `granularity`.
-    pub(crate) fn of_class(class: usize, granularity: u64) -> Self {
-        match (class, granularity > 1) {
-            (1, _) => Self::ImageOptimal,
-            (_, true) => Self::Buffer,
-            (_, false) => Self::Unknown,
-        }
-    }
-
-    /// The kind of dedicated memory made for `target` (if known) with
-    /// granularity class `class`.
-    pub(crate) fn of_dedicated(
-        target: Option<DedicatedTarget>,
-        class: usize,
-        granularity: u64,
-    ) -> Self {
-        match target {
-            Some(DedicatedTarget::Buffer(_)) => Self::Buffer,
-            Some(DedicatedTarget::Image(_)) => match (class, granularity > 1) {
-                (1, _) => Self::ImageOptimal,
-                (_, true) => Self::ImageLinear,
-                (_, false) => Self::ImageUnknown,
-            },
-            None => Self::of_class(class, granularity),
+    /// The kind of an allocation made for a `kind` resource.
+    pub(crate) const fn of_resource(kind: ResourceKind) -> Self {
+        match kind {
+            ResourceKind::Buffer => Self::Buffer,
+            ResourceKind::LinearImage => Self::ImageLinear,
+            ResourceKind::OptimalImage => Self::ImageOptimal,
         }
     }
 }
@@ -101,7 +82,10 @@ impl RangeKind {
 pub struct RangeMap {
     /// First byte in the block.
     pub offset: u64,
-    /// Length in bytes (never zero).
+    /// Length in bytes (never zero): for an allocation, the bytes it holds
+    /// in the block, which can exceed its requested size (rounded up to its
+    /// alignment, or to whole granularity pages for an optimal image), so
+    /// that ranges tile the block as in a VMA dump.
     pub size: u64,
     /// What it holds; [`RangeKind::Free`] for free space.
     pub kind: RangeKind,
@@ -331,29 +315,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kinds_follow_class_target_and_granularity() {
+    fn kinds_follow_the_resource() {
         use RangeKind::*;
-        assert_eq!(RangeKind::of_class(0, 1024), Buffer);
-        assert_eq!(RangeKind::of_class(1, 1024), ImageOptimal);
-        assert_eq!(RangeKind::of_class(0, 1), Unknown);
-        let buffer = Some(DedicatedTarget::Buffer(vk::Buffer::null()));
-        let image = Some(DedicatedTarget::Image(vk::Image::null()));
-        let cases = [
-            (buffer, 0, 1024, Buffer),
-            (buffer, 0, 1, Buffer),
-            (image, 1, 1024, ImageOptimal),
-            (image, 0, 1024, ImageLinear),
-            (image, 0, 1, ImageUnknown),
-            (None, 1, 1024, ImageOptimal),
-            (None, 0, 1024, Buffer),
-            (None, 0, 1, Unknown),
-        ];
-        for (target, class, granularity, kind) in cases {
-            assert_eq!(
-                RangeKind::of_dedicated(target, class, granularity),
-                kind,
-                "{target:?} {class} {granularity}"
-            );
-        }
+        assert_eq!(RangeKind::of_resource(ResourceKind::Buffer), Buffer);
+        assert_eq!(
+            RangeKind::of_resource(ResourceKind::LinearImage),
+            ImageLinear
+        );
+        assert_eq!(
+            RangeKind::of_resource(ResourceKind::OptimalImage),
+            ImageOptimal
+        );
     }
 }

@@ -19,17 +19,13 @@
 //!   offset in a tooltip.
 //!
 //! # Allocation kinds
-//! A block keeps, per allocation, only what placement needs: its
-//! `bufferImageGranularity` class, linear (buffers, linear-tiled images) or
-//! optimal (optimal-tiled images). Recording the exact resource kind would
-//! cost every allocation a store on the hot path, so the map derives it:
-//! the optimal class is [`RangeKind::ImageOptimal`]; the linear class is
-//! [`RangeKind::Buffer`] (so a linear-tiled image in a block shows as a
-//! buffer); on a device whose granularity is 1 there is a single class, so
-//! allocations are [`RangeKind::Unknown`]. Dedicated memory also remembers
-//! the resource it was made for (`VkMemoryDedicatedAllocateInfo`), so a
-//! dedicated buffer or image shows as such, with the image's tiling from its
-//! class.
+//! Every allocation's [`ResourceKind`](crate::ResourceKind) (buffer, linear
+//! or optimal image) is recorded when it is made (one byte per slot of its
+//! block), so the map shows each as [`RangeKind::Buffer`],
+//! [`RangeKind::ImageLinear`] or [`RangeKind::ImageOptimal`], in blocks and
+//! in dedicated memory alike. It is the kind the request named. (A block
+//! that only ever held buffers stores nothing: the record starts with its
+//! first image, so buffer-only work pays no store.)
 //!
 //! # Differences from a VMA dump
 //! The JSON follows VMA 3.x key for key; where this allocator knows less, it
@@ -41,7 +37,13 @@
 //!   device-local (exact: the spec ties the two), never `MULTI_INSTANCE`;
 //! - `Usage` is 0, as VMA writes for memory allocated without a resource;
 //! - a block's `MapRefCount` is 1 when it is persistently mapped, else 0;
-//! - `CustomPools` is empty: there are no custom pools.
+//! - `CustomPools` is empty: there are no custom pools;
+//! - an allocation's `Size`, and the byte figures of blocks, pools and
+//!   heaps, count the bytes it holds in its block, as VMA's do: its
+//!   requested size rounded up to its alignment, or to whole
+//!   `bufferImageGranularity` pages for an optimal image sharing a block
+//!   with buffers. [`Stats`] count requested sizes, so the two differ by
+//!   that rounding. Leak reports give the bytes held, too.
 
 mod detailed_stats;
 mod json_writer;

@@ -2,15 +2,16 @@
 
 use ash::vk::Handle;
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{Allocation, Request, ResourceKind, Usage};
+use vk_suballoc::{Allocation, Config, Request, ResourceKind, Usage};
 
-use super::{allocator, finish, free, requirements};
+use super::{allocator, allocator_with, finish, free, requirements};
 
 /// Allocates an interleaved mix of buffers, linear and optimal images and
 /// checks that no linear and optimal allocation share a granularity page of
-/// the same memory object.
-fn mixed_resources_never_share_a_page(granularity: u64) {
-    let (allocator, device) = allocator(FakeLayout::discrete().with_granularity(granularity));
+/// the same memory object. Returns how many memory objects held both kinds.
+fn mixed_resources_never_share_a_page(granularity: u64, config: Config) -> usize {
+    let (allocator, device) =
+        allocator_with(FakeLayout::discrete().with_granularity(granularity), config);
     let kinds = [
         ResourceKind::Buffer,
         ResourceKind::OptimalImage,
@@ -33,11 +34,13 @@ fn mixed_resources_never_share_a_page(granularity: u64) {
         }
     }
     let page = |offset: u64| offset / granularity;
+    let mut mixed = std::collections::HashSet::new();
     for (i, (kind_a, a)) in live.iter().enumerate() {
         for (kind_b, b) in &live[i + 1..] {
             if a.memory() != b.memory() || kind_a.is_linear() == kind_b.is_linear() {
                 continue;
             }
+            mixed.insert(a.memory().as_raw());
             let (first, second) = if a.offset() < b.offset() {
                 (a, b)
             } else {
@@ -58,22 +61,69 @@ fn mixed_resources_never_share_a_page(granularity: u64) {
         free(&allocator, allocation);
     }
     finish(allocator, &device);
+    mixed.len()
 }
 
 #[test]
-fn granularity_1024() {
-    mixed_resources_never_share_a_page(1024);
+fn granularity_up_to_4096_mixes_kinds_in_blocks() {
+    // The default pads optimal images to whole pages up to 4096 (lavapipe
+    // 64, NVIDIA 1024, mobile 4096): both kinds share blocks, never a page.
+    for granularity in [64, 256, 1024, 4096] {
+        let mixed = mixed_resources_never_share_a_page(granularity, Config::default());
+        assert!(
+            mixed > 0,
+            "granularity {granularity}: no block held both kinds"
+        );
+    }
 }
 
 #[test]
-fn granularity_65536() {
-    mixed_resources_never_share_a_page(65536);
+fn large_granularity_separates_kinds() {
+    assert_eq!(
+        mixed_resources_never_share_a_page(65536, Config::default()),
+        0
+    );
+    let separate = Config {
+        max_padded_granularity: 256,
+        ..Config::default()
+    };
+    assert_eq!(mixed_resources_never_share_a_page(1024, separate), 0);
 }
 
+/// NVIDIA's layout: granularity 1024, buffers aligned to 16, optimal images
+/// to 1024. Buffers pack densely; an image takes whole pages of the same
+/// block, and the next buffer starts on the page after it.
 #[test]
-fn granularity_64_and_256_pad_instead() {
-    mixed_resources_never_share_a_page(64);
-    mixed_resources_never_share_a_page(256);
+fn optimal_images_take_whole_pages_and_buffers_are_not_padded() {
+    let (allocator, device) = allocator(FakeLayout::discrete().with_granularity(1024));
+    let request = |size, alignment, kind| {
+        allocator
+            .allocate(&Request::new(
+                requirements(size, alignment),
+                Usage::DEVICE_LOCAL,
+                kind,
+            ))
+            .unwrap()
+    };
+    let first = request(112, 16, ResourceKind::Buffer);
+    let second = request(112, 16, ResourceKind::Buffer);
+    let image = request(1000, 16, ResourceKind::OptimalImage);
+    // Too large for the 800 bytes left in page 0 before the image.
+    let third = request(900, 16, ResourceKind::Buffer);
+    // Fits there: page 0 holds buffers only.
+    let fourth = request(112, 16, ResourceKind::Buffer);
+    assert_eq!(first.memory(), image.memory());
+    assert_eq!(third.memory(), image.memory());
+    assert_eq!((first.offset(), second.offset()), (0, 112));
+    assert_eq!((image.offset(), image.size()), (1024, 1000));
+    // The image's page [1024, 2048) is its own although it uses 1000 bytes.
+    assert_eq!(third.offset(), 2048);
+    assert_eq!(fourth.offset(), 224);
+    assert_eq!(allocator.stats().live_bytes(), 3 * 112 + 900 + 1000);
+    for allocation in [first, second, image, third, fourth] {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
 }
 
 #[test]
@@ -93,7 +143,7 @@ fn small_granularity_shares_blocks_with_padding() {
             ResourceKind::OptimalImage,
         ))
         .unwrap();
-    // One block; the buffer's page [0, 64) and [64, 128) are its own.
+    // One block; the buffer's pages [0, 64) and [64, 128) hold no image.
     assert_eq!(buffer.memory(), image.memory());
     assert_eq!((buffer.offset(), image.offset()), (0, 128));
     assert_eq!(image.size(), 100);

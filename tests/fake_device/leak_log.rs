@@ -61,7 +61,8 @@ fn leaks_are_logged_with_name_size_and_type() {
     };
     let block_leak = find("leaky staging buffer");
     assert!(
-        block_leak.contains("1000 bytes") && block_leak.contains("memory type 2"),
+        // 1000 bytes rounded up to the buffer's alignment (16).
+        block_leak.contains("1008 bytes held") && block_leak.contains("memory type 2"),
         "{block_leak}"
     );
     let dedicated_leak = find("leaky render target");

@@ -46,8 +46,11 @@ struct Expected {
     name: Option<&'static str>,
 }
 
-/// Allocations in four memory types, blocks of both granularity classes,
-/// dedicated memory with and without a target, and a hole from a free.
+/// Allocations in four memory types, buffers and optimal images sharing
+/// blocks, dedicated memory with and without a target, and a hole from a
+/// free. Sizes are multiples of their alignment (and images of the 1024-byte
+/// granularity), so each holds exactly its size in its block and the dump's
+/// figures equal `stats()`; `held_bytes_and_requested_sizes` covers the rest.
 fn populate(allocator: &FakeAllocator) -> Vec<Expected> {
     let mut live = Vec::new();
     let mut add = |request: Request<'static>, kind, name| {
@@ -63,7 +66,7 @@ fn populate(allocator: &FakeAllocator) -> Vec<Expected> {
         "BUFFER",
         Some(TRICKY),
     );
-    add(buffer(1000, 16, Usage::DEVICE_LOCAL), "BUFFER", None);
+    add(buffer(1008, 16, Usage::DEVICE_LOCAL), "BUFFER", None);
     add(
         buffer(3 * KIB, 256, Usage::DEVICE_LOCAL).name("hole"),
         "BUFFER",
@@ -144,6 +147,49 @@ fn type_figures(stats: &Stats, memory_type: usize) -> (u64, u64, u64, u64) {
         t.allocations(),
         t.live_bytes(),
     )
+}
+
+/// An allocation whose size is not a multiple of its alignment (or, for an
+/// optimal image in a shared block, of the granularity) holds more bytes in
+/// its block than it asked for: the map and the JSON show the bytes held, so
+/// ranges tile the block as in a VMA dump; `stats()` keeps the requested size.
+#[test]
+fn held_bytes_and_requested_sizes() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let buffer = allocator
+        .allocate(&buffer(1000, 16, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let image = allocator.allocate(&image(1500, 512)).unwrap();
+    assert_eq!(allocator.stats().live_bytes(), 2500);
+    let map = allocator.memory_map();
+    let block = &map.memory_types[buffer.memory_type() as usize].blocks[0];
+    let ranges: Vec<(u64, u64, RangeKind)> = block
+        .allocations()
+        .map(|r| (r.offset, r.size, r.kind))
+        .collect();
+    assert_eq!(
+        ranges,
+        [
+            (0, 1008, RangeKind::Buffer),
+            (1024, 2048, RangeKind::ImageOptimal)
+        ]
+    );
+    let json = parse(&allocator.stats_json(true));
+    let pool = &json["DefaultPools"][format!("Type {}", buffer.memory_type())];
+    let suballocations = pool["Blocks"][block.id.to_string()]["Suballocations"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let sizes: Vec<u64> = suballocations.iter().map(|r| u(&r["Size"])).collect();
+    assert_eq!(
+        sizes.iter().sum::<u64>(),
+        block.size,
+        "ranges tile the block"
+    );
+    assert_eq!(&sizes[..3], [1008, 16, 2048], "buffer, free sliver, image");
+    free(&allocator, buffer);
+    free(&allocator, image);
+    finish(allocator, &device);
 }
 
 #[test]
@@ -454,8 +500,10 @@ fn empty_blocks_show_as_one_free_range_and_trim_removes_them() {
     finish(allocator, &device);
 }
 
+/// Kinds are recorded per allocation, whatever the granularity: with
+/// granularity 1 buffers and images share a block and still show as such.
 #[test]
-fn one_granularity_class_makes_kinds_unknown() {
+fn kinds_are_exact_in_shared_blocks() {
     let (allocator, device) = allocator(FakeLayout::discrete().with_granularity(1));
     let a = allocator.allocate(&image(4096, 4096)).unwrap();
     let b = allocator
@@ -466,7 +514,7 @@ fn one_granularity_class_makes_kinds_unknown() {
         .allocations()
         .map(|r| r.kind)
         .collect();
-    assert_eq!(kinds, [RangeKind::Unknown, RangeKind::Unknown]);
+    assert_eq!(kinds, [RangeKind::ImageOptimal, RangeKind::Buffer]);
     free(&allocator, a);
     free(&allocator, b);
     finish(allocator, &device);
