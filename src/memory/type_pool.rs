@@ -51,7 +51,7 @@ pub(crate) struct PoolRequest<'a> {
     pub(crate) size: u64,
     /// The bytes it takes in a block: for an optimal image in blocks shared
     /// with linear resources, `size` rounded up to the buffer-image
-    /// granularity; else `size`.
+    /// granularity; else `size` rounded up to `align`.
     pub(crate) placed_size: u64,
     pub(crate) align: u64,
     /// Granularity class (0 linear, 1 optimal images).

@@ -41,11 +41,12 @@ pub(crate) fn property_flag_names(
 pub enum RangeKind {
     /// No allocation: free space of a block.
     Free,
-    /// An allocation whose resource kind is not known.
+    /// An allocation whose resource kind is not known (VMA's name; this
+    /// allocator always knows the kind a request named).
     Unknown,
-    /// A buffer (or, inside blocks, any linear resource; see the module docs).
+    /// A buffer.
     Buffer,
-    /// An image of unknown tiling.
+    /// An image of unknown tiling (VMA's name; never produced here).
     ImageUnknown,
     /// A `VK_IMAGE_TILING_LINEAR` image.
     ImageLinear,
