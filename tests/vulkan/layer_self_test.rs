@@ -30,6 +30,8 @@ struct Expected {
     atom: u64,
     max_allocations: u32,
     buffer_alignment: u64,
+    /// Buffer requirement sizes are rounded up to a multiple of this.
+    buffer_size_granule: u64,
     image_alignment: u64,
 }
 
@@ -49,6 +51,7 @@ fn expected(profile: Profile) -> Expected {
             atom: 256,
             max_allocations: 4096,
             buffer_alignment: 256,
+            buffer_size_granule: 16,
             image_alignment: 4096,
         },
         Profile::Integrated => Expected {
@@ -60,6 +63,7 @@ fn expected(profile: Profile) -> Expected {
             atom: 64,
             max_allocations: 4096,
             buffer_alignment: 64,
+            buffer_size_granule: 1,
             image_alignment: 4096,
         },
         Profile::Mobile => Expected {
@@ -71,6 +75,7 @@ fn expected(profile: Profile) -> Expected {
             atom: 128,
             max_allocations: 1024,
             buffer_alignment: 64,
+            buffer_size_granule: 64,
             image_alignment: 4096,
         },
         Profile::Lavapipe => unreachable!("lavapipe is not a fake profile"),
@@ -255,6 +260,13 @@ test_each_fake_profile!(
         };
         assert_eq!(plain.memory_type_bits, all_types, "{}", real_device_facts());
         assert!(plain.alignment >= want.buffer_alignment);
+        // Sizes rounded as real drivers round them (lavapipe reports 1000).
+        assert!(plain.size >= 1000 && plain.size % want.buffer_size_granule == 0, "{}", plain.size);
+        if !on_custom_device() {
+            assert_eq!(plain.size, 1000_u64.next_multiple_of(want.buffer_size_granule));
+        }
+        assert_eq!(two.size, plain.size);
+        assert_eq!(from_info.size, plain.size);
         assert_eq!((two.memory_type_bits, two.alignment), (plain.memory_type_bits, plain.alignment));
         assert_eq!((from_info.memory_type_bits, from_info.alignment), (plain.memory_type_bits, plain.alignment));
 

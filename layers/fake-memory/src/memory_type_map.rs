@@ -94,6 +94,10 @@ impl MemoryTypeMap {
             ResourceKind::Image => self.profile.min_image_alignment,
         };
         requirements.alignment = requirements.alignment.max(minimum);
+        if kind == ResourceKind::Buffer {
+            let granule = self.profile.buffer_size_granule.max(1);
+            requirements.size = requirements.size.next_multiple_of(granule);
+        }
     }
 }
 
@@ -148,6 +152,25 @@ mod tests {
         requirements.alignment = 1 << 20;
         map.patch_requirements(&mut requirements, ResourceKind::Buffer);
         assert_eq!(requirements.alignment, 1 << 20);
+    }
+
+    #[test]
+    fn buffer_sizes_are_rounded_like_a_real_driver() {
+        let map = MemoryTypeMap::new(&DISCRETE, &lavapipe_like());
+        let mut requirements = vk::MemoryRequirements {
+            size: 1000,
+            alignment: 64,
+            memory_type_bits: 1,
+        };
+        map.patch_requirements(&mut requirements, ResourceKind::Buffer);
+        assert_eq!(requirements.size, 1008);
+        let mut image = vk::MemoryRequirements {
+            size: 1000,
+            alignment: 64,
+            memory_type_bits: 1,
+        };
+        map.patch_requirements(&mut image, ResourceKind::Image);
+        assert_eq!(image.size, 1000, "image sizes are the driver's");
     }
 
     #[test]

@@ -53,6 +53,12 @@ pub struct Profile {
     pub max_memory_allocation_count: u32,
     /// Lowest alignment reported in buffer memory requirements.
     pub min_buffer_alignment: u64,
+    /// Buffer requirement sizes are rounded up to a multiple of this, as
+    /// real drivers do (NVIDIA: 16 bytes; lavapipe reports the buffer's own
+    /// size). An allocation can then be longer than its buffer, and code
+    /// that copies or checks an allocation's size worth of a buffer's bytes
+    /// is caught (`VUID-vkCmdCopyBuffer-size-00115`).
+    pub buffer_size_granule: u64,
     /// Lowest alignment reported in image memory requirements.
     pub min_image_alignment: u64,
 }
@@ -120,6 +126,7 @@ pub const DISCRETE: Profile = Profile {
     non_coherent_atom_size: 256,
     max_memory_allocation_count: 4096,
     min_buffer_alignment: 256,
+    buffer_size_granule: 16,
     min_image_alignment: 4096,
 };
 
@@ -153,6 +160,7 @@ pub const INTEGRATED: Profile = Profile {
     non_coherent_atom_size: 64,
     max_memory_allocation_count: 4096,
     min_buffer_alignment: 64,
+    buffer_size_granule: 1,
     min_image_alignment: 4096,
 };
 
@@ -186,6 +194,7 @@ pub const MOBILE: Profile = Profile {
     non_coherent_atom_size: 128,
     max_memory_allocation_count: 1024,
     min_buffer_alignment: 64,
+    buffer_size_granule: 64,
     min_image_alignment: 4096,
 };
 
