@@ -37,7 +37,10 @@ impl Allocation {
         self.offset
     }
 
-    /// Size in bytes: exactly the requested size.
+    /// Size in bytes: exactly the requested size, the `size` of the memory
+    /// requirements. For a resource made by the helpers that is the driver's
+    /// figure, which can exceed the buffer's own size (NVIDIA rounds it up to
+    /// 16 bytes), so copy and compare the buffer's size, not this one.
     pub fn size(&self) -> u64 {
         self.size
     }
