@@ -19,6 +19,8 @@ mod granularity;
 mod leak_log;
 #[path = "fake_device/mapping.rs"]
 mod mapping;
+#[path = "fake_device/model.rs"]
+mod model;
 #[path = "fake_device/report.rs"]
 mod report;
 #[path = "common/seeded_rng.rs"]
