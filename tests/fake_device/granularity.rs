@@ -4,7 +4,24 @@ use ash::vk::Handle;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Allocation, Config, Request, ResourceKind, Usage};
 
-use super::{allocator, allocator_with, finish, free, requirements};
+use super::{allocator, allocator_with, finish, free, requirements, FakeAllocator};
+
+/// A device-local allocation of `size` bytes at `alignment` for a `kind`
+/// resource; panics on error.
+fn device_local(
+    allocator: &FakeAllocator,
+    size: u64,
+    alignment: u64,
+    kind: ResourceKind,
+) -> Allocation {
+    allocator
+        .allocate(&Request::new(
+            requirements(size, alignment),
+            Usage::DEVICE_LOCAL,
+            kind,
+        ))
+        .unwrap()
+}
 
 /// Allocates an interleaved mix of buffers, linear and optimal images and
 /// checks that no linear and optimal allocation share a granularity page of
@@ -26,8 +43,7 @@ fn mixed_resources_never_share_a_page(granularity: u64, config: Config) -> usize
             4096
         };
         let size = 100 + (i * 7919) % 20_000;
-        let request = Request::new(requirements(size, alignment), Usage::DEVICE_LOCAL, kind);
-        live.push((kind, allocator.allocate(&request).unwrap()));
+        live.push((kind, device_local(&allocator, size, alignment, kind)));
         if i % 4 == 3 {
             let (_, victim) = live.swap_remove((i as usize * 31) % live.len());
             free(&allocator, victim);
@@ -96,15 +112,7 @@ fn large_granularity_separates_kinds() {
 #[test]
 fn optimal_images_take_whole_pages_and_buffers_are_not_padded() {
     let (allocator, device) = allocator(FakeLayout::discrete().with_granularity(1024));
-    let request = |size, alignment, kind| {
-        allocator
-            .allocate(&Request::new(
-                requirements(size, alignment),
-                Usage::DEVICE_LOCAL,
-                kind,
-            ))
-            .unwrap()
-    };
+    let request = |size, alignment, kind| device_local(&allocator, size, alignment, kind);
     let first = request(112, 16, ResourceKind::Buffer);
     let second = request(112, 16, ResourceKind::Buffer);
     let image = request(1000, 16, ResourceKind::OptimalImage);
@@ -129,20 +137,8 @@ fn optimal_images_take_whole_pages_and_buffers_are_not_padded() {
 #[test]
 fn small_granularity_shares_blocks_with_padding() {
     let (allocator, device) = allocator(FakeLayout::lavapipe());
-    let buffer = allocator
-        .allocate(&Request::new(
-            requirements(100, 4),
-            Usage::DEVICE_LOCAL,
-            ResourceKind::Buffer,
-        ))
-        .unwrap();
-    let image = allocator
-        .allocate(&Request::new(
-            requirements(100, 4),
-            Usage::DEVICE_LOCAL,
-            ResourceKind::OptimalImage,
-        ))
-        .unwrap();
+    let buffer = device_local(&allocator, 100, 4, ResourceKind::Buffer);
+    let image = device_local(&allocator, 100, 4, ResourceKind::OptimalImage);
     // One block; the buffer's pages [0, 64) and [64, 128) hold no image.
     assert_eq!(buffer.memory(), image.memory());
     assert_eq!((buffer.offset(), image.offset()), (0, 128));
@@ -156,20 +152,8 @@ fn small_granularity_shares_blocks_with_padding() {
 #[test]
 fn granularity_1_shares_blocks() {
     let (allocator, device) = allocator(FakeLayout::integrated());
-    let buffer = allocator
-        .allocate(&Request::new(
-            requirements(100, 4),
-            Usage::DEVICE_LOCAL,
-            ResourceKind::Buffer,
-        ))
-        .unwrap();
-    let image = allocator
-        .allocate(&Request::new(
-            requirements(100, 4),
-            Usage::DEVICE_LOCAL,
-            ResourceKind::OptimalImage,
-        ))
-        .unwrap();
+    let buffer = device_local(&allocator, 100, 4, ResourceKind::Buffer);
+    let image = device_local(&allocator, 100, 4, ResourceKind::OptimalImage);
     assert_eq!(buffer.memory(), image.memory());
     assert_eq!(image.offset(), 100);
     free(&allocator, buffer);
