@@ -27,5 +27,5 @@ mod validation_messages;
 
 pub use context::{on_custom_device, ContextOptions, HeapBudget, VulkanContext, TEST_DEVICE};
 pub use profile::Profile;
-pub(crate) use profile::{test_each_fake_profile, test_each_profile};
+pub(crate) use profile::{test_each_fake_profile, test_each_profile, test_profiles};
 pub use validation_messages::MessageLog;

@@ -54,6 +54,33 @@ impl fmt::Display for Profile {
     }
 }
 
+/// Defines a module `$name` with one `#[test]` per listed profile (test
+/// function name and [`Profile`] variant), each running the body with
+/// `$profile` bound to its profile: the body of [`test_each_profile!`] and
+/// [`test_each_fake_profile!`].
+macro_rules! test_profiles {
+    (
+        [$($test:ident => $variant:ident),+]
+        $(#[$attr:meta])* fn $name:ident($profile:ident) $body:block
+    ) => {
+        $(#[$attr])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn run($profile: $crate::support::Profile) $body
+
+            $(
+                #[test]
+                fn $test() {
+                    run($crate::support::Profile::$variant)
+                }
+            )+
+        }
+    };
+}
+pub(crate) use test_profiles;
+
 /// Defines a module `$name` with one `#[test]` per [`Profile`] (functions
 /// `lavapipe`, `discrete`, `integrated`, `mobile`), each running the body with
 /// `$profile` bound to its profile. Run one profile's tests with a name
@@ -69,34 +96,11 @@ impl fmt::Display for Profile {
 /// );
 /// ```
 macro_rules! test_each_profile {
-    ($(#[$attr:meta])* fn $name:ident($profile:ident) $body:block) => {
-        $(#[$attr])*
-        mod $name {
-            #[allow(unused_imports)]
-            use super::*;
-
-            fn run($profile: $crate::support::Profile) $body
-
-            #[test]
-            fn lavapipe() {
-                run($crate::support::Profile::Lavapipe)
-            }
-
-            #[test]
-            fn discrete() {
-                run($crate::support::Profile::Discrete)
-            }
-
-            #[test]
-            fn integrated() {
-                run($crate::support::Profile::Integrated)
-            }
-
-            #[test]
-            fn mobile() {
-                run($crate::support::Profile::Mobile)
-            }
-        }
+    ($($test:tt)*) => {
+        $crate::support::test_profiles!(
+            [lavapipe => Lavapipe, discrete => Discrete, integrated => Integrated, mobile => Mobile]
+            $($test)*
+        );
     };
 }
 pub(crate) use test_each_profile;
@@ -104,29 +108,11 @@ pub(crate) use test_each_profile;
 /// Like [`test_each_profile!`], for the fake-memory profiles only (no
 /// `lavapipe` test): for behaviour lavapipe alone cannot show.
 macro_rules! test_each_fake_profile {
-    ($(#[$attr:meta])* fn $name:ident($profile:ident) $body:block) => {
-        $(#[$attr])*
-        mod $name {
-            #[allow(unused_imports)]
-            use super::*;
-
-            fn run($profile: $crate::support::Profile) $body
-
-            #[test]
-            fn discrete() {
-                run($crate::support::Profile::Discrete)
-            }
-
-            #[test]
-            fn integrated() {
-                run($crate::support::Profile::Integrated)
-            }
-
-            #[test]
-            fn mobile() {
-                run($crate::support::Profile::Mobile)
-            }
-        }
+    ($($test:tt)*) => {
+        $crate::support::test_profiles!(
+            [discrete => Discrete, integrated => Integrated, mobile => Mobile]
+            $($test)*
+        );
     };
 }
 pub(crate) use test_each_fake_profile;
