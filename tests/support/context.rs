@@ -338,7 +338,15 @@ pub const TEST_DEVICE: &str = "VK_SUBALLOC_TEST_DEVICE";
 /// lavapipe: then the `lavapipe` profile's facts are that device's, and the
 /// fake profiles' limits are raised to the device's where it needs more.
 pub fn on_custom_device() -> bool {
-    std::env::var_os(TEST_DEVICE).is_some_and(|name| !name.is_empty())
+    custom_device_name().is_some()
+}
+
+/// `$VK_SUBALLOC_TEST_DEVICE` in lower case, unless unset or empty.
+fn custom_device_name() -> Option<String> {
+    std::env::var(TEST_DEVICE)
+        .ok()
+        .filter(|name| !name.is_empty())
+        .map(|name| name.to_lowercase())
 }
 
 /// Picks the device under test: the first whose name contains
@@ -346,10 +354,7 @@ pub fn on_custom_device() -> bool {
 /// name, or a CPU device type). With the variable set, the `lavapipe` profile
 /// is that device as it is and the fake profiles stand on its memory types.
 fn pick_device(instance: &ash::Instance) -> vk::PhysicalDevice {
-    let wanted = std::env::var(TEST_DEVICE)
-        .ok()
-        .filter(|name| !name.is_empty())
-        .map(|name| name.to_lowercase());
+    let wanted = custom_device_name();
     // SAFETY: a live instance.
     let devices = unsafe { instance.enumerate_physical_devices() }
         .unwrap_or_else(|error| panic!("vkEnumeratePhysicalDevices failed: {error}"));
