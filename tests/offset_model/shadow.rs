@@ -208,12 +208,8 @@ impl<const M: u32> Shadow<M> {
 
     fn allocate(&mut self, size: u64, align: u64) {
         let result = self.heap.allocate(size, align);
-        if size == 0 {
-            assert_eq!(result, Err(OffsetError::ZeroSize));
-            return;
-        }
-        if !align.is_power_of_two() {
-            assert_eq!(result, Err(OffsetError::AlignmentNotPowerOfTwo(align)));
+        if let Some(error) = bad_input_error(size, align) {
+            assert_eq!(result.err(), Some(error));
             return;
         }
         let free = self.capacity - self.counters.live_bytes;
@@ -440,12 +436,8 @@ impl LinearShadow {
 
     fn allocate(&mut self, size: u64, align: u64) {
         let result = self.ring.allocate(size, align);
-        if size == 0 {
-            assert_eq!(result, Err(OffsetError::ZeroSize));
-            return;
-        }
-        if !align.is_power_of_two() {
-            assert_eq!(result, Err(OffsetError::AlignmentNotPowerOfTwo(align)));
+        if let Some(error) = bad_input_error(size, align) {
+            assert_eq!(result.err(), Some(error));
             return;
         }
         if size > self.capacity {
@@ -538,5 +530,17 @@ impl LinearShadow {
             let whole = self.ring.allocate(self.capacity, 1).expect("whole ring");
             assert_eq!(whole.offset, 0);
         }
+    }
+}
+
+/// The error both allocators must return for a request that is invalid
+/// whatever their state: zero size, then a non-power-of-two alignment.
+fn bad_input_error(size: u64, align: u64) -> Option<OffsetError> {
+    if size == 0 {
+        Some(OffsetError::ZeroSize)
+    } else if !align.is_power_of_two() {
+        Some(OffsetError::AlignmentNotPowerOfTwo(align))
+    } else {
+        None
     }
 }
