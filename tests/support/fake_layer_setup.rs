@@ -73,17 +73,19 @@ pub fn prepare() {
 }
 
 fn prepare_once() -> Result<(), String> {
+    let prebuilt = prebuilt_library().is_some();
     let library = library_path();
-    if prebuilt_library().is_none() {
+    if !prebuilt {
         build_layer()?;
     }
     if !library.is_file() {
-        return Err(match prebuilt_library() {
-            Some(_) => format!("{PREBUILT_LIBRARY}={} is not a file", library.display()),
-            None => format!(
+        return Err(if prebuilt {
+            format!("{PREBUILT_LIBRARY}={} is not a file", library.display())
+        } else {
+            format!(
                 "`cargo build -p vk-fake-memory-layer` succeeded but {} is missing",
                 library.display()
-            ),
+            )
         });
     }
     write_manifest(&library)?;

@@ -243,10 +243,7 @@ impl VulkanContext {
         };
         // SAFETY: physical device of this instance.
         let properties = unsafe { instance.get_physical_device_properties(physical_device) };
-        let device_name = properties
-            .device_name_as_c_str()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let device_name = name_of(physical_device);
         let mut driver = vk::PhysicalDeviceDriverProperties::default();
         let mut properties2 = vk::PhysicalDeviceProperties2::default().push_next(&mut driver);
         // SAFETY: Vulkan 1.3 instance, so properties2 is core.
