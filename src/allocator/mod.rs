@@ -1,33 +1,36 @@
 //! [`Allocator`]: the facade engines use.
 //!
-//! `Send + Sync`, every method takes `&self`, and each memory type has its own
+//! `Send + Sync`, its methods take `&self`, and each memory type has its own
 //! lock, so threads allocating from different memory types never wait for
-//! each other. Requests are ranked over memory types
-//! ([`memory_type_choice`](crate::memory)), placed in a type's blocks or
-//! dedicated memory ([`TypePool`]), and handed back as [`Allocation`]s.
+//! each other. An owner that needs no sharing calls
+//! [`allocate_mut`](Allocator::allocate_mut) and
+//! [`free_mut`](Allocator::free_mut), which skip the lock. Requests are
+//! ranked over memory types ([`memory_type_choice`](crate::memory)), placed
+//! in a type's blocks or dedicated memory ([`TypePool`]) by the allocation
+//! path in `place.rs`, and handed back as [`Allocation`]s.
 
 mod allocation;
 mod ash_helpers;
 mod dump;
 mod frames;
+mod place;
 mod request;
 
 use std::ops::Range;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use ash::vk;
 use gpu_alloc_types::MappedMemoryRange;
 
 pub use allocation::Allocation;
+use place::{exclusive, lock, Exclusive, Locked, Placer};
 pub use request::{AllocationDesc, DedicatedHint, DedicatedPolicy, Request};
 
 use crate::device::{FrameSignal, MemoryDeviceExt};
 use crate::frames::{Deferred, DeferredQueue};
 use crate::memory::context::MemoryContext;
 use crate::memory::mapping::atom_range;
-use crate::memory::memory_type_choice::{rank_memory_types, RankTable};
-use crate::memory::type_pool::{PoolRequest, TypePool};
-use crate::memory::Usage;
+use crate::memory::type_pool::TypePool;
 use crate::report::{HeapStats, Stats, TypeStats};
 use crate::{Config, Error};
 
@@ -62,14 +65,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> std::fmt::Debug for Allocator<D, M> {
 fn next_allocator_id() -> u32 {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Locks a mutex, carrying on after a panic elsewhere: every critical section
-/// leaves its pool consistent before anything that can panic.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
@@ -129,183 +124,29 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// O(1) per block tried when a block has room (no loop over allocations);
     /// a `vkAllocateMemory` call otherwise.
     pub fn allocate(&self, request: &Request<'_>) -> Result<Allocation, Error> {
-        let requirements = &request.requirements;
-        let size = requirements.size;
-        if size == 0 {
-            return Err(Error::ZeroSize);
-        }
-        if !requirements.alignment.is_power_of_two() {
-            return Err(Error::AlignmentNotPowerOfTwo(requirements.alignment));
-        }
-        let types = self.context.memory_types();
-        let existing = u32::MAX >> (32 - types.len().clamp(1, 32));
-        let bits = requirements.memory_type_bits & existing;
-        if bits == 0 || types.is_empty() {
-            return Err(Error::NoMemoryTypeBits(requirements.memory_type_bits));
-        }
-        let usage = request.desc.usage;
-        if usage.contains(Usage::DEVICE_ADDRESS)
-            && !self.context.properties.device.buffer_device_address
-        {
-            return Err(Error::NoSuitableMemoryType {
-                memory_type_bits: requirements.memory_type_bits,
-                usage,
-            });
-        }
-        let heaps = &self.context.properties.device.memory_heaps;
-        // The ranking is precomputed per usage; the per-request filters keep
-        // the order `rank_memory_types` would give (RankTable). The first
-        // candidate, within its heap's budget, almost always takes the
-        // request: the fallback over the others is out of line.
-        let ranked = self.context.ranked_types(usage);
-        let Some(first) = ranked
-            .iter()
-            .position(|&t| RankTable::admits(types, heaps, t, bits, size))
-        else {
-            return Err(self.no_candidate_error(requirements, bits, usage));
-        };
-        match self.allocate_in_type(u32::from(ranked[first]), request, true) {
-            Ok(allocation) => Ok(allocation),
-            Err(error) if error.try_next_type() => {
-                self.allocate_in_next_types(request, &ranked[first..], bits, error)
-            }
-            Err(error) => Err(error),
-        }
-    }
-
-    /// After `candidates[0]` failed within budget with `error`, tries the
-    /// other admitted candidates in order, within their heaps' budgets; then,
-    /// unless the caller asked for within-budget memory, every candidate over
-    /// budget when a budget was what stopped one. Returns the last error when
-    /// every attempt fails.
-    #[cold]
-    #[inline(never)]
-    fn allocate_in_next_types(
-        &self,
-        request: &Request<'_>,
-        candidates: &[u8],
-        bits: u32,
-        mut error: Error,
-    ) -> Result<Allocation, Error> {
-        let types = self.context.memory_types();
-        let heaps = &self.context.properties.device.memory_heaps;
-        let size = request.requirements.size;
-        log::warn!(
-            "vk-suballoc: memory type {} failed ({error}); trying the next one",
-            candidates[0]
-        );
-        let mut over_budget = matches!(error, Error::OverBudget { .. });
-        for (pass, within_budget) in [true, false].into_iter().enumerate() {
-            if !within_budget && (request.desc.within_budget || !over_budget) {
-                break;
-            }
-            // The first pass resumes after the candidate that failed.
-            let skip = usize::from(pass == 0);
-            for &memory_type in &candidates[skip..] {
-                if !RankTable::admits(types, heaps, memory_type, bits, size) {
-                    continue;
-                }
-                match self.allocate_in_type(u32::from(memory_type), request, within_budget) {
-                    Ok(allocation) => return Ok(allocation),
-                    Err(next) if next.try_next_type() => {
-                        over_budget |= matches!(next, Error::OverBudget { .. });
-                        log::warn!(
-                            "vk-suballoc: memory type {memory_type} failed ({next}); trying the next one"
-                        );
-                        error = next;
-                    }
-                    Err(next) => return Err(next),
-                }
-            }
-        }
-        Err(error)
-    }
-
-    /// Why no memory type can take a request: too large for every allowed
-    /// heap, or no allowed type suits the usage.
-    #[cold]
-    /// `bits` is `memoryTypeBits` restricted to the device's types.
-    fn no_candidate_error(
-        &self,
-        requirements: &vk::MemoryRequirements,
-        bits: u32,
-        usage: Usage,
-    ) -> Error {
-        let types = self.context.memory_types();
-        let heaps = &self.context.properties.device.memory_heaps;
-        let size = requirements.size;
-        debug_assert!(rank_memory_types(types, heaps, bits, usage, size).is_empty());
-        let largest_heap = (0..types.len())
-            .filter(|t| bits & (1 << t) != 0)
-            .filter_map(|t| heaps.get(types[t].heap as usize))
-            .map(|h| h.size)
-            .max()
-            .unwrap_or(0);
-        if size > largest_heap {
-            Error::SizeExceedsHeaps { size, largest_heap }
-        } else {
-            Error::NoSuitableMemoryType {
-                memory_type_bits: requirements.memory_type_bits,
-                usage,
-            }
-        }
-    }
-
-    fn allocate_in_type(
-        &self,
-        memory_type: u32,
-        request: &Request<'_>,
-        within_budget: bool,
-    ) -> Result<Allocation, Error> {
-        let properties = &self.context.properties;
-        let mut align = request.requirements.alignment;
-        if self.context.is_non_coherent(memory_type) {
-            // Atom-aligned starts keep each allocation's widened flush and
-            // invalidate ranges off its neighbours' bytes (mapping.rs).
-            align = align.max(properties.device.non_coherent_atom_size.max(1));
-        }
-        // bufferImageGranularity: a linear and an optimal resource must not
-        // share a page. Up to `max_padded_granularity`, optimal images take
-        // whole pages (start and end on a page boundary), so no linear
-        // resource can ever lie in one of their pages, and everything shares
-        // one block class. Larger pages keep the two kinds in separate
-        // blocks instead.
-        let granularity = properties.buffer_image_granularity.max(1);
-        let mixed_blocks = granularity <= self.context.config.max_padded_granularity;
-        let linear = request.kind.is_linear();
-        let class = usize::from(!mixed_blocks && !linear);
-        let size = request.requirements.size;
-        let placed_size = if mixed_blocks && !linear {
-            align = align.max(granularity);
-            size.next_multiple_of(granularity)
-        } else {
-            // Rounded to its own alignment: a tail sliver smaller than that
-            // would only clutter the bins (on lavapipe every alignment is 64).
-            size.next_multiple_of(align)
-        };
-        let pool_request = PoolRequest {
-            size,
-            placed_size,
-            align,
-            class,
-            kind: request.kind,
-            dedicated: request.dedicated_choice(),
-            target: request.dedicated_target,
-            name: request.desc.name,
-            within_budget,
-            priority: request.desc.priority,
-        };
-        let placement =
-            lock(&self.pools[memory_type as usize]).allocate(&self.context, &pool_request)?;
-        Ok(Allocation {
-            memory: placement.memory,
-            offset: placement.offset,
-            size: request.requirements.size,
-            memory_type,
-            location: placement.location,
+        Placer {
+            context: &self.context,
             allocator: self.id,
-            mapped: placement.mapped,
-        })
+            pools: Locked(&self.pools),
+        }
+        .allocate(request)
+    }
+
+    /// [`allocate`](Self::allocate) without taking the memory type's lock:
+    /// `&mut self` proves that no other thread is inside the allocator. For
+    /// an engine that owns its allocator on one thread, or guards it with a
+    /// lock of its own (as VMA's `EXTERNALLY_SYNCHRONIZED` flag). Allocations
+    /// from either method are the same and may be freed by either.
+    ///
+    /// # Errors
+    /// As [`allocate`](Self::allocate).
+    pub fn allocate_mut(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
+        Placer {
+            context: &self.context,
+            allocator: self.id,
+            pools: Exclusive(&mut self.pools),
+        }
+        .allocate(request)
     }
 
     /// Allocates for `request` and binds its resource with `bind`. When
@@ -355,6 +196,21 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     pub unsafe fn free(&self, allocation: Allocation) -> Result<(), Error> {
         self.check_owner(&allocation)?;
         let mut pool = lock(&self.pools[allocation.memory_type as usize]);
+        // SAFETY: the caller guarantees the GPU is done with the allocation.
+        unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+    }
+
+    /// [`free`](Self::free) without taking the memory type's lock, as
+    /// [`allocate_mut`](Self::allocate_mut).
+    ///
+    /// # Errors
+    /// As [`free`](Self::free).
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    pub unsafe fn free_mut(&mut self, allocation: Allocation) -> Result<(), Error> {
+        self.check_owner(&allocation)?;
+        let pool = exclusive(&mut self.pools[allocation.memory_type as usize]);
         // SAFETY: the caller guarantees the GPU is done with the allocation.
         unsafe { pool.free(&self.context, allocation.location, allocation.size) }
     }

@@ -4,29 +4,38 @@ use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Config, Error, Request, ResourceKind, Usage};
 
-use super::{allocator, buffer, finish, free};
+use super::{allocator, buffer, finish, free, FakeAllocator};
 
 const GIB: u64 = 1 << 30;
 
+/// The error both entry points, `allocate` and `allocate_mut`, give for a
+/// request that must fail.
+fn rejected(allocator: &mut FakeAllocator, request: &Request<'_>) -> Error {
+    let locked = allocator.allocate(request).expect_err("a bad request");
+    let exclusive = allocator.allocate_mut(request).expect_err("a bad request");
+    assert_eq!(locked, exclusive);
+    locked
+}
+
 #[test]
 fn bad_requests_are_typed_errors() {
-    let (allocator, device) = allocator(FakeLayout::discrete());
+    let (mut allocator, device) = allocator(FakeLayout::discrete());
     let live = allocator
         .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
         .unwrap();
     let before = allocator.stats();
 
     assert_eq!(
-        allocator.allocate(&buffer(0, 1, Usage::DEVICE_LOCAL)),
-        Err(Error::ZeroSize)
+        rejected(&mut allocator, &buffer(0, 1, Usage::DEVICE_LOCAL)),
+        Error::ZeroSize
     );
     assert_eq!(
-        allocator.allocate(&buffer(64, 48, Usage::DEVICE_LOCAL)),
-        Err(Error::AlignmentNotPowerOfTwo(48))
+        rejected(&mut allocator, &buffer(64, 48, Usage::DEVICE_LOCAL)),
+        Error::AlignmentNotPowerOfTwo(48)
     );
     assert_eq!(
-        allocator.allocate(&buffer(64, 0, Usage::DEVICE_LOCAL)),
-        Err(Error::AlignmentNotPowerOfTwo(0))
+        rejected(&mut allocator, &buffer(64, 0, Usage::DEVICE_LOCAL)),
+        Error::AlignmentNotPowerOfTwo(0)
     );
     let no_bits = Request::new(
         vk::MemoryRequirements {
@@ -38,8 +47,8 @@ fn bad_requests_are_typed_errors() {
         ResourceKind::Buffer,
     );
     assert_eq!(
-        allocator.allocate(&no_bits),
-        Err(Error::NoMemoryTypeBits(0))
+        rejected(&mut allocator, &no_bits),
+        Error::NoMemoryTypeBits(0)
     );
     // The discrete preset has 5 types: bit 7 names none of them.
     let missing_type = Request::new(
@@ -52,8 +61,8 @@ fn bad_requests_are_typed_errors() {
         ResourceKind::Buffer,
     );
     assert_eq!(
-        allocator.allocate(&missing_type),
-        Err(Error::NoMemoryTypeBits(1 << 7))
+        rejected(&mut allocator, &missing_type),
+        Error::NoMemoryTypeBits(1 << 7)
     );
     // Only device-local type 1 allowed, but the host must write: no type fits.
     let device_local_only = Request::new(
@@ -66,18 +75,18 @@ fn bad_requests_are_typed_errors() {
         ResourceKind::Buffer,
     );
     assert!(matches!(
-        allocator.allocate(&device_local_only),
-        Err(Error::NoSuitableMemoryType {
+        rejected(&mut allocator, &device_local_only),
+        Error::NoSuitableMemoryType {
             memory_type_bits: 2,
             ..
-        })
+        }
     ));
     assert_eq!(
-        allocator.allocate(&buffer(100 * GIB, 1, Usage::DEVICE_LOCAL)),
-        Err(Error::SizeExceedsHeaps {
+        rejected(&mut allocator, &buffer(100 * GIB, 1, Usage::DEVICE_LOCAL)),
+        Error::SizeExceedsHeaps {
             size: 100 * GIB,
             largest_heap: 16 * GIB
-        })
+        }
     );
 
     assert_eq!(allocator.stats(), before);
@@ -106,11 +115,14 @@ fn device_address_needs_the_feature() {
 #[test]
 fn foreign_allocations_are_rejected_and_change_nothing() {
     let (first, first_device) = allocator(FakeLayout::lavapipe());
-    let (second, second_device) = allocator(FakeLayout::lavapipe());
+    let (mut second, second_device) = allocator(FakeLayout::lavapipe());
     let mut a = first.allocate(&buffer(256, 1, Usage::UPLOAD)).unwrap();
     let b = second.allocate(&buffer(256, 1, Usage::UPLOAD)).unwrap();
     // SAFETY: no GPU work on the fake device.
     assert_eq!(unsafe { second.free(a) }, Err(Error::ForeignAllocation));
+    a = first.allocate(&buffer(256, 1, Usage::UPLOAD)).unwrap();
+    // SAFETY: as above.
+    assert_eq!(unsafe { second.free_mut(a) }, Err(Error::ForeignAllocation));
     // `free` consumed the handle; get a new one to keep testing the other paths.
     a = first.allocate(&buffer(256, 1, Usage::UPLOAD)).unwrap();
     assert_eq!(
@@ -123,7 +135,7 @@ fn foreign_allocations_are_rejected_and_change_nothing() {
     assert_eq!(second.stats().allocations(), 1);
     free(&first, a);
     free(&second, b);
-    // The first, rejected handle leaked its range in `first` until drop.
+    // The two rejected handles leaked their ranges in `first` until drop.
     finish(first, &first_device);
     finish(second, &second_device);
 }

@@ -144,7 +144,7 @@ fn check_all(allocator: &FakeAllocator, live: &[Live], granularity: u64, context
 fn random_walk(layout: FakeLayout, steps: u64, test: &str) {
     let granularity = layout.buffer_image_granularity;
     let atom = layout.non_coherent_atom_size;
-    let (allocator, device) = allocator(layout);
+    let (mut allocator, device) = allocator(layout);
     let mut rng = Rng::from_env(test);
     let mut live: Vec<Live> = Vec::new();
     for step in 0..steps {
@@ -156,7 +156,13 @@ fn random_walk(layout: FakeLayout, steps: u64, test: &str) {
         if live.len() < 8 || (rng.below(100) < 55 && live.len() < 600) {
             let (request, kind, align) = random_request(&mut rng);
             let before = allocator.stats();
-            match allocator.allocate(&request) {
+            // Both entry points, the locked one and the `&mut self` one.
+            let result = if step % 2 == 0 {
+                allocator.allocate(&request)
+            } else {
+                allocator.allocate_mut(&request)
+            };
+            match result {
                 Ok(allocation) => {
                     assert_eq!(allocation.offset() % align, 0, "{context}");
                     let props =
@@ -180,7 +186,12 @@ fn random_walk(layout: FakeLayout, steps: u64, test: &str) {
             }
         } else {
             let l = live.swap_remove(rng.below(live.len() as u64) as usize);
-            free(&allocator, l.allocation);
+            if step % 2 == 0 {
+                free(&allocator, l.allocation);
+            } else {
+                // SAFETY: the fake device runs no GPU work.
+                unsafe { allocator.free_mut(l.allocation) }.unwrap();
+            }
         }
         if step % 250 == 0 || step + 1 == steps {
             check_all(&allocator, &live, granularity, &context);

@@ -4,8 +4,9 @@
 //!
 //! | allocator | call | notes |
 //! |---|---|---|
-//! | vk-suballoc | `Allocator::allocate(&Request)` | `Config::default()`; internally synchronised (a lock per memory type) |
-//! | VMA (vk-mem) | `vmaAllocateMemory` | default flags (internally synchronised); `preferredFlags`/`requiredFlags` as VMA's docs ask for `vmaAllocateMemory` (the `AUTO` usages need a resource) |
+//! | vk-suballoc | `Allocator::allocate_mut(&Request)` | `Config::default()`; `&mut self`, no lock |
+//! | vk-suballoc, locked | `Allocator::allocate(&Request)` | the same through `&self`: a lock per memory type |
+//! | VMA (vk-mem) | `vmaAllocateMemory` | `EXTERNALLY_SYNCHRONIZED` (no lock, as the others); `preferredFlags`/`requiredFlags` as VMA's docs ask for `vmaAllocateMemory` (the `AUTO` usages need a resource) |
 //! | gpu-allocator | `Allocator::allocate` | `GpuAllocatorManaged`, `linear` from the resource kind, default block sizes; `&mut self`, no lock |
 //! | gpu-alloc | `GpuAllocator::alloc` | `Config::i_am_prototyping()`; per-frame buffers `TRANSIENT`; `&mut self`, no lock |
 //! | our core | `OffsetAllocator::allocate(size, align)` | one 4 GiB range, no Vulkan |
@@ -38,6 +39,7 @@ pub trait Backend {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Which {
     VkSuballoc,
+    VkSuballocLocked,
     Vma,
     GpuAllocator,
     GpuAlloc,
@@ -46,8 +48,9 @@ pub enum Which {
 }
 
 impl Which {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::VkSuballoc,
+        Self::VkSuballocLocked,
         Self::Vma,
         Self::GpuAllocator,
         Self::GpuAlloc,
@@ -58,6 +61,7 @@ impl Which {
     pub fn name(self) -> &'static str {
         match self {
             Self::VkSuballoc => "vk-suballoc",
+            Self::VkSuballocLocked => "vk-suballoc (locked)",
             Self::Vma => "vma (vk-mem 0.5)",
             Self::GpuAllocator => "gpu-allocator 0.28",
             Self::GpuAlloc => "gpu-alloc 0.6",
@@ -69,6 +73,7 @@ impl Which {
     pub fn key(self) -> &'static str {
         match self {
             Self::VkSuballoc => "vk-suballoc",
+            Self::VkSuballocLocked => "vk-suballoc-locked",
             Self::Vma => "vma",
             Self::GpuAllocator => "gpu-allocator",
             Self::GpuAlloc => "gpu-alloc",
@@ -82,6 +87,11 @@ impl Which {
         !matches!(self, Self::OurCore | Self::OffsetAllocatorCore)
     }
 
+    /// A Vulkan allocator we compare against (not one of our own rows).
+    pub fn is_peer(self) -> bool {
+        self.is_vulkan() && !matches!(self, Self::VkSuballoc | Self::VkSuballocLocked)
+    }
+
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|w| w.key() == s)
     }
@@ -89,11 +99,13 @@ impl Which {
 
 // ---------------------------------------------------------------- vk-suballoc
 
-pub struct VkSuballoc {
+/// vk-suballoc through `allocate_mut`/`free_mut`, or with `LOCKED` through
+/// the `&self` methods that take the memory type's lock.
+pub struct VkSuballoc<const LOCKED: bool> {
     allocator: vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>,
 }
 
-impl VkSuballoc {
+impl<const LOCKED: bool> VkSuballoc<LOCKED> {
     pub fn new(ctx: &VulkanContext) -> Self {
         // SAFETY: Vulkan 1.3 instance; the device comes from this physical
         // device; no optional feature is claimed; the context outlives the
@@ -112,7 +124,7 @@ impl VkSuballoc {
     }
 }
 
-impl Backend for VkSuballoc {
+impl<const LOCKED: bool> Backend for VkSuballoc<LOCKED> {
     type Handle = vk_suballoc::Allocation;
 
     #[inline]
@@ -125,15 +137,25 @@ impl Backend for VkSuballoc {
             Kind::Buffer => vk_suballoc::ResourceKind::Buffer,
             Kind::Image => vk_suballoc::ResourceKind::OptimalImage,
         };
-        self.allocator
-            .allocate(&vk_suballoc::Request::new(req.requirements, usage, kind))
-            .ok()
+        let request = vk_suballoc::Request::new(req.requirements, usage, kind);
+        if LOCKED {
+            self.allocator.allocate(&request).ok()
+        } else {
+            self.allocator.allocate_mut(&request).ok()
+        }
     }
 
     #[inline]
     fn free(&mut self, handle: Self::Handle) {
         // SAFETY: no GPU work uses the memory (none is submitted).
-        unsafe { self.allocator.free(handle) }.expect("own, live allocation");
+        let result = unsafe {
+            if LOCKED {
+                self.allocator.free(handle)
+            } else {
+                self.allocator.free_mut(handle)
+            }
+        };
+        result.expect("own, live allocation");
     }
 
     fn placement(&self, handle: &Self::Handle) -> (vk::DeviceMemory, u64) {
@@ -161,6 +183,8 @@ impl Vma {
             ctx.physical_device,
         );
         info.vulkan_api_version = vk::API_VERSION_1_3;
+        // One thread drives it, as every other allocator here: no lock.
+        info.flags = vk_mem::AllocatorCreateFlags::EXTERNALLY_SYNCHRONIZED;
         // SAFETY: valid instance/device of API 1.3; the allocator is dropped
         // before the device.
         let allocator = unsafe { vk_mem::Allocator::new(info) }.expect("vmaCreateAllocator");

@@ -176,7 +176,18 @@ fn run_once(
 ) -> (replay::RunFigures, vulkan::MemoryCounts, Option<u64>) {
     let max_allocations = (2 * trace.slots + 64) as u32;
     match which {
-        Which::VkSuballoc => run_one(backends::VkSuballoc::new(ctx), trace, overhead, false),
+        Which::VkSuballoc => run_one(
+            backends::VkSuballoc::<false>::new(ctx),
+            trace,
+            overhead,
+            false,
+        ),
+        Which::VkSuballocLocked => run_one(
+            backends::VkSuballoc::<true>::new(ctx),
+            trace,
+            overhead,
+            false,
+        ),
         Which::Vma => run_one(backends::Vma::new(ctx), trace, overhead, false),
         Which::GpuAllocator => run_one(backends::GpuAllocator::new(ctx), trace, overhead, false),
         Which::GpuAlloc => run_one(backends::GpuAlloc::new(ctx), trace, overhead, false),
@@ -322,7 +333,10 @@ fn real_resources(args: &Args) -> ExitCode {
             let max_allocations = (2 * trace.slots + 64) as u32;
             let fig = match which {
                 Which::VkSuballoc => {
-                    replay::replay_real(&mut backends::VkSuballoc::new(&ctx), &trace, &ctx)
+                    replay::replay_real(&mut backends::VkSuballoc::<false>::new(&ctx), &trace, &ctx)
+                }
+                Which::VkSuballocLocked => {
+                    replay::replay_real(&mut backends::VkSuballoc::<true>::new(&ctx), &trace, &ctx)
                 }
                 Which::Vma => replay::replay_real(&mut backends::Vma::new(&ctx), &trace, &ctx),
                 Which::GpuAllocator => {

@@ -194,10 +194,7 @@ impl Results {
             let Some(ours) = rows.iter().find(|r| r.allocator == Which::VkSuballoc) else {
                 continue;
             };
-            let peers: Vec<&&Row> = rows
-                .iter()
-                .filter(|r| r.allocator.is_vulkan() && r.allocator != Which::VkSuballoc)
-                .collect();
+            let peers: Vec<&&Row> = rows.iter().filter(|r| r.allocator.is_peer()).collect();
             let fastest = peers.iter().min_by(|a, b| a.ns_op.total_cmp(&b.ns_op));
             let tightest = peers.iter().min_by(|a, b| a.ratio().total_cmp(&b.ratio()));
             let fewest = peers

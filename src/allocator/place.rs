@@ -1,0 +1,284 @@
+//! The allocation path: checks a request, ranks memory types and places it
+//! in the first one that can take it. [`Placer`] reaches each memory type's
+//! pool through a [`PoolAccess`]: its lock for [`Allocator::allocate`](crate::Allocator::allocate),
+//! or directly for [`Allocator::allocate_mut`](crate::Allocator::allocate_mut),
+//! whose `&mut self` proves no other thread is inside the allocator.
+
+use std::sync::{Mutex, MutexGuard};
+
+use ash::vk;
+
+use super::{Allocation, Request};
+use crate::device::MemoryDeviceExt;
+use crate::memory::context::MemoryContext;
+use crate::memory::memory_type_choice::{rank_memory_types, RankTable};
+use crate::memory::type_pool::{PoolRequest, TypePool};
+use crate::memory::Usage;
+use crate::Error;
+
+/// Locks a mutex, carrying on after a panic elsewhere: every critical section
+/// leaves its pool consistent before anything that can panic.
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The value behind a mutex we hold exclusively: no lock taken. Carries on
+/// after a panic as [`lock`] does.
+pub(super) fn exclusive<T>(mutex: &mut Mutex<T>) -> &mut T {
+    mutex
+        .get_mut()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// How the allocation path reaches the pool of a memory type.
+pub(super) trait PoolAccess {
+    /// The pools' memory objects.
+    type Memory;
+
+    /// Runs `f` on the pool of `memory_type`, with exclusive access to it.
+    fn with_pool<R>(
+        &mut self,
+        memory_type: u32,
+        f: impl FnOnce(&mut TypePool<Self::Memory>) -> R,
+    ) -> R;
+}
+
+/// Through each pool's lock: the `&self` methods.
+pub(super) struct Locked<'a, M>(pub(super) &'a [Mutex<TypePool<M>>]);
+
+impl<M> PoolAccess for Locked<'_, M> {
+    type Memory = M;
+
+    #[inline]
+    fn with_pool<R>(&mut self, memory_type: u32, f: impl FnOnce(&mut TypePool<M>) -> R) -> R {
+        f(&mut lock(&self.0[memory_type as usize]))
+    }
+}
+
+/// Straight to the pools, no lock: the `&mut self` methods.
+pub(super) struct Exclusive<'a, M>(pub(super) &'a mut [Mutex<TypePool<M>>]);
+
+impl<M> PoolAccess for Exclusive<'_, M> {
+    type Memory = M;
+
+    #[inline]
+    fn with_pool<R>(&mut self, memory_type: u32, f: impl FnOnce(&mut TypePool<M>) -> R) -> R {
+        f(exclusive(&mut self.0[memory_type as usize]))
+    }
+}
+
+/// `value` rounded up to a multiple of `to` (non-zero): a mask for powers of
+/// two (every alignment, and the granularity of every device we know), a
+/// division otherwise. The mask matters: a 64-bit division has a longer
+/// latency than the rest of the request's rounding and checks together, and
+/// the placement waits for it.
+#[inline]
+fn round_up(value: u64, to: u64) -> u64 {
+    if to.is_power_of_two() {
+        (value + (to - 1)) & !(to - 1)
+    } else {
+        value.next_multiple_of(to)
+    }
+}
+
+/// One allocation's walk over the memory types.
+pub(super) struct Placer<'a, D, P> {
+    pub(super) context: &'a MemoryContext<D>,
+    /// The allocator's tag, stamped on each [`Allocation`].
+    pub(super) allocator: u32,
+    pub(super) pools: P,
+}
+
+impl<D, P> Placer<'_, D, P>
+where
+    P: PoolAccess,
+    P::Memory: Send,
+    D: MemoryDeviceExt<P::Memory>,
+{
+    /// [`Allocator::allocate`](crate::Allocator::allocate), whose docs say
+    /// what it checks and returns.
+    #[inline]
+    pub(super) fn allocate(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
+        let requirements = &request.requirements;
+        let size = requirements.size;
+        if size == 0 {
+            return Err(Error::ZeroSize);
+        }
+        if !requirements.alignment.is_power_of_two() {
+            return Err(Error::AlignmentNotPowerOfTwo(requirements.alignment));
+        }
+        let types = self.context.memory_types();
+        let existing = u32::MAX >> (32 - types.len().clamp(1, 32));
+        let bits = requirements.memory_type_bits & existing;
+        if bits == 0 || types.is_empty() {
+            return Err(Error::NoMemoryTypeBits(requirements.memory_type_bits));
+        }
+        let usage = request.desc.usage;
+        if usage.contains(Usage::DEVICE_ADDRESS)
+            && !self.context.properties.device.buffer_device_address
+        {
+            return Err(Error::NoSuitableMemoryType {
+                memory_type_bits: requirements.memory_type_bits,
+                usage,
+            });
+        }
+        let heaps = &self.context.properties.device.memory_heaps;
+        // The ranking is precomputed per usage; the per-request filters keep
+        // the order `rank_memory_types` would give (RankTable). The first
+        // candidate, within its heap's budget, almost always takes the
+        // request: the fallback over the others is out of line.
+        let ranked = self.context.ranked_types(usage);
+        let Some(first) = ranked
+            .iter()
+            .position(|&t| RankTable::admits(types, heaps, t, bits, size))
+        else {
+            return Err(self.no_candidate_error(requirements, bits, usage));
+        };
+        match self.allocate_in_type(u32::from(ranked[first]), request, true) {
+            Ok(allocation) => Ok(allocation),
+            Err(error) if error.try_next_type() => {
+                self.allocate_in_next_types(request, &ranked[first..], bits, error)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// After `candidates[0]` failed within budget with `error`, tries the
+    /// other admitted candidates in order, within their heaps' budgets; then,
+    /// unless the caller asked for within-budget memory, every candidate over
+    /// budget when a budget was what stopped one. Returns the last error when
+    /// every attempt fails.
+    #[cold]
+    #[inline(never)]
+    fn allocate_in_next_types(
+        &mut self,
+        request: &Request<'_>,
+        candidates: &[u8],
+        bits: u32,
+        mut error: Error,
+    ) -> Result<Allocation, Error> {
+        let types = self.context.memory_types();
+        let heaps = &self.context.properties.device.memory_heaps;
+        let size = request.requirements.size;
+        log::warn!(
+            "vk-suballoc: memory type {} failed ({error}); trying the next one",
+            candidates[0]
+        );
+        let mut over_budget = matches!(error, Error::OverBudget { .. });
+        for (pass, within_budget) in [true, false].into_iter().enumerate() {
+            if !within_budget && (request.desc.within_budget || !over_budget) {
+                break;
+            }
+            // The first pass resumes after the candidate that failed.
+            let skip = usize::from(pass == 0);
+            for &memory_type in &candidates[skip..] {
+                if !RankTable::admits(types, heaps, memory_type, bits, size) {
+                    continue;
+                }
+                match self.allocate_in_type(u32::from(memory_type), request, within_budget) {
+                    Ok(allocation) => return Ok(allocation),
+                    Err(next) if next.try_next_type() => {
+                        over_budget |= matches!(next, Error::OverBudget { .. });
+                        log::warn!(
+                            "vk-suballoc: memory type {memory_type} failed ({next}); trying the next one"
+                        );
+                        error = next;
+                    }
+                    Err(next) => return Err(next),
+                }
+            }
+        }
+        Err(error)
+    }
+
+    /// Why no memory type can take a request: too large for every allowed
+    /// heap, or no allowed type suits the usage.
+    #[cold]
+    /// `bits` is `memoryTypeBits` restricted to the device's types.
+    fn no_candidate_error(
+        &self,
+        requirements: &vk::MemoryRequirements,
+        bits: u32,
+        usage: Usage,
+    ) -> Error {
+        let types = self.context.memory_types();
+        let heaps = &self.context.properties.device.memory_heaps;
+        let size = requirements.size;
+        debug_assert!(rank_memory_types(types, heaps, bits, usage, size).is_empty());
+        let largest_heap = (0..types.len())
+            .filter(|t| bits & (1 << t) != 0)
+            .filter_map(|t| heaps.get(types[t].heap as usize))
+            .map(|h| h.size)
+            .max()
+            .unwrap_or(0);
+        if size > largest_heap {
+            Error::SizeExceedsHeaps { size, largest_heap }
+        } else {
+            Error::NoSuitableMemoryType {
+                memory_type_bits: requirements.memory_type_bits,
+                usage,
+            }
+        }
+    }
+
+    fn allocate_in_type(
+        &mut self,
+        memory_type: u32,
+        request: &Request<'_>,
+        within_budget: bool,
+    ) -> Result<Allocation, Error> {
+        let properties = &self.context.properties;
+        let mut align = request.requirements.alignment;
+        if self.context.is_non_coherent(memory_type) {
+            // Atom-aligned starts keep each allocation's widened flush and
+            // invalidate ranges off its neighbours' bytes (mapping.rs).
+            align = align.max(properties.device.non_coherent_atom_size.max(1));
+        }
+        // bufferImageGranularity: a linear and an optimal resource must not
+        // share a page. Up to `max_padded_granularity`, optimal images take
+        // whole pages (start and end on a page boundary), so no linear
+        // resource can ever lie in one of their pages, and everything shares
+        // one block class. Larger pages keep the two kinds in separate
+        // blocks instead.
+        let granularity = properties.buffer_image_granularity.max(1);
+        let mixed_blocks = granularity <= self.context.config.max_padded_granularity;
+        let linear = request.kind.is_linear();
+        let class = usize::from(!mixed_blocks && !linear);
+        let size = request.requirements.size;
+        let placed_size = if mixed_blocks && !linear {
+            align = align.max(granularity);
+            round_up(size, granularity)
+        } else {
+            // Rounded to its own alignment: a tail sliver smaller than that
+            // would only clutter the bins (on lavapipe every alignment is 64).
+            round_up(size, align)
+        };
+        let pool_request = PoolRequest {
+            size,
+            placed_size,
+            align,
+            class,
+            kind: request.kind,
+            dedicated: request.dedicated_choice(),
+            target: request.dedicated_target,
+            name: request.desc.name,
+            within_budget,
+            priority: request.desc.priority,
+        };
+        let context = self.context;
+        let placement = self
+            .pools
+            .with_pool(memory_type, |pool| pool.allocate(context, &pool_request))?;
+        Ok(Allocation {
+            memory: placement.memory,
+            offset: placement.offset,
+            size: request.requirements.size,
+            memory_type,
+            location: placement.location,
+            allocator: self.allocator,
+            mapped: placement.mapped,
+        })
+    }
+}
