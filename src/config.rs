@@ -29,6 +29,14 @@ pub struct Config {
     /// Most frames that may be in flight at once: sizes the deferred-free
     /// queue and upload rings. Default 3.
     pub max_frames_in_flight: u32,
+    /// Unnamed buffers of at most this many bytes (their size rounded up to
+    /// their alignment) take a slot of a run: a range of a block cut into up
+    /// to 64 equal slots of a quarter-octave size class, allocated and freed
+    /// with a bit mask instead of the block's offset allocator. Faster (on
+    /// lavapipe's `small-churn` trace, 40 ns per operation against 49), for
+    /// up to a quarter of the buffer's size in rounding (a tenth on average).
+    /// At most 65536; 0 turns runs off. Default 16384.
+    pub small_buffer_limit: u64,
 }
 
 impl Default for Config {
@@ -40,6 +48,7 @@ impl Default for Config {
             budget_fraction: 0.8,
             max_padded_granularity: 4096,
             max_frames_in_flight: 3,
+            small_buffer_limit: 16384,
         }
     }
 }

@@ -23,6 +23,8 @@ mod mapping;
 mod model;
 #[path = "fake_device/report.rs"]
 mod report;
+#[path = "fake_device/runs.rs"]
+mod runs;
 #[path = "common/seeded_rng.rs"]
 mod seeded_rng;
 #[path = "fake_device/stress.rs"]
@@ -45,6 +47,15 @@ pub fn allocator_with(layout: FakeLayout, config: Config) -> (FakeAllocator, Fak
     let device = FakeDevice::new(layout);
     let allocator = Allocator::new(device.clone(), config).unwrap();
     (allocator, device)
+}
+
+/// The default configuration with runs off: every allocation takes a range
+/// of its own, for tests of how ranges pack.
+pub fn without_runs() -> Config {
+    Config {
+        small_buffer_limit: 0,
+        ..Config::default()
+    }
 }
 
 /// Memory requirements allowing every type.

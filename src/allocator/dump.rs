@@ -94,37 +94,68 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 }
 
 /// The blocks of `pool`, oldest first, each with its allocations and free
-/// ranges in address order.
+/// ranges in address order. A run shows as its slots: each live one an
+/// allocation (a buffer, the slot's bytes held), the free ones as free space.
 fn block_maps<M>(pool: &TypePool<M>) -> Vec<BlockMap> {
+    let runs = pool.runs_by_range();
     let mut blocks: Vec<BlockMap> = pool
         .blocks()
-        .map(|block| {
-            let allocations = block.ranges.allocations().map(|a| RangeMap {
-                offset: a.offset,
-                size: a.size,
-                kind: RangeKind::of_resource(block.kind(a.id.slot())),
-                name: block.names.get(&a.id.slot()).map(|name| name.to_string()),
-            });
-            let free_ranges = block.ranges.free_ranges().map(|f| RangeMap {
+        .map(|(key, block)| {
+            let mut ranges: Vec<RangeMap> = Vec::new();
+            for a in block.ranges.allocations() {
+                if let Some(run) = runs.get(&(key, a.id)) {
+                    let slot = |offset, kind| RangeMap {
+                        offset,
+                        size: run.slot_size,
+                        kind,
+                        name: None,
+                    };
+                    ranges.extend(run.live_offsets().map(|o| slot(o, RangeKind::Buffer)));
+                    ranges.extend(run.free_offsets().map(|o| slot(o, RangeKind::Free)));
+                    continue;
+                }
+                ranges.push(RangeMap {
+                    offset: a.offset,
+                    size: a.size,
+                    kind: RangeKind::of_resource(block.kind(a.id.slot())),
+                    name: block.names.get(&a.id.slot()).map(|name| name.to_string()),
+                });
+            }
+            ranges.extend(block.ranges.free_ranges().map(|f| RangeMap {
                 offset: f.offset,
                 size: f.size,
                 kind: RangeKind::Free,
                 name: None,
-            });
+            }));
             // Ranges are never empty, so no two share an offset.
-            let mut ranges: Vec<RangeMap> = allocations.chain(free_ranges).collect();
             ranges.sort_unstable_by_key(|range| range.offset);
             BlockMap {
+                ranges: merge_free_neighbours(ranges),
                 id: block.serial,
                 memory: block.raw,
                 size: block.size,
                 mapped: block.mapped.is_some(),
-                ranges,
             }
         })
         .collect();
     blocks.sort_unstable_by_key(|block| block.id);
     blocks
+}
+
+/// `ranges` (in address order) with each stretch of free neighbours, free
+/// slots of runs and the block's free ranges, as one free range: a dump
+/// shows no two free ranges in a row, as VMA's.
+fn merge_free_neighbours(ranges: Vec<RangeMap>) -> Vec<RangeMap> {
+    let mut merged: Vec<RangeMap> = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        match merged.last_mut() {
+            Some(last) if last.kind == RangeKind::Free && range.kind == RangeKind::Free => {
+                last.size += range.size;
+            }
+            _ => merged.push(range),
+        }
+    }
+    merged
 }
 
 /// The dedicated allocations of `pool`.

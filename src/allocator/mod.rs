@@ -82,6 +82,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if !(0.0..=1.0).contains(&config.budget_fraction) {
             return Err(Error::InvalidConfig("budget_fraction must be within 0..=1"));
         }
+        if config.small_buffer_limit > crate::memory::runs::RUN_BYTES {
+            return Err(Error::InvalidConfig(
+                "small_buffer_limit must be at most 65536",
+            ));
+        }
         if config.initial_block_slots == 0 || config.max_frames_in_flight == 0 {
             return Err(Error::InvalidConfig(
                 "initial_block_slots and max_frames_in_flight must be non-zero",

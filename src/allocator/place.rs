@@ -12,8 +12,9 @@ use super::{Allocation, Request};
 use crate::device::MemoryDeviceExt;
 use crate::memory::context::MemoryContext;
 use crate::memory::memory_type_choice::{rank_memory_types, RankTable};
-use crate::memory::type_pool::{PoolRequest, TypePool};
-use crate::memory::Usage;
+use crate::memory::runs::class_of;
+use crate::memory::type_pool::{DedicatedChoice, PoolRequest, TypePool};
+use crate::memory::{ResourceKind, Usage};
 use crate::Error;
 
 /// Locks a mutex, carrying on after a panic elsewhere: every critical section
@@ -255,17 +256,27 @@ where
             // would only clutter the bins (on lavapipe every alignment is 64).
             round_up(size, align)
         };
+        let dedicated = request.dedicated_choice();
+        // Small unnamed buffers take run slots (runs.rs); a name is kept per
+        // offset-allocator range, so named ones get a range of their own.
+        let run_class = (placed_size <= self.context.config.small_buffer_limit
+            && request.kind == ResourceKind::Buffer
+            && request.desc.name.is_none()
+            && matches!(dedicated, DedicatedChoice::Auto | DedicatedChoice::Never)
+            && align.is_power_of_two())
+        .then(|| class_of(placed_size) as u8);
         let pool_request = PoolRequest {
             size,
             placed_size,
             align,
             class,
             kind: request.kind,
-            dedicated: request.dedicated_choice(),
+            dedicated,
             target: request.dedicated_target,
             name: request.desc.name,
             within_budget,
             priority: request.desc.priority,
+            run_class,
         };
         let context = self.context;
         let placement = self

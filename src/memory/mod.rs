@@ -9,6 +9,7 @@ pub(crate) mod block_size;
 pub(crate) mod context;
 pub(crate) mod mapping;
 pub(crate) mod memory_type_choice;
+pub(crate) mod runs;
 pub(crate) mod slab;
 pub(crate) mod type_pool;
 mod usage;

@@ -8,9 +8,15 @@
 //! memory, before it reports failure (and the allocator moves on to the next
 //! memory type).
 //!
+//! Small buffers take slots of runs ([`runs`](super::runs)): ranges of a
+//! block cut into equal slots, one offset-allocator range for up to 64
+//! buffers.
+//!
 //! Empty blocks are expensive to recreate, so one is kept per memory type;
 //! when a second block empties, the smaller of the two is released.
 //! [`TypePool::trim`] releases the kept one as well.
+
+use std::collections::HashMap;
 
 use ash::vk;
 
@@ -18,6 +24,7 @@ use super::block::{Block, DedicatedMemory, Miss};
 use super::block_size::{new_block_size, retry_block_size};
 use super::context::{MemoryContext, MemoryRequest};
 use super::mapping::MappedPtr;
+use super::runs::{class_size, slots_per_run, Run, Runs, TakenSlot};
 use super::slab::{Slab, SlabKey};
 use super::usage::ResourceKind;
 use crate::device::{DedicatedTarget, MemoryDeviceExt};
@@ -63,6 +70,9 @@ pub(crate) struct PoolRequest<'a> {
     pub(crate) name: Option<&'a str>,
     pub(crate) within_budget: bool,
     pub(crate) priority: Option<f32>,
+    /// The size class of the run slot a small buffer takes; `None`: a range
+    /// of its own.
+    pub(crate) run_class: Option<u8>,
 }
 
 /// Where an allocation lives inside its memory type.
@@ -70,6 +80,12 @@ pub(crate) struct PoolRequest<'a> {
 pub(crate) enum Location {
     /// A range of a block.
     Block { block: SlabKey, range: AllocationId },
+    /// A slot of a run.
+    Slot {
+        run: SlabKey,
+        slot: u32,
+        generation: u32,
+    },
     /// Dedicated memory.
     Dedicated(SlabKey),
 }
@@ -81,6 +97,22 @@ pub(crate) struct Placement {
     pub(crate) memory: vk::DeviceMemory,
     pub(crate) offset: u64,
     pub(crate) mapped: Option<MappedPtr>,
+}
+
+impl From<TakenSlot> for Placement {
+    #[inline]
+    fn from(taken: TakenSlot) -> Self {
+        Self {
+            location: Location::Slot {
+                run: taken.run,
+                slot: taken.slot,
+                generation: taken.generation,
+            },
+            memory: taken.memory,
+            offset: taken.offset,
+            mapped: taken.mapped,
+        }
+    }
 }
 
 /// Running figures of one memory type.
@@ -103,6 +135,7 @@ pub(crate) struct TypePool<M> {
     /// Blocks of each granularity class, oldest first.
     order: [Vec<SlabKey>; 2],
     dedicated: Slab<DedicatedMemory<M>>,
+    runs: Runs,
     next_serial: u32,
     pub(crate) counters: PoolCounters,
 }
@@ -114,6 +147,7 @@ impl<M> TypePool<M> {
             blocks: Slab::new(),
             order: [Vec::new(), Vec::new()],
             dedicated: Slab::new(),
+            runs: Runs::default(),
             next_serial: 0,
             counters: PoolCounters::default(),
         }
@@ -131,6 +165,16 @@ impl<M> TypePool<M> {
         context: &MemoryContext<D>,
         request: &PoolRequest<'_>,
     ) -> Result<Placement, Error> {
+        // Small buffers: a slot of a run.
+        if let Some(class) = request.run_class {
+            if let Some(taken) = self.runs.take(usize::from(class)) {
+                return Ok(self.count(taken.into(), request));
+            }
+            if let Some(placement) = self.allocate_in_new_run(request, class) {
+                return Ok(self.count(placement, request));
+            }
+            // No room for a run: the request alone may still fit.
+        }
         let dedicated_first = match request.dedicated {
             DedicatedChoice::Require | DedicatedChoice::Prefer => true,
             DedicatedChoice::Never => false,
@@ -178,6 +222,60 @@ impl<M> TypePool<M> {
             }
             result => result,
         }
+    }
+
+    /// Carves a new run of `class` from the existing blocks and takes its
+    /// first slot; `None` when no block has room for a run. Runs never
+    /// create blocks: the request then takes a range of its own (in a gap
+    /// too small for a run, or in a new block), and later runs come from the
+    /// block it made.
+    #[cold]
+    #[inline(never)]
+    fn allocate_in_new_run(&mut self, request: &PoolRequest<'_>, class: u8) -> Option<Placement> {
+        let class = usize::from(class);
+        let slot_size = class_size(class);
+        let bytes = slot_size * u64::from(slots_per_run(slot_size));
+        let run_request = PoolRequest {
+            size: bytes,
+            placed_size: bytes,
+            // Every slot then keeps every alignment its class serves (runs.rs).
+            align: 1 << slot_size.trailing_zeros(),
+            class: request.class,
+            kind: ResourceKind::Buffer,
+            dedicated: DedicatedChoice::Never,
+            target: None,
+            name: None,
+            within_budget: request.within_budget,
+            priority: None,
+            run_class: None,
+        };
+        let placement = self.allocate_in_blocks(&run_request)?;
+        let Location::Block { block, range } = placement.location else {
+            return None;
+        };
+        // `allocate_in_block` counted the run's range as an allocation; the
+        // run is not one, its slots are.
+        self.counters.block_allocations -= 1;
+        self.counters.block_allocated_bytes -= bytes;
+        self.runs.insert(
+            class,
+            block,
+            range,
+            placement.offset,
+            placement.memory,
+            placement.mapped,
+        );
+        self.runs.take(class).map(Placement::from)
+    }
+
+    /// Counts a placement of `request` as a live allocation in a block. A
+    /// run's own range is not one: [`allocate_in_new_run`](Self::allocate_in_new_run)
+    /// takes it back out.
+    #[inline(always)]
+    fn count(&mut self, placement: Placement, request: &PoolRequest<'_>) -> Placement {
+        self.counters.block_allocations += 1;
+        self.counters.block_allocated_bytes += request.size;
+        placement
     }
 
     fn preferred_block_size<D: MemoryDeviceExt<M>>(&self, context: &MemoryContext<D>) -> u64 {
@@ -244,9 +342,7 @@ impl<M> TypePool<M> {
         if was_empty {
             self.counters.empty_blocks -= 1;
         }
-        self.counters.block_allocations += 1;
-        self.counters.block_allocated_bytes += request.size;
-        Some(placement)
+        Some(self.count(placement, request))
     }
 
     fn allocate_in_new_block<D: MemoryDeviceExt<M>>(
@@ -386,28 +482,60 @@ impl<M> TypePool<M> {
                 unsafe { self.release_dedicated(context, dedicated) };
                 Ok(())
             }
-            Location::Block { block: key, range } => {
-                let block = self.blocks.get_mut(key).ok_or(Error::StaleAllocation)?;
-                block
-                    .ranges
-                    .free(range)
-                    .map_err(|_| Error::StaleAllocation)?;
-                block.miss = Miss::NONE;
-                // Most allocations are unnamed: skip hashing the slot then.
-                if !block.names.is_empty() {
-                    block.names.remove(&range.slot());
-                }
+            Location::Slot {
+                run,
+                slot,
+                generation,
+            } => {
+                let emptied = self
+                    .runs
+                    .free(run, slot, generation)
+                    .map_err(|()| Error::StaleAllocation)?;
                 self.counters.block_allocations -= 1;
                 self.counters.block_allocated_bytes -= size;
-                if block.ranges.is_empty() {
-                    self.counters.empty_blocks += 1;
-                    if self.counters.empty_blocks > 1 {
-                        self.release_smaller_empty_block(context, key);
-                    }
+                if let Some(run) = emptied {
+                    self.free_range(context, run.block, run.range)?;
                 }
                 Ok(())
             }
+            Location::Block { block, range } => {
+                self.free_range(context, block, range)?;
+                self.counters.block_allocations -= 1;
+                self.counters.block_allocated_bytes -= size;
+                Ok(())
+            }
         }
+    }
+
+    /// Gives `range` back to block `key`; releases the block when that
+    /// empties it and another empty block is kept already.
+    ///
+    /// # Errors
+    /// [`Error::StaleAllocation`] when the range is not live.
+    #[inline(always)]
+    fn free_range<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        key: SlabKey,
+        range: AllocationId,
+    ) -> Result<(), Error> {
+        let block = self.blocks.get_mut(key).ok_or(Error::StaleAllocation)?;
+        block
+            .ranges
+            .free(range)
+            .map_err(|_| Error::StaleAllocation)?;
+        block.miss = Miss::NONE;
+        // Most allocations are unnamed: skip hashing the slot then.
+        if !block.names.is_empty() {
+            block.names.remove(&range.slot());
+        }
+        if block.ranges.is_empty() {
+            self.counters.empty_blocks += 1;
+            if self.counters.empty_blocks > 1 {
+                self.release_smaller_empty_block(context, key);
+            }
+        }
+        Ok(())
     }
 
     /// With two empty blocks, `just_emptied` and one kept earlier, releases the
@@ -477,6 +605,16 @@ impl<M> TypePool<M> {
                 block.ranges.get(range)?;
                 Some((&block.memory, block.size))
             }
+            Location::Slot {
+                run,
+                slot,
+                generation,
+            } => {
+                let block = self
+                    .blocks
+                    .get(self.runs.live(run, slot, generation)?.block)?;
+                Some((&block.memory, block.size))
+            }
         }
     }
 
@@ -485,9 +623,18 @@ impl<M> TypePool<M> {
         self.memory_at(location).is_some()
     }
 
-    /// Blocks, for reports.
-    pub(crate) fn blocks(&self) -> impl Iterator<Item = &Block<M>> + '_ {
-        self.blocks.iter().map(|(_, block)| block)
+    /// Blocks with their keys, for reports.
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = (SlabKey, &Block<M>)> + '_ {
+        self.blocks.iter()
+    }
+
+    /// The runs of each block, by the block's key and the run's range, for
+    /// reports.
+    pub(crate) fn runs_by_range(&self) -> HashMap<(SlabKey, AllocationId), &Run> {
+        self.runs
+            .iter()
+            .map(|run| ((run.block, run.range), run))
+            .collect()
     }
 
     /// Dedicated allocations, for reports.
@@ -521,8 +668,21 @@ impl<M> TypePool<M> {
     /// Logs every live allocation as a leak, then frees all memory. Used when
     /// the allocator is dropped.
     pub(crate) fn release_all<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>) {
-        for (_, block) in self.blocks.iter() {
+        let runs = self.runs_by_range();
+        for (key, block) in self.blocks.iter() {
             for range in block.ranges.allocations() {
+                if let Some(run) = runs.get(&(key, range.id)) {
+                    for offset in run.live_offsets() {
+                        log::warn!(
+                            "vk-suballoc: leaked allocation \"unnamed\": {} bytes held at offset {offset} of block {}/{} (memory type {})",
+                            run.slot_size,
+                            self.memory_type,
+                            block.serial,
+                            self.memory_type
+                        );
+                    }
+                    continue;
+                }
                 let name = block
                     .names
                     .get(&range.id.slot())
@@ -537,6 +697,7 @@ impl<M> TypePool<M> {
                 );
             }
         }
+        self.runs.clear();
         let keys: Vec<SlabKey> = self.blocks.iter().map(|(key, _)| key).collect();
         for key in keys {
             self.release_block(context, key);
@@ -563,7 +724,7 @@ mod tests {
     use ash::vk;
 
     use crate::device::fake::{FakeDevice, FakeLayout, FakeMemory};
-    use crate::{Allocation, Allocator, Config, Request, ResourceKind, Usage};
+    use crate::{Allocation, Allocator, Config, Error, Request, ResourceKind, Usage};
 
     const MIB: u64 = 1 << 20;
 
@@ -579,6 +740,56 @@ mod tests {
     fn free(allocator: &Allocator<FakeDevice, FakeMemory>, allocation: Allocation) {
         // SAFETY: the fake device runs no GPU work.
         unsafe { allocator.free(allocation) }.unwrap();
+    }
+
+    /// A freed slot's handle is stale: refused when the slot is taken again
+    /// and when its run has gone back to the block, and nothing changes.
+    #[test]
+    fn stale_slots_are_refused() {
+        let device = FakeDevice::new(FakeLayout::discrete());
+        let allocator = Allocator::new(device.clone(), Config::default()).unwrap();
+        let copy = |a: &Allocation| Allocation {
+            memory: a.memory,
+            offset: a.offset,
+            size: a.size,
+            memory_type: a.memory_type,
+            location: a.location,
+            allocator: a.allocator,
+            mapped: a.mapped,
+        };
+        // A range of its own (runs come from existing blocks), then slot 0 of
+        // a run, which keeps the run alive.
+        let keep = [
+            allocator.allocate(&request(100)).unwrap(),
+            allocator.allocate(&request(100)).unwrap(),
+        ];
+        assert!(matches!(keep[1].location, super::Location::Slot { .. }));
+        let first = allocator.allocate(&request(100)).unwrap();
+        assert!(matches!(first.location, super::Location::Slot { .. }));
+        let stale = copy(&first);
+        free(&allocator, first);
+        assert!(!allocator.owns(&stale));
+        // The same slot again, with the next generation.
+        let second = allocator.allocate(&request(100)).unwrap();
+        assert_eq!(second.offset, stale.offset);
+        // SAFETY: the fake device runs no GPU work.
+        let result = unsafe { allocator.free(stale) };
+        assert_eq!(result, Err(Error::StaleAllocation));
+        assert!(allocator.owns(&second));
+        let before = allocator.stats();
+        let stale = copy(&second);
+        free(&allocator, second);
+        let [range, slot] = keep;
+        free(&allocator, range);
+        free(&allocator, slot);
+        // The run is gone: the stale handle names nothing.
+        // SAFETY: as above.
+        let result = unsafe { allocator.free(stale) };
+        assert_eq!(result, Err(Error::StaleAllocation));
+        assert_eq!(before.allocations(), 3);
+        assert_eq!(allocator.stats().allocations(), 0);
+        drop(allocator);
+        assert!(device.live_allocations().is_empty());
     }
 
     /// A block that missed a request is skipped for requests at least as

@@ -39,7 +39,10 @@ pub(crate) fn property_flag_names(
 /// ([`vma_name`](Self::vma_name)) the JSON dump uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RangeKind {
-    /// No allocation: free space of a block.
+    /// No allocation: free space of a block. Free slots of a run (see
+    /// [`Config::small_buffer_limit`](crate::Config::small_buffer_limit))
+    /// count as free space too, merged with free neighbours, although only
+    /// buffers of the run's size class can take them.
     Free,
     /// An allocation whose resource kind is not known (VMA's name; this
     /// allocator always knows the kind a request named).

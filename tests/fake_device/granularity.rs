@@ -4,7 +4,7 @@ use ash::vk::Handle;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Allocation, Config, Request, ResourceKind, Usage};
 
-use super::{allocator, allocator_with, finish, free, requirements, FakeAllocator};
+use super::{allocator_with, finish, free, requirements, without_runs, FakeAllocator};
 
 /// A device-local allocation of `size` bytes at `alignment` for a `kind`
 /// resource; panics on error.
@@ -108,10 +108,15 @@ fn large_granularity_separates_kinds() {
 
 /// NVIDIA's layout: granularity 1024, buffers aligned to 16, optimal images
 /// to 1024. Buffers pack densely; an image takes whole pages of the same
-/// block, and the next buffer starts on the page after it.
+/// block, and the next buffer starts on the page after it. (Runs off: this
+/// is how buffers that take ranges of their own, named or larger than
+/// `Config::small_buffer_limit`, pack.)
 #[test]
 fn optimal_images_take_whole_pages_and_buffers_are_not_padded() {
-    let (allocator, device) = allocator(FakeLayout::discrete().with_granularity(1024));
+    let (allocator, device) = allocator_with(
+        FakeLayout::discrete().with_granularity(1024),
+        without_runs(),
+    );
     let request = |size, alignment, kind| device_local(&allocator, size, alignment, kind);
     let first = request(112, 16, ResourceKind::Buffer);
     let second = request(112, 16, ResourceKind::Buffer);
@@ -134,9 +139,10 @@ fn optimal_images_take_whole_pages_and_buffers_are_not_padded() {
     finish(allocator, &device);
 }
 
+/// Runs off, as above.
 #[test]
 fn small_granularity_shares_blocks_with_padding() {
-    let (allocator, device) = allocator(FakeLayout::lavapipe());
+    let (allocator, device) = allocator_with(FakeLayout::lavapipe(), without_runs());
     let buffer = device_local(&allocator, 100, 4, ResourceKind::Buffer);
     let image = device_local(&allocator, 100, 4, ResourceKind::OptimalImage);
     // One block; the buffer's pages [0, 64) and [64, 128) hold no image.
@@ -149,9 +155,10 @@ fn small_granularity_shares_blocks_with_padding() {
     finish(allocator, &device);
 }
 
+/// Runs off, as above.
 #[test]
 fn granularity_1_shares_blocks() {
-    let (allocator, device) = allocator(FakeLayout::integrated());
+    let (allocator, device) = allocator_with(FakeLayout::integrated(), without_runs());
     let buffer = device_local(&allocator, 100, 4, ResourceKind::Buffer);
     let image = device_local(&allocator, 100, 4, ResourceKind::OptimalImage);
     assert_eq!(buffer.memory(), image.memory());

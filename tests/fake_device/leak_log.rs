@@ -51,6 +51,7 @@ fn leaks_are_logged_with_name_size_and_type() {
         )
         .unwrap();
     finish(allocator, &device);
+    let in_run = allocator_leak_in_run();
     let lines = LINES.lock().unwrap().clone();
     let find = |name: &str| {
         lines
@@ -60,6 +61,13 @@ fn leaks_are_logged_with_name_size_and_type() {
             .clone()
     };
     let block_leak = find("leaky staging buffer");
+    // An unnamed buffer in a run: its slot's class, 1700 bytes -> 1792.
+    assert!(
+        lines.iter().any(
+            |line| line.contains("\"unnamed\": 1792 bytes held at offset 1048576 of block 0/0")
+        ),
+        "no leak line for the run slot in {lines:#?}"
+    );
     assert!(
         // 1000 bytes rounded up to the buffer's alignment (16).
         block_leak.contains("1008 bytes held") && block_leak.contains("memory type 2"),
@@ -70,5 +78,19 @@ fn leaks_are_logged_with_name_size_and_type() {
         dedicated_leak.contains("3000 bytes") && dedicated_leak.contains("memory type 1"),
         "{dedicated_leak}"
     );
-    drop((kept, dedicated));
+    drop((kept, dedicated, in_run));
+}
+
+/// Leaks an unnamed 1700-byte buffer, a slot of a run after a 1 MiB one,
+/// on the integrated layout (memory type 0), and drops its allocator.
+fn allocator_leak_in_run() -> [vk_suballoc::Allocation; 2] {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let first = allocator
+        .allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let in_run = allocator
+        .allocate(&buffer(1700, 4, Usage::DEVICE_LOCAL))
+        .unwrap();
+    finish(allocator, &device);
+    [first, in_run]
 }

@@ -49,6 +49,8 @@ fn random_request(rng: &mut Rng) -> (Request<'static>, ResourceKind, u64) {
     let size = match rng.below(100) {
         0 => (1 + rng.below(48)) << 20,
         1..=9 => 1 + rng.below(4 << 20),
+        // Small: buffers take slots of runs.
+        10..=49 => 1 + rng.below(4 << 10),
         _ => 1 + rng.below(64 << 10),
     };
     let align = match kind {
@@ -109,15 +111,25 @@ fn check_all(allocator: &FakeAllocator, live: &[Live], granularity: u64, context
         }
     }
 
-    // The memory map shows every allocation in a block at its offset, with
-    // its kind; dedicated memory counts match.
+    // The memory map's ranges tile each block and show every allocation in
+    // a block at its offset, with its kind and at least its size held;
+    // dedicated memory counts match.
     let map = allocator.memory_map();
-    let mut in_blocks: HashMap<(u64, u64), RangeKind> = HashMap::new();
+    let mut in_blocks: HashMap<(u64, u64), (RangeKind, u64)> = HashMap::new();
     let mut dedicated = 0;
     for memory_type in &map.memory_types {
         for block in &memory_type.blocks {
+            let mut end = 0;
+            for range in &block.ranges {
+                assert_eq!(range.offset, end, "{context}: gap or overlap in the map");
+                end += range.size;
+            }
+            assert_eq!(end, block.size, "{context}");
             for range in block.allocations() {
-                in_blocks.insert((block.memory.as_raw(), range.offset), range.kind);
+                in_blocks.insert(
+                    (block.memory.as_raw(), range.offset),
+                    (range.kind, range.size),
+                );
             }
         }
         dedicated += memory_type.dedicated.len();
@@ -129,13 +141,23 @@ fn check_all(allocator: &FakeAllocator, live: &[Live], granularity: u64, context
             model_dedicated += 1;
             continue;
         }
-        let kind = in_blocks.get(&(a.memory().as_raw(), a.offset()));
+        let range = in_blocks.get(&(a.memory().as_raw(), a.offset()));
         let want = match l.kind {
             ResourceKind::Buffer => RangeKind::Buffer,
             ResourceKind::LinearImage => RangeKind::ImageLinear,
             ResourceKind::OptimalImage => RangeKind::ImageOptimal,
         };
-        assert_eq!(kind, Some(&want), "{context}: at {}", a.offset());
+        assert_eq!(
+            range.map(|r| r.0),
+            Some(want),
+            "{context}: at {}",
+            a.offset()
+        );
+        assert!(
+            range.is_some_and(|r| r.1 >= a.size()),
+            "{context}: {range:?} holds less than {}",
+            a.size()
+        );
     }
     assert_eq!(in_blocks.len() + dedicated, live.len(), "{context}");
     assert_eq!(dedicated, model_dedicated, "{context}");

@@ -254,13 +254,15 @@ test_each_profile!(
     }
 );
 
-/// Real requirements of a 4 KiB transfer buffer, for raw allocations.
+/// Real requirements of a 32 KiB transfer buffer, for raw allocations: a
+/// range of its own, not a slot of a run (`Config::small_buffer_limit`), so
+/// that where a freed one comes back is the offset allocator's choice.
 fn requirements(context: &VulkanContext) -> vk::MemoryRequirements {
     // SAFETY: a probe buffer, destroyed at once.
     unsafe {
         let probe = context
             .device
-            .create_buffer(&buffer_info(4096), None)
+            .create_buffer(&buffer_info(32 << 10), None)
             .unwrap();
         let requirements = context.device.get_buffer_memory_requirements(probe);
         context.device.destroy_buffer(probe, None);

@@ -1,0 +1,162 @@
+//! Small unnamed buffers share runs: ranges of a block cut into equal slots.
+
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::report::RangeKind;
+use vk_suballoc::{Allocation, Config, Usage};
+
+use super::{allocator, allocator_with, buffer, finish, free, FakeAllocator};
+
+const MIB: u64 = 1 << 20;
+
+/// A 1 MiB buffer at the start of a new block: runs are carved from
+/// existing blocks only.
+fn seed(allocator: &FakeAllocator) -> Allocation {
+    let seed = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(seed.offset(), 0);
+    seed
+}
+
+/// 64 buffers of 100 bytes (aligned to 16, so 112 placed: the class of
+/// 112-byte slots) fill one run of 64 slots, 7168 bytes, after the seed; the
+/// 65th starts a second run right after it. The map shows each slot;
+/// freeing them all gives the whole block back.
+#[test]
+fn small_buffers_share_a_run() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let seed = seed(&allocator);
+    let mut live: Vec<Allocation> = (0..65)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    let memory = seed.memory();
+    let memory_type = seed.memory_type() as usize;
+    assert!(live.iter().all(|a| a.memory() == memory));
+    let mut offsets: Vec<u64> = live.iter().map(Allocation::offset).collect();
+    offsets.sort_unstable();
+    assert_eq!(
+        offsets,
+        (0..65).map(|i| MIB + i * 112).collect::<Vec<u64>>()
+    );
+    let stats = allocator.stats();
+    assert_eq!((stats.allocations(), stats.live_bytes()), (66, MIB + 6500));
+
+    let map = allocator.memory_map();
+    let block = &map.memory_types[memory_type].blocks[0];
+    let held: Vec<(u64, u64, RangeKind)> = block
+        .allocations()
+        .map(|r| (r.offset, r.size, r.kind))
+        .collect();
+    let expected: Vec<(u64, u64, RangeKind)> = std::iter::once((0, MIB, RangeKind::Buffer))
+        .chain((0..65).map(|i| (MIB + i * 112, 112, RangeKind::Buffer)))
+        .collect();
+    assert_eq!(held, expected);
+    // The second run's 63 free slots and the rest of the block: one stretch
+    // of free space, as a dump shows it.
+    let end = MIB + 65 * 112;
+    let free_ranges: Vec<(u64, u64)> = block.free_ranges().map(|r| (r.offset, r.size)).collect();
+    assert_eq!(free_ranges, [(end, block.size - end)]);
+
+    for allocation in live.drain(..).chain([seed]) {
+        free(&allocator, allocation);
+    }
+    let map = allocator.memory_map();
+    let block = &map.memory_types[memory_type].blocks[0];
+    assert_eq!(block.allocations().count(), 0);
+    assert_eq!(
+        block.free_ranges().count(),
+        1,
+        "the runs went back to the block"
+    );
+    finish(allocator, &device);
+}
+
+/// Runs never create blocks: in a new allocator the first small buffer
+/// takes a range of its own in the new block, and the next one carves a run
+/// after it.
+#[test]
+fn runs_are_carved_from_existing_blocks() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let first = allocator
+        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let second = allocator
+        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let third = allocator
+        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(device.live_allocations().len(), 1);
+    // First a range [0, 112), then a run of 112-byte slots from 112.
+    assert_eq!(
+        (first.offset(), second.offset(), third.offset()),
+        (0, 112, 224)
+    );
+    for allocation in [first, second, third] {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}
+
+/// Named buffers, buffers over the limit, images and requests for
+/// dedicated memory take ranges of their own, past the run.
+#[test]
+fn only_small_unnamed_buffers_take_slots() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let seed = seed(&allocator);
+    let in_run = allocator
+        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(in_run.offset(), MIB);
+    // The run holds 64 slots of 112 bytes: [1 MiB, 1 MiB + 7168).
+    let named = allocator
+        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL).name("named"))
+        .unwrap();
+    assert_eq!(named.offset(), MIB + 7168);
+    let large = allocator
+        .allocate(&buffer(16 * 1024 + 1, 1, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(large.offset(), MIB + 7168 + 112);
+    let next_in_run = allocator
+        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(next_in_run.offset(), MIB + 112);
+    for allocation in [seed, in_run, named, large, next_in_run] {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}
+
+/// `small_buffer_limit: 0` turns runs off; a limit over 64 KiB is refused.
+#[test]
+fn the_limit_is_configurable() {
+    let off = Config {
+        small_buffer_limit: 0,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::integrated(), off);
+    let first = allocator
+        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let second = allocator
+        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+        .unwrap();
+    // Ranges of their own, each its size rounded to its alignment.
+    assert_eq!((first.offset(), second.offset()), (0, 112));
+    free(&allocator, first);
+    free(&allocator, second);
+    finish(allocator, &device);
+    let too_large = Config {
+        small_buffer_limit: (64 << 10) + 1,
+        ..Config::default()
+    };
+    assert!(vk_suballoc::Allocator::new(
+        vk_suballoc::device::fake::FakeDevice::new(FakeLayout::integrated()),
+        too_large
+    )
+    .is_err());
+}
