@@ -61,6 +61,10 @@ step everyday
 timeout 30 bin/everyday > $R/everyday.log 2>&1; echo "rc=$?" >> $R/everyday.log
 tail -2 $R/everyday.log; pack
 
+step peers
+timeout 200 bin/peers --device "$DEVICE" --no-scaling --json $R/peers.json --markdown $R/peers.md ${PEERS_ARGS:-} > $R/peers.log 2>&1; echo "rc=$?" >> $R/peers.log
+cat $R/peers.md; pack
+
 step scaling
 timeout 100 bin/peers --device "$DEVICE" --traces "" --allocators vk-suballoc,gpu-alloc,core-ours,core-offset-allocator \
   --json $R/scaling.json --markdown $R/scaling.md > $R/scaling.log 2>&1; echo "rc=$?" >> $R/scaling.log
@@ -69,8 +73,5 @@ timeout 40 bin/peers --device "$DEVICE" --traces "" --allocators vma,gpu-allocat
   --json $R/scaling-slow.json --markdown $R/scaling-slow.md > $R/scaling-slow.log 2>&1; echo "rc=$?" >> $R/scaling-slow.log
 tail -8 $R/scaling-slow.md; pack
 
-step peers
-timeout 200 bin/peers --device "$DEVICE" --no-scaling --json $R/peers.json --markdown $R/peers.md ${PEERS_ARGS:-} > $R/peers.log 2>&1; echo "rc=$?" >> $R/peers.log
-cat $R/peers.md; pack
 cp $R/peers.md $R/vulkan-tests.log $OUT/ 2>/dev/null
 step done

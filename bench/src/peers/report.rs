@@ -93,7 +93,7 @@ impl Results {
         let _ = writeln!(s, "Device: {} ({})", self.device, self.driver);
         let _ = writeln!(
             s,
-            "Seed {:#x}, about {} operations per trace, median of {} runs; clock overhead {:.1} ns per timed segment, subtracted. An uncontended mutex lock + unlock costs {:.1} ns here (vk-suballoc and VMA take one per call; gpu-alloc and gpu-allocator take `&mut self`).\n",
+            "Seed {:#x}, about {} operations per trace, median of {} runs; clock overhead {:.1} ns per timed segment, subtracted. An uncontended mutex lock + unlock costs {:.1} ns here (only the `vk-suballoc (locked)` row takes one per call: vk-suballoc's `allocate_mut`/`free_mut`, gpu-alloc and gpu-allocator take `&mut self`, and VMA runs `EXTERNALLY_SYNCHRONIZED`).\n",
             self.seed, self.ops, self.runs, self.timer_overhead_ns, self.mutex_pair_ns
         );
         for trace in self.traces() {
