@@ -257,6 +257,10 @@ fn row(
         .map(replay::RunFigures::ns_per_free)
         .collect();
     let mut op: Vec<f64> = figures.iter().map(replay::RunFigures::ns_per_op).collect();
+    let mut driver: Vec<f64> = figures
+        .iter()
+        .map(replay::RunFigures::driver_ns_per_op)
+        .collect();
     let vulkan = which.is_vulkan();
     Row {
         allocator: which,
@@ -266,6 +270,7 @@ fn row(
         ns_alloc: median(&mut alloc),
         ns_free: median(&mut free),
         ns_op: median(&mut op),
+        ns_driver_op: vulkan.then(|| median(&mut driver)),
         ns_op_min: op[0],
         ns_op_max: op[op.len() - 1],
         allocations: fig.allocs,

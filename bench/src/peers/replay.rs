@@ -31,6 +31,9 @@ pub struct RunFigures {
     pub peak_live: u64,
     /// Highest end offset of any allocation (the cores' footprint).
     pub high_water: u64,
+    /// Nanoseconds of the measured segments spent inside the driver's
+    /// `vkAllocateMemory`/`vkFreeMemory` (part of `alloc_ns` + `free_ns`).
+    pub driver_ns: f64,
     /// FNV-style hash of every placement offset in trace order, when asked
     /// for: equal hashes mean an allocator change kept every placement.
     pub placement_hash: Option<u64>,
@@ -45,6 +48,10 @@ impl RunFigures {
     }
     pub fn ns_per_op(&self) -> f64 {
         (self.alloc_ns + self.free_ns) / (self.allocs + self.frees).max(1) as f64
+    }
+    /// Of [`ns_per_op`](Self::ns_per_op), the part inside the driver.
+    pub fn driver_ns_per_op(&self) -> f64 {
+        self.driver_ns / (self.allocs + self.frees).max(1) as f64
     }
 }
 
@@ -101,6 +108,7 @@ pub fn replay<B: Backend>(
     let mut live = 0u64;
     for (index, segment) in trace.segments.iter().enumerate() {
         let ops = &trace.ops[segment.start as usize..segment.end as usize];
+        let driver_before = crate::vulkan::driver_ns();
         let t0 = Instant::now();
         if segment.alloc {
             for op in ops {
@@ -116,6 +124,9 @@ pub fn replay<B: Backend>(
         }
         let ns = (t0.elapsed().as_nanos() as f64 - timer_overhead).max(0.0);
         let measured = trace.measured.contains(&index);
+        if measured {
+            fig.driver_ns += (crate::vulkan::driver_ns() - driver_before) as f64;
+        }
         if segment.alloc {
             for op in ops {
                 match &slots[op.slot as usize] {

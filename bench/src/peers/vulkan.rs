@@ -37,6 +37,16 @@ struct Ledger {
 
 static LEDGER: LazyLock<Mutex<Ledger>> = LazyLock::new(Mutex::default);
 
+/// Nanoseconds spent inside the driver's `vkAllocateMemory` and
+/// `vkFreeMemory`, since the process started (the replay reads it around each
+/// segment).
+static DRIVER_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Nanoseconds spent in the driver's `vkAllocateMemory`/`vkFreeMemory` so far.
+pub fn driver_ns() -> u64 {
+    DRIVER_NS.load(Ordering::Relaxed)
+}
+
 /// What the hooks saw since the last [`reset_counts`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MemoryCounts {
@@ -83,7 +93,9 @@ unsafe extern "system" fn counting_allocate_memory(
     memory: *mut vk::DeviceMemory,
 ) -> vk::Result {
     let real = REAL.get().expect("hooks installed before use");
+    let start = std::time::Instant::now();
     let result = unsafe { (real.allocate)(device, info, callbacks, memory) };
+    DRIVER_NS.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
     if result == vk::Result::SUCCESS {
         let size = unsafe { (*info).allocation_size };
         let handle = vk::Handle::as_raw(unsafe { *memory });
@@ -109,7 +121,9 @@ unsafe extern "system" fn counting_free_memory(
             l.live -= size;
         }
     }
+    let start = std::time::Instant::now();
     unsafe { (real.free)(device, memory, callbacks) };
+    DRIVER_NS.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
 }
 
 /// Validation messages seen by the debug messenger.
