@@ -4,7 +4,7 @@ use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::report::RangeKind;
 use vk_suballoc::{Allocation, Config, Usage};
 
-use super::{allocator, allocator_with, buffer, finish, free, FakeAllocator};
+use super::{allocator, allocator_with, buffer, finish, free, without_runs, FakeAllocator};
 
 const MIB: u64 = 1 << 20;
 
@@ -18,6 +18,14 @@ fn seed(allocator: &FakeAllocator) -> Allocation {
     seed
 }
 
+/// An unnamed, device-local buffer of 100 bytes aligned to 16: 112 bytes
+/// placed, the class of 112-byte slots (64 to a run).
+fn small(allocator: &FakeAllocator) -> Allocation {
+    allocator
+        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+        .unwrap()
+}
+
 /// 64 buffers of 100 bytes (aligned to 16, so 112 placed: the class of
 /// 112-byte slots) fill one run of 64 slots, 7168 bytes, after the seed; the
 /// 65th starts a second run right after it. The map shows each slot;
@@ -26,13 +34,7 @@ fn seed(allocator: &FakeAllocator) -> Allocation {
 fn small_buffers_share_a_run() {
     let (allocator, device) = allocator(FakeLayout::discrete());
     let seed = seed(&allocator);
-    let mut live: Vec<Allocation> = (0..65)
-        .map(|_| {
-            allocator
-                .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
-                .unwrap()
-        })
-        .collect();
+    let mut live: Vec<Allocation> = (0..65).map(|_| small(&allocator)).collect();
     let memory = seed.memory();
     let memory_type = seed.memory_type() as usize;
     assert!(live.iter().all(|a| a.memory() == memory));
@@ -81,15 +83,9 @@ fn small_buffers_share_a_run() {
 #[test]
 fn runs_are_carved_from_existing_blocks() {
     let (allocator, device) = allocator(FakeLayout::integrated());
-    let first = allocator
-        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
-        .unwrap();
-    let second = allocator
-        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
-        .unwrap();
-    let third = allocator
-        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
-        .unwrap();
+    let first = small(&allocator);
+    let second = small(&allocator);
+    let third = small(&allocator);
     assert_eq!(device.live_allocations().len(), 1);
     // First a range [0, 112), then a run of 112-byte slots from 112.
     assert_eq!(
@@ -102,15 +98,13 @@ fn runs_are_carved_from_existing_blocks() {
     finish(allocator, &device);
 }
 
-/// Named buffers, buffers over the limit, images and requests for
-/// dedicated memory take ranges of their own, past the run.
+/// Named buffers and buffers over the limit take ranges of their own, past
+/// the run.
 #[test]
 fn only_small_unnamed_buffers_take_slots() {
     let (allocator, device) = allocator(FakeLayout::integrated());
     let seed = seed(&allocator);
-    let in_run = allocator
-        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
-        .unwrap();
+    let in_run = small(&allocator);
     assert_eq!(in_run.offset(), MIB);
     // The run holds 64 slots of 112 bytes: [1 MiB, 1 MiB + 7168).
     let named = allocator
@@ -121,9 +115,7 @@ fn only_small_unnamed_buffers_take_slots() {
         .allocate(&buffer(16 * 1024 + 1, 1, Usage::DEVICE_LOCAL))
         .unwrap();
     assert_eq!(large.offset(), MIB + 7168 + 112);
-    let next_in_run = allocator
-        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
-        .unwrap();
+    let next_in_run = small(&allocator);
     assert_eq!(next_in_run.offset(), MIB + 112);
     for allocation in [seed, in_run, named, large, next_in_run] {
         free(&allocator, allocation);
@@ -134,17 +126,9 @@ fn only_small_unnamed_buffers_take_slots() {
 /// `small_buffer_limit: 0` turns runs off; a limit over 64 KiB is refused.
 #[test]
 fn the_limit_is_configurable() {
-    let off = Config {
-        small_buffer_limit: 0,
-        ..Config::default()
-    };
-    let (allocator, device) = allocator_with(FakeLayout::integrated(), off);
-    let first = allocator
-        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
-        .unwrap();
-    let second = allocator
-        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
-        .unwrap();
+    let (allocator, device) = allocator_with(FakeLayout::integrated(), without_runs());
+    let first = small(&allocator);
+    let second = small(&allocator);
     // Ranges of their own, each its size rounded to its alignment.
     assert_eq!((first.offset(), second.offset()), (0, 112));
     free(&allocator, first);
