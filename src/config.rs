@@ -29,7 +29,7 @@ pub struct Config {
     /// Most frames that may be in flight at once: sizes the deferred-free
     /// queue and upload rings. Default 3.
     pub max_frames_in_flight: u32,
-    /// Unnamed buffers of at most this many bytes (their size rounded up to
+    /// Buffers of at most this many bytes (their size rounded up to
     /// their alignment) take a slot of a run: a range of a block cut into up
     /// to 64 equal slots of a quarter-octave size class, allocated and freed
     /// with a bit mask instead of the block's offset allocator. Faster (on

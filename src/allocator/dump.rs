@@ -103,15 +103,17 @@ fn block_maps<M>(pool: &TypePool<M>) -> Vec<BlockMap> {
         .map(|(key, block)| {
             let mut ranges: Vec<RangeMap> = Vec::new();
             for a in block.ranges.allocations() {
-                if let Some(run) = runs.get(&(key, a.id)) {
-                    let slot = |offset, kind| RangeMap {
+                if let Some(&(run_key, run)) = runs.get(&(key, a.id)) {
+                    ranges.extend(run.slots().map(|(slot, live, offset)| RangeMap {
                         offset,
                         size: run.slot_size,
-                        kind,
-                        name: None,
-                    };
-                    ranges.extend(run.live_offsets().map(|o| slot(o, RangeKind::Buffer)));
-                    ranges.extend(run.free_offsets().map(|o| slot(o, RangeKind::Free)));
+                        kind: if live {
+                            RangeKind::Buffer
+                        } else {
+                            RangeKind::Free
+                        },
+                        name: pool.slot_name(run_key, slot).map(str::to_owned),
+                    }));
                     continue;
                 }
                 ranges.push(RangeMap {

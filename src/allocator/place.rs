@@ -257,11 +257,9 @@ where
             round_up(size, align)
         };
         let dedicated = request.dedicated_choice();
-        // Small unnamed buffers take run slots (runs.rs); a name is kept per
-        // offset-allocator range, so named ones get a range of their own.
+        // Small buffers take run slots (runs.rs).
         let run_class = (placed_size <= self.context.config.small_buffer_limit
             && request.kind == ResourceKind::Buffer
-            && request.desc.name.is_none()
             && matches!(dedicated, DedicatedChoice::Auto | DedicatedChoice::Never)
             && align.is_power_of_two())
         .then(|| class_of(placed_size) as u8);

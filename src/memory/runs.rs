@@ -25,11 +25,15 @@
 //! - **Stale and double frees**: each slot has a generation, bumped when it
 //!   is freed; a handle whose generation does not match is refused, as the
 //!   offset allocator refuses stale ids.
+//! - **Names** of named slots are kept in a map beside the runs, so a named
+//!   small buffer takes a slot too and dumps and leak lines show its name.
 //! - **Lifetime**: a run whose slots are all free goes back to its block at
 //!   once, so blocks empty out and are released as without runs. Runs are
 //!   carved from existing blocks only: a request that finds no room for a
 //!   run takes a range of its own (in a gap too small for a run, or in a new
 //!   block), so runs never make the allocator reserve more memory.
+
+use std::collections::HashMap;
 
 use super::mapping::MappedPtr;
 use super::slab::{Slab, SlabKey};
@@ -106,18 +110,13 @@ impl Run {
         u64::MAX >> (64 - u32::from(slots))
     }
 
-    /// Offset in the block of each live slot, in address order.
-    pub(crate) fn live_offsets(&self) -> impl Iterator<Item = u64> + '_ {
-        (0..self.slots)
-            .filter(|&slot| self.free & (1 << slot) == 0)
-            .map(|slot| self.offset + u64::from(slot) * self.slot_size)
-    }
-
-    /// Offset in the block of each free slot, in address order.
-    pub(crate) fn free_offsets(&self) -> impl Iterator<Item = u64> + '_ {
-        (0..self.slots)
-            .filter(|&slot| self.free & (1 << slot) != 0)
-            .map(|slot| self.offset + u64::from(slot) * self.slot_size)
+    /// Each slot, whether it is live and its offset in the block, in
+    /// address order.
+    pub(crate) fn slots(&self) -> impl Iterator<Item = (u32, bool, u64)> + '_ {
+        (0..u32::from(self.slots)).map(|slot| {
+            let live = self.free & (1 << slot) == 0;
+            (slot, live, self.offset + u64::from(slot) * self.slot_size)
+        })
     }
 
     /// Whether `slot` is live with `generation`.
@@ -147,6 +146,8 @@ pub(crate) struct Runs {
     /// Per size class, the runs with a free slot. The last one is used
     /// first: the run a free just gave room to.
     with_room: [Vec<SlabKey>; CLASSES],
+    /// Names of named slots, by run and slot, for leak reports and dumps.
+    names: HashMap<(SlabKey, u32), Box<str>>,
 }
 
 impl Default for Runs {
@@ -154,6 +155,7 @@ impl Default for Runs {
         Self {
             runs: Slab::new(),
             with_room: std::array::from_fn(|_| Vec::new()),
+            names: HashMap::new(),
         }
     }
 }
@@ -226,6 +228,10 @@ impl Runs {
         if !run.is_live(slot, generation) {
             return Err(());
         }
+        // Most slots are unnamed: skip hashing then.
+        if !self.names.is_empty() {
+            self.names.remove(&(key, slot));
+        }
         let was_full = run.free == 0;
         run.free |= 1 << slot;
         run.generations[slot as usize] = generation.wrapping_add(1);
@@ -267,15 +273,26 @@ impl Runs {
             .filter(|run| run.is_live(slot, generation))
     }
 
-    /// Every run.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Run> + '_ {
-        self.runs.iter().map(|(_, run)| run)
+    /// Names the slot just taken.
+    pub(crate) fn set_name(&mut self, taken: &TakenSlot, name: &str) {
+        self.names.insert((taken.run, taken.slot), name.into());
+    }
+
+    /// The name of live slot `slot` of run `key`, if it has one.
+    pub(crate) fn name(&self, key: SlabKey, slot: u32) -> Option<&str> {
+        self.names.get(&(key, slot)).map(|name| &**name)
+    }
+
+    /// Every run, with its key.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (SlabKey, &Run)> + '_ {
+        self.runs.iter()
     }
 
     /// Forgets every run (their blocks are being released).
     pub(crate) fn clear(&mut self) {
         self.runs.drain().for_each(drop);
         self.with_room.iter_mut().for_each(Vec::clear);
+        self.names.clear();
     }
 }
 

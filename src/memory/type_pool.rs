@@ -168,6 +168,9 @@ impl<M> TypePool<M> {
         // Small buffers: a slot of a run.
         if let Some(class) = request.run_class {
             if let Some(taken) = self.runs.take(usize::from(class)) {
+                if let Some(name) = request.name {
+                    self.runs.set_name(&taken, name);
+                }
                 return Ok(self.count(taken.into(), request));
             }
             if let Some(placement) = self.allocate_in_new_run(request, class) {
@@ -265,7 +268,11 @@ impl<M> TypePool<M> {
             placement.memory,
             placement.mapped,
         );
-        self.runs.take(class).map(Placement::from)
+        let taken = self.runs.take(class)?;
+        if let Some(name) = request.name {
+            self.runs.set_name(&taken, name);
+        }
+        Some(taken.into())
     }
 
     /// Counts a placement of `request` as a live allocation in a block. A
@@ -628,13 +635,18 @@ impl<M> TypePool<M> {
         self.blocks.iter()
     }
 
-    /// The runs of each block, by the block's key and the run's range, for
-    /// reports.
-    pub(crate) fn runs_by_range(&self) -> HashMap<(SlabKey, AllocationId), &Run> {
+    /// The runs of each block with their keys, by the block's key and the
+    /// run's range, for reports.
+    pub(crate) fn runs_by_range(&self) -> HashMap<(SlabKey, AllocationId), (SlabKey, &Run)> {
         self.runs
             .iter()
-            .map(|run| ((run.block, run.range), run))
+            .map(|(key, run)| ((run.block, run.range), (key, run)))
             .collect()
+    }
+
+    /// The name of slot `slot` of run `run`, if it has one.
+    pub(crate) fn slot_name(&self, run: SlabKey, slot: u32) -> Option<&str> {
+        self.runs.name(run, slot)
     }
 
     /// Dedicated allocations, for reports.
@@ -671,10 +683,11 @@ impl<M> TypePool<M> {
         let runs = self.runs_by_range();
         for (key, block) in self.blocks.iter() {
             for range in block.ranges.allocations() {
-                if let Some(run) = runs.get(&(key, range.id)) {
-                    for offset in run.live_offsets() {
+                if let Some(&(run_key, run)) = runs.get(&(key, range.id)) {
+                    for (slot, _, offset) in run.slots().filter(|&(_, live, _)| live) {
+                        let name = self.runs.name(run_key, slot).unwrap_or("unnamed");
                         log::warn!(
-                            "vk-suballoc: leaked allocation \"unnamed\": {} bytes held at offset {offset} of block {}/{} (memory type {})",
+                            "vk-suballoc: leaked allocation \"{name}\": {} bytes held at offset {offset} of block {}/{} (memory type {})",
                             run.slot_size,
                             self.memory_type,
                             block.serial,

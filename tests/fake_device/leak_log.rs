@@ -61,11 +61,12 @@ fn leaks_are_logged_with_name_size_and_type() {
             .clone()
     };
     let block_leak = find("leaky staging buffer");
-    // An unnamed buffer in a run: its slot's class, 1700 bytes -> 1792.
+    // A named buffer in a run: its slot's class, 1700 bytes -> 1792.
     assert!(
-        lines.iter().any(
-            |line| line.contains("\"unnamed\": 1792 bytes held at offset 1048576 of block 0/0")
-        ),
+        lines
+            .iter()
+            .any(|line| line
+                .contains("\"leaky slot\": 1792 bytes held at offset 1048576 of block 0/0")),
         "no leak line for the run slot in {lines:#?}"
     );
     assert!(
@@ -81,7 +82,7 @@ fn leaks_are_logged_with_name_size_and_type() {
     drop((kept, dedicated, in_run));
 }
 
-/// Leaks an unnamed 1700-byte buffer, a slot of a run after a 1 MiB one,
+/// Leaks a 1700-byte buffer named "leaky slot", a slot of a run after a 1 MiB one,
 /// on the integrated layout (memory type 0), and drops its allocator.
 fn allocator_leak_in_run() -> [vk_suballoc::Allocation; 2] {
     let (allocator, device) = allocator(FakeLayout::integrated());
@@ -89,7 +90,7 @@ fn allocator_leak_in_run() -> [vk_suballoc::Allocation; 2] {
         .allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL))
         .unwrap();
     let in_run = allocator
-        .allocate(&buffer(1700, 4, Usage::DEVICE_LOCAL))
+        .allocate(&buffer(1700, 4, Usage::DEVICE_LOCAL).name("leaky slot"))
         .unwrap();
     finish(allocator, &device);
     [first, in_run]

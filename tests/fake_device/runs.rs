@@ -1,10 +1,12 @@
-//! Small unnamed buffers share runs: ranges of a block cut into equal slots.
+//! Small buffers share runs: ranges of a block cut into equal slots.
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::report::RangeKind;
-use vk_suballoc::{Allocation, Config, Usage};
+use vk_suballoc::{Allocation, Config, Request, ResourceKind, Usage};
 
-use super::{allocator, allocator_with, buffer, finish, free, without_runs, FakeAllocator};
+use super::{
+    allocator, allocator_with, buffer, finish, free, requirements, without_runs, FakeAllocator,
+};
 
 const MIB: u64 = 1 << 20;
 
@@ -18,7 +20,7 @@ fn seed(allocator: &FakeAllocator) -> Allocation {
     seed
 }
 
-/// An unnamed, device-local buffer of 100 bytes aligned to 16: 112 bytes
+/// A device-local buffer of 100 bytes aligned to 16: 112 bytes
 /// placed, the class of 112-byte slots (64 to a run).
 fn small(allocator: &FakeAllocator) -> Allocation {
     allocator
@@ -98,10 +100,10 @@ fn runs_are_carved_from_existing_blocks() {
     finish(allocator, &device);
 }
 
-/// Named buffers and buffers over the limit take ranges of their own, past
-/// the run.
+/// Named buffers take slots too, and the map shows their names; buffers over
+/// the limit and images take ranges of their own, past the run.
 #[test]
-fn only_small_unnamed_buffers_take_slots() {
+fn named_buffers_take_slots_and_larger_requests_take_ranges() {
     let (allocator, device) = allocator(FakeLayout::integrated());
     let seed = seed(&allocator);
     let in_run = small(&allocator);
@@ -110,14 +112,37 @@ fn only_small_unnamed_buffers_take_slots() {
     let named = allocator
         .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL).name("named"))
         .unwrap();
-    assert_eq!(named.offset(), MIB + 7168);
+    assert_eq!(named.offset(), MIB + 112);
     let large = allocator
         .allocate(&buffer(16 * 1024 + 1, 1, Usage::DEVICE_LOCAL))
         .unwrap();
-    assert_eq!(large.offset(), MIB + 7168 + 112);
-    let next_in_run = small(&allocator);
-    assert_eq!(next_in_run.offset(), MIB + 112);
-    for allocation in [seed, in_run, named, large, next_in_run] {
+    assert_eq!(large.offset(), MIB + 7168);
+    let image = allocator
+        .allocate(&Request::new(
+            requirements(100, 16),
+            Usage::DEVICE_LOCAL,
+            ResourceKind::OptimalImage,
+        ))
+        .unwrap();
+    assert_eq!(image.offset(), MIB + 7168 + 16 * 1024 + 1 + 15);
+    let map = allocator.memory_map();
+    let block = &map.memory_types[seed.memory_type() as usize].blocks[0];
+    let names: Vec<(u64, Option<&str>)> = block
+        .allocations()
+        .map(|r| (r.offset, r.name.as_deref()))
+        .collect();
+    assert_eq!(
+        names[..3],
+        [(0, None), (MIB, None), (MIB + 112, Some("named"))]
+    );
+    // Freed, the slot's name goes with it.
+    free(&allocator, named);
+    let again = small(&allocator);
+    assert_eq!(again.offset(), MIB + 112);
+    let map = allocator.memory_map();
+    let block = &map.memory_types[seed.memory_type() as usize].blocks[0];
+    assert!(block.allocations().all(|r| r.name.is_none()));
+    for allocation in [seed, in_run, large, image, again] {
         free(&allocator, allocation);
     }
     finish(allocator, &device);
