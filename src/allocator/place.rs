@@ -224,6 +224,12 @@ where
         }
     }
 
+    /// Places `request` in `memory_type`. Inlined into the allocation path:
+    /// as a call, its 64-byte result was written field by field and then
+    /// copied in 16-byte loads that waited for those stores (perf: a third
+    /// of the caller's samples on that copy); inlined, `mixed` allocates
+    /// 4–6 ns faster on lavapipe's machine.
+    #[inline(always)]
     fn allocate_in_type(
         &mut self,
         memory_type: u32,
