@@ -361,24 +361,27 @@ fn extreme_arguments_are_errors_not_panics() {
     assert!(LinearAllocator::new(u64::MAX, 1).is_err());
 }
 
-/// Freed ranges report what they covered, in the offset allocator too.
+/// `free` reports the free range the allocation joined: its own bytes and
+/// the free neighbours on either side (here the head slack of `b`'s aligned
+/// placement and the rest of the capacity).
 #[test]
-fn free_returns_the_range() {
+fn free_returns_the_merged_range() {
     let mut heap = OffsetAllocator::<4>::new(1000, 4).unwrap();
     let a = heap.allocate(10, 1).unwrap();
     let b = heap.allocate(20, 16).unwrap();
+    assert_eq!(b.offset, 16);
     assert_eq!(
         heap.free(b.id),
         Ok(FreeRange {
-            offset: 16,
-            size: 20
+            offset: 10,
+            size: 990
         })
     );
     assert_eq!(
         heap.free(a.id),
         Ok(FreeRange {
             offset: 0,
-            size: 10
+            size: 1000
         })
     );
 }

@@ -45,7 +45,7 @@ impl OffsetAllocation {
     }
 }
 
-/// A free range, as reported by iteration.
+/// A free range, as reported by iteration and by `free`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FreeRange {
     /// First free byte.

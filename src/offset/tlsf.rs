@@ -211,7 +211,8 @@ impl<const M: u32> OffsetAllocator<M> {
     }
 
     /// Frees the allocation `id` names, merging it with free neighbours.
-    /// Returns the range it occupied.
+    /// Returns the free range its bytes are now part of: its own range and
+    /// the free ranges on either side.
     ///
     /// # Errors
     /// [`OffsetError::ForeignId`] when another allocator issued `id`;
@@ -240,17 +241,18 @@ impl<const M: u32> OffsetAllocator<M> {
         } else {
             self.nodes[node.next as usize].prev = node.prev;
         }
-        self.insert_gap(node.prev, node.gap_end() - prev.end());
+        let merged = FreeRange {
+            offset: prev.end(),
+            size: node.gap_end() - prev.end(),
+        };
+        self.insert_gap(node.prev, merged.size);
         let freed = &mut self.nodes[slot as usize];
         freed.set_generation(id.generation.wrapping_add(1));
         freed.next = self.unused_slot;
         self.unused_slot = slot;
         self.free_bytes += end - offset;
         self.counters.on_free(end - offset);
-        Ok(FreeRange {
-            offset,
-            size: end - offset,
-        })
+        Ok(merged)
     }
 
     /// Appends `extra_bytes` of free space at the end. No live allocation moves;

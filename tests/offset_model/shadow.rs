@@ -104,7 +104,23 @@ impl<const M: u32> Shadow<M> {
                 if let Some((&offset, &(size, id))) =
                     self.live.iter().nth(pick % self.live.len().max(1))
                 {
-                    assert_eq!(self.heap.free(id), Ok(FreeRange { offset, size }));
+                    // The free range it joins: from the end of the live
+                    // allocation before it to the start of the one after.
+                    let start = self
+                        .live
+                        .range(..offset)
+                        .next_back()
+                        .map_or(0, |(&o, &(s, _))| o + s);
+                    let end = self
+                        .live
+                        .range(offset + 1..)
+                        .next()
+                        .map_or(self.heap.capacity(), |(&o, _)| o);
+                    let merged = FreeRange {
+                        offset: start,
+                        size: end - start,
+                    };
+                    assert_eq!(self.heap.free(id), Ok(merged));
                     self.live.remove(&offset);
                     self.counters.live_allocations -= 1;
                     self.counters.live_bytes -= size;
