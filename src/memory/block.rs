@@ -29,7 +29,8 @@ pub(crate) struct Block<M> {
     pub(crate) kinds: Vec<ResourceKind>,
     /// The `n` of its debug name `vk-suballoc block <type>/<n>`.
     pub(crate) serial: u32,
-    /// The smallest request known not to fit; reset by every free.
+    /// The smallest request known not to fit; forgotten by a free that
+    /// leaves a free range at least that large.
     pub(crate) miss: Miss,
 }
 
@@ -79,7 +80,9 @@ pub(crate) struct DedicatedMemory<M> {
 /// a false "out of space"), and a placement of `size' >= size` bytes at an
 /// `align' >= align` (powers of two) boundary would contain a placement of
 /// the smaller request. First fit over blocks then skips full blocks in O(1)
-/// instead of searching their bins again on every request.
+/// instead of searching their bins again on every request. A free keeps the
+/// miss unless it leaves a free range at least as large
+/// ([`Miss::after_free`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Miss {
     size: u64,
@@ -98,11 +101,46 @@ impl Miss {
         size >= self.size && align >= self.align
     }
 
+    /// Updates the miss after a free that left a free range of `merged`
+    /// bytes (the freed range with its free neighbours). Every other free
+    /// range is as it was, so the miss still holds when `merged` is smaller
+    /// than its size: no placement of at least that many bytes fits in it.
+    /// Else it is forgotten.
+    #[inline]
+    pub(crate) fn after_free(&mut self, merged: u64) {
+        if merged >= self.size {
+            *self = Self::NONE;
+        }
+    }
+
     /// Keeps the more useful of the two known misses (the smaller size).
     #[inline]
     pub(crate) fn record(&mut self, size: u64, align: u64) {
         if size < self.size || (size == self.size && align < self.align) {
             *self = Self { size, align };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Miss;
+
+    const MIB: u64 = 1 << 20;
+
+    /// A free that leaves a free range smaller than the miss cannot make
+    /// room for it: the miss stays. One that leaves a range at least that
+    /// large forgets it.
+    #[test]
+    fn a_miss_outlives_frees_that_leave_smaller_ranges() {
+        let mut miss = Miss::NONE;
+        miss.record(2 * MIB, 256);
+        miss.after_free(MIB);
+        assert!(miss.rules_out(2 * MIB, 256));
+        assert!(miss.rules_out(3 * MIB, 4096));
+        assert!(!miss.rules_out(MIB, 256));
+        miss.after_free(2 * MIB);
+        assert_eq!(miss, Miss::NONE);
+        assert!(!miss.rules_out(2 * MIB, 256));
     }
 }

@@ -527,11 +527,11 @@ impl<M> TypePool<M> {
         range: AllocationId,
     ) -> Result<(), Error> {
         let block = self.blocks.get_mut(key).ok_or(Error::StaleAllocation)?;
-        block
+        let merged = block
             .ranges
             .free(range)
             .map_err(|_| Error::StaleAllocation)?;
-        block.miss = Miss::NONE;
+        block.miss.after_free(merged.size);
         // Most allocations are unnamed: skip hashing the slot then.
         if !block.names.is_empty() {
             block.names.remove(&range.slot());
