@@ -7,7 +7,11 @@ pub(crate) struct SlabKey {
     pub(crate) generation: u32,
 }
 
+/// `repr(C)`: the generation first, next to the start of the value, so a
+/// lookup reads one cache line where the value's hot fields come first
+/// (runs.rs).
 #[derive(Debug)]
+#[repr(C)]
 struct Entry<T> {
     generation: u32,
     value: Option<T>,
