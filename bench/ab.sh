@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# A/B timing of two builds of the `peers` binary on a noisy machine.
+#
+#   bench/ab.sh OLD_PEERS NEW_PEERS [traces] [rounds] [allocator]
+#
+# Runs the two binaries in turn, `rounds` times each (default 4), pinned to
+# one core, and prints per trace the fastest ns/alloc, ns/free and ns/op each
+# build reached. The 2-core VM this project is built on swings by ±30 %
+# between slow and fast spells that last minutes; the median of one run does
+# not filter that out, the minimum over interleaved rounds does. Copy each
+# build's `target/release/peers` aside first, e.g.
+#
+#   git stash; cargo build --release -p vk-suballoc-bench; cp target/release/peers /tmp/old
+#   git stash pop; cargo build --release -p vk-suballoc-bench; cp target/release/peers /tmp/new
+#   scripts/with-vulkan.sh bench/ab.sh /tmp/old /tmp/new small-churn,mixed 6
+#
+# Callgrind instruction counts (`valgrind --tool=callgrind`) are the other
+# reliable measure there.
+set -euo pipefail
+
+if [ "$#" -lt 2 ]; then
+    sed -n '2,4p' "$0" >&2
+    exit 2
+fi
+old=$1
+new=$2
+traces=${3:-streaming,frame-loop,small-churn,mixed}
+rounds=${4:-4}
+allocator=${5:-vk-suballoc}
+
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+for _ in $(seq "$rounds"); do
+    for build in "$old" "$new"; do
+        taskset -c 1 "$build" --traces "$traces" --allocators "$allocator" --no-scaling --runs 5 \
+            | awk -v build="$build" '
+                /^### vk-suballoc against/ { trace = ""; next }
+                /^### / { trace = $2 }
+                /^\| / && trace != "" && $0 !~ /^\| (allocator|---)/ {
+                    split($0, cell, "|")
+                    split(cell[5], op, " ")
+                    print trace, build, cell[3] + 0, cell[4] + 0, op[1] + 0
+                }' >> "$results"
+    done
+done
+printf '%-12s %-24s %9s %9s %9s\n' trace build ns/alloc ns/free ns/op
+sort -k1,1 -k2,2 "$results" | awk '
+    {
+        key = $1 " " $2
+        if (!(key in op) || $3 < alloc[key]) alloc[key] = $3
+        if (!(key in op) || $4 < free[key]) free[key] = $4
+        if (!(key in op) || $5 < op[key]) op[key] = $5
+    }
+    END {
+        for (key in op) {
+            split(key, k, " ")
+            printf "%-12s %-24s %9.1f %9.1f %9.1f\n", k[1], k[2], alloc[key], free[key], op[key]
+        }
+    }' | sort
