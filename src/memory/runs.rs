@@ -191,7 +191,6 @@ impl Runs {
     }
 
     /// Adds a new run with every slot free; `mapped` is its slot 0's mapping.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn insert(
         &mut self,
         class: usize,
