@@ -187,7 +187,7 @@ impl<M> TypePool<M> {
         // and new blocks are out of line.
         if !dedicated_first {
             if let Some(placement) = self.allocate_in_blocks(request) {
-                return Ok(placement);
+                return Ok(self.count(placement, request));
             }
         }
         self.allocate_slow(context, request, dedicated_first)
@@ -212,10 +212,11 @@ impl<M> TypePool<M> {
                 result => return result,
             }
             if let Some(placement) = self.allocate_in_blocks(request) {
-                return Ok(placement);
+                return Ok(self.count(placement, request));
             }
         }
         match self.allocate_in_new_block(context, request, preferred) {
+            Ok(placement) => Ok(self.count(placement, request)),
             Err(error)
                 if is_no_room(error)
                     && !dedicated_first
@@ -256,10 +257,6 @@ impl<M> TypePool<M> {
         let Location::Block { block, range } = placement.location else {
             return None;
         };
-        // `allocate_in_block` counted the run's range as an allocation; the
-        // run is not one, its slots are.
-        self.counters.block_allocations -= 1;
-        self.counters.block_allocated_bytes -= bytes;
         self.runs.insert(
             class,
             block,
@@ -275,9 +272,8 @@ impl<M> TypePool<M> {
         Some(taken.into())
     }
 
-    /// Counts a placement of `request` as a live allocation in a block. A
-    /// run's own range is not one: [`allocate_in_new_run`](Self::allocate_in_new_run)
-    /// takes it back out.
+    /// Counts a placement of `request` as a live allocation in a block, where
+    /// one is handed out (a run's own range is not one: its slots are).
     #[inline(always)]
     fn count(&mut self, placement: Placement, request: &PoolRequest<'_>) -> Placement {
         self.counters.block_allocations += 1;
@@ -349,7 +345,7 @@ impl<M> TypePool<M> {
         if was_empty {
             self.counters.empty_blocks -= 1;
         }
-        Some(self.count(placement, request))
+        Some(placement)
     }
 
     fn allocate_in_new_block<D: MemoryDeviceExt<M>>(
