@@ -383,10 +383,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Drop for Allocator<D, M> {
     fn drop(&mut self) {
         self.release_all_deferred();
         for pool in self.pools.iter_mut() {
-            let pool = pool
-                .get_mut()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            pool.release_all(&self.context);
+            exclusive(pool).release_all(&self.context);
         }
     }
 }

@@ -195,9 +195,9 @@ where
     }
 
     /// Why no memory type can take a request: too large for every allowed
-    /// heap, or no allowed type suits the usage.
+    /// heap, or no allowed type suits the usage. `bits` is `memoryTypeBits`
+    /// restricted to the device's types.
     #[cold]
-    /// `bits` is `memoryTypeBits` restricted to the device's types.
     fn no_candidate_error(
         &self,
         requirements: &vk::MemoryRequirements,
