@@ -24,7 +24,9 @@ pub struct Config {
     /// blocks (padding a 256-byte image to 64 KiB would waste more than a
     /// second block). Default 4096: lavapipe (64), NVIDIA (1024) and most
     /// mobile GPUs (4096) mix; drivers already align optimal images to the
-    /// granularity there, so the padding costs nothing.
+    /// granularity there, so the padding costs nothing. A granularity that is
+    /// not a power of two (no driver reports one) always gets separate
+    /// blocks.
     pub max_padded_granularity: u64,
     /// Most frames that may be in flight at once: sizes the deferred-free
     /// queue and upload rings. Default 3.

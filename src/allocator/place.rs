@@ -248,9 +248,12 @@ where
         // whole pages (start and end on a page boundary), so no linear
         // resource can ever lie in one of their pages, and everything shares
         // one block class. Larger pages keep the two kinds in separate
-        // blocks instead.
+        // blocks instead, and so does a page size that is not a power of
+        // two (no driver reports one; the offset allocator could not align
+        // an image's start to it).
         let granularity = properties.buffer_image_granularity.max(1);
-        let mixed_blocks = granularity <= self.context.config.max_padded_granularity;
+        let mixed_blocks = granularity.is_power_of_two()
+            && granularity <= self.context.config.max_padded_granularity;
         let linear = request.kind.is_linear();
         let class = usize::from(!mixed_blocks && !linear);
         let size = request.requirements.size;

@@ -376,9 +376,14 @@ impl<M> TypePool<M> {
                 Err(error) => return Err(error),
             }
         };
-        // A new block of at least the placed size holds it at offset 0.
-        self.allocate_in_block(key, request)
-            .ok_or(Error::OutOfDeviceMemory)
+        // A new block of at least the placed size holds it at offset 0, with
+        // any power-of-two alignment. Should that ever fail, the block goes
+        // back rather than stay as a second empty one.
+        let placement = self.allocate_in_block(key, request);
+        if placement.is_none() {
+            self.release_block(context, key);
+        }
+        placement.ok_or(Error::OutOfDeviceMemory)
     }
 
     fn create_block<D: MemoryDeviceExt<M>>(

@@ -106,6 +106,37 @@ fn large_granularity_separates_kinds() {
     assert_eq!(mixed_resources_never_share_a_page(1024, separate), 0);
 }
 
+/// A granularity that is not a power of two (no driver reports one; the
+/// limit does not forbid it) keeps the kinds in separate blocks: padding
+/// images to its pages would need an alignment the offset allocator cannot
+/// give. Before, every optimal image made a new block it then could not
+/// use, left it behind empty, and went to dedicated memory.
+#[test]
+fn a_granularity_that_is_not_a_power_of_two_separates_kinds() {
+    assert_eq!(
+        mixed_resources_never_share_a_page(3072, Config::default()),
+        0
+    );
+    let (allocator, device) = allocator_with(
+        FakeLayout::discrete().with_granularity(3072),
+        Config::default(),
+    );
+    let images: Vec<Allocation> = (0..2)
+        .map(|_| device_local(&allocator, 4096, 256, ResourceKind::OptimalImage))
+        .collect();
+    let buffer = device_local(&allocator, 4096, 256, ResourceKind::Buffer);
+    assert!(images.iter().all(|a| !a.is_dedicated()));
+    assert_eq!(images[0].memory(), images[1].memory());
+    assert_ne!(images[0].memory(), buffer.memory());
+    let stats = allocator.stats();
+    assert_eq!(stats.memory_objects, 2, "one block per kind");
+    assert!(stats.memory_types.iter().all(|t| t.empty_blocks == 0));
+    for allocation in images.into_iter().chain([buffer]) {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}
+
 /// NVIDIA's layout: granularity 1024, buffers aligned to 16, optimal images
 /// to 1024. Buffers pack densely; an image takes whole pages of the same
 /// block, and the next buffer starts on the page after it. (Runs off: this
