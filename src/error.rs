@@ -113,6 +113,10 @@ pub enum Error {
     /// A [`Config`](crate::Config) figure is out of range; the text names it.
     #[error("invalid configuration: {0}")]
     InvalidConfig(&'static str),
+    /// The device reports a property this allocator cannot work with; the
+    /// text names it. No Vulkan driver we know of does.
+    #[error("unsupported device: {0}")]
+    UnsupportedDevice(&'static str),
     /// Another device error, passed on.
     #[error("device error: {0}")]
     Device(DeviceError),

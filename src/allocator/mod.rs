@@ -72,7 +72,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// properties once; allocates no device memory yet.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] when a figure of `config` is out of range.
+    /// [`Error::InvalidConfig`] when a figure of `config` is out of range;
+    /// [`Error::UnsupportedDevice`] when the device's `nonCoherentAtomSize`
+    /// is not a power of two (allocations in non-coherent memory start on an
+    /// atom, through the offset allocator's power-of-two alignment; VMA
+    /// assumes the same).
     pub fn new(device: D, config: Config) -> Result<Self, Error> {
         if config.large_heap_block_size == 0 {
             return Err(Error::InvalidConfig(
@@ -93,6 +97,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             ));
         }
         let properties = device.memory_properties();
+        if !properties
+            .device
+            .non_coherent_atom_size
+            .max(1)
+            .is_power_of_two()
+        {
+            return Err(Error::UnsupportedDevice(
+                "nonCoherentAtomSize must be a power of two",
+            ));
+        }
         let types = properties.device.memory_types.len().min(32);
         let pools = (0..types as u32)
             .map(|t| Mutex::new(TypePool::new(t)))

@@ -168,6 +168,21 @@ fn invalid_configs_are_rejected() {
     }
 }
 
+/// Allocations in non-coherent memory start on an atom through a
+/// power-of-two alignment, so an atom that is not one (no driver reports
+/// one) is refused up front rather than misplaced later.
+#[test]
+fn a_non_coherent_atom_that_is_not_a_power_of_two_is_refused() {
+    let mut layout = FakeLayout::mobile();
+    layout.non_coherent_atom_size = 48;
+    let device = vk_suballoc::device::fake::FakeDevice::new(layout);
+    assert!(matches!(
+        vk_suballoc::Allocator::new(device.clone(), Config::default()),
+        Err(Error::UnsupportedDevice(_))
+    ));
+    device.assert_clean();
+}
+
 #[test]
 fn ranges_past_the_allocation_are_rejected() {
     let (allocator, device) = allocator(FakeLayout::mobile());
