@@ -123,11 +123,16 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether trying another memory type may succeed.
+    /// Whether trying another memory type may succeed. At
+    /// `maxMemoryAllocationCount` one may: an existing block of another
+    /// type can take the request without a new memory object.
     pub(crate) fn try_next_type(self) -> bool {
         matches!(
             self,
-            Self::OutOfDeviceMemory | Self::OverBudget { .. } | Self::MapFailed
+            Self::OutOfDeviceMemory
+                | Self::OverBudget { .. }
+                | Self::MapFailed
+                | Self::TooManyObjects(_)
         )
     }
 }

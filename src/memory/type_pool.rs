@@ -207,8 +207,14 @@ impl<M> TypePool<M> {
         let preferred = self.preferred_block_size(context);
         if dedicated_first {
             match self.allocate_dedicated(context, request) {
+                // Unless the driver requires dedicated memory, an existing
+                // block may still take the request when the device has no
+                // room for another object, is at maxMemoryAllocationCount,
+                // or cannot map a new one.
                 Err(error)
-                    if is_no_room(error) && request.dedicated != DedicatedChoice::Require => {}
+                    if request.dedicated != DedicatedChoice::Require
+                        && (is_no_room(error)
+                            || matches!(error, Error::TooManyObjects(_) | Error::MapFailed)) => {}
                 result => return result,
             }
             if let Some(placement) = self.allocate_in_blocks(request) {

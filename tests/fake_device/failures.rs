@@ -3,7 +3,7 @@
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::DeviceError;
-use vk_suballoc::{DedicatedPolicy, Error, Usage};
+use vk_suballoc::{DedicatedHint, DedicatedPolicy, Error, Usage};
 
 use super::{allocator, buffer, finish, free};
 
@@ -130,10 +130,95 @@ fn max_memory_allocation_count_is_never_exceeded() {
     finish(allocator, &device);
 }
 
+/// At `maxMemoryAllocationCount`, a request the driver merely prefers in
+/// dedicated memory takes an existing block that has room (before, the
+/// dedicated attempt's `TooManyObjects` was the answer).
+#[test]
+fn prefer_dedicated_at_the_object_limit_takes_an_existing_block() {
+    let (allocator, device) = allocator(FakeLayout::integrated().with_max_allocation_count(1));
+    let plain = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(allocator.stats().memory_objects, 1);
+    let preferred = buffer(MIB, 256, Usage::DEVICE_LOCAL).driver_dedicated(DedicatedHint {
+        required: false,
+        preferred: true,
+    });
+    let placed = allocator.allocate(&preferred).unwrap();
+    assert_eq!(placed.memory(), plain.memory());
+    assert!(!placed.is_dedicated());
+    // A driver requirement is not bent: that request fails.
+    let required = buffer(MIB, 256, Usage::DEVICE_LOCAL).driver_dedicated(DedicatedHint {
+        required: true,
+        preferred: true,
+    });
+    assert_eq!(allocator.allocate(&required), Err(Error::TooManyObjects(1)));
+    free(&allocator, placed);
+    free(&allocator, plain);
+    finish(allocator, &device);
+}
+
+/// The same for a request over half a block, which tries dedicated memory
+/// first under the default policy.
+#[test]
+fn a_large_request_at_the_object_limit_takes_an_existing_block() {
+    let (allocator, device) = allocator(FakeLayout::integrated().with_max_allocation_count(1));
+    // One 256 MiB block, then kept empty; a small buffer takes it.
+    let big = allocator
+        .allocate(&buffer(129 * MIB, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Never))
+        .unwrap();
+    assert_eq!(device.live_allocations()[0].size, 256 * MIB);
+    free(&allocator, big);
+    let small = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let big = allocator
+        .allocate(&buffer(129 * MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(big.memory(), small.memory());
+    assert_eq!(allocator.stats().memory_objects, 1);
+    free(&allocator, big);
+    free(&allocator, small);
+    finish(allocator, &device);
+}
+
+/// At the object limit, the next memory type is tried: one of its blocks
+/// may have room without a new memory object.
+#[test]
+fn at_the_object_limit_another_type_with_room_takes_the_request() {
+    let (allocator, device) = allocator(FakeLayout::discrete().with_max_allocation_count(1));
+    // A host-visible block (type 2), the device's only memory object.
+    let upload = allocator
+        .allocate(&buffer(MIB, 256, Usage::UPLOAD))
+        .unwrap();
+    assert_eq!(upload.memory_type(), 2);
+    // Device-local types come first for this one, but none can have a
+    // block; the host-visible block takes it.
+    let fallback = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(fallback.memory(), upload.memory());
+    assert_eq!(allocator.stats().memory_objects, 1);
+    free(&allocator, fallback);
+    free(&allocator, upload);
+    finish(allocator, &device);
+}
+
 #[test]
 fn driver_errors_are_typed_and_leak_nothing() {
     let (allocator, device) = allocator(FakeLayout::integrated());
+    // The driver's own TooManyObjects moves on to the next memory type...
     device.fail_allocation(1, DeviceError::TooManyObjects);
+    let a = allocator
+        .allocate(&buffer(4096, 1, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(a.memory_type(), 1);
+    free(&allocator, a);
+    allocator.trim();
+    // ...and is the answer when all three types give it.
+    for nth in 1..=3 {
+        device.fail_allocation(nth, DeviceError::TooManyObjects);
+    }
     assert_eq!(
         allocator.allocate(&buffer(4096, 1, Usage::DEVICE_LOCAL)),
         Err(Error::TooManyObjects(4096))
