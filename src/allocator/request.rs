@@ -49,7 +49,8 @@ pub struct AllocationDesc<'a> {
     /// exceed a heap's budget (after trying the other memory types).
     pub within_budget: bool,
     /// `VK_EXT_memory_priority` priority in `[0, 1]` for dedicated memory;
-    /// ignored when the extension is not enabled.
+    /// ignored when the extension is not enabled. Values outside the range
+    /// are clamped to it, and NaN means Vulkan's default, 0.5.
     pub priority: Option<f32>,
 }
 

@@ -181,7 +181,7 @@ impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
             allocate_info = allocate_info.push_next(&mut dedicated_info);
         }
         if let (Some(priority), true) = (info.priority, self.features.memory_priority) {
-            priority_info = priority_info.priority(priority.clamp(0.0, 1.0));
+            priority_info = priority_info.priority(memory_priority(priority));
             allocate_info = allocate_info.push_next(&mut priority_info);
         }
         // SAFETY: the caller upholds `MemoryDeviceExt::allocate`'s contract
@@ -418,4 +418,28 @@ fn memory_property_flags(flags: vk::MemoryPropertyFlags) -> MemoryPropertyFlags 
         .into_iter()
         .filter(|(vk_flag, _)| flags.contains(*vk_flag))
         .fold(MemoryPropertyFlags::empty(), |acc, (_, flag)| acc | flag)
+}
+
+/// The `VkMemoryPriorityAllocateInfoEXT` value for a requested priority:
+/// clamped to `[0, 1]` (VUID-VkMemoryPriorityAllocateInfoEXT-priority-02602),
+/// and NaN, which `clamp` would pass on, as Vulkan's default of 0.5.
+fn memory_priority(priority: f32) -> f32 {
+    if priority.is_nan() {
+        0.5
+    } else {
+        priority.clamp(0.0, 1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::memory_priority;
+
+    #[test]
+    fn memory_priorities_stay_within_the_valid_range() {
+        assert_eq!(memory_priority(0.25), 0.25);
+        assert_eq!(memory_priority(-1.0), 0.0);
+        assert_eq!(memory_priority(f32::INFINITY), 1.0);
+        assert_eq!(memory_priority(f32::NAN), 0.5);
+    }
 }
