@@ -113,6 +113,11 @@ pub enum Error {
     /// A [`Config`](crate::Config) figure is out of range; the text names it.
     #[error("invalid configuration: {0}")]
     InvalidConfig(&'static str),
+    /// A resource the create-and-bind helpers cannot bind with one
+    /// `vkBind*Memory` call of one range (sparse or disjoint ones); the
+    /// text names the flag. Nothing was created.
+    #[error("unsupported resource: {0}")]
+    UnsupportedResource(&'static str),
     /// The device reports a property this allocator cannot work with; the
     /// text names it. No Vulkan driver we know of does.
     #[error("unsupported device: {0}")]

@@ -18,6 +18,8 @@ impl Allocator<AshMemoryDevice> {
     /// The allocator's errors, and `vkCreateBuffer` / `vkBindBufferMemory`
     /// failures as [`Error::Device`] (or the matching variant). Nothing is
     /// leaked on error: the buffer is destroyed and the memory freed.
+    /// [`Error::UnsupportedResource`] for a sparse buffer, which is bound
+    /// with `vkQueueBindSparse`, not here (nothing is created then).
     ///
     /// # Safety
     /// `info` is a valid `VkBufferCreateInfo` for this device (the
@@ -27,6 +29,11 @@ impl Allocator<AshMemoryDevice> {
         info: &vk::BufferCreateInfo<'_>,
         desc: &AllocationDesc<'_>,
     ) -> Result<(vk::Buffer, Allocation), Error> {
+        if info.flags.contains(vk::BufferCreateFlags::SPARSE_BINDING) {
+            return Err(Error::UnsupportedResource(
+                "BufferCreateFlags::SPARSE_BINDING",
+            ));
+        }
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
         let buffer = unsafe { device.create_buffer(info, None) }.map_err(DeviceError::from)?;
@@ -71,7 +78,10 @@ impl Allocator<AshMemoryDevice> {
     /// `bufferImageGranularity`, every other tiling as optimal.
     ///
     /// # Errors
-    /// As [`create_buffer`](Self::create_buffer).
+    /// As [`create_buffer`](Self::create_buffer);
+    /// [`Error::UnsupportedResource`] for a sparse image and for a disjoint
+    /// multi-planar one, whose planes take memory requirements and binds of
+    /// their own (nothing is created then).
     ///
     /// # Safety
     /// `info` is a valid `VkImageCreateInfo` for this device.
@@ -80,13 +90,22 @@ impl Allocator<AshMemoryDevice> {
         info: &vk::ImageCreateInfo<'_>,
         desc: &AllocationDesc<'_>,
     ) -> Result<(vk::Image, Allocation), Error> {
+        if info.flags.contains(vk::ImageCreateFlags::SPARSE_BINDING) {
+            return Err(Error::UnsupportedResource(
+                "ImageCreateFlags::SPARSE_BINDING",
+            ));
+        }
+        if info.flags.contains(vk::ImageCreateFlags::DISJOINT) {
+            return Err(Error::UnsupportedResource("ImageCreateFlags::DISJOINT"));
+        }
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
         let image = unsafe { device.create_image(info, None) }.map_err(DeviceError::from)?;
         let mut dedicated = vk::MemoryDedicatedRequirements::default();
         let mut requirements = vk::MemoryRequirements2::default().push_next(&mut dedicated);
         let query = vk::ImageMemoryRequirementsInfo2::default().image(image);
-        // SAFETY: `image` was just created from this device, not disjoint.
+        // SAFETY: `image` was just created from this device, not disjoint
+        // (checked above), so no plane info is needed (VUID-VkImageMemoryRequirementsInfo2-image-01589).
         unsafe { device.get_image_memory_requirements2(&query, &mut requirements) };
         let kind = if info.tiling == vk::ImageTiling::LINEAR {
             ResourceKind::LinearImage

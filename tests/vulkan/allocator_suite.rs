@@ -400,6 +400,36 @@ test_each_profile!(
     }
 );
 
+/// Sparse and disjoint resources are bound by region or by plane, which the
+/// create-and-bind helpers do not do: a typed error before anything is
+/// created, so the validation layer sees no call at all.
+#[test]
+fn sparse_and_disjoint_resources_are_refused_up_front() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+    let sparse_buffer = buffer_info(4096).flags(vk::BufferCreateFlags::SPARSE_BINDING);
+    // SAFETY: refused before any Vulkan call (lavapipe has no sparse binding).
+    let result = unsafe { allocator.create_buffer(&sparse_buffer, &desc) };
+    assert!(
+        matches!(result, Err(Error::UnsupportedResource(_))),
+        "{result:?}"
+    );
+    for flags in [
+        vk::ImageCreateFlags::SPARSE_BINDING,
+        vk::ImageCreateFlags::DISJOINT,
+    ] {
+        let info = image_info(64, 64).flags(flags);
+        // SAFETY: refused before any Vulkan call.
+        let result = unsafe { allocator.create_image(&info, &desc) };
+        assert!(
+            matches!(result, Err(Error::UnsupportedResource(_))),
+            "{flags:?}: {result:?}"
+        );
+    }
+    assert_eq!(allocator.stats().memory_objects, 0);
+}
+
 #[test]
 fn debug_names_reach_the_validation_layer() {
     let context = VulkanContext::new(Profile::Lavapipe);
