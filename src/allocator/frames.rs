@@ -79,6 +79,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// is collected, and signals only after every submitted command that may
     /// use memory freed during this frame or earlier (with a frame's last
     /// `vkQueueSubmit` on one queue, its fence does).
+    ///
+    /// Call [`collect`](Self::collect) before resetting the fence for reuse:
+    /// a reset fence reads as unsignalled, so its frame (and every later one)
+    /// waits for the fence's next submission, and
+    /// [`wait_and_collect`](Self::wait_and_collect) waits for that too.
     pub unsafe fn end_frame(&self, fence: vk::Fence) -> Result<u64, Error> {
         self.seal(FrameSignal::Fence(fence))
     }
