@@ -28,8 +28,11 @@ pub struct Config {
     /// not a power of two (no driver reports one) always gets separate
     /// blocks.
     pub max_padded_granularity: u64,
-    /// Most frames that may be in flight at once: sizes the deferred-free
-    /// queue and upload rings. Default 3.
+    /// Frames the engine keeps in flight: the deferred-free queue reserves
+    /// room for this many sealed frames up front. More may be in flight (the
+    /// queue grows; each upload-ring chunk tracks up to 64 sealed frames,
+    /// after which [`end_frame`](crate::Allocator::end_frame) asks for a
+    /// [`collect`](crate::Allocator::collect)). Default 3.
     pub max_frames_in_flight: u32,
     /// Buffers of at most this many bytes (their size rounded up to
     /// their alignment) take a slot of a run: a range of a block cut into up

@@ -115,7 +115,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             context: MemoryContext::new(device, properties, config),
             pools,
             id: next_allocator_id(),
-            frames: Mutex::new(DeferredQueue::new()),
+            frames: Mutex::new(DeferredQueue::with_capacity(
+                config.max_frames_in_flight as usize,
+            )),
             rings: Mutex::new(frames::Rings::default()),
         })
     }

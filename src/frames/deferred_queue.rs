@@ -49,6 +49,18 @@ impl<S, T> DeferredQueue<S, T> {
         }
     }
 
+    /// An empty queue with room for `frames` sealed frames, so that an
+    /// engine keeping at most that many in flight never makes it allocate
+    /// for frames (items still go into vectors that are reused).
+    pub fn with_capacity(frames: usize) -> Self {
+        Self {
+            current: Vec::new(),
+            current_index: 0,
+            sealed: VecDeque::with_capacity(frames),
+            spare: Vec::with_capacity(frames + 1),
+        }
+    }
+
     /// Index of the frame that [`push`](Self::push) adds to.
     pub fn current_frame(&self) -> u64 {
         self.current_index
@@ -156,6 +168,21 @@ mod tests {
         assert_eq!(result, Ok((2, 1)));
         assert_eq!(released, vec![1, 2, 3]);
         assert_eq!(queue.drain_all().collect::<Vec<_>>(), vec![4]);
+    }
+
+    #[test]
+    fn a_queue_sized_for_its_frames_in_flight_keeps_its_storage() {
+        let mut queue: DeferredQueue<u64, u32> = DeferredQueue::with_capacity(3);
+        let capacity = (queue.sealed.capacity(), queue.spare.capacity());
+        for frame in 0..100u64 {
+            queue.push(frame as u32);
+            queue.seal(frame);
+            // The oldest of three frames in flight is done.
+            let result: Result<_, ()> = queue.collect(|&s| Ok(s + 2 <= frame), |_| {});
+            assert!(result.is_ok());
+            assert!(queue.frames_in_flight() <= 3);
+        }
+        assert_eq!((queue.sealed.capacity(), queue.spare.capacity()), capacity);
     }
 
     #[test]
