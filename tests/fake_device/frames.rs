@@ -5,7 +5,9 @@ use std::collections::VecDeque;
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
-use vk_suballoc::{Allocation, Collected, Error, UploadRingDesc, Usage};
+use vk_suballoc::{
+    Allocation, Collected, Error, RingAllocation, UploadRing, UploadRingDesc, Usage,
+};
 
 use super::seeded_rng::Rng;
 use super::{allocator, buffer, finish, FakeAllocator};
@@ -391,4 +393,124 @@ fn a_ring_in_memory_the_host_cannot_see_is_refused_without_leaks() {
     assert_eq!(device.live_resources(), 0);
     assert_eq!(allocator.stats().allocations(), 0);
     finish(allocator, &device);
+}
+
+/// A live upload-ring allocation of the random walk and the byte it holds.
+struct LiveRingBytes {
+    allocation: RingAllocation,
+    pattern: u8,
+}
+
+/// A seeded random walk over upload rings: up to four rings (growing or
+/// not, some created while frames are in flight), random allocations and
+/// alignments, frames sealed and their fences signalled in order. After
+/// every step, no two live ring allocations overlap and each still holds
+/// the bytes written to it; an allocation whose frame was collected can no
+/// longer be written.
+fn upload_rings_random_walk(test: &str, layout: FakeLayout) {
+    let mut rng = Rng::from_env(test);
+    let (allocator, device) = allocator(layout);
+    let mut rings: Vec<UploadRing> = Vec::new();
+    let mut live: Vec<LiveRingBytes> = Vec::new();
+    let mut in_flight: VecDeque<(vk::Fence, u64)> = VecDeque::new();
+    let mut pattern = 1u8;
+    for step in 0..3000 {
+        match rng.below(10) {
+            0 if rings.len() < 4 => {
+                let desc = UploadRingDesc {
+                    size: 1024 + rng.below(8192),
+                    grow: rng.below(2) == 0,
+                    ..UploadRingDesc::default()
+                };
+                rings.push(allocator.create_upload_ring(&desc).unwrap());
+            }
+            1 => {
+                let fence = end_frame(&allocator, &device);
+                in_flight.push_back((fence, allocator.current_frame() - 1));
+            }
+            2 | 3 => {
+                let Some((fence, frame)) = in_flight.pop_front() else {
+                    continue;
+                };
+                device.signal_fence(fence);
+                allocator.collect().unwrap();
+                let (keep, collected): (Vec<_>, Vec<_>) =
+                    live.drain(..).partition(|l| l.allocation.frame() > frame);
+                live = keep;
+                for l in collected {
+                    assert_eq!(
+                        allocator.ring_write(&l.allocation, 0, &[0]),
+                        Err(Error::StaleAllocation),
+                        "step {step}: a collected ring allocation is still writable"
+                    );
+                }
+            }
+            _ => {
+                if rings.is_empty() {
+                    continue;
+                }
+                let ring = rings[rng.below(rings.len() as u64) as usize];
+                let size = 1 + rng.below(3000);
+                let align = 1 << rng.below(9);
+                match allocator.ring_allocate(ring, size, align) {
+                    Ok(allocation) => {
+                        assert_eq!(allocation.buffer_offset() % align, 0);
+                        let range =
+                            |a: &RingAllocation| a.memory_offset()..a.memory_offset() + a.size();
+                        let new = range(&allocation);
+                        for l in &live {
+                            let old = range(&l.allocation);
+                            assert!(
+                                l.allocation.memory() != allocation.memory()
+                                    || old.end <= new.start
+                                    || new.end <= old.start,
+                                "step {step}: {allocation:?} overlaps live {:?}",
+                                l.allocation
+                            );
+                        }
+                        pattern = pattern.wrapping_add(1).max(1);
+                        allocator
+                            .ring_write(&allocation, 0, &vec![pattern; size as usize])
+                            .unwrap();
+                        live.push(LiveRingBytes {
+                            allocation,
+                            pattern,
+                        });
+                    }
+                    Err(Error::UploadRingFull { .. }) => {}
+                    Err(error) => panic!("step {step}: {error:?}"),
+                }
+            }
+        }
+        for l in &live {
+            let a = &l.allocation;
+            let bytes = device
+                .read(a.memory(), a.memory_offset(), a.size() as usize)
+                .unwrap();
+            assert!(
+                bytes.iter().all(|&b| b == l.pattern),
+                "step {step}: the bytes of live {a:?} were overwritten"
+            );
+        }
+    }
+    for (fence, _) in in_flight {
+        device.signal_fence(fence);
+    }
+    allocator.wait_and_collect(0).unwrap();
+    for ring in rings {
+        allocator.destroy_upload_ring(ring).unwrap();
+    }
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+#[test]
+fn upload_rings_random_walk_discrete() {
+    upload_rings_random_walk("upload_rings_random_walk_discrete", FakeLayout::discrete());
+}
+
+#[test]
+fn upload_rings_random_walk_mobile() {
+    upload_rings_random_walk("upload_rings_random_walk_mobile", FakeLayout::mobile());
 }
