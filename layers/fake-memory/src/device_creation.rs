@@ -13,6 +13,7 @@ use crate::dispatch_registry::{
     NextDeviceFns,
 };
 use crate::ffi_guard::guard;
+use crate::host_cache::HostCache;
 use crate::loader_interface::take_device_link;
 use crate::memory_accounting::AllocationBook;
 use crate::physical_device_queries::{has_memory_budget, next_device_extensions, MEMORY_BUDGET};
@@ -114,6 +115,18 @@ unsafe fn create_device_impl(
             free_memory: next_device_fn(gdpa, handle, &[c"vkFreeMemory"]),
             map_memory: next_device_fn(gdpa, handle, &[c"vkMapMemory"]),
             map_memory2: next_device_fn(gdpa, handle, &[c"vkMapMemory2KHR"]),
+            unmap_memory: next_device_fn(gdpa, handle, &[c"vkUnmapMemory"]),
+            unmap_memory2: next_device_fn(gdpa, handle, &[c"vkUnmapMemory2KHR"]),
+            flush_mapped_memory_ranges: next_device_fn(
+                gdpa,
+                handle,
+                &[c"vkFlushMappedMemoryRanges"],
+            ),
+            invalidate_mapped_memory_ranges: next_device_fn(
+                gdpa,
+                handle,
+                &[c"vkInvalidateMappedMemoryRanges"],
+            ),
             get_buffer_memory_requirements: next_device_fn(
                 gdpa,
                 handle,
@@ -165,6 +178,7 @@ unsafe fn create_device_impl(
             config: Arc::clone(config),
             physical,
             book: AllocationBook::default(),
+            host_cache: HostCache::default(),
         }),
         _ => None,
     };

@@ -1,7 +1,8 @@
 //! Device-level entry points: memory requirements (rewritten into fake type
 //! indices and alignments), allocation (mapped onto the real type, refused
-//! past the fake limits), free (accounting) and map (refused on types that are
-//! not host-visible).
+//! past the fake limits), free (accounting), map (refused on types that are
+//! not host-visible) and, for non-coherent fake types, map, unmap, flush and
+//! invalidate through a host cache (`host_cache.rs`).
 //!
 //! `vkGetDeviceProcAddr` hands out an intercept only when the next layer has
 //! the command, so an application never sees a command its driver lacks.
@@ -63,6 +64,20 @@ fn device_intercept(name: &CStr) -> vk::PFN_vkVoidFunction {
         b"vkFreeMemory" => void_fn!(free_memory, vk::PFN_vkFreeMemory),
         b"vkMapMemory" => void_fn!(map_memory, vk::PFN_vkMapMemory),
         b"vkMapMemory2KHR" => void_fn!(map_memory2, vk::PFN_vkMapMemory2KHR),
+        b"vkUnmapMemory" => void_fn!(unmap_memory, vk::PFN_vkUnmapMemory),
+        b"vkUnmapMemory2KHR" => void_fn!(unmap_memory2, vk::PFN_vkUnmapMemory2KHR),
+        b"vkFlushMappedMemoryRanges" => {
+            void_fn!(
+                flush_mapped_memory_ranges,
+                vk::PFN_vkFlushMappedMemoryRanges
+            )
+        }
+        b"vkInvalidateMappedMemoryRanges" => {
+            void_fn!(
+                invalidate_mapped_memory_ranges,
+                vk::PFN_vkInvalidateMappedMemoryRanges
+            )
+        }
         b"vkGetBufferMemoryRequirements" => {
             void_fn!(
                 get_buffer_memory_requirements,
@@ -204,6 +219,10 @@ unsafe extern "system" fn free_memory(
         let Some(state) = (unsafe { device_state(device) }) else {
             return;
         };
+        if let Some(fake) = &state.fake {
+            // Freeing unmaps: the cache goes first, unwritten.
+            fake.host_cache.forget(memory);
+        }
         if let Some(next) = state.next.free_memory {
             // SAFETY: forwarding the caller's arguments.
             unsafe { next(device, memory, allocator) };
@@ -225,7 +244,64 @@ fn refuse_map(state: &DeviceState, memory: vk::DeviceMemory) -> Option<vk::Resul
     .then_some(vk::Result::ERROR_MEMORY_MAP_FAILED)
 }
 
-/// `vkMapMemory`: `ERROR_MEMORY_MAP_FAILED` on a fake type that is not host-visible.
+/// The bytes a mapping of `memory` at `offset` of `size` bytes
+/// (`VK_WHOLE_SIZE` allowed) covers, when `memory` has a fake type that is
+/// host-visible but not host-coherent; `None` otherwise.
+fn non_coherent_mapping_size(
+    state: &DeviceState,
+    memory: vk::DeviceMemory,
+    offset: u64,
+    size: u64,
+) -> Option<u64> {
+    let fake = state.fake.as_ref()?;
+    let record = fake.book.get(memory)?;
+    let flags = fake
+        .config
+        .profile
+        .types
+        .get(record.fake_type as usize)?
+        .flags;
+    let non_coherent = flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
+        && !flags.contains(vk::MemoryPropertyFlags::HOST_COHERENT);
+    let size = if size == vk::WHOLE_SIZE {
+        record.size.checked_sub(offset)?
+    } else {
+        size
+    };
+    non_coherent.then_some(size)
+}
+
+/// After the driver mapped `memory` at `offset` and wrote its pointer to
+/// `data`: puts the host cache in front of a non-coherent fake type's mapping.
+///
+/// # Safety
+/// `data` holds the driver's pointer to a mapping of `size` bytes (or
+/// `VK_WHOLE_SIZE`) at `offset` of `memory`.
+unsafe fn cache_mapping(
+    state: &DeviceState,
+    memory: vk::DeviceMemory,
+    offset: u64,
+    size: u64,
+    data: *mut *mut c_void,
+) {
+    let (Some(fake), Some(size), false) = (
+        &state.fake,
+        non_coherent_mapping_size(state, memory, offset, size),
+        data.is_null(),
+    ) else {
+        return;
+    };
+    // SAFETY: the driver wrote its pointer to `data` (contract).
+    let device_pointer = unsafe { data.read() }.cast::<u8>();
+    // SAFETY: the driver's mapping covers `size` bytes from that pointer and
+    // lasts until unmapped or freed, when the cache is forgotten.
+    let cached = unsafe { fake.host_cache.map(memory, device_pointer, offset, size) };
+    // SAFETY: `data` is the caller's writable output.
+    unsafe { data.write(cached.cast()) };
+}
+
+/// `vkMapMemory`: `ERROR_MEMORY_MAP_FAILED` on a fake type that is not
+/// host-visible; a host cache in front of a non-coherent one.
 unsafe extern "system" fn map_memory(
     device: vk::Device,
     memory: vk::DeviceMemory,
@@ -246,7 +322,12 @@ unsafe extern "system" fn map_memory(
             return vk::Result::ERROR_MEMORY_MAP_FAILED;
         };
         // SAFETY: forwarding the caller's arguments.
-        unsafe { next(device, memory, offset, size, flags, data) }
+        let result = unsafe { next(device, memory, offset, size, flags, data) };
+        if result == vk::Result::SUCCESS {
+            // SAFETY: on success the driver wrote its pointer to `data`.
+            unsafe { cache_mapping(&state, memory, offset, size, data) };
+        }
+        result
     })
 }
 
@@ -275,7 +356,125 @@ unsafe extern "system" fn map_memory2(
                 return vk::Result::ERROR_MEMORY_MAP_FAILED;
             };
             // SAFETY: forwarding the caller's arguments.
-            unsafe { next(device, map_info, data) }
+            let result = unsafe { next(device, map_info, data) };
+            if result == vk::Result::SUCCESS && !map_info.is_null() {
+                // SAFETY: non-null, valid map info from the caller.
+                let info = unsafe { *map_info };
+                // SAFETY: on success the driver wrote its pointer to `data`.
+                unsafe { cache_mapping(&state, info.memory, info.offset, info.size, data) };
+            }
+            result
+        },
+    )
+}
+
+/// `vkUnmapMemory`: drops the host cache (unwritten), then unmaps.
+unsafe extern "system" fn unmap_memory(device: vk::Device, memory: vk::DeviceMemory) {
+    guard("vkUnmapMemory", (), || {
+        // SAFETY: a live device, from the caller.
+        let Some(state) = (unsafe { device_state(device) }) else {
+            return;
+        };
+        if let Some(fake) = &state.fake {
+            fake.host_cache.forget(memory);
+        }
+        if let Some(next) = state.next.unmap_memory {
+            // SAFETY: forwarding the caller's arguments.
+            unsafe { next(device, memory) };
+        }
+    });
+}
+
+/// `vkUnmapMemory2KHR`: as [`unmap_memory`].
+unsafe extern "system" fn unmap_memory2(
+    device: vk::Device,
+    unmap_info: *const vk::MemoryUnmapInfoKHR<'_>,
+) -> vk::Result {
+    guard("vkUnmapMemory2KHR", vk::Result::ERROR_UNKNOWN, || {
+        // SAFETY: a live device, from the caller.
+        let Some(state) = (unsafe { device_state(device) }) else {
+            return vk::Result::ERROR_UNKNOWN;
+        };
+        if let (Some(fake), false) = (&state.fake, unmap_info.is_null()) {
+            // SAFETY: non-null, valid unmap info from the caller.
+            fake.host_cache.forget(unsafe { (*unmap_info).memory });
+        }
+        let Some(next) = state.next.unmap_memory2 else {
+            return vk::Result::ERROR_UNKNOWN;
+        };
+        // SAFETY: forwarding the caller's arguments.
+        unsafe { next(device, unmap_info) }
+    })
+}
+
+/// The caller's `count` ranges at `ranges` as a slice (empty for null).
+///
+/// # Safety
+/// `ranges` is null or points to `count` valid ranges.
+unsafe fn ranges<'a>(
+    ranges: *const vk::MappedMemoryRange<'a>,
+    count: u32,
+) -> &'a [vk::MappedMemoryRange<'a>] {
+    if ranges.is_null() || count == 0 {
+        return &[];
+    }
+    // SAFETY: the contract.
+    unsafe { std::slice::from_raw_parts(ranges, count as usize) }
+}
+
+/// `vkFlushMappedMemoryRanges`: writes the flushed bytes of host caches back
+/// to device memory, then flushes.
+unsafe extern "system" fn flush_mapped_memory_ranges(
+    device: vk::Device,
+    count: u32,
+    memory_ranges: *const vk::MappedMemoryRange<'_>,
+) -> vk::Result {
+    guard(
+        "vkFlushMappedMemoryRanges",
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        || {
+            // SAFETY: a live device, from the caller.
+            let Some(state) = (unsafe { device_state(device) }) else {
+                return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
+            };
+            if let Some(fake) = &state.fake {
+                // SAFETY: the caller's ranges, of memory it has mapped.
+                unsafe { fake.host_cache.flush(ranges(memory_ranges, count)) };
+            }
+            let Some(next) = state.next.flush_mapped_memory_ranges else {
+                return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
+            };
+            // SAFETY: forwarding the caller's arguments.
+            unsafe { next(device, count, memory_ranges) }
+        },
+    )
+}
+
+/// `vkInvalidateMappedMemoryRanges`: invalidates, then refills the
+/// invalidated bytes of host caches from device memory.
+unsafe extern "system" fn invalidate_mapped_memory_ranges(
+    device: vk::Device,
+    count: u32,
+    memory_ranges: *const vk::MappedMemoryRange<'_>,
+) -> vk::Result {
+    guard(
+        "vkInvalidateMappedMemoryRanges",
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        || {
+            // SAFETY: a live device, from the caller.
+            let Some(state) = (unsafe { device_state(device) }) else {
+                return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
+            };
+            let Some(next) = state.next.invalidate_mapped_memory_ranges else {
+                return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
+            };
+            // SAFETY: forwarding the caller's arguments.
+            let result = unsafe { next(device, count, memory_ranges) };
+            if let (Some(fake), vk::Result::SUCCESS) = (&state.fake, result) {
+                // SAFETY: the caller's ranges, of memory it has mapped.
+                unsafe { fake.host_cache.invalidate(ranges(memory_ranges, count)) };
+            }
+            result
         },
     )
 }

@@ -17,6 +17,7 @@ use ash::vk;
 use ash::vk::Handle;
 
 use crate::config::LayerConfig;
+use crate::host_cache::HostCache;
 use crate::memory_accounting::{lock, AllocationBook, HeapUsage};
 use crate::memory_type_map::MemoryTypeMap;
 
@@ -166,7 +167,8 @@ impl InstanceState {
         // SAFETY: a live physical device and a valid output structure.
         unsafe { get_real(physical_device, &mut real) };
         let state = Arc::new(PhysicalDeviceState {
-            type_map: MemoryTypeMap::new(config.profile, &real),
+            type_map: MemoryTypeMap::new(config.profile, &real)
+                .with_min_image_alignment(config.min_image_alignment()),
             heap_usage: HeapUsage::default(),
         });
         devices.insert(physical_device.as_raw(), Arc::clone(&state));
@@ -187,6 +189,14 @@ pub struct NextDeviceFns {
     pub map_memory: Option<vk::PFN_vkMapMemory>,
     /// `vkMapMemory2KHR`.
     pub map_memory2: Option<vk::PFN_vkMapMemory2KHR>,
+    /// `vkUnmapMemory`.
+    pub unmap_memory: Option<vk::PFN_vkUnmapMemory>,
+    /// `vkUnmapMemory2KHR`.
+    pub unmap_memory2: Option<vk::PFN_vkUnmapMemory2KHR>,
+    /// `vkFlushMappedMemoryRanges`.
+    pub flush_mapped_memory_ranges: Option<vk::PFN_vkFlushMappedMemoryRanges>,
+    /// `vkInvalidateMappedMemoryRanges`.
+    pub invalidate_mapped_memory_ranges: Option<vk::PFN_vkInvalidateMappedMemoryRanges>,
     /// `vkGetBufferMemoryRequirements`.
     pub get_buffer_memory_requirements: Option<vk::PFN_vkGetBufferMemoryRequirements>,
     /// `vkGetImageMemoryRequirements`.
@@ -210,6 +220,8 @@ pub struct FakeDevice {
     pub physical: Arc<PhysicalDeviceState>,
     /// The device's live allocations.
     pub book: AllocationBook,
+    /// Host caches in front of mappings of non-coherent fake types.
+    pub host_cache: HostCache,
 }
 
 /// What the layer keeps per device.

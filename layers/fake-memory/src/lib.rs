@@ -30,7 +30,12 @@
 //!   `ERROR_OUT_OF_DEVICE_MEMORY` past a fake heap's size or on a call chosen
 //!   to fail, `ERROR_TOO_MANY_OBJECTS` past the allocation count;
 //! - `vkFreeMemory` (accounting) and `vkMapMemory` / `vkMapMemory2KHR`
-//!   (`ERROR_MEMORY_MAP_FAILED` on a type that is not host-visible).
+//!   (`ERROR_MEMORY_MAP_FAILED` on a type that is not host-visible);
+//! - non-coherent memory: mappings of a fake type that is host-visible but
+//!   not host-coherent go through a host cache (`host_cache.rs`) that only
+//!   `vkFlushMappedMemoryRanges` writes back and only
+//!   `vkInvalidateMappedMemoryRanges` refills, so a missing flush or
+//!   invalidate shows up as wrong bytes, on lavapipe's coherent memory.
 //!
 //! The only exported symbol is `vkNegotiateLoaderLayerInterfaceVersion`
 //! (loader interface version 2); no panic crosses into the loader.
@@ -43,6 +48,7 @@ mod device_creation;
 mod device_intercepts;
 mod dispatch_registry;
 mod ffi_guard;
+mod host_cache;
 mod instance_intercepts;
 mod loader_interface;
 mod memory_accounting;
