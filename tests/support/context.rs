@@ -28,6 +28,8 @@ pub struct ContextOptions {
     pub fail_allocations: Vec<u32>,
     /// Overrides the profile's `maxMemoryAllocationCount`.
     pub max_allocations: Option<u32>,
+    /// Overrides the least alignment of image requirements.
+    pub image_alignment: Option<u32>,
 }
 
 impl ContextOptions {
@@ -43,8 +45,17 @@ impl ContextOptions {
         self
     }
 
+    /// Aligns image requirements to at least `alignment` (a power of two)
+    /// instead of the profile's minimum.
+    pub fn image_alignment(mut self, alignment: u32) -> Self {
+        self.image_alignment = Some(alignment);
+        self
+    }
+
     fn is_empty(&self) -> bool {
-        self.fail_allocations.is_empty() && self.max_allocations.is_none()
+        self.fail_allocations.is_empty()
+            && self.max_allocations.is_none()
+            && self.image_alignment.is_none()
     }
 
     /// The fake-memory layer configuration string for `profile`.
@@ -55,6 +66,9 @@ impl ContextOptions {
         }
         if let Some(count) = self.max_allocations {
             config.push_str(&format!(",max-allocations={count}"));
+        }
+        if let Some(alignment) = self.image_alignment {
+            config.push_str(&format!(",image-alignment={alignment}"));
         }
         config
     }

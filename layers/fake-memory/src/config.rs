@@ -16,6 +16,10 @@
 //!   the instance (counting from 1) returns `ERROR_OUT_OF_DEVICE_MEMORY`.
 //!   May be given several times.
 //! - `max-allocations=N`: overrides the profile's `maxMemoryAllocationCount`.
+//! - `image-alignment=N` (a power of two): image requirements are aligned to
+//!   at least `N` instead of the profile's minimum. Real drivers align
+//!   optimal images to at least `bufferImageGranularity`; a smaller value
+//!   makes the granularity rule matter on lavapipe.
 
 use std::fmt;
 
@@ -39,6 +43,8 @@ pub struct LayerConfig {
     pub fail_allocations: Vec<u64>,
     /// Overrides `Profile::max_memory_allocation_count`.
     pub max_allocations: Option<u32>,
+    /// Overrides `Profile::min_image_alignment`.
+    pub image_alignment: Option<u32>,
 }
 
 impl LayerConfig {
@@ -47,6 +53,13 @@ impl LayerConfig {
         self.max_allocations
             .unwrap_or(self.profile.max_memory_allocation_count)
     }
+
+    /// The least alignment of image requirements: the override, else the
+    /// profile's.
+    pub fn min_image_alignment(&self) -> u64 {
+        self.image_alignment
+            .map_or(self.profile.min_image_alignment, u64::from)
+    }
 }
 
 /// Why a configuration string was rejected.
@@ -54,9 +67,11 @@ impl LayerConfig {
 pub enum ConfigError {
     /// The profile name is none of `discrete`, `integrated`, `mobile`, `passthrough`.
     UnknownProfile(String),
-    /// An option other than `fail-allocation` / `max-allocations`.
+    /// An option other than `fail-allocation`, `max-allocations` and
+    /// `image-alignment`.
     UnknownOption(String),
-    /// An option value that is not a positive integer.
+    /// An option value that is not a positive integer (or, for
+    /// `image-alignment`, not a power of two).
     BadNumber(String),
 }
 
@@ -69,7 +84,7 @@ impl fmt::Display for ConfigError {
             ),
             Self::UnknownOption(option) => write!(
                 f,
-                "unknown option {option:?} (expected fail-allocation=N or max-allocations=N)"
+                "unknown option {option:?} (expected fail-allocation=N, max-allocations=N or image-alignment=N)"
             ),
             Self::BadNumber(option) => write!(f, "option {option:?} needs a positive integer"),
         }
@@ -97,6 +112,7 @@ pub fn parse(spec: &str) -> Result<Option<LayerConfig>, ConfigError> {
         profile,
         fail_allocations: Vec::new(),
         max_allocations: None,
+        image_alignment: None,
     };
     for option in parts.filter(|part| !part.is_empty()) {
         let (key, value) = option
@@ -111,6 +127,10 @@ pub fn parse(spec: &str) -> Result<Option<LayerConfig>, ConfigError> {
         match key.trim() {
             "fail-allocation" => config.fail_allocations.push(u64::from(number)),
             "max-allocations" => config.max_allocations = Some(number),
+            "image-alignment" if number.is_power_of_two() => {
+                config.image_alignment = Some(number);
+            }
+            "image-alignment" => return Err(ConfigError::BadNumber(option.to_owned())),
             _ => return Err(ConfigError::UnknownOption(option.to_owned())),
         }
     }
@@ -130,16 +150,20 @@ mod tests {
 
     #[test]
     fn options() {
-        let config =
-            parse("mobile,fail-allocation=3, fail-allocation=5,max-allocations=16").unwrap();
+        let config = parse(
+            "mobile,fail-allocation=3, fail-allocation=5,max-allocations=16,image-alignment=256",
+        )
+        .unwrap();
         assert_eq!(
             config,
             Some(LayerConfig {
                 profile: &MOBILE,
                 fail_allocations: vec![3, 5],
                 max_allocations: Some(16),
+                image_alignment: Some(256),
             })
         );
+        assert_eq!(config.unwrap().min_image_alignment(), 256);
     }
 
     #[test]
@@ -161,6 +185,10 @@ mod tests {
         assert!(matches!(
             parse("discrete,max-allocations"),
             Err(ConfigError::UnknownOption(_))
+        ));
+        assert!(matches!(
+            parse("discrete,image-alignment=384"),
+            Err(ConfigError::BadNumber(_))
         ));
     }
 

@@ -27,6 +27,9 @@ pub enum ResourceKind {
 #[derive(Debug, Clone)]
 pub struct MemoryTypeMap {
     profile: &'static Profile,
+    /// The least alignment of image requirements: the profile's, or the
+    /// configuration's `image-alignment`.
+    min_image_alignment: u64,
     /// Real type backing each fake type; `None` when the device has no type
     /// that can back it (such a type is never offered).
     real_type: Vec<Option<u32>>,
@@ -61,7 +64,11 @@ impl MemoryTypeMap {
                     .and_then(|(index, _)| u32::try_from(index).ok())
             })
             .collect();
-        Self { profile, real_type }
+        Self {
+            profile,
+            min_image_alignment: profile.min_image_alignment,
+            real_type,
+        }
     }
 
     /// The real type index behind fake type `fake_index`, if it exists.
@@ -82,6 +89,14 @@ impl MemoryTypeMap {
         bits
     }
 
+    /// The same map with image requirements aligned to at least `alignment`
+    /// (a power of two) instead of the profile's minimum.
+    #[must_use]
+    pub fn with_min_image_alignment(mut self, alignment: u64) -> Self {
+        self.min_image_alignment = alignment;
+        self
+    }
+
     /// Rewrites driver-reported requirements into the profile's terms.
     pub fn patch_requirements(
         &self,
@@ -91,7 +106,7 @@ impl MemoryTypeMap {
         requirements.memory_type_bits = self.fake_type_bits(requirements.memory_type_bits, kind);
         let minimum = match kind {
             ResourceKind::Buffer => self.profile.min_buffer_alignment,
-            ResourceKind::Image => self.profile.min_image_alignment,
+            ResourceKind::Image => self.min_image_alignment,
         };
         requirements.alignment = requirements.alignment.max(minimum);
         if kind == ResourceKind::Buffer {
