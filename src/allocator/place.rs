@@ -70,18 +70,16 @@ impl<M> PoolAccess for Exclusive<'_, M> {
     }
 }
 
-/// `value` rounded up to a multiple of `to` (non-zero): a mask for powers of
-/// two (every alignment, and the granularity of every device we know), a
-/// division otherwise. The mask matters: a 64-bit division has a longer
-/// latency than the rest of the request's rounding and checks together, and
-/// the placement waits for it.
+/// `value` rounded up to a multiple of `to`, a power of two: every
+/// alignment is one (requests are checked, `nonCoherentAtomSize` is checked
+/// at creation, and only power-of-two pages are padded to). A mask, not
+/// `next_multiple_of`: a 64-bit division has a longer latency than the rest
+/// of the request's rounding and checks together, and the placement waits
+/// for it.
 #[inline]
 fn round_up(value: u64, to: u64) -> u64 {
-    if to.is_power_of_two() {
-        (value + (to - 1)) & !(to - 1)
-    } else {
-        value.next_multiple_of(to)
-    }
+    debug_assert!(to.is_power_of_two());
+    (value + (to - 1)) & !(to - 1)
 }
 
 /// One allocation's walk over the memory types.
@@ -243,34 +241,27 @@ where
             // invalidate ranges off its neighbours' bytes (mapping.rs).
             align = align.max(properties.device.non_coherent_atom_size.max(1));
         }
-        // bufferImageGranularity: a linear and an optimal resource must not
-        // share a page. Up to `max_padded_granularity`, optimal images take
-        // whole pages (start and end on a page boundary), so no linear
-        // resource can ever lie in one of their pages, and everything shares
-        // one block class. Larger pages keep the two kinds in separate
-        // blocks instead, and so does a page size that is not a power of
-        // two (no driver reports one; the offset allocator could not align
-        // an image's start to it).
-        let granularity = properties.buffer_image_granularity.max(1);
-        let mixed_blocks = granularity.is_power_of_two()
-            && granularity <= self.context.config.max_padded_granularity;
+        // bufferImageGranularity (MemoryContext::padded_granularity): optimal
+        // images either take whole pages of blocks they share with linear
+        // resources, or blocks of their own (class 1).
         let linear = request.kind.is_linear();
-        let class = usize::from(!mixed_blocks && !linear);
+        let padded = self.context.padded_granularity();
+        let class = usize::from(padded.is_none() && !linear);
         let size = request.requirements.size;
-        let placed_size = if mixed_blocks && !linear {
-            align = align.max(granularity);
-            round_up(size, granularity)
-        } else {
+        let placed_size = match padded {
+            Some(page) if !linear => {
+                align = align.max(page);
+                round_up(size, page)
+            }
             // Rounded to its own alignment: a tail sliver smaller than that
             // would only clutter the bins (on lavapipe every alignment is 64).
-            round_up(size, align)
+            _ => round_up(size, align),
         };
         let dedicated = request.dedicated_choice();
         // Small buffers take run slots (runs.rs).
         let run_class = (placed_size <= self.context.config.small_buffer_limit
             && request.kind == ResourceKind::Buffer
-            && matches!(dedicated, DedicatedChoice::Auto | DedicatedChoice::Never)
-            && align.is_power_of_two())
+            && matches!(dedicated, DedicatedChoice::Auto | DedicatedChoice::Never))
         .then(|| class_of(placed_size) as u8);
         let pool_request = PoolRequest {
             size,

@@ -54,6 +54,9 @@ pub(crate) struct MemoryContext<D> {
     preferred_block_sizes: Box<[u64]>,
     /// Bit `t` set when memory type `t` is host-visible but not coherent.
     non_coherent_types: u32,
+    /// The page optimal images are padded to in blocks shared with linear
+    /// resources; `None`: the two kinds take separate blocks.
+    padded_granularity: Option<u64>,
 }
 
 impl<D> MemoryContext<D> {
@@ -82,6 +85,18 @@ impl<D> MemoryContext<D> {
             })
             .fold(0, |mask, (index, _)| mask | 1 << index);
         let heap_usage = (0..heaps.len()).map(|_| AtomicU64::new(0)).collect();
+        // bufferImageGranularity: a linear and an optimal resource must not
+        // share a page. Up to `max_padded_granularity`, optimal images take
+        // whole pages (start and end on a page boundary), so no linear
+        // resource can ever lie in one of their pages, and everything shares
+        // one block class. Larger pages keep the two kinds in separate
+        // blocks instead, and so does a page size that is not a power of two
+        // (no driver reports one; the offset allocator could not align an
+        // image's start to it).
+        let granularity = properties.buffer_image_granularity.max(1);
+        let padded_granularity = (granularity.is_power_of_two()
+            && granularity <= config.max_padded_granularity)
+            .then_some(granularity);
         Self {
             device,
             properties,
@@ -91,7 +106,16 @@ impl<D> MemoryContext<D> {
             ranks,
             preferred_block_sizes,
             non_coherent_types,
+            padded_granularity,
         }
+    }
+
+    /// The page (a power of two) optimal images are padded to in blocks
+    /// they share with linear resources; `None` when the two kinds take
+    /// separate blocks.
+    #[inline]
+    pub(crate) fn padded_granularity(&self) -> Option<u64> {
+        self.padded_granularity
     }
 
     /// Memory types usable for `usage`, best first, before the
