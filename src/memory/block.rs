@@ -143,4 +143,28 @@ mod tests {
         assert_eq!(miss, Miss::NONE);
         assert!(!miss.rules_out(2 * MIB, 256));
     }
+
+    /// Of two misses, the one with the smaller size is kept, and of two the
+    /// same size, the one with the smaller alignment: it rules out more.
+    #[test]
+    fn the_smaller_miss_is_kept() {
+        let known = |size, align| Miss { size, align };
+        let mut miss = Miss::NONE;
+        miss.record(2 * MIB, 256);
+        assert_eq!(miss, known(2 * MIB, 256));
+        // Smaller size, larger alignment: kept.
+        miss.record(MIB, 4096);
+        assert_eq!(miss, known(MIB, 4096));
+        // Same size, smaller alignment: kept.
+        miss.record(MIB, 256);
+        assert_eq!(miss, known(MIB, 256));
+        // Same size, larger alignment: ignored.
+        miss.record(MIB, 1024);
+        assert_eq!(miss, known(MIB, 256));
+        // Larger size, even with a smaller alignment: ignored.
+        miss.record(4 * MIB, 16);
+        assert_eq!(miss, known(MIB, 256));
+        assert!(miss.rules_out(MIB, 256));
+        assert!(!miss.rules_out(4 * MIB, 16));
+    }
 }

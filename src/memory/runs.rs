@@ -391,4 +391,27 @@ mod tests {
         assert_eq!(runs.iter().count(), 0);
         assert!(runs.take(class).is_none());
     }
+
+    /// Only a slot handed out and not freed is live: not a free slot that
+    /// was never taken (its generation is 0 too), nor one past the run's last.
+    #[test]
+    fn free_and_out_of_range_slots_are_not_live() {
+        let mut runs = Runs::default();
+        let class = class_of(4096);
+        assert_eq!(slots_per_run(4096), 16);
+        let block = SlabKey {
+            index: 0,
+            generation: 0,
+        };
+        runs.insert(class, block, RANGE, 0, vk::DeviceMemory::null(), None);
+        let taken = runs.take(class).unwrap();
+        assert_eq!((taken.slot, taken.generation), (0, 0));
+        assert!(runs.live(taken.run, 0, 0).is_some());
+        for slot in [1, 15, 16] {
+            assert!(runs.live(taken.run, slot, 0).is_none(), "slot {slot}");
+            assert!(runs.free(taken.run, slot, 0).is_err(), "slot {slot}");
+        }
+        // Nothing changed: slot 1 is the next one handed out.
+        assert_eq!(runs.take(class).unwrap().slot, 1);
+    }
 }

@@ -92,6 +92,26 @@ fn bad_requests_are_typed_errors() {
     assert!(OffsetAllocator::<3>::new(MAX_CAPACITY + 1, 1).is_err());
 }
 
+/// Slot counts past [`MAX_SLOTS`] (`u32::MAX - 2`: two ids are reserved)
+/// are refused before any node table is allocated, and the error names the
+/// limit.
+#[test]
+fn slot_counts_past_the_limit_are_refused() {
+    let limit = u64::from(u32::MAX - 2);
+    assert_eq!(
+        OffsetAllocator::<3>::new(1000, u32::MAX - 1).map(|_| ()),
+        Err(OffsetError::TooManySlots {
+            requested: limit + 1,
+            max: limit
+        })
+    );
+    let mut heap = OffsetAllocator::<3>::new(1000, 1).unwrap();
+    assert!(matches!(
+        heap.reserve_slots(u32::MAX - 2),
+        Err(OffsetError::TooManySlots { max, .. }) if max == limit
+    ));
+}
+
 #[test]
 fn grow_extends_the_last_free_range() {
     let mut heap = OffsetAllocator::<3>::new(100, 4).unwrap();

@@ -2,7 +2,7 @@
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::{DedicatedTarget, MemoryDeviceExt};
-use vk_suballoc::{DedicatedHint, DedicatedPolicy, Usage};
+use vk_suballoc::{Allocation, DedicatedHint, DedicatedPolicy, Usage};
 
 use super::{allocator, buffer, finish, free};
 
@@ -126,6 +126,81 @@ fn large_requests_and_driver_hints_get_dedicated_memory() {
     for allocation in [large, preferred, never, always] {
         free(&allocator, allocation);
     }
+    finish(allocator, &device);
+}
+
+/// The dedicated threshold is strict: a request of exactly half the
+/// preferred block size (256 MiB for the discrete preset's device-local
+/// heap) still goes to a block; a larger one gets dedicated memory.
+#[test]
+fn exactly_half_a_block_is_not_dedicated() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let half = allocator
+        .allocate(&buffer(128 * MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert!(!half.is_dedicated());
+    let over = allocator
+        .allocate(&buffer(128 * MIB + 256, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert!(over.is_dedicated());
+    let stats = allocator.stats();
+    assert_eq!(stats.memory_types[1].dedicated_allocations, 1);
+    free(&allocator, half);
+    free(&allocator, over);
+    finish(allocator, &device);
+}
+
+/// With two empty blocks the smaller one is released, whichever emptied
+/// first, and the blocks left keep serving requests (first fit over them,
+/// no new block).
+#[test]
+fn the_larger_empty_block_is_kept_whichever_empties_first() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // As in `blocks_start_small_and_grow`: blocks of 64, 128 and 256 MiB
+    // holding 3, 6 and 3 of twelve 20 MiB buffers.
+    let live: Vec<Allocation> = (0..12)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(20 * MIB, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    let block = |size| {
+        device
+            .live_allocations()
+            .into_iter()
+            .find(|m| m.size == size)
+            .unwrap()
+            .memory
+    };
+    let (b64, b128, b256) = (block(64 * MIB), block(128 * MIB), block(256 * MIB));
+    let (mut in_64, rest): (Vec<Allocation>, Vec<Allocation>) =
+        live.into_iter().partition(|a| a.memory() == b64);
+    let (in_128, in_256): (Vec<Allocation>, Vec<Allocation>) =
+        rest.into_iter().partition(|a| a.memory() == b128);
+    assert_eq!((in_64.len(), in_128.len(), in_256.len()), (3, 6, 3));
+    // The largest block empties first, then the middle one: the middle one
+    // is released.
+    for allocation in in_256.into_iter().chain(in_128) {
+        free(&allocator, allocation);
+    }
+    let mut sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [64 * MIB, 256 * MIB]);
+    assert_eq!(allocator.stats().memory_types[1].empty_blocks, 1);
+    // The 64 MiB block has no room for 20 MiB; the kept block takes it.
+    let again = allocator
+        .allocate(&buffer(20 * MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!((again.memory(), again.offset()), (b256, 0));
+    assert_eq!(device.live_allocations().len(), 2);
+    assert_eq!(allocator.stats().memory_types[1].empty_blocks, 0);
+    for allocation in in_64.drain(..).chain([again]) {
+        free(&allocator, allocation);
+    }
+    // Now the 64 MiB block emptied last and is the smaller: it goes.
+    assert_eq!(device.live_allocations().len(), 1);
+    assert_eq!(allocator.trim(), 256 * MIB);
     finish(allocator, &device);
 }
 

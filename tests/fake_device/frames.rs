@@ -514,3 +514,92 @@ fn upload_rings_random_walk_discrete() {
 fn upload_rings_random_walk_mobile() {
     upload_rings_random_walk("upload_rings_random_walk_mobile", FakeLayout::mobile());
 }
+
+/// A full ring reports how many bytes it has free: those left between the
+/// head and the oldest frame in flight.
+#[test]
+fn a_full_ring_reports_its_free_bytes() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let desc = UploadRingDesc {
+        size: 4096,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    // Frame 0: [0, 3000); frame 1: [3072, 4072). 24 bytes are left at the end
+    // and frame 0 holds the start.
+    allocator.ring_allocate(ring, 3000, 256).unwrap();
+    let f0 = end_frame(&allocator, &device);
+    allocator.ring_allocate(ring, 1000, 256).unwrap();
+    assert_eq!(
+        allocator.ring_allocate(ring, 100, 1).map(|_| ()),
+        Err(Error::UploadRingFull {
+            size: 100,
+            free: 24
+        })
+    );
+    // Frame 0 reclaimed: 3024 bytes free in two pieces (24 at the end, 3000
+    // at the start); the free count covers both.
+    device.signal_fence(f0);
+    allocator.collect().unwrap();
+    assert_eq!(
+        allocator.ring_allocate(ring, 3050, 1).map(|_| ()),
+        Err(Error::UploadRingFull {
+            size: 3050,
+            free: 3024
+        })
+    );
+    allocator.destroy_upload_ring(ring).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+/// A ring tracks 64 sealed frames: the 65th `end_frame` without `collect`
+/// fails and changes nothing; after `collect`, frames seal again and the
+/// ring's space comes back.
+#[test]
+fn a_ring_limits_frames_in_flight_until_collect() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let desc = UploadRingDesc {
+        size: 64 << 10,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let mut fences = Vec::new();
+    for frame in 0..64u64 {
+        let a = allocator.ring_allocate(ring, 1000, 1024).unwrap();
+        assert_eq!((a.frame(), a.buffer_offset()), (frame, frame * 1024));
+        fences.push(end_frame(&allocator, &device));
+    }
+    let fence = device.create_fence();
+    // SAFETY: fake fences; this one is never signalled (the seal fails).
+    let sealed = unsafe { allocator.end_frame(fence) };
+    assert_eq!(sealed, Err(Error::TooManyFramesInFlight));
+    assert_eq!(allocator.current_frame(), 64);
+    assert_eq!(allocator.frames_in_flight(), 64);
+    // The ring is full: 64 frames of 1 KiB each (the last 24 bytes unused).
+    assert!(matches!(
+        allocator.ring_allocate(ring, 1000, 1024),
+        Err(Error::UploadRingFull { free: 24, .. })
+    ));
+    // The first frame's fence signals: one frame is reclaimed, one seal is
+    // possible again, and its kilobyte is back.
+    device.signal_fence(fences[0]);
+    assert_eq!(allocator.collect().unwrap().frames, 1);
+    let a = allocator.ring_allocate(ring, 1000, 1024).unwrap();
+    assert_eq!((a.frame(), a.buffer_offset()), (64, 0));
+    fences.push(end_frame(&allocator, &device));
+    // SAFETY: as above.
+    let sealed = unsafe { allocator.end_frame(fence) };
+    assert_eq!(sealed, Err(Error::TooManyFramesInFlight));
+    for &fence in &fences {
+        device.signal_fence(fence);
+    }
+    assert_eq!(allocator.collect().unwrap().frames, 64);
+    let a = allocator.ring_allocate(ring, 64 << 10, 1).unwrap();
+    assert_eq!(a.buffer_offset(), 0);
+    allocator.destroy_upload_ring(ring).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}

@@ -585,3 +585,70 @@ fn svg_map_is_well_formed_with_one_rect_per_allocation() {
     free_all(&allocator, live);
     finish(allocator, &device);
 }
+
+/// Every block of a memory type has its own id in the memory map (the key of
+/// the block in the VMA dump), and every memory object its own debug name.
+#[test]
+fn blocks_and_dedicated_memory_have_distinct_ids_and_names() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // Three 20 MiB buffers fill the first block (64 MiB); the fourth opens a
+    // second; two large buffers get dedicated memory.
+    let mut live: Vec<Allocation> = (0..4)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(20 * MIB, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    for _ in 0..2 {
+        let large = allocator
+            .allocate(&buffer(129 * MIB, 256, Usage::DEVICE_LOCAL))
+            .unwrap();
+        assert!(large.is_dedicated());
+        live.push(large);
+    }
+    let map = allocator.memory_map();
+    let ids: Vec<u32> = map.memory_types[1].blocks.iter().map(|b| b.id).collect();
+    assert_eq!(ids, [0, 1]);
+    let names: BTreeSet<String> = device
+        .live_allocations()
+        .into_iter()
+        .map(|m| m.name.unwrap())
+        .collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert!(names.contains("vk-suballoc block 1/0"), "{names:?}");
+    assert!(names.contains("vk-suballoc block 1/1"), "{names:?}");
+    for allocation in live {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}
+
+/// A freed named range takes its name with it: an unnamed allocation that
+/// reuses the range is shown unnamed.
+#[test]
+fn a_freed_range_forgets_its_name() {
+    let (allocator, device) = allocator_with(FakeLayout::integrated(), without_runs());
+    let named = allocator
+        .allocate(&buffer(4 * KIB, 256, Usage::DEVICE_LOCAL).name("named"))
+        .unwrap();
+    let other = allocator
+        .allocate(&buffer(4 * KIB, 256, Usage::DEVICE_LOCAL).name("other"))
+        .unwrap();
+    let offset = named.offset();
+    free(&allocator, named);
+    let unnamed = allocator
+        .allocate(&buffer(4 * KIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(unnamed.offset(), offset);
+    let map = allocator.memory_map();
+    let block = &map.memory_types[unnamed.memory_type() as usize].blocks[0];
+    let names: Vec<(u64, Option<&str>)> = block
+        .allocations()
+        .map(|r| (r.offset, r.name.as_deref()))
+        .collect();
+    assert_eq!(names, [(offset, None), (other.offset(), Some("other"))]);
+    free(&allocator, unnamed);
+    free(&allocator, other);
+    finish(allocator, &device);
+}

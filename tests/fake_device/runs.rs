@@ -169,3 +169,34 @@ fn the_limit_is_configurable() {
     )
     .is_err());
 }
+
+/// A run that empties leaves its class's list of runs with room: the next
+/// small buffer takes a free slot of another run instead of carving a new
+/// run where the emptied one was.
+#[test]
+fn an_emptied_run_leaves_the_list_of_runs_with_room() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let seed = seed(&allocator);
+    // Two full runs of 64 slots: A at 1 MiB, B right after it.
+    let mut a: Vec<Allocation> = (0..64).map(|_| small(&allocator)).collect();
+    let mut b: Vec<Allocation> = (0..64).map(|_| small(&allocator)).collect();
+    assert_eq!(a[5].offset(), MIB + 5 * 112);
+    assert_eq!(b[0].offset(), MIB + 7168);
+    // A gets room, then B; then B empties and goes back to the block.
+    free(&allocator, a.remove(5));
+    free(&allocator, b.remove(3));
+    for allocation in b.drain(..) {
+        free(&allocator, allocation);
+    }
+    assert_eq!(allocator.stats().allocations(), 1 + 63);
+    // The freed slot of A is taken again, no new run.
+    let again = small(&allocator);
+    assert_eq!(again.offset(), MIB + 5 * 112);
+    // A is full again: the next one carves a new run after it.
+    let next = small(&allocator);
+    assert_eq!(next.offset(), MIB + 7168);
+    for allocation in a.into_iter().chain([again, next, seed]) {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}
