@@ -232,3 +232,32 @@ fn random_runs_match_a_model() {
         random_model_run::<6>(seed);
     }
 }
+
+/// An aligned request whose size's bins hold only gaps that alignment
+/// shifts it out of takes the first bin whose every gap holds it wherever
+/// that gap starts (`size + align - 1` rounded up), not a larger one: the
+/// smallest fit the O(1) search can promise.
+#[test]
+fn an_aligned_request_takes_the_first_bin_that_holds_it_anywhere() {
+    let mut heap = OffsetAllocator::<3>::new(1 << 20, 16).unwrap();
+    // Live separators around three gaps: 900 bytes at 1, 1024 at 1025 and
+    // 4096 at 2050 (bins 896.., 1024.. and 4096..), then the tail.
+    let mut gaps = Vec::new();
+    for (separator, gap) in [(1, 900), (124, 1024), (1, 4096)] {
+        heap.allocate(separator, 1).unwrap();
+        gaps.push(heap.allocate(gap, 1).unwrap());
+    }
+    heap.allocate(1, 1).unwrap();
+    assert_eq!(
+        gaps.iter().map(|g| (g.offset, g.size)).collect::<Vec<_>>(),
+        [(1, 900), (1025, 1024), (2050, 4096)]
+    );
+    for gap in gaps {
+        heap.free(gap.id).unwrap();
+    }
+    // 769 at 256: the 900-byte gap cannot hold it (its first 256-aligned
+    // offset is 256); 769 + 255 = 1024 is a bin bound, so the 1024-byte gap
+    // holds it wherever it starts, here at 1280 exactly to its end.
+    let placed = heap.allocate(769, 256).unwrap();
+    assert_eq!(placed.offset, 1280);
+}
