@@ -6,9 +6,9 @@
 //! |---|---|---|
 //! | vk-suballoc | `Allocator::allocate_mut(&Request)` | `Config::default()`; `&mut self`, no lock |
 //! | vk-suballoc, locked | `Allocator::allocate(&Request)` | the same through `&self`: a lock per memory type |
-//! | VMA (vk-mem) | `vmaAllocateMemory` | `EXTERNALLY_SYNCHRONIZED` (no lock, as the others); `preferredFlags`/`requiredFlags` as VMA's docs ask for `vmaAllocateMemory` (the `AUTO` usages need a resource) |
+//! | VMA (vk-mem) | `vmaAllocateMemory` | `EXTERNALLY_SYNCHRONIZED` (no lock, as the others); `preferredFlags`/`requiredFlags` as VMA's docs ask for `vmaAllocateMemory` (the `AUTO` usages need a resource); not told the resource kind, which slows it above a granularity of 256 |
 //! | gpu-allocator | `Allocator::allocate` | `GpuAllocatorManaged`, `linear` from the resource kind, default block sizes; `&mut self`, no lock |
-//! | gpu-alloc | `GpuAllocator::alloc` | `Config::i_am_prototyping()`; per-frame buffers `TRANSIENT`; `&mut self`, no lock |
+//! | gpu-alloc | `GpuAllocator::alloc` | `Config::i_am_prototyping()`; per-frame buffers `FAST_DEVICE_ACCESS \| UPLOAD \| HOST_ACCESS \| TRANSIENT`; `&mut self`, no lock |
 //! | our core | `OffsetAllocator::allocate(size, align)` | one 4 GiB range, no Vulkan |
 //! | offset-allocator | `Allocator::allocate(units)` | one range of 64-byte units (its sizes are `u32`); alignment above 64 by padding |
 
