@@ -3,7 +3,7 @@
 
 use super::allocation::{FreeRange, OffsetAllocation};
 use super::node::{Node, NIL};
-use super::report::{Counters, StorageReport};
+use super::report::{Counters, SearchStats, StorageReport};
 use super::tlsf::{OffsetAllocator, SENTINEL};
 use super::AllocationId;
 
@@ -99,6 +99,15 @@ impl<const M: u32> OffsetAllocator<M> {
     /// O(1).
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    /// How often `allocate` searched the boundary bins gap by gap, the part
+    /// of it that is not O(1) (see [`allocate`](Self::allocate)).
+    ///
+    /// # Time complexity
+    /// O(1).
+    pub fn search_stats(&self) -> SearchStats {
+        self.search
     }
 
     /// Capacity in bytes.

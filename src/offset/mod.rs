@@ -29,7 +29,7 @@ mod tlsf;
 pub use allocation::{AllocationId, FreeRange, OffsetAllocation};
 pub use error::OffsetError;
 pub use linear::{LinearAllocation, LinearAllocator};
-pub use report::{Counters, StorageReport};
+pub use report::{Counters, SearchStats, StorageReport};
 pub use tlsf::{OffsetAllocator, MAX_CAPACITY, MAX_SLOTS};
 
 #[cfg(test)]

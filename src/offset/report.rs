@@ -39,6 +39,17 @@ pub struct Counters {
     pub failed_bytes: u64,
 }
 
+/// How often [`allocate`](super::OffsetAllocator::allocate) went past its
+/// O(1) search: requests close to failing, for which the bins that may or
+/// may not hold the request are searched gap by gap.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SearchStats {
+    /// Requests that searched the boundary bins (successful or not).
+    pub boundary_searches: u64,
+    /// Gaps those searches looked at, in all.
+    pub gaps_visited: u64,
+}
+
 impl Counters {
     #[inline]
     pub(crate) fn on_allocate(&mut self, size: u64) {

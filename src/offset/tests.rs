@@ -13,6 +13,51 @@ fn offset_allocator_324_unit_regression() {
     let b = heap.allocate(67, 1).unwrap();
     assert_eq!(b.offset, 255);
     assert_eq!(heap.free_bytes(), 2);
+    // Found by the boundary search, in the one gap of bin 64..72.
+    assert_eq!(
+        heap.search_stats(),
+        SearchStats {
+            boundary_searches: 1,
+            gaps_visited: 1
+        }
+    );
+}
+
+/// A boundary search that sees a whole bin without success makes the bin's
+/// bound exact: the same failing request again looks at no gap, until a
+/// larger gap enters the bin.
+#[test]
+fn a_repeated_failing_request_visits_no_gap_again() {
+    let mut heap = OffsetAllocator::<3>::new(1 << 20, 64).unwrap();
+    // Gaps of 65, 66, 67 and 71 bytes (all in bin 64..72), separated by
+    // live bytes, the rest of the capacity held.
+    let mut gaps = Vec::new();
+    for size in [65, 66, 67, 71] {
+        heap.allocate(1, 1).unwrap();
+        gaps.push(heap.allocate(size, 1).unwrap());
+    }
+    heap.allocate(heap.free_bytes(), 1).unwrap();
+    for gap in gaps {
+        heap.free(gap.id).unwrap();
+    }
+    let visited = |heap: &OffsetAllocator<3>| heap.search_stats().gaps_visited;
+    // 71 bytes: only the boundary bin can hold them; its head is the 71.
+    let before = visited(&heap);
+    let taken = heap.allocate(71, 1).unwrap();
+    assert_eq!(visited(&heap), before + 1);
+    // The bin's bound still says 71: a request of 70 walks its three gaps,
+    // fails, and makes the bound exact (67).
+    assert!(heap.allocate(70, 1).is_err());
+    assert_eq!(visited(&heap), before + 4);
+    let searches = heap.search_stats().boundary_searches;
+    assert!(heap.allocate(70, 1).is_err());
+    assert!(heap.allocate(68, 1).is_err());
+    assert_eq!(visited(&heap), before + 4);
+    assert_eq!(heap.search_stats().boundary_searches, searches + 2);
+    // The 71-byte gap comes back: the next search finds it.
+    let offset = taken.offset;
+    heap.free(taken.id).unwrap();
+    assert_eq!(heap.allocate(70, 1).unwrap().offset, offset);
 }
 
 #[test]
@@ -260,4 +305,6 @@ fn an_aligned_request_takes_the_first_bin_that_holds_it_anywhere() {
     // holds it wherever it starts, here at 1280 exactly to its end.
     let placed = heap.allocate(769, 256).unwrap();
     assert_eq!(placed.offset, 1280);
+    // And in O(1): no gap-by-gap search.
+    assert_eq!(heap.search_stats(), SearchStats::default());
 }

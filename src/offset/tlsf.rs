@@ -6,7 +6,7 @@
 use super::allocation::{next_owner_tag, AllocationId, FreeRange, OffsetAllocation};
 use super::bin_mask::BinMask;
 use super::node::{Node, ADDRESS_BITS, NIL};
-use super::report::Counters;
+use super::report::{Counters, SearchStats};
 use super::size_class::{bin_count, bin_down, bin_up, MantissaBits};
 use super::OffsetError;
 
@@ -89,6 +89,7 @@ pub struct OffsetAllocator<const M: u32 = 3> {
     pub(super) free_bytes: u64,
     pub(super) free_ranges: u64,
     pub(super) counters: Counters,
+    pub(super) search: SearchStats,
 }
 
 pub(super) const SENTINEL: u32 = 0;
@@ -139,6 +140,7 @@ impl<const M: u32> OffsetAllocator<M> {
             free_bytes: capacity,
             free_ranges: 0,
             counters: Counters::default(),
+            search: SearchStats::default(),
         };
         this.push_unused_slots(max_allocations);
         if capacity > 0 {
@@ -355,6 +357,7 @@ impl<const M: u32> OffsetAllocator<M> {
     /// walked.
     #[cold]
     fn find_fit_exhaustive(&mut self, size: u64, align: u64) -> Option<(u32, u64)> {
+        self.search.boundary_searches += 1;
         let mut next_bin = Some(bin_down::<M>(size));
         while let Some(bin) = next_bin.and_then(|b| self.mask.first_at_or_above(b)) {
             next_bin = bin.checked_add(1);
@@ -364,6 +367,7 @@ impl<const M: u32> OffsetAllocator<M> {
             let mut largest = 0;
             let mut node = self.bin_heads[bin as usize];
             while node != NIL {
+                self.search.gaps_visited += 1;
                 if let Some(offset) = self.fit_in_gap(node, size, align) {
                     return Some((node, offset));
                 }
