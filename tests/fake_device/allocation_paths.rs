@@ -47,6 +47,42 @@ fn each_preset_places_each_usage_in_the_expected_type() {
     }
 }
 
+/// Unwanted flags rank a type down even when the driver lists it first:
+/// GPU-only data stays out of host-visible memory, staging stays out of
+/// device-local and cached memory, whatever the order of the types.
+#[test]
+fn unwanted_flags_outrank_the_driver_order() {
+    // The integrated preset with its types listed the other way round:
+    // 0 DL|HV|HC|cached, 1 DL|HV|HC, 2 DL.
+    let mut layout = FakeLayout::integrated();
+    layout.memory_types.reverse();
+    for (usage, expected) in [(Usage::DEVICE_LOCAL, 2), (Usage::UPLOAD, 1)] {
+        let (allocator, device) = allocator(layout.clone());
+        let allocation = allocator.allocate(&buffer(4096, 256, usage)).unwrap();
+        assert_eq!(allocation.memory_type(), expected, "{usage:?}");
+        free(&allocator, allocation);
+        finish(allocator, &device);
+    }
+}
+
+/// Types that suit a usage equally well are tried in the driver's order
+/// (drivers list their best types first): a duplicate listed later is the
+/// fallback, not the first choice.
+#[test]
+fn equal_types_keep_the_driver_order() {
+    // The integrated preset plus a second plain device-local type, last:
+    // 0 DL, 1 DL|HV|HC, 2 DL|HV|HC|cached, 3 DL.
+    let mut layout = FakeLayout::integrated();
+    layout.memory_types.push(layout.memory_types[0]);
+    let (allocator, device) = allocator(layout);
+    let first = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(first.memory_type(), 0);
+    free(&allocator, first);
+    finish(allocator, &device);
+}
+
 #[test]
 fn blocks_start_small_and_grow() {
     let (allocator, device) = allocator(FakeLayout::discrete());

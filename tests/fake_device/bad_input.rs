@@ -94,6 +94,41 @@ fn bad_requests_are_typed_errors() {
     finish(allocator, &device);
 }
 
+/// `SizeExceedsHeaps` names the largest heap the request's
+/// `memoryTypeBits` allow, not the device's largest; a request exactly as
+/// large as that heap fits it, so it is refused for its usage instead.
+#[test]
+fn size_errors_look_at_the_allowed_heaps_only() {
+    let (mut allocator, device) = allocator(FakeLayout::discrete());
+    let in_types = |size, bits, usage| {
+        let requirements = vk::MemoryRequirements {
+            size,
+            alignment: 1,
+            memory_type_bits: bits,
+        };
+        Request::new(requirements, usage, ResourceKind::Buffer)
+    };
+    // Type 4 alone: the 256 MiB BAR heap, although heap 1 has 16 GiB.
+    assert_eq!(
+        rejected(&mut allocator, &in_types(GIB, 1 << 4, Usage::DEVICE_LOCAL)),
+        Error::SizeExceedsHeaps {
+            size: GIB,
+            largest_heap: 256 << 20
+        }
+    );
+    // Type 1 alone (8 GiB of VRAM) for readback: exactly the heap's size
+    // fits the heap, but the type is not host-visible.
+    assert!(matches!(
+        rejected(&mut allocator, &in_types(8 * GIB, 1 << 1, Usage::READBACK)),
+        Error::NoSuitableMemoryType {
+            memory_type_bits: 2,
+            ..
+        }
+    ));
+    assert_eq!(allocator.stats().allocations(), 0);
+    finish(allocator, &device);
+}
+
 #[test]
 fn device_address_needs_the_feature() {
     let (allocator, device) = allocator(FakeLayout::mobile());
@@ -166,6 +201,23 @@ fn invalid_configs_are_rejected() {
             Err(Error::InvalidConfig(_))
         ));
     }
+}
+
+/// `config()` hands back the configuration the allocator was created with,
+/// not the defaults: engines read their own settings back from it.
+#[test]
+fn the_configuration_is_kept() {
+    let config = Config {
+        large_heap_block_size: 64 << 20,
+        budget_fraction: 0.5,
+        small_buffer_limit: 1024,
+        max_frames_in_flight: 5,
+        ..Config::default()
+    };
+    assert_ne!(config, Config::default());
+    let (allocator, device) = super::allocator_with(FakeLayout::discrete(), config);
+    assert_eq!(*allocator.config(), config);
+    finish(allocator, &device);
 }
 
 /// Allocations in non-coherent memory start on an atom through a

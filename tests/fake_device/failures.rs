@@ -1,9 +1,10 @@
 //! Out of memory, object limits, map failures, lost devices: the fallbacks
 //! run in order and nothing leaks.
 
+use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::DeviceError;
-use vk_suballoc::{DedicatedHint, DedicatedPolicy, Error, Usage};
+use vk_suballoc::{DedicatedHint, DedicatedPolicy, Error, Request, ResourceKind, Usage};
 
 use super::{allocator, buffer, finish, free};
 
@@ -269,6 +270,69 @@ fn a_lost_device_fails_allocations_but_drops_cleanly() {
         .allocate(&buffer(512 << 20, 1, Usage::DEVICE_LOCAL))
         .unwrap_err();
     assert_eq!(err, Error::DeviceLost);
+    free(&allocator, a);
+    finish(allocator, &device);
+}
+
+/// An error that another memory type cannot cure (here host memory
+/// exhaustion) ends the fallback at once, also when it comes from the
+/// second type tried: the caller sees it, and no third type takes the
+/// request behind its back.
+#[test]
+fn a_fatal_error_from_the_next_type_is_returned() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.cap_heap(0, 0);
+    let in_types = |bits| {
+        let requirements = vk::MemoryRequirements {
+            size: MIB,
+            alignment: 256,
+            memory_type_bits: bits,
+        };
+        Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer)
+    };
+    // How many calls full VRAM (type 1) takes before it gives up.
+    let before = device.counters().allocate_calls;
+    assert_eq!(
+        allocator.allocate(&in_types(1 << 1)),
+        Err(Error::OutOfDeviceMemory)
+    );
+    let vram_calls = device.counters().allocate_calls - before;
+    // Then the BAR (type 4, next for GPU-only data) fails fatally; system
+    // memory (type 0, after it) has room but must not be tried.
+    device.fail_allocation(vram_calls + 1, DeviceError::OutOfHostMemory);
+    let before = device.counters().allocate_calls;
+    assert_eq!(
+        allocator.allocate(&in_types(1 << 1 | 1 << 4 | 1 << 0)),
+        Err(Error::OutOfHostMemory)
+    );
+    assert_eq!(device.counters().allocate_calls - before, vram_calls + 1);
+    assert_eq!(allocator.stats().allocations(), 0);
+    finish(allocator, &device);
+}
+
+/// A budget that stopped any candidate lets a request without
+/// `within_budget` go over budget once every type failed within it, also
+/// when the last type tried failed for another reason (a full heap): VRAM
+/// over budget beats failing.
+#[test]
+fn over_budget_is_the_last_resort_after_a_full_heap() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // VRAM (type 1) is over its budget, the BAR (type 4) is full.
+    device.set_heap_budget(0, 10 * MIB, 10 * MIB);
+    device.cap_heap(2, 0);
+    let requirements = vk::MemoryRequirements {
+        size: MIB,
+        alignment: 256,
+        memory_type_bits: 1 << 1 | 1 << 4,
+    };
+    let request = Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer);
+    assert!(matches!(
+        allocator.allocate(&request.within_budget()),
+        Err(Error::OutOfDeviceMemory | Error::OverBudget { .. })
+    ));
+    let a = allocator.allocate(&request).unwrap();
+    assert_eq!(a.memory_type(), 1);
+    assert!(allocator.budgets()[0].usage > allocator.budgets()[0].budget);
     free(&allocator, a);
     finish(allocator, &device);
 }

@@ -6,7 +6,8 @@ use std::collections::VecDeque;
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{
-    Allocation, Collected, Error, RingAllocation, UploadRing, UploadRingDesc, Usage,
+    Allocation, Collected, DedicatedPolicy, Error, RingAllocation, UploadRing, UploadRingDesc,
+    Usage,
 };
 
 use super::seeded_rng::Rng;
@@ -599,6 +600,98 @@ fn a_ring_limits_frames_in_flight_until_collect() {
     let a = allocator.ring_allocate(ring, 64 << 10, 1).unwrap();
     assert_eq!(a.buffer_offset(), 0);
     allocator.destroy_upload_ring(ring).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+/// `wait_and_collect` reports what it released, summed over the frames it
+/// waited for: shutdown code checks that every deferred free was carried out.
+#[test]
+fn wait_and_collect_counts_frames_and_frees() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let mut fences = Vec::new();
+    for frees in [2, 0, 1] {
+        for _ in 0..frees {
+            let a = allocator
+                .allocate(&buffer(32 * 1024, 256, Usage::DEVICE_LOCAL))
+                .unwrap();
+            allocator.free_after_frame(a).unwrap();
+        }
+        fences.push(end_frame(&allocator, &device));
+    }
+    for fence in fences {
+        device.signal_fence(fence);
+    }
+    assert_eq!(
+        allocator.wait_and_collect(u64::MAX),
+        Ok(Collected {
+            frames: 3,
+            frees: 3
+        })
+    );
+    assert_eq!(
+        allocator.wait_and_collect(u64::MAX),
+        Ok(Collected::default())
+    );
+    assert_eq!(allocator.stats().allocations(), 0);
+    finish(allocator, &device);
+}
+
+/// A ring write at an offset inside a ring allocation that does not start
+/// the ring flushes exactly the atoms holding the written bytes: on
+/// non-coherent memory, bytes outside the flushed atoms never reach the GPU.
+#[test]
+fn ring_writes_flush_the_atoms_of_the_written_bytes() {
+    // Mobile: READBACK lands in type 2, non-coherent, atom 256.
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let desc = UploadRingDesc {
+        size: 8192,
+        usage: Usage::READBACK,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let a = allocator.ring_allocate(ring, 300, 4).unwrap();
+    let b = allocator.ring_allocate(ring, 100, 4).unwrap();
+    assert_eq!(b.memory_offset() - a.memory_offset(), 300);
+    assert_eq!(a.memory_offset() % 256, 0);
+    // Bytes 360..370 of the ring: the atom 256..512 only.
+    allocator.ring_write(&b, 60, &[7; 10]).unwrap();
+    let flushed = device.flushed_ranges();
+    assert_eq!(flushed.len(), 1);
+    assert_eq!(flushed[0].memory, b.memory());
+    assert_eq!(
+        (flushed[0].offset, flushed[0].size),
+        (a.memory_offset() + 256, 256)
+    );
+    assert_eq!(
+        device.read(b.memory(), b.memory_offset() + 60, 10),
+        Some(vec![7; 10])
+    );
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    finish(allocator, &device);
+}
+
+/// A within-budget request may use the budget up to its last byte: memory
+/// that brings a heap's usage exactly to its budget is within it.
+#[test]
+fn a_request_that_exactly_fills_the_budget_is_within_it() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // 16 MiB of the 32 MiB VRAM budget left.
+    device.set_heap_budget(0, 32 * MIB, 16 * MIB);
+    let exact = buffer(16 * MIB, 256, Usage::DEVICE_LOCAL)
+        .dedicated(DedicatedPolicy::Always)
+        .within_budget();
+    let a = allocator.allocate(&exact).unwrap();
+    assert_eq!(a.memory_type(), 1);
+    let b = allocator.budgets()[0];
+    assert_eq!((b.usage, b.budget), (32 * MIB, 32 * MIB));
+    // Not one byte more.
+    let over = allocator.allocate(&exact).unwrap();
+    assert_eq!(over.memory_type(), 4);
+    for x in [a, over] {
+        allocator.free_after_frame(x).unwrap();
+    }
     device.signal_fence(end_frame(&allocator, &device));
     allocator.collect().unwrap();
     finish(allocator, &device);
