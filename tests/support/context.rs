@@ -30,6 +30,9 @@ pub struct ContextOptions {
     pub max_allocations: Option<u32>,
     /// Overrides the least alignment of image requirements.
     pub image_alignment: Option<u32>,
+    /// Makes requirements queries report that the driver prefers
+    /// (`"prefer"`) or requires (`"require"`) dedicated memory.
+    pub dedicated: Option<&'static str>,
 }
 
 impl ContextOptions {
@@ -52,10 +55,18 @@ impl ContextOptions {
         self
     }
 
+    /// Makes every requirements query report that the driver prefers
+    /// (`"prefer"`) or requires (`"require"`) dedicated memory.
+    pub fn dedicated(mut self, mode: &'static str) -> Self {
+        self.dedicated = Some(mode);
+        self
+    }
+
     fn is_empty(&self) -> bool {
         self.fail_allocations.is_empty()
             && self.max_allocations.is_none()
             && self.image_alignment.is_none()
+            && self.dedicated.is_none()
     }
 
     /// The fake-memory layer configuration string for `profile`.
@@ -69,6 +80,9 @@ impl ContextOptions {
         }
         if let Some(alignment) = self.image_alignment {
             config.push_str(&format!(",image-alignment={alignment}"));
+        }
+        if let Some(mode) = self.dedicated {
+            config.push_str(&format!(",dedicated={mode}"));
         }
         config
     }

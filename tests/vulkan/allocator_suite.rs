@@ -166,6 +166,34 @@ fn assert_no_page_shared<'a>(
 }
 
 test_each_fake_profile!(
+    /// A driver that prefers dedicated memory for a resource gets it from
+    /// the create-and-bind helpers, unless the caller said `Never`; one that
+    /// requires it always gets it. The validation layer checks every bind
+    /// against what the driver reported.
+    fn driver_dedicated_requirements_are_honoured(profile) {
+        for (mode, required) in [("prefer", false), ("require", true)] {
+            let options = ContextOptions::default().dedicated(mode);
+            let context = VulkanContext::with_options(profile, options);
+            let allocator = allocator_for(&context);
+            let auto = AllocationDesc::new(Usage::DEVICE_LOCAL);
+            let never = auto.dedicated(DedicatedPolicy::Never);
+            // SAFETY: valid create infos; nothing is used by the GPU.
+            unsafe {
+                let (buffer, a) = allocator.create_buffer(&buffer_info(4096), &auto).unwrap();
+                let (image, b) = allocator.create_image(&image_info(16, 16), &auto).unwrap();
+                let (kept, c) = allocator.create_buffer(&buffer_info(4096), &never).unwrap();
+                assert!(a.is_dedicated() && b.is_dedicated(), "{profile} {mode}");
+                assert_eq!(c.is_dedicated(), required, "{profile} {mode}");
+                allocator.destroy_buffer(buffer, a).unwrap();
+                allocator.destroy_image(image, b).unwrap();
+                allocator.destroy_buffer(kept, c).unwrap();
+            }
+            assert_eq!(allocator.stats().memory_objects, u32::from(!required));
+        }
+    }
+);
+
+test_each_fake_profile!(
     /// Small buffers and small optimal images, interleaved in one memory
     /// type, share blocks but never a page. Real drivers align optimal
     /// images to at least the granularity, which would keep them off shared

@@ -16,6 +16,10 @@
 //!   the instance (counting from 1) returns `ERROR_OUT_OF_DEVICE_MEMORY`.
 //!   May be given several times.
 //! - `max-allocations=N`: overrides the profile's `maxMemoryAllocationCount`.
+//! - `dedicated=prefer` / `dedicated=require`: every buffer and image
+//!   requirements query that asks (`VkMemoryDedicatedRequirements` in the
+//!   output chain) reports that the driver prefers, or requires, a dedicated
+//!   allocation, as some drivers do for large images.
 //! - `image-alignment=N` (a power of two): image requirements are aligned to
 //!   at least `N` instead of the profile's minimum. Real drivers align
 //!   optimal images to at least `bufferImageGranularity`; a smaller value
@@ -45,6 +49,17 @@ pub struct LayerConfig {
     pub max_allocations: Option<u32>,
     /// Overrides `Profile::min_image_alignment`.
     pub image_alignment: Option<u32>,
+    /// What requirements queries report about dedicated allocations.
+    pub dedicated: Option<DedicatedOverride>,
+}
+
+/// The `dedicated=` option: what `VkMemoryDedicatedRequirements` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DedicatedOverride {
+    /// `prefersDedicatedAllocation`.
+    Prefer,
+    /// `prefersDedicatedAllocation` and `requiresDedicatedAllocation`.
+    Require,
 }
 
 impl LayerConfig {
@@ -67,8 +82,9 @@ impl LayerConfig {
 pub enum ConfigError {
     /// The profile name is none of `discrete`, `integrated`, `mobile`, `passthrough`.
     UnknownProfile(String),
-    /// An option other than `fail-allocation`, `max-allocations` and
-    /// `image-alignment`.
+    /// An option other than `fail-allocation`, `max-allocations`,
+    /// `image-alignment` and `dedicated` (or a `dedicated` value other than
+    /// `prefer` and `require`).
     UnknownOption(String),
     /// An option value that is not a positive integer (or, for
     /// `image-alignment`, not a power of two).
@@ -84,7 +100,7 @@ impl fmt::Display for ConfigError {
             ),
             Self::UnknownOption(option) => write!(
                 f,
-                "unknown option {option:?} (expected fail-allocation=N, max-allocations=N or image-alignment=N)"
+                "unknown option {option:?} (expected fail-allocation=N, max-allocations=N, image-alignment=N or dedicated=prefer|require)"
             ),
             Self::BadNumber(option) => write!(f, "option {option:?} needs a positive integer"),
         }
@@ -113,11 +129,20 @@ pub fn parse(spec: &str) -> Result<Option<LayerConfig>, ConfigError> {
         fail_allocations: Vec::new(),
         max_allocations: None,
         image_alignment: None,
+        dedicated: None,
     };
     for option in parts.filter(|part| !part.is_empty()) {
         let (key, value) = option
             .split_once('=')
             .ok_or_else(|| ConfigError::UnknownOption(option.to_owned()))?;
+        if key.trim() == "dedicated" {
+            config.dedicated = Some(match value.trim() {
+                "prefer" => DedicatedOverride::Prefer,
+                "require" => DedicatedOverride::Require,
+                _ => return Err(ConfigError::UnknownOption(option.to_owned())),
+            });
+            continue;
+        }
         let number = value
             .trim()
             .parse::<u32>()
@@ -151,7 +176,7 @@ mod tests {
     #[test]
     fn options() {
         let config = parse(
-            "mobile,fail-allocation=3, fail-allocation=5,max-allocations=16,image-alignment=256",
+            "mobile,fail-allocation=3, fail-allocation=5,max-allocations=16,image-alignment=256,dedicated=require",
         )
         .unwrap();
         assert_eq!(
@@ -161,6 +186,7 @@ mod tests {
                 fail_allocations: vec![3, 5],
                 max_allocations: Some(16),
                 image_alignment: Some(256),
+                dedicated: Some(DedicatedOverride::Require),
             })
         );
         assert_eq!(config.unwrap().min_image_alignment(), 256);
@@ -189,6 +215,10 @@ mod tests {
         assert!(matches!(
             parse("discrete,image-alignment=384"),
             Err(ConfigError::BadNumber(_))
+        ));
+        assert!(matches!(
+            parse("discrete,dedicated=always"),
+            Err(ConfigError::UnknownOption(_))
         ));
     }
 

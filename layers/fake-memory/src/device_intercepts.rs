@@ -12,6 +12,7 @@ use std::ffi::{c_char, c_void, CStr};
 use ash::vk;
 
 use crate::c_interop::void_fn;
+use crate::config::DedicatedOverride;
 use crate::dispatch_registry::{device_state, unregister_device, DeviceState};
 use crate::ffi_guard::guard;
 use crate::memory_type_map::ResourceKind;
@@ -577,6 +578,38 @@ unsafe fn inner(requirements: *mut vk::MemoryRequirements2<'_>) -> *mut vk::Memo
     unsafe { std::ptr::addr_of_mut!((*requirements).memory_requirements) }
 }
 
+/// Applies the `dedicated=` option to the `VkMemoryDedicatedRequirements`
+/// in `requirements`' output chain, if the caller chained one.
+///
+/// # Safety
+/// `requirements` is null or points at a valid `VkMemoryRequirements2`
+/// whose chain the driver just filled.
+unsafe fn override_dedicated(state: &DeviceState, requirements: *mut vk::MemoryRequirements2<'_>) {
+    let Some(choice) = state.fake.as_ref().and_then(|fake| fake.config.dedicated) else {
+        return;
+    };
+    if requirements.is_null() {
+        return;
+    }
+    // SAFETY: a valid structure (contract); its chain is made of valid
+    // output structures, each starting with sType and pNext.
+    let mut next = unsafe { (*requirements).p_next }.cast::<vk::BaseOutStructure<'_>>();
+    while !next.is_null() {
+        // SAFETY: see above.
+        let (s_type, following) = unsafe { ((*next).s_type, (*next).p_next) };
+        if s_type == vk::StructureType::MEMORY_DEDICATED_REQUIREMENTS {
+            let dedicated = next.cast::<vk::MemoryDedicatedRequirements<'_>>();
+            // SAFETY: the sType says what the structure is.
+            unsafe {
+                (*dedicated).prefers_dedicated_allocation = vk::TRUE;
+                (*dedicated).requires_dedicated_allocation =
+                    vk::Bool32::from(choice == DedicatedOverride::Require);
+            }
+        }
+        next = following;
+    }
+}
+
 /// `vkGetBufferMemoryRequirements2[KHR]`, in fake terms.
 unsafe extern "system" fn get_buffer_memory_requirements2(
     device: vk::Device,
@@ -594,6 +627,7 @@ unsafe extern "system" fn get_buffer_memory_requirements2(
                     return std::ptr::null_mut();
                 };
                 next(device, info, requirements);
+                override_dedicated(state, requirements);
                 inner(requirements)
             },
         );
@@ -617,6 +651,7 @@ unsafe extern "system" fn get_image_memory_requirements2(
                     return std::ptr::null_mut();
                 };
                 next(device, info, requirements);
+                override_dedicated(state, requirements);
                 inner(requirements)
             },
         );
@@ -640,6 +675,7 @@ unsafe extern "system" fn get_device_buffer_memory_requirements(
                     return std::ptr::null_mut();
                 };
                 next(device, info, requirements);
+                override_dedicated(state, requirements);
                 inner(requirements)
             },
         );
@@ -663,6 +699,7 @@ unsafe extern "system" fn get_device_image_memory_requirements(
                     return std::ptr::null_mut();
                 };
                 next(device, info, requirements);
+                override_dedicated(state, requirements);
                 inner(requirements)
             },
         );
