@@ -25,7 +25,8 @@
 //!   maintenance4 `vkGetDevice{Buffer,Image}MemoryRequirements[KHR]`):
 //!   `memoryTypeBits` in fake indices, alignment raised to the profile's,
 //!   buffer sizes rounded up as a real driver rounds them (the discrete
-//!   profile to 16 bytes, as NVIDIA does);
+//!   profile to 16 bytes, as NVIDIA does), and, with the `dedicated=` option,
+//!   `VkMemoryDedicatedRequirements` preferring or requiring dedicated memory;
 //! - `vkAllocateMemory`: the fake type is backed by a real one;
 //!   `ERROR_OUT_OF_DEVICE_MEMORY` past a fake heap's size or on a call chosen
 //!   to fail, `ERROR_TOO_MANY_OBJECTS` past the allocation count;
