@@ -105,7 +105,8 @@ impl Allocator<AshMemoryDevice> {
         let mut requirements = vk::MemoryRequirements2::default().push_next(&mut dedicated);
         let query = vk::ImageMemoryRequirementsInfo2::default().image(image);
         // SAFETY: `image` was just created from this device, not disjoint
-        // (checked above), so no plane info is needed (VUID-VkImageMemoryRequirementsInfo2-image-01589).
+        // (checked above), so no plane info is needed
+        // (VUID-VkImageMemoryRequirementsInfo2-image-01589).
         unsafe { device.get_image_memory_requirements2(&query, &mut requirements) };
         let kind = if info.tiling == vk::ImageTiling::LINEAR {
             ResourceKind::LinearImage
