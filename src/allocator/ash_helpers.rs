@@ -2,8 +2,8 @@
 
 use ash::vk;
 
-use super::{Allocation, AllocationDesc, Allocator, DedicatedHint, Request};
-use crate::device::{AshMemoryDevice, DedicatedTarget, DeviceError};
+use super::{Allocation, AllocationDesc, Allocator, Request};
+use crate::device::{AshMemoryDevice, DedicatedHint, DedicatedTarget, DeviceError};
 use crate::memory::{ResourceKind, Usage};
 use crate::Error;
 
@@ -52,7 +52,7 @@ impl Allocator<AshMemoryDevice> {
         }
         let request =
             Request::with_desc(requirements.memory_requirements, ResourceKind::Buffer, desc)
-                .driver_dedicated(hint(&dedicated))
+                .driver_dedicated(DedicatedHint::from_requirements(&dedicated))
                 .dedicated_target(DedicatedTarget::Buffer(buffer));
         let allocation = self.allocate_and_bind(
             &request,
@@ -114,7 +114,7 @@ impl Allocator<AshMemoryDevice> {
             ResourceKind::OptimalImage
         };
         let request = Request::with_desc(requirements.memory_requirements, kind, *desc)
-            .driver_dedicated(hint(&dedicated))
+            .driver_dedicated(DedicatedHint::from_requirements(&dedicated))
             .dedicated_target(DedicatedTarget::Image(image));
         let allocation = self.allocate_and_bind(
             &request,
@@ -170,12 +170,5 @@ impl Allocator<AshMemoryDevice> {
             self.device().device().destroy_image(image, None);
             self.free(allocation)
         }
-    }
-}
-
-fn hint(requirements: &vk::MemoryDedicatedRequirements<'_>) -> DedicatedHint {
-    DedicatedHint {
-        required: requirements.requires_dedicated_allocation == vk::TRUE,
-        preferred: requirements.prefers_dedicated_allocation == vk::TRUE,
     }
 }

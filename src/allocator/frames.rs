@@ -269,10 +269,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             LinearAllocator::new(size, RING_FRAMES).map_err(|_| Error::OutOfDeviceMemory)?;
         // SAFETY: `size` is non-zero (checked by the callers) and the buffer
         // usage comes from the ring's description.
-        let (buffer, requirements) =
+        let (buffer, requirements, driver_dedicated) =
             unsafe { self.context.device.create_buffer(size, ring.buffer_usage) }?;
+        // Chunks share blocks unless the driver requires dedicated memory.
         let mut request = Request::new(requirements, ring.usage, ResourceKind::Buffer)
             .dedicated(DedicatedPolicy::Never)
+            .driver_dedicated(driver_dedicated)
             .dedicated_target(crate::device::DedicatedTarget::Buffer(buffer));
         request.desc.name = ring.name.as_deref();
         let device = &self.context.device;

@@ -22,9 +22,10 @@ use std::sync::Mutex;
 use ash::vk;
 use gpu_alloc_types::MappedMemoryRange;
 
+pub use crate::device::DedicatedHint;
 pub use allocation::Allocation;
 use place::{exclusive, lock, Exclusive, Locked, Placer};
-pub use request::{AllocationDesc, DedicatedHint, DedicatedPolicy, Request};
+pub use request::{AllocationDesc, DedicatedPolicy, Request};
 
 use crate::device::{FrameSignal, MemoryDeviceExt};
 use crate::frames::{Deferred, DeferredQueue};

@@ -2,7 +2,7 @@
 
 use ash::vk;
 
-use crate::device::DedicatedTarget;
+use crate::device::{DedicatedHint, DedicatedTarget};
 use crate::memory::type_pool::DedicatedChoice;
 use crate::memory::{ResourceKind, Usage};
 
@@ -17,15 +17,6 @@ pub enum DedicatedPolicy {
     Always,
     /// Never dedicated unless the driver requires it.
     Never,
-}
-
-/// The driver's say on dedicated memory: `VkMemoryDedicatedRequirements`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct DedicatedHint {
-    /// `requiresDedicatedAllocation`: the resource must have its own memory.
-    pub required: bool,
-    /// `prefersDedicatedAllocation`: the resource is faster with its own memory.
-    pub preferred: bool,
 }
 
 /// How an allocation will be used, beyond its memory requirements: the part

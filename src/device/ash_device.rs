@@ -11,8 +11,8 @@ use gpu_alloc_types::{
 };
 
 use super::{
-    AllocateInfo, DedicatedTarget, DeviceError, FrameSignal, HeapBudget, MemoryDeviceExt,
-    MemoryProperties,
+    AllocateInfo, DedicatedHint, DedicatedTarget, DeviceError, FrameSignal, HeapBudget,
+    MemoryDeviceExt, MemoryProperties,
 };
 
 /// What was enabled when the `VkDevice` was created; the allocator uses a
@@ -263,16 +263,28 @@ impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
         &self,
         size: u64,
         usage: vk::BufferUsageFlags,
-    ) -> Result<(vk::Buffer, vk::MemoryRequirements), DeviceError> {
+    ) -> Result<(vk::Buffer, vk::MemoryRequirements, DedicatedHint), DeviceError> {
         let info = vk::BufferCreateInfo::default()
             .size(size)
             .usage(usage)
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
         // SAFETY: the caller guarantees a non-zero size and supported usage.
         let buffer = unsafe { self.device.create_buffer(&info, None) }?;
-        // SAFETY: `buffer` was just created from this device.
-        let requirements = unsafe { self.device.get_buffer_memory_requirements(buffer) };
-        Ok((buffer, requirements))
+        let mut dedicated = vk::MemoryDedicatedRequirements::default();
+        let mut requirements = vk::MemoryRequirements2::default().push_next(&mut dedicated);
+        let query = vk::BufferMemoryRequirementsInfo2::default().buffer(buffer);
+        // SAFETY: `buffer` was just created from this device; the 1.1 query
+        // is available (this type's contract: Vulkan 1.1+).
+        unsafe {
+            self.device
+                .get_buffer_memory_requirements2(&query, &mut requirements)
+        };
+        let requirements = requirements.memory_requirements;
+        Ok((
+            buffer,
+            requirements,
+            DedicatedHint::from_requirements(&dedicated),
+        ))
     }
 
     unsafe fn bind_buffer_memory(

@@ -65,6 +65,25 @@ pub enum DedicatedTarget {
     Image(vk::Image),
 }
 
+/// The driver's say on dedicated memory: `VkMemoryDedicatedRequirements`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DedicatedHint {
+    /// `requiresDedicatedAllocation`: the resource must have its own memory.
+    pub required: bool,
+    /// `prefersDedicatedAllocation`: the resource is faster with its own memory.
+    pub preferred: bool,
+}
+
+impl DedicatedHint {
+    /// What a filled `VkMemoryDedicatedRequirements` says.
+    pub fn from_requirements(requirements: &vk::MemoryDedicatedRequirements<'_>) -> Self {
+        Self {
+            required: requirements.requires_dedicated_allocation == vk::TRUE,
+            preferred: requirements.prefers_dedicated_allocation == vk::TRUE,
+        }
+    }
+}
+
 /// One `vkAllocateMemory` call.
 #[derive(Clone, Copy, Debug)]
 pub struct AllocateInfo<'a> {
@@ -163,7 +182,8 @@ pub trait MemoryDeviceExt<M>: MemoryDevice<M> + Send + Sync + Debug {
     fn wait_signalled(&self, signal: FrameSignal, timeout_ns: u64) -> Result<bool, DeviceError>;
 
     /// Creates an exclusive buffer of `size` bytes with `usage` (upload-ring
-    /// chunks) and returns it with its memory requirements.
+    /// chunks) and returns it with its memory requirements and what the
+    /// driver says about dedicated memory for it.
     ///
     /// # Errors
     /// The `vkCreateBuffer` result.
@@ -175,7 +195,7 @@ pub trait MemoryDeviceExt<M>: MemoryDevice<M> + Send + Sync + Debug {
         &self,
         size: u64,
         usage: vk::BufferUsageFlags,
-    ) -> Result<(vk::Buffer, vk::MemoryRequirements), DeviceError>;
+    ) -> Result<(vk::Buffer, vk::MemoryRequirements, DedicatedHint), DeviceError>;
 
     /// Binds `buffer` to `memory` at `offset`.
     ///

@@ -5,7 +5,9 @@
 
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
-use vk_suballoc::{Allocation, AllocationDesc, Allocator, DedicatedPolicy, Error, Usage};
+use vk_suballoc::{
+    Allocation, AllocationDesc, Allocator, DedicatedPolicy, Error, UploadRingDesc, Usage,
+};
 
 use super::allocator_setup::{
     allocator_for, buffer_info, image_info, memory_barrier, transition, TRANSFER_TO_HOST,
@@ -189,6 +191,17 @@ test_each_fake_profile!(
                 allocator.destroy_buffer(kept, c).unwrap();
             }
             assert_eq!(allocator.stats().memory_objects, u32::from(!required));
+            // Upload-ring chunks share blocks unless the driver requires
+            // dedicated memory.
+            let ring = allocator.create_upload_ring(&UploadRingDesc::default()).unwrap();
+            let dedicated: u64 = allocator
+                .stats()
+                .memory_types
+                .iter()
+                .map(|t| t.dedicated_allocations)
+                .sum();
+            assert_eq!(dedicated, u64::from(required), "{profile} {mode}");
+            allocator.destroy_upload_ring(ring).unwrap();
         }
     }
 );

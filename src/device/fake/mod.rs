@@ -28,7 +28,8 @@ pub use state::{FakeAllocationInfo, FakeCounters, RecordedRange};
 use state::{Fault, State};
 
 use super::{
-    AllocateInfo, DeviceError, FrameSignal, HeapBudget, MemoryDeviceExt, MemoryProperties,
+    AllocateInfo, DedicatedHint, DeviceError, FrameSignal, HeapBudget, MemoryDeviceExt,
+    MemoryProperties,
 };
 
 /// A memory object of a [`FakeDevice`]. Not `Clone`: like `VkDeviceMemory`
@@ -295,7 +296,7 @@ impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         &self,
         size: u64,
         _usage: vk::BufferUsageFlags,
-    ) -> Result<(vk::Buffer, vk::MemoryRequirements), DeviceError> {
+    ) -> Result<(vk::Buffer, vk::MemoryRequirements, DedicatedHint), DeviceError> {
         let mut state = self.state();
         if state.device_lost {
             return Err(DeviceError::DeviceLost);
@@ -317,7 +318,11 @@ impl MemoryDeviceExt<FakeMemory> for FakeDevice {
             alignment: 256,
             memory_type_bits,
         };
-        Ok((vk::Buffer::from_raw(handle), requirements))
+        Ok((
+            vk::Buffer::from_raw(handle),
+            requirements,
+            DedicatedHint::default(),
+        ))
     }
 
     unsafe fn bind_buffer_memory(
