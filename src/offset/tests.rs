@@ -308,3 +308,17 @@ fn an_aligned_request_takes_the_first_bin_that_holds_it_anywhere() {
     // And in O(1): no gap-by-gap search.
     assert_eq!(heap.search_stats(), SearchStats::default());
 }
+
+/// `metadata_bytes` is the host memory figure users budget with, and its
+/// docs give it: 32 bytes per slot plus the sentinel, 6 KiB of bin tables
+/// for `M = 3` (a `u32` head and a `u64` bound per bin), and the struct
+/// itself; `reserve_slots` adds 32 bytes per slot.
+#[test]
+fn metadata_bytes_counts_nodes_bin_tables_and_the_struct() {
+    let fixed = 6 * 1024 + std::mem::size_of::<OffsetAllocator<3>>();
+    let mut heap = OffsetAllocator::<3>::new(1 << 20, 10).unwrap();
+    assert_eq!(heap.metadata_bytes(), 11 * 32 + fixed);
+    heap.reserve_slots(5).unwrap();
+    assert_eq!(heap.slot_count(), 15);
+    assert_eq!(heap.metadata_bytes(), 16 * 32 + fixed);
+}

@@ -313,6 +313,23 @@ mod tests {
         assert_eq!(out, "a&lt;b&gt;&amp;&quot;c&quot;&apos;\u{fffd}é");
     }
 
+    /// U+FFFE and U+FFFF are not XML characters either: a name holding them
+    /// must not make the picture unreadable.
+    #[test]
+    fn escapes_the_xml_noncharacters() {
+        let mut out = String::new();
+        escape_xml_into(&mut out, "a\u{fffe}b\u{ffff}c\u{fffd}");
+        assert_eq!(out, "a\u{fffd}b\u{fffd}c\u{fffd}");
+    }
+
+    /// Byte counts past the largest unit stay in it instead of panicking.
+    #[test]
+    fn byte_counts_past_the_largest_unit_stay_in_it() {
+        assert_eq!(bytes(1 << 40), "1 TiB");
+        assert_eq!(bytes(1 << 50), "1024 TiB");
+        assert_eq!(bytes(u64::MAX), "16777216 TiB");
+    }
+
     #[test]
     fn byte_counts_read_well() {
         assert_eq!(bytes(100), "100 B");
