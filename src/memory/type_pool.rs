@@ -165,16 +165,15 @@ impl<M> TypePool<M> {
         context: &MemoryContext<D>,
         request: &PoolRequest<'_>,
     ) -> Result<Placement, Error> {
-        // Small buffers: a slot of a run.
+        // Small buffers: a slot of a run, carving a new run when none of
+        // the class has room.
         if let Some(class) = request.run_class {
-            if let Some(taken) = self.runs.take(usize::from(class)) {
-                if let Some(name) = request.name {
-                    self.runs.set_name(&taken, name);
-                }
-                return Ok(self.count(taken.into(), request));
+            let class = usize::from(class);
+            if let Some(taken) = self.runs.take(class) {
+                return Ok(self.hand_out_slot(taken, request));
             }
-            if let Some(placement) = self.allocate_in_new_run(request, class) {
-                return Ok(self.count(placement, request));
+            if let Some(taken) = self.take_from_new_run(request, class) {
+                return Ok(self.hand_out_slot(taken, request));
             }
             // No room for a run: the request alone may still fit.
         }
@@ -241,8 +240,7 @@ impl<M> TypePool<M> {
     /// block it made.
     #[cold]
     #[inline(never)]
-    fn allocate_in_new_run(&mut self, request: &PoolRequest<'_>, class: u8) -> Option<Placement> {
-        let class = usize::from(class);
+    fn take_from_new_run(&mut self, request: &PoolRequest<'_>, class: usize) -> Option<TakenSlot> {
         let slot_size = class_size(class);
         let bytes = slot_size * u64::from(slots_per_run(slot_size));
         let run_request = PoolRequest {
@@ -259,23 +257,27 @@ impl<M> TypePool<M> {
             priority: None,
             run_class: None,
         };
-        let placement = self.allocate_in_blocks(&run_request)?;
-        let Location::Block { block, range } = placement.location else {
+        let Some(Placement {
+            location: Location::Block { block, range },
+            memory,
+            offset,
+            mapped,
+        }) = self.allocate_in_blocks(&run_request)
+        else {
             return None;
         };
-        self.runs.insert(
-            class,
-            block,
-            range,
-            placement.offset,
-            placement.memory,
-            placement.mapped,
-        );
-        let taken = self.runs.take(class)?;
+        self.runs
+            .insert(class, block, range, offset, memory, mapped);
+        self.runs.take(class)
+    }
+
+    /// Names a run slot taken for `request` and counts it as handed out.
+    #[inline(always)]
+    fn hand_out_slot(&mut self, taken: TakenSlot, request: &PoolRequest<'_>) -> Placement {
         if let Some(name) = request.name {
             self.runs.set_name(&taken, name);
         }
-        Some(taken.into())
+        self.count(taken.into(), request)
     }
 
     /// Counts a placement of `request` as a live allocation in a block, where
