@@ -100,23 +100,8 @@ impl HostCache {
     /// # Safety
     /// Every cached mapping is still mapped by the driver.
     pub unsafe fn flush(&self, ranges: &[vk::MappedMemoryRange<'_>]) {
-        let mappings = lock(&self.mappings);
-        for range in ranges {
-            let Some(mapping) = mappings.get(&range.memory.as_raw()) else {
-                continue;
-            };
-            if let Some(bytes) = mapping.overlap(range.offset, range.size) {
-                let source = &mapping.cache[bytes.clone()];
-                // SAFETY: the driver's mapping covers the whole cache.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        source.as_ptr(),
-                        (mapping.device as *mut u8).add(bytes.start),
-                        source.len(),
-                    );
-                }
-            }
-        }
+        // SAFETY: the contract.
+        unsafe { self.copy(ranges, Direction::ToDevice) }
     }
 
     /// `vkInvalidateMappedMemoryRanges`: refills the invalidated bytes of
@@ -125,25 +110,50 @@ impl HostCache {
     /// # Safety
     /// Every cached mapping is still mapped by the driver.
     pub unsafe fn invalidate(&self, ranges: &[vk::MappedMemoryRange<'_>]) {
+        // SAFETY: the contract.
+        unsafe { self.copy(ranges, Direction::FromDevice) }
+    }
+
+    /// Copies the bytes of `ranges` that cached mappings cover, between
+    /// each cache and device memory.
+    ///
+    /// # Safety
+    /// Every cached mapping is still mapped by the driver.
+    unsafe fn copy(&self, ranges: &[vk::MappedMemoryRange<'_>], direction: Direction) {
         let mut mappings = lock(&self.mappings);
         for range in ranges {
             let Some(mapping) = mappings.get_mut(&range.memory.as_raw()) else {
                 continue;
             };
-            if let Some(bytes) = mapping.overlap(range.offset, range.size) {
-                let device = mapping.device as *const u8;
-                let target = &mut mapping.cache[bytes.clone()];
-                // SAFETY: the driver's mapping covers the whole cache.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        device.add(bytes.start),
-                        target.as_mut_ptr(),
-                        target.len(),
-                    );
+            let Some(bytes) = mapping.overlap(range.offset, range.size) else {
+                continue;
+            };
+            // SAFETY: the driver's mapping covers the whole cache.
+            let device = unsafe { (mapping.device as *mut u8).add(bytes.start) };
+            let cache = &mut mapping.cache[bytes];
+            // SAFETY: both sides hold `cache.len()` bytes and do not overlap
+            // (the cache is the layer's own allocation).
+            unsafe {
+                match direction {
+                    Direction::ToDevice => {
+                        std::ptr::copy_nonoverlapping(cache.as_ptr(), device, cache.len());
+                    }
+                    Direction::FromDevice => {
+                        std::ptr::copy_nonoverlapping(device, cache.as_mut_ptr(), cache.len());
+                    }
                 }
             }
         }
     }
+}
+
+/// Which way [`HostCache::copy`] moves bytes.
+#[derive(Clone, Copy, Debug)]
+enum Direction {
+    /// Cache to device memory: a flush.
+    ToDevice,
+    /// Device memory to cache: an invalidate.
+    FromDevice,
 }
 
 #[cfg(test)]
