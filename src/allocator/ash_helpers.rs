@@ -37,12 +37,8 @@ impl Allocator<AshMemoryDevice> {
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
         let buffer = unsafe { device.create_buffer(info, None) }.map_err(DeviceError::from)?;
-        let mut dedicated = vk::MemoryDedicatedRequirements::default();
-        let mut requirements = vk::MemoryRequirements2::default().push_next(&mut dedicated);
-        let query = vk::BufferMemoryRequirementsInfo2::default().buffer(buffer);
-        // SAFETY: `buffer` was just created from this device; the 1.1 query is
-        // available (AshMemoryDevice's contract: Vulkan 1.1+).
-        unsafe { device.get_buffer_memory_requirements2(&query, &mut requirements) };
+        // SAFETY: just created from this device.
+        let (requirements, dedicated) = unsafe { self.device().buffer_requirements(buffer) };
         let mut desc = *desc;
         if info
             .usage
@@ -50,10 +46,9 @@ impl Allocator<AshMemoryDevice> {
         {
             desc.usage |= Usage::DEVICE_ADDRESS;
         }
-        let request =
-            Request::with_desc(requirements.memory_requirements, ResourceKind::Buffer, desc)
-                .driver_dedicated(DedicatedHint::from_requirements(&dedicated))
-                .dedicated_target(DedicatedTarget::Buffer(buffer));
+        let request = Request::with_desc(requirements, ResourceKind::Buffer, desc)
+            .driver_dedicated(dedicated)
+            .dedicated_target(DedicatedTarget::Buffer(buffer));
         let allocation = self.allocate_and_bind(
             &request,
             |allocation| {

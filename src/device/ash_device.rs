@@ -91,6 +91,28 @@ impl AshMemoryDevice {
         &self.device
     }
 
+    /// A buffer's memory requirements and what the driver says about
+    /// dedicated memory for it (`vkGetBufferMemoryRequirements2`).
+    ///
+    /// # Safety
+    /// `buffer` was created from this device and is not destroyed.
+    pub(crate) unsafe fn buffer_requirements(
+        &self,
+        buffer: vk::Buffer,
+    ) -> (vk::MemoryRequirements, DedicatedHint) {
+        let mut dedicated = vk::MemoryDedicatedRequirements::default();
+        let mut requirements = vk::MemoryRequirements2::default().push_next(&mut dedicated);
+        let query = vk::BufferMemoryRequirementsInfo2::default().buffer(buffer);
+        // SAFETY: a live buffer of this device (contract); the 1.1 query is
+        // available (this type's contract: Vulkan 1.1+).
+        unsafe {
+            self.device
+                .get_buffer_memory_requirements2(&query, &mut requirements)
+        };
+        let requirements = requirements.memory_requirements;
+        (requirements, DedicatedHint::from_requirements(&dedicated))
+    }
+
     /// The wrapped instance.
     pub fn instance(&self) -> &ash::Instance {
         &self.instance
@@ -270,21 +292,9 @@ impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
         // SAFETY: the caller guarantees a non-zero size and supported usage.
         let buffer = unsafe { self.device.create_buffer(&info, None) }?;
-        let mut dedicated = vk::MemoryDedicatedRequirements::default();
-        let mut requirements = vk::MemoryRequirements2::default().push_next(&mut dedicated);
-        let query = vk::BufferMemoryRequirementsInfo2::default().buffer(buffer);
-        // SAFETY: `buffer` was just created from this device; the 1.1 query
-        // is available (this type's contract: Vulkan 1.1+).
-        unsafe {
-            self.device
-                .get_buffer_memory_requirements2(&query, &mut requirements)
-        };
-        let requirements = requirements.memory_requirements;
-        Ok((
-            buffer,
-            requirements,
-            DedicatedHint::from_requirements(&dedicated),
-        ))
+        // SAFETY: just created from this device.
+        let (requirements, dedicated) = unsafe { self.buffer_requirements(buffer) };
+        Ok((buffer, requirements, dedicated))
     }
 
     unsafe fn bind_buffer_memory(
