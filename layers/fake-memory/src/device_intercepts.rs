@@ -15,6 +15,7 @@ use crate::c_interop::void_fn;
 use crate::config::DedicatedOverride;
 use crate::dispatch_registry::{device_state, unregister_device, DeviceState};
 use crate::ffi_guard::guard;
+use crate::memory_accounting::MemoryRecord;
 use crate::memory_type_map::ResourceKind;
 
 /// This layer's `vkGetDeviceProcAddr`.
@@ -234,15 +235,23 @@ unsafe extern "system" fn free_memory(
     });
 }
 
-/// `MEMORY_MAP_FAILED` when `memory` has a fake type that is not host-visible.
-fn refuse_map(state: &DeviceState, memory: vk::DeviceMemory) -> Option<vk::Result> {
+/// The layer's record of `memory` and the property flags of its fake type;
+/// `None` in pass-through or for memory the layer did not allocate.
+fn fake_memory(
+    state: &DeviceState,
+    memory: vk::DeviceMemory,
+) -> Option<(MemoryRecord, vk::MemoryPropertyFlags)> {
     let fake = state.fake.as_ref()?;
     let record = fake.book.get(memory)?;
     let memory_type = fake.config.profile.types.get(record.fake_type as usize)?;
-    (!memory_type
-        .flags
-        .contains(vk::MemoryPropertyFlags::HOST_VISIBLE))
-    .then_some(vk::Result::ERROR_MEMORY_MAP_FAILED)
+    Some((record, memory_type.flags))
+}
+
+/// `MEMORY_MAP_FAILED` when `memory` has a fake type that is not host-visible.
+fn refuse_map(state: &DeviceState, memory: vk::DeviceMemory) -> Option<vk::Result> {
+    let (_, flags) = fake_memory(state, memory)?;
+    (!flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE))
+        .then_some(vk::Result::ERROR_MEMORY_MAP_FAILED)
 }
 
 /// The bytes a mapping of `memory` at `offset` of `size` bytes
@@ -254,22 +263,17 @@ fn non_coherent_mapping_size(
     offset: u64,
     size: u64,
 ) -> Option<u64> {
-    let fake = state.fake.as_ref()?;
-    let record = fake.book.get(memory)?;
-    let flags = fake
-        .config
-        .profile
-        .types
-        .get(record.fake_type as usize)?
-        .flags;
-    let non_coherent = flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
-        && !flags.contains(vk::MemoryPropertyFlags::HOST_COHERENT);
-    let size = if size == vk::WHOLE_SIZE {
-        record.size.checked_sub(offset)?
+    let (record, flags) = fake_memory(state, memory)?;
+    if !flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
+        || flags.contains(vk::MemoryPropertyFlags::HOST_COHERENT)
+    {
+        return None;
+    }
+    if size == vk::WHOLE_SIZE {
+        record.size.checked_sub(offset)
     } else {
-        size
-    };
-    non_coherent.then_some(size)
+        Some(size)
+    }
 }
 
 /// After the driver mapped `memory` at `offset` and wrote its pointer to
