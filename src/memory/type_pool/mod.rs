@@ -15,116 +15,34 @@
 //! Empty blocks are expensive to recreate, so one is kept per memory type;
 //! when a second block empties, the smaller of the two is released.
 //! [`TypePool::trim`] releases the kept one as well.
-
-use std::collections::HashMap;
-
-use ash::vk;
+//!
+//! This file holds placement in blocks and runs and freeing; `dedicated`
+//! holds dedicated memory, `inspect` the read-only views for reports, and
+//! `placement` the request, location and counter types.
 
 use super::block::{Block, DedicatedMemory, Miss};
 use super::block_size::{new_block_size, retry_block_size};
 use super::context::{MemoryContext, MemoryRequest};
-use super::mapping::MappedPtr;
-use super::runs::{class_size, slots_per_run, Run, Runs, TakenSlot};
+use super::runs::{class_size, slots_per_run, Runs, TakenSlot};
 use super::slab::{Slab, SlabKey};
 use super::usage::ResourceKind;
-use crate::device::{DedicatedTarget, MemoryDeviceExt};
+use crate::device::MemoryDeviceExt;
 use crate::offset::{AllocationId, OffsetAllocator, OffsetError};
 use crate::Error;
+
+mod dedicated;
+mod inspect;
+mod placement;
+#[cfg(all(test, feature = "fake-device"))]
+mod tests;
+
+pub(crate) use placement::{DedicatedChoice, Location, Placement, PoolCounters, PoolRequest};
 
 /// Whether a failure to create memory means "not this large": the heap is
 /// full or the request would exceed its budget. Smaller blocks, or dedicated
 /// memory of the exact size, may still succeed.
 fn is_no_room(error: Error) -> bool {
     matches!(error, Error::OutOfDeviceMemory | Error::OverBudget { .. })
-}
-
-/// Whether an allocation gets its own `VkDeviceMemory`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum DedicatedChoice {
-    /// Never: blocks only.
-    Never,
-    /// When the request is larger than half a block.
-    Auto,
-    /// First; blocks if dedicated memory fails.
-    Prefer,
-    /// Only dedicated memory.
-    Require,
-}
-
-/// A request as one memory type sees it.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PoolRequest<'a> {
-    /// The requested size: what the allocation reports and statistics count.
-    pub(crate) size: u64,
-    /// The bytes it takes in a block: for an optimal image in blocks shared
-    /// with linear resources, `size` rounded up to the buffer-image
-    /// granularity; else `size` rounded up to `align`.
-    pub(crate) placed_size: u64,
-    pub(crate) align: u64,
-    /// Granularity class (0 linear, 1 optimal images).
-    pub(crate) class: usize,
-    /// The resource kind, recorded for memory dumps.
-    pub(crate) kind: ResourceKind,
-    pub(crate) dedicated: DedicatedChoice,
-    pub(crate) target: Option<DedicatedTarget>,
-    pub(crate) name: Option<&'a str>,
-    pub(crate) within_budget: bool,
-    pub(crate) priority: Option<f32>,
-    /// The size class of the run slot a small buffer takes; `None`: a range
-    /// of its own.
-    pub(crate) run_class: Option<u8>,
-}
-
-/// Where an allocation lives inside its memory type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Location {
-    /// A range of a block.
-    Block { block: SlabKey, range: AllocationId },
-    /// A slot of a run.
-    Slot {
-        run: SlabKey,
-        slot: u32,
-        generation: u32,
-    },
-    /// Dedicated memory.
-    Dedicated(SlabKey),
-}
-
-/// A successful placement.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Placement {
-    pub(crate) location: Location,
-    pub(crate) memory: vk::DeviceMemory,
-    pub(crate) offset: u64,
-    pub(crate) mapped: Option<MappedPtr>,
-}
-
-impl From<TakenSlot> for Placement {
-    #[inline]
-    fn from(taken: TakenSlot) -> Self {
-        Self {
-            location: Location::Slot {
-                run: taken.run,
-                slot: taken.slot,
-                generation: taken.generation,
-            },
-            memory: taken.memory,
-            offset: taken.offset,
-            mapped: taken.mapped,
-        }
-    }
-}
-
-/// Running figures of one memory type.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct PoolCounters {
-    pub(crate) blocks: u64,
-    pub(crate) block_bytes: u64,
-    pub(crate) empty_blocks: u64,
-    pub(crate) block_allocations: u64,
-    pub(crate) block_allocated_bytes: u64,
-    pub(crate) dedicated: u64,
-    pub(crate) dedicated_bytes: u64,
 }
 
 /// Blocks and dedicated allocations of one memory type.
@@ -439,48 +357,6 @@ impl<M> TypePool<M> {
         Ok(key)
     }
 
-    fn allocate_dedicated<D: MemoryDeviceExt<M>>(
-        &mut self,
-        context: &MemoryContext<D>,
-        request: &PoolRequest<'_>,
-    ) -> Result<Placement, Error> {
-        let serial = self.next_serial;
-        let default_name;
-        let name = match request.name {
-            Some(name) => name,
-            None => {
-                default_name = format!("vk-suballoc dedicated {}/{serial}", self.memory_type);
-                &default_name
-            }
-        };
-        let new = context.allocate_memory::<M>(&MemoryRequest {
-            memory_type: self.memory_type,
-            size: request.size,
-            dedicated: request.target,
-            priority: request.priority,
-            name: Some(name),
-            within_budget: request.within_budget,
-        })?;
-        self.next_serial += 1;
-        let raw = context.device.raw_memory(&new.memory);
-        let key = self.dedicated.insert(DedicatedMemory {
-            memory: new.memory,
-            raw,
-            size: request.size,
-            mapped: new.mapped,
-            name: request.name.map(Into::into),
-            kind: request.kind,
-        });
-        self.counters.dedicated += 1;
-        self.counters.dedicated_bytes += request.size;
-        Ok(Placement {
-            location: Location::Dedicated(key),
-            memory: raw,
-            offset: 0,
-            mapped: new.mapped,
-        })
-    }
-
     /// Frees the allocation of `size` requested bytes at `location`; releases
     /// its memory when it was dedicated, or its block when that empties and
     /// another empty block is kept already.
@@ -618,80 +494,6 @@ impl<M> TypePool<M> {
         released
     }
 
-    /// The memory object, its size and mapping behind `location`.
-    pub(crate) fn memory_at(&self, location: Location) -> Option<(&M, u64)> {
-        match location {
-            Location::Dedicated(key) => self.dedicated.get(key).map(|d| (&d.memory, d.size)),
-            Location::Block { block, range } => {
-                let block = self.blocks.get(block)?;
-                block.ranges.get(range)?;
-                Some((&block.memory, block.size))
-            }
-            Location::Slot {
-                run,
-                slot,
-                generation,
-            } => {
-                let block = self
-                    .blocks
-                    .get(self.runs.live(run, slot, generation)?.block)?;
-                Some((&block.memory, block.size))
-            }
-        }
-    }
-
-    /// Whether `location` names a live allocation.
-    pub(crate) fn is_live(&self, location: Location) -> bool {
-        self.memory_at(location).is_some()
-    }
-
-    /// Blocks with their keys, for reports.
-    pub(crate) fn blocks(&self) -> impl Iterator<Item = (SlabKey, &Block<M>)> + '_ {
-        self.blocks.iter()
-    }
-
-    /// The runs of each block with their keys, by the block's key and the
-    /// run's range, for reports.
-    pub(crate) fn runs_by_range(&self) -> HashMap<(SlabKey, AllocationId), (SlabKey, &Run)> {
-        self.runs
-            .iter()
-            .map(|(key, run)| ((run.block, run.range), (key, run)))
-            .collect()
-    }
-
-    /// The name of slot `slot` of run `run`, if it has one.
-    pub(crate) fn slot_name(&self, run: SlabKey, slot: u32) -> Option<&str> {
-        self.runs.name(run, slot)
-    }
-
-    /// Dedicated allocations, for reports.
-    pub(crate) fn dedicated_allocations(&self) -> impl Iterator<Item = &DedicatedMemory<M>> + '_ {
-        self.dedicated.iter().map(|(_, d)| d)
-    }
-
-    /// Frees one dedicated allocation's memory and its counters.
-    ///
-    /// # Safety
-    /// No pending GPU work uses the memory (VUID-vkFreeMemory-memory-00677).
-    unsafe fn release_dedicated<D: MemoryDeviceExt<M>>(
-        &mut self,
-        context: &MemoryContext<D>,
-        dedicated: DedicatedMemory<M>,
-    ) {
-        self.counters.dedicated -= 1;
-        self.counters.dedicated_bytes -= dedicated.size;
-        // SAFETY: allocated by this context for this memory type; the
-        // caller's contract covers GPU use.
-        unsafe {
-            context.free_memory(
-                dedicated.memory,
-                dedicated.mapped.is_some(),
-                self.memory_type,
-                dedicated.size,
-            )
-        };
-    }
-
     /// Logs every live allocation as a leak, then frees all memory. Used when
     /// the allocator is dropped.
     pub(crate) fn release_all<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>) {
@@ -744,113 +546,5 @@ impl<M> TypePool<M> {
         }
         self.counters.block_allocations = 0;
         self.counters.block_allocated_bytes = 0;
-    }
-}
-
-#[cfg(all(test, feature = "fake-device"))]
-mod tests {
-    use ash::vk;
-
-    use crate::device::fake::{FakeDevice, FakeLayout, FakeMemory};
-    use crate::{Allocation, Allocator, Config, Error, Request, ResourceKind, Usage};
-
-    const MIB: u64 = 1 << 20;
-
-    fn request(size: u64) -> Request<'static> {
-        let requirements = vk::MemoryRequirements {
-            size,
-            alignment: 256,
-            memory_type_bits: !0,
-        };
-        Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer)
-    }
-
-    fn free(allocator: &Allocator<FakeDevice, FakeMemory>, allocation: Allocation) {
-        // SAFETY: the fake device runs no GPU work.
-        unsafe { allocator.free(allocation) }.unwrap();
-    }
-
-    /// A freed slot's handle is stale: refused when the slot is taken again
-    /// and when its run has gone back to the block, and nothing changes.
-    #[test]
-    fn stale_slots_are_refused() {
-        let device = FakeDevice::new(FakeLayout::discrete());
-        let allocator = Allocator::new(device.clone(), Config::default()).unwrap();
-        let copy = |a: &Allocation| Allocation {
-            memory: a.memory,
-            offset: a.offset,
-            size: a.size,
-            memory_type: a.memory_type,
-            location: a.location,
-            allocator: a.allocator,
-            mapped: a.mapped,
-        };
-        // A range of its own (runs come from existing blocks), then slot 0 of
-        // a run, which keeps the run alive.
-        let keep = [
-            allocator.allocate(&request(100)).unwrap(),
-            allocator.allocate(&request(100)).unwrap(),
-        ];
-        assert!(matches!(keep[1].location, super::Location::Slot { .. }));
-        let first = allocator.allocate(&request(100)).unwrap();
-        assert!(matches!(first.location, super::Location::Slot { .. }));
-        let stale = copy(&first);
-        free(&allocator, first);
-        assert!(!allocator.owns(&stale));
-        // The same slot again, with the next generation.
-        let second = allocator.allocate(&request(100)).unwrap();
-        assert_eq!(second.offset, stale.offset);
-        // SAFETY: the fake device runs no GPU work.
-        let result = unsafe { allocator.free(stale) };
-        assert_eq!(result, Err(Error::StaleAllocation));
-        assert!(allocator.owns(&second));
-        let before = allocator.stats();
-        let stale = copy(&second);
-        free(&allocator, second);
-        let [range, slot] = keep;
-        free(&allocator, range);
-        free(&allocator, slot);
-        // The run is gone: the stale handle names nothing.
-        // SAFETY: as above.
-        let result = unsafe { allocator.free(stale) };
-        assert_eq!(result, Err(Error::StaleAllocation));
-        assert_eq!(before.allocations(), 3);
-        assert_eq!(allocator.stats().allocations(), 0);
-        drop(allocator);
-        assert!(device.live_allocations().is_empty());
-    }
-
-    /// A block that missed a request is skipped for requests at least as
-    /// large, but still serves smaller ones, and serves large ones again once
-    /// something in it is freed.
-    #[test]
-    fn a_known_miss_skips_only_what_cannot_fit() {
-        let device = FakeDevice::new(FakeLayout::discrete());
-        let allocator = Allocator::new(device.clone(), Config::default()).unwrap();
-        // The first device-local block is 32 MiB (256 MiB / 8): fill it.
-        let mut first: Vec<Allocation> = (0..32)
-            .map(|_| allocator.allocate(&request(MIB)).unwrap())
-            .collect();
-        let block = first[0].memory();
-        assert!(first.iter().all(|a| a.memory() == block));
-        // 1 MiB holes at 7 and 20 MiB: 2 MiB free, but not in one range.
-        free(&allocator, first.remove(20));
-        free(&allocator, first.remove(7));
-        // 2 MiB misses the first block and opens a second.
-        let big = allocator.allocate(&request(2 * MIB)).unwrap();
-        assert_ne!(big.memory(), block);
-        // Smaller than the miss: the hole still takes it.
-        let small = allocator.allocate(&request(MIB)).unwrap();
-        assert_eq!((small.memory(), small.offset()), (block, 7 * MIB));
-        // Free 2 MiB at 4 MiB: the first block takes 2 MiB again.
-        free(&allocator, first.remove(4));
-        free(&allocator, first.remove(4));
-        let again = allocator.allocate(&request(2 * MIB)).unwrap();
-        assert_eq!((again.memory(), again.offset()), (block, 4 * MIB));
-        for allocation in first.into_iter().chain([big, small, again]) {
-            free(&allocator, allocation);
-        }
-        drop(allocator);
-        assert!(device.live_allocations().is_empty());
     }
 }

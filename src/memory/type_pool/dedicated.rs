@@ -1,0 +1,87 @@
+//! Dedicated allocations: one `VkDeviceMemory` per resource, for requests
+//! the driver prefers or requires that way (`VkMemoryDedicatedRequirements`)
+//! and for requests larger than half a block.
+
+use super::{Location, Placement, PoolRequest, TypePool};
+use crate::device::MemoryDeviceExt;
+use crate::memory::block::DedicatedMemory;
+use crate::memory::context::{MemoryContext, MemoryRequest};
+use crate::Error;
+
+impl<M> TypePool<M> {
+    /// Places `request` in a `VkDeviceMemory` of its own (named after the
+    /// request, or `vk-suballoc dedicated <type>/<n>`), bound to the
+    /// request's resource when it names one.
+    ///
+    /// # Errors
+    /// Those of [`MemoryContext::allocate_memory`].
+    pub(super) fn allocate_dedicated<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        request: &PoolRequest<'_>,
+    ) -> Result<Placement, Error> {
+        let serial = self.next_serial;
+        let default_name;
+        let name = match request.name {
+            Some(name) => name,
+            None => {
+                default_name = format!("vk-suballoc dedicated {}/{serial}", self.memory_type);
+                &default_name
+            }
+        };
+        let new = context.allocate_memory::<M>(&MemoryRequest {
+            memory_type: self.memory_type,
+            size: request.size,
+            dedicated: request.target,
+            priority: request.priority,
+            name: Some(name),
+            within_budget: request.within_budget,
+        })?;
+        self.next_serial += 1;
+        let raw = context.device.raw_memory(&new.memory);
+        let key = self.dedicated.insert(DedicatedMemory {
+            memory: new.memory,
+            raw,
+            size: request.size,
+            mapped: new.mapped,
+            name: request.name.map(Into::into),
+            kind: request.kind,
+        });
+        self.counters.dedicated += 1;
+        self.counters.dedicated_bytes += request.size;
+        Ok(Placement {
+            location: Location::Dedicated(key),
+            memory: raw,
+            offset: 0,
+            mapped: new.mapped,
+        })
+    }
+
+    /// Dedicated allocations, for reports.
+    pub(crate) fn dedicated_allocations(&self) -> impl Iterator<Item = &DedicatedMemory<M>> + '_ {
+        self.dedicated.iter().map(|(_, d)| d)
+    }
+
+    /// Frees one dedicated allocation's memory and its counters.
+    ///
+    /// # Safety
+    /// No pending GPU work uses the memory (VUID-vkFreeMemory-memory-00677).
+    pub(super) unsafe fn release_dedicated<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        dedicated: DedicatedMemory<M>,
+    ) {
+        self.counters.dedicated -= 1;
+        self.counters.dedicated_bytes -= dedicated.size;
+        // SAFETY: allocated by this context for this memory type; the
+        // caller's contract covers GPU use.
+        unsafe {
+            context.free_memory(
+                dedicated.memory,
+                dedicated.mapped.is_some(),
+                self.memory_type,
+                dedicated.size,
+            )
+        };
+    }
+}

@@ -1,0 +1,58 @@
+//! Read-only views of a [`TypePool`] for statistics, dumps and handle
+//! checks.
+
+use std::collections::HashMap;
+
+use super::{Location, TypePool};
+use crate::memory::block::Block;
+use crate::memory::runs::Run;
+use crate::memory::slab::SlabKey;
+use crate::offset::AllocationId;
+
+impl<M> TypePool<M> {
+    /// The memory object, its size and mapping behind `location`.
+    pub(crate) fn memory_at(&self, location: Location) -> Option<(&M, u64)> {
+        match location {
+            Location::Dedicated(key) => self.dedicated.get(key).map(|d| (&d.memory, d.size)),
+            Location::Block { block, range } => {
+                let block = self.blocks.get(block)?;
+                block.ranges.get(range)?;
+                Some((&block.memory, block.size))
+            }
+            Location::Slot {
+                run,
+                slot,
+                generation,
+            } => {
+                let block = self
+                    .blocks
+                    .get(self.runs.live(run, slot, generation)?.block)?;
+                Some((&block.memory, block.size))
+            }
+        }
+    }
+
+    /// Whether `location` names a live allocation.
+    pub(crate) fn is_live(&self, location: Location) -> bool {
+        self.memory_at(location).is_some()
+    }
+
+    /// Blocks with their keys, for reports.
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = (SlabKey, &Block<M>)> + '_ {
+        self.blocks.iter()
+    }
+
+    /// The runs of each block with their keys, by the block's key and the
+    /// run's range, for reports.
+    pub(crate) fn runs_by_range(&self) -> HashMap<(SlabKey, AllocationId), (SlabKey, &Run)> {
+        self.runs
+            .iter()
+            .map(|(key, run)| ((run.block, run.range), (key, run)))
+            .collect()
+    }
+
+    /// The name of slot `slot` of run `run`, if it has one.
+    pub(crate) fn slot_name(&self, run: SlabKey, slot: u32) -> Option<&str> {
+        self.runs.name(run, slot)
+    }
+}

@@ -1,0 +1,101 @@
+//! What a [`TypePool`](super::TypePool) is asked for and what it hands
+//! back: the request as one memory type sees it, where an allocation lives
+//! (a block range, a run slot or dedicated memory), and the pool's counters.
+
+use ash::vk;
+
+use crate::device::DedicatedTarget;
+use crate::memory::mapping::MappedPtr;
+use crate::memory::runs::TakenSlot;
+use crate::memory::slab::SlabKey;
+use crate::memory::usage::ResourceKind;
+use crate::offset::AllocationId;
+
+/// Whether an allocation gets its own `VkDeviceMemory`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DedicatedChoice {
+    /// Never: blocks only.
+    Never,
+    /// When the request is larger than half a block.
+    Auto,
+    /// First; blocks if dedicated memory fails.
+    Prefer,
+    /// Only dedicated memory.
+    Require,
+}
+
+/// A request as one memory type sees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PoolRequest<'a> {
+    /// The requested size: what the allocation reports and statistics count.
+    pub(crate) size: u64,
+    /// The bytes it takes in a block: for an optimal image in blocks shared
+    /// with linear resources, `size` rounded up to the buffer-image
+    /// granularity; else `size` rounded up to `align`.
+    pub(crate) placed_size: u64,
+    pub(crate) align: u64,
+    /// Granularity class (0 linear, 1 optimal images).
+    pub(crate) class: usize,
+    /// The resource kind, recorded for memory dumps.
+    pub(crate) kind: ResourceKind,
+    pub(crate) dedicated: DedicatedChoice,
+    pub(crate) target: Option<DedicatedTarget>,
+    pub(crate) name: Option<&'a str>,
+    pub(crate) within_budget: bool,
+    pub(crate) priority: Option<f32>,
+    /// The size class of the run slot a small buffer takes; `None`: a range
+    /// of its own.
+    pub(crate) run_class: Option<u8>,
+}
+
+/// Where an allocation lives inside its memory type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Location {
+    /// A range of a block.
+    Block { block: SlabKey, range: AllocationId },
+    /// A slot of a run.
+    Slot {
+        run: SlabKey,
+        slot: u32,
+        generation: u32,
+    },
+    /// Dedicated memory.
+    Dedicated(SlabKey),
+}
+
+/// A successful placement.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Placement {
+    pub(crate) location: Location,
+    pub(crate) memory: vk::DeviceMemory,
+    pub(crate) offset: u64,
+    pub(crate) mapped: Option<MappedPtr>,
+}
+
+impl From<TakenSlot> for Placement {
+    #[inline]
+    fn from(taken: TakenSlot) -> Self {
+        Self {
+            location: Location::Slot {
+                run: taken.run,
+                slot: taken.slot,
+                generation: taken.generation,
+            },
+            memory: taken.memory,
+            offset: taken.offset,
+            mapped: taken.mapped,
+        }
+    }
+}
+
+/// Running figures of one memory type.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PoolCounters {
+    pub(crate) blocks: u64,
+    pub(crate) block_bytes: u64,
+    pub(crate) empty_blocks: u64,
+    pub(crate) block_allocations: u64,
+    pub(crate) block_allocated_bytes: u64,
+    pub(crate) dedicated: u64,
+    pub(crate) dedicated_bytes: u64,
+}
