@@ -1,11 +1,10 @@
 //! Upload rings: per-frame transient memory with O(1) bump allocation.
 //!
 //! Staging copies, uniform blocks and dynamic vertices live for one frame. A
-//! ring is a host-visible buffer carved by the core's
-//! [`LinearAllocator`](crate::offset::LinearAllocator): each allocation bumps
-//! a pointer, each frame's space comes back when that frame's fence signals
-//! (at [`Allocator::collect`](crate::Allocator::collect)), and a request that
-//! does not fit fails with [`Error::UploadRingFull`](crate::Error::UploadRingFull)
+//! ring is a host-visible buffer carved by the core's [`LinearAllocator`]:
+//! each allocation bumps a pointer, each frame's space comes back when that
+//! frame's fence signals (at [`Allocator::collect`](crate::Allocator::collect)),
+//! and a request that does not fit fails with [`Error::UploadRingFull`]
 //! instead of overwriting a frame still in flight, unless the ring was made
 //! to grow, in which case it adds a chunk (another buffer) and keeps every
 //! offset already handed out valid.

@@ -11,7 +11,7 @@
 //!
 //! Two roundings are needed:
 //! - a free range is filed under [`bin_down`] of its size: every range in bin
-//!   `b` is at least [`bin_lower_bound`]`(b)` bytes long;
+//!   `b` is at least `bin_lower_bound(b)` bytes long;
 //! - a request looks from [`bin_up`] of its size upwards: the lower bound of
 //!   that bin is at least the request, so *any* range found there fits.
 //!
