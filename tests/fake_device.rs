@@ -29,6 +29,8 @@ mod runs;
 mod seeded_rng;
 #[path = "fake_device/stress.rs"]
 mod stress;
+#[path = "fake_device/svg.rs"]
+mod svg;
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout, FakeMemory};
