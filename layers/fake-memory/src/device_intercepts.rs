@@ -1,8 +1,8 @@
-//! Device-level entry points: memory requirements (rewritten into fake type
-//! indices and alignments), allocation (mapped onto the real type, refused
+//! Device-level entry points: allocation (mapped onto the real type, refused
 //! past the fake limits), free (accounting), map (refused on types that are
 //! not host-visible) and, for non-coherent fake types, map, unmap, flush and
-//! invalidate through a host cache (`host_cache.rs`).
+//! invalidate through a host cache (`host_cache.rs`). The memory
+//! requirements queries are in `requirements_intercepts.rs`.
 //!
 //! `vkGetDeviceProcAddr` hands out an intercept only when the next layer has
 //! the command, so an application never sees a command its driver lacks.
@@ -12,11 +12,14 @@ use std::ffi::{c_char, c_void, CStr};
 use ash::vk;
 
 use crate::c_interop::void_fn;
-use crate::config::DedicatedOverride;
 use crate::dispatch_registry::{device_state, unregister_device, DeviceState};
 use crate::ffi_guard::guard;
 use crate::memory_accounting::MemoryRecord;
-use crate::memory_type_map::ResourceKind;
+use crate::requirements_intercepts::{
+    get_buffer_memory_requirements, get_buffer_memory_requirements2,
+    get_device_buffer_memory_requirements, get_device_image_memory_requirements,
+    get_image_memory_requirements, get_image_memory_requirements2,
+};
 
 /// This layer's `vkGetDeviceProcAddr`.
 ///
@@ -482,230 +485,4 @@ unsafe extern "system" fn invalidate_mapped_memory_ranges(
             result
         },
     )
-}
-
-/// Rewrites requirements the driver just returned, if the device is faked.
-///
-/// # Safety
-/// `requirements` is null or valid for writes.
-unsafe fn patch(
-    state: &DeviceState,
-    requirements: *mut vk::MemoryRequirements,
-    kind: ResourceKind,
-) {
-    if let (Some(fake), false) = (&state.fake, requirements.is_null()) {
-        // SAFETY: non-null and valid by the contract.
-        fake.physical
-            .type_map
-            .patch_requirements(unsafe { &mut *requirements }, kind);
-    }
-}
-
-/// Runs a requirements query on the next layer, then [`patch`]es its result.
-///
-/// # Safety
-/// `device` is live; `query` calls the next layer with the caller's valid
-/// arguments and returns where the requirements were written (or null).
-unsafe fn requirements_query(
-    entry_point: &str,
-    device: vk::Device,
-    kind: ResourceKind,
-    query: impl FnOnce(&DeviceState) -> *mut vk::MemoryRequirements,
-) {
-    guard(entry_point, (), || {
-        // SAFETY: a live device, from the caller.
-        let Some(state) = (unsafe { device_state(device) }) else {
-            return;
-        };
-        let written = query(&state);
-        // SAFETY: `written` is null or the caller's output structure.
-        unsafe { patch(&state, written, kind) };
-    });
-}
-
-/// `vkGetBufferMemoryRequirements`, in fake terms.
-unsafe extern "system" fn get_buffer_memory_requirements(
-    device: vk::Device,
-    buffer: vk::Buffer,
-    requirements: *mut vk::MemoryRequirements,
-) {
-    // SAFETY: the caller's valid arguments are forwarded unchanged.
-    unsafe {
-        requirements_query(
-            "vkGetBufferMemoryRequirements",
-            device,
-            ResourceKind::Buffer,
-            |state| {
-                let Some(next) = state.next.get_buffer_memory_requirements else {
-                    return std::ptr::null_mut();
-                };
-                next(device, buffer, requirements);
-                requirements
-            },
-        );
-    }
-}
-
-/// `vkGetImageMemoryRequirements`, in fake terms.
-unsafe extern "system" fn get_image_memory_requirements(
-    device: vk::Device,
-    image: vk::Image,
-    requirements: *mut vk::MemoryRequirements,
-) {
-    // SAFETY: the caller's valid arguments are forwarded unchanged.
-    unsafe {
-        requirements_query(
-            "vkGetImageMemoryRequirements",
-            device,
-            ResourceKind::Image,
-            |state| {
-                let Some(next) = state.next.get_image_memory_requirements else {
-                    return std::ptr::null_mut();
-                };
-                next(device, image, requirements);
-                requirements
-            },
-        );
-    }
-}
-
-/// The `VkMemoryRequirements` inside a `VkMemoryRequirements2`; null for null.
-///
-/// # Safety
-/// `requirements` is null or points at a `VkMemoryRequirements2`.
-unsafe fn inner(requirements: *mut vk::MemoryRequirements2<'_>) -> *mut vk::MemoryRequirements {
-    if requirements.is_null() {
-        return std::ptr::null_mut();
-    }
-    // SAFETY: a field of the structure `requirements` points at; no reference
-    // is created.
-    unsafe { std::ptr::addr_of_mut!((*requirements).memory_requirements) }
-}
-
-/// Applies the `dedicated=` option to the `VkMemoryDedicatedRequirements`
-/// in `requirements`' output chain, if the caller chained one.
-///
-/// # Safety
-/// `requirements` is null or points at a valid `VkMemoryRequirements2`
-/// whose chain the driver just filled.
-unsafe fn override_dedicated(state: &DeviceState, requirements: *mut vk::MemoryRequirements2<'_>) {
-    let Some(choice) = state.fake.as_ref().and_then(|fake| fake.config.dedicated) else {
-        return;
-    };
-    if requirements.is_null() {
-        return;
-    }
-    // SAFETY: a valid structure (contract); its chain is made of valid
-    // output structures, each starting with sType and pNext.
-    let mut next = unsafe { (*requirements).p_next }.cast::<vk::BaseOutStructure<'_>>();
-    while !next.is_null() {
-        // SAFETY: see above.
-        let (s_type, following) = unsafe { ((*next).s_type, (*next).p_next) };
-        if s_type == vk::StructureType::MEMORY_DEDICATED_REQUIREMENTS {
-            let dedicated = next.cast::<vk::MemoryDedicatedRequirements<'_>>();
-            // SAFETY: the sType says what the structure is.
-            unsafe {
-                (*dedicated).prefers_dedicated_allocation = vk::TRUE;
-                (*dedicated).requires_dedicated_allocation =
-                    vk::Bool32::from(choice == DedicatedOverride::Require);
-            }
-        }
-        next = following;
-    }
-}
-
-/// `vkGetBufferMemoryRequirements2[KHR]`, in fake terms.
-unsafe extern "system" fn get_buffer_memory_requirements2(
-    device: vk::Device,
-    info: *const vk::BufferMemoryRequirementsInfo2<'_>,
-    requirements: *mut vk::MemoryRequirements2<'_>,
-) {
-    // SAFETY: the caller's valid arguments are forwarded unchanged.
-    unsafe {
-        requirements_query(
-            "vkGetBufferMemoryRequirements2",
-            device,
-            ResourceKind::Buffer,
-            |state| {
-                let Some(next) = state.next.get_buffer_memory_requirements2 else {
-                    return std::ptr::null_mut();
-                };
-                next(device, info, requirements);
-                override_dedicated(state, requirements);
-                inner(requirements)
-            },
-        );
-    }
-}
-
-/// `vkGetImageMemoryRequirements2[KHR]`, in fake terms.
-unsafe extern "system" fn get_image_memory_requirements2(
-    device: vk::Device,
-    info: *const vk::ImageMemoryRequirementsInfo2<'_>,
-    requirements: *mut vk::MemoryRequirements2<'_>,
-) {
-    // SAFETY: the caller's valid arguments are forwarded unchanged.
-    unsafe {
-        requirements_query(
-            "vkGetImageMemoryRequirements2",
-            device,
-            ResourceKind::Image,
-            |state| {
-                let Some(next) = state.next.get_image_memory_requirements2 else {
-                    return std::ptr::null_mut();
-                };
-                next(device, info, requirements);
-                override_dedicated(state, requirements);
-                inner(requirements)
-            },
-        );
-    }
-}
-
-/// `vkGetDeviceBufferMemoryRequirements[KHR]` (maintenance4), in fake terms.
-unsafe extern "system" fn get_device_buffer_memory_requirements(
-    device: vk::Device,
-    info: *const vk::DeviceBufferMemoryRequirements<'_>,
-    requirements: *mut vk::MemoryRequirements2<'_>,
-) {
-    // SAFETY: the caller's valid arguments are forwarded unchanged.
-    unsafe {
-        requirements_query(
-            "vkGetDeviceBufferMemoryRequirements",
-            device,
-            ResourceKind::Buffer,
-            |state| {
-                let Some(next) = state.next.get_device_buffer_memory_requirements else {
-                    return std::ptr::null_mut();
-                };
-                next(device, info, requirements);
-                override_dedicated(state, requirements);
-                inner(requirements)
-            },
-        );
-    }
-}
-
-/// `vkGetDeviceImageMemoryRequirements[KHR]` (maintenance4), in fake terms.
-unsafe extern "system" fn get_device_image_memory_requirements(
-    device: vk::Device,
-    info: *const vk::DeviceImageMemoryRequirements<'_>,
-    requirements: *mut vk::MemoryRequirements2<'_>,
-) {
-    // SAFETY: the caller's valid arguments are forwarded unchanged.
-    unsafe {
-        requirements_query(
-            "vkGetDeviceImageMemoryRequirements",
-            device,
-            ResourceKind::Image,
-            |state| {
-                let Some(next) = state.next.get_device_image_memory_requirements else {
-                    return std::ptr::null_mut();
-                };
-                next(device, info, requirements);
-                override_dedicated(state, requirements);
-                inner(requirements)
-            },
-        );
-    }
 }

@@ -56,6 +56,7 @@ mod memory_accounting;
 mod memory_type_map;
 mod physical_device_queries;
 pub mod profile;
+mod requirements_intercepts;
 
 use std::ffi::CStr;
 
