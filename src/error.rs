@@ -16,8 +16,11 @@ pub enum Error {
     /// The alignment is not a power of two (Vulkan's always are).
     #[error("alignment {0} is not a power of two")]
     AlignmentNotPowerOfTwo(u64),
-    /// `memoryTypeBits` is 0, or names no memory type of this device.
-    #[error("memoryTypeBits {0:#x} names no memory type of this device")]
+    /// `memoryTypeBits` is 0, or names no memory type of this device that the
+    /// allocator may use: AMD's device-coherent types need the device's
+    /// `deviceCoherentMemory` feature, enabled and reported through
+    /// [`DeviceFeatures::amd_device_coherent_memory`](crate::device::DeviceFeatures::amd_device_coherent_memory).
+    #[error("memoryTypeBits {0:#x} names no memory type of this device the allocator may use")]
     NoMemoryTypeBits(u32),
     /// No memory type allowed by `memoryTypeBits` has the properties the usage
     /// needs (host access needs `HOST_VISIBLE`; device address needs buffer

@@ -109,9 +109,8 @@ where
             return Err(Error::AlignmentNotPowerOfTwo(requirements.alignment));
         }
         let types = self.context.memory_types();
-        let existing = u32::MAX >> (32 - types.len().clamp(1, 32));
-        let bits = requirements.memory_type_bits & existing;
-        if bits == 0 || types.is_empty() {
+        let bits = requirements.memory_type_bits & self.context.usable_types();
+        if bits == 0 {
             return Err(Error::NoMemoryTypeBits(requirements.memory_type_bits));
         }
         let usage = request.desc.usage;
@@ -205,7 +204,7 @@ where
         let types = self.context.memory_types();
         let heaps = &self.context.properties.device.memory_heaps;
         let size = requirements.size;
-        debug_assert!(rank_memory_types(types, heaps, bits, usage, size).is_empty());
+        debug_assert!(rank_memory_types(types, heaps, bits, usage, size, 0).is_empty());
         let largest_heap = (0..types.len())
             .filter(|t| bits & (1 << t) != 0)
             .filter_map(|t| heaps.get(types[t].heap as usize))

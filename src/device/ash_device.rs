@@ -30,6 +30,13 @@ pub struct DeviceFeatures {
     /// `VK_EXT_debug_utils` is enabled on the instance: every block and
     /// dedicated allocation gets an object name.
     pub debug_utils: bool,
+    /// `VK_AMD_device_coherent_memory` and its `deviceCoherentMemory` feature
+    /// are enabled: memory types with `DEVICE_COHERENT_BIT_AMD` may be used,
+    /// after every other allowed type. Leave it `false` otherwise: the
+    /// allocator then never allocates from those types, which AMD drivers
+    /// list even when the feature is off
+    /// ([`MemoryProperties::amd_device_coherent_types`]).
+    pub amd_device_coherent_memory: bool,
 }
 
 /// The allocator's backend over `ash`.
@@ -165,6 +172,7 @@ impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
             heap: t.heap_index,
             props: memory_property_flags(t.property_flags),
         });
+        let amd_device_coherent_types = amd_device_coherent_types(memory.memory_types_as_slice());
         let memory_heaps = memory
             .memory_heaps_as_slice()
             .iter()
@@ -181,6 +189,8 @@ impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
             buffer_image_granularity: limits.buffer_image_granularity,
             memory_budget: self.features.memory_budget,
             memory_priority: self.features.memory_priority,
+            amd_device_coherent_types,
+            amd_device_coherent_memory: self.features.amd_device_coherent_memory,
         }
     }
 
@@ -440,6 +450,20 @@ fn memory_property_flags(flags: vk::MemoryPropertyFlags) -> MemoryPropertyFlags 
         .into_iter()
         .filter(|(vk_flag, _)| flags.contains(*vk_flag))
         .fold(MemoryPropertyFlags::empty(), |acc, (_, flag)| acc | flag)
+}
+
+/// One bit per memory type with `DEVICE_COHERENT_BIT_AMD` or
+/// `DEVICE_UNCACHED_BIT_AMD` (the spec requires the first wherever the second
+/// is set; either marks a type that needs `deviceCoherentMemory`).
+fn amd_device_coherent_types(types: &[vk::MemoryType]) -> u32 {
+    let amd =
+        vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD | vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD;
+    types
+        .iter()
+        .take(32)
+        .enumerate()
+        .filter(|(_, ty)| ty.property_flags.intersects(amd))
+        .fold(0, |bits, (index, _)| bits | 1 << index)
 }
 
 /// The `VkMemoryPriorityAllocateInfoEXT` value for a requested priority:

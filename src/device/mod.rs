@@ -43,6 +43,20 @@ pub struct MemoryProperties {
     pub memory_budget: bool,
     /// `VK_EXT_memory_priority` is enabled: allocations can carry a priority.
     pub memory_priority: bool,
+    /// The memory types with `VK_MEMORY_PROPERTY_DEVICE_COHERENT_BIT_AMD` or
+    /// `VK_MEMORY_PROPERTY_DEVICE_UNCACHED_BIT_AMD`, one bit per type index.
+    /// `gpu-alloc-types`' flags cannot express these, so they are reported
+    /// here. AMD drivers list such types whenever `VK_AMD_device_coherent_memory`
+    /// is supported, but allocating from them without the device's
+    /// `deviceCoherentMemory` feature is invalid
+    /// (VUID-vkAllocateMemory-deviceCoherentMemory-02790), and even with it
+    /// they are uncached and slow, meant for crash breadcrumbs.
+    pub amd_device_coherent_types: u32,
+    /// `VK_AMD_device_coherent_memory` and its `deviceCoherentMemory` feature
+    /// are enabled: the types above may be used, but only after every other
+    /// allowed type (a request whose `memoryTypeBits` names only them gets
+    /// one). Without it the allocator never uses them.
+    pub amd_device_coherent_memory: bool,
 }
 
 /// A heap's budget and current usage in bytes, as `VK_EXT_memory_budget`

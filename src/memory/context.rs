@@ -54,6 +54,10 @@ pub(crate) struct MemoryContext<D> {
     preferred_block_sizes: Box<[u64]>,
     /// Bit `t` set when memory type `t` is host-visible but not coherent.
     non_coherent_types: u32,
+    /// Bit `t` set when memory type `t` exists and may be allocated from:
+    /// all of them but AMD's device-coherent types when their feature is off
+    /// (VUID-vkAllocateMemory-deviceCoherentMemory-02790).
+    usable_types: u32,
     /// The page optimal images are padded to in blocks shared with linear
     /// resources; `None`: the two kinds take separate blocks.
     padded_granularity: Option<u64>,
@@ -63,7 +67,14 @@ impl<D> MemoryContext<D> {
     pub(crate) fn new(device: D, properties: MemoryProperties, config: Config) -> Self {
         let heaps = &properties.device.memory_heaps;
         let types = &properties.device.memory_types;
-        let ranks = RankTable::new(types, heaps);
+        let amd_types = properties.amd_device_coherent_types;
+        let existing = u32::MAX >> (32 - types.len().clamp(1, 32));
+        let (usable_types, ranked_last) = match properties.amd_device_coherent_memory {
+            true if !types.is_empty() => (existing, amd_types),
+            false if !types.is_empty() => (existing & !amd_types, 0),
+            _ => (0, 0),
+        };
+        let ranks = RankTable::new(types, heaps, ranked_last);
         let preferred_block_sizes = types
             .iter()
             .map(|ty| {
@@ -106,8 +117,17 @@ impl<D> MemoryContext<D> {
             ranks,
             preferred_block_sizes,
             non_coherent_types,
+            usable_types,
             padded_granularity,
         }
+    }
+
+    /// The memory types allocations may use, one bit per type index: every
+    /// type the device has, less AMD's device-coherent types unless their
+    /// feature is enabled.
+    #[inline]
+    pub(crate) fn usable_types(&self) -> u32 {
+        self.usable_types
     }
 
     /// The page (a power of two) optimal images are padded to in blocks

@@ -86,7 +86,9 @@ fn preference(usage: Usage) -> Preference {
 
 /// Ranks the memory types allowed by `memory_type_bits` for `usage`, leaving
 /// out types whose heap is smaller than `size`, protected types, and lazily
-/// allocated types unless the usage is [`Usage::TRANSIENT`].
+/// allocated types unless the usage is [`Usage::TRANSIENT`]. Types in `last`
+/// (one bit per type index) rank after every other type, whatever their flags:
+/// AMD's device-coherent types when their feature is enabled.
 ///
 /// # Time complexity
 /// O(types²) with at most 32 types; no allocation.
@@ -96,6 +98,7 @@ pub(crate) fn rank_memory_types(
     memory_type_bits: u32,
     usage: Usage,
     size: u64,
+    last: u32,
 ) -> Candidates {
     let preference = preference(usage);
     let mut candidates = Candidates {
@@ -128,8 +131,10 @@ pub(crate) fn rank_memory_types(
             .filter(|(flag, _)| !flag.is_empty() && ty.props.contains(*flag))
             .map(|(_, weight)| weight)
             .sum();
+        // Above any sum of flag weights.
+        let demoted = if last & (1 << index) != 0 { 1 << 16 } else { 0 };
         // Insertion sort: stable, so equal costs keep the driver's order.
-        let cost = missing + unwanted;
+        let cost = missing + unwanted + demoted;
         let mut at = candidates.len as usize;
         while at > 0 && costs[at - 1] > cost {
             costs[at] = costs[at - 1];
@@ -158,8 +163,9 @@ pub(crate) struct RankTable {
 }
 
 impl RankTable {
-    /// Ranks `types` for every combination of the ranking usage flags.
-    pub(crate) fn new(types: &[MemoryType], heaps: &[MemoryHeap]) -> Self {
+    /// Ranks `types` for every combination of the ranking usage flags, the
+    /// types in `last` after all others ([`rank_memory_types`]).
+    pub(crate) fn new(types: &[MemoryType], heaps: &[MemoryHeap], last: u32) -> Self {
         Self {
             by_usage: std::array::from_fn(|index| {
                 let mut usage = Usage::default();
@@ -170,7 +176,7 @@ impl RankTable {
                 }
                 // Size 0 keeps every type whose heap exists; the size filter
                 // is applied per request.
-                rank_memory_types(types, heaps, u32::MAX, usage, 0)
+                rank_memory_types(types, heaps, u32::MAX, usage, 0, last)
             }),
         }
     }
@@ -223,7 +229,7 @@ mod tests {
     use crate::device::fake::FakeLayout;
 
     fn rank(layout: &FakeLayout, usage: Usage) -> Vec<u8> {
-        rank_memory_types(&layout.memory_types, &layout.memory_heaps, !0, usage, 1)
+        rank_memory_types(&layout.memory_types, &layout.memory_heaps, !0, usage, 1, 0)
             .as_slice()
             .to_vec()
     }
@@ -261,6 +267,35 @@ mod tests {
         assert_eq!(rank(&gpu, Usage::TRANSIENT)[0], 3);
     }
 
+    /// AMD's device-coherent duplicates (types 4–7) rank after every
+    /// normal type, whatever the usage, when their feature is enabled; in
+    /// the driver's order among themselves by cost.
+    #[test]
+    fn demoted_types_rank_last() {
+        let gpu = FakeLayout::amd();
+        let ranked = |usage| {
+            rank_memory_types(
+                &gpu.memory_types,
+                &gpu.memory_heaps,
+                !0,
+                usage,
+                1,
+                0b1111_0000,
+            )
+            .as_slice()
+            .to_vec()
+        };
+        // 0 DL, 1 HV|HC, 2 DL|HV|HC (BAR), 3 HV|HC|HCached, 4..7 the same, AMD.
+        assert_eq!(ranked(Usage::DEVICE_LOCAL), vec![0, 2, 1, 3, 4, 6, 5, 7]);
+        assert_eq!(ranked(Usage::UPLOAD), vec![1, 3, 2, 5, 7, 6]);
+        assert_eq!(ranked(Usage::READBACK), vec![3, 1, 2, 7, 5, 6]);
+        // Not demoted, the duplicates interleave with the normal types.
+        assert_eq!(
+            rank(&gpu, Usage::DEVICE_LOCAL),
+            vec![0, 4, 2, 6, 1, 5, 3, 7]
+        );
+    }
+
     #[test]
     fn memory_type_bits_and_heap_sizes_filter() {
         let gpu = FakeLayout::discrete();
@@ -270,6 +305,7 @@ mod tests {
             0b01100,
             Usage::DEVICE_LOCAL,
             1,
+            0,
         );
         assert_eq!(only_host.as_slice(), &[2, 3]);
         // 512 MiB does not fit the 256 MiB BAR heap.
@@ -279,10 +315,12 @@ mod tests {
             !0,
             Usage::UPLOAD | Usage::DEVICE_LOCAL,
             512 << 20,
+            0,
         );
         assert_eq!(big.as_slice(), &[2, 3]);
         assert!(
-            rank_memory_types(&gpu.memory_types, &gpu.memory_heaps, 0, Usage::UPLOAD, 1).is_empty()
+            rank_memory_types(&gpu.memory_types, &gpu.memory_heaps, 0, Usage::UPLOAD, 1, 0)
+                .is_empty()
         );
     }
 
@@ -297,13 +335,14 @@ mod tests {
             Usage::TRANSIENT,
             Usage::DEVICE_ADDRESS,
         ];
-        for layout in [
-            FakeLayout::discrete(),
-            FakeLayout::integrated(),
-            FakeLayout::mobile(),
+        for (layout, last) in [
+            (FakeLayout::discrete(), 0),
+            (FakeLayout::integrated(), 0),
+            (FakeLayout::mobile(), 0),
+            (FakeLayout::amd(), 0b1111_0000),
         ] {
             let (types, heaps) = (&layout.memory_types, &layout.memory_heaps);
-            let table = RankTable::new(types, heaps);
+            let table = RankTable::new(types, heaps, last);
             for combo in 0..32u32 {
                 let mut usage = Usage::default();
                 for (bit, flag) in flags.iter().enumerate() {
@@ -313,7 +352,7 @@ mod tests {
                 }
                 for bits in [0, 1, 0b0110, 0b1010, 0b1_1111, u32::MAX, 1 << 31] {
                     for size in [1, 64 << 20, 300 << 20, 2 << 30, 1 << 40] {
-                        let expected = rank_memory_types(types, heaps, bits, usage, size);
+                        let expected = rank_memory_types(types, heaps, bits, usage, size, last);
                         let fast: Vec<u8> = table
                             .ranked(usage)
                             .iter()

@@ -2,7 +2,7 @@
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::{DedicatedTarget, MemoryDeviceExt};
-use vk_suballoc::{Allocation, DedicatedHint, DedicatedPolicy, Usage};
+use vk_suballoc::{Allocation, DedicatedHint, DedicatedPolicy, Error, Usage};
 
 use super::{allocator, buffer, finish, free};
 
@@ -30,6 +30,12 @@ fn each_preset_places_each_usage_in_the_expected_type() {
         (FakeLayout::mobile(), Usage::READBACK, 2),
         (FakeLayout::mobile(), Usage::TRANSIENT, 3),
         (FakeLayout::lavapipe(), Usage::READBACK, 0),
+        // amd: 0 DL, 1 HV|HC, 2 DL|HV|HC (BAR), 3 HV|HC|cached, 4-7 the same
+        // and device-coherent (AMD), which need a feature left off here.
+        (FakeLayout::amd(), Usage::DEVICE_LOCAL, 0),
+        (FakeLayout::amd(), Usage::UPLOAD, 1),
+        (FakeLayout::amd(), Usage::UPLOAD | Usage::DEVICE_LOCAL, 2),
+        (FakeLayout::amd(), Usage::READBACK, 3),
     ];
     for (layout, usage, expected) in cases {
         let name = layout.name;
@@ -80,6 +86,53 @@ fn equal_types_keep_the_driver_order() {
         .unwrap();
     assert_eq!(first.memory_type(), 0);
     free(&allocator, first);
+    finish(allocator, &device);
+}
+
+/// AMD drivers list device-coherent duplicates of their memory types
+/// whenever `VK_AMD_device_coherent_memory` is supported; allocating from one
+/// without the `deviceCoherentMemory` feature is invalid
+/// (VUID-vkAllocateMemory-deviceCoherentMemory-02790, which the fake device
+/// records). Without the feature they are never used: not as a fallback when
+/// every other type fails, and a request that allows only them is refused
+/// up front.
+#[test]
+fn amd_device_coherent_types_need_their_feature() {
+    let (allocator, device) = allocator(FakeLayout::amd());
+    device.fail_allocations_from(Some(1));
+    for usage in [Usage::DEVICE_LOCAL, Usage::UPLOAD, Usage::READBACK] {
+        let refused = allocator.allocate(&buffer(4096, 256, usage));
+        assert!(
+            matches!(refused, Err(Error::OutOfDeviceMemory)),
+            "{usage:?}: {refused:?}"
+        );
+    }
+    device.fail_allocations_from(None);
+    let mut only_amd = buffer(4096, 256, Usage::DEVICE_LOCAL);
+    only_amd.requirements.memory_type_bits = 0b1111_0000;
+    assert_eq!(
+        allocator.allocate(&only_amd).err(),
+        Some(Error::NoMemoryTypeBits(0b1111_0000))
+    );
+    finish(allocator, &device);
+
+    // With the feature, they rank after every other type, and a request
+    // that allows only them gets one.
+    let (allocator, device) =
+        super::allocator(FakeLayout::amd().with_amd_device_coherent_memory(true));
+    let normal = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(normal.memory_type(), 0);
+    let breadcrumbs = allocator.allocate(&only_amd).unwrap();
+    assert_eq!(breadcrumbs.memory_type(), 4);
+    let mut host_amd = buffer(4096, 256, Usage::READBACK);
+    host_amd.requirements.memory_type_bits = 0b1111_0000;
+    let host = allocator.allocate(&host_amd).unwrap();
+    assert_eq!(host.memory_type(), 7);
+    for allocation in [normal, breadcrumbs, host] {
+        free(&allocator, allocation);
+    }
     finish(allocator, &device);
 }
 

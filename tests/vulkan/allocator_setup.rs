@@ -16,6 +16,7 @@ pub fn allocator_for(context: &VulkanContext) -> Allocator<AshMemoryDevice> {
         memory_budget: context.memory_budget_enabled,
         memory_priority: false,
         debug_utils: true,
+        amd_device_coherent_memory: false,
     };
     // SAFETY: the harness creates a Vulkan 1.3 instance with VK_EXT_debug_utils
     // and a device from `physical_device` with bufferDeviceAddress (and the

@@ -29,6 +29,13 @@ pub struct FakeLayout {
     pub memory_budget: bool,
     /// Whether buffer device address is reported as enabled.
     pub buffer_device_address: bool,
+    /// The types an AMD driver marks `DEVICE_COHERENT_BIT_AMD` (one bit per
+    /// type index); allocating from one without
+    /// [`amd_device_coherent_memory`](Self::amd_device_coherent_memory) is a
+    /// rule violation here, as in Vulkan.
+    pub amd_device_coherent_types: u32,
+    /// Whether `deviceCoherentMemory` is reported as enabled.
+    pub amd_device_coherent_memory: bool,
 }
 
 fn ty(heap: u32, props: Props) -> MemoryType {
@@ -69,6 +76,8 @@ impl FakeLayout {
             max_memory_allocation_size: 4 * GIB,
             memory_budget: true,
             buffer_device_address: true,
+            amd_device_coherent_types: 0,
+            amd_device_coherent_memory: false,
         }
     }
 
@@ -91,6 +100,8 @@ impl FakeLayout {
             max_memory_allocation_size: 2 * GIB,
             memory_budget: false,
             buffer_device_address: true,
+            amd_device_coherent_types: 0,
+            amd_device_coherent_memory: false,
         }
     }
 
@@ -121,6 +132,48 @@ impl FakeLayout {
             max_memory_allocation_size: GIB,
             memory_budget: false,
             buffer_device_address: false,
+            amd_device_coherent_types: 0,
+            amd_device_coherent_memory: false,
+        }
+    }
+
+    /// A discrete AMD GPU as RADV reports it when `VK_AMD_device_coherent_memory`
+    /// is supported: an 8 GiB device-local heap, a 16 GiB system heap and a
+    /// 256 MiB BAR heap; types 0 device-local, 1 host-visible coherent, 2
+    /// device-local host-visible coherent (the BAR), 3 host-visible coherent
+    /// cached, then 4–7 the same four with `DEVICE_COHERENT_BIT_AMD |
+    /// DEVICE_UNCACHED_BIT_AMD` (which `gpu-alloc-types` cannot express: the
+    /// `amd_device_coherent_types` mask says which they are). The feature is
+    /// off, as in most engines. `bufferImageGranularity` 64.
+    pub fn amd() -> Self {
+        let normal = [
+            ty(0, Props::DEVICE_LOCAL),
+            ty(1, Props::HOST_VISIBLE | Props::HOST_COHERENT),
+            ty(
+                2,
+                Props::DEVICE_LOCAL | Props::HOST_VISIBLE | Props::HOST_COHERENT,
+            ),
+            ty(
+                1,
+                Props::HOST_VISIBLE | Props::HOST_COHERENT | Props::HOST_CACHED,
+            ),
+        ];
+        Self {
+            name: "amd",
+            memory_types: normal.iter().chain(normal.iter()).copied().collect(),
+            memory_heaps: vec![
+                MemoryHeap { size: 8 * GIB },
+                MemoryHeap { size: 16 * GIB },
+                MemoryHeap { size: 256 * MIB },
+            ],
+            buffer_image_granularity: 64,
+            non_coherent_atom_size: 64,
+            max_memory_allocation_count: 4096,
+            max_memory_allocation_size: 4 * GIB,
+            memory_budget: true,
+            buffer_device_address: true,
+            amd_device_coherent_types: 0b1111_0000,
+            amd_device_coherent_memory: false,
         }
     }
 
@@ -143,7 +196,16 @@ impl FakeLayout {
             max_memory_allocation_size: 2 * GIB,
             memory_budget: false,
             buffer_device_address: true,
+            amd_device_coherent_types: 0,
+            amd_device_coherent_memory: false,
         }
+    }
+
+    /// The same layout with `deviceCoherentMemory` reported as enabled (or
+    /// not).
+    pub fn with_amd_device_coherent_memory(mut self, enabled: bool) -> Self {
+        self.amd_device_coherent_memory = enabled;
+        self
     }
 
     /// The same layout with every heap resized to `bytes`.

@@ -253,6 +253,8 @@ impl MemoryDeviceExt<FakeMemory> for FakeDevice {
             buffer_image_granularity: layout.buffer_image_granularity,
             memory_budget: layout.memory_budget,
             memory_priority: false,
+            amd_device_coherent_types: layout.amd_device_coherent_types,
+            amd_device_coherent_memory: layout.amd_device_coherent_memory,
         }
     }
 

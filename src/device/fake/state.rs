@@ -199,6 +199,14 @@ impl State {
                 self.violation("VUID-VkMemoryAllocateInfo-allocationSize-07899: size 0".to_owned())
             );
         }
+        if layout.amd_device_coherent_types & (1 << info.memory_type) != 0
+            && !layout.amd_device_coherent_memory
+        {
+            return Err(self.violation(format!(
+                "VUID-vkAllocateMemory-deviceCoherentMemory-02790: memory type {} is device-coherent (AMD) and the feature is not enabled",
+                info.memory_type
+            )));
+        }
         if info.flags.contains(AllocationFlags::DEVICE_ADDRESS) && !layout.buffer_device_address {
             return Err(self.violation(
                 "VUID-VkMemoryAllocateInfo-flags-03331: device address not enabled".to_owned(),
