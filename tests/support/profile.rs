@@ -18,19 +18,30 @@ pub enum Profile {
     /// A mobile GPU: one 256 MiB heap, a non-coherent cached host type before
     /// the coherent one; granularity 4096, atom 128, 1024 allocations.
     Mobile,
+    /// A discrete AMD GPU: the discrete heaps; device-local, host coherent,
+    /// BAR and host cached types, then the same four with AMD's
+    /// device-coherent flags, which need a feature these devices never
+    /// enable; granularity 64, atom 64.
+    Amd,
 }
 
 impl Profile {
     /// Every profile, lavapipe first.
-    pub const ALL: [Profile; 4] = [
+    pub const ALL: [Profile; 5] = [
         Profile::Lavapipe,
         Profile::Discrete,
         Profile::Integrated,
         Profile::Mobile,
+        Profile::Amd,
     ];
 
     /// The profiles served by the fake-memory layer.
-    pub const FAKE: [Profile; 3] = [Profile::Discrete, Profile::Integrated, Profile::Mobile];
+    pub const FAKE: [Profile; 4] = [
+        Profile::Discrete,
+        Profile::Integrated,
+        Profile::Mobile,
+        Profile::Amd,
+    ];
 
     /// Lower-case name, as in test names and the layer's configuration.
     pub fn name(self) -> &'static str {
@@ -39,6 +50,7 @@ impl Profile {
             Profile::Discrete => "discrete",
             Profile::Integrated => "integrated",
             Profile::Mobile => "mobile",
+            Profile::Amd => "amd",
         }
     }
 
@@ -98,7 +110,7 @@ pub(crate) use test_profiles;
 macro_rules! test_each_profile {
     ($($test:tt)*) => {
         $crate::support::test_profiles!(
-            [lavapipe => Lavapipe, discrete => Discrete, integrated => Integrated, mobile => Mobile]
+            [lavapipe => Lavapipe, discrete => Discrete, integrated => Integrated, mobile => Mobile, amd => Amd]
             $($test)*
         );
     };
@@ -110,7 +122,7 @@ pub(crate) use test_each_profile;
 macro_rules! test_each_fake_profile {
     ($($test:tt)*) => {
         $crate::support::test_profiles!(
-            [discrete => Discrete, integrated => Integrated, mobile => Mobile]
+            [discrete => Discrete, integrated => Integrated, mobile => Mobile, amd => Amd]
             $($test)*
         );
     };

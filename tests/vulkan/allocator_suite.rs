@@ -62,6 +62,14 @@ fn expected_types(profile: Profile) -> [(Usage, u32); 4] {
             (Usage::READBACK, 1),
             (dynamic, 2),
         ],
+        // 0 DL, 1 HV|HC, 2 DL|HV|HC (BAR), 3 HV|HC|cached; 4-7 the same
+        // with AMD's device-coherent flags, never used without their feature.
+        Profile::Amd => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 1),
+            (Usage::READBACK, 3),
+            (dynamic, 2),
+        ],
     }
 }
 
@@ -428,6 +436,9 @@ test_each_fake_profile!(
             // VRAM, then the BAR, then system memory.
             // (Type 2 shares the system heap with type 1, so it is full too.)
             Profile::Discrete => assert_eq!(types, vec![0, 3, 1]),
+            // The same, and never AMD's device-coherent duplicates (4-7),
+            // which the validation layer would report.
+            Profile::Amd => assert_eq!(types, vec![0, 2, 1]),
             // One heap: every type shares it, so the first one fills it.
             _ => assert_eq!(types[0], 0),
         }
@@ -597,7 +608,7 @@ test_each_fake_profile!(
         let (handle, allocation) = buffer(&allocator, 20 * MIB, AllocationDesc::new(Usage::DEVICE_LOCAL));
         match profile {
             // 20 MiB wants a 64 MiB block; 64 and 32 fail; 16 is too small.
-            Profile::Discrete | Profile::Integrated => {
+            Profile::Discrete | Profile::Integrated | Profile::Amd => {
                 assert!(allocation.is_dedicated(), "{profile}");
                 assert_eq!(allocation.memory_type(), 0);
             }

@@ -78,6 +78,28 @@ fn expected(profile: Profile) -> Expected {
             buffer_size_granule: 64,
             image_alignment: 4096,
         },
+        Profile::Amd => Expected {
+            device_type: vk::PhysicalDeviceType::DISCRETE_GPU,
+            heaps: &[GIB, 2 * GIB, 256 * MIB],
+            // DEVICE_COHERENT_AMD 0x40, DEVICE_UNCACHED_AMD 0x80.
+            types: &[
+                (0x1, 0),
+                (0x2 | 0x4, 1),
+                (0x1 | 0x2 | 0x4, 2),
+                (0x2 | 0x4 | 0x8, 1),
+                (0x1 | 0x40 | 0x80, 0),
+                (0x2 | 0x4 | 0x40 | 0x80, 1),
+                (0x1 | 0x2 | 0x4 | 0x40 | 0x80, 2),
+                (0x2 | 0x4 | 0x8 | 0x40 | 0x80, 1),
+            ],
+            image_type_bits: 0b0101_0101,
+            granularity: 64,
+            atom: 64,
+            max_allocations: 4096,
+            buffer_alignment: 16,
+            buffer_size_granule: 4,
+            image_alignment: 4096,
+        },
         Profile::Lavapipe => unreachable!("lavapipe is not a fake profile"),
     }
 }
@@ -477,6 +499,12 @@ fn exercise_every_memory_type(context: &VulkanContext) {
     let device = &context.device;
     for index in 0..properties.memory_type_count {
         let flags = properties.memory_types[index as usize].property_flags;
+        if flags.contains(vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD) {
+            // Needs deviceCoherentMemory, which the harness never enables
+            // (VUID-vkAllocateMemory-deviceCoherentMemory-02790); the test
+            // below checks that the validation layer reports it.
+            continue;
+        }
         let buffer = create_buffer(context, SIZE);
         // SAFETY: a live buffer.
         let requirements = unsafe { device.get_buffer_memory_requirements(buffer) };
@@ -589,6 +617,28 @@ test_each_profile!(
         context.assert_no_validation_messages();
     }
 );
+
+/// The validation layer sees the AMD profile's device-coherent types as
+/// such: allocating one without the feature is reported, so a test that
+/// runs on that profile would catch the allocator using one.
+#[test]
+fn amd_device_coherent_types_need_their_feature() {
+    let context = VulkanContext::new(Profile::Amd);
+    let properties = context.memory_properties();
+    let coherent: Vec<u32> = (0..properties.memory_type_count)
+        .filter(|&index| {
+            properties.memory_types[index as usize]
+                .property_flags
+                .contains(vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD)
+        })
+        .collect();
+    assert_eq!(coherent, [4, 5, 6, 7]);
+    // The call is invalid, so its result means nothing; free it if any.
+    if let Ok(memory) = allocate(&context, 4, 64 * 1024) {
+        free(&context, memory);
+    }
+    context.expect_validation_messages(&["VUID-vkAllocateMemory-deviceCoherentMemory-02790"]);
+}
 
 /// Instances created at the same time in different threads keep their own
 /// profiles (the profile travels in each instance's engine name).

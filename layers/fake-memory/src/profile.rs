@@ -198,8 +198,74 @@ pub const MOBILE: Profile = Profile {
     min_image_alignment: 4096,
 };
 
+/// `VK_MEMORY_PROPERTY_DEVICE_COHERENT_BIT_AMD | DEVICE_UNCACHED_BIT_AMD`.
+const AMD_COHERENT: vk::MemoryPropertyFlags = all(&[
+    vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD,
+    vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD,
+]);
+
+/// A discrete AMD GPU as RADV reports it where `VK_AMD_device_coherent_memory`
+/// is supported: the heaps of [`DISCRETE`], four memory types (device-local,
+/// host coherent, the BAR, host cached), then the same four again with
+/// `DEVICE_COHERENT_BIT_AMD | DEVICE_UNCACHED_BIT_AMD`. The device never
+/// enables `deviceCoherentMemory` here, so the validation layer reports any
+/// allocation from types 4–7 (VUID-vkAllocateMemory-deviceCoherentMemory-02790).
+pub const AMD: Profile = Profile {
+    name: "amd",
+    device_type: vk::PhysicalDeviceType::DISCRETE_GPU,
+    heaps: DISCRETE.heaps,
+    types: &[
+        FakeType {
+            flags: DEVICE_LOCAL,
+            heap: 0,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[HOST_VISIBLE, HOST_COHERENT]),
+            heap: 1,
+            images: false,
+        },
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, HOST_VISIBLE, HOST_COHERENT]),
+            heap: 2,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[HOST_VISIBLE, HOST_COHERENT, HOST_CACHED]),
+            heap: 1,
+            images: false,
+        },
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, AMD_COHERENT]),
+            heap: 0,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[HOST_VISIBLE, HOST_COHERENT, AMD_COHERENT]),
+            heap: 1,
+            images: false,
+        },
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, HOST_VISIBLE, HOST_COHERENT, AMD_COHERENT]),
+            heap: 2,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[HOST_VISIBLE, HOST_COHERENT, HOST_CACHED, AMD_COHERENT]),
+            heap: 1,
+            images: false,
+        },
+    ],
+    buffer_image_granularity: 64,
+    non_coherent_atom_size: 64,
+    max_memory_allocation_count: 4096,
+    min_buffer_alignment: 16,
+    buffer_size_granule: 4,
+    min_image_alignment: 4096,
+};
+
 /// Every profile, for lookup by name.
-pub const ALL: [&Profile; 3] = [&DISCRETE, &INTEGRATED, &MOBILE];
+pub const ALL: [&Profile; 4] = [&DISCRETE, &INTEGRATED, &MOBILE, &AMD];
 
 /// Checked at compile time: every profile fits Vulkan's fixed-size arrays,
 /// points its types at existing heaps and uses power-of-two limits.
