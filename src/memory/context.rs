@@ -183,18 +183,31 @@ impl<D> MemoryContext<D> {
     /// Budget and usage of every heap: from `VK_EXT_memory_budget` when
     /// enabled, else `budget_fraction` of each heap's size and this
     /// allocator's own usage.
+    ///
+    /// Some drivers report a budget of 0, or one larger than the heap; as
+    /// VMA does (`UpdateVulkanBudget`), a budget of 0 is read as
+    /// `budget_fraction` of the heap and a larger one as the heap's size.
+    /// Taken as reported, a 0 would fail every within-budget request and
+    /// send every block through the smaller-block retries.
     pub(crate) fn heap_budgets<M>(&self) -> [HeapBudget; MAX_HEAPS]
     where
         D: MemoryDeviceExt<M>,
     {
         let mut budgets = [HeapBudget::default(); MAX_HEAPS];
+        let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
+        let heaps = &self.properties.device.memory_heaps;
         if self.properties.memory_budget && self.device.heap_budgets(&mut budgets) {
+            for (heap, slot) in heaps.iter().zip(budgets.iter_mut()) {
+                slot.budget = match slot.budget {
+                    0 => fraction_of(heap.size, fraction),
+                    budget => budget.min(heap.size),
+                };
+            }
             return budgets;
         }
-        let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
-        for (heap, slot) in self.properties.device.memory_heaps.iter().enumerate() {
+        for (heap, slot) in heaps.iter().enumerate() {
             budgets[heap] = HeapBudget {
-                budget: (heap_size_f64(slot.size) * fraction) as u64,
+                budget: fraction_of(slot.size, fraction),
                 usage: self.heap_usage(heap as u32),
             };
         }
@@ -320,7 +333,8 @@ impl<D> MemoryContext<D> {
     }
 }
 
-/// `u64` to `f64` for budget arithmetic (exact below 2^53 bytes).
-fn heap_size_f64(size: u64) -> f64 {
-    size as f64
+/// `fraction` (in `[0, 1]`) of a heap of `size` bytes, for budgets (`f64`
+/// arithmetic, exact below 2^53 bytes).
+fn fraction_of(size: u64, fraction: f64) -> u64 {
+    (size as f64 * fraction) as u64
 }

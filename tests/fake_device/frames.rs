@@ -340,6 +340,30 @@ fn the_budget_extension_moves_requests_to_the_next_heap() {
     finish(allocator, &device);
 }
 
+/// Some drivers report a heap budget of 0, or one larger than the heap.
+/// As VMA does (`UpdateVulkanBudget`), 0 reads as `budget_fraction` of the
+/// heap and a larger budget as the heap's size; taken as reported, the 0
+/// made every within-budget request fail.
+#[test]
+fn implausible_driver_budgets_are_read_as_vma_reads_them() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let heaps = &device.layout().memory_heaps;
+    let (vram, bar) = (heaps[0].size, heaps[2].size);
+    device.set_heap_budget(0, 0, 0);
+    device.set_heap_budget(2, 64 * bar, 0);
+    let b = allocator.budgets();
+    assert_eq!(b[0].budget, (vram as f64 * 0.8) as u64);
+    assert_eq!(b[2].budget, bar);
+    let a = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL).within_budget())
+        .unwrap();
+    assert_eq!(a.memory_type(), 1);
+    allocator.free_after_frame(a).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
 #[test]
 fn a_small_budget_left_is_used_with_smaller_blocks_first() {
     let (allocator, device) = allocator(FakeLayout::discrete());
