@@ -10,7 +10,9 @@ use crate::memory::{ResourceKind, Usage};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum DedicatedPolicy {
     /// Dedicated when the driver requires or prefers it, or when the request
-    /// is larger than half a block. The right choice almost always.
+    /// is larger than half a block; past 3/4 of `maxMemoryAllocationCount`
+    /// only when the driver requires it (as VMA). The right choice almost
+    /// always.
     #[default]
     Auto,
     /// Always dedicated (render targets you want to alias or export).

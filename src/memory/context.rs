@@ -175,6 +175,15 @@ impl<D> MemoryContext<D> {
         self.memory_objects.load(Ordering::Relaxed)
     }
 
+    /// Whether more than 3/4 of `maxMemoryAllocationCount` objects are
+    /// alive. Dedicated memory is then made only where it is required, so
+    /// that the last quarter of the objects goes to blocks, which hold many
+    /// allocations each (VMA's rule in `AllocateMemoryOfType`).
+    pub(crate) fn objects_mostly_used(&self) -> bool {
+        let limit = u64::from(self.properties.device.max_memory_allocation_count);
+        u64::from(self.memory_object_count()) > limit * 3 / 4
+    }
+
     /// Bytes of `VkDeviceMemory` this allocator holds in `heap`.
     pub(crate) fn heap_usage(&self, heap: u32) -> u64 {
         self.heap_usage[heap as usize].load(Ordering::Relaxed)

@@ -183,6 +183,37 @@ fn a_large_request_at_the_object_limit_takes_an_existing_block() {
     finish(allocator, &device);
 }
 
+/// Past 3/4 of `maxMemoryAllocationCount`, requests the driver merely
+/// prefers in dedicated memory go to blocks, as in VMA
+/// (`AllocateMemoryOfType`), so that the last objects are left for blocks:
+/// before, preferred requests took every object as dedicated memory and
+/// the next plain request failed with `TooManyObjects`.
+#[test]
+fn past_three_quarters_of_the_object_limit_preferred_requests_take_blocks() {
+    let (allocator, device) = allocator(FakeLayout::integrated().with_max_allocation_count(8));
+    let preferred = buffer(MIB, 256, Usage::DEVICE_LOCAL).driver_dedicated(DedicatedHint {
+        required: false,
+        preferred: true,
+    });
+    let mut live: Vec<_> = (0..8)
+        .map(|_| allocator.allocate(&preferred).unwrap())
+        .collect();
+    // Dedicated up to 6 objects in use (3/4 of 8), and for the request
+    // that found 6; the 8th request made a block.
+    let dedicated = live.iter().filter(|a| a.is_dedicated()).count();
+    assert_eq!(dedicated, 7);
+    assert_eq!(allocator.stats().memory_objects, 8);
+    let plain = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(Some(plain.memory()), live.last().map(|a| a.memory()));
+    live.push(plain);
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
 /// At the object limit, the next memory type is tried: one of its blocks
 /// may have room without a new memory object.
 #[test]

@@ -12,6 +12,10 @@
 //! block cut into equal slots, one offset-allocator range for up to 64
 //! buffers.
 //!
+//! Past 3/4 of `maxMemoryAllocationCount`, requests the driver merely
+//! prefers in dedicated memory, and large ones, go to blocks first, as in
+//! VMA: the last objects are kept for blocks, which hold many allocations.
+//!
 //! Empty blocks are expensive to recreate, so one is kept per memory type;
 //! when a second block empties, the smaller of the two is released.
 //! [`TypePool::trim`] releases the kept one as well.
@@ -101,10 +105,16 @@ impl<M> TypePool<M> {
             }
             // No room for a run: the request alone may still fit.
         }
+        // Past 3/4 of maxMemoryAllocationCount only a requirement makes
+        // dedicated memory first (MemoryContext::objects_mostly_used).
         let dedicated_first = match request.dedicated {
-            DedicatedChoice::Require | DedicatedChoice::Prefer => true,
+            DedicatedChoice::Require => true,
+            DedicatedChoice::Prefer => !context.objects_mostly_used(),
             DedicatedChoice::Never => false,
-            DedicatedChoice::Auto => request.size > self.preferred_block_size(context) / 2,
+            DedicatedChoice::Auto => {
+                request.size > self.preferred_block_size(context) / 2
+                    && !context.objects_mostly_used()
+            }
         };
         // The common case, an existing block, stays inline; dedicated memory
         // and new blocks are out of line.
