@@ -6,7 +6,8 @@
 pub struct Config {
     /// Block size on heaps larger than [`small_heap_limit`](Self::small_heap_limit).
     /// Default 256 MiB, as VMA. The first blocks of a memory type are smaller
-    /// (down to 1/8 of this) and grow as more are needed.
+    /// (down to 1/8 of this) and grow as more are needed; no block is larger
+    /// than its heap.
     pub large_heap_block_size: u64,
     /// Heaps up to this size get blocks of 1/8 of the heap. Default 1 GiB.
     pub small_heap_limit: u64,

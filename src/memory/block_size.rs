@@ -18,14 +18,16 @@ const MAX_HALVINGS: u32 = 3;
 /// use the last free megabytes of a nearly full heap.
 const MAX_RETRY_HALVINGS: u32 = 6;
 
-/// The preferred block size for a heap of `heap_size` bytes.
+/// The preferred block size for a heap of `heap_size` bytes: never more
+/// than the heap (VUID-vkAllocateMemory-pAllocateInfo-01713), whatever the
+/// configuration, nor than `maxMemoryAllocationSize`.
 pub(crate) fn preferred_block_size(heap_size: u64, config: &Config, max_allocation: u64) -> u64 {
     let size = if heap_size <= config.small_heap_limit {
         (heap_size / 8).next_multiple_of(32)
     } else {
         config.large_heap_block_size
     };
-    size.min(max_allocation).max(1)
+    size.min(max_allocation).min(heap_size).max(1)
 }
 
 /// The size of a new block for a `request`-byte allocation, given the largest
@@ -63,6 +65,14 @@ mod tests {
         assert_eq!(preferred_block_size(8 << 30, &config, u64::MAX), 256 * MIB);
         assert_eq!(preferred_block_size(256 * MIB, &config, u64::MAX), 32 * MIB);
         assert_eq!(preferred_block_size(8 << 30, &config, 64 * MIB), 64 * MIB);
+        let large_blocks_everywhere = Config {
+            small_heap_limit: 0,
+            ..config
+        };
+        assert_eq!(
+            preferred_block_size(64 * MIB, &large_blocks_everywhere, u64::MAX),
+            64 * MIB
+        );
     }
 
     #[test]

@@ -4,9 +4,9 @@
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::DeviceError;
-use vk_suballoc::{DedicatedHint, DedicatedPolicy, Error, Request, ResourceKind, Usage};
+use vk_suballoc::{Config, DedicatedHint, DedicatedPolicy, Error, Request, ResourceKind, Usage};
 
-use super::{allocator, buffer, finish, free};
+use super::{allocator, allocator_with, buffer, finish, free};
 
 const MIB: u64 = 1 << 20;
 
@@ -364,6 +364,37 @@ fn over_budget_is_the_last_resort_after_a_full_heap() {
     let a = allocator.allocate(&request).unwrap();
     assert_eq!(a.memory_type(), 1);
     assert!(allocator.budgets()[0].usage > allocator.budgets()[0].budget);
+    free(&allocator, a);
+    finish(allocator, &device);
+}
+
+/// A block is never larger than its heap (VUID-vkAllocateMemory-pAllocateInfo-01713),
+/// whatever the configuration: with every heap counted as large and 1 GiB
+/// blocks, the 256 MiB BAR heap got a 512 MiB block attempt once the
+/// within-budget pass had failed.
+#[test]
+fn blocks_never_exceed_their_heap() {
+    let config = Config {
+        small_heap_limit: 0,
+        large_heap_block_size: 1 << 30,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    // Only the BAR (type 4, heap 2: 256 MiB), with a budget too small for
+    // the request, so the over-budget pass makes the block.
+    device.set_heap_budget(2, 100 * MIB, 0);
+    let requirements = vk::MemoryRequirements {
+        size: 150 * MIB,
+        alignment: 256,
+        memory_type_bits: 1 << 4,
+    };
+    let request = Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer)
+        .dedicated(DedicatedPolicy::Never);
+    let a = allocator.allocate(&request).unwrap();
+    assert_eq!(a.memory_type(), 4);
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    let sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
+    assert_eq!(sizes, vec![256 * MIB]);
     free(&allocator, a);
     finish(allocator, &device);
 }

@@ -230,6 +230,13 @@ impl State {
         }
         let heap = memory_type.heap as usize;
         let heap_size = layout.memory_heaps[heap].size;
+        if info.size > heap_size {
+            self.violations.push(format!(
+                "VUID-vkAllocateMemory-pAllocateInfo-01713: {} bytes exceed heap {heap} of {heap_size} bytes",
+                info.size
+            ));
+            return Err(DeviceError::OutOfDeviceMemory);
+        }
         let limit = self.heap_caps[heap].map_or(heap_size, |cap| cap.min(heap_size));
         let too_large = self.fail_from_size.is_some_and(|from| info.size >= from)
             || info.size > layout.max_memory_allocation_size;
