@@ -18,6 +18,10 @@
 //! the host only through an invalidate, as on a GPU whose host cache is never
 //! written back or refilled on its own. The cache is at least as strict as
 //! real hardware, which may also write back or refill lines at any time.
+//!
+//! The cache's first byte lies at the same offset within a 4 KiB page as the
+//! driver's pointer, so the application's pointer keeps every alignment the
+//! driver's has up to a page, `minMemoryMapAlignment` included.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -27,6 +31,10 @@ use ash::vk::Handle;
 
 use crate::memory_accounting::lock;
 
+/// The alignment of the driver's pointer that the cache keeps: a page, the
+/// largest `minMemoryMapAlignment` drivers report.
+const PAGE: usize = 4096;
+
 /// One cached mapping.
 #[derive(Debug)]
 struct CachedMapping {
@@ -35,16 +43,27 @@ struct CachedMapping {
     device: usize,
     /// Offset of the mapping in the memory object.
     offset: u64,
-    /// The bytes the application sees; never moved while mapped.
-    cache: Box<[u8]>,
+    /// Holds the bytes the application sees, `storage[start..start + len]`;
+    /// never moved while mapped.
+    storage: Box<[u8]>,
+    /// Index in `storage` of the mapping's first byte: at the driver
+    /// pointer's offset within a page.
+    start: usize,
+    /// Bytes mapped.
+    len: usize,
 }
 
 impl CachedMapping {
+    /// The bytes the application sees.
+    fn cache(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+
     /// The part of `[offset, offset + size)` (in the memory object,
     /// `VK_WHOLE_SIZE` reaching the end of the mapping) that this mapping
     /// covers, as a range of cache indices.
     fn overlap(&self, offset: u64, size: u64) -> Option<std::ops::Range<usize>> {
-        let map_end = self.offset + self.cache.len() as u64;
+        let map_end = self.offset + self.len as u64;
         let end = if size == vk::WHOLE_SIZE {
             map_end
         } else {
@@ -76,15 +95,21 @@ impl HostCache {
         offset: u64,
         size: u64,
     ) -> *mut u8 {
-        let mut cache = vec![0u8; size as usize].into_boxed_slice();
+        let len = size as usize;
+        let storage = vec![0u8; len + PAGE].into_boxed_slice();
+        let base = storage.as_ptr() as usize;
+        let start = (device as usize).wrapping_sub(base) % PAGE;
+        let mut mapping = CachedMapping {
+            device: device as usize,
+            offset,
+            storage,
+            start,
+            len,
+        };
+        let cache = mapping.cache();
         // SAFETY: valid for `size` bytes by the contract; `cache` is new.
         unsafe { std::ptr::copy_nonoverlapping(device, cache.as_mut_ptr(), cache.len()) };
         let pointer = cache.as_mut_ptr();
-        let mapping = CachedMapping {
-            device: device as usize,
-            offset,
-            cache,
-        };
         lock(&self.mappings).insert(memory.as_raw(), mapping);
         pointer
     }
@@ -130,7 +155,7 @@ impl HostCache {
             };
             // SAFETY: the driver's mapping covers the whole cache.
             let device = unsafe { (mapping.device as *mut u8).add(bytes.start) };
-            let cache = &mut mapping.cache[bytes];
+            let cache = &mut mapping.cache()[bytes];
             // SAFETY: both sides hold `cache.len()` bytes and do not overlap
             // (the cache is the layer's own allocation).
             unsafe {
