@@ -95,7 +95,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// As [`end_frame`](Self::end_frame).
     ///
     /// # Safety
-    /// As [`end_frame`](Self::end_frame), for the semaphore reaching `value`.
+    /// As [`end_frame`](Self::end_frame), for the semaphore reaching `value`;
+    /// and the device has timeline semaphores through Vulkan 1.2 (its core
+    /// `vkGetSemaphoreCounterValue` and `vkWaitSemaphores` are what the
+    /// [`AshMemoryDevice`](crate::device::AshMemoryDevice) backend calls, so
+    /// `VK_KHR_timeline_semaphore` on a 1.1 device is not enough).
     pub unsafe fn end_frame_timeline(
         &self,
         semaphore: vk::Semaphore,

@@ -68,7 +68,10 @@ impl AshMemoryDevice {
     /// # Safety
     /// - `instance` was created with `apiVersion` 1.1 or later (the 1.1
     ///   property and requirement queries are used), and `device` was created
-    ///   from `physical_device` of `instance`.
+    ///   from `physical_device` of `instance` alone, not from a device group
+    ///   of several: every host-visible block is mapped, and memory of a
+    ///   multi-instance heap allocated for several devices cannot be
+    ///   (VUID-vkMapMemory-memory-00683).
     /// - `features` says no more than what was enabled at `vkCreateInstance` /
     ///   `vkCreateDevice` (VUID-VkMemoryAllocateInfo-flags-03331 for device
     ///   addresses, VUID-VkDeviceCreateInfo-ppEnabledExtensionNames for the
