@@ -239,10 +239,19 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// per-frame transient data.
     ///
     /// # Errors
-    /// [`Error::ZeroSize`]; allocation errors; buffer creation failures.
+    /// [`Error::ZeroSize`]; [`Error::NotHostVisible`] when `desc.usage` has
+    /// neither `UPLOAD` nor `READBACK` (nothing is created then); allocation
+    /// errors; buffer creation failures.
     pub fn create_upload_ring(&self, desc: &UploadRingDesc<'_>) -> Result<UploadRing, Error> {
         if desc.size == 0 {
             return Err(Error::ZeroSize);
+        }
+        // Only a host-access usage restricts the ranking to host-visible
+        // memory. Without one, a chunk may land in memory the host cannot
+        // see (VRAM first on a discrete GPU), and refusing it after the
+        // allocation would leave behind the block made for it.
+        if !desc.usage.needs_host_access() {
+            return Err(Error::NotHostVisible);
         }
         let mut state = RingState {
             usage: desc.usage,

@@ -26,8 +26,9 @@ pub(crate) const RING_FRAMES: u32 = 64;
 pub struct UploadRingDesc<'a> {
     /// Bytes per chunk. The ring must hold every frame in flight.
     pub size: u64,
-    /// Memory usage; `UPLOAD | DEVICE_LOCAL` (the default) puts the ring in
-    /// the BAR or shared memory when the device has it.
+    /// Memory usage, with `UPLOAD` or `READBACK` (the host writes the ring);
+    /// `UPLOAD | DEVICE_LOCAL` (the default) puts the ring in the BAR or
+    /// shared memory when the device has it.
     pub usage: Usage,
     /// Usage of the ring's buffers.
     pub buffer_usage: vk::BufferUsageFlags,
