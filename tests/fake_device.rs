@@ -7,6 +7,8 @@
 
 #[path = "fake_device/allocation_paths.rs"]
 mod allocation_paths;
+#[path = "fake_device/api_walk.rs"]
+mod api_walk;
 #[path = "fake_device/bad_input.rs"]
 mod bad_input;
 #[path = "fake_device/failures.rs"]

@@ -1,0 +1,398 @@
+//! A seeded random walk over the whole API, as an engine uses it in one
+//! session: allocations of every usage, resource kind and dedicated policy,
+//! named or not, with `memoryTypeBits` subsets and sizes from one byte to
+//! beyond every heap; frees now (`free`, `free_mut`) and after frames
+//! (`free_after_frame`, `destroy_*_after_frame`) with fences and timeline
+//! values signalled in order, out of order, late, or the device lost; upload
+//! rings created, filled, grown and destroyed; `trim`; the stats, the JSON
+//! dump, the memory map and the SVG read at random points; injected
+//! `vkAllocateMemory` and `vkMapMemory` failures, capped heaps, budgets. Each
+//! walk draws a variant of its layout (heap sizes, object limit, granularity,
+//! budget extension) and a configuration from its seed.
+//!
+//! Checked against a model of what the allocator counts (live allocations,
+//! frees waiting for their frame, ring chunks): no panic; a rejected request
+//! gets exactly the error its flaw names, and an exhausted one an error the
+//! situation explains (an injected failure, a full heap or budget, the object
+//! limit, a lost device), never out of memory while a candidate heap has room
+//! for a whole new block; a failed call changes no figure of `stats()`;
+//! placements honour alignment, the non-coherent atom and
+//! `bufferImageGranularity` and never overlap, including ranges freed after a
+//! frame that was not collected yet; `stats()`, the device, the memory map,
+//! the JSON dump and the SVG agree with the model; host-visible bytes are not
+//! clobbered; at the end nothing leaks.
+
+use std::collections::VecDeque;
+
+use ash::vk;
+use gpu_alloc_types::MemoryPropertyFlags as Props;
+use vk_suballoc::device::fake::{FakeCounters, FakeDevice, FakeLayout};
+use vk_suballoc::{Allocation, Config, ResourceKind, RingAllocation, UploadRing, Usage};
+
+use super::seeded_rng::Rng;
+use super::{allocator_with, FakeAllocator};
+
+#[path = "api_walk/allocations.rs"]
+mod allocations;
+#[path = "api_walk/checks.rs"]
+mod checks;
+#[path = "api_walk/expect.rs"]
+mod expect;
+#[path = "api_walk/frames.rs"]
+mod frames;
+#[path = "api_walk/rings.rs"]
+mod rings;
+
+const MIB: u64 = 1 << 20;
+const NAMES: [&str; 3] = ["walk-mesh", "walk-texture", "walk-staging"];
+const KINDS: [ResourceKind; 3] = [
+    ResourceKind::Buffer,
+    ResourceKind::LinearImage,
+    ResourceKind::OptimalImage,
+];
+/// Usages an engine asks for; `DEVICE_ADDRESS` is added to some.
+const USAGES: [Usage; 7] = [
+    Usage::DEVICE_LOCAL,
+    Usage::UPLOAD,
+    Usage::UPLOAD.union(Usage::DEVICE_LOCAL),
+    Usage::READBACK,
+    Usage::READBACK.union(Usage::UPLOAD),
+    Usage::TRANSIENT,
+    Usage::TRANSIENT.union(Usage::DEVICE_LOCAL),
+];
+
+/// Where an allocation lies: its memory object, first byte and kind.
+#[derive(Clone, Copy, Debug)]
+struct Place {
+    memory: vk::DeviceMemory,
+    offset: u64,
+    linear: bool,
+}
+
+/// An allocation the allocator counts in `stats()`: live, freed after a
+/// frame not collected yet, or an upload-ring chunk (whose place the walk
+/// learns from the ring allocations in it).
+#[derive(Clone, Copy, Debug)]
+struct Counted {
+    memory_type: u32,
+    size: u64,
+    dedicated: bool,
+    place: Option<Place>,
+    deferred: bool,
+}
+
+/// A live allocation of the walk.
+struct Live {
+    allocation: Allocation,
+    kind: ResourceKind,
+    name: Option<&'static str>,
+    /// The fake buffer or image it was made for (dedicated target).
+    resource: Option<u64>,
+    /// The byte written at both ends, for host-visible memory.
+    tag: Option<u8>,
+}
+
+impl Live {
+    fn counted(&self) -> Counted {
+        let a = &self.allocation;
+        Counted {
+            memory_type: a.memory_type(),
+            size: a.size(),
+            dedicated: a.is_dedicated(),
+            place: Some(Place {
+                memory: a.memory(),
+                offset: a.offset(),
+                linear: self.kind.is_linear(),
+            }),
+            deferred: false,
+        }
+    }
+}
+
+/// An upload ring and its chunks, oldest first; only the first chunk's
+/// buffer can be unknown (growth hands out the new chunk at once).
+struct Ring {
+    ring: UploadRing,
+    usage: Usage,
+    grow: bool,
+    chunk_size: u64,
+    chunks: Vec<(Option<vk::Buffer>, Counted)>,
+}
+
+/// What a frame's submission signals.
+#[derive(Clone, Copy, Debug)]
+enum Signal {
+    Fence(vk::Fence),
+    Timeline(u64),
+}
+
+/// A frame: its signal once sealed, and what was freed in it.
+#[derive(Default)]
+struct Frame {
+    signal: Option<Signal>,
+    signalled: bool,
+    freed: Vec<Counted>,
+    /// Deferred items: frees, resource destructions, ring chunks.
+    items: usize,
+}
+
+/// One walk: the allocator, its fake device, and the model of both.
+struct Walk {
+    test: String,
+    step: u64,
+    rng: Rng,
+    allocator: FakeAllocator,
+    device: FakeDevice,
+    layout: FakeLayout,
+    config: Config,
+    /// Each memory type's preferred block size, from the memory map.
+    preferred: Vec<u64>,
+    /// Each heap's cap (`FakeDevice::cap_heap`), if any.
+    caps: Vec<Option<u64>>,
+    live: Vec<Live>,
+    rings: Vec<Ring>,
+    /// Destroyed rings, whose handles are stale.
+    dead_rings: Vec<UploadRing>,
+    /// Ring allocations whose frame is not collected.
+    ring_live: Vec<RingAllocation>,
+    /// Some ring allocations whose frame was collected or ring destroyed.
+    ring_stale: Vec<RingAllocation>,
+    /// The frame that frees go to now, and the sealed ones not collected.
+    current: Frame,
+    sealed: VecDeque<Frame>,
+    next_frame: u64,
+    /// One timeline semaphore for every frame sealed with a value, and the
+    /// value "the GPU" has reached.
+    timeline: vk::Semaphore,
+    timeline_value: u64,
+    lost: bool,
+    lose_at: Option<u64>,
+    /// The `vkAllocateMemory` and `vkMapMemory` calls (1-based) that fail.
+    alloc_faults: Vec<u64>,
+    map_faults: Vec<u64>,
+    /// The last byte written at both ends of a host-visible allocation.
+    next_tag: u8,
+}
+
+/// A variant of `base` and a configuration, drawn from the seed: small
+/// heaps, a low object limit, another granularity (one not a power of two
+/// too), the budget extension toggled; runs of several limits, separate
+/// granularity classes, small blocks, frames in flight.
+fn variant(rng: &mut Rng, base: FakeLayout) -> (FakeLayout, Config) {
+    let mut layout = base;
+    if rng.below(3) == 0 {
+        layout = layout.with_heap_sizes((32 + rng.below(480)) * MIB);
+    }
+    if rng.below(4) == 0 {
+        layout = layout.with_max_allocation_count(6 + rng.below(20) as u32);
+    }
+    match rng.below(8) {
+        0 => layout = layout.with_granularity(1 << rng.below(17)),
+        1 => layout = layout.with_granularity(1536),
+        _ => {}
+    }
+    if rng.below(4) == 0 {
+        let enabled = !layout.memory_budget;
+        layout = layout.with_memory_budget(enabled);
+    }
+    if rng.below(6) == 0 {
+        layout.max_memory_allocation_size = (4 + rng.below(60)) * MIB;
+    }
+    if rng.below(4) == 0 {
+        layout.non_coherent_atom_size = 1 << rng.below(13);
+    }
+    let config = Config {
+        initial_block_slots: if rng.below(4) == 0 {
+            1 + rng.below(8) as u32
+        } else {
+            1024
+        },
+        budget_fraction: [0.0, 0.3, 0.8, 0.8, 1.0][rng.below(5) as usize],
+        small_buffer_limit: [0, 4096, 16384, 65536][rng.below(4) as usize],
+        max_padded_granularity: if rng.below(4) == 0 { 256 } else { 4096 },
+        large_heap_block_size: if rng.below(4) == 0 {
+            16 * MIB
+        } else {
+            256 * MIB
+        },
+        max_frames_in_flight: 1 + rng.below(4) as u32,
+        ..Config::default()
+    };
+    (layout, config)
+}
+
+fn is_host_visible(props: Props) -> bool {
+    props.contains(Props::HOST_VISIBLE)
+}
+
+fn is_non_coherent(props: Props) -> bool {
+    props.contains(Props::HOST_VISIBLE) && !props.contains(Props::HOST_COHERENT)
+}
+
+fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
+    a.0 < b.0 + b.1 && b.0 < a.0 + a.1
+}
+
+impl Walk {
+    fn new(test: &str, base: FakeLayout, steps: u64) -> Self {
+        let mut rng = Rng::from_env(test);
+        // The four walks of one seed draw different variants.
+        rng.0 ^= test
+            .bytes()
+            .fold(0, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        let (layout, config) = variant(&mut rng, base);
+        let lose_at = (rng.below(4) == 0).then(|| steps / 2 + rng.below(steps / 2));
+        println!(
+            "{test}: {} heaps {:?}, {} objects, granularity {}, budget {}; {config:?}; device lost at {lose_at:?}",
+            layout.name,
+            layout.memory_heaps.iter().map(|h| h.size).collect::<Vec<_>>(),
+            layout.max_memory_allocation_count,
+            layout.buffer_image_granularity,
+            layout.memory_budget,
+        );
+        let (allocator, device) = allocator_with(layout.clone(), config);
+        let preferred = allocator
+            .memory_map()
+            .memory_types
+            .iter()
+            .map(|t| t.preferred_block_size)
+            .collect();
+        let timeline = device.create_timeline_semaphore();
+        Self {
+            test: test.to_owned(),
+            step: 0,
+            rng,
+            allocator,
+            device,
+            caps: vec![None; layout.memory_heaps.len()],
+            layout,
+            config,
+            preferred,
+            live: Vec::new(),
+            rings: Vec::new(),
+            dead_rings: Vec::new(),
+            ring_live: Vec::new(),
+            ring_stale: Vec::new(),
+            current: Frame::default(),
+            sealed: VecDeque::new(),
+            next_frame: 0,
+            timeline,
+            timeline_value: 0,
+            lost: false,
+            lose_at,
+            alloc_faults: Vec::new(),
+            map_faults: Vec::new(),
+            next_tag: 0,
+        }
+    }
+
+    fn ctx(&self) -> String {
+        format!("{} step {}", self.test, self.step)
+    }
+
+    fn run(mut self, steps: u64) {
+        for step in 0..steps {
+            self.step = step;
+            if self.lose_at == Some(step) {
+                self.device.lose_device();
+                self.lost = true;
+            }
+            match self.rng.below(100) {
+                0..=34 if self.live.len() < 150 => self.allocate(),
+                0..=59 => self.free(),
+                60..=66 => self.end_frame(),
+                67..=72 => self.signal(),
+                73..=78 => self.collect(),
+                79..=86 => self.ring_op(),
+                87..=90 => self.inject(),
+                91..=93 => self.host_access(),
+                94..=95 => self.trim(),
+                _ => self.inspect(),
+            }
+            if step % 128 == 0 {
+                self.check_all();
+            }
+        }
+        self.finish();
+    }
+
+    /// Everything the allocator counts, as the model sees it.
+    fn counted(&self) -> impl Iterator<Item = Counted> + '_ {
+        let frames = std::iter::once(&self.current).chain(&self.sealed);
+        self.live
+            .iter()
+            .map(Live::counted)
+            .chain(frames.flat_map(|f| f.freed.iter().copied()))
+            .chain(self.rings.iter().flat_map(|r| r.chunks.iter().map(|c| c.1)))
+    }
+
+    /// Panics when `[offset, offset + size)` of `place.memory` overlaps
+    /// anything the allocator counts: above all, a range freed after a
+    /// frame that was not collected yet.
+    fn assert_disjoint(&self, place: Place, size: u64, what: &str) {
+        for c in self.counted() {
+            let Some(p) = c.place else { continue };
+            if p.memory == place.memory && overlaps((p.offset, c.size), (place.offset, size)) {
+                panic!(
+                    "{}: {what} at {}+{size} overlaps {} at {}+{}{}",
+                    self.ctx(),
+                    place.offset,
+                    if c.deferred {
+                        "a range freed after a frame not collected yet"
+                    } else {
+                        "a live allocation"
+                    },
+                    p.offset,
+                    c.size,
+                    if c.deferred {
+                        " (reused too early)"
+                    } else {
+                        ""
+                    },
+                );
+            }
+        }
+    }
+
+    /// Whether an injected failure fired since `before`; forgets the faults
+    /// whose call has passed.
+    fn faults_fired(&mut self, before: &FakeCounters) -> bool {
+        let after = self.device.counters();
+        let fired = self
+            .alloc_faults
+            .iter()
+            .any(|&at| before.allocate_calls < at && at <= after.allocate_calls)
+            || self
+                .map_faults
+                .iter()
+                .any(|&at| before.maps < at && at <= after.maps);
+        self.alloc_faults.retain(|&at| at > after.allocate_calls);
+        self.map_faults.retain(|&at| at > after.maps);
+        fired
+    }
+}
+
+fn walk(test: &str, layout: FakeLayout) {
+    const STEPS: u64 = 4000;
+    Walk::new(test, layout, STEPS).run(STEPS);
+}
+
+#[test]
+fn api_walk_discrete() {
+    walk("api_walk_discrete", FakeLayout::discrete());
+}
+
+#[test]
+fn api_walk_integrated() {
+    walk("api_walk_integrated", FakeLayout::integrated());
+}
+
+#[test]
+fn api_walk_mobile() {
+    walk("api_walk_mobile", FakeLayout::mobile());
+}
+
+#[test]
+fn api_walk_lavapipe() {
+    walk("api_walk_lavapipe", FakeLayout::lavapipe());
+}

@@ -1,0 +1,325 @@
+//! The walk's allocations and frees: requests drawn at random, each result
+//! checked against its request and everything counted; frees now or after
+//! the frame; host access; `trim`.
+
+use ash::vk::{self, Handle};
+use vk_suballoc::device::{DedicatedTarget, MemoryDeviceExt};
+use vk_suballoc::{
+    Allocation, DedicatedHint, DedicatedPolicy, Error, Request, ResourceKind, Usage,
+};
+
+use super::{
+    is_host_visible, is_non_coherent, Counted, Live, Place, Walk, KINDS, MIB, NAMES, USAGES,
+};
+
+impl Walk {
+    /// A size from one byte to beyond every heap, around half a block at times.
+    pub(super) fn draw_size(&mut self) -> u64 {
+        let largest_heap = self.layout.memory_heaps.iter().map(|h| h.size).max();
+        let largest_heap = largest_heap.unwrap_or(1);
+        let types = self.preferred.len() as u64;
+        let block = self.preferred[self.rng.below(types) as usize];
+        match self.rng.below(100) {
+            0 => 0,
+            1 | 2 => largest_heap + 1 + self.rng.below(largest_heap),
+            3..=6 => (block / 2).saturating_sub(512) + 1 + self.rng.below(1024),
+            7..=9 => 1 + self.rng.below(2 * block),
+            10..=39 => 1 + self.rng.below(256),
+            40..=69 => 1 + self.rng.below(16 << 10),
+            _ => 1 + self.rng.below(MIB),
+        }
+    }
+
+    pub(super) fn draw_request(&mut self) -> (Request<'static>, Option<u64>) {
+        let rng = &mut self.rng;
+        let kind = KINDS[rng.below(3) as usize];
+        let mut usage = if rng.below(30) == 0 {
+            Usage::default()
+        } else {
+            USAGES[rng.below(USAGES.len() as u64) as usize]
+        };
+        if rng.below(10) == 0 {
+            usage |= Usage::DEVICE_ADDRESS;
+        }
+        let alignment = match rng.below(60) {
+            0 => [0, 3, 48, 1000][rng.below(4) as usize],
+            _ if kind == ResourceKind::OptimalImage => 1 << (8 + rng.below(9)),
+            _ => 1 << rng.below(12),
+        };
+        let types = self.layout.memory_types.len() as u64;
+        let all = (1u32 << types) - 1;
+        let memory_type_bits = match rng.below(12) {
+            0..=6 => !0,
+            7 | 8 if types > 1 => all & !(1 << rng.below(types)),
+            9 | 10 => rng.next() as u32 & all,
+            _ => rng.next() as u32 | 1 << rng.below(types),
+        };
+        let policy = match rng.below(10) {
+            0 => DedicatedPolicy::Always,
+            1 => DedicatedPolicy::Never,
+            _ => DedicatedPolicy::Auto,
+        };
+        let hint = DedicatedHint {
+            required: rng.below(25) == 0,
+            preferred: rng.below(12) == 0,
+        };
+        let name = (rng.below(5) < 2).then(|| NAMES[rng.below(3) as usize]);
+        let within_budget = rng.below(7) == 0;
+        let priority =
+            (rng.below(10) == 0).then(|| [f32::NAN, -1.0, 0.25, 2.0][rng.below(4) as usize]);
+        let target = (policy == DedicatedPolicy::Always || hint.required || hint.preferred)
+            && rng.below(2) == 0;
+        let size = self.draw_size();
+        let requirements = vk::MemoryRequirements {
+            size,
+            alignment,
+            memory_type_bits,
+        };
+        let mut request = Request::new(requirements, usage, kind)
+            .dedicated(policy)
+            .driver_dedicated(hint);
+        request.desc.name = name;
+        request.desc.within_budget = within_budget;
+        request.desc.priority = priority;
+        let resource = target.then(|| self.device.create_resource());
+        if let Some(handle) = resource {
+            request = request.dedicated_target(match kind {
+                ResourceKind::Buffer => DedicatedTarget::Buffer(vk::Buffer::from_raw(handle)),
+                _ => DedicatedTarget::Image(vk::Image::from_raw(handle)),
+            });
+        }
+        (request, resource)
+    }
+
+    pub(super) fn destroy_resource(&self, kind: ResourceKind, handle: u64) {
+        // SAFETY: a fake resource of this device, created by the walk and
+        // destroyed once.
+        unsafe {
+            match kind {
+                ResourceKind::Buffer => self.device.destroy_buffer(vk::Buffer::from_raw(handle)),
+                _ => self.device.destroy_image(vk::Image::from_raw(handle)),
+            }
+        }
+    }
+
+    pub(super) fn allocate(&mut self) {
+        let (request, resource) = self.draw_request();
+        let before = self.allocator.stats();
+        let counters = self.device.counters();
+        let result = if self.rng.below(2) == 0 {
+            self.allocator.allocate(&request)
+        } else {
+            self.allocator.allocate_mut(&request)
+        };
+        let fired = self.faults_fired(&counters);
+        match result {
+            Ok(allocation) => self.accept(allocation, &request, resource),
+            Err(error) => {
+                self.explain(error, &request, &before, fired);
+                assert_eq!(
+                    self.allocator.stats(),
+                    before,
+                    "{}: failed {request:?} ({error:?}) changed stats()",
+                    self.ctx()
+                );
+                assert_eq!(
+                    self.device.live_allocations().len(),
+                    before.memory_objects as usize
+                );
+                if let Some(handle) = resource {
+                    self.destroy_resource(request.kind, handle);
+                }
+            }
+        }
+    }
+
+    /// Checks a new allocation against its request and everything counted.
+    pub(super) fn accept(
+        &mut self,
+        mut allocation: Allocation,
+        request: &Request<'static>,
+        resource: Option<u64>,
+    ) {
+        let ctx = self.ctx();
+        let r = &request.requirements;
+        let a = &allocation;
+        assert_eq!(
+            self.rejection(request),
+            None,
+            "{ctx}: {request:?} succeeded"
+        );
+        let t = a.memory_type();
+        let candidates = self.candidates(r.memory_type_bits, request.desc.usage, r.size);
+        assert!(candidates.contains(&t), "{ctx}: type {t} for {request:?}");
+        assert_eq!(a.size(), r.size, "{ctx}");
+        let props = self.layout.memory_types[t as usize].props;
+        if request.driver_dedicated.required || request.desc.dedicated == DedicatedPolicy::Always {
+            assert!(a.is_dedicated(), "{ctx}: {request:?} not dedicated");
+        }
+        if request.desc.dedicated == DedicatedPolicy::Never && !request.driver_dedicated.required {
+            assert!(!a.is_dedicated(), "{ctx}: {request:?} dedicated");
+        }
+        if a.is_dedicated() {
+            assert_eq!(a.offset(), 0, "{ctx}");
+        } else {
+            assert_eq!(a.offset() % r.alignment, 0, "{ctx}: {request:?}");
+            if is_non_coherent(props) {
+                assert_eq!(a.offset() % self.layout.non_coherent_atom_size, 0, "{ctx}");
+            }
+            let granularity = self.layout.buffer_image_granularity.max(1);
+            let padded =
+                granularity.is_power_of_two() && granularity <= self.config.max_padded_granularity;
+            if request.kind == ResourceKind::OptimalImage && padded {
+                assert_eq!(a.offset() % granularity, 0, "{ctx}: image off its page");
+            }
+        }
+        assert_eq!(a.mapped_ptr().is_some(), is_host_visible(props), "{ctx}");
+        assert!(self.allocator.owns(a), "{ctx}");
+        let place = Place {
+            memory: a.memory(),
+            offset: a.offset(),
+            linear: request.kind.is_linear(),
+        };
+        self.assert_disjoint(place, a.size(), "a new allocation");
+        let tag = is_host_visible(props).then(|| {
+            self.next_tag = self.next_tag.wrapping_add(1).max(1);
+            let bytes = self.allocator.mapped_slice_mut(&mut allocation).unwrap();
+            let last = bytes.len() - 1;
+            (bytes[0], bytes[last]) = (self.next_tag, self.next_tag);
+            self.next_tag
+        });
+        self.live.push(Live {
+            allocation,
+            kind: request.kind,
+            name: request.desc.name,
+            resource,
+            tag,
+        });
+    }
+
+    /// Queues `counted` in the current frame.
+    pub(super) fn defer(&mut self, mut counted: Counted) {
+        counted.deferred = true;
+        self.current.freed.push(counted);
+        self.current.items += 1;
+    }
+
+    /// Frees `live` after the current frame; its resource, if any, goes
+    /// with its memory.
+    pub(super) fn free_after_frame(&mut self, live: Live) {
+        let counted = live.counted();
+        let result = match (live.resource, live.kind) {
+            (None, _) => self.allocator.free_after_frame(live.allocation),
+            (Some(h), ResourceKind::Buffer) => self
+                .allocator
+                .destroy_buffer_after_frame(vk::Buffer::from_raw(h), live.allocation),
+            (Some(h), _) => self
+                .allocator
+                .destroy_image_after_frame(vk::Image::from_raw(h), live.allocation),
+        };
+        assert_eq!(result, Ok(()), "{}", self.ctx());
+        self.defer(counted);
+    }
+
+    /// Frees a random live allocation: now (`free` or `free_mut`), or after
+    /// the frame.
+    pub(super) fn free(&mut self) {
+        if self.live.is_empty() {
+            return;
+        }
+        let index = self.rng.below(self.live.len() as u64) as usize;
+        let live = self.live.swap_remove(index);
+        if self.rng.below(3) > 0 {
+            self.free_after_frame(live);
+            return;
+        }
+        let counted = live.counted();
+        let before = self.allocator.stats();
+        let result = if self.rng.below(2) == 0 {
+            // SAFETY: the fake device runs no GPU work.
+            unsafe { self.allocator.free(live.allocation) }
+        } else {
+            // SAFETY: as above.
+            unsafe { self.allocator.free_mut(live.allocation) }
+        };
+        assert_eq!(result, Ok(()), "{}", self.ctx());
+        if let Some(handle) = live.resource {
+            self.destroy_resource(live.kind, handle);
+        }
+        let t = counted.memory_type as usize;
+        let (was, now) = (
+            &before.memory_types[t],
+            &self.allocator.stats().memory_types[t],
+        );
+        assert_eq!(now.allocations() + 1, was.allocations(), "{}", self.ctx());
+        assert_eq!(
+            now.live_bytes() + counted.size,
+            was.live_bytes(),
+            "{}",
+            self.ctx()
+        );
+    }
+
+    pub(super) fn host_access(&mut self) {
+        if self.live.is_empty() {
+            return;
+        }
+        let index = self.rng.below(self.live.len() as u64) as usize;
+        let live = &self.live[index];
+        let a = &live.allocation;
+        let host = is_host_visible(self.layout.memory_types[a.memory_type() as usize].props);
+        let size = a.size();
+        let start = self.rng.below(size + 1);
+        let mut end = start + self.rng.below(size - start + 1);
+        if self.rng.below(20) == 0 {
+            end = size + 1;
+        }
+        let access = if host {
+            Ok(())
+        } else {
+            Err(Error::NotHostVisible)
+        };
+        let (result, expected) = match self.rng.below(3) {
+            op @ (0 | 1) => {
+                let expected = if end > size {
+                    Err(Error::RangeOutOfBounds { start, end, size })
+                } else {
+                    access
+                };
+                let result = if op == 0 {
+                    self.allocator.flush(a, start..end)
+                } else {
+                    self.allocator.invalidate(a, start..end)
+                };
+                (result, expected)
+            }
+            _ => {
+                let result = self.allocator.mapped_slice(a).map(|bytes| {
+                    assert_eq!(bytes.len() as u64, size);
+                    let tag = live.tag.unwrap_or(0);
+                    assert_eq!((bytes[0], bytes[bytes.len() - 1]), (tag, tag));
+                });
+                (result, access)
+            }
+        };
+        assert_eq!(result, expected, "{}: {a:?} {start}..{end}", self.ctx());
+    }
+
+    pub(super) fn trim(&mut self) {
+        let before = self.allocator.stats();
+        let released = self.allocator.trim();
+        let after = self.allocator.stats();
+        let ctx = self.ctx();
+        assert_eq!(
+            before.reserved_bytes() - after.reserved_bytes(),
+            released,
+            "{ctx}"
+        );
+        assert!(
+            after.memory_types.iter().all(|t| t.empty_blocks == 0),
+            "{ctx}"
+        );
+        assert_eq!(after.allocations(), before.allocations(), "{ctx}");
+        assert_eq!(after.live_bytes(), before.live_bytes(), "{ctx}");
+    }
+}

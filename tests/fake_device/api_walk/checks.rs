@@ -1,0 +1,245 @@
+//! The walk's checks of everything counted against `stats()`, the device,
+//! the memory map, the JSON dump and the SVG; and the end of a walk, where
+//! everything is freed and nothing may leak.
+
+use std::collections::HashMap;
+
+use ash::vk::Handle;
+use vk_suballoc::report::RangeKind;
+use vk_suballoc::ResourceKind;
+
+use super::{Place, Walk};
+
+impl Walk {
+    /// Reads the figures, the dumps or the map, and checks them.
+    pub(super) fn inspect(&mut self) {
+        let total = self.counted().count() as u64;
+        let ctx = self.ctx();
+        match self.rng.below(4) {
+            0 => self.check_all(),
+            1 => {
+                let detailed = self.rng.below(2) == 0;
+                let json = self.allocator.stats_json(detailed);
+                let json: serde_json::Value = serde_json::from_str(&json)
+                    .unwrap_or_else(|e| panic!("{ctx}: invalid JSON ({e})"));
+                let count = json["Total"]["AllocationCount"].as_u64();
+                assert_eq!(count, Some(total), "{ctx}: the JSON dump's count");
+            }
+            2 => {
+                let svg = self.allocator.memory_map_svg();
+                let count = svg.matches(r#"class="alloc "#).count() as u64;
+                assert_eq!(count, total, "{ctx}: the SVG's allocations");
+            }
+            _ => {
+                let stats = self.allocator.stats();
+                assert_eq!(stats.allocations(), total, "{ctx}");
+                let _ = stats.to_string();
+            }
+        }
+    }
+
+    /// Everything counted against `stats()`, the device and the memory map;
+    /// no overlap, no shared granularity page; tags intact.
+    pub(super) fn check_all(&self) {
+        let ctx = self.ctx();
+        let stats = self.allocator.stats();
+        let types = self.layout.memory_types.len();
+        let mut want = vec![(0u64, 0u64, 0u64, 0u64); types];
+        let mut by_memory: HashMap<u64, Vec<(Place, u64)>> = HashMap::new();
+        let mut total = 0;
+        for c in self.counted() {
+            let w = &mut want[c.memory_type as usize];
+            (w.0, w.1) = (w.0 + 1, w.1 + c.size);
+            if c.dedicated {
+                (w.2, w.3) = (w.2 + 1, w.3 + c.size);
+            }
+            if let Some(place) = c.place {
+                by_memory
+                    .entry(place.memory.as_raw())
+                    .or_default()
+                    .push((place, c.size));
+            }
+            total += 1;
+        }
+        let device = self.device.live_allocations();
+        assert_eq!(stats.memory_objects as usize, device.len(), "{ctx}");
+        for (t, s) in stats.memory_types.iter().enumerate() {
+            let got = (
+                s.allocations(),
+                s.live_bytes(),
+                s.dedicated_allocations,
+                s.dedicated_bytes,
+            );
+            assert_eq!(got, want[t], "{ctx}: memory type {t}: {s:?}");
+            let reserved: u64 = device
+                .iter()
+                .filter(|m| m.memory_type == t as u32)
+                .map(|m| m.size)
+                .sum();
+            assert_eq!(s.reserved_bytes(), reserved, "{ctx}: memory type {t}");
+        }
+        let usage = self.device.heap_usage();
+        for h in &stats.heaps {
+            assert_eq!(h.reserved_bytes, usage[h.heap as usize], "{ctx}: {h:?}");
+        }
+        let granularity = self.layout.buffer_image_granularity.max(1);
+        for group in by_memory.values_mut() {
+            group.sort_by_key(|(p, _)| p.offset);
+            for pair in group.windows(2) {
+                let ((a, a_size), (b, _)) = (pair[0], pair[1]);
+                assert!(
+                    a.offset + a_size <= b.offset,
+                    "{ctx}: {a:?}+{a_size} overlaps {b:?}"
+                );
+            }
+            for (i, &(x, x_size)) in group.iter().enumerate() {
+                for &(y, _) in &group[i + 1..] {
+                    assert!(
+                        x.linear == y.linear
+                            || (x.offset + x_size - 1) / granularity < y.offset / granularity,
+                        "{ctx}: {x:?}+{x_size} and {y:?} share a granularity page"
+                    );
+                }
+            }
+        }
+        self.check_map(total);
+        for live in &self.live {
+            assert!(self.allocator.owns(&live.allocation), "{ctx}");
+            if let Some(tag) = live.tag {
+                let bytes = self.allocator.mapped_slice(&live.allocation).unwrap();
+                let ends = (bytes[0], bytes[bytes.len() - 1]);
+                assert_eq!(
+                    ends,
+                    (tag, tag),
+                    "{ctx}: host bytes of {:?} clobbered",
+                    live.allocation
+                );
+            }
+        }
+        assert_eq!(
+            self.allocator.frames_in_flight(),
+            self.sealed.len(),
+            "{ctx}"
+        );
+        assert_eq!(self.allocator.current_frame(), self.next_frame, "{ctx}");
+        assert!(
+            self.device.violations().is_empty(),
+            "{ctx}: {:?}",
+            self.device.violations()
+        );
+    }
+
+    /// The memory map tiles each block and shows each live allocation with
+    /// its kind and name; it holds as many allocations as the model.
+    pub(super) fn check_map(&self, total: usize) {
+        let ctx = self.ctx();
+        let map = self.allocator.memory_map();
+        let stats = self.allocator.stats();
+        let mut in_blocks = HashMap::new();
+        let mut dedicated = HashMap::new();
+        for memory_type in &map.memory_types {
+            let s = &stats.memory_types[memory_type.memory_type as usize];
+            let blocks = &memory_type.blocks;
+            let empty = blocks.iter().filter(|b| b.allocations().next().is_none());
+            let figures = (
+                blocks.len() as u64,
+                blocks.iter().map(|b| b.size).sum(),
+                empty.count() as u64,
+            );
+            assert_eq!(
+                figures,
+                (s.blocks, s.block_bytes, s.empty_blocks),
+                "{ctx}: {s:?}"
+            );
+            assert!(
+                s.empty_blocks <= 1,
+                "{ctx}: more than one empty block kept: {s:?}"
+            );
+            for block in &memory_type.blocks {
+                let mut end = 0;
+                for range in &block.ranges {
+                    assert_eq!(range.offset, end, "{ctx}: gap or overlap in the map");
+                    end += range.size;
+                }
+                assert_eq!(end, block.size, "{ctx}");
+                for range in block.allocations() {
+                    in_blocks.insert((block.memory.as_raw(), range.offset), range);
+                }
+            }
+            for d in &memory_type.dedicated {
+                dedicated.insert(d.memory.as_raw(), (d.kind, d.name.as_deref()));
+            }
+        }
+        assert_eq!(
+            in_blocks.len() + dedicated.len(),
+            total,
+            "{ctx}: the map's allocations"
+        );
+        for live in &self.live {
+            let a = &live.allocation;
+            let kind = match live.kind {
+                ResourceKind::Buffer => RangeKind::Buffer,
+                ResourceKind::LinearImage => RangeKind::ImageLinear,
+                ResourceKind::OptimalImage => RangeKind::ImageOptimal,
+            };
+            if a.is_dedicated() {
+                let entry = dedicated.get(&a.memory().as_raw());
+                assert_eq!(entry, Some(&(kind, live.name)), "{ctx}: dedicated {a:?}");
+                continue;
+            }
+            let range = in_blocks.get(&(a.memory().as_raw(), a.offset()));
+            let range = range.unwrap_or_else(|| panic!("{ctx}: {a:?} is not in the map"));
+            assert_eq!(range.kind, kind, "{ctx}: {a:?}");
+            assert!(
+                range.size >= a.size(),
+                "{ctx}: {range:?} holds less than {a:?}"
+            );
+            assert_eq!(range.name.as_deref(), live.name, "{ctx}: name of {a:?}");
+        }
+    }
+
+    /// Frees everything the way an engine shuts down (or, on a lost device,
+    /// as far as it can), then checks that nothing leaked.
+    pub(super) fn finish(mut self) {
+        self.step = u64::MAX;
+        self.check_all();
+        // On a lost device the rings are left to the allocator's drop.
+        while !self.lost && !self.rings.is_empty() {
+            let ring = self.rings.swap_remove(0);
+            assert_eq!(self.allocator.destroy_upload_ring(ring.ring), Ok(()));
+            for (_, chunk) in ring.chunks {
+                self.defer(chunk);
+            }
+        }
+        for live in std::mem::take(&mut self.live) {
+            if !self.lost {
+                self.free_after_frame(live);
+                continue;
+            }
+            // SAFETY: the fake device runs no GPU work.
+            assert_eq!(unsafe { self.allocator.free(live.allocation) }, Ok(()));
+            if let Some(handle) = live.resource {
+                self.destroy_resource(live.kind, handle);
+            }
+        }
+        if !self.lost {
+            self.end_frame();
+            (0..self.sealed.len()).for_each(|i| self.signal_frame(i));
+            let released = self.allocator.wait_and_collect(u64::MAX);
+            assert_eq!(released, Ok(self.release_signalled()), "{}", self.ctx());
+            assert!(self.sealed.is_empty());
+            self.check_all();
+            self.allocator.trim();
+            let stats = self.allocator.stats();
+            assert_eq!(
+                (stats.reserved_bytes(), stats.memory_objects),
+                (0, 0),
+                "{stats:?}"
+            );
+        } else {
+            self.collect_now(false);
+            self.check_all();
+        }
+        super::super::finish(self.allocator, &self.device);
+    }
+}

@@ -1,0 +1,192 @@
+//! What a request of the walk may get: the memory types it may use, the
+//! error a flawed request must get, when running out of memory is
+//! explained; and the faults injected that explain failures.
+
+use gpu_alloc_types::MemoryPropertyFlags as Props;
+use vk_suballoc::device::DeviceError;
+use vk_suballoc::report::Stats;
+use vk_suballoc::{DedicatedPolicy, Error, Request, ResourceKind, Usage};
+
+use super::{is_host_visible, is_non_coherent, Walk, MIB};
+
+impl Walk {
+    /// Memory types a request may use: the documented filters of the
+    /// ranking (`memoryTypeBits`, heap size, host access, lazily allocated
+    /// memory only for transient attachments, no protected memory).
+    pub(super) fn candidates(&self, bits: u32, usage: Usage, size: u64) -> Vec<u32> {
+        let host = usage.needs_host_access();
+        (0..self.layout.memory_types.len() as u32)
+            .filter(|&t| {
+                let ty = &self.layout.memory_types[t as usize];
+                bits & (1 << t) != 0
+                    && self.layout.memory_heaps[ty.heap as usize].size >= size
+                    && (!ty.props.contains(Props::LAZILY_ALLOCATED)
+                        || usage.contains(Usage::TRANSIENT))
+                    && !ty.props.contains(Props::PROTECTED)
+                    && (!host || is_host_visible(ty.props))
+            })
+            .collect()
+    }
+
+    /// The error a flawed request must get, whatever the device's state.
+    pub(super) fn rejection(&self, request: &Request<'_>) -> Option<Error> {
+        let r = &request.requirements;
+        let usage = request.desc.usage;
+        let types = self.layout.memory_types.len();
+        let bits = r.memory_type_bits & ((1u64 << types) - 1) as u32;
+        if r.size == 0 {
+            return Some(Error::ZeroSize);
+        }
+        if !r.alignment.is_power_of_two() {
+            return Some(Error::AlignmentNotPowerOfTwo(r.alignment));
+        }
+        if bits == 0 {
+            return Some(Error::NoMemoryTypeBits(r.memory_type_bits));
+        }
+        let unsuitable = Error::NoSuitableMemoryType {
+            memory_type_bits: r.memory_type_bits,
+            usage,
+        };
+        if usage.contains(Usage::DEVICE_ADDRESS) && !self.layout.buffer_device_address {
+            return Some(unsuitable);
+        }
+        if !self.candidates(bits, usage, r.size).is_empty() {
+            return None;
+        }
+        let largest_heap = (0..types)
+            .filter(|t| bits & (1 << t) != 0)
+            .map(|t| self.layout.memory_heaps[self.layout.memory_types[t].heap as usize].size)
+            .max()
+            .unwrap_or(0);
+        Some(if r.size > largest_heap {
+            Error::SizeExceedsHeaps {
+                size: r.size,
+                largest_heap,
+            }
+        } else {
+            unsuitable
+        })
+    }
+
+    /// At least the bytes `request` takes in a block of memory type `t`.
+    pub(super) fn placed_bound(&self, t: u32, request: &Request<'_>) -> u64 {
+        let r = &request.requirements;
+        let mut align = r.alignment;
+        if is_non_coherent(self.layout.memory_types[t as usize].props) {
+            align = align.max(self.layout.non_coherent_atom_size);
+        }
+        if request.kind == ResourceKind::OptimalImage {
+            align = align.max(self.layout.buffer_image_granularity.next_power_of_two());
+        }
+        r.size.next_multiple_of(align)
+    }
+
+    /// A candidate memory type whose heap (and budget, when asked to stay
+    /// within it) has room for a whole new block for `request`, or for its
+    /// dedicated memory when only that will do, below the object limit: the
+    /// request cannot run out of memory then.
+    pub(super) fn room_for(&self, request: &Request<'_>, objects: u32) -> Option<u32> {
+        if self.lost || objects >= self.layout.max_memory_allocation_count {
+            return None;
+        }
+        let r = &request.requirements;
+        let usage = self.device.heap_usage();
+        let budgets = self.allocator.budgets();
+        let only_dedicated =
+            request.driver_dedicated.required || request.desc.dedicated == DedicatedPolicy::Always;
+        let bits = r.memory_type_bits;
+        self.candidates(bits, request.desc.usage, r.size)
+            .into_iter()
+            .find(|&t| {
+                let heap = self.layout.memory_types[t as usize].heap as usize;
+                let needed = if only_dedicated {
+                    r.size
+                } else {
+                    self.preferred[t as usize].max(self.placed_bound(t, request))
+                };
+                let size = self.layout.memory_heaps[heap].size;
+                let limit = self.caps[heap].map_or(size, |cap| cap.min(size));
+                let budget = budgets[heap].budget.saturating_sub(budgets[heap].usage);
+                needed <= self.layout.max_memory_allocation_size
+                    && needed <= limit.saturating_sub(usage[heap])
+                    && (!request.desc.within_budget || needed <= budget)
+            })
+    }
+
+    /// Panics unless `error`, the answer to `request`, is the one its flaw
+    /// names or one the situation explains.
+    pub(super) fn explain(&self, error: Error, request: &Request<'_>, before: &Stats, fired: bool) {
+        if let Some(expected) = self.rejection(request) {
+            assert_eq!(error, expected, "{}: {request:?}", self.ctx());
+            return;
+        }
+        let limit = self.layout.max_memory_allocation_count;
+        let objects = before.memory_objects;
+        let explained = match error {
+            Error::DeviceLost => self.lost,
+            Error::OutOfHostMemory | Error::MapFailed => fired,
+            Error::TooManyObjects(n) => n == limit && (fired || objects >= limit),
+            Error::OverBudget { .. } => request.desc.within_budget,
+            Error::OutOfDeviceMemory => true,
+            _ => false,
+        };
+        assert!(
+            explained,
+            "{}: {error:?} for {request:?} is not explained (injected failure {fired}, lost {}, {objects} objects)",
+            self.ctx(),
+            self.lost
+        );
+        if !fired && matches!(error, Error::OutOfDeviceMemory | Error::OverBudget { .. }) {
+            if let Some(t) = self.room_for(request, objects) {
+                panic!(
+                    "{}: {error:?} for {request:?}, yet memory type {t} has room (heap usage {:?}, caps {:?}, budgets {:?}, {objects} objects)",
+                    self.ctx(),
+                    self.device.heap_usage(),
+                    self.caps,
+                    self.allocator.budgets()
+                );
+            }
+        }
+    }
+
+    /// Injects a failure, caps or frees a heap, or moves a budget.
+    pub(super) fn inject(&mut self) {
+        let heaps = self.layout.memory_heaps.len() as u64;
+        let heap = self.rng.below(heaps) as usize;
+        match self.rng.below(6) {
+            0 | 1 if self.alloc_faults.len() < 2 => {
+                let nth = 1 + self.rng.below(3);
+                let errors = [
+                    DeviceError::OutOfDeviceMemory,
+                    DeviceError::OutOfDeviceMemory,
+                    DeviceError::OutOfHostMemory,
+                    DeviceError::TooManyObjects,
+                ];
+                let error = errors[self.rng.below(4) as usize];
+                self.device.fail_allocation(nth, error);
+                self.alloc_faults
+                    .push(self.device.counters().allocate_calls + nth);
+            }
+            2 if self.map_faults.is_empty() => {
+                let nth = 1 + self.rng.below(2);
+                self.device.fail_map(nth);
+                self.map_faults.push(self.device.counters().maps + nth);
+            }
+            3 => {
+                let cap = self.device.heap_usage()[heap] + self.rng.below(64 * MIB);
+                self.device.cap_heap(heap as u32, cap);
+                self.caps[heap] = Some(cap);
+            }
+            4 => {
+                self.device.cap_heap(heap as u32, u64::MAX);
+                self.caps[heap] = None;
+            }
+            _ => {
+                let size = self.layout.memory_heaps[heap].size;
+                let budget = size / 100 * (20 + self.rng.below(81));
+                let external = self.rng.below(budget / 2 + 1);
+                self.device.set_heap_budget(heap as u32, budget, external);
+            }
+        }
+    }
+}

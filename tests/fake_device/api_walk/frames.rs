@@ -1,0 +1,133 @@
+//! The walk's frames: sealed with fences or timeline values, signalled in
+//! order, out of order or late, collected with or without waiting.
+
+use vk_suballoc::{Collected, Error};
+
+use super::{Signal, Walk};
+
+impl Walk {
+    pub(super) fn end_frame(&mut self) {
+        if !self.lost && self.sealed.len() >= 66 {
+            // An engine collects every frame; this one is late, not stuck.
+            (0..self.sealed.len()).for_each(|i| self.signal_frame(i));
+            self.collect_now(false);
+        }
+        let (signal, result) = if self.rng.below(3) == 0 {
+            let value = self.next_frame + 1;
+            // SAFETY: the walk's fake semaphore reaches `value` only when
+            // "the GPU" is done with the frame.
+            let result = unsafe { self.allocator.end_frame_timeline(self.timeline, value) };
+            (Signal::Timeline(value), result)
+        } else {
+            let fence = self.device.create_fence();
+            // SAFETY: a fake fence, signalled only when "the GPU" is done.
+            (Signal::Fence(fence), unsafe {
+                self.allocator.end_frame(fence)
+            })
+        };
+        match result {
+            Ok(index) => {
+                assert_eq!(index, self.next_frame, "{}", self.ctx());
+                self.next_frame += 1;
+                let mut frame = std::mem::take(&mut self.current);
+                frame.signal = Some(signal);
+                self.sealed.push_back(frame);
+            }
+            Err(Error::TooManyFramesInFlight) => assert!(
+                !self.rings.is_empty() && self.sealed.len() >= 64,
+                "{}: {} frames in flight",
+                self.ctx(),
+                self.sealed.len()
+            ),
+            Err(error) => panic!("{}: end_frame: {error:?}", self.ctx()),
+        }
+    }
+
+    /// "The GPU" finishes sealed frame `i` (a timeline value also finishes
+    /// the frames with lower values).
+    pub(super) fn signal_frame(&mut self, i: usize) {
+        match self.sealed[i].signal {
+            Some(Signal::Fence(fence)) => {
+                self.device.signal_fence(fence);
+                self.sealed[i].signalled = true;
+            }
+            Some(Signal::Timeline(value)) => {
+                if value > self.timeline_value {
+                    self.device.signal_timeline(self.timeline, value);
+                    self.timeline_value = value;
+                }
+                for frame in &mut self.sealed {
+                    if let Some(Signal::Timeline(v)) = frame.signal {
+                        frame.signalled |= v <= self.timeline_value;
+                    }
+                }
+            }
+            None => unreachable!("sealed frames have a signal"),
+        }
+    }
+
+    /// Signals the oldest pending frame, a random one (out of order), all,
+    /// or none (late).
+    pub(super) fn signal(&mut self) {
+        let pending: Vec<usize> = (0..self.sealed.len())
+            .filter(|&i| !self.sealed[i].signalled)
+            .collect();
+        if pending.is_empty() {
+            return;
+        }
+        match self.rng.below(5) {
+            0 | 1 => self.signal_frame(pending[0]),
+            2 => {
+                let i = pending[self.rng.below(pending.len() as u64) as usize];
+                self.signal_frame(i);
+            }
+            3 => pending.into_iter().for_each(|i| self.signal_frame(i)),
+            _ => {}
+        }
+    }
+
+    /// Releases, in the model, the signalled frames at the front: what
+    /// `collect` must release.
+    pub(super) fn release_signalled(&mut self) -> Collected {
+        let mut collected = Collected::default();
+        while self.sealed.front().is_some_and(|f| f.signalled) {
+            let frame = self.sealed.pop_front().unwrap_or_default();
+            collected.frames += 1;
+            collected.frees += frame.items;
+        }
+        // Ring allocations of released frames are stale now.
+        let oldest = self.next_frame - self.sealed.len() as u64;
+        let (live, stale): (Vec<_>, Vec<_>) =
+            self.ring_live.drain(..).partition(|a| a.frame() >= oldest);
+        self.ring_live = live;
+        self.ring_stale.extend(stale);
+        let excess = self.ring_stale.len().saturating_sub(32);
+        self.ring_stale.drain(..excess);
+        collected
+    }
+
+    pub(super) fn collect(&mut self) {
+        let wait = self.rng.below(4) == 0;
+        self.collect_now(wait);
+    }
+
+    /// `collect`, or `wait_and_collect` without waiting, against the model.
+    pub(super) fn collect_now(&mut self, wait: bool) {
+        let result = if wait {
+            self.allocator.wait_and_collect(0)
+        } else {
+            self.allocator.collect()
+        };
+        if self.lost && !self.sealed.is_empty() {
+            assert_eq!(result, Err(Error::DeviceLost), "{}", self.ctx());
+            return;
+        }
+        let released = self.release_signalled();
+        let expected = if wait && !self.sealed.is_empty() {
+            Err(Error::Timeout)
+        } else {
+            Ok(released)
+        };
+        assert_eq!(result, expected, "{}", self.ctx());
+    }
+}

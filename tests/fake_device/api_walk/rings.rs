@@ -1,0 +1,293 @@
+//! The walk's upload rings: created, filled, grown, written and destroyed;
+//! each chunk counted as the allocation it is, at the place its ring
+//! allocations reveal.
+
+use ash::vk;
+use gpu_alloc_types::MemoryPropertyFlags as Props;
+use vk_suballoc::report::Stats;
+use vk_suballoc::{
+    DedicatedPolicy, Error, Request, ResourceKind, RingAllocation, UploadRingDesc, Usage,
+};
+
+use super::{overlaps, Counted, Place, Ring, Walk};
+
+impl Walk {
+    pub(super) fn ring_op(&mut self) {
+        match self.rng.below(10) {
+            0 | 1 if self.rings.len() < 3 => self.create_ring(),
+            2 => self.destroy_ring(),
+            3 => {
+                if self.ring_live.is_empty() {
+                    return;
+                }
+                let i = self.rng.below(self.ring_live.len() as u64) as usize;
+                let a = self.ring_live[i];
+                let result = self.allocator.ring_write(&a, a.size() - 1, &[0x5a]);
+                assert_eq!(result, Ok(()), "{}: {a:?} of a frame in flight", self.ctx());
+            }
+            4 => {
+                let Some(stale) = self.ring_stale.pop() else {
+                    return;
+                };
+                let result = self.allocator.ring_write(&stale, 0, &[1]);
+                assert_eq!(
+                    result,
+                    Err(Error::StaleAllocation),
+                    "{}: {stale:?}",
+                    self.ctx()
+                );
+            }
+            _ => self.ring_allocate(),
+        }
+    }
+
+    /// The request behind a ring chunk of `bytes`, as the fake device's
+    /// buffers ask for it.
+    pub(super) fn chunk_request(&self, bytes: u64, usage: Usage) -> Request<'static> {
+        let lazy = self
+            .layout
+            .memory_types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.props.contains(Props::LAZILY_ALLOCATED))
+            .fold(0u32, |bits, (i, _)| bits | 1 << i);
+        let requirements = vk::MemoryRequirements {
+            size: bytes.next_multiple_of(4),
+            alignment: 256,
+            memory_type_bits: !lazy,
+        };
+        Request::new(requirements, usage, ResourceKind::Buffer).dedicated(DedicatedPolicy::Never)
+    }
+
+    /// The chunk of `bytes` a ring call just added: one more allocation
+    /// of that size in a block of one memory type.
+    pub(super) fn new_chunk(&self, before: &Stats, bytes: u64) -> Counted {
+        let after = self.allocator.stats();
+        let changed: Vec<usize> = (0..after.memory_types.len())
+            .filter(|&t| after.memory_types[t] != before.memory_types[t])
+            .filter(|&t| {
+                after.memory_types[t].allocations() != before.memory_types[t].allocations()
+            })
+            .collect();
+        assert_eq!(
+            changed.len(),
+            1,
+            "{}: a new chunk in {changed:?}",
+            self.ctx()
+        );
+        let t = changed[0];
+        let (was, now) = (&before.memory_types[t], &after.memory_types[t]);
+        assert_eq!(
+            now.block_allocations,
+            was.block_allocations + 1,
+            "{}",
+            self.ctx()
+        );
+        assert_eq!(now.live_bytes(), was.live_bytes() + bytes, "{}", self.ctx());
+        Counted {
+            memory_type: t as u32,
+            size: bytes,
+            dedicated: false,
+            place: None,
+            deferred: false,
+        }
+    }
+
+    pub(super) fn create_ring(&mut self) {
+        let size = if self.rng.below(15) == 0 {
+            0
+        } else {
+            256 + self.rng.below(64 << 10)
+        };
+        let usages = [
+            Usage::UPLOAD | Usage::DEVICE_LOCAL,
+            Usage::UPLOAD,
+            Usage::READBACK,
+            Usage::DEVICE_LOCAL,
+        ];
+        let desc = UploadRingDesc {
+            size,
+            usage: usages[self.rng.below(4) as usize],
+            grow: self.rng.below(2) == 0,
+            name: (self.rng.below(2) == 0).then_some("walk-ring"),
+            ..UploadRingDesc::default()
+        };
+        let before = self.allocator.stats();
+        let counters = self.device.counters();
+        let resources = self.device.live_resources();
+        let result = self.allocator.create_upload_ring(&desc);
+        let fired = self.faults_fired(&counters);
+        match result {
+            Ok(ring) => {
+                assert!(desc.usage.needs_host_access(), "{}: {desc:?}", self.ctx());
+                let chunk = self.new_chunk(&before, size.next_multiple_of(4));
+                self.rings.push(Ring {
+                    ring,
+                    usage: desc.usage,
+                    grow: desc.grow,
+                    chunk_size: size,
+                    chunks: vec![(None, chunk)],
+                });
+            }
+            Err(error) => {
+                match error {
+                    Error::ZeroSize => assert_eq!(size, 0, "{}", self.ctx()),
+                    Error::NotHostVisible => assert!(!desc.usage.needs_host_access() && size > 0),
+                    _ => self.explain(error, &self.chunk_request(size, desc.usage), &before, fired),
+                }
+                assert_eq!(self.allocator.stats(), before, "{}: {error:?}", self.ctx());
+                assert_eq!(self.device.live_resources(), resources, "{}", self.ctx());
+            }
+        }
+    }
+
+    pub(super) fn destroy_ring(&mut self) {
+        if self.rings.is_empty() || self.rng.below(4) == 0 {
+            if let Some(&dead) = self.dead_rings.last() {
+                let result = self.allocator.destroy_upload_ring(dead);
+                assert_eq!(result, Err(Error::StaleAllocation), "{}", self.ctx());
+            }
+            return;
+        }
+        let index = self.rng.below(self.rings.len() as u64) as usize;
+        let ring = self.rings.swap_remove(index);
+        let result = self.allocator.destroy_upload_ring(ring.ring);
+        assert_eq!(result, Ok(()), "{}", self.ctx());
+        let buffers: Vec<vk::Buffer> = ring.chunks.iter().filter_map(|c| c.0).collect();
+        for &(_, chunk) in &ring.chunks {
+            self.defer(chunk);
+        }
+        let (gone, keep): (Vec<_>, Vec<_>) = self
+            .ring_live
+            .drain(..)
+            .partition(|a| buffers.contains(&a.buffer()));
+        self.ring_live = keep;
+        self.ring_stale.extend(gone);
+        self.dead_rings.push(ring.ring);
+    }
+
+    pub(super) fn ring_allocate(&mut self) {
+        if self.rings.is_empty() || self.rng.below(30) == 0 {
+            if let Some(&dead) = self.dead_rings.last() {
+                let result = self.allocator.ring_allocate(dead, 16, 16).map(|_| ());
+                assert_eq!(result, Err(Error::StaleAllocation), "{}", self.ctx());
+            }
+            return;
+        }
+        let index = self.rng.below(self.rings.len() as u64) as usize;
+        let size = match self.rng.below(20) {
+            0 => 0,
+            1 | 2 => 1 + self.rng.below(80 << 10),
+            _ => 1 + self.rng.below(4096),
+        };
+        let align = if size > 0 && self.rng.below(30) == 0 {
+            3
+        } else {
+            1 << self.rng.below(9)
+        };
+        let before = self.allocator.stats();
+        let counters = self.device.counters();
+        let resources = self.device.live_resources();
+        let result = self
+            .allocator
+            .ring_allocate(self.rings[index].ring, size, align);
+        let fired = self.faults_fired(&counters);
+        let ring = &self.rings[index];
+        let (grow, chunk_size, usage) = (ring.grow, ring.chunk_size, ring.usage);
+        match result {
+            Ok(allocation) => self.accept_ring(index, allocation, size, align, &before),
+            Err(error) => {
+                let ctx = self.ctx();
+                match error {
+                    Error::ZeroSize => assert_eq!(size, 0, "{ctx}"),
+                    Error::AlignmentNotPowerOfTwo(a) => assert_eq!(a, 3, "{ctx}"),
+                    Error::UploadRingFull { size: s, .. } => {
+                        assert!(!grow && s == size, "{ctx}: {error:?}");
+                    }
+                    _ => {
+                        assert!(grow, "{ctx}: {error:?}");
+                        let bytes = chunk_size.max(size + align);
+                        let request = self.chunk_request(bytes, usage);
+                        self.explain(error, &request, &before, fired);
+                    }
+                }
+                assert_eq!(self.allocator.stats(), before, "{ctx}: {error:?}");
+                assert_eq!(self.device.live_resources(), resources, "{ctx}");
+            }
+        }
+    }
+
+    /// Checks a new ring allocation against its ring, its chunk and the
+    /// other live ring allocations, and writes to it.
+    pub(super) fn accept_ring(
+        &mut self,
+        index: usize,
+        a: RingAllocation,
+        size: u64,
+        align: u64,
+        before: &Stats,
+    ) {
+        let ctx = self.ctx();
+        assert_eq!((a.size(), a.frame()), (size, self.next_frame), "{ctx}");
+        assert_eq!(a.buffer_offset() % align, 0, "{ctx}");
+        let grew = self.allocator.stats().allocations() != before.allocations();
+        let ring = &self.rings[index];
+        let known = ring.chunks.iter().position(|c| c.0 == Some(a.buffer()));
+        let chunk = match known {
+            Some(chunk) => {
+                assert!(
+                    !grew,
+                    "{ctx}: a chunk was added, yet {a:?} is in an old one"
+                );
+                chunk
+            }
+            None if grew => {
+                assert!(ring.grow, "{ctx}: a ring that does not grow grew");
+                let bytes = ring.chunk_size.max(size + align).next_multiple_of(4);
+                let counted = self.new_chunk(before, bytes);
+                let ring = &mut self.rings[index];
+                ring.chunks.push((Some(a.buffer()), counted));
+                ring.chunks.len() - 1
+            }
+            None => {
+                assert!(
+                    ring.chunks[0].0.is_none(),
+                    "{ctx}: {a:?} in an unknown chunk"
+                );
+                self.rings[index].chunks[0].0 = Some(a.buffer());
+                0
+            }
+        };
+        let start = a.memory_offset() - a.buffer_offset();
+        let counted = self.rings[index].chunks[chunk].1;
+        assert!(
+            a.buffer_offset() + size <= counted.size,
+            "{ctx}: {a:?} past its chunk"
+        );
+        match counted.place {
+            Some(place) => {
+                assert_eq!((place.memory, place.offset), (a.memory(), start), "{ctx}");
+            }
+            None => {
+                let place = Place {
+                    memory: a.memory(),
+                    offset: start,
+                    linear: true,
+                };
+                assert_eq!(start % 256, 0, "{ctx}: a chunk off its buffer's alignment");
+                self.assert_disjoint(place, counted.size, "a ring chunk");
+                self.rings[index].chunks[chunk].1.place = Some(place);
+            }
+        }
+        for other in &self.ring_live {
+            let (x, y) = (other.memory_offset(), a.memory_offset());
+            assert!(
+                other.memory() != a.memory() || !overlaps((x, other.size()), (y, size)),
+                "{ctx}: {a:?} overlaps {other:?} of a frame in flight"
+            );
+        }
+        let bytes = vec![0x5a; size.min(64) as usize];
+        assert_eq!(self.allocator.ring_write(&a, 0, &bytes), Ok(()), "{ctx}");
+        self.ring_live.push(a);
+    }
+}
