@@ -176,7 +176,8 @@ struct Walk {
 
 /// A variant of `base` and a configuration, drawn from the seed: small
 /// heaps, a low object limit, another granularity (one not a power of two
-/// too), the budget extension toggled; runs of several limits, separate
+/// too), the budget extension toggled, AMD's device-coherent memory
+/// enabled; runs of several limits, separate
 /// granularity classes, small blocks, frames in flight.
 fn variant(rng: &mut Rng, base: FakeLayout) -> (FakeLayout, Config) {
     let mut layout = base;
@@ -200,6 +201,10 @@ fn variant(rng: &mut Rng, base: FakeLayout) -> (FakeLayout, Config) {
     }
     if rng.below(4) == 0 {
         layout.non_coherent_atom_size = 1 << rng.below(13);
+    }
+    // AMD's device-coherent types: used only with their feature, last.
+    if layout.amd_device_coherent_types != 0 && rng.below(2) == 0 {
+        layout = layout.with_amd_device_coherent_memory(true);
     }
     let config = Config {
         initial_block_slots: if rng.below(4) == 0 {
@@ -243,12 +248,13 @@ impl Walk {
         let (layout, config) = variant(&mut rng, base);
         let lose_at = (rng.below(4) == 0).then(|| steps / 2 + rng.below(steps / 2));
         println!(
-            "{test}: {} heaps {:?}, {} objects, granularity {}, budget {}; {config:?}; device lost at {lose_at:?}",
+            "{test}: {} heaps {:?}, {} objects, granularity {}, budget {}, AMD device-coherent memory {}; {config:?}; device lost at {lose_at:?}",
             layout.name,
             layout.memory_heaps.iter().map(|h| h.size).collect::<Vec<_>>(),
             layout.max_memory_allocation_count,
             layout.buffer_image_granularity,
             layout.memory_budget,
+            layout.amd_device_coherent_memory,
         );
         let (allocator, device) = allocator_with(layout.clone(), config);
         let preferred = allocator
@@ -395,4 +401,9 @@ fn api_walk_mobile() {
 #[test]
 fn api_walk_lavapipe() {
     walk("api_walk_lavapipe", FakeLayout::lavapipe());
+}
+
+#[test]
+fn api_walk_amd() {
+    walk("api_walk_amd", FakeLayout::amd());
 }

@@ -10,11 +10,24 @@ use vk_suballoc::{DedicatedPolicy, Error, Request, ResourceKind, Usage};
 use super::{is_host_visible, is_non_coherent, Walk, MIB};
 
 impl Walk {
+    /// The memory types the allocator may use at all: every one, less AMD's
+    /// device-coherent types unless their feature is on.
+    fn usable_types(&self) -> u32 {
+        let existing = ((1u64 << self.layout.memory_types.len()) - 1) as u32;
+        if self.layout.amd_device_coherent_memory {
+            existing
+        } else {
+            existing & !self.layout.amd_device_coherent_types
+        }
+    }
+
     /// Memory types a request may use: the documented filters of the
-    /// ranking (`memoryTypeBits`, heap size, host access, lazily allocated
-    /// memory only for transient attachments, no protected memory).
+    /// ranking (`memoryTypeBits`, usable types, heap size, host access,
+    /// lazily allocated memory only for transient attachments, no protected
+    /// memory).
     pub(super) fn candidates(&self, bits: u32, usage: Usage, size: u64) -> Vec<u32> {
         let host = usage.needs_host_access();
+        let bits = bits & self.usable_types();
         (0..self.layout.memory_types.len() as u32)
             .filter(|&t| {
                 let ty = &self.layout.memory_types[t as usize];
@@ -33,7 +46,7 @@ impl Walk {
         let r = &request.requirements;
         let usage = request.desc.usage;
         let types = self.layout.memory_types.len();
-        let bits = r.memory_type_bits & ((1u64 << types) - 1) as u32;
+        let bits = r.memory_type_bits & self.usable_types();
         if r.size == 0 {
             return Some(Error::ZeroSize);
         }
