@@ -351,10 +351,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
     /// Releases every empty block of every memory type (one is normally kept
     /// per type to absorb churn). Returns the bytes given back to the driver.
-    ///
-    /// # Safety
-    /// None needed: empty blocks hold no allocation, so nothing on the GPU
-    /// can use them.
+    /// Safe at any time: empty blocks hold no allocation, so nothing on the
+    /// GPU can use them.
     pub fn trim(&self) -> u64 {
         self.pools
             .iter()
