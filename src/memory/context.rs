@@ -254,7 +254,11 @@ impl<D> MemoryContext<D> {
                 (n < limit).then_some(n + 1)
             })
             .map_err(|_| Error::TooManyObjects(limit))?;
-        let flags = if self.properties.device.buffer_device_address {
+        // With buffer device address on, any block, and memory dedicated to
+        // a buffer or to no named resource, may hold a buffer whose address
+        // is taken; memory dedicated to an image never does (VMA's rule).
+        let for_image = matches!(request.dedicated, Some(DedicatedTarget::Image(_)));
+        let flags = if self.properties.device.buffer_device_address && !for_image {
             AllocationFlags::DEVICE_ADDRESS
         } else {
             AllocationFlags::empty()

@@ -2,9 +2,11 @@
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::{DedicatedTarget, MemoryDeviceExt};
-use vk_suballoc::{Allocation, DedicatedHint, DedicatedPolicy, Error, Usage};
+use vk_suballoc::{
+    Allocation, DedicatedHint, DedicatedPolicy, Error, Request, ResourceKind, Usage,
+};
 
-use super::{allocator, buffer, finish, free};
+use super::{allocator, buffer, finish, free, requirements};
 
 const MIB: u64 = 1 << 20;
 
@@ -213,6 +215,47 @@ fn large_requests_and_driver_hints_get_dedicated_memory() {
     let stats = allocator.stats();
     assert_eq!(stats.memory_types[1].dedicated_allocations, 3);
     for allocation in [large, preferred, never, always] {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}
+
+/// With buffer device address on, blocks and memory dedicated to a buffer
+/// are allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT` (any buffer in
+/// them may take its address); memory dedicated to an image is not, as in
+/// VMA.
+#[test]
+fn memory_dedicated_to_an_image_has_no_device_address() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let image = DedicatedTarget::Image(ash::vk::Handle::from_raw(0x51));
+    let buffer_target = DedicatedTarget::Buffer(ash::vk::Handle::from_raw(0x52));
+    let requests = [
+        (buffer(4096, 256, Usage::DEVICE_LOCAL), true),
+        (
+            Request::new(
+                requirements(8 * MIB, 4096),
+                Usage::DEVICE_LOCAL,
+                ResourceKind::OptimalImage,
+            )
+            .dedicated(DedicatedPolicy::Always)
+            .dedicated_target(image),
+            false,
+        ),
+        (
+            buffer(8 * MIB, 256, Usage::DEVICE_LOCAL)
+                .dedicated(DedicatedPolicy::Always)
+                .dedicated_target(buffer_target),
+            true,
+        ),
+    ];
+    for (request, device_address) in requests {
+        let allocation = allocator.allocate(&request).unwrap();
+        let info = device
+            .live_allocations()
+            .into_iter()
+            .find(|m| m.memory == allocation.memory())
+            .unwrap();
+        assert_eq!(info.device_address, device_address, "{request:?}");
         free(&allocator, allocation);
     }
     finish(allocator, &device);
