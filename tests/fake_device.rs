@@ -33,6 +33,8 @@ mod seeded_rng;
 mod stress;
 #[path = "fake_device/svg.rs"]
 mod svg;
+#[path = "fake_device/threads.rs"]
+mod threads;
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout, FakeMemory};

@@ -1,0 +1,429 @@
+//! Many threads over the whole API at once: allocations, frees now and after
+//! frames, frames ended, signalled and collected by any thread, upload rings,
+//! statistics, dumps and trims, on layouts with several memory types, small
+//! heaps and a low `maxMemoryAllocationCount`.
+//!
+//! A shadow shared by the threads checks every range the allocator hands out
+//! against the ranges that must not be reused yet: live allocations, ranges
+//! freed after a frame whose fence has not signalled, and upload-ring bytes
+//! of such frames. At the end the figures must match what is alive, and the
+//! device must be clean: no leak, and no breach of a Vulkan rule (the fake
+//! device records each allocation past `maxMemoryAllocationCount`).
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+use ash::vk::{self, Handle};
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::{Allocation, Error, Request, ResourceKind, UploadRing, UploadRingDesc, Usage};
+
+use super::seeded_rng::Rng;
+use super::{allocator, finish, free, requirements, FakeAllocator};
+
+const MIB: u64 = 1 << 20;
+const THREADS: u64 = 4;
+/// Operations per thread: a few under Miri, which runs ~1000x slower.
+const STEPS: u64 = if cfg!(miri) { 40 } else { 4000 };
+
+const USAGES: [Usage; 5] = [
+    Usage::DEVICE_LOCAL,
+    Usage::UPLOAD,
+    Usage::READBACK,
+    Usage::UPLOAD.union(Usage::DEVICE_LOCAL),
+    Usage::READBACK.union(Usage::DEVICE_LOCAL),
+];
+
+/// A range that no new allocation or ring allocation may overlap until its
+/// frame's fence has signalled.
+struct Held {
+    what: String,
+    memory: u64,
+    range: (u64, u64),
+    /// A frame no later than the one it belongs to.
+    frame: u64,
+}
+
+/// What the threads share, behind one lock.
+#[derive(Default)]
+struct Shadow {
+    /// Live allocations: (memory, start) to end.
+    live: BTreeMap<(u64, u64), u64>,
+    /// Deferred frees and ring bytes of frames that may still be in flight.
+    held: Vec<Held>,
+    /// Sealed frames: their fence, and whether the test signalled it.
+    sealed: BTreeMap<u64, (vk::Fence, bool)>,
+}
+
+impl Shadow {
+    /// Whether `frame`'s fence has signalled (its ranges may come back).
+    fn done(&self, frame: u64) -> bool {
+        self.sealed
+            .get(&frame)
+            .is_some_and(|&(_, signalled)| signalled)
+    }
+
+    /// Panics when `range` of `memory` overlaps a live allocation or a range
+    /// of a frame not yet signalled.
+    fn check_free(&mut self, what: &str, memory: u64, range: (u64, u64)) {
+        if let Some((&(m, start), &end)) = self.live.range(..(memory, range.1)).next_back() {
+            assert!(
+                m != memory || end <= range.0,
+                "{what} {range:?} of memory {memory:#x} overlaps live {start}..{end}"
+            );
+        }
+        let sealed = &self.sealed;
+        self.held
+            .retain(|h| !sealed.get(&h.frame).is_some_and(|&(_, done)| done));
+        for held in &self.held {
+            assert!(
+                held.memory != memory || held.range.1 <= range.0 || range.1 <= held.range.0,
+                "{what} {range:?} of memory {memory:#x} overlaps {} {:?}, held for frame {} (not done: {})",
+                held.what,
+                held.range,
+                held.frame,
+                !self.done(held.frame)
+            );
+        }
+    }
+}
+
+fn range_of(a: &Allocation) -> (u64, (u64, u64)) {
+    (a.memory().as_raw(), (a.offset(), a.offset() + a.size()))
+}
+
+/// Everything the threads share.
+struct World<'a> {
+    allocator: &'a FakeAllocator,
+    device: &'a FakeDevice,
+    shadow: Mutex<Shadow>,
+    rings: [UploadRing; 2],
+    object_limit: u32,
+}
+
+impl World<'_> {
+    fn shadow(&self) -> MutexGuard<'_, Shadow> {
+        self.shadow.lock().unwrap()
+    }
+
+    /// Whether `error` is one a request may meet on small heaps with few
+    /// memory objects.
+    fn exhausted(error: &Error) -> bool {
+        matches!(
+            error,
+            Error::OutOfDeviceMemory | Error::TooManyObjects(_) | Error::OverBudget { .. }
+        )
+    }
+
+    fn allocate(&self, rng: &mut Rng, tag: u64) -> Option<(u64, Allocation)> {
+        let size = if rng.below(20) == 0 {
+            (1 + rng.below(4)) * MIB
+        } else {
+            64 + rng.below(48 << 10)
+        };
+        let kind = match rng.below(6) {
+            0 => ResourceKind::OptimalImage,
+            1 => ResourceKind::LinearImage,
+            _ => ResourceKind::Buffer,
+        };
+        let mut request = Request::new(
+            requirements(size, 1 << rng.below(9)),
+            USAGES[rng.below(USAGES.len() as u64) as usize],
+            kind,
+        );
+        if rng.below(4) == 0 {
+            request = request.within_budget();
+        }
+        let mut allocation = match self.allocator.allocate(&request) {
+            Ok(allocation) => allocation,
+            Err(error) if Self::exhausted(&error) => return None,
+            Err(error) => panic!("allocate {size}: {error:?}"),
+        };
+        let (memory, range) = range_of(&allocation);
+        {
+            let mut shadow = self.shadow();
+            shadow.check_free("allocation", memory, range);
+            shadow.live.insert((memory, range.0), range.1);
+        }
+        if let Ok(bytes) = self.allocator.mapped_slice_mut(&mut allocation) {
+            let end = bytes.len() - 8;
+            bytes[..8].copy_from_slice(&tag.to_le_bytes());
+            bytes[end..].copy_from_slice(&tag.to_le_bytes());
+            let len = bytes.len() as u64;
+            self.allocator.flush(&allocation, 0..len).unwrap();
+        }
+        Some((tag, allocation))
+    }
+
+    /// Removes a live allocation from the shadow before it goes back.
+    fn retire(&self, tag: u64, allocation: &Allocation) {
+        check_tag(self.allocator, tag, allocation);
+        let (memory, range) = range_of(allocation);
+        let end = self.shadow().live.remove(&(memory, range.0));
+        assert_eq!(end, Some(range.1), "not live in the shadow");
+    }
+
+    fn free_after_frame(&self, tag: u64, allocation: Allocation) {
+        self.retire(tag, &allocation);
+        // Read before the free joins a frame: the frame recorded is never
+        // later than the one the free joins.
+        let frame = self.allocator.current_frame();
+        let (memory, range) = range_of(&allocation);
+        self.shadow().held.push(Held {
+            what: format!("deferred free {allocation:?}"),
+            memory,
+            range,
+            frame,
+        });
+        self.allocator.free_after_frame(allocation).unwrap();
+    }
+
+    fn end_frame(&self) {
+        let fence = self.device.create_fence();
+        // SAFETY: a fake fence, signalled by the test only once "the GPU" is
+        // done with its frame.
+        match unsafe { self.allocator.end_frame(fence) } {
+            Ok(frame) => {
+                self.shadow().sealed.insert(frame, (fence, false));
+            }
+            Err(Error::TooManyFramesInFlight) => {}
+            Err(error) => panic!("end_frame: {error:?}"),
+        }
+    }
+
+    /// "The GPU" finishes the oldest frame not finished yet.
+    fn signal_oldest(&self) {
+        let mut shadow = self.shadow();
+        if let Some((_, (fence, signalled))) = shadow.sealed.iter_mut().find(|(_, (_, s))| !*s) {
+            self.device.signal_fence(*fence);
+            *signalled = true;
+        }
+    }
+
+    fn ring_allocate(&self, ring: UploadRing, rng: &mut Rng) {
+        let size = 1 + rng.below(4096);
+        let align = 1 << rng.below(9);
+        let allocation = match self.allocator.ring_allocate(ring, size, align) {
+            Ok(allocation) => allocation,
+            Err(Error::UploadRingFull { .. }) => return,
+            Err(error) if Self::exhausted(&error) => return,
+            Err(error) => panic!("ring_allocate: {error:?}"),
+        };
+        assert_eq!(allocation.buffer_offset() % align, 0);
+        let memory = allocation.memory().as_raw();
+        let range = (
+            allocation.memory_offset(),
+            allocation.memory_offset() + size,
+        );
+        {
+            let mut shadow = self.shadow();
+            // Other threads may have sealed, signalled and collected its
+            // frame since, and handed its bytes out again; until its fence
+            // signals, they are its alone.
+            if shadow.done(allocation.frame()) {
+                return;
+            }
+            shadow.check_free("ring allocation", memory, range);
+            shadow.held.push(Held {
+                what: format!("ring allocation {allocation:?}"),
+                memory,
+                range,
+                frame: allocation.frame(),
+            });
+        }
+        let bytes = vec![allocation.frame() as u8; size as usize];
+        match self.allocator.ring_write(&allocation, 0, &bytes) {
+            // Another thread may have sealed, signalled and collected the
+            // frame meanwhile.
+            Ok(()) | Err(Error::StaleAllocation) => {}
+            Err(error) => panic!("ring_write: {error:?}"),
+        }
+    }
+
+    fn check_stats(&self) {
+        let stats = self.allocator.stats();
+        assert!(stats.memory_objects <= self.object_limit);
+        for heap in &stats.heaps {
+            assert!(heap.live_bytes <= heap.reserved_bytes);
+        }
+    }
+
+    /// One thread's work: returns the allocations it left alive.
+    fn run(&self, seed: u64, thread: u64) -> Vec<(u64, Allocation)> {
+        let mut rng = Rng(seed ^ (thread << 40));
+        let mut live: Vec<(u64, Allocation)> = Vec::new();
+        for step in 0..STEPS {
+            let tag = (thread << 48) | step;
+            match rng.below(100) {
+                0..=29 if live.len() < 200 => live.extend(self.allocate(&mut rng, tag)),
+                30..=57 if !live.is_empty() => {
+                    let (tag, a) = live.swap_remove(rng.below(live.len() as u64) as usize);
+                    if rng.below(2) == 0 {
+                        self.retire(tag, &a);
+                        free(self.allocator, a);
+                    } else {
+                        self.free_after_frame(tag, a);
+                    }
+                }
+                58..=63 => self.end_frame(),
+                64..=69 => self.signal_oldest(),
+                70..=75 => {
+                    self.allocator.collect().unwrap();
+                }
+                76..=85 => self.ring_allocate(self.rings[rng.below(2) as usize], &mut rng),
+                86..=88 => self.check_stats(),
+                89 => {
+                    let map = self.allocator.memory_map();
+                    assert!(map.allocation_count() > 0 || self.shadow().live.is_empty());
+                    let _ = self.allocator.stats_json(true);
+                }
+                90..=91 => {
+                    self.allocator.trim();
+                }
+                92..=93 => match self.allocator.wait_and_collect(0) {
+                    Ok(_) | Err(Error::Timeout) => {}
+                    Err(error) => panic!("wait_and_collect: {error:?}"),
+                },
+                94 => {
+                    let desc = UploadRingDesc {
+                        size: 4096 + rng.below(16 << 10),
+                        ..UploadRingDesc::default()
+                    };
+                    match self.allocator.create_upload_ring(&desc) {
+                        Ok(ring) => {
+                            self.ring_allocate(ring, &mut rng);
+                            self.allocator.destroy_upload_ring(ring).unwrap();
+                        }
+                        Err(error) if Self::exhausted(&error) => {}
+                        Err(error) => panic!("create_upload_ring: {error:?}"),
+                    }
+                }
+                _ if !live.is_empty() => {
+                    let (tag, a) = &live[rng.below(live.len() as u64) as usize];
+                    check_tag(self.allocator, *tag, a);
+                    if self.allocator.mapped_slice(a).is_ok() {
+                        self.allocator.invalidate(a, 0..a.size()).unwrap();
+                    }
+                }
+                _ => {}
+            }
+        }
+        live
+    }
+}
+
+/// The first and last 8 bytes still hold the tag written at allocation.
+fn check_tag(allocator: &FakeAllocator, tag: u64, a: &Allocation) {
+    if let Ok(bytes) = allocator.mapped_slice(a) {
+        let end = bytes.len() - 8;
+        assert_eq!(bytes[..8], tag.to_le_bytes(), "{a:?}: head overwritten");
+        assert_eq!(bytes[end..], tag.to_le_bytes(), "{a:?}: tail overwritten");
+    }
+}
+
+fn whole_api_from_threads(test: &str, layout: FakeLayout) {
+    let seed = Rng::seed(test);
+    let object_limit = layout.max_memory_allocation_count;
+    let (allocator, device) = allocator(layout);
+    let ring = |grow| {
+        let desc = UploadRingDesc {
+            size: 64 << 10,
+            grow,
+            ..UploadRingDesc::default()
+        };
+        allocator.create_upload_ring(&desc).unwrap()
+    };
+    let world = World {
+        allocator: &allocator,
+        device: &device,
+        shadow: Mutex::default(),
+        rings: [ring(false), ring(true)],
+        object_limit,
+    };
+    let survivors: Vec<(u64, Allocation)> = std::thread::scope(|scope| {
+        let world = &world;
+        let handles: Vec<_> = (0..THREADS)
+            .map(|thread| scope.spawn(move || world.run(seed, thread)))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    // Let every frame finish, then seal and finish one more.
+    while world.shadow().sealed.values().any(|&(_, done)| !done) {
+        world.signal_oldest();
+    }
+    world.end_frame();
+    world.signal_oldest();
+    let collected = allocator.wait_and_collect(0).unwrap();
+    assert_eq!(allocator.frames_in_flight(), 0, "{collected:?}");
+    world.check_stats();
+
+    // The figures match what is alive, and nothing overlaps (the shadow
+    // checked each range as it was handed out; it must hold the survivors).
+    let stats = allocator.stats();
+    // Each ring holds a chunk or more.
+    assert!(stats.allocations() >= survivors.len() as u64 + 2);
+    assert_eq!(
+        allocator.memory_map().allocation_count() as u64,
+        stats.allocations()
+    );
+    let reserved: Vec<u64> = stats.heaps.iter().map(|h| h.reserved_bytes).collect();
+    assert_eq!(reserved, device.heap_usage());
+    assert_eq!(world.shadow().live.len(), survivors.len());
+    assert_eq!(
+        stats.memory_objects as usize,
+        device.live_allocations().len()
+    );
+    for (tag, a) in survivors {
+        world.retire(tag, &a);
+        free(&allocator, a);
+    }
+    for ring in world.rings {
+        allocator.destroy_upload_ring(ring).unwrap();
+    }
+    world.end_frame();
+    world.signal_oldest();
+    allocator.collect().unwrap();
+    let stats = allocator.stats();
+    assert_eq!((stats.allocations(), stats.live_bytes()), (0, 0));
+    assert!(stats
+        .memory_types
+        .iter()
+        .all(|t| t.blocks == t.empty_blocks));
+    allocator.trim();
+    assert_eq!(allocator.stats().reserved_bytes(), 0);
+    drop(world);
+    finish(allocator, &device);
+}
+
+#[test]
+fn whole_api_from_threads_on_a_small_mobile_gpu() {
+    whole_api_from_threads(
+        "whole_api_from_threads_on_a_small_mobile_gpu",
+        FakeLayout::mobile()
+            .with_heap_sizes(24 * MIB)
+            .with_max_allocation_count(10),
+    );
+}
+
+#[test]
+fn whole_api_from_threads_on_a_small_integrated_gpu() {
+    // No budget extension: budgets are the allocator's own counts.
+    whole_api_from_threads(
+        "whole_api_from_threads_on_a_small_integrated_gpu",
+        FakeLayout::integrated()
+            .with_heap_sizes(32 * MIB)
+            .with_max_allocation_count(8),
+    );
+}
+
+#[test]
+fn whole_api_from_threads_on_a_small_discrete_gpu() {
+    whole_api_from_threads(
+        "whole_api_from_threads_on_a_small_discrete_gpu",
+        FakeLayout::discrete()
+            .with_heap_sizes(32 * MIB)
+            .with_max_allocation_count(12),
+    );
+}
