@@ -2,7 +2,8 @@
 //!
 //! `Send + Sync`, its methods take `&self`, and each memory type has its own
 //! lock, so threads allocating from different memory types never wait for
-//! each other. An owner that needs no sharing calls
+//! each other, except that a heap's `VkDeviceMemory` objects are made one at
+//! a time (its budget check and usage count are one step). An owner that needs no sharing calls
 //! [`allocate_mut`](Allocator::allocate_mut) and
 //! [`free_mut`](Allocator::free_mut), which skip the lock. Requests are
 //! ranked over memory types ([`memory_type_choice`](crate::memory)), placed

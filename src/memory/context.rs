@@ -6,10 +6,14 @@
 //! - `maxMemoryAllocationCount` is never exceeded: a slot is reserved with an
 //!   atomic before `vkAllocateMemory` and given back after `vkFreeMemory`
 //!   (VUID-vkAllocateMemory-maxMemoryAllocationCount-04101);
-//! - per-heap usage is counted for budgets;
+//! - per-heap usage is counted for budgets, and the memory objects of one
+//!   heap are made one at a time, from the budget check to the usage count,
+//!   so that threads allocating in different memory types of a heap cannot
+//!   both pass the check and together exceed the budget;
 //! - host-visible memory is mapped once, right after allocation.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use gpu_alloc_types::{AllocationFlags, MemoryPropertyFlags, MemoryType};
 
@@ -48,6 +52,10 @@ pub(crate) struct MemoryContext<D> {
     pub(crate) config: Config,
     memory_objects: AtomicU32,
     heap_usage: Box<[AtomicU64]>,
+    /// Held by a thread making a memory object in the heap, from its budget
+    /// check until its size is in `heap_usage` (and in the usage the device
+    /// reports). Taken under a memory type's pool lock, never the other way.
+    heap_turns: Box<[Mutex<()>]>,
     /// Memory types ranked per usage, once (the allocation path reads it).
     ranks: RankTable,
     /// The preferred block size of each memory type, from its heap.
@@ -96,6 +104,7 @@ impl<D> MemoryContext<D> {
             })
             .fold(0, |mask, (index, _)| mask | 1 << index);
         let heap_usage = (0..heaps.len()).map(|_| AtomicU64::new(0)).collect();
+        let heap_turns = (0..heaps.len()).map(|_| Mutex::new(())).collect();
         // bufferImageGranularity: a linear and an optimal resource must not
         // share a page. Up to `max_padded_granularity`, optimal images take
         // whole pages (start and end on a page boundary), so no linear
@@ -114,6 +123,7 @@ impl<D> MemoryContext<D> {
             config,
             memory_objects: AtomicU32::new(0),
             heap_usage,
+            heap_turns,
             ranks,
             preferred_block_sizes,
             non_coherent_types,
@@ -237,6 +247,13 @@ impl<D> MemoryContext<D> {
         D: MemoryDeviceExt<M>,
     {
         let heap = self.heap_of(request.memory_type);
+        // One memory object of the heap at a time, from the budget check to
+        // the usage count: without this, two threads in different memory
+        // types of the heap could both pass the check and together exceed
+        // the budget. A poisoned turn guards nothing: carry on.
+        let heap_turn = self.heap_turns[heap as usize]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if request.within_budget {
             let budget = self.heap_budgets()[heap as usize];
             if budget.usage.saturating_add(request.size) > budget.budget {
@@ -288,6 +305,8 @@ impl<D> MemoryContext<D> {
                 });
             }
         };
+        self.heap_usage[heap as usize].fetch_add(request.size, Ordering::Relaxed);
+        drop(heap_turn);
         let mapped = if self
             .props(request.memory_type)
             .contains(MemoryPropertyFlags::HOST_VISIBLE)
@@ -298,16 +317,16 @@ impl<D> MemoryContext<D> {
             match unsafe { self.device.map_memory(&mut memory, 0, request.size) } {
                 Ok(pointer) => Some(MappedPtr(pointer)),
                 Err(error) => {
-                    // SAFETY: allocated above, never bound or mapped.
-                    unsafe { self.device.deallocate_memory(memory) };
-                    self.memory_objects.fetch_sub(1, Ordering::AcqRel);
+                    // SAFETY: allocated above by this context with this
+                    // type and size, and counted; not mapped (the map
+                    // failed) and never bound.
+                    unsafe { self.free_memory(memory, false, request.memory_type, request.size) };
                     return Err(crate::device::DeviceError::from(error).into());
                 }
             }
         } else {
             None
         };
-        self.heap_usage[heap as usize].fetch_add(request.size, Ordering::Relaxed);
         log::debug!(
             "vk-suballoc: allocated {} bytes of memory type {} ({})",
             request.size,

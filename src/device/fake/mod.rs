@@ -114,6 +114,14 @@ impl FakeDevice {
         self.state().fail_from_size = size;
     }
 
+    /// Every later `vkAllocateMemory` call takes `delay` before it allocates,
+    /// without holding the device's lock, as drivers that take milliseconds
+    /// to allocate do: the windows in which a test's threads race widen.
+    /// `None` lifts it.
+    pub fn slow_allocations(&self, delay: Option<std::time::Duration>) {
+        self.state().allocation_delay = delay;
+    }
+
     /// The `nth` `vkMapMemory` call from now fails with
     /// `VK_ERROR_MEMORY_MAP_FAILED`.
     pub fn fail_map(&self, nth: u64) {
@@ -259,6 +267,10 @@ impl MemoryDeviceExt<FakeMemory> for FakeDevice {
     }
 
     unsafe fn allocate(&self, info: &AllocateInfo<'_>) -> Result<FakeMemory, DeviceError> {
+        let delay = self.state().allocation_delay;
+        if let Some(delay) = delay {
+            std::thread::sleep(delay);
+        }
         let id = self.state().allocate(&self.layout, info)?;
         Ok(FakeMemory { id })
     }

@@ -96,6 +96,8 @@ pub(super) struct State {
     pub(super) counters: FakeCounters,
     pub(super) faults: Vec<Fault>,
     pub(super) fail_from_size: Option<u64>,
+    /// How long each `vkAllocateMemory` call takes, outside the lock.
+    pub(super) allocation_delay: Option<std::time::Duration>,
     pub(super) device_lost: bool,
     /// Fences (0 or 1) and timeline semaphores (their value), by handle.
     pub(super) signals: HashMap<u64, u64>,
@@ -122,6 +124,7 @@ impl State {
             counters: FakeCounters::default(),
             faults: Vec::new(),
             fail_from_size: None,
+            allocation_delay: None,
             device_lost: false,
             signals: HashMap::new(),
             violations: Vec::new(),
