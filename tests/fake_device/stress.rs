@@ -66,7 +66,7 @@ fn check_tag(allocator: &FakeAllocator, tag: u64, a: &Allocation) {
 fn threads_in_several_memory_types() {
     let seed = Rng::seed("threads_in_several_memory_types");
     const THREADS: u64 = 4;
-    const OPERATIONS: u64 = 30_000;
+    const OPERATIONS: u64 = if cfg!(miri) { 100 } else { 30_000 };
     let (allocator, device) = allocator(FakeLayout::discrete());
     let survivors: Vec<(u64, Allocation)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..THREADS)
