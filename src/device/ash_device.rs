@@ -155,7 +155,12 @@ impl AshMemoryDevice {
     }
 }
 
-impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
+// SAFETY: `map_memory` returns what `vkMapMemory` returns, a host pointer
+// to the `size` bytes mapped, valid until `vkUnmapMemory` or `vkFreeMemory`;
+// the driver maps each memory object to host memory of its own; the memory
+// types are the device's own, and `new`'s contract rules out the
+// multi-device heaps that cannot be mapped (VUID-vkMapMemory-memory-00683).
+unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
     fn memory_properties(&self) -> MemoryProperties {
         // SAFETY: `physical_device` belongs to `instance` (`new`'s contract).
         let memory = unsafe {

@@ -156,7 +156,20 @@ pub enum FrameSignal {
 /// [`AshMemoryDevice`] and the fake device.
 ///
 /// Every method may be called from several threads at once.
-pub trait MemoryDeviceExt<M>: MemoryDevice<M> + Send + Sync + Debug {
+///
+/// # Safety
+/// The allocator hands out the bytes behind the pointers this device maps
+/// through safe methods ([`Allocator::mapped_slice_mut`](crate::Allocator::mapped_slice_mut)),
+/// so an implementation must guarantee that:
+/// - a pointer returned by [`MemoryDevice::map_memory`] for `offset` and
+///   `size` is valid for reads and writes of `size` bytes, and stays so until
+///   [`MemoryDevice::unmap_memory`] or [`MemoryDevice::deallocate_memory`] of
+///   that memory object;
+/// - no two memory objects mapped at once share a byte of host memory, and
+///   nothing else writes those bytes from the host meanwhile;
+/// - [`memory_properties`](Self::memory_properties) marks host-visible only
+///   memory types whose objects it can map.
+pub unsafe trait MemoryDeviceExt<M>: MemoryDevice<M> + Send + Sync + Debug {
     /// Memory layout and limits. Called once, when the allocator is created.
     fn memory_properties(&self) -> MemoryProperties;
 

@@ -246,7 +246,11 @@ impl FakeDevice {
     }
 }
 
-impl MemoryDeviceExt<FakeMemory> for FakeDevice {
+// SAFETY: each host-visible memory object owns a zeroed host buffer of its
+// size (plus alignment slack) that lives until the object is freed, and
+// `map_memory` returns a pointer into it, checked against the object's size;
+// only `write` (a test standing in for the GPU) writes it otherwise.
+unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
     fn memory_properties(&self) -> MemoryProperties {
         let layout = &self.layout;
         MemoryProperties {
