@@ -76,8 +76,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Safety
     /// `fence` belongs to the allocator's device, stays alive until the frame
-    /// is collected, and signals only after every submitted command that may
-    /// use memory freed during this frame or earlier (with a frame's last
+    /// is collected (and until every [`wait_and_collect`](Self::wait_and_collect)
+    /// call that began before then has returned: it may still wait on the
+    /// fence), and signals only after every submitted command that may use
+    /// memory freed during this frame or earlier (with a frame's last
     /// `vkQueueSubmit` on one queue, its fence does).
     ///
     /// Call [`collect`](Self::collect) before resetting the fence for reuse:
@@ -172,6 +174,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             let Some(signal) = oldest else {
                 return Ok(total);
             };
+            // Without the frames lock: another thread may collect the frame
+            // meanwhile, and `end_frame`'s contract keeps its signal alive
+            // until this wait returns.
             if !self.context.device.wait_signalled(signal, timeout_ns)? {
                 return Err(Error::Timeout);
             }
