@@ -141,7 +141,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let mut frames = lock(&self.frames);
         let oldest_before = frames.oldest().map(|(index, _)| index);
         let result = frames.collect(
-            |signal| self.context.device.is_signalled(*signal),
+            // SAFETY: every sealed signal came through `end_frame` or
+            // `end_frame_timeline`, whose contract keeps it a live signal of
+            // the device until its frame is collected; it is not yet.
+            |signal| unsafe { self.context.device.is_signalled(*signal) },
             |item| self.release(item),
         );
         let oldest_after = frames.oldest().map(|(index, _)| index);
@@ -174,10 +177,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             let Some(signal) = oldest else {
                 return Ok(total);
             };
-            // Without the frames lock: another thread may collect the frame
-            // meanwhile, and `end_frame`'s contract keeps its signal alive
-            // until this wait returns.
-            if !self.context.device.wait_signalled(signal, timeout_ns)? {
+            // SAFETY: the signal of a frame that was not collected when it
+            // was read; `end_frame`'s contract keeps it alive until this
+            // call returns, even when another thread collects the frame
+            // meanwhile.
+            if !unsafe { self.context.device.wait_signalled(signal, timeout_ns) }? {
                 return Err(Error::Timeout);
             }
             let collected = self.collect()?;

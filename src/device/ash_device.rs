@@ -261,22 +261,24 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
         true
     }
 
-    fn is_signalled(&self, signal: FrameSignal) -> Result<bool, DeviceError> {
+    unsafe fn is_signalled(&self, signal: FrameSignal) -> Result<bool, DeviceError> {
         match signal {
-            // SAFETY: the caller sealed the frame with a fence of this device
-            // (VUID-vkGetFenceStatus-fence-parent) and keeps it alive until
-            // the frame is collected.
+            // SAFETY: a live fence of this device (the caller's contract).
             FrameSignal::Fence(fence) => Ok(unsafe { self.device.get_fence_status(fence) }?),
             FrameSignal::Timeline { semaphore, value } => {
-                // SAFETY: a timeline semaphore of this device, alive until the
-                // frame is collected (VUID-vkGetSemaphoreCounterValue-semaphore-03255).
+                // SAFETY: a live timeline semaphore of this device (the
+                // caller's contract; VUID-vkGetSemaphoreCounterValue-semaphore-03255).
                 let current = unsafe { self.device.get_semaphore_counter_value(semaphore) }?;
                 Ok(current >= value)
             }
         }
     }
 
-    fn wait_signalled(&self, signal: FrameSignal, timeout_ns: u64) -> Result<bool, DeviceError> {
+    unsafe fn wait_signalled(
+        &self,
+        signal: FrameSignal,
+        timeout_ns: u64,
+    ) -> Result<bool, DeviceError> {
         let result = match signal {
             // SAFETY: as in `is_signalled`.
             FrameSignal::Fence(fence) => unsafe {

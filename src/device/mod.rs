@@ -200,13 +200,27 @@ pub unsafe trait MemoryDeviceExt<M>: MemoryDevice<M> + Send + Sync + Debug {
     /// # Errors
     /// [`DeviceError::DeviceLost`] and other failures of
     /// `vkGetFenceStatus` / `vkGetSemaphoreCounterValue`.
-    fn is_signalled(&self, signal: FrameSignal) -> Result<bool, DeviceError>;
+    ///
+    /// # Safety
+    /// `signal` names a live fence, or a live timeline semaphore, of this
+    /// device (VUID-vkGetFenceStatus-fence-parameter,
+    /// VUID-vkGetSemaphoreCounterValue-semaphore-parameter, -03255).
+    unsafe fn is_signalled(&self, signal: FrameSignal) -> Result<bool, DeviceError>;
 
     /// Waits up to `timeout_ns` for `signal`; returns whether it completed.
     ///
     /// # Errors
     /// As [`is_signalled`](Self::is_signalled).
-    fn wait_signalled(&self, signal: FrameSignal, timeout_ns: u64) -> Result<bool, DeviceError>;
+    ///
+    /// # Safety
+    /// As [`is_signalled`](Self::is_signalled), for the whole wait
+    /// (VUID-vkWaitForFences-pFences-parameter,
+    /// VUID-VkSemaphoreWaitInfo-pSemaphores-03256).
+    unsafe fn wait_signalled(
+        &self,
+        signal: FrameSignal,
+        timeout_ns: u64,
+    ) -> Result<bool, DeviceError>;
 
     /// Creates an exclusive buffer of `size` bytes with `usage` (upload-ring
     /// chunks) and returns it with its memory requirements and what the

@@ -301,11 +301,15 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         true
     }
 
-    fn is_signalled(&self, signal: FrameSignal) -> Result<bool, DeviceError> {
+    unsafe fn is_signalled(&self, signal: FrameSignal) -> Result<bool, DeviceError> {
         self.state().is_signalled(signal)
     }
 
-    fn wait_signalled(&self, signal: FrameSignal, _timeout_ns: u64) -> Result<bool, DeviceError> {
+    unsafe fn wait_signalled(
+        &self,
+        signal: FrameSignal,
+        _timeout_ns: u64,
+    ) -> Result<bool, DeviceError> {
         // Nothing would ever signal a fake fence while we block: answer now.
         self.state().is_signalled(signal)
     }
