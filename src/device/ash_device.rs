@@ -78,6 +78,11 @@ impl AshMemoryDevice {
     ///   extensions).
     /// - `device` and `instance` outlive this value and every allocator built
     ///   on it: dropping the allocator frees memory through them.
+    /// - when an allocator built on it is dropped (a safe call), no pending
+    ///   GPU work uses its memory or the buffers and images still queued for
+    ///   deferred destruction: drop frees and destroys them all, frames in
+    ///   flight included (VUID-vkFreeMemory-memory-00677,
+    ///   VUID-vkDestroyBuffer-buffer-00922, VUID-vkDestroyImage-image-01000).
     pub unsafe fn new(
         instance: &ash::Instance,
         device: &ash::Device,
