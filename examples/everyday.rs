@@ -301,9 +301,9 @@ fn main() {
     let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
     // SAFETY: `cmd` is recorded; `queue` and `fence` belong to `device`.
     unsafe { device.queue_submit(queue, &submit, fence) }.unwrap();
-    allocator
-        .destroy_buffer_after_frame(staging, staging_memory)
-        .unwrap();
+    // SAFETY: `staging` was created by this device, and only the allocator
+    // destroys it.
+    unsafe { allocator.destroy_buffer_after_frame(staging, staging_memory) }.unwrap();
     // SAFETY: `fence` is signalled by the submission that last uses the
     // staging buffer, and lives until the frame is collected.
     unsafe { allocator.end_frame(fence) }.unwrap();

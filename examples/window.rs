@@ -453,9 +453,9 @@ impl Renderer {
             );
             self.device.end_command_buffer(cmd).unwrap();
         }
-        allocator
-            .destroy_buffer_after_frame(scratch, scratch_memory)
-            .unwrap();
+        // SAFETY: `scratch` was created by this device, and only the
+        // allocator destroys it.
+        unsafe { allocator.destroy_buffer_after_frame(scratch, scratch_memory) }.unwrap();
 
         let wait = [slot.image_available];
         let stages = [vk::PipelineStageFlags::TRANSFER];

@@ -41,7 +41,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`]; nothing is queued then.
-    pub fn destroy_buffer_after_frame(
+    ///
+    /// # Safety
+    /// `buffer` was created by this allocator's device, and nothing else
+    /// destroys it: [`collect`](Self::collect) calls `vkDestroyBuffer` on it
+    /// (VUID-vkDestroyBuffer-buffer-parameter). Work submitted before the
+    /// frame ends may still use it; that is what the deferral is for.
+    pub unsafe fn destroy_buffer_after_frame(
         &self,
         buffer: vk::Buffer,
         allocation: Allocation,
@@ -56,7 +62,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`]; nothing is queued then.
-    pub fn destroy_image_after_frame(
+    ///
+    /// # Safety
+    /// `image` was created by this allocator's device, and nothing else
+    /// destroys it: [`collect`](Self::collect) calls `vkDestroyImage` on it
+    /// (VUID-vkDestroyImage-image-parameter).
+    pub unsafe fn destroy_image_after_frame(
         &self,
         image: vk::Image,
         allocation: Allocation,
@@ -193,7 +204,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Carries out one deferred free whose frame has finished.
     fn release(&self, item: Deferred) {
         // SAFETY: the item's frame signal has completed, and `end_frame`'s
-        // contract says that signal follows all GPU work that may use it.
+        // contract says that signal follows all GPU work that may use it;
+        // a buffer or image came from this device and is destroyed only here
+        // (the contracts of `destroy_*_after_frame`, and ring chunks are the
+        // allocator's own).
         let result = unsafe {
             match item {
                 Deferred::Free(allocation) => self.free(allocation),

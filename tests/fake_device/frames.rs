@@ -179,12 +179,15 @@ fn deferred_destruction_destroys_resources_once() {
     let b = allocator
         .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
         .unwrap();
-    allocator
-        .destroy_buffer_after_frame(buffer_handle, a)
-        .unwrap();
-    allocator
-        .destroy_image_after_frame(image_handle, b)
-        .unwrap();
+    // SAFETY: the fake device's own handles, destroyed only by the allocator.
+    unsafe {
+        allocator
+            .destroy_buffer_after_frame(buffer_handle, a)
+            .unwrap();
+        allocator
+            .destroy_image_after_frame(image_handle, b)
+            .unwrap();
+    }
     let fence = end_frame(&allocator, &device);
     allocator.collect().unwrap();
     assert_eq!(device.live_resources(), 2);

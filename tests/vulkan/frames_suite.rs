@@ -108,8 +108,8 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
             unsafe { device.reset_fences(&[slot.fence]) }.unwrap();
             for check in slot.checks.drain(..) {
                 verify(&allocator, &check);
-                allocator
-                    .destroy_buffer_after_frame(check.buffer, check.allocation)
+                // SAFETY: the harness's buffer, destroyed only here.
+                unsafe { allocator.destroy_buffer_after_frame(check.buffer, check.allocation) }
                     .unwrap();
             }
         }
@@ -189,9 +189,8 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
             device.end_command_buffer(cmd).unwrap();
         }
         // Retired while the GPU may still write it: freed after this frame.
-        allocator
-            .destroy_buffer_after_frame(scratch, scratch_allocation)
-            .unwrap();
+        // SAFETY: the harness's buffer, destroyed only here.
+        unsafe { allocator.destroy_buffer_after_frame(scratch, scratch_allocation) }.unwrap();
         let command_buffers = [cmd];
         let submit = [vk::SubmitInfo::default().command_buffers(&command_buffers)];
         // SAFETY: a recorded command buffer; this test is the queue's only user.
@@ -209,8 +208,8 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
     for slot in &mut slots {
         for check in slot.checks.drain(..) {
             verify(&allocator, &check);
-            allocator
-                .destroy_buffer_after_frame(check.buffer, check.allocation)
+            // SAFETY: the harness's buffer, destroyed only here.
+            unsafe { allocator.destroy_buffer_after_frame(check.buffer, check.allocation) }
                 .unwrap();
         }
     }

@@ -210,12 +210,17 @@ impl Walk {
         let counted = live.counted();
         let result = match (live.resource, live.kind) {
             (None, _) => self.allocator.free_after_frame(live.allocation),
-            (Some(h), ResourceKind::Buffer) => self
-                .allocator
-                .destroy_buffer_after_frame(vk::Buffer::from_raw(h), live.allocation),
-            (Some(h), _) => self
-                .allocator
-                .destroy_image_after_frame(vk::Image::from_raw(h), live.allocation),
+            // SAFETY: the walk's resources come from the fake device and
+            // only the allocator destroys them.
+            (Some(h), ResourceKind::Buffer) => unsafe {
+                self.allocator
+                    .destroy_buffer_after_frame(vk::Buffer::from_raw(h), live.allocation)
+            },
+            // SAFETY: as above.
+            (Some(h), _) => unsafe {
+                self.allocator
+                    .destroy_image_after_frame(vk::Image::from_raw(h), live.allocation)
+            },
         };
         assert_eq!(result, Ok(()), "{}", self.ctx());
         self.defer(counted);
