@@ -15,7 +15,8 @@ pub struct Config {
     /// metadata each); doubled whenever a block runs out. Default 1024.
     pub initial_block_slots: u32,
     /// Without `VK_EXT_memory_budget`, a heap's budget is this fraction of its
-    /// size. Default 0.8.
+    /// size; so is it when the extension reports a budget of 0 (as VMA reads
+    /// it). Default 0.8.
     pub budget_fraction: f64,
     /// Devices whose `bufferImageGranularity` is at most this mix buffers
     /// and images in one block: optimal-tiling images take whole granularity

@@ -253,6 +253,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Budget and usage of each heap: from `VK_EXT_memory_budget` when
     /// enabled (process-wide usage), else `Config::budget_fraction` of each
     /// heap and this allocator's own usage.
+    ///
+    /// A reported budget is read as VMA reads it: 0 (some drivers report
+    /// it) means `Config::budget_fraction` of the heap, and one larger than
+    /// the heap means the heap's size.
     pub fn budgets(&self) -> Vec<HeapBudget> {
         let heaps = self.context.properties.device.memory_heaps.len();
         self.context.heap_budgets()[..heaps].to_vec()

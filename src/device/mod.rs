@@ -60,7 +60,10 @@ pub struct MemoryProperties {
 }
 
 /// A heap's budget and current usage in bytes, as `VK_EXT_memory_budget`
-/// reports them (for the whole process, not only this allocator).
+/// reports them (for the whole process, not only this allocator). The
+/// allocator reads a reported budget of 0 as `Config::budget_fraction` of
+/// the heap and one larger than the heap as the heap's size
+/// ([`Allocator::budgets`](crate::Allocator::budgets)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeapBudget {
     /// How much this process can use before allocations may fail or degrade.

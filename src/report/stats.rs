@@ -71,7 +71,8 @@ pub struct HeapStats {
     /// Live allocations in the heap.
     pub allocations: u64,
     /// Budget and process-wide usage (`VK_EXT_memory_budget`), or the
-    /// configured fraction of the heap and this allocator's usage.
+    /// configured fraction of the heap and this allocator's usage; as
+    /// [`Allocator::budgets`](crate::Allocator::budgets) reports them.
     pub budget: HeapBudget,
 }
 
