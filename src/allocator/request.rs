@@ -9,13 +9,15 @@ use crate::memory::{ResourceKind, Usage};
 /// The caller's say on dedicated memory (one `VkDeviceMemory` per resource).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum DedicatedPolicy {
-    /// Dedicated when the driver requires or prefers it, or when the request
-    /// is larger than half a block; past 3/4 of `maxMemoryAllocationCount`
-    /// only when the driver requires it (as VMA). The right choice almost
-    /// always.
+    /// Dedicated memory first when the driver requires or prefers it, or
+    /// when the request is larger than half a block; else blocks first, and
+    /// dedicated memory only when no new block can be made. Past 3/4 of
+    /// `maxMemoryAllocationCount`, dedicated memory comes first only when the
+    /// driver requires it (as in VMA). The right choice almost always.
     #[default]
     Auto,
-    /// Always dedicated (render targets you want to alias or export).
+    /// Always dedicated, with no fallback to blocks (render targets you
+    /// want to alias or export).
     Always,
     /// Never dedicated unless the driver requires it.
     Never,

@@ -1,6 +1,9 @@
 //! Dedicated allocations: one `VkDeviceMemory` per resource, for requests
 //! the driver prefers or requires that way (`VkMemoryDedicatedRequirements`)
-//! and for requests larger than half a block.
+//! or the caller asks for ([`DedicatedPolicy`](crate::DedicatedPolicy)),
+//! for requests larger than half a block, and for any other request when no
+//! new block can be made. Past 3/4 of `maxMemoryAllocationCount` only
+//! required ones try it before blocks ([`TypePool::allocate`]).
 
 use super::{Location, Placement, PoolRequest, TypePool};
 use crate::device::MemoryDeviceExt;

@@ -4,9 +4,9 @@
 //! and new ones can empty out) whose offset allocator can place them; when
 //! none can, a new block is created ([`block_size`](super::block_size)). Large
 //! requests and those the driver asks for get dedicated memory. When the
-//! driver is out of memory the pool retries smaller blocks, then dedicated
-//! memory, before it reports failure (and the allocator moves on to the next
-//! memory type).
+//! driver is out of memory, or the heap over budget, the pool retries
+//! smaller blocks, then dedicated memory, before it reports failure (and the
+//! allocator moves on to the next memory type).
 //!
 //! Small buffers take slots of runs ([`runs`](super::runs)): ranges of a
 //! block cut into equal slots, one offset-allocator range for up to 64

@@ -16,9 +16,12 @@ use crate::offset::AllocationId;
 pub(crate) enum DedicatedChoice {
     /// Never: blocks only.
     Never,
-    /// When the request is larger than half a block.
+    /// First when the request is larger than half a block; else when no
+    /// new block can be made. Past 3/4 of `maxMemoryAllocationCount`,
+    /// never first.
     Auto,
-    /// First; blocks if dedicated memory fails.
+    /// First, blocks if dedicated memory fails; past 3/4 of
+    /// `maxMemoryAllocationCount`, as `Auto` for a small request.
     Prefer,
     /// Only dedicated memory.
     Require,
