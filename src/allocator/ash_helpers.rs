@@ -12,7 +12,9 @@ impl Allocator<AshMemoryDevice> {
     /// asks, through `vkGetBufferMemoryRequirements2`) and binds it.
     ///
     /// A buffer created with `SHADER_DEVICE_ADDRESS` usage gets memory
-    /// allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`.
+    /// allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`; without
+    /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)
+    /// it fails with [`Error::NoSuitableMemoryType`].
     ///
     /// # Errors
     /// The allocator's errors, and `vkCreateBuffer` / `vkBindBufferMemory`

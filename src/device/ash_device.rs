@@ -20,8 +20,11 @@ use super::{
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeviceFeatures {
     /// `VkPhysicalDeviceVulkan12Features::bufferDeviceAddress` (or the KHR
-    /// extension's feature) is enabled: blocks for device-address buffers are
-    /// allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`.
+    /// extension's feature) is enabled: every block, and all dedicated memory
+    /// but an image's, is allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`,
+    /// so any buffer placed there may take its address. Without it, requests
+    /// with [`Usage::DEVICE_ADDRESS`](crate::Usage::DEVICE_ADDRESS) fail with
+    /// [`Error::NoSuitableMemoryType`](crate::Error::NoSuitableMemoryType).
     pub buffer_device_address: bool,
     /// `VK_EXT_memory_budget` is enabled: heap budgets come from the driver.
     pub memory_budget: bool,
