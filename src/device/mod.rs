@@ -5,8 +5,12 @@
 //! invalidate `VkDeviceMemory`) plus [`MemoryDeviceExt`], a small extension
 //! for what that trait cannot say: the device's memory layout and limits,
 //! allocations dedicated to one buffer or image (`VkMemoryDedicatedAllocateInfo`),
-//! memory priority, heap budgets, debug names, and the frame fences that tell
-//! when the GPU is done with memory.
+//! memory priority, heap budgets, debug names, the frame fences that tell
+//! when the GPU is done with memory, and the buffers of upload rings and
+//! deferred destruction. [`MemoryDeviceExt`] is an `unsafe` trait: the
+//! allocator hands out the bytes of the memory it maps through safe
+//! methods, so an implementation vouches for its mappings (its `# Safety`
+//! section lists what).
 //!
 //! Two backends implement it: [`AshMemoryDevice`] over a real `ash::Device`,
 //! and, with the `fake-device` feature, `fake::FakeDevice`, an
