@@ -140,14 +140,19 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         Ok(frame)
     }
 
-    /// Releases the frees of every sealed frame whose signal has completed,
-    /// oldest first, and the upload-ring space of those frames. Never blocks:
-    /// call it once per frame (after waiting for the oldest frame's fence,
-    /// as engines do before reusing its command buffers).
+    /// Releases the frees of sealed frames whose signal has completed, oldest
+    /// first, stopping at the first frame that is not done (frames finish in
+    /// submission order), and the upload-ring space of those frames. Never
+    /// blocks: call it once per frame (after waiting for the oldest frame's
+    /// fence, as engines do before reusing its command buffers).
     ///
     /// # Errors
-    /// [`Error::DeviceLost`] when the device is lost: nothing more is
-    /// released, and dropping the allocator still frees everything.
+    /// [`Error::DeviceLost`] when the device is lost, and the other failures
+    /// of `vkGetFenceStatus` / `vkGetSemaphoreCounterValue`
+    /// ([`Error::OutOfHostMemory`], [`Error::OutOfDeviceMemory`],
+    /// [`Error::Device`]): frames released before the failing one stay
+    /// released, the rest stay queued, and dropping the allocator still
+    /// frees everything.
     pub fn collect(&self) -> Result<Collected, Error> {
         let mut frames = lock(&self.frames);
         let oldest_before = frames.oldest().map(|(index, _)| index);
@@ -180,7 +185,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// [`Error::Timeout`] when a frame did not finish in time (frames before
-    /// it are collected); [`Error::DeviceLost`].
+    /// it are collected); [`Error::DeviceLost`] and the other failures of
+    /// the wait (`vkWaitForFences` / `vkWaitSemaphores`) and of
+    /// [`collect`](Self::collect).
     pub fn wait_and_collect(&self, timeout_ns: u64) -> Result<Collected, Error> {
         let mut total = Collected::default();
         loop {

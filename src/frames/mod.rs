@@ -12,7 +12,8 @@
 //! - [`Allocator::end_frame`](crate::Allocator::end_frame) seals the frame
 //!   with the fence its submission signals;
 //! - [`Allocator::collect`](crate::Allocator::collect) releases, without
-//!   blocking, every frame whose fence has signalled, oldest first;
+//!   blocking, the frames whose fence has signalled, oldest first, up to
+//!   the first that has not;
 //! - upload rings ([`UploadRingDesc`]) give O(1) per-frame transient memory,
 //!   reclaimed by the same fences.
 
