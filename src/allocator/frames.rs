@@ -356,8 +356,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Errors
     /// [`Error::UploadRingFull`] when frames in flight hold the space and the
     /// ring does not grow; [`Error::ZeroSize`], [`Error::AlignmentNotPowerOfTwo`];
-    /// [`Error::StaleAllocation`] for a destroyed ring; allocation errors when
-    /// a growing ring adds a chunk.
+    /// [`Error::ForeignAllocation`] for another allocator's ring;
+    /// [`Error::StaleAllocation`] for a destroyed ring; the errors of
+    /// [`create_upload_ring`](Self::create_upload_ring) when a growing ring
+    /// adds a chunk.
     ///
     /// # Time complexity
     /// O(1): a bump in the newest chunk (a growing ring tries older ones).
@@ -409,9 +411,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// when the ring's memory is not coherent.
     ///
     /// # Errors
-    /// [`Error::RangeOutOfBounds`]; [`Error::StaleAllocation`] when the
-    /// allocation's frame was collected already (its bytes belong to later
-    /// frames now) or the ring was destroyed.
+    /// [`Error::RangeOutOfBounds`]; [`Error::ForeignAllocation`] for another
+    /// allocator's ring; [`Error::StaleAllocation`] when the allocation's
+    /// frame was collected already (its bytes belong to later frames now) or
+    /// the ring was destroyed; on non-coherent memory, the flush's device
+    /// errors (the bytes are copied then).
     pub fn ring_write(
         &self,
         allocation: &RingAllocation,

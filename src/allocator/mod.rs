@@ -249,7 +249,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// The bytes of a host-visible allocation, to read.
     ///
     /// # Errors
-    /// [`Error::ForeignAllocation`], [`Error::NotHostVisible`].
+    /// [`Error::ForeignAllocation`], [`Error::NotHostVisible`];
+    /// [`Error::MapFailed`] when the allocation is larger than the host's
+    /// address space (on 32-bit hosts).
     pub fn mapped_slice<'a>(&'a self, allocation: &'a Allocation) -> Result<&'a [u8], Error> {
         self.check_owner(allocation)?;
         let mapped = allocation.mapped.ok_or(Error::NotHostVisible)?;
@@ -271,7 +273,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Writes reach the GPU after [`flush`](Self::flush) on non-coherent memory.
     ///
     /// # Errors
-    /// [`Error::ForeignAllocation`], [`Error::NotHostVisible`].
+    /// As [`mapped_slice`](Self::mapped_slice).
     pub fn mapped_slice_mut<'a>(
         &'a self,
         allocation: &'a mut Allocation,
@@ -289,7 +291,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// widened to `nonCoherentAtomSize` and clamped to the memory object.
     ///
     /// # Errors
-    /// [`Error::ForeignAllocation`], [`Error::RangeOutOfBounds`], device errors.
+    /// [`Error::ForeignAllocation`], [`Error::RangeOutOfBounds`],
+    /// [`Error::NotHostVisible`] (also for an empty range), device errors.
     pub fn flush(&self, allocation: &Allocation, range: Range<u64>) -> Result<(), Error> {
         self.flush_or_invalidate(allocation, range, true)
     }
