@@ -215,7 +215,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// that is not known, use [`free_after_frame`](Self::free_after_frame).
     ///
     /// # Time complexity
-    /// O(1), plus `vkFreeMemory` when memory is released.
+    /// O(1), plus `vkFreeMemory` when memory is released. Releasing a block
+    /// (when a second one empties) also walks the memory type's blocks, to
+    /// pick the smaller of the two empty ones and unlink it.
     pub unsafe fn free(&self, allocation: Allocation) -> Result<(), Error> {
         self.check_owner(&allocation)?;
         let mut pool = lock(&self.pools[allocation.memory_type as usize]);
