@@ -2,7 +2,7 @@
 //!
 //! Every Vulkan test builds a [`VulkanContext`] for a [`Profile`]: lavapipe as
 //! it is, or lavapipe behind the fake-memory layer (`layers/fake-memory`)
-//! presenting a discrete, integrated or mobile GPU's memory architecture. The
+//! presenting a discrete, integrated, mobile or AMD GPU's memory architecture. The
 //! validation layer sits above both and every warning or error it reports is
 //! recorded; a context that is dropped with unread messages fails the test.
 //! Tests that provoke a message on purpose take it with

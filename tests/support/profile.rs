@@ -94,7 +94,7 @@ macro_rules! test_profiles {
 pub(crate) use test_profiles;
 
 /// Defines a module `$name` with one `#[test]` per [`Profile`] (functions
-/// `lavapipe`, `discrete`, `integrated`, `mobile`), each running the body with
+/// `lavapipe`, `discrete`, `integrated`, `mobile`, `amd`), each running the body with
 /// `$profile` bound to its profile. Run one profile's tests with a name
 /// filter, e.g. `cargo test --test vulkan -- ::mobile`.
 ///

@@ -37,7 +37,8 @@ pub struct FakeType {
 /// A complete fake memory architecture.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Profile {
-    /// Name used in the configuration string (`discrete`, `integrated`, `mobile`).
+    /// Name used in the configuration string (`discrete`, `integrated`,
+    /// `mobile`, `amd`).
     pub name: &'static str,
     /// `VkPhysicalDeviceProperties::deviceType` reported by the layer.
     pub device_type: vk::PhysicalDeviceType,
