@@ -4,11 +4,17 @@
 //! heap. A resource says which types it can live in (`memoryTypeBits` of its
 //! `VkMemoryRequirements`); the engine says how it will be used ([`Usage`]).
 //! This module turns both into a ranked list: types that lack a *required*
-//! flag are dropped (host access needs `HOST_VISIBLE`), the rest are ordered
-//! by a weighted count of missing *preferred* and present *unwanted* flags,
-//! ties broken by type index (drivers list their best types first). The
-//! allocator tries the candidates in order and moves on to the next one when a
-//! type is out of memory or over budget.
+//! flag are dropped (host access needs `HOST_VISIBLE`), and so are protected
+//! types, lazily allocated ones unless the usage is transient, and types
+//! whose heap is smaller than the request; the rest are ordered by a
+//! weighted count of missing *preferred* and present *unwanted* flags, ties
+//! broken by type index (drivers list their best types first). AMD's
+//! device-coherent types rank after all others when their feature is
+//! enabled, and are never candidates when it is not
+//! ([`MemoryContext::usable_types`](super::context::MemoryContext::usable_types)).
+//! The allocator tries the candidates in order and moves on to the next one
+//! when a type is out of memory, over budget, at `maxMemoryAllocationCount`
+//! or cannot map its new memory.
 
 use gpu_alloc_types::{MemoryHeap, MemoryPropertyFlags as Props, MemoryType};
 
