@@ -100,7 +100,7 @@ pub enum Error {
     UploadRingFull {
         /// Requested size.
         size: u64,
-        /// Free bytes in the ring's largest chunk.
+        /// Free bytes in the ring; for a ring that grew, in its first chunk.
         free: u64,
     },
     /// `collect` has not been called for so many frames that upload rings
