@@ -83,7 +83,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
     /// The memory map as an SVG picture to open in a browser: one row per
     /// block and per dedicated allocation, allocations coloured by kind, free
-    /// space blank, names in tooltips. Shorthand for
+    /// space light grey, names in tooltips. Shorthand for
     /// `self.memory_map().to_svg()`; see [`MemoryMap::to_svg`].
     ///
     /// # Time complexity
