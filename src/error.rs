@@ -103,6 +103,15 @@ pub enum Error {
         /// Free bytes in the ring; for a ring that grew, in its first chunk.
         free: u64,
     },
+    /// A request larger than an upload ring that does not grow: no collect
+    /// can make room for it. Make the ring larger, or growing.
+    #[error("upload ring too small: {size} bytes requested, the ring holds {capacity}")]
+    UploadRingTooSmall {
+        /// Requested size.
+        size: u64,
+        /// The ring's size in bytes.
+        capacity: u64,
+    },
     /// `collect` has not been called for so many frames that upload rings
     /// cannot track another one. Call `collect` every frame.
     #[error("too many frames in flight; call collect")]

@@ -355,7 +355,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// [`Error::UploadRingFull`] when frames in flight hold the space and the
-    /// ring does not grow; [`Error::ZeroSize`], [`Error::AlignmentNotPowerOfTwo`];
+    /// ring does not grow; [`Error::UploadRingTooSmall`] when `size` exceeds
+    /// a ring that does not grow; [`Error::ZeroSize`], [`Error::AlignmentNotPowerOfTwo`];
     /// [`Error::ForeignAllocation`] for another allocator's ring;
     /// [`Error::StaleAllocation`] for a destroyed ring; the errors of
     /// [`create_upload_ring`](Self::create_upload_ring) when a growing ring
@@ -380,7 +381,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             .ok_or(Error::StaleAllocation)?;
         let (chunk, placed) = match state.allocate(size, align) {
             Ok(found) => found,
-            Err(Error::UploadRingFull { .. }) if state.grow => {
+            Err(Error::UploadRingFull { .. } | Error::UploadRingTooSmall { .. }) if state.grow => {
                 let chunk_size = state.chunk_size.max(size.saturating_add(align));
                 let chunk = self.create_ring_chunk(state, chunk_size, frame)?;
                 state.chunks.push(chunk);

@@ -156,11 +156,21 @@ impl RingState {
                 Err(error) => last_error = error,
             }
         }
-        let free = match last_error {
-            OffsetError::OutOfSpace { free, .. } | OffsetError::TooFragmented { free, .. } => free,
-            _ => 0,
-        };
-        Err(Error::UploadRingFull { size, free })
+        match last_error {
+            OffsetError::OutOfSpace { free, .. } | OffsetError::TooFragmented { free, .. } => {
+                Err(Error::UploadRingFull { size, free })
+            }
+            // Larger than every chunk, so no collect can make room.
+            _ => Err(Error::UploadRingTooSmall {
+                size,
+                capacity: self
+                    .chunks
+                    .iter()
+                    .map(|c| c.linear.capacity())
+                    .max()
+                    .unwrap_or(0),
+            }),
+        }
     }
 
     /// Whether every chunk can seal one more frame.

@@ -502,7 +502,7 @@ fn upload_rings_random_walk(test: &str, layout: FakeLayout) {
                             pattern,
                         });
                     }
-                    Err(Error::UploadRingFull { .. }) => {}
+                    Err(Error::UploadRingFull { .. } | Error::UploadRingTooSmall { .. }) => {}
                     Err(error) => panic!("step {step}: {error:?}"),
                 }
             }
@@ -574,6 +574,41 @@ fn a_full_ring_reports_its_free_bytes() {
         })
     );
     allocator.destroy_upload_ring(ring).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+/// A request larger than a ring that does not grow can never fit: it is
+/// refused as too small for the ring (not as "full", which `collect` would
+/// cure), on an empty ring too; a growing ring makes a chunk large enough.
+#[test]
+fn a_request_larger_than_the_ring_is_refused_as_such() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let fixed = allocator
+        .create_upload_ring(&UploadRingDesc {
+            size: 4096,
+            ..UploadRingDesc::default()
+        })
+        .unwrap();
+    assert_eq!(
+        allocator.ring_allocate(fixed, 5000, 1).map(|_| ()),
+        Err(Error::UploadRingTooSmall {
+            size: 5000,
+            capacity: 4096
+        })
+    );
+    let growing = allocator
+        .create_upload_ring(&UploadRingDesc {
+            size: 4096,
+            grow: true,
+            ..UploadRingDesc::default()
+        })
+        .unwrap();
+    let big = allocator.ring_allocate(growing, 5000, 1).unwrap();
+    assert_eq!(big.size(), 5000);
+    allocator.destroy_upload_ring(fixed).unwrap();
+    allocator.destroy_upload_ring(growing).unwrap();
     device.signal_fence(end_frame(&allocator, &device));
     allocator.collect().unwrap();
     finish(allocator, &device);

@@ -204,6 +204,12 @@ impl Walk {
                     Error::UploadRingFull { size: s, .. } => {
                         assert!(!grow && s == size, "{ctx}: {error:?}");
                     }
+                    Error::UploadRingTooSmall { size: s, capacity } => {
+                        assert!(
+                            !grow && s == size && capacity == chunk_size && size > capacity,
+                            "{ctx}: {error:?}"
+                        );
+                    }
                     _ => {
                         assert!(grow, "{ctx}: {error:?}");
                         let bytes = chunk_size.max(size + align);
