@@ -253,7 +253,7 @@ where
                 round_up(size, page)
             }
             // Rounded to its own alignment: a tail sliver smaller than that
-            // would only clutter the bins (on lavapipe every alignment is 64).
+            // would only clutter the bins (on lavapipe, buffers align to 64).
             _ => round_up(size, align),
         };
         let dedicated = request.dedicated_choice();

@@ -174,6 +174,16 @@ impl<D> MemoryContext<D> {
         self.memory_types()[memory_type as usize].heap
     }
 
+    /// The size of `memory_type`'s heap in bytes.
+    pub(crate) fn heap_size(&self, memory_type: u32) -> u64 {
+        let heap = self.heap_of(memory_type) as usize;
+        self.properties
+            .device
+            .memory_heaps
+            .get(heap)
+            .map_or(0, |h| h.size)
+    }
+
     /// Whether flushes and invalidations of `memory_type` are needed.
     #[inline]
     pub(crate) fn is_non_coherent(&self, memory_type: u32) -> bool {

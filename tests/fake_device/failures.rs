@@ -397,4 +397,24 @@ fn blocks_never_exceed_their_heap() {
     assert_eq!(sizes, vec![256 * MIB]);
     free(&allocator, a);
     finish(allocator, &device);
+
+    // A request that fits its heap only before its alignment rounds it up
+    // past the heap's end (a heap whose size the alignment does not divide)
+    // cannot have a block there, not even in the over-budget pass (the
+    // within-budget one stops at the budget first).
+    let layout = FakeLayout::discrete().with_heap_size(2, 256 * MIB + 1000);
+    let (allocator, device) = allocator_with(layout, Config::default());
+    let requirements = vk::MemoryRequirements {
+        size: 256 * MIB + 500,
+        alignment: 4096,
+        memory_type_bits: 1 << 4,
+    };
+    let request = Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer)
+        .dedicated(DedicatedPolicy::Never);
+    assert_eq!(
+        allocator.allocate(&request).err(),
+        Some(Error::OutOfDeviceMemory)
+    );
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    finish(allocator, &device);
 }

@@ -303,6 +303,13 @@ impl<M> TypePool<M> {
             .map(|b| b.size)
             .max()
             .unwrap_or(0);
+        // The preferred size is within the heap (block_size.rs), but a
+        // request of nearly the heap's size, rounded up to an alignment that
+        // does not divide the heap, is not: no block of it can exist
+        // (VUID-vkAllocateMemory-pAllocateInfo-01713).
+        if request.placed_size > context.heap_size(self.memory_type) {
+            return Err(Error::OutOfDeviceMemory);
+        }
         let mut size = new_block_size(preferred, largest, request.placed_size);
         let key = loop {
             match self.create_block(context, size, request) {
