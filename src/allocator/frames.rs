@@ -263,7 +263,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// A reported budget is read as VMA reads it: 0 (some drivers report
     /// it) means `Config::budget_fraction` of the heap, and one larger than
-    /// the heap means the heap's size.
+    /// the heap means the heap's size. A reported usage is at least this
+    /// allocator's own memory in the heap (a driver reporting less, such as
+    /// 0, is stale).
     pub fn budgets(&self) -> Vec<HeapBudget> {
         let heaps = self.context.properties.device.memory_heaps.len();
         self.context.heap_budgets()[..heaps].to_vec()

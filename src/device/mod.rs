@@ -66,7 +66,8 @@ pub struct MemoryProperties {
 /// A heap's budget and current usage in bytes, as `VK_EXT_memory_budget`
 /// reports them (for the whole process, not only this allocator). The
 /// allocator reads a reported budget of 0 as `Config::budget_fraction` of
-/// the heap and one larger than the heap as the heap's size
+/// the heap, one larger than the heap as the heap's size, and a usage below
+/// its own memory in the heap as that memory
 /// ([`Allocator::budgets`](crate::Allocator::budgets)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeapBudget {

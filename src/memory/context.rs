@@ -217,7 +217,9 @@ impl<D> MemoryContext<D> {
     /// VMA does (`UpdateVulkanBudget`), a budget of 0 is read as
     /// `budget_fraction` of the heap and a larger one as the heap's size.
     /// Taken as reported, a 0 would fail every within-budget request and
-    /// send every block through the smaller-block retries.
+    /// send every block through the smaller-block retries. A reported usage
+    /// below this allocator's own memory in the heap (VMA has seen 0) is
+    /// stale too: the usage is at least the allocator's own.
     pub(crate) fn heap_budgets<M>(&self) -> [HeapBudget; MAX_HEAPS]
     where
         D: MemoryDeviceExt<M>,
@@ -226,11 +228,14 @@ impl<D> MemoryContext<D> {
         let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
         let heaps = &self.properties.device.memory_heaps;
         if self.properties.memory_budget && self.device.heap_budgets(&mut budgets) {
-            for (heap, slot) in heaps.iter().zip(budgets.iter_mut()) {
+            for (index, (heap, slot)) in heaps.iter().zip(budgets.iter_mut()).enumerate() {
                 slot.budget = match slot.budget {
                     0 => fraction_of(heap.size, fraction),
                     budget => budget.min(heap.size),
                 };
+                // The process's usage includes this allocator's memory; a
+                // driver that reports less (VMA has seen 0) is stale.
+                slot.usage = slot.usage.max(self.heap_usage(index as u32));
             }
             return budgets;
         }

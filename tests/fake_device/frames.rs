@@ -367,6 +367,34 @@ fn implausible_driver_budgets_are_read_as_vma_reads_them() {
     finish(allocator, &device);
 }
 
+/// A driver usage below what this allocator alone holds in the heap (some
+/// report 0) is stale: budgets count at least the allocator's own memory,
+/// so within-budget requests still stop at the budget.
+#[test]
+fn a_driver_usage_below_our_own_is_not_believed() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.set_heap_budget(0, 100 * MIB, 0);
+    device.report_heap_usage(0, Some(0));
+    // Only VRAM (type 1), so that nothing moves to another heap.
+    let mut request = buffer(40 * MIB, 256, Usage::DEVICE_LOCAL)
+        .dedicated(DedicatedPolicy::Always)
+        .within_budget();
+    request.requirements.memory_type_bits = 1 << 1;
+    let first = allocator.allocate(&request).unwrap();
+    let second = allocator.allocate(&request).unwrap();
+    assert_eq!(allocator.budgets()[0].usage, 80 * MIB);
+    assert!(matches!(
+        allocator.allocate(&request),
+        Err(Error::OverBudget { .. })
+    ));
+    for allocation in [first, second] {
+        allocator.free_after_frame(allocation).unwrap();
+    }
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
 #[test]
 fn a_small_budget_left_is_used_with_smaller_blocks_first() {
     let (allocator, device) = allocator(FakeLayout::discrete());

@@ -146,6 +146,15 @@ impl FakeDevice {
         }
     }
 
+    /// Makes budgets report `usage` for `heap` whatever is allocated, as a
+    /// driver with a stale or broken usage counter does (some report 0);
+    /// `None` reports the true usage again.
+    pub fn report_heap_usage(&self, heap: u32, usage: Option<u64>) {
+        if let Some(slot) = self.state().reported_usage.get_mut(heap as usize) {
+            *slot = usage;
+        }
+    }
+
     // ----- frame signals -----
 
     /// A fake buffer or image handle, as an application would create; the
@@ -292,9 +301,10 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
             if let (Some(&(budget, external)), Some(&usage)) =
                 (state.budgets.get(heap), state.heap_usage.get(heap))
             {
+                let reported = state.reported_usage.get(heap).copied().flatten();
                 *slot = HeapBudget {
                     budget,
-                    usage: usage + external,
+                    usage: reported.unwrap_or(usage + external),
                 };
             }
         }

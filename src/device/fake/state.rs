@@ -93,6 +93,9 @@ pub(super) struct State {
     pub(super) heap_caps: Vec<Option<u64>>,
     /// Per heap: (budget, usage by others).
     pub(super) budgets: Vec<(u64, u64)>,
+    /// Per heap: a usage reported instead of the true one, as a buggy
+    /// driver might.
+    pub(super) reported_usage: Vec<Option<u64>>,
     pub(super) counters: FakeCounters,
     pub(super) faults: Vec<Fault>,
     pub(super) fail_from_size: Option<u64>,
@@ -121,6 +124,7 @@ impl State {
                 .iter()
                 .map(|h| (h.size / 10 * 8, 0))
                 .collect(),
+            reported_usage: vec![None; heaps],
             counters: FakeCounters::default(),
             faults: Vec::new(),
             fail_from_size: None,
