@@ -73,6 +73,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Creates an allocator for `device`. Reads the device's memory
     /// properties once; allocates no device memory yet.
     ///
+    /// Make one allocator per `VkDevice`. Each counts only its own memory
+    /// objects against `maxMemoryAllocationCount` and, without
+    /// `VK_EXT_memory_budget`, only its own usage against the budgets, so
+    /// several on one device (or much memory allocated beside it) can
+    /// together pass limits that each one respects.
+    ///
     /// # Errors
     /// [`Error::InvalidConfig`] when a figure of `config` is out of range;
     /// [`Error::UnsupportedDevice`] when the device's `nonCoherentAtomSize`
