@@ -12,7 +12,8 @@ pub struct Config {
     /// Heaps up to this size get blocks of 1/8 of the heap. Default 1 GiB.
     pub small_heap_limit: u64,
     /// Allocation slots a block's offset allocator starts with (32 bytes of
-    /// metadata each); doubled whenever a block runs out. Default 1024.
+    /// metadata each); doubled whenever a block runs out. Default 1024; at
+    /// most [`offset::MAX_SLOTS`](crate::offset::MAX_SLOTS).
     pub initial_block_slots: u32,
     /// Without `VK_EXT_memory_budget`, a heap's budget is this fraction of its
     /// size; so is it when the extension reports a budget of 0 (as VMA reads

@@ -104,6 +104,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 "initial_block_slots and max_frames_in_flight must be non-zero",
             ));
         }
+        if config.initial_block_slots > crate::offset::MAX_SLOTS {
+            return Err(Error::InvalidConfig(
+                "initial_block_slots must be at most offset::MAX_SLOTS",
+            ));
+        }
         let properties = device.memory_properties();
         if !properties
             .device

@@ -195,6 +195,20 @@ fn invalid_configs_are_rejected() {
             max_frames_in_flight: 0,
             ..Config::default()
         },
+        Config {
+            budget_fraction: f64::NAN,
+            ..Config::default()
+        },
+        Config {
+            small_buffer_limit: 65537,
+            ..Config::default()
+        },
+        // More slots than an offset allocator can have: every block would
+        // fail to be made, reported as out of memory.
+        Config {
+            initial_block_slots: u32::MAX,
+            ..Config::default()
+        },
     ] {
         assert!(matches!(
             vk_suballoc::Allocator::new(device.clone(), config),
