@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "fake_device/adversarial.rs"]
+mod adversarial;
 #[path = "fake_device/allocation_paths.rs"]
 mod allocation_paths;
 #[path = "fake_device/api_walk.rs"]

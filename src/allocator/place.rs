@@ -76,10 +76,17 @@ impl<M> PoolAccess for Exclusive<'_, M> {
 /// `next_multiple_of`: a 64-bit division has a longer latency than the rest
 /// of the request's rounding and checks together, and the placement waits
 /// for it.
+///
+/// Saturates at `u64::MAX` when the multiple would pass it (only a heap of
+/// nearly 2^64 bytes admits such a size): no block can hold that many
+/// bytes, so the request goes to dedicated memory, of its exact size, or
+/// fails. Wrapped, it became a tiny placed size that took a run slot.
 #[inline]
 fn round_up(value: u64, to: u64) -> u64 {
     debug_assert!(to.is_power_of_two());
-    (value + (to - 1)) & !(to - 1)
+    value
+        .checked_add(to - 1)
+        .map_or(u64::MAX, |end| end & !(to - 1))
 }
 
 /// One allocation's walk over the memory types.
