@@ -30,7 +30,7 @@ pub use request::{AllocationDesc, DedicatedPolicy, Request};
 
 use crate::device::{FrameSignal, MemoryDeviceExt};
 use crate::frames::{Deferred, DeferredQueue};
-use crate::memory::context::MemoryContext;
+use crate::memory::context::{MemoryContext, MAX_HEAPS};
 use crate::memory::mapping::atom_range;
 use crate::memory::type_pool::TypePool;
 use crate::report::{HeapStats, Stats, TypeStats};
@@ -84,7 +84,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::UnsupportedDevice`] when the device's `nonCoherentAtomSize`
     /// is not a power of two (allocations in non-coherent memory start on an
     /// atom, through the offset allocator's power-of-two alignment; VMA
-    /// assumes the same).
+    /// assumes the same), or when it reports more than Vulkan's
+    /// `VK_MAX_MEMORY_HEAPS` (16) heaps.
     pub fn new(device: D, config: Config) -> Result<Self, Error> {
         if config.large_heap_block_size == 0 {
             return Err(Error::InvalidConfig(
@@ -118,6 +119,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         {
             return Err(Error::UnsupportedDevice(
                 "nonCoherentAtomSize must be a power of two",
+            ));
+        }
+        // Budgets are kept per heap in arrays of Vulkan's maximum.
+        if properties.device.memory_heaps.len() > MAX_HEAPS {
+            return Err(Error::UnsupportedDevice(
+                "more than VK_MAX_MEMORY_HEAPS (16) memory heaps",
             ));
         }
         let types = properties.device.memory_types.len().min(32);

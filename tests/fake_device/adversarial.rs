@@ -4,8 +4,9 @@
 //! (or a correct result) and leaves the allocator consistent: never a
 //! panic, never a wrapped figure.
 
-use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{DedicatedPolicy, Error, Usage};
+use gpu_alloc_types::{MemoryHeap, MemoryPropertyFlags as Props, MemoryType};
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::{Allocator, Config, DedicatedPolicy, Error, Usage};
 
 use super::{allocator, buffer, finish, free};
 
@@ -37,5 +38,48 @@ fn a_size_that_rounds_past_u64_max_takes_no_block() {
     }
     assert_eq!(allocator.stats(), before);
     free(&allocator, small);
+    finish(allocator, &device);
+}
+
+/// Vulkan caps a device at `VK_MAX_MEMORY_HEAPS` (16) heaps; a layout with
+/// more is an unsupported device, refused up front, not a panic in `stats`
+/// or `budgets` later.
+#[test]
+fn more_heaps_than_vulkan_allows_is_an_unsupported_device() {
+    for memory_budget in [false, true] {
+        let mut layout = FakeLayout::lavapipe().with_memory_budget(memory_budget);
+        layout.memory_heaps = vec![MemoryHeap { size: 1 << 30 }; 17];
+        let device = FakeDevice::new(layout);
+        match Allocator::new(device.clone(), Config::default()) {
+            Err(error) => assert!(matches!(error, Error::UnsupportedDevice(_))),
+            Ok(allocator) => {
+                // Before the fix: these panicked indexing 16 budgets.
+                let _ = allocator.stats();
+                let _ = allocator.budgets();
+                panic!("a 17-heap device was accepted");
+            }
+        }
+        device.assert_clean();
+    }
+}
+
+/// 16 heaps, the most Vulkan allows, and 32 types, work; types past 32
+/// (which Vulkan does not allow either) are ignored rather than trip a shift.
+#[test]
+fn vulkan_s_largest_layouts_work() {
+    let mut layout = FakeLayout::lavapipe();
+    layout.memory_heaps = vec![MemoryHeap { size: 1 << 30 }; 16];
+    layout.memory_types = (0..33)
+        .map(|t| MemoryType {
+            heap: t % 16,
+            props: Props::DEVICE_LOCAL | Props::HOST_VISIBLE | Props::HOST_COHERENT,
+        })
+        .collect();
+    let (allocator, device) = allocator(layout);
+    let a = allocator.allocate(&buffer(4096, 1, Usage::UPLOAD)).unwrap();
+    assert_eq!(allocator.stats().heaps.len(), 16);
+    assert_eq!(allocator.budgets().len(), 16);
+    assert_eq!(allocator.memory_map().memory_types.len(), 32);
+    free(&allocator, a);
     finish(allocator, &device);
 }
