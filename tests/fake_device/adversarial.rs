@@ -83,3 +83,29 @@ fn vulkan_s_largest_layouts_work() {
     free(&allocator, a);
     finish(allocator, &device);
 }
+
+/// The fake device's `read` and `write` refuse ranges whose end passes
+/// `u64::MAX`, as any other out-of-range access, instead of overflowing (a
+/// panic in debug; in release a wrapped check let a write land before the
+/// memory object and return `true`).
+#[test]
+fn fake_reads_and_writes_past_u64_max_are_refused() {
+    let (allocator, device) = allocator(FakeLayout::lavapipe());
+    let a = allocator.allocate(&buffer(4096, 1, Usage::UPLOAD)).unwrap();
+    let memory = a.memory();
+    for offset in [u64::MAX, u64::MAX - 1, u64::MAX - 4095, 1 << 63] {
+        assert!(!device.write(memory, offset, &[1]), "write at {offset}");
+        assert!(!device.write(memory, offset, &[1; 2]), "write at {offset}");
+        assert_eq!(device.read(memory, offset, 1), None, "read at {offset}");
+        assert_eq!(device.read(memory, offset, usize::MAX), None);
+    }
+    assert_eq!(device.read(memory, 0, usize::MAX), None);
+    // Nothing landed anywhere in the object either.
+    assert!(device
+        .read(memory, 0, 4096)
+        .unwrap()
+        .iter()
+        .all(|&b| b == 0));
+    free(&allocator, a);
+    finish(allocator, &device);
+}

@@ -85,6 +85,19 @@ struct Memory {
     device_address: bool,
 }
 
+impl Memory {
+    /// The bytes of its host buffer behind `len` bytes at `offset`; `None`
+    /// when they pass the end of the object (or of `u64`).
+    fn host_range(&self, offset: u64, len: usize) -> Option<std::ops::Range<usize>> {
+        let end = offset.checked_add(u64::try_from(len).ok()?)?;
+        if end > self.size {
+            return None;
+        }
+        let start = self.base.checked_add(usize::try_from(offset).ok()?)?;
+        Some(start..start.checked_add(len)?)
+    }
+}
+
 #[derive(Debug)]
 pub(super) struct State {
     next_handle: u64,
@@ -436,22 +449,20 @@ impl State {
 
     pub(super) fn read(&self, handle: u64, offset: u64, len: usize) -> Option<Vec<u8>> {
         let memory = self.memories.get(&handle)?;
-        let start = memory.base + usize::try_from(offset).ok()?;
-        let bytes = memory.host.as_ref()?.get(start..start.checked_add(len)?)?;
-        (offset + len as u64 <= memory.size).then(|| bytes.to_vec())
+        let range = memory.host_range(offset, len)?;
+        Some(memory.host.as_ref()?[range].to_vec())
     }
 
     pub(super) fn write(&mut self, handle: u64, offset: u64, bytes: &[u8]) -> bool {
         let Some(memory) = self.memories.get_mut(&handle) else {
             return false;
         };
-        if offset + bytes.len() as u64 > memory.size {
+        let Some(range) = memory.host_range(offset, bytes.len()) else {
             return false;
-        }
-        let start = memory.base + offset as usize;
+        };
         match memory.host.as_mut() {
             Some(host) => {
-                host[start..start + bytes.len()].copy_from_slice(bytes);
+                host[range].copy_from_slice(bytes);
                 true
             }
             None => false,
