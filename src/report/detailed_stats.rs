@@ -44,32 +44,36 @@ impl Default for DetailedStats {
 
 impl DetailedStats {
     pub(crate) fn add_block(&mut self, size: u64) {
-        self.block_count += 1;
-        self.block_bytes += size;
+        self.block_count = self.block_count.saturating_add(1);
+        self.block_bytes = self.block_bytes.saturating_add(size);
     }
 
     pub(crate) fn add_allocation(&mut self, size: u64) {
-        self.allocation_count += 1;
-        self.allocation_bytes += size;
+        self.allocation_count = self.allocation_count.saturating_add(1);
+        self.allocation_bytes = self.allocation_bytes.saturating_add(size);
         self.allocation_size_min = self.allocation_size_min.min(size);
         self.allocation_size_max = self.allocation_size_max.max(size);
     }
 
     pub(crate) fn add_unused_range(&mut self, size: u64) {
-        self.unused_range_count += 1;
+        self.unused_range_count = self.unused_range_count.saturating_add(1);
         self.unused_range_size_min = self.unused_range_size_min.min(size);
         self.unused_range_size_max = self.unused_range_size_max.max(size);
     }
 
-    /// The figures of both sets together.
+    /// The figures of both sets together. Sums saturate at `u64::MAX`
+    /// (figures of a hand-built [`MemoryMap`](super::MemoryMap) may be
+    /// anything).
     #[must_use]
     pub fn merged(self, other: Self) -> Self {
         Self {
-            block_count: self.block_count + other.block_count,
-            block_bytes: self.block_bytes + other.block_bytes,
-            allocation_count: self.allocation_count + other.allocation_count,
-            allocation_bytes: self.allocation_bytes + other.allocation_bytes,
-            unused_range_count: self.unused_range_count + other.unused_range_count,
+            block_count: self.block_count.saturating_add(other.block_count),
+            block_bytes: self.block_bytes.saturating_add(other.block_bytes),
+            allocation_count: self.allocation_count.saturating_add(other.allocation_count),
+            allocation_bytes: self.allocation_bytes.saturating_add(other.allocation_bytes),
+            unused_range_count: self
+                .unused_range_count
+                .saturating_add(other.unused_range_count),
             allocation_size_min: self.allocation_size_min.min(other.allocation_size_min),
             allocation_size_max: self.allocation_size_max.max(other.allocation_size_max),
             unused_range_size_min: self.unused_range_size_min.min(other.unused_range_size_min),

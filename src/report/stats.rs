@@ -41,19 +41,22 @@ impl TypeStats {
         }
     }
 
-    /// Bytes of `VkDeviceMemory` held: blocks plus dedicated.
+    /// Bytes of `VkDeviceMemory` held: blocks plus dedicated. Like every
+    /// sum of these plain figures, saturates at `u64::MAX`.
     pub fn reserved_bytes(&self) -> u64 {
-        self.block_bytes + self.dedicated_bytes
+        self.block_bytes.saturating_add(self.dedicated_bytes)
     }
 
     /// Bytes in live allocations.
     pub fn live_bytes(&self) -> u64 {
-        self.block_allocated_bytes + self.dedicated_bytes
+        self.block_allocated_bytes
+            .saturating_add(self.dedicated_bytes)
     }
 
     /// Live allocations.
     pub fn allocations(&self) -> u64 {
-        self.block_allocations + self.dedicated_allocations
+        self.block_allocations
+            .saturating_add(self.dedicated_allocations)
     }
 }
 
@@ -86,9 +89,9 @@ impl HeapStats {
             ..Self::default()
         };
         for t in mine {
-            stats.reserved_bytes += t.reserved_bytes();
-            stats.live_bytes += t.live_bytes();
-            stats.allocations += t.allocations();
+            stats.reserved_bytes = stats.reserved_bytes.saturating_add(t.reserved_bytes());
+            stats.live_bytes = stats.live_bytes.saturating_add(t.live_bytes());
+            stats.allocations = stats.allocations.saturating_add(t.allocations());
         }
         stats
     }
@@ -106,22 +109,27 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Bytes of `VkDeviceMemory` held, all types.
+    /// Bytes of `VkDeviceMemory` held, all types (saturating, as every sum
+    /// here).
     pub fn reserved_bytes(&self) -> u64 {
-        self.memory_types
-            .iter()
-            .map(TypeStats::reserved_bytes)
-            .sum()
+        self.sum(TypeStats::reserved_bytes)
     }
 
     /// Bytes in live allocations, all types.
     pub fn live_bytes(&self) -> u64 {
-        self.memory_types.iter().map(TypeStats::live_bytes).sum()
+        self.sum(TypeStats::live_bytes)
     }
 
     /// Live allocations, all types.
     pub fn allocations(&self) -> u64 {
-        self.memory_types.iter().map(TypeStats::allocations).sum()
+        self.sum(TypeStats::allocations)
+    }
+
+    fn sum(&self, figure: impl Fn(&TypeStats) -> u64) -> u64 {
+        self.memory_types
+            .iter()
+            .map(figure)
+            .fold(0, u64::saturating_add)
     }
 }
 
