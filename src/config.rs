@@ -32,7 +32,8 @@ pub struct Config {
     /// blocks.
     pub max_padded_granularity: u64,
     /// Frames the engine keeps in flight: the deferred-free queue reserves
-    /// room for this many sealed frames up front. More may be in flight (the
+    /// room for this many sealed frames up front (for at most 64, the most
+    /// an upload-ring chunk tracks). More may be in flight (the
     /// queue grows; each upload-ring chunk tracks up to 64 sealed frames,
     /// after which [`end_frame`](crate::Allocator::end_frame) asks for a
     /// [`collect`](crate::Allocator::collect)). Default 3.

@@ -29,6 +29,7 @@ use place::{exclusive, lock, Exclusive, Locked, Placer};
 pub use request::{AllocationDesc, DedicatedPolicy, Request};
 
 use crate::device::{FrameSignal, MemoryDeviceExt};
+use crate::frames::upload_ring::RING_FRAMES;
 use crate::frames::{Deferred, DeferredQueue};
 use crate::memory::context::{MemoryContext, MAX_HEAPS};
 use crate::memory::mapping::atom_range;
@@ -135,8 +136,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             context: MemoryContext::new(device, properties, config),
             pools,
             id: next_allocator_id(),
+            // Room for the frames kept in flight, up to as many as an upload
+            // ring tracks: a larger figure is no engine's, and reserving it
+            // (at u32::MAX, 240 GB) aborted the process. More still queue.
             frames: Mutex::new(DeferredQueue::with_capacity(
-                config.max_frames_in_flight as usize,
+                config.max_frames_in_flight.min(RING_FRAMES) as usize,
             )),
             rings: Mutex::new(frames::Rings::default()),
         })

@@ -218,3 +218,30 @@ fn report_figures_past_u64_max_saturate() {
     );
     assert!(stats.to_string().contains("allocations"));
 }
+
+/// `max_frames_in_flight` sizes a reservation, not a limit: a huge figure
+/// must not make `Allocator::new` reserve room for that many frames (at
+/// `u32::MAX`, 240 GB: the process aborted). Frames past it still queue.
+#[test]
+fn a_huge_frames_in_flight_figure_reserves_no_huge_queue() {
+    let config = Config {
+        max_frames_in_flight: u32::MAX,
+        ..Config::default()
+    };
+    let (allocator, device) = super::allocator_with(FakeLayout::lavapipe(), config);
+    assert_eq!(allocator.config().max_frames_in_flight, u32::MAX);
+    let fences: Vec<_> = (0..100)
+        .map(|_| {
+            let a = allocator.allocate(&buffer(256, 1, Usage::UPLOAD)).unwrap();
+            allocator.free_after_frame(a).unwrap();
+            let fence = device.create_fence();
+            // SAFETY: fake fences, signalled below.
+            unsafe { allocator.end_frame(fence) }.unwrap();
+            fence
+        })
+        .collect();
+    assert_eq!(allocator.frames_in_flight(), 100);
+    fences.iter().for_each(|&fence| device.signal_fence(fence));
+    assert_eq!(allocator.collect().map(|c| c.frees), Ok(100));
+    finish(allocator, &device);
+}
