@@ -574,3 +574,22 @@ fn config_figures_at_their_limits() {
         finish(allocator, &device);
     }
 }
+
+/// Fault injection `u64::MAX` calls away (never, in effect) is accepted,
+/// not an overflow of the call count.
+#[test]
+fn faults_far_in_the_future_never_fire() {
+    let (allocator, device) = allocator(FakeLayout::lavapipe());
+    // One call of each has been made.
+    let first = allocator.allocate(&buffer(4096, 1, Usage::UPLOAD)).unwrap();
+    device.fail_allocation(
+        u64::MAX,
+        vk_suballoc::device::DeviceError::OutOfDeviceMemory,
+    );
+    device.fail_map(u64::MAX);
+    let dedicated = buffer(4096, 1, Usage::UPLOAD).dedicated(DedicatedPolicy::Always);
+    let second = allocator.allocate(&dedicated).unwrap();
+    free(&allocator, first);
+    free(&allocator, second);
+    finish(allocator, &device);
+}

@@ -100,10 +100,10 @@ impl FakeDevice {
     }
 
     /// The `nth` `vkAllocateMemory` call from now (1 = the next one) fails with
-    /// `error`.
+    /// `error`; a call past `u64::MAX` never comes.
     pub fn fail_allocation(&self, nth: u64, error: DeviceError) {
         let mut state = self.state();
-        let at = state.counters.allocate_calls + nth;
+        let at = state.counters.allocate_calls.saturating_add(nth);
         state.faults.push(Fault::Allocate { at, error });
     }
 
@@ -123,10 +123,10 @@ impl FakeDevice {
     }
 
     /// The `nth` `vkMapMemory` call from now fails with
-    /// `VK_ERROR_MEMORY_MAP_FAILED`.
+    /// `VK_ERROR_MEMORY_MAP_FAILED`; a call past `u64::MAX` never comes.
     pub fn fail_map(&self, nth: u64) {
         let mut state = self.state();
-        let at = state.counters.maps + nth;
+        let at = state.counters.maps.saturating_add(nth);
         state.faults.push(Fault::Map { at });
     }
 
