@@ -384,7 +384,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let (chunk, placed) = match state.allocate(size, align) {
             Ok(found) => found,
             Err(Error::UploadRingFull { .. } | Error::UploadRingTooSmall { .. }) if state.grow => {
-                let chunk_size = state.chunk_size.max(size.saturating_add(align));
+                // Offsets are relative to a chunk's buffer, so offset 0 of the
+                // new chunk meets any alignment: `size` bytes are enough.
+                let chunk_size = state.chunk_size.max(size);
                 let chunk = self.create_ring_chunk(state, chunk_size, frame)?;
                 state.chunks.push(chunk);
                 state.allocate(size, align)?

@@ -483,6 +483,12 @@ fn adversarial_arguments_get_these_errors() {
     for size in [u64::MAX, u64::MAX - 1, 1 << 48] {
         assert!(allocator.ring_allocate(growing, size, 1).is_err());
     }
+    // A full growing ring adds a chunk of its usual size for any alignment:
+    // offset 0 of the new chunk's buffer meets even 2^63.
+    let full = allocator.ring_allocate(growing, 4096, 1).unwrap();
+    let aligned = allocator.ring_allocate(growing, 1, 1 << 63).unwrap();
+    assert_ne!(aligned.buffer(), full.buffer());
+    assert_eq!(aligned.buffer_offset(), 0);
     allocator.destroy_upload_ring(growing).unwrap();
 
     // Frames: null signals, and extreme values and timeouts.

@@ -212,7 +212,7 @@ impl Walk {
                     }
                     _ => {
                         assert!(grow, "{ctx}: {error:?}");
-                        let bytes = chunk_size.max(size + align);
+                        let bytes = chunk_size.max(size);
                         let request = self.chunk_request(bytes, usage);
                         self.explain(error, &request, &before, fired);
                     }
@@ -249,7 +249,7 @@ impl Walk {
             }
             None if grew => {
                 assert!(ring.grow, "{ctx}: a ring that does not grow grew");
-                let bytes = ring.chunk_size.max(size + align).next_multiple_of(4);
+                let bytes = ring.chunk_size.max(size).next_multiple_of(4);
                 let counted = self.new_chunk(before, bytes);
                 let ring = &mut self.rings[index];
                 ring.chunks.push((Some(a.buffer()), counted));
