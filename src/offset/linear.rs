@@ -70,6 +70,10 @@ impl LinearAllocator {
     /// # Errors
     /// [`OffsetError::CapacityTooLarge`] above
     /// [`MAX_CAPACITY`](super::MAX_CAPACITY).
+    ///
+    /// # Panics
+    /// Never on its inputs. Like any `Vec`, it aborts the process if the host
+    /// cannot allocate the frame table (16 bytes per frame in flight).
     pub fn new(capacity: u64, max_frames_in_flight: u32) -> Result<Self, OffsetError> {
         if capacity > super::MAX_CAPACITY {
             return Err(OffsetError::CapacityTooLarge {

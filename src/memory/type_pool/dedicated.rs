@@ -40,7 +40,9 @@ impl<M> TypePool<M> {
             name: Some(name),
             within_budget: request.within_budget,
         })?;
-        self.next_serial += 1;
+        // Names and dump ids use it: after 2^32 objects of one type (no
+        // engine makes that many) they repeat, with no other effect.
+        self.next_serial = self.next_serial.wrapping_add(1);
         let raw = context.device.raw_memory(&new.memory);
         let key = self.dedicated.insert(DedicatedMemory {
             memory: new.memory,
