@@ -43,6 +43,10 @@ use crate::{Config, Error};
 /// Dropping it frees all device memory it holds; allocations still alive then
 /// are logged (`log::warn!`) with their names, as leaks. The device must be
 /// idle by then.
+///
+/// It logs (block creation and release, fallbacks, leaks) through the `log`
+/// crate while holding its locks: a logger must not call back into the
+/// allocator.
 pub struct Allocator<D: MemoryDeviceExt<M>, M: Send = vk::DeviceMemory> {
     context: MemoryContext<D>,
     pools: Box<[Mutex<TypePool<M>>]>,
