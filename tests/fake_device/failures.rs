@@ -418,3 +418,25 @@ fn blocks_never_exceed_their_heap() {
     assert!(device.violations().is_empty(), "{:?}", device.violations());
     finish(allocator, &device);
 }
+
+/// A request of exactly its heap's size is not past the heap: it gets a
+/// block of the whole heap, even where dedicated memory is refused.
+#[test]
+fn a_request_of_the_whole_heap_gets_a_block_of_it() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // Only the BAR (type 4, heap 2: 256 MiB).
+    let requirements = vk::MemoryRequirements {
+        size: 256 * MIB,
+        alignment: 256,
+        memory_type_bits: 1 << 4,
+    };
+    let request = Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer)
+        .dedicated(DedicatedPolicy::Never);
+    let a = allocator.allocate(&request).unwrap();
+    assert_eq!((a.memory_type(), a.offset()), (4, 0));
+    assert!(!a.is_dedicated());
+    let sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
+    assert_eq!(sizes, vec![256 * MIB]);
+    free(&allocator, a);
+    finish(allocator, &device);
+}
