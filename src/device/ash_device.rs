@@ -497,7 +497,9 @@ fn memory_priority(priority: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::memory_priority;
+    use ash::vk;
+
+    use super::{amd_device_coherent_types, memory_priority};
 
     #[test]
     fn memory_priorities_stay_within_the_valid_range() {
@@ -505,5 +507,26 @@ mod tests {
         assert_eq!(memory_priority(-1.0), 0.0);
         assert_eq!(memory_priority(f32::INFINITY), 1.0);
         assert_eq!(memory_priority(f32::NAN), 0.5);
+    }
+
+    /// Either AMD flag marks a type that needs `deviceCoherentMemory`; the
+    /// mask has one bit per such type, at its index.
+    #[test]
+    fn amd_device_coherent_types_are_found_by_either_flag() {
+        let ty = |property_flags| vk::MemoryType {
+            property_flags,
+            heap_index: 0,
+        };
+        let types = [
+            ty(vk::MemoryPropertyFlags::DEVICE_LOCAL),
+            ty(vk::MemoryPropertyFlags::DEVICE_LOCAL
+                | vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD),
+            ty(vk::MemoryPropertyFlags::HOST_VISIBLE),
+            ty(vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD),
+            ty(vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD
+                | vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD),
+        ];
+        assert_eq!(amd_device_coherent_types(&types), 0b1_1010);
+        assert_eq!(amd_device_coherent_types(&types[..1]), 0);
     }
 }

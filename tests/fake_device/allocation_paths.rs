@@ -1,7 +1,7 @@
 //! Memory-type choice, blocks, dedicated memory, empty blocks and trim.
 
-use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::device::{DedicatedTarget, MemoryDeviceExt};
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::device::{AllocateInfo, AllocationFlags, DedicatedTarget, MemoryDeviceExt};
 use vk_suballoc::{
     Allocation, DedicatedHint, DedicatedPolicy, Error, Request, ResourceKind, Usage,
 };
@@ -100,6 +100,21 @@ fn equal_types_keep_the_driver_order() {
 /// up front.
 #[test]
 fn amd_device_coherent_types_need_their_feature() {
+    // The fake device records the violation, so the allocator's use of such
+    // a type below would show.
+    let raw = FakeDevice::new(FakeLayout::amd());
+    for memory_type in [4, 7] {
+        let info = AllocateInfo::plain(4096, memory_type, AllocationFlags::empty());
+        // SAFETY: a fake device; the call is the invalid one under test.
+        assert!(unsafe { raw.allocate(&info) }.is_err());
+    }
+    let violations = raw.violations();
+    assert_eq!(violations.len(), 2, "{violations:?}");
+    assert!(
+        violations.iter().all(|v| v.contains("02790")),
+        "{violations:?}"
+    );
+
     let (allocator, device) = allocator(FakeLayout::amd());
     device.fail_allocations_from(Some(1));
     for usage in [Usage::DEVICE_LOCAL, Usage::UPLOAD, Usage::READBACK] {
