@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::device::{HeapBudget, MemoryDeviceExt};
 use vk_suballoc::{
     Allocation, Collected, DedicatedPolicy, Error, RingAllocation, UploadRing, UploadRingDesc,
     Usage,
@@ -382,6 +383,10 @@ fn a_driver_usage_below_our_own_is_not_believed() {
     request.requirements.memory_type_bits = 1 << 1;
     let first = allocator.allocate(&request).unwrap();
     let second = allocator.allocate(&request).unwrap();
+    // The driver says 0; the allocator counts its own 80 MiB.
+    let mut reported = [HeapBudget::default(); 3];
+    assert!(device.heap_budgets(&mut reported));
+    assert_eq!(reported[0].usage, 0);
     assert_eq!(allocator.budgets()[0].usage, 80 * MIB);
     assert!(matches!(
         allocator.allocate(&request),

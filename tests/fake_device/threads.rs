@@ -437,7 +437,9 @@ fn racing_within_budget(layout: FakeLayout, heap: u32, types: [u32; 2], budget: 
     if allocator.budgets()[heap as usize].budget != budget {
         device.set_heap_budget(heap, budget, 0);
     }
-    device.slow_allocations(Some(std::time::Duration::from_millis(50)));
+    let delay = std::time::Duration::from_millis(50);
+    device.slow_allocations(Some(delay));
+    let started = std::time::Instant::now();
     let start = Barrier::new(2);
     let results: Vec<Result<Allocation, Error>> = std::thread::scope(|scope| {
         let handles = types.map(|memory_type| {
@@ -456,6 +458,8 @@ fn racing_within_budget(layout: FakeLayout, heap: u32, types: [u32; 2], budget: 
         });
         handles.map(|h| h.join().unwrap()).into()
     });
+    // The allocation that succeeded took the device's delay.
+    assert!(started.elapsed() >= delay);
     let usage = device.heap_usage()[heap as usize];
     assert!(
         usage <= budget,
