@@ -40,9 +40,7 @@ impl<M> TypePool<M> {
             name: Some(name),
             within_budget: request.within_budget,
         })?;
-        // Names and dump ids use it: after 2^32 objects of one type (no
-        // engine makes that many) they repeat, with no other effect.
-        self.next_serial = self.next_serial.wrapping_add(1);
+        self.advance_serial();
         let raw = context.device.raw_memory(&new.memory);
         let key = self.dedicated.insert(DedicatedMemory {
             memory: new.memory,

@@ -223,6 +223,14 @@ impl<M> TypePool<M> {
         placement
     }
 
+    /// Moves on to the next block or dedicated-memory serial, after a memory
+    /// object took the current one. Names and dump ids use it: after 2^32
+    /// objects of one type (no engine makes that many) they repeat, with no
+    /// other effect.
+    fn advance_serial(&mut self) {
+        self.next_serial = self.next_serial.wrapping_add(1);
+    }
+
     fn preferred_block_size<D: MemoryDeviceExt<M>>(&self, context: &MemoryContext<D>) -> u64 {
         context.preferred_block_size(self.memory_type)
     }
@@ -353,9 +361,7 @@ impl<M> TypePool<M> {
             name: Some(&name),
             within_budget: request.within_budget,
         })?;
-        // Names and dump ids use it: after 2^32 objects of one type (no
-        // engine makes that many) they repeat, with no other effect.
-        self.next_serial = self.next_serial.wrapping_add(1);
+        self.advance_serial();
         let raw = context.device.raw_memory(&new.memory);
         let key = self.blocks.insert(Block {
             memory: new.memory,
