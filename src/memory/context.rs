@@ -76,11 +76,14 @@ impl<D> MemoryContext<D> {
         let heaps = &properties.device.memory_heaps;
         let types = &properties.device.memory_types;
         let amd_types = properties.amd_device_coherent_types;
-        let existing = u32::MAX >> (32 - types.len().clamp(1, 32));
-        let (usable_types, ranked_last) = match properties.amd_device_coherent_memory {
-            true if !types.is_empty() => (existing, amd_types),
-            false if !types.is_empty() => (existing & !amd_types, 0),
-            _ => (0, 0),
+        let existing = match types.len() {
+            0 => 0,
+            count => u32::MAX >> (32 - count.min(32)),
+        };
+        let (usable_types, ranked_last) = if properties.amd_device_coherent_memory {
+            (existing, amd_types)
+        } else {
+            (existing & !amd_types, 0)
         };
         let ranks = RankTable::new(types, heaps, ranked_last);
         let preferred_block_sizes = types
