@@ -86,6 +86,17 @@ pub fn free(allocator: &FakeAllocator, allocation: Allocation) {
     unsafe { allocator.free(allocation) }.unwrap();
 }
 
+/// Checks that a block's ranges in the memory map tile it: each starts where
+/// the one before ends, the first at 0, the last ending at the block's size.
+pub fn assert_ranges_tile(block: &vk_suballoc::report::BlockMap, context: &str) {
+    let mut end = 0;
+    for range in &block.ranges {
+        assert_eq!(range.offset, end, "{context}: gap or overlap in the map");
+        end += range.size;
+    }
+    assert_eq!(end, block.size, "{context}");
+}
+
 /// Drops the allocator and checks the device: no memory object left, no rule
 /// broken, allocate and free counts equal.
 pub fn finish(allocator: FakeAllocator, device: &FakeDevice) {

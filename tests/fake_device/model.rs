@@ -21,7 +21,7 @@ use vk_suballoc::report::RangeKind;
 use vk_suballoc::{Allocation, Error, Request, ResourceKind, Usage};
 
 use super::seeded_rng::Rng;
-use super::{allocator, finish, free, requirements, FakeAllocator};
+use super::{allocator, assert_ranges_tile, finish, free, requirements, FakeAllocator};
 
 const KINDS: [ResourceKind; 3] = [
     ResourceKind::Buffer,
@@ -119,12 +119,7 @@ fn check_all(allocator: &FakeAllocator, live: &[Live], granularity: u64, context
     let mut dedicated = 0;
     for memory_type in &map.memory_types {
         for block in &memory_type.blocks {
-            let mut end = 0;
-            for range in &block.ranges {
-                assert_eq!(range.offset, end, "{context}: gap or overlap in the map");
-                end += range.size;
-            }
-            assert_eq!(end, block.size, "{context}");
+            assert_ranges_tile(block, context);
             for range in block.allocations() {
                 in_blocks.insert(
                     (block.memory.as_raw(), range.offset),

@@ -9,6 +9,7 @@ use vk_suballoc::report::RangeKind;
 use vk_suballoc::ResourceKind;
 
 use super::{Place, Walk};
+use crate::assert_ranges_tile;
 
 impl Walk {
     /// Reads the figures, the dumps or the map, and checks them.
@@ -156,12 +157,7 @@ impl Walk {
                 "{ctx}: more than one empty block kept: {s:?}"
             );
             for block in &memory_type.blocks {
-                let mut end = 0;
-                for range in &block.ranges {
-                    assert_eq!(range.offset, end, "{ctx}: gap or overlap in the map");
-                    end += range.size;
-                }
-                assert_eq!(end, block.size, "{ctx}");
+                assert_ranges_tile(block, &ctx);
                 for range in block.allocations() {
                     in_blocks.insert((block.memory.as_raw(), range.offset), range);
                 }
