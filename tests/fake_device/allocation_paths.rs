@@ -389,6 +389,30 @@ fn allocations_in_a_block_never_overlap_and_honour_alignment() {
     finish(allocator, &device);
 }
 
+/// A block whose offset allocator runs out of slots grows its slot table:
+/// the allocations share the block instead of spreading over new ones.
+#[test]
+fn a_block_out_of_slots_grows_its_slot_table() {
+    let config = vk_suballoc::Config {
+        initial_block_slots: 1,
+        ..super::without_runs()
+    };
+    let (allocator, device) = super::allocator_with(FakeLayout::integrated(), config);
+    let live: Vec<_> = (0..100)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    assert!(live.iter().all(|a| a.memory() == live[0].memory()));
+    assert_eq!(device.counters().allocations, 1);
+    for allocation in live {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}
+
 #[test]
 fn dropping_with_live_allocations_frees_all_memory() {
     let (allocator, device) = allocator(FakeLayout::discrete());
