@@ -22,6 +22,7 @@ mod error;
 mod inspect;
 mod linear;
 mod node;
+mod packed;
 mod report;
 mod size_class;
 mod tlsf;

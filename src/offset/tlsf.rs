@@ -81,7 +81,7 @@ pub struct OffsetAllocator<const M: u32 = 3> {
     pub(super) bin_max_hint: Box<[u64]>,
     pub(super) mask: BinMask<M>,
     /// Top of the stack of unused slots.
-    unused_slot: u32,
+    pub(super) unused_slot: u32,
     /// Last node in address order.
     tail: u32,
     pub(super) capacity: u64,
@@ -177,6 +177,17 @@ impl<const M: u32> OffsetAllocator<M> {
     /// without success makes the bin's bound exact, so repeating a failing
     /// request costs O(1) until a larger gap enters that bin.
     pub fn allocate(&mut self, size: u64, align: u64) -> Result<OffsetAllocation, OffsetError> {
+        self.allocate_body(size, align)
+    }
+
+    /// The body of [`allocate`](Self::allocate), shared with
+    /// [`allocate_packed`](Self::allocate_packed).
+    #[inline(always)]
+    pub(super) fn allocate_body(
+        &mut self,
+        size: u64,
+        align: u64,
+    ) -> Result<OffsetAllocation, OffsetError> {
         if size == 0 {
             return Err(OffsetError::ZeroSize);
         }
@@ -224,6 +235,13 @@ impl<const M: u32> OffsetAllocator<M> {
     /// # Time complexity
     /// O(1): no search, at most two gaps leave their bins and one enters.
     pub fn free(&mut self, id: AllocationId) -> Result<FreeRange, OffsetError> {
+        self.free_body(id)
+    }
+
+    /// The body of [`free`](Self::free), shared with
+    /// [`free_packed`](Self::free_packed).
+    #[inline(always)]
+    pub(super) fn free_body(&mut self, id: AllocationId) -> Result<FreeRange, OffsetError> {
         let slot = self.live_slot(id)?;
         let node = self.nodes[slot as usize];
         let prev = self.nodes[node.prev as usize];

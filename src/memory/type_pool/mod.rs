@@ -31,7 +31,7 @@ use super::runs::{class_size, slots_per_run, Runs, TakenSlot};
 use super::slab::{Slab, SlabKey};
 use super::usage::ResourceKind;
 use crate::device::MemoryDeviceExt;
-use crate::offset::{AllocationId, OffsetAllocator, OffsetError};
+use crate::offset::{AllocationId, OffsetAllocator};
 use crate::Error;
 
 mod dedicated;
@@ -261,36 +261,29 @@ impl<M> TypePool<M> {
             return None;
         }
         let was_empty = block.ranges.is_empty();
-        let mut result = block.ranges.allocate(placed, request.align);
-        if let Err(OffsetError::OutOfSlots(slots)) = result {
+        // The packed call: its result comes back in registers (offset/packed.rs).
+        let mut result = block.ranges.allocate_packed(placed, request.align);
+        if result.is_none() && !block.ranges.has_unused_slot() {
             // Grow the node table (amortised: doubling) and retry once.
+            let slots = block.ranges.slot_count();
             block.ranges.reserve_slots(slots.max(64)).ok()?;
-            result = block.ranges.allocate(placed, request.align);
+            result = block.ranges.allocate_packed(placed, request.align);
         }
-        let range = match result {
-            Ok(range) => range,
-            Err(
-                OffsetError::OutOfSpace { .. }
-                | OffsetError::TooFragmented { .. }
-                | OffsetError::SizeExceedsCapacity { .. },
-            ) => {
-                block.miss.record(placed, request.align);
-                return None;
-            }
-            Err(_) => return None,
+        let Some(packed) = result else {
+            // The request was checked: only space failed it.
+            block.miss.record(placed, request.align);
+            return None;
         };
-        block.record_kind(range.id.slot(), request.kind);
+        let range = block.ranges.id_of(packed);
+        block.record_kind(range.slot(), request.kind);
         if let Some(name) = request.name {
-            block.names.insert(range.id.slot(), name.into());
+            block.names.insert(range.slot(), name.into());
         }
         let placement = Placement {
-            location: Location::Block {
-                block: key,
-                range: range.id,
-            },
+            location: Location::Block { block: key, range },
             memory: block.raw,
-            offset: range.offset,
-            mapped: block.mapped.map(|base| base.add(range.offset)),
+            offset: packed.offset,
+            mapped: block.mapped.map(|base| base.add(packed.offset)),
         };
         if was_empty {
             self.counters.empty_blocks -= 1;
@@ -445,9 +438,9 @@ impl<M> TypePool<M> {
         let block = self.blocks.get_mut(key).ok_or(Error::StaleAllocation)?;
         let merged = block
             .ranges
-            .free(range)
-            .map_err(|_| Error::StaleAllocation)?;
-        block.miss.after_free(merged.size);
+            .free_packed(range)
+            .ok_or(Error::StaleAllocation)?;
+        block.miss.after_free(merged.get());
         // Most allocations are unnamed: skip hashing the slot then.
         if !block.names.is_empty() {
             block.names.remove(&range.slot());
