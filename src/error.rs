@@ -46,7 +46,9 @@ pub enum Error {
     /// and retry.
     #[error("out of device memory")]
     OutOfDeviceMemory,
-    /// The driver ran out of host memory.
+    /// The driver ran out of host memory, or the host could not allocate a
+    /// new block's slot table ([`Config::initial_block_slots`](crate::Config::initial_block_slots)
+    /// slots of 32 bytes: lower it).
     #[error("out of host memory")]
     OutOfHostMemory,
     /// `maxMemoryAllocationCount` `VkDeviceMemory` objects exist. Free

@@ -6,6 +6,8 @@ mod config;
 pub mod device;
 mod error;
 pub mod frames;
+#[cfg(test)]
+mod host_memory_cap;
 pub mod memory;
 pub mod offset;
 pub mod report;

@@ -63,6 +63,11 @@ pub enum OffsetError {
         /// The largest slot count supported.
         max: u64,
     },
+    /// The host could not allocate the allocator's own metadata: the node
+    /// table (32 bytes per allocation slot) or the frame table (16 bytes per
+    /// frame in flight). Ask for fewer slots or frames. Nothing changed.
+    #[error("out of host memory for the allocator's metadata")]
+    OutOfHostMemory,
     /// The id does not name a live allocation of this allocator: it was freed
     /// already (double free) or its slot has been reused since. Nothing changed.
     #[error("stale allocation id: already freed")]

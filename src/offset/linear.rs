@@ -69,11 +69,9 @@ impl LinearAllocator {
     ///
     /// # Errors
     /// [`OffsetError::CapacityTooLarge`] above
-    /// [`MAX_CAPACITY`](super::MAX_CAPACITY).
-    ///
-    /// # Panics
-    /// Never on its inputs. Like any `Vec`, it aborts the process if the host
-    /// cannot allocate the frame table (16 bytes per frame in flight).
+    /// [`MAX_CAPACITY`](super::MAX_CAPACITY);
+    /// [`OffsetError::OutOfHostMemory`] when the host cannot allocate the
+    /// frame table (16 bytes per frame in flight).
     pub fn new(capacity: u64, max_frames_in_flight: u32) -> Result<Self, OffsetError> {
         if capacity > super::MAX_CAPACITY {
             return Err(OffsetError::CapacityTooLarge {
@@ -81,14 +79,19 @@ impl LinearAllocator {
                 max: super::MAX_CAPACITY,
             });
         }
+        let frames = max_frames_in_flight.max(1) as usize;
+        let mut sealed = Vec::new();
+        sealed
+            .try_reserve_exact(frames)
+            .map_err(|_| OffsetError::OutOfHostMemory)?;
+        sealed.resize(frames, SealedFrame::default());
         Ok(Self {
             capacity,
             head: 0,
             consumed: 0,
             reclaimed: 0,
             current_frame: 0,
-            sealed: vec![SealedFrame::default(); max_frames_in_flight.max(1) as usize]
-                .into_boxed_slice(),
+            sealed: sealed.into_boxed_slice(),
             oldest_sealed: 0,
             sealed_count: 0,
             peak_used: 0,

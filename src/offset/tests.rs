@@ -505,3 +505,32 @@ fn adversarial_ring_arguments_get_these_errors() {
     assert_eq!((frame, ring.used()), (0, 0));
     assert_eq!(ring.failed_allocations(), 3);
 }
+
+/// Metadata the host cannot allocate is a typed error, not an abort, and
+/// leaves the allocator as it was. `MAX_SLOTS` slots take 128 GiB and a
+/// `u32::MAX`-frame table 64 GiB: above what the unit tests' global
+/// allocator grants (`host_memory_cap`), whatever the machine.
+#[test]
+fn metadata_the_host_cannot_allocate_is_a_typed_error() {
+    assert_eq!(
+        OffsetAllocator::<3>::new(1 << 20, MAX_SLOTS).err(),
+        Some(OffsetError::OutOfHostMemory)
+    );
+    assert_eq!(
+        LinearAllocator::new(1 << 20, u32::MAX).err(),
+        Some(OffsetError::OutOfHostMemory)
+    );
+
+    let mut heap = OffsetAllocator::<3>::new(1 << 20, 2).unwrap();
+    let kept = heap.allocate(100, 1).unwrap();
+    assert_eq!(
+        heap.reserve_slots(MAX_SLOTS - 2),
+        Err(OffsetError::OutOfHostMemory)
+    );
+    assert_eq!(heap.slot_count(), 2);
+    let second = heap.allocate(200, 1).unwrap();
+    assert_eq!(heap.allocate(1, 1), Err(OffsetError::OutOfSlots(2)));
+    heap.free(kept.id).unwrap();
+    heap.free(second.id).unwrap();
+    assert_eq!(heap.free_bytes(), 1 << 20);
+}

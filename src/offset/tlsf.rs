@@ -31,8 +31,9 @@ pub const MAX_SLOTS: u32 = u32::MAX - 2;
 ///
 /// # Panics
 /// No method panics, whatever its arguments (sizes, alignments and ids up to
-/// `u64::MAX` are errors, not panics). Only a failure of the host to allocate
-/// the node table aborts, as with any `Vec`.
+/// `u64::MAX` are errors, not panics). A node table the host cannot allocate
+/// is [`OffsetError::OutOfHostMemory`]; only the fixed bin table, allocated
+/// by [`new`](Self::new), aborts the process on failure, as any `Vec` does.
 ///
 /// # Metadata
 /// One 32-byte node per allocation slot, allocated by [`new`](Self::new)
@@ -101,11 +102,9 @@ impl<const M: u32> OffsetAllocator<M> {
     ///
     /// # Errors
     /// [`OffsetError::CapacityTooLarge`] above [`MAX_CAPACITY`];
-    /// [`OffsetError::TooManySlots`] above [`MAX_SLOTS`].
-    ///
-    /// # Panics
-    /// Never on its inputs. Like any `Vec`, it aborts the process if the host
-    /// cannot allocate the node table (32 bytes per slot).
+    /// [`OffsetError::TooManySlots`] above [`MAX_SLOTS`];
+    /// [`OffsetError::OutOfHostMemory`] when the host cannot allocate the
+    /// node table.
     ///
     /// # Time complexity
     /// O(`max_allocations`).
@@ -124,7 +123,10 @@ impl<const M: u32> OffsetAllocator<M> {
                 max: u64::from(MAX_SLOTS),
             });
         }
-        let mut nodes = Vec::with_capacity(max_allocations as usize + 1);
+        let mut nodes = Vec::new();
+        nodes
+            .try_reserve_exact(max_allocations as usize + 1)
+            .map_err(|_| OffsetError::OutOfHostMemory)?;
         let mut sentinel = Node::unused(NIL);
         sentinel.set(0, capacity, 1);
         nodes.push(sentinel);
@@ -314,11 +316,8 @@ impl<const M: u32> OffsetAllocator<M> {
     ///
     /// # Errors
     /// [`OffsetError::TooManySlots`] when the total would exceed [`MAX_SLOTS`];
-    /// nothing changes then.
-    ///
-    /// # Panics
-    /// Never on its inputs; aborts, like any `Vec`, if the host cannot grow
-    /// the node table.
+    /// [`OffsetError::OutOfHostMemory`] when the host cannot grow the node
+    /// table. Nothing changes then.
     ///
     /// # Time complexity
     /// O(`additional`), plus a copy of the node table when it must move.
@@ -330,7 +329,9 @@ impl<const M: u32> OffsetAllocator<M> {
                 max: u64::from(MAX_SLOTS),
             });
         }
-        self.nodes.reserve_exact(additional as usize);
+        self.nodes
+            .try_reserve_exact(additional as usize)
+            .map_err(|_| OffsetError::OutOfHostMemory)?;
         self.push_unused_slots(additional);
         Ok(())
     }

@@ -31,7 +31,7 @@ use super::runs::{class_size, slots_per_run, Runs, TakenSlot};
 use super::slab::{Slab, SlabKey};
 use super::usage::ResourceKind;
 use crate::device::MemoryDeviceExt;
-use crate::offset::{AllocationId, OffsetAllocator};
+use crate::offset::{AllocationId, OffsetAllocator, OffsetError};
 use crate::Error;
 
 mod dedicated;
@@ -342,8 +342,14 @@ impl<M> TypePool<M> {
         size: u64,
         request: &PoolRequest<'_>,
     ) -> Result<SlabKey, Error> {
-        let ranges = OffsetAllocator::new(size, context.config.initial_block_slots)
-            .map_err(|_| Error::OutOfDeviceMemory)?;
+        // Before the device memory, so that a failure leaves nothing to undo.
+        let ranges =
+            OffsetAllocator::new(size, context.config.initial_block_slots).map_err(|error| {
+                match error {
+                    OffsetError::OutOfHostMemory => Error::OutOfHostMemory,
+                    _ => Error::OutOfDeviceMemory,
+                }
+            })?;
         let serial = self.next_serial;
         let name = format!("vk-suballoc block {}/{serial}", self.memory_type);
         let new = context.allocate_memory::<M>(&MemoryRequest {

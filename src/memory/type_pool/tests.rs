@@ -102,3 +102,25 @@ fn a_known_miss_skips_only_what_cannot_fit() {
     drop(allocator);
     assert!(device.live_allocations().is_empty());
 }
+
+/// A slot table the host cannot allocate fails the request with
+/// `OutOfHostMemory` before any device memory is made, and changes nothing.
+/// `initial_block_slots = MAX_SLOTS` asks for 128 GiB, above what the unit
+/// tests' global allocator grants (`host_memory_cap`).
+#[test]
+fn a_slot_table_the_host_cannot_allocate_is_a_typed_error() {
+    let device = FakeDevice::new(FakeLayout::discrete());
+    let config = Config {
+        initial_block_slots: crate::offset::MAX_SLOTS,
+        ..Config::default()
+    };
+    let allocator = Allocator::new(device.clone(), config).unwrap();
+    for size in [100, MIB] {
+        let result = allocator.allocate(&request(size));
+        assert_eq!(result.err(), Some(Error::OutOfHostMemory));
+    }
+    assert_eq!(device.counters().allocate_calls, 0);
+    assert_eq!(allocator.stats().allocations(), 0);
+    drop(allocator);
+    device.assert_clean();
+}
