@@ -41,6 +41,16 @@ pub enum Error {
         /// The largest heap among the allowed memory types.
         largest_heap: u64,
     },
+    /// The request is larger than the device's `maxMemoryAllocationSize`:
+    /// no `VkDeviceMemory` of this device can hold it (drivers refuse, or may
+    /// refuse, larger allocations). Split the resource.
+    #[error("{size} bytes exceed maxMemoryAllocationSize ({max})")]
+    SizeExceedsMaxAllocation {
+        /// Requested size.
+        size: u64,
+        /// The device's `maxMemoryAllocationSize`.
+        max: u64,
+    },
     /// Every allowed memory type is out of device memory. Free memory (call
     /// [`Allocator::trim`](crate::Allocator::trim) to release empty blocks)
     /// and retry.

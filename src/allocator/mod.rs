@@ -165,7 +165,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Errors
     /// Bad requests: [`Error::ZeroSize`], [`Error::AlignmentNotPowerOfTwo`],
     /// [`Error::NoMemoryTypeBits`], [`Error::NoSuitableMemoryType`],
-    /// [`Error::SizeExceedsHeaps`]. Exhaustion, after every candidate memory
+    /// [`Error::SizeExceedsHeaps`], [`Error::SizeExceedsMaxAllocation`]
+    /// (checked in that order; none makes a Vulkan call). Exhaustion, after every candidate memory
     /// type was tried: [`Error::OutOfDeviceMemory`], [`Error::OverBudget`]
     /// (within-budget requests), [`Error::TooManyObjects`], and device errors.
     ///

@@ -141,6 +141,12 @@ where
         else {
             return Err(self.no_candidate_error(requirements, bits, usage));
         };
+        // No memory object can hold more: without this check, each
+        // candidate type would try dedicated memory and a block, and fail.
+        let max = self.context.properties.device.max_memory_allocation_size;
+        if size > max {
+            return Err(Error::SizeExceedsMaxAllocation { size, max });
+        }
         match self.allocate_in_type(u32::from(ranked[first]), request, true) {
             Ok(allocation) => Ok(allocation),
             Err(error) if error.try_next_type() => {

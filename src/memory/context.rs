@@ -264,6 +264,12 @@ impl<D> MemoryContext<D> {
     where
         D: MemoryDeviceExt<M>,
     {
+        // Requests above the limit were refused before placement, but a
+        // block may still have rounded one up past it: the driver would
+        // refuse (or may refuse) such memory anyway.
+        if request.size > self.properties.device.max_memory_allocation_size {
+            return Err(Error::OutOfDeviceMemory);
+        }
         let heap = self.heap_of(request.memory_type);
         // One memory object of the heap at a time, from the budget check to
         // the usage count: without this, two threads in different memory

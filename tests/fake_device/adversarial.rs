@@ -13,11 +13,12 @@ use super::{allocator, buffer, finish, free};
 /// A request whose size, rounded up to its alignment, would pass `u64::MAX`
 /// fits no block: it must not wrap to a tiny placed size (and take a 16-byte
 /// run slot while reporting `u64::MAX` bytes, with a mapped slice that long).
-/// Only a heap of nearly 2^64 bytes admits such a size; the fake device can
-/// report one.
+/// Only a heap of nearly 2^64 bytes, with no lower `maxMemoryAllocationSize`,
+/// admits such a size; the fake device can report one.
 #[test]
 fn a_size_that_rounds_past_u64_max_takes_no_block() {
-    let layout = FakeLayout::lavapipe().with_heap_sizes(u64::MAX);
+    let mut layout = FakeLayout::lavapipe().with_heap_sizes(u64::MAX);
+    layout.max_memory_allocation_size = u64::MAX;
     let (allocator, device) = allocator(layout);
     // A block (and a run) exists, so a wrapped size would find room.
     let small = allocator.allocate(&buffer(16, 16, Usage::UPLOAD)).unwrap();

@@ -129,6 +129,55 @@ fn size_errors_look_at_the_allowed_heaps_only() {
     finish(allocator, &device);
 }
 
+/// A request above `maxMemoryAllocationSize` (4 GiB on the discrete
+/// layout) fits the 8 GiB heap but no memory object: a typed error, without
+/// a `vkAllocateMemory` call. It made eight failed calls before (dedicated
+/// memory and a block in each of four types). The limit itself is allowed.
+#[test]
+fn sizes_above_the_allocation_limit_are_refused_without_a_call() {
+    let (mut allocator, device) = allocator(FakeLayout::discrete());
+    for usage in [Usage::DEVICE_LOCAL, Usage::UPLOAD] {
+        assert_eq!(
+            rejected(&mut allocator, &buffer(4 * GIB + 1, 1, usage)),
+            Error::SizeExceedsMaxAllocation {
+                size: 4 * GIB + 1,
+                max: 4 * GIB
+            }
+        );
+    }
+    assert_eq!(device.counters().allocate_calls, 0);
+    let largest = allocator
+        .allocate(&buffer(4 * GIB, 1, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert!(largest.is_dedicated());
+    assert_eq!(device.counters().allocate_calls, 1);
+    free(&allocator, largest);
+    finish(allocator, &device);
+}
+
+/// A request within `maxMemoryAllocationSize` whose placed size, rounded
+/// up to its alignment, is not (the limit need not be a multiple of the
+/// alignment) fits no block: no call is made for one. Dedicated memory,
+/// of the exact size, still takes it.
+#[test]
+fn no_block_is_asked_for_past_the_allocation_limit() {
+    let mut layout = FakeLayout::discrete();
+    layout.max_memory_allocation_size = 4 * GIB - 1;
+    let (allocator, device) = super::allocator_with(layout, vk_suballoc::Config::default());
+    let request = buffer(4 * GIB - 4096, 8192, Usage::DEVICE_LOCAL);
+    let never = request.dedicated(vk_suballoc::DedicatedPolicy::Never);
+    assert_eq!(
+        allocator.allocate(&never).err(),
+        Some(Error::OutOfDeviceMemory)
+    );
+    assert_eq!(device.counters().allocate_calls, 0);
+    let dedicated = allocator.allocate(&request).unwrap();
+    assert!(dedicated.is_dedicated());
+    assert_eq!(device.counters().allocate_calls, 1);
+    free(&allocator, dedicated);
+    finish(allocator, &device);
+}
+
 #[test]
 fn device_address_needs_the_feature() {
     let (allocator, device) = allocator(FakeLayout::mobile());

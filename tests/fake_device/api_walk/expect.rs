@@ -64,7 +64,8 @@ impl Walk {
             return Some(unsuitable);
         }
         if !self.candidates(bits, usage, r.size).is_empty() {
-            return None;
+            let max = self.layout.max_memory_allocation_size;
+            return (r.size > max).then_some(Error::SizeExceedsMaxAllocation { size: r.size, max });
         }
         let largest_heap = (0..types)
             .filter(|t| bits & (1 << t) != 0)
