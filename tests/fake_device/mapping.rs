@@ -94,3 +94,39 @@ fn gpu_writes_are_seen_after_invalidate() {
     free(&allocator, a);
     finish(allocator, &device);
 }
+
+/// The fake device keeps what the GPU sees of non-coherent memory apart from
+/// what the host sees, as the spec allows a driver to: host writes reach the
+/// device only through a flush, device writes reach the host only through an
+/// invalidate, and an invalidate discards unflushed host writes ("If a range
+/// of non-coherent memory is written by the host and then invalidated
+/// without first being flushed, its contents are undefined").
+#[test]
+fn fake_non_coherent_memory_needs_flushes_and_invalidates() {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let mut a = allocator
+        .allocate(&buffer(512, 4, Usage::READBACK))
+        .unwrap();
+    assert_eq!(a.memory_type(), 2, "cached, non-coherent");
+    let (memory, offset) = (a.memory(), a.offset());
+    let gpu =
+        |device: &vk_suballoc::device::fake::FakeDevice| device.read(memory, offset, 512).unwrap();
+    allocator.mapped_slice_mut(&mut a).unwrap().fill(1);
+    assert!(gpu(&device).iter().all(|&b| b == 0), "seen before a flush");
+    allocator.flush(&a, 0..256).unwrap();
+    let seen = gpu(&device);
+    assert!(seen[..256].iter().all(|&b| b == 1));
+    assert!(seen[256..].iter().all(|&b| b == 0), "past the flushed atom");
+    assert!(device.write(a.memory(), a.offset(), &[2; 512]));
+    let host = allocator.mapped_slice(&a).unwrap();
+    assert!(host.iter().all(|&b| b == 1), "seen before an invalidate");
+    allocator.invalidate(&a, 0..512).unwrap();
+    assert!(allocator.mapped_slice(&a).unwrap().iter().all(|&b| b == 2));
+    // Unflushed host writes do not survive an invalidate.
+    allocator.mapped_slice_mut(&mut a).unwrap().fill(3);
+    allocator.invalidate(&a, 0..512).unwrap();
+    assert!(allocator.mapped_slice(&a).unwrap().iter().all(|&b| b == 2));
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    free(&allocator, a);
+    finish(allocator, &device);
+}

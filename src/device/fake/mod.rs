@@ -4,13 +4,15 @@
 //! out of memory, so most of an allocator's paths never run on it. The fake
 //! device reproduces real GPUs' memory layouts ([`FakeLayout`]), puts host
 //! memory behind every host-visible allocation so mapping, writing and reading
-//! back work, fails on demand (capped heaps, the Nth allocation or map,
+//! back work (on non-coherent types, only through flushes and invalidates:
+//! the device's bytes are kept apart, `coherence.rs`), fails on demand (capped heaps, the Nth allocation or map,
 //! `TOO_MANY_OBJECTS`, device loss), and counts every call so a test can prove
 //! nothing leaked. It also checks the Vulkan rules a validation layer would
 //! (mapping non-host-visible memory, flushing unaligned ranges of
 //! non-coherent memory, freeing unknown memory) and records each breach in
 //! [`FakeDevice::violations`].
 
+mod coherence;
 mod layout;
 mod state;
 
@@ -258,7 +260,8 @@ impl FakeDevice {
 // SAFETY: each host-visible memory object owns a zeroed host buffer of its
 // size (plus alignment slack) that lives until the object is freed, and
 // `map_memory` returns a pointer into it, checked against the object's size;
-// only `write` (a test standing in for the GPU) writes it otherwise.
+// only `write` (a test standing in for the GPU, on coherent memory) and the
+// allocator's own invalidates (on non-coherent memory) write it otherwise.
 unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
     fn memory_properties(&self) -> MemoryProperties {
         let layout = &self.layout;

@@ -7,6 +7,7 @@ use ash::vk;
 use ash::vk::Handle;
 use gpu_alloc_types::{AllocationFlags, DeviceMapError, MemoryPropertyFlags};
 
+use super::coherence::DeviceCopy;
 use super::FakeLayout;
 use crate::device::{AllocateInfo, DedicatedTarget, DeviceError, FrameSignal};
 
@@ -79,6 +80,9 @@ struct Memory {
     /// bytes of slack so that `base` is aligned; `None` unless host-visible.
     host: Option<Vec<u8>>,
     base: usize,
+    /// What the device sees, apart from `host`, for a non-coherent type
+    /// (`coherence.rs`); `None` when the host and the device share `host`.
+    device: Option<DeviceCopy>,
     mapped: Option<(u64, u64)>,
     dedicated: Option<DedicatedTarget>,
     name: Option<String>,
@@ -95,6 +99,14 @@ impl Memory {
         }
         let start = self.base.checked_add(usize::try_from(offset).ok()?)?;
         Some(start..start.checked_add(len)?)
+    }
+
+    /// The object's bytes as the host sees them, with its device copy if
+    /// it is non-coherent.
+    fn host_and_device(&mut self) -> Option<(&mut [u8], &mut DeviceCopy)> {
+        let host = self.host.as_mut()?;
+        let bytes = &mut host[self.base..self.base + self.size as usize];
+        Some((bytes, self.device.as_mut()?))
     }
 }
 
@@ -270,6 +282,11 @@ impl State {
         let base = host
             .as_ref()
             .map_or(0, |h| h.as_ptr().align_offset(MAP_ALIGNMENT));
+        let device = (host.is_some()
+            && !memory_type
+                .props
+                .contains(MemoryPropertyFlags::HOST_COHERENT))
+        .then(|| DeviceCopy::new(info.size as usize));
         self.next_handle += 1;
         let handle = self.next_handle;
         self.memories.insert(
@@ -280,6 +297,7 @@ impl State {
                 heap: heap as u32,
                 host,
                 base,
+                device,
                 mapped: None,
                 dedicated: info.dedicated,
                 name: info.name.map(str::to_owned),
@@ -347,6 +365,9 @@ impl State {
             size
         };
         memory.mapped = Some((offset, length));
+        if let Some((host, device)) = memory.host_and_device() {
+            device.map(host, offset as usize..(offset + length) as usize);
+        }
         let base = memory.base + offset as usize;
         let host = memory.host.as_mut().ok_or(DeviceMapError::MapFailed)?;
         NonNull::new(host.as_mut_ptr().wrapping_add(base)).ok_or(DeviceMapError::MapFailed)
@@ -355,7 +376,12 @@ impl State {
     pub(super) fn unmap(&mut self, handle: u64) {
         self.counters.unmaps += 1;
         match self.memories.get_mut(&handle) {
-            Some(memory) if memory.mapped.is_some() => memory.mapped = None,
+            Some(memory) if memory.mapped.is_some() => {
+                memory.mapped = None;
+                if let Some(device) = memory.device.as_mut() {
+                    device.unmap();
+                }
+            }
             _ => self.violations.push(format!(
                 "VUID-vkUnmapMemory-memory-00689: memory {handle:#x} is not mapped"
             )),
@@ -383,15 +409,15 @@ impl State {
             self.counters.invalidates += 1;
             self.invalidated.push(range);
         }
-        let Some(memory) = self.memories.get(&handle) else {
+        let Some(memory) = self.memories.get_mut(&handle) else {
             self.violations.push(format!(
                 "VkMappedMemoryRange: memory {handle:#x} is not live"
             ));
             return;
         };
         let atom = layout.non_coherent_atom_size;
-        let problem = match memory.mapped {
-            None => Some("VUID-VkMappedMemoryRange-memory-00684: memory is not mapped"),
+        let checked = match memory.mapped {
+            None => Err("VUID-VkMappedMemoryRange-memory-00684: memory is not mapped"),
             Some((map_offset, map_size)) => {
                 let end = if size == vk::WHOLE_SIZE {
                     map_offset + map_size
@@ -399,21 +425,32 @@ impl State {
                     offset.saturating_add(size)
                 };
                 if offset < map_offset || end > map_offset + map_size {
-                    Some("VUID-VkMappedMemoryRange-size-00685: range outside the mapping")
+                    Err("VUID-VkMappedMemoryRange-size-00685: range outside the mapping")
                 } else if offset % atom != 0 {
-                    Some("VUID-VkMappedMemoryRange-offset-00687: offset not a multiple of nonCoherentAtomSize")
+                    Err("VUID-VkMappedMemoryRange-offset-00687: offset not a multiple of nonCoherentAtomSize")
                 } else if size != vk::WHOLE_SIZE && size % atom != 0 && end != memory.size {
-                    Some("VUID-VkMappedMemoryRange-size-01390: size not a multiple of nonCoherentAtomSize")
+                    Err("VUID-VkMappedMemoryRange-size-01390: size not a multiple of nonCoherentAtomSize")
                 } else {
-                    None
+                    Ok(offset as usize..end as usize)
                 }
             }
         };
-        if let Some(problem) = problem {
-            self.violations.push(format!(
+        match checked {
+            // Non-coherent memory: the bytes move between host and device
+            // (coherence.rs); an invalid range moves nothing.
+            Ok(bytes) => {
+                if let Some((host, device)) = memory.host_and_device() {
+                    if flush {
+                        device.flush(host, bytes);
+                    } else {
+                        device.invalidate(host, bytes);
+                    }
+                }
+            }
+            Err(problem) => self.violations.push(format!(
                 "{problem} (offset {offset}, size {size}, memory size {})",
                 memory.size
-            ));
+            )),
         }
     }
 
@@ -450,7 +487,15 @@ impl State {
     pub(super) fn read(&self, handle: u64, offset: u64, len: usize) -> Option<Vec<u8>> {
         let memory = self.memories.get(&handle)?;
         let range = memory.host_range(offset, len)?;
-        Some(memory.host.as_ref()?[range].to_vec())
+        let host = memory.host.as_ref()?;
+        match &memory.device {
+            Some(device) => Some(
+                device
+                    .read(range.start - memory.base..range.end - memory.base)
+                    .to_vec(),
+            ),
+            None => Some(host[range].to_vec()),
+        }
     }
 
     pub(super) fn write(&mut self, handle: u64, offset: u64, bytes: &[u8]) -> bool {
@@ -460,12 +505,16 @@ impl State {
         let Some(range) = memory.host_range(offset, bytes.len()) else {
             return false;
         };
-        match memory.host.as_mut() {
-            Some(host) => {
+        match (memory.host.as_mut(), memory.device.as_mut()) {
+            (Some(_), Some(device)) => {
+                device.write(range.start - memory.base, bytes);
+                true
+            }
+            (Some(host), None) => {
                 host[range].copy_from_slice(bytes);
                 true
             }
-            None => false,
+            (None, _) => false,
         }
     }
 }

@@ -186,6 +186,10 @@ impl Walk {
             let bytes = self.allocator.mapped_slice_mut(&mut allocation).unwrap();
             let last = bytes.len() - 1;
             (bytes[0], bytes[last]) = (self.next_tag, self.next_tag);
+            // Flushed, so that a later invalidate (which discards unflushed
+            // host writes on non-coherent memory) keeps the tag.
+            let size = allocation.size();
+            self.allocator.flush(&allocation, 0..size).unwrap();
             self.next_tag
         });
         self.live.push(Live {
