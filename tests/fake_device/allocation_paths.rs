@@ -439,3 +439,61 @@ fn the_ext_trait_reports_the_preset() {
     assert_eq!(properties.device.non_coherent_atom_size, 256);
     assert_eq!(properties.buffer_image_granularity, 4096);
 }
+
+/// The fake device checks binds against the requirements it reported, as
+/// the validation layer does: the memory type (VUID-vkBindBufferMemory-memory-01035),
+/// the alignment (-memoryOffset-01036), the size (-size-01037), dedicated
+/// memory bound to its own resource at offset 0 (-memory-01508), and a
+/// dedicated allocation of exactly the buffer's size
+/// (VUID-VkMemoryDedicatedAllocateInfo-buffer-02965).
+#[test]
+fn fake_binds_follow_the_reported_requirements() {
+    use ash::vk;
+    use vk_suballoc::device::MemoryDevice;
+    let raw = FakeDevice::new(FakeLayout::mobile());
+    let usage = vk::BufferUsageFlags::TRANSFER_SRC;
+    // SAFETY: a fake device; the invalid calls are the ones under test.
+    unsafe {
+        let (buffer, requirements, _) = raw.create_buffer(1000, usage).unwrap();
+        let (other, _, _) = raw.create_buffer(1000, usage).unwrap();
+        assert_eq!(
+            requirements.memory_type_bits & 0b1000,
+            0,
+            "lazily allocated"
+        );
+        let lazy = raw
+            .allocate(&AllocateInfo::plain(4096, 3, AllocationFlags::empty()))
+            .unwrap();
+        let small = raw
+            .allocate(&AllocateInfo::plain(1024, 0, AllocationFlags::empty()))
+            .unwrap();
+        let mut dedicated = AllocateInfo::plain(requirements.size, 0, AllocationFlags::empty());
+        dedicated.dedicated = Some(DedicatedTarget::Buffer(other));
+        let other_memory = raw.allocate(&dedicated).unwrap();
+        dedicated.size += 4;
+        assert!(raw.allocate(&dedicated).is_err());
+        for (memory, offset) in [
+            (lazy.raw(), 0),
+            (small.raw(), 4),
+            (small.raw(), 256),
+            (other_memory.raw(), 0),
+        ] {
+            raw.bind_buffer_memory(buffer, memory, offset).unwrap();
+        }
+        raw.bind_buffer_memory(other, other_memory.raw(), 0)
+            .unwrap();
+        let violations = raw.violations();
+        for (i, vuid) in ["02965", "01035", "01036", "01037", "01508"]
+            .iter()
+            .enumerate()
+        {
+            assert!(violations[i].contains(vuid), "{vuid}: {violations:?}");
+        }
+        assert_eq!(violations.len(), 5, "{violations:?}");
+        for memory in [lazy, small, other_memory] {
+            raw.deallocate_memory(memory);
+        }
+        raw.destroy_buffer(buffer);
+        raw.destroy_buffer(other);
+    }
+}

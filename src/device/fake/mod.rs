@@ -353,6 +353,7 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
             alignment: 256,
             memory_type_bits,
         };
+        state.requirements.insert(handle, requirements);
         Ok((
             vk::Buffer::from_raw(handle),
             requirements,

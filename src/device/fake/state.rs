@@ -132,6 +132,9 @@ pub(super) struct State {
     pub(super) violations: Vec<String>,
     /// Live buffers and images: handle to bound memory (0 while unbound).
     pub(super) resources: HashMap<u64, u64>,
+    /// The memory requirements the device reported for the buffers it
+    /// created (`FakeDevice::create_resource` handles have none).
+    pub(super) requirements: HashMap<u64, vk::MemoryRequirements>,
     pub(super) flushed: Vec<RecordedRange>,
     pub(super) invalidated: Vec<RecordedRange>,
 }
@@ -158,6 +161,7 @@ impl State {
             signals: HashMap::new(),
             violations: Vec::new(),
             resources: HashMap::new(),
+            requirements: HashMap::new(),
             flushed: Vec::new(),
             invalidated: Vec::new(),
         }
@@ -180,11 +184,13 @@ impl State {
                 Some(m) if offset >= m.size => {
                     Some("VUID-vkBindBufferMemory-memoryOffset-01031: offset past the memory")
                 }
-                Some(_) => None,
+                Some(m) => bind_problem(m, self.requirements.get(&resource), resource, offset),
             },
         };
         match problem {
-            Some(problem) => self.violations.push(problem.to_owned()),
+            Some(problem) => self.violations.push(format!(
+                "{problem} (buffer {resource:#x}, memory {memory:#x}, offset {offset})"
+            )),
             None => {
                 self.resources.insert(resource, memory);
             }
@@ -192,6 +198,7 @@ impl State {
     }
 
     pub(super) fn destroy_resource(&mut self, resource: u64) {
+        self.requirements.remove(&resource);
         if self.resources.remove(&resource).is_none() {
             self.violations.push(format!(
                 "vkDestroyBuffer/vkDestroyImage: {resource:#x} is not a live resource"
@@ -243,6 +250,16 @@ impl State {
             return Err(self.violation(
                 "VUID-VkMemoryAllocateInfo-flags-03331: device address not enabled".to_owned(),
             ));
+        }
+        if let Some(DedicatedTarget::Buffer(buffer)) = info.dedicated {
+            if let Some(requirements) = self.requirements.get(&buffer.as_raw()) {
+                if requirements.size != info.size {
+                    return Err(self.violation(format!(
+                        "VUID-VkMemoryDedicatedAllocateInfo-buffer-02965: {} bytes for a buffer that requires {}",
+                        info.size, requirements.size
+                    )));
+                }
+            }
         }
         if let Some(i) = self
             .faults
@@ -516,5 +533,34 @@ impl State {
             }
             (None, _) => false,
         }
+    }
+}
+
+/// What is wrong with binding `resource`, whose requirements are
+/// `requirements` (when the device made it), to `memory` at `offset`.
+fn bind_problem(
+    memory: &Memory,
+    requirements: Option<&vk::MemoryRequirements>,
+    resource: u64,
+    offset: u64,
+) -> Option<&'static str> {
+    if let Some(target) = memory.dedicated {
+        let raw = match target {
+            DedicatedTarget::Buffer(buffer) => buffer.as_raw(),
+            DedicatedTarget::Image(image) => image.as_raw(),
+        };
+        if raw != resource || offset != 0 {
+            return Some("VUID-vkBindBufferMemory-memory-01508: dedicated memory of another resource, or not at offset 0");
+        }
+    }
+    let requirements = requirements?;
+    if requirements.memory_type_bits & (1 << memory.memory_type) == 0 {
+        Some("VUID-vkBindBufferMemory-memory-01035: memory type not in memoryTypeBits")
+    } else if offset % requirements.alignment.max(1) != 0 {
+        Some("VUID-vkBindBufferMemory-memoryOffset-01036: offset not a multiple of the alignment")
+    } else if requirements.size > memory.size - offset {
+        Some("VUID-vkBindBufferMemory-size-01037: the buffer does not fit in the memory")
+    } else {
+        None
     }
 }
