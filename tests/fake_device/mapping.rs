@@ -130,3 +130,56 @@ fn fake_non_coherent_memory_needs_flushes_and_invalidates() {
     free(&allocator, a);
     finish(allocator, &device);
 }
+
+/// The fake device records the `vkMapMemory` and `VkMappedMemoryRange`
+/// rules a validation layer checks: an offset past the memory
+/// (VUID-vkMapMemory-offset-00679), a size of 0 (-size-00680), and, for
+/// `VK_WHOLE_SIZE` ranges, an offset outside the mapping
+/// (VUID-VkMappedMemoryRange-size-00686) and a mapping that ends inside an
+/// atom before the end of the memory (-size-01389).
+#[test]
+fn fake_map_and_whole_size_range_rules() {
+    use ash::vk;
+    use gpu_alloc_types::MappedMemoryRange;
+    use vk_suballoc::device::fake::FakeDevice;
+    use vk_suballoc::device::{AllocationFlags, MemoryDevice};
+
+    fn whole<M>(memory: &M, offset: u64) -> MappedMemoryRange<'_, M> {
+        MappedMemoryRange {
+            memory,
+            offset,
+            size: vk::WHOLE_SIZE,
+        }
+    }
+    let device = FakeDevice::new(FakeLayout::mobile());
+    // SAFETY: a fake device; the invalid calls are the ones under test.
+    unsafe {
+        // Type 2 is non-coherent, atom 256.
+        let mut memory = device
+            .allocate_memory(1000, 2, AllocationFlags::empty())
+            .unwrap();
+        assert!(device.map_memory(&mut memory, 0, 0).is_err());
+        assert!(device
+            .map_memory(&mut memory, 1000, vk::WHOLE_SIZE)
+            .is_err());
+        device.map_memory(&mut memory, 0, 300).unwrap();
+        device.flush_memory_ranges(&[whole(&memory, 0)]).unwrap();
+        device.unmap_memory(&mut memory);
+        device.map_memory(&mut memory, 256, vk::WHOLE_SIZE).unwrap();
+        device.flush_memory_ranges(&[whole(&memory, 0)]).unwrap();
+        device
+            .invalidate_memory_ranges(&[whole(&memory, 1024)])
+            .unwrap();
+        // Valid: from the mapping's start to the memory's end.
+        device.flush_memory_ranges(&[whole(&memory, 256)]).unwrap();
+        device.deallocate_memory(memory);
+    }
+    let violations = device.violations();
+    for (i, vuid) in ["00680", "00679", "01389", "00686", "00686"]
+        .iter()
+        .enumerate()
+    {
+        assert!(violations[i].contains(vuid), "{vuid}: {violations:?}");
+    }
+    assert_eq!(violations.len(), 5, "{violations:?}");
+}

@@ -365,9 +365,11 @@ impl State {
             Some("VUID-vkMapMemory-memory-00682: memory type is not host-visible")
         } else if memory.mapped.is_some() {
             Some("VUID-vkMapMemory-memory-00678: memory is already mapped")
-        } else if offset >= memory.size
-            || (size != vk::WHOLE_SIZE && offset.saturating_add(size) > memory.size)
-        {
+        } else if offset >= memory.size {
+            Some("VUID-vkMapMemory-offset-00679: offset past the memory object")
+        } else if size == 0 {
+            Some("VUID-vkMapMemory-size-00680: size 0")
+        } else if size != vk::WHOLE_SIZE && offset.saturating_add(size) > memory.size {
             Some("VUID-vkMapMemory-size-00681: range exceeds the memory object")
         } else {
             None
@@ -436,13 +438,19 @@ impl State {
         let checked = match memory.mapped {
             None => Err("VUID-VkMappedMemoryRange-memory-00684: memory is not mapped"),
             Some((map_offset, map_size)) => {
-                let end = if size == vk::WHOLE_SIZE {
-                    map_offset + map_size
+                let map_end = map_offset + map_size;
+                let whole = size == vk::WHOLE_SIZE;
+                let end = if whole {
+                    map_end
                 } else {
                     offset.saturating_add(size)
                 };
-                if offset < map_offset || end > map_offset + map_size {
+                if whole && !(map_offset..map_end).contains(&offset) {
+                    Err("VUID-VkMappedMemoryRange-size-00686: offset outside the mapping")
+                } else if offset < map_offset || end > map_end {
                     Err("VUID-VkMappedMemoryRange-size-00685: range outside the mapping")
+                } else if whole && map_end % atom != 0 && map_end != memory.size {
+                    Err("VUID-VkMappedMemoryRange-size-01389: the mapping ends inside an atom, before the end of the memory")
                 } else if offset % atom != 0 {
                     Err("VUID-VkMappedMemoryRange-offset-00687: offset not a multiple of nonCoherentAtomSize")
                 } else if size != vk::WHOLE_SIZE && size % atom != 0 && end != memory.size {
