@@ -12,8 +12,11 @@
 //! multiple of `nonCoherentAtomSize` and whose size is a multiple of it or
 //! reaches the end of the memory object (VUID-VkMappedMemoryRange-offset-00687,
 //! VUID-VkMappedMemoryRange-size-01390). [`atom_range`] widens a range to
-//! atoms and clamps it to the memory object. Widening is harmless for
-//! neighbours: a flush only publishes bytes, it never changes them.
+//! atoms and clamps it to the memory object. Widening must not reach a
+//! neighbour's bytes: a flush writes whole atoms of the host's view back
+//! (over what the GPU wrote there), and an invalidate discards unflushed
+//! host writes. So allocations in non-coherent memory start on an atom and
+//! a widened range ends before the next allocation.
 
 use std::ops::Range;
 use std::ptr::NonNull;

@@ -183,3 +183,74 @@ fn fake_map_and_whole_size_range_rules() {
     }
     assert_eq!(violations.len(), 5, "{violations:?}");
 }
+
+/// On non-coherent memory an allocation's flushes and invalidates, widened
+/// to atoms, must not reach a neighbour's bytes: an invalidate there would
+/// discard the neighbour's unflushed host writes, a flush would overwrite
+/// what the GPU wrote for it. Small buffers (run slots), ranges of blocks,
+/// sizes off the atom and dedicated memory alike.
+#[test]
+fn non_coherent_neighbours_keep_their_bytes() {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let mut live = Vec::new();
+    for (i, size) in [
+        1u64, 100, 200, 255, 256, 257, 300, 1000, 5000, 20_000, 70_000,
+    ]
+    .into_iter()
+    .cycle()
+    .take(40)
+    .enumerate()
+    {
+        let policy = if i % 13 == 12 {
+            DedicatedPolicy::Always
+        } else {
+            DedicatedPolicy::Auto
+        };
+        let a = allocator
+            .allocate(&buffer(size, 4, Usage::READBACK).dedicated(policy))
+            .unwrap();
+        assert_eq!(a.memory_type(), 2, "cached, non-coherent");
+        live.push((i as u8 + 1, a));
+    }
+    // The GPU writes `tag + 100` everywhere; the host writes `tag` and
+    // flushes nothing.
+    for (tag, a) in &mut live {
+        assert!(device.write(a.memory(), a.offset(), &vec![*tag + 100; a.size() as usize]));
+        allocator.mapped_slice_mut(a).unwrap().fill(*tag);
+    }
+    for j in 0..live.len() {
+        let (_, a) = &live[j];
+        let size = a.size();
+        if j % 2 == 0 {
+            allocator.invalidate(a, 0..size).unwrap();
+        } else {
+            allocator.flush(a, size / 2..size).unwrap();
+        }
+        for (k, (tag, b)) in live.iter().enumerate() {
+            if k == j {
+                continue;
+            }
+            let host = allocator.mapped_slice(b).unwrap();
+            assert!(
+                host.iter().all(|x| x == tag),
+                "host bytes of {k} lost to the invalidate of {j}"
+            );
+            let gpu = device
+                .read(b.memory(), b.offset(), b.size() as usize)
+                .unwrap();
+            assert!(
+                gpu.iter().all(|&x| x == tag + 100),
+                "GPU bytes of {k} overwritten by the flush of {j}"
+            );
+        }
+        // Restore `j` as it was for the next rounds.
+        let (tag, a) = &mut live[j];
+        assert!(device.write(a.memory(), a.offset(), &vec![*tag + 100; size as usize]));
+        allocator.mapped_slice_mut(a).unwrap().fill(*tag);
+    }
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    for (_, a) in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
