@@ -13,6 +13,8 @@ mod support;
 mod allocator_setup;
 #[path = "vulkan/allocator_suite.rs"]
 mod allocator_suite;
+#[path = "vulkan/budget_suite.rs"]
+mod budget_suite;
 #[path = "vulkan/frames_suite.rs"]
 mod frames_suite;
 #[path = "vulkan/layer_self_test.rs"]

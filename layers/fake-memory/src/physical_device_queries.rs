@@ -107,9 +107,22 @@ pub unsafe extern "system" fn get_physical_device_memory_properties(
     });
 }
 
+/// `heapBudget` of a heap of `size` bytes of which `used` are allocated, as
+/// Mesa's drivers report it (ANV, turnip, v3dv): what is in use plus 90% of
+/// what is free ("let's not incite the app to starve the system"), rounded
+/// down to a MiB as ANV rounds it, never 0 and never past the heap
+/// (VkPhysicalDeviceMemoryBudgetPropertiesEXT). So the budget sits below
+/// the heap's size and moves with every allocation and free.
+pub fn heap_budget(size: u64, used: u64) -> u64 {
+    const MIB: u64 = 1 << 20;
+    let free = size.saturating_sub(used);
+    let budget = used.saturating_add(free / 10 * 9) & !(MIB - 1);
+    budget.clamp(1, size.max(1))
+}
+
 /// `vkGetPhysicalDeviceMemoryProperties2[KHR]`: the profile's heaps and types,
 /// and `VkPhysicalDeviceMemoryBudgetPropertiesEXT` from the layer's accounting
-/// (budget = heap size, usage = bytes allocated through the layer).
+/// (usage = bytes allocated through the layer, budget = [`heap_budget`]).
 ///
 /// # Safety
 /// The caller's arguments are valid, as Vulkan requires.
@@ -158,7 +171,7 @@ pub unsafe extern "system" fn get_physical_device_memory_properties2(
                     .enumerate()
                     .take(vk::MAX_MEMORY_HEAPS)
                 {
-                    budget.heap_budget[index] = heap.size;
+                    budget.heap_budget[index] = heap_budget(heap.size, usage[index]);
                     budget.heap_usage[index] = usage[index];
                 }
             }
@@ -291,4 +304,24 @@ pub unsafe extern "system" fn enumerate_device_extension_properties(
             unsafe { write_array(&extensions, count, properties) }
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn the_budget_is_usage_plus_nine_tenths_of_the_free_rest() {
+        assert_eq!(heap_budget(1000 * MIB, 0), 900 * MIB);
+        assert_eq!(heap_budget(1000 * MIB, 500 * MIB), 950 * MIB);
+        // Below the heap until it is full; never 0, never past the heap.
+        assert!(heap_budget(1000 * MIB, 999 * MIB) < 1000 * MIB);
+        assert_eq!(heap_budget(1000 * MIB, 1000 * MIB), 1000 * MIB);
+        assert_eq!(heap_budget(1000 * MIB, 2000 * MIB), 1000 * MIB);
+        assert_eq!(heap_budget(MIB / 2, 0), 1);
+        // Whole MiBs.
+        assert_eq!(heap_budget(1000 * MIB, 1), 899 * MIB);
+    }
 }
