@@ -139,8 +139,10 @@ impl FakeDevice {
     }
 
     /// Sets the usage that budgets report for `heap` on top of this device's own
-    /// allocations (other processes, or the application's own non-allocator
-    /// memory), and the budget itself.
+    /// allocations (the application's memory beside the allocator's: other
+    /// allocators, the driver's own objects), and the budget itself.
+    /// `heapUsage` is this process's usage only; other processes show as a
+    /// lower budget (VkPhysicalDeviceMemoryBudgetPropertiesEXT).
     pub fn set_heap_budget(&self, heap: u32, budget: u64, external_usage: u64) {
         let mut state = self.state();
         if let Some(slot) = state.budgets.get_mut(heap as usize) {
