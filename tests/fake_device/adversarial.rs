@@ -600,3 +600,27 @@ fn faults_far_in_the_future_never_fire() {
     free(&allocator, second);
     finish(allocator, &device);
 }
+
+/// Drivers reuse the handle of freed memory for the next allocation (on
+/// lavapipe a `VkDeviceMemory` is the address of a freed-and-reused host
+/// allocation); the fake device does too, so code that keys anything on a
+/// raw handle after its memory was freed is caught.
+#[test]
+fn fake_handles_of_freed_memory_come_back() {
+    use vk_suballoc::device::{AllocationFlags, MemoryDevice};
+    let device = FakeDevice::new(FakeLayout::discrete());
+    // SAFETY: a fake device; every object is freed once.
+    unsafe {
+        let first = device
+            .allocate_memory(4096, 1, AllocationFlags::empty())
+            .unwrap();
+        let raw = first.raw();
+        device.deallocate_memory(first);
+        let second = device
+            .allocate_memory(8192, 2, AllocationFlags::empty())
+            .unwrap();
+        assert_eq!(second.raw(), raw);
+        device.deallocate_memory(second);
+    }
+    device.assert_clean();
+}

@@ -113,6 +113,9 @@ impl Memory {
 #[derive(Debug)]
 pub(super) struct State {
     next_handle: u64,
+    /// Handles of freed memory objects, the last freed on top: a new object
+    /// takes one again, as drivers reuse the addresses behind their handles.
+    freed_handles: Vec<u64>,
     memories: BTreeMap<u64, Memory>,
     pub(super) heap_usage: Vec<u64>,
     pub(super) heap_caps: Vec<Option<u64>>,
@@ -144,6 +147,7 @@ impl State {
         let heaps = layout.memory_heaps.len();
         Self {
             next_handle: 0x1000,
+            freed_handles: Vec::new(),
             memories: BTreeMap::new(),
             heap_usage: vec![0; heaps],
             heap_caps: vec![None; heaps],
@@ -304,8 +308,10 @@ impl State {
                 .props
                 .contains(MemoryPropertyFlags::HOST_COHERENT))
         .then(|| DeviceCopy::new(info.size as usize));
-        self.next_handle += 1;
-        let handle = self.next_handle;
+        let handle = self.freed_handles.pop().unwrap_or_else(|| {
+            self.next_handle += 1;
+            self.next_handle
+        });
         self.memories.insert(
             handle,
             Memory {
@@ -329,6 +335,7 @@ impl State {
     pub(super) fn free(&mut self, handle: u64) {
         match self.memories.remove(&handle) {
             Some(memory) => {
+                self.freed_handles.push(handle);
                 self.heap_usage[memory.heap as usize] -= memory.size;
                 self.counters.frees += 1;
             }
