@@ -443,8 +443,9 @@ fn the_ext_trait_reports_the_preset() {
 /// The fake device checks binds against the requirements it reported, as
 /// the validation layer does: the memory type (VUID-vkBindBufferMemory-memory-01035),
 /// the alignment (-memoryOffset-01036), the size (-size-01037), dedicated
-/// memory bound to its own resource at offset 0 (-memory-01508), and a
-/// dedicated allocation of exactly the buffer's size
+/// memory bound to its own resource at offset 0 (-memory-01508), a
+/// device-address buffer in device-address memory (-bufferDeviceAddress-03339),
+/// and a dedicated allocation of exactly the buffer's size
 /// (VUID-VkMemoryDedicatedAllocateInfo-buffer-02965).
 #[test]
 fn fake_binds_follow_the_reported_requirements() {
@@ -482,18 +483,35 @@ fn fake_binds_follow_the_reported_requirements() {
         }
         raw.bind_buffer_memory(other, other_memory.raw(), 0)
             .unwrap();
-        let violations = raw.violations();
-        for (i, vuid) in ["02965", "01035", "01036", "01037", "01508"]
+        // Without buffer device address (mobile), no rule for the address
+        // usage; with it (discrete), the memory must have the flag.
+        let address_usage = usage | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS;
+        let (addressed, _, _) = raw.create_buffer(256, address_usage).unwrap();
+        raw.bind_buffer_memory(addressed, small.raw(), 0).unwrap();
+        let discrete = FakeDevice::new(FakeLayout::discrete());
+        let plain = discrete
+            .allocate(&AllocateInfo::plain(4096, 1, AllocationFlags::empty()))
+            .unwrap();
+        let (on_discrete, _, _) = discrete.create_buffer(256, address_usage).unwrap();
+        discrete
+            .bind_buffer_memory(on_discrete, plain.raw(), 0)
+            .unwrap();
+        let mut violations = raw.violations();
+        violations.extend(discrete.violations());
+        for (i, vuid) in ["02965", "01035", "01036", "01037", "01508", "03339"]
             .iter()
             .enumerate()
         {
             assert!(violations[i].contains(vuid), "{vuid}: {violations:?}");
         }
-        assert_eq!(violations.len(), 5, "{violations:?}");
+        assert_eq!(violations.len(), 6, "{violations:?}");
         for memory in [lazy, small, other_memory] {
             raw.deallocate_memory(memory);
         }
         raw.destroy_buffer(buffer);
         raw.destroy_buffer(other);
+        raw.destroy_buffer(addressed);
+        discrete.deallocate_memory(plain);
+        discrete.destroy_buffer(on_discrete);
     }
 }

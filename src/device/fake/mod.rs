@@ -332,7 +332,7 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
     unsafe fn create_buffer(
         &self,
         size: u64,
-        _usage: vk::BufferUsageFlags,
+        usage: vk::BufferUsageFlags,
     ) -> Result<(vk::Buffer, vk::MemoryRequirements, DedicatedHint), DeviceError> {
         let mut state = self.state();
         if state.device_lost {
@@ -355,7 +355,7 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
             alignment: 256,
             memory_type_bits,
         };
-        state.requirements.insert(handle, requirements);
+        state.requirements.insert(handle, (usage, requirements));
         Ok((
             vk::Buffer::from_raw(handle),
             requirements,
@@ -369,7 +369,9 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         memory: vk::DeviceMemory,
         offset: u64,
     ) -> Result<(), DeviceError> {
-        self.state().bind(buffer.as_raw(), memory.as_raw(), offset);
+        let device_address = self.layout.buffer_device_address;
+        self.state()
+            .bind(buffer.as_raw(), memory.as_raw(), offset, device_address);
         Ok(())
     }
 

@@ -135,9 +135,9 @@ pub(super) struct State {
     pub(super) violations: Vec<String>,
     /// Live buffers and images: handle to bound memory (0 while unbound).
     pub(super) resources: HashMap<u64, u64>,
-    /// The memory requirements the device reported for the buffers it
-    /// created (`FakeDevice::create_resource` handles have none).
-    pub(super) requirements: HashMap<u64, vk::MemoryRequirements>,
+    /// The usage and memory requirements of the buffers the device created
+    /// (`FakeDevice::create_resource` handles have none).
+    pub(super) requirements: HashMap<u64, (vk::BufferUsageFlags, vk::MemoryRequirements)>,
     pub(super) flushed: Vec<RecordedRange>,
     pub(super) invalidated: Vec<RecordedRange>,
 }
@@ -177,7 +177,9 @@ impl State {
         self.next_handle
     }
 
-    pub(super) fn bind(&mut self, resource: u64, memory: u64, offset: u64) {
+    /// Binds a buffer; `device_address` says whether buffer device address
+    /// is enabled.
+    pub(super) fn bind(&mut self, resource: u64, memory: u64, offset: u64, device_address: bool) {
         let problem = match self.resources.get(&resource) {
             None => Some("VUID-vkBindBufferMemory-buffer-parameter: unknown buffer"),
             Some(&bound) if bound != 0 => {
@@ -188,7 +190,10 @@ impl State {
                 Some(m) if offset >= m.size => {
                     Some("VUID-vkBindBufferMemory-memoryOffset-01031: offset past the memory")
                 }
-                Some(m) => bind_problem(m, self.requirements.get(&resource), resource, offset),
+                Some(m) => {
+                    let created = self.requirements.get(&resource);
+                    bind_problem(m, created, resource, offset, device_address)
+                }
             },
         };
         match problem {
@@ -256,7 +261,7 @@ impl State {
             ));
         }
         if let Some(DedicatedTarget::Buffer(buffer)) = info.dedicated {
-            if let Some(requirements) = self.requirements.get(&buffer.as_raw()) {
+            if let Some((_, requirements)) = self.requirements.get(&buffer.as_raw()) {
                 if requirements.size != info.size {
                     return Err(self.violation(format!(
                         "VUID-VkMemoryDedicatedAllocateInfo-buffer-02965: {} bytes for a buffer that requires {}",
@@ -551,13 +556,15 @@ impl State {
     }
 }
 
-/// What is wrong with binding `resource`, whose requirements are
-/// `requirements` (when the device made it), to `memory` at `offset`.
+/// What is wrong with binding `resource`, whose usage and requirements are
+/// `created` (when the device made it), to `memory` at `offset`;
+/// `device_address` says whether buffer device address is enabled.
 fn bind_problem(
     memory: &Memory,
-    requirements: Option<&vk::MemoryRequirements>,
+    created: Option<&(vk::BufferUsageFlags, vk::MemoryRequirements)>,
     resource: u64,
     offset: u64,
+    device_address: bool,
 ) -> Option<&'static str> {
     if let Some(target) = memory.dedicated {
         let raw = match target {
@@ -568,8 +575,13 @@ fn bind_problem(
             return Some("VUID-vkBindBufferMemory-memory-01508: dedicated memory of another resource, or not at offset 0");
         }
     }
-    let requirements = requirements?;
-    if requirements.memory_type_bits & (1 << memory.memory_type) == 0 {
+    let (usage, requirements) = created?;
+    if device_address
+        && usage.contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
+        && !memory.device_address
+    {
+        Some("VUID-vkBindBufferMemory-bufferDeviceAddress-03339: a device-address buffer in memory allocated without VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT")
+    } else if requirements.memory_type_bits & (1 << memory.memory_type) == 0 {
         Some("VUID-vkBindBufferMemory-memory-01035: memory type not in memoryTypeBits")
     } else if offset % requirements.alignment.max(1) != 0 {
         Some("VUID-vkBindBufferMemory-memoryOffset-01036: offset not a multiple of the alignment")
