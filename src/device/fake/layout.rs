@@ -43,9 +43,10 @@ fn ty(heap: u32, props: Props) -> MemoryType {
 }
 
 impl FakeLayout {
-    /// A discrete GPU with resizable BAR, as NVIDIA drivers report it: an
+    /// A discrete GPU as NVIDIA drivers report it without resizable BAR: an
     /// 8 GiB device-local heap, a 16 GiB system heap, and a 256 MiB heap of
-    /// device-local memory the host can write through the PCIe BAR.
+    /// device-local memory the host can write through the PCIe BAR (the
+    /// usual BAR window; with resizable BAR it spans the whole VRAM).
     /// Types: 0 plain system memory (no flags), 1 device-local, 2 host-visible
     /// coherent, 3 host-visible coherent cached, 4 device-local host-visible
     /// coherent (the BAR). `bufferImageGranularity` 1024.
