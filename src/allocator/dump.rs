@@ -44,7 +44,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 }
             })
             .collect();
-        let budgets = self.context.heap_budgets();
+        let budgets = self.context.fresh_heap_budgets();
         let heaps = device
             .memory_heaps
             .iter()

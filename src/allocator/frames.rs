@@ -137,6 +137,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         rings.rings.values_mut().for_each(RingState::finish_frame);
         let frame = frames.seal(signal);
         rings.current_frame = frame + 1;
+        // Other processes may have taken or given back memory meanwhile.
+        self.context.expire_budgets();
         Ok(frame)
     }
 
@@ -266,9 +268,18 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// the heap means the heap's size. A reported usage is at least this
     /// allocator's own memory in the heap (a driver reporting less, such as
     /// 0, is stale).
+    ///
+    /// This call, [`stats`](crate::Allocator::stats) and the dumps read the
+    /// driver's figures anew. The allocator's own budget checks, made before
+    /// each new `VkDeviceMemory`, read them only every 30 memory objects
+    /// made or freed and after each [`end_frame`](Self::end_frame), as VMA
+    /// does (some drivers take milliseconds to answer), and add the
+    /// allocator's own changes in between; a request those figures would
+    /// refuse is checked against a new reading first. Calling this method
+    /// also gives those checks the new reading.
     pub fn budgets(&self) -> Vec<HeapBudget> {
         let heaps = self.context.properties.device.memory_heaps.len();
-        self.context.heap_budgets()[..heaps].to_vec()
+        self.context.fresh_heap_budgets()[..heaps].to_vec()
     }
 
     /// Creates an upload ring: a host-visible buffer of `desc.size` bytes for

@@ -406,7 +406,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 TypeStats::from_counters(t as u32, properties.memory_types[t].heap, &counters)
             })
             .collect();
-        let budgets = self.context.heap_budgets();
+        let budgets = self.context.fresh_heap_budgets();
         let heaps = properties
             .memory_heaps
             .iter()

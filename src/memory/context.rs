@@ -18,6 +18,7 @@ use std::sync::{Mutex, PoisonError};
 use gpu_alloc_types::{AllocationFlags, MemoryPropertyFlags, MemoryType};
 
 use super::block_size::preferred_block_size;
+use super::budget_cache::BudgetCache;
 use super::mapping::MappedPtr;
 use super::memory_type_choice::RankTable;
 use super::Usage;
@@ -56,6 +57,8 @@ pub(crate) struct MemoryContext<D> {
     /// check until its size is in `heap_usage` (and in the usage the device
     /// reports). Taken under a memory type's pool lock, never the other way.
     heap_turns: Box<[Mutex<()>]>,
+    /// The driver's budgets as last read ([`BudgetCache`]).
+    budget_cache: Mutex<BudgetCache>,
     /// Memory types ranked per usage, once (the allocation path reads it).
     ranks: RankTable,
     /// The preferred block size of each memory type, from its heap.
@@ -127,6 +130,7 @@ impl<D> MemoryContext<D> {
             memory_objects: AtomicU32::new(0),
             heap_usage,
             heap_turns,
+            budget_cache: Mutex::default(),
             ranks,
             preferred_block_sizes,
             non_coherent_types,
@@ -207,14 +211,13 @@ impl<D> MemoryContext<D> {
         u64::from(self.memory_object_count()) > limit * 3 / 4
     }
 
-    /// Bytes of `VkDeviceMemory` this allocator holds in `heap`.
-    pub(crate) fn heap_usage(&self, heap: u32) -> u64 {
-        self.heap_usage[heap as usize].load(Ordering::Relaxed)
-    }
-
     /// Budget and usage of every heap: from `VK_EXT_memory_budget` when
     /// enabled, else `budget_fraction` of each heap's size and this
     /// allocator's own usage.
+    ///
+    /// The driver's figures are an estimate between readings: read again
+    /// every few memory objects and after each frame, with this allocator's
+    /// own changes added in between ([`BudgetCache`]).
     ///
     /// Some drivers report a budget of 0, or one larger than the heap; as
     /// VMA does (`UpdateVulkanBudget`), a budget of 0 is read as
@@ -227,28 +230,95 @@ impl<D> MemoryContext<D> {
     where
         D: MemoryDeviceExt<M>,
     {
-        let mut budgets = [HeapBudget::default(); MAX_HEAPS];
+        self.budgets(false)
+    }
+
+    /// [`heap_budgets`](Self::heap_budgets) from a new reading of the
+    /// driver's figures (when it has some), which later checks then start
+    /// from: what the public reports show.
+    pub(crate) fn fresh_heap_budgets<M>(&self) -> [HeapBudget; MAX_HEAPS]
+    where
+        D: MemoryDeviceExt<M>,
+    {
+        self.budgets(true)
+    }
+
+    fn budgets<M>(&self, fresh: bool) -> [HeapBudget; MAX_HEAPS]
+    where
+        D: MemoryDeviceExt<M>,
+    {
         let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
         let heaps = &self.properties.device.memory_heaps;
-        if self.properties.memory_budget && self.device.heap_budgets(&mut budgets) {
-            for (index, (heap, slot)) in heaps.iter().zip(budgets.iter_mut()).enumerate() {
+        let own = self.own_usage();
+        if let Some(mut budgets) = self.driver_budgets(fresh, &own) {
+            for ((heap, slot), &own) in heaps.iter().zip(budgets.iter_mut()).zip(&own) {
                 slot.budget = match slot.budget {
                     0 => fraction_of(heap.size, fraction),
                     budget => budget.min(heap.size),
                 };
                 // The process's usage includes this allocator's memory; a
                 // driver that reports less (VMA has seen 0) is stale.
-                slot.usage = slot.usage.max(self.heap_usage(index as u32));
+                slot.usage = slot.usage.max(own);
             }
             return budgets;
         }
-        for (heap, slot) in heaps.iter().enumerate() {
-            budgets[heap] = HeapBudget {
-                budget: fraction_of(slot.size, fraction),
-                usage: self.heap_usage(heap as u32),
+        let mut budgets = [HeapBudget::default(); MAX_HEAPS];
+        for ((heap, slot), &own) in heaps.iter().zip(budgets.iter_mut()).zip(&own) {
+            *slot = HeapBudget {
+                budget: fraction_of(heap.size, fraction),
+                usage: own,
             };
         }
         budgets
+    }
+
+    /// The driver's figures, as reported (or estimated since the last
+    /// reading), when `VK_EXT_memory_budget` is enabled; read again when the
+    /// cache is stale or `fresh` is asked for. `own` is this allocator's
+    /// memory in each heap now.
+    fn driver_budgets<M>(
+        &self,
+        fresh: bool,
+        own: &[u64; MAX_HEAPS],
+    ) -> Option<[HeapBudget; MAX_HEAPS]>
+    where
+        D: MemoryDeviceExt<M>,
+    {
+        if !self.properties.memory_budget {
+            return None;
+        }
+        let mut cache = self.budget_cache();
+        if fresh || cache.is_stale() {
+            let mut budgets = [HeapBudget::default(); MAX_HEAPS];
+            if !self.device.heap_budgets(&mut budgets) {
+                return None;
+            }
+            cache.store(budgets, *own);
+        }
+        cache.estimate(own)
+    }
+
+    /// This allocator's memory in each heap.
+    fn own_usage(&self) -> [u64; MAX_HEAPS] {
+        let mut own = [0; MAX_HEAPS];
+        for (slot, usage) in own.iter_mut().zip(self.heap_usage.iter()) {
+            *slot = usage.load(Ordering::Relaxed);
+        }
+        own
+    }
+
+    /// The budget cache, whatever a panic elsewhere left (it holds figures
+    /// only: any state of it is valid).
+    fn budget_cache(&self) -> std::sync::MutexGuard<'_, BudgetCache> {
+        self.budget_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes the next budget check read the driver's figures again: a frame
+    /// ended, and other processes may have taken or given back memory.
+    pub(crate) fn expire_budgets(&self) {
+        self.budget_cache().expire();
     }
 
     /// Allocates (and maps, when host-visible) one `VkDeviceMemory`.
@@ -279,8 +349,14 @@ impl<D> MemoryContext<D> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if request.within_budget {
-            let budget = self.heap_budgets()[heap as usize];
-            if budget.usage.saturating_add(request.size) > budget.budget {
+            let over =
+                |budget: HeapBudget| budget.usage.saturating_add(request.size) > budget.budget;
+            let mut budget = self.heap_budgets()[heap as usize];
+            if over(budget) && self.properties.memory_budget {
+                // The estimate may be stale: refuse on a new reading only.
+                budget = self.fresh_heap_budgets()[heap as usize];
+            }
+            if over(budget) {
                 return Err(Error::OverBudget {
                     heap,
                     size: request.size,
@@ -331,6 +407,7 @@ impl<D> MemoryContext<D> {
         };
         self.heap_usage[heap as usize].fetch_add(request.size, Ordering::Relaxed);
         drop(heap_turn);
+        self.budget_cache().count_object();
         let mapped = if self
             .props(request.memory_type)
             .contains(MemoryPropertyFlags::HOST_VISIBLE)
@@ -385,6 +462,7 @@ impl<D> MemoryContext<D> {
         self.memory_objects.fetch_sub(1, Ordering::AcqRel);
         let heap = self.heap_of(memory_type);
         self.heap_usage[heap as usize].fetch_sub(size, Ordering::Relaxed);
+        self.budget_cache().count_object();
         log::debug!("vk-suballoc: freed {size} bytes of memory type {memory_type}");
     }
 }

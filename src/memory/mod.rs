@@ -6,6 +6,7 @@
 
 mod block;
 pub(crate) mod block_size;
+mod budget_cache;
 pub(crate) mod context;
 pub(crate) mod mapping;
 pub(crate) mod memory_type_choice;

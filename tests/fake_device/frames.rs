@@ -5,19 +5,15 @@ use std::collections::VecDeque;
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
-use vk_suballoc::device::{HeapBudget, MemoryDeviceExt};
 use vk_suballoc::{
-    Allocation, Collected, DedicatedPolicy, Error, RingAllocation, UploadRing, UploadRingDesc,
-    Usage,
+    Allocation, Collected, Error, RingAllocation, UploadRing, UploadRingDesc, Usage,
 };
 
 use super::seeded_rng::Rng;
 use super::{allocator, buffer, finish, FakeAllocator};
 
-const MIB: u64 = 1 << 20;
-
 /// Seals the current frame with a new fake fence; returns the fence.
-fn end_frame(allocator: &FakeAllocator, device: &FakeDevice) -> vk::Fence {
+pub(super) fn end_frame(allocator: &FakeAllocator, device: &FakeDevice) -> vk::Fence {
     let fence = device.create_fence();
     // SAFETY: fake fences; the test signals each only when "the GPU" is done.
     unsafe { allocator.end_frame(fence) }.unwrap();
@@ -288,132 +284,6 @@ fn a_growing_ring_adds_chunks() {
         .iter()
         .all(|&x| x == 5));
     // Dropping the allocator destroys the ring's buffers and memory.
-    finish(allocator, &device);
-}
-
-#[test]
-fn budgets_steer_allocations_and_within_budget_fails_typed() {
-    // No budget extension: 80 % of a 64 MiB heap is the budget.
-    let layout = FakeLayout::integrated().with_heap_sizes(64 * MIB);
-    let (allocator, device) = allocator(layout);
-    let budget = allocator.budgets()[0];
-    assert_eq!(budget.budget, (64.0 * MIB as f64 * 0.8) as u64);
-    let mut live = Vec::new();
-    let within = |size| buffer(size, 256, Usage::DEVICE_LOCAL).within_budget();
-    let error = loop {
-        match allocator.allocate(&within(4 * MIB)) {
-            Ok(a) => live.push(a),
-            Err(error) => break error,
-        }
-    };
-    assert!(
-        matches!(error, Error::OverBudget { heap: 0, .. }),
-        "{error:?}"
-    );
-    assert!(allocator.budgets()[0].usage <= budget.budget);
-    // Without within_budget the request goes over budget instead of failing.
-    live.push(
-        allocator
-            .allocate(&buffer(4 * MIB, 256, Usage::DEVICE_LOCAL))
-            .unwrap(),
-    );
-    assert!(allocator.budgets()[0].usage > budget.budget);
-    for a in live {
-        allocator.free_after_frame(a).unwrap();
-    }
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
-}
-
-#[test]
-fn the_budget_extension_moves_requests_to_the_next_heap() {
-    let (allocator, device) = allocator(FakeLayout::discrete());
-    // Other processes use 90 of the 100 MiB budget of VRAM.
-    device.set_heap_budget(0, 100 * MIB, 90 * MIB);
-    let b = allocator.budgets();
-    assert_eq!((b[0].budget, b[0].usage), (100 * MIB, 90 * MIB));
-    let a = allocator
-        .allocate(&buffer(20 * MIB, 256, Usage::DEVICE_LOCAL).within_budget())
-        .unwrap();
-    // VRAM (type 1) is over budget: the BAR (type 4) is next.
-    assert_eq!(a.memory_type(), 4);
-    allocator.free_after_frame(a).unwrap();
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
-}
-
-/// Some drivers report a heap budget of 0, or one larger than the heap.
-/// As VMA does (`UpdateVulkanBudget`), 0 reads as `budget_fraction` of the
-/// heap and a larger budget as the heap's size; taken as reported, the 0
-/// made every within-budget request fail.
-#[test]
-fn implausible_driver_budgets_are_read_as_vma_reads_them() {
-    let (allocator, device) = allocator(FakeLayout::discrete());
-    let heaps = &device.layout().memory_heaps;
-    let (vram, bar) = (heaps[0].size, heaps[2].size);
-    device.set_heap_budget(0, 0, 0);
-    device.set_heap_budget(2, 64 * bar, 0);
-    let b = allocator.budgets();
-    assert_eq!(b[0].budget, (vram as f64 * 0.8) as u64);
-    assert_eq!(b[2].budget, bar);
-    let a = allocator
-        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL).within_budget())
-        .unwrap();
-    assert_eq!(a.memory_type(), 1);
-    allocator.free_after_frame(a).unwrap();
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
-}
-
-/// A driver usage below what this allocator alone holds in the heap (some
-/// report 0) is stale: budgets count at least the allocator's own memory,
-/// so within-budget requests still stop at the budget.
-#[test]
-fn a_driver_usage_below_our_own_is_not_believed() {
-    let (allocator, device) = allocator(FakeLayout::discrete());
-    device.set_heap_budget(0, 100 * MIB, 0);
-    device.report_heap_usage(0, Some(0));
-    // Only VRAM (type 1), so that nothing moves to another heap.
-    let mut request = buffer(40 * MIB, 256, Usage::DEVICE_LOCAL)
-        .dedicated(DedicatedPolicy::Always)
-        .within_budget();
-    request.requirements.memory_type_bits = 1 << 1;
-    let first = allocator.allocate(&request).unwrap();
-    let second = allocator.allocate(&request).unwrap();
-    // The driver says 0; the allocator counts its own 80 MiB.
-    let mut reported = [HeapBudget::default(); 3];
-    assert!(device.heap_budgets(&mut reported));
-    assert_eq!(reported[0].usage, 0);
-    assert_eq!(allocator.budgets()[0].usage, 80 * MIB);
-    assert!(matches!(
-        allocator.allocate(&request),
-        Err(Error::OverBudget { .. })
-    ));
-    for allocation in [first, second] {
-        allocator.free_after_frame(allocation).unwrap();
-    }
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
-}
-
-#[test]
-fn a_small_budget_left_is_used_with_smaller_blocks_first() {
-    let (allocator, device) = allocator(FakeLayout::discrete());
-    // 10 MiB of VRAM budget left: the usual 32 MiB first block does not fit,
-    // an 8 MiB one does, so the request stays in VRAM (type 1).
-    device.set_heap_budget(0, 100 * MIB, 90 * MIB);
-    let a = allocator
-        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL).within_budget())
-        .unwrap();
-    assert_eq!(a.memory_type(), 1);
-    assert_eq!(allocator.stats().memory_types[1].block_bytes, 8 * MIB);
-    allocator.free_after_frame(a).unwrap();
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
     finish(allocator, &device);
 }
 
@@ -772,30 +642,5 @@ fn ring_writes_flush_the_atoms_of_the_written_bytes() {
         Some(vec![7; 10])
     );
     assert!(device.violations().is_empty(), "{:?}", device.violations());
-    finish(allocator, &device);
-}
-
-/// A within-budget request may use the budget up to its last byte: memory
-/// that brings a heap's usage exactly to its budget is within it.
-#[test]
-fn a_request_that_exactly_fills_the_budget_is_within_it() {
-    let (allocator, device) = allocator(FakeLayout::discrete());
-    // 16 MiB of the 32 MiB VRAM budget left.
-    device.set_heap_budget(0, 32 * MIB, 16 * MIB);
-    let exact = buffer(16 * MIB, 256, Usage::DEVICE_LOCAL)
-        .dedicated(DedicatedPolicy::Always)
-        .within_budget();
-    let a = allocator.allocate(&exact).unwrap();
-    assert_eq!(a.memory_type(), 1);
-    let b = allocator.budgets()[0];
-    assert_eq!((b.usage, b.budget), (32 * MIB, 32 * MIB));
-    // Not one byte more.
-    let over = allocator.allocate(&exact).unwrap();
-    assert_eq!(over.memory_type(), 4);
-    for x in [a, over] {
-        allocator.free_after_frame(x).unwrap();
-    }
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
     finish(allocator, &device);
 }

@@ -436,6 +436,9 @@ fn racing_within_budget(layout: FakeLayout, heap: u32, types: [u32; 2], budget: 
     let (allocator, device) = allocator(layout);
     if allocator.budgets()[heap as usize].budget != budget {
         device.set_heap_budget(heap, budget, 0);
+        // Reading the figures hands them to the allocator's own checks,
+        // which otherwise read them again only every 30 memory objects.
+        allocator.budgets();
     }
     let delay = std::time::Duration::from_millis(50);
     device.slow_allocations(Some(delay));

@@ -301,7 +301,8 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         if !self.layout.memory_budget {
             return false;
         }
-        let state = self.state();
+        let mut state = self.state();
+        state.counters.budget_queries += 1;
         for (heap, slot) in out.iter_mut().enumerate() {
             if let (Some(&(budget, external)), Some(&usage)) =
                 (state.budgets.get(heap), state.heap_usage.get(heap))

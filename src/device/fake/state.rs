@@ -49,6 +49,9 @@ pub struct FakeCounters {
     pub flushes: u64,
     /// Ranges invalidated.
     pub invalidates: u64,
+    /// Reads of the heap budgets (`VK_EXT_memory_budget`), when the layout
+    /// has the extension.
+    pub budget_queries: u64,
 }
 
 /// A flushed or invalidated range.

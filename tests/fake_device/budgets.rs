@@ -1,0 +1,263 @@
+//! Heap budgets: the driver's (`VK_EXT_memory_budget`) or a fraction of each
+//! heap, how they steer requests, and how often the driver is asked.
+
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::device::{HeapBudget, MemoryDeviceExt};
+use vk_suballoc::{DedicatedPolicy, Error, Usage};
+
+use super::frames::end_frame;
+use super::{allocator, buffer, finish};
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn budgets_steer_allocations_and_within_budget_fails_typed() {
+    // No budget extension: 80 % of a 64 MiB heap is the budget.
+    let layout = FakeLayout::integrated().with_heap_sizes(64 * MIB);
+    let (allocator, device) = allocator(layout);
+    let budget = allocator.budgets()[0];
+    assert_eq!(budget.budget, (64.0 * MIB as f64 * 0.8) as u64);
+    let mut live = Vec::new();
+    let within = |size| buffer(size, 256, Usage::DEVICE_LOCAL).within_budget();
+    let error = loop {
+        match allocator.allocate(&within(4 * MIB)) {
+            Ok(a) => live.push(a),
+            Err(error) => break error,
+        }
+    };
+    assert!(
+        matches!(error, Error::OverBudget { heap: 0, .. }),
+        "{error:?}"
+    );
+    assert!(allocator.budgets()[0].usage <= budget.budget);
+    // Without within_budget the request goes over budget instead of failing.
+    live.push(
+        allocator
+            .allocate(&buffer(4 * MIB, 256, Usage::DEVICE_LOCAL))
+            .unwrap(),
+    );
+    assert!(allocator.budgets()[0].usage > budget.budget);
+    for a in live {
+        allocator.free_after_frame(a).unwrap();
+    }
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+#[test]
+fn the_budget_extension_moves_requests_to_the_next_heap() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // Other processes use 90 of the 100 MiB budget of VRAM.
+    device.set_heap_budget(0, 100 * MIB, 90 * MIB);
+    let b = allocator.budgets();
+    assert_eq!((b[0].budget, b[0].usage), (100 * MIB, 90 * MIB));
+    let a = allocator
+        .allocate(&buffer(20 * MIB, 256, Usage::DEVICE_LOCAL).within_budget())
+        .unwrap();
+    // VRAM (type 1) is over budget: the BAR (type 4) is next.
+    assert_eq!(a.memory_type(), 4);
+    allocator.free_after_frame(a).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+/// Some drivers report a heap budget of 0, or one larger than the heap.
+/// As VMA does (`UpdateVulkanBudget`), 0 reads as `budget_fraction` of the
+/// heap and a larger budget as the heap's size; taken as reported, the 0
+/// made every within-budget request fail.
+#[test]
+fn implausible_driver_budgets_are_read_as_vma_reads_them() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let heaps = &device.layout().memory_heaps;
+    let (vram, bar) = (heaps[0].size, heaps[2].size);
+    device.set_heap_budget(0, 0, 0);
+    device.set_heap_budget(2, 64 * bar, 0);
+    let b = allocator.budgets();
+    assert_eq!(b[0].budget, (vram as f64 * 0.8) as u64);
+    assert_eq!(b[2].budget, bar);
+    let a = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL).within_budget())
+        .unwrap();
+    assert_eq!(a.memory_type(), 1);
+    allocator.free_after_frame(a).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+/// A driver usage below what this allocator alone holds in the heap (some
+/// report 0) is stale: budgets count at least the allocator's own memory,
+/// so within-budget requests still stop at the budget.
+#[test]
+fn a_driver_usage_below_our_own_is_not_believed() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.set_heap_budget(0, 100 * MIB, 0);
+    device.report_heap_usage(0, Some(0));
+    // Only VRAM (type 1), so that nothing moves to another heap.
+    let mut request = buffer(40 * MIB, 256, Usage::DEVICE_LOCAL)
+        .dedicated(DedicatedPolicy::Always)
+        .within_budget();
+    request.requirements.memory_type_bits = 1 << 1;
+    let first = allocator.allocate(&request).unwrap();
+    let second = allocator.allocate(&request).unwrap();
+    // The driver says 0; the allocator counts its own 80 MiB.
+    let mut reported = [HeapBudget::default(); 3];
+    assert!(device.heap_budgets(&mut reported));
+    assert_eq!(reported[0].usage, 0);
+    assert_eq!(allocator.budgets()[0].usage, 80 * MIB);
+    assert!(matches!(
+        allocator.allocate(&request),
+        Err(Error::OverBudget { .. })
+    ));
+    for allocation in [first, second] {
+        allocator.free_after_frame(allocation).unwrap();
+    }
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+#[test]
+fn a_small_budget_left_is_used_with_smaller_blocks_first() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // 10 MiB of VRAM budget left: the usual 32 MiB first block does not fit,
+    // an 8 MiB one does, so the request stays in VRAM (type 1).
+    device.set_heap_budget(0, 100 * MIB, 90 * MIB);
+    let a = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL).within_budget())
+        .unwrap();
+    assert_eq!(a.memory_type(), 1);
+    assert_eq!(allocator.stats().memory_types[1].block_bytes, 8 * MIB);
+    allocator.free_after_frame(a).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+/// A within-budget request may use the budget up to its last byte: memory
+/// that brings a heap's usage exactly to its budget is within it.
+#[test]
+fn a_request_that_exactly_fills_the_budget_is_within_it() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // 16 MiB of the 32 MiB VRAM budget left.
+    device.set_heap_budget(0, 32 * MIB, 16 * MIB);
+    let exact = buffer(16 * MIB, 256, Usage::DEVICE_LOCAL)
+        .dedicated(DedicatedPolicy::Always)
+        .within_budget();
+    let a = allocator.allocate(&exact).unwrap();
+    assert_eq!(a.memory_type(), 1);
+    let b = allocator.budgets()[0];
+    assert_eq!((b.usage, b.budget), (32 * MIB, 32 * MIB));
+    // Not one byte more.
+    let over = allocator.allocate(&exact).unwrap();
+    assert_eq!(over.memory_type(), 4);
+    for x in [a, over] {
+        allocator.free_after_frame(x).unwrap();
+    }
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+/// The allocator checks a heap's budget before each memory object it makes,
+/// but asks the driver (slow on some: milliseconds) only every 30 memory
+/// objects made or freed, adding its own changes in between.
+#[test]
+fn the_driver_is_asked_for_budgets_every_thirty_memory_objects() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let request = buffer(MIB, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+    let live: Vec<_> = (0..90)
+        .map(|_| allocator.allocate(&request).unwrap())
+        .collect();
+    assert_eq!(device.counters().allocations, 90);
+    assert_eq!(device.counters().budget_queries, 3);
+    for allocation in live {
+        allocator.free_after_frame(allocation).unwrap();
+    }
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+/// Between readings, the estimate follows the allocator's own memory: a
+/// budget read once still stops within-budget requests at the right place,
+/// without asking the driver for each.
+#[test]
+fn between_readings_the_allocators_own_memory_counts() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.set_heap_budget(0, 100 * MIB, 0);
+    let mut request = buffer(10 * MIB, 256, Usage::DEVICE_LOCAL)
+        .dedicated(DedicatedPolicy::Always)
+        .within_budget();
+    request.requirements.memory_type_bits = 1 << 1;
+    let live: Vec<_> = (0..10)
+        .map(|_| allocator.allocate(&request).unwrap())
+        .collect();
+    let queries = device.counters().budget_queries;
+    assert_eq!(queries, 1);
+    // The eleventh would pass 100 MiB: refused, on a new reading.
+    assert!(matches!(
+        allocator.allocate(&request),
+        Err(Error::OverBudget { heap: 0, .. })
+    ));
+    assert_eq!(device.counters().budget_queries, queries + 1);
+    for allocation in live {
+        allocator.free_after_frame(allocation).unwrap();
+    }
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+/// A budget that grew since the last reading (other processes gave memory
+/// back) is not missed: a request the old figures would refuse is checked
+/// against a new reading first.
+#[test]
+fn a_stale_budget_never_refuses_what_the_driver_would_grant() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.set_heap_budget(0, 100 * MIB, 90 * MIB);
+    let mut request = buffer(20 * MIB, 256, Usage::DEVICE_LOCAL)
+        .dedicated(DedicatedPolicy::Always)
+        .within_budget();
+    request.requirements.memory_type_bits = 1 << 1;
+    assert!(matches!(
+        allocator.allocate(&request),
+        Err(Error::OverBudget { .. })
+    ));
+    // The other processes leave; the allocator has not read that yet.
+    device.set_heap_budget(0, 100 * MIB, 0);
+    let granted = allocator.allocate(&request).unwrap();
+    allocator.free_after_frame(granted).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
+
+/// A budget that shrank since the last reading (another process took
+/// memory) is read at the next check after the frame ends.
+#[test]
+fn a_frame_end_makes_the_next_check_read_the_budget_again() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.set_heap_budget(0, 100 * MIB, 0);
+    let mut request = buffer(20 * MIB, 256, Usage::DEVICE_LOCAL)
+        .dedicated(DedicatedPolicy::Always)
+        .within_budget();
+    request.requirements.memory_type_bits = 1 << 1;
+    let first = allocator.allocate(&request).unwrap();
+    // Another process takes 70 MiB: 20 + 20 + 70 would pass 100 MiB.
+    device.set_heap_budget(0, 100 * MIB, 70 * MIB);
+    let queries = device.counters().budget_queries;
+    let fence = end_frame(&allocator, &device);
+    assert_eq!(device.counters().budget_queries, queries);
+    assert!(matches!(
+        allocator.allocate(&request),
+        Err(Error::OverBudget { heap: 0, .. })
+    ));
+    allocator.free_after_frame(first).unwrap();
+    device.signal_fence(fence);
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}
