@@ -9,6 +9,15 @@
 //! number of `vkAllocateMemory` calls and the peak of reserved
 //! `VkDeviceMemory` bytes are measured the same way for every allocator,
 //! whatever its own statistics say.
+//!
+//! The same table answers `vkGetBufferMemoryRequirements2` and
+//! `vkGetImageMemoryRequirements2` for two placeholder handles
+//! ([`unqueried_buffer`], [`unqueried_image`]) with the requirements of the
+//! request being replayed ([`set_pending_requirements`]), without calling the
+//! driver. That lets VMA be called through `vmaAllocateMemoryForBuffer` /
+//! `vmaAllocateMemoryForImage`, which tell it the resource kind (its
+//! documentation recommends them over `vmaAllocateMemory`), with the same
+//! requirements as every other allocator and no resource created.
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr};
@@ -21,6 +30,8 @@ use ash::vk;
 struct RealFns {
     allocate: vk::PFN_vkAllocateMemory,
     free: vk::PFN_vkFreeMemory,
+    buffer_requirements: vk::PFN_vkGetBufferMemoryRequirements2,
+    image_requirements: vk::PFN_vkGetImageMemoryRequirements2,
 }
 
 static REAL: OnceLock<RealFns> = OnceLock::new();
@@ -86,6 +97,139 @@ pub fn counts() -> MemoryCounts {
     }
 }
 
+/// The raw value of the placeholder handles: no driver hands it out.
+const PLACEHOLDER: u64 = u64::MAX;
+
+/// A buffer handle whose requirement queries are answered with
+/// [`set_pending_requirements`]'s; it never reaches the driver.
+#[inline]
+pub fn unqueried_buffer() -> vk::Buffer {
+    vk::Handle::from_raw(PLACEHOLDER)
+}
+
+/// The image counterpart of [`unqueried_buffer`].
+#[inline]
+pub fn unqueried_image() -> vk::Image {
+    vk::Handle::from_raw(PLACEHOLDER)
+}
+
+/// The requirements the next query for a placeholder handle returns: size,
+/// alignment, memory type bits. Relaxed atomics are plain loads and stores;
+/// one thread replays.
+static PENDING: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+
+/// Sets what the next requirement query for a placeholder handle returns.
+#[inline]
+pub fn set_pending_requirements(requirements: &vk::MemoryRequirements) {
+    PENDING[0].store(requirements.size, Ordering::Relaxed);
+    PENDING[1].store(requirements.alignment, Ordering::Relaxed);
+    PENDING[2].store(u64::from(requirements.memory_type_bits), Ordering::Relaxed);
+}
+
+/// Writes the pending requirements into `out`, and "neither required nor
+/// preferred" into a `VkMemoryDedicatedRequirements` in its chain: no
+/// allocator is given the driver's dedicated hints.
+///
+/// # Safety
+/// `out` is a valid `VkMemoryRequirements2` chain.
+unsafe fn answer_requirements(out: *mut vk::MemoryRequirements2<'_>) {
+    // SAFETY: the caller passes a valid output chain.
+    unsafe {
+        (*out).memory_requirements = vk::MemoryRequirements {
+            size: PENDING[0].load(Ordering::Relaxed),
+            alignment: PENDING[1].load(Ordering::Relaxed),
+            memory_type_bits: PENDING[2].load(Ordering::Relaxed) as u32,
+        };
+        let mut next = (*out).p_next.cast::<vk::BaseOutStructure<'_>>();
+        while !next.is_null() {
+            if (*next).s_type == vk::StructureType::MEMORY_DEDICATED_REQUIREMENTS {
+                let dedicated = next.cast::<vk::MemoryDedicatedRequirements<'_>>();
+                (*dedicated).prefers_dedicated_allocation = vk::FALSE;
+                (*dedicated).requires_dedicated_allocation = vk::FALSE;
+            }
+            next = (*next).p_next;
+        }
+    }
+}
+
+unsafe extern "system" fn answering_buffer_requirements(
+    device: vk::Device,
+    info: *const vk::BufferMemoryRequirementsInfo2<'_>,
+    out: *mut vk::MemoryRequirements2<'_>,
+) {
+    // SAFETY: valid structures from the caller (the Vulkan contract).
+    unsafe {
+        if vk::Handle::as_raw((*info).buffer) == PLACEHOLDER {
+            answer_requirements(out);
+        } else {
+            let real = REAL.get().expect("hooks installed before use");
+            (real.buffer_requirements)(device, info, out);
+        }
+    }
+}
+
+unsafe extern "system" fn answering_image_requirements(
+    device: vk::Device,
+    info: *const vk::ImageMemoryRequirementsInfo2<'_>,
+    out: *mut vk::MemoryRequirements2<'_>,
+) {
+    // SAFETY: valid structures from the caller (the Vulkan contract).
+    unsafe {
+        if vk::Handle::as_raw((*info).image) == PLACEHOLDER {
+            answer_requirements(out);
+        } else {
+            let real = REAL.get().expect("hooks installed before use");
+            (real.image_requirements)(device, info, out);
+        }
+    }
+}
+
+/// `info` without a `VkMemoryDedicatedAllocateInfo` naming a placeholder
+/// handle (VMA chains one when it makes dedicated memory for a typed
+/// request): the memory is then plain, as for an untyped request. VMA puts it
+/// first in the chain; the bench enables nothing that VMA would chain before
+/// it.
+///
+/// # Safety
+/// `info` is a valid `VkMemoryAllocateInfo` chain; the result points into
+/// `copy` or `info`.
+unsafe fn without_placeholder_dedication<'a>(
+    info: *const vk::MemoryAllocateInfo<'a>,
+    copy: &mut vk::MemoryAllocateInfo<'a>,
+) -> *const vk::MemoryAllocateInfo<'a> {
+    let is_placeholder = |s: *const vk::BaseInStructure<'_>| {
+        // SAFETY: `s` is a member of a valid chain.
+        unsafe {
+            (*s).s_type == vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO && {
+                let d = s.cast::<vk::MemoryDedicatedAllocateInfo<'_>>();
+                vk::Handle::as_raw((*d).buffer) == PLACEHOLDER
+                    || vk::Handle::as_raw((*d).image) == PLACEHOLDER
+            }
+        }
+    };
+    // SAFETY: a valid chain, read only.
+    unsafe {
+        let first = (*info).p_next.cast::<vk::BaseInStructure<'_>>();
+        if first.is_null() {
+            return info;
+        }
+        let mut later = (*first).p_next;
+        while !later.is_null() {
+            assert!(
+                !is_placeholder(later),
+                "a placeholder dedicated allocation not first in the chain"
+            );
+            later = (*later).p_next;
+        }
+        if !is_placeholder(first) {
+            return info;
+        }
+        *copy = *info;
+        copy.p_next = (*first).p_next.cast();
+        copy
+    }
+}
+
 unsafe extern "system" fn counting_allocate_memory(
     device: vk::Device,
     info: *const vk::MemoryAllocateInfo<'_>,
@@ -93,6 +237,9 @@ unsafe extern "system" fn counting_allocate_memory(
     memory: *mut vk::DeviceMemory,
 ) -> vk::Result {
     let real = REAL.get().expect("hooks installed before use");
+    let mut copy = vk::MemoryAllocateInfo::default();
+    // SAFETY: the caller's valid chain.
+    let info = unsafe { without_placeholder_dedication(info, &mut copy) };
     let start = std::time::Instant::now();
     let result = unsafe { (real.allocate)(device, info, callbacks, memory) };
     DRIVER_NS.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -278,11 +425,14 @@ impl VulkanContext {
         let _ = REAL.set(RealFns {
             allocate: device.fp_v1_0().allocate_memory,
             free: device.fp_v1_0().free_memory,
+            buffer_requirements: device.fp_v1_1().get_buffer_memory_requirements2,
+            image_requirements: device.fp_v1_1().get_image_memory_requirements2,
         });
         let get_device_proc_addr = instance.fp_v1_0().get_device_proc_addr;
         let handle = device.handle();
-        // SAFETY: every entry point but the two hooks is the driver's own,
-        // looked up for this device; the hooks forward to the driver's.
+        // SAFETY: every entry point but the four hooks is the driver's own,
+        // looked up for this device; the hooks forward to the driver's (the
+        // requirement hooks answer placeholder handles themselves).
         let counted_device = unsafe {
             ash::Device::load_with(
                 |name| {
@@ -290,6 +440,10 @@ impl VulkanContext {
                         counting_allocate_memory as *const c_void
                     } else if name == c"vkFreeMemory" {
                         counting_free_memory as *const c_void
+                    } else if name == c"vkGetBufferMemoryRequirements2" {
+                        answering_buffer_requirements as *const c_void
+                    } else if name == c"vkGetImageMemoryRequirements2" {
+                        answering_image_requirements as *const c_void
                     } else {
                         std::mem::transmute::<vk::PFN_vkVoidFunction, *const c_void>(
                             get_device_proc_addr(handle, name.as_ptr()),
@@ -369,5 +523,70 @@ impl Drop for VulkanContext {
             }
             self.instance.destroy_instance(None);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_placeholder_dedicated_link_is_dropped_and_the_rest_kept() {
+        let mut priority = vk::MemoryPriorityAllocateInfoEXT::default().priority(0.5);
+        let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().buffer(unqueried_buffer());
+        let info = vk::MemoryAllocateInfo::default()
+            .allocation_size(4096)
+            .push_next(&mut priority)
+            .push_next(&mut dedicated);
+        let mut copy = vk::MemoryAllocateInfo::default();
+        // SAFETY: a valid chain on the stack.
+        let out = unsafe { &*without_placeholder_dedication(&info, &mut copy) };
+        assert_eq!(out.allocation_size, 4096);
+        // SAFETY: the chain's next member is the priority info.
+        let next = unsafe { &*out.p_next.cast::<vk::BaseInStructure<'_>>() };
+        assert_eq!(
+            next.s_type,
+            vk::StructureType::MEMORY_PRIORITY_ALLOCATE_INFO_EXT
+        );
+        assert!(next.p_next.is_null());
+    }
+
+    #[test]
+    fn a_real_dedicated_link_is_kept() {
+        let buffer: vk::Buffer = vk::Handle::from_raw(0x1000);
+        let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().buffer(buffer);
+        let info = vk::MemoryAllocateInfo::default()
+            .allocation_size(4096)
+            .push_next(&mut dedicated);
+        let mut copy = vk::MemoryAllocateInfo::default();
+        // SAFETY: a valid chain on the stack.
+        let out = unsafe { without_placeholder_dedication(&info, &mut copy) };
+        assert!(std::ptr::eq(out, &info));
+    }
+
+    #[test]
+    fn a_placeholder_query_gets_the_pending_requirements_and_no_dedicated_hint() {
+        let wanted = vk::MemoryRequirements {
+            size: 12345,
+            alignment: 256,
+            memory_type_bits: 0b1010,
+        };
+        set_pending_requirements(&wanted);
+        let mut dedicated = vk::MemoryDedicatedRequirements {
+            prefers_dedicated_allocation: vk::TRUE,
+            requires_dedicated_allocation: vk::TRUE,
+            ..Default::default()
+        };
+        let mut out = vk::MemoryRequirements2::default().push_next(&mut dedicated);
+        let info = vk::BufferMemoryRequirementsInfo2::default().buffer(unqueried_buffer());
+        // SAFETY: valid structures; the placeholder never reaches a driver.
+        unsafe { answering_buffer_requirements(vk::Device::null(), &info, &mut out) };
+        let got = out.memory_requirements;
+        assert_eq!(
+            (got.size, got.alignment, got.memory_type_bits),
+            (12345, 256, 0b1010)
+        );
+        assert_eq!(dedicated.prefers_dedicated_allocation, vk::FALSE);
+        assert_eq!(dedicated.requires_dedicated_allocation, vk::FALSE);
     }
 }
