@@ -174,10 +174,7 @@ impl Results {
             for cell in &cells {
                 let _ = write!(line, " {} |", cell.map_or_else(|| "skipped".to_owned(), ns));
             }
-            let present: Vec<f64> = cells.iter().flatten().copied().collect();
-            let flat = present.iter().copied().fold(f64::MIN, f64::max)
-                / present.iter().copied().fold(f64::MAX, f64::min);
-            let _ = writeln!(line, " {flat:.2} |");
+            let _ = writeln!(line, " {} |", growth(&lives, &cells));
             s.push_str(&line);
         }
         s.push('\n');
@@ -306,6 +303,28 @@ impl Results {
     }
 }
 
+/// A scaling row's slowest over fastest ns/op. When some live counts were
+/// skipped, the range it spans is named: a ratio over 1e3..1e4 is not
+/// comparable with one over 1e3..1e6.
+fn growth(lives: &[usize], cells: &[Option<f64>]) -> String {
+    let present: Vec<(usize, f64)> = lives
+        .iter()
+        .zip(cells)
+        .filter_map(|(&n, cell)| cell.map(|x| (n, x)))
+        .collect();
+    let (Some(first), Some(last)) = (present.first(), present.last()) else {
+        return "n/a".to_owned();
+    };
+    let max = present.iter().map(|&(_, x)| x).fold(f64::MIN, f64::max);
+    let min = present.iter().map(|&(_, x)| x).fold(f64::MAX, f64::min);
+    let flat = max / min;
+    if present.len() == cells.len() {
+        format!("{flat:.2}")
+    } else {
+        format!("{flat:.2} ({}..{} only)", first.0, last.0)
+    }
+}
+
 fn quote(text: &str) -> String {
     let mut s = String::from("\"");
     for c in text.chars() {
@@ -355,4 +374,26 @@ fn row_json(r: &Row, live: Option<usize>) -> String {
         num(r.end_objects_own),
         num(r.placement_hash),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn growth_over_every_live_count_is_a_bare_ratio() {
+        let lives = [1_000, 10_000, 100_000];
+        assert_eq!(
+            growth(&lives, &[Some(20.0), Some(30.0), Some(50.0)]),
+            "2.50"
+        );
+    }
+
+    #[test]
+    fn growth_with_skipped_live_counts_names_its_range() {
+        let lives = [1_000, 10_000, 100_000, 1_000_000];
+        let cells = [Some(3137.0), Some(28_200.0), None, None];
+        assert_eq!(growth(&lives, &cells), "8.99 (1000..10000 only)");
+        assert_eq!(growth(&lives, &[None; 4]), "n/a");
+    }
 }
