@@ -302,6 +302,12 @@ fn run_one<B: Backend>(
     let figures = replay::replay(&mut backend, trace, overhead, high_water, hash);
     let counts = vulkan::counts();
     let own = backend.own_memory_objects();
+    if let Some(own) = own.filter(|&own| own != counts.live_objects) {
+        eprintln!(
+            "warning: the allocator counts {own} live memory objects, the hooks {}",
+            counts.live_objects
+        );
+    }
     drop(backend);
     let after = vulkan::counts();
     if after.live_bytes != 0 {
