@@ -218,36 +218,45 @@ fn measure(
     overhead: f64,
 ) -> Vec<Row> {
     let n = allocators.len();
-    let mut figures: Vec<Vec<replay::RunFigures>> = vec![Vec::with_capacity(runs); n];
-    let mut last = vec![None; n];
+    let mut results: Vec<Vec<RunResult>> = vec![Vec::with_capacity(runs); n];
     for round in 0..=runs {
         for k in 0..n {
             let i = (k + round) % n;
             let result = run_once(allocators[i], ctx, trace, overhead);
             if round > 0 {
-                figures[i].push(result.0);
-                last[i] = Some(result);
+                results[i].push(result);
             }
         }
     }
     allocators
         .iter()
-        .zip(figures)
-        .zip(last)
-        .map(|((&which, figures), last)| {
-            row(which, trace, &figures, last.expect("at least one run"))
-        })
+        .zip(results)
+        .map(|(&which, results)| row(which, trace, &results))
         .collect()
 }
 
-/// The row of one allocator: medians over its runs, and the counts of its
-/// last run (they are the same every run).
-fn row(
-    which: Which,
-    trace: &Trace,
-    figures: &[replay::RunFigures],
-    (fig, counts, own): (replay::RunFigures, vulkan::MemoryCounts, Option<u64>),
-) -> Row {
+/// What one replay gives: its figures, the hooks' counts, and the memory
+/// objects the allocator itself counts.
+type RunResult = (replay::RunFigures, vulkan::MemoryCounts, Option<u64>);
+
+/// The lower median of `values` (an element of them; exact for an odd
+/// count), with the smallest and largest.
+fn median_range(values: &mut [u64]) -> (u64, u64, u64) {
+    values.sort_unstable();
+    (
+        values[(values.len() - 1) / 2],
+        values[0],
+        values[values.len() - 1],
+    )
+}
+
+/// The row of one allocator: medians over its runs. Memory figures and call
+/// counts are medians too, with their range: they are the same every run
+/// for every allocator but gpu-allocator, whose best fit takes equal fits in
+/// a hash set's order, random per allocator.
+fn row(which: Which, trace: &Trace, results: &[RunResult]) -> Row {
+    let figures: Vec<replay::RunFigures> = results.iter().map(|r| r.0).collect();
+    let (fig, counts, own) = *results.last().expect("at least one run");
     let mut alloc: Vec<f64> = figures
         .iter()
         .map(replay::RunFigures::ns_per_alloc)
@@ -262,6 +271,20 @@ fn row(
         .map(replay::RunFigures::driver_ns_per_op)
         .collect();
     let vulkan = which.is_vulkan();
+    let mut reserved: Vec<u64> = results
+        .iter()
+        .map(|(fig, counts, _)| {
+            if vulkan {
+                counts.peak_bytes
+            } else {
+                fig.high_water
+            }
+        })
+        .collect();
+    let mut calls: Vec<u64> = results.iter().map(|r| r.1.allocate_calls).collect();
+    let mut free_calls: Vec<u64> = results.iter().map(|r| r.1.free_calls).collect();
+    let (peak_reserved, reserved_min, reserved_max) = median_range(&mut reserved);
+    let (allocate_calls, calls_min, calls_max) = median_range(&mut calls);
     Row {
         allocator: which,
         trace: trace.name.clone(),
@@ -275,15 +298,13 @@ fn row(
         ns_op_max: op[op.len() - 1],
         allocations: fig.allocs,
         frees: fig.frees,
-        failures: fig.failures,
-        peak_live: fig.peak_live,
-        peak_reserved: if vulkan {
-            counts.peak_bytes
-        } else {
-            fig.high_water
-        },
-        vk_allocate_calls: vulkan.then_some(counts.allocate_calls),
-        vk_free_calls: vulkan.then_some(counts.free_calls),
+        failures: figures.iter().map(|f| f.failures).max().unwrap_or(0),
+        peak_live: figures.iter().map(|f| f.peak_live).max().unwrap_or(0),
+        peak_reserved,
+        peak_reserved_range: (reserved_min, reserved_max),
+        vk_allocate_calls: vulkan.then_some(allocate_calls),
+        vk_allocate_calls_range: vulkan.then_some((calls_min, calls_max)),
+        vk_free_calls: vulkan.then(|| median_range(&mut free_calls).0),
         end_objects_hooked: vulkan.then_some(counts.live_objects),
         end_objects_own: own,
         placement_hash: fig.placement_hash,
@@ -526,4 +547,56 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trace() -> Trace {
+        Trace {
+            name: "t".to_owned(),
+            seed: 1,
+            requests: Vec::new(),
+            ops: Vec::new(),
+            segments: Vec::new(),
+            slots: 0,
+            measured: 0..0,
+            allocations: 0,
+            frees: 0,
+        }
+    }
+
+    fn run(peak_bytes: u64, calls: u64, high_water: u64) -> RunResult {
+        let fig = replay::RunFigures {
+            peak_live: 100,
+            high_water,
+            ..Default::default()
+        };
+        let counts = vulkan::MemoryCounts {
+            allocate_calls: calls,
+            peak_bytes,
+            ..Default::default()
+        };
+        (fig, counts, None)
+    }
+
+    #[test]
+    fn memory_figures_are_the_median_of_the_runs_not_the_last() {
+        let runs = [run(1408, 1166, 0), run(1344, 1110, 0), run(1376, 1136, 0)];
+        let row = row(Which::GpuAllocator, &trace(), &runs);
+        assert_eq!(row.peak_reserved, 1376);
+        assert_eq!(row.peak_reserved_range, (1344, 1408));
+        assert_eq!(row.vk_allocate_calls, Some(1136));
+        assert_eq!(row.vk_allocate_calls_range, Some((1110, 1166)));
+    }
+
+    #[test]
+    fn a_core_reserves_its_high_water_mark() {
+        let runs = [run(0, 0, 500), run(0, 0, 500)];
+        let row = row(Which::OurCore, &trace(), &runs);
+        assert_eq!(row.peak_reserved, 500);
+        assert_eq!(row.vk_allocate_calls, None);
+        assert!((row.ratio() - 5.0).abs() < 1e-9);
+    }
 }

@@ -26,9 +26,14 @@ pub struct Row {
     pub failures: u64,
     pub peak_live: u64,
     /// Peak of `VkDeviceMemory` bytes alive (Vulkan allocators), or the
-    /// highest end offset (cores).
+    /// highest end offset (cores): the median over the runs.
     pub peak_reserved: u64,
+    /// The smallest and largest `peak_reserved` of the runs.
+    pub peak_reserved_range: (u64, u64),
+    /// `vkAllocateMemory` calls: the median over the runs.
     pub vk_allocate_calls: Option<u64>,
+    /// The fewest and most calls of the runs.
+    pub vk_allocate_calls_range: Option<(u64, u64)>,
     pub vk_free_calls: Option<u64>,
     /// Memory objects alive at the end of the trace, by the counting hooks
     /// and by the allocator's own statistics (vk-suballoc only).
@@ -96,7 +101,7 @@ impl Results {
         let _ = writeln!(s, "Device: {} ({})", self.device, self.driver);
         let _ = writeln!(
             s,
-            "Seed {:#x}, about {} operations per trace, median of {} runs; clock overhead {:.1} ns per timed segment, subtracted. An uncontended mutex lock + unlock costs {:.1} ns here (only the `vk-suballoc (locked)` row takes one per call: vk-suballoc's `allocate_mut`/`free_mut`, gpu-alloc and gpu-allocator take `&mut self`, and VMA runs `EXTERNALLY_SYNCHRONIZED`).\n",
+            "Seed {:#x}, about {} operations per trace, median of {} runs (times, reserved bytes and calls alike; a range in parentheses when the runs differ); clock overhead {:.1} ns per timed segment, subtracted. An uncontended mutex lock + unlock costs {:.1} ns here (only the `vk-suballoc (locked)` row takes one per call: vk-suballoc's `allocate_mut`/`free_mut`, gpu-alloc and gpu-allocator take `&mut self`, and VMA runs `EXTERNALLY_SYNCHRONIZED`).\n",
             self.seed, self.ops, self.runs, self.timer_overhead_ns, self.mutex_pair_ns
         );
         for trace in self.traces() {
@@ -107,10 +112,18 @@ impl Results {
             );
             let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
             for row in self.rows.iter().filter(|r| r.trace == trace) {
-                let reserved_note = if row.allocator.is_vulkan() {
-                    ""
+                let (low, high) = row.peak_reserved_range;
+                let mut reserved_note = if low == high {
+                    String::new()
                 } else {
-                    " (range)"
+                    format!(" ({:.1}..{:.1})", low as f64 / MIB, high as f64 / MIB)
+                };
+                if !row.allocator.is_vulkan() {
+                    reserved_note.push_str(" (range)");
+                }
+                let calls = match (row.vk_allocate_calls, row.vk_allocate_calls_range) {
+                    (Some(c), Some((low, high))) if low != high => format!("{c} ({low}..{high})"),
+                    (c, _) => opt(c),
                 };
                 let _ = writeln!(
                     s,
@@ -126,7 +139,7 @@ impl Results {
                     row.peak_reserved as f64 / MIB,
                     reserved_note,
                     row.ratio(),
-                    opt(row.vk_allocate_calls),
+                    calls,
                     row.failures
                 );
             }
@@ -349,7 +362,7 @@ fn num(x: Option<u64>) -> String {
 fn row_json(r: &Row, live: Option<usize>) -> String {
     let live = live.map_or_else(String::new, |n| format!("\"live\": {n}, "));
     format!(
-        "    {{{live}\"allocator\": {}, \"trace\": {}, \"seed\": {}, \"runs\": {}, \"ns_per_alloc\": {:.2}, \"ns_per_free\": {:.2}, \"ns_per_op\": {:.2}, \"ns_per_op_min\": {:.2}, \"ns_per_op_max\": {:.2}, \"ns_per_op_in_driver\": {}, \"allocations\": {}, \"frees\": {}, \"failures\": {}, \"peak_live_bytes\": {}, \"peak_reserved_bytes\": {}, \"reserved_per_live\": {:.4}, \"reserved_is_range_high_water\": {}, \"vk_allocate_memory_calls\": {}, \"vk_free_memory_calls\": {}, \"end_memory_objects_hooked\": {}, \"end_memory_objects_own_stats\": {}, \"placement_hash\": {}}}",
+        "    {{{live}\"allocator\": {}, \"trace\": {}, \"seed\": {}, \"runs\": {}, \"ns_per_alloc\": {:.2}, \"ns_per_free\": {:.2}, \"ns_per_op\": {:.2}, \"ns_per_op_min\": {:.2}, \"ns_per_op_max\": {:.2}, \"ns_per_op_in_driver\": {}, \"allocations\": {}, \"frees\": {}, \"failures\": {}, \"peak_live_bytes\": {}, \"peak_reserved_bytes\": {}, \"peak_reserved_bytes_min\": {}, \"peak_reserved_bytes_max\": {}, \"reserved_per_live\": {:.4}, \"reserved_is_range_high_water\": {}, \"vk_allocate_memory_calls\": {}, \"vk_allocate_memory_calls_min\": {}, \"vk_allocate_memory_calls_max\": {}, \"vk_free_memory_calls\": {}, \"end_memory_objects_hooked\": {}, \"end_memory_objects_own_stats\": {}, \"placement_hash\": {}}}",
         quote(r.allocator.key()),
         quote(&r.trace),
         r.seed,
@@ -366,9 +379,13 @@ fn row_json(r: &Row, live: Option<usize>) -> String {
         r.failures,
         r.peak_live,
         r.peak_reserved,
+        r.peak_reserved_range.0,
+        r.peak_reserved_range.1,
         r.ratio(),
         !r.allocator.is_vulkan(),
         num(r.vk_allocate_calls),
+        num(r.vk_allocate_calls_range.map(|r| r.0)),
+        num(r.vk_allocate_calls_range.map(|r| r.1)),
         num(r.vk_free_calls),
         num(r.end_objects_hooked),
         num(r.end_objects_own),
