@@ -271,6 +271,17 @@ impl Results {
             );
             let _ = writeln!(s, "| {trace} | {speed} | {vs_core} | {ratio} | {calls} |");
         }
+        // A row with failed allocations timed and reserved for fewer
+        // allocations than the others: its verdicts do not compare.
+        for row in self.rows.iter().filter(|r| r.failures > 0) {
+            let _ = writeln!(
+                s,
+                "\n**{}: {} failed {} allocations**, so its times, reserved/live and calls cover less work than the other rows'.",
+                row.trace,
+                row.allocator.name(),
+                row.failures
+            );
+        }
         let ours: Vec<f64> = self
             .scaling
             .iter()
@@ -396,6 +407,44 @@ fn row_json(r: &Row, live: Option<usize>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_row_with_failures_is_called_out_under_the_targets() {
+        let row = |allocator, failures| Row {
+            allocator,
+            trace: "mixed".to_owned(),
+            seed: 0,
+            runs: 1,
+            ns_alloc: 1.0,
+            ns_free: 1.0,
+            ns_op: 1.0,
+            ns_driver_op: None,
+            ns_op_min: 1.0,
+            ns_op_max: 1.0,
+            allocations: 10,
+            frees: 10,
+            failures,
+            peak_live: 1,
+            peak_reserved: 1,
+            peak_reserved_range: (1, 1),
+            vk_allocate_calls: Some(1),
+            vk_allocate_calls_range: Some((1, 1)),
+            vk_free_calls: Some(1),
+            end_objects_hooked: None,
+            end_objects_own: None,
+            placement_hash: None,
+        };
+        let results = Results {
+            rows: vec![row(Which::VkSuballoc, 0), row(Which::Vma, 3)],
+            ..Default::default()
+        };
+        let text = results.targets_markdown();
+        assert!(
+            text.contains("vma (vk-mem 0.5) failed 3 allocations"),
+            "{text}"
+        );
+        assert!(!text.contains("vk-suballoc failed"), "{text}");
+    }
 
     #[test]
     fn growth_over_every_live_count_is_a_bare_ratio() {
