@@ -9,7 +9,7 @@
 //! | VMA (vk-mem) | `vmaAllocateMemoryForBuffer` / `ForImage` | `EXTERNALLY_SYNCHRONIZED` (no lock, as the others); `preferredFlags`/`requiredFlags` (the `AUTO` usages need a resource's create info); the typed calls VMA's docs recommend over `vmaAllocateMemory`, so it knows buffers from images, on placeholder handles whose requirement query the bench answers from the trace (no driver call) |
 //! | gpu-allocator | `Allocator::allocate` | `GpuAllocatorManaged`, `linear` from the resource kind, default block sizes; `&mut self`, no lock |
 //! | gpu-alloc | `GpuAllocator::alloc` | `Config::i_am_prototyping()`; per-frame buffers `FAST_DEVICE_ACCESS \| UPLOAD \| HOST_ACCESS \| TRANSIENT`; `&mut self`, no lock |
-//! | our core | `OffsetAllocator::allocate(size, align)` | one 4 GiB range, no Vulkan |
+//! | our core | `OffsetAllocator::allocate(size, align)` | one 4 GiB range, no Vulkan; sizes rounded up to their alignment, as the pools place them |
 //! | offset-allocator | `Allocator::allocate(units)` | one range of 64-byte units (its sizes are `u32`); alignment above 64 by padding |
 
 use ash::vk;
