@@ -38,6 +38,11 @@ fn each_preset_places_each_usage_in_the_expected_type() {
         (FakeLayout::amd(), Usage::UPLOAD, 1),
         (FakeLayout::amd(), Usage::UPLOAD | Usage::DEVICE_LOCAL, 2),
         (FakeLayout::amd(), Usage::READBACK, 3),
+        // rebar: the discrete types, the BAR type (4) in the VRAM heap.
+        (FakeLayout::rebar(), Usage::DEVICE_LOCAL, 1),
+        (FakeLayout::rebar(), Usage::UPLOAD, 2),
+        (FakeLayout::rebar(), Usage::UPLOAD | Usage::DEVICE_LOCAL, 4),
+        (FakeLayout::rebar(), Usage::READBACK, 3),
     ];
     for (layout, usage, expected) in cases {
         let name = layout.name;

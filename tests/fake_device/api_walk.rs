@@ -407,3 +407,8 @@ fn api_walk_lavapipe() {
 fn api_walk_amd() {
     walk("api_walk_amd", FakeLayout::amd());
 }
+
+#[test]
+fn api_walk_rebar() {
+    walk("api_walk_rebar", FakeLayout::rebar());
+}

@@ -261,3 +261,34 @@ fn a_frame_end_makes_the_next_check_read_the_budget_again() {
     allocator.collect().unwrap();
     finish(allocator, &device);
 }
+
+/// With resizable BAR, host-visible VRAM (type 4) is in the VRAM heap:
+/// device-only blocks use its budget too, and a within-budget upload that
+/// would pass it goes to system memory (type 2) instead.
+#[test]
+fn rebar_uploads_share_the_vram_budget_with_device_local_memory() {
+    let (allocator, device) = allocator(FakeLayout::rebar());
+    device.set_heap_budget(0, 100 * MIB, 0);
+    let vram = allocator
+        .allocate(&buffer(80 * MIB, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always))
+        .unwrap();
+    assert_eq!(vram.memory_type(), 1);
+    let upload = buffer(40 * MIB, 256, Usage::UPLOAD | Usage::DEVICE_LOCAL)
+        .dedicated(DedicatedPolicy::Always)
+        .within_budget();
+    let staging = allocator.allocate(&upload).unwrap();
+    assert_eq!(staging.memory_type(), 2);
+    assert!(staging.mapped_ptr().is_some());
+    // Within the budget, the same request gets host-visible VRAM.
+    allocator.free_after_frame(vram).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    let bar = allocator.allocate(&upload).unwrap();
+    assert_eq!(bar.memory_type(), 4);
+    for allocation in [staging, bar] {
+        allocator.free_after_frame(allocation).unwrap();
+    }
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}

@@ -2,10 +2,10 @@
 //!
 //! Every Vulkan test builds a [`VulkanContext`] for a [`Profile`]: lavapipe as
 //! it is, or lavapipe behind the fake-memory layer (`layers/fake-memory`)
-//! presenting a discrete, integrated, mobile or AMD GPU's memory architecture. The
-//! validation layer sits above both and every warning or error it reports is
-//! recorded; a context that is dropped with unread messages fails the test.
-//! Tests that provoke a message on purpose take it with
+//! presenting a discrete (with or without resizable BAR), integrated, mobile or
+//! AMD GPU's memory architecture. The validation layer sits above both and
+//! every warning or error it reports is recorded; a context that is dropped
+//! with unread messages fails the test. Tests that provoke a message on purpose take it with
 //! [`VulkanContext::expect_validation_messages`].
 //!
 //! Missing Vulkan pieces (loader, lavapipe, validation layer) make the tests

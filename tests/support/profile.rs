@@ -23,24 +23,31 @@ pub enum Profile {
     /// device-coherent flags, which need a feature these devices never
     /// enable; granularity 64, atom 64.
     Amd,
+    /// A discrete GPU with resizable BAR: 1 GiB device-local heap holding
+    /// both the device-local type and the host-visible one (no BAR heap),
+    /// 2 GiB host heap with coherent and coherent cached types; granularity
+    /// 1024, atom 64.
+    Rebar,
 }
 
 impl Profile {
     /// Every profile, lavapipe first.
-    pub const ALL: [Profile; 5] = [
+    pub const ALL: [Profile; 6] = [
         Profile::Lavapipe,
         Profile::Discrete,
         Profile::Integrated,
         Profile::Mobile,
         Profile::Amd,
+        Profile::Rebar,
     ];
 
     /// The profiles served by the fake-memory layer.
-    pub const FAKE: [Profile; 4] = [
+    pub const FAKE: [Profile; 5] = [
         Profile::Discrete,
         Profile::Integrated,
         Profile::Mobile,
         Profile::Amd,
+        Profile::Rebar,
     ];
 
     /// Lower-case name, as in test names and the layer's configuration.
@@ -51,6 +58,7 @@ impl Profile {
             Profile::Integrated => "integrated",
             Profile::Mobile => "mobile",
             Profile::Amd => "amd",
+            Profile::Rebar => "rebar",
         }
     }
 
@@ -94,7 +102,7 @@ macro_rules! test_profiles {
 pub(crate) use test_profiles;
 
 /// Defines a module `$name` with one `#[test]` per [`Profile`] (functions
-/// `lavapipe`, `discrete`, `integrated`, `mobile`, `amd`), each running the body with
+/// `lavapipe`, `discrete`, `integrated`, `mobile`, `amd`, `rebar`), each running the body with
 /// `$profile` bound to its profile. Run one profile's tests with a name
 /// filter, e.g. `cargo test --test vulkan -- ::mobile`.
 ///
@@ -110,7 +118,7 @@ pub(crate) use test_profiles;
 macro_rules! test_each_profile {
     ($($test:tt)*) => {
         $crate::support::test_profiles!(
-            [lavapipe => Lavapipe, discrete => Discrete, integrated => Integrated, mobile => Mobile, amd => Amd]
+            [lavapipe => Lavapipe, discrete => Discrete, integrated => Integrated, mobile => Mobile, amd => Amd, rebar => Rebar]
             $($test)*
         );
     };
@@ -122,7 +130,7 @@ pub(crate) use test_each_profile;
 macro_rules! test_each_fake_profile {
     ($($test:tt)*) => {
         $crate::support::test_profiles!(
-            [discrete => Discrete, integrated => Integrated, mobile => Mobile, amd => Amd]
+            [discrete => Discrete, integrated => Integrated, mobile => Mobile, amd => Amd, rebar => Rebar]
             $($test)*
         );
     };

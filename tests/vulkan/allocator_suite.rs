@@ -70,6 +70,13 @@ fn expected_types(profile: Profile) -> [(Usage, u32); 4] {
             (Usage::READBACK, 3),
             (dynamic, 2),
         ],
+        // 0 DL, 1 HV|HC, 2 HV|HC|cached, 3 DL|HV|HC (all of VRAM)
+        Profile::Rebar => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 1),
+            (Usage::READBACK, 2),
+            (dynamic, 3),
+        ],
     }
 }
 
@@ -439,6 +446,9 @@ test_each_fake_profile!(
             // The same, and never AMD's device-coherent duplicates (4-7),
             // which the validation layer would report.
             Profile::Amd => assert_eq!(types, vec![0, 2, 1]),
+            // VRAM, then system memory: the host-visible VRAM type (3)
+            // shares the full heap.
+            Profile::Rebar => assert_eq!(types, vec![0, 1]),
             // One heap: every type shares it, so the first one fills it.
             _ => assert_eq!(types[0], 0),
         }
@@ -608,7 +618,7 @@ test_each_fake_profile!(
         let (handle, allocation) = buffer(&allocator, 20 * MIB, AllocationDesc::new(Usage::DEVICE_LOCAL));
         match profile {
             // 20 MiB wants a 64 MiB block; 64 and 32 fail; 16 is too small.
-            Profile::Discrete | Profile::Integrated | Profile::Amd => {
+            Profile::Discrete | Profile::Integrated | Profile::Amd | Profile::Rebar => {
                 assert!(allocation.is_dedicated(), "{profile}");
                 assert_eq!(allocation.memory_type(), 0);
             }

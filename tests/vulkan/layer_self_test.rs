@@ -100,6 +100,23 @@ fn expected(profile: Profile) -> Expected {
             buffer_size_granule: 4,
             image_alignment: 4096,
         },
+        Profile::Rebar => Expected {
+            device_type: vk::PhysicalDeviceType::DISCRETE_GPU,
+            heaps: &[GIB, 2 * GIB],
+            types: &[
+                (0x1, 0),
+                (0x2 | 0x4, 1),
+                (0x2 | 0x4 | 0x8, 1),
+                (0x1 | 0x2 | 0x4, 0),
+            ],
+            image_type_bits: 0b1001,
+            granularity: 1024,
+            atom: 64,
+            max_allocations: 4096,
+            buffer_alignment: 256,
+            buffer_size_granule: 16,
+            image_alignment: 4096,
+        },
         Profile::Lavapipe => unreachable!("lavapipe is not a fake profile"),
     }
 }

@@ -80,7 +80,7 @@ impl LayerConfig {
 /// Why a configuration string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigError {
-    /// The profile name is none of `discrete`, `integrated`, `mobile`, `amd`, `passthrough`.
+    /// The profile name is none of `discrete`, `integrated`, `mobile`, `amd`, `rebar`, `passthrough`.
     UnknownProfile(String),
     /// An option other than `fail-allocation`, `max-allocations`,
     /// `image-alignment` and `dedicated` (or a `dedicated` value other than
@@ -96,7 +96,7 @@ impl fmt::Display for ConfigError {
         match self {
             Self::UnknownProfile(name) => write!(
                 f,
-                "unknown profile {name:?} (expected discrete, integrated, mobile, amd or {PASSTHROUGH})"
+                "unknown profile {name:?} (expected discrete, integrated, mobile, amd, rebar or {PASSTHROUGH})"
             ),
             Self::UnknownOption(option) => write!(
                 f,

@@ -38,7 +38,7 @@ pub struct FakeType {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Profile {
     /// Name used in the configuration string (`discrete`, `integrated`,
-    /// `mobile`, `amd`).
+    /// `mobile`, `amd`, `rebar`).
     pub name: &'static str,
     /// `VkPhysicalDeviceProperties::deviceType` reported by the layer.
     pub device_type: vk::PhysicalDeviceType,
@@ -265,8 +265,58 @@ pub const AMD: Profile = Profile {
     min_image_alignment: 4096,
 };
 
+/// A discrete GPU with resizable BAR (NVIDIA's ReBAR, AMD's Smart Access
+/// Memory): the host can map all of VRAM, so the device-local, host-visible
+/// type lives in the VRAM heap itself rather than in a 256 MiB window heap of
+/// its own, and host-visible VRAM competes with device-only VRAM for one heap
+/// and one budget. Types as NVIDIA lists them with ReBAR on: device-local,
+/// host coherent, host coherent cached, then device-local host-visible in
+/// heap 0.
+pub const REBAR: Profile = Profile {
+    name: "rebar",
+    device_type: vk::PhysicalDeviceType::DISCRETE_GPU,
+    heaps: &[
+        FakeHeap {
+            size: GIB,
+            flags: HEAP_DEVICE_LOCAL,
+        },
+        FakeHeap {
+            size: 2 * GIB,
+            flags: vk::MemoryHeapFlags::empty(),
+        },
+    ],
+    types: &[
+        FakeType {
+            flags: DEVICE_LOCAL,
+            heap: 0,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[HOST_VISIBLE, HOST_COHERENT]),
+            heap: 1,
+            images: false,
+        },
+        FakeType {
+            flags: all(&[HOST_VISIBLE, HOST_COHERENT, HOST_CACHED]),
+            heap: 1,
+            images: false,
+        },
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, HOST_VISIBLE, HOST_COHERENT]),
+            heap: 0,
+            images: true,
+        },
+    ],
+    buffer_image_granularity: 1024,
+    non_coherent_atom_size: 64,
+    max_memory_allocation_count: 4096,
+    min_buffer_alignment: 256,
+    buffer_size_granule: 16,
+    min_image_alignment: 4096,
+};
+
 /// Every profile, for lookup by name.
-pub const ALL: [&Profile; 4] = [&DISCRETE, &INTEGRATED, &MOBILE, &AMD];
+pub const ALL: [&Profile; 5] = [&DISCRETE, &INTEGRATED, &MOBILE, &AMD, &REBAR];
 
 /// Checked at compile time: every profile fits Vulkan's fixed-size arrays,
 /// points its types at existing heaps and uses power-of-two limits.

@@ -138,6 +138,20 @@ impl FakeLayout {
         }
     }
 
+    /// A discrete GPU with resizable BAR (NVIDIA's ReBAR, AMD's Smart Access
+    /// Memory): the host can map all of VRAM, so the device-local
+    /// host-visible type is in the 8 GiB VRAM heap (no 256 MiB BAR heap), and
+    /// blocks of it compete with device-only blocks for that heap's budget.
+    /// Types as [`discrete`](Self::discrete) with the BAR type (4) moved to
+    /// heap 0. `bufferImageGranularity` 1024.
+    pub fn rebar() -> Self {
+        let mut layout = Self::discrete();
+        layout.name = "rebar";
+        layout.memory_types[4].heap = 0;
+        layout.memory_heaps.truncate(2);
+        layout
+    }
+
     /// A discrete AMD GPU as RADV reports it when `VK_AMD_device_coherent_memory`
     /// is supported: an 8 GiB device-local heap, a 16 GiB system heap and a
     /// 256 MiB BAR heap; types 0 device-local, 1 host-visible coherent, 2
