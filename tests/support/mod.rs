@@ -5,8 +5,8 @@
 //! presenting a discrete (with or without resizable BAR), integrated, mobile or
 //! AMD GPU's memory architecture. The validation layer sits above both and
 //! every warning or error it reports is recorded; a context that is dropped
-//! with unread messages fails the test. Tests that provoke a message on purpose take it with
-//! [`VulkanContext::expect_validation_messages`].
+//! with unread messages fails the test. Tests that provoke a message on
+//! purpose take it with [`VulkanContext::expect_validation_messages`].
 //!
 //! Missing Vulkan pieces (loader, lavapipe, validation layer) make the tests
 //! fail with a message saying what to install; they are never skipped.
