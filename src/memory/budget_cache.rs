@@ -111,6 +111,7 @@ mod tests {
         assert!(!cache.is_stale());
         assert_eq!(cache.estimate(&own(40 * MIB)).unwrap()[0].usage, 100 * MIB);
         assert_eq!(cache.estimate(&own(104 * MIB)).unwrap()[0].usage, 164 * MIB);
+        assert_eq!(cache.estimate(&own(10 * MIB)).unwrap()[0].usage, 70 * MIB);
         assert_eq!(cache.estimate(&own(0)).unwrap()[0].usage, 60 * MIB);
         assert_eq!(cache.estimate(&own(0)).unwrap()[0].budget, 500 * MIB);
         // A driver that reported less than ours: never below zero.
