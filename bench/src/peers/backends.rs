@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | vk-suballoc | `Allocator::allocate_mut(&Request)` | `Config::default()`; `&mut self`, no lock |
 //! | vk-suballoc, locked | `Allocator::allocate(&Request)` | the same through `&self`: a lock per memory type |
-//! | VMA (vk-mem) | `vmaAllocateMemoryForBuffer` / `ForImage` | `EXTERNALLY_SYNCHRONIZED` (no lock, as the others); `preferredFlags`/`requiredFlags` (the `AUTO` usages need a resource's create info); the typed calls VMA's docs recommend over `vmaAllocateMemory`, so it knows buffers from images, on placeholder handles whose requirement query the bench answers from the trace (no driver call) |
+//! | VMA (vk-mem) | `vmaAllocateMemoryForBuffer` / `ForImage` | `EXTERNALLY_SYNCHRONIZED` (no lock, as the others); `preferredFlags`/`requiredFlags` (the `AUTO` usages need a resource's create info), uploads `MAPPED`; the typed calls VMA's docs recommend over `vmaAllocateMemory`, so it knows buffers from images, on placeholder handles whose requirement query the bench answers from the trace (no driver call) |
 //! | gpu-allocator | `Allocator::allocate` | `GpuAllocatorManaged`, `linear` from the resource kind, default block sizes; `&mut self`, no lock |
 //! | gpu-alloc | `GpuAllocator::alloc` | `Config::i_am_prototyping()`; per-frame buffers `FAST_DEVICE_ACCESS \| UPLOAD \| HOST_ACCESS \| TRANSIENT`; `&mut self`, no lock |
 //! | our core | `OffsetAllocator::allocate(size, align)` | one 4 GiB range, no Vulkan; sizes rounded up to their alignment, as the pools place them |
@@ -192,7 +192,10 @@ impl Vma {
             preferred_flags: vk::MemoryPropertyFlags::DEVICE_LOCAL,
             ..Default::default()
         };
+        // Persistently mapped, as VMA's docs advise for per-frame uploads
+        // (and as the other allocators map every host-visible block).
         let upload = vk_mem::AllocationCreateInfo {
+            flags: vk_mem::AllocationCreateFlags::MAPPED,
             required_flags: vk::MemoryPropertyFlags::HOST_VISIBLE
                 | vk::MemoryPropertyFlags::HOST_COHERENT,
             preferred_flags: vk::MemoryPropertyFlags::DEVICE_LOCAL,
