@@ -1,14 +1,40 @@
 //! Heap budgets: the driver's (`VK_EXT_memory_budget`) or a fraction of each
 //! heap, how they steer requests, and how often the driver is asked.
 
-use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::device::{HeapBudget, MemoryDeviceExt};
-use vk_suballoc::{DedicatedPolicy, Error, Usage};
+use vk_suballoc::{Allocation, DedicatedPolicy, Error, Request, Usage};
 
 use super::frames::end_frame;
-use super::{allocator, buffer, finish};
+use super::{allocator, buffer, finish, FakeAllocator};
 
 const MIB: u64 = 1 << 20;
+
+/// Frees `allocations` after a frame, as an engine does, lets the fake GPU
+/// finish that frame, and checks that the device is left clean.
+fn free_all_and_finish(
+    allocator: FakeAllocator,
+    device: &FakeDevice,
+    allocations: impl IntoIterator<Item = Allocation>,
+) {
+    for allocation in allocations {
+        allocator.free_after_frame(allocation).unwrap();
+    }
+    device.signal_fence(end_frame(&allocator, device));
+    allocator.collect().unwrap();
+    finish(allocator, device);
+}
+
+/// A within-budget request for `size` bytes of dedicated memory in VRAM
+/// alone (type 1 of the discrete layouts), so that nothing moves to another
+/// heap.
+fn vram_only(size: u64) -> Request<'static> {
+    let mut request = buffer(size, 256, Usage::DEVICE_LOCAL)
+        .dedicated(DedicatedPolicy::Always)
+        .within_budget();
+    request.requirements.memory_type_bits = 1 << 1;
+    request
+}
 
 #[test]
 fn budgets_steer_allocations_and_within_budget_fails_typed() {
@@ -37,12 +63,7 @@ fn budgets_steer_allocations_and_within_budget_fails_typed() {
             .unwrap(),
     );
     assert!(allocator.budgets()[0].usage > budget.budget);
-    for a in live {
-        allocator.free_after_frame(a).unwrap();
-    }
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    free_all_and_finish(allocator, &device, live);
 }
 
 #[test]
@@ -57,10 +78,7 @@ fn the_budget_extension_moves_requests_to_the_next_heap() {
         .unwrap();
     // VRAM (type 1) is over budget: the BAR (type 4) is next.
     assert_eq!(a.memory_type(), 4);
-    allocator.free_after_frame(a).unwrap();
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    free_all_and_finish(allocator, &device, [a]);
 }
 
 /// Some drivers report a heap budget of 0, or one larger than the heap.
@@ -81,10 +99,7 @@ fn implausible_driver_budgets_are_read_as_vma_reads_them() {
         .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL).within_budget())
         .unwrap();
     assert_eq!(a.memory_type(), 1);
-    allocator.free_after_frame(a).unwrap();
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    free_all_and_finish(allocator, &device, [a]);
 }
 
 /// A driver usage below what this allocator alone holds in the heap (some
@@ -96,10 +111,7 @@ fn a_driver_usage_below_our_own_is_not_believed() {
     device.set_heap_budget(0, 100 * MIB, 0);
     device.report_heap_usage(0, Some(0));
     // Only VRAM (type 1), so that nothing moves to another heap.
-    let mut request = buffer(40 * MIB, 256, Usage::DEVICE_LOCAL)
-        .dedicated(DedicatedPolicy::Always)
-        .within_budget();
-    request.requirements.memory_type_bits = 1 << 1;
+    let request = vram_only(40 * MIB);
     let first = allocator.allocate(&request).unwrap();
     let second = allocator.allocate(&request).unwrap();
     // The driver says 0; the allocator counts its own 80 MiB.
@@ -111,12 +123,7 @@ fn a_driver_usage_below_our_own_is_not_believed() {
         allocator.allocate(&request),
         Err(Error::OverBudget { .. })
     ));
-    for allocation in [first, second] {
-        allocator.free_after_frame(allocation).unwrap();
-    }
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    free_all_and_finish(allocator, &device, [first, second]);
 }
 
 #[test]
@@ -130,10 +137,7 @@ fn a_small_budget_left_is_used_with_smaller_blocks_first() {
         .unwrap();
     assert_eq!(a.memory_type(), 1);
     assert_eq!(allocator.stats().memory_types[1].block_bytes, 8 * MIB);
-    allocator.free_after_frame(a).unwrap();
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    free_all_and_finish(allocator, &device, [a]);
 }
 
 /// A within-budget request may use the budget up to its last byte: memory
@@ -153,12 +157,7 @@ fn a_request_that_exactly_fills_the_budget_is_within_it() {
     // Not one byte more.
     let over = allocator.allocate(&exact).unwrap();
     assert_eq!(over.memory_type(), 4);
-    for x in [a, over] {
-        allocator.free_after_frame(x).unwrap();
-    }
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    free_all_and_finish(allocator, &device, [a, over]);
 }
 
 /// The allocator checks a heap's budget before each memory object it makes,
@@ -173,12 +172,7 @@ fn the_driver_is_asked_for_budgets_every_thirty_memory_objects() {
         .collect();
     assert_eq!(device.counters().allocations, 90);
     assert_eq!(device.counters().budget_queries, 3);
-    for allocation in live {
-        allocator.free_after_frame(allocation).unwrap();
-    }
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    free_all_and_finish(allocator, &device, live);
 }
 
 /// Between readings, the estimate follows the allocator's own memory: a
@@ -188,10 +182,7 @@ fn the_driver_is_asked_for_budgets_every_thirty_memory_objects() {
 fn between_readings_the_allocators_own_memory_counts() {
     let (allocator, device) = allocator(FakeLayout::discrete());
     device.set_heap_budget(0, 100 * MIB, 0);
-    let mut request = buffer(10 * MIB, 256, Usage::DEVICE_LOCAL)
-        .dedicated(DedicatedPolicy::Always)
-        .within_budget();
-    request.requirements.memory_type_bits = 1 << 1;
+    let request = vram_only(10 * MIB);
     let live: Vec<_> = (0..10)
         .map(|_| allocator.allocate(&request).unwrap())
         .collect();
@@ -203,12 +194,7 @@ fn between_readings_the_allocators_own_memory_counts() {
         Err(Error::OverBudget { heap: 0, .. })
     ));
     assert_eq!(device.counters().budget_queries, queries + 1);
-    for allocation in live {
-        allocator.free_after_frame(allocation).unwrap();
-    }
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    free_all_and_finish(allocator, &device, live);
 }
 
 /// A budget that grew since the last reading (other processes gave memory
@@ -218,10 +204,7 @@ fn between_readings_the_allocators_own_memory_counts() {
 fn a_stale_budget_never_refuses_what_the_driver_would_grant() {
     let (allocator, device) = allocator(FakeLayout::discrete());
     device.set_heap_budget(0, 100 * MIB, 90 * MIB);
-    let mut request = buffer(20 * MIB, 256, Usage::DEVICE_LOCAL)
-        .dedicated(DedicatedPolicy::Always)
-        .within_budget();
-    request.requirements.memory_type_bits = 1 << 1;
+    let request = vram_only(20 * MIB);
     assert!(matches!(
         allocator.allocate(&request),
         Err(Error::OverBudget { .. })
@@ -229,10 +212,7 @@ fn a_stale_budget_never_refuses_what_the_driver_would_grant() {
     // The other processes leave; the allocator has not read that yet.
     device.set_heap_budget(0, 100 * MIB, 0);
     let granted = allocator.allocate(&request).unwrap();
-    allocator.free_after_frame(granted).unwrap();
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    free_all_and_finish(allocator, &device, [granted]);
 }
 
 /// A budget that shrank since the last reading (another process took
@@ -241,10 +221,7 @@ fn a_stale_budget_never_refuses_what_the_driver_would_grant() {
 fn a_frame_end_makes_the_next_check_read_the_budget_again() {
     let (allocator, device) = allocator(FakeLayout::discrete());
     device.set_heap_budget(0, 100 * MIB, 0);
-    let mut request = buffer(20 * MIB, 256, Usage::DEVICE_LOCAL)
-        .dedicated(DedicatedPolicy::Always)
-        .within_budget();
-    request.requirements.memory_type_bits = 1 << 1;
+    let request = vram_only(20 * MIB);
     let first = allocator.allocate(&request).unwrap();
     // Another process takes 70 MiB: 20 + 20 + 70 would pass 100 MiB.
     device.set_heap_budget(0, 100 * MIB, 70 * MIB);
@@ -285,10 +262,5 @@ fn rebar_uploads_share_the_vram_budget_with_device_local_memory() {
     allocator.collect().unwrap();
     let bar = allocator.allocate(&upload).unwrap();
     assert_eq!(bar.memory_type(), 4);
-    for allocation in [staging, bar] {
-        allocator.free_after_frame(allocation).unwrap();
-    }
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    free_all_and_finish(allocator, &device, [staging, bar]);
 }
