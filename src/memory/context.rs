@@ -293,7 +293,19 @@ impl<D> MemoryContext<D> {
             if !self.device.heap_budgets(&mut budgets) {
                 return None;
             }
-            cache.store(budgets, *own);
+            // What the reading counts as ours must not exceed what the
+            // driver counted, or the estimate falls below the true usage
+            // until the next reading. Memory freed while the driver was
+            // read (`own` was taken before) is out of the usage after it,
+            // and memory made meanwhile out of the usage before it (made
+            // memory is counted after `vkAllocateMemory`, freed memory
+            // uncounted before `vkFreeMemory`).
+            let after = self.own_usage();
+            let mut counted = *own;
+            for (counted, after) in counted.iter_mut().zip(after) {
+                *counted = (*counted).min(after);
+            }
+            cache.store(budgets, counted);
         }
         cache.estimate(own)
     }
@@ -457,11 +469,14 @@ impl<D> MemoryContext<D> {
             // SAFETY: mapped once at allocation (the caller says it is).
             unsafe { self.device.unmap_memory(&mut memory) };
         }
+        // Uncounted before the driver frees it: a budget reading taken
+        // meanwhile then never counts as ours memory the driver no longer
+        // does (`driver_budgets`).
+        let heap = self.heap_of(memory_type);
+        self.heap_usage[heap as usize].fetch_sub(size, Ordering::Relaxed);
         // SAFETY: the caller's contract.
         unsafe { self.device.deallocate_memory(memory) };
         self.memory_objects.fetch_sub(1, Ordering::AcqRel);
-        let heap = self.heap_of(memory_type);
-        self.heap_usage[heap as usize].fetch_sub(size, Ordering::Relaxed);
         self.budget_cache().count_object();
         log::debug!("vk-suballoc: freed {size} bytes of memory type {memory_type}");
     }

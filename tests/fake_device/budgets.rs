@@ -264,3 +264,42 @@ fn rebar_uploads_share_the_vram_budget_with_device_local_memory() {
     assert_eq!(bar.memory_type(), 4);
     free_all_and_finish(allocator, &device, [staging, bar]);
 }
+
+/// A reading of the driver's figures that races a free must not count the
+/// freed memory as the allocator's own when the driver's usage no longer
+/// does: the estimate would then fall below the true usage by the freed
+/// size, and within-budget requests pass the budget until the next reading.
+/// The reader took the allocator's usage before waiting for the driver, and
+/// a free subtracted its size only after `vkFreeMemory` returned.
+#[test]
+fn a_reading_that_races_a_free_never_lowers_the_estimate() {
+    use std::time::Duration;
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // Others use 150 of the 256 MiB budget of VRAM.
+    device.set_heap_budget(0, 256 * MIB, 150 * MIB);
+    let vram = |size| {
+        let mut request = buffer(size, 256, Usage::DEVICE_LOCAL)
+            .dedicated(DedicatedPolicy::Always)
+            .within_budget();
+        request.requirements.memory_type_bits = 1 << 1;
+        request
+    };
+    let freed = allocator.allocate(&vram(100 * MIB)).unwrap();
+    device.slow_budget_queries_and_frees(Some(Duration::from_millis(300)));
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| allocator.budgets());
+        // The reader waits for the driver; the free lands meanwhile.
+        std::thread::sleep(Duration::from_millis(100));
+        super::free(&allocator, freed);
+        reader.join().unwrap();
+    });
+    device.slow_budget_queries_and_frees(None);
+    // 150 + 150 MiB pass the budget (no new reading before this check).
+    let queries = device.counters().budget_queries;
+    assert!(matches!(
+        allocator.allocate(&vram(150 * MIB)),
+        Err(Error::OverBudget { heap: 0, .. })
+    ));
+    assert_eq!(device.counters().budget_queries, queries + 1);
+    finish(allocator, &device);
+}

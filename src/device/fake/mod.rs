@@ -124,6 +124,17 @@ impl FakeDevice {
         self.state().allocation_delay = delay;
     }
 
+    /// Every later heap-budget query takes `delay` before it reads the
+    /// figures, and every later `vkFreeMemory` call `delay` after the memory
+    /// is freed (the heap's usage drops at once, the call returns late),
+    /// without holding the device's lock: the windows in which a reading of
+    /// the budgets races frees widen. `None` lifts it.
+    pub fn slow_budget_queries_and_frees(&self, delay: Option<std::time::Duration>) {
+        let mut state = self.state();
+        state.budget_query_delay = delay;
+        state.free_delay = delay;
+    }
+
     /// The `nth` `vkMapMemory` call from now fails with
     /// `VK_ERROR_MEMORY_MAP_FAILED`; a call past `u64::MAX` never comes.
     pub fn fail_map(&self, nth: u64) {
@@ -301,6 +312,10 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         if !self.layout.memory_budget {
             return false;
         }
+        let delay = self.state().budget_query_delay;
+        if let Some(delay) = delay {
+            std::thread::sleep(delay);
+        }
         let mut state = self.state();
         state.counters.budget_queries += 1;
         for (heap, slot) in out.iter_mut().enumerate() {
@@ -399,7 +414,14 @@ impl MemoryDevice<FakeMemory> for FakeDevice {
     }
 
     unsafe fn deallocate_memory(&self, memory: FakeMemory) {
-        self.state().free(memory.id);
+        let delay = {
+            let mut state = self.state();
+            state.free(memory.id);
+            state.free_delay
+        };
+        if let Some(delay) = delay {
+            std::thread::sleep(delay);
+        }
     }
 
     unsafe fn map_memory(

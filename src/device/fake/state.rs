@@ -132,6 +132,10 @@ pub(super) struct State {
     pub(super) fail_from_size: Option<u64>,
     /// How long each `vkAllocateMemory` call takes, outside the lock.
     pub(super) allocation_delay: Option<std::time::Duration>,
+    /// How long each budget query (before it reads) and `vkFreeMemory` call
+    /// (after it frees) take, outside the lock.
+    pub(super) budget_query_delay: Option<std::time::Duration>,
+    pub(super) free_delay: Option<std::time::Duration>,
     pub(super) device_lost: bool,
     /// Fences (0 or 1) and timeline semaphores (their value), by handle.
     pub(super) signals: HashMap<u64, u64>,
@@ -164,6 +168,8 @@ impl State {
             faults: Vec::new(),
             fail_from_size: None,
             allocation_delay: None,
+            budget_query_delay: None,
+            free_delay: None,
             device_lost: false,
             signals: HashMap::new(),
             violations: Vec::new(),
