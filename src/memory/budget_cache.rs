@@ -17,6 +17,10 @@
 //! take shows at the next reading. A request the estimate finds over budget
 //! is checked against a fresh reading before it is refused (the pool does
 //! that), so a stale figure never refuses memory the driver would grant.
+//! One fresh reading serves all the attempts a request makes in a memory
+//! type (smaller blocks, dedicated memory): it is taken once the request
+//! needs new memory there ([`BudgetCache::begin_request`]), not once per
+//! memory object tried.
 
 use super::context::MAX_HEAPS;
 use crate::device::HeapBudget;
@@ -30,6 +34,9 @@ pub(crate) const REREAD_AFTER: u32 = 30;
 pub(crate) struct BudgetCache {
     reading: Option<Reading>,
     objects_since: u32,
+    /// A reading was taken since the last [`begin_request`](Self::begin_request):
+    /// a request it finds over budget needs no newer one.
+    read_for_request: bool,
 }
 
 #[derive(Debug)]
@@ -51,6 +58,19 @@ impl BudgetCache {
     pub(crate) fn store(&mut self, budgets: [HeapBudget; MAX_HEAPS], own_usage: [u64; MAX_HEAPS]) {
         self.reading = Some(Reading { budgets, own_usage });
         self.objects_since = 0;
+        self.read_for_request = true;
+    }
+
+    /// Whether a request found over budget on the estimate is to be checked
+    /// against a new reading: none was taken since the request began.
+    pub(crate) fn needs_recheck(&self) -> bool {
+        self.is_stale() || !self.read_for_request
+    }
+
+    /// A request is about to make new memory: its first refusal on the
+    /// estimate reads the figures again.
+    pub(crate) fn begin_request(&mut self) {
+        self.read_for_request = false;
     }
 
     /// The estimate of every heap's figures, now that this allocator holds
@@ -134,5 +154,22 @@ mod tests {
         assert!(!cache.is_stale());
         cache.expire();
         assert!(cache.is_stale());
+    }
+
+    /// A request's refusal is checked on one reading taken since the
+    /// request began, whichever check took it.
+    #[test]
+    fn a_request_needs_one_reading_since_it_began() {
+        let mut cache = BudgetCache::default();
+        assert!(cache.needs_recheck());
+        cache.store(heap0(MIB, 0), own(0));
+        assert!(!cache.needs_recheck());
+        cache.begin_request();
+        assert!(cache.needs_recheck());
+        cache.count_object();
+        cache.store(heap0(MIB, 0), own(0));
+        assert!(!cache.needs_recheck());
+        cache.expire();
+        assert!(cache.needs_recheck());
     }
 }

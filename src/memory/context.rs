@@ -230,7 +230,7 @@ impl<D> MemoryContext<D> {
     where
         D: MemoryDeviceExt<M>,
     {
-        self.budgets(false)
+        self.budgets(Read::WhenStale)
     }
 
     /// [`heap_budgets`](Self::heap_budgets) from a new reading of the
@@ -240,17 +240,17 @@ impl<D> MemoryContext<D> {
     where
         D: MemoryDeviceExt<M>,
     {
-        self.budgets(true)
+        self.budgets(Read::Always)
     }
 
-    fn budgets<M>(&self, fresh: bool) -> [HeapBudget; MAX_HEAPS]
+    fn budgets<M>(&self, read: Read) -> [HeapBudget; MAX_HEAPS]
     where
         D: MemoryDeviceExt<M>,
     {
         let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
         let heaps = &self.properties.device.memory_heaps;
         let own = self.own_usage();
-        if let Some(mut budgets) = self.driver_budgets(fresh, &own) {
+        if let Some(mut budgets) = self.driver_budgets(read, &own) {
             for ((heap, slot), &own) in heaps.iter().zip(budgets.iter_mut()).zip(&own) {
                 slot.budget = match slot.budget {
                     0 => fraction_of(heap.size, fraction),
@@ -273,12 +273,11 @@ impl<D> MemoryContext<D> {
     }
 
     /// The driver's figures, as reported (or estimated since the last
-    /// reading), when `VK_EXT_memory_budget` is enabled; read again when the
-    /// cache is stale or `fresh` is asked for. `own` is this allocator's
-    /// memory in each heap now.
+    /// reading), when `VK_EXT_memory_budget` is enabled; read again as
+    /// `read` says. `own` is this allocator's memory in each heap now.
     fn driver_budgets<M>(
         &self,
-        fresh: bool,
+        read: Read,
         own: &[u64; MAX_HEAPS],
     ) -> Option<[HeapBudget; MAX_HEAPS]>
     where
@@ -288,7 +287,12 @@ impl<D> MemoryContext<D> {
             return None;
         }
         let mut cache = self.budget_cache();
-        if fresh || cache.is_stale() {
+        let stale = match read {
+            Read::WhenStale => cache.is_stale(),
+            Read::ForRecheck => cache.needs_recheck(),
+            Read::Always => true,
+        };
+        if stale {
             let mut budgets = [HeapBudget::default(); MAX_HEAPS];
             if !self.device.heap_budgets(&mut budgets) {
                 return None;
@@ -333,6 +337,15 @@ impl<D> MemoryContext<D> {
         self.budget_cache().expire();
     }
 
+    /// A within-budget request is about to make new memory: the first of
+    /// its budget checks that the estimate refuses reads the figures again,
+    /// the others use that reading ([`BudgetCache::begin_request`]).
+    pub(crate) fn begin_budget_checks(&self) {
+        if self.properties.memory_budget {
+            self.budget_cache().begin_request();
+        }
+    }
+
     /// Allocates (and maps, when host-visible) one `VkDeviceMemory`.
     ///
     /// # Errors
@@ -365,8 +378,9 @@ impl<D> MemoryContext<D> {
                 |budget: HeapBudget| budget.usage.saturating_add(request.size) > budget.budget;
             let mut budget = self.heap_budgets()[heap as usize];
             if over(budget) && self.properties.memory_budget {
-                // The estimate may be stale: refuse on a new reading only.
-                budget = self.fresh_heap_budgets()[heap as usize];
+                // The estimate may be stale: refuse on a reading taken
+                // since the request began (this check's own, or a new one).
+                budget = self.budgets(Read::ForRecheck)[heap as usize];
             }
             if over(budget) {
                 return Err(Error::OverBudget {
@@ -480,6 +494,18 @@ impl<D> MemoryContext<D> {
         self.budget_cache().count_object();
         log::debug!("vk-suballoc: freed {size} bytes of memory type {memory_type}");
     }
+}
+
+/// When a budget query reads the driver's figures again.
+#[derive(Clone, Copy)]
+enum Read {
+    /// When the cache is stale ([`BudgetCache::is_stale`]).
+    WhenStale,
+    /// When stale or not read since the request began
+    /// ([`BudgetCache::needs_recheck`]).
+    ForRecheck,
+    /// Always: the public reports.
+    Always,
 }
 
 /// `fraction` (in `[0, 1]`) of a heap of `size` bytes, for budgets (`f64`

@@ -303,3 +303,38 @@ fn a_reading_that_races_a_free_never_lowers_the_estimate() {
     assert_eq!(device.counters().budget_queries, queries + 1);
     finish(allocator, &device);
 }
+
+/// A request the figures refuse is checked against a new reading once, not
+/// once per memory object it tries (smaller blocks, then dedicated memory),
+/// nor twice when the check itself had just read them: nothing changed in
+/// between, and some drivers take milliseconds to answer.
+#[test]
+fn a_refused_request_reads_the_budgets_once() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // All of VRAM's budget is used by others.
+    device.set_heap_budget(0, 100 * MIB, 100 * MIB);
+    let mut request = buffer(MIB, 256, Usage::DEVICE_LOCAL).within_budget();
+    request.requirements.memory_type_bits = 1 << 1;
+    // The first check reads the figures: they refuse, without a second read.
+    assert!(matches!(
+        allocator.allocate(&request),
+        Err(Error::OverBudget { heap: 0, .. })
+    ));
+    assert_eq!(device.counters().budget_queries, 1);
+    // A frame ended: one new reading for the next request, however many
+    // block sizes and dedicated memory it tries.
+    device.signal_fence(end_frame(&allocator, &device));
+    assert!(matches!(
+        allocator.allocate(&request),
+        Err(Error::OverBudget { heap: 0, .. })
+    ));
+    assert_eq!(device.counters().budget_queries, 2);
+    // Another request: its refusal is checked on one new reading.
+    assert!(matches!(
+        allocator.allocate(&request),
+        Err(Error::OverBudget { heap: 0, .. })
+    ));
+    assert_eq!(device.counters().budget_queries, 3);
+    allocator.collect().unwrap();
+    finish(allocator, &device);
+}

@@ -137,6 +137,9 @@ impl<M> TypePool<M> {
         request: &PoolRequest<'_>,
         dedicated_first: bool,
     ) -> Result<Placement, Error> {
+        if request.within_budget {
+            context.begin_budget_checks();
+        }
         let preferred = self.preferred_block_size(context);
         if dedicated_first {
             match self.allocate_dedicated(context, request) {
