@@ -21,6 +21,12 @@
 //! type (smaller blocks, dedicated memory): it is taken once the request
 //! needs new memory there ([`BudgetCache::begin_request`]), not once per
 //! memory object tried.
+//!
+//! The cache is locked only to decide, store and estimate, never while the
+//! driver answers (as VMA's `UpdateVulkanBudget`): threads making or freeing
+//! memory meanwhile do not wait. Each reading is numbered when it begins;
+//! the latest-begun one is kept, and only one begun after a frame ended or
+//! a request began counts as read since then.
 
 use super::context::MAX_HEAPS;
 use crate::device::HeapBudget;
@@ -34,13 +40,19 @@ pub(crate) const REREAD_AFTER: u32 = 30;
 pub(crate) struct BudgetCache {
     reading: Option<Reading>,
     objects_since: u32,
-    /// A reading was taken since the last [`begin_request`](Self::begin_request):
-    /// a request it finds over budget needs no newer one.
-    read_for_request: bool,
+    /// The number of the latest reading begun.
+    begun: u64,
+    /// Readings numbered up to this began before the last frame ended.
+    expired: u64,
+    /// Readings numbered up to this began before the latest
+    /// [`begin_request`](Self::begin_request).
+    request: u64,
 }
 
 #[derive(Debug)]
 struct Reading {
+    /// From [`begin_reading`](BudgetCache::begin_reading).
+    number: u64,
     /// The driver's figures, as reported.
     budgets: [HeapBudget; MAX_HEAPS],
     /// This allocator's own memory in each heap when they were read.
@@ -50,27 +62,53 @@ struct Reading {
 impl BudgetCache {
     /// Whether the next estimate needs a new reading.
     pub(crate) fn is_stale(&self) -> bool {
-        self.reading.is_none() || self.objects_since >= REREAD_AFTER
-    }
-
-    /// Keeps a new reading: the driver's `budgets`, taken while this
-    /// allocator held `own_usage` bytes in each heap.
-    pub(crate) fn store(&mut self, budgets: [HeapBudget; MAX_HEAPS], own_usage: [u64; MAX_HEAPS]) {
-        self.reading = Some(Reading { budgets, own_usage });
-        self.objects_since = 0;
-        self.read_for_request = true;
+        match &self.reading {
+            None => true,
+            Some(reading) => self.objects_since >= REREAD_AFTER || reading.number <= self.expired,
+        }
     }
 
     /// Whether a request found over budget on the estimate is to be checked
-    /// against a new reading: none was taken since the request began.
+    /// against a new reading: none began since the request did.
     pub(crate) fn needs_recheck(&self) -> bool {
-        self.is_stale() || !self.read_for_request
+        self.is_stale()
+            || self
+                .reading
+                .as_ref()
+                .is_some_and(|reading| reading.number <= self.request)
+    }
+
+    /// A reading of the driver's figures begins (the cache is unlocked
+    /// while the driver answers): its number, for [`store`](Self::store).
+    pub(crate) fn begin_reading(&mut self) -> u64 {
+        self.begun += 1;
+        self.begun
+    }
+
+    /// Keeps reading `number`: the driver's `budgets`, taken while this
+    /// allocator held `own_usage` bytes in each heap; unless a reading that
+    /// began later was stored first.
+    pub(crate) fn store(
+        &mut self,
+        number: u64,
+        budgets: [HeapBudget; MAX_HEAPS],
+        own_usage: [u64; MAX_HEAPS],
+    ) {
+        if self.reading.as_ref().is_some_and(|r| r.number > number) {
+            return;
+        }
+        self.reading = Some(Reading {
+            number,
+            budgets,
+            own_usage,
+        });
+        self.objects_since = 0;
     }
 
     /// A request is about to make new memory: its first refusal on the
     /// estimate reads the figures again.
     pub(crate) fn begin_request(&mut self) {
-        self.read_for_request = false;
+        self.request = self.begun;
     }
 
     /// The estimate of every heap's figures, now that this allocator holds
@@ -94,10 +132,10 @@ impl BudgetCache {
         self.objects_since = self.objects_since.saturating_add(1);
     }
 
-    /// Makes the next estimate read the figures again (a frame ended, or a
-    /// request is about to be refused on the estimate).
+    /// Makes the next estimate read the figures again (a frame ended): a
+    /// reading that began before does not count.
     pub(crate) fn expire(&mut self) {
-        self.objects_since = REREAD_AFTER;
+        self.expired = self.begun;
     }
 }
 
@@ -119,6 +157,12 @@ mod tests {
         usage
     }
 
+    /// A reading that nothing overtakes: begun and stored at once.
+    fn read(cache: &mut BudgetCache, budgets: [HeapBudget; MAX_HEAPS], own: [u64; MAX_HEAPS]) {
+        let number = cache.begin_reading();
+        cache.store(number, budgets, own);
+    }
+
     /// Between readings the usage follows the allocator's own memory, up
     /// and down; the budget stays as read.
     #[test]
@@ -127,7 +171,7 @@ mod tests {
         assert!(cache.is_stale());
         assert_eq!(cache.estimate(&own(0)), None);
         // Read with 100 MiB used, 40 of them ours.
-        cache.store(heap0(500 * MIB, 100 * MIB), own(40 * MIB));
+        read(&mut cache, heap0(500 * MIB, 100 * MIB), own(40 * MIB));
         assert!(!cache.is_stale());
         assert_eq!(cache.estimate(&own(40 * MIB)).unwrap()[0].usage, 100 * MIB);
         assert_eq!(cache.estimate(&own(104 * MIB)).unwrap()[0].usage, 164 * MIB);
@@ -135,7 +179,7 @@ mod tests {
         assert_eq!(cache.estimate(&own(0)).unwrap()[0].usage, 60 * MIB);
         assert_eq!(cache.estimate(&own(0)).unwrap()[0].budget, 500 * MIB);
         // A driver that reported less than ours: never below zero.
-        cache.store(heap0(500 * MIB, 0), own(40 * MIB));
+        read(&mut cache, heap0(500 * MIB, 0), own(40 * MIB));
         assert_eq!(cache.estimate(&own(0)).unwrap()[0].usage, 0);
     }
 
@@ -143,14 +187,14 @@ mod tests {
     #[test]
     fn the_figures_are_read_again_every_few_objects_or_when_expired() {
         let mut cache = BudgetCache::default();
-        cache.store(heap0(MIB, 0), own(0));
+        read(&mut cache, heap0(MIB, 0), own(0));
         for _ in 1..REREAD_AFTER {
             cache.count_object();
         }
         assert!(!cache.is_stale());
         cache.count_object();
         assert!(cache.is_stale());
-        cache.store(heap0(MIB, 0), own(0));
+        read(&mut cache, heap0(MIB, 0), own(0));
         assert!(!cache.is_stale());
         cache.expire();
         assert!(cache.is_stale());
@@ -162,14 +206,42 @@ mod tests {
     fn a_request_needs_one_reading_since_it_began() {
         let mut cache = BudgetCache::default();
         assert!(cache.needs_recheck());
-        cache.store(heap0(MIB, 0), own(0));
+        read(&mut cache, heap0(MIB, 0), own(0));
         assert!(!cache.needs_recheck());
         cache.begin_request();
         assert!(cache.needs_recheck());
         cache.count_object();
-        cache.store(heap0(MIB, 0), own(0));
+        read(&mut cache, heap0(MIB, 0), own(0));
         assert!(!cache.needs_recheck());
         cache.expire();
         assert!(cache.needs_recheck());
+    }
+
+    /// Readings overlap (the cache is unlocked while the driver answers):
+    /// the one that began last is kept, and one that began before a frame
+    /// ended or a request began does not count as read since.
+    #[test]
+    fn overlapping_readings_keep_the_latest_begun() {
+        let mut cache = BudgetCache::default();
+        let (first, second) = (cache.begin_reading(), cache.begin_reading());
+        cache.store(second, heap0(2 * MIB, 0), own(0));
+        cache.store(first, heap0(MIB, 0), own(0));
+        assert_eq!(cache.estimate(&own(0)).unwrap()[0].budget, 2 * MIB);
+        assert!(!cache.is_stale());
+        // Begun, then the frame ends: stored after, still stale.
+        let before_frame_end = cache.begin_reading();
+        cache.expire();
+        cache.store(before_frame_end, heap0(3 * MIB, 0), own(0));
+        assert!(cache.is_stale());
+        read(&mut cache, heap0(MIB, 0), own(0));
+        assert!(!cache.is_stale());
+        // The same for a request.
+        let before_request = cache.begin_reading();
+        cache.begin_request();
+        cache.store(before_request, heap0(MIB, 0), own(0));
+        assert!(cache.needs_recheck());
+        assert!(!cache.is_stale());
+        read(&mut cache, heap0(MIB, 0), own(0));
+        assert!(!cache.needs_recheck());
     }
 }

@@ -286,13 +286,18 @@ impl<D> MemoryContext<D> {
         if !self.properties.memory_budget {
             return None;
         }
-        let mut cache = self.budget_cache();
-        let stale = match read {
-            Read::WhenStale => cache.is_stale(),
-            Read::ForRecheck => cache.needs_recheck(),
-            Read::Always => true,
+        let reading = {
+            let mut cache = self.budget_cache();
+            let stale = match read {
+                Read::WhenStale => cache.is_stale(),
+                Read::ForRecheck => cache.needs_recheck(),
+                Read::Always => true,
+            };
+            stale.then(|| cache.begin_reading())
         };
-        if stale {
+        // Unlocked while the driver answers (milliseconds on some): threads
+        // making or freeing memory meanwhile do not wait for it.
+        if let Some(number) = reading {
             let mut budgets = [HeapBudget::default(); MAX_HEAPS];
             if !self.device.heap_budgets(&mut budgets) {
                 return None;
@@ -309,9 +314,9 @@ impl<D> MemoryContext<D> {
             for (counted, after) in counted.iter_mut().zip(after) {
                 *counted = (*counted).min(after);
             }
-            cache.store(budgets, counted);
+            self.budget_cache().store(number, budgets, counted);
         }
-        cache.estimate(own)
+        self.budget_cache().estimate(own)
     }
 
     /// This allocator's memory in each heap.

@@ -338,3 +338,33 @@ fn a_refused_request_reads_the_budgets_once() {
     allocator.collect().unwrap();
     finish(allocator, &device);
 }
+
+/// A slow reading of the driver's budgets (milliseconds on some drivers)
+/// holds up no other thread's memory objects: the cache is not locked
+/// while the driver answers. Locked, every memory object made or freed
+/// (under its memory type's lock, so every request of that type stalled
+/// too) waited for a `budgets()` call on another thread to get its answer.
+#[test]
+fn a_slow_budget_reading_holds_up_no_other_thread() {
+    use std::time::{Duration, Instant};
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let request = buffer(MIB, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+    let first = allocator.allocate(&request).unwrap();
+    let delay = Duration::from_millis(500);
+    device.slow_budget_queries_and_frees(Some(delay));
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| allocator.budgets());
+        std::thread::sleep(Duration::from_millis(50));
+        // Making memory is not slowed down: it must not wait for the reader.
+        let started = Instant::now();
+        let second = allocator.allocate(&request).unwrap();
+        let elapsed = started.elapsed();
+        assert!(elapsed < delay / 2, "allocation took {elapsed:?}");
+        reader.join().unwrap();
+        device.slow_budget_queries_and_frees(None);
+        for allocation in [first, second] {
+            super::free(&allocator, allocation);
+        }
+    });
+    finish(allocator, &device);
+}
