@@ -169,6 +169,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// (checked in that order; none makes a Vulkan call). Exhaustion, after every candidate memory
     /// type was tried: [`Error::OutOfDeviceMemory`], [`Error::OverBudget`]
     /// (within-budget requests), [`Error::TooManyObjects`], and device errors.
+    /// [`Error::OutOfHostMemory`] also when the host cannot allocate a new
+    /// block's slot table (no other memory type is tried then).
     ///
     /// # Time complexity
     /// O(1) per block tried when a block has room (no loop over allocations);
@@ -394,7 +396,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     }
 
     /// Figures per memory type and heap, and totals. Cheap enough for every
-    /// frame: one short lock per memory type, no walk over allocations.
+    /// frame: one short lock per memory type, no walk over allocations, and
+    /// with `VK_EXT_memory_budget` one query of the driver's heap budgets,
+    /// as [`budgets`](Self::budgets) makes (VMA reads them once a frame).
     pub fn stats(&self) -> Stats {
         let properties = &self.context.properties.device;
         let memory_types: Vec<TypeStats> = self
