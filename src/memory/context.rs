@@ -9,7 +9,9 @@
 //! - per-heap usage is counted for budgets, and the memory objects of one
 //!   heap are made one at a time, from the budget check to the usage count,
 //!   so that threads allocating in different memory types of a heap cannot
-//!   both pass the check and together exceed the budget;
+//!   both pass the check and together exceed the budget (frees of the
+//!   heap's memory take the same turn, so no check counts memory the
+//!   driver has not freed yet as gone);
 //! - host-visible memory is mapped once, right after allocation.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -55,7 +57,10 @@ pub(crate) struct MemoryContext<D> {
     heap_usage: Box<[AtomicU64]>,
     /// Held by a thread making a memory object in the heap, from its budget
     /// check until its size is in `heap_usage` (and in the usage the device
-    /// reports). Taken under a memory type's pool lock, never the other way.
+    /// reports), and by a thread freeing one, from taking its size out of
+    /// `heap_usage` until the device has freed it: a budget check never
+    /// sees `heap_usage` below what the device counts. Taken under a memory
+    /// type's pool lock, never the other way.
     heap_turns: Box<[Mutex<()>]>,
     /// The driver's budgets as last read ([`BudgetCache`]).
     budget_cache: Mutex<BudgetCache>,
@@ -490,11 +495,16 @@ impl<D> MemoryContext<D> {
         }
         // Uncounted before the driver frees it: a budget reading taken
         // meanwhile then never counts as ours memory the driver no longer
-        // does (`driver_budgets`).
+        // does (`driver_budgets`). The heap's turn keeps budget checks out
+        // until the driver has freed it, as it still counts it until then.
         let heap = self.heap_of(memory_type);
+        let heap_turn = self.heap_turns[heap as usize]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         self.heap_usage[heap as usize].fetch_sub(size, Ordering::Relaxed);
         // SAFETY: the caller's contract.
         unsafe { self.device.deallocate_memory(memory) };
+        drop(heap_turn);
         self.memory_objects.fetch_sub(1, Ordering::AcqRel);
         self.budget_cache().count_object();
         log::debug!("vk-suballoc: freed {size} bytes of memory type {memory_type}");

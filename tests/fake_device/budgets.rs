@@ -270,7 +270,9 @@ fn rebar_uploads_share_the_vram_budget_with_device_local_memory() {
 /// does: the estimate would then fall below the true usage by the freed
 /// size, and within-budget requests pass the budget until the next reading.
 /// The reader took the allocator's usage before waiting for the driver, and
-/// a free subtracted its size only after `vkFreeMemory` returned.
+/// a free subtracted its size only after `vkFreeMemory` returned. (Times:
+/// the free begins at 100 ms, the driver frees at 500 ms and returns at
+/// 900 ms; the reader reads the driver's figures at 700 ms.)
 #[test]
 fn a_reading_that_races_a_free_never_lowers_the_estimate() {
     use std::time::Duration;
@@ -285,7 +287,8 @@ fn a_reading_that_races_a_free_never_lowers_the_estimate() {
         request
     };
     let freed = allocator.allocate(&vram(100 * MIB)).unwrap();
-    device.slow_budget_queries_and_frees(Some(Duration::from_millis(300)));
+    device.slow_budget_queries(Some(Duration::from_millis(700)));
+    device.slow_frees(Some(Duration::from_millis(400)));
     std::thread::scope(|scope| {
         let reader = scope.spawn(|| allocator.budgets());
         // The reader waits for the driver; the free lands meanwhile.
@@ -293,7 +296,8 @@ fn a_reading_that_races_a_free_never_lowers_the_estimate() {
         super::free(&allocator, freed);
         reader.join().unwrap();
     });
-    device.slow_budget_queries_and_frees(None);
+    device.slow_budget_queries(None);
+    device.slow_frees(None);
     // 150 + 150 MiB pass the budget (no new reading before this check).
     let queries = device.counters().budget_queries;
     assert!(matches!(
@@ -351,7 +355,7 @@ fn a_slow_budget_reading_holds_up_no_other_thread() {
     let request = buffer(MIB, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
     let first = allocator.allocate(&request).unwrap();
     let delay = Duration::from_millis(500);
-    device.slow_budget_queries_and_frees(Some(delay));
+    device.slow_budget_queries(Some(delay));
     std::thread::scope(|scope| {
         let reader = scope.spawn(|| allocator.budgets());
         std::thread::sleep(Duration::from_millis(50));
@@ -361,10 +365,49 @@ fn a_slow_budget_reading_holds_up_no_other_thread() {
         let elapsed = started.elapsed();
         assert!(elapsed < delay / 2, "allocation took {elapsed:?}");
         reader.join().unwrap();
-        device.slow_budget_queries_and_frees(None);
+        device.slow_budget_queries(None);
         for allocation in [first, second] {
             super::free(&allocator, allocation);
         }
+    });
+    finish(allocator, &device);
+}
+
+/// Memory being freed counts against its heap's budget until
+/// `vkFreeMemory` returns: the driver counts it until then. A within-budget
+/// request in another memory type of the heap waits for the free (frees
+/// take the heap's turn, as new memory does) instead of passing the check
+/// on memory the driver still holds. (Times: the free begins at 0 ms, the
+/// driver frees at 300 ms and returns at 600 ms; the request comes at
+/// 100 ms.)
+#[test]
+fn a_free_in_flight_still_counts_against_the_budget() {
+    use std::time::Duration;
+    let (allocator, device) = allocator(FakeLayout::rebar());
+    // Others use 100 of the 256 MiB budget of VRAM (heap 0: types 1 and 4).
+    device.set_heap_budget(0, 256 * MIB, 100 * MIB);
+    let in_type = |memory_type: u32| {
+        let mut request = buffer(100 * MIB, 256, Usage::DEVICE_LOCAL)
+            .dedicated(DedicatedPolicy::Always)
+            .within_budget();
+        request.requirements.memory_type_bits = 1 << memory_type;
+        request
+    };
+    let freed = allocator.allocate(&in_type(1)).unwrap();
+    device.slow_frees(Some(Duration::from_millis(300)));
+    std::thread::scope(|scope| {
+        let freeing = scope.spawn(|| super::free(&allocator, freed));
+        std::thread::sleep(Duration::from_millis(100));
+        let granted = allocator.allocate(&in_type(4)).unwrap();
+        let usage = device.heap_usage()[0] + 100 * MIB;
+        assert!(
+            usage <= 256 * MIB,
+            "{} MiB in VRAM, over its 256 MiB budget",
+            usage / MIB
+        );
+        freeing.join().unwrap();
+        device.slow_frees(None);
+        super::free(&allocator, granted);
     });
     finish(allocator, &device);
 }

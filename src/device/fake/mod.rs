@@ -125,14 +125,19 @@ impl FakeDevice {
     }
 
     /// Every later heap-budget query takes `delay` before it reads the
-    /// figures, and every later `vkFreeMemory` call `delay` after the memory
-    /// is freed (the heap's usage drops at once, the call returns late),
-    /// without holding the device's lock: the windows in which a reading of
-    /// the budgets races frees widen. `None` lifts it.
-    pub fn slow_budget_queries_and_frees(&self, delay: Option<std::time::Duration>) {
-        let mut state = self.state();
-        state.budget_query_delay = delay;
-        state.free_delay = delay;
+    /// figures, without holding the device's lock, as drivers that take
+    /// milliseconds to answer do. `None` lifts it.
+    pub fn slow_budget_queries(&self, delay: Option<std::time::Duration>) {
+        self.state().budget_query_delay = delay;
+    }
+
+    /// Every later `vkFreeMemory` call takes `delay` before the memory is
+    /// freed (the heap's usage still counts it) and `delay` again after
+    /// (the call returns late), without holding the device's lock: the
+    /// windows in which frees race budget checks and readings widen.
+    /// `None` lifts it.
+    pub fn slow_frees(&self, delay: Option<std::time::Duration>) {
+        self.state().free_delay = delay;
     }
 
     /// The `nth` `vkMapMemory` call from now fails with
@@ -414,11 +419,11 @@ impl MemoryDevice<FakeMemory> for FakeDevice {
     }
 
     unsafe fn deallocate_memory(&self, memory: FakeMemory) {
-        let delay = {
-            let mut state = self.state();
-            state.free(memory.id);
-            state.free_delay
-        };
+        let delay = self.state().free_delay;
+        if let Some(delay) = delay {
+            std::thread::sleep(delay);
+        }
+        self.state().free(memory.id);
         if let Some(delay) = delay {
             std::thread::sleep(delay);
         }

@@ -132,8 +132,8 @@ pub(super) struct State {
     pub(super) fail_from_size: Option<u64>,
     /// How long each `vkAllocateMemory` call takes, outside the lock.
     pub(super) allocation_delay: Option<std::time::Duration>,
-    /// How long each budget query (before it reads) and `vkFreeMemory` call
-    /// (after it frees) take, outside the lock.
+    /// How long each budget query takes before it reads, and each
+    /// `vkFreeMemory` call before and again after it frees, outside the lock.
     pub(super) budget_query_delay: Option<std::time::Duration>,
     pub(super) free_delay: Option<std::time::Duration>,
     pub(super) device_lost: bool,
