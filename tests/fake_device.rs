@@ -13,6 +13,8 @@ mod allocation_paths;
 mod api_walk;
 #[path = "fake_device/bad_input.rs"]
 mod bad_input;
+#[path = "fake_device/budget_threads.rs"]
+mod budget_threads;
 #[path = "fake_device/budgets.rs"]
 mod budgets;
 #[path = "fake_device/failures.rs"]

@@ -1,0 +1,125 @@
+//! Threads racing within-budget requests, frees, trims and budget readings
+//! in one heap: no within-budget request ever takes the heap past its
+//! budget.
+//!
+//! The device caps the heap where the budget ends (less the others' usage),
+//! so memory past the budget is refused by the device itself: a request the
+//! allocator's budget check wrongly passed shows as a failed
+//! `vkAllocateMemory` call. The device's budget queries and frees are slow
+//! (a driver that takes a while to answer), so that readings, checks and
+//! frees overlap.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ash::vk;
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{Allocation, DedicatedPolicy, Error, Request, ResourceKind, Usage};
+
+use super::seeded_rng::Rng;
+use super::{allocator, finish, free};
+
+const MIB: u64 = 1 << 20;
+const THREADS: u64 = 3;
+/// Operations per allocating thread: a few under Miri.
+const STEPS: u64 = if cfg!(miri) { 10 } else { 300 };
+
+/// Stops the reader thread when dropped: when the workers are done, or
+/// when one of them panicked (the scope would wait for the reader forever).
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn within_budget_threads_never_pass_the_budget() {
+    let test = "within_budget_threads_never_pass_the_budget";
+    let seed = Rng::seed(test);
+    // Resizable BAR: device-local (1) and host-visible VRAM (4) share heap 0.
+    let (allocator, device) = allocator(FakeLayout::rebar());
+    let (budget, others) = (96 * MIB, 16 * MIB);
+    device.set_heap_budget(0, budget, others);
+    device.cap_heap(0, budget - others);
+    allocator.budgets();
+    let delay = Some(Duration::from_micros(500));
+    device.slow_budget_queries(delay);
+    device.slow_frees(delay);
+    let live: Mutex<Vec<Allocation>> = Mutex::new(Vec::new());
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let (allocator, done) = (&allocator, &done);
+        scope.spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                allocator.budgets();
+                std::thread::yield_now();
+            }
+        });
+        let _stop_reader = StopOnDrop(done);
+        let workers: Vec<_> = (0..THREADS)
+            .map(|thread| {
+                let live = &live;
+                scope.spawn(move || {
+                    let mut rng = Rng(seed ^ thread.wrapping_mul(0x9e37_79b9));
+                    for _ in 0..STEPS {
+                        match rng.below(8) {
+                            0..=3 => {
+                                let size = (1 + rng.below(12)) * MIB;
+                                let memory_type = [1, 4][rng.below(2) as usize];
+                                let requirements = vk::MemoryRequirements {
+                                    size,
+                                    alignment: 256,
+                                    memory_type_bits: 1 << memory_type,
+                                };
+                                let mut request = Request::new(
+                                    requirements,
+                                    Usage::DEVICE_LOCAL,
+                                    ResourceKind::Buffer,
+                                )
+                                .within_budget();
+                                if rng.below(2) == 0 {
+                                    request = request.dedicated(DedicatedPolicy::Always);
+                                }
+                                match allocator.allocate(&request) {
+                                    Ok(allocation) => live.lock().unwrap().push(allocation),
+                                    Err(Error::OverBudget { .. }) => {}
+                                    Err(error) => panic!("{test}: seed {seed}: {error:?}"),
+                                }
+                            }
+                            4..=6 => {
+                                let taken = {
+                                    let mut live = live.lock().unwrap();
+                                    let count = live.len() as u64;
+                                    (count > 0).then(|| live.swap_remove(rng.below(count) as usize))
+                                };
+                                if let Some(allocation) = taken {
+                                    free(allocator, allocation);
+                                }
+                            }
+                            _ => {
+                                allocator.trim();
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().unwrap();
+        }
+    });
+    device.slow_budget_queries(None);
+    device.slow_frees(None);
+    let counters = device.counters();
+    assert_eq!(
+        counters.allocate_calls, counters.allocations,
+        "{test}: seed {seed}: the device refused memory past the budget"
+    );
+    for allocation in live.into_inner().unwrap() {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}
