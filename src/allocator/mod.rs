@@ -89,8 +89,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::UnsupportedDevice`] when the device's `nonCoherentAtomSize`
     /// is not a power of two (allocations in non-coherent memory start on an
     /// atom, through the offset allocator's power-of-two alignment; VMA
-    /// assumes the same), or when it reports more than Vulkan's
-    /// `VK_MAX_MEMORY_HEAPS` (16) heaps.
+    /// assumes the same), when it reports more than Vulkan's
+    /// `VK_MAX_MEMORY_HEAPS` (16) heaps, or a `maxMemoryAllocationSize` of 0.
     pub fn new(device: D, config: Config) -> Result<Self, Error> {
         if config.large_heap_block_size == 0 {
             return Err(Error::InvalidConfig(
@@ -125,6 +125,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return Err(Error::UnsupportedDevice(
                 "nonCoherentAtomSize must be a power of two",
             ));
+        }
+        // Vulkan guarantees at least 2^30 (maintenance3); a backend that
+        // reports 0 would make every request fail as too large.
+        if properties.device.max_memory_allocation_size == 0 {
+            return Err(Error::UnsupportedDevice("maxMemoryAllocationSize is 0"));
         }
         // Budgets are kept per heap in arrays of Vulkan's maximum.
         if properties.device.memory_heaps.len() > MAX_HEAPS {

@@ -64,6 +64,19 @@ fn more_heaps_than_vulkan_allows_is_an_unsupported_device() {
     }
 }
 
+/// A backend reporting a `maxMemoryAllocationSize` of 0 (Vulkan guarantees
+/// at least 2^30) is refused up front: every request would otherwise fail
+/// as larger than the limit.
+#[test]
+fn a_max_allocation_size_of_zero_is_an_unsupported_device() {
+    let mut layout = FakeLayout::discrete();
+    layout.max_memory_allocation_size = 0;
+    let device = FakeDevice::new(layout);
+    let result = Allocator::new(device.clone(), Config::default());
+    assert!(matches!(result, Err(Error::UnsupportedDevice(_))));
+    device.assert_clean();
+}
+
 /// 16 heaps, the most Vulkan allows, and 32 types, work; types past 32
 /// (which Vulkan does not allow either) are ignored rather than trip a shift.
 #[test]
