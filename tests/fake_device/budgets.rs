@@ -5,7 +5,7 @@ use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::device::{HeapBudget, MemoryDeviceExt};
 use vk_suballoc::{Allocation, DedicatedPolicy, Error, Request, Usage};
 
-use super::frames::end_frame;
+use super::frames::{end_frame, finish_after_frame};
 use super::{allocator, buffer, finish, FakeAllocator};
 
 const MIB: u64 = 1 << 20;
@@ -20,9 +20,7 @@ fn free_all_and_finish(
     for allocation in allocations {
         allocator.free_after_frame(allocation).unwrap();
     }
-    device.signal_fence(end_frame(&allocator, device));
-    allocator.collect().unwrap();
-    finish(allocator, device);
+    finish_after_frame(allocator, device);
 }
 
 /// A within-budget request for `size` bytes of dedicated memory in VRAM
@@ -232,11 +230,8 @@ fn a_frame_end_makes_the_next_check_read_the_budget_again() {
         allocator.allocate(&request),
         Err(Error::OverBudget { heap: 0, .. })
     ));
-    allocator.free_after_frame(first).unwrap();
     device.signal_fence(fence);
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    free_all_and_finish(allocator, &device, [first]);
 }
 
 /// With resizable BAR, host-visible VRAM (type 4) is in the VRAM heap:

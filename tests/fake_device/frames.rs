@@ -20,6 +20,14 @@ pub(super) fn end_frame(allocator: &FakeAllocator, device: &FakeDevice) -> vk::F
     fence
 }
 
+/// Ends the frame, lets the fake GPU finish it, collects its frees and
+/// checks that the device is left clean: the end of every test with frames.
+pub(super) fn finish_after_frame(allocator: FakeAllocator, device: &FakeDevice) {
+    device.signal_fence(end_frame(&allocator, device));
+    allocator.collect().unwrap();
+    finish(allocator, device);
+}
+
 /// (32 KiB: a range of its own, not a run slot, so that "comes back" is the
 /// offset allocator's choice; `frame_loop` covers slots.)
 #[test]
@@ -63,9 +71,7 @@ fn a_deferred_free_is_not_reused_before_its_fence_signals() {
     );
     allocator.free_after_frame(b).unwrap();
     allocator.free_after_frame(c).unwrap();
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    finish_after_frame(allocator, &device);
 }
 
 /// Memory, offset and size of a range freed after a frame.
@@ -257,9 +263,7 @@ fn upload_ring_reclaims_frames_and_never_overwrites_frames_in_flight() {
         allocator.ring_allocate(ring, 1, 1).map(|_| ()),
         Err(Error::StaleAllocation)
     );
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    finish_after_frame(allocator, &device);
 }
 
 #[test]
@@ -428,9 +432,7 @@ fn upload_rings_random_walk(test: &str, layout: FakeLayout) {
     for ring in rings {
         allocator.destroy_upload_ring(ring).unwrap();
     }
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    finish_after_frame(allocator, &device);
 }
 
 #[test]
@@ -477,9 +479,7 @@ fn a_full_ring_reports_its_free_bytes() {
         })
     );
     allocator.destroy_upload_ring(ring).unwrap();
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    finish_after_frame(allocator, &device);
 }
 
 /// A request larger than a ring that does not grow can never fit: it is
@@ -512,9 +512,7 @@ fn a_request_larger_than_the_ring_is_refused_as_such() {
     assert_eq!(big.size(), 5000);
     allocator.destroy_upload_ring(fixed).unwrap();
     allocator.destroy_upload_ring(growing).unwrap();
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    finish_after_frame(allocator, &device);
 }
 
 /// A ring tracks 64 sealed frames: the 65th `end_frame` without `collect`
@@ -562,9 +560,7 @@ fn a_ring_limits_frames_in_flight_until_collect() {
     let a = allocator.ring_allocate(ring, 64 << 10, 1).unwrap();
     assert_eq!(a.buffer_offset(), 0);
     allocator.destroy_upload_ring(ring).unwrap();
-    device.signal_fence(end_frame(&allocator, &device));
-    allocator.collect().unwrap();
-    finish(allocator, &device);
+    finish_after_frame(allocator, &device);
 }
 
 /// `wait_and_collect` reports what it released, summed over the frames it
