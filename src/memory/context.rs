@@ -255,24 +255,18 @@ impl<D> MemoryContext<D> {
         let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
         let heaps = &self.properties.device.memory_heaps;
         let own = self.own_usage();
-        if let Some(mut budgets) = self.driver_budgets(read, &own) {
-            for ((heap, slot), &own) in heaps.iter().zip(budgets.iter_mut()).zip(&own) {
-                slot.budget = match slot.budget {
-                    0 => fraction_of(heap.size, fraction),
-                    budget => budget.min(heap.size),
-                };
-                // The process's usage includes this allocator's memory; a
-                // driver that reports less (VMA has seen 0) is stale.
-                slot.usage = slot.usage.max(own);
-            }
-            return budgets;
-        }
-        let mut budgets = [HeapBudget::default(); MAX_HEAPS];
+        // Without the driver's figures: no budget reported, no usage but ours.
+        let mut budgets = self
+            .driver_budgets(read, &own)
+            .unwrap_or([HeapBudget::default(); MAX_HEAPS]);
         for ((heap, slot), &own) in heaps.iter().zip(budgets.iter_mut()).zip(&own) {
-            *slot = HeapBudget {
-                budget: fraction_of(heap.size, fraction),
-                usage: own,
+            slot.budget = match slot.budget {
+                0 => fraction_of(heap.size, fraction),
+                budget => budget.min(heap.size),
             };
+            // The process's usage includes this allocator's memory; a
+            // driver that reports less (VMA has seen 0) is stale.
+            slot.usage = slot.usage.max(own);
         }
         budgets
     }
