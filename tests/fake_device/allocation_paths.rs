@@ -204,7 +204,8 @@ fn large_requests_and_driver_hints_get_dedicated_memory() {
         .unwrap();
     assert!(large.is_dedicated());
     assert_eq!(large.offset(), 0);
-    let target = DedicatedTarget::Buffer(ash::vk::Handle::from_raw(0x77));
+    let target_handle = device.create_resource();
+    let target = DedicatedTarget::Buffer(ash::vk::Handle::from_raw(target_handle));
     let preferred = allocator
         .allocate(
             &buffer(4096, 256, Usage::DEVICE_LOCAL)
@@ -237,6 +238,7 @@ fn large_requests_and_driver_hints_get_dedicated_memory() {
     for allocation in [large, preferred, never, always] {
         free(&allocator, allocation);
     }
+    device.destroy_resource(target_handle);
     finish(allocator, &device);
 }
 
@@ -247,8 +249,9 @@ fn large_requests_and_driver_hints_get_dedicated_memory() {
 #[test]
 fn memory_dedicated_to_an_image_has_no_device_address() {
     let (allocator, device) = allocator(FakeLayout::discrete());
-    let image = DedicatedTarget::Image(ash::vk::Handle::from_raw(0x51));
-    let buffer_target = DedicatedTarget::Buffer(ash::vk::Handle::from_raw(0x52));
+    let targets = [device.create_resource(), device.create_resource()];
+    let image = DedicatedTarget::Image(ash::vk::Handle::from_raw(targets[0]));
+    let buffer_target = DedicatedTarget::Buffer(ash::vk::Handle::from_raw(targets[1]));
     let requests = [
         (buffer(4096, 256, Usage::DEVICE_LOCAL), true),
         (
@@ -277,6 +280,9 @@ fn memory_dedicated_to_an_image_has_no_device_address() {
             .unwrap();
         assert_eq!(info.device_address, device_address, "{request:?}");
         free(&allocator, allocation);
+    }
+    for target in targets {
+        device.destroy_resource(target);
     }
     finish(allocator, &device);
 }
@@ -451,7 +457,8 @@ fn the_ext_trait_reports_the_preset() {
 /// memory bound to its own resource at offset 0 (-memory-01508), a
 /// device-address buffer in device-address memory (-bufferDeviceAddress-03339),
 /// and a dedicated allocation of exactly the buffer's size
-/// (VUID-VkMemoryDedicatedAllocateInfo-buffer-02965).
+/// (VUID-VkMemoryDedicatedAllocateInfo-buffer-02965) for a resource that
+/// exists (-image-parameter).
 #[test]
 fn fake_binds_follow_the_reported_requirements() {
     use ash::vk;
@@ -478,6 +485,10 @@ fn fake_binds_follow_the_reported_requirements() {
         let other_memory = raw.allocate(&dedicated).unwrap();
         dedicated.size += 4;
         assert!(raw.allocate(&dedicated).is_err());
+        // Dedicated to a handle the device never made.
+        let mut unknown = AllocateInfo::plain(1024, 0, AllocationFlags::empty());
+        unknown.dedicated = Some(DedicatedTarget::Image(vk::Handle::from_raw(0x51)));
+        assert!(raw.allocate(&unknown).is_err());
         for (memory, offset) in [
             (lazy.raw(), 0),
             (small.raw(), 4),
@@ -503,13 +514,21 @@ fn fake_binds_follow_the_reported_requirements() {
             .unwrap();
         let mut violations = raw.violations();
         violations.extend(discrete.violations());
-        for (i, vuid) in ["02965", "01035", "01036", "01037", "01508", "03339"]
-            .iter()
-            .enumerate()
+        for (i, vuid) in [
+            "02965",
+            "image-parameter",
+            "01035",
+            "01036",
+            "01037",
+            "01508",
+            "03339",
+        ]
+        .iter()
+        .enumerate()
         {
             assert!(violations[i].contains(vuid), "{vuid}: {violations:?}");
         }
-        assert_eq!(violations.len(), 6, "{violations:?}");
+        assert_eq!(violations.len(), 7, "{violations:?}");
         for memory in [lazy, small, other_memory] {
             raw.deallocate_memory(memory);
         }

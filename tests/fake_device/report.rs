@@ -46,6 +46,8 @@ pub(crate) struct Expected {
     allocation: Allocation,
     kind: &'static str,
     name: Option<&'static str>,
+    /// The resource its memory is dedicated to (a fake handle).
+    target: Option<u64>,
 }
 
 /// Allocations in four memory types, buffers and optimal images sharing
@@ -57,12 +59,18 @@ pub(crate) fn populate(allocator: &FakeAllocator) -> Vec<Expected> {
     let mut live = Vec::new();
     let mut add = |request: Request<'static>, kind, name| {
         let allocation = allocator.allocate(&request).unwrap();
+        let target = request.dedicated_target.map(|target| match target {
+            DedicatedTarget::Buffer(buffer) => vk::Handle::as_raw(buffer),
+            DedicatedTarget::Image(image) => vk::Handle::as_raw(image),
+        });
         live.push(Expected {
             allocation,
             kind,
             name,
+            target,
         });
     };
+    let image_target = vk::Handle::from_raw(allocator.device().create_resource());
     add(
         buffer(4096, 256, Usage::DEVICE_LOCAL).name(TRICKY),
         "BUFFER",
@@ -105,7 +113,7 @@ pub(crate) fn populate(allocator: &FakeAllocator) -> Vec<Expected> {
     add(
         image(8 * MIB, 64 * KIB)
             .dedicated(DedicatedPolicy::Always)
-            .dedicated_target(DedicatedTarget::Image(vk::Handle::from_raw(0x51)))
+            .dedicated_target(DedicatedTarget::Image(image_target))
             .name("shadow \"map\""),
         "IMAGE_OPTIMAL",
         Some("shadow \"map\""),
@@ -128,6 +136,9 @@ pub(crate) fn populate(allocator: &FakeAllocator) -> Vec<Expected> {
 pub(crate) fn free_all(allocator: &FakeAllocator, live: Vec<Expected>) {
     for expected in live {
         free(allocator, expected.allocation);
+        if let Some(target) = expected.target {
+            allocator.device().destroy_resource(target);
+        }
     }
 }
 

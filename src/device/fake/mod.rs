@@ -9,7 +9,9 @@
 //! `TOO_MANY_OBJECTS`, device loss), and counts every call so a test can prove
 //! nothing leaked. It also checks the Vulkan rules a validation layer would
 //! (mapping non-host-visible memory, flushing unaligned ranges of
-//! non-coherent memory, freeing unknown memory) and records each breach in
+//! non-coherent memory, freeing unknown memory, memory dedicated to a
+//! resource that does not exist, binds that break the reported
+//! requirements) and records each breach in
 //! [`FakeDevice::violations`].
 
 mod coherence;
@@ -181,6 +183,12 @@ impl FakeDevice {
     /// allocator's deferred destruction must destroy it exactly once.
     pub fn create_resource(&self) -> u64 {
         self.state().create_resource()
+    }
+
+    /// Destroys a handle of [`create_resource`](Self::create_resource), as
+    /// the application would once its memory is freed.
+    pub fn destroy_resource(&self, resource: u64) {
+        self.state().destroy_resource(resource);
     }
 
     /// Resources created and not destroyed yet.

@@ -269,6 +269,24 @@ impl State {
                 "VUID-VkMemoryAllocateInfo-flags-03331: device address not enabled".to_owned(),
             ));
         }
+        // A dedicated allocation names a live resource of this device.
+        if let Some(target) = info.dedicated {
+            let (resource, vuid) = match target {
+                DedicatedTarget::Buffer(buffer) => (
+                    buffer.as_raw(),
+                    "VUID-VkMemoryDedicatedAllocateInfo-buffer-parameter",
+                ),
+                DedicatedTarget::Image(image) => (
+                    image.as_raw(),
+                    "VUID-VkMemoryDedicatedAllocateInfo-image-parameter",
+                ),
+            };
+            if !self.resources.contains_key(&resource) {
+                return Err(self.violation(format!(
+                    "{vuid}: dedicated to {resource:#x}, which is not a live buffer or image"
+                )));
+            }
+        }
         if let Some(DedicatedTarget::Buffer(buffer)) = info.dedicated {
             if let Some((_, requirements)) = self.requirements.get(&buffer.as_raw()) {
                 if requirements.size != info.size {
