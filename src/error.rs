@@ -51,6 +51,14 @@ pub enum Error {
         /// The device's `maxMemoryAllocationSize`.
         max: u64,
     },
+    /// The driver requires dedicated memory for the resource
+    /// (`VkMemoryDedicatedRequirements::requiresDedicatedAllocation`), and the
+    /// request names no [`dedicated_target`](crate::Request::dedicated_target):
+    /// memory made without `VkMemoryDedicatedAllocateInfo` could never be
+    /// bound to it (VUID-vkBindBufferMemory-buffer-01444,
+    /// VUID-vkBindImageMemory-image-01445). Name the buffer or image.
+    #[error("the driver requires dedicated memory, and the request names no dedicated target")]
+    MissingDedicatedTarget,
     /// Every allowed memory type is out of device memory. Free memory (call
     /// [`Allocator::trim`](crate::Allocator::trim) to release empty blocks)
     /// and retry.

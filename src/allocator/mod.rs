@@ -169,6 +169,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// Bad requests: [`Error::ZeroSize`], [`Error::AlignmentNotPowerOfTwo`],
+    /// [`Error::MissingDedicatedTarget`],
     /// [`Error::NoMemoryTypeBits`], [`Error::NoSuitableMemoryType`],
     /// [`Error::SizeExceedsHeaps`], [`Error::SizeExceedsMaxAllocation`]
     /// (checked in that order; none makes a Vulkan call). Exhaustion, after every candidate memory

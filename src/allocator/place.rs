@@ -115,6 +115,9 @@ where
         if !requirements.alignment.is_power_of_two() {
             return Err(Error::AlignmentNotPowerOfTwo(requirements.alignment));
         }
+        if request.driver_dedicated.required && request.dedicated_target.is_none() {
+            return Err(Error::MissingDedicatedTarget);
+        }
         let types = self.context.memory_types();
         let bits = requirements.memory_type_bits & self.context.usable_types();
         if bits == 0 {

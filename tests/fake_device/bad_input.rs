@@ -2,7 +2,7 @@
 
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{Config, Error, Request, ResourceKind, Usage};
+use vk_suballoc::{Config, DedicatedHint, Error, Request, ResourceKind, Usage};
 
 use super::{allocator, buffer, finish, free, FakeAllocator};
 
@@ -36,6 +36,16 @@ fn bad_requests_are_typed_errors() {
     assert_eq!(
         rejected(&mut allocator, &buffer(64, 0, Usage::DEVICE_LOCAL)),
         Error::AlignmentNotPowerOfTwo(0)
+    );
+    // The driver requires dedicated memory, and no resource is named: the
+    // memory could never be bound (VUID-vkBindBufferMemory-buffer-01444).
+    let untargeted = buffer(4096, 256, Usage::DEVICE_LOCAL).driver_dedicated(DedicatedHint {
+        required: true,
+        preferred: true,
+    });
+    assert_eq!(
+        rejected(&mut allocator, &untargeted),
+        Error::MissingDedicatedTarget
     );
     let no_bits = Request::new(
         vk::MemoryRequirements {

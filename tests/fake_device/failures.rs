@@ -3,7 +3,7 @@
 
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::device::DeviceError;
+use vk_suballoc::device::{DedicatedTarget, DeviceError};
 use vk_suballoc::{Config, DedicatedHint, DedicatedPolicy, Error, Request, ResourceKind, Usage};
 
 use super::{allocator, allocator_with, buffer, finish, free};
@@ -149,11 +149,15 @@ fn prefer_dedicated_at_the_object_limit_takes_an_existing_block() {
     assert_eq!(placed.memory(), plain.memory());
     assert!(!placed.is_dedicated());
     // A driver requirement is not bent: that request fails.
-    let required = buffer(MIB, 256, Usage::DEVICE_LOCAL).driver_dedicated(DedicatedHint {
-        required: true,
-        preferred: true,
-    });
+    let target = device.create_resource();
+    let required = buffer(MIB, 256, Usage::DEVICE_LOCAL)
+        .driver_dedicated(DedicatedHint {
+            required: true,
+            preferred: true,
+        })
+        .dedicated_target(DedicatedTarget::Buffer(vk::Handle::from_raw(target)));
     assert_eq!(allocator.allocate(&required), Err(Error::TooManyObjects(1)));
+    device.destroy_resource(target);
     free(&allocator, placed);
     free(&allocator, plain);
     finish(allocator, &device);

@@ -67,8 +67,13 @@ impl Walk {
         let within_budget = rng.below(7) == 0;
         let priority =
             (rng.below(10) == 0).then(|| [f32::NAN, -1.0, 0.25, 2.0][rng.below(4) as usize]);
-        let target = (policy == DedicatedPolicy::Always || hint.required || hint.preferred)
-            && rng.below(2) == 0;
+        // A driver requirement without a target is a bad request
+        // (MissingDedicatedTarget): one in four of them.
+        let target = if hint.required {
+            rng.below(4) != 0
+        } else {
+            (policy == DedicatedPolicy::Always || hint.preferred) && rng.below(2) == 0
+        };
         let size = self.draw_size();
         let requirements = vk::MemoryRequirements {
             size,

@@ -53,6 +53,9 @@ impl Walk {
         if !r.alignment.is_power_of_two() {
             return Some(Error::AlignmentNotPowerOfTwo(r.alignment));
         }
+        if request.driver_dedicated.required && request.dedicated_target.is_none() {
+            return Some(Error::MissingDedicatedTarget);
+        }
         if bits == 0 {
             return Some(Error::NoMemoryTypeBits(r.memory_type_bits));
         }
