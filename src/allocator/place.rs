@@ -70,6 +70,10 @@ impl<M> PoolAccess for Exclusive<'_, M> {
     }
 }
 
+/// The largest alignment a block allocation's size is rounded up to
+/// ([`Placer::allocate_in_type`]).
+const MAX_TAIL_ROUNDING: u64 = 4096;
+
 /// `value` rounded up to a multiple of `to`, a power of two: every
 /// alignment is one (requests are checked, `nonCoherentAtomSize` is checked
 /// at creation, and only power-of-two pages are padded to). A mask, not
@@ -268,13 +272,18 @@ where
                 align = align.max(page);
                 round_up(size, page)
             }
-            // Rounded to its own alignment: a tail sliver smaller than that
-            // would only clutter the bins (on lavapipe, buffers align to 64).
-            _ => round_up(size, align),
+            // Rounded to its own alignment, up to MAX_TAIL_ROUNDING: a tail
+            // sliver smaller than that would only clutter the bins (on
+            // lavapipe, buffers align to 64). A larger alignment's tail stays
+            // free for other requests: a 1 MiB buffer aligned to 64 MiB
+            // takes 1 MiB, not 64.
+            _ => round_up(size, align.min(MAX_TAIL_ROUNDING)),
         };
         let dedicated = request.dedicated_choice();
-        // Small buffers take run slots (runs.rs).
+        // Small buffers take run slots (runs.rs), whose sizes must then be
+        // multiples of their alignment.
         let run_class = (placed_size <= self.context.config.small_buffer_limit
+            && align <= MAX_TAIL_ROUNDING
             && request.kind == ResourceKind::Buffer
             && matches!(dedicated, DedicatedChoice::Auto | DedicatedChoice::Never))
         .then(|| class_of(placed_size) as u8);

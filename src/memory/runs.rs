@@ -12,7 +12,8 @@
 //! - **Size classes** are quarter octaves, `k * 2^e` for `k` in 4..=7, from
 //!   16 bytes up. A request takes the smallest class at least its placed size
 //!   (its size rounded up to its alignment), which wastes under a quarter of
-//!   it, about a tenth on average.
+//!   it, about a tenth on average. Buffers aligned to more than 4 KiB, whose
+//!   placed sizes are not rounded that far, take ranges of their own.
 //! - **Alignment**: the placed size is a multiple of the alignment, and so is
 //!   the class it rounds up to (the classes between `a` and `4a` include `a`,
 //!   `2a` and `3a`; from `4a` on, every class is a multiple of `a`). A run

@@ -88,7 +88,8 @@ pub struct RangeMap {
     pub offset: u64,
     /// Length in bytes (never zero): for an allocation, the bytes it holds
     /// in the block, which can exceed its requested size (rounded up to its
-    /// alignment, or to whole granularity pages for an optimal image), so
+    /// alignment, at most to a multiple of 4 KiB, or to whole granularity
+    /// pages for an optimal image), so
     /// that ranges tile the block as in a VMA dump.
     pub size: u64,
     /// What it holds; [`RangeKind::Free`] for free space.

@@ -40,7 +40,8 @@
 //! - `CustomPools` is empty: there are no custom pools;
 //! - an allocation's `Size`, and the byte figures of blocks, pools and
 //!   heaps, count the bytes it holds in its block, as VMA's do: its
-//!   requested size rounded up to its alignment, or to whole
+//!   requested size rounded up to its alignment (at most to a multiple
+//!   of 4 KiB), or to whole
 //!   `bufferImageGranularity` pages for an optimal image sharing a block
 //!   with buffers. [`Stats`] count requested sizes, so the two differ by
 //!   that rounding. Leak reports give the bytes held, too.

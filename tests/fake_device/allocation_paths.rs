@@ -287,6 +287,42 @@ fn memory_dedicated_to_an_image_has_no_device_address() {
     finish(allocator, &device);
 }
 
+/// A block allocation's size is rounded up to its alignment only up to
+/// 4 KiB: a 1 MiB buffer aligned to 64 MiB takes 1 MiB of the first block,
+/// and the rest stays free for others (rounded, it took 64 MiB, in a
+/// 128 MiB block made for it). Small buffers with such alignments skip the
+/// runs, whose slots only keep alignments up to that.
+#[test]
+fn a_large_alignment_takes_only_the_requested_bytes() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let aligned = allocator
+        .allocate(&buffer(MIB, 64 * MIB, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let next = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert!(!aligned.is_dedicated());
+    assert_eq!(
+        (next.memory(), next.offset()),
+        (aligned.memory(), aligned.offset() + MIB)
+    );
+    assert_eq!(allocator.stats().memory_types[1].block_bytes, 32 * MIB);
+    let small: Vec<_> = (0..3)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(100, 64 << 10, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    for allocation in &small {
+        assert_eq!(allocation.offset() % (64 << 10), 0);
+    }
+    for allocation in small.into_iter().chain([aligned, next]) {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}
+
 /// The dedicated threshold is strict: a request of exactly half the
 /// preferred block size (256 MiB for the discrete preset's device-local
 /// heap) still goes to a block; a larger one gets dedicated memory.

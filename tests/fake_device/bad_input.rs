@@ -174,7 +174,7 @@ fn no_block_is_asked_for_past_the_allocation_limit() {
     let mut layout = FakeLayout::discrete();
     layout.max_memory_allocation_size = 4 * GIB - 1;
     let (allocator, device) = super::allocator_with(layout, vk_suballoc::Config::default());
-    let request = buffer(4 * GIB - 4096, 8192, Usage::DEVICE_LOCAL);
+    let request = buffer(4 * GIB - 2048, 4096, Usage::DEVICE_LOCAL);
     let never = request.dedicated(vk_suballoc::DedicatedPolicy::Never);
     assert_eq!(
         allocator.allocate(&never).err(),

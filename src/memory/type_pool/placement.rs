@@ -34,7 +34,8 @@ pub(crate) struct PoolRequest<'a> {
     pub(crate) size: u64,
     /// The bytes it takes in a block: for an optimal image in blocks shared
     /// with linear resources, `size` rounded up to the buffer-image
-    /// granularity; else `size` rounded up to `align`.
+    /// granularity; else `size` rounded up to `align`, or to 4 KiB when
+    /// `align` is larger.
     pub(crate) placed_size: u64,
     pub(crate) align: u64,
     /// Granularity class (0 linear, 1 optimal images).

@@ -44,6 +44,8 @@ impl Walk {
         let alignment = match rng.below(60) {
             0 => [0, 3, 48, 1000][rng.below(4) as usize],
             _ if kind == ResourceKind::OptimalImage => 1 << (8 + rng.below(9)),
+            // Past 4 KiB, sizes are no longer rounded up to the alignment.
+            1..=3 => 1 << (12 + rng.below(5)),
             _ => 1 << rng.below(12),
         };
         let types = self.layout.memory_types.len() as u64;
