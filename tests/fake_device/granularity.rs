@@ -6,6 +6,8 @@ use vk_suballoc::{Allocation, Config, Request, ResourceKind, Usage};
 
 use super::{allocator_with, finish, free, requirements, without_runs, FakeAllocator};
 
+const MIB: u64 = 1 << 20;
+
 /// A device-local allocation of `size` bytes at `alignment` for a `kind`
 /// resource; panics on error.
 fn device_local(
@@ -104,6 +106,39 @@ fn large_granularity_separates_kinds() {
         ..Config::default()
     };
     assert_eq!(mixed_resources_never_share_a_page(1024, separate), 0);
+}
+
+/// With kinds in blocks of their own, the kept empty block serves either
+/// kind: once the only image is freed, a buffer takes its block rather than
+/// a new one being made beside it (before, two blocks, one of them empty).
+#[test]
+fn an_empty_block_changes_kind() {
+    let (allocator, device) = allocator_with(
+        FakeLayout::discrete().with_granularity(65536),
+        Config::default(),
+    );
+    let image = device_local(&allocator, MIB, 65536, ResourceKind::OptimalImage);
+    let memory = image.memory();
+    free(&allocator, image);
+    let buffer = device_local(&allocator, MIB, 256, ResourceKind::Buffer);
+    assert_eq!(buffer.memory(), memory);
+    let stats = allocator.stats();
+    assert_eq!(
+        (stats.memory_objects, device.counters().allocate_calls),
+        (1, 1)
+    );
+    // And back: an image takes the block the buffer leaves empty.
+    free(&allocator, buffer);
+    let image = device_local(&allocator, MIB, 65536, ResourceKind::OptimalImage);
+    assert_eq!(image.memory(), memory);
+    assert_eq!(device.counters().allocate_calls, 1);
+    // Never while the block holds anything: the kinds stay apart.
+    let buffer = device_local(&allocator, MIB, 256, ResourceKind::Buffer);
+    assert_ne!(buffer.memory(), memory);
+    for allocation in [image, buffer] {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
 }
 
 /// A granularity that is not a power of two (no driver reports one; the

@@ -17,7 +17,9 @@
 //! VMA: the last objects are kept for blocks, which hold many allocations.
 //!
 //! Empty blocks are expensive to recreate, so one is kept per memory type;
-//! when a second block empties, the smaller of the two is released.
+//! when a second block empties, the smaller of the two is released. When
+//! optimal images have blocks of their own, the kept block serves whichever
+//! kind needs a block next.
 //! [`TypePool::trim`] releases the kept one as well.
 //!
 //! This file holds placement in blocks and runs and freeing; `dedicated`
@@ -314,6 +316,11 @@ impl<M> TypePool<M> {
         if request.placed_size > context.heap_size(self.memory_type) {
             return Err(Error::OutOfDeviceMemory);
         }
+        if let Some(key) = self.adopt_empty_block(request) {
+            if let Some(placement) = self.allocate_in_block(key, request) {
+                return Ok(placement);
+            }
+        }
         let mut size = new_block_size(preferred, largest, request.placed_size);
         let key = loop {
             match self.create_block(context, size, request) {
@@ -337,6 +344,30 @@ impl<M> TypePool<M> {
             self.release_block(context, key);
         }
         placement.ok_or(Error::OutOfDeviceMemory)
+    }
+
+    /// Moves the kept empty block of the other granularity class, when it
+    /// can hold `request`, to the request's class and returns it. An empty
+    /// block holds nothing a resource could conflict with, so it serves
+    /// either kind; without this, a buffer needing a block made one next to
+    /// an empty image-only block.
+    fn adopt_empty_block(&mut self, request: &PoolRequest<'_>) -> Option<SlabKey> {
+        if self.counters.empty_blocks == 0 {
+            return None;
+        }
+        let other = &mut self.order[1 - request.class];
+        let index = other.iter().position(|&key| {
+            self.blocks
+                .get(key)
+                .is_some_and(|block| block.ranges.is_empty() && block.size >= request.placed_size)
+        })?;
+        let key = other.remove(index);
+        let block = self.blocks.get_mut(key)?;
+        block.class = request.class;
+        block.kinds.clear();
+        block.miss = Miss::NONE;
+        self.order[request.class].push(key);
+        Some(key)
     }
 
     fn create_block<D: MemoryDeviceExt<M>>(
