@@ -26,7 +26,7 @@
 //! holds dedicated memory, `inspect` the read-only views for reports, and
 //! `placement` the request, location and counter types.
 
-use super::block::{Block, DedicatedMemory, Miss};
+use super::block::{Block, DedicatedMemory, Miss, SlotKinds};
 use super::block_size::{new_block_size, retry_block_size};
 use super::context::{MemoryContext, MemoryRequest};
 use super::runs::{class_size, slots_per_run, Runs, TakenSlot};
@@ -404,7 +404,7 @@ impl<M> TypePool<M> {
             mapped: new.mapped,
             class: request.class,
             names: Default::default(),
-            kinds: Vec::new(),
+            kinds: SlotKinds::default(),
             serial,
             miss: Miss::NONE,
         });
