@@ -254,3 +254,36 @@ fn non_coherent_neighbours_keep_their_bytes() {
     }
     finish(allocator, &device);
 }
+
+/// A slice of one allocation stays valid while the fake device flushes,
+/// invalidates, reads and writes a neighbour in the same memory object: the
+/// device touches only the bytes of the range it is given, never a
+/// reference to the whole object, which would end every slice the
+/// allocator handed out of it (Miri, under Stacked Borrows, reports that as
+/// undefined behaviour: `cargo +nightly miri test --features fake-device
+/// --test fake_device neighbour`).
+#[test]
+fn a_slice_outlives_device_accesses_to_its_neighbours() {
+    // Small heaps: 128 KiB blocks, so that Miri runs this in a second.
+    let (allocator, device) = allocator(FakeLayout::mobile().with_heap_sizes(1 << 20));
+    // READBACK: type 2, non-coherent (a device copy beside the host bytes);
+    // UPLOAD: type 1, coherent (the device reads the host bytes).
+    for usage in [Usage::READBACK, Usage::UPLOAD] {
+        let mut a = allocator.allocate(&buffer(1000, 4, usage)).unwrap();
+        let b = allocator.allocate(&buffer(1000, 4, usage)).unwrap();
+        assert_eq!(a.memory(), b.memory());
+        let bytes = allocator.mapped_slice_mut(&mut a).unwrap();
+        bytes[0] = 1;
+        allocator.flush(&b, 0..1000).unwrap();
+        allocator.invalidate(&b, 0..1000).unwrap();
+        assert!(device.read(b.memory(), b.offset(), 1000).is_some());
+        assert!(device.write(b.memory(), b.offset(), &[2; 1000]));
+        bytes[1] = 3;
+        assert_eq!(&bytes[..2], &[1, 3]);
+        for allocation in [a, b] {
+            free(&allocator, allocation);
+        }
+    }
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    finish(allocator, &device);
+}

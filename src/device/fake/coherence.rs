@@ -41,11 +41,12 @@ impl DeviceCopy {
         }
     }
 
-    /// A new mapping of `range`: the host copy shows what the device holds
-    /// there (the cache starts cold), not what an earlier mapping wrote.
+    /// A new mapping of `range`, whose host bytes are `host`: the host copy
+    /// shows what the device holds there (the cache starts cold), not what
+    /// an earlier mapping wrote.
     pub(super) fn map(&mut self, host: &mut [u8], range: Range<usize>) {
         if self.stale_host {
-            host[range.clone()].copy_from_slice(&self.bytes[range.clone()]);
+            host.copy_from_slice(&self.bytes[range.clone()]);
             self.stale_host = range != (0..self.bytes.len());
         }
     }
@@ -56,16 +57,17 @@ impl DeviceCopy {
         self.stale_host = true;
     }
 
-    /// `vkFlushMappedMemoryRanges` of `range`: the host's bytes reach the
-    /// device.
+    /// `vkFlushMappedMemoryRanges` of `range`, whose host bytes are `host`:
+    /// they reach the device.
     pub(super) fn flush(&mut self, host: &[u8], range: Range<usize>) {
-        self.bytes[range.clone()].copy_from_slice(&host[range]);
+        self.bytes[range].copy_from_slice(host);
     }
 
-    /// `vkInvalidateMappedMemoryRanges` of `range`: the device's bytes
-    /// replace the host's, unflushed host writes included.
+    /// `vkInvalidateMappedMemoryRanges` of `range`, whose host bytes are
+    /// `host`: the device's bytes replace them, unflushed host writes
+    /// included.
     pub(super) fn invalidate(&self, host: &mut [u8], range: Range<usize>) {
-        host[range.clone()].copy_from_slice(&self.bytes[range]);
+        host.copy_from_slice(&self.bytes[range]);
     }
 
     /// What the device reads at `range`.

@@ -15,6 +15,7 @@
 //! [`FakeDevice::violations`].
 
 mod coherence;
+mod host_bytes;
 mod layout;
 mod state;
 
@@ -287,7 +288,9 @@ impl FakeDevice {
 // size (plus alignment slack) that lives until the object is freed, and
 // `map_memory` returns a pointer into it, checked against the object's size;
 // only `write` (a test standing in for the GPU, on coherent memory) and the
-// allocator's own invalidates (on non-coherent memory) write it otherwise.
+// allocator's own invalidates (on non-coherent memory) write it otherwise,
+// and the device reaches only the bytes of the range it is given, so slices
+// of other bytes stay valid (`host_bytes.rs`).
 unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
     fn memory_properties(&self) -> MemoryProperties {
         let layout = &self.layout;

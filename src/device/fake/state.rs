@@ -8,6 +8,7 @@ use ash::vk::Handle;
 use gpu_alloc_types::{AllocationFlags, DeviceMapError, MemoryPropertyFlags};
 
 use super::coherence::DeviceCopy;
+use super::host_bytes::HostBytes;
 use super::FakeLayout;
 use crate::device::{AllocateInfo, DedicatedTarget, DeviceError, FrameSignal};
 
@@ -79,10 +80,9 @@ struct Memory {
     size: u64,
     memory_type: u32,
     heap: u32,
-    /// Zeroed host bytes (allocated lazily by the OS) with `MAP_ALIGNMENT`
-    /// bytes of slack so that `base` is aligned; `None` unless host-visible.
-    host: Option<Vec<u8>>,
-    base: usize,
+    /// Zeroed host bytes, their start aligned to `MAP_ALIGNMENT`; `None`
+    /// unless host-visible.
+    host: Option<HostBytes>,
     /// What the device sees, apart from `host`, for a non-coherent type
     /// (`coherence.rs`); `None` when the host and the device share `host`.
     device: Option<DeviceCopy>,
@@ -93,23 +93,27 @@ struct Memory {
 }
 
 impl Memory {
-    /// The bytes of its host buffer behind `len` bytes at `offset`; `None`
-    /// when they pass the end of the object (or of `u64`).
-    fn host_range(&self, offset: u64, len: usize) -> Option<std::ops::Range<usize>> {
+    /// The bytes `len` bytes at `offset` cover; `None` when they pass the
+    /// end of the object (or of `u64`).
+    fn byte_range(&self, offset: u64, len: usize) -> Option<std::ops::Range<usize>> {
         let end = offset.checked_add(u64::try_from(len).ok()?)?;
         if end > self.size {
             return None;
         }
-        let start = self.base.checked_add(usize::try_from(offset).ok()?)?;
+        let start = usize::try_from(offset).ok()?;
         Some(start..start.checked_add(len)?)
     }
 
-    /// The object's bytes as the host sees them, with its device copy if
-    /// it is non-coherent.
-    fn host_and_device(&mut self) -> Option<(&mut [u8], &mut DeviceCopy)> {
+    /// Bytes `range` as the host sees them, with the device copy, if the
+    /// object is non-coherent. Only those bytes: the allocator's slices of
+    /// the others stay valid (`host_bytes.rs`).
+    fn host_and_device(
+        &mut self,
+        range: std::ops::Range<usize>,
+    ) -> Option<(&mut [u8], &mut DeviceCopy)> {
         let host = self.host.as_mut()?;
-        let bytes = &mut host[self.base..self.base + self.size as usize];
-        Some((bytes, self.device.as_mut()?))
+        let device = self.device.as_mut()?;
+        Some((host.range_mut(range), device))
     }
 }
 
@@ -331,10 +335,7 @@ impl State {
         let host = memory_type
             .props
             .contains(MemoryPropertyFlags::HOST_VISIBLE)
-            .then(|| vec![0u8; info.size as usize + MAP_ALIGNMENT]);
-        let base = host
-            .as_ref()
-            .map_or(0, |h| h.as_ptr().align_offset(MAP_ALIGNMENT));
+            .then(|| HostBytes::new(info.size as usize, MAP_ALIGNMENT));
         let device = (host.is_some()
             && !memory_type
                 .props
@@ -351,7 +352,6 @@ impl State {
                 memory_type: info.memory_type,
                 heap: heap as u32,
                 host,
-                base,
                 device,
                 mapped: None,
                 dedicated: info.dedicated,
@@ -423,12 +423,13 @@ impl State {
             size
         };
         memory.mapped = Some((offset, length));
-        if let Some((host, device)) = memory.host_and_device() {
-            device.map(host, offset as usize..(offset + length) as usize);
+        let range = offset as usize..(offset + length) as usize;
+        if let Some((host, device)) = memory.host_and_device(range.clone()) {
+            device.map(host, range);
         }
-        let base = memory.base + offset as usize;
         let host = memory.host.as_mut().ok_or(DeviceMapError::MapFailed)?;
-        NonNull::new(host.as_mut_ptr().wrapping_add(base)).ok_or(DeviceMapError::MapFailed)
+        host.pointer(offset as usize)
+            .ok_or(DeviceMapError::MapFailed)
     }
 
     pub(super) fn unmap(&mut self, handle: u64) {
@@ -503,7 +504,7 @@ impl State {
             // Non-coherent memory: the bytes move between host and device
             // (coherence.rs); an invalid range moves nothing.
             Ok(bytes) => {
-                if let Some((host, device)) = memory.host_and_device() {
+                if let Some((host, device)) = memory.host_and_device(bytes.clone()) {
                     if flush {
                         device.flush(host, bytes);
                     } else {
@@ -550,15 +551,11 @@ impl State {
 
     pub(super) fn read(&self, handle: u64, offset: u64, len: usize) -> Option<Vec<u8>> {
         let memory = self.memories.get(&handle)?;
-        let range = memory.host_range(offset, len)?;
+        let range = memory.byte_range(offset, len)?;
         let host = memory.host.as_ref()?;
         match &memory.device {
-            Some(device) => Some(
-                device
-                    .read(range.start - memory.base..range.end - memory.base)
-                    .to_vec(),
-            ),
-            None => Some(host[range].to_vec()),
+            Some(device) => Some(device.read(range).to_vec()),
+            None => Some(host.range(range).to_vec()),
         }
     }
 
@@ -566,16 +563,16 @@ impl State {
         let Some(memory) = self.memories.get_mut(&handle) else {
             return false;
         };
-        let Some(range) = memory.host_range(offset, bytes.len()) else {
+        let Some(range) = memory.byte_range(offset, bytes.len()) else {
             return false;
         };
         match (memory.host.as_mut(), memory.device.as_mut()) {
             (Some(_), Some(device)) => {
-                device.write(range.start - memory.base, bytes);
+                device.write(range.start, bytes);
                 true
             }
             (Some(host), None) => {
-                host[range].copy_from_slice(bytes);
+                host.range_mut(range).copy_from_slice(bytes);
                 true
             }
             (None, _) => false,

@@ -1,0 +1,86 @@
+//! [`HostBytes`]: the host memory behind a host-visible fake memory object.
+//!
+//! The allocator hands out slices of these bytes (`mapped_slice_mut`), made
+//! from the pointer `vkMapMemory` returned, while the fake device goes on
+//! touching other bytes of the same object: flushes and invalidates of the
+//! neighbours, and the test's reads and writes that stand in for the GPU.
+//! So the buffer is reached only through its raw pointer, one range at a
+//! time. A reference to the whole buffer (`&mut vec[..]`, or `vec[range]`,
+//! which makes one first) would end every slice made from an earlier
+//! pointer, in use or not (Stacked Borrows: Miri reports the next use of
+//! such a slice as undefined behaviour).
+
+use std::ops::Range;
+use std::ptr::NonNull;
+
+/// Zeroed host bytes of a memory object, aligned as `vkMapMemory`'s
+/// pointers are.
+pub(super) struct HostBytes {
+    /// Allocated once, with `alignment` bytes of slack; never borrowed as a
+    /// whole (only `as_ptr` / `as_mut_ptr`, which make no reference).
+    buffer: Vec<u8>,
+    /// Where the object's byte 0 lies in `buffer`: an aligned address.
+    base: usize,
+    /// The object's size.
+    size: usize,
+}
+
+impl std::fmt::Debug for HostBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the bytes: reading them all would end the slices handed out.
+        f.debug_struct("HostBytes")
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HostBytes {
+    /// `size` zeroed bytes (allocated lazily by the OS) whose first byte is
+    /// aligned to `alignment`.
+    pub(super) fn new(size: usize, alignment: usize) -> Self {
+        let buffer = vec![0u8; size + alignment];
+        let base = buffer.as_ptr().align_offset(alignment);
+        Self { buffer, base, size }
+    }
+
+    /// The address of byte `offset` (at most the size), for `vkMapMemory`.
+    pub(super) fn pointer(&mut self, offset: usize) -> Option<NonNull<u8>> {
+        if offset > self.size {
+            return None;
+        }
+        NonNull::new(self.buffer.as_mut_ptr().wrapping_add(self.base + offset))
+    }
+
+    /// Bytes `range` of the object, to read.
+    ///
+    /// # Panics
+    /// When `range` is not within the object (callers check it first).
+    pub(super) fn range(&self, range: Range<usize>) -> &[u8] {
+        assert!(range.start <= range.end && range.end <= self.size);
+        // SAFETY: `base + size` bytes plus slack were allocated, so the range
+        // is inside `buffer`; the pointer comes from `as_ptr`, so no
+        // reference covers bytes outside `range`.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.buffer.as_ptr().add(self.base + range.start),
+                range.len(),
+            )
+        }
+    }
+
+    /// Bytes `range` of the object, to write.
+    ///
+    /// # Panics
+    /// As [`range`](Self::range).
+    pub(super) fn range_mut(&mut self, range: Range<usize>) -> &mut [u8] {
+        assert!(range.start <= range.end && range.end <= self.size);
+        // SAFETY: as in `range`, from `as_mut_ptr`; `&mut self` makes this the
+        // device's only slice of the buffer.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.buffer.as_mut_ptr().add(self.base + range.start),
+                range.len(),
+            )
+        }
+    }
+}
