@@ -18,6 +18,7 @@ mod place;
 mod request;
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use ash::vk;
@@ -51,6 +52,7 @@ pub struct Allocator<D: MemoryDeviceExt<M>, M: Send = vk::DeviceMemory> {
     context: MemoryContext<D>,
     pools: Box<[Mutex<TypePool<M>>]>,
     /// Tags this allocator's allocations, so foreign ones are rejected.
+    /// Never repeats ([`take_allocator_id`]).
     id: u32,
     /// Frees waiting for frame fences. Lock order: `frames`, then `rings`,
     /// then a memory type's pool.
@@ -68,10 +70,19 @@ impl<D: MemoryDeviceExt<M>, M: Send> std::fmt::Debug for Allocator<D, M> {
     }
 }
 
-/// A process-wide unique tag per allocator.
-fn next_allocator_id() -> u32 {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+/// A process-wide unique tag per allocator; `None` once every tag is taken.
+fn next_allocator_id() -> Option<u32> {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    take_allocator_id(&NEXT)
+}
+
+/// Takes the next tag from `counter`, never one taken before: a tag that
+/// came back would let a dropped allocator's handle (its memory freed) pass
+/// for a later allocator's own, in `mapped_slice` or `free_after_frame`.
+fn take_allocator_id(counter: &AtomicU32) -> Option<u32> {
+    counter
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |id| id.checked_add(1))
+        .ok()
 }
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
@@ -90,7 +101,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// is not a power of two (allocations in non-coherent memory start on an
     /// atom, through the offset allocator's power-of-two alignment; VMA
     /// assumes the same), when it reports more than Vulkan's
-    /// `VK_MAX_MEMORY_HEAPS` (16) heaps, or a `maxMemoryAllocationSize` of 0.
+    /// `VK_MAX_MEMORY_HEAPS` (16) heaps, or a `maxMemoryAllocationSize` of 0;
+    /// [`Error::TooManyAllocators`] after 2^32 - 1 allocators in the process.
     pub fn new(device: D, config: Config) -> Result<Self, Error> {
         if config.large_heap_block_size == 0 {
             return Err(Error::InvalidConfig(
@@ -137,6 +149,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 "more than VK_MAX_MEMORY_HEAPS (16) memory heaps",
             ));
         }
+        let id = next_allocator_id().ok_or(Error::TooManyAllocators)?;
         let types = properties.device.memory_types.len().min(32);
         let pools = (0..types as u32)
             .map(|t| Mutex::new(TypePool::new(t)))
@@ -144,7 +157,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         Ok(Self {
             context: MemoryContext::new(device, properties, config),
             pools,
-            id: next_allocator_id(),
+            id,
             // Room for the frames kept in flight, up to as many as an upload
             // ring tracks: a larger figure is no engine's, and reserving it
             // (at u32::MAX, 240 GB) aborted the process. More still queue.
@@ -443,5 +456,24 @@ impl<D: MemoryDeviceExt<M>, M: Send> Drop for Allocator<D, M> {
         for pool in self.pools.iter_mut() {
             exclusive(pool).release_all(&self.context);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::take_allocator_id;
+
+    /// Past 2^32 - 1 allocators no tag is left: none comes back, so no
+    /// handle of a dropped allocator passes for a later one's.
+    #[test]
+    fn allocator_ids_never_repeat() {
+        let counter = AtomicU32::new(1);
+        let first = take_allocator_id(&counter);
+        counter.store(u32::MAX - 1, Ordering::Relaxed);
+        let later: Vec<_> = (0..3).map(|_| take_allocator_id(&counter)).collect();
+        assert!(!later.contains(&first), "{first:?} again in {later:?}");
+        assert_eq!(later, [Some(u32::MAX - 1), None, None]);
     }
 }
