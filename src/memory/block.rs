@@ -236,8 +236,11 @@ mod tests {
                 assert_eq!(table.get(slot), kind_of(slot, round), "slot {slot}");
             }
         }
+        // 100 slots in four words.
+        assert_eq!(table.words.len(), 4);
         assert_eq!(table.get(10_000), ResourceKind::Buffer);
+        assert_eq!(table.get(2), ResourceKind::LinearImage);
         table.clear();
-        assert_eq!(table.get(1), ResourceKind::Buffer);
+        assert_eq!(table.get(2), ResourceKind::Buffer);
     }
 }

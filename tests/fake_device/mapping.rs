@@ -184,6 +184,42 @@ fn fake_map_and_whole_size_range_rules() {
     assert_eq!(violations.len(), 5, "{violations:?}");
 }
 
+/// On non-coherent memory a new mapping shows what the device holds, not
+/// what an earlier mapping wrote without a flush (mapping does not write
+/// back the host's cache), nor stale bytes from before a device write.
+#[test]
+fn fake_non_coherent_mappings_start_from_the_device_bytes() {
+    use vk_suballoc::device::fake::FakeDevice;
+    use vk_suballoc::device::{AllocationFlags, MemoryDevice};
+
+    let device = FakeDevice::new(FakeLayout::mobile());
+    // SAFETY: a fake device; each mapping is written within its 512 bytes
+    // and read before it is unmapped.
+    unsafe {
+        // Type 2 is non-coherent, atom 256.
+        let mut memory = device
+            .allocate_memory(512, 2, AllocationFlags::empty())
+            .unwrap();
+        let host = device.map_memory(&mut memory, 0, 512).unwrap();
+        host.as_ptr().write_bytes(0xaa, 512);
+        device.unmap_memory(&mut memory);
+        let host = device.map_memory(&mut memory, 0, 512).unwrap();
+        let mapped = std::slice::from_raw_parts(host.as_ptr(), 512);
+        assert!(mapped.iter().all(|&b| b == 0), "unflushed writes survived");
+        device.unmap_memory(&mut memory);
+        assert!(device.write(memory.raw(), 0, &[7; 512]));
+        let host = device.map_memory(&mut memory, 256, 256).unwrap();
+        let mapped = std::slice::from_raw_parts(host.as_ptr(), 256);
+        assert!(
+            mapped.iter().all(|&b| b == 7),
+            "the device's write is missed"
+        );
+        device.unmap_memory(&mut memory);
+        device.deallocate_memory(memory);
+    }
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+}
+
 /// On non-coherent memory an allocation's flushes and invalidates, widened
 /// to atoms, must not reach a neighbour's bytes: an invalidate there would
 /// discard the neighbour's unflushed host writes, a flush would overwrite
