@@ -20,7 +20,7 @@
 //!
 //! # Allocation kinds
 //! Every allocation's [`ResourceKind`](crate::ResourceKind) (buffer, linear
-//! or optimal image) is recorded when it is made (one byte per slot of its
+//! or optimal image) is recorded when it is made (two bits per slot of its
 //! block), so the map shows each as [`RangeKind::Buffer`],
 //! [`RangeKind::ImageLinear`] or [`RangeKind::ImageOptimal`], in blocks and
 //! in dedicated memory alike. It is the kind the request named. (A block
