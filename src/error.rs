@@ -154,7 +154,7 @@ pub enum Error {
     /// text names it. No Vulkan driver we know of does.
     #[error("unsupported device: {0}")]
     UnsupportedDevice(&'static str),
-    /// This process has made 2^32 - 1 allocators, as many as allocations can
+    /// This process has made 2^32 - 2 allocators, as many as allocations can
     /// tell apart: a handle of a dropped allocator would pass for a new
     /// one's. Keep allocators alive instead of making new ones.
     #[error("too many allocators made in this process")]

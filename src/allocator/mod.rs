@@ -102,7 +102,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// atom, through the offset allocator's power-of-two alignment; VMA
     /// assumes the same), when it reports more than Vulkan's
     /// `VK_MAX_MEMORY_HEAPS` (16) heaps, or a `maxMemoryAllocationSize` of 0;
-    /// [`Error::TooManyAllocators`] after 2^32 - 1 allocators in the process.
+    /// [`Error::TooManyAllocators`] after 2^32 - 2 allocators in the process.
     pub fn new(device: D, config: Config) -> Result<Self, Error> {
         if config.large_heap_block_size == 0 {
             return Err(Error::InvalidConfig(
@@ -465,7 +465,7 @@ mod tests {
 
     use super::take_allocator_id;
 
-    /// Past 2^32 - 1 allocators no tag is left: none comes back, so no
+    /// Past 2^32 - 2 allocators no tag is left: none comes back, so no
     /// handle of a dropped allocator passes for a later one's.
     #[test]
     fn allocator_ids_never_repeat() {
