@@ -183,9 +183,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Errors
     /// Bad requests: [`Error::ZeroSize`], [`Error::AlignmentNotPowerOfTwo`],
     /// [`Error::MissingDedicatedTarget`],
-    /// [`Error::NoMemoryTypeBits`], [`Error::NoSuitableMemoryType`],
-    /// [`Error::SizeExceedsHeaps`], [`Error::SizeExceedsMaxAllocation`]
-    /// (checked in that order; none makes a Vulkan call). Exhaustion, after every candidate memory
+    /// [`Error::NoMemoryTypeBits`], [`Error::SizeExceedsHeaps`],
+    /// [`Error::NoSuitableMemoryType`], [`Error::SizeExceedsMaxAllocation`]
+    /// (checked in that order, except that a device-address usage on a
+    /// device without buffer device address is [`Error::NoSuitableMemoryType`]
+    /// before the size checks; none makes a Vulkan call). Exhaustion, after every candidate memory
     /// type was tried: [`Error::OutOfDeviceMemory`], [`Error::OverBudget`]
     /// (within-budget requests), [`Error::TooManyObjects`], and device errors.
     /// [`Error::OutOfHostMemory`] also when the host cannot allocate a new
