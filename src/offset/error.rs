@@ -2,7 +2,7 @@
 
 /// What went wrong in an [`OffsetAllocator`](super::OffsetAllocator) or
 /// [`LinearAllocator`](super::LinearAllocator) call. Every failing call leaves
-/// the allocator exactly as it was.
+/// the allocator as it was, apart from its failure counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum OffsetError {

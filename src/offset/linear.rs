@@ -107,7 +107,8 @@ impl LinearAllocator {
     /// [`OffsetError::SizeExceedsCapacity`]; [`OffsetError::OutOfSpace`] when
     /// frames in flight hold too much of the ring, and
     /// [`OffsetError::TooFragmented`] when enough bytes are free but not in one
-    /// piece (the request would have to wrap). Nothing changes on error.
+    /// piece (the request would have to wrap). On error nothing changes but
+    /// [`failed_allocations`](Self::failed_allocations).
     ///
     /// # Time complexity
     /// O(1), no loop.
