@@ -4,8 +4,9 @@
 //! read the result back, retire resources after their frame's fence, and
 //! print the allocator's figures.
 //!
-//! Run it with `scripts/with-vulkan.sh cargo run --example everyday` (the
-//! script installs lavapipe and the validation layer when they are missing).
+//! Run it with `scripts/with-vulkan.sh cargo run --example everyday` (when
+//! lavapipe or the validation layer is missing, the script installs it as
+//! root, or says what to install).
 //! It exits non-zero if the data does not survive the round trip or the
 //! validation layer reports anything.
 
