@@ -6,7 +6,7 @@
 //! a time (its budget check and usage count are one step). An owner that needs no sharing calls
 //! [`allocate_mut`](Allocator::allocate_mut) and
 //! [`free_mut`](Allocator::free_mut), which skip the lock. Requests are
-//! ranked over memory types ([`memory_type_choice`](crate::memory)), placed
+//! ranked over memory types ([`memory_type_choice`](crate::memory::memory_type_choice)), placed
 //! in a type's blocks or dedicated memory ([`TypePool`]) by the allocation
 //! path in `place.rs`, and handed back as [`Allocation`]s.
 
