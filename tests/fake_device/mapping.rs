@@ -25,8 +25,9 @@ fn written_bytes_reach_the_device_memory() {
         let bytes = device
             .read(a.memory(), a.offset(), a.size() as usize)
             .unwrap();
-        assert!(
-            bytes.iter().all(|b| b == i),
+        assert_eq!(
+            bytes,
+            vec![*i; a.size() as usize],
             "allocation {i} was overwritten"
         );
         assert!(allocator.mapped_slice(a).unwrap().iter().all(|b| b == i));
