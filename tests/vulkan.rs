@@ -19,5 +19,7 @@ mod budget_suite;
 mod frames_suite;
 #[path = "vulkan/layer_self_test.rs"]
 mod layer_self_test;
+#[path = "vulkan/layer_threads.rs"]
+mod layer_threads;
 #[path = "common/seeded_rng.rs"]
 mod seeded_rng;

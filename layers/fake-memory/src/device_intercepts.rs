@@ -213,7 +213,12 @@ unsafe fn allocate_memory_impl(
     result
 }
 
-/// `vkFreeMemory`: frees, then returns the bytes to the fake heap.
+/// `vkFreeMemory`: returns the bytes to the fake heap, then frees.
+///
+/// The record goes before the driver's free: once the driver has freed
+/// `memory`, another thread's `vkAllocateMemory` may get the same handle
+/// (lavapipe's handles are addresses) and record it, and a release after the
+/// free would drop that new record instead.
 unsafe extern "system" fn free_memory(
     device: vk::Device,
     memory: vk::DeviceMemory,
@@ -227,13 +232,11 @@ unsafe extern "system" fn free_memory(
         if let Some(fake) = &state.fake {
             // Freeing unmaps: the cache goes first, unwritten.
             fake.host_cache.forget(memory);
+            fake.book.release(&fake.physical.heap_usage, memory);
         }
         if let Some(next) = state.next.free_memory {
             // SAFETY: forwarding the caller's arguments.
             unsafe { next(device, memory, allocator) };
-        }
-        if let Some(fake) = &state.fake {
-            fake.book.release(&fake.physical.heap_usage, memory);
         }
     });
 }
