@@ -144,7 +144,9 @@ impl AllocationBook {
         usage.release(reservation.record.heap, reservation.record.size);
     }
 
-    /// Forgets a freed allocation and returns its bytes to its heap.
+    /// Forgets an allocation about to be freed and returns its bytes to its
+    /// heap; called before the driver frees it, which may hand its handle to
+    /// the next allocation at once.
     pub fn release(&self, usage: &HeapUsage, memory: vk::DeviceMemory) -> Option<MemoryRecord> {
         let record = lock(&self.state)
             .live
