@@ -48,9 +48,12 @@ pub struct LinearAllocator {
     capacity: u64,
     /// Physical offset where the next allocation is looked for.
     head: u64,
-    /// Bytes handed out since creation, wasted alignment and wrap bytes included.
+    /// Bytes handed out since creation, wasted alignment and wrap bytes
+    /// included, modulo 2^64: it wraps after 2^16 frames of a whole
+    /// `MAX_CAPACITY` ring, so it is only ever compared with and subtracted
+    /// from `reclaimed` with wrapping arithmetic.
     consumed: u64,
-    /// Bytes given back since creation.
+    /// Bytes given back since creation, modulo 2^64 (see `consumed`).
     reclaimed: u64,
     current_frame: u64,
     /// Sealed, unreclaimed frames: a fixed ring of `max_frames_in_flight`.
@@ -127,7 +130,7 @@ impl LinearAllocator {
                 capacity: self.capacity,
             });
         }
-        let used = self.consumed - self.reclaimed;
+        let used = self.used();
         // Place after the head if it fits before the end; else wrap to 0 and
         // count the skipped tail as consumed (it is reclaimed with this frame).
         // No overflow: `head <= capacity < 2^48` and `align <= 2^63`.
@@ -146,7 +149,7 @@ impl LinearAllocator {
                 OffsetError::TooFragmented { size, align, free }
             });
         }
-        self.consumed += consumed;
+        self.consumed = self.consumed.wrapping_add(consumed);
         self.head = offset + size;
         self.peak_used = self.peak_used.max(used + consumed);
         self.allocations += 1;
@@ -204,7 +207,7 @@ impl LinearAllocator {
 
     /// Bytes held by sealed and current frames (alignment and wrap waste included).
     pub fn used(&self) -> u64 {
-        self.consumed - self.reclaimed
+        self.consumed.wrapping_sub(self.reclaimed)
     }
 
     /// The largest [`used`](Self::used) seen.
@@ -289,6 +292,28 @@ mod tests {
             Err(OffsetError::AlignmentNotPowerOfTwo(3))
         );
         assert_eq!(ring.allocate(0, 1), Err(OffsetError::ZeroSize));
+    }
+
+    /// The ring counts bytes since creation; 2^16 + 1 frames of a whole
+    /// `MAX_CAPACITY` ring hand out more than 2^64 of them, which must not
+    /// panic (debug builds check overflow) nor confuse `used`.
+    #[test]
+    fn byte_counts_past_u64_max_keep_the_ring_working() {
+        let capacity = super::super::MAX_CAPACITY;
+        let mut ring = LinearAllocator::new(capacity, 1).unwrap();
+        let rounds = if cfg!(miri) { 4 } else { (1u64 << 16) + 1 };
+        for _ in 0..rounds {
+            assert_eq!(ring.allocate(capacity, 1).map(|a| a.offset), Ok(0));
+            assert_eq!(ring.used(), capacity);
+            let frame = ring.finish_frame().unwrap();
+            assert_eq!(ring.reclaim_through(frame), 1);
+            assert_eq!(ring.used(), 0);
+        }
+        // Partly used across the wrap of the counters: still exact.
+        ring.allocate(10, 1).unwrap();
+        assert_eq!(ring.used(), 10);
+        assert_eq!(ring.peak_used(), capacity);
+        assert_eq!(ring.allocations(), rounds + 1);
     }
 
     #[test]
