@@ -15,12 +15,12 @@ mod shadow;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use shadow::{LinearOp, LinearShadow, Op, Shadow};
-use vk_suballoc::offset::{FreeRange, OffsetAllocator, OffsetError};
+use vk_suballoc::offset::{FreeRange, OffsetAllocator, OffsetError, MAX_CAPACITY};
 
 // ----- strategies -----
 
 /// Capacities from empty to 2^41 bytes, weighted towards small ones where
-/// the allocator fills up and fragments.
+/// the allocator fills up and fragments, and within 1 MiB of the maximum.
 fn capacity() -> impl Strategy<Value = u64> {
     prop_oneof![
         1 => Just(0u64),
@@ -28,20 +28,24 @@ fn capacity() -> impl Strategy<Value = u64> {
         6 => 257u64..=1 << 16,
         2 => (1u64 << 16)..=1 << 24,
         1 => (1u64 << 39)..=1 << 41,
+        1 => (MAX_CAPACITY - (1 << 20))..=MAX_CAPACITY,
     ]
 }
 
-/// Sizes log-uniform up to twice the capacity, plus sizes within two bytes of
-/// a bin bound of `M` (where round-up and round-down disagree).
+/// Sizes log-uniform up to twice the capacity, sizes within two bytes of a
+/// bin bound of `M` (where round-up and round-down disagree), and sizes
+/// within a few bytes of the capacity.
 fn size(m: u32, capacity: u64) -> impl Strategy<Value = u64> {
     let bits = 64 - capacity.max(1).leading_zeros();
     let log_uniform = (0..bits).prop_flat_map(|b| (1u64 << b)..(2u64 << b));
     let near_bin_bound = (0..bits.saturating_sub(m).max(1), 0u64..1 << m, -2i64..=2).prop_map(
         move |(e, mantissa, delta)| (((1u64 << m) | mantissa) << e).saturating_add_signed(delta),
     );
+    let near_capacity = (-4i64..=2).prop_map(move |delta| capacity.saturating_add_signed(delta));
     prop_oneof![
         6 => log_uniform,
         3 => near_bin_bound,
+        1 => near_capacity,
         1 => Just(0u64),
     ]
 }
@@ -68,6 +72,7 @@ fn op(m: u32, capacity: u64) -> impl Strategy<Value = Op> {
             Just(u64::MAX),
         ]
         .prop_map(|extra| Op::Grow { extra }),
+        1 => (MAX_CAPACITY - 2..=MAX_CAPACITY + 1).prop_map(|target| Op::GrowTo { target }),
         1 => (0u32..4).prop_map(|additional| Op::ReserveSlots { additional }),
         1 => any::<u64>().prop_map(|at| Op::Probe { at }),
     ]
@@ -279,11 +284,23 @@ fn aligned_requests_find_the_one_range_that_fits() {
 
 // ----- the linear ring -----
 
-fn linear_op() -> impl Strategy<Value = LinearOp> {
+/// Ring operations; sizes are mostly small, sometimes within a few bytes of
+/// the ring's `capacity`, and alignments sometimes up to 2^63.
+fn linear_op(capacity: u64) -> impl Strategy<Value = LinearOp> {
     prop_oneof![
         10 => (
-            prop_oneof![8 => 1u64..=300, 1 => 301u64..=5000, 1 => Just(0u64)],
-            prop_oneof![4 => Just(1u64), 4 => (1u32..=8).prop_map(|s| 1u64 << s), 1 => Just(3u64)],
+            prop_oneof![
+                8 => 1u64..=300,
+                1 => 301u64..=5000,
+                1 => (0u64..=4).prop_map(move |short| capacity.saturating_sub(short)),
+                1 => Just(0u64),
+            ],
+            prop_oneof![
+                4 => Just(1u64),
+                4 => (1u32..=8).prop_map(|s| 1u64 << s),
+                1 => (9u32..=63).prop_map(|s| 1u64 << s),
+                1 => Just(3u64),
+            ],
         )
             .prop_map(|(size, align)| LinearOp::Allocate { size, align }),
         3 => Just(LinearOp::FinishFrame),
@@ -296,9 +313,13 @@ proptest! {
 
     #[test]
     fn the_linear_ring_matches_the_model(
-        capacity in prop_oneof![1u64..=64, 65u64..=4096],
-        frames in 0u32..5,
-        ops in prop::collection::vec(linear_op(), 1..300),
+        (capacity, frames, ops) in (
+            prop_oneof![4 => 1u64..=64, 4 => 65u64..=4096, 1 => (MAX_CAPACITY - 4096)..=MAX_CAPACITY],
+            0u32..5,
+        )
+            .prop_flat_map(|(capacity, frames)| {
+                (Just(capacity), Just(frames), prop::collection::vec(linear_op(capacity), 1..300))
+            }),
     ) {
         let mut shadow = LinearShadow::new(capacity, frames);
         for op in ops {
@@ -330,7 +351,7 @@ fn the_ring_never_wraps_over_a_frame_in_flight() {
 /// arithmetic.
 #[test]
 fn extreme_arguments_are_errors_not_panics() {
-    use vk_suballoc::offset::{LinearAllocator, MAX_CAPACITY};
+    use vk_suballoc::offset::LinearAllocator;
     let mut heap = OffsetAllocator::<6>::new(MAX_CAPACITY, 4).unwrap();
     assert!(matches!(
         heap.allocate(u64::MAX, 1 << 63),

@@ -29,6 +29,9 @@ pub enum Op {
     FreeForeign,
     /// `grow(extra)`.
     Grow { extra: u64 },
+    /// `grow(target - capacity)` (0 when the capacity is larger already):
+    /// reaches exactly [`MAX_CAPACITY`], or one past it, whatever came before.
+    GrowTo { target: u64 },
     /// `reserve_slots(additional)`.
     ReserveSlots { additional: u32 },
     /// `allocation_at(at)`.
@@ -145,6 +148,9 @@ impl<const M: u32> Shadow<M> {
                 assert_eq!(self.heap.free(self.foreign_id), Err(OffsetError::ForeignId));
                 assert_eq!(self.heap.get(self.foreign_id), None);
             }
+            Op::GrowTo { target } => self.apply(Op::Grow {
+                extra: target.saturating_sub(self.capacity),
+            }),
             Op::Grow { extra } => {
                 let result = self.heap.grow(extra);
                 match self
