@@ -13,6 +13,7 @@ use libfuzzer_sys::fuzz_target;
 mod shadow;
 
 use shadow::{LinearOp, LinearShadow, Op, Shadow};
+use vk_suballoc::offset::MAX_CAPACITY;
 
 /// One operation; sizes come as an exponent and low bits, so that small and
 /// huge sizes are equally easy for the fuzzer to reach.
@@ -33,6 +34,11 @@ enum FuzzOp {
     Grow {
         extra_log2: u8,
         extra_bits: u64,
+    },
+    /// Grows to `MAX_CAPACITY - 2 + target % 4`: exactly the maximum, just
+    /// short of it, or one past it.
+    GrowToMax {
+        target: u8,
     },
     ReserveSlots {
         additional: u8,
@@ -75,14 +81,24 @@ fn alignment(align_log2: u8) -> u64 {
     }
 }
 
-fn to_op(op: &FuzzOp, capacity_log2: u32) -> Option<Op> {
+/// A request size: log-uniform up to twice the capacity, or for `0xfe`
+/// within a few bytes of the initial `capacity` (the whole allocator).
+fn request_size(size_log2: u8, size_bits: u64, capacity: u64, capacity_log2: u32) -> u64 {
+    if size_log2 == 0xfe {
+        capacity.saturating_add_signed((size_bits % 7) as i64 - 4)
+    } else {
+        log_uniform(size_log2, size_bits, capacity_log2 + 1)
+    }
+}
+
+fn to_op(op: &FuzzOp, capacity: u64, capacity_log2: u32) -> Option<Op> {
     Some(match *op {
         FuzzOp::Allocate {
             size_log2,
             size_bits,
             align_log2,
         } => Op::Allocate {
-            size: log_uniform(size_log2, size_bits, capacity_log2 + 1),
+            size: request_size(size_log2, size_bits, capacity, capacity_log2),
             align: alignment(align_log2),
         },
         FuzzOp::Free { pick } => Op::Free {
@@ -102,6 +118,9 @@ fn to_op(op: &FuzzOp, capacity_log2: u32) -> Option<Op> {
                 log_uniform(extra_log2, extra_bits, capacity_log2)
             },
         },
+        FuzzOp::GrowToMax { target } => Op::GrowTo {
+            target: MAX_CAPACITY - 2 + u64::from(target % 4),
+        },
         FuzzOp::ReserveSlots { additional } => Op::ReserveSlots {
             additional: u32::from(additional % 8),
         },
@@ -110,18 +129,18 @@ fn to_op(op: &FuzzOp, capacity_log2: u32) -> Option<Op> {
     })
 }
 
-fn to_linear_op(op: &FuzzOp, capacity_log2: u32) -> LinearOp {
+fn to_linear_op(op: &FuzzOp, capacity: u64, capacity_log2: u32) -> LinearOp {
     match *op {
         FuzzOp::Allocate {
             size_log2,
             size_bits,
             align_log2,
         } => LinearOp::Allocate {
-            size: log_uniform(size_log2, size_bits, capacity_log2 + 1),
-            align: if align_log2 == 0xff {
-                3
-            } else {
-                1 << (align_log2 % 12)
+            size: request_size(size_log2, size_bits, capacity, capacity_log2),
+            align: match align_log2 {
+                0xff => 3,
+                a if a >= 0xc0 => 1 << (a % 64),
+                a => 1 << (a % 12),
             },
         },
         FuzzOp::FinishFrame | FuzzOp::Free { .. } | FuzzOp::FreeStale { .. } => {
@@ -136,19 +155,26 @@ fn to_linear_op(op: &FuzzOp, capacity_log2: u32) -> LinearOp {
 
 fn run_offset<const M: u32>(input: &Input, capacity: u64, capacity_log2: u32) {
     let mut shadow = Shadow::<M>::new(capacity, u32::from(input.slots));
-    for op in input.ops.iter().filter_map(|op| to_op(op, capacity_log2)) {
+    for op in input
+        .ops
+        .iter()
+        .filter_map(|op| to_op(op, capacity, capacity_log2))
+    {
         shadow.apply(op);
     }
     shadow.finish();
 }
 
 fuzz_target!(|input: Input| {
-    // Capacities up to 2^41 bytes, mostly small so that they fill up.
-    let capacity_log2 = u32::from(input.capacity_log2 % 42);
-    let capacity = if input.capacity_log2 == 0xff {
-        0
-    } else {
-        log_uniform(input.capacity_log2, input.capacity_bits, 41)
+    // Capacities up to 2^41 bytes, mostly small so that they fill up, or
+    // (for 0xfe) within 1 MiB of the maximum.
+    let (capacity, capacity_log2) = match input.capacity_log2 {
+        0xff => (0, 0),
+        0xfe => (MAX_CAPACITY - (input.capacity_bits % (1 << 20)), 47),
+        log2 => (
+            log_uniform(log2, input.capacity_bits, 41),
+            u32::from(log2 % 42),
+        ),
     };
     match input.allocator % 6 {
         0 => run_offset::<2>(&input, capacity, capacity_log2),
@@ -157,12 +183,15 @@ fuzz_target!(|input: Input| {
         3 => run_offset::<5>(&input, capacity, capacity_log2),
         4 => run_offset::<6>(&input, capacity, capacity_log2),
         _ => {
-            // The ring: capacities up to 1 MiB.
-            let capacity = capacity.min(1 << 20);
-            let capacity_log2 = capacity_log2.min(20);
+            // The ring: capacities up to 1 MiB, or near the maximum.
+            let (capacity, capacity_log2) = if input.capacity_log2 == 0xfe {
+                (capacity, capacity_log2)
+            } else {
+                (capacity.min(1 << 20), capacity_log2.min(20))
+            };
             let mut shadow = LinearShadow::new(capacity, u32::from(input.slots % 6));
             for op in &input.ops {
-                shadow.apply(to_linear_op(op, capacity_log2));
+                shadow.apply(to_linear_op(op, capacity, capacity_log2));
             }
             shadow.finish();
         }
