@@ -2,7 +2,8 @@
 
 /// What went wrong in an [`OffsetAllocator`](super::OffsetAllocator) or
 /// [`LinearAllocator`](super::LinearAllocator) call. Every failing call leaves
-/// the allocator as it was, apart from its failure counters.
+/// the allocator's allocations and free ranges as they were; only its
+/// failure counters and search statistics count the attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum OffsetError {

@@ -160,8 +160,9 @@ impl<const M: u32> OffsetAllocator<M> {
     /// free bytes than `size`) or [`OffsetError::TooFragmented`] (enough free
     /// bytes, but no free range holds the aligned request) when it cannot be
     /// placed now. A space error is never false: some free range could have
-    /// held the request otherwise. On error nothing changes but the failure
-    /// counters.
+    /// held the request otherwise. On error no allocation or free range
+    /// changes; the failure counters and [`search_stats`](Self::search_stats)
+    /// count the attempt.
     ///
     /// # Time complexity
     /// O(1) — two bitmask searches and a constant number of list updates —
