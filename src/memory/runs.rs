@@ -415,4 +415,24 @@ mod tests {
         // Nothing changed: slot 1 is the next one handed out.
         assert_eq!(runs.take(class).unwrap().slot, 1);
     }
+
+    /// Clearing (the pool releasing its blocks) forgets every run, slot
+    /// and name: no slot is handed out of a released block.
+    #[test]
+    fn clear_forgets_every_run() {
+        let mut runs = Runs::default();
+        let class = class_of(4096);
+        let block = SlabKey {
+            index: 0,
+            generation: 0,
+        };
+        runs.insert(class, block, RANGE, 0, vk::DeviceMemory::null(), None);
+        let taken = runs.take(class).unwrap();
+        runs.set_name(&taken, "named");
+        runs.clear();
+        assert_eq!(runs.iter().count(), 0);
+        assert!(runs.take(class).is_none());
+        assert!(runs.live(taken.run, taken.slot, taken.generation).is_none());
+        assert_eq!(runs.name(taken.run, taken.slot), None);
+    }
 }
