@@ -324,6 +324,7 @@ mod tests {
             0,
         );
         assert_eq!(big.as_slice(), &[2, 3]);
+        assert!(!big.is_empty());
         assert!(
             rank_memory_types(&gpu.memory_types, &gpu.memory_heaps, 0, Usage::UPLOAD, 1, 0)
                 .is_empty()

@@ -131,6 +131,38 @@ fn max_memory_allocation_count_is_never_exceeded() {
     finish(allocator, &device);
 }
 
+/// When the memory a driver prefers dedicated cannot be made (the heap is
+/// full, the object limit is reached) or mapped, an existing block with
+/// room takes the request instead of the error coming back.
+#[test]
+fn a_failed_preferred_dedicated_request_takes_an_existing_block() {
+    let preferred = |usage| {
+        buffer(MIB, 256, usage).driver_dedicated(DedicatedHint {
+            required: false,
+            preferred: true,
+        })
+    };
+    for (usage, fault) in [
+        (Usage::DEVICE_LOCAL, Some(DeviceError::OutOfDeviceMemory)),
+        (Usage::DEVICE_LOCAL, Some(DeviceError::TooManyObjects)),
+        (Usage::UPLOAD, None),
+    ] {
+        let (allocator, device) = allocator(FakeLayout::discrete());
+        let plain = allocator.allocate(&buffer(MIB, 256, usage)).unwrap();
+        match fault {
+            Some(error) => device.fail_allocation(1, error),
+            None => device.fail_map(1),
+        }
+        let placed = allocator.allocate(&preferred(usage)).unwrap();
+        assert!(!placed.is_dedicated(), "{usage:?} {fault:?}");
+        assert_eq!(placed.memory(), plain.memory(), "{usage:?} {fault:?}");
+        assert_eq!(allocator.stats().memory_objects, 1, "{usage:?} {fault:?}");
+        free(&allocator, placed);
+        free(&allocator, plain);
+        finish(allocator, &device);
+    }
+}
+
 /// At `maxMemoryAllocationCount`, a request the driver merely prefers in
 /// dedicated memory takes an existing block that has room (before, the
 /// dedicated attempt's `TooManyObjects` was the answer).
