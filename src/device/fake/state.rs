@@ -275,15 +275,10 @@ impl State {
         }
         // A dedicated allocation names a live resource of this device.
         if let Some(target) = info.dedicated {
-            let (resource, vuid) = match target {
-                DedicatedTarget::Buffer(buffer) => (
-                    buffer.as_raw(),
-                    "VUID-VkMemoryDedicatedAllocateInfo-buffer-parameter",
-                ),
-                DedicatedTarget::Image(image) => (
-                    image.as_raw(),
-                    "VUID-VkMemoryDedicatedAllocateInfo-image-parameter",
-                ),
+            let resource = target_handle(target);
+            let vuid = match target {
+                DedicatedTarget::Buffer(_) => "VUID-VkMemoryDedicatedAllocateInfo-buffer-parameter",
+                DedicatedTarget::Image(_) => "VUID-VkMemoryDedicatedAllocateInfo-image-parameter",
             };
             if !self.resources.contains_key(&resource) {
                 return Err(self.violation(format!(
@@ -583,6 +578,14 @@ impl State {
 /// What is wrong with binding `resource`, whose usage and requirements are
 /// `created` (when the device made it), to `memory` at `offset`;
 /// `device_address` says whether buffer device address is enabled.
+/// The raw handle of the resource dedicated memory is for.
+fn target_handle(target: DedicatedTarget) -> u64 {
+    match target {
+        DedicatedTarget::Buffer(buffer) => buffer.as_raw(),
+        DedicatedTarget::Image(image) => image.as_raw(),
+    }
+}
+
 fn bind_problem(
     memory: &Memory,
     created: Option<&(vk::BufferUsageFlags, vk::MemoryRequirements)>,
@@ -591,11 +594,7 @@ fn bind_problem(
     device_address: bool,
 ) -> Option<&'static str> {
     if let Some(target) = memory.dedicated {
-        let raw = match target {
-            DedicatedTarget::Buffer(buffer) => buffer.as_raw(),
-            DedicatedTarget::Image(image) => image.as_raw(),
-        };
-        if raw != resource || offset != 0 {
+        if target_handle(target) != resource || offset != 0 {
             return Some("VUID-vkBindBufferMemory-memory-01508: dedicated memory of another resource, or not at offset 0");
         }
     }
