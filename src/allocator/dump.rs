@@ -119,7 +119,7 @@ fn block_maps<M>(pool: &TypePool<M>) -> Vec<BlockMap> {
                 ranges.push(RangeMap {
                     offset: a.offset,
                     size: a.size,
-                    kind: RangeKind::of_resource(block.kind(a.id.slot())),
+                    kind: RangeKind::of_resource(block.kinds.get(a.id.slot())),
                     name: block.names.get(&a.id.slot()).map(|name| name.to_string()),
                 });
             }

@@ -50,6 +50,7 @@ pub(crate) struct SlotKinds {
 }
 
 impl SlotKinds {
+    /// Records that the allocation in `slot` is a `kind` resource.
     #[inline]
     pub(crate) fn record(&mut self, slot: u32, kind: ResourceKind) {
         if kind == ResourceKind::Buffer && self.words.is_empty() {
@@ -69,6 +70,7 @@ impl SlotKinds {
         *bits = (*bits & !(3 << shift)) | (code << shift);
     }
 
+    /// The kind of the live allocation in `slot`.
     pub(crate) fn get(&self, slot: u32) -> ResourceKind {
         let (word, shift) = Self::position(slot);
         match self.words.get(word).map_or(0, |bits| (bits >> shift) & 3) {
@@ -87,19 +89,6 @@ impl SlotKinds {
     #[inline]
     fn position(slot: u32) -> (usize, u32) {
         (slot as usize / 32, (slot % 32) * 2)
-    }
-}
-
-impl<M> Block<M> {
-    /// Records that the allocation in `slot` is a `kind` resource.
-    #[inline]
-    pub(crate) fn record_kind(&mut self, slot: u32, kind: ResourceKind) {
-        self.kinds.record(slot, kind);
-    }
-
-    /// The kind of the live allocation in `slot`.
-    pub(crate) fn kind(&self, slot: u32) -> ResourceKind {
-        self.kinds.get(slot)
     }
 }
 

@@ -280,7 +280,7 @@ impl<M> TypePool<M> {
             return None;
         };
         let range = block.ranges.id_of(packed);
-        block.record_kind(range.slot(), request.kind);
+        block.kinds.record(range.slot(), request.kind);
         if let Some(name) = request.name {
             block.names.insert(range.slot(), name.into());
         }
