@@ -285,37 +285,39 @@ impl<D> MemoryContext<D> {
         if !self.properties.memory_budget {
             return None;
         }
-        let reading = {
+        let number = {
             let mut cache = self.budget_cache();
             let stale = match read {
                 Read::WhenStale => cache.is_stale(),
                 Read::ForRecheck => cache.needs_recheck(),
                 Read::Always => true,
             };
-            stale.then(|| cache.begin_reading())
+            if !stale {
+                return cache.estimate(own);
+            }
+            cache.begin_reading()
         };
         // Unlocked while the driver answers (milliseconds on some): threads
         // making or freeing memory meanwhile do not wait for it.
-        if let Some(number) = reading {
-            let mut budgets = [HeapBudget::default(); MAX_HEAPS];
-            if !self.device.heap_budgets(&mut budgets) {
-                return None;
-            }
-            // What the reading counts as ours must not exceed what the
-            // driver counted, or the estimate falls below the true usage
-            // until the next reading. Memory freed while the driver was
-            // read (`own` was taken before) is out of the usage after it,
-            // and memory made meanwhile out of the usage before it (made
-            // memory is counted after `vkAllocateMemory`, freed memory
-            // uncounted before `vkFreeMemory`).
-            let after = self.own_usage();
-            let mut counted = *own;
-            for (counted, after) in counted.iter_mut().zip(after) {
-                *counted = (*counted).min(after);
-            }
-            self.budget_cache().store(number, budgets, counted);
+        let mut budgets = [HeapBudget::default(); MAX_HEAPS];
+        if !self.device.heap_budgets(&mut budgets) {
+            return None;
         }
-        self.budget_cache().estimate(own)
+        // What the reading counts as ours must not exceed what the
+        // driver counted, or the estimate falls below the true usage
+        // until the next reading. Memory freed while the driver was
+        // read (`own` was taken before) is out of the usage after it,
+        // and memory made meanwhile out of the usage before it (made
+        // memory is counted after `vkAllocateMemory`, freed memory
+        // uncounted before `vkFreeMemory`).
+        let after = self.own_usage();
+        let mut counted = *own;
+        for (counted, after) in counted.iter_mut().zip(after) {
+            *counted = (*counted).min(after);
+        }
+        let mut cache = self.budget_cache();
+        cache.store(number, budgets, counted);
+        cache.estimate(own)
     }
 
     /// This allocator's memory in each heap.
