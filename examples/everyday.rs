@@ -146,7 +146,7 @@ fn main() {
     }
     .unwrap();
     // SAFETY: as above.
-    let (readback, readback_memory) = unsafe {
+    let (readback, mut readback_memory) = unsafe {
         allocator.create_buffer(
             &buffer_info(vk::BufferUsageFlags::TRANSFER_DST),
             &AllocationDesc::new(Usage::READBACK).name("readback"),
@@ -311,7 +311,9 @@ fn main() {
 
     // Wait, read back, check.
     allocator.wait_and_collect(u64::MAX).unwrap();
-    allocator.invalidate(&readback_memory, 0..BYTES).unwrap();
+    allocator
+        .invalidate(&mut readback_memory, 0..BYTES)
+        .unwrap();
     let round_trip = allocator.mapped_slice(&readback_memory).unwrap() == pattern.as_slice();
     println!("device: {name}");
     println!(

@@ -352,9 +352,38 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Makes GPU writes to `range` visible to the host. A no-op on coherent
     /// memory; widened and clamped as [`flush`](Self::flush).
     ///
+    /// It takes the allocation by `&mut` because on non-coherent memory it
+    /// changes the bytes the host sees (and drops host writes not yet
+    /// flushed), so no slice of the allocation may be alive across it:
+    ///
+    /// ```compile_fail,E0308
+    /// # fn f(allocator: &vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>,
+    /// #      readback: vk_suballoc::Allocation) {
+    /// let bytes = allocator.mapped_slice(&readback).unwrap();
+    /// allocator.invalidate(&readback, 0..64).unwrap(); // error: expected `&mut Allocation`
+    /// let first = bytes[0];
+    /// # }
+    /// ```
+    ///
+    /// (and with `&mut readback` there, the borrow checker refuses it while
+    /// `bytes` lives).
+    ///
+    /// Invalidate first, then take the slice:
+    ///
+    /// ```
+    /// # fn f(allocator: &vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>,
+    /// #      mut readback: vk_suballoc::Allocation) {
+    /// allocator.invalidate(&mut readback, 0..64).unwrap();
+    /// let first = allocator.mapped_slice(&readback).unwrap()[0];
+    /// # }
+    /// ```
+    ///
+    /// Atom widening never reaches another allocation's bytes: allocations
+    /// in non-coherent memory start on a `nonCoherentAtomSize` boundary.
+    ///
     /// # Errors
     /// As [`flush`](Self::flush).
-    pub fn invalidate(&self, allocation: &Allocation, range: Range<u64>) -> Result<(), Error> {
+    pub fn invalidate(&self, allocation: &mut Allocation, range: Range<u64>) -> Result<(), Error> {
         self.flush_or_invalidate(allocation, range, false)
     }
 

@@ -311,11 +311,11 @@ fn a_non_coherent_atom_that_is_not_a_power_of_two_is_refused() {
 #[test]
 fn ranges_past_the_allocation_are_rejected() {
     let (allocator, device) = allocator(FakeLayout::mobile());
-    let a = allocator
+    let mut a = allocator
         .allocate(&buffer(1000, 1, Usage::READBACK))
         .unwrap();
     assert_eq!(
-        allocator.invalidate(&a, 10..1001),
+        allocator.invalidate(&mut a, 10..1001),
         Err(Error::RangeOutOfBounds {
             start: 10,
             end: 1001,

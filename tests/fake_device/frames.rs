@@ -236,9 +236,8 @@ fn upload_ring_reclaims_frames_and_never_overwrites_frames_in_flight() {
         allocator.ring_allocate(ring, 2000, 256),
         Err(Error::UploadRingFull { size: 2000, .. })
     ));
-    let bytes = device
-        .read(first.memory(), first.memory_offset(), 1000)
-        .unwrap();
+    // SAFETY: ring allocations hand out no slices.
+    let bytes = unsafe { device.read(first.memory(), first.memory_offset(), 1000) }.unwrap();
     assert!(bytes.iter().all(|&b| b == 1));
     device.signal_fence(f0);
     allocator.collect().unwrap();
@@ -282,11 +281,9 @@ fn a_growing_ring_adds_chunks() {
     assert_eq!(c.size(), 10_000);
     allocator.ring_write(&a, 0, &[5; 3000]).unwrap();
     allocator.ring_write(&b, 0, &[6; 3000]).unwrap();
-    assert!(device
-        .read(a.memory(), a.memory_offset(), 3000)
-        .unwrap()
-        .iter()
-        .all(|&x| x == 5));
+    // SAFETY: ring allocations hand out no slices.
+    let bytes = unsafe { device.read(a.memory(), a.memory_offset(), 3000) }.unwrap();
+    assert!(bytes.iter().all(|&x| x == 5));
     // Dropping the allocator destroys the ring's buffers and memory.
     finish(allocator, &device);
 }
@@ -416,9 +413,9 @@ fn upload_rings_random_walk(test: &str, layout: FakeLayout) {
         }
         for l in &live {
             let a = &l.allocation;
-            let bytes = device
-                .read(a.memory(), a.memory_offset(), a.size() as usize)
-                .unwrap();
+            // SAFETY: ring allocations hand out no slices.
+            let bytes =
+                unsafe { device.read(a.memory(), a.memory_offset(), a.size() as usize) }.unwrap();
             assert!(
                 bytes.iter().all(|&b| b == l.pattern),
                 "step {step}: the bytes of live {a:?} were overwritten"
@@ -629,14 +626,15 @@ fn ring_writes_flush_the_atoms_of_the_written_bytes() {
         (flushed[1].offset, flushed[1].size),
         (a.memory_offset() + 256, 256)
     );
-    assert_eq!(
-        device.read(a.memory(), a.memory_offset() + 110, 20),
-        Some(vec![9; 20])
-    );
-    assert_eq!(
-        device.read(b.memory(), b.memory_offset() + 60, 10),
-        Some(vec![7; 10])
-    );
+    // SAFETY: ring allocations hand out no slices.
+    let (first, second) = unsafe {
+        (
+            device.read(a.memory(), a.memory_offset() + 110, 20),
+            device.read(b.memory(), b.memory_offset() + 60, 10),
+        )
+    };
+    assert_eq!(first, Some(vec![9; 20]));
+    assert_eq!(second, Some(vec![7; 10]));
     assert!(device.violations().is_empty(), "{:?}", device.violations());
     finish(allocator, &device);
 }

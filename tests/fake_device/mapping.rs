@@ -22,9 +22,8 @@ fn written_bytes_reach_the_device_memory() {
         live.push((i, a));
     }
     for (i, a) in &live {
-        let bytes = device
-            .read(a.memory(), a.offset(), a.size() as usize)
-            .unwrap();
+        // SAFETY: no `&mut` slice of `a` is alive.
+        let bytes = unsafe { device.read(a.memory(), a.offset(), a.size() as usize) }.unwrap();
         assert_eq!(
             bytes,
             vec![*i; a.size() as usize],
@@ -53,7 +52,7 @@ fn non_coherent_ranges_are_widened_to_atoms_and_clamped() {
     let first = allocator
         .allocate(&buffer(1000, 4, Usage::READBACK))
         .unwrap();
-    let second = allocator
+    let mut second = allocator
         .allocate(&buffer(1000, 4, Usage::READBACK))
         .unwrap();
     assert_eq!(first.memory_type(), 2);
@@ -61,7 +60,7 @@ fn non_coherent_ranges_are_widened_to_atoms_and_clamped() {
     assert_eq!(first.offset() % 256, 0);
     assert_eq!(second.offset(), 1024);
     allocator.flush(&second, 10..20).unwrap();
-    allocator.invalidate(&second, 0..1000).unwrap();
+    allocator.invalidate(&mut second, 0..1000).unwrap();
     allocator.flush(&second, 5..5).unwrap();
     let flushed = device.flushed_ranges();
     assert_eq!(flushed.len(), 1);
@@ -69,10 +68,10 @@ fn non_coherent_ranges_are_widened_to_atoms_and_clamped() {
     let invalidated = device.invalidated_ranges();
     assert_eq!((invalidated[0].offset, invalidated[0].size), (1024, 1024));
     // A dedicated allocation's last atom is clamped to the memory's end.
-    let dedicated = allocator
+    let mut dedicated = allocator
         .allocate(&buffer(1000, 4, Usage::READBACK).dedicated(DedicatedPolicy::Always))
         .unwrap();
-    allocator.invalidate(&dedicated, 900..1000).unwrap();
+    allocator.invalidate(&mut dedicated, 900..1000).unwrap();
     let last = *device.invalidated_ranges().last().unwrap();
     assert_eq!((last.offset, last.size), (768, 232));
     assert!(device.violations().is_empty(), "{:?}", device.violations());
@@ -85,12 +84,13 @@ fn non_coherent_ranges_are_widened_to_atoms_and_clamped() {
 #[test]
 fn gpu_writes_are_seen_after_invalidate() {
     let (allocator, device) = allocator(FakeLayout::mobile());
-    let a = allocator
+    let mut a = allocator
         .allocate(&buffer(512, 4, Usage::READBACK))
         .unwrap();
     // "The GPU" writes; the host invalidates and reads.
-    assert!(device.write(a.memory(), a.offset(), &[7; 512]));
-    allocator.invalidate(&a, 0..512).unwrap();
+    // SAFETY: no slice of `a` is alive.
+    assert!(unsafe { device.write(a.memory(), a.offset(), &[7; 512]) });
+    allocator.invalidate(&mut a, 0..512).unwrap();
     assert!(allocator.mapped_slice(&a).unwrap().iter().all(|&b| b == 7));
     free(&allocator, a);
     finish(allocator, &device);
@@ -110,22 +110,25 @@ fn fake_non_coherent_memory_needs_flushes_and_invalidates() {
         .unwrap();
     assert_eq!(a.memory_type(), 2, "cached, non-coherent");
     let (memory, offset) = (a.memory(), a.offset());
-    let gpu =
-        |device: &vk_suballoc::device::fake::FakeDevice| device.read(memory, offset, 512).unwrap();
+    // SAFETY: each call runs while no `&mut` slice of `a` is alive.
+    let gpu = |device: &vk_suballoc::device::fake::FakeDevice| unsafe {
+        device.read(memory, offset, 512).unwrap()
+    };
     allocator.mapped_slice_mut(&mut a).unwrap().fill(1);
     assert!(gpu(&device).iter().all(|&b| b == 0), "seen before a flush");
     allocator.flush(&a, 0..256).unwrap();
     let seen = gpu(&device);
     assert!(seen[..256].iter().all(|&b| b == 1));
     assert!(seen[256..].iter().all(|&b| b == 0), "past the flushed atom");
-    assert!(device.write(a.memory(), a.offset(), &[2; 512]));
+    // SAFETY: no slice of `a` is alive.
+    assert!(unsafe { device.write(a.memory(), a.offset(), &[2; 512]) });
     let host = allocator.mapped_slice(&a).unwrap();
     assert!(host.iter().all(|&b| b == 1), "seen before an invalidate");
-    allocator.invalidate(&a, 0..512).unwrap();
+    allocator.invalidate(&mut a, 0..512).unwrap();
     assert!(allocator.mapped_slice(&a).unwrap().iter().all(|&b| b == 2));
     // Unflushed host writes do not survive an invalidate.
     allocator.mapped_slice_mut(&mut a).unwrap().fill(3);
-    allocator.invalidate(&a, 0..512).unwrap();
+    allocator.invalidate(&mut a, 0..512).unwrap();
     assert!(allocator.mapped_slice(&a).unwrap().iter().all(|&b| b == 2));
     assert!(device.violations().is_empty(), "{:?}", device.violations());
     free(&allocator, a);
@@ -195,7 +198,8 @@ fn fake_non_coherent_mappings_start_from_the_device_bytes() {
 
     let device = FakeDevice::new(FakeLayout::mobile());
     // SAFETY: a fake device; each mapping is written within its 512 bytes
-    // and read before it is unmapped.
+    // and read before it is unmapped, and its device write runs while no
+    // mapping is.
     unsafe {
         // Type 2 is non-coherent, atom 256.
         let mut memory = device
@@ -252,11 +256,13 @@ fn non_coherent_neighbours_keep_their_bytes() {
     // The GPU writes `tag + 100` everywhere; the host writes `tag` and
     // flushes nothing.
     for (tag, a) in &mut live {
-        assert!(device.write(a.memory(), a.offset(), &vec![*tag + 100; a.size() as usize]));
+        let bytes = vec![*tag + 100; a.size() as usize];
+        // SAFETY: no slice of `a` is alive.
+        assert!(unsafe { device.write(a.memory(), a.offset(), &bytes) });
         allocator.mapped_slice_mut(a).unwrap().fill(*tag);
     }
     for j in 0..live.len() {
-        let (_, a) = &live[j];
+        let (_, a) = &mut live[j];
         let size = a.size();
         if j % 2 == 0 {
             allocator.invalidate(a, 0..size).unwrap();
@@ -272,9 +278,8 @@ fn non_coherent_neighbours_keep_their_bytes() {
                 host.iter().all(|x| x == tag),
                 "host bytes of {k} lost to the invalidate of {j}"
             );
-            let gpu = device
-                .read(b.memory(), b.offset(), b.size() as usize)
-                .unwrap();
+            // SAFETY: the one slice of `b` alive, `host`, is shared.
+            let gpu = unsafe { device.read(b.memory(), b.offset(), b.size() as usize) }.unwrap();
             assert!(
                 gpu.iter().all(|&x| x == tag + 100),
                 "GPU bytes of {k} overwritten by the flush of {j}"
@@ -282,7 +287,9 @@ fn non_coherent_neighbours_keep_their_bytes() {
         }
         // Restore `j` as it was for the next rounds.
         let (tag, a) = &mut live[j];
-        assert!(device.write(a.memory(), a.offset(), &vec![*tag + 100; size as usize]));
+        let bytes = vec![*tag + 100; size as usize];
+        // SAFETY: no slice of `a` is alive.
+        assert!(unsafe { device.write(a.memory(), a.offset(), &bytes) });
         allocator.mapped_slice_mut(a).unwrap().fill(*tag);
     }
     assert!(device.violations().is_empty(), "{:?}", device.violations());
@@ -307,14 +314,17 @@ fn a_slice_outlives_device_accesses_to_its_neighbours() {
     // UPLOAD: type 1, coherent (the device reads the host bytes).
     for usage in [Usage::READBACK, Usage::UPLOAD] {
         let mut a = allocator.allocate(&buffer(1000, 4, usage)).unwrap();
-        let b = allocator.allocate(&buffer(1000, 4, usage)).unwrap();
+        let mut b = allocator.allocate(&buffer(1000, 4, usage)).unwrap();
         assert_eq!(a.memory(), b.memory());
         let bytes = allocator.mapped_slice_mut(&mut a).unwrap();
         bytes[0] = 1;
         allocator.flush(&b, 0..1000).unwrap();
-        allocator.invalidate(&b, 0..1000).unwrap();
-        assert!(device.read(b.memory(), b.offset(), 1000).is_some());
-        assert!(device.write(b.memory(), b.offset(), &[2; 1000]));
+        allocator.invalidate(&mut b, 0..1000).unwrap();
+        // SAFETY: no slice of `b` is alive (`bytes` is `a`'s).
+        unsafe {
+            assert!(device.read(b.memory(), b.offset(), 1000).is_some());
+            assert!(device.write(b.memory(), b.offset(), &[2; 1000]));
+        }
         bytes[1] = 3;
         assert_eq!(&bytes[..2], &[1, 3]);
         for allocation in [a, b] {

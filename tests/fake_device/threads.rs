@@ -298,10 +298,12 @@ impl World<'_> {
                     }
                 }
                 _ if !live.is_empty() => {
-                    let (tag, a) = &live[rng.below(live.len() as u64) as usize];
+                    let index = rng.below(live.len() as u64) as usize;
+                    let (tag, a) = &mut live[index];
                     check_tag(self.allocator, *tag, a);
                     if self.allocator.mapped_slice(a).is_ok() {
-                        self.allocator.invalidate(a, 0..a.size()).unwrap();
+                        let size = a.size();
+                        self.allocator.invalidate(a, 0..size).unwrap();
                     }
                 }
                 _ => {}

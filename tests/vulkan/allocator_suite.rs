@@ -136,7 +136,7 @@ struct ClearedImage {
 /// buffer's.
 fn check_pattern(
     allocator: &Allocator<AshMemoryDevice>,
-    allocation: &Allocation,
+    allocation: &mut Allocation,
     len: u64,
     expected: &[u8],
     what: &str,
@@ -351,12 +351,12 @@ test_each_profile!(
                     memory_barrier(device, cmd, src, dst);
                 }
             });
-            let mut next = staging.iter();
-            for (i, b) in buffers.iter().enumerate() {
+            let mut next = staging.iter_mut();
+            for (i, b) in buffers.iter_mut().enumerate() {
                 let what = format!("{profile} round {round} buffer {i}");
                 let readable = match b.allocation.mapped_ptr() {
-                    Some(_) => &b.allocation,
-                    None => &next.next().unwrap().1,
+                    Some(_) => &mut b.allocation,
+                    None => &mut next.next().unwrap().1,
                 };
                 check_pattern(&allocator, readable, b.size, &b.pattern.to_le_bytes(), &what);
             }

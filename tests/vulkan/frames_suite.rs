@@ -31,9 +31,9 @@ struct Check {
     what: String,
 }
 
-fn verify(allocator: &Allocator<AshMemoryDevice>, check: &Check) {
+fn verify(allocator: &Allocator<AshMemoryDevice>, check: &mut Check) {
     let len = check.expected.len() as u64;
-    allocator.invalidate(&check.allocation, 0..len).unwrap();
+    allocator.invalidate(&mut check.allocation, 0..len).unwrap();
     // The allocation can be longer than the buffer (drivers round the
     // required size up; NVIDIA to 16 bytes): only the buffer's bytes count.
     let bytes = &allocator.mapped_slice(&check.allocation).unwrap()[..check.expected.len()];
@@ -106,8 +106,8 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
             allocator.collect().unwrap();
             // SAFETY: the fence is signalled and no longer in use.
             unsafe { device.reset_fences(&[slot.fence]) }.unwrap();
-            for check in slot.checks.drain(..) {
-                verify(&allocator, &check);
+            for mut check in slot.checks.drain(..) {
+                verify(&allocator, &mut check);
                 // SAFETY: the harness's buffer, destroyed only here.
                 unsafe { allocator.destroy_buffer_after_frame(check.buffer, check.allocation) }
                     .unwrap();
@@ -206,8 +206,8 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
     // SAFETY: the device is idle after this.
     unsafe { device.device_wait_idle() }.unwrap();
     for slot in &mut slots {
-        for check in slot.checks.drain(..) {
-            verify(&allocator, &check);
+        for mut check in slot.checks.drain(..) {
+            verify(&allocator, &mut check);
             // SAFETY: the harness's buffer, destroyed only here.
             unsafe { allocator.destroy_buffer_after_frame(check.buffer, check.allocation) }
                 .unwrap();

@@ -251,13 +251,31 @@ impl FakeDevice {
 
     /// Copies bytes out of a host-visible fake memory object, as the GPU would
     /// see them; `None` for unknown memory or an out-of-range read.
-    pub fn read(&self, memory: vk::DeviceMemory, offset: u64, len: usize) -> Option<Vec<u8>> {
+    ///
+    /// # Safety
+    /// A GPU read: on coherent memory it reads the host's mapped bytes, so no
+    /// `&mut [u8]` over the range (from
+    /// [`Allocator::mapped_slice_mut`](crate::Allocator::mapped_slice_mut))
+    /// may be alive across the call.
+    pub unsafe fn read(
+        &self,
+        memory: vk::DeviceMemory,
+        offset: u64,
+        len: usize,
+    ) -> Option<Vec<u8>> {
         self.state().read(memory.as_raw(), offset, len)
     }
 
     /// Writes bytes into a host-visible fake memory object, as the GPU would.
     /// Returns `false` for unknown memory or an out-of-range write.
-    pub fn write(&self, memory: vk::DeviceMemory, offset: u64, bytes: &[u8]) -> bool {
+    ///
+    /// # Safety
+    /// A GPU write: on coherent memory it writes the host's mapped bytes, so
+    /// no slice over the range (from
+    /// [`Allocator::mapped_slice`](crate::Allocator::mapped_slice) or
+    /// [`mapped_slice_mut`](crate::Allocator::mapped_slice_mut)) may be
+    /// alive across the call.
+    pub unsafe fn write(&self, memory: vk::DeviceMemory, offset: u64, bytes: &[u8]) -> bool {
         self.state().write(memory.as_raw(), offset, bytes)
     }
 
@@ -287,10 +305,12 @@ impl FakeDevice {
 // SAFETY: each host-visible memory object owns a zeroed host buffer of its
 // size (plus alignment slack) that lives until the object is freed, and
 // `map_memory` returns a pointer into it, checked against the object's size;
-// only `write` (a test standing in for the GPU, on coherent memory) and the
-// allocator's own invalidates (on non-coherent memory) write it otherwise,
-// and the device reaches only the bytes of the range it is given, so slices
-// of other bytes stay valid (`host_bytes.rs`).
+// only `write` (a test standing in for the GPU, on coherent memory; unsafe,
+// its caller holds no slice of the bytes) and the allocator's invalidates (on
+// non-coherent memory; they take the allocation by `&mut`, and allocations in
+// such memory start on atom boundaries) write it otherwise, and the device
+// reaches only the bytes of the range it is given, so slices of other bytes
+// stay valid (`host_bytes.rs`).
 unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
     fn memory_properties(&self) -> MemoryProperties {
         let layout = &self.layout;

@@ -281,8 +281,9 @@ impl Walk {
             return;
         }
         let index = self.rng.below(self.live.len() as u64) as usize;
-        let live = &self.live[index];
-        let a = &live.allocation;
+        let ctx = self.ctx();
+        let live = &mut self.live[index];
+        let a = &mut live.allocation;
         let host = is_host_visible(self.layout.memory_types[a.memory_type() as usize].props);
         let size = a.size();
         let start = self.rng.below(size + 1);
@@ -318,7 +319,7 @@ impl Walk {
                 (result, access)
             }
         };
-        assert_eq!(result, expected, "{}: {a:?} {start}..{end}", self.ctx());
+        assert_eq!(result, expected, "{ctx}: {a:?} {start}..{end}");
     }
 
     pub(super) fn trim(&mut self) {
