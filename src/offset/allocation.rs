@@ -13,6 +13,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// A clone of an allocator keeps its owner tag, so that ids issued before the
 /// clone work in both; once the two diverge, keep each one's later ids to
 /// itself (the generation check catches most, not all, mix-ups).
+///
+/// The owner tag is 32 bits and taken from a process-wide counter that
+/// wraps: an id of an allocator made 2^32 allocators before this one carries
+/// the same tag, and only the slot and generation checks stand between it
+/// and a free of whatever allocation holds its slot now. The core accepts
+/// that, rather than refusing to construct once the tags run out, because it
+/// is safe code that only hands out numbers; the Vulkan
+/// [`Allocator`](crate::Allocator), whose handles point into mapped memory,
+/// uses tags that never repeat.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AllocationId {
     pub(crate) slot: u32,
