@@ -300,6 +300,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
     /// The bytes of a host-visible allocation, to read.
     ///
+    /// The slice has the allocation's [`size`](Allocation::size): for a
+    /// resource made by the helpers that is the driver's figure, which can
+    /// exceed the buffer's own size (NVIDIA rounds it up to 16 bytes). Index
+    /// the buffer's bytes (`&slice[..len]`) before comparing or copying.
+    ///
     /// # Errors
     /// [`Error::ForeignAllocation`], [`Error::NotHostVisible`];
     /// [`Error::MapFailed`] when the allocation is larger than the host's
@@ -321,6 +326,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     }
 
     /// The bytes of a host-visible allocation, to write (or read).
+    ///
+    /// As with [`mapped_slice`](Self::mapped_slice), the slice can be longer
+    /// than the buffer: copy into its front,
+    /// `allocator.mapped_slice_mut(&mut allocation)?[..bytes.len()].copy_from_slice(bytes)`,
+    /// since `copy_from_slice` panics when the lengths differ.
     ///
     /// Writes reach the GPU after [`flush`](Self::flush) on non-coherent memory.
     ///

@@ -110,6 +110,61 @@ test_each_profile!(
     }
 );
 
+test_each_profile!(
+    /// The README's upload, for a buffer whose size the driver rounds up
+    /// (the discrete profile to 16 bytes, as NVIDIA does): the mapped slice
+    /// is the allocation's size, longer than the buffer, so the snippet
+    /// copies into its front (`copy_from_slice` of the whole slice panicked
+    /// there), and the bytes reach the GPU.
+    fn an_upload_of_an_unrounded_size_fills_the_front_of_the_slice(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let bytes: Vec<u8> = (1..=100).collect();
+        let len = bytes.len() as u64;
+        let (staging, mut memory) =
+            buffer(&allocator, len, AllocationDesc::new(Usage::UPLOAD).name("staging"));
+        let mapped = allocator.mapped_slice_mut(&mut memory).unwrap().len() as u64;
+        if profile == Profile::Lavapipe && on_custom_device() {
+            assert!(mapped >= len, "{profile}: {mapped} bytes mapped");
+        } else {
+            assert_eq!(mapped, len.next_multiple_of(buffer_size_granule(profile)), "{profile}");
+        }
+        // As in the README's "Using it".
+        allocator.mapped_slice_mut(&mut memory).unwrap()[..bytes.len()].copy_from_slice(&bytes);
+        allocator.flush(&memory, 0..len).unwrap();
+        let (readback, mut readback_memory) = buffer(&allocator, len, AllocationDesc::new(Usage::READBACK));
+        context.run_one_time_commands(|device, cmd| {
+            // SAFETY: both buffers belong to `device` and are bound; the
+            // barrier orders the copy before the host read.
+            unsafe {
+                let region = [vk::BufferCopy { src_offset: 0, dst_offset: 0, size: len }];
+                device.cmd_copy_buffer(cmd, staging, readback, &region);
+                let (src, dst) = TRANSFER_TO_HOST;
+                memory_barrier(device, cmd, src, dst);
+            }
+        });
+        allocator.invalidate(&mut readback_memory, 0..len).unwrap();
+        assert_eq!(&allocator.mapped_slice(&readback_memory).unwrap()[..bytes.len()], &bytes[..]);
+        // SAFETY: the copy completed (run_one_time_commands waits).
+        unsafe {
+            allocator.destroy_buffer(staging, memory).unwrap();
+            allocator.destroy_buffer(readback, readback_memory).unwrap();
+        }
+    }
+);
+
+/// The granule the fake layer rounds buffer requirement sizes up to on
+/// `profile` (its `buffer_size_granule`, modelled on the real drivers:
+/// NVIDIA 16 bytes); 1 on lavapipe, which keeps the buffer's size.
+fn buffer_size_granule(profile: Profile) -> u64 {
+    match profile {
+        Profile::Lavapipe | Profile::Integrated => 1,
+        Profile::Amd => 4,
+        Profile::Discrete | Profile::Rebar => 16,
+        Profile::Mobile => 64,
+    }
+}
+
 /// A buffer the GPU fills with `pattern`, read back by the host directly or
 /// through `staging` when it is not host-visible.
 struct FilledBuffer {
