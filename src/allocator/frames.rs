@@ -185,6 +185,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Waits for every sealed frame (up to `timeout_ns` each), then collects:
     /// for shutdown, or before destroying resources at a level change.
     ///
+    /// Frees queued since the last [`end_frame`](Self::end_frame) belong to
+    /// the current frame, which is not sealed: they stay queued (and counted
+    /// in [`stats`](Self::stats)) until a later `end_frame` and collect, or
+    /// the allocator's drop. Seal the frame first to release them here; when
+    /// the device is known idle, [`free`](Self::free) releases at once.
+    ///
     /// # Errors
     /// [`Error::Timeout`] when a frame did not finish in time (frames before
     /// it are collected); [`Error::DeviceLost`] and the other failures of

@@ -593,6 +593,33 @@ fn wait_and_collect_counts_frames_and_frees() {
     finish(allocator, &device);
 }
 
+/// Frees queued in the current frame wait for that frame's signal, even in
+/// `wait_and_collect`: it waits for sealed frames only, as its docs say, so
+/// shutdown or level-change code seals the frame first.
+#[test]
+fn wait_and_collect_leaves_the_current_frames_frees_queued() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let a = allocator
+        .allocate(&buffer(32 * 1024, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    allocator.free_after_frame(a).unwrap();
+    assert_eq!(
+        allocator.wait_and_collect(u64::MAX),
+        Ok(Collected::default())
+    );
+    assert_eq!(allocator.stats().allocations(), 1);
+    device.signal_fence(end_frame(&allocator, &device));
+    assert_eq!(
+        allocator.wait_and_collect(u64::MAX),
+        Ok(Collected {
+            frames: 1,
+            frees: 1
+        })
+    );
+    assert_eq!(allocator.stats().allocations(), 0);
+    finish(allocator, &device);
+}
+
 /// A ring write to non-coherent memory flushes exactly the atoms holding
 /// the written bytes, at the start of the ring or inside a later allocation:
 /// on non-coherent memory, bytes outside the flushed atoms never reach the
