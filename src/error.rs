@@ -25,7 +25,10 @@ pub enum Error {
     /// No memory type allowed by `memoryTypeBits` has the properties the usage
     /// needs (host access needs `HOST_VISIBLE`; device address needs buffer
     /// device address enabled). Pick another usage or resource layout.
-    #[error("no memory type in {memory_type_bits:#x} suits {usage:?}")]
+    #[error(
+        "no memory type in {memory_type_bits:#x} suits {usage:?}{}",
+        what_the_usage_needs(*.usage)
+    )]
     NoSuitableMemoryType {
         /// The resource's `memoryTypeBits`.
         memory_type_bits: u32,
@@ -176,6 +179,26 @@ impl Error {
                 | Self::MapFailed
                 | Self::TooManyObjects(_)
         )
+    }
+}
+
+/// The part of [`Error::NoSuitableMemoryType`]'s message that says what
+/// its usage needs, so that the message alone points at the fix.
+fn what_the_usage_needs(usage: Usage) -> &'static str {
+    match (
+        usage.needs_host_access(),
+        usage.contains(Usage::DEVICE_ADDRESS),
+    ) {
+        (false, false) => "",
+        (true, false) => " (host access needs a HOST_VISIBLE type)",
+        (false, true) => {
+            " (DEVICE_ADDRESS needs bufferDeviceAddress enabled and \
+             DeviceFeatures::buffer_device_address set)"
+        }
+        (true, true) => {
+            " (host access needs a HOST_VISIBLE type; DEVICE_ADDRESS needs \
+             bufferDeviceAddress enabled and DeviceFeatures::buffer_device_address set)"
+        }
     }
 }
 

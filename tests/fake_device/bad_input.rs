@@ -337,3 +337,28 @@ fn ranges_past_the_allocation_are_rejected() {
     free(&allocator, gpu_only);
     finish(allocator, &device);
 }
+
+/// A usage no memory type suits gets a message that names what the usage
+/// needs: a newcomer who forgot buffer device address reads the fix in it.
+#[test]
+fn an_unsuitable_usage_says_what_it_needs() {
+    // Mobile: no buffer device address; type 0 is device-local only.
+    let (mut allocator, device) = allocator(FakeLayout::mobile());
+    let address = rejected(
+        &mut allocator,
+        &buffer(4096, 256, Usage::DEVICE_LOCAL | Usage::DEVICE_ADDRESS),
+    );
+    assert!(matches!(address, Error::NoSuitableMemoryType { .. }));
+    let message = address.to_string();
+    assert!(
+        message.contains("DeviceFeatures::buffer_device_address"),
+        "{message}"
+    );
+    assert!(!message.contains("HOST_VISIBLE"), "{message}");
+    let mut readback = buffer(4096, 256, Usage::READBACK);
+    readback.requirements.memory_type_bits = 1;
+    let message = rejected(&mut allocator, &readback).to_string();
+    assert!(message.contains("HOST_VISIBLE"), "{message}");
+    assert!(!message.contains("buffer_device_address"), "{message}");
+    finish(allocator, &device);
+}
