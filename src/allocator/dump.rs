@@ -64,7 +64,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             buffer_image_granularity: granularity,
             non_coherent_atom_size: device.non_coherent_atom_size,
             max_memory_allocation_count: device.max_memory_allocation_count,
-            gpu: None,
+            gpu: properties.gpu.clone(),
         }
     }
 

@@ -11,7 +11,7 @@ use gpu_alloc_types::{
 };
 
 use super::{
-    AllocateInfo, DedicatedHint, DedicatedTarget, DeviceError, FrameSignal, HeapBudget,
+    AllocateInfo, DedicatedHint, DedicatedTarget, DeviceError, FrameSignal, GpuInfo, HeapBudget,
     MemoryDeviceExt, MemoryProperties,
 };
 
@@ -184,6 +184,7 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
                 .get_physical_device_properties2(self.physical_device, &mut properties2)
         };
         let limits = properties2.properties.limits;
+        let gpu = GpuInfo::from(&properties2.properties);
         let memory_types = memory.memory_types_as_slice().iter().map(|t| MemoryType {
             heap: t.heap_index,
             props: memory_property_flags(t.property_flags),
@@ -207,6 +208,7 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
             memory_priority: self.features.memory_priority,
             amd_device_coherent_types,
             amd_device_coherent_memory: self.features.amd_device_coherent_memory,
+            gpu: Some(gpu),
         }
     }
 

@@ -61,6 +61,36 @@ pub struct MemoryProperties {
     /// allowed type (a request whose `memoryTypeBits` names only them gets
     /// one). Without it the allocator never uses them.
     pub amd_device_coherent_memory: bool,
+    /// The GPU, as memory dumps name it; `None` when the backend does not
+    /// know (the dump then says `"unknown"`).
+    pub gpu: Option<GpuInfo>,
+}
+
+/// The GPU's name, API version and type, for memory dumps
+/// ([`MemoryProperties::gpu`],
+/// [`MemoryMap::with_gpu`](crate::report::MemoryMap::with_gpu)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuInfo {
+    /// `VkPhysicalDeviceProperties::deviceName`.
+    pub name: String,
+    /// `VkPhysicalDeviceProperties::apiVersion`.
+    pub api_version: u32,
+    /// `VkPhysicalDeviceProperties::deviceType`.
+    pub device_type: vk::PhysicalDeviceType,
+}
+
+impl From<&vk::PhysicalDeviceProperties> for GpuInfo {
+    fn from(properties: &vk::PhysicalDeviceProperties) -> Self {
+        let name = properties
+            .device_name_as_c_str()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Self {
+            name,
+            api_version: properties.api_version,
+            device_type: properties.device_type,
+        }
+    }
 }
 
 /// A heap's budget and current usage in bytes, as `VK_EXT_memory_budget`

@@ -14,7 +14,7 @@ use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags;
 
 use super::detailed_stats::DetailedStats;
-use crate::device::HeapBudget;
+use crate::device::{GpuInfo, HeapBudget};
 use crate::memory::ResourceKind;
 
 /// The names of the flags set in `props`, in VMA's order.
@@ -217,32 +217,6 @@ pub struct HeapMap {
     pub budget: HeapBudget,
 }
 
-/// What the dump says about the GPU beyond its memory: the device seam does
-/// not know it, so the caller may give it (see [`MemoryMap::with_gpu`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GpuInfo {
-    /// `VkPhysicalDeviceProperties::deviceName`.
-    pub name: String,
-    /// `VkPhysicalDeviceProperties::apiVersion`.
-    pub api_version: u32,
-    /// `VkPhysicalDeviceProperties::deviceType`.
-    pub device_type: vk::PhysicalDeviceType,
-}
-
-impl From<&vk::PhysicalDeviceProperties> for GpuInfo {
-    fn from(properties: &vk::PhysicalDeviceProperties) -> Self {
-        let name = properties
-            .device_name_as_c_str()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        Self {
-            name,
-            api_version: properties.api_version,
-            device_type: properties.device_type,
-        }
-    }
-}
-
 /// A snapshot of all device memory an allocator holds, from
 /// [`Allocator::memory_map`](crate::Allocator::memory_map).
 ///
@@ -266,7 +240,11 @@ pub struct MemoryMap {
 }
 
 impl MemoryMap {
-    /// The same map, with `gpu` for the dump's `General` section.
+    /// The same map, with `gpu` for the dump's `General` section. The
+    /// [`AshMemoryDevice`](crate::device::AshMemoryDevice) backend names the
+    /// GPU itself; this is for other backends, whose maps leave it `None`
+    /// unless their [`MemoryProperties::gpu`](crate::device::MemoryProperties::gpu)
+    /// says it, or to name it differently.
     ///
     /// ```no_run
     /// # fn f(instance: &ash::Instance, physical_device: ash::vk::PhysicalDevice,

@@ -31,8 +31,10 @@
 //! The JSON follows VMA 3.x key for key; where this allocator knows less, it
 //! says so in VMA's terms:
 //! - `General.GPU` is `"unknown"`, `apiVersion` `"0.0.0"` and `deviceType` 0
-//!   unless [`MemoryMap::with_gpu`] supplies them (the device seam does not
-//!   carry `VkPhysicalDeviceProperties`);
+//!   when the backend does not know the GPU
+//!   ([`MemoryProperties::gpu`](crate::device::MemoryProperties::gpu) is
+//!   `None`; [`AshMemoryDevice`](crate::device::AshMemoryDevice) fills it)
+//!   and [`MemoryMap::with_gpu`] does not supply it;
 //! - a heap's `Flags` has `DEVICE_LOCAL` when one of its memory types is
 //!   device-local (exact: the spec ties the two), never `MULTI_INSTANCE`;
 //! - `Usage` is 0, as VMA writes for memory allocated without a resource;
@@ -53,8 +55,9 @@ mod stats;
 mod svg;
 mod vma_json;
 
+pub use crate::device::GpuInfo;
 pub use detailed_stats::DetailedStats;
 pub use memory_map::{
-    BlockMap, DedicatedMap, GpuInfo, HeapMap, MemoryMap, MemoryTypeMap, RangeKind, RangeMap,
+    BlockMap, DedicatedMap, HeapMap, MemoryMap, MemoryTypeMap, RangeKind, RangeMap,
 };
 pub use stats::{HeapStats, Stats, TypeStats};

@@ -5,6 +5,7 @@
 
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
+use vk_suballoc::report::GpuInfo;
 use vk_suballoc::{
     Allocation, AllocationDesc, Allocator, DedicatedPolicy, Error, UploadRingDesc, Usage,
 };
@@ -661,6 +662,21 @@ fn debug_names_reach_the_validation_layer() {
             .destroy_buffer(own_buffer, own_allocation)
             .unwrap();
     }
+}
+
+/// With the ash backend, dumps name the GPU as
+/// `vkGetPhysicalDeviceProperties` does, without `MemoryMap::with_gpu`.
+#[test]
+fn dumps_name_the_gpu() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let expected = GpuInfo::from(&context.properties());
+    assert!(!expected.name.is_empty());
+    assert_eq!(allocator.memory_map().gpu.as_ref(), Some(&expected));
+    let json = allocator.stats_json(false);
+    let escaped = expected.name.replace('\\', "\\\\").replace('"', "\\\"");
+    assert!(json.contains(&format!("\"GPU\": \"{escaped}\"")), "{json}");
+    assert!(!json.contains("\"unknown\""), "{json}");
 }
 
 test_each_fake_profile!(

@@ -328,6 +328,7 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
             memory_priority: false,
             amd_device_coherent_types: layout.amd_device_coherent_types,
             amd_device_coherent_memory: layout.amd_device_coherent_memory,
+            gpu: None,
         }
     }
 
