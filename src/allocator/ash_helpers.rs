@@ -39,18 +39,8 @@ impl Allocator<AshMemoryDevice> {
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
         let buffer = unsafe { device.create_buffer(info, None) }.map_err(DeviceError::from)?;
-        // SAFETY: just created from this device.
-        let (requirements, dedicated) = unsafe { self.device().buffer_requirements(buffer) };
-        let mut desc = *desc;
-        if info
-            .usage
-            .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
-        {
-            desc.usage |= Usage::DEVICE_ADDRESS;
-        }
-        let request = Request::with_desc(requirements, ResourceKind::Buffer, desc)
-            .driver_dedicated(dedicated)
-            .dedicated_target(DedicatedTarget::Buffer(buffer));
+        // SAFETY: just created from this device with `info.usage`.
+        let request = unsafe { self.buffer_request(buffer, info.usage, desc) };
         let allocation = self.allocate_and_bind(
             &request,
             |allocation| {
@@ -98,21 +88,9 @@ impl Allocator<AshMemoryDevice> {
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
         let image = unsafe { device.create_image(info, None) }.map_err(DeviceError::from)?;
-        let mut dedicated = vk::MemoryDedicatedRequirements::default();
-        let mut requirements = vk::MemoryRequirements2::default().push_next(&mut dedicated);
-        let query = vk::ImageMemoryRequirementsInfo2::default().image(image);
-        // SAFETY: `image` was just created from this device, not disjoint
-        // (checked above), so no plane info is needed
-        // (VUID-VkImageMemoryRequirementsInfo2-image-01589).
-        unsafe { device.get_image_memory_requirements2(&query, &mut requirements) };
-        let kind = if info.tiling == vk::ImageTiling::LINEAR {
-            ResourceKind::LinearImage
-        } else {
-            ResourceKind::OptimalImage
-        };
-        let request = Request::with_desc(requirements.memory_requirements, kind, *desc)
-            .driver_dedicated(DedicatedHint::from_requirements(&dedicated))
-            .dedicated_target(DedicatedTarget::Image(image));
+        // SAFETY: just created from this device with `info.tiling`, not
+        // disjoint (checked above).
+        let request = unsafe { self.image_request(image, info.tiling, desc) };
         let allocation = self.allocate_and_bind(
             &request,
             |allocation| {
@@ -126,6 +104,131 @@ impl Allocator<AshMemoryDevice> {
             || unsafe { device.destroy_image(image, None) },
         )?;
         Ok((image, allocation))
+    }
+
+    /// Allocates memory for a buffer the caller created, without binding it
+    /// (VMA's `vmaAllocateMemoryForBuffer`): for engines that create their
+    /// own buffers. As in [`create_buffer`](Self::create_buffer), the request
+    /// takes the buffer's requirements from `vkGetBufferMemoryRequirements2`,
+    /// dedicated memory (made for this buffer) when the driver asks for it,
+    /// and [`Usage::DEVICE_ADDRESS`] when `usage` has
+    /// `SHADER_DEVICE_ADDRESS`. Bind it yourself:
+    ///
+    /// ```no_run
+    /// # use ash::vk;
+    /// # use vk_suballoc::{AllocationDesc, Allocator, Usage, device::AshMemoryDevice};
+    /// # fn f(allocator: &Allocator<AshMemoryDevice>, device: &ash::Device,
+    /// #      info: &vk::BufferCreateInfo) -> Result<(), vk_suballoc::Error> {
+    /// // SAFETY: a valid create info.
+    /// let buffer = unsafe { device.create_buffer(info, None) }.expect("vkCreateBuffer");
+    /// let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).name("vertices");
+    /// // SAFETY: a live, non-sparse buffer of this device, created with `info.usage`.
+    /// let allocation = unsafe { allocator.allocate_for_buffer(buffer, info.usage, &desc)? };
+    /// // SAFETY: the memory type and offset honour the buffer's requirements.
+    /// unsafe { device.bind_buffer_memory(buffer, allocation.memory(), allocation.offset()) }
+    ///     .expect("vkBindBufferMemory");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`allocate`](Self::allocate). Nothing is created or destroyed.
+    ///
+    /// # Safety
+    /// `buffer` was created from this device with `usage`, is not sparse and
+    /// is not destroyed while the allocation may still be bound to it
+    /// (dedicated memory can only ever be bound to its buffer).
+    pub unsafe fn allocate_for_buffer(
+        &self,
+        buffer: vk::Buffer,
+        usage: vk::BufferUsageFlags,
+        desc: &AllocationDesc<'_>,
+    ) -> Result<Allocation, Error> {
+        // SAFETY: the caller's contract.
+        let request = unsafe { self.buffer_request(buffer, usage, desc) };
+        self.allocate(&request)
+    }
+
+    /// Allocates memory for an image the caller created, without binding it
+    /// (VMA's `vmaAllocateMemoryForImage`), as
+    /// [`allocate_for_buffer`](Self::allocate_for_buffer) does for buffers:
+    /// requirements from `vkGetImageMemoryRequirements2`, dedicated memory
+    /// when the driver asks. `tiling` is the image's: `LINEAR` images count
+    /// as linear resources for `bufferImageGranularity`, every other tiling
+    /// as optimal. Bind with `vkBindImageMemory(image, memory(), offset())`.
+    ///
+    /// # Errors
+    /// As [`allocate`](Self::allocate). Nothing is created or destroyed.
+    ///
+    /// # Safety
+    /// `image` was created from this device with `tiling`, is neither sparse
+    /// nor disjoint (`DISJOINT` planes have requirements of their own), and
+    /// is not destroyed while the allocation may still be bound to it.
+    pub unsafe fn allocate_for_image(
+        &self,
+        image: vk::Image,
+        tiling: vk::ImageTiling,
+        desc: &AllocationDesc<'_>,
+    ) -> Result<Allocation, Error> {
+        // SAFETY: the caller's contract.
+        let request = unsafe { self.image_request(image, tiling, desc) };
+        self.allocate(&request)
+    }
+
+    /// The request for `buffer`'s memory: its requirements, the driver's
+    /// dedicated hint with the buffer as target, and device-address usage
+    /// when `usage` asks for it.
+    ///
+    /// # Safety
+    /// `buffer` is a live buffer of this device, created with `usage`.
+    unsafe fn buffer_request<'a>(
+        &self,
+        buffer: vk::Buffer,
+        usage: vk::BufferUsageFlags,
+        desc: &AllocationDesc<'a>,
+    ) -> Request<'a> {
+        // SAFETY: the caller's contract.
+        let (requirements, dedicated) = unsafe { self.device().buffer_requirements(buffer) };
+        let mut desc = *desc;
+        if usage.contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS) {
+            desc.usage |= Usage::DEVICE_ADDRESS;
+        }
+        Request::with_desc(requirements, ResourceKind::Buffer, desc)
+            .driver_dedicated(dedicated)
+            .dedicated_target(DedicatedTarget::Buffer(buffer))
+    }
+
+    /// The request for `image`'s memory: its requirements, its kind from
+    /// `tiling`, and the driver's dedicated hint with the image as target.
+    ///
+    /// # Safety
+    /// `image` is a live image of this device, created with `tiling`, and
+    /// not disjoint.
+    unsafe fn image_request<'a>(
+        &self,
+        image: vk::Image,
+        tiling: vk::ImageTiling,
+        desc: &AllocationDesc<'a>,
+    ) -> Request<'a> {
+        let mut dedicated = vk::MemoryDedicatedRequirements::default();
+        let mut requirements = vk::MemoryRequirements2::default().push_next(&mut dedicated);
+        let query = vk::ImageMemoryRequirementsInfo2::default().image(image);
+        // SAFETY: a live image of this device (the caller's contract), not
+        // disjoint, so no plane info is needed
+        // (VUID-VkImageMemoryRequirementsInfo2-image-01589); the 1.1 query
+        // is available (`AshMemoryDevice`'s contract: Vulkan 1.1+).
+        unsafe {
+            self.device()
+                .device()
+                .get_image_memory_requirements2(&query, &mut requirements)
+        };
+        let kind = if tiling == vk::ImageTiling::LINEAR {
+            ResourceKind::LinearImage
+        } else {
+            ResourceKind::OptimalImage
+        };
+        Request::with_desc(requirements.memory_requirements, kind, *desc)
+            .driver_dedicated(DedicatedHint::from_requirements(&dedicated))
+            .dedicated_target(DedicatedTarget::Image(image))
     }
 
     /// Destroys a buffer and frees its memory.

@@ -277,6 +277,56 @@ test_each_fake_profile!(
     }
 );
 
+test_each_profile!(
+    /// Engines that create their own resources: `allocate_for_buffer` and
+    /// `allocate_for_image` request what `create_buffer` / `create_image`
+    /// would (the driver's dedicated memory, made for that resource; device
+    /// addresses), and the caller's own binds pass validation. On the fake
+    /// profiles the driver also prefers, then requires, dedicated memory.
+    fn memory_for_resources_the_caller_created(profile) {
+        let modes: &[Option<&'static str>] = match profile {
+            Profile::Lavapipe => &[None],
+            _ => &[None, Some("prefer"), Some("require")],
+        };
+        for &mode in modes {
+            let options = match mode {
+                Some(mode) => ContextOptions::default().dedicated(mode),
+                None => ContextOptions::default(),
+            };
+            let context = VulkanContext::with_options(profile, options);
+            let allocator = allocator_for(&context);
+            let device = &context.device;
+            let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).name("own");
+            let buffer_info = buffer_info(4096).usage(
+                vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
+            );
+            let image_info = image_info(32, 32);
+            // SAFETY: valid create infos; each resource is bound once, to
+            // memory allocated for it, and never used by the GPU.
+            unsafe {
+                let buffer = device.create_buffer(&buffer_info, None).unwrap();
+                let image = device.create_image(&image_info, None).unwrap();
+                let a = allocator.allocate_for_buffer(buffer, buffer_info.usage, &desc).unwrap();
+                let b = allocator.allocate_for_image(image, image_info.tiling, &desc).unwrap();
+                assert_eq!(a.is_dedicated(), mode.is_some(), "{profile} {mode:?}");
+                assert_eq!(b.is_dedicated(), mode.is_some(), "{profile} {mode:?}");
+                device.bind_buffer_memory(buffer, a.memory(), a.offset()).unwrap();
+                device.bind_image_memory(image, b.memory(), b.offset()).unwrap();
+                // Its memory was allocated with the device-address flag
+                // (VUID-vkBindBufferMemory-bufferDeviceAddress-03339, which
+                // the validation layer checked on the bind above).
+                let address = device.get_buffer_device_address(
+                    &vk::BufferDeviceAddressInfo::default().buffer(buffer),
+                );
+                assert_ne!(address, 0, "{profile} {mode:?}");
+                allocator.destroy_buffer(buffer, a).unwrap();
+                allocator.destroy_image(image, b).unwrap();
+            }
+            assert_eq!(allocator.stats().allocations(), 0);
+        }
+    }
+);
+
 test_each_fake_profile!(
     /// Small buffers and small optimal images, interleaved in one memory
     /// type, share blocks but never a page. Real drivers align optimal
