@@ -188,8 +188,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Frees queued since the last [`end_frame`](Self::end_frame) belong to
     /// the current frame, which is not sealed: they stay queued (and counted
     /// in [`stats`](Self::stats)) until a later `end_frame` and collect, or
-    /// the allocator's drop. Seal the frame first to release them here; when
-    /// the device is known idle, [`free`](Self::free) releases at once.
+    /// the allocator's drop. Seal the frame first to release them here, or,
+    /// once the device is idle, release everything with
+    /// [`collect_idle`](Self::collect_idle).
     ///
     /// # Errors
     /// [`Error::Timeout`] when a frame did not finish in time (frames before
@@ -213,6 +214,40 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             let collected = self.collect()?;
             total.frames += collected.frames;
             total.frees += collected.frees;
+        }
+    }
+
+    /// Releases everything queued now, whatever the fences say: the frees
+    /// and upload-ring space of every sealed frame and of the current one.
+    /// For a device known to be idle, after `vkDeviceWaitIdle` at a level
+    /// change or shutdown, where [`wait_and_collect`](Self::wait_and_collect)
+    /// leaves the current frame's frees queued.
+    ///
+    /// The current frame ends with it, as if sealed and collected: the next
+    /// frame starts, and ring allocations made before the call are stale.
+    /// The sealed frames' fences and semaphores are not read, here or later.
+    ///
+    /// # Safety
+    /// No command that uses what is queued (memory, buffers and images given
+    /// to `free_after_frame` and `destroy_*_after_frame`, and ring space
+    /// handed out before this call) is pending on the GPU, and none that
+    /// uses them will be submitted: the device is idle, or every submission
+    /// that may use them has completed.
+    pub unsafe fn collect_idle(&self) -> Collected {
+        let mut frames = lock(&self.frames);
+        let last_sealed = frames.current_frame().checked_sub(1);
+        let (frames_released, frees) = frames.release_all(|item| self.release(item));
+        let mut rings = lock(&self.rings);
+        if let Some(last_sealed) = last_sealed {
+            rings.rings_reclaim_through(last_sealed);
+        }
+        // No ring holds a sealed frame now, so each can seal the current one.
+        rings.rings.values_mut().for_each(RingState::finish_frame);
+        rings.rings_reclaim_through(frames.current_frame() - 1);
+        rings.current_frame = frames.current_frame();
+        Collected {
+            frames: frames_released,
+            frees,
         }
     }
 

@@ -136,6 +136,24 @@ impl<S, T> DeferredQueue<S, T> {
         self.sealed.front().map(|f| (f.index, &f.signal))
     }
 
+    /// Releases every item, sealed or not, as if every sealed frame and the
+    /// current one had finished (for a device known to be idle), oldest
+    /// first. The current frame counts as sealed and released: the next one
+    /// starts. Returns `(frames released, items released)`, the current
+    /// frame included.
+    pub fn release_all(&mut self, mut release: impl FnMut(T)) -> (usize, usize) {
+        let (mut frames, mut items) = (1, self.current.len());
+        while let Some(mut frame) = self.sealed.pop_front() {
+            items += frame.items.len();
+            frame.items.drain(..).for_each(&mut release);
+            self.spare.push(frame.items);
+            frames += 1;
+        }
+        self.current.drain(..).for_each(&mut release);
+        self.current_index += 1;
+        (frames, items)
+    }
+
     /// Removes every item, sealed or not, for shutdown and drop.
     pub fn drain_all(&mut self) -> impl Iterator<Item = T> + '_ {
         let sealed = self.sealed.drain(..).flat_map(|f| f.items);
@@ -200,5 +218,23 @@ mod tests {
         assert_eq!(result, Err("lost"));
         assert_eq!(released, vec![10]);
         assert_eq!(queue.oldest().map(|(i, _)| i), Some(1));
+    }
+
+    #[test]
+    fn release_all_takes_sealed_and_current_frames_in_order() {
+        let mut queue: DeferredQueue<&'static str, u32> = DeferredQueue::new();
+        queue.push(1);
+        queue.seal("never signalled");
+        queue.seal("empty");
+        queue.push(2);
+        queue.push(3); // current frame 2
+        let mut released = Vec::new();
+        assert_eq!(queue.release_all(|i| released.push(i)), (3, 3));
+        assert_eq!(released, vec![1, 2, 3]);
+        assert_eq!((queue.frames_in_flight(), queue.pending()), (0, 0));
+        assert_eq!(queue.current_frame(), 3);
+        // Nothing queued: the current frame still counts, and ends.
+        assert_eq!(queue.release_all(|_| unreachable!()), (1, 0));
+        assert_eq!(queue.current_frame(), 4);
     }
 }

@@ -620,6 +620,59 @@ fn wait_and_collect_leaves_the_current_frames_frees_queued() {
     finish(allocator, &device);
 }
 
+/// On an idle device, `collect_idle` releases the frees of sealed frames
+/// whose fences never signalled and of the current frame, and gives the
+/// upload rings all their space back; the frame it ends is over, so its
+/// ring allocations are stale, and frames go on from the next index.
+#[test]
+fn collect_idle_releases_every_queued_frame_and_ring() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let desc = UploadRingDesc {
+        size: 64 << 10,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let allocate = || {
+        allocator
+            .allocate(&buffer(32 << 10, 256, Usage::DEVICE_LOCAL))
+            .unwrap()
+    };
+    let (sealed, current, kept) = (allocate(), allocate(), allocate());
+    allocator.free_after_frame(sealed).unwrap();
+    let old = allocator.ring_allocate(ring, 40 << 10, 256).unwrap();
+    // Its fence is never signalled.
+    let _fence = end_frame(&allocator, &device);
+    allocator.free_after_frame(current).unwrap();
+    let current_ring = allocator.ring_allocate(ring, 20 << 10, 256).unwrap();
+    let before = allocator.stats().allocations();
+
+    // SAFETY: the fake device runs no GPU work.
+    let collected = unsafe { allocator.collect_idle() };
+    assert_eq!(
+        collected,
+        Collected {
+            frames: 2,
+            frees: 2
+        }
+    );
+    assert_eq!(allocator.stats().allocations(), before - 2);
+    assert_eq!(allocator.frames_in_flight(), 0);
+    assert_eq!(allocator.current_frame(), 2);
+    for stale in [&old, &current_ring] {
+        assert_eq!(
+            allocator.ring_write(stale, 0, &[1]),
+            Err(Error::StaleAllocation)
+        );
+    }
+    // The whole ring is free again, in the new frame.
+    let whole = allocator.ring_allocate(ring, 64 << 10, 1).unwrap();
+    assert_eq!((whole.frame(), whole.size()), (2, 64 << 10));
+
+    allocator.free_after_frame(kept).unwrap();
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
+
 /// A ring write to non-coherent memory flushes exactly the atoms holding
 /// the written bytes, at the start of the ring or inside a later allocation:
 /// on non-coherent memory, bytes outside the flushed atoms never reach the

@@ -335,6 +335,46 @@ fn a_deferred_free_waits_for_a_late_fence() {
     }
 }
 
+/// A level change: a buffer the GPU used is retired with
+/// `destroy_buffer_after_frame` in a frame that is never sealed, and the
+/// last sealed frame's fence was never submitted. After `vkDeviceWaitIdle`,
+/// `collect_idle` destroys and frees everything without a validation
+/// message, and frames go on.
+#[test]
+fn collect_idle_after_device_wait_idle_releases_everything() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+    // SAFETY: valid create infos; the fence is never submitted, and the
+    // buffers are used only by the submission waited for below.
+    unsafe {
+        let (sealed, a) = allocator.create_buffer(&buffer_info(4096), &desc).unwrap();
+        allocator.destroy_buffer_after_frame(sealed, a).unwrap();
+        let fence = context
+            .device
+            .create_fence(&vk::FenceCreateInfo::default(), None)
+            .unwrap();
+        allocator.end_frame(fence).unwrap();
+        let (used, b) = allocator.create_buffer(&buffer_info(4096), &desc).unwrap();
+        context.run_one_time_commands(|device, cmd| {
+            device.cmd_fill_buffer(cmd, used, 0, vk::WHOLE_SIZE, 7);
+        });
+        allocator.destroy_buffer_after_frame(used, b).unwrap();
+        context.device.device_wait_idle().unwrap();
+        assert_eq!(
+            allocator.collect_idle(),
+            Collected {
+                frames: 2,
+                frees: 2
+            }
+        );
+        assert_eq!(allocator.stats().allocations(), 0);
+        assert_eq!(allocator.frames_in_flight(), 0);
+        context.device.destroy_fence(fence, None);
+    }
+    assert_eq!(allocator.current_frame(), 2);
+}
+
 #[test]
 fn timeline_semaphores_seal_frames() {
     let context = VulkanContext::new(Profile::Lavapipe);

@@ -107,8 +107,32 @@ impl Walk {
     }
 
     pub(super) fn collect(&mut self) {
+        if self.rng.below(16) == 0 {
+            return self.collect_idle();
+        }
         let wait = self.rng.below(4) == 0;
         self.collect_now(wait);
+    }
+
+    /// `collect_idle` against the model: every sealed frame, signalled or
+    /// not, and the current one are released, and their ring allocations go
+    /// stale.
+    fn collect_idle(&mut self) {
+        // SAFETY: the fake device runs no GPU work, so nothing queued is in
+        // use (the walk's signals only stand for it).
+        let result = unsafe { self.allocator.collect_idle() };
+        let frames = self
+            .sealed
+            .drain(..)
+            .chain([std::mem::take(&mut self.current)]);
+        let expected = frames.fold(Collected::default(), |total, frame| Collected {
+            frames: total.frames + 1,
+            frees: total.frees + frame.items,
+        });
+        self.next_frame += 1;
+        // No frame is in flight: every ring allocation is stale.
+        self.release_signalled();
+        assert_eq!(result, expected, "{}", self.ctx());
     }
 
     /// `collect`, or `wait_and_collect` without waiting, against the model.
