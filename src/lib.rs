@@ -16,6 +16,7 @@ pub use allocator::{
     Allocation, AllocationDesc, Allocator, DedicatedHint, DedicatedPolicy, Request,
 };
 pub use config::Config;
+pub use device::DedicatedTarget;
 pub use error::Error;
 pub use frames::{Collected, RingAllocation, UploadRing, UploadRingDesc};
 pub use memory::{ResourceKind, Usage};
