@@ -279,7 +279,11 @@ where
             // takes 1 MiB, not 64.
             _ => round_up(size, align.min(MAX_TAIL_ROUNDING)),
         };
-        let dedicated = request.dedicated_choice();
+        let dedicated = if self.context.is_lazily_allocated(memory_type) {
+            DedicatedChoice::Require
+        } else {
+            request.dedicated_choice()
+        };
         // Small buffers take run slots (runs.rs), whose sizes must then be
         // multiples of their alignment.
         let run_class = (placed_size <= self.context.config.small_buffer_limit

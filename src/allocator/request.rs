@@ -19,7 +19,8 @@ pub enum DedicatedPolicy {
     /// Always dedicated, with no fallback to blocks (render targets you
     /// want to alias or export).
     Always,
-    /// Never dedicated unless the driver requires it.
+    /// Never dedicated unless the driver requires it, or the memory type is
+    /// lazily allocated (always dedicated, as in VMA).
     Never,
 }
 

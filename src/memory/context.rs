@@ -70,6 +70,8 @@ pub(crate) struct MemoryContext<D> {
     preferred_block_sizes: Box<[u64]>,
     /// Bit `t` set when memory type `t` is host-visible but not coherent.
     non_coherent_types: u32,
+    /// Bit `t` set when memory type `t` is lazily allocated.
+    lazily_allocated_types: u32,
     /// Bit `t` set when memory type `t` exists and may be allocated from:
     /// all of them but AMD's device-coherent types when their feature is off
     /// (VUID-vkAllocateMemory-deviceCoherentMemory-02790).
@@ -105,15 +107,20 @@ impl<D> MemoryContext<D> {
                 )
             })
             .collect();
-        let non_coherent_types = types
-            .iter()
-            .take(32)
-            .enumerate()
-            .filter(|(_, ty)| {
-                ty.props.contains(MemoryPropertyFlags::HOST_VISIBLE)
-                    && !ty.props.contains(MemoryPropertyFlags::HOST_COHERENT)
-            })
-            .fold(0, |mask, (index, _)| mask | 1 << index);
+        let type_mask = |has: fn(MemoryPropertyFlags) -> bool| {
+            types
+                .iter()
+                .take(32)
+                .enumerate()
+                .filter(|(_, ty)| has(ty.props))
+                .fold(0, |mask, (index, _)| mask | 1 << index)
+        };
+        let non_coherent_types = type_mask(|props| {
+            props.contains(MemoryPropertyFlags::HOST_VISIBLE)
+                && !props.contains(MemoryPropertyFlags::HOST_COHERENT)
+        });
+        let lazily_allocated_types =
+            type_mask(|props| props.contains(MemoryPropertyFlags::LAZILY_ALLOCATED));
         let heap_usage = (0..heaps.len()).map(|_| AtomicU64::new(0)).collect();
         let heap_turns = (0..heaps.len()).map(|_| Mutex::new(())).collect();
         // bufferImageGranularity: a linear and an optimal resource must not
@@ -139,6 +146,7 @@ impl<D> MemoryContext<D> {
             ranks,
             preferred_block_sizes,
             non_coherent_types,
+            lazily_allocated_types,
             usable_types,
             padded_granularity,
         }
@@ -200,6 +208,15 @@ impl<D> MemoryContext<D> {
     #[inline]
     pub(crate) fn is_non_coherent(&self, memory_type: u32) -> bool {
         memory_type < 32 && self.non_coherent_types & (1 << memory_type) != 0
+    }
+
+    /// Whether `memory_type` is lazily allocated: its memory is always
+    /// dedicated (as in VMA), so that each transient attachment's memory
+    /// object is committed, and reported by `vkGetDeviceMemoryCommitment`,
+    /// on its own.
+    #[inline]
+    pub(crate) fn is_lazily_allocated(&self, memory_type: u32) -> bool {
+        memory_type < 32 && self.lazily_allocated_types & (1 << memory_type) != 0
     }
 
     /// `VkDeviceMemory` objects alive now (blocks and dedicated).

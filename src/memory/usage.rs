@@ -26,7 +26,8 @@ impl Usage {
     pub const UPLOAD: Self = Self(1 << 1);
     /// The GPU writes it, the host reads it.
     pub const READBACK: Self = Self(1 << 2);
-    /// Transient attachment: may never need real memory on tilers.
+    /// Transient attachment: may never need real memory on tilers. Lazily
+    /// allocated memory, where the device has it, is always dedicated.
     pub const TRANSIENT: Self = Self(1 << 3);
     /// A buffer whose device address is taken.
     pub const DEVICE_ADDRESS: Self = Self(1 << 4);

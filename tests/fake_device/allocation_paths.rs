@@ -242,6 +242,47 @@ fn large_requests_and_driver_hints_get_dedicated_memory() {
     finish(allocator, &device);
 }
 
+/// Lazily allocated memory is always dedicated (as in VMA): one memory
+/// object per transient attachment, even with `DedicatedPolicy::Never`,
+/// committed and reported on its own. When no more memory objects can be
+/// made, a transient attachment takes a device-local block instead.
+#[test]
+fn lazily_allocated_memory_is_always_dedicated() {
+    // Mobile: 0 DL, 1 DL|HV|HC, 2 DL|HV|cached, 3 DL|lazy; 3 objects.
+    let (allocator, device) = allocator(FakeLayout::mobile().with_max_allocation_count(3));
+    let transient = |policy| {
+        let request = Request::new(
+            requirements(MIB, 4096),
+            Usage::TRANSIENT,
+            ResourceKind::OptimalImage,
+        );
+        allocator.allocate(&request.dedicated(policy)).unwrap()
+    };
+    let first = transient(DedicatedPolicy::Auto);
+    let second = transient(DedicatedPolicy::Never);
+    for a in [&first, &second] {
+        assert_eq!((a.memory_type(), a.is_dedicated()), (3, true));
+    }
+    assert_ne!(first.memory(), second.memory());
+    let memory = device.live_allocations();
+    assert!(memory.iter().all(|m| m.size == MIB), "{memory:?}");
+    // The last memory object is a device-local block; transient
+    // attachments then share it.
+    let vertices = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let third = transient(DedicatedPolicy::Auto);
+    let fourth = transient(DedicatedPolicy::Auto);
+    for a in [&third, &fourth] {
+        assert_eq!((a.memory_type(), a.is_dedicated()), (0, false));
+        assert_eq!(a.memory(), vertices.memory());
+    }
+    for a in [first, second, third, fourth, vertices] {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
 /// With buffer device address on, blocks and memory dedicated to a buffer
 /// are allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT` (any buffer in
 /// them may take its address); memory dedicated to an image is not, as in

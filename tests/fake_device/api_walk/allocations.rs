@@ -3,7 +3,7 @@
 //! the frame; host access; `trim`.
 
 use ash::vk::{self, Handle};
-use vk_suballoc::device::{DedicatedTarget, MemoryDeviceExt};
+use vk_suballoc::device::{DedicatedTarget, MemoryDeviceExt, MemoryPropertyFlags};
 use vk_suballoc::{
     Allocation, DedicatedHint, DedicatedPolicy, Error, Request, ResourceKind, Usage,
 };
@@ -160,10 +160,18 @@ impl Walk {
         assert!(candidates.contains(&t), "{ctx}: type {t} for {request:?}");
         assert_eq!(a.size(), r.size, "{ctx}");
         let props = self.layout.memory_types[t as usize].props;
-        if request.driver_dedicated.required || request.desc.dedicated == DedicatedPolicy::Always {
+        // Lazily allocated memory is always dedicated, as in VMA.
+        let lazy = props.contains(MemoryPropertyFlags::LAZILY_ALLOCATED);
+        if request.driver_dedicated.required
+            || request.desc.dedicated == DedicatedPolicy::Always
+            || lazy
+        {
             assert!(a.is_dedicated(), "{ctx}: {request:?} not dedicated");
         }
-        if request.desc.dedicated == DedicatedPolicy::Never && !request.driver_dedicated.required {
+        if request.desc.dedicated == DedicatedPolicy::Never
+            && !request.driver_dedicated.required
+            && !lazy
+        {
             assert!(!a.is_dedicated(), "{ctx}: {request:?} dedicated");
         }
         if a.is_dedicated() {
