@@ -17,6 +17,7 @@ use crate::host_cache::HostCache;
 use crate::loader_interface::take_device_link;
 use crate::memory_accounting::AllocationBook;
 use crate::physical_device_queries::{has_memory_budget, next_device_extensions, MEMORY_BUDGET};
+use crate::transient_images::TransientImages;
 
 /// `vkCreateDevice`: takes this layer's link, hides `VK_EXT_memory_budget` from
 /// the driver (unless it has it), and registers the new device.
@@ -127,6 +128,8 @@ unsafe fn create_device_impl(
                 handle,
                 &[c"vkInvalidateMappedMemoryRanges"],
             ),
+            create_image: next_device_fn(gdpa, handle, &[c"vkCreateImage"]),
+            destroy_image: next_device_fn(gdpa, handle, &[c"vkDestroyImage"]),
             get_buffer_memory_requirements: next_device_fn(
                 gdpa,
                 handle,
@@ -179,6 +182,7 @@ unsafe fn create_device_impl(
             physical,
             book: AllocationBook::default(),
             host_cache: HostCache::default(),
+            transient_images: TransientImages::default(),
         }),
         _ => None,
     };

@@ -2,7 +2,8 @@
 //! past the fake limits), free (accounting), map (refused on types that are
 //! not host-visible) and, for non-coherent fake types, map, unmap, flush and
 //! invalidate through a host cache (`host_cache.rs`). The memory
-//! requirements queries are in `requirements_intercepts.rs`.
+//! requirements queries are in `requirements_intercepts.rs`, image creation
+//! and destruction (tracking transient attachments) in `transient_images.rs`.
 //!
 //! `vkGetDeviceProcAddr` hands out an intercept only when the next layer has
 //! the command, so an application never sees a command its driver lacks.
@@ -20,6 +21,7 @@ use crate::requirements_intercepts::{
     get_device_buffer_memory_requirements, get_device_image_memory_requirements,
     get_image_memory_requirements, get_image_memory_requirements2,
 };
+use crate::transient_images::{create_image, destroy_image};
 
 /// This layer's `vkGetDeviceProcAddr`.
 ///
@@ -83,6 +85,8 @@ fn device_intercept(name: &CStr) -> vk::PFN_vkVoidFunction {
                 vk::PFN_vkInvalidateMappedMemoryRanges
             )
         }
+        b"vkCreateImage" => void_fn!(create_image, vk::PFN_vkCreateImage),
+        b"vkDestroyImage" => void_fn!(destroy_image, vk::PFN_vkDestroyImage),
         b"vkGetBufferMemoryRequirements" => {
             void_fn!(
                 get_buffer_memory_requirements,

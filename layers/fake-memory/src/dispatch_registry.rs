@@ -20,6 +20,7 @@ use crate::config::LayerConfig;
 use crate::host_cache::HostCache;
 use crate::memory_accounting::{lock, AllocationBook, HeapUsage};
 use crate::memory_type_map::MemoryTypeMap;
+use crate::transient_images::TransientImages;
 
 /// The dispatch word of a dispatchable handle.
 pub type DispatchKey = usize;
@@ -197,6 +198,10 @@ pub struct NextDeviceFns {
     pub flush_mapped_memory_ranges: Option<vk::PFN_vkFlushMappedMemoryRanges>,
     /// `vkInvalidateMappedMemoryRanges`.
     pub invalidate_mapped_memory_ranges: Option<vk::PFN_vkInvalidateMappedMemoryRanges>,
+    /// `vkCreateImage`.
+    pub create_image: Option<vk::PFN_vkCreateImage>,
+    /// `vkDestroyImage`.
+    pub destroy_image: Option<vk::PFN_vkDestroyImage>,
     /// `vkGetBufferMemoryRequirements`.
     pub get_buffer_memory_requirements: Option<vk::PFN_vkGetBufferMemoryRequirements>,
     /// `vkGetImageMemoryRequirements`.
@@ -222,6 +227,8 @@ pub struct FakeDevice {
     pub book: AllocationBook,
     /// Host caches in front of mappings of non-coherent fake types.
     pub host_cache: HostCache,
+    /// The live images created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`.
+    pub transient_images: TransientImages,
 }
 
 /// What the layer keeps per device.

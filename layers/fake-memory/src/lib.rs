@@ -23,7 +23,10 @@
 //!   (`vkGetPhysicalDeviceProperties`, `…2`, `…2KHR`);
 //! - every memory-requirements query (buffer/image, 1.0, `2`, `2KHR`, and the
 //!   maintenance4 `vkGetDevice{Buffer,Image}MemoryRequirements[KHR]`):
-//!   `memoryTypeBits` in fake indices, alignment raised to the profile's,
+//!   `memoryTypeBits` in fake indices (a lazily allocated type only for
+//!   images created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`, which
+//!   the layer tracks through `vkCreateImage` and `vkDestroyImage`),
+//!   alignment raised to the profile's,
 //!   buffer sizes rounded up as a real driver rounds them (the discrete
 //!   profile to 16 bytes, as NVIDIA does), and, with the `dedicated=` option,
 //!   `VkMemoryDedicatedRequirements` preferring or requiring dedicated memory;
@@ -57,6 +60,7 @@ mod memory_type_map;
 mod physical_device_queries;
 pub mod profile;
 mod requirements_intercepts;
+mod transient_images;
 
 use std::ffi::CStr;
 

@@ -9,6 +9,14 @@
 //! layer rewrites `memoryTypeBits` to the fake types whose backing real type
 //! the driver allowed (and, for images, that the profile lets hold images),
 //! and raises `alignment` to the profile's minimum.
+//!
+//! A lazily allocated fake type (`VK_MEMORY_PROPERTY_LAZILY_ALLOCATED_BIT`)
+//! is offered as the spec allows it and no wider: never to a buffer, and to
+//! an image only if it was created with
+//! `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT` (the `memoryTypeBits` rules of
+//! `VkMemoryRequirements`). The validation layer checks every bind against
+//! these bits, so an allocator that puts anything else in such a type is
+//! reported.
 
 use ash::vk;
 
@@ -19,8 +27,22 @@ use crate::profile::Profile;
 pub enum ResourceKind {
     /// A `VkBuffer`.
     Buffer,
-    /// A `VkImage`.
+    /// A `VkImage` created without `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`.
     Image,
+    /// A `VkImage` created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`:
+    /// the only resource a lazily allocated type may hold.
+    TransientImage,
+}
+
+impl ResourceKind {
+    /// The kind of an image created with `usage`.
+    pub fn of_image(usage: vk::ImageUsageFlags) -> Self {
+        if usage.contains(vk::ImageUsageFlags::TRANSIENT_ATTACHMENT) {
+            ResourceKind::TransientImage
+        } else {
+            ResourceKind::Image
+        }
+    }
 }
 
 /// Fake-to-real memory type mapping of one physical device.
@@ -81,7 +103,14 @@ impl MemoryTypeMap {
         let mut bits = 0;
         for (index, (fake, real)) in self.profile.types.iter().zip(&self.real_type).enumerate() {
             let backed = real.is_some_and(|real| real < 32 && real_bits & (1 << real) != 0);
-            let allowed = kind == ResourceKind::Buffer || fake.images;
+            let lazy = fake
+                .flags
+                .contains(vk::MemoryPropertyFlags::LAZILY_ALLOCATED);
+            let allowed = match kind {
+                ResourceKind::Buffer => !lazy,
+                ResourceKind::Image => fake.images && !lazy,
+                ResourceKind::TransientImage => fake.images,
+            };
             if backed && allowed && index < 32 {
                 bits |= 1 << index;
             }
@@ -106,7 +135,7 @@ impl MemoryTypeMap {
         requirements.memory_type_bits = self.fake_type_bits(requirements.memory_type_bits, kind);
         let minimum = match kind {
             ResourceKind::Buffer => self.profile.min_buffer_alignment,
-            ResourceKind::Image => self.min_image_alignment,
+            ResourceKind::Image | ResourceKind::TransientImage => self.min_image_alignment,
         };
         requirements.alignment = requirements.alignment.max(minimum);
         if kind == ResourceKind::Buffer {
@@ -119,7 +148,7 @@ impl MemoryTypeMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{DISCRETE, MOBILE};
+    use crate::profile::{FakeType, DISCRETE, MOBILE};
 
     fn lavapipe_like() -> vk::PhysicalDeviceMemoryProperties {
         let mut properties = vk::PhysicalDeviceMemoryProperties {
@@ -195,5 +224,65 @@ mod tests {
         let map = MemoryTypeMap::new(&DISCRETE, &device_local_only);
         assert_eq!(map.real_type(1), None);
         assert_eq!(map.fake_type_bits(1, ResourceKind::Buffer), 0b0001);
+    }
+
+    /// The mobile profile's types plus a lazily allocated one (index 3) and
+    /// one that holds buffers only (index 4).
+    const WITH_LAZY: Profile = Profile {
+        name: "with-lazy",
+        types: &[
+            MOBILE.types[0],
+            MOBILE.types[1],
+            MOBILE.types[2],
+            FakeType {
+                flags: vk::MemoryPropertyFlags::from_raw(
+                    vk::MemoryPropertyFlags::DEVICE_LOCAL.as_raw()
+                        | vk::MemoryPropertyFlags::LAZILY_ALLOCATED.as_raw(),
+                ),
+                heap: 0,
+                images: true,
+            },
+            FakeType {
+                flags: vk::MemoryPropertyFlags::HOST_VISIBLE,
+                heap: 0,
+                images: false,
+            },
+        ],
+        ..MOBILE
+    };
+
+    #[test]
+    fn lazily_allocated_types_hold_transient_images_only() {
+        let map = MemoryTypeMap::new(&WITH_LAZY, &lavapipe_like());
+        assert_eq!(map.fake_type_bits(1, ResourceKind::Buffer), 0b10111);
+        assert_eq!(map.fake_type_bits(1, ResourceKind::Image), 0b00111);
+        assert_eq!(map.fake_type_bits(1, ResourceKind::TransientImage), 0b01111);
+        assert_eq!(map.fake_type_bits(0, ResourceKind::TransientImage), 0);
+    }
+
+    #[test]
+    fn transient_images_are_aligned_as_images() {
+        let map = MemoryTypeMap::new(&WITH_LAZY, &lavapipe_like()).with_min_image_alignment(256);
+        let mut requirements = vk::MemoryRequirements {
+            size: 100,
+            alignment: 16,
+            memory_type_bits: 1,
+        };
+        map.patch_requirements(&mut requirements, ResourceKind::TransientImage);
+        assert_eq!((requirements.size, requirements.alignment), (100, 256));
+    }
+
+    #[test]
+    fn image_kind_follows_the_transient_attachment_bit() {
+        let transient =
+            vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::TRANSIENT_ATTACHMENT;
+        assert_eq!(
+            ResourceKind::of_image(transient),
+            ResourceKind::TransientImage
+        );
+        assert_eq!(
+            ResourceKind::of_image(vk::ImageUsageFlags::COLOR_ATTACHMENT),
+            ResourceKind::Image
+        );
     }
 }

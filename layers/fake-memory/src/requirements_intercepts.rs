@@ -2,6 +2,8 @@
 //! answer rewritten into the fake profile's terms, its memory type bits
 //! mapped onto fake type indices, its alignment and buffer sizes raised to the
 //! profile's, and (with `dedicated=`) its `VkMemoryDedicatedRequirements` set.
+//! An image's bits depend on whether it was created as a transient
+//! attachment (`transient_images.rs`).
 
 use ash::vk;
 
@@ -31,23 +33,35 @@ unsafe fn patch(
 ///
 /// # Safety
 /// `device` is live; `query` calls the next layer with the caller's valid
-/// arguments and returns where the requirements were written (or null).
+/// arguments and returns where the requirements were written (or null) and
+/// the kind of resource they are for.
 unsafe fn requirements_query(
     entry_point: &str,
     device: vk::Device,
-    kind: ResourceKind,
-    query: impl FnOnce(&DeviceState) -> *mut vk::MemoryRequirements,
+    query: impl FnOnce(&DeviceState) -> (*mut vk::MemoryRequirements, ResourceKind),
 ) {
     guard(entry_point, (), || {
         // SAFETY: a live device, from the caller.
         let Some(state) = (unsafe { device_state(device) }) else {
             return;
         };
-        let written = query(&state);
+        let (written, kind) = query(&state);
         // SAFETY: `written` is null or the caller's output structure.
         unsafe { patch(&state, written, kind) };
     });
 }
+
+/// The kind of `image`, a live image of `state`'s device: transient if it was
+/// created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`.
+fn image_kind(state: &DeviceState, image: vk::Image) -> ResourceKind {
+    state.fake.as_ref().map_or(ResourceKind::Image, |fake| {
+        fake.transient_images.kind(image)
+    })
+}
+
+/// Null requirements: nothing to patch.
+const NOTHING: (*mut vk::MemoryRequirements, ResourceKind) =
+    (std::ptr::null_mut(), ResourceKind::Buffer);
 
 /// `vkGetBufferMemoryRequirements`, in fake terms.
 pub(crate) unsafe extern "system" fn get_buffer_memory_requirements(
@@ -57,18 +71,13 @@ pub(crate) unsafe extern "system" fn get_buffer_memory_requirements(
 ) {
     // SAFETY: the caller's valid arguments are forwarded unchanged.
     unsafe {
-        requirements_query(
-            "vkGetBufferMemoryRequirements",
-            device,
-            ResourceKind::Buffer,
-            |state| {
-                let Some(next) = state.next.get_buffer_memory_requirements else {
-                    return std::ptr::null_mut();
-                };
-                next(device, buffer, requirements);
-                requirements
-            },
-        );
+        requirements_query("vkGetBufferMemoryRequirements", device, |state| {
+            let Some(next) = state.next.get_buffer_memory_requirements else {
+                return NOTHING;
+            };
+            next(device, buffer, requirements);
+            (requirements, ResourceKind::Buffer)
+        });
     }
 }
 
@@ -80,18 +89,13 @@ pub(crate) unsafe extern "system" fn get_image_memory_requirements(
 ) {
     // SAFETY: the caller's valid arguments are forwarded unchanged.
     unsafe {
-        requirements_query(
-            "vkGetImageMemoryRequirements",
-            device,
-            ResourceKind::Image,
-            |state| {
-                let Some(next) = state.next.get_image_memory_requirements else {
-                    return std::ptr::null_mut();
-                };
-                next(device, image, requirements);
-                requirements
-            },
-        );
+        requirements_query("vkGetImageMemoryRequirements", device, |state| {
+            let Some(next) = state.next.get_image_memory_requirements else {
+                return NOTHING;
+            };
+            next(device, image, requirements);
+            (requirements, image_kind(state, image))
+        });
     }
 }
 
@@ -148,19 +152,14 @@ pub(crate) unsafe extern "system" fn get_buffer_memory_requirements2(
 ) {
     // SAFETY: the caller's valid arguments are forwarded unchanged.
     unsafe {
-        requirements_query(
-            "vkGetBufferMemoryRequirements2",
-            device,
-            ResourceKind::Buffer,
-            |state| {
-                let Some(next) = state.next.get_buffer_memory_requirements2 else {
-                    return std::ptr::null_mut();
-                };
-                next(device, info, requirements);
-                override_dedicated(state, requirements);
-                inner(requirements)
-            },
-        );
+        requirements_query("vkGetBufferMemoryRequirements2", device, |state| {
+            let Some(next) = state.next.get_buffer_memory_requirements2 else {
+                return NOTHING;
+            };
+            next(device, info, requirements);
+            override_dedicated(state, requirements);
+            (inner(requirements), ResourceKind::Buffer)
+        });
     }
 }
 
@@ -170,21 +169,22 @@ pub(crate) unsafe extern "system" fn get_image_memory_requirements2(
     info: *const vk::ImageMemoryRequirementsInfo2<'_>,
     requirements: *mut vk::MemoryRequirements2<'_>,
 ) {
-    // SAFETY: the caller's valid arguments are forwarded unchanged.
+    // SAFETY: the caller's valid arguments are forwarded unchanged; `info`
+    // (and the create info it points at) is read only when non-null.
     unsafe {
-        requirements_query(
-            "vkGetImageMemoryRequirements2",
-            device,
-            ResourceKind::Image,
-            |state| {
-                let Some(next) = state.next.get_image_memory_requirements2 else {
-                    return std::ptr::null_mut();
-                };
-                next(device, info, requirements);
-                override_dedicated(state, requirements);
-                inner(requirements)
-            },
-        );
+        requirements_query("vkGetImageMemoryRequirements2", device, |state| {
+            let Some(next) = state.next.get_image_memory_requirements2 else {
+                return NOTHING;
+            };
+            next(device, info, requirements);
+            override_dedicated(state, requirements);
+            let kind = if info.is_null() {
+                ResourceKind::Image
+            } else {
+                image_kind(state, (*info).image)
+            };
+            (inner(requirements), kind)
+        });
     }
 }
 
@@ -196,19 +196,14 @@ pub(crate) unsafe extern "system" fn get_device_buffer_memory_requirements(
 ) {
     // SAFETY: the caller's valid arguments are forwarded unchanged.
     unsafe {
-        requirements_query(
-            "vkGetDeviceBufferMemoryRequirements",
-            device,
-            ResourceKind::Buffer,
-            |state| {
-                let Some(next) = state.next.get_device_buffer_memory_requirements else {
-                    return std::ptr::null_mut();
-                };
-                next(device, info, requirements);
-                override_dedicated(state, requirements);
-                inner(requirements)
-            },
-        );
+        requirements_query("vkGetDeviceBufferMemoryRequirements", device, |state| {
+            let Some(next) = state.next.get_device_buffer_memory_requirements else {
+                return NOTHING;
+            };
+            next(device, info, requirements);
+            override_dedicated(state, requirements);
+            (inner(requirements), ResourceKind::Buffer)
+        });
     }
 }
 
@@ -218,20 +213,27 @@ pub(crate) unsafe extern "system" fn get_device_image_memory_requirements(
     info: *const vk::DeviceImageMemoryRequirements<'_>,
     requirements: *mut vk::MemoryRequirements2<'_>,
 ) {
-    // SAFETY: the caller's valid arguments are forwarded unchanged.
+    // SAFETY: the caller's valid arguments are forwarded unchanged; `info`
+    // (and the create info it points at) is read only when non-null.
     unsafe {
-        requirements_query(
-            "vkGetDeviceImageMemoryRequirements",
-            device,
-            ResourceKind::Image,
-            |state| {
-                let Some(next) = state.next.get_device_image_memory_requirements else {
-                    return std::ptr::null_mut();
-                };
-                next(device, info, requirements);
-                override_dedicated(state, requirements);
-                inner(requirements)
-            },
-        );
+        requirements_query("vkGetDeviceImageMemoryRequirements", device, |state| {
+            let Some(next) = state.next.get_device_image_memory_requirements else {
+                return NOTHING;
+            };
+            next(device, info, requirements);
+            override_dedicated(state, requirements);
+            // The image does not exist: its create info says its kind.
+            let create_info = if info.is_null() {
+                std::ptr::null()
+            } else {
+                (*info).p_create_info
+            };
+            let kind = if create_info.is_null() {
+                ResourceKind::Image
+            } else {
+                ResourceKind::of_image((*create_info).usage)
+            };
+            (inner(requirements), kind)
+        });
     }
 }
