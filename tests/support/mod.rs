@@ -23,9 +23,11 @@ mod device_setup;
 pub mod fake_layer_setup;
 mod one_time_commands;
 mod profile;
+mod transient_attachment;
 mod validation_messages;
 
 pub use context::{on_custom_device, ContextOptions, HeapBudget, VulkanContext, TEST_DEVICE};
 pub use profile::Profile;
 pub(crate) use profile::{test_each_fake_profile, test_each_profile, test_profiles};
+pub use transient_attachment::{transient_attachment_info, TRANSIENT_FORMAT};
 pub use validation_messages::MessageLog;

@@ -16,7 +16,9 @@ pub enum Profile {
     /// (plain, host coherent, host coherent cached); granularity 64, atom 64.
     Integrated,
     /// A mobile GPU: one 256 MiB heap, a non-coherent cached host type before
-    /// the coherent one; granularity 4096, atom 128, 1024 allocations.
+    /// the coherent one, then a lazily allocated device-local type that only
+    /// transient-attachment images may use; granularity 4096, atom 128, 1024
+    /// allocations.
     Mobile,
     /// A discrete AMD GPU: the discrete heaps; device-local, host coherent,
     /// BAR and host cached types, then the same four with AMD's

@@ -56,7 +56,8 @@ fn expected_types(profile: Profile) -> [(Usage, u32); 4] {
             (Usage::READBACK, 2),
             (dynamic, 1),
         ],
-        // 0 DL, 1 DL|HV|cached (non-coherent), 2 DL|HV|HC
+        // 0 DL, 1 DL|HV|cached (non-coherent), 2 DL|HV|HC, 3 DL|lazily
+        // allocated (transient attachments only: transient_suite.rs)
         Profile::Mobile => [
             (Usage::DEVICE_LOCAL, 0),
             (Usage::UPLOAD, 2),

@@ -6,8 +6,8 @@
 use ash::vk;
 
 use crate::support::{
-    on_custom_device, test_each_fake_profile, test_each_profile, ContextOptions, Profile,
-    VulkanContext,
+    on_custom_device, test_each_fake_profile, test_each_profile, transient_attachment_info,
+    ContextOptions, Profile, VulkanContext,
 };
 
 const MIB: u64 = 1024 * 1024;
@@ -17,6 +17,7 @@ const DL: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::DEVICE_LOCAL;
 const HV: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::HOST_VISIBLE;
 const HC: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::HOST_COHERENT;
 const CACHED: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::HOST_CACHED;
+const LAZY: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::LAZILY_ALLOCATED;
 
 /// What a fake profile must report, written out independently of the layer.
 struct Expected {
@@ -26,6 +27,9 @@ struct Expected {
     types: &'static [(u32, u32)],
     /// `memoryTypeBits` of an optimal image.
     image_type_bits: u32,
+    /// `memoryTypeBits` of an optimal transient-attachment image: also the
+    /// lazily allocated types, which no other resource may use.
+    transient_image_type_bits: u32,
     granularity: u64,
     atom: u64,
     max_allocations: u32,
@@ -47,6 +51,7 @@ fn expected(profile: Profile) -> Expected {
                 (0x1 | 0x2 | 0x4, 2),
             ],
             image_type_bits: 0b1001,
+            transient_image_type_bits: 0b1001,
             granularity: 1024,
             atom: 256,
             max_allocations: 4096,
@@ -59,6 +64,7 @@ fn expected(profile: Profile) -> Expected {
             heaps: &[2 * GIB],
             types: &[(0x1, 0), (0x1 | 0x2 | 0x4, 0), (0x1 | 0x2 | 0x4 | 0x8, 0)],
             image_type_bits: 0b111,
+            transient_image_type_bits: 0b111,
             granularity: 64,
             atom: 64,
             max_allocations: 4096,
@@ -69,8 +75,15 @@ fn expected(profile: Profile) -> Expected {
         Profile::Mobile => Expected {
             device_type: vk::PhysicalDeviceType::INTEGRATED_GPU,
             heaps: &[256 * MIB],
-            types: &[(0x1, 0), (0x1 | 0x2 | 0x8, 0), (0x1 | 0x2 | 0x4, 0)],
-            image_type_bits: 0b111,
+            // LAZILY_ALLOCATED 0x10.
+            types: &[
+                (0x1, 0),
+                (0x1 | 0x2 | 0x8, 0),
+                (0x1 | 0x2 | 0x4, 0),
+                (0x1 | 0x10, 0),
+            ],
+            image_type_bits: 0b0111,
+            transient_image_type_bits: 0b1111,
             granularity: 4096,
             atom: 128,
             max_allocations: 1024,
@@ -93,6 +106,7 @@ fn expected(profile: Profile) -> Expected {
                 (0x2 | 0x4 | 0x8 | 0x40 | 0x80, 1),
             ],
             image_type_bits: 0b0101_0101,
+            transient_image_type_bits: 0b0101_0101,
             granularity: 64,
             atom: 64,
             max_allocations: 4096,
@@ -110,6 +124,7 @@ fn expected(profile: Profile) -> Expected {
                 (0x1 | 0x2 | 0x4, 0),
             ],
             image_type_bits: 0b1001,
+            transient_image_type_bits: 0b1001,
             granularity: 1024,
             atom: 64,
             max_allocations: 4096,
@@ -166,6 +181,14 @@ fn type_index(context: &VulkanContext, exact: bool, flags: vk::MemoryPropertyFla
             }
         })
         .unwrap_or_else(|| panic!("{}: no memory type with {flags:?}", context.profile))
+}
+
+/// `memoryTypeBits` of a buffer: every type but the lazily allocated ones,
+/// which the spec keeps from buffers.
+fn buffer_type_bits(want: &Expected) -> u32 {
+    (0..want.types.len())
+        .filter(|&index| want.types[index].0 & LAZY.as_raw() == 0)
+        .fold(0, |bits, index| bits | 1 << index)
 }
 
 /// The device's own memory types and a test buffer's and image's
@@ -282,7 +305,6 @@ test_each_fake_profile!(
     fn memory_requirements_use_fake_types(profile) {
         let context = VulkanContext::new(profile);
         let want = expected(profile);
-        let all_types = (1u32 << want.types.len()) - 1;
         let device = &context.device;
 
         let buffer = create_buffer(&context, 1000);
@@ -304,7 +326,7 @@ test_each_fake_profile!(
             );
             (plain, two.memory_requirements, from_info.memory_requirements)
         };
-        assert_eq!(plain.memory_type_bits, all_types, "{}", real_device_facts());
+        assert_eq!(plain.memory_type_bits, buffer_type_bits(&want), "{}", real_device_facts());
         assert!(plain.alignment >= want.buffer_alignment);
         // Sizes rounded as real drivers round them (lavapipe reports 1000).
         assert!(plain.size >= 1000 && plain.size % want.buffer_size_granule == 0, "{}", plain.size);
@@ -342,6 +364,51 @@ test_each_fake_profile!(
         unsafe {
             device.destroy_image(image, None);
             device.destroy_buffer(buffer, None);
+        }
+        context.assert_no_validation_messages();
+    }
+);
+
+test_each_fake_profile!(
+    /// Only an image created with `TRANSIENT_ATTACHMENT` usage is offered
+    /// the lazily allocated types (the mobile profile's last), by every
+    /// image requirements query; a colour attachment without it is not.
+    fn lazily_allocated_types_are_for_transient_attachments_only(profile) {
+        let context = VulkanContext::new(profile);
+        let want = expected(profile);
+        let device = &context.device;
+        let transient = transient_attachment_info(64, 64);
+        let attachment = transient.usage(vk::ImageUsageFlags::COLOR_ATTACHMENT);
+        for (info, bits) in [
+            (transient, want.transient_image_type_bits),
+            (attachment, want.image_type_bits),
+        ] {
+            // SAFETY: valid create infos and image on a live device; the
+            // image is destroyed unbound.
+            let (plain, two, from_info) = unsafe {
+                let image = device.create_image(&info, None).unwrap();
+                let plain = device.get_image_memory_requirements(image);
+                let mut two = vk::MemoryRequirements2::default();
+                device.get_image_memory_requirements2(
+                    &vk::ImageMemoryRequirementsInfo2::default().image(image),
+                    &mut two,
+                );
+                let mut from_info = vk::MemoryRequirements2::default();
+                device.get_device_image_memory_requirements(
+                    &vk::DeviceImageMemoryRequirements::default().create_info(&info),
+                    &mut from_info,
+                );
+                device.destroy_image(image, None);
+                (plain.memory_type_bits, two.memory_requirements.memory_type_bits,
+                    from_info.memory_requirements.memory_type_bits)
+            };
+            let usage = info.usage;
+            if on_custom_device() {
+                assert!(plain & !bits == 0, "{profile} {usage:?}: {plain:#b}");
+            } else {
+                assert_eq!(plain, bits, "{profile} {usage:?}: {}", real_device_facts());
+            }
+            assert_eq!((two, from_info), (plain, plain), "{profile} {usage:?}");
         }
         context.assert_no_validation_messages();
     }
@@ -522,6 +589,24 @@ fn map_of_device_local_only_memory_is_reported() {
     free(&context, memory);
 }
 
+/// Mapping the mobile profile's lazily allocated memory is reported and
+/// refused: the layer never maps it (nor caches it on the host).
+#[test]
+fn map_of_lazily_allocated_memory_is_reported() {
+    let context = VulkanContext::new(Profile::Mobile);
+    let index = type_index(&context, false, LAZY);
+    let memory = allocate(&context, index, 4096).unwrap();
+    // SAFETY: a live allocation; mapping it is the misuse under test.
+    let mapped = unsafe {
+        context
+            .device
+            .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+    };
+    assert_eq!(mapped, Err(vk::Result::ERROR_MEMORY_MAP_FAILED));
+    context.expect_validation_messages(&["VUID-vkMapMemory-memory-00682"]);
+    free(&context, memory);
+}
+
 /// Binding a buffer at an offset aligned for lavapipe (64) but not for the
 /// profile's buffer alignment (256) is reported.
 #[test]
@@ -581,10 +666,21 @@ fn exercise_every_memory_type(context: &VulkanContext) {
         let buffer = create_buffer(context, SIZE);
         // SAFETY: a live buffer.
         let requirements = unsafe { device.get_buffer_memory_requirements(buffer) };
+        if flags.contains(LAZY) {
+            assert_eq!(
+                requirements.memory_type_bits & (1 << index),
+                0,
+                "no buffer in type {index}"
+            );
+            // SAFETY: never bound.
+            unsafe { device.destroy_buffer(buffer, None) };
+            exercise_a_transient_attachment(context, index);
+            continue;
+        }
         assert_ne!(
             requirements.memory_type_bits & (1 << index),
             0,
-            "buffers fit every type"
+            "buffers fit every type but lazily allocated ones"
         );
         let memory = allocate(context, index, requirements.size).unwrap();
         // SAFETY: offset 0 satisfies any alignment; the type is allowed.
@@ -627,6 +723,34 @@ fn exercise_every_memory_type(context: &VulkanContext) {
         unsafe { device.destroy_buffer(buffer, None) };
         free(context, memory);
     }
+}
+
+/// A transient colour attachment in the lazily allocated type `index`,
+/// cleared by a render pass; the memory's commitment can be queried.
+fn exercise_a_transient_attachment(context: &VulkanContext, index: u32) {
+    let device = &context.device;
+    // SAFETY: a valid create info on a live device.
+    let image = unsafe { device.create_image(&transient_attachment_info(32, 32), None) }.unwrap();
+    // SAFETY: a live image.
+    let requirements = unsafe { device.get_image_memory_requirements(image) };
+    assert_ne!(
+        requirements.memory_type_bits & (1 << index),
+        0,
+        "a transient image fits type {index}"
+    );
+    let memory = allocate(context, index, requirements.size).unwrap();
+    // SAFETY: offset 0 satisfies any alignment; the type is allowed.
+    unsafe { device.bind_image_memory(image, memory, 0) }.unwrap();
+    context.clear_transient_attachment(image, (32, 32));
+    // SAFETY: memory of a lazily allocated type (VUID-vkGetDeviceMemoryCommitment-memory-00690).
+    let committed = unsafe { device.get_device_memory_commitment(memory) };
+    assert!(
+        committed <= requirements.size,
+        "{committed} bytes committed"
+    );
+    // SAFETY: the render pass was waited for.
+    unsafe { device.destroy_image(image, None) };
+    free(context, memory);
 }
 
 /// An optimal image in its lowest allowed type, cleared on the GPU.

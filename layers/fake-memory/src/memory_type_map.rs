@@ -261,6 +261,15 @@ mod tests {
     }
 
     #[test]
+    fn mobile_offers_its_lazily_allocated_type_to_transient_images_only() {
+        let map = MemoryTypeMap::new(&MOBILE, &lavapipe_like());
+        assert_eq!(map.real_type(3), Some(0));
+        assert_eq!(map.fake_type_bits(1, ResourceKind::Buffer), 0b0111);
+        assert_eq!(map.fake_type_bits(1, ResourceKind::Image), 0b0111);
+        assert_eq!(map.fake_type_bits(1, ResourceKind::TransientImage), 0b1111);
+    }
+
+    #[test]
     fn transient_images_are_aligned_as_images() {
         let map = MemoryTypeMap::new(&WITH_LAZY, &lavapipe_like()).with_min_image_alignment(256);
         let mut requirements = vk::MemoryRequirements {

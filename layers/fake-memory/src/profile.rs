@@ -30,7 +30,9 @@ pub struct FakeType {
     pub flags: vk::MemoryPropertyFlags,
     /// Index into the profile's heaps.
     pub heap: u32,
-    /// Whether image memory requirements offer this type (buffers always may).
+    /// Whether image memory requirements offer this type. Buffers always
+    /// may use it unless it is lazily allocated; a lazily allocated type is
+    /// offered to transient-attachment images only (`memory_type_map.rs`).
     pub images: bool,
 }
 
@@ -68,6 +70,7 @@ const DEVICE_LOCAL: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::DEVICE_LO
 const HOST_VISIBLE: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::HOST_VISIBLE;
 const HOST_COHERENT: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::HOST_COHERENT;
 const HOST_CACHED: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::HOST_CACHED;
+const LAZILY_ALLOCATED: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::LAZILY_ALLOCATED;
 const HEAP_DEVICE_LOCAL: vk::MemoryHeapFlags = vk::MemoryHeapFlags::DEVICE_LOCAL;
 
 /// The union of property flags, usable in constants (ash's `|` is not `const`).
@@ -167,6 +170,10 @@ pub const INTEGRATED: Profile = Profile {
 
 /// A mobile GPU: one small (256 MiB) unified heap; the first host-visible type
 /// is cached and not coherent, so a missing flush or invalidate is caught.
+/// The last type is lazily allocated, as on tile-based GPUs (Mali, Adreno):
+/// device-local, never host-visible, and offered only to images created with
+/// `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`, whose contents may live in tile
+/// memory alone.
 pub const MOBILE: Profile = Profile {
     name: "mobile",
     device_type: vk::PhysicalDeviceType::INTEGRATED_GPU,
@@ -187,6 +194,11 @@ pub const MOBILE: Profile = Profile {
         },
         FakeType {
             flags: all(&[DEVICE_LOCAL, HOST_VISIBLE, HOST_COHERENT]),
+            heap: 0,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, LAZILY_ALLOCATED]),
             heap: 0,
             images: true,
         },
@@ -319,7 +331,9 @@ pub const REBAR: Profile = Profile {
 pub const ALL: [&Profile; 5] = [&DISCRETE, &INTEGRATED, &MOBILE, &AMD, &REBAR];
 
 /// Checked at compile time: every profile fits Vulkan's fixed-size arrays,
-/// points its types at existing heaps and uses power-of-two limits.
+/// points its types at existing heaps, has no type that is both lazily
+/// allocated and host-visible (which the spec forbids) and uses power-of-two
+/// limits.
 const _VALID_PROFILES: () = {
     let mut p = 0;
     while p < ALL.len() {
@@ -328,7 +342,13 @@ const _VALID_PROFILES: () = {
         assert!(profile.types.len() <= vk::MAX_MEMORY_TYPES);
         let mut t = 0;
         while t < profile.types.len() {
-            assert!((profile.types[t].heap as usize) < profile.heaps.len());
+            let memory_type = profile.types[t];
+            assert!((memory_type.heap as usize) < profile.heaps.len());
+            let flags = memory_type.flags.as_raw();
+            assert!(
+                flags & LAZILY_ALLOCATED.as_raw() == 0 || flags & HOST_VISIBLE.as_raw() == 0,
+                "a lazily allocated type cannot be host-visible"
+            );
             t += 1;
         }
         assert!(profile.buffer_image_granularity.is_power_of_two());
@@ -386,5 +406,24 @@ mod tests {
         assert!(types.iter().any(|t| t.property_flags.contains(HOST_VISIBLE)
             && !t.property_flags.contains(HOST_COHERENT)));
         assert!(types.iter().any(|t| t.property_flags == DEVICE_LOCAL));
+    }
+
+    #[test]
+    fn only_mobile_has_a_lazily_allocated_type_and_it_comes_last() {
+        for profile in ALL {
+            let lazy: Vec<usize> = (0..profile.types.len())
+                .filter(|&t| profile.types[t].flags.contains(LAZILY_ALLOCATED))
+                .collect();
+            if profile.name == "mobile" {
+                assert_eq!(lazy, [profile.types.len() - 1]);
+                let last = profile.types[lazy[0]];
+                assert_eq!(last.flags, DEVICE_LOCAL | LAZILY_ALLOCATED);
+                assert!(profile.heaps[last.heap as usize]
+                    .flags
+                    .contains(HEAP_DEVICE_LOCAL));
+            } else {
+                assert_eq!(lazy, [] as [usize; 0], "{}", profile.name);
+            }
+        }
     }
 }
