@@ -23,3 +23,5 @@ mod layer_self_test;
 mod layer_threads;
 #[path = "common/seeded_rng.rs"]
 mod seeded_rng;
+#[path = "vulkan/transient_suite.rs"]
+mod transient_suite;
