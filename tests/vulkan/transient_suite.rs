@@ -48,6 +48,7 @@ test_each_profile!(
         }
         if flags.contains(LAZY) {
             assert!(allocation.mapped_ptr().is_none(), "{profile}: lazily allocated memory is never mapped");
+            assert!(allocation.is_dedicated(), "{profile}: lazily allocated memory is always dedicated");
         }
         context.clear_transient_attachment(image, extent);
         // SAFETY: the render pass completed (it is waited for).
