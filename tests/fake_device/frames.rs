@@ -560,6 +560,45 @@ fn a_ring_limits_frames_in_flight_until_collect() {
     finish_after_frame(allocator, &device);
 }
 
+/// `collect_idle` with a ring at its limit of 64 sealed frames: every one is
+/// reclaimed before the current frame is sealed in the ring too, so the
+/// ring's frames stay in step with the allocator's, its new allocations can
+/// be written, and frames seal again.
+#[test]
+fn collect_idle_frees_a_ring_with_64_frames_in_flight() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let desc = UploadRingDesc {
+        size: 64 << 10,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    for _ in 0..64 {
+        allocator.ring_allocate(ring, 1000, 1024).unwrap();
+        // Its fence is never signalled.
+        end_frame(&allocator, &device);
+    }
+    let current = allocator.ring_allocate(ring, 24, 1).unwrap();
+    assert_eq!(allocator.frames_in_flight(), 64);
+
+    // SAFETY: the fake device runs no GPU work.
+    let collected = unsafe { allocator.collect_idle() };
+    assert_eq!(collected.frames, 65);
+    assert_eq!(
+        allocator.ring_write(&current, 0, &[1]),
+        Err(Error::StaleAllocation)
+    );
+    let whole = allocator.ring_allocate(ring, 64 << 10, 1).unwrap();
+    assert_eq!((whole.frame(), whole.buffer_offset()), (65, 0));
+    allocator.ring_write(&whole, 0, &[2; 64]).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    assert_eq!(allocator.collect().unwrap().frames, 1);
+    let next = allocator.ring_allocate(ring, 64 << 10, 1).unwrap();
+    assert_eq!(next.frame(), 66);
+    allocator.ring_write(&next, 0, &[3; 64]).unwrap();
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
+
 /// `wait_and_collect` reports what it released, summed over the frames it
 /// waited for: shutdown code checks that every deferred free was carried out.
 #[test]
