@@ -4,10 +4,10 @@
 //! types their bits allow, debug names. Any validation message fails a test.
 
 use ash::vk;
-use vk_suballoc::device::AshMemoryDevice;
+use vk_suballoc::device::{AshMemoryDevice, DeviceFeatures};
 use vk_suballoc::report::GpuInfo;
 use vk_suballoc::{
-    Allocation, AllocationDesc, Allocator, DedicatedPolicy, Error, UploadRingDesc, Usage,
+    Allocation, AllocationDesc, Allocator, Config, DedicatedPolicy, Error, UploadRingDesc, Usage,
 };
 
 use super::allocator_setup::{
@@ -327,6 +327,49 @@ test_each_profile!(
         }
     }
 );
+
+/// A device-address buffer on a device whose allocator was not told of
+/// buffer device address: its memory would lack
+/// `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT` (binding it breaks
+/// VUID-vkBindBufferMemory-bufferDeviceAddress-03339), so `create_buffer`
+/// and `allocate_for_buffer` refuse it, from the buffer's usage alone.
+#[test]
+fn a_device_address_buffer_needs_buffer_device_address() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let features = DeviceFeatures {
+        debug_utils: true,
+        ..DeviceFeatures::default()
+    };
+    // SAFETY: as in `allocator_for`; buffer device address, enabled on the
+    // device, is only left unused.
+    let device = unsafe {
+        AshMemoryDevice::new(
+            &context.instance,
+            &context.device,
+            context.physical_device,
+            features,
+        )
+    };
+    let allocator = Allocator::new(device, Config::default()).unwrap();
+    let info = buffer_info(4096).usage(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS);
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+    // SAFETY: a valid create info; the buffer is never bound or used.
+    unsafe {
+        let created = allocator.create_buffer(&info, &desc);
+        assert!(
+            matches!(created, Err(Error::NoSuitableMemoryType { .. })),
+            "{created:?}"
+        );
+        let buffer = context.device.create_buffer(&info, None).unwrap();
+        let allocated = allocator.allocate_for_buffer(buffer, info.usage, &desc);
+        assert!(
+            matches!(allocated, Err(Error::NoSuitableMemoryType { .. })),
+            "{allocated:?}"
+        );
+        context.device.destroy_buffer(buffer, None);
+    }
+    assert_eq!(allocator.stats().allocations(), 0);
+}
 
 test_each_fake_profile!(
     /// Small buffers and small optimal images, interleaved in one memory
