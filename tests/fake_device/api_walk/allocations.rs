@@ -3,9 +3,12 @@
 //! the frame; host access; `trim`.
 
 use ash::vk::{self, Handle};
-use vk_suballoc::device::{DedicatedTarget, MemoryDeviceExt, MemoryPropertyFlags};
+use vk_suballoc::device::{MemoryDeviceExt, MemoryPropertyFlags};
+// `DedicatedTarget` from the crate root, beside `DedicatedHint`, as users
+// who build requests by hand write it.
 use vk_suballoc::{
-    Allocation, DedicatedHint, DedicatedPolicy, Error, Request, ResourceKind, Usage,
+    Allocation, DedicatedHint, DedicatedPolicy, DedicatedTarget, Error, Request, ResourceKind,
+    Usage,
 };
 
 use super::{
