@@ -364,7 +364,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// It takes the allocation by `&mut` because on non-coherent memory it
     /// changes the bytes the host sees (and drops host writes not yet
-    /// flushed), so no slice of the allocation may be alive across it:
+    /// flushed), so no slice of the allocation may be alive across it. A
+    /// shared borrow does not do:
     ///
     /// ```compile_fail,E0308
     /// # fn f(allocator: &vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>,
@@ -375,8 +376,17 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # }
     /// ```
     ///
-    /// (and with `&mut readback` there, the borrow checker refuses it while
-    /// `bytes` lives).
+    /// and with `&mut readback` there, the borrow checker refuses it while
+    /// `bytes` lives:
+    ///
+    /// ```compile_fail,E0502
+    /// # fn f(allocator: &vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>,
+    /// #      mut readback: vk_suballoc::Allocation) {
+    /// let bytes = allocator.mapped_slice(&readback).unwrap();
+    /// allocator.invalidate(&mut readback, 0..64).unwrap(); // error: `readback` is borrowed
+    /// let first = bytes[0];
+    /// # }
+    /// ```
     ///
     /// Invalidate first, then take the slice:
     ///
