@@ -73,7 +73,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// every block's allocations and free ranges and every dedicated
     /// allocation, which VMA's `GpuMemDumpVis.py` draws. Shorthand for
     /// `self.memory_map().to_vma_json(detailed)`; see
-    /// [`MemoryMap::to_vma_json`], and [`MemoryMap::with_gpu`] to name the GPU.
+    /// [`MemoryMap::to_vma_json`], and [`MemoryMap::with_gpu`] to name the GPU
+    /// where the backend does not (the ash backend does).
     ///
     /// # Time complexity
     /// As [`memory_map`](Self::memory_map).

@@ -87,7 +87,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Safety
     /// `fence` belongs to the allocator's device, stays alive until the frame
-    /// is collected (and until every [`wait_and_collect`](Self::wait_and_collect)
+    /// is collected or released by [`collect_idle`](Self::collect_idle) (and
+    /// until every [`wait_and_collect`](Self::wait_and_collect)
     /// call that began before then has returned: it may still wait on the
     /// fence), and signals only after every submitted command that may use
     /// memory freed during this frame or earlier (with a frame's last
@@ -225,7 +226,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// The current frame ends with it, as if sealed and collected: the next
     /// frame starts, and ring allocations made before the call are stale.
-    /// The sealed frames' fences and semaphores are not read, here or later.
+    /// The sealed frames' fences and semaphores are not read, here or later
+    /// (a [`wait_and_collect`](Self::wait_and_collect) already waiting on
+    /// one, on another thread, keeps it in use until it returns, as
+    /// [`end_frame`](Self::end_frame) says).
     ///
     /// # Safety
     /// No command that uses what is queued (memory, buffers and images given
@@ -254,10 +258,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Carries out one deferred free whose frame has finished.
     fn release(&self, item: Deferred) {
         // SAFETY: the item's frame signal has completed, and `end_frame`'s
-        // contract says that signal follows all GPU work that may use it;
-        // a buffer or image came from this device and is destroyed only here
-        // (the contracts of `destroy_*_after_frame`, and ring chunks are the
-        // allocator's own).
+        // contract says that signal follows all GPU work that may use it
+        // (from `collect_idle`: its caller vouches that no GPU work uses
+        // it; at drop: the device is idle); a buffer or image came from this
+        // device and is destroyed only here (the contracts of
+        // `destroy_*_after_frame`, and ring chunks are the allocator's own).
         let result = unsafe {
             match item {
                 Deferred::Free(allocation) => self.free(allocation),

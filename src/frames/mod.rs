@@ -38,10 +38,13 @@ pub(crate) enum Deferred {
     Image(vk::Image, Allocation),
 }
 
-/// What a call to [`Allocator::collect`](crate::Allocator::collect) released.
+/// What a call to [`Allocator::collect`](crate::Allocator::collect) (or
+/// `wait_and_collect`, or `collect_idle`) released.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Collected {
-    /// Frames whose signal had completed.
+    /// Frames whose signal had completed; for
+    /// [`collect_idle`](crate::Allocator::collect_idle), every sealed frame
+    /// and the current one.
     pub frames: usize,
     /// Frees (and resource destructions) carried out.
     pub frees: usize,

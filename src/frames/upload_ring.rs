@@ -3,7 +3,9 @@
 //! Staging copies, uniform blocks and dynamic vertices live for one frame. A
 //! ring is a host-visible buffer carved by the core's [`LinearAllocator`]:
 //! each allocation bumps a pointer, each frame's space comes back when that
-//! frame's fence signals (at [`Allocator::collect`](crate::Allocator::collect)),
+//! frame's fence signals (at [`Allocator::collect`](crate::Allocator::collect),
+//! or at once on an idle device with
+//! [`Allocator::collect_idle`](crate::Allocator::collect_idle)),
 //! and a request that does not fit fails with [`Error::UploadRingFull`]
 //! instead of overwriting a frame still in flight, unless the ring was made
 //! to grow, in which case it adds a chunk (another buffer) and keeps every
