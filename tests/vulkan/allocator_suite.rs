@@ -5,7 +5,7 @@
 
 use ash::vk;
 use vk_suballoc::device::{AshMemoryDevice, DeviceFeatures};
-use vk_suballoc::report::GpuInfo;
+use vk_suballoc::report::{GpuInfo, RangeKind};
 use vk_suballoc::{
     Allocation, AllocationDesc, Allocator, Config, DedicatedPolicy, Error, UploadRingDesc, Usage,
 };
@@ -302,17 +302,33 @@ test_each_profile!(
                 vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
             );
             let image_info = image_info(32, 32);
+            let linear_info = image_info.tiling(vk::ImageTiling::LINEAR);
             // SAFETY: valid create infos; each resource is bound once, to
             // memory allocated for it, and never used by the GPU.
             unsafe {
                 let buffer = device.create_buffer(&buffer_info, None).unwrap();
                 let image = device.create_image(&image_info, None).unwrap();
+                let linear = device.create_image(&linear_info, None).unwrap();
                 let a = allocator.allocate_for_buffer(buffer, buffer_info.usage, &desc).unwrap();
                 let b = allocator.allocate_for_image(image, image_info.tiling, &desc).unwrap();
-                assert_eq!(a.is_dedicated(), mode.is_some(), "{profile} {mode:?}");
-                assert_eq!(b.is_dedicated(), mode.is_some(), "{profile} {mode:?}");
+                let c = allocator.allocate_for_image(linear, linear_info.tiling, &desc).unwrap();
+                for allocation in [&a, &b, &c] {
+                    assert_eq!(allocation.is_dedicated(), mode.is_some(), "{profile} {mode:?}");
+                }
+                // The tiling decides the kind, for bufferImageGranularity.
+                let map = allocator.memory_map();
+                let kind_of = |allocation: &Allocation| {
+                    let memory_type = &map.memory_types[allocation.memory_type() as usize];
+                    let in_blocks = memory_type.blocks.iter().filter(|block| block.memory == allocation.memory());
+                    let ranges = in_blocks.flat_map(|block| &block.ranges).filter(|r| r.offset == allocation.offset());
+                    let dedicated = memory_type.dedicated.iter().filter(|d| d.memory == allocation.memory());
+                    ranges.map(|r| r.kind).chain(dedicated.map(|d| d.kind)).next()
+                };
+                assert_eq!(kind_of(&b), Some(RangeKind::ImageOptimal), "{profile} {mode:?}");
+                assert_eq!(kind_of(&c), Some(RangeKind::ImageLinear), "{profile} {mode:?}");
                 device.bind_buffer_memory(buffer, a.memory(), a.offset()).unwrap();
                 device.bind_image_memory(image, b.memory(), b.offset()).unwrap();
+                device.bind_image_memory(linear, c.memory(), c.offset()).unwrap();
                 // Its memory was allocated with the device-address flag
                 // (VUID-vkBindBufferMemory-bufferDeviceAddress-03339, which
                 // the validation layer checked on the bind above).
@@ -322,6 +338,7 @@ test_each_profile!(
                 assert_ne!(address, 0, "{profile} {mode:?}");
                 allocator.destroy_buffer(buffer, a).unwrap();
                 allocator.destroy_image(image, b).unwrap();
+                allocator.destroy_image(linear, c).unwrap();
             }
             assert_eq!(allocator.stats().allocations(), 0);
         }
