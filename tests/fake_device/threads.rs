@@ -179,14 +179,34 @@ impl World<'_> {
 
     fn end_frame(&self) {
         let fence = self.device.create_fence();
+        // Under the shadow's lock, so that `collect_idle` knows which frames
+        // it ended.
+        let mut shadow = self.shadow();
         // SAFETY: a fake fence, signalled by the test only once "the GPU" is
         // done with its frame.
         match unsafe { self.allocator.end_frame(fence) } {
             Ok(frame) => {
-                self.shadow().sealed.insert(frame, (fence, false));
+                shadow.sealed.insert(frame, (fence, false));
             }
             Err(Error::TooManyFramesInFlight) => {}
             Err(error) => panic!("end_frame: {error:?}"),
+        }
+    }
+
+    /// `collect_idle`, as if "the GPU" had gone idle: every frame up to the
+    /// current one is over (no `end_frame` can run meanwhile: it takes the
+    /// shadow's lock too).
+    fn collect_idle(&self) {
+        let mut shadow = self.shadow();
+        // SAFETY: the fake device runs no GPU work.
+        unsafe { self.allocator.collect_idle() };
+        let ended = self.allocator.current_frame();
+        for frame in 0..ended {
+            shadow
+                .sealed
+                .entry(frame)
+                .or_insert((vk::Fence::null(), true))
+                .1 = true;
         }
     }
 
@@ -276,9 +296,10 @@ impl World<'_> {
                     assert!(map.allocation_count() > 0 || self.shadow().live.is_empty());
                     let _ = self.allocator.stats_json(true);
                 }
-                90..=91 => {
+                90 => {
                     self.allocator.trim();
                 }
+                91 => self.collect_idle(),
                 92..=93 => match self.allocator.wait_and_collect(0) {
                     Ok(_) | Err(Error::Timeout) => {}
                     Err(error) => panic!("wait_and_collect: {error:?}"),
