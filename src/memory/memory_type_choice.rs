@@ -57,6 +57,15 @@ fn preference(usage: Usage) -> Preference {
             preferred: [(Props::HOST_CACHED, 4), (Props::HOST_COHERENT, 2)],
             unwanted: [(Props::DEVICE_LOCAL, 1), none],
         }
+    } else if usage.contains(Usage::UPLOAD) && usage.contains(Usage::ALLOW_TRANSFER_INSTEAD) {
+        // Read by the GPU often; written by the host directly only when that
+        // costs the GPU nothing: device-local memory first, host-visible as
+        // well when the device has such (else the engine uses a transfer).
+        Preference {
+            required: Props::empty(),
+            preferred: [(Props::DEVICE_LOCAL, 4), (Props::HOST_VISIBLE, 2)],
+            unwanted: [(Props::HOST_CACHED, 1), none],
+        }
     } else if usage.contains(Usage::UPLOAD) && usage.contains(Usage::DEVICE_LOCAL) {
         // Written by the host every frame, read by the GPU many times: VRAM
         // through the BAR when the device has it.
@@ -165,7 +174,7 @@ pub(crate) fn rank_memory_types(
 /// the table.
 #[derive(Clone, Debug)]
 pub(crate) struct RankTable {
-    by_usage: [Candidates; 16],
+    by_usage: [Candidates; 1 << RANKING_FLAGS.len()],
 }
 
 impl RankTable {
@@ -194,11 +203,12 @@ impl RankTable {
     /// O(1).
     #[inline]
     pub(crate) fn ranked(&self, usage: Usage) -> &[u8] {
-        let [a, b, c, d] = RANKING_FLAGS;
+        let [a, b, c, d, e] = RANKING_FLAGS;
         let index = usize::from(usage.contains(a))
             | usize::from(usage.contains(b)) << 1
             | usize::from(usage.contains(c)) << 2
-            | usize::from(usage.contains(d)) << 3;
+            | usize::from(usage.contains(d)) << 3
+            | usize::from(usage.contains(e)) << 4;
         self.by_usage[index].as_slice()
     }
 
@@ -222,11 +232,12 @@ impl RankTable {
 }
 
 /// The usage flags ranking depends on (not `DEVICE_ADDRESS`).
-const RANKING_FLAGS: [Usage; 4] = [
+const RANKING_FLAGS: [Usage; 5] = [
     Usage::DEVICE_LOCAL,
     Usage::UPLOAD,
     Usage::READBACK,
     Usage::TRANSIENT,
+    Usage::ALLOW_TRANSFER_INSTEAD,
 ];
 
 #[cfg(all(test, feature = "fake-device"))]
@@ -252,6 +263,15 @@ mod tests {
             vec![4, 2, 3]
         );
         assert_eq!(rank(&gpu, Usage::READBACK), vec![3, 2, 4]);
+        // The BAR, then VRAM (unmapped), then system memory.
+        let optional = Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD;
+        assert_eq!(rank(&gpu, optional), vec![4, 1, 2, 3, 0]);
+        assert_eq!(
+            rank(&gpu, optional | Usage::DEVICE_LOCAL),
+            vec![4, 1, 2, 3, 0]
+        );
+        // Host reads still need host-visible memory.
+        assert_eq!(rank(&gpu, optional | Usage::READBACK), vec![3, 2, 4]);
     }
 
     #[test]
@@ -261,6 +281,9 @@ mod tests {
         assert_eq!(rank(&gpu, Usage::DEVICE_LOCAL), vec![0, 1, 2]);
         assert_eq!(rank(&gpu, Usage::UPLOAD), vec![1, 2]);
         assert_eq!(rank(&gpu, Usage::READBACK), vec![2, 1]);
+        // Device-local host-visible memory: written directly.
+        let optional = Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD;
+        assert_eq!(rank(&gpu, optional), vec![1, 2, 0]);
     }
 
     #[test]
@@ -341,6 +364,7 @@ mod tests {
             Usage::READBACK,
             Usage::TRANSIENT,
             Usage::DEVICE_ADDRESS,
+            Usage::ALLOW_TRANSFER_INSTEAD,
         ];
         for (layout, last) in [
             (FakeLayout::discrete(), 0),

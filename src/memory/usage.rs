@@ -12,6 +12,7 @@ use std::ops::{BitOr, BitOrAssign};
 /// | `UPLOAD \| DEVICE_LOCAL` | per-frame uniforms, dynamic vertices | device-local host-visible (ReBAR), else host-visible |
 /// | [`READBACK`](Self::READBACK) | query results, screenshots | host-visible *cached* |
 /// | [`TRANSIENT`](Self::TRANSIENT) | transient attachments | lazily allocated, device-local |
+/// | `UPLOAD \| `[`ALLOW_TRANSFER_INSTEAD`](Self::ALLOW_TRANSFER_INSTEAD) | vertex and index buffers, textures written once or now and then | device-local host-visible (integrated, ReBAR, the BAR), else device-local *unmapped*: upload through a staging buffer |
 ///
 /// [`DEVICE_ADDRESS`](Self::DEVICE_ADDRESS) adds that the buffer's device
 /// address will be taken (`vkGetBufferDeviceAddress`); it needs buffer device
@@ -31,13 +32,32 @@ impl Usage {
     pub const TRANSIENT: Self = Self(1 << 3);
     /// A buffer whose device address is taken.
     pub const DEVICE_ADDRESS: Self = Self(1 << 4);
+    /// With [`UPLOAD`](Self::UPLOAD): the host would write the memory
+    /// directly, but may copy through a staging buffer and a transfer
+    /// instead (VMA's `HOST_ACCESS_ALLOW_TRANSFER_INSTEAD`). Host-visible
+    /// memory is then preferred, not required, and device-local memory comes
+    /// first: device-local host-visible memory (an integrated GPU, ReBAR, a
+    /// discrete GPU's BAR while it has room), else device-local memory that
+    /// is not mapped. Check [`Allocation::mapped_ptr`](crate::Allocation::mapped_ptr):
+    /// `None` means "upload with a transfer".
+    ///
+    /// ```
+    /// use vk_suballoc::Usage;
+    /// let vertices = Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD;
+    /// assert!(!vertices.needs_host_access());
+    /// ```
+    ///
+    /// Without `UPLOAD`, and with [`READBACK`](Self::READBACK) (host reads
+    /// need host-visible memory), it changes nothing.
+    pub const ALLOW_TRANSFER_INSTEAD: Self = Self(1 << 5);
 
-    const NAMES: [(Self, &'static str); 5] = [
+    const NAMES: [(Self, &'static str); 6] = [
         (Self::DEVICE_LOCAL, "DEVICE_LOCAL"),
         (Self::UPLOAD, "UPLOAD"),
         (Self::READBACK, "READBACK"),
         (Self::TRANSIENT, "TRANSIENT"),
         (Self::DEVICE_ADDRESS, "DEVICE_ADDRESS"),
+        (Self::ALLOW_TRANSFER_INSTEAD, "ALLOW_TRANSFER_INSTEAD"),
     ];
 
     /// Both sets of flags; `a | b` in `const` context.
@@ -50,9 +70,11 @@ impl Usage {
         self.0 & other.0 == other.0
     }
 
-    /// Whether the host reads or writes the memory.
+    /// Whether the memory must be host-visible: the host reads it, or writes
+    /// it without [`ALLOW_TRANSFER_INSTEAD`](Self::ALLOW_TRANSFER_INSTEAD).
     pub const fn needs_host_access(self) -> bool {
-        self.0 & (Self::UPLOAD.0 | Self::READBACK.0) != 0
+        self.contains(Self::READBACK)
+            || (self.contains(Self::UPLOAD) && !self.contains(Self::ALLOW_TRANSFER_INSTEAD))
     }
 }
 
@@ -125,6 +147,11 @@ mod tests {
         assert!(!usage.contains(Usage::READBACK));
         assert!(usage.needs_host_access());
         assert_eq!(format!("{usage:?}"), "DEVICE_LOCAL | UPLOAD");
+        let optional = Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD;
+        assert!(!optional.needs_host_access());
+        assert!((optional | Usage::READBACK).needs_host_access());
+        assert!(!(Usage::DEVICE_LOCAL | Usage::ALLOW_TRANSFER_INSTEAD).needs_host_access());
+        assert_eq!(format!("{optional:?}"), "UPLOAD | ALLOW_TRANSFER_INSTEAD");
         assert_eq!(format!("{:?}", Usage::default()), "(none)");
     }
 }

@@ -60,6 +60,42 @@ fn each_preset_places_each_usage_in_the_expected_type() {
     }
 }
 
+/// `UPLOAD | ALLOW_TRANSFER_INSTEAD` (VMA's pattern for data the GPU reads
+/// often): a discrete GPU's BAR while it has room, then VRAM *unmapped*
+/// (the engine uploads with a transfer), not system memory; an integrated
+/// GPU's host-visible device-local memory.
+#[test]
+fn allow_transfer_instead_takes_the_bar_then_unmapped_vram() {
+    let usage = Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD;
+    // discrete: 0 none, 1 DL, 2 HV|HC, 3 HV|HC|cached, 4 DL|HV|HC in the
+    // 256 MiB BAR heap (2).
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let direct = allocator.allocate(&buffer(MIB, 256, usage)).unwrap();
+    assert_eq!(direct.memory_type(), 4);
+    assert!(allocator.mapped_slice(&direct).is_ok());
+    // The BAR is full: no new memory there.
+    device.cap_heap(2, device.heap_usage()[2]);
+    let staged = allocator.allocate(&buffer(64 * MIB, 256, usage)).unwrap();
+    assert_eq!(staged.memory_type(), 1);
+    assert_eq!(staged.mapped_ptr(), None);
+    assert_eq!(
+        allocator.mapped_slice(&staged).map(|_| ()),
+        Err(Error::NotHostVisible)
+    );
+    for a in [direct, staged] {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+
+    // integrated: 0 DL, 1 DL|HV|HC, 2 DL|HV|HC|cached.
+    let (integrated, device) = super::allocator(FakeLayout::integrated());
+    let direct = integrated.allocate(&buffer(MIB, 256, usage)).unwrap();
+    assert_eq!(direct.memory_type(), 1);
+    assert!(direct.mapped_ptr().is_some());
+    free(&integrated, direct);
+    finish(integrated, &device);
+}
+
 /// Unwanted flags rank a type down even when the driver lists it first:
 /// GPU-only data stays out of host-visible memory, staging stays out of
 /// device-local and cached memory, whatever the order of the types.

@@ -51,10 +51,11 @@ const KINDS: [ResourceKind; 3] = [
     ResourceKind::OptimalImage,
 ];
 /// Usages an engine asks for; `DEVICE_ADDRESS` is added to some.
-const USAGES: [Usage; 7] = [
+const USAGES: [Usage; 8] = [
     Usage::DEVICE_LOCAL,
     Usage::UPLOAD,
     Usage::UPLOAD.union(Usage::DEVICE_LOCAL),
+    Usage::UPLOAD.union(Usage::ALLOW_TRANSFER_INSTEAD),
     Usage::READBACK,
     Usage::READBACK.union(Usage::UPLOAD),
     Usage::TRANSIENT,
