@@ -374,7 +374,8 @@ mod tests {
         ] {
             let (types, heaps) = (&layout.memory_types, &layout.memory_heaps);
             let table = RankTable::new(types, heaps, last);
-            for combo in 0..32u32 {
+            // Every combination of the flags, `ALLOW_TRANSFER_INSTEAD` too.
+            for combo in 0..1u32 << flags.len() {
                 let mut usage = Usage::default();
                 for (bit, flag) in flags.iter().enumerate() {
                     if combo & (1 << bit) != 0 {
