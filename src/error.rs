@@ -90,7 +90,9 @@ pub enum Error {
         budget: u64,
     },
     /// The allocation is not in host-visible memory, so it has no pointer.
-    /// Use an `UPLOAD` or `READBACK` usage for memory the host touches.
+    /// Use an `UPLOAD` or `READBACK` usage for memory the host touches;
+    /// with `UPLOAD | ALLOW_TRANSFER_INSTEAD`, no pointer means "upload
+    /// through a staging buffer".
     #[error("allocation is not host-visible")]
     NotHostVisible,
     /// Mapping the memory failed (`VK_ERROR_MEMORY_MAP_FAILED`).

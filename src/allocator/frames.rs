@@ -332,8 +332,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// per-frame transient data.
     ///
     /// # Errors
-    /// [`Error::ZeroSize`]; [`Error::NotHostVisible`] when `desc.usage` has
-    /// neither `UPLOAD` nor `READBACK` (nothing is created then); allocation
+    /// [`Error::ZeroSize`]; [`Error::NotHostVisible`] when `desc.usage` does
+    /// not need host-visible memory
+    /// ([`Usage::needs_host_access`](crate::Usage::needs_host_access)): neither
+    /// `UPLOAD` nor `READBACK`, or `UPLOAD` with `ALLOW_TRANSFER_INSTEAD`
+    /// (nothing is created then); allocation
     /// errors; buffer creation failures.
     pub fn create_upload_ring(&self, desc: &UploadRingDesc<'_>) -> Result<UploadRing, Error> {
         if desc.size == 0 {

@@ -28,7 +28,8 @@ pub(crate) const RING_FRAMES: u32 = 64;
 pub struct UploadRingDesc<'a> {
     /// Bytes per chunk. The ring must hold every frame in flight.
     pub size: u64,
-    /// Memory usage, with `UPLOAD` or `READBACK` (the host writes the ring);
+    /// Memory usage, with `UPLOAD` or `READBACK` (the host writes the ring),
+    /// and `UPLOAD` not with `ALLOW_TRANSFER_INSTEAD`;
     /// `UPLOAD | DEVICE_LOCAL` (the default) puts the ring in the BAR or
     /// shared memory when the device has it.
     pub usage: Usage,

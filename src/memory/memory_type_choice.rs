@@ -170,8 +170,8 @@ pub(crate) fn rank_memory_types(
 /// sorts stably by a cost that depends on the type and usage alone; so
 /// ranking all types once and dropping the excluded ones per request (see
 /// [`RankTable::admits`]) yields the same list in the same order.
-/// `DEVICE_ADDRESS` does not take part in ranking, so four usage flags index
-/// the table.
+/// `DEVICE_ADDRESS` does not take part in ranking, so the other five usage
+/// flags ([`RANKING_FLAGS`]) index the table.
 #[derive(Clone, Debug)]
 pub(crate) struct RankTable {
     by_usage: [Candidates; 1 << RANKING_FLAGS.len()],

@@ -12,7 +12,7 @@ use std::ops::{BitOr, BitOrAssign};
 /// | `UPLOAD \| DEVICE_LOCAL` | per-frame uniforms, dynamic vertices | device-local host-visible (ReBAR), else host-visible |
 /// | [`READBACK`](Self::READBACK) | query results, screenshots | host-visible *cached* |
 /// | [`TRANSIENT`](Self::TRANSIENT) | transient attachments | lazily allocated, device-local |
-/// | `UPLOAD \| `[`ALLOW_TRANSFER_INSTEAD`](Self::ALLOW_TRANSFER_INSTEAD) | vertex and index buffers, textures written once or now and then | device-local host-visible (integrated, ReBAR, the BAR), else device-local *unmapped*: upload through a staging buffer |
+/// | `UPLOAD \| `[`ALLOW_TRANSFER_INSTEAD`](Self::ALLOW_TRANSFER_INSTEAD) | vertex, index and storage buffers written once or now and then | device-local host-visible (integrated, ReBAR, the BAR), else device-local *unmapped*: upload through a staging buffer |
 ///
 /// [`DEVICE_ADDRESS`](Self::DEVICE_ADDRESS) adds that the buffer's device
 /// address will be taken (`vkGetBufferDeviceAddress`); it needs buffer device
@@ -39,7 +39,9 @@ impl Usage {
     /// first: device-local host-visible memory (an integrated GPU, ReBAR, a
     /// discrete GPU's BAR while it has room), else device-local memory that
     /// is not mapped. Check [`Allocation::mapped_ptr`](crate::Allocation::mapped_ptr):
-    /// `None` means "upload with a transfer".
+    /// `None` means "upload with a transfer". For buffers: the host cannot
+    /// write an optimal-tiling image through a mapping, so a texture takes a
+    /// transfer anyway, and `DEVICE_LOCAL` alone keeps it out of the BAR.
     ///
     /// ```
     /// use vk_suballoc::Usage;

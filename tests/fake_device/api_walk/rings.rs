@@ -104,10 +104,12 @@ impl Walk {
             Usage::UPLOAD,
             Usage::READBACK,
             Usage::DEVICE_LOCAL,
+            // Refused too: the ring must be host-visible.
+            Usage::UPLOAD.union(Usage::ALLOW_TRANSFER_INSTEAD),
         ];
         let desc = UploadRingDesc {
             size,
-            usage: usages[self.rng.below(4) as usize],
+            usage: usages[self.rng.below(usages.len() as u64) as usize],
             grow: self.rng.below(2) == 0,
             name: (self.rng.below(2) == 0).then_some("walk-ring"),
             ..UploadRingDesc::default()
