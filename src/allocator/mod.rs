@@ -17,7 +17,7 @@ mod frames;
 mod place;
 mod request;
 
-use std::ops::Range;
+use std::ops::{Bound, Range, RangeBounds};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
@@ -79,6 +79,23 @@ fn next_allocator_id() -> Option<u32> {
 /// Takes the next tag from `counter`, never one taken before: a tag that
 /// came back would let a dropped allocator's handle (its memory freed) pass
 /// for a later allocator's own, in `mapped_slice` or `free_after_frame`.
+/// `range` as a half-open range of an allocation of `size` bytes: an open
+/// end is `size`, an open start 0; an inclusive end of `u64::MAX` stays
+/// `u64::MAX` (past any allocation, so refused as out of bounds).
+fn byte_range(range: &impl RangeBounds<u64>, size: u64) -> Range<u64> {
+    let start = match range.start_bound() {
+        Bound::Included(&start) => start,
+        Bound::Excluded(&start) => start.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&last) => last.saturating_add(1),
+        Bound::Excluded(&end) => end,
+        Bound::Unbounded => size,
+    };
+    start..end
+}
+
 fn take_allocator_id(counter: &AtomicU32) -> Option<u32> {
     counter
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |id| id.checked_add(1))
@@ -348,15 +365,20 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         Ok(unsafe { std::slice::from_raw_parts_mut(mapped.0.as_ptr(), len) })
     }
 
-    /// Makes host writes to `range` (bytes of the allocation) visible to the
-    /// GPU. A no-op on coherent memory; on non-coherent memory the range is
-    /// widened to `nonCoherentAtomSize` and clamped to the memory object.
+    /// Makes host writes to `range` (bytes of the allocation: `..` for all
+    /// of them, `16..`, `0..len`, `0..=last`) visible to the GPU. A no-op on
+    /// coherent memory; on non-coherent memory the range is widened to
+    /// `nonCoherentAtomSize` and clamped to the memory object.
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`], [`Error::RangeOutOfBounds`],
     /// [`Error::NotHostVisible`] (also for an empty range), device errors.
-    pub fn flush(&self, allocation: &Allocation, range: Range<u64>) -> Result<(), Error> {
-        self.flush_or_invalidate(allocation, range, true)
+    pub fn flush(
+        &self,
+        allocation: &Allocation,
+        range: impl RangeBounds<u64>,
+    ) -> Result<(), Error> {
+        self.flush_or_invalidate(allocation, byte_range(&range, allocation.size), true)
     }
 
     /// Makes GPU writes to `range` visible to the host. A no-op on coherent
@@ -403,8 +425,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// As [`flush`](Self::flush).
-    pub fn invalidate(&self, allocation: &mut Allocation, range: Range<u64>) -> Result<(), Error> {
-        self.flush_or_invalidate(allocation, range, false)
+    pub fn invalidate(
+        &self,
+        allocation: &mut Allocation,
+        range: impl RangeBounds<u64>,
+    ) -> Result<(), Error> {
+        self.flush_or_invalidate(allocation, byte_range(&range, allocation.size), false)
     }
 
     fn flush_or_invalidate(

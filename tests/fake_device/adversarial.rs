@@ -4,6 +4,8 @@
 //! (or a correct result) and leaves the allocator consistent: never a
 //! panic, never a wrapped figure.
 
+use std::ops::Bound::{Excluded, Included, Unbounded};
+
 use gpu_alloc_types::{MemoryHeap, MemoryPropertyFlags as Props, MemoryType};
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{Allocator, Config, DedicatedPolicy, Error, ResourceKind, Usage};
@@ -397,6 +399,26 @@ fn adversarial_arguments_get_these_errors() {
         assert_eq!(allocator.invalidate(&mut readback, range.clone()), expected);
         let on_gpu_only = expected.and(Err(Error::NotHostVisible));
         assert_eq!(allocator.flush(&gpu_only, range), on_gpu_only);
+    }
+    // Every form of range: an open end is the allocation's, an inclusive
+    // end one past the byte it names; the error shows the half-open range.
+    let bounds = [
+        ((Unbounded, Unbounded), Ok(())),                         // ..
+        ((Included(10), Unbounded), Ok(())),                      // 10..
+        ((Unbounded, Included(999)), Ok(())),                     // ..=999
+        ((Unbounded, Included(1000)), Err(out(0, 1001))),         // ..=1000
+        ((Excluded(999), Unbounded), Ok(())),                     // empty, at the end
+        ((Excluded(1000), Unbounded), Err(out(1001, 1000))),      // past the end
+        ((Unbounded, Included(u64::MAX)), Err(out(0, u64::MAX))), // no overflow
+        ((Excluded(u64::MAX), Excluded(0)), Err(out(u64::MAX, 0))),
+    ];
+    for (range, expected) in bounds {
+        assert_eq!(allocator.flush(&readback, range), expected, "{range:?}");
+        assert_eq!(
+            allocator.invalidate(&mut readback, range),
+            expected,
+            "{range:?}"
+        );
     }
     assert_eq!(
         allocator.mapped_slice(&gpu_only).map(<[u8]>::len),

@@ -67,6 +67,10 @@ fn non_coherent_ranges_are_widened_to_atoms_and_clamped() {
     assert_eq!((flushed[0].offset, flushed[0].size), (1024, 256));
     let invalidated = device.invalidated_ranges();
     assert_eq!((invalidated[0].offset, invalidated[0].size), (1024, 1024));
+    // `..` is the whole allocation.
+    allocator.flush(&second, ..).unwrap();
+    let whole = *device.flushed_ranges().last().unwrap();
+    assert_eq!((whole.offset, whole.size), (1024, 1024));
     // A dedicated allocation's last atom is clamped to the memory's end.
     let mut dedicated = allocator
         .allocate(&buffer(1000, 4, Usage::READBACK).dedicated(DedicatedPolicy::Always))
