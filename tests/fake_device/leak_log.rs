@@ -50,6 +50,10 @@ fn leaks_are_logged_with_name_size_and_type() {
                 .dedicated(DedicatedPolicy::Always),
         )
         .unwrap();
+    // A name with quotes and a line break stays on its line, escaped.
+    let odd = allocator
+        .allocate(&buffer(64 << 10, 16, Usage::DEVICE_LOCAL).name("odd \"name\"\nforged line"))
+        .unwrap();
     finish(allocator, &device);
     let in_run = allocator_leak_in_run();
     let lines = LINES.lock().unwrap().clone();
@@ -79,7 +83,13 @@ fn leaks_are_logged_with_name_size_and_type() {
         dedicated_leak.contains("3000 bytes") && dedicated_leak.contains("memory type 1"),
         "{dedicated_leak}"
     );
-    drop((kept, dedicated, in_run));
+    let odd_leak = find("odd");
+    assert!(
+        odd_leak.contains(r#"leaked allocation "odd \"name\"\nforged line": "#),
+        "{odd_leak}"
+    );
+    assert!(!lines.iter().any(|line| line.starts_with("forged line")));
+    drop((kept, dedicated, odd, in_run));
 }
 
 /// Leaks a 1700-byte buffer named "leaky slot", a slot of a run after a 1 MiB one,

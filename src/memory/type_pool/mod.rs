@@ -562,7 +562,7 @@ impl<M> TypePool<M> {
                     for (slot, _, offset) in run.slots().filter(|&(_, live, _)| live) {
                         let name = self.runs.name(run_key, slot).unwrap_or("unnamed");
                         log::warn!(
-                            "vk-suballoc: leaked allocation \"{name}\": {} bytes held at offset {offset} of block {}/{} (memory type {})",
+                            "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {offset} of block {}/{} (memory type {})",
                             run.slot_size,
                             self.memory_type,
                             block.serial,
@@ -576,7 +576,7 @@ impl<M> TypePool<M> {
                     .get(&range.id.slot())
                     .map_or("unnamed", |n| &**n);
                 log::warn!(
-                    "vk-suballoc: leaked allocation \"{name}\": {} bytes held at offset {} of block {}/{} (memory type {})",
+                    "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {} of block {}/{} (memory type {})",
                     range.size,
                     range.offset,
                     self.memory_type,
@@ -593,7 +593,7 @@ impl<M> TypePool<M> {
         let drained: Vec<DedicatedMemory<M>> = self.dedicated.drain().collect();
         for dedicated in drained {
             log::warn!(
-                "vk-suballoc: leaked dedicated allocation \"{}\": {} bytes (memory type {})",
+                "vk-suballoc: leaked dedicated allocation {:?}: {} bytes (memory type {})",
                 dedicated.name.as_deref().unwrap_or("unnamed"),
                 dedicated.size,
                 self.memory_type
