@@ -115,9 +115,9 @@ unsafe fn create_device_impl(
             allocate_memory: next_device_fn(gdpa, handle, &[c"vkAllocateMemory"]),
             free_memory: next_device_fn(gdpa, handle, &[c"vkFreeMemory"]),
             map_memory: next_device_fn(gdpa, handle, &[c"vkMapMemory"]),
-            map_memory2: next_device_fn(gdpa, handle, &[c"vkMapMemory2KHR"]),
+            map_memory2: next_device_fn(gdpa, handle, &[c"vkMapMemory2", c"vkMapMemory2KHR"]),
             unmap_memory: next_device_fn(gdpa, handle, &[c"vkUnmapMemory"]),
-            unmap_memory2: next_device_fn(gdpa, handle, &[c"vkUnmapMemory2KHR"]),
+            unmap_memory2: next_device_fn(gdpa, handle, &[c"vkUnmapMemory2", c"vkUnmapMemory2KHR"]),
             flush_mapped_memory_ranges: next_device_fn(
                 gdpa,
                 handle,

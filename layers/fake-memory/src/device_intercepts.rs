@@ -70,9 +70,12 @@ fn device_intercept(name: &CStr) -> vk::PFN_vkVoidFunction {
         b"vkAllocateMemory" => void_fn!(allocate_memory, vk::PFN_vkAllocateMemory),
         b"vkFreeMemory" => void_fn!(free_memory, vk::PFN_vkFreeMemory),
         b"vkMapMemory" => void_fn!(map_memory, vk::PFN_vkMapMemory),
-        b"vkMapMemory2KHR" => void_fn!(map_memory2, vk::PFN_vkMapMemory2KHR),
+        // Vulkan 1.4 made the KHR commands core under the plain names.
+        b"vkMapMemory2" | b"vkMapMemory2KHR" => void_fn!(map_memory2, vk::PFN_vkMapMemory2KHR),
         b"vkUnmapMemory" => void_fn!(unmap_memory, vk::PFN_vkUnmapMemory),
-        b"vkUnmapMemory2KHR" => void_fn!(unmap_memory2, vk::PFN_vkUnmapMemory2KHR),
+        b"vkUnmapMemory2" | b"vkUnmapMemory2KHR" => {
+            void_fn!(unmap_memory2, vk::PFN_vkUnmapMemory2KHR)
+        }
         b"vkFlushMappedMemoryRanges" => {
             void_fn!(
                 flush_mapped_memory_ranges,
@@ -492,4 +495,24 @@ unsafe extern "system" fn invalidate_mapped_memory_ranges(
             result
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Vulkan 1.4's core `vkMapMemory2`/`vkUnmapMemory2` reach the same
+    /// intercepts as their KHR names: a mapping through them gets the host
+    /// cache of non-coherent types too.
+    #[test]
+    fn core_and_khr_names_reach_the_same_intercepts() {
+        for (core, khr) in [
+            (c"vkMapMemory2", c"vkMapMemory2KHR"),
+            (c"vkUnmapMemory2", c"vkUnmapMemory2KHR"),
+        ] {
+            let (core, khr) = (device_intercept(core), device_intercept(khr));
+            assert!(core.is_some());
+            assert_eq!(core.map(|f| f as usize), khr.map(|f| f as usize));
+        }
+    }
 }

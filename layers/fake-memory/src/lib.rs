@@ -33,8 +33,9 @@
 //! - `vkAllocateMemory`: the fake type is backed by a real one;
 //!   `ERROR_OUT_OF_DEVICE_MEMORY` past a fake heap's size or on a call chosen
 //!   to fail, `ERROR_TOO_MANY_OBJECTS` past the allocation count;
-//! - `vkFreeMemory` (accounting) and `vkMapMemory` / `vkMapMemory2KHR`
-//!   (`ERROR_MEMORY_MAP_FAILED` on a type that is not host-visible);
+//! - `vkFreeMemory` (accounting) and `vkMapMemory` / `vkMapMemory2` /
+//!   `vkMapMemory2KHR` (`ERROR_MEMORY_MAP_FAILED` on a type that is not
+//!   host-visible);
 //! - non-coherent memory: mappings of a fake type that is host-visible but
 //!   not host-coherent go through a host cache (`host_cache.rs`) that only
 //!   `vkFlushMappedMemoryRanges` writes back and only
