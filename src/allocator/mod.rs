@@ -371,8 +371,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// `nonCoherentAtomSize` and clamped to the memory object.
     ///
     /// # Errors
-    /// [`Error::ForeignAllocation`], [`Error::RangeOutOfBounds`],
-    /// [`Error::NotHostVisible`] (also for an empty range), device errors.
+    /// [`Error::ForeignAllocation`]; [`Error::RangeOutOfBounds`] for a range
+    /// past the allocation's end or reversed (`10..5`);
+    /// [`Error::NotHostVisible`] for unmapped memory, even with an empty range
+    /// (an empty range of mapped memory is `Ok`); device errors.
     pub fn flush(
         &self,
         allocation: &Allocation,
