@@ -18,10 +18,21 @@ pub fn allocator_for(context: &VulkanContext) -> Allocator<AshMemoryDevice> {
         debug_utils: true,
         amd_device_coherent_memory: false,
     };
+    allocator_with(context, features)
+}
+
+/// An allocator over `context`'s device told of `features` only: each must
+/// be enabled on the device (a feature left out is only left unused).
+pub fn allocator_with(
+    context: &VulkanContext,
+    features: DeviceFeatures,
+) -> Allocator<AshMemoryDevice> {
     // SAFETY: the harness creates a Vulkan 1.3 instance with VK_EXT_debug_utils
     // and a device from `physical_device` with bufferDeviceAddress (and the
-    // budget extension when `memory_budget_enabled`); the context outlives
-    // the allocator (callers declare the allocator after it).
+    // budget extension when `memory_budget_enabled`), so `features` names
+    // nothing the device lacks (`allocator_for`'s do not, and callers pass a
+    // subset); the context outlives the allocator (callers declare the
+    // allocator after it).
     let device = unsafe {
         AshMemoryDevice::new(
             &context.instance,

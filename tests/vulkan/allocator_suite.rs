@@ -7,13 +7,13 @@ use ash::vk;
 use vk_suballoc::device::{AshMemoryDevice, DeviceFeatures};
 use vk_suballoc::report::{GpuInfo, RangeKind};
 use vk_suballoc::{
-    Allocation, AllocationDesc, Allocator, Config, DedicatedPolicy, Error, Request, ResourceKind,
+    Allocation, AllocationDesc, Allocator, DedicatedPolicy, Error, Request, ResourceKind,
     UploadRingDesc, Usage,
 };
 
 use super::allocator_setup::{
-    allocator_for, buffer_info, image_info, memory_barrier, transition, TRANSFER_TO_HOST,
-    TRANSFER_TO_TRANSFER,
+    allocator_for, allocator_with, buffer_info, image_info, memory_barrier, transition,
+    TRANSFER_TO_HOST, TRANSFER_TO_TRANSFER,
 };
 use crate::seeded_rng::Rng;
 use crate::support::{
@@ -435,21 +435,12 @@ test_each_profile!(
 #[test]
 fn a_device_address_buffer_needs_buffer_device_address() {
     let context = VulkanContext::new(Profile::Lavapipe);
+    // Buffer device address, enabled on the device, is only left unused.
     let features = DeviceFeatures {
         debug_utils: true,
         ..DeviceFeatures::default()
     };
-    // SAFETY: as in `allocator_for`; buffer device address, enabled on the
-    // device, is only left unused.
-    let device = unsafe {
-        AshMemoryDevice::new(
-            &context.instance,
-            &context.device,
-            context.physical_device,
-            features,
-        )
-    };
-    let allocator = Allocator::new(device, Config::default()).unwrap();
+    let allocator = allocator_with(&context, features);
     let info = buffer_info(4096).usage(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS);
     let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
     // SAFETY: a valid create info; the buffer is never bound or used.
