@@ -21,12 +21,14 @@
 mod context;
 mod device_setup;
 pub mod fake_layer_setup;
+mod image_info;
 mod one_time_commands;
 mod profile;
 mod transient_attachment;
 mod validation_messages;
 
 pub use context::{on_custom_device, ContextOptions, HeapBudget, VulkanContext, TEST_DEVICE};
+pub use image_info::rgba8_image_info;
 pub use profile::Profile;
 pub(crate) use profile::{test_each_fake_profile, test_each_profile, test_profiles};
 pub use transient_attachment::{transient_attachment_info, TRANSIENT_FORMAT};

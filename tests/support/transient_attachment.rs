@@ -5,28 +5,17 @@
 
 use ash::vk;
 
+use super::image_info::{rgba8_image_info, IMAGE_FORMAT};
 use super::VulkanContext;
 
 /// The format of [`transient_attachment_info`] images.
-pub const TRANSIENT_FORMAT: vk::Format = vk::Format::R8G8B8A8_UNORM;
+pub const TRANSIENT_FORMAT: vk::Format = IMAGE_FORMAT;
 
 /// A 2D RGBA8 optimal-tiling colour attachment of `width` × `height` that
 /// lives only within render passes (`COLOR_ATTACHMENT | TRANSIENT_ATTACHMENT`).
 pub fn transient_attachment_info(width: u32, height: u32) -> vk::ImageCreateInfo<'static> {
-    vk::ImageCreateInfo::default()
-        .image_type(vk::ImageType::TYPE_2D)
-        .format(TRANSIENT_FORMAT)
-        .extent(vk::Extent3D {
-            width,
-            height,
-            depth: 1,
-        })
-        .mip_levels(1)
-        .array_layers(1)
-        .samples(vk::SampleCountFlags::TYPE_1)
-        .tiling(vk::ImageTiling::OPTIMAL)
-        .usage(vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::TRANSIENT_ATTACHMENT)
-        .initial_layout(vk::ImageLayout::UNDEFINED)
+    let usage = vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::TRANSIENT_ATTACHMENT;
+    rgba8_image_info(width, height, usage)
 }
 
 impl VulkanContext {

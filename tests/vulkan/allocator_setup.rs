@@ -5,7 +5,7 @@ use ash::vk;
 use vk_suballoc::device::{AshMemoryDevice, DeviceFeatures};
 use vk_suballoc::{Allocator, Config};
 
-use crate::support::VulkanContext;
+use crate::support::{rgba8_image_info, VulkanContext};
 
 /// An allocator over `context`'s device with everything the harness enables
 /// (buffer device address, the budget extension when present, debug names).
@@ -53,20 +53,8 @@ pub fn buffer_info(size: u64) -> vk::BufferCreateInfo<'static> {
 
 /// A 2D RGBA8 optimal-tiling image that transfers can clear and copy.
 pub fn image_info(width: u32, height: u32) -> vk::ImageCreateInfo<'static> {
-    vk::ImageCreateInfo::default()
-        .image_type(vk::ImageType::TYPE_2D)
-        .format(vk::Format::R8G8B8A8_UNORM)
-        .extent(vk::Extent3D {
-            width,
-            height,
-            depth: 1,
-        })
-        .mip_levels(1)
-        .array_layers(1)
-        .samples(vk::SampleCountFlags::TYPE_1)
-        .tiling(vk::ImageTiling::OPTIMAL)
-        .usage(vk::ImageUsageFlags::TRANSFER_SRC | vk::ImageUsageFlags::TRANSFER_DST)
-        .initial_layout(vk::ImageLayout::UNDEFINED)
+    let usage = vk::ImageUsageFlags::TRANSFER_SRC | vk::ImageUsageFlags::TRANSFER_DST;
+    rgba8_image_info(width, height, usage)
 }
 
 /// The colour subresource of a single-level, single-layer image.

@@ -6,8 +6,8 @@
 use ash::vk;
 
 use crate::support::{
-    on_custom_device, test_each_fake_profile, test_each_profile, transient_attachment_info,
-    ContextOptions, Profile, VulkanContext,
+    on_custom_device, rgba8_image_info, test_each_fake_profile, test_each_profile,
+    transient_attachment_info, ContextOptions, Profile, VulkanContext,
 };
 
 const MIB: u64 = 1024 * 1024;
@@ -229,19 +229,8 @@ fn create_buffer(context: &VulkanContext, size: u64) -> vk::Buffer {
 }
 
 fn image_info() -> vk::ImageCreateInfo<'static> {
-    vk::ImageCreateInfo::default()
-        .image_type(vk::ImageType::TYPE_2D)
-        .format(vk::Format::R8G8B8A8_UNORM)
-        .extent(vk::Extent3D {
-            width: 64,
-            height: 64,
-            depth: 1,
-        })
-        .mip_levels(1)
-        .array_layers(1)
-        .samples(vk::SampleCountFlags::TYPE_1)
-        .tiling(vk::ImageTiling::OPTIMAL)
-        .usage(vk::ImageUsageFlags::TRANSFER_DST | vk::ImageUsageFlags::TRANSFER_SRC)
+    let usage = vk::ImageUsageFlags::TRANSFER_DST | vk::ImageUsageFlags::TRANSFER_SRC;
+    rgba8_image_info(64, 64, usage)
 }
 
 test_each_profile!(
