@@ -142,16 +142,12 @@ impl<S, T> DeferredQueue<S, T> {
     /// starts. Returns `(frames released, items released)`, the current
     /// frame included.
     pub fn release_all(&mut self, mut release: impl FnMut(T)) -> (usize, usize) {
-        let (mut frames, mut items) = (1, self.current.len());
-        while let Some(mut frame) = self.sealed.pop_front() {
-            items += frame.items.len();
-            frame.items.drain(..).for_each(&mut release);
-            self.spare.push(frame.items);
-            frames += 1;
-        }
+        let all_done = |_: &S| Ok::<_, std::convert::Infallible>(true);
+        let Ok((sealed_frames, sealed_items)) = self.collect(all_done, &mut release);
+        let current_items = self.current.len();
         self.current.drain(..).for_each(&mut release);
         self.current_index += 1;
-        (frames, items)
+        (sealed_frames + 1, sealed_items + current_items)
     }
 
     /// Removes every item, sealed or not, for shutdown and drop.
