@@ -13,7 +13,8 @@ pub mod offset;
 pub mod report;
 
 pub use allocator::{
-    Allocation, AllocationDesc, Allocator, DedicatedHint, DedicatedPolicy, Request,
+    Allocation, AllocationDesc, Allocator, DedicatedHint, DedicatedPolicy, DefragmentationLimits,
+    DefragmentationMove, DefragmentationPlan, Movable, Request,
 };
 pub use config::Config;
 pub use device::DedicatedTarget;

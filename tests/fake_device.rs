@@ -17,6 +17,8 @@ mod bad_input;
 mod budget_threads;
 #[path = "fake_device/budgets.rs"]
 mod budgets;
+#[path = "fake_device/defragment.rs"]
+mod defragment;
 #[path = "fake_device/failures.rs"]
 mod failures;
 #[path = "fake_device/frames.rs"]

@@ -12,6 +12,7 @@
 
 mod allocation;
 mod ash_helpers;
+mod defragment;
 mod dump;
 mod frames;
 mod place;
@@ -26,6 +27,7 @@ use gpu_alloc_types::MappedMemoryRange;
 
 pub use crate::device::DedicatedHint;
 pub use allocation::Allocation;
+pub use defragment::{DefragmentationLimits, DefragmentationMove, DefragmentationPlan, Movable};
 use place::{exclusive, lock, Exclusive, Locked, Placer};
 pub use request::{AllocationDesc, DedicatedPolicy, Request};
 

@@ -253,57 +253,7 @@ where
         request: &Request<'_>,
         within_budget: bool,
     ) -> Result<Allocation, Error> {
-        let properties = &self.context.properties;
-        let mut align = request.requirements.alignment;
-        if self.context.is_non_coherent(memory_type) {
-            // Atom-aligned starts keep each allocation's widened flush and
-            // invalidate ranges off its neighbours' bytes (mapping.rs).
-            align = align.max(properties.device.non_coherent_atom_size.max(1));
-        }
-        // bufferImageGranularity (MemoryContext::padded_granularity): optimal
-        // images either take whole pages of blocks they share with linear
-        // resources, or blocks of their own (class 1).
-        let linear = request.kind.is_linear();
-        let padded = self.context.padded_granularity();
-        let class = usize::from(padded.is_none() && !linear);
-        let size = request.requirements.size;
-        let placed_size = match padded {
-            Some(page) if !linear => {
-                align = align.max(page);
-                round_up(size, page)
-            }
-            // Rounded to its own alignment, up to MAX_TAIL_ROUNDING: a tail
-            // sliver smaller than that would only clutter the bins (on
-            // lavapipe, buffers align to 64). A larger alignment's tail stays
-            // free for other requests: a 1 MiB buffer aligned to 64 MiB
-            // takes 1 MiB, not 64.
-            _ => round_up(size, align.min(MAX_TAIL_ROUNDING)),
-        };
-        let dedicated = if self.context.is_lazily_allocated(memory_type) {
-            DedicatedChoice::Require
-        } else {
-            request.dedicated_choice()
-        };
-        // Small buffers take run slots (runs.rs), whose sizes must then be
-        // multiples of their alignment.
-        let run_class = (placed_size <= self.context.config.small_buffer_limit
-            && align <= MAX_TAIL_ROUNDING
-            && request.kind == ResourceKind::Buffer
-            && matches!(dedicated, DedicatedChoice::Auto | DedicatedChoice::Never))
-        .then(|| class_of(placed_size) as u8);
-        let pool_request = PoolRequest {
-            size,
-            placed_size,
-            align,
-            class,
-            kind: request.kind,
-            dedicated,
-            target: request.dedicated_target,
-            name: request.desc.name,
-            within_budget,
-            priority: request.desc.priority,
-            run_class,
-        };
+        let pool_request = pool_request(self.context, memory_type, request, within_budget);
         let context = self.context;
         let placement = self
             .pools
@@ -317,5 +267,68 @@ where
             allocator: self.allocator,
             mapped: placement.mapped,
         })
+    }
+}
+
+/// `request` as memory type `memory_type` sees it: its alignment (with
+/// `nonCoherentAtomSize` on non-coherent memory), granularity class, placed
+/// size, dedicated choice and run class.
+#[inline(always)]
+pub(super) fn pool_request<'r, D>(
+    context: &MemoryContext<D>,
+    memory_type: u32,
+    request: &Request<'r>,
+    within_budget: bool,
+) -> PoolRequest<'r> {
+    let properties = &context.properties;
+    let mut align = request.requirements.alignment;
+    if context.is_non_coherent(memory_type) {
+        // Atom-aligned starts keep each allocation's widened flush and
+        // invalidate ranges off its neighbours' bytes (mapping.rs).
+        align = align.max(properties.device.non_coherent_atom_size.max(1));
+    }
+    // bufferImageGranularity (MemoryContext::padded_granularity): optimal
+    // images either take whole pages of blocks they share with linear
+    // resources, or blocks of their own (class 1).
+    let linear = request.kind.is_linear();
+    let padded = context.padded_granularity();
+    let class = usize::from(padded.is_none() && !linear);
+    let size = request.requirements.size;
+    let placed_size = match padded {
+        Some(page) if !linear => {
+            align = align.max(page);
+            round_up(size, page)
+        }
+        // Rounded to its own alignment, up to MAX_TAIL_ROUNDING: a tail
+        // sliver smaller than that would only clutter the bins (on
+        // lavapipe, buffers align to 64). A larger alignment's tail stays
+        // free for other requests: a 1 MiB buffer aligned to 64 MiB
+        // takes 1 MiB, not 64.
+        _ => round_up(size, align.min(MAX_TAIL_ROUNDING)),
+    };
+    let dedicated = if context.is_lazily_allocated(memory_type) {
+        DedicatedChoice::Require
+    } else {
+        request.dedicated_choice()
+    };
+    // Small buffers take run slots (runs.rs), whose sizes must then be
+    // multiples of their alignment.
+    let run_class = (placed_size <= context.config.small_buffer_limit
+        && align <= MAX_TAIL_ROUNDING
+        && request.kind == ResourceKind::Buffer
+        && matches!(dedicated, DedicatedChoice::Auto | DedicatedChoice::Never))
+    .then(|| class_of(placed_size) as u8);
+    PoolRequest {
+        size,
+        placed_size,
+        align,
+        class,
+        kind: request.kind,
+        dedicated,
+        target: request.dedicated_target,
+        name: request.desc.name,
+        within_budget,
+        priority: request.desc.priority,
+        run_class,
     }
 }

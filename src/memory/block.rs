@@ -31,6 +31,9 @@ pub(crate) struct Block<M> {
     /// The smallest request known not to fit; forgotten by a free that
     /// leaves a free range at least that large.
     pub(crate) miss: Miss,
+    /// Set while a defragmentation plan empties it: it takes no other
+    /// plan's moves until it is empty.
+    pub(crate) retiring: bool,
 }
 
 /// The resource kind of each allocation of a block, by offset-allocator

@@ -94,6 +94,9 @@ pub(crate) struct Run {
     free: u64,
     class: u8,
     slots: u8,
+    /// Set when a defragmentation plan empties the run's block: the run
+    /// hands out no more slots, and a free does not list it again.
+    retired: bool,
     /// Where the run is in its class's list of runs with a free slot;
     /// [`Run::UNLISTED`] while it is full.
     listed_at: u32,
@@ -125,6 +128,11 @@ impl Run {
             let live = self.free & (1 << slot) == 0;
             (slot, live, self.offset + u64::from(slot) * self.slot_size)
         })
+    }
+
+    /// How many of its slots are live.
+    pub(crate) fn live_slots(&self) -> u32 {
+        u32::from(self.slots) - self.free.count_ones()
     }
 
     /// Whether `slot` is live with `generation`.
@@ -180,15 +188,59 @@ impl Runs {
             run.listed_at = Run::UNLISTED;
             self.with_room[class].pop();
         }
+        Some(Self::taken(key, run, slot))
+    }
+
+    /// Takes a free slot of a run of `class` in a block `avoid` does not
+    /// name, if one has room: a search of the class's runs, for
+    /// defragmentation only.
+    pub(crate) fn take_outside(
+        &mut self,
+        class: usize,
+        avoid: impl Fn(SlabKey) -> bool,
+    ) -> Option<TakenSlot> {
+        let key = *self.with_room[class]
+            .iter()
+            .rev()
+            .find(|&&key| self.runs.get(key).is_some_and(|run| !avoid(run.block)))?;
+        let run = self.runs.get_mut(key)?;
+        let slot = run.free.trailing_zeros();
+        run.free &= run.free - 1;
+        if run.free == 0 {
+            self.unlist(key);
+        }
+        Some(Self::taken(key, self.runs.get(key)?, slot))
+    }
+
+    /// The handle and place of free slot `slot` of run `key`, just taken.
+    #[inline(always)]
+    fn taken(key: SlabKey, run: &Run, slot: u32) -> TakenSlot {
         let within = u64::from(slot) * run.slot_size;
-        Some(TakenSlot {
+        TakenSlot {
             run: key,
             slot,
             generation: run.generations[slot as usize],
             memory: run.memory,
             offset: run.offset + within,
             mapped: run.mapped.map(|base| base.add(within)),
-        })
+        }
+    }
+
+    /// Retires every run in `block`: none hands out another slot, so the
+    /// block can empty as their slots are freed.
+    pub(crate) fn retire_in_block(&mut self, block: SlabKey) {
+        let keys: Vec<SlabKey> = self
+            .runs
+            .iter()
+            .filter(|(_, run)| run.block == block && !run.retired)
+            .map(|(key, _)| key)
+            .collect();
+        for key in keys {
+            self.unlist(key);
+            if let Some(run) = self.runs.get_mut(key) {
+                run.retired = true;
+            }
+        }
     }
 
     /// Adds a new run with every slot free; `mapped` is its slot 0's mapping.
@@ -214,6 +266,7 @@ impl Runs {
             class: class as u8,
             slots,
             free: Run::all_free(slots),
+            retired: false,
             listed_at,
             generations: [0; MAX_SLOTS as usize],
         });
@@ -246,7 +299,7 @@ impl Runs {
             self.unlist(key);
             return Ok(self.runs.remove(key));
         }
-        if was_full {
+        if was_full && !run.retired {
             let class = usize::from(run.class);
             run.listed_at = self.with_room[class].len() as u32;
             self.with_room[class].push(key);

@@ -32,6 +32,27 @@ impl<M> TypePool<M> {
         }
     }
 
+    /// The name of the live allocation at `location`, if it has one.
+    pub(crate) fn name_at(&self, location: Location) -> Option<&str> {
+        match location {
+            Location::Dedicated(key) => self.dedicated.get(key)?.name.as_deref(),
+            Location::Block { block, range } => self
+                .blocks
+                .get(block)?
+                .names
+                .get(&range.slot())
+                .map(|name| &**name),
+            Location::Slot {
+                run,
+                slot,
+                generation,
+            } => {
+                self.runs.live(run, slot, generation)?;
+                self.runs.name(run, slot)
+            }
+        }
+    }
+
     /// Whether `location` names a live allocation.
     pub(crate) fn is_live(&self, location: Location) -> bool {
         self.memory_at(location).is_some()

@@ -37,11 +37,13 @@ use crate::offset::{AllocationId, OffsetAllocator, OffsetError};
 use crate::Error;
 
 mod dedicated;
+mod defragment;
 mod inspect;
 mod placement;
 #[cfg(all(test, feature = "fake-device"))]
 mod tests;
 
+pub(crate) use defragment::{MoveBudget, PoolMovable};
 pub(crate) use placement::{DedicatedChoice, Location, Placement, PoolCounters, PoolRequest};
 
 /// Whether a failure to create memory means "not this large": the heap is
@@ -180,9 +182,16 @@ impl<M> TypePool<M> {
     #[cold]
     #[inline(never)]
     fn take_from_new_run(&mut self, request: &PoolRequest<'_>, class: usize) -> Option<TakenSlot> {
+        let run_request = Self::run_request(request, class);
+        let placement = self.allocate_in_blocks(&run_request)?;
+        self.start_run(class, placement)
+    }
+
+    /// The request for the range of a new run of `class`, made for `request`.
+    fn run_request<'r>(request: &PoolRequest<'r>, class: usize) -> PoolRequest<'r> {
         let slot_size = class_size(class);
         let bytes = slot_size * u64::from(slots_per_run(slot_size));
-        let run_request = PoolRequest {
+        PoolRequest {
             size: bytes,
             placed_size: bytes,
             // Every slot then keeps every alignment its class serves (runs.rs).
@@ -195,18 +204,24 @@ impl<M> TypePool<M> {
             within_budget: request.within_budget,
             priority: None,
             run_class: None,
-        };
-        let Some(Placement {
+        }
+    }
+
+    /// Makes the block range `placement` a run of `class` and takes its
+    /// first slot.
+    fn start_run(&mut self, class: usize, placement: Placement) -> Option<TakenSlot> {
+        let Placement {
             location: Location::Block { block, range },
             memory,
             offset,
             mapped,
-        }) = self.allocate_in_blocks(&run_request)
+        } = placement
         else {
             return None;
         };
         self.runs
             .insert(class, block, range, offset, memory, mapped);
+        // The new run is the last of its class's list: take hands out its slot.
         self.runs.take(class)
     }
 
@@ -407,6 +422,7 @@ impl<M> TypePool<M> {
             kinds: SlotKinds::default(),
             serial,
             miss: Miss::NONE,
+            retiring: false,
         });
         self.order[request.class].push(key);
         self.counters.blocks += 1;
@@ -486,6 +502,7 @@ impl<M> TypePool<M> {
             block.names.remove(&range.slot());
         }
         if block.ranges.is_empty() {
+            block.retiring = false;
             self.counters.empty_blocks += 1;
             if self.counters.empty_blocks > 1 {
                 self.release_smaller_empty_block(context, key);

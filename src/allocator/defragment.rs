@@ -1,0 +1,241 @@
+//! Defragmentation: moves that empty whole blocks, planned by the
+//! allocator and carried out by the engine.
+//!
+//! The allocator cannot move a resource: it does not know the buffer or
+//! image bound to an allocation, and it records no commands. So, as in
+//! VMA, the engine says which allocations it can move
+//! ([`Movable`]), the allocator plans where they go
+//! ([`Allocator::plan_defragmentation`]), and the engine creates the new
+//! resources, copies the contents and frees the old allocations, through
+//! the frame queue when the GPU may still read them. The blocks the plan
+//! empties are released as their last allocation is freed.
+
+use ash::vk;
+
+use super::place::{lock, pool_request};
+use super::{Allocation, Allocator, Request};
+use crate::device::MemoryDeviceExt;
+use crate::memory::type_pool::{DedicatedChoice, MoveBudget, PoolMovable};
+use crate::memory::{ResourceKind, Usage};
+use crate::Error;
+
+/// An allocation the engine can move: it can create its resource again
+/// elsewhere and copy the contents over.
+#[derive(Clone, Copy, Debug)]
+pub struct Movable<'a> {
+    /// The allocation now.
+    pub allocation: &'a Allocation,
+    /// The memory requirements of the resource that will take its place:
+    /// those of the current resource when it is created again with the
+    /// same parameters (Vulkan reports equal requirements then).
+    pub requirements: vk::MemoryRequirements,
+    /// What that resource is, for `bufferImageGranularity`.
+    pub kind: ResourceKind,
+}
+
+impl<'a> Movable<'a> {
+    /// `allocation`, whose resource is recreated with `requirements`.
+    pub const fn new(
+        allocation: &'a Allocation,
+        requirements: vk::MemoryRequirements,
+        kind: ResourceKind,
+    ) -> Self {
+        Self {
+            allocation,
+            requirements,
+            kind,
+        }
+    }
+}
+
+/// How much one plan may move. The default is no limit.
+///
+/// A block is emptied entirely or not at all, so a plan stops short of
+/// these limits rather than move part of a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DefragmentationLimits {
+    /// The most allocations moved (VMA's `maxAllocationsPerPass`).
+    pub max_moves: usize,
+    /// The most bytes copied, counted as the moved allocations' sizes
+    /// (VMA's `maxBytesPerPass`).
+    pub max_bytes: u64,
+}
+
+impl Default for DefragmentationLimits {
+    fn default() -> Self {
+        Self {
+            max_moves: usize::MAX,
+            max_bytes: u64::MAX,
+        }
+    }
+}
+
+impl DefragmentationLimits {
+    /// At most `moves` allocations moved.
+    #[must_use]
+    pub const fn max_moves(mut self, moves: usize) -> Self {
+        self.max_moves = moves;
+        self
+    }
+
+    /// At most `bytes` bytes copied.
+    #[must_use]
+    pub const fn max_bytes(mut self, bytes: u64) -> Self {
+        self.max_bytes = bytes;
+        self
+    }
+}
+
+/// One planned move: the movable's new allocation.
+#[derive(Debug)]
+#[must_use = "a planned move holds its new allocation, which must be used or freed"]
+pub struct DefragmentationMove {
+    /// Index of the movable in the slice given to
+    /// [`plan_defragmentation`](Allocator::plan_defragmentation).
+    pub movable: usize,
+    /// Where it goes: same memory type, another block. A live allocation
+    /// like any other; its name is the moved allocation's.
+    pub destination: Allocation,
+}
+
+/// What [`plan_defragmentation`](Allocator::plan_defragmentation) planned.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+#[must_use = "the planned moves hold new allocations, which must be used or freed"]
+pub struct DefragmentationPlan {
+    /// The moves, by movable index. Empty when no block can be emptied.
+    pub moves: Vec<DefragmentationMove>,
+    /// Blocks that empty once every moved allocation is freed.
+    pub blocks: usize,
+    /// Their bytes. One empty block per memory type is kept for reuse
+    /// until [`trim`](Allocator::trim), as after any free.
+    pub bytes: u64,
+}
+
+impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
+    /// Plans moves of `movables` that empty whole blocks, as VMA's
+    /// defragmentation does, and makes their new allocations.
+    ///
+    /// A block is emptied when every allocation in it is among `movables`;
+    /// the least used go first. Their allocations move, in the same memory
+    /// type, to blocks that hold other allocations already, within `limits`:
+    /// the plan makes no memory object, so it needs no budget and cannot run
+    /// out of memory. Dedicated allocations never move (they have memory of
+    /// their own), nor do movables whose `requirements` exclude their memory
+    /// type; an allocation listed twice moves once.
+    ///
+    /// For each move the engine:
+    /// 1. creates the resource again and binds it to `destination`;
+    /// 2. copies the contents: `vkCmdCopyBuffer`/`vkCmdCopyImage` on the GPU,
+    ///    or a `memcpy` of the mapped bytes for host-visible memory the GPU
+    ///    is not using;
+    /// 3. frees the old allocation and destroys the old resource once the
+    ///    GPU is done with them: [`destroy_buffer_after_frame`](Self::destroy_buffer_after_frame)
+    ///    and [`end_frame`](Self::end_frame) with the copy's fence, or
+    ///    [`free`](Self::free) after waiting for it;
+    /// 4. uses the new resource and allocation from then on.
+    ///
+    /// An engine that cannot carry out a move frees its `destination`
+    /// instead; its source block then does not empty.
+    ///
+    /// Until they empty, the blocks being emptied take no other plan's
+    /// moves, give out no more slots for small buffers, and come last when
+    /// new requests look for room: a request lands there only when no other
+    /// block can take it. Requests made while the moves are in flight may
+    /// take the room the plan expected to fill; a later plan moves the rest.
+    ///
+    /// # Errors
+    /// Checked for every movable before anything changes:
+    /// [`Error::ForeignAllocation`] for another allocator's allocation,
+    /// [`Error::StaleAllocation`] for one not live,
+    /// [`Error::ZeroSize`] and [`Error::AlignmentNotPowerOfTwo`] for bad
+    /// `requirements`.
+    pub fn plan_defragmentation(
+        &self,
+        movables: &[Movable<'_>],
+        limits: &DefragmentationLimits,
+    ) -> Result<DefragmentationPlan, Error> {
+        for movable in movables {
+            self.check_owner(movable.allocation)?;
+            let requirements = &movable.requirements;
+            if requirements.size == 0 {
+                return Err(Error::ZeroSize);
+            }
+            if !requirements.alignment.is_power_of_two() {
+                return Err(Error::AlignmentNotPowerOfTwo(requirements.alignment));
+            }
+            let allocation = movable.allocation;
+            let pool = self.pools.get(allocation.memory_type as usize);
+            if !pool.is_some_and(|pool| lock(pool).is_live(allocation.location)) {
+                return Err(Error::StaleAllocation);
+            }
+        }
+        let mut budget = MoveBudget {
+            moves: limits.max_moves,
+            bytes: limits.max_bytes,
+        };
+        let mut plan = DefragmentationPlan::default();
+        for (memory_type, pool) in (0u32..).zip(self.pools.iter()) {
+            let in_type: Vec<usize> = (0..movables.len())
+                .filter(|&index| {
+                    let movable = &movables[index];
+                    movable.allocation.memory_type == memory_type
+                        && !movable.allocation.is_dedicated()
+                        && movable.requirements.memory_type_bits & (1 << memory_type) != 0
+                })
+                .collect();
+            if in_type.is_empty() {
+                continue;
+            }
+            let mut pool = lock(pool);
+            // Each destination takes its source's name, copied out first:
+            // planning changes the pool that holds it.
+            let names: Vec<Option<Box<str>>> = in_type
+                .iter()
+                .map(|&index| {
+                    pool.name_at(movables[index].allocation.location)
+                        .map(Into::into)
+                })
+                .collect();
+            let pool_movables: Vec<PoolMovable<'_>> = in_type
+                .iter()
+                .zip(&names)
+                .map(|(&index, name)| {
+                    let movable = &movables[index];
+                    let mut request =
+                        Request::new(movable.requirements, Usage::DEVICE_LOCAL, movable.kind);
+                    request.desc.name = name.as_deref();
+                    let mut request = pool_request(&self.context, memory_type, &request, false);
+                    request.dedicated = DedicatedChoice::Never;
+                    PoolMovable {
+                        index,
+                        location: movable.allocation.location,
+                        size: movable.allocation.size,
+                        request,
+                    }
+                })
+                .collect();
+            let pool_plan = pool.plan_defragmentation(&self.context, &pool_movables, &mut budget);
+            drop(pool);
+            plan.blocks += pool_plan.blocks;
+            plan.bytes += pool_plan.bytes;
+            plan.moves
+                .extend(pool_plan.moves.into_iter().map(|(index, placement)| {
+                    DefragmentationMove {
+                        movable: index,
+                        destination: Allocation {
+                            memory: placement.memory,
+                            offset: placement.offset,
+                            size: movables[index].requirements.size,
+                            memory_type,
+                            location: placement.location,
+                            allocator: self.id,
+                            mapped: placement.mapped,
+                        },
+                    }
+                }));
+        }
+        plan.moves.sort_unstable_by_key(|planned| planned.movable);
+        Ok(plan)
+    }
+}

@@ -1,0 +1,683 @@
+//! Defragmentation: plans that empty whole blocks, carried out as an engine
+//! would (new allocation in use, old one freed), checked against the blocks
+//! the allocator reports.
+
+use std::collections::HashMap;
+
+use ash::vk;
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{
+    Allocation, Config, DefragmentationLimits, DefragmentationPlan, Error, Movable, Request,
+    ResourceKind, Usage,
+};
+
+use super::seeded_rng::Rng;
+use super::{allocator, allocator_with, buffer, finish, free, requirements, without_runs};
+use super::{FakeAllocator, FakeDevice};
+
+const MIB: u64 = 1 << 20;
+
+/// Every allocation of `live` as a movable buffer of its own size,
+/// aligned to 256.
+fn movables(live: &[Allocation]) -> Vec<Movable<'_>> {
+    live.iter()
+        .map(|a| Movable::new(a, requirements(a.size(), 256), ResourceKind::Buffer))
+        .collect()
+}
+
+/// Carries `plan` out over `live`: each moved allocation is replaced by its
+/// destination and freed, as an engine does once its copy finished.
+/// Returns the memory objects the moves left.
+fn carry_out(
+    allocator: &FakeAllocator,
+    live: &mut [Allocation],
+    plan: DefragmentationPlan,
+) -> Vec<vk::DeviceMemory> {
+    let mut sources = Vec::new();
+    for planned in plan.moves.into_iter().rev() {
+        let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+        sources.push(old.memory());
+        free(allocator, old);
+    }
+    sources
+}
+
+/// No two live allocations of one memory object overlap.
+fn assert_disjoint<'a>(live: impl IntoIterator<Item = &'a Allocation>, context: &str) {
+    let mut by_memory: HashMap<vk::DeviceMemory, Vec<(u64, u64)>> = HashMap::new();
+    for a in live {
+        by_memory
+            .entry(a.memory())
+            .or_default()
+            .push((a.offset(), a.offset() + a.size()));
+    }
+    for ranges in by_memory.values_mut() {
+        ranges.sort_unstable();
+        for pair in ranges.windows(2) {
+            assert!(pair[0].1 <= pair[1].0, "{context}: {pair:?} overlap");
+        }
+    }
+}
+
+/// The device-local type's block figures: (blocks, bytes, empty blocks).
+fn blocks(allocator: &FakeAllocator, memory_type: u32) -> (u64, u64, u64) {
+    let stats = allocator.stats().memory_types[memory_type as usize];
+    (stats.blocks, stats.block_bytes, stats.empty_blocks)
+}
+
+/// 64 buffers of 1 MiB fill the first block (32 MiB) and half the second
+/// (64 MiB). With holes punched in the first and most of the second freed,
+/// the plan moves the second's 8 buffers into the first's holes, and the
+/// second block empties once the engine frees them.
+#[test]
+fn a_plan_empties_the_least_used_block() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let all: Vec<Allocation> = (0..64)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    let memory_type = all[0].memory_type();
+    let first = all[0].memory();
+    let second = all[32].memory();
+    assert!(all[..32].iter().all(|a| a.memory() == first));
+    assert!(all[32..].iter().all(|a| a.memory() == second));
+    assert_eq!(blocks(&allocator, memory_type), (2, 96 * MIB, 0));
+    // Every other buffer of the first block, and 24 of the second's 32.
+    let mut live = Vec::new();
+    for (i, a) in all.into_iter().enumerate() {
+        if (i < 32 && i % 2 == 0) || i >= 56 {
+            live.push(a);
+        } else {
+            free(&allocator, a);
+        }
+    }
+    let allocations = allocator.stats().allocations();
+
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
+        .unwrap();
+    assert_eq!((plan.blocks, plan.bytes), (1, 64 * MIB));
+    let moved: Vec<usize> = plan.moves.iter().map(|m| m.movable).collect();
+    assert_eq!(
+        moved,
+        (16..24).collect::<Vec<usize>>(),
+        "the second block's 8"
+    );
+    for planned in &plan.moves {
+        let destination = &planned.destination;
+        assert_eq!(destination.memory(), first);
+        assert_eq!(destination.memory_type(), memory_type);
+        assert_eq!(destination.size(), MIB);
+        assert_eq!(destination.offset() % 256, 0);
+    }
+    // The destinations are live allocations beside the sources.
+    assert_eq!(allocator.stats().allocations(), allocations + 8);
+
+    let sources = carry_out(&allocator, &mut live, plan);
+    assert!(sources.iter().all(|&m| m == second));
+    assert!(live.iter().all(|a| a.memory() == first));
+    assert_disjoint(&live, "after the moves");
+    // The emptied block is the one kept empty, until trim.
+    assert_eq!(blocks(&allocator, memory_type), (2, 96 * MIB, 1));
+    assert_eq!(allocator.trim(), 64 * MIB);
+    assert_eq!(blocks(&allocator, memory_type), (1, 32 * MIB, 0));
+    // Nothing left to do: the one block cannot be emptied into another.
+    let again = allocator
+        .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
+        .unwrap();
+    assert!(again.moves.is_empty());
+    assert_eq!((again.blocks, again.bytes), (0, 0));
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+/// Two blocks of 1 MiB buffers with holes, as in
+/// [`a_plan_empties_the_least_used_block`]: the live ones, the first
+/// block's 16 and then the second's 8.
+fn two_fragmented_blocks(allocator: &FakeAllocator) -> Vec<Allocation> {
+    let all: Vec<Allocation> = (0..64)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    let mut live = Vec::new();
+    for (i, a) in all.into_iter().enumerate() {
+        if (i < 32 && i % 2 == 0) || i >= 56 {
+            live.push(a);
+        } else {
+            free(allocator, a);
+        }
+    }
+    live
+}
+
+/// A block is emptied whole or not at all: limits below its 8 moves or
+/// 8 MiB plan nothing, and change nothing.
+#[test]
+fn limits_stop_a_plan_short_of_a_block() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let mut live = two_fragmented_blocks(&allocator);
+    let before = allocator.stats();
+    for limits in [
+        DefragmentationLimits::default().max_moves(7),
+        DefragmentationLimits::default().max_bytes(8 * MIB - 1),
+        DefragmentationLimits::default().max_moves(0),
+    ] {
+        let plan = allocator
+            .plan_defragmentation(&movables(&live), &limits)
+            .unwrap();
+        assert!(plan.moves.is_empty(), "{limits:?}");
+        assert_eq!(allocator.stats(), before, "{limits:?}");
+    }
+    let limits = DefragmentationLimits::default()
+        .max_moves(8)
+        .max_bytes(8 * MIB);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &limits)
+        .unwrap();
+    assert_eq!((plan.moves.len(), plan.blocks), (8, 1));
+    carry_out(&allocator, &mut live, plan);
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+/// A block holding anything not movable stays: here the second block's
+/// last buffer is left out, then a dedicated allocation, which never moves,
+/// is the only thing listed.
+#[test]
+fn only_blocks_whose_every_allocation_moves_are_emptied() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let live = two_fragmented_blocks(&allocator);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live[16..23]), &DefragmentationLimits::default())
+        .unwrap();
+    assert!(plan.moves.is_empty());
+
+    let dedicated = allocator
+        .allocate(
+            &buffer(MIB, 256, Usage::DEVICE_LOCAL).dedicated(vk_suballoc::DedicatedPolicy::Always),
+        )
+        .unwrap();
+    assert!(dedicated.is_dedicated());
+    let plan = allocator
+        .plan_defragmentation(
+            &movables(std::slice::from_ref(&dedicated)),
+            &DefragmentationLimits::default(),
+        )
+        .unwrap();
+    assert!(plan.moves.is_empty());
+    for a in live.into_iter().chain([dedicated]) {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+/// A block whose allocations do not all fit in the other blocks stays, and
+/// the placements tried for it are undone: here the second block's 2 MiB
+/// buffers find only 1 MiB holes once the first has fitted.
+#[test]
+fn a_block_that_does_not_fit_elsewhere_stays() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let mut live = two_fragmented_blocks(&allocator);
+    let large: Vec<Allocation> = (0..2)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(2 * MIB, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    let second = live[16].memory();
+    assert!(large.iter().all(|a| a.memory() == second));
+    // One 3 MiB hole in the first block, the rest 1 MiB: the first large
+    // buffer fits, the second does not.
+    free(&allocator, live.remove(1));
+    live.extend(large);
+    let before = allocator.stats();
+    let plan = allocator
+        .plan_defragmentation(&movables(&live[15..]), &DefragmentationLimits::default())
+        .unwrap();
+    assert!(plan.moves.is_empty());
+    assert_eq!(allocator.stats(), before, "the tried placements are undone");
+    // What the first block's holes can take, the next plan still finds.
+    let plan = allocator
+        .plan_defragmentation(&movables(&live[..15]), &DefragmentationLimits::default())
+        .unwrap();
+    assert_eq!(plan.blocks, 1);
+    carry_out(&allocator, &mut live, plan);
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+/// Listed twice, an allocation moves once; requirements that exclude its
+/// memory type keep it (and so its block) where it is.
+#[test]
+fn duplicates_move_once_and_excluded_types_stay() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let mut live = two_fragmented_blocks(&allocator);
+    let memory_type = live[0].memory_type();
+    let mut listed = movables(&live);
+    listed.extend(movables(&live[16..]));
+    let excluded = Movable {
+        requirements: vk::MemoryRequirements {
+            memory_type_bits: !(1 << memory_type),
+            ..listed[16].requirements
+        },
+        ..listed[16]
+    };
+    let plan = allocator
+        .plan_defragmentation(
+            &[&[excluded], &listed[17..24]].concat(),
+            &DefragmentationLimits::default(),
+        )
+        .unwrap();
+    assert!(plan.moves.is_empty(), "one of the second block's stays");
+
+    let plan = allocator
+        .plan_defragmentation(&listed, &DefragmentationLimits::default())
+        .unwrap();
+    let moved: Vec<usize> = plan.moves.iter().map(|m| m.movable).collect();
+    assert_eq!(moved, (16..24).collect::<Vec<usize>>());
+    drop(listed);
+    carry_out(&allocator, &mut live, plan);
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+/// Bad movables are refused before anything changes: another allocator's
+/// allocation, a zero size, an alignment not a power of two.
+#[test]
+fn bad_movables_are_refused_and_change_nothing() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let (other, other_device) = super::allocator(FakeLayout::discrete());
+    let live = two_fragmented_blocks(&allocator);
+    let foreign = other
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let before = allocator.stats();
+    let good = movables(&live);
+    let bad = |movable: Movable<'_>| {
+        let list = [&good[..], &[movable]].concat();
+        allocator
+            .plan_defragmentation(&list, &DefragmentationLimits::default())
+            .unwrap_err()
+    };
+    assert_eq!(
+        bad(Movable::new(
+            &foreign,
+            requirements(MIB, 256),
+            ResourceKind::Buffer
+        )),
+        Error::ForeignAllocation
+    );
+    assert_eq!(
+        bad(Movable::new(
+            &live[0],
+            requirements(0, 256),
+            ResourceKind::Buffer
+        )),
+        Error::ZeroSize
+    );
+    assert_eq!(
+        bad(Movable::new(
+            &live[0],
+            requirements(MIB, 3),
+            ResourceKind::Buffer
+        )),
+        Error::AlignmentNotPowerOfTwo(3)
+    );
+    assert_eq!(allocator.stats(), before);
+    drop(good);
+    for a in live {
+        free(&allocator, a);
+    }
+    free(&other, foreign);
+    finish(allocator, &device);
+    finish(other, &other_device);
+}
+
+/// Small buffers in runs move too, into runs of the blocks that stay; the
+/// emptied block's runs hand out no more slots, and new requests go to the
+/// other blocks while those have room.
+#[test]
+fn blocks_being_emptied_take_no_new_requests_while_others_have_room() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let mut live = two_fragmented_blocks(&allocator);
+    // A run goes to the first block with room: fill the first block's
+    // holes, so that the small buffers' run is carved from the second.
+    let fillers: Vec<Allocation> = (0..16)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    let first = live[0].memory();
+    let second = live[16].memory();
+    assert!(fillers.iter().all(|a| a.memory() == first));
+    let small: Vec<Allocation> = (0..10)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    assert!(small.iter().all(|a| a.memory() == second));
+    // Holes in the first block again.
+    for a in fillers {
+        free(&allocator, a);
+    }
+    live.extend(small);
+    let listed: Vec<Movable<'_>> = live
+        .iter()
+        .map(|a| {
+            let alignment = if a.size() == 100 { 16 } else { 256 };
+            Movable::new(a, requirements(a.size(), alignment), ResourceKind::Buffer)
+        })
+        .collect();
+    let plan = allocator
+        .plan_defragmentation(&listed, &DefragmentationLimits::default())
+        .unwrap();
+    assert_eq!((plan.moves.len(), plan.blocks), (18, 1));
+    assert!(plan
+        .moves
+        .iter()
+        .all(|m| m.destination.memory() == first && m.destination.offset() % 16 == 0));
+    drop(listed);
+
+    // While the moves are in flight, small buffers fill the new run in the
+    // first block (64 slots, 10 of them the destinations), then a second
+    // one there, rather than take the second block's free slots; a 1 MiB
+    // buffer takes a hole of the first block.
+    let new_small: Vec<Allocation> = (0..55)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    assert!(new_small.iter().all(|a| a.memory() == first));
+    let new_large = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(new_large.memory(), first);
+
+    carry_out(&allocator, &mut live, plan);
+    assert_disjoint(&live, "after the moves");
+    let memory_type = live[0].memory_type();
+    assert_eq!(blocks(&allocator, memory_type).2, 1, "the second emptied");
+    for a in live.into_iter().chain(new_small).chain([new_large]) {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+/// A retired run that was full stays closed when the engine frees its
+/// first slot: a free relists only runs still open.
+#[test]
+fn a_full_retired_run_stays_closed_after_a_free() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let seed = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let another = allocator
+        .allocate(
+            &buffer(MIB, 256, Usage::DEVICE_LOCAL).dedicated(vk_suballoc::DedicatedPolicy::Never),
+        )
+        .unwrap();
+    let block = seed.memory();
+    // A full run of 64 small buffers in the block.
+    let small: Vec<Allocation> = (0..64)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    assert!(small.iter().all(|a| a.memory() == block));
+    // A second block holding one big buffer, with room for the moves.
+    let big = allocator
+        .allocate(
+            &buffer(31 * MIB, 256, Usage::DEVICE_LOCAL)
+                .dedicated(vk_suballoc::DedicatedPolicy::Never),
+        )
+        .unwrap();
+    let other = big.memory();
+    assert_ne!(other, block);
+    let mut live: Vec<Allocation> = small.into_iter().chain([seed, another]).collect();
+    let listed: Vec<Movable<'_>> = live
+        .iter()
+        .map(|a| {
+            let alignment = if a.size() == 100 { 16 } else { 256 };
+            Movable::new(a, requirements(a.size(), alignment), ResourceKind::Buffer)
+        })
+        .collect();
+    let plan = allocator
+        .plan_defragmentation(&listed, &DefragmentationLimits::default())
+        .unwrap();
+    drop(listed);
+    assert_eq!((plan.moves.len(), plan.blocks), (66, 1));
+    assert!(plan.moves.iter().all(|m| m.destination.memory() == other));
+    let mut moves = plan.moves.into_iter();
+    let first = moves.next().unwrap();
+    let old = std::mem::replace(&mut live[first.movable], first.destination);
+    free(&allocator, old);
+    // The destinations' run in the other block is full too: a new small
+    // buffer gets a new run there, not the freed slot of the retired run.
+    let new_small = allocator
+        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(new_small.memory(), other);
+    for planned in moves {
+        let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+        free(&allocator, old);
+    }
+    for a in live.into_iter().chain([big, new_small]) {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+/// An engine that drops a move frees its destination: the source block then
+/// does not empty. Until it does, it comes last when requests look for
+/// room: here it is the older block, which first fit would try first.
+#[test]
+fn a_move_given_up_frees_its_destination() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let all: Vec<Allocation> = (0..64)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    let memory_type = all[0].memory_type();
+    let (first, second) = (all[0].memory(), all[32].memory());
+    // 8 left in the first block, 24 in the second: the first is emptied
+    // into the second's 8 holes.
+    let mut live = Vec::new();
+    for (i, a) in all.into_iter().enumerate() {
+        if (i < 32 && i % 4 == 0) || i >= 40 {
+            live.push(a);
+        } else {
+            free(&allocator, a);
+        }
+    }
+    let mut plan = allocator
+        .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
+        .unwrap();
+    assert_eq!((plan.moves.len(), plan.blocks), (8, 1));
+    assert!(plan.moves.iter().all(|m| m.destination.memory() == second));
+    let given_up = plan.moves.pop().unwrap();
+    free(&allocator, given_up.destination);
+    carry_out(&allocator, &mut live, plan);
+    assert_eq!(blocks(&allocator, memory_type), (2, 96 * MIB, 0));
+    // New buffers fill the second block's 33 MiB of room (the given-up
+    // move's hole and its never-used end) before the retiring first block,
+    // the older one, takes the 34th.
+    let fillers: Vec<Allocation> = (0..34)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    assert!(fillers[..33].iter().all(|a| a.memory() == second));
+    assert_eq!(fillers[33].memory(), first);
+    assert_eq!(blocks(&allocator, memory_type).0, 2, "no third block");
+    for a in live.into_iter().chain(fillers) {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+/// Random allocations of buffers and optimal images (granularity 1024 on
+/// the discrete profile), random frees, then plans over a random subset
+/// carried out: every destination is in the source's memory type, aligned,
+/// outside every emptied block; no two live allocations overlap; and once
+/// the sources are freed, `trim` gives back exactly the bytes the plan said.
+#[test]
+fn random_plans_keep_allocations_apart_and_release_what_they_say() {
+    let mut rng = Rng::from_env("random_plans_keep_allocations_apart_and_release_what_they_say");
+    for layout in [
+        FakeLayout::discrete(),
+        FakeLayout::mobile(),
+        FakeLayout::integrated(),
+    ] {
+        let config = Config {
+            large_heap_block_size: 16 * MIB,
+            ..Config::default()
+        };
+        let (allocator, device) = allocator_with(layout, config);
+        random_plans(&allocator, &device, &mut rng);
+        finish(allocator, &device);
+    }
+}
+
+struct Live {
+    allocation: Allocation,
+    requirements: vk::MemoryRequirements,
+    kind: ResourceKind,
+}
+
+fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) {
+    let name = device.layout().name;
+    let mut live: Vec<Live> = Vec::new();
+    for round in 0..20 {
+        let context = format!("{name} round {round}");
+        for _ in 0..rng.below(300) {
+            let kind = match rng.below(4) {
+                0 => ResourceKind::OptimalImage,
+                1 => ResourceKind::LinearImage,
+                _ => ResourceKind::Buffer,
+            };
+            let size = match rng.below(3) {
+                0 => 16 + rng.below(4096),
+                1 => 4096 + rng.below(256 << 10),
+                _ => (64 << 10) + rng.below(2 * MIB),
+            };
+            let requirements = requirements(size, 1 << rng.below(13));
+            let usage =
+                [Usage::DEVICE_LOCAL, Usage::UPLOAD, Usage::READBACK][rng.below(3) as usize];
+            let allocation = allocator
+                .allocate(&Request::new(requirements, usage, kind))
+                .unwrap();
+            live.push(Live {
+                allocation,
+                requirements,
+                kind,
+            });
+        }
+        for _ in 0..rng.below(live.len() as u64 + 1) {
+            let gone = live.swap_remove(rng.below(live.len() as u64) as usize);
+            free(allocator, gone.allocation);
+        }
+        allocator.trim();
+        let reserved = allocator.stats().reserved_bytes();
+        let movable: Vec<usize> = (0..live.len()).filter(|_| rng.below(8) != 0).collect();
+        let listed: Vec<Movable<'_>> = movable
+            .iter()
+            .map(|&i| Movable::new(&live[i].allocation, live[i].requirements, live[i].kind))
+            .collect();
+        let limits = match rng.below(3) {
+            0 => DefragmentationLimits::default().max_moves(rng.below(40) as usize),
+            1 => DefragmentationLimits::default().max_bytes(rng.below(16 * MIB)),
+            _ => DefragmentationLimits::default(),
+        };
+        let plan = allocator.plan_defragmentation(&listed, &limits).unwrap();
+        assert!(plan.moves.len() <= limits.max_moves, "{context}");
+        let moved_bytes: u64 = plan
+            .moves
+            .iter()
+            .map(|m| listed[m.movable].allocation.size())
+            .sum();
+        assert!(moved_bytes <= limits.max_bytes, "{context}");
+        drop(listed);
+        let sources: Vec<vk::DeviceMemory> = plan
+            .moves
+            .iter()
+            .map(|m| live[movable[m.movable]].allocation.memory())
+            .collect();
+        let (blocks_emptied, bytes_emptied) = (plan.blocks, plan.bytes);
+        for planned in plan.moves.into_iter().rev() {
+            let slot = &mut live[movable[planned.movable]];
+            let destination = &planned.destination;
+            assert_eq!(
+                destination.memory_type(),
+                slot.allocation.memory_type(),
+                "{context}"
+            );
+            assert_eq!(destination.size(), slot.requirements.size, "{context}");
+            assert_eq!(
+                destination.offset() % slot.requirements.alignment,
+                0,
+                "{context}"
+            );
+            assert!(!destination.is_dedicated(), "{context}");
+            assert!(
+                !sources.contains(&destination.memory()),
+                "{context}: into an emptied block"
+            );
+            let old = std::mem::replace(&mut slot.allocation, planned.destination);
+            free(allocator, old);
+        }
+        assert_disjoint(live.iter().map(|l| &l.allocation), &context);
+        assert!(
+            live.iter()
+                .all(|l| !sources.contains(&l.allocation.memory())),
+            "{context}"
+        );
+        let mut emptied = sources.clone();
+        emptied.sort_unstable();
+        emptied.dedup();
+        assert_eq!(emptied.len(), blocks_emptied, "{context}");
+        // Each emptied block was released when a second one emptied, or
+        // is the one kept, which trim releases.
+        allocator.trim();
+        assert_eq!(
+            allocator.stats().reserved_bytes(),
+            reserved - bytes_emptied,
+            "{context}"
+        );
+        assert_eq!(
+            allocator.stats().allocations(),
+            live.len() as u64,
+            "{context}"
+        );
+    }
+    for l in live {
+        free(allocator, l.allocation);
+    }
+}
