@@ -9,6 +9,12 @@
 //! resources, copies the contents and frees the old allocations, through
 //! the frame queue when the GPU may still read them. The blocks the plan
 //! empties are released as their last allocation is freed.
+//!
+//! Plans empty whole blocks, as VMA's `FAST` algorithm does. They do not
+//! compact allocations inside a block (VMA's `BALANCED` and `FULL` also
+//! do). That would free no memory, only join free ranges; the offset
+//! allocator already merges neighbours on free, and blocks fill oldest
+//! first.
 
 use ash::vk;
 

@@ -212,10 +212,7 @@ impl<M> TypePool<M> {
             .collect();
         if let Some(class) = request.run_class {
             let class = usize::from(class);
-            if let Some(taken) = self
-                .runs
-                .take_outside(class, |key| !usable_keys.contains(&key))
-            {
+            if let Some(taken) = self.runs.take_outside(class, |key| !usable(key)) {
                 return Some(self.hand_out_slot(taken, request));
             }
             let run_request = Self::run_request(request, class);
