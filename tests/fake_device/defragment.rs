@@ -561,7 +561,11 @@ fn random_plans_keep_allocations_apart_and_release_what_they_say() {
             ..Config::default()
         };
         let (allocator, device) = allocator_with(layout, config);
-        random_plans(&allocator, &device, &mut rng);
+        let (moves, blocks) = random_plans(&allocator, &device, &mut rng);
+        println!(
+            "{}: {moves} moves emptied {blocks} blocks",
+            device.layout().name
+        );
         finish(allocator, &device);
     }
 }
@@ -572,9 +576,11 @@ struct Live {
     kind: ResourceKind,
 }
 
-fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) {
+/// Returns the moves and emptied blocks of all its plans.
+fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) -> (usize, usize) {
     let name = device.layout().name;
     let mut live: Vec<Live> = Vec::new();
+    let (mut total_moves, mut total_blocks) = (0, 0);
     for round in 0..20 {
         let context = format!("{name} round {round}");
         for _ in 0..rng.below(300) {
@@ -631,6 +637,8 @@ fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) {
             .map(|m| live[movable[m.movable]].allocation.memory())
             .collect();
         let (blocks_emptied, bytes_emptied) = (plan.blocks, plan.bytes);
+        total_moves += plan.moves.len();
+        total_blocks += plan.blocks;
         for planned in plan.moves.into_iter().rev() {
             let slot = &mut live[movable[planned.movable]];
             let destination = &planned.destination;
@@ -680,4 +688,5 @@ fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) {
     for l in live {
         free(allocator, l.allocation);
     }
+    (total_moves, total_blocks)
 }
