@@ -136,6 +136,47 @@ fn a_plan_empties_the_least_used_block() {
     finish(allocator, &device);
 }
 
+/// Blocks are emptied in order of the fraction in use, not of bytes in use:
+/// with room for one block's moves, the 64 MiB block with 6 MiB in use
+/// (9 %) goes before the 32 MiB one with 4 MiB (12 %), releasing twice the
+/// memory.
+#[test]
+fn the_emptiest_block_goes_first() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    // Blocks of 32, 64 and 128 MiB; the last half full.
+    let all: Vec<Allocation> = (0..160)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    let first = all[0].memory();
+    let mut live = Vec::new();
+    let mut stays = Vec::new();
+    for (i, a) in all.into_iter().enumerate() {
+        match i {
+            0..4 | 32..38 => live.push(a),
+            96.. => stays.push(a),
+            _ => free(&allocator, a),
+        }
+    }
+    let limits = DefragmentationLimits::default().max_bytes(6 * MIB);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &limits)
+        .unwrap();
+    assert_eq!((plan.blocks, plan.bytes), (1, 64 * MIB));
+    let moved: Vec<usize> = plan.moves.iter().map(|m| m.movable).collect();
+    assert_eq!(moved, (4..10).collect::<Vec<usize>>());
+    // Into the oldest block with room, which stays.
+    assert!(plan.moves.iter().all(|m| m.destination.memory() == first));
+    carry_out(&allocator, &mut live, plan);
+    for a in live.into_iter().chain(stays) {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
 /// Two blocks of 1 MiB buffers with holes, as in
 /// [`a_plan_empties_the_least_used_block`]: the live ones, the first
 /// block's 16 and then the second's 8.

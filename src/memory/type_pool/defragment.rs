@@ -3,7 +3,8 @@
 //!
 //! A block can be emptied when every live allocation in it is movable (the
 //! engine can recreate its resource elsewhere and copy the contents). Such
-//! blocks are tried least used first. Each one's allocations are placed,
+//! blocks are tried emptiest first (the smallest fraction in use: the most
+//! bytes released per byte copied). Each one's allocations are placed,
 //! largest first, in the other blocks of their granularity class that hold
 //! something already: never in a new block, an empty one (moving into it
 //! would only swap one block for another), one this plan empties, or one an
@@ -69,23 +70,29 @@ impl<M> TypePool<M> {
         budget: &mut MoveBudget,
     ) -> PoolPlan {
         let by_block = self.movables_by_block(movables);
-        let mut sources: Vec<(u64, SlabKey)> = self
+        // (used bytes, block size, key) of each block that can be emptied.
+        let mut sources: Vec<(u64, u64, SlabKey)> = self
             .live_allocations_by_block(&by_block)
             .into_iter()
             .filter(|(key, live)| by_block.get(key).map(Vec::len) == Some(*live as usize))
             .filter_map(|(key, _)| {
                 let block = self.blocks.get(key)?;
-                Some((block.size - block.ranges.free_bytes(), key))
+                Some((block.size - block.ranges.free_bytes(), block.size, key))
             })
             .collect();
-        // Least used first; the slab index breaks ties, so that a plan does
-        // not depend on a hash map's order.
-        sources.sort_unstable_by_key(|&(used, key)| (used, key.index));
+        // The emptiest first, by the fraction of the block in use: the most
+        // bytes released per byte copied. The slab index breaks ties, so
+        // that a plan does not depend on a hash map's order.
+        sources.sort_unstable_by(|&(used_a, size_a, a), &(used_b, size_b, b)| {
+            let fraction_a = u128::from(used_a) * u128::from(size_b);
+            let fraction_b = u128::from(used_b) * u128::from(size_a);
+            fraction_a.cmp(&fraction_b).then(a.index.cmp(&b.index))
+        });
 
         let mut plan = PoolPlan::default();
         let mut emptied: Vec<SlabKey> = Vec::new();
         let mut received: HashSet<SlabKey> = HashSet::new();
-        for (_, source) in sources {
+        for (_, _, source) in sources {
             // A block that took moves holds allocations nobody can move.
             if received.contains(&source) {
                 continue;
