@@ -123,10 +123,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// defragmentation does, and makes their new allocations.
     ///
     /// A block is emptied when every allocation in it is among `movables`;
-    /// the emptiest (smallest fraction in use) go first. Their allocations move, in the same memory
-    /// type, to blocks that hold other allocations already, within `limits`:
-    /// the plan makes no memory object, so it needs no budget and cannot run
-    /// out of memory. Dedicated allocations never move (they have memory of
+    /// the emptiest (smallest fraction in use) go first. Their allocations
+    /// move, in the same memory type, to blocks that hold other allocations
+    /// already, within `limits`: the plan makes no memory object, so it
+    /// needs no budget and cannot run out of memory. Dedicated allocations never move (they have memory of
     /// their own), nor do movables whose `requirements` exclude their memory
     /// type; an allocation listed twice moves once.
     ///
