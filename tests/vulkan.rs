@@ -15,6 +15,8 @@ mod allocator_setup;
 mod allocator_suite;
 #[path = "vulkan/budget_suite.rs"]
 mod budget_suite;
+#[path = "vulkan/defragment_suite.rs"]
+mod defragment_suite;
 #[path = "vulkan/frames_suite.rs"]
 mod frames_suite;
 #[path = "vulkan/layer_self_test.rs"]

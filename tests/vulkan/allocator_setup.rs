@@ -3,7 +3,7 @@
 
 use ash::vk;
 use vk_suballoc::device::{AshMemoryDevice, DeviceFeatures};
-use vk_suballoc::{Allocator, Config};
+use vk_suballoc::{Allocation, Allocator, Config};
 
 use crate::support::{rgba8_image_info, VulkanContext};
 
@@ -11,6 +11,11 @@ use crate::support::{rgba8_image_info, VulkanContext};
 /// (buffer device address, the budget extension when present, debug names).
 /// Declare it after the context so that it is dropped first.
 pub fn allocator_for(context: &VulkanContext) -> Allocator<AshMemoryDevice> {
+    allocator_configured(context, Config::default())
+}
+
+/// [`allocator_for`] with `config` instead of the default configuration.
+pub fn allocator_configured(context: &VulkanContext, config: Config) -> Allocator<AshMemoryDevice> {
     let features = DeviceFeatures {
         buffer_device_address: true,
         memory_budget: context.memory_budget_enabled,
@@ -18,7 +23,7 @@ pub fn allocator_for(context: &VulkanContext) -> Allocator<AshMemoryDevice> {
         debug_utils: true,
         amd_device_coherent_memory: false,
     };
-    allocator_with(context, features)
+    build_allocator(context, features, config)
 }
 
 /// An allocator over `context`'s device told of `features` only: each must
@@ -27,12 +32,20 @@ pub fn allocator_with(
     context: &VulkanContext,
     features: DeviceFeatures,
 ) -> Allocator<AshMemoryDevice> {
+    build_allocator(context, features, Config::default())
+}
+
+fn build_allocator(
+    context: &VulkanContext,
+    features: DeviceFeatures,
+    config: Config,
+) -> Allocator<AshMemoryDevice> {
     // SAFETY: the harness creates a Vulkan 1.3 instance with VK_EXT_debug_utils
     // and a device from `physical_device` with bufferDeviceAddress (and the
     // budget extension when `memory_budget_enabled`), so `features` names
-    // nothing the device lacks (`allocator_for`'s do not, and callers pass a
-    // subset); the context outlives the allocator (callers declare the
-    // allocator after it).
+    // nothing the device lacks (`allocator_configured`'s do not, and callers
+    // of `allocator_with` pass a subset); the context outlives the allocator
+    // (callers declare the allocator after it).
     let device = unsafe {
         AshMemoryDevice::new(
             &context.instance,
@@ -41,7 +54,7 @@ pub fn allocator_with(
             features,
         )
     };
-    Allocator::new(device, Config::default()).unwrap()
+    Allocator::new(device, config).unwrap()
 }
 
 /// A transfer source and destination buffer of `size` bytes.
@@ -55,6 +68,60 @@ pub fn buffer_info(size: u64) -> vk::BufferCreateInfo<'static> {
 pub fn image_info(width: u32, height: u32) -> vk::ImageCreateInfo<'static> {
     let usage = vk::ImageUsageFlags::TRANSFER_SRC | vk::ImageUsageFlags::TRANSFER_DST;
     rgba8_image_info(width, height, usage)
+}
+
+/// Reads the first `len` bytes of a host-visible allocation (after
+/// invalidating them) and checks that every byte repeats `expected`.
+///
+/// `len` is the buffer's size: the allocation can be longer, as drivers round
+/// the required size up (NVIDIA to 16 bytes), and those bytes are not the
+/// buffer's.
+pub fn check_pattern(
+    allocator: &Allocator<AshMemoryDevice>,
+    allocation: &mut Allocation,
+    len: u64,
+    expected: &[u8],
+    what: &str,
+) {
+    allocator.invalidate(allocation, 0..len).unwrap();
+    let bytes = &allocator.mapped_slice(allocation).unwrap()[..len as usize];
+    for (i, chunk) in bytes.chunks_exact(expected.len()).enumerate() {
+        assert_eq!(
+            chunk,
+            expected,
+            "{what}: byte {} was overwritten",
+            i * expected.len()
+        );
+    }
+}
+
+/// No buffer shares a `bufferImageGranularity` page of one memory object
+/// with an optimal image. Lavapipe has no real pages and the validation
+/// layer does not check this rule, so it is checked here from the offsets.
+pub fn assert_no_page_shared<'a>(
+    context: &VulkanContext,
+    buffers: impl IntoIterator<Item = &'a Allocation>,
+    images: impl IntoIterator<Item = &'a Allocation> + Clone,
+    what: &str,
+) {
+    let page = context.properties().limits.buffer_image_granularity.max(1);
+    let pages = |a: &Allocation| a.offset() / page..=(a.offset() + a.size() - 1) / page;
+    for buffer in buffers {
+        for image in images.clone() {
+            if buffer.memory() != image.memory() {
+                continue;
+            }
+            let (p, q) = (pages(buffer), pages(image));
+            assert!(
+                p.end() < q.start() || q.end() < p.start(),
+                "{what}: a buffer at {}+{} and an optimal image at {}+{} share a {page}-byte page",
+                buffer.offset(),
+                buffer.size(),
+                image.offset(),
+                image.size()
+            );
+        }
+    }
 }
 
 /// The colour subresource of a single-level, single-layer image.

@@ -12,8 +12,8 @@ use vk_suballoc::{
 };
 
 use super::allocator_setup::{
-    allocator_for, allocator_with, buffer_info, image_info, memory_barrier, transition,
-    TRANSFER_TO_HOST, TRANSFER_TO_TRANSFER,
+    allocator_for, allocator_with, assert_no_page_shared, buffer_info, check_pattern, image_info,
+    memory_barrier, transition, TRANSFER_TO_HOST, TRANSFER_TO_TRANSFER,
 };
 use crate::seeded_rng::Rng;
 use crate::support::{
@@ -265,60 +265,6 @@ struct ClearedImage {
     allocation: Allocation,
     extent: (u32, u32),
     color: [u8; 4],
-}
-
-/// Reads the first `len` bytes of a host-visible allocation (after
-/// invalidating them) and checks that every byte repeats `expected`.
-///
-/// `len` is the buffer's size: the allocation can be longer, as drivers round
-/// the required size up (NVIDIA to 16 bytes), and those bytes are not the
-/// buffer's.
-fn check_pattern(
-    allocator: &Allocator<AshMemoryDevice>,
-    allocation: &mut Allocation,
-    len: u64,
-    expected: &[u8],
-    what: &str,
-) {
-    allocator.invalidate(allocation, 0..len).unwrap();
-    let bytes = &allocator.mapped_slice(allocation).unwrap()[..len as usize];
-    for (i, chunk) in bytes.chunks_exact(expected.len()).enumerate() {
-        assert_eq!(
-            chunk,
-            expected,
-            "{what}: byte {} was overwritten",
-            i * expected.len()
-        );
-    }
-}
-
-/// No buffer shares a `bufferImageGranularity` page of one memory object
-/// with an optimal image. Lavapipe has no real pages and the validation
-/// layer does not check this rule, so it is checked here from the offsets.
-fn assert_no_page_shared<'a>(
-    context: &VulkanContext,
-    buffers: impl IntoIterator<Item = &'a Allocation>,
-    images: impl IntoIterator<Item = &'a Allocation> + Clone,
-    what: &str,
-) {
-    let page = context.properties().limits.buffer_image_granularity.max(1);
-    let pages = |a: &Allocation| a.offset() / page..=(a.offset() + a.size() - 1) / page;
-    for buffer in buffers {
-        for image in images.clone() {
-            if buffer.memory() != image.memory() {
-                continue;
-            }
-            let (p, q) = (pages(buffer), pages(image));
-            assert!(
-                p.end() < q.start() || q.end() < p.start(),
-                "{what}: a buffer at {}+{} and an optimal image at {}+{} share a {page}-byte page",
-                buffer.offset(),
-                buffer.size(),
-                image.offset(),
-                image.size()
-            );
-        }
-    }
 }
 
 test_each_fake_profile!(
