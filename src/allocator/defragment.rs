@@ -35,7 +35,9 @@ pub struct Movable<'a> {
     /// those of the current resource when it is created again with the
     /// same parameters (Vulkan reports equal requirements then).
     pub requirements: vk::MemoryRequirements,
-    /// What that resource is, for `bufferImageGranularity`.
+    /// What that resource is, for `bufferImageGranularity`: an image's
+    /// kind follows its tiling (`LINEAR` is [`ResourceKind::LinearImage`],
+    /// `OPTIMAL` [`ResourceKind::OptimalImage`]).
     pub kind: ResourceKind,
 }
 
@@ -126,23 +128,35 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// the emptiest (smallest fraction in use) go first. Their allocations
     /// move, in the same memory type, to blocks that hold other allocations
     /// already, within `limits`: the plan makes no memory object, so it
-    /// needs no budget and cannot run out of memory. Dedicated allocations never move (they have memory of
-    /// their own), nor do movables whose `requirements` exclude their memory
-    /// type; an allocation listed twice moves once.
+    /// needs no budget and cannot run out of memory. Dedicated allocations
+    /// never move (they have memory of their own), nor do movables whose
+    /// `requirements` exclude their memory type; an allocation listed twice
+    /// moves once.
     ///
     /// For each move the engine:
     /// 1. creates the resource again and binds it to `destination`;
     /// 2. copies the contents: `vkCmdCopyBuffer`/`vkCmdCopyImage` on the GPU,
-    ///    or a `memcpy` of the mapped bytes for host-visible memory the GPU
-    ///    is not using;
+    ///    or, for host-visible memory the GPU is not using, a copy of the
+    ///    mapped bytes ([`mapped_slice`](Self::mapped_slice) to
+    ///    [`mapped_slice_mut`](Self::mapped_slice_mut); on non-coherent
+    ///    memory [`invalidate`](Self::invalidate) the source first and
+    ///    [`flush`](Self::flush) the destination after: destinations there
+    ///    start on a `nonCoherentAtomSize` boundary, as every allocation does);
     /// 3. frees the old allocation and destroys the old resource once the
     ///    GPU is done with them: [`destroy_buffer_after_frame`](Self::destroy_buffer_after_frame)
-    ///    and [`end_frame`](Self::end_frame) with the copy's fence, or
-    ///    [`free`](Self::free) after waiting for it;
+    ///    (or `_image_`, or [`free_after_frame`](Self::free_after_frame))
+    ///    before the [`end_frame`](Self::end_frame) of the frame whose
+    ///    submission holds the copies, or [`free`](Self::free) after waiting
+    ///    for that submission;
     /// 4. uses the new resource and allocation from then on.
     ///
+    /// The blocks empty when those frees are released
+    /// ([`collect`](Self::collect) after the frame's fence). Until then
+    /// [`stats`](Self::stats) counts both the old allocations and the new.
+    ///
     /// An engine that cannot carry out a move frees its `destination`
-    /// instead; its source block then does not empty.
+    /// instead (`free_after_frame`, or `free`: the GPU never used it); its
+    /// source block then does not empty.
     ///
     /// Until they empty, the blocks being emptied take no other plan's
     /// moves, give out no more slots for small buffers, and come last when
