@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use ash::vk;
+use gpu_alloc_types::MemoryPropertyFlags as Props;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{
     Allocation, Config, DefragmentationLimits, DefragmentationPlan, Error, Movable, Request,
@@ -695,6 +696,11 @@ fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) -
                 "{context}"
             );
             assert!(!destination.is_dedicated(), "{context}");
+            let props = device.layout().memory_types[destination.memory_type() as usize].props;
+            if props.contains(Props::HOST_VISIBLE) && !props.contains(Props::HOST_COHERENT) {
+                let atom = device.layout().non_coherent_atom_size;
+                assert_eq!(destination.offset() % atom, 0, "{context}: off the atom");
+            }
             assert!(
                 !sources.contains(&destination.memory()),
                 "{context}: into an emptied block"
