@@ -122,6 +122,21 @@ impl<const LOCKED: bool> VkSuballoc<LOCKED> {
             .expect("default config is valid");
         Self { allocator }
     }
+
+    /// The allocator, for its `&self` methods (`--defragment` plans).
+    pub fn allocator(&self) -> &vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice> {
+        &self.allocator
+    }
+}
+
+/// vk-suballoc's resource kind for a trace request's: buffers are linear,
+/// the traces' images optimal-tiling.
+#[inline]
+pub fn resource_kind(kind: Kind) -> vk_suballoc::ResourceKind {
+    match kind {
+        Kind::Buffer => vk_suballoc::ResourceKind::Buffer,
+        Kind::Image => vk_suballoc::ResourceKind::OptimalImage,
+    }
 }
 
 impl<const LOCKED: bool> Backend for VkSuballoc<LOCKED> {
@@ -133,11 +148,7 @@ impl<const LOCKED: bool> Backend for VkSuballoc<LOCKED> {
             MemUse::DeviceLocal => vk_suballoc::Usage::DEVICE_LOCAL,
             MemUse::Upload => vk_suballoc::Usage::UPLOAD | vk_suballoc::Usage::DEVICE_LOCAL,
         };
-        let kind = match req.kind {
-            Kind::Buffer => vk_suballoc::ResourceKind::Buffer,
-            Kind::Image => vk_suballoc::ResourceKind::OptimalImage,
-        };
-        let request = vk_suballoc::Request::new(req.requirements, usage, kind);
+        let request = vk_suballoc::Request::new(req.requirements, usage, resource_kind(req.kind));
         if LOCKED {
             self.allocator.allocate(&request).ok()
         } else {
