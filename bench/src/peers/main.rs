@@ -7,6 +7,7 @@
 //!     [--ops N] [--runs R] [--seed S] [--traces a,b] [--allocators a,b]
 //!     [--scaling 1000,10000,100000,1000000 | --no-scaling] [--scaling-ops N]
 //!     [--real-resources] [--json out.json] [--markdown out.md]
+//!     [--defragment [--defragment-every N|P%]]
 //! ```
 //!
 //! See `bench/README.md` for what is measured and how.
@@ -14,6 +15,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod backends;
+mod defragment;
+mod defragment_report;
 mod replay;
 mod report;
 mod trace;
@@ -43,6 +46,10 @@ struct Args {
     /// allocations its scaling runs take minutes, so they are skipped.
     scaling_gpu_allocator_max: usize,
     real_resources: bool,
+    /// `--defragment`: vk-suballoc plain vs. with a defragmentation plan
+    /// every `defragment_every`, instead of the timed table.
+    defragment: bool,
+    defragment_every: defragment::Every,
     /// Print what the driver reports for a few buffers and images.
     print_requirements: bool,
     /// Print a hash of every allocator's placements per trace.
@@ -59,7 +66,8 @@ fn usage() -> &'static str {
      \x20            [--scaling 1000,10000,100000,1000000 | --no-scaling] [--scaling-ops N]\n\
      \x20            [--scaling-gpu-allocator-max N] [--real-resources] [--print-requirements]\n\
      \x20            [--placement-hash] [--device NAME] (--traces \"\": the scaling run alone)\n\
-     \x20            [--json FILE] [--markdown FILE]"
+     \x20            [--json FILE] [--markdown FILE]\n\
+     \x20            [--defragment [--defragment-every N|P%]] (default every 2% of a trace)"
 }
 
 fn parse_number(s: &str) -> Result<u64, String> {
@@ -88,6 +96,8 @@ fn parse_args() -> Result<Args, String> {
         scaling_ops: 100_000,
         scaling_gpu_allocator_max: 10_000,
         real_resources: false,
+        defragment: false,
+        defragment_every: defragment::Every::Percent(2.0),
         print_requirements: false,
         placement_hash: false,
         json: None,
@@ -131,6 +141,10 @@ fn parse_args() -> Result<Args, String> {
                 args.scaling_gpu_allocator_max = parse_number(&value()?)? as usize;
             }
             "--real-resources" => args.real_resources = true,
+            "--defragment" => args.defragment = true,
+            "--defragment-every" => {
+                args.defragment_every = defragment::Every::parse(&value()?)?;
+            }
             "--print-requirements" => args.print_requirements = true,
             "--placement-hash" => args.placement_hash = true,
             "--json" => args.json = Some(value()?),
@@ -412,6 +426,99 @@ fn real_resources(args: &Args) -> ExitCode {
     }
 }
 
+/// `--defragment`: each trace through vk-suballoc plain and with plans
+/// (defragment.rs), then the tables.
+fn defragment(args: &Args) -> ExitCode {
+    let ctx = match VulkanContext::new(false, args.device.as_deref()) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "defragment: seed {:#x}, {} ops per trace, device {} ({}), bufferImageGranularity {}",
+        args.seed, args.ops, ctx.device_name, ctx.driver_info, ctx.buffer_image_granularity
+    );
+    let mut results = defragment_report::DefragResults {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: machine(),
+        device: ctx.device_name.clone(),
+        driver: ctx.driver_info.clone(),
+        seed: args.seed,
+        ops: args.ops,
+        runs: args.runs,
+        ..Default::default()
+    };
+    let mut source = RequirementSource::new(&ctx.device);
+    for &kind in &args.traces {
+        let trace = trace::generate(kind, args.ops, args.seed, &mut source);
+        let row = defragment::measure(&ctx, &trace, args.defragment_every, args.runs);
+        let (plain, planned, trimmed) = (&row.plain, &row.planned, &row.trimmed);
+        println!(
+            "trace {} (seed {:#x}): plan every {} ops: {} plans, {} moves, {} blocks emptied; peak reserved {} / {} / {} bytes, vkAllocateMemory {} / {} / {} (plain / plans / plans + trim)",
+            row.trace,
+            row.seed,
+            row.every,
+            planned.plans.len(),
+            planned.moves(),
+            planned.blocks_emptied(),
+            plain.peak_reserved,
+            planned.peak_reserved,
+            trimmed.peak_reserved,
+            plain.allocate_calls,
+            planned.allocate_calls,
+            trimmed.allocate_calls
+        );
+        results.rows.push(row);
+    }
+    for &live in &args.scaling {
+        let seed = args.seed ^ live as u64;
+        let trace = trace::scaling(live, args.scaling_ops, seed, &mut source);
+        let (every, replay) =
+            defragment::measure_scaling(&ctx, &trace, args.defragment_every, args.runs);
+        let (median, max) = replay.plan_ns_median_max();
+        println!(
+            "scaling {live} live (seed {seed:#x}): plan every {every} ops: {} plans, median {:.1} us, max {:.1} us",
+            replay.plans.len(),
+            median as f64 / 1000.0,
+            max as f64 / 1000.0
+        );
+        results.scaling.push((live, every, replay));
+    }
+    let text = results.markdown();
+    println!("\n{text}");
+    let mut ok = true;
+    if let Some(path) = &args.json {
+        if let Err(e) = std::fs::write(path, results.json()) {
+            eprintln!("error: cannot write {path}: {e}");
+            ok = false;
+        }
+    }
+    if let Some(path) = &args.markdown {
+        if let Err(e) = std::fs::write(path, &text) {
+            eprintln!("error: cannot write {path}: {e}");
+            ok = false;
+        }
+    }
+    let checked = |r: &defragment::Replay| {
+        r.overlaps + r.granularity_conflicts + r.misplaced_moves + r.failures == 0
+    };
+    let clean = results
+        .rows
+        .iter()
+        .all(|row| row.plain.failures == 0 && row.with_plans().iter().all(|(_, r)| checked(r)))
+        && results.scaling.iter().all(|(_, _, r)| checked(r));
+    if !clean {
+        eprintln!("defragment: a check FAILED (see the tables)");
+    }
+    if ok && clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 fn main() -> ExitCode {
     let args = match parse_args() {
         Ok(args) => args,
@@ -422,6 +529,9 @@ fn main() -> ExitCode {
     };
     if args.real_resources {
         return real_resources(&args);
+    }
+    if args.defragment {
+        return defragment(&args);
     }
     PLACEMENT_HASH.store(args.placement_hash, std::sync::atomic::Ordering::Relaxed);
     let ctx = match VulkanContext::new(false, args.device.as_deref()) {

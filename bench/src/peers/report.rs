@@ -349,7 +349,7 @@ fn growth(lives: &[usize], cells: &[Option<f64>]) -> String {
     }
 }
 
-fn quote(text: &str) -> String {
+pub fn quote(text: &str) -> String {
     let mut s = String::from("\"");
     for c in text.chars() {
         match c {

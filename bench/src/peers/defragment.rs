@@ -1,0 +1,505 @@
+//! `--defragment`: what vk-suballoc's defragmentation plans buy and what
+//! they cost, on the same traces as the timed table.
+//!
+//! Each trace is replayed through vk-suballoc alone, called as in the timed
+//! table (`allocate_mut`/`free_mut`, no lock) with the same
+//! `VkMemoryRequirements` per request: once plain, and with a plan over
+//! every live allocation every N operations
+//! ([`plan_defragmentation`](vk_suballoc::Allocator::plan_defragmentation),
+//! no limits), each movable with its trace request's requirements and kind.
+//! Plans run up to the trace's last allocation, not during its final
+//! free-all. A third replay also calls
+//! [`trim`](vk_suballoc::Allocator::trim) after each plan: a type keeps one
+//! empty block for reuse, so the first block a plan empties is kept, not
+//! released, unless the engine trims. The scaling traces (64 B..1 KiB
+//! buffers, 1e3..1e6 live) are replayed with plans too, for what a plan
+//! costs as live allocations grow.
+//!
+//! A plan is carried out at once: each moved allocation's handle is
+//! replaced by its destination and the old allocation freed. No resource
+//! exists and nothing is copied, so the figures leave out what a real move
+//! costs an engine: creating and binding the new resource, the GPU copy, and
+//! waiting for it before the free (the blocks empty a frame or more later).
+//!
+//! Reserved bytes and `vkAllocateMemory`/`vkFreeMemory` calls are the
+//! counting trampolines' (vulkan.rs), as in the timed table. Only the plan
+//! calls and the frees of the moved allocations are timed; the replays with
+//! plans run several times, in turns (so that a slow spell of a shared
+//! machine falls on both), and each plan's time is its median over the
+//! runs (the plans are the same every run). After every plan,
+//! untimed, the live allocations are checked: no two overlap, no buffer and
+//! optimal image share a `bufferImageGranularity` page, and every
+//! destination is in the source's memory type but another memory object.
+
+use std::time::Instant;
+
+use vk_suballoc::{Allocation, DefragmentationLimits, Movable};
+
+use crate::backends::{resource_kind, Backend, VkSuballoc};
+use crate::trace::{Kind, Trace, FREE};
+use crate::vulkan::{self, VulkanContext};
+
+/// One plan: when, over how much, what it did and how long it took.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PlanSample {
+    /// Operations replayed before it.
+    pub op: usize,
+    /// Live allocations listed as movable (all of them).
+    pub movables: usize,
+    /// The `plan_defragmentation` call, in ns.
+    pub ns: u64,
+    pub moves: usize,
+    /// The moved allocations' sizes.
+    pub bytes_moved: u64,
+    /// Blocks the plan empties, and their bytes (`plan.blocks`, `plan.bytes`).
+    pub blocks: usize,
+    pub block_bytes: u64,
+    /// `vkFreeMemory` calls while the old allocations were freed (and
+    /// `trim` ran, when it does): the blocks released. Without `trim`, one
+    /// empty block per memory type is kept.
+    pub released: u64,
+    /// Freeing the moved allocations' old places, in ns.
+    pub free_ns: u64,
+}
+
+/// One replay of a trace, plain or with plans.
+#[derive(Clone, Debug, Default)]
+pub struct Replay {
+    /// Most requested bytes alive at once, and most `VkDeviceMemory` bytes.
+    pub peak_live: u64,
+    pub peak_reserved: u64,
+    /// Live and reserved bytes after the trace's last allocation (and the
+    /// plan there, if one falls on it), before its final free-all.
+    pub end_live: u64,
+    pub end_reserved: u64,
+    /// Live and reserved bytes averaged over the operations up to then.
+    pub mean_live: f64,
+    pub mean_reserved: f64,
+    pub allocate_calls: u64,
+    pub free_calls: u64,
+    pub failures: u64,
+    pub plans: Vec<PlanSample>,
+    /// Found by the checks after each plan (all should be 0).
+    pub overlaps: u64,
+    pub granularity_conflicts: u64,
+    pub misplaced_moves: u64,
+}
+
+impl Replay {
+    pub fn moves(&self) -> usize {
+        self.plans.iter().map(|p| p.moves).sum()
+    }
+    pub fn bytes_moved(&self) -> u64 {
+        self.plans.iter().map(|p| p.bytes_moved).sum()
+    }
+    pub fn blocks_emptied(&self) -> usize {
+        self.plans.iter().map(|p| p.blocks).sum()
+    }
+    pub fn block_bytes_emptied(&self) -> u64 {
+        self.plans.iter().map(|p| p.block_bytes).sum()
+    }
+    pub fn blocks_released(&self) -> u64 {
+        self.plans.iter().map(|p| p.released).sum()
+    }
+    pub fn plans_with_moves(&self) -> usize {
+        self.plans.iter().filter(|p| p.moves > 0).count()
+    }
+    /// The plan calls' median and largest time, in ns.
+    pub fn plan_ns_median_max(&self) -> (u64, u64) {
+        let mut ns: Vec<u64> = self.plans.iter().map(|p| p.ns).collect();
+        ns.sort_unstable();
+        match ns.len() {
+            0 => (0, 0),
+            n => (ns[(n - 1) / 2], ns[n - 1]),
+        }
+    }
+    /// The median of each plan's time over the allocations it was given.
+    pub fn plan_ns_per_movable(&self) -> f64 {
+        let mut per: Vec<f64> = self
+            .plans
+            .iter()
+            .map(|p| p.ns as f64 / p.movables.max(1) as f64)
+            .collect();
+        per.sort_by(f64::total_cmp);
+        per.get(per.len().saturating_sub(1) / 2)
+            .copied()
+            .unwrap_or(0.0)
+    }
+    /// Every plan's time over every move: what planning costs per move made.
+    pub fn plan_ns_per_move(&self) -> Option<f64> {
+        let moves = self.moves();
+        let ns: u64 = self.plans.iter().map(|p| p.ns).sum();
+        (moves > 0).then(|| ns as f64 / moves as f64)
+    }
+    /// Freeing an old allocation, per move.
+    pub fn free_ns_per_move(&self) -> Option<f64> {
+        let moves = self.moves();
+        let ns: u64 = self.plans.iter().map(|p| p.free_ns).sum();
+        (moves > 0).then(|| ns as f64 / moves as f64)
+    }
+    /// The median and largest count of allocations a plan was given.
+    pub fn movables_median_max(&self) -> (usize, usize) {
+        let mut n: Vec<usize> = self.plans.iter().map(|p| p.movables).collect();
+        n.sort_unstable();
+        match n.len() {
+            0 => (0, 0),
+            len => (n[(len - 1) / 2], n[len - 1]),
+        }
+    }
+}
+
+/// A trace's three replays.
+#[derive(Clone, Debug)]
+pub struct DefragRow {
+    pub trace: String,
+    pub seed: u64,
+    pub ops: usize,
+    /// Operations between plans.
+    pub every: usize,
+    pub plain: Replay,
+    pub planned: Replay,
+    /// With plans, and `trim` after each.
+    pub trimmed: Replay,
+}
+
+impl DefragRow {
+    /// The replays with plans, and their names.
+    pub fn with_plans(&self) -> [(&'static str, &Replay); 2] {
+        [("plans", &self.planned), ("plans + trim", &self.trimmed)]
+    }
+}
+
+/// What runs between operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Plans {
+    None,
+    /// A plan every so many operations.
+    Every(usize),
+    /// The same, and `trim` after each plan.
+    EveryThenTrim(usize),
+}
+
+/// How often to plan: `N` operations, or `P%` of each trace's operations.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Every {
+    Ops(usize),
+    Percent(f64),
+}
+
+impl Every {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if let Some(p) = s.strip_suffix('%') {
+            match p.parse::<f64>() {
+                Ok(p) if p > 0.0 && p <= 100.0 => Ok(Self::Percent(p)),
+                _ => Err(format!("not a percentage in (0, 100]: {s}")),
+            }
+        } else {
+            match s.replace('_', "").parse::<usize>() {
+                Ok(n) if n > 0 => Ok(Self::Ops(n)),
+                _ => Err(format!("not a positive number of operations: {s}")),
+            }
+        }
+    }
+
+    /// Operations between plans on a trace of `ops` operations.
+    pub fn ops(self, ops: usize) -> usize {
+        match self {
+            Self::Ops(n) => n,
+            Self::Percent(p) => ((ops as f64 * p / 100.0).round() as usize).max(1),
+        }
+    }
+}
+
+/// Replays `trace` plain, with a plan every `every`, and with a plan and
+/// a `trim` every `every`; the last two `runs` times each, in turns.
+pub fn measure(ctx: &VulkanContext, trace: &Trace, every: Every, runs: usize) -> DefragRow {
+    let every = every.ops(trace.ops.len());
+    let plain = replay(ctx, trace, Plans::None);
+    let mut planned = Vec::with_capacity(runs);
+    let mut trimmed = Vec::with_capacity(runs);
+    for _ in 0..runs.max(1) {
+        planned.push(replay(ctx, trace, Plans::Every(every)));
+        trimmed.push(replay(ctx, trace, Plans::EveryThenTrim(every)));
+    }
+    DefragRow {
+        trace: trace.name.clone(),
+        seed: trace.seed,
+        ops: trace.ops.len(),
+        every,
+        plain,
+        planned: merge_runs(&trace.name, planned),
+        trimmed: merge_runs(&trace.name, trimmed),
+    }
+}
+
+/// The scaling trace with `live` allocations, with a plan every `every`
+/// (no `trim`), `runs` times: what a plan costs as live allocations grow.
+pub fn measure_scaling(
+    ctx: &VulkanContext,
+    trace: &Trace,
+    every: Every,
+    runs: usize,
+) -> (usize, Replay) {
+    let every = every.ops(trace.ops.len());
+    let replays = (0..runs.max(1))
+        .map(|_| replay(ctx, trace, Plans::Every(every)))
+        .collect();
+    (every, merge_runs(&trace.name, replays))
+}
+
+/// Replays of one trace with the same plans, as one: the first one's
+/// figures, with each plan's times the median over the runs. Placements do
+/// not depend on timing, so every run makes the same plans; a warning says
+/// when they differ.
+fn merge_runs(trace: &str, replays: Vec<Replay>) -> Replay {
+    let mut first = replays[0].clone();
+    let same = replays.iter().all(|r| {
+        r.plans.len() == first.plans.len()
+            && r.plans.iter().zip(&first.plans).all(|(a, b)| {
+                (a.op, a.moves, a.bytes_moved, a.blocks) == (b.op, b.moves, b.bytes_moved, b.blocks)
+            })
+    });
+    if !same {
+        eprintln!(
+            "warning: {trace}: the runs made different plans; their times are the first run's"
+        );
+        return first;
+    }
+    for (index, plan) in first.plans.iter_mut().enumerate() {
+        let mut ns: Vec<u64> = replays.iter().map(|r| r.plans[index].ns).collect();
+        let mut free_ns: Vec<u64> = replays.iter().map(|r| r.plans[index].free_ns).collect();
+        plan.ns = median(&mut ns);
+        plan.free_ns = median(&mut free_ns);
+    }
+    first
+}
+
+/// The lower median.
+fn median(values: &mut [u64]) -> u64 {
+    values.sort_unstable();
+    values[(values.len() - 1) / 2]
+}
+
+/// One replay on a fresh allocator, with `plans` up to the last allocation.
+fn replay(ctx: &VulkanContext, trace: &Trace, plans: Plans) -> Replay {
+    let mut backend = VkSuballoc::<false>::new(ctx);
+    vulkan::reset_counts();
+    let mut slots: Vec<Option<Allocation>> = (0..trace.slots).map(|_| None).collect();
+    let mut slot_req = vec![0u32; trace.slots];
+    let last_alloc = trace
+        .ops
+        .iter()
+        .rposition(|op| op.req != FREE)
+        .map_or(0, |i| i + 1);
+    let mut r = Replay::default();
+    let mut live = 0u64;
+    let (mut live_sum, mut reserved_sum) = (0f64, 0f64);
+    for (index, op) in trace.ops.iter().enumerate() {
+        let slot = op.slot as usize;
+        if op.req == FREE {
+            if let Some(handle) = slots[slot].take() {
+                live -= trace.requests[slot_req[slot] as usize].requirements.size;
+                backend.free(handle);
+            }
+        } else {
+            let req = &trace.requests[op.req as usize];
+            match backend.allocate(req) {
+                Some(handle) => {
+                    slots[slot] = Some(handle);
+                    slot_req[slot] = op.req;
+                    live += req.requirements.size;
+                    r.peak_live = r.peak_live.max(live);
+                }
+                None => r.failures += 1,
+            }
+        }
+        let done = index + 1;
+        if done > last_alloc {
+            continue;
+        }
+        let (every, trim) = match plans {
+            Plans::None => (usize::MAX, false),
+            Plans::Every(every) => (every, false),
+            Plans::EveryThenTrim(every) => (every, true),
+        };
+        if done % every == 0 {
+            let mut sample = plan(&mut backend, trace, &mut slots, &slot_req, done, &mut r);
+            if trim {
+                let frees_before = vulkan::counts().free_calls;
+                backend.allocator().trim();
+                sample.released += vulkan::counts().free_calls - frees_before;
+            }
+            r.plans.push(sample);
+            check(ctx, trace, &slots, &slot_req, &mut r);
+        }
+        let reserved = vulkan::counts().live_bytes;
+        live_sum += live as f64;
+        reserved_sum += reserved as f64;
+        if done == last_alloc {
+            r.end_live = live;
+            r.end_reserved = reserved;
+            r.mean_live = live_sum / done as f64;
+            r.mean_reserved = reserved_sum / done as f64;
+        }
+    }
+    let counts = vulkan::counts();
+    r.peak_reserved = counts.peak_bytes;
+    r.allocate_calls = counts.allocate_calls;
+    r.free_calls = counts.free_calls;
+    let own = u64::from(backend.allocator().stats().memory_objects);
+    if own != counts.live_objects {
+        eprintln!(
+            "warning: the allocator counts {own} live memory objects, the hooks {}",
+            counts.live_objects
+        );
+    }
+    drop(backend);
+    if vulkan::counts().live_bytes != 0 {
+        eprintln!("warning: VkDeviceMemory still alive after dropping the allocator");
+    }
+    r
+}
+
+/// Plans over every live allocation and carries the plan out at once.
+fn plan(
+    backend: &mut VkSuballoc<false>,
+    trace: &Trace,
+    slots: &mut [Option<Allocation>],
+    slot_req: &[u32],
+    op: usize,
+    r: &mut Replay,
+) -> PlanSample {
+    let live: Vec<usize> = (0..slots.len()).filter(|&s| slots[s].is_some()).collect();
+    let movables: Vec<Movable<'_>> = live
+        .iter()
+        .filter_map(|&slot| {
+            let req = &trace.requests[slot_req[slot] as usize];
+            let allocation = slots[slot].as_ref()?;
+            Some(Movable::new(
+                allocation,
+                req.requirements,
+                resource_kind(req.kind),
+            ))
+        })
+        .collect();
+    let limits = DefragmentationLimits::default();
+    let t0 = Instant::now();
+    let plan = backend.allocator().plan_defragmentation(&movables, &limits);
+    let ns = t0.elapsed().as_nanos() as u64;
+    drop(movables);
+    let plan = plan.expect("every movable is a live allocation of this allocator");
+    let mut sample = PlanSample {
+        op,
+        movables: live.len(),
+        ns,
+        moves: plan.moves.len(),
+        blocks: plan.blocks,
+        block_bytes: plan.bytes,
+        ..PlanSample::default()
+    };
+    let mut old = Vec::with_capacity(plan.moves.len());
+    for planned in plan.moves {
+        let slot = live[planned.movable];
+        let destination = planned.destination;
+        let Some(source) = slots[slot].replace(destination) else {
+            unreachable!("listed because live");
+        };
+        let destination = slots[slot].as_ref().expect("just placed");
+        if destination.memory() == source.memory()
+            || destination.memory_type() != source.memory_type()
+        {
+            r.misplaced_moves += 1;
+        }
+        sample.bytes_moved += source.size();
+        old.push(source);
+    }
+    let frees_before = vulkan::counts().free_calls;
+    let t0 = Instant::now();
+    for source in old {
+        backend.free(source);
+    }
+    sample.free_ns = t0.elapsed().as_nanos() as u64;
+    sample.released = vulkan::counts().free_calls - frees_before;
+    sample
+}
+
+/// Counts overlapping live allocations and buffer/image pairs that share a
+/// `bufferImageGranularity` page of one memory object. Neighbours in
+/// address order suffice: a range between two that share a page lies in
+/// that page, so it conflicts with one of them.
+fn check(
+    ctx: &VulkanContext,
+    trace: &Trace,
+    slots: &[Option<Allocation>],
+    slot_req: &[u32],
+    r: &mut Replay,
+) {
+    let page = ctx.buffer_image_granularity.max(1);
+    let mut ranges: Vec<(u64, u64, u64, bool)> = slots
+        .iter()
+        .zip(slot_req)
+        .filter_map(|(slot, &req)| {
+            let allocation = slot.as_ref()?;
+            let image = trace.requests[req as usize].kind == Kind::Image;
+            let memory = ash::vk::Handle::as_raw(allocation.memory());
+            let end = allocation.offset() + allocation.size();
+            Some((memory, allocation.offset(), end, image))
+        })
+        .collect();
+    ranges.sort_unstable();
+    for pair in ranges.windows(2) {
+        let ((memory, _, end, image), (next_memory, offset, _, next_image)) = (pair[0], pair[1]);
+        if memory != next_memory {
+            continue;
+        }
+        if offset < end {
+            r.overlaps += 1;
+        }
+        if image != next_image && (end - 1) / page == offset / page {
+            r.granularity_conflicts += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_is_operations_or_a_share_of_the_trace() {
+        assert_eq!(Every::parse("4000"), Ok(Every::Ops(4000)));
+        assert_eq!(Every::parse("2%"), Ok(Every::Percent(2.0)));
+        assert_eq!(Every::parse("2%").map(|e| e.ops(200_250)), Ok(4005));
+        assert_eq!(Every::parse("0.001%").map(|e| e.ops(100)), Ok(1));
+        assert!(Every::parse("0").is_err());
+        assert!(Every::parse("0%").is_err());
+        assert!(Every::parse("101%").is_err());
+    }
+
+    #[test]
+    fn plan_figures_sum_and_take_medians_over_the_plans() {
+        let sample = |ns, movables, moves| PlanSample {
+            ns,
+            movables,
+            moves,
+            free_ns: 10 * moves as u64,
+            ..PlanSample::default()
+        };
+        let replay = Replay {
+            plans: vec![
+                sample(300, 100, 0),
+                sample(100, 100, 2),
+                sample(900, 300, 8),
+            ],
+            ..Replay::default()
+        };
+        assert_eq!(replay.moves(), 10);
+        assert_eq!(replay.plans_with_moves(), 2);
+        assert_eq!(replay.plan_ns_median_max(), (300, 900));
+        assert_eq!(replay.movables_median_max(), (100, 300));
+        assert!((replay.plan_ns_per_movable() - 3.0).abs() < 1e-9);
+        assert_eq!(replay.plan_ns_per_move(), Some(130.0));
+        assert_eq!(replay.free_ns_per_move(), Some(10.0));
+        assert_eq!(Replay::default().plan_ns_per_move(), None);
+    }
+}
