@@ -113,10 +113,10 @@ pub struct DefragmentationMove {
 pub struct DefragmentationPlan {
     /// The moves, by movable index. Empty when no block can be emptied.
     pub moves: Vec<DefragmentationMove>,
-    /// Blocks that empty once every moved allocation is freed.
+    /// Blocks that empty, and are released, once every moved allocation
+    /// is freed.
     pub blocks: usize,
-    /// Their bytes. One empty block per memory type is kept for reuse
-    /// until [`trim`](Allocator::trim), as after any free.
+    /// Their bytes: the memory given back.
     pub bytes: u64,
 }
 

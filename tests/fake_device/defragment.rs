@@ -121,19 +121,20 @@ fn a_plan_empties_the_least_used_block() {
     assert!(sources.iter().all(|&m| m == second));
     assert!(live.iter().all(|a| a.memory() == first));
     assert_disjoint(&live, "after the moves");
-    // The emptied block is the one kept empty, until trim.
-    assert_eq!(blocks(&allocator, memory_type), (2, 96 * MIB, 1));
-    assert_eq!(allocator.trim(), 64 * MIB);
+    // The emptied block is released at once, not kept for reuse.
     assert_eq!(blocks(&allocator, memory_type), (1, 32 * MIB, 0));
+    assert_eq!(allocator.trim(), 0);
     // Nothing left to do: the one block cannot be emptied into another.
     let again = allocator
         .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
         .unwrap();
     assert!(again.moves.is_empty());
     assert_eq!((again.blocks, again.bytes), (0, 0));
+    // A block emptied by ordinary frees is kept, as before.
     for a in live {
         free(&allocator, a);
     }
+    assert_eq!(blocks(&allocator, memory_type), (1, 32 * MIB, 1));
     finish(allocator, &device);
 }
 
@@ -459,7 +460,11 @@ fn blocks_being_emptied_take_no_new_requests_while_others_have_room() {
     carry_out(&allocator, &mut live, plan);
     assert_disjoint(&live, "after the moves");
     let memory_type = live[0].memory_type();
-    assert_eq!(blocks(&allocator, memory_type).2, 1, "the second emptied");
+    assert_eq!(
+        blocks(&allocator, memory_type),
+        (1, 32 * MIB, 0),
+        "the second released"
+    );
     for a in live.into_iter().chain(new_small).chain([new_large]) {
         free(&allocator, a);
     }
@@ -718,9 +723,6 @@ fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) -
         emptied.sort_unstable();
         emptied.dedup();
         assert_eq!(emptied.len(), blocks_emptied, "{context}");
-        // Each emptied block was released when a second one emptied, or
-        // is the one kept, which trim releases.
-        allocator.trim();
         assert_eq!(
             allocator.stats().reserved_bytes(),
             reserved - bytes_emptied,

@@ -15,8 +15,10 @@
 //! A block taken is *retiring*: it moves to the back of its class's
 //! first-fit order, so new requests go elsewhere while other blocks have
 //! room, and its runs hand out no more slots. It empties when the engine
-//! frees the moved allocations, and is then released like any block that
-//! empties (or kept as the type's one empty block, which `trim` releases).
+//! frees the moved allocations, and is then released at once: not kept as
+//! the type's one empty block, as blocks emptied by other frees may be.
+//! Kept, it gave nothing back until `trim`, and the next requests filled
+//! it again (the peers benchmark's `--defragment` replay).
 //! An engine that never frees them leaves the block retiring; it keeps
 //! serving requests that fit nowhere else, and a later plan may empty it.
 

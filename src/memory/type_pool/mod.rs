@@ -17,7 +17,8 @@
 //! VMA: the last objects are kept for blocks, which hold many allocations.
 //!
 //! Empty blocks are expensive to recreate, so one is kept per memory type;
-//! when a second block empties, the smaller of the two is released. When
+//! when a second block empties, the smaller of the two is released. A block
+//! a defragmentation plan empties is released at once (`defragment`). When
 //! optimal images have blocks of their own, the kept block serves whichever
 //! kind needs a block next.
 //! [`TypePool::trim`] releases the kept one as well.
@@ -502,9 +503,13 @@ impl<M> TypePool<M> {
             block.names.remove(&range.slot());
         }
         if block.ranges.is_empty() {
-            block.retiring = false;
+            let retiring = block.retiring;
             self.counters.empty_blocks += 1;
-            if self.counters.empty_blocks > 1 {
+            if retiring {
+                // Emptied by a defragmentation plan, whose point is to give
+                // the memory back: not kept for reuse.
+                self.release_block(context, key);
+            } else if self.counters.empty_blocks > 1 {
                 self.release_smaller_empty_block(context, key);
             }
         }
