@@ -21,7 +21,7 @@ use ash::vk;
 use super::place::{lock, pool_request};
 use super::{Allocation, Allocator, Request};
 use crate::device::MemoryDeviceExt;
-use crate::memory::type_pool::{DedicatedChoice, MoveBudget, PoolMovable};
+use crate::memory::type_pool::{MoveBudget, PoolMovable};
 use crate::memory::{ResourceKind, Usage};
 use crate::Error;
 
@@ -175,7 +175,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         movables: &[Movable<'_>],
         limits: &DefragmentationLimits,
     ) -> Result<DefragmentationPlan, Error> {
-        for movable in movables {
+        // Checks first, grouped by memory type so that each pool is locked
+        // once: nothing changes unless every movable passes.
+        let mut by_type: Vec<Vec<usize>> = vec![Vec::new(); self.pools.len()];
+        for (index, movable) in movables.iter().enumerate() {
             self.check_owner(movable.allocation)?;
             let requirements = &movable.requirements;
             if requirements.size == 0 {
@@ -184,59 +187,59 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             if !requirements.alignment.is_power_of_two() {
                 return Err(Error::AlignmentNotPowerOfTwo(requirements.alignment));
             }
-            let allocation = movable.allocation;
-            let pool = self.pools.get(allocation.memory_type as usize);
-            if !pool.is_some_and(|pool| lock(pool).is_live(allocation.location)) {
+            let list = by_type
+                .get_mut(movable.allocation.memory_type as usize)
+                .ok_or(Error::StaleAllocation)?;
+            list.push(index);
+        }
+        for (pool, indices) in self.pools.iter().zip(&by_type) {
+            if indices.is_empty() {
+                continue;
+            }
+            let pool = lock(pool);
+            if !indices
+                .iter()
+                .all(|&index| pool.is_live(movables[index].allocation.location))
+            {
                 return Err(Error::StaleAllocation);
             }
         }
+
         let mut budget = MoveBudget {
             moves: limits.max_moves,
             bytes: limits.max_bytes,
         };
         let mut plan = DefragmentationPlan::default();
-        for (memory_type, pool) in (0u32..).zip(self.pools.iter()) {
-            let in_type: Vec<usize> = (0..movables.len())
-                .filter(|&index| {
-                    let movable = &movables[index];
-                    movable.allocation.memory_type == memory_type
-                        && !movable.allocation.is_dedicated()
+        for ((memory_type, pool), indices) in (0u32..).zip(self.pools.iter()).zip(&by_type) {
+            let pool_movables: Vec<PoolMovable> = indices
+                .iter()
+                .map(|&index| movables[index])
+                .zip(indices)
+                .filter(|(movable, _)| {
+                    !movable.allocation.is_dedicated()
                         && movable.requirements.memory_type_bits & (1 << memory_type) != 0
                 })
+                .map(|(movable, &index)| PoolMovable {
+                    index,
+                    location: movable.allocation.location,
+                    offset: movable.allocation.offset,
+                    size: movable.allocation.size,
+                })
                 .collect();
-            if in_type.is_empty() {
+            if pool_movables.is_empty() {
                 continue;
             }
-            let mut pool = lock(pool);
-            // Each destination takes its source's name, copied out first:
-            // planning changes the pool that holds it.
-            let names: Vec<Option<Box<str>>> = in_type
-                .iter()
-                .map(|&index| {
-                    pool.name_at(movables[index].allocation.location)
-                        .map(Into::into)
-                })
-                .collect();
-            let pool_movables: Vec<PoolMovable<'_>> = in_type
-                .iter()
-                .zip(&names)
-                .map(|(&index, name)| {
-                    let movable = &movables[index];
-                    let mut request =
-                        Request::new(movable.requirements, Usage::DEVICE_LOCAL, movable.kind);
-                    request.desc.name = name.as_deref();
-                    let mut request = pool_request(&self.context, memory_type, &request, false);
-                    request.dedicated = DedicatedChoice::Never;
-                    PoolMovable {
-                        index,
-                        location: movable.allocation.location,
-                        size: movable.allocation.size,
-                        request,
-                    }
-                })
-                .collect();
-            let pool_plan = pool.plan_defragmentation(&self.context, &pool_movables, &mut budget);
-            drop(pool);
+            let request_for = |index: usize| {
+                let movable = &movables[index];
+                let request = Request::new(movable.requirements, Usage::DEVICE_LOCAL, movable.kind);
+                pool_request(&self.context, memory_type, &request, false)
+            };
+            let pool_plan = lock(pool).plan_defragmentation(
+                &self.context,
+                &pool_movables,
+                &mut budget,
+                request_for,
+            );
             plan.blocks += pool_plan.blocks;
             plan.bytes += pool_plan.bytes;
             plan.moves

@@ -89,6 +89,12 @@ impl<T> Slab<T> {
         Some(value)
     }
 
+    /// One past the largest key index handed out: a `Vec` this long can be
+    /// indexed by [`SlabKey::index`].
+    pub(crate) fn index_bound(&self) -> usize {
+        self.entries.len()
+    }
+
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len

@@ -23,7 +23,7 @@
 //! serving requests that fit nowhere else, and a later plan may empty it.
 
 use std::cmp::Reverse;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use super::{DedicatedChoice, Location, Placement, PoolRequest, TypePool};
 use crate::device::MemoryDeviceExt;
@@ -32,15 +32,16 @@ use crate::memory::slab::SlabKey;
 
 /// An allocation the engine can move, as its memory type sees it.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct PoolMovable<'a> {
+pub(crate) struct PoolMovable {
     /// Its index in the engine's list, handed back with its move.
     pub(crate) index: usize,
     /// Where it is now.
     pub(crate) location: Location,
+    /// Its offset in its memory object: live allocations of one block have
+    /// distinct offsets, so equal ones are the same allocation listed twice.
+    pub(crate) offset: u64,
     /// Its size now: the bytes its move copies.
     pub(crate) size: u64,
-    /// Its new place, as a request (dedicated memory is never chosen).
-    pub(crate) request: PoolRequest<'a>,
 }
 
 /// What a plan may still move, over all memory types.
@@ -61,60 +62,84 @@ pub(crate) struct PoolPlan {
     pub(crate) bytes: u64,
 }
 
+/// A block a plan may empty: every live allocation in it is movable.
+#[derive(Debug)]
+struct Source {
+    key: SlabKey,
+    /// Bytes in use.
+    used: u64,
+    size: u64,
+    /// Its movables, each allocation once.
+    movables: Vec<PoolMovable>,
+}
+
 impl<M> TypePool<M> {
     /// Plans moves that empty whole blocks (see the module docs), within
-    /// `budget`, which it lowers by what it plans. The destinations are
-    /// live allocations of this pool from then on.
+    /// `budget`, which it lowers by what it plans. `request_for` gives the
+    /// new place of a movable (by its index) as a request; it is asked only
+    /// for the movables of blocks being tried. The destinations are live
+    /// allocations of this pool from then on, named as their sources.
+    ///
+    /// Costs O(n log n) in the `movables` listed plus the runs of the type,
+    /// before any move: no hashing per movable.
     pub(crate) fn plan_defragmentation<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
-        movables: &[PoolMovable<'_>],
+        movables: &[PoolMovable],
         budget: &mut MoveBudget,
+        request_for: impl Fn(usize) -> PoolRequest<'static>,
     ) -> PoolPlan {
-        let by_block = self.movables_by_block(movables);
-        // (used bytes, block size, key) of each block that can be emptied.
-        let mut sources: Vec<(u64, u64, SlabKey)> = self
-            .live_allocations_by_block(&by_block)
-            .into_iter()
-            .filter(|(key, live)| by_block.get(key).map(Vec::len) == Some(*live as usize))
-            .filter_map(|(key, _)| {
-                let block = self.blocks.get(key)?;
-                Some((block.size - block.ranges.free_bytes(), block.size, key))
-            })
-            .collect();
+        let mut plan = PoolPlan::default();
+        let mut sources = self.blocks_to_empty(movables);
+        if sources.is_empty() {
+            return plan;
+        }
         // The emptiest first, by the fraction of the block in use: the most
-        // bytes released per byte copied. The slab index breaks ties, so
-        // that a plan does not depend on a hash map's order.
-        sources.sort_unstable_by(|&(used_a, size_a, a), &(used_b, size_b, b)| {
-            let fraction_a = u128::from(used_a) * u128::from(size_b);
-            let fraction_b = u128::from(used_b) * u128::from(size_a);
-            fraction_a.cmp(&fraction_b).then(a.index.cmp(&b.index))
+        // bytes released per byte copied. The slab index breaks ties.
+        sources.sort_unstable_by(|a, b| {
+            let fraction_a = u128::from(a.used) * u128::from(b.size);
+            let fraction_b = u128::from(b.used) * u128::from(a.size);
+            fraction_a
+                .cmp(&fraction_b)
+                .then(a.key.index.cmp(&b.key.index))
         });
 
-        let mut plan = PoolPlan::default();
         let mut emptied: Vec<SlabKey> = Vec::new();
         let mut received: HashSet<SlabKey> = HashSet::new();
-        for (_, _, source) in sources {
+        for source in sources {
             // A block that took moves holds allocations nobody can move.
-            if received.contains(&source) {
+            if received.contains(&source.key) {
                 continue;
             }
-            let Some(list) = by_block.get(&source) else {
-                continue;
-            };
+            let list = &source.movables;
             let bytes: u64 = list.iter().map(|movable| movable.size).sum();
             if list.len() > budget.moves || bytes > budget.bytes {
                 continue;
             }
-            emptied.push(source);
-            let mut largest_first = list.clone();
-            largest_first.sort_by_key(|movable| Reverse(movable.request.placed_size));
+            // Each destination takes its source's name, copied out first:
+            // placing changes the maps that hold it.
+            let names: Vec<Option<Box<str>>> = list
+                .iter()
+                .map(|movable| self.name_at(movable.location).map(Into::into))
+                .collect();
+            let mut requests: Vec<(usize, PoolRequest<'_>)> = list
+                .iter()
+                .zip(&names)
+                .map(|(movable, name)| {
+                    let mut request = request_for(movable.index);
+                    request.name = name.as_deref();
+                    request.dedicated = DedicatedChoice::Never;
+                    (movable.index, request)
+                })
+                .collect();
+            requests.sort_by_key(|(_, request)| Reverse(request.placed_size));
+            emptied.push(source.key);
             let mut placed: Vec<(usize, Placement, u64)> = Vec::with_capacity(list.len());
-            for movable in largest_first {
-                let Some(placement) = self.place_outside(&movable.request, &emptied) else {
+            for (index, request) in &requests {
+                let Some(placement) = self.place_outside(request, &emptied) else {
                     break;
                 };
-                placed.push((movable.index, placement, movable.request.size));
+                placed.push((*index, placement, request.size));
             }
             if placed.len() < list.len() {
                 for (_, placement, size) in placed {
@@ -136,12 +161,57 @@ impl<M> TypePool<M> {
             budget.moves -= list.len();
             budget.bytes -= bytes;
             plan.blocks += 1;
-            plan.bytes += self.blocks.get(source).map_or(0, |block| block.size);
+            plan.bytes += source.size;
         }
         for key in emptied {
             self.retire(key);
         }
         plan
+    }
+
+    /// The blocks whose every live allocation is among `movables`, with
+    /// their movables (each allocation once).
+    fn blocks_to_empty(&self, movables: &[PoolMovable]) -> Vec<Source> {
+        // Movables by block slab index.
+        let mut by_block: Vec<Vec<PoolMovable>> = Vec::new();
+        by_block.resize_with(self.blocks.index_bound(), Vec::new);
+        for movable in movables {
+            if let Some(block) = self.block_of(movable.location) {
+                by_block[block.index as usize].push(*movable);
+            }
+        }
+        // Live allocations by block: its ranges, a run counting as its live
+        // slots instead of one.
+        let mut live: Vec<u64> = vec![0; by_block.len()];
+        for (key, block) in self.blocks.iter() {
+            if !by_block[key.index as usize].is_empty() {
+                live[key.index as usize] = block.ranges.counters().live_allocations;
+            }
+        }
+        for (_, run) in self.runs.iter() {
+            let count = &mut live[run.block.index as usize];
+            if *count > 0 {
+                *count = (*count + u64::from(run.live_slots())).saturating_sub(1);
+            }
+        }
+        self.blocks
+            .iter()
+            .filter_map(|(key, block)| {
+                let mut list = std::mem::take(&mut by_block[key.index as usize]);
+                if list.is_empty() {
+                    return None;
+                }
+                // Stable: of an allocation listed twice, the first listing moves.
+                list.sort_by_key(|movable| movable.offset);
+                list.dedup_by_key(|movable| movable.offset);
+                (list.len() as u64 == live[key.index as usize]).then(|| Source {
+                    key,
+                    used: block.size - block.ranges.free_bytes(),
+                    size: block.size,
+                    movables: list,
+                })
+            })
+            .collect()
     }
 
     /// The block of a live allocation in a block or a run slot; `None` for
@@ -159,43 +229,6 @@ impl<M> TypePool<M> {
             } => Some(self.runs.live(run, slot, generation)?.block),
             Location::Dedicated(_) => None,
         }
-    }
-
-    /// The movables in blocks, by block, each allocation once.
-    fn movables_by_block<'m, 'a>(
-        &self,
-        movables: &'m [PoolMovable<'a>],
-    ) -> HashMap<SlabKey, Vec<&'m PoolMovable<'a>>> {
-        let mut seen = HashSet::new();
-        let mut by_block: HashMap<SlabKey, Vec<&PoolMovable<'a>>> = HashMap::new();
-        for movable in movables {
-            if !seen.insert(movable.location) {
-                continue;
-            }
-            if let Some(block) = self.block_of(movable.location) {
-                by_block.entry(block).or_default().push(movable);
-            }
-        }
-        by_block
-    }
-
-    /// How many live allocations each block of `blocks` holds: its ranges,
-    /// each run among them counting as its live slots.
-    fn live_allocations_by_block<T>(&self, blocks: &HashMap<SlabKey, T>) -> HashMap<SlabKey, u64> {
-        let mut live: HashMap<SlabKey, u64> = blocks
-            .keys()
-            .filter_map(|&key| {
-                let block = self.blocks.get(key)?;
-                Some((key, block.ranges.counters().live_allocations))
-            })
-            .collect();
-        for (_, run) in self.runs.iter() {
-            if let Some(count) = live.get_mut(&run.block) {
-                // The run's own range is one of the block's live ranges.
-                *count = (*count + u64::from(run.live_slots())).saturating_sub(1);
-            }
-        }
-        live
     }
 
     /// Places `request` as [`allocate`](Self::allocate) would in a block,
