@@ -2,6 +2,8 @@
 //! checked against its request and everything counted; frees now or after
 //! the frame; host access; `trim`.
 
+use std::fmt::Debug;
+
 use ash::vk::{self, Handle};
 use vk_suballoc::device::{MemoryDeviceExt, MemoryPropertyFlags};
 // `DedicatedTarget` from the crate root, beside `DedicatedHint`, as users
@@ -180,16 +182,7 @@ impl Walk {
         if a.is_dedicated() {
             assert_eq!(a.offset(), 0, "{ctx}");
         } else {
-            assert_eq!(a.offset() % r.alignment, 0, "{ctx}: {request:?}");
-            if is_non_coherent(props) {
-                assert_eq!(a.offset() % self.layout.non_coherent_atom_size, 0, "{ctx}");
-            }
-            let granularity = self.layout.buffer_image_granularity.max(1);
-            let padded =
-                granularity.is_power_of_two() && granularity <= self.config.max_padded_granularity;
-            if request.kind == ResourceKind::OptimalImage && padded {
-                assert_eq!(a.offset() % granularity, 0, "{ctx}: image off its page");
-            }
+            self.check_placement(a, r.alignment, request.kind, request);
         }
         assert_eq!(a.mapped_ptr().is_some(), is_host_visible(props), "{ctx}");
         assert!(self.allocator.owns(a), "{ctx}");
@@ -217,6 +210,36 @@ impl Walk {
             resource,
             tag,
         });
+    }
+
+    /// Checks where `a`, of `kind` in a block, lies: at a multiple of
+    /// `alignment`, of the non-coherent atom on non-coherent memory, and of
+    /// `bufferImageGranularity` for an optimal image when pages are padded.
+    /// `what` asked for it.
+    pub(super) fn check_placement(
+        &self,
+        a: &Allocation,
+        alignment: u64,
+        kind: ResourceKind,
+        what: &dyn Debug,
+    ) {
+        let ctx = self.ctx();
+        assert_eq!(a.offset() % alignment, 0, "{ctx}: {what:?}");
+        let props = self.layout.memory_types[a.memory_type() as usize].props;
+        if is_non_coherent(props) {
+            let atom = self.layout.non_coherent_atom_size;
+            assert_eq!(a.offset() % atom, 0, "{ctx}: {what:?}");
+        }
+        let granularity = self.layout.buffer_image_granularity.max(1);
+        let padded =
+            granularity.is_power_of_two() && granularity <= self.config.max_padded_granularity;
+        if kind == ResourceKind::OptimalImage && padded {
+            assert_eq!(
+                a.offset() % granularity,
+                0,
+                "{ctx}: {what:?}: image off its page"
+            );
+        }
     }
 
     /// Queues `counted` in the current frame.
@@ -258,8 +281,14 @@ impl Walk {
         let live = self.live.swap_remove(index);
         if self.rng.below(3) > 0 {
             self.free_after_frame(live);
-            return;
+        } else {
+            self.free_now(live);
         }
+    }
+
+    /// Frees `live` now, with `free` or `free_mut`, and its resource, if
+    /// any; its type's figures drop by exactly its allocation.
+    pub(super) fn free_now(&mut self, live: Live) {
         let counted = live.counted();
         let before = self.allocator.stats();
         let result = if self.rng.below(2) == 0 {
