@@ -4,9 +4,12 @@
 //! beyond every heap; frees now (`free`, `free_mut`) and after frames
 //! (`free_after_frame`, `destroy_*_after_frame`) with fences and timeline
 //! values signalled in order, out of order, late, or the device lost; upload
-//! rings created, filled, grown and destroyed; `trim`; the stats, the JSON
-//! dump, the memory map and the SVG read at random points; injected
-//! `vkAllocateMemory` and `vkMapMemory` failures, capped heaps, budgets. Each
+//! rings created, filled, grown and destroyed; defragmentation planned over
+//! a random subset of the live allocations and carried out (bytes copied,
+//! sources freed now or after the frame, a move given up at times), or
+//! refused for a bad movable; `trim`; the stats, the JSON dump, the memory
+//! map and the SVG read at random points; injected `vkAllocateMemory` and
+//! `vkMapMemory` failures, capped heaps, budgets. Each
 //! walk draws a variant of its layout (heap sizes, object limit, granularity,
 //! budget extension) and a configuration from its seed.
 //!
@@ -20,14 +23,16 @@
 //! `bufferImageGranularity` and never overlap, including ranges freed after a
 //! frame that was not collected yet; `stats()`, the device, the memory map,
 //! the JSON dump and the SVG agree with the model; host-visible bytes are not
-//! clobbered; at the end nothing leaks.
+//! clobbered; a plan moves only within a memory type, out of blocks that
+//! held nothing but listed allocations, into blocks that held something and
+//! that no plan is emptying, within its limits; at the end nothing leaks.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags as Props;
 use vk_suballoc::device::fake::{FakeCounters, FakeDevice, FakeLayout};
-use vk_suballoc::{Allocation, Config, ResourceKind, RingAllocation, UploadRing, Usage};
+use vk_suballoc::{Allocation, Config, Request, ResourceKind, RingAllocation, UploadRing, Usage};
 
 use super::seeded_rng::Rng;
 use super::{allocator_with, FakeAllocator};
@@ -36,6 +41,8 @@ use super::{allocator_with, FakeAllocator};
 mod allocations;
 #[path = "api_walk/checks.rs"]
 mod checks;
+#[path = "api_walk/defragment.rs"]
+mod defragment;
 #[path = "api_walk/expect.rs"]
 mod expect;
 #[path = "api_walk/frames.rs"]
@@ -85,6 +92,9 @@ struct Counted {
 /// A live allocation of the walk.
 struct Live {
     allocation: Allocation,
+    /// The requirements it was requested with: those of its resource,
+    /// which a defragmentation move recreates.
+    requirements: vk::MemoryRequirements,
     kind: ResourceKind,
     name: Option<&'static str>,
     /// The fake buffer or image it was made for (dedicated target).
@@ -107,6 +117,36 @@ impl Live {
             }),
             deferred: false,
         }
+    }
+}
+
+/// Another allocator's allocation, which the walk's allocator must refuse
+/// to plan a move of.
+struct Foreign {
+    allocator: FakeAllocator,
+    device: FakeDevice,
+    allocation: Allocation,
+    requirements: vk::MemoryRequirements,
+}
+
+impl Foreign {
+    fn new() -> Self {
+        let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+        let requirements = super::requirements(256, 256);
+        let request = Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer);
+        let allocation = allocator.allocate(&request).unwrap();
+        Self {
+            allocator,
+            device,
+            allocation,
+            requirements,
+        }
+    }
+
+    /// Frees the allocation; the device must be clean.
+    fn finish(self) {
+        super::free(&self.allocator, self.allocation);
+        super::finish(self.allocator, &self.device);
     }
 }
 
@@ -173,6 +213,11 @@ struct Walk {
     map_faults: Vec<u64>,
     /// The last byte written at both ends of a host-visible allocation.
     next_tag: u8,
+    /// Blocks that defragmentation plans are emptying: they take no
+    /// destination until they hold nothing.
+    retiring: HashSet<vk::DeviceMemory>,
+    foreign: Foreign,
+    defragmented: defragment::Defragmented,
 }
 
 /// A variant of `base` and a configuration, drawn from the seed: small
@@ -290,6 +335,9 @@ impl Walk {
             alloc_faults: Vec::new(),
             map_faults: Vec::new(),
             next_tag: 0,
+            retiring: HashSet::new(),
+            foreign: Foreign::new(),
+            defragmented: defragment::Defragmented::default(),
         }
     }
 
@@ -313,9 +361,11 @@ impl Walk {
                 79..=86 => self.ring_op(),
                 87..=90 => self.inject(),
                 91..=93 => self.host_access(),
-                94..=95 => self.trim(),
+                94 => self.trim(),
+                95..=96 => self.defragment(),
                 _ => self.inspect(),
             }
+            self.forget_emptied_blocks();
             if step % 128 == 0 {
                 self.check_all();
             }

@@ -205,6 +205,7 @@ impl Walk {
         });
         self.live.push(Live {
             allocation,
+            requirements: request.requirements,
             kind: request.kind,
             name: request.desc.name,
             resource,

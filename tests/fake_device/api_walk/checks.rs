@@ -236,6 +236,8 @@ impl Walk {
             self.collect_now(false);
             self.check_all();
         }
+        println!("{}: {:?}", self.test, self.defragmented);
+        self.foreign.finish();
         super::super::finish(self.allocator, &self.device);
     }
 }

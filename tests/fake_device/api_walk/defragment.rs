@@ -1,0 +1,416 @@
+//! The walk's defragmentation: plans over a random subset of the live
+//! allocations, within random limits at times, carried out as an engine
+//! does (the tagged bytes copied, the destination used in the source's
+//! place, the source freed now or after the frame, now and then a move
+//! given up); and lists holding a bad movable, which are refused whole.
+
+use std::collections::{HashMap, HashSet};
+
+use ash::vk;
+use vk_suballoc::{
+    Allocation, DefragmentationLimits, DefragmentationPlan, Error, Movable, ResourceKind,
+};
+
+use super::{is_host_visible, Live, Place, Walk, MIB};
+
+/// One entry of a list handed to `plan_defragmentation`: a live allocation
+/// of the walk, or the foreign one, with the requirements and kind listed.
+#[derive(Clone, Copy, Debug)]
+struct Listed {
+    /// Its index in `Walk::live`; `None` for the foreign allocation.
+    live: Option<usize>,
+    requirements: vk::MemoryRequirements,
+    kind: ResourceKind,
+}
+
+impl Listed {
+    /// The error this entry earns, in the order `plan_defragmentation`
+    /// checks each movable: its owner, its size, its alignment.
+    fn refusal(&self) -> Option<Error> {
+        let r = &self.requirements;
+        if self.live.is_none() {
+            Some(Error::ForeignAllocation)
+        } else if r.size == 0 {
+            Some(Error::ZeroSize)
+        } else if !r.alignment.is_power_of_two() {
+            Some(Error::AlignmentNotPowerOfTwo(r.alignment))
+        } else {
+            None
+        }
+    }
+}
+
+/// What the walk's plans did, printed at its end: how much of the
+/// defragmentation a seed reached.
+#[derive(Debug, Default)]
+pub(super) struct Defragmented {
+    plans: u64,
+    refused: u64,
+    moves: u64,
+    given_up: u64,
+    blocks: u64,
+}
+
+/// Each block before a plan, by memory object: its size, and whether it
+/// held an allocation.
+type Blocks = HashMap<vk::DeviceMemory, (u64, bool)>;
+
+impl Walk {
+    /// Plans defragmentation over a random list and carries the plan out;
+    /// one time in six, the list holds a bad movable and is refused.
+    pub(super) fn defragment(&mut self) {
+        let listed = self.draw_listing();
+        if self.rng.below(6) == 0 {
+            self.defragmented.refused += 1;
+            return self.plan_refused(listed);
+        }
+        let limits = match self.rng.below(6) {
+            0 => DefragmentationLimits::default().max_moves(self.rng.below(6) as usize),
+            1 => DefragmentationLimits::default().max_bytes(self.rng.below(2 * MIB)),
+            2 => DefragmentationLimits::default()
+                .max_moves(self.rng.below(24) as usize)
+                .max_bytes(self.rng.below(8 * MIB)),
+            _ => DefragmentationLimits::default(),
+        };
+        let map = self.allocator.memory_map();
+        let blocks: Blocks = map
+            .memory_types
+            .iter()
+            .flat_map(|t| &t.blocks)
+            .map(|b| (b.memory, (b.size, b.allocations().next().is_some())))
+            .collect();
+        let before = self.allocator.stats();
+        let counters = self.device.counters();
+        let result = self
+            .allocator
+            .plan_defragmentation(&self.movables(&listed), &limits);
+        let plan = result.unwrap_or_else(|e| panic!("{}: plan refused: {e:?}", self.ctx()));
+        let sources = self.check_plan(&listed, &limits, &plan, &blocks);
+        let tally = &mut self.defragmented;
+        tally.plans += 1;
+        tally.moves += plan.moves.len() as u64;
+        tally.blocks += plan.blocks as u64;
+        let ctx = self.ctx();
+        let after = self.allocator.stats();
+        let destinations: u64 = plan.moves.iter().map(|m| m.destination.size()).sum();
+        assert_eq!(
+            (after.allocations(), after.live_bytes()),
+            (
+                before.allocations() + plan.moves.len() as u64,
+                before.live_bytes() + destinations
+            ),
+            "{ctx}: the destinations are live allocations"
+        );
+        assert_eq!(
+            (after.memory_objects, after.reserved_bytes()),
+            (before.memory_objects, before.reserved_bytes()),
+            "{ctx}: a plan makes no memory object"
+        );
+        let now = self.device.counters();
+        assert_eq!(
+            (now.allocate_calls, now.frees, now.maps),
+            (counters.allocate_calls, counters.frees, counters.maps),
+            "{ctx}: a plan calls no device"
+        );
+        self.carry_out(&listed, plan, &sources, &blocks);
+    }
+
+    /// A random subset of the live allocations, each with the requirements
+    /// and kind it was allocated with: every one, most, or about half. Now
+    /// and then one's requirements exclude its memory type (its resource
+    /// could not go back there), and a few are listed twice.
+    fn draw_listing(&mut self) -> Vec<Listed> {
+        let skip = [0, 8, 2][self.rng.below(3) as usize];
+        let mut listed = Vec::new();
+        for (i, live) in self.live.iter().enumerate() {
+            if skip != 0 && self.rng.below(skip) == 0 {
+                continue;
+            }
+            let mut requirements = live.requirements;
+            if self.rng.below(40) == 0 {
+                requirements.memory_type_bits &= !(1 << live.allocation.memory_type());
+            }
+            listed.push(Listed {
+                live: Some(i),
+                requirements,
+                kind: live.kind,
+            });
+        }
+        for _ in 0..self.rng.below(3) {
+            if listed.is_empty() {
+                break;
+            }
+            let again = listed[self.rng.below(listed.len() as u64) as usize];
+            listed.push(again);
+        }
+        listed
+    }
+
+    /// `listed` as the movables `plan_defragmentation` takes.
+    fn movables(&self, listed: &[Listed]) -> Vec<Movable<'_>> {
+        listed
+            .iter()
+            .map(|l| {
+                let allocation = match l.live {
+                    Some(i) => &self.live[i].allocation,
+                    None => &self.foreign.allocation,
+                };
+                Movable::new(allocation, l.requirements, l.kind)
+            })
+            .collect()
+    }
+
+    /// Checks `plan` against its list, limits and the blocks before it:
+    /// each allocation moved once, out of a type its requirements allow,
+    /// never out of dedicated memory; within the limits; the blocks it
+    /// empties held nothing but the moved allocations, and its figures are
+    /// theirs. Returns those blocks.
+    fn check_plan(
+        &self,
+        listed: &[Listed],
+        limits: &DefragmentationLimits,
+        plan: &DefragmentationPlan,
+        blocks: &Blocks,
+    ) -> HashSet<vk::DeviceMemory> {
+        let ctx = self.ctx();
+        let mut moved = HashSet::new();
+        let mut sources = HashSet::new();
+        let mut bytes = 0;
+        for pair in plan.moves.windows(2) {
+            assert!(
+                pair[0].movable < pair[1].movable,
+                "{ctx}: moves out of order"
+            );
+        }
+        for planned in &plan.moves {
+            let entry = listed.get(planned.movable);
+            let entry = entry.unwrap_or_else(|| panic!("{ctx}: movable {}", planned.movable));
+            let i = entry
+                .live
+                .unwrap_or_else(|| panic!("{ctx}: the foreign allocation moves"));
+            assert!(moved.insert(i), "{ctx}: live {i} moves twice");
+            let source = &self.live[i].allocation;
+            let bits = entry.requirements.memory_type_bits;
+            assert!(
+                bits & (1 << source.memory_type()) != 0,
+                "{ctx}: {source:?} moves, yet {bits:#x} excludes its type"
+            );
+            assert!(!source.is_dedicated(), "{ctx}: {source:?} moves");
+            bytes += source.size();
+            sources.insert(source.memory());
+        }
+        assert!(plan.moves.len() <= limits.max_moves, "{ctx}: {limits:?}");
+        assert!(
+            bytes <= limits.max_bytes,
+            "{ctx}: {bytes} bytes, {limits:?}"
+        );
+        for (i, live) in self.live.iter().enumerate() {
+            let a = &live.allocation;
+            assert!(
+                !sources.contains(&a.memory()) || moved.contains(&i),
+                "{ctx}: {a:?} stays in a block the plan empties"
+            );
+        }
+        let in_sources = self
+            .counted()
+            .filter(|c| c.place.is_some_and(|p| sources.contains(&p.memory)))
+            .count();
+        assert_eq!(
+            in_sources,
+            moved.len(),
+            "{ctx}: a deferred free or ring chunk in a block the plan empties"
+        );
+        let emptied: u64 = sources.iter().map(|m| blocks[m].0).sum();
+        assert_eq!(
+            (plan.blocks, plan.bytes),
+            (sources.len(), emptied),
+            "{ctx}: the blocks the plan empties"
+        );
+        sources
+    }
+
+    /// Checks a destination of the allocation `entry` lists: in its memory
+    /// type, of its requirements' size and alignment, not dedicated, in a
+    /// block that held something and that neither this plan nor an earlier
+    /// one is emptying, mapped when host-visible, clear of everything
+    /// counted (ranges freed after a frame not collected yet included).
+    fn check_destination(
+        &self,
+        entry: &Listed,
+        destination: &Allocation,
+        sources: &HashSet<vk::DeviceMemory>,
+        blocks: &Blocks,
+    ) {
+        let ctx = self.ctx();
+        let i = entry.live.unwrap_or_default();
+        let source = &self.live[i].allocation;
+        let d = destination;
+        assert_eq!(d.memory_type(), source.memory_type(), "{ctx}: {d:?}");
+        assert_eq!(d.size(), entry.requirements.size, "{ctx}: {d:?}");
+        assert!(!d.is_dedicated(), "{ctx}: {d:?}");
+        let what = format!("destination of {source:?}");
+        self.check_placement(d, entry.requirements.alignment, entry.kind, &what);
+        assert!(
+            !sources.contains(&d.memory()),
+            "{ctx}: {d:?} in a block the plan empties"
+        );
+        assert!(
+            !self.retiring.contains(&d.memory()),
+            "{ctx}: {d:?} in a block an earlier plan is emptying"
+        );
+        assert_eq!(
+            blocks.get(&d.memory()).map(|b| b.1),
+            Some(true),
+            "{ctx}: {d:?} not in a block that held something"
+        );
+        let props = self.layout.memory_types[d.memory_type() as usize].props;
+        assert_eq!(d.mapped_ptr().is_some(), is_host_visible(props), "{ctx}");
+        assert!(self.allocator.owns(d), "{ctx}: {d:?}");
+        let place = Place {
+            memory: d.memory(),
+            offset: d.offset(),
+            linear: entry.kind.is_linear(),
+        };
+        self.assert_disjoint(place, d.size(), "a destination");
+    }
+
+    /// Carries `plan` out as an engine does: each destination takes its
+    /// source's tagged bytes, a new resource and the source's place; the
+    /// source and its resource are freed now or after the frame. One move
+    /// in sixteen is given up: its destination is freed, its source stays.
+    fn carry_out(
+        &mut self,
+        listed: &[Listed],
+        plan: DefragmentationPlan,
+        sources: &HashSet<vk::DeviceMemory>,
+        blocks: &Blocks,
+    ) {
+        let mut all_freed_now = true;
+        for planned in plan.moves {
+            let entry = &listed[planned.movable];
+            let mut destination = planned.destination;
+            self.check_destination(entry, &destination, sources, blocks);
+            if self.rng.below(16) == 0 {
+                // SAFETY: the fake device runs no GPU work.
+                let result = unsafe { self.allocator.free(destination) };
+                assert_eq!(result, Ok(()), "{}: a move given up", self.ctx());
+                self.defragmented.given_up += 1;
+                all_freed_now = false;
+                continue;
+            }
+            let i = entry.live.unwrap_or_default();
+            self.copy_tag(i, &mut destination);
+            let live = &mut self.live[i];
+            let allocation = std::mem::replace(&mut live.allocation, destination);
+            let resource = live.resource.map(|_| self.device.create_resource());
+            let resource = std::mem::replace(&mut live.resource, resource);
+            let source = Live {
+                allocation,
+                resource,
+                ..*live
+            };
+            if self.rng.below(2) == 0 {
+                self.free_now(source);
+            } else {
+                self.free_after_frame(source);
+                all_freed_now = false;
+            }
+        }
+        // Earlier plans' blocks are checked against later destinations
+        // until they empty (`forget_emptied_blocks`).
+        self.retiring.extend(sources);
+        if all_freed_now {
+            let ctx = self.ctx();
+            let map = self.allocator.memory_map();
+            for block in map.memory_types.iter().flat_map(|t| &t.blocks) {
+                assert!(
+                    !sources.contains(&block.memory) || block.allocations().next().is_none(),
+                    "{ctx}: block {} did not empty",
+                    block.id
+                );
+            }
+        }
+    }
+
+    /// Copies the bytes the walk tagged at both ends of host-visible live
+    /// allocation `i` into `destination`, and flushes them.
+    fn copy_tag(&self, i: usize, destination: &mut Allocation) {
+        let ctx = self.ctx();
+        let Some(tag) = self.live[i].tag else { return };
+        let source = self.allocator.mapped_slice(&self.live[i].allocation);
+        let source = source.unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
+        let ends = (source[0], source[source.len() - 1]);
+        assert_eq!(ends, (tag, tag), "{ctx}: source bytes clobbered");
+        let bytes = self.allocator.mapped_slice_mut(destination);
+        let bytes = bytes.unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
+        let last = bytes.len() - 1;
+        (bytes[0], bytes[last]) = ends;
+        let size = destination.size();
+        assert_eq!(self.allocator.flush(destination, 0..size), Ok(()), "{ctx}");
+    }
+
+    /// `listed` with one or two bad movables put in: refused with the error
+    /// of the first bad one, changing no figure of `stats()`.
+    fn plan_refused(&mut self, mut listed: Vec<Listed>) {
+        for _ in 0..1 + self.rng.below(2) {
+            let bad = self.draw_bad_movable();
+            let at = self.rng.below(listed.len() as u64 + 1) as usize;
+            listed.insert(at, bad);
+        }
+        let ctx = self.ctx();
+        let expected = listed.iter().find_map(Listed::refusal);
+        let before = self.allocator.stats();
+        let result = self
+            .allocator
+            .plan_defragmentation(&self.movables(&listed), &DefragmentationLimits::default());
+        match result {
+            Err(error) => assert_eq!(Some(error), expected, "{ctx}: {listed:?}"),
+            Ok(plan) => panic!("{ctx}: {listed:?} planned {plan:?}"),
+        }
+        assert_eq!(self.allocator.stats(), before, "{ctx}: a refused plan");
+    }
+
+    /// A movable with one flaw or two: the foreign allocation, a zero size,
+    /// an alignment not a power of two.
+    fn draw_bad_movable(&mut self) -> Listed {
+        let mut bad = match self.live.len() as u64 {
+            0 => Listed {
+                live: None,
+                requirements: self.foreign.requirements,
+                kind: ResourceKind::Buffer,
+            },
+            n => {
+                let i = self.rng.below(n) as usize;
+                Listed {
+                    live: Some(i),
+                    requirements: self.live[i].requirements,
+                    kind: self.live[i].kind,
+                }
+            }
+        };
+        for _ in 0..1 + u64::from(self.rng.below(4) == 0) {
+            match self.rng.below(3) {
+                0 => bad.live = None,
+                1 => bad.requirements.size = 0,
+                _ => {
+                    let alignments = [0, 3, 48, 1000, 3 << 12];
+                    bad.requirements.alignment = alignments[self.rng.below(5) as usize];
+                }
+            }
+        }
+        bad
+    }
+
+    /// Forgets the blocks of earlier plans that no longer hold anything
+    /// counted: they emptied, which ends their retirement.
+    pub(super) fn forget_emptied_blocks(&mut self) {
+        if self.retiring.is_empty() {
+            return;
+        }
+        let held: HashSet<vk::DeviceMemory> = self
+            .counted()
+            .filter_map(|c| c.place.map(|p| p.memory))
+            .collect();
+        self.retiring.retain(|m| held.contains(m));
+    }
+}
