@@ -100,7 +100,63 @@ struct World<'a> {
     object_limit: u32,
 }
 
-impl World<'_> {
+impl<'a> World<'a> {
+    /// A world over `allocator` with its two upload rings, one growing.
+    fn new(allocator: &'a FakeAllocator, device: &'a FakeDevice, object_limit: u32) -> Self {
+        let ring = |grow| {
+            let desc = UploadRingDesc {
+                size: 64 << 10,
+                grow,
+                ..UploadRingDesc::default()
+            };
+            allocator.create_upload_ring(&desc).unwrap()
+        };
+        World {
+            allocator,
+            device,
+            shadow: Mutex::default(),
+            rings: [ring(false), ring(true)],
+            object_limit,
+        }
+    }
+
+    /// Once the threads are done: lets every frame finish, then seals and
+    /// finishes one more; none is left in flight.
+    fn finish_frames(&self) {
+        while self.shadow().sealed.values().any(|&(_, done)| !done) {
+            self.signal_oldest();
+        }
+        self.end_frame();
+        self.signal_oldest();
+        let collected = self.allocator.wait_and_collect(0).unwrap();
+        assert_eq!(self.allocator.frames_in_flight(), 0, "{collected:?}");
+        self.check_stats();
+    }
+
+    /// Frees `survivors` and destroys the rings, then checks that nothing
+    /// is left: no allocation, every block empty, none after `trim`.
+    fn free_all(self, survivors: Vec<(u64, Allocation)>) {
+        let allocator = self.allocator;
+        for (tag, a) in survivors {
+            self.retire(tag, &a);
+            free(allocator, a);
+        }
+        for ring in self.rings {
+            allocator.destroy_upload_ring(ring).unwrap();
+        }
+        self.end_frame();
+        self.signal_oldest();
+        allocator.collect().unwrap();
+        let stats = allocator.stats();
+        assert_eq!((stats.allocations(), stats.live_bytes()), (0, 0));
+        assert!(stats
+            .memory_types
+            .iter()
+            .all(|t| t.blocks == t.empty_blocks));
+        allocator.trim();
+        assert_eq!(allocator.stats().reserved_bytes(), 0);
+    }
+
     fn shadow(&self) -> MutexGuard<'_, Shadow> {
         self.shadow.lock().unwrap()
     }
@@ -114,7 +170,9 @@ impl World<'_> {
         )
     }
 
-    fn allocate(&self, rng: &mut Rng, tag: u64) -> Option<(u64, Allocation)> {
+    /// A request as the threads make them: mostly small buffers, some
+    /// images, now and then a few MiB; one in four within budget.
+    fn draw_request(rng: &mut Rng) -> Request<'static> {
         let size = if rng.below(20) == 0 {
             (1 + rng.below(4)) * MIB
         } else {
@@ -133,17 +191,23 @@ impl World<'_> {
         if rng.below(4) == 0 {
             request = request.within_budget();
         }
-        let mut allocation = match self.allocator.allocate(&request) {
+        request
+    }
+
+    fn allocate(&self, rng: &mut Rng, tag: u64) -> Option<(u64, Allocation)> {
+        let request = Self::draw_request(rng);
+        self.allocate_request(&request, tag).map(|a| (tag, a))
+    }
+
+    /// Allocates `request`, checks it against the shadow and writes `tag`
+    /// at both ends when host-visible; `None` when memory ran out.
+    fn allocate_request(&self, request: &Request<'_>, tag: u64) -> Option<Allocation> {
+        let mut allocation = match self.allocator.allocate(request) {
             Ok(allocation) => allocation,
             Err(error) if Self::exhausted(&error) => return None,
-            Err(error) => panic!("allocate {size}: {error:?}"),
+            Err(error) => panic!("allocate {}: {error:?}", request.requirements.size),
         };
-        let (memory, range) = range_of(&allocation);
-        {
-            let mut shadow = self.shadow();
-            shadow.check_free("allocation", memory, range);
-            shadow.live.insert((memory, range.0), range.1);
-        }
+        self.hand_out("allocation", &allocation);
         if let Ok(bytes) = self.allocator.mapped_slice_mut(&mut allocation) {
             let end = bytes.len() - 8;
             bytes[..8].copy_from_slice(&tag.to_le_bytes());
@@ -151,7 +215,16 @@ impl World<'_> {
             let len = bytes.len() as u64;
             self.allocator.flush(&allocation, 0..len).unwrap();
         }
-        Some((tag, allocation))
+        Some(allocation)
+    }
+
+    /// Checks a range the allocator just handed out against the shadow,
+    /// and records it live.
+    fn hand_out(&self, what: &str, allocation: &Allocation) {
+        let (memory, range) = range_of(allocation);
+        let mut shadow = self.shadow();
+        shadow.check_free(what, memory, range);
+        shadow.live.insert((memory, range.0), range.1);
     }
 
     /// Removes a live allocation from the shadow before it goes back.
@@ -347,21 +420,7 @@ fn whole_api_from_threads(test: &str, layout: FakeLayout) {
     let seed = Rng::seed(test);
     let object_limit = layout.max_memory_allocation_count;
     let (allocator, device) = allocator(layout);
-    let ring = |grow| {
-        let desc = UploadRingDesc {
-            size: 64 << 10,
-            grow,
-            ..UploadRingDesc::default()
-        };
-        allocator.create_upload_ring(&desc).unwrap()
-    };
-    let world = World {
-        allocator: &allocator,
-        device: &device,
-        shadow: Mutex::default(),
-        rings: [ring(false), ring(true)],
-        object_limit,
-    };
+    let world = World::new(&allocator, &device, object_limit);
     let survivors: Vec<(u64, Allocation)> = std::thread::scope(|scope| {
         let world = &world;
         let handles: Vec<_> = (0..THREADS)
@@ -372,15 +431,7 @@ fn whole_api_from_threads(test: &str, layout: FakeLayout) {
             .flat_map(|h| h.join().unwrap())
             .collect()
     });
-    // Let every frame finish, then seal and finish one more.
-    while world.shadow().sealed.values().any(|&(_, done)| !done) {
-        world.signal_oldest();
-    }
-    world.end_frame();
-    world.signal_oldest();
-    let collected = allocator.wait_and_collect(0).unwrap();
-    assert_eq!(allocator.frames_in_flight(), 0, "{collected:?}");
-    world.check_stats();
+    world.finish_frames();
 
     // The figures match what is alive, and nothing overlaps (the shadow
     // checked each range as it was handed out; it must hold the survivors).
@@ -398,25 +449,7 @@ fn whole_api_from_threads(test: &str, layout: FakeLayout) {
         stats.memory_objects as usize,
         device.live_allocations().len()
     );
-    for (tag, a) in survivors {
-        world.retire(tag, &a);
-        free(&allocator, a);
-    }
-    for ring in world.rings {
-        allocator.destroy_upload_ring(ring).unwrap();
-    }
-    world.end_frame();
-    world.signal_oldest();
-    allocator.collect().unwrap();
-    let stats = allocator.stats();
-    assert_eq!((stats.allocations(), stats.live_bytes()), (0, 0));
-    assert!(stats
-        .memory_types
-        .iter()
-        .all(|t| t.blocks == t.empty_blocks));
-    allocator.trim();
-    assert_eq!(allocator.stats().reserved_bytes(), 0);
-    drop(world);
+    world.free_all(survivors);
     finish(allocator, &device);
 }
 
