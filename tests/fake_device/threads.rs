@@ -20,6 +20,9 @@ use vk_suballoc::{Allocation, Error, Request, ResourceKind, UploadRing, UploadRi
 use super::seeded_rng::Rng;
 use super::{allocator, finish, free, requirements, FakeAllocator};
 
+#[path = "threads/defragment.rs"]
+mod defragment;
+
 const MIB: u64 = 1 << 20;
 const THREADS: u64 = 4;
 /// Operations per thread: a few under Miri, which runs ~1000x slower.
