@@ -179,6 +179,49 @@ fn the_emptiest_block_goes_first() {
     finish(allocator, &device);
 }
 
+/// By default only blocks at most half in use are emptied; the limit
+/// goes from 0 (nothing) to 100 (any block that fits elsewhere).
+#[test]
+fn blocks_more_than_half_in_use_stay_by_default() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    // The first block (32 MiB) keeps 20 buffers, 62 % in use; the second
+    // (64 MiB) keeps its 32, with room for them.
+    let all: Vec<Allocation> = (0..64)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    let mut live = Vec::new();
+    for (i, a) in all.into_iter().enumerate() {
+        if i >= 20 && i < 32 {
+            free(&allocator, a);
+        } else {
+            live.push(a);
+        }
+    }
+    let listed = &live[..20];
+    for percent in [0, 50, 62] {
+        let limits = DefragmentationLimits::default().max_used_percent(percent);
+        let plan = allocator
+            .plan_defragmentation(&movables(listed), &limits)
+            .unwrap();
+        assert!(plan.moves.is_empty(), "{percent} %");
+    }
+    assert_eq!(DefragmentationLimits::default().max_used_percent, 50);
+    let limits = DefragmentationLimits::default().max_used_percent(63);
+    let plan = allocator
+        .plan_defragmentation(&movables(listed), &limits)
+        .unwrap();
+    assert_eq!((plan.moves.len(), plan.blocks), (20, 1));
+    carry_out(&allocator, &mut live, plan);
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
 /// Two blocks of 1 MiB buffers with holes, as in
 /// [`a_plan_empties_the_least_used_block`]: the live ones, the first
 /// block's 16 and then the second's 8.
@@ -664,9 +707,10 @@ fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) -
             .iter()
             .map(|&i| Movable::new(&live[i].allocation, live[i].requirements, live[i].kind))
             .collect();
-        let limits = match rng.below(3) {
+        let limits = match rng.below(4) {
             0 => DefragmentationLimits::default().max_moves(rng.below(40) as usize),
             1 => DefragmentationLimits::default().max_bytes(rng.below(16 * MIB)),
+            2 => DefragmentationLimits::default().max_used_percent(rng.below(101) as u8),
             _ => DefragmentationLimits::default(),
         };
         let plan = allocator.plan_defragmentation(&listed, &limits).unwrap();

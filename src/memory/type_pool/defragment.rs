@@ -2,8 +2,9 @@
 //! where their allocations go.
 //!
 //! A block can be emptied when every live allocation in it is movable (the
-//! engine can recreate its resource elsewhere and copy the contents). Such
-//! blocks are tried emptiest first (the smallest fraction in use: the most
+//! engine can recreate its resource elsewhere and copy the contents) and it
+//! is no fuller than the plan's limit (half, by default). Such blocks are
+//! tried emptiest first (the smallest fraction in use: the most
 //! bytes released per byte copied). Each one's allocations are placed,
 //! largest first, in the other blocks of their granularity class that hold
 //! something already: never in a new block, an empty one (moving into it
@@ -49,6 +50,8 @@ pub(crate) struct PoolMovable {
 pub(crate) struct MoveBudget {
     pub(crate) moves: usize,
     pub(crate) bytes: u64,
+    /// Only blocks at most this percent in use (0..=100) are emptied.
+    pub(crate) used_percent: u8,
 }
 
 /// The moves planned in one memory type.
@@ -91,6 +94,8 @@ impl<M> TypePool<M> {
     ) -> PoolPlan {
         let mut plan = PoolPlan::default();
         let mut sources = self.blocks_to_empty(movables);
+        let percent = u128::from(budget.used_percent);
+        sources.retain(|source| u128::from(source.used) * 100 <= u128::from(source.size) * percent);
         if sources.is_empty() {
             return plan;
         }

@@ -53,7 +53,7 @@ pub(super) struct Defragmented {
 
 /// Each block before a plan, by memory object: its size, and whether it
 /// held an allocation.
-type Blocks = HashMap<vk::DeviceMemory, (u64, bool)>;
+type Blocks = HashMap<vk::DeviceMemory, (u64, bool, u64)>;
 
 impl Walk {
     /// Plans defragmentation over a random list and carries the plan out;
@@ -70,6 +70,7 @@ impl Walk {
             2 => DefragmentationLimits::default()
                 .max_moves(self.rng.below(24) as usize)
                 .max_bytes(self.rng.below(8 * MIB)),
+            3 => DefragmentationLimits::default().max_used_percent(self.rng.below(110) as u8),
             _ => DefragmentationLimits::default(),
         };
         let map = self.allocator.memory_map();
@@ -77,7 +78,10 @@ impl Walk {
             .memory_types
             .iter()
             .flat_map(|t| &t.blocks)
-            .map(|b| (b.memory, (b.size, b.allocations().next().is_some())))
+            .map(|b| {
+                let used: u64 = b.allocations().map(|r| r.size).sum();
+                (b.memory, (b.size, used > 0, used))
+            })
             .collect();
         let before = self.allocator.stats();
         let counters = self.device.counters();
@@ -220,6 +224,16 @@ impl Walk {
             moved.len(),
             "{ctx}: a deferred free or ring chunk in a block the plan empties"
         );
+        // The map shows a run's free slots as free, so its bytes in use are
+        // at most the pool's: within the limit whenever the pool's are.
+        let percent = u64::from(limits.max_used_percent.min(100));
+        for m in &sources {
+            let (size, _, used) = blocks[m];
+            assert!(
+                used * 100 <= size * percent,
+                "{ctx}: a block {used} of {size} bytes in use is emptied, {limits:?}"
+            );
+        }
         let emptied: u64 = sources.iter().map(|m| blocks[m].0).sum();
         assert_eq!(
             (plan.blocks, plan.bytes),
