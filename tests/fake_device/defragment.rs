@@ -195,7 +195,7 @@ fn blocks_more_than_half_in_use_stay_by_default() {
         .collect();
     let mut live = Vec::new();
     for (i, a) in all.into_iter().enumerate() {
-        if i >= 20 && i < 32 {
+        if (20..32).contains(&i) {
             free(&allocator, a);
         } else {
             live.push(a);
