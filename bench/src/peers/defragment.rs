@@ -6,12 +6,11 @@
 //! `VkMemoryRequirements` per request: once plain, and with a plan over
 //! every live allocation every N operations
 //! ([`plan_defragmentation`](vk_suballoc::Allocator::plan_defragmentation),
-//! no limits), each movable with its trace request's requirements and kind.
-//! Plans run up to the trace's last allocation, not during its final
-//! free-all. A third replay also calls
-//! [`trim`](vk_suballoc::Allocator::trim) after each plan: a type keeps one
-//! empty block for reuse, so the first block a plan empties is kept, not
-//! released, unless the engine trims. The scaling traces (64 B..1 KiB
+//! default limits: blocks at most half in use), each movable with its trace
+//! request's requirements and kind. Plans run up to the trace's last
+//! allocation, not during its final free-all. A third replay plans with
+//! `max_used_percent(100)`, emptying any block whose contents fit
+//! elsewhere, as VMA's `FAST` algorithm does. The scaling traces (64 B..1 KiB
 //! buffers, 1e3..1e6 live) are replayed with plans too, for what a plan
 //! costs as live allocations grow.
 //!
@@ -54,9 +53,8 @@ pub struct PlanSample {
     /// Blocks the plan empties, and their bytes (`plan.blocks`, `plan.bytes`).
     pub blocks: usize,
     pub block_bytes: u64,
-    /// `vkFreeMemory` calls while the old allocations were freed (and
-    /// `trim` ran, when it does): the blocks released. Without `trim`, one
-    /// empty block per memory type is kept.
+    /// `vkFreeMemory` calls while the old allocations were freed: the
+    /// blocks released (a block a plan empties is released, not kept).
     pub released: u64,
     /// Freeing the moved allocations' old places, in ns.
     pub free_ns: u64,
@@ -158,14 +156,17 @@ pub struct DefragRow {
     pub every: usize,
     pub plain: Replay,
     pub planned: Replay,
-    /// With plans, and `trim` after each.
-    pub trimmed: Replay,
+    /// With plans that empty blocks however full (`max_used_percent(100)`).
+    pub any_fill: Replay,
 }
 
 impl DefragRow {
     /// The replays with plans, and their names.
     pub fn with_plans(&self) -> [(&'static str, &Replay); 2] {
-        [("plans", &self.planned), ("plans + trim", &self.trimmed)]
+        [
+            ("plans", &self.planned),
+            ("plans, any fill", &self.any_fill),
+        ]
     }
 }
 
@@ -175,8 +176,8 @@ enum Plans {
     None,
     /// A plan every so many operations.
     Every(usize),
-    /// The same, and `trim` after each plan.
-    EveryThenTrim(usize),
+    /// The same, emptying blocks however full.
+    EveryAnyFill(usize),
 }
 
 /// How often to plan: `N` operations, or `P%` of each trace's operations.
@@ -210,16 +211,17 @@ impl Every {
     }
 }
 
-/// Replays `trace` plain, with a plan every `every`, and with a plan and
-/// a `trim` every `every`; the last two `runs` times each, in turns.
+/// Replays `trace` plain, with a plan every `every` (default limits), and
+/// with a plan every `every` that empties blocks however full; the last two
+/// `runs` times each, in turns.
 pub fn measure(ctx: &VulkanContext, trace: &Trace, every: Every, runs: usize) -> DefragRow {
     let every = every.ops(trace.ops.len());
     let plain = replay(ctx, trace, Plans::None);
     let mut planned = Vec::with_capacity(runs);
-    let mut trimmed = Vec::with_capacity(runs);
+    let mut any_fill = Vec::with_capacity(runs);
     for _ in 0..runs.max(1) {
         planned.push(replay(ctx, trace, Plans::Every(every)));
-        trimmed.push(replay(ctx, trace, Plans::EveryThenTrim(every)));
+        any_fill.push(replay(ctx, trace, Plans::EveryAnyFill(every)));
     }
     DefragRow {
         trace: trace.name.clone(),
@@ -228,12 +230,13 @@ pub fn measure(ctx: &VulkanContext, trace: &Trace, every: Every, runs: usize) ->
         every,
         plain,
         planned: merge_runs(&trace.name, planned),
-        trimmed: merge_runs(&trace.name, trimmed),
+        any_fill: merge_runs(&trace.name, any_fill),
     }
 }
 
 /// The scaling trace with `live` allocations, with a plan every `every`
-/// (no `trim`), `runs` times: what a plan costs as live allocations grow.
+/// (default limits), `runs` times: what a plan costs as live allocations
+/// grow.
 pub fn measure_scaling(
     ctx: &VulkanContext,
     trace: &Trace,
@@ -317,18 +320,23 @@ fn replay(ctx: &VulkanContext, trace: &Trace, plans: Plans) -> Replay {
         if done > last_alloc {
             continue;
         }
-        let (every, trim) = match plans {
-            Plans::None => (usize::MAX, false),
-            Plans::Every(every) => (every, false),
-            Plans::EveryThenTrim(every) => (every, true),
+        let (every, limits) = match plans {
+            Plans::None => (usize::MAX, DefragmentationLimits::default()),
+            Plans::Every(every) => (every, DefragmentationLimits::default()),
+            Plans::EveryAnyFill(every) => (
+                every,
+                DefragmentationLimits::default().max_used_percent(100),
+            ),
         };
         if done % every == 0 {
-            let mut sample = plan(&mut backend, trace, &mut slots, &slot_req, done, &mut r);
-            if trim {
-                let frees_before = vulkan::counts().free_calls;
-                backend.allocator().trim();
-                sample.released += vulkan::counts().free_calls - frees_before;
-            }
+            let sample = plan(
+                &mut backend,
+                trace,
+                &mut slots,
+                &slot_req,
+                (done, &limits),
+                &mut r,
+            );
             r.plans.push(sample);
             check(ctx, trace, &slots, &slot_req, &mut r);
         }
@@ -366,7 +374,7 @@ fn plan(
     trace: &Trace,
     slots: &mut [Option<Allocation>],
     slot_req: &[u32],
-    op: usize,
+    (op, limits): (usize, &DefragmentationLimits),
     r: &mut Replay,
 ) -> PlanSample {
     let live: Vec<usize> = (0..slots.len()).filter(|&s| slots[s].is_some()).collect();
@@ -382,9 +390,8 @@ fn plan(
             ))
         })
         .collect();
-    let limits = DefragmentationLimits::default();
     let t0 = Instant::now();
-    let plan = backend.allocator().plan_defragmentation(&movables, &limits);
+    let plan = backend.allocator().plan_defragmentation(&movables, limits);
     let ns = t0.elapsed().as_nanos() as u64;
     drop(movables);
     let plan = plan.expect("every movable is a live allocation of this allocator");

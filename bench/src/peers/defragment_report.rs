@@ -60,11 +60,11 @@ impl DefragResults {
         );
         for row in &self.rows {
             let plans = format!("plan every {} ops", row.every);
-            let trimmed = format!("plan + `trim` every {} ops", row.every);
+            let any_fill = format!("plan every {} ops, any fill", row.every);
             let replays = [
                 ("plain", &row.plain),
                 (plans.as_str(), &row.planned),
-                (trimmed.as_str(), &row.trimmed),
+                (any_fill.as_str(), &row.any_fill),
             ];
             for (name, r) in replays {
                 let _ = writeln!(
@@ -164,7 +164,7 @@ impl DefragResults {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "\n### Plan cost at N live allocations (scaling traces: 64 B..1 KiB buffers, plans without `trim`)\n"
+            "\n### Plan cost at N live allocations (scaling traces: 64 B..1 KiB buffers, default limits)\n"
         );
         let _ = writeln!(
             s,
@@ -205,14 +205,14 @@ impl DefragResults {
             .iter()
             .map(|row| {
                 format!(
-                    "    {{\"trace\": {}, \"seed\": {}, \"ops\": {}, \"plan_every_ops\": {},\n      \"plain\": {},\n      \"plans\": {},\n      \"plans_then_trim\": {}}}",
+                    "    {{\"trace\": {}, \"seed\": {}, \"ops\": {}, \"plan_every_ops\": {},\n      \"plain\": {},\n      \"plans\": {},\n      \"plans_any_fill\": {}}}",
                     crate::report::quote(&row.trace),
                     row.seed,
                     row.ops,
                     row.every,
                     replay_json(&row.plain),
                     replay_json(&row.planned),
-                    replay_json(&row.trimmed)
+                    replay_json(&row.any_fill)
                 )
             })
             .collect();
