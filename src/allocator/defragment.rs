@@ -178,6 +178,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// instead (`free_after_frame`, or `free`: the GPU never used it); its
     /// source block then does not empty.
     ///
+    /// Plan once the workload has settled (after loading or unloading a
+    /// level): a block emptied while the engine still allocates more is
+    /// soon made again.
+    ///
     /// Until they empty, the blocks being emptied take no other plan's
     /// moves, give out no more slots for small buffers, and come last when
     /// new requests look for room: a request lands there only when no other
