@@ -138,6 +138,7 @@ fn block_maps<M>(pool: &TypePool<M>) -> Vec<BlockMap> {
                 memory: block.raw,
                 size: block.size,
                 mapped: block.mapped.is_some(),
+                retiring: block.retiring,
             }
         })
         .collect();

@@ -122,6 +122,10 @@ pub struct BlockMap {
     pub size: u64,
     /// Whether it is persistently mapped (host-visible).
     pub mapped: bool,
+    /// Whether a defragmentation plan is emptying it
+    /// ([`Allocator::plan_defragmentation`](crate::Allocator::plan_defragmentation)):
+    /// it is released when its last allocation is freed.
+    pub retiring: bool,
     /// Allocations and free ranges in address order: they tile `[0, size)`
     /// without gap or overlap, and no two free ranges touch.
     pub ranges: Vec<RangeMap>,

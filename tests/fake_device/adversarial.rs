@@ -149,6 +149,7 @@ fn report_figures_past_u64_max_saturate() {
         memory: vk::DeviceMemory::null(),
         size: u64::MAX,
         mapped: true,
+        retiring: true,
         ranges: vec![
             range(0, u64::MAX - 1, RangeKind::Buffer),
             range(u64::MAX - 1, u64::MAX, RangeKind::ImageOptimal),

@@ -114,8 +114,16 @@ fn a_plan_empties_the_least_used_block() {
         assert_eq!(destination.size(), MIB);
         assert_eq!(destination.offset() % 256, 0);
     }
-    // The destinations are live allocations beside the sources.
+    // The destinations are live allocations beside the sources, and the
+    // memory map shows which block is being emptied.
     assert_eq!(allocator.stats().allocations(), allocations + 8);
+    let retiring: Vec<(vk::DeviceMemory, bool)> = allocator.memory_map().memory_types
+        [memory_type as usize]
+        .blocks
+        .iter()
+        .map(|block| (block.memory, block.retiring))
+        .collect();
+    assert_eq!(retiring, [(first, false), (second, true)]);
 
     let sources = carry_out(&allocator, &mut live, plan);
     assert!(sources.iter().all(|&m| m == second));

@@ -74,6 +74,20 @@ impl Walk {
             _ => DefragmentationLimits::default(),
         };
         let map = self.allocator.memory_map();
+        // The map marks the blocks earlier plans are still emptying.
+        let shown: HashSet<vk::DeviceMemory> = map
+            .memory_types
+            .iter()
+            .flat_map(|t| &t.blocks)
+            .filter(|b| b.retiring)
+            .map(|b| b.memory)
+            .collect();
+        assert_eq!(
+            shown,
+            self.retiring,
+            "{}: the blocks being emptied",
+            self.ctx()
+        );
         let blocks: Blocks = map
             .memory_types
             .iter()
