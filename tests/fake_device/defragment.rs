@@ -791,3 +791,43 @@ fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) -
     }
     (total_moves, total_blocks)
 }
+
+/// A block made while a plan's moves are in flight goes before the block
+/// being emptied in first-fit order: the emptied block still comes last,
+/// so it empties and is released. Here a 40 MiB buffer fits in neither
+/// block and makes a third; the next 1 MiB buffers fill the first block's
+/// holes, then go to the third, not to the retiring second.
+#[test]
+fn a_block_made_while_moves_are_in_flight_comes_before_the_retiring_one() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let mut live = two_fragmented_blocks(&allocator);
+    let memory_type = live[0].memory_type();
+    let (first, second) = (live[0].memory(), live[16].memory());
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
+        .unwrap();
+    assert_eq!((plan.moves.len(), plan.blocks), (8, 1));
+    let large = allocator
+        .allocate(
+            &buffer(40 * MIB, 256, Usage::DEVICE_LOCAL)
+                .dedicated(vk_suballoc::DedicatedPolicy::Never),
+        )
+        .unwrap();
+    let third = large.memory();
+    assert!(third != first && third != second);
+    let fillers: Vec<Allocation> = (0..9)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    assert!(fillers[..8].iter().all(|a| a.memory() == first));
+    assert_eq!(fillers[8].memory(), third, "into the retiring block");
+    carry_out(&allocator, &mut live, plan);
+    assert_eq!(blocks(&allocator, memory_type).0, 2, "the second released");
+    for a in live.into_iter().chain(fillers).chain([large]) {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}

@@ -59,7 +59,8 @@ fn is_no_room(error: Error) -> bool {
 pub(crate) struct TypePool<M> {
     memory_type: u32,
     blocks: Slab<Block<M>>,
-    /// Blocks of each granularity class, oldest first.
+    /// Blocks of each granularity class, oldest first, but for those a
+    /// defragmentation plan is emptying: they come last (`defragment`).
     order: [Vec<SlabKey>; 2],
     dedicated: Slab<DedicatedMemory<M>>,
     runs: Runs,
@@ -382,8 +383,21 @@ impl<M> TypePool<M> {
         block.class = request.class;
         block.kinds.clear();
         block.miss = Miss::NONE;
-        self.order[request.class].push(key);
+        self.list_block(request.class, key);
         Some(key)
+    }
+
+    /// Adds block `key` to the first-fit order of `class`: after its other
+    /// blocks, but before those a defragmentation plan is emptying, which
+    /// stay last so that they can empty.
+    fn list_block(&mut self, class: usize, key: SlabKey) {
+        let blocks = &self.blocks;
+        let order = &mut self.order[class];
+        let at = order
+            .iter()
+            .rposition(|&other| blocks.get(other).is_some_and(|block| !block.retiring))
+            .map_or(0, |last_open| last_open + 1);
+        order.insert(at, key);
     }
 
     fn create_block<D: MemoryDeviceExt<M>>(
@@ -425,7 +439,7 @@ impl<M> TypePool<M> {
             miss: Miss::NONE,
             retiring: false,
         });
-        self.order[request.class].push(key);
+        self.list_block(request.class, key);
         self.counters.blocks += 1;
         self.counters.block_bytes += size;
         self.counters.empty_blocks += 1;
