@@ -831,3 +831,57 @@ fn a_block_made_while_moves_are_in_flight_comes_before_the_retiring_one() {
     }
     finish(allocator, &device);
 }
+
+/// Runs are not carved from a block being emptied: a small buffer that
+/// finds no run with room, and no block but the retiring one with room for
+/// a new run, takes a range of its own in another block's gap rather than
+/// start a run that would keep the retiring block alive.
+#[test]
+fn no_run_is_carved_from_a_block_being_emptied() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // The first block (32 MiB): 31 buffers of 1 MiB and one 4 KiB short,
+    // which leaves a 4 KiB gap at its end; the second holds one buffer.
+    let mut full: Vec<Allocation> = (0..31)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    full.push(
+        allocator
+            .allocate(&buffer(MIB - 4096, 256, Usage::DEVICE_LOCAL))
+            .unwrap(),
+    );
+    let first = full[0].memory();
+    assert!(full.iter().all(|a| a.memory() == first));
+    let mut live = vec![allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap()];
+    let second = live[0].memory();
+    assert_ne!(second, first);
+    // A 1 MiB hole in the first block takes the second's buffer.
+    free(&allocator, full.swap_remove(5));
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
+        .unwrap();
+    assert_eq!((plan.moves.len(), plan.blocks), (1, 1));
+    assert_eq!(plan.moves[0].destination.memory(), first);
+    // The first block's only room left is the 4 KiB gap: too small for a
+    // run of 112-byte slots (7 KiB).
+    let small = allocator
+        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(small.memory(), first, "a run in the retiring block");
+    carry_out(&allocator, &mut live, plan);
+    let memory_type = live[0].memory_type();
+    assert_eq!(
+        blocks(&allocator, memory_type),
+        (1, 32 * MIB, 0),
+        "the second released"
+    );
+    for a in live.into_iter().chain(full).chain([small]) {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}

@@ -16,7 +16,7 @@
 //! A block taken is *retiring*: it moves to the back of its class's
 //! first-fit order, and blocks made later are listed before it, so new
 //! requests go elsewhere while other blocks have room; its runs hand out
-//! no more slots. It empties when the engine
+//! no more slots, and no new run is carved from it. It empties when the engine
 //! frees the moved allocations, and is then released at once: not kept as
 //! the type's one empty block, as blocks emptied by other frees may be.
 //! Kept, it gave nothing back until `trim`, and the next requests filled

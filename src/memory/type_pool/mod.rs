@@ -180,12 +180,19 @@ impl<M> TypePool<M> {
     /// first slot; `None` when no block has room for a run. Runs never
     /// create blocks: the request then takes a range of its own (in a gap
     /// too small for a run, or in a new block), and later runs come from the
-    /// block it made.
+    /// block it made. Nor do they come from blocks a defragmentation plan
+    /// is emptying: a run there would hand out slots that keep the block.
     #[cold]
     #[inline(never)]
     fn take_from_new_run(&mut self, request: &PoolRequest<'_>, class: usize) -> Option<TakenSlot> {
         let run_request = Self::run_request(request, class);
-        let placement = self.allocate_in_blocks(&run_request)?;
+        let placement = (0..self.order[request.class].len()).find_map(|index| {
+            let key = self.order[request.class][index];
+            if self.blocks.get(key)?.retiring {
+                return None;
+            }
+            self.allocate_in_block(key, &run_request)
+        })?;
         self.start_run(class, placement)
     }
 
