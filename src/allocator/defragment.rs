@@ -168,7 +168,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///    before the [`end_frame`](Self::end_frame) of the frame whose
     ///    submission holds the copies, or [`free`](Self::free) after waiting
     ///    for that submission;
-    /// 4. uses the new resource and allocation from then on.
+    /// 4. uses the new resource and allocation from then on, and points
+    ///    what referred to the old resource at the new one: descriptor sets,
+    ///    and buffer device addresses, which change with the buffer.
     ///
     /// The blocks empty when those frees are released
     /// ([`collect`](Self::collect) after the frame's fence). Until then
@@ -178,6 +180,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// instead (`free_after_frame`, or `free`: the GPU never used it); its
     /// source block then does not empty.
     ///
+    /// List only allocations with no move pending: an allocation whose move
+    /// from an earlier plan is neither carried out nor given up is still
+    /// live in its block, and a new plan that lists it gives it a second
+    /// destination.
+    ///
     /// Plan once the workload has settled (after loading or unloading a
     /// level): a block emptied while the engine still allocates more is
     /// soon made again.
@@ -185,8 +192,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Until they empty, the blocks being emptied take no other plan's
     /// moves, give out no more slots for small buffers, and come last when
     /// new requests look for room: a request lands there only when no other
-    /// block can take it. Requests made while the moves are in flight may
-    /// take the room the plan expected to fill; a later plan moves the rest.
+    /// block can take it, and it keeps the block until it is freed or a
+    /// later plan moves it.
     ///
     /// # Errors
     /// Checked for every movable before anything changes:
@@ -194,6 +201,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::StaleAllocation`] for one not live,
     /// [`Error::ZeroSize`] and [`Error::AlignmentNotPowerOfTwo`] for bad
     /// `requirements`.
+    ///
+    /// # Time complexity
+    /// O(n log n) in the `n` movables listed, plus a pass over the runs of
+    /// their memory types. Then, for each allocation of each block it tries,
+    /// a first-fit pass over the blocks of its memory type, each checked
+    /// against the blocks this plan empties (and, for a small buffer, a
+    /// pass over its size class's runs with a free slot).
     pub fn plan_defragmentation(
         &self,
         movables: &[Movable<'_>],

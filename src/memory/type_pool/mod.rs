@@ -455,7 +455,8 @@ impl<M> TypePool<M> {
 
     /// Frees the allocation of `size` requested bytes at `location`; releases
     /// its memory when it was dedicated, or its block when that empties and
-    /// another empty block is kept already.
+    /// a defragmentation plan is emptying it or another empty block is kept
+    /// already.
     ///
     /// # Errors
     /// [`Error::StaleAllocation`] when `location` names nothing live.
@@ -502,7 +503,8 @@ impl<M> TypePool<M> {
     }
 
     /// Gives `range` back to block `key`; releases the block when that
-    /// empties it and another empty block is kept already.
+    /// empties it and a defragmentation plan is emptying it or another
+    /// empty block is kept already.
     ///
     /// # Errors
     /// [`Error::StaleAllocation`] when the range is not live.
