@@ -204,10 +204,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Time complexity
     /// O(n log n) in the `n` movables listed, plus a pass over the runs of
-    /// their memory types. Then, for each allocation of each block it tries,
-    /// a first-fit pass over the blocks of its memory type, each checked
-    /// against the blocks this plan empties (and, for a small buffer, a
-    /// pass over its size class's runs with a free slot).
+    /// their memory types. Then, for each block it tries, a pass over the
+    /// blocks of its memory type (which of them may take moves), and for
+    /// each allocation of that block a first fit over those (for a small
+    /// buffer, first a pass over its size class's runs with a free slot).
     pub fn plan_defragmentation(
         &self,
         movables: &[Movable<'_>],

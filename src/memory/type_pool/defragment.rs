@@ -66,6 +66,15 @@ pub(crate) struct PoolPlan {
     pub(crate) bytes: u64,
 }
 
+/// Where a source block's moves may go.
+#[derive(Debug)]
+struct Destinations {
+    /// By granularity class, the usable blocks in first-fit order.
+    in_order: [Vec<SlabKey>; 2],
+    /// By block slab index, whether the block is usable.
+    usable: Vec<bool>,
+}
+
 /// A block a plan may empty: every live allocation in it is movable.
 #[derive(Debug)]
 struct Source {
@@ -140,9 +149,10 @@ impl<M> TypePool<M> {
                 .collect();
             requests.sort_by_key(|(_, request)| Reverse(request.placed_size));
             emptied.push(source.key);
+            let destinations = self.destinations(&emptied);
             let mut placed: Vec<(usize, Placement, u64)> = Vec::with_capacity(list.len());
             for (index, request) in &requests {
-                let Some(placement) = self.place_outside(request, &emptied) else {
+                let Some(placement) = self.place_outside(request, &destinations) else {
                     break;
                 };
                 placed.push((*index, placement, request.size));
@@ -237,39 +247,52 @@ impl<M> TypePool<M> {
         }
     }
 
+    /// The blocks moves may go to while `emptied` are being emptied: those
+    /// that hold something, are not in `emptied` and are not retiring.
+    /// They stay so while one source block's moves are placed (placing only
+    /// adds), so this is made once per source block.
+    fn destinations(&self, emptied: &[SlabKey]) -> Destinations {
+        let mut usable = vec![false; self.blocks.index_bound()];
+        for (key, block) in self.blocks.iter() {
+            usable[key.index as usize] =
+                !block.retiring && !block.ranges.is_empty() && !emptied.contains(&key);
+        }
+        let in_order = |class: usize| -> Vec<SlabKey> {
+            self.order[class]
+                .iter()
+                .copied()
+                .filter(|key| usable[key.index as usize])
+                .collect()
+        };
+        Destinations {
+            in_order: [in_order(0), in_order(1)],
+            usable,
+        }
+    }
+
     /// Places `request` as [`allocate`](Self::allocate) would in a block,
-    /// but only in blocks that hold something, are not in `emptied` and are
-    /// not retiring; never in new blocks or dedicated memory.
+    /// but only in `destinations`: never in new blocks or dedicated memory.
     fn place_outside(
         &mut self,
         request: &PoolRequest<'_>,
-        emptied: &[SlabKey],
+        destinations: &Destinations,
     ) -> Option<Placement> {
         debug_assert_eq!(request.dedicated, DedicatedChoice::Never);
-        let blocks = &self.blocks;
-        let usable = |key: SlabKey| {
-            !emptied.contains(&key)
-                && blocks
-                    .get(key)
-                    .is_some_and(|block| !block.retiring && !block.ranges.is_empty())
-        };
-        let usable_keys: Vec<SlabKey> = self.order[request.class]
-            .iter()
-            .copied()
-            .filter(|&key| usable(key))
-            .collect();
+        let keys = &destinations.in_order[request.class];
         if let Some(class) = request.run_class {
             let class = usize::from(class);
-            if let Some(taken) = self.runs.take_outside(class, |key| !usable(key)) {
+            let usable = &destinations.usable;
+            let avoid = |key: SlabKey| !usable.get(key.index as usize).copied().unwrap_or(false);
+            if let Some(taken) = self.runs.take_outside(class, avoid) {
                 return Some(self.hand_out_slot(taken, request));
             }
             let run_request = Self::run_request(request, class);
-            if let Some(range) = self.allocate_in_keys(&usable_keys, &run_request) {
+            if let Some(range) = self.allocate_in_keys(keys, &run_request) {
                 let taken = self.start_run(class, range)?;
                 return Some(self.hand_out_slot(taken, request));
             }
         }
-        let placement = self.allocate_in_keys(&usable_keys, request)?;
+        let placement = self.allocate_in_keys(keys, request)?;
         Some(self.count(placement, request))
     }
 
