@@ -135,6 +135,11 @@ impl Run {
         u32::from(self.slots) - self.free.count_ones()
     }
 
+    /// The bytes of its free slots.
+    pub(crate) fn free_slot_bytes(&self) -> u64 {
+        u64::from(self.free.count_ones()) * self.slot_size
+    }
+
     /// Whether `slot` is live with `generation`.
     fn is_live(&self, slot: u32, generation: u32) -> bool {
         slot < u32::from(self.slots)

@@ -230,6 +230,58 @@ fn blocks_more_than_half_in_use_stay_by_default() {
     finish(allocator, &device);
 }
 
+/// A run's free slots count as free when a plan weighs how full a block
+/// is (the offset allocator counts the whole run as in use): a 2 MiB block
+/// of 24 runs with one live slot each is 1 % in use, not 75 %.
+#[test]
+fn free_slots_of_runs_count_as_free() {
+    let config = Config {
+        large_heap_block_size: 16 * MIB,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    // 1000-byte buffers aligned to 16 take 1 KiB slots, 64 to a 64 KiB run.
+    let small: Vec<Allocation> = (0..24 * 64)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(1000, 16, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    let first = small[0].memory();
+    assert!(small.iter().all(|a| a.memory() == first));
+    let big = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_ne!(big.memory(), first);
+    let mut live = Vec::new();
+    for (i, a) in small.into_iter().enumerate() {
+        if i % 64 == 0 {
+            live.push(a);
+        } else {
+            free(&allocator, a);
+        }
+    }
+    let listed: Vec<Movable<'_>> = live
+        .iter()
+        .map(|a| Movable::new(a, requirements(1000, 16), ResourceKind::Buffer))
+        .collect();
+    let plan = allocator
+        .plan_defragmentation(&listed, &DefragmentationLimits::default())
+        .unwrap();
+    drop(listed);
+    assert_eq!((plan.moves.len(), plan.blocks), (24, 1));
+    assert!(plan
+        .moves
+        .iter()
+        .all(|m| m.destination.memory() == big.memory()));
+    carry_out(&allocator, &mut live, plan);
+    for a in live.into_iter().chain([big]) {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
 /// Two blocks of 1 MiB buffers with holes, as in
 /// [`a_plan_empties_the_least_used_block`]: the live ones, the first
 /// block's 16 and then the second's 8.

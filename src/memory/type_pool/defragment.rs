@@ -197,17 +197,20 @@ impl<M> TypePool<M> {
             }
         }
         // Live allocations by block: its ranges, a run counting as its live
-        // slots instead of one.
+        // slots instead of one. And the bytes of its runs' free slots, which
+        // its offset allocator counts as in use.
         let mut live: Vec<u64> = vec![0; by_block.len()];
+        let mut free_in_runs: Vec<u64> = vec![0; by_block.len()];
         for (key, block) in self.blocks.iter() {
             if !by_block[key.index as usize].is_empty() {
                 live[key.index as usize] = block.ranges.counters().live_allocations;
             }
         }
         for (_, run) in self.runs.iter() {
-            let count = &mut live[run.block.index as usize];
-            if *count > 0 {
-                *count = (*count + u64::from(run.live_slots())).saturating_sub(1);
+            let index = run.block.index as usize;
+            if live[index] > 0 {
+                live[index] = (live[index] + u64::from(run.live_slots())).saturating_sub(1);
+                free_in_runs[index] += run.free_slot_bytes();
             }
         }
         self.blocks
@@ -217,12 +220,14 @@ impl<M> TypePool<M> {
                 if list.is_empty() {
                     return None;
                 }
-                // Stable: of an allocation listed twice, the first listing moves.
+                // Stable: of an allocation listed twice, the first listing
+                // (of those whose requirements allow its memory type) moves.
                 list.sort_by_key(|movable| movable.offset);
                 list.dedup_by_key(|movable| movable.offset);
+                let used = block.size - block.ranges.free_bytes();
                 (list.len() as u64 == live[key.index as usize]).then(|| Source {
                     key,
-                    used: block.size - block.ranges.free_bytes(),
+                    used: used.saturating_sub(free_in_runs[key.index as usize]),
                     size: block.size,
                     movables: list,
                 })
