@@ -126,6 +126,11 @@ pub struct DefragmentationMove {
 }
 
 /// What [`plan_defragmentation`](Allocator::plan_defragmentation) planned.
+///
+/// Dropping it, or a move, without using or freeing the destinations leaks
+/// them until the allocator is dropped (which logs them), and leaves the
+/// source blocks being emptied: free the destinations of moves not carried
+/// out.
 #[derive(Debug, Default)]
 #[non_exhaustive]
 #[must_use = "the planned moves hold new allocations, which must be used or freed"]
@@ -134,9 +139,19 @@ pub struct DefragmentationPlan {
     pub moves: Vec<DefragmentationMove>,
     /// Blocks that empty, and are released, once every moved allocation
     /// is freed.
-    pub blocks: usize,
+    pub blocks_released: usize,
     /// Their bytes: the memory given back.
-    pub bytes: u64,
+    pub bytes_released: u64,
+    /// The moved allocations' sizes: what the moves copy, as
+    /// [`DefragmentationLimits::max_bytes`] counts it.
+    pub bytes_moved: u64,
+    /// Blocks whose every allocation was listed, but whose moves exceeded
+    /// what was left of the limits' moves or bytes: a plan with higher
+    /// limits might empty them. A block is moved whole or not at all, so a
+    /// block with more allocations (or bytes) than the limits allow is never
+    /// emptied under them. With no moves and none of these, the movables
+    /// listed leave nothing to do (until their blocks change).
+    pub blocks_over_limits: usize,
 }
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
@@ -147,16 +162,20 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// and it is no fuller than `limits` allow (half by default); the
     /// emptiest (smallest fraction in use) go first. Their allocations
     /// move, in the same memory type, to blocks that hold other allocations
-    /// already, within `limits`: the plan makes no memory object, so it
-    /// needs no budget and cannot run out of memory. Dedicated allocations
+    /// already, the fullest first (leaving sparse blocks to be emptied in
+    /// turn), within `limits`: the plan makes no memory object, so it needs
+    /// no budget and cannot run out of memory. A free still queued for a
+    /// frame holds its block: plan after such frees are released. Dedicated allocations
     /// never move (they have memory of their own), nor do movables whose
     /// `requirements` exclude their memory type; an allocation listed twice
     /// moves once.
     ///
     /// For each move the engine:
     /// 1. creates the resource again and binds it to `destination`;
-    /// 2. copies the contents: `vkCmdCopyBuffer`/`vkCmdCopyImage` on the GPU,
-    ///    or, for host-visible memory the GPU is not using, a copy of the
+    /// 2. copies the contents: `vkCmdCopyBuffer`/`vkCmdCopyImage` on the GPU
+    ///    (a new image starts `UNDEFINED`: transition it first), or, for
+    ///    memory the GPU is not using and the host has mapped
+    ///    ([`Allocation::mapped_ptr`] is `Some`), a copy of the
     ///    mapped bytes ([`mapped_slice`](Self::mapped_slice) to
     ///    [`mapped_slice_mut`](Self::mapped_slice_mut); on non-coherent
     ///    memory [`invalidate`](Self::invalidate) the source first and
@@ -178,7 +197,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// An engine that cannot carry out a move frees its `destination`
     /// instead (`free_after_frame`, or `free`: the GPU never used it); its
-    /// source block then does not empty.
+    /// source block then does not empty, and stays retiring (below) until it
+    /// does or a later plan empties it.
     ///
     /// List only allocations with no move pending: an allocation whose move
     /// from an earlier plan is neither carried out nor given up is still
@@ -279,8 +299,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 &mut budget,
                 request_for,
             );
-            plan.blocks += pool_plan.blocks;
-            plan.bytes += pool_plan.bytes;
+            plan.blocks_released += pool_plan.blocks;
+            plan.bytes_released += pool_plan.bytes;
+            plan.bytes_moved += pool_plan.bytes_moved;
+            plan.blocks_over_limits += pool_plan.over_limits;
             plan.moves
                 .extend(pool_plan.moves.into_iter().map(|(index, placement)| {
                     DefragmentationMove {

@@ -196,18 +196,22 @@ impl Runs {
         Some(Self::taken(key, run, slot))
     }
 
-    /// Takes a free slot of a run of `class` in a block `avoid` does not
-    /// name, if one has room: a search of the class's runs, for
-    /// defragmentation only.
-    pub(crate) fn take_outside(
+    /// Takes a free slot of a run of `class` in the block `rank` puts first
+    /// (lowest; `u32::MAX` is a block to avoid), if one has room: a search
+    /// of the class's runs, for defragmentation only. Of runs in one block,
+    /// the one a free gave room to last.
+    pub(crate) fn take_best(
         &mut self,
         class: usize,
-        avoid: impl Fn(SlabKey) -> bool,
+        rank: impl Fn(SlabKey) -> u32,
     ) -> Option<TakenSlot> {
-        let key = *self.with_room[class]
+        let key = self.with_room[class]
             .iter()
             .rev()
-            .find(|&&key| self.runs.get(key).is_some_and(|run| !avoid(run.block)))?;
+            .filter_map(|&key| Some((rank(self.runs.get(key)?.block), key)))
+            .filter(|&(rank, _)| rank != u32::MAX)
+            .min_by_key(|&(rank, _)| rank)?
+            .1;
         let run = self.runs.get_mut(key)?;
         let slot = run.free.trailing_zeros();
         run.free &= run.free - 1;

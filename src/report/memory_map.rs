@@ -124,7 +124,9 @@ pub struct BlockMap {
     pub mapped: bool,
     /// Whether a defragmentation plan is emptying it
     /// ([`Allocator::plan_defragmentation`](crate::Allocator::plan_defragmentation)):
-    /// it is released when its last allocation is freed.
+    /// it takes no moves and comes last for new requests, and is released
+    /// when its last allocation is freed. A move given up leaves it so
+    /// until then.
     pub retiring: bool,
     /// Allocations and free ranges in address order: they tile `[0, size)`
     /// without gap or overlap, and no two free ranges touch.

@@ -100,7 +100,7 @@ fn a_plan_empties_the_least_used_block() {
     let plan = allocator
         .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
         .unwrap();
-    assert_eq!((plan.blocks, plan.bytes), (1, 64 * MIB));
+    assert_eq!((plan.blocks_released, plan.bytes_released), (1, 64 * MIB));
     let moved: Vec<usize> = plan.moves.iter().map(|m| m.movable).collect();
     assert_eq!(
         moved,
@@ -137,7 +137,7 @@ fn a_plan_empties_the_least_used_block() {
         .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
         .unwrap();
     assert!(again.moves.is_empty());
-    assert_eq!((again.blocks, again.bytes), (0, 0));
+    assert_eq!((again.blocks_released, again.bytes_released), (0, 0));
     // A block emptied by ordinary frees is kept, as before.
     for a in live {
         free(&allocator, a);
@@ -149,7 +149,8 @@ fn a_plan_empties_the_least_used_block() {
 /// Blocks are emptied in order of the fraction in use, not of bytes in use:
 /// with room for one block's moves, the 64 MiB block with 6 MiB in use
 /// (9 %) goes before the 32 MiB one with 4 MiB (12 %), releasing twice the
-/// memory.
+/// memory. The moves fill the fullest block, not the sparse first one,
+/// which the next plan empties: nothing is moved twice.
 #[test]
 fn the_emptiest_block_goes_first() {
     let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
@@ -161,7 +162,7 @@ fn the_emptiest_block_goes_first() {
                 .unwrap()
         })
         .collect();
-    let first = all[0].memory();
+    let third = all[96].memory();
     let mut live = Vec::new();
     let mut stays = Vec::new();
     for (i, a) in all.into_iter().enumerate() {
@@ -175,11 +176,26 @@ fn the_emptiest_block_goes_first() {
     let plan = allocator
         .plan_defragmentation(&movables(&live), &limits)
         .unwrap();
-    assert_eq!((plan.blocks, plan.bytes), (1, 64 * MIB));
+    assert_eq!((plan.blocks_released, plan.bytes_released), (1, 64 * MIB));
     let moved: Vec<usize> = plan.moves.iter().map(|m| m.movable).collect();
     assert_eq!(moved, (4..10).collect::<Vec<usize>>());
-    // Into the oldest block with room, which stays.
-    assert!(plan.moves.iter().all(|m| m.destination.memory() == first));
+    // Into the fullest block with room, the third (half in use), so that
+    // the first, sparse one is left to a later plan; the 4 MiB of its
+    // moves were over the limit.
+    assert!(plan.moves.iter().all(|m| m.destination.memory() == third));
+    assert_eq!(plan.blocks_over_limits, 1);
+    carry_out(&allocator, &mut live, plan);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
+        .unwrap();
+    assert_eq!((plan.blocks_released, plan.bytes_released), (1, 32 * MIB));
+    let moved: Vec<usize> = plan.moves.iter().map(|m| m.movable).collect();
+    assert_eq!(
+        moved,
+        (0..4).collect::<Vec<usize>>(),
+        "each buffer moved once"
+    );
+    assert!(plan.moves.iter().all(|m| m.destination.memory() == third));
     carry_out(&allocator, &mut live, plan);
     for a in live.into_iter().chain(stays) {
         free(&allocator, a);
@@ -222,7 +238,7 @@ fn blocks_more_than_half_in_use_stay_by_default() {
     let plan = allocator
         .plan_defragmentation(&movables(listed), &limits)
         .unwrap();
-    assert_eq!((plan.moves.len(), plan.blocks), (20, 1));
+    assert_eq!((plan.moves.len(), plan.blocks_released), (20, 1));
     carry_out(&allocator, &mut live, plan);
     for a in live {
         free(&allocator, a);
@@ -270,7 +286,7 @@ fn free_slots_of_runs_count_as_free() {
         .plan_defragmentation(&listed, &DefragmentationLimits::default())
         .unwrap();
     drop(listed);
-    assert_eq!((plan.moves.len(), plan.blocks), (24, 1));
+    assert_eq!((plan.moves.len(), plan.blocks_released), (24, 1));
     assert!(plan
         .moves
         .iter()
@@ -320,6 +336,8 @@ fn limits_stop_a_plan_short_of_a_block() {
             .plan_defragmentation(&movables(&live), &limits)
             .unwrap();
         assert!(plan.moves.is_empty(), "{limits:?}");
+        // Both blocks (8 and 16 moves, 8 and 16 MiB) are over the limits.
+        assert_eq!(plan.blocks_over_limits, 2, "{limits:?}");
         assert_eq!(allocator.stats(), before, "{limits:?}");
     }
     let limits = DefragmentationLimits::default()
@@ -328,7 +346,8 @@ fn limits_stop_a_plan_short_of_a_block() {
     let plan = allocator
         .plan_defragmentation(&movables(&live), &limits)
         .unwrap();
-    assert_eq!((plan.moves.len(), plan.blocks), (8, 1));
+    assert_eq!((plan.moves.len(), plan.blocks_released), (8, 1));
+    assert_eq!((plan.bytes_moved, plan.blocks_over_limits), (8 * MIB, 0));
     carry_out(&allocator, &mut live, plan);
     for a in live {
         free(&allocator, a);
@@ -397,7 +416,7 @@ fn a_block_that_does_not_fit_elsewhere_stays() {
     let plan = allocator
         .plan_defragmentation(&movables(&live[..15]), &DefragmentationLimits::default())
         .unwrap();
-    assert_eq!(plan.blocks, 1);
+    assert_eq!(plan.blocks_released, 1);
     carry_out(&allocator, &mut live, plan);
     for a in live {
         free(&allocator, a);
@@ -536,7 +555,7 @@ fn blocks_being_emptied_take_no_new_requests_while_others_have_room() {
     let plan = allocator
         .plan_defragmentation(&listed, &DefragmentationLimits::default())
         .unwrap();
-    assert_eq!((plan.moves.len(), plan.blocks), (18, 1));
+    assert_eq!((plan.moves.len(), plan.blocks_released), (18, 1));
     assert!(plan
         .moves
         .iter()
@@ -618,7 +637,7 @@ fn a_full_retired_run_stays_closed_after_a_free() {
         .plan_defragmentation(&listed, &DefragmentationLimits::default())
         .unwrap();
     drop(listed);
-    assert_eq!((plan.moves.len(), plan.blocks), (66, 1));
+    assert_eq!((plan.moves.len(), plan.blocks_released), (66, 1));
     assert!(plan.moves.iter().all(|m| m.destination.memory() == other));
     let mut moves = plan.moves.into_iter();
     let first = moves.next().unwrap();
@@ -668,7 +687,7 @@ fn a_move_given_up_frees_its_destination() {
     let mut plan = allocator
         .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
         .unwrap();
-    assert_eq!((plan.moves.len(), plan.blocks), (8, 1));
+    assert_eq!((plan.moves.len(), plan.blocks_released), (8, 1));
     assert!(plan.moves.iter().all(|m| m.destination.memory() == second));
     let given_up = plan.moves.pop().unwrap();
     free(&allocator, given_up.destination);
@@ -781,15 +800,19 @@ fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) -
             .map(|m| listed[m.movable].allocation.size())
             .sum();
         assert!(moved_bytes <= limits.max_bytes, "{context}");
+        assert_eq!(plan.bytes_moved, moved_bytes, "{context}");
+        if (limits.max_moves, limits.max_bytes) == (usize::MAX, u64::MAX) {
+            assert_eq!(plan.blocks_over_limits, 0, "{context}");
+        }
         drop(listed);
         let sources: Vec<vk::DeviceMemory> = plan
             .moves
             .iter()
             .map(|m| live[movable[m.movable]].allocation.memory())
             .collect();
-        let (blocks_emptied, bytes_emptied) = (plan.blocks, plan.bytes);
+        let (blocks_emptied, bytes_emptied) = (plan.blocks_released, plan.bytes_released);
         total_moves += plan.moves.len();
-        total_blocks += plan.blocks;
+        total_blocks += plan.blocks_released;
         for planned in plan.moves.into_iter().rev() {
             let slot = &mut live[movable[planned.movable]];
             let destination = &planned.destination;
@@ -858,7 +881,7 @@ fn a_block_made_while_moves_are_in_flight_comes_before_the_retiring_one() {
     let plan = allocator
         .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
         .unwrap();
-    assert_eq!((plan.moves.len(), plan.blocks), (8, 1));
+    assert_eq!((plan.moves.len(), plan.blocks_released), (8, 1));
     let large = allocator
         .allocate(
             &buffer(40 * MIB, 256, Usage::DEVICE_LOCAL)
@@ -917,7 +940,7 @@ fn no_run_is_carved_from_a_block_being_emptied() {
     let plan = allocator
         .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
         .unwrap();
-    assert_eq!((plan.moves.len(), plan.blocks), (1, 1));
+    assert_eq!((plan.moves.len(), plan.blocks_released), (1, 1));
     assert_eq!(plan.moves[0].destination.memory(), first);
     // The first block's only room left is the 4 KiB gap: too small for a
     // run of 112-byte slots (7 KiB).

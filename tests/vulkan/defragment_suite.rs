@@ -511,7 +511,7 @@ fn defragmentation_pass(profile: Profile) {
         .plan_defragmentation(&movables, &DefragmentationLimits::default())
         .unwrap();
     assert!(
-        plan.blocks >= 1 && !plan.moves.is_empty(),
+        plan.blocks_released >= 1 && !plan.moves.is_empty(),
         "{profile}: {plan:?}"
     );
     let moved_from: HashSet<vk::DeviceMemory> = plan
@@ -519,7 +519,11 @@ fn defragmentation_pass(profile: Profile) {
         .iter()
         .map(|planned| movables[planned.movable].allocation.memory())
         .collect();
-    assert_eq!(moved_from.len(), plan.blocks, "{profile}: blocks emptied");
+    assert_eq!(
+        moved_from.len(),
+        plan.blocks_released,
+        "{profile}: blocks emptied"
+    );
     for planned in &plan.moves {
         let (source, destination) = (movables[planned.movable].allocation, &planned.destination);
         assert_eq!(destination.memory_type(), source.memory_type());
@@ -543,7 +547,7 @@ fn defragmentation_pass(profile: Profile) {
     // The destinations are live allocations beside their sources.
     let moves = plan.moves.len() as u64;
     assert_eq!(allocator.stats().allocations(), survivors + moves);
-    let (emptied, emptied_bytes) = (plan.blocks as u64, plan.bytes);
+    let (emptied, emptied_bytes) = (plan.blocks_released as u64, plan.bytes_released);
 
     let sources = carry_out(&context, &allocator, plan, &mut buffers, &mut image);
     assert_eq!(sources, moved_from);

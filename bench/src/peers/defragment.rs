@@ -50,7 +50,7 @@ pub struct PlanSample {
     pub moves: usize,
     /// The moved allocations' sizes.
     pub bytes_moved: u64,
-    /// Blocks the plan empties, and their bytes (`plan.blocks`, `plan.bytes`).
+    /// Blocks the plan empties, and their bytes (`plan.blocks_released`, `plan.bytes_released`).
     pub blocks: usize,
     pub block_bytes: u64,
     /// `vkFreeMemory` calls while the old allocations were freed: the
@@ -400,8 +400,8 @@ fn plan(
         movables: live.len(),
         ns,
         moves: plan.moves.len(),
-        blocks: plan.blocks,
-        block_bytes: plan.bytes,
+        blocks: plan.blocks_released,
+        block_bytes: plan.bytes_released,
         ..PlanSample::default()
     };
     let mut old = Vec::with_capacity(plan.moves.len());

@@ -5,11 +5,14 @@
 //! engine can recreate its resource elsewhere and copy the contents) and it
 //! is no fuller than the plan's limit (half, by default). Such blocks are
 //! tried emptiest first (the smallest fraction in use: the most
-//! bytes released per byte copied). Each one's allocations are placed,
-//! largest first, in the other blocks of their granularity class that hold
-//! something already: never in a new block, an empty one (moving into it
-//! would only swap one block for another), one this plan empties, or one an
-//! earlier plan is still emptying. A block is taken only when all of its
+//! bytes released per byte copied; a run's free slots count as free). Each
+//! one's allocations are placed, largest first, in the other blocks of
+//! their granularity class that hold something already, fullest first, so
+//! that sparse blocks stay sparse for the next block to empty instead of
+//! taking moves that would move again: never in a new block, an empty one
+//! (moving into it would only swap one block for another), one this plan
+//! empties, or one an earlier plan is still emptying. A block is taken only
+//! when all of its
 //! allocations fit within the plan's limits; otherwise its placements are
 //! undone and the next block is tried.
 //!
@@ -64,15 +67,21 @@ pub(crate) struct PoolPlan {
     pub(crate) blocks: usize,
     /// Their bytes.
     pub(crate) bytes: u64,
+    /// The moved allocations' sizes.
+    pub(crate) bytes_moved: u64,
+    /// Blocks skipped because their moves exceeded what was left of the
+    /// budget's moves or bytes.
+    pub(crate) over_limits: usize,
 }
 
 /// Where a source block's moves may go.
 #[derive(Debug)]
 struct Destinations {
-    /// By granularity class, the usable blocks in first-fit order.
+    /// By granularity class, the usable blocks, fullest first.
     in_order: [Vec<SlabKey>; 2],
-    /// By block slab index, whether the block is usable.
-    usable: Vec<bool>,
+    /// By block slab index, the block's place in that order; `u32::MAX`
+    /// for a block that takes no moves.
+    rank: Vec<u32>,
 }
 
 /// A block a plan may empty: every live allocation in it is movable.
@@ -129,6 +138,7 @@ impl<M> TypePool<M> {
             let list = &source.movables;
             let bytes: u64 = list.iter().map(|movable| movable.size).sum();
             if list.len() > budget.moves || bytes > budget.bytes {
+                plan.over_limits += 1;
                 continue;
             }
             // Each destination takes its source's name, copied out first:
@@ -178,6 +188,7 @@ impl<M> TypePool<M> {
             budget.bytes -= bytes;
             plan.blocks += 1;
             plan.bytes += source.size;
+            plan.bytes_moved += bytes;
         }
         for key in emptied {
             self.retire(key);
@@ -253,26 +264,36 @@ impl<M> TypePool<M> {
     }
 
     /// The blocks moves may go to while `emptied` are being emptied: those
-    /// that hold something, are not in `emptied` and are not retiring.
-    /// They stay so while one source block's moves are placed (placing only
-    /// adds), so this is made once per source block.
+    /// that hold something, are not in `emptied` and are not retiring;
+    /// fullest first (by fraction in use), so that moves fill the blocks
+    /// least likely to be emptied next and leave sparse ones sparse. They
+    /// stay so while one source block's moves are placed (placing only
+    /// adds, and the order needs to be no more than a good guess), so this
+    /// is made once per source block.
     fn destinations(&self, emptied: &[SlabKey]) -> Destinations {
-        let mut usable = vec![false; self.blocks.index_bound()];
-        for (key, block) in self.blocks.iter() {
-            usable[key.index as usize] =
-                !block.retiring && !block.ranges.is_empty() && !emptied.contains(&key);
+        let mut usable: Vec<(SlabKey, u64, u64)> = self
+            .blocks
+            .iter()
+            .filter(|(key, block)| {
+                !block.retiring && !block.ranges.is_empty() && !emptied.contains(key)
+            })
+            .map(|(key, block)| (key, block.size - block.ranges.free_bytes(), block.size))
+            .collect();
+        // Fullest first; the slab index breaks ties.
+        usable.sort_unstable_by(|&(a, used_a, size_a), &(b, used_b, size_b)| {
+            let fraction_a = u128::from(used_a) * u128::from(size_b);
+            let fraction_b = u128::from(used_b) * u128::from(size_a);
+            fraction_b.cmp(&fraction_a).then(a.index.cmp(&b.index))
+        });
+        let mut rank = vec![u32::MAX; self.blocks.index_bound()];
+        let mut in_order: [Vec<SlabKey>; 2] = [Vec::new(), Vec::new()];
+        for (position, &(key, _, _)) in (0u32..).zip(&usable) {
+            rank[key.index as usize] = position;
+            if let Some(block) = self.blocks.get(key) {
+                in_order[block.class].push(key);
+            }
         }
-        let in_order = |class: usize| -> Vec<SlabKey> {
-            self.order[class]
-                .iter()
-                .copied()
-                .filter(|key| usable[key.index as usize])
-                .collect()
-        };
-        Destinations {
-            in_order: [in_order(0), in_order(1)],
-            usable,
-        }
+        Destinations { in_order, rank }
     }
 
     /// Places `request` as [`allocate`](Self::allocate) would in a block,
@@ -286,9 +307,9 @@ impl<M> TypePool<M> {
         let keys = &destinations.in_order[request.class];
         if let Some(class) = request.run_class {
             let class = usize::from(class);
-            let usable = &destinations.usable;
-            let avoid = |key: SlabKey| !usable.get(key.index as usize).copied().unwrap_or(false);
-            if let Some(taken) = self.runs.take_outside(class, avoid) {
+            let rank = &destinations.rank;
+            let rank_of = |key: SlabKey| rank.get(key.index as usize).copied().unwrap_or(u32::MAX);
+            if let Some(taken) = self.runs.take_best(class, rank_of) {
                 return Some(self.hand_out_slot(taken, request));
             }
             let run_request = Self::run_request(request, class);

@@ -107,7 +107,7 @@ impl Walk {
         let tally = &mut self.defragmented;
         tally.plans += 1;
         tally.moves += plan.moves.len() as u64;
-        tally.blocks += plan.blocks as u64;
+        tally.blocks += plan.blocks_released as u64;
         let ctx = self.ctx();
         let after = self.allocator.stats();
         let destinations: u64 = plan.moves.iter().map(|m| m.destination.size()).sum();
@@ -222,6 +222,10 @@ impl Walk {
             bytes <= limits.max_bytes,
             "{ctx}: {bytes} bytes, {limits:?}"
         );
+        assert_eq!(plan.bytes_moved, bytes, "{ctx}: the bytes moved");
+        if (limits.max_moves, limits.max_bytes) == (usize::MAX, u64::MAX) {
+            assert_eq!(plan.blocks_over_limits, 0, "{ctx}: no limit, yet over it");
+        }
         for (i, live) in self.live.iter().enumerate() {
             let a = &live.allocation;
             assert!(
@@ -250,7 +254,7 @@ impl Walk {
         }
         let emptied: u64 = sources.iter().map(|m| blocks[m].0).sum();
         assert_eq!(
-            (plan.blocks, plan.bytes),
+            (plan.blocks_released, plan.bytes_released),
             (sources.len(), emptied),
             "{ctx}: the blocks the plan empties"
         );

@@ -251,7 +251,7 @@ impl World<'_> {
             .collect();
         tally.plans += 1;
         tally.moves += plan.moves.len() as u64;
-        tally.blocks += plan.blocks as u64;
+        tally.blocks += plan.blocks_released as u64;
         for planned in plan.moves {
             let mut destination = planned.destination;
             let source = &own[planned.movable];
