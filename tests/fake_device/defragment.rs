@@ -2,7 +2,7 @@
 //! would (new allocation in use, old one freed), checked against the blocks
 //! the allocator reports.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags as Props;
@@ -295,6 +295,109 @@ fn free_slots_of_runs_count_as_free() {
     for a in live.into_iter().chain([big]) {
         free(&allocator, a);
     }
+    finish(allocator, &device);
+}
+
+/// Three blocks for [`destinations_count_free_slots_of_runs_as_free`]:
+/// `runs` (2 MiB of runs, a quarter of their slots live: 25 % in use,
+/// though its ranges cover it all), `kept` (4 MiB, 39 % in use: a 1.5 MiB
+/// buffer and a run of 1 KiB slots, `kept_free` of them free; not listed)
+/// and `sparse` (8 MiB, 16 live slots). Returns the listed small buffers of
+/// `runs` and `sparse`, what stays, and the three memory objects.
+fn runs_kept_and_sparse(
+    allocator: &FakeAllocator,
+    kept_free: usize,
+) -> (Vec<Allocation>, Vec<Allocation>, [vk::DeviceMemory; 3]) {
+    // 1000-byte buffers aligned to 16 take 1 KiB slots, 64 to a 64 KiB run.
+    let small = || {
+        allocator
+            .allocate(&buffer(1000, 16, Usage::DEVICE_LOCAL))
+            .unwrap()
+    };
+    let in_runs: Vec<Allocation> = (0..32 * 64).map(|_| small()).collect();
+    let runs = in_runs[0].memory();
+    assert!(in_runs.iter().all(|a| a.memory() == runs));
+    let kept_big = allocator
+        .allocate(&buffer(3 * MIB / 2, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let kept = kept_big.memory();
+    let in_kept: Vec<Allocation> = (0..64).map(|_| small()).collect();
+    assert!(in_kept.iter().all(|a| a.memory() == kept));
+    // Fills `kept` while `sparse` is made, so that its run comes from `sparse`.
+    let kept_fill = allocator
+        .allocate(&buffer(5 * MIB / 2 - 64 * 1024, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(kept_fill.memory(), kept);
+    let sparse_big = allocator
+        .allocate(&buffer(3 * MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let sparse = sparse_big.memory();
+    assert!(sparse != runs && sparse != kept);
+    let in_sparse: Vec<Allocation> = (0..64).map(|_| small()).collect();
+    assert!(in_sparse.iter().all(|a| a.memory() == sparse));
+    free(allocator, sparse_big);
+    free(allocator, kept_fill);
+    let mut live = Vec::new();
+    let mut stays = vec![kept_big];
+    for (i, a) in in_runs.into_iter().enumerate() {
+        if i % 64 < 16 {
+            live.push(a);
+        } else {
+            free(allocator, a);
+        }
+    }
+    for (i, a) in in_sparse.into_iter().enumerate() {
+        if i < 16 {
+            live.push(a);
+        } else {
+            free(allocator, a);
+        }
+    }
+    for (i, a) in in_kept.into_iter().enumerate() {
+        if i < 64 - kept_free {
+            stays.push(a);
+        } else {
+            free(allocator, a);
+        }
+    }
+    (live, stays, [runs, kept, sparse])
+}
+
+/// Plans over [`runs_kept_and_sparse`]'s listed buffers, checks that
+/// both `sparse` and `runs` empty, into `kept` only, and carries it out.
+fn both_empty_into_kept(allocator: &FakeAllocator, kept_free: usize) {
+    let (mut live, stays, [_, kept, _]) = runs_kept_and_sparse(allocator, kept_free);
+    let listed: Vec<Movable<'_>> = live
+        .iter()
+        .map(|a| Movable::new(a, requirements(1000, 16), ResourceKind::Buffer))
+        .collect();
+    let plan = allocator
+        .plan_defragmentation(&listed, &DefragmentationLimits::default())
+        .unwrap();
+    drop(listed);
+    let into: HashSet<vk::DeviceMemory> =
+        plan.moves.iter().map(|m| m.destination.memory()).collect();
+    assert_eq!(into, HashSet::from([kept]), "the moves' destinations");
+    assert_eq!((plan.moves.len(), plan.blocks_released), (32 * 16 + 16, 2));
+    carry_out(allocator, &mut live, plan);
+    for a in live.into_iter().chain(stays) {
+        free(allocator, a);
+    }
+}
+
+/// Destinations are weighed as sources are, a run's free slots counting as
+/// free: `sparse` empties first, and its buffers go to the free slots of
+/// `kept`, the fuller, not to those of `runs`, which then empties too.
+/// Weighed by ranges, `runs` looked full: it took `sparse`'s buffers and
+/// stayed, and a later plan would have moved them again.
+#[test]
+fn destinations_count_free_slots_of_runs_as_free() {
+    let config = Config {
+        large_heap_block_size: 16 * MIB,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    both_empty_into_kept(&allocator, 16);
     finish(allocator, &device);
 }
 

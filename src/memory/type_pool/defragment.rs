@@ -4,17 +4,17 @@
 //! A block can be emptied when every live allocation in it is movable (the
 //! engine can recreate its resource elsewhere and copy the contents) and it
 //! is no fuller than the plan's limit (half, by default). Such blocks are
-//! tried emptiest first (the smallest fraction in use: the most
-//! bytes released per byte copied; a run's free slots count as free). Each
-//! one's allocations are placed, largest first, in the other blocks of
-//! their granularity class that hold something already, fullest first, so
-//! that sparse blocks stay sparse for the next block to empty instead of
-//! taking moves that would move again: never in a new block, an empty one
-//! (moving into it would only swap one block for another), one this plan
-//! empties, or one an earlier plan is still emptying. A block is taken only
-//! when all of its
-//! allocations fit within the plan's limits; otherwise its placements are
-//! undone and the next block is tried.
+//! tried emptiest first (the smallest fraction in use: the most bytes
+//! released per byte copied; a run's free slots count as free). Each one's
+//! allocations are placed, largest first, in the other blocks of their
+//! granularity class that hold something already, fullest first (weighed
+//! the same way), so that sparse blocks stay sparse for the next block to
+//! empty instead of taking moves that would move again: never in a new
+//! block, an empty one (moving into it would only swap one block for
+//! another), one this plan empties, or one an earlier plan is still
+//! emptying. A block is taken only when all of its allocations fit within
+//! the plan's limits; otherwise its placements are undone and the next
+//! block is tried.
 //!
 //! A block taken is *retiring*: it moves to the back of its class's
 //! first-fit order, and blocks made later are listed before it, so new
@@ -32,6 +32,7 @@ use std::collections::HashSet;
 
 use super::{DedicatedChoice, Location, Placement, PoolRequest, TypePool};
 use crate::device::MemoryDeviceExt;
+use crate::memory::block::Block;
 use crate::memory::context::MemoryContext;
 use crate::memory::slab::SlabKey;
 
@@ -112,7 +113,8 @@ impl<M> TypePool<M> {
         request_for: impl Fn(usize) -> PoolRequest<'static>,
     ) -> PoolPlan {
         let mut plan = PoolPlan::default();
-        let mut sources = self.blocks_to_empty(movables);
+        let free_in_runs = self.free_slot_bytes_by_block();
+        let mut sources = self.blocks_to_empty(movables, &free_in_runs);
         let percent = u128::from(budget.used_percent);
         sources.retain(|source| u128::from(source.used) * 100 <= u128::from(source.size) * percent);
         if sources.is_empty() {
@@ -159,7 +161,7 @@ impl<M> TypePool<M> {
                 .collect();
             requests.sort_by_key(|(_, request)| Reverse(request.placed_size));
             emptied.push(source.key);
-            let destinations = self.destinations(&emptied);
+            let destinations = self.destinations(&emptied, &free_in_runs);
             let mut placed: Vec<(usize, Placement, u64)> = Vec::with_capacity(list.len());
             for (index, request) in &requests {
                 let Some(placement) = self.place_outside(request, &destinations) else {
@@ -196,9 +198,28 @@ impl<M> TypePool<M> {
         plan
     }
 
+    /// By block slab index, the bytes of the free slots of its runs, which
+    /// its offset allocator counts as in use.
+    fn free_slot_bytes_by_block(&self) -> Vec<u64> {
+        let mut free_in_runs: Vec<u64> = vec![0; self.blocks.index_bound()];
+        for (_, run) in self.runs.iter() {
+            if let Some(bytes) = free_in_runs.get_mut(run.block.index as usize) {
+                *bytes += run.free_slot_bytes();
+            }
+        }
+        free_in_runs
+    }
+
+    /// The bytes of block `block` in use, a run's free slots counting as
+    /// free (`free_in_runs` from [`free_slot_bytes_by_block`](Self::free_slot_bytes_by_block)).
+    fn bytes_in_use(block: &Block<M>, index: u32, free_in_runs: &[u64]) -> u64 {
+        let used = block.size - block.ranges.free_bytes();
+        used.saturating_sub(free_in_runs.get(index as usize).copied().unwrap_or(0))
+    }
+
     /// The blocks whose every live allocation is among `movables`, with
     /// their movables (each allocation once).
-    fn blocks_to_empty(&self, movables: &[PoolMovable]) -> Vec<Source> {
+    fn blocks_to_empty(&self, movables: &[PoolMovable], free_in_runs: &[u64]) -> Vec<Source> {
         // Movables by block slab index.
         let mut by_block: Vec<Vec<PoolMovable>> = Vec::new();
         by_block.resize_with(self.blocks.index_bound(), Vec::new);
@@ -208,10 +229,8 @@ impl<M> TypePool<M> {
             }
         }
         // Live allocations by block: its ranges, a run counting as its live
-        // slots instead of one. And the bytes of its runs' free slots, which
-        // its offset allocator counts as in use.
+        // slots instead of one.
         let mut live: Vec<u64> = vec![0; by_block.len()];
-        let mut free_in_runs: Vec<u64> = vec![0; by_block.len()];
         for (key, block) in self.blocks.iter() {
             if !by_block[key.index as usize].is_empty() {
                 live[key.index as usize] = block.ranges.counters().live_allocations;
@@ -221,7 +240,6 @@ impl<M> TypePool<M> {
             let index = run.block.index as usize;
             if live[index] > 0 {
                 live[index] = (live[index] + u64::from(run.live_slots())).saturating_sub(1);
-                free_in_runs[index] += run.free_slot_bytes();
             }
         }
         self.blocks
@@ -235,10 +253,9 @@ impl<M> TypePool<M> {
                 // (of those whose requirements allow its memory type) moves.
                 list.sort_by_key(|movable| movable.offset);
                 list.dedup_by_key(|movable| movable.offset);
-                let used = block.size - block.ranges.free_bytes();
                 (list.len() as u64 == live[key.index as usize]).then(|| Source {
                     key,
-                    used: used.saturating_sub(free_in_runs[key.index as usize]),
+                    used: Self::bytes_in_use(block, key.index, free_in_runs),
                     size: block.size,
                     movables: list,
                 })
@@ -265,19 +282,24 @@ impl<M> TypePool<M> {
 
     /// The blocks moves may go to while `emptied` are being emptied: those
     /// that hold something, are not in `emptied` and are not retiring;
-    /// fullest first (by fraction in use), so that moves fill the blocks
-    /// least likely to be emptied next and leave sparse ones sparse. They
-    /// stay so while one source block's moves are placed (placing only
-    /// adds, and the order needs to be no more than a good guess), so this
-    /// is made once per source block.
-    fn destinations(&self, emptied: &[SlabKey]) -> Destinations {
+    /// fullest first (by fraction in use, weighed as sources are: a run's
+    /// free slots, `free_in_runs`, count as free), so that moves fill the
+    /// blocks least likely to be emptied next and leave sparse ones sparse.
+    /// They stay so while one source block's moves are placed (placing only
+    /// adds, and the order needs to be no more than a good guess: the free
+    /// slots are those before the plan), so this is made once per source
+    /// block.
+    fn destinations(&self, emptied: &[SlabKey], free_in_runs: &[u64]) -> Destinations {
         let mut usable: Vec<(SlabKey, u64, u64)> = self
             .blocks
             .iter()
             .filter(|(key, block)| {
                 !block.retiring && !block.ranges.is_empty() && !emptied.contains(key)
             })
-            .map(|(key, block)| (key, block.size - block.ranges.free_bytes(), block.size))
+            .map(|(key, block)| {
+                let used = Self::bytes_in_use(block, key.index, free_in_runs);
+                (key, used, block.size)
+            })
             .collect();
         // Fullest first; the slab index breaks ties.
         usable.sort_unstable_by(|&(a, used_a, size_a), &(b, used_b, size_b)| {
