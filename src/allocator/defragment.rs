@@ -227,7 +227,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// their memory types. Then, for each block it tries, a pass over the
     /// blocks of its memory type (which of them may take moves), and for
     /// each allocation of that block a first fit over those (for a small
-    /// buffer, first a pass over its size class's runs with a free slot).
+    /// buffer, first a pass over its size class's runs with a free slot,
+    /// and a first fit for a new run over the blocks fuller than that
+    /// slot's).
     pub fn plan_defragmentation(
         &self,
         movables: &[Movable<'_>],

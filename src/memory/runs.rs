@@ -196,23 +196,30 @@ impl Runs {
         Some(Self::taken(key, run, slot))
     }
 
-    /// Takes a free slot of a run of `class` in the block `rank` puts first
-    /// (lowest; `u32::MAX` is a block to avoid), if one has room: a search
-    /// of the class's runs, for defragmentation only. Of runs in one block,
+    /// The run of `class` with a free slot in the block `rank` puts first
+    /// (lowest; `u32::MAX` is a block to avoid), and that rank: a search of
+    /// the class's runs, for defragmentation only. Of runs in one block,
     /// the one a free gave room to last.
-    pub(crate) fn take_best(
-        &mut self,
+    pub(crate) fn best_with_room(
+        &self,
         class: usize,
         rank: impl Fn(SlabKey) -> u32,
-    ) -> Option<TakenSlot> {
-        let key = self.with_room[class]
+    ) -> Option<(u32, SlabKey)> {
+        self.with_room[class]
             .iter()
             .rev()
             .filter_map(|&key| Some((rank(self.runs.get(key)?.block), key)))
             .filter(|&(rank, _)| rank != u32::MAX)
-            .min_by_key(|&(rank, _)| rank)?
-            .1;
+            .min_by_key(|&(rank, _)| rank)
+    }
+
+    /// Takes a free slot of run `key`, listed with room (from
+    /// [`best_with_room`](Self::best_with_room)).
+    pub(crate) fn take_in(&mut self, key: SlabKey) -> Option<TakenSlot> {
         let run = self.runs.get_mut(key)?;
+        if run.free == 0 || run.listed_at == Run::UNLISTED {
+            return None;
+        }
         let slot = run.free.trailing_zeros();
         run.free &= run.free - 1;
         if run.free == 0 {

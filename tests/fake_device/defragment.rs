@@ -298,7 +298,8 @@ fn free_slots_of_runs_count_as_free() {
     finish(allocator, &device);
 }
 
-/// Three blocks for [`destinations_count_free_slots_of_runs_as_free`]:
+/// Three blocks for [`destinations_count_free_slots_of_runs_as_free`] and
+/// [`a_new_run_in_a_fuller_block_goes_before_free_slots_of_a_sparser_one`]:
 /// `runs` (2 MiB of runs, a quarter of their slots live: 25 % in use,
 /// though its ranges cover it all), `kept` (4 MiB, 39 % in use: a 1.5 MiB
 /// buffer and a run of 1 KiB slots, `kept_free` of them free; not listed)
@@ -398,6 +399,20 @@ fn destinations_count_free_slots_of_runs_as_free() {
     };
     let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
     both_empty_into_kept(&allocator, 16);
+    finish(allocator, &device);
+}
+
+/// As [`destinations_count_free_slots_of_runs_as_free`], but `kept`'s run
+/// is full: a new run in `kept` takes `sparse`'s buffers, not the free
+/// slots of `runs`, the sparser block, which then empties too.
+#[test]
+fn a_new_run_in_a_fuller_block_goes_before_free_slots_of_a_sparser_one() {
+    let config = Config {
+        large_heap_block_size: 16 * MIB,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    both_empty_into_kept(&allocator, 0);
     finish(allocator, &device);
 }
 

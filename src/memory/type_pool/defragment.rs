@@ -331,12 +331,19 @@ impl<M> TypePool<M> {
             let class = usize::from(class);
             let rank = &destinations.rank;
             let rank_of = |key: SlabKey| rank.get(key.index as usize).copied().unwrap_or(u32::MAX);
-            if let Some(taken) = self.runs.take_best(class, rank_of) {
+            // A free slot in the fullest block that has one; but first a new
+            // run in a fuller block, if one has room, so that a sparse
+            // block's free slots do not take moves it would have to give
+            // back when it is emptied in turn.
+            let best = self.runs.best_with_room(class, rank_of);
+            let before = best.map_or(u32::MAX, |(rank, _)| rank);
+            let fuller = &keys[..keys.partition_point(|&key| rank_of(key) < before)];
+            let run_request = Self::run_request(request, class);
+            if let Some(range) = self.allocate_in_keys(fuller, &run_request) {
+                let taken = self.start_run(class, range)?;
                 return Some(self.hand_out_slot(taken, request));
             }
-            let run_request = Self::run_request(request, class);
-            if let Some(range) = self.allocate_in_keys(keys, &run_request) {
-                let taken = self.start_run(class, range)?;
+            if let Some(taken) = best.and_then(|(_, run)| self.runs.take_in(run)) {
                 return Some(self.hand_out_slot(taken, request));
             }
         }
