@@ -526,17 +526,26 @@ impl<M> TypePool<M> {
             block.names.remove(&range.slot());
         }
         if block.ranges.is_empty() {
-            let retiring = block.retiring;
-            self.counters.empty_blocks += 1;
-            if retiring {
-                // Emptied by a defragmentation plan, whose point is to give
-                // the memory back: not kept for reuse.
-                self.release_block(context, key);
-            } else if self.counters.empty_blocks > 1 {
-                self.release_smaller_empty_block(context, key);
-            }
+            self.block_emptied(context, key);
         }
         Ok(())
+    }
+
+    /// Block `key` has just emptied: counts it, then releases it when a
+    /// defragmentation plan emptied it (whose point is to give the memory
+    /// back: not kept for reuse), or the smaller empty block when another
+    /// is kept already. Out of line, as the rest of the free path is
+    /// inlined: most frees leave their block in use.
+    #[cold]
+    #[inline(never)]
+    fn block_emptied<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>, key: SlabKey) {
+        let retiring = self.blocks.get(key).is_some_and(|block| block.retiring);
+        self.counters.empty_blocks += 1;
+        if retiring {
+            self.release_block(context, key);
+        } else if self.counters.empty_blocks > 1 {
+            self.release_smaller_empty_block(context, key);
+        }
     }
 
     /// With two empty blocks, `just_emptied` and one kept earlier, releases the
