@@ -43,6 +43,35 @@ fn carry_out(
     sources
 }
 
+/// `count` device-local buffers of 1 MiB, aligned to 256, in allocation
+/// order: the first 32 fill a 32 MiB first block, the next 64 a 64 MiB one.
+fn mib_buffers(allocator: &FakeAllocator, count: usize) -> Vec<Allocation> {
+    (0..count)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect()
+}
+
+/// The allocations of `all` whose index `keep` accepts; the others freed.
+fn keep_where(
+    allocator: &FakeAllocator,
+    all: Vec<Allocation>,
+    keep: impl Fn(usize) -> bool,
+) -> Vec<Allocation> {
+    let mut kept = Vec::new();
+    for (i, a) in all.into_iter().enumerate() {
+        if keep(i) {
+            kept.push(a);
+        } else {
+            free(allocator, a);
+        }
+    }
+    kept
+}
+
 /// No two live allocations of one memory object overlap.
 fn assert_disjoint<'a>(live: impl IntoIterator<Item = &'a Allocation>, context: &str) {
     let mut by_memory: HashMap<vk::DeviceMemory, Vec<(u64, u64)>> = HashMap::new();
@@ -73,13 +102,7 @@ fn blocks(allocator: &FakeAllocator, memory_type: u32) -> (u64, u64, u64) {
 #[test]
 fn a_plan_empties_the_least_used_block() {
     let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
-    let all: Vec<Allocation> = (0..64)
-        .map(|_| {
-            allocator
-                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
-                .unwrap()
-        })
-        .collect();
+    let all = mib_buffers(&allocator, 64);
     let memory_type = all[0].memory_type();
     let first = all[0].memory();
     let second = all[32].memory();
@@ -87,14 +110,7 @@ fn a_plan_empties_the_least_used_block() {
     assert!(all[32..].iter().all(|a| a.memory() == second));
     assert_eq!(blocks(&allocator, memory_type), (2, 96 * MIB, 0));
     // Every other buffer of the first block, and 24 of the second's 32.
-    let mut live = Vec::new();
-    for (i, a) in all.into_iter().enumerate() {
-        if (i < 32 && i % 2 == 0) || i >= 56 {
-            live.push(a);
-        } else {
-            free(&allocator, a);
-        }
-    }
+    let mut live = keep_where(&allocator, all, |i| (i < 32 && i % 2 == 0) || i >= 56);
     let allocations = allocator.stats().allocations();
 
     let plan = allocator
@@ -155,13 +171,7 @@ fn a_plan_empties_the_least_used_block() {
 fn the_emptiest_block_goes_first() {
     let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
     // Blocks of 32, 64 and 128 MiB; the last half full.
-    let all: Vec<Allocation> = (0..160)
-        .map(|_| {
-            allocator
-                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
-                .unwrap()
-        })
-        .collect();
+    let all = mib_buffers(&allocator, 160);
     let third = all[96].memory();
     let mut live = Vec::new();
     let mut stays = Vec::new();
@@ -210,21 +220,8 @@ fn blocks_more_than_half_in_use_stay_by_default() {
     let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
     // The first block (32 MiB) keeps 20 buffers, 62 % in use; the second
     // (64 MiB) keeps its 32, with room for them.
-    let all: Vec<Allocation> = (0..64)
-        .map(|_| {
-            allocator
-                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
-                .unwrap()
-        })
-        .collect();
-    let mut live = Vec::new();
-    for (i, a) in all.into_iter().enumerate() {
-        if (20..32).contains(&i) {
-            free(&allocator, a);
-        } else {
-            live.push(a);
-        }
-    }
+    let all = mib_buffers(&allocator, 64);
+    let mut live = keep_where(&allocator, all, |i| !(20..32).contains(&i));
     let listed = &live[..20];
     for percent in [0, 50, 62] {
         let limits = DefragmentationLimits::default().max_used_percent(percent);
@@ -270,14 +267,7 @@ fn free_slots_of_runs_count_as_free() {
         .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
         .unwrap();
     assert_ne!(big.memory(), first);
-    let mut live = Vec::new();
-    for (i, a) in small.into_iter().enumerate() {
-        if i % 64 == 0 {
-            live.push(a);
-        } else {
-            free(&allocator, a);
-        }
-    }
+    let mut live = keep_where(&allocator, small, |i| i % 64 == 0);
     let listed: Vec<Movable<'_>> = live
         .iter()
         .map(|a| Movable::new(a, requirements(1000, 16), ResourceKind::Buffer))
@@ -420,22 +410,8 @@ fn a_new_run_in_a_fuller_block_goes_before_free_slots_of_a_sparser_one() {
 /// [`a_plan_empties_the_least_used_block`]: the live ones, the first
 /// block's 16 and then the second's 8.
 fn two_fragmented_blocks(allocator: &FakeAllocator) -> Vec<Allocation> {
-    let all: Vec<Allocation> = (0..64)
-        .map(|_| {
-            allocator
-                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
-                .unwrap()
-        })
-        .collect();
-    let mut live = Vec::new();
-    for (i, a) in all.into_iter().enumerate() {
-        if (i < 32 && i % 2 == 0) || i >= 56 {
-            live.push(a);
-        } else {
-            free(allocator, a);
-        }
-    }
-    live
+    let all = mib_buffers(allocator, 64);
+    keep_where(allocator, all, |i| (i < 32 && i % 2 == 0) || i >= 56)
 }
 
 /// A block is emptied whole or not at all: limits below its 8 moves or
@@ -640,13 +616,7 @@ fn blocks_being_emptied_take_no_new_requests_while_others_have_room() {
     let mut live = two_fragmented_blocks(&allocator);
     // A run goes to the first block with room: fill the first block's
     // holes, so that the small buffers' run is carved from the second.
-    let fillers: Vec<Allocation> = (0..16)
-        .map(|_| {
-            allocator
-                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
-                .unwrap()
-        })
-        .collect();
+    let fillers = mib_buffers(&allocator, 16);
     let first = live[0].memory();
     let second = live[16].memory();
     assert!(fillers.iter().all(|a| a.memory() == first));
@@ -783,25 +753,12 @@ fn a_full_retired_run_stays_closed_after_a_free() {
 #[test]
 fn a_move_given_up_frees_its_destination() {
     let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
-    let all: Vec<Allocation> = (0..64)
-        .map(|_| {
-            allocator
-                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
-                .unwrap()
-        })
-        .collect();
+    let all = mib_buffers(&allocator, 64);
     let memory_type = all[0].memory_type();
     let (first, second) = (all[0].memory(), all[32].memory());
     // 8 left in the first block, 24 in the second: the first is emptied
     // into the second's 8 holes.
-    let mut live = Vec::new();
-    for (i, a) in all.into_iter().enumerate() {
-        if (i < 32 && i % 4 == 0) || i >= 40 {
-            live.push(a);
-        } else {
-            free(&allocator, a);
-        }
-    }
+    let mut live = keep_where(&allocator, all, |i| (i < 32 && i % 4 == 0) || i >= 40);
     let mut plan = allocator
         .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
         .unwrap();
@@ -814,13 +771,7 @@ fn a_move_given_up_frees_its_destination() {
     // New buffers fill the second block's 33 MiB of room (the given-up
     // move's hole and its never-used end) before the retiring first block,
     // the older one, takes the 34th.
-    let fillers: Vec<Allocation> = (0..34)
-        .map(|_| {
-            allocator
-                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
-                .unwrap()
-        })
-        .collect();
+    let fillers = mib_buffers(&allocator, 34);
     assert!(fillers[..33].iter().all(|a| a.memory() == second));
     assert_eq!(fillers[33].memory(), first);
     assert_eq!(blocks(&allocator, memory_type).0, 2, "no third block");
@@ -1008,13 +959,7 @@ fn a_block_made_while_moves_are_in_flight_comes_before_the_retiring_one() {
         .unwrap();
     let third = large.memory();
     assert!(third != first && third != second);
-    let fillers: Vec<Allocation> = (0..9)
-        .map(|_| {
-            allocator
-                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
-                .unwrap()
-        })
-        .collect();
+    let fillers = mib_buffers(&allocator, 9);
     assert!(fillers[..8].iter().all(|a| a.memory() == first));
     assert_eq!(fillers[8].memory(), third, "into the retiring block");
     carry_out(&allocator, &mut live, plan);

@@ -238,6 +238,17 @@ impl<'a> World<'a> {
         assert_eq!(end, Some(range.1), "not live in the shadow");
     }
 
+    /// Frees a random allocation of `live`, now or after the frame.
+    fn free_random(&self, rng: &mut Rng, live: &mut Vec<(u64, Allocation)>) {
+        let (tag, a) = live.swap_remove(rng.below(live.len() as u64) as usize);
+        if rng.below(2) == 0 {
+            self.retire(tag, &a);
+            free(self.allocator, a);
+        } else {
+            self.free_after_frame(tag, a);
+        }
+    }
+
     fn free_after_frame(&self, tag: u64, allocation: Allocation) {
         self.retire(tag, &allocation);
         // Read before the free joins a frame: the frame recorded is never
@@ -351,15 +362,7 @@ impl<'a> World<'a> {
             let tag = (thread << 48) | step;
             match rng.below(100) {
                 0..=29 if live.len() < 200 => live.extend(self.allocate(&mut rng, tag)),
-                30..=57 if !live.is_empty() => {
-                    let (tag, a) = live.swap_remove(rng.below(live.len() as u64) as usize);
-                    if rng.below(2) == 0 {
-                        self.retire(tag, &a);
-                        free(self.allocator, a);
-                    } else {
-                        self.free_after_frame(tag, a);
-                    }
-                }
+                30..=57 if !live.is_empty() => self.free_random(&mut rng, &mut live),
                 58..=63 => self.end_frame(),
                 64..=69 => self.signal_oldest(),
                 70..=75 => {

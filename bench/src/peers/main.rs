@@ -354,13 +354,17 @@ fn run_one<B: Backend>(
     (figures, counts, own)
 }
 
+/// The Vulkan device `args` names, with the validation layer when
+/// `validation`; `None` after printing why it could not be opened.
+fn open_device(validation: bool, args: &Args) -> Option<VulkanContext> {
+    VulkanContext::new(validation, args.device.as_deref())
+        .map_err(|e| eprintln!("error: {e}"))
+        .ok()
+}
+
 fn real_resources(args: &Args) -> ExitCode {
-    let ctx = match VulkanContext::new(true, args.device.as_deref()) {
-        Ok(ctx) => ctx,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(ctx) = open_device(true, args) else {
+        return ExitCode::FAILURE;
     };
     println!(
         "real resources on {} ({}), validation on, seed {:#x}, about {} operations per trace",
@@ -429,12 +433,8 @@ fn real_resources(args: &Args) -> ExitCode {
 /// `--defragment`: each trace through vk-suballoc plain and with plans
 /// (defragment.rs), then the tables.
 fn defragment(args: &Args) -> ExitCode {
-    let ctx = match VulkanContext::new(false, args.device.as_deref()) {
-        Ok(ctx) => ctx,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(ctx) = open_device(false, args) else {
+        return ExitCode::FAILURE;
     };
     println!(
         "defragment: seed {:#x}, {} ops per trace, device {} ({}), bufferImageGranularity {}",
@@ -534,12 +534,8 @@ fn main() -> ExitCode {
         return defragment(&args);
     }
     PLACEMENT_HASH.store(args.placement_hash, std::sync::atomic::Ordering::Relaxed);
-    let ctx = match VulkanContext::new(false, args.device.as_deref()) {
-        Ok(ctx) => ctx,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(ctx) = open_device(false, &args) else {
+        return ExitCode::FAILURE;
     };
     let overhead = replay::timer_overhead_ns();
     let mutex_ns = replay::mutex_pair_ns();

@@ -167,15 +167,7 @@ impl World<'_> {
             let tag = first_tag + step;
             match rng.below(100) {
                 0..=44 if live.len() < 150 => live.extend(self.allocate(rng, tag)),
-                0..=79 if !live.is_empty() => {
-                    let (tag, a) = live.swap_remove(rng.below(live.len() as u64) as usize);
-                    if rng.below(2) == 0 {
-                        self.retire(tag, &a);
-                        free(self.allocator, a);
-                    } else {
-                        self.free_after_frame(tag, a);
-                    }
-                }
+                0..=79 if !live.is_empty() => self.free_random(rng, live),
                 80..=84 => self.end_frame(),
                 85..=89 => self.signal_oldest(),
                 90..=94 => {
