@@ -150,7 +150,9 @@ pub struct DefragmentationPlan {
     /// limits might empty them. A block is moved whole or not at all, so a
     /// block with more allocations (or bytes) than the limits allow is never
     /// emptied under them. With no moves and none of these, the movables
-    /// listed leave nothing to do (until their blocks change).
+    /// listed leave nothing to do (until their blocks change). A plan with
+    /// no moves and some of these will stay so under the same limits: raise
+    /// them, or stop.
     pub blocks_over_limits: usize,
 }
 
