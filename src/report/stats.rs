@@ -16,6 +16,9 @@ pub struct TypeStats {
     pub block_bytes: u64,
     /// Blocks without any allocation (at most one is kept; see `trim`).
     pub empty_blocks: u64,
+    /// Blocks a defragmentation plan is emptying: released when the moved
+    /// allocations in them are freed (`BlockMap::retiring` says which).
+    pub retiring_blocks: u64,
     /// Allocations inside blocks.
     pub block_allocations: u64,
     /// Bytes of allocations inside blocks.
@@ -34,6 +37,7 @@ impl TypeStats {
             blocks: counters.blocks,
             block_bytes: counters.block_bytes,
             empty_blocks: counters.empty_blocks,
+            retiring_blocks: counters.retiring_blocks,
             block_allocations: counters.block_allocations,
             block_allocated_bytes: counters.block_allocated_bytes,
             dedicated_allocations: counters.dedicated,
@@ -147,12 +151,13 @@ impl std::fmt::Display for Stats {
         for t in self.memory_types.iter().filter(|t| t.reserved_bytes() > 0) {
             writeln!(
                 f,
-                "  type {} (heap {}): {} blocks {:.2} MiB ({} empty), {} suballocations {:.2} MiB, {} dedicated {:.2} MiB",
+                "  type {} (heap {}): {} blocks {:.2} MiB ({} empty, {} being emptied), {} suballocations {:.2} MiB, {} dedicated {:.2} MiB",
                 t.memory_type,
                 t.heap,
                 t.blocks,
                 t.block_bytes as f64 / MIB,
                 t.empty_blocks,
+                t.retiring_blocks,
                 t.block_allocations,
                 t.block_allocated_bytes as f64 / MIB,
                 t.dedicated_allocations,

@@ -140,6 +140,10 @@ fn a_plan_empties_the_least_used_block() {
         .map(|block| (block.memory, block.retiring))
         .collect();
     assert_eq!(retiring, [(first, false), (second, true)]);
+    assert_eq!(
+        allocator.stats().memory_types[memory_type as usize].retiring_blocks,
+        1
+    );
 
     let sources = carry_out(&allocator, &mut live, plan);
     assert!(sources.iter().all(|&m| m == second));
@@ -147,6 +151,10 @@ fn a_plan_empties_the_least_used_block() {
     assert_disjoint(&live, "after the moves");
     // The emptied block is released at once, not kept for reuse.
     assert_eq!(blocks(&allocator, memory_type), (1, 32 * MIB, 0));
+    assert_eq!(
+        allocator.stats().memory_types[memory_type as usize].retiring_blocks,
+        0
+    );
     assert_eq!(allocator.trim(), 0);
     // Nothing left to do: the one block cannot be emptied into another.
     let again = allocator

@@ -367,6 +367,9 @@ impl<M> TypePool<M> {
         let Some(block) = self.blocks.get_mut(key) else {
             return;
         };
+        if !block.retiring {
+            self.counters.retiring_blocks += 1;
+        }
         block.retiring = true;
         let order = &mut self.order[block.class];
         order.retain(|&other| other != key);

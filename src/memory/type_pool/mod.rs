@@ -577,6 +577,9 @@ impl<M> TypePool<M> {
         if block.ranges.is_empty() {
             self.counters.empty_blocks -= 1;
         }
+        if block.retiring {
+            self.counters.retiring_blocks -= 1;
+        }
         // SAFETY: allocated by this context for this type; callers release
         // only empty blocks (or everything at drop), so no live resource of
         // ours is bound to it.

@@ -98,6 +98,8 @@ pub(crate) struct PoolCounters {
     pub(crate) blocks: u64,
     pub(crate) block_bytes: u64,
     pub(crate) empty_blocks: u64,
+    /// Blocks a defragmentation plan is emptying.
+    pub(crate) retiring_blocks: u64,
     pub(crate) block_allocations: u64,
     pub(crate) block_allocated_bytes: u64,
     pub(crate) dedicated: u64,

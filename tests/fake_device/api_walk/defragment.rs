@@ -88,6 +88,19 @@ impl Walk {
             "{}: the blocks being emptied",
             self.ctx()
         );
+        let counted: u64 = self
+            .allocator
+            .stats()
+            .memory_types
+            .iter()
+            .map(|t| t.retiring_blocks)
+            .sum();
+        assert_eq!(
+            counted,
+            self.retiring.len() as u64,
+            "{}: retiring_blocks",
+            self.ctx()
+        );
         let blocks: Blocks = map
             .memory_types
             .iter()
