@@ -21,6 +21,7 @@ use ash::vk;
 use super::place::{lock, pool_request};
 use super::{Allocation, Allocator, Request};
 use crate::device::MemoryDeviceExt;
+use crate::memory::slab::SlabKey;
 use crate::memory::type_pool::{MoveBudget, PoolMovable};
 use crate::memory::{ResourceKind, Usage};
 use crate::Error;
@@ -123,14 +124,16 @@ pub struct DefragmentationMove {
     /// Where it goes: same memory type, another block. A live allocation
     /// like any other; its name is the moved allocation's.
     pub destination: Allocation,
+    /// The block the move leaves, for [`give_up_move`](Allocator::give_up_move).
+    pub(crate) source: SlabKey,
 }
 
 /// What [`plan_defragmentation`](Allocator::plan_defragmentation) planned.
 ///
 /// Dropping it, or a move, without using or freeing the destinations leaks
 /// them until the allocator is dropped (which logs them), and leaves the
-/// source blocks being emptied: free the destinations of moves not carried
-/// out.
+/// source blocks being emptied: give up the moves not carried out
+/// ([`Allocator::give_up_move`]).
 #[derive(Debug, Default)]
 #[non_exhaustive]
 #[must_use = "the planned moves hold new allocations, which must be used or freed"]
@@ -197,10 +200,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// ([`collect`](Self::collect) after the frame's fence). Until then
     /// [`stats`](Self::stats) counts both the old allocations and the new.
     ///
-    /// An engine that cannot carry out a move frees its `destination`
-    /// instead (`free_after_frame`, or `free`: the GPU never used it); its
-    /// source block then does not empty, and stays retiring (below) until it
-    /// does or a later plan empties it.
+    /// An engine that cannot carry out a move gives it up with
+    /// [`give_up_move`](Self::give_up_move): its source block then does not
+    /// empty, and is no longer treated as being emptied (below).
     ///
     /// List only allocations with no move pending: an allocation whose move
     /// from an earlier plan is neither carried out nor given up is still
@@ -307,10 +309,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             plan.bytes_released += pool_plan.bytes;
             plan.bytes_moved += pool_plan.bytes_moved;
             plan.blocks_over_limits += pool_plan.over_limits;
-            plan.moves
-                .extend(pool_plan.moves.into_iter().map(|(index, placement)| {
-                    DefragmentationMove {
+            plan.moves.extend(
+                pool_plan
+                    .moves
+                    .into_iter()
+                    .map(|(index, placement, source)| DefragmentationMove {
                         movable: index,
+                        source,
                         destination: Allocation {
                             memory: placement.memory,
                             offset: placement.offset,
@@ -320,10 +325,44 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                             allocator: self.id,
                             mapped: placement.mapped,
                         },
-                    }
-                }));
+                    }),
+            );
         }
         plan.moves.sort_unstable_by_key(|planned| planned.movable);
         Ok(plan)
+    }
+
+    /// Gives up a planned move, as VMA's `MOVE_OPERATION_IGNORE` does: the
+    /// moved allocation stays where it is, and its destination is freed
+    /// through the frame queue, as [`free_after_frame`](Self::free_after_frame)
+    /// frees (so a copy already submitted may still write it). The block
+    /// the move would have left can no longer empty, so it stops being
+    /// emptied: it takes requests and other plans' moves again, and its
+    /// small-buffer slots reopen. Other moves out of that block may still
+    /// be carried out; they just do not empty it.
+    ///
+    /// Freeing the destination directly gives the move up too, but leaves
+    /// the block being emptied until it empties or a later plan empties
+    /// it.
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`] for another allocator's move (nothing
+    /// changes then); [`Error::StaleAllocation`] when the destination was
+    /// freed already.
+    pub fn give_up_move(&self, planned: DefragmentationMove) -> Result<(), Error> {
+        self.check_owner(&planned.destination)?;
+        let destination = &planned.destination;
+        let pool = self
+            .pools
+            .get(destination.memory_type as usize)
+            .ok_or(Error::StaleAllocation)?;
+        {
+            let mut pool = lock(pool);
+            if !pool.is_live(destination.location) {
+                return Err(Error::StaleAllocation);
+            }
+            pool.stop_retiring(planned.source);
+        }
+        self.free_after_frame(planned.destination)
     }
 }

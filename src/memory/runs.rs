@@ -259,6 +259,22 @@ impl Runs {
         }
     }
 
+    /// Reopens the retired runs of `block` (its defragmentation was given
+    /// up): those with a free slot are listed again.
+    pub(crate) fn reopen_in_block(&mut self, block: SlabKey) {
+        for (key, run) in self.runs.iter_mut() {
+            if run.block != block || !run.retired {
+                continue;
+            }
+            run.retired = false;
+            if run.free != 0 {
+                let class = usize::from(run.class);
+                run.listed_at = self.with_room[class].len() as u32;
+                self.with_room[class].push(key);
+            }
+        }
+    }
+
     /// Adds a new run with every slot free; `mapped` is its slot 0's mapping.
     pub(crate) fn insert(
         &mut self,

@@ -118,6 +118,25 @@ impl<T> Slab<T> {
             })
     }
 
+    /// Live entries with their keys, mutably, in slot order.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (SlabKey, &mut T)> + '_ {
+        self.entries
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(index, entry)| {
+                let generation = entry.generation;
+                entry.value.as_mut().map(|value| {
+                    (
+                        SlabKey {
+                            index: index as u32,
+                            generation,
+                        },
+                        value,
+                    )
+                })
+            })
+    }
+
     /// Live values, mutably, in slot order.
     pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut T> + '_ {
         self.entries

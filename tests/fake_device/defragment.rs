@@ -621,33 +621,9 @@ fn bad_movables_are_refused_and_change_nothing() {
 #[test]
 fn blocks_being_emptied_take_no_new_requests_while_others_have_room() {
     let (allocator, device) = allocator(FakeLayout::discrete());
-    let mut live = two_fragmented_blocks(&allocator);
-    // A run goes to the first block with room: fill the first block's
-    // holes, so that the small buffers' run is carved from the second.
-    let fillers = mib_buffers(&allocator, 16);
+    let mut live = blocks_with_a_run(&allocator);
     let first = live[0].memory();
-    let second = live[16].memory();
-    assert!(fillers.iter().all(|a| a.memory() == first));
-    let small: Vec<Allocation> = (0..10)
-        .map(|_| {
-            allocator
-                .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
-                .unwrap()
-        })
-        .collect();
-    assert!(small.iter().all(|a| a.memory() == second));
-    // Holes in the first block again.
-    for a in fillers {
-        free(&allocator, a);
-    }
-    live.extend(small);
-    let listed: Vec<Movable<'_>> = live
-        .iter()
-        .map(|a| {
-            let alignment = if a.size() == 100 { 16 } else { 256 };
-            Movable::new(a, requirements(a.size(), alignment), ResourceKind::Buffer)
-        })
-        .collect();
+    let listed = movables_of_run_blocks(&live);
     let plan = allocator
         .plan_defragmentation(&listed, &DefragmentationLimits::default())
         .unwrap();
@@ -684,6 +660,121 @@ fn blocks_being_emptied_take_no_new_requests_while_others_have_room() {
         "the second released"
     );
     for a in live.into_iter().chain(new_small).chain([new_large]) {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+/// Two fragmented blocks ([`two_fragmented_blocks`]), the second also
+/// holding a run of 10 small buffers (100 bytes aligned to 16), listed
+/// last: the first block's 16 1 MiB buffers, the second's 8, then the 10.
+fn blocks_with_a_run(allocator: &FakeAllocator) -> Vec<Allocation> {
+    let mut live = two_fragmented_blocks(allocator);
+    // A run goes to the first block with room: fill the first block's
+    // holes, so that the small buffers' run is carved from the second.
+    let fillers = mib_buffers(allocator, 16);
+    let (first, second) = (live[0].memory(), live[16].memory());
+    assert!(fillers.iter().all(|a| a.memory() == first));
+    let small: Vec<Allocation> = (0..10)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    assert!(small.iter().all(|a| a.memory() == second));
+    // Holes in the first block again.
+    for a in fillers {
+        free(allocator, a);
+    }
+    live.extend(small);
+    live
+}
+
+/// [`blocks_with_a_run`]'s allocations as movables.
+fn movables_of_run_blocks(live: &[Allocation]) -> Vec<Movable<'_>> {
+    live.iter()
+        .map(|a| {
+            let alignment = if a.size() == 100 { 16 } else { 256 };
+            Movable::new(a, requirements(a.size(), alignment), ResourceKind::Buffer)
+        })
+        .collect()
+}
+
+/// A move given up with `give_up_move` (VMA's `MOVE_OPERATION_IGNORE`)
+/// ends its block's retirement: the block holds the allocation that stays,
+/// is no longer marked or counted as being emptied, and its run hands out
+/// slots again; the destination goes back after the frame.
+#[test]
+fn a_move_given_up_ends_its_blocks_retirement() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let mut live = blocks_with_a_run(&allocator);
+    let second = live[16].memory();
+    let memory_type = live[0].memory_type() as usize;
+    let listed = movables_of_run_blocks(&live);
+    let plan = allocator
+        .plan_defragmentation(&listed, &DefragmentationLimits::default())
+        .unwrap();
+    drop(listed);
+    assert_eq!((plan.moves.len(), plan.blocks_released), (18, 1));
+    assert_eq!(
+        allocator.stats().memory_types[memory_type].retiring_blocks,
+        1
+    );
+    let allocations = allocator.stats().allocations();
+    // Give up the first small buffer's move (movable 24), carry out the rest.
+    let mut moves = plan.moves;
+    let at = moves.iter().position(|m| m.movable == 24).unwrap();
+    allocator.give_up_move(moves.remove(at)).unwrap();
+    for planned in moves {
+        let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+        free(&allocator, old);
+    }
+    let stats = allocator.stats();
+    assert_eq!(stats.memory_types[memory_type].retiring_blocks, 0);
+    // The given-up destination still counts until its frame is collected.
+    assert_eq!(stats.allocations(), allocations - 17);
+    let map = allocator.memory_map();
+    let block = map.memory_types[memory_type]
+        .blocks
+        .iter()
+        .find(|b| b.memory == second)
+        .expect("the block stays");
+    assert!(!block.retiring);
+    assert_eq!(block.allocations().count(), 1);
+    // Its run hands out slots again.
+    let new_small = allocator
+        .allocate(&buffer(100, 16, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(new_small.memory(), second);
+    // Another allocator's move is refused.
+    let (other, other_device) = super::allocator(FakeLayout::discrete());
+    let mut other_live = two_fragmented_blocks(&other);
+    let other_plan = other
+        .plan_defragmentation(&movables(&other_live), &DefragmentationLimits::default())
+        .unwrap();
+    let mut other_moves = other_plan.moves.into_iter();
+    // Refused, and dropped with its destination: a leak of `other`'s, which
+    // its drop logs and frees.
+    let foreign = other_moves.next().unwrap();
+    assert_eq!(
+        allocator.give_up_move(foreign),
+        Err(Error::ForeignAllocation)
+    );
+    for planned in other_moves {
+        let old = std::mem::replace(&mut other_live[planned.movable], planned.destination);
+        free(&other, old);
+    }
+    for a in other_live {
+        free(&other, a);
+    }
+    drop(other);
+    assert_eq!(other_device.live_allocations().len(), 0);
+
+    device.signal_fence(super::frames::end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    assert_eq!(allocator.stats().allocations(), allocations - 18 + 1);
+    for a in live.into_iter().chain([new_small]) {
         free(&allocator, a);
     }
     finish(allocator, &device);

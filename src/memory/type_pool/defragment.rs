@@ -62,8 +62,9 @@ pub(crate) struct MoveBudget {
 /// The moves planned in one memory type.
 #[derive(Debug, Default)]
 pub(crate) struct PoolPlan {
-    /// Each move: the movable's index and its new place.
-    pub(crate) moves: Vec<(usize, Placement)>,
+    /// Each move: the movable's index, its new place and the block it
+    /// leaves.
+    pub(crate) moves: Vec<(usize, Placement, SlabKey)>,
     /// Blocks that empty once every moved allocation is freed.
     pub(crate) blocks: usize,
     /// Their bytes.
@@ -184,7 +185,7 @@ impl<M> TypePool<M> {
                 if let Some(block) = self.block_of(placement.location) {
                     received.insert(block);
                 }
-                plan.moves.push((index, placement));
+                plan.moves.push((index, placement, source.key));
             }
             budget.moves -= list.len();
             budget.bytes -= bytes;
@@ -363,6 +364,24 @@ impl<M> TypePool<M> {
 
     /// Marks block `key` retiring (module docs): last in first-fit order,
     /// its runs closed to new slots.
+    /// Ends the retirement of block `key`, when it is retiring: a move out
+    /// of it was given up, so it cannot empty. It takes requests (before
+    /// the blocks still retiring) and moves again, and its runs reopen.
+    pub(crate) fn stop_retiring(&mut self, key: SlabKey) {
+        let Some(block) = self.blocks.get_mut(key) else {
+            return;
+        };
+        if !block.retiring {
+            return;
+        }
+        block.retiring = false;
+        self.counters.retiring_blocks -= 1;
+        let class = block.class;
+        self.order[class].retain(|&other| other != key);
+        self.list_block(class, key);
+        self.runs.reopen_in_block(key);
+    }
+
     fn retire(&mut self, key: SlabKey) {
         let Some(block) = self.blocks.get_mut(key) else {
             return;

@@ -11,7 +11,7 @@ use vk_suballoc::{
     Allocation, DefragmentationLimits, DefragmentationPlan, Error, Movable, ResourceKind,
 };
 
-use super::{is_host_visible, Live, Place, Walk, MIB};
+use super::{is_host_visible, Counted, Live, Place, Walk, MIB};
 
 /// One entry of a list handed to `plan_defragmentation`: a live allocation
 /// of the walk, or the foreign one, with the requirements and kind listed.
@@ -322,7 +322,9 @@ impl Walk {
     /// Carries `plan` out as an engine does: each destination takes its
     /// source's tagged bytes, a new resource and the source's place; the
     /// source and its resource are freed now or after the frame. One move
-    /// in sixteen is given up: its destination is freed, its source stays.
+    /// in sixteen is given up: its destination is freed (now, or with
+    /// `give_up_move`, after the frame, ending its block's retirement), its
+    /// source stays.
     fn carry_out(
         &mut self,
         listed: &[Listed],
@@ -331,18 +333,42 @@ impl Walk {
         blocks: &Blocks,
     ) {
         let mut all_freed_now = true;
+        // Blocks whose retirement a `give_up_move` ended.
+        let mut reopened = HashSet::new();
         for planned in plan.moves {
             let entry = &listed[planned.movable];
-            let mut destination = planned.destination;
-            self.check_destination(entry, &destination, sources, blocks);
+            self.check_destination(entry, &planned.destination, sources, blocks);
             if self.rng.below(16) == 0 {
-                // SAFETY: the fake device runs no GPU work.
-                let result = unsafe { self.allocator.free(destination) };
-                assert_eq!(result, Ok(()), "{}: a move given up", self.ctx());
                 self.defragmented.given_up += 1;
                 all_freed_now = false;
+                if self.rng.below(2) == 0 {
+                    // SAFETY: the fake device runs no GPU work.
+                    let result = unsafe { self.allocator.free(planned.destination) };
+                    assert_eq!(result, Ok(()), "{}: a move given up", self.ctx());
+                } else {
+                    // The destination waits for the frame; the source's
+                    // block is no longer being emptied.
+                    let d = &planned.destination;
+                    let counted = Counted {
+                        memory_type: d.memory_type(),
+                        size: d.size(),
+                        dedicated: false,
+                        place: Some(Place {
+                            memory: d.memory(),
+                            offset: d.offset(),
+                            linear: entry.kind.is_linear(),
+                        }),
+                        deferred: false,
+                    };
+                    let i = entry.live.unwrap_or_default();
+                    reopened.insert(self.live[i].allocation.memory());
+                    let result = self.allocator.give_up_move(planned);
+                    assert_eq!(result, Ok(()), "{}: give_up_move", self.ctx());
+                    self.defer(counted);
+                }
                 continue;
             }
+            let mut destination = planned.destination;
             let i = entry.live.unwrap_or_default();
             self.copy_tag(i, &mut destination);
             let live = &mut self.live[i];
@@ -363,7 +389,9 @@ impl Walk {
         }
         // Earlier plans' blocks are checked against later destinations
         // until they empty (`forget_emptied_blocks`).
+        // A block an earlier plan was emptying too stops with the give-up.
         self.retiring.extend(sources);
+        self.retiring.retain(|m| !reopened.contains(m));
         if all_freed_now {
             let ctx = self.ctx();
             let map = self.allocator.memory_map();
