@@ -19,7 +19,7 @@ use vk_suballoc::{Allocation, Config, DefragmentationLimits, Movable, Request, R
 
 use super::super::seeded_rng::Rng;
 use super::super::{allocator_with, finish, free, requirements};
-use super::{check_tag, range_of, World, MIB, USAGES};
+use super::{check_tag, range_of, Held, World, MIB, USAGES};
 
 /// Rounds, and each other thread's steps per round: a few under Miri.
 const ROUNDS: u64 = if cfg!(miri) { 2 } else { 40 };
@@ -245,9 +245,8 @@ impl World<'_> {
         tally.moves += plan.moves.len() as u64;
         tally.blocks += plan.blocks_released as u64;
         for planned in plan.moves {
-            let mut destination = planned.destination;
             let source = &own[planned.movable];
-            let (a, d) = (&source.allocation, &destination);
+            let (a, d) = (&source.allocation, &planned.destination);
             let requirements = &source.request.requirements;
             assert_eq!(d.memory_type(), a.memory_type(), "{d:?} for {a:?}");
             assert_eq!(d.size(), requirements.size, "{d:?} for {a:?}");
@@ -263,10 +262,24 @@ impl World<'_> {
                 // Given up: its source stays, and so does its block.
                 let end = self.shadow().live.remove(&(memory, range.0));
                 assert_eq!(end, Some(range.1));
-                free(self.allocator, destination);
                 tally.given_up += 1;
+                if rng.below(2) == 0 {
+                    free(self.allocator, planned.destination);
+                } else {
+                    // The destination waits for the frame, as a deferred
+                    // free; the block stops being emptied.
+                    let frame = self.allocator.current_frame();
+                    self.shadow().held.push(Held {
+                        what: format!("given-up destination {:?}", planned.destination),
+                        memory,
+                        range,
+                        frame,
+                    });
+                    self.allocator.give_up_move(planned).unwrap();
+                }
                 continue;
             }
+            let mut destination = planned.destination;
             // The copy: the whole of the mapped bytes, as on the host.
             if let Ok(bytes) = self.allocator.mapped_slice(a) {
                 let bytes = bytes.to_vec();
