@@ -170,10 +170,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// already, the fullest first (leaving sparse blocks to be emptied in
     /// turn), within `limits`: the plan makes no memory object, so it needs
     /// no budget and cannot run out of memory. A free still queued for a
-    /// frame holds its block: plan after such frees are released. Dedicated allocations
-    /// never move (they have memory of their own), nor do movables whose
-    /// `requirements` exclude their memory type; an allocation listed twice
-    /// moves once.
+    /// frame holds its block: plan after such frees are released.
+    /// Dedicated allocations never move (they have memory of their own),
+    /// nor do movables whose `requirements` exclude their memory type; an
+    /// allocation listed twice moves once.
     ///
     /// For each move the engine:
     /// 1. creates the resource again and binds it to `destination`;
