@@ -3,20 +3,16 @@
 use std::fmt::Write as _;
 
 use crate::defragment::{DefragRow, Replay};
+use crate::report::RunHeader;
 
 const MIB: f64 = (1u64 << 20) as f64;
 
 /// Everything one `--defragment` invocation measured.
 #[derive(Debug, Default)]
 pub struct DefragResults {
-    pub command: String,
-    pub machine: String,
-    pub device: String,
-    pub driver: String,
-    pub seed: u64,
-    pub ops: usize,
-    /// Runs of each replay with plans (its plan times are medians).
-    pub runs: usize,
+    /// Its `runs` are those of each replay with plans (plan times are
+    /// medians over them).
+    pub header: RunHeader,
     pub rows: Vec<DefragRow>,
     /// The scaling traces: live allocations, operations between plans,
     /// the replay with plans.
@@ -42,12 +38,11 @@ fn opt_ns(x: Option<f64>) -> String {
 impl DefragResults {
     pub fn markdown(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "Machine: {}", self.machine);
-        let _ = writeln!(s, "Device: {} ({})", self.device, self.driver);
+        self.header.markdown(&mut s);
         let _ = writeln!(
             s,
             "Seed {:#x}, about {} operations per trace, plan times the median of {} runs. vk-suballoc alone, through `allocate_mut`/`free_mut` with the timed table's requirements, replayed plain and with a plan over every live allocation every N operations (no limits) up to the trace's last allocation. Each plan is carried out at once: the destination replaces the handle and the old allocation is freed; no resource is created and nothing is copied, so a real engine's resource creation, GPU copy and wait are not in these figures. VMA's own defragmentation was not run: this is not a comparison with the peers. Reserved bytes and calls are counted by the same trampolines as the timed table. \"End\" is just after the trace's last allocation, before its final free-all; \"mean\" averages over the operations up to then.\n",
-            self.seed, self.ops, self.runs
+            self.header.seed, self.header.ops, self.header.runs
         );
         let _ = writeln!(s, "### Memory: plain vs. with plans\n");
         let _ = writeln!(
@@ -192,13 +187,7 @@ impl DefragResults {
     /// The JSON document (hand-written, as the timed table's).
     pub fn json(&self) -> String {
         let mut s = String::from("{\n");
-        let _ = writeln!(s, "  \"command\": {},", crate::report::quote(&self.command));
-        let _ = writeln!(s, "  \"machine\": {},", crate::report::quote(&self.machine));
-        let _ = writeln!(s, "  \"device\": {},", crate::report::quote(&self.device));
-        let _ = writeln!(s, "  \"driver\": {},", crate::report::quote(&self.driver));
-        let _ = writeln!(s, "  \"seed\": {},", self.seed);
-        let _ = writeln!(s, "  \"ops\": {},", self.ops);
-        let _ = writeln!(s, "  \"runs\": {},", self.runs);
+        self.header.json(&mut s);
         s.push_str("  \"defragment\": [\n");
         let rows: Vec<String> = self
             .rows

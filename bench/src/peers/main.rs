@@ -157,6 +157,19 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
+/// The header of a report of this invocation on `ctx`.
+fn run_header(args: &Args, ctx: &VulkanContext) -> report::RunHeader {
+    report::RunHeader {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: machine(),
+        device: ctx.device_name.clone(),
+        driver: ctx.driver_info.clone(),
+        seed: args.seed,
+        ops: args.ops,
+        runs: args.runs,
+    }
+}
+
 fn machine() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
@@ -441,13 +454,7 @@ fn defragment(args: &Args) -> ExitCode {
         args.seed, args.ops, ctx.device_name, ctx.driver_info, ctx.buffer_image_granularity
     );
     let mut results = defragment_report::DefragResults {
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        machine: machine(),
-        device: ctx.device_name.clone(),
-        driver: ctx.driver_info.clone(),
-        seed: args.seed,
-        ops: args.ops,
-        runs: args.runs,
+        header: run_header(args, &ctx),
         ..Default::default()
     };
     let mut source = RequirementSource::new(&ctx.device);
@@ -540,13 +547,7 @@ fn main() -> ExitCode {
     let overhead = replay::timer_overhead_ns();
     let mutex_ns = replay::mutex_pair_ns();
     let mut results = Results {
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        machine: machine(),
-        device: ctx.device_name.clone(),
-        driver: ctx.driver_info.clone(),
-        seed: args.seed,
-        ops: args.ops,
-        runs: args.runs,
+        header: run_header(&args, &ctx),
         timer_overhead_ns: overhead,
         mutex_pair_ns: mutex_ns,
         ..Default::default()

@@ -49,16 +49,42 @@ impl Row {
     }
 }
 
-/// Everything one invocation measured.
+/// What every report starts with: how it was made, and where.
 #[derive(Debug, Default)]
-pub struct Results {
+pub struct RunHeader {
     pub command: String,
     pub machine: String,
     pub device: String,
     pub driver: String,
     pub seed: u64,
     pub ops: usize,
+    /// Runs of each measurement (medians over them are reported).
     pub runs: usize,
+}
+
+impl RunHeader {
+    /// The markdown's first lines: the machine and the device.
+    pub fn markdown(&self, s: &mut String) {
+        let _ = writeln!(s, "Machine: {}", self.machine);
+        let _ = writeln!(s, "Device: {} ({})", self.device, self.driver);
+    }
+
+    /// The JSON document's first fields, each line ending in a comma.
+    pub fn json(&self, s: &mut String) {
+        let _ = writeln!(s, "  \"command\": {},", quote(&self.command));
+        let _ = writeln!(s, "  \"machine\": {},", quote(&self.machine));
+        let _ = writeln!(s, "  \"device\": {},", quote(&self.device));
+        let _ = writeln!(s, "  \"driver\": {},", quote(&self.driver));
+        let _ = writeln!(s, "  \"seed\": {},", self.seed);
+        let _ = writeln!(s, "  \"ops\": {},", self.ops);
+        let _ = writeln!(s, "  \"runs\": {},", self.runs);
+    }
+}
+
+/// Everything one invocation measured.
+#[derive(Debug, Default)]
+pub struct Results {
+    pub header: RunHeader,
     pub timer_overhead_ns: f64,
     /// One uncontended `Mutex` lock + unlock.
     pub mutex_pair_ns: f64,
@@ -97,12 +123,15 @@ impl Results {
     /// The markdown report (tables, then the ratios against the best peer).
     pub fn markdown(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "Machine: {}", self.machine);
-        let _ = writeln!(s, "Device: {} ({})", self.device, self.driver);
+        self.header.markdown(&mut s);
         let _ = writeln!(
             s,
             "Seed {:#x}, about {} operations per trace, median of {} runs (times, reserved bytes and calls alike; a range in parentheses when the runs differ); clock overhead {:.1} ns per timed segment, subtracted. An uncontended mutex lock + unlock costs {:.1} ns here (only the `vk-suballoc (locked)` row takes one per call: vk-suballoc's `allocate_mut`/`free_mut`, gpu-alloc and gpu-allocator take `&mut self`, and VMA runs `EXTERNALLY_SYNCHRONIZED`).\n",
-            self.seed, self.ops, self.runs, self.timer_overhead_ns, self.mutex_pair_ns
+            self.header.seed,
+            self.header.ops,
+            self.header.runs,
+            self.timer_overhead_ns,
+            self.mutex_pair_ns
         );
         for trace in self.traces() {
             let _ = writeln!(s, "### {trace}\n");
@@ -303,13 +332,7 @@ impl Results {
     /// The JSON document (hand-written: no serde in the bench's build).
     pub fn json(&self) -> String {
         let mut s = String::from("{\n");
-        let _ = writeln!(s, "  \"command\": {},", quote(&self.command));
-        let _ = writeln!(s, "  \"machine\": {},", quote(&self.machine));
-        let _ = writeln!(s, "  \"device\": {},", quote(&self.device));
-        let _ = writeln!(s, "  \"driver\": {},", quote(&self.driver));
-        let _ = writeln!(s, "  \"seed\": {},", self.seed);
-        let _ = writeln!(s, "  \"ops\": {},", self.ops);
-        let _ = writeln!(s, "  \"runs\": {},", self.runs);
+        self.header.json(&mut s);
         let _ = writeln!(s, "  \"timer_overhead_ns\": {:.2},", self.timer_overhead_ns);
         let _ = writeln!(s, "  \"mutex_lock_unlock_ns\": {:.2},", self.mutex_pair_ns);
         s.push_str("  \"results\": [\n");
