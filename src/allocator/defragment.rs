@@ -18,7 +18,7 @@
 
 use ash::vk;
 
-use super::place::{lock, pool_request};
+use super::place::{check_requirements, lock, pool_request};
 use super::{Allocation, Allocator, Request};
 use crate::device::MemoryDeviceExt;
 use crate::memory::slab::SlabKey;
@@ -244,13 +244,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let mut by_type: Vec<Vec<usize>> = vec![Vec::new(); self.pools.len()];
         for (index, movable) in movables.iter().enumerate() {
             self.check_owner(movable.allocation)?;
-            let requirements = &movable.requirements;
-            if requirements.size == 0 {
-                return Err(Error::ZeroSize);
-            }
-            if !requirements.alignment.is_power_of_two() {
-                return Err(Error::AlignmentNotPowerOfTwo(requirements.alignment));
-            }
+            check_requirements(&movable.requirements)?;
             let list = by_type
                 .get_mut(movable.allocation.memory_type as usize)
                 .ok_or(Error::StaleAllocation)?;

@@ -93,6 +93,20 @@ fn round_up(value: u64, to: u64) -> u64 {
         .map_or(u64::MAX, |end| end & !(to - 1))
 }
 
+/// What every request's `VkMemoryRequirements` must be: a non-zero size
+/// ([`Error::ZeroSize`]) and a power-of-two alignment
+/// ([`Error::AlignmentNotPowerOfTwo`]), as Vulkan's always are.
+#[inline]
+pub(super) fn check_requirements(requirements: &vk::MemoryRequirements) -> Result<(), Error> {
+    if requirements.size == 0 {
+        return Err(Error::ZeroSize);
+    }
+    if !requirements.alignment.is_power_of_two() {
+        return Err(Error::AlignmentNotPowerOfTwo(requirements.alignment));
+    }
+    Ok(())
+}
+
 /// One allocation's walk over the memory types.
 pub(super) struct Placer<'a, D, P> {
     pub(super) context: &'a MemoryContext<D>,
@@ -112,13 +126,8 @@ where
     #[inline]
     pub(super) fn allocate(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
         let requirements = &request.requirements;
+        check_requirements(requirements)?;
         let size = requirements.size;
-        if size == 0 {
-            return Err(Error::ZeroSize);
-        }
-        if !requirements.alignment.is_power_of_two() {
-            return Err(Error::AlignmentNotPowerOfTwo(requirements.alignment));
-        }
         if request.driver_dedicated.required && request.dedicated_target.is_none() {
             return Err(Error::MissingDedicatedTarget);
         }
