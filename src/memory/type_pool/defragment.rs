@@ -27,7 +27,7 @@
 //! An engine that never frees them leaves the block retiring; it keeps
 //! serving requests that fit nowhere else, and a later plan may empty it.
 
-use std::cmp::Reverse;
+use std::cmp::{Ordering, Reverse};
 use std::collections::HashSet;
 
 use super::{DedicatedChoice, Location, Placement, PoolRequest, TypePool};
@@ -74,6 +74,12 @@ pub(crate) struct PoolPlan {
     /// Blocks skipped because their moves exceeded what was left of the
     /// budget's moves or bytes.
     pub(crate) over_limits: usize,
+}
+
+/// Orders two blocks' `(bytes in use, size)` by the fraction in use,
+/// exactly (cross-multiplied, so no division rounds).
+fn by_fraction_in_use(a: (u64, u64), b: (u64, u64)) -> Ordering {
+    (u128::from(a.0) * u128::from(b.1)).cmp(&(u128::from(b.0) * u128::from(a.1)))
 }
 
 /// Where a source block's moves may go.
@@ -124,10 +130,7 @@ impl<M> TypePool<M> {
         // The emptiest first, by the fraction of the block in use: the most
         // bytes released per byte copied. The slab index breaks ties.
         sources.sort_unstable_by(|a, b| {
-            let fraction_a = u128::from(a.used) * u128::from(b.size);
-            let fraction_b = u128::from(b.used) * u128::from(a.size);
-            fraction_a
-                .cmp(&fraction_b)
+            by_fraction_in_use((a.used, a.size), (b.used, b.size))
                 .then(a.key.index.cmp(&b.key.index))
         });
 
@@ -304,9 +307,7 @@ impl<M> TypePool<M> {
             .collect();
         // Fullest first; the slab index breaks ties.
         usable.sort_unstable_by(|&(a, used_a, size_a), &(b, used_b, size_b)| {
-            let fraction_a = u128::from(used_a) * u128::from(size_b);
-            let fraction_b = u128::from(used_b) * u128::from(size_a);
-            fraction_b.cmp(&fraction_a).then(a.index.cmp(&b.index))
+            by_fraction_in_use((used_b, size_b), (used_a, size_a)).then(a.index.cmp(&b.index))
         });
         let mut rank = vec![u32::MAX; self.blocks.index_bound()];
         let mut in_order: [Vec<SlabKey>; 2] = [Vec::new(), Vec::new()];
