@@ -164,6 +164,52 @@ pub enum Error {
     /// one's. Keep allocators alive instead of making new ones.
     #[error("too many allocators made in this process")]
     TooManyAllocators,
+    /// A custom pool holds `max_blocks` blocks, none with room for the
+    /// request: free some of its allocations, or make the pool larger.
+    #[error("custom pool full: its {max_blocks} blocks have no room for the request")]
+    PoolFull {
+        /// The pool's `max_blocks`.
+        max_blocks: u64,
+    },
+    /// A request larger than a custom pool's fixed block size: no block of
+    /// the pool can hold it.
+    #[error("{size} bytes do not fit the custom pool's {block_size}-byte blocks")]
+    TooLargeForPool {
+        /// The bytes the request takes in a block (its size, rounded up to
+        /// its alignment or granularity page).
+        size: u64,
+        /// The pool's block size.
+        block_size: u64,
+    },
+    /// The request's `memoryTypeBits` exclude the memory type of the
+    /// custom pool it names.
+    #[error(
+        "memoryTypeBits {memory_type_bits:#x} exclude the custom pool's memory type {memory_type}"
+    )]
+    PoolTypeNotAllowed {
+        /// The pool's memory type.
+        memory_type: u32,
+        /// The request's `memoryTypeBits`.
+        memory_type_bits: u32,
+    },
+    /// A custom pool still holds allocations (counting frees waiting for
+    /// their frames): free them, and `collect`, before destroying it.
+    /// Nothing changed.
+    #[error("custom pool still holds {allocations} allocations")]
+    PoolNotEmpty {
+        /// Its live allocations.
+        allocations: u64,
+    },
+    /// The custom pool was destroyed already; nothing changed.
+    #[error("custom pool was destroyed")]
+    StalePool,
+    /// The custom pool was made by another allocator; nothing changed.
+    #[error("custom pool belongs to another allocator")]
+    ForeignPool,
+    /// 65 535 custom pools exist in this allocator, as many as allocations
+    /// can name. Destroy some, or share them.
+    #[error("too many custom pools")]
+    TooManyPools,
     /// Another device error, passed on.
     #[error("device error: {0}")]
     Device(DeviceError),

@@ -14,7 +14,7 @@ pub mod report;
 
 pub use allocator::{
     Allocation, AllocationDesc, Allocator, DedicatedHint, DedicatedPolicy, DefragmentationLimits,
-    DefragmentationMove, DefragmentationPlan, Movable, Request,
+    DefragmentationMove, DefragmentationPlan, Movable, Pool, PoolDesc, Request,
 };
 pub use config::Config;
 pub use device::DedicatedTarget;

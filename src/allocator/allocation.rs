@@ -4,6 +4,7 @@ use std::ptr::NonNull;
 
 use ash::vk;
 
+use super::pool::PoolTag;
 use crate::memory::mapping::MappedPtr;
 use crate::memory::type_pool::Location;
 
@@ -22,6 +23,8 @@ pub struct Allocation {
     pub(crate) memory_type: u32,
     pub(crate) location: Location,
     pub(crate) allocator: u32,
+    /// Its custom pool, or the memory type's default pool.
+    pub(crate) pool: PoolTag,
     pub(crate) mapped: Option<MappedPtr>,
 }
 
@@ -53,6 +56,18 @@ impl Allocation {
     /// Whether it has a `VkDeviceMemory` of its own.
     pub fn is_dedicated(&self) -> bool {
         matches!(self.location, Location::Dedicated(_))
+    }
+
+    /// Whether it was allocated from a custom pool
+    /// ([`AllocationDesc::pool`](crate::AllocationDesc::pool)).
+    pub fn is_in_custom_pool(&self) -> bool {
+        self.pool.slot().is_some()
+    }
+
+    /// Its custom pool's tag; `None` in a default pool.
+    #[inline]
+    pub(crate) fn custom_pool(&self) -> Option<PoolTag> {
+        self.pool.slot().map(|_| self.pool)
     }
 
     /// Pointer to its first byte in the persistent mapping, when host-visible.

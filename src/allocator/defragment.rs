@@ -16,12 +16,17 @@
 //! allocator already merges neighbours on free, and blocks fill oldest
 //! first.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use ash::vk;
 
 use super::place::{check_requirements, lock, pool_request};
+use super::pool::{read, PoolTag};
 use super::{Allocation, Allocator, Request};
 use crate::device::MemoryDeviceExt;
 use crate::memory::slab::SlabKey;
+use crate::memory::type_pool::TypePool;
 use crate::memory::type_pool::{MoveBudget, PoolMovable};
 use crate::memory::{ResourceKind, Usage};
 use crate::Error;
@@ -239,22 +244,51 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         movables: &[Movable<'_>],
         limits: &DefragmentationLimits,
     ) -> Result<DefragmentationPlan, Error> {
-        // Checks first, grouped by memory type so that each pool is locked
-        // once: nothing changes unless every movable passes.
-        let mut by_type: Vec<Vec<usize>> = vec![Vec::new(); self.pools.len()];
+        // Checks first, grouped by pool (the default pool of each memory
+        // type, then custom pools) so that each pool is locked once:
+        // nothing changes unless every movable passes. Moves stay in their
+        // pool.
+        let custom = read(&self.custom);
+        let mut groups: Vec<PoolGroup<'_, M>> = (0u32..)
+            .zip(self.pools.iter())
+            .map(|(memory_type, pool)| PoolGroup {
+                memory_type,
+                tag: PoolTag::DEFAULT,
+                pool,
+                indices: Vec::new(),
+            })
+            .collect();
+        let mut custom_groups: HashMap<PoolTag, usize> = HashMap::new();
         for (index, movable) in movables.iter().enumerate() {
-            self.check_owner(movable.allocation)?;
+            let allocation = movable.allocation;
+            self.check_owner(allocation)?;
             check_requirements(&movable.requirements)?;
-            let list = by_type
-                .get_mut(movable.allocation.memory_type as usize)
-                .ok_or(Error::StaleAllocation)?;
-            list.push(index);
+            let group = match allocation.custom_pool() {
+                None => allocation.memory_type as usize,
+                Some(tag) => match custom_groups.get(&tag) {
+                    Some(&group) => group,
+                    None => {
+                        let pool = custom.get(tag).ok_or(Error::StaleAllocation)?;
+                        groups.push(PoolGroup {
+                            memory_type: allocation.memory_type,
+                            tag,
+                            pool,
+                            indices: Vec::new(),
+                        });
+                        custom_groups.insert(tag, groups.len() - 1);
+                        groups.len() - 1
+                    }
+                },
+            };
+            let group = groups.get_mut(group).ok_or(Error::StaleAllocation)?;
+            group.indices.push(index);
         }
-        for (pool, indices) in self.pools.iter().zip(&by_type) {
+        for group in &groups {
+            let indices = &group.indices;
             if indices.is_empty() {
                 continue;
             }
-            let pool = lock(pool);
+            let pool = lock(group.pool);
             if !indices
                 .iter()
                 .all(|&index| pool.is_live(movables[index].allocation.location))
@@ -269,7 +303,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             used_percent: limits.max_used_percent.min(100),
         };
         let mut plan = DefragmentationPlan::default();
-        for ((memory_type, pool), indices) in (0u32..).zip(self.pools.iter()).zip(&by_type) {
+        for group in &groups {
+            let (memory_type, indices) = (group.memory_type, &group.indices);
             let pool_movables: Vec<PoolMovable> = indices
                 .iter()
                 .map(|&index| movables[index])
@@ -293,7 +328,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 let request = Request::new(movable.requirements, Usage::DEVICE_LOCAL, movable.kind);
                 pool_request(&self.context, memory_type, &request, false)
             };
-            let pool_plan = lock(pool).plan_defragmentation(
+            let pool_plan = lock(group.pool).plan_defragmentation(
                 &self.context,
                 &pool_movables,
                 &mut budget,
@@ -317,6 +352,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                             memory_type,
                             location: placement.location,
                             allocator: self.id,
+                            pool: group.tag,
                             mapped: placement.mapped,
                         },
                     }),
@@ -346,17 +382,22 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     pub fn give_up_move(&self, planned: DefragmentationMove) -> Result<(), Error> {
         self.check_owner(&planned.destination)?;
         let destination = &planned.destination;
-        let pool = self
-            .pools
-            .get(destination.memory_type as usize)
-            .ok_or(Error::StaleAllocation)?;
-        {
-            let mut pool = lock(pool);
+        self.with_pool(destination, |pool| {
             if !pool.is_live(destination.location) {
                 return Err(Error::StaleAllocation);
             }
             pool.stop_retiring(planned.source);
-        }
+            Ok(())
+        })??;
         self.free_after_frame(planned.destination)
     }
+}
+
+/// The movables of one pool, for [`Allocator::plan_defragmentation`].
+struct PoolGroup<'a, M> {
+    memory_type: u32,
+    tag: PoolTag,
+    pool: &'a Mutex<TypePool<M>>,
+    /// Indices into the movables.
+    indices: Vec<usize>,
 }

@@ -16,11 +16,12 @@ mod defragment;
 mod dump;
 mod frames;
 mod place;
+mod pool;
 mod request;
 
 use std::ops::{Bound, Range, RangeBounds};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 use ash::vk;
 use gpu_alloc_types::MappedMemoryRange;
@@ -29,6 +30,8 @@ pub use crate::device::DedicatedHint;
 pub use allocation::Allocation;
 pub use defragment::{DefragmentationLimits, DefragmentationMove, DefragmentationPlan, Movable};
 use place::{exclusive, lock, Exclusive, Locked, Placer};
+use pool::{custom_mut, read, CustomPools, PoolTag};
+pub use pool::{Pool, PoolDesc};
 pub use request::{AllocationDesc, DedicatedPolicy, Request};
 
 use crate::device::{FrameSignal, MemoryDeviceExt};
@@ -52,12 +55,16 @@ use crate::{Config, Error};
 /// allocator.
 pub struct Allocator<D: MemoryDeviceExt<M>, M: Send = vk::DeviceMemory> {
     context: MemoryContext<D>,
+    /// The default pool of each memory type.
     pools: Box<[Mutex<TypePool<M>>]>,
+    /// Custom pools (`pool.rs`). Lock order: `custom` (read or write), then
+    /// one pool.
+    custom: RwLock<CustomPools<M>>,
     /// Tags this allocator's allocations, so foreign ones are rejected.
     /// Never repeats ([`take_allocator_id`]).
     id: u32,
     /// Frees waiting for frame fences. Lock order: `frames`, then `rings`,
-    /// then a memory type's pool.
+    /// then `custom`, then a pool.
     frames: Mutex<DeferredQueue<FrameSignal, Deferred>>,
     rings: Mutex<frames::Rings>,
 }
@@ -176,6 +183,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         Ok(Self {
             context: MemoryContext::new(device, properties, config),
             pools,
+            custom: RwLock::new(CustomPools::default()),
             id,
             // Room for the frames kept in flight, up to as many as an upload
             // ring tracks: a larger figure is no engine's, and reserving it
@@ -219,7 +227,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         Placer {
             context: &self.context,
             allocator: self.id,
-            pools: Locked(&self.pools),
+            pools: Locked {
+                types: &self.pools,
+                custom: &self.custom,
+            },
         }
         .allocate(request)
     }
@@ -236,7 +247,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         Placer {
             context: &self.context,
             allocator: self.id,
-            pools: Exclusive(&mut self.pools),
+            pools: Exclusive {
+                types: &mut self.pools,
+                custom: custom_mut(&mut self.custom),
+            },
         }
         .allocate(request)
     }
@@ -289,9 +303,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// pick the smaller of the two empty ones and unlink it.
     pub unsafe fn free(&self, allocation: Allocation) -> Result<(), Error> {
         self.check_owner(&allocation)?;
-        let mut pool = lock(&self.pools[allocation.memory_type as usize]);
-        // SAFETY: the caller guarantees the GPU is done with the allocation.
-        unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+        self.with_pool(&allocation, |pool| {
+            // SAFETY: the caller guarantees the GPU is done with the allocation.
+            unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+        })?
     }
 
     /// [`free`](Self::free) without taking the memory type's lock, as
@@ -304,9 +319,46 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// As [`free`](Self::free).
     pub unsafe fn free_mut(&mut self, allocation: Allocation) -> Result<(), Error> {
         self.check_owner(&allocation)?;
-        let pool = exclusive(&mut self.pools[allocation.memory_type as usize]);
+        let pool = if let Some(tag) = allocation.custom_pool() {
+            custom_mut(&mut self.custom)
+                .get_mut(tag)
+                .ok_or(Error::StaleAllocation)?
+        } else {
+            exclusive(&mut self.pools[allocation.memory_type as usize])
+        };
         // SAFETY: the caller guarantees the GPU is done with the allocation.
         unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+    }
+
+    /// Runs `f` on the pool holding `allocation`, under its lock: its
+    /// memory type's default pool or its custom pool.
+    ///
+    /// # Errors
+    /// [`Error::StaleAllocation`] when its custom pool was destroyed.
+    #[inline]
+    fn with_pool<R>(
+        &self,
+        allocation: &Allocation,
+        f: impl FnOnce(&mut TypePool<M>) -> R,
+    ) -> Result<R, Error> {
+        match allocation.custom_pool() {
+            None => Ok(f(&mut lock(&self.pools[allocation.memory_type as usize]))),
+            Some(tag) => self.with_custom_pool(tag, f).ok_or(Error::StaleAllocation),
+        }
+    }
+
+    /// Runs `f` on custom pool `tag` under its lock; `None` when it was
+    /// destroyed.
+    #[inline(never)]
+    fn with_custom_pool<R>(
+        &self,
+        tag: PoolTag,
+        f: impl FnOnce(&mut TypePool<M>) -> R,
+    ) -> Option<R> {
+        let custom = read(&self.custom);
+        let pool = custom.get(tag)?;
+        let result = f(&mut lock(pool));
+        Some(result)
     }
 
     fn check_owner(&self, allocation: &Allocation) -> Result<(), Error> {
@@ -457,10 +509,24 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if range.is_empty() || !self.context.is_non_coherent(allocation.memory_type) {
             return Ok(());
         }
-        let pool = lock(&self.pools[allocation.memory_type as usize]);
-        let (memory, memory_size) = pool
-            .memory_at(allocation.location)
-            .ok_or(Error::StaleAllocation)?;
+        self.with_pool(allocation, |pool| {
+            let (memory, memory_size) = pool
+                .memory_at(allocation.location)
+                .ok_or(Error::StaleAllocation)?;
+            self.flush_or_invalidate_memory(allocation, memory, memory_size, range, flush)
+        })?
+    }
+
+    /// The device call of [`flush_or_invalidate`](Self::flush_or_invalidate),
+    /// under the lock of the pool holding `memory`.
+    fn flush_or_invalidate_memory(
+        &self,
+        allocation: &Allocation,
+        memory: &M,
+        memory_size: u64,
+        range: Range<u64>,
+        flush: bool,
+    ) -> Result<(), Error> {
         let absolute = allocation.offset + range.start..allocation.offset + range.end;
         let atom = self.context.properties.device.non_coherent_atom_size;
         let widened = atom_range(absolute, atom, memory_size);
@@ -488,26 +554,39 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// per type to absorb churn). Returns the bytes given back to the driver.
     /// Safe at any time: empty blocks hold no allocation, so nothing on the
     /// GPU can use them.
+    ///
+    /// Custom pools keep their `min_blocks` blocks.
     pub fn trim(&self) -> u64 {
-        self.pools
+        let default: u64 = self
+            .pools
             .iter()
             .map(|pool| lock(pool).trim(&self.context))
-            .sum()
+            .sum();
+        let custom: u64 = read(&self.custom)
+            .iter()
+            .map(|(_, pool)| lock(pool).trim(&self.context))
+            .sum();
+        default + custom
     }
 
     /// Figures per memory type and heap, and totals. Cheap enough for every
     /// frame: one short lock per memory type, no walk over allocations, and
     /// with `VK_EXT_memory_budget` one query of the driver's heap budgets,
     /// as [`budgets`](Self::budgets) makes (VMA reads them once a frame).
+    /// A memory type's figures count its custom pools' blocks and
+    /// allocations ([`pool_stats`](Self::pool_stats) has each pool's).
     pub fn stats(&self) -> Stats {
         let properties = &self.context.properties.device;
-        let memory_types: Vec<TypeStats> = self
-            .pools
+        let mut counters: Vec<_> = self.pools.iter().map(|pool| lock(pool).counters).collect();
+        for (_, pool) in read(&self.custom).iter() {
+            let pool = lock(pool);
+            counters[pool.memory_type() as usize] += pool.counters;
+        }
+        let memory_types: Vec<TypeStats> = counters
             .iter()
             .enumerate()
-            .map(|(t, pool)| {
-                let counters = lock(pool).counters;
-                TypeStats::from_counters(t as u32, properties.memory_types[t].heap, &counters)
+            .map(|(t, counters)| {
+                TypeStats::from_counters(t as u32, properties.memory_types[t].heap, counters)
             })
             .collect();
         let budgets = self.context.fresh_heap_budgets();
@@ -527,7 +606,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Whether `allocation` is a live allocation of this allocator.
     pub fn owns(&self, allocation: &Allocation) -> bool {
         allocation.allocator == self.id
-            && lock(&self.pools[allocation.memory_type as usize]).is_live(allocation.location)
+            && self
+                .with_pool(allocation, |pool| pool.is_live(allocation.location))
+                .unwrap_or(false)
     }
 }
 
@@ -536,6 +617,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Drop for Allocator<D, M> {
         self.release_all_deferred();
         for pool in self.pools.iter_mut() {
             exclusive(pool).release_all(&self.context);
+        }
+        for pool in custom_mut(&mut self.custom).iter_mut() {
+            pool.release_all(&self.context);
         }
     }
 }

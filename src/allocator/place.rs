@@ -4,11 +4,12 @@
 //! or directly for [`Allocator::allocate_mut`](crate::Allocator::allocate_mut),
 //! whose `&mut self` proves no other thread is inside the allocator.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, RwLock};
 
 use ash::vk;
 
-use super::{Allocation, Request};
+use super::pool::{pool_type_serves, read, type_bit, CustomPools, PoolTag};
+use super::{Allocation, Pool, Request};
 use crate::device::MemoryDeviceExt;
 use crate::memory::context::MemoryContext;
 use crate::memory::memory_type_choice::{rank_memory_types, RankTable};
@@ -38,35 +39,68 @@ pub(super) trait PoolAccess {
     /// The pools' memory objects.
     type Memory;
 
-    /// Runs `f` on the pool of `memory_type`, with exclusive access to it.
+    /// Runs `f` on the default pool of `memory_type`, with exclusive
+    /// access to it.
     fn with_pool<R>(
         &mut self,
         memory_type: u32,
         f: impl FnOnce(&mut TypePool<Self::Memory>) -> R,
     ) -> R;
+
+    /// Runs `f` on custom pool `tag`, with exclusive access to it; `None`
+    /// when it was destroyed.
+    fn with_custom_pool<R>(
+        &mut self,
+        tag: PoolTag,
+        f: impl FnOnce(&mut TypePool<Self::Memory>) -> R,
+    ) -> Option<R>;
 }
 
 /// Through each pool's lock: the `&self` methods.
-pub(super) struct Locked<'a, M>(pub(super) &'a [Mutex<TypePool<M>>]);
+pub(super) struct Locked<'a, M> {
+    pub(super) types: &'a [Mutex<TypePool<M>>],
+    pub(super) custom: &'a RwLock<CustomPools<M>>,
+}
 
 impl<M> PoolAccess for Locked<'_, M> {
     type Memory = M;
 
     #[inline]
     fn with_pool<R>(&mut self, memory_type: u32, f: impl FnOnce(&mut TypePool<M>) -> R) -> R {
-        f(&mut lock(&self.0[memory_type as usize]))
+        f(&mut lock(&self.types[memory_type as usize]))
+    }
+
+    fn with_custom_pool<R>(
+        &mut self,
+        tag: PoolTag,
+        f: impl FnOnce(&mut TypePool<M>) -> R,
+    ) -> Option<R> {
+        let custom = read(self.custom);
+        let result = f(&mut lock(custom.get(tag)?));
+        Some(result)
     }
 }
 
 /// Straight to the pools, no lock: the `&mut self` methods.
-pub(super) struct Exclusive<'a, M>(pub(super) &'a mut [Mutex<TypePool<M>>]);
+pub(super) struct Exclusive<'a, M> {
+    pub(super) types: &'a mut [Mutex<TypePool<M>>],
+    pub(super) custom: &'a mut CustomPools<M>,
+}
 
 impl<M> PoolAccess for Exclusive<'_, M> {
     type Memory = M;
 
     #[inline]
     fn with_pool<R>(&mut self, memory_type: u32, f: impl FnOnce(&mut TypePool<M>) -> R) -> R {
-        f(exclusive(&mut self.0[memory_type as usize]))
+        f(exclusive(&mut self.types[memory_type as usize]))
+    }
+
+    fn with_custom_pool<R>(
+        &mut self,
+        tag: PoolTag,
+        f: impl FnOnce(&mut TypePool<M>) -> R,
+    ) -> Option<R> {
+        Some(f(self.custom.get_mut(tag)?))
     }
 }
 
@@ -125,6 +159,9 @@ where
     /// what it checks and returns.
     #[inline]
     pub(super) fn allocate(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
+        if let Some(pool) = request.desc.pool {
+            return self.allocate_in_custom_pool(pool, request);
+        }
         let requirements = &request.requirements;
         check_requirements(requirements)?;
         let size = requirements.size;
@@ -274,6 +311,72 @@ where
             memory_type,
             location: placement.location,
             allocator: self.allocator,
+            pool: PoolTag::DEFAULT,
+            mapped: placement.mapped,
+        })
+    }
+
+    /// [`allocate`](Self::allocate) for a request naming a custom pool: the
+    /// same checks, then the pool's memory type alone (no ranking, no
+    /// fallback). Out of line: the default pools' path pays one test for it.
+    #[inline(never)]
+    fn allocate_in_custom_pool(
+        &mut self,
+        pool: Pool,
+        request: &Request<'_>,
+    ) -> Result<Allocation, Error> {
+        if pool.allocator != self.allocator {
+            return Err(Error::ForeignPool);
+        }
+        let requirements = &request.requirements;
+        check_requirements(requirements)?;
+        let size = requirements.size;
+        if request.driver_dedicated.required && request.dedicated_target.is_none() {
+            return Err(Error::MissingDedicatedTarget);
+        }
+        let memory_type = pool.memory_type;
+        if requirements.memory_type_bits & type_bit(memory_type) == 0 {
+            return Err(Error::PoolTypeNotAllowed {
+                memory_type,
+                memory_type_bits: requirements.memory_type_bits,
+            });
+        }
+        let usage = request.desc.usage;
+        let props = self.context.memory_types()[memory_type as usize].props;
+        if !pool_type_serves(props, usage)
+            || (usage.contains(Usage::DEVICE_ADDRESS)
+                && !self.context.properties.device.buffer_device_address)
+        {
+            return Err(Error::NoSuitableMemoryType {
+                memory_type_bits: requirements.memory_type_bits,
+                usage,
+            });
+        }
+        let max = self.context.properties.device.max_memory_allocation_size;
+        if size > max {
+            return Err(Error::SizeExceedsMaxAllocation { size, max });
+        }
+        let within_budget = request.desc.within_budget;
+        let mut pool_request = pool_request(self.context, memory_type, request, within_budget);
+        // A pool's requests take its blocks, unless dedicated memory is
+        // required (by the driver, the caller or a lazily allocated type):
+        // then dedicated memory of its type, counted in the pool.
+        if pool_request.dedicated != DedicatedChoice::Require {
+            pool_request.dedicated = DedicatedChoice::Never;
+        }
+        let context = self.context;
+        let placement = self
+            .pools
+            .with_custom_pool(pool.tag, |pool| pool.allocate(context, &pool_request))
+            .ok_or(Error::StalePool)??;
+        Ok(Allocation {
+            memory: placement.memory,
+            offset: placement.offset,
+            size,
+            memory_type,
+            location: placement.location,
+            allocator: self.allocator,
+            pool: pool.tag,
             mapped: placement.mapped,
         })
     }

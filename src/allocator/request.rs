@@ -2,6 +2,7 @@
 
 use ash::vk;
 
+use super::Pool;
 use crate::device::{DedicatedHint, DedicatedTarget};
 use crate::memory::type_pool::DedicatedChoice;
 use crate::memory::{ResourceKind, Usage};
@@ -48,6 +49,13 @@ pub struct AllocationDesc<'a> {
     /// ignored when the extension is not enabled. Values outside the range
     /// are clamped to it, and NaN means Vulkan's default, 0.5.
     pub priority: Option<f32>,
+    /// The custom pool to allocate from ([`Allocator::create_pool`](crate::Allocator::create_pool));
+    /// `None`: the memory types `usage` ranks. In a pool, `usage` picks no
+    /// memory type (host access still needs the pool's type to be
+    /// host-visible), and dedicated memory is made only when required
+    /// ([`DedicatedPolicy::Always`], or by the driver or the memory type),
+    /// counted in the pool.
+    pub pool: Option<Pool>,
 }
 
 impl<'a> AllocationDesc<'a> {
@@ -59,6 +67,7 @@ impl<'a> AllocationDesc<'a> {
             dedicated: DedicatedPolicy::Auto,
             within_budget: false,
             priority: None,
+            pool: None,
         }
     }
 
@@ -77,6 +86,12 @@ impl<'a> AllocationDesc<'a> {
     /// Asks for within-budget allocation.
     pub const fn within_budget(mut self) -> Self {
         self.within_budget = true;
+        self
+    }
+
+    /// Allocates from a custom pool.
+    pub const fn pool(mut self, pool: Pool) -> Self {
+        self.pool = Some(pool);
         self
     }
 

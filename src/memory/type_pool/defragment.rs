@@ -136,7 +136,15 @@ impl<M> TypePool<M> {
 
         let mut emptied: Vec<SlabKey> = Vec::new();
         let mut received: HashSet<SlabKey> = HashSet::new();
+        // A custom pool keeps its min_blocks: a plan empties no more blocks
+        // than it holds above them, besides those retiring already.
+        let releasable = (self.counters.blocks)
+            .saturating_sub(self.counters.retiring_blocks)
+            .saturating_sub(self.policy.min_blocks);
         for source in sources {
+            if self.policy.min_blocks > 0 && emptied.len() as u64 >= releasable {
+                break;
+            }
             // A block that took moves holds allocations nobody can move.
             if received.contains(&source.key) {
                 continue;

@@ -47,6 +47,28 @@ mod tests;
 pub(crate) use defragment::{MoveBudget, PoolMovable};
 pub(crate) use placement::{DedicatedChoice, Location, Placement, PoolCounters, PoolRequest};
 
+/// What a custom pool fixes about its blocks (VMA's `VmaPoolCreateInfo`);
+/// the default pool of each memory type fixes none of it
+/// ([`PoolPolicy::DEFAULT`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PoolPolicy {
+    /// The size of every block; `None`: VMA's growing sizes (block_size.rs).
+    pub(crate) block_size: Option<u64>,
+    /// Blocks made with the pool and kept through emptying and `trim`.
+    pub(crate) min_blocks: u64,
+    /// No block is made past this many.
+    pub(crate) max_blocks: u64,
+}
+
+impl PoolPolicy {
+    /// The default pools': growing blocks, none kept, no limit.
+    pub(crate) const DEFAULT: Self = Self {
+        block_size: None,
+        min_blocks: 0,
+        max_blocks: u64::MAX,
+    };
+}
+
 /// Whether a failure to create memory means "not this large": the heap is
 /// full or the request would exceed its budget. Smaller blocks, or dedicated
 /// memory of the exact size, may still succeed.
@@ -65,11 +87,21 @@ pub(crate) struct TypePool<M> {
     dedicated: Slab<DedicatedMemory<M>>,
     runs: Runs,
     next_serial: u32,
+    policy: PoolPolicy,
+    /// A custom pool's name, in its blocks' debug names and leak reports.
+    name: Option<Box<str>>,
     pub(crate) counters: PoolCounters,
 }
 
 impl<M> TypePool<M> {
+    /// The default pool of `memory_type`.
     pub(crate) fn new(memory_type: u32) -> Self {
+        Self::with_policy(memory_type, PoolPolicy::DEFAULT, None)
+    }
+
+    /// A pool of `memory_type` whose blocks follow `policy`: a custom pool.
+    /// Makes no block yet ([`make_min_blocks`](Self::make_min_blocks) does).
+    pub(crate) fn with_policy(memory_type: u32, policy: PoolPolicy, name: Option<&str>) -> Self {
         Self {
             memory_type,
             blocks: Slab::new(),
@@ -77,8 +109,41 @@ impl<M> TypePool<M> {
             dedicated: Slab::new(),
             runs: Runs::default(),
             next_serial: 0,
+            policy,
+            name: name.map(Into::into),
             counters: PoolCounters::default(),
         }
+    }
+
+    /// Makes the policy's `min_blocks` blocks. On failure, releases those
+    /// it made and returns the error, leaving the pool empty.
+    ///
+    /// # Errors
+    /// As [`MemoryContext::allocate_memory`], and
+    /// [`Error::OutOfHostMemory`] for a block's slot table.
+    pub(crate) fn make_min_blocks<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+    ) -> Result<(), Error> {
+        let size = self.preferred_block_size(context);
+        let request = PoolRequest::for_block(size);
+        while self.counters.blocks < self.policy.min_blocks {
+            if let Err(error) = self.create_block(context, size, &request) {
+                self.release_all(context);
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// The memory type of its blocks.
+    pub(crate) fn memory_type(&self) -> u32 {
+        self.memory_type
+    }
+
+    /// Whether the pool holds no allocation (its blocks may remain).
+    pub(crate) fn is_unused(&self) -> bool {
+        self.counters.block_allocations == 0 && self.counters.dedicated == 0
     }
 
     /// Places `request` in this memory type.
@@ -260,8 +325,12 @@ impl<M> TypePool<M> {
         self.next_serial = self.next_serial.wrapping_add(1);
     }
 
+    /// The size of this pool's blocks: its fixed size, or the memory type's
+    /// preferred size, which the first blocks grow to.
     fn preferred_block_size<D: MemoryDeviceExt<M>>(&self, context: &MemoryContext<D>) -> u64 {
-        context.preferred_block_size(self.memory_type)
+        self.policy
+            .block_size
+            .unwrap_or_else(|| context.preferred_block_size(self.memory_type))
     }
 
     /// First fit over the existing blocks of the request's class. Inlined
@@ -345,12 +414,28 @@ impl<M> TypePool<M> {
                 return Ok(placement);
             }
         }
-        let mut size = new_block_size(preferred, largest, request.placed_size);
+        if self.counters.blocks >= self.policy.max_blocks {
+            return Err(Error::PoolFull {
+                max_blocks: self.policy.max_blocks,
+            });
+        }
+        let fixed = self.policy.block_size;
+        let mut size = match fixed {
+            Some(block_size) if request.placed_size > block_size => {
+                return Err(Error::TooLargeForPool {
+                    size: request.placed_size,
+                    block_size,
+                });
+            }
+            Some(block_size) => block_size,
+            None => new_block_size(preferred, largest, request.placed_size),
+        };
         let key = loop {
             match self.create_block(context, size, request) {
                 Ok(key) => break key,
-                // Out of memory or over budget: a smaller block may still fit.
-                Err(error) if is_no_room(error) => {
+                // Out of memory or over budget: a smaller block may still
+                // fit, unless the pool fixes the size (as VMA's pools do).
+                Err(error) if is_no_room(error) && fixed.is_none() => {
                     size = retry_block_size(size, preferred, request.placed_size).ok_or(error)?;
                     log::warn!(
                         "vk-suballoc: {error} in memory type {}, retrying with a {size}-byte block",
@@ -422,7 +507,13 @@ impl<M> TypePool<M> {
                 }
             })?;
         let serial = self.next_serial;
-        let name = format!("vk-suballoc block {}/{serial}", self.memory_type);
+        let name = match &self.name {
+            Some(pool) => format!(
+                "vk-suballoc pool {pool:?} block {}/{serial}",
+                self.memory_type
+            ),
+            None => format!("vk-suballoc block {}/{serial}", self.memory_type),
+        };
         let new = context.allocate_memory::<M>(&MemoryRequest {
             memory_type: self.memory_type,
             size,
@@ -534,14 +625,20 @@ impl<M> TypePool<M> {
     /// Block `key` has just emptied: counts it, then releases it when a
     /// defragmentation plan emptied it (whose point is to give the memory
     /// back: not kept for reuse), or the smaller empty block when another
-    /// is kept already. Out of line, as the rest of the free path is
-    /// inlined: most frees leave their block in use.
+    /// is kept already. A custom pool keeps its `min_blocks` blocks: a
+    /// retiring one among them stops retiring and stays. Out of line, as
+    /// the rest of the free path is inlined: most frees leave their block
+    /// in use.
     #[cold]
     #[inline(never)]
     fn block_emptied<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>, key: SlabKey) {
         let retiring = self.blocks.get(key).is_some_and(|block| block.retiring);
         self.counters.empty_blocks += 1;
-        if retiring {
+        if self.counters.blocks <= self.policy.min_blocks {
+            if retiring {
+                self.stop_retiring(key);
+            }
+        } else if retiring {
             self.release_block(context, key);
         } else if self.counters.empty_blocks > 1 {
             self.release_smaller_empty_block(context, key);
@@ -593,7 +690,8 @@ impl<M> TypePool<M> {
         };
     }
 
-    /// Releases every empty block; returns the bytes given back.
+    /// Releases every empty block, but for a custom pool's `min_blocks`;
+    /// returns the bytes given back.
     pub(crate) fn trim<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>) -> u64 {
         let empty: Vec<(SlabKey, u64)> = self
             .blocks
@@ -601,8 +699,9 @@ impl<M> TypePool<M> {
             .filter(|(_, block)| block.ranges.is_empty())
             .map(|(key, block)| (key, block.size))
             .collect();
+        let releasable = self.counters.blocks.saturating_sub(self.policy.min_blocks);
         let mut released = 0;
-        for (key, size) in empty {
+        for (key, size) in empty.into_iter().take(releasable as usize) {
             self.release_block(context, key);
             released += size;
         }

@@ -52,6 +52,27 @@ pub(crate) struct PoolRequest<'a> {
     pub(crate) run_class: Option<u8>,
 }
 
+impl PoolRequest<'_> {
+    /// A request that only makes a block of `size` bytes, for a custom
+    /// pool's `min_blocks`: linear class (an empty block serves either
+    /// class), no budget check (as VMA's pools make theirs).
+    pub(crate) fn for_block(size: u64) -> Self {
+        Self {
+            size,
+            placed_size: size,
+            align: 1,
+            class: 0,
+            kind: ResourceKind::Buffer,
+            dedicated: DedicatedChoice::Never,
+            target: None,
+            name: None,
+            within_budget: false,
+            priority: None,
+            run_class: None,
+        }
+    }
+}
+
 /// Where an allocation lives inside its memory type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Location {
@@ -92,7 +113,8 @@ impl From<TakenSlot> for Placement {
     }
 }
 
-/// Running figures of one memory type.
+/// Running figures of one pool: a memory type's default pool or a custom
+/// pool.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PoolCounters {
     pub(crate) blocks: u64,
@@ -104,4 +126,18 @@ pub(crate) struct PoolCounters {
     pub(crate) block_allocated_bytes: u64,
     pub(crate) dedicated: u64,
     pub(crate) dedicated_bytes: u64,
+}
+
+impl std::ops::AddAssign for PoolCounters {
+    /// Adds a custom pool's figures to its memory type's.
+    fn add_assign(&mut self, other: Self) {
+        self.blocks += other.blocks;
+        self.block_bytes += other.block_bytes;
+        self.empty_blocks += other.empty_blocks;
+        self.retiring_blocks += other.retiring_blocks;
+        self.block_allocations += other.block_allocations;
+        self.block_allocated_bytes += other.block_allocated_bytes;
+        self.dedicated += other.dedicated;
+        self.dedicated_bytes += other.dedicated_bytes;
+    }
 }

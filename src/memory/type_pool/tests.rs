@@ -32,6 +32,7 @@ fn stale_slots_are_refused() {
         memory_type: a.memory_type,
         location: a.location,
         allocator: a.allocator,
+        pool: a.pool,
         mapped: a.mapped,
     };
     // A range of its own (runs come from existing blocks), then slot 0 of

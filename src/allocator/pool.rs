@@ -1,0 +1,412 @@
+//! Custom pools: blocks of one memory type set apart for some resources,
+//! with a fixed block size and limits on their number (VMA's `VmaPool`).
+//!
+//! A custom pool is a [`TypePool`] of its own, under its own lock, with a
+//! [`PoolPolicy`]. The allocator keeps them in a table of slots behind a
+//! read-write lock: allocating, freeing and reading take the read lock and
+//! then the pool's own lock, so threads in different pools never wait for
+//! each other; only making and destroying pools take the write lock. The
+//! default pools (one per memory type) are not in this table, so their paths
+//! never touch that lock.
+//!
+//! Each allocation carries a [`PoolTag`]: 0 for its memory type's default
+//! pool, else the slot of its custom pool and that slot's generation, so a
+//! handle of a destroyed pool is not taken for a later pool in the same
+//! slot.
+
+use std::sync::{Mutex, RwLock};
+
+use gpu_alloc_types::MemoryPropertyFlags;
+
+use super::place::{exclusive, lock};
+use super::Allocator;
+use crate::device::MemoryDeviceExt;
+use crate::memory::type_pool::{PoolPolicy, TypePool};
+use crate::memory::Usage;
+use crate::report::TypeStats;
+use crate::Error;
+
+/// How to make a custom pool ([`Allocator::create_pool`]).
+///
+/// ```
+/// use vk_suballoc::PoolDesc;
+/// // Four 64 MiB blocks, made at once and never more: a fixed budget for
+/// // streamed textures.
+/// let desc = PoolDesc::new(0)
+///     .block_size(64 << 20)
+///     .min_blocks(4)
+///     .max_blocks(4)
+///     .name("textures");
+/// assert_eq!(desc.max_blocks, Some(4));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolDesc<'a> {
+    /// The memory type of every block: [`Allocator::memory_type_for`] picks
+    /// one for a usage, as for any request.
+    pub memory_type: u32,
+    /// The size of every block in bytes; 0 (the default): the memory type's
+    /// preferred size, with smaller first blocks, as the default pools grow.
+    /// A fixed size is never retried smaller when the driver is out of
+    /// memory.
+    pub block_size: u64,
+    /// Blocks made with the pool, and kept when they empty and through
+    /// [`Allocator::trim`].
+    pub min_blocks: u32,
+    /// No block is made past this many: requests then fail with
+    /// [`Error::PoolFull`]. `None`: no limit.
+    pub max_blocks: Option<u32>,
+    /// The pool's name, in its blocks' debug names, memory maps and dumps.
+    pub name: Option<&'a str>,
+}
+
+impl<'a> PoolDesc<'a> {
+    /// A pool of `memory_type` with default blocks and no limit.
+    pub const fn new(memory_type: u32) -> Self {
+        Self {
+            memory_type,
+            block_size: 0,
+            min_blocks: 0,
+            max_blocks: None,
+            name: None,
+        }
+    }
+
+    /// Sets a fixed block size.
+    pub const fn block_size(mut self, bytes: u64) -> Self {
+        self.block_size = bytes;
+        self
+    }
+
+    /// Sets the blocks made at once and kept.
+    pub const fn min_blocks(mut self, blocks: u32) -> Self {
+        self.min_blocks = blocks;
+        self
+    }
+
+    /// Sets the most blocks the pool may hold.
+    pub const fn max_blocks(mut self, blocks: u32) -> Self {
+        self.max_blocks = Some(blocks);
+        self
+    }
+
+    /// Sets the name.
+    pub const fn name(mut self, name: &'a str) -> Self {
+        self.name = Some(name);
+        self
+    }
+}
+
+/// A custom pool: name it in [`AllocationDesc::pool`](crate::AllocationDesc::pool)
+/// to allocate from it. A copyable handle; [`Allocator::destroy_pool`]
+/// ends it, after which requests naming it fail with [`Error::StalePool`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pool {
+    pub(crate) allocator: u32,
+    pub(crate) tag: PoolTag,
+    pub(crate) memory_type: u32,
+}
+
+impl Pool {
+    /// The memory type of its blocks.
+    pub fn memory_type(&self) -> u32 {
+        self.memory_type
+    }
+}
+
+/// Which pool of its memory type an allocation lives in: 0 for the default
+/// pool, else a custom pool's slot plus one (low 16 bits) and that slot's
+/// generation (high 16 bits).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct PoolTag(u32);
+
+impl PoolTag {
+    /// The memory type's default pool.
+    pub(crate) const DEFAULT: Self = Self(0);
+
+    fn custom(slot: usize, generation: u16) -> Self {
+        debug_assert!(slot < MAX_POOLS);
+        Self((u32::from(generation) << 16) | (slot as u32 + 1))
+    }
+
+    /// The custom pool's slot; `None` for a default pool.
+    #[inline]
+    pub(crate) fn slot(self) -> Option<usize> {
+        ((self.0 & 0xffff) as usize).checked_sub(1)
+    }
+
+    fn generation(self) -> u16 {
+        (self.0 >> 16) as u16
+    }
+}
+
+/// Custom pools at once: slots 0..65534, named by a 16-bit tag minus one.
+const MAX_POOLS: usize = 0xffff;
+
+/// The custom pools of an allocator, by slot.
+#[derive(Debug)]
+pub(crate) struct CustomPools<M> {
+    slots: Vec<Slot<M>>,
+}
+
+#[derive(Debug)]
+struct Slot<M> {
+    /// Bumped when the slot's pool is destroyed.
+    generation: u16,
+    /// Boxed: a pool is large, and the table moves when it grows.
+    pool: Option<Box<Mutex<TypePool<M>>>>,
+}
+
+impl<M> Default for CustomPools<M> {
+    fn default() -> Self {
+        Self { slots: Vec::new() }
+    }
+}
+
+impl<M> CustomPools<M> {
+    /// The pool `tag` names, when it still exists.
+    #[inline]
+    pub(crate) fn get(&self, tag: PoolTag) -> Option<&Mutex<TypePool<M>>> {
+        let slot = self.slots.get(tag.slot()?)?;
+        (slot.generation == tag.generation())
+            .then_some(slot.pool.as_deref())
+            .flatten()
+    }
+
+    /// [`get`](Self::get) through `&mut`: no lock taken.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, tag: PoolTag) -> Option<&mut TypePool<M>> {
+        let slot = self.slots.get_mut(tag.slot()?)?;
+        if slot.generation != tag.generation() {
+            return None;
+        }
+        slot.pool.as_deref_mut().map(exclusive)
+    }
+
+    /// Every live custom pool with its tag.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (PoolTag, &Mutex<TypePool<M>>)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(index, slot)| {
+            let pool = slot.pool.as_deref()?;
+            Some((PoolTag::custom(index, slot.generation), pool))
+        })
+    }
+
+    /// Every live custom pool, to release at drop.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut TypePool<M>> + '_ {
+        self.slots
+            .iter_mut()
+            .filter_map(|slot| slot.pool.as_deref_mut().map(exclusive))
+    }
+
+    /// The first free slot, made when none is; `None` when all
+    /// [`MAX_POOLS`] are taken.
+    fn vacant_slot(&mut self) -> Option<usize> {
+        if let Some(index) = self.slots.iter().position(|slot| slot.pool.is_none()) {
+            return Some(index);
+        }
+        if self.slots.len() >= MAX_POOLS {
+            return None;
+        }
+        self.slots.push(Slot {
+            generation: 0,
+            pool: None,
+        });
+        Some(self.slots.len() - 1)
+    }
+
+    /// Puts `pool` in slot `index` (from [`vacant_slot`](Self::vacant_slot)),
+    /// returning its tag.
+    fn fill(&mut self, index: usize, pool: TypePool<M>) -> PoolTag {
+        let slot = &mut self.slots[index];
+        slot.pool = Some(Box::new(Mutex::new(pool)));
+        PoolTag::custom(index, slot.generation)
+    }
+
+    /// Takes the pool `tag` names out of its slot, when it exists and
+    /// `check` passes it; the slot's next pool gets a new tag.
+    fn remove(
+        &mut self,
+        tag: PoolTag,
+        check: impl FnOnce(&TypePool<M>) -> Result<(), Error>,
+    ) -> Result<TypePool<M>, Error> {
+        let pool = self.get_mut(tag).ok_or(Error::StalePool)?;
+        check(pool)?;
+        let slot = tag.slot().and_then(|slot| self.slots.get_mut(slot));
+        let slot = slot.ok_or(Error::StalePool)?;
+        let pool = slot.pool.take().ok_or(Error::StalePool)?;
+        slot.generation = slot.generation.wrapping_add(1);
+        Ok(pool
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+}
+
+/// Reads through a read-write lock, carrying on after a panic elsewhere as
+/// [`lock`] does.
+pub(super) fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The value behind a read-write lock we hold exclusively: no lock taken.
+pub(super) fn custom_mut<T>(lock: &mut RwLock<T>) -> &mut T {
+    lock.get_mut()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
+    /// Makes a custom pool: blocks of one memory type set apart for the
+    /// requests that name it ([`AllocationDesc::pool`](crate::AllocationDesc::pool)),
+    /// with an optional fixed block size and limits on the number of blocks
+    /// (VMA's `vmaCreatePool`). Makes its `min_blocks` blocks now.
+    ///
+    /// What a pool is for: capping a subsystem's memory (`max_blocks`),
+    /// keeping memory for it whatever else is allocated (`min_blocks`), or
+    /// blocks of a size chosen for its resources. Its blocks count in
+    /// [`stats`](Self::stats) and the budgets like any other; its own
+    /// figures are [`pool_stats`](Self::pool_stats).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a memory type the device does not have
+    /// (or the allocator may not use), a block size larger than the heap or
+    /// `maxMemoryAllocationSize`, or `max_blocks` below `min_blocks` or 0;
+    /// [`Error::TooManyPools`]; the errors of making the `min_blocks`
+    /// blocks ([`Error::OutOfDeviceMemory`], [`Error::TooManyObjects`], ...),
+    /// after which nothing is left of the pool.
+    pub fn create_pool(&self, desc: &PoolDesc<'_>) -> Result<Pool, Error> {
+        let policy = self.pool_policy(desc)?;
+        let mut pool = TypePool::with_policy(desc.memory_type, policy, desc.name);
+        pool.make_min_blocks(&self.context)?;
+        // The blocks are made before the table is locked for writing, so
+        // that other pools' requests do not wait for vkAllocateMemory.
+        let mut custom = write(&self.custom);
+        let Some(index) = custom.vacant_slot() else {
+            drop(custom);
+            pool.release_all(&self.context);
+            return Err(Error::TooManyPools);
+        };
+        let tag = custom.fill(index, pool);
+        Ok(Pool {
+            allocator: self.id,
+            tag,
+            memory_type: desc.memory_type,
+        })
+    }
+
+    /// Checks `desc` and turns it into a pool policy.
+    fn pool_policy(&self, desc: &PoolDesc<'_>) -> Result<PoolPolicy, Error> {
+        let memory_type = desc.memory_type;
+        if memory_type >= 32 || self.context.usable_types() & (1 << memory_type) == 0 {
+            return Err(Error::InvalidConfig(
+                "PoolDesc::memory_type is not a memory type this allocator uses",
+            ));
+        }
+        let heap = self.context.heap_size(memory_type);
+        let max = self.context.properties.device.max_memory_allocation_size;
+        if desc.block_size > heap.min(max) {
+            return Err(Error::InvalidConfig(
+                "PoolDesc::block_size exceeds the heap or maxMemoryAllocationSize",
+            ));
+        }
+        let max_blocks = desc.max_blocks.map_or(u64::MAX, u64::from);
+        if max_blocks == 0 || max_blocks < u64::from(desc.min_blocks) {
+            return Err(Error::InvalidConfig(
+                "PoolDesc::max_blocks must be at least 1 and at least min_blocks",
+            ));
+        }
+        Ok(PoolPolicy {
+            block_size: (desc.block_size != 0).then_some(desc.block_size),
+            min_blocks: u64::from(desc.min_blocks),
+            max_blocks,
+        })
+    }
+
+    /// Destroys a custom pool that holds no allocation, releasing its
+    /// blocks (`min_blocks` included).
+    ///
+    /// # Errors
+    /// [`Error::PoolNotEmpty`] while it holds allocations, frees waiting for
+    /// their frames included (free them and [`collect`](Self::collect));
+    /// [`Error::ForeignPool`], [`Error::StalePool`]. Nothing changes then.
+    pub fn destroy_pool(&self, pool: Pool) -> Result<(), Error> {
+        self.check_pool_owner(&pool)?;
+        let mut removed = write(&self.custom).remove(pool.tag, |pool| {
+            if pool.is_unused() {
+                Ok(())
+            } else {
+                Err(Error::PoolNotEmpty {
+                    allocations: pool.counters.block_allocations + pool.counters.dedicated,
+                })
+            }
+        })?;
+        removed.release_all(&self.context);
+        Ok(())
+    }
+
+    /// The figures of one custom pool, as [`stats`](Self::stats) gives them
+    /// per memory type.
+    ///
+    /// # Errors
+    /// [`Error::ForeignPool`], [`Error::StalePool`].
+    pub fn pool_stats(&self, pool: &Pool) -> Result<TypeStats, Error> {
+        self.check_pool_owner(pool)?;
+        let heap = self.context.properties.device.memory_types[pool.memory_type as usize].heap;
+        let custom = read(&self.custom);
+        let counters = lock(custom.get(pool.tag).ok_or(Error::StalePool)?).counters;
+        Ok(TypeStats::from_counters(pool.memory_type, heap, &counters))
+    }
+
+    /// The memory type a request with `memory_type_bits` and `usage` would
+    /// be placed in first (VMA's `vmaFindMemoryTypeIndex`): the type to
+    /// make a custom pool of. Requests fall back to the next type when that
+    /// one fails; a pool does not.
+    ///
+    /// # Errors
+    /// [`Error::NoMemoryTypeBits`] when `memory_type_bits` names no usable
+    /// type; [`Error::NoSuitableMemoryType`] when none of them suits `usage`.
+    pub fn memory_type_for(&self, memory_type_bits: u32, usage: Usage) -> Result<u32, Error> {
+        let bits = memory_type_bits & self.context.usable_types();
+        if bits == 0 {
+            return Err(Error::NoMemoryTypeBits(memory_type_bits));
+        }
+        let no_type = Error::NoSuitableMemoryType {
+            memory_type_bits,
+            usage,
+        };
+        if usage.contains(Usage::DEVICE_ADDRESS)
+            && !self.context.properties.device.buffer_device_address
+        {
+            return Err(no_type);
+        }
+        self.context
+            .ranked_types(usage)
+            .iter()
+            .map(|&t| u32::from(t))
+            .find(|&t| bits & (1 << t) != 0)
+            .ok_or(no_type)
+    }
+
+    fn check_pool_owner(&self, pool: &Pool) -> Result<(), Error> {
+        if pool.allocator == self.id {
+            Ok(())
+        } else {
+            Err(Error::ForeignPool)
+        }
+    }
+}
+
+/// Whether memory type `props` can serve `usage` in a custom pool: host
+/// access needs host-visible memory (the pool's type is not ranked, but a
+/// request whose bytes the host must reach cannot live where it cannot).
+pub(super) fn pool_type_serves(props: MemoryPropertyFlags, usage: Usage) -> bool {
+    !usage.needs_host_access() || props.contains(MemoryPropertyFlags::HOST_VISIBLE)
+}
+
+/// The `vk::MemoryRequirements::memory_type_bits` of a pool's type, for
+/// errors.
+pub(super) fn type_bit(memory_type: u32) -> u32 {
+    1u32.checked_shl(memory_type).unwrap_or(0)
+}
