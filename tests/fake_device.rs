@@ -31,6 +31,8 @@ mod leak_log;
 mod mapping;
 #[path = "fake_device/model.rs"]
 mod model;
+#[path = "fake_device/pools.rs"]
+mod pools;
 #[path = "fake_device/report.rs"]
 mod report;
 #[path = "fake_device/runs.rs"]
