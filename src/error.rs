@@ -206,7 +206,7 @@ pub enum Error {
     /// The custom pool was made by another allocator; nothing changed.
     #[error("custom pool belongs to another allocator")]
     ForeignPool,
-    /// 65 535 custom pools exist in this allocator, as many as allocations
+    /// 2047 custom pools exist in this allocator, as many as allocations
     /// can name. Destroy some, or share them.
     #[error("too many custom pools")]
     TooManyPools,

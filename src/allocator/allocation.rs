@@ -4,7 +4,7 @@ use std::ptr::NonNull;
 
 use ash::vk;
 
-use super::pool::PoolTag;
+use super::pool::{Home, PoolTag};
 use crate::memory::mapping::MappedPtr;
 use crate::memory::type_pool::Location;
 
@@ -20,11 +20,11 @@ pub struct Allocation {
     pub(crate) memory: vk::DeviceMemory,
     pub(crate) offset: u64,
     pub(crate) size: u64,
-    pub(crate) memory_type: u32,
     pub(crate) location: Location,
     pub(crate) allocator: u32,
-    /// Its custom pool, or the memory type's default pool.
-    pub(crate) pool: PoolTag,
+    /// Its memory type and pool, in one word: the handle stays 64 bytes,
+    /// which the allocation path returns and engines store.
+    pub(crate) home: Home,
     pub(crate) mapped: Option<MappedPtr>,
 }
 
@@ -49,8 +49,9 @@ impl Allocation {
     }
 
     /// Index of the memory type it was allocated from.
+    #[inline]
     pub fn memory_type(&self) -> u32 {
-        self.memory_type
+        self.home.memory_type()
     }
 
     /// Whether it has a `VkDeviceMemory` of its own.
@@ -61,13 +62,14 @@ impl Allocation {
     /// Whether it was allocated from a custom pool
     /// ([`AllocationDesc::pool`](crate::AllocationDesc::pool)).
     pub fn is_in_custom_pool(&self) -> bool {
-        self.pool.slot().is_some()
+        self.home.pool().slot().is_some()
     }
 
     /// Its custom pool's tag; `None` in a default pool.
     #[inline]
     pub(crate) fn custom_pool(&self) -> Option<PoolTag> {
-        self.pool.slot().map(|_| self.pool)
+        let pool = self.home.pool();
+        pool.slot().map(|_| pool)
     }
 
     /// Pointer to its first byte in the persistent mapping, when host-visible.

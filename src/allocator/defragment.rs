@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use ash::vk;
 
 use super::place::{check_requirements, lock, pool_request};
-use super::pool::{read, PoolTag};
+use super::pool::{read, Home, PoolTag};
 use super::{Allocation, Allocator, Request};
 use crate::device::MemoryDeviceExt;
 use crate::memory::slab::SlabKey;
@@ -264,13 +264,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             self.check_owner(allocation)?;
             check_requirements(&movable.requirements)?;
             let group = match allocation.custom_pool() {
-                None => allocation.memory_type as usize,
+                None => allocation.memory_type() as usize,
                 Some(tag) => match custom_groups.get(&tag) {
                     Some(&group) => group,
                     None => {
                         let pool = custom.get(tag).ok_or(Error::StaleAllocation)?;
                         groups.push(PoolGroup {
-                            memory_type: allocation.memory_type,
+                            memory_type: allocation.memory_type(),
                             tag,
                             pool,
                             indices: Vec::new(),
@@ -349,10 +349,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                             memory: placement.memory,
                             offset: placement.offset,
                             size: movables[index].requirements.size,
-                            memory_type,
+                            home: Home::new(memory_type, group.tag),
                             location: placement.location,
                             allocator: self.id,
-                            pool: group.tag,
                             mapped: placement.mapped,
                         },
                     }),

@@ -249,7 +249,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             allocator: self.id,
             pools: Exclusive {
                 types: &mut self.pools,
-                custom: custom_mut(&mut self.custom),
+                custom: &mut self.custom,
             },
         }
         .allocate(request)
@@ -303,10 +303,31 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// pick the smaller of the two empty ones and unlink it.
     pub unsafe fn free(&self, allocation: Allocation) -> Result<(), Error> {
         self.check_owner(&allocation)?;
-        self.with_pool(&allocation, |pool| {
+        if let Some(tag) = allocation.custom_pool() {
+            // SAFETY: as for this call.
+            return unsafe { self.free_in_custom_pool(tag, allocation) };
+        }
+        let mut pool = lock(&self.pools[allocation.memory_type() as usize]);
+        // SAFETY: the caller guarantees the GPU is done with the allocation.
+        unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+    }
+
+    /// [`free`](Self::free) of an allocation of custom pool `tag`. Out of
+    /// line: the default pools' free path pays one test for pools.
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    #[inline(never)]
+    unsafe fn free_in_custom_pool(
+        &self,
+        tag: PoolTag,
+        allocation: Allocation,
+    ) -> Result<(), Error> {
+        self.with_custom_pool(tag, |pool| {
             // SAFETY: the caller guarantees the GPU is done with the allocation.
             unsafe { pool.free(&self.context, allocation.location, allocation.size) }
-        })?
+        })
+        .ok_or(Error::StaleAllocation)?
     }
 
     /// [`free`](Self::free) without taking the memory type's lock, as
@@ -324,7 +345,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 .get_mut(tag)
                 .ok_or(Error::StaleAllocation)?
         } else {
-            exclusive(&mut self.pools[allocation.memory_type as usize])
+            exclusive(&mut self.pools[allocation.memory_type() as usize])
         };
         // SAFETY: the caller guarantees the GPU is done with the allocation.
         unsafe { pool.free(&self.context, allocation.location, allocation.size) }
@@ -342,7 +363,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         f: impl FnOnce(&mut TypePool<M>) -> R,
     ) -> Result<R, Error> {
         match allocation.custom_pool() {
-            None => Ok(f(&mut lock(&self.pools[allocation.memory_type as usize]))),
+            None => Ok(f(&mut lock(&self.pools[allocation.memory_type() as usize]))),
             Some(tag) => self.with_custom_pool(tag, f).ok_or(Error::StaleAllocation),
         }
     }
@@ -506,7 +527,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if allocation.mapped.is_none() {
             return Err(Error::NotHostVisible);
         }
-        if range.is_empty() || !self.context.is_non_coherent(allocation.memory_type) {
+        if range.is_empty() || !self.context.is_non_coherent(allocation.memory_type()) {
             return Ok(());
         }
         self.with_pool(allocation, |pool| {

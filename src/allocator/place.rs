@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard, RwLock};
 
 use ash::vk;
 
-use super::pool::{pool_type_serves, read, type_bit, CustomPools, PoolTag};
+use super::pool::{custom_mut, pool_type_serves, read, type_bit, CustomPools, Home, PoolTag};
 use super::{Allocation, Pool, Request};
 use crate::device::MemoryDeviceExt;
 use crate::memory::context::MemoryContext;
@@ -81,10 +81,11 @@ impl<M> PoolAccess for Locked<'_, M> {
     }
 }
 
-/// Straight to the pools, no lock: the `&mut self` methods.
+/// Straight to the pools, no lock: the `&mut self` methods. The custom
+/// pools' table is reached only by requests that name a pool.
 pub(super) struct Exclusive<'a, M> {
     pub(super) types: &'a mut [Mutex<TypePool<M>>],
-    pub(super) custom: &'a mut CustomPools<M>,
+    pub(super) custom: &'a mut RwLock<CustomPools<M>>,
 }
 
 impl<M> PoolAccess for Exclusive<'_, M> {
@@ -100,7 +101,7 @@ impl<M> PoolAccess for Exclusive<'_, M> {
         tag: PoolTag,
         f: impl FnOnce(&mut TypePool<M>) -> R,
     ) -> Option<R> {
-        Some(f(self.custom.get_mut(tag)?))
+        Some(f(custom_mut(self.custom).get_mut(tag)?))
     }
 }
 
@@ -308,10 +309,9 @@ where
             memory: placement.memory,
             offset: placement.offset,
             size: request.requirements.size,
-            memory_type,
+            home: Home::new(memory_type, PoolTag::DEFAULT),
             location: placement.location,
             allocator: self.allocator,
-            pool: PoolTag::DEFAULT,
             mapped: placement.mapped,
         })
     }
@@ -334,7 +334,7 @@ where
         if request.driver_dedicated.required && request.dedicated_target.is_none() {
             return Err(Error::MissingDedicatedTarget);
         }
-        let memory_type = pool.memory_type;
+        let memory_type = pool.memory_type();
         if requirements.memory_type_bits & type_bit(memory_type) == 0 {
             return Err(Error::PoolTypeNotAllowed {
                 memory_type,
@@ -367,16 +367,15 @@ where
         let context = self.context;
         let placement = self
             .pools
-            .with_custom_pool(pool.tag, |pool| pool.allocate(context, &pool_request))
+            .with_custom_pool(pool.tag(), |pool| pool.allocate(context, &pool_request))
             .ok_or(Error::StalePool)??;
         Ok(Allocation {
             memory: placement.memory,
             offset: placement.offset,
             size,
-            memory_type,
+            home: Home::new(memory_type, pool.tag()),
             location: placement.location,
             allocator: self.allocator,
-            pool: pool.tag,
             mapped: placement.mapped,
         })
     }

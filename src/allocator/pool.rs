@@ -14,6 +14,7 @@
 //! handle of a destroyed pool is not taken for a later pool in the same
 //! slot.
 
+use std::num::NonZeroU32;
 use std::sync::{Mutex, RwLock};
 
 use gpu_alloc_types::MemoryPropertyFlags;
@@ -99,23 +100,39 @@ impl<'a> PoolDesc<'a> {
 /// A custom pool: name it in [`AllocationDesc::pool`](crate::AllocationDesc::pool)
 /// to allocate from it. A copyable handle; [`Allocator::destroy_pool`]
 /// ends it, after which requests naming it fail with [`Error::StalePool`].
+///
+/// Eight bytes, and `Option<Pool>` too: a request carries one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Pool {
     pub(crate) allocator: u32,
-    pub(crate) tag: PoolTag,
-    pub(crate) memory_type: u32,
+    /// Its memory type and tag as a [`Home`]: never 0, as the tag is a
+    /// custom pool's.
+    home: NonZeroU32,
 }
 
 impl Pool {
+    fn new(allocator: u32, memory_type: u32, tag: PoolTag) -> Self {
+        debug_assert!(tag.slot().is_some());
+        // A custom pool's tag is never 0; were it, MAX names a slot that is
+        // never made, so the pool would only ever be refused as stale.
+        let home = NonZeroU32::new(Home::new(memory_type, tag).0).unwrap_or(NonZeroU32::MAX);
+        Self { allocator, home }
+    }
+
     /// The memory type of its blocks.
     pub fn memory_type(&self) -> u32 {
-        self.memory_type
+        Home(self.home.get()).memory_type()
+    }
+
+    /// Its slot and generation in the allocator's table.
+    pub(crate) fn tag(&self) -> PoolTag {
+        Home(self.home.get()).pool()
     }
 }
 
-/// Which pool of its memory type an allocation lives in: 0 for the default
-/// pool, else a custom pool's slot plus one (low 16 bits) and that slot's
-/// generation (high 16 bits).
+/// Which pool of its memory type an allocation lives in, in 27 bits: 0 for
+/// the default pool, else a custom pool's slot plus one (low 11 bits) and
+/// that slot's generation (16 bits above).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct PoolTag(u32);
 
@@ -125,22 +142,50 @@ impl PoolTag {
 
     fn custom(slot: usize, generation: u16) -> Self {
         debug_assert!(slot < MAX_POOLS);
-        Self((u32::from(generation) << 16) | (slot as u32 + 1))
+        Self((u32::from(generation) << SLOT_BITS) | (slot as u32 + 1))
     }
 
     /// The custom pool's slot; `None` for a default pool.
     #[inline]
     pub(crate) fn slot(self) -> Option<usize> {
-        ((self.0 & 0xffff) as usize).checked_sub(1)
+        ((self.0 & MAX_POOLS as u32) as usize).checked_sub(1)
     }
 
     fn generation(self) -> u16 {
-        (self.0 >> 16) as u16
+        (self.0 >> SLOT_BITS) as u16
     }
 }
 
-/// Custom pools at once: slots 0..65534, named by a 16-bit tag minus one.
-const MAX_POOLS: usize = 0xffff;
+/// Bits of a [`PoolTag`] naming the slot.
+const SLOT_BITS: u32 = 11;
+
+/// Custom pools at once: slots 0..2046, named by an 11-bit tag minus one.
+const MAX_POOLS: usize = (1 << SLOT_BITS) - 1;
+
+/// An allocation's memory type (low 5 bits: Vulkan has at most 32) and
+/// [`PoolTag`] (the 27 bits above), in the one word the handle has room
+/// for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Home(u32);
+
+impl Home {
+    /// The home of an allocation of `memory_type` (below 32) in `pool`.
+    #[inline]
+    pub(crate) fn new(memory_type: u32, pool: PoolTag) -> Self {
+        debug_assert!(memory_type < 32);
+        Self(memory_type | (pool.0 << 5))
+    }
+
+    #[inline]
+    pub(crate) fn memory_type(self) -> u32 {
+        self.0 & 31
+    }
+
+    #[inline]
+    pub(crate) fn pool(self) -> PoolTag {
+        PoolTag(self.0 >> 5)
+    }
+}
 
 /// The custom pools of an allocator, by slot.
 #[derive(Debug)]
@@ -289,11 +334,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return Err(Error::TooManyPools);
         };
         let tag = custom.fill(index, pool);
-        Ok(Pool {
-            allocator: self.id,
-            tag,
-            memory_type: desc.memory_type,
-        })
+        Ok(Pool::new(self.id, desc.memory_type, tag))
     }
 
     /// Checks `desc` and turns it into a pool policy.
@@ -333,7 +374,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::ForeignPool`], [`Error::StalePool`]. Nothing changes then.
     pub fn destroy_pool(&self, pool: Pool) -> Result<(), Error> {
         self.check_pool_owner(&pool)?;
-        let mut removed = write(&self.custom).remove(pool.tag, |pool| {
+        let mut removed = write(&self.custom).remove(pool.tag(), |pool| {
             if pool.is_unused() {
                 Ok(())
             } else {
@@ -353,10 +394,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::ForeignPool`], [`Error::StalePool`].
     pub fn pool_stats(&self, pool: &Pool) -> Result<TypeStats, Error> {
         self.check_pool_owner(pool)?;
-        let heap = self.context.properties.device.memory_types[pool.memory_type as usize].heap;
+        let heap = self.context.properties.device.memory_types[pool.memory_type() as usize].heap;
         let custom = read(&self.custom);
-        let counters = lock(custom.get(pool.tag).ok_or(Error::StalePool)?).counters;
-        Ok(TypeStats::from_counters(pool.memory_type, heap, &counters))
+        let counters = lock(custom.get(pool.tag()).ok_or(Error::StalePool)?).counters;
+        Ok(TypeStats::from_counters(
+            pool.memory_type(),
+            heap,
+            &counters,
+        ))
     }
 
     /// The memory type a request with `memory_type_bits` and `usage` would
@@ -415,6 +460,7 @@ pub(super) fn type_bit(memory_type: u32) -> u32 {
 mod tests {
     use ash::vk;
 
+    use super::Home;
     use crate::device::fake::{FakeDevice, FakeLayout};
     use crate::{Allocation, AllocationDesc, Allocator, Config, Error, PoolDesc, Request};
     use crate::{ResourceKind, Usage};
@@ -439,23 +485,22 @@ mod tests {
         let desc = PoolDesc::new(1).block_size(4 << 20);
         let first = allocator.create_pool(&desc).unwrap();
         let old = allocator.allocate(&request(first)).unwrap();
-        let old_tag = old.pool;
+        let old_tag = old.home.pool();
         // SAFETY: the fake device runs no GPU work.
         unsafe { allocator.free(old) }.unwrap();
         allocator.destroy_pool(first).unwrap();
 
         let second = allocator.create_pool(&desc).unwrap();
-        assert_eq!(second.tag.slot(), first.tag.slot());
-        assert_ne!(second.tag, old_tag);
+        assert_eq!(second.tag().slot(), first.tag().slot());
+        assert_ne!(second.tag(), old_tag);
         let new = allocator.allocate(&request(second)).unwrap();
         let stale = Allocation {
             memory: new.memory,
             offset: new.offset,
             size: new.size,
-            memory_type: new.memory_type,
+            home: Home::new(new.memory_type(), old_tag),
             location: new.location,
             allocator: new.allocator,
-            pool: old_tag,
             mapped: new.mapped,
         };
         assert!(!allocator.owns(&stale));

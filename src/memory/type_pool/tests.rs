@@ -29,10 +29,9 @@ fn stale_slots_are_refused() {
         memory: a.memory,
         offset: a.offset,
         size: a.size,
-        memory_type: a.memory_type,
+        home: a.home,
         location: a.location,
         allocator: a.allocator,
-        pool: a.pool,
         mapped: a.mapped,
     };
     // A range of its own (runs come from existing blocks), then slot 0 of
