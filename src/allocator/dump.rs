@@ -1,24 +1,27 @@
 //! Memory maps and dumps of an [`Allocator`]: the walk over every block,
-//! under one memory type's lock at a time, that the
-//! [`report`](crate::report) renderers draw from.
+//! under one pool's lock at a time (each memory type's default pool, then
+//! each custom pool), that the [`report`](crate::report) renderers draw
+//! from.
 
 use gpu_alloc_types::MemoryPropertyFlags;
 
-use super::{lock, Allocator};
+use super::{lock, read, Allocator};
 use crate::device::MemoryDeviceExt;
 use crate::memory::type_pool::TypePool;
 use crate::report::{
-    BlockMap, DedicatedMap, HeapMap, MemoryMap, MemoryTypeMap, RangeKind, RangeMap,
+    BlockMap, DedicatedMap, HeapMap, MemoryMap, MemoryTypeMap, PoolMap, RangeKind, RangeMap,
 };
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// A snapshot of every block with its allocations and free ranges in
-    /// address order, and of every dedicated allocation.
+    /// address order, and of every dedicated allocation, those of custom
+    /// pools ([`MemoryTypeMap::custom_pools`]) included.
     ///
-    /// Each memory type is read under its lock, one type after another:
-    /// allocations in other types proceed meanwhile, those in the type being
-    /// read wait for the walk. Meant for debugging and out-of-memory reports,
-    /// not for every frame ([`stats`](Self::stats) is).
+    /// Each pool (the default pool of each memory type, then each custom
+    /// pool) is read under its lock, one pool after another: allocations in
+    /// other pools proceed meanwhile, those in the pool being read wait for
+    /// the walk. Meant for debugging and out-of-memory reports, not for every
+    /// frame ([`stats`](Self::stats) is).
     ///
     /// # Time complexity
     /// O(n log n) for n allocations and free ranges (each block's are sorted
@@ -27,7 +30,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let properties = &self.context.properties;
         let device = &properties.device;
         let granularity = properties.buffer_image_granularity;
-        let memory_types: Vec<MemoryTypeMap> = self
+        let mut memory_types: Vec<MemoryTypeMap> = self
             .pools
             .iter()
             .zip(device.memory_types.iter())
@@ -41,9 +44,18 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     preferred_block_size: self.context.preferred_block_size(index as u32),
                     blocks: block_maps(&pool),
                     dedicated: dedicated_maps(&pool),
+                    custom_pools: Vec::new(),
                 }
             })
             .collect();
+        // Lock order: `custom`, then one pool; no default pool is held.
+        for (_, pool) in read(&self.custom).iter() {
+            let pool = lock(pool);
+            if let Some(memory_type) = memory_types.get_mut(pool.memory_type() as usize) {
+                let map = self.pool_map(&pool, memory_type.heap);
+                memory_type.custom_pools.push(map);
+            }
+        }
         let budgets = self.context.fresh_heap_budgets();
         let heaps = device
             .memory_heaps
@@ -65,6 +77,24 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             non_coherent_atom_size: device.non_coherent_atom_size,
             max_memory_allocation_count: device.max_memory_allocation_count,
             gpu: properties.gpu.clone(),
+        }
+    }
+
+    /// The map of custom pool `pool`, whose memory type is in `heap`.
+    fn pool_map(&self, pool: &TypePool<M>, heap: u32) -> PoolMap {
+        let policy = pool.policy();
+        PoolMap {
+            name: pool.name().map(str::to_owned),
+            memory_type: pool.memory_type(),
+            heap,
+            block_size: policy.block_size,
+            preferred_block_size: pool.preferred_block_size(&self.context),
+            // Both come from `PoolDesc`'s u32s; no limit is u64::MAX,
+            // which no u32 holds.
+            min_blocks: u32::try_from(policy.min_blocks).unwrap_or(u32::MAX),
+            max_blocks: u32::try_from(policy.max_blocks).ok(),
+            blocks: block_maps(pool),
+            dedicated: dedicated_maps(pool),
         }
     }
 

@@ -3,7 +3,8 @@
 //! [`Stats`](super::Stats) are running counters, cheap every frame. A memory
 //! map is the full picture, for the moments a developer needs to see where
 //! memory went: each `VkDeviceMemory` block with its allocations and free
-//! ranges in address order, and each dedicated allocation. It is what the
+//! ranges in address order, and each dedicated allocation, those of custom
+//! pools ([`PoolMap`]) beside their memory type's default pool. It is what the
 //! VMA-format JSON dump ([`MemoryMap::to_vma_json`]) and the SVG picture
 //! ([`MemoryMap::to_svg`]) are drawn from, and it is plain data, so an engine
 //! can also draw it in its own debug UI.
@@ -174,7 +175,62 @@ pub struct DedicatedMap {
     pub name: Option<String>,
 }
 
-/// One memory type: its blocks and dedicated allocations.
+/// One custom pool ([`Allocator::create_pool`](crate::Allocator::create_pool)):
+/// its blocks and dedicated allocations, and what it fixes about its blocks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolMap {
+    /// The pool's name ([`PoolDesc::name`](crate::PoolDesc::name)), when it
+    /// was given one.
+    pub name: Option<String>,
+    /// The memory type of its blocks.
+    pub memory_type: u32,
+    /// That type's heap.
+    pub heap: u32,
+    /// The size of every block, when the pool fixes it
+    /// ([`PoolDesc::block_size`](crate::PoolDesc::block_size)); `None`: its
+    /// blocks grow as the default pool's do.
+    pub block_size: Option<u64>,
+    /// The size of its full-grown blocks: `block_size` when fixed, else the
+    /// memory type's preferred size (VMA's `PreferredBlockSize`).
+    pub preferred_block_size: u64,
+    /// Blocks made with the pool and kept through emptying and
+    /// [`Allocator::trim`](crate::Allocator::trim)
+    /// ([`PoolDesc::min_blocks`](crate::PoolDesc::min_blocks)).
+    pub min_blocks: u32,
+    /// The most blocks it may hold
+    /// ([`PoolDesc::max_blocks`](crate::PoolDesc::max_blocks)); `None`: no
+    /// limit.
+    pub max_blocks: Option<u32>,
+    /// Blocks, oldest first. Their ids are numbered within the pool, so a
+    /// block of the default pool of the same type may have the same id.
+    pub blocks: Vec<BlockMap>,
+    /// Dedicated allocations.
+    pub dedicated: Vec<DedicatedMap>,
+}
+
+impl PoolMap {
+    /// VMA's detailed statistics of this pool: dedicated allocations count
+    /// as a block and an allocation each, as in VMA.
+    pub fn detailed_stats(&self) -> DetailedStats {
+        stats_of(&self.blocks, &self.dedicated)
+    }
+}
+
+/// VMA's detailed statistics of `blocks` and `dedicated` allocations.
+fn stats_of(blocks: &[BlockMap], dedicated: &[DedicatedMap]) -> DetailedStats {
+    let mut stats = blocks
+        .iter()
+        .map(BlockMap::detailed_stats)
+        .fold(DetailedStats::default(), DetailedStats::merged);
+    for dedicated in dedicated {
+        stats.add_block(dedicated.size);
+        stats.add_allocation(dedicated.size);
+    }
+    stats
+}
+
+/// One memory type: the blocks and dedicated allocations of its default
+/// pool, and its custom pools.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryTypeMap {
     /// Memory type index.
@@ -185,26 +241,42 @@ pub struct MemoryTypeMap {
     pub props: MemoryPropertyFlags,
     /// The size of full-grown blocks of this type (first blocks are smaller).
     pub preferred_block_size: u64,
-    /// Blocks, oldest first.
+    /// Blocks of the default pool, oldest first.
     pub blocks: Vec<BlockMap>,
-    /// Dedicated allocations.
+    /// Dedicated allocations of the default pool.
     pub dedicated: Vec<DedicatedMap>,
+    /// The custom pools of this type, in the order of their slots in the
+    /// allocator (creation order, but that a new pool takes the slot of a
+    /// destroyed one).
+    pub custom_pools: Vec<PoolMap>,
 }
 
 impl MemoryTypeMap {
-    /// VMA's detailed statistics of this type: dedicated allocations count
-    /// as a block and an allocation each, as in VMA.
+    /// VMA's detailed statistics of this type, custom pools included (as
+    /// [`Allocator::stats`](crate::Allocator::stats) counts them):
+    /// dedicated allocations count as a block and an allocation each, as
+    /// in VMA.
     pub fn detailed_stats(&self) -> DetailedStats {
-        let mut stats = self
-            .blocks
+        self.custom_pools.iter().map(PoolMap::detailed_stats).fold(
+            stats_of(&self.blocks, &self.dedicated),
+            DetailedStats::merged,
+        )
+    }
+
+    /// Live allocations, blocks and dedicated, custom pools included.
+    pub fn allocation_count(&self) -> usize {
+        let count = |blocks: &[BlockMap], dedicated: &[DedicatedMap]| {
+            blocks
+                .iter()
+                .map(|b| b.allocations().count())
+                .sum::<usize>()
+                + dedicated.len()
+        };
+        self.custom_pools
             .iter()
-            .map(BlockMap::detailed_stats)
-            .fold(DetailedStats::default(), DetailedStats::merged);
-        for dedicated in &self.dedicated {
-            stats.add_block(dedicated.size);
-            stats.add_allocation(dedicated.size);
-        }
-        stats
+            .map(|pool| count(&pool.blocks, &pool.dedicated))
+            .sum::<usize>()
+            + count(&self.blocks, &self.dedicated)
     }
 }
 
@@ -226,9 +298,10 @@ pub struct HeapMap {
 /// A snapshot of all device memory an allocator holds, from
 /// [`Allocator::memory_map`](crate::Allocator::memory_map).
 ///
-/// Each memory type is read under its own lock, one after another, so each
-/// type's part is consistent; figures across types may straddle concurrent
-/// allocations on other threads.
+/// Each pool (a memory type's default pool, each custom pool) is read under
+/// its own lock, one after another, so each pool's part is consistent;
+/// figures across pools may straddle concurrent allocations on other
+/// threads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryMap {
     /// One entry per memory type, by index.
@@ -267,7 +340,13 @@ impl MemoryMap {
         self
     }
 
-    /// VMA's detailed statistics over every memory type.
+    /// Every custom pool, by memory type.
+    pub fn custom_pools(&self) -> impl Iterator<Item = &PoolMap> + '_ {
+        self.memory_types.iter().flat_map(|t| &t.custom_pools)
+    }
+
+    /// VMA's detailed statistics over every memory type, custom pools
+    /// included.
     pub fn total_stats(&self) -> DetailedStats {
         self.memory_types
             .iter()
@@ -275,7 +354,8 @@ impl MemoryMap {
             .fold(DetailedStats::default(), DetailedStats::merged)
     }
 
-    /// VMA's detailed statistics over the memory types of `heap`.
+    /// VMA's detailed statistics over the memory types of `heap`, custom
+    /// pools included.
     pub fn heap_stats(&self, heap: u32) -> DetailedStats {
         self.memory_types
             .iter()
@@ -284,17 +364,11 @@ impl MemoryMap {
             .fold(DetailedStats::default(), DetailedStats::merged)
     }
 
-    /// Live allocations, blocks and dedicated.
+    /// Live allocations, blocks and dedicated, custom pools included.
     pub fn allocation_count(&self) -> usize {
         self.memory_types
             .iter()
-            .map(|t| {
-                t.blocks
-                    .iter()
-                    .map(|b| b.allocations().count())
-                    .sum::<usize>()
-                    + t.dedicated.len()
-            })
+            .map(MemoryTypeMap::allocation_count)
             .sum()
     }
 }

@@ -5,7 +5,8 @@
 //!   counters per memory type and heap, cheap enough for every frame.
 //! - [`MemoryMap`], from [`Allocator::memory_map`](crate::Allocator::memory_map):
 //!   every block with its allocations and free ranges in address order, and
-//!   every dedicated allocation. It walks all allocations, so take it when
+//!   every dedicated allocation, custom pools' ([`PoolMap`]) beside their
+//!   memory type's default pool. It walks all allocations, so take it when
 //!   you need it (a debug key, an out-of-memory report), not every frame.
 //! - [`Allocator::stats_json`](crate::Allocator::stats_json) /
 //!   [`MemoryMap::to_vma_json`]: the map as JSON in the format of VMA's
@@ -58,6 +59,6 @@ mod vma_json;
 pub use crate::device::GpuInfo;
 pub use detailed_stats::DetailedStats;
 pub use memory_map::{
-    BlockMap, DedicatedMap, HeapMap, MemoryMap, MemoryTypeMap, RangeKind, RangeMap,
+    BlockMap, DedicatedMap, HeapMap, MemoryMap, MemoryTypeMap, PoolMap, RangeKind, RangeMap,
 };
 pub use stats::{HeapStats, Stats, TypeStats};

@@ -170,6 +170,7 @@ fn report_figures_past_u64_max_saturate() {
         preferred_block_size: u64::MAX,
         blocks: vec![block(0), block(1)],
         dedicated: vec![dedicated.clone(), dedicated],
+        custom_pools: Vec::new(),
     };
     let map = MemoryMap {
         memory_types: vec![memory_type.clone(), memory_type],

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{Location, TypePool};
+use super::{Location, PoolPolicy, TypePool};
 use crate::memory::block::Block;
 use crate::memory::runs::Run;
 use crate::memory::slab::SlabKey;
@@ -51,6 +51,17 @@ impl<M> TypePool<M> {
                 self.runs.name(run, slot)
             }
         }
+    }
+
+    /// A custom pool's name; `None` for a default pool or an unnamed one.
+    pub(crate) fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// What the pool fixes about its blocks ([`PoolPolicy::DEFAULT`] for a
+    /// default pool).
+    pub(crate) fn policy(&self) -> PoolPolicy {
+        self.policy
     }
 
     /// Whether `location` names a live allocation.

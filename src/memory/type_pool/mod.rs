@@ -327,7 +327,10 @@ impl<M> TypePool<M> {
 
     /// The size of this pool's blocks: its fixed size, or the memory type's
     /// preferred size, which the first blocks grow to.
-    fn preferred_block_size<D: MemoryDeviceExt<M>>(&self, context: &MemoryContext<D>) -> u64 {
+    pub(crate) fn preferred_block_size<D: MemoryDeviceExt<M>>(
+        &self,
+        context: &MemoryContext<D>,
+    ) -> u64 {
         self.policy
             .block_size
             .unwrap_or_else(|| context.preferred_block_size(self.memory_type))
