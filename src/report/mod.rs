@@ -40,7 +40,11 @@
 //!   device-local (exact: the spec ties the two), never `MULTI_INSTANCE`;
 //! - `Usage` is 0, as VMA writes for memory allocated without a resource;
 //! - a block's `MapRefCount` is 1 when it is persistently mapped, else 0;
-//! - `CustomPools` is empty: there are no custom pools;
+//! - `CustomPools` lists a memory type's custom pools in the order of their
+//!   slots in the allocator: creation order, but that a pool made after
+//!   one was destroyed may take its slot (VMA lists them in creation
+//!   order); each `Name` is VMA's, the pool's index in that list, then
+//!   ` - ` and its name when it has one;
 //! - an allocation's `Size`, and the byte figures of blocks, pools and
 //!   heaps, count the bytes it holds in its block, as VMA's do: its
 //!   requested size rounded up to its alignment (at most to a multiple

@@ -13,13 +13,18 @@ use gpu_alloc_types::MemoryPropertyFlags;
 
 use super::detailed_stats::DetailedStats;
 use super::json_writer::JsonWriter;
-use super::memory_map::{property_flag_names, BlockMap, MemoryMap, MemoryTypeMap, RangeKind};
+use super::memory_map::{
+    property_flag_names, BlockMap, DedicatedMap, MemoryMap, MemoryTypeMap, PoolMap, RangeKind,
+};
 
 impl MemoryMap {
     /// The map as JSON in the format of VMA's `vmaBuildStatsString`.
     /// `detailed` adds `DefaultPools` (every block with its allocations and
     /// free ranges, every dedicated allocation), which `GpuMemDumpVis.py`
-    /// needs to draw anything.
+    /// needs to draw anything, and `CustomPools`, the same for each custom
+    /// pool, by memory type. As in VMA, a custom pool's `Name` is its index
+    /// among its type's pools, then ` - ` and its name when it has one
+    /// (`"0 - textures"`), so that no two pools of a type share a name.
     ///
     /// # Time complexity
     /// O(blocks + allocations + free ranges).
@@ -39,6 +44,9 @@ impl MemoryMap {
             json.end_object();
             json.string("CustomPools");
             json.begin_object(false);
+            for memory_type in &self.memory_types {
+                write_custom_pools(&mut json, memory_type);
+            }
             json.end_object();
         }
         json.end_object();
@@ -147,16 +155,65 @@ fn write_type_flags(json: &mut JsonWriter, props: MemoryPropertyFlags) {
 fn write_default_pool(json: &mut JsonWriter, memory_type: &MemoryTypeMap) {
     json.string(&format!("Type {}", memory_type.memory_type));
     json.begin_object(false);
-    json.key_number("PreferredBlockSize", memory_type.preferred_block_size);
+    write_pool_contents(
+        json,
+        memory_type.preferred_block_size,
+        &memory_type.blocks,
+        &memory_type.dedicated,
+    );
+    json.end_object();
+}
+
+/// The `CustomPools."Type N"` array of a memory type with custom pools
+/// (`VmaAllocator_T::PrintDetailedMap`); nothing for a type without.
+fn write_custom_pools(json: &mut JsonWriter, memory_type: &MemoryTypeMap) {
+    if memory_type.custom_pools.is_empty() {
+        return;
+    }
+    json.string(&format!("Type {}", memory_type.memory_type));
+    json.begin_array(false);
+    for (index, pool) in memory_type.custom_pools.iter().enumerate() {
+        json.begin_object(false);
+        json.key_string("Name", &vma_pool_name(index, pool));
+        write_pool_contents(
+            json,
+            pool.preferred_block_size,
+            &pool.blocks,
+            &pool.dedicated,
+        );
+        json.end_object();
+    }
+    json.end_array();
+}
+
+/// VMA's `Name` of the `index`th custom pool of a memory type: the index,
+/// then ` - ` and the pool's name when it has one. `GpuMemDumpVis.py`
+/// reads it for every pool and keys pools by it.
+fn vma_pool_name(index: usize, pool: &PoolMap) -> String {
+    match &pool.name {
+        Some(name) => format!("{index} - {name}"),
+        None => index.to_string(),
+    }
+}
+
+/// A pool's `PreferredBlockSize`, `Blocks` and `DedicatedAllocations`,
+/// default and custom pools alike.
+fn write_pool_contents(
+    json: &mut JsonWriter,
+    preferred_block_size: u64,
+    blocks: &[BlockMap],
+    dedicated: &[DedicatedMap],
+) {
+    json.key_number("PreferredBlockSize", preferred_block_size);
     json.string("Blocks");
     json.begin_object(false);
-    for block in &memory_type.blocks {
+    for block in blocks {
         write_block(json, block);
     }
     json.end_object();
     json.string("DedicatedAllocations");
     json.begin_array(false);
-    for dedicated in &memory_type.dedicated {
+    for dedicated in dedicated {
         json.begin_object(true);
         write_allocation_parameters(
             json,
@@ -167,7 +224,6 @@ fn write_default_pool(json: &mut JsonWriter, memory_type: &MemoryTypeMap) {
         json.end_object();
     }
     json.end_array();
-    json.end_object();
 }
 
 /// `VmaBlockVector::PrintDetailedMap` for one block, then the metadata's
