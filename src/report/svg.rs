@@ -1,6 +1,8 @@
 //! The memory map as an SVG picture: open it in a browser.
 //!
-//! One row per block and per dedicated allocation, grouped by memory type.
+//! One row per block and per dedicated allocation, grouped by memory type:
+//! the default pool's first, then each custom pool's under a heading that
+//! names the pool.
 //! Each row spans the full width whatever the block's size (its label gives
 //! the size), so fragmentation is visible in small blocks as in large ones.
 //! Free space is the light grey background; allocations are rectangles
@@ -11,7 +13,8 @@
 use std::fmt::Write;
 
 use super::memory_map::{
-    property_flag_names, BlockMap, DedicatedMap, MemoryMap, MemoryTypeMap, RangeKind, RangeMap,
+    property_flag_names, BlockMap, DedicatedMap, MemoryMap, MemoryTypeMap, PoolMap, RangeKind,
+    RangeMap,
 };
 
 const WIDTH: f64 = 1200.0;
@@ -47,7 +50,8 @@ impl MemoryMap {
         y = legend(&mut body, y);
         let mut empty = true;
         for memory_type in &self.memory_types {
-            if memory_type.blocks.is_empty() && memory_type.dedicated.is_empty() {
+            let pools_empty = memory_type.custom_pools.iter().all(pool_is_empty);
+            if memory_type.blocks.is_empty() && memory_type.dedicated.is_empty() && pools_empty {
                 continue;
             }
             empty = false;
@@ -117,16 +121,97 @@ fn memory_type_rows(out: &mut String, memory_type: &MemoryTypeMap, mut y: f64) -
     );
     bold_text(out, MARGIN, y, &heading);
     y += GAP;
+    let memory_type_index = memory_type.memory_type;
     for block in &memory_type.blocks {
-        y = block_row(out, memory_type.memory_type, block, y);
+        y = block_row(out, memory_type_index, None, block, y);
     }
     for (index, dedicated) in memory_type.dedicated.iter().enumerate() {
-        y = dedicated_row(out, memory_type.memory_type, index, dedicated, y);
+        y = dedicated_row(out, memory_type_index, None, index, dedicated, y);
+    }
+    for (index, pool) in memory_type.custom_pools.iter().enumerate() {
+        if !pool_is_empty(pool) {
+            y = custom_pool_rows(out, index, pool, y);
+        }
     }
     y
 }
 
-fn block_row(out: &mut String, memory_type: u32, block: &BlockMap, mut y: f64) -> f64 {
+/// Whether a custom pool holds no memory: it gets no rows.
+fn pool_is_empty(pool: &PoolMap) -> bool {
+    pool.blocks.is_empty() && pool.dedicated.is_empty()
+}
+
+/// The `index`th custom pool of its memory type, under a heading with its
+/// name, what it fixes about its blocks, and its figures.
+fn custom_pool_rows(out: &mut String, index: usize, pool: &PoolMap, mut y: f64) -> f64 {
+    let stats = pool.detailed_stats();
+    let id = pool_id(index, pool);
+    let mut policy = Vec::new();
+    if let Some(size) = pool.block_size {
+        policy.push(format!("blocks of {}", bytes(size)));
+    }
+    match (pool.min_blocks, pool.max_blocks) {
+        (0, None) => {}
+        (min, None) => policy.push(format!("at least {}", count(min.into(), "block"))),
+        (0, Some(max)) => policy.push(format!("at most {}", count(max.into(), "block"))),
+        (min, Some(max)) => policy.push(format!("{min} to {}", count(max.into(), "block"))),
+    }
+    let policy = if policy.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", policy.join(", "))
+    };
+    y += LABEL;
+    let heading = format!(
+        "Custom pool {id}{policy}: {} in {}, {} of {}",
+        bytes(stats.block_bytes),
+        count(stats.block_count, "memory object"),
+        count(stats.allocation_count, "allocation"),
+        bytes(stats.allocation_bytes),
+    );
+    text_with(out, MARGIN, y, " font-style=\"italic\"", &heading);
+    y += GAP;
+    for block in &pool.blocks {
+        y = block_row(out, pool.memory_type, Some(&id), block, y);
+    }
+    for (index, dedicated) in pool.dedicated.iter().enumerate() {
+        y = dedicated_row(out, pool.memory_type, Some(&id), index, dedicated, y);
+    }
+    y
+}
+
+/// What names a custom pool in the picture: its index among its memory
+/// type's custom pools, as in the JSON dump's `Name`, and its name:
+/// `0 "textures"`, or `1` for an unnamed pool.
+fn pool_id(index: usize, pool: &PoolMap) -> String {
+    match &pool.name {
+        Some(name) => format!("{index} \"{name}\""),
+        None => index.to_string(),
+    }
+}
+
+/// A row's label: `Block 3` (`row`) in a default pool, `Custom pool 0
+/// "textures", block 3` in the custom pool `pool` names ([`pool_id`]).
+fn row_label(pool: Option<&str>, row: &str) -> String {
+    match pool {
+        Some(pool) => format!("Custom pool {pool}, {}", row.to_lowercase()),
+        None => row.to_owned(),
+    }
+}
+
+/// ` in custom pool 0 "textures"` for a tooltip, or nothing in a default
+/// pool.
+fn in_pool(pool: Option<&str>) -> String {
+    pool.map_or_else(String::new, |pool| format!(" in custom pool {pool}"))
+}
+
+fn block_row(
+    out: &mut String,
+    memory_type: u32,
+    pool: Option<&str>,
+    block: &BlockMap,
+    mut y: f64,
+) -> f64 {
     let stats = block.detailed_stats();
     y += LABEL;
     let largest_free = if stats.unused_range_count == 0 {
@@ -135,8 +220,8 @@ fn block_row(out: &mut String, memory_type: u32, block: &BlockMap, mut y: f64) -
         stats.unused_range_size_max
     };
     let label = format!(
-        "Block {}: {}, {}, {} free in {} (largest {})",
-        block.id,
+        "{}: {}, {}, {} free in {} (largest {})",
+        row_label(pool, &format!("Block {}", block.id)),
         bytes(block.size),
         count(stats.allocation_count, "allocation"),
         bytes(stats.unused_bytes()),
@@ -146,8 +231,9 @@ fn block_row(out: &mut String, memory_type: u32, block: &BlockMap, mut y: f64) -
     text(out, MARGIN, y - 4.0, &label);
     out.push_str("<g class=\"block\">\n");
     let title = format!(
-        "block {memory_type}/{}: VkDeviceMemory {:#x}, {} bytes{}",
+        "block {memory_type}/{}{}: VkDeviceMemory {:#x}, {} bytes{}",
         block.id,
+        in_pool(pool),
         ash::vk::Handle::as_raw(block.memory),
         block.size,
         if block.mapped { ", mapped" } else { "" }
@@ -178,13 +264,15 @@ fn block_row(out: &mut String, memory_type: u32, block: &BlockMap, mut y: f64) -
 fn dedicated_row(
     out: &mut String,
     memory_type: u32,
+    pool: Option<&str>,
     index: usize,
     dedicated: &DedicatedMap,
     mut y: f64,
 ) -> f64 {
     y += LABEL;
     let label = format!(
-        "Dedicated allocation {index}: {}, {}, {}",
+        "{}: {}, {}, {}",
+        row_label(pool, &format!("Dedicated allocation {index}")),
         bytes(dedicated.size),
         dedicated.kind.vma_name(),
         quoted_name(dedicated.name.as_deref()),
@@ -192,10 +280,11 @@ fn dedicated_row(
     text(out, MARGIN, y - 4.0, &label);
     let (fill, class) = style(dedicated.kind);
     let title = format!(
-        "{} ({}): dedicated VkDeviceMemory {:#x} of memory type {memory_type}, {} bytes{}",
+        "{} ({}): dedicated VkDeviceMemory {:#x} of memory type {memory_type}{}, {} bytes{}",
         quoted_name(dedicated.name.as_deref()),
         dedicated.kind.vma_name(),
         ash::vk::Handle::as_raw(dedicated.memory),
+        in_pool(pool),
         dedicated.size,
         if dedicated.mapped { ", mapped" } else { "" }
     );
