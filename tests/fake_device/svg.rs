@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::Usage;
 
-use super::report::{free_all, populate};
+use super::report::{free_all, free_pools, populate, populate_pools};
 use super::{allocator, buffer, finish, free};
 
 /// Checks that tags nest and close, and returns the names of the elements
@@ -334,5 +334,91 @@ fn svg_block_label_gives_the_largest_free_range() {
         "{label}"
     );
     allocator.trim();
+    finish(allocator, &device);
+}
+
+/// Custom pools are drawn after the default pool of their memory type,
+/// each under a heading with its index, name and block policy, its rows
+/// labelled with the pool, every allocation one rectangle; the type's
+/// heading counts them.
+#[test]
+fn svg_names_custom_pools_after_their_types_default_pool() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let mut live = populate(&allocator);
+    let (pools, pooled) = populate_pools(&allocator);
+    let map = allocator.memory_map();
+    let svg = map.to_svg();
+    balanced_elements(&svg);
+    assert_eq!(
+        svg.matches("class=\"alloc ").count(),
+        live.len() + pooled.len()
+    );
+    let blocks: usize = map
+        .memory_types
+        .iter()
+        .map(|t| t.blocks.len() + t.custom_pools.iter().map(|p| p.blocks.len()).sum::<usize>())
+        .sum();
+    assert_eq!(svg.matches("class=\"block\"").count(), blocks * 2);
+
+    let vram = pools[0].memory_type();
+    let name = "&quot;streamed &quot;&lt;textures&gt;&quot;&quot;";
+    let position = |text: &str| {
+        svg.find(text)
+            .unwrap_or_else(|| panic!("{text} missing in\n{svg}"))
+    };
+    let type_heading = position(&format!(">Memory type {vram} ("));
+    let default_rows = type_heading + svg[type_heading..].find(">Block 0: ").unwrap();
+    let named = position(&format!(
+        ">Custom pool 0 {name} (blocks of 1 MiB, at most 3 blocks): 4 MiB in 3 memory objects, \
+         4 allocations of 3.5 MiB<"
+    ));
+    let first_block = position(&format!(
+        ">Custom pool 0 {name}, block 0: 1 MiB, 2 allocations, 0 B free"
+    ));
+    let second_block = position(&format!(
+        ">Custom pool 0 {name}, block 1: 1 MiB, 1 allocation, 512 KiB free"
+    ));
+    let dedicated = position(&format!(
+        ">Custom pool 0 {name}, dedicated allocation 0: 2 MiB, BUFFER, &quot;pool dedicated&quot;<"
+    ));
+    let unnamed = position(">Custom pool 1 (at least 1 block): ");
+    let unnamed_block = position(">Custom pool 1, block 0: ");
+    let order = [
+        type_heading,
+        default_rows,
+        named,
+        first_block,
+        second_block,
+        dedicated,
+        unnamed,
+        unnamed_block,
+    ];
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+    // The next memory type's heading comes after the pools.
+    if let Some(next) = svg[type_heading + 1..].find(">Memory type ") {
+        assert!(unnamed_block < type_heading + 1 + next);
+    }
+    // Tooltips name the pool too.
+    assert!(svg.contains(&format!(
+        "block {vram}/0 in custom pool 0 {name}: VkDeviceMemory"
+    )));
+    assert!(svg.contains(&format!(
+        "of memory type {vram} in custom pool 0 {name}, 2097152 bytes"
+    )));
+    // The type's heading counts its custom pools, as stats() does.
+    let t = &allocator.stats().memory_types[vram as usize];
+    let heading_end = svg[type_heading..].find('<').unwrap() + type_heading;
+    let heading = &svg[type_heading..heading_end];
+    let objects = t.blocks + t.dedicated_allocations;
+    assert!(
+        heading.contains(&format!(
+            " in {objects} memory objects, {} allocations",
+            t.allocations()
+        )),
+        "{heading}"
+    );
+
+    live.extend(pooled);
+    free_pools(&allocator, pools, live);
     finish(allocator, &device);
 }
