@@ -69,6 +69,25 @@ fn a_pool_has_blocks_of_its_own_counted_in_its_type() {
         .iter()
         .all(|a| a.is_in_custom_pool() && a.memory_type() == VRAM));
     assert!(!default.is_in_custom_pool());
+    // Debug names tell the pools' blocks apart, named or not.
+    let unnamed = allocator.create_pool(&PoolDesc::new(VRAM)).unwrap();
+    let in_unnamed = allocator.allocate(&in_pool(unnamed, MIB)).unwrap();
+    let mut names: Vec<_> = device
+        .live_allocations()
+        .into_iter()
+        .map(|m| m.name.unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "vk-suballoc block 1/0",
+            "vk-suballoc custom pool block 1/0",
+            "vk-suballoc pool \"meshes\" block 1/0"
+        ]
+    );
+    free(&allocator, in_unnamed);
+    allocator.destroy_pool(unnamed).unwrap();
 
     let stats = allocator.pool_stats(&pool).unwrap();
     assert_eq!((stats.blocks, stats.block_allocations), (1, 4));

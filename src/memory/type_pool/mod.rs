@@ -88,6 +88,8 @@ pub(crate) struct TypePool<M> {
     runs: Runs,
     next_serial: u32,
     policy: PoolPolicy,
+    /// Whether it is a custom pool: its blocks' debug names say so.
+    custom: bool,
     /// A custom pool's name, in its blocks' debug names and leak reports.
     name: Option<Box<str>>,
     pub(crate) counters: PoolCounters,
@@ -96,13 +98,17 @@ pub(crate) struct TypePool<M> {
 impl<M> TypePool<M> {
     /// The default pool of `memory_type`.
     pub(crate) fn new(memory_type: u32) -> Self {
-        Self::with_policy(memory_type, PoolPolicy::DEFAULT, None)
+        Self {
+            custom: false,
+            ..Self::with_policy(memory_type, PoolPolicy::DEFAULT, None)
+        }
     }
 
     /// A pool of `memory_type` whose blocks follow `policy`: a custom pool.
     /// Makes no block yet ([`make_min_blocks`](Self::make_min_blocks) does).
     pub(crate) fn with_policy(memory_type: u32, policy: PoolPolicy, name: Option<&str>) -> Self {
         Self {
+            custom: true,
             memory_type,
             blocks: Slab::new(),
             order: [Vec::new(), Vec::new()],
@@ -513,6 +519,10 @@ impl<M> TypePool<M> {
         let name = match &self.name {
             Some(pool) => format!(
                 "vk-suballoc pool {pool:?} block {}/{serial}",
+                self.memory_type
+            ),
+            None if self.custom => format!(
+                "vk-suballoc custom pool block {}/{serial}",
                 self.memory_type
             ),
             None => format!("vk-suballoc block {}/{serial}", self.memory_type),
