@@ -220,6 +220,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::OutOfHostMemory`] also when the host cannot allocate a new
     /// block's slot table (no other memory type is tried then).
     ///
+    /// A request naming a custom pool ([`AllocationDesc::pool`]) is checked
+    /// the same way, but for [`Error::ForeignPool`] first, and
+    /// [`Error::PoolTypeNotAllowed`] in place of the memory type checks;
+    /// then [`Error::StalePool`], [`Error::TooLargeForPool`],
+    /// [`Error::PoolFull`], and the device's errors for its one memory type.
+    ///
     /// # Time complexity
     /// O(1) per block tried when a block has room (no loop over allocations);
     /// a `vkAllocateMemory` call otherwise.
