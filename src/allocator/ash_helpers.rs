@@ -197,6 +197,74 @@ impl Allocator<AshMemoryDevice> {
             .dedicated_target(DedicatedTarget::Buffer(buffer))
     }
 
+    /// The memory type a buffer made from `info` would take first with
+    /// `usage`: [`memory_type_for`](Self::memory_type_for) with the
+    /// buffer's `memoryTypeBits` (VMA's
+    /// `vmaFindMemoryTypeIndexForBufferInfo`), to make a custom pool for
+    /// such buffers. Creates the buffer and destroys it at once; with
+    /// `SHADER_DEVICE_ADDRESS` usage, asks for a device-address type.
+    ///
+    /// # Errors
+    /// As [`memory_type_for`](Self::memory_type_for), and `vkCreateBuffer`
+    /// failures as [`Error::Device`] (or the matching variant).
+    ///
+    /// # Safety
+    /// As [`create_buffer`](Self::create_buffer).
+    pub unsafe fn memory_type_for_buffer(
+        &self,
+        info: &vk::BufferCreateInfo<'_>,
+        usage: Usage,
+    ) -> Result<u32, Error> {
+        let device = self.device().device();
+        // SAFETY: the caller guarantees a valid create info.
+        let buffer = unsafe { device.create_buffer(info, None) }.map_err(DeviceError::from)?;
+        // SAFETY: just created from this device, and not used by anything.
+        let requirements = unsafe {
+            let requirements = device.get_buffer_memory_requirements(buffer);
+            device.destroy_buffer(buffer, None);
+            requirements
+        };
+        let usage = if info
+            .usage
+            .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
+        {
+            usage | Usage::DEVICE_ADDRESS
+        } else {
+            usage
+        };
+        self.memory_type_for(requirements.memory_type_bits, usage)
+    }
+
+    /// The memory type an image made from `info` would take first with
+    /// `usage`, as [`memory_type_for_buffer`](Self::memory_type_for_buffer)
+    /// for buffers (VMA's `vmaFindMemoryTypeIndexForImageInfo`).
+    ///
+    /// # Errors
+    /// As [`memory_type_for`](Self::memory_type_for), and `vkCreateImage`
+    /// failures as [`Error::Device`] (or the matching variant).
+    ///
+    /// # Safety
+    /// `info` is a valid `VkImageCreateInfo` for this device, and not of a
+    /// disjoint multi-planar image (whose planes have requirements of their
+    /// own).
+    pub unsafe fn memory_type_for_image(
+        &self,
+        info: &vk::ImageCreateInfo<'_>,
+        usage: Usage,
+    ) -> Result<u32, Error> {
+        let device = self.device().device();
+        // SAFETY: the caller guarantees a valid create info.
+        let image = unsafe { device.create_image(info, None) }.map_err(DeviceError::from)?;
+        // SAFETY: just created from this device, not disjoint, and not used
+        // by anything.
+        let requirements = unsafe {
+            let requirements = device.get_image_memory_requirements(image);
+            device.destroy_image(image, None);
+            requirements
+        };
+        self.memory_type_for(requirements.memory_type_bits, usage)
+    }
+
     /// The request for `image`'s memory: its requirements, its kind from
     /// `tiling`, and the driver's dedicated hint with the image as target.
     ///

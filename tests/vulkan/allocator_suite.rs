@@ -107,9 +107,22 @@ test_each_profile!(
             if usage.needs_host_access() {
                 assert!(allocation.mapped_ptr().is_some(), "{profile} {usage:?}");
             }
+            // What a custom pool for such buffers would be made of.
+            // SAFETY: a valid create info.
+            let for_buffer = unsafe { allocator.memory_type_for_buffer(&buffer_info(4096), usage) };
+            assert_eq!(for_buffer, Ok(allocation.memory_type()), "{profile} {usage:?}");
             // SAFETY: never used by the GPU.
             unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
         }
+        // Images too: the type the query names is the one an image takes.
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+        // SAFETY: a valid create info.
+        let (image, allocation) = unsafe { allocator.create_image(&image_info(16, 16), &desc) }.unwrap();
+        // SAFETY: as above.
+        let for_image = unsafe { allocator.memory_type_for_image(&image_info(16, 16), Usage::DEVICE_LOCAL) };
+        assert_eq!(for_image, Ok(allocation.memory_type()), "{profile}");
+        // SAFETY: never used by the GPU.
+        unsafe { allocator.destroy_image(image, allocation) }.unwrap();
     }
 );
 
