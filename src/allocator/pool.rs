@@ -40,7 +40,7 @@ use crate::Error;
 ///     .name("textures");
 /// assert_eq!(desc.max_blocks, Some(4));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PoolDesc<'a> {
     /// The memory type of every block: [`Allocator::memory_type_for`] picks
     /// one for a usage, as for any request.
@@ -58,6 +58,12 @@ pub struct PoolDesc<'a> {
     pub max_blocks: Option<u32>,
     /// The pool's name, in its blocks' debug names, memory maps and dumps.
     pub name: Option<&'a str>,
+    /// `VK_EXT_memory_priority` priority in `[0, 1]` of its blocks, and of
+    /// its dedicated allocations whose request names none; ignored when
+    /// the extension is not enabled. As
+    /// [`AllocationDesc::priority`](crate::AllocationDesc::priority): clamped
+    /// to the range, NaN means 0.5.
+    pub priority: Option<f32>,
 }
 
 impl<'a> PoolDesc<'a> {
@@ -69,6 +75,7 @@ impl<'a> PoolDesc<'a> {
             min_blocks: 0,
             max_blocks: None,
             name: None,
+            priority: None,
         }
     }
 
@@ -93,6 +100,12 @@ impl<'a> PoolDesc<'a> {
     /// Sets the name.
     pub const fn name(mut self, name: &'a str) -> Self {
         self.name = Some(name);
+        self
+    }
+
+    /// Sets the memory priority of its memory objects.
+    pub const fn priority(mut self, priority: f32) -> Self {
+        self.priority = Some(priority);
         self
     }
 }
@@ -324,6 +337,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     pub fn create_pool(&self, desc: &PoolDesc<'_>) -> Result<Pool, Error> {
         let policy = self.pool_policy(desc)?;
         let mut pool = TypePool::with_policy(desc.memory_type, policy, desc.name);
+        pool.set_priority(desc.priority);
         pool.make_min_blocks(&self.context)?;
         // The blocks are made before the table is locked for writing, so
         // that other pools' requests do not wait for vkAllocateMemory.

@@ -548,3 +548,46 @@ fn defragmentation_stays_in_the_pool_and_keeps_min_blocks() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+#[test]
+fn a_pools_priority_reaches_its_memory_objects() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(VRAM).min_blocks(1).priority(0.75))
+        .unwrap();
+    let dedicated = |priority: Option<f32>| {
+        let mut desc = AllocationDesc::new(Usage::DEVICE_LOCAL)
+            .pool(pool)
+            .dedicated(DedicatedPolicy::Always);
+        desc.priority = priority;
+        let request = Request::with_desc(requirements(MIB, 256), ResourceKind::Buffer, desc);
+        allocator.allocate(&request).unwrap()
+    };
+    let own = dedicated(Some(0.25));
+    let inherited = dedicated(None);
+    let outside = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let priority_of = |memory| {
+        device
+            .live_allocations()
+            .into_iter()
+            .find(|m| m.memory == memory)
+            .unwrap()
+            .priority
+    };
+    let block = device
+        .live_allocations()
+        .into_iter()
+        .find(|m| m.dedicated.is_none() && m.memory != outside.memory())
+        .unwrap();
+    assert_eq!(block.priority, Some(0.75), "the pool's block");
+    assert_eq!(priority_of(inherited.memory()), Some(0.75));
+    assert_eq!(priority_of(own.memory()), Some(0.25), "the request's own");
+    assert_eq!(priority_of(outside.memory()), None, "a default block");
+    for allocation in [own, inherited, outside] {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}

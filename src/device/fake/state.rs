@@ -31,6 +31,8 @@ pub struct FakeAllocationInfo {
     pub mapped: bool,
     /// Whether it was allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`.
     pub device_address: bool,
+    /// The `VK_EXT_memory_priority` priority it was asked for, if any.
+    pub priority: Option<f32>,
 }
 
 /// How often each entry point was called.
@@ -90,6 +92,7 @@ struct Memory {
     dedicated: Option<DedicatedTarget>,
     name: Option<String>,
     device_address: bool,
+    priority: Option<f32>,
 }
 
 impl Memory {
@@ -352,6 +355,7 @@ impl State {
                 dedicated: info.dedicated,
                 name: info.name.map(str::to_owned),
                 device_address: info.flags.contains(AllocationFlags::DEVICE_ADDRESS),
+                priority: info.priority,
             },
         );
         self.heap_usage[heap] += info.size;
@@ -540,6 +544,7 @@ impl State {
                 name: m.name.clone(),
                 mapped: m.mapped.is_some(),
                 device_address: m.device_address,
+                priority: m.priority,
             })
             .collect()
     }

@@ -36,7 +36,7 @@ impl<M> TypePool<M> {
             memory_type: self.memory_type,
             size: request.size,
             dedicated: request.target,
-            priority: request.priority,
+            priority: request.priority.or(self.priority),
             name: Some(name),
             within_budget: request.within_budget,
         })?;

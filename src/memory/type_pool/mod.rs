@@ -90,6 +90,8 @@ pub(crate) struct TypePool<M> {
     policy: PoolPolicy,
     /// Whether it is a custom pool: its blocks' debug names say so.
     custom: bool,
+    /// A custom pool's `VK_EXT_memory_priority` priority for its blocks.
+    priority: Option<f32>,
     /// A custom pool's name, in its blocks' debug names and leak reports.
     name: Option<Box<str>>,
     pub(crate) counters: PoolCounters,
@@ -109,6 +111,7 @@ impl<M> TypePool<M> {
     pub(crate) fn with_policy(memory_type: u32, policy: PoolPolicy, name: Option<&str>) -> Self {
         Self {
             custom: true,
+            priority: None,
             memory_type,
             blocks: Slab::new(),
             order: [Vec::new(), Vec::new()],
@@ -145,6 +148,12 @@ impl<M> TypePool<M> {
     /// The memory type of its blocks.
     pub(crate) fn memory_type(&self) -> u32 {
         self.memory_type
+    }
+
+    /// Gives the pool's blocks `priority` (`VK_EXT_memory_priority`), and
+    /// its dedicated allocations when their request names none.
+    pub(crate) fn set_priority(&mut self, priority: Option<f32>) {
+        self.priority = priority;
     }
 
     /// Whether the pool holds no allocation (its blocks may remain).
@@ -531,7 +540,7 @@ impl<M> TypePool<M> {
             memory_type: self.memory_type,
             size,
             dedicated: None,
-            priority: None,
+            priority: self.priority,
             name: Some(&name),
             within_budget: request.within_budget,
         })?;
