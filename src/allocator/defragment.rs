@@ -21,7 +21,7 @@ use std::sync::Mutex;
 
 use ash::vk;
 
-use super::place::{check_requirements, lock, pool_request};
+use super::place::{check_requirements, custom_pool_request, lock, pool_request};
 use super::pool::{read, Home, PoolTag};
 use super::{Allocation, Allocator, Request};
 use crate::device::MemoryDeviceExt;
@@ -326,7 +326,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             let request_for = |index: usize| {
                 let movable = &movables[index];
                 let request = Request::new(movable.requirements, Usage::DEVICE_LOCAL, movable.kind);
-                pool_request(&self.context, memory_type, &request, false)
+                // As the pool places its own requests.
+                if group.tag == PoolTag::DEFAULT {
+                    pool_request(&self.context, memory_type, &request, false)
+                } else {
+                    custom_pool_request(&self.context, memory_type, &request, false)
+                }
             };
             let pool_plan = lock(group.pool).plan_defragmentation(
                 &self.context,

@@ -357,7 +357,8 @@ where
             return Err(Error::SizeExceedsMaxAllocation { size, max });
         }
         let within_budget = request.desc.within_budget;
-        let mut pool_request = pool_request(self.context, memory_type, request, within_budget);
+        let mut pool_request =
+            custom_pool_request(self.context, memory_type, request, within_budget);
         // A pool's requests take its blocks, unless dedicated memory is
         // required (by the driver, the caller or a lazily allocated type):
         // then dedicated memory of its type, counted in the pool.
@@ -391,6 +392,38 @@ pub(super) fn pool_request<'r, D>(
     request: &Request<'r>,
     within_budget: bool,
 ) -> PoolRequest<'r> {
+    let padded = context.padded_granularity();
+    pool_request_padded(context, memory_type, request, within_budget, padded)
+}
+
+/// [`pool_request`] for a custom pool's request: optimal images are padded
+/// to whole `bufferImageGranularity` pages whenever the granularity is a
+/// power of two, however large, so that one block holds both kinds. A
+/// default pool gives images blocks of their own past
+/// `Config::max_padded_granularity`; a pool limited to `max_blocks` would
+/// then refuse a buffer beside an image with blocks almost empty.
+#[inline]
+pub(super) fn custom_pool_request<'r, D>(
+    context: &MemoryContext<D>,
+    memory_type: u32,
+    request: &Request<'r>,
+    within_budget: bool,
+) -> PoolRequest<'r> {
+    let granularity = context.properties.buffer_image_granularity.max(1);
+    let padded = granularity.is_power_of_two().then_some(granularity);
+    pool_request_padded(context, memory_type, request, within_budget, padded)
+}
+
+/// [`pool_request`] with optimal images padded to `padded` pages, or in
+/// blocks of their own when `None`.
+#[inline(always)]
+fn pool_request_padded<'r, D>(
+    context: &MemoryContext<D>,
+    memory_type: u32,
+    request: &Request<'r>,
+    within_budget: bool,
+    padded: Option<u64>,
+) -> PoolRequest<'r> {
     let properties = &context.properties;
     let mut align = request.requirements.alignment;
     if context.is_non_coherent(memory_type) {
@@ -402,7 +435,6 @@ pub(super) fn pool_request<'r, D>(
     // images either take whole pages of blocks they share with linear
     // resources, or blocks of their own (class 1).
     let linear = request.kind.is_linear();
-    let padded = context.padded_granularity();
     let class = usize::from(padded.is_none() && !linear);
     let size = request.requirements.size;
     let placed_size = match padded {

@@ -413,6 +413,15 @@ impl<M> TypePool<M> {
         request: &PoolRequest<'_>,
         preferred: u64,
     ) -> Result<Placement, Error> {
+        // No block of a pool with a fixed size can hold more: said first,
+        // as no freeing would help (nor would a full pool's room).
+        let fixed = self.policy.block_size;
+        if let Some(block_size) = fixed.filter(|&size| request.placed_size > size) {
+            return Err(Error::TooLargeForPool {
+                size: request.placed_size,
+                block_size,
+            });
+        }
         // Each granularity class grows its own sequence of block sizes.
         let largest = self.order[request.class]
             .iter()
@@ -437,14 +446,7 @@ impl<M> TypePool<M> {
                 max_blocks: self.policy.max_blocks,
             });
         }
-        let fixed = self.policy.block_size;
         let mut size = match fixed {
-            Some(block_size) if request.placed_size > block_size => {
-                return Err(Error::TooLargeForPool {
-                    size: request.placed_size,
-                    block_size,
-                });
-            }
             Some(block_size) => block_size,
             None => new_block_size(preferred, largest, request.placed_size),
         };
