@@ -221,10 +221,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// block's slot table (no other memory type is tried then).
     ///
     /// A request naming a custom pool ([`AllocationDesc::pool`]) is checked
-    /// the same way, but for [`Error::ForeignPool`] first, and
-    /// [`Error::PoolTypeNotAllowed`] in place of the memory type checks;
-    /// then [`Error::StalePool`], [`Error::TooLargeForPool`],
-    /// [`Error::PoolFull`], and the device's errors for its one memory type.
+    /// the same way against the pool's one memory type, but for
+    /// [`Error::ForeignPool`] first, and [`Error::PoolTypeNotAllowed`] when
+    /// `memoryTypeBits` exclude that type; then [`Error::StalePool`],
+    /// [`Error::TooLargeForPool`], [`Error::PoolFull`], and the device's
+    /// errors for that type.
     ///
     /// # Time complexity
     /// O(1) per block tried when a block has room (no loop over allocations);

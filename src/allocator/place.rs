@@ -352,6 +352,13 @@ where
                 usage,
             });
         }
+        let heap = self.context.heap_size(memory_type);
+        if size > heap {
+            return Err(Error::SizeExceedsHeaps {
+                size,
+                largest_heap: heap,
+            });
+        }
         let max = self.context.properties.device.max_memory_allocation_size;
         if size > max {
             return Err(Error::SizeExceedsMaxAllocation { size, max });

@@ -332,6 +332,14 @@ fn bad_requests_to_a_pool_are_typed_errors() {
             max: 4 << 30
         })
     );
+    // Beyond the pool's heap (8 GiB) whatever else is larger.
+    assert_eq!(
+        request(9 << 30, 256, !0),
+        Err(Error::SizeExceedsHeaps {
+            size: 9 << 30,
+            largest_heap: 8 << 30
+        })
+    );
     assert_eq!(device.counters().allocate_calls, 0);
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
