@@ -14,7 +14,7 @@
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
 use vk_suballoc::report::TypeStats;
-use vk_suballoc::{Allocation, AllocationDesc, Allocator, Pool, PoolDesc, Usage};
+use vk_suballoc::{Allocation, AllocationDesc, Allocator, Collected, Error, Pool, PoolDesc, Usage};
 
 use super::allocator_setup::{
     allocator_for, assert_no_page_shared, buffer_info, check_pattern, image_info, memory_barrier,
@@ -25,6 +25,8 @@ use crate::support::{on_custom_device, test_each_profile, Profile, VulkanContext
 const MIB: u64 = 1 << 20;
 /// The fixed block size of the device-local pools.
 const BLOCK: u64 = 4 * MIB;
+/// How long a test waits for its frame: a hang fails, it does not stall.
+const TIMEOUT_NS: u64 = 10_000_000_000;
 /// An image's layout and access before its first use (contents undefined).
 const FRESH: (vk::ImageLayout, vk::AccessFlags) =
     (vk::ImageLayout::UNDEFINED, vk::AccessFlags::empty());
@@ -347,5 +349,202 @@ test_each_profile!(
     /// destroyed.
     fn pool_allocations_live_in_the_pools_blocks(profile) {
         pooled_resources_on_the_gpu(profile);
+    }
+);
+
+/// Records fills of `buffers` into a command buffer of a new command pool
+/// and submits it with a new fence, without waiting: a frame's work.
+fn submit_fills(context: &VulkanContext, buffers: &[Filled]) -> (vk::CommandPool, vk::Fence) {
+    let device = &context.device;
+    let pool_info =
+        vk::CommandPoolCreateInfo::default().queue_family_index(context.queue_family_index);
+    // SAFETY: a valid create info on a live device.
+    let command_pool = unsafe { device.create_command_pool(&pool_info, None) }.unwrap();
+    let allocate_info = vk::CommandBufferAllocateInfo::default()
+        .command_pool(command_pool)
+        .level(vk::CommandBufferLevel::PRIMARY)
+        .command_buffer_count(1);
+    // SAFETY: `command_pool` belongs to `device`.
+    let cmd = unsafe { device.allocate_command_buffers(&allocate_info) }.unwrap()[0];
+    // SAFETY: a valid create info.
+    let fence = unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }.unwrap();
+    // SAFETY: a fresh command buffer; every buffer belongs to `device` and
+    // is bound; this test is the queue's only user.
+    unsafe {
+        let begin = vk::CommandBufferBeginInfo::default()
+            .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+        device.begin_command_buffer(cmd, &begin).unwrap();
+        for b in buffers {
+            device.cmd_fill_buffer(cmd, b.handle, 0, vk::WHOLE_SIZE, b.pattern);
+        }
+        device.end_command_buffer(cmd).unwrap();
+        let command_buffers = [cmd];
+        let submit = [vk::SubmitInfo::default().command_buffers(&command_buffers)];
+        device.queue_submit(context.queue, &submit, fence).unwrap();
+    }
+    (command_pool, fence)
+}
+
+/// The body of `a_full_pool_is_destroyed_after_its_frees_frame`.
+fn full_pool_through_a_frame(profile: Profile) {
+    let context = VulkanContext::new(profile);
+    let allocator = allocator_for(&context);
+    let _idle = IdleOnDrop(&context.device);
+    let pool = device_local_pool(&context, &allocator);
+    let in_pool = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    // Every refused request below comes from a helper that made its buffer
+    // or image first: it must destroy it (the validation layer reports a
+    // leaked one when the device is destroyed).
+    // SAFETY: a valid create info.
+    let result = unsafe { allocator.create_buffer(&buffer_info(BLOCK + MIB), &in_pool) };
+    assert!(
+        matches!(result, Err(Error::TooLargeForPool { size, block_size: BLOCK }) if size >= BLOCK + MIB),
+        "{profile}: {result:?}"
+    );
+    // Host access needs a host-visible pool: not the plain device-local
+    // type of the fake profiles.
+    let flags =
+        context.memory_properties().memory_types[pool.memory_type() as usize].property_flags;
+    if !flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE) {
+        let upload = AllocationDesc::new(Usage::UPLOAD).pool(pool);
+        // SAFETY: a valid create info.
+        let result = unsafe { allocator.create_buffer(&buffer_info(4096), &upload) };
+        assert!(
+            matches!(result, Err(Error::NoSuitableMemoryType { .. })),
+            "{profile}: {result:?}"
+        );
+    }
+
+    let mut live = Vec::new();
+    let error = loop {
+        // SAFETY: a valid create info.
+        match unsafe { allocator.create_buffer(&buffer_info(MIB), &in_pool) } {
+            Ok((handle, allocation)) => live.push(Filled {
+                handle,
+                allocation,
+                size: MIB,
+                pattern: 0xF0F0_0000 | live.len() as u32,
+            }),
+            Err(error) => break error,
+        }
+        assert!(live.len() < 64, "{profile}: the pool never filled");
+    };
+    assert_eq!(error, Error::PoolFull { max_blocks: 2 }, "{profile}");
+    let count = live.len() as u64;
+    if !on_custom_device() {
+        assert_eq!(
+            count,
+            2 * BLOCK / MIB,
+            "{profile}: 1 MiB buffers fill both blocks"
+        );
+    }
+    // SAFETY: a valid create info (2D RGBA8, transfer usage).
+    let result = unsafe { allocator.create_image(&image_info(64, 64), &in_pool) };
+    assert!(
+        matches!(result, Err(Error::PoolFull { max_blocks: 2 })),
+        "{profile}: {result:?}"
+    );
+    let full = allocator.pool_stats(&pool).unwrap();
+    assert_eq!(
+        (full.blocks, full.block_allocations),
+        (2, count),
+        "{profile}"
+    );
+    // The default pools serve requests that do not name the pool.
+    let (outside, outside_memory) =
+        buffer(&allocator, MIB, AllocationDesc::new(Usage::DEVICE_LOCAL));
+    assert!(!outside_memory.is_in_custom_pool());
+
+    // The GPU uses the buffers in a frame; they are retired with it.
+    let (command_pool, fence) = submit_fills(&context, &live);
+    // SAFETY: the buffers came from this allocator's device, and nothing
+    // else destroys them.
+    unsafe {
+        for b in live {
+            allocator
+                .destroy_buffer_after_frame(b.handle, b.allocation)
+                .unwrap();
+        }
+    }
+    let not_empty = Err(Error::PoolNotEmpty { allocations: count });
+    assert_eq!(allocator.destroy_pool(pool), not_empty, "{profile}");
+    let nothing = Collected {
+        frames: 0,
+        frees: 0,
+    };
+    assert_eq!(
+        allocator.collect(),
+        Ok(nothing),
+        "{profile}: frame not sealed"
+    );
+    // SAFETY: `fence` belongs to the device, is signalled by the frame's
+    // only submission, and is destroyed after its frame is collected.
+    assert_eq!(unsafe { allocator.end_frame(fence) }, Ok(0));
+    assert_eq!(allocator.destroy_pool(pool), not_empty, "{profile}");
+    let collected = Collected {
+        frames: 1,
+        frees: count as usize,
+    };
+    assert_eq!(allocator.wait_and_collect(TIMEOUT_NS), Ok(collected));
+    let emptied = allocator.pool_stats(&pool).unwrap();
+    assert_eq!(figures(&emptied), (1, BLOCK, 1, 0, 0, 0), "{profile}");
+    assert_eq!(allocator.destroy_pool(pool), Ok(()), "{profile}");
+
+    // The handle is stale now, also once a new pool takes its slot.
+    let next = device_local_pool(&context, &allocator);
+    assert_ne!(next, pool);
+    assert_eq!(allocator.pool_stats(&pool), Err(Error::StalePool));
+    assert_eq!(allocator.destroy_pool(pool), Err(Error::StalePool));
+    // SAFETY: valid create infos.
+    unsafe {
+        let result = allocator.create_buffer(&buffer_info(MIB), &in_pool);
+        assert!(matches!(result, Err(Error::StalePool)), "{result:?}");
+        let result = allocator.create_image(&image_info(64, 64), &in_pool);
+        assert!(matches!(result, Err(Error::StalePool)), "{result:?}");
+    }
+    let (in_next, in_next_memory) = buffer(
+        &allocator,
+        MIB,
+        AllocationDesc::new(Usage::DEVICE_LOCAL).pool(next),
+    );
+    assert!(in_next_memory.is_in_custom_pool());
+    // Another allocator's pool is refused, with no change to it.
+    let other = allocator_for(&context);
+    let foreign = other
+        .create_pool(&PoolDesc::new(next.memory_type()))
+        .unwrap();
+    let in_foreign = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(foreign);
+    // SAFETY: a valid create info.
+    let result = unsafe { allocator.create_buffer(&buffer_info(MIB), &in_foreign) };
+    assert!(matches!(result, Err(Error::ForeignPool)), "{result:?}");
+    assert_eq!(allocator.pool_stats(&foreign), Err(Error::ForeignPool));
+    assert_eq!(allocator.destroy_pool(foreign), Err(Error::ForeignPool));
+    assert_eq!(other.destroy_pool(foreign), Ok(()));
+
+    // SAFETY: the fence signalled (its frame was collected), so the GPU is
+    // done with the command buffer; the last two buffers were never used.
+    unsafe {
+        context.device.destroy_fence(fence, None);
+        context.device.destroy_command_pool(command_pool, None);
+        allocator.destroy_buffer(outside, outside_memory).unwrap();
+        allocator.destroy_buffer(in_next, in_next_memory).unwrap();
+    }
+    assert_eq!(allocator.destroy_pool(next), Ok(()));
+    allocator.trim();
+    assert_eq!(allocator.stats().memory_objects, 0, "{profile}");
+    context.assert_no_validation_messages();
+}
+
+test_each_profile!(
+    /// A device-local pool refuses a request larger than its blocks
+    /// (`TooLargeForPool`), then takes 1 MiB buffers until `PoolFull`, for
+    /// an image too; the helpers destroy what they made for refused
+    /// requests. The buffers, used by a submission, are retired through the
+    /// frame queue: `destroy_pool` is refused (`PoolNotEmpty`) until their
+    /// frame is sealed and collected, then accepted, after which requests
+    /// naming the pool fail with `StalePool`, also when a new pool took its
+    /// slot; another allocator's pool is refused with `ForeignPool`.
+    fn a_full_pool_is_destroyed_after_its_frees_frame(profile) {
+        full_pool_through_a_frame(profile);
     }
 );
