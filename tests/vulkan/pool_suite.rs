@@ -5,11 +5,9 @@
 //! `pool_stats` and `stats`; a full pool refuses with `PoolFull` (and the
 //! helpers destroy the resource they made); frees through the frame queue
 //! keep the pool from being destroyed until their frame is collected, after
-//! which its handle is stale; host-visible pools carry host writes to the
-//! GPU and back, through `flush` and `invalidate` where the memory is not
-//! coherent (the fake-memory layer then hides unflushed bytes). Any
-//! validation message fails a test, a leaked buffer or image included (the
-//! layer reports it when the device is destroyed).
+//! which its handle is stale. Any validation message fails a test, a leaked
+//! buffer or image included (the layer reports it when the device is
+//! destroyed). Host-visible pools: `pool_memory_suite.rs`.
 
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
