@@ -2,17 +2,23 @@
 //! under the validation layer: host-visible pools hand out mapped slices
 //! whose bytes reach the GPU through `flush` and come back through
 //! `invalidate` (the fake-memory layer hides unflushed bytes of its
-//! non-coherent types). Any validation message fails a test.
+//! non-coherent types); dedicated memory, where the driver or a lazily
+//! allocated type requires it, is made in the pool's type and counted in
+//! the pool, and a preference for it is not followed there. Any validation
+//! message fails a test, a leaked buffer or image included.
 
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
-use vk_suballoc::{Allocation, AllocationDesc, Allocator, PoolDesc, Usage};
+use vk_suballoc::{Allocation, AllocationDesc, Allocator, DedicatedPolicy, Error, PoolDesc, Usage};
 
 use super::allocator_setup::{
-    allocator_for, buffer_info, check_pattern, memory_barrier, IdleOnDrop, TRANSFER_TO_HOST,
-    TRANSFER_TO_TRANSFER,
+    allocator_for, buffer_info, check_pattern, image_info, memory_barrier, IdleOnDrop,
+    TRANSFER_TO_HOST, TRANSFER_TO_TRANSFER,
 };
-use crate::support::{on_custom_device, test_each_profile, Profile, VulkanContext};
+use crate::support::{
+    on_custom_device, test_each_fake_profile, test_each_profile, transient_attachment_info,
+    ContextOptions, Profile, VulkanContext,
+};
 
 const MIB: u64 = 1 << 20;
 
@@ -165,3 +171,99 @@ test_each_profile!(
         host_visible_pools(profile);
     }
 );
+
+test_each_fake_profile!(
+    /// A driver that prefers dedicated memory gets a pool's block (the
+    /// pool is what the caller asked for), unless the caller says
+    /// `DedicatedPolicy::Always`; one that requires it gets dedicated memory
+    /// of the pool's type, counted in the pool (and in `stats`), which
+    /// keeps the pool from being destroyed. The validation layer checks
+    /// every bind against what the driver reported.
+    fn dedicated_memory_in_a_pool_only_when_required(profile) {
+        for (mode, required) in [("prefer", false), ("require", true)] {
+            let options = ContextOptions::default().dedicated(mode);
+            let context = VulkanContext::with_options(profile, options);
+            let allocator = allocator_for(&context);
+            let memory_type = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
+            let desc = PoolDesc::new(memory_type).block_size(4 * MIB).max_blocks(1);
+            let pool = allocator.create_pool(&desc).unwrap();
+            let in_pool = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+            let always = in_pool.dedicated(DedicatedPolicy::Always);
+            // SAFETY: valid create infos; nothing is used by the GPU.
+            unsafe {
+                let (a, a_memory) = allocator.create_buffer(&buffer_info(4096), &in_pool).unwrap();
+                let (b, b_memory) = allocator.create_image(&image_info(16, 16), &in_pool).unwrap();
+                let (c, c_memory) = allocator.create_buffer(&buffer_info(4096), &always).unwrap();
+                for (what, allocation) in [("buffer", &a_memory), ("image", &b_memory)] {
+                    assert_eq!(allocation.is_dedicated(), required, "{profile} {mode} {what}");
+                }
+                assert!(c_memory.is_dedicated(), "{profile} {mode}");
+                for allocation in [&a_memory, &b_memory, &c_memory] {
+                    assert!(allocation.is_in_custom_pool(), "{profile} {mode}");
+                    assert_eq!(allocation.memory_type(), memory_type, "{profile} {mode}");
+                }
+                let dedicated = if required { 3 } else { 1 };
+                let stats = allocator.pool_stats(&pool).unwrap();
+                let expected = (u64::from(!required), 3 - dedicated, dedicated);
+                let seen = (stats.blocks, stats.block_allocations, stats.dedicated_allocations);
+                assert_eq!(seen, expected, "{profile} {mode}");
+                let total = &allocator.stats().memory_types[memory_type as usize];
+                assert_eq!(total.dedicated_allocations, dedicated, "{profile} {mode}");
+                let not_empty = Err(Error::PoolNotEmpty { allocations: 3 });
+                assert_eq!(allocator.destroy_pool(pool), not_empty, "{profile} {mode}");
+                allocator.destroy_buffer(a, a_memory).unwrap();
+                allocator.destroy_image(b, b_memory).unwrap();
+                allocator.destroy_buffer(c, c_memory).unwrap();
+            }
+            assert_eq!(allocator.destroy_pool(pool), Ok(()), "{profile} {mode}");
+            assert_eq!(allocator.stats().memory_objects, 0, "{profile} {mode}");
+            context.assert_no_validation_messages();
+        }
+    }
+);
+
+/// A pool of the mobile profile's lazily allocated type, picked by
+/// `memory_type_for` for a transient attachment's `memoryTypeBits`: the
+/// attachment gets dedicated memory there (the type requires it), counted
+/// in the pool, and a render pass clears it; a buffer, whose bits exclude
+/// the type, is refused with `PoolTypeNotAllowed` and not left behind.
+#[test]
+fn a_lazily_allocated_pool_takes_transient_attachments_only() {
+    let context = VulkanContext::new(Profile::Mobile);
+    let allocator = allocator_for(&context);
+    let extent = (64, 48);
+    let info = transient_attachment_info(extent.0, extent.1);
+    // SAFETY: a valid create info; the probe image is destroyed below.
+    let bits = unsafe {
+        let probe = context.device.create_image(&info, None).unwrap();
+        let requirements = context.device.get_image_memory_requirements(probe);
+        context.device.destroy_image(probe, None);
+        requirements.memory_type_bits
+    };
+    let memory_type = allocator.memory_type_for(bits, Usage::TRANSIENT).unwrap();
+    let flags = context.memory_properties().memory_types[memory_type as usize].property_flags;
+    assert!(
+        flags.contains(vk::MemoryPropertyFlags::LAZILY_ALLOCATED),
+        "type {memory_type}: {flags:?}"
+    );
+    let pool = allocator.create_pool(&PoolDesc::new(memory_type)).unwrap();
+    let in_pool = AllocationDesc::new(Usage::TRANSIENT).pool(pool);
+    // SAFETY: a valid create info for a colour attachment.
+    let (image, allocation) = unsafe { allocator.create_image(&info, &in_pool) }.unwrap();
+    assert!(allocation.is_dedicated() && allocation.is_in_custom_pool());
+    assert_eq!(allocation.memory_type(), memory_type);
+    let stats = allocator.pool_stats(&pool).unwrap();
+    assert_eq!((stats.blocks, stats.dedicated_allocations), (0, 1));
+    context.clear_transient_attachment(image, extent);
+    // SAFETY: a valid create info; refused before it is bound.
+    let refused = unsafe { allocator.create_buffer(&buffer_info(4096), &in_pool) };
+    assert!(
+        matches!(refused, Err(Error::PoolTypeNotAllowed { memory_type: t, .. }) if t == memory_type),
+        "{refused:?}"
+    );
+    // SAFETY: the render pass completed (it is waited for).
+    unsafe { allocator.destroy_image(image, allocation) }.unwrap();
+    assert_eq!(allocator.destroy_pool(pool), Ok(()));
+    assert_eq!(allocator.stats().memory_objects, 0);
+    context.assert_no_validation_messages();
+}

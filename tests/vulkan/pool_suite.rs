@@ -7,7 +7,8 @@
 //! keep the pool from being destroyed until their frame is collected, after
 //! which its handle is stale. Any validation message fails a test, a leaked
 //! buffer or image included (the layer reports it when the device is
-//! destroyed). Host-visible pools: `pool_memory_suite.rs`.
+//! destroyed). Pools of host-visible, dedicated and lazily allocated
+//! memory: `pool_memory_suite.rs`.
 
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
