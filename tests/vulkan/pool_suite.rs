@@ -19,7 +19,10 @@ use super::allocator_setup::{
     allocator_for, assert_no_page_shared, buffer_info, check_pattern, image_info, memory_barrier,
     transition, IdleOnDrop, COLOR, TRANSFER_TO_HOST, TRANSFER_TO_TRANSFER,
 };
-use crate::support::{on_custom_device, test_each_profile, Profile, VulkanContext};
+use crate::support::{
+    on_custom_device, test_each_fake_profile, test_each_profile, ContextOptions, Profile,
+    VulkanContext,
+};
 
 const MIB: u64 = 1 << 20;
 /// The fixed block size of the device-local pools.
@@ -547,3 +550,76 @@ test_each_profile!(
         full_pool_through_a_frame(profile);
     }
 );
+
+test_each_fake_profile!(
+    /// A pool whose `min_blocks` the driver cannot all make is not made,
+    /// and gives back the blocks it made: the second `vkAllocateMemory`
+    /// fails, or `maxMemoryAllocationCount` is reached (a typed error, no
+    /// VUID-vkAllocateMemory-maxMemoryAllocationCount-04101). A request
+    /// whose new block fails gets `OutOfDeviceMemory`: no smaller block
+    /// (the size is fixed), no other memory, and the helper destroys its
+    /// buffer; the next request makes the block.
+    fn a_pool_the_driver_cannot_serve_leaves_nothing(profile) {
+        let options = ContextOptions::default().fail_allocation(2).fail_allocation(3);
+        let context = VulkanContext::with_options(profile, options);
+        let allocator = allocator_for(&context);
+        let memory_type = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
+        let desc = PoolDesc::new(memory_type).block_size(BLOCK).min_blocks(2);
+        assert_eq!(allocator.create_pool(&desc), Err(Error::OutOfDeviceMemory), "{profile}");
+        assert_eq!(allocator.stats().memory_objects, 0, "{profile}");
+        let pool = allocator.create_pool(&desc.min_blocks(0)).unwrap();
+        let in_pool = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        // SAFETY: a valid create info.
+        let result = unsafe { allocator.create_buffer(&buffer_info(MIB), &in_pool) };
+        assert!(matches!(result, Err(Error::OutOfDeviceMemory)), "{profile}: {result:?}");
+        assert_eq!(allocator.stats().memory_objects, 0, "{profile}");
+        let (handle, allocation) = buffer(&allocator, MIB, in_pool);
+        let stats = allocator.pool_stats(&pool).unwrap();
+        assert_eq!((stats.blocks, stats.block_bytes), (1, BLOCK), "{profile}");
+        // SAFETY: never used by the GPU.
+        unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
+        assert_eq!(allocator.destroy_pool(pool), Ok(()));
+        context.assert_no_validation_messages();
+
+        let options = ContextOptions::default().max_allocations(2);
+        let context = VulkanContext::with_options(profile, options);
+        let allocator = allocator_for(&context);
+        let desc = PoolDesc::new(memory_type).block_size(BLOCK).min_blocks(3);
+        assert_eq!(allocator.create_pool(&desc), Err(Error::TooManyObjects(2)), "{profile}");
+        assert_eq!(allocator.stats().memory_objects, 0, "{profile}");
+        let pool = allocator.create_pool(&desc.min_blocks(2)).unwrap();
+        assert_eq!(allocator.stats().memory_objects, 2, "{profile}");
+        assert_eq!(allocator.destroy_pool(pool), Ok(()));
+        context.assert_no_validation_messages();
+    }
+);
+
+/// Blocks of a named pool carry its name in their debug names: the
+/// validation layer, reporting a mapping of a block the allocator keeps
+/// mapped, names it. (Lavapipe's one type is host-visible, so the pool's
+/// blocks are mapped.)
+#[test]
+fn a_pools_name_reaches_the_validation_layer() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let pool = device_local_pool(&context, &allocator);
+    let in_pool = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    let (handle, allocation) = buffer(&allocator, MIB, in_pool);
+    assert!(allocation.mapped_ptr().is_some());
+    // SAFETY: deliberately invalid (already mapped): the validation layer
+    // reports it; lavapipe just returns the same pointer again.
+    let _ = unsafe {
+        context
+            .device
+            .map_memory(allocation.memory(), 0, 64, vk::MemoryMapFlags::empty())
+    };
+    let messages = context.expect_validation_messages(&["VUID-vkMapMemory-memory-00678"]);
+    let all = messages.join("\n");
+    let name = format!(
+        "vk-suballoc pool \"pool suite\" block {}/0",
+        pool.memory_type()
+    );
+    assert!(all.contains(&name), "{all}");
+    // SAFETY: never used by the GPU.
+    unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
+}
