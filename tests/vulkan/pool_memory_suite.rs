@@ -4,8 +4,9 @@
 //! `invalidate` (the fake-memory layer hides unflushed bytes of its
 //! non-coherent types); dedicated memory, where the driver or a lazily
 //! allocated type requires it, is made in the pool's type and counted in
-//! the pool, and a preference for it is not followed there. Any validation
-//! message fails a test, a leaked buffer or image included.
+//! the pool, and a preference for it is not followed there; when the
+//! driver cannot make a pool's blocks, nothing is left behind. Any
+//! validation message fails a test, a leaked buffer or image included.
 
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
@@ -21,6 +22,8 @@ use crate::support::{
 };
 
 const MIB: u64 = 1 << 20;
+/// The fixed block size of the device-local pools.
+const BLOCK: u64 = 4 * MIB;
 
 /// Creates a buffer with the helper; panics on error.
 fn buffer(
@@ -185,7 +188,7 @@ test_each_fake_profile!(
             let context = VulkanContext::with_options(profile, options);
             let allocator = allocator_for(&context);
             let memory_type = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
-            let desc = PoolDesc::new(memory_type).block_size(4 * MIB).max_blocks(1);
+            let desc = PoolDesc::new(memory_type).block_size(BLOCK).max_blocks(1);
             let pool = allocator.create_pool(&desc).unwrap();
             let in_pool = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
             let always = in_pool.dedicated(DedicatedPolicy::Always);
@@ -267,3 +270,46 @@ fn a_lazily_allocated_pool_takes_transient_attachments_only() {
     assert_eq!(allocator.stats().memory_objects, 0);
     context.assert_no_validation_messages();
 }
+
+test_each_fake_profile!(
+    /// A pool whose `min_blocks` the driver cannot all make is not made,
+    /// and gives back the blocks it made: the second `vkAllocateMemory`
+    /// fails, or `maxMemoryAllocationCount` is reached (a typed error, no
+    /// VUID-vkAllocateMemory-maxMemoryAllocationCount-04101). A request
+    /// whose new block fails gets `OutOfDeviceMemory`: no smaller block
+    /// (the size is fixed), no other memory, and the helper destroys its
+    /// buffer; the next request makes the block.
+    fn a_pool_the_driver_cannot_serve_leaves_nothing(profile) {
+        let options = ContextOptions::default().fail_allocation(2).fail_allocation(3);
+        let context = VulkanContext::with_options(profile, options);
+        let allocator = allocator_for(&context);
+        let memory_type = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
+        let desc = PoolDesc::new(memory_type).block_size(BLOCK).min_blocks(2);
+        assert_eq!(allocator.create_pool(&desc), Err(Error::OutOfDeviceMemory), "{profile}");
+        assert_eq!(allocator.stats().memory_objects, 0, "{profile}");
+        let pool = allocator.create_pool(&desc.min_blocks(0)).unwrap();
+        let in_pool = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        // SAFETY: a valid create info.
+        let result = unsafe { allocator.create_buffer(&buffer_info(MIB), &in_pool) };
+        assert!(matches!(result, Err(Error::OutOfDeviceMemory)), "{profile}: {result:?}");
+        assert_eq!(allocator.stats().memory_objects, 0, "{profile}");
+        let (handle, allocation) = buffer(&allocator, MIB, in_pool);
+        let stats = allocator.pool_stats(&pool).unwrap();
+        assert_eq!((stats.blocks, stats.block_bytes), (1, BLOCK), "{profile}");
+        // SAFETY: never used by the GPU.
+        unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
+        assert_eq!(allocator.destroy_pool(pool), Ok(()));
+        context.assert_no_validation_messages();
+
+        let options = ContextOptions::default().max_allocations(2);
+        let context = VulkanContext::with_options(profile, options);
+        let allocator = allocator_for(&context);
+        let desc = PoolDesc::new(memory_type).block_size(BLOCK).min_blocks(3);
+        assert_eq!(allocator.create_pool(&desc), Err(Error::TooManyObjects(2)), "{profile}");
+        assert_eq!(allocator.stats().memory_objects, 0, "{profile}");
+        let pool = allocator.create_pool(&desc.min_blocks(2)).unwrap();
+        assert_eq!(allocator.stats().memory_objects, 2, "{profile}");
+        assert_eq!(allocator.destroy_pool(pool), Ok(()));
+        context.assert_no_validation_messages();
+    }
+);

@@ -8,7 +8,7 @@
 //! which its handle is stale. Any validation message fails a test, a leaked
 //! buffer or image included (the layer reports it when the device is
 //! destroyed). Pools of host-visible, dedicated and lazily allocated
-//! memory: `pool_memory_suite.rs`.
+//! memory, and pools the driver cannot serve: `pool_memory_suite.rs`.
 
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
@@ -19,10 +19,7 @@ use super::allocator_setup::{
     allocator_for, assert_no_page_shared, buffer_info, check_pattern, image_info, memory_barrier,
     transition, IdleOnDrop, COLOR, TRANSFER_TO_HOST, TRANSFER_TO_TRANSFER,
 };
-use crate::support::{
-    on_custom_device, test_each_fake_profile, test_each_profile, ContextOptions, Profile,
-    VulkanContext,
-};
+use crate::support::{on_custom_device, test_each_profile, Profile, VulkanContext};
 
 const MIB: u64 = 1 << 20;
 /// The fixed block size of the device-local pools.
@@ -548,49 +545,6 @@ test_each_profile!(
     /// slot; another allocator's pool is refused with `ForeignPool`.
     fn a_full_pool_is_destroyed_after_its_frees_frame(profile) {
         full_pool_through_a_frame(profile);
-    }
-);
-
-test_each_fake_profile!(
-    /// A pool whose `min_blocks` the driver cannot all make is not made,
-    /// and gives back the blocks it made: the second `vkAllocateMemory`
-    /// fails, or `maxMemoryAllocationCount` is reached (a typed error, no
-    /// VUID-vkAllocateMemory-maxMemoryAllocationCount-04101). A request
-    /// whose new block fails gets `OutOfDeviceMemory`: no smaller block
-    /// (the size is fixed), no other memory, and the helper destroys its
-    /// buffer; the next request makes the block.
-    fn a_pool_the_driver_cannot_serve_leaves_nothing(profile) {
-        let options = ContextOptions::default().fail_allocation(2).fail_allocation(3);
-        let context = VulkanContext::with_options(profile, options);
-        let allocator = allocator_for(&context);
-        let memory_type = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
-        let desc = PoolDesc::new(memory_type).block_size(BLOCK).min_blocks(2);
-        assert_eq!(allocator.create_pool(&desc), Err(Error::OutOfDeviceMemory), "{profile}");
-        assert_eq!(allocator.stats().memory_objects, 0, "{profile}");
-        let pool = allocator.create_pool(&desc.min_blocks(0)).unwrap();
-        let in_pool = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
-        // SAFETY: a valid create info.
-        let result = unsafe { allocator.create_buffer(&buffer_info(MIB), &in_pool) };
-        assert!(matches!(result, Err(Error::OutOfDeviceMemory)), "{profile}: {result:?}");
-        assert_eq!(allocator.stats().memory_objects, 0, "{profile}");
-        let (handle, allocation) = buffer(&allocator, MIB, in_pool);
-        let stats = allocator.pool_stats(&pool).unwrap();
-        assert_eq!((stats.blocks, stats.block_bytes), (1, BLOCK), "{profile}");
-        // SAFETY: never used by the GPU.
-        unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
-        assert_eq!(allocator.destroy_pool(pool), Ok(()));
-        context.assert_no_validation_messages();
-
-        let options = ContextOptions::default().max_allocations(2);
-        let context = VulkanContext::with_options(profile, options);
-        let allocator = allocator_for(&context);
-        let desc = PoolDesc::new(memory_type).block_size(BLOCK).min_blocks(3);
-        assert_eq!(allocator.create_pool(&desc), Err(Error::TooManyObjects(2)), "{profile}");
-        assert_eq!(allocator.stats().memory_objects, 0, "{profile}");
-        let pool = allocator.create_pool(&desc.min_blocks(2)).unwrap();
-        assert_eq!(allocator.stats().memory_objects, 2, "{profile}");
-        assert_eq!(allocator.destroy_pool(pool), Ok(()));
-        context.assert_no_validation_messages();
     }
 );
 
