@@ -5,8 +5,9 @@
 //! non-coherent types); dedicated memory, where the driver or a lazily
 //! allocated type requires it, is made in the pool's type and counted in
 //! the pool, and a preference for it is not followed there; when the
-//! driver cannot make a pool's blocks, nothing is left behind. Any
-//! validation message fails a test, a leaked buffer or image included.
+//! driver cannot make a pool's blocks, nothing is left behind; the blocks
+//! carry the pool's name. Any validation message fails a test, a leaked
+//! buffer or image included.
 
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
@@ -313,3 +314,31 @@ test_each_fake_profile!(
         context.assert_no_validation_messages();
     }
 );
+
+/// Blocks of a named pool carry its name in their debug names: the
+/// validation layer, reporting a mapping of a block the allocator keeps
+/// mapped, names it.
+#[test]
+fn a_pools_name_reaches_the_validation_layer() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let memory_type = allocator.memory_type_for(!0, Usage::UPLOAD).unwrap();
+    let desc = PoolDesc::new(memory_type).min_blocks(1).name("named pool");
+    let pool = allocator.create_pool(&desc).unwrap();
+    let in_pool = AllocationDesc::new(Usage::UPLOAD).pool(pool);
+    let (handle, allocation) = buffer(&allocator, MIB, in_pool);
+    assert!(allocation.mapped_ptr().is_some());
+    // SAFETY: deliberately invalid (already mapped): the validation layer
+    // reports it; lavapipe just returns the same pointer again.
+    let _ = unsafe {
+        context
+            .device
+            .map_memory(allocation.memory(), 0, 64, vk::MemoryMapFlags::empty())
+    };
+    let messages = context.expect_validation_messages(&["VUID-vkMapMemory-memory-00678"]);
+    let all = messages.join("\n");
+    let name = format!("vk-suballoc pool \"named pool\" block {memory_type}/0");
+    assert!(all.contains(&name), "{all}");
+    // SAFETY: never used by the GPU.
+    unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
+}
