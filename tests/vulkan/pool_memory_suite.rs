@@ -342,3 +342,30 @@ fn a_pools_name_reaches_the_validation_layer() {
     // SAFETY: never used by the GPU.
     unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
 }
+
+/// The AMD profile's device-coherent types need a feature the device does
+/// not enable: no pool is made of them (no block, so no
+/// VUID-vkAllocateMemory-deviceCoherentMemory-02790), and
+/// `memory_type_for` never picks them.
+#[test]
+fn no_pool_of_a_memory_type_the_allocator_may_not_use() {
+    let context = VulkanContext::new(Profile::Amd);
+    let allocator = allocator_for(&context);
+    let types = context.memory_properties().memory_type_count;
+    assert_eq!(types, 8, "the AMD profile's types");
+    for memory_type in 4..types {
+        let desc = PoolDesc::new(memory_type).min_blocks(1);
+        let result = allocator.create_pool(&desc);
+        assert!(
+            matches!(result, Err(Error::InvalidConfig(_))),
+            "type {memory_type}: {result:?}"
+        );
+        let picked = allocator.memory_type_for(1 << memory_type, Usage::DEVICE_LOCAL);
+        assert!(
+            matches!(picked, Err(Error::NoMemoryTypeBits(_))),
+            "type {memory_type}: {picked:?}"
+        );
+    }
+    assert_eq!(allocator.stats().memory_objects, 0);
+    context.assert_no_validation_messages();
+}
