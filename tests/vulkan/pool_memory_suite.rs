@@ -227,24 +227,18 @@ test_each_fake_profile!(
 );
 
 /// A pool of the mobile profile's lazily allocated type, picked by
-/// `memory_type_for` for a transient attachment's `memoryTypeBits`: the
-/// attachment gets dedicated memory there (the type requires it), counted
-/// in the pool, and a render pass clears it; a buffer, whose bits exclude
-/// the type, is refused with `PoolTypeNotAllowed` and not left behind.
+/// `memory_type_for_image` for a transient attachment: the attachment gets
+/// dedicated memory there (the type requires it), counted in the pool, and
+/// a render pass clears it; a buffer, whose bits exclude the type, is
+/// refused with `PoolTypeNotAllowed` and not left behind.
 #[test]
 fn a_lazily_allocated_pool_takes_transient_attachments_only() {
     let context = VulkanContext::new(Profile::Mobile);
     let allocator = allocator_for(&context);
     let extent = (64, 48);
     let info = transient_attachment_info(extent.0, extent.1);
-    // SAFETY: a valid create info; the probe image is destroyed below.
-    let bits = unsafe {
-        let probe = context.device.create_image(&info, None).unwrap();
-        let requirements = context.device.get_image_memory_requirements(probe);
-        context.device.destroy_image(probe, None);
-        requirements.memory_type_bits
-    };
-    let memory_type = allocator.memory_type_for(bits, Usage::TRANSIENT).unwrap();
+    // SAFETY: a valid create info.
+    let memory_type = unsafe { allocator.memory_type_for_image(&info, Usage::TRANSIENT) }.unwrap();
     let flags = context.memory_properties().memory_types[memory_type as usize].property_flags;
     assert!(
         flags.contains(vk::MemoryPropertyFlags::LAZILY_ALLOCATED),

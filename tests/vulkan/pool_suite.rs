@@ -301,6 +301,21 @@ fn pooled_resources_on_the_gpu(profile: Profile) {
     assert_eq!(total.allocations(), count + 1, "{profile}");
     // The pool's two blocks and the default pool's one.
     assert_eq!(total.memory_objects, 3, "{profile}");
+    // The memory map shows the pool's blocks apart from the default pool's.
+    let map = allocator.memory_map();
+    let type_map = &map.memory_types[memory_type];
+    let [shown] = &type_map.custom_pools[..] else {
+        panic!("{profile}: {:?}", type_map.custom_pools);
+    };
+    assert_eq!(shown.name.as_deref(), Some("pool suite"));
+    let limits = (shown.block_size, shown.min_blocks, shown.max_blocks);
+    assert_eq!(limits, (Some(BLOCK), 1, Some(2)), "{profile}");
+    let mut shown_memories: Vec<_> = shown.blocks.iter().map(|b| b.memory).collect();
+    shown_memories.sort();
+    assert_eq!(shown_memories, pool_memories, "{profile}");
+    let default_memories: Vec<_> = type_map.blocks.iter().map(|b| b.memory).collect();
+    assert_eq!(default_memories, [outside.allocation.memory()], "{profile}");
+    assert_eq!(map.allocation_count() as u64, count + 1, "{profile}");
 
     buffers.push(outside);
     fill_and_check(&context, &allocator, &buffers, std::slice::from_ref(&image));
