@@ -11,11 +11,13 @@
 
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
-use vk_suballoc::{Allocation, AllocationDesc, Allocator, DedicatedPolicy, Error, PoolDesc, Usage};
+use vk_suballoc::{
+    Allocation, AllocationDesc, Allocator, Config, DedicatedPolicy, Error, PoolDesc, Usage,
+};
 
 use super::allocator_setup::{
-    allocator_for, buffer_info, check_pattern, image_info, memory_barrier, IdleOnDrop,
-    TRANSFER_TO_HOST, TRANSFER_TO_TRANSFER,
+    allocator_configured, allocator_for, buffer_info, check_pattern, image_info, memory_barrier,
+    IdleOnDrop, TRANSFER_TO_HOST, TRANSFER_TO_TRANSFER,
 };
 use crate::support::{
     on_custom_device, test_each_fake_profile, test_each_profile, transient_attachment_info,
@@ -361,5 +363,36 @@ fn no_pool_of_a_memory_type_the_allocator_may_not_use() {
         );
     }
     assert_eq!(allocator.stats().memory_objects, 0);
+    context.assert_no_validation_messages();
+}
+
+/// A pool's block holds buffers and optimal images together, also where
+/// `bufferImageGranularity` exceeds `Config::max_padded_granularity` and
+/// the default pools give each kind blocks of their own: a one-block pool
+/// with an image in it takes a buffer (`PoolFull` says "none with room
+/// for the request", and the block is nearly all free).
+#[test]
+fn a_one_block_pool_holds_buffers_beside_an_image() {
+    let context = VulkanContext::new(Profile::Discrete);
+    // Discrete granularity 1024: above 0, so the kinds are kept apart.
+    let config = Config {
+        max_padded_granularity: 0,
+        ..Config::default()
+    };
+    let allocator = allocator_configured(&context, config);
+    let memory_type = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
+    let desc = PoolDesc::new(memory_type).block_size(BLOCK).max_blocks(1);
+    let pool = allocator.create_pool(&desc).unwrap();
+    let in_pool = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    // SAFETY: valid create infos; nothing is used by the GPU.
+    unsafe {
+        let (image, image_memory) = allocator
+            .create_image(&image_info(64, 64), &in_pool)
+            .unwrap();
+        let result = allocator.create_buffer(&buffer_info(4096), &in_pool);
+        allocator.destroy_image(image, image_memory).unwrap();
+        let (buffer, buffer_memory) = result.unwrap();
+        allocator.destroy_buffer(buffer, buffer_memory).unwrap();
+    }
     context.assert_no_validation_messages();
 }

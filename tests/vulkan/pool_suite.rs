@@ -548,3 +548,33 @@ test_each_profile!(
         full_pool_through_a_frame(profile);
     }
 );
+
+/// A request larger than a pool's fixed block size gets `TooLargeForPool`
+/// whether or not the pool is full: `PoolFull` would tell the caller to
+/// free some of the pool's allocations, which cannot help it.
+#[test]
+fn a_request_no_block_can_hold_is_too_large_even_in_a_full_pool() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let pool = device_local_pool(&context, &allocator);
+    let in_pool = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    let live: Vec<_> = (0..2).map(|_| buffer(&allocator, BLOCK, in_pool)).collect();
+    // SAFETY: a valid create info.
+    let result = unsafe { allocator.create_buffer(&buffer_info(BLOCK + MIB), &in_pool) };
+    // SAFETY: never used by the GPU.
+    unsafe {
+        for (handle, allocation) in live {
+            allocator.destroy_buffer(handle, allocation).unwrap();
+        }
+    }
+    assert!(
+        matches!(
+            result,
+            Err(Error::TooLargeForPool {
+                block_size: BLOCK,
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+}
