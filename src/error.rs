@@ -210,6 +210,10 @@ pub enum Error {
     /// can name. Destroy some, or share them.
     #[error("too many custom pools")]
     TooManyPools,
+    /// A resource cannot be bound into an allocation as an alias; the text
+    /// says why. Nothing was bound.
+    #[error("cannot alias: {0}")]
+    CannotAlias(&'static str),
     /// Another device error, passed on.
     #[error("device error: {0}")]
     Device(DeviceError),

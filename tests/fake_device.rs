@@ -7,6 +7,8 @@
 
 #[path = "fake_device/adversarial.rs"]
 mod adversarial;
+#[path = "fake_device/aliasing.rs"]
+mod aliasing;
 #[path = "fake_device/allocation_paths.rs"]
 mod allocation_paths;
 #[path = "fake_device/api_walk.rs"]

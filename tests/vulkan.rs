@@ -9,6 +9,8 @@
 
 mod support;
 
+#[path = "vulkan/aliasing_suite.rs"]
+mod aliasing_suite;
 #[path = "vulkan/allocator_setup.rs"]
 mod allocator_setup;
 #[path = "vulkan/allocator_suite.rs"]

@@ -180,7 +180,7 @@ impl Allocator<AshMemoryDevice> {
     ///
     /// # Safety
     /// `buffer` is a live buffer of this device, created with `usage`.
-    unsafe fn buffer_request<'a>(
+    pub(super) unsafe fn buffer_request<'a>(
         &self,
         buffer: vk::Buffer,
         usage: vk::BufferUsageFlags,
@@ -271,7 +271,7 @@ impl Allocator<AshMemoryDevice> {
     /// # Safety
     /// `image` is a live image of this device, created with `tiling`, and
     /// not disjoint.
-    unsafe fn image_request<'a>(
+    pub(super) unsafe fn image_request<'a>(
         &self,
         image: vk::Image,
         tiling: vk::ImageTiling,

@@ -10,6 +10,7 @@
 //! in a type's blocks or dedicated memory ([`TypePool`]) by the allocation
 //! path in `place.rs`, and handed back as [`Allocation`]s.
 
+mod alias;
 mod allocation;
 mod ash_helpers;
 mod defragment;

@@ -105,6 +105,9 @@ pub(crate) struct DedicatedMemory<M> {
     pub(crate) name: Option<Box<str>>,
     /// The kind of resource the memory was allocated for.
     pub(crate) kind: ResourceKind,
+    /// Whether it was allocated for one resource
+    /// (`VkMemoryDedicatedAllocateInfo`): no other may be bound to it.
+    pub(crate) targeted: bool,
 }
 
 /// The smallest request known not to fit a block: a request at least this

@@ -49,6 +49,7 @@ impl<M> TypePool<M> {
             mapped: new.mapped,
             name: request.name.map(Into::into),
             kind: request.kind,
+            targeted: request.target.is_some(),
         });
         self.counters.dedicated += 1;
         self.counters.dedicated_bytes += request.size;

@@ -7,6 +7,7 @@ use super::{Location, PoolPolicy, TypePool};
 use crate::memory::block::Block;
 use crate::memory::runs::Run;
 use crate::memory::slab::SlabKey;
+use crate::memory::ResourceKind;
 use crate::offset::AllocationId;
 
 impl<M> TypePool<M> {
@@ -49,6 +50,31 @@ impl<M> TypePool<M> {
             } => {
                 self.runs.live(run, slot, generation)?;
                 self.runs.name(run, slot)
+            }
+        }
+    }
+
+    /// The kind of resource the live allocation at `location` was made
+    /// for, and whether its memory is dedicated to that one resource
+    /// (`VkMemoryDedicatedAllocateInfo`); `None` when nothing is live there.
+    pub(crate) fn kind_at(&self, location: Location) -> Option<(ResourceKind, bool)> {
+        match location {
+            Location::Dedicated(key) => {
+                let dedicated = self.dedicated.get(key)?;
+                Some((dedicated.kind, dedicated.targeted))
+            }
+            Location::Block { block, range } => {
+                let block = self.blocks.get(block)?;
+                block.ranges.get(range)?;
+                Some((block.kinds.get(range.slot()), false))
+            }
+            Location::Slot {
+                run,
+                slot,
+                generation,
+            } => {
+                self.runs.live(run, slot, generation)?;
+                Some((ResourceKind::Buffer, false))
             }
         }
     }

@@ -1,0 +1,257 @@
+//! Aliasing: more resources bound to the memory of one allocation (VMA's
+//! `vmaCreateAliasingBuffer2` and `vmaCreateAliasingImage2`), as a frame
+//! graph binds transient render targets and buffers whose lifetimes do not
+//! overlap to the same memory.
+//!
+//! The allocator checks what it can know: the resource's requirements
+//! against the allocation (memory type, alignment of the bound offset,
+//! size), the driver's demand for dedicated memory, and
+//! `bufferImageGranularity` against the allocation's neighbours in its
+//! block. Whether two aliases are in use at once, and the barriers and
+//! layout transitions between them, are the engine's to get right, as in
+//! Vulkan itself.
+
+use ash::vk;
+
+use super::{Allocation, AllocationDesc, Allocator, Request};
+use crate::device::{AshMemoryDevice, DeviceError, MemoryDeviceExt};
+use crate::memory::ResourceKind;
+use crate::Error;
+
+impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
+    /// Checks that a resource with `requirements`, of `kind`, may be bound
+    /// `offset` bytes into `allocation`, aliasing whatever else is bound
+    /// there: the checks of [`create_aliasing_buffer`](Allocator::create_aliasing_buffer),
+    /// for a resource the caller creates and binds itself.
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`];
+    /// [`Error::RangeOutOfBounds`] when `offset` plus the resource's size
+    /// passes the allocation's end; [`Error::CannotAlias`] when its
+    /// `memoryTypeBits` exclude the allocation's memory type, the bound
+    /// offset is not a multiple of its alignment, the allocation is
+    /// dedicated memory made for its resource (`VkMemoryDedicatedAllocateInfo`:
+    /// the helpers make it so where the driver asks), or a linear resource and
+    /// an optimal-tiling image could then share a `bufferImageGranularity`
+    /// page (see [`create_aliasing_image`](Allocator::create_aliasing_image)).
+    pub fn check_alias(
+        &self,
+        allocation: &Allocation,
+        offset: u64,
+        requirements: &vk::MemoryRequirements,
+        kind: ResourceKind,
+    ) -> Result<(), Error> {
+        self.check_owner(allocation)?;
+        let end = offset.saturating_add(requirements.size);
+        if end > allocation.size {
+            return Err(Error::RangeOutOfBounds {
+                start: offset,
+                end,
+                size: allocation.size,
+            });
+        }
+        let bit = 1u32.checked_shl(allocation.memory_type()).unwrap_or(0);
+        if requirements.memory_type_bits & bit == 0 {
+            return Err(Error::CannotAlias(
+                "the resource's memoryTypeBits exclude the allocation's memory type",
+            ));
+        }
+        let alignment = requirements.alignment.max(1);
+        if (allocation.offset + offset) % alignment != 0 {
+            return Err(Error::CannotAlias(
+                "the bound offset is not a multiple of the resource's alignment",
+            ));
+        }
+        let held = self.with_pool(allocation, |pool| pool.kind_at(allocation.location))?;
+        let (held, targeted) = held.ok_or(Error::StaleAllocation)?;
+        if targeted {
+            return Err(Error::CannotAlias(
+                "the allocation is dedicated memory made for one resource \
+                 (VkMemoryDedicatedAllocateInfo): no other may be bound to it",
+            ));
+        }
+        if !self.alias_keeps_granularity(allocation, held, kind) {
+            return Err(Error::CannotAlias(
+                "a linear resource and an optimal-tiling image would share a \
+                 bufferImageGranularity page with the allocation's neighbours: \
+                 allocate for the optimal image, or dedicated memory",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a `kind` resource inside `allocation`, made for a `held`
+    /// resource, keeps `bufferImageGranularity` with the allocation's
+    /// neighbours. It does when the two kinds agree (the neighbours were
+    /// placed for `held`), when the allocation has no neighbours
+    /// (dedicated), when the granularity is 1, and for a linear resource in
+    /// an optimal image's allocation padded to whole pages, which no
+    /// neighbour shares.
+    fn alias_keeps_granularity(
+        &self,
+        allocation: &Allocation,
+        held: ResourceKind,
+        kind: ResourceKind,
+    ) -> bool {
+        let granularity = self.context.properties.buffer_image_granularity;
+        if held.is_linear() == kind.is_linear() || allocation.is_dedicated() || granularity <= 1 {
+            return true;
+        }
+        // Optimal images take whole pages where they share blocks with
+        // linear resources (place.rs): always in custom pools when the
+        // granularity is a power of two, in default pools up to
+        // Config::max_padded_granularity. Elsewhere they have blocks of
+        // their own, whose other images share their pages.
+        let padded = if allocation.is_in_custom_pool() {
+            granularity.is_power_of_two()
+        } else {
+            self.context.padded_granularity().is_some()
+        };
+        !held.is_linear() && padded
+    }
+}
+
+impl Allocator<AshMemoryDevice> {
+    /// Creates a buffer bound `offset` bytes into `allocation`, aliasing
+    /// whatever else is bound to that memory (VMA's
+    /// `vmaCreateAliasingBuffer2`). Allocate for the largest resource that
+    /// will alias there (or an optimal-tiling image, if any will), then
+    /// bind the others to it with this and
+    /// [`create_aliasing_image`](Self::create_aliasing_image).
+    ///
+    /// The buffer does not own the memory: destroy it with
+    /// `vkDestroyBuffer` (after its frame), and free the allocation once
+    /// no alias is in use. Aliases in use at the same time, barriers and
+    /// layout transitions between them are the engine's to get right.
+    ///
+    /// # Errors
+    /// As [`check_alias`](Self::check_alias), and [`Error::CannotAlias`]
+    /// when the driver requires dedicated memory for the buffer;
+    /// `vkCreateBuffer` and `vkBindBufferMemory` failures as
+    /// [`Error::Device`] (or the matching variant). The buffer is destroyed
+    /// on error.
+    ///
+    /// # Safety
+    /// `info` is a valid `VkBufferCreateInfo` for this device; the
+    /// allocation is not freed while the buffer is in use.
+    pub unsafe fn create_aliasing_buffer(
+        &self,
+        allocation: &Allocation,
+        offset: u64,
+        info: &vk::BufferCreateInfo<'_>,
+    ) -> Result<vk::Buffer, Error> {
+        if info.flags.contains(vk::BufferCreateFlags::SPARSE_BINDING) {
+            return Err(Error::UnsupportedResource(
+                "BufferCreateFlags::SPARSE_BINDING",
+            ));
+        }
+        self.check_owner(allocation)?;
+        let device = self.device().device();
+        // SAFETY: the caller guarantees a valid create info.
+        let buffer = unsafe { device.create_buffer(info, None) }.map_err(DeviceError::from)?;
+        // SAFETY: just created from this device with `info.usage`.
+        let request =
+            unsafe { self.buffer_request(buffer, info.usage, &AllocationDesc::default()) };
+        let bound = self
+            .check_request_alias(allocation, offset, &request)
+            .and_then(|()| {
+                // SAFETY: the checks above: a memory type and an offset the
+                // buffer allows, its whole size inside the allocation's range
+                // of live memory (VUID-vkBindBufferMemory-memory-01035,
+                // -memoryOffset-01036, -size-01037), no dedicated requirement
+                // (-buffer-01444).
+                unsafe {
+                    device.bind_buffer_memory(
+                        buffer,
+                        allocation.memory(),
+                        allocation.offset() + offset,
+                    )
+                }
+                .map_err(|result| DeviceError::from(result).into())
+            });
+        if let Err(error) = bound {
+            // SAFETY: created above and never used.
+            unsafe { device.destroy_buffer(buffer, None) };
+            return Err(error);
+        }
+        Ok(buffer)
+    }
+
+    /// Creates an image bound `offset` bytes into `allocation`, as
+    /// [`create_aliasing_buffer`](Self::create_aliasing_buffer) does a
+    /// buffer (VMA's `vmaCreateAliasingImage2`).
+    ///
+    /// `bufferImageGranularity`: an optimal-tiling image may alias only an
+    /// allocation made for an optimal-tiling image (or dedicated memory),
+    /// and a linear resource one made for a linear resource, unless the
+    /// optimal image's allocation takes whole pages; otherwise the alias
+    /// could share a page with a neighbour of the other kind, and the
+    /// request fails with [`Error::CannotAlias`]. On a device whose
+    /// granularity is 1 any kind aliases any other.
+    ///
+    /// # Errors
+    /// As [`create_aliasing_buffer`](Self::create_aliasing_buffer);
+    /// [`Error::UnsupportedResource`] for a sparse or disjoint image.
+    ///
+    /// # Safety
+    /// `info` is a valid `VkImageCreateInfo` for this device; the
+    /// allocation is not freed while the image is in use.
+    pub unsafe fn create_aliasing_image(
+        &self,
+        allocation: &Allocation,
+        offset: u64,
+        info: &vk::ImageCreateInfo<'_>,
+    ) -> Result<vk::Image, Error> {
+        if info.flags.contains(vk::ImageCreateFlags::SPARSE_BINDING) {
+            return Err(Error::UnsupportedResource(
+                "ImageCreateFlags::SPARSE_BINDING",
+            ));
+        }
+        if info.flags.contains(vk::ImageCreateFlags::DISJOINT) {
+            return Err(Error::UnsupportedResource("ImageCreateFlags::DISJOINT"));
+        }
+        self.check_owner(allocation)?;
+        let device = self.device().device();
+        // SAFETY: the caller guarantees a valid create info.
+        let image = unsafe { device.create_image(info, None) }.map_err(DeviceError::from)?;
+        // SAFETY: just created from this device with `info.tiling`, not
+        // disjoint.
+        let request = unsafe { self.image_request(image, info.tiling, &AllocationDesc::default()) };
+        let bound = self
+            .check_request_alias(allocation, offset, &request)
+            .and_then(|()| {
+                // SAFETY: as for buffers (VUID-vkBindImageMemory-memory-01047,
+                // -memoryOffset-01048, -size-01049, -image-01445).
+                unsafe {
+                    device.bind_image_memory(
+                        image,
+                        allocation.memory(),
+                        allocation.offset() + offset,
+                    )
+                }
+                .map_err(|result| DeviceError::from(result).into())
+            });
+        if let Err(error) = bound {
+            // SAFETY: created above and never used.
+            unsafe { device.destroy_image(image, None) };
+            return Err(error);
+        }
+        Ok(image)
+    }
+
+    /// [`check_alias`](Allocator::check_alias) for a resource's request,
+    /// which also says whether the driver requires dedicated memory.
+    fn check_request_alias(
+        &self,
+        allocation: &Allocation,
+        offset: u64,
+        request: &Request<'_>,
+    ) -> Result<(), Error> {
+        if request.driver_dedicated.required {
+            return Err(Error::CannotAlias(
+                "the driver requires dedicated memory for the resource",
+            ));
+        }
+        self.check_alias(allocation, offset, &request.requirements, request.kind)
+    }
+}

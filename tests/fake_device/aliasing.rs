@@ -1,0 +1,186 @@
+//! `Allocator::check_alias`: what may be bound into an allocation beside
+//! the resource it was made for, on the layouts whose granularity and
+//! padding differ. (The ash helpers that create and bind aliases run on
+//! lavapipe, in the Vulkan suite.)
+
+use ash::vk;
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{
+    AllocationDesc, Config, DedicatedPolicy, DedicatedTarget, Error, PoolDesc, Request,
+    ResourceKind, Usage,
+};
+
+use super::{allocator, allocator_with, finish, free, requirements, FakeAllocator};
+
+const KIB: u64 = 1024;
+
+use ResourceKind::{Buffer, LinearImage, OptimalImage};
+
+/// A device-local allocation of `size` bytes for a `kind` resource.
+fn allocation(allocator: &FakeAllocator, size: u64, kind: ResourceKind) -> vk_suballoc::Allocation {
+    allocator
+        .allocate(&Request::new(
+            requirements(size, 256),
+            Usage::DEVICE_LOCAL,
+            kind,
+        ))
+        .unwrap()
+}
+
+#[test]
+fn an_alias_must_fit_the_allocation() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let image = allocation(&allocator, 64 * KIB, OptimalImage);
+    let fits = |offset, size, alignment, bits| {
+        let requirements = vk::MemoryRequirements {
+            size,
+            alignment,
+            memory_type_bits: bits,
+        };
+        allocator.check_alias(&image, offset, &requirements, OptimalImage)
+    };
+    assert_eq!(fits(0, 64 * KIB, 256, !0), Ok(()));
+    assert_eq!(fits(32 * KIB, 32 * KIB, 256, !0), Ok(()));
+    assert_eq!(
+        fits(32 * KIB, 32 * KIB + 1, 256, !0),
+        Err(Error::RangeOutOfBounds {
+            start: 32 * KIB,
+            end: 64 * KIB + 1,
+            size: 64 * KIB
+        })
+    );
+    assert_eq!(
+        fits(u64::MAX, 1, 1, !0),
+        Err(Error::RangeOutOfBounds {
+            start: u64::MAX,
+            end: u64::MAX,
+            size: 64 * KIB
+        })
+    );
+    assert!(matches!(
+        fits(256, KIB, 4096, !0),
+        Err(Error::CannotAlias(_))
+    ));
+    let other_types = !(1 << image.memory_type());
+    assert!(matches!(
+        fits(0, KIB, 256, other_types),
+        Err(Error::CannotAlias(_))
+    ));
+
+    let (other, other_device) = super::allocator(FakeLayout::discrete());
+    let foreign = allocation(&other, KIB, Buffer);
+    let requirements = requirements(KIB, 256);
+    assert_eq!(
+        allocator.check_alias(&foreign, 0, &requirements, Buffer),
+        Err(Error::ForeignAllocation)
+    );
+    free(&other, foreign);
+    finish(other, &other_device);
+    free(&allocator, image);
+    finish(allocator, &device);
+}
+
+/// `bufferImageGranularity` 1024 on the discrete layout: optimal images
+/// take whole pages (padded), so a buffer may alias an image's memory; an
+/// image may not alias a buffer's, whose neighbours are linear.
+#[test]
+fn granularity_decides_which_kinds_alias() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let image = allocation(&allocator, 64 * KIB, OptimalImage);
+    let buffer = allocation(&allocator, 64 * KIB, Buffer);
+    let r = requirements(16 * KIB, 1024);
+    for kind in [Buffer, LinearImage, OptimalImage] {
+        assert_eq!(
+            allocator.check_alias(&image, 0, &r, kind),
+            Ok(()),
+            "{kind:?}"
+        );
+    }
+    for kind in [Buffer, LinearImage] {
+        assert_eq!(
+            allocator.check_alias(&buffer, 0, &r, kind),
+            Ok(()),
+            "{kind:?}"
+        );
+    }
+    assert!(matches!(
+        allocator.check_alias(&buffer, 0, &r, OptimalImage),
+        Err(Error::CannotAlias(_))
+    ));
+    free(&allocator, image);
+    free(&allocator, buffer);
+    finish(allocator, &device);
+
+    // Images in blocks of their own (no padding): their neighbours are
+    // images, so no linear alias either.
+    let unpadded = Config {
+        max_padded_granularity: 0,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), unpadded);
+    let image = allocation(&allocator, 64 * KIB, OptimalImage);
+    assert!(matches!(
+        allocator.check_alias(&image, 0, &r, Buffer),
+        Err(Error::CannotAlias(_))
+    ));
+    assert_eq!(allocator.check_alias(&image, 0, &r, OptimalImage), Ok(()));
+    // A custom pool pads its images, so it allows it.
+    let pool = allocator
+        .create_pool(&PoolDesc::new(image.memory_type()))
+        .unwrap();
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    let pooled = allocator
+        .allocate(&Request::with_desc(
+            requirements(64 * KIB, 256),
+            OptimalImage,
+            desc,
+        ))
+        .unwrap();
+    assert_eq!(allocator.check_alias(&pooled, 0, &r, Buffer), Ok(()));
+    free(&allocator, pooled);
+    allocator.destroy_pool(pool).unwrap();
+    free(&allocator, image);
+    finish(allocator, &device);
+
+    // Granularity 1 (the integrated layout): any kind aliases any other.
+    let (allocator, device) = super::allocator(FakeLayout::integrated());
+    let buffer = allocation(&allocator, 64 * KIB, Buffer);
+    assert_eq!(allocator.check_alias(&buffer, 0, &r, OptimalImage), Ok(()));
+    free(&allocator, buffer);
+    finish(allocator, &device);
+}
+
+/// Dedicated memory has no neighbours, but memory made for one resource
+/// (`VkMemoryDedicatedAllocateInfo`) takes no other.
+#[test]
+fn dedicated_memory_aliases_unless_made_for_its_resource() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let always = AllocationDesc::new(Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+    let untargeted = allocator
+        .allocate(&Request::with_desc(
+            requirements(64 * KIB, 256),
+            Buffer,
+            always,
+        ))
+        .unwrap();
+    let resource = device.create_resource();
+    let targeted = allocator
+        .allocate(
+            &Request::with_desc(requirements(64 * KIB, 256), Buffer, always)
+                .dedicated_target(DedicatedTarget::Buffer(vk::Handle::from_raw(resource))),
+        )
+        .unwrap();
+    let r = requirements(16 * KIB, 256);
+    assert_eq!(
+        allocator.check_alias(&untargeted, 0, &r, OptimalImage),
+        Ok(())
+    );
+    assert!(matches!(
+        allocator.check_alias(&targeted, 0, &r, Buffer),
+        Err(Error::CannotAlias(_))
+    ));
+    free(&allocator, untargeted);
+    free(&allocator, targeted);
+    device.destroy_resource(resource);
+    finish(allocator, &device);
+}
