@@ -10,7 +10,8 @@
 //! the frame queue when the GPU may still read them. The blocks the plan
 //! empties are released as their last allocation is freed.
 //!
-//! Plans empty whole blocks, as VMA's `FAST` algorithm does. They do not
+//! Plans empty whole blocks, as VMA's `FAST` algorithm does, in one plan
+//! or, with [`DefragmentationLimits::split_blocks`], over several. They do not
 //! compact allocations inside a block (VMA's `BALANCED` and `FULL` also
 //! do). That would free no memory, only join free ranges; the offset
 //! allocator already merges neighbours on free, and blocks fill oldest
@@ -64,8 +65,10 @@ impl<'a> Movable<'a> {
 
 /// How much one plan may move, and which blocks are worth emptying.
 ///
-/// A block is emptied entirely or not at all, so a plan stops short of
-/// these limits rather than move part of a block.
+/// By default a block is emptied entirely or not at all, so a plan stops
+/// short of these limits rather than move part of a block;
+/// [`split_blocks`](Self::split_blocks) lets plans empty a block over
+/// several passes, as VMA's incremental passes do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DefragmentationLimits {
     /// The most allocations moved (VMA's `maxAllocationsPerPass`). No
@@ -83,6 +86,16 @@ pub struct DefragmentationLimits {
     /// the plain replay made 4). 100 empties any block that fits elsewhere,
     /// as VMA's `FAST` algorithm does.
     pub max_used_percent: u8,
+    /// Whether a block with more allocations or bytes than what is left of
+    /// the limits may be emptied in part: once no other block fits whole,
+    /// the rest of the limits goes to the emptiest such block, which then
+    /// retires as an emptied block does, and later plans listing its
+    /// allocations again move the rest ([`DefragmentationPlan::blocks_started`]).
+    /// Off by default: under limits smaller than a block's allocations, a
+    /// plan then never empties that block (`blocks_over_limits`). On, an
+    /// engine that defragments a little every frame makes progress on
+    /// blocks of any size.
+    pub split_blocks: bool,
 }
 
 impl Default for DefragmentationLimits {
@@ -91,6 +104,7 @@ impl Default for DefragmentationLimits {
             max_moves: usize::MAX,
             max_bytes: u64::MAX,
             max_used_percent: 50,
+            split_blocks: false,
         }
     }
 }
@@ -115,6 +129,13 @@ impl DefragmentationLimits {
     #[must_use]
     pub const fn max_used_percent(mut self, percent: u8) -> Self {
         self.max_used_percent = percent;
+        self
+    }
+
+    /// Lets a block over the limits be emptied over several plans.
+    #[must_use]
+    pub const fn split_blocks(mut self, split: bool) -> Self {
+        self.split_blocks = split;
         self
     }
 }
@@ -155,13 +176,21 @@ pub struct DefragmentationPlan {
     pub bytes_moved: u64,
     /// Blocks whose every allocation was listed, but whose moves exceeded
     /// what was left of the limits' moves or bytes: a plan with higher
-    /// limits might empty them. A block is moved whole or not at all, so a
-    /// block with more allocations (or bytes) than the limits allow is never
-    /// emptied under them. With no moves and none of these, the movables
+    /// limits might empty them. Unless plans split blocks, a block is moved
+    /// whole or not at all, so a block with more allocations (or bytes)
+    /// than the limits allow is never emptied under them. With no moves and none of these, the movables
     /// listed leave nothing to do (until their blocks change). A plan with
     /// no moves and some of these will stay so under the same limits: raise
-    /// them, or stop.
+    /// them, let plans split blocks, or stop. A block emptied in part is
+    /// not counted here.
     pub blocks_over_limits: usize,
+    /// Blocks this plan moves part of the allocations out of, under
+    /// [`DefragmentationLimits::split_blocks`]: they are being emptied
+    /// (retiring) from now on, and a later plan that lists their remaining
+    /// allocations moves more of them (list only those whose moves were
+    /// carried out or given up: the others are still live there). Not in
+    /// `blocks_released` until the plan that empties them.
+    pub blocks_started: usize,
 }
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
@@ -301,6 +330,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             moves: limits.max_moves,
             bytes: limits.max_bytes,
             used_percent: limits.max_used_percent.min(100),
+            split: limits.split_blocks,
         };
         let mut plan = DefragmentationPlan::default();
         for group in &groups {
@@ -343,6 +373,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             plan.bytes_released += pool_plan.bytes;
             plan.bytes_moved += pool_plan.bytes_moved;
             plan.blocks_over_limits += pool_plan.over_limits;
+            plan.blocks_started += pool_plan.started;
             plan.moves.extend(
                 pool_plan
                     .moves

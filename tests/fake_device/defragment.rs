@@ -457,6 +457,74 @@ fn limits_stop_a_plan_short_of_a_block() {
     finish(allocator, &device);
 }
 
+/// With `split_blocks`, limits below a block's moves empty it over several
+/// plans: each moves what the limits allow out of the emptiest block over
+/// them, which retires at once; the plan that moves the last ones counts
+/// it released. The 64 MiB block's 8 buffers go 3, 3 and 2 at a time
+/// (or 2 by 2 under a 2.5 MiB limit).
+#[test]
+fn split_blocks_empty_a_block_over_several_plans() {
+    for (limits, per_plan) in [
+        (DefragmentationLimits::default().max_moves(3), 3),
+        (DefragmentationLimits::default().max_bytes(5 * MIB / 2), 2),
+    ] {
+        let limits = limits.split_blocks(true);
+        let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+        let mut live = two_fragmented_blocks(&allocator);
+        let memory_type = live[0].memory_type();
+        let second = live[16].memory();
+        let mut left = 8;
+        while left > per_plan {
+            let plan = allocator
+                .plan_defragmentation(&movables(&live), &limits)
+                .unwrap();
+            assert_eq!(plan.moves.len(), per_plan, "{limits:?}");
+            assert_eq!((plan.blocks_started, plan.blocks_released), (1, 0));
+            // The first block, half full, is over the limits as a whole,
+            // until the moves fill it past half.
+            let first_plan = left == 8;
+            assert_eq!(plan.blocks_over_limits, usize::from(first_plan));
+            assert!(plan
+                .moves
+                .iter()
+                .all(|m| live[m.movable].memory() == second));
+            let map = allocator.memory_map();
+            let retiring: Vec<_> = map.memory_types[memory_type as usize]
+                .blocks
+                .iter()
+                .filter(|b| b.retiring)
+                .map(|b| b.memory)
+                .collect();
+            assert_eq!(retiring, [second], "{limits:?}");
+            carry_out(&allocator, &mut live, plan);
+            left -= per_plan;
+            assert_eq!(live.iter().filter(|a| a.memory() == second).count(), left);
+            assert_eq!(blocks(&allocator, memory_type).0, 2, "not yet empty");
+        }
+        let plan = allocator
+            .plan_defragmentation(&movables(&live), &limits)
+            .unwrap();
+        assert_eq!((plan.moves.len(), plan.blocks_released), (left, 1));
+        assert_eq!(plan.blocks_started, 0);
+        carry_out(&allocator, &mut live, plan);
+        assert_eq!(blocks(&allocator, memory_type).0, 1, "released");
+        // Without splitting the same limits plan nothing at all.
+        let whole = DefragmentationLimits {
+            split_blocks: false,
+            ..limits
+        };
+        assert!(allocator
+            .plan_defragmentation(&movables(&live), &whole)
+            .unwrap()
+            .moves
+            .is_empty());
+        for a in live {
+            free(&allocator, a);
+        }
+        finish(allocator, &device);
+    }
+}
+
 /// A block holding anything not movable stays: here the second block's
 /// last buffer is left out, then a dedicated allocation, which never moves,
 /// is the only thing listed.
@@ -959,7 +1027,8 @@ fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) -
             1 => DefragmentationLimits::default().max_bytes(rng.below(16 * MIB)),
             2 => DefragmentationLimits::default().max_used_percent(rng.below(101) as u8),
             _ => DefragmentationLimits::default(),
-        };
+        }
+        .split_blocks(rng.below(2) == 0);
         let plan = allocator.plan_defragmentation(&listed, &limits).unwrap();
         assert!(plan.moves.len() <= limits.max_moves, "{context}");
         let moved_bytes: u64 = plan
@@ -979,6 +1048,10 @@ fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) -
             .map(|m| live[movable[m.movable]].allocation.memory())
             .collect();
         let (blocks_emptied, bytes_emptied) = (plan.blocks_released, plan.bytes_released);
+        let blocks_started = plan.blocks_started;
+        if !limits.split_blocks {
+            assert_eq!(blocks_started, 0, "{context}");
+        }
         total_moves += plan.moves.len();
         total_blocks += plan.blocks_released;
         for planned in plan.moves.into_iter().rev() {
@@ -1009,15 +1082,16 @@ fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) -
             free(allocator, old);
         }
         assert_disjoint(live.iter().map(|l| &l.allocation), &context);
-        assert!(
-            live.iter()
-                .all(|l| !sources.contains(&l.allocation.memory())),
-            "{context}"
-        );
-        let mut emptied = sources.clone();
-        emptied.sort_unstable();
-        emptied.dedup();
+        // A source block is emptied, or (splitting) started: some of its
+        // allocations stay for a later plan.
+        let mut all_sources = sources.clone();
+        all_sources.sort_unstable();
+        all_sources.dedup();
+        let (emptied, started): (Vec<vk::DeviceMemory>, Vec<vk::DeviceMemory>) = all_sources
+            .into_iter()
+            .partition(|&memory| live.iter().all(|l| l.allocation.memory() != memory));
         assert_eq!(emptied.len(), blocks_emptied, "{context}");
+        assert_eq!(started.len(), blocks_started, "{context}");
         assert_eq!(
             allocator.stats().reserved_bytes(),
             reserved - bytes_emptied,

@@ -14,7 +14,10 @@
 //! another), one this plan empties, or one an earlier plan is still
 //! emptying. A block is taken only when all of its allocations fit within
 //! the plan's limits; otherwise its placements are undone and the next
-//! block is tried.
+//! block is tried. With `split_blocks`, what is left of the limits then
+//! goes to the emptiest block that was over them: as many of its
+//! allocations as fit, largest first; it retires as a block taken whole
+//! does, and later plans move the rest.
 //!
 //! A block taken is *retiring*: it moves to the back of its class's
 //! first-fit order, and blocks made later are listed before it, so new
@@ -57,6 +60,9 @@ pub(crate) struct MoveBudget {
     pub(crate) bytes: u64,
     /// Only blocks at most this percent in use (0..=100) are emptied.
     pub(crate) used_percent: u8,
+    /// Whether a block over what is left may be emptied in part, the rest
+    /// left to later plans.
+    pub(crate) split: bool,
 }
 
 /// The moves planned in one memory type.
@@ -74,6 +80,30 @@ pub(crate) struct PoolPlan {
     /// Blocks skipped because their moves exceeded what was left of the
     /// budget's moves or bytes.
     pub(crate) over_limits: usize,
+    /// Blocks emptied in part (`MoveBudget::split`): retiring, with
+    /// allocations left for later plans.
+    pub(crate) started: usize,
+}
+
+/// The requests of `list`'s moves, named `names`, largest first: each with
+/// its movable's index and the bytes its move copies.
+fn move_requests<'n>(
+    list: &[PoolMovable],
+    names: &'n [Option<Box<str>>],
+    request_for: &impl Fn(usize) -> PoolRequest<'static>,
+) -> Vec<(usize, PoolRequest<'n>, u64)> {
+    let mut requests: Vec<_> = list
+        .iter()
+        .zip(names)
+        .map(|(movable, name)| {
+            let mut request = request_for(movable.index);
+            request.name = name.as_deref();
+            request.dedicated = DedicatedChoice::Never;
+            (movable.index, request, movable.size)
+        })
+        .collect();
+    requests.sort_by_key(|(_, request, _)| Reverse(request.placed_size));
+    requests
 }
 
 /// Orders two blocks' `(bytes in use, size)` by the fraction in use,
@@ -136,6 +166,8 @@ impl<M> TypePool<M> {
 
         let mut emptied: Vec<SlabKey> = Vec::new();
         let mut received: HashSet<SlabKey> = HashSet::new();
+        // Blocks over the budget, emptiest first, to split when it allows.
+        let mut over: Vec<Source> = Vec::new();
         // A custom pool keeps its min_blocks: a plan empties no more blocks
         // than it holds above them, besides those retiring already.
         let releasable = (self.counters.blocks)
@@ -153,29 +185,17 @@ impl<M> TypePool<M> {
             let bytes: u64 = list.iter().map(|movable| movable.size).sum();
             if list.len() > budget.moves || bytes > budget.bytes {
                 plan.over_limits += 1;
+                if budget.split {
+                    over.push(source);
+                }
                 continue;
             }
-            // Each destination takes its source's name, copied out first:
-            // placing changes the maps that hold it.
-            let names: Vec<Option<Box<str>>> = list
-                .iter()
-                .map(|movable| self.name_at(movable.location).map(Into::into))
-                .collect();
-            let mut requests: Vec<(usize, PoolRequest<'_>)> = list
-                .iter()
-                .zip(&names)
-                .map(|(movable, name)| {
-                    let mut request = request_for(movable.index);
-                    request.name = name.as_deref();
-                    request.dedicated = DedicatedChoice::Never;
-                    (movable.index, request)
-                })
-                .collect();
-            requests.sort_by_key(|(_, request)| Reverse(request.placed_size));
+            let names = self.names_of(list);
+            let requests = move_requests(list, &names, &request_for);
             emptied.push(source.key);
             let destinations = self.destinations(&emptied, &free_in_runs);
             let mut placed: Vec<(usize, Placement, u64)> = Vec::with_capacity(list.len());
-            for (index, request) in &requests {
+            for (index, request, _) in &requests {
                 let Some(placement) = self.place_outside(request, &destinations) else {
                     break;
                 };
@@ -204,10 +224,89 @@ impl<M> TypePool<M> {
             plan.bytes += source.size;
             plan.bytes_moved += bytes;
         }
+        // What is left of the budget goes to the emptiest block over it,
+        // moved in part (then the next, should the first take little).
+        for source in over {
+            if budget.moves == 0 || budget.bytes == 0 {
+                break;
+            }
+            if self.policy.min_blocks > 0 && emptied.len() as u64 >= releasable {
+                break;
+            }
+            if received.contains(&source.key) {
+                continue;
+            }
+            if self.empty_in_part(
+                &source,
+                budget,
+                &request_for,
+                &free_in_runs,
+                &mut emptied,
+                &mut received,
+                &mut plan,
+            ) {
+                plan.over_limits -= 1;
+                plan.started += 1;
+            }
+        }
         for key in emptied {
             self.retire(key);
         }
         plan
+    }
+
+    /// Moves what `budget` allows of `source`'s movables, largest first
+    /// (skipping those over the bytes left or with no room elsewhere), and
+    /// counts them in `plan`; the block joins `emptied`, to retire, and the
+    /// destinations' blocks join `received`. Returns whether anything
+    /// moved; nothing changes when not.
+    #[allow(clippy::too_many_arguments)]
+    fn empty_in_part(
+        &mut self,
+        source: &Source,
+        budget: &mut MoveBudget,
+        request_for: &impl Fn(usize) -> PoolRequest<'static>,
+        free_in_runs: &[u64],
+        emptied: &mut Vec<SlabKey>,
+        received: &mut HashSet<SlabKey>,
+        plan: &mut PoolPlan,
+    ) -> bool {
+        let names = self.names_of(&source.movables);
+        let requests = move_requests(&source.movables, &names, request_for);
+        emptied.push(source.key);
+        let destinations = self.destinations(emptied, free_in_runs);
+        let mut moved = false;
+        for (index, request, bytes) in &requests {
+            if budget.moves == 0 {
+                break;
+            }
+            if *bytes > budget.bytes {
+                continue;
+            }
+            let Some(placement) = self.place_outside(request, &destinations) else {
+                continue;
+            };
+            if let Some(block) = self.block_of(placement.location) {
+                received.insert(block);
+            }
+            plan.moves.push((*index, placement, source.key));
+            budget.moves -= 1;
+            budget.bytes -= bytes;
+            plan.bytes_moved += bytes;
+            moved = true;
+        }
+        if !moved {
+            emptied.pop();
+        }
+        moved
+    }
+
+    /// The names of `list`'s allocations, copied out: each destination
+    /// takes its source's, and placing changes the maps that hold them.
+    fn names_of(&self, list: &[PoolMovable]) -> Vec<Option<Box<str>>> {
+        list.iter()
+            .map(|movable| self.name_at(movable.location).map(Into::into))
+            .collect()
     }
 
     /// By block slab index, the bytes of the free slots of its runs, which
