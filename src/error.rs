@@ -207,7 +207,9 @@ pub enum Error {
     #[error("custom pool belongs to another allocator")]
     ForeignPool,
     /// 2047 custom pools exist in this allocator, as many as allocations
-    /// can name. Destroy some, or share them.
+    /// can name. Destroy some, or share them. (A slot is retired after
+    /// 65 535 pools were made and destroyed in it, so about 134 million
+    /// pool lifetimes fit in one allocator.)
     #[error("too many custom pools")]
     TooManyPools,
     /// A resource cannot be bound into an allocation as an alias; the text

@@ -23,7 +23,7 @@ use std::sync::Mutex;
 use ash::vk;
 
 use super::place::{check_requirements, custom_pool_request, lock, pool_request};
-use super::pool::{read, Home, PoolTag};
+use super::pool::{read, Home, PoolCell, PoolTag};
 use super::{Allocation, Allocator, Request};
 use crate::device::MemoryDeviceExt;
 use crate::memory::slab::SlabKey;
@@ -277,13 +277,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // type, then custom pools) so that each pool is locked once:
         // nothing changes unless every movable passes. Moves stay in their
         // pool.
-        let custom = read(&self.custom);
         let mut groups: Vec<PoolGroup<'_, M>> = (0u32..)
             .zip(self.pools.iter())
             .map(|(memory_type, pool)| PoolGroup {
                 memory_type,
                 tag: PoolTag::DEFAULT,
-                pool,
+                pool: GroupPool::Default(pool),
                 indices: Vec::new(),
             })
             .collect();
@@ -297,11 +296,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 Some(tag) => match custom_groups.get(&tag) {
                     Some(&group) => group,
                     None => {
-                        let pool = custom.get(tag).ok_or(Error::StaleAllocation)?;
+                        let cell = read(&self.custom).get(tag);
                         groups.push(PoolGroup {
                             memory_type: allocation.memory_type(),
                             tag,
-                            pool,
+                            pool: GroupPool::Custom(cell.ok_or(Error::StaleAllocation)?),
                             indices: Vec::new(),
                         });
                         custom_groups.insert(tag, groups.len() - 1);
@@ -317,10 +316,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             if indices.is_empty() {
                 continue;
             }
-            let pool = lock(group.pool);
-            if !indices
-                .iter()
-                .all(|&index| pool.is_live(movables[index].allocation.location))
+            let pool = lock(group.pool.mutex());
+            if pool.is_destroyed()
+                || !indices
+                    .iter()
+                    .all(|&index| pool.is_live(movables[index].allocation.location))
             {
                 return Err(Error::StaleAllocation);
             }
@@ -363,7 +363,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     custom_pool_request(&self.context, memory_type, &request, false)
                 }
             };
-            let pool_plan = lock(group.pool).plan_defragmentation(
+            let pool_plan = lock(group.pool.mutex()).plan_defragmentation(
                 &self.context,
                 &pool_movables,
                 &mut budget,
@@ -432,7 +432,23 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 struct PoolGroup<'a, M> {
     memory_type: u32,
     tag: PoolTag,
-    pool: &'a Mutex<TypePool<M>>,
+    pool: GroupPool<'a, M>,
     /// Indices into the movables.
     indices: Vec<usize>,
+}
+
+/// A group's pool: a default pool, or a custom pool's cell, held (and
+/// locked later) without the custom pools' table.
+enum GroupPool<'a, M> {
+    Default(&'a Mutex<TypePool<M>>),
+    Custom(PoolCell<M>),
+}
+
+impl<M> GroupPool<'_, M> {
+    fn mutex(&self) -> &Mutex<TypePool<M>> {
+        match self {
+            Self::Default(pool) => pool,
+            Self::Custom(cell) => cell,
+        }
+    }
 }

@@ -5,7 +5,7 @@
 
 use gpu_alloc_types::MemoryPropertyFlags;
 
-use super::{lock, read, Allocator};
+use super::{lock, Allocator};
 use crate::device::MemoryDeviceExt;
 use crate::memory::type_pool::TypePool;
 use crate::report::{
@@ -48,14 +48,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 }
             })
             .collect();
-        // Lock order: `custom`, then one pool; no default pool is held.
-        for (_, pool) in read(&self.custom).iter() {
-            let pool = lock(pool);
+        // One custom pool at a time, no default pool held.
+        self.for_each_custom_pool(|pool| {
             if let Some(memory_type) = memory_types.get_mut(pool.memory_type() as usize) {
-                let map = self.pool_map(&pool, memory_type.heap);
+                let map = self.pool_map(pool, memory_type.heap);
                 memory_type.custom_pools.push(map);
             }
-        }
+        });
         let budgets = self.context.fresh_heap_budgets();
         let heaps = device
             .memory_heaps

@@ -58,14 +58,14 @@ pub struct Allocator<D: MemoryDeviceExt<M>, M: Send = vk::DeviceMemory> {
     context: MemoryContext<D>,
     /// The default pool of each memory type.
     pools: Box<[Mutex<TypePool<M>>]>,
-    /// Custom pools (`pool.rs`). Lock order: `custom` (read or write), then
-    /// one pool.
+    /// Custom pools (`pool.rs`). Never locked while a pool is: calls take
+    /// a pool's `Arc` from it, release it, then lock the pool.
     custom: RwLock<CustomPools<M>>,
     /// Tags this allocator's allocations, so foreign ones are rejected.
     /// Never repeats ([`take_allocator_id`]).
     id: u32,
     /// Frees waiting for frame fences. Lock order: `frames`, then `rings`,
-    /// then `custom`, then a pool.
+    /// then a pool (or `custom`, never both).
     frames: Mutex<DeferredQueue<FrameSignal, Deferred>>,
     rings: Mutex<frames::Rings>,
 }
@@ -348,13 +348,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// As [`free`](Self::free).
     pub unsafe fn free_mut(&mut self, allocation: Allocation) -> Result<(), Error> {
         self.check_owner(&allocation)?;
-        let pool = if let Some(tag) = allocation.custom_pool() {
-            custom_mut(&mut self.custom)
-                .get_mut(tag)
-                .ok_or(Error::StaleAllocation)?
-        } else {
-            exclusive(&mut self.pools[allocation.memory_type() as usize])
-        };
+        if let Some(tag) = allocation.custom_pool() {
+            // SAFETY: as for this call.
+            return unsafe { self.free_in_custom_pool(tag, allocation) };
+        }
+        let pool = exclusive(&mut self.pools[allocation.memory_type() as usize]);
         // SAFETY: the caller guarantees the GPU is done with the allocation.
         unsafe { pool.free(&self.context, allocation.location, allocation.size) }
     }
@@ -376,18 +374,29 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
     }
 
-    /// Runs `f` on custom pool `tag` under its lock; `None` when it was
-    /// destroyed.
+    /// Runs `f` on custom pool `tag` under its lock (not the table's:
+    /// `pool.rs`); `None` when it was destroyed.
     #[inline(never)]
     fn with_custom_pool<R>(
         &self,
         tag: PoolTag,
         f: impl FnOnce(&mut TypePool<M>) -> R,
     ) -> Option<R> {
-        let custom = read(&self.custom);
-        let pool = custom.get(tag)?;
-        let result = f(&mut lock(pool));
-        Some(result)
+        let cell = read(&self.custom).get(tag)?;
+        let mut pool = lock(&cell);
+        (!pool.is_destroyed()).then(|| f(&mut pool))
+    }
+
+    /// Every custom pool, each under its own lock in turn: `f` runs on
+    /// those not destroyed.
+    fn for_each_custom_pool(&self, mut f: impl FnMut(&mut TypePool<M>)) {
+        let cells = read(&self.custom).snapshot();
+        for (_, cell) in cells {
+            let mut pool = lock(&cell);
+            if !pool.is_destroyed() {
+                f(&mut pool);
+            }
+        }
     }
 
     fn check_owner(&self, allocation: &Allocation) -> Result<(), Error> {
@@ -591,15 +600,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             .iter()
             .map(|pool| lock(pool).trim(&self.context))
             .sum();
-        let custom: u64 = read(&self.custom)
-            .iter()
-            .map(|(_, pool)| lock(pool).trim(&self.context))
-            .sum();
+        let mut custom = 0;
+        self.for_each_custom_pool(|pool| custom += pool.trim(&self.context));
         default + custom
     }
 
     /// Figures per memory type and heap, and totals. Cheap enough for every
-    /// frame: one short lock per memory type, no walk over allocations, and
+    /// frame: one short lock per memory type and per custom pool, no walk
+    /// over allocations, and
     /// with `VK_EXT_memory_budget` one query of the driver's heap budgets,
     /// as [`budgets`](Self::budgets) makes (VMA reads them once a frame).
     /// A memory type's figures count its custom pools' blocks and
@@ -607,10 +615,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     pub fn stats(&self) -> Stats {
         let properties = &self.context.properties.device;
         let mut counters: Vec<_> = self.pools.iter().map(|pool| lock(pool).counters).collect();
-        for (_, pool) in read(&self.custom).iter() {
-            let pool = lock(pool);
-            counters[pool.memory_type() as usize] += pool.counters;
-        }
+        self.for_each_custom_pool(|pool| counters[pool.memory_type() as usize] += pool.counters);
         let memory_types: Vec<TypeStats> = counters
             .iter()
             .enumerate()
@@ -647,8 +652,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Drop for Allocator<D, M> {
         for pool in self.pools.iter_mut() {
             exclusive(pool).release_all(&self.context);
         }
-        for pool in custom_mut(&mut self.custom).iter_mut() {
-            pool.release_all(&self.context);
+        for cell in custom_mut(&mut self.custom).drain() {
+            let mut pool = lock(&cell);
+            if !pool.is_destroyed() {
+                pool.release_all(&self.context);
+            }
         }
     }
 }

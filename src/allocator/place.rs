@@ -4,7 +4,7 @@
 //! or directly for [`Allocator::allocate_mut`](crate::Allocator::allocate_mut),
 //! whose `&mut self` proves no other thread is inside the allocator.
 
-use std::sync::{Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use ash::vk;
 
@@ -75,9 +75,9 @@ impl<M> PoolAccess for Locked<'_, M> {
         tag: PoolTag,
         f: impl FnOnce(&mut TypePool<M>) -> R,
     ) -> Option<R> {
-        let custom = read(self.custom);
-        let result = f(&mut lock(custom.get(tag)?));
-        Some(result)
+        let cell = read(self.custom).get(tag)?;
+        let mut pool = lock(&cell);
+        (!pool.is_destroyed()).then(|| f(&mut pool))
     }
 }
 
@@ -101,7 +101,19 @@ impl<M> PoolAccess for Exclusive<'_, M> {
         tag: PoolTag,
         f: impl FnOnce(&mut TypePool<M>) -> R,
     ) -> Option<R> {
-        Some(f(custom_mut(self.custom).get_mut(tag)?))
+        let cell = custom_mut(self.custom).get_mut(tag)?;
+        // No other thread is inside the allocator, so none holds the pool
+        // (its `Arc` is shared only for the length of a call); were one
+        // to, its lock would be taken.
+        let mut guard;
+        let pool = match Arc::get_mut(cell) {
+            Some(mutex) => exclusive(mutex),
+            None => {
+                guard = lock(cell);
+                &mut *guard
+            }
+        };
+        (!pool.is_destroyed()).then(|| f(pool))
     }
 }
 
@@ -341,16 +353,17 @@ where
                 memory_type_bits: requirements.memory_type_bits,
             });
         }
+        // In the default path's order: the device-address feature, the
+        // heap, the type's properties, maxMemoryAllocationSize.
         let usage = request.desc.usage;
-        let props = self.context.memory_types()[memory_type as usize].props;
-        if !pool_type_serves(props, usage)
-            || (usage.contains(Usage::DEVICE_ADDRESS)
-                && !self.context.properties.device.buffer_device_address)
+        let no_type = Error::NoSuitableMemoryType {
+            memory_type_bits: requirements.memory_type_bits,
+            usage,
+        };
+        if usage.contains(Usage::DEVICE_ADDRESS)
+            && !self.context.properties.device.buffer_device_address
         {
-            return Err(Error::NoSuitableMemoryType {
-                memory_type_bits: requirements.memory_type_bits,
-                usage,
-            });
+            return Err(no_type);
         }
         let heap = self.context.heap_size(memory_type);
         if size > heap {
@@ -358,6 +371,10 @@ where
                 size,
                 largest_heap: heap,
             });
+        }
+        let props = self.context.memory_types()[memory_type as usize].props;
+        if !pool_type_serves(props, usage) {
+            return Err(no_type);
         }
         let max = self.context.properties.device.max_memory_allocation_size;
         if size > max {
@@ -375,7 +392,12 @@ where
         let context = self.context;
         let placement = self
             .pools
-            .with_custom_pool(pool.tag(), |pool| pool.allocate(context, &pool_request))
+            .with_custom_pool(pool.tag(), |pool| {
+                if !pool.takes_runs() {
+                    pool_request.run_class = None;
+                }
+                pool.allocate(context, &pool_request)
+            })
             .ok_or(Error::StalePool)??;
         Ok(Allocation {
             memory: placement.memory,

@@ -3,23 +3,28 @@
 //!
 //! A custom pool is a [`TypePool`] of its own, under its own lock, with a
 //! [`PoolPolicy`]. The allocator keeps them in a table of slots behind a
-//! read-write lock: allocating, freeing and reading take the read lock and
-//! then the pool's own lock, so threads in different pools never wait for
-//! each other; only making and destroying pools take the write lock. The
-//! default pools (one per memory type) are not in this table, so their paths
-//! never touch that lock.
+//! read-write lock. A call takes the pool's `Arc` under the table's read
+//! lock, releases it, and then locks the pool alone: the table is never
+//! held while a pool is, so threads in different pools never wait for each
+//! other, even while one pool's lock is held across `vkAllocateMemory`.
+//! Making and destroying pools take the write lock briefly, with no driver
+//! call and no pool lock under it. A pool destroyed while another thread
+//! holds its `Arc` is marked so ([`TypePool::is_destroyed`]), and that
+//! thread's call refuses it as stale. The default pools (one per memory
+//! type) are not in this table, so their paths never touch it.
 //!
 //! Each allocation carries a [`PoolTag`]: 0 for its memory type's default
 //! pool, else the slot of its custom pool and that slot's generation, so a
 //! handle of a destroyed pool is not taken for a later pool in the same
-//! slot.
+//! slot. A slot whose 16-bit generation runs out is retired rather than
+//! wrapped, so no tag ever names two pools.
 
 use std::num::NonZeroU32;
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use gpu_alloc_types::MemoryPropertyFlags;
 
-use super::place::{exclusive, lock};
+use super::place::lock;
 use super::Allocator;
 use crate::device::MemoryDeviceExt;
 use crate::memory::type_pool::{PoolPolicy, TypePool};
@@ -45,10 +50,11 @@ pub struct PoolDesc<'a> {
     /// The memory type of every block: [`Allocator::memory_type_for`] picks
     /// one for a usage, as for any request.
     pub memory_type: u32,
-    /// The size of every block in bytes; 0 (the default): the memory type's
-    /// preferred size, with smaller first blocks, as the default pools grow.
-    /// A fixed size is never retried smaller when the driver is out of
-    /// memory.
+    /// The size of every block in bytes; 0 (the default): blocks grow as
+    /// the default pools' do, from smaller first blocks to the memory
+    /// type's preferred size (`min_blocks` are made at the preferred
+    /// size). A fixed size is never retried smaller when the driver is out
+    /// of memory.
     pub block_size: u64,
     /// Blocks made with the pool, and kept when they empty and through
     /// [`Allocator::trim`].
@@ -126,9 +132,10 @@ pub struct Pool {
 impl Pool {
     fn new(allocator: u32, memory_type: u32, tag: PoolTag) -> Self {
         debug_assert!(tag.slot().is_some());
-        // A custom pool's tag is never 0; were it, MAX names a slot that is
-        // never made, so the pool would only ever be refused as stale.
-        let home = NonZeroU32::new(Home::new(memory_type, tag).0).unwrap_or(NonZeroU32::MAX);
+        // A custom pool's tag is never 0, so neither is its home. Were it,
+        // MIN (memory type 1, tag 0: a default pool's) names no custom
+        // pool, so the handle would only ever be refused as stale.
+        let home = NonZeroU32::new(Home::new(memory_type, tag).0).unwrap_or(NonZeroU32::MIN);
         Self { allocator, home }
     }
 
@@ -200,6 +207,13 @@ impl Home {
     }
 }
 
+/// A custom pool under its own lock. Calls take an `Arc` of it from the
+/// table under the table's read lock, release that, and only then lock the
+/// pool: the table is never held while a pool is (a pool's lock can be held
+/// across `vkAllocateMemory`, and a writer waiting for the table would then
+/// hold up every other pool's calls).
+pub(crate) type PoolCell<M> = Arc<Mutex<TypePool<M>>>;
+
 /// The custom pools of an allocator, by slot.
 #[derive(Debug)]
 pub(crate) struct CustomPools<M> {
@@ -208,10 +222,16 @@ pub(crate) struct CustomPools<M> {
 
 #[derive(Debug)]
 struct Slot<M> {
-    /// Bumped when the slot's pool is destroyed.
+    /// Bumped when the slot's pool is destroyed. A slot whose generation
+    /// reached `u16::MAX` is retired for good, so that no tag repeats.
     generation: u16,
-    /// Boxed: a pool is large, and the table moves when it grows.
-    pool: Option<Box<Mutex<TypePool<M>>>>,
+    pool: Option<PoolCell<M>>,
+}
+
+impl<M> Slot<M> {
+    fn is_vacant(&self) -> bool {
+        self.pool.is_none() && self.generation < u16::MAX
+    }
 }
 
 impl<M> Default for CustomPools<M> {
@@ -221,44 +241,54 @@ impl<M> Default for CustomPools<M> {
 }
 
 impl<M> CustomPools<M> {
-    /// The pool `tag` names, when it still exists.
+    /// The pool `tag` names, when its slot still holds it. (It may be
+    /// destroyed by the time it is locked: check [`TypePool::is_destroyed`].)
     #[inline]
-    pub(crate) fn get(&self, tag: PoolTag) -> Option<&Mutex<TypePool<M>>> {
+    pub(crate) fn get(&self, tag: PoolTag) -> Option<PoolCell<M>> {
         let slot = self.slots.get(tag.slot()?)?;
-        (slot.generation == tag.generation())
-            .then_some(slot.pool.as_deref())
-            .flatten()
+        if slot.generation != tag.generation() {
+            return None;
+        }
+        slot.pool.clone()
     }
 
-    /// [`get`](Self::get) through `&mut`: no lock taken.
+    /// [`get`](Self::get) through `&mut`, without cloning.
     #[inline]
-    pub(crate) fn get_mut(&mut self, tag: PoolTag) -> Option<&mut TypePool<M>> {
+    pub(crate) fn get_mut(&mut self, tag: PoolTag) -> Option<&mut PoolCell<M>> {
         let slot = self.slots.get_mut(tag.slot()?)?;
         if slot.generation != tag.generation() {
             return None;
         }
-        slot.pool.as_deref_mut().map(exclusive)
+        slot.pool.as_mut()
     }
 
-    /// Every live custom pool with its tag.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (PoolTag, &Mutex<TypePool<M>>)> + '_ {
-        self.slots.iter().enumerate().filter_map(|(index, slot)| {
-            let pool = slot.pool.as_deref()?;
-            Some((PoolTag::custom(index, slot.generation), pool))
-        })
-    }
-
-    /// Every live custom pool, to release at drop.
-    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut TypePool<M>> + '_ {
+    /// Every custom pool in the table, with its tag: a snapshot to lock one
+    /// by one after the table's lock is released.
+    pub(crate) fn snapshot(&self) -> Vec<(PoolTag, PoolCell<M>)> {
         self.slots
-            .iter_mut()
-            .filter_map(|slot| slot.pool.as_deref_mut().map(exclusive))
+            .iter()
+            .enumerate()
+            .filter_map(|(index, slot)| {
+                let pool = slot.pool.clone()?;
+                Some((PoolTag::custom(index, slot.generation), pool))
+            })
+            .collect()
+    }
+
+    /// Takes every pool out of the table, for drop.
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = PoolCell<M>> + '_ {
+        self.slots.iter_mut().filter_map(|slot| slot.pool.take())
+    }
+
+    /// Whether a slot is free (or can be made).
+    fn has_room(&self) -> bool {
+        self.slots.len() < MAX_POOLS || self.slots.iter().any(Slot::is_vacant)
     }
 
     /// The first free slot, made when none is; `None` when all
-    /// [`MAX_POOLS`] are taken.
+    /// [`MAX_POOLS`] are taken or retired.
     fn vacant_slot(&mut self) -> Option<usize> {
-        if let Some(index) = self.slots.iter().position(|slot| slot.pool.is_none()) {
+        if let Some(index) = self.slots.iter().position(Slot::is_vacant) {
             return Some(index);
         }
         if self.slots.len() >= MAX_POOLS {
@@ -275,26 +305,19 @@ impl<M> CustomPools<M> {
     /// returning its tag.
     fn fill(&mut self, index: usize, pool: TypePool<M>) -> PoolTag {
         let slot = &mut self.slots[index];
-        slot.pool = Some(Box::new(Mutex::new(pool)));
+        slot.pool = Some(Arc::new(Mutex::new(pool)));
         PoolTag::custom(index, slot.generation)
     }
 
-    /// Takes the pool `tag` names out of its slot, when it exists and
-    /// `check` passes it; the slot's next pool gets a new tag.
-    fn remove(
-        &mut self,
-        tag: PoolTag,
-        check: impl FnOnce(&TypePool<M>) -> Result<(), Error>,
-    ) -> Result<TypePool<M>, Error> {
-        let pool = self.get_mut(tag).ok_or(Error::StalePool)?;
-        check(pool)?;
-        let slot = tag.slot().and_then(|slot| self.slots.get_mut(slot));
-        let slot = slot.ok_or(Error::StalePool)?;
-        let pool = slot.pool.take().ok_or(Error::StalePool)?;
-        slot.generation = slot.generation.wrapping_add(1);
-        Ok(pool
-            .into_inner()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()))
+    /// Empties the slot of `tag` when it still holds that pool; the slot's
+    /// next pool gets a new tag, and a slot out of generations retires.
+    fn remove(&mut self, tag: PoolTag) {
+        let Some(slot) = tag.slot().and_then(|slot| self.slots.get_mut(slot)) else {
+            return;
+        };
+        if slot.generation == tag.generation() && slot.pool.take().is_some() {
+            slot.generation = slot.generation.saturating_add(1);
+        }
     }
 }
 
@@ -336,6 +359,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// after which nothing is left of the pool.
     pub fn create_pool(&self, desc: &PoolDesc<'_>) -> Result<Pool, Error> {
         let policy = self.pool_policy(desc)?;
+        if !read(&self.custom).has_room() {
+            return Err(Error::TooManyPools);
+        }
         let mut pool = TypePool::with_policy(desc.memory_type, policy, desc.name);
         pool.set_priority(desc.priority);
         pool.make_min_blocks(&self.context)?;
@@ -343,6 +369,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // that other pools' requests do not wait for vkAllocateMemory.
         let mut custom = write(&self.custom);
         let Some(index) = custom.vacant_slot() else {
+            // Another thread took the last slot meanwhile.
             drop(custom);
             pool.release_all(&self.context);
             return Err(Error::TooManyPools);
@@ -364,6 +391,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if desc.block_size > heap.min(max) {
             return Err(Error::InvalidConfig(
                 "PoolDesc::block_size exceeds the heap or maxMemoryAllocationSize",
+            ));
+        }
+        if self.context.is_lazily_allocated(memory_type)
+            && (desc.min_blocks > 0 || desc.block_size != 0)
+        {
+            // Its requests all take dedicated memory: blocks would stay empty.
+            return Err(Error::InvalidConfig(
+                "PoolDesc::min_blocks and block_size must be 0 for a lazily allocated memory type",
             ));
         }
         let max_blocks = desc.max_blocks.map_or(u64::MAX, u64::from);
@@ -388,16 +423,21 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::ForeignPool`], [`Error::StalePool`]. Nothing changes then.
     pub fn destroy_pool(&self, pool: Pool) -> Result<(), Error> {
         self.check_pool_owner(&pool)?;
-        let mut removed = write(&self.custom).remove(pool.tag(), |pool| {
-            if pool.is_unused() {
-                Ok(())
-            } else {
-                Err(Error::PoolNotEmpty {
-                    allocations: pool.counters.block_allocations + pool.counters.dedicated,
-                })
+        let cell = read(&self.custom).get(pool.tag()).ok_or(Error::StalePool)?;
+        {
+            let mut pool = lock(&cell);
+            if pool.is_destroyed() {
+                return Err(Error::StalePool);
             }
-        })?;
-        removed.release_all(&self.context);
+            if !pool.is_unused() {
+                return Err(Error::PoolNotEmpty {
+                    allocations: pool.counters.block_allocations + pool.counters.dedicated,
+                });
+            }
+            // From here on a call that still finds the pool refuses it.
+            pool.destroy(&self.context);
+        }
+        write(&self.custom).remove(pool.tag());
         Ok(())
     }
 
@@ -409,8 +449,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     pub fn pool_stats(&self, pool: &Pool) -> Result<TypeStats, Error> {
         self.check_pool_owner(pool)?;
         let heap = self.context.properties.device.memory_types[pool.memory_type() as usize].heap;
-        let custom = read(&self.custom);
-        let counters = lock(custom.get(pool.tag()).ok_or(Error::StalePool)?).counters;
+        let cell = read(&self.custom).get(pool.tag()).ok_or(Error::StalePool)?;
+        let pool_lock = lock(&cell);
+        if pool_lock.is_destroyed() {
+            return Err(Error::StalePool);
+        }
+        let counters = pool_lock.counters;
         Ok(TypeStats::from_counters(
             pool.memory_type(),
             heap,

@@ -86,11 +86,13 @@ pub(crate) struct PoolPlan {
 }
 
 /// The requests of `list`'s moves, named `names`, largest first: each with
-/// its movable's index and the bytes its move copies.
+/// its movable's index and the bytes its move copies. Small buffers take
+/// run slots only when `runs` ([`TypePool::takes_runs`]).
 fn move_requests<'n>(
     list: &[PoolMovable],
     names: &'n [Option<Box<str>>],
     request_for: &impl Fn(usize) -> PoolRequest<'static>,
+    runs: bool,
 ) -> Vec<(usize, PoolRequest<'n>, u64)> {
     let mut requests: Vec<_> = list
         .iter()
@@ -99,6 +101,9 @@ fn move_requests<'n>(
             let mut request = request_for(movable.index);
             request.name = name.as_deref();
             request.dedicated = DedicatedChoice::Never;
+            if !runs {
+                request.run_class = None;
+            }
             (movable.index, request, movable.size)
         })
         .collect();
@@ -191,7 +196,7 @@ impl<M> TypePool<M> {
                 continue;
             }
             let names = self.names_of(list);
-            let requests = move_requests(list, &names, &request_for);
+            let requests = move_requests(list, &names, &request_for, self.takes_runs());
             emptied.push(source.key);
             let destinations = self.destinations(&emptied, &free_in_runs);
             let mut placed: Vec<(usize, Placement, u64)> = Vec::with_capacity(list.len());
@@ -272,7 +277,7 @@ impl<M> TypePool<M> {
         plan: &mut PoolPlan,
     ) -> bool {
         let names = self.names_of(&source.movables);
-        let requests = move_requests(&source.movables, &names, request_for);
+        let requests = move_requests(&source.movables, &names, request_for, self.takes_runs());
         emptied.push(source.key);
         let destinations = self.destinations(emptied, free_in_runs);
         let mut moved = false;

@@ -92,6 +92,10 @@ pub(crate) struct TypePool<M> {
     custom: bool,
     /// A custom pool's `VK_EXT_memory_priority` priority for its blocks.
     priority: Option<f32>,
+    /// A custom pool destroyed (`Allocator::destroy_pool`) while another
+    /// thread still held a reference to it: calls that find it so refuse
+    /// it as stale.
+    destroyed: bool,
     /// A custom pool's name, in its blocks' debug names and leak reports.
     name: Option<Box<str>>,
     pub(crate) counters: PoolCounters,
@@ -112,6 +116,7 @@ impl<M> TypePool<M> {
         Self {
             custom: true,
             priority: None,
+            destroyed: false,
             memory_type,
             blocks: Slab::new(),
             order: [Vec::new(), Vec::new()],
@@ -154,6 +159,29 @@ impl<M> TypePool<M> {
     /// its dedicated allocations when their request names none.
     pub(crate) fn set_priority(&mut self, priority: Option<f32>) {
         self.priority = priority;
+    }
+
+    /// Whether small buffers take run slots here. Not in a pool with
+    /// `max_blocks`: a run keeps up to 64 KiB for buffers of one size
+    /// class, so in a capped pool requests of other sizes could find no
+    /// room (`Error::PoolFull`) while that many bytes are free.
+    #[inline]
+    pub(crate) fn takes_runs(&self) -> bool {
+        self.policy.max_blocks == u64::MAX
+    }
+
+    /// Whether the pool was destroyed: see the field.
+    #[inline]
+    pub(crate) fn is_destroyed(&self) -> bool {
+        self.destroyed
+    }
+
+    /// Marks a custom pool destroyed, and releases its blocks: the caller
+    /// checked that it holds no allocation.
+    pub(crate) fn destroy<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>) {
+        debug_assert!(self.is_unused());
+        self.destroyed = true;
+        self.release_all(context);
     }
 
     /// Whether the pool holds no allocation (its blocks may remain).
@@ -735,6 +763,12 @@ impl<M> TypePool<M> {
     /// Logs every live allocation as a leak, then frees all memory. Used when
     /// the allocator is dropped.
     pub(crate) fn release_all<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>) {
+        // Which pool, for custom pools (whose block numbers restart at 0).
+        let pool = match (&self.name, self.custom) {
+            (Some(name), _) => format!(" in custom pool {name:?}"),
+            (None, true) => " in a custom pool".to_owned(),
+            (None, false) => String::new(),
+        };
         let runs = self.runs_by_range();
         for (key, block) in self.blocks.iter() {
             for range in block.ranges.allocations() {
@@ -742,7 +776,7 @@ impl<M> TypePool<M> {
                     for (slot, _, offset) in run.slots().filter(|&(_, live, _)| live) {
                         let name = self.runs.name(run_key, slot).unwrap_or("unnamed");
                         log::warn!(
-                            "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {offset} of block {}/{} (memory type {})",
+                            "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {offset} of block {}/{}{pool} (memory type {})",
                             run.slot_size,
                             self.memory_type,
                             block.serial,
@@ -756,7 +790,7 @@ impl<M> TypePool<M> {
                     .get(&range.id.slot())
                     .map_or("unnamed", |n| &**n);
                 log::warn!(
-                    "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {} of block {}/{} (memory type {})",
+                    "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {} of block {}/{}{pool} (memory type {})",
                     range.size,
                     range.offset,
                     self.memory_type,
@@ -773,7 +807,7 @@ impl<M> TypePool<M> {
         let drained: Vec<DedicatedMemory<M>> = self.dedicated.drain().collect();
         for dedicated in drained {
             log::warn!(
-                "vk-suballoc: leaked dedicated allocation {:?}: {} bytes (memory type {})",
+                "vk-suballoc: leaked dedicated allocation {:?}: {} bytes{pool} (memory type {})",
                 dedicated.name.as_deref().unwrap_or("unnamed"),
                 dedicated.size,
                 self.memory_type
