@@ -33,6 +33,8 @@ mod leak_log;
 mod mapping;
 #[path = "fake_device/model.rs"]
 mod model;
+#[path = "fake_device/pool_edges.rs"]
+mod pool_edges;
 #[path = "fake_device/pools.rs"]
 mod pools;
 #[path = "fake_device/report.rs"]

@@ -105,3 +105,34 @@ fn allocator_leak_in_run() -> [vk_suballoc::Allocation; 2] {
     finish(allocator, &device);
     [first, in_run]
 }
+
+/// A leak in a custom pool names the pool: `TypePool::name` says its name
+/// is "in its blocks' debug names and leak reports", and the README that
+/// dropping the allocator logs leaks "as for the default pools". Without
+/// it, the pool's first block is `block 1/0`, as the default pool's first
+/// block of the type is, and the two leaks read alike.
+#[test]
+fn leaks_in_custom_pools_name_their_pool() {
+    install();
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator
+        .create_pool(&vk_suballoc::PoolDesc::new(1).name("streamed textures"))
+        .unwrap();
+    let desc = vk_suballoc::AllocationDesc::new(Usage::DEVICE_LOCAL)
+        .pool(pool)
+        .name("leaky pooled texture");
+    let request = vk_suballoc::Request::with_desc(
+        super::requirements(1 << 20, 256),
+        vk_suballoc::ResourceKind::Buffer,
+        desc,
+    );
+    let pooled = allocator.allocate(&request).unwrap();
+    finish(allocator, &device);
+    let lines = LINES.lock().unwrap().clone();
+    let line = lines
+        .iter()
+        .find(|line| line.contains("leaky pooled texture"))
+        .unwrap_or_else(|| panic!("no leak line in {lines:#?}"));
+    assert!(line.contains("streamed textures"), "{line}");
+    drop(pooled);
+}

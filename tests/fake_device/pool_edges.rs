@@ -1,0 +1,390 @@
+//! Custom pools at their edges: handles after many pool lifetimes, the
+//! last slot, pools made and destroyed while others allocate or wait for
+//! the driver, small buffers in a capped pool, error order, lazily
+//! allocated types.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Barrier;
+
+use ash::vk;
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{AllocationDesc, Error, Pool, PoolDesc, Request, ResourceKind, Usage};
+
+use super::{allocator, finish, free, requirements};
+
+const MIB: u64 = 1 << 20;
+
+/// An upload (host-written) buffer request from `pool`, for a buffer whose
+/// `memoryTypeBits` allow `memory_type` only.
+fn upload_in(pool: Pool, size: u64, memory_type: u32) -> Request<'static> {
+    let desc = AllocationDesc::new(Usage::UPLOAD).pool(pool);
+    let requirements = vk::MemoryRequirements {
+        size,
+        alignment: 4,
+        memory_type_bits: 1 << memory_type,
+    };
+    Request::with_desc(requirements, ResourceKind::Buffer, desc)
+}
+
+/// A pool's slot generation is 16 bits: after 65,536 pools made and
+/// destroyed in one slot, a destroyed pool's handle names the slot's new
+/// pool again. The stale handle is then served from the new pool, whatever
+/// its memory type, and the allocation reports the old handle's type: on
+/// the mobile layout, memory of the non-coherent type 2 passes for the
+/// coherent type 1, so `flush` skips the flush and the GPU never sees the
+/// host's bytes (and starts are not aligned to 256-byte atoms). The
+/// buffer's `memoryTypeBits` allow type 1 only, so `create_buffer` would
+/// bind memory of a type they exclude (VUID-vkBindBufferMemory-memory-01035).
+#[test]
+fn a_destroyed_pools_handle_stays_stale_after_its_generation_wraps() {
+    const COHERENT: u32 = 1;
+    const NON_COHERENT: u32 = 2;
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let old = allocator.create_pool(&PoolDesc::new(COHERENT)).unwrap();
+    allocator.destroy_pool(old).unwrap();
+    for _ in 0..u16::MAX {
+        let pool = allocator.create_pool(&PoolDesc::new(COHERENT)).unwrap();
+        allocator.destroy_pool(pool).unwrap();
+    }
+    let new = allocator
+        .create_pool(&PoolDesc::new(NON_COHERENT).block_size(MIB))
+        .unwrap();
+
+    let result = allocator.allocate(&upload_in(old, 100, COHERENT));
+    if let Ok(mut allocation) = result {
+        let memory = allocation.memory();
+        let block_type = device
+            .live_allocations()
+            .into_iter()
+            .find(|m| m.memory == memory)
+            .map(|m| m.memory_type);
+        allocator
+            .mapped_slice_mut(&mut allocation)
+            .unwrap()
+            .fill(0xAB);
+        allocator.flush(&allocation, ..).unwrap();
+        // SAFETY: no slice of the allocation is alive.
+        let seen = unsafe { device.read(memory, allocation.offset(), 100) }.unwrap();
+        let reported = allocation.memory_type();
+        free(&allocator, allocation);
+        panic!(
+            "the destroyed pool's handle was served by the new pool: the allocation \
+             says memory type {reported}, its block is of type {block_type:?}; \
+             flushes recorded: {}; the GPU sees {:#x} where the host wrote 0xab",
+            device.flushed_ranges().len(),
+            seen[0]
+        );
+    }
+    assert_eq!(result.err(), Some(Error::StalePool));
+    // Nor may the old handle destroy (or read) the new pool.
+    assert_eq!(allocator.pool_stats(&old).err(), Some(Error::StalePool));
+    assert_eq!(allocator.destroy_pool(old), Err(Error::StalePool));
+    allocator.destroy_pool(new).unwrap();
+    finish(allocator, &device);
+}
+
+/// `Allocation` stays 64 bytes (commit 68a371b measured 9-11 ns per
+/// allocation when it grew to 72), `Pool` and `Option<Pool>` 8: nothing
+/// checks it at build time.
+#[test]
+fn pool_handles_keep_their_sizes() {
+    assert_eq!(std::mem::size_of::<vk_suballoc::Allocation>(), 64);
+    assert_eq!(std::mem::size_of::<Pool>(), 8);
+    assert_eq!(std::mem::size_of::<Option<Pool>>(), 8);
+}
+
+/// 2047 pools at once, the last slot's tag included; the 2048th is
+/// `TooManyPools`, and its `min_blocks` block is released.
+#[test]
+fn the_last_pool_slot_works_and_the_next_is_too_many_pools() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pools: Vec<Pool> = (0..2047)
+        .map(|_| allocator.create_pool(&PoolDesc::new(1)).unwrap())
+        .collect();
+    let last = *pools.last().unwrap();
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(last);
+    let request = Request::with_desc(requirements(MIB, 256), ResourceKind::Buffer, desc);
+    let allocation = allocator.allocate(&request).unwrap();
+    assert!(allocator.owns(&allocation));
+    assert_eq!(allocator.pool_stats(&last).unwrap().block_allocations, 1);
+    assert_eq!(
+        allocator.create_pool(&PoolDesc::new(1).block_size(MIB).min_blocks(1)),
+        Err(Error::TooManyPools)
+    );
+    assert_eq!(
+        device.live_allocations().len(),
+        1,
+        "the refused pool's block"
+    );
+    free(&allocator, allocation);
+    for pool in pools {
+        allocator.destroy_pool(pool).unwrap();
+    }
+    finish(allocator, &device);
+}
+
+/// Threads allocating in their own pools while another thread makes and
+/// destroys pools: no deadlock, no lost allocation, the device balanced.
+#[test]
+fn pools_made_and_destroyed_while_others_allocate() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let stop = AtomicBool::new(false);
+    let barrier = Barrier::new(5);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                let pool = allocator
+                    .create_pool(&PoolDesc::new(1).block_size(4 * MIB).max_blocks(2))
+                    .unwrap();
+                barrier.wait();
+                while !stop.load(Ordering::Relaxed) {
+                    let live: Vec<_> = (0..6)
+                        .map(|_| {
+                            let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+                            let request = Request::with_desc(
+                                vk::MemoryRequirements {
+                                    size: MIB,
+                                    alignment: 256,
+                                    memory_type_bits: !0,
+                                },
+                                ResourceKind::Buffer,
+                                desc,
+                            );
+                            allocator.allocate(&request).unwrap()
+                        })
+                        .collect();
+                    let _ = allocator.stats();
+                    for allocation in live {
+                        free(&allocator, allocation);
+                    }
+                    allocator.trim();
+                }
+                allocator.destroy_pool(pool).unwrap();
+            });
+        }
+        scope.spawn(|| {
+            barrier.wait();
+            for _ in 0..2000 {
+                let pool = allocator
+                    .create_pool(&PoolDesc::new(1).block_size(MIB).min_blocks(1))
+                    .unwrap();
+                let _ = allocator.memory_map();
+                allocator.destroy_pool(pool).unwrap();
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+    });
+    finish(allocator, &device);
+}
+
+/// "Threads in different pools never wait for each other" (pool.rs), and
+/// making a pool makes "no driver call" under the table's write lock
+/// (README). But every pool call holds the table's read lock through its
+/// driver calls, and std's `RwLock` lets no new reader in while a writer
+/// waits: one thread's slow `vkAllocateMemory` in pool A holds up a
+/// `create_pool` (which makes no block), and that holds up an allocation
+/// in pool B that needs no driver call at all.
+#[test]
+fn a_slow_block_in_one_pool_does_not_hold_up_other_pools() {
+    use std::time::{Duration, Instant};
+    const DELAY: Duration = Duration::from_millis(600);
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let slow = allocator
+        .create_pool(&PoolDesc::new(1).block_size(4 * MIB))
+        .unwrap();
+    let ready = allocator
+        .create_pool(&PoolDesc::new(1).block_size(4 * MIB).min_blocks(1))
+        .unwrap();
+    device.slow_allocations(Some(DELAY));
+    let in_ready = std::thread::scope(|scope| {
+        let slow_thread = scope.spawn(|| allocator.allocate(&vram_in(slow)).unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+        let maker = scope.spawn(|| {
+            let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
+            allocator.destroy_pool(pool).unwrap();
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let start = Instant::now();
+        let in_ready = allocator.allocate(&vram_in(ready)).unwrap();
+        let waited = start.elapsed();
+        let in_slow = slow_thread.join().unwrap();
+        maker.join().unwrap();
+        free(&allocator, in_slow);
+        assert!(
+            waited < Duration::from_millis(200),
+            "an allocation in a ready block of pool B waited {waited:?} for pool A's \
+             vkAllocateMemory ({DELAY:?})"
+        );
+        in_ready
+    });
+    device.slow_allocations(None);
+    free(&allocator, in_ready);
+    allocator.destroy_pool(slow).unwrap();
+    allocator.destroy_pool(ready).unwrap();
+    finish(allocator, &device);
+}
+
+/// A device-local 1 MiB buffer request from `pool`.
+fn vram_in(pool: Pool) -> Request<'static> {
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    Request::with_desc(requirements(MIB, 256), ResourceKind::Buffer, desc)
+}
+
+/// A block a plan is emptying, that empties once the pool is down to its
+/// `min_blocks`, stays (not retiring any more) and takes requests again;
+/// `stats()`, `pool_stats()` and the memory map agree on the pool.
+#[test]
+fn a_retiring_block_kept_for_min_blocks_serves_requests_again() {
+    use vk_suballoc::{DefragmentationLimits, Movable};
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).block_size(4 * MIB).min_blocks(2))
+        .unwrap();
+    let all: Vec<_> = (0..12)
+        .map(|_| allocator.allocate(&vram_in(pool)).unwrap())
+        .collect();
+    // Block 0 keeps one buffer (the one to move), block 1 three (the
+    // destination, fullest), block 2 two.
+    let mut live = Vec::new();
+    for (i, allocation) in all.into_iter().enumerate() {
+        if [0, 4, 5, 6, 8, 9].contains(&i) {
+            live.push(allocation);
+        } else {
+            free(&allocator, allocation);
+        }
+    }
+    let movables: Vec<_> = live[..1]
+        .iter()
+        .map(|a| Movable::new(a, requirements(MIB, 256), ResourceKind::Buffer))
+        .collect();
+    let plan = allocator
+        .plan_defragmentation(&movables, &DefragmentationLimits::default())
+        .unwrap();
+    drop(movables);
+    assert_eq!(plan.blocks_released, 1, "{plan:?}");
+    assert_eq!(allocator.pool_stats(&pool).unwrap().retiring_blocks, 1);
+    let planned = plan.moves.into_iter().next().unwrap();
+    // Meanwhile block 2 empties and trim takes it: the pool is at min_blocks.
+    let third_block: Vec<_> = live.drain(4..).collect();
+    for allocation in third_block {
+        free(&allocator, allocation);
+    }
+    assert_eq!(allocator.trim(), 4 * MIB);
+    let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+    free(&allocator, old);
+    let stats = allocator.pool_stats(&pool).unwrap();
+    assert_eq!(
+        (stats.blocks, stats.retiring_blocks, stats.empty_blocks),
+        (2, 0, 1)
+    );
+    // The kept block takes requests again: four more fit in the two blocks.
+    let more: Vec<_> = (0..4)
+        .map(|_| allocator.allocate(&vram_in(pool)).unwrap())
+        .collect();
+    assert_eq!(allocator.pool_stats(&pool).unwrap().blocks, 2);
+    let map = allocator.memory_map();
+    let pool_map = map.custom_pools().next().unwrap();
+    assert_eq!(pool_map.blocks.len(), 2);
+    assert_eq!(
+        allocator.stats().memory_types[1].block_allocations,
+        allocator.pool_stats(&pool).unwrap().block_allocations
+    );
+    for allocation in more.into_iter().chain(live) {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+/// A pool capped at one block refuses a request that fits beside its live
+/// allocations: a second small buffer carved a 64 KiB run of 16 KiB slots
+/// (runs.rs), whose three free slots no other size can take. 32 KiB live
+/// + 200 KiB asked = 232 KiB of a 256 KiB pool, yet `PoolFull`, which the
+/// README keeps for "every allowed block full". VMA's pools have no runs.
+#[test]
+fn small_buffer_runs_do_not_make_a_capped_pool_full() {
+    const KIB: u64 = 1 << 10;
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).block_size(256 * KIB).max_blocks(1))
+        .unwrap();
+    let request = |size| {
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        Request::with_desc(requirements(size, 256), ResourceKind::Buffer, desc)
+    };
+    let small: Vec<_> = (0..2)
+        .map(|_| allocator.allocate(&request(16 * KIB)).unwrap())
+        .collect();
+    let large = allocator.allocate(&request(200 * KIB));
+    let stats = allocator.pool_stats(&pool).unwrap();
+    let large = large.unwrap_or_else(|error| {
+        panic!(
+            "{error:?} with {} of {} bytes allocated in the pool's one block",
+            stats.block_allocated_bytes, stats.block_bytes
+        )
+    });
+    free(&allocator, large);
+    for allocation in small {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+/// `allocate`'s docs: a pool request "is checked the same way" as others,
+/// whose order is NoMemoryTypeBits, SizeExceedsHeaps, NoSuitableMemoryType.
+/// A host-access request larger than the pool's heap gets the default
+/// path's SizeExceedsHeaps, but the pool path's NoSuitableMemoryType.
+#[test]
+fn a_pool_request_checks_in_the_documented_order() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
+    let huge = vk::MemoryRequirements {
+        size: 9 << 30,
+        alignment: 256,
+        memory_type_bits: 1 << 1,
+    };
+    let default = allocator.allocate(&Request::new(huge, Usage::UPLOAD, ResourceKind::Buffer));
+    assert!(
+        matches!(default, Err(Error::SizeExceedsHeaps { .. })),
+        "{default:?}"
+    );
+    let desc = AllocationDesc::new(Usage::UPLOAD).pool(pool);
+    let pooled = allocator.allocate(&Request::with_desc(huge, ResourceKind::Buffer, desc));
+    assert!(
+        matches!(pooled, Err(Error::SizeExceedsHeaps { .. })),
+        "{pooled:?}"
+    );
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+/// On a lazily allocated type every pool request takes dedicated memory,
+/// so blocks there would never be used: `min_blocks` and `block_size` are
+/// refused, and a pool without them serves its requests dedicated.
+#[test]
+fn a_lazily_allocated_pool_makes_no_blocks() {
+    const LAZY: u32 = 3;
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    for desc in [
+        PoolDesc::new(LAZY).min_blocks(1),
+        PoolDesc::new(LAZY).block_size(4 * MIB),
+    ] {
+        let result = allocator.create_pool(&desc);
+        assert!(
+            matches!(result, Err(Error::InvalidConfig(_))),
+            "{desc:?}: {result:?}"
+        );
+    }
+    assert_eq!(device.counters().allocate_calls, 0);
+    let pool = allocator.create_pool(&PoolDesc::new(LAZY)).unwrap();
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    let request = Request::with_desc(requirements(MIB, 256), ResourceKind::OptimalImage, desc);
+    let allocation = allocator.allocate(&request).unwrap();
+    assert!(allocation.is_dedicated());
+    let stats = allocator.pool_stats(&pool).unwrap();
+    assert_eq!((stats.blocks, stats.dedicated_allocations), (0, 1));
+    free(&allocator, allocation);
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
