@@ -296,11 +296,11 @@ fn a_retiring_block_kept_for_min_blocks_serves_requests_again() {
     finish(allocator, &device);
 }
 
-/// A pool capped at one block refuses a request that fits beside its live
-/// allocations: a second small buffer carved a 64 KiB run of 16 KiB slots
-/// (runs.rs), whose three free slots no other size can take. 32 KiB live
-/// + 200 KiB asked = 232 KiB of a 256 KiB pool, yet `PoolFull`, which the
-/// README keeps for "every allowed block full". VMA's pools have no runs.
+/// A pool capped at one block takes a request that fits beside its live
+/// allocations: 32 KiB live and 200 KiB asked of a 256 KiB pool. With run
+/// slots, the small buffers carved a 64 KiB run of 16 KiB slots (runs.rs),
+/// whose free slots no other size can take, and the pool answered
+/// `PoolFull`; capped pools take no runs (as VMA's pools have none).
 #[test]
 fn small_buffer_runs_do_not_make_a_capped_pool_full() {
     const KIB: u64 = 1 << 10;
