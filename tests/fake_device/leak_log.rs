@@ -106,11 +106,9 @@ fn allocator_leak_in_run() -> [vk_suballoc::Allocation; 2] {
     [first, in_run]
 }
 
-/// A leak in a custom pool names the pool: `TypePool::name` says its name
-/// is "in its blocks' debug names and leak reports", and the README that
-/// dropping the allocator logs leaks "as for the default pools". Without
-/// it, the pool's first block is `block 1/0`, as the default pool's first
-/// block of the type is, and the two leaks read alike.
+/// A leak in a custom pool names the pool: its first block is `block
+/// 1/0`, as the default pool's first block of the type is, and without the
+/// name the two leaks would read alike.
 #[test]
 fn leaks_in_custom_pools_name_their_pool() {
     install();

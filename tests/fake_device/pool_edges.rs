@@ -27,14 +27,12 @@ fn upload_in(pool: Pool, size: u64, memory_type: u32) -> Request<'static> {
 }
 
 /// A pool's slot generation is 16 bits: after 65,536 pools made and
-/// destroyed in one slot, a destroyed pool's handle names the slot's new
-/// pool again. The stale handle is then served from the new pool, whatever
-/// its memory type, and the allocation reports the old handle's type: on
-/// the mobile layout, memory of the non-coherent type 2 passes for the
-/// coherent type 1, so `flush` skips the flush and the GPU never sees the
-/// host's bytes (and starts are not aligned to 256-byte atoms). The
-/// buffer's `memoryTypeBits` allow type 1 only, so `create_buffer` would
-/// bind memory of a type they exclude (VUID-vkBindBufferMemory-memory-01035).
+/// destroyed in one slot, the slot retires instead of naming a new pool
+/// with a destroyed pool's tag. (When it wrapped, the stale handle was
+/// served from the new pool whatever its memory type, and the allocation
+/// reported the old handle's type: on the mobile layout, memory of the
+/// non-coherent type 2 passed for the coherent type 1, so `flush` skipped
+/// the flush and the GPU never saw the host's bytes.)
 #[test]
 fn a_destroyed_pools_handle_stays_stale_after_its_generation_wraps() {
     const COHERENT: u32 = 1;
@@ -84,8 +82,8 @@ fn a_destroyed_pools_handle_stays_stale_after_its_generation_wraps() {
 }
 
 /// `Allocation` stays 64 bytes (commit 68a371b measured 9-11 ns per
-/// allocation when it grew to 72), `Pool` and `Option<Pool>` 8: nothing
-/// checks it at build time.
+/// allocation when it grew to 72; allocation.rs asserts it at build time
+/// too), `Pool` and `Option<Pool>` 8.
 #[test]
 fn pool_handles_keep_their_sizes() {
     assert_eq!(std::mem::size_of::<vk_suballoc::Allocation>(), 64);
@@ -177,13 +175,12 @@ fn pools_made_and_destroyed_while_others_allocate() {
     finish(allocator, &device);
 }
 
-/// "Threads in different pools never wait for each other" (pool.rs), and
-/// making a pool makes "no driver call" under the table's write lock
-/// (README). But every pool call holds the table's read lock through its
-/// driver calls, and std's `RwLock` lets no new reader in while a writer
-/// waits: one thread's slow `vkAllocateMemory` in pool A holds up a
-/// `create_pool` (which makes no block), and that holds up an allocation
-/// in pool B that needs no driver call at all.
+/// Threads in different pools never wait for each other: one thread's
+/// slow `vkAllocateMemory` in pool A, with a `create_pool` waiting for the
+/// table's write lock, does not hold up an allocation in pool B that needs
+/// no driver call. (When pool calls held the table's read lock through
+/// their driver calls, std's `RwLock`, which lets no new reader in while a
+/// writer waits, made B wait for A's driver call.)
 #[test]
 fn a_slow_block_in_one_pool_does_not_hold_up_other_pools() {
     use std::time::{Duration, Instant};
@@ -331,10 +328,9 @@ fn small_buffer_runs_do_not_make_a_capped_pool_full() {
     finish(allocator, &device);
 }
 
-/// `allocate`'s docs: a pool request "is checked the same way" as others,
-/// whose order is NoMemoryTypeBits, SizeExceedsHeaps, NoSuitableMemoryType.
-/// A host-access request larger than the pool's heap gets the default
-/// path's SizeExceedsHeaps, but the pool path's NoSuitableMemoryType.
+/// A pool request is checked in the default path's order: a host-access
+/// request larger than the pool's heap is `SizeExceedsHeaps` on both
+/// paths, before the pool's type is found not host-visible.
 #[test]
 fn a_pool_request_checks_in_the_documented_order() {
     let (allocator, device) = allocator(FakeLayout::discrete());
