@@ -257,7 +257,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             allocator: self.id,
             pools: Exclusive {
                 types: &mut self.pools,
-                custom: &mut self.custom,
+                custom: &self.custom,
             },
         }
         .allocate(request)
@@ -382,9 +382,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         tag: PoolTag,
         f: impl FnOnce(&mut TypePool<M>) -> R,
     ) -> Option<R> {
-        let cell = read(&self.custom).get(tag)?;
-        let mut pool = lock(&cell);
-        (!pool.is_destroyed()).then(|| f(&mut pool))
+        pool::with_custom_pool(&self.custom, tag, f)
     }
 
     /// Every custom pool, each under its own lock in turn: `f` runs on

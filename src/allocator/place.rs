@@ -4,11 +4,11 @@
 //! or directly for [`Allocator::allocate_mut`](crate::Allocator::allocate_mut),
 //! whose `&mut self` proves no other thread is inside the allocator.
 
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Mutex, MutexGuard, RwLock};
 
 use ash::vk;
 
-use super::pool::{custom_mut, pool_type_serves, read, type_bit, CustomPools, Home, PoolTag};
+use super::pool::{pool_type_serves, type_bit, with_custom_pool, CustomPools, Home, PoolTag};
 use super::{Allocation, Pool, Request};
 use crate::device::MemoryDeviceExt;
 use crate::memory::context::MemoryContext;
@@ -47,13 +47,9 @@ pub(super) trait PoolAccess {
         f: impl FnOnce(&mut TypePool<Self::Memory>) -> R,
     ) -> R;
 
-    /// Runs `f` on custom pool `tag`, with exclusive access to it; `None`
-    /// when it was destroyed.
-    fn with_custom_pool<R>(
-        &mut self,
-        tag: PoolTag,
-        f: impl FnOnce(&mut TypePool<Self::Memory>) -> R,
-    ) -> Option<R>;
+    /// The custom pools' table, for requests that name a pool (through
+    /// each pool's lock, whatever the access to the default pools).
+    fn custom(&self) -> &RwLock<CustomPools<Self::Memory>>;
 }
 
 /// Through each pool's lock: the `&self` methods.
@@ -70,22 +66,15 @@ impl<M> PoolAccess for Locked<'_, M> {
         f(&mut lock(&self.types[memory_type as usize]))
     }
 
-    fn with_custom_pool<R>(
-        &mut self,
-        tag: PoolTag,
-        f: impl FnOnce(&mut TypePool<M>) -> R,
-    ) -> Option<R> {
-        let cell = read(self.custom).get(tag)?;
-        let mut pool = lock(&cell);
-        (!pool.is_destroyed()).then(|| f(&mut pool))
+    fn custom(&self) -> &RwLock<CustomPools<M>> {
+        self.custom
     }
 }
 
-/// Straight to the pools, no lock: the `&mut self` methods. The custom
-/// pools' table is reached only by requests that name a pool.
+/// Straight to the default pools, no lock: the `&mut self` methods.
 pub(super) struct Exclusive<'a, M> {
     pub(super) types: &'a mut [Mutex<TypePool<M>>],
-    pub(super) custom: &'a mut RwLock<CustomPools<M>>,
+    pub(super) custom: &'a RwLock<CustomPools<M>>,
 }
 
 impl<M> PoolAccess for Exclusive<'_, M> {
@@ -96,24 +85,8 @@ impl<M> PoolAccess for Exclusive<'_, M> {
         f(exclusive(&mut self.types[memory_type as usize]))
     }
 
-    fn with_custom_pool<R>(
-        &mut self,
-        tag: PoolTag,
-        f: impl FnOnce(&mut TypePool<M>) -> R,
-    ) -> Option<R> {
-        let cell = custom_mut(self.custom).get_mut(tag)?;
-        // No other thread is inside the allocator, so none holds the pool
-        // (its `Arc` is shared only for the length of a call); were one
-        // to, its lock would be taken.
-        let mut guard;
-        let pool = match Arc::get_mut(cell) {
-            Some(mutex) => exclusive(mutex),
-            None => {
-                guard = lock(cell);
-                &mut *guard
-            }
-        };
-        (!pool.is_destroyed()).then(|| f(pool))
+    fn custom(&self) -> &RwLock<CustomPools<M>> {
+        self.custom
     }
 }
 
@@ -173,7 +146,8 @@ where
     #[inline]
     pub(super) fn allocate(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
         if let Some(pool) = request.desc.pool {
-            return self.allocate_in_custom_pool(pool, request);
+            let custom = self.pools.custom();
+            return allocate_in_pool(self.context, self.allocator, custom, pool, request);
         }
         let requirements = &request.requirements;
         check_requirements(requirements)?;
@@ -327,88 +301,6 @@ where
             mapped: placement.mapped,
         })
     }
-
-    /// [`allocate`](Self::allocate) for a request naming a custom pool: the
-    /// same checks, then the pool's memory type alone (no ranking, no
-    /// fallback). Out of line: the default pools' path pays one test for it.
-    #[inline(never)]
-    fn allocate_in_custom_pool(
-        &mut self,
-        pool: Pool,
-        request: &Request<'_>,
-    ) -> Result<Allocation, Error> {
-        if pool.allocator != self.allocator {
-            return Err(Error::ForeignPool);
-        }
-        let requirements = &request.requirements;
-        check_requirements(requirements)?;
-        let size = requirements.size;
-        if request.driver_dedicated.required && request.dedicated_target.is_none() {
-            return Err(Error::MissingDedicatedTarget);
-        }
-        let memory_type = pool.memory_type();
-        if requirements.memory_type_bits & type_bit(memory_type) == 0 {
-            return Err(Error::PoolTypeNotAllowed {
-                memory_type,
-                memory_type_bits: requirements.memory_type_bits,
-            });
-        }
-        // In the default path's order: the device-address feature, the
-        // heap, the type's properties, maxMemoryAllocationSize.
-        let usage = request.desc.usage;
-        let no_type = Error::NoSuitableMemoryType {
-            memory_type_bits: requirements.memory_type_bits,
-            usage,
-        };
-        if usage.contains(Usage::DEVICE_ADDRESS)
-            && !self.context.properties.device.buffer_device_address
-        {
-            return Err(no_type);
-        }
-        let heap = self.context.heap_size(memory_type);
-        if size > heap {
-            return Err(Error::SizeExceedsHeaps {
-                size,
-                largest_heap: heap,
-            });
-        }
-        let props = self.context.memory_types()[memory_type as usize].props;
-        if !pool_type_serves(props, usage) {
-            return Err(no_type);
-        }
-        let max = self.context.properties.device.max_memory_allocation_size;
-        if size > max {
-            return Err(Error::SizeExceedsMaxAllocation { size, max });
-        }
-        let within_budget = request.desc.within_budget;
-        let mut pool_request =
-            custom_pool_request(self.context, memory_type, request, within_budget);
-        // A pool's requests take its blocks, unless dedicated memory is
-        // required (by the driver, the caller or a lazily allocated type):
-        // then dedicated memory of its type, counted in the pool.
-        if pool_request.dedicated != DedicatedChoice::Require {
-            pool_request.dedicated = DedicatedChoice::Never;
-        }
-        let context = self.context;
-        let placement = self
-            .pools
-            .with_custom_pool(pool.tag(), |pool| {
-                if !pool.takes_runs() {
-                    pool_request.run_class = None;
-                }
-                pool.allocate(context, &pool_request)
-            })
-            .ok_or(Error::StalePool)??;
-        Ok(Allocation {
-            memory: placement.memory,
-            offset: placement.offset,
-            size,
-            home: Home::new(memory_type, pool.tag()),
-            location: placement.location,
-            allocator: self.allocator,
-            mapped: placement.mapped,
-        })
-    }
 }
 
 /// `request` as memory type `memory_type` sees it: its alignment (with
@@ -503,4 +395,87 @@ fn pool_request_padded<'r, D>(
         priority: request.desc.priority,
         run_class,
     }
+}
+
+/// [`Placer::allocate`] for a request naming a custom pool: the same
+/// checks, then the pool's memory type alone (no ranking, no fallback),
+/// under the pool's lock (for `allocate_mut` too). Out of line, and a
+/// function of the placer's fields, not of the placer: the default pools'
+/// path pays one test for pools. (As a method taking `&mut self` it kept
+/// the placer on the stack: 8 instructions more per default allocation,
+/// by callgrind; checked in `Allocator::allocate_mut` instead, it kept
+/// `allocate_mut` from being inlined.)
+#[inline(never)]
+fn allocate_in_pool<D: MemoryDeviceExt<M>, M: Send>(
+    context: &MemoryContext<D>,
+    allocator: u32,
+    custom: &RwLock<CustomPools<M>>,
+    pool: Pool,
+    request: &Request<'_>,
+) -> Result<Allocation, Error> {
+    if pool.allocator != allocator {
+        return Err(Error::ForeignPool);
+    }
+    let requirements = &request.requirements;
+    check_requirements(requirements)?;
+    let size = requirements.size;
+    if request.driver_dedicated.required && request.dedicated_target.is_none() {
+        return Err(Error::MissingDedicatedTarget);
+    }
+    let memory_type = pool.memory_type();
+    if requirements.memory_type_bits & type_bit(memory_type) == 0 {
+        return Err(Error::PoolTypeNotAllowed {
+            memory_type,
+            memory_type_bits: requirements.memory_type_bits,
+        });
+    }
+    // In the default path's order: the device-address feature, the
+    // heap, the type's properties, maxMemoryAllocationSize.
+    let usage = request.desc.usage;
+    let no_type = Error::NoSuitableMemoryType {
+        memory_type_bits: requirements.memory_type_bits,
+        usage,
+    };
+    if usage.contains(Usage::DEVICE_ADDRESS) && !context.properties.device.buffer_device_address {
+        return Err(no_type);
+    }
+    let heap = context.heap_size(memory_type);
+    if size > heap {
+        return Err(Error::SizeExceedsHeaps {
+            size,
+            largest_heap: heap,
+        });
+    }
+    let props = context.memory_types()[memory_type as usize].props;
+    if !pool_type_serves(props, usage) {
+        return Err(no_type);
+    }
+    let max = context.properties.device.max_memory_allocation_size;
+    if size > max {
+        return Err(Error::SizeExceedsMaxAllocation { size, max });
+    }
+    let within_budget = request.desc.within_budget;
+    let mut pool_request = custom_pool_request(context, memory_type, request, within_budget);
+    // A pool's requests take its blocks, unless dedicated memory is
+    // required (by the driver, the caller or a lazily allocated type):
+    // then dedicated memory of its type, counted in the pool.
+    if pool_request.dedicated != DedicatedChoice::Require {
+        pool_request.dedicated = DedicatedChoice::Never;
+    }
+    let placement = with_custom_pool(custom, pool.tag(), |pool| {
+        if !pool.takes_runs() {
+            pool_request.run_class = None;
+        }
+        pool.allocate(context, &pool_request)
+    })
+    .ok_or(Error::StalePool)??;
+    Ok(Allocation {
+        memory: placement.memory,
+        offset: placement.offset,
+        size,
+        home: Home::new(memory_type, pool.tag()),
+        location: placement.location,
+        allocator,
+        mapped: placement.mapped,
+    })
 }

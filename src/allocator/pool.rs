@@ -252,16 +252,6 @@ impl<M> CustomPools<M> {
         slot.pool.clone()
     }
 
-    /// [`get`](Self::get) through `&mut`, without cloning.
-    #[inline]
-    pub(crate) fn get_mut(&mut self, tag: PoolTag) -> Option<&mut PoolCell<M>> {
-        let slot = self.slots.get_mut(tag.slot()?)?;
-        if slot.generation != tag.generation() {
-            return None;
-        }
-        slot.pool.as_mut()
-    }
-
     /// Every custom pool in the table, with its tag: a snapshot to lock one
     /// by one after the table's lock is released.
     pub(crate) fn snapshot(&self) -> Vec<(PoolTag, PoolCell<M>)> {
@@ -319,6 +309,18 @@ impl<M> CustomPools<M> {
             slot.generation = slot.generation.saturating_add(1);
         }
     }
+}
+
+/// Runs `f` on custom pool `tag` of `custom` under the pool's lock (the
+/// table's read lock is released first); `None` when it was destroyed.
+pub(super) fn with_custom_pool<M, R>(
+    custom: &RwLock<CustomPools<M>>,
+    tag: PoolTag,
+    f: impl FnOnce(&mut TypePool<M>) -> R,
+) -> Option<R> {
+    let cell = read(custom).get(tag)?;
+    let mut pool = lock(&cell);
+    (!pool.is_destroyed()).then(|| f(&mut pool))
 }
 
 /// Reads through a read-write lock, carrying on after a panic elsewhere as

@@ -225,8 +225,11 @@ impl<M> TypePool<M> {
             DedicatedChoice::Require => true,
             DedicatedChoice::Prefer => !context.objects_mostly_used(),
             DedicatedChoice::Never => false,
+            // Only default pools' requests are `Auto` (a custom pool's are
+            // `Never` or `Require`), so the type's preferred size is the
+            // pool's, without a look at its policy.
             DedicatedChoice::Auto => {
-                request.size > self.preferred_block_size(context) / 2
+                request.size > context.preferred_block_size(self.memory_type) / 2
                     && !context.objects_mostly_used()
             }
         };
