@@ -26,9 +26,10 @@ use super::place::{check_requirements, custom_pool_request, lock, pool_request};
 use super::pool::{read, Home, PoolCell, PoolTag};
 use super::{Allocation, Allocator, Request};
 use crate::device::MemoryDeviceExt;
+use crate::frames::Deferred;
 use crate::memory::slab::SlabKey;
 use crate::memory::type_pool::TypePool;
-use crate::memory::type_pool::{MoveBudget, PoolMovable};
+use crate::memory::type_pool::{Location, MoveBudget, PoolMovable};
 use crate::memory::{ResourceKind, Usage};
 use crate::Error;
 
@@ -203,8 +204,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// move, in the same memory type, to blocks that hold other allocations
     /// already, the fullest first (leaving sparse blocks to be emptied in
     /// turn), within `limits`: the plan makes no memory object, so it needs
-    /// no budget and cannot run out of memory. A free still queued for a
-    /// frame holds its block: plan after such frees are released.
+    /// no budget and cannot run out of memory. Frees still queued for their
+    /// frame ([`free_after_frame`](Self::free_after_frame), the moves of an
+    /// earlier plan) need no move: a block holding only those and
+    /// `movables` is emptied too, and empties once they are released.
     /// Dedicated allocations never move (they have memory of their own),
     /// nor do movables whose `requirements` exclude their memory type; an
     /// allocation listed twice moves once.
@@ -326,6 +329,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             }
         }
 
+        // Frees waiting for their frame need no move: a block holding them
+        // and movables only is emptied too (it empties once they are
+        // released). Copied out, the queue's lock released before any pool's.
+        let queued: Vec<(u32, PoolTag, Location, u64)> = lock(&self.frames)
+            .iter()
+            .map(Deferred::allocation)
+            .filter(|allocation| allocation.allocator == self.id && !allocation.is_dedicated())
+            .map(|a| (a.memory_type(), a.home.pool(), a.location, a.size))
+            .collect();
+
         let mut budget = MoveBudget {
             moves: limits.max_moves,
             bytes: limits.max_bytes,
@@ -363,9 +376,17 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     custom_pool_request(&self.context, memory_type, &request, false)
                 }
             };
+            let leaving: Vec<(Location, u64)> = queued
+                .iter()
+                .filter(|&&(memory_type, tag, ..)| {
+                    memory_type == group.memory_type && tag == group.tag
+                })
+                .map(|&(.., location, size)| (location, size))
+                .collect();
             let pool_plan = lock(group.pool.mutex()).plan_defragmentation(
                 &self.context,
                 &pool_movables,
+                &leaving,
                 &mut budget,
                 request_for,
             );

@@ -150,6 +150,12 @@ impl<S, T> DeferredQueue<S, T> {
         (sealed_frames + 1, sealed_items + current_items)
     }
 
+    /// Every item waiting, sealed or not, oldest frame first.
+    pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
+        let sealed = self.sealed.iter().flat_map(|f| &f.items);
+        sealed.chain(&self.current)
+    }
+
     /// Removes every item, sealed or not, for shutdown and drop.
     pub fn drain_all(&mut self) -> impl Iterator<Item = T> + '_ {
         let sealed = self.sealed.drain(..).flat_map(|f| f.items);

@@ -38,6 +38,17 @@ pub(crate) enum Deferred {
     Image(vk::Image, Allocation),
 }
 
+impl Deferred {
+    /// The allocation it frees.
+    pub(crate) fn allocation(&self) -> &Allocation {
+        match self {
+            Self::Free(allocation) | Self::Buffer(_, allocation) | Self::Image(_, allocation) => {
+                allocation
+            }
+        }
+    }
+}
+
 /// What a call to [`Allocator::collect`](crate::Allocator::collect) (or
 /// `wait_and_collect`, or `collect_idle`) released.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -24,7 +24,7 @@
 //! frame that was not collected yet; `stats()`, the device, the memory map,
 //! the JSON dump and the SVG agree with the model; host-visible bytes are not
 //! clobbered; a plan moves only within a memory type, out of blocks that
-//! held nothing but listed allocations, into blocks that held something and
+//! held nothing but listed allocations and queued frees, into blocks that held something and
 //! that no plan is emptying, within its limits; at the end nothing leaks.
 
 use std::collections::{HashSet, VecDeque};

@@ -1196,3 +1196,54 @@ fn no_run_is_carved_from_a_block_being_emptied() {
     }
     finish(allocator, &device);
 }
+
+/// Frees queued for their frame need no move: a block holding only those
+/// and listed allocations is emptied, and empties once they are released.
+/// With frames in flight, a split plan made every frame moves every frame,
+/// its earlier moves' sources still queued. (Before, such frees held their
+/// block: every other plan moved nothing, and an engine that stopped at the
+/// first empty plan left the block half emptied.)
+#[test]
+fn queued_frees_do_not_hold_a_block_from_a_plan() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let mut live = two_fragmented_blocks(&allocator);
+    let memory_type = live[0].memory_type();
+    let second = live[16].memory();
+    // Half the second block's buffers are unloaded, freed after the frame.
+    for gone in live.drain(16..20) {
+        allocator.free_after_frame(gone).unwrap();
+    }
+    let limits = DefragmentationLimits::default()
+        .max_moves(2)
+        .split_blocks(true);
+    let mut fences = Vec::new();
+    for frame in 0..2 {
+        let plan = allocator
+            .plan_defragmentation(&movables(&live), &limits)
+            .unwrap();
+        assert_eq!(plan.moves.len(), 2, "frame {frame}: {plan:?}");
+        assert_eq!(
+            (plan.blocks_started, plan.blocks_released),
+            (1 - frame, frame),
+            "frame {frame}"
+        );
+        // The moves' sources go through the frame queue, as an engine's do.
+        for planned in plan.moves.into_iter().rev() {
+            let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+            assert_eq!(old.memory(), second);
+            allocator.free_after_frame(old).unwrap();
+        }
+        fences.push(super::frames::end_frame(&allocator, &device));
+    }
+    assert!(live.iter().all(|a| a.memory() != second));
+    assert_eq!(blocks(&allocator, memory_type).0, 2, "frees still queued");
+    for fence in fences {
+        device.signal_fence(fence);
+    }
+    allocator.collect().unwrap();
+    assert_eq!(blocks(&allocator, memory_type).0, 1, "released");
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}

@@ -145,18 +145,23 @@ impl<M> TypePool<M> {
     /// for the movables of blocks being tried. The destinations are live
     /// allocations of this pool from then on, named as their sources.
     ///
+    /// `leaving` are this pool's allocations whose frees wait in the frame
+    /// queue, with their sizes: they need no move, and a block holding them
+    /// and movables only is emptied (it empties when they are released).
+    ///
     /// Costs O(n log n) in the `movables` listed plus the runs of the type,
     /// before any move: no hashing per movable.
     pub(crate) fn plan_defragmentation<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
         movables: &[PoolMovable],
+        leaving: &[(Location, u64)],
         budget: &mut MoveBudget,
         request_for: impl Fn(usize) -> PoolRequest<'static>,
     ) -> PoolPlan {
         let mut plan = PoolPlan::default();
         let free_in_runs = self.free_slot_bytes_by_block();
-        let mut sources = self.blocks_to_empty(movables, &free_in_runs);
+        let mut sources = self.blocks_to_empty(movables, leaving, &free_in_runs);
         let percent = u128::from(budget.used_percent);
         sources.retain(|source| u128::from(source.used) * 100 <= u128::from(source.size) * percent);
         if sources.is_empty() {
@@ -333,15 +338,31 @@ impl<M> TypePool<M> {
         used.saturating_sub(free_in_runs.get(index as usize).copied().unwrap_or(0))
     }
 
-    /// The blocks whose every live allocation is among `movables`, with
-    /// their movables (each allocation once).
-    fn blocks_to_empty(&self, movables: &[PoolMovable], free_in_runs: &[u64]) -> Vec<Source> {
+    /// The blocks whose every live allocation is among `movables` or
+    /// `leaving` (frees waiting for their frame), with their movables (each
+    /// allocation once).
+    fn blocks_to_empty(
+        &self,
+        movables: &[PoolMovable],
+        leaving: &[(Location, u64)],
+        free_in_runs: &[u64],
+    ) -> Vec<Source> {
         // Movables by block slab index.
         let mut by_block: Vec<Vec<PoolMovable>> = Vec::new();
         by_block.resize_with(self.blocks.index_bound(), Vec::new);
         for movable in movables {
             if let Some(block) = self.block_of(movable.location) {
                 by_block[block.index as usize].push(*movable);
+            }
+        }
+        // Queued frees by block: their count and bytes (still live, so
+        // counted in use until released).
+        let mut gone: Vec<(u64, u64)> = vec![(0, 0); by_block.len()];
+        for &(location, size) in leaving {
+            if let Some(block) = self.block_of(location) {
+                let entry = &mut gone[block.index as usize];
+                entry.0 += 1;
+                entry.1 += size;
             }
         }
         // Live allocations by block: its ranges, a run counting as its live
@@ -369,9 +390,11 @@ impl<M> TypePool<M> {
                 // (of those whose requirements allow its memory type) moves.
                 list.sort_by_key(|movable| movable.offset);
                 list.dedup_by_key(|movable| movable.offset);
-                (list.len() as u64 == live[key.index as usize]).then(|| Source {
+                let (queued, queued_bytes) = gone[key.index as usize];
+                (list.len() as u64 + queued == live[key.index as usize]).then(|| Source {
                     key,
-                    used: Self::bytes_in_use(block, key.index, free_in_runs),
+                    used: Self::bytes_in_use(block, key.index, free_in_runs)
+                        .saturating_sub(queued_bytes),
                     size: block.size,
                     movables: list,
                 })
