@@ -267,7 +267,7 @@ impl Walk {
             // be there too.)
             let queued: u64 = self
                 .counted()
-                .filter(|c| c.deferred && c.place.is_none_or(|p| p.memory == *m))
+                .filter(|c| c.deferred && c.place.map_or(true, |p| p.memory == *m))
                 .map(|c| c.size)
                 .sum();
             let used = used.saturating_sub(queued);
