@@ -502,27 +502,34 @@ impl Walk {
     }
 
     /// Forgets the blocks of earlier plans that no longer hold anything
-    /// counted: they emptied, which ends their retirement.
+    /// counted: they emptied, which ends their retirement. A ring chunk
+    /// whose place the walk does not know may have taken a retiring block
+    /// since (they come last for new requests, but take them): the memory
+    /// map, read only then, tells.
     pub(super) fn forget_emptied_blocks(&mut self) {
         if self.retiring.is_empty() {
             return;
         }
-        let mut held: HashSet<vk::DeviceMemory> = self
+        let held: HashSet<vk::DeviceMemory> = self
             .counted()
             .filter_map(|c| c.place.map(|p| p.memory))
             .collect();
-        // A ring chunk queued for its frame, whose place the model does not
-        // know, may hold a block a plan emptied around it: such a block
-        // goes when the map no longer has it.
-        if self.counted().any(|c| c.deferred && c.place.is_none()) {
-            let map = self.allocator.memory_map();
-            held.extend(
-                map.memory_types
-                    .iter()
-                    .flat_map(|t| &t.blocks)
-                    .map(|b| b.memory),
-            );
+        if self.retiring.iter().all(|m| held.contains(m)) {
+            return;
         }
-        self.retiring.retain(|m| held.contains(m));
+        let map = self.allocator.memory_map();
+        let in_use: HashSet<vk::DeviceMemory> = map
+            .memory_types
+            .iter()
+            .flat_map(|t| {
+                t.blocks
+                    .iter()
+                    .chain(t.custom_pools.iter().flat_map(|p| &p.blocks))
+            })
+            .filter(|b| b.allocations().next().is_some())
+            .map(|b| b.memory)
+            .collect();
+        self.retiring
+            .retain(|m| held.contains(m) || in_use.contains(m));
     }
 }
