@@ -7,7 +7,11 @@
 //! rings created, filled, grown and destroyed; defragmentation planned over
 //! a random subset of the live allocations and carried out (bytes copied,
 //! sources freed now or after the frame, a move given up at times), or
-//! refused for a bad movable; `trim`; the stats, the JSON dump, the memory
+//! refused for a bad movable; `trim`; custom pools made with random
+//! descriptions (some invalid) on random memory types, named by some
+//! requests (some flawed for the pool), destroyed while they hold
+//! allocations or frees waiting for their frame and once empty, and stale
+//! and foreign pool handles; the stats, the JSON dump, the memory
 //! map and the SVG read at random points; injected `vkAllocateMemory` and
 //! `vkMapMemory` failures, capped heaps, budgets. Each
 //! walk draws a variant of its layout (heap sizes, object limit, granularity,
@@ -24,15 +28,26 @@
 //! frame that was not collected yet; `stats()`, the device, the memory map,
 //! the JSON dump and the SVG agree with the model; host-visible bytes are not
 //! clobbered; a plan moves only within a memory type, out of blocks that
-//! held nothing but listed allocations and queued frees, into blocks that held something and
-//! that no plan is emptying, within its limits; at the end nothing leaks.
+//! held nothing but listed allocations and queued frees, into blocks that
+//! held something and
+//! that no plan is emptying, within its limits, and a pool's allocation
+//! within its pool, never emptying it below `min_blocks`. A custom pool's
+//! requests take its memory type alone, dedicated memory only when
+//! required; its figures (`pool_stats`) agree with the model and its
+//! description (`min_blocks` to `max_blocks` blocks, of its fixed size),
+//! `trim` keeps its `min_blocks`, and destroying it is refused with the
+//! exact count while it holds anything, else releases its blocks. At the
+//! end nothing leaks, whether the pools are destroyed or left to the
+//! allocator's drop.
 
 use std::collections::{HashSet, VecDeque};
 
 use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags as Props;
 use vk_suballoc::device::fake::{FakeCounters, FakeDevice, FakeLayout};
-use vk_suballoc::{Allocation, Config, Request, ResourceKind, RingAllocation, UploadRing, Usage};
+use vk_suballoc::{
+    Allocation, Config, Pool, PoolDesc, Request, ResourceKind, RingAllocation, UploadRing, Usage,
+};
 
 use super::seeded_rng::Rng;
 use super::{allocator_with, FakeAllocator};
@@ -47,6 +62,10 @@ mod defragment;
 mod expect;
 #[path = "api_walk/frames.rs"]
 mod frames;
+#[path = "api_walk/pool_requests.rs"]
+mod pool_requests;
+#[path = "api_walk/pools.rs"]
+mod pools;
 #[path = "api_walk/rings.rs"]
 mod rings;
 
@@ -87,6 +106,8 @@ struct Counted {
     dedicated: bool,
     place: Option<Place>,
     deferred: bool,
+    /// The custom pool it lives in, if any.
+    pool: Option<Pool>,
 }
 
 /// A live allocation of the walk.
@@ -101,6 +122,8 @@ struct Live {
     resource: Option<u64>,
     /// The byte written at both ends, for host-visible memory.
     tag: Option<u8>,
+    /// The custom pool it was requested from, if any.
+    pool: Option<Pool>,
 }
 
 impl Live {
@@ -116,17 +139,20 @@ impl Live {
                 linear: self.kind.is_linear(),
             }),
             deferred: false,
+            pool: self.pool,
         }
     }
 }
 
 /// Another allocator's allocation, which the walk's allocator must refuse
-/// to plan a move of.
+/// to plan a move of, and its custom pool, which the walk's allocator must
+/// refuse to allocate from, read or destroy.
 struct Foreign {
     allocator: FakeAllocator,
     device: FakeDevice,
     allocation: Allocation,
     requirements: vk::MemoryRequirements,
+    pool: Pool,
 }
 
 impl Foreign {
@@ -135,17 +161,20 @@ impl Foreign {
         let requirements = super::requirements(256, 256);
         let request = Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer);
         let allocation = allocator.allocate(&request).unwrap();
+        let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
         Self {
             allocator,
             device,
             allocation,
             requirements,
+            pool,
         }
     }
 
-    /// Frees the allocation; the device must be clean.
+    /// Frees the allocation and destroys the pool; the device must be clean.
     fn finish(self) {
         super::free(&self.allocator, self.allocation);
+        assert_eq!(self.allocator.destroy_pool(self.pool), Ok(()));
         super::finish(self.allocator, &self.device);
     }
 }
@@ -218,6 +247,15 @@ struct Walk {
     retiring: HashSet<vk::DeviceMemory>,
     foreign: Foreign,
     defragmented: defragment::Defragmented,
+    /// The live custom pools, and the allocator's table of them: each
+    /// slot's pool, which a new pool takes when free.
+    pools: Vec<pools::WalkPool>,
+    pool_slots: Vec<Option<Pool>>,
+    /// Some destroyed pools, whose handles are stale.
+    dead_pools: Vec<Pool>,
+    /// Pools made over the walk, for their names.
+    pools_made: u64,
+    pooled: pools::Pooled,
 }
 
 /// A variant of `base` and a configuration, drawn from the seed: small
@@ -338,6 +376,11 @@ impl Walk {
             retiring: HashSet::new(),
             foreign: Foreign::new(),
             defragmented: defragment::Defragmented::default(),
+            pools: Vec::new(),
+            pool_slots: Vec::new(),
+            dead_pools: Vec::new(),
+            pools_made: 0,
+            pooled: pools::Pooled::default(),
         }
     }
 
@@ -363,6 +406,7 @@ impl Walk {
                 91..=93 => self.host_access(),
                 94 => self.trim(),
                 95..=96 => self.defragment(),
+                97 => self.pool_op(),
                 _ => self.inspect(),
             }
             self.forget_emptied_blocks();

@@ -93,6 +93,9 @@ impl Walk {
         request.desc.name = name;
         request.desc.within_budget = within_budget;
         request.desc.priority = priority;
+        if let Some(pool) = self.draw_pool() {
+            request = self.aim_at_pool(request, pool);
+        }
         let resource = target.then(|| self.device.create_resource());
         if let Some(handle) = resource {
             request = request.dedicated_target(match kind {
@@ -117,6 +120,11 @@ impl Walk {
     pub(super) fn allocate(&mut self) {
         let (request, resource) = self.draw_request();
         let before = self.allocator.stats();
+        // A live pool's figures; none for a stale or foreign one.
+        let pool_before = request
+            .desc
+            .pool
+            .and_then(|p| self.allocator.pool_stats(&p).ok());
         let counters = self.device.counters();
         let result = if self.rng.below(2) == 0 {
             self.allocator.allocate(&request)
@@ -127,7 +135,24 @@ impl Walk {
         match result {
             Ok(allocation) => self.accept(allocation, &request, resource),
             Err(error) => {
-                self.explain(error, &request, &before, fired);
+                match (request.desc.pool, pool_before) {
+                    (Some(pool), Some(pool_before)) => {
+                        match error {
+                            Error::PoolFull { .. } => self.pooled.full += 1,
+                            Error::TooLargeForPool { .. } => self.pooled.too_large += 1,
+                            _ => self.pooled.refused += 1,
+                        }
+                        let objects = before.memory_objects;
+                        self.explain_in_pool(error, &request, pool, &pool_before, fired, objects);
+                        assert_eq!(
+                            self.allocator.pool_stats(&pool),
+                            Ok(pool_before),
+                            "{}: failed {request:?} ({error:?}) changed pool_stats()",
+                            self.ctx()
+                        );
+                    }
+                    _ => self.explain(error, &request, &before, fired),
+                }
                 assert_eq!(
                     self.allocator.stats(),
                     before,
@@ -161,8 +186,17 @@ impl Walk {
             "{ctx}: {request:?} succeeded"
         );
         let t = a.memory_type();
-        let candidates = self.candidates(r.memory_type_bits, request.desc.usage, r.size);
-        assert!(candidates.contains(&t), "{ctx}: type {t} for {request:?}");
+        assert_eq!(a.is_in_custom_pool(), request.desc.pool.is_some(), "{ctx}");
+        if let Some(pool) = request.desc.pool {
+            self.pooled.allocations += 1;
+            // Its pool's memory type, dedicated exactly when required.
+            assert_eq!(t, pool.memory_type(), "{ctx}: {request:?}");
+            let dedicated = self.pool_dedicated(t, request);
+            assert_eq!(a.is_dedicated(), dedicated, "{ctx}: {request:?}");
+        } else {
+            let candidates = self.candidates(r.memory_type_bits, request.desc.usage, r.size);
+            assert!(candidates.contains(&t), "{ctx}: type {t} for {request:?}");
+        }
         assert_eq!(a.size(), r.size, "{ctx}");
         let props = self.layout.memory_types[t as usize].props;
         // Lazily allocated memory is always dedicated, as in VMA.
@@ -210,13 +244,15 @@ impl Walk {
             name: request.desc.name,
             resource,
             tag,
+            pool: request.desc.pool,
         });
     }
 
     /// Checks where `a`, of `kind` in a block, lies: at a multiple of
     /// `alignment`, of the non-coherent atom on non-coherent memory, and of
-    /// `bufferImageGranularity` for an optimal image when pages are padded.
-    /// `what` asked for it.
+    /// `bufferImageGranularity` for an optimal image when pages are padded
+    /// (in a custom pool, whenever the page is a power of two). `what`
+    /// asked for it.
     pub(super) fn check_placement(
         &self,
         a: &Allocation,
@@ -232,8 +268,8 @@ impl Walk {
             assert_eq!(a.offset() % atom, 0, "{ctx}: {what:?}");
         }
         let granularity = self.layout.buffer_image_granularity.max(1);
-        let padded =
-            granularity.is_power_of_two() && granularity <= self.config.max_padded_granularity;
+        let padded = granularity.is_power_of_two()
+            && (granularity <= self.config.max_padded_granularity || a.is_in_custom_pool());
         if kind == ResourceKind::OptimalImage && padded {
             assert_eq!(
                 a.offset() % granularity,
@@ -363,20 +399,35 @@ impl Walk {
         assert_eq!(result, expected, "{ctx}: {a:?} {start}..{end}");
     }
 
+    /// `trim` releases every empty block but the `min_blocks` of custom
+    /// pools, and no allocation.
     pub(super) fn trim(&mut self) {
         let before = self.allocator.stats();
+        let pools_before = self.pool_figures();
         let released = self.allocator.trim();
         let after = self.allocator.stats();
+        let pools_after = self.pool_figures();
         let ctx = self.ctx();
         assert_eq!(
             before.reserved_bytes() - after.reserved_bytes(),
             released,
             "{ctx}"
         );
-        assert!(
-            after.memory_types.iter().all(|t| t.empty_blocks == 0),
-            "{ctx}"
-        );
+        let mut kept = vec![0; after.memory_types.len()];
+        for ((p, was), now) in self.pools.iter().zip(&pools_before).zip(&pools_after) {
+            let min = u64::from(p.min_blocks);
+            assert!(
+                now.blocks >= min && (now.empty_blocks == 0 || now.blocks == min),
+                "{ctx}: pool {:?} (min_blocks {min}) after trim: {now:?}",
+                p.pool
+            );
+            let releasable = was.empty_blocks.min(was.blocks.saturating_sub(min));
+            assert_eq!(now.blocks, was.blocks - releasable, "{ctx}: {was:?}");
+            assert_eq!(now.allocations(), was.allocations(), "{ctx}");
+            kept[now.memory_type as usize] += now.empty_blocks;
+        }
+        let empty: Vec<u64> = after.memory_types.iter().map(|t| t.empty_blocks).collect();
+        assert_eq!(empty, kept, "{ctx}: empty blocks after trim");
         assert_eq!(after.allocations(), before.allocations(), "{ctx}");
         assert_eq!(after.live_bytes(), before.live_bytes(), "{ctx}");
     }

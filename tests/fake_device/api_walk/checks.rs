@@ -5,11 +5,16 @@
 use std::collections::HashMap;
 
 use ash::vk::Handle;
-use vk_suballoc::report::RangeKind;
+use vk_suballoc::report::{BlockMap, RangeKind};
 use vk_suballoc::ResourceKind;
 
 use super::{Place, Walk};
 use crate::assert_ranges_tile;
+
+/// Whether a block of the memory map holds no allocation.
+fn is_empty(block: &BlockMap) -> bool {
+    block.allocations().next().is_none()
+}
 
 impl Walk {
     /// Reads the figures, the dumps or the map, and checks them.
@@ -104,6 +109,7 @@ impl Walk {
             }
         }
         self.check_map(total);
+        self.check_pools();
         for live in &self.live {
             assert!(self.allocator.owns(&live.allocation), "{ctx}");
             if let Some(tag) = live.tag {
@@ -131,40 +137,82 @@ impl Walk {
     }
 
     /// The memory map tiles each block and shows each live allocation with
-    /// its kind and name; it holds as many allocations as the model.
+    /// its kind and name, in its custom pool if it has one, and each pool
+    /// with the blocks and dedicated allocations `pool_stats` counts; it
+    /// holds as many allocations as the model.
     pub(super) fn check_map(&self, total: usize) {
         let ctx = self.ctx();
         let map = self.allocator.memory_map();
         let stats = self.allocator.stats();
         let mut in_blocks = HashMap::new();
         let mut dedicated = HashMap::new();
+        // The pool, if any, of each block and dedicated memory object.
+        let mut owner = HashMap::new();
+        let pool_maps = self.pool_maps(&map);
+        let default = (map.memory_types.iter()).map(|t| (&t.blocks, &t.dedicated, None));
+        let pools =
+            (pool_maps.iter()).map(|(pool, shown)| (&shown.blocks, &shown.dedicated, Some(*pool)));
+        for (blocks, dedicated_memory, pool) in default.chain(pools) {
+            for block in blocks {
+                assert_ranges_tile(block, &ctx);
+                owner.insert(block.memory.as_raw(), pool);
+                for range in block.allocations() {
+                    in_blocks.insert((block.memory.as_raw(), range.offset), range);
+                }
+            }
+            for d in dedicated_memory {
+                owner.insert(d.memory.as_raw(), pool);
+                dedicated.insert(d.memory.as_raw(), (d.kind, d.name.as_deref()));
+            }
+        }
         for memory_type in &map.memory_types {
             let s = &stats.memory_types[memory_type.memory_type as usize];
-            let blocks = &memory_type.blocks;
-            let empty = blocks.iter().filter(|b| b.allocations().next().is_none());
+            let default_empty = memory_type.blocks.iter().filter(|b| is_empty(b)).count();
+            assert!(
+                default_empty <= 1,
+                "{ctx}: more than one empty block kept: {s:?}"
+            );
+            // The type's figures count its custom pools' blocks too.
+            let pools = memory_type.custom_pools.iter();
+            let blocks: Vec<&BlockMap> = (memory_type.blocks.iter())
+                .chain(pools.flat_map(|p| &p.blocks))
+                .collect();
             let figures = (
                 blocks.len() as u64,
                 blocks.iter().map(|b| b.size).sum(),
-                empty.count() as u64,
+                blocks.iter().filter(|b| is_empty(b)).count() as u64,
             );
             assert_eq!(
                 figures,
                 (s.blocks, s.block_bytes, s.empty_blocks),
                 "{ctx}: {s:?}"
             );
-            assert!(
-                s.empty_blocks <= 1,
-                "{ctx}: more than one empty block kept: {s:?}"
+        }
+        for (pool, shown) in &pool_maps {
+            let s = self.allocator.pool_stats(pool);
+            let s = s.unwrap_or_else(|e| panic!("{ctx}: pool_stats: {e:?}"));
+            let figures = (
+                shown.blocks.len() as u64,
+                shown.blocks.iter().map(|b| b.size).sum(),
+                shown.blocks.iter().filter(|b| is_empty(b)).count() as u64,
+                shown.dedicated.len() as u64,
             );
-            for block in &memory_type.blocks {
-                assert_ranges_tile(block, &ctx);
-                for range in block.allocations() {
-                    in_blocks.insert((block.memory.as_raw(), range.offset), range);
-                }
-            }
-            for d in &memory_type.dedicated {
-                dedicated.insert(d.memory.as_raw(), (d.kind, d.name.as_deref()));
-            }
+            let want = (
+                s.blocks,
+                s.block_bytes,
+                s.empty_blocks,
+                s.dedicated_allocations,
+            );
+            assert_eq!(figures, want, "{ctx}: the map's pool {pool:?}");
+        }
+        for live in &self.live {
+            let a = &live.allocation;
+            let memory = a.memory().as_raw();
+            assert_eq!(
+                owner.get(&memory),
+                Some(&live.pool),
+                "{ctx}: {a:?} not in its pool's memory"
+            );
         }
         assert_eq!(
             in_blocks.len() + dedicated.len(),
@@ -225,18 +273,32 @@ impl Walk {
             assert_eq!(released, Ok(self.release_signalled()), "{}", self.ctx());
             assert!(self.sealed.is_empty());
             self.check_all();
+            // On some seeds the pools are left to the allocator's drop.
+            let keep = self.rng.below(4) == 0;
+            self.finish_pools(keep);
             self.allocator.trim();
+            // What trim leaves: the kept pools' min_blocks.
+            let kept = self.pool_figures();
+            let min_blocks: u64 = self.pools.iter().map(|p| u64::from(p.min_blocks)).sum();
+            let blocks: u64 = kept.iter().map(|s| s.blocks).sum();
+            let bytes: u64 = kept.iter().map(|s| s.block_bytes).sum();
             let stats = self.allocator.stats();
             assert_eq!(
-                (stats.reserved_bytes(), stats.memory_objects),
-                (0, 0),
+                (
+                    stats.reserved_bytes(),
+                    u64::from(stats.memory_objects),
+                    blocks
+                ),
+                (bytes, min_blocks, min_blocks),
                 "{stats:?}"
             );
         } else {
             self.collect_now(false);
             self.check_all();
+            self.finish_pools(false);
         }
         println!("{}: {:?}", self.test, self.defragmented);
+        println!("{}: {:?}", self.test, self.pooled);
         self.foreign.finish();
         super::super::finish(self.allocator, &self.device);
     }

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use ash::vk;
 use vk_suballoc::{
-    Allocation, DefragmentationLimits, DefragmentationPlan, Error, Movable, ResourceKind,
+    Allocation, DefragmentationLimits, DefragmentationPlan, Error, Movable, Pool, ResourceKind,
 };
 
 use super::{is_host_visible, Counted, Live, Place, Walk, MIB};
@@ -51,9 +51,9 @@ pub(super) struct Defragmented {
     blocks: u64,
 }
 
-/// Each block before a plan, by memory object: its size, and whether it
-/// held an allocation.
-type Blocks = HashMap<vk::DeviceMemory, (u64, bool, u64)>;
+/// Each block before a plan, by memory object: its size, whether it held an
+/// allocation, the bytes it held, and its custom pool, if any.
+type Blocks = HashMap<vk::DeviceMemory, (u64, bool, u64, Option<Pool>)>;
 
 impl Walk {
     /// Plans defragmentation over a random list and carries the plan out;
@@ -74,13 +74,12 @@ impl Walk {
             _ => DefragmentationLimits::default(),
         };
         let map = self.allocator.memory_map();
+        let all_blocks = self.all_blocks(&map);
         // The map marks the blocks earlier plans are still emptying.
-        let shown: HashSet<vk::DeviceMemory> = map
-            .memory_types
+        let shown: HashSet<vk::DeviceMemory> = all_blocks
             .iter()
-            .flat_map(|t| &t.blocks)
-            .filter(|b| b.retiring)
-            .map(|b| b.memory)
+            .filter(|(b, _)| b.retiring)
+            .map(|(b, _)| b.memory)
             .collect();
         assert_eq!(
             shown,
@@ -101,13 +100,11 @@ impl Walk {
             "{}: retiring_blocks",
             self.ctx()
         );
-        let blocks: Blocks = map
-            .memory_types
+        let blocks: Blocks = all_blocks
             .iter()
-            .flat_map(|t| &t.blocks)
-            .map(|b| {
+            .map(|&(b, pool)| {
                 let used: u64 = b.allocations().map(|r| r.size).sum();
-                (b.memory, (b.size, used > 0, used))
+                (b.memory, (b.size, used > 0, used, pool))
             })
             .collect();
         let before = self.allocator.stats();
@@ -262,7 +259,7 @@ impl Walk {
         // Queued frees count as gone, as the plan counts them.
         let percent = u64::from(limits.max_used_percent.min(100));
         for m in &sources {
-            let (size, _, used) = blocks[m];
+            let (size, _, used, _) = blocks[m];
             // (A queued ring chunk whose place the model does not know may
             // be there too.)
             let queued: u64 = self
@@ -282,6 +279,24 @@ impl Walk {
             (sources.len(), emptied),
             "{ctx}: the blocks the plan empties"
         );
+        // A custom pool keeps its min_blocks: a plan empties no more of its
+        // blocks than it holds above them, besides those retiring already
+        // (which may be more than that: `trim`, or an emptied block
+        // released, may have taken the pool down to min_blocks since; a
+        // retiring block then stays when it empties).
+        for p in &self.pools {
+            let of_pool =
+                |m: &&vk::DeviceMemory| blocks.get(*m).is_some_and(|b| b.3 == Some(p.pool));
+            let held = blocks.values().filter(|b| b.3 == Some(p.pool)).count();
+            let retiring = self.retiring.iter().filter(of_pool).count();
+            let emptied = sources.iter().filter(of_pool).count();
+            assert!(
+                emptied <= held.saturating_sub(retiring + p.min_blocks as usize),
+                "{ctx}: a plan empties {emptied} of the {held} blocks of pool {:?} ({retiring} retiring already), min_blocks {}",
+                p.pool,
+                p.min_blocks
+            );
+        }
         sources
     }
 
@@ -318,6 +333,15 @@ impl Walk {
             blocks.get(&d.memory()).map(|b| b.1),
             Some(true),
             "{ctx}: {d:?} not in a block that held something"
+        );
+        // A pool's allocation moves within its pool, a default pool's
+        // within its default pool.
+        let pool = self.live[i].pool;
+        assert_eq!(d.is_in_custom_pool(), pool.is_some(), "{ctx}: {d:?}");
+        assert_eq!(
+            blocks.get(&d.memory()).map(|b| b.3),
+            Some(pool),
+            "{ctx}: {d:?} for {source:?} not in a block of its pool"
         );
         let props = self.layout.memory_types[d.memory_type() as usize].props;
         assert_eq!(d.mapped_ptr().is_some(), is_host_visible(props), "{ctx}");
@@ -370,6 +394,7 @@ impl Walk {
                             linear: entry.kind.is_linear(),
                         }),
                         deferred: false,
+                        pool: self.live[entry.live.unwrap_or_default()].pool,
                     };
                     let i = entry.live.unwrap_or_default();
                     reopened.insert(self.live[i].allocation.memory());
@@ -381,6 +406,7 @@ impl Walk {
             }
             let mut destination = planned.destination;
             let i = entry.live.unwrap_or_default();
+            self.pooled.moved += u64::from(destination.is_in_custom_pool());
             self.copy_tag(i, &mut destination);
             let live = &mut self.live[i];
             let allocation = std::mem::replace(&mut live.allocation, destination);
@@ -414,7 +440,7 @@ impl Walk {
                 .counted()
                 .filter(|c| c.deferred && c.place.is_none())
                 .count();
-            for block in map.memory_types.iter().flat_map(|t| &t.blocks) {
+            for (block, _) in self.all_blocks(&map) {
                 if !sources.contains(&block.memory) {
                     continue;
                 }
@@ -518,16 +544,11 @@ impl Walk {
             return;
         }
         let map = self.allocator.memory_map();
-        let in_use: HashSet<vk::DeviceMemory> = map
-            .memory_types
+        let in_use: HashSet<vk::DeviceMemory> = self
+            .all_blocks(&map)
             .iter()
-            .flat_map(|t| {
-                t.blocks
-                    .iter()
-                    .chain(t.custom_pools.iter().flat_map(|p| &p.blocks))
-            })
-            .filter(|b| b.allocations().next().is_some())
-            .map(|b| b.memory)
+            .filter(|(b, _)| b.allocations().next().is_some())
+            .map(|(b, _)| b.memory)
             .collect();
         self.retiring
             .retain(|m| held.contains(m) || in_use.contains(m));

@@ -12,7 +12,7 @@ use super::{is_host_visible, is_non_coherent, Walk, MIB};
 impl Walk {
     /// The memory types the allocator may use at all: every one, less AMD's
     /// device-coherent types unless their feature is on.
-    fn usable_types(&self) -> u32 {
+    pub(super) fn usable_types(&self) -> u32 {
         let existing = ((1u64 << self.layout.memory_types.len()) - 1) as u32;
         if self.layout.amd_device_coherent_memory {
             existing
@@ -43,6 +43,9 @@ impl Walk {
 
     /// The error a flawed request must get, whatever the device's state.
     pub(super) fn rejection(&self, request: &Request<'_>) -> Option<Error> {
+        if let Some(pool) = request.desc.pool {
+            return self.pool_rejection(pool, request);
+        }
         let r = &request.requirements;
         let usage = request.desc.usage;
         let types = self.layout.memory_types.len();

@@ -90,6 +90,7 @@ impl Walk {
             dedicated: false,
             place: None,
             deferred: false,
+            pool: None,
         }
     }
 
