@@ -1,5 +1,6 @@
 //! Many threads over the whole API at once: allocations, frees now and after
 //! frames, frames ended, signalled and collected by any thread, upload rings,
+//! custom pools (shared, and one made and destroyed over and over),
 //! statistics, dumps and trims, on layouts with several memory types, small
 //! heaps and a low `maxMemoryAllocationCount`.
 //!
@@ -22,6 +23,8 @@ use super::{allocator, finish, free, requirements, FakeAllocator};
 
 #[path = "threads/defragment.rs"]
 mod defragment;
+#[path = "threads/pools.rs"]
+mod pools;
 
 const MIB: u64 = 1 << 20;
 const THREADS: u64 = 4;
@@ -100,11 +103,13 @@ struct World<'a> {
     device: &'a FakeDevice,
     shadow: Mutex<Shadow>,
     rings: [UploadRing; 2],
+    pools: [pools::SharedPool; 2],
     object_limit: u32,
 }
 
 impl<'a> World<'a> {
-    /// A world over `allocator` with its two upload rings, one growing.
+    /// A world over `allocator` with its two upload rings, one growing, and
+    /// its two shared pools.
     fn new(allocator: &'a FakeAllocator, device: &'a FakeDevice, object_limit: u32) -> Self {
         let ring = |grow| {
             let desc = UploadRingDesc {
@@ -119,6 +124,7 @@ impl<'a> World<'a> {
             device,
             shadow: Mutex::default(),
             rings: [ring(false), ring(true)],
+            pools: pools::SharedPool::make(allocator),
             object_limit,
         }
     }
@@ -136,8 +142,9 @@ impl<'a> World<'a> {
         self.check_stats();
     }
 
-    /// Frees `survivors` and destroys the rings, then checks that nothing
-    /// is left: no allocation, every block empty, none after `trim`.
+    /// Frees `survivors`, destroys the rings and the shared pools, then
+    /// checks that nothing is left: no allocation, every block empty, none
+    /// after `trim`.
     fn free_all(self, survivors: Vec<(u64, Allocation)>) {
         let allocator = self.allocator;
         for (tag, a) in survivors {
@@ -156,6 +163,7 @@ impl<'a> World<'a> {
             .memory_types
             .iter()
             .all(|t| t.blocks == t.empty_blocks));
+        self.destroy_pools();
         allocator.trim();
         assert_eq!(allocator.stats().reserved_bytes(), 0);
     }
@@ -199,17 +207,29 @@ impl<'a> World<'a> {
 
     fn allocate(&self, rng: &mut Rng, tag: u64) -> Option<(u64, Allocation)> {
         let request = Self::draw_request(rng);
+        let request = self.aim_at_pool(rng, request);
         self.allocate_request(&request, tag).map(|a| (tag, a))
     }
 
     /// Allocates `request`, checks it against the shadow and writes `tag`
-    /// at both ends when host-visible; `None` when memory ran out.
+    /// at both ends when host-visible; `None` when memory ran out (or the
+    /// pool it names is full).
     fn allocate_request(&self, request: &Request<'_>, tag: u64) -> Option<Allocation> {
         let mut allocation = match self.allocator.allocate(request) {
             Ok(allocation) => allocation,
             Err(error) if Self::exhausted(&error) => return None,
+            Err(Error::PoolFull { .. }) if request.desc.pool.is_some() => return None,
             Err(error) => panic!("allocate {}: {error:?}", request.requirements.size),
         };
+        assert_eq!(
+            allocation.is_in_custom_pool(),
+            request.desc.pool.is_some(),
+            "{allocation:?}"
+        );
+        if let Some(pool) = request.desc.pool {
+            assert_eq!(allocation.memory_type(), pool.memory_type());
+            assert!(!allocation.is_dedicated(), "{allocation:?}");
+        }
         self.hand_out("allocation", &allocation);
         if let Ok(bytes) = self.allocator.mapped_slice_mut(&mut allocation) {
             let end = bytes.len() - 8;
@@ -347,6 +367,7 @@ impl<'a> World<'a> {
     }
 
     fn check_stats(&self) {
+        self.check_pools();
         let stats = self.allocator.stats();
         assert!(stats.memory_objects <= self.object_limit);
         for heap in &stats.heaps {
@@ -354,10 +375,13 @@ impl<'a> World<'a> {
         }
     }
 
-    /// One thread's work: returns the allocations it left alive.
-    fn run(&self, seed: u64, thread: u64) -> Vec<(u64, Allocation)> {
+    /// One thread's work: returns the allocations it left alive, and its
+    /// private pool (the first thread's) when its last turn left it holding
+    /// frees waiting for their frame.
+    fn run(&self, seed: u64, thread: u64) -> (Vec<(u64, Allocation)>, Option<pools::PrivatePool>) {
         let mut rng = Rng(seed ^ (thread << 40));
         let mut live: Vec<(u64, Allocation)> = Vec::new();
+        let mut private = None;
         for step in 0..STEPS {
             let tag = (thread << 48) | step;
             match rng.below(100) {
@@ -397,6 +421,10 @@ impl<'a> World<'a> {
                         Err(error) => panic!("create_upload_ring: {error:?}"),
                     }
                 }
+                95 | 96 if thread == 0 => {
+                    let tag = (thread << 48) | (1 << 47) | (step << 4);
+                    self.private_pool(&mut rng, &mut private, tag);
+                }
                 _ if !live.is_empty() => {
                     let index = rng.below(live.len() as u64) as usize;
                     let (tag, a) = &mut live[index];
@@ -409,7 +437,7 @@ impl<'a> World<'a> {
                 _ => {}
             }
         }
-        live
+        (live, private)
     }
 }
 
@@ -427,17 +455,30 @@ fn whole_api_from_threads(test: &str, layout: FakeLayout) {
     let object_limit = layout.max_memory_allocation_count;
     let (allocator, device) = allocator(layout);
     let world = World::new(&allocator, &device, object_limit);
-    let survivors: Vec<(u64, Allocation)> = std::thread::scope(|scope| {
+    let (survivors, private) = std::thread::scope(|scope| {
         let world = &world;
         let handles: Vec<_> = (0..THREADS)
             .map(|thread| scope.spawn(move || world.run(seed, thread)))
             .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
+        let mut survivors: Vec<(u64, Allocation)> = Vec::new();
+        let mut private = None;
+        for handle in handles {
+            let (live, pool) = handle.join().unwrap();
+            survivors.extend(live);
+            private = private.or(pool);
+        }
+        (survivors, private)
     });
     world.finish_frames();
+    // Every frame is over: the private pool's frees are collected.
+    if let Some(left) = private {
+        assert!(world.destroy_private(&left), "the private pool");
+    }
+    let pooled = survivors
+        .iter()
+        .filter(|(_, a)| a.is_in_custom_pool())
+        .count();
+    assert_eq!(world.pooled_allocations(), pooled as u64);
 
     // The figures match what is alive, and nothing overlaps (the shadow
     // checked each range as it was handed out; it must hold the survivors).

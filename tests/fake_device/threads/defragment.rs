@@ -204,6 +204,7 @@ impl World<'_> {
             };
             let usage = USAGES[rng.below(USAGES.len() as u64) as usize];
             let request = Request::new(requirements(size, 1 << rng.below(12)), usage, kind);
+            let request = self.aim_at_pool(rng, request);
             let tag = first_tag + step;
             if let Some(allocation) = self.allocate_request(&request, tag) {
                 own.push(Own {
@@ -252,6 +253,13 @@ impl World<'_> {
             assert_eq!(d.size(), requirements.size, "{d:?} for {a:?}");
             assert_eq!(d.offset() % requirements.alignment, 0, "{d:?} for {a:?}");
             assert!(!d.is_dedicated(), "{d:?} for {a:?}");
+            // A pool's allocation moves within its pool (the shadow's
+            // ranges are by memory object; the pool's blocks are its own).
+            assert_eq!(
+                d.is_in_custom_pool(),
+                a.is_in_custom_pool(),
+                "{d:?} for {a:?}"
+            );
             let (memory, range) = range_of(d);
             assert!(
                 !sources.contains(&memory),
