@@ -49,6 +49,8 @@ pub(super) struct Defragmented {
     moves: u64,
     given_up: u64,
     blocks: u64,
+    /// Blocks plans emptied in part (`split_blocks`).
+    started: u64,
 }
 
 /// Each block before a plan, by memory object: its size, whether it held an
@@ -72,7 +74,8 @@ impl Walk {
                 .max_bytes(self.rng.below(8 * MIB)),
             3 => DefragmentationLimits::default().max_used_percent(self.rng.below(110) as u8),
             _ => DefragmentationLimits::default(),
-        };
+        }
+        .split_blocks(self.rng.below(3) == 0);
         let map = self.allocator.memory_map();
         let all_blocks = self.all_blocks(&map);
         // The map marks the blocks earlier plans are still emptying.
@@ -113,11 +116,12 @@ impl Walk {
             .allocator
             .plan_defragmentation(&self.movables(&listed), &limits);
         let plan = result.unwrap_or_else(|e| panic!("{}: plan refused: {e:?}", self.ctx()));
-        let sources = self.check_plan(&listed, &limits, &plan, &blocks);
+        let (sources, emptied) = self.check_plan(&listed, &limits, &plan, &blocks);
         let tally = &mut self.defragmented;
         tally.plans += 1;
         tally.moves += plan.moves.len() as u64;
         tally.blocks += plan.blocks_released as u64;
+        tally.started += plan.blocks_started as u64;
         let ctx = self.ctx();
         let after = self.allocator.stats();
         let destinations: u64 = plan.moves.iter().map(|m| m.destination.size()).sum();
@@ -140,7 +144,7 @@ impl Walk {
             (counters.allocate_calls, counters.frees, counters.maps),
             "{ctx}: a plan calls no device"
         );
-        self.carry_out(&listed, plan, &sources, &blocks);
+        self.carry_out(&listed, plan, &sources, &emptied, &blocks);
     }
 
     /// A random subset of the live allocations, each with the requirements
@@ -191,15 +195,17 @@ impl Walk {
     /// Checks `plan` against its list, limits and the blocks before it:
     /// each allocation moved once, out of a type its requirements allow,
     /// never out of dedicated memory; within the limits; the blocks it
-    /// empties held nothing but the moved allocations, and its figures are
-    /// theirs. Returns those blocks.
+    /// empties held nothing but the moved allocations and queued frees,
+    /// those it empties in part (`split_blocks`) nothing but listed
+    /// allocations and queued frees, and its figures are theirs. Returns
+    /// the blocks moves leave, and of those the ones they empty.
     fn check_plan(
         &self,
         listed: &[Listed],
         limits: &DefragmentationLimits,
         plan: &DefragmentationPlan,
         blocks: &Blocks,
-    ) -> HashSet<vk::DeviceMemory> {
+    ) -> (HashSet<vk::DeviceMemory>, HashSet<vk::DeviceMemory>) {
         let ctx = self.ctx();
         let mut moved = HashSet::new();
         let mut sources = HashSet::new();
@@ -236,22 +242,34 @@ impl Walk {
         if (limits.max_moves, limits.max_bytes) == (usize::MAX, u64::MAX) {
             assert_eq!(plan.blocks_over_limits, 0, "{ctx}: no limit, yet over it");
         }
+        // A block some moves leave is emptied, or (splitting) started: the
+        // allocations that stay there are all listed.
+        let listed_live: HashSet<usize> = listed.iter().filter_map(|l| l.live).collect();
+        let mut started = HashSet::new();
         for (i, live) in self.live.iter().enumerate() {
             let a = &live.allocation;
-            assert!(
-                !sources.contains(&a.memory()) || moved.contains(&i),
-                "{ctx}: {a:?} stays in a block the plan empties"
-            );
+            if sources.contains(&a.memory()) && !moved.contains(&i) {
+                assert!(
+                    limits.split_blocks && listed_live.contains(&i),
+                    "{ctx}: {a:?} stays in a block the plan empties"
+                );
+                started.insert(a.memory());
+            }
         }
+        let emptied: HashSet<vk::DeviceMemory> = sources.difference(&started).copied().collect();
         // Frees queued for their frame need no move (they empty the block
-        // when released); anything else in a source block must move.
+        // when released); anything else in a source block is a live
+        // allocation of the walk's, moved or (started) listed.
         let in_sources = self
             .counted()
             .filter(|c| !c.deferred && c.place.is_some_and(|p| sources.contains(&p.memory)))
             .count();
+        let staying = (0..self.live.len())
+            .filter(|i| !moved.contains(i) && sources.contains(&self.live[*i].allocation.memory()))
+            .count();
         assert_eq!(
             in_sources,
-            moved.len(),
+            moved.len() + staying,
             "{ctx}: a ring chunk in a block the plan empties"
         );
         // The map shows a run's free slots as free, so its bytes in use are
@@ -273,11 +291,15 @@ impl Walk {
                 "{ctx}: a block {used} of {size} bytes in use is emptied, {limits:?}"
             );
         }
-        let emptied: u64 = sources.iter().map(|m| blocks[m].0).sum();
+        let emptied_bytes: u64 = emptied.iter().map(|m| blocks[m].0).sum();
         assert_eq!(
-            (plan.blocks_released, plan.bytes_released),
-            (sources.len(), emptied),
-            "{ctx}: the blocks the plan empties"
+            (
+                plan.blocks_released,
+                plan.bytes_released,
+                plan.blocks_started
+            ),
+            (emptied.len(), emptied_bytes, started.len()),
+            "{ctx}: the blocks the plan empties, and starts to"
         );
         // A custom pool keeps its min_blocks: a plan empties no more of its
         // blocks than it holds above them, besides those retiring already
@@ -297,7 +319,7 @@ impl Walk {
                 p.min_blocks
             );
         }
-        sources
+        (sources, emptied)
     }
 
     /// Checks a destination of the allocation `entry` lists: in its memory
@@ -365,6 +387,7 @@ impl Walk {
         listed: &[Listed],
         plan: DefragmentationPlan,
         sources: &HashSet<vk::DeviceMemory>,
+        emptied: &HashSet<vk::DeviceMemory>,
         blocks: &Blocks,
     ) {
         let mut all_freed_now = true;
@@ -441,7 +464,7 @@ impl Walk {
                 .filter(|c| c.deferred && c.place.is_none())
                 .count();
             for (block, _) in self.all_blocks(&map) {
-                if !sources.contains(&block.memory) {
+                if !emptied.contains(&block.memory) {
                     continue;
                 }
                 let queued = self
