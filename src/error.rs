@@ -165,7 +165,9 @@ pub enum Error {
     #[error("too many allocators made in this process")]
     TooManyAllocators,
     /// A custom pool holds `max_blocks` blocks, none with room for the
-    /// request: free some of its allocations, or make the pool larger.
+    /// request: free some of its allocations (a free through the frame
+    /// queue makes room only once its frame is collected), or use a larger
+    /// pool.
     #[error("custom pool full: its {max_blocks} blocks have no room for the request")]
     PoolFull {
         /// The pool's `max_blocks`.
@@ -192,12 +194,14 @@ pub enum Error {
         /// The request's `memoryTypeBits`.
         memory_type_bits: u32,
     },
-    /// A custom pool still holds allocations (counting frees waiting for
-    /// their frames): free them, and `collect`, before destroying it.
-    /// Nothing changed.
+    /// A custom pool still holds allocations, frees waiting for their frame
+    /// included: free them, and release the queued ones (seal the frame
+    /// with `end_frame`, then `wait_and_collect`, or `collect_idle` after
+    /// `vkDeviceWaitIdle`) before destroying it. Nothing changed.
     #[error("custom pool still holds {allocations} allocations")]
     PoolNotEmpty {
-        /// Its live allocations.
+        /// Its allocations, those whose frees wait for their frame
+        /// included.
         allocations: u64,
     },
     /// The custom pool was destroyed already; nothing changed.

@@ -182,15 +182,18 @@ pub struct DefragmentationPlan {
     /// than the limits allow is never emptied under them. With no moves and none of these, the movables
     /// listed leave nothing to do (until their blocks change). A plan with
     /// no moves and some of these will stay so under the same limits: raise
-    /// them, let plans split blocks, or stop. A block emptied in part is
-    /// not counted here.
+    /// them, let plans split blocks, or stop. Not counted: a block emptied
+    /// in part, and a block with nowhere to go (no other block of its
+    /// memory type, or pool, holds something and is not being emptied: a
+    /// lone fragmented block), which no limit would empty.
     pub blocks_over_limits: usize,
-    /// Blocks this plan moves part of the allocations out of, under
-    /// [`DefragmentationLimits::split_blocks`]: they are being emptied
-    /// (retiring) from now on, and a later plan that lists their remaining
-    /// allocations moves more of them (list only those whose moves were
-    /// carried out or given up: the others are still live there). Not in
-    /// `blocks_released` until the plan that empties them.
+    /// Blocks this plan moves some but not all of the allocations out of,
+    /// under [`DefragmentationLimits::split_blocks`]: they are being
+    /// emptied (retiring) from then on, and a later plan that lists their
+    /// remaining allocations moves more of them (list only those whose
+    /// moves were carried out or given up: the others are still live
+    /// there). A block emptied over several plans counts here in each plan
+    /// but the last, which counts it in `blocks_released`.
     pub blocks_started: usize,
 }
 

@@ -421,7 +421,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// [`Error::PoolNotEmpty`] while it holds allocations, frees waiting for
-    /// their frames included (free them and [`collect`](Self::collect));
+    /// their frame included: free them and release those (seal the frame
+    /// with [`end_frame`](Self::end_frame), then
+    /// [`wait_and_collect`](Self::wait_and_collect), or
+    /// [`collect_idle`](Self::collect_idle) after `vkDeviceWaitIdle`);
     /// [`Error::ForeignPool`], [`Error::StalePool`]. Nothing changes then.
     pub fn destroy_pool(&self, pool: Pool) -> Result<(), Error> {
         self.check_pool_owner(&pool)?;

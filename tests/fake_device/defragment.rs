@@ -1247,3 +1247,39 @@ fn queued_frees_do_not_hold_a_block_from_a_plan() {
     }
     finish(allocator, &device);
 }
+
+/// A lone fragmented block has nowhere to go: no limit would empty it, so
+/// a plan under limits does not count it over them (the newcomer's plan
+/// said "over the limits" and raising them did nothing). With a second
+/// block holding something, it is over them.
+#[test]
+fn a_block_with_nowhere_to_go_is_not_over_the_limits() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    // The first block (32 MiB) alone, a quarter in use.
+    let all = mib_buffers(&allocator, 32);
+    let live = keep_where(&allocator, all, |i| i % 4 == 0);
+    let limits = DefragmentationLimits::default().max_moves(2);
+    for split in [false, true] {
+        let plan = allocator
+            .plan_defragmentation(&movables(&live), &limits.split_blocks(split))
+            .unwrap();
+        assert!(plan.moves.is_empty());
+        assert_eq!(plan.blocks_over_limits, 0, "split {split}");
+    }
+    // A second block, holding one buffer the plan may not move: the first
+    // could go there.
+    let mut others = mib_buffers(&allocator, 25);
+    let anchor = others.pop().unwrap();
+    assert_ne!(anchor.memory(), live[0].memory());
+    for a in others {
+        free(&allocator, a);
+    }
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &limits)
+        .unwrap();
+    assert_eq!((plan.moves.len(), plan.blocks_over_limits), (0, 1));
+    for a in live.into_iter().chain([anchor]) {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}

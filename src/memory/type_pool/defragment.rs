@@ -194,9 +194,13 @@ impl<M> TypePool<M> {
             let list = &source.movables;
             let bytes: u64 = list.iter().map(|movable| movable.size).sum();
             if list.len() > budget.moves || bytes > budget.bytes {
-                plan.over_limits += 1;
-                if budget.split {
-                    over.push(source);
+                // Over the limits, unless no limit would help: with nowhere
+                // to go, the block is not counted.
+                if self.has_destination(source.key, &emptied) {
+                    plan.over_limits += 1;
+                    if budget.split {
+                        over.push(source);
+                    }
                 }
                 continue;
             }
@@ -309,6 +313,23 @@ impl<M> TypePool<M> {
             emptied.pop();
         }
         moved
+    }
+
+    /// Whether block `source` has a block its allocations could go to:
+    /// another of its granularity class that holds something and is not
+    /// being emptied (by `emptied` or an earlier plan).
+    fn has_destination(&self, source: SlabKey, emptied: &[SlabKey]) -> bool {
+        let Some(class) = self.blocks.get(source).map(|block| block.class) else {
+            return false;
+        };
+        self.order[class].iter().any(|&key| {
+            key != source
+                && !emptied.contains(&key)
+                && self
+                    .blocks
+                    .get(key)
+                    .is_some_and(|block| !block.retiring && !block.ranges.is_empty())
+        })
     }
 
     /// The names of `list`'s allocations, copied out: each destination
