@@ -192,9 +192,9 @@ impl Allocator<AshMemoryDevice> {
         if usage.contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS) {
             desc.usage |= Usage::DEVICE_ADDRESS;
         }
-        Request::with_desc(requirements, ResourceKind::Buffer, desc)
-            .driver_dedicated(dedicated)
-            .dedicated_target(DedicatedTarget::Buffer(buffer))
+        let request = Request::with_desc(requirements, ResourceKind::Buffer, desc)
+            .driver_dedicated(dedicated);
+        target_unless_aliased(request, DedicatedTarget::Buffer(buffer))
     }
 
     /// The memory type a buffer made from `info` would take first with
@@ -294,9 +294,10 @@ impl Allocator<AshMemoryDevice> {
         } else {
             ResourceKind::OptimalImage
         };
-        Request::with_desc(requirements.memory_requirements, kind, *desc)
-            .driver_dedicated(DedicatedHint::from_requirements(&dedicated))
-            .dedicated_target(DedicatedTarget::Image(image))
+        let memory_requirements = requirements.memory_requirements;
+        let hint = DedicatedHint::from_requirements(&dedicated);
+        let request = Request::with_desc(memory_requirements, kind, *desc).driver_dedicated(hint);
+        target_unless_aliased(request, DedicatedTarget::Image(image))
     }
 
     /// Destroys a buffer and frees its memory.
@@ -338,5 +339,17 @@ impl Allocator<AshMemoryDevice> {
             self.device().device().destroy_image(image, None);
             self.free(allocation)
         }
+    }
+}
+
+/// `request` with its resource as the target of dedicated memory
+/// (`VkMemoryDedicatedAllocateInfo`), unless the caller will alias the
+/// memory ([`AllocationDesc::can_alias`]) and the driver does not require
+/// it: memory made for one resource takes no other (VMA's `CAN_ALIAS`).
+fn target_unless_aliased(request: Request<'_>, target: DedicatedTarget) -> Request<'_> {
+    if request.desc.can_alias && !request.driver_dedicated.required {
+        request
+    } else {
+        request.dedicated_target(target)
     }
 }

@@ -337,7 +337,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // released). Copied out, the queue's lock released before any pool's.
         let queued: Vec<(u32, PoolTag, Location, u64)> = lock(&self.frames)
             .iter()
-            .map(Deferred::allocation)
+            .filter_map(Deferred::allocation)
             .filter(|allocation| allocation.allocator == self.id && !allocation.is_dedicated())
             .map(|a| (a.memory_type(), a.home.pool(), a.location, a.size))
             .collect();

@@ -77,6 +77,30 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         Ok(())
     }
 
+    /// Destroys `buffer`, an alias bound into another allocation's memory
+    /// ([`create_aliasing_buffer`](Self::create_aliasing_buffer)), once
+    /// every frame that may use it has finished; the allocation is not
+    /// freed. Queue it before the allocation's own free, in the same frame
+    /// or an earlier one, so that the alias goes first.
+    ///
+    /// # Safety
+    /// As [`destroy_buffer_after_frame`](Self::destroy_buffer_after_frame).
+    pub unsafe fn destroy_alias_buffer_after_frame(&self, buffer: vk::Buffer) {
+        lock(&self.frames).push(Deferred::AliasBuffer(buffer));
+    }
+
+    /// Destroys `image`, an alias bound into another allocation's memory
+    /// ([`create_aliasing_image`](Self::create_aliasing_image)), once every
+    /// frame that may use it has finished, as
+    /// [`destroy_alias_buffer_after_frame`](Self::destroy_alias_buffer_after_frame)
+    /// does a buffer.
+    ///
+    /// # Safety
+    /// As [`destroy_image_after_frame`](Self::destroy_image_after_frame).
+    pub unsafe fn destroy_alias_image_after_frame(&self, image: vk::Image) {
+        lock(&self.frames).push(Deferred::AliasImage(image));
+    }
+
     /// Seals the current frame with the fence its (last) submission signals,
     /// and starts the next frame. Returns the sealed frame's index.
     ///
@@ -273,6 +297,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 Deferred::Image(image, allocation) => {
                     self.context.device.destroy_image(image);
                     self.free(allocation)
+                }
+                Deferred::AliasBuffer(buffer) => {
+                    self.context.device.destroy_buffer(buffer);
+                    Ok(())
+                }
+                Deferred::AliasImage(image) => {
+                    self.context.device.destroy_image(image);
+                    Ok(())
                 }
             }
         };

@@ -18,7 +18,7 @@ pub enum DedicatedPolicy {
     #[default]
     Auto,
     /// Always dedicated, with no fallback to blocks (render targets you
-    /// want to alias or export).
+    /// want to alias, with [`AllocationDesc::can_alias`], or export).
     Always,
     /// Never dedicated unless the driver requires it, or the memory type is
     /// lazily allocated (always dedicated, as in VMA).
@@ -49,6 +49,12 @@ pub struct AllocationDesc<'a> {
     /// ignored when the extension is not enabled. Values outside the range
     /// are clamped to it, and NaN means Vulkan's default, 0.5.
     pub priority: Option<f32>,
+    /// The memory will have other resources bound into it
+    /// ([`Allocator::create_aliasing_buffer`](crate::Allocator::create_aliasing_buffer)):
+    /// the helpers then make dedicated memory for no one resource (no
+    /// `VkMemoryDedicatedAllocateInfo`), unless the driver requires it
+    /// (VMA's `CAN_ALIAS`). Blocks take aliases anyway.
+    pub can_alias: bool,
     /// The custom pool to allocate from ([`Allocator::create_pool`](crate::Allocator::create_pool));
     /// `None`: the memory types `usage` ranks. In a pool, `usage` picks no
     /// memory type (host access still needs the pool's type to be
@@ -67,6 +73,7 @@ impl<'a> AllocationDesc<'a> {
             dedicated: DedicatedPolicy::Auto,
             within_budget: false,
             priority: None,
+            can_alias: false,
             pool: None,
         }
     }
@@ -86,6 +93,12 @@ impl<'a> AllocationDesc<'a> {
     /// Asks for within-budget allocation.
     pub const fn within_budget(mut self) -> Self {
         self.within_budget = true;
+        self
+    }
+
+    /// Lets other resources be bound into the memory (see the field).
+    pub const fn can_alias(mut self) -> Self {
+        self.can_alias = true;
         self
     }
 

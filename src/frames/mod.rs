@@ -36,15 +36,20 @@ pub(crate) enum Deferred {
     Buffer(vk::Buffer, Allocation),
     /// Destroy the image, then free its allocation.
     Image(vk::Image, Allocation),
+    /// Destroy a buffer bound to another allocation's memory (an alias).
+    AliasBuffer(vk::Buffer),
+    /// Destroy an image bound to another allocation's memory (an alias).
+    AliasImage(vk::Image),
 }
 
 impl Deferred {
-    /// The allocation it frees.
-    pub(crate) fn allocation(&self) -> &Allocation {
+    /// The allocation it frees, if any.
+    pub(crate) fn allocation(&self) -> Option<&Allocation> {
         match self {
             Self::Free(allocation) | Self::Buffer(_, allocation) | Self::Image(_, allocation) => {
-                allocation
+                Some(allocation)
             }
+            Self::AliasBuffer(_) | Self::AliasImage(_) => None,
         }
     }
 }

@@ -184,3 +184,27 @@ fn dedicated_memory_aliases_unless_made_for_its_resource() {
     device.destroy_resource(resource);
     finish(allocator, &device);
 }
+
+/// An alias handed to `destroy_alias_*_after_frame` is destroyed when its
+/// frame is collected, and its allocation stays until freed on its own.
+#[test]
+fn aliases_are_destroyed_after_their_frame() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let image = allocation(&allocator, 64 * KIB, OptimalImage);
+    let (buffer, alias_image) = (device.create_resource(), device.create_resource());
+    assert_eq!(device.live_resources(), 2);
+    // SAFETY: fake resources of this device, destroyed by nothing else.
+    unsafe {
+        allocator.destroy_alias_buffer_after_frame(vk::Handle::from_raw(buffer));
+        allocator.destroy_alias_image_after_frame(vk::Handle::from_raw(alias_image));
+    }
+    allocator.free_after_frame(image).unwrap();
+    let fence = super::frames::end_frame(&allocator, &device);
+    allocator.collect().unwrap();
+    assert_eq!(device.live_resources(), 2, "the frame is not done");
+    device.signal_fence(fence);
+    let collected = allocator.collect().unwrap();
+    assert_eq!(collected.frees, 3);
+    assert_eq!(device.live_resources(), 0);
+    finish(allocator, &device);
+}

@@ -6,7 +6,7 @@
 //! leaked at device destruction).
 
 use ash::vk;
-use vk_suballoc::{AllocationDesc, Error, Usage};
+use vk_suballoc::{AllocationDesc, DedicatedPolicy, Error, Usage};
 
 use super::allocator_setup::{
     allocator_for, buffer_info, check_pattern, image_info, memory_barrier, transition, COLOR,
@@ -99,6 +99,51 @@ test_each_profile!(
             let off = allocator.create_aliasing_buffer(&allocation, 1, &uniform);
             assert!(matches!(off, Err(Error::CannotAlias(_))), "{profile}: {off:?}");
             allocator.destroy_buffer(buffer, allocation).unwrap();
+        }
+        context.assert_no_validation_messages();
+    }
+);
+
+test_each_profile!(
+    /// Dedicated memory the helpers make for a render target takes an
+    /// alias only when asked for one (`can_alias`: no
+    /// `VkMemoryDedicatedAllocateInfo`); the alias is then used on the GPU
+    /// and destroyed after its frame, before the image and its memory.
+    fn dedicated_render_targets_alias_with_can_alias(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let always = AllocationDesc::new(Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+        // SAFETY: valid create infos; the GPU is done with everything (the
+        // one-time commands wait) before the frame is collected.
+        unsafe {
+            let (plain, plain_memory) = allocator.create_image(&image_info(64, 64), &always).unwrap();
+            assert!(plain_memory.is_dedicated(), "{profile}");
+            let refused = allocator.create_aliasing_buffer(&plain_memory, 0, &buffer_info(4096));
+            assert!(matches!(refused, Err(Error::CannotAlias(_))), "{profile}: {refused:?}");
+            let (image, memory) = allocator.create_image(&image_info(64, 64), &always.can_alias()).unwrap();
+            assert!(memory.is_dedicated(), "{profile}");
+            let alias = allocator.create_aliasing_buffer(&memory, 0, &buffer_info(4096)).unwrap();
+            let (readback, mut readback_memory) =
+                allocator.create_buffer(&buffer_info(4096), &AllocationDesc::new(Usage::READBACK)).unwrap();
+            context.run_one_time_commands(|device, cmd| {
+                device.cmd_fill_buffer(cmd, alias, 0, 4096, 0x5a5a_5a5a);
+                let (src, dst) = TRANSFER_TO_TRANSFER;
+                memory_barrier(device, cmd, src, dst);
+                let region = [vk::BufferCopy { src_offset: 0, dst_offset: 0, size: 4096 }];
+                device.cmd_copy_buffer(cmd, alias, readback, &region);
+                let (src, dst) = TRANSFER_TO_HOST;
+                memory_barrier(device, cmd, src, dst);
+            });
+            check_pattern(&allocator, &mut readback_memory, 4096, &[0x5a; 4], &format!("{profile}: alias"));
+            allocator.destroy_alias_buffer_after_frame(alias);
+            allocator.destroy_image_after_frame(image, memory).unwrap();
+            let fence = context.device.create_fence(&vk::FenceCreateInfo::default().flags(vk::FenceCreateFlags::SIGNALED), None).unwrap();
+            allocator.end_frame(fence).unwrap();
+            let collected = allocator.wait_and_collect(u64::MAX).unwrap();
+            assert_eq!(collected.frees, 2, "{profile}");
+            context.device.destroy_fence(fence, None);
+            allocator.destroy_image(plain, plain_memory).unwrap();
+            allocator.destroy_buffer(readback, readback_memory).unwrap();
         }
         context.assert_no_validation_messages();
     }
