@@ -121,7 +121,7 @@ impl<'a> PoolDesc<'a> {
 /// ends it, after which requests naming it fail with [`Error::StalePool`].
 ///
 /// Eight bytes, and `Option<Pool>` too: a request carries one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Pool {
     pub(crate) allocator: u32,
     /// Its memory type and tag as a [`Home`]: never 0, as the tag is a
@@ -147,6 +147,18 @@ impl Pool {
     /// Its slot and generation in the allocator's table.
     pub(crate) fn tag(&self) -> PoolTag {
         Home(self.home.get()).pool()
+    }
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let tag = self.tag();
+        f.debug_struct("Pool")
+            .field("memory_type", &self.memory_type())
+            .field("slot", &tag.slot())
+            .field("generation", &tag.generation())
+            .field("allocator", &self.allocator)
+            .finish()
     }
 }
 

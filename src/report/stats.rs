@@ -137,6 +137,30 @@ impl Stats {
     }
 }
 
+/// One line: `type 1 (heap 0): 2 blocks 96.00 MiB (0 empty, 0 being
+/// emptied), 40 suballocations 50.00 MiB, 1 dedicated 4.00 MiB`; also what
+/// [`Allocator::pool_stats`](crate::Allocator::pool_stats) gives for one
+/// custom pool.
+impl std::fmt::Display for TypeStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const MIB: f64 = (1u64 << 20) as f64;
+        write!(
+            f,
+            "type {} (heap {}): {} blocks {:.2} MiB ({} empty, {} being emptied), {} suballocations {:.2} MiB, {} dedicated {:.2} MiB",
+            self.memory_type,
+            self.heap,
+            self.blocks,
+            self.block_bytes as f64 / MIB,
+            self.empty_blocks,
+            self.retiring_blocks,
+            self.block_allocations,
+            self.block_allocated_bytes as f64 / MIB,
+            self.dedicated_allocations,
+            self.dedicated_bytes as f64 / MIB
+        )
+    }
+}
+
 impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         const MIB: f64 = (1u64 << 20) as f64;
@@ -149,20 +173,7 @@ impl std::fmt::Display for Stats {
             self.memory_objects
         )?;
         for t in self.memory_types.iter().filter(|t| t.reserved_bytes() > 0) {
-            writeln!(
-                f,
-                "  type {} (heap {}): {} blocks {:.2} MiB ({} empty, {} being emptied), {} suballocations {:.2} MiB, {} dedicated {:.2} MiB",
-                t.memory_type,
-                t.heap,
-                t.blocks,
-                t.block_bytes as f64 / MIB,
-                t.empty_blocks,
-                t.retiring_blocks,
-                t.block_allocations,
-                t.block_allocated_bytes as f64 / MIB,
-                t.dedicated_allocations,
-                t.dedicated_bytes as f64 / MIB
-            )?;
+            writeln!(f, "  {t}")?;
         }
         for h in self.heaps.iter().filter(|h| h.reserved_bytes > 0) {
             writeln!(

@@ -92,6 +92,12 @@ fn a_pool_has_blocks_of_its_own_counted_in_its_type() {
     let stats = allocator.pool_stats(&pool).unwrap();
     assert_eq!((stats.blocks, stats.block_allocations), (1, 4));
     assert_eq!(stats.block_allocated_bytes, 4 * MIB);
+    assert_eq!(
+        stats.to_string(),
+        "type 1 (heap 0): 1 blocks 8.00 MiB (0 empty, 0 being emptied), \
+         4 suballocations 4.00 MiB, 0 dedicated 0.00 MiB"
+    );
+    assert!(format!("{pool:?}").contains("memory_type: 1"), "{pool:?}");
     // The memory type's figures count the pool and the default pool.
     let vram = allocator.stats().memory_types[VRAM as usize];
     assert_eq!(vram.blocks, 2);
