@@ -2,7 +2,9 @@
 //! in the first one that can take it. [`Placer`] reaches each memory type's
 //! pool through a [`PoolAccess`]: its lock for [`Allocator::allocate`](crate::Allocator::allocate),
 //! or directly for [`Allocator::allocate_mut`](crate::Allocator::allocate_mut),
-//! whose `&mut self` proves no other thread is inside the allocator.
+//! whose `&mut self` proves no other thread is inside the allocator. A
+//! request naming a custom pool goes to that pool alone, under its lock
+//! either way (`allocate_in_pool`).
 
 use std::sync::{Mutex, MutexGuard, RwLock};
 
