@@ -257,7 +257,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             allocator: self.id,
             pools: Exclusive {
                 types: &mut self.pools,
-                custom: &self.custom,
+                custom: &mut self.custom,
             },
         }
         .allocate(request)
@@ -350,11 +350,30 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         self.check_owner(&allocation)?;
         if let Some(tag) = allocation.custom_pool() {
             // SAFETY: as for this call.
-            return unsafe { self.free_in_custom_pool(tag, allocation) };
+            return unsafe { self.free_mut_in_custom_pool(tag, allocation) };
         }
         let pool = exclusive(&mut self.pools[allocation.memory_type() as usize]);
         // SAFETY: the caller guarantees the GPU is done with the allocation.
         unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+    }
+
+    /// [`free_mut`](Self::free_mut) of an allocation of custom pool `tag`,
+    /// with no lock taken. Out of line, as `free_in_custom_pool`.
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    #[inline(never)]
+    unsafe fn free_mut_in_custom_pool(
+        &mut self,
+        tag: PoolTag,
+        allocation: Allocation,
+    ) -> Result<(), Error> {
+        let context = &self.context;
+        pool::with_custom_pool_mut(&mut self.custom, tag, |pool| {
+            // SAFETY: the caller guarantees the GPU is done with the allocation.
+            unsafe { pool.free(context, allocation.location, allocation.size) }
+        })
+        .ok_or(Error::StaleAllocation)?
     }
 
     /// Runs `f` on the pool holding `allocation`, under its lock: its

@@ -3,14 +3,16 @@
 //! pool through a [`PoolAccess`]: its lock for [`Allocator::allocate`](crate::Allocator::allocate),
 //! or directly for [`Allocator::allocate_mut`](crate::Allocator::allocate_mut),
 //! whose `&mut self` proves no other thread is inside the allocator. A
-//! request naming a custom pool goes to that pool alone, under its lock
-//! either way (`allocate_in_pool`).
+//! request naming a custom pool goes to that pool alone
+//! (`allocate_in_pool`), through the same access.
 
 use std::sync::{Mutex, MutexGuard, RwLock};
 
 use ash::vk;
 
-use super::pool::{pool_type_serves, type_bit, with_custom_pool, CustomPools, Home, PoolTag};
+use super::pool::{
+    pool_type_serves, type_bit, with_custom_pool, with_custom_pool_mut, CustomPools, Home, PoolTag,
+};
 use super::{Allocation, Pool, Request};
 use crate::device::MemoryDeviceExt;
 use crate::memory::context::MemoryContext;
@@ -49,9 +51,13 @@ pub(super) trait PoolAccess {
         f: impl FnOnce(&mut TypePool<Self::Memory>) -> R,
     ) -> R;
 
-    /// The custom pools' table, for requests that name a pool (through
-    /// each pool's lock, whatever the access to the default pools).
-    fn custom(&self) -> &RwLock<CustomPools<Self::Memory>>;
+    /// Runs `f` on custom pool `tag`, with exclusive access to it; `None`
+    /// when it was destroyed.
+    fn with_custom_pool<R>(
+        &mut self,
+        tag: PoolTag,
+        f: impl FnOnce(&mut TypePool<Self::Memory>) -> R,
+    ) -> Option<R>;
 }
 
 /// Through each pool's lock: the `&self` methods.
@@ -68,15 +74,19 @@ impl<M> PoolAccess for Locked<'_, M> {
         f(&mut lock(&self.types[memory_type as usize]))
     }
 
-    fn custom(&self) -> &RwLock<CustomPools<M>> {
-        self.custom
+    fn with_custom_pool<R>(
+        &mut self,
+        tag: PoolTag,
+        f: impl FnOnce(&mut TypePool<M>) -> R,
+    ) -> Option<R> {
+        with_custom_pool(self.custom, tag, f)
     }
 }
 
-/// Straight to the default pools, no lock: the `&mut self` methods.
+/// Straight to the pools, no lock: the `&mut self` methods.
 pub(super) struct Exclusive<'a, M> {
     pub(super) types: &'a mut [Mutex<TypePool<M>>],
-    pub(super) custom: &'a RwLock<CustomPools<M>>,
+    pub(super) custom: &'a mut RwLock<CustomPools<M>>,
 }
 
 impl<M> PoolAccess for Exclusive<'_, M> {
@@ -87,8 +97,12 @@ impl<M> PoolAccess for Exclusive<'_, M> {
         f(exclusive(&mut self.types[memory_type as usize]))
     }
 
-    fn custom(&self) -> &RwLock<CustomPools<M>> {
-        self.custom
+    fn with_custom_pool<R>(
+        &mut self,
+        tag: PoolTag,
+        f: impl FnOnce(&mut TypePool<M>) -> R,
+    ) -> Option<R> {
+        with_custom_pool_mut(self.custom, tag, f)
     }
 }
 
@@ -148,8 +162,7 @@ where
     #[inline]
     pub(super) fn allocate(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
         if let Some(pool) = request.desc.pool {
-            let custom = self.pools.custom();
-            return allocate_in_pool(self.context, self.allocator, custom, pool, request);
+            return allocate_in_pool(self.context, self.allocator, &mut self.pools, pool, request);
         }
         let requirements = &request.requirements;
         check_requirements(requirements)?;
@@ -401,20 +414,24 @@ fn pool_request_padded<'r, D>(
 
 /// [`Placer::allocate`] for a request naming a custom pool: the same
 /// checks, then the pool's memory type alone (no ranking, no fallback),
-/// under the pool's lock (for `allocate_mut` too). Out of line, and a
-/// function of the placer's fields, not of the placer: the default pools'
-/// path pays one test for pools. (As a method taking `&mut self` it kept
-/// the placer on the stack: 8 instructions more per default allocation,
-/// by callgrind; checked in `Allocator::allocate_mut` instead, it kept
-/// `allocate_mut` from being inlined.)
+/// through `pools` (its locks, or none for `allocate_mut`). Out of line:
+/// the default pools' path pays one test for pools, about 8 instructions
+/// per allocation by callgrind, whether this is a method of the placer or
+/// a function of its fields. (Checked in `Allocator::allocate_mut`
+/// instead, the test kept `allocate_mut` from being inlined.)
 #[inline(never)]
-fn allocate_in_pool<D: MemoryDeviceExt<M>, M: Send>(
+fn allocate_in_pool<P, D>(
     context: &MemoryContext<D>,
     allocator: u32,
-    custom: &RwLock<CustomPools<M>>,
+    pools: &mut P,
     pool: Pool,
     request: &Request<'_>,
-) -> Result<Allocation, Error> {
+) -> Result<Allocation, Error>
+where
+    P: PoolAccess,
+    P::Memory: Send,
+    D: MemoryDeviceExt<P::Memory>,
+{
     if pool.allocator != allocator {
         return Err(Error::ForeignPool);
     }
@@ -464,13 +481,14 @@ fn allocate_in_pool<D: MemoryDeviceExt<M>, M: Send>(
     if pool_request.dedicated != DedicatedChoice::Require {
         pool_request.dedicated = DedicatedChoice::Never;
     }
-    let placement = with_custom_pool(custom, pool.tag(), |pool| {
-        if !pool.takes_runs() {
-            pool_request.run_class = None;
-        }
-        pool.allocate(context, &pool_request)
-    })
-    .ok_or(Error::StalePool)??;
+    let placement = pools
+        .with_custom_pool(pool.tag(), |pool| {
+            if !pool.takes_runs() {
+                pool_request.run_class = None;
+            }
+            pool.allocate(context, &pool_request)
+        })
+        .ok_or(Error::StalePool)??;
     Ok(Allocation {
         memory: placement.memory,
         offset: placement.offset,

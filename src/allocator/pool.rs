@@ -264,6 +264,16 @@ impl<M> CustomPools<M> {
         slot.pool.clone()
     }
 
+    /// [`get`](Self::get) through `&mut`, without cloning.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, tag: PoolTag) -> Option<&mut PoolCell<M>> {
+        let slot = self.slots.get_mut(tag.slot()?)?;
+        if slot.generation != tag.generation() {
+            return None;
+        }
+        slot.pool.as_mut()
+    }
+
     /// Every custom pool in the table, with its tag: a snapshot to lock one
     /// by one after the table's lock is released.
     pub(crate) fn snapshot(&self) -> Vec<(PoolTag, PoolCell<M>)> {
@@ -333,6 +343,28 @@ pub(super) fn with_custom_pool<M, R>(
     let cell = read(custom).get(tag)?;
     let mut pool = lock(&cell);
     (!pool.is_destroyed()).then(|| f(&mut pool))
+}
+
+/// [`with_custom_pool`] through `&mut`: no other thread is inside the
+/// allocator, so none holds the pool (its `Arc` is shared only for the
+/// length of a call), and no lock is taken. Were one to, its lock would be.
+pub(super) fn with_custom_pool_mut<M, R>(
+    custom: &mut RwLock<CustomPools<M>>,
+    tag: PoolTag,
+    f: impl FnOnce(&mut TypePool<M>) -> R,
+) -> Option<R> {
+    let cell = custom_mut(custom).get_mut(tag)?;
+    let mut guard;
+    let pool = match Arc::get_mut(cell) {
+        Some(mutex) => mutex
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        None => {
+            guard = lock(cell);
+            &mut *guard
+        }
+    };
+    (!pool.is_destroyed()).then(|| f(pool))
 }
 
 /// Reads through a read-write lock, carrying on after a panic elsewhere as
