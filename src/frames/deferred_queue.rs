@@ -184,6 +184,8 @@ mod tests {
         assert_eq!(released, vec![1, 2]);
         assert_eq!(queue.frames_in_flight(), 2);
         assert_eq!(queue.pending(), 2);
+        // What waits, oldest frame first, the current frame last.
+        assert_eq!(queue.iter().copied().collect::<Vec<_>>(), vec![3, 4]);
         let result: Result<_, ()> = queue.collect(|_| Ok(true), |i| released.push(i));
         assert_eq!(result, Ok((2, 1)));
         assert_eq!(released, vec![1, 2, 3]);
