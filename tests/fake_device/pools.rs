@@ -662,3 +662,54 @@ fn a_one_block_pool_holds_buffers_beside_images_at_any_granularity() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+/// A split plan in a pool with `min_blocks` finishes the block it started:
+/// the block already being emptied does not count again against the
+/// blocks the pool may give up (the docs review's experiment: it stayed
+/// half emptied, every later plan empty).
+#[test]
+fn split_plans_finish_a_block_in_a_pool_with_min_blocks() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(VRAM).block_size(8 * MIB).min_blocks(1))
+        .unwrap();
+    // Two blocks: the first full (8 buffers), the second holding 3.
+    let all: Vec<_> = (0..11)
+        .map(|_| allocator.allocate(&in_pool(pool, MIB)).unwrap())
+        .collect();
+    let mut live = Vec::new();
+    for (i, allocation) in all.into_iter().enumerate() {
+        // Room in the first block for the second's three.
+        if matches!(i, 1 | 3 | 5) {
+            free(&allocator, allocation);
+        } else {
+            live.push(allocation);
+        }
+    }
+    let second = live.last().unwrap().memory();
+    let limits = DefragmentationLimits::default()
+        .max_moves(1)
+        .split_blocks(true);
+    let mut plans = 0;
+    while live.iter().any(|a| a.memory() == second) {
+        plans += 1;
+        assert!(plans <= 3, "the block is not finished");
+        let movables: Vec<_> = live
+            .iter()
+            .map(|a| Movable::new(a, requirements(MIB, 256), ResourceKind::Buffer))
+            .collect();
+        let plan = allocator.plan_defragmentation(&movables, &limits).unwrap();
+        drop(movables);
+        assert_eq!(plan.moves.len(), 1, "plan {plans}: {plan:?}");
+        for planned in plan.moves {
+            let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+            free(&allocator, old);
+        }
+    }
+    assert_eq!(allocator.pool_stats(&pool).unwrap().blocks, 1);
+    for allocation in live {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}

@@ -178,14 +178,23 @@ impl<M> TypePool<M> {
         let mut received: HashSet<SlabKey> = HashSet::new();
         // Blocks over the budget, emptiest first, to split when it allows.
         let mut over: Vec<Source> = Vec::new();
-        // A custom pool keeps its min_blocks: a plan empties no more blocks
-        // than it holds above them, besides those retiring already.
+        // A custom pool keeps its min_blocks: a plan starts emptying no more
+        // blocks than it holds above them, besides those retiring already
+        // (which it may go on emptying: they are counted out already).
         let releasable = (self.counters.blocks)
             .saturating_sub(self.counters.retiring_blocks)
             .saturating_sub(self.policy.min_blocks);
+        let over_min_blocks = |this: &Self, key: SlabKey, emptied: &[SlabKey]| {
+            let newly = emptied
+                .iter()
+                .filter(|key| this.blocks.get(**key).is_some_and(|block| !block.retiring))
+                .count() as u64;
+            let retiring = this.blocks.get(key).is_some_and(|block| block.retiring);
+            this.policy.min_blocks > 0 && !retiring && newly >= releasable
+        };
         for source in sources {
-            if self.policy.min_blocks > 0 && emptied.len() as u64 >= releasable {
-                break;
+            if over_min_blocks(self, source.key, &emptied) {
+                continue;
             }
             // A block that took moves holds allocations nobody can move.
             if received.contains(&source.key) {
@@ -244,8 +253,8 @@ impl<M> TypePool<M> {
             if budget.moves == 0 || budget.bytes == 0 {
                 break;
             }
-            if self.policy.min_blocks > 0 && emptied.len() as u64 >= releasable {
-                break;
+            if over_min_blocks(self, source.key, &emptied) {
+                continue;
             }
             if received.contains(&source.key) {
                 continue;
