@@ -31,7 +31,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// `memoryTypeBits` exclude the allocation's memory type, the bound
     /// offset is not a multiple of its alignment, the allocation is
     /// dedicated memory made for its resource (`VkMemoryDedicatedAllocateInfo`:
-    /// the helpers make it so where the driver asks), or a linear resource and
+    /// the helpers attach it to all dedicated memory they make, unless
+    /// [`AllocationDesc::can_alias`] is set and the driver does not require
+    /// it), or a linear resource and
     /// an optimal-tiling image could then share a `bufferImageGranularity`
     /// page (see [`create_aliasing_image`](Allocator::create_aliasing_image)).
     pub fn check_alias(
@@ -120,8 +122,9 @@ impl Allocator<AshMemoryDevice> {
     /// [`create_aliasing_image`](Self::create_aliasing_image).
     ///
     /// The buffer does not own the memory: destroy it with
-    /// `vkDestroyBuffer` (after its frame), and free the allocation once
-    /// no alias is in use. Aliases in use at the same time, barriers and
+    /// `vkDestroyBuffer` once no frame uses it, or queue it with
+    /// [`destroy_alias_buffer_after_frame`](Self::destroy_alias_buffer_after_frame),
+    /// and free the allocation once no alias is in use. Aliases in use at the same time, barriers and
     /// layout transitions between them are the engine's to get right.
     ///
     /// # Errors

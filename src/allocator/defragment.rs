@@ -89,9 +89,10 @@ pub struct DefragmentationLimits {
     pub max_used_percent: u8,
     /// Whether a block with more allocations or bytes than what is left of
     /// the limits may be emptied in part: once no other block fits whole,
-    /// the rest of the limits goes to the emptiest such block, which then
-    /// retires as an emptied block does, and later plans listing its
-    /// allocations again move the rest ([`DefragmentationPlan::blocks_started`]).
+    /// the rest of the limits goes to such blocks, emptiest first, as many
+    /// of each one's allocations as fit; each then retires as an emptied
+    /// block does, and later plans listing its allocations again move the
+    /// rest ([`DefragmentationPlan::blocks_started`]).
     /// Off by default: under limits smaller than a block's allocations, a
     /// plan then never empties that block (`blocks_over_limits`). On, an
     /// engine that defragments a little every frame makes progress on
@@ -148,7 +149,8 @@ pub struct DefragmentationMove {
     /// Index of the movable in the slice given to
     /// [`plan_defragmentation`](Allocator::plan_defragmentation).
     pub movable: usize,
-    /// Where it goes: same memory type, another block. A live allocation
+    /// Where it goes: the same pool (its memory type's default pool, or
+    /// its custom pool), another block. A live allocation
     /// like any other; its name is the moved allocation's.
     pub destination: Allocation,
     /// The block the move leaves, for [`give_up_move`](Allocator::give_up_move).
@@ -183,9 +185,9 @@ pub struct DefragmentationPlan {
     /// listed leave nothing to do (until their blocks change). A plan with
     /// no moves and some of these will stay so under the same limits: raise
     /// them, let plans split blocks, or stop. Not counted: a block emptied
-    /// in part, and a block with nowhere to go (no other block of its
-    /// memory type, or pool, holds something and is not being emptied: a
-    /// lone fragmented block), which no limit would empty.
+    /// in part, and a block with nowhere to go (no other block of its pool
+    /// and `bufferImageGranularity` class holds something and is not being
+    /// emptied: a lone fragmented block), which no limit would empty.
     pub blocks_over_limits: usize,
     /// Blocks this plan moves some but not all of the allocations out of,
     /// under [`DefragmentationLimits::split_blocks`]: they are being
@@ -198,13 +200,15 @@ pub struct DefragmentationPlan {
 }
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
-    /// Plans moves of `movables` that empty whole blocks, as VMA's
+    /// Plans moves of `movables` that empty blocks (whole, or over several
+    /// plans with [`DefragmentationLimits::split_blocks`]), as VMA's
     /// defragmentation does, and makes their new allocations.
     ///
     /// A block is emptied when every allocation in it is among `movables`
     /// and it is no fuller than `limits` allow (half by default); the
     /// emptiest (smallest fraction in use) go first. Their allocations
-    /// move, in the same memory type, to blocks that hold other allocations
+    /// move, in the same pool (the memory type's default pool, or their
+    /// custom pool), to blocks that hold other allocations
     /// already, the fullest first (leaving sparse blocks to be emptied in
     /// turn), within `limits`: the plan makes no memory object, so it needs
     /// no budget and cannot run out of memory. Frees still queued for their

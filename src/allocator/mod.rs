@@ -243,8 +243,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         .allocate(request)
     }
 
-    /// [`allocate`](Self::allocate) without taking the memory type's lock:
-    /// `&mut self` proves that no other thread is inside the allocator. For
+    /// [`allocate`](Self::allocate) without taking the memory type's lock
+    /// (or a custom pool's): `&mut self` proves that no other thread is
+    /// inside the allocator. For
     /// an engine that owns its allocator on one thread, or guards it with a
     /// lock of its own (as VMA's `EXTERNALLY_SYNCHRONIZED` flag). Allocations
     /// from either method are the same and may be freed by either.
@@ -338,7 +339,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         .ok_or(Error::StaleAllocation)?
     }
 
-    /// [`free`](Self::free) without taking the memory type's lock, as
+    /// [`free`](Self::free) without taking the memory type's lock (or a
+    /// custom pool's), as
     /// [`allocate_mut`](Self::allocate_mut).
     ///
     /// # Errors

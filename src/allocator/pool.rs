@@ -8,9 +8,12 @@
 //! held while a pool is, so threads in different pools never wait for each
 //! other, even while one pool's lock is held across `vkAllocateMemory`.
 //! Making and destroying pools take the write lock briefly, with no driver
-//! call and no pool lock under it. A pool destroyed while another thread
+//! call and no pool lock under it. Through `&mut self`
+//! ([`with_custom_pool_mut`]) no lock is taken: the table is reached
+//! through `RwLock::get_mut`, and the pool through `Arc::get_mut`. A pool destroyed while another thread
 //! holds its `Arc` is marked so ([`TypePool::is_destroyed`]), and that
-//! thread's call refuses it as stale. The default pools (one per memory
+//! thread's call refuses it as stale. (Pools of one heap still make memory
+//! objects one at a time: the heap's turn, `MemoryContext`.) The default pools (one per memory
 //! type) are not in this table, so their paths never touch it.
 //!
 //! Each allocation carries a [`PoolTag`]: 0 for its memory type's default

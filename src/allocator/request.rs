@@ -14,7 +14,9 @@ pub enum DedicatedPolicy {
     /// when the request is larger than half a block; else blocks first, and
     /// dedicated memory only when no new block can be made. Past 3/4 of
     /// `maxMemoryAllocationCount`, dedicated memory comes first only when the
-    /// driver requires it (as in VMA). The right choice almost always.
+    /// driver requires it (as in VMA). The right choice almost always. In
+    /// a custom pool ([`AllocationDesc::pool`]) requests take blocks, and
+    /// dedicated memory only when it is required.
     #[default]
     Auto,
     /// Always dedicated, with no fallback to blocks (render targets you

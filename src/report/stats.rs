@@ -14,7 +14,8 @@ pub struct TypeStats {
     pub blocks: u64,
     /// Bytes of all blocks.
     pub block_bytes: u64,
-    /// Blocks without any allocation (at most one is kept; see `trim`).
+    /// Blocks without any allocation: at most one per pool is kept, besides
+    /// a custom pool's `min_blocks` (see `trim`).
     pub empty_blocks: u64,
     /// Blocks a defragmentation plan is emptying: released when the moved
     /// allocations in them are freed (`BlockMap::retiring` says which).

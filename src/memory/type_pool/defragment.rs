@@ -2,8 +2,9 @@
 //! where their allocations go.
 //!
 //! A block can be emptied when every live allocation in it is movable (the
-//! engine can recreate its resource elsewhere and copy the contents) and it
-//! is no fuller than the plan's limit (half, by default). Such blocks are
+//! engine can recreate its resource elsewhere and copy the contents) or a
+//! free waiting in the frame queue, and it is no fuller than the plan's
+//! limit (half, by default), the queued frees' bytes counting as free. Such blocks are
 //! tried emptiest first (the smallest fraction in use: the most bytes
 //! released per byte copied; a run's free slots count as free). Each one's
 //! allocations are placed, largest first, in the other blocks of their
@@ -15,16 +16,17 @@
 //! emptying. A block is taken only when all of its allocations fit within
 //! the plan's limits; otherwise its placements are undone and the next
 //! block is tried. With `split_blocks`, what is left of the limits then
-//! goes to the emptiest block that was over them: as many of its
-//! allocations as fit, largest first; it retires as a block taken whole
-//! does, and later plans move the rest.
+//! goes to the blocks that were over them, emptiest first: as many of each
+//! one's allocations as fit, largest first; each retires as a block taken
+//! whole does, and later plans move the rest.
 //!
 //! A block taken is *retiring*: it moves to the back of its class's
 //! first-fit order, and blocks made later are listed before it, so new
 //! requests go elsewhere while other blocks have room; its runs hand out
 //! no more slots, and no new run is carved from it. It empties when the engine
 //! frees the moved allocations, and is then released at once: not kept as
-//! the type's one empty block, as blocks emptied by other frees may be.
+//! the pool's one empty block, as blocks emptied by other frees may be
+//! (but for a custom pool's `min_blocks`).
 //! Kept, it gave nothing back until `trim`, and the next requests filled
 //! it again (the peers benchmark's `--defragment` replay).
 //! An engine that never frees them leaves the block retiring; it keeps
@@ -528,8 +530,6 @@ impl<M> TypePool<M> {
             .find_map(|&key| self.allocate_in_block(key, request))
     }
 
-    /// Marks block `key` retiring (module docs): last in first-fit order,
-    /// its runs closed to new slots.
     /// Ends the retirement of block `key`, when it is retiring: a move out
     /// of it was given up, so it cannot empty. It takes requests (before
     /// the blocks still retiring) and moves again, and its runs reopen.
@@ -548,6 +548,8 @@ impl<M> TypePool<M> {
         self.runs.reopen_in_block(key);
     }
 
+    /// Marks block `key` retiring (module docs): last in first-fit order,
+    /// its runs closed to new slots.
     fn retire(&mut self, key: SlabKey) {
         let Some(block) = self.blocks.get_mut(key) else {
             return;

@@ -3,7 +3,8 @@
 //! Requests go to the first block (in creation order, so old blocks fill up
 //! and new ones can empty out) whose offset allocator can place them; when
 //! none can, a new block is created ([`block_size`](super::block_size)). Large
-//! requests and those the driver asks for get dedicated memory. When the
+//! requests and those the driver asks for get dedicated memory (in a custom
+//! pool, with a [`PoolPolicy`], only those that require it). When the
 //! driver is out of memory, or the heap over budget, the pool retries
 //! smaller blocks, then dedicated memory, before it reports failure (and the
 //! allocator moves on to the next memory type).
@@ -16,9 +17,11 @@
 //! prefers in dedicated memory, and large ones, go to blocks first, as in
 //! VMA: the last objects are kept for blocks, which hold many allocations.
 //!
-//! Empty blocks are expensive to recreate, so one is kept per memory type;
-//! when a second block empties, the smaller of the two is released. A block
-//! a defragmentation plan empties is released at once (`defragment`). When
+//! Empty blocks are expensive to recreate, so each pool keeps one (a custom
+//! pool keeps its `min_blocks`); when a second block empties, the smaller of
+//! the two is released. A block a defragmentation plan empties is released
+//! at once (`defragment`), unless a custom pool would fall below
+//! `min_blocks`: it then stops retiring and stays. When
 //! optimal images have blocks of their own, the kept block serves whichever
 //! kind needs a block next.
 //! [`TypePool::trim`] releases the kept one as well.
