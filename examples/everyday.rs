@@ -1,8 +1,9 @@
 //! An engine's everyday memory work, under the Khronos validation layer:
 //! create buffers and an image with the allocator's helpers, upload through a
-//! mapped staging buffer, copy on the GPU (buffer -> buffer -> image -> buffer),
-//! read the result back, retire resources after their frame's fence, and
-//! print the allocator's figures.
+//! mapped staging buffer (from a custom pool capped at one block, as an
+//! engine caps its staging memory), copy on the GPU (buffer -> buffer ->
+//! image -> buffer), read the result back, retire resources after their
+//! frame's fence, and print the allocator's figures.
 //!
 //! Run it with `scripts/with-vulkan.sh cargo run --example everyday` (when
 //! lavapipe or the validation layer is missing, the script installs it as
@@ -17,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ash::vk;
 use vk_suballoc::device::{AshMemoryDevice, DeviceFeatures};
-use vk_suballoc::{AllocationDesc, Allocator, Config, Usage};
+use vk_suballoc::{AllocationDesc, Allocator, Config, PoolDesc, Usage};
 
 /// Validation messages seen (warnings and errors).
 static MESSAGES: AtomicUsize = AtomicUsize::new(0);
@@ -129,11 +130,26 @@ fn main() {
     // Resources: staging (host writes), GPU buffer, image, readback (host reads).
     let buffer_info = |usage| vk::BufferCreateInfo::default().size(BYTES).usage(usage);
     let transfer = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
+    // Staging memory capped at one 4 MiB block: a custom pool of the type
+    // staging buffers take.
+    let staging_info = buffer_info(vk::BufferUsageFlags::TRANSFER_SRC);
+    // SAFETY: a valid create info.
+    let upload_type = unsafe { allocator.memory_type_for_buffer(&staging_info, Usage::UPLOAD) };
+    let staging_pool = allocator
+        .create_pool(
+            &PoolDesc::new(upload_type.unwrap())
+                .block_size(4 << 20)
+                .max_blocks(1)
+                .name("staging"),
+        )
+        .unwrap();
     // SAFETY: valid create infos (non-zero size, supported usage).
     let (staging, mut staging_memory) = unsafe {
         allocator.create_buffer(
-            &buffer_info(vk::BufferUsageFlags::TRANSFER_SRC),
-            &AllocationDesc::new(Usage::UPLOAD).name("staging"),
+            &staging_info,
+            &AllocationDesc::new(Usage::UPLOAD)
+                .name("staging")
+                .pool(staging_pool),
         )
     }
     .unwrap();
@@ -321,6 +337,12 @@ fn main() {
         if round_trip { "ok" } else { "CORRUPTED" }
     );
     print!("{}", allocator.stats());
+    // The staging buffer's frame is collected: its pool is empty again.
+    println!(
+        "staging pool: {}",
+        allocator.pool_stats(&staging_pool).unwrap()
+    );
+    allocator.destroy_pool(staging_pool).unwrap();
 
     // Tear down: the GPU is idle (waited above).
     // SAFETY: no pending work uses these resources.
