@@ -301,17 +301,22 @@ impl Walk {
             (emptied.len(), emptied_bytes, started.len()),
             "{ctx}: the blocks the plan empties, and starts to"
         );
-        // A custom pool keeps its min_blocks: a plan empties no more of its
-        // blocks than it holds above them, besides those retiring already
-        // (which may be more than that: `trim`, or an emptied block
-        // released, may have taken the pool down to min_blocks since; a
-        // retiring block then stays when it empties).
+        // A custom pool keeps its min_blocks: a plan starts emptying no more
+        // of its blocks than it holds above them, besides those retiring
+        // already, which it may go on emptying (and which may be more than
+        // that: `trim`, or an emptied block released, may have taken the
+        // pool down to min_blocks since; a retiring block then stays when
+        // it empties).
         for p in &self.pools {
             let of_pool =
                 |m: &&vk::DeviceMemory| blocks.get(*m).is_some_and(|b| b.3 == Some(p.pool));
             let held = blocks.values().filter(|b| b.3 == Some(p.pool)).count();
             let retiring = self.retiring.iter().filter(of_pool).count();
-            let emptied = sources.iter().filter(of_pool).count();
+            let emptied = sources
+                .iter()
+                .filter(of_pool)
+                .filter(|m| !self.retiring.contains(*m))
+                .count();
             assert!(
                 emptied <= held.saturating_sub(retiring + p.min_blocks as usize),
                 "{ctx}: a plan empties {emptied} of the {held} blocks of pool {:?} ({retiring} retiring already), min_blocks {}",
