@@ -41,6 +41,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     memory_type: index as u32,
                     heap: memory_type.heap,
                     props: memory_type.props,
+                    amd_device_coherent: properties.amd_device_coherent_types & (1 << index) != 0,
                     preferred_block_size: self.context.preferred_block_size(index as u32),
                     blocks: block_maps(&pool),
                     dedicated: dedicated_maps(&pool),

@@ -239,6 +239,10 @@ pub struct MemoryTypeMap {
     pub heap: u32,
     /// Its property flags.
     pub props: MemoryPropertyFlags,
+    /// AMD's device-coherent memory (`VK_MEMORY_PROPERTY_DEVICE_COHERENT_BIT_AMD`,
+    /// which `gpu-alloc-types`' flags cannot carry): dumps name it
+    /// `DEVICE_COHERENT_AMD` ([`flag_names`](Self::flag_names)).
+    pub amd_device_coherent: bool,
     /// The size of full-grown blocks of this type (first blocks are smaller).
     pub preferred_block_size: u64,
     /// Blocks of the default pool, oldest first.
@@ -252,6 +256,16 @@ pub struct MemoryTypeMap {
 }
 
 impl MemoryTypeMap {
+    /// The names of its property flags, as Vulkan spells them without the
+    /// `VK_MEMORY_PROPERTY_` prefix and `_BIT`: `props`, then
+    /// `DEVICE_COHERENT_AMD` for AMD's device-coherent types. (Whether such
+    /// a type is also `DEVICE_UNCACHED_AMD` is not known here: the backend
+    /// reports either flag as one.)
+    pub fn flag_names(&self) -> impl Iterator<Item = &'static str> {
+        let amd = self.amd_device_coherent.then_some("DEVICE_COHERENT_AMD");
+        property_flag_names(self.props).chain(amd)
+    }
+
     /// VMA's detailed statistics of this type, custom pools included (as
     /// [`Allocator::stats`](crate::Allocator::stats) counts them):
     /// dedicated allocations count as a block and an allocation each, as

@@ -13,8 +13,7 @@
 use std::fmt::Write;
 
 use super::memory_map::{
-    property_flag_names, BlockMap, DedicatedMap, MemoryMap, MemoryTypeMap, PoolMap, RangeKind,
-    RangeMap,
+    BlockMap, DedicatedMap, MemoryMap, MemoryTypeMap, PoolMap, RangeKind, RangeMap,
 };
 
 const WIDTH: f64 = 1200.0;
@@ -104,9 +103,7 @@ fn legend(out: &mut String, mut y: f64) -> f64 {
 fn memory_type_rows(out: &mut String, memory_type: &MemoryTypeMap, mut y: f64) -> f64 {
     let stats = memory_type.detailed_stats();
     y += LABEL;
-    let mut flags = property_flag_names(memory_type.props)
-        .collect::<Vec<_>>()
-        .join(" | ");
+    let mut flags = memory_type.flag_names().collect::<Vec<_>>().join(" | ");
     if flags.is_empty() {
         flags.push_str("no flags");
     }

@@ -9,13 +9,9 @@
 //! and `VmaAllocation_T::PrintParameters` of `vk_mem_alloc.h` 3.x. What
 //! differs, and why, is listed in the [`report`](super) module docs.
 
-use gpu_alloc_types::MemoryPropertyFlags;
-
 use super::detailed_stats::DetailedStats;
 use super::json_writer::JsonWriter;
-use super::memory_map::{
-    property_flag_names, BlockMap, DedicatedMap, MemoryMap, MemoryTypeMap, PoolMap, RangeKind,
-};
+use super::memory_map::{BlockMap, DedicatedMap, MemoryMap, MemoryTypeMap, PoolMap, RangeKind};
 
 impl MemoryMap {
     /// The map as JSON in the format of VMA's `vmaBuildStatsString`.
@@ -111,7 +107,7 @@ impl MemoryMap {
                 json.string(&format!("Type {}", memory_type.memory_type));
                 json.begin_object(false);
                 json.string("Flags");
-                write_type_flags(json, memory_type.props);
+                write_type_flags(json, memory_type);
                 json.string("Stats");
                 write_stats(json, &memory_type.detailed_stats());
                 json.end_object();
@@ -143,9 +139,9 @@ fn write_stats(json: &mut JsonWriter, stats: &DetailedStats) {
 }
 
 /// Memory property flags by name, in VMA's order.
-fn write_type_flags(json: &mut JsonWriter, props: MemoryPropertyFlags) {
+fn write_type_flags(json: &mut JsonWriter, memory_type: &MemoryTypeMap) {
     json.begin_array(true);
-    for name in property_flag_names(props) {
+    for name in memory_type.flag_names() {
         json.string(name);
     }
     json.end_array();

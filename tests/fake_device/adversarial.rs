@@ -164,6 +164,7 @@ fn report_figures_past_u64_max_saturate() {
         name: None,
     };
     let memory_type = MemoryTypeMap {
+        amd_device_coherent: false,
         memory_type: 0,
         heap: 0,
         props: Props::DEVICE_LOCAL,

@@ -985,3 +985,43 @@ fn rows_gpu_mem_dump_vis_draws(json: &Value) -> usize {
     }
     rows
 }
+
+/// AMD's device-coherent types (4 to 7 on the AMD layout) carry their flag
+/// name in the map and the dump, which `gpu-alloc-types`' flags cannot.
+#[test]
+fn amd_device_coherent_types_are_named_in_dumps() {
+    let (allocator, device) = super::allocator(FakeLayout::amd());
+    let map = allocator.memory_map();
+    let amd: Vec<u32> = map
+        .memory_types
+        .iter()
+        .filter(|t| t.amd_device_coherent)
+        .map(|t| t.memory_type)
+        .collect();
+    assert_eq!(amd, [4, 5, 6, 7]);
+    assert!(map.memory_types[4]
+        .flag_names()
+        .any(|name| name == "DEVICE_COHERENT_AMD"));
+    assert!(map.memory_types[0]
+        .flag_names()
+        .all(|name| name != "DEVICE_COHERENT_AMD"));
+    let json = parse(&allocator.stats_json(false));
+    let flags = |heap: u32, memory_type: u32| -> Vec<String> {
+        json["MemoryInfo"][format!("Heap {heap}")]["MemoryPools"][format!("Type {memory_type}")]
+            ["Flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let heap = map.memory_types[4].heap;
+    assert!(
+        flags(heap, 4).contains(&"DEVICE_COHERENT_AMD".to_owned()),
+        "{:?}",
+        flags(heap, 4)
+    );
+    let heap0 = map.memory_types[0].heap;
+    assert!(!flags(heap0, 0).contains(&"DEVICE_COHERENT_AMD".to_owned()));
+    super::finish(allocator, &device);
+}
