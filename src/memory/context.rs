@@ -415,11 +415,7 @@ impl<D> MemoryContext<D> {
             }
         }
         let limit = self.properties.device.max_memory_allocation_count;
-        self.memory_objects
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < limit).then_some(n + 1)
-            })
-            .map_err(|_| Error::TooManyObjects(limit))?;
+        let slot = ObjectSlot::take(&self.memory_objects, limit)?;
         // With buffer device address on, any block, and memory dedicated to
         // a buffer or to no named resource, may hold a buffer whose address
         // is taken; memory dedicated to an image never does (VMA's rule).
@@ -446,14 +442,15 @@ impl<D> MemoryContext<D> {
         // from the caller's resource of this exact size.
         let mut memory = match unsafe { self.device.allocate(&info) } {
             Ok(memory) => memory,
+            // The slot goes back as it drops (and on a panic, as it unwinds).
             Err(error) => {
-                self.memory_objects.fetch_sub(1, Ordering::AcqRel);
                 return Err(match Error::from(error) {
                     Error::TooManyObjects(_) => Error::TooManyObjects(limit),
                     other => other,
                 });
             }
         };
+        slot.keep();
         self.heap_usage[heap as usize].fetch_add(request.size, Ordering::Relaxed);
         drop(heap_turn);
         self.budget_cache().count_object();
@@ -540,4 +537,35 @@ enum Read {
 /// arithmetic, exact below 2^53 bytes).
 fn fraction_of(size: u64, fraction: f64) -> u64 {
     (size as f64 * fraction) as u64
+}
+
+/// One of `maxMemoryAllocationCount`'s memory objects, counted for an object
+/// about to be made: given back when dropped, unless [`keep`](Self::keep)
+/// says the object was made. So an error, or a backend that panics (caught
+/// by the caller), leaves the count as it was.
+struct ObjectSlot<'a> {
+    count: &'a AtomicU32,
+}
+
+impl<'a> ObjectSlot<'a> {
+    /// Counts one more object, when fewer than `limit` exist.
+    fn take(count: &'a AtomicU32, limit: u32) -> Result<Self, Error> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .map_err(|_| Error::TooManyObjects(limit))?;
+        Ok(Self { count })
+    }
+
+    /// The object was made: it stays counted (until `free_memory`).
+    fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for ObjectSlot<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+    }
 }

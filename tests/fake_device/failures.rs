@@ -476,3 +476,32 @@ fn a_request_of_the_whole_heap_gets_a_block_of_it() {
     free(&allocator, a);
     finish(allocator, &device);
 }
+
+/// A backend that panics in `vkAllocateMemory` (a bug, caught by the
+/// engine) leaves the allocator consistent: the memory object it never
+/// made is not counted against `maxMemoryAllocationCount` (it was, for
+/// good), and the next requests are served.
+#[test]
+fn a_panicking_backend_leaves_the_object_count_as_it_was() {
+    let layout = FakeLayout::discrete().with_max_allocation_count(2);
+    let (allocator, device) = allocator_with(layout, Config::default());
+    device.panic_on_next_allocation();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        allocator.allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL))
+    }));
+    assert!(caught.is_err(), "the backend panicked");
+    assert_eq!(allocator.stats().memory_objects, 0);
+    assert_eq!(allocator.stats().allocations(), 0);
+    // Both objects the limit allows can still be made.
+    let first = allocator
+        .allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let second = allocator
+        .allocate(&buffer(1 << 20, 256, Usage::UPLOAD))
+        .unwrap();
+    assert_ne!(first.memory(), second.memory());
+    assert_eq!(allocator.stats().memory_objects, 2);
+    free(&allocator, first);
+    free(&allocator, second);
+    finish(allocator, &device);
+}

@@ -119,6 +119,13 @@ impl FakeDevice {
         self.state().fail_from_size = size;
     }
 
+    /// The next `vkAllocateMemory` call panics instead of allocating, as a
+    /// buggy backend might: the allocator must stay consistent (and count
+    /// no memory object that was not made) when the panic is caught.
+    pub fn panic_on_next_allocation(&self) {
+        self.state().panic_on_allocation = true;
+    }
+
     /// Every later `vkAllocateMemory` call takes `delay` before it allocates,
     /// without holding the device's lock, as drivers that take milliseconds
     /// to allocate do: the windows in which a test's threads race widen.
@@ -333,10 +340,18 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
     }
 
     unsafe fn allocate(&self, info: &AllocateInfo<'_>) -> Result<FakeMemory, DeviceError> {
-        let delay = self.state().allocation_delay;
+        let (delay, panic) = {
+            let mut state = self.state();
+            (
+                state.allocation_delay,
+                std::mem::take(&mut state.panic_on_allocation),
+            )
+        };
         if let Some(delay) = delay {
             std::thread::sleep(delay);
         }
+        // Outside the state's lock, so that only the caller unwinds.
+        assert!(!panic, "FakeDevice: vkAllocateMemory panicked (as asked)");
         let id = self.state().allocate(&self.layout, info)?;
         Ok(FakeMemory { id })
     }

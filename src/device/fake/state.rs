@@ -139,6 +139,8 @@ pub(super) struct State {
     pub(super) fail_from_size: Option<u64>,
     /// How long each `vkAllocateMemory` call takes, outside the lock.
     pub(super) allocation_delay: Option<std::time::Duration>,
+    /// The next `vkAllocateMemory` call panics, as a buggy backend would.
+    pub(super) panic_on_allocation: bool,
     /// How long each budget query takes before it reads, and each
     /// `vkFreeMemory` call before and again after it frees, outside the lock.
     pub(super) budget_query_delay: Option<std::time::Duration>,
@@ -175,6 +177,7 @@ impl State {
             faults: Vec::new(),
             fail_from_size: None,
             allocation_delay: None,
+            panic_on_allocation: false,
             budget_query_delay: None,
             free_delay: None,
             device_lost: false,
