@@ -13,6 +13,7 @@
 
 use ash::vk;
 
+use super::pool::type_bit;
 use super::{Allocation, AllocationDesc, Allocator, Request};
 use crate::device::{AshMemoryDevice, DeviceError, MemoryDeviceExt};
 use crate::memory::ResourceKind;
@@ -52,8 +53,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 size: allocation.size,
             });
         }
-        let bit = 1u32.checked_shl(allocation.memory_type()).unwrap_or(0);
-        if requirements.memory_type_bits & bit == 0 {
+        if requirements.memory_type_bits & type_bit(allocation.memory_type()) == 0 {
             return Err(Error::CannotAlias(
                 "the resource's memoryTypeBits exclude the allocation's memory type",
             ));

@@ -143,6 +143,18 @@ pub(super) fn check_requirements(requirements: &vk::MemoryRequirements) -> Resul
     Ok(())
 }
 
+/// The checks of every request before any memory type is looked at:
+/// [`check_requirements`], then [`Error::MissingDedicatedTarget`] when the
+/// driver requires dedicated memory and the request names no resource.
+#[inline]
+fn check_request(request: &Request<'_>) -> Result<(), Error> {
+    check_requirements(&request.requirements)?;
+    if request.driver_dedicated.required && request.dedicated_target.is_none() {
+        return Err(Error::MissingDedicatedTarget);
+    }
+    Ok(())
+}
+
 /// One allocation's walk over the memory types.
 pub(super) struct Placer<'a, D, P> {
     pub(super) context: &'a MemoryContext<D>,
@@ -164,21 +176,16 @@ where
         if let Some(pool) = request.desc.pool {
             return allocate_in_pool(self.context, self.allocator, &mut self.pools, pool, request);
         }
+        check_request(request)?;
         let requirements = &request.requirements;
-        check_requirements(requirements)?;
         let size = requirements.size;
-        if request.driver_dedicated.required && request.dedicated_target.is_none() {
-            return Err(Error::MissingDedicatedTarget);
-        }
         let types = self.context.memory_types();
         let bits = requirements.memory_type_bits & self.context.usable_types();
         if bits == 0 {
             return Err(Error::NoMemoryTypeBits(requirements.memory_type_bits));
         }
         let usage = request.desc.usage;
-        if usage.contains(Usage::DEVICE_ADDRESS)
-            && !self.context.properties.device.buffer_device_address
-        {
+        if self.context.lacks_device_address(usage) {
             return Err(Error::NoSuitableMemoryType {
                 memory_type_bits: requirements.memory_type_bits,
                 usage,
@@ -435,12 +442,9 @@ where
     if pool.allocator != allocator {
         return Err(Error::ForeignPool);
     }
+    check_request(request)?;
     let requirements = &request.requirements;
-    check_requirements(requirements)?;
     let size = requirements.size;
-    if request.driver_dedicated.required && request.dedicated_target.is_none() {
-        return Err(Error::MissingDedicatedTarget);
-    }
     let memory_type = pool.memory_type();
     if requirements.memory_type_bits & type_bit(memory_type) == 0 {
         return Err(Error::PoolTypeNotAllowed {
@@ -455,7 +459,7 @@ where
         memory_type_bits: requirements.memory_type_bits,
         usage,
     };
-    if usage.contains(Usage::DEVICE_ADDRESS) && !context.properties.device.buffer_device_address {
+    if context.lacks_device_address(usage) {
         return Err(no_type);
     }
     let heap = context.heap_size(memory_type);

@@ -256,25 +256,25 @@ impl<M> Default for CustomPools<M> {
 }
 
 impl<M> CustomPools<M> {
+    /// The slot `tag` names, when it is still of `tag`'s generation.
+    #[inline]
+    fn index_of(&self, tag: PoolTag) -> Option<usize> {
+        let index = tag.slot()?;
+        (self.slots.get(index)?.generation == tag.generation()).then_some(index)
+    }
+
     /// The pool `tag` names, when its slot still holds it. (It may be
     /// destroyed by the time it is locked: check [`TypePool::is_destroyed`].)
     #[inline]
     pub(crate) fn get(&self, tag: PoolTag) -> Option<PoolCell<M>> {
-        let slot = self.slots.get(tag.slot()?)?;
-        if slot.generation != tag.generation() {
-            return None;
-        }
-        slot.pool.clone()
+        self.slots[self.index_of(tag)?].pool.clone()
     }
 
     /// [`get`](Self::get) through `&mut`, without cloning.
     #[inline]
     pub(crate) fn get_mut(&mut self, tag: PoolTag) -> Option<&mut PoolCell<M>> {
-        let slot = self.slots.get_mut(tag.slot()?)?;
-        if slot.generation != tag.generation() {
-            return None;
-        }
-        slot.pool.as_mut()
+        let index = self.index_of(tag)?;
+        self.slots[index].pool.as_mut()
     }
 
     /// Every custom pool in the table, with its tag: a snapshot to lock one
@@ -327,10 +327,11 @@ impl<M> CustomPools<M> {
     /// Empties the slot of `tag` when it still holds that pool; the slot's
     /// next pool gets a new tag, and a slot out of generations retires.
     fn remove(&mut self, tag: PoolTag) {
-        let Some(slot) = tag.slot().and_then(|slot| self.slots.get_mut(slot)) else {
+        let Some(index) = self.index_of(tag) else {
             return;
         };
-        if slot.generation == tag.generation() && slot.pool.take().is_some() {
+        let slot = &mut self.slots[index];
+        if slot.pool.take().is_some() {
             slot.generation = slot.generation.saturating_add(1);
         }
     }
@@ -411,8 +412,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if !read(&self.custom).has_room() {
             return Err(Error::TooManyPools);
         }
-        let mut pool = TypePool::with_policy(desc.memory_type, policy, desc.name);
-        pool.set_priority(desc.priority);
+        let mut pool = TypePool::with_policy(desc.memory_type, policy, desc.name, desc.priority);
         pool.make_min_blocks(&self.context)?;
         // The blocks are made before the table is locked for writing, so
         // that other pools' requests do not wait for vkAllocateMemory.
@@ -430,7 +430,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Checks `desc` and turns it into a pool policy.
     fn pool_policy(&self, desc: &PoolDesc<'_>) -> Result<PoolPolicy, Error> {
         let memory_type = desc.memory_type;
-        if memory_type >= 32 || self.context.usable_types() & (1 << memory_type) == 0 {
+        if self.context.usable_types() & type_bit(memory_type) == 0 {
             return Err(Error::InvalidConfig(
                 "PoolDesc::memory_type is not a memory type this allocator uses",
             ));
@@ -531,9 +531,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             memory_type_bits,
             usage,
         };
-        if usage.contains(Usage::DEVICE_ADDRESS)
-            && !self.context.properties.device.buffer_device_address
-        {
+        if self.context.lacks_device_address(usage) {
             return Err(no_type);
         }
         self.context
@@ -560,8 +558,8 @@ pub(super) fn pool_type_serves(props: MemoryPropertyFlags, usage: Usage) -> bool
     !usage.needs_host_access() || props.contains(MemoryPropertyFlags::HOST_VISIBLE)
 }
 
-/// The `vk::MemoryRequirements::memory_type_bits` of a pool's type, for
-/// errors.
+/// The bit of `memory_type` in a `memoryTypeBits` mask; 0 for an index no
+/// mask can name (32 or more).
 pub(super) fn type_bit(memory_type: u32) -> u32 {
     1u32.checked_shl(memory_type).unwrap_or(0)
 }

@@ -204,6 +204,13 @@ impl<D> MemoryContext<D> {
             .map_or(0, |h| h.size)
     }
 
+    /// Whether `usage` asks for device addresses (`Usage::DEVICE_ADDRESS`)
+    /// on a device without buffer device address: no memory type serves it.
+    #[inline]
+    pub(crate) fn lacks_device_address(&self, usage: Usage) -> bool {
+        usage.contains(Usage::DEVICE_ADDRESS) && !self.properties.device.buffer_device_address
+    }
+
     /// Whether flushes and invalidations of `memory_type` are needed.
     #[inline]
     pub(crate) fn is_non_coherent(&self, memory_type: u32) -> bool {

@@ -35,7 +35,6 @@ use super::block_size::{new_block_size, retry_block_size};
 use super::context::{MemoryContext, MemoryRequest};
 use super::runs::{class_size, slots_per_run, Runs, TakenSlot};
 use super::slab::{Slab, SlabKey};
-use super::usage::ResourceKind;
 use crate::device::MemoryDeviceExt;
 use crate::offset::{AllocationId, OffsetAllocator, OffsetError};
 use crate::Error;
@@ -109,16 +108,23 @@ impl<M> TypePool<M> {
     pub(crate) fn new(memory_type: u32) -> Self {
         Self {
             custom: false,
-            ..Self::with_policy(memory_type, PoolPolicy::DEFAULT, None)
+            ..Self::with_policy(memory_type, PoolPolicy::DEFAULT, None, None)
         }
     }
 
-    /// A pool of `memory_type` whose blocks follow `policy`: a custom pool.
-    /// Makes no block yet ([`make_min_blocks`](Self::make_min_blocks) does).
-    pub(crate) fn with_policy(memory_type: u32, policy: PoolPolicy, name: Option<&str>) -> Self {
+    /// A pool of `memory_type` whose blocks follow `policy`: a custom pool,
+    /// named `name`, whose blocks (and dedicated allocations whose request
+    /// names none) get `priority` (`VK_EXT_memory_priority`). Makes no
+    /// block yet ([`make_min_blocks`](Self::make_min_blocks) does).
+    pub(crate) fn with_policy(
+        memory_type: u32,
+        policy: PoolPolicy,
+        name: Option<&str>,
+        priority: Option<f32>,
+    ) -> Self {
         Self {
             custom: true,
-            priority: None,
+            priority,
             destroyed: false,
             memory_type,
             blocks: Slab::new(),
@@ -156,12 +162,6 @@ impl<M> TypePool<M> {
     /// The memory type of its blocks.
     pub(crate) fn memory_type(&self) -> u32 {
         self.memory_type
-    }
-
-    /// Gives the pool's blocks `priority` (`VK_EXT_memory_priority`), and
-    /// its dedicated allocations when their request names none.
-    pub(crate) fn set_priority(&mut self, priority: Option<f32>) {
-        self.priority = priority;
     }
 
     /// Whether small buffers take run slots here. Not in a pool with
@@ -315,18 +315,11 @@ impl<M> TypePool<M> {
         let slot_size = class_size(class);
         let bytes = slot_size * u64::from(slots_per_run(slot_size));
         PoolRequest {
-            size: bytes,
-            placed_size: bytes,
             // Every slot then keeps every alignment its class serves (runs.rs).
             align: 1 << slot_size.trailing_zeros(),
             class: request.class,
-            kind: ResourceKind::Buffer,
-            dedicated: DedicatedChoice::Never,
-            target: None,
-            name: None,
             within_budget: request.within_budget,
-            priority: None,
-            run_class: None,
+            ..PoolRequest::for_block(bytes)
         }
     }
 

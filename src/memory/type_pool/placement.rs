@@ -53,9 +53,10 @@ pub(crate) struct PoolRequest<'a> {
 }
 
 impl PoolRequest<'_> {
-    /// A request that only makes a block of `size` bytes, for a custom
-    /// pool's `min_blocks`: linear class (an empty block serves either
-    /// class), no budget check (as VMA's pools make theirs).
+    /// A request for a plain range of `size` bytes, a buffer's, with no
+    /// dedicated memory, name or run: a custom pool's `min_blocks` (linear
+    /// class, as an empty block serves either; no budget check, as VMA's
+    /// pools make theirs), and the range of a new run.
     pub(crate) fn for_block(size: u64) -> Self {
         Self {
             size,
