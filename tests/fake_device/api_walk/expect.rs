@@ -135,23 +135,36 @@ impl Walk {
 
     /// Panics unless `error`, the answer to `request`, is the one its flaw
     /// names or one the situation explains.
-    pub(super) fn explain(&self, error: Error, request: &Request<'_>, before: &Stats, fired: bool) {
-        if let Some(expected) = self.rejection(request) {
-            assert_eq!(error, expected, "{}: {request:?}", self.ctx());
-            return;
-        }
+    /// Whether `error`, for `request` that no flaw of its own refuses, is
+    /// one the situation explains: an injected failure (`fired`), a lost
+    /// device, the object limit (with `objects` memory objects), a budget
+    /// asked for, or a full heap (which callers check further).
+    pub(super) fn exhaustion_explained(
+        &self,
+        error: Error,
+        request: &Request<'_>,
+        fired: bool,
+        objects: u32,
+    ) -> bool {
         let limit = self.layout.max_memory_allocation_count;
-        let objects = before.memory_objects;
-        let explained = match error {
+        match error {
             Error::DeviceLost => self.lost,
             Error::OutOfHostMemory | Error::MapFailed => fired,
             Error::TooManyObjects(n) => n == limit && (fired || objects >= limit),
             Error::OverBudget { .. } => request.desc.within_budget,
             Error::OutOfDeviceMemory => true,
             _ => false,
-        };
+        }
+    }
+
+    pub(super) fn explain(&self, error: Error, request: &Request<'_>, before: &Stats, fired: bool) {
+        if let Some(expected) = self.rejection(request) {
+            assert_eq!(error, expected, "{}: {request:?}", self.ctx());
+            return;
+        }
+        let objects = before.memory_objects;
         assert!(
-            explained,
+            self.exhaustion_explained(error, request, fired, objects),
             "{}: {error:?} for {request:?} is not explained (injected failure {fired}, lost {}, {objects} objects)",
             self.ctx(),
             self.lost

@@ -197,17 +197,8 @@ impl Walk {
             assert_eq!(error, expected, "{ctx}: {request:?} to a full pool");
             return;
         }
-        let limit = self.layout.max_memory_allocation_count;
-        let explained = match error {
-            Error::DeviceLost => self.lost,
-            Error::OutOfHostMemory | Error::MapFailed => fired,
-            Error::TooManyObjects(n) => n == limit && (fired || objects >= limit),
-            Error::OverBudget { .. } => request.desc.within_budget,
-            Error::OutOfDeviceMemory => true,
-            _ => false,
-        };
         assert!(
-            explained,
+            self.exhaustion_explained(error, request, fired, objects),
             "{ctx}: {error:?} for {request:?} in a pool ({pool_before:?}) is not explained (injected failure {fired}, lost {}, {objects} objects)",
             self.lost
         );
