@@ -106,6 +106,13 @@ fn byte_range(range: &impl RangeBounds<u64>, size: u64) -> Range<u64> {
     start..end
 }
 
+/// A range checked against an allocation's mapped slice as a slice index.
+/// Its ends fit `usize`: the slice, which is that long, exists.
+fn slice_range(range: &Range<u64>) -> Range<usize> {
+    let index = |at: u64| usize::try_from(at).unwrap_or(usize::MAX);
+    index(range.start)..index(range.end)
+}
+
 fn take_allocator_id(counter: &AtomicU32) -> Option<u32> {
     counter
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |id| id.checked_add(1))
@@ -544,6 +551,91 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         range: impl RangeBounds<u64>,
     ) -> Result<(), Error> {
         self.flush_or_invalidate(allocation, byte_range(&range, allocation.size), false)
+    }
+
+    /// Copies `bytes` into a host-visible allocation at `offset`, then
+    /// flushes them (VMA's `vmaCopyMemoryToAllocation`): the one call an
+    /// upload needs on any memory type, coherent or not.
+    ///
+    /// ```
+    /// # fn f(allocator: &vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>,
+    /// #      mut staging: vk_suballoc::Allocation) -> Result<(), vk_suballoc::Error> {
+    /// let vertices = [0u8; 256];
+    /// allocator.copy_to_allocation(&mut staging, 0, &vertices)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`]; [`Error::RangeOutOfBounds`] when
+    /// `offset + bytes.len()` passes the allocation's end (nothing is
+    /// written); [`Error::NotHostVisible`]; device errors from the flush.
+    pub fn copy_to_allocation(
+        &self,
+        allocation: &mut Allocation,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<(), Error> {
+        let range = self.copy_range(allocation, offset, bytes.len())?;
+        let slice = self.mapped_slice_mut(allocation)?;
+        slice[slice_range(&range)].copy_from_slice(bytes);
+        self.flush(allocation, range)
+    }
+
+    /// Invalidates `out.len()` bytes of a host-visible allocation at
+    /// `offset`, then copies them into `out` (VMA's
+    /// `vmaCopyAllocationToMemory`): the one call a readback needs on any
+    /// memory type.
+    ///
+    /// ```
+    /// # fn f(allocator: &vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>,
+    /// #      mut readback: vk_suballoc::Allocation) -> Result<(), vk_suballoc::Error> {
+    /// let mut pixels = vec![0u8; 4096];
+    /// allocator.copy_from_allocation(&mut readback, 0, &mut pixels)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// As with [`invalidate`](Self::invalidate), host writes to the
+    /// allocation not yet flushed may be lost on non-coherent memory.
+    ///
+    /// # Errors
+    /// As [`copy_to_allocation`](Self::copy_to_allocation); `out` is left
+    /// as it was on error.
+    pub fn copy_from_allocation(
+        &self,
+        allocation: &mut Allocation,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), Error> {
+        let range = self.copy_range(allocation, offset, out.len())?;
+        self.invalidate(allocation, range.clone())?;
+        out.copy_from_slice(&self.mapped_slice(allocation)?[slice_range(&range)]);
+        Ok(())
+    }
+
+    /// The bytes `offset..offset + len` of `allocation`, checked as the
+    /// copies need them: owned, inside the allocation, host-visible.
+    fn copy_range(
+        &self,
+        allocation: &Allocation,
+        offset: u64,
+        len: usize,
+    ) -> Result<Range<u64>, Error> {
+        self.check_owner(allocation)?;
+        // Past the end either way when `offset + len` overflows.
+        let end = offset.saturating_add(u64::try_from(len).unwrap_or(u64::MAX));
+        if end > allocation.size {
+            return Err(Error::RangeOutOfBounds {
+                start: offset,
+                end,
+                size: allocation.size,
+            });
+        }
+        if allocation.mapped.is_none() {
+            return Err(Error::NotHostVisible);
+        }
+        Ok(offset..end)
     }
 
     fn flush_or_invalidate(

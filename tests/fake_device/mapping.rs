@@ -100,6 +100,82 @@ fn gpu_writes_are_seen_after_invalidate() {
     finish(allocator, &device);
 }
 
+#[test]
+fn copies_flush_and_invalidate_on_non_coherent_memory() {
+    // Mobile: READBACK lands in type 2, cached and non-coherent (atom 256),
+    // where the fake device's GPU sees host writes only after a flush and
+    // the host sees GPU writes only after an invalidate.
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let mut upload = allocator
+        .allocate(&buffer(1000, 4, Usage::READBACK))
+        .unwrap();
+    assert_eq!(upload.memory_type(), 2);
+    let bytes: Vec<u8> = (0..100).collect();
+    allocator
+        .copy_to_allocation(&mut upload, 300, &bytes)
+        .unwrap();
+    // SAFETY: no slice of `upload` is alive.
+    let seen = unsafe { device.read(upload.memory(), upload.offset() + 300, 100) }.unwrap();
+    assert_eq!(seen, bytes, "the copy was not flushed");
+    let flushed = *device.flushed_ranges().last().unwrap();
+    assert_eq!(
+        (flushed.offset, flushed.size),
+        (upload.offset() + 256, 256),
+        "the flush should cover the written bytes' atoms only"
+    );
+
+    let mut readback = allocator
+        .allocate(&buffer(512, 4, Usage::READBACK))
+        .unwrap();
+    // SAFETY: no slice of `readback` is alive.
+    assert!(unsafe { device.write(readback.memory(), readback.offset(), &[9; 512]) });
+    let mut out = [0u8; 16];
+    allocator
+        .copy_from_allocation(&mut readback, 496, &mut out)
+        .unwrap();
+    assert_eq!(out, [9; 16], "the copy was not invalidated first");
+
+    // Out of range: nothing written or read, the buffer untouched.
+    let size = upload.size();
+    for (offset, len) in [(size - 10, 11), (size + 1, 0), (u64::MAX, 2)] {
+        let error = allocator
+            .copy_to_allocation(&mut upload, offset, &vec![1; len])
+            .unwrap_err();
+        assert!(
+            matches!(error, vk_suballoc::Error::RangeOutOfBounds { start, .. } if start == offset),
+            "{error:?}"
+        );
+    }
+    let mut out = [5u8; 4];
+    assert!(matches!(
+        allocator.copy_from_allocation(&mut readback, 510, &mut out),
+        Err(vk_suballoc::Error::RangeOutOfBounds {
+            start: 510,
+            end: 514,
+            size: 512
+        })
+    ));
+    assert_eq!(out, [5; 4]);
+    // An empty copy at the end is fine.
+    allocator
+        .copy_to_allocation(&mut upload, size, &[])
+        .unwrap();
+
+    // Device-local memory is not host-visible.
+    let mut local = allocator
+        .allocate(&buffer(256, 4, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert!(matches!(
+        allocator.copy_to_allocation(&mut local, 0, &[1]),
+        Err(vk_suballoc::Error::NotHostVisible)
+    ));
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    for a in [upload, readback, local] {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
 /// The fake device keeps what the GPU sees of non-coherent memory apart from
 /// what the host sees, as the spec allows a driver to: host writes reach the
 /// device only through a flush, device writes reach the host only through an

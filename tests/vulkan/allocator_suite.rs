@@ -250,6 +250,45 @@ test_each_profile!(
     }
 );
 
+test_each_profile!(
+    /// `copy_to_allocation` and `copy_from_allocation` flush and invalidate
+    /// for the caller: bytes written at an offset that is not an atom's
+    /// reach the GPU and come back, on the profiles' non-coherent types too.
+    fn copies_reach_the_gpu_and_come_back(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let bytes: Vec<u8> = (0..=254).collect();
+        let (offset, len) = (100u64, bytes.len() as u64);
+        let size = offset + len;
+        // Host-cached memory for both buffers: non-coherent on the mobile
+        // profile, where the layer's host cache loses what is not flushed.
+        let (staging, mut memory) = buffer(&allocator, size, AllocationDesc::new(Usage::READBACK));
+        allocator.copy_to_allocation(&mut memory, offset, &bytes).unwrap();
+        let (readback, mut readback_memory) = buffer(&allocator, size, AllocationDesc::new(Usage::READBACK));
+        context.run_one_time_commands(|device, cmd| {
+            // SAFETY: both buffers belong to `device` and are bound; the
+            // barrier orders the copy before the host read.
+            unsafe {
+                let region = [vk::BufferCopy { src_offset: offset, dst_offset: offset, size: len }];
+                device.cmd_copy_buffer(cmd, staging, readback, &region);
+                let (src, dst) = TRANSFER_TO_HOST;
+                memory_barrier(device, cmd, src, dst);
+            }
+        });
+        let mut out = vec![0u8; bytes.len()];
+        allocator.copy_from_allocation(&mut readback_memory, offset, &mut out).unwrap();
+        assert_eq!(out, bytes, "{profile}");
+        let end = readback_memory.size();
+        let past_end = allocator.copy_from_allocation(&mut readback_memory, end, &mut [0]);
+        assert!(matches!(past_end, Err(Error::RangeOutOfBounds { .. })), "{past_end:?}");
+        // SAFETY: the copy completed (run_one_time_commands waits).
+        unsafe {
+            allocator.destroy_buffer(staging, memory).unwrap();
+            allocator.destroy_buffer(readback, readback_memory).unwrap();
+        }
+    }
+);
+
 /// The granule the fake layer rounds buffer requirement sizes up to on
 /// `profile` (its `buffer_size_granule`, modelled on the real drivers:
 /// NVIDIA 16 bytes); 1 on lavapipe, which keeps the buffer's size.
