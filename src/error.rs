@@ -67,6 +67,13 @@ pub enum Error {
     /// and retry.
     #[error("out of device memory")]
     OutOfDeviceMemory,
+    /// A request for existing memory only
+    /// ([`AllocationDesc::existing_memory_only`](crate::AllocationDesc::existing_memory_only))
+    /// found no room in the blocks of any suitable memory type, or needs
+    /// dedicated memory. Nothing was allocated; retry without the flag
+    /// when a new memory object is acceptable.
+    #[error("no room in existing memory, and the request may not allocate more")]
+    NoRoomInExistingMemory,
     /// The driver ran out of host memory, or the host could not allocate a
     /// new block's slot table ([`Config::initial_block_slots`](crate::Config::initial_block_slots)
     /// slots of 32 bytes: lower it).
@@ -233,6 +240,7 @@ impl Error {
         matches!(
             self,
             Self::OutOfDeviceMemory
+                | Self::NoRoomInExistingMemory
                 | Self::OverBudget { .. }
                 | Self::MapFailed
                 | Self::TooManyObjects(_)

@@ -224,8 +224,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// device without buffer device address is [`Error::NoSuitableMemoryType`]
     /// before the size checks; none makes a Vulkan call). Exhaustion, after every candidate memory
     /// type was tried: [`Error::OutOfDeviceMemory`], [`Error::OverBudget`]
-    /// (within-budget requests), [`Error::TooManyObjects`], and device errors.
-    /// [`Error::OutOfHostMemory`] also when the host cannot allocate a new
+    /// (within-budget requests), [`Error::NoRoomInExistingMemory`]
+    /// (requests for existing memory only), [`Error::TooManyObjects`], and
+    /// device errors. [`Error::OutOfHostMemory`] also when the host cannot allocate a new
     /// block's slot table (no other memory type is tried then).
     ///
     /// A request naming a custom pool ([`AllocationDesc::pool`]) is checked

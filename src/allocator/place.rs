@@ -414,6 +414,7 @@ fn pool_request_padded<'r, D>(
         target: request.dedicated_target,
         name: request.desc.name,
         within_budget,
+        existing_memory_only: request.desc.existing_memory_only,
         priority: request.desc.priority,
         run_class,
     }

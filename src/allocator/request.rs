@@ -64,6 +64,16 @@ pub struct AllocationDesc<'a> {
     /// ([`DedicatedPolicy::Always`], or by the driver or the memory type),
     /// counted in the pool.
     pub pool: Option<Pool>,
+    /// Only the memory objects that exist already: no new block, no
+    /// dedicated memory, so never a `vkAllocateMemory` call and its stall
+    /// (VMA's `NEVER_ALLOCATE`). When no existing block of a suitable
+    /// memory type has room, the request fails with
+    /// [`Error::NoRoomInExistingMemory`](crate::Error::NoRoomInExistingMemory),
+    /// and so does one whose resource needs dedicated memory (the driver's
+    /// requirement, [`DedicatedPolicy::Always`], a lazily allocated type).
+    /// For opportunistic allocations: a cache that grows only into memory
+    /// already reserved, or a frame that must not hitch.
+    pub existing_memory_only: bool,
 }
 
 impl<'a> AllocationDesc<'a> {
@@ -77,6 +87,7 @@ impl<'a> AllocationDesc<'a> {
             priority: None,
             can_alias: false,
             pool: None,
+            existing_memory_only: false,
         }
     }
 
@@ -113,6 +124,12 @@ impl<'a> AllocationDesc<'a> {
     /// Sets the memory priority.
     pub const fn priority(mut self, priority: f32) -> Self {
         self.priority = Some(priority);
+        self
+    }
+
+    /// Takes only memory that exists already (see the field).
+    pub const fn existing_memory_only(mut self) -> Self {
+        self.existing_memory_only = true;
         self
     }
 }
@@ -197,6 +214,13 @@ impl<'a> Request<'a> {
     /// Asks for within-budget allocation.
     pub const fn within_budget(mut self) -> Self {
         self.desc.within_budget = true;
+        self
+    }
+
+    /// Takes only memory that exists already
+    /// ([`AllocationDesc::existing_memory_only`]).
+    pub const fn existing_memory_only(mut self) -> Self {
+        self.desc.existing_memory_only = true;
         self
     }
 

@@ -257,6 +257,16 @@ impl<M> TypePool<M> {
         request: &PoolRequest<'_>,
         dedicated_first: bool,
     ) -> Result<Placement, Error> {
+        if request.existing_memory_only {
+            // `allocate` tried the blocks unless dedicated memory came
+            // first; a requirement for it cannot be met without new memory.
+            if dedicated_first && request.dedicated != DedicatedChoice::Require {
+                if let Some(placement) = self.allocate_in_blocks(request) {
+                    return Ok(self.count(placement, request));
+                }
+            }
+            return Err(Error::NoRoomInExistingMemory);
+        }
         if request.within_budget {
             context.begin_budget_checks();
         }

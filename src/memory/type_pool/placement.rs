@@ -46,6 +46,9 @@ pub(crate) struct PoolRequest<'a> {
     pub(crate) target: Option<DedicatedTarget>,
     pub(crate) name: Option<&'a str>,
     pub(crate) within_budget: bool,
+    /// No new memory object: existing blocks only
+    /// ([`AllocationDesc::existing_memory_only`](crate::AllocationDesc::existing_memory_only)).
+    pub(crate) existing_memory_only: bool,
     pub(crate) priority: Option<f32>,
     /// The size class of the run slot a small buffer takes; `None`: a range
     /// of its own.
@@ -68,6 +71,7 @@ impl PoolRequest<'_> {
             target: None,
             name: None,
             within_budget: false,
+            existing_memory_only: false,
             priority: None,
             run_class: None,
         }
