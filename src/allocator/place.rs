@@ -144,11 +144,17 @@ pub(super) fn check_requirements(requirements: &vk::MemoryRequirements) -> Resul
 }
 
 /// The checks of every request before any memory type is looked at:
-/// [`check_requirements`], then [`Error::MissingDedicatedTarget`] when the
-/// driver requires dedicated memory and the request names no resource.
+/// [`check_requirements`], a power-of-two (or 0) `min_alignment`
+/// ([`Error::AlignmentNotPowerOfTwo`]), then
+/// [`Error::MissingDedicatedTarget`] when the driver requires dedicated
+/// memory and the request names no resource.
 #[inline]
 fn check_request(request: &Request<'_>) -> Result<(), Error> {
     check_requirements(&request.requirements)?;
+    let min_alignment = request.desc.min_alignment;
+    if min_alignment & min_alignment.wrapping_sub(1) != 0 {
+        return Err(Error::AlignmentNotPowerOfTwo(min_alignment));
+    }
     if request.driver_dedicated.required && request.dedicated_target.is_none() {
         return Err(Error::MissingDedicatedTarget);
     }
@@ -368,7 +374,10 @@ fn pool_request_padded<'r, D>(
     padded: Option<u64>,
 ) -> PoolRequest<'r> {
     let properties = &context.properties;
-    let mut align = request.requirements.alignment;
+    let mut align = request
+        .requirements
+        .alignment
+        .max(request.desc.min_alignment);
     if context.is_non_coherent(memory_type) {
         // Atom-aligned starts keep each allocation's widened flush and
         // invalidate ranges off its neighbours' bytes (mapping.rs).

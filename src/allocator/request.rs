@@ -74,6 +74,19 @@ pub struct AllocationDesc<'a> {
     /// For opportunistic allocations: a cache that grows only into memory
     /// already reserved, or a frame that must not hitch.
     pub existing_memory_only: bool,
+    /// An alignment of the offset in the memory object beyond the
+    /// resource's own, a power of two; 0 (the default): none (VMA's
+    /// `vmaCreateBufferWithAlignment`). For offsets that another API or
+    /// the engine's own suballocation needs aligned more than Vulkan's
+    /// requirements say (interop with OpenGL; ray-tracing scratch buffers,
+    /// whose device address must be a multiple of
+    /// `minAccelerationStructureScratchOffsetAlignment`: an address is the
+    /// memory object's address plus the offset, and the memory object's
+    /// alignment is the driver's: lavapipe's start on 4 KiB host pages).
+    /// Dedicated memory starts at offset 0. A
+    /// [`Movable`](crate::Movable) of such an allocation carries it in its
+    /// `requirements`.
+    pub min_alignment: u64,
 }
 
 impl<'a> AllocationDesc<'a> {
@@ -88,6 +101,7 @@ impl<'a> AllocationDesc<'a> {
             can_alias: false,
             pool: None,
             existing_memory_only: false,
+            min_alignment: 0,
         }
     }
 
@@ -130,6 +144,12 @@ impl<'a> AllocationDesc<'a> {
     /// Takes only memory that exists already (see the field).
     pub const fn existing_memory_only(mut self) -> Self {
         self.existing_memory_only = true;
+        self
+    }
+
+    /// Sets an alignment beyond the resource's own (see the field).
+    pub const fn min_alignment(mut self, alignment: u64) -> Self {
+        self.min_alignment = alignment;
         self
     }
 }
