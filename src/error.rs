@@ -213,6 +213,17 @@ pub enum Error {
         /// included.
         allocations: u64,
     },
+    /// A custom pool's [`PoolDesc::export`](crate::PoolDesc::export) names
+    /// handle types its memory cannot be exported as: host pointers, which
+    /// are import-only, or types the backend reports the device cannot
+    /// export ([`MemoryProperties::exportable_handle_types`](crate::device::MemoryProperties::exportable_handle_types)).
+    /// No pool was made: export only the supported types (what
+    /// `vkGetPhysicalDeviceExternalBufferProperties` reports `EXPORTABLE`).
+    #[error("memory cannot be exported as {handle_types:?}")]
+    NotExportable {
+        /// The refused handle types.
+        handle_types: ash::vk::ExternalMemoryHandleTypeFlags,
+    },
     /// The custom pool was destroyed already; nothing changed.
     #[error("custom pool was destroyed")]
     StalePool,

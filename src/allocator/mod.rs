@@ -749,6 +749,28 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
     }
 
+    /// The size of the `VkDeviceMemory` `allocation` lives in
+    /// ([`Allocation::memory`]): its block's, or its dedicated memory's
+    /// (then the allocation's [`size`](Allocation::size)). An importer of
+    /// memory exported from a custom pool ([`PoolDesc::export`](crate::PoolDesc::export))
+    /// names it as `allocationSize` (for opaque handles, with the pool's
+    /// memory type), and finds the allocation at its
+    /// [`offset`](Allocation::offset).
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`].
+    ///
+    /// # Time complexity
+    /// O(1), under the lock of the allocation's pool.
+    pub fn memory_size(&self, allocation: &Allocation) -> Result<u64, Error> {
+        self.check_owner(allocation)?;
+        self.with_pool(allocation, |pool| {
+            pool.memory_at(allocation.location)
+                .map(|(_, size)| size)
+                .ok_or(Error::StaleAllocation)
+        })?
+    }
+
     /// Whether `allocation` is a live allocation of this allocator.
     pub fn owns(&self, allocation: &Allocation) -> bool {
         allocation.allocator == self.id

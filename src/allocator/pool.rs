@@ -25,6 +25,7 @@
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, RwLock};
 
+use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags;
 
 use super::place::lock;
@@ -73,6 +74,10 @@ pub struct PoolDesc<'a> {
     /// [`AllocationDesc::priority`](crate::AllocationDesc::priority): clamped
     /// to the range, NaN means 0.5.
     pub priority: Option<f32>,
+    /// The handle types every memory object of the pool can be exported as
+    /// (`VkExportMemoryAllocateInfo`, VMA's `pMemoryAllocateNext`); empty
+    /// (the default): none. See [`export`](Self::export).
+    pub export_handle_types: vk::ExternalMemoryHandleTypeFlags,
 }
 
 impl<'a> PoolDesc<'a> {
@@ -85,6 +90,7 @@ impl<'a> PoolDesc<'a> {
             max_blocks: None,
             name: None,
             priority: None,
+            export_handle_types: vk::ExternalMemoryHandleTypeFlags::empty(),
         }
     }
 
@@ -115,6 +121,70 @@ impl<'a> PoolDesc<'a> {
     /// Sets the memory priority of its memory objects.
     pub const fn priority(mut self, priority: f32) -> Self {
         self.priority = Some(priority);
+        self
+    }
+
+    /// Makes every memory object of the pool exportable as `handle_types`,
+    /// for interop with CUDA, OpenGL, a video API or another process: its
+    /// blocks (`min_blocks` included) and its dedicated memory are
+    /// allocated with `VkExportMemoryAllocateInfo { handleTypes }` chained,
+    /// as VMA's `VmaPoolCreateInfo::pMemoryAllocateNext` does. The default
+    /// pools never export. Empty `handle_types` (the default): none.
+    ///
+    /// An allocation's [`memory`](crate::Allocation::memory) is its
+    /// block's (or its dedicated) `VkDeviceMemory`: export that
+    /// (`vkGetMemoryFdKHR`, `vkGetMemoryWin32HandleKHR`), and the resource
+    /// lives at [`offset`](crate::Allocation::offset) in it. The importer
+    /// imports the whole memory object, of
+    /// [`Allocator::memory_size`](crate::Allocator::memory_size) bytes (for
+    /// an opaque handle, import with that size and the pool's memory
+    /// type), and so sees every other allocation in that block as well:
+    /// give data another process must not read a pool of its own, or
+    /// dedicated memory.
+    ///
+    /// Vulkan's rules, the caller's to keep:
+    /// - Every buffer or image bound to the pool's memory is created with
+    ///   `VkExternalMemoryBufferCreateInfo` / `VkExternalMemoryImageCreateInfo`
+    ///   naming a handle type the memory was allocated with
+    ///   (VUID-vkBindBufferMemory-memory-02726,
+    ///   VUID-vkBindImageMemory-memory-02728), aliases included
+    ///   ([`create_aliasing_buffer`](crate::Allocator::create_aliasing_buffer)
+    ///   takes the caller's create info, so chain it there too).
+    /// - The handle types are supported and compatible for those resources
+    ///   (VUID-VkExportMemoryAllocateInfo-handleTypes-00656): check
+    ///   `vkGetPhysicalDeviceExternalBufferProperties` or
+    ///   `vkGetPhysicalDeviceImageFormatProperties2` with
+    ///   `VkPhysicalDeviceExternalImageFormatInfo` for `EXPORTABLE`.
+    ///   [`Allocator::create_pool`] refuses only what it can tell without a
+    ///   resource (see there).
+    /// - A handle type those queries report `DEDICATED_ONLY` for needs
+    ///   memory of its own per resource: allocate in such a pool with
+    ///   [`DedicatedPolicy::Always`](crate::DedicatedPolicy::Always) and a
+    ///   dedicated target (the create-and-bind helpers name it), so that
+    ///   the memory carries `VkMemoryDedicatedAllocateInfo`.
+    /// - The extension of the handle type is enabled where exporting needs
+    ///   one (`VK_KHR_external_memory_fd` for `vkGetMemoryFdKHR`).
+    ///
+    /// A [defragmentation plan](crate::Allocator::plan_defragmentation)
+    /// moves what the engine lists, exporting pools' allocations too:
+    /// **an importer keeps seeing the old block**, not the moved contents.
+    /// List an exported allocation as [`Movable`](crate::Movable) only
+    /// when the importer imports it again. Likewise, a block the pool
+    /// releases (when it empties, or through [`trim`](crate::Allocator::trim))
+    /// lives on in an importer that holds it, but new allocations never
+    /// land there again: export and import per allocation, not once per
+    /// pool (`min_blocks` blocks are never released).
+    ///
+    /// ```
+    /// use ash::vk;
+    /// use vk_suballoc::PoolDesc;
+    /// let desc = PoolDesc::new(0)
+    ///     .block_size(64 << 20)
+    ///     .export(vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD);
+    /// assert_eq!(desc.export_handle_types, vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD);
+    /// ```
+    pub const fn export(mut self, handle_types: vk::ExternalMemoryHandleTypeFlags) -> Self {
+        self.export_handle_types = handle_types;
         self
     }
 }
@@ -404,6 +474,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::InvalidConfig`] for a memory type the device does not have
     /// (or the allocator may not use), a block size larger than the heap or
     /// `maxMemoryAllocationSize`, or `max_blocks` below `min_blocks` or 0;
+    /// [`Error::NotExportable`] when [`PoolDesc::export`] names a handle
+    /// type memory is never exported as (the host-pointer types of
+    /// `VK_EXT_external_memory_host` are import-only) or one the backend
+    /// reports the device cannot export
+    /// ([`MemoryProperties::exportable_handle_types`](crate::device::MemoryProperties::exportable_handle_types);
+    /// the ash backend cannot tell, so checking support per resource is
+    /// the caller's, see [`PoolDesc::export`]);
     /// [`Error::TooManyPools`]; the errors of making the `min_blocks`
     /// blocks ([`Error::OutOfDeviceMemory`], [`Error::TooManyObjects`], ...),
     /// after which nothing is left of the pool.
@@ -456,10 +533,22 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 "PoolDesc::max_blocks must be at least 1 and at least min_blocks",
             ));
         }
+        let export = desc.export_handle_types;
+        let exportable = self
+            .context
+            .properties
+            .exportable_handle_types
+            .unwrap_or(vk::ExternalMemoryHandleTypeFlags::from_raw(!0));
+        if export.intersects(IMPORT_ONLY) || !exportable.contains(export) {
+            return Err(Error::NotExportable {
+                handle_types: export & (IMPORT_ONLY | !exportable),
+            });
+        }
         Ok(PoolPolicy {
             block_size: (desc.block_size != 0).then_some(desc.block_size),
             min_blocks: u64::from(desc.min_blocks),
             max_blocks,
+            export_handle_types: export,
         })
     }
 
@@ -550,6 +639,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
     }
 }
+
+/// Handle types memory can be imported from but never exported as: host
+/// pointers (`VK_EXT_external_memory_host`), which Vulkan has no call to
+/// get out of a `VkDeviceMemory`.
+const IMPORT_ONLY: vk::ExternalMemoryHandleTypeFlags = vk::ExternalMemoryHandleTypeFlags::from_raw(
+    vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT.as_raw()
+        | vk::ExternalMemoryHandleTypeFlags::HOST_MAPPED_FOREIGN_MEMORY_EXT.as_raw(),
+);
 
 /// Whether memory type `props` can serve `usage` in a custom pool: host
 /// access needs host-visible memory (the pool's type is not ranked, but a

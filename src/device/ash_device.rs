@@ -209,6 +209,9 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
             amd_device_coherent_types,
             amd_device_coherent_memory: self.features.amd_device_coherent_memory,
             gpu: Some(gpu),
+            // Support depends on each resource's create info: the caller's
+            // to check.
+            exportable_handle_types: None,
         }
     }
 
@@ -216,6 +219,7 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
         let mut flags_info = vk::MemoryAllocateFlagsInfo::default();
         let mut dedicated_info = vk::MemoryDedicatedAllocateInfo::default();
         let mut priority_info = vk::MemoryPriorityAllocateInfoEXT::default();
+        let mut export_info = vk::ExportMemoryAllocateInfo::default();
         let mut allocate_info = vk::MemoryAllocateInfo::default()
             .allocation_size(info.size)
             .memory_type_index(info.memory_type);
@@ -234,9 +238,16 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
             priority_info = priority_info.priority(memory_priority(priority));
             allocate_info = allocate_info.push_next(&mut priority_info);
         }
+        if !info.export_handle_types.is_empty() {
+            // Core in Vulkan 1.1, which `new`'s contract requires.
+            export_info = export_info.handle_types(info.export_handle_types);
+            allocate_info = allocate_info.push_next(&mut export_info);
+        }
         // SAFETY: the caller upholds `MemoryDeviceExt::allocate`'s contract
-        // (valid type index, non-zero size, flags and dedicated target valid);
-        // the pNext structs are only chained for enabled features.
+        // (valid type index, non-zero size, flags, dedicated target and
+        // export handle types valid, VUID-VkExportMemoryAllocateInfo-handleTypes-00656);
+        // the pNext structs are only chained for enabled features
+        // (VkExportMemoryAllocateInfo is core 1.1).
         let memory = unsafe { self.device.allocate_memory(&allocate_info, None) }?;
         if let Some(name) = info.name {
             self.set_name(memory, name);

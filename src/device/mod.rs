@@ -64,6 +64,14 @@ pub struct MemoryProperties {
     /// The GPU, as memory dumps name it; `None` when the backend does not
     /// know (the dump then says `"unknown"`).
     pub gpu: Option<GpuInfo>,
+    /// The external memory handle types memory of this device may be
+    /// exported as, when the backend knows: [`Allocator::create_pool`](crate::Allocator::create_pool)
+    /// then refuses a [`PoolDesc::export`](crate::PoolDesc::export) naming
+    /// others. `None`: the backend cannot tell, as support depends on each
+    /// resource's create info (`vkGetPhysicalDeviceExternalBufferProperties`,
+    /// `vkGetPhysicalDeviceImageFormatProperties2`), and checking is the
+    /// caller's. [`AshMemoryDevice`] says `None`.
+    pub exportable_handle_types: Option<vk::ExternalMemoryHandleTypeFlags>,
 }
 
 /// The GPU's name, API version and type, for memory dumps
@@ -151,6 +159,11 @@ pub struct AllocateInfo<'a> {
     pub priority: Option<f32>,
     /// Debug name for the new memory object (`VK_EXT_debug_utils`).
     pub name: Option<&'a str>,
+    /// Handle types the memory can be exported as
+    /// (`VkExportMemoryAllocateInfo::handleTypes`); empty: not exportable,
+    /// and nothing is chained. Only a custom pool made with
+    /// [`PoolDesc::export`](crate::PoolDesc::export) asks for any.
+    pub export_handle_types: vk::ExternalMemoryHandleTypeFlags,
 }
 
 impl AllocateInfo<'static> {
@@ -163,6 +176,7 @@ impl AllocateInfo<'static> {
             dedicated: None,
             priority: None,
             name: None,
+            export_handle_types: vk::ExternalMemoryHandleTypeFlags::empty(),
         }
     }
 }
@@ -224,6 +238,9 @@ pub unsafe trait MemoryDeviceExt<M>: MemoryDevice<M> + Send + Sync + Debug {
     ///   is enabled on the device.
     /// - a dedicated target is a live resource of this device whose memory
     ///   requirements have this size (VUID-VkMemoryDedicatedAllocateInfo-image-02964).
+    /// - `info.export_handle_types` are valid handle types the memory can
+    ///   be exported as, for the resources that will be bound to it
+    ///   (VUID-VkExportMemoryAllocateInfo-handleTypes-00656).
     unsafe fn allocate(&self, info: &AllocateInfo<'_>) -> Result<M, DeviceError>;
 
     /// The raw handle of `memory`, as bound to buffers and images.

@@ -45,6 +45,9 @@ pub(crate) struct MemoryRequest<'a> {
     pub(crate) name: Option<&'a str>,
     /// Fail with `OverBudget` rather than exceed the heap's budget.
     pub(crate) within_budget: bool,
+    /// `VkExportMemoryAllocateInfo::handleTypes`: a custom pool's
+    /// (`PoolDesc::export`), empty for the default pools'.
+    pub(crate) export_handle_types: ash::vk::ExternalMemoryHandleTypeFlags,
 }
 
 /// The device plus the state every memory type shares.
@@ -439,6 +442,7 @@ impl<D> MemoryContext<D> {
             dedicated: request.dedicated,
             priority: request.priority,
             name: request.name,
+            export_handle_types: request.export_handle_types,
         };
         // SAFETY: `memory_type` is an index of this device's types (callers
         // take it from the ranked candidates) and `size` is non-zero (checked
@@ -446,7 +450,9 @@ impl<D> MemoryContext<D> {
         // VUID-VkMemoryAllocateInfo-allocationSize-07899); DEVICE_ADDRESS is
         // set only when the device reports buffer device address enabled
         // (VUID-VkMemoryAllocateInfo-flags-03331); a dedicated target comes
-        // from the caller's resource of this exact size.
+        // from the caller's resource of this exact size; export handle types
+        // come from a custom pool whose caller vouched for them
+        // (`PoolDesc::export`, VUID-VkExportMemoryAllocateInfo-handleTypes-00656).
         let mut memory = match unsafe { self.device.allocate(&info) } {
             Ok(memory) => memory,
             // The slot goes back as it drops (and on a panic, as it unwinds).

@@ -1,5 +1,6 @@
 //! Memory layouts of real kinds of GPU, for the fake device.
 
+use ash::vk;
 use gpu_alloc_types::{MemoryHeap, MemoryPropertyFlags as Props, MemoryType};
 
 const MIB: u64 = 1 << 20;
@@ -36,6 +37,13 @@ pub struct FakeLayout {
     pub amd_device_coherent_types: u32,
     /// Whether `deviceCoherentMemory` is reported as enabled.
     pub amd_device_coherent_memory: bool,
+    /// The handle types memory may be exported as, reported in
+    /// [`MemoryProperties::exportable_handle_types`](crate::device::MemoryProperties::exportable_handle_types);
+    /// allocating memory exportable as others is then a rule violation
+    /// (VUID-VkExportMemoryAllocateInfo-handleTypes-00656). `None` in every
+    /// preset: the device does not tell, as [`AshMemoryDevice`](crate::device::AshMemoryDevice)
+    /// does not, and any handle type is taken.
+    pub exportable_handle_types: Option<vk::ExternalMemoryHandleTypeFlags>,
 }
 
 fn ty(heap: u32, props: Props) -> MemoryType {
@@ -79,6 +87,7 @@ impl FakeLayout {
             buffer_device_address: true,
             amd_device_coherent_types: 0,
             amd_device_coherent_memory: false,
+            exportable_handle_types: None,
         }
     }
 
@@ -103,6 +112,7 @@ impl FakeLayout {
             buffer_device_address: true,
             amd_device_coherent_types: 0,
             amd_device_coherent_memory: false,
+            exportable_handle_types: None,
         }
     }
 
@@ -135,6 +145,7 @@ impl FakeLayout {
             buffer_device_address: false,
             amd_device_coherent_types: 0,
             amd_device_coherent_memory: false,
+            exportable_handle_types: None,
         }
     }
 
@@ -189,6 +200,7 @@ impl FakeLayout {
             buffer_device_address: true,
             amd_device_coherent_types: 0b1111_0000,
             amd_device_coherent_memory: false,
+            exportable_handle_types: None,
         }
     }
 
@@ -213,6 +225,7 @@ impl FakeLayout {
             buffer_device_address: true,
             amd_device_coherent_types: 0,
             amd_device_coherent_memory: false,
+            exportable_handle_types: None,
         }
     }
 
@@ -220,6 +233,16 @@ impl FakeLayout {
     /// not).
     pub fn with_amd_device_coherent_memory(mut self, enabled: bool) -> Self {
         self.amd_device_coherent_memory = enabled;
+        self
+    }
+
+    /// The same layout reporting that memory may be exported as
+    /// `handle_types` only.
+    pub fn with_exportable_handle_types(
+        mut self,
+        handle_types: vk::ExternalMemoryHandleTypeFlags,
+    ) -> Self {
+        self.exportable_handle_types = Some(handle_types);
         self
     }
 

@@ -336,6 +336,7 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
             amd_device_coherent_types: layout.amd_device_coherent_types,
             amd_device_coherent_memory: layout.amd_device_coherent_memory,
             gpu: None,
+            exportable_handle_types: layout.exportable_handle_types,
         }
     }
 

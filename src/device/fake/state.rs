@@ -33,6 +33,10 @@ pub struct FakeAllocationInfo {
     pub device_address: bool,
     /// The `VK_EXT_memory_priority` priority it was asked for, if any.
     pub priority: Option<f32>,
+    /// The handle types it can be exported as
+    /// (`VkExportMemoryAllocateInfo::handleTypes`); empty when it was
+    /// allocated without.
+    pub export_handle_types: vk::ExternalMemoryHandleTypeFlags,
 }
 
 /// How often each entry point was called.
@@ -93,6 +97,7 @@ struct Memory {
     name: Option<String>,
     device_address: bool,
     priority: Option<f32>,
+    export_handle_types: vk::ExternalMemoryHandleTypeFlags,
 }
 
 impl Memory {
@@ -302,6 +307,14 @@ impl State {
                 }
             }
         }
+        if let Some(exportable) = layout.exportable_handle_types {
+            if !exportable.contains(info.export_handle_types) {
+                return Err(self.violation(format!(
+                    "VUID-VkExportMemoryAllocateInfo-handleTypes-00656: {:?} are not exportable (only {exportable:?})",
+                    info.export_handle_types
+                )));
+            }
+        }
         if let Some(i) = self
             .faults
             .iter()
@@ -359,6 +372,7 @@ impl State {
                 name: info.name.map(str::to_owned),
                 device_address: info.flags.contains(AllocationFlags::DEVICE_ADDRESS),
                 priority: info.priority,
+                export_handle_types: info.export_handle_types,
             },
         );
         self.heap_usage[heap] += info.size;
@@ -548,6 +562,7 @@ impl State {
                 mapped: m.mapped.is_some(),
                 device_address: m.device_address,
                 priority: m.priority,
+                export_handle_types: m.export_handle_types,
             })
             .collect()
     }

@@ -39,6 +39,7 @@ impl<M> TypePool<M> {
             priority: request.priority.or(self.priority),
             name: Some(name),
             within_budget: request.within_budget,
+            export_handle_types: self.policy.export_handle_types,
         })?;
         self.advance_serial();
         let raw = context.device.raw_memory(&new.memory);

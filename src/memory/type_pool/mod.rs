@@ -30,6 +30,8 @@
 //! holds dedicated memory, `inspect` the read-only views for reports, and
 //! `placement` the request, location and counter types.
 
+use ash::vk;
+
 use super::block::{Block, DedicatedMemory, Miss, SlotKinds};
 use super::block_size::{new_block_size, retry_block_size};
 use super::context::{MemoryContext, MemoryRequest};
@@ -60,6 +62,10 @@ pub(crate) struct PoolPolicy {
     pub(crate) min_blocks: u64,
     /// No block is made past this many.
     pub(crate) max_blocks: u64,
+    /// Handle types every memory object of the pool, blocks and dedicated
+    /// memory alike, can be exported as (`VkExportMemoryAllocateInfo`);
+    /// empty: none.
+    pub(crate) export_handle_types: vk::ExternalMemoryHandleTypeFlags,
 }
 
 impl PoolPolicy {
@@ -68,6 +74,7 @@ impl PoolPolicy {
         block_size: None,
         min_blocks: 0,
         max_blocks: u64::MAX,
+        export_handle_types: vk::ExternalMemoryHandleTypeFlags::empty(),
     };
 }
 
@@ -582,6 +589,7 @@ impl<M> TypePool<M> {
             priority: self.priority,
             name: Some(&name),
             within_budget: request.within_budget,
+            export_handle_types: self.policy.export_handle_types,
         })?;
         self.advance_serial();
         let raw = context.device.raw_memory(&new.memory);

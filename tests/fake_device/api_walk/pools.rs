@@ -4,6 +4,7 @@
 //! stale and foreign handles; the checks of each pool's figures against
 //! the model. What a request naming a pool may get is `pool_requests`.
 
+use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags;
 use vk_suballoc::report::{BlockMap, MemoryMap, PoolMap, TypeStats};
 use vk_suballoc::{Error, Pool, PoolDesc};
@@ -158,6 +159,13 @@ impl Walk {
             max_blocks: drawn.max_blocks,
             name: drawn.name.as_deref(),
             priority: drawn.priority,
+            // Pools with a priority export too: exporting changes only what
+            // their memory objects are allocated with (no draw, so the
+            // walks' seeds replay as before).
+            export_handle_types: match drawn.priority {
+                Some(_) => vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD,
+                None => vk::ExternalMemoryHandleTypeFlags::empty(),
+            },
         };
         let before = self.allocator.stats();
         let counters = self.device.counters();
