@@ -35,6 +35,8 @@ mod mapping;
 mod model;
 #[path = "fake_device/pool_edges.rs"]
 mod pool_edges;
+#[path = "fake_device/pool_export.rs"]
+mod pool_export;
 #[path = "fake_device/pools.rs"]
 mod pools;
 #[path = "fake_device/report.rs"]

@@ -1,0 +1,267 @@
+//! Custom pools that export their memory (`PoolDesc::export`): every memory
+//! object such a pool makes, its `min_blocks`, the blocks it grows and its
+//! dedicated memory, is allocated with `VkExportMemoryAllocateInfo`, as the
+//! fake device records; the default pools' memory and other pools' never
+//! is. Handle types the device cannot export are refused at `create_pool`.
+
+use std::collections::HashSet;
+
+use ash::vk;
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{
+    AllocationDesc, DedicatedPolicy, DefragmentationLimits, Error, Movable, Pool, PoolDesc,
+    Request, ResourceKind, Usage,
+};
+
+use super::FakeDevice;
+use super::{allocator, buffer, finish, free, requirements};
+
+const MIB: u64 = 1 << 20;
+
+/// The discrete layout's device-local type.
+const VRAM: u32 = 1;
+
+const OPAQUE_FD: vk::ExternalMemoryHandleTypeFlags = vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD;
+const DMA_BUF: vk::ExternalMemoryHandleTypeFlags = vk::ExternalMemoryHandleTypeFlags::DMA_BUF_EXT;
+const HOST: vk::ExternalMemoryHandleTypeFlags =
+    vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
+
+/// A device-local buffer request from `pool`, in dedicated memory when
+/// `dedicated`.
+fn in_pool(pool: Pool, size: u64, dedicated: bool) -> Request<'static> {
+    let mut desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    if dedicated {
+        desc = desc.dedicated(DedicatedPolicy::Always);
+    }
+    Request::with_desc(requirements(size, 256), ResourceKind::Buffer, desc)
+}
+
+/// The memory objects the device holds now.
+fn live_memory(device: &FakeDevice) -> HashSet<vk::DeviceMemory> {
+    device.live_allocations().iter().map(|m| m.memory).collect()
+}
+
+/// Checks that each live memory object carries the export handle types of
+/// the pool it belongs to: `exporting` lists pools' memory objects with
+/// their types; every other object must carry none.
+fn assert_exports(
+    device: &FakeDevice,
+    exporting: &[(
+        &HashSet<vk::DeviceMemory>,
+        vk::ExternalMemoryHandleTypeFlags,
+    )],
+) {
+    for memory in device.live_allocations() {
+        let expected = exporting
+            .iter()
+            .find(|(objects, _)| objects.contains(&memory.memory))
+            .map_or(vk::ExternalMemoryHandleTypeFlags::empty(), |&(_, types)| {
+                types
+            });
+        assert_eq!(memory.export_handle_types, expected, "{memory:?}");
+    }
+}
+
+#[test]
+fn every_memory_object_of_an_exporting_pool_carries_its_handle_types() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // Memory the default pools make before any pool exists.
+    let before = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+
+    let known = live_memory(&device);
+    let fixed = allocator
+        .create_pool(
+            &PoolDesc::new(VRAM)
+                .block_size(4 * MIB)
+                .min_blocks(2)
+                .max_blocks(4)
+                .name("exported")
+                .export(OPAQUE_FD),
+        )
+        .unwrap();
+    let mut fixed_memory: HashSet<_> = live_memory(&device).difference(&known).copied().collect();
+    assert_eq!(fixed_memory.len(), 2, "its min_blocks");
+    assert_exports(&device, &[(&fixed_memory, OPAQUE_FD)]);
+
+    // A pool of growing blocks exporting two types, and one exporting none.
+    let growing = allocator
+        .create_pool(&PoolDesc::new(VRAM).export(OPAQUE_FD | DMA_BUF))
+        .unwrap();
+    let plain = allocator
+        .create_pool(&PoolDesc::new(VRAM).block_size(4 * MIB).min_blocks(1))
+        .unwrap();
+
+    // Fill the fixed pool's two blocks and make it grow a third; a
+    // dedicated allocation in each pool; more default-pool memory, a
+    // dedicated one included.
+    let mut allocations = Vec::new();
+    for _ in 0..3 {
+        let allocation = allocator.allocate(&in_pool(fixed, 3 * MIB, false)).unwrap();
+        fixed_memory.insert(allocation.memory());
+        assert_eq!(allocator.memory_size(&allocation), Ok(4 * MIB));
+        allocations.push(allocation);
+    }
+    assert_eq!(allocator.pool_stats(&fixed).unwrap().blocks, 3);
+    let dedicated = allocator.allocate(&in_pool(fixed, MIB, true)).unwrap();
+    assert!(dedicated.is_dedicated());
+    assert_eq!(allocator.memory_size(&dedicated), Ok(MIB));
+    fixed_memory.insert(dedicated.memory());
+    allocations.push(dedicated);
+
+    let mut growing_memory = HashSet::new();
+    for dedicated in [false, false, true] {
+        let allocation = allocator
+            .allocate(&in_pool(growing, 2 * MIB, dedicated))
+            .unwrap();
+        growing_memory.insert(allocation.memory());
+        allocations.push(allocation);
+    }
+    for dedicated in [false, true] {
+        allocations.push(allocator.allocate(&in_pool(plain, MIB, dedicated)).unwrap());
+    }
+    let always = AllocationDesc::new(Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+    allocations.push(
+        allocator
+            .allocate(&Request::with_desc(
+                requirements(MIB, 256),
+                ResourceKind::Buffer,
+                always,
+            ))
+            .unwrap(),
+    );
+    allocations.push(
+        allocator
+            .allocate(&buffer(MIB, 256, Usage::UPLOAD))
+            .unwrap(),
+    );
+    assert_eq!(fixed_memory.len(), 4, "three blocks and a dedicated one");
+    assert!(
+        growing_memory.len() >= 2,
+        "a block or two and a dedicated one"
+    );
+    assert!(fixed_memory.is_disjoint(&growing_memory));
+    assert_exports(
+        &device,
+        &[
+            (&fixed_memory, OPAQUE_FD),
+            (&growing_memory, OPAQUE_FD | DMA_BUF),
+        ],
+    );
+    // The default pools' and the plain pool's memory carried none (checked
+    // above); there was some of each.
+    let exported = fixed_memory.len() + growing_memory.len();
+    assert!(device.live_allocations().len() >= exported + 4);
+
+    for allocation in allocations {
+        free(&allocator, allocation);
+    }
+    free(&allocator, before);
+    // Emptied, the fixed pool keeps its min_blocks, still exportable.
+    assert_exports(
+        &device,
+        &[
+            (&fixed_memory, OPAQUE_FD),
+            (&growing_memory, OPAQUE_FD | DMA_BUF),
+        ],
+    );
+    for pool in [fixed, growing, plain] {
+        allocator.destroy_pool(pool).unwrap();
+    }
+    finish(allocator, &device);
+}
+
+/// A plan moves an exporting pool's allocations only into its own blocks,
+/// which all carry the handle types (an importer of the old block still
+/// sees the old contents: the docs say so).
+#[test]
+fn defragmentation_moves_an_exporting_pools_allocations_into_exportable_blocks() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(VRAM).block_size(4 * MIB).export(OPAQUE_FD))
+        .unwrap();
+    let known = live_memory(&device);
+    // Three blocks of four 1 MiB buffers; keep one buffer in each.
+    let all: Vec<_> = (0..12)
+        .map(|_| allocator.allocate(&in_pool(pool, MIB, false)).unwrap())
+        .collect();
+    let pool_memory: HashSet<_> = live_memory(&device).difference(&known).copied().collect();
+    assert_eq!(pool_memory.len(), 3);
+    let mut live = Vec::new();
+    for (i, allocation) in all.into_iter().enumerate() {
+        if i % 4 == 0 {
+            live.push(allocation);
+        } else {
+            free(&allocator, allocation);
+        }
+    }
+    let outside = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let movables: Vec<_> = live
+        .iter()
+        .map(|a| Movable::new(a, requirements(MIB, 256), ResourceKind::Buffer))
+        .collect();
+    let plan = allocator
+        .plan_defragmentation(&movables, &DefragmentationLimits::default())
+        .unwrap();
+    drop(movables);
+    assert!(plan.blocks_released > 0, "{plan:?}");
+    for planned in plan.moves {
+        assert!(pool_memory.contains(&planned.destination.memory()));
+        let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+        free(&allocator, old);
+    }
+    assert_exports(&device, &[(&pool_memory, OPAQUE_FD)]);
+    for allocation in live {
+        free(&allocator, allocation);
+    }
+    free(&allocator, outside);
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+/// Host pointers are import-only, whatever the device; a device that tells
+/// which types it exports refuses the others. Refused pools call no device.
+#[test]
+fn handle_types_memory_cannot_be_exported_as_are_refused() {
+    let layout = FakeLayout::discrete().with_exportable_handle_types(OPAQUE_FD);
+    let (allocator, device) = allocator(layout);
+    let calls = device.counters().allocate_calls;
+    let refused = |types| {
+        allocator
+            .create_pool(&PoolDesc::new(VRAM).min_blocks(1).export(types))
+            .map(|_| ())
+    };
+    assert_eq!(
+        refused(DMA_BUF),
+        Err(Error::NotExportable {
+            handle_types: DMA_BUF
+        })
+    );
+    assert_eq!(
+        refused(OPAQUE_FD | DMA_BUF | HOST),
+        Err(Error::NotExportable {
+            handle_types: DMA_BUF | HOST
+        })
+    );
+    assert_eq!(device.counters().allocate_calls, calls);
+    let pool = allocator
+        .create_pool(&PoolDesc::new(VRAM).min_blocks(1).export(OPAQUE_FD))
+        .unwrap();
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+
+    // A device that does not tell (as the ash backend): all but host
+    // pointers are taken.
+    let (allocator, device) = super::allocator(FakeLayout::discrete());
+    let pool = PoolDesc::new(VRAM).export(DMA_BUF | HOST);
+    assert_eq!(
+        allocator.create_pool(&pool).map(|_| ()),
+        Err(Error::NotExportable { handle_types: HOST })
+    );
+    let pool = allocator.create_pool(&pool.export(DMA_BUF)).unwrap();
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
