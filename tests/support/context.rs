@@ -126,6 +126,8 @@ pub struct VulkanContext {
     pub memory_budget_enabled: bool,
     /// Whether the `synchronization2` feature is enabled.
     pub synchronization2_enabled: bool,
+    /// Whether `VK_KHR_external_memory_fd` is enabled on the device.
+    pub external_memory_fd_enabled: bool,
     /// Every validation warning and error recorded so far.
     pub messages: MessageLog,
     debug_utils: ash::ext::debug_utils::Instance,
@@ -262,6 +264,7 @@ impl VulkanContext {
             queue_family_index: device_setup.queue_family_index,
             memory_budget_enabled: device_setup.memory_budget_enabled,
             synchronization2_enabled: device_setup.synchronization2_enabled,
+            external_memory_fd_enabled: device_setup.external_memory_fd_enabled,
             messages,
             debug_utils,
             messenger,

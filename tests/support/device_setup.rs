@@ -15,6 +15,10 @@ pub struct DeviceSetup {
     pub memory_budget_enabled: bool,
     /// The `synchronization2` feature is enabled.
     pub synchronization2_enabled: bool,
+    /// `VK_KHR_external_memory_fd` is enabled (`VK_KHR_external_memory`,
+    /// which it needs, is core in 1.1): memory can be exported as and
+    /// imported from file descriptors.
+    pub external_memory_fd_enabled: bool,
 }
 
 fn has_extension(extensions: &[vk::ExtensionProperties], wanted: &CStr) -> bool {
@@ -62,6 +66,10 @@ pub fn create_device(instance: &ash::Instance, physical_device: vk::PhysicalDevi
     if memory_budget {
         enabled_extensions.push(ash::ext::memory_budget::NAME.as_ptr());
     }
+    let external_memory_fd = has_extension(&extensions, ash::khr::external_memory_fd::NAME);
+    if external_memory_fd {
+        enabled_extensions.push(ash::khr::external_memory_fd::NAME.as_ptr());
+    }
 
     // SAFETY: a physical device of this instance.
     let families = unsafe { instance.get_physical_device_queue_family_properties(physical_device) };
@@ -97,5 +105,6 @@ pub fn create_device(instance: &ash::Instance, physical_device: vk::PhysicalDevi
         queue_family_index,
         memory_budget_enabled: memory_budget,
         synchronization2_enabled: synchronization2,
+        external_memory_fd_enabled: external_memory_fd,
     }
 }

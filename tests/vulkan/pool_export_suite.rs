@@ -1,0 +1,225 @@
+//! A custom pool that exports its memory (`PoolDesc::export`) on a real
+//! driver, under the validation layer, once per memory architecture: a
+//! buffer made in a pool exporting `OPAQUE_FD` is exported with
+//! `vkGetMemoryFdKHR` (which the layer refuses for memory allocated without
+//! that handle type), the file descriptor is imported into a second
+//! `VkDeviceMemory` of the block's size, and a second buffer bound there at
+//! the allocation's offset reads what the GPU wrote through the first.
+//! Lavapipe must support it: a driver that does not fails the test, it is
+//! never skipped.
+
+use ash::vk;
+use vk_suballoc::device::AshMemoryDevice;
+use vk_suballoc::{AllocationDesc, Allocator, PoolDesc, Usage};
+
+use super::allocator_setup::{
+    allocator_for, check_pattern, memory_barrier, IdleOnDrop, TRANSFER_TO_HOST,
+    TRANSFER_TO_TRANSFER,
+};
+use crate::support::{test_each_profile, Profile, VulkanContext};
+
+const MIB: u64 = 1 << 20;
+/// The pool's fixed block size.
+const BLOCK: u64 = 4 * MIB;
+/// The size of each buffer.
+const SIZE: u64 = 64 * 1024;
+const OPAQUE_FD: vk::ExternalMemoryHandleTypeFlags = vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD;
+const USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::from_raw(
+    vk::BufferUsageFlags::TRANSFER_SRC.as_raw() | vk::BufferUsageFlags::TRANSFER_DST.as_raw(),
+);
+
+/// Panics unless buffers of [`USAGE`] can be exported as, and imported
+/// from, an opaque file descriptor, in memory not dedicated to them.
+fn assert_opaque_fd_supported(context: &VulkanContext) {
+    let profile = context.profile;
+    assert!(
+        context.external_memory_fd_enabled,
+        "{profile}: the device lacks VK_KHR_external_memory_fd (a newer mesa-vulkan-drivers has it)"
+    );
+    let info = vk::PhysicalDeviceExternalBufferInfo::default()
+        .usage(USAGE)
+        .handle_type(OPAQUE_FD);
+    let mut properties = vk::ExternalBufferProperties::default();
+    // SAFETY: a physical device of this Vulkan 1.3 instance; a valid query.
+    unsafe {
+        context
+            .instance
+            .get_physical_device_external_buffer_properties(
+                context.physical_device,
+                &info,
+                &mut properties,
+            )
+    };
+    let memory = properties.external_memory_properties;
+    let wanted =
+        vk::ExternalMemoryFeatureFlags::EXPORTABLE | vk::ExternalMemoryFeatureFlags::IMPORTABLE;
+    assert!(
+        memory.external_memory_features.contains(wanted)
+            && memory.compatible_handle_types.contains(OPAQUE_FD),
+        "{profile}: buffers cannot be exported and imported as OPAQUE_FD: {memory:?}"
+    );
+    assert!(
+        !memory
+            .external_memory_features
+            .contains(vk::ExternalMemoryFeatureFlags::DEDICATED_ONLY),
+        "{profile}: OPAQUE_FD is dedicated-only here; the test shares a block: {memory:?}"
+    );
+}
+
+/// A buffer exportable as an opaque file descriptor.
+fn create_info<'a>(
+    external: &'a mut vk::ExternalMemoryBufferCreateInfo<'a>,
+) -> vk::BufferCreateInfo<'a> {
+    vk::BufferCreateInfo::default()
+        .size(SIZE)
+        .usage(USAGE)
+        .push_next(external)
+}
+
+/// The body of `exported_pool_memory_is_seen_through_an_import`.
+fn export_and_import(profile: Profile) {
+    let context = VulkanContext::new(profile);
+    assert_opaque_fd_supported(&context);
+    let allocator = allocator_for(&context);
+    let _idle = IdleOnDrop(&context.device);
+    let device = &context.device;
+    let mut external = vk::ExternalMemoryBufferCreateInfo::default().handle_types(OPAQUE_FD);
+    let info = create_info(&mut external);
+
+    // The importing side's buffer, made first: its requirements pick the
+    // pool's memory type (those of the exported buffers are the same, as
+    // their create infos are).
+    // SAFETY: a valid create info (non-zero size, transfer usage, an
+    // external handle type the device supports).
+    let imported_buffer = unsafe { device.create_buffer(&info, None) }.unwrap();
+    // SAFETY: a live buffer of `device`.
+    let requirements = unsafe { device.get_buffer_memory_requirements(imported_buffer) };
+    let memory_type = allocator
+        .memory_type_for(requirements.memory_type_bits, Usage::DEVICE_LOCAL)
+        .unwrap();
+    let pool = allocator
+        .create_pool(
+            &PoolDesc::new(memory_type)
+                .block_size(BLOCK)
+                .min_blocks(1)
+                .max_blocks(1)
+                .name("exported")
+                .export(OPAQUE_FD),
+        )
+        .unwrap();
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    // Two buffers in the one block: the second is the one exported, at an
+    // offset past the first, whose pattern it must not read.
+    // SAFETY: a valid create info, as above; its handle type is the pool's
+    // (VUID-vkBindBufferMemory-memory-02726).
+    let (neighbour, neighbour_allocation) =
+        unsafe { allocator.create_buffer(&info, &desc) }.unwrap();
+    // SAFETY: as above.
+    let (exported, allocation) = unsafe { allocator.create_buffer(&info, &desc) }.unwrap();
+    assert_eq!(
+        allocation.memory(),
+        neighbour_allocation.memory(),
+        "{profile}"
+    );
+    assert!(!allocation.is_dedicated(), "{profile}");
+    assert_ne!(allocation.offset(), 0, "{profile}");
+    assert_eq!(allocator.memory_size(&allocation), Ok(BLOCK), "{profile}");
+
+    // Export the block; import it as a second memory object.
+    let fd_device = ash::khr::external_memory_fd::Device::new(&context.instance, device);
+    let get_fd = vk::MemoryGetFdInfoKHR::default()
+        .memory(allocation.memory())
+        .handle_type(OPAQUE_FD);
+    // SAFETY: the block is live and was allocated exportable as OPAQUE_FD
+    // (VUID-VkMemoryGetFdInfoKHR-handleType-00671: the layer checks it);
+    // the extension is enabled.
+    let fd = unsafe { fd_device.get_memory_fd(&get_fd) }
+        .unwrap_or_else(|error| panic!("{profile}: vkGetMemoryFdKHR failed: {error}"));
+    let mut import = vk::ImportMemoryFdInfoKHR::default()
+        .handle_type(OPAQUE_FD)
+        .fd(fd);
+    let import_info = vk::MemoryAllocateInfo::default()
+        .allocation_size(BLOCK)
+        .memory_type_index(memory_type)
+        .push_next(&mut import);
+    // SAFETY: an opaque fd imported with the size and memory type its
+    // payload was made with (VUID-VkMemoryAllocateInfo-allocationSize-01742);
+    // on success the driver owns the fd.
+    let imported = unsafe { device.allocate_memory(&import_info, None) }
+        .unwrap_or_else(|error| panic!("{profile}: importing the fd failed: {error}"));
+    // SAFETY: an unbound buffer made for this handle type; the offset is
+    // the exported buffer's, whose requirements are the same, so it is
+    // aligned and the buffer fits.
+    unsafe { device.bind_buffer_memory(imported_buffer, imported, allocation.offset()) }.unwrap();
+
+    // The GPU writes through the allocator's buffers and reads through the
+    // imported one.
+    let (readback, mut readback_allocation) = readback_buffer(&allocator);
+    let (first, second) = (0x1111_1111u32, 0xA5C3_0F1Eu32);
+    context.run_one_time_commands(|device, cmd| {
+        // SAFETY: every buffer belongs to `device` and is bound; the
+        // barriers order the fills before the copy, and the copy before
+        // the host reads.
+        unsafe {
+            device.cmd_fill_buffer(cmd, neighbour, 0, vk::WHOLE_SIZE, first);
+            device.cmd_fill_buffer(cmd, exported, 0, vk::WHOLE_SIZE, second);
+            let (src, dst) = TRANSFER_TO_TRANSFER;
+            memory_barrier(device, cmd, src, dst);
+            let region = [vk::BufferCopy {
+                src_offset: 0,
+                dst_offset: 0,
+                size: SIZE,
+            }];
+            device.cmd_copy_buffer(cmd, imported_buffer, readback, &region);
+            let (src, dst) = TRANSFER_TO_HOST;
+            memory_barrier(device, cmd, src, dst);
+        }
+    });
+    let what = format!("{profile}: the imported memory at the allocation's offset");
+    check_pattern(
+        &allocator,
+        &mut readback_allocation,
+        SIZE,
+        &second.to_le_bytes(),
+        &what,
+    );
+
+    // SAFETY: the commands completed (run_one_time_commands waits); the
+    // imported buffer is destroyed before its memory.
+    unsafe {
+        device.destroy_buffer(imported_buffer, None);
+        device.free_memory(imported, None);
+        allocator
+            .destroy_buffer(readback, readback_allocation)
+            .unwrap();
+        allocator.destroy_buffer(exported, allocation).unwrap();
+        allocator
+            .destroy_buffer(neighbour, neighbour_allocation)
+            .unwrap();
+    }
+    allocator.destroy_pool(pool).unwrap();
+    context.assert_no_validation_messages();
+}
+
+/// A host-readable buffer of the default pools, to copy into.
+fn readback_buffer(
+    allocator: &Allocator<AshMemoryDevice>,
+) -> (vk::Buffer, vk_suballoc::Allocation) {
+    let info = vk::BufferCreateInfo::default()
+        .size(SIZE)
+        .usage(vk::BufferUsageFlags::TRANSFER_DST);
+    let desc = AllocationDesc::new(Usage::READBACK).name("readback");
+    // SAFETY: a valid create info (non-zero size, transfer usage).
+    unsafe { allocator.create_buffer(&info, &desc) }.unwrap()
+}
+
+test_each_profile!(
+    /// A buffer in a pool exporting `OPAQUE_FD`: its block is exported
+    /// with `vkGetMemoryFdKHR` and imported as a second memory object of
+    /// `memory_size` bytes, where a buffer bound at the allocation's offset
+    /// reads what the GPU wrote through the first, not its neighbour's
+    /// bytes.
+    fn exported_pool_memory_is_seen_through_an_import(profile) {
+        export_and_import(profile);
+    }
+);
