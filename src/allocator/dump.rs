@@ -93,6 +93,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             // which no u32 holds.
             min_blocks: u32::try_from(policy.min_blocks).unwrap_or(u32::MAX),
             max_blocks: u32::try_from(policy.max_blocks).ok(),
+            export_handle_types: policy.export_handle_types,
             blocks: block_maps(pool),
             dedicated: dedicated_maps(pool),
         }

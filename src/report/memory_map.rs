@@ -201,6 +201,9 @@ pub struct PoolMap {
     /// ([`PoolDesc::max_blocks`](crate::PoolDesc::max_blocks)); `None`: no
     /// limit.
     pub max_blocks: Option<u32>,
+    /// The handle types its memory objects can be exported as
+    /// ([`PoolDesc::export`](crate::PoolDesc::export)); empty: none.
+    pub export_handle_types: vk::ExternalMemoryHandleTypeFlags,
     /// Blocks, oldest first. Their ids are numbered within the pool, so a
     /// block of the default pool of the same type may have the same id.
     pub blocks: Vec<BlockMap>,

@@ -153,6 +153,20 @@ fn every_memory_object_of_an_exporting_pool_carries_its_handle_types() {
     // above); there was some of each.
     let exported = fixed_memory.len() + growing_memory.len();
     assert!(device.live_allocations().len() >= exported + 4);
+    // The memory map tells the exporting pools.
+    let mut pools: Vec<_> = allocator
+        .memory_map()
+        .custom_pools()
+        .map(|pool| (pool.name.clone(), pool.export_handle_types))
+        .collect();
+    pools.sort();
+    let mut expected = vec![
+        (Some("exported".to_owned()), OPAQUE_FD),
+        (None, OPAQUE_FD | DMA_BUF),
+        (None, vk::ExternalMemoryHandleTypeFlags::empty()),
+    ];
+    expected.sort();
+    assert_eq!(pools, expected);
 
     for allocation in allocations {
         free(&allocator, allocation);
