@@ -240,6 +240,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///    what referred to the old resource at the new one: descriptor sets,
     ///    and buffer device addresses, which change with the buffer.
     ///
+    /// **Exported memory.** An allocation of a pool that exports its memory
+    /// ([`PoolDesc::export`](crate::PoolDesc::export)) moves like any other
+    /// when listed, to another block of its pool or another offset, and an
+    /// importer of its old memory object (CUDA, OpenGL, another process)
+    /// keeps reading and writing the old place: the plan cannot tell it.
+    /// List such an allocation only when the importer can export and import
+    /// the destination anew, before its next use.
+    ///
     /// The blocks empty when those frees are released
     /// ([`collect`](Self::collect) after the frame's fence). Until then
     /// [`stats`](Self::stats) counts both the old allocations and the new.
