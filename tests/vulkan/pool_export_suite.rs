@@ -184,10 +184,25 @@ fn export_and_import(profile: Profile) {
         &what,
     );
 
+    // An alias bound into the exported allocation needs the external create
+    // info as well: the layer reports one without it.
+    // SAFETY: valid create infos whose requirements are the exported
+    // buffer's; the aliases are never used.
+    let (alias, unmarked) = unsafe {
+        let alias = allocator.create_aliasing_buffer(&allocation, 0, &info);
+        context.assert_no_validation_messages();
+        let plain = vk::BufferCreateInfo::default().size(SIZE).usage(USAGE);
+        let unmarked = allocator.create_aliasing_buffer(&allocation, 0, &plain);
+        context.expect_validation_messages(&["VUID-vkBindBufferMemory-memory-02726"]);
+        (alias.unwrap(), unmarked.unwrap())
+    };
+
     // SAFETY: the commands completed (run_one_time_commands waits); the
     // imported buffer is destroyed before its memory.
     unsafe {
         device.destroy_buffer(imported_buffer, None);
+        device.destroy_buffer(alias, None);
+        device.destroy_buffer(unmarked, None);
         device.free_memory(imported, None);
         allocator
             .destroy_buffer(readback, readback_allocation)
@@ -218,7 +233,7 @@ test_each_profile!(
     /// with `vkGetMemoryFdKHR` and imported as a second memory object of
     /// `memory_size` bytes, where a buffer bound at the allocation's offset
     /// reads what the GPU wrote through the first, not its neighbour's
-    /// bytes.
+    /// bytes; an alias without the external create info is reported.
     fn exported_pool_memory_is_seen_through_an_import(profile) {
         export_and_import(profile);
     }
