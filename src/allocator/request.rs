@@ -11,7 +11,8 @@ use crate::memory::{ResourceKind, Usage};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum DedicatedPolicy {
     /// Dedicated memory first when the driver requires or prefers it, or
-    /// when the request is larger than half a block; else blocks first, and
+    /// when the request is larger than half a block (or its placement's
+    /// alignment is, [`AllocationDesc::min_alignment`]); else blocks first, and
     /// dedicated memory only when no new block can be made. Past 3/4 of
     /// `maxMemoryAllocationCount`, dedicated memory comes first only when the
     /// driver requires it (as in VMA). The right choice almost always. In

@@ -8,8 +8,9 @@
 //! (down to 1/8 of the preferred size, but at least twice the request) and
 //! each new block may be twice the largest existing one. When the driver is
 //! out of memory, the allocator retries with halved sizes before giving up on
-//! blocks. Requests larger than half the preferred size try dedicated memory
-//! first (unless 3/4 of `maxMemoryAllocationCount` objects exist).
+//! blocks. Requests larger than half the preferred size (or aligned to
+//! more) try dedicated memory first (unless 3/4 of
+//! `maxMemoryAllocationCount` objects exist).
 
 use crate::Config;
 

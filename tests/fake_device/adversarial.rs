@@ -346,12 +346,13 @@ fn adversarial_arguments_get_these_errors() {
     assert_eq!(device.counters().allocate_calls, 0);
 
     // Odd but valid: a 2^63 alignment is met at offset 0 of a memory
-    // object (here of a block, where the 1-byte request takes 4 KiB, not
-    // 2^63 bytes); priorities outside [0, 1] are clamped, NaN is the default.
+    // object (dedicated memory of the request's one byte: a block could
+    // hold no second such allocation); priorities outside [0, 1] are
+    // clamped, NaN is the default.
     let huge_align = allocator
         .allocate(&request(1, 1 << 63, !0, Usage::DEVICE_LOCAL))
         .unwrap();
-    assert_eq!((huge_align.offset(), huge_align.is_dedicated()), (0, false));
+    assert_eq!((huge_align.offset(), huge_align.is_dedicated()), (0, true));
     free(&allocator, huge_align);
     for priority in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -1.0, 2.0] {
         let desc = AllocationDesc::new(Usage::DEVICE_LOCAL)

@@ -829,3 +829,36 @@ fn min_alignment_aligns_every_placement() {
         finish(allocator, &device);
     }
 }
+
+/// A `min_alignment` past half a block leaves room for one allocation per
+/// block, at offset 0: such requests get dedicated memory of their exact
+/// size, not a block each (ten 1 GiB-aligned buffers reserved ten blocks,
+/// 2 GiB, for half a MiB).
+#[test]
+fn an_alignment_past_half_a_block_gets_dedicated_memory() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let mut live = Vec::new();
+    for shift in [63u32, 40, 30, 28] {
+        for size in [64u64, 100_000] {
+            let mut request = buffer(size, 4, Usage::DEVICE_LOCAL);
+            request.desc = request.desc.min_alignment(1 << shift);
+            let allocation = allocator.allocate(&request).unwrap();
+            assert!(allocation.is_dedicated(), "aligned to 2^{shift}");
+            assert_eq!(allocation.offset(), 0);
+            live.push(allocation);
+        }
+    }
+    // Half a block (128 MiB of 256) still takes blocks.
+    let mut request = buffer(64, 4, Usage::DEVICE_LOCAL);
+    request.desc = request.desc.min_alignment(128 * MIB);
+    let in_block = allocator.allocate(&request).unwrap();
+    assert!(!in_block.is_dedicated());
+    live.push(in_block);
+    let stats = allocator.stats();
+    assert_eq!(stats.memory_types[1].dedicated_allocations, 8);
+    assert_eq!(stats.memory_types[1].blocks, 1);
+    for allocation in live {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}

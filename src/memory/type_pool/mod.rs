@@ -238,8 +238,11 @@ impl<M> TypePool<M> {
             // Only default pools' requests are `Auto` (a custom pool's are
             // `Never` or `Require`), so the type's preferred size is the
             // pool's, without a look at its policy.
+            // An alignment past half a block (`AllocationDesc::min_alignment`)
+            // leaves room for one such allocation per block: dedicated
+            // memory, of its exact size, starts at 0 too.
             DedicatedChoice::Auto => {
-                request.size > context.preferred_block_size(self.memory_type) / 2
+                request.size.max(request.align) > context.preferred_block_size(self.memory_type) / 2
                     && !context.objects_mostly_used()
             }
         };
