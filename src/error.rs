@@ -240,6 +240,17 @@ pub enum Error {
     /// says why. Nothing was bound.
     #[error("cannot alias: {0}")]
     CannotAlias(&'static str),
+    /// [`Allocator::check_corruption`](crate::Allocator::check_corruption)
+    /// was asked about memory types none of which has corruption detection
+    /// on: set [`Config::debug_margin`](crate::Config::debug_margin) and
+    /// [`Config::detect_corruption`](crate::Config::detect_corruption), and
+    /// name `HOST_VISIBLE | HOST_COHERENT` types (VMA's
+    /// `VK_ERROR_FEATURE_NOT_PRESENT`).
+    #[error("corruption detection is on for no memory type in {memory_type_bits:#x}")]
+    CorruptionDetectionOff {
+        /// The memory types asked about.
+        memory_type_bits: u32,
+    },
     /// Another device error, passed on.
     #[error("device error: {0}")]
     Device(DeviceError),

@@ -398,13 +398,22 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 })
                 .map(|&(.., location, size)| (location, size))
                 .collect();
-            let pool_plan = lock(group.pool.mutex()).plan_defragmentation(
+            let mut pool = lock(group.pool.mutex());
+            let pool_plan = pool.plan_defragmentation(
                 &self.context,
                 &pool_movables,
                 &leaving,
                 &mut budget,
                 request_for,
             );
+            // Destinations keep their margins, and their patterns.
+            if self.context.detects_corruption(memory_type) {
+                for (index, placement, _) in &pool_plan.moves {
+                    let size = movables[*index].requirements.size;
+                    pool.guard_margin(placement, size, self.context.config.debug_margin);
+                }
+            }
+            drop(pool);
             plan.blocks_released += pool_plan.blocks;
             plan.bytes_released += pool_plan.bytes;
             plan.bytes_moved += pool_plan.bytes_moved;

@@ -13,6 +13,7 @@
 mod alias;
 mod allocation;
 mod ash_helpers;
+mod corruption;
 mod defragment;
 mod dump;
 mod frames;
@@ -29,6 +30,7 @@ use gpu_alloc_types::MappedMemoryRange;
 
 pub use crate::device::DedicatedHint;
 pub use allocation::Allocation;
+pub use corruption::{CorruptionReport, DamagedMargin};
 pub use defragment::{DefragmentationLimits, DefragmentationMove, DefragmentationPlan, Movable};
 use place::{exclusive, lock, Exclusive, Locked, Placer};
 use pool::{custom_mut, read, CustomPools, PoolTag};
@@ -155,6 +157,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return Err(Error::InvalidConfig(
                 "initial_block_slots and max_frames_in_flight must be non-zero",
             ));
+        }
+        if config.debug_margin % 4 != 0 {
+            return Err(Error::InvalidConfig("debug_margin must be a multiple of 4"));
         }
         if config.initial_block_slots > crate::offset::MAX_SLOTS {
             return Err(Error::InvalidConfig(
@@ -325,6 +330,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return unsafe { self.free_in_custom_pool(tag, allocation) };
         }
         let mut pool = lock(&self.pools[allocation.memory_type() as usize]);
+        if self.context.detects_corruption(allocation.memory_type()) {
+            corruption::check_margin_on_free(&self.context, &mut pool, &allocation);
+        }
         // SAFETY: the caller guarantees the GPU is done with the allocation.
         unsafe { pool.free(&self.context, allocation.location, allocation.size) }
     }
@@ -341,6 +349,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         allocation: Allocation,
     ) -> Result<(), Error> {
         self.with_custom_pool(tag, |pool| {
+            if self.context.detects_corruption(allocation.memory_type()) {
+                corruption::check_margin_on_free(&self.context, pool, &allocation);
+            }
             // SAFETY: the caller guarantees the GPU is done with the allocation.
             unsafe { pool.free(&self.context, allocation.location, allocation.size) }
         })
@@ -363,6 +374,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return unsafe { self.free_mut_in_custom_pool(tag, allocation) };
         }
         let pool = exclusive(&mut self.pools[allocation.memory_type() as usize]);
+        if self.context.detects_corruption(allocation.memory_type()) {
+            corruption::check_margin_on_free(&self.context, pool, &allocation);
+        }
         // SAFETY: the caller guarantees the GPU is done with the allocation.
         unsafe { pool.free(&self.context, allocation.location, allocation.size) }
     }
@@ -380,6 +394,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ) -> Result<(), Error> {
         let context = &self.context;
         pool::with_custom_pool_mut(&mut self.custom, tag, |pool| {
+            if context.detects_corruption(allocation.memory_type()) {
+                corruption::check_margin_on_free(context, pool, &allocation);
+            }
             // SAFETY: the caller guarantees the GPU is done with the allocation.
             unsafe { pool.free(context, allocation.location, allocation.size) }
         })

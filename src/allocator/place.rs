@@ -316,9 +316,13 @@ where
     ) -> Result<Allocation, Error> {
         let pool_request = pool_request(self.context, memory_type, request, within_budget);
         let context = self.context;
-        let placement = self
-            .pools
-            .with_pool(memory_type, |pool| pool.allocate(context, &pool_request))?;
+        let placement = self.pools.with_pool(memory_type, |pool| {
+            let placement = pool.allocate(context, &pool_request)?;
+            if context.detects_corruption(memory_type) {
+                pool.guard_margin(&placement, pool_request.size, context.config.debug_margin);
+            }
+            Ok::<_, Error>(placement)
+        })?;
         Ok(Allocation {
             memory: placement.memory,
             offset: placement.offset,
@@ -389,17 +393,22 @@ fn pool_request_padded<'r, D>(
     let linear = request.kind.is_linear();
     let class = usize::from(padded.is_none() && !linear);
     let size = request.requirements.size;
+    // `Config::debug_margin` (0 by default) free bytes after the
+    // allocation, in the bytes it takes in its block: the offset
+    // allocator's range or the run slot holds them, so no other allocation
+    // starts before they end. Dedicated memory has the exact size.
+    let with_margin = size.saturating_add(context.config.debug_margin);
     let placed_size = match padded {
         Some(page) if !linear => {
             align = align.max(page);
-            round_up(size, page)
+            round_up(with_margin, page)
         }
         // Rounded to its own alignment, up to MAX_TAIL_ROUNDING: a tail
         // sliver smaller than that would only clutter the bins (on
         // lavapipe, buffers align to 64). A larger alignment's tail stays
         // free for other requests: a 1 MiB buffer aligned to 64 MiB
         // takes 1 MiB, not 64.
-        _ => round_up(size, align.min(MAX_TAIL_ROUNDING)),
+        _ => round_up(with_margin, align.min(MAX_TAIL_ROUNDING)),
     };
     let dedicated = if context.is_lazily_allocated(memory_type) {
         DedicatedChoice::Require
@@ -500,7 +509,11 @@ where
             if !pool.takes_runs() {
                 pool_request.run_class = None;
             }
-            pool.allocate(context, &pool_request)
+            let placement = pool.allocate(context, &pool_request)?;
+            if context.detects_corruption(memory_type) {
+                pool.guard_margin(&placement, size, context.config.debug_margin);
+            }
+            Ok::<_, Error>(placement)
         })
         .ok_or(Error::StalePool)??;
     Ok(Allocation {

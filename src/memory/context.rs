@@ -82,6 +82,13 @@ pub(crate) struct MemoryContext<D> {
     /// The page optimal images are padded to in blocks shared with linear
     /// resources; `None`: the two kinds take separate blocks.
     padded_granularity: Option<u64>,
+    /// Bit `t` set when allocations in blocks of memory type `t` get the
+    /// corruption-detection pattern in their margins: with
+    /// `Config::detect_corruption` and a margin, the `HOST_VISIBLE |
+    /// HOST_COHERENT` types (`type_pool/corruption.rs`).
+    corruption_types: u32,
+    /// Damaged margins found when their allocations were freed.
+    corruptions: AtomicU64,
 }
 
 impl<D> MemoryContext<D> {
@@ -124,6 +131,16 @@ impl<D> MemoryContext<D> {
         });
         let lazily_allocated_types =
             type_mask(|props| props.contains(MemoryPropertyFlags::LAZILY_ALLOCATED));
+        let corruption_types = if config.detect_corruption && config.debug_margin > 0 {
+            usable_types
+                & type_mask(|props| {
+                    props.contains(
+                        MemoryPropertyFlags::HOST_VISIBLE | MemoryPropertyFlags::HOST_COHERENT,
+                    )
+                })
+        } else {
+            0
+        };
         let heap_usage = (0..heaps.len()).map(|_| AtomicU64::new(0)).collect();
         let heap_turns = (0..heaps.len()).map(|_| Mutex::new(())).collect();
         // bufferImageGranularity: a linear and an optimal resource must not
@@ -152,7 +169,31 @@ impl<D> MemoryContext<D> {
             lazily_allocated_types,
             usable_types,
             padded_granularity,
+            corruption_types,
+            corruptions: AtomicU64::new(0),
         }
+    }
+
+    /// Whether allocations in blocks of `memory_type` get the corruption
+    /// pattern in their margins (the field `corruption_types`).
+    #[inline]
+    pub(crate) fn detects_corruption(&self, memory_type: u32) -> bool {
+        memory_type < 32 && self.corruption_types & (1 << memory_type) != 0
+    }
+
+    /// The memory types whose margins are checked, one bit per type.
+    pub(crate) fn corruption_types(&self) -> u32 {
+        self.corruption_types
+    }
+
+    /// Counts a damaged margin found when its allocation was freed.
+    pub(crate) fn count_corruption(&self) {
+        self.corruptions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Damaged margins found when their allocations were freed.
+    pub(crate) fn corruptions(&self) -> u64 {
+        self.corruptions.load(Ordering::Relaxed)
     }
 
     /// The memory types allocations may use, one bit per type index: every

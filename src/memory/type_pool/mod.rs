@@ -41,6 +41,7 @@ use crate::device::MemoryDeviceExt;
 use crate::offset::{AllocationId, OffsetAllocator, OffsetError};
 use crate::Error;
 
+mod corruption;
 mod dedicated;
 mod defragment;
 mod inspect;
@@ -48,6 +49,7 @@ mod placement;
 #[cfg(all(test, feature = "fake-device"))]
 mod tests;
 
+pub(crate) use corruption::Guarded;
 pub(crate) use defragment::{MoveBudget, PoolMovable};
 pub(crate) use placement::{DedicatedChoice, Location, Placement, PoolCounters, PoolRequest};
 
@@ -107,6 +109,9 @@ pub(crate) struct TypePool<M> {
     destroyed: bool,
     /// A custom pool's name, in its blocks' debug names and leak reports.
     name: Option<Box<str>>,
+    /// Allocations whose margins hold the corruption pattern; empty but in
+    /// memory types with detection (`corruption.rs`).
+    guarded: corruption::GuardTable,
     pub(crate) counters: PoolCounters,
 }
 
@@ -141,6 +146,7 @@ impl<M> TypePool<M> {
             next_serial: 0,
             policy,
             name: name.map(Into::into),
+            guarded: corruption::GuardTable::new(),
             counters: PoolCounters::default(),
         }
     }
@@ -784,11 +790,8 @@ impl<M> TypePool<M> {
     /// the allocator is dropped.
     pub(crate) fn release_all<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>) {
         // Which pool, for custom pools (whose block numbers restart at 0).
-        let pool = match (&self.name, self.custom) {
-            (Some(name), _) => format!(" in custom pool {name:?}"),
-            (None, true) => " in a custom pool".to_owned(),
-            (None, false) => String::new(),
-        };
+        let pool = self.pool_label();
+        self.guarded.clear();
         let runs = self.runs_by_range();
         for (key, block) in self.blocks.iter() {
             for range in block.ranges.allocations() {

@@ -1,0 +1,134 @@
+//! Corruption detection: [`Allocator::check_corruption`], and the check of
+//! a margin when its allocation is freed. The pattern, and which bytes it
+//! covers, are the memory layer's (`type_pool/corruption.rs`).
+
+use ash::vk;
+
+use super::{Allocation, Allocator};
+use crate::device::MemoryDeviceExt;
+use crate::memory::context::MemoryContext;
+use crate::memory::type_pool::{Guarded, TypePool};
+use crate::Error;
+
+/// What [`Allocator::check_corruption`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CorruptionReport {
+    /// The live allocations whose margins were checked.
+    pub checked: u64,
+    /// Those whose margins were written over, by memory type, memory
+    /// object and offset.
+    pub damaged: Vec<DamagedMargin>,
+}
+
+impl CorruptionReport {
+    /// Whether every margin checked was intact.
+    pub fn is_clean(&self) -> bool {
+        self.damaged.is_empty()
+    }
+}
+
+/// A live allocation whose margin was written over: something wrote past
+/// its end (or before the start of the allocation after it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DamagedMargin {
+    /// Its memory type.
+    pub memory_type: u32,
+    /// Its block.
+    pub memory: vk::DeviceMemory,
+    /// Its offset in the block.
+    pub offset: u64,
+    /// Its size, as [`Allocation::size`] reports it: the margin starts
+    /// there.
+    pub size: u64,
+    /// The bytes after it that held the pattern: the margin, and the
+    /// rounding of its size to its alignment or size class.
+    pub margin: u64,
+    /// Its name ([`AllocationDesc::name`](crate::AllocationDesc::name)), if
+    /// it has one.
+    pub name: Option<String>,
+}
+
+impl DamagedMargin {
+    fn new(memory_type: u32, guarded: &Guarded, name: Option<&str>) -> Self {
+        Self {
+            memory_type,
+            memory: guarded.memory,
+            offset: guarded.offset,
+            size: guarded.size,
+            margin: guarded.tail,
+            name: name.map(Into::into),
+        }
+    }
+}
+
+/// Before `allocation` is freed from `pool`, whose memory type has
+/// detection on: checks its margin; a damaged one is logged (by the pool)
+/// and counted.
+pub(super) fn check_margin_on_free<D, M>(
+    context: &MemoryContext<D>,
+    pool: &mut TypePool<M>,
+    allocation: &Allocation,
+) {
+    if pool.check_margin_on_free(allocation.location).is_some() {
+        context.count_corruption();
+    }
+}
+
+impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
+    /// Checks the margin of every live allocation in blocks of the memory
+    /// types of `memory_type_bits` that have corruption detection on
+    /// ([`Config::detect_corruption`](crate::Config::detect_corruption)),
+    /// as VMA's `vmaCheckCorruption`: custom pools' included, and
+    /// allocations whose frees wait for their frame. Other memory types in
+    /// the mask are skipped. Damaged margins are returned, not logged, and
+    /// not counted in [`corruptions_detected`](Self::corruptions_detected).
+    ///
+    /// Call it when the GPU is not writing the memory checked (after a
+    /// fence wait, for instance): a write in flight may not be seen yet.
+    ///
+    /// # Errors
+    /// [`Error::CorruptionDetectionOff`] when no memory type of
+    /// `memory_type_bits` has detection on: it is off in the config, there
+    /// is no margin, or the types are not `HOST_VISIBLE | HOST_COHERENT`
+    /// (VMA returns `VK_ERROR_FEATURE_NOT_PRESENT`).
+    ///
+    /// # Time complexity
+    /// O(live allocations in those types, times the margin), under each
+    /// pool's lock in turn.
+    pub fn check_corruption(&self, memory_type_bits: u32) -> Result<CorruptionReport, Error> {
+        let types = memory_type_bits & self.context.corruption_types();
+        if types == 0 {
+            return Err(Error::CorruptionDetectionOff { memory_type_bits });
+        }
+        let mut report = CorruptionReport::default();
+        let mut check = |pool: &mut TypePool<M>| {
+            let memory_type = pool.memory_type();
+            if types & (1 << memory_type) == 0 {
+                return;
+            }
+            let (checked, damaged) = pool.damaged_margins();
+            report.checked += checked;
+            report.damaged.extend(
+                damaged
+                    .into_iter()
+                    .map(|(guarded, name)| DamagedMargin::new(memory_type, &guarded, name)),
+            );
+        };
+        for pool in self.pools.iter() {
+            check(&mut super::lock(pool));
+        }
+        self.for_each_custom_pool(check);
+        report
+            .damaged
+            .sort_by_key(|damaged| (damaged.memory_type, damaged.memory, damaged.offset));
+        Ok(report)
+    }
+
+    /// Damaged margins found when their allocations were freed, directly
+    /// or through the frame queue, since the allocator was made: each was
+    /// logged with `log::error!`. 0 without
+    /// [`Config::detect_corruption`](crate::Config::detect_corruption).
+    pub fn corruptions_detected(&self) -> u64 {
+        self.context.corruptions()
+    }
+}
