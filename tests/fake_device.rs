@@ -31,6 +31,8 @@ mod granularity;
 mod leak_log;
 #[path = "fake_device/mapping.rs"]
 mod mapping;
+#[path = "fake_device/margins.rs"]
+mod margins;
 #[path = "fake_device/model.rs"]
 mod model;
 #[path = "fake_device/pool_edges.rs"]

@@ -4,10 +4,10 @@
 
 use ash::vk;
 
-use super::{Allocation, Allocator};
+use super::Allocator;
 use crate::device::MemoryDeviceExt;
 use crate::memory::context::MemoryContext;
-use crate::memory::type_pool::{Guarded, TypePool};
+use crate::memory::type_pool::{Guarded, Location, TypePool};
 use crate::Error;
 
 /// What [`Allocator::check_corruption`] found.
@@ -61,15 +61,17 @@ impl DamagedMargin {
     }
 }
 
-/// Before `allocation` is freed from `pool`, whose memory type has
-/// detection on: checks its margin; a damaged one is logged (by the pool)
-/// and counted.
+/// Before the allocation at `location` is freed from `pool`, whose memory
+/// type has detection on: checks its margin; a damaged one is logged (by
+/// the pool) and counted. Out of line, as the pool's check.
+#[cold]
+#[inline(never)]
 pub(super) fn check_margin_on_free<D, M>(
     context: &MemoryContext<D>,
     pool: &mut TypePool<M>,
-    allocation: &Allocation,
+    location: Location,
 ) {
-    if pool.check_margin_on_free(allocation.location).is_some() {
+    if pool.check_margin_on_free(location).is_some() {
         context.count_corruption();
     }
 }

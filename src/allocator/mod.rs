@@ -331,7 +331,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
         let mut pool = lock(&self.pools[allocation.memory_type() as usize]);
         if self.context.detects_corruption(allocation.memory_type()) {
-            corruption::check_margin_on_free(&self.context, &mut pool, &allocation);
+            corruption::check_margin_on_free(&self.context, &mut pool, allocation.location);
         }
         // SAFETY: the caller guarantees the GPU is done with the allocation.
         unsafe { pool.free(&self.context, allocation.location, allocation.size) }
@@ -350,7 +350,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ) -> Result<(), Error> {
         self.with_custom_pool(tag, |pool| {
             if self.context.detects_corruption(allocation.memory_type()) {
-                corruption::check_margin_on_free(&self.context, pool, &allocation);
+                corruption::check_margin_on_free(&self.context, pool, allocation.location);
             }
             // SAFETY: the caller guarantees the GPU is done with the allocation.
             unsafe { pool.free(&self.context, allocation.location, allocation.size) }
@@ -375,7 +375,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
         let pool = exclusive(&mut self.pools[allocation.memory_type() as usize]);
         if self.context.detects_corruption(allocation.memory_type()) {
-            corruption::check_margin_on_free(&self.context, pool, &allocation);
+            corruption::check_margin_on_free(&self.context, pool, allocation.location);
         }
         // SAFETY: the caller guarantees the GPU is done with the allocation.
         unsafe { pool.free(&self.context, allocation.location, allocation.size) }
@@ -395,7 +395,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let context = &self.context;
         pool::with_custom_pool_mut(&mut self.custom, tag, |pool| {
             if context.detects_corruption(allocation.memory_type()) {
-                corruption::check_margin_on_free(context, pool, &allocation);
+                corruption::check_margin_on_free(context, pool, allocation.location);
             }
             // SAFETY: the caller guarantees the GPU is done with the allocation.
             unsafe { pool.free(context, allocation.location, allocation.size) }

@@ -178,7 +178,8 @@ impl<D> MemoryContext<D> {
     /// pattern in their margins (the field `corruption_types`).
     #[inline]
     pub(crate) fn detects_corruption(&self, memory_type: u32) -> bool {
-        memory_type < 32 && self.corruption_types & (1 << memory_type) != 0
+        // Zero first: the only test the default path pays.
+        self.corruption_types != 0 && self.corruption_types & 1u32.wrapping_shl(memory_type) != 0
     }
 
     /// The memory types whose margins are checked, one bit per type.

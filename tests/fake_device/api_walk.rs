@@ -24,7 +24,9 @@
 //! limit, a lost device), never out of memory while a candidate heap has room
 //! for a whole new block; a failed call changes no figure of `stats()`;
 //! placements honour alignment, the non-coherent atom and
-//! `bufferImageGranularity` and never overlap, including ranges freed after a
+//! `bufferImageGranularity`, never overlap and keep `Config::debug_margin`
+//! free bytes after each allocation in a block (with corruption detection,
+//! no margin is ever found damaged), including ranges freed after a
 //! frame that was not collected yet; `stats()`, the device, the memory map,
 //! the JSON dump and the SVG agree with the model; host-visible bytes are not
 //! clobbered; a plan moves only within a memory type, out of blocks that
@@ -305,6 +307,8 @@ fn variant(rng: &mut Rng, base: FakeLayout) -> (FakeLayout, Config) {
             256 * MIB
         },
         max_frames_in_flight: 1 + rng.below(4) as u32,
+        debug_margin: [0, 0, 4, 64][rng.below(4) as usize],
+        detect_corruption: rng.below(2) == 0,
         ..Config::default()
     };
     (layout, config)

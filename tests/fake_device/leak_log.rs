@@ -28,12 +28,19 @@ impl log::Log for Capture {
     fn flush(&self) {}
 }
 
-fn install() {
+/// Installs the capture, once per test binary (other files' tests read
+/// the lines too: `margins.rs`).
+pub(super) fn install() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         log::set_logger(&CAPTURE).unwrap();
         log::set_max_level(log::LevelFilter::Warn);
     });
+}
+
+/// Every line captured so far, by every test of the binary.
+pub(super) fn lines() -> Vec<String> {
+    LINES.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 #[test]

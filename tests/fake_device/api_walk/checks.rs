@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use ash::vk::Handle;
 use vk_suballoc::report::{BlockMap, RangeKind};
-use vk_suballoc::ResourceKind;
+use vk_suballoc::{Error, ResourceKind};
 
 use super::{Place, Walk};
 use crate::assert_ranges_tile;
@@ -89,13 +89,15 @@ impl Walk {
             assert_eq!(h.reserved_bytes, usage[h.heap as usize], "{ctx}: {h:?}");
         }
         let granularity = self.layout.buffer_image_granularity.max(1);
+        // Only blocks hold two allocations, each followed by its margin.
+        let margin = self.config.debug_margin;
         for group in by_memory.values_mut() {
             group.sort_by_key(|(p, _)| p.offset);
             for pair in group.windows(2) {
                 let ((a, a_size), (b, _)) = (pair[0], pair[1]);
                 assert!(
-                    a.offset + a_size <= b.offset,
-                    "{ctx}: {a:?}+{a_size} overlaps {b:?}"
+                    a.offset + a_size + margin <= b.offset,
+                    "{ctx}: {a:?}+{a_size} overlaps {b:?} or its {margin}-byte margin"
                 );
             }
             for (i, &(x, x_size)) in group.iter().enumerate() {
@@ -110,6 +112,7 @@ impl Walk {
         }
         self.check_map(total);
         self.check_pools();
+        self.check_margins();
         for live in &self.live {
             assert!(self.allocator.owns(&live.allocation), "{ctx}");
             if let Some(tag) = live.tag {
@@ -235,10 +238,31 @@ impl Walk {
             let range = range.unwrap_or_else(|| panic!("{ctx}: {a:?} is not in the map"));
             assert_eq!(range.kind, kind, "{ctx}: {a:?}");
             assert!(
-                range.size >= a.size(),
-                "{ctx}: {range:?} holds less than {a:?}"
+                range.size >= a.size() + self.config.debug_margin,
+                "{ctx}: {range:?} holds less than {a:?} and its margin"
             );
             assert_eq!(range.name.as_deref(), live.name, "{ctx}: name of {a:?}");
+        }
+    }
+
+    /// With corruption detection, no margin damaged: the walk writes only
+    /// inside its allocations. `check_corruption` refuses a walk without it.
+    fn check_margins(&self) {
+        let ctx = self.ctx();
+        let detected = self.allocator.corruptions_detected();
+        assert_eq!(detected, 0, "{ctx}: damaged margins found on free");
+        match self.allocator.check_corruption(!0) {
+            Ok(report) => {
+                assert!(self.config.detect_corruption && self.config.debug_margin > 0);
+                assert!(report.is_clean(), "{ctx}: {report:?}");
+            }
+            Err(error) => assert_eq!(
+                error,
+                Error::CorruptionDetectionOff {
+                    memory_type_bits: !0
+                },
+                "{ctx}"
+            ),
         }
     }
 

@@ -98,7 +98,7 @@ impl Walk {
         if request.kind == ResourceKind::OptimalImage {
             align = align.max(self.layout.buffer_image_granularity.next_power_of_two());
         }
-        r.size.next_multiple_of(align)
+        (r.size + self.config.debug_margin).next_multiple_of(align)
     }
 
     /// A candidate memory type whose heap (and budget, when asked to stay

@@ -66,7 +66,7 @@ impl Walk {
 
     /// The bytes `request` takes in a block of a custom pool of memory type
     /// `t`, as `custom_pool_request` in `place.rs` computes them: its size
-    /// rounded up to the granularity page (optimal images, when the page is
+    /// and `Config::debug_margin` rounded up to the granularity page (optimal images, when the page is
     /// a power of two: in a pool, however large), else to its alignment
     /// (widened to the non-coherent atom) up to 4 KiB.
     pub(super) fn placed_size(&self, t: u32, request: &Request<'_>) -> u64 {
@@ -75,11 +75,13 @@ impl Walk {
         if is_non_coherent(self.layout.memory_types[t as usize].props) {
             align = align.max(self.layout.non_coherent_atom_size.max(1));
         }
+        // Config::debug_margin after the allocation, in the bytes it takes.
+        let margin = self.config.debug_margin;
         let page = self.layout.buffer_image_granularity.max(1);
         if page.is_power_of_two() && request.kind == ResourceKind::OptimalImage {
-            r.size.next_multiple_of(page)
+            (r.size + margin).next_multiple_of(page)
         } else {
-            r.size.next_multiple_of(align.min(MAX_TAIL_ROUNDING))
+            (r.size + margin).next_multiple_of(align.min(MAX_TAIL_ROUNDING))
         }
     }
 
