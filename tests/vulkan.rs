@@ -17,6 +17,8 @@ mod allocator_setup;
 mod allocator_suite;
 #[path = "vulkan/budget_suite.rs"]
 mod budget_suite;
+#[path = "vulkan/corruption_suite.rs"]
+mod corruption_suite;
 #[path = "vulkan/defragment_suite.rs"]
 mod defragment_suite;
 #[path = "vulkan/frames_suite.rs"]

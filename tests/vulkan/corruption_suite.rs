@@ -1,0 +1,160 @@
+//! Debug margins and corruption detection on a real driver, under the
+//! validation layer, on every profile: buffers the helpers make in
+//! host-visible coherent memory, filled by the GPU to exactly their size,
+//! leave every margin intact; a host write one word past an allocation's
+//! end is reported by `check_corruption`, and counted when the buffer is
+//! destroyed. Types without detection are refused.
+
+use ash::vk;
+use vk_suballoc::device::AshMemoryDevice;
+use vk_suballoc::{Allocation, AllocationDesc, Allocator, Config, Error, Usage};
+
+use super::allocator_setup::{
+    allocator_configured, buffer_info, check_pattern, memory_barrier, IdleOnDrop, TRANSFER_TO_HOST,
+};
+use crate::support::{test_each_profile, Profile, VulkanContext};
+
+const MARGIN: u64 = 64;
+
+/// Buffer sizes, multiples of 4 as `vkCmdFillBuffer` needs: run slots, a
+/// range, and a size no alignment divides.
+const SIZES: [u64; 4] = [100, 4096, 70_000, 1_000];
+
+fn config() -> Config {
+    Config {
+        debug_margin: MARGIN,
+        detect_corruption: true,
+        ..Config::default()
+    }
+}
+
+/// Creates a buffer of `size` bytes for `usage`; panics on error.
+fn buffer(
+    allocator: &Allocator<AshMemoryDevice>,
+    size: u64,
+    usage: Usage,
+) -> (vk::Buffer, Allocation) {
+    // SAFETY: a valid create info (non-zero size, transfer usage).
+    unsafe { allocator.create_buffer(&buffer_info(size), &AllocationDesc::new(usage)) }.unwrap()
+}
+
+/// The body of `gpu_fills_leave_margins_intact_and_overruns_are_reported`.
+fn fills_and_overruns(profile: Profile) {
+    let context = VulkanContext::new(profile);
+    let allocator = allocator_configured(&context, config());
+    let _idle = IdleOnDrop(&context.device);
+    let memory_type = allocator.memory_type_for(!0, Usage::UPLOAD).unwrap();
+    let flags = context.memory_properties().memory_types[memory_type as usize].property_flags;
+    let what = format!("{profile}: UPLOAD type {memory_type} ({flags:?})");
+    let coherent = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+    assert!(flags.contains(coherent), "{what}");
+
+    let mut buffers: Vec<(vk::Buffer, Allocation)> = SIZES
+        .iter()
+        .map(|&size| buffer(&allocator, size, Usage::UPLOAD))
+        .collect();
+    assert!(buffers.iter().all(|(_, a)| !a.is_dedicated()), "{what}");
+    assert!(
+        buffers.iter().all(|(_, a)| a.memory_type() == memory_type),
+        "{what}"
+    );
+    let report = allocator.check_corruption(!0).unwrap();
+    assert!(report.is_clean(), "{what}: {report:?}");
+    assert_eq!(report.checked, SIZES.len() as u64, "{what}");
+
+    // The GPU fills each buffer, to exactly its size.
+    context.run_one_time_commands(|device, cmd| {
+        // SAFETY: every buffer belongs to `device`, is bound, and has
+        // TRANSFER_DST usage; the barrier orders the fills before host reads.
+        unsafe {
+            for (&size, (handle, _)) in SIZES.iter().zip(&buffers) {
+                device.cmd_fill_buffer(cmd, *handle, 0, size, 0xA5A5_A5A5);
+            }
+            let (src, dst) = TRANSFER_TO_HOST;
+            memory_barrier(device, cmd, src, dst);
+        }
+    });
+    for (&size, (_, allocation)) in SIZES.iter().zip(&mut buffers) {
+        check_pattern(&allocator, allocation, size, &[0xA5; 4], &what);
+    }
+    let report = allocator.check_corruption(1 << memory_type).unwrap();
+    assert!(report.is_clean(), "{what}: after the fills: {report:?}");
+
+    // The host writes one word past the end of the second allocation: in
+    // its margin, inside its block.
+    let (_, victim) = &mut buffers[1];
+    let len = victim.size() as usize;
+    let start = allocator.mapped_slice_mut(victim).unwrap().as_mut_ptr();
+    // SAFETY: the allocation is followed by at least MARGIN (64) bytes of
+    // its block's persistent mapping that no other allocation overlaps
+    // (Config::debug_margin); nothing else reads or writes them now.
+    unsafe { start.add(len).cast::<u32>().write_unaligned(0xDEAD_BEEF) };
+    let report = allocator.check_corruption(!0).unwrap();
+    let found: Vec<_> = report
+        .damaged
+        .iter()
+        .map(|d| (d.memory_type, d.memory, d.offset, d.size))
+        .collect();
+    let victim = &buffers[1].1;
+    let want = (memory_type, victim.memory(), victim.offset(), victim.size());
+    assert_eq!(found, [want], "{what}");
+    assert!(report.damaged[0].margin >= MARGIN, "{what}");
+    assert_eq!(allocator.corruptions_detected(), 0, "{what}");
+
+    for (handle, allocation) in buffers {
+        // SAFETY: the one-time commands waited for the GPU.
+        unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
+    }
+    assert_eq!(allocator.corruptions_detected(), 1, "{what}");
+    assert!(allocator.check_corruption(!0).unwrap().is_clean(), "{what}");
+    context.assert_no_validation_messages();
+}
+
+test_each_profile!(
+    /// GPU fills of exactly each buffer's size leave its margin intact;
+    /// a host write one word past an allocation's end is reported with
+    /// its memory, offset and size, then counted when it is freed.
+    fn gpu_fills_leave_margins_intact_and_overruns_are_reported(profile) {
+        fills_and_overruns(profile);
+    }
+);
+
+test_each_profile!(
+    /// Memory types that are not host-visible and coherent have no
+    /// detection: asking about them alone is an error, and their buffers
+    /// still keep their margins.
+    fn types_without_detection_are_refused(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_configured(&context, config());
+        let properties = context.memory_properties();
+        let count = properties.memory_type_count as usize;
+        let coherent = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let usable = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
+        for (memory_type, ty) in properties.memory_types[..count].iter().enumerate() {
+            let bit = 1u32 << memory_type;
+            let result = allocator.check_corruption(bit);
+            // AMD's device-coherent types are never used without their
+            // feature, which these devices never enable.
+            let amd = vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD;
+            if ty.property_flags.contains(coherent) && !ty.property_flags.contains(amd) {
+                assert!(result.is_ok(), "{profile}: type {memory_type}: {result:?}");
+            } else {
+                let off = Err(Error::CorruptionDetectionOff { memory_type_bits: bit });
+                assert_eq!(result, off, "{profile}: type {memory_type}");
+            }
+        }
+        let (first, a) = buffer(&allocator, 4096, Usage::DEVICE_LOCAL);
+        let (second, b) = buffer(&allocator, 4096, Usage::DEVICE_LOCAL);
+        assert_eq!(a.memory_type(), usable, "{profile}");
+        if a.memory() == b.memory() {
+            let (low, high) = if a.offset() < b.offset() { (&a, &b) } else { (&b, &a) };
+            assert!(low.offset() + low.size() + MARGIN <= high.offset(), "{profile}: {low:?} {high:?}");
+        }
+        // SAFETY: nothing was submitted.
+        unsafe {
+            allocator.destroy_buffer(first, a).unwrap();
+            allocator.destroy_buffer(second, b).unwrap();
+        }
+        context.assert_no_validation_messages();
+    }
+);
