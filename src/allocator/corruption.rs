@@ -37,7 +37,7 @@ pub struct DamagedMargin {
     pub memory: vk::DeviceMemory,
     /// Its offset in the block.
     pub offset: u64,
-    /// Its size, as [`Allocation::size`] reports it: the margin starts
+    /// Its size, as [`Allocation::size`](crate::Allocation::size) reports it: the margin starts
     /// there.
     pub size: u64,
     /// The bytes after it that held the pattern: the margin, and the
