@@ -186,8 +186,9 @@ pub enum Error {
     /// the pool can hold it.
     #[error("{size} bytes do not fit the custom pool's {block_size}-byte blocks")]
     TooLargeForPool {
-        /// The bytes the request takes in a block (its size, rounded up to
-        /// its alignment or granularity page).
+        /// The bytes the request takes in a block (its size plus
+        /// [`Config::debug_margin`](crate::Config::debug_margin), rounded
+        /// up to its alignment or granularity page).
         size: u64,
         /// The pool's block size.
         block_size: u64,
