@@ -27,8 +27,9 @@
 //! [`TypePool::trim`] releases the kept one as well.
 //!
 //! This file holds placement in blocks and runs and freeing; `dedicated`
-//! holds dedicated memory, `inspect` the read-only views for reports, and
-//! `placement` the request, location and counter types.
+//! holds dedicated memory, `inspect` the read-only views for reports,
+//! `placement` the request, location and counter types, and `corruption`
+//! the pattern in debug margins (`Config::detect_corruption`).
 
 use ash::vk;
 
