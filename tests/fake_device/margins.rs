@@ -490,3 +490,29 @@ fn device_local_blocks_get_margins_without_a_pattern() {
     }
     finish(allocator, &device);
 }
+
+/// An alias may span the allocation's own bytes only: the margin after it
+/// is not the allocation's.
+#[test]
+fn aliases_end_where_the_allocation_ends() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_margin(256, true));
+    let a = allocator
+        .allocate(&buffer(4096, 256, Usage::UPLOAD))
+        .unwrap();
+    let fits = requirements(4096, 256);
+    assert_eq!(
+        allocator.check_alias(&a, 0, &fits, ResourceKind::Buffer),
+        Ok(())
+    );
+    let into_margin = requirements(4100, 4);
+    assert_eq!(
+        allocator.check_alias(&a, 0, &into_margin, ResourceKind::Buffer),
+        Err(Error::RangeOutOfBounds {
+            start: 0,
+            end: 4100,
+            size: 4096
+        })
+    );
+    free(&allocator, a);
+    finish(allocator, &device);
+}
