@@ -17,6 +17,7 @@ mod corruption;
 mod defragment;
 mod dump;
 mod frames;
+mod host_access;
 mod place;
 mod pool;
 mod request;
@@ -656,12 +657,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         Ok(offset..end)
     }
 
-    fn flush_or_invalidate(
-        &self,
-        allocation: &Allocation,
-        range: Range<u64>,
-        flush: bool,
-    ) -> Result<(), Error> {
+    /// The checks of a flush or invalidate of `range`: the allocation is
+    /// this allocator's, the range lies within it, and it is mapped.
+    fn check_host_range(&self, allocation: &Allocation, range: &Range<u64>) -> Result<(), Error> {
         self.check_owner(allocation)?;
         if range.start > range.end || range.end > allocation.size {
             return Err(Error::RangeOutOfBounds {
@@ -673,6 +671,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if allocation.mapped.is_none() {
             return Err(Error::NotHostVisible);
         }
+        Ok(())
+    }
+
+    fn flush_or_invalidate(
+        &self,
+        allocation: &Allocation,
+        range: Range<u64>,
+        flush: bool,
+    ) -> Result<(), Error> {
+        self.check_host_range(allocation, &range)?;
         if range.is_empty() || !self.context.is_non_coherent(allocation.memory_type()) {
             return Ok(());
         }

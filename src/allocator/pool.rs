@@ -270,7 +270,7 @@ const MAX_POOLS: usize = (1 << SLOT_BITS) - 1;
 /// An allocation's memory type (low 5 bits: Vulkan has at most 32) and
 /// [`PoolTag`] (the 27 bits above), in the one word the handle has room
 /// for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct Home(u32);
 
 impl Home {

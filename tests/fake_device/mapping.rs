@@ -414,3 +414,98 @@ fn a_slice_outlives_device_accesses_to_its_neighbours() {
     assert!(device.violations().is_empty(), "{:?}", device.violations());
     finish(allocator, &device);
 }
+
+/// `flush_allocations` and `invalidate_allocations` make one driver call
+/// per pool of non-coherent allocations (none for coherent ones), with the
+/// same atom-widened ranges as one call per allocation would, after
+/// checking every entry: a bad one fails the call before anything is
+/// flushed.
+#[test]
+fn batched_flushes_make_one_call_per_pool() {
+    // Mobile: READBACK is type 2, non-coherent (atom 256); UPLOAD type 1,
+    // coherent.
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let pool = allocator
+        .create_pool(&vk_suballoc::PoolDesc::new(2).block_size(1 << 20))
+        .unwrap();
+    let mut cached: Vec<_> = (0..4)
+        .map(|i| {
+            let mut request = buffer(1000, 4, Usage::READBACK);
+            if i % 2 == 1 {
+                request.desc = request.desc.pool(pool);
+            }
+            allocator.allocate(&request).unwrap()
+        })
+        .collect();
+    let coherent = allocator.allocate(&buffer(1000, 4, Usage::UPLOAD)).unwrap();
+    assert_eq!(coherent.memory_type(), 1);
+    allocator
+        .flush_allocations(
+            cached
+                .iter()
+                .map(|a| (a, 10..20))
+                .chain([(&coherent, 0..1000)]),
+        )
+        .unwrap();
+    // Two pools: the default pool of type 2 and the custom pool.
+    assert_eq!(device.counters().flush_calls, 2);
+    let mut flushed = device.flushed_ranges();
+    flushed.sort_by_key(|r| (ash::vk::Handle::as_raw(r.memory), r.offset));
+    let mut expected: Vec<_> = cached
+        .iter()
+        .map(|a| (ash::vk::Handle::as_raw(a.memory()), a.offset(), 256))
+        .collect();
+    expected.sort();
+    let flushed: Vec<_> = flushed
+        .iter()
+        .map(|r| (ash::vk::Handle::as_raw(r.memory), r.offset, r.size))
+        .collect();
+    assert_eq!(flushed, expected);
+
+    // GPU writes reach every allocation's host view through one batch.
+    for (i, a) in cached.iter().enumerate() {
+        // SAFETY: no slice of `a` is alive.
+        assert!(unsafe { device.write(a.memory(), a.offset(), &[i as u8 + 1; 1000]) });
+    }
+    allocator
+        .invalidate_allocations(cached.iter_mut().map(|a| (a, 0..1000)))
+        .unwrap();
+    assert_eq!(device.counters().invalidate_calls, 2);
+    for (i, a) in cached.iter().enumerate() {
+        assert!(allocator.mapped_slice(a).unwrap()[..1000]
+            .iter()
+            .all(|&b| b == i as u8 + 1));
+    }
+
+    // One bad entry: nothing flushed.
+    let before = device.counters().flush_calls;
+    let error = allocator
+        .flush_allocations([(&cached[0], 0..10), (&cached[1], 0..5000)])
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            vk_suballoc::Error::RangeOutOfBounds { end: 5000, .. }
+        ),
+        "{error:?}"
+    );
+    let local = allocator
+        .allocate(&buffer(64, 4, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(
+        allocator.flush_allocations([(&cached[0], 0..10), (&local, 0..0)]),
+        Err(vk_suballoc::Error::NotHostVisible)
+    );
+    // Coherent memory and empty ranges need no call.
+    allocator
+        .flush_allocations([(&coherent, 0..10), (&cached[0], 5..5)])
+        .unwrap();
+    allocator.flush_allocations([]).unwrap();
+    assert_eq!(device.counters().flush_calls, before);
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    for a in cached.into_iter().chain([coherent, local]) {
+        free(&allocator, a);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}

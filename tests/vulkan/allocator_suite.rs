@@ -328,6 +328,48 @@ test_each_profile!(
     }
 );
 
+test_each_profile!(
+    /// `flush_allocations` and `invalidate_allocations` in one call each:
+    /// host writes to three buffers reach the GPU, its copies come back,
+    /// on the profiles' non-coherent cached types too (the layer's host
+    /// cache loses whatever is not flushed or invalidated).
+    fn batched_flushes_reach_the_gpu_and_come_back(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let len = 300u64;
+        let desc = AllocationDesc::new(Usage::READBACK);
+        let mut sources: Vec<_> = (0..3).map(|_| buffer(&allocator, len, desc)).collect();
+        let mut targets: Vec<_> = (0..3).map(|_| buffer(&allocator, len, desc)).collect();
+        for (i, (_, memory)) in sources.iter_mut().enumerate() {
+            allocator.mapped_slice_mut(memory).unwrap()[..len as usize].fill(i as u8 + 7);
+        }
+        allocator.flush_allocations(sources.iter().map(|(_, memory)| (memory, 0..len))).unwrap();
+        context.run_one_time_commands(|device, cmd| {
+            // SAFETY: the buffers belong to `device` and are bound; the
+            // barrier orders the copies before the host reads.
+            unsafe {
+                let region = [vk::BufferCopy { src_offset: 0, dst_offset: 0, size: len }];
+                for ((source, _), (target, _)) in sources.iter().zip(&targets) {
+                    device.cmd_copy_buffer(cmd, *source, *target, &region);
+                }
+                let (src, dst) = TRANSFER_TO_HOST;
+                memory_barrier(device, cmd, src, dst);
+            }
+        });
+        allocator.invalidate_allocations(targets.iter_mut().map(|(_, memory)| (memory, 0..len))).unwrap();
+        for (i, (_, memory)) in targets.iter().enumerate() {
+            let bytes = &allocator.mapped_slice(memory).unwrap()[..len as usize];
+            assert!(bytes.iter().all(|&b| b == i as u8 + 7), "{profile}: buffer {i}");
+        }
+        // SAFETY: the copies completed (run_one_time_commands waits).
+        unsafe {
+            for (handle, memory) in sources.into_iter().chain(targets) {
+                allocator.destroy_buffer(handle, memory).unwrap();
+            }
+        }
+    }
+);
+
 /// The granule the fake layer rounds buffer requirement sizes up to on
 /// `profile` (its `buffer_size_granule`, modelled on the real drivers:
 /// NVIDIA 16 bytes); 1 on lavapipe, which keeps the buffer's size.

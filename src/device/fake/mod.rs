@@ -77,6 +77,11 @@ impl FakeDevice {
     /// Checks and records flushed (`flush`) or invalidated ranges.
     fn record_ranges(&self, ranges: &[MappedMemoryRange<'_, FakeMemory>], flush: bool) {
         let mut state = self.state();
+        if flush {
+            state.counters.flush_calls += 1;
+        } else {
+            state.counters.invalidate_calls += 1;
+        }
         for range in ranges {
             state.record_range(
                 &self.layout,

@@ -59,6 +59,10 @@ pub struct FakeCounters {
     /// Reads of the heap budgets (`VK_EXT_memory_budget`), when the layout
     /// has the extension.
     pub budget_queries: u64,
+    /// `vkFlushMappedMemoryRanges` calls (each flushes one or more ranges).
+    pub flush_calls: u64,
+    /// `vkInvalidateMappedMemoryRanges` calls.
+    pub invalidate_calls: u64,
 }
 
 /// A flushed or invalidated range.
