@@ -226,14 +226,16 @@ where
         let requirements = &request.requirements;
         let size = requirements.size;
         let types = self.context.memory_types();
-        let bits = requirements.memory_type_bits & self.context.usable_types();
+        // The resource's types, narrowed by the caller's (all by default).
+        let type_bits = requirements.memory_type_bits & request.desc.memory_type_bits;
+        let bits = type_bits & self.context.usable_types();
         if bits == 0 {
-            return Err(Error::NoMemoryTypeBits(requirements.memory_type_bits));
+            return Err(Error::NoMemoryTypeBits(type_bits));
         }
         let usage = request.desc.usage;
         if self.context.lacks_device_address(usage) {
             return Err(Error::NoSuitableMemoryType {
-                memory_type_bits: requirements.memory_type_bits,
+                memory_type_bits: type_bits,
                 usage,
             });
         }
@@ -247,7 +249,7 @@ where
             .iter()
             .position(|&t| RankTable::admits(types, heaps, t, bits, size))
         else {
-            return Err(self.no_candidate_error(requirements, bits, usage));
+            return Err(self.no_candidate_error(size, type_bits, bits, usage));
         };
         // No memory object can hold more: without this check, each
         // candidate type would try dedicated memory and a block, and fail.
@@ -313,18 +315,13 @@ where
     }
 
     /// Why no memory type can take a request: too large for every allowed
-    /// heap, or no allowed type suits the usage. `bits` is `memoryTypeBits`
-    /// restricted to the device's types.
+    /// heap, or no allowed type suits the usage. `type_bits` is the
+    /// request's `memoryTypeBits` (narrowed by its description's), `bits`
+    /// those restricted to the device's usable types.
     #[cold]
-    fn no_candidate_error(
-        &self,
-        requirements: &vk::MemoryRequirements,
-        bits: u32,
-        usage: Usage,
-    ) -> Error {
+    fn no_candidate_error(&self, size: u64, type_bits: u32, bits: u32, usage: Usage) -> Error {
         let types = self.context.memory_types();
         let heaps = &self.context.properties.device.memory_heaps;
-        let size = requirements.size;
         debug_assert!(rank_memory_types(types, heaps, bits, usage, size, 0).is_empty());
         let largest_heap = (0..types.len())
             .filter(|t| bits & (1 << t) != 0)
@@ -336,7 +333,7 @@ where
             Error::SizeExceedsHeaps { size, largest_heap }
         } else {
             Error::NoSuitableMemoryType {
-                memory_type_bits: requirements.memory_type_bits,
+                memory_type_bits: type_bits,
                 usage,
             }
         }
@@ -501,17 +498,18 @@ where
     let requirements = &request.requirements;
     let size = requirements.size;
     let memory_type = pool.memory_type();
-    if requirements.memory_type_bits & type_bit(memory_type) == 0 {
+    let type_bits = requirements.memory_type_bits & request.desc.memory_type_bits;
+    if type_bits & type_bit(memory_type) == 0 {
         return Err(Error::PoolTypeNotAllowed {
             memory_type,
-            memory_type_bits: requirements.memory_type_bits,
+            memory_type_bits: type_bits,
         });
     }
     // In the default path's order: the device-address feature, the
     // heap, the type's properties, maxMemoryAllocationSize.
     let usage = request.desc.usage;
     let no_type = Error::NoSuitableMemoryType {
-        memory_type_bits: requirements.memory_type_bits,
+        memory_type_bits: type_bits,
         usage,
     };
     if context.lacks_device_address(usage) {

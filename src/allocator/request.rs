@@ -36,7 +36,7 @@ pub enum DedicatedPolicy {
 /// let desc = AllocationDesc::new(Usage::UPLOAD).name("staging");
 /// assert_eq!(desc.name, Some("staging"));
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AllocationDesc<'a> {
     /// What the memory is for; picks the memory type.
     pub usage: Usage,
@@ -88,6 +88,21 @@ pub struct AllocationDesc<'a> {
     /// [`Movable`](crate::Movable) of such an allocation carries it in its
     /// `requirements`.
     pub min_alignment: u64,
+    /// The memory types the caller allows, one bit per type index, ANDed
+    /// with the resource's `memoryTypeBits` (VMA's
+    /// `VmaAllocationCreateInfo::memoryTypeBits`); all of them (`!0`) by
+    /// default. To keep an allocation out of a type `usage` would rank
+    /// (a heap the engine reserves for something else), or to pin it to
+    /// one ([`Allocator::memory_type_for`](crate::Allocator::memory_type_for)
+    /// finds it) without a custom pool. Errors name the narrowed bits.
+    pub memory_type_bits: u32,
+}
+
+impl Default for AllocationDesc<'_> {
+    /// [`AllocationDesc::new`] with the default usage.
+    fn default() -> Self {
+        Self::new(Usage::default())
+    }
 }
 
 impl<'a> AllocationDesc<'a> {
@@ -103,6 +118,7 @@ impl<'a> AllocationDesc<'a> {
             pool: None,
             existing_memory_only: false,
             min_alignment: 0,
+            memory_type_bits: !0,
         }
     }
 
@@ -151,6 +167,12 @@ impl<'a> AllocationDesc<'a> {
     /// Sets an alignment beyond the resource's own (see the field).
     pub const fn min_alignment(mut self, alignment: u64) -> Self {
         self.min_alignment = alignment;
+        self
+    }
+
+    /// Allows only the memory types in `bits` (see the field).
+    pub const fn memory_type_bits(mut self, bits: u32) -> Self {
+        self.memory_type_bits = bits;
         self
     }
 }

@@ -862,3 +862,61 @@ fn an_alignment_past_half_a_block_gets_dedicated_memory() {
     }
     finish(allocator, &device);
 }
+
+/// `AllocationDesc::memory_type_bits` narrows the resource's
+/// `memoryTypeBits`: ranking skips the types it leaves out, it can pin a
+/// request to one type, and errors name the narrowed bits.
+#[test]
+fn memory_type_bits_narrow_the_candidates() {
+    // discrete: 0 none, 1 DL, 2 HV|HC, 3 HV|HC|cached, 4 BAR (DL|HV|HC).
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let with_bits = |usage: Usage, bits: u32| {
+        let mut request = buffer(4096, 256, usage);
+        request.desc = request.desc.memory_type_bits(bits);
+        request
+    };
+    let not_vram = allocator
+        .allocate(&with_bits(Usage::DEVICE_LOCAL, !(1 << 1)))
+        .unwrap();
+    assert_ne!(not_vram.memory_type(), 1);
+    let cached = allocator.memory_type_for(!0, Usage::READBACK).unwrap();
+    assert_eq!(cached, 3);
+    let pinned = allocator
+        .allocate(&with_bits(Usage::UPLOAD, 1 << cached))
+        .unwrap();
+    assert_eq!(pinned.memory_type(), cached);
+    assert_eq!(
+        allocator
+            .allocate(&with_bits(Usage::UPLOAD, 0))
+            .unwrap_err(),
+        Error::NoMemoryTypeBits(0)
+    );
+    // The request's own bits still apply: 0b110 & 0b011 leaves type 1.
+    let mut narrowed = with_bits(Usage::UPLOAD, 0b011);
+    narrowed.requirements.memory_type_bits = 0b110;
+    assert_eq!(
+        allocator.allocate(&narrowed).unwrap_err(),
+        Error::NoSuitableMemoryType {
+            memory_type_bits: 0b010,
+            usage: Usage::UPLOAD
+        }
+    );
+    let pool = allocator
+        .create_pool(&vk_suballoc::PoolDesc::new(1))
+        .unwrap();
+    let mut in_pool = with_bits(Usage::DEVICE_LOCAL, !(1 << 1));
+    in_pool.desc = in_pool.desc.pool(pool);
+    assert_eq!(
+        allocator.allocate(&in_pool).unwrap_err(),
+        Error::PoolTypeNotAllowed {
+            memory_type: 1,
+            memory_type_bits: !0b10
+        }
+    );
+    assert_eq!(vk_suballoc::AllocationDesc::default().memory_type_bits, !0);
+    for allocation in [not_vram, pinned] {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}

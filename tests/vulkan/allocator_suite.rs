@@ -370,6 +370,43 @@ test_each_profile!(
     }
 );
 
+test_each_profile!(
+    /// `AllocationDesc::memory_type_bits` pins a buffer made by the helper
+    /// to each memory type its requirements allow, in turn: the bind is
+    /// valid in every one (the validation layer checks it).
+    fn memory_type_bits_pin_buffers_to_each_allowed_type(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let info = buffer_info(4096);
+        // SAFETY: a valid create info; the buffer is only queried.
+        let allowed = unsafe {
+            let probe = context.device.create_buffer(&info, None).unwrap();
+            let bits = context.device.get_buffer_memory_requirements(probe).memory_type_bits;
+            context.device.destroy_buffer(probe, None);
+            bits
+        };
+        let types = allocator.stats().memory_types.len() as u32;
+        let mut pinned = 0;
+        for t in (0..types).filter(|t| allowed & (1 << t) != 0) {
+            let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).memory_type_bits(1 << t);
+            // SAFETY: a valid create info; the buffer is never used.
+            let created = unsafe { allocator.create_buffer(&info, &desc) };
+            match created {
+                Ok((buffer, allocation)) => {
+                    assert_eq!(allocation.memory_type(), t, "{profile}");
+                    pinned += 1;
+                    // SAFETY: never used by the GPU.
+                    unsafe { allocator.destroy_buffer(buffer, allocation).unwrap() };
+                }
+                // AMD's device-coherent types need a feature left off.
+                Err(Error::NoMemoryTypeBits(bits)) => assert_eq!(bits, allowed & (1 << t), "{profile}"),
+                Err(error) => panic!("{profile}: type {t}: {error}"),
+            }
+        }
+        assert!(pinned > 0, "{profile}");
+    }
+);
+
 /// The granule the fake layer rounds buffer requirement sizes up to on
 /// `profile` (its `buffer_size_granule`, modelled on the real drivers:
 /// NVIDIA 16 bytes); 1 on lavapipe, which keeps the buffer's size.
