@@ -21,4 +21,4 @@ pub use config::Config;
 pub use device::DedicatedTarget;
 pub use error::Error;
 pub use frames::{Collected, RingAllocation, UploadRing, UploadRingDesc};
-pub use memory::{ResourceKind, Usage};
+pub use memory::{MemoryEvent, MemoryEventKind, ResourceKind, Usage};

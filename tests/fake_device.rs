@@ -33,6 +33,8 @@ mod leak_log;
 mod mapping;
 #[path = "fake_device/margins.rs"]
 mod margins;
+#[path = "fake_device/memory_events.rs"]
+mod memory_events;
 #[path = "fake_device/model.rs"]
 mod model;
 #[path = "fake_device/pool_edges.rs"]

@@ -796,6 +796,51 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         })?
     }
 
+    /// Calls `callback` on every `VkDeviceMemory` the allocator makes or
+    /// frees from now on, blocks and dedicated memory alike (VMA's
+    /// `pDeviceMemoryCallbacks`): for a profiler's GPU memory view (Tracy's
+    /// `TracyAllocN` / `TracyFreeN` on the memory handle) or an engine's
+    /// own accounting. Each `Allocated` event is followed by one `Freed`
+    /// event for the same handle, at the latest when the allocator is
+    /// dropped. Replaces an earlier callback.
+    ///
+    /// The callback runs on the thread that made or freed the memory,
+    /// while the allocator holds the lock of the memory's pool: it must
+    /// not call into the allocator (it would deadlock), and should be
+    /// quick.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    /// use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+    /// use vk_suballoc::{Allocator, Config, MemoryEventKind, Request, ResourceKind, Usage};
+    ///
+    /// let mut allocator = Allocator::new(FakeDevice::new(FakeLayout::discrete()), Config::default())?;
+    /// let reserved = Arc::new(AtomicU64::new(0));
+    /// let counter = Arc::clone(&reserved);
+    /// allocator.set_memory_callback(move |event| {
+    ///     match event.kind {
+    ///         MemoryEventKind::Allocated => counter.fetch_add(event.size, Ordering::Relaxed),
+    ///         MemoryEventKind::Freed => counter.fetch_sub(event.size, Ordering::Relaxed),
+    ///     };
+    /// });
+    /// let requirements = ash::vk::MemoryRequirements { size: 4096, alignment: 256, memory_type_bits: !0 };
+    /// let vertices = allocator.allocate(&Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer))?;
+    /// assert_eq!(reserved.load(Ordering::Relaxed), allocator.stats().reserved_bytes());
+    /// // SAFETY: the fake device runs no GPU work.
+    /// unsafe { allocator.free(vertices)? };
+    /// drop(allocator);
+    /// assert_eq!(reserved.load(Ordering::Relaxed), 0);
+    /// # Ok::<(), vk_suballoc::Error>(())
+    /// ```
+    pub fn set_memory_callback(
+        &mut self,
+        callback: impl Fn(&crate::MemoryEvent<'_>) + Send + Sync + 'static,
+    ) {
+        self.context
+            .set_callback(crate::memory::events::MemoryCallback(Box::new(callback)));
+    }
+
     /// Whether `allocation` is a live allocation of this allocator.
     pub fn owns(&self, allocation: &Allocation) -> bool {
         allocation.allocator == self.id

@@ -21,6 +21,7 @@ use gpu_alloc_types::{AllocationFlags, MemoryPropertyFlags, MemoryType};
 
 use super::block_size::preferred_block_size;
 use super::budget_cache::BudgetCache;
+use super::events::{MemoryCallback, MemoryEvent, MemoryEventKind};
 use super::mapping::MappedPtr;
 use super::memory_type_choice::RankTable;
 use super::Usage;
@@ -89,6 +90,8 @@ pub(crate) struct MemoryContext<D> {
     corruption_types: u32,
     /// Damaged margins found when their allocations were freed.
     corruptions: AtomicU64,
+    /// Called on every memory object made or freed (`events.rs`).
+    callback: Option<MemoryCallback>,
 }
 
 impl<D> MemoryContext<D> {
@@ -171,6 +174,35 @@ impl<D> MemoryContext<D> {
             padded_granularity,
             corruption_types,
             corruptions: AtomicU64::new(0),
+            callback: None,
+        }
+    }
+
+    /// Sets the callback on memory objects made and freed.
+    pub(crate) fn set_callback(&mut self, callback: MemoryCallback) {
+        self.callback = Some(callback);
+    }
+
+    /// Tells the callback, if any, of `kind` on `memory`.
+    fn tell<M>(
+        &self,
+        kind: MemoryEventKind,
+        memory: &M,
+        memory_type: u32,
+        size: u64,
+        name: Option<&str>,
+    ) where
+        D: MemoryDeviceExt<M>,
+    {
+        if let Some(callback) = &self.callback {
+            (callback.0)(&MemoryEvent {
+                kind,
+                memory: self.device.raw_memory(memory),
+                memory_type,
+                heap: self.heap_of(memory_type),
+                size,
+                name,
+            });
         }
     }
 
@@ -509,6 +541,13 @@ impl<D> MemoryContext<D> {
         self.heap_usage[heap as usize].fetch_add(request.size, Ordering::Relaxed);
         drop(heap_turn);
         self.budget_cache().count_object();
+        self.tell(
+            MemoryEventKind::Allocated,
+            &memory,
+            request.memory_type,
+            request.size,
+            request.name,
+        );
         let mapped = if self
             .props(request.memory_type)
             .contains(MemoryPropertyFlags::HOST_VISIBLE)
@@ -562,6 +601,7 @@ impl<D> MemoryContext<D> {
         // meanwhile then never counts as ours memory the driver no longer
         // does (`driver_budgets`). The heap's turn keeps budget checks out
         // until the driver has freed it, as it still counts it until then.
+        self.tell(MemoryEventKind::Freed, &memory, memory_type, size, None);
         let heap = self.heap_of(memory_type);
         let heap_turn = self.heap_turns[heap as usize]
             .lock()

@@ -8,6 +8,7 @@ mod block;
 pub(crate) mod block_size;
 mod budget_cache;
 pub(crate) mod context;
+pub(crate) mod events;
 pub(crate) mod mapping;
 pub(crate) mod memory_type_choice;
 pub(crate) mod runs;
@@ -15,4 +16,5 @@ pub(crate) mod slab;
 pub(crate) mod type_pool;
 mod usage;
 
+pub use events::{MemoryEvent, MemoryEventKind};
 pub use usage::{ResourceKind, Usage};

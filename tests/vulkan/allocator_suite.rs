@@ -407,6 +407,65 @@ test_each_profile!(
     }
 );
 
+/// The memory callback reports the driver's handles: the memory a buffer
+/// was bound to is among the `Allocated` events, with the dedicated
+/// memory's name, and every handle is `Freed` once by the time the
+/// allocator is dropped.
+#[test]
+fn memory_events_name_the_drivers_handles() {
+    use std::sync::{Arc, Mutex};
+    use vk_suballoc::MemoryEventKind;
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let mut allocator = allocator_for(&context);
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&events);
+    allocator.set_memory_callback(move |event| {
+        sink.lock().unwrap().push((
+            event.kind,
+            event.memory,
+            event.size,
+            event.name.map(str::to_owned),
+        ));
+    });
+    let (small, small_memory) = buffer(&allocator, 4096, AllocationDesc::new(Usage::UPLOAD));
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL)
+        .dedicated(DedicatedPolicy::Always)
+        .name("target");
+    let (large, large_memory) = buffer(&allocator, MIB, desc);
+    {
+        let events = events.lock().unwrap();
+        let made = |memory: vk::DeviceMemory| {
+            events
+                .iter()
+                .find(|(kind, m, ..)| *kind == MemoryEventKind::Allocated && *m == memory)
+                .cloned()
+        };
+        assert!(made(small_memory.memory()).is_some());
+        let (_, _, size, name) = made(large_memory.memory()).unwrap();
+        assert_eq!(
+            (size, name.as_deref()),
+            (large_memory.size(), Some("target"))
+        );
+    }
+    // SAFETY: never used by the GPU.
+    unsafe {
+        allocator.destroy_buffer(small, small_memory).unwrap();
+        allocator.destroy_buffer(large, large_memory).unwrap();
+    }
+    drop(allocator);
+    let events = events.lock().unwrap();
+    for (kind, memory, ..) in events
+        .iter()
+        .filter(|(kind, ..)| *kind == MemoryEventKind::Allocated)
+    {
+        let freed = events
+            .iter()
+            .filter(|(k, m, ..)| *k == MemoryEventKind::Freed && m == memory)
+            .count();
+        assert_eq!(freed, 1, "{kind:?} {memory:?}");
+    }
+}
+
 /// The granule the fake layer rounds buffer requirement sizes up to on
 /// `profile` (its `buffer_size_granule`, modelled on the real drivers:
 /// NVIDIA 16 bytes); 1 on lavapipe, which keeps the buffer's size.

@@ -1,0 +1,46 @@
+//! A callback on every `VkDeviceMemory` the allocator makes or frees
+//! (VMA's `VmaDeviceMemoryCallbacks`), for profilers and an engine's own
+//! memory tracking: [`Allocator::set_memory_callback`](crate::Allocator::set_memory_callback).
+
+use std::fmt;
+
+use ash::vk;
+
+/// What happened to a memory object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemoryEventKind {
+    /// `vkAllocateMemory` succeeded. (When mapping the new memory then
+    /// fails, a `Freed` event follows at once.)
+    Allocated,
+    /// `vkFreeMemory` is about to be called: the handle is still valid
+    /// during the callback, and never after.
+    Freed,
+}
+
+/// One `VkDeviceMemory` made or freed, as the callback sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryEvent<'a> {
+    /// Made or freed.
+    pub kind: MemoryEventKind,
+    /// The memory object.
+    pub memory: vk::DeviceMemory,
+    /// Its memory type.
+    pub memory_type: u32,
+    /// Its memory type's heap.
+    pub heap: u32,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The name it was made with: the request's, for dedicated memory;
+    /// the block's debug name (with its custom pool's name) for a block.
+    /// `None` when freed.
+    pub name: Option<&'a str>,
+}
+
+/// The callback, boxed; `Debug` so that the allocator's context can be.
+pub(crate) struct MemoryCallback(pub(crate) Box<dyn Fn(&MemoryEvent<'_>) + Send + Sync>);
+
+impl fmt::Debug for MemoryCallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MemoryCallback")
+    }
+}

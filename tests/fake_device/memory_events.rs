@@ -1,0 +1,109 @@
+//! `Allocator::set_memory_callback`: every memory object made or freed is
+//! reported once, each `Allocated` paired with one `Freed`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use ash::vk::Handle;
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{Config, DedicatedPolicy, MemoryEvent, MemoryEventKind, PoolDesc, Usage};
+
+use super::{allocator_with, buffer, free};
+
+/// The memory objects the events say are live, with type, size and name.
+type Live = Arc<Mutex<HashMap<u64, (u32, u64, Option<String>)>>>;
+
+fn record(live: &Live, event: &MemoryEvent<'_>) {
+    let mut live = live.lock().unwrap();
+    let handle = event.memory.as_raw();
+    match event.kind {
+        MemoryEventKind::Allocated => {
+            let old = live.insert(
+                handle,
+                (event.memory_type, event.size, event.name.map(str::to_owned)),
+            );
+            assert!(old.is_none(), "{handle:#x} reported twice");
+        }
+        MemoryEventKind::Freed => {
+            let (memory_type, size, _) = live.remove(&handle).expect("freed before made");
+            assert_eq!((memory_type, size), (event.memory_type, event.size));
+        }
+    }
+}
+
+#[test]
+fn memory_events_pair_up_and_match_the_device() {
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let live: Live = Arc::default();
+    let sink = Arc::clone(&live);
+    allocator.set_memory_callback(move |event| record(&sink, event));
+    let matches_device = |what: &str| {
+        let mut reported: Vec<_> = live.lock().unwrap().keys().copied().collect();
+        let mut on_device: Vec<_> = device
+            .live_allocations()
+            .iter()
+            .map(|m| m.memory.as_raw())
+            .collect();
+        reported.sort_unstable();
+        on_device.sort_unstable();
+        assert_eq!(reported, on_device, "{what}");
+    };
+
+    // Blocks, run slots (no new memory), dedicated memory with its name.
+    let small = allocator.allocate(&buffer(256, 4, Usage::UPLOAD)).unwrap();
+    let block = allocator
+        .allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let dedicated = allocator
+        .allocate(
+            &buffer(4096, 256, Usage::DEVICE_LOCAL)
+                .dedicated(DedicatedPolicy::Always)
+                .name("shadow map"),
+        )
+        .unwrap();
+    matches_device("allocations");
+    assert_eq!(
+        live.lock().unwrap()[&dedicated.memory().as_raw()],
+        (1, 4096, Some("shadow map".to_owned()))
+    );
+    free(&allocator, dedicated);
+    matches_device("dedicated memory freed");
+
+    // A pool's min_blocks at creation, and its blocks at destruction.
+    let pool = allocator
+        .create_pool(
+            &PoolDesc::new(1)
+                .block_size(1 << 20)
+                .min_blocks(2)
+                .name("streaming"),
+        )
+        .unwrap();
+    matches_device("pool made");
+    allocator.destroy_pool(pool).unwrap();
+    matches_device("pool destroyed");
+
+    // A mapping that fails frees the new memory at once (and the request
+    // goes on to another memory type).
+    device.fail_map(1);
+    let frees = device.counters().frees;
+    let elsewhere = allocator
+        .allocate(&buffer(64 << 20, 256, Usage::READBACK))
+        .unwrap();
+    assert_eq!(device.counters().frees, frees + 1);
+    matches_device("failed map");
+    free(&allocator, elsewhere);
+
+    // trim releases the kept empty block; dropping releases the rest.
+    free(&allocator, block);
+    allocator.trim();
+    matches_device("trimmed");
+    assert!(!live.lock().unwrap().is_empty());
+    // Dropped with an allocation live: the allocator frees its memory.
+    std::mem::forget(small);
+    drop(allocator);
+    assert!(
+        live.lock().unwrap().is_empty(),
+        "{:?}",
+        live.lock().unwrap()
+    );
+}
