@@ -99,7 +99,7 @@ fn memory_events_pair_up_and_match_the_device() {
     matches_device("trimmed");
     assert!(!live.lock().unwrap().is_empty());
     // Dropped with an allocation live: the allocator frees its memory.
-    std::mem::forget(small);
+    let _ = small;
     drop(allocator);
     assert!(
         live.lock().unwrap().is_empty(),
