@@ -11,6 +11,8 @@
 //! | gpu-alloc | `GpuAllocator::alloc` | `Config::i_am_prototyping()`; per-frame buffers `FAST_DEVICE_ACCESS \| UPLOAD \| HOST_ACCESS \| TRANSIENT`; `&mut self`, no lock |
 //! | our core | `OffsetAllocator::allocate(size, align)` | one 4 GiB range, no Vulkan; sizes rounded up to their alignment, as the pools place them |
 //! | offset-allocator | `Allocator::allocate(units)` | one range of 64-byte units (its sizes are `u32`); alignment above 64 by padding |
+//!
+//! vulkano's allocator and its two suballocators are in `vulkano_peer.rs`.
 
 use ash::vk;
 
@@ -43,19 +45,25 @@ pub enum Which {
     Vma,
     GpuAllocator,
     GpuAlloc,
+    Vulkano,
     OurCore,
     OffsetAllocatorCore,
+    VulkanoFreeListCore,
+    VulkanoBuddyCore,
 }
 
 impl Which {
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 10] = [
         Self::VkSuballoc,
         Self::VkSuballocLocked,
         Self::Vma,
         Self::GpuAllocator,
         Self::GpuAlloc,
+        Self::Vulkano,
         Self::OurCore,
         Self::OffsetAllocatorCore,
+        Self::VulkanoFreeListCore,
+        Self::VulkanoBuddyCore,
     ];
 
     pub fn name(self) -> &'static str {
@@ -65,8 +73,11 @@ impl Which {
             Self::Vma => "vma (vk-mem 0.5)",
             Self::GpuAllocator => "gpu-allocator 0.28",
             Self::GpuAlloc => "gpu-alloc 0.6",
+            Self::Vulkano => "vulkano 0.34 (locked)",
             Self::OurCore => "core: vk-suballoc offset",
             Self::OffsetAllocatorCore => "core: offset-allocator 0.2",
+            Self::VulkanoFreeListCore => "core: vulkano 0.34 free-list",
+            Self::VulkanoBuddyCore => "core: vulkano 0.34 buddy",
         }
     }
 
@@ -77,14 +88,23 @@ impl Which {
             Self::Vma => "vma",
             Self::GpuAllocator => "gpu-allocator",
             Self::GpuAlloc => "gpu-alloc",
+            Self::Vulkano => "vulkano",
             Self::OurCore => "core-ours",
             Self::OffsetAllocatorCore => "core-offset-allocator",
+            Self::VulkanoFreeListCore => "core-vulkano-free-list",
+            Self::VulkanoBuddyCore => "core-vulkano-buddy",
         }
     }
 
     /// Allocates `VkDeviceMemory` (as opposed to a bare core).
     pub fn is_vulkan(self) -> bool {
-        !matches!(self, Self::OurCore | Self::OffsetAllocatorCore)
+        !matches!(
+            self,
+            Self::OurCore
+                | Self::OffsetAllocatorCore
+                | Self::VulkanoFreeListCore
+                | Self::VulkanoBuddyCore
+        )
     }
 
     /// A Vulkan allocator we compare against (not one of our own rows).

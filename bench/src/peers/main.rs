@@ -1,6 +1,7 @@
-//! `peers`: vk-suballoc against VMA (vk-mem), gpu-allocator and gpu-alloc on
-//! one Vulkan device, and its offset core against offset-allocator, on the
-//! same seeded traces in one run.
+//! `peers`: vk-suballoc against VMA (vk-mem), gpu-allocator, gpu-alloc and
+//! vulkano on one Vulkan device, and its offset core against
+//! offset-allocator's and vulkano's suballocators, on the same seeded traces
+//! in one run.
 //!
 //! ```text
 //! cargo run -p vk-suballoc-bench --release --bin peers -- \
@@ -21,6 +22,7 @@ mod replay;
 mod report;
 mod trace;
 mod vulkan;
+mod vulkano_peer;
 
 use std::process::ExitCode;
 
@@ -28,6 +30,7 @@ use backends::{Backend, Which};
 use report::{Results, Row};
 use trace::{RequirementSource, Trace, TraceKind};
 use vulkan::VulkanContext;
+use vulkano::memory::allocator::{BuddyAllocator, FreeListAllocator};
 
 const DEFAULT_SEED: u64 = 0x5EED_0005;
 
@@ -45,6 +48,11 @@ struct Args {
     /// gpu-allocator's best fit walks every free chunk: above this many live
     /// allocations its scaling runs take minutes, so they are skipped.
     scaling_gpu_allocator_max: usize,
+    /// vulkano's free list is a `Vec` sorted by size: every free inserts
+    /// into it, so the scaling trace's final free-all of N random
+    /// allocations is quadratic (minutes at 1e6). Its two rows are skipped
+    /// above this many live allocations.
+    scaling_vulkano_max: usize,
     real_resources: bool,
     /// `--defragment`: vk-suballoc plain vs. with a defragmentation plan
     /// every `defragment_every`, instead of the timed table.
@@ -62,9 +70,11 @@ struct Args {
 
 fn usage() -> &'static str {
     "usage: peers [--ops N] [--runs R] [--seed S] [--traces streaming,frame-loop,small-churn,mixed]\n\
-     \x20            [--allocators vk-suballoc,vma,gpu-allocator,gpu-alloc,core-ours,core-offset-allocator]\n\
+     \x20            [--allocators vk-suballoc,vk-suballoc-locked,vma,gpu-allocator,gpu-alloc,vulkano,\n\
+     \x20                          core-ours,core-offset-allocator,core-vulkano-free-list,core-vulkano-buddy]\n\
      \x20            [--scaling 1000,10000,100000,1000000 | --no-scaling] [--scaling-ops N]\n\
-     \x20            [--scaling-gpu-allocator-max N] [--real-resources] [--print-requirements]\n\
+     \x20            [--scaling-gpu-allocator-max N] [--scaling-vulkano-max N]\n\
+     \x20            [--real-resources] [--print-requirements]\n\
      \x20            [--placement-hash] [--device NAME] (--traces \"\": the scaling run alone)\n\
      \x20            [--json FILE] [--markdown FILE]\n\
      \x20            [--defragment [--defragment-every N|P%]] (default every 2% of a trace)"
@@ -95,6 +105,7 @@ fn parse_args() -> Result<Args, String> {
         scaling: vec![1_000, 10_000, 100_000, 1_000_000],
         scaling_ops: 100_000,
         scaling_gpu_allocator_max: 10_000,
+        scaling_vulkano_max: 100_000,
         real_resources: false,
         defragment: false,
         defragment_every: defragment::Every::Percent(2.0),
@@ -139,6 +150,9 @@ fn parse_args() -> Result<Args, String> {
             "--scaling-ops" => args.scaling_ops = parse_number(&value()?)? as usize,
             "--scaling-gpu-allocator-max" => {
                 args.scaling_gpu_allocator_max = parse_number(&value()?)? as usize;
+            }
+            "--scaling-vulkano-max" => {
+                args.scaling_vulkano_max = parse_number(&value()?)? as usize;
             }
             "--real-resources" => args.real_resources = true,
             "--defragment" => args.defragment = true,
@@ -226,6 +240,19 @@ fn run_once(
         ),
         Which::OffsetAllocatorCore => run_one(
             backends::OffsetAllocatorCore::new(max_allocations),
+            trace,
+            overhead,
+            true,
+        ),
+        Which::Vulkano => run_one(vulkano_peer::Vulkano::new(ctx), trace, overhead, false),
+        Which::VulkanoFreeListCore => run_one(
+            vulkano_peer::VulkanoCore::<FreeListAllocator>::new(ctx.buffer_image_granularity),
+            trace,
+            overhead,
+            true,
+        ),
+        Which::VulkanoBuddyCore => run_one(
+            vulkano_peer::VulkanoCore::<BuddyAllocator>::new(ctx.buffer_image_granularity),
             trace,
             overhead,
             true,
@@ -408,8 +435,14 @@ fn real_resources(args: &Args) -> ExitCode {
                 Which::GpuAlloc => {
                     replay::replay_real(&mut backends::GpuAlloc::new(&ctx), &trace, &ctx)
                 }
+                Which::Vulkano => {
+                    replay::replay_real(&mut vulkano_peer::Vulkano::new(&ctx), &trace, &ctx)
+                }
                 // The cores hand out offsets, not memory: nothing to bind.
-                Which::OurCore | Which::OffsetAllocatorCore => {
+                Which::OurCore
+                | Which::OffsetAllocatorCore
+                | Which::VulkanoFreeListCore
+                | Which::VulkanoBuddyCore => {
                     let _ = max_allocations;
                     continue;
                 }
@@ -625,14 +658,19 @@ fn main() -> ExitCode {
             .iter()
             .copied()
             .filter(|&which| {
-                let skip = which == Which::GpuAllocator && live > args.scaling_gpu_allocator_max;
-                if skip {
-                    println!(
-                        "  {:<28} skipped (best fit over every free chunk; raise --scaling-gpu-allocator-max)",
-                        which.name()
-                    );
-                }
-                !skip
+                let why = match which {
+                    Which::GpuAllocator if live > args.scaling_gpu_allocator_max => {
+                        "best fit over every free chunk; raise --scaling-gpu-allocator-max"
+                    }
+                    Which::Vulkano | Which::VulkanoFreeListCore
+                        if live > args.scaling_vulkano_max =>
+                    {
+                        "a free list sorted in a Vec: the final free-all is quadratic; raise --scaling-vulkano-max"
+                    }
+                    _ => return true,
+                };
+                println!("  {:<28} skipped ({why})", which.name());
+                false
             })
             .collect();
         for row in measure(&allocators, &ctx, &trace, args.runs, overhead) {

@@ -126,7 +126,7 @@ impl Results {
         self.header.markdown(&mut s);
         let _ = writeln!(
             s,
-            "Seed {:#x}, about {} operations per trace, median of {} runs (times, reserved bytes and calls alike; a range in parentheses when the runs differ); clock overhead {:.1} ns per timed segment, subtracted. An uncontended mutex lock + unlock costs {:.1} ns here (only the `vk-suballoc (locked)` row takes one per call: vk-suballoc's `allocate_mut`/`free_mut`, gpu-alloc and gpu-allocator take `&mut self`, and VMA runs `EXTERNALLY_SYNCHRONIZED`).\n",
+            "Seed {:#x}, about {} operations per trace, median of {} runs (times, reserved bytes and calls alike; a range in parentheses when the runs differ); clock overhead {:.1} ns per timed segment, subtracted. An uncontended mutex lock + unlock costs {:.1} ns here (only the `vk-suballoc (locked)` and `vulkano` rows take one per call, vulkano's a `parking_lot` mutex per memory type, which it has no way to skip: vk-suballoc's `allocate_mut`/`free_mut`, gpu-alloc and gpu-allocator take `&mut self`, VMA runs `EXTERNALLY_SYNCHRONIZED`, and the cores take none).\n",
             self.header.seed,
             self.header.ops,
             self.header.runs,

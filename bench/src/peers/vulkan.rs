@@ -18,9 +18,13 @@
 //! `vmaAllocateMemoryForImage`, which tell it the resource kind (its
 //! documentation recommends them over `vmaAllocateMemory`), with the same
 //! requirements as every other allocator and no resource created.
+//!
+//! vulkano loads its own device table through `vkGetDeviceProcAddr`:
+//! [`counted_get_device_proc_addr`] answers it with the same entries as the
+//! counted `ash::Device`, so its memory objects are counted by the same hooks.
 
 use std::collections::HashMap;
-use std::ffi::{c_void, CStr};
+use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex, OnceLock};
 
@@ -32,6 +36,7 @@ struct RealFns {
     free: vk::PFN_vkFreeMemory,
     buffer_requirements: vk::PFN_vkGetBufferMemoryRequirements2,
     image_requirements: vk::PFN_vkGetImageMemoryRequirements2,
+    get_device_proc_addr: vk::PFN_vkGetDeviceProcAddr,
 }
 
 static REAL: OnceLock<RealFns> = OnceLock::new();
@@ -273,6 +278,46 @@ unsafe extern "system" fn counting_free_memory(
     DRIVER_NS.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
 }
 
+/// `vkGetDeviceProcAddr` with the counted table's entries: the counting
+/// `vkAllocateMemory`/`vkFreeMemory` and the answering requirement queries,
+/// the driver's own for every other name. The counted `ash::Device` is
+/// loaded through it, and so is vulkano's device table (its `Device` is
+/// made over the same `VkDevice` with a loader that hands this out).
+///
+/// # Safety
+/// The Vulkan contract of `vkGetDeviceProcAddr`: `device` is the context's
+/// device and `name` a NUL-terminated string; a [`VulkanContext`] exists.
+pub unsafe extern "system" fn counted_get_device_proc_addr(
+    device: vk::Device,
+    name: *const c_char,
+) -> vk::PFN_vkVoidFunction {
+    // SAFETY: a NUL-terminated name (the caller's contract).
+    let wanted = unsafe { CStr::from_ptr(name) };
+    let hook: Option<*const c_void> = if wanted == c"vkAllocateMemory" {
+        Some(counting_allocate_memory as *const c_void)
+    } else if wanted == c"vkFreeMemory" {
+        Some(counting_free_memory as *const c_void)
+    } else if wanted == c"vkGetBufferMemoryRequirements2" {
+        Some(answering_buffer_requirements as *const c_void)
+    } else if wanted == c"vkGetImageMemoryRequirements2" {
+        Some(answering_image_requirements as *const c_void)
+    } else if wanted == c"vkGetDeviceProcAddr" {
+        Some(counted_get_device_proc_addr as *const c_void)
+    } else {
+        None
+    };
+    match hook {
+        // SAFETY: a function pointer, returned as the void function type
+        // that the caller casts back to the named entry point's.
+        Some(f) => unsafe { std::mem::transmute::<*const c_void, vk::PFN_vkVoidFunction>(f) },
+        None => {
+            let real = REAL.get().expect("hooks installed before use");
+            // SAFETY: the driver's own lookup for this device and name.
+            unsafe { (real.get_device_proc_addr)(device, name) }
+        }
+    }
+}
+
 /// Validation messages seen by the debug messenger.
 static VALIDATION_MESSAGES: AtomicU64 = AtomicU64::new(0);
 static PRINT_MESSAGES: AtomicBool = AtomicBool::new(true);
@@ -311,6 +356,8 @@ pub fn validation_messages() -> u64 {
 
 /// The instance, the device, and the counted device table.
 pub struct VulkanContext {
+    /// Made with the validation layer and `VK_EXT_debug_utils`.
+    pub validation: bool,
     _entry: ash::Entry,
     pub instance: ash::Instance,
     pub physical_device: vk::PhysicalDevice,
@@ -427,8 +474,8 @@ impl VulkanContext {
             free: device.fp_v1_0().free_memory,
             buffer_requirements: device.fp_v1_1().get_buffer_memory_requirements2,
             image_requirements: device.fp_v1_1().get_image_memory_requirements2,
+            get_device_proc_addr: instance.fp_v1_0().get_device_proc_addr,
         });
-        let get_device_proc_addr = instance.fp_v1_0().get_device_proc_addr;
         let handle = device.handle();
         // SAFETY: every entry point but the four hooks is the driver's own,
         // looked up for this device; the hooks forward to the driver's (the
@@ -436,24 +483,15 @@ impl VulkanContext {
         let counted_device = unsafe {
             ash::Device::load_with(
                 |name| {
-                    if name == c"vkAllocateMemory" {
-                        counting_allocate_memory as *const c_void
-                    } else if name == c"vkFreeMemory" {
-                        counting_free_memory as *const c_void
-                    } else if name == c"vkGetBufferMemoryRequirements2" {
-                        answering_buffer_requirements as *const c_void
-                    } else if name == c"vkGetImageMemoryRequirements2" {
-                        answering_image_requirements as *const c_void
-                    } else {
-                        std::mem::transmute::<vk::PFN_vkVoidFunction, *const c_void>(
-                            get_device_proc_addr(handle, name.as_ptr()),
-                        )
-                    }
+                    std::mem::transmute::<vk::PFN_vkVoidFunction, *const c_void>(
+                        counted_get_device_proc_addr(handle, name.as_ptr()),
+                    )
                 },
                 handle,
             )
         };
         Ok(Self {
+            validation,
             _entry: entry,
             instance,
             physical_device,
@@ -468,6 +506,11 @@ impl VulkanContext {
 }
 
 impl VulkanContext {
+    /// The Vulkan loader the context was made through.
+    pub fn entry(&self) -> &ash::Entry {
+        &self._entry
+    }
+
     /// Makes one deliberate validation error (a buffer bound at a misaligned
     /// offset, VUID-vkBindBufferMemory-memoryOffset-01036) and checks that
     /// the messenger counted it: a real-resources run that sees no message
