@@ -38,6 +38,8 @@ use vulkano::memory::{DeviceAlignment, MemoryRequirements};
 use vulkano::{Version, VulkanLibrary, VulkanObject};
 
 use crate::backends::{Backend, CORE_CAPACITY};
+#[cfg(test)]
+use crate::trace::Resource;
 use crate::trace::{Kind, MemUse, Req};
 use crate::vulkan::{self, VulkanContext};
 
@@ -272,5 +274,64 @@ impl<S: Suballocator> Backend for VulkanoCore<S> {
 
     fn placement(&self, handle: &Self::Handle) -> (vk::DeviceMemory, u64) {
         (vk::DeviceMemory::null(), handle.offset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::Which;
+    use vulkano::memory::allocator::{BuddyAllocator, FreeListAllocator};
+
+    fn req(size: u64, alignment: u64, kind: Kind) -> Req {
+        Req {
+            requirements: vk::MemoryRequirements {
+                size,
+                alignment,
+                memory_type_bits: 1,
+            },
+            kind,
+            usage: MemUse::DeviceLocal,
+            resource: Resource::Image {
+                width: 1,
+                height: 1,
+            },
+        }
+    }
+
+    /// A buffer and an optimal image placed one after the other never share
+    /// a granularity page: the cores are told the kinds and the granularity.
+    fn kinds_do_not_share_a_page<S: Suballocator>() {
+        let mut core = VulkanoCore::<S>::new(1024);
+        let buffer = core.allocate(&req(100, 16, Kind::Buffer)).unwrap();
+        let image = core.allocate(&req(100, 16, Kind::Image)).unwrap();
+        let (_, b) = core.placement(&buffer);
+        let (_, i) = core.placement(&image);
+        assert!(
+            b / 1024 != i / 1024 && (b + 99) / 1024 != i / 1024,
+            "{b} {i}"
+        );
+        core.free(buffer);
+        core.free(image);
+    }
+
+    #[test]
+    fn the_free_list_core_honours_the_granularity() {
+        kinds_do_not_share_a_page::<FreeListAllocator>();
+    }
+
+    #[test]
+    fn the_buddy_core_honours_the_granularity() {
+        kinds_do_not_share_a_page::<BuddyAllocator>();
+    }
+
+    #[test]
+    fn vulkano_is_a_peer_and_its_suballocators_are_cores() {
+        assert!(Which::Vulkano.is_peer());
+        for core in [Which::VulkanoFreeListCore, Which::VulkanoBuddyCore] {
+            assert!(!core.is_vulkan());
+            assert_eq!(Which::parse(core.key()), Some(core));
+        }
+        assert_eq!(Which::parse("vulkano"), Some(Which::Vulkano));
     }
 }
