@@ -325,6 +325,25 @@ mod tests {
         kinds_do_not_share_a_page::<BuddyAllocator>();
     }
 
+    /// What the READMEs say of vulkano 0.34: its `FreeListAllocator` checks
+    /// the range before a new allocation for a granularity conflict, not
+    /// the one after. A buffer put in the gap an image left before another
+    /// image ends on that image's page. If a vulkano update fixes this, the
+    /// test fails and the READMEs' sentence goes.
+    #[test]
+    fn vulkanos_free_list_overlooks_the_following_range_for_granularity() {
+        let mut core = VulkanoCore::<FreeListAllocator>::new(1024);
+        let first = core.allocate(&req(1000, 16, Kind::Buffer)).unwrap();
+        let gap = core.allocate(&req(100, 16, Kind::Image)).unwrap();
+        let image = core.allocate(&req(100, 16, Kind::Image)).unwrap();
+        assert_eq!((first.offset, gap.offset, image.offset), (0, 1024, 1136));
+        core.free(gap);
+        let buffer = core.allocate(&req(100, 16, Kind::Buffer)).unwrap();
+        assert_eq!(buffer.offset, 1008);
+        let last_byte = buffer.offset + 99;
+        assert_eq!(last_byte / 1024, image.offset / 1024, "one page, two kinds");
+    }
+
     #[test]
     fn vulkano_is_a_peer_and_its_suballocators_are_cores() {
         assert!(Which::Vulkano.is_peer());
