@@ -358,7 +358,7 @@ pub fn validation_messages() -> u64 {
 pub struct VulkanContext {
     /// Made with the validation layer and `VK_EXT_debug_utils`.
     pub validation: bool,
-    _entry: ash::Entry,
+    entry: ash::Entry,
     pub instance: ash::Instance,
     pub physical_device: vk::PhysicalDevice,
     /// The plain device: resource creation and requirement queries.
@@ -492,7 +492,7 @@ impl VulkanContext {
         };
         Ok(Self {
             validation,
-            _entry: entry,
+            entry,
             instance,
             physical_device,
             device,
@@ -508,7 +508,7 @@ impl VulkanContext {
 impl VulkanContext {
     /// The Vulkan loader the context was made through.
     pub fn entry(&self) -> &ash::Entry {
-        &self._entry
+        &self.entry
     }
 
     /// Makes one deliberate validation error (a buffer bound at a misaligned
