@@ -384,3 +384,49 @@ fn a_lazily_allocated_pool_makes_no_blocks() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+/// A request for existing memory only that no block of a fixed-size pool
+/// could hold is refused with `TooLargeForPool`, as any other request is:
+/// the documented order puts the pool's block size before exhaustion, and
+/// no freeing would help, whereas `NoRoomInExistingMemory` says to retry
+/// without the flag (which would get `TooLargeForPool`). Before, it got
+/// `NoRoomInExistingMemory`. One the pool's blocks could hold still gets
+/// that error when they have no room.
+#[test]
+fn existing_memory_only_too_large_for_a_pool_says_so() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    for min_blocks in [0, 1] {
+        let desc = PoolDesc::new(1).block_size(MIB).min_blocks(min_blocks);
+        let pool = allocator.create_pool(&desc).unwrap();
+        let only = |size: u64| {
+            let desc = AllocationDesc::new(Usage::DEVICE_LOCAL)
+                .pool(pool)
+                .existing_memory_only();
+            Request::with_desc(requirements(size, 256), ResourceKind::Buffer, desc)
+        };
+        let calls = device.counters().allocate_calls;
+        assert_eq!(
+            allocator.allocate(&only(MIB + 1)),
+            Err(Error::TooLargeForPool {
+                size: MIB + 256,
+                block_size: MIB
+            })
+        );
+        if min_blocks == 0 {
+            assert_eq!(
+                allocator.allocate(&only(MIB)),
+                Err(Error::NoRoomInExistingMemory)
+            );
+        } else {
+            let whole = allocator.allocate(&only(MIB)).unwrap();
+            assert_eq!(
+                allocator.allocate(&only(256)),
+                Err(Error::NoRoomInExistingMemory)
+            );
+            free(&allocator, whole);
+        }
+        assert_eq!(device.counters().allocate_calls, calls);
+        allocator.destroy_pool(pool).unwrap();
+    }
+    finish(allocator, &device);
+}

@@ -275,14 +275,7 @@ impl<M> TypePool<M> {
         dedicated_first: bool,
     ) -> Result<Placement, Error> {
         if request.existing_memory_only {
-            // `allocate` tried the blocks unless dedicated memory came
-            // first; a requirement for it cannot be met without new memory.
-            if dedicated_first && request.dedicated != DedicatedChoice::Require {
-                if let Some(placement) = self.allocate_in_blocks(request) {
-                    return Ok(self.count(placement, request));
-                }
-            }
-            return Err(Error::NoRoomInExistingMemory);
+            return self.allocate_in_existing(request, dedicated_first);
         }
         if request.within_budget {
             context.begin_budget_checks();
@@ -315,6 +308,44 @@ impl<M> TypePool<M> {
             }
             result => result,
         }
+    }
+
+    /// [`allocate_slow`](Self::allocate_slow) for a request for existing
+    /// memory only: the blocks, which `allocate` did not try when dedicated
+    /// memory came first (a requirement for it cannot be met without new
+    /// memory); then, as [`allocate_in_new_block`](Self::allocate_in_new_block)
+    /// would, a fixed block size the request exceeds is said
+    /// ([`Error::TooLargeForPool`]: no block of the pool could ever hold
+    /// it). Never a new memory object.
+    #[cold]
+    #[inline(never)]
+    fn allocate_in_existing(
+        &mut self,
+        request: &PoolRequest<'_>,
+        dedicated_first: bool,
+    ) -> Result<Placement, Error> {
+        if request.dedicated == DedicatedChoice::Require {
+            return Err(Error::NoRoomInExistingMemory);
+        }
+        if dedicated_first {
+            if let Some(placement) = self.allocate_in_blocks(request) {
+                return Ok(self.count(placement, request));
+            }
+        }
+        if let Some(error) = self.too_large_for_blocks(request) {
+            return Err(error);
+        }
+        Err(Error::NoRoomInExistingMemory)
+    }
+
+    /// [`Error::TooLargeForPool`] when the pool fixes its blocks' size and
+    /// `request` takes more.
+    fn too_large_for_blocks(&self, request: &PoolRequest<'_>) -> Option<Error> {
+        let block_size = self.policy.block_size?;
+        (request.placed_size > block_size).then_some(Error::TooLargeForPool {
+            size: request.placed_size,
+            block_size,
+        })
     }
 
     /// Carves a new run of `class` from the existing blocks and takes its
@@ -469,13 +500,10 @@ impl<M> TypePool<M> {
     ) -> Result<Placement, Error> {
         // No block of a pool with a fixed size can hold more: said first,
         // as no freeing would help (nor would a full pool's room).
-        let fixed = self.policy.block_size;
-        if let Some(block_size) = fixed.filter(|&size| request.placed_size > size) {
-            return Err(Error::TooLargeForPool {
-                size: request.placed_size,
-                block_size,
-            });
+        if let Some(error) = self.too_large_for_blocks(request) {
+            return Err(error);
         }
+        let fixed = self.policy.block_size;
         // Each granularity class grows its own sequence of block sizes.
         let largest = self.order[request.class]
             .iter()
