@@ -141,6 +141,37 @@ fn an_empty_block_changes_kind() {
     finish(allocator, &device);
 }
 
+/// A request for existing memory only takes the kept empty block of the
+/// other kind too, as an ordinary request does: it is memory that exists.
+/// Before, it failed with `NoRoomInExistingMemory` beside an empty block
+/// that could hold it.
+#[test]
+fn existing_memory_only_takes_the_empty_block_of_the_other_kind() {
+    let (allocator, device) = allocator_with(
+        FakeLayout::discrete().with_granularity(65536),
+        Config::default(),
+    );
+    let only = |alignment: u64, kind: ResourceKind| {
+        Request::new(requirements(MIB, alignment), Usage::DEVICE_LOCAL, kind).existing_memory_only()
+    };
+    let image = device_local(&allocator, MIB, 65536, ResourceKind::OptimalImage);
+    let memory = image.memory();
+    free(&allocator, image);
+    let buffer = allocator
+        .allocate(&only(256, ResourceKind::Buffer))
+        .unwrap();
+    assert_eq!(buffer.memory(), memory);
+    // And back, once the buffer leaves the block empty.
+    free(&allocator, buffer);
+    let image = allocator
+        .allocate(&only(65536, ResourceKind::OptimalImage))
+        .unwrap();
+    assert_eq!(image.memory(), memory);
+    assert_eq!(device.counters().allocate_calls, 1);
+    free(&allocator, image);
+    finish(allocator, &device);
+}
+
 /// A granularity that is not a power of two (no driver reports one; the
 /// limit does not forbid it) keeps the kinds in separate blocks: padding
 /// images to its pages would need an alignment the offset allocator cannot

@@ -316,7 +316,8 @@ impl<M> TypePool<M> {
     /// memory); then, as [`allocate_in_new_block`](Self::allocate_in_new_block)
     /// would, a fixed block size the request exceeds is said
     /// ([`Error::TooLargeForPool`]: no block of the pool could ever hold
-    /// it). Never a new memory object.
+    /// it), and the kept empty block of the other granularity class, which
+    /// exists, is adopted. Never a new memory object.
     #[cold]
     #[inline(never)]
     fn allocate_in_existing(
@@ -334,6 +335,11 @@ impl<M> TypePool<M> {
         }
         if let Some(error) = self.too_large_for_blocks(request) {
             return Err(error);
+        }
+        if let Some(key) = self.adopt_empty_block(request) {
+            if let Some(placement) = self.allocate_in_block(key, request) {
+                return Ok(self.count(placement, request));
+            }
         }
         Err(Error::NoRoomInExistingMemory)
     }
