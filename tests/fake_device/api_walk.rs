@@ -116,7 +116,8 @@ struct Counted {
 struct Live {
     allocation: Allocation,
     /// The requirements it was requested with: those of its resource,
-    /// which a defragmentation move recreates.
+    /// which a defragmentation move recreates, with its `min_alignment`
+    /// folded into the alignment (as a movable carries it).
     requirements: vk::MemoryRequirements,
     kind: ResourceKind,
     name: Option<&'static str>,

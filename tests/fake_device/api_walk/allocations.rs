@@ -2,10 +2,13 @@
 //! checked against its request and everything counted; frees now or after
 //! the frame; host access; `trim`.
 
+use std::collections::HashSet;
 use std::fmt::Debug;
 
 use ash::vk::{self, Handle};
+use vk_suballoc::device::fake::FakeCounters;
 use vk_suballoc::device::{MemoryDeviceExt, MemoryPropertyFlags};
+use vk_suballoc::report::Stats;
 // `DedicatedTarget` from the crate root, beside `DedicatedHint`, as users
 // who build requests by hand write it.
 use vk_suballoc::{
@@ -32,6 +35,18 @@ impl Walk {
             10..=39 => 1 + self.rng.below(256),
             40..=69 => 1 + self.rng.below(16 << 10),
             _ => 1 + self.rng.below(MIB),
+        }
+    }
+
+    /// An `AllocationDesc::min_alignment`: mostly a power of two up to
+    /// 4 MiB; rarely 0 (none), a huge one no block offset but 0 meets, or
+    /// one that is not a power of two (refused).
+    fn draw_min_alignment(&mut self) -> u64 {
+        match self.rng.below(40) {
+            0 => [3, 96, 3 << 20, u64::MAX][self.rng.below(4) as usize],
+            1 => [1 << 40, 1 << 63][self.rng.below(2) as usize],
+            2 => 0,
+            _ => 1 << self.rng.below(23),
         }
     }
 
@@ -93,6 +108,13 @@ impl Walk {
         request.desc.name = name;
         request.desc.within_budget = within_budget;
         request.desc.priority = priority;
+        // Added to the draws above, not instead of any: one request in
+        // eight takes existing memory only, one in eight carries an
+        // alignment of its own.
+        request.desc.existing_memory_only = self.rng.below(8) == 0;
+        if self.rng.below(8) == 0 {
+            request.desc.min_alignment = self.draw_min_alignment();
+        }
         if let Some(pool) = self.draw_pool() {
             request = self.aim_at_pool(request, pool);
         }
@@ -126,11 +148,20 @@ impl Walk {
             .pool
             .and_then(|p| self.allocator.pool_stats(&p).ok());
         let counters = self.device.counters();
+        // The memory objects an existing-memory-only request may land in.
+        let existing: Option<HashSet<vk::DeviceMemory>> =
+            request.desc.existing_memory_only.then(|| {
+                let live = self.device.live_allocations();
+                live.iter().map(|m| m.memory).collect()
+            });
         let result = if self.rng.below(2) == 0 {
             self.allocator.allocate(&request)
         } else {
             self.allocator.allocate_mut(&request)
         };
+        if let Some(existing) = &existing {
+            self.check_existing_only(&request, &result, existing, &counters, &before);
+        }
         let fired = self.faults_fired(&counters);
         match result {
             Ok(allocation) => self.accept(allocation, &request, resource),
@@ -167,6 +198,44 @@ impl Walk {
                     self.destroy_resource(request.kind, handle);
                 }
             }
+        }
+    }
+
+    /// What an existing-memory-only request promises, whatever its
+    /// outcome: no `vkAllocateMemory` or `vkMapMemory` call, no new memory
+    /// object; and a success lies in a block that existed before it (so
+    /// never in dedicated memory). Its failure is checked by `explain`.
+    fn check_existing_only(
+        &self,
+        request: &Request<'_>,
+        result: &Result<Allocation, Error>,
+        existing: &HashSet<vk::DeviceMemory>,
+        counters: &FakeCounters,
+        before: &Stats,
+    ) {
+        let ctx = self.ctx();
+        let now = self.device.counters();
+        assert_eq!(
+            (now.allocate_calls, now.allocations, now.maps),
+            (counters.allocate_calls, counters.allocations, counters.maps),
+            "{ctx}: {request:?} for existing memory only called the device: {result:?}"
+        );
+        let objects = before.memory_objects as usize;
+        assert_eq!(
+            (self.device.live_allocations().len(), existing.len()),
+            (objects, objects),
+            "{ctx}: {request:?} for existing memory only: {result:?}"
+        );
+        assert_eq!(
+            self.allocator.stats().memory_objects,
+            before.memory_objects,
+            "{ctx}: {request:?} for existing memory only: {result:?}"
+        );
+        if let Ok(a) = result {
+            assert!(
+                !a.is_dedicated() && existing.contains(&a.memory()),
+                "{ctx}: {a:?} for existing memory only, in memory that did not exist"
+            );
         }
     }
 
@@ -213,10 +282,13 @@ impl Walk {
         {
             assert!(!a.is_dedicated(), "{ctx}: {request:?} dedicated");
         }
+        // The placement's alignment: the resource's, or `min_alignment`
+        // when larger. A movable of the allocation carries it (below).
+        let alignment = r.alignment.max(request.desc.min_alignment);
         if a.is_dedicated() {
             assert_eq!(a.offset(), 0, "{ctx}");
         } else {
-            self.check_placement(a, r.alignment, request.kind, request);
+            self.check_placement(a, alignment, request.kind, request);
         }
         assert_eq!(a.mapped_ptr().is_some(), is_host_visible(props), "{ctx}");
         assert!(self.allocator.owns(a), "{ctx}");
@@ -239,7 +311,10 @@ impl Walk {
         });
         self.live.push(Live {
             allocation,
-            requirements: request.requirements,
+            requirements: vk::MemoryRequirements {
+                alignment,
+                ..request.requirements
+            },
             kind: request.kind,
             name: request.desc.name,
             resource,

@@ -9,6 +9,14 @@ use vk_suballoc::{DedicatedPolicy, Error, Request, ResourceKind, Usage};
 
 use super::{is_host_visible, is_non_coherent, Walk, MIB};
 
+/// `AlignmentNotPowerOfTwo` for a `min_alignment` neither a power of two
+/// nor 0: checked right after the requirements' own alignment, on both
+/// request paths.
+pub(super) fn min_alignment_refusal(request: &Request<'_>) -> Option<Error> {
+    let min = request.desc.min_alignment;
+    (min != 0 && !min.is_power_of_two()).then_some(Error::AlignmentNotPowerOfTwo(min))
+}
+
 impl Walk {
     /// The memory types the allocator may use at all: every one, less AMD's
     /// device-coherent types unless their feature is on.
@@ -56,6 +64,9 @@ impl Walk {
         if !r.alignment.is_power_of_two() {
             return Some(Error::AlignmentNotPowerOfTwo(r.alignment));
         }
+        if let Some(error) = min_alignment_refusal(request) {
+            return Some(error);
+        }
         if request.driver_dedicated.required && request.dedicated_target.is_none() {
             return Some(Error::MissingDedicatedTarget);
         }
@@ -69,9 +80,16 @@ impl Walk {
         if usage.contains(Usage::DEVICE_ADDRESS) && !self.layout.buffer_device_address {
             return Some(unsuitable);
         }
-        if !self.candidates(bits, usage, r.size).is_empty() {
+        let candidates = self.candidates(bits, usage, r.size);
+        if !candidates.is_empty() {
             let max = self.layout.max_memory_allocation_size;
-            return (r.size > max).then_some(Error::SizeExceedsMaxAllocation { size: r.size, max });
+            if r.size > max {
+                return Some(Error::SizeExceedsMaxAllocation { size: r.size, max });
+            }
+            // Existing memory only, yet dedicated memory in every candidate.
+            let dedicated = |t: &u32| self.requires_dedicated(*t, request);
+            return (request.desc.existing_memory_only && candidates.iter().all(dedicated))
+                .then_some(Error::NoRoomInExistingMemory);
         }
         let largest_heap = (0..types)
             .filter(|t| bits & (1 << t) != 0)
@@ -88,17 +106,29 @@ impl Walk {
         })
     }
 
+    /// Whether `request` gets dedicated memory of type `t` whatever the
+    /// blocks hold: the driver or the caller requires it, or the type is
+    /// lazily allocated (as in VMA). In a custom pool, exactly then.
+    pub(super) fn requires_dedicated(&self, t: u32, request: &Request<'_>) -> bool {
+        let props = self.layout.memory_types[t as usize].props;
+        request.driver_dedicated.required
+            || request.desc.dedicated == DedicatedPolicy::Always
+            || props.contains(Props::LAZILY_ALLOCATED)
+    }
+
     /// At least the bytes `request` takes in a block of memory type `t`.
     pub(super) fn placed_bound(&self, t: u32, request: &Request<'_>) -> u64 {
         let r = &request.requirements;
-        let mut align = r.alignment;
+        let mut align = r.alignment.max(request.desc.min_alignment);
         if is_non_coherent(self.layout.memory_types[t as usize].props) {
             align = align.max(self.layout.non_coherent_atom_size);
         }
         if request.kind == ResourceKind::OptimalImage {
             align = align.max(self.layout.buffer_image_granularity.next_power_of_two());
         }
-        (r.size + self.config.debug_margin).next_multiple_of(align)
+        // Saturated: an alignment of 2^63 leaves no multiple past it.
+        let placed = (r.size + self.config.debug_margin).checked_next_multiple_of(align);
+        placed.unwrap_or(u64::MAX)
     }
 
     /// A candidate memory type whose heap (and budget, when asked to stay
@@ -162,6 +192,10 @@ impl Walk {
             assert_eq!(error, expected, "{}: {request:?}", self.ctx());
             return;
         }
+        if request.desc.existing_memory_only {
+            self.explain_existing_only(error, request, fired);
+            return;
+        }
         let objects = before.memory_objects;
         assert!(
             self.exhaustion_explained(error, request, fired, objects),
@@ -180,6 +214,29 @@ impl Walk {
                 );
             }
         }
+    }
+
+    /// Panics unless `error`, the answer to an existing-memory-only
+    /// `request` that no flaw of its own refuses, is
+    /// `NoRoomInExistingMemory`, with no injected failure fired: such a
+    /// request calls no `vkAllocateMemory` or `vkMapMemory`, so the device
+    /// can fail it in no other way. Whether it fails is not predicted: that
+    /// needs to know whether some block of some candidate type (in rank
+    /// order) has a free range of the placed size at the placed alignment,
+    /// which turns on the offset allocator's bins, the run slots, the
+    /// granularity classes and the blocks a plan is emptying; a model of
+    /// all that would be a second allocator, wrong where the first is. The
+    /// caller checks instead what a user relies on: no memory object made,
+    /// no device call, no figure changed, and a success in a block that
+    /// existed before.
+    pub(super) fn explain_existing_only(&self, error: Error, request: &Request<'_>, fired: bool) {
+        let ctx = self.ctx();
+        assert_eq!(
+            error,
+            Error::NoRoomInExistingMemory,
+            "{ctx}: {request:?} for existing memory only"
+        );
+        assert!(!fired, "{ctx}: {request:?} reached the device");
     }
 
     /// Injects a failure, caps or frees a heap, or moves a budget.

@@ -6,6 +6,7 @@ use gpu_alloc_types::MemoryPropertyFlags as Props;
 use vk_suballoc::report::TypeStats;
 use vk_suballoc::{DedicatedPolicy, Error, Pool, Request, ResourceKind, Usage};
 
+use super::expect::min_alignment_refusal;
 use super::pools::WalkPool;
 use super::{is_host_visible, is_non_coherent, Walk};
 
@@ -68,10 +69,10 @@ impl Walk {
     /// `t`, as `custom_pool_request` in `place.rs` computes them: its size
     /// and `Config::debug_margin` rounded up to the granularity page (optimal images, when the page is
     /// a power of two: in a pool, however large), else to its alignment
-    /// (widened to the non-coherent atom) up to 4 KiB.
+    /// (widened to `min_alignment` and the non-coherent atom) up to 4 KiB.
     pub(super) fn placed_size(&self, t: u32, request: &Request<'_>) -> u64 {
         let r = &request.requirements;
-        let mut align = r.alignment;
+        let mut align = r.alignment.max(request.desc.min_alignment);
         if is_non_coherent(self.layout.memory_types[t as usize].props) {
             align = align.max(self.layout.non_coherent_atom_size.max(1));
         }
@@ -98,10 +99,11 @@ impl Walk {
 
     /// The error a flawed request naming `pool` must get, in the order
     /// `allocate_in_custom_pool` checks: the pool's owner, the
-    /// requirements, the dedicated target, the pool's memory type against
-    /// `memoryTypeBits`, the device-address feature, the heap's size, host
-    /// access, `maxMemoryAllocationSize`, whether the pool still exists,
-    /// and a fixed block size.
+    /// requirements and `min_alignment`, the dedicated target, the pool's
+    /// memory type against `memoryTypeBits`, the device-address feature,
+    /// the heap's size, host access, `maxMemoryAllocationSize`, whether the
+    /// pool still exists, and a fixed block size; then, for existing
+    /// memory only, dedicated memory required.
     pub(super) fn pool_rejection(&self, pool: Pool, request: &Request<'_>) -> Option<Error> {
         if pool == self.foreign.pool {
             return Some(Error::ForeignPool);
@@ -113,6 +115,9 @@ impl Walk {
         }
         if !r.alignment.is_power_of_two() {
             return Some(Error::AlignmentNotPowerOfTwo(r.alignment));
+        }
+        if let Some(error) = min_alignment_refusal(request) {
+            return Some(error);
         }
         if request.driver_dedicated.required && request.dedicated_target.is_none() {
             return Some(Error::MissingDedicatedTarget);
@@ -151,12 +156,15 @@ impl Walk {
             return Some(Error::StalePool);
         };
         let placed = self.placed_size(t, request);
+        let dedicated = self.pool_dedicated(t, request);
         match live.block_size {
-            Some(block_size) if placed > block_size && !self.pool_dedicated(t, request) => {
-                Some(Error::TooLargeForPool {
-                    size: placed,
-                    block_size,
-                })
+            Some(block_size) if placed > block_size && !dedicated => Some(Error::TooLargeForPool {
+                size: placed,
+                block_size,
+            }),
+            // Existing memory only, yet dedicated memory required.
+            _ if dedicated && request.desc.existing_memory_only => {
+                Some(Error::NoRoomInExistingMemory)
             }
             _ => None,
         }
@@ -185,6 +193,10 @@ impl Walk {
         let Some(p) = self.live_pool(pool) else {
             panic!("{ctx}: {pool:?} is not live, yet not refused");
         };
+        // Never PoolFull: no new block is tried.
+        if request.desc.existing_memory_only {
+            return self.explain_existing_only(error, request, fired);
+        }
         let t = p.memory_type();
         let dedicated = self.pool_dedicated(t, request);
         let full = p
