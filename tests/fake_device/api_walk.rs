@@ -1,46 +1,51 @@
 //! A seeded random walk over the whole API, as an engine uses it in one
 //! session: allocations of every usage, resource kind and dedicated policy,
 //! named or not, with `memoryTypeBits` subsets and sizes from one byte to
-//! beyond every heap; frees now (`free`, `free_mut`) and after frames
-//! (`free_after_frame`, `destroy_*_after_frame`) with fences and timeline
-//! values signalled in order, out of order, late, or the device lost; upload
-//! rings created, filled, grown and destroyed; defragmentation planned over
-//! a random subset of the live allocations and carried out (bytes copied,
-//! sources freed now or after the frame, a move given up at times), or
-//! refused for a bad movable; `trim`; custom pools made with random
-//! descriptions (some invalid) on random memory types, named by some
-//! requests (some flawed for the pool), destroyed while they hold
-//! allocations or frees waiting for their frame and once empty, and stale
-//! and foreign pool handles; the stats, the JSON dump, the memory
-//! map and the SVG read at random points; injected `vkAllocateMemory` and
-//! `vkMapMemory` failures, capped heaps, budgets. Each
-//! walk draws a variant of its layout (heap sizes, object limit, granularity,
-//! budget extension) and a configuration from its seed.
+//! beyond every heap, some for existing memory only, some with a
+//! `min_alignment` (huge or invalid at times); frees now (`free`, `free_mut`)
+//! and after frames (`free_after_frame`, `destroy_*_after_frame`) with fences
+//! and timeline values signalled in order, out of order, late, or the device
+//! lost; upload rings created, filled, grown and destroyed; defragmentation
+//! planned over a random subset of the live allocations and carried out
+//! (bytes copied, sources freed now or after the frame, a move given up at
+//! times), or refused for a bad movable; `trim`; custom pools made with
+//! random descriptions (some invalid) on random memory types, named by some
+//! requests (some flawed for the pool), destroyed while they hold allocations
+//! or frees waiting for their frame and once empty, and stale and foreign
+//! pool handles; flushes, invalidates and copies in and out of host-visible
+//! memory (and refused ones); the stats, the JSON dump, the memory map and
+//! the SVG read at random points; injected `vkAllocateMemory` and
+//! `vkMapMemory` failures, capped heaps, budgets. Each walk draws a variant
+//! of its layout (heap sizes, object limit, granularity, budget extension)
+//! and a configuration from its seed.
 //!
 //! Checked against a model of what the allocator counts (live allocations,
 //! frees waiting for their frame, ring chunks): no panic; a rejected request
 //! gets exactly the error its flaw names, and an exhausted one an error the
 //! situation explains (an injected failure, a full heap or budget, the object
 //! limit, a lost device), never out of memory while a candidate heap has room
-//! for a whole new block; a failed call changes no figure of `stats()`;
-//! placements honour alignment, the non-coherent atom and
-//! `bufferImageGranularity`, never overlap and keep `Config::debug_margin`
-//! free bytes after each allocation in a block (with corruption detection,
-//! no margin is ever found damaged), including ranges freed after a
-//! frame that was not collected yet; `stats()`, the device, the memory map,
-//! the JSON dump and the SVG agree with the model; host-visible bytes are not
-//! clobbered; a plan moves only within a memory type, out of blocks that
-//! held nothing but listed allocations and queued frees, into blocks that
-//! held something and
+//! for a whole new block; a failed call changes no figure of `stats()`; a
+//! request for existing memory only calls no `vkAllocateMemory`, makes no
+//! memory object, fails only with `NoRoomInExistingMemory` (when no flaw of
+//! its own is refused first) and succeeds only in a block that existed
+//! before; placements honour alignment and `min_alignment`, the non-coherent
+//! atom and `bufferImageGranularity`, never overlap and keep
+//! `Config::debug_margin` free bytes after each allocation in a block (with
+//! corruption detection, no margin is ever found damaged), including ranges
+//! freed after a frame that was not collected yet; `stats()`, the device, the
+//! memory map, the JSON dump and the SVG agree with the model; host-visible
+//! bytes are not clobbered, and a copy's bytes reach the GPU (flushed) and
+//! come back, as a GPU write does through a copy out (invalidated); a plan
+//! moves only within a memory type, out of blocks that held nothing but
+//! listed allocations and queued frees, into blocks that held something and
 //! that no plan is emptying, within its limits, and a pool's allocation
 //! within its pool, never emptying it below `min_blocks`. A custom pool's
-//! requests take its memory type alone, dedicated memory only when
-//! required; its figures (`pool_stats`) agree with the model and its
-//! description (`min_blocks` to `max_blocks` blocks, of its fixed size),
-//! `trim` keeps its `min_blocks`, and destroying it is refused with the
-//! exact count while it holds anything, else releases its blocks. At the
-//! end nothing leaks, whether the pools are destroyed or left to the
-//! allocator's drop.
+//! requests take its memory type alone, dedicated memory only when required;
+//! its figures (`pool_stats`) agree with the model and its description
+//! (`min_blocks` to `max_blocks` blocks, of its fixed size), `trim` keeps its
+//! `min_blocks`, and destroying it is refused with the exact count while it
+//! holds anything, else releases its blocks. At the end nothing leaks,
+//! whether the pools are destroyed or left to the allocator's drop.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -58,6 +63,8 @@ use super::{allocator_with, FakeAllocator};
 mod allocations;
 #[path = "api_walk/checks.rs"]
 mod checks;
+#[path = "api_walk/copies.rs"]
+mod copies;
 #[path = "api_walk/defragment.rs"]
 mod defragment;
 #[path = "api_walk/expect.rs"]
@@ -408,7 +415,10 @@ impl Walk {
                 73..=78 => self.collect(),
                 79..=86 => self.ring_op(),
                 87..=90 => self.inject(),
-                91..=93 => self.host_access(),
+                91..=93 => {
+                    self.host_access();
+                    self.copy_access();
+                }
                 94 => self.trim(),
                 95..=96 => self.defragment(),
                 97 => self.pool_op(),
