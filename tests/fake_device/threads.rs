@@ -2,7 +2,10 @@
 //! frames, frames ended, signalled and collected by any thread, upload rings,
 //! custom pools (shared, and one made and destroyed over and over),
 //! statistics, dumps and trims, on layouts with several memory types, small
-//! heaps and a low `maxMemoryAllocationCount`.
+//! heaps and a low `maxMemoryAllocationCount`. Some requests take existing
+//! memory only, some carry a `min_alignment`: each placement honours it,
+//! and a request for existing memory only never gets dedicated memory and
+//! fails only with `NoRoomInExistingMemory`.
 //!
 //! A shadow shared by the threads checks every range the allocator hands out
 //! against the ranges that must not be reused yet: live allocations, ranges
@@ -182,7 +185,10 @@ impl<'a> World<'a> {
     }
 
     /// A request as the threads make them: mostly small buffers, some
-    /// images, now and then a few MiB; one in four within budget.
+    /// images, now and then a few MiB; one in four within budget; one in
+    /// eight for existing memory only, one in eight with a `min_alignment`
+    /// (mostly a power of two up to 4 MiB, rarely 2^40, rarely 96, which
+    /// is refused).
     fn draw_request(rng: &mut Rng) -> Request<'static> {
         let size = if rng.below(20) == 0 {
             (1 + rng.below(4)) * MIB
@@ -202,7 +208,43 @@ impl<'a> World<'a> {
         if rng.below(4) == 0 {
             request = request.within_budget();
         }
+        if rng.below(8) == 0 {
+            request = request.existing_memory_only();
+        }
+        if rng.below(8) == 0 {
+            request.desc.min_alignment = match rng.below(32) {
+                0 => 96,
+                1 => 1 << 40,
+                _ => 1 << rng.below(23),
+            };
+        }
         request
+    }
+
+    /// Panics unless `error` is one `request` may meet while other threads
+    /// allocate and free: a `min_alignment` that is not a power of two
+    /// refused as such; for existing memory only, `NoRoomInExistingMemory`
+    /// alone (it calls no `vkAllocateMemory`, so no exhaustion of the
+    /// device, no full pool); else exhaustion on small heaps with few
+    /// memory objects, or a full pool.
+    fn check_refusal(request: &Request<'_>, error: Error) {
+        let size = request.requirements.size;
+        let min_alignment = request.desc.min_alignment;
+        if min_alignment != 0 && !min_alignment.is_power_of_two() {
+            assert_eq!(error, Error::AlignmentNotPowerOfTwo(min_alignment));
+        } else if request.desc.existing_memory_only {
+            assert_eq!(
+                error,
+                Error::NoRoomInExistingMemory,
+                "{size} bytes for existing memory only"
+            );
+        } else {
+            let full = matches!(error, Error::PoolFull { .. }) && request.desc.pool.is_some();
+            assert!(
+                Self::exhausted(&error) || full,
+                "allocate {size}: {error:?}"
+            );
+        }
     }
 
     fn allocate(&self, rng: &mut Rng, tag: u64) -> Option<(u64, Allocation)> {
@@ -217,15 +259,28 @@ impl<'a> World<'a> {
     fn allocate_request(&self, request: &Request<'_>, tag: u64) -> Option<Allocation> {
         let mut allocation = match self.allocator.allocate(request) {
             Ok(allocation) => allocation,
-            Err(error) if Self::exhausted(&error) => return None,
-            Err(Error::PoolFull { .. }) if request.desc.pool.is_some() => return None,
-            Err(error) => panic!("allocate {}: {error:?}", request.requirements.size),
+            Err(error) => {
+                Self::check_refusal(request, error);
+                return None;
+            }
         };
         assert_eq!(
             allocation.is_in_custom_pool(),
             request.desc.pool.is_some(),
             "{allocation:?}"
         );
+        // Sound under concurrency: where it lies. (Whether an existing
+        // block took it is not: another thread may make a block between
+        // any look at the device and this request, and the request may
+        // land there; nor is a count of memory objects made meanwhile.)
+        let alignment = request
+            .desc
+            .min_alignment
+            .max(request.requirements.alignment);
+        assert_eq!(allocation.offset() % alignment, 0, "{allocation:?}");
+        if request.desc.existing_memory_only {
+            assert!(!allocation.is_dedicated(), "{allocation:?}");
+        }
         if let Some(pool) = request.desc.pool {
             assert_eq!(allocation.memory_type(), pool.memory_type());
             assert!(!allocation.is_dedicated(), "{allocation:?}");

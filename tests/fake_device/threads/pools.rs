@@ -1,7 +1,8 @@
 //! Custom pools under the threads: two pools shared by every thread (one of
 //! fixed blocks with a cap, one growing with a block made at once), which a
 //! quarter of the requests name; and a private pool that one thread makes,
-//! fills, empties (now or after the frame) and destroys again and again,
+//! fills (some requests for existing memory only, which never add a
+//! block), empties (now or after the frame) and destroys again and again,
 //! refused while frees wait for their frame, which other threads may
 //! collect at any time.
 //!
@@ -143,10 +144,19 @@ impl World<'_> {
         let mut mine = Vec::new();
         for i in 0..1 + rng.below(4) {
             let size = 4096 + rng.below(256 << 10);
-            let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+            let mut desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+            desc.existing_memory_only = rng.below(4) == 0;
             let request = Request::with_desc(requirements(size, 256), ResourceKind::Buffer, desc);
+            let blocks = self.allocator.pool_stats(&pool).unwrap().blocks;
             if let Some(allocation) = self.allocate_request(&request, tag + i) {
                 mine.push((tag + i, allocation));
+            }
+            // No other thread names the pool, so its blocks are this
+            // thread's to count: a request for existing memory only makes
+            // none (another thread's `trim` may release one).
+            if desc.existing_memory_only {
+                let now = self.allocator.pool_stats(&pool).unwrap().blocks;
+                assert!(now <= blocks, "{blocks} blocks, then {now}");
             }
         }
         // No other thread names it.
