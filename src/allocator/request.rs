@@ -72,8 +72,11 @@ pub struct AllocationDesc<'a> {
     /// [`Error::NoRoomInExistingMemory`](crate::Error::NoRoomInExistingMemory),
     /// and so does one whose resource needs dedicated memory (the driver's
     /// requirement, [`DedicatedPolicy::Always`], a lazily allocated type).
-    /// For opportunistic allocations: a cache that grows only into memory
-    /// already reserved, or a frame that must not hitch.
+    /// A request larger than its custom pool's fixed block size is still
+    /// refused with [`Error::TooLargeForPool`](crate::Error::TooLargeForPool),
+    /// which no freeing mends. For opportunistic allocations: a cache that
+    /// grows only into memory already reserved, or a frame that must not
+    /// hitch.
     pub existing_memory_only: bool,
     /// An alignment of the offset in the memory object beyond the
     /// resource's own, a power of two; 0 (the default): none (VMA's

@@ -265,7 +265,9 @@ impl<M> TypePool<M> {
 
     /// [`allocate`](Self::allocate) past the existing blocks: dedicated memory
     /// first when `dedicated_first` (then the existing blocks), else a new
-    /// block, then dedicated memory when the device has no room for one.
+    /// block, then dedicated memory when the device has no room for one. A
+    /// request for existing memory only goes to
+    /// [`allocate_in_existing`](Self::allocate_in_existing) instead.
     #[cold]
     #[inline(never)]
     fn allocate_slow<D: MemoryDeviceExt<M>>(
