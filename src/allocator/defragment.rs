@@ -41,7 +41,10 @@ pub struct Movable<'a> {
     pub allocation: &'a Allocation,
     /// The memory requirements of the resource that will take its place:
     /// those of the current resource when it is created again with the
-    /// same parameters (Vulkan reports equal requirements then).
+    /// same parameters (Vulkan reports equal requirements then), with
+    /// `alignment` raised to the allocation's
+    /// [`AllocationDesc::min_alignment`](crate::AllocationDesc::min_alignment)
+    /// when it had one (the allocator does not remember it).
     pub requirements: vk::MemoryRequirements,
     /// What that resource is, for `bufferImageGranularity`: an image's
     /// kind follows its tiling (`LINEAR` is [`ResourceKind::LinearImage`],

@@ -87,9 +87,11 @@ pub struct AllocationDesc<'a> {
     /// `minAccelerationStructureScratchOffsetAlignment`: an address is the
     /// memory object's address plus the offset, and the memory object's
     /// alignment is the driver's: lavapipe's start on 4 KiB host pages).
-    /// Dedicated memory starts at offset 0. A
-    /// [`Movable`](crate::Movable) of such an allocation carries it in its
-    /// `requirements`.
+    /// Dedicated memory starts at offset 0. The allocator does not remember
+    /// it: list such an allocation as a [`Movable`](crate::Movable) whose
+    /// `requirements.alignment` is raised to it, or its defragmentation
+    /// move may land at an offset aligned only to the resource's own
+    /// requirement.
     pub min_alignment: u64,
     /// The memory types the caller allows, one bit per type index, ANDed
     /// with the resource's `memoryTypeBits` (VMA's
