@@ -283,10 +283,7 @@ where
         let types = self.context.memory_types();
         let heaps = &self.context.properties.device.memory_heaps;
         let size = request.requirements.size;
-        log::warn!(
-            "vk-suballoc: memory type {} failed ({error}); trying the next one",
-            candidates[0]
-        );
+        warn_next_type(candidates[0], error);
         let mut over_budget = matches!(error, Error::OverBudget { .. });
         for (pass, within_budget) in [true, false].into_iter().enumerate() {
             if !within_budget && (request.desc.within_budget || !over_budget) {
@@ -302,9 +299,7 @@ where
                     Ok(allocation) => return Ok(allocation),
                     Err(next) if next.try_next_type() => {
                         over_budget |= matches!(next, Error::OverBudget { .. });
-                        log::warn!(
-                            "vk-suballoc: memory type {memory_type} failed ({next}); trying the next one"
-                        );
+                        warn_next_type(memory_type, next);
                         error = next;
                     }
                     Err(next) => return Err(next),
@@ -365,6 +360,17 @@ where
             allocator: self.allocator,
             mapped: placement.mapped,
         })
+    }
+}
+
+/// Logs that `memory_type` failed with `error` and the next is tried: a
+/// fallback worth a warning, except for a request for existing memory
+/// only, whose misses are its expected outcome (an opportunistic request,
+/// possibly every frame).
+#[cold]
+fn warn_next_type(memory_type: impl std::fmt::Display, error: Error) {
+    if error != Error::NoRoomInExistingMemory {
+        log::warn!("vk-suballoc: memory type {memory_type} failed ({error}); trying the next one");
     }
 }
 

@@ -141,3 +141,30 @@ fn leaks_in_custom_pools_name_their_pool() {
     assert!(line.contains("streamed textures"), "{line}");
     drop(pooled);
 }
+
+/// A request for existing memory only that finds no room in one memory type
+/// tries the next without a warning: its misses are expected (an
+/// opportunistic request, possibly every frame), not a fallback.
+#[test]
+fn existing_memory_only_misses_are_not_logged() {
+    install();
+    // Mobile: TRANSIENT ranks the lazily allocated type (always dedicated)
+    // first, then the device-local ones, none with a block yet.
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let request = vk_suballoc::Request::new(
+        super::requirements(1 << 20, 256),
+        Usage::TRANSIENT,
+        vk_suballoc::ResourceKind::OptimalImage,
+    )
+    .existing_memory_only();
+    assert_eq!(
+        allocator.allocate(&request).unwrap_err(),
+        vk_suballoc::Error::NoRoomInExistingMemory
+    );
+    let logged: Vec<String> = lines()
+        .into_iter()
+        .filter(|line| line.contains("no room in existing memory"))
+        .collect();
+    assert!(logged.is_empty(), "{logged:?}");
+    finish(allocator, &device);
+}
