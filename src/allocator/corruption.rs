@@ -95,8 +95,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// (VMA returns `VK_ERROR_FEATURE_NOT_PRESENT`).
     ///
     /// # Time complexity
-    /// O(live allocations in those types, times the margin), under each
-    /// pool's lock in turn.
+    /// O(live allocations in those types, times each one's tail: the
+    /// margin plus the rounding of its size, up to 4 KiB or a granularity
+    /// page, read byte by byte), under each pool's lock in turn.
     pub fn check_corruption(&self, memory_type_bits: u32) -> Result<CorruptionReport, Error> {
         let types = memory_type_bits & self.context.corruption_types();
         if types == 0 {
