@@ -55,8 +55,8 @@ pub struct Config {
     /// `VMA_DEBUG_MARGIN`), so that a write past an allocation's end lands
     /// in no other allocation and, with
     /// [`detect_corruption`](Self::detect_corruption), can be caught.
-    /// Dedicated memory gets none. A multiple of 4 (the pattern's word);
-    /// 0, the default, turns margins off and costs nothing.
+    /// Dedicated memory gets none. A multiple of 4 (the pattern's word), at
+    /// most 65536; 0, the default, turns margins off and costs nothing.
     ///
     /// The margin is placed once, in the bytes an allocation takes in its
     /// block (a run slot's size class or a range's size is chosen for the

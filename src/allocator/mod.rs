@@ -116,6 +116,12 @@ fn slice_range(range: &Range<u64>) -> Range<usize> {
     index(range.start)..index(range.end)
 }
 
+/// The largest [`Config::debug_margin`]: margins catch overruns of a few
+/// words (VMA's are 16 to 256 bytes). A larger one only made every block
+/// request fail as out of device memory and, with detection, wrote and
+/// read its whole length per allocation.
+const MAX_DEBUG_MARGIN: u64 = 1 << 16;
+
 fn take_allocator_id(counter: &AtomicU32) -> Option<u32> {
     counter
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |id| id.checked_add(1))
@@ -159,8 +165,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 "initial_block_slots and max_frames_in_flight must be non-zero",
             ));
         }
-        if config.debug_margin % 4 != 0 {
-            return Err(Error::InvalidConfig("debug_margin must be a multiple of 4"));
+        if config.debug_margin % 4 != 0 || config.debug_margin > MAX_DEBUG_MARGIN {
+            return Err(Error::InvalidConfig(
+                "debug_margin must be a multiple of 4 and at most 65536",
+            ));
         }
         if config.initial_block_slots > crate::offset::MAX_SLOTS {
             return Err(Error::InvalidConfig(

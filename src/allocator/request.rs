@@ -272,6 +272,13 @@ impl<'a> Request<'a> {
         self
     }
 
+    /// Sets an alignment beyond the requirements'
+    /// ([`AllocationDesc::min_alignment`]).
+    pub const fn min_alignment(mut self, alignment: u64) -> Self {
+        self.desc.min_alignment = alignment;
+        self
+    }
+
     pub(crate) fn dedicated_choice(&self) -> DedicatedChoice {
         if self.driver_dedicated.required || self.desc.dedicated == DedicatedPolicy::Always {
             DedicatedChoice::Require

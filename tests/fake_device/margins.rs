@@ -29,21 +29,25 @@ fn with_margin(margin: u64, detect: bool) -> Config {
     }
 }
 
-/// A margin must be a multiple of the pattern's 4-byte word.
+/// A margin must be a multiple of the pattern's 4-byte word, and at most
+/// 64 KiB (a margin of gigabytes made every block request fail as out of
+/// device memory).
 #[test]
 fn a_margin_not_a_multiple_of_4_is_refused() {
-    for margin in [1, 2, 3, 6, 17, 1022] {
+    for margin in [1, 2, 3, 6, 17, 1022, 65540, 1 << 40, u64::MAX - 3] {
         let result = FakeAllocator::new(
             FakeDevice::new(FakeLayout::discrete()),
             with_margin(margin, true),
         );
         assert_eq!(
             result.err(),
-            Some(Error::InvalidConfig("debug_margin must be a multiple of 4")),
+            Some(Error::InvalidConfig(
+                "debug_margin must be a multiple of 4 and at most 65536"
+            )),
             "margin {margin}"
         );
     }
-    for margin in [0, 4, 16, 4096] {
+    for margin in [0, 4, 16, 4096, 65536] {
         let (allocator, device) = allocator_with(FakeLayout::discrete(), with_margin(margin, true));
         finish(allocator, &device);
     }
