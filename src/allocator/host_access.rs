@@ -75,7 +75,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // One group per pool: each is flushed under its pool's lock, where
         // its memory objects can be named.
         ranges.sort_by_key(|(allocation, _)| allocation.home);
-        let atom = self.context.properties.device.non_coherent_atom_size;
         for group in ranges.chunk_by(|(a, _), (b, _)| a.home == b.home) {
             self.with_pool(group[0].0, |pool| {
                 let mut mapped = Vec::with_capacity(group.len());
@@ -83,29 +82,55 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     let (memory, memory_size) = pool
                         .memory_at(allocation.location)
                         .ok_or(Error::StaleAllocation)?;
-                    let absolute = allocation.offset + range.start..allocation.offset + range.end;
-                    let widened = atom_range(absolute, atom, memory_size);
-                    mapped.push(MappedMemoryRange {
-                        memory,
-                        offset: widened.start,
-                        size: widened.end - widened.start,
-                    });
+                    mapped.push(self.mapped_range(allocation, range, memory, memory_size));
                 }
-                // SAFETY: as in `flush_or_invalidate_memory`: each memory
-                // object is live and persistently mapped over its whole
-                // size, each range lies inside it and is atom-aligned or
-                // ends at its end, and the pool's lock serialises access
-                // to its memory objects.
-                let result = unsafe {
-                    if flush {
-                        self.context.device.flush_memory_ranges(&mapped)
-                    } else {
-                        self.context.device.invalidate_memory_ranges(&mapped)
-                    }
-                };
-                result.map_err(|e| Error::from(DeviceError::from(e)))
+                self.flush_or_invalidate_ranges(&mapped, flush)
             })??;
         }
         Ok(())
+    }
+
+    /// The bytes `range` of `allocation`, in its `memory` of `memory_size`
+    /// bytes, widened to `nonCoherentAtomSize` and clamped to the memory.
+    pub(super) fn mapped_range<'m>(
+        &self,
+        allocation: &Allocation,
+        range: &Range<u64>,
+        memory: &'m M,
+        memory_size: u64,
+    ) -> MappedMemoryRange<'m, M> {
+        let absolute = allocation.offset + range.start..allocation.offset + range.end;
+        let atom = self.context.properties.device.non_coherent_atom_size;
+        let widened = atom_range(absolute, atom, memory_size);
+        MappedMemoryRange {
+            memory,
+            offset: widened.start,
+            size: widened.end - widened.start,
+        }
+    }
+
+    /// One `vkFlushMappedMemoryRanges` (`flush`) or
+    /// `vkInvalidateMappedMemoryRanges` call over `ranges`, made by
+    /// [`mapped_range`](Self::mapped_range) under the lock of the pool
+    /// holding their memory.
+    pub(super) fn flush_or_invalidate_ranges(
+        &self,
+        ranges: &[MappedMemoryRange<'_, M>],
+        flush: bool,
+    ) -> Result<(), Error> {
+        // SAFETY: each memory object is live (its pool's lock is held) and
+        // persistently mapped over its whole size; each range lies inside
+        // it and is atom-aligned or ends at its end (`mapped_range`,
+        // VUID-VkMappedMemoryRange-memory-00684, -offset-00687,
+        // -size-01390); the pool's lock serialises access to its memory
+        // objects.
+        let result = unsafe {
+            if flush {
+                self.context.device.flush_memory_ranges(ranges)
+            } else {
+                self.context.device.invalidate_memory_ranges(ranges)
+            }
+        };
+        result.map_err(|e| Error::from(DeviceError::from(e)))
     }
 }

@@ -27,7 +27,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use ash::vk;
-use gpu_alloc_types::MappedMemoryRange;
 
 pub use crate::device::DedicatedHint;
 pub use allocation::Allocation;
@@ -42,7 +41,6 @@ use crate::device::{FrameSignal, MemoryDeviceExt};
 use crate::frames::upload_ring::RING_FRAMES;
 use crate::frames::{Deferred, DeferredQueue};
 use crate::memory::context::{MemoryContext, MAX_HEAPS};
-use crate::memory::mapping::atom_range;
 use crate::memory::type_pool::TypePool;
 use crate::report::{HeapStats, Stats, TypeStats};
 use crate::{Config, Error};
@@ -696,41 +694,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             let (memory, memory_size) = pool
                 .memory_at(allocation.location)
                 .ok_or(Error::StaleAllocation)?;
-            self.flush_or_invalidate_memory(allocation, memory, memory_size, range, flush)
+            let ranges = [self.mapped_range(allocation, &range, memory, memory_size)];
+            self.flush_or_invalidate_ranges(&ranges, flush)
         })?
-    }
-
-    /// The device call of [`flush_or_invalidate`](Self::flush_or_invalidate),
-    /// under the lock of the pool holding `memory`.
-    fn flush_or_invalidate_memory(
-        &self,
-        allocation: &Allocation,
-        memory: &M,
-        memory_size: u64,
-        range: Range<u64>,
-        flush: bool,
-    ) -> Result<(), Error> {
-        let absolute = allocation.offset + range.start..allocation.offset + range.end;
-        let atom = self.context.properties.device.non_coherent_atom_size;
-        let widened = atom_range(absolute, atom, memory_size);
-        let ranges = [MappedMemoryRange {
-            memory,
-            offset: widened.start,
-            size: widened.end - widened.start,
-        }];
-        // SAFETY: the memory is live and persistently mapped over its whole
-        // size; the range lies inside it and is atom-aligned or ends at the
-        // end of the memory object (VUID-VkMappedMemoryRange-memory-00684,
-        // -offset-00687, -size-01390); the type lock serialises access to
-        // the memory object.
-        let result = unsafe {
-            if flush {
-                self.context.device.flush_memory_ranges(&ranges)
-            } else {
-                self.context.device.invalidate_memory_ranges(&ranges)
-            }
-        };
-        result.map_err(|e| crate::device::DeviceError::from(e).into())
     }
 
     /// Releases every empty block of every memory type (one is normally kept
