@@ -1,9 +1,9 @@
-//! Flushing and invalidating many allocations at once (VMA's
-//! `vmaFlushAllocations` / `vmaInvalidateAllocations`): one
-//! `vkFlushMappedMemoryRanges` or `vkInvalidateMappedMemoryRanges` call per
-//! pool the allocations live in, instead of one per allocation.
+//! The host's access to allocations in host-visible memory: their mapped
+//! bytes, flushes and invalidations (one allocation's, or many at once with
+//! one driver call per pool, VMA's `vmaFlushAllocations`), and copies that
+//! flush or invalidate for the caller.
 
-use std::ops::Range;
+use std::ops::{Bound, Range, RangeBounds};
 
 use gpu_alloc_types::MappedMemoryRange;
 
@@ -13,6 +13,247 @@ use crate::memory::mapping::atom_range;
 use crate::Error;
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
+    /// The bytes of a host-visible allocation, to read.
+    ///
+    /// The slice has the allocation's [`size`](Allocation::size): for a
+    /// resource made by the helpers that is the driver's figure, which can
+    /// exceed the buffer's own size (NVIDIA rounds it up to 16 bytes). Index
+    /// the buffer's bytes (`&slice[..len]`) before comparing or copying.
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`], [`Error::NotHostVisible`];
+    /// [`Error::MapFailed`] when the allocation is larger than the host's
+    /// address space (on 32-bit hosts).
+    pub fn mapped_slice<'a>(&'a self, allocation: &'a Allocation) -> Result<&'a [u8], Error> {
+        self.check_owner(allocation)?;
+        let mapped = allocation.mapped.ok_or(Error::NotHostVisible)?;
+        let len = usize::try_from(allocation.size).map_err(|_| Error::MapFailed)?;
+        // SAFETY:
+        // - the pointer is the persistent mapping of the allocation's memory
+        //   plus its offset, and `len` bytes from it are inside the mapping:
+        //   blocks stay mapped until released, and a block holding a live
+        //   allocation (this one: its handle exists, so it was not freed) is
+        //   never released while the allocator, borrowed for 'a, lives;
+        // - no other allocation overlaps this range (the offset allocator's
+        //   invariant), and a `&mut` to it needs `&mut Allocation`, which the
+        //   shared borrow of `allocation` excludes for 'a.
+        Ok(unsafe { std::slice::from_raw_parts(mapped.0.as_ptr(), len) })
+    }
+
+    /// The bytes of a host-visible allocation, to write (or read).
+    ///
+    /// As with [`mapped_slice`](Self::mapped_slice), the slice can be longer
+    /// than the buffer: copy into its front,
+    /// `allocator.mapped_slice_mut(&mut allocation)?[..bytes.len()].copy_from_slice(bytes)`,
+    /// since `copy_from_slice` panics when the lengths differ.
+    ///
+    /// Writes reach the GPU after [`flush`](Self::flush) on non-coherent memory.
+    ///
+    /// # Errors
+    /// As [`mapped_slice`](Self::mapped_slice).
+    pub fn mapped_slice_mut<'a>(
+        &'a self,
+        allocation: &'a mut Allocation,
+    ) -> Result<&'a mut [u8], Error> {
+        self.check_owner(allocation)?;
+        let mapped = allocation.mapped.ok_or(Error::NotHostVisible)?;
+        let len = usize::try_from(allocation.size).map_err(|_| Error::MapFailed)?;
+        // SAFETY: as in `mapped_slice`, and the exclusive borrow of the
+        // allocation for 'a makes this the only slice of its bytes.
+        Ok(unsafe { std::slice::from_raw_parts_mut(mapped.0.as_ptr(), len) })
+    }
+
+    /// Makes host writes to `range` (bytes of the allocation: `..` for all
+    /// of them, `16..`, `0..len`, `0..=last`) visible to the GPU. A no-op on
+    /// coherent memory; on non-coherent memory the range is widened to
+    /// `nonCoherentAtomSize` and clamped to the memory object.
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`]; [`Error::RangeOutOfBounds`] for a range
+    /// past the allocation's end or reversed (`10..5`);
+    /// [`Error::NotHostVisible`] for unmapped memory, even with an empty range
+    /// (an empty range of mapped memory is `Ok`); device errors.
+    pub fn flush(
+        &self,
+        allocation: &Allocation,
+        range: impl RangeBounds<u64>,
+    ) -> Result<(), Error> {
+        self.flush_or_invalidate(allocation, byte_range(&range, allocation.size), true)
+    }
+
+    /// Makes GPU writes to `range` visible to the host. A no-op on coherent
+    /// memory; widened and clamped as [`flush`](Self::flush).
+    ///
+    /// It takes the allocation by `&mut` because on non-coherent memory it
+    /// changes the bytes the host sees (and drops host writes not yet
+    /// flushed), so no slice of the allocation may be alive across it. A
+    /// shared borrow does not do:
+    ///
+    /// ```compile_fail,E0308
+    /// # fn f(allocator: &vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>,
+    /// #      readback: vk_suballoc::Allocation) {
+    /// let bytes = allocator.mapped_slice(&readback).unwrap();
+    /// allocator.invalidate(&readback, 0..64).unwrap(); // error: expected `&mut Allocation`
+    /// let first = bytes[0];
+    /// # }
+    /// ```
+    ///
+    /// and with `&mut readback` there, the borrow checker refuses it while
+    /// `bytes` lives:
+    ///
+    /// ```compile_fail,E0502
+    /// # fn f(allocator: &vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>,
+    /// #      mut readback: vk_suballoc::Allocation) {
+    /// let bytes = allocator.mapped_slice(&readback).unwrap();
+    /// allocator.invalidate(&mut readback, 0..64).unwrap(); // error: `readback` is borrowed
+    /// let first = bytes[0];
+    /// # }
+    /// ```
+    ///
+    /// Invalidate first, then take the slice:
+    ///
+    /// ```
+    /// # fn f(allocator: &vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>,
+    /// #      mut readback: vk_suballoc::Allocation) {
+    /// allocator.invalidate(&mut readback, 0..64).unwrap();
+    /// let first = allocator.mapped_slice(&readback).unwrap()[0];
+    /// # }
+    /// ```
+    ///
+    /// Atom widening never reaches another allocation's bytes: allocations
+    /// in non-coherent memory start on a `nonCoherentAtomSize` boundary.
+    ///
+    /// # Errors
+    /// As [`flush`](Self::flush).
+    pub fn invalidate(
+        &self,
+        allocation: &mut Allocation,
+        range: impl RangeBounds<u64>,
+    ) -> Result<(), Error> {
+        self.flush_or_invalidate(allocation, byte_range(&range, allocation.size), false)
+    }
+
+    /// Copies `bytes` into a host-visible allocation at `offset`, then
+    /// flushes them (VMA's `vmaCopyMemoryToAllocation`): the one call an
+    /// upload needs on any memory type, coherent or not.
+    ///
+    /// ```
+    /// # fn f(allocator: &vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>,
+    /// #      mut staging: vk_suballoc::Allocation) -> Result<(), vk_suballoc::Error> {
+    /// let vertices = [0u8; 256];
+    /// allocator.copy_to_allocation(&mut staging, 0, &vertices)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`]; [`Error::RangeOutOfBounds`] when
+    /// `offset + bytes.len()` passes the allocation's end (nothing is
+    /// written); [`Error::NotHostVisible`]; device errors from the flush.
+    pub fn copy_to_allocation(
+        &self,
+        allocation: &mut Allocation,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<(), Error> {
+        let range = self.copy_range(allocation, offset, bytes.len())?;
+        let slice = self.mapped_slice_mut(allocation)?;
+        slice[slice_range(&range)].copy_from_slice(bytes);
+        self.flush(allocation, range)
+    }
+
+    /// Invalidates `out.len()` bytes of a host-visible allocation at
+    /// `offset`, then copies them into `out` (VMA's
+    /// `vmaCopyAllocationToMemory`): the one call a readback needs on any
+    /// memory type.
+    ///
+    /// ```
+    /// # fn f(allocator: &vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>,
+    /// #      mut readback: vk_suballoc::Allocation) -> Result<(), vk_suballoc::Error> {
+    /// let mut pixels = vec![0u8; 4096];
+    /// allocator.copy_from_allocation(&mut readback, 0, &mut pixels)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// As with [`invalidate`](Self::invalidate), host writes to the
+    /// allocation not yet flushed may be lost on non-coherent memory.
+    ///
+    /// # Errors
+    /// As [`copy_to_allocation`](Self::copy_to_allocation); `out` is left
+    /// as it was on error.
+    pub fn copy_from_allocation(
+        &self,
+        allocation: &mut Allocation,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), Error> {
+        let range = self.copy_range(allocation, offset, out.len())?;
+        self.invalidate(allocation, range.clone())?;
+        out.copy_from_slice(&self.mapped_slice(allocation)?[slice_range(&range)]);
+        Ok(())
+    }
+
+    /// The bytes `offset..offset + len` of `allocation`, checked as the
+    /// copies need them: owned, inside the allocation, host-visible.
+    fn copy_range(
+        &self,
+        allocation: &Allocation,
+        offset: u64,
+        len: usize,
+    ) -> Result<Range<u64>, Error> {
+        self.check_owner(allocation)?;
+        // Past the end either way when `offset + len` overflows.
+        let end = offset.saturating_add(u64::try_from(len).unwrap_or(u64::MAX));
+        if end > allocation.size {
+            return Err(Error::RangeOutOfBounds {
+                start: offset,
+                end,
+                size: allocation.size,
+            });
+        }
+        if allocation.mapped.is_none() {
+            return Err(Error::NotHostVisible);
+        }
+        Ok(offset..end)
+    }
+
+    /// The checks of a flush or invalidate of `range`: the allocation is
+    /// this allocator's, the range lies within it, and it is mapped.
+    fn check_host_range(&self, allocation: &Allocation, range: &Range<u64>) -> Result<(), Error> {
+        self.check_owner(allocation)?;
+        if range.start > range.end || range.end > allocation.size {
+            return Err(Error::RangeOutOfBounds {
+                start: range.start,
+                end: range.end,
+                size: allocation.size,
+            });
+        }
+        if allocation.mapped.is_none() {
+            return Err(Error::NotHostVisible);
+        }
+        Ok(())
+    }
+
+    fn flush_or_invalidate(
+        &self,
+        allocation: &Allocation,
+        range: Range<u64>,
+        flush: bool,
+    ) -> Result<(), Error> {
+        self.check_host_range(allocation, &range)?;
+        if range.is_empty() || !self.context.is_non_coherent(allocation.memory_type()) {
+            return Ok(());
+        }
+        self.with_pool(allocation, |pool| {
+            let (memory, memory_size) = pool
+                .memory_at(allocation.location)
+                .ok_or(Error::StaleAllocation)?;
+            let ranges = [self.mapped_range(allocation, &range, memory, memory_size)];
+            self.flush_or_invalidate_ranges(&ranges, flush)
+        })?
+    }
+
     /// Makes host writes to each `(allocation, range)` visible to the GPU,
     /// as [`flush`](Self::flush) does for one, in one driver call per pool
     /// of the allocations in non-coherent memory (none when all of them
@@ -133,4 +374,28 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         };
         result.map_err(|e| Error::from(DeviceError::from(e)))
     }
+}
+
+/// `range` as a half-open range of an allocation of `size` bytes: an open
+/// end is `size`, an open start 0; an inclusive end of `u64::MAX` stays
+/// `u64::MAX` (past any allocation, so refused as out of bounds).
+fn byte_range(range: &impl RangeBounds<u64>, size: u64) -> Range<u64> {
+    let start = match range.start_bound() {
+        Bound::Included(&start) => start,
+        Bound::Excluded(&start) => start.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&last) => last.saturating_add(1),
+        Bound::Excluded(&end) => end,
+        Bound::Unbounded => size,
+    };
+    start..end
+}
+
+/// A range checked against an allocation's mapped slice as a slice index.
+/// Its ends fit `usize`: the slice, which is that long, exists.
+fn slice_range(range: &Range<u64>) -> Range<usize> {
+    let index = |at: u64| usize::try_from(at).unwrap_or(usize::MAX);
+    index(range.start)..index(range.end)
 }
