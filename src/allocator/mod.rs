@@ -505,6 +505,23 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         })?
     }
 
+    /// Names `allocation` anew, or drops its name with `None` (VMA's
+    /// `vmaSetAllocationName`): the name leak reports, memory maps, dumps
+    /// and corruption reports give it. The debug name of dedicated memory
+    /// (`VK_EXT_debug_utils`) stays the one it was made with.
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`]; nothing
+    /// changes then.
+    ///
+    /// # Time complexity
+    /// O(1) expected (a hash table entry), under the lock of the
+    /// allocation's pool.
+    pub fn set_name(&self, allocation: &Allocation, name: Option<&str>) -> Result<(), Error> {
+        self.check_owner(allocation)?;
+        self.with_pool(allocation, |pool| pool.rename(allocation.location, name))?
+    }
+
     /// Calls `callback` on every `VkDeviceMemory` the allocator makes or
     /// frees from now on, blocks and dedicated memory alike (VMA's
     /// `pDeviceMemoryCallbacks`): for a profiler's GPU memory view (Tracy's

@@ -370,6 +370,18 @@ impl Runs {
         self.names.insert((taken.run, taken.slot), name.into());
     }
 
+    /// Names live slot `slot` of run `key` anew; `None` drops its name.
+    pub(crate) fn rename(&mut self, key: SlabKey, slot: u32, name: Option<&str>) {
+        match name {
+            Some(name) => {
+                self.names.insert((key, slot), name.into());
+            }
+            None => {
+                self.names.remove(&(key, slot));
+            }
+        }
+    }
+
     /// The name of live slot `slot` of run `key`, if it has one.
     pub(crate) fn name(&self, key: SlabKey, slot: u32) -> Option<&str> {
         self.names.get(&(key, slot)).map(|name| &**name)

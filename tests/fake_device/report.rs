@@ -1025,3 +1025,61 @@ fn amd_device_coherent_types_are_named_in_dumps() {
     assert!(!flags(heap0, 0).contains(&"DEVICE_COHERENT_AMD".to_owned()));
     super::finish(allocator, &device);
 }
+
+/// `set_name` renames a live allocation wherever it lives (a block range,
+/// a run slot, dedicated memory, a custom pool), as dumps show it, and
+/// `None` drops the name; another allocator's handle is refused.
+#[test]
+fn set_name_renames_allocations_everywhere() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
+    let mut in_pool = buffer(4096, 256, Usage::DEVICE_LOCAL).name("pool-old");
+    in_pool.desc = in_pool.desc.pool(pool);
+    let allocations = [
+        allocator
+            .allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL).name("range-old"))
+            .unwrap(),
+        allocator
+            .allocate(&buffer(256, 4, Usage::UPLOAD).name("slot-old"))
+            .unwrap(),
+        allocator
+            .allocate(
+                &buffer(4096, 256, Usage::DEVICE_LOCAL)
+                    .dedicated(DedicatedPolicy::Always)
+                    .name("dedicated-old"),
+            )
+            .unwrap(),
+        allocator.allocate(&in_pool).unwrap(),
+    ];
+    let json = allocator.stats_json(true);
+    for old in ["range-old", "slot-old", "dedicated-old", "pool-old"] {
+        assert!(json.contains(old), "{old} missing before the rename");
+    }
+    for (i, allocation) in allocations.iter().enumerate() {
+        allocator
+            .set_name(allocation, Some(&format!("renamed-{i}")))
+            .unwrap();
+    }
+    let json = allocator.stats_json(true);
+    for i in 0..4 {
+        assert!(
+            json.contains(&format!("\"renamed-{i}\"")),
+            "renamed-{i} missing"
+        );
+    }
+    assert!(!json.contains("-old"), "{json}");
+    allocator.set_name(&allocations[1], None).unwrap();
+    assert!(!allocator.stats_json(true).contains("renamed-1"));
+
+    let (other, other_device) = super::allocator(FakeLayout::discrete());
+    assert_eq!(
+        other.set_name(&allocations[0], Some("theirs")),
+        Err(vk_suballoc::Error::ForeignAllocation)
+    );
+    finish(other, &other_device);
+    for allocation in allocations {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}

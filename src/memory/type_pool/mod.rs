@@ -659,6 +659,43 @@ impl<M> TypePool<M> {
         Ok(key)
     }
 
+    /// Names the live allocation at `location` anew (`None`: unnamed), for
+    /// leak reports, memory maps and dumps.
+    ///
+    /// # Errors
+    /// [`Error::StaleAllocation`] when `location` names nothing live.
+    pub(crate) fn rename(&mut self, location: Location, name: Option<&str>) -> Result<(), Error> {
+        match location {
+            Location::Dedicated(key) => {
+                let dedicated = self.dedicated.get_mut(key).ok_or(Error::StaleAllocation)?;
+                dedicated.name = name.map(Into::into);
+            }
+            Location::Block { block, range } => {
+                let block = self.blocks.get_mut(block).ok_or(Error::StaleAllocation)?;
+                block.ranges.get(range).ok_or(Error::StaleAllocation)?;
+                match name {
+                    Some(name) => {
+                        block.names.insert(range.slot(), name.into());
+                    }
+                    None => {
+                        block.names.remove(&range.slot());
+                    }
+                }
+            }
+            Location::Slot {
+                run,
+                slot,
+                generation,
+            } => {
+                self.runs
+                    .live(run, slot, generation)
+                    .ok_or(Error::StaleAllocation)?;
+                self.runs.rename(run, slot, name);
+            }
+        }
+        Ok(())
+    }
+
     /// Frees the allocation of `size` requested bytes at `location`; releases
     /// its memory when it was dedicated, or its block when that empties and
     /// a defragmentation plan is emptying it or another empty block is kept

@@ -124,3 +124,40 @@ fn a_slot_table_the_host_cannot_allocate_is_a_typed_error() {
     drop(allocator);
     device.assert_clean();
 }
+
+/// A stale handle cannot rename the allocation now in its place, a range,
+/// a run slot or dedicated memory: `set_name` refuses it and the live
+/// allocation keeps its name.
+#[test]
+fn stale_handles_rename_nothing() {
+    let device = FakeDevice::new(FakeLayout::discrete());
+    let allocator = Allocator::new(device, Config::default()).unwrap();
+    let copy = |a: &Allocation| Allocation {
+        memory: a.memory,
+        offset: a.offset,
+        size: a.size,
+        home: a.home,
+        location: a.location,
+        allocator: a.allocator,
+        mapped: a.mapped,
+    };
+    let keep = allocator.allocate(&request(MIB)).unwrap();
+    for request in [
+        request(100),
+        request(MIB),
+        request(4096).dedicated(crate::DedicatedPolicy::Always),
+    ] {
+        let first = allocator.allocate(&request.name("first")).unwrap();
+        let stale = copy(&first);
+        free(&allocator, first);
+        let second = allocator.allocate(&request.name("second")).unwrap();
+        assert_eq!(
+            allocator.set_name(&stale, Some("stale")),
+            Err(Error::StaleAllocation)
+        );
+        let json = allocator.stats_json(true);
+        assert!(json.contains("\"second\"") && !json.contains("\"stale\""));
+        free(&allocator, second);
+    }
+    free(&allocator, keep);
+}
