@@ -19,7 +19,7 @@ use crate::memory::context::MemoryContext;
 use crate::memory::memory_type_choice::{rank_memory_types, RankTable};
 use crate::memory::runs::class_of;
 use crate::memory::type_pool::{DedicatedChoice, Placement, PoolRequest, TypePool};
-use crate::memory::{ResourceKind, Usage};
+use crate::memory::ResourceKind;
 use crate::Error;
 
 /// Locks a mutex, carrying on after a panic elsewhere: every critical section
@@ -226,16 +226,14 @@ where
         let requirements = &request.requirements;
         let size = requirements.size;
         let types = self.context.memory_types();
-        // The resource's types, narrowed by the caller's (all by default).
-        let type_bits = requirements.memory_type_bits & request.desc.memory_type_bits;
-        let bits = type_bits & self.context.usable_types();
+        let bits = request.type_bits() & self.context.usable_types();
         if bits == 0 {
-            return Err(Error::NoMemoryTypeBits(type_bits));
+            return Err(Error::NoMemoryTypeBits(request.type_bits()));
         }
         let usage = request.desc.usage;
         if self.context.lacks_device_address(usage) {
             return Err(Error::NoSuitableMemoryType {
-                memory_type_bits: type_bits,
+                memory_type_bits: request.type_bits(),
                 usage,
             });
         }
@@ -249,7 +247,7 @@ where
             .iter()
             .position(|&t| RankTable::admits(types, heaps, t, bits, size))
         else {
-            return Err(self.no_candidate_error(size, type_bits, bits, usage));
+            return Err(self.no_candidate_error(request, bits));
         };
         // No memory object can hold more: without this check, each
         // candidate type would try dedicated memory and a block, and fail.
@@ -310,13 +308,15 @@ where
     }
 
     /// Why no memory type can take a request: too large for every allowed
-    /// heap, or no allowed type suits the usage. `type_bits` is the
-    /// request's `memoryTypeBits` (narrowed by its description's), `bits`
-    /// those restricted to the device's usable types.
+    /// heap, or no allowed type suits the usage. `bits` is the request's
+    /// [`type_bits`](Request::type_bits) restricted to the device's usable
+    /// types.
     #[cold]
-    fn no_candidate_error(&self, size: u64, type_bits: u32, bits: u32, usage: Usage) -> Error {
+    #[inline(never)]
+    fn no_candidate_error(&self, request: &Request<'_>, bits: u32) -> Error {
         let types = self.context.memory_types();
         let heaps = &self.context.properties.device.memory_heaps;
+        let (size, usage) = (request.requirements.size, request.desc.usage);
         debug_assert!(rank_memory_types(types, heaps, bits, usage, size, 0).is_empty());
         let largest_heap = (0..types.len())
             .filter(|t| bits & (1 << t) != 0)
@@ -328,7 +328,7 @@ where
             Error::SizeExceedsHeaps { size, largest_heap }
         } else {
             Error::NoSuitableMemoryType {
-                memory_type_bits: type_bits,
+                memory_type_bits: request.type_bits(),
                 usage,
             }
         }
@@ -504,7 +504,7 @@ where
     let requirements = &request.requirements;
     let size = requirements.size;
     let memory_type = pool.memory_type();
-    let type_bits = requirements.memory_type_bits & request.desc.memory_type_bits;
+    let type_bits = request.type_bits();
     if type_bits & type_bit(memory_type) == 0 {
         return Err(Error::PoolTypeNotAllowed {
             memory_type,

@@ -36,7 +36,7 @@ pub enum DedicatedPolicy {
 /// let desc = AllocationDesc::new(Usage::UPLOAD).name("staging");
 /// assert_eq!(desc.name, Some("staging"));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct AllocationDesc<'a> {
     /// What the memory is for; picks the memory type.
     pub usage: Usage,
@@ -93,21 +93,18 @@ pub struct AllocationDesc<'a> {
     /// move may land at an offset aligned only to the resource's own
     /// requirement.
     pub min_alignment: u64,
-    /// The memory types the caller allows, one bit per type index, ANDed
-    /// with the resource's `memoryTypeBits` (VMA's
-    /// `VmaAllocationCreateInfo::memoryTypeBits`); all of them (`!0`) by
-    /// default. To keep an allocation out of a type `usage` would rank
-    /// (a heap the engine reserves for something else), or to pin it to
-    /// one ([`Allocator::memory_type_for`](crate::Allocator::memory_type_for)
-    /// finds it) without a custom pool. Errors name the narrowed bits.
-    pub memory_type_bits: u32,
-}
-
-impl Default for AllocationDesc<'_> {
-    /// [`AllocationDesc::new`] with the default usage.
-    fn default() -> Self {
-        Self::new(Usage::default())
-    }
+    /// The memory types the caller rules out, one bit per type index:
+    /// the request may take only the types of the resource's
+    /// `memoryTypeBits` not set here; none (0) by default. Set it with
+    /// [`memory_type_bits`](Self::memory_type_bits) (VMA's
+    /// `VmaAllocationCreateInfo::memoryTypeBits`, the types allowed), to
+    /// keep an allocation out of a type `usage` would rank (a heap the
+    /// engine reserves for something else), or to pin it to one
+    /// ([`Allocator::memory_type_for`](crate::Allocator::memory_type_for)
+    /// finds it) without a custom pool. Errors name the narrowed
+    /// `memoryTypeBits`. (Kept as the types ruled out so that the default
+    /// is 0, as every other field's.)
+    pub excluded_memory_types: u32,
 }
 
 impl<'a> AllocationDesc<'a> {
@@ -123,7 +120,7 @@ impl<'a> AllocationDesc<'a> {
             pool: None,
             existing_memory_only: false,
             min_alignment: 0,
-            memory_type_bits: !0,
+            excluded_memory_types: 0,
         }
     }
 
@@ -175,9 +172,10 @@ impl<'a> AllocationDesc<'a> {
         self
     }
 
-    /// Allows only the memory types in `bits` (see the field).
+    /// Allows only the memory types in `bits`: rules out the others (see
+    /// [`excluded_memory_types`](Self::excluded_memory_types)).
     pub const fn memory_type_bits(mut self, bits: u32) -> Self {
-        self.memory_type_bits = bits;
+        self.excluded_memory_types = !bits;
         self
     }
 }
@@ -277,6 +275,13 @@ impl<'a> Request<'a> {
     pub const fn min_alignment(mut self, alignment: u64) -> Self {
         self.desc.min_alignment = alignment;
         self
+    }
+
+    /// The memory types the request may take: the resource's
+    /// `memoryTypeBits` less those its description rules out.
+    #[inline]
+    pub(crate) fn type_bits(&self) -> u32 {
+        self.requirements.memory_type_bits & !self.desc.excluded_memory_types
     }
 
     pub(crate) fn dedicated_choice(&self) -> DedicatedChoice {

@@ -913,7 +913,10 @@ fn memory_type_bits_narrow_the_candidates() {
             memory_type_bits: !0b10
         }
     );
-    assert_eq!(vk_suballoc::AllocationDesc::default().memory_type_bits, !0);
+    assert_eq!(
+        vk_suballoc::AllocationDesc::default().excluded_memory_types,
+        0
+    );
     for allocation in [not_vram, pinned] {
         free(&allocator, allocation);
     }
