@@ -162,6 +162,11 @@ impl<'a> PoolDesc<'a> {
     ///   [`DedicatedPolicy::Always`](crate::DedicatedPolicy::Always) and a
     ///   dedicated target (the create-and-bind helpers name it), so that
     ///   the memory carries `VkMemoryDedicatedAllocateInfo`.
+    /// - The importer names the same `allocationSize` and memory type for
+    ///   an opaque handle, and imports with `VkMemoryDedicatedAllocateInfo`
+    ///   only memory the pool dedicated to an identical resource
+    ///   (VUID-VkMemoryDedicatedAllocateInfo-buffer-01879, -image-01878 for
+    ///   `OPAQUE_FD`): a block is imported without it.
     /// - The extension of the handle type is enabled where exporting needs
     ///   one (`VK_KHR_external_memory_fd` for `vkGetMemoryFdKHR`).
     ///
