@@ -1,13 +1,13 @@
-//! Corruption detection: [`Allocator::check_corruption`], and the check of
-//! a margin when its allocation is freed. The pattern, and which bytes it
-//! covers, are the memory layer's (`type_pool/corruption.rs`).
+//! Corruption detection: [`Allocator::check_corruption`]. The pattern,
+//! which bytes it covers, and the check of a margin when its allocation is
+//! freed (`TypePool::free`) are the memory layer's (`type_pool/corruption.rs`).
 
 use ash::vk;
 
 use super::Allocator;
 use crate::device::MemoryDeviceExt;
-use crate::memory::context::MemoryContext;
-use crate::memory::type_pool::{Guarded, Location, TypePool};
+
+use crate::memory::type_pool::{Guarded, TypePool};
 use crate::Error;
 
 /// What [`Allocator::check_corruption`] found.
@@ -58,21 +58,6 @@ impl DamagedMargin {
             margin: guarded.tail,
             name: name.map(Into::into),
         }
-    }
-}
-
-/// Before the allocation at `location` is freed from `pool`, whose memory
-/// type has detection on: checks its margin; a damaged one is logged (by
-/// the pool) and counted. Out of line, as the pool's check.
-#[cold]
-#[inline(never)]
-pub(super) fn check_margin_on_free<D, M>(
-    context: &MemoryContext<D>,
-    pool: &mut TypePool<M>,
-    location: Location,
-) {
-    if pool.check_margin_on_free(location).is_some() {
-        context.count_corruption();
     }
 }
 

@@ -313,9 +313,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return unsafe { self.free_in_custom_pool(tag, allocation) };
         }
         let mut pool = lock(&self.pools[allocation.memory_type() as usize]);
-        if self.context.detects_corruption(allocation.memory_type()) {
-            corruption::check_margin_on_free(&self.context, &mut pool, allocation.location);
-        }
         // SAFETY: the caller guarantees the GPU is done with the allocation.
         unsafe { pool.free(&self.context, allocation.location, allocation.size) }
     }
@@ -332,9 +329,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         allocation: Allocation,
     ) -> Result<(), Error> {
         self.with_custom_pool(tag, |pool| {
-            if self.context.detects_corruption(allocation.memory_type()) {
-                corruption::check_margin_on_free(&self.context, pool, allocation.location);
-            }
             // SAFETY: the caller guarantees the GPU is done with the allocation.
             unsafe { pool.free(&self.context, allocation.location, allocation.size) }
         })
@@ -357,9 +351,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return unsafe { self.free_mut_in_custom_pool(tag, allocation) };
         }
         let pool = exclusive(&mut self.pools[allocation.memory_type() as usize]);
-        if self.context.detects_corruption(allocation.memory_type()) {
-            corruption::check_margin_on_free(&self.context, pool, allocation.location);
-        }
         // SAFETY: the caller guarantees the GPU is done with the allocation.
         unsafe { pool.free(&self.context, allocation.location, allocation.size) }
     }
@@ -377,9 +368,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ) -> Result<(), Error> {
         let context = &self.context;
         pool::with_custom_pool_mut(&mut self.custom, tag, |pool| {
-            if context.detects_corruption(allocation.memory_type()) {
-                corruption::check_margin_on_free(context, pool, allocation.location);
-            }
             // SAFETY: the caller guarantees the GPU is done with the allocation.
             unsafe { pool.free(context, allocation.location, allocation.size) }
         })

@@ -28,6 +28,7 @@ use std::collections::HashMap;
 use ash::vk;
 
 use super::{Location, Placement, TypePool};
+use crate::memory::context::MemoryContext;
 use crate::memory::mapping::MappedPtr;
 
 /// The word written over margins: VMA's `VMA_CORRUPTION_DETECTION_MAGIC_VALUE`.
@@ -147,20 +148,26 @@ impl<M> TypePool<M> {
         }
     }
 
-    /// Before the free of the allocation at `location`: checks its margin
-    /// when it is guarded and forgets it. A damaged margin is logged with
-    /// `log::error!` (name, memory type, offset, size) and returned.
+    /// Before the free of the allocation at `location`, in a memory type
+    /// with detection on ([`free`](Self::free)): checks its margin when it
+    /// is guarded and forgets it. A damaged margin is logged with
+    /// `log::error!` (name, memory type, offset, size) and counted in
+    /// `context`.
     #[cold]
     #[inline(never)]
-    pub(crate) fn check_margin_on_free(&mut self, location: Location) -> Option<Guarded> {
-        let guarded = self.guarded.remove(&location)?;
-        if !self.is_live(location) {
-            return None;
+    pub(super) fn check_margin_on_free<D>(
+        &mut self,
+        context: &MemoryContext<D>,
+        location: Location,
+    ) {
+        let Some(guarded) = self.guarded.remove(&location) else {
+            return;
+        };
+        // SAFETY: `||` reads the margin only when the allocation is live.
+        if !self.is_live(location) || unsafe { guarded.intact() } {
+            return;
         }
-        // SAFETY: live, just checked.
-        if unsafe { guarded.intact() } {
-            return None;
-        }
+        context.count_corruption();
         log::error!(
             "vk-suballoc: memory corruption after allocation {:?}: its {}-byte margin was written over (memory type {}, offset {}, size {}{})",
             self.name_at(location).unwrap_or("unnamed"),
@@ -170,7 +177,6 @@ impl<M> TypePool<M> {
             guarded.size,
             self.pool_label()
         );
-        Some(guarded)
     }
 
     /// Every guarded live allocation whose margin is damaged, with its

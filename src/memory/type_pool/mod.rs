@@ -713,6 +713,10 @@ impl<M> TypePool<M> {
         location: Location,
         size: u64,
     ) -> Result<(), Error> {
+        // Every free comes here, so every guarded margin is checked once.
+        if context.detects_corruption(self.memory_type) {
+            self.check_margin_on_free(context, location);
+        }
         match location {
             Location::Dedicated(key) => {
                 let dedicated = self.dedicated.remove(key).ok_or(Error::StaleAllocation)?;
