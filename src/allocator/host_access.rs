@@ -194,28 +194,18 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         Ok(())
     }
 
-    /// The bytes `offset..offset + len` of `allocation`, checked as the
-    /// copies need them: owned, inside the allocation, host-visible.
+    /// The bytes `offset..offset + len` of `allocation`, checked as a flush
+    /// checks them ([`check_host_range`](Self::check_host_range)).
     fn copy_range(
         &self,
         allocation: &Allocation,
         offset: u64,
         len: usize,
     ) -> Result<Range<u64>, Error> {
-        self.check_owner(allocation)?;
         // Past the end either way when `offset + len` overflows.
-        let end = offset.saturating_add(u64::try_from(len).unwrap_or(u64::MAX));
-        if end > allocation.size {
-            return Err(Error::RangeOutOfBounds {
-                start: offset,
-                end,
-                size: allocation.size,
-            });
-        }
-        if allocation.mapped.is_none() {
-            return Err(Error::NotHostVisible);
-        }
-        Ok(offset..end)
+        let range = offset..offset.saturating_add(u64::try_from(len).unwrap_or(u64::MAX));
+        self.check_host_range(allocation, &range)?;
+        Ok(range)
     }
 
     /// The checks of a flush or invalidate of `range`: the allocation is
