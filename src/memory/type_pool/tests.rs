@@ -19,13 +19,10 @@ fn free(allocator: &Allocator<FakeDevice, FakeMemory>, allocation: Allocation) {
     unsafe { allocator.free(allocation) }.unwrap();
 }
 
-/// A freed slot's handle is stale: refused when the slot is taken again
-/// and when its run has gone back to the block, and nothing changes.
-#[test]
-fn stale_slots_are_refused() {
-    let device = FakeDevice::new(FakeLayout::discrete());
-    let allocator = Allocator::new(device.clone(), Config::default()).unwrap();
-    let copy = |a: &Allocation| Allocation {
+/// A second handle to `a`'s allocation, as a caller could not make one:
+/// kept past `a`'s free, it is stale.
+fn copy(a: &Allocation) -> Allocation {
+    Allocation {
         memory: a.memory,
         offset: a.offset,
         size: a.size,
@@ -33,7 +30,15 @@ fn stale_slots_are_refused() {
         location: a.location,
         allocator: a.allocator,
         mapped: a.mapped,
-    };
+    }
+}
+
+/// A freed slot's handle is stale: refused when the slot is taken again
+/// and when its run has gone back to the block, and nothing changes.
+#[test]
+fn stale_slots_are_refused() {
+    let device = FakeDevice::new(FakeLayout::discrete());
+    let allocator = Allocator::new(device.clone(), Config::default()).unwrap();
     // A range of its own (runs come from existing blocks), then slot 0 of
     // a run, which keeps the run alive.
     let keep = [
@@ -132,15 +137,6 @@ fn a_slot_table_the_host_cannot_allocate_is_a_typed_error() {
 fn stale_handles_rename_nothing() {
     let device = FakeDevice::new(FakeLayout::discrete());
     let allocator = Allocator::new(device, Config::default()).unwrap();
-    let copy = |a: &Allocation| Allocation {
-        memory: a.memory,
-        offset: a.offset,
-        size: a.size,
-        home: a.home,
-        location: a.location,
-        allocator: a.allocator,
-        mapped: a.mapped,
-    };
     let keep = allocator.allocate(&request(MIB)).unwrap();
     for request in [
         request(100),
