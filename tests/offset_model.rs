@@ -75,6 +75,8 @@ fn op(m: u32, capacity: u64) -> impl Strategy<Value = Op> {
         1 => (MAX_CAPACITY - 2..=MAX_CAPACITY + 1).prop_map(|target| Op::GrowTo { target }),
         1 => (0u32..4).prop_map(|additional| Op::ReserveSlots { additional }),
         1 => any::<u64>().prop_map(|at| Op::Probe { at }),
+        2 => (size(m, capacity), align(), any::<usize>())
+            .prop_map(|(size, align, pick)| Op::AllocateBelow { size, align, pick }),
     ]
 }
 

@@ -50,6 +50,13 @@ enum FuzzOp {
     Reclaim {
         ahead: u8,
     },
+    /// A compaction's probe below the live allocation number `pick`.
+    AllocateBelow {
+        size_log2: u8,
+        size_bits: u64,
+        align_log2: u8,
+        pick: u16,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -125,6 +132,16 @@ fn to_op(op: &FuzzOp, capacity: u64, capacity_log2: u32) -> Option<Op> {
             additional: u32::from(additional % 8),
         },
         FuzzOp::Probe { at } => Op::Probe { at },
+        FuzzOp::AllocateBelow {
+            size_log2,
+            size_bits,
+            align_log2,
+            pick,
+        } => Op::AllocateBelow {
+            size: request_size(size_log2, size_bits, capacity, capacity_log2),
+            align: alignment(align_log2),
+            pick: usize::from(pick),
+        },
         FuzzOp::FinishFrame | FuzzOp::Reclaim { .. } => return None,
     })
 }

@@ -337,6 +337,81 @@ impl<const M: u32> OffsetAllocator<M> {
         Ok(())
     }
 
+    /// Allocates `size` bytes at alignment `align` at the lowest offset where
+    /// they fit and end at or before `end`: the destination of a move that
+    /// packs allocations toward the start of the range (compaction), which
+    /// must lie wholly below the allocation it replaces.
+    ///
+    /// `Ok(None)` when no free range below `end` holds the request. That is
+    /// a probe coming back empty, not a failed request: the
+    /// [`Counters`]' failures do not count it.
+    ///
+    /// ```
+    /// use vk_suballoc::offset::OffsetAllocator;
+    ///
+    /// let mut heap = OffsetAllocator::<3>::new(100, 8)?;
+    /// let a = heap.allocate(10, 1)?;
+    /// let hole = heap.allocate(20, 1)?;
+    /// let b = heap.allocate(10, 1)?; // [30, 40)
+    /// heap.free(hole.id)?;
+    /// // b fits in the hole at 10, wholly below its offset: move it there.
+    /// let moved = heap.allocate_below(b.size, 1, b.offset)?.expect("room below");
+    /// assert_eq!(moved.offset, a.end());
+    /// heap.free(b.id)?;
+    /// // What is left is one free range after the packed allocations.
+    /// assert_eq!(heap.free_ranges().count(), 1);
+    /// assert!(heap.allocate_below(5, 1, moved.offset)?.is_none());
+    /// # Ok::<(), vk_suballoc::offset::OffsetError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`OffsetError::ZeroSize`], [`OffsetError::AlignmentNotPowerOfTwo`],
+    /// and [`OffsetError::OutOfSlots`] when no slot is unused (see
+    /// [`reserve_slots`](Self::reserve_slots)). Nothing changes on error.
+    ///
+    /// # Time complexity
+    /// O(allocations below `end`): a walk in address order, not a bin
+    /// lookup. For planning moves, not for hot paths.
+    pub fn allocate_below(
+        &mut self,
+        size: u64,
+        align: u64,
+        end: u64,
+    ) -> Result<Option<OffsetAllocation>, OffsetError> {
+        if size == 0 {
+            return Err(OffsetError::ZeroSize);
+        }
+        if !align.is_power_of_two() {
+            return Err(OffsetError::AlignmentNotPowerOfTwo(align));
+        }
+        if self.unused_slot == NIL {
+            return Err(OffsetError::OutOfSlots(self.slot_count()));
+        }
+        // Past the capacity nothing fits; below it `fit_in_gap` cannot
+        // overflow.
+        if size > self.capacity.min(end) {
+            return Ok(None);
+        }
+        let mut node = SENTINEL;
+        while node != NIL {
+            let entry = self.nodes[node as usize];
+            if entry.end() >= end {
+                break;
+            }
+            if entry.gap() > 0 {
+                if let Some(offset) = self.fit_in_gap(node, size, align) {
+                    if offset + size > end {
+                        // Later gaps start later still.
+                        break;
+                    }
+                    return Ok(Some(self.place(node, offset, size)));
+                }
+            }
+            node = entry.next;
+        }
+        Ok(None)
+    }
+
     // ----- search -----
 
     /// Finds a gap that holds `size` bytes at alignment `align`: returns the

@@ -36,6 +36,11 @@ pub enum Op {
     ReserveSlots { additional: u32 },
     /// `allocation_at(at)`.
     Probe { at: u64 },
+    /// `allocate_below(size, align, end)`, with `end` the offset of the live
+    /// allocation number `pick % live` in address order (a compaction's
+    /// move), or the capacity when none is live; or, when `pick` is odd, a
+    /// free range's inside: `pick / 2 % (capacity + 1)`.
+    AllocateBelow { size: u64, align: u64, pick: usize },
 }
 
 /// Inserts `[offset, offset + size)` into a map of disjoint ranges, panicking
@@ -181,6 +186,18 @@ impl<const M: u32> Shadow<M> {
                     assert!(matches!(result, Err(OffsetError::TooManySlots { .. })));
                 }
             }
+            Op::AllocateBelow { size, align, pick } => {
+                let end = if pick % 2 == 1 {
+                    (pick / 2) as u64 % (self.capacity + 1)
+                } else {
+                    self.live
+                        .keys()
+                        .nth(pick / 2 % self.live.len().max(1))
+                        .copied()
+                        .unwrap_or(self.capacity)
+                };
+                self.allocate_below(size, align, end);
+            }
             Op::Probe { at } => {
                 let at = at % (self.capacity + 1);
                 assert_eq!(
@@ -279,6 +296,43 @@ impl<const M: u32> Shadow<M> {
             (result, expected) => panic!(
                 "allocate({size}, {align}) returned {result:?}, model expects {expected:?} \
                  (free ranges {:?})",
+                self.free_ranges()
+            ),
+        }
+    }
+
+    fn allocate_below(&mut self, size: u64, align: u64, end: u64) {
+        let result = self.heap.allocate_below(size, align, end);
+        if let Some(error) = bad_input_error(size, align) {
+            assert_eq!(result, Err(error));
+            return;
+        }
+        if self.live.len() as u64 == u64::from(self.slots) {
+            assert_eq!(result, Err(OffsetError::OutOfSlots(self.slots)));
+            return;
+        }
+        // The lowest aligned start in a free range that ends by `end`.
+        let expected = self.free_ranges().iter().find_map(|r| {
+            let start = align_up(r.offset, align)?;
+            let stop = start.checked_add(size)?;
+            (stop <= r.offset + r.size && stop <= end).then_some(start)
+        });
+        match (result, expected) {
+            (Ok(None), None) => {}
+            (Ok(Some(allocation)), Some(offset)) => {
+                assert_eq!((allocation.offset, allocation.size), (offset, size));
+                insert_disjoint(&mut self.live, allocation.offset, size, allocation.id);
+                let c = &mut self.counters;
+                c.live_allocations += 1;
+                c.live_bytes += size;
+                c.peak_live_bytes = c.peak_live_bytes.max(c.live_bytes);
+                c.allocations += 1;
+                c.requested_bytes += size;
+                self.last = Some(allocation);
+            }
+            (result, expected) => panic!(
+                "allocate_below({size}, {align}, {end}) returned {result:?}, model expects \
+                 an offset of {expected:?} (free ranges {:?})",
                 self.free_ranges()
             ),
         }
