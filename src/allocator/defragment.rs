@@ -11,11 +11,11 @@
 //! empties are released as their last allocation is freed.
 //!
 //! Plans empty whole blocks, as VMA's `FAST` algorithm does, in one plan
-//! or, with [`DefragmentationLimits::split_blocks`], over several. They do not
-//! compact allocations inside a block (VMA's `BALANCED` and `FULL` also
-//! do). That would free no memory, only join free ranges; the offset
-//! allocator already merges neighbours on free, and blocks fill oldest
-//! first.
+//! or, with [`DefragmentationLimits::split_blocks`], over several. With
+//! [`DefragmentationLimits::compact_blocks`] they also pack allocations
+//! toward the start of the blocks that stay, as VMA's `FULL` does: that
+//! frees no memory, only joins free ranges, for a pool that cannot grow
+//! or a lone block full of holes.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -101,6 +101,20 @@ pub struct DefragmentationLimits {
     /// engine that defragments a little every frame makes progress on
     /// blocks of any size.
     pub split_blocks: bool,
+    /// Whether what is left of the limits, once no more blocks can be
+    /// emptied, packs allocations toward the start of the blocks that stay,
+    /// as VMA's `FULL` algorithm does: in each block, from the highest
+    /// offset down, a listed allocation in a range of its own moves to the
+    /// lowest free place of its block that holds it and lies wholly below
+    /// it ([`DefragmentationPlan::blocks_compacted`]). That releases no
+    /// memory; it joins a block's free ranges into one at its end, so that
+    /// a request larger than any hole fits again without a new block: for
+    /// a custom pool at its `max_blocks`, or a lone fragmented block, which
+    /// no plan can empty. A plan that makes no more such moves leaves the
+    /// listed allocations of each block packed, but for those that fit no
+    /// hole below them (and small buffers' run slots, which stay).
+    /// Off by default.
+    pub compact_blocks: bool,
 }
 
 impl Default for DefragmentationLimits {
@@ -110,6 +124,7 @@ impl Default for DefragmentationLimits {
             max_bytes: u64::MAX,
             max_used_percent: 50,
             split_blocks: false,
+            compact_blocks: false,
         }
     }
 }
@@ -143,6 +158,14 @@ impl DefragmentationLimits {
         self.split_blocks = split;
         self
     }
+
+    /// Lets plans pack allocations toward their blocks' starts
+    /// ([`compact_blocks`](Self::compact_blocks)).
+    #[must_use]
+    pub const fn compact_blocks(mut self, compact: bool) -> Self {
+        self.compact_blocks = compact;
+        self
+    }
 }
 
 /// One planned move: the movable's new allocation.
@@ -153,8 +176,11 @@ pub struct DefragmentationMove {
     /// [`plan_defragmentation`](Allocator::plan_defragmentation).
     pub movable: usize,
     /// Where it goes: the same pool (its memory type's default pool, or
-    /// its custom pool), another block. A live allocation
-    /// like any other; its name is the moved allocation's.
+    /// its custom pool), another block, or with
+    /// [`DefragmentationLimits::compact_blocks`] a lower offset of the same
+    /// block, wholly below the moved allocation (so a copy between the two
+    /// never overlaps). A live allocation like any other; its name is the
+    /// moved allocation's.
     pub destination: Allocation,
     /// The block the move leaves, for [`give_up_move`](Allocator::give_up_move).
     pub(crate) source: SlabKey,
@@ -200,6 +226,10 @@ pub struct DefragmentationPlan {
     /// there). A block emptied over several plans counts here in each plan
     /// but the last, which counts it in `blocks_released`.
     pub blocks_started: usize,
+    /// Blocks some of whose allocations move to lower offsets of the same
+    /// block ([`DefragmentationLimits::compact_blocks`]): no memory is
+    /// released, their free ranges join once the moves are carried out.
+    pub blocks_compacted: usize,
 }
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
@@ -362,6 +392,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             bytes: limits.max_bytes,
             used_percent: limits.max_used_percent.min(100),
             split: limits.split_blocks,
+            compact: limits.compact_blocks,
         };
         let mut plan = DefragmentationPlan::default();
         for group in &groups {
@@ -422,6 +453,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             plan.bytes_moved += pool_plan.bytes_moved;
             plan.blocks_over_limits += pool_plan.over_limits;
             plan.blocks_started += pool_plan.started;
+            plan.blocks_compacted += pool_plan.compacted;
             plan.moves.extend(
                 pool_plan
                     .moves

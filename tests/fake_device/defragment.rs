@@ -966,9 +966,9 @@ fn random_plans_keep_allocations_apart_and_release_what_they_say() {
             ..Config::default()
         };
         let (allocator, device) = allocator_with(layout, config);
-        let (moves, blocks) = random_plans(&allocator, &device, &mut rng);
+        let (moves, blocks, packing) = random_plans(&allocator, &device, &mut rng);
         println!(
-            "{}: {moves} moves emptied {blocks} blocks",
+            "{}: {moves} moves ({packing} within a block) emptied {blocks} blocks",
             device.layout().name
         );
         finish(allocator, &device);
@@ -981,11 +981,16 @@ struct Live {
     kind: ResourceKind,
 }
 
-/// Returns the moves and emptied blocks of all its plans.
-fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) -> (usize, usize) {
+/// Returns the moves, emptied blocks and compaction's moves of all its
+/// plans.
+fn random_plans(
+    allocator: &FakeAllocator,
+    device: &FakeDevice,
+    rng: &mut Rng,
+) -> (usize, usize, usize) {
     let name = device.layout().name;
     let mut live: Vec<Live> = Vec::new();
-    let (mut total_moves, mut total_blocks) = (0, 0);
+    let (mut total_moves, mut total_blocks, mut total_packing) = (0, 0, 0);
     for round in 0..20 {
         let context = format!("{name} round {round}");
         for _ in 0..rng.below(300) {
@@ -1028,8 +1033,12 @@ fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) -
             2 => DefragmentationLimits::default().max_used_percent(rng.below(101) as u8),
             _ => DefragmentationLimits::default(),
         }
-        .split_blocks(rng.below(2) == 0);
+        .split_blocks(rng.below(2) == 0)
+        .compact_blocks(rng.below(3) == 0);
         let plan = allocator.plan_defragmentation(&listed, &limits).unwrap();
+        if !limits.compact_blocks {
+            assert_eq!(plan.blocks_compacted, 0, "{context}");
+        }
         assert!(plan.moves.len() <= limits.max_moves, "{context}");
         let moved_bytes: u64 = plan
             .moves
@@ -1042,11 +1051,25 @@ fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) -
             assert_eq!(plan.blocks_over_limits, 0, "{context}");
         }
         drop(listed);
-        let sources: Vec<vk::DeviceMemory> = plan
+        // Moves to another block, and compaction's within one.
+        let (within, across): (Vec<_>, Vec<_>) = plan
             .moves
+            .iter()
+            .partition(|m| m.destination.memory() == live[movable[m.movable]].allocation.memory());
+        let sources: Vec<vk::DeviceMemory> = across
             .iter()
             .map(|m| live[movable[m.movable]].allocation.memory())
             .collect();
+        let mut compacted: Vec<vk::DeviceMemory> =
+            within.iter().map(|m| m.destination.memory()).collect();
+        compacted.sort_unstable();
+        compacted.dedup();
+        assert_eq!(compacted.len(), plan.blocks_compacted, "{context}");
+        total_packing += within.len();
+        assert!(
+            compacted.iter().all(|memory| !sources.contains(memory)),
+            "{context}: a block both emptied and compacted"
+        );
         let (blocks_emptied, bytes_emptied) = (plan.blocks_released, plan.bytes_released);
         let blocks_started = plan.blocks_started;
         if !limits.split_blocks {
@@ -1078,6 +1101,12 @@ fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) -
                 !sources.contains(&destination.memory()),
                 "{context}: into an emptied block"
             );
+            if destination.memory() == slot.allocation.memory() {
+                assert!(
+                    destination.offset() + destination.size() <= slot.allocation.offset(),
+                    "{context}: a compaction's move not wholly below its source"
+                );
+            }
             let old = std::mem::replace(&mut slot.allocation, planned.destination);
             free(allocator, old);
         }
@@ -1106,7 +1135,7 @@ fn random_plans(allocator: &FakeAllocator, device: &FakeDevice, rng: &mut Rng) -
     for l in live {
         free(allocator, l.allocation);
     }
-    (total_moves, total_blocks)
+    (total_moves, total_blocks, total_packing)
 }
 
 /// A block made while a plan's moves are in flight goes before the block
@@ -1281,5 +1310,176 @@ fn a_block_with_nowhere_to_go_is_not_over_the_limits() {
     for a in live.into_iter().chain([anchor]) {
         free(&allocator, a);
     }
+    finish(allocator, &device);
+}
+
+/// A full 32 MiB block of 1 MiB buffers with every other one freed: 16
+/// holes of 1 MiB, and nowhere else for its buffers to go. The buffers at
+/// odd MiB offsets stay.
+fn one_block_of_holes(allocator: &FakeAllocator) -> Vec<Allocation> {
+    let all = mib_buffers(allocator, 32);
+    assert!(all.iter().all(|a| a.memory() == all[0].memory()));
+    keep_where(allocator, all, |i| i % 2 == 1)
+}
+
+/// The offsets of `live`, in MiB, sorted.
+fn mib_offsets(live: &[Allocation]) -> Vec<u64> {
+    let mut offsets: Vec<u64> = live.iter().map(|a| a.offset() / MIB).collect();
+    offsets.sort_unstable();
+    offsets
+}
+
+/// A lone block full of holes cannot be emptied, so a default plan leaves
+/// it; with `compact_blocks` the plan moves its highest buffers into its
+/// lowest holes, each wholly below where it was, and once the moves are
+/// carried out the free bytes are one range: a 2 MiB request, larger
+/// than any hole before, fits without a new memory object. A second plan
+/// then has nothing to move.
+#[test]
+fn compaction_packs_a_lone_block_so_a_larger_request_fits() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let mut live = one_block_of_holes(&allocator);
+    let block = live[0].memory();
+    let two_mib = || buffer(2 * MIB, 256, Usage::DEVICE_LOCAL).existing_memory_only();
+    assert_eq!(
+        allocator.allocate(&two_mib()).map(|_| ()),
+        Err(Error::NoRoomInExistingMemory)
+    );
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
+        .unwrap();
+    assert!(plan.moves.is_empty(), "nowhere to empty it into");
+    assert_eq!(plan.blocks_over_limits, 0);
+
+    let before = blocks(&allocator, 1);
+    let plan = allocator
+        .plan_defragmentation(
+            &movables(&live),
+            &DefragmentationLimits::default().compact_blocks(true),
+        )
+        .unwrap();
+    assert_eq!(
+        (
+            plan.blocks_compacted,
+            plan.blocks_released,
+            plan.moves.len()
+        ),
+        (1, 0, 8)
+    );
+    assert_eq!(plan.bytes_moved, 8 * MIB);
+    // The highest first, each into the lowest hole: 31 -> 0, 29 -> 2, ...,
+    // 17 -> 14; the buffer at 15 has no hole below it left.
+    let mut pairs: Vec<(u64, u64)> = plan
+        .moves
+        .iter()
+        .map(|m| (live[m.movable].offset() / MIB, m.destination.offset() / MIB))
+        .collect();
+    pairs.sort_unstable_by_key(|&(from, _)| std::cmp::Reverse(from));
+    let expected: Vec<(u64, u64)> = (0..8).map(|k| (31 - 2 * k, 2 * k)).collect();
+    assert_eq!(pairs, expected);
+    for planned in &plan.moves {
+        let (from, to) = (&live[planned.movable], &planned.destination);
+        assert_eq!(to.memory(), block);
+        assert!(to.offset() + to.size() <= from.offset(), "wholly below");
+    }
+    assert_eq!(blocks(&allocator, 1), before, "no memory object made");
+    carry_out(&allocator, &mut live, plan);
+    assert_disjoint(&live, "after compaction");
+    assert_eq!(mib_offsets(&live), (0..16).collect::<Vec<_>>(), "packed");
+
+    let again = allocator
+        .plan_defragmentation(
+            &movables(&live),
+            &DefragmentationLimits::default().compact_blocks(true),
+        )
+        .unwrap();
+    assert!(again.moves.is_empty());
+    assert_eq!(again.blocks_compacted, 0);
+    let large = allocator.allocate(&two_mib()).unwrap();
+    assert_eq!((large.memory(), large.offset()), (block, 16 * MIB));
+    assert_eq!(blocks(&allocator, 1), before);
+    free(&allocator, large);
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+/// Compaction stays within the limits, the highest allocations first;
+/// later plans go on where it stopped.
+#[test]
+fn compaction_takes_the_highest_allocations_first_within_the_limits() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let mut live = one_block_of_holes(&allocator);
+    let compact = DefragmentationLimits::default().compact_blocks(true);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &compact.max_moves(3))
+        .unwrap();
+    let mut moved: Vec<u64> = plan
+        .moves
+        .iter()
+        .map(|m| live[m.movable].offset() / MIB)
+        .collect();
+    moved.sort_unstable();
+    assert_eq!(moved, [27, 29, 31]);
+    carry_out(&allocator, &mut live, plan);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &compact.max_bytes(2 * MIB + 1))
+        .unwrap();
+    assert_eq!((plan.moves.len(), plan.bytes_moved), (2, 2 * MIB));
+    carry_out(&allocator, &mut live, plan);
+    // Unlimited, the rest: three more moves finish the packing.
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &compact)
+        .unwrap();
+    assert_eq!(plan.moves.len(), 3);
+    carry_out(&allocator, &mut live, plan);
+    assert_eq!(mib_offsets(&live), (0..16).collect::<Vec<_>>());
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+/// A custom pool at its `max_blocks` refuses a request no hole holds
+/// (`PoolFull`); compacted, its one block takes it.
+#[test]
+fn a_full_pool_takes_a_larger_request_after_compaction() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let pool = allocator
+        .create_pool(
+            &vk_suballoc::PoolDesc::new(1)
+                .block_size(8 * MIB)
+                .max_blocks(1),
+        )
+        .unwrap();
+    let in_pool = |size: u64| {
+        let desc = vk_suballoc::AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        Request::with_desc(requirements(size, 256), ResourceKind::Buffer, desc)
+    };
+    let all: Vec<Allocation> = (0..8)
+        .map(|_| allocator.allocate(&in_pool(MIB)).unwrap())
+        .collect();
+    let mut live = keep_where(&allocator, all, |i| i % 3 == 0); // at 0, 3, 6 MiB
+    assert_eq!(
+        allocator.allocate(&in_pool(3 * MIB)).map(|_| ()),
+        Err(Error::PoolFull { max_blocks: 1 })
+    );
+    let plan = allocator
+        .plan_defragmentation(
+            &movables(&live),
+            &DefragmentationLimits::default().compact_blocks(true),
+        )
+        .unwrap();
+    assert_eq!((plan.blocks_compacted, plan.moves.len()), (1, 2));
+    carry_out(&allocator, &mut live, plan);
+    assert_eq!(mib_offsets(&live), [0, 1, 2]);
+    let large = allocator.allocate(&in_pool(3 * MIB)).unwrap();
+    assert_eq!(large.offset(), 3 * MIB);
+    free(&allocator, large);
+    for a in live {
+        free(&allocator, a);
+    }
+    allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }

@@ -65,6 +65,9 @@ pub(crate) struct MoveBudget {
     /// Whether a block over what is left may be emptied in part, the rest
     /// left to later plans.
     pub(crate) split: bool,
+    /// Whether what is left then packs the allocations of the blocks that
+    /// stay toward their blocks' starts.
+    pub(crate) compact: bool,
 }
 
 /// The moves planned in one memory type.
@@ -85,6 +88,9 @@ pub(crate) struct PoolPlan {
     /// Blocks emptied in part (`MoveBudget::split`): retiring, with
     /// allocations left for later plans.
     pub(crate) started: usize,
+    /// Blocks some of whose allocations move lower in the same block
+    /// (`MoveBudget::compact`).
+    pub(crate) compacted: usize,
 }
 
 /// The requests of `list`'s moves, named `names`, largest first: each with
@@ -277,7 +283,151 @@ impl<M> TypePool<M> {
         for key in emptied {
             self.retire(key);
         }
+        if budget.compact {
+            self.compact(movables, budget, &request_for, &mut plan);
+        }
         plan
+    }
+
+    /// Packs the listed allocations of the blocks that stay (neither
+    /// retiring nor emptied) toward their blocks' starts, within `budget`:
+    /// in each block, from the highest offset down, each allocation in a
+    /// range of its own moves to the lowest place in its block that holds
+    /// it and ends at or before its offset. Once those moves are carried
+    /// out, the free bytes above the packed allocations are one range.
+    /// Run slots stay (their run is one range of the block, which does not
+    /// move).
+    ///
+    /// Costs, per block with listed allocations, a pass over its ranges,
+    /// then for each listed allocation a look at the block's free ranges
+    /// below it, and a walk of the block's ranges below it for each move.
+    fn compact(
+        &mut self,
+        movables: &[PoolMovable],
+        budget: &mut MoveBudget,
+        request_for: &impl Fn(usize) -> PoolRequest<'static>,
+        plan: &mut PoolPlan,
+    ) {
+        // Movables in ranges of their own, by block slab index.
+        let mut by_block: Vec<Vec<PoolMovable>> = Vec::new();
+        by_block.resize_with(self.blocks.index_bound(), Vec::new);
+        for movable in movables {
+            if let Location::Block { block, range } = movable.location {
+                let live = self
+                    .blocks
+                    .get(block)
+                    .is_some_and(|b| !b.retiring && b.ranges.get(range).is_some());
+                if live {
+                    by_block[block.index as usize].push(*movable);
+                }
+            }
+        }
+        let keys: Vec<SlabKey> = self.order.iter().flatten().copied().collect();
+        for key in keys {
+            let mut list = std::mem::take(&mut by_block[key.index as usize]);
+            if list.is_empty() {
+                continue;
+            }
+            // Highest first; an allocation listed twice moves once.
+            list.sort_by_key(|movable| Reverse(movable.offset));
+            list.dedup_by_key(|movable| movable.offset);
+            let names = self.names_of(&list);
+            let Some(block) = self.blocks.get(key) else {
+                continue;
+            };
+            let class = block.class;
+            let mut free: Vec<(u64, u64)> = block
+                .ranges
+                .free_ranges()
+                .map(|range| (range.offset, range.offset + range.size))
+                .collect();
+            let mut moved = false;
+            for (movable, name) in list.iter().zip(&names) {
+                if budget.moves == 0 {
+                    break;
+                }
+                // Nothing is free below this one, nor below those after it.
+                if free
+                    .first()
+                    .map_or(true, |&(start, _)| start >= movable.offset)
+                {
+                    break;
+                }
+                if movable.size > budget.bytes {
+                    continue;
+                }
+                let mut request = request_for(movable.index);
+                request.name = name.as_deref();
+                request.dedicated = DedicatedChoice::Never;
+                request.run_class = None;
+                if request.class != class {
+                    continue;
+                }
+                let (size, align) = (request.placed_size, request.align);
+                let fits = free
+                    .iter()
+                    .take_while(|&&(start, _)| start < movable.offset)
+                    .any(|&(start, end)| {
+                        start
+                            .checked_next_multiple_of(align)
+                            .and_then(|at| at.checked_add(size))
+                            .is_some_and(|stop| stop <= end.min(movable.offset))
+                    });
+                if !fits {
+                    continue;
+                }
+                let Some(placement) = self.allocate_in_block_below(key, &request, movable.offset)
+                else {
+                    continue;
+                };
+                let placement = self.count(placement, &request);
+                plan.moves.push((movable.index, placement, key));
+                budget.moves -= 1;
+                budget.bytes -= movable.size;
+                plan.bytes_moved += movable.size;
+                moved = true;
+                if let Some(block) = self.blocks.get(key) {
+                    free = block
+                        .ranges
+                        .free_ranges()
+                        .map(|range| (range.offset, range.offset + range.size))
+                        .collect();
+                }
+            }
+            plan.compacted += usize::from(moved);
+        }
+    }
+
+    /// Places `request` in block `key` as
+    /// [`allocate_in_block`](Self::allocate_in_block) does, but at the lowest
+    /// offset where it ends by `end` (a compaction's move); not counted
+    /// (see [`count`](Self::count)).
+    fn allocate_in_block_below(
+        &mut self,
+        key: SlabKey,
+        request: &PoolRequest<'_>,
+        end: u64,
+    ) -> Option<Placement> {
+        let block = self.blocks.get_mut(key)?;
+        if !block.ranges.has_unused_slot() {
+            let slots = block.ranges.slot_count();
+            block.ranges.reserve_slots(slots.max(64)).ok()?;
+        }
+        let allocation = block
+            .ranges
+            .allocate_below(request.placed_size, request.align, end)
+            .ok()??;
+        let range = allocation.id;
+        block.kinds.record(range.slot(), request.kind);
+        if let Some(name) = request.name {
+            block.names.insert(range.slot(), name.into());
+        }
+        Some(Placement {
+            location: Location::Block { block: key, range },
+            memory: block.raw,
+            offset: allocation.offset,
+            mapped: block.mapped.map(|base| base.add(allocation.offset)),
+        })
     }
 
     /// Moves what `budget` allows of `source`'s movables, largest first

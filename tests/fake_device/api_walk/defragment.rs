@@ -51,6 +51,8 @@ pub(super) struct Defragmented {
     blocks: u64,
     /// Blocks plans emptied in part (`split_blocks`).
     started: u64,
+    /// Blocks plans packed (`compact_blocks`).
+    compacted: u64,
 }
 
 /// Each block before a plan, by memory object: its size, whether it held an
@@ -75,7 +77,8 @@ impl Walk {
             3 => DefragmentationLimits::default().max_used_percent(self.rng.below(110) as u8),
             _ => DefragmentationLimits::default(),
         }
-        .split_blocks(self.rng.below(3) == 0);
+        .split_blocks(self.rng.below(3) == 0)
+        .compact_blocks(self.rng.below(4) == 0);
         let map = self.allocator.memory_map();
         let all_blocks = self.all_blocks(&map);
         // The map marks the blocks earlier plans are still emptying.
@@ -122,6 +125,7 @@ impl Walk {
         tally.moves += plan.moves.len() as u64;
         tally.blocks += plan.blocks_released as u64;
         tally.started += plan.blocks_started as u64;
+        tally.compacted += plan.blocks_compacted as u64;
         let ctx = self.ctx();
         let after = self.allocator.stats();
         let destinations: u64 = plan.moves.iter().map(|m| m.destination.size()).sum();
@@ -197,8 +201,10 @@ impl Walk {
     /// never out of dedicated memory; within the limits; the blocks it
     /// empties held nothing but the moved allocations and queued frees,
     /// those it empties in part (`split_blocks`) nothing but listed
-    /// allocations and queued frees, and its figures are theirs. Returns
-    /// the blocks moves leave, and of those the ones they empty.
+    /// allocations and queued frees, and its figures are theirs; a move
+    /// within its block (`compact_blocks`) lands wholly below its source,
+    /// in a block no plan is emptying. Returns the blocks moves to other
+    /// blocks leave, and of those the ones they empty.
     fn check_plan(
         &self,
         listed: &[Listed],
@@ -209,6 +215,7 @@ impl Walk {
         let ctx = self.ctx();
         let mut moved = HashSet::new();
         let mut sources = HashSet::new();
+        let mut compacted = HashSet::new();
         let mut bytes = 0;
         for pair in plan.moves.windows(2) {
             assert!(
@@ -231,8 +238,35 @@ impl Walk {
             );
             assert!(!source.is_dedicated(), "{ctx}: {source:?} moves");
             bytes += source.size();
-            sources.insert(source.memory());
+            let d = &planned.destination;
+            if d.memory() == source.memory() {
+                // Compaction: lower in the same block, clear of the source.
+                assert!(
+                    limits.compact_blocks,
+                    "{ctx}: {source:?} moves within its block"
+                );
+                assert!(
+                    d.offset() + d.size() <= source.offset(),
+                    "{ctx}: {d:?} not wholly below {source:?}"
+                );
+                compacted.insert(source.memory());
+            } else {
+                sources.insert(source.memory());
+            }
         }
+        assert_eq!(
+            plan.blocks_compacted,
+            compacted.len(),
+            "{ctx}: the blocks compacted"
+        );
+        assert!(
+            compacted.is_disjoint(&sources),
+            "{ctx}: a block both emptied and compacted"
+        );
+        assert!(
+            compacted.is_disjoint(&self.retiring),
+            "{ctx}: a block being emptied compacted"
+        );
         assert!(plan.moves.len() <= limits.max_moves, "{ctx}: {limits:?}");
         assert!(
             bytes <= limits.max_bytes,
@@ -264,12 +298,14 @@ impl Walk {
             .counted()
             .filter(|c| !c.deferred && c.place.is_some_and(|p| sources.contains(&p.memory)))
             .count();
+        let in_a_source = |i: &usize| sources.contains(&self.live[*i].allocation.memory());
         let staying = (0..self.live.len())
-            .filter(|i| !moved.contains(i) && sources.contains(&self.live[*i].allocation.memory()))
+            .filter(|i| !moved.contains(i) && in_a_source(i))
             .count();
+        let leaving = moved.iter().filter(|i| in_a_source(i)).count();
         assert_eq!(
             in_sources,
-            moved.len() + staying,
+            leaving + staying,
             "{ctx}: a ring chunk in a block the plan empties"
         );
         // The map shows a run's free slots as free, so its bytes in use are
