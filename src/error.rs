@@ -215,14 +215,17 @@ pub enum Error {
         allocations: u64,
     },
     /// A custom pool's [`PoolDesc::export`](crate::PoolDesc::export) names
-    /// handle types its memory cannot be exported as: host pointers, which
-    /// are import-only, or types the backend reports the device cannot
-    /// export ([`MemoryProperties::exportable_handle_types`](crate::device::MemoryProperties::exportable_handle_types)).
+    /// handle types its memory cannot be exported as: bits that are no
+    /// handle type Vulkan defines (as ash 0.38 knows them;
+    /// VUID-VkExportMemoryAllocateInfo-handleTypes-parameter), host
+    /// pointers, which are import-only, or types the backend reports the
+    /// device cannot export ([`MemoryProperties::exportable_handle_types`](crate::device::MemoryProperties::exportable_handle_types)).
     /// No pool was made: export only the supported types (what
     /// `vkGetPhysicalDeviceExternalBufferProperties` reports `EXPORTABLE`).
     #[error("memory cannot be exported as {handle_types:?}")]
     NotExportable {
-        /// The refused handle types.
+        /// The refused bits of the requested handle types, undefined ones
+        /// included.
         handle_types: ash::vk::ExternalMemoryHandleTypeFlags,
     },
     /// The custom pool was destroyed already; nothing changed.

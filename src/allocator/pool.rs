@@ -30,7 +30,7 @@ use gpu_alloc_types::MemoryPropertyFlags;
 
 use super::place::lock;
 use super::Allocator;
-use crate::device::MemoryDeviceExt;
+use crate::device::{MemoryDeviceExt, DEFINED_HANDLE_TYPES};
 use crate::memory::type_pool::{PoolPolicy, TypePool};
 use crate::memory::Usage;
 use crate::report::TypeStats;
@@ -130,6 +130,10 @@ impl<'a> PoolDesc<'a> {
     /// allocated with `VkExportMemoryAllocateInfo { handleTypes }` chained,
     /// as VMA's `VmaPoolCreateInfo::pMemoryAllocateNext` does. The default
     /// pools never export. Empty `handle_types` (the default): none.
+    /// Each bit must be a handle type Vulkan defines:
+    /// [`Allocator::create_pool`] refuses a pool with any other (as with
+    /// `from_raw` on a bit from a newer header than ash 0.38's) with
+    /// [`Error::NotExportable`] naming those bits, and makes nothing.
     ///
     /// An allocation's [`memory`](crate::Allocation::memory) is its
     /// block's (or its dedicated) `VkDeviceMemory`: export that
@@ -479,9 +483,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::InvalidConfig`] for a memory type the device does not have
     /// (or the allocator may not use), a block size larger than the heap or
     /// `maxMemoryAllocationSize`, or `max_blocks` below `min_blocks` or 0;
-    /// [`Error::NotExportable`] when [`PoolDesc::export`] names a handle
-    /// type memory is never exported as (the host-pointer types of
-    /// `VK_EXT_external_memory_host` are import-only) or one the backend
+    /// [`Error::NotExportable`] when [`PoolDesc::export`] has a bit that
+    /// is no handle type Vulkan defines (as ash 0.38 knows them;
+    /// VUID-VkExportMemoryAllocateInfo-handleTypes-parameter), names a
+    /// handle type memory is never exported as (the host-pointer types of
+    /// `VK_EXT_external_memory_host` are import-only), or one the backend
     /// reports the device cannot export
     /// ([`MemoryProperties::exportable_handle_types`](crate::device::MemoryProperties::exportable_handle_types);
     /// the ash backend cannot tell, so checking support per resource is
@@ -544,9 +550,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             .properties
             .exportable_handle_types
             .unwrap_or(vk::ExternalMemoryHandleTypeFlags::from_raw(!0));
-        if export.intersects(IMPORT_ONLY) || !exportable.contains(export) {
+        // Undefined bits first: a backend that does not tell (`None`) takes
+        // every bit, and the driver must never see them.
+        let refused = export & (!DEFINED_HANDLE_TYPES | IMPORT_ONLY | !exportable);
+        if !refused.is_empty() {
             return Err(Error::NotExportable {
-                handle_types: export & (IMPORT_ONLY | !exportable),
+                handle_types: refused,
             });
         }
         Ok(PoolPolicy {

@@ -181,6 +181,30 @@ impl AllocateInfo<'static> {
     }
 }
 
+/// Every `VkExternalMemoryHandleTypeFlagBits` value Vulkan defines, as
+/// ash 0.38 (Vulkan 1.3.281) knows them: bits 0 to 12 and 14. Any other
+/// bit in `VkExportMemoryAllocateInfo::handleTypes` breaks
+/// VUID-VkExportMemoryAllocateInfo-handleTypes-parameter.
+pub(crate) const DEFINED_HANDLE_TYPES: vk::ExternalMemoryHandleTypeFlags = {
+    use vk::ExternalMemoryHandleTypeFlags as T;
+    T::from_raw(
+        T::OPAQUE_FD.as_raw()
+            | T::OPAQUE_WIN32.as_raw()
+            | T::OPAQUE_WIN32_KMT.as_raw()
+            | T::D3D11_TEXTURE.as_raw()
+            | T::D3D11_TEXTURE_KMT.as_raw()
+            | T::D3D12_HEAP.as_raw()
+            | T::D3D12_RESOURCE.as_raw()
+            | T::HOST_ALLOCATION_EXT.as_raw()
+            | T::HOST_MAPPED_FOREIGN_MEMORY_EXT.as_raw()
+            | T::DMA_BUF_EXT.as_raw()
+            | T::ANDROID_HARDWARE_BUFFER_ANDROID.as_raw()
+            | T::ZIRCON_VMO_FUCHSIA.as_raw()
+            | T::RDMA_ADDRESS_NV.as_raw()
+            | T::SCREEN_BUFFER_QNX.as_raw(),
+    )
+};
+
 /// A [`DeviceError`] in the narrower form `MemoryDevice::allocate_memory`
 /// returns (host memory, or device memory for everything else).
 pub(crate) fn out_of_memory(error: DeviceError) -> gpu_alloc_types::OutOfMemory {

@@ -279,3 +279,63 @@ fn handle_types_memory_cannot_be_exported_as_are_refused() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+/// Bits that are no handle type Vulkan defines never reach
+/// `VkExportMemoryAllocateInfo` (VUID-VkExportMemoryAllocateInfo-handleTypes-parameter),
+/// even from a backend that does not tell which types it exports: the
+/// pool is refused before any memory is made, naming those bits. Every
+/// defined exportable type is still taken.
+#[test]
+fn undefined_handle_type_bits_are_refused() {
+    // Bit 13 lies between RDMA_ADDRESS_NV and SCREEN_BUFFER_QNX; bit 31 is
+    // the highest.
+    let gap = vk::ExternalMemoryHandleTypeFlags::from_raw(1 << 13);
+    let top = vk::ExternalMemoryHandleTypeFlags::from_raw(1 << 31);
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let calls = device.counters().allocate_calls;
+    let refused = |types| {
+        allocator
+            .create_pool(&PoolDesc::new(VRAM).min_blocks(1).export(types))
+            .map(|_| ())
+    };
+    assert_eq!(
+        refused(OPAQUE_FD | gap),
+        Err(Error::NotExportable { handle_types: gap })
+    );
+    assert_eq!(
+        refused(top | DMA_BUF),
+        Err(Error::NotExportable { handle_types: top })
+    );
+    assert_eq!(
+        refused(gap | top | HOST | OPAQUE_FD),
+        Err(Error::NotExportable {
+            handle_types: gap | top | HOST
+        })
+    );
+    assert_eq!(device.counters().allocate_calls, calls);
+    assert_eq!(allocator.memory_map().custom_pools().count(), 0);
+
+    // Every defined type memory can be exported as.
+    let all = [
+        vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD,
+        vk::ExternalMemoryHandleTypeFlags::OPAQUE_WIN32,
+        vk::ExternalMemoryHandleTypeFlags::OPAQUE_WIN32_KMT,
+        vk::ExternalMemoryHandleTypeFlags::D3D11_TEXTURE,
+        vk::ExternalMemoryHandleTypeFlags::D3D11_TEXTURE_KMT,
+        vk::ExternalMemoryHandleTypeFlags::D3D12_HEAP,
+        vk::ExternalMemoryHandleTypeFlags::D3D12_RESOURCE,
+        vk::ExternalMemoryHandleTypeFlags::DMA_BUF_EXT,
+        vk::ExternalMemoryHandleTypeFlags::ANDROID_HARDWARE_BUFFER_ANDROID,
+        vk::ExternalMemoryHandleTypeFlags::ZIRCON_VMO_FUCHSIA,
+        vk::ExternalMemoryHandleTypeFlags::RDMA_ADDRESS_NV,
+        vk::ExternalMemoryHandleTypeFlags::SCREEN_BUFFER_QNX,
+    ]
+    .into_iter()
+    .fold(vk::ExternalMemoryHandleTypeFlags::empty(), |all, t| all | t);
+    let pool = allocator
+        .create_pool(&PoolDesc::new(VRAM).min_blocks(1).export(all))
+        .unwrap();
+    assert_eq!(device.counters().allocations, calls + 1);
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}

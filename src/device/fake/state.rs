@@ -10,7 +10,9 @@ use gpu_alloc_types::{AllocationFlags, DeviceMapError, MemoryPropertyFlags};
 use super::coherence::DeviceCopy;
 use super::host_bytes::HostBytes;
 use super::FakeLayout;
-use crate::device::{AllocateInfo, DedicatedTarget, DeviceError, FrameSignal};
+use crate::device::{
+    AllocateInfo, DedicatedTarget, DeviceError, FrameSignal, DEFINED_HANDLE_TYPES,
+};
 
 /// What a fake memory object is, for tests to inspect.
 #[derive(Clone, Debug, PartialEq)]
@@ -310,6 +312,12 @@ impl State {
                     )));
                 }
             }
+        }
+        let undefined = info.export_handle_types & !DEFINED_HANDLE_TYPES;
+        if !undefined.is_empty() {
+            return Err(self.violation(format!(
+                "VUID-VkExportMemoryAllocateInfo-handleTypes-parameter: {undefined:?} are no handle types"
+            )));
         }
         if let Some(exportable) = layout.exportable_handle_types {
             if !exportable.contains(info.export_handle_types) {
