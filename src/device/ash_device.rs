@@ -156,9 +156,10 @@ impl AshMemoryDevice {
         let info = vk::DebugUtilsObjectNameInfoEXT::default()
             .object_handle(memory)
             .object_name(&name);
-        // SAFETY: `memory` is a live memory object of this device (just
-        // allocated); VK_EXT_debug_utils is enabled (`new`'s contract). A
-        // failure to name is harmless and ignored.
+        // SAFETY: `memory` is a live memory object of this device that no
+        // other thread uses meanwhile (just allocated, or
+        // `set_memory_name`'s contract); VK_EXT_debug_utils is enabled
+        // (`new`'s contract). A failure to name is harmless and ignored.
         let _ = unsafe { debug_utils.set_debug_utils_object_name(&info) };
     }
 }
@@ -257,6 +258,10 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
 
     fn raw_memory(&self, memory: &vk::DeviceMemory) -> vk::DeviceMemory {
         *memory
+    }
+
+    unsafe fn set_memory_name(&self, memory: &vk::DeviceMemory, name: &str) {
+        self.set_name(*memory, name);
     }
 
     fn heap_budgets(&self, out: &mut [HeapBudget]) -> bool {

@@ -270,6 +270,21 @@ pub unsafe trait MemoryDeviceExt<M>: MemoryDevice<M> + Send + Sync + Debug {
     /// The raw handle of `memory`, as bound to buffers and images.
     fn raw_memory(&self, memory: &M) -> vk::DeviceMemory;
 
+    /// Gives `memory` the debug name `name` in place of the one it was made
+    /// with ([`AllocateInfo::name`]; `vkSetDebugUtilsObjectNameEXT`), for
+    /// [`Allocator::set_name`](crate::Allocator::set_name) on dedicated
+    /// memory. Cheap: called under the lock of the memory's pool. A
+    /// backend without debug names does nothing, as the default does.
+    ///
+    /// # Safety
+    /// `memory` is a live memory object of this device
+    /// (VUID-VkDebugUtilsObjectNameInfoEXT-objectType-02590), and no other
+    /// thread names, maps, unmaps or frees it during the call (host access
+    /// to `objectHandle` is externally synchronized).
+    unsafe fn set_memory_name(&self, memory: &M, name: &str) {
+        let _ = (memory, name);
+    }
+
     /// Fills `out[heap]` with the budget of each heap and returns `true`, or
     /// returns `false` when the device cannot tell (no `VK_EXT_memory_budget`).
     fn heap_budgets(&self, out: &mut [HeapBudget]) -> bool;

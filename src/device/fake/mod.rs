@@ -366,6 +366,10 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         memory.raw()
     }
 
+    unsafe fn set_memory_name(&self, memory: &FakeMemory, name: &str) {
+        self.state().rename(memory.id, name);
+    }
+
     fn heap_budgets(&self, out: &mut [HeapBudget]) -> bool {
         if !self.layout.memory_budget {
             return false;

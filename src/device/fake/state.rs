@@ -65,6 +65,10 @@ pub struct FakeCounters {
     pub flush_calls: u64,
     /// `vkInvalidateMappedMemoryRanges` calls.
     pub invalidate_calls: u64,
+    /// Debug names given to live memory after it was made
+    /// (`vkSetDebugUtilsObjectNameEXT`); the new name shows in
+    /// [`FakeAllocationInfo::name`].
+    pub renames: u64,
 }
 
 /// A flushed or invalidated range.
@@ -401,6 +405,18 @@ impl State {
             }
             None => self.violations.push(format!(
                 "VUID-vkFreeMemory-memory-parameter: memory {handle:#x} is not live"
+            )),
+        }
+    }
+
+    pub(super) fn rename(&mut self, handle: u64, name: &str) {
+        match self.memories.get_mut(&handle) {
+            Some(memory) => {
+                memory.name = Some(name.to_owned());
+                self.counters.renames += 1;
+            }
+            None => self.violations.push(format!(
+                "VUID-VkDebugUtilsObjectNameInfoEXT-objectType-02590: memory {handle:#x} is not live"
             )),
         }
     }
