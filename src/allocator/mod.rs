@@ -495,8 +495,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
     /// Names `allocation` anew, or drops its name with `None` (VMA's
     /// `vmaSetAllocationName`): the name leak reports, memory maps, dumps
-    /// and corruption reports give it. The debug name of dedicated memory
-    /// (`VK_EXT_debug_utils`) stays the one it was made with.
+    /// and corruption reports give it. Dedicated memory (its own
+    /// `VkDeviceMemory`, from the default pools or a custom pool) is
+    /// renamed for debuggers and validation messages too
+    /// (`VK_EXT_debug_utils`, through
+    /// [`MemoryDeviceExt::set_memory_name`](crate::device::MemoryDeviceExt::set_memory_name)):
+    /// it gets the debug name a new allocation of that name would, `name`
+    /// itself, or `vk-suballoc dedicated <type>/<n>` for `None`. A block's
+    /// debug name stays the block's.
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`]; nothing
@@ -504,10 +510,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Time complexity
     /// O(1) expected (a hash table entry), under the lock of the
-    /// allocation's pool.
+    /// allocation's pool; for dedicated memory, one
+    /// `vkSetDebugUtilsObjectNameEXT` call there as well.
     pub fn set_name(&self, allocation: &Allocation, name: Option<&str>) -> Result<(), Error> {
         self.check_owner(allocation)?;
-        self.with_pool(allocation, |pool| pool.rename(allocation.location, name))?
+        self.with_pool(allocation, |pool| {
+            pool.rename(&self.context, allocation.location, name)
+        })?
     }
 
     /// Calls `callback` on every `VkDeviceMemory` the allocator makes or

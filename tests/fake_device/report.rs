@@ -1083,3 +1083,81 @@ fn set_name_renames_allocations_everywhere() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+/// `set_name` on dedicated memory, from the default pools or a custom
+/// pool, renames the `VkDeviceMemory` too (`vkSetDebugUtilsObjectNameEXT`):
+/// to the new name, or for `None` to the `vk-suballoc dedicated <type>/<n>`
+/// an unnamed allocation is made with. A block keeps its own debug name.
+#[test]
+fn set_name_renames_dedicated_memory_for_debuggers() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let debug_name = |allocation: &Allocation| -> String {
+        device
+            .live_allocations()
+            .into_iter()
+            .find(|m| m.memory == allocation.memory())
+            .and_then(|m| m.name)
+            .unwrap_or_else(|| panic!("{:?} is not live or unnamed", allocation.memory()))
+    };
+    let dedicated = |name: Option<&'static str>| {
+        let request = buffer(4096, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+        match name {
+            Some(name) => request.name(name),
+            None => request,
+        }
+    };
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).name("textures"))
+        .unwrap();
+    let mut in_pool = dedicated(None);
+    in_pool.desc = in_pool.desc.pool(pool);
+    let named = allocator.allocate(&dedicated(Some("old"))).unwrap();
+    let unnamed = allocator.allocate(&dedicated(None)).unwrap();
+    let pooled = allocator.allocate(&in_pool).unwrap();
+    let in_block = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL).name("range"))
+        .unwrap();
+    assert!(named.is_dedicated() && unnamed.is_dedicated() && pooled.is_dedicated());
+    assert!(!in_block.is_dedicated());
+    assert_eq!(debug_name(&named), "old");
+    let unnamed_at_birth = debug_name(&unnamed);
+    let pooled_at_birth = debug_name(&pooled);
+    let block_name = debug_name(&in_block);
+    assert!(
+        unnamed_at_birth.starts_with("vk-suballoc dedicated 1/"),
+        "{unnamed_at_birth}"
+    );
+    let renames = device.counters().renames;
+
+    allocator.set_name(&named, Some("new")).unwrap();
+    allocator.set_name(&unnamed, Some("given")).unwrap();
+    allocator.set_name(&pooled, Some("pooled")).unwrap();
+    allocator
+        .set_name(&in_block, Some("range renamed"))
+        .unwrap();
+    assert_eq!(debug_name(&named), "new");
+    assert_eq!(debug_name(&unnamed), "given");
+    assert_eq!(debug_name(&pooled), "pooled");
+    assert_eq!(debug_name(&in_block), block_name, "a block is not renamed");
+    assert_eq!(device.counters().renames, renames + 3);
+
+    // Dropping the name gives back what an unnamed allocation gets.
+    allocator.set_name(&unnamed, None).unwrap();
+    allocator.set_name(&pooled, None).unwrap();
+    allocator.set_name(&named, None).unwrap();
+    assert_eq!(debug_name(&unnamed), unnamed_at_birth);
+    assert_eq!(debug_name(&pooled), pooled_at_birth);
+    let dropped = debug_name(&named);
+    assert!(
+        dropped.starts_with("vk-suballoc dedicated 1/") && dropped != unnamed_at_birth,
+        "{dropped}"
+    );
+    // The reports still take the allocation's own name, none now.
+    assert!(!allocator.stats_json(true).contains("vk-suballoc dedicated"));
+
+    for allocation in [named, unnamed, pooled, in_block] {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}

@@ -1061,6 +1061,50 @@ fn debug_names_reach_the_validation_layer() {
     }
 }
 
+/// `set_name` on dedicated memory renames the `VkDeviceMemory` for the
+/// validation layer, without a message of its own: to the new name, then,
+/// for `None`, to the name unnamed dedicated memory is made with.
+#[test]
+fn renamed_dedicated_memory_reaches_the_validation_layer() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let dedicated = AllocationDesc::new(Usage::UPLOAD)
+        .name("before rename")
+        .dedicated(DedicatedPolicy::Always);
+    let (handle, allocation) = buffer(&allocator, 4096, dedicated);
+    // Mapping memory the allocator keeps mapped is an error the layer
+    // reports, naming the memory object.
+    let map_again = || {
+        // SAFETY: deliberately invalid (already mapped): the validation
+        // layer reports it; lavapipe just returns the same pointer again.
+        let _ = unsafe {
+            context
+                .device
+                .map_memory(allocation.memory(), 0, 64, vk::MemoryMapFlags::empty())
+        };
+        context
+            .expect_validation_messages(&["VUID-vkMapMemory-memory-00678"])
+            .join("\n")
+    };
+
+    allocator
+        .set_name(&allocation, Some("after rename"))
+        .unwrap();
+    context.assert_no_validation_messages();
+    let all = map_again();
+    assert!(all.contains("after rename"), "{all}");
+    assert!(!all.contains("before rename"), "{all}");
+
+    allocator.set_name(&allocation, None).unwrap();
+    context.assert_no_validation_messages();
+    let all = map_again();
+    let unnamed = format!("vk-suballoc dedicated {}/", allocation.memory_type());
+    assert!(all.contains(&unnamed), "{all}");
+    assert!(!all.contains("after rename"), "{all}");
+    // SAFETY: never used by the GPU.
+    unsafe { allocator.destroy_buffer(handle, allocation).unwrap() };
+}
+
 /// With the ash backend, dumps name the GPU as
 /// `vkGetPhysicalDeviceProperties` does, without `MemoryMap::with_gpu`.
 #[test]

@@ -5,7 +5,9 @@
 //! new block can be made. Past 3/4 of `maxMemoryAllocationCount` only
 //! required ones try it before blocks ([`TypePool::allocate`]).
 
-use super::{Location, Placement, PoolRequest, TypePool};
+use std::borrow::Cow;
+
+use super::{Location, Placement, PoolRequest, SlabKey, TypePool};
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::DedicatedMemory;
 use crate::memory::context::{MemoryContext, MemoryRequest};
@@ -24,20 +26,13 @@ impl<M> TypePool<M> {
         request: &PoolRequest<'_>,
     ) -> Result<Placement, Error> {
         let serial = self.next_serial;
-        let default_name;
-        let name = match request.name {
-            Some(name) => name,
-            None => {
-                default_name = format!("vk-suballoc dedicated {}/{serial}", self.memory_type);
-                &default_name
-            }
-        };
+        let name = dedicated_debug_name(self.memory_type, serial, request.name);
         let new = context.allocate_memory::<M>(&MemoryRequest {
             memory_type: self.memory_type,
             size: request.size,
             dedicated: request.target,
             priority: request.priority.or(self.priority),
-            name: Some(name),
+            name: Some(&name),
             within_budget: request.within_budget,
             export_handle_types: self.policy.export_handle_types,
         })?;
@@ -49,6 +44,7 @@ impl<M> TypePool<M> {
             size: request.size,
             mapped: new.mapped,
             name: request.name.map(Into::into),
+            serial,
             kind: request.kind,
             targeted: request.target.is_some(),
         });
@@ -60,6 +56,32 @@ impl<M> TypePool<M> {
             offset: 0,
             mapped: new.mapped,
         })
+    }
+
+    /// Names the live dedicated allocation `key` anew (`None`: unnamed),
+    /// for reports and, through the device, as the debug name of its
+    /// memory: the one a new allocation of that name would get.
+    ///
+    /// # Errors
+    /// [`Error::StaleAllocation`] when `key` names nothing live.
+    pub(super) fn rename_dedicated<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        key: SlabKey,
+        name: Option<&str>,
+    ) -> Result<(), Error> {
+        let dedicated = self.dedicated.get_mut(key).ok_or(Error::StaleAllocation)?;
+        dedicated.name = name.map(Into::into);
+        let debug_name = dedicated_debug_name(self.memory_type, dedicated.serial, name);
+        // SAFETY: the memory is live (it is in the pool) and the pool's
+        // lock, held by the caller, or its `&mut` is what every map, unmap
+        // and free of it goes through.
+        unsafe {
+            context
+                .device
+                .set_memory_name(&dedicated.memory, &debug_name)
+        };
+        Ok(())
     }
 
     /// Dedicated allocations, for reports.
@@ -88,5 +110,15 @@ impl<M> TypePool<M> {
                 dedicated.size,
             )
         };
+    }
+}
+
+/// The debug name (`VK_EXT_debug_utils`) of dedicated memory of
+/// `memory_type`: the allocation's `name`, or `vk-suballoc dedicated
+/// <type>/<serial>` without one.
+fn dedicated_debug_name(memory_type: u32, serial: u32, name: Option<&str>) -> Cow<'_, str> {
+    match name {
+        Some(name) => Cow::Borrowed(name),
+        None => Cow::Owned(format!("vk-suballoc dedicated {memory_type}/{serial}")),
     }
 }

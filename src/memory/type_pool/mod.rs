@@ -660,16 +660,19 @@ impl<M> TypePool<M> {
     }
 
     /// Names the live allocation at `location` anew (`None`: unnamed), for
-    /// leak reports, memory maps and dumps.
+    /// leak reports, memory maps and dumps; dedicated memory's debug name
+    /// follows ([`rename_dedicated`](Self::rename_dedicated)).
     ///
     /// # Errors
     /// [`Error::StaleAllocation`] when `location` names nothing live.
-    pub(crate) fn rename(&mut self, location: Location, name: Option<&str>) -> Result<(), Error> {
+    pub(crate) fn rename<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        location: Location,
+        name: Option<&str>,
+    ) -> Result<(), Error> {
         match location {
-            Location::Dedicated(key) => {
-                let dedicated = self.dedicated.get_mut(key).ok_or(Error::StaleAllocation)?;
-                dedicated.name = name.map(Into::into);
-            }
+            Location::Dedicated(key) => self.rename_dedicated(context, key, name)?,
             Location::Block { block, range } => {
                 let block = self.blocks.get_mut(block).ok_or(Error::StaleAllocation)?;
                 block.ranges.get(range).ok_or(Error::StaleAllocation)?;
