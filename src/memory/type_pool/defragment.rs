@@ -167,6 +167,23 @@ impl<M> TypePool<M> {
         budget: &mut MoveBudget,
         request_for: impl Fn(usize) -> PoolRequest<'static>,
     ) -> PoolPlan {
+        let mut plan = self.plan_emptying(context, movables, leaving, budget, &request_for);
+        if budget.compact {
+            self.compact(movables, budget, &request_for, &mut plan);
+        }
+        plan
+    }
+
+    /// The part of [`plan_defragmentation`](Self::plan_defragmentation)
+    /// that empties blocks, whole or (`MoveBudget::split`) in part.
+    fn plan_emptying<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        movables: &[PoolMovable],
+        leaving: &[(Location, u64)],
+        budget: &mut MoveBudget,
+        request_for: &impl Fn(usize) -> PoolRequest<'static>,
+    ) -> PoolPlan {
         let mut plan = PoolPlan::default();
         let free_in_runs = self.free_slot_bytes_by_block();
         let mut sources = self.blocks_to_empty(movables, leaving, &free_in_runs);
@@ -222,7 +239,7 @@ impl<M> TypePool<M> {
                 continue;
             }
             let names = self.names_of(list);
-            let requests = move_requests(list, &names, &request_for, self.takes_runs());
+            let requests = move_requests(list, &names, request_for, self.takes_runs());
             emptied.push(source.key);
             let destinations = self.destinations(&emptied, &free_in_runs);
             let mut placed: Vec<(usize, Placement, u64)> = Vec::with_capacity(list.len());
@@ -270,7 +287,7 @@ impl<M> TypePool<M> {
             if self.empty_in_part(
                 &source,
                 budget,
-                &request_for,
+                request_for,
                 &free_in_runs,
                 &mut emptied,
                 &mut received,
@@ -282,9 +299,6 @@ impl<M> TypePool<M> {
         }
         for key in emptied {
             self.retire(key);
-        }
-        if budget.compact {
-            self.compact(movables, budget, &request_for, &mut plan);
         }
         plan
     }
