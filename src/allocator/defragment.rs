@@ -13,7 +13,8 @@
 //! Plans empty whole blocks, as VMA's `FAST` algorithm does, in one plan
 //! or, with [`DefragmentationLimits::split_blocks`], over several. With
 //! [`DefragmentationLimits::compact_blocks`] they also pack allocations
-//! toward the start of the blocks that stay, as VMA's `FULL` does: that
+//! toward the start of the blocks that stay, as the in-block moves of
+//! VMA's `BALANCED` and `FULL` algorithms do: that
 //! frees no memory, only joins free ranges, for a pool that cannot grow
 //! or a lone block full of holes.
 
@@ -103,10 +104,11 @@ pub struct DefragmentationLimits {
     pub split_blocks: bool,
     /// Whether what is left of the limits, once no more blocks can be
     /// emptied, packs allocations toward the start of the blocks that stay,
-    /// as VMA's `FULL` algorithm does: in each block, from the highest
-    /// offset down, a listed allocation in a range of its own moves to the
-    /// lowest free place of its block that holds it and lies wholly below
-    /// it ([`DefragmentationPlan::blocks_compacted`]). That releases no
+    /// as the in-block moves of VMA's `BALANCED` and `FULL` algorithms do:
+    /// in each block, from the highest offset down, a listed allocation in
+    /// a range of its own moves to the lowest free place of its block that
+    /// holds it and lies wholly below it
+    /// ([`DefragmentationPlan::blocks_compacted`]). That releases no
     /// memory; it joins a block's free ranges into one at its end, so that
     /// a request larger than any hole fits again without a new block: for
     /// a custom pool at its `max_blocks`, or a lone fragmented block, which
@@ -216,7 +218,8 @@ pub struct DefragmentationPlan {
     /// them, let plans split blocks, or stop. Not counted: a block emptied
     /// in part, and a block with nowhere to go (no other block of its pool
     /// and `bufferImageGranularity` class holds something and is not being
-    /// emptied: a lone fragmented block), which no limit would empty.
+    /// emptied: a lone fragmented block), which no limit would empty
+    /// ([`DefragmentationLimits::compact_blocks`] packs it instead).
     pub blocks_over_limits: usize,
     /// Blocks this plan moves some but not all of the allocations out of,
     /// under [`DefragmentationLimits::split_blocks`]: they are being
@@ -285,6 +288,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// ([`collect`](Self::collect) after the frame's fence). Until then
     /// [`stats`](Self::stats) counts both the old allocations and the new.
     ///
+    /// **Compaction.** With [`DefragmentationLimits::compact_blocks`], what
+    /// is left of the limits then packs the listed allocations of the
+    /// blocks that stay (not being emptied) toward their starts: a move's
+    /// destination is then in the same memory object as its source, wholly
+    /// below it, so the copy's source and destination ranges never
+    /// overlap. No memory is released; the blocks' free ranges join once
+    /// the moves are carried out ([`DefragmentationPlan::blocks_compacted`]).
+    ///
     /// An engine that cannot carry out a move gives it up with
     /// [`give_up_move`](Self::give_up_move): its source block then does not
     /// empty, and is no longer treated as being emptied (below).
@@ -318,7 +329,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// each allocation of that block a first fit over those (for a small
     /// buffer, first a pass over its size class's runs with a free slot,
     /// and a first fit for a new run over the blocks fuller than that
-    /// slot's).
+    /// slot's). Compaction adds, per block with listed allocations, a pass
+    /// over its ranges, a look at its free ranges below each listed
+    /// allocation, and a pass over its ranges below each one that moves.
     pub fn plan_defragmentation(
         &self,
         movables: &[Movable<'_>],

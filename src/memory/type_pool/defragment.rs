@@ -31,6 +31,13 @@
 //! it again (the peers benchmark's `--defragment` replay).
 //! An engine that never frees them leaves the block retiring; it keeps
 //! serving requests that fit nowhere else, and a later plan may empty it.
+//!
+//! With `MoveBudget::compact`, what is left of the budget then packs the
+//! blocks that stay (neither retiring nor emptied): in each, from the
+//! highest offset down, a listed allocation in a range of its own moves to
+//! the lowest free place of its block that ends at or before its offset
+//! (`OffsetAllocator::allocate_below`). Once those moves are carried out,
+//! the freed sources join the free range above the packed allocations.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::HashSet;
