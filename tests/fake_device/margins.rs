@@ -474,6 +474,68 @@ fn defragmentation_destinations_keep_margins() {
     finish(allocator, &device);
 }
 
+/// Compaction's destinations, lower in their own block, keep their
+/// margins too: each lands wholly below its source, margin included, the
+/// plan leaves every pattern intact, and an overrun of a destination is
+/// caught.
+#[test]
+fn compaction_destinations_keep_margins() {
+    let config = Config {
+        small_buffer_limit: 0,
+        ..with_margin(256, true)
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let all: Vec<Allocation> = (0..16)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(MIB - 4096, 256, Usage::UPLOAD))
+                .unwrap()
+        })
+        .collect();
+    let block = all[0].memory();
+    assert!(all.iter().all(|a| a.memory() == block));
+    // Every other buffer: holes below the survivors.
+    let mut live = Vec::new();
+    for (i, a) in all.into_iter().enumerate() {
+        if i % 2 == 1 {
+            live.push(a);
+        } else {
+            free(&allocator, a);
+        }
+    }
+    let movables: Vec<Movable<'_>> = live
+        .iter()
+        .map(|a| Movable::new(a, requirements(a.size(), 256), ResourceKind::Buffer))
+        .collect();
+    let limits = DefragmentationLimits::default()
+        .max_used_percent(0)
+        .compact_blocks(true);
+    let plan = allocator.plan_defragmentation(&movables, &limits).unwrap();
+    assert_eq!(plan.blocks_compacted, 1);
+    assert!(plan.moves.len() >= 2);
+    for planned in &plan.moves {
+        let (source, destination) = (movables[planned.movable].allocation, &planned.destination);
+        assert_eq!(destination.memory(), block);
+        assert!(destination.offset() + destination.size() + 256 <= source.offset());
+    }
+    drop(movables);
+    assert!(allocator.check_corruption(!0).unwrap().is_clean());
+    let mut moves = plan.moves;
+    let destination = &moves[0].destination;
+    gpu_write(&device, destination, destination.size() + 255, &[0xFF]);
+    assert_eq!(allocator.check_corruption(!0).unwrap().damaged.len(), 1);
+    for planned in moves.drain(..).rev() {
+        let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+        free(&allocator, old);
+    }
+    assert_apart(&live, 256, "after compaction");
+    for a in live {
+        free(&allocator, a);
+    }
+    assert_eq!(allocator.corruptions_detected(), 1);
+    finish(allocator, &device);
+}
+
 /// A request for memory type bits that the kind of check would skip gets
 /// margins in every type: device-local blocks too, with no pattern.
 #[test]

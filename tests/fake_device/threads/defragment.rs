@@ -226,7 +226,8 @@ impl World<'_> {
         let limits = match rng.below(3) {
             0 => DefragmentationLimits::default().max_moves(1 + rng.below(16) as usize),
             _ => DefragmentationLimits::default(),
-        };
+        }
+        .compact_blocks(rng.below(3) == 0);
         let movables: Vec<Movable<'_>> = own
             .iter()
             .map(|o| Movable::new(&o.allocation, o.request.requirements, o.request.kind))
@@ -237,10 +238,14 @@ impl World<'_> {
             .unwrap();
         drop(movables);
         assert!(plan.moves.len() <= limits.max_moves, "{limits:?}");
+        // The blocks moves to other blocks leave (compaction's stay).
         let sources: Vec<u64> = plan
             .moves
             .iter()
             .map(|m| range_of(&own[m.movable].allocation).0)
+            .zip(plan.moves.iter().map(|m| range_of(&m.destination).0))
+            .filter(|(from, to)| from != to)
+            .map(|(from, _)| from)
             .collect();
         tally.plans += 1;
         tally.moves += plan.moves.len() as u64;
@@ -265,6 +270,11 @@ impl World<'_> {
                 !sources.contains(&memory),
                 "{d:?} for {a:?}: in a block the plan empties"
             );
+            let (source_memory, (source_offset, _)) = range_of(a);
+            if memory == source_memory {
+                assert!(limits.compact_blocks, "{d:?} for {a:?}: in its block");
+                assert!(range.1 <= source_offset, "{d:?} not below {a:?}");
+            }
             self.hand_out("destination", d);
             if rng.below(16) == 0 {
                 // Given up: its source stays, and so does its block.
