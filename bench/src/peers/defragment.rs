@@ -58,6 +58,10 @@ pub struct PlanSample {
     pub released: u64,
     /// Freeing the moved allocations' old places, in ns.
     pub free_ns: u64,
+    /// Moves within one block (compaction), counted in `moves`.
+    pub within_block: usize,
+    /// Blocks compaction packed (`plan.blocks_compacted`).
+    pub compacted: usize,
 }
 
 /// One replay of a trace, plain or with plans.
@@ -92,6 +96,11 @@ impl Replay {
     }
     pub fn blocks_emptied(&self) -> usize {
         self.plans.iter().map(|p| p.blocks).sum()
+    }
+    /// Moves within one block (compaction), and the blocks they packed.
+    pub fn within_block(&self) -> (usize, usize) {
+        let moves = self.plans.iter().map(|p| p.within_block).sum();
+        (moves, self.plans.iter().map(|p| p.compacted).sum())
     }
     pub fn block_bytes_emptied(&self) -> u64 {
         self.plans.iter().map(|p| p.block_bytes).sum()
@@ -146,7 +155,7 @@ impl Replay {
     }
 }
 
-/// A trace's three replays.
+/// A trace's four replays.
 #[derive(Clone, Debug)]
 pub struct DefragRow {
     pub trace: String,
@@ -158,14 +167,18 @@ pub struct DefragRow {
     pub planned: Replay,
     /// With plans that empty blocks however full (`max_used_percent(100)`).
     pub any_fill: Replay,
+    /// With default plans that also pack the blocks that stay
+    /// (`compact_blocks(true)`).
+    pub compacted: Replay,
 }
 
 impl DefragRow {
     /// The replays with plans, and their names.
-    pub fn with_plans(&self) -> [(&'static str, &Replay); 2] {
+    pub fn with_plans(&self) -> [(&'static str, &Replay); 3] {
         [
             ("plans", &self.planned),
             ("plans, any fill", &self.any_fill),
+            ("plans, compacting", &self.compacted),
         ]
     }
 }
@@ -178,6 +191,8 @@ enum Plans {
     Every(usize),
     /// The same, emptying blocks however full.
     EveryAnyFill(usize),
+    /// Default plans that also pack the blocks that stay.
+    EveryCompact(usize),
 }
 
 /// How often to plan: `N` operations, or `P%` of each trace's operations.
@@ -211,17 +226,20 @@ impl Every {
     }
 }
 
-/// Replays `trace` plain, with a plan every `every` (default limits), and
-/// with a plan every `every` that empties blocks however full; the last two
-/// `runs` times each, in turns.
+/// Replays `trace` plain, with a plan every `every` (default limits), with
+/// a plan every `every` that empties blocks however full, and with one that
+/// also packs the blocks that stay; the last three `runs` times each, in
+/// turns.
 pub fn measure(ctx: &VulkanContext, trace: &Trace, every: Every, runs: usize) -> DefragRow {
     let every = every.ops(trace.ops.len());
     let plain = replay(ctx, trace, Plans::None);
     let mut planned = Vec::with_capacity(runs);
     let mut any_fill = Vec::with_capacity(runs);
+    let mut compacted = Vec::with_capacity(runs);
     for _ in 0..runs.max(1) {
         planned.push(replay(ctx, trace, Plans::Every(every)));
         any_fill.push(replay(ctx, trace, Plans::EveryAnyFill(every)));
+        compacted.push(replay(ctx, trace, Plans::EveryCompact(every)));
     }
     DefragRow {
         trace: trace.name.clone(),
@@ -231,6 +249,7 @@ pub fn measure(ctx: &VulkanContext, trace: &Trace, every: Every, runs: usize) ->
         plain,
         planned: merge_runs(&trace.name, planned),
         any_fill: merge_runs(&trace.name, any_fill),
+        compacted: merge_runs(&trace.name, compacted),
     }
 }
 
@@ -327,6 +346,9 @@ fn replay(ctx: &VulkanContext, trace: &Trace, plans: Plans) -> Replay {
                 every,
                 DefragmentationLimits::default().max_used_percent(100),
             ),
+            Plans::EveryCompact(every) => {
+                (every, DefragmentationLimits::default().compact_blocks(true))
+            }
         };
         if done % every == 0 {
             let sample = plan(
@@ -402,6 +424,7 @@ fn plan(
         moves: plan.moves.len(),
         blocks: plan.blocks_released,
         block_bytes: plan.bytes_released,
+        compacted: plan.blocks_compacted,
         ..PlanSample::default()
     };
     let mut old = Vec::with_capacity(plan.moves.len());
@@ -412,7 +435,13 @@ fn plan(
             unreachable!("listed because live");
         };
         let destination = slots[slot].as_ref().expect("just placed");
-        if destination.memory() == source.memory()
+        // Within one memory object only as compaction moves: wholly below.
+        let within = destination.memory() == source.memory();
+        if within {
+            sample.within_block += 1;
+        }
+        let below = destination.offset() + destination.size() <= source.offset();
+        if (within && !(limits.compact_blocks && below))
             || destination.memory_type() != source.memory_type()
         {
             r.misplaced_moves += 1;

@@ -56,10 +56,12 @@ impl DefragResults {
         for row in &self.rows {
             let plans = format!("plan every {} ops", row.every);
             let any_fill = format!("plan every {} ops, any fill", row.every);
+            let compacting = format!("plan every {} ops, compacting", row.every);
             let replays = [
                 ("plain", &row.plain),
                 (plans.as_str(), &row.planned),
                 (any_fill.as_str(), &row.any_fill),
+                (compacting.as_str(), &row.compacted),
             ];
             for (name, r) in replays {
                 let _ = writeln!(
@@ -82,7 +84,7 @@ impl DefragResults {
         let _ = writeln!(s, "\n### Plans\n");
         let _ = writeln!(
             s,
-            "| trace | replay | plans (with moves) | allocations listed per plan (median / max) | moves | MiB moved | blocks emptied (MiB) | blocks released | plan µs (median / max) | plan ns per listed allocation (median) | plan ns per move | free ns per move |"
+            "| trace | replay | plans (with moves) | allocations listed per plan (median / max) | moves (within a block; blocks packed) | MiB moved | blocks emptied (MiB) | blocks released | plan µs (median / max) | plan ns per listed allocation (median) | plan ns per move | free ns per move |"
         );
         let _ = writeln!(
             s,
@@ -95,9 +97,10 @@ impl DefragResults {
         {
             let (listed_median, listed_max) = r.movables_median_max();
             let (ns_median, ns_max) = r.plan_ns_median_max();
+            let (within, packed) = r.within_block();
             let _ = writeln!(
                 s,
-                "| {} | {name} | {} ({}) | {listed_median} / {listed_max} | {} | {} | {} ({}) | {} | {:.1} / {:.1} | {:.1} | {} | {} |",
+                "| {} | {name} | {} ({}) | {listed_median} / {listed_max} | {} ({within}; {packed}) | {} | {} ({}) | {} | {:.1} / {:.1} | {:.1} | {} | {} |",
                 row.trace,
                 r.plans.len(),
                 r.plans_with_moves(),
@@ -137,7 +140,7 @@ impl DefragResults {
             .filter(|(_, _, r)| r.overlaps + r.granularity_conflicts + r.misplaced_moves > 0)
             .map(|(trace, name, r)| {
                 format!(
-                    "**{trace} ({name}): {} overlaps, {} granularity conflicts, {} moves within one memory object or across types**",
+                    "**{trace} ({name}): {} overlaps, {} granularity conflicts, {} moves across types, or within one memory object but not wholly below their source or not compacting**",
                     r.overlaps, r.granularity_conflicts, r.misplaced_moves
                 )
             })
@@ -145,7 +148,7 @@ impl DefragResults {
         if bad.is_empty() {
             let _ = writeln!(
                 s,
-                "\nChecked after every plan: no overlap, no buffer and optimal image in one `bufferImageGranularity` page, every destination in its source's memory type and another memory object."
+                "\nChecked after every plan: no overlap, no buffer and optimal image in one `bufferImageGranularity` page, every destination in its source's memory type and another memory object, or (compacting) in its source's, wholly below it."
             );
         } else {
             let _ = writeln!(s, "\n{}", bad.join("\n\n"));
@@ -194,14 +197,15 @@ impl DefragResults {
             .iter()
             .map(|row| {
                 format!(
-                    "    {{\"trace\": {}, \"seed\": {}, \"ops\": {}, \"plan_every_ops\": {},\n      \"plain\": {},\n      \"plans\": {},\n      \"plans_any_fill\": {}}}",
+                    "    {{\"trace\": {}, \"seed\": {}, \"ops\": {}, \"plan_every_ops\": {},\n      \"plain\": {},\n      \"plans\": {},\n      \"plans_any_fill\": {},\n      \"plans_compacting\": {}}}",
                     crate::report::quote(&row.trace),
                     row.seed,
                     row.ops,
                     row.every,
                     replay_json(&row.plain),
                     replay_json(&row.planned),
-                    replay_json(&row.any_fill)
+                    replay_json(&row.any_fill),
+                    replay_json(&row.compacted)
                 )
             })
             .collect();
@@ -229,7 +233,7 @@ fn replay_json(r: &Replay) -> String {
         .iter()
         .map(|p| {
             format!(
-                "[{}, {}, {}, {}, {}, {}, {}, {}, {}]",
+                "[{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}]",
                 p.op,
                 p.movables,
                 p.ns,
@@ -238,12 +242,14 @@ fn replay_json(r: &Replay) -> String {
                 p.blocks,
                 p.block_bytes,
                 p.released,
-                p.free_ns
+                p.free_ns,
+                p.within_block,
+                p.compacted
             )
         })
         .collect();
     format!(
-        "{{\"peak_live_bytes\": {}, \"peak_reserved_bytes\": {}, \"end_live_bytes\": {}, \"end_reserved_bytes\": {}, \"mean_live_bytes\": {:.0}, \"mean_reserved_bytes\": {:.0}, \"vk_allocate_memory_calls\": {}, \"vk_free_memory_calls\": {}, \"failures\": {}, \"overlaps\": {}, \"granularity_conflicts\": {}, \"misplaced_moves\": {}, \"plan_columns\": [\"op\", \"movables\", \"plan_ns\", \"moves\", \"bytes_moved\", \"blocks_emptied\", \"block_bytes_emptied\", \"blocks_released\", \"free_ns\"], \"plans\": [{}]}}",
+        "{{\"peak_live_bytes\": {}, \"peak_reserved_bytes\": {}, \"end_live_bytes\": {}, \"end_reserved_bytes\": {}, \"mean_live_bytes\": {:.0}, \"mean_reserved_bytes\": {:.0}, \"vk_allocate_memory_calls\": {}, \"vk_free_memory_calls\": {}, \"failures\": {}, \"overlaps\": {}, \"granularity_conflicts\": {}, \"misplaced_moves\": {}, \"plan_columns\": [\"op\", \"movables\", \"plan_ns\", \"moves\", \"bytes_moved\", \"blocks_emptied\", \"block_bytes_emptied\", \"blocks_released\", \"free_ns\", \"moves_within_block\", \"blocks_compacted\"], \"plans\": [{}]}}",
         r.peak_live,
         r.peak_reserved,
         r.end_live,

@@ -494,9 +494,10 @@ fn defragment(args: &Args) -> ExitCode {
     for &kind in &args.traces {
         let trace = trace::generate(kind, args.ops, args.seed, &mut source);
         let row = defragment::measure(&ctx, &trace, args.defragment_every, args.runs);
-        let (plain, planned, any_fill) = (&row.plain, &row.planned, &row.any_fill);
+        let (plain, planned, any_fill, compacted) =
+            (&row.plain, &row.planned, &row.any_fill, &row.compacted);
         println!(
-            "trace {} (seed {:#x}): plan every {} ops: {} plans, {} moves, {} blocks emptied; peak reserved {} / {} / {} bytes, vkAllocateMemory {} / {} / {} (plain / plans / plans, any fill)",
+            "trace {} (seed {:#x}): plan every {} ops: {} plans, {} moves, {} blocks emptied; peak reserved {} / {} / {} / {} bytes, vkAllocateMemory {} / {} / {} / {} (plain / plans / plans, any fill / plans, compacting)",
             row.trace,
             row.seed,
             row.every,
@@ -506,9 +507,11 @@ fn defragment(args: &Args) -> ExitCode {
             plain.peak_reserved,
             planned.peak_reserved,
             any_fill.peak_reserved,
+            compacted.peak_reserved,
             plain.allocate_calls,
             planned.allocate_calls,
-            any_fill.allocate_calls
+            any_fill.allocate_calls,
+            compacted.allocate_calls
         );
         results.rows.push(row);
     }

@@ -321,7 +321,8 @@ impl<M> TypePool<M> {
     ///
     /// Costs, per block with listed allocations, a pass over its ranges,
     /// then for each listed allocation a look at the block's free ranges
-    /// below it, and a walk of the block's ranges below it for each move.
+    /// below it, and for each move a walk of the block's ranges below its
+    /// source.
     fn compact(
         &mut self,
         movables: &[PoolMovable],
@@ -407,12 +408,12 @@ impl<M> TypePool<M> {
                 budget.bytes -= movable.size;
                 plan.bytes_moved += movable.size;
                 moved = true;
-                if let Some(block) = self.blocks.get(key) {
-                    free = block
-                        .ranges
-                        .free_ranges()
-                        .map(|range| (range.offset, range.offset + range.size))
-                        .collect();
+                // The free range the destination was carved from splits.
+                let (taken, taken_end) = (placement.offset, placement.offset + size);
+                if let Some(at) = free.iter().position(|&(_, end)| taken < end) {
+                    let (start, end) = free[at];
+                    let pieces = [(start, taken), (taken_end, end)];
+                    free.splice(at..=at, pieces.into_iter().filter(|(a, b)| a < b));
                 }
             }
             plan.compacted += usize::from(moved);
