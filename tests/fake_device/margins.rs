@@ -425,18 +425,7 @@ fn custom_pools_keep_margins() {
 /// leaves every margin intact, and an overrun of a destination is caught.
 #[test]
 fn defragmentation_destinations_keep_margins() {
-    let config = Config {
-        small_buffer_limit: 0,
-        ..with_margin(256, true)
-    };
-    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
-    let all: Vec<Allocation> = (0..64)
-        .map(|_| {
-            allocator
-                .allocate(&buffer(MIB - 4096, 256, Usage::UPLOAD))
-                .unwrap()
-        })
-        .collect();
+    let (allocator, device, all) = upload_buffers_with_margins(64);
     let first = all[0].memory();
     assert!(all.iter().any(|a| a.memory() != first));
     // Every other buffer of the first block, and most of the rest.
@@ -456,10 +445,41 @@ fn defragmentation_destinations_keep_margins() {
         .plan_defragmentation(&movables, &DefragmentationLimits::default())
         .unwrap();
     assert!(!plan.moves.is_empty());
+    overrun_a_destination_then_move(allocator, &device, live, plan.moves, 0);
+}
+
+/// `count` upload buffers of 1 MiB − 4 KiB with patterned margins of 256
+/// bytes, no runs, on the discrete layout.
+fn upload_buffers_with_margins(count: usize) -> (FakeAllocator, FakeDevice, Vec<Allocation>) {
+    let config = Config {
+        small_buffer_limit: 0,
+        ..with_margin(256, true)
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let all: Vec<Allocation> = (0..count)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(MIB - 4096, 256, Usage::UPLOAD))
+                .unwrap()
+        })
+        .collect();
+    (allocator, device, all)
+}
+
+/// Checks that `moves` left every pattern intact, overruns the first
+/// destination by `past_end + 1` bytes on the GPU (caught by
+/// `check_corruption`), carries the moves out over `live`, and frees
+/// everything: the overrun is counted once, at its destination's free.
+fn overrun_a_destination_then_move(
+    allocator: FakeAllocator,
+    device: &FakeDevice,
+    mut live: Vec<Allocation>,
+    mut moves: Vec<vk_suballoc::DefragmentationMove>,
+    past_end: u64,
+) {
     assert!(allocator.check_corruption(!0).unwrap().is_clean());
-    let mut moves = plan.moves;
     let destination = &moves[0].destination;
-    gpu_write(&device, destination, destination.size(), &[0xFF]);
+    gpu_write(device, destination, destination.size() + past_end, &[0xFF]);
     assert_eq!(allocator.check_corruption(!0).unwrap().damaged.len(), 1);
     for planned in moves.drain(..).rev() {
         let old = std::mem::replace(&mut live[planned.movable], planned.destination);
@@ -471,7 +491,7 @@ fn defragmentation_destinations_keep_margins() {
         free(&allocator, a);
     }
     assert_eq!(allocator.corruptions_detected(), 1);
-    finish(allocator, &device);
+    finish(allocator, device);
 }
 
 /// Compaction's destinations, lower in their own block, keep their
@@ -480,18 +500,7 @@ fn defragmentation_destinations_keep_margins() {
 /// caught.
 #[test]
 fn compaction_destinations_keep_margins() {
-    let config = Config {
-        small_buffer_limit: 0,
-        ..with_margin(256, true)
-    };
-    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
-    let all: Vec<Allocation> = (0..16)
-        .map(|_| {
-            allocator
-                .allocate(&buffer(MIB - 4096, 256, Usage::UPLOAD))
-                .unwrap()
-        })
-        .collect();
+    let (allocator, device, all) = upload_buffers_with_margins(16);
     let block = all[0].memory();
     assert!(all.iter().all(|a| a.memory() == block));
     // Every other buffer: holes below the survivors.
@@ -519,21 +528,7 @@ fn compaction_destinations_keep_margins() {
         assert!(destination.offset() + destination.size() + 256 <= source.offset());
     }
     drop(movables);
-    assert!(allocator.check_corruption(!0).unwrap().is_clean());
-    let mut moves = plan.moves;
-    let destination = &moves[0].destination;
-    gpu_write(&device, destination, destination.size() + 255, &[0xFF]);
-    assert_eq!(allocator.check_corruption(!0).unwrap().damaged.len(), 1);
-    for planned in moves.drain(..).rev() {
-        let old = std::mem::replace(&mut live[planned.movable], planned.destination);
-        free(&allocator, old);
-    }
-    assert_apart(&live, 256, "after compaction");
-    for a in live {
-        free(&allocator, a);
-    }
-    assert_eq!(allocator.corruptions_detected(), 1);
-    finish(allocator, &device);
+    overrun_a_destination_then_move(allocator, &device, live, plan.moves, 255);
 }
 
 /// A request for memory type bits that the kind of check would skip gets

@@ -284,14 +284,7 @@ impl<const M: u32> Shadow<M> {
                     allocation.end() <= self.capacity,
                     "out of bounds {allocation:?}"
                 );
-                insert_disjoint(&mut self.live, allocation.offset, size, allocation.id);
-                let c = &mut self.counters;
-                c.live_allocations += 1;
-                c.live_bytes += size;
-                c.peak_live_bytes = c.peak_live_bytes.max(c.live_bytes);
-                c.allocations += 1;
-                c.requested_bytes += size;
-                self.last = Some(allocation);
+                self.record(allocation);
             }
             (result, expected) => panic!(
                 "allocate({size}, {align}) returned {result:?}, model expects {expected:?} \
@@ -321,14 +314,7 @@ impl<const M: u32> Shadow<M> {
             (Ok(None), None) => {}
             (Ok(Some(allocation)), Some(offset)) => {
                 assert_eq!((allocation.offset, allocation.size), (offset, size));
-                insert_disjoint(&mut self.live, allocation.offset, size, allocation.id);
-                let c = &mut self.counters;
-                c.live_allocations += 1;
-                c.live_bytes += size;
-                c.peak_live_bytes = c.peak_live_bytes.max(c.live_bytes);
-                c.allocations += 1;
-                c.requested_bytes += size;
-                self.last = Some(allocation);
+                self.record(allocation);
             }
             (result, expected) => panic!(
                 "allocate_below({size}, {align}, {end}) returned {result:?}, model expects \
@@ -336,6 +322,19 @@ impl<const M: u32> Shadow<M> {
                 self.free_ranges()
             ),
         }
+    }
+
+    /// Counts a successful allocation in the model.
+    fn record(&mut self, allocation: OffsetAllocation) {
+        let size = allocation.size;
+        insert_disjoint(&mut self.live, allocation.offset, size, allocation.id);
+        let c = &mut self.counters;
+        c.live_allocations += 1;
+        c.live_bytes += size;
+        c.peak_live_bytes = c.peak_live_bytes.max(c.live_bytes);
+        c.allocations += 1;
+        c.requested_bytes += size;
+        self.last = Some(allocation);
     }
 
     /// The model's free ranges: the complement of the live ranges.

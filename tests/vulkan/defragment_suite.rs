@@ -482,6 +482,46 @@ fn check_contents(
     }
 }
 
+/// Every buffer as a movable, with its requirements, then `image`.
+fn movables_of<'a>(
+    device: &ash::Device,
+    buffers: &'a [Filled],
+    image: Option<&'a Cleared>,
+) -> Vec<Movable<'a>> {
+    let mut movables: Vec<Movable<'a>> = buffers
+        .iter()
+        .map(|b| {
+            // SAFETY: a live buffer of `device`.
+            let requirements = unsafe { device.get_buffer_memory_requirements(b.handle) };
+            Movable::new(&b.allocation, requirements, ResourceKind::Buffer)
+        })
+        .collect();
+    if let Some(image) = image {
+        // SAFETY: a live image of `device`.
+        let requirements = unsafe { device.get_image_memory_requirements(image.handle) };
+        let kind = ResourceKind::OptimalImage;
+        movables.push(Movable::new(&image.allocation, requirements, kind));
+    }
+    movables
+}
+
+/// Destroys every buffer and the image, all idle, and releases every
+/// block: nothing is left live.
+fn destroy_all(allocator: &Allocator<AshMemoryDevice>, buffers: Vec<Filled>, image: Cleared) {
+    // SAFETY: the GPU is idle (every submission was waited for).
+    unsafe {
+        for b in buffers {
+            allocator.destroy_buffer(b.handle, b.allocation).unwrap();
+        }
+        allocator
+            .destroy_image(image.handle, image.allocation)
+            .unwrap();
+    }
+    let stats = allocator.stats();
+    assert_eq!(stats.allocations(), 0, "{stats}");
+    assert_eq!(allocator.trim(), stats.reserved_bytes());
+}
+
 /// The pass itself (see the module docs).
 fn defragmentation_pass(profile: Profile) {
     let context = VulkanContext::new(profile);
@@ -495,18 +535,7 @@ fn defragmentation_pass(profile: Profile) {
     assert_eq!(empty_before, 0, "no block emptied yet");
 
     // Every survivor is movable; the image comes last.
-    let mut movables: Vec<Movable<'_>> = buffers
-        .iter()
-        .map(|b| {
-            // SAFETY: a live buffer of `device`.
-            let requirements = unsafe { device.get_buffer_memory_requirements(b.handle) };
-            Movable::new(&b.allocation, requirements, ResourceKind::Buffer)
-        })
-        .collect();
-    // SAFETY: a live image of `device`.
-    let requirements = unsafe { device.get_image_memory_requirements(image.handle) };
-    let kind = ResourceKind::OptimalImage;
-    movables.push(Movable::new(&image.allocation, requirements, kind));
+    let movables = movables_of(device, &buffers, Some(&image));
     let plan = allocator
         .plan_defragmentation(&movables, &DefragmentationLimits::default())
         .unwrap();
@@ -574,18 +603,7 @@ fn defragmentation_pass(profile: Profile) {
     );
 
     check_contents(&context, &allocator, &mut buffers, &image, profile);
-    // SAFETY: the GPU is idle (every submission was waited for).
-    unsafe {
-        for b in buffers {
-            allocator.destroy_buffer(b.handle, b.allocation).unwrap();
-        }
-        allocator
-            .destroy_image(image.handle, image.allocation)
-            .unwrap();
-    }
-    let stats = allocator.stats();
-    assert_eq!(stats.allocations(), 0, "{stats}");
-    assert_eq!(allocator.trim(), stats.reserved_bytes());
+    destroy_all(&allocator, buffers, image);
     assert_eq!(allocator.stats().memory_objects, 0);
     context.assert_no_validation_messages();
 }
@@ -617,21 +635,7 @@ fn compaction_pass(profile: Profile) {
     let before = block_totals(&allocator);
     let memories = block_memories(&allocator);
 
-    let mut movables: Vec<Movable<'_>> = buffers
-        .iter()
-        .map(|b| {
-            // SAFETY: a live buffer of `device`.
-            let requirements = unsafe { device.get_buffer_memory_requirements(b.handle) };
-            Movable::new(&b.allocation, requirements, ResourceKind::Buffer)
-        })
-        .collect();
-    // SAFETY: a live image of `device`.
-    let requirements = unsafe { device.get_image_memory_requirements(image.handle) };
-    movables.push(Movable::new(
-        &image.allocation,
-        requirements,
-        ResourceKind::OptimalImage,
-    ));
+    let movables = movables_of(device, &buffers, Some(&image));
     let limits = DefragmentationLimits::default()
         .max_used_percent(0)
         .compact_blocks(true);
@@ -670,31 +674,14 @@ fn compaction_pass(profile: Profile) {
     );
     assert_eq!(block_memories(&allocator), memories, "{profile}");
     // Packed: a second plan finds nothing more to move lower.
-    let movables: Vec<Movable<'_>> = buffers
-        .iter()
-        .map(|b| {
-            // SAFETY: a live buffer of `device`.
-            let requirements = unsafe { device.get_buffer_memory_requirements(b.handle) };
-            Movable::new(&b.allocation, requirements, ResourceKind::Buffer)
-        })
-        .collect();
+    let movables = movables_of(device, &buffers, None);
     let again = allocator.plan_defragmentation(&movables, &limits).unwrap();
     assert!(again.moves.is_empty(), "{profile}: {again:?}");
     drop(movables);
 
     check_contents(&context, &allocator, &mut buffers, &image, profile);
-    // SAFETY: the GPU is idle (every submission was waited for).
-    unsafe {
-        for b in buffers {
-            allocator.destroy_buffer(b.handle, b.allocation).unwrap();
-        }
-        allocator
-            .destroy_image(image.handle, image.allocation)
-            .unwrap();
-    }
-    let stats = allocator.stats();
-    assert_eq!(stats.allocations(), 0, "{stats}");
-    assert_eq!(allocator.trim(), stats.reserved_bytes());
+    destroy_all(&allocator, buffers, image);
+    assert_eq!(allocator.stats().memory_objects, 0);
     context.assert_no_validation_messages();
 }
 
