@@ -577,3 +577,58 @@ fn aliases_end_where_the_allocation_ends() {
     free(&allocator, a);
     finish(allocator, &device);
 }
+
+/// Frees queued for their frame count as gone from their block with their
+/// margins: a block of small buffers with 64 KiB margins, most of them
+/// queued, is nearly empty and a plan empties it. (Counted by their
+/// requested size alone, the queued frees left it 80 % in use, over the
+/// default limit.)
+#[test]
+fn queued_frees_leave_with_their_margins() {
+    let config = Config {
+        small_buffer_limit: 0,
+        ..with_margin(65536, false)
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let small: Vec<Allocation> = (0..400)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        })
+        .collect();
+    let first = small[0].memory();
+    assert!(small.iter().all(|a| a.memory() == first));
+    // A second block that has room for the survivors.
+    let large = allocator
+        .allocate(&buffer(24 * MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_ne!(large.memory(), first);
+    let mut live = Vec::new();
+    for (i, a) in small.into_iter().enumerate() {
+        if i % 8 == 0 {
+            live.push(a);
+        } else {
+            allocator.free_after_frame(a).unwrap();
+        }
+    }
+    let movables: Vec<Movable<'_>> = live
+        .iter()
+        .map(|a| Movable::new(a, requirements(a.size(), 256), ResourceKind::Buffer))
+        .collect();
+    let plan = allocator
+        .plan_defragmentation(&movables, &DefragmentationLimits::default())
+        .unwrap();
+    drop(movables);
+    assert_eq!((plan.blocks_released, plan.moves.len()), (1, live.len()));
+    for planned in plan.moves.into_iter().rev() {
+        let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+        free(&allocator, old);
+    }
+    assert!(live.iter().all(|a| a.memory() == large.memory()));
+    for a in live {
+        free(&allocator, a);
+    }
+    free(&allocator, large);
+    super::frames::finish_after_frame(allocator, &device);
+}

@@ -134,7 +134,7 @@ impl<M> TypePool<M> {
     /// The bytes the live allocation at `location` takes in its block:
     /// its offset-allocator range, or its run's slot size. `None` for
     /// dedicated memory and anything not live.
-    fn held_bytes(&self, location: Location) -> Option<u64> {
+    pub(super) fn held_bytes(&self, location: Location) -> Option<u64> {
         match location {
             Location::Block { block, range } => {
                 Some(self.blocks.get(block)?.ranges.get(range)?.size)

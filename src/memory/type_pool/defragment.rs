@@ -566,7 +566,8 @@ impl<M> TypePool<M> {
             if let Some(block) = self.block_of(location) {
                 let entry = &mut gone[block.index as usize];
                 entry.0 += 1;
-                entry.1 += size;
+                // What it holds in the block: margin and padding included.
+                entry.1 += self.held_bytes(location).unwrap_or(size);
             }
         }
         // Live allocations by block: its ranges, a run counting as its live
