@@ -408,83 +408,104 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             compact: limits.compact_blocks,
         };
         let mut plan = DefragmentationPlan::default();
-        for group in &groups {
-            let (memory_type, indices) = (group.memory_type, &group.indices);
-            let pool_movables: Vec<PoolMovable> = indices
-                .iter()
-                .map(|&index| movables[index])
-                .zip(indices)
-                .filter(|(movable, _)| {
-                    !movable.allocation.is_dedicated()
-                        && movable.requirements.memory_type_bits & (1 << memory_type) != 0
-                })
-                .map(|(movable, &index)| PoolMovable {
-                    index,
-                    location: movable.allocation.location,
-                    offset: movable.allocation.offset,
-                    size: movable.allocation.size,
-                })
-                .collect();
-            if pool_movables.is_empty() {
-                continue;
-            }
-            let request_for = |index: usize| {
-                let movable = &movables[index];
-                let request = Request::new(movable.requirements, Usage::DEVICE_LOCAL, movable.kind);
-                // As the pool places its own requests.
-                if group.tag == PoolTag::DEFAULT {
-                    pool_request(&self.context, memory_type, &request, false)
+        let pool_movables: Vec<Vec<PoolMovable>> = groups
+            .iter()
+            .map(|group| {
+                let (memory_type, indices) = (group.memory_type, &group.indices);
+                indices
+                    .iter()
+                    .map(|&index| movables[index])
+                    .zip(indices)
+                    .filter(|(movable, _)| {
+                        !movable.allocation.is_dedicated()
+                            && movable.requirements.memory_type_bits & (1 << memory_type) != 0
+                    })
+                    .map(|(movable, &index)| PoolMovable {
+                        index,
+                        location: movable.allocation.location,
+                        offset: movable.allocation.offset,
+                        size: movable.allocation.size,
+                    })
+                    .collect()
+            })
+            .collect();
+        // Every pool's blocks are emptied before any is compacted: the
+        // limits go to released memory first, and compaction gets only
+        // what is left of them.
+        let passes: &[bool] = if budget.compact {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for &compacting in passes {
+            for (group, pool_movables) in groups.iter().zip(&pool_movables) {
+                if pool_movables.is_empty() {
+                    continue;
+                }
+                let memory_type = group.memory_type;
+                let request_for = |index: usize| {
+                    let movable = &movables[index];
+                    let request =
+                        Request::new(movable.requirements, Usage::DEVICE_LOCAL, movable.kind);
+                    // As the pool places its own requests.
+                    if group.tag == PoolTag::DEFAULT {
+                        pool_request(&self.context, memory_type, &request, false)
+                    } else {
+                        custom_pool_request(&self.context, memory_type, &request, false)
+                    }
+                };
+                let mut pool = lock(group.pool.mutex());
+                let pool_plan = if compacting {
+                    pool.compact(pool_movables, &mut budget, &request_for)
                 } else {
-                    custom_pool_request(&self.context, memory_type, &request, false)
+                    let leaving: Vec<(Location, u64)> = queued
+                        .iter()
+                        .filter(|&&(memory_type, tag, ..)| {
+                            memory_type == group.memory_type && tag == group.tag
+                        })
+                        .map(|&(.., location, size)| (location, size))
+                        .collect();
+                    pool.plan_defragmentation(
+                        &self.context,
+                        pool_movables,
+                        &leaving,
+                        &mut budget,
+                        &request_for,
+                    )
+                };
+                // Destinations keep their margins, and their patterns.
+                if self.context.detects_corruption(memory_type) {
+                    for (index, placement, _) in &pool_plan.moves {
+                        let size = movables[*index].requirements.size;
+                        pool.guard_margin(placement, size, self.context.config.debug_margin);
+                    }
                 }
-            };
-            let leaving: Vec<(Location, u64)> = queued
-                .iter()
-                .filter(|&&(memory_type, tag, ..)| {
-                    memory_type == group.memory_type && tag == group.tag
-                })
-                .map(|&(.., location, size)| (location, size))
-                .collect();
-            let mut pool = lock(group.pool.mutex());
-            let pool_plan = pool.plan_defragmentation(
-                &self.context,
-                &pool_movables,
-                &leaving,
-                &mut budget,
-                request_for,
-            );
-            // Destinations keep their margins, and their patterns.
-            if self.context.detects_corruption(memory_type) {
-                for (index, placement, _) in &pool_plan.moves {
-                    let size = movables[*index].requirements.size;
-                    pool.guard_margin(placement, size, self.context.config.debug_margin);
-                }
+                drop(pool);
+                plan.blocks_released += pool_plan.blocks;
+                plan.bytes_released += pool_plan.bytes;
+                plan.bytes_moved += pool_plan.bytes_moved;
+                plan.blocks_over_limits += pool_plan.over_limits;
+                plan.blocks_started += pool_plan.started;
+                plan.blocks_compacted += pool_plan.compacted;
+                plan.moves.extend(
+                    pool_plan
+                        .moves
+                        .into_iter()
+                        .map(|(index, placement, source)| DefragmentationMove {
+                            movable: index,
+                            source,
+                            destination: Allocation {
+                                memory: placement.memory,
+                                offset: placement.offset,
+                                size: movables[index].requirements.size,
+                                home: Home::new(memory_type, group.tag),
+                                location: placement.location,
+                                allocator: self.id,
+                                mapped: placement.mapped,
+                            },
+                        }),
+                );
             }
-            drop(pool);
-            plan.blocks_released += pool_plan.blocks;
-            plan.bytes_released += pool_plan.bytes;
-            plan.bytes_moved += pool_plan.bytes_moved;
-            plan.blocks_over_limits += pool_plan.over_limits;
-            plan.blocks_started += pool_plan.started;
-            plan.blocks_compacted += pool_plan.compacted;
-            plan.moves.extend(
-                pool_plan
-                    .moves
-                    .into_iter()
-                    .map(|(index, placement, source)| DefragmentationMove {
-                        movable: index,
-                        source,
-                        destination: Allocation {
-                            memory: placement.memory,
-                            offset: placement.offset,
-                            size: movables[index].requirements.size,
-                            home: Home::new(memory_type, group.tag),
-                            location: placement.location,
-                            allocator: self.id,
-                            mapped: placement.mapped,
-                        },
-                    }),
-            );
         }
         plan.moves.sort_unstable_by_key(|planned| planned.movable);
         Ok(plan)

@@ -1484,3 +1484,62 @@ fn a_full_pool_takes_a_larger_request_after_compaction() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+/// Emptying goes before compaction over the whole plan, not pool by pool:
+/// a default pool's lone block of holes, planned first, leaves the moves
+/// that empty a custom pool's sparse block to that block. Compaction gets
+/// only what is left once no block of any pool can be emptied.
+#[test]
+fn compaction_in_one_pool_leaves_the_limits_to_emptying_in_another() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let mut live = one_block_of_holes(&allocator);
+    let pool = allocator
+        .create_pool(
+            &vk_suballoc::PoolDesc::new(live[0].memory_type())
+                .block_size(8 * MIB)
+                .max_blocks(2),
+        )
+        .unwrap();
+    let in_pool = || {
+        let desc = vk_suballoc::AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        Request::with_desc(requirements(MIB, 256), ResourceKind::Buffer, desc)
+    };
+    // The pool's first block full but for two holes, its second holding two
+    // buffers: they fit in the holes.
+    let all: Vec<Allocation> = (0..10)
+        .map(|_| allocator.allocate(&in_pool()).unwrap())
+        .collect();
+    let sparse = all[8].memory();
+    assert_ne!(sparse, all[0].memory());
+    let in_custom = keep_where(&allocator, all, |i| i != 2 && i != 5);
+    let first_listed = live.len();
+    live.extend(in_custom);
+    // The two moves empty the sparse block, as they do without compaction.
+    let limits = DefragmentationLimits::default()
+        .max_moves(2)
+        .compact_blocks(true);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &limits)
+        .unwrap();
+    assert_eq!(
+        (
+            plan.blocks_released,
+            plan.blocks_compacted,
+            plan.moves.len()
+        ),
+        (1, 0, 2),
+        "compaction took the moves first"
+    );
+    assert!(plan.moves.iter().all(|m| m.movable >= first_listed));
+    assert!(plan
+        .moves
+        .iter()
+        .all(|m| live[m.movable].memory() == sparse));
+    carry_out(&allocator, &mut live, plan);
+    assert_disjoint(&live, "after the plan");
+    for a in live {
+        free(&allocator, a);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}

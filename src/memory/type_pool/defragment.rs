@@ -32,8 +32,10 @@
 //! An engine that never frees them leaves the block retiring; it keeps
 //! serving requests that fit nowhere else, and a later plan may empty it.
 //!
-//! With `MoveBudget::compact`, what is left of the budget then packs the
-//! blocks that stay (neither retiring nor emptied): in each, from the
+//! With `MoveBudget::compact`, what is left of the budget once every pool's
+//! blocks are planned to empty (the allocator calls
+//! [`compact`](TypePool::compact) after `plan_defragmentation` on them all)
+//! packs the blocks that stay (neither retiring nor emptied): in each, from the
 //! highest offset down, a listed allocation in a range of its own moves to
 //! the lowest free place of its block that ends at or before its offset
 //! (`OffsetAllocator::allocate_below`). Once those moves are carried out,
@@ -154,7 +156,8 @@ struct Source {
 }
 
 impl<M> TypePool<M> {
-    /// Plans moves that empty whole blocks (see the module docs), within
+    /// Plans moves that empty blocks, whole or (`MoveBudget::split`) in
+    /// part (see the module docs), within
     /// `budget`, which it lowers by what it plans. `request_for` gives the
     /// new place of a movable (by its index) as a request; it is asked only
     /// for the movables of blocks being tried. The destinations are live
@@ -167,23 +170,6 @@ impl<M> TypePool<M> {
     /// Costs O(n log n) in the `movables` listed plus the runs of the type,
     /// before any move: no hashing per movable.
     pub(crate) fn plan_defragmentation<D: MemoryDeviceExt<M>>(
-        &mut self,
-        context: &MemoryContext<D>,
-        movables: &[PoolMovable],
-        leaving: &[(Location, u64)],
-        budget: &mut MoveBudget,
-        request_for: impl Fn(usize) -> PoolRequest<'static>,
-    ) -> PoolPlan {
-        let mut plan = self.plan_emptying(context, movables, leaving, budget, &request_for);
-        if budget.compact {
-            self.compact(movables, budget, &request_for, &mut plan);
-        }
-        plan
-    }
-
-    /// The part of [`plan_defragmentation`](Self::plan_defragmentation)
-    /// that empties blocks, whole or (`MoveBudget::split`) in part.
-    fn plan_emptying<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
         movables: &[PoolMovable],
@@ -323,13 +309,13 @@ impl<M> TypePool<M> {
     /// then for each listed allocation a look at the block's free ranges
     /// below it, and for each move a walk of the block's ranges below its
     /// source.
-    fn compact(
+    pub(crate) fn compact(
         &mut self,
         movables: &[PoolMovable],
         budget: &mut MoveBudget,
         request_for: &impl Fn(usize) -> PoolRequest<'static>,
-        plan: &mut PoolPlan,
-    ) {
+    ) -> PoolPlan {
+        let mut plan = PoolPlan::default();
         // Movables in ranges of their own, by block slab index.
         let mut by_block: Vec<Vec<PoolMovable>> = Vec::new();
         by_block.resize_with(self.blocks.index_bound(), Vec::new);
@@ -418,6 +404,7 @@ impl<M> TypePool<M> {
             }
             plan.compacted += usize::from(moved);
         }
+        plan
     }
 
     /// Places `request` in block `key` as
