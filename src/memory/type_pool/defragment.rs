@@ -394,12 +394,19 @@ impl<M> TypePool<M> {
                 budget.bytes -= movable.size;
                 plan.bytes_moved += movable.size;
                 moved = true;
-                // The free range the destination was carved from splits.
-                let (taken, taken_end) = (placement.offset, placement.offset + size);
-                if let Some(at) = free.iter().position(|&(_, end)| taken < end) {
-                    let (start, end) = free[at];
-                    let pieces = [(start, taken), (taken_end, end)];
-                    free.splice(at..=at, pieces.into_iter().filter(|(a, b)| a < b));
+                // The free range it took is cut as the offset allocator
+                // cut it; ranges from this one's offset up no longer
+                // matter (those after it are lower). No pass over the
+                // block's ranges above it.
+                free.truncate(free.partition_point(|&(start, _)| start < movable.offset));
+                let stop = placement.offset + size;
+                if let Some(i) = free
+                    .iter()
+                    .rposition(|&(start, _)| start <= placement.offset)
+                {
+                    let (start, end) = free[i];
+                    let left = [(start, placement.offset), (stop, end)];
+                    free.splice(i..=i, left.into_iter().filter(|&(a, b)| a < b));
                 }
             }
             plan.compacted += usize::from(moved);
