@@ -109,12 +109,15 @@ pub struct DefragmentationLimits {
     /// a range of its own moves to the lowest free place of its block that
     /// holds it and lies wholly below it
     /// ([`DefragmentationPlan::blocks_compacted`]). That releases no
-    /// memory; it joins a block's free ranges into one at its end, so that
-    /// a request larger than any hole fits again without a new block: for
-    /// a custom pool at its `max_blocks`, or a lone fragmented block, which
-    /// no plan can empty. A plan that makes no more such moves leaves the
-    /// listed allocations of each block packed, but for those that fit no
-    /// hole below them (and small buffers' run slots, which stay).
+    /// memory; it joins a block's free ranges toward one at its end, so
+    /// that a request larger than any hole may fit again without a new
+    /// block: for a custom pool at its `max_blocks`, or a lone fragmented
+    /// block, which no plan can empty. A plan that makes no more such moves
+    /// leaves the listed allocations of each block packed, but for those
+    /// that fit no hole below them (and small buffers' run slots, which
+    /// stay): holes too small for the allocations above them stay, so the
+    /// free bytes are one range only when every allocation found room
+    /// below.
     /// Off by default.
     pub compact_blocks: bool,
 }
@@ -198,7 +201,9 @@ pub struct DefragmentationMove {
 #[non_exhaustive]
 #[must_use = "the planned moves hold new allocations, which must be used or freed"]
 pub struct DefragmentationPlan {
-    /// The moves, by movable index. Empty when no block can be emptied.
+    /// The moves, by movable index. Empty when no block can be emptied
+    /// and (with [`DefragmentationLimits::compact_blocks`]) no listed
+    /// allocation can move lower in its block.
     pub moves: Vec<DefragmentationMove>,
     /// Blocks that empty, and are released, once every moved allocation
     /// is freed.
@@ -518,7 +523,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// the move would have left can no longer empty, so it stops being
     /// emptied: it takes requests and other plans' moves again, and its
     /// small-buffer slots reopen. Other moves out of that block may still
-    /// be carried out; they just do not empty it.
+    /// be carried out; they just do not empty it. A compaction's move
+    /// ([`DefragmentationLimits::compact_blocks`]) leaves no block being
+    /// emptied: giving it up only frees its destination.
     ///
     /// Freeing the destination directly gives the move up too, but leaves
     /// the block being emptied until it empties or a later plan empties
