@@ -301,7 +301,8 @@ impl<M> TypePool<M> {
     /// in each block, from the highest offset down, each allocation in a
     /// range of its own moves to the lowest place in its block that holds
     /// it and ends at or before its offset. Once those moves are carried
-    /// out, the free bytes above the packed allocations are one range.
+    /// out, their old places join the free ranges around them (one range
+    /// at the block's end when every allocation above the last hole moved).
     /// Run slots stay (their run is one range of the block, which does not
     /// move).
     ///
