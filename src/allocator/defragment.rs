@@ -107,7 +107,11 @@ pub struct DefragmentationLimits {
     /// as the in-block moves of VMA's `BALANCED` and `FULL` algorithms do:
     /// in each block, from the highest offset down, a listed allocation in
     /// a range of its own moves to the lowest free place of its block that
-    /// holds it and lies wholly below it
+    /// holds it and lies wholly below it, when its old place then joins
+    /// free space (the free range above it, the old place of the
+    /// allocation above it when that moves too, or the free range below it
+    /// when the destination is lower still: a move that would only carry a
+    /// hole upward is not made)
     /// ([`DefragmentationPlan::blocks_compacted`]). That releases no
     /// memory; it joins a block's free ranges toward one at its end, so
     /// that a request larger than any hole may fit again without a new

@@ -499,7 +499,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// `VkDeviceMemory`, from the default pools or a custom pool) is
     /// renamed for debuggers and validation messages too
     /// (`VK_EXT_debug_utils`, through
-    /// [`MemoryDeviceExt::set_memory_name`](crate::device::MemoryDeviceExt::set_memory_name)):
+    /// [`MemoryDeviceExt::set_memory_name`]):
     /// it gets the debug name a new allocation of that name would, `name`
     /// itself, or `vk-suballoc dedicated <type>/<n>` for `None`. A block's
     /// debug name stays the block's.

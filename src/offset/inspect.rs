@@ -29,6 +29,17 @@ impl<const M: u32> OffsetAllocator<M> {
             .find(|a| offset < a.end())
     }
 
+    /// The free bytes right before and right after the live allocation
+    /// `id`, if it is live.
+    ///
+    /// # Time complexity
+    /// O(1).
+    pub(crate) fn gaps_around(&self, id: AllocationId) -> Option<(u64, u64)> {
+        let slot = self.live_slot(id).ok()?;
+        let node = &self.nodes[slot as usize];
+        Some((self.nodes[node.prev as usize].gap(), node.gap()))
+    }
+
     /// Live allocations in address order.
     ///
     /// # Time complexity

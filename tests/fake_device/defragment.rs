@@ -1543,3 +1543,38 @@ fn compaction_in_one_pool_leaves_the_limits_to_emptying_in_another() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+/// A move that would only carry a hole upward is not made: here a hole
+/// lies under three listed buffers and an unlisted one above them, so
+/// moving any of them down leaves a hole of the same size higher up, and
+/// the plan copies nothing. Listing the top one too lets it go first, and
+/// then each move joins the free space above.
+#[test]
+fn compaction_makes_no_move_that_only_carries_a_hole_up() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let all = mib_buffers(&allocator, 32);
+    // [A 0][hole 1][B 2][C 3][U 4][free 5..32]
+    let mut live = keep_where(&allocator, all, |i| i == 0 || (2..=4).contains(&i));
+    assert_eq!(mib_offsets(&live), [0, 2, 3, 4]);
+    let compact = DefragmentationLimits::default()
+        .max_used_percent(0)
+        .compact_blocks(true);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live[..3]), &compact)
+        .unwrap();
+    assert!(plan.moves.is_empty(), "{plan:?}");
+    assert_eq!(plan.blocks_compacted, 0);
+    // With U listed: U (free above it) goes into the hole, then C and B
+    // have their neighbour above moving.
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &compact)
+        .unwrap();
+    assert_eq!(plan.moves.len(), 1, "only the hole at 1 fits: {plan:?}");
+    assert_eq!(live[plan.moves[0].movable].offset(), 4 * MIB);
+    carry_out(&allocator, &mut live, plan);
+    assert_eq!(mib_offsets(&live), [0, 1, 2, 3]);
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}

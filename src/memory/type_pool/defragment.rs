@@ -38,8 +38,10 @@
 //! packs the blocks that stay (neither retiring nor emptied): in each, from the
 //! highest offset down, a listed allocation in a range of its own moves to
 //! the lowest free place of its block that ends at or before its offset
-//! (`OffsetAllocator::allocate_below`). Once those moves are carried out,
-//! the freed sources join the free range above the packed allocations.
+//! (`OffsetAllocator::allocate_below`), when its old place then joins free
+//! space (a move that would only carry a hole upward is not made). Once
+//! those moves are carried out, the freed sources join the free ranges
+//! around them.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::HashSet;
@@ -300,9 +302,11 @@ impl<M> TypePool<M> {
     /// retiring nor emptied) toward their blocks' starts, within `budget`:
     /// in each block, from the highest offset down, each allocation in a
     /// range of its own moves to the lowest place in its block that holds
-    /// it and ends at or before its offset. Once those moves are carried
-    /// out, their old places join the free ranges around them (one range
-    /// at the block's end when every allocation above the last hole moved).
+    /// it and ends at or before its offset, when its old place then joins
+    /// free space ([`move_joins_free_space`](Self::move_joins_free_space)).
+    /// Once those moves are carried out, their old places join the free
+    /// ranges around them (one range at the block's end when every
+    /// allocation above the last hole moved).
     /// Run slots stay (their run is one range of the block, which does not
     /// move).
     ///
@@ -351,6 +355,9 @@ impl<M> TypePool<M> {
                 .map(|range| (range.offset, range.offset + range.size))
                 .collect();
             let mut moved = false;
+            // The old place of the allocation moved last, the lowest moved
+            // so far: free once the moves are carried out.
+            let mut vacated: Option<u64> = None;
             for (movable, name) in list.iter().zip(&names) {
                 if budget.moves == 0 {
                     break;
@@ -373,16 +380,18 @@ impl<M> TypePool<M> {
                     continue;
                 }
                 let (size, align) = (request.placed_size, request.align);
-                let fits = free
+                // The lowest place below it that holds it.
+                let lowest = free
                     .iter()
                     .take_while(|&&(start, _)| start < movable.offset)
-                    .any(|&(start, end)| {
-                        start
-                            .checked_next_multiple_of(align)
-                            .and_then(|at| at.checked_add(size))
-                            .is_some_and(|stop| stop <= end.min(movable.offset))
+                    .find_map(|&(start, end)| {
+                        let at = start.checked_next_multiple_of(align)?;
+                        (at.checked_add(size)? <= end.min(movable.offset)).then_some(at)
                     });
-                if !fits {
+                let Some(at) = lowest else {
+                    continue;
+                };
+                if !self.move_joins_free_space(key, movable.location, at + size, vacated) {
                     continue;
                 }
                 let Some(placement) = self.allocate_in_block_below(key, &request, movable.offset)
@@ -395,6 +404,7 @@ impl<M> TypePool<M> {
                 budget.bytes -= movable.size;
                 plan.bytes_moved += movable.size;
                 moved = true;
+                vacated = Some(movable.offset);
                 // The free range it took is cut as the offset allocator
                 // cut it; ranges from this one's offset up no longer
                 // matter (those after it are lower). No pass over the
@@ -413,6 +423,36 @@ impl<M> TypePool<M> {
             plan.compacted += usize::from(moved);
         }
         plan
+    }
+
+    /// Whether moving the allocation at `location` (a range of block
+    /// `key`) to a place ending at `destination_end` makes the block's free
+    /// space more contiguous: its old place joins free space that the move
+    /// leaves free. That is the free range right after it, or the old place
+    /// of the allocation above it when that moves too (`vacated`), or the
+    /// free range right before it when the destination lies wholly below
+    /// that range. Otherwise the move would only carry a hole upward: a
+    /// copy for nothing.
+    fn move_joins_free_space(
+        &self,
+        key: SlabKey,
+        location: Location,
+        destination_end: u64,
+        vacated: Option<u64>,
+    ) -> bool {
+        let Location::Block { range, .. } = location else {
+            return false;
+        };
+        let Some(ranges) = self.blocks.get(key).map(|block| &block.ranges) else {
+            return false;
+        };
+        let (Some(held), Some((before, after))) = (ranges.get(range), ranges.gaps_around(range))
+        else {
+            return false;
+        };
+        after > 0
+            || vacated == Some(held.end())
+            || (before > 0 && destination_end <= held.offset - before)
     }
 
     /// Places `request` in block `key` as
