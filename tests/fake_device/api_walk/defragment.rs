@@ -311,6 +311,14 @@ impl Walk {
         // The map shows a run's free slots as free, so its bytes in use are
         // at most the pool's: within the limit whenever the pool's are.
         // Queued frees count as gone, as the plan counts them.
+        // Each queued free counts with the bytes it holds in its block (the
+        // map's range: margin and padding included), as the plan counts it.
+        let map = self.allocator.memory_map();
+        let held: HashMap<(vk::DeviceMemory, u64), u64> = self
+            .all_blocks(&map)
+            .iter()
+            .flat_map(|&(b, _)| b.allocations().map(move |r| ((b.memory, r.offset), r.size)))
+            .collect();
         let percent = u64::from(limits.max_used_percent.min(100));
         for m in &sources {
             let (size, _, used, _) = blocks[m];
@@ -319,7 +327,10 @@ impl Walk {
             let queued: u64 = self
                 .counted()
                 .filter(|c| c.deferred && c.place.map_or(true, |p| p.memory == *m))
-                .map(|c| c.size)
+                .map(|c| match c.place {
+                    Some(p) => held.get(&(p.memory, p.offset)).copied().unwrap_or(c.size),
+                    None => c.size,
+                })
                 .sum();
             let used = used.saturating_sub(queued);
             assert!(
