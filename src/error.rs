@@ -176,7 +176,12 @@ pub enum Error {
     /// A custom pool holds `max_blocks` blocks, none with room for the
     /// request: free some of its allocations (a free through the frame
     /// queue makes room only once its frame is collected), or use a larger
-    /// pool.
+    /// pool. When the pool's free bytes would hold the request but no free
+    /// range does (its blocks are full of holes:
+    /// [`Allocator::memory_map`](crate::Allocator::memory_map) shows them),
+    /// a defragmentation plan with
+    /// [`DefragmentationLimits::compact_blocks`](crate::DefragmentationLimits::compact_blocks)
+    /// joins them.
     #[error("custom pool full: its {max_blocks} blocks have no room for the request")]
     PoolFull {
         /// The pool's `max_blocks`.
