@@ -32,7 +32,9 @@
 
 use std::time::Instant;
 
-use vk_suballoc::{Allocation, DefragmentationLimits, Movable};
+use vk_suballoc::{
+    Allocation, AllocationDesc, DefragmentationLimits, Movable, Pool, PoolDesc, Request, Usage,
+};
 
 use crate::backends::{resource_kind, Backend, VkSuballoc};
 use crate::trace::{Kind, Trace, FREE};
@@ -80,6 +82,8 @@ pub struct Replay {
     pub allocate_calls: u64,
     pub free_calls: u64,
     pub failures: u64,
+    /// The failed requests' bytes.
+    pub failed_bytes: u64,
     pub plans: Vec<PlanSample>,
     /// Found by the checks after each plan (all should be 0).
     pub overlaps: u64,
@@ -253,6 +257,53 @@ pub fn measure(ctx: &VulkanContext, trace: &Trace, every: Every, runs: usize) ->
     }
 }
 
+/// The fixed-size pools' headroom over the trace's peak live bytes.
+pub const POOL_HEADROOM_PERCENT: [u64; 3] = [2, 5, 25];
+
+/// A trace's replays into one custom pool of one fixed-size block
+/// (`max_blocks(1)`), a few percent larger than the trace's peak live
+/// bytes, where
+/// requests that find no free range fail (`PoolFull`) instead of making a
+/// block: plain, and with a compacting plan every `every` operations.
+#[derive(Clone, Debug)]
+pub struct PoolRow {
+    pub trace: String,
+    pub every: usize,
+    /// How much larger than the peak live bytes the block is, in percent.
+    pub headroom_percent: u64,
+    /// The pool's block.
+    pub block_bytes: u64,
+    pub plain: Replay,
+    pub compacting: Replay,
+}
+
+/// The fixed-size pool (see [`PoolRow`]): its block is the trace's peak
+/// live bytes and `headroom_percent` more, rounded up to MiB.
+pub fn measure_fixed_pool(
+    ctx: &VulkanContext,
+    trace: &Trace,
+    headroom_percent: u64,
+    every: Every,
+    runs: usize,
+) -> PoolRow {
+    const MIB: u64 = 1 << 20;
+    let every = every.ops(trace.ops.len());
+    let peak = trace.peak_live();
+    let block_bytes = (peak + peak * headroom_percent / 100).div_ceil(MIB) * MIB;
+    let plain = replay_in(ctx, trace, Plans::None, Some(block_bytes));
+    let compacting = (0..runs.max(1))
+        .map(|_| replay_in(ctx, trace, Plans::EveryCompact(every), Some(block_bytes)))
+        .collect();
+    PoolRow {
+        trace: trace.name.clone(),
+        every,
+        headroom_percent,
+        block_bytes,
+        plain,
+        compacting: merge_runs(&trace.name, compacting),
+    }
+}
+
 /// The scaling trace with `live` allocations, with a plan every `every`
 /// (default limits), `runs` times: what a plan costs as live allocations
 /// grow.
@@ -304,8 +355,27 @@ fn median(values: &mut [u64]) -> u64 {
 
 /// One replay on a fresh allocator, with `plans` up to the last allocation.
 fn replay(ctx: &VulkanContext, trace: &Trace, plans: Plans) -> Replay {
+    replay_in(ctx, trace, plans, None)
+}
+
+/// [`replay`], every request in a custom pool of one block of
+/// `pool_block` bytes when that is given (of the device-local memory type
+/// the first request allows: lavapipe's only one), through the `&self`
+/// allocation path that pools take.
+fn replay_in(ctx: &VulkanContext, trace: &Trace, plans: Plans, pool_block: Option<u64>) -> Replay {
     let mut backend = VkSuballoc::<false>::new(ctx);
     vulkan::reset_counts();
+    let pool: Option<Pool> = pool_block.map(|bytes| {
+        let allocator = backend.allocator();
+        let bits = trace.requests[0].requirements.memory_type_bits;
+        let memory_type = allocator
+            .memory_type_for(bits, Usage::DEVICE_LOCAL)
+            .expect("a device-local type");
+        let desc = PoolDesc::new(memory_type).block_size(bytes).max_blocks(1);
+        allocator
+            .create_pool(&desc)
+            .expect("the pool's block fits its heap")
+    });
     let mut slots: Vec<Option<Allocation>> = (0..trace.slots).map(|_| None).collect();
     let mut slot_req = vec![0u32; trace.slots];
     let last_alloc = trace
@@ -325,14 +395,26 @@ fn replay(ctx: &VulkanContext, trace: &Trace, plans: Plans) -> Replay {
             }
         } else {
             let req = &trace.requests[op.req as usize];
-            match backend.allocate(req) {
+            let allocation = match pool {
+                Some(pool) => {
+                    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+                    let request =
+                        Request::with_desc(req.requirements, resource_kind(req.kind), desc);
+                    backend.allocator().allocate(&request).ok()
+                }
+                None => backend.allocate(req),
+            };
+            match allocation {
                 Some(handle) => {
                     slots[slot] = Some(handle);
                     slot_req[slot] = op.req;
                     live += req.requirements.size;
                     r.peak_live = r.peak_live.max(live);
                 }
-                None => r.failures += 1,
+                None => {
+                    r.failures += 1;
+                    r.failed_bytes += req.requirements.size;
+                }
             }
         }
         let done = index + 1;
@@ -371,6 +453,10 @@ fn replay(ctx: &VulkanContext, trace: &Trace, plans: Plans) -> Replay {
             r.mean_live = live_sum / done as f64;
             r.mean_reserved = reserved_sum / done as f64;
         }
+    }
+    if let Some(pool) = pool {
+        let destroyed = backend.allocator().destroy_pool(pool);
+        destroyed.expect("the trace frees everything");
     }
     let counts = vulkan::counts();
     r.peak_reserved = counts.peak_bytes;

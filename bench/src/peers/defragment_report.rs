@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::defragment::{DefragRow, Replay};
+use crate::defragment::{DefragRow, PoolRow, Replay};
 use crate::report::RunHeader;
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -17,6 +17,8 @@ pub struct DefragResults {
     /// The scaling traces: live allocations, operations between plans,
     /// the replay with plans.
     pub scaling: Vec<(usize, usize, Replay)>,
+    /// Each trace in one fixed-size pool block.
+    pub pools: Vec<PoolRow>,
 }
 
 fn mib(bytes: u64) -> String {
@@ -116,6 +118,9 @@ impl DefragResults {
                 opt_ns(r.free_ns_per_move()),
             );
         }
+        if !self.pools.is_empty() {
+            s.push_str(&self.pools_markdown());
+        }
         if !self.scaling.is_empty() {
             s.push_str(&self.scaling_markdown());
         }
@@ -131,6 +136,11 @@ impl DefragResults {
                 row.with_plans()
                     .map(|(name, r)| (row.trace.as_str(), name, r))
             })
+            .chain(
+                self.pools
+                    .iter()
+                    .map(|p| (p.trace.as_str(), "one pool block, compacting", &p.compacting)),
+            )
             .chain(
                 self.scaling
                     .iter()
@@ -152,6 +162,41 @@ impl DefragResults {
             );
         } else {
             let _ = writeln!(s, "\n{}", bad.join("\n\n"));
+        }
+        s
+    }
+
+    /// Each trace in one fixed-size pool block: what compacting plans save
+    /// of the requests that find no free range.
+    fn pools_markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "\n### One fixed-size pool block: requests refused, plain vs. compacting plans\n\nEach trace replayed into a custom pool of one block (`max_blocks(1)`) 2, 5 or 25 % larger than its peak live bytes: a request no free range holds fails (`PoolFull`) instead of making a block. Compacting plans: `compact_blocks(true)` every N operations, over every live allocation.\n"
+        );
+        let _ = writeln!(
+            s,
+            "| trace | block MiB (peak live +) | replay | requests refused | MiB refused | moves | MiB moved | plan µs (median / max) |"
+        );
+        let _ = writeln!(s, "|---|---:|---|---:|---:|---:|---:|---:|");
+        for p in &self.pools {
+            let compacting = format!("compacting plan every {} ops", p.every);
+            for (name, r) in [("plain", &p.plain), (compacting.as_str(), &p.compacting)] {
+                let (ns_median, ns_max) = r.plan_ns_median_max();
+                let _ = writeln!(
+                    s,
+                    "| {} | {} (+{} %) | {name} | {} | {} | {} | {} | {:.1} / {:.1} |",
+                    p.trace,
+                    mib(p.block_bytes),
+                    p.headroom_percent,
+                    r.failures,
+                    mib(r.failed_bytes),
+                    r.moves(),
+                    mib(r.bytes_moved()),
+                    ns_median as f64 / 1000.0,
+                    ns_max as f64 / 1000.0,
+                );
+            }
         }
         s
     }
@@ -210,6 +255,23 @@ impl DefragResults {
             })
             .collect();
         s.push_str(&rows.join(",\n"));
+        s.push_str("\n  ],\n  \"fixed_pool\": [\n");
+        let rows: Vec<String> = self
+            .pools
+            .iter()
+            .map(|p| {
+                format!(
+                    "    {{\"trace\": {}, \"headroom_percent\": {}, \"block_bytes\": {}, \"plan_every_ops\": {},\n      \"plain\": {},\n      \"compacting\": {}}}",
+                    crate::report::quote(&p.trace),
+                    p.headroom_percent,
+                    p.block_bytes,
+                    p.every,
+                    replay_json(&p.plain),
+                    replay_json(&p.compacting)
+                )
+            })
+            .collect();
+        s.push_str(&rows.join(",\n"));
         s.push_str("\n  ],\n  \"scaling\": [\n");
         let rows: Vec<String> = self
             .scaling
@@ -249,7 +311,7 @@ fn replay_json(r: &Replay) -> String {
         })
         .collect();
     format!(
-        "{{\"peak_live_bytes\": {}, \"peak_reserved_bytes\": {}, \"end_live_bytes\": {}, \"end_reserved_bytes\": {}, \"mean_live_bytes\": {:.0}, \"mean_reserved_bytes\": {:.0}, \"vk_allocate_memory_calls\": {}, \"vk_free_memory_calls\": {}, \"failures\": {}, \"overlaps\": {}, \"granularity_conflicts\": {}, \"misplaced_moves\": {}, \"plan_columns\": [\"op\", \"movables\", \"plan_ns\", \"moves\", \"bytes_moved\", \"blocks_emptied\", \"block_bytes_emptied\", \"blocks_released\", \"free_ns\", \"moves_within_block\", \"blocks_compacted\"], \"plans\": [{}]}}",
+        "{{\"peak_live_bytes\": {}, \"peak_reserved_bytes\": {}, \"end_live_bytes\": {}, \"end_reserved_bytes\": {}, \"mean_live_bytes\": {:.0}, \"mean_reserved_bytes\": {:.0}, \"vk_allocate_memory_calls\": {}, \"vk_free_memory_calls\": {}, \"failures\": {}, \"failed_bytes\": {}, \"overlaps\": {}, \"granularity_conflicts\": {}, \"misplaced_moves\": {}, \"plan_columns\": [\"op\", \"movables\", \"plan_ns\", \"moves\", \"bytes_moved\", \"blocks_emptied\", \"block_bytes_emptied\", \"blocks_released\", \"free_ns\", \"moves_within_block\", \"blocks_compacted\"], \"plans\": [{}]}}",
         r.peak_live,
         r.peak_reserved,
         r.end_live,
@@ -259,6 +321,7 @@ fn replay_json(r: &Replay) -> String {
         r.allocate_calls,
         r.free_calls,
         r.failures,
+        r.failed_bytes,
         r.overlaps,
         r.granularity_conflicts,
         r.misplaced_moves,
