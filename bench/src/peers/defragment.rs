@@ -10,7 +10,11 @@
 //! request's requirements and kind. Plans run up to the trace's last
 //! allocation, not during its final free-all. A third replay plans with
 //! `max_used_percent(100)`, emptying any block whose contents fit
-//! elsewhere, as VMA's `FAST` algorithm does. The scaling traces (64 B..1 KiB
+//! elsewhere, as VMA's `FAST` algorithm does; a fourth with
+//! `compact_blocks(true)`, packing the blocks that stay. Then each trace
+//! goes into a custom pool of one fixed-size block a few percent over its
+//! peak live bytes, plain and with compacting plans, counting the requests
+//! no free range could hold ([`PoolRow`]). The scaling traces (64 B..1 KiB
 //! buffers, 1e3..1e6 live) are replayed with plans too, for what a plan
 //! costs as live allocations grow.
 //!
@@ -28,7 +32,8 @@
 //! runs (the plans are the same every run). After every plan,
 //! untimed, the live allocations are checked: no two overlap, no buffer and
 //! optimal image share a `bufferImageGranularity` page, and every
-//! destination is in the source's memory type but another memory object.
+//! destination is in the source's memory type but another memory object
+//! (or, compacting, in the source's, wholly below it).
 
 use std::time::Instant;
 
