@@ -501,8 +501,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// (`VK_EXT_debug_utils`, through
     /// [`MemoryDeviceExt::set_memory_name`]):
     /// it gets the debug name a new allocation of that name would, `name`
-    /// itself, or `vk-suballoc dedicated <type>/<n>` for `None`. A block's
-    /// debug name stays the block's.
+    /// itself, or for `None` `vk-suballoc dedicated <type>/<n>` (in a
+    /// custom pool `vk-suballoc pool "<pool>" dedicated <type>/<n>`, as its
+    /// blocks are named). A block's debug name stays the block's.
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`]; nothing

@@ -1127,6 +1127,12 @@ fn set_name_renames_dedicated_memory_for_debuggers() {
         unnamed_at_birth.starts_with("vk-suballoc dedicated 1/"),
         "{unnamed_at_birth}"
     );
+    // A custom pool's dedicated memory is named after the pool, as its
+    // blocks are: serials count per pool.
+    assert!(
+        pooled_at_birth.starts_with("vk-suballoc pool \"textures\" dedicated 1/"),
+        "{pooled_at_birth}"
+    );
     let renames = device.counters().renames;
 
     allocator.set_name(&named, Some("new")).unwrap();

@@ -15,8 +15,8 @@ use crate::Error;
 
 impl<M> TypePool<M> {
     /// Places `request` in a `VkDeviceMemory` of its own (named after the
-    /// request, or `vk-suballoc dedicated <type>/<n>`), bound to the
-    /// request's resource when it names one.
+    /// request, or [`dedicated_debug_name`](Self::dedicated_debug_name)),
+    /// bound to the request's resource when it names one.
     ///
     /// # Errors
     /// Those of [`MemoryContext::allocate_memory`].
@@ -26,7 +26,7 @@ impl<M> TypePool<M> {
         request: &PoolRequest<'_>,
     ) -> Result<Placement, Error> {
         let serial = self.next_serial;
-        let name = dedicated_debug_name(self.memory_type, serial, request.name);
+        let name = self.dedicated_debug_name(serial, request.name);
         let new = context.allocate_memory::<M>(&MemoryRequest {
             memory_type: self.memory_type,
             size: request.size,
@@ -70,9 +70,14 @@ impl<M> TypePool<M> {
         key: SlabKey,
         name: Option<&str>,
     ) -> Result<(), Error> {
+        let serial = self
+            .dedicated
+            .get(key)
+            .ok_or(Error::StaleAllocation)?
+            .serial;
+        let debug_name = self.dedicated_debug_name(serial, name);
         let dedicated = self.dedicated.get_mut(key).ok_or(Error::StaleAllocation)?;
         dedicated.name = name.map(Into::into);
-        let debug_name = dedicated_debug_name(self.memory_type, dedicated.serial, name);
         // SAFETY: the memory is live (it is in the pool) and the pool's
         // lock, held by the caller, or its `&mut` is what every map, unmap
         // and free of it goes through.
@@ -82,6 +87,26 @@ impl<M> TypePool<M> {
                 .set_memory_name(&dedicated.memory, &debug_name)
         };
         Ok(())
+    }
+
+    /// The debug name (`VK_EXT_debug_utils`) of this pool's dedicated
+    /// memory number `serial`: the allocation's `name`, or without one
+    /// `vk-suballoc dedicated <type>/<serial>` in a default pool and, as
+    /// its blocks are, `vk-suballoc pool "<pool>" dedicated <type>/<serial>`
+    /// (or `vk-suballoc custom pool dedicated ...`, unnamed) in a custom
+    /// pool: serials count per pool, so the pool tells them apart.
+    fn dedicated_debug_name<'n>(&self, serial: u32, name: Option<&'n str>) -> Cow<'n, str> {
+        let memory_type = self.memory_type;
+        match (name, &self.name) {
+            (Some(name), _) => Cow::Borrowed(name),
+            (None, Some(pool)) => Cow::Owned(format!(
+                "vk-suballoc pool {pool:?} dedicated {memory_type}/{serial}"
+            )),
+            (None, None) if self.custom => Cow::Owned(format!(
+                "vk-suballoc custom pool dedicated {memory_type}/{serial}"
+            )),
+            (None, None) => Cow::Owned(format!("vk-suballoc dedicated {memory_type}/{serial}")),
+        }
     }
 
     /// Dedicated allocations, for reports.
@@ -110,15 +135,5 @@ impl<M> TypePool<M> {
                 dedicated.size,
             )
         };
-    }
-}
-
-/// The debug name (`VK_EXT_debug_utils`) of dedicated memory of
-/// `memory_type`: the allocation's `name`, or `vk-suballoc dedicated
-/// <type>/<serial>` without one.
-fn dedicated_debug_name(memory_type: u32, serial: u32, name: Option<&str>) -> Cow<'_, str> {
-    match name {
-        Some(name) => Cow::Borrowed(name),
-        None => Cow::Owned(format!("vk-suballoc dedicated {memory_type}/{serial}")),
     }
 }
