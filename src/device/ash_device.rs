@@ -150,6 +150,8 @@ impl AshMemoryDevice {
         let Some(debug_utils) = &self.debug_utils else {
             return;
         };
+        // A C string ends at its first NUL: so does the name given.
+        let name = name.split('\0').next().unwrap_or_default();
         let Ok(name) = CString::new(name) else {
             return;
         };

@@ -1101,6 +1101,14 @@ fn renamed_dedicated_memory_reaches_the_validation_layer() {
     let unnamed = format!("vk-suballoc dedicated {}/", allocation.memory_type());
     assert!(all.contains(&unnamed), "{all}");
     assert!(!all.contains("after rename"), "{all}");
+
+    // A name with a NUL byte ends there, as a C string does.
+    allocator
+        .set_name(&allocation, Some("cut here\0not this"))
+        .unwrap();
+    let all = map_again();
+    assert!(all.contains("cut here"), "{all}");
+    assert!(!all.contains("not this") && !all.contains(&unnamed), "{all}");
     // SAFETY: never used by the GPU.
     unsafe { allocator.destroy_buffer(handle, allocation).unwrap() };
 }
