@@ -116,12 +116,16 @@ pub struct DefragmentationLimits {
     /// memory; it joins a block's free ranges toward one at its end, so
     /// that a request larger than any hole may fit again without a new
     /// block: for a custom pool at its `max_blocks`, or a lone fragmented
-    /// block, which no plan can empty. A plan that makes no more such moves
-    /// leaves the listed allocations of each block packed, but for those
-    /// that fit no hole below them (and small buffers' run slots, which
-    /// stay): holes too small for the allocations above them stay, so the
-    /// free bytes are one range only when every allocation found room
-    /// below.
+    /// block, which no plan can empty. Holes too small for the allocations
+    /// above them stay, and so can a hole that would hold an allocation
+    /// above it whose move would only carry the hole upward (right above
+    /// that allocation is one that stays, not listed, a run of small
+    /// buffers or one with no room below, or the block's end; below it, no
+    /// free range or only the one its destination would lie in): the free
+    /// bytes are one range only when every allocation above the lowest
+    /// hole moved. Each move takes the lowest hole that holds it, one at a
+    /// time, so the holes left are not always the fewest the moves could
+    /// make. Small buffers' run slots stay.
     /// Off by default.
     pub compact_blocks: bool,
 }
