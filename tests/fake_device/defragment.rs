@@ -1547,8 +1547,8 @@ fn compaction_in_one_pool_leaves_the_limits_to_emptying_in_another() {
 /// A move that would only carry a hole upward is not made: here a hole
 /// lies under three listed buffers and an unlisted one above them, so
 /// moving any of them down leaves a hole of the same size higher up, and
-/// the plan copies nothing. Listing the top one too lets it go first, and
-/// then each move joins the free space above.
+/// the plan copies nothing. Listed too, the top one (free space above it)
+/// goes into the hole, the one move that fits.
 #[test]
 fn compaction_makes_no_move_that_only_carries_a_hole_up() {
     let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
