@@ -77,6 +77,8 @@ fn op(m: u32, capacity: u64) -> impl Strategy<Value = Op> {
         1 => any::<u64>().prop_map(|at| Op::Probe { at }),
         2 => (size(m, capacity), align(), any::<usize>())
             .prop_map(|(size, align, pick)| Op::AllocateBelow { size, align, pick }),
+        2 => (size(m, capacity), align(), any::<usize>())
+            .prop_map(|(size, align, pick)| Op::AllocateInGap { size, align, pick }),
     ]
 }
 

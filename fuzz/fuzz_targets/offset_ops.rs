@@ -57,6 +57,13 @@ enum FuzzOp {
         align_log2: u8,
         pick: u16,
     },
+    /// A placement in the free range after the live allocation `pick`.
+    AllocateInGap {
+        size_log2: u8,
+        size_bits: u64,
+        align_log2: u8,
+        pick: u16,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -138,6 +145,16 @@ fn to_op(op: &FuzzOp, capacity: u64, capacity_log2: u32) -> Option<Op> {
             align_log2,
             pick,
         } => Op::AllocateBelow {
+            size: request_size(size_log2, size_bits, capacity, capacity_log2),
+            align: alignment(align_log2),
+            pick: usize::from(pick),
+        },
+        FuzzOp::AllocateInGap {
+            size_log2,
+            size_bits,
+            align_log2,
+            pick,
+        } => Op::AllocateInGap {
             size: request_size(size_log2, size_bits, capacity, capacity_log2),
             align: alignment(align_log2),
             pick: usize::from(pick),

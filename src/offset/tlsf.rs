@@ -412,6 +412,71 @@ impl<const M: u32> OffsetAllocator<M> {
         Ok(None)
     }
 
+    /// Allocates `size` bytes at alignment `align` at the lowest offset of
+    /// one given free range, if they fit there: the range right after the
+    /// live allocation `after`, or with `None` the range at offset 0,
+    /// before every allocation. For a caller that chose the place itself
+    /// from the ranges it walked ([`allocations`](Self::allocations) in
+    /// address order tells which allocation each free range follows), as
+    /// compaction does once per block instead of once per move.
+    ///
+    /// `Ok(None)` when that range does not hold the request (or is empty):
+    /// a probe, not a failed request.
+    ///
+    /// ```
+    /// use vk_suballoc::offset::OffsetAllocator;
+    ///
+    /// let mut heap = OffsetAllocator::<3>::new(100, 8)?;
+    /// let a = heap.allocate(10, 1)?;
+    /// let hole = heap.allocate(20, 1)?;
+    /// heap.allocate(10, 1)?;
+    /// heap.free(hole.id)?;
+    /// // The free range after `a` is [10, 30).
+    /// assert!(heap.allocate_in_gap(Some(a.id), 16, 8)?.is_none()); // [16, 32) does not fit
+    /// let placed = heap.allocate_in_gap(Some(a.id), 12, 8)?.expect("fits");
+    /// assert_eq!((placed.offset, placed.size), (16, 12));
+    /// // Nothing is free before `a`.
+    /// assert!(heap.allocate_in_gap(None, 1, 1)?.is_none());
+    /// # Ok::<(), vk_suballoc::offset::OffsetError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`OffsetError::ZeroSize`], [`OffsetError::AlignmentNotPowerOfTwo`],
+    /// [`OffsetError::ForeignId`] and [`OffsetError::StaleId`] for `after`,
+    /// and [`OffsetError::OutOfSlots`] when no slot is unused. Nothing
+    /// changes on error.
+    ///
+    /// # Time complexity
+    /// O(1).
+    pub fn allocate_in_gap(
+        &mut self,
+        after: Option<AllocationId>,
+        size: u64,
+        align: u64,
+    ) -> Result<Option<OffsetAllocation>, OffsetError> {
+        if size == 0 {
+            return Err(OffsetError::ZeroSize);
+        }
+        if !align.is_power_of_two() {
+            return Err(OffsetError::AlignmentNotPowerOfTwo(align));
+        }
+        let owner = match after {
+            Some(id) => self.live_slot(id)?,
+            None => SENTINEL,
+        };
+        if self.unused_slot == NIL {
+            return Err(OffsetError::OutOfSlots(self.slot_count()));
+        }
+        // Past the capacity nothing fits; below it `fit_in_gap` cannot
+        // overflow, and a fit means a non-empty gap, filed in a bin.
+        if size > self.capacity {
+            return Ok(None);
+        }
+        Ok(self
+            .fit_in_gap(owner, size, align)
+            .map(|offset| self.place(owner, offset, size)))
+    }
+
     // ----- search -----
 
     /// Finds a gap that holds `size` bytes at alignment `align`: returns the

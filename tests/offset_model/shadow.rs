@@ -41,6 +41,11 @@ pub enum Op {
     /// move), or the capacity when none is live; or, when `pick` is odd, a
     /// free range's inside: `pick / 2 % (capacity + 1)`.
     AllocateBelow { size: u64, align: u64, pick: usize },
+    /// `allocate_in_gap(after, size, align)`, `after` the live allocation
+    /// number `pick % (live + 1)` in address order, or `None` for `live`;
+    /// now and then (`pick` a multiple of 7) a freed id, which must be
+    /// `StaleId`.
+    AllocateInGap { size: u64, align: u64, pick: usize },
 }
 
 /// Inserts `[offset, offset + size)` into a map of disjoint ranges, panicking
@@ -198,6 +203,7 @@ impl<const M: u32> Shadow<M> {
                 };
                 self.allocate_below(size, align, end);
             }
+            Op::AllocateInGap { size, align, pick } => self.allocate_in_gap(size, align, pick),
             Op::Probe { at } => {
                 let at = at % (self.capacity + 1);
                 assert_eq!(
@@ -320,6 +326,56 @@ impl<const M: u32> Shadow<M> {
                 "allocate_below({size}, {align}, {end}) returned {result:?}, model expects \
                  an offset of {expected:?} (free ranges {:?})",
                 self.free_ranges()
+            ),
+        }
+    }
+
+    fn allocate_in_gap(&mut self, size: u64, align: u64, pick: usize) {
+        if pick % 7 == 0 {
+            if let Some(&stale) = self.freed.back() {
+                let result = self.heap.allocate_in_gap(Some(stale), size, align);
+                let expected = bad_input_error(size, align).unwrap_or(OffsetError::StaleId);
+                assert_eq!(result, Err(expected));
+                return;
+            }
+        }
+        let live: Vec<(u64, u64, AllocationId)> = self
+            .live
+            .iter()
+            .map(|(&offset, &(size, id))| (offset, size, id))
+            .collect();
+        let at = pick % (live.len() + 1);
+        // The free range after the picked allocation (or the first).
+        let (after, start) = match live.get(at) {
+            Some(&(offset, size, id)) => (Some(id), offset + size),
+            None => (None, 0),
+        };
+        let end = match after {
+            Some(_) => live
+                .get(at + 1)
+                .map_or(self.capacity, |&(offset, ..)| offset),
+            None => live.first().map_or(self.capacity, |&(offset, ..)| offset),
+        };
+        let result = self.heap.allocate_in_gap(after, size, align);
+        if let Some(error) = bad_input_error(size, align) {
+            assert_eq!(result, Err(error));
+            return;
+        }
+        if self.live.len() as u64 == u64::from(self.slots) {
+            assert_eq!(result, Err(OffsetError::OutOfSlots(self.slots)));
+            return;
+        }
+        let expected = align_up(start, align)
+            .filter(|&at| at.checked_add(size).is_some_and(|stop| stop <= end));
+        match (result, expected) {
+            (Ok(None), None) => {}
+            (Ok(Some(allocation)), Some(offset)) => {
+                assert_eq!((allocation.offset, allocation.size), (offset, size));
+                self.record(allocation);
+            }
+            (result, expected) => panic!(
+                "allocate_in_gap({after:?}, {size}, {align}) returned {result:?}, model \
+                 expects an offset of {expected:?} (range [{start}, {end}))"
             ),
         }
     }
