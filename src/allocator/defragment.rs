@@ -343,8 +343,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// buffer, first a pass over its size class's runs with a free slot,
     /// and a first fit for a new run over the blocks fuller than that
     /// slot's). Compaction adds, per block with listed allocations, a pass
-    /// over its ranges, a look at its free ranges below each listed
-    /// allocation, and a pass over its ranges below each one that moves.
+    /// over its ranges and a look at its free ranges below each listed
+    /// allocation; each move is then O(1).
     pub fn plan_defragmentation(
         &self,
         movables: &[Movable<'_>],

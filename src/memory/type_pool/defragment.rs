@@ -38,7 +38,8 @@
 //! packs the blocks that stay (neither retiring nor emptied): in each, from the
 //! highest offset down, a listed allocation in a range of its own moves to
 //! the lowest free place of its block that ends at or before its offset
-//! (`OffsetAllocator::allocate_below`), when its old place then joins free
+//! (`OffsetAllocator::allocate_in_gap` in the range chosen from one pass
+//! over the block's ranges), when its old place then joins free
 //! space (a move that would only carry a hole upward is not made). Once
 //! those moves are carried out, the freed sources join the free ranges
 //! around them.
@@ -51,6 +52,7 @@ use crate::device::MemoryDeviceExt;
 use crate::memory::block::Block;
 use crate::memory::context::MemoryContext;
 use crate::memory::slab::SlabKey;
+use crate::offset::{AllocationId, OffsetAllocator};
 
 /// An allocation the engine can move, as its memory type sees it.
 #[derive(Clone, Copy, Debug)]
@@ -128,6 +130,41 @@ fn move_requests<'n>(
         .collect();
     requests.sort_by_key(|(_, request, _)| Reverse(request.placed_size));
     requests
+}
+
+/// A free range of a block, and the range it follows (`None`: it starts
+/// the block), which places into it
+/// ([`OffsetAllocator::allocate_in_gap`](crate::offset::OffsetAllocator::allocate_in_gap)).
+#[derive(Clone, Copy, Debug)]
+struct OwnedRange {
+    start: u64,
+    end: u64,
+    owner: Option<AllocationId>,
+}
+
+/// The free ranges of `ranges` in address order, each with the range it
+/// follows: one pass over its allocations.
+fn free_ranges_with_owners(ranges: &OffsetAllocator) -> Vec<OwnedRange> {
+    let mut free = Vec::new();
+    let (mut start, mut owner) = (0, None);
+    for allocation in ranges.allocations() {
+        if allocation.offset > start {
+            free.push(OwnedRange {
+                start,
+                end: allocation.offset,
+                owner,
+            });
+        }
+        (start, owner) = (allocation.end(), Some(allocation.id));
+    }
+    if ranges.capacity() > start {
+        free.push(OwnedRange {
+            start,
+            end: ranges.capacity(),
+            owner,
+        });
+    }
+    free
 }
 
 /// Orders two blocks' `(bytes in use, size)` by the fraction in use,
@@ -312,8 +349,8 @@ impl<M> TypePool<M> {
     ///
     /// Costs, per block with listed allocations, a pass over its ranges,
     /// then for each listed allocation a look at the block's free ranges
-    /// below it, and for each move a walk of the block's ranges below its
-    /// source.
+    /// below it; each move is then O(1)
+    /// ([`OffsetAllocator::allocate_in_gap`] in the range it chose).
     pub(crate) fn compact(
         &mut self,
         movables: &[PoolMovable],
@@ -349,11 +386,7 @@ impl<M> TypePool<M> {
                 continue;
             };
             let class = block.class;
-            let mut free: Vec<(u64, u64)> = block
-                .ranges
-                .free_ranges()
-                .map(|range| (range.offset, range.offset + range.size))
-                .collect();
+            let mut free = free_ranges_with_owners(&block.ranges);
             let mut moved = false;
             // The old place of the allocation moved last, the lowest moved
             // so far: free once the moves are carried out.
@@ -365,7 +398,7 @@ impl<M> TypePool<M> {
                 // Nothing is free below this one, nor below those after it.
                 if free
                     .first()
-                    .map_or(true, |&(start, _)| start >= movable.offset)
+                    .map_or(true, |range| range.start >= movable.offset)
                 {
                     break;
                 }
@@ -383,21 +416,25 @@ impl<M> TypePool<M> {
                 // The lowest place below it that holds it.
                 let lowest = free
                     .iter()
-                    .take_while(|&&(start, _)| start < movable.offset)
-                    .find_map(|&(start, end)| {
-                        let at = start.checked_next_multiple_of(align)?;
-                        (at.checked_add(size)? <= end.min(movable.offset)).then_some(at)
+                    .enumerate()
+                    .take_while(|(_, range)| range.start < movable.offset)
+                    .find_map(|(i, range)| {
+                        let at = range.start.checked_next_multiple_of(align)?;
+                        let fits = at.checked_add(size)? <= range.end.min(movable.offset);
+                        fits.then_some((i, at))
                     });
-                let Some(at) = lowest else {
+                let Some((i, at)) = lowest else {
                     continue;
                 };
                 if !self.move_joins_free_space(key, movable.location, at + size, vacated) {
                     continue;
                 }
-                let Some(placement) = self.allocate_in_block_below(key, &request, movable.offset)
+                let owner = free[i].owner;
+                let Some((placement, range)) = self.allocate_in_block_gap(key, &request, owner)
                 else {
                     continue;
                 };
+                debug_assert_eq!(placement.offset, at);
                 let placement = self.count(placement, &request);
                 plan.moves.push((movable.index, placement, key));
                 budget.moves -= 1;
@@ -406,19 +443,20 @@ impl<M> TypePool<M> {
                 moved = true;
                 vacated = Some(movable.offset);
                 // The free range it took is cut as the offset allocator
-                // cut it; ranges from this one's offset up no longer
-                // matter (those after it are lower). No pass over the
-                // block's ranges above it.
-                free.truncate(free.partition_point(|&(start, _)| start < movable.offset));
-                let stop = placement.offset + size;
-                if let Some(i) = free
-                    .iter()
-                    .rposition(|&(start, _)| start <= placement.offset)
-                {
-                    let (start, end) = free[i];
-                    let left = [(start, placement.offset), (stop, end)];
-                    free.splice(i..=i, left.into_iter().filter(|&(a, b)| a < b));
-                }
+                // cut it: the head slack stays its owner's, the rest
+                // follows the destination. Ranges from this one's offset up
+                // no longer matter (those after it are lower).
+                let taken = free[i];
+                let pieces = [
+                    OwnedRange { end: at, ..taken },
+                    OwnedRange {
+                        start: at + size,
+                        end: taken.end,
+                        owner: Some(range),
+                    },
+                ];
+                free.splice(i..=i, pieces.into_iter().filter(|r| r.start < r.end));
+                free.truncate(free.partition_point(|r| r.start < movable.offset));
             }
             plan.compacted += usize::from(moved);
         }
@@ -457,14 +495,15 @@ impl<M> TypePool<M> {
 
     /// Places `request` in block `key` as
     /// [`allocate_in_block`](Self::allocate_in_block) does, but at the lowest
-    /// offset where it ends by `end` (a compaction's move); not counted
-    /// (see [`count`](Self::count)).
-    fn allocate_in_block_below(
+    /// offset of the free range after the range `after` (`None`: the
+    /// block's first free range), a compaction's move; not counted (see
+    /// [`count`](Self::count)). Returns the placement and its range.
+    fn allocate_in_block_gap(
         &mut self,
         key: SlabKey,
         request: &PoolRequest<'_>,
-        end: u64,
-    ) -> Option<Placement> {
+        after: Option<AllocationId>,
+    ) -> Option<(Placement, AllocationId)> {
         let block = self.blocks.get_mut(key)?;
         if !block.ranges.has_unused_slot() {
             let slots = block.ranges.slot_count();
@@ -472,19 +511,20 @@ impl<M> TypePool<M> {
         }
         let allocation = block
             .ranges
-            .allocate_below(request.placed_size, request.align, end)
+            .allocate_in_gap(after, request.placed_size, request.align)
             .ok()??;
         let range = allocation.id;
         block.kinds.record(range.slot(), request.kind);
         if let Some(name) = request.name {
             block.names.insert(range.slot(), name.into());
         }
-        Some(Placement {
+        let placement = Placement {
             location: Location::Block { block: key, range },
             memory: block.raw,
             offset: allocation.offset,
             mapped: block.mapped.map(|base| base.add(allocation.offset)),
-        })
+        };
+        Some((placement, range))
     }
 
     /// Moves what `budget` allows of `source`'s movables, largest first
