@@ -1108,7 +1108,10 @@ fn renamed_dedicated_memory_reaches_the_validation_layer() {
         .unwrap();
     let all = map_again();
     assert!(all.contains("cut here"), "{all}");
-    assert!(!all.contains("not this") && !all.contains(&unnamed), "{all}");
+    assert!(
+        !all.contains("not this") && !all.contains(&unnamed),
+        "{all}"
+    );
     // SAFETY: never used by the GPU.
     unsafe { allocator.destroy_buffer(handle, allocation).unwrap() };
 }
