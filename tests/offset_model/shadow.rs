@@ -302,12 +302,7 @@ impl<const M: u32> Shadow<M> {
 
     fn allocate_below(&mut self, size: u64, align: u64, end: u64) {
         let result = self.heap.allocate_below(size, align, end);
-        if let Some(error) = bad_input_error(size, align) {
-            assert_eq!(result, Err(error));
-            return;
-        }
-        if self.live.len() as u64 == u64::from(self.slots) {
-            assert_eq!(result, Err(OffsetError::OutOfSlots(self.slots)));
+        if self.refused_up_front(&result, size, align) {
             return;
         }
         // The lowest aligned start in a free range that ends by `end`.
@@ -357,12 +352,7 @@ impl<const M: u32> Shadow<M> {
             None => live.first().map_or(self.capacity, |&(offset, ..)| offset),
         };
         let result = self.heap.allocate_in_gap(after, size, align);
-        if let Some(error) = bad_input_error(size, align) {
-            assert_eq!(result, Err(error));
-            return;
-        }
-        if self.live.len() as u64 == u64::from(self.slots) {
-            assert_eq!(result, Err(OffsetError::OutOfSlots(self.slots)));
+        if self.refused_up_front(&result, size, align) {
             return;
         }
         let expected = align_up(start, align)
@@ -378,6 +368,24 @@ impl<const M: u32> Shadow<M> {
                  expects an offset of {expected:?} (range [{start}, {end}))"
             ),
         }
+    }
+
+    /// Whether `result`, of a placement of `size` bytes at `align`, is an
+    /// error the model expects before any room is looked for (bad input,
+    /// then no unused slot): checked, and `true`, when it is one.
+    fn refused_up_front(
+        &self,
+        result: &Result<Option<OffsetAllocation>, OffsetError>,
+        size: u64,
+        align: u64,
+    ) -> bool {
+        let expected = bad_input_error(size, align)
+            .or((self.live.len() as u64 == u64::from(self.slots))
+                .then_some(OffsetError::OutOfSlots(self.slots)));
+        if let Some(error) = expected {
+            assert_eq!(*result, Err(error), "allocating {size} at {align}");
+        }
+        expected.is_some()
     }
 
     /// Counts a successful allocation in the model.

@@ -47,7 +47,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::HashSet;
 
-use super::{DedicatedChoice, Location, Placement, PoolRequest, TypePool};
+use super::{record_range, DedicatedChoice, Location, Placement, PoolRequest, TypePool};
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::Block;
 use crate::memory::context::MemoryContext;
@@ -514,16 +514,7 @@ impl<M> TypePool<M> {
             .allocate_in_gap(after, request.placed_size, request.align)
             .ok()??;
         let range = allocation.id;
-        block.kinds.record(range.slot(), request.kind);
-        if let Some(name) = request.name {
-            block.names.insert(range.slot(), name.into());
-        }
-        let placement = Placement {
-            location: Location::Block { block: key, range },
-            memory: block.raw,
-            offset: allocation.offset,
-            mapped: block.mapped.map(|base| base.add(allocation.offset)),
-        };
+        let placement = record_range(block, key, range, allocation.offset, request);
         Some((placement, range))
     }
 

@@ -484,16 +484,7 @@ impl<M> TypePool<M> {
             return None;
         };
         let range = block.ranges.id_of(packed);
-        block.kinds.record(range.slot(), request.kind);
-        if let Some(name) = request.name {
-            block.names.insert(range.slot(), name.into());
-        }
-        let placement = Placement {
-            location: Location::Block { block: key, range },
-            memory: block.raw,
-            offset: packed.offset,
-            mapped: block.mapped.map(|base| base.add(packed.offset)),
-        };
+        let placement = record_range(block, key, range, packed.offset, request);
         if was_empty {
             self.counters.empty_blocks -= 1;
         }
@@ -922,5 +913,28 @@ impl<M> TypePool<M> {
         }
         self.counters.block_allocations = 0;
         self.counters.block_allocated_bytes = 0;
+    }
+}
+
+/// Records the new range `range` of `block` (slab key `key`) at `offset`
+/// for `request`, its resource kind and its name, and returns its
+/// placement.
+#[inline(always)]
+fn record_range<M>(
+    block: &mut Block<M>,
+    key: SlabKey,
+    range: AllocationId,
+    offset: u64,
+    request: &PoolRequest<'_>,
+) -> Placement {
+    block.kinds.record(range.slot(), request.kind);
+    if let Some(name) = request.name {
+        block.names.insert(range.slot(), name.into());
+    }
+    Placement {
+        location: Location::Block { block: key, range },
+        memory: block.raw,
+        offset,
+        mapped: block.mapped.map(|base| base.add(offset)),
     }
 }
