@@ -502,8 +502,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`MemoryDeviceExt::set_memory_name`]):
     /// it gets the debug name a new allocation of that name would, `name`
     /// itself, or for `None` `vk-suballoc dedicated <type>/<n>` (in a
-    /// custom pool `vk-suballoc pool "<pool>" dedicated <type>/<n>`, as its
-    /// blocks are named). A block's debug name stays the block's.
+    /// custom pool `vk-suballoc pool "<pool>" dedicated <type>/<n>`, or
+    /// `vk-suballoc custom pool dedicated <type>/<n>` when the pool has no
+    /// name, as its blocks are named). A block's debug name stays the
+    /// block's.
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`]; nothing

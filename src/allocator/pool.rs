@@ -66,7 +66,8 @@ pub struct PoolDesc<'a> {
     /// No block is made past this many: requests then fail with
     /// [`Error::PoolFull`]. `None`: no limit.
     pub max_blocks: Option<u32>,
-    /// The pool's name, in its blocks' debug names, memory maps and dumps.
+    /// The pool's name, in the debug names of its blocks and unnamed
+    /// dedicated memory, memory maps and dumps.
     pub name: Option<&'a str>,
     /// `VK_EXT_memory_priority` priority in `[0, 1]` of its blocks, and of
     /// its dedicated allocations whose request names none; ignored when
