@@ -103,8 +103,10 @@ pub(crate) struct DedicatedMemory<M> {
     pub(crate) size: u64,
     pub(crate) mapped: Option<MappedPtr>,
     pub(crate) name: Option<Box<str>>,
-    /// The `n` of its debug name `vk-suballoc dedicated <type>/<n>`, which
-    /// it has while the allocation has no name of its own.
+    /// The `n` of its debug name `vk-suballoc dedicated <type>/<n>` (in a
+    /// custom pool, `vk-suballoc pool "<pool>" dedicated <type>/<n>` or
+    /// `vk-suballoc custom pool dedicated <type>/<n>`), which it has while
+    /// the allocation has no name of its own.
     pub(crate) serial: u32,
     /// The kind of resource the memory was allocated for.
     pub(crate) kind: ResourceKind,
