@@ -60,8 +60,10 @@ pub struct PoolDesc<'a> {
     /// size). A fixed size is never retried smaller when the driver is out
     /// of memory.
     pub block_size: u64,
-    /// Blocks made with the pool, and kept when they empty and through
-    /// [`Allocator::trim`].
+    /// Blocks made with the pool: it never holds fewer, when they empty,
+    /// through [`Allocator::trim`] or defragmentation. A number of blocks,
+    /// not those blocks: while it holds more, any empty one may be
+    /// released, one made with the pool included (VMA's `minBlockCount`).
     pub min_blocks: u32,
     /// No block is made past this many: requests then fail with
     /// [`Error::PoolFull`]. `None`: no limit.
@@ -183,7 +185,8 @@ impl<'a> PoolDesc<'a> {
     /// releases (when it empties, or through [`trim`](crate::Allocator::trim))
     /// lives on in an importer that holds it, but new allocations never
     /// land there again: export and import per allocation, not once per
-    /// pool (`min_blocks` blocks are never released).
+    /// pool (the pool keeps `min_blocks` blocks, but not necessarily those
+    /// it was made with: see the `min_blocks` field).
     ///
     /// ```
     /// use ash::vk;

@@ -193,9 +193,9 @@ pub struct PoolMap {
     /// The size of its full-grown blocks: `block_size` when fixed, else the
     /// memory type's preferred size (VMA's `PreferredBlockSize`).
     pub preferred_block_size: u64,
-    /// Blocks made with the pool and kept through emptying and
-    /// [`Allocator::trim`](crate::Allocator::trim)
-    /// ([`PoolDesc::min_blocks`](crate::PoolDesc::min_blocks)).
+    /// Blocks made with the pool, and the fewest it holds through emptying
+    /// and [`Allocator::trim`](crate::Allocator::trim): a number, not
+    /// those blocks ([`PoolDesc::min_blocks`](crate::PoolDesc::min_blocks)).
     pub min_blocks: u32,
     /// The most blocks it may hold
     /// ([`PoolDesc::max_blocks`](crate::PoolDesc::max_blocks)); `None`: no
