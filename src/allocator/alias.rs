@@ -13,6 +13,7 @@
 
 use ash::vk;
 
+use super::place::check_requirements;
 use super::pool::type_bit;
 use super::{Allocation, AllocationDesc, Allocator, Request};
 use crate::device::{AshMemoryDevice, DeviceError, MemoryDeviceExt};
@@ -26,7 +27,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// for a resource the caller creates and binds itself.
     ///
     /// # Errors
-    /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`];
+    /// [`Error::ForeignAllocation`]; [`Error::ZeroSize`] and
+    /// [`Error::AlignmentNotPowerOfTwo`] for bad `requirements` (which a
+    /// driver never reports); [`Error::StaleAllocation`];
     /// [`Error::RangeOutOfBounds`] when `offset` plus the resource's size
     /// passes the allocation's end; [`Error::CannotAlias`] when its
     /// `memoryTypeBits` exclude the allocation's memory type, the bound
@@ -45,6 +48,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         kind: ResourceKind,
     ) -> Result<(), Error> {
         self.check_owner(allocation)?;
+        check_requirements(requirements)?;
         let end = offset.saturating_add(requirements.size);
         if end > allocation.size {
             return Err(Error::RangeOutOfBounds {

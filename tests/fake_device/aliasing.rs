@@ -67,6 +67,16 @@ fn an_alias_must_fit_the_allocation() {
         Err(Error::CannotAlias(_))
     ));
 
+    // Bad requirements are refused as every request's are.
+    assert_eq!(
+        allocator.check_alias(&image, 0, &requirements(0, 256), Buffer),
+        Err(Error::ZeroSize)
+    );
+    assert_eq!(
+        allocator.check_alias(&image, 0, &requirements(KIB, 3), Buffer),
+        Err(Error::AlignmentNotPowerOfTwo(3))
+    );
+
     let (other, other_device) = super::allocator(FakeLayout::discrete());
     let foreign = allocation(&other, KIB, Buffer);
     let requirements = requirements(KIB, 256);
