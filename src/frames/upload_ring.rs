@@ -112,6 +112,11 @@ impl RingAllocation {
 
     /// Pointer to its first byte. Valid for writes until its frame is
     /// collected; after that the bytes belong to later frames.
+    ///
+    /// Bytes written through it are not flushed, and the ring's memory
+    /// may not be host-coherent (some mobile GPUs): there the GPU may not
+    /// see them. [`Allocator::ring_write`](crate::Allocator::ring_write)
+    /// copies and flushes.
     pub fn mapped_ptr(&self) -> std::ptr::NonNull<u8> {
         self.mapped.0
     }
