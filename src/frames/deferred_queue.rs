@@ -49,10 +49,13 @@ impl<S, T> DeferredQueue<S, T> {
         }
     }
 
-    /// An empty queue with room for `frames` sealed frames, so that an
-    /// engine keeping at most that many in flight never makes it allocate
-    /// for frames (items still go into vectors that are reused).
+    /// An empty queue with room for `frames` sealed frames (at most
+    /// [`MAX_PREALLOCATED_FRAMES`](Self::MAX_PREALLOCATED_FRAMES); more grow
+    /// on demand), so that an engine keeping at most that many in flight
+    /// never makes it allocate for frames (items still go into vectors that
+    /// are reused).
     pub fn with_capacity(frames: usize) -> Self {
+        let frames = frames.min(Self::MAX_PREALLOCATED_FRAMES);
         Self {
             current: Vec::new(),
             current_index: 0,
@@ -60,6 +63,11 @@ impl<S, T> DeferredQueue<S, T> {
             spare: Vec::with_capacity(frames + 1),
         }
     }
+
+    /// The most sealed frames [`with_capacity`](Self::with_capacity) makes
+    /// room for: far more than any engine keeps in flight, and a bound on
+    /// what a huge argument preallocates (`usize::MAX` would overflow).
+    pub const MAX_PREALLOCATED_FRAMES: usize = 1024;
 
     /// Index of the frame that [`push`](Self::push) adds to.
     pub fn current_frame(&self) -> u64 {
@@ -166,6 +174,16 @@ impl<S, T> DeferredQueue<S, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_huge_capacity_is_a_bounded_preallocation_not_a_panic() {
+        let mut queue: DeferredQueue<u32, u32> = DeferredQueue::with_capacity(usize::MAX);
+        queue.push(7);
+        assert_eq!(queue.seal(0), 0);
+        let mut released = Vec::new();
+        let result: Result<_, ()> = queue.collect(|_| Ok(true), |item| released.push(item));
+        assert_eq!((result, released), (Ok((1, 1)), vec![7]));
+    }
 
     #[test]
     fn releases_in_frame_order_and_stops_at_the_first_pending_frame() {
