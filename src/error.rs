@@ -134,7 +134,8 @@ pub enum Error {
     UploadRingFull {
         /// Requested size.
         size: u64,
-        /// Free bytes in the ring; for a ring that grew, in its first chunk.
+        /// Free bytes in the ring (which does not grow: a growing ring adds
+        /// a chunk instead).
         free: u64,
     },
     /// A request larger than an upload ring that does not grow: no collect

@@ -9,7 +9,7 @@ use crate::frames::upload_ring::{RingChunk, RingState, RING_FRAMES};
 use crate::frames::{Collected, Deferred, RingAllocation, UploadRing, UploadRingDesc};
 use crate::memory::slab::Slab;
 use crate::memory::ResourceKind;
-use crate::offset::LinearAllocator;
+use crate::offset::{LinearAllocator, OffsetError};
 use crate::{DedicatedPolicy, Error};
 
 /// The upload rings of an allocator and the frame they allocate in.
@@ -369,7 +369,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// ([`Usage::needs_host_access`](crate::Usage::needs_host_access)): neither
     /// `UPLOAD` nor `READBACK`, or `UPLOAD` with `ALLOW_TRANSFER_INSTEAD`
     /// (nothing is created then); allocation
-    /// errors; buffer creation failures.
+    /// errors ([`Error::SizeExceedsHeaps`] for a ring larger than every
+    /// heap, however large); buffer creation failures.
     pub fn create_upload_ring(&self, desc: &UploadRingDesc<'_>) -> Result<UploadRing, Error> {
         if desc.size == 0 {
             return Err(Error::ZeroSize);
@@ -399,6 +400,25 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         })
     }
 
+    /// The error for a ring chunk of `size` bytes, past the `max` a linear
+    /// allocator manages: past every heap there is (as the allocation path
+    /// says it), or, should a heap be larger still, past what one memory
+    /// object may be here.
+    #[cold]
+    fn too_large_for_a_ring(&self, size: u64, max: u64) -> Error {
+        let device = &self.context.properties.device;
+        let largest_heap = device.memory_heaps.iter().map(|h| h.size).max();
+        match largest_heap {
+            Some(largest_heap) if size > largest_heap => {
+                Error::SizeExceedsHeaps { size, largest_heap }
+            }
+            _ => Error::SizeExceedsMaxAllocation {
+                size,
+                max: device.max_memory_allocation_size.min(max),
+            },
+        }
+    }
+
     fn create_ring_chunk(
         &self,
         ring: &RingState,
@@ -406,8 +426,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         frame: u64,
     ) -> Result<RingChunk, Error> {
         // Before the buffer exists, so that an oversized ring leaks nothing.
-        let linear =
-            LinearAllocator::new(size, RING_FRAMES).map_err(|_| Error::OutOfDeviceMemory)?;
+        // Past what a linear allocator manages (2^48 bytes) is past every
+        // heap there is: said as the allocation path says it, not as a
+        // shortage that freeing could cure.
+        let linear = LinearAllocator::new(size, RING_FRAMES).map_err(|error| match error {
+            OffsetError::CapacityTooLarge { max, .. } => self.too_large_for_a_ring(size, max),
+            OffsetError::OutOfHostMemory => Error::OutOfHostMemory,
+            _ => Error::OutOfDeviceMemory,
+        })?;
         // SAFETY: `size` is non-zero (checked by the callers) and the buffer
         // usage comes from the ring's description.
         let (buffer, requirements, driver_dedicated) =

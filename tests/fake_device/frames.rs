@@ -757,3 +757,48 @@ fn ring_writes_flush_the_atoms_of_the_written_bytes() {
     assert!(device.violations().is_empty(), "{:?}", device.violations());
     finish(allocator, &device);
 }
+
+/// A ring larger than any heap is refused as too large, never as a
+/// shortage that freeing could cure: 2^40 bytes (which a linear allocator
+/// could manage) and 2^50 (which it could not) alike, and a growing ring
+/// asked for `u64::MAX` bytes. Nothing is left behind.
+#[test]
+fn a_ring_larger_than_any_heap_is_refused_as_too_large() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let largest_heap = device
+        .layout()
+        .memory_heaps
+        .iter()
+        .map(|h| h.size)
+        .max()
+        .unwrap();
+    for size in [1u64 << 40, 1 << 50] {
+        let desc = UploadRingDesc {
+            size,
+            ..UploadRingDesc::default()
+        };
+        assert!(
+            matches!(
+                allocator.create_upload_ring(&desc).map(|_| ()),
+                Err(Error::SizeExceedsHeaps { size: s, largest_heap: _ }) if s >= size
+            ),
+            "{size}"
+        );
+    }
+    let desc = UploadRingDesc {
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let before = allocator.stats();
+    assert_eq!(
+        allocator.ring_allocate(ring, u64::MAX, 1).map(|_| ()),
+        Err(Error::SizeExceedsHeaps {
+            size: u64::MAX,
+            largest_heap
+        })
+    );
+    assert_eq!(allocator.stats(), before);
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
