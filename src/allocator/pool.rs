@@ -58,7 +58,10 @@ pub struct PoolDesc<'a> {
     /// the default pools' do, from smaller first blocks to the memory
     /// type's preferred size (`min_blocks` are made at the preferred
     /// size). A fixed size is never retried smaller when the driver is out
-    /// of memory.
+    /// of memory. An optimal-tiling image in blocks shared with linear
+    /// resources takes whole `bufferImageGranularity` pages, so blocks
+    /// smaller than one page refuse every such image
+    /// ([`Error::TooLargeForPool`](crate::Error::TooLargeForPool)).
     pub block_size: u64,
     /// Blocks made with the pool: it never holds fewer, when they empty,
     /// through [`Allocator::trim`] or defragmentation. A number of blocks,
