@@ -61,7 +61,7 @@ pub struct PoolDesc<'a> {
     /// of memory. An optimal-tiling image in blocks shared with linear
     /// resources takes whole `bufferImageGranularity` pages, so blocks
     /// smaller than one page refuse every such image
-    /// ([`Error::TooLargeForPool`](crate::Error::TooLargeForPool)).
+    /// ([`Error::TooLargeForPool`]).
     pub block_size: u64,
     /// Blocks made with the pool: it never holds fewer, when they empty,
     /// through [`Allocator::trim`] or defragmentation. A number of blocks,
