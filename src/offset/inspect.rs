@@ -63,16 +63,31 @@ impl<const M: u32> OffsetAllocator<M> {
     /// # Time complexity
     /// O(1) per item, plus one step per allocation with no free range after it.
     pub fn free_ranges(&self) -> impl Iterator<Item = FreeRange> + '_ {
+        self.free_ranges_after().map(|(_, range)| range)
+    }
+
+    /// [`free_ranges`](Self::free_ranges), each with the live allocation it
+    /// follows (`None`: the range at offset 0, before every allocation):
+    /// where [`allocate_in_gap`](Self::allocate_in_gap) places into it.
+    ///
+    /// # Time complexity
+    /// As [`free_ranges`](Self::free_ranges).
+    pub fn free_ranges_after(
+        &self,
+    ) -> impl Iterator<Item = (Option<AllocationId>, FreeRange)> + '_ {
         let mut slot = SENTINEL;
         std::iter::from_fn(move || {
             while slot != NIL {
-                let node = &self.nodes[slot as usize];
+                let owner = slot;
+                let node = &self.nodes[owner as usize];
                 slot = node.next;
                 if node.gap() > 0 {
-                    return Some(FreeRange {
+                    let after = (owner != SENTINEL).then(|| self.allocation_in(owner).id);
+                    let range = FreeRange {
                         offset: node.end(),
                         size: node.gap(),
-                    });
+                    };
+                    return Some((after, range));
                 }
             }
             None

@@ -416,9 +416,10 @@ impl<const M: u32> OffsetAllocator<M> {
     /// one given free range, if they fit there: the range right after the
     /// live allocation `after`, or with `None` the range at offset 0,
     /// before every allocation. For a caller that chose the place itself
-    /// from the ranges it walked ([`allocations`](Self::allocations) in
-    /// address order tells which allocation each free range follows), as
-    /// compaction does once per block instead of once per move.
+    /// from the ranges it walked
+    /// ([`free_ranges_after`](Self::free_ranges_after) gives each with the
+    /// allocation it follows), as compaction does once per block instead
+    /// of once per move.
     ///
     /// `Ok(None)` when that range does not hold the request (or is empty):
     /// a probe, not a failed request.

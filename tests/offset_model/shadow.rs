@@ -444,6 +444,17 @@ impl<const M: u32> Shadow<M> {
 
         let free = self.free_ranges();
         assert_eq!(heap.free_ranges().collect::<Vec<_>>(), free, "free ranges");
+        // Each free range follows the live allocation that ends where it
+        // starts (none at offset 0).
+        for (after, range) in heap.free_ranges_after() {
+            let expected = self
+                .live
+                .range(..range.offset)
+                .next_back()
+                .filter(|(&offset, &(size, _))| offset + size == range.offset)
+                .map(|(_, &(_, id))| id);
+            assert_eq!(after, expected, "the allocation before {range:?}");
+        }
         let free_bytes: u64 = free.iter().map(|r| r.size).sum();
         assert_eq!(
             heap.storage_report(),

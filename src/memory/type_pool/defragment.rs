@@ -143,28 +143,16 @@ struct OwnedRange {
 }
 
 /// The free ranges of `ranges` in address order, each with the range it
-/// follows: one pass over its allocations.
+/// follows: one pass over its ranges.
 fn free_ranges_with_owners(ranges: &OffsetAllocator) -> Vec<OwnedRange> {
-    let mut free = Vec::new();
-    let (mut start, mut owner) = (0, None);
-    for allocation in ranges.allocations() {
-        if allocation.offset > start {
-            free.push(OwnedRange {
-                start,
-                end: allocation.offset,
-                owner,
-            });
-        }
-        (start, owner) = (allocation.end(), Some(allocation.id));
-    }
-    if ranges.capacity() > start {
-        free.push(OwnedRange {
-            start,
-            end: ranges.capacity(),
+    ranges
+        .free_ranges_after()
+        .map(|(owner, range)| OwnedRange {
+            start: range.offset,
+            end: range.offset + range.size,
             owner,
-        });
-    }
-    free
+        })
+        .collect()
 }
 
 /// Orders two blocks' `(bytes in use, size)` by the fraction in use,
