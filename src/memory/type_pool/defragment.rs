@@ -47,7 +47,9 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::HashSet;
 
-use super::{record_range, DedicatedChoice, Location, Placement, PoolRequest, TypePool};
+use super::{
+    grow_slot_table, record_range, DedicatedChoice, Location, Placement, PoolRequest, TypePool,
+};
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::Block;
 use crate::memory::context::MemoryContext;
@@ -494,8 +496,7 @@ impl<M> TypePool<M> {
     ) -> Option<(Placement, AllocationId)> {
         let block = self.blocks.get_mut(key)?;
         if !block.ranges.has_unused_slot() {
-            let slots = block.ranges.slot_count();
-            block.ranges.reserve_slots(slots.max(64)).ok()?;
+            grow_slot_table(&mut block.ranges)?;
         }
         let allocation = block
             .ranges

@@ -473,9 +473,7 @@ impl<M> TypePool<M> {
         // The packed call: its result comes back in registers (offset/packed.rs).
         let mut result = block.ranges.allocate_packed(placed, request.align);
         if result.is_none() && !block.ranges.has_unused_slot() {
-            // Grow the node table (amortised: doubling) and retry once.
-            let slots = block.ranges.slot_count();
-            block.ranges.reserve_slots(slots.max(64)).ok()?;
+            grow_slot_table(&mut block.ranges)?;
             result = block.ranges.allocate_packed(placed, request.align);
         }
         let Some(packed) = result else {
@@ -914,6 +912,16 @@ impl<M> TypePool<M> {
         self.counters.block_allocations = 0;
         self.counters.block_allocated_bytes = 0;
     }
+}
+
+/// Grows a block's node table when every slot is taken (amortised:
+/// doubling, 64 slots at least); `None` when the host cannot. Out of
+/// line: the allocation path only calls it when a block runs out of slots.
+#[cold]
+#[inline(never)]
+fn grow_slot_table(ranges: &mut OffsetAllocator) -> Option<()> {
+    let slots = ranges.slot_count();
+    ranges.reserve_slots(slots.max(64)).ok()
 }
 
 /// Records the new range `range` of `block` (slab key `key`) at `offset`
