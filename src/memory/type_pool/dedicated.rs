@@ -90,22 +90,13 @@ impl<M> TypePool<M> {
     }
 
     /// The debug name (`VK_EXT_debug_utils`) of this pool's dedicated
-    /// memory number `serial`: the allocation's `name`, or without one
-    /// `vk-suballoc dedicated <type>/<serial>` in a default pool and, as
-    /// its blocks are, `vk-suballoc pool "<pool>" dedicated <type>/<serial>`
-    /// (or `vk-suballoc custom pool dedicated ...`, unnamed) in a custom
-    /// pool: serials count per pool, so the pool tells them apart.
+    /// memory number `serial`: the allocation's `name`, or without one the
+    /// pool's name for it, as its blocks are named
+    /// ([`memory_debug_name`](Self::memory_debug_name)).
     fn dedicated_debug_name<'n>(&self, serial: u32, name: Option<&'n str>) -> Cow<'n, str> {
-        let memory_type = self.memory_type;
-        match (name, &self.name) {
-            (Some(name), _) => Cow::Borrowed(name),
-            (None, Some(pool)) => Cow::Owned(format!(
-                "vk-suballoc pool {pool:?} dedicated {memory_type}/{serial}"
-            )),
-            (None, None) if self.custom => Cow::Owned(format!(
-                "vk-suballoc custom pool dedicated {memory_type}/{serial}"
-            )),
-            (None, None) => Cow::Owned(format!("vk-suballoc dedicated {memory_type}/{serial}")),
+        match name {
+            Some(name) => Cow::Borrowed(name),
+            None => Cow::Owned(self.memory_debug_name("dedicated", serial)),
         }
     }
 

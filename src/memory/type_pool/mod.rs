@@ -606,17 +606,7 @@ impl<M> TypePool<M> {
                 }
             })?;
         let serial = self.next_serial;
-        let name = match &self.name {
-            Some(pool) => format!(
-                "vk-suballoc pool {pool:?} block {}/{serial}",
-                self.memory_type
-            ),
-            None if self.custom => format!(
-                "vk-suballoc custom pool block {}/{serial}",
-                self.memory_type
-            ),
-            None => format!("vk-suballoc block {}/{serial}", self.memory_type),
-        };
+        let name = self.memory_debug_name("block", serial);
         let new = context.allocate_memory::<M>(&MemoryRequest {
             memory_type: self.memory_type,
             size,
@@ -646,6 +636,23 @@ impl<M> TypePool<M> {
         self.counters.block_bytes += size;
         self.counters.empty_blocks += 1;
         Ok(key)
+    }
+
+    /// The debug name (`VK_EXT_debug_utils`) the allocator gives this
+    /// pool's memory object number `serial`, a `"block"` or `"dedicated"`
+    /// memory: `vk-suballoc <what> <type>/<serial>` in a default pool,
+    /// `vk-suballoc pool "<pool>" <what> ...` in a named custom pool and
+    /// `vk-suballoc custom pool <what> ...` in an unnamed one (serials count
+    /// per pool, so the pool tells them apart).
+    fn memory_debug_name(&self, what: &str, serial: u32) -> String {
+        let memory_type = self.memory_type;
+        match &self.name {
+            Some(pool) => format!("vk-suballoc pool {pool:?} {what} {memory_type}/{serial}"),
+            None if self.custom => {
+                format!("vk-suballoc custom pool {what} {memory_type}/{serial}")
+            }
+            None => format!("vk-suballoc {what} {memory_type}/{serial}"),
+        }
     }
 
     /// Names the live allocation at `location` anew (`None`: unnamed), for
