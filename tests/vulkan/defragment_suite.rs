@@ -505,9 +505,17 @@ fn movables_of<'a>(
     movables
 }
 
-/// Destroys every buffer and the image, all idle, and releases every
-/// block: nothing is left live.
-fn destroy_all(allocator: &Allocator<AshMemoryDevice>, buffers: Vec<Filled>, image: Cleared) {
+/// The end of a pass: reads every byte back ([`check_contents`]), destroys
+/// every buffer and the image, all idle, and releases every block (nothing
+/// is left live), under a validation layer that said nothing.
+fn check_and_destroy_all(
+    context: &VulkanContext,
+    allocator: &Allocator<AshMemoryDevice>,
+    mut buffers: Vec<Filled>,
+    image: Cleared,
+    profile: Profile,
+) {
+    check_contents(context, allocator, &mut buffers, &image, profile);
     // SAFETY: the GPU is idle (every submission was waited for).
     unsafe {
         for b in buffers {
@@ -520,6 +528,8 @@ fn destroy_all(allocator: &Allocator<AshMemoryDevice>, buffers: Vec<Filled>, ima
     let stats = allocator.stats();
     assert_eq!(stats.allocations(), 0, "{stats}");
     assert_eq!(allocator.trim(), stats.reserved_bytes());
+    assert_eq!(allocator.stats().memory_objects, 0);
+    context.assert_no_validation_messages();
 }
 
 /// The pass itself (see the module docs).
@@ -602,10 +612,7 @@ fn defragmentation_pass(profile: Profile) {
         "{profile}"
     );
 
-    check_contents(&context, &allocator, &mut buffers, &image, profile);
-    destroy_all(&allocator, buffers, image);
-    assert_eq!(allocator.stats().memory_objects, 0);
-    context.assert_no_validation_messages();
+    check_and_destroy_all(&context, &allocator, buffers, image, profile);
 }
 
 test_each_profile!(
@@ -679,10 +686,7 @@ fn compaction_pass(profile: Profile) {
     assert!(again.moves.is_empty(), "{profile}: {again:?}");
     drop(movables);
 
-    check_contents(&context, &allocator, &mut buffers, &image, profile);
-    destroy_all(&allocator, buffers, image);
-    assert_eq!(allocator.stats().memory_objects, 0);
-    context.assert_no_validation_messages();
+    check_and_destroy_all(&context, &allocator, buffers, image, profile);
 }
 
 test_each_profile!(
