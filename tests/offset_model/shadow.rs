@@ -306,23 +306,15 @@ impl<const M: u32> Shadow<M> {
             return;
         }
         // The lowest aligned start in a free range that ends by `end`.
-        let expected = self.free_ranges().iter().find_map(|r| {
+        let free = self.free_ranges();
+        let expected = free.iter().find_map(|r| {
             let start = align_up(r.offset, align)?;
             let stop = start.checked_add(size)?;
             (stop <= r.offset + r.size && stop <= end).then_some(start)
         });
-        match (result, expected) {
-            (Ok(None), None) => {}
-            (Ok(Some(allocation)), Some(offset)) => {
-                assert_eq!((allocation.offset, allocation.size), (offset, size));
-                self.record(allocation);
-            }
-            (result, expected) => panic!(
-                "allocate_below({size}, {align}, {end}) returned {result:?}, model expects \
-                 an offset of {expected:?} (free ranges {:?})",
-                self.free_ranges()
-            ),
-        }
+        self.expect_probe(result, expected, size, || {
+            format!("allocate_below({size}, {align}, {end}), free ranges {free:?}")
+        });
     }
 
     fn allocate_in_gap(&mut self, size: u64, align: u64, pick: usize) {
@@ -357,6 +349,21 @@ impl<const M: u32> Shadow<M> {
         }
         let expected = align_up(start, align)
             .filter(|&at| at.checked_add(size).is_some_and(|stop| stop <= end));
+        self.expect_probe(result, expected, size, || {
+            format!("allocate_in_gap({after:?}, {size}, {align}), range [{start}, {end})")
+        });
+    }
+
+    /// Checks a placement probe's `result` (past its up-front errors)
+    /// against the `expected` offset of `size` bytes, `None` for no room,
+    /// and counts a placement; `call` names the probe when they differ.
+    fn expect_probe(
+        &mut self,
+        result: Result<Option<OffsetAllocation>, OffsetError>,
+        expected: Option<u64>,
+        size: u64,
+        call: impl FnOnce() -> String,
+    ) {
         match (result, expected) {
             (Ok(None), None) => {}
             (Ok(Some(allocation)), Some(offset)) => {
@@ -364,8 +371,8 @@ impl<const M: u32> Shadow<M> {
                 self.record(allocation);
             }
             (result, expected) => panic!(
-                "allocate_in_gap({after:?}, {size}, {align}) returned {result:?}, model \
-                 expects an offset of {expected:?} (range [{start}, {end}))"
+                "{} returned {result:?}, model expects an offset of {expected:?}",
+                call()
             ),
         }
     }
