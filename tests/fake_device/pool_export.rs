@@ -13,8 +13,8 @@ use vk_suballoc::{
     Request, ResourceKind, Usage,
 };
 
-use super::FakeDevice;
 use super::{allocator, buffer, finish, free, requirements};
+use super::{FakeAllocator, FakeDevice};
 
 const MIB: u64 = 1 << 20;
 
@@ -236,6 +236,18 @@ fn defragmentation_moves_an_exporting_pools_allocations_into_exportable_blocks()
     finish(allocator, &device);
 }
 
+/// Asks for a pool of one block exporting `types`, for tests that expect
+/// it refused: says only whether it was made (a pool made is not
+/// destroyed, and `finish` then finds its block).
+fn try_exporting_pool(
+    allocator: &FakeAllocator,
+    types: vk::ExternalMemoryHandleTypeFlags,
+) -> Result<(), Error> {
+    allocator
+        .create_pool(&PoolDesc::new(VRAM).min_blocks(1).export(types))
+        .map(|_| ())
+}
+
 /// Host pointers are import-only, whatever the device; a device that tells
 /// which types it exports refuses the others. Refused pools call no device.
 #[test]
@@ -243,11 +255,7 @@ fn handle_types_memory_cannot_be_exported_as_are_refused() {
     let layout = FakeLayout::discrete().with_exportable_handle_types(OPAQUE_FD);
     let (allocator, device) = allocator(layout);
     let calls = device.counters().allocate_calls;
-    let refused = |types| {
-        allocator
-            .create_pool(&PoolDesc::new(VRAM).min_blocks(1).export(types))
-            .map(|_| ())
-    };
+    let refused = |types| try_exporting_pool(&allocator, types);
     assert_eq!(
         refused(DMA_BUF),
         Err(Error::NotExportable {
@@ -293,11 +301,7 @@ fn undefined_handle_type_bits_are_refused() {
     let top = vk::ExternalMemoryHandleTypeFlags::from_raw(1 << 31);
     let (allocator, device) = allocator(FakeLayout::discrete());
     let calls = device.counters().allocate_calls;
-    let refused = |types| {
-        allocator
-            .create_pool(&PoolDesc::new(VRAM).min_blocks(1).export(types))
-            .map(|_| ())
-    };
+    let refused = |types| try_exporting_pool(&allocator, types);
     assert_eq!(
         refused(OPAQUE_FD | gap),
         Err(Error::NotExportable { handle_types: gap })
