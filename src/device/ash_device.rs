@@ -150,11 +150,9 @@ impl AshMemoryDevice {
         let Some(debug_utils) = &self.debug_utils else {
             return;
         };
-        // A C string ends at its first NUL: so does the name given.
-        let name = name.split('\0').next().unwrap_or_default();
-        let Ok(name) = CString::new(name) else {
-            return;
-        };
+        // A C string ends at its first NUL: so does the name given, which
+        // leaves none for `CString::new` to refuse.
+        let name = CString::new(name.split('\0').next().unwrap_or_default()).unwrap_or_default();
         let info = vk::DebugUtilsObjectNameInfoEXT::default()
             .object_handle(memory)
             .object_name(&name);
