@@ -730,10 +730,18 @@ fn exercise_a_transient_attachment(context: &VulkanContext, index: u32) {
     context.clear_transient_attachment(image, (32, 32));
     // SAFETY: memory of a lazily allocated type (VUID-vkGetDeviceMemoryCommitment-memory-00690).
     let committed = unsafe { device.get_device_memory_commitment(memory) };
-    assert!(
-        committed <= requirements.size,
-        "{committed} bytes committed"
-    );
+    // On lavapipe the layer backs the type with real memory that is not
+    // lazily allocated, committed whole, and says so itself (lavapipe's own
+    // answer for such memory is 0, NVIDIA's its 64 KiB page). A device of
+    // its own may back it with a lazily allocated type of its own.
+    if on_custom_device() {
+        assert!(
+            committed <= requirements.size,
+            "{committed} bytes committed"
+        );
+    } else {
+        assert_eq!(committed, requirements.size, "bytes committed");
+    }
     // SAFETY: the render pass was waited for.
     unsafe { device.destroy_image(image, None) };
     free(context, memory);

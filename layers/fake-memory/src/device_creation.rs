@@ -130,6 +130,11 @@ unsafe fn create_device_impl(
             ),
             create_image: next_device_fn(gdpa, handle, &[c"vkCreateImage"]),
             destroy_image: next_device_fn(gdpa, handle, &[c"vkDestroyImage"]),
+            get_device_memory_commitment: next_device_fn(
+                gdpa,
+                handle,
+                &[c"vkGetDeviceMemoryCommitment"],
+            ),
             get_buffer_memory_requirements: next_device_fn(
                 gdpa,
                 handle,

@@ -89,6 +89,10 @@ fn device_intercept(name: &CStr) -> vk::PFN_vkVoidFunction {
             )
         }
         b"vkCreateImage" => void_fn!(create_image, vk::PFN_vkCreateImage),
+        b"vkGetDeviceMemoryCommitment" => void_fn!(
+            get_device_memory_commitment,
+            vk::PFN_vkGetDeviceMemoryCommitment
+        ),
         b"vkDestroyImage" => void_fn!(destroy_image, vk::PFN_vkDestroyImage),
         b"vkGetBufferMemoryRequirements" => {
             void_fn!(
@@ -244,6 +248,41 @@ unsafe extern "system" fn free_memory(
         if let Some(next) = state.next.free_memory {
             // SAFETY: forwarding the caller's arguments.
             unsafe { next(device, memory, allocator) };
+        }
+    });
+}
+
+/// `vkGetDeviceMemoryCommitment`: memory of a lazily allocated fake type
+/// backed by a real type that is not is committed whole, and the layer says
+/// so itself; the driver's answer for memory of such a type is not defined
+/// (NVIDIA's is its 64 KiB page, more than a small allocation's size).
+unsafe extern "system" fn get_device_memory_commitment(
+    device: vk::Device,
+    memory: vk::DeviceMemory,
+    committed: *mut vk::DeviceSize,
+) {
+    guard("vkGetDeviceMemoryCommitment", (), || {
+        // SAFETY: a live device, from the caller.
+        let Some(state) = (unsafe { device_state(device) }) else {
+            return;
+        };
+        let emulated = state.fake.as_ref().and_then(|fake| {
+            let record = fake.book.get(memory)?;
+            fake.physical
+                .type_map
+                .emulates_lazy_allocation(record.fake_type)
+                .then_some(record.size)
+        });
+        match (emulated, state.next.get_device_memory_commitment) {
+            (Some(size), _) if !committed.is_null() => {
+                // SAFETY: the caller's output pointer, non-null.
+                unsafe { committed.write(size) };
+            }
+            (None, Some(next)) => {
+                // SAFETY: forwarding the caller's arguments.
+                unsafe { next(device, memory, committed) };
+            }
+            _ => {}
         }
     });
 }

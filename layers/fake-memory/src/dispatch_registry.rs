@@ -202,6 +202,8 @@ pub struct NextDeviceFns {
     pub create_image: Option<vk::PFN_vkCreateImage>,
     /// `vkDestroyImage`.
     pub destroy_image: Option<vk::PFN_vkDestroyImage>,
+    /// `vkGetDeviceMemoryCommitment`.
+    pub get_device_memory_commitment: Option<vk::PFN_vkGetDeviceMemoryCommitment>,
     /// `vkGetBufferMemoryRequirements`.
     pub get_buffer_memory_requirements: Option<vk::PFN_vkGetBufferMemoryRequirements>,
     /// `vkGetImageMemoryRequirements`.

@@ -36,6 +36,9 @@
 //! - `vkFreeMemory` (accounting) and `vkMapMemory` / `vkMapMemory2` /
 //!   `vkMapMemory2KHR` (`ERROR_MEMORY_MAP_FAILED` on a type that is not
 //!   host-visible);
+//! - `vkGetDeviceMemoryCommitment` of a lazily allocated fake type backed by
+//!   a real type that is not: the whole allocation (the driver's own answer
+//!   for such memory is not defined);
 //! - non-coherent memory: mappings of a fake type that is host-visible but
 //!   not host-coherent go through a host cache (`host_cache.rs`) that only
 //!   `vkFlushMappedMemoryRanges` writes back and only

@@ -55,6 +55,8 @@ pub struct MemoryTypeMap {
     /// Real type backing each fake type; `None` when the device has no type
     /// that can back it (such a type is never offered).
     real_type: Vec<Option<u32>>,
+    /// Per fake type: lazily allocated, backed by a real type that is not.
+    emulated_lazy: Vec<bool>,
 }
 
 impl MemoryTypeMap {
@@ -85,17 +87,39 @@ impl MemoryTypeMap {
                     })
                     .and_then(|(index, _)| u32::try_from(index).ok())
             })
+            .collect::<Vec<_>>();
+        let lazy = vk::MemoryPropertyFlags::LAZILY_ALLOCATED;
+        let emulated_lazy = profile
+            .types
+            .iter()
+            .zip(&real_type)
+            .map(|(fake, real)| {
+                let real_lazy = real
+                    .and_then(|real| real_types.get(real as usize))
+                    .is_some_and(|t| t.property_flags.contains(lazy));
+                fake.flags.contains(lazy) && !real_lazy
+            })
             .collect();
         Self {
             profile,
             min_image_alignment: profile.min_image_alignment,
             real_type,
+            emulated_lazy,
         }
     }
 
     /// The real type index behind fake type `fake_index`, if it exists.
     pub fn real_type(&self, fake_index: u32) -> Option<u32> {
         self.real_type.get(fake_index as usize).copied().flatten()
+    }
+
+    /// Whether fake type `fake_index` is lazily allocated but backed by a
+    /// real type that is not: its memory is committed whole from the start.
+    pub fn emulates_lazy_allocation(&self, fake_index: u32) -> bool {
+        self.emulated_lazy
+            .get(fake_index as usize)
+            .copied()
+            .unwrap_or(false)
     }
 
     /// Fake `memoryTypeBits` for a resource whose real bits are `real_bits`.
@@ -267,6 +291,26 @@ mod tests {
         assert_eq!(map.fake_type_bits(1, ResourceKind::Buffer), 0b0111);
         assert_eq!(map.fake_type_bits(1, ResourceKind::Image), 0b0111);
         assert_eq!(map.fake_type_bits(1, ResourceKind::TransientImage), 0b1111);
+    }
+
+    #[test]
+    fn a_lazy_type_is_emulated_unless_its_real_type_is_lazy_too() {
+        let map = MemoryTypeMap::new(&MOBILE, &lavapipe_like());
+        let emulated: Vec<bool> = (0..5).map(|i| map.emulates_lazy_allocation(i)).collect();
+        assert_eq!(emulated, [false, false, false, true, false]);
+
+        // A real tile-based GPU: its own lazily allocated type backs the
+        // fake one, whose commitment the driver then reports.
+        let mut tiler = lavapipe_like();
+        tiler.memory_type_count = 2;
+        tiler.memory_types[1] = vk::MemoryType {
+            property_flags: vk::MemoryPropertyFlags::DEVICE_LOCAL
+                | vk::MemoryPropertyFlags::LAZILY_ALLOCATED,
+            heap_index: 0,
+        };
+        let map = MemoryTypeMap::new(&MOBILE, &tiler);
+        assert_eq!(map.real_type(3), Some(1));
+        assert!(!map.emulates_lazy_allocation(3));
     }
 
     #[test]
