@@ -8,7 +8,8 @@
 #
 #   mkdir -p .devrun/bin .devrun/gl .devrun/extra
 #   cargo test --release --test vulkan --no-run        # copy the binary to .devrun/bin/vulkan-tests
-#   cargo build --release -p vk-fake-memory-layer --example everyday
+#   cargo build --release -p vk-fake-memory-layer
+#   cargo build --release --example everyday
 #   cargo build --release -p vk-suballoc-bench --bin peers
 #   cp target/release/{peers,examples/everyday,libvk_fake_memory_layer.so} .devrun/bin/
 #   (cd .devrun/gl && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
@@ -37,16 +38,21 @@ icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 if [ "$DEVICE" = NVIDIA ] && [ -f $icd ]; then export VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json; fi
 lscpu | grep -Ei 'model name|cache'; nvidia-smi -L 2>&1
 } > $R/info.txt 2>&1
-export VK_ADD_LAYER_PATH LD_LIBRARY_PATH VK_DRIVER_FILES VK_ICD_FILENAMES __EGL_VENDOR_LIBRARY_FILENAMES 2>/dev/null
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-if [ "$DEVICE" = NVIDIA ] && [ -f $icd ]; then export VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json; fi
-export VK_ADD_LAYER_PATH=/tmp/vvl/usr/share/vulkan/explicit_layer.d
-export LD_LIBRARY_PATH=/tmp/vvl/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 cat $R/info.txt
 
 step vulkan-tests
-VK_SUBALLOC_TEST_DEVICE="$DEVICE" VK_SUBALLOC_FAKE_LAYER_LIB="$D/bin/libvk_fake_memory_layer.so" \
-  timeout 120 bin/vulkan-tests --test-threads 8 > $R/vulkan-tests.log 2>&1; echo "rc=$?" >> $R/vulkan-tests.log
+# Four test threads: at eight on two cores, Debian 12's validation layer
+# (1.3.239) crashed the process (SIGSEGV inside the layer) in about one run
+# in three. A run that ends in a signal is run once more; both logs stay.
+vulkan_tests() {
+  VK_SUBALLOC_TEST_DEVICE="$DEVICE" VK_SUBALLOC_FAKE_LAYER_LIB="$D/bin/libvk_fake_memory_layer.so" \
+    timeout 180 bin/vulkan-tests --test-threads ${TEST_THREADS:-4} > "$1" 2>&1; rc=$?; echo "rc=$rc" >> "$1"
+}
+vulkan_tests $R/vulkan-tests.log
+if [ $rc -gt 128 ] && [ $rc -ne 137 ]; then
+  mv $R/vulkan-tests.log $R/vulkan-tests-first.log; tail -3 $R/vulkan-tests-first.log
+  vulkan_tests $R/vulkan-tests.log
+fi
 grep -E 'FAILED|panicked|^test result|rc=' $R/vulkan-tests.log | head -30; pack
 
 step requirements
@@ -64,6 +70,10 @@ tail -2 $R/everyday.log; pack
 step peers
 timeout 200 bin/peers --device "$DEVICE" --no-scaling --json $R/peers.json --markdown $R/peers.md ${PEERS_ARGS:-} > $R/peers.log 2>&1; echo "rc=$?" >> $R/peers.log
 cat $R/peers.md; pack
+
+step defragment
+timeout 120 bin/peers --device "$DEVICE" --defragment --json $R/defragment.json --markdown $R/defragment.md > $R/defragment.log 2>&1; echo "rc=$?" >> $R/defragment.log
+tail -3 $R/defragment.log; pack
 
 step scaling
 timeout 100 bin/peers --device "$DEVICE" --traces "" --allocators vk-suballoc,gpu-alloc,core-ours,core-offset-allocator \
