@@ -271,13 +271,16 @@ impl Error {
     /// `maxMemoryAllocationCount` one may: an existing block of another
     /// type can take the request without a new memory object.
     pub(crate) fn try_next_type(self) -> bool {
+        self.is_want_of_memory() || matches!(self, Self::NoRoomInExistingMemory | Self::MapFailed)
+    }
+
+    /// Whether memory ran short: the device's, the heap's budget, or
+    /// `maxMemoryAllocationCount`'s objects. Memory the allocator keeps
+    /// empty for reuse may make the difference.
+    pub(crate) fn is_want_of_memory(self) -> bool {
         matches!(
             self,
-            Self::OutOfDeviceMemory
-                | Self::NoRoomInExistingMemory
-                | Self::OverBudget { .. }
-                | Self::MapFailed
-                | Self::TooManyObjects(_)
+            Self::OutOfDeviceMemory | Self::OverBudget { .. } | Self::TooManyObjects(_)
         )
     }
 }

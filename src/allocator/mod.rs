@@ -422,8 +422,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
     }
 
-    /// Releases every empty block of every memory type (one is normally kept
-    /// per type to absorb churn). Returns the bytes given back to the driver.
+    /// Releases every empty block of every memory type (each type keeps
+    /// some to absorb churn: its largest, and more while its blocks are in
+    /// use, [`Config::empty_block_reserve`](crate::Config::empty_block_reserve)).
+    /// Returns the bytes given back to the driver.
     /// Safe at any time: empty blocks hold no allocation, so nothing on the
     /// GPU can use them.
     ///

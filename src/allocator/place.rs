@@ -264,8 +264,10 @@ where
         }
     }
 
-    /// After `candidates[0]` failed within budget with `error`, tries the
-    /// other admitted candidates in order, within their heaps' budgets; then,
+    /// After `candidates[0]` failed within budget with `error`, tries it
+    /// again once the pools' kept empty blocks are released when want of
+    /// memory stopped it ([`release_kept_empty_blocks`]); then the other
+    /// admitted candidates in order, within their heaps' budgets; then,
     /// unless the caller asked for within-budget memory, every candidate over
     /// budget when a budget was what stopped one. Returns the last error when
     /// every attempt fails.
@@ -281,6 +283,14 @@ where
         let types = self.context.memory_types();
         let heaps = &self.context.properties.device.memory_heaps;
         let size = request.requirements.size;
+        if error.is_want_of_memory() && release_kept_empty_blocks(self.context, &mut self.pools) > 0
+        {
+            match self.allocate_in_type(u32::from(candidates[0]), request, true) {
+                Ok(allocation) => return Ok(allocation),
+                Err(next) if next.try_next_type() => error = next,
+                Err(next) => return Err(next),
+            }
+        }
         warn_next_type(candidates[0], error);
         let mut over_budget = matches!(error, Error::OverBudget { .. });
         for (pass, within_budget) in [true, false].into_iter().enumerate() {
@@ -477,6 +487,27 @@ fn pool_request_padded<'r, D>(
     }
 }
 
+/// Releases the empty blocks each default pool keeps beyond its largest
+/// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
+/// for a request that want of memory stopped: it is tried again without
+/// them, so that kept blocks never stand in its way. Returns the bytes
+/// released.
+#[cold]
+#[inline(never)]
+fn release_kept_empty_blocks<P, D>(context: &MemoryContext<D>, pools: &mut P) -> u64
+where
+    P: PoolAccess,
+    D: MemoryDeviceExt<P::Memory>,
+{
+    let mut released = 0;
+    for memory_type in 0..context.memory_types().len() as u32 {
+        released += pools.with_pool(memory_type, |pool| {
+            pool.release_surplus_empty_blocks(context, 0.0, None)
+        });
+    }
+    released
+}
+
 /// [`Placer::allocate`] for a request naming a custom pool: the same
 /// checks, then the pool's memory type alone (no ranking, no fallback),
 /// through `pools` (its locks, or none for `allocate_mut`). Out of line:
@@ -544,14 +575,24 @@ where
     if pool_request.dedicated != DedicatedChoice::Require {
         pool_request.dedicated = DedicatedChoice::Never;
     }
-    let placement = pools
-        .with_custom_pool(pool.tag(), |pool| {
-            if !pool.takes_runs() {
-                pool_request.run_class = None;
-            }
-            pool.allocate(context, &pool_request)
-        })
-        .ok_or(Error::StalePool)??;
+    let mut place = |pools: &mut P| {
+        pools
+            .with_custom_pool(pool.tag(), |custom| {
+                if !custom.takes_runs() {
+                    pool_request.run_class = None;
+                }
+                custom.allocate(context, &pool_request)
+            })
+            .ok_or(Error::StalePool)?
+    };
+    let placement = match place(pools) {
+        Err(error)
+            if error.is_want_of_memory() && release_kept_empty_blocks(context, pools) > 0 =>
+        {
+            place(pools)?
+        }
+        result => result?,
+    };
     Ok(Allocation {
         memory: placement.memory,
         offset: placement.offset,

@@ -3,10 +3,11 @@
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::device::{AllocateInfo, AllocationFlags, DedicatedTarget, MemoryDeviceExt};
 use vk_suballoc::{
-    Allocation, DedicatedHint, DedicatedPolicy, Error, Request, ResourceKind, Usage,
+    Allocation, AllocationDesc, Config, DedicatedHint, DedicatedPolicy, Error, PoolDesc, Request,
+    ResourceKind, Usage,
 };
 
-use super::{allocator, buffer, finish, free, requirements};
+use super::{allocator, allocator_with, buffer, finish, free, requirements, FakeAllocator};
 
 const MIB: u64 = 1 << 20;
 
@@ -921,5 +922,162 @@ fn memory_type_bits_narrow_the_candidates() {
         free(&allocator, allocation);
     }
     allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+/// A 20 MiB buffer for the discrete layout's device-local type (1).
+fn twenty_mib() -> Request<'static> {
+    buffer(20 * MIB, 256, Usage::DEVICE_LOCAL)
+}
+
+/// `count` 20 MiB device-local buffers.
+fn twenty_mib_buffers(allocator: &FakeAllocator, count: usize) -> Vec<Allocation> {
+    (0..count)
+        .map(|_| allocator.allocate(&twenty_mib()).unwrap())
+        .collect()
+}
+
+/// Frees every allocation of `allocations`.
+fn free_all(allocator: &FakeAllocator, allocations: Vec<Allocation>) {
+    for allocation in allocations {
+        free(allocator, allocation);
+    }
+}
+
+/// Live bytes that swing back reuse the blocks they emptied: with
+/// `Config::empty_block_reserve` (default 1.0) a memory type keeps empty
+/// blocks up to the bytes in use besides the largest, where VMA's rule
+/// (0.0) keeps one and asks the driver again, at the same peak. Once
+/// everything is freed, one empty block stays, whatever the reserve (an
+/// infinite one too: the last free is weighed with nothing allocated).
+#[test]
+fn swinging_live_bytes_reuse_their_kept_empty_blocks() {
+    let cases = [(1.0, 2, 0), (0.0, 1, 1), (f64::INFINITY, 2, 0)];
+    for (reserve, kept, calls_for_the_swing) in cases {
+        let config = Config {
+            empty_block_reserve: reserve,
+            ..Config::default()
+        };
+        let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+        // 300 MiB long-lived in blocks of 64, 128 and 256 MiB; 600 MiB
+        // transient fill the 256 MiB block and two more of 256.
+        let long_lived = twenty_mib_buffers(&allocator, 15);
+        let transient = twenty_mib_buffers(&allocator, 30);
+        assert_eq!(device.live_allocations().len(), 5, "reserve {reserve}");
+        let peak = allocator.stats().reserved_bytes();
+        free_all(&allocator, transient);
+        let stats = allocator.stats();
+        assert_eq!(
+            stats.memory_types[1].empty_blocks, kept,
+            "reserve {reserve}"
+        );
+        assert_eq!(stats.live_bytes(), 300 * MIB);
+
+        let calls = device.counters().allocate_calls;
+        let transient = twenty_mib_buffers(&allocator, 30);
+        assert_eq!(
+            device.counters().allocate_calls - calls,
+            calls_for_the_swing,
+            "reserve {reserve}"
+        );
+        assert_eq!(
+            allocator.stats().reserved_bytes(),
+            peak,
+            "reserve {reserve}"
+        );
+
+        free_all(&allocator, transient);
+        free_all(&allocator, long_lived);
+        let stats = allocator.stats();
+        assert_eq!(
+            (
+                stats.memory_types[1].blocks,
+                stats.memory_types[1].empty_blocks
+            ),
+            (1, 1),
+            "reserve {reserve}"
+        );
+        assert_eq!(device.live_allocations()[0].size, 256 * MIB);
+        finish(allocator, &device);
+    }
+}
+
+/// Kept empty blocks give way to a request short of memory: each default
+/// pool's empty blocks but the largest are released and the request is
+/// tried again, whether the driver's object count, the heap's budget or a
+/// custom pool's new block was what it lacked.
+#[test]
+fn kept_empty_blocks_give_way_to_a_request_short_of_memory() {
+    // Blocks of 64, 128 and three of 256 MiB, the last two empty and kept.
+    let setup = |layout: FakeLayout| {
+        let (allocator, device) = allocator(layout);
+        let long_lived = twenty_mib_buffers(&allocator, 15);
+        let transient = twenty_mib_buffers(&allocator, 30);
+        free_all(&allocator, transient);
+        assert_eq!(allocator.stats().memory_types[1].empty_blocks, 2);
+        assert_eq!(device.live_allocations().len(), 5);
+        (allocator, device, long_lived)
+    };
+    // `pool_blocks`: bytes of custom pool blocks, counted in their type.
+    let released_one = |allocator: &FakeAllocator, case: &str, pool_blocks: u64| {
+        let stats = allocator.stats();
+        assert_eq!(stats.memory_types[1].empty_blocks, 1, "{case}");
+        assert_eq!(
+            stats.memory_types[1].block_bytes,
+            (64 + 128 + 2 * 256) * MIB + pool_blocks,
+            "{case}"
+        );
+    };
+
+    // maxMemoryAllocationCount 5: an upload buffer needs a sixth object
+    // (no host-visible type has a block), which one kept block makes room
+    // for.
+    let (allocator, device, long_lived) =
+        setup(FakeLayout::discrete().with_max_allocation_count(5));
+    let upload = allocator
+        .allocate(&buffer(MIB, 256, Usage::UPLOAD))
+        .unwrap();
+    assert_eq!(upload.memory_type(), 2);
+    released_one(&allocator, "object count", 0);
+    free(&allocator, upload);
+    free_all(&allocator, long_lived);
+    finish(allocator, &device);
+
+    // A 1100 MiB budget on the VRAM heap: 960 MiB of blocks leave no room
+    // for a 300 MiB dedicated buffer (larger than any block) asked within
+    // budget, unless a kept block goes.
+    let (allocator, device, long_lived) = setup(FakeLayout::discrete());
+    device.set_heap_budget(0, 1100 * MIB, 0);
+    allocator.budgets(); // the allocator's checks read the new budget
+    let large = allocator
+        .allocate(&buffer(300 * MIB, 256, Usage::DEVICE_LOCAL).within_budget())
+        .unwrap();
+    assert!(large.is_dedicated());
+    released_one(&allocator, "budget", 0);
+    free(&allocator, large);
+    free_all(&allocator, long_lived);
+    finish(allocator, &device);
+
+    // The same budget, and a custom pool of 200 MiB blocks making its first.
+    let (allocator, device, long_lived) = setup(FakeLayout::discrete());
+    device.set_heap_budget(0, 1100 * MIB, 0);
+    allocator.budgets(); // the allocator's checks read the new budget
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).block_size(200 * MIB))
+        .unwrap();
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL)
+        .pool(pool)
+        .within_budget();
+    let in_pool = allocator
+        .allocate(&Request::with_desc(
+            requirements(MIB, 256),
+            ResourceKind::Buffer,
+            desc,
+        ))
+        .unwrap();
+    released_one(&allocator, "custom pool", 200 * MIB);
+    free(&allocator, in_pool);
+    allocator.destroy_pool(pool).unwrap();
+    free_all(&allocator, long_lived);
     finish(allocator, &device);
 }

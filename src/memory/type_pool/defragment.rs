@@ -24,8 +24,8 @@
 //! first-fit order, and blocks made later are listed before it, so new
 //! requests go elsewhere while other blocks have room; its runs hand out
 //! no more slots, and no new run is carved from it. It empties when the engine
-//! frees the moved allocations, and is then released at once: not kept as
-//! the pool's one empty block, as blocks emptied by other frees may be
+//! frees the moved allocations, and is then released at once: not kept
+//! for reuse, as blocks emptied by other frees may be
 //! (but for a custom pool's `min_blocks`).
 //! Kept, it gave nothing back until `trim`, and the next requests filled
 //! it again (the peers benchmark's `--defragment` replay).

@@ -31,6 +31,8 @@
 //! `placement` the request, location and counter types, and `corruption`
 //! the pattern in debug margins (`Config::detect_corruption`).
 
+use std::cmp::Reverse;
+
 use ash::vk;
 
 use super::block::{Block, DedicatedMemory, Miss, SlotKinds};
@@ -696,9 +698,9 @@ impl<M> TypePool<M> {
     }
 
     /// Frees the allocation of `size` requested bytes at `location`; releases
-    /// its memory when it was dedicated, or its block when that empties and
-    /// a defragmentation plan is emptying it or another empty block is kept
-    /// already.
+    /// its memory when it was dedicated, and, when its block empties, the
+    /// empty blocks the pool does not keep
+    /// ([`block_emptied`](Self::block_emptied)).
     ///
     /// # Errors
     /// [`Error::StaleAllocation`] when `location` names nothing live.
@@ -735,32 +737,34 @@ impl<M> TypePool<M> {
                 self.counters.block_allocations -= 1;
                 self.counters.block_allocated_bytes -= size;
                 if let Some(run) = emptied {
-                    self.free_range(context, run.block, run.range)?;
+                    if self.free_range(run.block, run.range)? {
+                        self.block_emptied(context, run.block);
+                    }
                 }
                 Ok(())
             }
             Location::Block { block, range } => {
-                self.free_range(context, block, range)?;
+                let emptied = self.free_range(block, range)?;
                 self.counters.block_allocations -= 1;
                 self.counters.block_allocated_bytes -= size;
+                // After the counters: what an empty block may keep is
+                // weighed against the bytes still allocated.
+                if emptied {
+                    self.block_emptied(context, block);
+                }
                 Ok(())
             }
         }
     }
 
-    /// Gives `range` back to block `key`; releases the block when that
-    /// empties it and a defragmentation plan is emptying it or another
-    /// empty block is kept already.
+    /// Gives `range` back to block `key`; returns whether that emptied the
+    /// block (the caller, once its counters are up to date, calls
+    /// [`block_emptied`](Self::block_emptied)).
     ///
     /// # Errors
     /// [`Error::StaleAllocation`] when the range is not live.
     #[inline(always)]
-    fn free_range<D: MemoryDeviceExt<M>>(
-        &mut self,
-        context: &MemoryContext<D>,
-        key: SlabKey,
-        range: AllocationId,
-    ) -> Result<(), Error> {
+    fn free_range(&mut self, key: SlabKey, range: AllocationId) -> Result<bool, Error> {
         let block = self.blocks.get_mut(key).ok_or(Error::StaleAllocation)?;
         let merged = block
             .ranges
@@ -771,19 +775,19 @@ impl<M> TypePool<M> {
         if !block.names.is_empty() {
             block.names.remove(&range.slot());
         }
-        if block.ranges.is_empty() {
-            self.block_emptied(context, key);
-        }
-        Ok(())
+        Ok(block.ranges.is_empty())
     }
 
     /// Block `key` has just emptied: counts it, then releases it when a
     /// defragmentation plan emptied it (whose point is to give the memory
-    /// back: not kept for reuse), or the smaller empty block when another
-    /// is kept already. A custom pool keeps its `min_blocks` blocks: a
-    /// retiring one among them stops retiring and stays. Out of line, as
-    /// the rest of the free path is inlined: most frees leave their block
-    /// in use.
+    /// back: not kept for reuse), or, when other blocks are empty too, the
+    /// empty blocks past what the pool keeps
+    /// ([`release_surplus_empty_blocks`](Self::release_surplus_empty_blocks)
+    /// with [`Config::empty_block_reserve`](crate::Config::empty_block_reserve)
+    /// for a default pool, none beyond the largest for a custom pool, as
+    /// VMA). A custom pool keeps its `min_blocks` blocks: a retiring one
+    /// among them stops retiring and stays. Out of line, as the rest of the
+    /// free path is inlined: most frees leave their block in use.
     #[cold]
     #[inline(never)]
     fn block_emptied<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>, key: SlabKey) {
@@ -795,28 +799,65 @@ impl<M> TypePool<M> {
             }
         } else if retiring {
             self.release_block(context, key);
-        } else if self.counters.empty_blocks > 1 {
-            self.release_smaller_empty_block(context, key);
+        }
+        if self.counters.empty_blocks > 1 {
+            let reserve = if self.custom {
+                0.0
+            } else {
+                context.config.empty_block_reserve
+            };
+            self.release_surplus_empty_blocks(context, reserve, Some(key));
         }
     }
 
-    /// With two empty blocks, `just_emptied` and one kept earlier, releases the
-    /// smaller (the larger serves more future requests).
-    fn release_smaller_empty_block<D: MemoryDeviceExt<M>>(
+    /// Keeps the largest empty block, and more empty blocks while their
+    /// bytes are at most `reserve` times the bytes allocated in the pool's
+    /// blocks; releases the others, smallest first (a larger block serves
+    /// more future requests; among blocks of one size, `just_emptied`
+    /// goes before one kept earlier). Never goes below a custom pool's
+    /// `min_blocks`. Returns the bytes released.
+    ///
+    /// With a `reserve` of 0 this is VMA's rule: one empty block kept.
+    /// Above it, a pool whose live bytes swing keeps the blocks it will
+    /// need again instead of giving them back and asking the driver for
+    /// them anew (`vkAllocateMemory` takes milliseconds on some drivers);
+    /// once its allocations are freed, the empty blocks go but one.
+    pub(crate) fn release_surplus_empty_blocks<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
-        just_emptied: SlabKey,
-    ) {
-        let kept = self
+        reserve: f64,
+        just_emptied: Option<SlabKey>,
+    ) -> u64 {
+        // (size, kept earlier, key): sorted so that the last goes first.
+        let mut empty: Vec<(u64, bool, SlabKey)> = self
             .blocks
             .iter()
-            .find(|(key, block)| *key != just_emptied && block.ranges.is_empty())
-            .map(|(key, block)| (key, block.size));
-        let victim = match (kept, self.blocks.get(just_emptied)) {
-            (Some((kept, kept_size)), Some(emptied)) if kept_size < emptied.size => kept,
-            _ => just_emptied,
+            .filter(|(_, block)| block.ranges.is_empty())
+            .map(|(key, block)| (block.size, Some(key) != just_emptied, key))
+            .collect();
+        if empty.len() < 2 {
+            return 0;
+        }
+        empty.sort_unstable_by_key(|&(size, kept_earlier, _)| Reverse((size, kept_earlier)));
+        // A negative or NaN reserve keeps none; an infinite one, all while
+        // the blocks hold allocations (0 × ∞ would be NaN: none without).
+        let used = self.counters.block_allocated_bytes;
+        let kept = if used == 0 {
+            0.0
+        } else {
+            used as f64 * reserve.max(0.0)
         };
-        self.release_block(context, victim);
+        let mut surplus: u64 = empty[1..].iter().map(|&(size, _, _)| size).sum();
+        let mut released = 0;
+        while surplus as f64 > kept && self.counters.blocks > self.policy.min_blocks {
+            let Some((size, _, key)) = empty.pop().filter(|_| !empty.is_empty()) else {
+                break;
+            };
+            self.release_block(context, key);
+            surplus -= size;
+            released += size;
+        }
+        released
     }
 
     fn release_block<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>, key: SlabKey) {

@@ -184,15 +184,16 @@ impl Walk {
                     }
                     _ => self.explain(error, &request, &before, fired),
                 }
+                let after = self.allocator.stats();
                 assert_eq!(
-                    self.allocator.stats(),
-                    before,
-                    "{}: failed {request:?} ({error:?}) changed stats()",
+                    after,
+                    unchanged_but_released_empty_blocks(&before, &after),
+                    "{}: failed {request:?} ({error:?}) changed stats() beyond empty blocks",
                     self.ctx()
                 );
                 assert_eq!(
                     self.device.live_allocations().len(),
-                    before.memory_objects as usize
+                    after.memory_objects as usize
                 );
                 if let Some(handle) = resource {
                     self.destroy_resource(request.kind, handle);
@@ -506,4 +507,34 @@ impl Walk {
         assert_eq!(after.allocations(), before.allocations(), "{ctx}");
         assert_eq!(after.live_bytes(), before.live_bytes(), "{ctx}");
     }
+}
+
+/// `before`, but for the empty blocks `after` shows released: a request
+/// short of memory releases the empty blocks each default pool keeps beyond
+/// its largest (`Config::empty_block_reserve`) before it is tried again,
+/// and may still fail. Nothing else may change, and each type that had an
+/// empty block keeps one.
+fn unchanged_but_released_empty_blocks(before: &Stats, after: &Stats) -> Stats {
+    let mut expected = before.clone();
+    let mut released_objects = 0;
+    for (e, a) in expected.memory_types.iter_mut().zip(&after.memory_types) {
+        let released = e.blocks.saturating_sub(a.blocks);
+        if released == 0 || released >= e.empty_blocks {
+            continue; // unchanged, or more than the surplus: left to differ
+        }
+        e.blocks = a.blocks;
+        e.empty_blocks -= released;
+        e.block_bytes = a.block_bytes.min(e.block_bytes);
+        released_objects += released as u32;
+    }
+    for heap in &mut expected.heaps {
+        let in_heap = expected.memory_types.iter().filter(|t| t.heap == heap.heap);
+        let reserved: u64 = in_heap.map(|t| t.reserved_bytes()).sum();
+        if reserved != heap.reserved_bytes {
+            heap.reserved_bytes = reserved;
+            heap.budget = after.heaps[heap.heap as usize].budget;
+        }
+    }
+    expected.memory_objects -= released_objects;
+    expected
 }
