@@ -71,6 +71,12 @@ step peers
 timeout 200 bin/peers --device "$DEVICE" --no-scaling --json $R/peers.json --markdown $R/peers.md ${PEERS_ARGS:-} > $R/peers.log 2>&1; echo "rc=$?" >> $R/peers.log
 cat $R/peers.md; pack
 
+step peers-vma-rule
+# vk-suballoc with VMA's empty-block rule (one kept), beside the default's.
+timeout 60 bin/peers --device "$DEVICE" --allocators vk-suballoc,vk-suballoc-locked --no-scaling --empty-block-reserve 0 \
+  --json $R/peers-vma-rule.json --markdown $R/peers-vma-rule.md > $R/peers-vma-rule.log 2>&1; echo "rc=$?" >> $R/peers-vma-rule.log
+grep -E '^trace|^  vk-suballoc  ' $R/peers-vma-rule.log; pack
+
 step defragment
 timeout 120 bin/peers --device "$DEVICE" --defragment --json $R/defragment.json --markdown $R/defragment.md > $R/defragment.log 2>&1; echo "rc=$?" >> $R/defragment.log
 tail -3 $R/defragment.log; pack

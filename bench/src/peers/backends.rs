@@ -4,7 +4,7 @@
 //!
 //! | allocator | call | notes |
 //! |---|---|---|
-//! | vk-suballoc | `Allocator::allocate_mut(&Request)` | `Config::default()`; `&mut self`, no lock |
+//! | vk-suballoc | `Allocator::allocate_mut(&Request)` | `Config::default()` (`--empty-block-reserve` sets its `empty_block_reserve`); `&mut self`, no lock |
 //! | vk-suballoc, locked | `Allocator::allocate(&Request)` | the same through `&self`: a lock per memory type |
 //! | VMA (vk-mem) | `vmaAllocateMemoryForBuffer` / `ForImage` | `EXTERNALLY_SYNCHRONIZED` (no lock, as the others); `preferredFlags`/`requiredFlags` (the `AUTO` usages need a resource's create info), uploads `MAPPED`; the typed calls VMA's docs recommend over `vmaAllocateMemory`, so it knows buffers from images, on placeholder handles whose requirement query the bench answers from the trace (no driver call) |
 //! | gpu-allocator | `Allocator::allocate` | `GpuAllocatorManaged`, `linear` from the resource kind, default block sizes; `&mut self`, no lock |
@@ -119,6 +119,11 @@ impl Which {
 
 // ---------------------------------------------------------------- vk-suballoc
 
+/// `Config::empty_block_reserve` of the vk-suballoc rows, when
+/// `--empty-block-reserve` sets it (0 is VMA's rule: one empty block kept);
+/// else the default's.
+pub static EMPTY_BLOCK_RESERVE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+
 /// vk-suballoc through `allocate_mut`/`free_mut`, or with `LOCKED` through
 /// the `&self` methods that take the memory type's lock.
 pub struct VkSuballoc<const LOCKED: bool> {
@@ -138,8 +143,16 @@ impl<const LOCKED: bool> VkSuballoc<LOCKED> {
                 vk_suballoc::device::DeviceFeatures::default(),
             )
         };
-        let allocator = vk_suballoc::Allocator::new(device, vk_suballoc::Config::default())
-            .expect("default config is valid");
+        let default = vk_suballoc::Config::default();
+        let config = vk_suballoc::Config {
+            empty_block_reserve: EMPTY_BLOCK_RESERVE
+                .get()
+                .copied()
+                .unwrap_or(default.empty_block_reserve),
+            ..default
+        };
+        let allocator =
+            vk_suballoc::Allocator::new(device, config).expect("default config is valid");
         Self { allocator }
     }
 

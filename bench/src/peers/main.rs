@@ -76,7 +76,7 @@ fn usage() -> &'static str {
      \x20            [--scaling-gpu-allocator-max N] [--scaling-vulkano-max N]\n\
      \x20            [--real-resources] [--print-requirements]\n\
      \x20            [--placement-hash] [--device NAME] (--traces \"\": the scaling run alone)\n\
-     \x20            [--json FILE] [--markdown FILE]\n\
+     \x20            [--json FILE] [--markdown FILE] [--empty-block-reserve X] (vk-suballoc's Config)\n\
      \x20            [--defragment [--defragment-every N|P%]] (default every 2% of a trace)"
 }
 
@@ -164,6 +164,13 @@ fn parse_args() -> Result<Args, String> {
             "--json" => args.json = Some(value()?),
             "--markdown" => args.markdown = Some(value()?),
             "--device" => args.device = Some(value()?),
+            "--empty-block-reserve" => {
+                let reserve: f64 = value()?
+                    .parse()
+                    .map_err(|_| format!("{flag} needs a number"))?;
+                // Set once, before any allocator is made.
+                let _ = backends::EMPTY_BLOCK_RESERVE.set(reserve);
+            }
             "-h" | "--help" => return Err(usage().to_owned()),
             other => return Err(format!("unknown argument {other}\n{}", usage())),
         }
