@@ -94,7 +94,9 @@ pub struct Config {
     /// Kept blocks never stand in the way: a request that a memory type
     /// refuses for want of memory (out of device memory, over budget, at
     /// `maxMemoryAllocationCount`) first releases every default pool's
-    /// empty blocks but the largest of each, then is tried again.
+    /// empty blocks but the largest of each, then is tried again; so do
+    /// a custom pool's `min_blocks` blocks that
+    /// [`Allocator::create_pool`](crate::Allocator::create_pool) cannot make.
     /// [`Allocator::trim`](crate::Allocator::trim) releases them all.
     /// Custom pools keep VMA's rule (and their `min_blocks`).
     pub empty_block_reserve: f64,

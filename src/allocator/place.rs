@@ -489,12 +489,13 @@ fn pool_request_padded<'r, D>(
 
 /// Releases the empty blocks each default pool keeps beyond its largest
 /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
-/// for a request that want of memory stopped: it is tried again without
-/// them, so that kept blocks never stand in its way. Returns the bytes
-/// released.
+/// for a request that want of memory stopped (or a custom pool's
+/// `min_blocks` blocks, `Allocator::create_pool`): it is tried again
+/// without them, so that kept blocks never stand in its way. Returns the
+/// bytes released.
 #[cold]
 #[inline(never)]
-fn release_kept_empty_blocks<P, D>(context: &MemoryContext<D>, pools: &mut P) -> u64
+pub(super) fn release_kept_empty_blocks<P, D>(context: &MemoryContext<D>, pools: &mut P) -> u64
 where
     P: PoolAccess,
     D: MemoryDeviceExt<P::Memory>,

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags;
 
-use super::place::lock;
+use super::place::{lock, release_kept_empty_blocks, Locked};
 use super::Allocator;
 use crate::device::{MemoryDeviceExt, DEFINED_HANDLE_TYPES};
 use crate::memory::type_pool::{PoolPolicy, TypePool};
@@ -500,7 +500,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// the ash backend cannot tell, so checking support per resource is
     /// the caller's, see [`PoolDesc::export`]);
     /// [`Error::TooManyPools`]; the errors of making the `min_blocks`
-    /// blocks ([`Error::OutOfDeviceMemory`], [`Error::TooManyObjects`], ...),
+    /// blocks ([`Error::OutOfDeviceMemory`], [`Error::TooManyObjects`], ...,
+    /// after the empty blocks the default pools keep were released and the
+    /// blocks tried again, as for a request short of memory:
+    /// [`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
     /// after which nothing is left of the pool.
     pub fn create_pool(&self, desc: &PoolDesc<'_>) -> Result<Pool, Error> {
         let policy = self.pool_policy(desc)?;
@@ -508,7 +511,24 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return Err(Error::TooManyPools);
         }
         let mut pool = TypePool::with_policy(desc.memory_type, policy, desc.name, desc.priority);
-        pool.make_min_blocks(&self.context)?;
+        match pool.make_min_blocks(&self.context) {
+            // Kept empty blocks give way to the pool's blocks as they do to
+            // a request's (Config::empty_block_reserve): VMA's rule, which
+            // keeps one per type, would have left room for them.
+            Err(error)
+                if error.is_want_of_memory()
+                    && release_kept_empty_blocks(
+                        &self.context,
+                        &mut Locked {
+                            types: &self.pools,
+                            custom: &self.custom,
+                        },
+                    ) > 0 =>
+            {
+                pool.make_min_blocks(&self.context)?;
+            }
+            result => result?,
+        }
         // The blocks are made before the table is locked for writing, so
         // that other pools' requests do not wait for vkAllocateMemory.
         let mut custom = write(&self.custom);

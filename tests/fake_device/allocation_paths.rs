@@ -1081,3 +1081,32 @@ fn kept_empty_blocks_give_way_to_a_request_short_of_memory() {
     free_all(&allocator, long_lived);
     finish(allocator, &device);
 }
+
+/// A custom pool's `min_blocks` blocks, made by `create_pool`, are memory
+/// a request asks for too: kept empty blocks give way to them as they do
+/// to an allocation (before, the pool failed with `TooManyObjects` where
+/// VMA's rule, keeping one empty block, left room for its block).
+#[test]
+fn kept_empty_blocks_give_way_to_a_pool_s_min_blocks() {
+    for reserve in [1.0, 0.0] {
+        let config = Config {
+            empty_block_reserve: reserve,
+            ..Config::default()
+        };
+        let (allocator, device) =
+            allocator_with(FakeLayout::discrete().with_max_allocation_count(5), config);
+        // Blocks of 64, 128 and 256 MiB in use; two more of 256 emptied.
+        let long_lived = twenty_mib_buffers(&allocator, 15);
+        let transient = twenty_mib_buffers(&allocator, 30);
+        free_all(&allocator, transient);
+        let pool = allocator
+            .create_pool(&PoolDesc::new(1).block_size(16 * MIB).min_blocks(1))
+            .unwrap_or_else(|error| panic!("reserve {reserve}: {error}"));
+        let stats = allocator.stats();
+        assert_eq!(stats.memory_types[1].empty_blocks, 2, "reserve {reserve}");
+        assert_eq!(device.live_allocations().len(), 5, "reserve {reserve}");
+        allocator.destroy_pool(pool).unwrap();
+        free_all(&allocator, long_lived);
+        finish(allocator, &device);
+    }
+}
