@@ -264,13 +264,14 @@ where
         }
     }
 
-    /// After `candidates[0]` failed within budget with `error`, tries it
-    /// again once the pools' kept empty blocks are released when want of
-    /// memory stopped it ([`release_kept_empty_blocks`]); then the other
-    /// admitted candidates in order, within their heaps' budgets; then,
+    /// After `candidates[0]` failed within budget with `error`, tries the
+    /// other admitted candidates in order, within their heaps' budgets; then,
     /// unless the caller asked for within-budget memory, every candidate over
-    /// budget when a budget was what stopped one. Returns the last error when
-    /// every attempt fails.
+    /// budget when a budget was what stopped one. The first candidate that
+    /// want of memory stops, `candidates[0]` included, is tried again once
+    /// the pools' kept empty blocks are released
+    /// ([`retry_after_release`](Self::retry_after_release)). Returns the
+    /// last error when every attempt fails.
     #[cold]
     #[inline(never)]
     fn allocate_in_next_types(
@@ -278,19 +279,18 @@ where
         request: &Request<'_>,
         candidates: &[u8],
         bits: u32,
-        mut error: Error,
+        error: Error,
     ) -> Result<Allocation, Error> {
         let types = self.context.memory_types();
         let heaps = &self.context.properties.device.memory_heaps;
         let size = request.requirements.size;
-        if error.is_want_of_memory() && release_kept_empty_blocks(self.context, &mut self.pools) > 0
-        {
-            match self.allocate_in_type(u32::from(candidates[0]), request, true) {
+        let mut released = false;
+        let mut error =
+            match self.retry_after_release(candidates[0], request, true, error, &mut released) {
                 Ok(allocation) => return Ok(allocation),
-                Err(next) if next.try_next_type() => error = next,
+                Err(next) if next.try_next_type() => next,
                 Err(next) => return Err(next),
-            }
-        }
+            };
         warn_next_type(candidates[0], error);
         let mut over_budget = matches!(error, Error::OverBudget { .. });
         for (pass, within_budget) in [true, false].into_iter().enumerate() {
@@ -303,7 +303,18 @@ where
                 if !RankTable::admits(types, heaps, memory_type, bits, size) {
                     continue;
                 }
-                match self.allocate_in_type(u32::from(memory_type), request, within_budget) {
+                let result =
+                    match self.allocate_in_type(u32::from(memory_type), request, within_budget) {
+                        Err(next) if next.try_next_type() => self.retry_after_release(
+                            memory_type,
+                            request,
+                            within_budget,
+                            next,
+                            &mut released,
+                        ),
+                        result => result,
+                    };
+                match result {
                     Ok(allocation) => return Ok(allocation),
                     Err(next) if next.try_next_type() => {
                         over_budget |= matches!(next, Error::OverBudget { .. });
@@ -315,6 +326,31 @@ where
             }
         }
         Err(error)
+    }
+
+    /// `memory_type`'s answer to `request` once the pools' kept empty
+    /// blocks are released ([`release_kept_empty_blocks`]), when `error`,
+    /// its refusal, is the first want of memory the request met
+    /// (`released` says whether one was met: the blocks are released once
+    /// per request); `error` otherwise. Any memory type's, not only the
+    /// first's: one that failed otherwise (`MapFailed`) may be followed by
+    /// one whose heap the kept blocks fill.
+    fn retry_after_release(
+        &mut self,
+        memory_type: u8,
+        request: &Request<'_>,
+        within_budget: bool,
+        error: Error,
+        released: &mut bool,
+    ) -> Result<Allocation, Error> {
+        if *released || !error.is_want_of_memory() {
+            return Err(error);
+        }
+        *released = true;
+        if release_kept_empty_blocks(self.context, &mut self.pools) == 0 {
+            return Err(error);
+        }
+        self.allocate_in_type(u32::from(memory_type), request, within_budget)
     }
 
     /// Why no memory type can take a request: too large for every allowed

@@ -1110,3 +1110,51 @@ fn kept_empty_blocks_give_way_to_a_pool_s_min_blocks() {
         finish(allocator, &device);
     }
 }
+
+/// Kept empty blocks give way to a request short of memory in any of its
+/// memory types, not only in the first it tries: here the first type's
+/// new block cannot be mapped (`MapFailed`, no want of memory), and the
+/// next type's heap is full of kept empty blocks. VMA's rule (0.0) keeps
+/// one, and leaves room.
+#[test]
+fn kept_empty_blocks_give_way_after_a_first_type_that_failed_otherwise() {
+    // UPLOAD memory in type 2 (the 16 GiB system heap) or 4 (the 256 MiB BAR).
+    let bar_or_system = |size: u64| {
+        let mut request = buffer(size, 256, Usage::UPLOAD);
+        request.requirements.memory_type_bits = 1 << 2 | 1 << 4;
+        request
+    };
+    let in_bar = |size: u64| {
+        let mut request = buffer(size, 256, Usage::UPLOAD);
+        request.requirements.memory_type_bits = 1 << 4;
+        request
+    };
+    for reserve in [1.0, 0.0] {
+        let config = Config {
+            empty_block_reserve: reserve,
+            ..Config::default()
+        };
+        let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+        // The BAR's blocks: 16 and 32 MiB in use, two of 32 emptied.
+        let long_lived: Vec<Allocation> = (0..6)
+            .map(|_| allocator.allocate(&in_bar(8 * MIB)).unwrap())
+            .collect();
+        let transient: Vec<Allocation> = (0..8)
+            .map(|_| allocator.allocate(&in_bar(8 * MIB)).unwrap())
+            .collect();
+        free_all(&allocator, transient);
+        let kept = if reserve > 0.0 { 2 } else { 1 };
+        assert_eq!(allocator.stats().memory_types[4].empty_blocks, kept);
+        // Room for 40 MiB beside one kept empty block, not beside two.
+        device.cap_heap(2, 120 * MIB);
+        device.fail_map(1);
+        let a = allocator
+            .allocate(&bar_or_system(40 * MIB))
+            .unwrap_or_else(|error| panic!("reserve {reserve}: {error}"));
+        assert_eq!(a.memory_type(), 4, "reserve {reserve}");
+        assert_eq!(allocator.stats().memory_types[4].empty_blocks, 1);
+        free(&allocator, a);
+        free_all(&allocator, long_lived);
+        finish(allocator, &device);
+    }
+}
