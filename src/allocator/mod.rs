@@ -226,7 +226,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Time complexity
     /// O(1) per block tried when a block has room (no loop over allocations);
-    /// a `vkAllocateMemory` call otherwise.
+    /// a `vkAllocateMemory` call otherwise. A request short of memory first
+    /// releases the empty blocks the memory types keep beyond their largest
+    /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)):
+    /// a pass over every memory type's blocks and a `vkFreeMemory` call per
+    /// block, once.
     pub fn allocate(&self, request: &Request<'_>) -> Result<Allocation, Error> {
         Placer {
             context: &self.context,
@@ -303,9 +307,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// that is not known, use [`free_after_frame`](Self::free_after_frame).
     ///
     /// # Time complexity
-    /// O(1), plus `vkFreeMemory` when memory is released. Releasing a block
-    /// (when a second one empties) also walks the memory type's blocks, to
-    /// pick the smaller of the two empty ones and unlink it.
+    /// O(1), plus `vkFreeMemory` when memory is released. A block that
+    /// empties while others are empty also walks the memory type's blocks
+    /// and sorts the empty ones, to release those past what the type keeps
+    /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
+    /// smallest first, and unlink them.
     pub unsafe fn free(&self, allocation: Allocation) -> Result<(), Error> {
         self.check_owner(&allocation)?;
         if let Some(tag) = allocation.custom_pool() {

@@ -17,14 +17,18 @@
 //! prefers in dedicated memory, and large ones, go to blocks first, as in
 //! VMA: the last objects are kept for blocks, which hold many allocations.
 //!
-//! Empty blocks are expensive to recreate, so each pool keeps one (a custom
-//! pool keeps its `min_blocks`); when a second block empties, the smaller of
-//! the two is released. A block a defragmentation plan empties is released
+//! Empty blocks are expensive to recreate, so each pool keeps its largest
+//! (a custom pool also its `min_blocks`), and a default pool more while
+//! they are within `Config::empty_block_reserve` times the bytes allocated
+//! in its blocks; when a block empties, the empty blocks past that are
+//! released, smallest first ([`TypePool::release_surplus_empty_blocks`],
+//! which a request short of memory also calls to release all but the
+//! largest). A block a defragmentation plan empties is released
 //! at once (`defragment`), unless a custom pool would fall below
 //! `min_blocks`: it then stops retiring and stays. When
-//! optimal images have blocks of their own, the kept block serves whichever
+//! optimal images have blocks of their own, a kept block serves whichever
 //! kind needs a block next.
-//! [`TypePool::trim`] releases the kept one as well.
+//! [`TypePool::trim`] releases the kept ones as well.
 //!
 //! This file holds placement in blocks and runs and freeing; `dedicated`
 //! holds dedicated memory, `inspect` the read-only views for reports,
