@@ -537,7 +537,12 @@ where
     D: MemoryDeviceExt<P::Memory>,
 {
     let mut released = 0;
-    for memory_type in 0..context.memory_types().len() as u32 {
+    // The usable types: only they have blocks, and a device's types past
+    // 32 (which Vulkan does not allow) have no pool at all.
+    let mut types = context.usable_types();
+    while types != 0 {
+        let memory_type = types.trailing_zeros();
+        types &= types - 1;
         released += pools.with_pool(memory_type, |pool| {
             pool.release_surplus_empty_blocks(context, 0.0, None)
         });

@@ -100,6 +100,26 @@ fn vulkan_s_largest_layouts_work() {
     finish(allocator, &device);
 }
 
+/// Types past 32 have no pool, so a request short of memory, which releases
+/// the empty blocks each pool keeps (`Config::empty_block_reserve`), looks
+/// at the 32 there are (before, it indexed a 33rd pool and panicked).
+#[test]
+fn a_request_short_of_memory_ignores_types_past_32() {
+    let mut layout = FakeLayout::lavapipe();
+    layout.memory_types = (0..33)
+        .map(|_| MemoryType {
+            heap: 0,
+            props: Props::DEVICE_LOCAL | Props::HOST_VISIBLE | Props::HOST_COHERENT,
+        })
+        .collect();
+    let (allocator, device) = allocator(layout);
+    device.fail_allocation(1, vk_suballoc::device::DeviceError::TooManyObjects);
+    let a = allocator.allocate(&buffer(4096, 1, Usage::UPLOAD)).unwrap();
+    assert_eq!(a.memory_type(), 1);
+    free(&allocator, a);
+    finish(allocator, &device);
+}
+
 /// The fake device's `read` and `write` refuse ranges whose end passes
 /// `u64::MAX`, as any other out-of-range access, instead of overflowing (a
 /// panic in debug; in release a wrapped check let a write land before the
