@@ -89,14 +89,19 @@ pub struct Config {
     /// gives them back and asks the driver for them again
     /// (`vkAllocateMemory` and `vkFreeMemory` take milliseconds each on
     /// NVIDIA's driver); when the allocations go, so do the empty blocks,
-    /// but one. 0.0 is VMA's rule.
+    /// but one. 0.0 is VMA's rule; infinity keeps every empty block while
+    /// the type's blocks hold allocations. NaN and negative figures are
+    /// refused ([`Error::InvalidConfig`](crate::Error::InvalidConfig)).
     ///
-    /// Kept blocks never stand in the way: a request that a memory type
+    /// Kept blocks never make a request fail: a request that a memory type
     /// refuses for want of memory (out of device memory, over budget, at
     /// `maxMemoryAllocationCount`) first releases every default pool's
     /// empty blocks but the largest of each, then is tried again; so do
     /// a custom pool's `min_blocks` blocks that
     /// [`Allocator::create_pool`](crate::Allocator::create_pool) cannot make.
+    /// (A memory type short of room for a new block first tries a smaller
+    /// one, or dedicated memory, as under any memory pressure; only when
+    /// that fails too are kept blocks released.)
     /// [`Allocator::trim`](crate::Allocator::trim) releases them all.
     /// Custom pools keep VMA's rule (and their `min_blocks`).
     pub empty_block_reserve: f64,

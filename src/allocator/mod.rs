@@ -129,6 +129,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if !(0.0..=1.0).contains(&config.budget_fraction) {
             return Err(Error::InvalidConfig("budget_fraction must be within 0..=1"));
         }
+        // Infinity is valid: every empty block kept while blocks are in use.
+        if config.empty_block_reserve.is_nan() || config.empty_block_reserve < 0.0 {
+            return Err(Error::InvalidConfig(
+                "empty_block_reserve must be a number, at least 0",
+            ));
+        }
         if config.small_buffer_limit > crate::memory::runs::RUN_BYTES {
             return Err(Error::InvalidConfig(
                 "small_buffer_limit must be at most 65536",

@@ -598,6 +598,9 @@ fn config_figures_at_their_limits() {
         config(|c| c.initial_block_slots = vk_suballoc::offset::MAX_SLOTS + 1),
         config(|c| c.initial_block_slots = u32::MAX),
         config(|c| c.max_frames_in_flight = 0),
+        config(|c| c.empty_block_reserve = f64::NAN),
+        config(|c| c.empty_block_reserve = -0.5),
+        config(|c| c.empty_block_reserve = f64::NEG_INFINITY),
     ];
     let device = FakeDevice::new(FakeLayout::discrete());
     for config in invalid {
@@ -617,6 +620,9 @@ fn config_figures_at_their_limits() {
         config(|c| c.budget_fraction = 0.0),
         config(|c| c.budget_fraction = -0.0),
         config(|c| c.budget_fraction = 1.0),
+        config(|c| c.empty_block_reserve = 0.0),
+        config(|c| c.empty_block_reserve = -0.0),
+        config(|c| c.empty_block_reserve = f64::INFINITY),
         config(|c| c.max_padded_granularity = 0),
         config(|c| c.max_padded_granularity = 1 << 63),
         config(|c| c.max_padded_granularity = u64::MAX),

@@ -324,7 +324,7 @@ impl<M> TypePool<M> {
     /// memory); then, as [`allocate_in_new_block`](Self::allocate_in_new_block)
     /// would, a fixed block size the request exceeds is said
     /// ([`Error::TooLargeForPool`]: no block of the pool could ever hold
-    /// it), and the kept empty block of the other granularity class, which
+    /// it), and an empty block of the other granularity class, which
     /// exists, is adopted. Never a new memory object.
     #[cold]
     #[inline(never)]
@@ -560,7 +560,7 @@ impl<M> TypePool<M> {
         placement.ok_or(Error::OutOfDeviceMemory)
     }
 
-    /// Moves the kept empty block of the other granularity class, when it
+    /// Moves an empty block of the other granularity class, when it
     /// can hold `request`, to the request's class and returns it. An empty
     /// block holds nothing a resource could conflict with, so it serves
     /// either kind; without this, a buffer needing a block made one next to
