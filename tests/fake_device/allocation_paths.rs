@@ -944,6 +944,19 @@ fn free_all(allocator: &FakeAllocator, allocations: Vec<Allocation>) {
     }
 }
 
+/// Frees every allocation of each list, then drops the allocator and
+/// checks the device.
+fn free_all_and_finish<const N: usize>(
+    allocator: FakeAllocator,
+    device: &FakeDevice,
+    lists: [Vec<Allocation>; N],
+) {
+    for allocations in lists {
+        free_all(&allocator, allocations);
+    }
+    finish(allocator, device);
+}
+
 /// Live bytes that swing back reuse the blocks they emptied: with
 /// `Config::empty_block_reserve` (default 1.0) a memory type keeps empty
 /// blocks up to the bytes in use besides the largest, where VMA's rule
@@ -1009,13 +1022,18 @@ fn swinging_live_bytes_reuse_their_kept_empty_blocks() {
 #[test]
 fn kept_empty_blocks_give_way_to_a_request_short_of_memory() {
     // Blocks of 64, 128 and three of 256 MiB, the last two empty and kept.
-    let setup = |layout: FakeLayout| {
+    // With `vram_budget`, the VRAM heap's budget is set after, and read.
+    let setup = |layout: FakeLayout, vram_budget: Option<u64>| {
         let (allocator, device) = allocator(layout);
         let long_lived = twenty_mib_buffers(&allocator, 15);
         let transient = twenty_mib_buffers(&allocator, 30);
         free_all(&allocator, transient);
         assert_eq!(allocator.stats().memory_types[1].empty_blocks, 2);
         assert_eq!(device.live_allocations().len(), 5);
+        if let Some(budget) = vram_budget {
+            device.set_heap_budget(0, budget, 0);
+            allocator.budgets(); // the allocator's checks read the new budget
+        }
         (allocator, device, long_lived)
     };
     // `pool_blocks`: bytes of custom pool blocks, counted in their type.
@@ -1033,35 +1051,27 @@ fn kept_empty_blocks_give_way_to_a_request_short_of_memory() {
     // (no host-visible type has a block), which one kept block makes room
     // for.
     let (allocator, device, long_lived) =
-        setup(FakeLayout::discrete().with_max_allocation_count(5));
+        setup(FakeLayout::discrete().with_max_allocation_count(5), None);
     let upload = allocator
         .allocate(&buffer(MIB, 256, Usage::UPLOAD))
         .unwrap();
     assert_eq!(upload.memory_type(), 2);
     released_one(&allocator, "object count", 0);
-    free(&allocator, upload);
-    free_all(&allocator, long_lived);
-    finish(allocator, &device);
+    free_all_and_finish(allocator, &device, [vec![upload], long_lived]);
 
     // A 1100 MiB budget on the VRAM heap: 960 MiB of blocks leave no room
     // for a 300 MiB dedicated buffer (larger than any block) asked within
     // budget, unless a kept block goes.
-    let (allocator, device, long_lived) = setup(FakeLayout::discrete());
-    device.set_heap_budget(0, 1100 * MIB, 0);
-    allocator.budgets(); // the allocator's checks read the new budget
+    let (allocator, device, long_lived) = setup(FakeLayout::discrete(), Some(1100 * MIB));
     let large = allocator
         .allocate(&buffer(300 * MIB, 256, Usage::DEVICE_LOCAL).within_budget())
         .unwrap();
     assert!(large.is_dedicated());
     released_one(&allocator, "budget", 0);
-    free(&allocator, large);
-    free_all(&allocator, long_lived);
-    finish(allocator, &device);
+    free_all_and_finish(allocator, &device, [vec![large], long_lived]);
 
     // The same budget, and a custom pool of 200 MiB blocks making its first.
-    let (allocator, device, long_lived) = setup(FakeLayout::discrete());
-    device.set_heap_budget(0, 1100 * MIB, 0);
-    allocator.budgets(); // the allocator's checks read the new budget
+    let (allocator, device, long_lived) = setup(FakeLayout::discrete(), Some(1100 * MIB));
     let pool = allocator
         .create_pool(&PoolDesc::new(1).block_size(200 * MIB))
         .unwrap();
@@ -1078,8 +1088,7 @@ fn kept_empty_blocks_give_way_to_a_request_short_of_memory() {
     released_one(&allocator, "custom pool", 200 * MIB);
     free(&allocator, in_pool);
     allocator.destroy_pool(pool).unwrap();
-    free_all(&allocator, long_lived);
-    finish(allocator, &device);
+    free_all_and_finish(allocator, &device, [long_lived]);
 }
 
 /// A custom pool's `min_blocks` blocks, made by `create_pool`, are memory
