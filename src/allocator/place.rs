@@ -527,7 +527,7 @@ fn pool_request_padded<'r, D>(
 /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
 /// for a request that want of memory stopped (or a custom pool's
 /// `min_blocks` blocks, `Allocator::create_pool`): it is tried again
-/// without them, so that kept blocks never stand in its way. Returns the
+/// without them, so that kept blocks never make it fail. Returns the
 /// bytes released.
 #[cold]
 #[inline(never)]
