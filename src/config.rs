@@ -105,6 +105,16 @@ pub struct Config {
     /// [`Allocator::trim`](crate::Allocator::trim) releases them all.
     /// Custom pools keep VMA's rule (and their `min_blocks`).
     pub empty_block_reserve: f64,
+    /// Frames an empty block other than a memory type's largest may stay
+    /// kept: [`Allocator::end_frame`](crate::Allocator::end_frame) releases
+    /// those that have been empty this many frames, so the memory a spike
+    /// left behind goes back to the driver within a few seconds of frames
+    /// that no longer need it. Default 120 (two seconds at 60 frames per
+    /// second); `u64::MAX` keeps them for as long as
+    /// [`empty_block_reserve`](Self::empty_block_reserve) allows. An engine
+    /// that never ends frames ages nothing. Each `end_frame` takes every
+    /// memory type's lock once for this.
+    pub empty_block_frames: u64,
 }
 
 impl Default for Config {
@@ -120,6 +130,7 @@ impl Default for Config {
             debug_margin: 0,
             detect_corruption: false,
             empty_block_reserve: 1.0,
+            empty_block_frames: 120,
         }
     }
 }

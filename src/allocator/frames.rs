@@ -162,9 +162,25 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         rings.rings.values_mut().for_each(RingState::finish_frame);
         let frame = frames.seal(signal);
         rings.current_frame = frame + 1;
+        drop((rings, frames));
         // Other processes may have taken or given back memory meanwhile.
         self.context.expire_budgets();
+        self.context.set_current_frame(frame + 1);
+        self.release_aged_empty_blocks();
         Ok(frame)
+    }
+
+    /// Releases the empty blocks kept longer than
+    /// [`Config::empty_block_frames`](crate::Config::empty_block_frames)
+    /// (but each memory type's largest).
+    fn release_aged_empty_blocks(&self) {
+        let frames = self.context.config.empty_block_frames;
+        if frames == u64::MAX {
+            return;
+        }
+        for pool in self.pools.iter() {
+            lock(pool).release_aged_empty_blocks(&self.context, frames);
+        }
     }
 
     /// Releases the frees of sealed frames whose signal has completed, oldest

@@ -34,6 +34,9 @@ pub(crate) struct Block<M> {
     /// Set while a defragmentation plan empties it: it takes no other
     /// plan's moves until it is empty.
     pub(crate) retiring: bool,
+    /// The frame in which it was made or last emptied: how long an empty
+    /// block has been kept (`Config::empty_block_frames`).
+    pub(crate) emptied_in_frame: u64,
 }
 
 /// The resource kind of each allocation of a block, by offset-allocator

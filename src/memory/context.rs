@@ -92,6 +92,10 @@ pub(crate) struct MemoryContext<D> {
     corruptions: AtomicU64,
     /// Called on every memory object made or freed (`events.rs`).
     callback: Option<MemoryCallback>,
+    /// The index of the frame being recorded (`Allocator::end_frame`
+    /// advances it): when a block empties, its pool notes it, so that
+    /// `Config::empty_block_frames` can age kept empty blocks.
+    frame: AtomicU64,
 }
 
 impl<D> MemoryContext<D> {
@@ -175,7 +179,18 @@ impl<D> MemoryContext<D> {
             corruption_types,
             corruptions: AtomicU64::new(0),
             callback: None,
+            frame: AtomicU64::new(0),
         }
+    }
+
+    /// The index of the frame being recorded.
+    pub(crate) fn current_frame(&self) -> u64 {
+        self.frame.load(Ordering::Relaxed)
+    }
+
+    /// A frame was sealed: `frame` is now being recorded.
+    pub(crate) fn set_current_frame(&self, frame: u64) {
+        self.frame.store(frame, Ordering::Relaxed);
     }
 
     /// Sets the callback on memory objects made and freed.

@@ -1167,3 +1167,34 @@ fn kept_empty_blocks_give_way_after_a_first_type_that_failed_otherwise() {
         finish(allocator, &device);
     }
 }
+
+/// Kept empty blocks age out: `end_frame` releases the empty blocks but the
+/// largest that stayed empty `Config::empty_block_frames` frames, and keeps
+/// them with `u64::MAX`.
+#[test]
+fn kept_empty_blocks_go_after_empty_block_frames() {
+    for (frames, kept_at_the_end) in [(3, 1), (u64::MAX, 2)] {
+        let config = Config {
+            empty_block_frames: frames,
+            ..Config::default()
+        };
+        let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+        let long_lived = twenty_mib_buffers(&allocator, 15);
+        // Emptied in frame 0: two 256 MiB blocks kept (300 MiB in use).
+        free_all(&allocator, twenty_mib_buffers(&allocator, 30));
+        let empty_blocks = || allocator.stats().memory_types[1].empty_blocks;
+        assert_eq!(empty_blocks(), 2);
+        for frame in 1..=3 {
+            device.signal_fence(super::frames::end_frame(&allocator, &device));
+            allocator.collect().unwrap();
+            let expected = if frame < 3 { 2 } else { kept_at_the_end };
+            assert_eq!(empty_blocks(), expected, "frames {frames}, frame {frame}");
+        }
+        // The block kept is the largest: a 256 MiB one.
+        assert_eq!(
+            allocator.stats().memory_types[1].block_bytes,
+            (64 + 128 + 256 * (1 + kept_at_the_end)) * MIB
+        );
+        free_all_and_finish(allocator, &device, [long_lived]);
+    }
+}

@@ -308,6 +308,7 @@ fn variant(rng: &mut Rng, base: FakeLayout) -> (FakeLayout, Config) {
         },
         budget_fraction: [0.0, 0.3, 0.8, 0.8, 1.0][rng.below(5) as usize],
         empty_block_reserve: [0.0, 0.5, 1.0, 1.0, f64::INFINITY][rng.below(5) as usize],
+        empty_block_frames: [0, 1, 5, 120, u64::MAX][rng.below(5) as usize],
         small_buffer_limit: [0, 4096, 16384, 65536][rng.below(4) as usize],
         max_padded_granularity: if rng.below(4) == 0 { 256 } else { 4096 },
         large_heap_block_size: if rng.below(4) == 0 {

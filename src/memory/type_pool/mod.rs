@@ -636,6 +636,7 @@ impl<M> TypePool<M> {
             serial,
             miss: Miss::NONE,
             retiring: false,
+            emptied_in_frame: context.current_frame(),
         });
         self.list_block(request.class, key);
         self.counters.blocks += 1;
@@ -795,7 +796,11 @@ impl<M> TypePool<M> {
     #[cold]
     #[inline(never)]
     fn block_emptied<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>, key: SlabKey) {
-        let retiring = self.blocks.get(key).is_some_and(|block| block.retiring);
+        let Some(block) = self.blocks.get_mut(key) else {
+            return;
+        };
+        block.emptied_in_frame = context.current_frame();
+        let retiring = block.retiring;
         self.counters.empty_blocks += 1;
         if self.counters.blocks <= self.policy.min_blocks {
             if retiring {
@@ -812,6 +817,46 @@ impl<M> TypePool<M> {
             };
             self.release_surplus_empty_blocks(context, reserve, Some(key));
         }
+    }
+
+    /// Releases the empty blocks of a default pool, but its largest, that
+    /// have stayed empty for `frames` frames or more up to the frame being
+    /// recorded ([`Config::empty_block_frames`](crate::Config::empty_block_frames));
+    /// returns the bytes released. Custom pools keep VMA's rule and their
+    /// `min_blocks`: nothing to age.
+    pub(crate) fn release_aged_empty_blocks<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        frames: u64,
+    ) -> u64 {
+        if self.custom || self.counters.empty_blocks < 2 {
+            return 0;
+        }
+        let now = context.current_frame();
+        // The largest empty block stays, the most recently emptied among
+        // blocks of its size.
+        let kept = self
+            .blocks
+            .iter()
+            .filter(|(_, block)| block.ranges.is_empty())
+            .max_by_key(|(_, block)| (block.size, block.emptied_in_frame))
+            .map(|(key, _)| key);
+        let aged: Vec<(SlabKey, u64)> = self
+            .blocks
+            .iter()
+            .filter(|&(key, block)| {
+                block.ranges.is_empty()
+                    && Some(key) != kept
+                    && now.saturating_sub(block.emptied_in_frame) >= frames
+            })
+            .map(|(key, block)| (key, block.size))
+            .collect();
+        let mut released = 0;
+        for (key, size) in aged {
+            self.release_block(context, key);
+            released += size;
+        }
+        released
     }
 
     /// Keeps the largest empty block, and more empty blocks while their

@@ -29,6 +29,14 @@ impl Walk {
             Ok(index) => {
                 assert_eq!(index, self.next_frame, "{}", self.ctx());
                 self.next_frame += 1;
+                if self.config.empty_block_frames == 0 {
+                    // Every kept empty block but the largest has aged out.
+                    for memory_type in self.allocator.memory_map().memory_types {
+                        let empty = memory_type.blocks.iter();
+                        let empty = empty.filter(|b| b.allocations().next().is_none());
+                        assert!(empty.count() <= 1, "{}: kept past its frames", self.ctx());
+                    }
+                }
                 let mut frame = std::mem::take(&mut self.current);
                 frame.signal = Some(signal);
                 self.sealed.push_back(frame);
