@@ -514,7 +514,7 @@ impl Walk {
 /// its largest (`Config::empty_block_reserve`) before it is tried again,
 /// and may still fail. Nothing else may change, and each type that had an
 /// empty block keeps one.
-fn unchanged_but_released_empty_blocks(before: &Stats, after: &Stats) -> Stats {
+pub(super) fn unchanged_but_released_empty_blocks(before: &Stats, after: &Stats) -> Stats {
     let mut expected = before.clone();
     let mut released_objects = 0;
     for (e, a) in expected.memory_types.iter_mut().zip(&after.memory_types) {
