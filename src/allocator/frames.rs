@@ -162,10 +162,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         rings.rings.values_mut().for_each(RingState::finish_frame);
         let frame = frames.seal(signal);
         rings.current_frame = frame + 1;
+        // Under the queue's lock, so that frames sealed on two threads, or a
+        // `collect_idle`, set it in the order they advance the queue.
+        self.context.set_current_frame(frame + 1);
         drop((rings, frames));
         // Other processes may have taken or given back memory meanwhile.
         self.context.expire_budgets();
-        self.context.set_current_frame(frame + 1);
         self.release_aged_empty_blocks();
         Ok(frame)
     }
@@ -289,6 +291,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         rings.rings.values_mut().for_each(RingState::finish_frame);
         rings.rings_reclaim_through(frames.current_frame() - 1);
         rings.current_frame = frames.current_frame();
+        // The next frame has started: blocks that empty from now on count
+        // their frames from it (`Config::empty_block_frames`).
+        self.context.set_current_frame(frames.current_frame());
         Collected {
             frames: frames_released,
             frees,

@@ -92,8 +92,9 @@ pub(crate) struct MemoryContext<D> {
     corruptions: AtomicU64,
     /// Called on every memory object made or freed (`events.rs`).
     callback: Option<MemoryCallback>,
-    /// The index of the frame being recorded (`Allocator::end_frame`
-    /// advances it): when a block empties, its pool notes it, so that
+    /// The index of the frame being recorded (`Allocator::end_frame` and
+    /// `Allocator::collect_idle` advance it, with the frame queue's lock
+    /// held): when a block empties, its pool notes it, so that
     /// `Config::empty_block_frames` can age kept empty blocks.
     frame: AtomicU64,
 }

@@ -1198,3 +1198,32 @@ fn kept_empty_blocks_go_after_empty_block_frames() {
         free_all_and_finish(allocator, &device, [long_lived]);
     }
 }
+
+/// `collect_idle` ends the current frame as `end_frame` does, so a block
+/// emptied after it counts its frames from the frame that follows: with
+/// `Config::empty_block_frames` 2 it stays through one `end_frame` and goes
+/// at the second, not at the first.
+#[test]
+fn kept_empty_blocks_count_their_frames_after_collect_idle() {
+    let config = Config {
+        empty_block_frames: 2,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let long_lived = twenty_mib_buffers(&allocator, 15);
+    let transient = twenty_mib_buffers(&allocator, 30);
+    // SAFETY: the fake device runs no GPU work.
+    unsafe { allocator.collect_idle() };
+    assert_eq!(allocator.current_frame(), 1);
+    // Emptied in frame 1: two 256 MiB blocks kept (300 MiB in use).
+    free_all(&allocator, transient);
+    let empty_blocks = || allocator.stats().memory_types[1].empty_blocks;
+    assert_eq!(empty_blocks(), 2);
+    for (frame, expected) in [(1, 2), (2, 1)] {
+        let fence = super::frames::end_frame(&allocator, &device);
+        device.signal_fence(fence);
+        allocator.collect().unwrap();
+        assert_eq!(empty_blocks(), expected, "after sealing frame {frame}");
+    }
+    free_all_and_finish(allocator, &device, [long_lived]);
+}
