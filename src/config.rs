@@ -112,8 +112,10 @@ pub struct Config {
     /// that no longer need it. Default 120 (two seconds at 60 frames per
     /// second); `u64::MAX` keeps them for as long as
     /// [`empty_block_reserve`](Self::empty_block_reserve) allows. An engine
-    /// that never ends frames ages nothing. Each `end_frame` takes every
-    /// memory type's lock once for this.
+    /// that never ends frames ages nothing. Each `end_frame` tries every
+    /// memory type's lock once for this, without waiting: a type whose
+    /// lock another thread holds then (making a block, say) ages its
+    /// blocks at a later `end_frame`.
     pub empty_block_frames: u64,
 }
 

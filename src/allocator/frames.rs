@@ -1,6 +1,8 @@
 //! The allocator's frame-in-flight methods: deferred frees, frame fences,
 //! upload rings and budgets.
 
+use std::sync::TryLockError;
+
 use ash::vk;
 
 use super::{lock, Allocation, Allocator, Request};
@@ -102,7 +104,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     }
 
     /// Seals the current frame with the fence its (last) submission signals,
-    /// and starts the next frame. Returns the sealed frame's index.
+    /// and starts the next frame. Returns the sealed frame's index. Then
+    /// releases the empty blocks kept past
+    /// [`Config::empty_block_frames`](crate::Config::empty_block_frames)
+    /// (`vkFreeMemory`, and the memory callback, on this thread), in the
+    /// memory types whose locks no other thread holds.
     ///
     /// # Errors
     /// [`Error::NullFrameSignal`] for a null fence;
@@ -174,14 +180,22 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
     /// Releases the empty blocks kept longer than
     /// [`Config::empty_block_frames`](crate::Config::empty_block_frames)
-    /// (but each memory type's largest).
+    /// (but each memory type's largest). A memory type whose lock another
+    /// thread holds is skipped until a later frame: that thread may be
+    /// making a block (`vkAllocateMemory` takes milliseconds on some
+    /// drivers), and `end_frame` does not wait for it.
     fn release_aged_empty_blocks(&self) {
         let frames = self.context.config.empty_block_frames;
         if frames == u64::MAX {
             return;
         }
         for pool in self.pools.iter() {
-            lock(pool).release_aged_empty_blocks(&self.context, frames);
+            let mut pool = match pool.try_lock() {
+                Ok(pool) => pool,
+                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) => continue,
+            };
+            pool.release_aged_empty_blocks(&self.context, frames);
         }
     }
 

@@ -802,3 +802,63 @@ fn a_ring_larger_than_any_heap_is_refused_as_too_large() {
     allocator.destroy_upload_ring(ring).unwrap();
     finish_after_frame(allocator, &device);
 }
+
+/// `end_frame` does not wait for a memory type another thread holds while
+/// it makes a block (`vkAllocateMemory` takes milliseconds on some
+/// drivers): aging kept empty blocks (`Config::empty_block_frames`) skips
+/// that type for this frame. Here the memory callback, which runs under the
+/// type's lock, stands for the slow driver call: it waits for `end_frame`
+/// to return.
+#[test]
+fn end_frame_does_not_wait_for_a_memory_type_making_a_block() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    use vk_suballoc::MemoryEventKind;
+
+    let (mut allocator, device) = super::allocator_with(
+        FakeLayout::discrete(),
+        vk_suballoc::Config {
+            empty_block_frames: 1,
+            ..vk_suballoc::Config::default()
+        },
+    );
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let (returned_tx, returned_rx) = mpsc::channel::<()>();
+    let returned_rx = Mutex::new(returned_rx);
+    let entered_tx = Mutex::new(entered_tx);
+    let waited_out = Arc::new(AtomicBool::new(false));
+    let waited = Arc::clone(&waited_out);
+    allocator.set_memory_callback(move |event| {
+        if event.kind != MemoryEventKind::Allocated {
+            return;
+        }
+        entered_tx.lock().unwrap().send(()).unwrap();
+        let returned = returned_rx.lock().unwrap();
+        if returned.recv_timeout(Duration::from_secs(3)).is_err() {
+            waited.store(true, Ordering::SeqCst);
+        }
+    });
+    let allocator = &allocator;
+    let allocation = std::thread::scope(|scope| {
+        let maker = scope.spawn(move || {
+            allocator
+                .allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        });
+        entered_rx.recv().unwrap();
+        let fence = end_frame(allocator, &device);
+        returned_tx.send(()).unwrap();
+        device.signal_fence(fence);
+        maker.join().unwrap()
+    });
+    assert!(
+        !waited_out.load(Ordering::SeqCst),
+        "end_frame waited for the memory type's lock"
+    );
+    // SAFETY: the fake device runs no GPU work.
+    unsafe { allocator.free(allocation) }.unwrap();
+    device.signal_fence(end_frame(allocator, &device));
+    allocator.collect().unwrap();
+}
