@@ -109,8 +109,11 @@ pub struct Config {
     /// kept: [`Allocator::end_frame`](crate::Allocator::end_frame) releases
     /// those that have been empty this many frames, so the memory a spike
     /// left behind goes back to the driver within a few seconds of frames
-    /// that no longer need it. Default 120 (two seconds at 60 frames per
-    /// second); `u64::MAX` keeps them for as long as
+    /// that no longer need it. Frames are counted in `end_frame` calls, the
+    /// one that seals the frame in which a block emptied included: with
+    /// 120 it goes at the 120th, and 0 and 1 both release at the next.
+    /// Default 120 (two seconds at 60 frames per second); `u64::MAX` keeps
+    /// them for as long as
     /// [`empty_block_reserve`](Self::empty_block_reserve) allows. An engine
     /// that never ends frames ages nothing. Each `end_frame` tries every
     /// memory type's lock once for this, without waiting: a type whose
