@@ -95,8 +95,10 @@ pub struct Config {
     ///
     /// Kept blocks never make a request fail: a request that a memory type
     /// refuses for want of memory (out of device memory, over budget, at
-    /// `maxMemoryAllocationCount`) first releases every default pool's
-    /// empty blocks but the largest of each, then is tried again; so do
+    /// `maxMemoryAllocationCount`) first releases the kept empty blocks
+    /// (but each type's largest) of the memory types of that type's heap
+    /// (of every type at `maxMemoryAllocationCount`), then is tried again;
+    /// so do
     /// a custom pool's `min_blocks` blocks that
     /// [`Allocator::create_pool`](crate::Allocator::create_pool) cannot make.
     /// (A memory type short of room for a new block first tries a smaller

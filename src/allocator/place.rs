@@ -284,7 +284,8 @@ where
         let types = self.context.memory_types();
         let heaps = &self.context.properties.device.memory_heaps;
         let size = request.requirements.size;
-        let mut released = false;
+        // Memory types whose kept empty blocks this request released.
+        let mut released = 0;
         let mut error =
             match self.retry_after_release(candidates[0], request, true, error, &mut released) {
                 Ok(allocation) => return Ok(allocation),
@@ -328,26 +329,27 @@ where
         Err(error)
     }
 
-    /// `memory_type`'s answer to `request` once the pools' kept empty
-    /// blocks are released ([`release_kept_empty_blocks`]), when `error`,
-    /// its refusal, is the first want of memory the request met
-    /// (`released` says whether one was met: the blocks are released once
-    /// per request); `error` otherwise. Any memory type's, not only the
-    /// first's: one that failed otherwise (`MapFailed`) may be followed by
-    /// one whose heap the kept blocks fill.
+    /// `memory_type`'s answer to `request` once the kept empty blocks
+    /// that stood in its way are released ([`release_kept_empty_blocks`]),
+    /// when `error`, its refusal, is for want of memory and those blocks
+    /// were not released for this request yet (`released`, a mask of
+    /// memory types, says which were); `error` otherwise. Any memory
+    /// type's, not only the first's: one that failed otherwise
+    /// (`MapFailed`) may be followed by one whose heap the kept blocks fill.
     fn retry_after_release(
         &mut self,
         memory_type: u8,
         request: &Request<'_>,
         within_budget: bool,
         error: Error,
-        released: &mut bool,
+        released: &mut u32,
     ) -> Result<Allocation, Error> {
-        if *released || !error.is_want_of_memory() {
+        let scope = release_scope(self.context, error, u32::from(memory_type)) & !*released;
+        if scope == 0 {
             return Err(error);
         }
-        *released = true;
-        if release_kept_empty_blocks(self.context, &mut self.pools) == 0 {
+        *released |= scope;
+        if release_kept_empty_blocks(self.context, &mut self.pools, scope) == 0 {
             return Err(error);
         }
         self.allocate_in_type(u32::from(memory_type), request, within_budget)
@@ -523,7 +525,28 @@ fn pool_request_padded<'r, D>(
     }
 }
 
-/// Releases the empty blocks each default pool keeps beyond its largest
+/// The memory types whose kept empty blocks stand in the way of a request
+/// that `memory_type` refused with `error`: none unless it is a want of
+/// memory; every usable type at `maxMemoryAllocationCount` (objects are
+/// counted device-wide); else the types of `memory_type`'s heap, whose
+/// memory or budget ran short (kept blocks in other heaps stay).
+pub(super) fn release_scope<D>(context: &MemoryContext<D>, error: Error, memory_type: u32) -> u32 {
+    let usable = context.usable_types();
+    match error {
+        Error::TooManyObjects(_) => usable,
+        _ if error.is_want_of_memory() => {
+            let heap = context.heap_of(memory_type);
+            (0..context.memory_types().len().min(32) as u32)
+                .filter(|&t| context.heap_of(t) == heap)
+                .fold(0, |mask, t| mask | 1 << t)
+                & usable
+        }
+        _ => 0,
+    }
+}
+
+/// Releases the empty blocks the default pools of the memory types in
+/// `types` (a mask, from [`release_scope`]) keep beyond their largest
 /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
 /// for a request that want of memory stopped (or a custom pool's
 /// `min_blocks` blocks, `Allocator::create_pool`): it is tried again
@@ -531,15 +554,19 @@ fn pool_request_padded<'r, D>(
 /// bytes released.
 #[cold]
 #[inline(never)]
-pub(super) fn release_kept_empty_blocks<P, D>(context: &MemoryContext<D>, pools: &mut P) -> u64
+pub(super) fn release_kept_empty_blocks<P, D>(
+    context: &MemoryContext<D>,
+    pools: &mut P,
+    types: u32,
+) -> u64
 where
     P: PoolAccess,
     D: MemoryDeviceExt<P::Memory>,
 {
     let mut released = 0;
-    // The usable types: only they have blocks, and a device's types past
-    // 32 (which Vulkan does not allow) have no pool at all.
-    let mut types = context.usable_types();
+    // The usable types only: only they have blocks, and a device's types
+    // past 32 (which Vulkan does not allow) have no pool at all.
+    let mut types = types & context.usable_types();
     while types != 0 {
         let memory_type = types.trailing_zeros();
         types &= types - 1;
@@ -629,7 +656,11 @@ where
     };
     let placement = match place(pools) {
         Err(error)
-            if error.is_want_of_memory() && release_kept_empty_blocks(context, pools) > 0 =>
+            if release_kept_empty_blocks(
+                context,
+                pools,
+                release_scope(context, error, memory_type),
+            ) > 0 =>
         {
             place(pools)?
         }

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags;
 
-use super::place::{lock, release_kept_empty_blocks, Locked};
+use super::place::{lock, release_kept_empty_blocks, release_scope, Locked};
 use super::Allocator;
 use crate::device::{MemoryDeviceExt, DEFINED_HANDLE_TYPES};
 use crate::memory::type_pool::{PoolPolicy, TypePool};
@@ -516,14 +516,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             // a request's (Config::empty_block_reserve): VMA's rule, which
             // keeps one per type, would have left room for them.
             Err(error)
-                if error.is_want_of_memory()
-                    && release_kept_empty_blocks(
-                        &self.context,
-                        &mut Locked {
-                            types: &self.pools,
-                            custom: &self.custom,
-                        },
-                    ) > 0 =>
+                if release_kept_empty_blocks(
+                    &self.context,
+                    &mut Locked {
+                        types: &self.pools,
+                        custom: &self.custom,
+                    },
+                    release_scope(&self.context, error, desc.memory_type),
+                ) > 0 =>
             {
                 pool.make_min_blocks(&self.context)?;
             }

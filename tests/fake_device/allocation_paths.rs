@@ -1227,3 +1227,40 @@ fn kept_empty_blocks_count_their_frames_after_collect_idle() {
     }
     free_all_and_finish(allocator, &device, [long_lived]);
 }
+
+/// A heap short of memory or budget releases the kept empty blocks of its
+/// own memory types only: those of another heap do not stand in its way.
+#[test]
+fn a_heap_short_of_budget_releases_its_own_kept_blocks_only() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let upload = |count| -> Vec<Allocation> {
+        (0..count)
+            .map(|_| {
+                allocator
+                    .allocate(&buffer(20 * MIB, 256, Usage::UPLOAD))
+                    .unwrap()
+            })
+            .collect()
+    };
+    // Two kept empty blocks in the VRAM type (1) and in the system-memory
+    // upload type (2, another heap).
+    let long_lived = twenty_mib_buffers(&allocator, 15);
+    let long_lived_upload = upload(15);
+    free_all(&allocator, twenty_mib_buffers(&allocator, 30));
+    free_all(&allocator, upload(30));
+    let empty = |t: usize| allocator.stats().memory_types[t].empty_blocks;
+    assert_eq!((empty(1), empty(2)), (2, 2));
+    // The VRAM heap's budget leaves no room for a 300 MiB dedicated buffer
+    // unless a VRAM block goes.
+    device.set_heap_budget(0, 1100 * MIB, 0);
+    allocator.budgets();
+    let large = allocator
+        .allocate(&buffer(300 * MIB, 256, Usage::DEVICE_LOCAL).within_budget())
+        .unwrap();
+    assert_eq!((empty(1), empty(2)), (1, 2));
+    free_all_and_finish(
+        allocator,
+        &device,
+        [vec![large], long_lived, long_lived_upload],
+    );
+}
