@@ -200,7 +200,7 @@ impl Walk {
             );
             assert_eq!(
                 self.device.live_allocations().len(),
-                before.memory_objects as usize,
+                after.memory_objects as usize,
                 "{ctx}"
             );
             return;
