@@ -7,6 +7,7 @@ use vk_suballoc::{
     ResourceKind, Usage,
 };
 
+use super::frames::free_all_and_finish;
 use super::{allocator, allocator_with, buffer, finish, free, requirements, FakeAllocator};
 
 const MIB: u64 = 1 << 20;
@@ -944,19 +945,6 @@ fn free_all(allocator: &FakeAllocator, allocations: Vec<Allocation>) {
     }
 }
 
-/// Frees every allocation of each list, then drops the allocator and
-/// checks the device.
-fn free_all_and_finish<const N: usize>(
-    allocator: FakeAllocator,
-    device: &FakeDevice,
-    lists: [Vec<Allocation>; N],
-) {
-    for allocations in lists {
-        free_all(&allocator, allocations);
-    }
-    finish(allocator, device);
-}
-
 /// Live bytes that swing back reuse the blocks they emptied: with
 /// `Config::empty_block_reserve` (default 1.0) a memory type keeps empty
 /// blocks up to the bytes in use besides the largest, where VMA's rule
@@ -1057,7 +1045,7 @@ fn kept_empty_blocks_give_way_to_a_request_short_of_memory() {
         .unwrap();
     assert_eq!(upload.memory_type(), 2);
     released_one(&allocator, "object count", 0);
-    free_all_and_finish(allocator, &device, [vec![upload], long_lived]);
+    free_all_and_finish(allocator, &device, long_lived.into_iter().chain([upload]));
 
     // A 1100 MiB budget on the VRAM heap: 960 MiB of blocks leave no room
     // for a 300 MiB dedicated buffer (larger than any block) asked within
@@ -1068,7 +1056,7 @@ fn kept_empty_blocks_give_way_to_a_request_short_of_memory() {
         .unwrap();
     assert!(large.is_dedicated());
     released_one(&allocator, "budget", 0);
-    free_all_and_finish(allocator, &device, [vec![large], long_lived]);
+    free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
 
     // The same budget, and a custom pool of 200 MiB blocks making its first.
     let (allocator, device, long_lived) = setup(FakeLayout::discrete(), Some(1100 * MIB));
@@ -1088,7 +1076,7 @@ fn kept_empty_blocks_give_way_to_a_request_short_of_memory() {
     released_one(&allocator, "custom pool", 200 * MIB);
     free(&allocator, in_pool);
     allocator.destroy_pool(pool).unwrap();
-    free_all_and_finish(allocator, &device, [long_lived]);
+    free_all_and_finish(allocator, &device, long_lived);
 }
 
 /// A custom pool's `min_blocks` blocks, made by `create_pool`, are memory
@@ -1195,7 +1183,7 @@ fn kept_empty_blocks_go_after_empty_block_frames() {
             allocator.stats().memory_types[1].block_bytes,
             (64 + 128 + 256 * (1 + kept_at_the_end)) * MIB
         );
-        free_all_and_finish(allocator, &device, [long_lived]);
+        free_all_and_finish(allocator, &device, long_lived);
     }
 }
 
@@ -1225,7 +1213,7 @@ fn kept_empty_blocks_count_their_frames_after_collect_idle() {
         allocator.collect().unwrap();
         assert_eq!(empty_blocks(), expected, "after sealing frame {frame}");
     }
-    free_all_and_finish(allocator, &device, [long_lived]);
+    free_all_and_finish(allocator, &device, long_lived);
 }
 
 /// A heap short of memory or budget releases the kept empty blocks of its
@@ -1258,9 +1246,6 @@ fn a_heap_short_of_budget_releases_its_own_kept_blocks_only() {
         .allocate(&buffer(300 * MIB, 256, Usage::DEVICE_LOCAL).within_budget())
         .unwrap();
     assert_eq!((empty(1), empty(2)), (1, 2));
-    free_all_and_finish(
-        allocator,
-        &device,
-        [vec![large], long_lived, long_lived_upload],
-    );
+    let live = long_lived.into_iter().chain(long_lived_upload);
+    free_all_and_finish(allocator, &device, live.chain([large]));
 }

@@ -1,27 +1,14 @@
 //! Heap budgets: the driver's (`VK_EXT_memory_budget`) or a fraction of each
 //! heap, how they steer requests, and how often the driver is asked.
 
-use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::{HeapBudget, MemoryDeviceExt};
-use vk_suballoc::{Allocation, DedicatedPolicy, Error, Request, Usage};
+use vk_suballoc::{DedicatedPolicy, Error, Request, Usage};
 
-use super::frames::{end_frame, finish_after_frame};
-use super::{allocator, buffer, finish, FakeAllocator};
+use super::frames::{end_frame, free_all_and_finish};
+use super::{allocator, buffer, finish};
 
 const MIB: u64 = 1 << 20;
-
-/// Frees `allocations` after a frame, as an engine does, lets the fake GPU
-/// finish that frame, and checks that the device is left clean.
-fn free_all_and_finish(
-    allocator: FakeAllocator,
-    device: &FakeDevice,
-    allocations: impl IntoIterator<Item = Allocation>,
-) {
-    for allocation in allocations {
-        allocator.free_after_frame(allocation).unwrap();
-    }
-    finish_after_frame(allocator, device);
-}
 
 /// A within-budget request for `size` bytes of dedicated memory in VRAM
 /// alone (type 1 of the discrete layouts), so that nothing moves to another

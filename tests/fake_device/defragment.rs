@@ -20,7 +20,7 @@ const MIB: u64 = 1 << 20;
 
 /// Every allocation of `live` as a movable buffer of its own size,
 /// aligned to 256.
-fn movables(live: &[Allocation]) -> Vec<Movable<'_>> {
+pub(super) fn movables(live: &[Allocation]) -> Vec<Movable<'_>> {
     live.iter()
         .map(|a| Movable::new(a, requirements(a.size(), 256), ResourceKind::Buffer))
         .collect()

@@ -20,6 +20,19 @@ pub(super) fn end_frame(allocator: &FakeAllocator, device: &FakeDevice) -> vk::F
     fence
 }
 
+/// Frees `allocations` after a frame, as an engine does, lets the fake GPU
+/// finish that frame, and checks that the device is left clean.
+pub(super) fn free_all_and_finish(
+    allocator: FakeAllocator,
+    device: &FakeDevice,
+    allocations: impl IntoIterator<Item = Allocation>,
+) {
+    for allocation in allocations {
+        allocator.free_after_frame(allocation).unwrap();
+    }
+    finish_after_frame(allocator, device);
+}
+
 /// Ends the frame, lets the fake GPU finish it, collects its frees and
 /// checks that the device is left clean: the end of every test with frames.
 pub(super) fn finish_after_frame(allocator: FakeAllocator, device: &FakeDevice) {

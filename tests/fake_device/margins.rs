@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{
-    Allocation, AllocationDesc, Config, DedicatedPolicy, DefragmentationLimits, Error, Movable,
-    PoolDesc, Request, ResourceKind, Usage,
+    Allocation, AllocationDesc, Config, DedicatedPolicy, DefragmentationLimits, Error, PoolDesc,
+    Request, ResourceKind, Usage,
 };
 
+use super::defragment::movables;
 use super::frames::end_frame;
 use super::seeded_rng::Rng;
 use super::{allocator_with, buffer, finish, free, requirements, FakeAllocator};
@@ -437,10 +438,7 @@ fn defragmentation_destinations_keep_margins() {
             free(&allocator, a);
         }
     }
-    let movables: Vec<Movable<'_>> = live
-        .iter()
-        .map(|a| Movable::new(a, requirements(a.size(), 256), ResourceKind::Buffer))
-        .collect();
+    let movables = movables(&live);
     let plan = allocator
         .plan_defragmentation(&movables, &DefragmentationLimits::default())
         .unwrap();
@@ -512,10 +510,7 @@ fn compaction_destinations_keep_margins() {
             free(&allocator, a);
         }
     }
-    let movables: Vec<Movable<'_>> = live
-        .iter()
-        .map(|a| Movable::new(a, requirements(a.size(), 256), ResourceKind::Buffer))
-        .collect();
+    let movables = movables(&live);
     let limits = DefragmentationLimits::default()
         .max_used_percent(0)
         .compact_blocks(true);
@@ -612,10 +607,7 @@ fn queued_frees_leave_with_their_margins() {
             allocator.free_after_frame(a).unwrap();
         }
     }
-    let movables: Vec<Movable<'_>> = live
-        .iter()
-        .map(|a| Movable::new(a, requirements(a.size(), 256), ResourceKind::Buffer))
-        .collect();
+    let movables = movables(&live);
     let plan = allocator
         .plan_defragmentation(&movables, &DefragmentationLimits::default())
         .unwrap();
