@@ -14,6 +14,7 @@
 //!   driver has not freed yet as gone);
 //! - host-visible memory is mapped once, right after allocation.
 
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
@@ -199,7 +200,13 @@ impl<D> MemoryContext<D> {
         self.callback = Some(callback);
     }
 
-    /// Tells the callback, if any, of `kind` on `memory`.
+    /// Tells the callback, if any, of `kind` on `memory`. A panic of the
+    /// callback is caught and returned, for the caller to resume once the
+    /// memory object is made or freed: unwound from the middle of that, it
+    /// left the object allocated for good (never freed, not even at drop)
+    /// and its bytes counted in the heap's usage and in
+    /// `maxMemoryAllocationCount`, while every pool lock it unwound through
+    /// carries on after the poison (`place.rs`).
     fn tell<M>(
         &self,
         kind: MemoryEventKind,
@@ -207,19 +214,24 @@ impl<D> MemoryContext<D> {
         memory_type: u32,
         size: u64,
         name: Option<&str>,
-    ) where
+    ) -> std::thread::Result<()>
+    where
         D: MemoryDeviceExt<M>,
     {
-        if let Some(callback) = &self.callback {
-            (callback.0)(&MemoryEvent {
-                kind,
-                memory: self.device.raw_memory(memory),
-                memory_type,
-                heap: self.heap_of(memory_type),
-                size,
-                name,
-            });
-        }
+        let Some(callback) = &self.callback else {
+            return Ok(());
+        };
+        let event = MemoryEvent {
+            kind,
+            memory: self.device.raw_memory(memory),
+            memory_type,
+            heap: self.heap_of(memory_type),
+            size,
+            name,
+        };
+        // Unwind safety: nothing the callback can see is left half-changed
+        // by the panic; the caller finishes its step before resuming it.
+        panic::catch_unwind(AssertUnwindSafe(|| (callback.0)(&event)))
     }
 
     /// Whether allocations in blocks of `memory_type` get the corruption
@@ -557,13 +569,24 @@ impl<D> MemoryContext<D> {
         self.heap_usage[heap as usize].fetch_add(request.size, Ordering::Relaxed);
         drop(heap_turn);
         self.budget_cache().count_object();
-        self.tell(
+        let told = self.tell(
             MemoryEventKind::Allocated,
             &memory,
             request.memory_type,
             request.size,
             request.name,
         );
+        if let Err(panic) = told {
+            // Handed to nobody: freed again (with its `Freed` event, whose
+            // own panic is dropped for the first), then the panic goes on.
+            let free = || {
+                // SAFETY: allocated above by this context with this type
+                // and size, and counted; not mapped yet and never bound.
+                unsafe { self.free_memory(memory, false, request.memory_type, request.size) }
+            };
+            let _ = panic::catch_unwind(AssertUnwindSafe(free));
+            panic::resume_unwind(panic);
+        }
         let mapped = if self
             .props(request.memory_type)
             .contains(MemoryPropertyFlags::HOST_VISIBLE)
@@ -617,7 +640,7 @@ impl<D> MemoryContext<D> {
         // meanwhile then never counts as ours memory the driver no longer
         // does (`driver_budgets`). The heap's turn keeps budget checks out
         // until the driver has freed it, as it still counts it until then.
-        self.tell(MemoryEventKind::Freed, &memory, memory_type, size, None);
+        let told = self.tell(MemoryEventKind::Freed, &memory, memory_type, size, None);
         let heap = self.heap_of(memory_type);
         let heap_turn = self.heap_turns[heap as usize]
             .lock()
@@ -629,6 +652,9 @@ impl<D> MemoryContext<D> {
         self.memory_objects.fetch_sub(1, Ordering::AcqRel);
         self.budget_cache().count_object();
         log::debug!("vk-suballoc: freed {size} bytes of memory type {memory_type}");
+        if let Err(panic) = told {
+            panic::resume_unwind(panic);
+        }
     }
 }
 

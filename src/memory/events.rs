@@ -10,7 +10,8 @@ use ash::vk;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MemoryEventKind {
     /// `vkAllocateMemory` succeeded. (When mapping the new memory then
-    /// fails, a `Freed` event follows at once.)
+    /// fails, or the callback panics on this event, a `Freed` event
+    /// follows at once.)
     Allocated,
     /// `vkFreeMemory` is about to be called: the handle is still valid
     /// during the callback, and never after.

@@ -24,6 +24,8 @@ use vk_suballoc::{Allocation, Error, Request, ResourceKind, UploadRing, UploadRi
 use super::seeded_rng::Rng;
 use super::{allocator, finish, free, requirements, FakeAllocator};
 
+#[path = "threads/callback_panic.rs"]
+mod callback_panic;
 #[path = "threads/defragment.rs"]
 mod defragment;
 #[path = "threads/pools.rs"]

@@ -1,0 +1,87 @@
+//! A memory callback that panics on another thread, under the lock of the
+//! pool whose memory object it reports on: that thread's call unwinds, and
+//! the allocator carries on from every thread, the memory object made or
+//! freed as if the callback had returned (the memory made is freed again,
+//! as it is handed to nobody), so no memory object, usage or object count
+//! is left behind.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{Allocation, Config, DedicatedPolicy, MemoryEventKind, Usage};
+
+use super::super::{allocator_with, buffer, finish, free, FakeAllocator};
+
+/// No event panics.
+const CALM: u8 = 0;
+const ON_ALLOCATED: u8 = 1;
+const ON_FREED: u8 = 2;
+
+/// Dedicated memory, so that each allocation makes a memory object and
+/// each free frees one.
+fn dedicated(allocator: &FakeAllocator) -> Allocation {
+    allocator
+        .allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always))
+        .unwrap()
+}
+
+/// What the allocator and the device hold: memory objects by the
+/// allocator's count and the device's, and the usage the allocator counts
+/// in each heap (all of it without `VK_EXT_memory_budget`).
+fn held(
+    allocator: &FakeAllocator,
+    device: &vk_suballoc::device::fake::FakeDevice,
+) -> (u32, usize, Vec<u64>) {
+    let usage = allocator.budgets().iter().map(|b| b.usage).collect();
+    (
+        allocator.stats().memory_objects,
+        device.live_allocations().len(),
+        usage,
+    )
+}
+
+#[test]
+fn a_callback_panicking_on_another_thread_leaves_no_memory_behind() {
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let panic_on = Arc::new(AtomicU8::new(CALM));
+    let armed = Arc::clone(&panic_on);
+    allocator.set_memory_callback(move |event| {
+        let kind = match event.kind {
+            MemoryEventKind::Allocated => ON_ALLOCATED,
+            MemoryEventKind::Freed => ON_FREED,
+        };
+        if armed.load(Ordering::Relaxed) == kind {
+            panic!("the test's callback panics on {:?}", event.kind);
+        }
+    });
+    let heaps = allocator.budgets().len();
+    let nothing = (0, 0, vec![0; heaps]);
+    assert_eq!(held(&allocator, &device), nothing);
+
+    // The allocation's memory object is made, reported, and freed again.
+    panic_on.store(ON_ALLOCATED, Ordering::Relaxed);
+    let made = std::thread::scope(|scope| scope.spawn(|| dedicated(&allocator)).join());
+    assert!(made.is_err(), "the callback's panic reaches the caller");
+    panic_on.store(CALM, Ordering::Relaxed);
+    assert_eq!(
+        held(&allocator, &device),
+        nothing,
+        "after a panic on Allocated"
+    );
+
+    // The next calls carry on: in the same memory type (its lock was held
+    // by the panicking thread), and the free whose event panics frees.
+    let allocation = dedicated(&allocator);
+    assert_eq!(held(&allocator, &device).1, 1);
+    panic_on.store(ON_FREED, Ordering::Relaxed);
+    let freed = std::thread::scope(|scope| scope.spawn(|| free(&allocator, allocation)).join());
+    assert!(freed.is_err(), "the callback's panic reaches the caller");
+    panic_on.store(CALM, Ordering::Relaxed);
+    assert_eq!(held(&allocator, &device), nothing, "after a panic on Freed");
+
+    let again = dedicated(&allocator);
+    free(&allocator, again);
+    assert_eq!(held(&allocator, &device), nothing);
+    finish(allocator, &device);
+}
