@@ -10,6 +10,39 @@
 //! in a type's blocks or dedicated memory ([`TypePool`]) by the allocation
 //! path in `place.rs`, and handed back as [`Allocation`]s. The host's
 //! access to their bytes (slices, flushes, copies) is in `host_access.rs`.
+//!
+//! # Locks
+//!
+//! The `&self` methods take these locks, outermost first; a path may skip
+//! any, but never takes one while it holds a later one:
+//! 1. `frames`, the frame queue of deferred frees (`frames.rs`): `collect`
+//!    and `collect_idle` free under it;
+//! 2. `rings`, the upload rings: held across a new chunk's allocation;
+//! 3. `custom`, the custom pools' table (`pool.rs`): read to clone a pool's
+//!    `Arc`, written to put a pool in or take it out, and released before
+//!    any pool lock is taken: never held with one;
+//! 4. a pool: a memory type's default pool or a custom pool, one at a time.
+//!    Calls over several pools (`stats`, `trim`, dumps, corruption checks,
+//!    defragmentation plans, the release of kept empty blocks for a request
+//!    short of memory) lock and release each in turn; `end_frame` ages
+//!    empty blocks after releasing 1 and 2, and only `try_lock`s each
+//!    default pool, skipping one another thread holds (it waits for a
+//!    later frame: `Config::empty_block_frames`);
+//! 5. a heap's turn (`MemoryContext`), from the budget check of a new
+//!    memory object to its usage count, and around a free;
+//! 6. the budget cache, briefly, never while the driver is read.
+//!
+//! No two pools' locks are ever held together, so threads in different
+//! memory types or pools wait for each other only at 1, 2, 5 and 6. The
+//! memory callback ([`Allocator::set_memory_callback`]) runs under 4 (and
+//! under 1 or 2 when its caller holds them), never under 5 or 6; `log`
+//! calls run under any of them. Neither may call into the allocator: a
+//! `std` mutex locked again by the thread that holds it deadlocks (or
+//! panics), and nothing detects it. Every lock carries on after a panic
+//! poisoned it (`place::lock`): a critical section leaves its state
+//! consistent before anything that can panic, and a panic of the memory
+//! callback is resumed only once the memory object it reports on is made
+//! or freed (`MemoryContext::tell`).
 
 mod alias;
 mod allocation;
@@ -65,8 +98,8 @@ pub struct Allocator<D: MemoryDeviceExt<M>, M: Send = vk::DeviceMemory> {
     /// Tags this allocator's allocations, so foreign ones are rejected.
     /// Never repeats ([`take_allocator_id`]).
     id: u32,
-    /// Frees waiting for frame fences. Lock order: `frames`, then `rings`,
-    /// then a pool (or `custom`, never both).
+    /// Frees waiting for frame fences. Lock order: `frames`, `rings`,
+    /// `custom`, a pool (the module's "Locks").
     frames: Mutex<DeferredQueue<FrameSignal, Deferred>>,
     rings: Mutex<frames::Rings>,
 }
@@ -460,6 +493,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// as [`budgets`](Self::budgets) makes (VMA reads them once a frame).
     /// A memory type's figures count its custom pools' blocks and
     /// allocations ([`pool_stats`](Self::pool_stats) has each pool's).
+    ///
+    /// While other threads allocate and free, each pool's figures are read
+    /// whole under its lock, but one pool after another, and the memory
+    /// object count and budgets after them: the totals may then mix
+    /// moments (say, `memory_objects` one more than the blocks and
+    /// dedicated allocations counted). They agree whenever no other call
+    /// runs.
     pub fn stats(&self) -> Stats {
         let properties = &self.context.properties.device;
         let mut counters: Vec<_> = self.pools.iter().map(|pool| lock(pool).counters).collect();
@@ -545,9 +585,26 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// dropped. Replaces an earlier callback.
     ///
     /// The callback runs on the thread that made or freed the memory,
-    /// while the allocator holds the lock of the memory's pool: it must
-    /// not call into the allocator (it would deadlock), and should be
-    /// quick.
+    /// while the allocator holds the lock of the memory's pool (and, in
+    /// [`collect`](Self::collect), [`collect_idle`](Self::collect_idle) and
+    /// [`wait_and_collect`](Self::wait_and_collect), the frame queue's; in
+    /// [`ring_allocate`](Self::ring_allocate) and
+    /// [`create_upload_ring`](Self::create_upload_ring), the upload
+    /// rings'): it must not call into the allocator (it would deadlock on
+    /// a lock its own thread holds), and should be quick.
+    ///
+    /// A panic in the callback reaches the caller of the method that made
+    /// or freed the memory, once that memory object is made and freed
+    /// again (a `Freed` event follows the panicking `Allocated` one), or
+    /// freed: no memory object, usage or object count is left behind, and
+    /// the allocator carries on from every thread. A call that was to make
+    /// or free more objects stops at that one: the blocks it had not
+    /// released stay in their pools; in `collect`, the frame's frees not
+    /// yet carried out are dropped, their memory held until the
+    /// allocator's drop (logged there as leaks); in
+    /// [`create_pool`](Self::create_pool) and the allocator's drop, the
+    /// memory objects made before, or not yet freed, leak (allocated, and
+    /// counted in usage and objects).
     ///
     /// ```
     /// use std::sync::atomic::{AtomicU64, Ordering};
