@@ -239,8 +239,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         })
     }
 
-    /// Waits for every sealed frame (up to `timeout_ns` each), then collects:
-    /// for shutdown, or before destroying resources at a level change.
+    /// Waits for every frame sealed before the call (up to `timeout_ns`
+    /// each), then collects: for shutdown, or before destroying resources
+    /// at a level change.
+    ///
+    /// Frames other threads seal while it waits are collected when they
+    /// have finished, but not waited for: a loading thread waiting here
+    /// while the render thread goes on sealing frames returns once the
+    /// frames sealed before its call are done.
     ///
     /// Frees queued since the last [`end_frame`](Self::end_frame) belong to
     /// the current frame, which is not sealed: they stay queued (and counted
@@ -256,8 +262,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`collect`](Self::collect).
     pub fn wait_and_collect(&self, timeout_ns: u64) -> Result<Collected, Error> {
         let mut total = Collected::default();
+        // The first frame sealed after the call starts. Waiting for every
+        // sealed frame instead never returned while another thread sealed
+        // frames faster than their fences signalled (a render loop).
+        let end = lock(&self.frames).current_frame();
         loop {
-            let oldest = lock(&self.frames).oldest().map(|(_, signal)| *signal);
+            let oldest = lock(&self.frames)
+                .oldest()
+                .filter(|(index, _)| *index < end)
+                .map(|(_, signal)| *signal);
             let Some(signal) = oldest else {
                 return Ok(total);
             };

@@ -672,6 +672,68 @@ fn wait_and_collect_leaves_the_current_frames_frees_queued() {
     finish(allocator, &device);
 }
 
+/// `wait_and_collect` waits for the frames sealed before the call, not for
+/// those other threads seal while it waits: a loading thread waiting there
+/// while the render thread goes on sealing frames returns. Here a frame is
+/// sealed during the wait (the device's wait hook stands in for the render
+/// thread), with a fence that has not signalled; before, the call went on
+/// to wait for it (on a real device, for every frame the render loop
+/// sealed, for as long as it ran; the fake device answers at once, so the
+/// call failed with `Timeout`).
+#[test]
+fn wait_and_collect_does_not_wait_for_frames_sealed_meanwhile() {
+    use std::sync::{Arc, Mutex};
+
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let allocator = Arc::new(allocator);
+    let a = allocator
+        .allocate(&buffer(32 * 1024, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    allocator.free_after_frame(a).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+
+    let sealed_meanwhile = Arc::new(Mutex::new(None));
+    let (render, gpu, sealed) = (
+        Arc::clone(&allocator),
+        device.clone(),
+        Arc::clone(&sealed_meanwhile),
+    );
+    device.set_wait_hook(Some(Box::new(move || {
+        let mut sealed = sealed.lock().unwrap();
+        if sealed.is_none() {
+            let b = render
+                .allocate(&buffer(32 * 1024, 256, Usage::DEVICE_LOCAL))
+                .unwrap();
+            render.free_after_frame(b).unwrap();
+            *sealed = Some(end_frame(&render, &gpu));
+        }
+    })));
+    assert_eq!(
+        allocator.wait_and_collect(u64::MAX),
+        Ok(Collected {
+            frames: 1,
+            frees: 1
+        })
+    );
+    device.set_wait_hook(None);
+    let fence = sealed_meanwhile.lock().unwrap().expect("the hook ran");
+    assert_eq!(allocator.frames_in_flight(), 1);
+
+    // Once its fence signals, the next call collects it.
+    device.signal_fence(fence);
+    assert_eq!(
+        allocator.wait_and_collect(u64::MAX),
+        Ok(Collected {
+            frames: 1,
+            frees: 1
+        })
+    );
+    let Ok(allocator) = Arc::try_unwrap(allocator) else {
+        panic!("the hook's clone of the allocator was dropped with it");
+    };
+    finish(allocator, &device);
+}
+
 /// On an idle device, `collect_idle` releases the frees of sealed frames
 /// whose fences never signalled and of the current frame, and gives the
 /// upload rings all their space back; the frame it ends is over, so its

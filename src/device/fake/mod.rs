@@ -57,6 +57,24 @@ impl FakeMemory {
 pub struct FakeDevice {
     layout: Arc<FakeLayout>,
     state: Arc<Mutex<State>>,
+    wait_hook: Arc<Mutex<WaitHook>>,
+}
+
+/// What [`FakeDevice::set_wait_hook`] runs in each wait for a fence or
+/// semaphore.
+#[derive(Default)]
+struct WaitHook {
+    hook: Option<Box<dyn FnMut() + Send>>,
+    /// Counts `set_wait_hook` calls: a hook that replaced or cleared itself
+    /// while running is not put back.
+    sets: u64,
+}
+
+impl std::fmt::Debug for WaitHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = if self.hook.is_some() { "set" } else { "none" };
+        write!(f, "WaitHook({set})")
+    }
 }
 
 impl FakeDevice {
@@ -66,6 +84,7 @@ impl FakeDevice {
         Self {
             layout: Arc::new(layout),
             state: Arc::new(Mutex::new(state)),
+            wait_hook: Arc::default(),
         }
     }
 
@@ -100,6 +119,21 @@ impl FakeDevice {
     }
 
     // ----- fault injection -----
+
+    /// Runs `hook` (`None`: nothing) at the start of every wait for a
+    /// fence or timeline semaphore (`wait_and_collect`), on the waiting
+    /// thread and with no lock of the device held: a test's stand-in for
+    /// what other threads do while one blocks there (a fake wait answers
+    /// at once). The hook may call into the device and the allocator, and
+    /// replace or clear itself; a wait it causes does not run it again. It
+    /// stays set until replaced;
+    /// a hook that holds a clone of the device or the allocator keeps them
+    /// alive until it is.
+    pub fn set_wait_hook(&self, hook: Option<Box<dyn FnMut() + Send>>) {
+        let mut slot = self.wait_hook.lock().unwrap_or_else(|e| e.into_inner());
+        slot.hook = hook;
+        slot.sets += 1;
+    }
 
     /// Allocations that would take `heap`'s usage above `bytes` fail with
     /// `VK_ERROR_OUT_OF_DEVICE_MEMORY`, like a full heap.
@@ -403,6 +437,18 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         signal: FrameSignal,
         _timeout_ns: u64,
     ) -> Result<bool, DeviceError> {
+        // Taken out while it runs, so that it may wait itself.
+        let (hook, sets) = {
+            let mut slot = self.wait_hook.lock().unwrap_or_else(|e| e.into_inner());
+            (slot.hook.take(), slot.sets)
+        };
+        if let Some(mut hook) = hook {
+            hook();
+            let mut slot = self.wait_hook.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.sets == sets {
+                slot.hook = Some(hook);
+            }
+        }
         // Nothing would ever signal a fake fence while we block: answer now.
         self.state().is_signalled(signal)
     }
