@@ -144,12 +144,21 @@ impl<T> Slab<T> {
             .filter_map(|entry| entry.value.as_mut())
     }
 
-    /// Removes and returns every value.
-    pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
+    /// Removes and returns every value. Each slot stays, vacant, with its
+    /// generation bumped as [`remove`](Self::remove) bumps it: a key handed
+    /// out before never reaches a value inserted after.
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> {
         self.len = 0;
         self.vacant.clear();
-        let entries = std::mem::take(&mut self.entries);
-        entries.into_iter().filter_map(|entry| entry.value)
+        let mut values = Vec::new();
+        for (index, entry) in self.entries.iter_mut().enumerate() {
+            if let Some(value) = entry.value.take() {
+                entry.generation = entry.generation.wrapping_add(1);
+                values.push(value);
+            }
+            self.vacant.push(index as u32);
+        }
+        values.into_iter()
     }
 }
 
@@ -169,5 +178,27 @@ mod tests {
         assert_eq!(slab.get(b), Some(&"b"));
         assert_eq!(slab.len(), 1);
         assert_eq!(slab.drain().collect::<Vec<_>>(), vec!["b"]);
+    }
+
+    /// Draining (a pool releasing everything, `Runs::clear`) keeps keys
+    /// generational: a key from before names nothing inserted after, as
+    /// after `remove`.
+    #[test]
+    fn keys_from_before_a_drain_miss() {
+        let mut slab = Slab::new();
+        let a = slab.insert("a");
+        let b = slab.insert("b");
+        assert_eq!(slab.remove(a), Some("a"));
+        assert_eq!(slab.drain().collect::<Vec<_>>(), vec!["b"]);
+        assert_eq!(slab.len(), 0);
+        let c = slab.insert("c");
+        let d = slab.insert("d");
+        for old in [a, b] {
+            assert_eq!(slab.get(old), None);
+            assert_eq!(slab.remove(old), None);
+        }
+        assert_eq!((slab.get(c), slab.get(d)), (Some(&"c"), Some(&"d")));
+        // The slots are reused, not grown past.
+        assert_eq!(slab.index_bound(), 2);
     }
 }
