@@ -68,6 +68,19 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// coherent memory; on non-coherent memory the range is widened to
     /// `nonCoherentAtomSize` and clamped to the memory object.
     ///
+    /// Ranges are in bytes of the allocation, not of its memory object, and
+    /// `vk::WHOLE_SIZE` is not special: `0..vk::WHOLE_SIZE` is refused as
+    /// out of bounds. Write `..` (or `offset..`) for "to the end".
+    ///
+    /// The widened atoms are flushed whole, with whatever the host's view
+    /// holds in their other bytes, and the driver may write them back over
+    /// what the GPU wrote there. Widening never reaches another
+    /// allocation (in non-coherent memory each starts on an atom and holds
+    /// whole atoms up to the next), but it does reach this allocation's
+    /// bytes around `range`: keep bytes the GPU writes and bytes the host
+    /// writes in different atoms of an allocation, or in different
+    /// allocations.
+    ///
     /// # Errors
     /// [`Error::ForeignAllocation`]; [`Error::RangeOutOfBounds`] for a range
     /// past the allocation's end or reversed (`10..5`);
@@ -83,6 +96,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
     /// Makes GPU writes to `range` visible to the host. A no-op on coherent
     /// memory; widened and clamped as [`flush`](Self::flush).
+    ///
+    /// On non-coherent memory host writes not yet flushed are lost in every
+    /// atom the widened range covers, not only in `range`: with a 256-byte
+    /// atom, `invalidate(&mut readback, 0..4)` drops unflushed host writes
+    /// to bytes `4..256` of the allocation as well ("If a range of
+    /// non-coherent memory is written by the host and then invalidated
+    /// without first being flushed, its contents are undefined"). Flush
+    /// host writes, or keep them in other atoms, before invalidating.
     ///
     /// It takes the allocation by `&mut` because on non-coherent memory it
     /// changes the bytes the host sees (and drops host writes not yet
@@ -120,8 +141,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # }
     /// ```
     ///
-    /// Atom widening never reaches another allocation's bytes: allocations
-    /// in non-coherent memory start on a `nonCoherentAtomSize` boundary.
+    /// Atom widening never reaches another allocation's bytes, small
+    /// buffers in run slots included: allocations in non-coherent memory
+    /// start on a `nonCoherentAtomSize` boundary, so the atom that holds an
+    /// allocation's last byte holds no other allocation's.
     ///
     /// # Errors
     /// As [`flush`](Self::flush).
@@ -177,7 +200,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// ```
     ///
     /// As with [`invalidate`](Self::invalidate), host writes to the
-    /// allocation not yet flushed may be lost on non-coherent memory.
+    /// allocation not yet flushed may be lost on non-coherent memory, in
+    /// the whole atoms around the bytes read.
     ///
     /// # Errors
     /// As [`copy_to_allocation`](Self::copy_to_allocation); `out` is left

@@ -32,6 +32,15 @@ pub struct UploadRingDesc<'a> {
     /// and `UPLOAD` not with `ALLOW_TRANSFER_INSTEAD`;
     /// `UPLOAD | DEVICE_LOCAL` (the default) puts the ring in the BAR or
     /// shared memory when the device has it.
+    ///
+    /// A ring holds data the host writes and the GPU reads. `READBACK`
+    /// picks host-cached memory, which may not be host-coherent (some
+    /// mobile GPUs): ring allocations are packed at their own alignment,
+    /// not at `nonCoherentAtomSize`, so the flush of one
+    /// [`ring_write`](crate::Allocator::ring_write) covers the atoms it
+    /// shares with its neighbours and could write the host's view of them
+    /// over what a GPU wrote there; and ring allocations have no
+    /// invalidate. Read GPU results back through an allocation of its own.
     pub usage: Usage,
     /// Usage of the ring's buffers.
     pub buffer_usage: vk::BufferUsageFlags,
