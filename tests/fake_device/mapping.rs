@@ -1,9 +1,9 @@
 //! Persistent mapping, byte access, and flush/invalidate on non-coherent memory.
 
-use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{DedicatedPolicy, Usage};
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::{Allocation, Config, DedicatedPolicy, PoolDesc, Usage};
 
-use super::{allocator, buffer, finish, free};
+use super::{allocator, allocator_with, buffer, finish, free, FakeAllocator};
 
 #[test]
 fn written_bytes_reach_the_device_memory() {
@@ -377,6 +377,114 @@ fn non_coherent_neighbours_keep_their_bytes() {
         free(&allocator, a);
     }
     finish(allocator, &device);
+}
+
+/// Each allocation of `live` (tag, allocation), in non-coherent memory, is
+/// flushed or invalidated over several ranges, its ends included; every
+/// other one keeps its unflushed host bytes (`tag`) and its GPU bytes
+/// (`tag + 100`), and no range breaks a `VkMappedMemoryRange` rule.
+fn assert_ranges_keep_neighbours(
+    allocator: &FakeAllocator,
+    device: &FakeDevice,
+    live: &mut [(u8, Allocation)],
+) {
+    let reset = |allocator: &FakeAllocator, (tag, a): &mut (u8, Allocation)| {
+        let bytes = vec![*tag + 100; a.size() as usize];
+        // SAFETY: no slice of `a` is alive.
+        assert!(unsafe { device.write(a.memory(), a.offset(), &bytes) });
+        allocator.mapped_slice_mut(a).unwrap().fill(*tag);
+    };
+    for entry in live.iter_mut() {
+        reset(allocator, entry);
+    }
+    for j in 0..live.len() {
+        let size = live[j].1.size();
+        for (k, range) in [0..size, size / 3..size, size - 1..size, 0..1]
+            .into_iter()
+            .enumerate()
+        {
+            let a = &mut live[j].1;
+            if k % 2 == 0 {
+                allocator.invalidate(a, range.clone()).unwrap();
+            } else {
+                allocator.flush(a, range.clone()).unwrap();
+            }
+            for (i, (tag, b)) in live.iter().enumerate().filter(|&(i, _)| i != j) {
+                let host = allocator.mapped_slice(b).unwrap();
+                assert!(
+                    host.iter().all(|x| x == tag),
+                    "host bytes of {i} lost to {range:?} of {j}"
+                );
+                // SAFETY: the one slice of `b` alive, `host`, is shared.
+                let gpu = unsafe { device.read(b.memory(), b.offset(), b.size() as usize) };
+                assert!(
+                    gpu.unwrap().iter().all(|&x| x == tag + 100),
+                    "GPU bytes of {i} overwritten by {range:?} of {j}"
+                );
+            }
+            reset(allocator, &mut live[j]);
+        }
+    }
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+}
+
+/// Atom widening stays off the neighbours with debug margins, and in custom
+/// pools whose block size is not a multiple of the atom (the last atom of a
+/// block is cut short): run slots, ranges, alignments above the atom and
+/// above a slot class's, and dedicated memory.
+#[test]
+fn non_coherent_neighbours_keep_their_bytes_in_pools_and_margins() {
+    // Size and alignment; mobile's atom is 256.
+    let requests = [
+        (1u64, 1u64),
+        (100, 4),
+        (255, 1),
+        (257, 64),
+        (300, 512),
+        (1000, 4),
+        (3, 2048),
+        (70, 4096),
+        (17, 8192),
+        (5000, 8),
+        (20_000, 4),
+    ];
+    for (block_size, margin) in [(None, 4), (None, 252), (Some(10_100), 0), (Some(70_000), 4)] {
+        let config = Config {
+            debug_margin: margin,
+            ..Config::default()
+        };
+        let (allocator, device) = allocator_with(FakeLayout::mobile(), config);
+        let pool = block_size.map(|size| {
+            allocator
+                .create_pool(&PoolDesc::new(2).block_size(size))
+                .unwrap()
+        });
+        let mut live = Vec::new();
+        for (i, &(size, align)) in requests.iter().cycle().take(40).enumerate() {
+            let mut request = buffer(size, align, Usage::READBACK);
+            if let Some(pool) = &pool {
+                request.desc = request.desc.pool(*pool);
+            }
+            if i % 13 == 12 {
+                request = request.dedicated(DedicatedPolicy::Always);
+            }
+            // A 10_100-byte block holds no 20_000-byte buffer.
+            let Ok(a) = allocator.allocate(&request) else {
+                assert!(block_size.is_some_and(|block| size + margin > block));
+                continue;
+            };
+            assert_eq!(a.memory_type(), 2, "cached, non-coherent");
+            live.push((live.len() as u8 + 1, a));
+        }
+        assert_ranges_keep_neighbours(&allocator, &device, &mut live);
+        for (_, a) in live {
+            free(&allocator, a);
+        }
+        if let Some(pool) = pool {
+            allocator.destroy_pool(pool).unwrap();
+        }
+        finish(allocator, &device);
+    }
 }
 
 /// A slice of one allocation stays valid while the fake device flushes,
