@@ -1,6 +1,7 @@
 //! The allocator's frame-in-flight methods: deferred frees, frame fences,
 //! upload rings and budgets.
 
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::TryLockError;
 
 use ash::vk;
@@ -205,6 +206,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// blocks: call it once per frame (after waiting for the oldest frame's
     /// fence, as engines do before reusing its command buffers).
     ///
+    /// The frees are carried out after the frame queue's lock is released:
+    /// other threads' [`free_after_frame`](Self::free_after_frame) and
+    /// [`end_frame`](Self::end_frame) do not wait for the driver's
+    /// `vkFreeMemory` calls. A panic of the memory callback
+    /// ([`set_memory_callback`](Self::set_memory_callback)) during one free
+    /// reaches the caller once the others are carried out.
+    ///
     /// # Errors
     /// [`Error::DeviceLost`] when the device is lost, and the other failures
     /// of `vkGetFenceStatus` / `vkGetSemaphoreCounterValue`
@@ -213,6 +221,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// released, the rest stay queued, and dropping the allocator still
     /// frees everything.
     pub fn collect(&self) -> Result<Collected, Error> {
+        // The finished frames' frees, taken out of the queue under its lock
+        // and carried out after it is released (`release_each`).
+        let mut done = Vec::new();
         let mut frames = lock(&self.frames);
         let oldest_before = frames.oldest().map(|(index, _)| index);
         let result = frames.collect(
@@ -220,7 +231,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             // `end_frame_timeline`, whose contract keeps it a live signal of
             // the device until its frame is collected; it is not yet.
             |signal| unsafe { self.context.device.is_signalled(*signal) },
-            |item| self.release(item),
+            |item| done.push(item),
         );
         let oldest_after = frames.oldest().map(|(index, _)| index);
         // Frames released: from the old oldest up to (not including) the new
@@ -232,6 +243,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 lock(&self.rings).rings_reclaim_through(next_unreleased - 1);
             }
         }
+        drop(frames);
+        self.release_each(done);
         let (frames_released, frees) = result?;
         Ok(Collected {
             frames: frames_released,
@@ -306,10 +319,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// handed out before this call) is pending on the GPU, and none that
     /// uses them will be submitted: the device is idle, or every submission
     /// that may use them has completed.
+    ///
+    /// As in [`collect`](Self::collect), the frees are carried out after
+    /// the frame queue's lock is released.
     pub unsafe fn collect_idle(&self) -> Collected {
+        let mut done = Vec::new();
         let mut frames = lock(&self.frames);
         let last_sealed = frames.current_frame().checked_sub(1);
-        let (frames_released, frees) = frames.release_all(|item| self.release(item));
+        let (frames_released, frees) = frames.release_all(|item| done.push(item));
         let mut rings = lock(&self.rings);
         if let Some(last_sealed) = last_sealed {
             rings.rings_reclaim_through(last_sealed);
@@ -321,9 +338,30 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // The next frame has started: blocks that empty from now on count
         // their frames from it (`Config::empty_block_frames`).
         self.context.set_current_frame(frames.current_frame());
+        drop((rings, frames));
+        self.release_each(done);
         Collected {
             frames: frames_released,
             frees,
+        }
+    }
+
+    /// Carries out `items` in order, with no lock of the allocator held. A
+    /// panic (of the memory callback, `MemoryContext::tell`) in one stops
+    /// that one, not the rest: the first goes on once every item is
+    /// carried out. Unwound from the middle, the rest were dropped, their
+    /// memory held until the allocator's drop.
+    fn release_each(&self, items: Vec<Deferred>) {
+        let mut first_panic = None;
+        for item in items {
+            // Unwind safety: a free leaves its pool consistent before it
+            // makes the driver call whose callback may panic.
+            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| self.release(item))) {
+                first_panic.get_or_insert(payload);
+            }
+        }
+        if let Some(payload) = first_panic {
+            panic::resume_unwind(payload);
         }
     }
 
@@ -363,16 +401,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
     /// Releases every deferred free now, for drop: the device must be idle.
     pub(crate) fn release_all_deferred(&mut self) {
-        let items: Vec<Deferred> = lock(&self.frames).drain_all().collect();
-        for item in items {
-            self.release(item);
-        }
+        let mut items: Vec<Deferred> = lock(&self.frames).drain_all().collect();
         let rings: Vec<RingState> = lock(&self.rings).rings.drain().collect();
-        for ring in rings {
-            for chunk in ring.chunks {
-                self.release(Deferred::Buffer(chunk.buffer, chunk.allocation));
-            }
-        }
+        let chunks = rings.into_iter().flat_map(|ring| ring.chunks);
+        items.extend(chunks.map(|chunk| Deferred::Buffer(chunk.buffer, chunk.allocation)));
+        self.release_each(items);
     }
 
     /// Index of the frame that frees and ring allocations go to now.

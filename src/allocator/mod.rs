@@ -16,7 +16,8 @@
 //! The `&self` methods take these locks, outermost first; a path may skip
 //! any, but never takes one while it holds a later one:
 //! 1. `frames`, the frame queue of deferred frees (`frames.rs`): `collect`
-//!    and `collect_idle` free under it;
+//!    and `collect_idle` take the finished frames' frees out under it and
+//!    carry them out after releasing it;
 //! 2. `rings`, the upload rings: held across a new chunk's allocation;
 //! 3. `custom`, the custom pools' table (`pool.rs`): read to clone a pool's
 //!    `Arc`, written to put a pool in or take it out, and released before
@@ -586,8 +587,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// The callback runs on the thread that made or freed the memory,
     /// while the allocator holds the lock of the memory's pool (and, in
-    /// [`collect`](Self::collect), [`collect_idle`](Self::collect_idle) and
-    /// [`wait_and_collect`](Self::wait_and_collect), the frame queue's; in
     /// [`ring_allocate`](Self::ring_allocate) and
     /// [`create_upload_ring`](Self::create_upload_ring), the upload
     /// rings'): it must not call into the allocator (it would deadlock on
@@ -597,12 +596,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// or freed the memory, once that memory object is made and freed
     /// again (a `Freed` event follows the panicking `Allocated` one), or
     /// freed: no memory object, usage or object count is left behind, and
-    /// the allocator carries on from every thread. A call that was to make
-    /// or free more objects stops at that one: the blocks it had not
-    /// released stay in their pools; in `collect`, the frame's frees not
-    /// yet carried out are dropped, their memory held until the
-    /// allocator's drop (logged there as leaks); in
-    /// [`create_pool`](Self::create_pool) and the allocator's drop, the
+    /// the allocator carries on from every thread. [`collect`](Self::collect)
+    /// and [`collect_idle`](Self::collect_idle) carry out the frame's other
+    /// frees first. Other calls that were to make or free more objects stop
+    /// at that one: the blocks they had not released stay in their pools;
+    /// in [`create_pool`](Self::create_pool) and the allocator's drop, the
     /// memory objects made before, or not yet freed, leak (allocated, and
     /// counted in usage and objects).
     ///

@@ -937,3 +937,62 @@ fn end_frame_does_not_wait_for_a_memory_type_making_a_block() {
     device.signal_fence(end_frame(allocator, &device));
     allocator.collect().unwrap();
 }
+
+/// `collect` carries out its frees after releasing the frame queue's lock:
+/// a thread queueing frees and sealing frames does not wait for the
+/// driver's `vkFreeMemory` calls (milliseconds each for large memory on
+/// some drivers). The memory callback, on the `Freed` of a dedicated
+/// allocation that `collect` releases, stands for the slow driver call: it
+/// waits for the other thread's `free_after_frame` and `end_frame`.
+#[test]
+fn free_after_frame_does_not_wait_for_collect_s_frees() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    use vk_suballoc::{DedicatedPolicy, MemoryEventKind};
+
+    let (mut allocator, device) = allocator(FakeLayout::discrete());
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let (returned_tx, returned_rx) = mpsc::channel::<()>();
+    let returned_rx = Mutex::new(returned_rx);
+    let entered_tx = Mutex::new(entered_tx);
+    let waited_out = Arc::new(AtomicBool::new(false));
+    let waited = Arc::clone(&waited_out);
+    let armed = AtomicBool::new(true);
+    allocator.set_memory_callback(move |event| {
+        if event.kind != MemoryEventKind::Freed || !armed.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        entered_tx.lock().unwrap().send(()).unwrap();
+        let returned = returned_rx.lock().unwrap();
+        if returned.recv_timeout(Duration::from_secs(3)).is_err() {
+            waited.store(true, Ordering::SeqCst);
+        }
+    });
+    let dedicated = buffer(1 << 20, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+    let big = allocator.allocate(&dedicated).unwrap();
+    allocator.free_after_frame(big).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    let small = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+
+    let allocator = &allocator;
+    let collected = std::thread::scope(|scope| {
+        let collector = scope.spawn(move || allocator.collect().unwrap());
+        entered_rx.recv().unwrap();
+        allocator.free_after_frame(small).unwrap();
+        let fence = end_frame(allocator, &device);
+        returned_tx.send(()).unwrap();
+        device.signal_fence(fence);
+        collector.join().unwrap()
+    });
+    assert!(
+        !waited_out.load(Ordering::SeqCst),
+        "free_after_frame or end_frame waited for collect's frees"
+    );
+    assert_eq!(collected.frees, 1);
+    assert_eq!(allocator.collect().unwrap().frees, 1);
+    assert_eq!(allocator.stats().allocations(), 0);
+}

@@ -85,3 +85,40 @@ fn a_callback_panicking_on_another_thread_leaves_no_memory_behind() {
     assert_eq!(held(&allocator, &device), nothing);
     finish(allocator, &device);
 }
+
+/// A callback panicking in `collect` on the `Freed` of one deferred free
+/// stops that free's report, not the other frees of the frame: they are
+/// carried out before the panic reaches the caller, and no memory object
+/// stays behind. Before, the unwind dropped the frame's remaining frees,
+/// whose memory stayed allocated until the allocator's drop.
+#[test]
+fn a_callback_panicking_in_collect_leaves_no_free_undone() {
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let panic_once = Arc::new(AtomicU8::new(CALM));
+    let armed = Arc::clone(&panic_once);
+    allocator.set_memory_callback(move |event| {
+        if event.kind == MemoryEventKind::Freed && armed.swap(CALM, Ordering::SeqCst) == ON_FREED {
+            panic!("the test's callback panics on {:?}", event.kind);
+        }
+    });
+    for _ in 0..3 {
+        let allocation = dedicated(&allocator);
+        allocator.free_after_frame(allocation).unwrap();
+    }
+    let fence = device.create_fence();
+    // SAFETY: a fake fence, signalled below as the fake GPU's work is done.
+    unsafe { allocator.end_frame(fence) }.unwrap();
+    device.signal_fence(fence);
+    assert_eq!(held(&allocator, &device).1, 3);
+
+    panic_once.store(ON_FREED, Ordering::SeqCst);
+    let collected = std::thread::scope(|scope| scope.spawn(|| allocator.collect()).join());
+    assert!(
+        collected.is_err(),
+        "the callback's panic reaches the caller"
+    );
+    let heaps = allocator.budgets().len();
+    assert_eq!(held(&allocator, &device), (0, 0, vec![0; heaps]));
+    assert_eq!(allocator.frames_in_flight(), 0);
+    finish(allocator, &device);
+}
