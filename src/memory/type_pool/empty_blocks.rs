@@ -1,0 +1,252 @@
+//! Empty blocks of a [`TypePool`]: which it keeps when a block empties
+//! (its largest, and in a default pool more while they are within
+//! `Config::empty_block_reserve` times the bytes allocated in its blocks),
+//! which it releases at `end_frame` once they have been empty
+//! `Config::empty_block_frames` frames, at `trim`, and at the allocator's
+//! drop, when every block goes and each allocation still live is logged as
+//! a leak.
+
+use std::cmp::Reverse;
+
+use super::TypePool;
+use crate::device::MemoryDeviceExt;
+use crate::memory::block::DedicatedMemory;
+use crate::memory::context::MemoryContext;
+use crate::memory::slab::SlabKey;
+
+impl<M> TypePool<M> {
+    /// Block `key` has just emptied: counts it, then releases it when a
+    /// defragmentation plan emptied it (whose point is to give the memory
+    /// back: not kept for reuse), or, when other blocks are empty too, the
+    /// empty blocks past what the pool keeps
+    /// ([`release_surplus_empty_blocks`](Self::release_surplus_empty_blocks)
+    /// with [`Config::empty_block_reserve`](crate::Config::empty_block_reserve)
+    /// for a default pool, none beyond the largest for a custom pool, as
+    /// VMA). A custom pool keeps its `min_blocks` blocks: a retiring one
+    /// among them stops retiring and stays. Out of line, as the rest of the
+    /// free path is inlined: most frees leave their block in use.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn block_emptied<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        key: SlabKey,
+    ) {
+        let Some(block) = self.blocks.get_mut(key) else {
+            return;
+        };
+        block.emptied_in_frame = context.current_frame();
+        let retiring = block.retiring;
+        self.counters.empty_blocks += 1;
+        if self.counters.blocks <= self.policy.min_blocks {
+            if retiring {
+                self.stop_retiring(key);
+            }
+        } else if retiring {
+            self.release_block(context, key);
+        }
+        if self.counters.empty_blocks > 1 {
+            let reserve = if self.custom {
+                0.0
+            } else {
+                context.config.empty_block_reserve
+            };
+            self.release_surplus_empty_blocks(context, reserve, Some(key));
+        }
+    }
+
+    /// Releases the empty blocks of a default pool, but its largest, that
+    /// have stayed empty for `frames` frames or more up to the frame being
+    /// recorded ([`Config::empty_block_frames`](crate::Config::empty_block_frames));
+    /// returns the bytes released. Custom pools keep VMA's rule and their
+    /// `min_blocks`: nothing to age.
+    pub(crate) fn release_aged_empty_blocks<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        frames: u64,
+    ) -> u64 {
+        if self.custom || self.counters.empty_blocks < 2 {
+            return 0;
+        }
+        let now = context.current_frame();
+        // The largest empty block stays, the most recently emptied among
+        // blocks of its size.
+        let kept = self
+            .blocks
+            .iter()
+            .filter(|(_, block)| block.ranges.is_empty())
+            .max_by_key(|(_, block)| (block.size, block.emptied_in_frame))
+            .map(|(key, _)| key);
+        let aged: Vec<(SlabKey, u64)> = self
+            .blocks
+            .iter()
+            .filter(|&(key, block)| {
+                block.ranges.is_empty()
+                    && Some(key) != kept
+                    && now.saturating_sub(block.emptied_in_frame) >= frames
+            })
+            .map(|(key, block)| (key, block.size))
+            .collect();
+        let mut released = 0;
+        for (key, size) in aged {
+            self.release_block(context, key);
+            released += size;
+        }
+        released
+    }
+
+    /// Keeps the largest empty block, and more empty blocks while their
+    /// bytes are at most `reserve` times the bytes allocated in the pool's
+    /// blocks; releases the others, smallest first (a larger block serves
+    /// more future requests; among blocks of one size, `just_emptied`
+    /// goes before one kept earlier). Never goes below a custom pool's
+    /// `min_blocks`. Returns the bytes released.
+    ///
+    /// With a `reserve` of 0 this is VMA's rule: one empty block kept.
+    /// Above it, a pool whose live bytes swing keeps the blocks it will
+    /// need again instead of giving them back and asking the driver for
+    /// them anew (`vkAllocateMemory` takes milliseconds on some drivers);
+    /// once its allocations are freed, the empty blocks go but one.
+    pub(crate) fn release_surplus_empty_blocks<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        reserve: f64,
+        just_emptied: Option<SlabKey>,
+    ) -> u64 {
+        // (size, kept earlier, key): sorted so that the last goes first.
+        let mut empty: Vec<(u64, bool, SlabKey)> = self
+            .blocks
+            .iter()
+            .filter(|(_, block)| block.ranges.is_empty())
+            .map(|(key, block)| (block.size, Some(key) != just_emptied, key))
+            .collect();
+        if empty.len() < 2 {
+            return 0;
+        }
+        empty.sort_unstable_by_key(|&(size, kept_earlier, _)| Reverse((size, kept_earlier)));
+        // A negative or NaN reserve keeps none; an infinite one, all while
+        // the blocks hold allocations (0 × ∞ would be NaN: none without).
+        let used = self.counters.block_allocated_bytes;
+        let kept = if used == 0 {
+            0.0
+        } else {
+            used as f64 * reserve.max(0.0)
+        };
+        let mut surplus: u64 = empty[1..].iter().map(|&(size, _, _)| size).sum();
+        let mut released = 0;
+        while surplus as f64 > kept && self.counters.blocks > self.policy.min_blocks {
+            let Some((size, _, key)) = empty.pop().filter(|_| !empty.is_empty()) else {
+                break;
+            };
+            self.release_block(context, key);
+            surplus -= size;
+            released += size;
+        }
+        released
+    }
+
+    pub(super) fn release_block<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        key: SlabKey,
+    ) {
+        let Some(block) = self.blocks.remove(key) else {
+            return;
+        };
+        self.order[block.class].retain(|k| *k != key);
+        self.counters.blocks -= 1;
+        self.counters.block_bytes -= block.size;
+        if block.ranges.is_empty() {
+            self.counters.empty_blocks -= 1;
+        }
+        if block.retiring {
+            self.counters.retiring_blocks -= 1;
+        }
+        // SAFETY: allocated by this context for this type; callers release
+        // only empty blocks (or everything at drop), so no live resource of
+        // ours is bound to it.
+        unsafe {
+            context.free_memory(
+                block.memory,
+                block.mapped.is_some(),
+                self.memory_type,
+                block.size,
+            )
+        };
+    }
+
+    /// Releases every empty block, but for a custom pool's `min_blocks`;
+    /// returns the bytes given back.
+    pub(crate) fn trim<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>) -> u64 {
+        let empty: Vec<(SlabKey, u64)> = self
+            .blocks
+            .iter()
+            .filter(|(_, block)| block.ranges.is_empty())
+            .map(|(key, block)| (key, block.size))
+            .collect();
+        let releasable = self.counters.blocks.saturating_sub(self.policy.min_blocks);
+        let mut released = 0;
+        for (key, size) in empty.into_iter().take(releasable as usize) {
+            self.release_block(context, key);
+            released += size;
+        }
+        released
+    }
+
+    /// Logs every live allocation as a leak, then frees all memory. Used when
+    /// the allocator is dropped.
+    pub(crate) fn release_all<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>) {
+        // Which pool, for custom pools (whose block numbers restart at 0).
+        let pool = self.pool_label();
+        self.guarded.clear();
+        let runs = self.runs_by_range();
+        for (key, block) in self.blocks.iter() {
+            for range in block.ranges.allocations() {
+                if let Some(&(run_key, run)) = runs.get(&(key, range.id)) {
+                    for (slot, _, offset) in run.slots().filter(|&(_, live, _)| live) {
+                        let name = self.runs.name(run_key, slot).unwrap_or("unnamed");
+                        log::warn!(
+                            "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {offset} of block {}/{}{pool} (memory type {})",
+                            run.slot_size,
+                            self.memory_type,
+                            block.serial,
+                            self.memory_type
+                        );
+                    }
+                    continue;
+                }
+                let name = block
+                    .names
+                    .get(&range.id.slot())
+                    .map_or("unnamed", |n| &**n);
+                log::warn!(
+                    "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {} of block {}/{}{pool} (memory type {})",
+                    range.size,
+                    range.offset,
+                    self.memory_type,
+                    block.serial,
+                    self.memory_type
+                );
+            }
+        }
+        self.runs.clear();
+        let keys: Vec<SlabKey> = self.blocks.iter().map(|(key, _)| key).collect();
+        for key in keys {
+            self.release_block(context, key);
+        }
+        let drained: Vec<DedicatedMemory<M>> = self.dedicated.drain().collect();
+        for dedicated in drained {
+            log::warn!(
+                "vk-suballoc: leaked dedicated allocation {:?}: {} bytes{pool} (memory type {})",
+                dedicated.name.as_deref().unwrap_or("unnamed"),
+                dedicated.size,
+                self.memory_type
+            );
+            // SAFETY: the allocator is being dropped, so its owner promised
+            // the GPU is idle.
+            unsafe { self.release_dedicated(context, dedicated) };
+        }
+        self.counters.block_allocations = 0;
+        self.counters.block_allocated_bytes = 0;
+    }
+}

@@ -1,0 +1,183 @@
+//! New blocks of a [`TypePool`]: their size (the pool's fixed size, or
+//! VMA's growing sequence, [`block_size`](super::super::block_size)), the
+//! smaller sizes tried when the device has no room or the heap's budget
+//! none, an empty block of the other granularity class taken over instead
+//! of a new one, and the debug names of a pool's memory objects.
+
+use super::{is_no_room, Placement, PoolRequest, TypePool};
+use crate::device::MemoryDeviceExt;
+use crate::memory::block::{Block, Miss, SlotKinds};
+use crate::memory::block_size::{new_block_size, retry_block_size};
+use crate::memory::context::{MemoryContext, MemoryRequest};
+use crate::memory::slab::SlabKey;
+use crate::offset::{OffsetAllocator, OffsetError};
+use crate::Error;
+
+impl<M> TypePool<M> {
+    pub(super) fn allocate_in_new_block<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        request: &PoolRequest<'_>,
+        preferred: u64,
+    ) -> Result<Placement, Error> {
+        // No block of a pool with a fixed size can hold more: said first,
+        // as no freeing would help (nor would a full pool's room).
+        if let Some(error) = self.too_large_for_blocks(request) {
+            return Err(error);
+        }
+        let fixed = self.policy.block_size;
+        // Each granularity class grows its own sequence of block sizes.
+        let largest = self.order[request.class]
+            .iter()
+            .filter_map(|key| self.blocks.get(*key))
+            .map(|b| b.size)
+            .max()
+            .unwrap_or(0);
+        // The preferred size is within the heap (block_size.rs), but a
+        // request of nearly the heap's size, rounded up to an alignment that
+        // does not divide the heap, is not: no block of it can exist
+        // (VUID-vkAllocateMemory-pAllocateInfo-01713).
+        if request.placed_size > context.heap_size(self.memory_type) {
+            return Err(Error::OutOfDeviceMemory);
+        }
+        if let Some(key) = self.adopt_empty_block(request) {
+            if let Some(placement) = self.allocate_in_block(key, request) {
+                return Ok(placement);
+            }
+        }
+        if self.counters.blocks >= self.policy.max_blocks {
+            return Err(Error::PoolFull {
+                max_blocks: self.policy.max_blocks,
+            });
+        }
+        let mut size = match fixed {
+            Some(block_size) => block_size,
+            None => new_block_size(preferred, largest, request.placed_size),
+        };
+        let key = loop {
+            match self.create_block(context, size, request) {
+                Ok(key) => break key,
+                // Out of memory or over budget: a smaller block may still
+                // fit, unless the pool fixes the size (as VMA's pools do).
+                Err(error) if is_no_room(error) && fixed.is_none() => {
+                    size = retry_block_size(size, preferred, request.placed_size).ok_or(error)?;
+                    log::warn!(
+                        "vk-suballoc: {error} in memory type {}, retrying with a {size}-byte block",
+                        self.memory_type
+                    );
+                }
+                Err(error) => return Err(error),
+            }
+        };
+        // A new block of at least the placed size holds it at offset 0, with
+        // any power-of-two alignment. Should that ever fail, the block goes
+        // back rather than stay as a second empty one.
+        let placement = self.allocate_in_block(key, request);
+        if placement.is_none() {
+            self.release_block(context, key);
+        }
+        placement.ok_or(Error::OutOfDeviceMemory)
+    }
+
+    /// Moves an empty block of the other granularity class, when it
+    /// can hold `request`, to the request's class and returns it. An empty
+    /// block holds nothing a resource could conflict with, so it serves
+    /// either kind; without this, a buffer needing a block made one next to
+    /// an empty image-only block.
+    pub(super) fn adopt_empty_block(&mut self, request: &PoolRequest<'_>) -> Option<SlabKey> {
+        if self.counters.empty_blocks == 0 {
+            return None;
+        }
+        let other = &mut self.order[1 - request.class];
+        let index = other.iter().position(|&key| {
+            self.blocks
+                .get(key)
+                .is_some_and(|block| block.ranges.is_empty() && block.size >= request.placed_size)
+        })?;
+        let key = other.remove(index);
+        let block = self.blocks.get_mut(key)?;
+        block.class = request.class;
+        block.kinds.clear();
+        block.miss = Miss::NONE;
+        self.list_block(request.class, key);
+        Some(key)
+    }
+
+    /// Adds block `key` to the first-fit order of `class`: after its other
+    /// blocks, but before those a defragmentation plan is emptying, which
+    /// stay last so that they can empty.
+    pub(super) fn list_block(&mut self, class: usize, key: SlabKey) {
+        let blocks = &self.blocks;
+        let order = &mut self.order[class];
+        let at = order
+            .iter()
+            .rposition(|&other| blocks.get(other).is_some_and(|block| !block.retiring))
+            .map_or(0, |last_open| last_open + 1);
+        order.insert(at, key);
+    }
+
+    pub(super) fn create_block<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        size: u64,
+        request: &PoolRequest<'_>,
+    ) -> Result<SlabKey, Error> {
+        // Before the device memory, so that a failure leaves nothing to undo.
+        let ranges =
+            OffsetAllocator::new(size, context.config.initial_block_slots).map_err(|error| {
+                match error {
+                    OffsetError::OutOfHostMemory => Error::OutOfHostMemory,
+                    _ => Error::OutOfDeviceMemory,
+                }
+            })?;
+        let serial = self.next_serial;
+        let name = self.memory_debug_name("block", serial);
+        let new = context.allocate_memory::<M>(&MemoryRequest {
+            memory_type: self.memory_type,
+            size,
+            dedicated: None,
+            priority: self.priority,
+            name: Some(&name),
+            within_budget: request.within_budget,
+            export_handle_types: self.policy.export_handle_types,
+        })?;
+        self.advance_serial();
+        let raw = context.device.raw_memory(&new.memory);
+        let key = self.blocks.insert(Block {
+            memory: new.memory,
+            raw,
+            size,
+            ranges,
+            mapped: new.mapped,
+            class: request.class,
+            names: Default::default(),
+            kinds: SlotKinds::default(),
+            serial,
+            miss: Miss::NONE,
+            retiring: false,
+            emptied_in_frame: context.current_frame(),
+        });
+        self.list_block(request.class, key);
+        self.counters.blocks += 1;
+        self.counters.block_bytes += size;
+        self.counters.empty_blocks += 1;
+        Ok(key)
+    }
+
+    /// The debug name (`VK_EXT_debug_utils`) the allocator gives this
+    /// pool's memory object number `serial`, a `"block"` or `"dedicated"`
+    /// memory: `vk-suballoc <what> <type>/<serial>` in a default pool,
+    /// `vk-suballoc pool "<pool>" <what> ...` in a named custom pool and
+    /// `vk-suballoc custom pool <what> ...` in an unnamed one (serials count
+    /// per pool, so the pool tells them apart).
+    pub(super) fn memory_debug_name(&self, what: &str, serial: u32) -> String {
+        let memory_type = self.memory_type;
+        match &self.name {
+            Some(pool) => format!("vk-suballoc pool {pool:?} {what} {memory_type}/{serial}"),
+            None if self.custom => {
+                format!("vk-suballoc custom pool {what} {memory_type}/{serial}")
+            }
+            None => format!("vk-suballoc {what} {memory_type}/{serial}"),
+        }
+    }
+}
