@@ -194,7 +194,8 @@ pub enum Error {
     TooLargeForPool {
         /// The bytes the request takes in a block (its size plus
         /// [`Config::debug_margin`](crate::Config::debug_margin), rounded
-        /// up to its alignment or granularity page).
+        /// up to its alignment or granularity page; unrounded, they are
+        /// more than a block too).
         size: u64,
         /// The pool's block size.
         block_size: u64,

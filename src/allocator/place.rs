@@ -650,6 +650,7 @@ where
                 if !custom.takes_runs() {
                     pool_request.run_class = None;
                 }
+                custom.fit_to_fixed_blocks(&mut pool_request, context.config.debug_margin);
                 custom.allocate(context, &pool_request)
             })
             .ok_or(Error::StalePool)?

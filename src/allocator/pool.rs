@@ -59,8 +59,10 @@ pub struct PoolDesc<'a> {
     /// type's preferred size (`min_blocks` are made at the preferred
     /// size). A fixed size is never retried smaller when the driver is out
     /// of memory. An optimal-tiling image in blocks shared with linear
-    /// resources takes whole `bufferImageGranularity` pages, so blocks
-    /// smaller than one page refuse every such image
+    /// resources takes whole `bufferImageGranularity` pages, so in blocks
+    /// smaller than one page each such image takes a block of its own. A
+    /// request larger than a block (its size plus
+    /// [`Config::debug_margin`](crate::Config::debug_margin)) is refused
     /// ([`Error::TooLargeForPool`]).
     pub block_size: u64,
     /// Blocks made with the pool: it never holds fewer, when they empty,

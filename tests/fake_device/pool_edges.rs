@@ -430,3 +430,64 @@ fn existing_memory_only_too_large_for_a_pool_says_so() {
     }
     finish(allocator, &device);
 }
+
+/// A request whose bytes fit a fixed-size pool's block, but whose rounding
+/// (to the non-coherent atom here, or its alignment, or a granularity page)
+/// passes the block's end, takes a block from its start to its end. Before,
+/// it was refused as `TooLargeForPool` (1024 bytes for a 1000-byte block),
+/// where VMA places it. Its flushes stay within the memory object, smaller
+/// requests share blocks as before, and a byte more than a block is still
+/// refused.
+#[test]
+fn a_request_that_fits_a_fixed_block_only_unrounded_is_placed() {
+    const CACHED: u32 = 2; // mobile: HOST_VISIBLE | HOST_CACHED, atom 256
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(CACHED).block_size(1000))
+        .unwrap();
+    let whole = [
+        allocator.allocate(&upload_in(pool, 1000, CACHED)).unwrap(),
+        allocator.allocate(&upload_in(pool, 900, CACHED)).unwrap(),
+    ];
+    for allocation in &whole {
+        assert_eq!(allocation.offset(), 0);
+        allocator.flush(allocation, ..).unwrap();
+    }
+    assert_ne!(whole[0].memory(), whole[1].memory());
+    // Smaller requests share blocks as before: 256 placed bytes each
+    // (rounded to the atom). Only a request that takes a whole block may
+    // pass the last multiple of its rounding: a fourth one, at 768, would
+    // end at 1024 and goes to another block.
+    let shared = [
+        allocator.allocate(&upload_in(pool, 200, CACHED)).unwrap(),
+        allocator.allocate(&upload_in(pool, 200, CACHED)).unwrap(),
+    ];
+    assert_eq!(shared[0].memory(), shared[1].memory());
+    // An optimal image takes whole 4096-byte granularity pages in blocks it
+    // shares with buffers: in blocks smaller than a page, a block of its own.
+    let image = {
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        let requirements = vk::MemoryRequirements {
+            size: 512,
+            alignment: 256,
+            memory_type_bits: 1 << CACHED,
+        };
+        let request = Request::with_desc(requirements, ResourceKind::OptimalImage, desc);
+        allocator.allocate(&request).unwrap()
+    };
+    assert_eq!(image.offset(), 0);
+    assert_eq!(allocator.pool_stats(&pool).unwrap().blocks, 4);
+    assert_eq!(
+        allocator.allocate(&upload_in(pool, 1001, CACHED)),
+        Err(Error::TooLargeForPool {
+            size: 1024,
+            block_size: 1000
+        })
+    );
+    assert_eq!(device.violations(), Vec::<String>::new());
+    for allocation in whole.into_iter().chain(shared).chain([image]) {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}

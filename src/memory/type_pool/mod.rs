@@ -193,6 +193,26 @@ impl<M> TypePool<M> {
         self.policy.max_blocks == u64::MAX
     }
 
+    /// Fits a custom pool's `request` whose rounding (its size rounded up to
+    /// its alignment, an atom or a granularity page) takes it past the
+    /// pool's fixed block size, but whose bytes and debug margin
+    /// (`margin`) fit in a block: it takes a block from its start to its
+    /// end, which no other allocation follows. Without this, a 1000-byte
+    /// request aligned to 256 was refused as too large for a pool of
+    /// 1000-byte blocks ([`Error::TooLargeForPool`] said 1024 bytes); VMA
+    /// places it. (Requests that share a block still take their rounded
+    /// size: the bytes of a block past the last multiple of a request's
+    /// rounding serve only a request that takes the whole block.)
+    pub(crate) fn fit_to_fixed_blocks(&self, request: &mut PoolRequest<'_>, margin: u64) {
+        let Some(block_size) = self.policy.block_size else {
+            return;
+        };
+        if request.placed_size > block_size && request.size.saturating_add(margin) <= block_size {
+            request.placed_size = block_size;
+            request.run_class = None;
+        }
+    }
+
     /// Whether the pool was destroyed: see the field.
     #[inline]
     pub(crate) fn is_destroyed(&self) -> bool {
