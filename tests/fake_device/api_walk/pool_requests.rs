@@ -157,8 +157,10 @@ impl Walk {
         };
         let placed = self.placed_size(t, request);
         let dedicated = self.pool_dedicated(t, request);
+        // Rounding alone past a block's end takes a whole block.
+        let bytes = r.size + self.config.debug_margin;
         match live.block_size {
-            Some(block_size) if placed > block_size && !dedicated => Some(Error::TooLargeForPool {
+            Some(block_size) if bytes > block_size && !dedicated => Some(Error::TooLargeForPool {
                 size: placed,
                 block_size,
             }),
