@@ -203,13 +203,20 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Releases the frees of sealed frames whose signal has completed, oldest
     /// first, stopping at the first frame that is not done (frames finish in
     /// submission order), and the upload-ring space of those frames. Never
-    /// blocks: call it once per frame (after waiting for the oldest frame's
+    /// waits for the GPU: call it once per frame (after waiting for the oldest frame's
     /// fence, as engines do before reusing its command buffers).
     ///
     /// The frees are carried out after the frame queue's lock is released:
     /// other threads' [`free_after_frame`](Self::free_after_frame) and
     /// [`end_frame`](Self::end_frame) do not wait for the driver's
-    /// `vkFreeMemory` calls. A panic of the memory callback
+    /// `vkFreeMemory` calls. Other threads' `collect`,
+    /// [`collect_idle`](Self::collect_idle) and
+    /// [`wait_and_collect`](Self::wait_and_collect) do: frees are carried
+    /// out one call at a time, in the order they were queued (an alias
+    /// before the memory it aliases, when queued so), and a
+    /// `wait_and_collect` or `collect_idle` returns only once the frees it
+    /// covers are carried out, whichever thread took them out of the queue.
+    /// A panic of the memory callback
     /// ([`set_memory_callback`](Self::set_memory_callback)) during one free
     /// reaches the caller once the others are carried out.
     ///
@@ -221,6 +228,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// released, the rest stay queued, and dropping the allocator still
     /// frees everything.
     pub fn collect(&self) -> Result<Collected, Error> {
+        // Held until the frees taken out below are carried out: another
+        // call finding them gone from the queue finds them released.
+        let releasing = lock(&self.releasing);
         // The finished frames' frees, taken out of the queue under its lock
         // and carried out after it is released (`release_each`).
         let mut done = Vec::new();
@@ -245,6 +255,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
         drop(frames);
         self.release_each(done);
+        drop(releasing);
         let (frames_released, frees) = result?;
         Ok(Collected {
             frames: frames_released,
@@ -259,7 +270,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Frames other threads seal while it waits are collected when they
     /// have finished, but not waited for: a loading thread waiting here
     /// while the render thread goes on sealing frames returns once the
-    /// frames sealed before its call are done.
+    /// frames sealed before its call are done. Their frees are carried out
+    /// when it returns, also those another thread's `collect` took out of
+    /// the queue first (it waits for that call to carry them out).
     ///
     /// Frees queued since the last [`end_frame`](Self::end_frame) belong to
     /// the current frame, which is not sealed: they stay queued (and counted
@@ -280,10 +293,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // frames faster than their fences signalled (a render loop).
         let end = lock(&self.frames).current_frame();
         loop {
-            let oldest = lock(&self.frames)
-                .oldest()
-                .filter(|(index, _)| *index < end)
-                .map(|(_, signal)| *signal);
+            // Under `releasing`: a frame gone from the queue has had its
+            // frees carried out, even by another thread's `collect`.
+            let oldest = {
+                let _releasing = lock(&self.releasing);
+                lock(&self.frames)
+                    .oldest()
+                    .filter(|(index, _)| *index < end)
+                    .map(|(_, signal)| *signal)
+            };
             let Some(signal) = oldest else {
                 return Ok(total);
             };
@@ -321,8 +339,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// that may use them has completed.
     ///
     /// As in [`collect`](Self::collect), the frees are carried out after
-    /// the frame queue's lock is released.
+    /// the frame queue's lock is released, and the call returns once every
+    /// free queued before it is carried out, also those another thread's
+    /// `collect` took out of the queue first.
     pub unsafe fn collect_idle(&self) -> Collected {
+        // As in `collect`: held until the frees are carried out.
+        let releasing = lock(&self.releasing);
         let mut done = Vec::new();
         let mut frames = lock(&self.frames);
         let last_sealed = frames.current_frame().checked_sub(1);
@@ -340,17 +362,18 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         self.context.set_current_frame(frames.current_frame());
         drop((rings, frames));
         self.release_each(done);
+        drop(releasing);
         Collected {
             frames: frames_released,
             frees,
         }
     }
 
-    /// Carries out `items` in order, with no lock of the allocator held. A
-    /// panic (of the memory callback, `MemoryContext::tell`) in one stops
-    /// that one, not the rest: the first goes on once every item is
-    /// carried out. Unwound from the middle, the rest were dropped, their
-    /// memory held until the allocator's drop.
+    /// Carries out `items` in order, with no lock of the allocator held but
+    /// `releasing` (by the callers that share the allocator). A panic (of
+    /// the memory callback, `MemoryContext::tell`, or of a logger) in one
+    /// stops that one, not the rest: the first goes on once every item is
+    /// carried out.
     fn release_each(&self, items: Vec<Deferred>) {
         let mut first_panic = None;
         for item in items {

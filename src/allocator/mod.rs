@@ -15,9 +15,15 @@
 //!
 //! The `&self` methods take these locks, outermost first; a path may skip
 //! any, but never takes one while it holds a later one:
+//! 0. `releasing`: `collect` and `collect_idle` hold it from taking frees
+//!    out of the frame queue until they are carried out (so frees are
+//!    carried out one call at a time, in queue order), and
+//!    `wait_and_collect` takes it to read the queue (so a frame gone from
+//!    it has had its frees carried out); `free_after_frame` and
+//!    `end_frame` never take it;
 //! 1. `frames`, the frame queue of deferred frees (`frames.rs`): `collect`
 //!    and `collect_idle` take the finished frames' frees out under it and
-//!    carry them out after releasing it;
+//!    carry them out after releasing it, under 0;
 //! 2. `rings`, the upload rings: held across a new chunk's allocation;
 //! 3. `custom`, the custom pools' table (`pool.rs`): read to clone a pool's
 //!    `Arc`, written to put a pool in or take it out, and released before
@@ -34,9 +40,9 @@
 //! 6. the budget cache, briefly, never while the driver is read.
 //!
 //! No two pools' locks are ever held together, so threads in different
-//! memory types or pools wait for each other only at 1, 2, 5 and 6. The
+//! memory types or pools wait for each other only at 0, 1, 2, 5 and 6. The
 //! memory callback ([`Allocator::set_memory_callback`]) runs under 4 (and
-//! under 1 or 2 when its caller holds them), never under 5 or 6; `log`
+//! under 0 or 2 when its caller holds them), never under 1, 5 or 6; `log`
 //! calls run under any of them. Neither may call into the allocator: a
 //! `std` mutex locked again by the thread that holds it deadlocks (or
 //! panics), and nothing detects it. Every lock carries on after a panic
@@ -99,8 +105,13 @@ pub struct Allocator<D: MemoryDeviceExt<M>, M: Send = vk::DeviceMemory> {
     /// Tags this allocator's allocations, so foreign ones are rejected.
     /// Never repeats ([`take_allocator_id`]).
     id: u32,
-    /// Frees waiting for frame fences. Lock order: `frames`, `rings`,
+    /// Held by `collect` and `collect_idle` from taking frees out of
+    /// `frames` until they are carried out, and taken by `wait_and_collect`
+    /// to read `frames`: frees out of the queue are then carried out, and
+    /// in queue order. Lock order: `releasing`, `frames`, `rings`,
     /// `custom`, a pool (the module's "Locks").
+    releasing: Mutex<()>,
+    /// Frees waiting for frame fences.
     frames: Mutex<DeferredQueue<FrameSignal, Deferred>>,
     rings: Mutex<frames::Rings>,
 }
@@ -221,6 +232,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             pools,
             custom: RwLock::new(CustomPools::default()),
             id,
+            releasing: Mutex::new(()),
             // Room for the frames kept in flight, up to as many as an upload
             // ring tracks: a larger figure is no engine's, and reserving it
             // (at u32::MAX, 240 GB) aborted the process. More still queue.
@@ -587,7 +599,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// The callback runs on the thread that made or freed the memory,
     /// while the allocator holds the lock of the memory's pool (and, in
-    /// [`ring_allocate`](Self::ring_allocate) and
+    /// [`collect`](Self::collect), [`collect_idle`](Self::collect_idle) and
+    /// [`wait_and_collect`](Self::wait_and_collect), the lock those calls
+    /// carry out their frees under, which other threads' calls to them wait
+    /// for; in [`ring_allocate`](Self::ring_allocate) and
     /// [`create_upload_ring`](Self::create_upload_ring), the upload
     /// rings'): it must not call into the allocator (it would deadlock on
     /// a lock its own thread holds), and should be quick.
@@ -596,13 +611,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// or freed the memory, once that memory object is made and freed
     /// again (a `Freed` event follows the panicking `Allocated` one), or
     /// freed: no memory object, usage or object count is left behind, and
-    /// the allocator carries on from every thread. [`collect`](Self::collect)
-    /// and [`collect_idle`](Self::collect_idle) carry out the frame's other
-    /// frees first. Other calls that were to make or free more objects stop
-    /// at that one: the blocks they had not released stay in their pools;
-    /// in [`create_pool`](Self::create_pool) and the allocator's drop, the
-    /// memory objects made before, or not yet freed, leak (allocated, and
-    /// counted in usage and objects).
+    /// the allocator carries on from every thread. [`collect`](Self::collect),
+    /// [`collect_idle`](Self::collect_idle) and
+    /// [`wait_and_collect`](Self::wait_and_collect) carry out the other
+    /// frees they took out of the frame queue first, and the allocator's
+    /// drop the other queued frees and upload-ring chunks. Other calls that
+    /// were to make or free more objects stop at that one: the blocks they
+    /// had not released stay in their pools; in
+    /// [`create_pool`](Self::create_pool) and the allocator's drop (its
+    /// pools' blocks), the memory objects made before, or not yet freed,
+    /// leak (allocated, and counted in usage and objects).
     ///
     /// ```
     /// use std::sync::atomic::{AtomicU64, Ordering};

@@ -12,7 +12,7 @@
 //! - [`Allocator::end_frame`](crate::Allocator::end_frame) seals the frame
 //!   with the fence its submission signals;
 //! - [`Allocator::collect`](crate::Allocator::collect) releases, without
-//!   blocking, the frames whose fence has signalled, oldest first, up to
+//!   waiting for the GPU, the frames whose fence has signalled, oldest first, up to
 //!   the first that has not;
 //! - upload rings ([`UploadRingDesc`]) give O(1) per-frame transient memory,
 //!   reclaimed by the same fences.
