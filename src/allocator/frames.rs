@@ -8,11 +8,11 @@ use ash::vk;
 
 use super::{lock, Allocation, Allocator, Request};
 use crate::device::{FrameSignal, HeapBudget, MemoryDeviceExt};
-use crate::frames::upload_ring::{RingChunk, RingState, RING_FRAMES};
+use crate::frames::upload_ring::{ChunkSpec, RingChunk, RingState, RING_FRAMES};
 use crate::frames::{Collected, Deferred, RingAllocation, UploadRing, UploadRingDesc};
 use crate::memory::slab::Slab;
 use crate::memory::ResourceKind;
-use crate::offset::{LinearAllocator, OffsetError};
+use crate::offset::{LinearAllocation, LinearAllocator, OffsetError};
 use crate::{DedicatedPolicy, Error};
 
 /// The upload rings of an allocator and the frame they allocate in.
@@ -494,8 +494,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             name: desc.name.map(Into::into),
             chunks: Vec::new(),
         };
+        // Made with no lock held (the driver may take milliseconds), then
+        // put in; it starts in the frame current then.
+        let mut chunk = self.create_ring_chunk(&state.chunk_spec(), desc.size)?;
         let mut rings = lock(&self.rings);
-        let chunk = self.create_ring_chunk(&state, desc.size, rings.current_frame)?;
+        chunk.first_frame = rings.current_frame;
         state.chunks.push(chunk);
         let key = rings.rings.insert(state);
         Ok(UploadRing {
@@ -523,12 +526,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
     }
 
-    fn create_ring_chunk(
-        &self,
-        ring: &RingState,
-        size: u64,
-        frame: u64,
-    ) -> Result<RingChunk, Error> {
+    /// Makes a chunk of `size` bytes for a ring, with no lock of the
+    /// allocator held but those of the pools it allocates from. Its
+    /// `first_frame` is 0: the caller sets it, under the rings' lock, to the
+    /// frame current when it puts the chunk in its ring.
+    fn create_ring_chunk(&self, ring: &ChunkSpec<'_>, size: u64) -> Result<RingChunk, Error> {
         // Before the buffer exists, so that an oversized ring leaks nothing.
         // Past what a linear allocator manages (2^48 bytes) is past every
         // heap there is: said as the allocation path says it, not as a
@@ -547,7 +549,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             .dedicated(DedicatedPolicy::Never)
             .driver_dedicated(driver_dedicated)
             .dedicated_target(crate::device::DedicatedTarget::Buffer(buffer));
-        request.desc.name = ring.name.as_deref();
+        request.desc.name = ring.name;
         let device = &self.context.device;
         let allocation = self.allocate_and_bind(
             &request,
@@ -570,8 +572,17 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             allocation,
             buffer,
             linear,
-            first_frame: frame,
+            first_frame: 0,
         })
+    }
+
+    /// Frees a chunk no ring allocation was made in: made for a ring that
+    /// was destroyed meanwhile, or that another thread's chunk made room in.
+    fn discard_ring_chunk(&self, chunk: RingChunk) {
+        // `release` destroys the buffer and frees the memory at once, which
+        // its contract allows here: the chunk was never in a ring, so no
+        // ring allocation, and no command, uses it.
+        self.release_each(vec![Deferred::Buffer(chunk.buffer, chunk.allocation)]);
     }
 
     /// Allocates `size` bytes at a multiple of `align` (relative to the ring
@@ -585,6 +596,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::StaleAllocation`] for a destroyed ring; the errors of
     /// [`create_upload_ring`](Self::create_upload_ring) when a growing ring
     /// adds a chunk.
+    ///
+    /// A growing ring makes its new chunk with no lock of the allocator
+    /// held (but the pool's it allocates from), so other threads'
+    /// [`end_frame`](Self::end_frame), [`collect`](Self::collect) and ring
+    /// allocations do not wait for the driver; the allocation is made once
+    /// the chunk is in, in the frame current then. Should another thread
+    /// have made room in the ring meanwhile (a chunk of its own), the
+    /// allocation goes there and the new chunk is freed; should the ring
+    /// have been destroyed meanwhile, the chunk is freed and the call fails
+    /// with [`Error::StaleAllocation`].
     ///
     /// # Time complexity
     /// O(1): a bump in the newest chunk (a growing ring tries older ones).
@@ -603,35 +624,42 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             .rings
             .get_mut(ring.key)
             .ok_or(Error::StaleAllocation)?;
-        let (chunk, placed) = match state.allocate(size, align) {
-            Ok(found) => found,
+        let spec = match state.allocate(size, align) {
+            Ok((chunk, placed)) => return ring_allocation(ring, state, chunk, placed, frame),
             Err(Error::UploadRingFull { .. } | Error::UploadRingTooSmall { .. }) if state.grow => {
-                // Offsets are relative to a chunk's buffer, so offset 0 of the
-                // new chunk meets any alignment: `size` bytes are enough.
-                let chunk_size = state.chunk_size.max(size);
-                let chunk = self.create_ring_chunk(state, chunk_size, frame)?;
-                state.chunks.push(chunk);
-                state.allocate(size, align)?
+                state.chunk_spec_owned()
             }
             Err(error) => return Err(error),
         };
-        let chunk_state = &state.chunks[chunk];
-        let mapped = chunk_state
-            .allocation
-            .mapped
-            .ok_or(Error::NotHostVisible)?
-            .add(placed.offset);
-        Ok(RingAllocation {
-            ring,
-            chunk: chunk as u32,
-            buffer: chunk_state.buffer,
-            buffer_offset: placed.offset,
-            memory: chunk_state.allocation.memory(),
-            memory_offset: chunk_state.allocation.offset() + placed.offset,
-            size,
-            frame,
-            mapped,
-        })
+        // Offsets are relative to a chunk's buffer, so offset 0 of the new
+        // chunk meets any alignment: `size` bytes are enough.
+        let chunk_size = spec.chunk_size.max(size);
+        drop(rings);
+        let mut chunk = self.create_ring_chunk(&spec.borrow(), chunk_size)?;
+
+        let mut rings = lock(&self.rings);
+        let frame = rings.current_frame;
+        let Some(state) = rings.rings.get_mut(ring.key) else {
+            drop(rings);
+            self.discard_ring_chunk(chunk);
+            return Err(Error::StaleAllocation);
+        };
+        let (spare, found) = match state.allocate(size, align) {
+            Ok(found) => (Some(chunk), Ok(found)),
+            Err(Error::UploadRingFull { .. } | Error::UploadRingTooSmall { .. }) => {
+                chunk.first_frame = frame;
+                state.chunks.push(chunk);
+                (None, state.allocate(size, align))
+            }
+            Err(error) => (Some(chunk), Err(error)),
+        };
+        let allocation =
+            found.and_then(|(chunk, placed)| ring_allocation(ring, state, chunk, placed, frame));
+        drop(rings);
+        if let Some(spare) = spare {
+            self.discard_ring_chunk(spare);
+        }
+        allocation
     }
 
     /// Copies `bytes` into a ring allocation at `offset`, and flushes them
@@ -707,6 +735,34 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
         Ok(())
     }
+}
+
+/// The handle to `placed`, made in chunk `chunk` of `state` (ring `ring`)
+/// in allocator frame `frame`.
+fn ring_allocation(
+    ring: UploadRing,
+    state: &RingState,
+    chunk: usize,
+    placed: LinearAllocation,
+    frame: u64,
+) -> Result<RingAllocation, Error> {
+    let chunk_state = state.chunks.get(chunk).ok_or(Error::StaleAllocation)?;
+    let mapped = chunk_state
+        .allocation
+        .mapped
+        .ok_or(Error::NotHostVisible)?
+        .add(placed.offset);
+    Ok(RingAllocation {
+        ring,
+        chunk: chunk as u32,
+        buffer: chunk_state.buffer,
+        buffer_offset: placed.offset,
+        memory: chunk_state.allocation.memory(),
+        memory_offset: chunk_state.allocation.offset() + placed.offset,
+        size: placed.size,
+        frame,
+        mapped,
+    })
 }
 
 impl Rings {

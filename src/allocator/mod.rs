@@ -24,7 +24,9 @@
 //! 1. `frames`, the frame queue of deferred frees (`frames.rs`): `collect`
 //!    and `collect_idle` take the finished frames' frees out under it and
 //!    carry them out after releasing it, under 0;
-//! 2. `rings`, the upload rings: held across a new chunk's allocation;
+//! 2. `rings`, the upload rings: released while a new chunk is made
+//!    (`ring_allocate` and `create_upload_ring` make it with no lock held
+//!    but its pool's, then put it in);
 //! 3. `custom`, the custom pools' table (`pool.rs`): read to clone a pool's
 //!    `Arc`, written to put a pool in or take it out, and released before
 //!    any pool lock is taken: never held with one;
@@ -42,7 +44,7 @@
 //! No two pools' locks are ever held together, so threads in different
 //! memory types or pools wait for each other only at 0, 1, 2, 5 and 6. The
 //! memory callback ([`Allocator::set_memory_callback`]) runs under 4 (and
-//! under 0 or 2 when its caller holds them), never under 1, 5 or 6; `log`
+//! under 0 when its caller holds it), never under 1, 2, 5 or 6; `log`
 //! calls run under any of them. Neither may call into the allocator: a
 //! `std` mutex locked again by the thread that holds it deadlocks (or
 //! panics), and nothing detects it. Every lock carries on after a panic
@@ -602,10 +604,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`collect`](Self::collect), [`collect_idle`](Self::collect_idle) and
     /// [`wait_and_collect`](Self::wait_and_collect), the lock those calls
     /// carry out their frees under, which other threads' calls to them wait
-    /// for; in [`ring_allocate`](Self::ring_allocate) and
-    /// [`create_upload_ring`](Self::create_upload_ring), the upload
-    /// rings'): it must not call into the allocator (it would deadlock on
-    /// a lock its own thread holds), and should be quick.
+    /// for): it must not call into the allocator (it would deadlock on a
+    /// lock its own thread holds), and should be quick.
     ///
     /// A panic in the callback reaches the caller of the method that made
     /// or freed the memory, once that memory object is made and freed

@@ -152,7 +152,55 @@ pub(crate) struct RingState {
     pub(crate) chunks: Vec<RingChunk>,
 }
 
+/// What a ring's chunks are made from, read from its [`RingState`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ChunkSpec<'a> {
+    pub(crate) usage: Usage,
+    pub(crate) buffer_usage: vk::BufferUsageFlags,
+    pub(crate) name: Option<&'a str>,
+}
+
+/// A [`ChunkSpec`] copied out of a ring's state, with the ring's chunk
+/// size: a growing ring's new chunk is made from it after the rings' lock
+/// is released.
+#[derive(Debug)]
+pub(crate) struct OwnedChunkSpec {
+    usage: Usage,
+    buffer_usage: vk::BufferUsageFlags,
+    name: Option<Box<str>>,
+    pub(crate) chunk_size: u64,
+}
+
+impl OwnedChunkSpec {
+    pub(crate) fn borrow(&self) -> ChunkSpec<'_> {
+        ChunkSpec {
+            usage: self.usage,
+            buffer_usage: self.buffer_usage,
+            name: self.name.as_deref(),
+        }
+    }
+}
+
 impl RingState {
+    /// What its chunks are made from.
+    pub(crate) fn chunk_spec(&self) -> ChunkSpec<'_> {
+        ChunkSpec {
+            usage: self.usage,
+            buffer_usage: self.buffer_usage,
+            name: self.name.as_deref(),
+        }
+    }
+
+    /// What its chunks are made from, copied out.
+    pub(crate) fn chunk_spec_owned(&self) -> OwnedChunkSpec {
+        OwnedChunkSpec {
+            usage: self.usage,
+            buffer_usage: self.buffer_usage,
+            name: self.name.clone(),
+            chunk_size: self.chunk_size,
+        }
+    }
+
     /// Bump-allocates in the newest chunk that has room.
     ///
     /// # Time complexity
