@@ -125,9 +125,9 @@ impl FakeDevice {
     /// thread and with no lock of the device held: a test's stand-in for
     /// what other threads do while one blocks there (a fake wait answers
     /// at once). The hook may call into the device and the allocator, and
-    /// replace or clear itself; a wait it causes does not run it again. It
-    /// stays set until replaced;
-    /// a hook that holds a clone of the device or the allocator keeps them
+    /// replace or clear itself; while it runs, no wait runs it again (one
+    /// it causes, or another thread's). It stays set until replaced; a
+    /// hook that holds a clone of the device or the allocator keeps them
     /// alive until it is.
     pub fn set_wait_hook(&self, hook: Option<Box<dyn FnMut() + Send>>) {
         let mut slot = self.wait_hook.lock().unwrap_or_else(|e| e.into_inner());
