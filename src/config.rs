@@ -97,8 +97,9 @@ pub struct Config {
     /// refuses for want of memory (out of device memory, over budget, at
     /// `maxMemoryAllocationCount`) first releases the kept empty blocks
     /// (but each type's largest) of the memory types of that type's heap
-    /// (of every type at `maxMemoryAllocationCount`), then is tried again;
-    /// so do
+    /// (of every type at `maxMemoryAllocationCount`), then is tried again,
+    /// and when it still falls short, releases each type's largest too and
+    /// is tried once more; so do
     /// a custom pool's `min_blocks` blocks that
     /// [`Allocator::create_pool`](crate::Allocator::create_pool) cannot make.
     /// (A memory type short of room for a new block first tries a smaller

@@ -330,12 +330,14 @@ where
     }
 
     /// `memory_type`'s answer to `request` once the kept empty blocks
-    /// that stood in its way are released ([`release_kept_empty_blocks`]),
-    /// when `error`, its refusal, is for want of memory and those blocks
-    /// were not released for this request yet (`released`, a mask of
-    /// memory types, says which were); `error` otherwise. Any memory
-    /// type's, not only the first's: one that failed otherwise
-    /// (`MapFailed`) may be followed by one whose heap the kept blocks fill.
+    /// that stood in its way are released ([`release_kept_empty_blocks`]:
+    /// those beyond each type's largest, then, while it still lacks
+    /// memory, the largest too), when `error`, its refusal, is for want of
+    /// memory and those blocks were not released for this request yet
+    /// (`released`, a mask of memory types, says which were); `error`
+    /// otherwise. Any memory type's, not only the first's: one that failed
+    /// otherwise (`MapFailed`) may be followed by one whose heap the kept
+    /// blocks fill.
     fn retry_after_release(
         &mut self,
         memory_type: u8,
@@ -349,10 +351,17 @@ where
             return Err(error);
         }
         *released |= scope;
-        if release_kept_empty_blocks(self.context, &mut self.pools, scope) == 0 {
-            return Err(error);
+        let mut error = error;
+        for keep in [Keep::Largest, Keep::None] {
+            if release_kept_empty_blocks(self.context, &mut self.pools, scope, keep) == 0 {
+                continue;
+            }
+            match self.allocate_in_type(u32::from(memory_type), request, within_budget) {
+                Err(next) if next.is_want_of_memory() => error = next,
+                result => return result,
+            }
         }
-        self.allocate_in_type(u32::from(memory_type), request, within_budget)
+        Err(error)
     }
 
     /// Why no memory type can take a request: too large for every allowed
@@ -545,12 +554,24 @@ pub(super) fn release_scope<D>(context: &MemoryContext<D>, error: Error, memory_
     }
 }
 
+/// Which empty blocks [`release_kept_empty_blocks`] leaves in each pool.
+#[derive(Clone, Copy)]
+pub(super) enum Keep {
+    /// The largest (VMA's rule: one empty block per memory type).
+    Largest,
+    /// None: the heap is short of memory even without the others, and an
+    /// empty block holds nothing that needs it.
+    None,
+}
+
 /// Releases the empty blocks the default pools of the memory types in
-/// `types` (a mask, from [`release_scope`]) keep beyond their largest
+/// `types` (a mask, from [`release_scope`]) keep
 /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
-/// for a request that want of memory stopped (or a custom pool's
-/// `min_blocks` blocks, `Allocator::create_pool`): it is tried again
-/// without them, so that kept blocks never make it fail. Returns the
+/// all but those `keep` says, for a request that want of memory stopped
+/// (or a custom pool's `min_blocks` blocks, `Allocator::create_pool`): it
+/// is tried again without them, first with each type's largest kept, then,
+/// when it still lacks memory, without those either, so that kept blocks
+/// never make it fail, go over budget or leave its best heap. Returns the
 /// bytes released.
 #[cold]
 #[inline(never)]
@@ -558,6 +579,7 @@ pub(super) fn release_kept_empty_blocks<P, D>(
     context: &MemoryContext<D>,
     pools: &mut P,
     types: u32,
+    keep: Keep,
 ) -> u64
 where
     P: PoolAccess,
@@ -570,11 +592,42 @@ where
     while types != 0 {
         let memory_type = types.trailing_zeros();
         types &= types - 1;
-        released += pools.with_pool(memory_type, |pool| {
-            pool.release_surplus_empty_blocks(context, 0.0, None)
+        released += pools.with_pool(memory_type, |pool| match keep {
+            Keep::Largest => pool.release_surplus_empty_blocks(context, 0.0, None),
+            Keep::None => pool.trim(context),
         });
     }
     released
+}
+
+/// `attempt`'s answer once the kept empty blocks of the memory types that
+/// `error`, its first refusal, says stood in its way ([`release_scope`] of
+/// `memory_type`) are released, in the two steps of
+/// [`release_kept_empty_blocks`]; `error` when that released nothing or
+/// the refusal was not for want of memory.
+pub(super) fn retry_after_releasing<P, D, R>(
+    context: &MemoryContext<D>,
+    pools: &mut P,
+    memory_type: u32,
+    error: Error,
+    mut attempt: impl FnMut(&mut P) -> Result<R, Error>,
+) -> Result<R, Error>
+where
+    P: PoolAccess,
+    D: MemoryDeviceExt<P::Memory>,
+{
+    let scope = release_scope(context, error, memory_type);
+    let mut error = error;
+    for keep in [Keep::Largest, Keep::None] {
+        if scope == 0 || release_kept_empty_blocks(context, pools, scope, keep) == 0 {
+            continue;
+        }
+        match attempt(pools) {
+            Err(next) if next.is_want_of_memory() => error = next,
+            result => return result,
+        }
+    }
+    Err(error)
 }
 
 /// [`Placer::allocate`] for a request naming a custom pool: the same
@@ -656,16 +709,8 @@ where
             .ok_or(Error::StalePool)?
     };
     let placement = match place(pools) {
-        Err(error)
-            if release_kept_empty_blocks(
-                context,
-                pools,
-                release_scope(context, error, memory_type),
-            ) > 0 =>
-        {
-            place(pools)?
-        }
-        result => result?,
+        Err(error) => retry_after_releasing(context, pools, memory_type, error, place)?,
+        Ok(placement) => placement,
     };
     Ok(Allocation {
         memory: placement.memory,

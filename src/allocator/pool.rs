@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags;
 
-use super::place::{lock, release_kept_empty_blocks, release_scope, Locked};
+use super::place::{lock, retry_after_releasing, Locked};
 use super::Allocator;
 use crate::device::{MemoryDeviceExt, DEFINED_HANDLE_TYPES};
 use crate::memory::type_pool::{PoolPolicy, TypePool};
@@ -513,23 +513,17 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return Err(Error::TooManyPools);
         }
         let mut pool = TypePool::with_policy(desc.memory_type, policy, desc.name, desc.priority);
-        match pool.make_min_blocks(&self.context) {
+        if let Err(error) = pool.make_min_blocks(&self.context) {
             // Kept empty blocks give way to the pool's blocks as they do to
             // a request's (Config::empty_block_reserve): VMA's rule, which
             // keeps one per type, would have left room for them.
-            Err(error)
-                if release_kept_empty_blocks(
-                    &self.context,
-                    &mut Locked {
-                        types: &self.pools,
-                        custom: &self.custom,
-                    },
-                    release_scope(&self.context, error, desc.memory_type),
-                ) > 0 =>
-            {
-                pool.make_min_blocks(&self.context)?;
-            }
-            result => result?,
+            let mut pools = Locked {
+                types: &self.pools,
+                custom: &self.custom,
+            };
+            retry_after_releasing(&self.context, &mut pools, desc.memory_type, error, |_| {
+                pool.make_min_blocks(&self.context)
+            })?;
         }
         // The blocks are made before the table is locked for writing, so
         // that other pools' requests do not wait for vkAllocateMemory.

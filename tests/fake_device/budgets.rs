@@ -6,7 +6,7 @@ use vk_suballoc::device::{HeapBudget, MemoryDeviceExt};
 use vk_suballoc::{DedicatedPolicy, Error, Request, Usage};
 
 use super::frames::{end_frame, free_all_and_finish};
-use super::{allocator, buffer, finish};
+use super::{allocator, buffer, finish, free};
 
 const MIB: u64 = 1 << 20;
 
@@ -392,4 +392,53 @@ fn a_free_in_flight_still_counts_against_the_budget() {
         super::free(&allocator, granted);
     });
     finish(allocator, &device);
+}
+
+/// A heap short of budget gives back every empty block of its memory
+/// types before a request leaves the heap, each type's largest included:
+/// memory that holds nothing never sends device-local data to system
+/// memory. With resizable BAR, host-visible VRAM (type 4) shares the VRAM
+/// heap with device-only memory (type 1): an empty upload block of type 4,
+/// kept for reuse, stood in the way of a texture in type 1, which went to
+/// system memory (type 0) with VRAM budget to spare once the block went
+/// (the texture is larger than the kept block, so it cannot go there).
+/// VMA keeps one empty block per type too, but gives it back when it
+/// empties over budget.
+#[test]
+fn an_empty_block_of_another_type_gives_way_to_device_local_memory() {
+    for within_budget in [true, false] {
+        let (allocator, device) = allocator(FakeLayout::rebar());
+        device.set_heap_budget(0, 600 * MIB, 0);
+        allocator.budgets();
+        // A block of host-visible VRAM, emptied and kept (the type's largest).
+        let upload = allocator
+            .allocate(&buffer(MIB, 256, Usage::UPLOAD | Usage::DEVICE_LOCAL))
+            .unwrap();
+        assert_eq!(upload.memory_type(), 4);
+        free(&allocator, upload);
+        let kept = allocator.stats().memory_types[4].block_bytes;
+        assert_eq!(allocator.stats().memory_types[4].empty_blocks, 1);
+        assert!(kept < 40 * MIB);
+        // VRAM used up to 16 MiB below the budget, the kept block included.
+        let large = allocator
+            .allocate(&vram_only(600 * MIB - kept - 16 * MIB))
+            .unwrap();
+        // 40 MiB more fit once the kept block goes, not beside it.
+        let mut texture = buffer(40 * MIB, 256, Usage::DEVICE_LOCAL);
+        if within_budget {
+            texture = texture.within_budget();
+        }
+        let texture = allocator
+            .allocate(&texture)
+            .unwrap_or_else(|error| panic!("within budget {within_budget}: {error}"));
+        assert_eq!(
+            texture.memory_type(),
+            1,
+            "within budget {within_budget}: VRAM had room"
+        );
+        assert_eq!(allocator.stats().memory_types[4].blocks, 0);
+        let b = allocator.budgets()[0];
+        assert!(b.usage <= b.budget, "within budget {within_budget}: {b:?}");
+        free_all_and_finish(allocator, &device, [large, texture]);
+    }
 }

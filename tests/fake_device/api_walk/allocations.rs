@@ -512,15 +512,15 @@ impl Walk {
 /// `before`, but for the empty blocks `after` shows released: a request
 /// short of memory releases the empty blocks each default pool keeps beyond
 /// its largest (`Config::empty_block_reserve`) before it is tried again,
-/// and may still fail. Nothing else may change, and each type that had an
-/// empty block keeps one.
+/// then, still short, the largest too, and may still fail. Nothing else
+/// may change.
 pub(super) fn unchanged_but_released_empty_blocks(before: &Stats, after: &Stats) -> Stats {
     let mut expected = before.clone();
     let mut released_objects = 0;
     for (e, a) in expected.memory_types.iter_mut().zip(&after.memory_types) {
         let released = e.blocks.saturating_sub(a.blocks);
-        if released == 0 || released >= e.empty_blocks {
-            continue; // unchanged, or more than the surplus: left to differ
+        if released == 0 || released > e.empty_blocks {
+            continue; // unchanged, or more than the empty blocks: left to differ
         }
         e.blocks = a.blocks;
         e.empty_blocks -= released;
