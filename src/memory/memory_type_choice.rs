@@ -354,6 +354,138 @@ mod tests {
         );
     }
 
+    /// Whether every `false` of `flags` comes before every `true`.
+    fn falses_first(flags: impl Iterator<Item = bool>) -> bool {
+        let flags: Vec<bool> = flags.collect();
+        flags.windows(2).all(|pair| pair[0] <= pair[1])
+    }
+
+    /// Every usage, every preset (and one with a protected type): the
+    /// first type is the one an engine developer expects, and the order
+    /// never puts a worse kind of memory before a better one.
+    /// - never a protected type; lazily allocated ones for `TRANSIENT` only;
+    ///   only host-visible ones when the host reads or writes directly;
+    /// - `READBACK`: host-cached first where the device has it;
+    /// - `UPLOAD | DEVICE_LOCAL`: device-local host-visible (BAR, ReBAR,
+    ///   unified) first, every one of those before host memory;
+    /// - `UPLOAD` (staging): host-visible memory outside VRAM first,
+    ///   uncached where the device has it;
+    /// - `UPLOAD | ALLOW_TRANSFER_INSTEAD` and GPU-only: every device-local
+    ///   type before any host type; GPU-only data first where the host
+    ///   cannot map it; `TRANSIENT`: lazily allocated memory first;
+    /// - types ranked last (AMD's device-coherent ones) after all others.
+    #[test]
+    fn every_usage_on_every_preset_ranks_as_an_engine_expects() {
+        let mut protected = FakeLayout::discrete();
+        protected.memory_types.insert(
+            0,
+            MemoryType {
+                heap: 0,
+                props: Props::DEVICE_LOCAL | Props::PROTECTED,
+            },
+        );
+        let mut layouts: Vec<(FakeLayout, u32)> = vec![
+            (FakeLayout::discrete(), 0),
+            (FakeLayout::rebar(), 0),
+            (FakeLayout::integrated(), 0),
+            (FakeLayout::mobile(), 0),
+            (FakeLayout::lavapipe(), 0),
+            (FakeLayout::amd(), 0b1111_0000),
+            (protected, 0),
+        ];
+        // Whatever order the driver lists the types in.
+        for index in 0..layouts.len() {
+            let (mut reversed, last) = layouts[index].clone();
+            reversed.memory_types.reverse();
+            let count = reversed.memory_types.len() as u32;
+            layouts.push((reversed, last.reverse_bits() >> (32 - count)));
+        }
+        let flags = [
+            Usage::DEVICE_LOCAL,
+            Usage::UPLOAD,
+            Usage::READBACK,
+            Usage::TRANSIENT,
+            Usage::DEVICE_ADDRESS,
+            Usage::ALLOW_TRANSFER_INSTEAD,
+        ];
+        let (dl, hv, cached) = (Props::DEVICE_LOCAL, Props::HOST_VISIBLE, Props::HOST_CACHED);
+        let originals = layouts.len() / 2;
+        for (index, (layout, last)) in layouts.iter().enumerate() {
+            let order = if index < originals {
+                ""
+            } else {
+                " (types reversed)"
+            };
+            let types = &layout.memory_types;
+            for combo in 0..1u32 << flags.len() {
+                let mut usage = Usage::default();
+                for (bit, flag) in flags.iter().enumerate() {
+                    if combo & (1 << bit) != 0 {
+                        usage |= *flag;
+                    }
+                }
+                let ranked = rank_memory_types(types, &layout.memory_heaps, !0, usage, 1, *last);
+                let ctx = format!("{}{order} {usage:?}: {:?}", layout.name, ranked.as_slice());
+                // Demoted types come after all the others.
+                let demoted = ranked.as_slice().iter().map(|&t| last & (1 << t) != 0);
+                assert!(falses_first(demoted), "{ctx}");
+                let props: Vec<Props> = ranked
+                    .as_slice()
+                    .iter()
+                    .filter(|&&t| last & (1 << t) == 0)
+                    .map(|&t| types[usize::from(t)].props)
+                    .collect();
+                assert!(!props.is_empty(), "{ctx}");
+                let first = props[0];
+                // Whether a type the ranking kept has `flags` and none of `without`.
+                let exists = |flags: Props, without: Props| {
+                    props
+                        .iter()
+                        .any(|p| p.contains(flags) && !p.intersects(without))
+                };
+                // Every type with `flags` comes before every type without.
+                let come_first =
+                    |flags: Props| falses_first(props.iter().map(|p| !p.contains(flags)));
+                for p in &props {
+                    assert!(!p.contains(Props::PROTECTED), "{ctx}");
+                    if p.contains(Props::LAZILY_ALLOCATED) {
+                        assert!(usage.contains(Usage::TRANSIENT), "{ctx}");
+                    }
+                    if usage.needs_host_access() {
+                        assert!(p.contains(hv), "{ctx}");
+                    }
+                }
+                let upload = usage.contains(Usage::UPLOAD);
+                if usage.contains(Usage::READBACK) {
+                    if exists(hv | cached, Props::empty()) {
+                        assert!(first.contains(cached), "{ctx}");
+                    }
+                } else if upload && usage.contains(Usage::ALLOW_TRANSFER_INSTEAD) {
+                    assert!(come_first(dl), "{ctx}");
+                    if exists(dl | hv, Props::empty()) {
+                        assert!(first.contains(dl | hv), "{ctx}");
+                    }
+                } else if upload && usage.contains(Usage::DEVICE_LOCAL) {
+                    assert!(come_first(dl | hv), "{ctx}");
+                } else if upload {
+                    if exists(hv, dl) {
+                        assert!(!first.contains(dl), "{ctx}");
+                    }
+                    if exists(hv, cached) {
+                        assert!(!first.contains(cached), "{ctx}");
+                    }
+                } else if usage.contains(Usage::TRANSIENT) && exists(Props::LAZILY_ALLOCATED, hv) {
+                    assert!(first.contains(Props::LAZILY_ALLOCATED), "{ctx}");
+                } else {
+                    assert!(come_first(dl), "{ctx}");
+                    if exists(dl, hv) {
+                        assert!(!first.contains(hv), "{ctx}");
+                    }
+                }
+            }
+        }
+    }
+
     /// The table plus the per-request filters give exactly what ranking
     /// each request from scratch gives.
     #[test]
