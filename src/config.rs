@@ -16,8 +16,10 @@ pub struct Config {
     /// most [`offset::MAX_SLOTS`](crate::offset::MAX_SLOTS).
     pub initial_block_slots: u32,
     /// Without `VK_EXT_memory_budget`, a heap's budget is this fraction of its
-    /// size; so is it when the extension reports a budget of 0 (as VMA reads
-    /// it). Default 0.8.
+    /// size, and its usage this allocator's own memory only (as in VMA):
+    /// other allocators, the driver's own objects and other processes are
+    /// not seen, so leave room for them here. So is the budget when the
+    /// extension reports one of 0 (as VMA reads it). Default 0.8.
     pub budget_fraction: f64,
     /// Devices whose `bufferImageGranularity` is at most this mix buffers
     /// and images in one block: optimal-tiling images take whole granularity
