@@ -403,7 +403,10 @@ where
         request: &Request<'_>,
         within_budget: bool,
     ) -> Result<Allocation, Error> {
-        let pool_request = pool_request(self.context, memory_type, request, within_budget);
+        let mut pool_request = pool_request(self.context, memory_type, request, within_budget);
+        // The default pools' requests are checked against the budget but in
+        // the last pass over the candidates, which may pass it.
+        pool_request.past_budget = !within_budget;
         let context = self.context;
         let placement = self
             .pools
@@ -528,6 +531,7 @@ fn pool_request_padded<'r, D>(
         target: request.dedicated_target,
         name: request.desc.name,
         within_budget,
+        past_budget: false,
         existing_memory_only: request.desc.existing_memory_only,
         priority: request.desc.priority,
         run_class,

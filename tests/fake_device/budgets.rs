@@ -442,3 +442,29 @@ fn an_empty_block_of_another_type_gives_way_to_device_local_memory() {
         free_all_and_finish(allocator, &device, [large, texture]);
     }
 }
+
+/// A request that did not ask to stay within the budget, and that every
+/// candidate memory type refused within it, passes the budget by its own
+/// size: dedicated memory, as VMA does, not a new block (32 MiB here, up to
+/// 256 MiB). Before, the last pass made a block. With `within_budget` it
+/// is refused.
+#[test]
+fn a_request_past_the_budget_passes_it_by_its_own_size() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // The rest of the application already uses VRAM's whole budget, and
+    // the other heaps have no room at all.
+    device.set_heap_budget(0, 100 * MIB, 100 * MIB);
+    device.cap_heap(1, 0);
+    device.cap_heap(2, 0);
+    let before = allocator.budgets()[0].usage;
+    let small = buffer(64 << 10, 256, Usage::DEVICE_LOCAL);
+    let refused = allocator.allocate(&small.clone().within_budget());
+    // (The last candidate's error: its heap is full.)
+    assert_eq!(refused, Err(Error::OutOfDeviceMemory));
+    let allocation = allocator.allocate(&small).unwrap();
+    assert_eq!(allocation.memory_type(), 1);
+    assert!(allocation.is_dedicated());
+    assert_eq!(allocator.budgets()[0].usage - before, 64 << 10);
+    assert_eq!(allocator.stats().memory_types[1].blocks, 0);
+    free_all_and_finish(allocator, &device, [allocation]);
+}

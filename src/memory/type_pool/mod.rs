@@ -291,7 +291,8 @@ impl<M> TypePool<M> {
 
     /// [`allocate`](Self::allocate) past the existing blocks: dedicated memory
     /// first when `dedicated_first` (then the existing blocks), else a new
-    /// block, then dedicated memory when the device has no room for one. A
+    /// block, then dedicated memory when the device has no room for one;
+    /// past the budget, dedicated memory and no new block. A
     /// request for existing memory only goes to
     /// [`allocate_in_existing`](Self::allocate_in_existing) instead.
     #[cold]
@@ -309,7 +310,11 @@ impl<M> TypePool<M> {
             context.begin_budget_checks();
         }
         let preferred = self.preferred_block_size(context);
-        if dedicated_first {
+        // Past the heap's budget, memory of the request's own size, not a
+        // new block, which would pass the budget by a whole block (up to
+        // 256 MiB): VMA, too, turns to dedicated memory there.
+        let past_budget = request.past_budget && request.dedicated != DedicatedChoice::Never;
+        if dedicated_first || past_budget {
             match self.allocate_dedicated(context, request) {
                 // Unless the driver requires dedicated memory, an existing
                 // block may still take the request when the device has no
@@ -318,11 +323,20 @@ impl<M> TypePool<M> {
                 Err(error)
                     if request.dedicated != DedicatedChoice::Require
                         && (is_no_room(error)
-                            || matches!(error, Error::TooManyObjects(_) | Error::MapFailed)) => {}
+                            || matches!(error, Error::TooManyObjects(_) | Error::MapFailed)) =>
+                {
+                    // (`allocate` tried them unless dedicated memory came
+                    // first.)
+                    if dedicated_first {
+                        if let Some(placement) = self.allocate_in_blocks(request) {
+                            return Ok(self.count(placement, request));
+                        }
+                    }
+                    if past_budget {
+                        return Err(error);
+                    }
+                }
                 result => return result,
-            }
-            if let Some(placement) = self.allocate_in_blocks(request) {
-                return Ok(self.count(placement, request));
             }
         }
         match self.allocate_in_new_block(context, request, preferred) {

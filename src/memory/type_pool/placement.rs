@@ -46,6 +46,11 @@ pub(crate) struct PoolRequest<'a> {
     pub(crate) target: Option<DedicatedTarget>,
     pub(crate) name: Option<&'a str>,
     pub(crate) within_budget: bool,
+    /// The default path's last pass, which may pass the heap's budget
+    /// (`Placer::allocate_in_next_types`): dedicated memory of the
+    /// request's size then, not a new block, unless dedicated memory is
+    /// ruled out.
+    pub(crate) past_budget: bool,
     /// No new memory object: existing blocks only
     /// ([`AllocationDesc::existing_memory_only`](crate::AllocationDesc::existing_memory_only)).
     pub(crate) existing_memory_only: bool,
@@ -71,6 +76,7 @@ impl PoolRequest<'_> {
             target: None,
             name: None,
             within_budget: false,
+            past_budget: false,
             existing_memory_only: false,
             priority: None,
             run_class: None,
