@@ -458,7 +458,7 @@ fn a_request_past_the_budget_passes_it_by_its_own_size() {
     device.cap_heap(2, 0);
     let before = allocator.budgets()[0].usage;
     let small = buffer(64 << 10, 256, Usage::DEVICE_LOCAL);
-    let refused = allocator.allocate(&small.clone().within_budget());
+    let refused = allocator.allocate(&small.within_budget());
     // (The last candidate's error: its heap is full.)
     assert_eq!(refused, Err(Error::OutOfDeviceMemory));
     let allocation = allocator.allocate(&small).unwrap();
