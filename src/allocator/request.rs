@@ -47,6 +47,11 @@ pub struct AllocationDesc<'a> {
     pub dedicated: DedicatedPolicy,
     /// Fail with [`Error::OverBudget`](crate::Error::OverBudget) rather than
     /// exceed a heap's budget (after trying the other memory types).
+    /// Without it, a request that every memory type refuses within its
+    /// heap's budget passes one by its own size: existing blocks or
+    /// dedicated memory, not a new block (but with
+    /// [`DedicatedPolicy::Never`] or past 3/4 of
+    /// `maxMemoryAllocationCount`).
     pub within_budget: bool,
     /// `VK_EXT_memory_priority` priority in `[0, 1]` for dedicated memory;
     /// ignored when the extension is not enabled. Values outside the range

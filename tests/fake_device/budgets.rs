@@ -468,3 +468,30 @@ fn a_request_past_the_budget_passes_it_by_its_own_size() {
     assert_eq!(allocator.stats().memory_types[1].blocks, 0);
     free_all_and_finish(allocator, &device, [allocation]);
 }
+
+/// Past the budget, small requests still go to a block once 3/4 of
+/// `maxMemoryAllocationCount` is used: dedicated memory for each would
+/// spend a memory object per buffer and reach the limit, where a block
+/// holds them all. (Before, every request past the budget took dedicated
+/// memory until `TooManyObjects`, which a new block would have avoided.)
+#[test]
+fn past_the_budget_small_requests_keep_the_last_objects_for_a_block() {
+    let (allocator, device) = allocator(FakeLayout::discrete().with_max_allocation_count(8));
+    device.set_heap_budget(0, 100 * MIB, 100 * MIB);
+    device.cap_heap(1, 0);
+    device.cap_heap(2, 0);
+    let small = buffer(4096, 256, Usage::DEVICE_LOCAL);
+    let mut live = Vec::new();
+    for i in 0..32 {
+        match allocator.allocate(&small) {
+            Ok(allocation) => live.push(allocation),
+            Err(error) => panic!("request {i}: {error:?}"),
+        }
+    }
+    // The first requests pass the budget by their own size; then a block.
+    let stats = allocator.stats();
+    assert!(stats.memory_objects <= 8, "{}", stats.memory_objects);
+    assert_eq!(stats.memory_types[1].blocks, 1);
+    assert!(live.iter().any(|a| !a.is_dedicated()));
+    free_all_and_finish(allocator, &device, live);
+}

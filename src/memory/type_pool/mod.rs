@@ -292,7 +292,8 @@ impl<M> TypePool<M> {
     /// [`allocate`](Self::allocate) past the existing blocks: dedicated memory
     /// first when `dedicated_first` (then the existing blocks), else a new
     /// block, then dedicated memory when the device has no room for one;
-    /// past the budget, dedicated memory and no new block. A
+    /// past the budget, dedicated memory and no new block (but past 3/4 of
+    /// `maxMemoryAllocationCount`). A
     /// request for existing memory only goes to
     /// [`allocate_in_existing`](Self::allocate_in_existing) instead.
     #[cold]
@@ -312,8 +313,13 @@ impl<M> TypePool<M> {
         let preferred = self.preferred_block_size(context);
         // Past the heap's budget, memory of the request's own size, not a
         // new block, which would pass the budget by a whole block (up to
-        // 256 MiB): VMA, too, turns to dedicated memory there.
-        let past_budget = request.past_budget && request.dedicated != DedicatedChoice::Never;
+        // 256 MiB): VMA, too, turns to dedicated memory there. But not past
+        // 3/4 of maxMemoryAllocationCount, where the last objects go to
+        // blocks: a memory object per small buffer reached the limit
+        // (TooManyObjects) where one block held them all.
+        let past_budget = request.past_budget
+            && request.dedicated != DedicatedChoice::Never
+            && !context.objects_mostly_used();
         if dedicated_first || past_budget {
             match self.allocate_dedicated(context, request) {
                 // Unless the driver requires dedicated memory, an existing

@@ -49,7 +49,8 @@ pub(crate) struct PoolRequest<'a> {
     /// The default path's last pass, which may pass the heap's budget
     /// (`Placer::allocate_in_next_types`): dedicated memory of the
     /// request's size then, not a new block, unless dedicated memory is
-    /// ruled out.
+    /// ruled out or 3/4 of `maxMemoryAllocationCount` is used
+    /// (`MemoryContext::objects_mostly_used`).
     pub(crate) past_budget: bool,
     /// No new memory object: existing blocks only
     /// ([`AllocationDesc::existing_memory_only`](crate::AllocationDesc::existing_memory_only)).
