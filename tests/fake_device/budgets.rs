@@ -495,3 +495,20 @@ fn past_the_budget_small_requests_keep_the_last_objects_for_a_block() {
     assert!(live.iter().any(|a| !a.is_dedicated()));
     free_all_and_finish(allocator, &device, live);
 }
+
+/// Past the budget, a request that rules out dedicated memory
+/// (`DedicatedPolicy::Never`) still gets memory: a new block, as the
+/// README's fallback order says, not an error.
+#[test]
+fn past_the_budget_a_request_that_rules_out_dedicated_memory_takes_a_block() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.set_heap_budget(0, 100 * MIB, 100 * MIB);
+    device.cap_heap(1, 0);
+    device.cap_heap(2, 0);
+    let never = buffer(64 << 10, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Never);
+    let allocation = allocator.allocate(&never).unwrap();
+    assert_eq!(allocation.memory_type(), 1);
+    assert!(!allocation.is_dedicated());
+    assert_eq!(allocator.stats().memory_types[1].blocks, 1);
+    free_all_and_finish(allocator, &device, [allocation]);
+}
