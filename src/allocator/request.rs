@@ -45,8 +45,10 @@ pub struct AllocationDesc<'a> {
     pub name: Option<&'a str>,
     /// Dedicated memory or not.
     pub dedicated: DedicatedPolicy,
-    /// Fail with [`Error::OverBudget`](crate::Error::OverBudget) rather than
-    /// exceed a heap's budget (after trying the other memory types).
+    /// Fail rather than exceed a heap's budget (after trying the other
+    /// memory types): with [`Error::OverBudget`](crate::Error::OverBudget)
+    /// when a budget stopped the last candidate type, else with that type's
+    /// error (its heap full: [`Error::OutOfDeviceMemory`](crate::Error::OutOfDeviceMemory)).
     /// Without it, a request that every memory type refuses within its
     /// heap's budget passes one by its own size: existing blocks or
     /// dedicated memory, not a new block (but with
