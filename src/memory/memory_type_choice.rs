@@ -245,6 +245,16 @@ mod tests {
     use super::*;
     use crate::device::fake::FakeLayout;
 
+    /// Every usage flag; their 64 combinations are every usage there is.
+    const USAGE_FLAGS: [Usage; 6] = [
+        Usage::DEVICE_LOCAL,
+        Usage::UPLOAD,
+        Usage::READBACK,
+        Usage::TRANSIENT,
+        Usage::DEVICE_ADDRESS,
+        Usage::ALLOW_TRANSFER_INSTEAD,
+    ];
+
     fn rank(layout: &FakeLayout, usage: Usage) -> Vec<u8> {
         rank_memory_types(&layout.memory_types, &layout.memory_heaps, !0, usage, 1, 0)
             .as_slice()
@@ -400,14 +410,7 @@ mod tests {
             let count = reversed.memory_types.len() as u32;
             layouts.push((reversed, last.reverse_bits() >> (32 - count)));
         }
-        let flags = [
-            Usage::DEVICE_LOCAL,
-            Usage::UPLOAD,
-            Usage::READBACK,
-            Usage::TRANSIENT,
-            Usage::DEVICE_ADDRESS,
-            Usage::ALLOW_TRANSFER_INSTEAD,
-        ];
+        let flags = USAGE_FLAGS;
         let (dl, hv, cached) = (Props::DEVICE_LOCAL, Props::HOST_VISIBLE, Props::HOST_CACHED);
         let originals = layouts.len() / 2;
         for (index, (layout, last)) in layouts.iter().enumerate() {
@@ -490,14 +493,7 @@ mod tests {
     /// each request from scratch gives.
     #[test]
     fn rank_table_matches_ranking_per_request() {
-        let flags = [
-            Usage::DEVICE_LOCAL,
-            Usage::UPLOAD,
-            Usage::READBACK,
-            Usage::TRANSIENT,
-            Usage::DEVICE_ADDRESS,
-            Usage::ALLOW_TRANSFER_INSTEAD,
-        ];
+        let flags = USAGE_FLAGS;
         for (layout, last) in [
             (FakeLayout::discrete(), 0),
             (FakeLayout::integrated(), 0),
