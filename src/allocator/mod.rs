@@ -615,12 +615,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`collect_idle`](Self::collect_idle) and
     /// [`wait_and_collect`](Self::wait_and_collect) carry out the other
     /// frees they took out of the frame queue first, and the allocator's
-    /// drop the other queued frees and upload-ring chunks. Other calls that
-    /// were to make or free more objects stop at that one: the blocks they
-    /// had not released stay in their pools; in
-    /// [`create_pool`](Self::create_pool) and the allocator's drop (its
-    /// pools' blocks), the memory objects made before, or not yet freed,
-    /// leak (allocated, and counted in usage and objects).
+    /// drop the other queued frees and upload-ring chunks;
+    /// [`create_pool`](Self::create_pool) frees the blocks it made before.
+    /// Other calls that were to make or free more objects stop at that
+    /// one: the blocks they had not released stay in their pools; in the
+    /// allocator's drop (its pools' blocks), the memory objects not yet
+    /// freed leak (allocated, and counted in usage and objects).
     ///
     /// ```
     /// use std::sync::atomic::{AtomicU64, Ordering};

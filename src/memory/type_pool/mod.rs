@@ -36,6 +36,8 @@
 //! `placement` the request, location and counter types, and `corruption`
 //! the pattern in debug margins (`Config::detect_corruption`).
 
+use std::panic::{self, AssertUnwindSafe};
+
 use ash::vk;
 
 use super::block::{Block, DedicatedMemory};
@@ -159,7 +161,9 @@ impl<M> TypePool<M> {
     }
 
     /// Makes the policy's `min_blocks` blocks. On failure, releases those
-    /// it made and returns the error, leaving the pool empty.
+    /// it made and returns the error, leaving the pool empty; so too on a
+    /// panic of the memory callback, which then goes on (unwound with the
+    /// pool, the blocks made before leaked).
     ///
     /// # Errors
     /// As [`MemoryContext::allocate_memory`], and
@@ -171,9 +175,20 @@ impl<M> TypePool<M> {
         let size = self.preferred_block_size(context);
         let request = PoolRequest::for_block(size);
         while self.counters.blocks < self.policy.min_blocks {
-            if let Err(error) = self.create_block(context, size, &request) {
-                self.release_all(context);
-                return Err(error);
+            // Unwind safety: a block is in the pool whole or not at all.
+            let made = panic::catch_unwind(AssertUnwindSafe(|| {
+                self.create_block(context, size, &request)
+            }));
+            match made {
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => {
+                    self.release_all(context);
+                    return Err(error);
+                }
+                Err(payload) => {
+                    self.release_all(context);
+                    panic::resume_unwind(payload);
+                }
             }
         }
         Ok(())

@@ -122,3 +122,32 @@ fn a_callback_panicking_in_collect_leaves_no_free_undone() {
     assert_eq!(allocator.frames_in_flight(), 0);
     finish(allocator, &device);
 }
+
+/// A callback panicking on the `Allocated` of a pool's second `min_blocks`
+/// block: `create_pool` unwinds, and the block it made before is freed
+/// with the one the panic reported on. Before, the first block leaked
+/// with the unwound pool (allocated for good, counted in usage).
+#[test]
+fn a_callback_panicking_in_create_pool_leaves_no_block_behind() {
+    use std::sync::atomic::AtomicU32;
+    use vk_suballoc::PoolDesc;
+
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let allocated = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&allocated);
+    allocator.set_memory_callback(move |event| {
+        if event.kind == MemoryEventKind::Allocated && counted.fetch_add(1, Ordering::SeqCst) == 1 {
+            panic!("the test's callback panics on the second block");
+        }
+    });
+    let desc = PoolDesc::new(1).block_size(1 << 20).min_blocks(3);
+    let made = std::thread::scope(|scope| scope.spawn(|| allocator.create_pool(&desc)).join());
+    assert!(made.is_err(), "the callback's panic reaches the caller");
+    assert_eq!(allocated.load(Ordering::SeqCst), 2);
+    let heaps = allocator.budgets().len();
+    assert_eq!(held(&allocator, &device), (0, 0, vec![0; heaps]));
+    // The allocator carries on: the same pool can be made.
+    let pool = allocator.create_pool(&desc).unwrap();
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
