@@ -65,6 +65,7 @@ mod place;
 mod pool;
 mod request;
 
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, RwLock};
 
@@ -331,18 +332,28 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         bind: impl FnOnce(&Allocation) -> Result<(), Error>,
         destroy: impl FnOnce(),
     ) -> Result<Allocation, Error> {
-        let allocation = match self.allocate(request) {
-            Ok(allocation) => allocation,
-            Err(error) => {
+        // A panic of the memory callback, once the memory it reported on
+        // is freed again (`MemoryContext::tell`), destroys the resource too
+        // before it goes on: unwound past `destroy`, the resource leaked.
+        let allocation = match panic::catch_unwind(AssertUnwindSafe(|| self.allocate(request))) {
+            Ok(Ok(allocation)) => allocation,
+            Ok(Err(error)) => {
                 destroy();
                 return Err(error);
+            }
+            Err(payload) => {
+                destroy();
+                panic::resume_unwind(payload);
             }
         };
         if let Err(error) = bind(&allocation) {
             // SAFETY: the allocation was never bound (the bind failed) and no
             // GPU work was submitted with it.
-            let _ = unsafe { self.free(allocation) };
+            let freed = panic::catch_unwind(AssertUnwindSafe(|| unsafe { self.free(allocation) }));
             destroy();
+            if let Err(payload) = freed {
+                panic::resume_unwind(payload);
+            }
             return Err(error);
         }
         Ok(allocation)

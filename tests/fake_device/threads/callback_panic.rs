@@ -151,3 +151,36 @@ fn a_callback_panicking_in_create_pool_leaves_no_block_behind() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+/// A callback panicking on the `Allocated` of an upload ring's first chunk:
+/// `create_upload_ring` unwinds, and the chunk's buffer is destroyed with
+/// its memory. Before, the unwind skipped the cleanup of the
+/// create-allocate-bind path, and the buffer leaked.
+#[test]
+fn a_callback_panicking_in_create_upload_ring_leaves_no_buffer_behind() {
+    use vk_suballoc::UploadRingDesc;
+
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let panic_on = Arc::new(AtomicU8::new(ON_ALLOCATED));
+    let armed = Arc::clone(&panic_on);
+    allocator.set_memory_callback(move |event| {
+        if event.kind == MemoryEventKind::Allocated
+            && armed.swap(CALM, Ordering::SeqCst) == ON_ALLOCATED
+        {
+            panic!("the test's callback panics on {:?}", event.kind);
+        }
+    });
+    let desc = UploadRingDesc {
+        size: 4096,
+        ..UploadRingDesc::default()
+    };
+    let made =
+        std::thread::scope(|scope| scope.spawn(|| allocator.create_upload_ring(&desc)).join());
+    assert!(made.is_err(), "the callback's panic reaches the caller");
+    assert_eq!(device.live_resources(), 0);
+    let heaps = allocator.budgets().len();
+    assert_eq!(held(&allocator, &device), (0, 0, vec![0; heaps]));
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish(allocator, &device);
+}
