@@ -626,12 +626,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`collect_idle`](Self::collect_idle) and
     /// [`wait_and_collect`](Self::wait_and_collect) carry out the other
     /// frees they took out of the frame queue first, and the allocator's
-    /// drop the other queued frees and upload-ring chunks;
-    /// [`create_pool`](Self::create_pool) frees the blocks it made before.
-    /// Other calls that were to make or free more objects stop at that
-    /// one: the blocks they had not released stay in their pools; in the
-    /// allocator's drop (its pools' blocks), the memory objects not yet
-    /// freed leak (allocated, and counted in usage and objects).
+    /// drop the other queued frees, upload-ring chunks and pools' memory
+    /// (the panic is dropped when the drop runs while its thread unwinds
+    /// already: a second panic would abort); [`create_pool`](Self::create_pool)
+    /// frees the blocks it made before, and [`destroy_pool`](Self::destroy_pool)
+    /// the pool's other blocks. Other calls that were to make or free more
+    /// objects stop at that one: the blocks they had not released stay in
+    /// their pools.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicU64, Ordering};
@@ -676,14 +677,32 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
 impl<D: MemoryDeviceExt<M>, M: Send> Drop for Allocator<D, M> {
     fn drop(&mut self) {
-        self.release_all_deferred();
+        // A panic (of the memory callback, or of a logger) in one step
+        // stops that step, not the rest: every memory object is freed
+        // first, then the first panic goes on, unless the drop runs while
+        // the thread unwinds already (a panic leaving it then aborts).
+        let mut first_panic = None;
+        let mut step = |step: &mut dyn FnMut()| {
+            // Unwind safety: each step leaves what it releases consistent.
+            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(step)) {
+                first_panic.get_or_insert(payload);
+            }
+        };
+        step(&mut || self.release_all_deferred());
         for pool in self.pools.iter_mut() {
-            exclusive(pool).release_all(&self.context);
+            step(&mut || exclusive(pool).release_all(&self.context));
         }
         for cell in custom_mut(&mut self.custom).drain() {
-            let mut pool = lock(&cell);
-            if !pool.is_destroyed() {
-                pool.release_all(&self.context);
+            step(&mut || {
+                let mut pool = lock(&cell);
+                if !pool.is_destroyed() {
+                    pool.release_all(&self.context);
+                }
+            });
+        }
+        if let Some(payload) = first_panic {
+            if !std::thread::panicking() {
+                panic::resume_unwind(payload);
             }
         }
     }

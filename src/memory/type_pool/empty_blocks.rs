@@ -7,6 +7,7 @@
 //! a leak.
 
 use std::cmp::Reverse;
+use std::panic::{self, AssertUnwindSafe};
 
 use super::TypePool;
 use crate::device::MemoryDeviceExt;
@@ -193,9 +194,58 @@ impl<M> TypePool<M> {
         released
     }
 
-    /// Logs every live allocation as a leak, then frees all memory. Used when
-    /// the allocator is dropped.
+    /// Logs every live allocation as a leak, then frees all memory: at the
+    /// allocator's drop, and for a custom pool at `destroy_pool` and when
+    /// `create_pool` gives up. A panic (of the memory callback, or of a
+    /// logger) stops one step, not the rest: every memory object is freed
+    /// first, then the first panic goes on. Unwound from the middle, the
+    /// memory objects not yet freed leaked for good (a destroyed pool is
+    /// not released again at drop).
     pub(crate) fn release_all<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>) {
+        let mut first_panic = None;
+        let mut step = |step: &mut dyn FnMut()| {
+            // Unwind safety: each step leaves the pool consistent
+            // (`release_block` counts the block out before freeing it).
+            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(step)) {
+                first_panic.get_or_insert(payload);
+            }
+        };
+        step(&mut || self.log_leaks());
+        self.runs.clear();
+        let keys: Vec<SlabKey> = self.blocks.iter().map(|(key, _)| key).collect();
+        for key in keys {
+            step(&mut || self.release_block(context, key));
+        }
+        let pool = self.pool_label();
+        let drained: Vec<DedicatedMemory<M>> = self.dedicated.drain().collect();
+        for dedicated in drained {
+            step(&mut || {
+                log::warn!(
+                    "vk-suballoc: leaked dedicated allocation {:?}: {} bytes{pool} (memory type {})",
+                    dedicated.name.as_deref().unwrap_or("unnamed"),
+                    dedicated.size,
+                    self.memory_type
+                );
+            });
+            let mut dedicated = Some(dedicated);
+            step(&mut || {
+                if let Some(dedicated) = dedicated.take() {
+                    // SAFETY: the allocator is being dropped, so its owner
+                    // promised the GPU is idle; a pool being destroyed, or
+                    // one `create_pool` gives up, holds no allocation.
+                    unsafe { self.release_dedicated(context, dedicated) };
+                }
+            });
+        }
+        self.counters.block_allocations = 0;
+        self.counters.block_allocated_bytes = 0;
+        if let Some(payload) = first_panic {
+            panic::resume_unwind(payload);
+        }
+    }
+
+    /// Logs every live allocation in the pool's blocks as a leak.
+    fn log_leaks(&mut self) {
         // Which pool, for custom pools (whose block numbers restart at 0).
         let pool = self.pool_label();
         self.guarded.clear();
@@ -229,24 +279,5 @@ impl<M> TypePool<M> {
                 );
             }
         }
-        self.runs.clear();
-        let keys: Vec<SlabKey> = self.blocks.iter().map(|(key, _)| key).collect();
-        for key in keys {
-            self.release_block(context, key);
-        }
-        let drained: Vec<DedicatedMemory<M>> = self.dedicated.drain().collect();
-        for dedicated in drained {
-            log::warn!(
-                "vk-suballoc: leaked dedicated allocation {:?}: {} bytes{pool} (memory type {})",
-                dedicated.name.as_deref().unwrap_or("unnamed"),
-                dedicated.size,
-                self.memory_type
-            );
-            // SAFETY: the allocator is being dropped, so its owner promised
-            // the GPU is idle.
-            unsafe { self.release_dedicated(context, dedicated) };
-        }
-        self.counters.block_allocations = 0;
-        self.counters.block_allocated_bytes = 0;
     }
 }

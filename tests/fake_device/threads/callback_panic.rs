@@ -184,3 +184,68 @@ fn a_callback_panicking_in_create_upload_ring_leaves_no_buffer_behind() {
     allocator.destroy_upload_ring(ring).unwrap();
     finish(allocator, &device);
 }
+
+/// A callback panicking on the `Freed` of the first block `destroy_pool`
+/// releases: the call unwinds once the pool's other blocks are freed too.
+/// Before, they stayed in the pool, marked destroyed, which the
+/// allocator's drop skips: their memory objects leaked for good.
+#[test]
+fn a_callback_panicking_in_destroy_pool_leaves_no_block_behind() {
+    use vk_suballoc::PoolDesc;
+
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let panic_on = Arc::new(AtomicU8::new(CALM));
+    let armed = Arc::clone(&panic_on);
+    allocator.set_memory_callback(move |event| {
+        if event.kind == MemoryEventKind::Freed && armed.swap(CALM, Ordering::SeqCst) == ON_FREED {
+            panic!("the test's callback panics on {:?}", event.kind);
+        }
+    });
+    let desc = PoolDesc::new(1).block_size(1 << 20).min_blocks(3);
+    let pool = allocator.create_pool(&desc).unwrap();
+    assert_eq!(held(&allocator, &device).1, 3);
+
+    panic_on.store(ON_FREED, Ordering::SeqCst);
+    let destroyed = std::thread::scope(|scope| scope.spawn(|| allocator.destroy_pool(pool)).join());
+    assert!(
+        destroyed.is_err(),
+        "the callback's panic reaches the caller"
+    );
+    let heaps = allocator.budgets().len();
+    assert_eq!(held(&allocator, &device), (0, 0, vec![0; heaps]));
+    finish(allocator, &device);
+}
+
+/// A callback panicking on the `Freed` of the first memory object the
+/// allocator's drop releases: the drop unwinds once every pool's memory is
+/// freed. Before, it stopped at that pool, and the other pools' memory
+/// objects leaked.
+#[test]
+fn a_callback_panicking_in_the_allocator_s_drop_leaves_no_memory_behind() {
+    use vk_suballoc::PoolDesc;
+
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let panic_on = Arc::new(AtomicU8::new(CALM));
+    let armed = Arc::clone(&panic_on);
+    allocator.set_memory_callback(move |event| {
+        if event.kind == MemoryEventKind::Freed && armed.swap(CALM, Ordering::SeqCst) == ON_FREED {
+            panic!("the test's callback panics on {:?}", event.kind);
+        }
+    });
+    // Memory in two default pools and a custom one, left for the drop.
+    let kept = [
+        dedicated(&allocator),
+        allocator
+            .allocate(&buffer(4096, 256, Usage::UPLOAD))
+            .unwrap(),
+    ];
+    let desc = PoolDesc::new(1).block_size(1 << 20).min_blocks(2);
+    let _pool = allocator.create_pool(&desc).unwrap();
+    assert_eq!(held(&allocator, &device).1, 4);
+
+    panic_on.store(ON_FREED, Ordering::SeqCst);
+    let dropped = std::thread::spawn(move || drop(allocator)).join();
+    assert!(dropped.is_err(), "the callback's panic reaches the caller");
+    assert_eq!(device.live_allocations().len(), 0);
+    drop(kept);
+}
