@@ -1,7 +1,6 @@
 //! The allocator's frame-in-flight methods: deferred frees, frame fences,
 //! upload rings and budgets.
 
-use std::panic::{self, AssertUnwindSafe};
 use std::sync::TryLockError;
 
 use ash::vk;
@@ -10,6 +9,7 @@ use super::{lock, Allocation, Allocator, Request};
 use crate::device::{FrameSignal, HeapBudget, MemoryDeviceExt};
 use crate::frames::upload_ring::{ChunkSpec, RingChunk, RingState, RING_FRAMES};
 use crate::frames::{Collected, Deferred, RingAllocation, UploadRing, UploadRingDesc};
+use crate::memory::first_panic::FirstPanic;
 use crate::memory::slab::Slab;
 use crate::memory::ResourceKind;
 use crate::offset::{LinearAllocation, LinearAllocator, OffsetError};
@@ -375,17 +375,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// stops that one, not the rest: the first goes on once every item is
     /// carried out.
     fn release_each(&self, items: Vec<Deferred>) {
-        let mut first_panic = None;
+        let mut panics = FirstPanic::default();
         for item in items {
-            // Unwind safety: a free leaves its pool consistent before it
-            // makes the driver call whose callback may panic.
-            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| self.release(item))) {
-                first_panic.get_or_insert(payload);
-            }
+            panics.run(|| self.release(item));
         }
-        if let Some(payload) = first_panic {
-            panic::resume_unwind(payload);
-        }
+        panics.resume();
     }
 
     /// Carries out one deferred free whose frame has finished.

@@ -84,6 +84,7 @@ use crate::device::{FrameSignal, MemoryDeviceExt};
 use crate::frames::upload_ring::RING_FRAMES;
 use crate::frames::{Deferred, DeferredQueue};
 use crate::memory::context::{MemoryContext, MAX_HEAPS};
+use crate::memory::first_panic::FirstPanic;
 use crate::memory::type_pool::TypePool;
 use crate::report::{HeapStats, Stats, TypeStats};
 use crate::{Config, Error};
@@ -681,29 +682,21 @@ impl<D: MemoryDeviceExt<M>, M: Send> Drop for Allocator<D, M> {
         // stops that step, not the rest: every memory object is freed
         // first, then the first panic goes on, unless the drop runs while
         // the thread unwinds already (a panic leaving it then aborts).
-        let mut first_panic = None;
-        let mut step = |step: &mut dyn FnMut()| {
-            // Unwind safety: each step leaves what it releases consistent.
-            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(step)) {
-                first_panic.get_or_insert(payload);
-            }
-        };
-        step(&mut || self.release_all_deferred());
+        let mut panics = FirstPanic::default();
+        panics.run(|| self.release_all_deferred());
         for pool in self.pools.iter_mut() {
-            step(&mut || exclusive(pool).release_all(&self.context));
+            panics.run(|| exclusive(pool).release_all(&self.context));
         }
         for cell in custom_mut(&mut self.custom).drain() {
-            step(&mut || {
+            panics.run(|| {
                 let mut pool = lock(&cell);
                 if !pool.is_destroyed() {
                     pool.release_all(&self.context);
                 }
             });
         }
-        if let Some(payload) = first_panic {
-            if !std::thread::panicking() {
-                panic::resume_unwind(payload);
-            }
+        if !std::thread::panicking() {
+            panics.resume();
         }
     }
 }

@@ -9,6 +9,7 @@ pub(crate) mod block_size;
 mod budget_cache;
 pub(crate) mod context;
 pub(crate) mod events;
+pub(crate) mod first_panic;
 pub(crate) mod mapping;
 pub(crate) mod memory_type_choice;
 pub(crate) mod runs;

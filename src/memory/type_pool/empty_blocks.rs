@@ -7,12 +7,12 @@
 //! a leak.
 
 use std::cmp::Reverse;
-use std::panic::{self, AssertUnwindSafe};
 
 use super::TypePool;
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::DedicatedMemory;
 use crate::memory::context::MemoryContext;
+use crate::memory::first_panic::FirstPanic;
 use crate::memory::slab::SlabKey;
 
 impl<M> TypePool<M> {
@@ -202,24 +202,19 @@ impl<M> TypePool<M> {
     /// memory objects not yet freed leaked for good (a destroyed pool is
     /// not released again at drop).
     pub(crate) fn release_all<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>) {
-        let mut first_panic = None;
-        let mut step = |step: &mut dyn FnMut()| {
-            // Unwind safety: each step leaves the pool consistent
-            // (`release_block` counts the block out before freeing it).
-            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(step)) {
-                first_panic.get_or_insert(payload);
-            }
-        };
-        step(&mut || self.log_leaks());
+        // Each step leaves the pool consistent (`release_block` counts the
+        // block out before freeing it).
+        let mut panics = FirstPanic::default();
+        panics.run(|| self.log_leaks());
         self.runs.clear();
         let keys: Vec<SlabKey> = self.blocks.iter().map(|(key, _)| key).collect();
         for key in keys {
-            step(&mut || self.release_block(context, key));
+            panics.run(|| self.release_block(context, key));
         }
         let pool = self.pool_label();
         let drained: Vec<DedicatedMemory<M>> = self.dedicated.drain().collect();
         for dedicated in drained {
-            step(&mut || {
+            panics.run(|| {
                 log::warn!(
                     "vk-suballoc: leaked dedicated allocation {:?}: {} bytes{pool} (memory type {})",
                     dedicated.name.as_deref().unwrap_or("unnamed"),
@@ -227,21 +222,14 @@ impl<M> TypePool<M> {
                     self.memory_type
                 );
             });
-            let mut dedicated = Some(dedicated);
-            step(&mut || {
-                if let Some(dedicated) = dedicated.take() {
-                    // SAFETY: the allocator is being dropped, so its owner
-                    // promised the GPU is idle; a pool being destroyed, or
-                    // one `create_pool` gives up, holds no allocation.
-                    unsafe { self.release_dedicated(context, dedicated) };
-                }
-            });
+            // SAFETY: the allocator is being dropped, so its owner promised
+            // the GPU is idle; a pool being destroyed, or one `create_pool`
+            // gives up, holds no allocation.
+            panics.run(|| unsafe { self.release_dedicated(context, dedicated) });
         }
         self.counters.block_allocations = 0;
         self.counters.block_allocated_bytes = 0;
-        if let Some(payload) = first_panic {
-            panic::resume_unwind(payload);
-        }
+        panics.resume();
     }
 
     /// Logs every live allocation in the pool's blocks as a leak.
