@@ -41,29 +41,43 @@ fn held(
     )
 }
 
-#[test]
-fn a_callback_panicking_on_another_thread_leaves_no_memory_behind() {
-    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
-    let panic_on = Arc::new(AtomicU8::new(CALM));
-    let armed = Arc::clone(&panic_on);
+/// What [`held`] says when nothing is held.
+fn nothing(allocator: &FakeAllocator) -> (u32, usize, Vec<u64>) {
+    (0, 0, vec![0; allocator.budgets().len()])
+}
+
+/// Sets a memory callback that panics on the next event of the kind the
+/// returned trigger is armed with (`ON_ALLOCATED`, `ON_FREED`), once: the
+/// trigger goes back to `CALM` as it fires.
+fn panic_once_when_armed(allocator: &mut FakeAllocator) -> Arc<AtomicU8> {
+    let trigger = Arc::new(AtomicU8::new(CALM));
+    let armed = Arc::clone(&trigger);
     allocator.set_memory_callback(move |event| {
         let kind = match event.kind {
             MemoryEventKind::Allocated => ON_ALLOCATED,
             MemoryEventKind::Freed => ON_FREED,
         };
-        if armed.load(Ordering::Relaxed) == kind {
+        if armed
+            .compare_exchange(kind, CALM, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
             panic!("the test's callback panics on {:?}", event.kind);
         }
     });
-    let heaps = allocator.budgets().len();
-    let nothing = (0, 0, vec![0; heaps]);
+    trigger
+}
+
+#[test]
+fn a_callback_panicking_on_another_thread_leaves_no_memory_behind() {
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let panic_on = panic_once_when_armed(&mut allocator);
+    let nothing = nothing(&allocator);
     assert_eq!(held(&allocator, &device), nothing);
 
     // The allocation's memory object is made, reported, and freed again.
-    panic_on.store(ON_ALLOCATED, Ordering::Relaxed);
+    panic_on.store(ON_ALLOCATED, Ordering::SeqCst);
     let made = std::thread::scope(|scope| scope.spawn(|| dedicated(&allocator)).join());
     assert!(made.is_err(), "the callback's panic reaches the caller");
-    panic_on.store(CALM, Ordering::Relaxed);
     assert_eq!(
         held(&allocator, &device),
         nothing,
@@ -74,10 +88,9 @@ fn a_callback_panicking_on_another_thread_leaves_no_memory_behind() {
     // by the panicking thread), and the free whose event panics frees.
     let allocation = dedicated(&allocator);
     assert_eq!(held(&allocator, &device).1, 1);
-    panic_on.store(ON_FREED, Ordering::Relaxed);
+    panic_on.store(ON_FREED, Ordering::SeqCst);
     let freed = std::thread::scope(|scope| scope.spawn(|| free(&allocator, allocation)).join());
     assert!(freed.is_err(), "the callback's panic reaches the caller");
-    panic_on.store(CALM, Ordering::Relaxed);
     assert_eq!(held(&allocator, &device), nothing, "after a panic on Freed");
 
     let again = dedicated(&allocator);
@@ -94,13 +107,7 @@ fn a_callback_panicking_on_another_thread_leaves_no_memory_behind() {
 #[test]
 fn a_callback_panicking_in_collect_leaves_no_free_undone() {
     let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
-    let panic_once = Arc::new(AtomicU8::new(CALM));
-    let armed = Arc::clone(&panic_once);
-    allocator.set_memory_callback(move |event| {
-        if event.kind == MemoryEventKind::Freed && armed.swap(CALM, Ordering::SeqCst) == ON_FREED {
-            panic!("the test's callback panics on {:?}", event.kind);
-        }
-    });
+    let panic_once = panic_once_when_armed(&mut allocator);
     for _ in 0..3 {
         let allocation = dedicated(&allocator);
         allocator.free_after_frame(allocation).unwrap();
@@ -117,8 +124,7 @@ fn a_callback_panicking_in_collect_leaves_no_free_undone() {
         collected.is_err(),
         "the callback's panic reaches the caller"
     );
-    let heaps = allocator.budgets().len();
-    assert_eq!(held(&allocator, &device), (0, 0, vec![0; heaps]));
+    assert_eq!(held(&allocator, &device), nothing(&allocator));
     assert_eq!(allocator.frames_in_flight(), 0);
     finish(allocator, &device);
 }
@@ -144,8 +150,7 @@ fn a_callback_panicking_in_create_pool_leaves_no_block_behind() {
     let made = std::thread::scope(|scope| scope.spawn(|| allocator.create_pool(&desc)).join());
     assert!(made.is_err(), "the callback's panic reaches the caller");
     assert_eq!(allocated.load(Ordering::SeqCst), 2);
-    let heaps = allocator.budgets().len();
-    assert_eq!(held(&allocator, &device), (0, 0, vec![0; heaps]));
+    assert_eq!(held(&allocator, &device), nothing(&allocator));
     // The allocator carries on: the same pool can be made.
     let pool = allocator.create_pool(&desc).unwrap();
     allocator.destroy_pool(pool).unwrap();
@@ -161,15 +166,7 @@ fn a_callback_panicking_in_create_upload_ring_leaves_no_buffer_behind() {
     use vk_suballoc::UploadRingDesc;
 
     let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
-    let panic_on = Arc::new(AtomicU8::new(ON_ALLOCATED));
-    let armed = Arc::clone(&panic_on);
-    allocator.set_memory_callback(move |event| {
-        if event.kind == MemoryEventKind::Allocated
-            && armed.swap(CALM, Ordering::SeqCst) == ON_ALLOCATED
-        {
-            panic!("the test's callback panics on {:?}", event.kind);
-        }
-    });
+    panic_once_when_armed(&mut allocator).store(ON_ALLOCATED, Ordering::SeqCst);
     let desc = UploadRingDesc {
         size: 4096,
         ..UploadRingDesc::default()
@@ -178,8 +175,7 @@ fn a_callback_panicking_in_create_upload_ring_leaves_no_buffer_behind() {
         std::thread::scope(|scope| scope.spawn(|| allocator.create_upload_ring(&desc)).join());
     assert!(made.is_err(), "the callback's panic reaches the caller");
     assert_eq!(device.live_resources(), 0);
-    let heaps = allocator.budgets().len();
-    assert_eq!(held(&allocator, &device), (0, 0, vec![0; heaps]));
+    assert_eq!(held(&allocator, &device), nothing(&allocator));
     let ring = allocator.create_upload_ring(&desc).unwrap();
     allocator.destroy_upload_ring(ring).unwrap();
     finish(allocator, &device);
@@ -194,13 +190,7 @@ fn a_callback_panicking_in_destroy_pool_leaves_no_block_behind() {
     use vk_suballoc::PoolDesc;
 
     let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
-    let panic_on = Arc::new(AtomicU8::new(CALM));
-    let armed = Arc::clone(&panic_on);
-    allocator.set_memory_callback(move |event| {
-        if event.kind == MemoryEventKind::Freed && armed.swap(CALM, Ordering::SeqCst) == ON_FREED {
-            panic!("the test's callback panics on {:?}", event.kind);
-        }
-    });
+    let panic_on = panic_once_when_armed(&mut allocator);
     let desc = PoolDesc::new(1).block_size(1 << 20).min_blocks(3);
     let pool = allocator.create_pool(&desc).unwrap();
     assert_eq!(held(&allocator, &device).1, 3);
@@ -211,8 +201,7 @@ fn a_callback_panicking_in_destroy_pool_leaves_no_block_behind() {
         destroyed.is_err(),
         "the callback's panic reaches the caller"
     );
-    let heaps = allocator.budgets().len();
-    assert_eq!(held(&allocator, &device), (0, 0, vec![0; heaps]));
+    assert_eq!(held(&allocator, &device), nothing(&allocator));
     finish(allocator, &device);
 }
 
@@ -225,13 +214,7 @@ fn a_callback_panicking_in_the_allocator_s_drop_leaves_no_memory_behind() {
     use vk_suballoc::PoolDesc;
 
     let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
-    let panic_on = Arc::new(AtomicU8::new(CALM));
-    let armed = Arc::clone(&panic_on);
-    allocator.set_memory_callback(move |event| {
-        if event.kind == MemoryEventKind::Freed && armed.swap(CALM, Ordering::SeqCst) == ON_FREED {
-            panic!("the test's callback panics on {:?}", event.kind);
-        }
-    });
+    let panic_on = panic_once_when_armed(&mut allocator);
     // Memory in two default pools and a custom one, left for the drop.
     let kept = [
         dedicated(&allocator),
