@@ -31,6 +31,7 @@ use gpu_alloc_types::MemoryPropertyFlags;
 use super::place::{lock, retry_after_releasing, Locked};
 use super::Allocator;
 use crate::device::{MemoryDeviceExt, DEFINED_HANDLE_TYPES};
+use crate::memory::first_panic::FirstPanic;
 use crate::memory::type_pool::{PoolPolicy, TypePool};
 use crate::memory::Usage;
 use crate::report::TypeStats;
@@ -602,6 +603,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     pub fn destroy_pool(&self, pool: Pool) -> Result<(), Error> {
         self.check_pool_owner(&pool)?;
         let cell = read(&self.custom).get(pool.tag()).ok_or(Error::StalePool)?;
+        let mut destroyed = FirstPanic::default();
         {
             let mut pool = lock(&cell);
             if pool.is_destroyed() {
@@ -613,9 +615,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 });
             }
             // From here on a call that still finds the pool refuses it.
-            pool.destroy(&self.context);
+            // A memory callback or logger panicking in its release leaves
+            // it released (TypePool::release_all goes on) and still frees
+            // its slot below before the panic goes on.
+            destroyed.run(|| pool.destroy(&self.context));
         }
         write(&self.custom).remove(pool.tag());
+        destroyed.resume();
         Ok(())
     }
 

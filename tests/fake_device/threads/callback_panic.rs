@@ -205,6 +205,46 @@ fn a_callback_panicking_in_destroy_pool_leaves_no_block_behind() {
     finish(allocator, &device);
 }
 
+/// A callback panicking in `destroy_pool` with every pool slot taken: the
+/// destroyed pool's slot is free afterwards, so the next `create_pool`
+/// succeeds. Before, the unwind skipped the slot's removal: the destroyed
+/// pool kept it, and the allocator had room for one pool fewer for good.
+#[test]
+fn a_callback_panicking_in_destroy_pool_frees_the_pool_s_slot() {
+    use vk_suballoc::PoolDesc;
+
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let panic_on = panic_once_when_armed(&mut allocator);
+    let desc = PoolDesc::new(1).block_size(1 << 20);
+    // 2047 pools: every slot (Error::TooManyPools); the last has a block
+    // for its destruction to free.
+    let mut pools: Vec<_> = (0..2046)
+        .map(|_| allocator.create_pool(&desc).unwrap())
+        .collect();
+    let victim = allocator.create_pool(&desc.min_blocks(1)).unwrap();
+    assert_eq!(
+        allocator.create_pool(&desc),
+        Err(vk_suballoc::Error::TooManyPools)
+    );
+
+    panic_on.store(ON_FREED, Ordering::SeqCst);
+    let destroyed =
+        std::thread::scope(|scope| scope.spawn(|| allocator.destroy_pool(victim)).join());
+    assert!(
+        destroyed.is_err(),
+        "the callback's panic reaches the caller"
+    );
+    let again = allocator
+        .create_pool(&desc)
+        .expect("the destroyed pool's slot is free");
+    pools.push(again);
+    for pool in pools {
+        allocator.destroy_pool(pool).unwrap();
+    }
+    assert_eq!(held(&allocator, &device), nothing(&allocator));
+    finish(allocator, &device);
+}
+
 /// A callback panicking on the `Freed` of the first memory object the
 /// allocator's drop releases: the drop unwinds once every pool's memory is
 /// freed. Before, it stopped at that pool, and the other pools' memory
