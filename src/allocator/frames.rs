@@ -109,7 +109,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// releases the empty blocks kept past
     /// [`Config::empty_block_frames`](crate::Config::empty_block_frames)
     /// (`vkFreeMemory`, and the memory callback, on this thread), in the
-    /// memory types whose locks no other thread holds.
+    /// memory types whose locks no other thread holds. A panic of the
+    /// memory callback ([`set_memory_callback`](Self::set_memory_callback))
+    /// during that release reaches the caller with the frame sealed, as on
+    /// success: its index is not returned, but its fence is queued and
+    /// [`collect`](Self::collect) releases it as any other frame's.
     ///
     /// # Errors
     /// [`Error::NullFrameSignal`] for a null fence;
