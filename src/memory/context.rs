@@ -500,6 +500,14 @@ impl<D> MemoryContext<D> {
         if request.size > self.properties.device.max_memory_allocation_size {
             return Err(Error::OutOfDeviceMemory);
         }
+        // Before the memory is made: a logger that panics here leaves
+        // nothing to undo.
+        log::debug!(
+            "vk-suballoc: allocating {} bytes of memory type {} ({})",
+            request.size,
+            request.memory_type,
+            request.name.unwrap_or("unnamed")
+        );
         let heap = self.heap_of(request.memory_type);
         // One memory object of the heap at a time, from the budget check to
         // the usage count: without this, two threads in different memory
@@ -607,12 +615,6 @@ impl<D> MemoryContext<D> {
         } else {
             None
         };
-        log::debug!(
-            "vk-suballoc: allocated {} bytes of memory type {} ({})",
-            request.size,
-            request.memory_type,
-            request.name.unwrap_or("unnamed")
-        );
         Ok(NewMemory { memory, mapped })
     }
 

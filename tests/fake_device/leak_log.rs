@@ -1,5 +1,6 @@
 //! Dropping the allocator with live allocations names each leak in the log.
 
+use std::cell::Cell;
 use std::sync::{Mutex, Once};
 
 use vk_suballoc::device::fake::FakeLayout;
@@ -7,11 +8,24 @@ use vk_suballoc::{DedicatedPolicy, Usage};
 
 use super::{allocator, buffer, finish};
 
-/// Keeps every warning logged in this test binary.
+/// Keeps every warning logged in this test binary; panics on a line of
+/// any level that [`panic_on_line_with`] armed on the logging thread.
 struct Capture;
 
 static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static CAPTURE: Capture = Capture;
+
+thread_local! {
+    /// The text of the next line this thread's logger panics on.
+    static PANIC_ON: Cell<Option<&'static str>> = const { Cell::new(None) };
+}
+
+/// Makes the logger panic on the next line logged on this thread that
+/// contains `text`, once, as a logger that fails a test on a warning does.
+pub(super) fn panic_on_line_with(text: &'static str) {
+    install();
+    PANIC_ON.with(|armed| armed.set(Some(text)));
+}
 
 impl log::Log for Capture {
     fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
@@ -19,9 +33,14 @@ impl log::Log for Capture {
     }
 
     fn log(&self, record: &log::Record<'_>) {
+        let line = record.args().to_string();
+        if let Some(text) = PANIC_ON.with(Cell::get).filter(|text| line.contains(text)) {
+            PANIC_ON.with(|armed| armed.set(None));
+            panic!("the test's logger panics on {text:?}");
+        }
         if self.enabled(record.metadata()) {
             let mut lines = LINES.lock().unwrap_or_else(|e| e.into_inner());
-            lines.push(record.args().to_string());
+            lines.push(line);
         }
     }
 
@@ -34,7 +53,9 @@ pub(super) fn install() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         log::set_logger(&CAPTURE).unwrap();
-        log::set_max_level(log::LevelFilter::Warn);
+        // Debug lines reach the logger for `panic_on_line_with`; only
+        // warnings and errors are kept.
+        log::set_max_level(log::LevelFilter::Debug);
     });
 }
 

@@ -150,25 +150,21 @@ impl<M> TypePool<M> {
 
     /// Before the free of the allocation at `location`, in a memory type
     /// with detection on ([`free`](Self::free)): checks its margin when it
-    /// is guarded and forgets it. A damaged margin is logged with
-    /// `log::error!` (name, memory type, offset, size) and counted in
-    /// `context`.
-    #[cold]
-    #[inline(never)]
+    /// is guarded and forgets it. A damaged margin is counted in `context`
+    /// and returned as the line for the caller to log with `log::error!`
+    /// (name, memory type, offset, size) once the allocation is freed.
     pub(super) fn check_margin_on_free<D>(
         &mut self,
         context: &MemoryContext<D>,
         location: Location,
-    ) {
-        let Some(guarded) = self.guarded.remove(&location) else {
-            return;
-        };
+    ) -> Option<String> {
+        let guarded = self.guarded.remove(&location)?;
         // SAFETY: `||` reads the margin only when the allocation is live.
         if !self.is_live(location) || unsafe { guarded.intact() } {
-            return;
+            return None;
         }
         context.count_corruption();
-        log::error!(
+        Some(format!(
             "vk-suballoc: memory corruption after allocation {:?}: its {}-byte margin was written over (memory type {}, offset {}, size {}{})",
             self.name_at(location).unwrap_or("unnamed"),
             guarded.tail,
@@ -176,7 +172,7 @@ impl<M> TypePool<M> {
             guarded.offset,
             guarded.size,
             self.pool_label()
-        );
+        ))
     }
 
     /// Every guarded live allocation whose margin is damaged, with its

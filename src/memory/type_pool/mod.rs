@@ -609,8 +609,48 @@ impl<M> TypePool<M> {
     ) -> Result<(), Error> {
         // Every free comes here, so every guarded margin is checked once.
         if context.detects_corruption(self.memory_type) {
-            self.check_margin_on_free(context, location);
+            // SAFETY: the caller's contract.
+            return unsafe { self.free_checking_margin(context, location, size) };
         }
+        // SAFETY: the caller's contract.
+        unsafe { self.free_unchecked(context, location, size) }
+    }
+
+    /// [`free`](Self::free) in a memory type with corruption detection on:
+    /// checks the allocation's margin, frees it, and only then logs a
+    /// damaged margin, so that a logger that panics on the error line
+    /// leaves the allocation freed.
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    #[cold]
+    #[inline(never)]
+    unsafe fn free_checking_margin<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        location: Location,
+        size: u64,
+    ) -> Result<(), Error> {
+        let damaged = self.check_margin_on_free(context, location);
+        // SAFETY: the caller's contract.
+        let freed = unsafe { self.free_unchecked(context, location, size) };
+        if let Some(damaged) = damaged {
+            log::error!("{damaged}");
+        }
+        freed
+    }
+
+    /// [`free`](Self::free) without the margin check.
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    #[inline(always)]
+    unsafe fn free_unchecked<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        location: Location,
+        size: u64,
+    ) -> Result<(), Error> {
         match location {
             Location::Dedicated(key) => {
                 let dedicated = self.dedicated.remove(key).ok_or(Error::StaleAllocation)?;

@@ -3,7 +3,8 @@
 //! the allocator carries on from every thread, the memory object made or
 //! freed as if the callback had returned (the memory made is freed again,
 //! as it is handed to nobody), so no memory object, usage or object count
-//! is left behind.
+//! is left behind. The same for a logger that panics on one of the
+//! allocator's lines (as a logger that fails a test on a warning does).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -271,4 +272,47 @@ fn a_callback_panicking_in_the_allocator_s_drop_leaves_no_memory_behind() {
     assert!(dropped.is_err(), "the callback's panic reaches the caller");
     assert_eq!(device.live_allocations().len(), 0);
     drop(kept);
+}
+
+/// A logger panicking on the debug line of a new memory object: nothing is
+/// left allocated. Before, the line came after the memory was made, mapped
+/// and counted, and the unwind leaked the object (handed to nobody).
+#[test]
+fn a_logger_panicking_on_a_new_memory_object_leaves_no_memory_behind() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    super::super::leak_log::panic_on_line_with("bytes of memory type");
+    let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dedicated(&allocator)));
+    assert!(made.is_err(), "the logger's panic reaches the caller");
+    assert_eq!(held(&allocator, &device), nothing(&allocator));
+    free(&allocator, dedicated(&allocator));
+    finish(allocator, &device);
+}
+
+/// A logger panicking on the error line of a damaged margin, when its
+/// allocation is freed: the allocation is freed all the same (its block
+/// stays, as the pool's kept empty block). Before, the line came before the free, and the unwind
+/// left the allocation live until the allocator's drop.
+#[test]
+fn a_logger_panicking_on_a_damaged_margin_still_frees_its_allocation() {
+    let config = Config {
+        debug_margin: 16,
+        detect_corruption: true,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let victim = allocator
+        .allocate(&buffer(1000, 16, Usage::UPLOAD))
+        .unwrap();
+    // SAFETY: no slice of the allocation is alive across the call.
+    let written = unsafe { device.write(victim.memory(), victim.offset() + 1000, &[0xAB]) };
+    assert!(written);
+    super::super::leak_log::panic_on_line_with("memory corruption");
+    let freed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: no GPU work uses it.
+        unsafe { allocator.free(victim) }
+    }));
+    assert!(freed.is_err(), "the logger's panic reaches the caller");
+    assert_eq!(allocator.corruptions_detected(), 1);
+    assert_eq!(allocator.stats().live_bytes(), 0);
+    finish(allocator, &device);
 }
