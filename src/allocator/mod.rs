@@ -631,9 +631,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// (the panic is dropped when the drop runs while its thread unwinds
     /// already: a second panic would abort); [`create_pool`](Self::create_pool)
     /// frees the blocks it made before, and [`destroy_pool`](Self::destroy_pool)
-    /// the pool's other blocks. Other calls that were to make or free more
-    /// objects stop at that one: the blocks they had not released stay in
-    /// their pools.
+    /// the pool's other blocks (the pool is gone, its slot free), and
+    /// [`end_frame`](Self::end_frame) has sealed its frame. Other calls
+    /// that were to make or free more objects stop at that one: the blocks
+    /// they had not released stay in their pools. A logger (the `log`
+    /// crate's) that panics on one of the allocator's lines leaves nothing
+    /// behind either.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicU64, Ordering};
