@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use super::{Location, Placement, PoolRequest, SlabKey, TypePool};
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::DedicatedMemory;
-use crate::memory::context::{MemoryContext, MemoryRequest};
+use crate::memory::context::MemoryContext;
 use crate::Error;
 
 impl<M> TypePool<M> {
@@ -28,16 +28,15 @@ impl<M> TypePool<M> {
     ) -> Result<Placement, Error> {
         let serial = self.next_serial;
         let name = self.dedicated_debug_name(serial, request.name);
-        let new = context.allocate_memory::<M>(&MemoryRequest {
-            memory_type: self.memory_type,
-            size: request.size,
-            dedicated: request.target,
-            priority: request.priority.or(self.priority),
-            name: Some(&name),
-            within_budget: request.within_budget,
-            export_handle_types: self.policy.export_handle_types,
-        })?;
-        self.advance_serial();
+        let priority = request.priority.or(self.priority);
+        let new = self.make_memory(
+            context,
+            request.size,
+            request.target,
+            priority,
+            &name,
+            request,
+        )?;
         let raw = context.device.raw_memory(&new.memory);
         let key = self.dedicated.insert(DedicatedMemory {
             memory: new.memory,

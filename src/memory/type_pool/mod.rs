@@ -41,10 +41,10 @@ use std::panic::{self, AssertUnwindSafe};
 use ash::vk;
 
 use super::block::{Block, DedicatedMemory};
-use super::context::MemoryContext;
+use super::context::{MemoryContext, MemoryRequest, NewMemory};
 use super::runs::{class_size, slots_per_run, Runs, TakenSlot};
 use super::slab::{Slab, SlabKey};
-use crate::device::MemoryDeviceExt;
+use crate::device::{DedicatedTarget, MemoryDeviceExt};
 use crate::offset::{AllocationId, OffsetAllocator};
 use crate::Error;
 
@@ -492,6 +492,36 @@ impl<M> TypePool<M> {
     /// other effect.
     fn advance_serial(&mut self) {
         self.next_serial = self.next_serial.wrapping_add(1);
+    }
+
+    /// Makes this pool's next memory object (a block, or dedicated memory
+    /// bound to `dedicated` when it names a resource), `size` bytes with
+    /// the debug name `name`, within the heap's budget when `request` asks
+    /// for that, exportable as the pool's policy says; the pool's serial
+    /// advances when it is made.
+    ///
+    /// # Errors
+    /// Those of [`MemoryContext::allocate_memory`].
+    fn make_memory<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        size: u64,
+        dedicated: Option<DedicatedTarget>,
+        priority: Option<f32>,
+        name: &str,
+        request: &PoolRequest<'_>,
+    ) -> Result<NewMemory<M>, Error> {
+        let new = context.allocate_memory::<M>(&MemoryRequest {
+            memory_type: self.memory_type,
+            size,
+            dedicated,
+            priority,
+            name: Some(name),
+            within_budget: request.within_budget,
+            export_handle_types: self.policy.export_handle_types,
+        })?;
+        self.advance_serial();
+        Ok(new)
     }
 
     /// The size of this pool's blocks: its fixed size, or the memory type's

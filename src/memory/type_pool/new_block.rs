@@ -8,7 +8,7 @@ use super::{is_no_room, Placement, PoolRequest, TypePool};
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::{Block, Miss, SlotKinds};
 use crate::memory::block_size::{new_block_size, retry_block_size};
-use crate::memory::context::{MemoryContext, MemoryRequest};
+use crate::memory::context::MemoryContext;
 use crate::memory::slab::SlabKey;
 use crate::offset::{OffsetAllocator, OffsetError};
 use crate::Error;
@@ -132,16 +132,7 @@ impl<M> TypePool<M> {
             })?;
         let serial = self.next_serial;
         let name = self.memory_debug_name("block", serial);
-        let new = context.allocate_memory::<M>(&MemoryRequest {
-            memory_type: self.memory_type,
-            size,
-            dedicated: None,
-            priority: self.priority,
-            name: Some(&name),
-            within_budget: request.within_budget,
-            export_handle_types: self.policy.export_handle_types,
-        })?;
-        self.advance_serial();
+        let new = self.make_memory(context, size, None, self.priority, &name, request)?;
         let raw = context.device.raw_memory(&new.memory);
         let key = self.blocks.insert(Block {
             memory: new.memory,
