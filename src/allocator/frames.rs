@@ -11,7 +11,7 @@ use crate::frames::upload_ring::{ChunkSpec, RingChunk, RingState, RING_FRAMES};
 use crate::frames::{Collected, Deferred, RingAllocation, UploadRing, UploadRingDesc};
 use crate::memory::first_panic::FirstPanic;
 use crate::memory::slab::Slab;
-use crate::memory::ResourceKind;
+use crate::memory::{ResourceKind, Usage};
 use crate::offset::{LinearAllocation, LinearAllocator, OffsetError};
 use crate::{DedicatedPolicy, Error};
 
@@ -465,17 +465,31 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Creates an upload ring: a host-visible buffer of `desc.size` bytes for
     /// per-frame transient data.
     ///
+    /// A `desc.buffer_usage` with `SHADER_DEVICE_ADDRESS` gets memory
+    /// allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`, as
+    /// [`create_buffer`](Self::create_buffer) does.
+    ///
     /// # Errors
-    /// [`Error::ZeroSize`]; [`Error::NotHostVisible`] when `desc.usage` does
+    /// [`Error::ZeroSize`]; [`Error::InvalidConfig`] for an empty
+    /// `desc.buffer_usage` (VUID-VkBufferCreateInfo-usage-requiredbitmask);
+    /// [`Error::NotHostVisible`] when `desc.usage` does
     /// not need host-visible memory
     /// ([`Usage::needs_host_access`](crate::Usage::needs_host_access)): neither
     /// `UPLOAD` nor `READBACK`, or `UPLOAD` with `ALLOW_TRANSFER_INSTEAD`
     /// (nothing is created then); allocation
     /// errors ([`Error::SizeExceedsHeaps`] for a ring larger than every
-    /// heap, however large); buffer creation failures.
+    /// heap, however large; [`Error::NoSuitableMemoryType`] for
+    /// `SHADER_DEVICE_ADDRESS` without
+    /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address));
+    /// buffer creation failures.
     pub fn create_upload_ring(&self, desc: &UploadRingDesc<'_>) -> Result<UploadRing, Error> {
         if desc.size == 0 {
             return Err(Error::ZeroSize);
+        }
+        if desc.buffer_usage.is_empty() {
+            return Err(Error::InvalidConfig(
+                "UploadRingDesc::buffer_usage must not be empty",
+            ));
         }
         // Only a host-access usage restricts the ranking to host-visible
         // memory. Without one, a chunk may land in memory the host cannot
@@ -484,8 +498,18 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if !desc.usage.needs_host_access() {
             return Err(Error::NotHostVisible);
         }
+        // The chunks' buffers take their address: their memory must be
+        // allocated for it (VUID-vkBindBufferMemory-bufferDeviceAddress-03339).
+        let usage = if desc
+            .buffer_usage
+            .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
+        {
+            desc.usage | Usage::DEVICE_ADDRESS
+        } else {
+            desc.usage
+        };
         let mut state = RingState {
-            usage: desc.usage,
+            usage,
             buffer_usage: desc.buffer_usage,
             chunk_size: desc.size,
             grow: desc.grow,
@@ -538,8 +562,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             OffsetError::OutOfHostMemory => Error::OutOfHostMemory,
             _ => Error::OutOfDeviceMemory,
         })?;
-        // SAFETY: `size` is non-zero (checked by the callers) and the buffer
-        // usage comes from the ring's description.
+        // SAFETY: `size` is non-zero (checked by the callers); the buffer
+        // usage is not empty (`create_upload_ring` checks it,
+        // VUID-VkBufferCreateInfo-usage-requiredbitmask) and comes from the
+        // ring's description, whose docs ask for enabled bits only.
         let (buffer, requirements, driver_dedicated) =
             unsafe { self.context.device.create_buffer(size, ring.buffer_usage) }?;
         // Chunks share blocks unless the driver requires dedicated memory.

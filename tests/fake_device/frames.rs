@@ -337,6 +337,61 @@ fn a_ring_in_memory_the_host_cannot_see_is_refused_without_leaks() {
     }
 }
 
+/// A ring's buffer usage reaches `vkCreateBuffer`, which refuses an empty
+/// one (VUID-VkBufferCreateInfo-usage-requiredbitmask): the safe
+/// `create_upload_ring` refuses it first, with nothing created.
+#[test]
+fn a_ring_with_no_buffer_usage_is_refused_before_anything_is_made() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let desc = UploadRingDesc {
+        buffer_usage: vk::BufferUsageFlags::empty(),
+        ..UploadRingDesc::default()
+    };
+    assert!(matches!(
+        allocator.create_upload_ring(&desc),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert_eq!(device.live_resources(), 0);
+    assert_eq!(device.live_allocations(), vec![]);
+    finish(allocator, &device);
+}
+
+/// A ring whose buffers take their device address (`SHADER_DEVICE_ADDRESS`
+/// usage) needs memory allocated for it
+/// (VUID-vkBindBufferMemory-bufferDeviceAddress-03339), as `create_buffer`
+/// asks for: without buffer device address the ring is refused, as such a
+/// buffer is, and nothing is left behind; with it, the ring works.
+#[test]
+fn a_device_address_ring_needs_buffer_device_address() {
+    let desc = UploadRingDesc {
+        buffer_usage: vk::BufferUsageFlags::UNIFORM_BUFFER
+            | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    // The mobile layout has no buffer device address.
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let before = allocator.stats();
+    assert!(matches!(
+        allocator.create_upload_ring(&desc),
+        Err(Error::NoSuitableMemoryType { usage, .. }) if usage.contains(Usage::DEVICE_ADDRESS)
+    ));
+    assert_eq!(allocator.stats(), before);
+    assert_eq!(device.live_resources(), 0);
+    finish(allocator, &device);
+
+    let (allocator, device) = super::allocator(FakeLayout::discrete());
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    // A second chunk, made by growth, is allocated for addresses too.
+    allocator.ring_allocate(ring, desc.size, 256).unwrap();
+    let grown = allocator.ring_allocate(ring, 256, 256).unwrap();
+    allocator.ring_write(&grown, 0, &[1; 256]).unwrap();
+    let chunks: Vec<_> = device.live_allocations();
+    assert!(!chunks.is_empty() && chunks.iter().all(|m| m.device_address));
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
+
 /// A live upload-ring allocation of the random walk and the byte it holds.
 struct LiveRingBytes {
     allocation: RingAllocation,

@@ -420,3 +420,60 @@ fn timeline_semaphores_seal_frames() {
     // SAFETY: no frame refers to it any more.
     unsafe { context.device.destroy_semaphore(timeline, None) };
 }
+
+/// `create_upload_ring` is safe, and its buffer usage reaches
+/// `vkCreateBuffer` and the chunks' memory: an empty usage is refused
+/// before anything is made (it broke
+/// VUID-VkBufferCreateInfo-usage-requiredbitmask), and a ring whose
+/// buffers take their device address gets memory allocated for it (it
+/// broke VUID-vkBindBufferMemory-bufferDeviceAddress-03339 where the
+/// allocator was not told of buffer device address), or, without the
+/// feature, is refused as such a buffer is. The validation layer checks
+/// each call.
+#[test]
+fn ring_buffer_usages_give_no_validation_message() {
+    use vk_suballoc::device::DeviceFeatures;
+    use vk_suballoc::Error;
+
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let address_ring = UploadRingDesc {
+        size: 4096,
+        buffer_usage: vk::BufferUsageFlags::UNIFORM_BUFFER
+            | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
+        ..UploadRingDesc::default()
+    };
+    {
+        let allocator = allocator_for(&context);
+        let empty = UploadRingDesc {
+            buffer_usage: vk::BufferUsageFlags::empty(),
+            ..address_ring
+        };
+        let refused = allocator.create_upload_ring(&empty);
+        assert!(
+            matches!(refused, Err(Error::InvalidConfig(_))),
+            "{refused:?}"
+        );
+        let ring = allocator.create_upload_ring(&address_ring).unwrap();
+        let uniforms = allocator.ring_allocate(ring, 256, 256).unwrap();
+        let info = vk::BufferDeviceAddressInfo::default().buffer(uniforms.buffer());
+        // SAFETY: the ring's buffer, created with SHADER_DEVICE_ADDRESS
+        // usage and bound to memory allocated for device addresses.
+        let address = unsafe { context.device.get_buffer_device_address(&info) };
+        assert_ne!(address, 0);
+        allocator.destroy_upload_ring(ring).unwrap();
+        // SAFETY: nothing was submitted.
+        unsafe { allocator.collect_idle() };
+    }
+    // Buffer device address, enabled on the device, is only left unused.
+    let features = DeviceFeatures {
+        debug_utils: true,
+        ..DeviceFeatures::default()
+    };
+    let allocator = super::allocator_setup::allocator_with(&context, features);
+    let refused = allocator.create_upload_ring(&address_ring);
+    assert!(
+        matches!(refused, Err(Error::NoSuitableMemoryType { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(allocator.stats().allocations(), 0);
+}
