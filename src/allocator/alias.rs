@@ -133,7 +133,13 @@ impl Allocator<AshMemoryDevice> {
     ///
     /// # Errors
     /// As [`check_alias`](Self::check_alias), and [`Error::CannotAlias`]
-    /// when the driver requires dedicated memory for the buffer;
+    /// when the driver requires dedicated memory for the buffer, or when
+    /// `info.usage` has `SHADER_DEVICE_ADDRESS` and the allocator was not
+    /// told of buffer device address
+    /// ([`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)):
+    /// its memory then lacks `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`
+    /// (VUID-vkBindBufferMemory-bufferDeviceAddress-03339), as
+    /// [`create_buffer`](Self::create_buffer) refuses such a buffer;
     /// `vkCreateBuffer` and `vkBindBufferMemory` failures as
     /// [`Error::Device`] (or the matching variant). The buffer is destroyed
     /// on error.
@@ -257,6 +263,20 @@ impl Allocator<AshMemoryDevice> {
         if request.driver_dedicated.required {
             return Err(Error::CannotAlias(
                 "the driver requires dedicated memory for the resource",
+            ));
+        }
+        // A buffer request has DEVICE_ADDRESS from SHADER_DEVICE_ADDRESS
+        // usage (`buffer_request`). The allocator sets
+        // VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT on every memory object
+        // resources may share only when told of buffer device address:
+        // without it, binding such a buffer breaks
+        // VUID-vkBindBufferMemory-bufferDeviceAddress-03339 on a device
+        // that has the feature enabled.
+        if self.context.lacks_device_address(request.desc.usage) {
+            return Err(Error::CannotAlias(
+                "the buffer has SHADER_DEVICE_ADDRESS usage, and the allocator \
+                 was not told of buffer device address: its memory lacks \
+                 VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT",
             ));
         }
         self.check_alias(allocation, offset, &request.requirements, request.kind)

@@ -681,6 +681,37 @@ fn a_device_address_buffer_needs_buffer_device_address() {
     assert_eq!(allocator.stats().allocations(), 0);
 }
 
+/// An aliasing buffer with `SHADER_DEVICE_ADDRESS` usage, on an allocator
+/// not told of buffer device address (enabled on the device): the
+/// allocation's memory lacks `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`, so
+/// binding the alias would break
+/// VUID-vkBindBufferMemory-bufferDeviceAddress-03339; it is refused, and
+/// the buffer destroyed. A plain alias of the same allocation is made.
+#[test]
+fn a_device_address_alias_needs_buffer_device_address() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let features = DeviceFeatures {
+        debug_utils: true,
+        ..DeviceFeatures::default()
+    };
+    let allocator = allocator_with(&context, features);
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+    let address_info = buffer_info(4096)
+        .usage(vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS);
+    // SAFETY: valid create infos; nothing is used by the GPU, and the alias
+    // is destroyed before the allocation is freed.
+    unsafe {
+        let (buffer, allocation) = allocator.create_buffer(&buffer_info(4096), &desc).unwrap();
+        let refused = allocator.create_aliasing_buffer(&allocation, 0, &address_info);
+        assert!(matches!(refused, Err(Error::CannotAlias(_))), "{refused:?}");
+        let plain = allocator
+            .create_aliasing_buffer(&allocation, 0, &buffer_info(4096))
+            .unwrap();
+        context.device.destroy_buffer(plain, None);
+        allocator.destroy_buffer(buffer, allocation).unwrap();
+    }
+}
+
 test_each_fake_profile!(
     /// Small buffers and small optimal images, interleaved in one memory
     /// type, share blocks but never a page. Real drivers align optimal
