@@ -465,9 +465,47 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Creates an upload ring: a host-visible buffer of `desc.size` bytes for
     /// per-frame transient data.
     ///
-    /// A `desc.buffer_usage` with `SHADER_DEVICE_ADDRESS` gets memory
-    /// allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`, as
-    /// [`create_buffer`](Self::create_buffer) does.
+    /// `desc.buffer_usage` may hold the usages of core Vulkan 1.0 (transfer,
+    /// uniform, storage, texel, index, vertex and indirect buffers), valid
+    /// on every device, and `SHADER_DEVICE_ADDRESS` when the allocator was
+    /// told of buffer device address: its chunks' memory is then allocated
+    /// with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`, as
+    /// [`create_buffer`](Self::create_buffer) does. For an extension's
+    /// usage (a descriptor buffer's, an acceleration-structure build
+    /// input's), which only the caller knows to be enabled, use
+    /// [`create_upload_ring_unchecked`](Self::create_upload_ring_unchecked).
+    ///
+    /// # Errors
+    /// [`Error::ZeroSize`]; [`Error::InvalidConfig`] for an empty
+    /// `desc.buffer_usage` (VUID-VkBufferCreateInfo-usage-requiredbitmask)
+    /// or one with a bit beyond those above;
+    /// [`Error::NoSuitableMemoryType`] for `SHADER_DEVICE_ADDRESS` without
+    /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address);
+    /// then as [`create_upload_ring_unchecked`](Self::create_upload_ring_unchecked).
+    /// Nothing is created on error.
+    pub fn create_upload_ring(&self, desc: &UploadRingDesc<'_>) -> Result<UploadRing, Error> {
+        if !CORE_BUFFER_USAGE.contains(desc.buffer_usage) {
+            return Err(Error::InvalidConfig(
+                "UploadRingDesc::buffer_usage has a bit beyond core Vulkan 1.0's and \
+                 SHADER_DEVICE_ADDRESS: use create_upload_ring_unchecked for an \
+                 extension's usage",
+            ));
+        }
+        let usage = ring_memory_usage(desc);
+        if self.context.lacks_device_address(usage) {
+            return Err(Error::NoSuitableMemoryType {
+                memory_type_bits: u32::MAX,
+                usage,
+            });
+        }
+        // SAFETY: every bit of the usage is core Vulkan 1.0's, valid on any
+        // device, or SHADER_DEVICE_ADDRESS with buffer device address, which
+        // `AshMemoryDevice::new`'s caller vouched is enabled.
+        unsafe { self.create_upload_ring_unchecked(desc) }
+    }
+
+    /// [`create_upload_ring`](Self::create_upload_ring) for any buffer
+    /// usage: `desc.buffer_usage` reaches `vkCreateBuffer` as given.
     ///
     /// # Errors
     /// [`Error::ZeroSize`]; [`Error::InvalidConfig`] for an empty
@@ -482,7 +520,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// `SHADER_DEVICE_ADDRESS` without
     /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address));
     /// buffer creation failures.
-    pub fn create_upload_ring(&self, desc: &UploadRingDesc<'_>) -> Result<UploadRing, Error> {
+    ///
+    /// # Safety
+    /// Every bit of `desc.buffer_usage` is valid on the device: the
+    /// extension or feature it comes with is enabled
+    /// (VUID-VkBufferCreateInfo-usage-parameter and the usage's own rules).
+    pub unsafe fn create_upload_ring_unchecked(
+        &self,
+        desc: &UploadRingDesc<'_>,
+    ) -> Result<UploadRing, Error> {
         if desc.size == 0 {
             return Err(Error::ZeroSize);
         }
@@ -498,18 +544,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if !desc.usage.needs_host_access() {
             return Err(Error::NotHostVisible);
         }
-        // The chunks' buffers take their address: their memory must be
-        // allocated for it (VUID-vkBindBufferMemory-bufferDeviceAddress-03339).
-        let usage = if desc
-            .buffer_usage
-            .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
-        {
-            desc.usage | Usage::DEVICE_ADDRESS
-        } else {
-            desc.usage
-        };
         let mut state = RingState {
-            usage,
+            usage: ring_memory_usage(desc),
             buffer_usage: desc.buffer_usage,
             chunk_size: desc.size,
             grow: desc.grow,
@@ -808,5 +844,36 @@ impl RingChunk {
         let current = self.linear.current_frame();
         let oldest_live = current - self.linear.frames_in_flight() as u64;
         (oldest_live..=current).contains(&chunk_frame)
+    }
+}
+
+/// The buffer usages [`Allocator::create_upload_ring`] takes: core Vulkan
+/// 1.0's, valid on every device, and `SHADER_DEVICE_ADDRESS`, which it
+/// checks against buffer device address.
+const CORE_BUFFER_USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::from_raw(
+    vk::BufferUsageFlags::TRANSFER_SRC.as_raw()
+        | vk::BufferUsageFlags::TRANSFER_DST.as_raw()
+        | vk::BufferUsageFlags::UNIFORM_TEXEL_BUFFER.as_raw()
+        | vk::BufferUsageFlags::STORAGE_TEXEL_BUFFER.as_raw()
+        | vk::BufferUsageFlags::UNIFORM_BUFFER.as_raw()
+        | vk::BufferUsageFlags::STORAGE_BUFFER.as_raw()
+        | vk::BufferUsageFlags::INDEX_BUFFER.as_raw()
+        | vk::BufferUsageFlags::VERTEX_BUFFER.as_raw()
+        | vk::BufferUsageFlags::INDIRECT_BUFFER.as_raw()
+        | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS.as_raw(),
+);
+
+/// The memory usage of a ring's chunks: `desc.usage`, with
+/// [`Usage::DEVICE_ADDRESS`] when its buffers take their address, whose
+/// memory must be allocated for it
+/// (VUID-vkBindBufferMemory-bufferDeviceAddress-03339).
+fn ring_memory_usage(desc: &UploadRingDesc<'_>) -> Usage {
+    if desc
+        .buffer_usage
+        .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
+    {
+        desc.usage | Usage::DEVICE_ADDRESS
+    } else {
+        desc.usage
     }
 }

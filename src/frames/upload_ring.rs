@@ -42,11 +42,13 @@ pub struct UploadRingDesc<'a> {
     /// over what a GPU wrote there; and ring allocations have no
     /// invalidate. Read GPU results back through an allocation of its own.
     pub usage: Usage,
-    /// Usage of the ring's buffers: not empty, and only bits whose
-    /// extension or feature the device has enabled (they reach
-    /// `vkCreateBuffer` as given). With `SHADER_DEVICE_ADDRESS`, the
-    /// chunks' memory is allocated for device addresses, which needs
-    /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address).
+    /// Usage of the ring's buffers: not empty. Core Vulkan 1.0's usages
+    /// and `SHADER_DEVICE_ADDRESS` (whose chunks' memory is allocated for
+    /// device addresses, which needs
+    /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address))
+    /// go through [`Allocator::create_upload_ring`](crate::Allocator::create_upload_ring);
+    /// an extension's, through
+    /// [`Allocator::create_upload_ring_unchecked`](crate::Allocator::create_upload_ring_unchecked).
     pub buffer_usage: vk::BufferUsageFlags,
     /// When full, add a chunk instead of failing.
     pub grow: bool,

@@ -356,6 +356,32 @@ fn a_ring_with_no_buffer_usage_is_refused_before_anything_is_made() {
     finish(allocator, &device);
 }
 
+/// An extension's buffer usage (a descriptor buffer's) would reach
+/// `vkCreateBuffer` whether or not the extension is enabled, which the
+/// allocator cannot see: the safe `create_upload_ring` refuses it, with
+/// nothing created; `create_upload_ring_unchecked`, whose caller vouches
+/// for it, makes the ring.
+#[test]
+fn a_ring_with_an_extension_s_buffer_usage_needs_the_unchecked_call() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let desc = UploadRingDesc {
+        buffer_usage: vk::BufferUsageFlags::TRANSFER_SRC
+            | vk::BufferUsageFlags::RESOURCE_DESCRIPTOR_BUFFER_EXT,
+        ..UploadRingDesc::default()
+    };
+    assert!(matches!(
+        allocator.create_upload_ring(&desc),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert_eq!(device.live_resources(), 0);
+    assert_eq!(device.live_allocations(), vec![]);
+    // SAFETY: the fake device takes any usage.
+    let ring = unsafe { allocator.create_upload_ring_unchecked(&desc) }.unwrap();
+    assert_eq!(device.live_resources(), 1);
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish(allocator, &device);
+}
+
 /// A ring whose buffers take their device address (`SHADER_DEVICE_ADDRESS`
 /// usage) needs memory allocated for it
 /// (VUID-vkBindBufferMemory-bufferDeviceAddress-03339), as `create_buffer`
