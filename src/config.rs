@@ -46,8 +46,8 @@ pub struct Config {
     /// with a bit mask instead of the block's offset allocator. Faster (on
     /// lavapipe's `small-churn` trace, 40 ns per operation against 49), for
     /// up to a quarter of the buffer's size in rounding (a tenth on average).
-    /// A run holds its block range (at most 64 KiB) while any slot in it is
-    /// live: at worst, one live slot per run, 64 times the live bytes, where
+    /// A run holds its block range (at most 64 KiB, and at most a sixteenth
+    /// of its block) while any slot in it is live: at worst, one live slot per run, 64 times the live bytes, where
     /// ranges of their own would hold about 1×. Frees make room that the
     /// next allocations of the class take first, and no trace measured here
     /// reserved more with runs than without. At most 65536; 0 turns runs

@@ -32,7 +32,13 @@
 //!   once, so blocks empty out and are released as without runs. Runs are
 //!   carved from existing blocks only: a request that finds no room for a
 //!   run takes a range of its own (in a gap too small for a run, or in a new
-//!   block), so runs never make the allocator reserve more memory.
+//!   block), so a run never makes a block itself.
+//! - **Small blocks**: a run takes at most a sixteenth of its block
+//!   ([`run_fits_block`]). A run holds all its bytes for the buffers of one
+//!   class, so in a block not much larger (a custom pool's fixed 64 KiB
+//!   blocks, say) one small buffer's run filled the block, and the next
+//!   request of another size took a new block where without runs both fit
+//!   in one.
 
 use std::collections::HashMap;
 
@@ -78,6 +84,16 @@ pub(crate) fn class_size(class: usize) -> u64 {
 /// The slots of a run of `slot_size`-byte slots.
 pub(crate) fn slots_per_run(slot_size: u64) -> u32 {
     (RUN_BYTES / slot_size).clamp(1, u64::from(MAX_SLOTS)) as u32
+}
+
+/// Blocks are at least this many times a run's bytes to hold the run.
+const MIN_RUNS_PER_BLOCK: u64 = 16;
+
+/// Whether a block of `block_size` bytes may hold a run of `run_bytes`:
+/// the run takes at most a sixteenth of it (module docs, small blocks).
+#[inline]
+pub(crate) fn run_fits_block(run_bytes: u64, block_size: u64) -> bool {
+    run_bytes.saturating_mul(MIN_RUNS_PER_BLOCK) <= block_size
 }
 
 /// One range of a block cut into equal slots.

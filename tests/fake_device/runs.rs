@@ -2,7 +2,7 @@
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::report::RangeKind;
-use vk_suballoc::{Allocation, Config, Request, ResourceKind, Usage};
+use vk_suballoc::{Allocation, AllocationDesc, Config, PoolDesc, Request, ResourceKind, Usage};
 
 use super::{
     allocator, allocator_with, buffer, finish, free, requirements, without_runs, FakeAllocator,
@@ -198,5 +198,47 @@ fn an_emptied_run_leaves_the_list_of_runs_with_room() {
     for allocation in a.into_iter().chain([again, next, seed]) {
         free(&allocator, allocation);
     }
+    finish(allocator, &device);
+}
+
+/// A run takes at most a sixteenth of its block: in a custom pool of 64 KiB
+/// blocks, a 1000-byte buffer (1024 placed, whose run of 64 slots is 64 KiB)
+/// takes a range of its own, and a 2000-byte buffer fits beside it in the
+/// same block, as without runs. Before, the first buffer's run filled the
+/// pool's empty block and the second took a new one: two memory objects
+/// where one held both.
+#[test]
+fn a_run_never_fills_a_small_block() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).block_size(64 << 10).min_blocks(1))
+        .unwrap();
+    let request = |size| {
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        Request::with_desc(requirements(size, 256), ResourceKind::Buffer, desc)
+    };
+    let first = allocator.allocate(&request(1000)).unwrap();
+    let second = allocator.allocate(&request(2000)).unwrap();
+    assert_eq!(device.live_allocations().len(), 1, "one block holds both");
+    assert_eq!(first.memory(), second.memory());
+    assert_eq!((first.offset(), second.offset()), (0, 1024));
+    // Runs still come from blocks 16 times their size: 16-byte buffers
+    // aligned to 16 take slots of a 1 KiB run (64 slots), which a range
+    // after them then follows.
+    let tiny_request = |_| {
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        Request::with_desc(requirements(16, 16), ResourceKind::Buffer, desc)
+    };
+    let tiny: Vec<Allocation> = (0..3)
+        .map(|i| allocator.allocate(&tiny_request(i)).unwrap())
+        .collect();
+    let offsets: Vec<u64> = tiny.iter().map(Allocation::offset).collect();
+    assert_eq!(offsets, [3072, 3088, 3104], "slots of one run");
+    let after = allocator.allocate(&request(100)).unwrap();
+    assert_eq!(after.offset(), 3072 + 1024, "after the run's 1 KiB");
+    for allocation in tiny.into_iter().chain([first, second, after]) {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }

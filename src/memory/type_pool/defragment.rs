@@ -736,7 +736,12 @@ impl<M> TypePool<M> {
             let before = best.map_or(u32::MAX, |(rank, _)| rank);
             let fuller = &keys[..keys.partition_point(|&key| rank_of(key) < before)];
             let run_request = Self::run_request(request, class);
-            if let Some(range) = self.allocate_in_keys(fuller, &run_request) {
+            let run_range = fuller.iter().find_map(|&key| {
+                self.takes_run_in(key, &run_request)
+                    .then(|| self.allocate_in_block(key, &run_request))
+                    .flatten()
+            });
+            if let Some(range) = run_range {
                 let taken = self.start_run(class, range)?;
                 return Some(self.hand_out_slot(taken, request));
             }

@@ -42,7 +42,7 @@ use ash::vk;
 
 use super::block::{Block, DedicatedMemory};
 use super::context::{MemoryContext, MemoryRequest, NewMemory};
-use super::runs::{class_size, slots_per_run, Runs, TakenSlot};
+use super::runs::{class_size, run_fits_block, slots_per_run, Runs, TakenSlot};
 use super::slab::{Slab, SlabKey};
 use crate::device::{DedicatedTarget, MemoryDeviceExt};
 use crate::offset::{AllocationId, OffsetAllocator};
@@ -422,19 +422,29 @@ impl<M> TypePool<M> {
     /// create blocks: the request then takes a range of its own (in a gap
     /// too small for a run, or in a new block), and later runs come from the
     /// block it made. Nor do they come from blocks a defragmentation plan
-    /// is emptying: a run there would hand out slots that keep the block.
+    /// is emptying: a run there would hand out slots that keep the block;
+    /// nor from blocks less than 16 times the run's size
+    /// ([`run_fits_block`]).
     #[cold]
     #[inline(never)]
     fn take_from_new_run(&mut self, request: &PoolRequest<'_>, class: usize) -> Option<TakenSlot> {
         let run_request = Self::run_request(request, class);
         let placement = (0..self.order[request.class].len()).find_map(|index| {
             let key = self.order[request.class][index];
-            if self.blocks.get(key)?.retiring {
+            if !self.takes_run_in(key, &run_request) {
                 return None;
             }
             self.allocate_in_block(key, &run_request)
         })?;
         self.start_run(class, placement)
+    }
+
+    /// Whether block `key` may hold a new run, whose range `run_request`
+    /// asks for: it is not retiring, and large enough ([`run_fits_block`]).
+    fn takes_run_in(&self, key: SlabKey, run_request: &PoolRequest<'_>) -> bool {
+        self.blocks.get(key).is_some_and(|block| {
+            !block.retiring && run_fits_block(run_request.placed_size, block.size)
+        })
     }
 
     /// The request for the range of a new run of `class`, made for `request`.
