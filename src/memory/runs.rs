@@ -461,7 +461,7 @@ mod tests {
     }
 
     /// Runs never look inside their range's id.
-    const RANGE: AllocationId = AllocationId {
+    pub(super) const RANGE: AllocationId = AllocationId {
         slot: 0,
         generation: 1,
         owner: 0,
@@ -547,5 +547,147 @@ mod tests {
         assert!(runs.take(class).is_none());
         assert!(runs.live(taken.run, taken.slot, taken.generation).is_none());
         assert_eq!(runs.name(taken.run, taken.slot), None);
+    }
+}
+
+#[cfg(test)]
+mod model_tests {
+    use super::tests::RANGE;
+    use super::*;
+
+    /// SplitMix64, seeded by `VK_SUBALLOC_SEED` or the clock.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// The lists of runs with room name exactly the runs with a free slot
+    /// that are not retired, each at its `listed_at`; no run is empty.
+    fn check(runs: &Runs) {
+        for (class, list) in runs.with_room.iter().enumerate() {
+            for (at, &key) in list.iter().enumerate() {
+                let run = runs.runs.get(key).expect("listed run exists");
+                assert_eq!(usize::from(run.class), class);
+                assert_eq!(run.listed_at as usize, at);
+            }
+        }
+        for (key, run) in runs.runs.iter() {
+            assert_ne!(run.free, Run::all_free(run.slots), "an empty run stays");
+            assert_eq!(run.free & !Run::all_free(run.slots), 0);
+            let listed = run.listed_at != Run::UNLISTED;
+            assert_eq!(listed, run.free != 0 && !run.retired, "{key:?}: {run:?}");
+        }
+    }
+
+    /// Random takes (`take` and, as defragmentation does, `take_in`),
+    /// frees, stale and double frees, retirements and reopenings: no slot
+    /// is handed out twice, none from a retired block's run, every stale
+    /// handle is refused, the lists stay right and the live slots add up.
+    #[test]
+    fn random_takes_frees_retirements_keep_the_lists_and_handles_right() {
+        let seed = std::env::var("VK_SUBALLOC_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
+        println!("runs model: seed {seed} (replay with VK_SUBALLOC_SEED={seed})");
+        let mut rng = Rng(seed);
+        let mut runs = Runs::default();
+        let blocks: Vec<SlabKey> = (0..3)
+            .map(|index| SlabKey {
+                index,
+                generation: 0,
+            })
+            .collect();
+        // Live handles, and freed ones.
+        let mut live: Vec<TakenSlot> = Vec::new();
+        let mut dead: Vec<TakenSlot> = Vec::new();
+        let mut retired: Vec<SlabKey> = Vec::new();
+        let classes = [0usize, 5, 20, CLASSES - 1];
+        for _ in 0..20_000 {
+            let class = classes[rng.below(classes.len() as u64) as usize];
+            match rng.below(10) {
+                0..=3 => {
+                    let taken = if rng.below(2) == 0 {
+                        runs.take(class)
+                    } else {
+                        let open = |key: SlabKey| {
+                            if retired.contains(&key) {
+                                u32::MAX
+                            } else {
+                                key.index
+                            }
+                        };
+                        runs.best_with_room(class, open)
+                            .and_then(|(_, key)| runs.take_in(key))
+                    };
+                    let taken = match taken {
+                        Some(taken) => taken,
+                        None => {
+                            let block = blocks[rng.below(3) as usize];
+                            if retired.contains(&block) {
+                                continue;
+                            }
+                            runs.insert(class, block, RANGE, 0, vk::DeviceMemory::null(), None);
+                            runs.take(class).unwrap()
+                        }
+                    };
+                    let run = runs.live(taken.run, taken.slot, taken.generation).unwrap();
+                    assert!(
+                        !retired.contains(&run.block),
+                        "a retired block's run gave a slot"
+                    );
+                    assert_eq!(usize::from(run.class), class);
+                    for other in &live {
+                        assert!(
+                            (other.run, other.slot) != (taken.run, taken.slot),
+                            "slot handed out twice"
+                        );
+                    }
+                    live.push(taken);
+                }
+                4..=6 if !live.is_empty() => {
+                    let i = rng.below(live.len() as u64) as usize;
+                    let slot = live.swap_remove(i);
+                    assert!(runs.free(slot.run, slot.slot, slot.generation).is_ok());
+                    dead.push(slot);
+                }
+                7 if !dead.is_empty() => {
+                    let slot = dead[rng.below(dead.len() as u64) as usize];
+                    assert!(runs.free(slot.run, slot.slot, slot.generation).is_err());
+                    assert!(runs.live(slot.run, slot.slot, slot.generation).is_none());
+                }
+                8 => {
+                    let block = blocks[rng.below(3) as usize];
+                    if !retired.contains(&block) {
+                        runs.retire_in_block(block);
+                        retired.push(block);
+                    }
+                }
+                _ => {
+                    if let Some(block) = retired.pop() {
+                        runs.reopen_in_block(block);
+                    }
+                }
+            }
+            check(&runs);
+            let slots: u64 = runs
+                .iter()
+                .map(|(_, run)| u64::from(run.live_slots()))
+                .sum();
+            assert_eq!(slots, live.len() as u64);
+        }
     }
 }
