@@ -285,6 +285,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// once the device is idle, release everything with
     /// [`collect_idle`](Self::collect_idle).
     ///
+    /// A fence that another thread's frame loop collects and resets (for
+    /// its next submission) while this call is about to wait on it reads
+    /// as unsignalled: the wait then lasts until the fence signals again
+    /// or `timeout_ns` passes, and goes on with the next frame (its frame
+    /// was collected: no [`Error::Timeout`]). Give it a finite timeout when
+    /// a render thread resets fences meanwhile.
+    ///
     /// # Errors
     /// [`Error::Timeout`] when a frame did not finish in time (frames before
     /// it are collected); [`Error::DeviceLost`] and the other failures of
@@ -299,14 +306,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         loop {
             // Under `releasing`: a frame gone from the queue has had its
             // frees carried out, even by another thread's `collect`.
-            let oldest = {
-                let _releasing = lock(&self.releasing);
-                lock(&self.frames)
-                    .oldest()
-                    .filter(|(index, _)| *index < end)
-                    .map(|(_, signal)| *signal)
-            };
-            let Some(signal) = oldest else {
+            let Some((index, signal)) = self.oldest_sealed_before(end) else {
                 return Ok(total);
             };
             // SAFETY: the signal of a frame that was not collected when it
@@ -314,12 +314,31 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             // call returns, even when another thread collects the frame
             // meanwhile.
             if !unsafe { self.context.device.wait_signalled(signal, timeout_ns) }? {
-                return Err(Error::Timeout);
+                // Another thread may have collected the frame and reset its
+                // fence, which then read as unsignalled: not a timeout.
+                let still_queued = self
+                    .oldest_sealed_before(end)
+                    .is_some_and(|(oldest, _)| oldest == index);
+                if still_queued {
+                    return Err(Error::Timeout);
+                }
             }
             let collected = self.collect()?;
             total.frames += collected.frames;
             total.frees += collected.frees;
         }
+    }
+
+    /// The index and signal of the oldest frame in the queue, when it was
+    /// sealed before frame `end`; read under the `releasing` lock, so that a
+    /// frame gone from the queue has had its frees carried out, even by
+    /// another thread's `collect`.
+    fn oldest_sealed_before(&self, end: u64) -> Option<(u64, FrameSignal)> {
+        let _releasing = lock(&self.releasing);
+        lock(&self.frames)
+            .oldest()
+            .filter(|(index, _)| *index < end)
+            .map(|(index, signal)| (index, *signal))
     }
 
     /// Releases everything queued now, whatever the fences say: the frees

@@ -761,6 +761,41 @@ fn wait_and_collect_leaves_the_current_frames_frees_queued() {
 /// to wait for it (on a real device, for every frame the render loop
 /// sealed, for as long as it ran; the fake device answers at once, so the
 /// call failed with `Timeout`).
+/// `wait_and_collect` about to wait on a frame's fence while the render
+/// loop on another thread waits for it itself, collects the frame and
+/// resets the fence for its next submission (here in the wait hook): the
+/// reset fence reads as unsignalled, but its frame is gone from the queue,
+/// so the call returns without `Timeout`. Before, it failed with `Timeout`
+/// (on a real device, after waiting its whole timeout for the fence's next
+/// signal).
+#[test]
+fn wait_and_collect_is_no_timeout_when_another_thread_collects_and_resets_the_fence() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let allocator = std::sync::Arc::new(allocator);
+    let a = allocator
+        .allocate(&buffer(32 * 1024, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    allocator.free_after_frame(a).unwrap();
+    let fence = end_frame(&allocator, &device);
+    let (render, gpu) = (std::sync::Arc::clone(&allocator), device.clone());
+    device.set_wait_hook(Some(Box::new(move || {
+        gpu.signal_fence(fence);
+        render.collect().unwrap();
+        gpu.reset_fence(fence);
+    })));
+    assert_eq!(
+        allocator.wait_and_collect(1_000_000),
+        Ok(Collected::default())
+    );
+    device.set_wait_hook(None);
+    assert_eq!(allocator.frames_in_flight(), 0);
+    assert_eq!(allocator.stats().live_bytes(), 0);
+    let Ok(allocator) = std::sync::Arc::try_unwrap(allocator) else {
+        panic!("the hook's clone of the allocator was dropped with it");
+    };
+    finish(allocator, &device);
+}
+
 #[test]
 fn wait_and_collect_does_not_wait_for_frames_sealed_meanwhile() {
     use std::sync::{Arc, Mutex};

@@ -253,6 +253,11 @@ impl FakeDevice {
         self.state().signals.insert(fence.as_raw(), 1);
     }
 
+    /// Resets a fake fence to unsignalled, as `vkResetFences` does.
+    pub fn reset_fence(&self, fence: vk::Fence) {
+        self.state().signals.insert(fence.as_raw(), 0);
+    }
+
     /// A new fake timeline semaphore at value 0.
     pub fn create_timeline_semaphore(&self) -> vk::Semaphore {
         vk::Semaphore::from_raw(self.state().new_signal(0))
