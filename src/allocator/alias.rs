@@ -24,7 +24,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Checks that a resource with `requirements`, of `kind`, may be bound
     /// `offset` bytes into `allocation`, aliasing whatever else is bound
     /// there: the checks of [`create_aliasing_buffer`](Allocator::create_aliasing_buffer),
-    /// for a resource the caller creates and binds itself.
+    /// for a resource the caller creates and binds itself. It does not see
+    /// the resource's create info: a buffer with `SHADER_DEVICE_ADDRESS`
+    /// usage also needs an allocator told of buffer device address
+    /// ([`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)),
+    /// whose memory is allocated for device addresses
+    /// (VUID-vkBindBufferMemory-bufferDeviceAddress-03339), as
+    /// `create_aliasing_buffer` checks.
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`]; [`Error::ZeroSize`] and

@@ -115,6 +115,10 @@ impl<S, T> DeferredQueue<S, T> {
     /// submission order). Calls `release` on every item of a released frame,
     /// then returns `(frames released, items released)`.
     ///
+    /// A panic in `release` goes on to the caller once its frame is out of
+    /// the queue: that frame's items not yet released are dropped, and the
+    /// frames after it stay queued.
+    ///
     /// # Errors
     /// The first error of `is_done`; frames released before it stay released,
     /// the rest stay queued.
