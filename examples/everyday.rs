@@ -120,6 +120,7 @@ fn main() {
         memory_priority: false,
         debug_utils: true,
         amd_device_coherent_memory: false,
+        protected_memory: false,
     };
     // SAFETY: Vulkan 1.3 instance, `device` made from `physical_device` with
     // these features, and both outlive the allocator (dropped below first).

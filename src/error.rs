@@ -21,7 +21,10 @@ pub enum Error {
     /// `memoryTypeBits` is 0, or names no memory type of this device that the
     /// allocator may use: AMD's device-coherent types need the device's
     /// `deviceCoherentMemory` feature, enabled and reported through
-    /// [`DeviceFeatures::amd_device_coherent_memory`](crate::device::DeviceFeatures::amd_device_coherent_memory).
+    /// [`DeviceFeatures::amd_device_coherent_memory`](crate::device::DeviceFeatures::amd_device_coherent_memory),
+    /// and protected types its `protectedMemory` feature
+    /// ([`DeviceFeatures::protected_memory`](crate::device::DeviceFeatures::protected_memory);
+    /// even then, only a custom pool of one uses them).
     #[error("memoryTypeBits {0:#x} names no memory type of this device the allocator may use")]
     NoMemoryTypeBits(u32),
     /// No memory type allowed by `memoryTypeBits` has the properties the usage

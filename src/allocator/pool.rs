@@ -491,8 +491,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a memory type the device does not have
-    /// (or the allocator may not use), a block size larger than the heap or
-    /// `maxMemoryAllocationSize`, or `max_blocks` below `min_blocks` or 0;
+    /// or the allocator may not use (AMD's device-coherent types without
+    /// [`DeviceFeatures::amd_device_coherent_memory`](crate::device::DeviceFeatures::amd_device_coherent_memory),
+    /// protected types without
+    /// [`DeviceFeatures::protected_memory`](crate::device::DeviceFeatures::protected_memory):
+    /// VUID-VkMemoryAllocateInfo-memoryTypeIndex-01872), a block size
+    /// larger than the heap or `maxMemoryAllocationSize`, or `max_blocks`
+    /// below `min_blocks` or 0;
     /// [`Error::NotExportable`] when [`PoolDesc::export`] has a bit that
     /// is no handle type Vulkan defines (as ash 0.38 knows them;
     /// VUID-VkExportMemoryAllocateInfo-handleTypes-parameter), names a

@@ -40,6 +40,15 @@ pub struct DeviceFeatures {
     /// list even when the feature is off
     /// ([`MemoryProperties::amd_device_coherent_types`]).
     pub amd_device_coherent_memory: bool,
+    /// The `protectedMemory` feature (`VkPhysicalDeviceProtectedMemoryFeatures`
+    /// or `VkPhysicalDeviceVulkan11Features`) is enabled: custom pools
+    /// ([`Allocator::create_pool`](crate::Allocator::create_pool)) may use
+    /// memory types with `VK_MEMORY_PROPERTY_PROTECTED_BIT`, for protected
+    /// resources. Other requests never use them. Leave it `false` otherwise:
+    /// allocating from a protected type without the feature is invalid
+    /// (VUID-VkMemoryAllocateInfo-memoryTypeIndex-01872), and the allocator
+    /// then never does, refusing a pool on one.
+    pub protected_memory: bool,
 }
 
 /// The allocator's backend over `ash`.
@@ -209,6 +218,7 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
             memory_priority: self.features.memory_priority,
             amd_device_coherent_types,
             amd_device_coherent_memory: self.features.amd_device_coherent_memory,
+            protected_memory: self.features.protected_memory,
             gpu: Some(gpu),
             // Support depends on each resource's create info: the caller's
             // to check.
@@ -517,7 +527,9 @@ fn memory_priority(priority: f32) -> f32 {
 mod tests {
     use ash::vk;
 
-    use super::{amd_device_coherent_types, memory_priority};
+    use gpu_alloc_types::MemoryPropertyFlags as Props;
+
+    use super::{amd_device_coherent_types, memory_priority, memory_property_flags};
 
     #[test]
     fn memory_priorities_stay_within_the_valid_range() {
@@ -546,5 +558,16 @@ mod tests {
         ];
         assert_eq!(amd_device_coherent_types(&types), 0b1_1010);
         assert_eq!(amd_device_coherent_types(&types[..1]), 0);
+    }
+
+    /// The protected flag reaches the allocator: it is what keeps protected
+    /// types out of the ranking and, without `protectedMemory`, out of use.
+    #[test]
+    fn the_protected_flag_is_read() {
+        let flags = vk::MemoryPropertyFlags::DEVICE_LOCAL | vk::MemoryPropertyFlags::PROTECTED;
+        assert_eq!(
+            memory_property_flags(flags),
+            Props::DEVICE_LOCAL | Props::PROTECTED
+        );
     }
 }

@@ -61,6 +61,11 @@ pub struct MemoryProperties {
     /// allowed type (a request whose `memoryTypeBits` names only them gets
     /// one). Without it the allocator never uses them.
     pub amd_device_coherent_memory: bool,
+    /// The `protectedMemory` feature is enabled: custom pools may use the
+    /// memory types with `VK_MEMORY_PROPERTY_PROTECTED_BIT` (other requests
+    /// never do). Without it the allocator never allocates from them
+    /// (VUID-VkMemoryAllocateInfo-memoryTypeIndex-01872).
+    pub protected_memory: bool,
     /// The GPU, as memory dumps name it; `None` when the backend does not
     /// know (the dump then says `"unknown"`).
     pub gpu: Option<GpuInfo>,

@@ -79,7 +79,9 @@ pub(crate) struct MemoryContext<D> {
     lazily_allocated_types: u32,
     /// Bit `t` set when memory type `t` exists and may be allocated from:
     /// all of them but AMD's device-coherent types when their feature is off
-    /// (VUID-vkAllocateMemory-deviceCoherentMemory-02790).
+    /// (VUID-vkAllocateMemory-deviceCoherentMemory-02790) and protected
+    /// types when `protectedMemory` is off
+    /// (VUID-VkMemoryAllocateInfo-memoryTypeIndex-01872).
     usable_types: u32,
     /// The page optimal images are padded to in blocks shared with linear
     /// resources; `None`: the two kinds take separate blocks.
@@ -109,11 +111,24 @@ impl<D> MemoryContext<D> {
             0 => 0,
             count => u32::MAX >> (32 - count.min(32)),
         };
-        let (usable_types, ranked_last) = if properties.amd_device_coherent_memory {
+        let type_mask = |has: fn(MemoryPropertyFlags) -> bool| {
+            types
+                .iter()
+                .take(32)
+                .enumerate()
+                .filter(|(_, ty)| has(ty.props))
+                .fold(0, |mask, (index, _)| mask | 1 << index)
+        };
+        let (mut usable_types, ranked_last) = if properties.amd_device_coherent_memory {
             (existing, amd_types)
         } else {
             (existing & !amd_types, 0)
         };
+        // The ranking never picks protected types either way: with the
+        // feature, only a custom pool of one does.
+        if !properties.protected_memory {
+            usable_types &= !type_mask(|props| props.contains(MemoryPropertyFlags::PROTECTED));
+        }
         let ranks = RankTable::new(types, heaps, ranked_last);
         let preferred_block_sizes = types
             .iter()
@@ -126,14 +141,6 @@ impl<D> MemoryContext<D> {
                 )
             })
             .collect();
-        let type_mask = |has: fn(MemoryPropertyFlags) -> bool| {
-            types
-                .iter()
-                .take(32)
-                .enumerate()
-                .filter(|(_, ty)| has(ty.props))
-                .fold(0, |mask, (index, _)| mask | 1 << index)
-        };
         let non_coherent_types = type_mask(|props| {
             props.contains(MemoryPropertyFlags::HOST_VISIBLE)
                 && !props.contains(MemoryPropertyFlags::HOST_COHERENT)
@@ -259,7 +266,8 @@ impl<D> MemoryContext<D> {
 
     /// The memory types allocations may use, one bit per type index: every
     /// type the device has, less AMD's device-coherent types unless their
-    /// feature is enabled.
+    /// feature is enabled, and less protected types unless `protectedMemory`
+    /// is.
     #[inline]
     pub(crate) fn usable_types(&self) -> u32 {
         self.usable_types

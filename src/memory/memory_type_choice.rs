@@ -11,7 +11,9 @@
 //! broken by type index (drivers list their best types first). AMD's
 //! device-coherent types rank after all others when their feature is
 //! enabled, and are never candidates when it is not
-//! ([`MemoryContext::usable_types`](super::context::MemoryContext::usable_types)).
+//! ([`MemoryContext::usable_types`](super::context::MemoryContext::usable_types),
+//! which also leaves out protected types unless `protectedMemory` is
+//! enabled; then only a custom pool of one uses them).
 //! The allocator tries the candidates in order and moves on to the next one
 //! when a type is out of memory, over budget, at `maxMemoryAllocationCount`
 //! or cannot map its new memory.

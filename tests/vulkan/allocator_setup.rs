@@ -22,6 +22,7 @@ pub fn allocator_configured(context: &VulkanContext, config: Config) -> Allocato
         memory_priority: false,
         debug_utils: true,
         amd_device_coherent_memory: false,
+        protected_memory: false,
     };
     build_allocator(context, features, config)
 }

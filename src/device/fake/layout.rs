@@ -37,6 +37,10 @@ pub struct FakeLayout {
     pub amd_device_coherent_types: u32,
     /// Whether `deviceCoherentMemory` is reported as enabled.
     pub amd_device_coherent_memory: bool,
+    /// Whether `protectedMemory` is reported as enabled; allocating from a
+    /// memory type with `PROTECTED` without it is a rule violation here, as
+    /// in Vulkan. No preset has a protected type.
+    pub protected_memory: bool,
     /// The handle types memory may be exported as, reported in
     /// [`MemoryProperties::exportable_handle_types`](crate::device::MemoryProperties::exportable_handle_types);
     /// allocating memory exportable as others is then a rule violation
@@ -87,6 +91,7 @@ impl FakeLayout {
             buffer_device_address: true,
             amd_device_coherent_types: 0,
             amd_device_coherent_memory: false,
+            protected_memory: false,
             exportable_handle_types: None,
         }
     }
@@ -112,6 +117,7 @@ impl FakeLayout {
             buffer_device_address: true,
             amd_device_coherent_types: 0,
             amd_device_coherent_memory: false,
+            protected_memory: false,
             exportable_handle_types: None,
         }
     }
@@ -145,6 +151,7 @@ impl FakeLayout {
             buffer_device_address: false,
             amd_device_coherent_types: 0,
             amd_device_coherent_memory: false,
+            protected_memory: false,
             exportable_handle_types: None,
         }
     }
@@ -200,6 +207,7 @@ impl FakeLayout {
             buffer_device_address: true,
             amd_device_coherent_types: 0b1111_0000,
             amd_device_coherent_memory: false,
+            protected_memory: false,
             exportable_handle_types: None,
         }
     }
@@ -225,6 +233,7 @@ impl FakeLayout {
             buffer_device_address: true,
             amd_device_coherent_types: 0,
             amd_device_coherent_memory: false,
+            protected_memory: false,
             exportable_handle_types: None,
         }
     }
@@ -233,6 +242,12 @@ impl FakeLayout {
     /// not).
     pub fn with_amd_device_coherent_memory(mut self, enabled: bool) -> Self {
         self.amd_device_coherent_memory = enabled;
+        self
+    }
+
+    /// The same layout with `protectedMemory` reported as enabled (or not).
+    pub fn with_protected_memory(mut self, enabled: bool) -> Self {
+        self.protected_memory = enabled;
         self
     }
 

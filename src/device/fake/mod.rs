@@ -379,6 +379,7 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
             memory_priority: false,
             amd_device_coherent_types: layout.amd_device_coherent_types,
             amd_device_coherent_memory: layout.amd_device_coherent_memory,
+            protected_memory: layout.protected_memory,
             gpu: None,
             exportable_handle_types: layout.exportable_handle_types,
         }

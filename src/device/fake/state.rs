@@ -289,6 +289,12 @@ impl State {
                 info.memory_type
             )));
         }
+        if memory_type.props.contains(MemoryPropertyFlags::PROTECTED) && !layout.protected_memory {
+            return Err(self.violation(format!(
+                "VUID-VkMemoryAllocateInfo-memoryTypeIndex-01872: memory type {} is protected and the protectedMemory feature is not enabled",
+                info.memory_type
+            )));
+        }
         if info.flags.contains(AllocationFlags::DEVICE_ADDRESS) && !layout.buffer_device_address {
             return Err(self.violation(
                 "VUID-VkMemoryAllocateInfo-flags-03331: device address not enabled".to_owned(),

@@ -19,14 +19,23 @@ pub(super) fn min_alignment_refusal(request: &Request<'_>) -> Option<Error> {
 
 impl Walk {
     /// The memory types the allocator may use at all: every one, less AMD's
-    /// device-coherent types unless their feature is on.
+    /// device-coherent types unless their feature is on, and less protected
+    /// types unless `protectedMemory` is.
     pub(super) fn usable_types(&self) -> u32 {
         let existing = ((1u64 << self.layout.memory_types.len()) - 1) as u32;
-        if self.layout.amd_device_coherent_memory {
+        let mut usable = if self.layout.amd_device_coherent_memory {
             existing
         } else {
             existing & !self.layout.amd_device_coherent_types
+        };
+        if !self.layout.protected_memory {
+            for (index, ty) in self.layout.memory_types.iter().enumerate() {
+                if ty.props.contains(Props::PROTECTED) {
+                    usable &= !(1 << index);
+                }
+            }
         }
+        usable
     }
 
     /// Memory types a request may use: the documented filters of the
