@@ -2,24 +2,27 @@
 
 /// Tunables of an [`Allocator`](crate::Allocator). `Config::default()` suits
 /// most engines; every figure is explained where it is used.
+/// [`Allocator::new`](crate::Allocator::new) refuses a figure outside the
+/// range its field gives ([`Error::InvalidConfig`](crate::Error::InvalidConfig)).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Config {
     /// Block size on heaps larger than [`small_heap_limit`](Self::small_heap_limit).
     /// Default 256 MiB, as VMA. The first blocks of a memory type are smaller
     /// (down to 1/8 of this) and grow as more are needed; no block is larger
-    /// than its heap.
+    /// than its heap. Not 0.
     pub large_heap_block_size: u64,
     /// Heaps up to this size get blocks of 1/8 of the heap. Default 1 GiB.
     pub small_heap_limit: u64,
     /// Allocation slots a block's offset allocator starts with (32 bytes of
-    /// metadata each); doubled whenever a block runs out. Default 1024; at
-    /// most [`offset::MAX_SLOTS`](crate::offset::MAX_SLOTS).
+    /// metadata each); doubled whenever a block runs out. Default 1024; not
+    /// 0, and at most [`offset::MAX_SLOTS`](crate::offset::MAX_SLOTS).
     pub initial_block_slots: u32,
     /// Without `VK_EXT_memory_budget`, a heap's budget is this fraction of its
     /// size, and its usage this allocator's own memory only (as in VMA):
     /// other allocators, the driver's own objects and other processes are
     /// not seen, so leave room for them here. So is the budget when the
-    /// extension reports one of 0 (as VMA reads it). Default 0.8.
+    /// extension reports one of 0 (as VMA reads it). Within `0.0..=1.0`
+    /// (not NaN). Default 0.8.
     pub budget_fraction: f64,
     /// Devices whose `bufferImageGranularity` is at most this mix buffers
     /// and images in one block: optimal-tiling images take whole granularity
@@ -38,7 +41,7 @@ pub struct Config {
     /// an upload-ring chunk tracks). More may be in flight (the
     /// queue grows; each upload-ring chunk tracks up to 64 sealed frames,
     /// after which [`end_frame`](crate::Allocator::end_frame) asks for a
-    /// [`collect`](crate::Allocator::collect)). Default 3.
+    /// [`collect`](crate::Allocator::collect)). Not 0. Default 3.
     pub max_frames_in_flight: u32,
     /// Buffers of at most this many bytes (their size rounded up to
     /// their alignment) take a slot of a run: a range of a block cut into up
