@@ -496,8 +496,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// protected types without
     /// [`DeviceFeatures::protected_memory`](crate::device::DeviceFeatures::protected_memory):
     /// VUID-VkMemoryAllocateInfo-memoryTypeIndex-01872), a block size
-    /// larger than the heap or `maxMemoryAllocationSize`, or `max_blocks`
-    /// below `min_blocks` or 0;
+    /// larger than the heap or `maxMemoryAllocationSize`, `max_blocks`
+    /// below `min_blocks` or 0, or `min_blocks` or `block_size` on a lazily
+    /// allocated memory type (whose requests all take dedicated memory);
     /// [`Error::NotExportable`] when [`PoolDesc::export`] has a bit that
     /// is no handle type Vulkan defines (as ash 0.38 knows them;
     /// VUID-VkExportMemoryAllocateInfo-handleTypes-parameter), names a
