@@ -148,7 +148,8 @@ impl Allocator<AshMemoryDevice> {
     /// [`create_buffer`](Self::create_buffer) refuses such a buffer;
     /// `vkCreateBuffer` and `vkBindBufferMemory` failures as
     /// [`Error::Device`] (or the matching variant). The buffer is destroyed
-    /// on error.
+    /// on error. [`Error::UnsupportedResource`] for a sparse buffer
+    /// (nothing is created then).
     ///
     /// # Safety
     /// `info` is a valid `VkBufferCreateInfo` for this device; the
