@@ -67,9 +67,10 @@ pub enum Error {
     /// VUID-vkBindImageMemory-image-01445). Name the buffer or image.
     #[error("the driver requires dedicated memory, and the request names no dedicated target")]
     MissingDedicatedTarget,
-    /// Every allowed memory type is out of device memory. Free memory (call
-    /// [`Allocator::trim`](crate::Allocator::trim) to release empty blocks)
-    /// and retry.
+    /// Every allowed memory type is out of device memory. Free memory and
+    /// retry. The default pools' empty blocks in the failing heap were
+    /// released before this error; [`Allocator::trim`](crate::Allocator::trim)
+    /// also releases custom pools' empty blocks beyond their `min_blocks`.
     #[error("out of device memory")]
     OutOfDeviceMemory,
     /// A request for existing memory only

@@ -365,7 +365,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`] for another allocator's allocation;
-    /// nothing changes then.
+    /// [`Error::StaleAllocation`] for one whose memory is no longer live
+    /// (the handle is not `Clone` and a pool with allocations is not
+    /// destroyed, so only a forged handle gets it); nothing changes then.
     ///
     /// # Safety
     /// No command that is pending execution on the GPU uses the allocation
