@@ -21,6 +21,10 @@ mod budget_threads;
 mod budgets;
 #[path = "fake_device/defragment.rs"]
 mod defragment;
+#[path = "fake_device/extreme_handles.rs"]
+mod extreme_handles;
+#[path = "fake_device/extremes.rs"]
+mod extremes;
 #[path = "fake_device/failures.rs"]
 mod failures;
 #[path = "fake_device/frames.rs"]
