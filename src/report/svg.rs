@@ -363,6 +363,12 @@ fn bytes(n: u64) -> String {
         value /= 1024.0;
         unit += 1;
     }
+    // Just under a unit rounds up to it at one decimal: 1048575 bytes
+    // read `1.0 MiB`, not `1024.0 KiB`.
+    if (value * 10.0).round() >= 10240.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
     if value.fract() == 0.0 {
         format!("{value} {}", UNITS[unit])
     } else {
@@ -421,5 +427,16 @@ mod tests {
         assert_eq!(bytes(100), "100 B");
         assert_eq!(bytes(1536), "1.5 KiB");
         assert_eq!(bytes(64 << 20), "64 MiB");
+    }
+
+    /// A count just under a unit is written in that unit, never as 1024.0
+    /// of the one below.
+    #[test]
+    fn byte_counts_just_under_a_unit_round_up_to_it() {
+        assert_eq!(bytes((1 << 20) - 1), "1.0 MiB");
+        assert_eq!(bytes((1 << 30) - 1), "1.0 GiB");
+        assert_eq!(bytes((1 << 20) - 52 * 1024), "972 KiB");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes((1 << 50) - 1), "1024.0 TiB");
     }
 }
