@@ -50,8 +50,14 @@
 //!   requested size rounded up to its alignment (at most to a multiple
 //!   of 4 KiB), or to whole
 //!   `bufferImageGranularity` pages for an optimal image sharing a block
-//!   with buffers. [`Stats`] count requested sizes, so the two differ by
-//!   that rounding. Leak reports give the bytes held, too.
+//!   with buffers; a small buffer in a run holds its whole slot, the size
+//!   of its class ([`Config::small_buffer_limit`](crate::Config::small_buffer_limit)),
+//!   and the free slots of a run show as `FREE`. [`Stats`] count requested
+//!   sizes, so the two differ by that rounding. Leak reports give the
+//!   bytes held, too;
+//! - with a [`Config::debug_margin`](crate::Config::debug_margin), the
+//!   bytes an allocation holds include its margin: its `Size` does, where
+//!   VMA shows the margin as a `FREE` range after it.
 
 mod detailed_stats;
 mod json_writer;

@@ -14,8 +14,13 @@ pub struct TypeStats {
     pub blocks: u64,
     /// Bytes of all blocks.
     pub block_bytes: u64,
-    /// Blocks without any allocation: at most one per pool is kept, besides
-    /// a custom pool's `min_blocks` (see `trim`).
+    /// Blocks without any allocation, kept for reuse: a default pool's
+    /// largest, and others while
+    /// [`Config::empty_block_reserve`](crate::Config::empty_block_reserve)
+    /// and [`Config::empty_block_frames`](crate::Config::empty_block_frames)
+    /// allow; one per custom pool, or its `min_blocks`.
+    /// [`Allocator::trim`](crate::Allocator::trim) releases them (but
+    /// `min_blocks`).
     pub empty_blocks: u64,
     /// Blocks a defragmentation plan is emptying: released when the moved
     /// allocations in them are freed (`BlockMap::retiring` says which).
