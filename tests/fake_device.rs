@@ -59,6 +59,8 @@ mod stress;
 mod svg;
 #[path = "fake_device/threads.rs"]
 mod threads;
+#[path = "fake_device/vma_dump.rs"]
+mod vma_dump;
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout, FakeMemory};
