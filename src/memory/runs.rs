@@ -550,25 +550,17 @@ mod tests {
     }
 }
 
+/// The randomised tests' seeded generator (`VK_SUBALLOC_SEED`).
+#[cfg(test)]
+#[path = "../../tests/common/seeded_rng.rs"]
+mod seeded_rng;
+
 #[cfg(test)]
 mod model_tests {
     use super::tests::RANGE;
     use super::*;
 
-    /// SplitMix64, seeded by `VK_SUBALLOC_SEED` or the clock.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
+    use super::seeded_rng::Rng;
 
     /// The lists of runs with room name exactly the runs with a free slot
     /// that are not retired, each at its `listed_at`; no run is empty.
@@ -594,16 +586,7 @@ mod model_tests {
     /// handle is refused, the lists stay right and the live slots add up.
     #[test]
     fn random_takes_frees_retirements_keep_the_lists_and_handles_right() {
-        let seed = std::env::var("VK_SUBALLOC_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(1, |d| d.as_nanos() as u64)
-            });
-        println!("runs model: seed {seed} (replay with VK_SUBALLOC_SEED={seed})");
-        let mut rng = Rng(seed);
+        let mut rng = Rng::from_env("runs model");
         let mut runs = Runs::default();
         let blocks: Vec<SlabKey> = (0..3)
             .map(|index| SlabKey {
