@@ -320,6 +320,47 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         .allocate(request)
     }
 
+    /// Allocates for every request of `requests`, in order, all or nothing
+    /// (VMA's `vmaAllocateMemoryPages`, for requests that may differ): when
+    /// one fails, the allocations made for those before it are freed and
+    /// its error returned. The allocations are in the order of the
+    /// requests.
+    ///
+    /// A panic of the memory callback while one is made frees those made
+    /// before it too, then goes on.
+    ///
+    /// # Errors
+    /// The first failing request's, as [`allocate`](Self::allocate) gives
+    /// them; nothing stays allocated then.
+    ///
+    /// # Time complexity
+    /// That of `requests.len()` calls to [`allocate`](Self::allocate), and
+    /// on failure as many frees.
+    pub fn allocate_many(&self, requests: &[Request<'_>]) -> Result<Vec<Allocation>, Error> {
+        let mut made = Vec::with_capacity(requests.len());
+        for request in requests {
+            let failure = match panic::catch_unwind(AssertUnwindSafe(|| self.allocate(request))) {
+                Ok(Ok(allocation)) => {
+                    made.push(allocation);
+                    continue;
+                }
+                Ok(Err(error)) => Ok(error),
+                Err(payload) => Err(payload),
+            };
+            for allocation in made {
+                // SAFETY: made above and handed to nobody, so no GPU work
+                // uses it. A panic of the callback on one free does not
+                // stop the others (the first failure goes on below).
+                let _ = panic::catch_unwind(AssertUnwindSafe(|| unsafe { self.free(allocation) }));
+            }
+            return match failure {
+                Ok(error) => Err(error),
+                Err(payload) => panic::resume_unwind(payload),
+            };
+        }
+        Ok(made)
+    }
+
     /// Allocates for `request` and binds its resource with `bind`. When
     /// either fails, the resource is destroyed with `destroy` and what was
     /// allocated is freed, so nothing leaks: the one cleanup path of the

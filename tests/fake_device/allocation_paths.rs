@@ -1249,3 +1249,41 @@ fn a_heap_short_of_budget_releases_its_own_kept_blocks_only() {
     let live = long_lived.into_iter().chain(long_lived_upload);
     free_all_and_finish(allocator, &device, live.chain([large]));
 }
+
+/// `allocate_many` makes one allocation per request, in their order, or
+/// none: when a request fails, those made before it (a block range and
+/// dedicated memory here) are freed and its error returned.
+#[test]
+fn allocate_many_is_all_or_nothing() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let requests = [
+        buffer(4096, 256, Usage::DEVICE_LOCAL),
+        buffer(1 << 20, 256, Usage::UPLOAD).dedicated(DedicatedPolicy::Always),
+        buffer(100, 16, Usage::READBACK),
+    ];
+    let made = allocator.allocate_many(&requests).unwrap();
+    let sizes: Vec<u64> = made.iter().map(Allocation::size).collect();
+    assert_eq!(sizes, [4096, 1 << 20, 100]);
+    assert!(made[1].is_dedicated());
+    for allocation in made {
+        free(&allocator, allocation);
+    }
+
+    let objects = device.live_allocations().len();
+    let failing = [
+        buffer(4096, 256, Usage::DEVICE_LOCAL),
+        buffer(1 << 20, 256, Usage::UPLOAD).dedicated(DedicatedPolicy::Always),
+        buffer(0, 16, Usage::READBACK),
+        buffer(100, 16, Usage::READBACK),
+    ];
+    assert_eq!(allocator.allocate_many(&failing), Err(Error::ZeroSize));
+    assert_eq!(allocator.stats().live_bytes(), 0);
+    assert_eq!(allocator.stats().allocations(), 0);
+    assert_eq!(
+        device.live_allocations().len(),
+        objects,
+        "the dedicated memory is freed"
+    );
+    assert_eq!(allocator.allocate_many(&[]), Ok(Vec::new()));
+    finish(allocator, &device);
+}

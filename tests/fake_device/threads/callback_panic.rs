@@ -316,3 +316,25 @@ fn a_logger_panicking_on_a_damaged_margin_still_frees_its_allocation() {
     assert_eq!(allocator.stats().live_bytes(), 0);
     finish(allocator, &device);
 }
+
+/// A callback panicking on the memory `allocate_many` makes for its
+/// second request: the first request's allocation is freed too before the
+/// panic goes on. Before `allocate_many` caught it, that allocation's
+/// handle was dropped in the unwind and its memory held until drop.
+#[test]
+fn a_callback_panicking_in_allocate_many_leaves_no_memory_behind() {
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let made = std::sync::atomic::AtomicU32::new(0);
+    allocator.set_memory_callback(move |event| {
+        if event.kind == MemoryEventKind::Allocated && made.fetch_add(1, Ordering::SeqCst) == 1 {
+            panic!("the test's callback panics on the second object");
+        }
+    });
+    let request = buffer(1 << 20, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+    let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        allocator.allocate_many(&[request, request])
+    }));
+    assert!(made.is_err(), "the callback's panic reaches the caller");
+    assert_eq!(held(&allocator, &device), nothing(&allocator));
+    finish(allocator, &device);
+}
