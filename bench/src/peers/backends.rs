@@ -10,7 +10,7 @@
 //! | gpu-allocator | `Allocator::allocate` | `GpuAllocatorManaged`, `linear` from the resource kind, default block sizes; `&mut self`, no lock |
 //! | gpu-alloc | `GpuAllocator::alloc` | `Config::i_am_prototyping()`; per-frame buffers `FAST_DEVICE_ACCESS \| UPLOAD \| HOST_ACCESS \| TRANSIENT`; `&mut self`, no lock |
 //! | our core | `OffsetAllocator::allocate(size, align)` | one 4 GiB range, no Vulkan; sizes rounded up to their alignment, as the pools place them |
-//! | offset-allocator | `Allocator::allocate(units)` | one range of 64-byte units (its sizes are `u32`); alignment above 64 by padding |
+//! | offset-allocator | `Allocator::allocate(units)` | one 4 GiB range in units (its sizes are `u32`) of the power of two that pads the trace's requests least (64 bytes on lavapipe); alignment above the unit by padding |
 //!
 //! vulkano's allocator and its two suballocators are in `vulkano_peer.rs`.
 
@@ -486,35 +486,78 @@ impl Backend for OurCore {
     }
 }
 
-/// offset-allocator's unit: its sizes are `u32`, so it manages 64-byte
-/// units (every request on lavapipe is 64-byte aligned).
-pub const UNIT: u64 = 64;
-
+/// offset-allocator's sizes and offsets are `u32`, so it manages a 4 GiB
+/// range in units of `2^shift` bytes, and pads a request whose alignment
+/// is above the unit (it has no alignment of its own).
 pub struct OffsetAllocatorCore {
     core: offset_allocator::Allocator,
+    shift: u32,
 }
 
 impl OffsetAllocatorCore {
-    pub fn new(max_allocations: u32) -> Self {
+    /// The core with the unit [`offset_allocator_unit_shift`] picks for
+    /// `requests`.
+    pub fn new(max_allocations: u32, requests: &[Req]) -> Self {
+        let shift = offset_allocator_unit_shift(requests);
         Self {
             core: offset_allocator::Allocator::with_max_allocs(
-                (CORE_CAPACITY / UNIT) as u32,
+                (CORE_CAPACITY >> shift) as u32,
                 max_allocations,
             ),
+            shift,
         }
     }
 }
 
+/// The unit (as a power-of-two shift) that wastes the fewest bytes over
+/// `requests`: a request takes its size rounded up to whole units, plus
+/// `alignment / unit - 1` units of padding when its alignment is larger.
+/// The candidates run from the smallest alignment to the largest (a unit
+/// below the smallest only adds padding, one above the largest only
+/// rounding), and at least 2 bytes, so that 4 GiB in units fits a `u32`.
+/// A user who knows the alignments would pick so; a fixed 64 bytes rounded
+/// every size of the H200's 16-byte-aligned buffers up to 64 (more
+/// reserved bytes than our core, which rounds to the alignment), and on
+/// lavapipe, whose buffers are 64-byte aligned, this picks 64.
+pub fn offset_allocator_unit_shift(requests: &[Req]) -> u32 {
+    let shift_of = |a: u64| a.max(1).trailing_zeros();
+    let lowest = requests
+        .iter()
+        .map(|r| shift_of(r.requirements.alignment))
+        .min()
+        .unwrap_or(0)
+        .max(1);
+    let highest = requests
+        .iter()
+        .map(|r| shift_of(r.requirements.alignment))
+        .max()
+        .unwrap_or(0)
+        .max(lowest);
+    let waste = |shift: u32| -> u64 {
+        requests
+            .iter()
+            .map(|r| {
+                let (size, alignment) = (r.requirements.size, r.requirements.alignment);
+                let units = size.div_ceil(1 << shift) + (alignment >> shift).max(1) - 1;
+                (units << shift) - size
+            })
+            .sum()
+    };
+    (lowest..=highest)
+        .min_by_key(|&shift| waste(shift))
+        .unwrap_or(lowest)
+}
 impl Backend for OffsetAllocatorCore {
     /// The allocation and its aligned start in bytes.
     type Handle = (offset_allocator::Allocation, u64);
 
     #[inline]
     fn allocate(&mut self, req: &Req) -> Option<Self::Handle> {
-        let size = req.requirements.size.div_ceil(UNIT);
-        let align = (req.requirements.alignment / UNIT).max(1);
+        let shift = self.shift;
+        let size = (req.requirements.size + ((1 << shift) - 1)) >> shift;
+        let align = (req.requirements.alignment >> shift).max(1);
         let a = self.core.allocate((size + align - 1) as u32)?;
-        let start = round_up_pow2(u64::from(a.offset), align) * UNIT;
+        let start = round_up_pow2(u64::from(a.offset), align) << shift;
         Some((a, start))
     }
 
@@ -542,6 +585,76 @@ mod tests {
                     value.next_multiple_of(to),
                     "{value} {to}"
                 );
+            }
+        }
+    }
+
+    fn req(size: u64, alignment: u64, kind: Kind) -> Req {
+        Req {
+            requirements: vk::MemoryRequirements {
+                size,
+                alignment,
+                memory_type_bits: 1,
+            },
+            kind,
+            usage: MemUse::DeviceLocal,
+            resource: crate::trace::Resource::Buffer {
+                size,
+                usage: vk::BufferUsageFlags::STORAGE_BUFFER,
+            },
+        }
+    }
+
+    /// The H200 aligns buffers to 16 bytes and rounds their sizes to 16:
+    /// offset-allocator then packs them as our core does, not at 64-byte
+    /// steps.
+    #[test]
+    fn offset_allocator_packs_16_byte_aligned_buffers_without_rounding_to_64() {
+        let requests = vec![req(80, 16, Kind::Buffer); 4];
+        assert_eq!(offset_allocator_unit_shift(&requests), 4);
+        let mut core = OffsetAllocatorCore::new(16, &requests);
+        let starts: Vec<u64> = requests
+            .iter()
+            .map(|r| core.allocate(r).unwrap().1)
+            .collect();
+        assert_eq!(starts, [0, 80, 160, 240]);
+    }
+
+    /// lavapipe: 64-byte-aligned buffers of any size and 16-byte-aligned
+    /// images of whole KiB: 64-byte units waste least (16 would pad every
+    /// buffer by 48 bytes).
+    #[test]
+    fn offset_allocator_units_are_64_bytes_on_lavapipe_requests() {
+        let requests = [
+            req(100, 64, Kind::Buffer),
+            req(4097, 64, Kind::Buffer),
+            req(1024, 16, Kind::Image),
+            req(65536, 16, Kind::Image),
+        ];
+        assert_eq!(offset_allocator_unit_shift(&requests), 6);
+    }
+
+    /// A request aligned above the unit is padded and its start aligned.
+    #[test]
+    fn offset_allocator_starts_are_aligned_above_the_unit() {
+        let requests = [
+            req(48, 16, Kind::Buffer),
+            req(1024, 1024, Kind::Image),
+            req(48, 16, Kind::Buffer),
+            req(48, 16, Kind::Buffer),
+            req(48, 16, Kind::Buffer),
+        ];
+        let mut core = OffsetAllocatorCore::new(16, &requests);
+        let starts: Vec<u64> = requests
+            .iter()
+            .map(|r| core.allocate(r).unwrap().1)
+            .collect();
+        assert_eq!(starts[1] % 1024, 0, "{starts:?}");
+        for (i, r) in requests.iter().enumerate() {
+            for (j, q) in requests.iter().enumerate().skip(i + 1) {
+                let (a, b) = (starts[i], starts[j]);
+                let disjoint = a + r.requirements.size <= b || b + q.requirements.size <= a;
+                assert!(disjoint, "{starts:?}");
             }
         }
     }

@@ -246,7 +246,7 @@ fn run_once(
             true,
         ),
         Which::OffsetAllocatorCore => run_one(
-            backends::OffsetAllocatorCore::new(max_allocations),
+            backends::OffsetAllocatorCore::new(max_allocations, &trace.requests),
             trace,
             overhead,
             true,
