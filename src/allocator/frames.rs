@@ -513,7 +513,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let usage = ring_memory_usage(desc);
         if self.context.lacks_device_address(usage) {
             return Err(Error::NoSuitableMemoryType {
-                memory_type_bits: u32::MAX,
+                memory_type_bits: self.context.usable_types(),
                 usage,
             });
         }
