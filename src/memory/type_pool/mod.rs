@@ -659,7 +659,9 @@ impl<M> TypePool<M> {
     /// [`free`](Self::free) in a memory type with corruption detection on:
     /// checks the allocation's margin, frees it, and only then logs a
     /// damaged margin, so that a logger that panics on the error line
-    /// leaves the allocation freed.
+    /// leaves the allocation freed. The line is logged also when the free
+    /// panics (the memory callback, as the emptied block is released),
+    /// before that panic goes on.
     ///
     /// # Safety
     /// As [`free`](Self::free).
@@ -671,13 +673,18 @@ impl<M> TypePool<M> {
         location: Location,
         size: u64,
     ) -> Result<(), Error> {
-        let damaged = self.check_margin_on_free(context, location);
-        // SAFETY: the caller's contract.
-        let freed = unsafe { self.free_unchecked(context, location, size) };
-        if let Some(damaged) = damaged {
-            log::error!("{damaged}");
-        }
-        freed
+        let Some(damaged) = self.check_margin_on_free(context, location) else {
+            // SAFETY: the caller's contract.
+            return unsafe { self.free_unchecked(context, location, size) };
+        };
+        // Unwind safety: a free updates the pool before anything that can
+        // panic (`FirstPanic::run`'s note).
+        let freed = panic::catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: the caller's contract.
+            unsafe { self.free_unchecked(context, location, size) }
+        }));
+        log::error!("{damaged}");
+        freed.unwrap_or_else(|payload| panic::resume_unwind(payload))
     }
 
     /// [`free`](Self::free) without the margin check.

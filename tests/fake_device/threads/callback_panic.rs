@@ -338,3 +338,62 @@ fn a_callback_panicking_in_allocate_many_leaves_no_memory_behind() {
     assert_eq!(held(&allocator, &device), nothing(&allocator));
     finish(allocator, &device);
 }
+
+/// A damaged margin found by the free that empties a custom pool's second
+/// block, whose release the callback panics on: the error line naming the
+/// allocation is logged all the same before the panic goes on. Before, the
+/// line came after the free, and the panic skipped it: the corruption was
+/// counted but never logged.
+#[test]
+fn a_callback_panicking_as_a_damaged_allocation_is_freed_still_lets_its_line_out() {
+    use vk_suballoc::{AllocationDesc, PoolDesc, Request, ResourceKind};
+
+    super::super::leak_log::install();
+    let config = Config {
+        debug_margin: 16,
+        detect_corruption: true,
+        ..Config::default()
+    };
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let panic_on = panic_once_when_armed(&mut allocator);
+    let pool = allocator
+        .create_pool(&PoolDesc::new(2).block_size(1 << 20))
+        .unwrap();
+    let request = |name| {
+        let desc = AllocationDesc::new(Usage::UPLOAD).pool(pool).name(name);
+        Request::with_desc(
+            super::super::requirements(400 << 10, 16),
+            ResourceKind::Buffer,
+            desc,
+        )
+    };
+    // Two in the first block, the third in a second one.
+    let neighbour = allocator.allocate(&request("neighbour")).unwrap();
+    let victim = allocator
+        .allocate(&request("victim of a panicking release"))
+        .unwrap();
+    let alone = allocator.allocate(&request("alone")).unwrap();
+    assert_eq!(neighbour.memory(), victim.memory());
+    assert_ne!(alone.memory(), victim.memory());
+    free(&allocator, alone);
+    free(&allocator, neighbour);
+    // SAFETY: no slice of the allocation is alive across the call.
+    let written = unsafe { device.write(victim.memory(), victim.offset() + (400 << 10), &[0xAB]) };
+    assert!(written);
+
+    // The victim's free empties its block: one empty block too many for
+    // the custom pool, whose release the callback panics on.
+    panic_on.store(ON_FREED, Ordering::SeqCst);
+    let freed = std::thread::scope(|scope| scope.spawn(|| free(&allocator, victim)).join());
+    assert!(freed.is_err(), "the callback's panic reaches the caller");
+    assert_eq!(allocator.corruptions_detected(), 1);
+    let lines = super::super::leak_log::lines();
+    assert!(
+        lines.iter().any(|line| line.contains("memory corruption")
+            && line.contains("victim of a panicking release")),
+        "no line names the damaged allocation: {lines:#?}"
+    );
+    allocator.destroy_pool(pool).unwrap();
+    assert_eq!(held(&allocator, &device), nothing(&allocator));
+    finish(allocator, &device);
+}
