@@ -495,50 +495,34 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`create_upload_ring_unchecked`](Self::create_upload_ring_unchecked).
     ///
     /// # Errors
-    /// [`Error::ZeroSize`]; [`Error::InvalidConfig`] for an empty
-    /// `desc.buffer_usage` (VUID-VkBufferCreateInfo-usage-requiredbitmask)
-    /// or one with a bit beyond those above;
-    /// [`Error::NoSuitableMemoryType`] for `SHADER_DEVICE_ADDRESS` without
-    /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address);
-    /// then as [`create_upload_ring_unchecked`](Self::create_upload_ring_unchecked).
-    /// Nothing is created on error.
+    /// Those of [`create_upload_ring_unchecked`](Self::create_upload_ring_unchecked),
+    /// in its order, and [`Error::InvalidConfig`] for a `desc.buffer_usage`
+    /// with a bit beyond those above, checked after `desc.usage` and before
+    /// buffer device address. Nothing is created on error.
     pub fn create_upload_ring(&self, desc: &UploadRingDesc<'_>) -> Result<UploadRing, Error> {
-        if !CORE_BUFFER_USAGE.contains(desc.buffer_usage) {
-            return Err(Error::InvalidConfig(
-                "UploadRingDesc::buffer_usage has a bit beyond core Vulkan 1.0's and \
-                 SHADER_DEVICE_ADDRESS: use create_upload_ring_unchecked for an \
-                 extension's usage",
-            ));
-        }
-        let usage = ring_memory_usage(desc);
-        if self.context.lacks_device_address(usage) {
-            return Err(Error::NoSuitableMemoryType {
-                memory_type_bits: self.context.usable_types(),
-                usage,
-            });
-        }
+        self.check_ring_desc(desc, true)?;
         // SAFETY: every bit of the usage is core Vulkan 1.0's, valid on any
         // device, or SHADER_DEVICE_ADDRESS with buffer device address, which
-        // `AshMemoryDevice::new`'s caller vouched is enabled.
-        unsafe { self.create_upload_ring_unchecked(desc) }
+        // `AshMemoryDevice::new`'s caller vouched is enabled
+        // (`check_ring_desc`).
+        unsafe { self.create_ring(desc) }
     }
 
     /// [`create_upload_ring`](Self::create_upload_ring) for any buffer
     /// usage: `desc.buffer_usage` reaches `vkCreateBuffer` as given.
     ///
     /// # Errors
-    /// [`Error::ZeroSize`]; [`Error::InvalidConfig`] for an empty
-    /// `desc.buffer_usage` (VUID-VkBufferCreateInfo-usage-requiredbitmask);
+    /// In this order: [`Error::ZeroSize`]; [`Error::InvalidConfig`] for an
+    /// empty `desc.buffer_usage` (VUID-VkBufferCreateInfo-usage-requiredbitmask);
     /// [`Error::NotHostVisible`] when `desc.usage` does
     /// not need host-visible memory
     /// ([`Usage::needs_host_access`](crate::Usage::needs_host_access)): neither
-    /// `UPLOAD` nor `READBACK`, or `UPLOAD` with `ALLOW_TRANSFER_INSTEAD`
-    /// (nothing is created then); allocation
+    /// `UPLOAD` nor `READBACK`, or `UPLOAD` with `ALLOW_TRANSFER_INSTEAD`;
+    /// [`Error::NoSuitableMemoryType`] for `SHADER_DEVICE_ADDRESS` without
+    /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)
+    /// (nothing is created after any of these); allocation
     /// errors ([`Error::SizeExceedsHeaps`] for a ring larger than every
-    /// heap, however large; [`Error::NoSuitableMemoryType`] for
-    /// `SHADER_DEVICE_ADDRESS` without
-    /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address));
-    /// buffer creation failures.
+    /// heap, however large); buffer creation failures.
     ///
     /// # Safety
     /// Every bit of `desc.buffer_usage` is valid on the device: the
@@ -548,6 +532,23 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         &self,
         desc: &UploadRingDesc<'_>,
     ) -> Result<UploadRing, Error> {
+        self.check_ring_desc(desc, false)?;
+        // SAFETY: the caller's contract.
+        unsafe { self.create_ring(desc) }
+    }
+
+    /// The checks of a ring's description, before anything is made, in
+    /// the order both calls document: the size, an empty buffer usage, a
+    /// usage the host cannot reach, (for the safe call, `core_usage_only`)
+    /// a buffer usage beyond core Vulkan 1.0's and `SHADER_DEVICE_ADDRESS`,
+    /// and device addresses without buffer device address. The new checks
+    /// come after the older ones, so a description those refused gets the
+    /// same error as before.
+    fn check_ring_desc(
+        &self,
+        desc: &UploadRingDesc<'_>,
+        core_usage_only: bool,
+    ) -> Result<(), Error> {
         if desc.size == 0 {
             return Err(Error::ZeroSize);
         }
@@ -563,6 +564,34 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if !desc.usage.needs_host_access() {
             return Err(Error::NotHostVisible);
         }
+        if core_usage_only && !CORE_BUFFER_USAGE.contains(desc.buffer_usage) {
+            return Err(Error::InvalidConfig(
+                "UploadRingDesc::buffer_usage has a bit beyond core Vulkan 1.0's and \
+                 SHADER_DEVICE_ADDRESS: use create_upload_ring_unchecked for an \
+                 extension's usage",
+            ));
+        }
+        // Before the first chunk's buffer is made, as the allocation of its
+        // memory would refuse it.
+        let usage = ring_memory_usage(desc);
+        if self.context.lacks_device_address(usage) {
+            return Err(Error::NoSuitableMemoryType {
+                memory_type_bits: self.context.usable_types(),
+                usage,
+            });
+        }
+        Ok(())
+    }
+
+    /// Makes the ring `desc` describes, once [`check_ring_desc`](Self::check_ring_desc)
+    /// has passed it.
+    ///
+    /// # Errors
+    /// Allocation and buffer creation failures.
+    ///
+    /// # Safety
+    /// As [`create_upload_ring_unchecked`](Self::create_upload_ring_unchecked).
+    unsafe fn create_ring(&self, desc: &UploadRingDesc<'_>) -> Result<UploadRing, Error> {
         let mut state = RingState {
             usage: ring_memory_usage(desc),
             buffer_usage: desc.buffer_usage,

@@ -382,6 +382,68 @@ fn a_ring_with_an_extension_s_buffer_usage_needs_the_unchecked_call() {
     finish(allocator, &device);
 }
 
+/// The buffer-usage checks `create_upload_ring` gained come after its
+/// older ones: a description those refused gets the same error as
+/// before (`ZeroSize` for a size of 0, `NotHostVisible` for a usage the
+/// host cannot reach), whatever its buffer usage. Before, an extension's
+/// bit made both `InvalidConfig`, and `SHADER_DEVICE_ADDRESS` without
+/// buffer device address made both `NoSuitableMemoryType`, unlike the
+/// unchecked call and the allocation path, which check the size first.
+#[test]
+fn a_ring_s_buffer_usage_is_checked_after_its_size_and_usage() {
+    let extension =
+        vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::RESOURCE_DESCRIPTOR_BUFFER_EXT;
+    let address =
+        vk::BufferUsageFlags::UNIFORM_BUFFER | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS;
+    // The mobile layout has no buffer device address.
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    for buffer_usage in [extension, address] {
+        let zero = UploadRingDesc {
+            size: 0,
+            buffer_usage,
+            ..UploadRingDesc::default()
+        };
+        let unseen = UploadRingDesc {
+            usage: Usage::DEVICE_LOCAL,
+            buffer_usage,
+            ..UploadRingDesc::default()
+        };
+        for (desc, expected) in [(zero, Error::ZeroSize), (unseen, Error::NotHostVisible)] {
+            assert_eq!(
+                allocator.create_upload_ring(&desc).map(|_| ()),
+                Err(expected),
+                "{desc:?}"
+            );
+            // SAFETY: nothing is created for these descriptions.
+            let unchecked = unsafe { allocator.create_upload_ring_unchecked(&desc) };
+            assert_eq!(unchecked.map(|_| ()), Err(expected), "{desc:?}");
+        }
+    }
+    // Host-visible and sized: the buffer usage decides.
+    let desc = |buffer_usage| UploadRingDesc {
+        buffer_usage,
+        ..UploadRingDesc::default()
+    };
+    assert!(matches!(
+        allocator.create_upload_ring(&desc(extension)),
+        Err(Error::InvalidConfig(_))
+    ));
+    let no_address = Err(Error::NoSuitableMemoryType {
+        memory_type_bits: (1 << FakeLayout::mobile().memory_types.len()) - 1,
+        usage: Usage::UPLOAD | Usage::DEVICE_LOCAL | Usage::DEVICE_ADDRESS,
+    });
+    assert_eq!(
+        allocator.create_upload_ring(&desc(address)).map(|_| ()),
+        no_address
+    );
+    // SAFETY: refused before the buffer is made.
+    let unchecked = unsafe { allocator.create_upload_ring_unchecked(&desc(address)) };
+    assert_eq!(unchecked.map(|_| ()), no_address);
+    assert_eq!(device.live_resources(), 0);
+    assert_eq!(device.live_allocations(), vec![]);
+    finish(allocator, &device);
+}
+
 /// A ring whose buffers take their device address (`SHADER_DEVICE_ADDRESS`
 /// usage) needs memory allocated for it
 /// (VUID-vkBindBufferMemory-bufferDeviceAddress-03339), as `create_buffer`
