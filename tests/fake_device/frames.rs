@@ -815,14 +815,6 @@ fn wait_and_collect_leaves_the_current_frames_frees_queued() {
     finish(allocator, &device);
 }
 
-/// `wait_and_collect` waits for the frames sealed before the call, not for
-/// those other threads seal while it waits: a loading thread waiting there
-/// while the render thread goes on sealing frames returns. Here a frame is
-/// sealed during the wait (the device's wait hook stands in for the render
-/// thread), with a fence that has not signalled; before, the call went on
-/// to wait for it (on a real device, for every frame the render loop
-/// sealed, for as long as it ran; the fake device answers at once, so the
-/// call failed with `Timeout`).
 /// `wait_and_collect` about to wait on a frame's fence while the render
 /// loop on another thread waits for it itself, collects the frame and
 /// resets the fence for its next submission (here in the wait hook): the
@@ -858,6 +850,14 @@ fn wait_and_collect_is_no_timeout_when_another_thread_collects_and_resets_the_fe
     finish(allocator, &device);
 }
 
+/// `wait_and_collect` waits for the frames sealed before the call, not for
+/// those other threads seal while it waits: a loading thread waiting there
+/// while the render thread goes on sealing frames returns. Here a frame is
+/// sealed during the wait (the device's wait hook stands in for the render
+/// thread), with a fence that has not signalled; before, the call went on
+/// to wait for it (on a real device, for every frame the render loop
+/// sealed, for as long as it ran; the fake device answers at once, so the
+/// call failed with `Timeout`).
 #[test]
 fn wait_and_collect_does_not_wait_for_frames_sealed_meanwhile() {
     use std::sync::{Arc, Mutex};
