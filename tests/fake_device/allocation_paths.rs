@@ -1287,3 +1287,33 @@ fn allocate_many_is_all_or_nothing() {
     assert_eq!(allocator.allocate_many(&[]), Ok(Vec::new()));
     finish(allocator, &device);
 }
+
+/// `allocate_many` over requests that name a custom pool: one naming
+/// another allocator's pool, or asking for existing memory only where
+/// there is none, fails the call, and the pool's allocation made before it
+/// is freed with the others (the pool is then empty and may be destroyed).
+#[test]
+fn allocate_many_frees_a_custom_pool_s_allocation_on_failure() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let (other, other_device) = super::allocator(FakeLayout::discrete());
+    let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
+    let foreign = other.create_pool(&PoolDesc::new(1)).unwrap();
+    let in_pool = |pool| {
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        Request::with_desc(requirements(4096, 256), ResourceKind::Buffer, desc)
+    };
+    let existing_only = buffer(4096, 256, Usage::UPLOAD).existing_memory_only();
+    for (last, error) in [
+        (in_pool(foreign), Error::ForeignPool),
+        (existing_only, Error::NoRoomInExistingMemory),
+    ] {
+        let requests = [buffer(4096, 256, Usage::DEVICE_LOCAL), in_pool(pool), last];
+        assert_eq!(allocator.allocate_many(&requests), Err(error));
+        assert_eq!(allocator.stats().allocations(), 0, "{error:?}");
+        assert_eq!(allocator.pool_stats(&pool).unwrap().allocations(), 0);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    other.destroy_pool(foreign).unwrap();
+    finish(allocator, &device);
+    finish(other, &other_device);
+}
