@@ -1578,3 +1578,50 @@ fn compaction_makes_no_move_that_only_carries_a_hole_up() {
     }
     finish(allocator, &device);
 }
+
+/// A move's destination is no new run in a block less than 16 times the
+/// run's size, as an allocation's is not: in a custom pool of 64 KiB
+/// blocks, a 100-byte buffer (a 112-byte class, whose run of 64 slots
+/// takes 7 KiB) moves into the fuller block as a range of its own, and a
+/// 20 KiB buffer still fits beside it. A run there would have taken 7 KiB
+/// of the block's 24 KiB of room.
+#[test]
+fn a_move_starts_no_run_in_a_small_block() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator
+        .create_pool(&vk_suballoc::PoolDesc::new(1).block_size(64 << 10))
+        .unwrap();
+    let in_pool = |size: u64, alignment: u64| {
+        let desc = vk_suballoc::AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        Request::with_desc(requirements(size, alignment), ResourceKind::Buffer, desc)
+    };
+    // The first block full (40 KiB and 24 KiB), the small buffer alone in
+    // a second one; then the 24 KiB freed.
+    let kept = allocator.allocate(&in_pool(40 << 10, 256)).unwrap();
+    let filler = allocator.allocate(&in_pool(24 << 10, 256)).unwrap();
+    let small = allocator.allocate(&in_pool(100, 16)).unwrap();
+    assert_eq!(filler.memory(), kept.memory());
+    assert_ne!(small.memory(), kept.memory());
+    free(&allocator, filler);
+
+    let movables = [Movable::new(
+        &small,
+        requirements(100, 16),
+        ResourceKind::Buffer,
+    )];
+    let plan = allocator
+        .plan_defragmentation(&movables, &DefragmentationLimits::default())
+        .unwrap();
+    assert_eq!(plan.moves.len(), 1);
+    let mut live = vec![small];
+    carry_out(&allocator, &mut live, plan);
+    assert_eq!(live[0].memory(), kept.memory());
+    assert_eq!(live[0].offset(), 40 << 10);
+    let beside = allocator.allocate(&in_pool(20 << 10, 256)).unwrap();
+    assert_eq!(beside.memory(), kept.memory(), "the room a run would take");
+    for allocation in live.into_iter().chain([kept, beside]) {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
