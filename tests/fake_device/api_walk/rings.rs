@@ -109,18 +109,71 @@ impl Walk {
             // Refused too: the ring must be host-visible.
             Usage::UPLOAD.union(Usage::ALLOW_TRANSFER_INSTEAD),
         ];
+        let plain = UploadRingDesc::default().buffer_usage;
+        // Mostly the default; refused: none, or (by the safe call) an
+        // extension's bit; device addresses need buffer device address.
+        let buffer_usages = [
+            plain,
+            plain,
+            plain,
+            vk::BufferUsageFlags::empty(),
+            plain | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
+            plain | vk::BufferUsageFlags::RESOURCE_DESCRIPTOR_BUFFER_EXT,
+        ];
         let desc = UploadRingDesc {
             size,
             usage: usages[self.rng.below(usages.len() as u64) as usize],
+            buffer_usage: buffer_usages[self.rng.below(buffer_usages.len() as u64) as usize],
             grow: self.rng.below(2) == 0,
             name: (self.rng.below(2) == 0).then_some("walk-ring"),
-            ..UploadRingDesc::default()
+        };
+        let unchecked = self.rng.below(2) == 0;
+        // The refusals before anything is made, in their documented order.
+        let extension =
+            !(desc.buffer_usage & vk::BufferUsageFlags::RESOURCE_DESCRIPTOR_BUFFER_EXT).is_empty();
+        let device_address = desc
+            .buffer_usage
+            .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS);
+        let refused = if size == 0 {
+            Some(Error::ZeroSize)
+        } else if desc.buffer_usage.is_empty() {
+            Some(Error::InvalidConfig(
+                "UploadRingDesc::buffer_usage must not be empty",
+            ))
+        } else if !desc.usage.needs_host_access() {
+            Some(Error::NotHostVisible)
+        } else if extension && !unchecked {
+            Some(Error::InvalidConfig(""))
+        } else if device_address && !self.layout.buffer_device_address {
+            Some(Error::NoSuitableMemoryType {
+                memory_type_bits: 0,
+                usage: desc.usage | Usage::DEVICE_ADDRESS,
+            })
+        } else {
+            None
         };
         let before = self.allocator.stats();
         let counters = self.device.counters();
         let resources = self.device.live_resources();
-        let result = self.allocator.create_upload_ring(&desc);
+        let result = if unchecked {
+            // SAFETY: the fake device takes any buffer usage.
+            unsafe { self.allocator.create_upload_ring_unchecked(&desc) }
+        } else {
+            self.allocator.create_upload_ring(&desc)
+        };
         let fired = self.faults_fired(&counters);
+        if let (Some(expected), Err(error)) = (refused, result) {
+            let same = std::mem::discriminant(&expected) == std::mem::discriminant(&error);
+            assert!(
+                same,
+                "{}: {desc:?} gave {error:?}, not {expected:?}",
+                self.ctx()
+            );
+            assert_eq!(self.allocator.stats(), before, "{}", self.ctx());
+            assert_eq!(self.device.live_resources(), resources, "{}", self.ctx());
+            return;
+        }
+        assert_eq!(refused, None, "{}: {desc:?} gave {result:?}", self.ctx());
         match result {
             Ok(ring) => {
                 assert!(desc.usage.needs_host_access(), "{}: {desc:?}", self.ctx());
@@ -134,11 +187,7 @@ impl Walk {
                 });
             }
             Err(error) => {
-                match error {
-                    Error::ZeroSize => assert_eq!(size, 0, "{}", self.ctx()),
-                    Error::NotHostVisible => assert!(!desc.usage.needs_host_access() && size > 0),
-                    _ => self.explain(error, &self.chunk_request(size, desc.usage), &before, fired),
-                }
+                self.explain(error, &self.chunk_request(size, desc.usage), &before, fired);
                 // A chunk's request short of memory may have released kept
                 // empty blocks before it failed.
                 let after = self.allocator.stats();
