@@ -271,7 +271,7 @@ struct Walk {
 /// A variant of `base` and a configuration, drawn from the seed: small
 /// heaps, a low object limit, another granularity (one not a power of two
 /// too), the budget extension toggled, AMD's device-coherent memory
-/// enabled; runs of several limits, separate
+/// enabled, a protected memory type; runs of several limits, separate
 /// granularity classes, small blocks, frames in flight.
 fn variant(rng: &mut Rng, base: FakeLayout) -> (FakeLayout, Config) {
     let mut layout = base;
@@ -299,6 +299,19 @@ fn variant(rng: &mut Rng, base: FakeLayout) -> (FakeLayout, Config) {
     // AMD's device-coherent types: used only with their feature, last.
     if layout.amd_device_coherent_types != 0 && rng.below(2) == 0 {
         layout = layout.with_amd_device_coherent_memory(true);
+    }
+    // A protected device-local type after the others, with or without
+    // `protectedMemory`: never ranked, and usable by custom pools only with
+    // the feature. Drawn from a copy of the generator, so that the walks'
+    // other draws replay as before.
+    let mut protected = Rng(rng.0 ^ 0x0070_7274);
+    if protected.below(4) == 0 && layout.memory_types.len() < 32 {
+        let heap = layout.memory_types[0].heap;
+        layout.memory_types.push(gpu_alloc_types::MemoryType {
+            heap,
+            props: Props::DEVICE_LOCAL | Props::PROTECTED,
+        });
+        layout = layout.with_protected_memory(protected.below(2) == 0);
     }
     let config = Config {
         initial_block_slots: if rng.below(4) == 0 {
