@@ -460,7 +460,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     let movable = &movables[index];
                     let request =
                         Request::new(movable.requirements, Usage::DEVICE_LOCAL, movable.kind);
-                    // As the pool places its own requests.
+                    // As the pool places its own requests. Without
+                    // `fit_to_fixed_blocks`: a request it would change
+                    // needs a whole block, and no move gets one (its
+                    // destination shares a block, or lies below its
+                    // source), so it moves no more or less either way.
                     if group.tag == PoolTag::DEFAULT {
                         pool_request(&self.context, memory_type, &request, false)
                     } else {

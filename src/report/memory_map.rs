@@ -126,8 +126,11 @@ pub struct BlockMap {
     /// Whether a defragmentation plan is emptying it
     /// ([`Allocator::plan_defragmentation`](crate::Allocator::plan_defragmentation)):
     /// it takes no moves and comes last for new requests, and is released
-    /// when its last allocation is freed. A move given up leaves it so
-    /// until then.
+    /// when its last allocation is freed (a custom pool at its `min_blocks`
+    /// keeps it, no longer retiring). A move out of it given up
+    /// ([`Allocator::give_up_move`](crate::Allocator::give_up_move)) ends
+    /// that: it can no longer empty. Freeing a destination directly leaves
+    /// it retiring.
     pub retiring: bool,
     /// Allocations and free ranges in address order: they tile `[0, size)`
     /// without gap or overlap, and no two free ranges touch.
