@@ -89,7 +89,9 @@ pub struct DefragmentationLimits {
     /// (the peers benchmark's `--defragment` replay: on `mixed`, plans
     /// with no such limit copied 4.4 GiB and made 34 memory objects where
     /// the plain replay made 4). 100 empties any block that fits elsewhere,
-    /// as VMA's `FAST` algorithm does.
+    /// as VMA's `FAST` algorithm does. It chooses the blocks a plan starts
+    /// emptying: one an earlier plan started in part
+    /// ([`split_blocks`](Self::split_blocks)) goes on whatever its use.
     pub max_used_percent: u8,
     /// Whether a block with more allocations or bytes than what is left of
     /// the limits may be emptied in part: once no other block fits whole,

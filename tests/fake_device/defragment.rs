@@ -525,6 +525,46 @@ fn split_blocks_empty_a_block_over_several_plans() {
     }
 }
 
+/// A block a split plan started stays retiring (it takes no new requests)
+/// until a plan empties it, so a later plan goes on with it whatever its
+/// `max_used_percent`: the percent chooses which blocks to start. Before,
+/// a plan with a lower percent than the block's use passed it over, and
+/// the block stayed retiring, holding its memory out of use.
+#[test]
+fn a_retiring_block_goes_on_under_a_lower_used_percent() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let mut live = two_fragmented_blocks(&allocator);
+    let second = live[16].memory();
+    let split = DefragmentationLimits::default()
+        .max_moves(3)
+        .split_blocks(true);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &split)
+        .unwrap();
+    assert_eq!((plan.moves.len(), plan.blocks_started), (3, 1));
+    carry_out(&allocator, &mut live, plan);
+    // 5 MiB of the 64 MiB block left: under 8 %, above 5 %.
+    let lower = split.max_used_percent(5);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &lower)
+        .unwrap();
+    assert_eq!(plan.moves.len(), 3, "the retiring block goes on");
+    assert!(plan
+        .moves
+        .iter()
+        .all(|m| live[m.movable].memory() == second));
+    carry_out(&allocator, &mut live, plan);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &lower)
+        .unwrap();
+    assert_eq!((plan.moves.len(), plan.blocks_released), (2, 1));
+    carry_out(&allocator, &mut live, plan);
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
 /// A block holding anything not movable stays: here the second block's
 /// last buffer is left out, then a dedicated allocation, which never moves,
 /// is the only thing listed.

@@ -209,8 +209,17 @@ impl<M> TypePool<M> {
         let mut plan = PoolPlan::default();
         let free_in_runs = self.free_slot_bytes_by_block();
         let mut sources = self.blocks_to_empty(movables, leaving, &free_in_runs);
+        // The percent chooses the blocks to start; a block a split plan
+        // started goes on whatever it is (retiring, it takes no requests:
+        // passed over, it stayed retiring, its memory out of use).
         let percent = u128::from(budget.used_percent);
-        sources.retain(|source| u128::from(source.used) * 100 <= u128::from(source.size) * percent);
+        sources.retain(|source| {
+            u128::from(source.used) * 100 <= u128::from(source.size) * percent
+                || self
+                    .blocks
+                    .get(source.key)
+                    .is_some_and(|block| block.retiring)
+        });
         if sources.is_empty() {
             return plan;
         }

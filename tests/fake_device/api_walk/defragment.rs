@@ -319,8 +319,10 @@ impl Walk {
             .iter()
             .flat_map(|&(b, _)| b.allocations().map(move |r| ((b.memory, r.offset), r.size)))
             .collect();
+        // The percent chooses the blocks a plan starts: one a split plan
+        // started (retiring) goes on whatever its use.
         let percent = u64::from(limits.max_used_percent.min(100));
-        for m in &sources {
+        for m in sources.iter().filter(|m| !self.retiring.contains(*m)) {
             let (size, _, used, _) = blocks[m];
             // (A queued ring chunk whose place the model does not know may
             // be there too.)
