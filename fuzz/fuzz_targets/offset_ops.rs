@@ -1,6 +1,8 @@
 //! Fuzz target: arbitrary operation sequences on the offset allocator (every
 //! mantissa width) and the linear ring, each checked step by step against the
 //! shadow models that the property tests use (`tests/offset_model/shadow.rs`).
+//! A clone of each offset allocator runs the packed calls of the Vulkan pools
+//! (`allocate_packed`, `free_packed`) alongside and must stay identical to it.
 //! Any disagreement, overlap or false out-of-space panics, which libFuzzer
 //! reports as a crash with the input that caused it.
 
@@ -12,8 +14,12 @@ use libfuzzer_sys::fuzz_target;
 #[path = "../../tests/offset_model/shadow.rs"]
 mod shadow;
 
+use std::collections::VecDeque;
+
 use shadow::{LinearOp, LinearShadow, Op, Shadow};
-use vk_suballoc::offset::MAX_CAPACITY;
+use vk_suballoc::offset::{
+    AllocationId, OffsetAllocation, OffsetAllocator, OffsetError, MAX_CAPACITY,
+};
 
 /// One operation; sizes come as an exponent and low bits, so that small and
 /// huge sizes are equally easy for the fuzzer to reach.
@@ -189,14 +195,123 @@ fn to_linear_op(op: &FuzzOp, capacity: u64, capacity_log2: u32) -> LinearOp {
 
 fn run_offset<const M: u32>(input: &Input, capacity: u64, capacity_log2: u32) {
     let mut shadow = Shadow::<M>::new(capacity, u32::from(input.slots));
+    let mut twin = PackedTwin::new(&shadow.heap);
     for op in input
         .ops
         .iter()
         .filter_map(|op| to_op(op, capacity, capacity_log2))
     {
-        shadow.apply(op);
+        twin.apply(&mut shadow, op);
     }
     shadow.finish();
+}
+
+/// A clone of the shadow's allocator driven through the packed calls the
+/// Vulkan pools use (`allocate_packed`, `free_packed`, `has_unused_slot`,
+/// reachable here through their `cfg(fuzzing)` wrappers): after every step
+/// it must hold exactly what the public calls left in the shadow's. Steps
+/// without a packed call copy the shadow's allocator again.
+struct PackedTwin<const M: u32> {
+    heap: OffsetAllocator<M>,
+    foreign_id: AllocationId,
+    /// Ids the twin freed, the most recent last (a bounded history).
+    freed: VecDeque<AllocationId>,
+}
+
+impl<const M: u32> PackedTwin<M> {
+    fn new(heap: &OffsetAllocator<M>) -> Self {
+        let mut foreign = OffsetAllocator::<M>::new(64, 1).unwrap();
+        let foreign_id = foreign.allocate(1, 1).unwrap().id;
+        Self {
+            heap: heap.clone(),
+            foreign_id,
+            freed: VecDeque::new(),
+        }
+    }
+
+    /// Applies `op` to the shadow (which checks it against its model) and
+    /// its packed counterpart to the twin, then compares the two.
+    fn apply(&mut self, shadow: &mut Shadow<M>, op: Op) {
+        match op {
+            Op::Allocate { size, align } => {
+                let packed = self.heap.fuzz_allocate_packed(size, align);
+                shadow.apply(op);
+                if let Some((offset, id)) = packed {
+                    assert_eq!(
+                        shadow.heap.get(id),
+                        Some(OffsetAllocation { id, offset, size }),
+                        "allocate_packed({size}, {align})"
+                    );
+                }
+            }
+            Op::Free { pick } => {
+                let live = shadow.heap.allocations().count();
+                let Some(freed) = shadow.heap.allocations().nth(pick % live.max(1)) else {
+                    shadow.apply(op);
+                    return self.compare(&shadow.heap);
+                };
+                let merged = self.heap.fuzz_free_packed(freed.id);
+                shadow.apply(op);
+                // The size of the free range the freed bytes joined.
+                let joined = shadow
+                    .heap
+                    .free_ranges()
+                    .find(|r| r.offset <= freed.offset && freed.end() <= r.offset + r.size)
+                    .map(|r| r.size);
+                assert_eq!(merged.map(|m| m.get()), joined, "free_packed of {freed:?}");
+                assert_eq!(self.heap.fuzz_free_packed(freed.id), None, "double free");
+                if self.freed.len() == 64 {
+                    self.freed.pop_front();
+                }
+                self.freed.push_back(freed.id);
+            }
+            Op::FreeStale { pick } => {
+                shadow.apply(op);
+                if !self.freed.is_empty() {
+                    let id = self.freed[pick % self.freed.len()];
+                    assert_eq!(self.heap.fuzz_free_packed(id), None, "stale {id:?}");
+                }
+            }
+            Op::FreeForeign => {
+                shadow.apply(op);
+                assert_eq!(self.heap.fuzz_free_packed(self.foreign_id), None);
+                assert_eq!(
+                    self.heap.allocate_in_gap(Some(self.foreign_id), 1, 1),
+                    Err(OffsetError::ForeignId)
+                );
+            }
+            Op::AllocateBelow { size, align, .. } => {
+                // No end past the capacity changes where the probe lands.
+                let capacity = self.heap.capacity();
+                let mut beyond = self.heap.clone();
+                assert_eq!(
+                    beyond.allocate_below(size, align, u64::MAX),
+                    self.heap.allocate_below(size, align, capacity),
+                    "allocate_below({size}, {align}) with an end past {capacity}"
+                );
+                shadow.apply(op);
+                self.heap = shadow.heap.clone();
+            }
+            _ => {
+                shadow.apply(op);
+                self.heap = shadow.heap.clone();
+            }
+        }
+        self.compare(&shadow.heap);
+    }
+
+    fn compare(&self, public: &OffsetAllocator<M>) {
+        let twin = &self.heap;
+        assert!(twin.allocations().eq(public.allocations()), "allocations");
+        assert!(twin.free_ranges().eq(public.free_ranges()), "free ranges");
+        assert_eq!(twin.storage_report(), public.storage_report());
+        assert_eq!(twin.counters(), public.counters());
+        assert_eq!(twin.search_stats(), public.search_stats());
+        assert_eq!(
+            twin.fuzz_has_unused_slot(),
+            u64::from(twin.slot_count()) > twin.counters().live_allocations
+        );
+    }
 }
 
 fuzz_target!(|input: Input| {

@@ -91,6 +91,31 @@ impl<const M: u32> OffsetAllocator<M> {
     }
 }
 
+/// The packed calls for the fuzz target (`fuzz/`), which sees only the
+/// public API: built with `--cfg fuzzing` alone, which `cargo fuzz` sets and
+/// no other build does.
+#[cfg(fuzzing)]
+impl<const M: u32> OffsetAllocator<M> {
+    /// [`allocate_packed`](Self::allocate_packed), with the id unpacked.
+    #[doc(hidden)]
+    pub fn fuzz_allocate_packed(&mut self, size: u64, align: u64) -> Option<(u64, AllocationId)> {
+        self.allocate_packed(size, align)
+            .map(|packed| (packed.offset, self.id_of(packed)))
+    }
+
+    /// [`free_packed`](Self::free_packed).
+    #[doc(hidden)]
+    pub fn fuzz_free_packed(&mut self, id: AllocationId) -> Option<NonZeroU64> {
+        self.free_packed(id)
+    }
+
+    /// [`has_unused_slot`](Self::has_unused_slot).
+    #[doc(hidden)]
+    pub fn fuzz_has_unused_slot(&self) -> bool {
+        self.has_unused_slot()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::OffsetError;
