@@ -252,6 +252,7 @@ impl<const M: u32> Shadow<M> {
     }
 
     fn allocate(&mut self, size: u64, align: u64) {
+        let searches = self.heap.search_stats().boundary_searches;
         let result = self.heap.allocate(size, align);
         if let Some(error) = bad_input_error(size, align) {
             assert_eq!(result.err(), Some(error));
@@ -282,6 +283,9 @@ impl<const M: u32> Shadow<M> {
                 assert_eq!(error, expected);
                 self.counters.failed_allocations += 1;
                 self.counters.failed_bytes = self.counters.failed_bytes.saturating_add(size);
+                if align == 1 && self.heap.search_stats().boundary_searches > searches {
+                    self.check_repeated_failure(size);
+                }
             }
             (Ok(allocation), None) => {
                 assert_eq!(allocation.size, size);
@@ -298,6 +302,26 @@ impl<const M: u32> Shadow<M> {
                 self.free_ranges()
             ),
         }
+    }
+
+    /// `allocate`'s promise for a request of `size` bytes at alignment 1
+    /// that failed after a boundary search: the search left every bin it
+    /// walked with an exact bound, so the same request again visits no gap
+    /// (checked on a clone, whose counters then differ). With a larger
+    /// alignment a bin may keep gaps of `size` bytes or more that the
+    /// alignment shifts the request out of, and is walked again.
+    fn check_repeated_failure(&self, size: u64) {
+        let mut again = self.heap.clone();
+        let before = again.search_stats().gaps_visited;
+        assert!(
+            again.allocate(size, 1).is_err(),
+            "repeat of allocate({size}, 1)"
+        );
+        assert_eq!(
+            again.search_stats().gaps_visited,
+            before,
+            "a repeated failing allocate({size}, 1) walked gaps again"
+        );
     }
 
     fn allocate_below(&mut self, size: u64, align: u64, end: u64) {
