@@ -178,7 +178,10 @@ impl<const M: u32> OffsetAllocator<M> {
     /// known to be smaller than `size`. That costs O(gaps in those bins), no
     /// loop over allocations or other bins. A search that sees a whole bin
     /// without success makes the bin's bound exact, so repeating a failing
-    /// request costs O(1) until a larger gap enters that bin.
+    /// request of alignment 1 costs O(1) until a larger gap enters that
+    /// bin. With a larger alignment a bin may keep gaps of `size` bytes or
+    /// more that the alignment shifts the request out of: each repeat
+    /// walks those again (still O(gaps in the boundary bins)).
     pub fn allocate(&mut self, size: u64, align: u64) -> Result<OffsetAllocation, OffsetError> {
         self.allocate_body(size, align)
     }
