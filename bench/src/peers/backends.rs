@@ -590,19 +590,7 @@ mod tests {
     }
 
     fn req(size: u64, alignment: u64, kind: Kind) -> Req {
-        Req {
-            requirements: vk::MemoryRequirements {
-                size,
-                alignment,
-                memory_type_bits: 1,
-            },
-            kind,
-            usage: MemUse::DeviceLocal,
-            resource: crate::trace::Resource::Buffer {
-                size,
-                usage: vk::BufferUsageFlags::STORAGE_BUFFER,
-            },
-        }
+        Req::device_local(size, alignment, kind)
     }
 
     /// The H200 aligns buffers to 16 bytes and rounds their sizes to 16:

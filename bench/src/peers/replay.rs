@@ -317,7 +317,7 @@ pub fn replay_real<B: Backend>(backend: &mut B, trace: &Trace, ctx: &VulkanConte
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{MemUse, Op, Req, Segment};
+    use crate::trace::{Op, Req, Segment};
 
     /// Fails every other allocation.
     struct EveryOtherFails(u64);
@@ -336,19 +336,7 @@ mod tests {
 
     #[test]
     fn a_failed_allocation_is_no_free() {
-        let req = Req {
-            requirements: vk::MemoryRequirements {
-                size: 256,
-                alignment: 64,
-                memory_type_bits: 1,
-            },
-            kind: Kind::Buffer,
-            usage: MemUse::DeviceLocal,
-            resource: Resource::Buffer {
-                size: 256,
-                usage: vk::BufferUsageFlags::STORAGE_BUFFER,
-            },
-        };
+        let req = Req::device_local(256, 64, Kind::Buffer);
         let allocs = (0..4).map(|slot| Op { slot, req: 0 });
         let frees = (0..4).map(|slot| Op { slot, req: FREE });
         let trace = Trace {

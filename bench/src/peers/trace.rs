@@ -88,6 +88,34 @@ pub struct Req {
     pub resource: Resource,
 }
 
+#[cfg(test)]
+impl Req {
+    /// A device-local request of `size` bytes aligned to `alignment` in
+    /// memory type 0, for the bench's unit tests: a storage buffer, or a
+    /// 1×1 image (no test reads the resource's figures).
+    pub fn device_local(size: u64, alignment: u64, kind: Kind) -> Self {
+        Self {
+            requirements: vk::MemoryRequirements {
+                size,
+                alignment,
+                memory_type_bits: 1,
+            },
+            kind,
+            usage: MemUse::DeviceLocal,
+            resource: match kind {
+                Kind::Buffer => Resource::Buffer {
+                    size,
+                    usage: vk::BufferUsageFlags::STORAGE_BUFFER,
+                },
+                Kind::Image => Resource::Image {
+                    width: 1,
+                    height: 1,
+                },
+            },
+        }
+    }
+}
+
 /// One operation: allocate request `req` into `slot`, or free `slot`.
 #[derive(Clone, Copy, Debug)]
 pub struct Op {

@@ -38,8 +38,6 @@ use vulkano::memory::{DeviceAlignment, MemoryRequirements};
 use vulkano::{Version, VulkanLibrary, VulkanObject};
 
 use crate::backends::{Backend, CORE_CAPACITY};
-#[cfg(test)]
-use crate::trace::Resource;
 use crate::trace::{Kind, MemUse, Req};
 use crate::vulkan::{self, VulkanContext};
 
@@ -284,19 +282,7 @@ mod tests {
     use vulkano::memory::allocator::{BuddyAllocator, FreeListAllocator};
 
     fn req(size: u64, alignment: u64, kind: Kind) -> Req {
-        Req {
-            requirements: vk::MemoryRequirements {
-                size,
-                alignment,
-                memory_type_bits: 1,
-            },
-            kind,
-            usage: MemUse::DeviceLocal,
-            resource: Resource::Image {
-                width: 1,
-                height: 1,
-            },
-        }
+        Req::device_local(size, alignment, kind)
     }
 
     /// A buffer and an optimal image placed one after the other never share
