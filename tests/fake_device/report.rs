@@ -29,10 +29,27 @@ fn parse(json: &str) -> Value {
     serde_json::from_str(json).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{json}"))
 }
 
-fn u(value: &Value) -> u64 {
+/// A JSON number as the `u64` the dumps write (the VMA dump's tests too).
+pub(super) fn u(value: &Value) -> u64 {
     value
         .as_u64()
-        .unwrap_or_else(|| panic!("not a number: {value}"))
+        .unwrap_or_else(|| panic!("not an unsigned integer: {value}"))
+}
+
+/// A map's rows: its blocks and dedicated allocations, custom pools' too
+/// (the VMA dump's tests too).
+pub(super) fn map_rows(map: &MemoryMap) -> usize {
+    map.memory_types
+        .iter()
+        .map(|t| {
+            let pools = t.custom_pools.iter();
+            t.blocks.len()
+                + t.dedicated.len()
+                + pools
+                    .map(|p| p.blocks.len() + p.dedicated.len())
+                    .sum::<usize>()
+        })
+        .sum()
 }
 
 fn image(size: u64, alignment: u64) -> Request<'static> {
@@ -930,19 +947,7 @@ fn json_dump_lists_custom_pools_as_vma_does() {
     assert_eq!(u(&json["Total"]["AllocationCount"]), stats.allocations());
     assert_eq!(u(&json["Total"]["BlockBytes"]), stats.reserved_bytes());
 
-    let rows: usize = map
-        .memory_types
-        .iter()
-        .map(|t| {
-            let pools = t.custom_pools.iter();
-            t.blocks.len()
-                + t.dedicated.len()
-                + pools
-                    .map(|p| p.blocks.len() + p.dedicated.len())
-                    .sum::<usize>()
-        })
-        .sum();
-    assert_eq!(rows_gpu_mem_dump_vis_draws(&json), rows);
+    assert_eq!(rows_gpu_mem_dump_vis_draws(&json), map_rows(&map));
 
     live.extend(pooled);
     free_pools(&allocator, pools, live);

@@ -7,16 +7,19 @@
 
 use std::collections::BTreeMap;
 
+use ash::vk;
 use serde_json::{Map, Value};
-use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::report::MemoryMap;
 use vk_suballoc::{
-    Allocation, AllocationDesc, Config, DedicatedPolicy, PoolDesc, Request, ResourceKind, Usage,
+    Allocation, AllocationDesc, Config, DedicatedPolicy, Pool, PoolDesc, Request, ResourceKind,
+    Usage,
 };
 
 use super::frames::end_frame;
+use super::report::{map_rows, u};
 use super::seeded_rng::Rng;
-use super::{allocator, allocator_with, buffer, finish, free, requirements};
+use super::{allocator, allocator_with, buffer, finish, free, requirements, FakeAllocator};
 
 const KIB: u64 = 1 << 10;
 
@@ -110,12 +113,6 @@ impl Figures {
         }
         Value::Object(object)
     }
-}
-
-fn u(value: &Value) -> u64 {
-    value
-        .as_u64()
-        .unwrap_or_else(|| panic!("not an unsigned integer: {value}"))
 }
 
 fn object(value: &Value) -> &Map<String, Value> {
@@ -428,7 +425,21 @@ fn json_dump_of_an_odd_state_reads_as_gpu_mem_dump_vis_reads_it() {
         std::fs::write(format!("{dir}/odd.svg"), map.to_svg()).unwrap();
     }
 
-    device.signal_fence(fence);
+    tear_down(allocator, &device, [fence], live, pools);
+}
+
+/// Signals `fences` and collects their frames, frees `live`, destroys
+/// `pools`: the device must then hold nothing.
+fn tear_down(
+    allocator: FakeAllocator,
+    device: &FakeDevice,
+    fences: impl IntoIterator<Item = vk::Fence>,
+    live: Vec<Allocation>,
+    pools: impl IntoIterator<Item = Pool>,
+) {
+    for fence in fences {
+        device.signal_fence(fence);
+    }
     allocator.collect().unwrap();
     for allocation in live {
         free(&allocator, allocation);
@@ -436,22 +447,7 @@ fn json_dump_of_an_odd_state_reads_as_gpu_mem_dump_vis_reads_it() {
     for pool in pools {
         allocator.destroy_pool(pool).unwrap();
     }
-    finish(allocator, &device);
-}
-
-/// A map's rows: its blocks and dedicated allocations, custom pools' too.
-fn map_rows(map: &MemoryMap) -> usize {
-    map.memory_types
-        .iter()
-        .map(|t| {
-            let pools = t.custom_pools.iter();
-            t.blocks.len()
-                + t.dedicated.len()
-                + pools
-                    .map(|p| p.blocks.len() + p.dedicated.len())
-                    .sum::<usize>()
-        })
-        .sum()
+    finish(allocator, device);
 }
 
 /// Random allocations (run slots, ranges, dedicated memory, custom pools,
@@ -579,15 +575,5 @@ fn random_states_dump_figures_that_add_up() {
         assert_eq!(drawn, map.allocation_count(), "{ctx}");
     }
     fences.push(end_frame(&allocator, &device));
-    for fence in fences {
-        device.signal_fence(fence);
-    }
-    allocator.collect().unwrap();
-    for allocation in live {
-        free(&allocator, allocation);
-    }
-    for pool in pools {
-        allocator.destroy_pool(pool).unwrap();
-    }
-    finish(allocator, &device);
+    tear_down(allocator, &device, fences, live, pools);
 }
