@@ -20,6 +20,15 @@ pub(super) fn end_frame(allocator: &FakeAllocator, device: &FakeDevice) -> vk::F
     fence
 }
 
+/// Allocates a 32 KiB buffer and frees it after the current frame: one
+/// free waiting in the frame queue.
+fn queue_one_free(allocator: &FakeAllocator) {
+    let a = allocator
+        .allocate(&buffer(32 * 1024, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    allocator.free_after_frame(a).unwrap();
+}
+
 /// Frees `allocations` after a frame, as an engine does, lets the fake GPU
 /// finish that frame, and checks that the device is left clean.
 pub(super) fn free_all_and_finish(
@@ -763,10 +772,7 @@ fn wait_and_collect_counts_frames_and_frees() {
     let mut fences = Vec::new();
     for frees in [2, 0, 1] {
         for _ in 0..frees {
-            let a = allocator
-                .allocate(&buffer(32 * 1024, 256, Usage::DEVICE_LOCAL))
-                .unwrap();
-            allocator.free_after_frame(a).unwrap();
+            queue_one_free(&allocator);
         }
         fences.push(end_frame(&allocator, &device));
     }
@@ -794,10 +800,7 @@ fn wait_and_collect_counts_frames_and_frees() {
 #[test]
 fn wait_and_collect_leaves_the_current_frames_frees_queued() {
     let (allocator, device) = allocator(FakeLayout::integrated());
-    let a = allocator
-        .allocate(&buffer(32 * 1024, 256, Usage::DEVICE_LOCAL))
-        .unwrap();
-    allocator.free_after_frame(a).unwrap();
+    queue_one_free(&allocator);
     assert_eq!(
         allocator.wait_and_collect(u64::MAX),
         Ok(Collected::default())
@@ -826,10 +829,7 @@ fn wait_and_collect_leaves_the_current_frames_frees_queued() {
 fn wait_and_collect_is_no_timeout_when_another_thread_collects_and_resets_the_fence() {
     let (allocator, device) = allocator(FakeLayout::integrated());
     let allocator = std::sync::Arc::new(allocator);
-    let a = allocator
-        .allocate(&buffer(32 * 1024, 256, Usage::DEVICE_LOCAL))
-        .unwrap();
-    allocator.free_after_frame(a).unwrap();
+    queue_one_free(&allocator);
     let fence = end_frame(&allocator, &device);
     let (render, gpu) = (std::sync::Arc::clone(&allocator), device.clone());
     device.set_wait_hook(Some(Box::new(move || {
@@ -864,10 +864,7 @@ fn wait_and_collect_does_not_wait_for_frames_sealed_meanwhile() {
 
     let (allocator, device) = allocator(FakeLayout::integrated());
     let allocator = Arc::new(allocator);
-    let a = allocator
-        .allocate(&buffer(32 * 1024, 256, Usage::DEVICE_LOCAL))
-        .unwrap();
-    allocator.free_after_frame(a).unwrap();
+    queue_one_free(&allocator);
     device.signal_fence(end_frame(&allocator, &device));
 
     let sealed_meanwhile = Arc::new(Mutex::new(None));
@@ -879,10 +876,7 @@ fn wait_and_collect_does_not_wait_for_frames_sealed_meanwhile() {
     device.set_wait_hook(Some(Box::new(move || {
         let mut sealed = sealed.lock().unwrap();
         if sealed.is_none() {
-            let b = render
-                .allocate(&buffer(32 * 1024, 256, Usage::DEVICE_LOCAL))
-                .unwrap();
-            render.free_after_frame(b).unwrap();
+            queue_one_free(&render);
             *sealed = Some(end_frame(&render, &gpu));
         }
     })));
