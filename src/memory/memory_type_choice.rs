@@ -308,6 +308,50 @@ mod tests {
         assert_eq!(rank(&gpu, Usage::TRANSIENT)[0], 3);
     }
 
+    /// Intel Arc without resizable BAR: the only system-memory type is
+    /// cached, the only uncached host-visible one the 256 MiB BAR.
+    #[test]
+    fn intel_arc_small_bar_choices() {
+        let gpu = FakeLayout::intel_arc();
+        // 0 DL, 1 HV|HC|HCached (system), 2 DL|HV|HC (BAR)
+        assert_eq!(rank(&gpu, Usage::DEVICE_LOCAL), vec![0, 2, 1]);
+        // Staging stays out of the BAR: cached system memory, which VMA
+        // picks too (a tie there, broken by the index).
+        assert_eq!(rank(&gpu, Usage::UPLOAD), vec![1, 2]);
+        assert_eq!(rank(&gpu, Usage::UPLOAD | Usage::DEVICE_LOCAL), vec![2, 1]);
+        assert_eq!(rank(&gpu, Usage::READBACK), vec![1, 2]);
+        let optional = Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD;
+        assert_eq!(rank(&gpu, optional), vec![2, 0, 1]);
+    }
+
+    /// MoltenVK on Apple silicon lists managed storage (cached, not
+    /// coherent) before shared storage (cached and coherent). VMA's flag
+    /// counts tie them for uploads the GPU reads and prefer neither for
+    /// readback, so it takes the first, which needs flushes and
+    /// invalidations; the coherent one goes first here.
+    #[test]
+    fn apple_choices() {
+        let gpu = FakeLayout::apple();
+        // 0 DL, 1 DL|HV|HCached (non-coherent), 2 DL|HV|HC|HCached
+        assert_eq!(rank(&gpu, Usage::DEVICE_LOCAL), vec![0, 1, 2]);
+        assert_eq!(rank(&gpu, Usage::UPLOAD), vec![2, 1]);
+        assert_eq!(rank(&gpu, Usage::UPLOAD | Usage::DEVICE_LOCAL), vec![2, 1]);
+        assert_eq!(rank(&gpu, Usage::READBACK), vec![2, 1]);
+    }
+
+    /// Mali has no device-local type the host cannot map: GPU-only data
+    /// takes the uncached one, and the lazily allocated type is for
+    /// transient attachments only.
+    #[test]
+    fn mali_choices() {
+        let gpu = FakeLayout::mali();
+        // 0 DL|HV|HC, 1 DL|HV|HC|HCached, 2 DL|LAZY
+        assert_eq!(rank(&gpu, Usage::DEVICE_LOCAL), vec![0, 1]);
+        assert_eq!(rank(&gpu, Usage::UPLOAD), vec![0, 1]);
+        assert_eq!(rank(&gpu, Usage::READBACK), vec![1, 0]);
+        assert_eq!(rank(&gpu, Usage::TRANSIENT), vec![2, 0, 1]);
+    }
+
     /// AMD's device-coherent duplicates (types 4–7) rank after every
     /// normal type, whatever the usage, when their feature is enabled; in
     /// the driver's order among themselves by cost.
@@ -381,7 +425,7 @@ mod tests {
     /// - `UPLOAD | DEVICE_LOCAL`: device-local host-visible (BAR, ReBAR,
     ///   unified) first, every one of those before host memory;
     /// - `UPLOAD` (staging): host-visible memory outside VRAM first,
-    ///   uncached where the device has it;
+    ///   uncached where the device has it there;
     /// - `UPLOAD | ALLOW_TRANSFER_INSTEAD` and GPU-only: every device-local
     ///   type before any host type; GPU-only data first where the host
     ///   cannot map it; `TRANSIENT`: lazily allocated memory first;
@@ -403,6 +447,9 @@ mod tests {
             (FakeLayout::mobile(), 0),
             (FakeLayout::lavapipe(), 0),
             (FakeLayout::amd(), 0b1111_0000),
+            (FakeLayout::intel_arc(), 0),
+            (FakeLayout::apple(), 0),
+            (FakeLayout::mali(), 0),
             (protected, 0),
         ];
         // Whatever order the driver lists the types in.
@@ -476,7 +523,12 @@ mod tests {
                     if exists(hv, dl) {
                         assert!(!first.contains(dl), "{ctx}");
                     }
-                    if exists(hv, cached) {
+                    // Uncached where system memory has it; the BAR is
+                    // not worth it (Intel Arc's one uncached type).
+                    if exists(
+                        hv,
+                        cached | if exists(hv, dl) { dl } else { Props::empty() },
+                    ) {
                         assert!(!first.contains(cached), "{ctx}");
                     }
                 } else if usage.contains(Usage::TRANSIENT) && exists(Props::LAZILY_ALLOCATED, hv) {
@@ -501,6 +553,9 @@ mod tests {
             (FakeLayout::integrated(), 0),
             (FakeLayout::mobile(), 0),
             (FakeLayout::amd(), 0b1111_0000),
+            (FakeLayout::intel_arc(), 0),
+            (FakeLayout::apple(), 0),
+            (FakeLayout::mali(), 0),
         ] {
             let (types, heaps) = (&layout.memory_types, &layout.memory_heaps);
             let table = RankTable::new(types, heaps, last);

@@ -512,3 +512,40 @@ fn past_the_budget_a_request_that_rules_out_dedicated_memory_takes_a_block() {
     assert_eq!(allocator.stats().memory_types[1].blocks, 1);
     free_all_and_finish(allocator, &device, [allocation]);
 }
+
+/// Intel Arc without resizable BAR: 256 MiB of VRAM the host can map, in a
+/// heap of its own, and only *cached* system memory. Staging buffers take
+/// system memory from the first, never the BAR; per-frame uploads fill the
+/// BAR within its budget, then go to system memory, mapped; vertex buffers
+/// the host may write directly take the BAR while it has room, then VRAM,
+/// unmapped (upload through a transfer), not system memory.
+#[test]
+fn a_small_bar_fills_then_uploads_go_where_an_engine_expects() {
+    let (allocator, device) = allocator(FakeLayout::intel_arc());
+    device.set_heap_budget(2, 200 * MIB, 0);
+    let staging = allocator
+        .allocate(&buffer(8 * MIB, 256, Usage::UPLOAD))
+        .unwrap();
+    assert_eq!(staging.memory_type(), 1);
+    let mut live = vec![staging];
+    let per_frame = Usage::UPLOAD | Usage::DEVICE_LOCAL;
+    let spilled = loop {
+        let a = allocator
+            .allocate(&buffer(4 * MIB, 256, per_frame))
+            .unwrap();
+        assert!(a.mapped_ptr().is_some());
+        if a.memory_type() != 2 {
+            break a;
+        }
+        live.push(a);
+    };
+    assert_eq!(spilled.memory_type(), 1);
+    assert!(allocator.budgets()[2].usage <= 200 * MIB);
+    live.push(spilled);
+    let direct = Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD;
+    let vertices = allocator.allocate(&buffer(4 * MIB, 256, direct)).unwrap();
+    assert_eq!(vertices.memory_type(), 0);
+    assert!(vertices.mapped_ptr().is_none());
+    live.push(vertices);
+    free_all_and_finish(allocator, &device, live);
+}

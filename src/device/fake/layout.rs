@@ -238,6 +238,103 @@ impl FakeLayout {
         }
     }
 
+    /// An Intel Arc discrete GPU without resizable BAR, as Mesa's ANV driver
+    /// reports it: VRAM split into a 15.75 GiB heap the host cannot map
+    /// (heap 0) and the 256 MiB the host can (heap 2), and a 16 GiB system
+    /// heap (heap 1). Types: 0 device-local, 1 host-visible coherent
+    /// *cached* (the only system-memory type: no write-combined one), 2
+    /// device-local host-visible coherent (the BAR). `bufferImageGranularity`
+    /// 1, `maxMemoryAllocationCount` `u32::MAX`, as ANV reports them.
+    pub fn intel_arc() -> Self {
+        Self {
+            name: "intel-arc",
+            memory_types: vec![
+                ty(0, Props::DEVICE_LOCAL),
+                ty(
+                    1,
+                    Props::HOST_VISIBLE | Props::HOST_COHERENT | Props::HOST_CACHED,
+                ),
+                ty(
+                    2,
+                    Props::DEVICE_LOCAL | Props::HOST_VISIBLE | Props::HOST_COHERENT,
+                ),
+            ],
+            memory_heaps: vec![
+                MemoryHeap {
+                    size: 16 * GIB - 256 * MIB,
+                },
+                MemoryHeap { size: 16 * GIB },
+                MemoryHeap { size: 256 * MIB },
+            ],
+            buffer_image_granularity: 1,
+            non_coherent_atom_size: 64,
+            max_memory_allocation_count: u32::MAX,
+            max_memory_allocation_size: 4 * GIB,
+            memory_budget: true,
+            buffer_device_address: true,
+            amd_device_coherent_types: 0,
+            amd_device_coherent_memory: false,
+            protected_memory: false,
+            exportable_handle_types: None,
+        }
+    }
+
+    /// An Apple-silicon Mac through MoltenVK: one 16 GiB unified heap; types
+    /// 0 device-local (Metal's private storage), 1 device-local host-visible
+    /// *cached, non-coherent* (managed storage, listed before the coherent
+    /// type), 2 device-local host-visible coherent cached (shared storage).
+    /// `bufferImageGranularity` and `nonCoherentAtomSize` 16 (Metal's
+    /// buffer alignment). No budget extension.
+    pub fn apple() -> Self {
+        let host = Props::DEVICE_LOCAL | Props::HOST_VISIBLE | Props::HOST_CACHED;
+        Self {
+            name: "apple",
+            memory_types: vec![
+                ty(0, Props::DEVICE_LOCAL),
+                ty(0, host),
+                ty(0, host | Props::HOST_COHERENT),
+            ],
+            memory_heaps: vec![MemoryHeap { size: 16 * GIB }],
+            buffer_image_granularity: 16,
+            non_coherent_atom_size: 16,
+            max_memory_allocation_count: 4096,
+            max_memory_allocation_size: 4 * GIB,
+            memory_budget: false,
+            buffer_device_address: true,
+            amd_device_coherent_types: 0,
+            amd_device_coherent_memory: false,
+            protected_memory: false,
+            exportable_handle_types: None,
+        }
+    }
+
+    /// A Mali GPU as Arm's driver reports it: one 4 GiB heap and no
+    /// device-local type the host cannot map. Types: 0 device-local
+    /// host-visible coherent, 1 the same and cached, 2 lazily allocated.
+    /// `bufferImageGranularity` 4096, `nonCoherentAtomSize` 64.
+    pub fn mali() -> Self {
+        let mappable = Props::DEVICE_LOCAL | Props::HOST_VISIBLE | Props::HOST_COHERENT;
+        Self {
+            name: "mali",
+            memory_types: vec![
+                ty(0, mappable),
+                ty(0, mappable | Props::HOST_CACHED),
+                ty(0, Props::DEVICE_LOCAL | Props::LAZILY_ALLOCATED),
+            ],
+            memory_heaps: vec![MemoryHeap { size: 4 * GIB }],
+            buffer_image_granularity: 4096,
+            non_coherent_atom_size: 64,
+            max_memory_allocation_count: 4096,
+            max_memory_allocation_size: 2 * GIB,
+            memory_budget: false,
+            buffer_device_address: true,
+            amd_device_coherent_types: 0,
+            amd_device_coherent_memory: false,
+            protected_memory: false,
+            exportable_handle_types: None,
+        }
+    }
+
     /// The same layout with `deviceCoherentMemory` reported as enabled (or
     /// not).
     pub fn with_amd_device_coherent_memory(mut self, enabled: bool) -> Self {
