@@ -46,7 +46,7 @@ impl Candidates {
 /// Flag weights of one usage: `(flag, weight)` pairs.
 struct Preference {
     required: Props,
-    preferred: [(Props, u32); 2],
+    preferred: [(Props, u32); 3],
     unwanted: [(Props, u32); 2],
 }
 
@@ -56,16 +56,23 @@ fn preference(usage: Usage) -> Preference {
         // The host reads: uncached reads are an order of magnitude slower.
         Preference {
             required: Props::HOST_VISIBLE,
-            preferred: [(Props::HOST_CACHED, 4), (Props::HOST_COHERENT, 2)],
+            preferred: [(Props::HOST_CACHED, 4), (Props::HOST_COHERENT, 2), none],
             unwanted: [(Props::DEVICE_LOCAL, 1), none],
         }
     } else if usage.contains(Usage::UPLOAD) && usage.contains(Usage::ALLOW_TRANSFER_INSTEAD) {
         // Read by the GPU often; written by the host directly only when that
         // costs the GPU nothing: device-local memory first, host-visible as
-        // well when the device has such (else the engine uses a transfer).
+        // well when the device has such (else the engine uses a transfer),
+        // and of two such, the coherent one, as for the other host writes:
+        // MoltenVK lists a non-coherent type (managed storage) before the
+        // coherent one, and writes there need flushes.
         Preference {
             required: Props::empty(),
-            preferred: [(Props::DEVICE_LOCAL, 4), (Props::HOST_VISIBLE, 2)],
+            preferred: [
+                (Props::DEVICE_LOCAL, 4),
+                (Props::HOST_VISIBLE, 2),
+                (Props::HOST_COHERENT, 1),
+            ],
             unwanted: [(Props::HOST_CACHED, 1), none],
         }
     } else if usage.contains(Usage::UPLOAD) && usage.contains(Usage::DEVICE_LOCAL) {
@@ -73,7 +80,7 @@ fn preference(usage: Usage) -> Preference {
         // through the BAR when the device has it.
         Preference {
             required: Props::HOST_VISIBLE,
-            preferred: [(Props::DEVICE_LOCAL, 4), (Props::HOST_COHERENT, 2)],
+            preferred: [(Props::DEVICE_LOCAL, 4), (Props::HOST_COHERENT, 2), none],
             unwanted: [(Props::HOST_CACHED, 1), none],
         }
     } else if usage.contains(Usage::UPLOAD) {
@@ -81,13 +88,13 @@ fn preference(usage: Usage) -> Preference {
         // by a transfer; keep VRAM and the BAR for what the GPU reads often.
         Preference {
             required: Props::HOST_VISIBLE,
-            preferred: [(Props::HOST_COHERENT, 4), none],
+            preferred: [(Props::HOST_COHERENT, 4), none, none],
             unwanted: [(Props::DEVICE_LOCAL, 2), (Props::HOST_CACHED, 1)],
         }
     } else if usage.contains(Usage::TRANSIENT) {
         Preference {
             required: Props::empty(),
-            preferred: [(Props::LAZILY_ALLOCATED, 4), (Props::DEVICE_LOCAL, 2)],
+            preferred: [(Props::LAZILY_ALLOCATED, 4), (Props::DEVICE_LOCAL, 2), none],
             unwanted: [(Props::HOST_VISIBLE, 1), none],
         }
     } else {
@@ -95,7 +102,7 @@ fn preference(usage: Usage) -> Preference {
         // of an integrated GPU) is left for what the host writes.
         Preference {
             required: Props::empty(),
-            preferred: [(Props::DEVICE_LOCAL, 4), none],
+            preferred: [(Props::DEVICE_LOCAL, 4), none, none],
             unwanted: [(Props::HOST_VISIBLE, 2), (Props::HOST_CACHED, 1)],
         }
     }
@@ -337,6 +344,8 @@ mod tests {
         assert_eq!(rank(&gpu, Usage::UPLOAD), vec![2, 1]);
         assert_eq!(rank(&gpu, Usage::UPLOAD | Usage::DEVICE_LOCAL), vec![2, 1]);
         assert_eq!(rank(&gpu, Usage::READBACK), vec![2, 1]);
+        let optional = Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD;
+        assert_eq!(rank(&gpu, optional), vec![2, 1, 0]);
     }
 
     /// Mali has no device-local type the host cannot map: GPU-only data

@@ -37,8 +37,9 @@ impl Usage {
     /// instead (VMA's `HOST_ACCESS_ALLOW_TRANSFER_INSTEAD`). Host-visible
     /// memory is then preferred, not required, and device-local memory comes
     /// first: device-local host-visible memory (an integrated GPU, ReBAR, a
-    /// discrete GPU's BAR while it has room), else device-local memory that
-    /// is not mapped. Check [`Allocation::mapped_ptr`](crate::Allocation::mapped_ptr):
+    /// discrete GPU's BAR while it has room; coherent before non-coherent,
+    /// whose writes need a flush), else device-local memory that is not
+    /// mapped. Check [`Allocation::mapped_ptr`](crate::Allocation::mapped_ptr):
     /// `None` means "upload with a transfer". For buffers: the host cannot
     /// write an optimal-tiling image through a mapping, so a texture takes a
     /// transfer anyway, and `DEVICE_LOCAL` alone keeps it out of the BAR.
