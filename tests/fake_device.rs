@@ -31,6 +31,8 @@ mod failures;
 mod frames;
 #[path = "fake_device/granularity.rs"]
 mod granularity;
+#[path = "fake_device/granularity_walk.rs"]
+mod granularity_walk;
 #[path = "fake_device/leak_log.rs"]
 mod leak_log;
 #[path = "fake_device/mapping.rs"]
