@@ -16,7 +16,7 @@ use super::pool::{
 use super::{Allocation, Pool, Request};
 use crate::device::MemoryDeviceExt;
 use crate::memory::context::MemoryContext;
-use crate::memory::memory_type_choice::{rank_memory_types, RankTable};
+use crate::memory::memory_type_choice::rank_memory_types;
 use crate::memory::runs::class_of;
 use crate::memory::type_pool::{DedicatedChoice, Placement, PoolRequest, TypePool};
 use crate::memory::ResourceKind;
@@ -225,7 +225,6 @@ where
         check_request(request)?;
         let requirements = &request.requirements;
         let size = requirements.size;
-        let types = self.context.memory_types();
         let bits = request.type_bits() & self.context.usable_types();
         if bits == 0 {
             return Err(Error::NoMemoryTypeBits(request.type_bits()));
@@ -237,16 +236,13 @@ where
                 usage,
             });
         }
-        let heaps = &self.context.properties.device.memory_heaps;
         // The ranking is precomputed per usage; the per-request filters keep
         // the order `rank_memory_types` would give (RankTable). The first
         // candidate, within its heap's budget, almost always takes the
         // request: the fallback over the others is out of line.
-        let ranked = self.context.ranked_types(usage);
-        let Some(first) = ranked
-            .iter()
-            .position(|&t| RankTable::admits(types, heaps, t, bits, size))
-        else {
+        let ranks = self.context.ranks();
+        let ranked = ranks.ranked(usage);
+        let Some(first) = ranked.iter().position(|&t| ranks.admits(t, bits, size)) else {
             return Err(self.no_candidate_error(request, bits));
         };
         // No memory object can hold more: without this check, each
@@ -281,8 +277,7 @@ where
         bits: u32,
         error: Error,
     ) -> Result<Allocation, Error> {
-        let types = self.context.memory_types();
-        let heaps = &self.context.properties.device.memory_heaps;
+        let ranks = self.context.ranks();
         let size = request.requirements.size;
         // Memory types whose kept empty blocks this request released.
         let mut released = 0;
@@ -301,7 +296,7 @@ where
             // The first pass resumes after the candidate that failed.
             let skip = usize::from(pass == 0);
             for &memory_type in &candidates[skip..] {
-                if !RankTable::admits(types, heaps, memory_type, bits, size) {
+                if !ranks.admits(memory_type, bits, size) {
                     continue;
                 }
                 let result =

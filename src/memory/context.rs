@@ -288,6 +288,13 @@ impl<D> MemoryContext<D> {
         self.ranks.ranked(usage)
     }
 
+    /// The memory types ranked per usage, and the per-request filters
+    /// ([`RankTable::admits`]).
+    #[inline]
+    pub(crate) fn ranks(&self) -> &RankTable {
+        &self.ranks
+    }
+
     /// The preferred block size of `memory_type`
     /// ([`preferred_block_size`] of its heap).
     #[inline]

@@ -184,13 +184,23 @@ pub(crate) fn rank_memory_types(
 #[derive(Clone, Debug)]
 pub(crate) struct RankTable {
     by_usage: [Candidates; 1 << RANKING_FLAGS.len()],
+    /// The size of each memory type's heap (0 when the type or its heap
+    /// does not exist), for the per-request size filter: read here, not
+    /// through the type's heap index in the device's tables, which cost
+    /// two bounds checks and two dependent loads per candidate.
+    heap_sizes: [u64; 32],
 }
 
 impl RankTable {
     /// Ranks `types` for every combination of the ranking usage flags, the
     /// types in `last` after all others ([`rank_memory_types`]).
     pub(crate) fn new(types: &[MemoryType], heaps: &[MemoryHeap], last: u32) -> Self {
+        let mut heap_sizes = [0; 32];
+        for (index, ty) in types.iter().enumerate().take(32) {
+            heap_sizes[index] = heaps.get(ty.heap as usize).map_or(0, |heap| heap.size);
+        }
         Self {
+            heap_sizes,
             by_usage: std::array::from_fn(|index| {
                 let mut usage = Usage::default();
                 for (bit, flag) in RANKING_FLAGS.iter().enumerate() {
@@ -222,21 +232,18 @@ impl RankTable {
     }
 
     /// Whether memory type `index` of a ranked list takes a request of
-    /// `size` bytes allowed in `memory_type_bits`: the per-request filters of
-    /// [`rank_memory_types`].
+    /// `size` bytes (at least 1: every request's, `check_requirements`)
+    /// allowed in `memory_type_bits`: the per-request filters of
+    /// [`rank_memory_types`]. A type without a heap has size 0 here, so it
+    /// is never admitted, as there.
     #[inline]
-    pub(crate) fn admits(
-        types: &[MemoryType],
-        heaps: &[MemoryHeap],
-        index: u8,
-        memory_type_bits: u32,
-        size: u64,
-    ) -> bool {
+    pub(crate) fn admits(&self, index: u8, memory_type_bits: u32, size: u64) -> bool {
+        debug_assert!(size > 0, "requests of 0 bytes are refused before ranking");
         memory_type_bits & (1 << index) != 0
-            && types
+            && self
+                .heap_sizes
                 .get(usize::from(index))
-                .and_then(|ty| heaps.get(ty.heap as usize))
-                .is_some_and(|heap| heap.size >= size)
+                .is_some_and(|&heap| heap >= size)
     }
 }
 
@@ -583,7 +590,7 @@ mod tests {
                             .ranked(usage)
                             .iter()
                             .copied()
-                            .filter(|&t| RankTable::admits(types, heaps, t, bits, size))
+                            .filter(|&t| table.admits(t, bits, size))
                             .collect();
                         assert_eq!(fast, expected.as_slice(), "{usage:?} {bits:#b} {size}");
                     }
