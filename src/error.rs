@@ -67,6 +67,16 @@ pub enum Error {
     /// VUID-vkBindImageMemory-image-01445). Name the buffer or image.
     #[error("the driver requires dedicated memory, and the request names no dedicated target")]
     MissingDedicatedTarget,
+    /// The request's [`dedicated_target`](crate::Request::dedicated_target)
+    /// is a buffer and its [`kind`](crate::Request::kind) an image, or the
+    /// target an image and the kind [`ResourceKind::Buffer`](crate::ResourceKind::Buffer):
+    /// the kind places the memory for `bufferImageGranularity`, so one of
+    /// the two is wrong. Say the resource's kind, or
+    /// [`ResourceKind::Unknown`](crate::ResourceKind::Unknown).
+    #[error(
+        "the request's dedicated target and its resource kind disagree (buffer against image)"
+    )]
+    DedicatedTargetMismatch,
     /// Every allowed memory type is out of device memory. Free memory and
     /// retry. The default pools' empty blocks in the failing heap were
     /// released before this error; [`Allocator::trim`](crate::Allocator::trim)

@@ -94,11 +94,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
     /// Whether a `kind` resource inside `allocation`, made for a `held`
     /// resource, keeps `bufferImageGranularity` with the allocation's
-    /// neighbours. It does when the two kinds agree (the neighbours were
-    /// placed for `held`), when the allocation has no neighbours
-    /// (dedicated), when the granularity is 1, and for a linear resource in
-    /// an optimal image's allocation padded to whole pages, which no
-    /// neighbour shares.
+    /// neighbours. It does when the two kinds may share a page (the
+    /// neighbours were placed for `held`), when the allocation has no
+    /// neighbours (dedicated), when the granularity is 1, and for any
+    /// resource in an allocation padded to whole pages, which no neighbour
+    /// shares: an optimal image's where pools pad them, and always one of
+    /// unknown kind.
     fn alias_keeps_granularity(
         &self,
         allocation: &Allocation,
@@ -106,20 +107,24 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         kind: ResourceKind,
     ) -> bool {
         let granularity = self.context.properties.buffer_image_granularity;
-        if held.is_linear() == kind.is_linear() || allocation.is_dedicated() || granularity <= 1 {
+        if held.may_share_page_with(kind) || allocation.is_dedicated() || granularity <= 1 {
             return true;
         }
-        // Optimal images take whole pages where they share blocks with
-        // linear resources (place.rs): always in custom pools when the
-        // granularity is a power of two, in default pools up to
-        // Config::max_padded_granularity. Elsewhere they have blocks of
-        // their own, whose other images share their pages.
-        let padded = if allocation.is_in_custom_pool() {
-            granularity.is_power_of_two()
-        } else {
-            self.context.padded_granularity().is_some()
-        };
-        !held.is_linear() && padded
+        match held {
+            // Optimal images take whole pages where they share blocks with
+            // linear resources (place.rs): always in custom pools when the
+            // granularity is a power of two, in default pools up to
+            // Config::max_padded_granularity. Elsewhere they have blocks of
+            // their own, whose other images share their pages.
+            ResourceKind::OptimalImage if allocation.is_in_custom_pool() => {
+                self.context.granularity_page().is_some()
+            }
+            ResourceKind::OptimalImage => self.context.padded_granularity().is_some(),
+            // Whole pages wherever the granularity is a power of two; else
+            // dedicated, handled above.
+            ResourceKind::Unknown => true,
+            ResourceKind::Buffer | ResourceKind::LinearImage => false,
+        }
     }
 }
 
@@ -204,7 +209,8 @@ impl Allocator<AshMemoryDevice> {
     /// `bufferImageGranularity`: an optimal-tiling image may alias only an
     /// allocation made for an optimal-tiling image (or dedicated memory),
     /// and a linear resource one made for a linear resource, unless the
-    /// optimal image's allocation takes whole pages; otherwise the alias
+    /// allocation takes whole pages (an optimal image's where pools pad
+    /// them, or one made for a resource of unknown kind); otherwise the alias
     /// could share a page with a neighbour of the other kind, and the
     /// request fails with [`Error::CannotAlias`]. On a device whose
     /// granularity is 1 any kind aliases any other.

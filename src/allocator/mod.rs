@@ -261,7 +261,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// Bad requests: [`Error::ZeroSize`], [`Error::AlignmentNotPowerOfTwo`],
-    /// [`Error::MissingDedicatedTarget`],
+    /// [`Error::MissingDedicatedTarget`], [`Error::DedicatedTargetMismatch`],
     /// [`Error::NoMemoryTypeBits`], [`Error::SizeExceedsHeaps`],
     /// [`Error::NoSuitableMemoryType`], [`Error::SizeExceedsMaxAllocation`]
     /// (checked in that order, except that a device-address usage on a

@@ -14,7 +14,7 @@ use super::pool::{
     pool_type_serves, type_bit, with_custom_pool, with_custom_pool_mut, CustomPools, Home, PoolTag,
 };
 use super::{Allocation, Pool, Request};
-use crate::device::MemoryDeviceExt;
+use crate::device::{DedicatedTarget, MemoryDeviceExt};
 use crate::memory::context::MemoryContext;
 use crate::memory::memory_type_choice::rank_memory_types;
 use crate::memory::runs::class_of;
@@ -147,7 +147,9 @@ pub(super) fn check_requirements(requirements: &vk::MemoryRequirements) -> Resul
 /// [`check_requirements`], a power-of-two (or 0) `min_alignment`
 /// ([`Error::AlignmentNotPowerOfTwo`]), then
 /// [`Error::MissingDedicatedTarget`] when the driver requires dedicated
-/// memory and the request names no resource.
+/// memory and the request names no resource, and
+/// [`Error::DedicatedTargetMismatch`] when the resource it names is not of
+/// its kind.
 #[inline]
 fn check_request(request: &Request<'_>) -> Result<(), Error> {
     check_requirements(&request.requirements)?;
@@ -155,10 +157,17 @@ fn check_request(request: &Request<'_>) -> Result<(), Error> {
     if min_alignment & min_alignment.wrapping_sub(1) != 0 {
         return Err(Error::AlignmentNotPowerOfTwo(min_alignment));
     }
-    if request.driver_dedicated.required && request.dedicated_target.is_none() {
-        return Err(Error::MissingDedicatedTarget);
+    match (request.dedicated_target, request.kind) {
+        (None, _) if request.driver_dedicated.required => Err(Error::MissingDedicatedTarget),
+        (
+            Some(DedicatedTarget::Buffer(_)),
+            ResourceKind::LinearImage | ResourceKind::OptimalImage,
+        )
+        | (Some(DedicatedTarget::Image(_)), ResourceKind::Buffer) => {
+            Err(Error::DedicatedTargetMismatch)
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// One allocation's walk over the memory types.
@@ -456,8 +465,7 @@ pub(super) fn custom_pool_request<'r, D>(
     request: &Request<'r>,
     within_budget: bool,
 ) -> PoolRequest<'r> {
-    let granularity = context.properties.buffer_image_granularity.max(1);
-    let padded = granularity.is_power_of_two().then_some(granularity);
+    let padded = context.granularity_page();
     pool_request_padded(context, memory_type, request, within_budget, padded)
 }
 
@@ -483,17 +491,23 @@ fn pool_request_padded<'r, D>(
     }
     // bufferImageGranularity (MemoryContext::padded_granularity): optimal
     // images either take whole pages of blocks they share with linear
-    // resources, or blocks of their own (class 1).
-    let linear = request.kind.is_linear();
-    let class = usize::from(padded.is_none() && !linear);
+    // resources, or blocks of their own (class 1). A resource of unknown
+    // kind takes whole pages of a linear block, which no neighbour of
+    // either kind shares, wherever the granularity is a power of two (else
+    // dedicated memory, below).
+    let (class, page) = match request.kind {
+        ResourceKind::Buffer | ResourceKind::LinearImage => (0, None),
+        ResourceKind::OptimalImage => (usize::from(padded.is_none()), padded),
+        ResourceKind::Unknown => (0, context.granularity_page()),
+    };
     let size = request.requirements.size;
     // `Config::debug_margin` (0 by default) free bytes after the
     // allocation, in the bytes it takes in its block: the offset
     // allocator's range or the run slot holds them, so no other allocation
     // starts before they end. Dedicated memory has the exact size.
     let with_margin = size.saturating_add(context.config.debug_margin);
-    let placed_size = match padded {
-        Some(page) if !linear => {
+    let placed_size = match page {
+        Some(page) => {
             align = align.max(page);
             round_up(with_margin, page)
         }
@@ -504,7 +518,8 @@ fn pool_request_padded<'r, D>(
         // takes 1 MiB, not 64.
         _ => round_up(with_margin, align.min(MAX_TAIL_ROUNDING)),
     };
-    let dedicated = if context.is_lazily_allocated(memory_type) {
+    let unplaceable_kind = request.kind == ResourceKind::Unknown && page.is_none();
+    let dedicated = if context.is_lazily_allocated(memory_type) || unplaceable_kind {
         DedicatedChoice::Require
     } else {
         request.dedicated_choice()

@@ -71,6 +71,7 @@ impl SlotKinds {
             ResourceKind::Buffer => 0,
             ResourceKind::LinearImage => 1,
             ResourceKind::OptimalImage => 2,
+            ResourceKind::Unknown => 3,
         };
         let bits = &mut self.words[word];
         *bits = (*bits & !(3 << shift)) | (code << shift);
@@ -82,6 +83,7 @@ impl SlotKinds {
         match self.words.get(word).map_or(0, |bits| (bits >> shift) & 3) {
             1 => ResourceKind::LinearImage,
             2 => ResourceKind::OptimalImage,
+            3 => ResourceKind::Unknown,
             _ => ResourceKind::Buffer,
         }
     }
@@ -224,14 +226,15 @@ mod tests {
             ResourceKind::Buffer,
             ResourceKind::LinearImage,
             ResourceKind::OptimalImage,
+            ResourceKind::Unknown,
         ];
         let mut table = SlotKinds::default();
         for slot in 0..100 {
             table.record(slot, ResourceKind::Buffer);
         }
         assert!(table.words.is_empty());
-        let kind_of = |slot: u32, round: u32| kinds[((slot * 7 + round) % 3) as usize];
-        for round in 0..3 {
+        let kind_of = |slot: u32, round: u32| kinds[((slot * 7 + round) % 4) as usize];
+        for round in 0..4 {
             for slot in (0..100).rev() {
                 table.record(slot, kind_of(slot, round));
             }

@@ -281,6 +281,15 @@ impl<D> MemoryContext<D> {
         self.padded_granularity
     }
 
+    /// `bufferImageGranularity` when it is a power of two, however large:
+    /// the pages custom pools pad optimal images to, and every pool
+    /// resources of [`ResourceKind::Unknown`](crate::ResourceKind::Unknown);
+    /// `None` otherwise (no driver we know of).
+    pub(crate) fn granularity_page(&self) -> Option<u64> {
+        let granularity = self.properties.buffer_image_granularity.max(1);
+        granularity.is_power_of_two().then_some(granularity)
+    }
+
     /// Memory types usable for `usage`, best first, before the
     /// `memoryTypeBits` and size filters ([`RankTable::admits`]).
     #[inline]

@@ -121,10 +121,23 @@ impl fmt::Debug for Usage {
 /// The allocator gives optimal images whole pages (or, for a granularity above
 /// [`Config::max_padded_granularity`](crate::Config::max_padded_granularity),
 /// blocks of their own), so they never do.
+///
+/// The default is [`Unknown`](Self::Unknown), which is safe for any
+/// resource and costs memory: say the kind whenever you know it (the
+/// create-and-bind helpers do).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ResourceKind {
-    /// A `VkBuffer`.
+    /// A resource the request does not describe (VMA's
+    /// `VMA_SUBALLOCATION_TYPE_UNKNOWN`): it may be linear or optimal, so
+    /// it shares a page with no other allocation. It takes whole
+    /// `bufferImageGranularity` pages (start and size rounded to the
+    /// page), however large the page; on a device whose granularity is
+    /// not a power of two (none known) it takes dedicated memory. It never
+    /// takes a small-buffer run's slot. The default, so that a request
+    /// built with `..Default::default()` is never placed wrongly.
     #[default]
+    Unknown,
+    /// A `VkBuffer`.
     Buffer,
     /// A `VkImage` with `VK_IMAGE_TILING_LINEAR`.
     LinearImage,
@@ -133,9 +146,21 @@ pub enum ResourceKind {
 }
 
 impl ResourceKind {
-    /// Whether the resource is linear in the granularity sense.
+    /// Whether the resource is known to be linear in the granularity
+    /// sense: a buffer or a linear image. `false` for an optimal image and
+    /// for [`Unknown`](Self::Unknown).
     pub const fn is_linear(self) -> bool {
-        !matches!(self, Self::OptimalImage)
+        matches!(self, Self::Buffer | Self::LinearImage)
+    }
+
+    /// Whether two resources of these kinds may share a
+    /// `bufferImageGranularity` page: when both are known and both linear
+    /// or both optimal.
+    pub const fn may_share_page_with(self, other: Self) -> bool {
+        match (self, other) {
+            (Self::Unknown, _) | (_, Self::Unknown) => false,
+            _ => self.is_linear() == other.is_linear(),
+        }
     }
 }
 

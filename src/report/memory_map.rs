@@ -78,7 +78,16 @@ impl RangeKind {
             ResourceKind::Buffer => Self::Buffer,
             ResourceKind::LinearImage => Self::ImageLinear,
             ResourceKind::OptimalImage => Self::ImageOptimal,
+            ResourceKind::Unknown => Self::Unknown,
         }
+    }
+}
+
+/// The kind a map or dump shows for an allocation made for a resource of
+/// that kind.
+impl From<ResourceKind> for RangeKind {
+    fn from(kind: ResourceKind) -> Self {
+        Self::of_resource(kind)
     }
 }
 

@@ -160,6 +160,47 @@ fn granularity_decides_which_kinds_alias() {
     finish(allocator, &device);
 }
 
+/// An allocation made for a resource of unknown kind takes whole pages, so
+/// any kind may alias it, whether images are padded (1024) or kept in
+/// blocks of their own (64 KiB); an alias of unknown kind is linear and
+/// optimal at once, so it may alias only such an allocation, a padded
+/// optimal image's, or dedicated memory.
+#[test]
+fn a_resource_of_unknown_kind_aliases_where_both_kinds_would() {
+    use ResourceKind::Unknown;
+    let r = requirements(KIB, 256);
+    for granularity in [1024, 65536] {
+        let layout = FakeLayout::discrete().with_granularity(granularity);
+        let (allocator, device) = allocator(layout);
+        let unknown = allocation(&allocator, 64 * KIB, Unknown);
+        let buffer = allocation(&allocator, 64 * KIB, Buffer);
+        let image = allocation(&allocator, 64 * KIB, OptimalImage);
+        for kind in [Buffer, LinearImage, OptimalImage, Unknown] {
+            let context = format!("granularity {granularity}, a {kind:?} alias");
+            assert_eq!(
+                allocator.check_alias(&unknown, 0, &r, kind),
+                Ok(()),
+                "{context}"
+            );
+        }
+        assert!(matches!(
+            allocator.check_alias(&buffer, 0, &r, Unknown),
+            Err(Error::CannotAlias(_))
+        ));
+        // Padded at 1024, in blocks of images alone at 64 KiB.
+        let padded = granularity <= Config::default().max_padded_granularity;
+        assert_eq!(
+            allocator.check_alias(&image, 0, &r, Unknown).is_ok(),
+            padded,
+            "granularity {granularity}"
+        );
+        for allocation in [unknown, buffer, image] {
+            free(&allocator, allocation);
+        }
+        finish(allocator, &device);
+    }
+}
+
 /// Dedicated memory has no neighbours, but memory made for one resource
 /// (`VkMemoryDedicatedAllocateInfo`) takes no other.
 #[test]

@@ -2,7 +2,10 @@
 
 use ash::vk::Handle;
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{Allocation, Config, Request, ResourceKind, Usage};
+use vk_suballoc::{
+    Allocation, AllocationDesc, Config, DedicatedPolicy, DedicatedTarget, Error, PoolDesc, Request,
+    ResourceKind, Usage,
+};
 
 use super::{allocator_with, finish, free, requirements, without_runs, FakeAllocator};
 
@@ -279,11 +282,11 @@ fn an_image_never_takes_a_gap_in_the_page_of_the_buffer_after_it() {
         );
         let pool = in_pool.then(|| {
             allocator
-                .create_pool(&vk_suballoc::PoolDesc::new(1).block_size(MIB))
+                .create_pool(&PoolDesc::new(1).block_size(MIB))
                 .unwrap()
         });
         let request = |size, alignment, kind| {
-            let mut desc = vk_suballoc::AllocationDesc::new(Usage::DEVICE_LOCAL);
+            let mut desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
             if let Some(pool) = pool {
                 desc = desc.pool(pool);
             }
@@ -317,4 +320,140 @@ fn an_image_never_takes_a_gap_in_the_page_of_the_buffer_after_it() {
         }
         finish(allocator, &device);
     }
+}
+
+/// A resource of unknown kind, `Request`'s default, is linear and optimal
+/// at once for the granularity: it takes whole pages, which no other
+/// allocation shares, whether images are padded in shared blocks (1024),
+/// kept in blocks of their own (64 KiB) or padded in a custom pool; small
+/// ones take no run slot, whose neighbours are buffers on shared pages.
+#[test]
+fn a_resource_of_unknown_kind_shares_no_page() {
+    use ResourceKind::{Buffer, LinearImage, OptimalImage, Unknown};
+    assert_eq!(Request::default().kind, Unknown);
+    for (granularity, in_pool) in [(1024, false), (65536, false), (65536, true)] {
+        let layout = FakeLayout::discrete().with_granularity(granularity);
+        let (allocator, device) = allocator_with(layout, Config::default());
+        let pool = in_pool.then(|| allocator.create_pool(&PoolDesc::new(1)).unwrap());
+        let kinds = [Buffer, Unknown, OptimalImage, LinearImage, Unknown];
+        let mut live: Vec<(ResourceKind, Allocation)> = Vec::new();
+        for i in 0..300u64 {
+            let kind = kinds[(i % 5) as usize];
+            let mut desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+            if let Some(pool) = pool {
+                desc = desc.pool(pool);
+            }
+            let size = 100 + (i * 7919) % 5000;
+            // Unknown through the default, as a request built field by
+            // field without a kind is.
+            let request = Request {
+                requirements: requirements(size, 16),
+                desc,
+                ..Default::default()
+            };
+            let request = if kind == Unknown {
+                request
+            } else {
+                Request { kind, ..request }
+            };
+            let allocation = allocator.allocate(&request).unwrap();
+            if kind == Unknown {
+                assert_eq!(allocation.offset() % granularity, 0, "{i}: {allocation:?}");
+            }
+            live.push((kind, allocation));
+            if i % 4 == 3 {
+                let (_, victim) = live.swap_remove((i as usize * 31) % live.len());
+                free(&allocator, victim);
+            }
+        }
+        let page = |offset: u64| offset / granularity;
+        for (i, (kind_a, a)) in live.iter().enumerate() {
+            for (kind_b, b) in &live[i + 1..] {
+                if a.memory() != b.memory() || kind_a.may_share_page_with(*kind_b) {
+                    continue;
+                }
+                let (first, second) = if a.offset() < b.offset() {
+                    (a, b)
+                } else {
+                    (b, a)
+                };
+                assert!(
+                    page(first.offset() + first.size() - 1) < page(second.offset()),
+                    "granularity {granularity}, pool {in_pool}: {kind_a:?} {a:?} and \
+                     {kind_b:?} {b:?} share a page"
+                );
+            }
+        }
+        for (_, allocation) in live {
+            free(&allocator, allocation);
+        }
+        if let Some(pool) = pool {
+            allocator.destroy_pool(pool).unwrap();
+        }
+        finish(allocator, &device);
+    }
+}
+
+/// On a device whose granularity is not a power of two (none known), a
+/// resource of unknown kind cannot be padded to whole pages: it takes
+/// dedicated memory, even under `DedicatedPolicy::Never`, in a default
+/// pool and in a custom one.
+#[test]
+fn a_resource_of_unknown_kind_takes_dedicated_memory_on_odd_pages() {
+    let (allocator, device) = allocator_with(
+        FakeLayout::discrete().with_granularity(3072),
+        Config::default(),
+    );
+    let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
+    let descs = [
+        AllocationDesc::new(Usage::DEVICE_LOCAL),
+        AllocationDesc::new(Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Never),
+        AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool),
+    ];
+    for desc in descs {
+        let request = Request::with_desc(requirements(4096, 256), ResourceKind::Unknown, desc);
+        let allocation = allocator.allocate(&request).unwrap();
+        assert!(allocation.is_dedicated(), "{desc:?}");
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+/// A request naming a buffer as its dedicated target and an image as its
+/// kind, or the reverse, is refused before any memory is made: its kind
+/// decides the placement, so one of the two is wrong. An unknown kind goes
+/// with either target.
+#[test]
+fn a_dedicated_target_of_the_other_kind_is_refused() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let buffer = DedicatedTarget::Buffer(ash::vk::Buffer::from_raw(0x1000));
+    let image = DedicatedTarget::Image(ash::vk::Image::from_raw(0x2000));
+    let request = |target, kind| {
+        Request::new(requirements(4096, 256), Usage::DEVICE_LOCAL, kind).dedicated_target(target)
+    };
+    for (target, kind) in [
+        (buffer, ResourceKind::LinearImage),
+        (buffer, ResourceKind::OptimalImage),
+        (image, ResourceKind::Buffer),
+    ] {
+        let refused = allocator.allocate(&request(target, kind));
+        assert_eq!(
+            refused.unwrap_err(),
+            Error::DedicatedTargetMismatch,
+            "{kind:?}"
+        );
+    }
+    assert_eq!(device.counters().allocate_calls, 0);
+    for (target, kind) in [
+        (buffer, ResourceKind::Buffer),
+        (buffer, ResourceKind::Unknown),
+        (image, ResourceKind::LinearImage),
+        (image, ResourceKind::OptimalImage),
+        (image, ResourceKind::Unknown),
+    ] {
+        let allocation = allocator.allocate(&request(target, kind)).unwrap();
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
 }

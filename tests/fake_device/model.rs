@@ -137,11 +137,7 @@ fn check_all(allocator: &FakeAllocator, live: &[Live], granularity: u64, context
             continue;
         }
         let range = in_blocks.get(&(a.memory().as_raw(), a.offset()));
-        let want = match l.kind {
-            ResourceKind::Buffer => RangeKind::Buffer,
-            ResourceKind::LinearImage => RangeKind::ImageLinear,
-            ResourceKind::OptimalImage => RangeKind::ImageOptimal,
-        };
+        let want = RangeKind::from(l.kind);
         assert_eq!(
             range.map(|r| r.0),
             Some(want),

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use ash::vk::Handle;
 use vk_suballoc::report::{BlockMap, RangeKind};
-use vk_suballoc::{Error, ResourceKind};
+use vk_suballoc::Error;
 
 use super::{Place, Walk};
 use crate::assert_ranges_tile;
@@ -231,11 +231,7 @@ impl Walk {
         );
         for live in &self.live {
             let a = &live.allocation;
-            let kind = match live.kind {
-                ResourceKind::Buffer => RangeKind::Buffer,
-                ResourceKind::LinearImage => RangeKind::ImageLinear,
-                ResourceKind::OptimalImage => RangeKind::ImageOptimal,
-            };
+            let kind = RangeKind::from(live.kind);
             if a.is_dedicated() {
                 let entry = dedicated.get(&a.memory().as_raw());
                 assert_eq!(entry, Some(&(kind, live.name)), "{ctx}: dedicated {a:?}");
