@@ -565,6 +565,40 @@ fn a_retiring_block_goes_on_under_a_lower_used_percent() {
     finish(allocator, &device);
 }
 
+/// A resource made again of unknown kind needs dedicated memory where the
+/// granularity is not a power of two (it cannot be padded to whole
+/// pages): no plan moves it into a block, neither emptying one nor
+/// compacting, where the same buffers listed as buffers move.
+#[test]
+fn a_resource_that_needs_dedicated_memory_is_not_moved_into_a_block() {
+    let layout = FakeLayout::discrete().with_granularity(3072);
+    let (allocator, device) = allocator_with(layout, without_runs());
+    let live = two_fragmented_blocks(&allocator);
+    let as_kind = |kind| -> Vec<Movable<'_>> {
+        live.iter()
+            .map(|a| Movable::new(a, requirements(a.size(), 256), kind))
+            .collect()
+    };
+    let compacting = DefragmentationLimits::default().compact_blocks(true);
+    for limits in [DefragmentationLimits::default(), compacting] {
+        let plan = allocator
+            .plan_defragmentation(&as_kind(ResourceKind::Unknown), &limits)
+            .unwrap();
+        assert!(plan.moves.is_empty(), "{limits:?}: {:?}", plan.moves);
+    }
+    let plan = allocator
+        .plan_defragmentation(&as_kind(ResourceKind::Buffer), &compacting)
+        .unwrap();
+    assert!(!plan.moves.is_empty());
+    for planned in plan.moves {
+        allocator.give_up_move(planned).unwrap();
+    }
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
 /// A block holding anything not movable stays: here the second block's
 /// last buffer is left out, then a dedicated allocation, which never moves,
 /// is the only thing listed.

@@ -1,13 +1,14 @@
 //! A seeded random walk aimed at `bufferImageGranularity` alone, on large
 //! pages (1 KiB to 64 KiB, and 3 KiB, which is not a power of two): buffers,
-//! linear and optimal images, small buffers in runs, custom pools (fixed
+//! linear and optimal images, resources of unknown kind, small buffers in runs, custom pools (fixed
 //! block sizes, some not a multiple of the page, `max_blocks`), requests
 //! with a `min_alignment` or for existing memory only, debug margins, frees
 //! now and after a frame, defragmentation plans (emptying blocks, in part,
 //! and compacting them) carried out or given up, and aliases accepted by
 //! `check_alias`. After every step, no two resources of different
 //! allocations (an allocation's own resource and the aliases bound into it)
-//! that are still bound, one linear and one optimal, share a page of one
+//! that are still bound, one linear and one optimal (or either of unknown
+//! kind), share a page of one
 //! memory object: resources freed after a frame stay bound until that
 //! frame is collected, and a move's source stays bound beside its
 //! destination until the engine frees it.
@@ -118,10 +119,11 @@ impl GranularityWalk {
     }
 
     fn kind(&mut self) -> ResourceKind {
-        match self.rng.below(5) {
+        match self.rng.below(6) {
             0 | 1 => ResourceKind::Buffer,
             2 => ResourceKind::LinearImage,
-            _ => ResourceKind::OptimalImage,
+            3 | 4 => ResourceKind::OptimalImage,
+            _ => ResourceKind::Unknown,
         }
     }
 
@@ -373,7 +375,7 @@ impl GranularityWalk {
                         self.context
                     );
                     assert!(
-                        a.kind.is_linear() == b.kind.is_linear(),
+                        a.kind.may_share_page_with(b.kind),
                         "{}: memory {memory:#x}: {a:?} (allocation {id_a}) and {b:?} (allocation {id_b}) share a page of {page}",
                         self.context
                     );

@@ -123,7 +123,11 @@ fn move_requests<'n>(
         .map(|(movable, name)| {
             let mut request = request_for(movable.index);
             request.name = name.as_deref();
-            request.dedicated = DedicatedChoice::Never;
+            // A move goes to a block; a request that must have dedicated
+            // memory keeps saying so, and goes nowhere (place_outside).
+            if request.dedicated != DedicatedChoice::Require {
+                request.dedicated = DedicatedChoice::Never;
+            }
             if !runs {
                 request.run_class = None;
             }
@@ -406,11 +410,13 @@ impl<M> TypePool<M> {
                 }
                 let mut request = request_for(movable.index);
                 request.name = name.as_deref();
-                request.dedicated = DedicatedChoice::Never;
                 request.run_class = None;
-                if request.class != class {
+                // Not into a block: a resource of unknown kind where the
+                // granularity is not a power of two.
+                if request.class != class || request.dedicated == DedicatedChoice::Require {
                     continue;
                 }
+                request.dedicated = DedicatedChoice::Never;
                 let (size, align) = (request.placed_size, request.align);
                 // The lowest place below it that holds it.
                 let lowest = free
@@ -731,6 +737,11 @@ impl<M> TypePool<M> {
         request: &PoolRequest<'_>,
         destinations: &Destinations,
     ) -> Option<Placement> {
+        // Dedicated memory it must have: no block holds it (a resource of
+        // unknown kind where the granularity is not a power of two).
+        if request.dedicated == DedicatedChoice::Require {
+            return None;
+        }
         debug_assert_eq!(request.dedicated, DedicatedChoice::Never);
         let keys = &destinations.in_order[request.class];
         if let Some(class) = request.run_class {
