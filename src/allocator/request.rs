@@ -201,7 +201,9 @@ impl<'a> AllocationDesc<'a> {
 pub struct Request<'a> {
     /// Size, alignment and `memoryTypeBits` from `vkGet*MemoryRequirements`.
     pub requirements: vk::MemoryRequirements,
-    /// Buffer or image tiling, for `bufferImageGranularity`.
+    /// Buffer or image tiling, for `bufferImageGranularity`;
+    /// [`ResourceKind::Unknown`] by default, which pads the allocation to
+    /// whole pages: say the kind when you know it.
     pub kind: ResourceKind,
     /// Usage, name, policies.
     pub desc: AllocationDesc<'a>,
