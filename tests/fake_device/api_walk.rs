@@ -80,10 +80,11 @@ mod rings;
 
 const MIB: u64 = 1 << 20;
 const NAMES: [&str; 3] = ["walk-mesh", "walk-texture", "walk-staging"];
-const KINDS: [ResourceKind; 3] = [
+const KINDS: [ResourceKind; 4] = [
     ResourceKind::Buffer,
     ResourceKind::LinearImage,
     ResourceKind::OptimalImage,
+    ResourceKind::Unknown,
 ];
 /// Usages an engine asks for; `DEVICE_ADDRESS` is added to some.
 const USAGES: [Usage; 8] = [
@@ -102,7 +103,7 @@ const USAGES: [Usage; 8] = [
 struct Place {
     memory: vk::DeviceMemory,
     offset: u64,
-    linear: bool,
+    kind: ResourceKind,
 }
 
 /// An allocation the allocator counts in `stats()`: live, freed after a
@@ -146,7 +147,7 @@ impl Live {
             place: Some(Place {
                 memory: a.memory(),
                 offset: a.offset(),
-                linear: self.kind.is_linear(),
+                kind: self.kind,
             }),
             deferred: false,
             pool: self.pool,

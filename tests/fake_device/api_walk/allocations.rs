@@ -52,7 +52,7 @@ impl Walk {
 
     pub(super) fn draw_request(&mut self) -> (Request<'static>, Option<u64>) {
         let rng = &mut self.rng;
-        let kind = KINDS[rng.below(3) as usize];
+        let kind = KINDS[rng.below(KINDS.len() as u64) as usize];
         let mut usage = if rng.below(30) == 0 {
             Usage::default()
         } else {
@@ -270,7 +270,9 @@ impl Walk {
         assert_eq!(a.size(), r.size, "{ctx}");
         let props = self.layout.memory_types[t as usize].props;
         // Lazily allocated memory is always dedicated, as in VMA.
-        let lazy = props.contains(MemoryPropertyFlags::LAZILY_ALLOCATED);
+        // So is a resource of unknown kind where pages are not a power of two.
+        let lazy = props.contains(MemoryPropertyFlags::LAZILY_ALLOCATED)
+            || self.unknown_on_odd_pages(request);
         if request.driver_dedicated.required
             || request.desc.dedicated == DedicatedPolicy::Always
             || lazy
@@ -296,7 +298,7 @@ impl Walk {
         let place = Place {
             memory: a.memory(),
             offset: a.offset(),
-            linear: request.kind.is_linear(),
+            kind: request.kind,
         };
         self.assert_disjoint(place, a.size(), "a new allocation");
         let tag = is_host_visible(props).then(|| {
@@ -346,7 +348,11 @@ impl Walk {
         let granularity = self.layout.buffer_image_granularity.max(1);
         let padded = granularity.is_power_of_two()
             && (granularity <= self.config.max_padded_granularity || a.is_in_custom_pool());
-        if kind == ResourceKind::OptimalImage && padded {
+        // Unknown kinds take whole pages in every pool (dedicated memory
+        // where the page is not a power of two).
+        if (kind == ResourceKind::OptimalImage && padded)
+            || (kind == ResourceKind::Unknown && granularity.is_power_of_two())
+        {
             assert_eq!(
                 a.offset() % granularity,
                 0,

@@ -103,7 +103,7 @@ impl Walk {
             for (i, &(x, x_size)) in group.iter().enumerate() {
                 for &(y, _) in &group[i + 1..] {
                     assert!(
-                        x.linear == y.linear
+                        x.kind.may_share_page_with(y.kind)
                             || (x.offset + x_size - 1) / granularity < y.offset / granularity,
                         "{ctx}: {x:?}+{x_size} and {y:?} share a granularity page"
                     );

@@ -425,7 +425,7 @@ impl Walk {
         let place = Place {
             memory: d.memory(),
             offset: d.offset(),
-            linear: entry.kind.is_linear(),
+            kind: entry.kind,
         };
         self.assert_disjoint(place, d.size(), "a destination");
     }
@@ -468,7 +468,7 @@ impl Walk {
                         place: Some(Place {
                             memory: d.memory(),
                             offset: d.offset(),
-                            linear: entry.kind.is_linear(),
+                            kind: entry.kind,
                         }),
                         deferred: false,
                         pool: self.live[entry.live.unwrap_or_default()].pool,

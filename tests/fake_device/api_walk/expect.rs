@@ -123,6 +123,18 @@ impl Walk {
         request.driver_dedicated.required
             || request.desc.dedicated == DedicatedPolicy::Always
             || props.contains(Props::LAZILY_ALLOCATED)
+            || self.unknown_on_odd_pages(request)
+    }
+
+    /// Whether `request` is of unknown kind on a device whose granularity
+    /// is not a power of two: it then takes dedicated memory, always.
+    pub(super) fn unknown_on_odd_pages(&self, request: &Request<'_>) -> bool {
+        request.kind == ResourceKind::Unknown
+            && !self
+                .layout
+                .buffer_image_granularity
+                .max(1)
+                .is_power_of_two()
     }
 
     /// At least the bytes `request` takes in a block of memory type `t`.
@@ -132,7 +144,10 @@ impl Walk {
         if is_non_coherent(self.layout.memory_types[t as usize].props) {
             align = align.max(self.layout.non_coherent_atom_size);
         }
-        if request.kind == ResourceKind::OptimalImage {
+        if matches!(
+            request.kind,
+            ResourceKind::OptimalImage | ResourceKind::Unknown
+        ) {
             align = align.max(self.layout.buffer_image_granularity.next_power_of_two());
         }
         // Saturated: an alignment of 2^63 leaves no multiple past it.
@@ -151,8 +166,9 @@ impl Walk {
         let r = &request.requirements;
         let usage = self.device.heap_usage();
         let budgets = self.allocator.budgets();
-        let only_dedicated =
-            request.driver_dedicated.required || request.desc.dedicated == DedicatedPolicy::Always;
+        let only_dedicated = request.driver_dedicated.required
+            || request.desc.dedicated == DedicatedPolicy::Always
+            || self.unknown_on_odd_pages(request);
         let bits = r.memory_type_bits;
         self.candidates(bits, request.desc.usage, r.size)
             .into_iter()

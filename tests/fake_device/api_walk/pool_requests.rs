@@ -79,7 +79,12 @@ impl Walk {
         // Config::debug_margin after the allocation, in the bytes it takes.
         let margin = self.config.debug_margin;
         let page = self.layout.buffer_image_granularity.max(1);
-        if page.is_power_of_two() && request.kind == ResourceKind::OptimalImage {
+        if page.is_power_of_two()
+            && matches!(
+                request.kind,
+                ResourceKind::OptimalImage | ResourceKind::Unknown
+            )
+        {
             (r.size + margin).next_multiple_of(page)
         } else {
             (r.size + margin).next_multiple_of(align.min(MAX_TAIL_ROUNDING))
@@ -95,6 +100,7 @@ impl Walk {
         request.driver_dedicated.required
             || request.desc.dedicated == DedicatedPolicy::Always
             || lazy
+            || self.unknown_on_odd_pages(request)
     }
 
     /// The error a flawed request naming `pool` must get, in the order

@@ -337,7 +337,7 @@ impl Walk {
                 let place = Place {
                     memory: a.memory(),
                     offset: start,
-                    linear: true,
+                    kind: ResourceKind::Buffer,
                 };
                 assert_eq!(start % 256, 0, "{ctx}: a chunk off its buffer's alignment");
                 self.assert_disjoint(place, counted.size, "a ring chunk");
