@@ -44,8 +44,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// the helpers attach it to all dedicated memory they make, unless
     /// [`AllocationDesc::can_alias`] is set and the driver does not require
     /// it), or a linear resource and
-    /// an optimal-tiling image could then share a `bufferImageGranularity`
-    /// page (see [`create_aliasing_image`](Allocator::create_aliasing_image)).
+    /// an optimal-tiling image (or a resource of unknown kind and any
+    /// other) could then share a `bufferImageGranularity` page (see
+    /// [`create_aliasing_image`](Allocator::create_aliasing_image)).
     pub fn check_alias(
         &self,
         allocation: &Allocation,

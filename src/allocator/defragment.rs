@@ -49,7 +49,10 @@ pub struct Movable<'a> {
     pub requirements: vk::MemoryRequirements,
     /// What that resource is, for `bufferImageGranularity`: an image's
     /// kind follows its tiling (`LINEAR` is [`ResourceKind::LinearImage`],
-    /// `OPTIMAL` [`ResourceKind::OptimalImage`]).
+    /// `OPTIMAL` [`ResourceKind::OptimalImage`]). A move for
+    /// [`ResourceKind::Unknown`] takes whole pages; where the granularity
+    /// is not a power of two such a resource needs dedicated memory, and
+    /// no move is planned for it.
     pub kind: ResourceKind,
 }
 

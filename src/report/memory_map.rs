@@ -45,8 +45,9 @@ pub enum RangeKind {
     /// count as free space too, merged with free neighbours, although only
     /// buffers of the run's size class can take them.
     Free,
-    /// An allocation whose resource kind is not known (VMA's name; this
-    /// allocator always knows the kind a request named).
+    /// An allocation made for a resource of
+    /// [`ResourceKind::Unknown`](crate::ResourceKind::Unknown) (VMA's
+    /// name), `Request`'s default kind.
     Unknown,
     /// A buffer.
     Buffer,
@@ -418,5 +419,6 @@ mod tests {
             RangeKind::of_resource(ResourceKind::OptimalImage),
             ImageOptimal
         );
+        assert_eq!(RangeKind::from(ResourceKind::Unknown), Unknown);
     }
 }

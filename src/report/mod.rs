@@ -21,10 +21,10 @@
 //!
 //! # Allocation kinds
 //! Every allocation's [`ResourceKind`](crate::ResourceKind) (buffer, linear
-//! or optimal image) is recorded when it is made (two bits per slot of its
-//! block), so the map shows each as [`RangeKind::Buffer`],
-//! [`RangeKind::ImageLinear`] or [`RangeKind::ImageOptimal`], in blocks and
-//! in dedicated memory alike. It is the kind the request named. (A block
+//! or optimal image, or unknown) is recorded when it is made (two bits per
+//! slot of its block), so the map shows each as [`RangeKind::Buffer`],
+//! [`RangeKind::ImageLinear`], [`RangeKind::ImageOptimal`] or
+//! [`RangeKind::Unknown`], in blocks and in dedicated memory alike. It is the kind the request named. (A block
 //! that only ever held buffers stores nothing: the record starts with its
 //! first image, so buffer-only work pays no store.)
 //!
