@@ -8,8 +8,8 @@ use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags as Props;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{
-    Allocation, Config, DefragmentationLimits, DefragmentationPlan, Error, Movable, Request,
-    ResourceKind, Usage,
+    Allocation, AllocationDesc, Config, DefragmentationLimits, DefragmentationPlan, Error, Movable,
+    PoolDesc, Request, ResourceKind, Usage,
 };
 
 use super::seeded_rng::Rng;
@@ -596,6 +596,54 @@ fn a_resource_that_needs_dedicated_memory_is_not_moved_into_a_block() {
     for a in live {
         free(&allocator, a);
     }
+    finish(allocator, &device);
+}
+
+/// Nor does a plan start emptying a block in part (`split_blocks`) whose
+/// other allocations could move while one of unknown kind there could not:
+/// the block would stay retiring, taking no requests, for good.
+#[test]
+fn a_block_holding_a_resource_that_cannot_move_is_not_split() {
+    const KIB: u64 = 1024;
+    let layout = FakeLayout::discrete().with_granularity(3072);
+    let (allocator, device) = allocator_with(layout, without_runs());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).block_size(256 * KIB))
+        .unwrap();
+    let in_pool = |size| {
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        let request = Request::with_desc(requirements(size, 256), ResourceKind::Buffer, desc);
+        allocator.allocate(&request).unwrap()
+    };
+    // Block 1: two of 100 KiB; block 2: one of 150 KiB, room for one more.
+    let live = [in_pool(100 * KIB), in_pool(100 * KIB), in_pool(150 * KIB)];
+    assert_ne!(live[0].memory(), live[2].memory());
+    let movables = [
+        Movable::new(&live[0], requirements(100 * KIB, 256), ResourceKind::Buffer),
+        Movable::new(
+            &live[1],
+            requirements(100 * KIB, 256),
+            ResourceKind::Unknown,
+        ),
+    ];
+    let split = DefragmentationLimits::default()
+        .max_used_percent(100)
+        .max_moves(1)
+        .split_blocks(true);
+    let plan = allocator.plan_defragmentation(&movables, &split).unwrap();
+    assert_eq!(
+        (plan.moves.len(), plan.blocks_started),
+        (0, 0),
+        "{:?}",
+        plan.moves
+    );
+    // The block still takes requests.
+    let more = in_pool(50 * KIB);
+    assert_eq!(more.memory(), live[0].memory());
+    for a in live.into_iter().chain([more]) {
+        free(&allocator, a);
+    }
+    allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
 

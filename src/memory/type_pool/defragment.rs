@@ -526,7 +526,10 @@ impl<M> TypePool<M> {
     /// (skipping those over the bytes left or with no room elsewhere), and
     /// counts them in `plan`; the block joins `emptied`, to retire, and the
     /// destinations' blocks join `received`. Returns whether anything
-    /// moved; nothing changes when not.
+    /// moved; nothing changes when not. Not a block holding an allocation
+    /// that must have dedicated memory to move (a resource of unknown kind
+    /// where the granularity is not a power of two): it could never empty,
+    /// and would retire for good.
     #[allow(clippy::too_many_arguments)]
     fn empty_in_part(
         &mut self,
@@ -540,6 +543,12 @@ impl<M> TypePool<M> {
     ) -> bool {
         let names = self.names_of(&source.movables);
         let requests = move_requests(&source.movables, &names, request_for, self.takes_runs());
+        let stays = |(_, request, _): &(usize, PoolRequest<'_>, u64)| {
+            request.dedicated == DedicatedChoice::Require
+        };
+        if requests.iter().any(stays) {
+            return false;
+        }
         emptied.push(source.key);
         let destinations = self.destinations(emptied, free_in_runs);
         let mut moved = false;
