@@ -46,7 +46,7 @@ pub enum RangeKind {
     /// buffers of the run's size class can take them.
     Free,
     /// An allocation made for a resource of
-    /// [`ResourceKind::Unknown`](crate::ResourceKind::Unknown) (VMA's
+    /// [`ResourceKind::Unknown`] (VMA's
     /// name), `Request`'s default kind.
     Unknown,
     /// A buffer.
