@@ -1044,8 +1044,10 @@ fn set_name_renames_allocations_everywhere() {
         allocator
             .allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL).name("range-old"))
             .unwrap(),
+        // In the range's block, so in a run slot: runs are carved from
+        // existing blocks only (a first upload buffer took a range).
         allocator
-            .allocate(&buffer(256, 4, Usage::UPLOAD).name("slot-old"))
+            .allocate(&buffer(256, 4, Usage::DEVICE_LOCAL).name("slot-old"))
             .unwrap(),
         allocator
             .allocate(
