@@ -596,8 +596,10 @@ mod model_tests {
 
     /// Random takes (`take` and, as defragmentation does, `take_in`),
     /// frees, stale and double frees, retirements and reopenings: no slot
-    /// is handed out twice, none from a retired block's run, every stale
-    /// handle is refused, the lists stay right and the live slots add up.
+    /// is handed out twice, none from a retired block's run, none is
+    /// refused while a run outside the retired blocks has room (a reopened
+    /// block's runs give slots again), every stale handle is refused, the
+    /// lists stay right and the live slots add up.
     #[test]
     fn random_takes_frees_retirements_keep_the_lists_and_handles_right() {
         let mut rng = Rng::from_env("runs model");
@@ -633,6 +635,15 @@ mod model_tests {
                     let taken = match taken {
                         Some(taken) => taken,
                         None => {
+                            // No slot: no run of the class outside the
+                            // retired blocks has a free one, or a new run
+                            // would take block space while slots sit unused.
+                            let usable = runs.iter().find(|(_, run)| {
+                                usize::from(run.class) == class
+                                    && run.free != 0
+                                    && !retired.contains(&run.block)
+                            });
+                            assert!(usable.is_none(), "no slot taken, yet {usable:?} has room");
                             let block = blocks[rng.below(3) as usize];
                             if retired.contains(&block) {
                                 continue;
