@@ -80,7 +80,8 @@ impl LayerConfig {
 /// Why a configuration string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigError {
-    /// The profile name is none of `discrete`, `integrated`, `mobile`, `amd`, `rebar`, `passthrough`.
+    /// The profile name is none of `discrete`, `integrated`, `mobile`, `amd`,
+    /// `rebar`, `arc`, `apple`, `mali`, `passthrough`.
     UnknownProfile(String),
     /// An option other than `fail-allocation`, `max-allocations`,
     /// `image-alignment` and `dedicated` (or a `dedicated` value other than
@@ -96,7 +97,7 @@ impl fmt::Display for ConfigError {
         match self {
             Self::UnknownProfile(name) => write!(
                 f,
-                "unknown profile {name:?} (expected discrete, integrated, mobile, amd, rebar or {PASSTHROUGH})"
+                "unknown profile {name:?} (expected discrete, integrated, mobile, amd, rebar, arc, apple, mali or {PASSTHROUGH})"
             ),
             Self::UnknownOption(option) => write!(
                 f,
@@ -165,12 +166,37 @@ pub fn parse(spec: &str) -> Result<Option<LayerConfig>, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{DISCRETE, MOBILE};
+    use crate::profile::{APPLE, ARC, DISCRETE, MALI, MOBILE};
 
     #[test]
     fn plain_profile() {
         let config = parse("discrete").unwrap().unwrap();
         assert_eq!(config.profile, &DISCRETE);
+    }
+
+    #[test]
+    fn every_profile_by_name() {
+        for (name, profile) in [("arc", &ARC), ("apple", &APPLE), ("mali", &MALI)] {
+            let config = parse(name).unwrap().unwrap();
+            assert_eq!(config.profile, profile);
+            assert_eq!(
+                config.max_memory_allocation_count(),
+                profile.max_memory_allocation_count
+            );
+        }
+        let config = parse("arc,max-allocations=8").unwrap().unwrap();
+        assert_eq!(config.max_memory_allocation_count(), 8);
+        assert!(matches!(
+            parse("intel-arc"),
+            Err(ConfigError::UnknownProfile(_))
+        ));
+        let message = ConfigError::UnknownProfile("x".into()).to_string();
+        assert!(
+            ["arc", "apple", "mali"]
+                .iter()
+                .all(|name| message.contains(name)),
+            "{message}"
+        );
     }
 
     #[test]

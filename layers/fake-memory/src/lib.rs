@@ -63,6 +63,8 @@ mod memory_accounting;
 mod memory_type_map;
 mod physical_device_queries;
 pub mod profile;
+#[cfg(test)]
+mod profile_mirrors;
 mod requirements_intercepts;
 mod transient_images;
 

@@ -14,16 +14,35 @@ use crate::ffi_guard::guard;
 use crate::LAYER_NAME;
 
 /// Overwrites the limits and device type the profile fakes.
+///
+/// `bufferImageGranularity` and `nonCoherentAtomSize` are the profile's, but
+/// on a GPU never below the driver's own, whose rules still hold for the
+/// memory behind the fake types. On a CPU driver (lavapipe, SwiftShader)
+/// they are the profile's even when smaller: its memory is host memory,
+/// coherent, with no pages that linear and optimal resources could
+/// conflict in, so neither limit guards anything there, and profiles with
+/// small ones (`arc`'s granularity of 1, `apple`'s 16) report them as the
+/// real GPUs do.
 fn patch_properties(config: &LayerConfig, properties: &mut vk::PhysicalDeviceProperties) {
+    let cpu_driver = properties.device_type == vk::PhysicalDeviceType::CPU;
+    let raised = |driver: u64, profile: u64| {
+        if cpu_driver {
+            profile
+        } else {
+            driver.max(profile)
+        }
+    };
     let limits = &mut properties.limits;
     let profile = config.profile;
     properties.device_type = profile.device_type;
-    limits.buffer_image_granularity = limits
-        .buffer_image_granularity
-        .max(profile.buffer_image_granularity);
-    limits.non_coherent_atom_size = limits
-        .non_coherent_atom_size
-        .max(profile.non_coherent_atom_size);
+    limits.buffer_image_granularity = raised(
+        limits.buffer_image_granularity,
+        profile.buffer_image_granularity,
+    );
+    limits.non_coherent_atom_size = raised(
+        limits.non_coherent_atom_size,
+        profile.non_coherent_atom_size,
+    );
     limits.max_memory_allocation_count = limits
         .max_memory_allocation_count
         .min(config.max_memory_allocation_count());
@@ -309,6 +328,71 @@ pub unsafe extern "system" fn enumerate_device_extension_properties(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::parse;
+
+    /// A driver's properties with the given device type and limits.
+    fn driver(
+        device_type: vk::PhysicalDeviceType,
+        granularity: u64,
+        atom: u64,
+    ) -> vk::PhysicalDeviceProperties {
+        let mut properties = vk::PhysicalDeviceProperties {
+            device_type,
+            ..Default::default()
+        };
+        properties.limits.buffer_image_granularity = granularity;
+        properties.limits.non_coherent_atom_size = atom;
+        properties.limits.max_memory_allocation_count = 4096;
+        properties
+    }
+
+    #[test]
+    fn a_cpu_driver_gets_the_profiles_limits_even_below_its_own() {
+        let config = parse("apple").unwrap().unwrap();
+        let mut properties = driver(vk::PhysicalDeviceType::CPU, 64, 64);
+        patch_properties(&config, &mut properties);
+        let limits = properties.limits;
+        assert_eq!(
+            (
+                properties.device_type,
+                limits.buffer_image_granularity,
+                limits.non_coherent_atom_size
+            ),
+            (vk::PhysicalDeviceType::INTEGRATED_GPU, 16, 16)
+        );
+        let config = parse("arc").unwrap().unwrap();
+        let mut properties = driver(vk::PhysicalDeviceType::CPU, 64, 64);
+        patch_properties(&config, &mut properties);
+        assert_eq!(properties.limits.buffer_image_granularity, 1);
+        // The allocation count is never above the driver's.
+        assert_eq!(properties.limits.max_memory_allocation_count, 4096);
+    }
+
+    #[test]
+    fn a_gpu_drivers_limits_are_raised_never_lowered() {
+        let config = parse("apple").unwrap().unwrap();
+        let mut properties = driver(vk::PhysicalDeviceType::DISCRETE_GPU, 1024, 64);
+        patch_properties(&config, &mut properties);
+        let limits = properties.limits;
+        assert_eq!(
+            (
+                limits.buffer_image_granularity,
+                limits.non_coherent_atom_size
+            ),
+            (1024, 64)
+        );
+        let config = parse("discrete").unwrap().unwrap();
+        let mut properties = driver(vk::PhysicalDeviceType::INTEGRATED_GPU, 1, 64);
+        patch_properties(&config, &mut properties);
+        let limits = properties.limits;
+        assert_eq!(
+            (
+                limits.buffer_image_granularity,
+                limits.non_coherent_atom_size
+            ),
+            (1024, 256)
+        );
+    }
 
     const MIB: u64 = 1 << 20;
 

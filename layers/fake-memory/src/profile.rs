@@ -40,7 +40,7 @@ pub struct FakeType {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Profile {
     /// Name used in the configuration string (`discrete`, `integrated`,
-    /// `mobile`, `amd`, `rebar`).
+    /// `mobile`, `amd`, `rebar`, `arc`, `apple`, `mali`).
     pub name: &'static str,
     /// `VkPhysicalDeviceProperties::deviceType` reported by the layer.
     pub device_type: vk::PhysicalDeviceType,
@@ -327,8 +327,151 @@ pub const REBAR: Profile = Profile {
     min_image_alignment: 4096,
 };
 
+/// An Intel Arc discrete GPU without resizable BAR, as Mesa's ANV reports it
+/// (`FakeLayout::intel_arc` in the crate's fake device): VRAM split into a
+/// heap the host cannot map and the 256 MiB it can (a heap of its own), and a
+/// system-memory heap whose only type is host-visible, coherent *and cached*:
+/// there is no write-combined system-memory type, so the only uncached
+/// host-visible memory is the small BAR. Types: device-local, host
+/// coherent cached (no optimal images, as [`DISCRETE`]'s host types), then
+/// device-local host-visible coherent in the BAR heap. `bufferImageGranularity`
+/// 1 and no allocation-count limit to speak of, as ANV reports them. The VRAM
+/// and system heaps are scaled down for tests (ANV: 15.75 GiB and the
+/// system's RAM) but stay above 1 GiB, where allocators size blocks as for a
+/// large heap; the BAR heap is the real 256 MiB.
+pub const ARC: Profile = Profile {
+    name: "arc",
+    device_type: vk::PhysicalDeviceType::DISCRETE_GPU,
+    heaps: &[
+        FakeHeap {
+            size: 2 * GIB - 256 * MIB,
+            flags: HEAP_DEVICE_LOCAL,
+        },
+        FakeHeap {
+            size: 2 * GIB,
+            flags: vk::MemoryHeapFlags::empty(),
+        },
+        FakeHeap {
+            size: 256 * MIB,
+            flags: HEAP_DEVICE_LOCAL,
+        },
+    ],
+    types: &[
+        FakeType {
+            flags: DEVICE_LOCAL,
+            heap: 0,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[HOST_VISIBLE, HOST_COHERENT, HOST_CACHED]),
+            heap: 1,
+            images: false,
+        },
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, HOST_VISIBLE, HOST_COHERENT]),
+            heap: 2,
+            images: true,
+        },
+    ],
+    buffer_image_granularity: 1,
+    non_coherent_atom_size: 64,
+    max_memory_allocation_count: u32::MAX,
+    min_buffer_alignment: 64,
+    buffer_size_granule: 4,
+    min_image_alignment: 4096,
+};
+
+/// An Apple-silicon Mac through MoltenVK (`FakeLayout::apple`): one unified
+/// heap, every type device-local; Metal's private storage, then *managed*
+/// storage (host-visible, cached, not coherent), listed before *shared*
+/// storage (host-visible, coherent, cached). An allocator that takes the
+/// first host-visible type for uploads or readback gets the non-coherent
+/// one, and the layer's host cache then shows any missing flush or
+/// invalidate. `bufferImageGranularity` and `nonCoherentAtomSize` are 16,
+/// Metal's buffer alignment on Apple GPUs. The heap is scaled down for tests
+/// (the Mac's RAM) but stays above 1 GiB.
+pub const APPLE: Profile = Profile {
+    name: "apple",
+    device_type: vk::PhysicalDeviceType::INTEGRATED_GPU,
+    heaps: &[FakeHeap {
+        size: 2 * GIB,
+        flags: HEAP_DEVICE_LOCAL,
+    }],
+    types: &[
+        FakeType {
+            flags: DEVICE_LOCAL,
+            heap: 0,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, HOST_VISIBLE, HOST_CACHED]),
+            heap: 0,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, HOST_VISIBLE, HOST_COHERENT, HOST_CACHED]),
+            heap: 0,
+            images: true,
+        },
+    ],
+    buffer_image_granularity: 16,
+    non_coherent_atom_size: 16,
+    max_memory_allocation_count: 4096,
+    min_buffer_alignment: 16,
+    buffer_size_granule: 1,
+    min_image_alignment: 4096,
+};
+
+/// A Mali GPU as Arm's driver reports it (`FakeLayout::mali`): one heap and
+/// no device-local type the host cannot map, so GPU-only data lives in a
+/// host-visible type; types device-local host-visible coherent, the same
+/// and cached, then a lazily allocated type that, as on [`MOBILE`], only
+/// transient-attachment images are offered. `bufferImageGranularity` 4096,
+/// `nonCoherentAtomSize` 64. The heap is scaled down for tests (4 GiB) but
+/// stays above 1 GiB.
+pub const MALI: Profile = Profile {
+    name: "mali",
+    device_type: vk::PhysicalDeviceType::INTEGRATED_GPU,
+    heaps: &[FakeHeap {
+        size: 2 * GIB,
+        flags: HEAP_DEVICE_LOCAL,
+    }],
+    types: &[
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, HOST_VISIBLE, HOST_COHERENT]),
+            heap: 0,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, HOST_VISIBLE, HOST_COHERENT, HOST_CACHED]),
+            heap: 0,
+            images: true,
+        },
+        FakeType {
+            flags: all(&[DEVICE_LOCAL, LAZILY_ALLOCATED]),
+            heap: 0,
+            images: true,
+        },
+    ],
+    buffer_image_granularity: 4096,
+    non_coherent_atom_size: 64,
+    max_memory_allocation_count: 4096,
+    min_buffer_alignment: 64,
+    buffer_size_granule: 1,
+    min_image_alignment: 4096,
+};
+
 /// Every profile, for lookup by name.
-pub const ALL: [&Profile; 5] = [&DISCRETE, &INTEGRATED, &MOBILE, &AMD, &REBAR];
+pub const ALL: [&Profile; 8] = [
+    &DISCRETE,
+    &INTEGRATED,
+    &MOBILE,
+    &AMD,
+    &REBAR,
+    &ARC,
+    &APPLE,
+    &MALI,
+];
 
 /// Checked at compile time: every profile fits Vulkan's fixed-size arrays,
 /// points its types at existing heaps, has no type that is both lazily
@@ -409,13 +552,13 @@ mod tests {
     }
 
     #[test]
-    fn only_mobile_has_a_lazily_allocated_type_and_it_comes_last() {
+    fn only_mobile_and_mali_have_a_lazily_allocated_type_and_it_comes_last() {
         for profile in ALL {
             let lazy: Vec<usize> = (0..profile.types.len())
                 .filter(|&t| profile.types[t].flags.contains(LAZILY_ALLOCATED))
                 .collect();
-            if profile.name == "mobile" {
-                assert_eq!(lazy, [profile.types.len() - 1]);
+            if ["mobile", "mali"].contains(&profile.name) {
+                assert_eq!(lazy, [profile.types.len() - 1], "{}", profile.name);
                 let last = profile.types[lazy[0]];
                 assert_eq!(last.flags, DEVICE_LOCAL | LAZILY_ALLOCATED);
                 assert!(profile.heaps[last.heap as usize]
@@ -425,5 +568,53 @@ mod tests {
                 assert_eq!(lazy, [] as [usize; 0], "{}", profile.name);
             }
         }
+    }
+
+    /// The host-visible types of `profile`, in order, by whether they are
+    /// coherent.
+    fn host_visible_coherence(profile: &Profile) -> Vec<bool> {
+        profile
+            .types
+            .iter()
+            .filter(|t| t.flags.contains(HOST_VISIBLE))
+            .map(|t| t.flags.contains(HOST_COHERENT))
+            .collect()
+    }
+
+    #[test]
+    fn arc_maps_vram_through_a_small_bar_only() {
+        // The only uncached host-visible memory is device-local, in a heap
+        // of 256 MiB next to a VRAM heap the host cannot map.
+        let uncached_host: Vec<&FakeType> = ARC
+            .types
+            .iter()
+            .filter(|t| t.flags.contains(HOST_VISIBLE) && !t.flags.contains(HOST_CACHED))
+            .collect();
+        assert_eq!(uncached_host.len(), 1);
+        assert!(uncached_host[0].flags.contains(DEVICE_LOCAL));
+        assert_eq!(ARC.heaps[uncached_host[0].heap as usize].size, 256 * MIB);
+        assert!(ARC.heaps[0].size > GIB, "a large VRAM heap beside the BAR");
+        assert!(ARC
+            .types
+            .iter()
+            .filter(|t| t.heap == 0)
+            .all(|t| !t.flags.contains(HOST_VISIBLE)));
+    }
+
+    #[test]
+    fn apple_lists_its_non_coherent_type_before_the_coherent_one() {
+        assert_eq!(host_visible_coherence(&APPLE), [false, true]);
+        assert!(APPLE.types.iter().all(|t| t.flags.contains(DEVICE_LOCAL)));
+    }
+
+    #[test]
+    fn mali_has_no_device_local_type_the_host_cannot_map() {
+        assert!(MALI
+            .types
+            .iter()
+            .filter(|t| !t.flags.contains(LAZILY_ALLOCATED))
+            .all(|t| t
+                .flags
+                .contains(DEVICE_LOCAL | HOST_VISIBLE | HOST_COHERENT)));
     }
 }

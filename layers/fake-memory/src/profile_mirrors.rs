@@ -1,0 +1,86 @@
+//! The profiles that mirror a layout of the crate's own fake device
+//! (`vk_suballoc::device::fake::FakeLayout`) report the same memory types,
+//! heap structure and limits, so that the Vulkan suite under validation and
+//! the fake-device tests describe the same GPUs. Heap sizes are the one
+//! exception: the layer's are scaled down so that tests which fill a heap
+//! on lavapipe stay quick, but stay on the same side of 1 GiB (the
+//! allocator's small-heap limit), and a heap of 256 MiB or less keeps its
+//! size.
+
+use ash::vk;
+use vk_suballoc::device::fake::FakeLayout;
+
+use crate::profile::{Profile, APPLE, ARC, MALI};
+
+const GIB: u64 = 1 << 30;
+
+/// Asserts that `profile` describes the same GPU as `layout`.
+fn assert_mirrors(profile: &Profile, layout: &FakeLayout) {
+    let name = profile.name;
+    let types: Vec<(vk::MemoryPropertyFlags, u32)> =
+        profile.types.iter().map(|t| (t.flags, t.heap)).collect();
+    let layout_types: Vec<(vk::MemoryPropertyFlags, u32)> = layout
+        .memory_types
+        .iter()
+        .map(|t| {
+            let flags = vk::MemoryPropertyFlags::from_raw(u32::from(t.props.bits()));
+            (flags, t.heap)
+        })
+        .collect();
+    assert_eq!(types, layout_types, "{name}: memory types");
+    assert_eq!(
+        profile.heaps.len(),
+        layout.memory_heaps.len(),
+        "{name}: heaps"
+    );
+    for (index, (heap, layout_heap)) in profile.heaps.iter().zip(&layout.memory_heaps).enumerate() {
+        if layout_heap.size <= GIB / 4 {
+            assert_eq!(heap.size, layout_heap.size, "{name}: heap {index}");
+        } else {
+            assert!(heap.size <= layout_heap.size, "{name}: heap {index}");
+            assert_eq!(
+                heap.size > GIB,
+                layout_heap.size > GIB,
+                "{name}: heap {index}"
+            );
+        }
+        // A heap is device-local when a device-local type lives in it.
+        let device_local = layout.memory_types.iter().any(|t| {
+            t.heap as usize == index
+                && t.props.bits() & vk::MemoryPropertyFlags::DEVICE_LOCAL.as_raw() as u8 != 0
+        });
+        assert_eq!(
+            heap.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL),
+            device_local,
+            "{name}: heap {index} flags"
+        );
+    }
+    assert_eq!(
+        (
+            profile.buffer_image_granularity,
+            profile.non_coherent_atom_size,
+            profile.max_memory_allocation_count,
+        ),
+        (
+            layout.buffer_image_granularity,
+            layout.non_coherent_atom_size,
+            layout.max_memory_allocation_count,
+        ),
+        "{name}: granularity, atom, allocation count"
+    );
+}
+
+#[test]
+fn arc_mirrors_the_intel_arc_layout() {
+    assert_mirrors(&ARC, &FakeLayout::intel_arc());
+}
+
+#[test]
+fn apple_mirrors_the_apple_layout() {
+    assert_mirrors(&APPLE, &FakeLayout::apple());
+}
+
+#[test]
+fn mali_mirrors_the_mali_layout() {
+    assert_mirrors(&MALI, &FakeLayout::mali());
+}
