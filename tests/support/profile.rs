@@ -30,26 +30,48 @@ pub enum Profile {
     /// 2 GiB host heap with coherent and coherent cached types; granularity
     /// 1024, atom 64.
     Rebar,
+    /// Intel Arc without resizable BAR (Mesa's ANV): 1.75 GiB device-local
+    /// heap the host cannot map, 2 GiB host heap, 256 MiB BAR heap;
+    /// device-local, host coherent *cached* (the only system-memory type)
+    /// and BAR types; granularity 1, atom 64, no allocation-count limit of
+    /// its own.
+    Arc,
+    /// An Apple-silicon Mac through MoltenVK: one 2 GiB heap, every type
+    /// device-local; private, then host-visible cached *non-coherent*
+    /// (managed) before host-visible coherent cached (shared); granularity
+    /// 16, atom 16.
+    Apple,
+    /// A Mali GPU: one 2 GiB heap, no device-local type the host cannot map
+    /// (host coherent, host coherent cached), then a lazily allocated type
+    /// that only transient-attachment images may use; granularity 4096,
+    /// atom 64.
+    Mali,
 }
 
 impl Profile {
     /// Every profile, lavapipe first.
-    pub const ALL: [Profile; 6] = [
+    pub const ALL: [Profile; 9] = [
         Profile::Lavapipe,
         Profile::Discrete,
         Profile::Integrated,
         Profile::Mobile,
         Profile::Amd,
         Profile::Rebar,
+        Profile::Arc,
+        Profile::Apple,
+        Profile::Mali,
     ];
 
     /// The profiles served by the fake-memory layer.
-    pub const FAKE: [Profile; 5] = [
+    pub const FAKE: [Profile; 8] = [
         Profile::Discrete,
         Profile::Integrated,
         Profile::Mobile,
         Profile::Amd,
         Profile::Rebar,
+        Profile::Arc,
+        Profile::Apple,
+        Profile::Mali,
     ];
 
     /// Lower-case name, as in test names and the layer's configuration.
@@ -61,6 +83,9 @@ impl Profile {
             Profile::Mobile => "mobile",
             Profile::Amd => "amd",
             Profile::Rebar => "rebar",
+            Profile::Arc => "arc",
+            Profile::Apple => "apple",
+            Profile::Mali => "mali",
         }
     }
 
@@ -104,7 +129,8 @@ macro_rules! test_profiles {
 pub(crate) use test_profiles;
 
 /// Defines a module `$name` with one `#[test]` per [`Profile`] (functions
-/// `lavapipe`, `discrete`, `integrated`, `mobile`, `amd`, `rebar`), each running the body with
+/// `lavapipe`, `discrete`, `integrated`, `mobile`, `amd`, `rebar`, `arc`,
+/// `apple`, `mali`), each running the body with
 /// `$profile` bound to its profile. Run one profile's tests with a name
 /// filter, e.g. `cargo test --test vulkan -- ::mobile`.
 ///
@@ -120,7 +146,7 @@ pub(crate) use test_profiles;
 macro_rules! test_each_profile {
     ($($test:tt)*) => {
         $crate::support::test_profiles!(
-            [lavapipe => Lavapipe, discrete => Discrete, integrated => Integrated, mobile => Mobile, amd => Amd, rebar => Rebar]
+            [lavapipe => Lavapipe, discrete => Discrete, integrated => Integrated, mobile => Mobile, amd => Amd, rebar => Rebar, arc => Arc, apple => Apple, mali => Mali]
             $($test)*
         );
     };
@@ -132,7 +158,7 @@ pub(crate) use test_each_profile;
 macro_rules! test_each_fake_profile {
     ($($test:tt)*) => {
         $crate::support::test_profiles!(
-            [discrete => Discrete, integrated => Integrated, mobile => Mobile, amd => Amd, rebar => Rebar]
+            [discrete => Discrete, integrated => Integrated, mobile => Mobile, amd => Amd, rebar => Rebar, arc => Arc, apple => Apple, mali => Mali]
             $($test)*
         );
     };

@@ -80,6 +80,32 @@ fn expected_types(profile: Profile) -> [(Usage, u32); 4] {
             (Usage::READBACK, 2),
             (dynamic, 3),
         ],
+        // 0 DL, 1 HV|HC|cached (the only system-memory type), 2 DL|HV|HC
+        // (the 256 MiB BAR): staging and readback in system memory, never
+        // the BAR; only what the GPU reads often and the host writes goes
+        // there.
+        Profile::Arc => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 1),
+            (Usage::READBACK, 1),
+            (dynamic, 2),
+        ],
+        // 0 DL, 1 DL|HV|cached (non-coherent, listed first), 2
+        // DL|HV|HC|cached: host access takes the coherent type.
+        Profile::Apple => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 2),
+            (Usage::READBACK, 2),
+            (dynamic, 2),
+        ],
+        // 0 DL|HV|HC, 1 DL|HV|HC|cached, 2 DL|lazily allocated: GPU-only
+        // data in the uncached host-visible type, readback in the cached one.
+        Profile::Mali => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 0),
+            (Usage::READBACK, 1),
+            (dynamic, 0),
+        ],
     }
 }
 
@@ -131,8 +157,9 @@ test_each_profile!(
     /// buffer lands in device-local memory; the host writes it directly when
     /// that memory is mapped, else through a staging buffer and a copy. Either
     /// way the GPU sees the bytes, with no validation message. A second buffer
-    /// whose allowed types are not host-visible (where the profile has such)
-    /// takes the copy.
+    /// whose allowed types are not host-visible (where the profile has such
+    /// types a buffer may use: mali's only one is lazily allocated, for
+    /// transient images alone) takes the copy.
     fn allow_transfer_instead_uploads_directly_or_with_a_copy(profile) {
         let context = VulkanContext::new(profile);
         let allocator = allocator_for(&context);
@@ -146,18 +173,21 @@ test_each_profile!(
         let unmappable = (0..memory.memory_type_count)
             .filter(|&t| !memory.memory_types[t as usize].property_flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE))
             .fold(0u32, |bits, t| bits | 1 << t);
-        if unmappable != 0 {
-            // SAFETY: a valid create info; the buffer is bound once, below,
-            // to memory allocated for it in a type its requirements allow.
-            unsafe {
-                let buffer = context.device.create_buffer(&buffer_info(len), None).unwrap();
-                let mut requirements = context.device.get_buffer_memory_requirements(buffer);
-                requirements.memory_type_bits &= unmappable;
+        // SAFETY: a valid create info; the buffer is bound once, below, to
+        // memory allocated for it in a type its requirements allow, or
+        // destroyed unbound.
+        unsafe {
+            let buffer = context.device.create_buffer(&buffer_info(len), None).unwrap();
+            let mut requirements = context.device.get_buffer_memory_requirements(buffer);
+            requirements.memory_type_bits &= unmappable;
+            if requirements.memory_type_bits != 0 {
                 let request = Request::new(requirements, usage, ResourceKind::Buffer);
                 let allocation = allocator.allocate(&request).unwrap();
                 assert_eq!(allocation.mapped_ptr(), None, "{profile}");
                 context.device.bind_buffer_memory(buffer, allocation.memory(), allocation.offset()).unwrap();
                 targets.push((buffer, allocation));
+            } else {
+                context.device.destroy_buffer(buffer, None);
             }
         }
         for (round, (target, mut target_memory)) in targets.into_iter().enumerate() {
@@ -478,8 +508,8 @@ fn memory_events_name_the_drivers_handles() {
 /// NVIDIA 16 bytes); 1 on lavapipe, which keeps the buffer's size.
 fn buffer_size_granule(profile: Profile) -> u64 {
     match profile {
-        Profile::Lavapipe | Profile::Integrated => 1,
-        Profile::Amd => 4,
+        Profile::Lavapipe | Profile::Integrated | Profile::Apple | Profile::Mali => 1,
+        Profile::Amd | Profile::Arc => 4,
         Profile::Discrete | Profile::Rebar => 16,
         Profile::Mobile => 64,
     }
@@ -940,6 +970,8 @@ test_each_fake_profile!(
             // VRAM, then system memory: the host-visible VRAM type (3)
             // shares the full heap.
             Profile::Rebar => assert_eq!(types, vec![0, 1]),
+            // VRAM, then the 256 MiB BAR, then (cached) system memory.
+            Profile::Arc => assert_eq!(types, vec![0, 2, 1]),
             // One heap: every type shares it, so the first one fills it.
             _ => assert_eq!(types[0], 0),
         }
@@ -1179,7 +1211,13 @@ test_each_fake_profile!(
         let (handle, allocation) = buffer(&allocator, 20 * MIB, AllocationDesc::new(Usage::DEVICE_LOCAL));
         match profile {
             // 20 MiB wants a 64 MiB block; 64 and 32 fail; 16 is too small.
-            Profile::Discrete | Profile::Integrated | Profile::Amd | Profile::Rebar => {
+            Profile::Discrete
+            | Profile::Integrated
+            | Profile::Amd
+            | Profile::Rebar
+            | Profile::Arc
+            | Profile::Apple
+            | Profile::Mali => {
                 assert!(allocation.is_dedicated(), "{profile}");
                 assert_eq!(allocation.memory_type(), 0);
             }

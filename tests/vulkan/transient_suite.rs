@@ -22,7 +22,7 @@ fn type_flags(context: &VulkanContext, index: u32) -> vk::MemoryPropertyFlags {
 
 test_each_profile!(
     /// A transient colour attachment created with `Usage::TRANSIENT` lands
-    /// in the lazily allocated type on the mobile profile and in a
+    /// in the lazily allocated type on the mobile and mali profiles and in a
     /// device-local type elsewhere, and a render pass clears it without a
     /// validation message.
     fn transient_attachments_prefer_lazily_allocated_memory(profile) {
@@ -38,6 +38,8 @@ test_each_profile!(
         match profile {
             // 0 DL, 1 DL|HV|cached, 2 DL|HV|HC, 3 DL|lazily allocated.
             Profile::Mobile => assert_eq!((index, flags), (3, vk::MemoryPropertyFlags::DEVICE_LOCAL | LAZY)),
+            // 0 DL|HV|HC, 1 DL|HV|HC|cached, 2 DL|lazily allocated.
+            Profile::Mali => assert_eq!((index, flags), (2, vk::MemoryPropertyFlags::DEVICE_LOCAL | LAZY)),
             // Another device: device-local memory, lazily allocated or not.
             Profile::Lavapipe if on_custom_device() => {
                 assert!(flags.contains(vk::MemoryPropertyFlags::DEVICE_LOCAL), "{profile}: {flags:?}");
