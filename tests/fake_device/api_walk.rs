@@ -538,3 +538,18 @@ fn api_walk_amd() {
 fn api_walk_rebar() {
     walk("api_walk_rebar", FakeLayout::rebar());
 }
+
+#[test]
+fn api_walk_intel_arc() {
+    walk("api_walk_intel_arc", FakeLayout::intel_arc());
+}
+
+#[test]
+fn api_walk_apple() {
+    walk("api_walk_apple", FakeLayout::apple());
+}
+
+#[test]
+fn api_walk_mali() {
+    walk("api_walk_mali", FakeLayout::mali());
+}
