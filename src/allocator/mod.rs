@@ -228,11 +228,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
         let id = next_allocator_id().ok_or(Error::TooManyAllocators)?;
         let types = properties.device.memory_types.len().min(32);
+        let context = MemoryContext::new(device, properties, config);
         let pools = (0..types as u32)
-            .map(|t| Mutex::new(TypePool::new(t)))
+            .map(|t| Mutex::new(TypePool::new(t, context.preferred_block_size(t))))
             .collect();
         Ok(Self {
-            context: MemoryContext::new(device, properties, config),
+            context,
             pools,
             custom: RwLock::new(CustomPools::default()),
             id,

@@ -108,6 +108,11 @@ pub(crate) struct TypePool<M> {
     runs: Runs,
     next_serial: u32,
     policy: PoolPolicy,
+    /// Half the memory type's preferred block size: a default pool's
+    /// `Auto` request larger than this (or aligned to more) takes dedicated
+    /// memory first. Kept here, not looked up in the context's table per
+    /// request (an index and its bounds check on every allocation).
+    dedicated_above: u64,
     /// Whether it is a custom pool: its blocks' debug names say so.
     custom: bool,
     /// A custom pool's `VK_EXT_memory_priority` priority for its blocks.
@@ -125,10 +130,12 @@ pub(crate) struct TypePool<M> {
 }
 
 impl<M> TypePool<M> {
-    /// The default pool of `memory_type`.
-    pub(crate) fn new(memory_type: u32) -> Self {
+    /// The default pool of `memory_type`, whose preferred block size
+    /// ([`MemoryContext::preferred_block_size`]) is `preferred_block_size`.
+    pub(crate) fn new(memory_type: u32, preferred_block_size: u64) -> Self {
         Self {
             custom: false,
+            dedicated_above: preferred_block_size / 2,
             ..Self::with_policy(memory_type, PoolPolicy::DEFAULT, None, None)
         }
     }
@@ -154,6 +161,8 @@ impl<M> TypePool<M> {
             runs: Runs::default(),
             next_serial: 0,
             policy,
+            // A custom pool's requests are never `Auto`.
+            dedicated_above: u64::MAX,
             name: name.map(Into::into),
             guarded: corruption::GuardTable::new(),
             counters: PoolCounters::default(),
@@ -290,7 +299,7 @@ impl<M> TypePool<M> {
             // leaves room for one such allocation per block: dedicated
             // memory, of its exact size, starts at 0 too.
             DedicatedChoice::Auto => {
-                request.size.max(request.align) > context.preferred_block_size(self.memory_type) / 2
+                request.size.max(request.align) > self.dedicated_above
                     && !context.objects_mostly_used()
             }
         };
