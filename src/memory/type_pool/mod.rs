@@ -281,7 +281,7 @@ impl<M> TypePool<M> {
             if let Some(taken) = self.runs.take(class) {
                 return Ok(self.hand_out_slot(taken, request));
             }
-            if let Some(taken) = self.take_from_new_run(request, class) {
+            if let Some(taken) = self.take_from_new_run(*request, class) {
                 return Ok(self.hand_out_slot(taken, request));
             }
             // No room for a run: the request alone may still fit.
@@ -310,7 +310,7 @@ impl<M> TypePool<M> {
                 return Ok(self.count(placement, request));
             }
         }
-        self.allocate_slow(context, request, dedicated_first)
+        self.allocate_slow(context, *request, dedicated_first)
     }
 
     /// [`allocate`](Self::allocate) past the existing blocks: dedicated memory
@@ -320,14 +320,22 @@ impl<M> TypePool<M> {
     /// `maxMemoryAllocationCount`). A
     /// request for existing memory only goes to
     /// [`allocate_in_existing`](Self::allocate_in_existing) instead.
+    ///
+    /// The request comes by value, as to
+    /// [`take_from_new_run`](Self::take_from_new_run): only these cold calls
+    /// then put it in memory, and the inlined path keeps its fields in
+    /// registers. By reference, every allocation stored the whole request
+    /// (callgrind, 1e5 operations: 0.5-0.6 % more instructions on every
+    /// peer trace).
     #[cold]
     #[inline(never)]
     fn allocate_slow<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
-        request: &PoolRequest<'_>,
+        request: PoolRequest<'_>,
         dedicated_first: bool,
     ) -> Result<Placement, Error> {
+        let request = &request;
         if request.existing_memory_only {
             return self.allocate_in_existing(request, dedicated_first);
         }
@@ -433,11 +441,12 @@ impl<M> TypePool<M> {
     /// block it made. Nor do they come from blocks a defragmentation plan
     /// is emptying: a run there would hand out slots that keep the block;
     /// nor from blocks less than 16 times the run's size
-    /// ([`run_fits_block`]).
+    /// ([`run_fits_block`]). The request comes by value, as to
+    /// [`allocate_slow`](Self::allocate_slow).
     #[cold]
     #[inline(never)]
-    fn take_from_new_run(&mut self, request: &PoolRequest<'_>, class: usize) -> Option<TakenSlot> {
-        let run_request = Self::run_request(request, class);
+    fn take_from_new_run(&mut self, request: PoolRequest<'_>, class: usize) -> Option<TakenSlot> {
+        let run_request = Self::run_request(&request, class);
         let placement = (0..self.order[request.class].len()).find_map(|index| {
             let key = self.order[request.class][index];
             if !self.takes_run_in(key, &run_request) {
