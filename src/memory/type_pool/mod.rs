@@ -566,46 +566,31 @@ impl<M> TypePool<M> {
     /// First fit over the existing blocks of the request's class. Inlined
     /// (with `allocate_in_block`) into the allocation path: measured 5 ns
     /// (about 9 %) less per operation on `small-churn`, `mixed` and
-    /// `frame-loop` than as calls.
+    /// `frame-loop` than as calls. The blocks are borrowed apart from their
+    /// order, which no placement changes: the loop walks a slice, not an
+    /// index whose bounds and length it checked again for every block
+    /// (callgrind, 1e5 operations: 0.3-0.9 % fewer instructions on the peer
+    /// traces). A plain loop: `find_map` over the slice cost 4-5 % more.
     #[inline(always)]
     fn allocate_in_blocks(&mut self, request: &PoolRequest<'_>) -> Option<Placement> {
-        for index in 0..self.order[request.class].len() {
-            let key = self.order[request.class][index];
-            if let Some(placement) = self.allocate_in_block(key, request) {
+        let Self {
+            order,
+            blocks,
+            counters,
+            ..
+        } = self;
+        for &key in &order[request.class] {
+            if let Some(placement) = place_in_block(blocks, counters, key, request) {
                 return Some(placement);
             }
         }
         None
     }
 
+    /// Places `request` in block `key` ([`place_in_block`]).
     #[inline(always)]
     fn allocate_in_block(&mut self, key: SlabKey, request: &PoolRequest<'_>) -> Option<Placement> {
-        let block = self.blocks.get_mut(key)?;
-        let placed = request.placed_size;
-        if block.ranges.free_bytes() < placed {
-            return None;
-        }
-        if block.miss.rules_out(placed, request.align) {
-            return None;
-        }
-        let was_empty = block.ranges.is_empty();
-        // The packed call: its result comes back in registers (offset/packed.rs).
-        let mut result = block.ranges.allocate_packed(placed, request.align);
-        if result.is_none() && !block.ranges.has_unused_slot() {
-            grow_slot_table(&mut block.ranges)?;
-            result = block.ranges.allocate_packed(placed, request.align);
-        }
-        let Some(packed) = result else {
-            // The request was checked: only space failed it.
-            block.miss.record(placed, request.align);
-            return None;
-        };
-        let range = block.ranges.id_of(packed);
-        let placement = record_range(block, key, range, packed.offset, request);
-        if was_empty {
-            self.counters.empty_blocks -= 1;
-        }
-        Some(placement)
+        place_in_block(&mut self.blocks, &mut self.counters, key, request)
     }
 
     /// Names the live allocation at `location` anew (`None`: unnamed), for
@@ -782,6 +767,44 @@ impl<M> TypePool<M> {
         }
         Ok(block.ranges.is_empty())
     }
+}
+
+/// Places `request` in block `key` of `blocks` when it has room there; a
+/// block that was empty leaves the pool's count of empty blocks
+/// (`counters`).
+#[inline(always)]
+fn place_in_block<M>(
+    blocks: &mut Slab<Block<M>>,
+    counters: &mut PoolCounters,
+    key: SlabKey,
+    request: &PoolRequest<'_>,
+) -> Option<Placement> {
+    let block = blocks.get_mut(key)?;
+    let placed = request.placed_size;
+    if block.ranges.free_bytes() < placed {
+        return None;
+    }
+    if block.miss.rules_out(placed, request.align) {
+        return None;
+    }
+    let was_empty = block.ranges.is_empty();
+    // The packed call: its result comes back in registers (offset/packed.rs).
+    let mut result = block.ranges.allocate_packed(placed, request.align);
+    if result.is_none() && !block.ranges.has_unused_slot() {
+        grow_slot_table(&mut block.ranges)?;
+        result = block.ranges.allocate_packed(placed, request.align);
+    }
+    let Some(packed) = result else {
+        // The request was checked: only space failed it.
+        block.miss.record(placed, request.align);
+        return None;
+    };
+    let range = block.ranges.id_of(packed);
+    let placement = record_range(block, key, range, packed.offset, request);
+    if was_empty {
+        counters.empty_blocks -= 1;
+    }
+    Some(placement)
 }
 
 /// Grows a block's node table when every slot is taken (amortised:
