@@ -77,8 +77,22 @@ impl<const M: u32> OffsetAllocator<M> {
     ///
     /// # Time complexity
     /// As [`free`](Self::free).
-    #[inline(never)]
+    #[inline(always)]
     pub(crate) fn free_packed(&mut self, id: AllocationId) -> Option<NonZeroU64> {
+        self.free_parts(id.slot, id.generation, id.owner)
+    }
+
+    /// [`free_packed`](Self::free_packed) out of line, with the id in its
+    /// three parts: they come in registers, where the 12-byte id went
+    /// through the stack (callgrind, 1e5 operations: 0.2-0.6 % fewer
+    /// instructions on the peer traces).
+    #[inline(never)]
+    fn free_parts(&mut self, slot: u32, generation: u32, owner: u32) -> Option<NonZeroU64> {
+        let id = AllocationId {
+            slot,
+            generation,
+            owner,
+        };
         self.free_body(id)
             .ok()
             .and_then(|merged| NonZeroU64::new(merged.size))
