@@ -176,13 +176,6 @@ pub(crate) struct TakenSlot {
     pub(crate) mapped: Option<MappedPtr>,
 }
 
-/// Where a run lay: its block and that block's offset-allocator range.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct RunRange {
-    pub(crate) block: SlabKey,
-    pub(crate) range: AllocationId,
-}
-
 /// The runs of one memory type.
 #[derive(Debug)]
 pub(crate) struct Runs {
@@ -330,17 +323,15 @@ impl Runs {
 
     /// Frees `slot` of `run` if it is live with `generation`. Returns
     /// `Err(())` for a stale or double free (nothing changes then), and the
-    /// block range of the run, removed, when this was its last live slot:
-    /// the range goes back to the block. (The range, not the removed `Run`:
-    /// returned whole, its 256 bytes of generations went through the stack
-    /// wherever this call was not inlined.)
-    #[inline(always)]
+    /// run itself, removed, when this was its last live slot: its range goes
+    /// back to the block.
+    #[inline]
     pub(crate) fn free(
         &mut self,
         key: SlabKey,
         slot: u32,
         generation: u32,
-    ) -> Result<Option<RunRange>, ()> {
+    ) -> Result<Option<Run>, ()> {
         let run = self.runs.get_mut(key).ok_or(())?;
         if !run.is_live(slot, generation) {
             return Err(());
@@ -353,13 +344,8 @@ impl Runs {
         run.free |= 1 << slot;
         run.generations[slot as usize] = generation.wrapping_add(1);
         if run.free == Run::all_free(run.slots) {
-            let emptied = RunRange {
-                block: run.block,
-                range: run.range,
-            };
             self.unlist(key);
-            self.runs.remove(key);
-            return Ok(Some(emptied));
+            return Ok(self.runs.remove(key));
         }
         if was_full && !run.retired {
             let class = usize::from(run.class);

@@ -644,13 +644,6 @@ impl<M> TypePool<M> {
     /// # Safety
     /// The GPU no longer uses the allocation (VUID-vkFreeMemory-memory-00677
     /// when memory is released).
-    ///
-    /// Inlined into `Allocator::free`/`free_mut`, with a run slot's free
-    /// (`Runs::free`) inlined into it: as a call, the 24-byte location went
-    /// through two stack copies on the way in, and the call's register
-    /// saves cost more than the free of a run slot itself (callgrind, 1e5
-    /// operations: 0.3-0.4 % fewer instructions on every peer trace).
-    #[inline(always)]
     pub(crate) unsafe fn free<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
