@@ -422,12 +422,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// and sorts the empty ones, to release those past what the type keeps
     /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
     /// smallest first, and unlink them.
-    // Inlined into the caller (a hint: LLVM left it out of line), with the
-    // type pool's free inlined into it: as a call, the 64-byte handle went
-    // through a stack copy on the way in, and the call saved and restored
-    // six registers (callgrind, 1e5 operations, `free_mut`: 0.5-0.8 % fewer
-    // instructions on every peer trace).
-    #[inline]
     pub unsafe fn free(&self, allocation: Allocation) -> Result<(), Error> {
         self.check_owner(&allocation)?;
         if let Some(tag) = allocation.custom_pool() {
@@ -466,8 +460,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Safety
     /// As [`free`](Self::free).
-    // Inlined as `free` is.
-    #[inline]
     pub unsafe fn free_mut(&mut self, allocation: Allocation) -> Result<(), Error> {
         self.check_owner(&allocation)?;
         if let Some(tag) = allocation.custom_pool() {
