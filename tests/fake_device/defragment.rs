@@ -601,7 +601,8 @@ fn a_resource_that_needs_dedicated_memory_is_not_moved_into_a_block() {
 
 /// Nor does a plan start emptying a block in part (`split_blocks`) whose
 /// other allocations could move while one of unknown kind there could not:
-/// the block would stay retiring, taking no requests, for good.
+/// the block would stay retiring, taking no requests, for good. Nor does
+/// it count the block over its limits.
 #[test]
 fn a_block_holding_a_resource_that_cannot_move_is_not_split() {
     const KIB: u64 = 1024;
@@ -637,6 +638,8 @@ fn a_block_holding_a_resource_that_cannot_move_is_not_split() {
         "{:?}",
         plan.moves
     );
+    // Nor is it over the limits: no limit would let it empty.
+    assert_eq!(plan.blocks_over_limits, 0);
     // The block still takes requests.
     let more = in_pool(50 * KIB);
     assert_eq!(more.memory(), live[0].memory());

@@ -123,11 +123,7 @@ fn move_requests<'n>(
         .map(|(movable, name)| {
             let mut request = request_for(movable.index);
             request.name = name.as_deref();
-            // A move goes to a block; a request that must have dedicated
-            // memory keeps saying so, and goes nowhere (place_outside).
-            if request.dedicated != DedicatedChoice::Require {
-                request.dedicated = DedicatedChoice::Never;
-            }
+            request.dedicated = DedicatedChoice::Never;
             if !runs {
                 request.run_class = None;
             }
@@ -192,8 +188,9 @@ impl<M> TypePool<M> {
     /// Plans moves that empty blocks, whole or (`MoveBudget::split`) in
     /// part (see the module docs), within
     /// `budget`, which it lowers by what it plans. `request_for` gives the
-    /// new place of a movable (by its index) as a request; it is asked only
-    /// for the movables of blocks being tried. The destinations are live
+    /// new place of a movable (by its index) as a request; it is asked for
+    /// the movables of the blocks within the used percent, and again for
+    /// those of the blocks being tried. The destinations are live
     /// allocations of this pool from then on, named as their sources.
     ///
     /// `leaving` are this pool's allocations whose frees wait in the frame
@@ -223,6 +220,16 @@ impl<M> TypePool<M> {
                     .blocks
                     .get(source.key)
                     .is_some_and(|block| block.retiring)
+        });
+        // A block holding an allocation that must have dedicated memory to
+        // move (a resource of unknown kind where the granularity is not a
+        // power of two) never empties: it is tried neither whole nor in
+        // part, nor counted over the limits.
+        sources.retain(|source| {
+            let stays = |movable: &PoolMovable| {
+                request_for(movable.index).dedicated == DedicatedChoice::Require
+            };
+            !source.movables.iter().any(stays)
         });
         if sources.is_empty() {
             return plan;
@@ -526,10 +533,7 @@ impl<M> TypePool<M> {
     /// (skipping those over the bytes left or with no room elsewhere), and
     /// counts them in `plan`; the block joins `emptied`, to retire, and the
     /// destinations' blocks join `received`. Returns whether anything
-    /// moved; nothing changes when not. Not a block holding an allocation
-    /// that must have dedicated memory to move (a resource of unknown kind
-    /// where the granularity is not a power of two): it could never empty,
-    /// and would retire for good.
+    /// moved; nothing changes when not.
     #[allow(clippy::too_many_arguments)]
     fn empty_in_part(
         &mut self,
@@ -543,12 +547,6 @@ impl<M> TypePool<M> {
     ) -> bool {
         let names = self.names_of(&source.movables);
         let requests = move_requests(&source.movables, &names, request_for, self.takes_runs());
-        let stays = |(_, request, _): &(usize, PoolRequest<'_>, u64)| {
-            request.dedicated == DedicatedChoice::Require
-        };
-        if requests.iter().any(stays) {
-            return false;
-        }
         emptied.push(source.key);
         let destinations = self.destinations(emptied, free_in_runs);
         let mut moved = false;
@@ -746,11 +744,6 @@ impl<M> TypePool<M> {
         request: &PoolRequest<'_>,
         destinations: &Destinations,
     ) -> Option<Placement> {
-        // Dedicated memory it must have: no block holds it (a resource of
-        // unknown kind where the granularity is not a power of two).
-        if request.dedicated == DedicatedChoice::Require {
-            return None;
-        }
         debug_assert_eq!(request.dedicated, DedicatedChoice::Never);
         let keys = &destinations.in_order[request.class];
         if let Some(class) = request.run_class {
