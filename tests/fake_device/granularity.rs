@@ -28,6 +28,37 @@ fn device_local(
         .unwrap()
 }
 
+/// Asserts that no two of `live` in one memory object whose kinds may not
+/// share a page ([`ResourceKind::may_share_page_with`]) share a page of
+/// `granularity` bytes. Returns the memory objects holding such pairs.
+fn assert_no_shared_page(
+    live: &[(ResourceKind, Allocation)],
+    granularity: u64,
+    context: &str,
+) -> std::collections::HashSet<u64> {
+    let page = |offset: u64| offset / granularity;
+    let mut mixed = std::collections::HashSet::new();
+    for (i, (kind_a, a)) in live.iter().enumerate() {
+        for (kind_b, b) in &live[i + 1..] {
+            if a.memory() != b.memory() || kind_a.may_share_page_with(*kind_b) {
+                continue;
+            }
+            mixed.insert(a.memory().as_raw());
+            let (first, second) = if a.offset() < b.offset() {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            assert!(
+                page(first.offset() + first.size() - 1) < page(second.offset()),
+                "granularity {granularity}{context}: {kind_a:?} {a:?} and {kind_b:?} {b:?} \
+                 share a page"
+            );
+        }
+    }
+    mixed
+}
+
 /// Allocates an interleaved mix of buffers, linear and optimal images and
 /// checks that no linear and optimal allocation share a granularity page of
 /// the same memory object. Returns how many memory objects held both kinds.
@@ -54,30 +85,7 @@ fn mixed_resources_never_share_a_page(granularity: u64, config: Config) -> usize
             free(&allocator, victim);
         }
     }
-    let page = |offset: u64| offset / granularity;
-    let mut mixed = std::collections::HashSet::new();
-    for (i, (kind_a, a)) in live.iter().enumerate() {
-        for (kind_b, b) in &live[i + 1..] {
-            if a.memory() != b.memory() || kind_a.is_linear() == kind_b.is_linear() {
-                continue;
-            }
-            mixed.insert(a.memory().as_raw());
-            let (first, second) = if a.offset() < b.offset() {
-                (a, b)
-            } else {
-                (b, a)
-            };
-            assert!(
-                page(first.offset() + first.size() - 1) < page(second.offset()),
-                "granularity {granularity}: {:?}+{} and {:?}+{} share a page of {:#x}",
-                first.offset(),
-                first.size(),
-                second.offset(),
-                second.size(),
-                a.memory().as_raw()
-            );
-        }
-    }
+    let mixed = assert_no_shared_page(&live, granularity, "");
     for (_, allocation) in live {
         free(&allocator, allocation);
     }
@@ -366,24 +374,8 @@ fn a_resource_of_unknown_kind_shares_no_page() {
                 free(&allocator, victim);
             }
         }
-        let page = |offset: u64| offset / granularity;
-        for (i, (kind_a, a)) in live.iter().enumerate() {
-            for (kind_b, b) in &live[i + 1..] {
-                if a.memory() != b.memory() || kind_a.may_share_page_with(*kind_b) {
-                    continue;
-                }
-                let (first, second) = if a.offset() < b.offset() {
-                    (a, b)
-                } else {
-                    (b, a)
-                };
-                assert!(
-                    page(first.offset() + first.size() - 1) < page(second.offset()),
-                    "granularity {granularity}, pool {in_pool}: {kind_a:?} {a:?} and \
-                     {kind_b:?} {b:?} share a page"
-                );
-            }
-        }
+        let context = format!(", pool {in_pool}");
+        assert_no_shared_page(&live, granularity, &context);
         for (_, allocation) in live {
             free(&allocator, allocation);
         }
