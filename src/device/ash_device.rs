@@ -431,27 +431,41 @@ impl MemoryDevice<vk::DeviceMemory> for AshMemoryDevice {
         &self,
         ranges: &[MappedMemoryRange<'_, vk::DeviceMemory>],
     ) -> Result<(), OutOfMemory> {
-        for range in ranges {
-            let vk_range = [vk_mapped_range(range)];
+        with_vk_ranges(ranges, |vk_ranges| {
             // SAFETY: the caller guarantees mapped, atom-aligned ranges
-            // (VUID-VkMappedMemoryRange-memory-00684, -offset-00687, -size-01390).
-            unsafe { self.device.invalidate_mapped_memory_ranges(&vk_range) }
-                .map_err(out_of_memory)?;
-        }
-        Ok(())
+            // (VUID-VkMappedMemoryRange-memory-00684, -offset-00687,
+            // -size-01390); `with_vk_ranges` passes at least one
+            // (VUID-vkInvalidateMappedMemoryRanges-memoryRangeCount-arraylength).
+            unsafe { self.device.invalidate_mapped_memory_ranges(vk_ranges) }
+        })
     }
 
     unsafe fn flush_memory_ranges(
         &self,
         ranges: &[MappedMemoryRange<'_, vk::DeviceMemory>],
     ) -> Result<(), OutOfMemory> {
-        for range in ranges {
-            let vk_range = [vk_mapped_range(range)];
+        with_vk_ranges(ranges, |vk_ranges| {
             // SAFETY: as for invalidation.
-            unsafe { self.device.flush_mapped_memory_ranges(&vk_range) }.map_err(out_of_memory)?;
-        }
-        Ok(())
+            unsafe { self.device.flush_mapped_memory_ranges(vk_ranges) }
+        })
     }
+}
+
+/// Calls `call` once with all of `ranges` as `VkMappedMemoryRange`s (none
+/// for an empty slice, which Vulkan does not allow): a batch of
+/// [`Allocator::flush_allocations`](crate::Allocator::flush_allocations)
+/// is one driver call, as its documentation says. One range, the common
+/// case, goes without a heap allocation.
+fn with_vk_ranges(
+    ranges: &[MappedMemoryRange<'_, vk::DeviceMemory>],
+    call: impl FnOnce(&[vk::MappedMemoryRange<'_>]) -> ash::prelude::VkResult<()>,
+) -> Result<(), OutOfMemory> {
+    let result = match ranges {
+        [] => return Ok(()),
+        [one] => call(&[vk_mapped_range(one)]),
+        many => call(&many.iter().map(vk_mapped_range).collect::<Vec<_>>()),
+    };
+    result.map_err(out_of_memory)
 }
 
 fn vk_mapped_range<'a>(
@@ -537,6 +551,97 @@ mod tests {
     use gpu_alloc_types::MemoryPropertyFlags as Props;
 
     use super::{amd_device_coherent_types, memory_priority, memory_property_flags};
+    use super::{AshMemoryDevice, DeviceFeatures, MappedMemoryRange, MemoryDevice};
+
+    use std::cell::RefCell;
+    use std::ffi::{c_void, CStr};
+
+    thread_local! {
+        /// Each stub call's ranges, as (memory, offset, size).
+        static CALLS: RefCell<Vec<Vec<(u64, u64, u64)>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Stands in for `vkFlushMappedMemoryRanges` and
+    /// `vkInvalidateMappedMemoryRanges`: records the call's ranges.
+    unsafe extern "system" fn record_ranges(
+        _device: vk::Device,
+        count: u32,
+        ranges: *const vk::MappedMemoryRange<'_>,
+    ) -> vk::Result {
+        // SAFETY: ash passes its slice's pointer and length.
+        let ranges = unsafe { std::slice::from_raw_parts(ranges, count as usize) };
+        let ranges = ranges
+            .iter()
+            .map(|r| (vk::Handle::as_raw(r.memory), r.offset, r.size))
+            .collect();
+        CALLS.with(|calls| calls.borrow_mut().push(ranges));
+        vk::Result::SUCCESS
+    }
+
+    /// A backend whose device has only the two range entry points (the
+    /// stub above); every other entry point panics if called.
+    fn recording_device() -> AshMemoryDevice {
+        let load = |name: &CStr| -> *const c_void {
+            if name == c"vkFlushMappedMemoryRanges" || name == c"vkInvalidateMappedMemoryRanges" {
+                record_ranges as *const c_void
+            } else {
+                std::ptr::null()
+            }
+        };
+        // SAFETY: the loaders only look names up; nothing is called but
+        // the two stubs, which need no live device.
+        unsafe {
+            let instance = ash::Instance::load_with(|_| std::ptr::null(), vk::Instance::null());
+            let device = ash::Device::load_with(load, vk::Device::null());
+            AshMemoryDevice::new(
+                &instance,
+                &device,
+                vk::PhysicalDevice::null(),
+                DeviceFeatures::default(),
+            )
+        }
+    }
+
+    /// A batch of ranges is one `vkFlushMappedMemoryRanges` (or
+    /// `vkInvalidateMappedMemoryRanges`) call holding all of them, as
+    /// `flush_allocations` promises: the backend made one call per range.
+    /// An empty batch makes no call (Vulkan requires at least one range).
+    #[test]
+    fn a_batch_of_ranges_is_one_driver_call() {
+        let device = recording_device();
+        let memories = [
+            <vk::DeviceMemory as vk::Handle>::from_raw(7),
+            <vk::DeviceMemory as vk::Handle>::from_raw(9),
+        ];
+        let ranges = [
+            MappedMemoryRange {
+                memory: &memories[0],
+                offset: 0,
+                size: 256,
+            },
+            MappedMemoryRange {
+                memory: &memories[0],
+                offset: 512,
+                size: 768,
+            },
+            MappedMemoryRange {
+                memory: &memories[1],
+                offset: 256,
+                size: 256,
+            },
+        ];
+        let want = vec![(7, 0, 256), (7, 512, 768), (9, 256, 256)];
+        // SAFETY: the stubs touch no memory.
+        unsafe {
+            device.flush_memory_ranges(&ranges).unwrap();
+            device.invalidate_memory_ranges(&ranges).unwrap();
+            device.flush_memory_ranges(&ranges[2..]).unwrap();
+            device.flush_memory_ranges(&[]).unwrap();
+            device.invalidate_memory_ranges(&[]).unwrap();
+        }
+        let calls = CALLS.with(|calls| calls.take());
+        assert_eq!(calls, [want.clone(), want, vec![(9, 256, 256)]]);
+    }
 
     #[test]
     fn memory_priorities_stay_within_the_valid_range() {
