@@ -27,6 +27,8 @@ mod frames_suite;
 mod layer_self_test;
 #[path = "vulkan/layer_threads.rs"]
 mod layer_threads;
+#[path = "vulkan/non_coherent_suite.rs"]
+mod non_coherent_suite;
 #[path = "vulkan/pool_export_suite.rs"]
 mod pool_export_suite;
 #[path = "vulkan/pool_memory_suite.rs"]
