@@ -33,6 +33,9 @@ pub struct ContextOptions {
     /// Makes requirements queries report that the driver prefers
     /// (`"prefer"`) or requires (`"require"`) dedicated memory.
     pub dedicated: Option<&'static str>,
+    /// Offers `VK_EXT_memory_budget` (`true`) or hides it, instead of what
+    /// the profile says ([`Profile::has_memory_budget`]).
+    pub memory_budget: Option<bool>,
 }
 
 impl ContextOptions {
@@ -62,11 +65,20 @@ impl ContextOptions {
         self
     }
 
+    /// Offers `VK_EXT_memory_budget` with the layer's figures, or hides
+    /// it, whatever the profile says: for tests of the layer's accounting,
+    /// which they read as `heapUsage`.
+    pub fn memory_budget(mut self, offered: bool) -> Self {
+        self.memory_budget = Some(offered);
+        self
+    }
+
     fn is_empty(&self) -> bool {
         self.fail_allocations.is_empty()
             && self.max_allocations.is_none()
             && self.image_alignment.is_none()
             && self.dedicated.is_none()
+            && self.memory_budget.is_none()
     }
 
     /// The fake-memory layer configuration string for `profile`.
@@ -83,6 +95,10 @@ impl ContextOptions {
         }
         if let Some(mode) = self.dedicated {
             config.push_str(&format!(",dedicated={mode}"));
+        }
+        if let Some(offered) = self.memory_budget {
+            let value = if offered { "on" } else { "off" };
+            config.push_str(&format!(",budget={value}"));
         }
         config
     }

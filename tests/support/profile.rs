@@ -89,6 +89,18 @@ impl Profile {
         }
     }
 
+    /// Whether the device offers `VK_EXT_memory_budget`: the fake-memory
+    /// layer's profiles of GPUs that have it (discrete, amd, rebar, arc),
+    /// as the crate's `FakeLayout`s of the same names. Lavapipe, integrated,
+    /// mobile, apple and mali have none: allocators count their own usage
+    /// against a fraction of each heap there.
+    pub fn has_memory_budget(self) -> bool {
+        matches!(
+            self,
+            Profile::Discrete | Profile::Amd | Profile::Rebar | Profile::Arc
+        )
+    }
+
     /// Whether this profile needs the fake-memory layer.
     pub fn uses_fake_layer(self) -> bool {
         self != Profile::Lavapipe

@@ -199,11 +199,17 @@ fn free(context: &VulkanContext, memory: vk::DeviceMemory) {
     unsafe { context.device.free_memory(memory, None) };
 }
 
+/// A context for `profile` that offers `VK_EXT_memory_budget` whatever the
+/// profile says, to read the layer's accounting as `heapUsage`.
+fn budgeted(profile: Profile) -> VulkanContext {
+    VulkanContext::with_options(profile, ContextOptions::default().memory_budget(true))
+}
+
 /// `heapUsage` of every heap.
 fn heap_usage(context: &VulkanContext) -> Vec<u64> {
     let budget = context
         .memory_budget()
-        .expect("fake profiles enable VK_EXT_memory_budget");
+        .expect("a context made by `budgeted`");
     budget.iter().map(|heap| heap.usage).collect()
 }
 
@@ -332,7 +338,21 @@ test_each_profile!(
             want.max_allocations.min(real.limits.max_memory_allocation_count)
         );
 
-        // The 2 query agrees with the 1.0 one and carries the budget.
+        // The budget extension is offered where the GPU modelled has it
+        // (hidden elsewhere, the driver's too); `budget=on` offers it on
+        // every profile. The 2 query agrees with the 1.0 one and carries
+        // the budget.
+        assert_eq!(context.memory_budget_enabled, profile.has_memory_budget(), "{profile}");
+        if profile.has_memory_budget() {
+            let hidden = VulkanContext::with_options(profile, ContextOptions::default().memory_budget(false));
+            assert!(!hidden.memory_budget_enabled, "{profile}: budget=off hides it");
+            assert_eq!(hidden.memory_budget(), None, "{profile}");
+            hidden.assert_no_validation_messages();
+        } else {
+            assert_eq!(context.memory_budget(), None, "{profile}");
+        }
+        context.assert_no_validation_messages();
+        let context = budgeted(profile);
         assert!(context.memory_budget_enabled, "VK_EXT_memory_budget is advertised and enabled");
         let budget = context.memory_budget().unwrap();
         let budgets: Vec<u64> = budget.iter().map(|heap| heap.budget).collect();
@@ -462,7 +482,7 @@ test_each_fake_profile!(
     /// `heapUsage` follows allocations and frees, per heap, and so does
     /// `heapBudget`, below the heap's size as on real drivers.
     fn budget_follows_allocations(profile) {
-        let context = VulkanContext::new(profile);
+        let context = budgeted(profile);
         let properties = context.memory_properties();
         let heap = properties.memory_types[0].heap_index as usize;
         let size = properties.memory_heaps[heap].size;
@@ -480,7 +500,7 @@ test_each_fake_profile!(
 test_each_fake_profile!(
     /// A fake heap holds exactly its size; past it, `ERROR_OUT_OF_DEVICE_MEMORY`.
     fn heap_size_is_enforced(profile) {
-        let context = VulkanContext::new(profile);
+        let context = budgeted(profile);
         let properties = context.memory_properties();
         let heap = properties.memory_types[0].heap_index as usize;
         let quarter = properties.memory_heaps[heap].size / 4;

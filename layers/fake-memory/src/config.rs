@@ -24,6 +24,10 @@
 //!   at least `N` instead of the profile's minimum. Real drivers align
 //!   optimal images to at least `bufferImageGranularity`; a smaller value
 //!   makes the granularity rule matter on lavapipe.
+//! - `budget=on` / `budget=off`: offer `VK_EXT_memory_budget` (filled from
+//!   the layer's accounting) or hide it, instead of what the profile says
+//!   ([`Profile::memory_budget`]). Tests that read the layer's `heapUsage`
+//!   turn it on for every profile.
 
 use std::fmt;
 
@@ -51,6 +55,8 @@ pub struct LayerConfig {
     pub image_alignment: Option<u32>,
     /// What requirements queries report about dedicated allocations.
     pub dedicated: Option<DedicatedOverride>,
+    /// Overrides `Profile::memory_budget`.
+    pub memory_budget: Option<bool>,
 }
 
 /// The `dedicated=` option: what `VkMemoryDedicatedRequirements` reports.
@@ -69,6 +75,12 @@ impl LayerConfig {
             .unwrap_or(self.profile.max_memory_allocation_count)
     }
 
+    /// Whether `VK_EXT_memory_budget` is offered: the override, else the
+    /// profile's.
+    pub fn memory_budget(&self) -> bool {
+        self.memory_budget.unwrap_or(self.profile.memory_budget)
+    }
+
     /// The least alignment of image requirements: the override, else the
     /// profile's.
     pub fn min_image_alignment(&self) -> u64 {
@@ -84,8 +96,9 @@ pub enum ConfigError {
     /// `rebar`, `arc`, `apple`, `mali`, `passthrough`.
     UnknownProfile(String),
     /// An option other than `fail-allocation`, `max-allocations`,
-    /// `image-alignment` and `dedicated` (or a `dedicated` value other than
-    /// `prefer` and `require`).
+    /// `image-alignment`, `dedicated` and `budget` (or a `dedicated` value
+    /// other than `prefer` and `require`, a `budget` value other than `on`
+    /// and `off`).
     UnknownOption(String),
     /// An option value that is not a positive integer (or, for
     /// `image-alignment`, not a power of two).
@@ -101,7 +114,7 @@ impl fmt::Display for ConfigError {
             ),
             Self::UnknownOption(option) => write!(
                 f,
-                "unknown option {option:?} (expected fail-allocation=N, max-allocations=N, image-alignment=N or dedicated=prefer|require)"
+                "unknown option {option:?} (expected fail-allocation=N, max-allocations=N, image-alignment=N, dedicated=prefer|require or budget=on|off)"
             ),
             Self::BadNumber(option) => write!(f, "option {option:?} needs a positive integer"),
         }
@@ -131,6 +144,7 @@ pub fn parse(spec: &str) -> Result<Option<LayerConfig>, ConfigError> {
         max_allocations: None,
         image_alignment: None,
         dedicated: None,
+        memory_budget: None,
     };
     for option in parts.filter(|part| !part.is_empty()) {
         let (key, value) = option
@@ -140,6 +154,14 @@ pub fn parse(spec: &str) -> Result<Option<LayerConfig>, ConfigError> {
             config.dedicated = Some(match value.trim() {
                 "prefer" => DedicatedOverride::Prefer,
                 "require" => DedicatedOverride::Require,
+                _ => return Err(ConfigError::UnknownOption(option.to_owned())),
+            });
+            continue;
+        }
+        if key.trim() == "budget" {
+            config.memory_budget = Some(match value.trim() {
+                "on" => true,
+                "off" => false,
                 _ => return Err(ConfigError::UnknownOption(option.to_owned())),
             });
             continue;
@@ -202,7 +224,7 @@ mod tests {
     #[test]
     fn options() {
         let config = parse(
-            "mobile,fail-allocation=3, fail-allocation=5,max-allocations=16,image-alignment=256,dedicated=require",
+            "mobile,fail-allocation=3, fail-allocation=5,max-allocations=16,image-alignment=256,dedicated=require,budget=on",
         )
         .unwrap();
         assert_eq!(
@@ -213,9 +235,18 @@ mod tests {
                 max_allocations: Some(16),
                 image_alignment: Some(256),
                 dedicated: Some(DedicatedOverride::Require),
+                memory_budget: Some(true),
             })
         );
-        assert_eq!(config.unwrap().min_image_alignment(), 256);
+        let config = config.unwrap();
+        assert_eq!(config.min_image_alignment(), 256);
+        assert!(config.memory_budget(), "budget=on overrides mobile's none");
+        assert!(!parse("mobile").unwrap().unwrap().memory_budget());
+        assert!(parse("discrete").unwrap().unwrap().memory_budget());
+        assert!(!parse("discrete,budget=off")
+            .unwrap()
+            .unwrap()
+            .memory_budget());
     }
 
     #[test]
@@ -244,6 +275,10 @@ mod tests {
         ));
         assert!(matches!(
             parse("discrete,dedicated=always"),
+            Err(ConfigError::UnknownOption(_))
+        ));
+        assert!(matches!(
+            parse("discrete,budget=yes"),
             Err(ConfigError::UnknownOption(_))
         ));
     }

@@ -20,7 +20,8 @@ use crate::physical_device_queries::{has_memory_budget, next_device_extensions, 
 use crate::transient_images::TransientImages;
 
 /// `vkCreateDevice`: takes this layer's link, hides `VK_EXT_memory_budget` from
-/// the driver (unless it has it), and registers the new device.
+/// the driver (unless it has it and the configuration offers a budget), and
+/// registers the new device.
 ///
 /// # Safety
 /// The caller's arguments are valid, as Vulkan requires.
@@ -71,10 +72,14 @@ unsafe fn create_device_impl(
     // SAFETY: a valid, non-null create info.
     let mut patched = unsafe { *create_info };
     let mut kept_names: Vec<*const c_char> = Vec::new();
-    if instance.config.is_some() {
+    if let Some(config) = &instance.config {
+        // The driver's extension goes through only where the profile offers
+        // one (else it is hidden, and an application that enables it anyway
+        // has it taken out, as this layer's own).
         // SAFETY: a live physical device of this instance.
-        let real_has_budget = unsafe { next_device_extensions(&instance, physical_device) }
-            .is_ok_and(|extensions| has_memory_budget(&extensions));
+        let real_has_budget = config.memory_budget()
+            && unsafe { next_device_extensions(&instance, physical_device) }
+                .is_ok_and(|extensions| has_memory_budget(&extensions));
         let names: &[*const c_char] = if patched.pp_enabled_extension_names.is_null() {
             &[]
         } else {

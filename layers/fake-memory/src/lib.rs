@@ -16,8 +16,10 @@
 //! picks its profile and fault injection, [`profile`] for the profiles):
 //! - memory properties (`vkGetPhysicalDeviceMemoryProperties`, `…2`, `…2KHR`),
 //!   with `VkPhysicalDeviceMemoryBudgetPropertiesEXT` filled from its own
-//!   accounting; it advertises `VK_EXT_memory_budget` and removes it from the
-//!   extension list before the driver's `vkCreateDevice`;
+//!   accounting; it advertises `VK_EXT_memory_budget` for the profiles of
+//!   GPUs that have it (discrete, amd, rebar, arc; `budget=on|off`
+//!   overrides), hides it for the others, the driver's included, and
+//!   removes it from the extension list before the driver's `vkCreateDevice`;
 //! - the device type and the limits `bufferImageGranularity`,
 //!   `nonCoherentAtomSize` and `maxMemoryAllocationCount`
 //!   (`vkGetPhysicalDeviceProperties`, `…2`, `…2KHR`);

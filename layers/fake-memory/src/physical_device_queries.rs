@@ -275,6 +275,10 @@ pub fn has_memory_budget(extensions: &[vk::ExtensionProperties]) -> bool {
 
 /// `vkEnumerateDeviceExtensionProperties`: the driver's list plus
 /// `VK_EXT_memory_budget`; for this layer's name, `VK_EXT_memory_budget` alone.
+/// Under a configuration without a budget (`LayerConfig::memory_budget`),
+/// the driver's list without `VK_EXT_memory_budget`, and nothing for this
+/// layer's name: the GPU modelled has none, and the driver's own would
+/// report the real heaps.
 ///
 /// # Safety
 /// The caller's arguments are valid, as Vulkan requires.
@@ -296,7 +300,7 @@ pub unsafe extern "system" fn enumerate_device_extension_properties(
             let layer = unsafe { c_str(layer_name) };
             if layer == Some(LAYER_NAME) {
                 let own = [memory_budget_extension()];
-                let own = if state.config.is_some() {
+                let own = if state.config.as_ref().is_some_and(|c| c.memory_budget()) {
                     &own[..]
                 } else {
                     &[]
@@ -316,7 +320,10 @@ pub unsafe extern "system" fn enumerate_device_extension_properties(
                 Ok(extensions) => extensions,
                 Err(error) => return error,
             };
-            if !has_memory_budget(&extensions) {
+            let budget = state.config.as_ref().is_some_and(|c| c.memory_budget());
+            if !budget {
+                extensions.retain(|e| !has_memory_budget(std::slice::from_ref(e)));
+            } else if !has_memory_budget(&extensions) {
                 extensions.push(memory_budget_extension());
             }
             // SAFETY: the caller's valid count and array.

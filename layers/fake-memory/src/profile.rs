@@ -64,6 +64,11 @@ pub struct Profile {
     pub buffer_size_granule: u64,
     /// Lowest alignment reported in image memory requirements.
     pub min_image_alignment: u64,
+    /// Whether the device offers `VK_EXT_memory_budget` (with the layer's
+    /// own figures), as the GPU it models does; without it the layer
+    /// hides the extension, the driver's too, so an allocator falls back
+    /// to its own accounting. The `budget=on|off` option overrides it.
+    pub memory_budget: bool,
 }
 
 const DEVICE_LOCAL: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::DEVICE_LOCAL;
@@ -132,6 +137,7 @@ pub const DISCRETE: Profile = Profile {
     min_buffer_alignment: 256,
     buffer_size_granule: 16,
     min_image_alignment: 4096,
+    memory_budget: true,
 };
 
 /// An integrated GPU: one 2 GiB device-local heap shared with the host; every
@@ -166,6 +172,7 @@ pub const INTEGRATED: Profile = Profile {
     min_buffer_alignment: 64,
     buffer_size_granule: 1,
     min_image_alignment: 4096,
+    memory_budget: false,
 };
 
 /// A mobile GPU: one small (256 MiB) unified heap; the first host-visible type
@@ -209,6 +216,7 @@ pub const MOBILE: Profile = Profile {
     min_buffer_alignment: 64,
     buffer_size_granule: 64,
     min_image_alignment: 4096,
+    memory_budget: false,
 };
 
 /// `VK_MEMORY_PROPERTY_DEVICE_COHERENT_BIT_AMD | DEVICE_UNCACHED_BIT_AMD`.
@@ -275,6 +283,7 @@ pub const AMD: Profile = Profile {
     min_buffer_alignment: 16,
     buffer_size_granule: 4,
     min_image_alignment: 4096,
+    memory_budget: true,
 };
 
 /// A discrete GPU with resizable BAR (NVIDIA's ReBAR, AMD's Smart Access
@@ -325,6 +334,7 @@ pub const REBAR: Profile = Profile {
     min_buffer_alignment: 256,
     buffer_size_granule: 16,
     min_image_alignment: 4096,
+    memory_budget: true,
 };
 
 /// An Intel Arc discrete GPU without resizable BAR, as Mesa's ANV reports it
@@ -379,6 +389,7 @@ pub const ARC: Profile = Profile {
     min_buffer_alignment: 64,
     buffer_size_granule: 4,
     min_image_alignment: 4096,
+    memory_budget: true,
 };
 
 /// An Apple-silicon Mac through MoltenVK (`FakeLayout::apple`): one unified
@@ -420,6 +431,7 @@ pub const APPLE: Profile = Profile {
     min_buffer_alignment: 16,
     buffer_size_granule: 1,
     min_image_alignment: 4096,
+    memory_budget: false,
 };
 
 /// A Mali GPU as Arm's driver reports it (`FakeLayout::mali`): one heap and
@@ -459,6 +471,7 @@ pub const MALI: Profile = Profile {
     min_buffer_alignment: 64,
     buffer_size_granule: 1,
     min_image_alignment: 4096,
+    memory_budget: false,
 };
 
 /// Every profile, for lookup by name.

@@ -1,6 +1,6 @@
 //! The profiles that mirror a layout of the crate's own fake device
 //! (`vk_suballoc::device::fake::FakeLayout`) report the same memory types,
-//! heap structure and limits, so that the Vulkan suite under validation and
+//! heap structure, limits and `VK_EXT_memory_budget`, so that the Vulkan suite under validation and
 //! the fake-device tests describe the same GPUs. Heap sizes are the one
 //! exception: the layer's are scaled down so that tests which fill a heap
 //! on lavapipe stay quick, but stay on the same side of 1 GiB (the
@@ -10,7 +10,7 @@
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 
-use crate::profile::{Profile, APPLE, ARC, MALI};
+use crate::profile::{Profile, AMD, APPLE, ARC, DISCRETE, INTEGRATED, MALI, MOBILE, REBAR};
 
 const GIB: u64 = 1 << 30;
 
@@ -68,6 +68,10 @@ fn assert_mirrors(profile: &Profile, layout: &FakeLayout) {
         ),
         "{name}: granularity, atom, allocation count"
     );
+    assert_eq!(
+        profile.memory_budget, layout.memory_budget,
+        "{name}: VK_EXT_memory_budget"
+    );
 }
 
 #[test]
@@ -83,4 +87,27 @@ fn apple_mirrors_the_apple_layout() {
 #[test]
 fn mali_mirrors_the_mali_layout() {
     assert_mirrors(&MALI, &FakeLayout::mali());
+}
+
+/// The profiles that are not mirrors (their types and limits differ from
+/// the layouts of the same name, to reach other paths) still offer
+/// `VK_EXT_memory_budget` exactly where the crate's layout of that name
+/// has it: the Vulkan suite then takes the allocator's path without a
+/// budget on integrated and mobile GPUs, as the fake-device tests do.
+#[test]
+fn budgets_match_the_layouts_of_the_same_name() {
+    for (profile, layout) in [
+        (&DISCRETE, FakeLayout::discrete()),
+        (&INTEGRATED, FakeLayout::integrated()),
+        (&MOBILE, FakeLayout::mobile()),
+        (&AMD, FakeLayout::amd()),
+        (&REBAR, FakeLayout::rebar()),
+    ] {
+        assert_eq!(profile.name, layout.name, "{}", profile.name);
+        assert_eq!(
+            profile.memory_budget, layout.memory_budget,
+            "{}: VK_EXT_memory_budget",
+            profile.name
+        );
+    }
 }
