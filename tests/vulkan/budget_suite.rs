@@ -18,7 +18,7 @@ test_each_fake_profile!(
     /// the extension from `Config::budget_fraction` of the heap and the
     /// allocator's own usage, not with `OutOfDeviceMemory` at the heap's
     /// end.
-    fn within_budget_requests_stop_at_the_drivers_budget(profile) {
+    fn within_budget_requests_stop_at_the_heaps_budget(profile) {
         let context = VulkanContext::new(profile);
         let allocator = allocator_for(&context);
         let within = AllocationDesc::new(Usage::DEVICE_LOCAL).within_budget();
