@@ -214,7 +214,9 @@ impl Allocator<AshMemoryDevice> {
     /// them, or one made for a resource of unknown kind); otherwise the alias
     /// could share a page with a neighbour of the other kind, and the
     /// request fails with [`Error::CannotAlias`]. On a device whose
-    /// granularity is 1 any kind aliases any other.
+    /// granularity is 1 any kind aliases any other. The image's kind
+    /// follows `info.tiling` ([`ResourceKind::of_image`]): one with a DRM
+    /// format modifier, linear or not by its modifier, is of unknown kind.
     ///
     /// # Errors
     /// As [`create_aliasing_buffer`](Self::create_aliasing_buffer);

@@ -61,8 +61,10 @@ impl Allocator<AshMemoryDevice> {
     }
 
     /// Creates an image, allocates memory for it (dedicated when the driver
-    /// asks) and binds it. Linear-tiling images count as linear resources for
-    /// `bufferImageGranularity`, every other tiling as optimal.
+    /// asks) and binds it. Its kind for `bufferImageGranularity` follows
+    /// `info.tiling` ([`ResourceKind::of_image`]: `LINEAR` images are linear
+    /// resources, `OPTIMAL` ones optimal, and a DRM format modifier's,
+    /// which may be either, take whole pages).
     ///
     /// # Errors
     /// As [`create_buffer`](Self::create_buffer);
@@ -152,9 +154,9 @@ impl Allocator<AshMemoryDevice> {
     /// (VMA's `vmaAllocateMemoryForImage`), as
     /// [`allocate_for_buffer`](Self::allocate_for_buffer) does for buffers:
     /// requirements from `vkGetImageMemoryRequirements2`, dedicated memory
-    /// when the driver asks. `tiling` is the image's: `LINEAR` images count
-    /// as linear resources for `bufferImageGranularity`, every other tiling
-    /// as optimal. Bind with `vkBindImageMemory(image, memory(), offset())`.
+    /// when the driver asks. `tiling` is the image's, and gives its kind for
+    /// `bufferImageGranularity` as in [`create_image`](Self::create_image)
+    /// ([`ResourceKind::of_image`]). Bind with `vkBindImageMemory(image, memory(), offset())`.
     ///
     /// # Errors
     /// As [`allocate`](Self::allocate). Nothing is created or destroyed.
@@ -289,11 +291,7 @@ impl Allocator<AshMemoryDevice> {
                 .device()
                 .get_image_memory_requirements2(&query, &mut requirements)
         };
-        let kind = if tiling == vk::ImageTiling::LINEAR {
-            ResourceKind::LinearImage
-        } else {
-            ResourceKind::OptimalImage
-        };
+        let kind = ResourceKind::of_image(tiling);
         let memory_requirements = requirements.memory_requirements;
         let hint = DedicatedHint::from_requirements(&dedicated);
         let request = Request::with_desc(memory_requirements, kind, *desc).driver_dedicated(hint);

@@ -48,8 +48,9 @@ pub struct Movable<'a> {
     /// when it had one (the allocator does not remember it).
     pub requirements: vk::MemoryRequirements,
     /// What that resource is, for `bufferImageGranularity`: an image's
-    /// kind follows its tiling (`LINEAR` is [`ResourceKind::LinearImage`],
-    /// `OPTIMAL` [`ResourceKind::OptimalImage`]). A move for
+    /// kind follows its tiling ([`ResourceKind::of_image`]: `LINEAR` is
+    /// [`ResourceKind::LinearImage`], `OPTIMAL` [`ResourceKind::OptimalImage`],
+    /// a DRM format modifier's [`ResourceKind::Unknown`]). A move for
     /// [`ResourceKind::Unknown`] takes whole pages; where the granularity
     /// is not a power of two such a resource needs dedicated memory, and
     /// no move is planned for it.

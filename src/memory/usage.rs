@@ -3,6 +3,8 @@
 use std::fmt;
 use std::ops::{BitOr, BitOrAssign};
 
+use ash::vk;
+
 /// What the memory is for. Combine with `|`.
 ///
 /// | usage | typical resource | memory chosen first |
@@ -141,7 +143,9 @@ pub enum ResourceKind {
     Buffer,
     /// A `VkImage` with `VK_IMAGE_TILING_LINEAR`.
     LinearImage,
-    /// A `VkImage` with `VK_IMAGE_TILING_OPTIMAL`.
+    /// A `VkImage` with `VK_IMAGE_TILING_OPTIMAL`. (An image with a DRM
+    /// format modifier is linear or not by its modifier:
+    /// [`of_image`](Self::of_image) takes it as unknown.)
     OptimalImage,
 }
 
@@ -160,6 +164,23 @@ impl ResourceKind {
         match (self, other) {
             (Self::Unknown, _) | (_, Self::Unknown) => false,
             _ => self.is_linear() == other.is_linear(),
+        }
+    }
+
+    /// The kind of an image created with `tiling`, as the create-and-bind
+    /// helpers take it: [`LinearImage`](Self::LinearImage) for `LINEAR`,
+    /// [`OptimalImage`](Self::OptimalImage) for `OPTIMAL`, and
+    /// [`Unknown`](Self::Unknown) for any other tiling. An image with
+    /// `DRM_FORMAT_MODIFIER_EXT` tiling is a linear resource when its
+    /// modifier is `DRM_FORMAT_MOD_LINEAR` and a non-linear one otherwise
+    /// (the Vulkan glossary's "Linear Resource"), and the driver may pick
+    /// the modifier from a list at creation: taken as optimal, a linear
+    /// one could share a granularity page with an optimal image.
+    pub const fn of_image(tiling: vk::ImageTiling) -> Self {
+        match tiling {
+            vk::ImageTiling::LINEAR => Self::LinearImage,
+            vk::ImageTiling::OPTIMAL => Self::OptimalImage,
+            _ => Self::Unknown,
         }
     }
 }
@@ -181,5 +202,27 @@ mod tests {
         assert!(!(Usage::DEVICE_LOCAL | Usage::ALLOW_TRANSFER_INSTEAD).needs_host_access());
         assert_eq!(format!("{optional:?}"), "UPLOAD | ALLOW_TRANSFER_INSTEAD");
         assert_eq!(format!("{:?}", Usage::default()), "(none)");
+    }
+
+    /// An image's kind follows its tiling; one whose layout the tiling
+    /// leaves open (a DRM format modifier, linear or not, which the
+    /// driver may pick from a list) is unknown, so that it shares no
+    /// `bufferImageGranularity` page with either kind.
+    #[test]
+    fn image_kinds_follow_the_tiling() {
+        use vk::ImageTiling as T;
+        assert_eq!(ResourceKind::of_image(T::LINEAR), ResourceKind::LinearImage);
+        assert_eq!(
+            ResourceKind::of_image(T::OPTIMAL),
+            ResourceKind::OptimalImage
+        );
+        assert_eq!(
+            ResourceKind::of_image(T::DRM_FORMAT_MODIFIER_EXT),
+            ResourceKind::Unknown
+        );
+        assert_eq!(
+            ResourceKind::of_image(T::from_raw(7)),
+            ResourceKind::Unknown
+        );
     }
 }
