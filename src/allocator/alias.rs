@@ -13,6 +13,7 @@
 
 use ash::vk;
 
+use super::ash_helpers::keep_protection;
 use super::place::check_requirements;
 use super::pool::type_bit;
 use super::{Allocation, AllocationDesc, Allocator, Request};
@@ -145,7 +146,10 @@ impl Allocator<AshMemoryDevice> {
     ///
     /// # Errors
     /// As [`check_alias`](Self::check_alias), and [`Error::CannotAlias`]
-    /// when the driver requires dedicated memory for the buffer, or when
+    /// when the driver requires dedicated memory for the buffer, when the
+    /// buffer is protected (`VK_BUFFER_CREATE_PROTECTED_BIT`) and the
+    /// allocation's memory type is not, or the reverse
+    /// (VUID-vkBindBufferMemory-None-01898, -01899), or when
     /// `info.usage` has `SHADER_DEVICE_ADDRESS` and the allocator was not
     /// told of buffer device address
     /// ([`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)):
@@ -178,6 +182,8 @@ impl Allocator<AshMemoryDevice> {
         // SAFETY: just created from this device with `info.usage`.
         let request =
             unsafe { self.buffer_request(buffer, info.usage, &AllocationDesc::default()) };
+        let protected = info.flags.contains(vk::BufferCreateFlags::PROTECTED);
+        let request = keep_protection(request, self.context.memory_types(), protected);
         let bound = self
             .check_request_alias(allocation, offset, &request)
             .and_then(|()| {
@@ -246,6 +252,8 @@ impl Allocator<AshMemoryDevice> {
         // SAFETY: just created from this device with `info.tiling`, not
         // disjoint.
         let request = unsafe { self.image_request(image, info.tiling, &AllocationDesc::default()) };
+        let protected = info.flags.contains(vk::ImageCreateFlags::PROTECTED);
+        let request = keep_protection(request, self.context.memory_types(), protected);
         let bound = self
             .check_request_alias(allocation, offset, &request)
             .and_then(|()| {
@@ -293,6 +301,15 @@ impl Allocator<AshMemoryDevice> {
                 "the buffer has SHADER_DEVICE_ADDRESS usage, and the allocator \
                  was not told of buffer device address: its memory lacks \
                  VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT",
+            ));
+        }
+        // `keep_protection` ruled out the memory types of the other
+        // protection: the driver's memoryTypeBits may still name them.
+        let bit = type_bit(allocation.memory_type());
+        if request.requirements.memory_type_bits & bit != 0 && request.type_bits() & bit == 0 {
+            return Err(Error::CannotAlias(
+                "a protected resource and unprotected memory, or an unprotected resource \
+                 and protected memory (VUID-vkBindBufferMemory-None-01898, -01899)",
             ));
         }
         self.check_alias(allocation, offset, &request.requirements, request.kind)

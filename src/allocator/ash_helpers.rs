@@ -3,7 +3,9 @@
 use ash::vk;
 
 use super::{Allocation, AllocationDesc, Allocator, Request};
-use crate::device::{AshMemoryDevice, DedicatedHint, DedicatedTarget, DeviceError};
+use crate::device::{
+    AshMemoryDevice, DedicatedHint, DedicatedTarget, DeviceError, MemoryPropertyFlags, MemoryType,
+};
 use crate::memory::{ResourceKind, Usage};
 use crate::Error;
 
@@ -16,8 +18,16 @@ impl Allocator<AshMemoryDevice> {
     /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)
     /// it fails with [`Error::NoSuitableMemoryType`].
     ///
+    /// A protected buffer (`VK_BUFFER_CREATE_PROTECTED_BIT`) takes only
+    /// protected memory types and any other buffer only unprotected ones,
+    /// whatever its `memoryTypeBits` say (VUID-vkBindBufferMemory-None-01898,
+    /// -01899): protected memory comes from a custom pool of a protected
+    /// type ([`DeviceFeatures::protected_memory`](crate::device::DeviceFeatures::protected_memory)).
+    ///
     /// # Errors
-    /// The allocator's errors, and `vkCreateBuffer` / `vkBindBufferMemory`
+    /// The allocator's errors ([`Error::PoolTypeNotAllowed`] for a custom
+    /// pool whose memory type's protection is not the buffer's), and
+    /// `vkCreateBuffer` / `vkBindBufferMemory`
     /// failures as [`Error::Device`] (or the matching variant). Nothing is
     /// leaked on error: the buffer is destroyed and the memory freed.
     /// [`Error::UnsupportedResource`] for a sparse buffer, which is bound
@@ -41,6 +51,8 @@ impl Allocator<AshMemoryDevice> {
         let buffer = unsafe { device.create_buffer(info, None) }.map_err(DeviceError::from)?;
         // SAFETY: just created from this device with `info.usage`.
         let request = unsafe { self.buffer_request(buffer, info.usage, desc) };
+        let protected = info.flags.contains(vk::BufferCreateFlags::PROTECTED);
+        let request = keep_protection(request, self.context.memory_types(), protected);
         let allocation = self.allocate_and_bind(
             &request,
             |allocation| {
@@ -65,6 +77,11 @@ impl Allocator<AshMemoryDevice> {
     /// `info.tiling` ([`ResourceKind::of_image`]: `LINEAR` images are linear
     /// resources, `OPTIMAL` ones optimal, and a DRM format modifier's,
     /// which may be either, take whole pages).
+    ///
+    /// Protected images (`VK_IMAGE_CREATE_PROTECTED_BIT`) take only
+    /// protected memory types, and any other image only unprotected ones,
+    /// as [`create_buffer`](Self::create_buffer)'s buffers
+    /// (VUID-vkBindImageMemory-None-01901, -01902).
     ///
     /// # Errors
     /// As [`create_buffer`](Self::create_buffer);
@@ -93,6 +110,8 @@ impl Allocator<AshMemoryDevice> {
         // SAFETY: just created from this device with `info.tiling`, not
         // disjoint (checked above).
         let request = unsafe { self.image_request(image, info.tiling, desc) };
+        let protected = info.flags.contains(vk::ImageCreateFlags::PROTECTED);
+        let request = keep_protection(request, self.context.memory_types(), protected);
         let allocation = self.allocate_and_bind(
             &request,
             |allocation| {
@@ -114,7 +133,11 @@ impl Allocator<AshMemoryDevice> {
     /// takes the buffer's requirements from `vkGetBufferMemoryRequirements2`,
     /// dedicated memory (made for this buffer) when the driver asks for it,
     /// and [`Usage::DEVICE_ADDRESS`] when `usage` has
-    /// `SHADER_DEVICE_ADDRESS`. Bind it yourself:
+    /// `SHADER_DEVICE_ADDRESS`. It does not see the buffer's create flags:
+    /// a protected buffer needs a custom pool of a protected memory type,
+    /// and any other buffer memory of an unprotected one (the default
+    /// pools' always is; VUID-vkBindBufferMemory-None-01898, -01899), which
+    /// `create_buffer` checks and this cannot. Bind it yourself:
     ///
     /// ```no_run
     /// # use ash::vk;
@@ -156,7 +179,9 @@ impl Allocator<AshMemoryDevice> {
     /// requirements from `vkGetImageMemoryRequirements2`, dedicated memory
     /// when the driver asks. `tiling` is the image's, and gives its kind for
     /// `bufferImageGranularity` as in [`create_image`](Self::create_image)
-    /// ([`ResourceKind::of_image`]). Bind with `vkBindImageMemory(image, memory(), offset())`.
+    /// ([`ResourceKind::of_image`]). Nor does it see the image's create
+    /// flags: protected images need a custom pool of a protected memory
+    /// type, as `allocate_for_buffer` says of buffers. Bind with `vkBindImageMemory(image, memory(), offset())`.
     ///
     /// # Errors
     /// As [`allocate`](Self::allocate). Nothing is created or destroyed.
@@ -349,5 +374,64 @@ fn target_unless_aliased(request: Request<'_>, target: DedicatedTarget) -> Reque
         request
     } else {
         request.dedicated_target(target)
+    }
+}
+
+/// `request` kept off the memory types of `types` whose protection differs
+/// from its resource's (`protected`: created with
+/// `VK_BUFFER_CREATE_PROTECTED_BIT` / `VK_IMAGE_CREATE_PROTECTED_BIT`): a
+/// protected resource is bound to protected memory only, any other to
+/// unprotected memory only (VUID-vkBindBufferMemory-None-01898, -01899,
+/// VUID-vkBindImageMemory-None-01901, -01902). Vulkan promises a protected
+/// resource a protected type among its `memoryTypeBits`, not that they name
+/// no other, nor that an unprotected resource's name no protected type.
+pub(super) fn keep_protection<'a>(
+    mut request: Request<'a>,
+    types: &[MemoryType],
+    protected: bool,
+) -> Request<'a> {
+    let other = types
+        .iter()
+        .take(32)
+        .enumerate()
+        .filter(|(_, ty)| ty.props.contains(MemoryPropertyFlags::PROTECTED) != protected)
+        .fold(0, |mask, (index, _)| mask | 1 << index);
+    request.desc.excluded_memory_types |= other;
+    request
+}
+
+#[cfg(test)]
+mod tests {
+    use ash::vk;
+    use gpu_alloc_types::{MemoryPropertyFlags as Props, MemoryType};
+
+    use super::keep_protection;
+    use crate::{Request, ResourceKind, Usage};
+
+    /// A protected resource may take only protected memory types, and any
+    /// other resource none of them, whatever its `memoryTypeBits` say:
+    /// Vulkan promises a protected type among a protected resource's bits,
+    /// not that they name no other (VUID-vkBindBufferMemory-None-01898,
+    /// -01899).
+    #[test]
+    fn resources_keep_to_memory_of_their_protection() {
+        let ty = |props| MemoryType { heap: 0, props };
+        let types = [
+            ty(Props::DEVICE_LOCAL),
+            ty(Props::DEVICE_LOCAL | Props::PROTECTED),
+            ty(Props::HOST_VISIBLE | Props::HOST_COHERENT),
+        ];
+        let requirements = vk::MemoryRequirements {
+            size: 256,
+            alignment: 256,
+            memory_type_bits: 0b111,
+        };
+        let mut request = Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer);
+        assert_eq!(keep_protection(request, &types, false).type_bits(), 0b101);
+        assert_eq!(keep_protection(request, &types, true).type_bits(), 0b010);
+        // What the caller ruled out stays out.
+        request.desc = request.desc.memory_type_bits(0b101);
+        assert_eq!(keep_protection(request, &types, false).type_bits(), 0b101);
+        assert_eq!(keep_protection(request, &types, true).type_bits(), 0);
     }
 }

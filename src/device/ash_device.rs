@@ -44,14 +44,16 @@ pub struct DeviceFeatures {
     /// or `VkPhysicalDeviceVulkan11Features`) is enabled: custom pools
     /// ([`Allocator::create_pool`](crate::Allocator::create_pool)) may use
     /// memory types with `VK_MEMORY_PROPERTY_PROTECTED_BIT`, for protected
-    /// resources: pick the type yourself (a protected resource's
-    /// `memoryTypeBits` name only protected types), as
+    /// resources: pick the type yourself (a protected type among a
+    /// protected resource's `memoryTypeBits`), as
     /// [`Allocator::memory_type_for`](crate::Allocator::memory_type_for)
     /// never returns one. Other requests never use them (one whose
     /// `memoryTypeBits` name only protected types fails with
     /// [`Error::NoSuitableMemoryType`](crate::Error::NoSuitableMemoryType),
     /// or [`Error::NoMemoryTypeBits`](crate::Error::NoMemoryTypeBits)
-    /// without the feature). Leave it `false` otherwise:
+    /// without the feature; the create-and-bind helpers give a protected
+    /// resource protected types only, and any other resource none, whatever
+    /// its `memoryTypeBits` say). Leave it `false` otherwise:
     /// allocating from a protected type without the feature is invalid
     /// (VUID-VkMemoryAllocateInfo-memoryTypeIndex-01872), and the allocator
     /// then never does, refusing a pool on one.
