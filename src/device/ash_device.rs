@@ -25,6 +25,10 @@ pub struct DeviceFeatures {
     /// so any buffer placed there may take its address. Without it, requests
     /// with [`Usage::DEVICE_ADDRESS`](crate::Usage::DEVICE_ADDRESS) fail with
     /// [`Error::NoSuitableMemoryType`](crate::Error::NoSuitableMemoryType).
+    /// Not for `VK_EXT_buffer_device_address` alone, whose feature
+    /// structure is another: its memory needs no flag, and the flag is
+    /// invalid without the core or KHR feature
+    /// (VUID-VkMemoryAllocateInfo-flags-03331).
     pub buffer_device_address: bool,
     /// `VK_EXT_memory_budget` is enabled: heap budgets come from the driver.
     pub memory_budget: bool,
@@ -87,9 +91,15 @@ impl AshMemoryDevice {
     /// Wraps a device for the allocator.
     ///
     /// # Safety
-    /// - `instance` was created with `apiVersion` 1.1 or later (the 1.1
-    ///   property and requirement queries are used), and `device` was created
-    ///   from `physical_device` of `instance` alone, not from a device group
+    /// - `instance` was created with `apiVersion` 1.1 or later and
+    ///   `physical_device` reports 1.1 or later
+    ///   (`VkPhysicalDeviceProperties::apiVersion`): the 1.1 property and
+    ///   requirement queries are used, and `VkMemoryDedicatedAllocateInfo`
+    ///   and `VkMemoryAllocateFlagsInfo` are chained, which a 1.0 device
+    ///   may not see even with a 1.1 instance (ash's table then holds no
+    ///   `vkGetBufferMemoryRequirements2`, and calling it panics).
+    /// - `device` was created from `physical_device` of `instance` alone,
+    ///   not from a device group
     ///   of several: every host-visible block is mapped, and memory of a
     ///   multi-instance heap allocated for several devices cannot be
     ///   (VUID-vkMapMemory-memory-00683).
