@@ -49,6 +49,15 @@ pub struct UploadRingDesc<'a> {
     /// go through [`Allocator::create_upload_ring`](crate::Allocator::create_upload_ring);
     /// an extension's, through
     /// [`Allocator::create_upload_ring_unchecked`](crate::Allocator::create_upload_ring_unchecked).
+    ///
+    /// The buffers are made with `VK_SHARING_MODE_EXCLUSIVE`: use a ring on
+    /// one queue family (or transfer ownership each frame), since bytes a
+    /// queue family reads after another one used that range without an
+    /// ownership transfer are undefined. Descriptor offsets into a ring
+    /// buffer must honour the device's `minUniformBufferOffsetAlignment`,
+    /// `minStorageBufferOffsetAlignment` or `minTexelBufferOffsetAlignment`:
+    /// pass that as [`ring_allocate`](crate::Allocator::ring_allocate)'s
+    /// `align`, which is relative to the buffer.
     pub buffer_usage: vk::BufferUsageFlags,
     /// When full, add a chunk instead of failing.
     pub grow: bool,
