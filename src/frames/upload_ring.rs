@@ -26,7 +26,12 @@ pub(crate) const RING_FRAMES: u32 = 64;
 /// How to make an upload ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UploadRingDesc<'a> {
-    /// Bytes per chunk. The ring must hold every frame in flight.
+    /// Bytes per chunk. The ring must hold every frame in flight. Each
+    /// chunk is one buffer of this size (or of the request that outgrew it,
+    /// in a growing ring), so keep it within the device's
+    /// `maxBufferSize` (`VkPhysicalDeviceMaintenance4Properties`, 1–2 GiB
+    /// on some drivers; VUID-VkBufferCreateInfo-size-06409): the allocator
+    /// does not read that limit.
     pub size: u64,
     /// Memory usage, with `UPLOAD` or `READBACK` (the host writes the ring),
     /// and `UPLOAD` not with `ALLOW_TRANSFER_INSTEAD`;
