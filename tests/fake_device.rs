@@ -13,6 +13,8 @@ mod aliasing;
 mod allocation_paths;
 #[path = "fake_device/api_walk.rs"]
 mod api_walk;
+#[path = "fake_device/backend_panics.rs"]
+mod backend_panics;
 #[path = "fake_device/bad_input.rs"]
 mod bad_input;
 #[path = "fake_device/budget_threads.rs"]

@@ -222,7 +222,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// covers are carried out, whichever thread took them out of the queue.
     /// A panic of the memory callback
     /// ([`set_memory_callback`](Self::set_memory_callback)) during one free
-    /// reaches the caller once the others are carried out.
+    /// reaches the caller once the others are carried out; a panic of the
+    /// device backend polling a frame's signal, once the frees of the
+    /// frames found done before it are (that frame and later ones stay
+    /// queued).
     ///
     /// # Errors
     /// [`Error::DeviceLost`] when the device is lost, and the other failures
@@ -240,13 +243,23 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let mut done = Vec::new();
         let mut frames = lock(&self.frames);
         let oldest_before = frames.oldest().map(|(index, _)| index);
-        let result = frames.collect(
-            // SAFETY: every sealed signal came through `end_frame` or
-            // `end_frame_timeline`, whose contract keeps it a live signal of
-            // the device until its frame is collected; it is not yet.
-            |signal| unsafe { self.context.device.is_signalled(*signal) },
-            |item| done.push(item),
-        );
+        // A backend that panics in a poll (a bug, caught by the engine)
+        // stops the polls, not the frees of the frames taken out before
+        // it: unwound, they were dropped, their buffers and images never
+        // destroyed. The queue is whole (a frame leaves it once its poll
+        // answered); the panic goes on once they are carried out.
+        let mut panics = FirstPanic::default();
+        let mut result = Ok((0, 0));
+        panics.run(|| {
+            result = frames.collect(
+                // SAFETY: every sealed signal came through `end_frame` or
+                // `end_frame_timeline`, whose contract keeps it a live
+                // signal of the device until its frame is collected; it is
+                // not yet.
+                |signal| unsafe { self.context.device.is_signalled(*signal) },
+                |item| done.push(item),
+            );
+        });
         let oldest_after = frames.oldest().map(|(index, _)| index);
         // Frames released: from the old oldest up to (not including) the new
         // oldest, or up to the current frame when all were released; also
@@ -258,8 +271,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             }
         }
         drop(frames);
-        self.release_each(done);
+        panics.run(|| self.release_each(done));
         drop(releasing);
+        panics.resume();
         let (frames_released, frees) = result?;
         Ok(Collected {
             frames: frames_released,

@@ -363,8 +363,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     }
 
     /// Allocates for `request` and binds its resource with `bind`. When
-    /// either fails, the resource is destroyed with `destroy` and what was
-    /// allocated is freed, so nothing leaks: the one cleanup path of the
+    /// either fails (or panics), the resource is destroyed with `destroy`
+    /// and what was allocated is freed, so nothing leaks: the one cleanup path of the
     /// create-allocate-bind helpers and upload-ring chunks.
     ///
     /// # Errors
@@ -389,17 +389,23 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 panic::resume_unwind(payload);
             }
         };
-        if let Err(error) = bind(&allocation) {
-            // SAFETY: the allocation was never bound (the bind failed) and no
-            // GPU work was submitted with it.
-            let freed = panic::catch_unwind(AssertUnwindSafe(|| unsafe { self.free(allocation) }));
-            destroy();
-            if let Err(payload) = freed {
-                panic::resume_unwind(payload);
-            }
-            return Err(error);
+        // A backend that panics in the bind (a bug, caught by the engine)
+        // is a failed bind too: unwound past the cleanup, the allocation
+        // stayed allocated until the allocator's drop, and the resource
+        // leaked.
+        let failure = match panic::catch_unwind(AssertUnwindSafe(|| bind(&allocation))) {
+            Ok(Ok(())) => return Ok(allocation),
+            Ok(Err(error)) => Ok(error),
+            Err(payload) => Err(payload),
+        };
+        // SAFETY: no GPU work was submitted with the allocation: the bind
+        // failed or panicked, so its resource is destroyed unused.
+        let freed = panic::catch_unwind(AssertUnwindSafe(|| unsafe { self.free(allocation) }));
+        destroy();
+        match (failure, freed) {
+            (Err(payload), _) | (Ok(_), Err(payload)) => panic::resume_unwind(payload),
+            (Ok(error), Ok(_)) => Err(error),
         }
-        Ok(allocation)
     }
 
     /// Frees an allocation now. Its range may be handed out again at once, and

@@ -623,17 +623,38 @@ impl<D> MemoryContext<D> {
             .props(request.memory_type)
             .contains(MemoryPropertyFlags::HOST_VISIBLE)
         {
-            // SAFETY: the memory is new, so not mapped yet, and host-visible;
-            // the range is the whole object (VUID-vkMapMemory-memory-00678,
-            // -00682, -offset-00679, -size-00681).
-            match unsafe { self.device.map_memory(&mut memory, 0, request.size) } {
-                Ok(pointer) => Some(MappedPtr(pointer)),
-                Err(error) => {
+            // A backend that panics here (a bug, caught by the engine) left
+            // the object made, counted and told of, but in no pool: it is
+            // freed as on a failed map before the panic goes on.
+            let map = panic::catch_unwind(AssertUnwindSafe(|| {
+                // SAFETY: the memory is new, so not mapped yet, and
+                // host-visible; the range is the whole object
+                // (VUID-vkMapMemory-memory-00678, -00682, -offset-00679,
+                // -size-00681).
+                unsafe { self.device.map_memory(&mut memory, 0, request.size) }
+            }));
+            match map {
+                Ok(Ok(pointer)) => Some(MappedPtr(pointer)),
+                Ok(Err(error)) => {
                     // SAFETY: allocated above by this context with this
                     // type and size, and counted; not mapped (the map
                     // failed) and never bound.
                     unsafe { self.free_memory(memory, false, request.memory_type, request.size) };
                     return Err(crate::device::DeviceError::from(error).into());
+                }
+                Err(panic) => {
+                    let free = || {
+                        // SAFETY: as for a failed map (should the backend
+                        // have mapped it before it panicked, vkFreeMemory
+                        // unmaps it).
+                        unsafe {
+                            self.free_memory(memory, false, request.memory_type, request.size)
+                        }
+                    };
+                    // Its `Freed` event's own panic is dropped for the
+                    // first, as after a panic of the `Allocated` event.
+                    let _ = panic::catch_unwind(AssertUnwindSafe(free));
+                    panic::resume_unwind(panic);
                 }
             }
         } else {
@@ -658,10 +679,18 @@ impl<D> MemoryContext<D> {
     ) where
         D: MemoryDeviceExt<M>,
     {
-        if mapped {
-            // SAFETY: mapped once at allocation (the caller says it is).
-            unsafe { self.device.unmap_memory(&mut memory) };
-        }
+        // A backend that panics in the unmap (a bug, caught by the engine)
+        // does not stop the free: the caller counted the memory out, so
+        // nothing would free it again. vkFreeMemory unmaps memory still
+        // mapped. The panic goes on once it is freed, as the callback's.
+        let unmapped = if mapped {
+            panic::catch_unwind(AssertUnwindSafe(|| {
+                // SAFETY: mapped once at allocation (the caller says it is).
+                unsafe { self.device.unmap_memory(&mut memory) }
+            }))
+        } else {
+            Ok(())
+        };
         // Uncounted before the driver frees it: a budget reading taken
         // meanwhile then never counts as ours memory the driver no longer
         // does (`driver_budgets`). The heap's turn keeps budget checks out
@@ -678,7 +707,7 @@ impl<D> MemoryContext<D> {
         self.memory_objects.fetch_sub(1, Ordering::AcqRel);
         self.budget_cache().count_object();
         log::debug!("vk-suballoc: freed {size} bytes of memory type {memory_type}");
-        if let Err(panic) = told {
+        if let Err(panic) = unmapped.and(told) {
             panic::resume_unwind(panic);
         }
     }

@@ -60,6 +60,21 @@ pub struct FakeDevice {
     wait_hook: Arc<Mutex<WaitHook>>,
 }
 
+/// A backend call that [`FakeDevice::panic_on`] makes panic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FakeCall {
+    /// `vkMapMemory`.
+    Map,
+    /// `vkUnmapMemory`.
+    Unmap,
+    /// `vkGetFenceStatus` or `vkGetSemaphoreCounterValue`: the poll of a
+    /// frame's signal (`collect`), not the wait (`wait_and_collect`).
+    SignalQuery,
+    /// `vkBindBufferMemory`.
+    BindBuffer,
+}
+
 /// What [`FakeDevice::set_wait_hook`] runs in each wait for a fence or
 /// semaphore.
 #[derive(Default)]
@@ -163,6 +178,33 @@ impl FakeDevice {
     /// no memory object that was not made) when the panic is caught.
     pub fn panic_on_next_allocation(&self) {
         self.state().panic_on_allocation = true;
+    }
+
+    /// Makes the `nth` call of `call` from now panic before it does
+    /// anything (`nth` 1 is the next call; 0 counts as 1), as a buggy
+    /// backend might: the allocator must stay consistent, and leak
+    /// nothing, when the panic is caught.
+    pub fn panic_on(&self, call: FakeCall, nth: u64) {
+        self.state().panics.push((call, nth.max(1)));
+    }
+
+    /// Panics when this call of `call` is one [`panic_on`](Self::panic_on)
+    /// asked for: outside the state's lock, so that only the caller unwinds.
+    fn panic_if_asked(&self, call: FakeCall) {
+        let due = {
+            let mut state = self.state();
+            let mut due = false;
+            state.panics.retain_mut(|(asked, left)| {
+                if *asked != call {
+                    return true;
+                }
+                *left -= 1;
+                due |= *left == 0;
+                *left > 0
+            });
+            due
+        };
+        assert!(!due, "FakeDevice: {call:?} panicked (as asked)");
     }
 
     /// Every later `vkAllocateMemory` call takes `delay` before it allocates,
@@ -435,6 +477,7 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
     }
 
     unsafe fn is_signalled(&self, signal: FrameSignal) -> Result<bool, DeviceError> {
+        self.panic_if_asked(FakeCall::SignalQuery);
         self.state().is_signalled(signal)
     }
 
@@ -499,6 +542,7 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         memory: vk::DeviceMemory,
         offset: u64,
     ) -> Result<(), DeviceError> {
+        self.panic_if_asked(FakeCall::BindBuffer);
         let device_address = self.layout.buffer_device_address;
         self.state()
             .bind(buffer.as_raw(), memory.as_raw(), offset, device_address);
@@ -544,10 +588,12 @@ impl MemoryDevice<FakeMemory> for FakeDevice {
         offset: u64,
         size: u64,
     ) -> Result<NonNull<u8>, DeviceMapError> {
+        self.panic_if_asked(FakeCall::Map);
         self.state().map(&self.layout, memory.id, offset, size)
     }
 
     unsafe fn unmap_memory(&self, memory: &mut FakeMemory) {
+        self.panic_if_asked(FakeCall::Unmap);
         self.state().unmap(memory.id);
     }
 

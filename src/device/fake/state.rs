@@ -156,6 +156,9 @@ pub(super) struct State {
     pub(super) allocation_delay: Option<std::time::Duration>,
     /// The next `vkAllocateMemory` call panics, as a buggy backend would.
     pub(super) panic_on_allocation: bool,
+    /// Other calls that panic (`FakeDevice::panic_on`): each with the
+    /// number of its calls left until the one that panics (1: the next).
+    pub(super) panics: Vec<(super::FakeCall, u64)>,
     /// How long each budget query takes before it reads, and each
     /// `vkFreeMemory` call before and again after it frees, outside the lock.
     pub(super) budget_query_delay: Option<std::time::Duration>,
@@ -193,6 +196,7 @@ impl State {
             fail_from_size: None,
             allocation_delay: None,
             panic_on_allocation: false,
+            panics: Vec::new(),
             budget_query_delay: None,
             free_delay: None,
             device_lost: false,
