@@ -667,7 +667,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`wait_and_collect`](Self::wait_and_collect), the lock those calls
     /// carry out their frees under, which other threads' calls to them wait
     /// for): it must not call into the allocator (it would deadlock on a
-    /// lock its own thread holds), and should be quick.
+    /// lock its own thread holds; debug builds panic instead, with a
+    /// message that says so), and should be quick.
     ///
     /// A panic in the callback reaches the caller of the method that made
     /// or freed the memory, once that memory object is made and freed

@@ -25,6 +25,7 @@ use crate::Error;
 /// Locks a mutex, carrying on after a panic elsewhere: every critical section
 /// leaves its pool consistent before anything that can panic.
 pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    crate::memory::events::assert_not_in_callback();
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -45,3 +45,61 @@ impl fmt::Debug for MemoryCallback {
         f.write_str("MemoryCallback")
     }
 }
+
+impl MemoryCallback {
+    /// Calls the callback with `event`. In debug builds the thread is
+    /// marked as inside the callback meanwhile, so that a call back into
+    /// the allocator panics ([`assert_not_in_callback`]) instead of
+    /// deadlocking on a lock its own thread holds.
+    pub(crate) fn call(&self, event: &MemoryEvent<'_>) {
+        #[cfg(debug_assertions)]
+        let _inside = reentry::Inside::enter();
+        (self.0)(event);
+    }
+}
+
+/// Panics, in debug builds, when this thread is running the memory
+/// callback: the allocator's lock helpers call it before they lock, since
+/// the callback runs under the lock of the memory's pool (and sometimes
+/// others), which the same thread would wait for forever. Release builds
+/// check nothing.
+#[inline]
+pub(crate) fn assert_not_in_callback() {
+    #[cfg(debug_assertions)]
+    assert!(
+        !reentry::inside(),
+        "vk-suballoc: the memory callback (Allocator::set_memory_callback) called into \
+         the allocator, which holds a lock for the call that runs it: it would deadlock"
+    );
+}
+
+/// The debug builds' record of which threads are running the callback.
+#[cfg(debug_assertions)]
+mod reentry {
+    use std::cell::Cell;
+
+    thread_local! {
+        static INSIDE: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Whether this thread is running the memory callback.
+    pub(super) fn inside() -> bool {
+        INSIDE.with(Cell::get)
+    }
+
+    /// Marks the thread as inside the callback until dropped, also when
+    /// the callback panics (the allocator catches that and carries on).
+    pub(super) struct Inside(bool);
+
+    impl Inside {
+        pub(super) fn enter() -> Self {
+            Self(INSIDE.with(|inside| inside.replace(true)))
+        }
+    }
+
+    impl Drop for Inside {
+        fn drop(&mut self) {
+            INSIDE.with(|inside| inside.set(self.0));
+        }
+    }
+}

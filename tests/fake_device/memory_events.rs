@@ -107,3 +107,53 @@ fn memory_events_pair_up_and_match_the_device() {
         live.lock().unwrap()
     );
 }
+
+/// A callback that calls back into the allocator (which its docs forbid:
+/// it runs under the lock of the memory's pool) panics with a message that
+/// says so, in debug builds, where it deadlocked silently; the allocator
+/// carries on afterwards. Release builds check nothing (the test would
+/// hang there).
+#[cfg(debug_assertions)]
+#[test]
+fn a_callback_calling_into_the_allocator_panics_instead_of_deadlocking() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{OnceLock, Weak};
+
+    use super::FakeAllocator;
+
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let shared: Arc<OnceLock<Weak<FakeAllocator>>> = Arc::default();
+    let reenter = Arc::new(AtomicBool::new(true));
+    let (target, flag) = (Arc::clone(&shared), Arc::clone(&reenter));
+    allocator.set_memory_callback(move |_| {
+        if flag.load(Ordering::Relaxed) {
+            if let Some(allocator) = target.get().and_then(Weak::upgrade) {
+                let _ = allocator.stats();
+            }
+        }
+    });
+    let allocator = Arc::new(allocator);
+    shared.set(Arc::downgrade(&allocator)).unwrap();
+
+    let request = buffer(1 << 20, 256, Usage::DEVICE_LOCAL);
+    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        allocator.allocate(&request)
+    }))
+    .expect_err("the callback's call into the allocator panics");
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or_default();
+    assert!(message.contains("memory callback"), "{message}");
+    // The block made for the request was freed again.
+    assert_eq!(device.live_allocations().len(), 0);
+    assert_eq!(allocator.stats().reserved_bytes(), 0);
+
+    // The thread is no longer marked as inside the callback, and the
+    // allocator works.
+    reenter.store(false, Ordering::Relaxed);
+    let allocation = allocator.allocate(&request).unwrap();
+    assert_eq!(device.live_allocations().len(), 1);
+    free(&allocator, allocation);
+}
