@@ -1,5 +1,6 @@
 //! Memory-type choice, blocks, dedicated memory, empty blocks and trim.
 
+use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::device::{AllocateInfo, AllocationFlags, DedicatedTarget, MemoryDeviceExt};
 use vk_suballoc::{
@@ -62,6 +63,39 @@ fn each_preset_places_each_usage_in_the_expected_type() {
     }
 }
 
+/// `memory_type_properties` reports each memory type's flags as the
+/// device lists them, on every preset, and `None` past its types.
+#[test]
+fn memory_type_properties_are_the_devices() {
+    let layouts = [
+        FakeLayout::discrete(),
+        FakeLayout::integrated(),
+        FakeLayout::mobile(),
+        FakeLayout::rebar(),
+        FakeLayout::amd(),
+        FakeLayout::lavapipe(),
+        FakeLayout::intel_arc(),
+        FakeLayout::apple(),
+        FakeLayout::mali(),
+    ];
+    for layout in layouts {
+        let (name, types) = (layout.name, layout.memory_types.clone());
+        let (allocator, device) = allocator(layout);
+        for (index, ty) in types.iter().enumerate() {
+            let flags = allocator.memory_type_properties(index as u32);
+            let want = vk::MemoryPropertyFlags::from_raw(u32::from(ty.props.bits()));
+            assert_eq!(flags, Some(want), "{name}: type {index}");
+        }
+        assert_eq!(
+            allocator.memory_type_properties(types.len() as u32),
+            None,
+            "{name}"
+        );
+        assert_eq!(allocator.memory_type_properties(u32::MAX), None, "{name}");
+        finish(allocator, &device);
+    }
+}
+
 /// `UPLOAD | ALLOW_TRANSFER_INSTEAD` (VMA's pattern for data the GPU reads
 /// often): a discrete GPU's BAR while it has room, then VRAM *unmapped*
 /// (the engine uploads with a transfer), not system memory; an integrated
@@ -80,6 +114,15 @@ fn allow_transfer_instead_takes_the_bar_then_unmapped_vram() {
     let staged = allocator.allocate(&buffer(64 * MIB, 256, usage)).unwrap();
     assert_eq!(staged.memory_type(), 1);
     assert_eq!(staged.mapped_ptr(), None);
+    // What VMA's pattern asks of vmaGetAllocationMemoryProperties.
+    let flags = |a: &Allocation| allocator.memory_type_properties(a.memory_type()).unwrap();
+    assert_eq!(
+        flags(&direct),
+        vk::MemoryPropertyFlags::DEVICE_LOCAL
+            | vk::MemoryPropertyFlags::HOST_VISIBLE
+            | vk::MemoryPropertyFlags::HOST_COHERENT
+    );
+    assert_eq!(flags(&staged), vk::MemoryPropertyFlags::DEVICE_LOCAL);
     assert_eq!(
         allocator.mapped_slice(&staged).map(|_| ()),
         Err(Error::NotHostVisible)
