@@ -162,12 +162,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// together pass limits that each one respects.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] when a figure of `config` is out of range;
+    /// In this order: [`Error::InvalidConfig`] when a figure of `config` is
+    /// out of range (the ranges [`Config`]'s fields give);
     /// [`Error::UnsupportedDevice`] when the device's `nonCoherentAtomSize`
     /// is not a power of two (allocations in non-coherent memory start on an
     /// atom, through the offset allocator's power-of-two alignment; VMA
-    /// assumes the same), when it reports more than Vulkan's
-    /// `VK_MAX_MEMORY_HEAPS` (16) heaps, or a `maxMemoryAllocationSize` of 0;
+    /// assumes the same; 0 is read as 1), then when it reports a
+    /// `maxMemoryAllocationSize` of 0, then more than Vulkan's
+    /// `VK_MAX_MEMORY_HEAPS` (16) heaps;
     /// [`Error::TooManyAllocators`] after 2^32 - 2 allocators in the process.
     pub fn new(device: D, config: Config) -> Result<Self, Error> {
         if config.large_heap_block_size == 0 {

@@ -79,6 +79,60 @@ fn a_max_allocation_size_of_zero_is_an_unsupported_device() {
     device.assert_clean();
 }
 
+/// `Allocator::new` refuses in its documented order: a bad `Config`
+/// before anything about the device, then a `nonCoherentAtomSize` that is
+/// not a power of two, a `maxMemoryAllocationSize` of 0, and more than 16
+/// heaps; an atom of 0 is read as 1, not refused.
+#[test]
+fn new_refuses_config_then_device_in_the_documented_order() {
+    let mut layout = FakeLayout::mobile();
+    layout.non_coherent_atom_size = 48;
+    layout.max_memory_allocation_size = 0;
+    layout.memory_heaps = vec![MemoryHeap { size: 1 << 30 }; 17];
+    let bad_config = Config {
+        max_frames_in_flight: 0,
+        ..Config::default()
+    };
+    let refusal = |layout: &FakeLayout, config: Config| {
+        let device = FakeDevice::new(layout.clone());
+        let error = Allocator::new(device.clone(), config).err();
+        device.assert_clean();
+        error
+    };
+    assert!(matches!(
+        refusal(&layout, bad_config),
+        Some(Error::InvalidConfig(_))
+    ));
+    assert_eq!(
+        refusal(&layout, Config::default()),
+        Some(Error::UnsupportedDevice(
+            "nonCoherentAtomSize must be a power of two"
+        ))
+    );
+    layout.non_coherent_atom_size = 0;
+    assert_eq!(
+        refusal(&layout, Config::default()),
+        Some(Error::UnsupportedDevice("maxMemoryAllocationSize is 0"))
+    );
+    layout.max_memory_allocation_size = 1 << 30;
+    assert_eq!(
+        refusal(&layout, Config::default()),
+        Some(Error::UnsupportedDevice(
+            "more than VK_MAX_MEMORY_HEAPS (16) memory heaps"
+        ))
+    );
+    // An atom of 0 counts as 1: the mobile layout's non-coherent type
+    // takes allocations.
+    let mut layout = FakeLayout::mobile();
+    layout.non_coherent_atom_size = 0;
+    let (allocator, device) = super::allocator_with(layout, Config::default());
+    let a = allocator
+        .allocate(&buffer(1000, 4, Usage::READBACK))
+        .unwrap();
+    free(&allocator, a);
+    finish(allocator, &device);
+}
+
 /// 16 heaps, the most Vulkan allows, and 32 types, work; types past 32
 /// (which Vulkan does not allow either) are ignored rather than trip a shift.
 #[test]
