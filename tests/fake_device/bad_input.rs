@@ -276,6 +276,54 @@ fn invalid_configs_are_rejected() {
     }
 }
 
+/// The defaults `Config`'s docs quote, figure by figure: engines tune
+/// from them, so a changed default must change its doc too.
+#[test]
+fn config_defaults_are_the_documented_figures() {
+    let config = Config::default();
+    // large_heap_block_size "Default 256 MiB, as VMA".
+    assert_eq!(config.large_heap_block_size, 256 << 20);
+    // small_heap_limit "Default 1 GiB".
+    assert_eq!(config.small_heap_limit, GIB);
+    // initial_block_slots "Default 1024".
+    assert_eq!(config.initial_block_slots, 1024);
+    // budget_fraction "Default 0.8".
+    assert_eq!(config.budget_fraction, 0.8);
+    // max_padded_granularity "Default 4096".
+    assert_eq!(config.max_padded_granularity, 4096);
+    // max_frames_in_flight "Default 3".
+    assert_eq!(config.max_frames_in_flight, 3);
+    // small_buffer_limit "Default 16384".
+    assert_eq!(config.small_buffer_limit, 16384);
+    // debug_margin "0, the default".
+    assert_eq!(config.debug_margin, 0);
+    // detect_corruption "Default false".
+    assert!(!config.detect_corruption);
+    // empty_block_reserve "Default 1.0".
+    assert_eq!(config.empty_block_reserve, 1.0);
+    // empty_block_frames "Default 120".
+    assert_eq!(config.empty_block_frames, 120);
+    // The limits the docs quote, at their boundaries: accepted.
+    let device = vk_suballoc::device::fake::FakeDevice::new(FakeLayout::lavapipe());
+    for config in [
+        Config {
+            small_buffer_limit: 65536,
+            ..Config::default()
+        },
+        Config {
+            debug_margin: 65536,
+            ..Config::default()
+        },
+        Config {
+            initial_block_slots: vk_suballoc::offset::MAX_SLOTS,
+            ..Config::default()
+        },
+    ] {
+        assert!(vk_suballoc::Allocator::new(device.clone(), config).is_ok());
+    }
+    device.assert_clean();
+}
+
 /// `config()` hands back the configuration the allocator was created with,
 /// not the defaults: engines read their own settings back from it.
 #[test]
