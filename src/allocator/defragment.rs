@@ -335,15 +335,18 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// later plan moves it.
     ///
     /// # Errors
-    /// Checked for every movable before anything changes:
-    /// [`Error::ForeignAllocation`] for another allocator's allocation,
-    /// [`Error::StaleAllocation`] for one not live,
-    /// [`Error::ZeroSize`] and [`Error::AlignmentNotPowerOfTwo`] for bad
-    /// `requirements`.
+    /// Checked for every movable before anything changes, in this order:
+    /// each movable in turn, [`Error::ForeignAllocation`] for another
+    /// allocator's allocation, then [`Error::ZeroSize`] and
+    /// [`Error::AlignmentNotPowerOfTwo`] for bad `requirements`, then
+    /// [`Error::StaleAllocation`] when its custom pool was destroyed; once
+    /// every movable passed those, [`Error::StaleAllocation`] for one not
+    /// live (freed already).
     ///
     /// # Time complexity
-    /// O(n log n) in the `n` movables listed, plus a pass over the runs of
-    /// their memory types. Then, for each block it tries, a pass over the
+    /// O(n log n) in the `n` movables listed, plus a pass over the frees
+    /// queued for their frame per pool with movables, and one over the runs
+    /// of their memory types. Then, for each block it tries, a pass over the
     /// blocks of its memory type (which of them may take moves), and for
     /// each allocation of that block a first fit over those (for a small
     /// buffer, first a pass over its size class's runs with a free slot,
