@@ -453,6 +453,65 @@ fn a_ring_s_buffer_usage_is_checked_after_its_size_and_usage() {
     finish(allocator, &device);
 }
 
+/// `create_upload_ring_unchecked`'s documented order, and
+/// `create_upload_ring`'s (its own check between the usage and buffer
+/// device address), on descriptions that fail several checks at once:
+/// a size of 0 first, then an empty buffer usage, then a usage the host
+/// cannot reach, then (safe call) an extension's bit, then
+/// `SHADER_DEVICE_ADDRESS` without buffer device address.
+#[test]
+fn a_ring_s_refusals_come_in_the_documented_order() {
+    let extension = vk::BufferUsageFlags::RESOURCE_DESCRIPTOR_BUFFER_EXT;
+    let address = vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS;
+    let empty_usage = Error::InvalidConfig("UploadRingDesc::buffer_usage must not be empty");
+    // The mobile layout has no buffer device address.
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let no_address = Error::NoSuitableMemoryType {
+        memory_type_bits: (1 << FakeLayout::mobile().memory_types.len()) - 1,
+        usage: Usage::UPLOAD | Usage::DEVICE_LOCAL | Usage::DEVICE_ADDRESS,
+    };
+    let desc = |size, usage, buffer_usage| UploadRingDesc {
+        size,
+        usage,
+        buffer_usage,
+        ..UploadRingDesc::default()
+    };
+    let host = UploadRingDesc::default().usage;
+    let empty = vk::BufferUsageFlags::empty();
+    let unseen = Usage::DEVICE_LOCAL;
+    // (description, the safe call's error, the unchecked call's)
+    for (desc, safe, unchecked) in [
+        (desc(0, unseen, empty), Error::ZeroSize, Error::ZeroSize),
+        (desc(4096, unseen, empty), empty_usage, empty_usage),
+        (
+            desc(4096, unseen, extension | address),
+            Error::NotHostVisible,
+            Error::NotHostVisible,
+        ),
+        (
+            desc(4096, host, extension | address),
+            Error::InvalidConfig(
+                "UploadRingDesc::buffer_usage has a bit beyond core Vulkan 1.0's and \
+                 SHADER_DEVICE_ADDRESS: use create_upload_ring_unchecked for an \
+                 extension's usage",
+            ),
+            no_address,
+        ),
+    ] {
+        assert_eq!(
+            allocator.create_upload_ring(&desc).map(|_| ()),
+            Err(safe),
+            "{desc:?}"
+        );
+        // SAFETY: every one of these is refused before a buffer is made.
+        let result = unsafe { allocator.create_upload_ring_unchecked(&desc) };
+        assert_eq!(result.map(|_| ()), Err(unchecked), "{desc:?}");
+    }
+    assert_eq!(device.live_resources(), 0);
+    assert_eq!(device.live_allocations(), vec![]);
+    finish(allocator, &device);
+}
+
 /// A ring whose buffers take their device address (`SHADER_DEVICE_ADDRESS`
 /// usage) needs memory allocated for it
 /// (VUID-vkBindBufferMemory-bufferDeviceAddress-03339), as `create_buffer`
