@@ -269,7 +269,7 @@ pub enum Error {
     /// was asked about memory types none of which has corruption detection
     /// on: set [`Config::debug_margin`](crate::Config::debug_margin) and
     /// [`Config::detect_corruption`](crate::Config::detect_corruption), and
-    /// name `HOST_VISIBLE | HOST_COHERENT` types (VMA's
+    /// name `HOST_VISIBLE | HOST_COHERENT` types the allocator uses (VMA's
     /// `VK_ERROR_FEATURE_NOT_PRESENT`).
     #[error("corruption detection is on for no memory type in {memory_type_bits:#x}")]
     CorruptionDetectionOff {

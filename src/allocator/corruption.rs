@@ -76,8 +76,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Errors
     /// [`Error::CorruptionDetectionOff`] when no memory type of
     /// `memory_type_bits` has detection on: it is off in the config, there
-    /// is no margin, or the types are not `HOST_VISIBLE | HOST_COHERENT`
-    /// (VMA returns `VK_ERROR_FEATURE_NOT_PRESENT`).
+    /// is no margin, the types are not `HOST_VISIBLE | HOST_COHERENT`, or
+    /// they are types the allocator may not use (AMD's device-coherent
+    /// ones without
+    /// [`DeviceFeatures::amd_device_coherent_memory`](crate::device::DeviceFeatures::amd_device_coherent_memory),
+    /// past the device's, or 0) (VMA returns `VK_ERROR_FEATURE_NOT_PRESENT`).
     ///
     /// # Time complexity
     /// O(live allocations in those types, times each one's tail: the

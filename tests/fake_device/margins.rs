@@ -338,6 +338,17 @@ fn check_corruption_refuses_types_without_detection() {
         assert_eq!(allocator.check_corruption(!0), off(!0));
         finish(allocator, &device);
     }
+    // AMD: types 5 to 7 are host-visible and coherent, but device-coherent,
+    // which the allocator does not use without the feature; their
+    // counterparts 1 to 3 are checked.
+    let (allocator, device) = allocator_with(FakeLayout::amd(), with_margin(16, true));
+    let device_coherent = 0b1110_0000;
+    assert_eq!(
+        allocator.check_corruption(device_coherent),
+        off(device_coherent)
+    );
+    assert!(allocator.check_corruption(0b1110).is_ok());
+    finish(allocator, &device);
 }
 
 /// Allocations that fill their whole slice, over a long random run with
