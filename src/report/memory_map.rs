@@ -98,10 +98,13 @@ pub struct RangeMap {
     /// First byte in the block.
     pub offset: u64,
     /// Length in bytes (never zero): for an allocation, the bytes it holds
-    /// in the block, which can exceed its requested size (rounded up to its
-    /// alignment, at most to a multiple of 4 KiB, or to whole granularity
-    /// pages for an optimal image), so
-    /// that ranges tile the block as in a VMA dump.
+    /// in the block, which can exceed its requested size: that size plus
+    /// [`Config::debug_margin`](crate::Config::debug_margin), rounded up to
+    /// its alignment (at most to a multiple of 4 KiB), or to whole
+    /// granularity pages for an optimal image sharing blocks with linear
+    /// resources and for a resource of unknown kind; a small buffer in a run
+    /// holds its whole slot, the size of its class. So ranges tile the
+    /// block as in a VMA dump.
     pub size: u64,
     /// What it holds; [`RangeKind::Free`] for free space.
     pub kind: RangeKind,

@@ -50,7 +50,7 @@
 //!   requested size rounded up to its alignment (at most to a multiple
 //!   of 4 KiB), or to whole
 //!   `bufferImageGranularity` pages for an optimal image sharing a block
-//!   with buffers; a small buffer in a run holds its whole slot, the size
+//!   with buffers and for a resource of unknown kind; a small buffer in a run holds its whole slot, the size
 //!   of its class ([`Config::small_buffer_limit`](crate::Config::small_buffer_limit)),
 //!   and the free slots of a run show as `FREE`. [`Stats`] count requested
 //!   sizes, so the two differ by that rounding. Leak reports give the

@@ -635,3 +635,41 @@ fn queued_frees_leave_with_their_margins() {
     free(&allocator, large);
     super::frames::finish_after_frame(allocator, &device);
 }
+
+/// `Config::debug_margin`'s docs: the allocation and the live-byte figures
+/// of `stats` report the requested size, while memory maps and dumps show
+/// the range with the bytes it holds, margin included (rounded to its
+/// alignment), as `RangeMap::size` says.
+#[test]
+fn maps_show_the_margin_and_stats_do_not() {
+    let config = Config {
+        small_buffer_limit: 0,
+        ..with_margin(256, false)
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let a = allocator
+        .allocate(&buffer(1000, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(a.size(), 1000);
+    assert_eq!(allocator.stats().live_bytes(), 1000);
+    let map = allocator.memory_map();
+    let block = &map.memory_types[a.memory_type() as usize].blocks[0];
+    let range = block
+        .allocations()
+        .find(|r| r.offset == a.offset())
+        .unwrap();
+    // 1000 + 256 rounded up to 256.
+    assert_eq!(range.size, 1280);
+    let json: serde_json::Value = serde_json::from_str(&allocator.stats_json(true)).unwrap();
+    let blocks = &json["DefaultPools"][format!("Type {}", a.memory_type())]["Blocks"];
+    let sizes: Vec<u64> = blocks[block.id.to_string()]["Suballocations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["Type"] != "FREE")
+        .map(|r| r["Size"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, vec![1280]);
+    free(&allocator, a);
+    finish(allocator, &device);
+}
