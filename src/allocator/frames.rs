@@ -711,13 +711,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// buffer) in the current frame.
     ///
     /// # Errors
-    /// [`Error::UploadRingFull`] when frames in flight hold the space and the
-    /// ring does not grow; [`Error::UploadRingTooSmall`] when `size` exceeds
-    /// a ring that does not grow; [`Error::ZeroSize`], [`Error::AlignmentNotPowerOfTwo`];
-    /// [`Error::ForeignAllocation`] for another allocator's ring;
-    /// [`Error::StaleAllocation`] for a destroyed ring; the errors of
-    /// [`create_upload_ring`](Self::create_upload_ring) when a growing ring
-    /// adds a chunk.
+    /// In this order: [`Error::ForeignAllocation`] for another allocator's
+    /// ring; [`Error::StaleAllocation`] for a destroyed ring;
+    /// [`Error::ZeroSize`], [`Error::AlignmentNotPowerOfTwo`];
+    /// [`Error::UploadRingTooSmall`] when `size` exceeds a ring that does
+    /// not grow; [`Error::UploadRingFull`] when frames in flight hold the
+    /// space and the ring does not grow. When a growing ring adds a chunk,
+    /// the allocation errors of its memory ([`Error::SizeExceedsHeaps`] for
+    /// a request larger than every heap, however large) and the failures
+    /// of its buffer's creation.
     ///
     /// A growing ring makes its new chunk with no lock of the allocator
     /// held (but the pool's it allocates from), so other threads'

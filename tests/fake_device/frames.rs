@@ -1514,3 +1514,60 @@ fn two_threads_growing_a_ring_at_once_keep_one_new_chunk() {
     stall.allocator.destroy_upload_ring(stall.ring).unwrap();
     finish_after_frame(stall.allocator, &stall.device);
 }
+
+/// `ring_allocate`'s documented order, on requests that fail several
+/// checks: the ring's owner, then whether it lives, then the size and
+/// alignment, then a size past a ring that does not grow, then the space
+/// frames in flight hold. A growing ring asked for more than every heap
+/// says so, and keeps nothing.
+#[test]
+fn ring_allocate_refuses_in_the_documented_order() {
+    let (other, other_device) = allocator(FakeLayout::integrated());
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let desc = UploadRingDesc {
+        size: 4096,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let theirs = other.create_upload_ring(&desc).unwrap();
+    let gone = allocator.create_upload_ring(&desc).unwrap();
+    allocator.destroy_upload_ring(gone).unwrap();
+    let refused = |ring, size, align| allocator.ring_allocate(ring, size, align).map(|a| a.size());
+    assert_eq!(refused(theirs, 0, 3), Err(Error::ForeignAllocation));
+    assert_eq!(refused(gone, 0, 3), Err(Error::StaleAllocation));
+    assert_eq!(refused(ring, 0, 3), Err(Error::ZeroSize));
+    assert_eq!(
+        refused(ring, 8192, 3),
+        Err(Error::AlignmentNotPowerOfTwo(3))
+    );
+    // Fill the frame: a request past the ring is still too small for it,
+    // one within it finds the ring full.
+    allocator.ring_allocate(ring, 4096, 1).unwrap();
+    assert_eq!(
+        refused(ring, 8192, 1),
+        Err(Error::UploadRingTooSmall {
+            size: 8192,
+            capacity: 4096
+        })
+    );
+    assert_eq!(
+        refused(ring, 1, 1),
+        Err(Error::UploadRingFull { size: 1, free: 0 })
+    );
+    // A growing ring: more than every heap (the integrated layout's
+    // largest) is refused as such, with no chunk made.
+    let growing = allocator
+        .create_upload_ring(&UploadRingDesc { grow: true, ..desc })
+        .unwrap();
+    let before = (allocator.stats(), device.live_resources());
+    assert!(matches!(
+        refused(growing, u64::MAX, 1),
+        Err(Error::SizeExceedsHeaps { size: u64::MAX, .. })
+    ));
+    assert_eq!((allocator.stats(), device.live_resources()), before);
+    allocator.destroy_upload_ring(ring).unwrap();
+    allocator.destroy_upload_ring(growing).unwrap();
+    other.destroy_upload_ring(theirs).unwrap();
+    finish(allocator, &device);
+    finish(other, &other_device);
+}
