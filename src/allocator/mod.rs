@@ -278,10 +278,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// A request naming a custom pool ([`AllocationDesc::pool`]) is checked
     /// the same way against the pool's one memory type, but for
-    /// [`Error::ForeignPool`] first, and [`Error::PoolTypeNotAllowed`] when
-    /// `memoryTypeBits` exclude that type; then [`Error::StalePool`],
-    /// [`Error::TooLargeForPool`], [`Error::PoolFull`], and the device's
-    /// errors for that type.
+    /// [`Error::ForeignPool`] first, and [`Error::PoolTypeNotAllowed`] in
+    /// the place of [`Error::NoMemoryTypeBits`], when `memoryTypeBits`
+    /// exclude that type; then [`Error::StalePool`] (none of these makes a
+    /// Vulkan call either), [`Error::TooLargeForPool`], [`Error::PoolFull`],
+    /// and the device's errors for that type.
     ///
     /// # Time complexity
     /// O(1) per block tried when a block has room (no loop over allocations);
