@@ -172,7 +172,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Errors
     /// [`Error::ForeignAllocation`]; [`Error::RangeOutOfBounds`] when
     /// `offset + bytes.len()` passes the allocation's end (nothing is
-    /// written); [`Error::NotHostVisible`]; device errors from the flush.
+    /// written); [`Error::NotHostVisible`]; [`Error::MapFailed`] as
+    /// [`mapped_slice`](Self::mapped_slice) gives it (an allocation larger
+    /// than a 32-bit host's address space); device errors from the flush.
     pub fn copy_to_allocation(
         &self,
         allocation: &mut Allocation,
@@ -289,8 +291,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// come after some pools' ranges were flushed.
     ///
     /// # Time complexity
-    /// O(n log n) in the entries (they are grouped by pool), plus one
-    /// heap allocation for them.
+    /// O(n log n) in the entries (they are grouped by pool, with a stable
+    /// sort), plus heap allocations: one for the entries, the sort's
+    /// scratch space when there are more than a few, and one per pool with
+    /// non-coherent entries for the ranges handed to the driver.
     pub fn flush_allocations<'a>(
         &self,
         ranges: impl IntoIterator<Item = (&'a Allocation, Range<u64>)>,
