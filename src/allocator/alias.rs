@@ -36,11 +36,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Errors
     /// [`Error::ForeignAllocation`]; [`Error::ZeroSize`] and
     /// [`Error::AlignmentNotPowerOfTwo`] for bad `requirements` (which a
-    /// driver never reports); [`Error::StaleAllocation`];
-    /// [`Error::RangeOutOfBounds`] when `offset` plus the resource's size
-    /// passes the allocation's end; [`Error::CannotAlias`] when its
-    /// `memoryTypeBits` exclude the allocation's memory type, the bound
-    /// offset is not a multiple of its alignment, the allocation is
+    /// driver never reports); [`Error::RangeOutOfBounds`] when `offset`
+    /// plus the resource's size passes the allocation's end;
+    /// [`Error::CannotAlias`] when its `memoryTypeBits` exclude the
+    /// allocation's memory type or the bound offset is not a multiple of
+    /// its alignment; [`Error::StaleAllocation`] when the allocation is not
+    /// live; [`Error::CannotAlias`] when the allocation is
     /// dedicated memory made for its resource (`VkMemoryDedicatedAllocateInfo`:
     /// the helpers attach it to all dedicated memory they make, unless
     /// [`AllocationDesc::can_alias`] is set and the driver does not require
