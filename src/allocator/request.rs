@@ -23,8 +23,11 @@ pub enum DedicatedPolicy {
     /// Always dedicated, with no fallback to blocks (render targets you
     /// want to alias, with [`AllocationDesc::can_alias`], or export).
     Always,
-    /// Never dedicated unless the driver requires it, or the memory type is
-    /// lazily allocated (always dedicated, as in VMA).
+    /// Never dedicated unless the driver requires it, the memory type is
+    /// lazily allocated (always dedicated, as in VMA), or the request is of
+    /// [`ResourceKind::Unknown`] on a device whose `bufferImageGranularity`
+    /// is not a power of two (no driver reports one), which no block can
+    /// place apart from its neighbours.
     Never,
 }
 
@@ -69,8 +72,9 @@ pub struct AllocationDesc<'a> {
     /// `None`: the memory types `usage` ranks. In a pool, `usage` picks no
     /// memory type (host access still needs the pool's type to be
     /// host-visible), and dedicated memory is made only when required
-    /// ([`DedicatedPolicy::Always`], or by the driver or the memory type),
-    /// counted in the pool.
+    /// ([`DedicatedPolicy::Always`], or by the driver, the memory type or
+    /// the resource's kind, as under [`DedicatedPolicy::Never`]), counted
+    /// in the pool.
     pub pool: Option<Pool>,
     /// Only the memory objects that exist already: no new block, no
     /// dedicated memory, so never a `vkAllocateMemory` call and its stall
@@ -78,7 +82,8 @@ pub struct AllocationDesc<'a> {
     /// memory type has room, the request fails with
     /// [`Error::NoRoomInExistingMemory`](crate::Error::NoRoomInExistingMemory),
     /// and so does one whose resource needs dedicated memory (the driver's
-    /// requirement, [`DedicatedPolicy::Always`], a lazily allocated type).
+    /// requirement, [`DedicatedPolicy::Always`], a lazily allocated type,
+    /// a kind no block can place: [`DedicatedPolicy::Never`]).
     /// A request larger than its custom pool's fixed block size is still
     /// refused with [`Error::TooLargeForPool`](crate::Error::TooLargeForPool),
     /// which no freeing mends. For opportunistic allocations: a cache that
