@@ -231,6 +231,13 @@ impl Allocator<AshMemoryDevice> {
     /// such buffers. Creates the buffer and destroys it at once; with
     /// `SHADER_DEVICE_ADDRESS` usage, asks for a device-address type.
     ///
+    /// Never a protected type, as `memory_type_for`: it does not look at
+    /// `info.flags`, so for a protected buffer (`VK_BUFFER_CREATE_PROTECTED_BIT`),
+    /// which [`create_buffer`](Self::create_buffer) binds only to protected
+    /// memory, the type it names (unprotected) is one the buffer cannot
+    /// take: pick a protected type of its `memoryTypeBits` for the pool
+    /// yourself ([`memory_type_properties`](Self::memory_type_properties)).
+    ///
     /// # Errors
     /// As [`memory_type_for`](Self::memory_type_for), and `vkCreateBuffer`
     /// failures as [`Error::Device`] (or the matching variant).
@@ -264,7 +271,8 @@ impl Allocator<AshMemoryDevice> {
 
     /// The memory type an image made from `info` would take first with
     /// `usage`, as [`memory_type_for_buffer`](Self::memory_type_for_buffer)
-    /// for buffers (VMA's `vmaFindMemoryTypeIndexForImageInfo`).
+    /// for buffers (VMA's `vmaFindMemoryTypeIndexForImageInfo`), and, as
+    /// it, never a protected type, whatever `info.flags` say.
     ///
     /// # Errors
     /// As [`memory_type_for`](Self::memory_type_for), and `vkCreateImage`

@@ -452,6 +452,17 @@ fn a_pool_on_a_protected_type_needs_protected_memory() {
         allocator.allocate(&only_protected),
         Err(Error::NoSuitableMemoryType { .. })
     ));
+    // Nor does `memory_type_for` (and so `memory_type_for_buffer` and
+    // `_image`, whose docs say so): never the protected type, even when it
+    // is the only one allowed.
+    assert_eq!(allocator.memory_type_for(!0, Usage::DEVICE_LOCAL), Ok(1));
+    assert_eq!(
+        allocator.memory_type_for(1 << PROTECTED, Usage::DEVICE_LOCAL),
+        Err(Error::NoSuitableMemoryType {
+            memory_type_bits: 1 << PROTECTED,
+            usage: Usage::DEVICE_LOCAL
+        })
+    );
     for allocation in [protected, ordinary] {
         free(&allocator, allocation);
     }
