@@ -85,7 +85,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::ForeignAllocation`]; [`Error::RangeOutOfBounds`] for a range
     /// past the allocation's end or reversed (`10..5`);
     /// [`Error::NotHostVisible`] for unmapped memory, even with an empty range
-    /// (an empty range of mapped memory is `Ok`); device errors.
+    /// (an empty range of mapped memory is `Ok`);
+    /// [`Error::StaleAllocation`] for a handle whose allocation was freed
+    /// (as for [`free`](Self::free), only a forged handle gets it); device
+    /// errors.
     pub fn flush(
         &self,
         allocation: &Allocation,
