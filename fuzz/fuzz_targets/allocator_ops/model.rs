@@ -1,0 +1,524 @@
+//! The operations of `allocator_ops` and the target's model of what the
+//! allocator holds: live allocations, frees waiting for their frame, the
+//! sealed frames and their signals, the custom pools.
+
+use std::collections::{HashMap, VecDeque};
+
+use arbitrary::Arbitrary;
+use ash::vk;
+use gpu_alloc_types::MemoryPropertyFlags as Props;
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout, FakeMemory};
+use vk_suballoc::device::DeviceError;
+use vk_suballoc::{
+    Allocation, AllocationDesc, Allocator, Collected, Config, DedicatedPolicy,
+    DefragmentationLimits, Error, Movable, Pool, PoolDesc, Request, ResourceKind, Usage,
+};
+
+#[path = "frames.rs"]
+mod frames;
+#[path = "host.rs"]
+mod host;
+#[path = "pools.rs"]
+mod pools;
+#[path = "requests.rs"]
+mod requests;
+
+type FakeAllocator = Allocator<FakeDevice, FakeMemory>;
+
+const USAGES: [Usage; 9] = [
+    Usage::DEVICE_LOCAL,
+    Usage::UPLOAD,
+    Usage::UPLOAD.union(Usage::DEVICE_LOCAL),
+    Usage::UPLOAD.union(Usage::ALLOW_TRANSFER_INSTEAD),
+    Usage::READBACK,
+    Usage::READBACK.union(Usage::UPLOAD),
+    Usage::TRANSIENT,
+    Usage::TRANSIENT.union(Usage::DEVICE_LOCAL),
+    Usage::DEVICE_ADDRESS.union(Usage::DEVICE_LOCAL),
+];
+const KINDS: [ResourceKind; 4] = [
+    ResourceKind::Buffer,
+    ResourceKind::LinearImage,
+    ResourceKind::OptimalImage,
+    ResourceKind::Unknown,
+];
+const POLICIES: [DedicatedPolicy; 3] = [
+    DedicatedPolicy::Auto,
+    DedicatedPolicy::Always,
+    DedicatedPolicy::Never,
+];
+const NAMES: [&str; 3] = ["fuzz-mesh", "fuzz-texture", "fuzz-staging"];
+
+/// A request; sizes and alignments come as exponents and low bits, so
+/// that small, huge and odd ones are equally easy to reach.
+#[derive(Arbitrary, Debug)]
+pub struct Req {
+    size_log2: u8,
+    size_bits: u64,
+    /// Below 224: a power of two; else an odd figure (or 0).
+    align: u8,
+    align_bits: u16,
+    /// 0: every type; 1: none; 2: only a drawn subset; 3: as 2, narrowed
+    /// through `AllocationDesc::memory_type_bits`.
+    type_bits_mode: u8,
+    type_bits: u32,
+    usage: u8,
+    kind: u8,
+    policy: u8,
+    within_budget: bool,
+    existing_memory_only: bool,
+    /// 0: none; below 200: a power of two; else not one.
+    min_alignment: u8,
+    /// Below 64: the live pool `pool % pools`; 64..96: a destroyed pool.
+    pool: u8,
+    name: u8,
+}
+
+#[derive(Arbitrary, Debug)]
+pub enum Op {
+    Allocate(Req),
+    AllocateMut(Req),
+    Free {
+        pick: u16,
+        mutable: bool,
+    },
+    FreeAfterFrame {
+        pick: u16,
+    },
+    EndFrame {
+        timeline: bool,
+    },
+    /// Signals the oldest pending frame, one out of order, or all.
+    Signal {
+        how: u8,
+    },
+    Collect {
+        wait: bool,
+    },
+    CollectIdle,
+    CreatePool {
+        memory_type: u8,
+        block_size: u8,
+        min_blocks: u8,
+        max_blocks: u8,
+        named: bool,
+    },
+    DestroyPool {
+        pick: u8,
+    },
+    Defragment {
+        picks: Vec<u16>,
+        max_moves: u8,
+        max_bytes: u8,
+        max_used_percent: u8,
+        split: bool,
+        compact: bool,
+        /// Bit `i % 64`: give up move `i`; else carry it out, freeing the
+        /// source now or (bit `i % 64` of `later`) after the frame.
+        give_up: u64,
+        later: u64,
+    },
+    Trim,
+    Write {
+        pick: u16,
+        value: u8,
+    },
+    Read {
+        pick: u16,
+    },
+    Flush {
+        pick: u16,
+        start: u16,
+        end: u16,
+        invalidate: bool,
+    },
+    SetName {
+        pick: u16,
+        name: u8,
+    },
+    Inspect {
+        what: u8,
+    },
+    FailAllocation {
+        nth: u8,
+        error: u8,
+    },
+    FailMap {
+        nth: u8,
+    },
+    CapHeap {
+        heap: u8,
+        mib: u16,
+    },
+    Budget {
+        heap: u8,
+        budget_mib: u16,
+        external_mib: u16,
+    },
+    LoseDevice,
+}
+
+/// A range the allocator counts: live, or freed after a frame not collected.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    memory: vk::DeviceMemory,
+    offset: u64,
+    size: u64,
+    memory_type: u32,
+    dedicated: bool,
+    pool: Option<Pool>,
+}
+
+struct Live {
+    allocation: Allocation,
+    requirements: vk::MemoryRequirements,
+    kind: ResourceKind,
+    pool: Option<Pool>,
+    /// The byte written at both ends, once one was.
+    tag: Option<u8>,
+}
+
+impl Held {
+    fn of(a: &Allocation, pool: Option<Pool>) -> Self {
+        Self {
+            memory: a.memory(),
+            offset: a.offset(),
+            size: a.size(),
+            memory_type: a.memory_type(),
+            dedicated: a.is_dedicated(),
+            pool,
+        }
+    }
+}
+
+impl Live {
+    fn held(&self) -> Held {
+        Held::of(&self.allocation, self.pool)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Signal {
+    Fence(vk::Fence),
+    Timeline(u64),
+}
+
+struct Frame {
+    signal: Signal,
+    signalled: bool,
+    freed: Vec<Held>,
+}
+
+struct LivePool {
+    pool: Pool,
+    memory_type: u32,
+    min_blocks: u32,
+}
+
+pub struct Walk {
+    allocator: FakeAllocator,
+    device: FakeDevice,
+    layout: FakeLayout,
+    config: Config,
+    live: Vec<Live>,
+    current: Vec<Held>,
+    sealed: VecDeque<Frame>,
+    next_frame: u64,
+    timeline: vk::Semaphore,
+    timeline_value: u64,
+    pools: Vec<LivePool>,
+    dead_pools: Vec<Pool>,
+    lost: bool,
+}
+
+fn is_non_coherent(props: Props) -> bool {
+    props.contains(Props::HOST_VISIBLE) && !props.contains(Props::HOST_COHERENT)
+}
+
+impl Walk {
+    pub fn new(
+        allocator: FakeAllocator,
+        device: FakeDevice,
+        layout: FakeLayout,
+        config: Config,
+    ) -> Self {
+        let timeline = device.create_timeline_semaphore();
+        Self {
+            allocator,
+            device,
+            layout,
+            config,
+            live: Vec::new(),
+            current: Vec::new(),
+            sealed: VecDeque::new(),
+            next_frame: 0,
+            timeline,
+            timeline_value: 0,
+            pools: Vec::new(),
+            dead_pools: Vec::new(),
+            lost: false,
+        }
+    }
+
+    fn held(&self) -> impl Iterator<Item = Held> + '_ {
+        self.live
+            .iter()
+            .map(Live::held)
+            .chain(self.current.iter().copied())
+            .chain(self.sealed.iter().flat_map(|f| f.freed.iter().copied()))
+    }
+
+    /// The memory types the allocator may use at all.
+    fn usable_types(&self) -> u32 {
+        let existing = ((1u64 << self.layout.memory_types.len()) - 1) as u32;
+        if self.layout.amd_device_coherent_memory {
+            existing
+        } else {
+            existing & !self.layout.amd_device_coherent_types
+        }
+    }
+
+    fn index(&self, pick: u16) -> Option<usize> {
+        (!self.live.is_empty()).then(|| pick as usize % self.live.len())
+    }
+
+    pub fn apply(&mut self, op: Op) {
+        match op {
+            Op::Allocate(req) => self.allocate(&req, false),
+            Op::AllocateMut(req) => self.allocate(&req, true),
+            Op::Free { pick, mutable } => {
+                let Some(i) = self.index(pick) else { return };
+                let live = self.live.swap_remove(i);
+                // SAFETY: the fake device runs no GPU work.
+                let result = unsafe {
+                    if mutable {
+                        self.allocator.free_mut(live.allocation)
+                    } else {
+                        self.allocator.free(live.allocation)
+                    }
+                };
+                assert_eq!(result, Ok(()), "free");
+            }
+            Op::FreeAfterFrame { pick } => {
+                let Some(i) = self.index(pick) else { return };
+                let live = self.live.swap_remove(i);
+                let held = live.held();
+                assert_eq!(self.allocator.free_after_frame(live.allocation), Ok(()));
+                self.current.push(held);
+            }
+            Op::EndFrame { timeline } => self.end_frame(timeline),
+            Op::Signal { how } => self.signal(how),
+            Op::Collect { wait } => self.collect(wait),
+            Op::CollectIdle => self.collect_idle(),
+            Op::CreatePool {
+                memory_type,
+                block_size,
+                min_blocks,
+                max_blocks,
+                named,
+            } => self.create_pool(memory_type, block_size, min_blocks, max_blocks, named),
+            Op::DestroyPool { pick } => self.destroy_pool(pick),
+            Op::Defragment {
+                picks,
+                max_moves,
+                max_bytes,
+                max_used_percent,
+                split,
+                compact,
+                give_up,
+                later,
+            } => {
+                let limits = DefragmentationLimits {
+                    max_moves: if max_moves == 0 {
+                        usize::MAX
+                    } else {
+                        max_moves as usize
+                    },
+                    max_bytes: if max_bytes == 0 {
+                        u64::MAX
+                    } else {
+                        1 << (max_bytes % 40)
+                    },
+                    max_used_percent: max_used_percent % 101,
+                    split_blocks: split,
+                    compact_blocks: compact,
+                };
+                self.defragment(&picks, &limits, give_up, later);
+            }
+            Op::Trim => {
+                self.allocator.trim();
+            }
+            Op::Write { pick, value } => self.write(pick, value),
+            Op::Read { pick } => self.read(pick),
+            Op::Flush {
+                pick,
+                start,
+                end,
+                invalidate,
+            } => self.flush(pick, start, end, invalidate),
+            Op::SetName { pick, name } => {
+                let Some(i) = self.index(pick) else { return };
+                let name = (name % 4 != 3).then(|| NAMES[name as usize % 3]);
+                let result = self.allocator.set_name(&self.live[i].allocation, name);
+                assert_eq!(result, Ok(()), "set_name");
+            }
+            Op::Inspect { what } => self.inspect(what),
+            Op::FailAllocation { nth, error } => {
+                let error = [
+                    DeviceError::OutOfDeviceMemory,
+                    DeviceError::OutOfHostMemory,
+                    DeviceError::TooManyObjects,
+                ][error as usize % 3];
+                self.device.fail_allocation(u64::from(nth % 8) + 1, error);
+            }
+            Op::FailMap { nth } => self.device.fail_map(u64::from(nth % 8) + 1),
+            Op::CapHeap { heap, mib } => {
+                let heap = u32::from(heap) % self.layout.memory_heaps.len() as u32;
+                self.device.cap_heap(heap, u64::from(mib) << 20);
+            }
+            Op::Budget {
+                heap,
+                budget_mib,
+                external_mib,
+            } => {
+                let heap = u32::from(heap) % self.layout.memory_heaps.len() as u32;
+                self.device.set_heap_budget(
+                    heap,
+                    u64::from(budget_mib) << 20,
+                    u64::from(external_mib) << 20,
+                );
+            }
+            Op::LoseDevice => {
+                self.device.lose_device();
+                self.lost = true;
+            }
+        }
+    }
+    /// `probes` overlap nothing held, nor each other.
+    fn check_disjoint(&self, probes: &[Held]) {
+        let margin = self.config.debug_margin;
+        let mut by_memory: HashMap<vk::DeviceMemory, Vec<(u64, u64)>> = HashMap::new();
+        for h in self.held().chain(probes.iter().copied()) {
+            let extra = if h.dedicated { 0 } else { margin };
+            by_memory
+                .entry(h.memory)
+                .or_default()
+                .push((h.offset, h.offset + h.size + extra));
+        }
+        let sizes: HashMap<vk::DeviceMemory, u64> = self
+            .device
+            .live_allocations()
+            .iter()
+            .map(|m| (m.memory, m.size))
+            .collect();
+        for (memory, ranges) in &mut by_memory {
+            let size = *sizes
+                .get(memory)
+                .unwrap_or_else(|| panic!("{memory:?} is not live"));
+            ranges.sort_unstable();
+            for pair in ranges.windows(2) {
+                assert!(pair[0].1 <= pair[1].0, "{memory:?}: {pair:?} overlap");
+            }
+            if let Some(last) = ranges.last() {
+                assert!(last.1 <= size, "{memory:?}: {last:?} past its {size} bytes");
+            }
+        }
+    }
+
+    /// The checks after every operation.
+    pub fn check(&self) {
+        self.check_disjoint(&[]);
+        let stats = self.allocator.stats();
+        let types = self.layout.memory_types.len();
+        let mut want = vec![(0u64, 0u64, 0u64, 0u64); types];
+        for h in self.held() {
+            let w = &mut want[h.memory_type as usize];
+            if h.dedicated {
+                (w.2, w.3) = (w.2 + 1, w.3 + h.size);
+            } else {
+                (w.0, w.1) = (w.0 + 1, w.1 + h.size);
+            }
+        }
+        for (t, s) in stats.memory_types.iter().enumerate() {
+            let got = (
+                s.block_allocations,
+                s.block_allocated_bytes,
+                s.dedicated_allocations,
+                s.dedicated_bytes,
+            );
+            assert_eq!(got, want[t], "stats of type {t}: {s:?}");
+        }
+        let live = self.device.live_allocations();
+        assert_eq!(stats.memory_objects as usize, live.len(), "memory objects");
+        let blocks: u64 = stats
+            .memory_types
+            .iter()
+            .map(|t| t.blocks + t.dedicated_allocations)
+            .sum();
+        assert_eq!(blocks, live.len() as u64, "blocks and dedicated memory");
+        let violations = self.device.violations();
+        assert!(violations.is_empty(), "{violations:#?}");
+        assert_eq!(self.allocator.corruptions_detected(), 0);
+    }
+
+    /// Frees everything, collects every frame and checks that only the
+    /// kept empty blocks remain; then that nothing leaks.
+    pub fn finish(mut self) {
+        for live in std::mem::take(&mut self.live) {
+            // SAFETY: the fake device runs no GPU work.
+            assert_eq!(unsafe { self.allocator.free(live.allocation) }, Ok(()));
+        }
+        if self.lost {
+            self.collect_idle();
+        } else {
+            self.end_frame(false);
+            (0..self.sealed.len()).for_each(|i| self.signal_frame(i));
+            self.collect(false);
+        }
+        assert!(self.sealed.is_empty() && self.current.is_empty());
+        self.check();
+        let stats = self.allocator.stats();
+        let pooled = |t: usize| -> u64 {
+            self.pools
+                .iter()
+                .filter(|p| p.memory_type as usize == t)
+                .map(|p| u64::from(p.min_blocks.max(1)))
+                .sum()
+        };
+        for (t, s) in stats.memory_types.iter().enumerate() {
+            assert_eq!(s.dedicated_allocations, 0);
+            assert_eq!(s.blocks, s.empty_blocks, "type {t}: {s:?}");
+            assert!(s.blocks <= 1 + pooled(t), "type {t} keeps {s:?}");
+        }
+        for p in &self.pools {
+            let s = self.allocator.pool_stats(&p.pool).unwrap();
+            assert!(
+                s.blocks <= u64::from(p.min_blocks.max(1)),
+                "pool keeps {s:?}"
+            );
+        }
+        self.allocator.trim();
+        let stats = self.allocator.stats();
+        for (t, s) in stats.memory_types.iter().enumerate() {
+            let min: u64 = self
+                .pools
+                .iter()
+                .filter(|p| p.memory_type as usize == t)
+                .map(|p| u64::from(p.min_blocks))
+                .sum();
+            assert_eq!(s.blocks, min, "type {t} after trim: {s:?}");
+        }
+        for p in std::mem::take(&mut self.pools) {
+            assert_eq!(self.allocator.destroy_pool(p.pool), Ok(()));
+        }
+        assert!(
+            self.device.live_allocations().is_empty(),
+            "memory left after trim"
+        );
+        let Self {
+            allocator, device, ..
+        } = self;
+        drop(allocator);
+        device.assert_clean();
+    }
+}

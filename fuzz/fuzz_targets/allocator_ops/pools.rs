@@ -1,0 +1,163 @@
+//! Custom pools made and destroyed, and defragmentation plans carried out
+//! or given up.
+
+use super::*;
+
+impl Walk {
+    pub(super) fn create_pool(
+        &mut self,
+        memory_type: u8,
+        block_size: u8,
+        min_blocks: u8,
+        max_blocks: u8,
+        named: bool,
+    ) {
+        let types = self.layout.memory_types.len() as u32;
+        let memory_type = u32::from(memory_type) % (types + 1);
+        let mut desc = PoolDesc::new(memory_type);
+        desc.block_size = match block_size {
+            0 => 0,
+            1 => 5 * 4096 + 3,
+            n => 1 << (10 + u32::from(n) % 20),
+        };
+        desc.min_blocks = u32::from(min_blocks % 4);
+        desc.max_blocks = (max_blocks % 8 != 7).then_some(u32::from(max_blocks % 5));
+        desc.name = named.then_some("fuzz-pool");
+        match self.allocator.create_pool(&desc) {
+            Ok(pool) => {
+                assert!(memory_type < types && self.usable_types() & (1 << memory_type) != 0);
+                assert_eq!(pool.memory_type(), memory_type);
+                let stats = self.allocator.pool_stats(&pool).unwrap();
+                assert_eq!(stats.blocks, u64::from(desc.min_blocks), "{desc:?}");
+                self.pools.push(LivePool {
+                    pool,
+                    memory_type,
+                    min_blocks: desc.min_blocks,
+                });
+            }
+            Err(error) => {
+                let ok = match error {
+                    Error::InvalidConfig(_) => true,
+                    Error::TooManyPools
+                    | Error::OutOfDeviceMemory
+                    | Error::OutOfHostMemory
+                    | Error::TooManyObjects(_)
+                    | Error::MapFailed
+                    | Error::DeviceLost
+                    | Error::Device(_) => desc.min_blocks > 0,
+                    _ => false,
+                };
+                assert!(ok, "create_pool {desc:?}: {error:?}");
+                if memory_type >= types || self.usable_types() & (1 << memory_type) == 0 {
+                    assert!(
+                        matches!(error, Error::InvalidConfig(_)),
+                        "{desc:?}: {error:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    pub(super) fn destroy_pool(&mut self, pick: u8) {
+        let total = self.pools.len() + self.dead_pools.len();
+        if total == 0 {
+            return;
+        }
+        let i = pick as usize % total;
+        if i >= self.pools.len() {
+            let dead = self.dead_pools[i - self.pools.len()];
+            assert_eq!(self.allocator.destroy_pool(dead), Err(Error::StalePool));
+            return;
+        }
+        let pool = self.pools[i].pool;
+        let holds = self.held().filter(|h| h.pool == Some(pool)).count() as u64;
+        let result = self.allocator.destroy_pool(pool);
+        if holds > 0 {
+            assert_eq!(result, Err(Error::PoolNotEmpty { allocations: holds }));
+        } else {
+            assert_eq!(result, Ok(()), "destroy_pool");
+            self.pools.swap_remove(i);
+            self.dead_pools.push(pool);
+        }
+    }
+
+    pub(super) fn defragment(
+        &mut self,
+        picks: &[u16],
+        limits: &DefragmentationLimits,
+        give_up: u64,
+        later: u64,
+    ) {
+        let mut indices: Vec<usize> = picks.iter().filter_map(|&p| self.index(p)).collect();
+        indices.sort_unstable();
+        indices.dedup();
+        let movables: Vec<Movable<'_>> = indices
+            .iter()
+            .map(|&i| {
+                let l = &self.live[i];
+                Movable::new(&l.allocation, l.requirements, l.kind)
+            })
+            .collect();
+        let plan = match self.allocator.plan_defragmentation(&movables, limits) {
+            Ok(plan) => plan,
+            Err(error) => panic!("plan_defragmentation: {error:?}"),
+        };
+        drop(movables);
+        assert!(plan.moves.len() <= limits.max_moves);
+        // The destinations live beside their sources until carried out.
+        let mut moves = Vec::new();
+        for planned in plan.moves {
+            let source = indices[planned.movable];
+            let s = &self.live[source];
+            let d = &planned.destination;
+            assert_eq!(
+                d.memory_type(),
+                s.allocation.memory_type(),
+                "a move across types"
+            );
+            assert_eq!(d.size(), s.allocation.size());
+            assert_eq!(d.is_in_custom_pool(), s.allocation.is_in_custom_pool());
+            if !d.is_dedicated() {
+                assert_eq!(d.offset() % s.requirements.alignment, 0, "{d:?}");
+            }
+            moves.push((source, planned));
+        }
+        // Checked against everything else while both are held.
+        let probes: Vec<Held> = moves
+            .iter()
+            .map(|(source, planned)| Held::of(&planned.destination, self.live[*source].pool))
+            .collect();
+        self.check_disjoint(&probes);
+        // Carried out from the last, so that indices stay valid.
+        moves.sort_by_key(|(source, _)| std::cmp::Reverse(*source));
+        for (n, (source, planned)) in moves.into_iter().enumerate() {
+            let bit = 1u64 << (n % 64);
+            let pool = self.live[source].pool;
+            if give_up & bit != 0 {
+                let held = Held::of(&planned.destination, pool);
+                assert_eq!(self.allocator.give_up_move(planned), Ok(()), "give_up_move");
+                self.current.push(held);
+                continue;
+            }
+            let tag = self.live[source].tag;
+            let old = std::mem::replace(&mut self.live[source].allocation, planned.destination);
+            if let Some(tag) = tag {
+                let new = &mut self.live[source].allocation;
+                let size = new.size();
+                assert_eq!(self.allocator.copy_to_allocation(new, 0, &[tag]), Ok(()));
+                assert_eq!(
+                    self.allocator.copy_to_allocation(new, size - 1, &[tag]),
+                    Ok(())
+                );
+            }
+            if later & bit != 0 {
+                let held = Held::of(&old, pool);
+                assert_eq!(self.allocator.free_after_frame(old), Ok(()));
+                self.current.push(held);
+            } else {
+                // SAFETY: the fake device runs no GPU work.
+                assert_eq!(unsafe { self.allocator.free(old) }, Ok(()));
+            }
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Requests: built from the input, made, and checked (the flaws' errors,
+//! the documented errors, where the allocation lies).
+
+use super::*;
+
+impl Walk {
+    pub(super) fn allocate(&mut self, req: &Req, mutable: bool) {
+        let size = match req.size_log2 % 72 {
+            64.. => u64::MAX - (req.size_bits & 0xff),
+            n => (1u64 << n) | (req.size_bits & ((1u64 << n) - 1)) ^ (req.size_bits & 1),
+        };
+        let size = if req.size_log2 >= 250 { 0 } else { size };
+        let alignment = if req.align < 224 {
+            1 << (req.align % 24)
+        } else {
+            u64::from(req.align_bits) * 2 + u64::from(req.align % 2) * 3
+        };
+        let types = self.layout.memory_types.len() as u32;
+        let all = ((1u64 << types) - 1) as u32;
+        let (type_bits, narrowed) = match req.type_bits_mode % 4 {
+            0 => (!0, None),
+            1 => (0, None),
+            2 => (req.type_bits, None),
+            _ => (!0, Some(req.type_bits)),
+        };
+        let requirements = vk::MemoryRequirements {
+            size,
+            alignment,
+            memory_type_bits: type_bits,
+        };
+        let usage = USAGES[req.usage as usize % USAGES.len()];
+        let kind = KINDS[req.kind as usize % KINDS.len()];
+        let min_alignment = match req.min_alignment {
+            0 => 0,
+            n @ 1..200 => 1 << (n % 24),
+            n => u64::from(n) * 3,
+        };
+        let (pool, stale_pool) = match req.pool {
+            n @ 0..64 if !self.pools.is_empty() => {
+                (Some(self.pools[n as usize % self.pools.len()].pool), false)
+            }
+            n @ 64..96 if !self.dead_pools.is_empty() => (
+                Some(self.dead_pools[n as usize % self.dead_pools.len()]),
+                true,
+            ),
+            _ => (None, false),
+        };
+        let mut desc = AllocationDesc::new(usage);
+        desc.dedicated = POLICIES[req.policy as usize % POLICIES.len()];
+        desc.within_budget = req.within_budget;
+        desc.existing_memory_only = req.existing_memory_only;
+        desc.min_alignment = min_alignment;
+        desc.pool = pool;
+        desc.name = (req.name % 4 != 3).then(|| NAMES[req.name as usize % 3]);
+        if let Some(bits) = narrowed {
+            desc = desc.memory_type_bits(bits);
+        }
+        let request = Request::with_desc(requirements, kind, desc);
+        let allowed = type_bits & narrowed.unwrap_or(!0) & all;
+
+        let before = self.device.counters();
+        let memories_before: Vec<vk::DeviceMemory> = self
+            .device
+            .live_allocations()
+            .iter()
+            .map(|m| m.memory)
+            .collect();
+        let result = if mutable {
+            self.allocator.allocate_mut(&request)
+        } else {
+            self.allocator.allocate(&request)
+        };
+        let after = self.device.counters();
+        if req.existing_memory_only {
+            assert_eq!(
+                before.allocate_calls, after.allocate_calls,
+                "an existing-memory-only request called vkAllocateMemory"
+            );
+        }
+
+        // The flaws checked first, whatever the device's state.
+        let flaw = if size == 0 {
+            Some(Error::ZeroSize)
+        } else if !alignment.is_power_of_two() {
+            Some(Error::AlignmentNotPowerOfTwo(alignment))
+        } else if min_alignment != 0 && !min_alignment.is_power_of_two() {
+            Some(Error::AlignmentNotPowerOfTwo(min_alignment))
+        } else {
+            None
+        };
+        let allocation = match (result, flaw) {
+            (Err(error), Some(flaw)) => return assert_eq!(error, flaw, "{request:?}"),
+            (Ok(a), Some(flaw)) => panic!("{request:?} got {a:?}, not {flaw:?}"),
+            (Err(error), None) => {
+                return self.check_allocate_error(error, &request, allowed, stale_pool);
+            }
+            (Ok(a), None) => a,
+        };
+        assert!(!stale_pool, "a destroyed pool allocated {allocation:?}");
+
+        let t = allocation.memory_type();
+        assert!(
+            allowed & (1 << t) != 0,
+            "type {t} outside {allowed:#x}: {allocation:?}"
+        );
+        assert_eq!(allocation.size(), size, "{allocation:?}");
+        let props = self.layout.memory_types[t as usize].props;
+        if usage.needs_host_access() {
+            assert!(
+                props.contains(Props::HOST_VISIBLE),
+                "{allocation:?} for {usage:?}"
+            );
+        }
+        assert_eq!(
+            allocation.mapped_ptr().is_some(),
+            props.contains(Props::HOST_VISIBLE),
+            "{allocation:?}"
+        );
+        if let Some(pool) = pool {
+            assert!(allocation.is_in_custom_pool());
+            assert_eq!(t, pool.memory_type());
+        } else {
+            assert!(!allocation.is_in_custom_pool());
+        }
+        if req.existing_memory_only {
+            assert!(
+                memories_before.contains(&allocation.memory()),
+                "{allocation:?} in new memory"
+            );
+        }
+        if allocation.is_dedicated() {
+            assert_eq!(allocation.offset(), 0);
+        } else {
+            assert_eq!(allocation.offset() % alignment, 0, "{allocation:?}");
+            assert_eq!(
+                allocation.offset() % min_alignment.max(1),
+                0,
+                "{allocation:?}"
+            );
+            if is_non_coherent(props) {
+                let atom = self.layout.non_coherent_atom_size.max(1);
+                assert_eq!(
+                    allocation.offset() % atom,
+                    0,
+                    "{allocation:?} not on an atom"
+                );
+            }
+        }
+        let mut requirements = requirements;
+        requirements.alignment = alignment.max(min_alignment);
+        self.live.push(Live {
+            allocation,
+            requirements,
+            kind,
+            pool,
+            tag: None,
+        });
+    }
+
+    pub(super) fn check_allocate_error(
+        &self,
+        error: Error,
+        request: &Request<'_>,
+        allowed: u32,
+        stale_pool: bool,
+    ) {
+        let desc = &request.desc;
+        if let Some(pool) = desc.pool {
+            if allowed & (1 << pool.memory_type()) == 0 {
+                assert!(
+                    matches!(error, Error::PoolTypeNotAllowed { .. }),
+                    "{request:?}: {error:?}"
+                );
+                return;
+            }
+            if stale_pool {
+                // The request's own flaws come first (the docs' order),
+                // then the pool's; no exhaustion.
+                let ok = matches!(
+                    error,
+                    Error::StalePool
+                        | Error::SizeExceedsHeaps { .. }
+                        | Error::NoSuitableMemoryType { .. }
+                        | Error::SizeExceedsMaxAllocation { .. }
+                );
+                assert!(ok, "{request:?}: {error:?}");
+                return;
+            }
+        } else if allowed & self.usable_types() == 0 {
+            assert!(
+                matches!(error, Error::NoMemoryTypeBits(_)),
+                "{request:?}: {error:?}"
+            );
+            return;
+        }
+        let ok = match error {
+            Error::SizeExceedsHeaps { .. }
+            | Error::NoSuitableMemoryType { .. }
+            | Error::SizeExceedsMaxAllocation { .. }
+            | Error::OutOfDeviceMemory
+            | Error::TooManyObjects(_)
+            | Error::OutOfHostMemory
+            | Error::MapFailed
+            | Error::DeviceLost
+            | Error::Device(_) => true,
+            Error::OverBudget { .. } => desc.within_budget,
+            Error::NoRoomInExistingMemory => desc.existing_memory_only,
+            Error::TooLargeForPool { .. } | Error::PoolFull { .. } => desc.pool.is_some(),
+            _ => false,
+        };
+        assert!(ok, "{request:?}: undocumented {error:?}");
+    }
+}
