@@ -31,7 +31,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// ([`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)),
     /// whose memory is allocated for device addresses
     /// (VUID-vkBindBufferMemory-bufferDeviceAddress-03339), as
-    /// `create_aliasing_buffer` checks.
+    /// `create_aliasing_buffer` checks. Nor does it see the resource's
+    /// protection: a protected resource (`VK_BUFFER_CREATE_PROTECTED_BIT`,
+    /// `VK_IMAGE_CREATE_PROTECTED_BIT`) binds only to memory of a protected
+    /// type, any other only to an unprotected one
+    /// (VUID-vkBindBufferMemory-None-01898, -01899,
+    /// VUID-vkBindImageMemory-None-01901, -01902), as the
+    /// `create_aliasing_*` helpers check: take the other protection's types
+    /// out of the `memoryTypeBits` you pass
+    /// ([`memory_type_properties`](Self::memory_type_properties)).
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`]; [`Error::ZeroSize`] and

@@ -297,7 +297,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// O(n log n) in the entries (they are grouped by pool, with a stable
     /// sort), plus heap allocations: one for the entries, the sort's
     /// scratch space when there are more than a few, and one per pool with
-    /// non-coherent entries for the ranges handed to the driver.
+    /// non-coherent entries for the ranges handed to the driver (two for a
+    /// pool with more than one such entry on
+    /// [`AshMemoryDevice`](crate::device::AshMemoryDevice), which copies
+    /// them into `VkMappedMemoryRange`s).
     pub fn flush_allocations<'a>(
         &self,
         ranges: impl IntoIterator<Item = (&'a Allocation, Range<u64>)>,

@@ -109,7 +109,7 @@ fn a_backend_panicking_while_collect_polls_a_fence_still_frees_the_frames_taken(
     device.panic_on(FakeCall::SignalQuery, 2);
     let caught = panic::catch_unwind(AssertUnwindSafe(|| allocator.collect()));
     assert!(caught.is_err(), "the backend panicked");
-    assert_eq!(device.live_resources(), 1, "the first frame's buffer");
+    assert_eq!(device.live_resources(), 1, "the second frame's buffer");
     assert_eq!(allocator.stats().allocations(), 1);
     assert_eq!(allocator.frames_in_flight(), 1);
     let collected = allocator.collect().unwrap();
