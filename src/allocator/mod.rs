@@ -47,14 +47,15 @@
 //! under 0 when its caller holds it), never under 1, 2, 5 or 6; `log`
 //! calls run under any of them. Neither may call into the allocator: a
 //! `std` mutex locked again by the thread that holds it deadlocks (or
-//! panics). Debug builds catch the callback's call: the thread is marked
-//! while it runs, and the lock helpers (`place::lock`, `pool::read`,
-//! `pool::write`) panic on the mark (`memory::events`); release builds,
-//! and a logger's call, go undetected. Every lock carries on after a panic
-//! poisoned it (`place::lock`): a critical section leaves its state
-//! consistent before anything that can panic, and a panic of the memory
-//! callback is resumed only once the memory object it reports on is made
-//! or freed (`MemoryContext::tell`).
+//! panics). Debug builds catch it on the mutexes: `place::lock` records
+//! which ones each thread holds and panics, with a message naming the
+//! callback, on one the thread holds already (a call into another
+//! allocator meets none and goes through); release builds, and the
+//! read-write lock of the custom pools' table, check nothing. Every lock
+//! carries on after a panic poisoned it (`place::lock`): a critical
+//! section leaves its state consistent before anything that can panic,
+//! and a panic of the memory callback is resumed only once the memory
+//! object it reports on is made or freed (`MemoryContext::tell`).
 
 mod alias;
 mod allocation;
@@ -674,8 +675,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// carry out their frees under, which other threads' calls to them wait
     /// for): it must not call into the allocator (it would deadlock on a
     /// lock its own thread holds; debug builds panic instead, with a
-    /// message that says so, also on a call into another allocator, as
-    /// they mark the thread, not the allocator), and should be quick.
+    /// message that says so; a call into another allocator is fine), and
+    /// should be quick.
     ///
     /// A panic in the callback reaches the caller of the method that made
     /// or freed the memory, once that memory object is made and freed

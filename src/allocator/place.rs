@@ -24,11 +24,94 @@ use crate::Error;
 
 /// Locks a mutex, carrying on after a panic elsewhere: every critical section
 /// leaves its pool consistent before anything that can panic.
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    crate::memory::events::assert_not_in_callback();
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+///
+/// Debug builds panic instead of deadlocking when this thread holds the
+/// mutex already, as it does when a memory callback
+/// ([`Allocator::set_memory_callback`](super::Allocator::set_memory_callback)),
+/// which runs under a pool's lock, calls back into the allocator running it.
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> Held<'_, T> {
+    #[cfg(debug_assertions)]
+    let key = held::enter(mutex as *const Mutex<T> as usize);
+    Held {
+        guard: mutex
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        #[cfg(debug_assertions)]
+        key,
+    }
+}
+
+/// A mutex held through [`lock`]: its guard, and in debug builds the
+/// record that this thread holds it (dropped with the guard).
+pub(super) struct Held<'a, T> {
+    guard: MutexGuard<'a, T>,
+    #[cfg(debug_assertions)]
+    key: usize,
+}
+
+impl<T> std::ops::Deref for Held<'_, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.guard
+    }
+}
+
+impl<T> std::ops::DerefMut for Held<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.guard
+    }
+}
+
+#[cfg(debug_assertions)]
+impl<T> Drop for Held<'_, T> {
+    fn drop(&mut self) {
+        held::leave(self.key);
+    }
+}
+
+/// Debug builds' record of the mutexes each thread holds through [`lock`].
+#[cfg(debug_assertions)]
+mod held {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static HELD: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Records that this thread is about to lock the mutex at `key`, and
+    /// panics when it holds it already: the lock would never be granted.
+    pub(super) fn enter(key: usize) -> usize {
+        // No record during the thread's teardown (the allocator dropped
+        // by another thread-local's destructor): nothing is checked then.
+        let _ = HELD.try_with(|held| {
+            let mut held = held.borrow_mut();
+            let again = held.contains(&key);
+            if !again {
+                held.push(key);
+            }
+            drop(held);
+            assert!(
+                !again,
+                "vk-suballoc: this thread already holds this lock of the allocator, which \
+                 would deadlock: a memory callback (Allocator::set_memory_callback) called \
+                 into the allocator running it"
+            );
+        });
+        key
+    }
+
+    /// The mutex at `key` was unlocked.
+    pub(super) fn leave(key: usize) {
+        let _ = HELD.try_with(|held| {
+            let mut held = held.borrow_mut();
+            if let Some(index) = held.iter().rposition(|&k| k == key) {
+                held.swap_remove(index);
+            }
+        });
+    }
 }
 
 /// The value behind a mutex we hold exclusively: no lock taken. Carries on

@@ -463,7 +463,6 @@ pub(super) fn with_custom_pool_mut<M, R>(
 /// Reads through a read-write lock, carrying on after a panic elsewhere as
 /// [`lock`] does.
 pub(super) fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    crate::memory::events::assert_not_in_callback();
     lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -474,7 +473,6 @@ pub(super) fn custom_mut<T>(lock: &mut RwLock<T>) -> &mut T {
 }
 
 fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    crate::memory::events::assert_not_in_callback();
     lock.write()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

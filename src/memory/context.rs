@@ -238,7 +238,7 @@ impl<D> MemoryContext<D> {
         };
         // Unwind safety: nothing the callback can see is left half-changed
         // by the panic; the caller finishes its step before resuming it.
-        panic::catch_unwind(AssertUnwindSafe(|| callback.call(&event)))
+        panic::catch_unwind(AssertUnwindSafe(|| (callback.0)(&event)))
     }
 
     /// Whether allocations in blocks of `memory_type` get the corruption

@@ -157,3 +157,41 @@ fn a_callback_calling_into_the_allocator_panics_instead_of_deadlocking() {
     assert_eq!(device.live_allocations().len(), 1);
     free(&allocator, allocation);
 }
+
+/// Debug builds panic only on a lock the thread holds already: a callback
+/// that reads another allocator's figures (one per device, say) meets no
+/// lock of its own allocator and goes through, in every build.
+#[test]
+fn a_callback_may_call_into_another_allocator() {
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let (other, other_device) = allocator_with(FakeLayout::integrated(), Config::default());
+    let other = Arc::new(other);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (reader, sink) = (Arc::clone(&other), Arc::clone(&seen));
+    allocator.set_memory_callback(move |event| {
+        let reserved = reader.stats().reserved_bytes();
+        sink.lock().unwrap().push((event.kind, reserved));
+    });
+    let held = other
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let reserved = other.stats().reserved_bytes();
+    assert!(reserved > 0);
+    let allocation = allocator
+        .allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    free(&allocator, allocation);
+    drop(allocator);
+    assert_eq!(device.live_allocations().len(), 0);
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [
+            (MemoryEventKind::Allocated, reserved),
+            (MemoryEventKind::Freed, reserved)
+        ]
+    );
+    free(&other, held);
+    drop(other);
+    assert_eq!(other_device.live_allocations().len(), 0);
+}
