@@ -5,7 +5,11 @@
 //! `u64::MAX`, alignments that are not powers of two, `memoryTypeBits` of
 //! 0, every usage, kind and dedicated policy, within-budget and
 //! existing-memory-only requests, `min_alignment`, custom pools live and
-//! destroyed) through `allocate` and `allocate_mut`; frees now and after
+//! destroyed) through `allocate`, `allocate_mut` and `allocate_many` (up to
+//! four at once, all or nothing); `check_alias` on live allocations (and on
+//! each new one, whole, for a resource of every kind); upload rings made
+//! with good and flawed descriptions, growing or not, allocated from,
+//! written, destroyed and reclaimed by the frames' collection; frees now and after
 //! frames sealed with fences or timeline values that "the GPU" signals in
 //! any order; `collect` and `wait_and_collect`; custom pools made and
 //! destroyed; defragmentation plans over some live allocations, each move
@@ -19,8 +23,14 @@
 //! the error their flaw names and every error is one the docs promise; live
 //! allocations (and ranges freed after a frame not collected yet) never
 //! overlap in one memory object, margins included, each lies inside its
-//! memory and honours its alignments; `stats()` agrees with the target's
-//! own tally; the host bytes written come back; the fake device records no
+//! memory and honours its alignments; no two live allocations (ring
+//! chunks included) of kinds that may not share a `bufferImageGranularity`
+//! page share one; `stats()` agrees with the target's own tally (ring
+//! chunks included); the host bytes written come back, in allocations and
+//! in ring allocations; ring allocations of one chunk never overlap while
+//! their frame is live, honour their alignment, and stale ones are refused;
+//! a failed `allocate_many` leaves no allocation; `check_alias` answers as
+//! its documented rules say; the fake device records no
 //! broken Vulkan rule; no debug margin is found damaged. At the end, with
 //! everything freed and every frame collected, each memory type keeps at
 //! most its largest empty block and each custom pool its `min_blocks` (or

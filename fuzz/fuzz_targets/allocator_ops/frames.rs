@@ -5,6 +5,7 @@ use super::*;
 
 impl Walk {
     pub(super) fn end_frame(&mut self, timeline: bool) {
+        let refused = self.rings_full_of_frames();
         let (signal, result) = if timeline {
             let value = self.next_frame + 1;
             // SAFETY: the fake semaphore reaches `value` only when "the GPU"
@@ -18,6 +19,9 @@ impl Walk {
                 self.allocator.end_frame(fence)
             })
         };
+        if refused {
+            return assert_eq!(result, Err(Error::TooManyFramesInFlight), "end_frame");
+        }
         assert_eq!(result, Ok(self.next_frame), "end_frame");
         self.next_frame += 1;
         let freed = std::mem::take(&mut self.current);
@@ -85,6 +89,7 @@ impl Walk {
             return;
         }
         let released = self.release_signalled();
+        self.reclaim_rings();
         let expected = if wait && !self.sealed.is_empty() {
             Err(Error::Timeout)
         } else {
@@ -101,6 +106,7 @@ impl Walk {
         self.sealed.clear();
         self.current.clear();
         self.next_frame += 1;
+        self.reclaim_rings();
         assert_eq!(result, Collected { frames, frees }, "collect_idle");
     }
 }

@@ -11,9 +11,12 @@ use vk_suballoc::device::fake::{FakeDevice, FakeLayout, FakeMemory};
 use vk_suballoc::device::DeviceError;
 use vk_suballoc::{
     Allocation, AllocationDesc, Allocator, Collected, Config, DedicatedPolicy,
-    DefragmentationLimits, Error, Movable, Pool, PoolDesc, Request, ResourceKind, Usage,
+    DefragmentationLimits, Error, Movable, Pool, PoolDesc, Request, ResourceKind, RingAllocation,
+    UploadRing, UploadRingDesc, Usage,
 };
 
+#[path = "batch.rs"]
+mod batch;
 #[path = "frames.rs"]
 mod frames;
 #[path = "host.rs"]
@@ -22,6 +25,11 @@ mod host;
 mod pools;
 #[path = "requests.rs"]
 mod requests;
+#[path = "rings.rs"]
+mod rings;
+
+use batch::Built;
+use rings::RingModel;
 
 type FakeAllocator = Allocator<FakeDevice, FakeMemory>;
 
@@ -156,6 +164,39 @@ pub enum Op {
         external_mib: u16,
     },
     LoseDevice,
+    /// Up to four requests at once, all or nothing.
+    AllocateMany(Vec<Req>),
+    CheckAlias {
+        pick: u16,
+        offset: u16,
+        size_log2: u8,
+        align: u8,
+        type_bits: u8,
+        kind: u8,
+    },
+    CreateRing {
+        size: u8,
+        size_bits: u16,
+        usage: u8,
+        buffer_usage: u8,
+        grow: bool,
+    },
+    RingAllocate {
+        pick: u8,
+        size_log2: u8,
+        size_bits: u16,
+        align: u8,
+    },
+    /// Writes both ends of a live ring allocation; with `past`, one byte
+    /// past its end and into a stale one.
+    RingWrite {
+        pick: u16,
+        value: u8,
+        past: bool,
+    },
+    DestroyRing {
+        pick: u8,
+    },
 }
 
 /// A range the allocator counts: live, or freed after a frame not collected.
@@ -229,6 +270,10 @@ pub struct Walk {
     pools: Vec<LivePool>,
     dead_pools: Vec<Pool>,
     lost: bool,
+    rings: Vec<RingModel>,
+    dead_rings: Vec<UploadRing>,
+    /// Some ring allocations of frames collected or rings destroyed.
+    stale_ring: Vec<RingAllocation>,
 }
 
 fn is_non_coherent(props: Props) -> bool {
@@ -257,6 +302,9 @@ impl Walk {
             pools: Vec::new(),
             dead_pools: Vec::new(),
             lost: false,
+            rings: Vec::new(),
+            dead_rings: Vec::new(),
+            stale_ring: Vec::new(),
         }
     }
 
@@ -266,6 +314,7 @@ impl Walk {
             .map(Live::held)
             .chain(self.current.iter().copied())
             .chain(self.sealed.iter().flat_map(|f| f.freed.iter().copied()))
+            .chain(self.ring_chunks())
     }
 
     /// The memory types the allocator may use at all.
@@ -392,6 +441,30 @@ impl Walk {
                 self.device.lose_device();
                 self.lost = true;
             }
+            Op::AllocateMany(reqs) => self.allocate_many(&reqs),
+            Op::CheckAlias {
+                pick,
+                offset,
+                size_log2,
+                align,
+                type_bits,
+                kind,
+            } => self.check_alias(pick, offset, size_log2, align, type_bits, kind),
+            Op::CreateRing {
+                size,
+                size_bits,
+                usage,
+                buffer_usage,
+                grow,
+            } => self.create_ring(size, size_bits, usage, buffer_usage, grow),
+            Op::RingAllocate {
+                pick,
+                size_log2,
+                size_bits,
+                align,
+            } => self.ring_allocate(pick, size_log2, size_bits, align),
+            Op::RingWrite { pick, value, past } => self.ring_write(pick, value, past),
+            Op::DestroyRing { pick } => self.destroy_ring(pick),
         }
     }
     /// `probes` overlap nothing held, nor each other.
@@ -399,6 +472,10 @@ impl Walk {
         let margin = self.config.debug_margin;
         let mut by_memory: HashMap<vk::DeviceMemory, Vec<(u64, u64)>> = HashMap::new();
         for h in self.held().chain(probes.iter().copied()) {
+            // A ring chunk no ring allocation placed yet.
+            if h.memory == vk::DeviceMemory::null() {
+                continue;
+            }
             let extra = if h.dedicated { 0 } else { margin };
             by_memory
                 .entry(h.memory)
@@ -459,11 +536,17 @@ impl Walk {
         let violations = self.device.violations();
         assert!(violations.is_empty(), "{violations:#?}");
         assert_eq!(self.allocator.corruptions_detected(), 0);
+        self.check_rings();
+        self.check_granularity();
     }
 
     /// Frees everything, collects every frame and checks that only the
     /// kept empty blocks remain; then that nothing leaks.
     pub fn finish(mut self) {
+        for ring in std::mem::take(&mut self.rings) {
+            assert_eq!(self.allocator.destroy_upload_ring(ring.ring), Ok(()));
+            self.current.extend(ring.chunks.iter().map(|c| c.held));
+        }
         for live in std::mem::take(&mut self.live) {
             // SAFETY: the fake device runs no GPU work.
             assert_eq!(unsafe { self.allocator.free(live.allocation) }, Ok(()));

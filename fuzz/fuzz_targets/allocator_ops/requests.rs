@@ -4,7 +4,8 @@
 use super::*;
 
 impl Walk {
-    pub(super) fn allocate(&mut self, req: &Req, mutable: bool) {
+    /// The request `req` describes, with what the checks need.
+    pub(super) fn build(&self, req: &Req) -> Built {
         let size = match req.size_log2 % 72 {
             64.. => u64::MAX - (req.size_bits & 0xff),
             n => (1u64 << n) | (req.size_bits & ((1u64 << n) - 1)) ^ (req.size_bits & 1),
@@ -57,27 +58,6 @@ impl Walk {
         }
         let request = Request::with_desc(requirements, kind, desc);
         let allowed = type_bits & narrowed.unwrap_or(!0) & all;
-
-        let before = self.device.counters();
-        let memories_before: Vec<vk::DeviceMemory> = self
-            .device
-            .live_allocations()
-            .iter()
-            .map(|m| m.memory)
-            .collect();
-        let result = if mutable {
-            self.allocator.allocate_mut(&request)
-        } else {
-            self.allocator.allocate(&request)
-        };
-        let after = self.device.counters();
-        if req.existing_memory_only {
-            assert_eq!(
-                before.allocate_calls, after.allocate_calls,
-                "an existing-memory-only request called vkAllocateMemory"
-            );
-        }
-
         // The flaws checked first, whatever the device's state.
         let flaw = if size == 0 {
             Some(Error::ZeroSize)
@@ -88,15 +68,68 @@ impl Walk {
         } else {
             None
         };
-        let allocation = match (result, flaw) {
-            (Err(error), Some(flaw)) => return assert_eq!(error, flaw, "{request:?}"),
+        Built {
+            request,
+            allowed,
+            stale_pool,
+            flaw,
+        }
+    }
+
+    pub(super) fn allocate(&mut self, req: &Req, mutable: bool) {
+        let built = self.build(req);
+        let request = &built.request;
+        let before = self.device.counters();
+        let memories_before = self.memories();
+        let result = if mutable {
+            self.allocator.allocate_mut(request)
+        } else {
+            self.allocator.allocate(request)
+        };
+        let after = self.device.counters();
+        if request.desc.existing_memory_only {
+            assert_eq!(
+                before.allocate_calls, after.allocate_calls,
+                "an existing-memory-only request called vkAllocateMemory"
+            );
+        }
+        let allocation = match (result, &built.flaw) {
+            (Err(error), Some(flaw)) => return assert_eq!(&error, flaw, "{request:?}"),
             (Ok(a), Some(flaw)) => panic!("{request:?} got {a:?}, not {flaw:?}"),
             (Err(error), None) => {
-                return self.check_allocate_error(error, &request, allowed, stale_pool);
+                return self.check_allocate_error(error, request, built.allowed, built.stale_pool);
             }
             (Ok(a), None) => a,
         };
-        assert!(!stale_pool, "a destroyed pool allocated {allocation:?}");
+        self.accept(&built, allocation, &memories_before);
+    }
+
+    /// The device's memory objects now.
+    pub(super) fn memories(&self) -> Vec<vk::DeviceMemory> {
+        self.device
+            .live_allocations()
+            .iter()
+            .map(|m| m.memory)
+            .collect()
+    }
+
+    /// Checks `allocation`, made for `built` (with `memories_before` the
+    /// device's memory before), and adds it to the live ones.
+    pub(super) fn accept(
+        &mut self,
+        built: &Built,
+        allocation: Allocation,
+        memories_before: &[vk::DeviceMemory],
+    ) {
+        let request = &built.request;
+        let (requirements, kind, desc) = (request.requirements, request.kind, &request.desc);
+        let (size, alignment) = (requirements.size, requirements.alignment);
+        let (allowed, pool, usage) = (built.allowed, desc.pool, desc.usage);
+        let min_alignment = desc.min_alignment;
+        assert!(
+            !built.stale_pool,
+            "a destroyed pool allocated {allocation:?}"
+        );
 
         let t = allocation.memory_type();
         assert!(
@@ -122,7 +155,7 @@ impl Walk {
         } else {
             assert!(!allocation.is_in_custom_pool());
         }
-        if req.existing_memory_only {
+        if desc.existing_memory_only {
             assert!(
                 memories_before.contains(&allocation.memory()),
                 "{allocation:?} in new memory"
@@ -155,6 +188,15 @@ impl Walk {
             pool,
             tag: None,
         });
+        // Every new allocation, aliased whole by a resource of each kind.
+        let whole = vk::MemoryRequirements {
+            alignment: 1,
+            memory_type_bits: !0,
+            ..requirements
+        };
+        for other in KINDS {
+            self.check_alias_of(self.live.len() - 1, 0, &whole, other);
+        }
     }
 
     pub(super) fn check_allocate_error(
@@ -164,36 +206,38 @@ impl Walk {
         allowed: u32,
         stale_pool: bool,
     ) {
+        let ok = self.allocate_error_ok(error, request, allowed, stale_pool);
+        assert!(ok, "{request:?}: undocumented {error:?}");
+    }
+
+    /// Whether `error` is one the docs promise for `request`.
+    pub(super) fn allocate_error_ok(
+        &self,
+        error: Error,
+        request: &Request<'_>,
+        allowed: u32,
+        stale_pool: bool,
+    ) -> bool {
         let desc = &request.desc;
         if let Some(pool) = desc.pool {
             if allowed & (1 << pool.memory_type()) == 0 {
-                assert!(
-                    matches!(error, Error::PoolTypeNotAllowed { .. }),
-                    "{request:?}: {error:?}"
-                );
-                return;
+                return matches!(error, Error::PoolTypeNotAllowed { .. });
             }
             if stale_pool {
                 // The request's own flaws come first (the docs' order),
                 // then the pool's; no exhaustion.
-                let ok = matches!(
+                return matches!(
                     error,
                     Error::StalePool
                         | Error::SizeExceedsHeaps { .. }
                         | Error::NoSuitableMemoryType { .. }
                         | Error::SizeExceedsMaxAllocation { .. }
                 );
-                assert!(ok, "{request:?}: {error:?}");
-                return;
             }
         } else if allowed & self.usable_types() == 0 {
-            assert!(
-                matches!(error, Error::NoMemoryTypeBits(_)),
-                "{request:?}: {error:?}"
-            );
-            return;
+            return matches!(error, Error::NoMemoryTypeBits(_));
         }
-        let ok = match error {
+        match error {
             Error::SizeExceedsHeaps { .. }
             | Error::NoSuitableMemoryType { .. }
             | Error::SizeExceedsMaxAllocation { .. }
@@ -207,7 +251,6 @@ impl Walk {
             Error::NoRoomInExistingMemory => desc.existing_memory_only,
             Error::TooLargeForPool { .. } | Error::PoolFull { .. } => desc.pool.is_some(),
             _ => false,
-        };
-        assert!(ok, "{request:?}: undocumented {error:?}");
+        }
     }
 }

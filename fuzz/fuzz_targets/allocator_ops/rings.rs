@@ -1,0 +1,494 @@
+//! Upload rings: made with descriptions good and flawed, allocated from
+//! (sizes of 0 to past every heap, alignments that are not powers of two),
+//! written and read back, destroyed; their space reclaimed by the frames'
+//! collection. Each ring's chunks are held ranges of the model (learnt from
+//! `stats()` when made, placed by the first ring allocation seen in them).
+
+use super::*;
+
+/// Ring allocations per ring a frame still holds, checked after each op.
+const MAX_RING_LIVE: usize = 64;
+
+pub(super) struct RingModel {
+    pub(super) ring: UploadRing,
+    /// Bytes of a chunk made when full.
+    chunk_size: u64,
+    grow: bool,
+    pub(super) chunks: Vec<RingChunkModel>,
+    /// Ring allocations whose frame is not collected, each with the byte
+    /// written at both ends (if any).
+    pub(super) live: Vec<(RingAllocation, Option<u8>)>,
+}
+
+pub(super) struct RingChunkModel {
+    /// Memory null until a ring allocation in it is seen.
+    pub(super) held: Held,
+    /// Its buffer, once seen.
+    buffer: Option<vk::Buffer>,
+    capacity: u64,
+    /// The allocator frame current when it was put in its ring.
+    first_frame: u64,
+}
+
+impl RingModel {
+    /// The frames its chunk `chunk` holds sealed: those sealed since it
+    /// was put in, not collected.
+    fn sealed_in(chunk: &RingChunkModel, next_frame: u64, sealed: usize) -> u64 {
+        let oldest = next_frame - sealed as u64;
+        next_frame - chunk.first_frame.max(oldest).min(next_frame)
+    }
+}
+
+/// Per memory type: block allocations, their bytes, dedicated ones, theirs.
+type Tally = Vec<(u64, u64, u64, u64)>;
+
+fn tally(stats: &vk_suballoc::report::Stats) -> Tally {
+    stats
+        .memory_types
+        .iter()
+        .map(|s| {
+            (
+                s.block_allocations,
+                s.block_allocated_bytes,
+                s.dedicated_allocations,
+                s.dedicated_bytes,
+            )
+        })
+        .collect()
+}
+
+/// The errors of allocating a ring chunk (its memory, its buffer).
+fn chunk_error_ok(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::SizeExceedsHeaps { .. }
+            | Error::NoSuitableMemoryType { .. }
+            | Error::SizeExceedsMaxAllocation { .. }
+            | Error::OutOfDeviceMemory
+            | Error::TooManyObjects(_)
+            | Error::OutOfHostMemory
+            | Error::MapFailed
+            | Error::DeviceLost
+            | Error::Device(_)
+    )
+}
+
+impl Walk {
+    /// The one chunk `before` and the allocator's stats now differ by.
+    fn new_chunk(&self, before: &Tally, capacity: u64) -> RingChunkModel {
+        let after = tally(&self.allocator.stats());
+        let changed: Vec<usize> = (0..after.len())
+            .filter(|&t| after[t] != before[t])
+            .collect();
+        assert_eq!(
+            changed.len(),
+            1,
+            "a ring chunk in one type: {before:?} {after:?}"
+        );
+        let t = changed[0];
+        let (b, a) = (before[t], after[t]);
+        let bytes = capacity.next_multiple_of(4);
+        let dedicated = a.2 != b.2;
+        if dedicated {
+            assert_eq!((a.0, a.1, a.2, a.3), (b.0, b.1, b.2 + 1, b.3 + bytes));
+        } else {
+            assert_eq!((a.0, a.1, a.2, a.3), (b.0 + 1, b.1 + bytes, b.2, b.3));
+        }
+        let props = self.layout.memory_types[t].props;
+        assert!(
+            props.contains(Props::HOST_VISIBLE),
+            "a ring chunk in type {t}"
+        );
+        RingChunkModel {
+            held: Held {
+                memory: vk::DeviceMemory::null(),
+                offset: 0,
+                size: bytes,
+                memory_type: t as u32,
+                dedicated,
+                pool: None,
+            },
+            buffer: None,
+            capacity,
+            first_frame: self.next_frame,
+        }
+    }
+
+    pub(super) fn create_ring(
+        &mut self,
+        size: u8,
+        size_bits: u16,
+        usage: u8,
+        buffer_usage: u8,
+        grow: bool,
+    ) {
+        let size = match size % 8 {
+            0 => 0,
+            1 => u64::MAX,
+            2 => 1 << 50,
+            n => (u64::from(size_bits) << (n - 3)).max(1),
+        };
+        let usage = match usage % 12 {
+            n @ 0..9 => USAGES[n as usize],
+            9 => Usage::READBACK.union(Usage::DEVICE_ADDRESS),
+            10 => Usage::UPLOAD.union(Usage::DEVICE_LOCAL),
+            _ => Usage::default(),
+        };
+        use vk::BufferUsageFlags as B;
+        let buffer_usage = [
+            B::empty(),
+            B::TRANSFER_SRC,
+            B::UNIFORM_BUFFER | B::STORAGE_BUFFER | B::VERTEX_BUFFER,
+            B::SHADER_DEVICE_ADDRESS | B::STORAGE_BUFFER,
+            B::TRANSFER_SRC | B::from_raw(0x0020_0000),
+        ][buffer_usage as usize % 5];
+        let desc = UploadRingDesc {
+            size,
+            usage,
+            buffer_usage,
+            grow,
+            name: grow.then_some("fuzz-ring"),
+        };
+        let before = tally(&self.allocator.stats());
+        let objects = self.device.live_allocations().len();
+        let result = self.allocator.create_upload_ring(&desc);
+        let flaw = if size == 0 {
+            Some(Error::ZeroSize)
+        } else if buffer_usage.is_empty() {
+            Some(Error::InvalidConfig("empty"))
+        } else if !usage.needs_host_access() {
+            Some(Error::NotHostVisible)
+        } else if buffer_usage.contains(B::from_raw(0x0020_0000)) {
+            Some(Error::InvalidConfig("beyond core"))
+        } else if (buffer_usage.contains(B::SHADER_DEVICE_ADDRESS)
+            || usage.contains(Usage::DEVICE_ADDRESS))
+            && !self.layout.buffer_device_address
+        {
+            Some(Error::NoSuitableMemoryType {
+                memory_type_bits: 0,
+                usage: usage | Usage::DEVICE_ADDRESS,
+            })
+        } else {
+            None
+        };
+        let ring = match (result, flaw) {
+            (Ok(ring), None) => ring,
+            (Ok(ring), Some(flaw)) => panic!("{desc:?} made {ring:?}, not {flaw:?}"),
+            (Err(error), flaw) => {
+                match (&error, &flaw) {
+                    (Error::InvalidConfig(_), Some(Error::InvalidConfig(_))) => {}
+                    (
+                        Error::NoSuitableMemoryType { usage: got, .. },
+                        Some(Error::NoSuitableMemoryType { usage: want, .. }),
+                    ) => assert_eq!(got, want),
+                    (_, Some(flaw)) => assert_eq!(&error, flaw, "{desc:?}"),
+                    (_, None) => {
+                        assert!(chunk_error_ok(&error), "{desc:?}: undocumented {error:?}");
+                        let largest = self.layout.memory_heaps.iter().map(|h| h.size).max();
+                        if largest.is_some_and(|l| size > l) {
+                            assert!(
+                                matches!(error, Error::SizeExceedsHeaps { .. }),
+                                "{desc:?}: {error:?}"
+                            );
+                        }
+                    }
+                }
+                assert_eq!(tally(&self.allocator.stats()), before, "{desc:?} failed");
+                assert!(self.device.live_allocations().len() <= objects);
+                return;
+            }
+        };
+        let chunk = self.new_chunk(&before, size);
+        self.rings.push(RingModel {
+            ring,
+            chunk_size: size,
+            grow,
+            chunks: vec![chunk],
+            live: Vec::new(),
+        });
+    }
+
+    fn ring_pick(&self, pick: u8) -> Option<Result<usize, UploadRing>> {
+        let total = self.rings.len() + self.dead_rings.len();
+        if total == 0 {
+            return None;
+        }
+        let i = pick as usize % total;
+        Some(if i < self.rings.len() {
+            Ok(i)
+        } else {
+            Err(self.dead_rings[i - self.rings.len()])
+        })
+    }
+
+    pub(super) fn ring_allocate(&mut self, pick: u8, size_log2: u8, size_bits: u16, align: u8) {
+        let Some(picked) = self.ring_pick(pick) else {
+            return;
+        };
+        let size = match size_log2 % 32 {
+            0 => 0,
+            1 => u64::MAX,
+            2 => 1 << 50,
+            n => (u64::from(size_bits) >> (n % 16)).max(1),
+        };
+        let align = match align {
+            0..200 => 1 << (align % 13),
+            200..220 => 0,
+            n => u64::from(n) * 3,
+        };
+        let i = match picked {
+            Err(dead) => {
+                let result = self.allocator.ring_allocate(dead, size, align);
+                assert_eq!(result, Err(Error::StaleAllocation), "a destroyed ring");
+                return;
+            }
+            Ok(i) => i,
+        };
+        if self.rings[i].live.len() >= MAX_RING_LIVE {
+            return;
+        }
+        let before = tally(&self.allocator.stats());
+        let objects = self.device.live_allocations().len();
+        let ring = self.rings[i].ring;
+        let result = self.allocator.ring_allocate(ring, size, align);
+        let flaw = if size == 0 {
+            Some(Error::ZeroSize)
+        } else if !align.is_power_of_two() {
+            Some(Error::AlignmentNotPowerOfTwo(align))
+        } else {
+            None
+        };
+        let model = &self.rings[i];
+        let capacity = model.chunks.iter().map(|c| c.capacity).max().unwrap_or(0);
+        let allocation = match (result, flaw) {
+            (Ok(a), Some(flaw)) => panic!("{a:?}, not {flaw:?}"),
+            (Err(error), Some(flaw)) => return assert_eq!(error, flaw),
+            (Err(error), None) => {
+                let ok = match &error {
+                    _ if model.grow => chunk_error_ok(&error),
+                    Error::UploadRingTooSmall {
+                        size: s,
+                        capacity: c,
+                    } => (*s, *c) == (size, capacity) && size > capacity,
+                    // Space held by frames not collected; an empty ring
+                    // has room for anything its chunk holds.
+                    Error::UploadRingFull { size: s, .. } => {
+                        *s == size && size <= capacity && !model.live.is_empty()
+                    }
+                    _ => false,
+                };
+                assert!(
+                    ok,
+                    "ring_allocate({size}, {align}) on a ring of {capacity} (grow {}, {} live): {error:?}",
+                    model.grow,
+                    model.live.len()
+                );
+                if let Error::UploadRingTooSmall { .. } | Error::UploadRingFull { .. } = error {
+                    assert_eq!(tally(&self.allocator.stats()), before);
+                }
+                assert!(self.device.live_allocations().len() <= objects);
+                return;
+            }
+            (Ok(a), None) => a,
+        };
+        assert_eq!(allocation.size(), size, "{allocation:?}");
+        assert_eq!(allocation.frame(), self.next_frame, "{allocation:?}");
+        assert_eq!(
+            allocation.buffer_offset() % align,
+            0,
+            "{allocation:?} not at {align}"
+        );
+        let known = self.rings[i]
+            .chunks
+            .iter()
+            .position(|c| c.buffer == Some(allocation.buffer()));
+        let c = match known {
+            Some(c) => {
+                assert_eq!(
+                    tally(&self.allocator.stats()),
+                    before,
+                    "a chunk made in vain"
+                );
+                c
+            }
+            None => {
+                // The first allocation in a chunk: the one not placed yet
+                // (made with the ring) or a new one (the ring grew).
+                let grown = tally(&self.allocator.stats()) != before;
+                if grown {
+                    assert!(self.rings[i].grow, "a ring that does not grow grew");
+                    let capacity = self.rings[i].chunk_size.max(size);
+                    let chunk = self.new_chunk(&before, capacity);
+                    self.rings[i].chunks.push(chunk);
+                    self.rings[i].chunks.len() - 1
+                } else {
+                    let unplaced = self.rings[i].chunks.iter().position(|c| c.buffer.is_none());
+                    unplaced.unwrap_or_else(|| panic!("{allocation:?} in an unknown chunk"))
+                }
+            }
+        };
+        let chunk = &mut self.rings[i].chunks[c];
+        assert!(
+            allocation.buffer_offset() + size <= chunk.capacity,
+            "{allocation:?} past its chunk of {}",
+            chunk.capacity
+        );
+        let offset = allocation.memory_offset() - allocation.buffer_offset();
+        if chunk.buffer.is_none() {
+            let memory = allocation.memory();
+            let info = self.device.live_allocations();
+            let info = info.iter().find(|m| m.memory == memory);
+            let info = info.unwrap_or_else(|| panic!("{allocation:?} in no memory"));
+            assert_eq!(info.memory_type, chunk.held.memory_type, "{allocation:?}");
+            chunk.buffer = Some(allocation.buffer());
+            chunk.held.memory = memory;
+            chunk.held.offset = offset;
+            if chunk.held.dedicated {
+                assert_eq!(offset, 0);
+            }
+        } else {
+            assert_eq!(
+                (chunk.held.memory, chunk.held.offset),
+                (allocation.memory(), offset)
+            );
+        }
+        self.rings[i].live.push((allocation, None));
+    }
+
+    pub(super) fn ring_write(&mut self, pick: u16, value: u8, past: bool) {
+        let lives: usize = self.rings.iter().map(|r| r.live.len()).sum();
+        if lives == 0 {
+            if let Some(stale) = self.stale_ring.first() {
+                let result = self.allocator.ring_write(stale, 0, &[value]);
+                assert_eq!(result, Err(Error::StaleAllocation), "{stale:?}");
+            }
+            return;
+        }
+        let mut n = pick as usize % lives;
+        let (r, j) = self
+            .rings
+            .iter()
+            .enumerate()
+            .find_map(|(r, ring)| {
+                if n < ring.live.len() {
+                    Some((r, n))
+                } else {
+                    n -= ring.live.len();
+                    None
+                }
+            })
+            .unwrap();
+        let (allocation, tag) = &mut self.rings[r].live[j];
+        let size = allocation.size();
+        if past {
+            let result = self.allocator.ring_write(allocation, size, &[value]);
+            assert_eq!(
+                result,
+                Err(Error::RangeOutOfBounds {
+                    start: size,
+                    end: size + 1,
+                    size
+                })
+            );
+            if let Some(stale) = self
+                .stale_ring
+                .get(pick as usize % self.stale_ring.len().max(1))
+            {
+                let result = self.allocator.ring_write(stale, 0, &[value]);
+                assert_eq!(result, Err(Error::StaleAllocation), "{stale:?}");
+            }
+            return;
+        }
+        let first = self.allocator.ring_write(allocation, 0, &[value]);
+        let last = self.allocator.ring_write(allocation, size - 1, &[value]);
+        if self.lost {
+            // A non-coherent ring's flush may fail on a lost device, the
+            // bytes copied.
+            let ok = |r: &Result<(), Error>| matches!(r, Ok(()) | Err(Error::DeviceLost));
+            assert!(ok(&first) && ok(&last), "{first:?} {last:?}");
+        } else {
+            assert_eq!((first, last), (Ok(()), Ok(())), "ring_write");
+        }
+        *tag = Some(value);
+    }
+
+    pub(super) fn destroy_ring(&mut self, pick: u8) {
+        let Some(picked) = self.ring_pick(pick) else {
+            return;
+        };
+        let i = match picked {
+            Err(dead) => {
+                let result = self.allocator.destroy_upload_ring(dead);
+                return assert_eq!(result, Err(Error::StaleAllocation));
+            }
+            Ok(i) => i,
+        };
+        let model = self.rings.swap_remove(i);
+        assert_eq!(self.allocator.destroy_upload_ring(model.ring), Ok(()));
+        self.dead_rings.push(model.ring);
+        for (allocation, _) in model.live {
+            self.stale_ring.push(allocation);
+        }
+        for chunk in model.chunks {
+            self.current.push(chunk.held);
+        }
+    }
+
+    /// Forgets the ring allocations of the frames collected.
+    pub(super) fn reclaim_rings(&mut self) {
+        let oldest = self.next_frame - self.sealed.len() as u64;
+        for ring in &mut self.rings {
+            let (stale, live) = ring.live.drain(..).partition(|(a, _)| a.frame() < oldest);
+            ring.live = live;
+            let stale: Vec<_> = stale;
+            self.stale_ring.extend(stale.into_iter().map(|(a, _)| a));
+        }
+        let keep = self.stale_ring.len().saturating_sub(8);
+        self.stale_ring.drain(..keep);
+    }
+
+    /// Whether `end_frame` must refuse the frame: a chunk holds as many
+    /// sealed frames as it tracks.
+    pub(super) fn rings_full_of_frames(&self) -> bool {
+        self.rings
+            .iter()
+            .flat_map(|r| r.chunks.iter())
+            .any(|c| RingModel::sealed_in(c, self.next_frame, self.sealed.len()) >= RING_FRAMES)
+    }
+
+    /// Ring allocations of one chunk never overlap while live, and their
+    /// bytes read back.
+    pub(super) fn check_rings(&self) {
+        for ring in &self.rings {
+            let mut ranges: Vec<(vk::Buffer, u64, u64)> = ring
+                .live
+                .iter()
+                .map(|(a, _)| (a.buffer(), a.buffer_offset(), a.buffer_offset() + a.size()))
+                .collect();
+            ranges.sort_unstable();
+            for pair in ranges.windows(2) {
+                if pair[0].0 == pair[1].0 {
+                    assert!(pair[0].2 <= pair[1].1, "ring allocations {pair:?} overlap");
+                }
+            }
+            for (a, tag) in &ring.live {
+                let Some(tag) = *tag else { continue };
+                let p = a.mapped_ptr().as_ptr();
+                // SAFETY: the allocation lies in its chunk's persistent
+                // mapping, alive while the ring is; nothing writes it now.
+                let (first, last) = unsafe { (p.read(), p.add(a.size() as usize - 1).read()) };
+                assert_eq!((first, last), (tag, tag), "ring bytes of {a:?} clobbered");
+            }
+        }
+    }
+
+    /// The ring chunks, as ranges the allocator counts.
+    pub(super) fn ring_chunks(&self) -> impl Iterator<Item = Held> + '_ {
+        self.rings
+            .iter()
+            .flat_map(|r| r.chunks.iter().map(|c| c.held))
+    }
+}
+
+/// Sealed frames a ring chunk tracks (the library's `RING_FRAMES`).
+const RING_FRAMES: u64 = 64;
