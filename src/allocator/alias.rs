@@ -192,7 +192,7 @@ impl Allocator<AshMemoryDevice> {
         let request =
             unsafe { self.buffer_request(buffer, info.usage, &AllocationDesc::default()) };
         let protected = info.flags.contains(vk::BufferCreateFlags::PROTECTED);
-        let request = keep_protection(request, self.context.memory_types(), protected);
+        let request = keep_protection(request, self.context.protected_types(), protected);
         let bound = self
             .check_request_alias(allocation, offset, &request)
             .and_then(|()| {
@@ -262,7 +262,7 @@ impl Allocator<AshMemoryDevice> {
         // disjoint.
         let request = unsafe { self.image_request(image, info.tiling, &AllocationDesc::default()) };
         let protected = info.flags.contains(vk::ImageCreateFlags::PROTECTED);
-        let request = keep_protection(request, self.context.memory_types(), protected);
+        let request = keep_protection(request, self.context.protected_types(), protected);
         let bound = self
             .check_request_alias(allocation, offset, &request)
             .and_then(|()| {

@@ -3,9 +3,7 @@
 use ash::vk;
 
 use super::{Allocation, AllocationDesc, Allocator, Request};
-use crate::device::{
-    AshMemoryDevice, DedicatedHint, DedicatedTarget, DeviceError, MemoryPropertyFlags, MemoryType,
-};
+use crate::device::{AshMemoryDevice, DedicatedHint, DedicatedTarget, DeviceError};
 use crate::memory::{ResourceKind, Usage};
 use crate::Error;
 
@@ -52,7 +50,7 @@ impl Allocator<AshMemoryDevice> {
         // SAFETY: just created from this device with `info.usage`.
         let request = unsafe { self.buffer_request(buffer, info.usage, desc) };
         let protected = info.flags.contains(vk::BufferCreateFlags::PROTECTED);
-        let request = keep_protection(request, self.context.memory_types(), protected);
+        let request = keep_protection(request, self.context.protected_types(), protected);
         let allocation = self.allocate_and_bind(
             &request,
             |allocation| {
@@ -111,7 +109,7 @@ impl Allocator<AshMemoryDevice> {
         // disjoint (checked above).
         let request = unsafe { self.image_request(image, info.tiling, desc) };
         let protected = info.flags.contains(vk::ImageCreateFlags::PROTECTED);
-        let request = keep_protection(request, self.context.memory_types(), protected);
+        let request = keep_protection(request, self.context.protected_types(), protected);
         let allocation = self.allocate_and_bind(
             &request,
             |allocation| {
@@ -385,33 +383,31 @@ fn target_unless_aliased(request: Request<'_>, target: DedicatedTarget) -> Reque
     }
 }
 
-/// `request` kept off the memory types of `types` whose protection differs
-/// from its resource's (`protected`: created with
+/// `request` kept off the memory types whose protection differs from its
+/// resource's (`protected_types`: the device's protected types, one bit
+/// each) (`protected`: created with
 /// `VK_BUFFER_CREATE_PROTECTED_BIT` / `VK_IMAGE_CREATE_PROTECTED_BIT`): a
 /// protected resource is bound to protected memory only, any other to
 /// unprotected memory only (VUID-vkBindBufferMemory-None-01898, -01899,
 /// VUID-vkBindImageMemory-None-01901, -01902). Vulkan promises a protected
 /// resource a protected type among its `memoryTypeBits`, not that they name
 /// no other, nor that an unprotected resource's name no protected type.
-pub(super) fn keep_protection<'a>(
-    mut request: Request<'a>,
-    types: &[MemoryType],
+pub(super) fn keep_protection(
+    mut request: Request<'_>,
+    protected_types: u32,
     protected: bool,
-) -> Request<'a> {
-    let other = types
-        .iter()
-        .take(32)
-        .enumerate()
-        .filter(|(_, ty)| ty.props.contains(MemoryPropertyFlags::PROTECTED) != protected)
-        .fold(0, |mask, (index, _)| mask | 1 << index);
-    request.desc.excluded_memory_types |= other;
+) -> Request<'_> {
+    request.desc.excluded_memory_types |= if protected {
+        !protected_types
+    } else {
+        protected_types
+    };
     request
 }
 
 #[cfg(test)]
 mod tests {
     use ash::vk;
-    use gpu_alloc_types::{MemoryPropertyFlags as Props, MemoryType};
 
     use super::keep_protection;
     use crate::{Request, ResourceKind, Usage};
@@ -423,23 +419,31 @@ mod tests {
     /// -01899).
     #[test]
     fn resources_keep_to_memory_of_their_protection() {
-        let ty = |props| MemoryType { heap: 0, props };
-        let types = [
-            ty(Props::DEVICE_LOCAL),
-            ty(Props::DEVICE_LOCAL | Props::PROTECTED),
-            ty(Props::HOST_VISIBLE | Props::HOST_COHERENT),
-        ];
+        // Types: 0 device-local, 1 device-local protected, 2 host-visible.
+        let protected_types = 0b010;
         let requirements = vk::MemoryRequirements {
             size: 256,
             alignment: 256,
             memory_type_bits: 0b111,
         };
         let mut request = Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer);
-        assert_eq!(keep_protection(request, &types, false).type_bits(), 0b101);
-        assert_eq!(keep_protection(request, &types, true).type_bits(), 0b010);
+        assert_eq!(
+            keep_protection(request, protected_types, false).type_bits(),
+            0b101
+        );
+        assert_eq!(
+            keep_protection(request, protected_types, true).type_bits(),
+            0b010
+        );
         // What the caller ruled out stays out.
         request.desc = request.desc.memory_type_bits(0b101);
-        assert_eq!(keep_protection(request, &types, false).type_bits(), 0b101);
-        assert_eq!(keep_protection(request, &types, true).type_bits(), 0);
+        assert_eq!(
+            keep_protection(request, protected_types, false).type_bits(),
+            0b101
+        );
+        assert_eq!(
+            keep_protection(request, protected_types, true).type_bits(),
+            0
+        );
     }
 }

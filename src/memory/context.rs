@@ -77,6 +77,8 @@ pub(crate) struct MemoryContext<D> {
     non_coherent_types: u32,
     /// Bit `t` set when memory type `t` is lazily allocated.
     lazily_allocated_types: u32,
+    /// Bit `t` set when memory type `t` is protected.
+    protected_types: u32,
     /// Bit `t` set when memory type `t` exists and may be allocated from:
     /// all of them but AMD's device-coherent types when their feature is off
     /// (VUID-vkAllocateMemory-deviceCoherentMemory-02790) and protected
@@ -126,8 +128,9 @@ impl<D> MemoryContext<D> {
         };
         // The ranking never picks protected types either way: with the
         // feature, only a custom pool of one does.
+        let protected_types = type_mask(|props| props.contains(MemoryPropertyFlags::PROTECTED));
         if !properties.protected_memory {
-            usable_types &= !type_mask(|props| props.contains(MemoryPropertyFlags::PROTECTED));
+            usable_types &= !protected_types;
         }
         let ranks = RankTable::new(types, heaps, ranked_last);
         let preferred_block_sizes = types
@@ -183,6 +186,7 @@ impl<D> MemoryContext<D> {
             preferred_block_sizes,
             non_coherent_types,
             lazily_allocated_types,
+            protected_types,
             usable_types,
             padded_granularity,
             corruption_types,
@@ -271,6 +275,11 @@ impl<D> MemoryContext<D> {
     #[inline]
     pub(crate) fn usable_types(&self) -> u32 {
         self.usable_types
+    }
+
+    /// The protected memory types, one bit per type index.
+    pub(crate) fn protected_types(&self) -> u32 {
+        self.protected_types
     }
 
     /// The page (a power of two) optimal images are padded to in blocks
