@@ -238,7 +238,22 @@ impl Walk {
             return matches!(error, Error::NoMemoryTypeBits(_));
         }
         match error {
-            Error::SizeExceedsHeaps { .. }
+            _ if memory_error_ok(&error) => true,
+            Error::OverBudget { .. } => desc.within_budget,
+            Error::NoRoomInExistingMemory => desc.existing_memory_only,
+            Error::TooLargeForPool { .. } | Error::PoolFull { .. } => desc.pool.is_some(),
+            _ => false,
+        }
+    }
+}
+
+/// The errors any request for memory may meet, whatever it asked for: no
+/// heap or type large or suitable enough, the device out of memory or
+/// objects, the host out of memory, a failed map, a lost device.
+pub(super) fn memory_error_ok(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::SizeExceedsHeaps { .. }
             | Error::NoSuitableMemoryType { .. }
             | Error::SizeExceedsMaxAllocation { .. }
             | Error::OutOfDeviceMemory
@@ -246,11 +261,6 @@ impl Walk {
             | Error::OutOfHostMemory
             | Error::MapFailed
             | Error::DeviceLost
-            | Error::Device(_) => true,
-            Error::OverBudget { .. } => desc.within_budget,
-            Error::NoRoomInExistingMemory => desc.existing_memory_only,
-            Error::TooLargeForPool { .. } | Error::PoolFull { .. } => desc.pool.is_some(),
-            _ => false,
-        }
-    }
+            | Error::Device(_)
+    )
 }

@@ -4,6 +4,7 @@
 //! collection. Each ring's chunks are held ranges of the model (learnt from
 //! `stats()` when made, placed by the first ring allocation seen in them).
 
+use super::requests::memory_error_ok;
 use super::*;
 
 /// Ring allocations per ring a frame still holds, checked after each op.
@@ -55,22 +56,6 @@ fn tally(stats: &vk_suballoc::report::Stats) -> Tally {
             )
         })
         .collect()
-}
-
-/// The errors of allocating a ring chunk (its memory, its buffer).
-fn chunk_error_ok(error: &Error) -> bool {
-    matches!(
-        error,
-        Error::SizeExceedsHeaps { .. }
-            | Error::NoSuitableMemoryType { .. }
-            | Error::SizeExceedsMaxAllocation { .. }
-            | Error::OutOfDeviceMemory
-            | Error::TooManyObjects(_)
-            | Error::OutOfHostMemory
-            | Error::MapFailed
-            | Error::DeviceLost
-            | Error::Device(_)
-    )
 }
 
 impl Walk {
@@ -183,7 +168,7 @@ impl Walk {
                     ) => assert_eq!(got, want),
                     (_, Some(flaw)) => assert_eq!(&error, flaw, "{desc:?}"),
                     (_, None) => {
-                        assert!(chunk_error_ok(&error), "{desc:?}: undocumented {error:?}");
+                        assert!(memory_error_ok(&error), "{desc:?}: undocumented {error:?}");
                         let largest = self.layout.memory_heaps.iter().map(|h| h.size).max();
                         if largest.is_some_and(|l| size > l) {
                             assert!(
@@ -265,7 +250,7 @@ impl Walk {
             (Err(error), Some(flaw)) => return assert_eq!(error, flaw),
             (Err(error), None) => {
                 let ok = match &error {
-                    _ if model.grow => chunk_error_ok(&error),
+                    _ if model.grow => memory_error_ok(&error),
                     Error::UploadRingTooSmall {
                         size: s,
                         capacity: c,
