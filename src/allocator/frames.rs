@@ -222,8 +222,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// covers are carried out, whichever thread took them out of the queue.
     /// A panic of the memory callback
     /// ([`set_memory_callback`](Self::set_memory_callback)) during one free
-    /// reaches the caller once the others are carried out; a panic of the
-    /// device backend polling a frame's signal, once the frees of the
+    /// reaches the caller once the others are carried out, as does one of
+    /// the device backend destroying a buffer or image (whose memory is
+    /// freed still); a panic of the device backend polling a frame's
+    /// signal, once the frees of the
     /// frames found done before it are (that frame and later ones stay
     /// queued).
     ///
@@ -419,38 +421,42 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         panics.resume();
     }
 
-    /// Carries out one deferred free whose frame has finished.
+    /// Carries out one deferred free whose frame has finished. A panic of
+    /// the backend destroying the buffer or image (a bug, caught by the
+    /// engine) still frees the memory, then goes on: unwound past the free,
+    /// the memory stayed allocated until the allocator's drop.
     fn release(&self, item: Deferred) {
+        let mut panics = FirstPanic::default();
+        let mut result = Ok(());
         // SAFETY: the item's frame signal has completed, and `end_frame`'s
         // contract says that signal follows all GPU work that may use it
         // (from `collect_idle`: its caller vouches that no GPU work uses
         // it; at drop: the device is idle); a buffer or image came from this
         // device and is destroyed only here (the contracts of
         // `destroy_*_after_frame`, and ring chunks are the allocator's own).
-        let result = unsafe {
+        // Memory may be freed while a resource whose destroy panicked is
+        // still bound to it: the resource merely may not be used again
+        // (VUID-vkFreeMemory-memory-00677 asks only that no pending GPU work
+        // uses the memory).
+        unsafe {
             match item {
-                Deferred::Free(allocation) => self.free(allocation),
+                Deferred::Free(allocation) => result = self.free(allocation),
                 Deferred::Buffer(buffer, allocation) => {
-                    self.context.device.destroy_buffer(buffer);
-                    self.free(allocation)
+                    panics.run(|| self.context.device.destroy_buffer(buffer));
+                    panics.run(|| result = self.free(allocation));
                 }
                 Deferred::Image(image, allocation) => {
-                    self.context.device.destroy_image(image);
-                    self.free(allocation)
+                    panics.run(|| self.context.device.destroy_image(image));
+                    panics.run(|| result = self.free(allocation));
                 }
-                Deferred::AliasBuffer(buffer) => {
-                    self.context.device.destroy_buffer(buffer);
-                    Ok(())
-                }
-                Deferred::AliasImage(image) => {
-                    self.context.device.destroy_image(image);
-                    Ok(())
-                }
+                Deferred::AliasBuffer(buffer) => self.context.device.destroy_buffer(buffer),
+                Deferred::AliasImage(image) => self.context.device.destroy_image(image),
             }
-        };
+        }
         if let Err(error) = result {
             log::warn!("vk-suballoc: deferred free failed: {error}");
         }
+        panics.resume();
     }
 
     /// Releases every deferred free now, for drop: the device must be idle.

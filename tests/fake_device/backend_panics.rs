@@ -150,3 +150,57 @@ fn a_backend_panicking_in_a_ring_chunk_s_bind_leaves_no_chunk_behind() {
     assert_eq!(device.live_resources(), 0);
     finish(allocator, &device);
 }
+
+/// A panic in `vkDestroyBuffer` or `vkDestroyImage` while `collect`
+/// carries out a frame's frees still frees the memory the resource was
+/// bound to, and the rest of the frame's frees: unwound past the free, the
+/// memory stayed allocated until the allocator's drop. The first panic goes
+/// on once all are carried out.
+#[test]
+fn a_backend_panicking_in_a_deferred_destroy_still_frees_the_memory() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let buffer_handle = vk::Buffer::from_raw(device.create_resource());
+    let image_handle = vk::Image::from_raw(device.create_resource());
+    let after_buffer = vk::Buffer::from_raw(device.create_resource());
+    let request = buffer(1 << 20, 256, Usage::DEVICE_LOCAL);
+    // SAFETY: resources of the device, destroyed by nothing else; the fake
+    // GPU runs nothing.
+    unsafe {
+        let allocation = allocator.allocate(&request).unwrap();
+        allocator
+            .destroy_buffer_after_frame(buffer_handle, allocation)
+            .unwrap();
+        let allocation = allocator.allocate(&request).unwrap();
+        allocator
+            .destroy_image_after_frame(image_handle, allocation)
+            .unwrap();
+        let allocation = allocator.allocate(&request).unwrap();
+        allocator
+            .destroy_buffer_after_frame(after_buffer, allocation)
+            .unwrap();
+        allocator
+            .free_after_frame(allocator.allocate(&request).unwrap())
+            .unwrap();
+    }
+    let fence = device.create_fence();
+    // SAFETY: the fence outlives the frame; the fake GPU runs nothing.
+    unsafe { allocator.end_frame(fence) }.unwrap();
+    device.signal_fence(fence);
+    device.panic_on(FakeCall::DestroyBuffer, 1);
+    device.panic_on(FakeCall::DestroyImage, 1);
+    let caught = panic::catch_unwind(AssertUnwindSafe(|| allocator.collect()));
+    let payload = caught.expect_err("the backend panicked");
+    let message = payload.downcast_ref::<String>().map_or("", String::as_str);
+    assert!(
+        message.contains("DestroyBuffer"),
+        "the first panic: {message}"
+    );
+    assert_eq!(allocator.stats().allocations(), 0, "every free carried out");
+    assert_eq!(allocator.frames_in_flight(), 0);
+    // The two whose destroy panicked were never destroyed; the last was.
+    assert_eq!(device.live_resources(), 2);
+    device.destroy_resource(buffer_handle.as_raw());
+    device.destroy_resource(image_handle.as_raw());
+    assert_eq!(allocator.collect(), Ok(Collected::default()));
+    finish(allocator, &device);
+}

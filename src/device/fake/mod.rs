@@ -73,6 +73,10 @@ pub enum FakeCall {
     SignalQuery,
     /// `vkBindBufferMemory`.
     BindBuffer,
+    /// `vkDestroyBuffer`.
+    DestroyBuffer,
+    /// `vkDestroyImage`.
+    DestroyImage,
 }
 
 /// What [`FakeDevice::set_wait_hook`] runs in each wait for a fence or
@@ -550,10 +554,12 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
     }
 
     unsafe fn destroy_buffer(&self, buffer: vk::Buffer) {
+        self.panic_if_asked(FakeCall::DestroyBuffer);
         self.state().destroy_resource(buffer.as_raw());
     }
 
     unsafe fn destroy_image(&self, image: vk::Image) {
+        self.panic_if_asked(FakeCall::DestroyImage);
         self.state().destroy_resource(image.as_raw());
     }
 }
