@@ -35,6 +35,8 @@ mod pool_export_suite;
 mod pool_memory_suite;
 #[path = "vulkan/pool_suite.rs"]
 mod pool_suite;
+#[path = "vulkan/refusals_suite.rs"]
+mod refusals_suite;
 #[path = "common/seeded_rng.rs"]
 mod seeded_rng;
 #[path = "vulkan/transient_suite.rs"]

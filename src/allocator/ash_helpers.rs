@@ -2,6 +2,7 @@
 
 use ash::vk;
 
+use super::place::check_desc;
 use super::{Allocation, AllocationDesc, Allocator, Request};
 use crate::device::{AshMemoryDevice, DedicatedHint, DedicatedTarget, DeviceError};
 use crate::memory::{ResourceKind, Usage};
@@ -29,7 +30,9 @@ impl Allocator<AshMemoryDevice> {
     /// failures as [`Error::Device`] (or the matching variant). Nothing is
     /// leaked on error: the buffer is destroyed and the memory freed.
     /// [`Error::UnsupportedResource`] for a sparse buffer, which is bound
-    /// with `vkQueueBindSparse`, not here (nothing is created then).
+    /// with `vkQueueBindSparse`, not here, then [`Error::ForeignPool`] and
+    /// [`Error::AlignmentNotPowerOfTwo`] for `desc.min_alignment`, which
+    /// need no buffer (nothing is created after these).
     ///
     /// # Safety
     /// `info` is a valid `VkBufferCreateInfo` for this device (the
@@ -44,6 +47,9 @@ impl Allocator<AshMemoryDevice> {
                 "BufferCreateFlags::SPARSE_BINDING",
             ));
         }
+        // Before the buffer is made: a request refused for its description
+        // alone creates nothing.
+        check_desc(self.id, desc)?;
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
         let buffer = unsafe { device.create_buffer(info, None) }.map_err(DeviceError::from)?;
@@ -85,7 +91,8 @@ impl Allocator<AshMemoryDevice> {
     /// As [`create_buffer`](Self::create_buffer);
     /// [`Error::UnsupportedResource`] for a sparse image and for a disjoint
     /// multi-planar one, whose planes take memory requirements and binds of
-    /// their own (nothing is created then).
+    /// their own (nothing is created then, nor after the checks of `desc`
+    /// that `create_buffer` makes first).
     ///
     /// # Safety
     /// `info` is a valid `VkImageCreateInfo` for this device.
@@ -102,6 +109,8 @@ impl Allocator<AshMemoryDevice> {
         if info.flags.contains(vk::ImageCreateFlags::DISJOINT) {
             return Err(Error::UnsupportedResource("ImageCreateFlags::DISJOINT"));
         }
+        // As for buffers: before the image is made.
+        check_desc(self.id, desc)?;
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
         let image = unsafe { device.create_image(info, None) }.map_err(DeviceError::from)?;

@@ -13,7 +13,7 @@ use ash::vk;
 use super::pool::{
     pool_type_serves, type_bit, with_custom_pool, with_custom_pool_mut, CustomPools, Home, PoolTag,
 };
-use super::{Allocation, Pool, Request};
+use super::{Allocation, AllocationDesc, Pool, Request};
 use crate::device::{DedicatedTarget, MemoryDeviceExt};
 use crate::memory::context::MemoryContext;
 use crate::memory::memory_type_choice::rank_memory_types;
@@ -237,10 +237,7 @@ pub(super) fn check_requirements(requirements: &vk::MemoryRequirements) -> Resul
 #[inline]
 fn check_request(request: &Request<'_>) -> Result<(), Error> {
     check_requirements(&request.requirements)?;
-    let min_alignment = request.desc.min_alignment;
-    if min_alignment & min_alignment.wrapping_sub(1) != 0 {
-        return Err(Error::AlignmentNotPowerOfTwo(min_alignment));
-    }
+    check_min_alignment(request.desc.min_alignment)?;
     match (request.dedicated_target, request.kind) {
         (None, _) if request.driver_dedicated.required => Err(Error::MissingDedicatedTarget),
         (
@@ -252,6 +249,32 @@ fn check_request(request: &Request<'_>) -> Result<(), Error> {
         }
         _ => Ok(()),
     }
+}
+
+/// [`Error::AlignmentNotPowerOfTwo`] for a `min_alignment` that is
+/// neither 0 nor a power of two.
+#[inline]
+fn check_min_alignment(min_alignment: u64) -> Result<(), Error> {
+    if min_alignment & min_alignment.wrapping_sub(1) != 0 {
+        return Err(Error::AlignmentNotPowerOfTwo(min_alignment));
+    }
+    Ok(())
+}
+
+/// The checks of [`Allocator::allocate`](crate::Allocator::allocate) that
+/// look at `desc` alone, in its order: [`Error::ForeignPool`] for a pool
+/// of another allocator than `allocator`, then a `min_alignment` that is
+/// no power of two. The create-and-bind helpers make them before they
+/// create the resource, so that a request refused for them creates
+/// nothing, and `allocate` makes them again. Its only checks before them
+/// are of the requirements (a zero size, an alignment no power of two),
+/// which a resource's requirements from the driver always pass, so the
+/// error is the one `allocate` would give.
+pub(super) fn check_desc(allocator: u32, desc: &AllocationDesc<'_>) -> Result<(), Error> {
+    if desc.pool.is_some_and(|pool| pool.allocator != allocator) {
+        return Err(Error::ForeignPool);
+    }
+    check_min_alignment(desc.min_alignment)
 }
 
 /// One allocation's walk over the memory types.
