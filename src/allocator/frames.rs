@@ -795,6 +795,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Copies `bytes` into a ring allocation at `offset`, and flushes them
     /// when the ring's memory is not coherent.
     ///
+    /// The copy and the flush are made under the upload rings' lock:
+    /// other threads' ring calls (any ring's), [`end_frame`](Self::end_frame)
+    /// and [`collect`](Self::collect) wait for them. Split a write of many
+    /// megabytes that must not hold up a render thread into smaller ones.
+    ///
     /// # Errors
     /// [`Error::RangeOutOfBounds`]; [`Error::ForeignAllocation`] for another
     /// allocator's ring; [`Error::StaleAllocation`] when the allocation's
@@ -830,6 +835,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if !chunk.holds_frame(allocation.frame) {
             return Err(Error::StaleAllocation);
         }
+        // The lock stays held over the copy and the flush: it is what keeps
+        // the chunk's memory mapped (a destroyed ring's chunks are freed by
+        // a `collect` on another thread once their frame is done) and the
+        // allocation's frame from being reclaimed, its bytes handed to
+        // another thread's ring allocation, until the copy is over.
         // SAFETY: the destination lies inside the ring allocation (checked
         // above), which lies inside the chunk's persistent mapping; the chunk
         // is alive (the rings lock is held) and the allocation's frame is not
