@@ -774,10 +774,16 @@ fn place_in_block<M>(
 ) -> Option<Placement> {
     let block = blocks.get_mut(key)?;
     let placed = request.placed_size;
-    if block.ranges.free_bytes() < placed {
+    if block.miss.rules_out(placed, request.align) {
         return None;
     }
-    if block.miss.rules_out(placed, request.align) {
+    // No free range is large enough: a miss, known without the offset
+    // allocator's call, whose failures cost about 110 instructions each
+    // (callgrind: a fifth of `streaming`'s calls failed, and the bound
+    // foresaw 99.8 % of those failures). It replaces a test of the free
+    // bytes, which it never exceeds.
+    if block.ranges.largest_free_bound() < placed {
+        block.miss.record(placed, request.align);
         return None;
     }
     let was_empty = block.ranges.is_empty();
