@@ -16,6 +16,9 @@ use crate::support::{test_each_profile, Profile, VulkanContext};
 
 /// Per-slot objects of a frame in flight.
 struct FrameSlot {
+    /// The slot's own pool, reset whole when the slot comes round again
+    /// (what best practices advise over resetting command buffers).
+    pool: vk::CommandPool,
     command_buffer: vk::CommandBuffer,
     fence: vk::Fence,
     submitted: bool,
@@ -76,24 +79,27 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
         })
         .unwrap();
     let pool_info = vk::CommandPoolCreateInfo::default()
-        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER)
+        .flags(vk::CommandPoolCreateFlags::TRANSIENT)
         .queue_family_index(context.queue_family_index);
-    // SAFETY: valid create info on a live device.
-    let pool = unsafe { device.create_command_pool(&pool_info, None) }.unwrap();
-    let alloc_info = vk::CommandBufferAllocateInfo::default()
-        .command_pool(pool)
-        .level(vk::CommandBufferLevel::PRIMARY)
-        .command_buffer_count(in_flight as u32);
-    // SAFETY: `pool` belongs to `device`.
-    let command_buffers = unsafe { device.allocate_command_buffers(&alloc_info) }.unwrap();
-    let mut slots: Vec<FrameSlot> = command_buffers
-        .into_iter()
-        .map(|command_buffer| FrameSlot {
-            command_buffer,
-            // SAFETY: valid create info.
-            fence: unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }.unwrap(),
-            submitted: false,
-            checks: Vec::new(),
+    let mut slots: Vec<FrameSlot> = (0..in_flight)
+        .map(|_| {
+            // SAFETY: valid create info on a live device.
+            let pool = unsafe { device.create_command_pool(&pool_info, None) }.unwrap();
+            let alloc_info = vk::CommandBufferAllocateInfo::default()
+                .command_pool(pool)
+                .level(vk::CommandBufferLevel::PRIMARY)
+                .command_buffer_count(1);
+            // SAFETY: `pool` belongs to `device`.
+            let command_buffers = unsafe { device.allocate_command_buffers(&alloc_info) }.unwrap();
+            FrameSlot {
+                pool,
+                command_buffer: command_buffers[0],
+                // SAFETY: valid create info.
+                fence: unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }
+                    .unwrap(),
+                submitted: false,
+                checks: Vec::new(),
+            }
         })
         .collect();
 
@@ -104,8 +110,14 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
             unsafe { device.wait_for_fences(&[slot.fence], true, u64::MAX) }.unwrap();
             // Collect before resetting the fence: the allocator reads it.
             allocator.collect().unwrap();
-            // SAFETY: the fence is signalled and no longer in use.
-            unsafe { device.reset_fences(&[slot.fence]) }.unwrap();
+            // SAFETY: the fence is signalled, so the slot's command buffer
+            // is no longer in use; neither is the fence.
+            unsafe {
+                device.reset_fences(&[slot.fence]).unwrap();
+                device
+                    .reset_command_pool(slot.pool, vk::CommandPoolResetFlags::empty())
+                    .unwrap();
+            }
             for mut check in slot.checks.drain(..) {
                 verify(&allocator, &mut check);
                 // SAFETY: the harness's buffer, destroyed only here.
@@ -170,7 +182,11 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
         // barrier orders the transfers before host reads.
         unsafe {
             device
-                .begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default())
+                .begin_command_buffer(
+                    cmd,
+                    &vk::CommandBufferBeginInfo::default()
+                        .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+                )
                 .unwrap();
             for &(buffer, half, pattern) in &fills {
                 device.cmd_fill_buffer(cmd, buffer, 0, half, pattern);
@@ -233,9 +249,9 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
     unsafe {
         for slot in &slots {
             device.destroy_fence(slot.fence, None);
+            device.destroy_command_pool(slot.pool, None);
         }
         device.destroy_fence(last, None);
-        device.destroy_command_pool(pool, None);
     }
 }
 
