@@ -41,3 +41,5 @@ mod refusals_suite;
 mod seeded_rng;
 #[path = "vulkan/transient_suite.rs"]
 mod transient_suite;
+#[path = "vulkan/validation_checks.rs"]
+mod validation_checks;

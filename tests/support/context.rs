@@ -2,13 +2,13 @@
 //! for the fake profiles, the fake-memory layer.
 
 use std::ffi::{CStr, CString};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use ash::vk;
 
 use super::fake_layer_setup;
 use super::profile::Profile;
-use super::validation_messages::{self, MessageLog};
+use super::validation_messages::{self, Advice, MessageLog};
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
 
@@ -114,11 +114,13 @@ pub struct HeapBudget {
 }
 
 /// One test's Vulkan objects: a Vulkan 1.3 instance with
-/// `VK_LAYER_KHRONOS_validation` (and, below it, the fake-memory layer for
-/// the fake profiles), a debug messenger recording every warning and error,
-/// and a device on lavapipe with `bufferDeviceAddress`, `timelineSemaphore`,
-/// `synchronization2` and `maintenance4` (the last two when available),
-/// `VK_EXT_memory_budget` when advertised, and one graphics+compute queue.
+/// `VK_LAYER_KHRONOS_validation`, running best practices and synchronization
+/// validation besides its default checks (and, below it, the fake-memory
+/// layer for the fake profiles), a debug messenger recording every warning
+/// and error, and a device on lavapipe with `bufferDeviceAddress`,
+/// `timelineSemaphore`, `synchronization2` and `maintenance4` (the last two
+/// when available), `VK_EXT_memory_budget` when advertised, and one
+/// graphics+compute queue.
 ///
 /// Dropping it destroys everything, then panics if validation messages were
 /// recorded and not taken (unless the thread is already panicking).
@@ -146,6 +148,8 @@ pub struct VulkanContext {
     pub external_memory_fd_enabled: bool,
     /// Every validation warning and error recorded so far.
     pub messages: MessageLog,
+    /// Message ids of the [`Advice`] this test allows: dropped when taken.
+    allowed: Mutex<Vec<&'static str>>,
     debug_utils: ash::ext::debug_utils::Instance,
     messenger: vk::DebugUtilsMessengerEXT,
     pub(super) command_pool: Mutex<vk::CommandPool>,
@@ -193,8 +197,10 @@ impl VulkanContext {
             profile.uses_fake_layer() || options.is_empty(),
             "fault injection needs a fake-memory profile, not {profile}"
         );
-        // Before any instance: build the layer and point the loader at it.
+        // Before any Vulkan call: build the layer and point the loader at
+        // it, and set what the validation layer reads from the environment.
         fake_layer_setup::prepare();
+        enable_submit_time_sync_validation();
         // SAFETY: loading the system Vulkan loader runs its initialisers,
         // which is what every Vulkan application does.
         let entry = unsafe { ash::Entry::load() }.unwrap_or_else(|error| {
@@ -239,12 +245,19 @@ impl VulkanContext {
             .application_name(c"vk-suballoc tests")
             .engine_name(&engine_name)
             .api_version(vk::API_VERSION_1_3);
-        let extensions = [ash::ext::debug_utils::NAME.as_ptr()];
+        // VK_EXT_validation_features is the validation layer's own.
+        let extensions = [
+            ash::ext::debug_utils::NAME.as_ptr(),
+            ash::ext::validation_features::NAME.as_ptr(),
+        ];
+        let mut features = vk::ValidationFeaturesEXT::default()
+            .enabled_validation_features(&validation_messages::ENABLED_FEATURES);
         let instance_info = vk::InstanceCreateInfo::default()
             .application_info(&app_info)
             .enabled_layer_names(&layers)
             .enabled_extension_names(&extensions)
-            .push_next(&mut messenger_info);
+            .push_next(&mut messenger_info)
+            .push_next(&mut features);
         // SAFETY: a valid create info; `messages` outlives the instance (it
         // is kept in the context and dropped after the instance).
         let instance = unsafe { entry.create_instance(&instance_info, None) }
@@ -282,6 +295,7 @@ impl VulkanContext {
             synchronization2_enabled: device_setup.synchronization2_enabled,
             external_memory_fd_enabled: device_setup.external_memory_fd_enabled,
             messages,
+            allowed: Mutex::new(Vec::new()),
             debug_utils,
             messenger,
             command_pool: Mutex::new(command_pool),
@@ -329,9 +343,28 @@ impl VulkanContext {
         )
     }
 
-    /// Takes every validation message recorded so far.
+    /// Lets this context's messages of `advice` through: a test that
+    /// disregards that best practice on purpose (see [`Advice`]).
+    pub fn allow(&self, advice: Advice) {
+        let mut allowed = self.allowed.lock().unwrap_or_else(PoisonError::into_inner);
+        for id in advice.ids() {
+            if !allowed.contains(id) {
+                allowed.push(id);
+            }
+        }
+    }
+
+    /// Takes every validation message recorded so far, less the allowed
+    /// advice ([`VulkanContext::allow`]).
     pub fn take_messages(&self) -> Vec<String> {
-        validation_messages::take(&self.messages)
+        let allowed = self.allowed.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut messages = validation_messages::take(&self.messages);
+        messages.retain(|message| {
+            !allowed
+                .iter()
+                .any(|id| validation_messages::has_id(message, id))
+        });
+        messages
     }
 
     /// Panics, listing them, if any validation message was recorded.
@@ -375,6 +408,30 @@ impl VulkanContext {
         );
         messages
     }
+}
+
+/// Adds [`validation_messages::SUBMIT_TIME_SYNC_VALIDATION`] to
+/// `VK_LAYER_ENABLES` (keeping what the caller put there), once, before the
+/// first Vulkan call: the layer reads the variable at each `vkCreateInstance`.
+fn enable_submit_time_sync_validation() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        const VARIABLE: &str = "VK_LAYER_ENABLES";
+        let setting = validation_messages::SUBMIT_TIME_SYNC_VALIDATION;
+        let current = std::env::var(VARIABLE).unwrap_or_default();
+        if current.split([':', ',']).any(|listed| listed == setting) {
+            return;
+        }
+        let value = if current.is_empty() {
+            setting.to_owned()
+        } else {
+            format!("{current}:{setting}")
+        };
+        // Every context creation waits here before its first Vulkan call,
+        // and nothing else in the tests calls Vulkan first, so no Vulkan
+        // code reads the environment while it changes.
+        std::env::set_var(VARIABLE, value);
+    });
 }
 
 /// Environment variable naming another device to test on, by a part of its

@@ -32,4 +32,4 @@ pub use image_info::rgba8_image_info;
 pub use profile::Profile;
 pub(crate) use profile::{test_each_fake_profile, test_each_profile, test_profiles};
 pub use transient_attachment::{transient_attachment_info, TRANSIENT_FORMAT};
-pub use validation_messages::MessageLog;
+pub use validation_messages::{Advice, MessageLog};

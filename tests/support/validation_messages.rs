@@ -6,11 +6,78 @@
 //! id name is the VUID for validation errors), to a shared log. The same
 //! create info is chained into `VkInstanceCreateInfo` so messages from
 //! `vkCreateInstance` / `vkDestroyInstance` are caught as well.
+//!
+//! Besides its default checks the layer runs best practices and
+//! synchronization validation ([`ENABLED_FEATURES`]; cross-submission
+//! hazards too, [`SUBMIT_TIME_SYNC_VALIDATION`]). Every message id the
+//! harness lets through is listed here with its reason: [`IGNORED`] for all
+//! tests, [`Advice`] for the tests that take that advice on purpose.
 
 use std::ffi::{c_void, CStr};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ash::vk;
+
+/// The layer's optional checks every test runs under, chained to
+/// `VkInstanceCreateInfo` as `VkValidationFeaturesEXT`.
+pub const ENABLED_FEATURES: [vk::ValidationFeatureEnableEXT; 2] = [
+    vk::ValidationFeatureEnableEXT::BEST_PRACTICES,
+    vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION,
+];
+
+/// The layer (1.3.239) setting that extends synchronization validation
+/// across command buffers and submissions on a queue; it has no
+/// `VkValidationFeatureEnableEXT` value, only the `VK_LAYER_ENABLES`
+/// environment variable (or a settings file).
+pub const SUBMIT_TIME_SYNC_VALIDATION: &str =
+    "VALIDATION_CHECK_ENABLE_SYNCHRONIZATION_VALIDATION_QUEUE_SUBMIT";
+
+/// Message ids no test records, each with why.
+pub const IGNORED: &[(&str, &str)] = &[(
+    "UNASSIGNED-BestPractices-vkCreateInstance-specialuse-extension-debugging",
+    "the harness enables VK_EXT_debug_utils on purpose: it is how messages are recorded",
+)];
+
+/// Best-practices advice that a test may disregard on purpose, allowed per
+/// context with `VulkanContext::allow`; any other test still fails on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advice {
+    /// `vkAllocateMemory` under 256 KiB, or a resource bound to the whole
+    /// of memory under 1 MiB: tests that ask for dedicated memory for a
+    /// KiB-sized resource (`DedicatedPolicy::Always`, a fake driver that
+    /// prefers or requires it, a lazily allocated type) or that call
+    /// `vkAllocateMemory` themselves. The allocator's own blocks never are.
+    SmallMemory,
+    /// A call that returns an error: tests that make `vkAllocateMemory` or
+    /// `vkMapMemory` fail (the fake layer's injected failures, a full heap).
+    FailingCalls,
+    /// More than 250 memory objects: the layer test that makes 1024.
+    ManyMemoryObjects,
+}
+
+impl Advice {
+    /// The message ids of this advice.
+    pub fn ids(self) -> &'static [&'static str] {
+        match self {
+            Advice::SmallMemory => &[
+                "UNASSIGNED-BestPractices-vkAllocateMemory-small-allocation",
+                "UNASSIGNED-BestPractices-vkBindMemory-small-dedicated-allocation",
+            ],
+            Advice::FailingCalls => &["UNASSIGNED-BestPractices-Error-Result"],
+            Advice::ManyMemoryObjects => {
+                &["UNASSIGNED-BestPractices-vkAllocateMemory-too-many-objects"]
+            }
+        }
+    }
+}
+
+/// Whether `message` (as recorded: `SEVERITY [id] text`) carries `id`.
+pub fn has_id(message: &str, id: &str) -> bool {
+    message
+        .split_once(" [")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .is_some_and(|(found, _)| found == id)
+}
 
 /// The shared log of recorded messages.
 pub type MessageLog = Arc<Mutex<Vec<String>>>;
@@ -72,7 +139,11 @@ unsafe extern "system" fn record_message(
         };
         // SAFETY: the strings of valid callback data are null or NUL-terminated.
         let (id, text) = unsafe { (data.message_id_name_as_c_str(), data.message_as_c_str()) };
-        let entry = format!("{level} [{}] {}", lossy(id), lossy(text));
+        let id = lossy(id);
+        if IGNORED.iter().any(|(ignored, _)| *ignored == id) {
+            return;
+        }
+        let entry = format!("{level} [{id}] {}", lossy(text));
         log.lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(entry);

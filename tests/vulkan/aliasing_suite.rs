@@ -12,7 +12,7 @@ use super::allocator_setup::{
     allocator_for, buffer_info, check_pattern, image_info, memory_barrier, transition, COLOR,
     TRANSFER_TO_HOST, TRANSFER_TO_TRANSFER,
 };
-use crate::support::{test_each_profile, VulkanContext};
+use crate::support::{test_each_profile, Advice, VulkanContext};
 
 test_each_profile!(
     /// Two buffers alias an image's memory, the second overlapping the
@@ -111,6 +111,8 @@ test_each_profile!(
     /// and destroyed after its frame, before the image and its memory.
     fn dedicated_render_targets_alias_with_can_alias(profile) {
         let context = VulkanContext::new(profile);
+        // Small render targets get dedicated memory on purpose.
+        context.allow(Advice::SmallMemory);
         let allocator = allocator_for(&context);
         let always = AllocationDesc::new(Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
         // SAFETY: valid create infos; the GPU is done with everything (the

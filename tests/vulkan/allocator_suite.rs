@@ -17,7 +17,7 @@ use super::allocator_setup::{
 };
 use crate::seeded_rng::Rng;
 use crate::support::{
-    on_custom_device, test_each_fake_profile, test_each_profile, ContextOptions, Profile,
+    on_custom_device, test_each_fake_profile, test_each_profile, Advice, ContextOptions, Profile,
     VulkanContext,
 };
 
@@ -542,6 +542,8 @@ test_each_fake_profile!(
         for (mode, required) in [("prefer", false), ("require", true)] {
             let options = ContextOptions::default().dedicated(mode);
             let context = VulkanContext::with_options(profile, options);
+            // The fake driver prefers or requires dedicated memory for KiB-sized resources.
+            context.allow(Advice::SmallMemory);
             let allocator = allocator_for(&context);
             let auto = AllocationDesc::new(Usage::DEVICE_LOCAL);
             let never = auto.dedicated(DedicatedPolicy::Never);
@@ -589,6 +591,10 @@ test_each_profile!(
                 None => ContextOptions::default(),
             };
             let context = VulkanContext::with_options(profile, options);
+            if mode.is_some() {
+                // The fake driver's dedicated memory for KiB-sized resources.
+                context.allow(Advice::SmallMemory);
+            }
             let allocator = allocator_for(&context);
             let device = &context.device;
             let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).name("own");
@@ -924,6 +930,8 @@ test_each_fake_profile!(
     /// with a smaller block, silently for the validation layer.
     fn a_failed_allocation_retries_smaller(profile) {
         let context = VulkanContext::with_options(profile, ContextOptions::default().fail_allocation(1));
+        // The layer fails vkAllocateMemory on purpose.
+        context.allow(Advice::FailingCalls);
         let allocator = allocator_for(&context);
         let (handle, allocation) = buffer(&allocator, 64 << 10, AllocationDesc::new(Usage::DEVICE_LOCAL));
         let stats = allocator.stats();
@@ -943,6 +951,8 @@ test_each_fake_profile!(
     /// typed. The validation layer sees nothing wrong on the way.
     fn exhausting_a_heap_falls_back_in_order(profile) {
         let context = VulkanContext::new(profile);
+        // The heap runs out on purpose.
+        context.allow(Advice::FailingCalls);
         let allocator = allocator_for(&context);
         let mut live = Vec::new();
         let mut types = Vec::new();
@@ -991,6 +1001,8 @@ test_each_fake_profile!(
     /// memory object itself: a typed error and no VUID-...-04101.
     fn too_many_objects_is_a_typed_error(profile) {
         let context = VulkanContext::with_options(profile, ContextOptions::default().max_allocations(8));
+        // KiB-sized dedicated buffers count the memory objects.
+        context.allow(Advice::SmallMemory);
         let allocator = allocator_for(&context);
         let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
         let mut live = Vec::new();
@@ -1096,6 +1108,8 @@ fn sparse_and_disjoint_resources_are_refused_up_front() {
 #[test]
 fn debug_names_reach_the_validation_layer() {
     let context = VulkanContext::new(Profile::Lavapipe);
+    // A KiB-sized dedicated buffer carries a name.
+    context.allow(Advice::SmallMemory);
     let allocator = allocator_for(&context);
     let (block_buffer, block_allocation) =
         buffer(&allocator, 4096, AllocationDesc::new(Usage::UPLOAD));
@@ -1137,6 +1151,8 @@ fn debug_names_reach_the_validation_layer() {
 #[test]
 fn renamed_dedicated_memory_reaches_the_validation_layer() {
     let context = VulkanContext::new(Profile::Lavapipe);
+    // A KiB-sized dedicated buffer carries a name.
+    context.allow(Advice::SmallMemory);
     let allocator = allocator_for(&context);
     let dedicated = AllocationDesc::new(Usage::UPLOAD)
         .name("before rename")
@@ -1207,6 +1223,8 @@ test_each_fake_profile!(
     fn failed_blocks_fall_back_to_dedicated_memory(profile) {
         let options = ContextOptions::default().fail_allocation(1).fail_allocation(2);
         let context = VulkanContext::with_options(profile, options);
+        // The layer fails vkAllocateMemory on purpose.
+        context.allow(Advice::FailingCalls);
         let allocator = allocator_for(&context);
         let (handle, allocation) = buffer(&allocator, 20 * MIB, AllocationDesc::new(Usage::DEVICE_LOCAL));
         match profile {

@@ -7,7 +7,7 @@ use ash::vk;
 
 use crate::support::{
     on_custom_device, rgba8_image_info, test_each_fake_profile, test_each_profile,
-    transient_attachment_info, ContextOptions, Profile, VulkanContext,
+    transient_attachment_info, Advice, ContextOptions, Profile, VulkanContext,
 };
 
 const MIB: u64 = 1024 * 1024;
@@ -181,12 +181,15 @@ fn expected(profile: Profile) -> Expected {
     }
 }
 
-/// `vkAllocateMemory` of `size` bytes in `type_index`.
+/// `vkAllocateMemory` of `size` bytes in `type_index`. The layer's tests
+/// make KiB-sized memory objects and bind resources to their whole: the
+/// context allows the best-practices advice against it.
 fn allocate(
     context: &VulkanContext,
     type_index: u32,
     size: u64,
 ) -> Result<vk::DeviceMemory, vk::Result> {
+    context.allow(Advice::SmallMemory);
     let info = vk::MemoryAllocateInfo::default()
         .allocation_size(size)
         .memory_type_index(type_index);
@@ -501,6 +504,7 @@ test_each_fake_profile!(
     /// A fake heap holds exactly its size; past it, `ERROR_OUT_OF_DEVICE_MEMORY`.
     fn heap_size_is_enforced(profile) {
         let context = budgeted(profile);
+        context.allow(Advice::FailingCalls);
         let properties = context.memory_properties();
         let heap = properties.memory_types[0].heap_index as usize;
         let quarter = properties.memory_heaps[heap].size / 4;
@@ -521,6 +525,7 @@ test_each_fake_profile!(
     /// validation layer reports it.
     fn allocation_count_is_enforced(profile) {
         let context = VulkanContext::with_options(profile, ContextOptions::default().max_allocations(8));
+        context.allow(Advice::FailingCalls);
         assert_eq!(context.properties().limits.max_memory_allocation_count, 8);
         let held: Vec<_> = (0..8).map(|_| allocate(&context, 0, 4096).unwrap()).collect();
         context.assert_no_validation_messages();
@@ -536,6 +541,8 @@ test_each_fake_profile!(
 #[test]
 fn mobile_allows_1024_allocations() {
     let context = VulkanContext::new(Profile::Mobile);
+    context.allow(Advice::FailingCalls);
+    context.allow(Advice::ManyMemoryObjects);
     let held: Vec<_> = (0..1024)
         .map(|_| allocate(&context, 0, 256).unwrap())
         .collect();
@@ -554,6 +561,7 @@ test_each_fake_profile!(
     fn chosen_allocations_fail(profile) {
         let options = ContextOptions::default().fail_allocation(2).fail_allocation(4);
         let context = VulkanContext::with_options(profile, options);
+        context.allow(Advice::FailingCalls);
         let results: Vec<_> = (0..5).map(|_| allocate(&context, 0, 4096)).collect();
         let oom = Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
         assert_eq!(results[1], oom);
@@ -639,6 +647,7 @@ fn non_coherent_mappings_honour_min_memory_map_alignment() {
 /// Maps memory of type `index`, which is not host-visible: the layer
 /// refuses and the validation layer reports it.
 fn assert_map_is_refused(context: &VulkanContext, index: u32) {
+    context.allow(Advice::FailingCalls);
     let memory = allocate(context, index, 4096).unwrap();
     // SAFETY: a live allocation; mapping it is the misuse under test.
     let mapped = unsafe {

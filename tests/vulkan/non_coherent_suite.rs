@@ -12,7 +12,7 @@ use vk_suballoc::device::AshMemoryDevice;
 use vk_suballoc::{Allocation, AllocationDesc, Allocator, DedicatedPolicy, Usage};
 
 use super::allocator_setup::{allocator_for, buffer_info, memory_barrier, TRANSFER_TO_HOST};
-use crate::support::{test_profiles, VulkanContext};
+use crate::support::{test_profiles, Advice, VulkanContext};
 
 /// Buffer sizes (multiples of 4, for `vkCmdFillBuffer`): small buffers in
 /// run slots, sizes off every profile's atom, ranges of their own.
@@ -75,6 +75,8 @@ test_profiles!(
     /// invalidated arrives. No range breaks a `VkMappedMemoryRange` rule.
     fn non_coherent_neighbours_keep_their_bytes(profile) {
         let context = VulkanContext::new(profile);
+        // One KiB-sized buffer gets dedicated memory on purpose.
+        context.allow(Advice::SmallMemory);
         let allocator = allocator_for(&context);
         let memory_type = non_coherent_type(&context);
         let mut buffers = Vec::new();

@@ -20,7 +20,7 @@ use super::allocator_setup::{
     IdleOnDrop, TRANSFER_TO_HOST, TRANSFER_TO_TRANSFER,
 };
 use crate::support::{
-    on_custom_device, test_each_fake_profile, test_each_profile, transient_attachment_info,
+    on_custom_device, test_each_fake_profile, test_each_profile, transient_attachment_info, Advice,
     ContextOptions, Profile, VulkanContext,
 };
 
@@ -189,6 +189,8 @@ test_each_fake_profile!(
         for (mode, required) in [("prefer", false), ("require", true)] {
             let options = ContextOptions::default().dedicated(mode);
             let context = VulkanContext::with_options(profile, options);
+            // The fake driver prefers or requires dedicated memory for KiB-sized resources.
+            context.allow(Advice::SmallMemory);
             let allocator = allocator_for(&context);
             let memory_type = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
             let desc = PoolDesc::new(memory_type).block_size(BLOCK).max_blocks(1);
@@ -236,6 +238,8 @@ test_each_fake_profile!(
 #[test]
 fn a_lazily_allocated_pool_takes_transient_attachments_only() {
     let context = VulkanContext::new(Profile::Mobile);
+    // A small attachment gets dedicated lazily allocated memory.
+    context.allow(Advice::SmallMemory);
     let allocator = allocator_for(&context);
     let extent = (64, 48);
     let info = transient_attachment_info(extent.0, extent.1);
@@ -279,6 +283,8 @@ test_each_fake_profile!(
     fn a_pool_the_driver_cannot_serve_leaves_nothing(profile) {
         let options = ContextOptions::default().fail_allocation(2).fail_allocation(3);
         let context = VulkanContext::with_options(profile, options);
+        // The layer fails vkAllocateMemory on purpose.
+        context.allow(Advice::FailingCalls);
         let allocator = allocator_for(&context);
         let memory_type = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
         let desc = PoolDesc::new(memory_type).block_size(BLOCK).min_blocks(2);
