@@ -1,4 +1,5 @@
-//! An engine's everyday memory work, under the Khronos validation layer:
+//! An engine's everyday memory work, under the Khronos validation layer
+//! with best practices and synchronization validation on:
 //! create buffers and an image with the allocator's helpers, upload through a
 //! mapped staging buffer (from a custom pool capped at one block, as an
 //! engine caps its staging memory), copy on the GPU (buffer -> buffer ->
@@ -23,14 +24,24 @@ use vk_suballoc::{AllocationDesc, Allocator, Config, PoolDesc, Usage};
 /// Validation messages seen (warnings and errors).
 static MESSAGES: AtomicUsize = AtomicUsize::new(0);
 
+/// Best practices advise against `VK_EXT_debug_utils` outside debugging,
+/// which is what this example uses it for.
+const DEBUG_UTILS_ADVICE: &CStr =
+    c"UNASSIGNED-BestPractices-vkCreateInstance-specialuse-extension-debugging";
+
 unsafe extern "system" fn on_message(
     severity: vk::DebugUtilsMessageSeverityFlagsEXT,
     _types: vk::DebugUtilsMessageTypeFlagsEXT,
     data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
     _user: *mut c_void,
 ) -> vk::Bool32 {
-    // SAFETY: the loader passes a valid callback-data struct whose message is
-    // a NUL-terminated string, or null.
+    // SAFETY: the loader passes a valid callback-data struct whose strings
+    // are NUL-terminated, or null.
+    let id = unsafe { data.as_ref() }.and_then(|d| unsafe { d.message_id_name_as_c_str() });
+    if id == Some(DEBUG_UTILS_ADVICE) {
+        return vk::FALSE;
+    }
+    // SAFETY: as above.
     let message = unsafe { data.as_ref() }
         .and_then(|d| unsafe { d.message_as_c_str() })
         .map_or_else(|| "(no message)".into(), CStr::to_string_lossy);
@@ -48,7 +59,17 @@ fn main() {
     let entry = unsafe { ash::Entry::load() }
         .expect("no Vulkan loader: install libvulkan1 (scripts/with-vulkan.sh does)");
     let layers = [c"VK_LAYER_KHRONOS_validation".as_ptr()];
-    let extensions = [ash::ext::debug_utils::NAME.as_ptr()];
+    // VK_EXT_validation_features comes with the validation layer.
+    let extensions = [
+        ash::ext::debug_utils::NAME.as_ptr(),
+        ash::ext::validation_features::NAME.as_ptr(),
+    ];
+    let checks = [
+        vk::ValidationFeatureEnableEXT::BEST_PRACTICES,
+        vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION,
+    ];
+    let mut validation_features =
+        vk::ValidationFeaturesEXT::default().enabled_validation_features(&checks);
     let app = vk::ApplicationInfo::default()
         .application_name(c"vk-suballoc everyday")
         .api_version(vk::API_VERSION_1_3);
@@ -66,7 +87,8 @@ fn main() {
         .application_info(&app)
         .enabled_layer_names(&layers)
         .enabled_extension_names(&extensions)
-        .push_next(&mut messenger_info);
+        .push_next(&mut messenger_info)
+        .push_next(&mut validation_features);
     // SAFETY: valid create info; the layer and extension are checked by the
     // loader (it fails with a result, which we report).
     let instance = unsafe { entry.create_instance(&instance_info, None) }.expect(
