@@ -63,18 +63,27 @@ impl SlotKinds {
             return;
         }
         let (word, shift) = Self::position(slot);
-        if word >= self.words.len() {
-            // Once per 32 slot indices; `Vec` doubling keeps it amortised.
-            self.words.resize(word + 1, 0);
-        }
         let code = match kind {
             ResourceKind::Buffer => 0,
             ResourceKind::LinearImage => 1,
             ResourceKind::OptimalImage => 2,
             ResourceKind::Unknown => 3,
         };
-        let bits = &mut self.words[word];
+        let bits = match self.words.get_mut(word) {
+            Some(bits) => bits,
+            None => self.grow_to(word),
+        };
         *bits = (*bits & !(3 << shift)) | (code << shift);
+    }
+
+    /// The table grown to hold word `word`, and that word: once per 32
+    /// slot indices (`Vec` doubling keeps it amortised). Out of line, so
+    /// that the common store indexes the table once, with one bounds check.
+    #[cold]
+    #[inline(never)]
+    fn grow_to(&mut self, word: usize) -> &mut u64 {
+        self.words.resize(word + 1, 0);
+        &mut self.words[word]
     }
 
     /// The kind of the live allocation in `slot`.
