@@ -2,7 +2,9 @@
 //! an upload ring, copies it into the swapchain image on the GPU and presents
 //! it, with two frames in flight. Scratch buffers are retired with
 //! `destroy_buffer_after_frame` and everything is released by the frame
-//! fences, under the validation layer.
+//! fences, under the validation layer with best practices and
+//! synchronization validation on (across submissions too, so hazards
+//! between frames are caught).
 //!
 //! ```sh
 //! scripts/with-vulkan.sh cargo run --example window --features window-example
@@ -30,14 +32,52 @@ const FRAMES_IN_FLIGHT: usize = 2;
 
 static MESSAGES: AtomicUsize = AtomicUsize::new(0);
 
+/// Best practices advise against `VK_EXT_debug_utils` outside debugging,
+/// which is what this example uses it for.
+const DEBUG_UTILS_ADVICE: &CStr =
+    c"UNASSIGNED-BestPractices-vkCreateInstance-specialuse-extension-debugging";
+
+/// The validation layer's setting that extends synchronization validation
+/// across command buffers and submissions on a queue, so hazards between
+/// frames are reported too. It has no `VkValidationFeatureEnableEXT` value:
+/// the layer (1.3.239) reads it from `VK_LAYER_ENABLES` at `vkCreateInstance`.
+const SUBMIT_TIME_SYNC_VALIDATION: &str =
+    "VALIDATION_CHECK_ENABLE_SYNCHRONIZATION_VALIDATION_QUEUE_SUBMIT";
+
+/// Adds [`SUBMIT_TIME_SYNC_VALIDATION`] to `VK_LAYER_ENABLES`, keeping what
+/// is there. Call it first in `main`: changing the environment is sound only
+/// while no other thread may read it, and neither winit nor the Vulkan
+/// loader has started one yet.
+fn enable_submit_time_sync_validation() {
+    const VARIABLE: &str = "VK_LAYER_ENABLES";
+    let current = std::env::var(VARIABLE).unwrap_or_default();
+    if current
+        .split([':', ','])
+        .any(|listed| listed == SUBMIT_TIME_SYNC_VALIDATION)
+    {
+        return;
+    }
+    let value = if current.is_empty() {
+        SUBMIT_TIME_SYNC_VALIDATION.to_owned()
+    } else {
+        format!("{current}:{SUBMIT_TIME_SYNC_VALIDATION}")
+    };
+    std::env::set_var(VARIABLE, value);
+}
+
 unsafe extern "system" fn on_message(
     severity: vk::DebugUtilsMessageSeverityFlagsEXT,
     _types: vk::DebugUtilsMessageTypeFlagsEXT,
     data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
     _user: *mut c_void,
 ) -> vk::Bool32 {
-    // SAFETY: the loader passes a valid callback-data struct whose message is
-    // a NUL-terminated string, or null.
+    // SAFETY: the loader passes a valid callback-data struct whose strings
+    // are NUL-terminated, or null.
+    let id = unsafe { data.as_ref() }.and_then(|d| unsafe { d.message_id_name_as_c_str() });
+    if id == Some(DEBUG_UTILS_ADVICE) {
+        return vk::FALSE;
+    }
+    // SAFETY: as above.
     let message = unsafe { data.as_ref() }
         .and_then(|d| unsafe { d.message_as_c_str() })
         .map_or_else(|| "(no message)".into(), CStr::to_string_lossy);
@@ -48,6 +88,10 @@ unsafe extern "system" fn on_message(
 
 /// Per-frame-in-flight objects.
 struct FrameSlot {
+    /// The slot's own command pool, reset whole once the slot's fence has
+    /// signalled: best practices advise resetting pools rather than single
+    /// command buffers (`RESET_COMMAND_BUFFER`).
+    pool: vk::CommandPool,
     command_buffer: vk::CommandBuffer,
     fence: vk::Fence,
     image_available: vk::Semaphore,
@@ -74,8 +118,9 @@ struct Renderer {
     device: ash::Device,
     queue: vk::Queue,
     swapchain_loader: ash::khr::swapchain::Device,
+    /// The swapchain images' format, chosen from what the surface offers.
+    surface_format: vk::SurfaceFormatKHR,
     swapchain: Swapchain,
-    pool: vk::CommandPool,
     slots: Vec<FrameSlot>,
     /// `Option` so it can be dropped before the device is destroyed.
     allocator: Option<Allocator<AshMemoryDevice>>,
@@ -93,6 +138,14 @@ impl Renderer {
             .unwrap()
             .to_vec();
         extensions.push(ash::ext::debug_utils::NAME.as_ptr());
+        // VK_EXT_validation_features comes with the validation layer.
+        extensions.push(ash::ext::validation_features::NAME.as_ptr());
+        let checks = [
+            vk::ValidationFeatureEnableEXT::BEST_PRACTICES,
+            vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION,
+        ];
+        let mut validation_features =
+            vk::ValidationFeaturesEXT::default().enabled_validation_features(&checks);
         let layers = [c"VK_LAYER_KHRONOS_validation".as_ptr()];
         let app = vk::ApplicationInfo::default()
             .application_name(c"vk-suballoc window")
@@ -111,7 +164,8 @@ impl Renderer {
             .application_info(&app)
             .enabled_layer_names(&layers)
             .enabled_extension_names(&extensions)
-            .push_next(&mut messenger_info);
+            .push_next(&mut messenger_info)
+            .push_next(&mut validation_features);
         // SAFETY: a valid create info; missing pieces fail with a result.
         let instance = unsafe { entry.create_instance(&info, None) }
             .expect("vkCreateInstance failed (validation layer or surface extensions missing?)");
@@ -161,32 +215,52 @@ impl Renderer {
         let queue = unsafe { device.get_device_queue(family, 0) };
         let swapchain_loader = ash::khr::swapchain::Device::new(&instance, &device);
 
+        // TRANSIENT: the command buffers are re-recorded every frame.
         let pool_info = vk::CommandPoolCreateInfo::default()
-            .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER)
+            .flags(vk::CommandPoolCreateFlags::TRANSIENT)
             .queue_family_index(family);
-        // SAFETY: valid create info.
-        let pool = unsafe { device.create_command_pool(&pool_info, None) }.unwrap();
-        let alloc_info = vk::CommandBufferAllocateInfo::default()
-            .command_pool(pool)
-            .level(vk::CommandBufferLevel::PRIMARY)
-            .command_buffer_count(FRAMES_IN_FLIGHT as u32);
-        // SAFETY: `pool` belongs to `device`.
-        let command_buffers = unsafe { device.allocate_command_buffers(&alloc_info) }.unwrap();
-        let slots = command_buffers
-            .into_iter()
-            .map(|command_buffer| FrameSlot {
-                command_buffer,
-                // SAFETY: valid create infos.
-                fence: unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }
+        let slots = (0..FRAMES_IN_FLIGHT)
+            .map(|_| {
+                // SAFETY: valid create info.
+                let pool = unsafe { device.create_command_pool(&pool_info, None) }.unwrap();
+                let alloc_info = vk::CommandBufferAllocateInfo::default()
+                    .command_pool(pool)
+                    .level(vk::CommandBufferLevel::PRIMARY)
+                    .command_buffer_count(1);
+                // SAFETY: `pool` belongs to `device`.
+                let command_buffers =
+                    unsafe { device.allocate_command_buffers(&alloc_info) }.unwrap();
+                FrameSlot {
+                    pool,
+                    command_buffer: command_buffers[0],
+                    // SAFETY: valid create infos.
+                    fence: unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }
+                        .unwrap(),
+                    // SAFETY: as above.
+                    image_available: unsafe {
+                        device.create_semaphore(&vk::SemaphoreCreateInfo::default(), None)
+                    }
                     .unwrap(),
-                // SAFETY: as above.
-                image_available: unsafe {
-                    device.create_semaphore(&vk::SemaphoreCreateInfo::default(), None)
+                    submitted: false,
                 }
-                .unwrap(),
-                submitted: false,
             })
             .collect();
+
+        // The frame is written as B, G, R, A bytes and copied as it is, so
+        // a BGRA8 format shows it as computed (the copy does not convert,
+        // so the sRGB variant shows the same bytes).
+        // SAFETY: the surface and `physical_device` belong to the instance.
+        let formats =
+            unsafe { surface_loader.get_physical_device_surface_formats(physical_device, surface) }
+                .unwrap();
+        let surface_format = [vk::Format::B8G8R8A8_UNORM, vk::Format::B8G8R8A8_SRGB]
+            .into_iter()
+            .find_map(|format| {
+                formats.iter().copied().find(|f| {
+                    f.format == format && f.color_space == vk::ColorSpaceKHR::SRGB_NONLINEAR
+                })
+            })
+            .expect("the surface offers no B8G8R8A8 format");
 
         let features = DeviceFeatures {
             debug_utils: true,
@@ -216,13 +290,13 @@ impl Renderer {
             device,
             queue,
             swapchain_loader,
+            surface_format,
             swapchain: Swapchain {
                 handle: vk::SwapchainKHR::null(),
                 images: Vec::new(),
                 render_finished: Vec::new(),
                 extent: vk::Extent2D::default(),
             },
-            pool,
             slots,
             allocator: Some(allocator),
             ring,
@@ -267,8 +341,8 @@ impl Renderer {
         let info = vk::SwapchainCreateInfoKHR::default()
             .surface(self.surface)
             .min_image_count(image_count)
-            .image_format(vk::Format::B8G8R8A8_UNORM)
-            .image_color_space(vk::ColorSpaceKHR::SRGB_NONLINEAR)
+            .image_format(self.surface_format.format)
+            .image_color_space(self.surface_format.color_space)
             .image_extent(extent)
             .image_array_layers(1)
             .image_usage(vk::ImageUsageFlags::TRANSFER_DST)
@@ -278,8 +352,8 @@ impl Renderer {
             .present_mode(vk::PresentModeKHR::FIFO)
             .clipped(true)
             .old_swapchain(self.swapchain.handle);
-        // SAFETY: a valid create info (B8G8R8A8_UNORM / SRGB_NONLINEAR and
-        // FIFO are what lavapipe and desktop drivers offer).
+        // SAFETY: a valid create info: the format is one the surface offers,
+        // FIFO is the present mode every surface supports.
         let handle = unsafe { self.swapchain_loader.create_swapchain(&info, None) }.unwrap();
         self.destroy_swapchain();
         // SAFETY: `handle` is a live swapchain.
@@ -321,10 +395,20 @@ impl Renderer {
         let slot_index = (self.frame % FRAMES_IN_FLIGHT as u64) as usize;
         let slot = &self.slots[slot_index];
         if slot.submitted {
-            // SAFETY: the fence was submitted with this slot's last frame.
-            unsafe { self.device.wait_for_fences(&[slot.fence], true, u64::MAX) }.unwrap();
+            // SAFETY: the fence was submitted with this slot's last frame;
+            // once it has signalled, that frame's command buffer is no
+            // longer in use and its pool can be reset.
+            unsafe {
+                self.device
+                    .wait_for_fences(&[slot.fence], true, u64::MAX)
+                    .unwrap();
+                self.device
+                    .reset_command_pool(slot.pool, vk::CommandPoolResetFlags::empty())
+                    .unwrap();
+            }
         }
-        // Release what finished frames freed; then the fence can be reset.
+        // Release what finished frames freed. The allocator reads the frame
+        // fences, so this comes before the fence is reset.
         self.allocator().collect().unwrap();
         // SAFETY: the acquire semaphore of this slot is unsignalled (its last
         // use was waited on by the slot's previous submission).
@@ -346,6 +430,8 @@ impl Renderer {
             Err(error) => panic!("vkAcquireNextImageKHR failed: {error}"),
         };
         let slot = &mut self.slots[slot_index];
+        // Reset the fence only now that this frame will be submitted: had
+        // acquiring failed, the next attempt waits on it again.
         if slot.submitted {
             // SAFETY: signalled (waited above) and collected.
             unsafe { self.device.reset_fences(&[slot.fence]) }.unwrap();
@@ -422,7 +508,11 @@ impl Renderer {
         // for); every handle belongs to this device.
         unsafe {
             self.device
-                .begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default())
+                .begin_command_buffer(
+                    cmd,
+                    &vk::CommandBufferBeginInfo::default()
+                        .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+                )
                 .unwrap();
             self.device.cmd_pipeline_barrier(
                 cmd,
@@ -524,8 +614,8 @@ impl Drop for Renderer {
             for slot in &self.slots {
                 self.device.destroy_fence(slot.fence, None);
                 self.device.destroy_semaphore(slot.image_available, None);
+                self.device.destroy_command_pool(slot.pool, None);
             }
-            self.device.destroy_command_pool(self.pool, None);
             self.device.destroy_device(None);
             self.surface_loader.destroy_surface(self.surface, None);
             self.debug_utils
@@ -590,6 +680,7 @@ impl ApplicationHandler for App {
 }
 
 fn main() {
+    enable_submit_time_sync_validation();
     let frame_limit = std::env::var("VK_SUBALLOC_FRAMES")
         .ok()
         .and_then(|v| v.parse().ok());
