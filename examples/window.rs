@@ -104,6 +104,8 @@ struct Swapchain {
     images: Vec<vk::Image>,
     /// One per image: signalled by the frame that renders into it.
     render_finished: Vec<vk::Semaphore>,
+    /// 0×0 while the window is minimized: `draw` does nothing until the
+    /// resize that restores it (winit reports one) makes the swapchain again.
     extent: vk::Extent2D,
 }
 
@@ -326,13 +328,28 @@ impl Renderer {
             "the surface cannot be a transfer destination"
         );
         let extent = if caps.current_extent.width == u32::MAX {
-            vk::Extent2D {
-                width: width.max(1),
-                height: height.max(1),
+            // The surface takes the swapchain's size (Wayland): the window's,
+            // within what the surface allows.
+            if width == 0 || height == 0 {
+                vk::Extent2D::default()
+            } else {
+                vk::Extent2D {
+                    width: width.clamp(caps.min_image_extent.width, caps.max_image_extent.width),
+                    height: height
+                        .clamp(caps.min_image_extent.height, caps.max_image_extent.height),
+                }
             }
         } else {
             caps.current_extent
         };
+        if extent.width == 0 || extent.height == 0 {
+            // Minimized (Windows reports a 0×0 surface): no swapchain can be
+            // made (VUID-VkSwapchainCreateInfoKHR-imageExtent-01689). Keep the
+            // old one, to retire when the window comes back, and draw nothing
+            // until a resize makes the swapchain again.
+            self.swapchain.extent = extent;
+            return;
+        }
         let image_count = (caps.min_image_count + 1).min(if caps.max_image_count == 0 {
             u32::MAX
         } else {
@@ -392,6 +409,10 @@ impl Renderer {
 
     /// Renders and presents one frame.
     fn draw(&mut self) {
+        if self.swapchain.extent.width == 0 || self.swapchain.extent.height == 0 {
+            // Minimized: nothing to present to.
+            return;
+        }
         let slot_index = (self.frame % FRAMES_IN_FLIGHT as u64) as usize;
         let slot = &self.slots[slot_index];
         if slot.submitted {
