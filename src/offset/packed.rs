@@ -100,11 +100,17 @@ impl<const M: u32> OffsetAllocator<M> {
 
     /// An upper bound of the largest free range, 0 when nothing is free:
     /// the bound the highest non-empty bin keeps of its largest gap (as
-    /// [`find_fit_exhaustive`](Self::find_fit_exhaustive) reads it). Every
-    /// gap of a lower bin is smaller than that bin's every gap, so no free
-    /// range is larger. A request of more bytes cannot fit: the pools ask
-    /// this before [`allocate_packed`](Self::allocate_packed), whose failing
-    /// call costs far more (a call, the request's checks, the bin searches).
+    /// [`find_fit_exhaustive`](Self::find_fit_exhaustive) reads it), or the
+    /// free bytes when fewer. Every gap of a lower bin is smaller than that
+    /// bin's every gap, so no free range is larger. A request of more bytes
+    /// cannot fit: the pools ask this before
+    /// [`allocate_packed`](Self::allocate_packed), whose failing call costs
+    /// far more (a call, the request's checks, the bin searches).
+    ///
+    /// The bin's bound alone may exceed the free bytes: it stays when a
+    /// gap other than the bin's head leaves the bin, until a search sees
+    /// the whole bin. Capped, the bound rules out every request a test of
+    /// the free bytes would.
     ///
     /// # Time complexity
     /// O(1).
@@ -113,6 +119,7 @@ impl<const M: u32> OffsetAllocator<M> {
         self.mask
             .highest()
             .map_or(0, |bin| self.bin_max_hint[bin as usize])
+            .min(self.free_bytes)
     }
 
     /// Whether an allocation slot is left: `allocate` fails with
@@ -210,6 +217,10 @@ mod tests {
             }
             let largest = heap.storage_report().largest_free_range;
             assert!(heap.largest_free_bound() >= largest, "step {step}");
+            assert!(
+                heap.largest_free_bound() <= heap.free_bytes(),
+                "step {step}"
+            );
         }
         for id in live.drain(..) {
             heap.free_packed(id).unwrap();
@@ -218,5 +229,33 @@ mod tests {
         heap.allocate_packed(1 << 20, 1).unwrap();
         assert_eq!(heap.largest_free_bound(), 0);
         assert_eq!(heap.allocate_packed(1, 1), None);
+    }
+
+    /// The bound is never above the free bytes either, so that it rules
+    /// out at least what the test of the free bytes it replaced did: a bin
+    /// whose largest gap was placed in (not its head, so its bound stays)
+    /// may be left with smaller gaps only.
+    #[test]
+    fn the_free_bound_never_exceeds_the_free_bytes() {
+        let mut heap = OffsetAllocator::<3>::new(2000, 8).unwrap();
+        let mut ids = Vec::new();
+        for size in [10, 1000, 10, 970, 10] {
+            let packed = heap.allocate_packed(size, 1).unwrap();
+            ids.push(heap.id_of(packed));
+        }
+        // Two gaps in the bin [960, 1024): 1000 bytes at 10, then 970 at
+        // 1020, the bin's head.
+        heap.free_packed(ids[1]).unwrap();
+        heap.free_packed(ids[3]).unwrap();
+        let placed = heap.allocate_packed(1000, 1).unwrap();
+        assert_eq!(placed.offset, 10);
+        assert_eq!(heap.free_bytes(), 970);
+        assert!(
+            heap.largest_free_bound() <= heap.free_bytes(),
+            "bound {} over {} free bytes",
+            heap.largest_free_bound(),
+            heap.free_bytes()
+        );
+        assert!(heap.largest_free_bound() >= 970);
     }
 }
