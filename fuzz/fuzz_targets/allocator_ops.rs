@@ -1,41 +1,61 @@
 //! Fuzz target: arbitrary operation sequences on a whole [`Allocator`] over
 //! the fake device, on a layout and a small configuration drawn from the
 //! input (configurations `Allocator::new` refuses must be refused with
-//! `InvalidConfig`). The operations: requests of every shape (sizes of 0 to
+//! `InvalidConfig`; layouts with a protected memory type, the
+//! `protectedMemory` feature on or off, and devices that export only some
+//! handle types). The operations: requests of every shape (sizes of 0 to
 //! `u64::MAX`, alignments that are not powers of two, `memoryTypeBits` of
-//! 0, every usage, kind and dedicated policy, within-budget and
-//! existing-memory-only requests, `min_alignment`, custom pools live and
-//! destroyed) through `allocate`, `allocate_mut` and `allocate_many` (up to
-//! four at once, all or nothing); `check_alias` on live allocations (and on
-//! each new one, whole, for a resource of every kind); upload rings made
-//! with good and flawed descriptions, growing or not, allocated from,
-//! written, destroyed and reclaimed by the frames' collection; frees now and after
-//! frames sealed with fences or timeline values that "the GPU" signals in
-//! any order; `collect` and `wait_and_collect`; custom pools made and
-//! destroyed; defragmentation plans over some live allocations, each move
-//! carried out or given up; `trim`; host writes and reads, flushes and
-//! invalidates of ranges in and out of bounds; names; the stats, the JSON
-//! dump, the memory map and the SVG; and the fake device's faults (failing
-//! `vkAllocateMemory` and `vkMapMemory` calls, capped heaps, budgets, a lost
-//! device).
+//! 0, every usage, kind and dedicated policy, the driver's dedicated
+//! requirement or preference, a dedicated target (an application's buffer
+//! or image, of the request's kind or not), priorities, `can_alias`,
+//! within-budget and existing-memory-only requests, `min_alignment`,
+//! custom pools live and destroyed) through `allocate`, `allocate_mut` and
+//! `allocate_many` (up to four at once, all or nothing); `check_alias` on
+//! live allocations (and on each new one, whole, for a resource of every
+//! kind); upload rings made through `create_upload_ring` and
+//! `create_upload_ring_unchecked` with good and flawed descriptions,
+//! growing or not, allocated from (up to full), written, destroyed and
+//! reclaimed by the frames' collection; frees now and after frames (with
+//! the allocation's resource: `destroy_*_after_frame`, or
+//! `destroy_alias_*_after_frame` before the free) sealed with fences or
+//! timeline values that "the GPU" signals in any order; `collect` and
+//! `wait_and_collect`; custom pools (priorities, export handle types) made
+//! and destroyed; defragmentation plans over some live allocations, each
+//! move carried out or given up; `trim`; host writes (`mapped_slice_mut`,
+//! `copy_to_allocation`) and reads, flushes and invalidates of ranges in
+//! and out of bounds, one at a time and through `flush_allocations` /
+//! `invalidate_allocations`; names; the stats, the JSON dump, the memory
+//! map and the SVG; `memory_type_properties`, `memory_type_for`,
+//! `budgets`, `memory_size`, `owns`; and the fake device's faults
+//! (failing `vkAllocateMemory` and `vkMapMemory` calls, capped heaps,
+//! budgets, a lost device).
 //!
 //! Checked after every operation (a panic is a finding): flawed requests get
 //! the error their flaw names and every error is one the docs promise; live
 //! allocations (and ranges freed after a frame not collected yet) never
 //! overlap in one memory object, margins included, each lies inside its
-//! memory and honours its alignments; no two live allocations (ring
-//! chunks included) of kinds that may not share a `bufferImageGranularity`
-//! page share one; `stats()` agrees with the target's own tally (ring
-//! chunks included); the host bytes written come back, in allocations and
-//! in ring allocations; ring allocations of one chunk never overlap while
-//! their frame is live, honour their alignment, and stale ones are refused;
-//! a failed `allocate_many` leaves no allocation; `check_alias` answers as
-//! its documented rules say; the fake device records no
-//! broken Vulkan rule; no debug margin is found damaged. At the end, with
-//! everything freed and every frame collected, each memory type keeps at
-//! most its largest empty block and each custom pool its `min_blocks` (or
-//! one), `trim` leaves only the pools' `min_blocks`, and once the pools are
-//! destroyed and the allocator dropped the device holds nothing.
+//! memory and honours its alignments; no two allocations (live, ring
+//! chunks, and those freed after a frame not collected yet) of kinds that
+//! may not share a `bufferImageGranularity` page share one; only custom
+//! pools use protected memory types; dedicated memory names the request's
+//! resource and no other memory does, a driver's requirement gets
+//! dedicated memory, priorities and export handle types reach the device
+//! as asked; `stats()` and `pool_stats()` agree with the target's own tally
+//! (ring chunks included); the memory callback's events match the device's
+//! memory objects; the application's resources are destroyed exactly when
+//! their frame is collected; `current_frame` and `frames_in_flight` follow
+//! the frames; the host bytes written come back, in allocations and in ring
+//! allocations; each ring allocation lands where a model of the ring's
+//! bump allocator says, never overlapping another of a live frame, and
+//! `UploadRingFull` reports the free bytes the model counts; stale ring
+//! allocations are refused; a failed `allocate_many` leaves no allocation;
+//! `check_alias` answers as its documented rules say; the fake device
+//! records no broken Vulkan rule; no debug margin is found damaged. At the
+//! end, with everything freed and every frame collected, each memory type
+//! keeps at most its largest empty block and each custom pool its
+//! `min_blocks` (or one), `trim` leaves only the pools' `min_blocks`, and
+//! once the pools are destroyed and the allocator dropped the device holds
+//! nothing.
 
 #![no_main]
 
@@ -43,6 +63,7 @@
 mod model;
 
 use arbitrary::Arbitrary;
+use gpu_alloc_types::{MemoryPropertyFlags as Props, MemoryType};
 use libfuzzer_sys::fuzz_target;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{Allocator, Config, Error};
@@ -73,6 +94,13 @@ struct Setup {
     frames_in_flight: u8,
     margin: u8,
     detect_corruption: bool,
+    /// Below 128: no protected memory type; else one (device-local,
+    /// protected) at index `protected % (types + 1)`, with the
+    /// `protectedMemory` feature on odd values.
+    protected: u8,
+    /// The device exports only opaque file descriptors (else it does not
+    /// tell, as the presets).
+    opaque_fd_only: bool,
 }
 
 #[derive(Arbitrary, Debug)]
@@ -119,6 +147,21 @@ fn layout(setup: &Setup) -> FakeLayout {
     layout.max_memory_allocation_size = layout.max_memory_allocation_size.min(1 << 30);
     if setup.atom % 4 == 0 {
         layout.non_coherent_atom_size = 1 << (setup.atom / 4 % 13);
+    }
+    if setup.protected >= 128 {
+        let at = setup.protected as usize % (layout.memory_types.len() + 1);
+        let props = Props::DEVICE_LOCAL | Props::PROTECTED;
+        layout
+            .memory_types
+            .insert(at, MemoryType { heap: 0, props });
+        // The AMD types after it move up one.
+        let amd = layout.amd_device_coherent_types;
+        let below = (1u32 << at) - 1;
+        layout.amd_device_coherent_types = (amd & below) | ((amd & !below) << 1);
+        layout.protected_memory = setup.protected % 2 == 1;
+    }
+    if setup.opaque_fd_only {
+        layout.exportable_handle_types = Some(ash::vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD);
     }
     layout
 }

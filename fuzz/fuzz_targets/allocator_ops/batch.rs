@@ -1,6 +1,7 @@
 //! `allocate_many` (all or nothing), `check_alias` against a model of its
-//! documented rules, and the `bufferImageGranularity` pages of live
-//! allocations of kinds that may not share one.
+//! documented rules, and the `bufferImageGranularity` pages of allocations
+//! (live, or freed after a frame not collected) of kinds that may not
+//! share one.
 
 use super::*;
 
@@ -12,6 +13,8 @@ pub(super) struct Built {
     pub(super) stale_pool: bool,
     /// The error its own flaw names.
     pub(super) flaw: Option<Error>,
+    /// The application's resource made for it (its dedicated target).
+    pub(super) resource: Option<Resource>,
 }
 
 impl Walk {
@@ -38,6 +41,9 @@ impl Walk {
                     None => self.allocate_error_ok(error, &b.request, b.allowed, b.stale_pool),
                 });
                 assert!(documented, "allocate_many {requests:?}: {error:?}");
+                for b in &built {
+                    self.drop_resource(b);
+                }
                 // Nothing stays allocated: the stats as before (checked
                 // against the unchanged model by `check`); a block made for
                 // the requests before the failing one may be kept empty, as
@@ -143,11 +149,11 @@ impl Walk {
             }))
         } else if memory_type_bits & (1 << a.memory_type()) == 0
             || (a.offset() + offset) % alignment != 0
+            || live.targeted
         {
+            // Dedicated memory made for a resource takes no other.
             Some(Err(Error::CannotAlias("")))
         } else if live.kind.may_share_page_with(kind) || a.is_dedicated() || granularity <= 1 {
-            // No request here names its resource: no dedicated memory is
-            // made for one.
             Some(Ok(()))
         } else {
             match live.kind {
@@ -173,23 +179,30 @@ impl Walk {
         );
     }
 
-    /// No two live allocations (and ring chunks, buffers) in one memory
-    /// object share a `bufferImageGranularity` page unless their kinds may.
+    /// No two allocations in one memory object share a
+    /// `bufferImageGranularity` page unless their kinds may: live ones,
+    /// ring chunks (buffers) and those freed after a frame not collected
+    /// yet, which the GPU may still use.
     pub(super) fn check_granularity(&self) {
         let granularity = self.layout.buffer_image_granularity.max(1);
         let page = |offset: u64| offset / granularity;
-        let mut by_memory: HashMap<vk::DeviceMemory, Vec<(u64, u64, ResourceKind)>> =
+        // Start, end, kind, and whether it was freed after a frame.
+        let mut by_memory: HashMap<vk::DeviceMemory, Vec<(u64, u64, ResourceKind, bool)>> =
             HashMap::new();
-        let live = self.live.iter().map(|l| (l.held(), l.kind));
-        let chunks = self.ring_chunks().map(|h| (h, ResourceKind::Buffer));
-        for (h, kind) in live.chain(chunks) {
+        let live = self.live.iter().map(|l| (l.held(), false));
+        let chunks = self.ring_chunks().map(|h| (h, false));
+        let queued = self.sealed.iter().flat_map(|f| f.freed.iter());
+        let queued = queued.chain(self.current.iter()).map(|h| (*h, true));
+        for (h, queued) in live.chain(chunks).chain(queued) {
             if h.dedicated || h.memory == vk::DeviceMemory::null() {
                 continue;
             }
-            by_memory
-                .entry(h.memory)
-                .or_default()
-                .push((h.offset, h.offset + h.size, kind));
+            by_memory.entry(h.memory).or_default().push((
+                h.offset,
+                h.offset + h.size,
+                h.kind,
+                queued,
+            ));
         }
         for (memory, ranges) in &mut by_memory {
             if ranges.iter().all(|r| r.2.may_share_page_with(ranges[0].2)) {

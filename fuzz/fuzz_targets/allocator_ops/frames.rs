@@ -72,7 +72,7 @@ impl Walk {
         while self.sealed.front().is_some_and(|f| f.signalled) {
             if let Some(frame) = self.sealed.pop_front() {
                 collected.frames += 1;
-                collected.frees += frame.freed.len();
+                collected.frees += frame.freed.iter().map(|h| h.queued).sum::<usize>();
             }
         }
         collected
@@ -102,11 +102,52 @@ impl Walk {
         // SAFETY: the fake device runs no GPU work.
         let result = unsafe { self.allocator.collect_idle() };
         let frames = self.sealed.len() + 1;
-        let frees = self.sealed.iter().map(|f| f.freed.len()).sum::<usize>() + self.current.len();
+        let sealed = self.sealed.iter().flat_map(|f| f.freed.iter());
+        let frees = sealed.chain(self.current.iter()).map(|h| h.queued).sum();
         self.sealed.clear();
         self.current.clear();
         self.next_frame += 1;
         self.reclaim_rings();
         assert_eq!(result, Collected { frames, frees }, "collect_idle");
+    }
+
+    /// Frees a live allocation after the frame; one with a resource as
+    /// the application would, with it.
+    pub(super) fn free_after_frame(&mut self, pick: u16, alias: bool) {
+        let Some(i) = self.index(pick) else { return };
+        let live = self.live.swap_remove(i);
+        let mut held = live.held();
+        let result = match live.resource {
+            None => self.allocator.free_after_frame(live.allocation),
+            Some(resource) if alias => {
+                held.queued = 2;
+                // SAFETY: the resource is the application's, destroyed by
+                // nothing else; the fake device runs no GPU work.
+                unsafe {
+                    match resource.target() {
+                        DedicatedTarget::Buffer(b) => {
+                            self.allocator.destroy_alias_buffer_after_frame(b);
+                        }
+                        DedicatedTarget::Image(i) => {
+                            self.allocator.destroy_alias_image_after_frame(i);
+                        }
+                    }
+                }
+                self.allocator.free_after_frame(live.allocation)
+            }
+            // SAFETY: as above.
+            Some(resource) => unsafe {
+                match resource.target() {
+                    DedicatedTarget::Buffer(b) => self
+                        .allocator
+                        .destroy_buffer_after_frame(b, live.allocation),
+                    DedicatedTarget::Image(i) => {
+                        self.allocator.destroy_image_after_frame(i, live.allocation)
+                    }
+                }
+            },
+        };
+        assert_eq!(result, Ok(()), "free after the frame");
+        self.current.push(held);
     }
 }

@@ -9,7 +9,20 @@ impl Walk {
         let a = &mut live.allocation;
         let size = a.size();
         let mapped = a.mapped_ptr().is_some();
-        let first = self.allocator.copy_to_allocation(a, 0, &[value]);
+        // The first byte through the mutable slice, on odd values, then
+        // flushed (non-coherent memory: the read invalidates).
+        let first = if value % 2 == 1 {
+            match self.allocator.mapped_slice_mut(a) {
+                Ok(slice) => {
+                    assert_eq!(slice.len() as u64, size);
+                    slice[0] = value;
+                    self.allocator.flush(a, 0..1)
+                }
+                Err(error) => Err(error),
+            }
+        } else {
+            self.allocator.copy_to_allocation(a, 0, &[value])
+        };
         let last = self.allocator.copy_to_allocation(a, size - 1, &[value]);
         let past = self.allocator.copy_to_allocation(a, size, &[value]);
         if mapped {
@@ -48,10 +61,9 @@ impl Walk {
         assert_eq!((slice[0], slice[slice.len() - 1]), (tag, tag));
     }
 
-    pub(super) fn flush(&mut self, pick: u16, start: u16, end: u16, invalidate: bool) {
+    pub(super) fn flush(&mut self, pick: u16, start: u16, end: u16, invalidate: bool, many: bool) {
         let Some(i) = self.index(pick) else { return };
-        let a = &mut self.live[i].allocation;
-        let size = a.size();
+        let size = self.live[i].allocation.size();
         // Offsets near the end, or from the start.
         let at = |x: u16| {
             if x & 1 == 0 {
@@ -62,20 +74,53 @@ impl Walk {
             }
         };
         let (start, end) = (at(start), at(end));
-        let result = if invalidate {
-            self.allocator.invalidate(a, start..end)
+        let mapped = self.live[i].allocation.mapped_ptr().is_some();
+        let result = if many {
+            // Every live allocation whole (the host-visible ones), this one
+            // (again) with its range, last.
+            if invalidate {
+                let (before, rest) = self.live.split_at_mut(i);
+                let (this, after) = rest.split_first_mut().unwrap();
+                let others = before.iter_mut().chain(after.iter_mut());
+                let others = others.filter(|l| l.allocation.mapped_ptr().is_some());
+                let ranges = others.map(|l| {
+                    let size = l.allocation.size();
+                    (&mut l.allocation, 0..size)
+                });
+                let ranges = ranges.chain(std::iter::once((&mut this.allocation, start..end)));
+                self.allocator.invalidate_allocations(ranges)
+            } else {
+                let others = self
+                    .live
+                    .iter()
+                    .filter(|l| l.allocation.mapped_ptr().is_some());
+                let ranges = others.map(|l| (&l.allocation, 0..l.allocation.size()));
+                let this = &self.live[i].allocation;
+                self.allocator
+                    .flush_allocations(ranges.chain(std::iter::once((this, start..end))))
+            }
         } else {
-            self.allocator.flush(a, start..end)
+            let a = &mut self.live[i].allocation;
+            if invalidate {
+                self.allocator.invalidate(a, start..end)
+            } else {
+                self.allocator.flush(a, start..end)
+            }
         };
         // The docs give no order between the two flaws.
         let out_of_bounds = start > end || end > size;
         let ok = match result {
-            Ok(()) => a.mapped_ptr().is_some() && !out_of_bounds,
-            Err(Error::NotHostVisible) => a.mapped_ptr().is_none(),
+            Ok(()) => mapped && !out_of_bounds,
+            Err(Error::NotHostVisible) => !mapped,
             Err(Error::RangeOutOfBounds { .. }) => out_of_bounds,
+            // A lost device fails the flush of non-coherent memory.
+            Err(Error::DeviceLost) => self.lost,
             Err(_) => false,
         };
-        assert!(ok, "flush {start}..{end} of {size} bytes: {result:?}");
+        assert!(
+            ok,
+            "flush {start}..{end} of {size} bytes (many {many}): {result:?}"
+        );
     }
 
     pub(super) fn inspect(&mut self, what: u8) {

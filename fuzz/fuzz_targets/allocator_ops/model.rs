@@ -1,26 +1,30 @@
-//! The operations of `allocator_ops` and the target's model of what the
+//! The target's model of what the
 //! allocator holds: live allocations, frees waiting for their frame, the
 //! sealed frames and their signals, the custom pools.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
-use arbitrary::Arbitrary;
 use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags as Props;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout, FakeMemory};
-use vk_suballoc::device::DeviceError;
+use vk_suballoc::device::{DedicatedHint, DeviceError};
 use vk_suballoc::{
-    Allocation, AllocationDesc, Allocator, Collected, Config, DedicatedPolicy,
-    DefragmentationLimits, Error, Movable, Pool, PoolDesc, Request, ResourceKind, RingAllocation,
-    UploadRing, UploadRingDesc, Usage,
+    Allocation, AllocationDesc, Allocator, Collected, Config, DedicatedPolicy, DedicatedTarget,
+    DefragmentationLimits, Error, MemoryEventKind, Movable, Pool, PoolDesc, Request, ResourceKind,
+    RingAllocation, UploadRing, UploadRingDesc, Usage,
 };
 
+#[path = "api.rs"]
+mod api;
 #[path = "batch.rs"]
 mod batch;
 #[path = "frames.rs"]
 mod frames;
 #[path = "host.rs"]
 mod host;
+#[path = "ops.rs"]
+mod ops;
 #[path = "pools.rs"]
 mod pools;
 #[path = "requests.rs"]
@@ -29,6 +33,7 @@ mod requests;
 mod rings;
 
 use batch::Built;
+pub use ops::{Op, Req};
 use rings::RingModel;
 
 type FakeAllocator = Allocator<FakeDevice, FakeMemory>;
@@ -57,148 +62,6 @@ const POLICIES: [DedicatedPolicy; 3] = [
 ];
 const NAMES: [&str; 3] = ["fuzz-mesh", "fuzz-texture", "fuzz-staging"];
 
-/// A request; sizes and alignments come as exponents and low bits, so
-/// that small, huge and odd ones are equally easy to reach.
-#[derive(Arbitrary, Debug)]
-pub struct Req {
-    size_log2: u8,
-    size_bits: u64,
-    /// Below 224: a power of two; else an odd figure (or 0).
-    align: u8,
-    align_bits: u16,
-    /// 0: every type; 1: none; 2: only a drawn subset; 3: as 2, narrowed
-    /// through `AllocationDesc::memory_type_bits`.
-    type_bits_mode: u8,
-    type_bits: u32,
-    usage: u8,
-    kind: u8,
-    policy: u8,
-    within_budget: bool,
-    existing_memory_only: bool,
-    /// 0: none; below 200: a power of two; else not one.
-    min_alignment: u8,
-    /// Below 64: the live pool `pool % pools`; 64..96: a destroyed pool.
-    pool: u8,
-    name: u8,
-}
-
-#[derive(Arbitrary, Debug)]
-pub enum Op {
-    Allocate(Req),
-    AllocateMut(Req),
-    Free {
-        pick: u16,
-        mutable: bool,
-    },
-    FreeAfterFrame {
-        pick: u16,
-    },
-    EndFrame {
-        timeline: bool,
-    },
-    /// Signals the oldest pending frame, one out of order, or all.
-    Signal {
-        how: u8,
-    },
-    Collect {
-        wait: bool,
-    },
-    CollectIdle,
-    CreatePool {
-        memory_type: u8,
-        block_size: u8,
-        min_blocks: u8,
-        max_blocks: u8,
-        named: bool,
-    },
-    DestroyPool {
-        pick: u8,
-    },
-    Defragment {
-        picks: Vec<u16>,
-        max_moves: u8,
-        max_bytes: u8,
-        max_used_percent: u8,
-        split: bool,
-        compact: bool,
-        /// Bit `i % 64`: give up move `i`; else carry it out, freeing the
-        /// source now or (bit `i % 64` of `later`) after the frame.
-        give_up: u64,
-        later: u64,
-    },
-    Trim,
-    Write {
-        pick: u16,
-        value: u8,
-    },
-    Read {
-        pick: u16,
-    },
-    Flush {
-        pick: u16,
-        start: u16,
-        end: u16,
-        invalidate: bool,
-    },
-    SetName {
-        pick: u16,
-        name: u8,
-    },
-    Inspect {
-        what: u8,
-    },
-    FailAllocation {
-        nth: u8,
-        error: u8,
-    },
-    FailMap {
-        nth: u8,
-    },
-    CapHeap {
-        heap: u8,
-        mib: u16,
-    },
-    Budget {
-        heap: u8,
-        budget_mib: u16,
-        external_mib: u16,
-    },
-    LoseDevice,
-    /// Up to four requests at once, all or nothing.
-    AllocateMany(Vec<Req>),
-    CheckAlias {
-        pick: u16,
-        offset: u16,
-        size_log2: u8,
-        align: u8,
-        type_bits: u8,
-        kind: u8,
-    },
-    CreateRing {
-        size: u8,
-        size_bits: u16,
-        usage: u8,
-        buffer_usage: u8,
-        grow: bool,
-    },
-    RingAllocate {
-        pick: u8,
-        size_log2: u8,
-        size_bits: u16,
-        align: u8,
-    },
-    /// Writes both ends of a live ring allocation; with `past`, one byte
-    /// past its end and into a stale one.
-    RingWrite {
-        pick: u16,
-        value: u8,
-        past: bool,
-    },
-    DestroyRing {
-        pick: u8,
-    },
-}
-
 /// A range the allocator counts: live, or freed after a frame not collected.
 #[derive(Clone, Copy, Debug)]
 struct Held {
@@ -208,6 +71,32 @@ struct Held {
     memory_type: u32,
     dedicated: bool,
     pool: Option<Pool>,
+    /// The resource it was made for, for `bufferImageGranularity`.
+    kind: ResourceKind,
+    /// Resources of the device it holds (a ring chunk's buffer, an
+    /// application's buffer or image queued with it): 0 or 1.
+    resources: usize,
+    /// The entries of the frame queue it takes once freed after a frame:
+    /// 2 when its resource was queued as an alias before it.
+    queued: usize,
+}
+
+/// An application's buffer or image (a fake device resource).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Resource {
+    handle: u64,
+    image: bool,
+}
+
+impl Resource {
+    fn target(self) -> DedicatedTarget {
+        use ash::vk::Handle;
+        if self.image {
+            DedicatedTarget::Image(vk::Image::from_raw(self.handle))
+        } else {
+            DedicatedTarget::Buffer(vk::Buffer::from_raw(self.handle))
+        }
+    }
 }
 
 struct Live {
@@ -217,10 +106,15 @@ struct Live {
     pool: Option<Pool>,
     /// The byte written at both ends, once one was.
     tag: Option<u8>,
+    /// The application's resource for it, if one was made.
+    resource: Option<Resource>,
+    /// Dedicated memory made for that resource
+    /// (`VkMemoryDedicatedAllocateInfo`): nothing else may alias it.
+    targeted: bool,
 }
 
 impl Held {
-    fn of(a: &Allocation, pool: Option<Pool>) -> Self {
+    fn of(a: &Allocation, pool: Option<Pool>, kind: ResourceKind) -> Self {
         Self {
             memory: a.memory(),
             offset: a.offset(),
@@ -228,13 +122,19 @@ impl Held {
             memory_type: a.memory_type(),
             dedicated: a.is_dedicated(),
             pool,
+            kind,
+            resources: 0,
+            queued: 1,
         }
     }
 }
 
 impl Live {
     fn held(&self) -> Held {
-        Held::of(&self.allocation, self.pool)
+        Held {
+            resources: usize::from(self.resource.is_some()),
+            ..Held::of(&self.allocation, self.pool, self.kind)
+        }
     }
 }
 
@@ -254,6 +154,8 @@ struct LivePool {
     pool: Pool,
     memory_type: u32,
     min_blocks: u32,
+    export: vk::ExternalMemoryHandleTypeFlags,
+    priority: Option<f32>,
 }
 
 pub struct Walk {
@@ -274,6 +176,9 @@ pub struct Walk {
     dead_rings: Vec<UploadRing>,
     /// Some ring allocations of frames collected or rings destroyed.
     stale_ring: Vec<RingAllocation>,
+    /// The memory objects the memory callback was told of, with their
+    /// sizes; `None` after an event that does not fit.
+    events: Arc<Mutex<Option<HashMap<vk::DeviceMemory, u64>>>>,
 }
 
 fn is_non_coherent(props: Props) -> bool {
@@ -282,12 +187,27 @@ fn is_non_coherent(props: Props) -> bool {
 
 impl Walk {
     pub fn new(
-        allocator: FakeAllocator,
+        mut allocator: FakeAllocator,
         device: FakeDevice,
         layout: FakeLayout,
         config: Config,
     ) -> Self {
         let timeline = device.create_timeline_semaphore();
+        let events = Arc::new(Mutex::new(Some(HashMap::new())));
+        let tally = Arc::clone(&events);
+        allocator.set_memory_callback(move |event| {
+            let mut tally = tally.lock().unwrap();
+            let Some(memories) = tally.as_mut() else {
+                return;
+            };
+            let fits = match event.kind {
+                MemoryEventKind::Allocated => memories.insert(event.memory, event.size).is_none(),
+                MemoryEventKind::Freed => memories.remove(&event.memory) == Some(event.size),
+            };
+            if !fits {
+                *tally = None;
+            }
+        });
         Self {
             allocator,
             device,
@@ -305,6 +225,7 @@ impl Walk {
             rings: Vec::new(),
             dead_rings: Vec::new(),
             stale_ring: Vec::new(),
+            events,
         }
     }
 
@@ -320,11 +241,23 @@ impl Walk {
     /// The memory types the allocator may use at all.
     fn usable_types(&self) -> u32 {
         let existing = ((1u64 << self.layout.memory_types.len()) - 1) as u32;
-        if self.layout.amd_device_coherent_memory {
+        let mut usable = if self.layout.amd_device_coherent_memory {
             existing
         } else {
             existing & !self.layout.amd_device_coherent_types
+        };
+        if !self.layout.protected_memory {
+            usable &= !self.protected_types();
         }
+        usable
+    }
+
+    /// The protected memory types, which only a custom pool of one uses.
+    fn protected_types(&self) -> u32 {
+        let types = self.layout.memory_types.iter().enumerate();
+        types
+            .filter(|(_, t)| t.props.contains(Props::PROTECTED))
+            .fold(0, |mask, (i, _)| mask | 1 << i)
     }
 
     fn index(&self, pick: u16) -> Option<usize> {
@@ -347,14 +280,11 @@ impl Walk {
                     }
                 };
                 assert_eq!(result, Ok(()), "free");
+                if let Some(resource) = live.resource {
+                    self.device.destroy_resource(resource.handle);
+                }
             }
-            Op::FreeAfterFrame { pick } => {
-                let Some(i) = self.index(pick) else { return };
-                let live = self.live.swap_remove(i);
-                let held = live.held();
-                assert_eq!(self.allocator.free_after_frame(live.allocation), Ok(()));
-                self.current.push(held);
-            }
+            Op::FreeAfterFrame { pick, alias } => self.free_after_frame(pick, alias),
             Op::EndFrame { timeline } => self.end_frame(timeline),
             Op::Signal { how } => self.signal(how),
             Op::Collect { wait } => self.collect(wait),
@@ -365,7 +295,17 @@ impl Walk {
                 min_blocks,
                 max_blocks,
                 named,
-            } => self.create_pool(memory_type, block_size, min_blocks, max_blocks, named),
+                export,
+                priority,
+            } => self.create_pool(
+                memory_type,
+                block_size,
+                min_blocks,
+                max_blocks,
+                named,
+                export,
+                priority,
+            ),
             Op::DestroyPool { pick } => self.destroy_pool(pick),
             Op::Defragment {
                 picks,
@@ -404,7 +344,8 @@ impl Walk {
                 start,
                 end,
                 invalidate,
-            } => self.flush(pick, start, end, invalidate),
+                many,
+            } => self.flush(pick, start, end, invalidate, many),
             Op::SetName { pick, name } => {
                 let Some(i) = self.index(pick) else { return };
                 let name = (name % 4 != 3).then(|| NAMES[name as usize % 3]);
@@ -456,17 +397,33 @@ impl Walk {
                 usage,
                 buffer_usage,
                 grow,
-            } => self.create_ring(size, size_bits, usage, buffer_usage, grow),
+                unchecked,
+            } => self.create_ring(size, size_bits, usage, buffer_usage, grow, unchecked),
             Op::RingAllocate {
                 pick,
                 size_log2,
                 size_bits,
                 align,
-            } => self.ring_allocate(pick, size_log2, size_bits, align),
+                repeat,
+            } => {
+                let times = if repeat % 8 == 7 { 64 } else { repeat % 8 + 1 };
+                for _ in 0..times {
+                    if !self.ring_allocate(pick, size_log2, size_bits, align) {
+                        break;
+                    }
+                }
+            }
             Op::RingWrite { pick, value, past } => self.ring_write(pick, value, past),
             Op::DestroyRing { pick } => self.destroy_ring(pick),
+            Op::Query {
+                what,
+                bits,
+                usage,
+                pick,
+            } => self.query(what, bits, usage, pick),
         }
     }
+
     /// `probes` overlap nothing held, nor each other.
     fn check_disjoint(&self, probes: &[Held]) {
         let margin = self.config.debug_margin;
@@ -538,6 +495,7 @@ impl Walk {
         assert_eq!(self.allocator.corruptions_detected(), 0);
         self.check_rings();
         self.check_granularity();
+        self.check_api();
     }
 
     /// Frees everything, collects every frame and checks that only the
@@ -550,6 +508,9 @@ impl Walk {
         for live in std::mem::take(&mut self.live) {
             // SAFETY: the fake device runs no GPU work.
             assert_eq!(unsafe { self.allocator.free(live.allocation) }, Ok(()));
+            if let Some(resource) = live.resource {
+                self.device.destroy_resource(resource.handle);
+            }
         }
         if self.lost {
             self.collect_idle();

@@ -11,6 +11,8 @@ impl Walk {
         min_blocks: u8,
         max_blocks: u8,
         named: bool,
+        export: u8,
+        priority: u8,
     ) {
         let types = self.layout.memory_types.len() as u32;
         let memory_type = u32::from(memory_type) % (types + 1);
@@ -23,8 +25,24 @@ impl Walk {
         desc.min_blocks = u32::from(min_blocks % 4);
         desc.max_blocks = (max_blocks % 8 != 7).then_some(u32::from(max_blocks % 5));
         desc.name = named.then_some("fuzz-pool");
+        desc.priority = (priority != 0).then(|| f32::from(priority) / 100.0 - 0.5);
+        use vk::ExternalMemoryHandleTypeFlags as H;
+        desc.export_handle_types = [
+            H::empty(),
+            H::empty(),
+            H::OPAQUE_FD,
+            H::OPAQUE_FD | H::DMA_BUF_EXT,
+            H::HOST_ALLOCATION_EXT,
+            H::from_raw(1 << 30),
+        ][export as usize % 6];
+        // Not a handle type, import-only, or not one the device exports.
+        let never =
+            H::HOST_ALLOCATION_EXT | H::HOST_MAPPED_FOREIGN_MEMORY_EXT | H::from_raw(1 << 30);
+        let exportable = self.layout.exportable_handle_types.unwrap_or(!never);
+        let refused = desc.export_handle_types & (never | !exportable);
         match self.allocator.create_pool(&desc) {
             Ok(pool) => {
+                assert!(refused.is_empty(), "{desc:?} made {pool:?}");
                 assert!(memory_type < types && self.usable_types() & (1 << memory_type) != 0);
                 assert_eq!(pool.memory_type(), memory_type);
                 let stats = self.allocator.pool_stats(&pool).unwrap();
@@ -33,11 +51,14 @@ impl Walk {
                     pool,
                     memory_type,
                     min_blocks: desc.min_blocks,
+                    export: desc.export_handle_types,
+                    priority: desc.priority,
                 });
             }
             Err(error) => {
                 let ok = match error {
                     Error::InvalidConfig(_) => true,
+                    Error::NotExportable { handle_types } => handle_types == refused,
                     Error::TooManyPools
                     | Error::OutOfDeviceMemory
                     | Error::OutOfHostMemory
@@ -48,6 +69,12 @@ impl Walk {
                     _ => false,
                 };
                 assert!(ok, "create_pool {desc:?}: {error:?}");
+                if !refused.is_empty() {
+                    assert!(
+                        matches!(error, Error::InvalidConfig(_) | Error::NotExportable { .. }),
+                        "{desc:?}: {error:?}"
+                    );
+                }
                 if memory_type >= types || self.usable_types() & (1 << memory_type) == 0 {
                     assert!(
                         matches!(error, Error::InvalidConfig(_)),
@@ -125,22 +152,27 @@ impl Walk {
         // Checked against everything else while both are held.
         let probes: Vec<Held> = moves
             .iter()
-            .map(|(source, planned)| Held::of(&planned.destination, self.live[*source].pool))
+            .map(|(source, planned)| {
+                let s = &self.live[*source];
+                Held::of(&planned.destination, s.pool, s.kind)
+            })
             .collect();
         self.check_disjoint(&probes);
         // Carried out from the last, so that indices stay valid.
         moves.sort_by_key(|(source, _)| std::cmp::Reverse(*source));
         for (n, (source, planned)) in moves.into_iter().enumerate() {
             let bit = 1u64 << (n % 64);
-            let pool = self.live[source].pool;
+            let (pool, kind) = (self.live[source].pool, self.live[source].kind);
             if give_up & bit != 0 {
-                let held = Held::of(&planned.destination, pool);
+                let held = Held::of(&planned.destination, pool, kind);
                 assert_eq!(self.allocator.give_up_move(planned), Ok(()), "give_up_move");
                 self.current.push(held);
                 continue;
             }
             let tag = self.live[source].tag;
             let old = std::mem::replace(&mut self.live[source].allocation, planned.destination);
+            // The application binds a new resource there.
+            self.live[source].targeted = false;
             if let Some(tag) = tag {
                 let new = &mut self.live[source].allocation;
                 let size = new.size();
@@ -151,7 +183,7 @@ impl Walk {
                 );
             }
             if later & bit != 0 {
-                let held = Held::of(&old, pool);
+                let held = Held::of(&old, pool, kind);
                 assert_eq!(self.allocator.free_after_frame(old), Ok(()));
                 self.current.push(held);
             } else {

@@ -56,7 +56,27 @@ impl Walk {
         if let Some(bits) = narrowed {
             desc = desc.memory_type_bits(bits);
         }
-        let request = Request::with_desc(requirements, kind, desc);
+        desc.priority = match req.priority {
+            0 => None,
+            1 => Some(f32::NAN),
+            2 => Some(-1.0),
+            3 => Some(7.5),
+            n => Some(f32::from(n) / 255.0),
+        };
+        desc.can_alias = req.can_alias;
+        let resource = match req.target % 4 {
+            n @ 1..=2 => Some(Resource {
+                handle: self.device.create_resource(),
+                image: n == 2,
+            }),
+            _ => None,
+        };
+        let mut request = Request::with_desc(requirements, kind, desc);
+        request.driver_dedicated = DedicatedHint {
+            required: req.hint & 1 != 0,
+            preferred: req.hint & 2 != 0,
+        };
+        request.dedicated_target = resource.map(Resource::target);
         let allowed = type_bits & narrowed.unwrap_or(!0) & all;
         // The flaws checked first, whatever the device's state.
         let flaw = if size == 0 {
@@ -65,6 +85,14 @@ impl Walk {
             Some(Error::AlignmentNotPowerOfTwo(alignment))
         } else if min_alignment != 0 && !min_alignment.is_power_of_two() {
             Some(Error::AlignmentNotPowerOfTwo(min_alignment))
+        } else if resource.is_none() && request.driver_dedicated.required {
+            Some(Error::MissingDedicatedTarget)
+        } else if resource.is_some_and(|r| match kind {
+            ResourceKind::Buffer => r.image,
+            ResourceKind::LinearImage | ResourceKind::OptimalImage => !r.image,
+            ResourceKind::Unknown => false,
+        }) {
+            Some(Error::DedicatedTargetMismatch)
         } else {
             None
         };
@@ -73,6 +101,14 @@ impl Walk {
             allowed,
             stale_pool,
             flaw,
+            resource,
+        }
+    }
+
+    /// Destroys the resource made for a request that failed.
+    pub(super) fn drop_resource(&self, built: &Built) {
+        if let Some(resource) = built.resource {
+            self.device.destroy_resource(resource.handle);
         }
     }
 
@@ -94,9 +130,13 @@ impl Walk {
             );
         }
         let allocation = match (result, &built.flaw) {
-            (Err(error), Some(flaw)) => return assert_eq!(&error, flaw, "{request:?}"),
+            (Err(error), Some(flaw)) => {
+                self.drop_resource(&built);
+                return assert_eq!(&error, flaw, "{request:?}");
+            }
             (Ok(a), Some(flaw)) => panic!("{request:?} got {a:?}, not {flaw:?}"),
             (Err(error), None) => {
+                self.drop_resource(&built);
                 return self.check_allocate_error(error, request, built.allowed, built.stale_pool);
             }
             (Ok(a), None) => a,
@@ -149,12 +189,50 @@ impl Walk {
             props.contains(Props::HOST_VISIBLE),
             "{allocation:?}"
         );
-        if let Some(pool) = pool {
+        let (export, pool_priority) = if let Some(pool) = pool {
             assert!(allocation.is_in_custom_pool());
             assert_eq!(t, pool.memory_type());
+            let live = self.pools.iter().find(|p| p.pool == pool);
+            let live = live.unwrap_or_else(|| panic!("{pool:?} is not live"));
+            (live.export, live.priority)
         } else {
             assert!(!allocation.is_in_custom_pool());
+            assert_eq!(
+                self.protected_types() & (1 << t),
+                0,
+                "{allocation:?} in a protected type, not in a pool"
+            );
+            (vk::ExternalMemoryHandleTypeFlags::empty(), None)
+        };
+        if request.driver_dedicated.required {
+            assert!(allocation.is_dedicated(), "{request:?} got {allocation:?}");
         }
+        let memories = self.device.live_allocations();
+        let memory = memories.iter().find(|m| m.memory == allocation.memory());
+        let memory = memory.unwrap_or_else(|| panic!("{allocation:?} in no memory"));
+        let target = request
+            .dedicated_target
+            .filter(|_| allocation.is_dedicated());
+        assert_eq!(memory.dedicated, target, "{allocation:?} for {request:?}");
+        assert_eq!(memory.export_handle_types, export, "{allocation:?}");
+        // Handed to the device as asked (which drops it without
+        // `VK_EXT_memory_priority`): a dedicated allocation's own, else its
+        // pool's; the default pools' blocks have none.
+        let priority = if allocation.is_dedicated() {
+            desc.priority.or(pool_priority)
+        } else {
+            pool_priority
+        };
+        assert_eq!(
+            memory.priority.map(f32::to_bits),
+            priority.map(f32::to_bits),
+            "{allocation:?} for {request:?}"
+        );
+        assert_eq!(
+            self.allocator.memory_size(&allocation),
+            Ok(memory.size),
+            "{allocation:?}"
+        );
         if desc.existing_memory_only {
             assert!(
                 memories_before.contains(&allocation.memory()),
@@ -181,12 +259,15 @@ impl Walk {
         }
         let mut requirements = requirements;
         requirements.alignment = alignment.max(min_alignment);
+        let targeted = target.is_some();
         self.live.push(Live {
             allocation,
             requirements,
             kind,
             pool,
             tag: None,
+            resource: built.resource,
+            targeted,
         });
         // Every new allocation, aliased whole by a resource of each kind.
         let whole = vk::MemoryRequirements {

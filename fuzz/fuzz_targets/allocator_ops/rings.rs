@@ -2,7 +2,9 @@
 //! (sizes of 0 to past every heap, alignments that are not powers of two),
 //! written and read back, destroyed; their space reclaimed by the frames'
 //! collection. Each ring's chunks are held ranges of the model (learnt from
-//! `stats()` when made, placed by the first ring allocation seen in them).
+//! `stats()` when made, placed by the first ring allocation seen in them),
+//! and each chunk's bump allocator is modelled: where each ring allocation
+//! lands, and the free bytes `UploadRingFull` reports.
 
 use super::requests::memory_error_ok;
 use super::*;
@@ -29,6 +31,38 @@ pub(super) struct RingChunkModel {
     capacity: u64,
     /// The allocator frame current when it was put in its ring.
     first_frame: u64,
+    /// Where its next allocation is looked for.
+    head: u64,
+    /// The bytes each ring allocation of a frame not collected took
+    /// (alignment and wrapped tail included), with its frame.
+    used: Vec<(u64, u64)>,
+}
+
+impl RingChunkModel {
+    fn used(&self) -> u64 {
+        self.used.iter().map(|u| u.1).sum()
+    }
+
+    /// Where `size` bytes at `align` would land, and the bytes they would
+    /// take; else the free bytes.
+    fn place(&self, size: u64, align: u64) -> Result<(u64, u64), u64> {
+        let used = self.used();
+        let cap = self.capacity;
+        if size > cap {
+            return Err(cap - used);
+        }
+        let aligned = self.head.next_multiple_of(align);
+        let (offset, taken) = if aligned <= cap - size {
+            (aligned, aligned - self.head + size)
+        } else {
+            (0, cap - self.head + size)
+        };
+        if used + taken > cap {
+            Err(cap - used)
+        } else {
+            Ok((offset, taken))
+        }
+    }
 }
 
 impl RingModel {
@@ -92,10 +126,15 @@ impl Walk {
                 memory_type: t as u32,
                 dedicated,
                 pool: None,
+                kind: ResourceKind::Buffer,
+                resources: 1,
+                queued: 1,
             },
             buffer: None,
             capacity,
             first_frame: self.next_frame,
+            head: 0,
+            used: Vec::new(),
         }
     }
 
@@ -106,6 +145,7 @@ impl Walk {
         usage: u8,
         buffer_usage: u8,
         grow: bool,
+        unchecked: bool,
     ) {
         let size = match size % 8 {
             0 => 0,
@@ -136,14 +176,19 @@ impl Walk {
         };
         let before = tally(&self.allocator.stats());
         let objects = self.device.live_allocations().len();
-        let result = self.allocator.create_upload_ring(&desc);
+        let result = if unchecked {
+            // SAFETY: the fake device takes any buffer usage.
+            unsafe { self.allocator.create_upload_ring_unchecked(&desc) }
+        } else {
+            self.allocator.create_upload_ring(&desc)
+        };
         let flaw = if size == 0 {
             Some(Error::ZeroSize)
         } else if buffer_usage.is_empty() {
             Some(Error::InvalidConfig("empty"))
         } else if !usage.needs_host_access() {
             Some(Error::NotHostVisible)
-        } else if buffer_usage.contains(B::from_raw(0x0020_0000)) {
+        } else if buffer_usage.contains(B::from_raw(0x0020_0000)) && !unchecked {
             Some(Error::InvalidConfig("beyond core"))
         } else if (buffer_usage.contains(B::SHADER_DEVICE_ADDRESS)
             || usage.contains(Usage::DEVICE_ADDRESS))
@@ -206,14 +251,27 @@ impl Walk {
         })
     }
 
-    pub(super) fn ring_allocate(&mut self, pick: u8, size_log2: u8, size_bits: u16, align: u8) {
+    /// Whether a ring allocation was made.
+    pub(super) fn ring_allocate(
+        &mut self,
+        pick: u8,
+        size_log2: u8,
+        size_bits: u16,
+        align: u8,
+    ) -> bool {
         let Some(picked) = self.ring_pick(pick) else {
-            return;
+            return false;
+        };
+        // Also fractions of the ring (live or not), so that it fills.
+        let chunk_size = match picked {
+            Ok(i) => self.rings[i].chunk_size,
+            Err(_) => 1,
         };
         let size = match size_log2 % 32 {
             0 => 0,
             1 => u64::MAX,
             2 => 1 << 50,
+            n @ 3..12 => (chunk_size >> (n - 3)).saturating_add(u64::from(size_bits % 8)),
             n => (u64::from(size_bits) >> (n % 16)).max(1),
         };
         let align = match align {
@@ -225,12 +283,12 @@ impl Walk {
             Err(dead) => {
                 let result = self.allocator.ring_allocate(dead, size, align);
                 assert_eq!(result, Err(Error::StaleAllocation), "a destroyed ring");
-                return;
+                return false;
             }
             Ok(i) => i,
         };
         if self.rings[i].live.len() >= MAX_RING_LIVE {
-            return;
+            return false;
         }
         let before = tally(&self.allocator.stats());
         let objects = self.device.live_allocations().len();
@@ -245,9 +303,23 @@ impl Walk {
         };
         let model = &self.rings[i];
         let capacity = model.chunks.iter().map(|c| c.capacity).max().unwrap_or(0);
+        // The newest chunk with room; else the free bytes of the oldest
+        // (a ring that does not grow has one).
+        let mut predicted = Err(0);
+        if flaw.is_none() {
+            for (c, chunk) in model.chunks.iter().enumerate().rev() {
+                predicted = chunk.place(size, align).map(|(o, t)| (c, o, t));
+                if predicted.is_ok() {
+                    break;
+                }
+            }
+        }
         let allocation = match (result, flaw) {
             (Ok(a), Some(flaw)) => panic!("{a:?}, not {flaw:?}"),
-            (Err(error), Some(flaw)) => return assert_eq!(error, flaw),
+            (Err(error), Some(flaw)) => {
+                assert_eq!(error, flaw);
+                return false;
+            }
             (Err(error), None) => {
                 let ok = match &error {
                     _ if model.grow => memory_error_ok(&error),
@@ -257,22 +329,28 @@ impl Walk {
                     } => (*s, *c) == (size, capacity) && size > capacity,
                     // Space held by frames not collected; an empty ring
                     // has room for anything its chunk holds.
-                    Error::UploadRingFull { size: s, .. } => {
-                        *s == size && size <= capacity && !model.live.is_empty()
+                    Error::UploadRingFull { size: s, free } => {
+                        *s == size
+                            && size <= capacity
+                            && !model.live.is_empty()
+                            && predicted == Err(*free)
                     }
                     _ => false,
                 };
                 assert!(
                     ok,
-                    "ring_allocate({size}, {align}) on a ring of {capacity} (grow {}, {} live): {error:?}",
+                    "ring_allocate({size}, {align}) on a ring of {capacity} (grow {}, {} live): \
+                     {error:?}, the model {predicted:?}",
                     model.grow,
                     model.live.len()
                 );
+                // A ring with room grows for nothing.
+                assert!(predicted.is_err(), "{error:?}, the model {predicted:?}");
                 if let Error::UploadRingTooSmall { .. } | Error::UploadRingFull { .. } = error {
                     assert_eq!(tally(&self.allocator.stats()), before);
                 }
                 assert!(self.device.live_allocations().len() <= objects);
-                return;
+                return false;
             }
             (Ok(a), None) => a,
         };
@@ -312,12 +390,34 @@ impl Walk {
                 }
             }
         };
+        let placed = match predicted {
+            Ok((pc, offset, taken)) => {
+                assert_eq!(
+                    (c, allocation.buffer_offset()),
+                    (pc, offset),
+                    "{allocation:?}: the model has chunk {pc} at {offset}"
+                );
+                taken
+            }
+            Err(_) => {
+                assert_eq!(c + 1, self.rings[i].chunks.len(), "{allocation:?}: no room");
+                assert_eq!(
+                    allocation.buffer_offset(),
+                    0,
+                    "{allocation:?} in a new chunk"
+                );
+                size
+            }
+        };
+        let frame = self.next_frame;
         let chunk = &mut self.rings[i].chunks[c];
         assert!(
             allocation.buffer_offset() + size <= chunk.capacity,
             "{allocation:?} past its chunk of {}",
             chunk.capacity
         );
+        chunk.head = allocation.buffer_offset() + size;
+        chunk.used.push((frame, placed));
         let offset = allocation.memory_offset() - allocation.buffer_offset();
         if chunk.buffer.is_none() {
             let memory = allocation.memory();
@@ -338,6 +438,7 @@ impl Walk {
             );
         }
         self.rings[i].live.push((allocation, None));
+        true
     }
 
     pub(super) fn ring_write(&mut self, pick: u16, value: u8, past: bool) {
@@ -422,6 +523,12 @@ impl Walk {
     /// Forgets the ring allocations of the frames collected.
     pub(super) fn reclaim_rings(&mut self) {
         let oldest = self.next_frame - self.sealed.len() as u64;
+        for chunk in self.rings.iter_mut().flat_map(|r| r.chunks.iter_mut()) {
+            chunk.used.retain(|u| u.0 >= oldest);
+            if chunk.used.is_empty() {
+                chunk.head = 0;
+            }
+        }
         for ring in &mut self.rings {
             let (stale, live) = ring.live.drain(..).partition(|(a, _)| a.frame() < oldest);
             ring.live = live;

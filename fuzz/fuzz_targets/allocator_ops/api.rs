@@ -1,0 +1,111 @@
+//! What the allocator says of itself: its frame, its pools' figures, the
+//! memory callback's events, the resources it will destroy, the memory
+//! types it would pick, its budgets, the memory objects of allocations.
+
+use super::*;
+
+impl Walk {
+    /// What the allocator says of itself agrees with the model: its frame,
+    /// its pools' figures, the memory callback's events, the resources it
+    /// will destroy, that it owns every live allocation.
+    pub(super) fn check_api(&self) {
+        assert_eq!(self.allocator.current_frame(), self.next_frame);
+        assert_eq!(self.allocator.frames_in_flight(), self.sealed.len());
+        assert_eq!(*self.allocator.config(), self.config);
+        let resources: usize = self.held().map(|h| h.resources).sum();
+        assert_eq!(self.device.live_resources(), resources, "live resources");
+        for p in &self.pools {
+            let s = self.allocator.pool_stats(&p.pool).unwrap();
+            let mut want = (0, 0, 0, 0);
+            for h in self.held().filter(|h| h.pool == Some(p.pool)) {
+                if h.dedicated {
+                    (want.2, want.3) = (want.2 + 1, want.3 + h.size);
+                } else {
+                    (want.0, want.1) = (want.0 + 1, want.1 + h.size);
+                }
+            }
+            let got = (
+                s.block_allocations,
+                s.block_allocated_bytes,
+                s.dedicated_allocations,
+                s.dedicated_bytes,
+            );
+            assert_eq!(got, want, "stats of {:?}: {s:?}", p.pool);
+            assert!(s.blocks >= u64::from(p.min_blocks), "{s:?}");
+        }
+        for dead in &self.dead_pools {
+            assert_eq!(self.allocator.pool_stats(dead), Err(Error::StalePool));
+        }
+        let memories = self.device.live_allocations();
+        let events = self.events.lock().unwrap();
+        let events = events.as_ref().expect("a memory event out of turn");
+        assert_eq!(events.len(), memories.len(), "memory events");
+        for m in &memories {
+            assert_eq!(events.get(&m.memory), Some(&m.size), "memory events");
+        }
+        for live in &self.live {
+            assert!(self.allocator.owns(&live.allocation));
+        }
+    }
+
+    pub(super) fn query(&mut self, what: u8, bits: u32, usage: u8, pick: u16) {
+        let types = self.layout.memory_types.len() as u32;
+        match what % 4 {
+            0 => {
+                let t = u32::from(what / 4) % (types + 2);
+                let props = self.allocator.memory_type_properties(t);
+                let want = self
+                    .layout
+                    .memory_types
+                    .get(t as usize)
+                    .map(|ty| vk::MemoryPropertyFlags::from_raw(u32::from(ty.props.bits())));
+                assert_eq!(props, want, "memory_type_properties({t})");
+            }
+            1 => {
+                let bits = if what & 4 != 0 { !0 } else { bits };
+                let usage = USAGES[usage as usize % USAGES.len()];
+                let result = self.allocator.memory_type_for(bits, usage);
+                let allowed = bits & self.usable_types();
+                match result {
+                    Ok(t) => {
+                        assert!(allowed & (1 << t) != 0, "type {t} for {bits:#x}");
+                        assert_eq!(self.protected_types() & (1 << t), 0, "protected {t}");
+                        let props = self.layout.memory_types[t as usize].props;
+                        if usage.needs_host_access() {
+                            assert!(props.contains(Props::HOST_VISIBLE), "{t} for {usage:?}");
+                        }
+                    }
+                    Err(Error::NoMemoryTypeBits(b)) => {
+                        assert_eq!((b, allowed), (bits, 0), "memory_type_for");
+                    }
+                    Err(Error::NoSuitableMemoryType {
+                        memory_type_bits, ..
+                    }) => {
+                        assert_eq!(memory_type_bits, bits);
+                        assert_ne!(allowed, 0);
+                    }
+                    Err(error) => panic!("memory_type_for({bits:#x}, {usage:?}): {error:?}"),
+                }
+            }
+            2 => {
+                let budgets = self.allocator.budgets();
+                assert_eq!(budgets.len(), self.layout.memory_heaps.len());
+                let mut own = vec![0u64; budgets.len()];
+                for m in self.device.live_allocations() {
+                    own[m.heap as usize] += m.size;
+                }
+                for (h, b) in budgets.iter().enumerate() {
+                    assert!(b.usage >= own[h], "heap {h}: {b:?} below {}", own[h]);
+                }
+            }
+            _ => {
+                let Some(i) = self.index(pick) else { return };
+                let a = &self.live[i].allocation;
+                assert!(self.allocator.owns(a));
+                let memories = self.device.live_allocations();
+                let m = memories.iter().find(|m| m.memory == a.memory()).unwrap();
+                assert_eq!(self.allocator.memory_size(a), Ok(m.size));
+            }
+        }
+    }
+}

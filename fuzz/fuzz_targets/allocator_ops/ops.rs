@@ -1,0 +1,175 @@
+//! The operations of `allocator_ops`, as the input describes them.
+
+use arbitrary::Arbitrary;
+
+/// A request; sizes and alignments come as exponents and low bits, so
+/// that small, huge and odd ones are equally easy to reach.
+#[derive(Arbitrary, Debug)]
+pub struct Req {
+    pub(super) size_log2: u8,
+    pub(super) size_bits: u64,
+    /// Below 224: a power of two; else an odd figure (or 0).
+    pub(super) align: u8,
+    pub(super) align_bits: u16,
+    /// 0: every type; 1: none; 2: only a drawn subset; 3: as 2, narrowed
+    /// through `AllocationDesc::memory_type_bits`.
+    pub(super) type_bits_mode: u8,
+    pub(super) type_bits: u32,
+    pub(super) usage: u8,
+    pub(super) kind: u8,
+    pub(super) policy: u8,
+    pub(super) within_budget: bool,
+    pub(super) existing_memory_only: bool,
+    /// 0: none; below 200: a power of two; else not one.
+    pub(super) min_alignment: u8,
+    /// Below 64: the live pool `pool % pools`; 64..96: a destroyed pool.
+    pub(super) pool: u8,
+    pub(super) name: u8,
+    /// Bit 0: the driver requires dedicated memory; bit 1: prefers it.
+    pub(super) hint: u8,
+    /// 1: a buffer of the application's for dedicated memory; 2: an
+    /// image; else none.
+    pub(super) target: u8,
+    /// 0: none; else a priority, in range or not (the fake device has no
+    /// `VK_EXT_memory_priority`: always ignored).
+    pub(super) priority: u8,
+    pub(super) can_alias: bool,
+}
+
+#[derive(Arbitrary, Debug)]
+pub enum Op {
+    Allocate(Req),
+    AllocateMut(Req),
+    Free {
+        pick: u16,
+        mutable: bool,
+    },
+    /// With a resource: destroyed with the allocation
+    /// (`destroy_*_after_frame`) or, with `alias`, queued as an alias
+    /// before the allocation's own free.
+    FreeAfterFrame {
+        pick: u16,
+        alias: bool,
+    },
+    EndFrame {
+        timeline: bool,
+    },
+    /// Signals the oldest pending frame, one out of order, or all.
+    Signal {
+        how: u8,
+    },
+    Collect {
+        wait: bool,
+    },
+    CollectIdle,
+    CreatePool {
+        memory_type: u8,
+        block_size: u8,
+        min_blocks: u8,
+        max_blocks: u8,
+        named: bool,
+        export: u8,
+        priority: u8,
+    },
+    DestroyPool {
+        pick: u8,
+    },
+    Defragment {
+        picks: Vec<u16>,
+        max_moves: u8,
+        max_bytes: u8,
+        max_used_percent: u8,
+        split: bool,
+        compact: bool,
+        /// Bit `i % 64`: give up move `i`; else carry it out, freeing the
+        /// source now or (bit `i % 64` of `later`) after the frame.
+        give_up: u64,
+        later: u64,
+    },
+    Trim,
+    Write {
+        pick: u16,
+        value: u8,
+    },
+    Read {
+        pick: u16,
+    },
+    Flush {
+        pick: u16,
+        start: u16,
+        end: u16,
+        invalidate: bool,
+        /// Through `flush_allocations` / `invalidate_allocations`, with
+        /// every live allocation whole and this one's range.
+        many: bool,
+    },
+    SetName {
+        pick: u16,
+        name: u8,
+    },
+    Inspect {
+        what: u8,
+    },
+    FailAllocation {
+        nth: u8,
+        error: u8,
+    },
+    FailMap {
+        nth: u8,
+    },
+    CapHeap {
+        heap: u8,
+        mib: u16,
+    },
+    Budget {
+        heap: u8,
+        budget_mib: u16,
+        external_mib: u16,
+    },
+    LoseDevice,
+    /// Up to four requests at once, all or nothing.
+    AllocateMany(Vec<Req>),
+    CheckAlias {
+        pick: u16,
+        offset: u16,
+        size_log2: u8,
+        align: u8,
+        type_bits: u8,
+        kind: u8,
+    },
+    CreateRing {
+        size: u8,
+        size_bits: u16,
+        usage: u8,
+        buffer_usage: u8,
+        grow: bool,
+        unchecked: bool,
+    },
+    /// `1 + repeat % 8` ring allocations of one size, or with `repeat % 8`
+    /// of 7 as many as succeed (up to 64), so that rings fill.
+    RingAllocate {
+        pick: u8,
+        size_log2: u8,
+        size_bits: u16,
+        align: u8,
+        repeat: u8,
+    },
+    /// Writes both ends of a live ring allocation; with `past`, one byte
+    /// past its end and into a stale one.
+    RingWrite {
+        pick: u16,
+        value: u8,
+        past: bool,
+    },
+    DestroyRing {
+        pick: u8,
+    },
+    /// `memory_type_properties`, `memory_type_for`, `budgets`,
+    /// `memory_size` and `owns`.
+    Query {
+        what: u8,
+        bits: u32,
+        usage: u8,
+        pick: u16,
+    },
+}
