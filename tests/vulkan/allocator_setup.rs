@@ -16,15 +16,21 @@ pub fn allocator_for(context: &VulkanContext) -> Allocator<AshMemoryDevice> {
 
 /// [`allocator_for`] with `config` instead of the default configuration.
 pub fn allocator_configured(context: &VulkanContext, config: Config) -> Allocator<AshMemoryDevice> {
-    let features = DeviceFeatures {
+    build_allocator(context, context_features(context), config)
+}
+
+/// Everything the harness enables on `context`'s device and instance, as
+/// the allocator is told of it: buffer device address, the budget extension
+/// when present, debug names.
+pub fn context_features(context: &VulkanContext) -> DeviceFeatures {
+    DeviceFeatures {
         buffer_device_address: true,
         memory_budget: context.memory_budget_enabled,
         memory_priority: false,
         debug_utils: true,
         amd_device_coherent_memory: false,
         protected_memory: false,
-    };
-    build_allocator(context, features, config)
+    }
 }
 
 /// An allocator over `context`'s device told of `features` only: each must

@@ -8,10 +8,10 @@
 use std::cell::Cell;
 
 use ash::vk;
-use vk_suballoc::device::{AshMemoryDevice, DeviceFeatures};
+use vk_suballoc::device::AshMemoryDevice;
 use vk_suballoc::{AllocationDesc, Allocator, Config, Error, PoolDesc, Usage};
 
-use super::allocator_setup::{allocator_for, buffer_info, image_info};
+use super::allocator_setup::{allocator_for, buffer_info, context_features, image_info};
 use crate::support::{Profile, VulkanContext};
 
 /// The device's own create calls, and the creates counted, per thread (the
@@ -81,14 +81,6 @@ fn counting_device(context: &VulkanContext) -> ash::Device {
 fn a_description_refused_alone_creates_nothing() {
     let context = VulkanContext::new(Profile::Lavapipe);
     let device = counting_device(&context);
-    let features = DeviceFeatures {
-        buffer_device_address: true,
-        memory_budget: context.memory_budget_enabled,
-        memory_priority: false,
-        debug_utils: true,
-        amd_device_coherent_memory: false,
-        protected_memory: false,
-    };
     // SAFETY: `device` is the context's device (with the same functions,
     // two of them counted), created with bufferDeviceAddress, the budget
     // extension when `memory_budget_enabled`, on an instance with
@@ -98,7 +90,7 @@ fn a_description_refused_alone_creates_nothing() {
             &context.instance,
             &device,
             context.physical_device,
-            features,
+            context_features(&context),
         )
     };
     let allocator = Allocator::new(ash_device, Config::default()).unwrap();
