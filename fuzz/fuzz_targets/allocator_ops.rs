@@ -145,7 +145,7 @@ fn layout(setup: &Setup) -> FakeLayout {
     // past libFuzzer's 2 GiB malloc limit would end the run. Vulkan
     // guarantees 1 GiB.
     layout.max_memory_allocation_size = layout.max_memory_allocation_size.min(1 << 30);
-    if setup.atom % 4 == 0 {
+    if setup.atom.is_multiple_of(4) {
         layout.non_coherent_atom_size = 1 << (setup.atom / 4 % 13);
     }
     if setup.protected >= 128 {
@@ -207,7 +207,7 @@ fn config_is_valid(config: &Config) -> bool {
         && config.initial_block_slots != 0
         && config.initial_block_slots <= vk_suballoc::offset::MAX_SLOTS
         && config.max_frames_in_flight != 0
-        && config.debug_margin % 4 == 0
+        && config.debug_margin.is_multiple_of(4)
         && config.debug_margin <= 65536
 }
 

@@ -148,7 +148,7 @@ impl Walk {
                 size: a.size(),
             }))
         } else if memory_type_bits & (1 << a.memory_type()) == 0
-            || (a.offset() + offset) % alignment != 0
+            || !(a.offset() + offset).is_multiple_of(alignment)
             || live.targeted
         {
             // Dedicated memory made for a resource takes no other.

@@ -33,7 +33,7 @@ mod requests;
 mod rings;
 
 use batch::Built;
-pub use ops::{Op, Req};
+pub use ops::{Op, PoolSpec, Req};
 use rings::RingModel;
 
 type FakeAllocator = Allocator<FakeDevice, FakeMemory>;
@@ -289,23 +289,7 @@ impl Walk {
             Op::Signal { how } => self.signal(how),
             Op::Collect { wait } => self.collect(wait),
             Op::CollectIdle => self.collect_idle(),
-            Op::CreatePool {
-                memory_type,
-                block_size,
-                min_blocks,
-                max_blocks,
-                named,
-                export,
-                priority,
-            } => self.create_pool(
-                memory_type,
-                block_size,
-                min_blocks,
-                max_blocks,
-                named,
-                export,
-                priority,
-            ),
+            Op::CreatePool(spec) => self.create_pool(spec),
             Op::DestroyPool { pick } => self.destroy_pool(pick),
             Op::Defragment {
                 picks,

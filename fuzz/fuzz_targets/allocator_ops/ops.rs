@@ -2,6 +2,18 @@
 
 use arbitrary::Arbitrary;
 
+/// A custom pool's description (as `Walk::create_pool` reads it).
+#[derive(Arbitrary, Debug)]
+pub struct PoolSpec {
+    pub(super) memory_type: u8,
+    pub(super) block_size: u8,
+    pub(super) min_blocks: u8,
+    pub(super) max_blocks: u8,
+    pub(super) named: bool,
+    pub(super) export: u8,
+    pub(super) priority: u8,
+}
+
 /// A request; sizes and alignments come as exponents and low bits, so
 /// that small, huge and odd ones are equally easy to reach.
 #[derive(Arbitrary, Debug)]
@@ -62,15 +74,7 @@ pub enum Op {
         wait: bool,
     },
     CollectIdle,
-    CreatePool {
-        memory_type: u8,
-        block_size: u8,
-        min_blocks: u8,
-        max_blocks: u8,
-        named: bool,
-        export: u8,
-        priority: u8,
-    },
+    CreatePool(PoolSpec),
     DestroyPool {
         pick: u8,
     },

@@ -4,16 +4,16 @@
 use super::*;
 
 impl Walk {
-    pub(super) fn create_pool(
-        &mut self,
-        memory_type: u8,
-        block_size: u8,
-        min_blocks: u8,
-        max_blocks: u8,
-        named: bool,
-        export: u8,
-        priority: u8,
-    ) {
+    pub(super) fn create_pool(&mut self, spec: PoolSpec) {
+        let PoolSpec {
+            memory_type,
+            block_size,
+            min_blocks,
+            max_blocks,
+            named,
+            export,
+            priority,
+        } = spec;
         let types = self.layout.memory_types.len() as u32;
         let memory_type = u32::from(memory_type) % (types + 1);
         let mut desc = PoolDesc::new(memory_type);
