@@ -1,9 +1,10 @@
 //! Fuzz target: arbitrary operation sequences on a whole [`Allocator`] over
 //! the fake device, on a layout and a small configuration drawn from the
-//! input (configurations `Allocator::new` refuses must be refused with
-//! `InvalidConfig`; layouts with a protected memory type, the
-//! `protectedMemory` feature on or off, and devices that export only some
-//! handle types). The operations: requests of every shape (sizes of 0 to
+//! input (valid by construction but in one input of 8, where it may be out
+//! of range: those `Allocator::new` refuses must be refused with
+//! `InvalidConfig`; with or without a memory callback; layouts with a
+//! protected memory type, the `protectedMemory` feature on or off, and
+//! devices that export only some handle types). The operations: requests of every shape (sizes of 0 to
 //! `u64::MAX`, alignments that are not powers of two, `memoryTypeBits` of
 //! 0, every usage, kind and dedicated policy, the driver's dedicated
 //! requirement or preference, a dedicated target (an application's buffer
@@ -41,9 +42,9 @@
 //! resource and no other memory does, a driver's requirement gets
 //! dedicated memory, priorities and export handle types reach the device
 //! as asked; `stats()` and `pool_stats()` agree with the target's own tally
-//! (ring chunks included); the memory callback's events match the device's
-//! memory objects; the application's resources are destroyed exactly when
-//! their frame is collected; `current_frame` and `frames_in_flight` follow
+//! (ring chunks included); the memory callback's events (when one is
+//! installed) match the device's memory objects; the application's
+//! resources are destroyed exactly when their frame is collected; `current_frame` and `frames_in_flight` follow
 //! the frames; the host bytes written come back, in allocations and in ring
 //! allocations; each ring allocation lands where a model of the ring's
 //! bump allocator says, never overlapping another of a live frame, and
@@ -93,7 +94,13 @@ struct Setup {
     padded_granularity: u8,
     frames_in_flight: u8,
     margin: u8,
-    detect_corruption: bool,
+    /// Bit 0: `detect_corruption`. Bits 1 to 3 all clear: the
+    /// configuration may be out of range (else it is valid by
+    /// construction). Bit 4: no memory callback is installed. (The byte of
+    /// the `detect_corruption` bool it replaced, whose bit 0 it keeps: the
+    /// corpus's inputs keep their layout, and those that drew a valid
+    /// configuration keep it.)
+    flags: u8,
     /// Below 128: no protected memory type; else one (device-local,
     /// protected) at index `protected % (types + 1)`, with the
     /// `protectedMemory` feature on odd values.
@@ -166,33 +173,87 @@ fn layout(setup: &Setup) -> FakeLayout {
     layout
 }
 
+/// The configuration: for one setup in 8 (`flags` bits 1 to 3 clear) one
+/// drawn from figures in and out of the documented ranges, which
+/// `Allocator::new` must refuse or accept as those ranges say; for the
+/// rest, one valid by construction, each out-of-range figure replaced by
+/// one in range (most near an edge), so that the operations run.
 fn config(setup: &Setup) -> Config {
+    let raw = (setup.flags >> 1) & 7 == 0;
     let block_size = match setup.block_size {
-        0 => 0,
+        0 => valid(raw, 0, 1),
         1 => 3 * MIB + 17,
         n => 1 << (12 + u32::from(n) % 17),
     };
+    // Not `MAX_SLOTS` itself in range: a 128 GiB slot table, past
+    // libFuzzer's malloc limit.
+    let slots = vk_suballoc::offset::MAX_SLOTS;
     Config {
         large_heap_block_size: block_size,
         small_heap_limit: pick(&[1 << 30, 0, 64 * MIB, u64::MAX], setup.small_heap_limit),
         initial_block_slots: pick(
-            &[1024, 1, 2, 8, 0, vk_suballoc::offset::MAX_SLOTS + 1],
+            &[1024, 1, 2, 8, valid(raw, 0, 3), valid(raw, slots + 1, 4096)],
             setup.slots,
         ),
         budget_fraction: pick(
-            &[0.8, 0.0, 0.3, 1.0, 1.5, -0.1, f64::NAN],
+            &[
+                0.8,
+                0.0,
+                0.3,
+                1.0,
+                valid(raw, 1.5, 0.5),
+                valid(raw, -0.1, -0.0),
+                valid(raw, f64::NAN, f64::MIN_POSITIVE),
+            ],
             setup.budget_fraction,
         ),
         empty_block_reserve: pick(
-            &[1.0, 0.0, 0.5, f64::INFINITY, -1.0, f64::NAN],
+            &[
+                1.0,
+                0.0,
+                0.5,
+                f64::INFINITY,
+                valid(raw, -1.0, -0.0),
+                valid(raw, f64::NAN, f64::MAX),
+            ],
             setup.reserve,
         ),
         empty_block_frames: pick(&[120, 0, 1, 2, 5, u64::MAX], setup.frames),
-        small_buffer_limit: pick(&[16384, 0, 256, 4096, 65536, 65537], setup.small_buffers),
+        small_buffer_limit: pick(
+            &[16384, 0, 256, 4096, 65536, valid(raw, 65537, 1)],
+            setup.small_buffers,
+        ),
         max_padded_granularity: pick(&[4096, 0, 256, u64::MAX], setup.padded_granularity),
-        max_frames_in_flight: pick(&[3, 1, 2, 64, u32::MAX, 0], setup.frames_in_flight),
-        debug_margin: pick(&[0, 0, 4, 16, 64, 65536, 6, 65540], setup.margin),
-        detect_corruption: setup.detect_corruption,
+        max_frames_in_flight: pick(
+            &[3, 1, 2, 64, u32::MAX, valid(raw, 0, 65)],
+            setup.frames_in_flight,
+        ),
+        debug_margin: pick(
+            &[
+                0,
+                0,
+                4,
+                16,
+                64,
+                65536,
+                valid(raw, 6, 8),
+                valid(raw, 65540, 65532),
+            ],
+            setup.margin,
+        ),
+        detect_corruption: setup.flags & 1 == 1,
+    }
+}
+
+/// `out_of_range` when the configuration may be out of range, else
+/// `in_range`: the tables are the same either way, each figure out of range
+/// giving way to one in range at its place, so that a setup drawing only
+/// figures in range gets one configuration in both.
+fn valid<T>(raw: bool, out_of_range: T, in_range: T) -> T {
+    if raw {
+        out_of_range
+    } else {
+        in_range
     }
 }
 
@@ -227,7 +288,8 @@ fuzz_target!(|input: Input| {
         // The non-power-of-two atom sizes are not drawn.
         Err(error) => panic!("Allocator::new: {error:?}"),
     };
-    let mut walk = Walk::new(allocator, device, layout, config);
+    let callback = input.setup.flags & (1 << 4) == 0;
+    let mut walk = Walk::new(allocator, device, layout, config, callback);
     for op in input.ops {
         walk.apply(op);
         walk.check();

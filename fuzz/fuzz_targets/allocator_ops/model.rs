@@ -158,6 +158,10 @@ struct LivePool {
     priority: Option<f32>,
 }
 
+/// The memory objects a memory callback was told of, with their sizes;
+/// `None` after an event that does not fit.
+type Events = Arc<Mutex<Option<HashMap<vk::DeviceMemory, u64>>>>;
+
 pub struct Walk {
     allocator: FakeAllocator,
     device: FakeDevice,
@@ -176,9 +180,9 @@ pub struct Walk {
     dead_rings: Vec<UploadRing>,
     /// Some ring allocations of frames collected or rings destroyed.
     stale_ring: Vec<RingAllocation>,
-    /// The memory objects the memory callback was told of, with their
-    /// sizes; `None` after an event that does not fit.
-    events: Arc<Mutex<Option<HashMap<vk::DeviceMemory, u64>>>>,
+    /// What the memory callback was told; `None` when no callback is
+    /// installed.
+    events: Option<Events>,
 }
 
 fn is_non_coherent(props: Props) -> bool {
@@ -191,23 +195,28 @@ impl Walk {
         device: FakeDevice,
         layout: FakeLayout,
         config: Config,
+        callback: bool,
     ) -> Self {
         let timeline = device.create_timeline_semaphore();
-        let events = Arc::new(Mutex::new(Some(HashMap::new())));
-        let tally = Arc::clone(&events);
-        allocator.set_memory_callback(move |event| {
-            let mut tally = tally.lock().unwrap();
-            let Some(memories) = tally.as_mut() else {
-                return;
-            };
-            let fits = match event.kind {
-                MemoryEventKind::Allocated => memories.insert(event.memory, event.size).is_none(),
-                MemoryEventKind::Freed => memories.remove(&event.memory) == Some(event.size),
-            };
-            if !fits {
-                *tally = None;
-            }
-        });
+        let events = callback.then(|| Arc::new(Mutex::new(Some(HashMap::new()))));
+        if let Some(events) = &events {
+            let tally = Arc::clone(events);
+            allocator.set_memory_callback(move |event| {
+                let mut tally = tally.lock().unwrap();
+                let Some(memories) = tally.as_mut() else {
+                    return;
+                };
+                let fits = match event.kind {
+                    MemoryEventKind::Allocated => {
+                        memories.insert(event.memory, event.size).is_none()
+                    }
+                    MemoryEventKind::Freed => memories.remove(&event.memory) == Some(event.size),
+                };
+                if !fits {
+                    *tally = None;
+                }
+            });
+        }
         Self {
             allocator,
             device,
