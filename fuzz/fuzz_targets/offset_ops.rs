@@ -11,6 +11,9 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 
+// The shared model is the main crate's test code, whose MSRV (1.80) has no
+// `u64::is_multiple_of`, which nightly clippy asks for.
+#[allow(unknown_lints, clippy::manual_is_multiple_of)]
 #[path = "../../tests/offset_model/shadow.rs"]
 mod shadow;
 
