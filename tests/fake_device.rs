@@ -35,6 +35,8 @@ mod frames;
 mod granularity;
 #[path = "fake_device/granularity_walk.rs"]
 mod granularity_walk;
+#[path = "common/layout_model.rs"]
+mod layout_model;
 #[path = "fake_device/leak_log.rs"]
 mod leak_log;
 #[path = "fake_device/mapping.rs"]

@@ -60,6 +60,8 @@
 
 #![no_main]
 
+#[path = "../../tests/common/layout_model.rs"]
+mod layout_model;
 #[path = "allocator_ops/model.rs"]
 mod model;
 

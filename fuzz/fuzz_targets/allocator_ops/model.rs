@@ -249,24 +249,12 @@ impl Walk {
 
     /// The memory types the allocator may use at all.
     fn usable_types(&self) -> u32 {
-        let existing = ((1u64 << self.layout.memory_types.len()) - 1) as u32;
-        let mut usable = if self.layout.amd_device_coherent_memory {
-            existing
-        } else {
-            existing & !self.layout.amd_device_coherent_types
-        };
-        if !self.layout.protected_memory {
-            usable &= !self.protected_types();
-        }
-        usable
+        crate::layout_model::usable_types(&self.layout)
     }
 
     /// The protected memory types, which only a custom pool of one uses.
     fn protected_types(&self) -> u32 {
-        let types = self.layout.memory_types.iter().enumerate();
-        types
-            .filter(|(_, t)| t.props.contains(Props::PROTECTED))
-            .fold(0, |mask, (i, _)| mask | 1 << i)
+        crate::layout_model::protected_types(&self.layout)
     }
 
     fn index(&self, pick: u16) -> Option<usize> {

@@ -22,20 +22,7 @@ impl Walk {
     /// device-coherent types unless their feature is on, and less protected
     /// types unless `protectedMemory` is.
     pub(super) fn usable_types(&self) -> u32 {
-        let existing = ((1u64 << self.layout.memory_types.len()) - 1) as u32;
-        let mut usable = if self.layout.amd_device_coherent_memory {
-            existing
-        } else {
-            existing & !self.layout.amd_device_coherent_types
-        };
-        if !self.layout.protected_memory {
-            for (index, ty) in self.layout.memory_types.iter().enumerate() {
-                if ty.props.contains(Props::PROTECTED) {
-                    usable &= !(1 << index);
-                }
-            }
-        }
-        usable
+        crate::layout_model::usable_types(&self.layout)
     }
 
     /// Memory types a request may use: the documented filters of the
