@@ -48,10 +48,10 @@
 //! - an allocation's `Size`, and the byte figures of blocks, pools and
 //!   heaps, count the bytes it holds in its block, as VMA's do: its
 //!   requested size rounded up to its alignment (at most to a multiple
-//!   of 4 KiB), or to whole
-//!   `bufferImageGranularity` pages for an optimal image sharing a block
-//!   with buffers and for a resource of unknown kind; a small buffer in a run holds its whole slot, the size
-//!   of its class ([`Config::small_buffer_limit`](crate::Config::small_buffer_limit)),
+//!   of 4 KiB), or to whole `bufferImageGranularity` pages for an optimal
+//!   image sharing a block with buffers and for a resource of unknown
+//!   kind; a small buffer in a run holds its whole slot, the size of its
+//!   class ([`Config::small_buffer_limit`](crate::Config::small_buffer_limit)),
 //!   and the free slots of a run show as `FREE`. [`Stats`] count requested
 //!   sizes, so the two differ by that rounding. Leak reports give the
 //!   bytes held, too;
