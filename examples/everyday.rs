@@ -1,5 +1,6 @@
 //! An engine's everyday memory work, under the Khronos validation layer
-//! with best practices and synchronization validation on:
+//! with best practices and synchronization validation on (across
+//! submissions too):
 //! create buffers and an image with the allocator's helpers, upload through a
 //! mapped staging buffer (from a custom pool capped at one block, as an
 //! engine caps its staging memory), copy on the GPU (buffer -> buffer ->
@@ -14,47 +15,19 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::ffi::{c_void, CStr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+#[path = "common/validation.rs"]
+mod validation;
 
 use ash::vk;
 use vk_suballoc::device::{AshMemoryDevice, DeviceFeatures};
 use vk_suballoc::{AllocationDesc, Allocator, Config, PoolDesc, Usage};
-
-/// Validation messages seen (warnings and errors).
-static MESSAGES: AtomicUsize = AtomicUsize::new(0);
-
-/// Best practices advise against `VK_EXT_debug_utils` outside debugging,
-/// which is what this example uses it for.
-const DEBUG_UTILS_ADVICE: &CStr =
-    c"UNASSIGNED-BestPractices-vkCreateInstance-specialuse-extension-debugging";
-
-unsafe extern "system" fn on_message(
-    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
-    _types: vk::DebugUtilsMessageTypeFlagsEXT,
-    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
-    _user: *mut c_void,
-) -> vk::Bool32 {
-    // SAFETY: the loader passes a valid callback-data struct whose strings
-    // are NUL-terminated, or null.
-    let id = unsafe { data.as_ref() }.and_then(|d| unsafe { d.message_id_name_as_c_str() });
-    if id == Some(DEBUG_UTILS_ADVICE) {
-        return vk::FALSE;
-    }
-    // SAFETY: as above.
-    let message = unsafe { data.as_ref() }
-        .and_then(|d| unsafe { d.message_as_c_str() })
-        .map_or_else(|| "(no message)".into(), CStr::to_string_lossy);
-    eprintln!("validation {severity:?}: {message}");
-    MESSAGES.fetch_add(1, Ordering::Relaxed);
-    vk::FALSE
-}
 
 const WIDTH: u32 = 64;
 const HEIGHT: u32 = 64;
 const BYTES: u64 = (WIDTH * HEIGHT * 4) as u64;
 
 fn main() {
+    validation::enable_submit_time_sync_validation();
     // SAFETY: loading the system's Vulkan loader library.
     let entry = unsafe { ash::Entry::load() }
         .expect("no Vulkan loader: install libvulkan1 (scripts/with-vulkan.sh does)");
@@ -64,25 +37,12 @@ fn main() {
         ash::ext::debug_utils::NAME.as_ptr(),
         ash::ext::validation_features::NAME.as_ptr(),
     ];
-    let checks = [
-        vk::ValidationFeatureEnableEXT::BEST_PRACTICES,
-        vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION,
-    ];
     let mut validation_features =
-        vk::ValidationFeaturesEXT::default().enabled_validation_features(&checks);
+        vk::ValidationFeaturesEXT::default().enabled_validation_features(&validation::CHECKS);
     let app = vk::ApplicationInfo::default()
         .application_name(c"vk-suballoc everyday")
         .api_version(vk::API_VERSION_1_3);
-    let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
-        .message_severity(
-            vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
-                | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
-        )
-        .message_type(
-            vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
-                | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
-        )
-        .pfn_user_callback(Some(on_message));
+    let mut messenger_info = validation::messenger_info();
     let instance_info = vk::InstanceCreateInfo::default()
         .application_info(&app)
         .enabled_layer_names(&layers)
@@ -389,7 +349,7 @@ fn main() {
         debug_utils.destroy_debug_utils_messenger(messenger, None);
         instance.destroy_instance(None);
     }
-    let messages = MESSAGES.load(Ordering::Relaxed);
+    let messages = validation::messages();
     println!("validation messages: {messages}");
     if !round_trip || messages > 0 {
         std::process::exit(1);

@@ -16,8 +16,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::ffi::{c_void, CStr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+#[path = "common/validation.rs"]
+mod validation;
 
 use ash::vk;
 use vk_suballoc::device::{AshMemoryDevice, DeviceFeatures};
@@ -29,62 +29,6 @@ use winit::raw_window_handle::{HasDisplayHandle, HasWindowHandle};
 use winit::window::{Window, WindowId};
 
 const FRAMES_IN_FLIGHT: usize = 2;
-
-static MESSAGES: AtomicUsize = AtomicUsize::new(0);
-
-/// Best practices advise against `VK_EXT_debug_utils` outside debugging,
-/// which is what this example uses it for.
-const DEBUG_UTILS_ADVICE: &CStr =
-    c"UNASSIGNED-BestPractices-vkCreateInstance-specialuse-extension-debugging";
-
-/// The validation layer's setting that extends synchronization validation
-/// across command buffers and submissions on a queue, so hazards between
-/// frames are reported too. It has no `VkValidationFeatureEnableEXT` value:
-/// the layer (1.3.239) reads it from `VK_LAYER_ENABLES` at `vkCreateInstance`.
-const SUBMIT_TIME_SYNC_VALIDATION: &str =
-    "VALIDATION_CHECK_ENABLE_SYNCHRONIZATION_VALIDATION_QUEUE_SUBMIT";
-
-/// Adds [`SUBMIT_TIME_SYNC_VALIDATION`] to `VK_LAYER_ENABLES`, keeping what
-/// is there. Call it first in `main`: changing the environment is sound only
-/// while no other thread may read it, and neither winit nor the Vulkan
-/// loader has started one yet.
-fn enable_submit_time_sync_validation() {
-    const VARIABLE: &str = "VK_LAYER_ENABLES";
-    let current = std::env::var(VARIABLE).unwrap_or_default();
-    if current
-        .split([':', ','])
-        .any(|listed| listed == SUBMIT_TIME_SYNC_VALIDATION)
-    {
-        return;
-    }
-    let value = if current.is_empty() {
-        SUBMIT_TIME_SYNC_VALIDATION.to_owned()
-    } else {
-        format!("{current}:{SUBMIT_TIME_SYNC_VALIDATION}")
-    };
-    std::env::set_var(VARIABLE, value);
-}
-
-unsafe extern "system" fn on_message(
-    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
-    _types: vk::DebugUtilsMessageTypeFlagsEXT,
-    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
-    _user: *mut c_void,
-) -> vk::Bool32 {
-    // SAFETY: the loader passes a valid callback-data struct whose strings
-    // are NUL-terminated, or null.
-    let id = unsafe { data.as_ref() }.and_then(|d| unsafe { d.message_id_name_as_c_str() });
-    if id == Some(DEBUG_UTILS_ADVICE) {
-        return vk::FALSE;
-    }
-    // SAFETY: as above.
-    let message = unsafe { data.as_ref() }
-        .and_then(|d| unsafe { d.message_as_c_str() })
-        .map_or_else(|| "(no message)".into(), CStr::to_string_lossy);
-    eprintln!("validation {severity:?}: {message}");
-    MESSAGES.fetch_add(1, Ordering::Relaxed);
-    vk::FALSE
-}
 
 /// Per-frame-in-flight objects.
 struct FrameSlot {
@@ -142,26 +86,13 @@ impl Renderer {
         extensions.push(ash::ext::debug_utils::NAME.as_ptr());
         // VK_EXT_validation_features comes with the validation layer.
         extensions.push(ash::ext::validation_features::NAME.as_ptr());
-        let checks = [
-            vk::ValidationFeatureEnableEXT::BEST_PRACTICES,
-            vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION,
-        ];
         let mut validation_features =
-            vk::ValidationFeaturesEXT::default().enabled_validation_features(&checks);
+            vk::ValidationFeaturesEXT::default().enabled_validation_features(&validation::CHECKS);
         let layers = [c"VK_LAYER_KHRONOS_validation".as_ptr()];
         let app = vk::ApplicationInfo::default()
             .application_name(c"vk-suballoc window")
             .api_version(vk::API_VERSION_1_3);
-        let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
-            .message_severity(
-                vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
-                    | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
-            )
-            .message_type(
-                vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
-                    | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
-            )
-            .pfn_user_callback(Some(on_message));
+        let mut messenger_info = validation::messenger_info();
         let info = vk::InstanceCreateInfo::default()
             .application_info(&app)
             .enabled_layer_names(&layers)
@@ -701,7 +632,7 @@ impl ApplicationHandler for App {
 }
 
 fn main() {
-    enable_submit_time_sync_validation();
+    validation::enable_submit_time_sync_validation();
     let frame_limit = std::env::var("VK_SUBALLOC_FRAMES")
         .ok()
         .and_then(|v| v.parse().ok());
@@ -712,7 +643,7 @@ fn main() {
         renderer: None,
     };
     event_loop.run_app(&mut app).unwrap();
-    let messages = MESSAGES.load(Ordering::Relaxed);
+    let messages = validation::messages();
     println!("validation messages: {messages}");
     if messages > 0 {
         std::process::exit(1);
