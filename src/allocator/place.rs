@@ -486,7 +486,9 @@ where
         let heaps = &self.context.properties.device.memory_heaps;
         let (size, usage) = (request.requirements.size, request.desc.usage);
         debug_assert!(rank_memory_types(types, heaps, bits, usage, size, 0).is_empty());
-        let largest_heap = (0..types.len())
+        // `bits` has a bit for the first 32 types only: a backend may list
+        // more (Vulkan does not), which the allocator ignores.
+        let largest_heap = (0..types.len().min(32))
             .filter(|t| bits & (1 << t) != 0)
             .filter_map(|t| heaps.get(types[t].heap as usize))
             .map(|h| h.size)

@@ -174,6 +174,40 @@ fn a_request_short_of_memory_ignores_types_past_32() {
     finish(allocator, &device);
 }
 
+/// A request no memory type can take says why, on a layout with types
+/// past 32 too: it looks at the 32 the allocator uses (before, working out
+/// whether the request was too large for every heap shifted a bit by the
+/// 33rd type's index and panicked in debug builds).
+#[test]
+fn a_request_no_type_takes_ignores_types_past_32() {
+    let mut layout = FakeLayout::lavapipe();
+    layout.memory_types = (0..33)
+        .map(|_| MemoryType {
+            heap: 0,
+            props: Props::DEVICE_LOCAL,
+        })
+        .collect();
+    let heap = layout.memory_heaps[0].size;
+    let (allocator, device) = allocator(layout);
+    let before = allocator.stats();
+    assert_eq!(
+        allocator.allocate(&buffer(4096, 1, Usage::UPLOAD)),
+        Err(Error::NoSuitableMemoryType {
+            memory_type_bits: !0,
+            usage: Usage::UPLOAD,
+        })
+    );
+    assert_eq!(
+        allocator.allocate(&buffer(heap + 1, 1, Usage::DEVICE_LOCAL)),
+        Err(Error::SizeExceedsHeaps {
+            size: heap + 1,
+            largest_heap: heap,
+        })
+    );
+    assert_eq!(allocator.stats(), before);
+    finish(allocator, &device);
+}
+
 /// The fake device's `read` and `write` refuse ranges whose end passes
 /// `u64::MAX`, as any other out-of-range access, instead of overflowing (a
 /// panic in debug; in release a wrapped check let a write land before the
