@@ -533,6 +533,13 @@ impl<D> MemoryContext<D> {
         if request.size > self.properties.device.max_memory_allocation_size {
             return Err(Error::OutOfDeviceMemory);
         }
+        // Nor may memory exceed its heap (VUID-vkAllocateMemory-pAllocateInfo-01713):
+        // a type whose heap the backend does not list (Vulkan rules it out)
+        // has a heap of 0 bytes, so no memory of it is made, and the heaps'
+        // tables below are never indexed past their end.
+        if request.size > self.heap_size(request.memory_type) {
+            return Err(Error::OutOfDeviceMemory);
+        }
         // Before the memory is made: a logger that panics here leaves
         // nothing to undo.
         log::debug!(

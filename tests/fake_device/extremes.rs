@@ -544,6 +544,13 @@ fn a_memory_type_of_a_missing_heap_serves_nothing() {
             assert!(allocator.allocate(&with_desc(64, 1, desc)).is_err());
             assert_eq!(allocator.destroy_pool(pool), Ok(()));
         }
+        // A block of the pool's would be memory of that type: there is
+        // none (before, making it indexed the heaps past their end).
+        assert_eq!(
+            allocator.create_pool(&PoolDesc::new(2).min_blocks(1)),
+            Err(Error::OutOfDeviceMemory),
+            "{heap}"
+        );
         let a = allocator.allocate(&buffer(64, 1, Usage::UPLOAD)).unwrap();
         assert_ne!(a.memory_type(), 2);
         let _ = (allocator.stats(), allocator.budgets());
