@@ -344,16 +344,21 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// live (freed already).
     ///
     /// # Time complexity
-    /// O(n log n) in the `n` movables listed, plus a pass over the frees
-    /// queued for their frame per pool with movables, and one over the runs
-    /// of their memory types. Then, for each block it tries, a pass over the
-    /// blocks of its memory type (which of them may take moves), and for
-    /// each allocation of that block a first fit over those (for a small
-    /// buffer, first a pass over its size class's runs with a free slot,
-    /// and a first fit for a new run over the blocks fuller than that
-    /// slot's). Compaction adds, per block with listed allocations, a pass
-    /// over its ranges and a look at its free ranges below each listed
-    /// allocation; each move is then O(1).
+    /// O(n log n) in the `n` movables listed, plus a pass over the frame
+    /// queue, and per pool with movables a pass over its frees queued for
+    /// their frame, its blocks and its runs. Then, for each block it tries,
+    /// a sort of the `b` blocks of its pool that may take moves (each
+    /// checked against the `e` blocks this plan empties so far: O(b log b +
+    /// b·e)), and for each allocation of that block a first fit over those
+    /// (for a small buffer, first a pass over its size class's runs with a
+    /// free slot, and a first fit for a new run over the blocks fuller than
+    /// that slot's); a block over the limits costs the same pass over the
+    /// blocks, to tell whether any could take its moves. Each block the
+    /// plan starts emptying then leaves its pool's first-fit order and
+    /// closes its runs: a pass over the pool's blocks and runs. Compaction
+    /// adds, per pool with movables, a pass over its blocks, and per block
+    /// with listed allocations a pass over its ranges and a look at its
+    /// free ranges below each listed allocation, which each move then cuts.
     pub fn plan_defragmentation(
         &self,
         movables: &[Movable<'_>],
@@ -556,6 +561,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::ForeignAllocation`] for another allocator's move (nothing
     /// changes then); [`Error::StaleAllocation`] when the destination was
     /// freed already.
+    ///
+    /// # Time complexity
+    /// O(1) amortised, but for a move whose source block is still being
+    /// emptied: that block goes back to its pool's first-fit order and its
+    /// runs reopen, a pass over the pool's blocks and runs.
     pub fn give_up_move(&self, planned: DefragmentationMove) -> Result<(), Error> {
         self.check_owner(&planned.destination)?;
         let destination = &planned.destination;

@@ -197,8 +197,11 @@ impl<M> TypePool<M> {
     /// queue, with their sizes: they need no move, and a block holding them
     /// and movables only is emptied (it empties when they are released).
     ///
-    /// Costs O(n log n) in the `movables` listed plus the runs of the type,
-    /// before any move: no hashing per movable.
+    /// Costs O(n log n) in the `movables` listed plus a pass over the
+    /// pool's blocks and runs, before any move: no hashing per movable.
+    /// Each block tried then costs a sort of the blocks that may take its
+    /// moves ([`destinations`](Self::destinations)), each checked against
+    /// the blocks emptied so far.
     pub(crate) fn plan_defragmentation<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
@@ -357,10 +360,11 @@ impl<M> TypePool<M> {
     /// Run slots stay (their run is one range of the block, which does not
     /// move).
     ///
-    /// Costs, per block with listed allocations, a pass over its ranges,
-    /// then for each listed allocation a look at the block's free ranges
-    /// below it; each move is then O(1)
-    /// ([`OffsetAllocator::allocate_in_gap`] in the range it chose).
+    /// Costs a pass over the pool's blocks, and per block with listed
+    /// allocations a pass over its ranges, then for each listed allocation
+    /// a look at the block's free ranges below it; each move is then
+    /// O(1) in the block ([`OffsetAllocator::allocate_in_gap`] in the range
+    /// it chose), and cuts the range it took in that list of free ranges.
     pub(crate) fn compact(
         &mut self,
         movables: &[PoolMovable],
