@@ -23,6 +23,8 @@ mod budget_threads;
 mod budgets;
 #[path = "fake_device/defragment.rs"]
 mod defragment;
+#[path = "fake_device/defragment_walk.rs"]
+mod defragment_walk;
 #[path = "fake_device/extreme_handles.rs"]
 mod extreme_handles;
 #[path = "fake_device/extremes.rs"]
