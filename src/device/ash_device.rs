@@ -11,8 +11,8 @@ use gpu_alloc_types::{
 };
 
 use super::{
-    AllocateInfo, DedicatedHint, DedicatedTarget, DeviceError, FrameSignal, GpuInfo, HeapBudget,
-    MemoryDeviceExt, MemoryProperties,
+    memory_priority, AllocateInfo, DedicatedHint, DedicatedTarget, DeviceError, FrameSignal,
+    GpuInfo, HeapBudget, MemoryDeviceExt, MemoryProperties,
 };
 
 /// What was enabled when the `VkDevice` was created; the allocator uses a
@@ -265,6 +265,8 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
             allocate_info = allocate_info.push_next(&mut dedicated_info);
         }
         if let (Some(priority), true) = (info.priority, self.features.memory_priority) {
+            // Clamped by the allocator already; again for a caller that
+            // drives this backend itself.
             priority_info = priority_info.priority(memory_priority(priority));
             allocate_info = allocate_info.push_next(&mut priority_info);
         }
@@ -543,17 +545,6 @@ fn amd_device_coherent_types(types: &[vk::MemoryType]) -> u32 {
         .enumerate()
         .filter(|(_, ty)| ty.property_flags.intersects(amd))
         .fold(0, |bits, (index, _)| bits | 1 << index)
-}
-
-/// The `VkMemoryPriorityAllocateInfoEXT` value for a requested priority:
-/// clamped to `[0, 1]` (VUID-VkMemoryPriorityAllocateInfoEXT-priority-02602),
-/// and NaN, which `clamp` would pass on, as Vulkan's default of 0.5.
-fn memory_priority(priority: f32) -> f32 {
-    if priority.is_nan() {
-        0.5
-    } else {
-        priority.clamp(0.0, 1.0)
-    }
 }
 
 #[cfg(test)]

@@ -160,7 +160,8 @@ pub struct AllocateInfo<'a> {
     pub flags: AllocationFlags,
     /// Dedicate the memory to this resource.
     pub dedicated: Option<DedicatedTarget>,
-    /// `VK_EXT_memory_priority` priority in `[0, 1]`; ignored without it.
+    /// `VK_EXT_memory_priority` priority in `[0, 1]` (the allocator clamps
+    /// what its caller asked for, NaN as 0.5); ignored without it.
     pub priority: Option<f32>,
     /// Debug name for the new memory object (`VK_EXT_debug_utils`).
     pub name: Option<&'a str>,
@@ -209,6 +210,18 @@ pub(crate) const DEFINED_HANDLE_TYPES: vk::ExternalMemoryHandleTypeFlags = {
             | T::SCREEN_BUFFER_QNX.as_raw(),
     )
 };
+
+/// The `VK_EXT_memory_priority` value for a requested priority
+/// ([`AllocateInfo::priority`]): clamped to `[0, 1]`
+/// (VUID-VkMemoryPriorityAllocateInfoEXT-priority-02602), and NaN, which
+/// `clamp` would pass on, as Vulkan's default of 0.5.
+pub(crate) fn memory_priority(priority: f32) -> f32 {
+    if priority.is_nan() {
+        0.5
+    } else {
+        priority.clamp(0.0, 1.0)
+    }
+}
 
 /// A [`DeviceError`] in the narrower form `MemoryDevice::allocate_memory`
 /// returns (host memory, or device memory for everything else).

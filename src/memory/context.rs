@@ -26,7 +26,9 @@ use super::events::{MemoryCallback, MemoryEvent, MemoryEventKind};
 use super::mapping::MappedPtr;
 use super::memory_type_choice::RankTable;
 use super::Usage;
-use crate::device::{AllocateInfo, DedicatedTarget, HeapBudget, MemoryDeviceExt, MemoryProperties};
+use crate::device::{
+    memory_priority, AllocateInfo, DedicatedTarget, HeapBudget, MemoryDeviceExt, MemoryProperties,
+};
 use crate::{Config, Error};
 
 /// Vulkan's `VK_MAX_MEMORY_HEAPS`.
@@ -590,7 +592,8 @@ impl<D> MemoryContext<D> {
             memory_type: request.memory_type,
             flags,
             dedicated: request.dedicated,
-            priority: request.priority,
+            // Every backend gets a valid priority, as `AllocateInfo` says.
+            priority: request.priority.map(memory_priority),
             name: request.name,
             export_handle_types: request.export_handle_types,
         };

@@ -610,6 +610,44 @@ fn a_pools_priority_reaches_its_memory_objects() {
     finish(allocator, &device);
 }
 
+/// A priority outside `[0, 1]` reaches the backend clamped, and NaN as
+/// Vulkan's default 0.5, as `PoolDesc::priority` and
+/// `AllocationDesc::priority` say and `AllocateInfo::priority` promises
+/// every backend: not only the ash one, which clamped for itself (a
+/// backend of the engine's own was handed 2.0 and NaN as they came).
+#[test]
+fn priorities_out_of_range_reach_the_backend_clamped() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let priority_of = |memory| {
+        device
+            .live_allocations()
+            .into_iter()
+            .find(|m| m.memory == memory)
+            .unwrap()
+            .priority
+    };
+    for (asked, given) in [(2.0, 1.0), (-1.0, 0.0), (f32::NAN, 0.5)] {
+        let pool = allocator
+            .create_pool(&PoolDesc::new(VRAM).priority(asked))
+            .unwrap();
+        let block = allocator.allocate(&in_pool(pool, MIB)).unwrap();
+        assert_eq!(priority_of(block.memory()), Some(given), "pool {asked}");
+        let mut desc = AllocationDesc::new(Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+        desc.priority = Some(asked);
+        let request = Request::with_desc(requirements(MIB, 256), ResourceKind::Buffer, desc);
+        let dedicated = allocator.allocate(&request).unwrap();
+        assert_eq!(
+            priority_of(dedicated.memory()),
+            Some(given),
+            "request {asked}"
+        );
+        free(&allocator, block);
+        free(&allocator, dedicated);
+        allocator.destroy_pool(pool).unwrap();
+    }
+    finish(allocator, &device);
+}
+
 /// Where the default pools give optimal images blocks of their own (a
 /// granularity above `max_padded_granularity`), a pool pads them to whole
 /// pages instead: its one block holds a buffer beside an image, never on
