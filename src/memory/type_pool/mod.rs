@@ -171,8 +171,8 @@ impl<M> TypePool<M> {
 
     /// Makes the policy's `min_blocks` blocks. On failure, releases those
     /// it made and returns the error, leaving the pool empty; so too on a
-    /// panic of the memory callback, which then goes on (unwound with the
-    /// pool, the blocks made before leaked).
+    /// panic (of the memory callback, or the backend), which then goes on
+    /// with the pool empty (`threads/callback_panic.rs`).
     ///
     /// # Errors
     /// As [`MemoryContext::allocate_memory`], and
@@ -261,7 +261,11 @@ impl<M> TypePool<M> {
     /// # Errors
     /// [`Error::OutOfDeviceMemory`] when neither blocks nor dedicated memory
     /// could hold it; the budget, object-count and device errors of
-    /// [`MemoryContext::allocate_memory`].
+    /// [`MemoryContext::allocate_memory`]; [`Error::OutOfHostMemory`] for a
+    /// new block's slot table; in a custom pool [`Error::TooLargeForPool`]
+    /// past its fixed block size and [`Error::PoolFull`] at its
+    /// `max_blocks`; [`Error::NoRoomInExistingMemory`] for a request for
+    /// existing memory only that none holds.
     ///
     /// Inlined into the allocation path, like `Placer::allocate_in_type`: as
     /// a call, its `Result<Placement, Error>` went through the stack and
