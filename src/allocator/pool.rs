@@ -64,7 +64,10 @@ pub struct PoolDesc<'a> {
     /// smaller than one page each such image takes a block of its own. A
     /// request larger than a block (its size plus
     /// [`Config::debug_margin`](crate::Config::debug_margin)) is refused
-    /// ([`Error::TooLargeForPool`]).
+    /// ([`Error::TooLargeForPool`]), unless it takes dedicated memory of
+    /// its own size, which the driver or
+    /// [`DedicatedPolicy::Always`](crate::DedicatedPolicy::Always)
+    /// requires.
     pub block_size: u64,
     /// Blocks made with the pool: it never holds fewer, when they empty,
     /// through [`Allocator::trim`] or defragmentation. A number of blocks,

@@ -420,6 +420,34 @@ fn a_pool_makes_dedicated_memory_only_when_required() {
     finish(allocator, &device);
 }
 
+/// A request larger than a pool's fixed blocks is refused, unless it takes
+/// dedicated memory (here the caller requires it), which has its own size:
+/// as `PoolDesc::block_size` says.
+#[test]
+fn a_request_larger_than_a_pools_blocks_is_refused_unless_it_is_dedicated() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(VRAM).block_size(4 * MIB))
+        .unwrap();
+    assert_eq!(
+        allocator.allocate(&in_pool(pool, 8 * MIB)).unwrap_err(),
+        Error::TooLargeForPool {
+            size: 8 * MIB,
+            block_size: 4 * MIB
+        }
+    );
+    let always = AllocationDesc::new(Usage::DEVICE_LOCAL)
+        .pool(pool)
+        .dedicated(DedicatedPolicy::Always);
+    let request = Request::with_desc(requirements(8 * MIB, 256), ResourceKind::Buffer, always);
+    let dedicated = allocator.allocate(&request).unwrap();
+    assert!(dedicated.is_dedicated() && dedicated.is_in_custom_pool());
+    assert_eq!(allocator.memory_size(&dedicated).unwrap(), 8 * MIB);
+    free(&allocator, dedicated);
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
 #[test]
 fn within_budget_requests_to_a_pool_respect_the_budget() {
     let (allocator, device) = allocator(FakeLayout::discrete());
