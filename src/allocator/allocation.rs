@@ -78,6 +78,21 @@ impl Allocation {
         pool.slot().map(|_| pool)
     }
 
+    /// A second handle to the same range, for host access (a flush) while
+    /// this one is kept alive otherwise, as an upload ring's chunk is by
+    /// its pins (`Allocator::ring_write`). Never freed: this handle is.
+    pub(crate) fn host_view(&self) -> Allocation {
+        Allocation {
+            memory: self.memory,
+            offset: self.offset,
+            size: self.size,
+            location: self.location,
+            allocator: self.allocator,
+            home: self.home,
+            mapped: self.mapped,
+        }
+    }
+
     /// Pointer to its first byte in the persistent mapping, when host-visible.
     ///
     /// The pointer is valid while the allocation and its allocator live.

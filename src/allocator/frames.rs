@@ -1,13 +1,13 @@
 //! The allocator's frame-in-flight methods: deferred frees, frame fences,
 //! upload rings and budgets.
 
-use std::sync::TryLockError;
+use std::sync::{Arc, TryLockError};
 
 use ash::vk;
 
 use super::{lock, Allocation, Allocator, Request};
 use crate::device::{FrameSignal, HeapBudget, MemoryDeviceExt};
-use crate::frames::upload_ring::{ChunkSpec, RingChunk, RingState, RING_FRAMES};
+use crate::frames::upload_ring::{ChunkSpec, RetiredChunk, RingChunk, RingState, RING_FRAMES};
 use crate::frames::{Collected, Deferred, RingAllocation, UploadRing, UploadRingDesc};
 use crate::memory::first_panic::FirstPanic;
 use crate::memory::slab::Slab;
@@ -20,6 +20,16 @@ use crate::{DedicatedPolicy, Error};
 pub(crate) struct Rings {
     pub(crate) rings: Slab<RingState>,
     pub(crate) current_frame: u64,
+    /// The oldest allocator frame not collected: ring allocations of older
+    /// frames are stale, also where a write still copying into one keeps
+    /// its space from being reclaimed yet.
+    next_uncollected: u64,
+    /// Whether a chunk owes a reclaim that a write copying into one of its
+    /// frames held up (`RingChunk::reclaim_through`).
+    owed: bool,
+    /// Destroyed rings' chunks whose frame was collected while a write
+    /// still copied into them: freed by a later collect.
+    retired: Vec<RetiredChunk>,
 }
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
@@ -167,6 +177,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
         let mut frames = lock(&self.frames);
         let mut rings = lock(&self.rings);
+        rings.retry_owed();
         if !rings.rings.iter().all(|(_, ring)| ring.can_finish_frame()) {
             return Err(Error::TooManyFramesInFlight);
         }
@@ -263,23 +274,26 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             );
         });
         let oldest_after = frames.oldest().map(|(index, _)| index);
+        let mut rings = lock(&self.rings);
         // Frames released: from the old oldest up to (not including) the new
         // oldest, or up to the current frame when all were released; also
         // when a later frame's signal failed.
         if let Some(first) = oldest_before {
             let next_unreleased = oldest_after.unwrap_or_else(|| frames.current_frame());
             if next_unreleased > first {
-                lock(&self.rings).rings_reclaim_through(next_unreleased - 1);
+                rings.rings_reclaim_through(next_unreleased - 1);
             }
         }
-        drop(frames);
+        rings.retry_owed();
+        let (kept, freed) = rings.sort_ring_chunks(&mut done);
+        drop((rings, frames));
         panics.run(|| self.release_each(done));
         drop(releasing);
         panics.resume();
         let (frames_released, frees) = result?;
         Ok(Collected {
             frames: frames_released,
-            frees,
+            frees: frees + freed - kept,
         })
     }
 
@@ -382,20 +396,33 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// free queued before it is carried out, also those another thread's
     /// `collect` took out of the queue first.
     pub unsafe fn collect_idle(&self) -> Collected {
-        // As in `collect`: held until the frees are carried out.
-        let releasing = lock(&self.releasing);
+        let (releasing, mut frames, mut rings) = loop {
+            // As in `collect`: held until the frees are carried out.
+            let releasing = lock(&self.releasing);
+            let frames = lock(&self.frames);
+            let mut rings = lock(&self.rings);
+            if let Some(last_sealed) = frames.current_frame().checked_sub(1) {
+                rings.rings_reclaim_through(last_sealed);
+            }
+            // No ring holds a sealed frame now, so each can seal the current
+            // one; but where a write on another thread still copies into a
+            // frame that was sealed `RING_FRAMES - 1` frames before the last
+            // (a ring allocation written that many frames late, with no
+            // collect meanwhile), its chunk holds `RING_FRAMES` sealed
+            // frames. Then wait, with no lock held, for that write: a
+            // memcpy and a flush, and new writes cannot pin those frames.
+            if rings.rings.iter().all(|(_, ring)| ring.can_finish_frame()) {
+                break (releasing, frames, rings);
+            }
+            drop((rings, frames, releasing));
+            std::thread::yield_now();
+        };
         let mut done = Vec::new();
-        let mut frames = lock(&self.frames);
-        let last_sealed = frames.current_frame().checked_sub(1);
         let (frames_released, frees) = frames.release_all(|item| done.push(item));
-        let mut rings = lock(&self.rings);
-        if let Some(last_sealed) = last_sealed {
-            rings.rings_reclaim_through(last_sealed);
-        }
-        // No ring holds a sealed frame now, so each can seal the current one.
         rings.rings.values_mut().for_each(RingState::finish_frame);
         rings.rings_reclaim_through(frames.current_frame() - 1);
         rings.current_frame = frames.current_frame();
+        let (kept, freed) = rings.sort_ring_chunks(&mut done);
         // The next frame has started: blocks that empty from now on count
         // their frames from it (`Config::empty_block_frames`).
         self.context.set_current_frame(frames.current_frame());
@@ -404,7 +431,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         drop(releasing);
         Collected {
             frames: frames_released,
-            frees,
+            frees: frees + freed - kept,
         }
     }
 
@@ -451,6 +478,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 }
                 Deferred::AliasBuffer(buffer) => self.context.device.destroy_buffer(buffer),
                 Deferred::AliasImage(image) => self.context.device.destroy_image(image),
+                // No write copies into it (`Rings::sort_ring_chunks` kept
+                // it back until none did; no new one can start).
+                Deferred::RingChunk(chunk) => {
+                    debug_assert!(!chunk.pins.any_pinned());
+                    let RetiredChunk {
+                        buffer, allocation, ..
+                    } = *chunk;
+                    panics.run(|| self.context.device.destroy_buffer(buffer));
+                    panics.run(|| result = self.free(allocation));
+                }
             }
         }
         if let Err(error) = result {
@@ -461,10 +498,19 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
     /// Releases every deferred free now, for drop: the device must be idle.
     pub(crate) fn release_all_deferred(&mut self) {
+        // `&mut self`: no `ring_write` is copying, so nothing is pinned.
         let mut items: Vec<Deferred> = lock(&self.frames).drain_all().collect();
-        let rings: Vec<RingState> = lock(&self.rings).rings.drain().collect();
-        let chunks = rings.into_iter().flat_map(|ring| ring.chunks);
-        items.extend(chunks.map(|chunk| Deferred::Buffer(chunk.buffer, chunk.allocation)));
+        let mut rings = lock(&self.rings);
+        let live: Vec<RingState> = rings.rings.drain().collect();
+        items.extend(
+            rings
+                .retired
+                .drain(..)
+                .map(|chunk| Deferred::RingChunk(Box::new(chunk))),
+        );
+        drop(rings);
+        let chunks = live.into_iter().flat_map(|ring| ring.chunks);
+        items.extend(chunks.map(|chunk| Deferred::RingChunk(chunk.retire())));
         self.release_each(items);
     }
 
@@ -701,6 +747,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             buffer,
             linear,
             first_frame: 0,
+            pins: Arc::default(),
+            owed: None,
         })
     }
 
@@ -749,6 +797,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return Err(Error::ForeignAllocation);
         }
         let mut rings = lock(&self.rings);
+        // Space a write held up may have come back since.
+        rings.retry_owed();
         let frame = rings.current_frame;
         let state = rings
             .rings
@@ -795,10 +845,23 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Copies `bytes` into a ring allocation at `offset`, and flushes them
     /// when the ring's memory is not coherent.
     ///
-    /// The copy and the flush are made under the upload rings' lock:
-    /// other threads' ring calls (any ring's), [`end_frame`](Self::end_frame)
-    /// and [`collect`](Self::collect) wait for them. Split a write of many
-    /// megabytes that must not hold up a render thread into smaller ones.
+    /// The copy and the flush are made with no lock of the allocator held
+    /// (but, for the flush, the lock of the pool the ring's memory comes
+    /// from, as [`flush`](Self::flush) takes it): other threads' ring calls,
+    /// [`end_frame`](Self::end_frame) and [`collect`](Self::collect) do not
+    /// wait for a write of many megabytes. The call pins its allocation's
+    /// frame in its chunk (under the upload rings' lock, briefly, as its
+    /// checks are made) until the copy and the flush are over, and what
+    /// would pull the memory from under it waits for that, never blocking:
+    /// a `collect` (or [`collect_idle`](Self::collect_idle)) that finishes
+    /// the frame makes the allocation stale at once (later writes get
+    /// [`Error::StaleAllocation`]) but hands its bytes to later ring
+    /// allocations only once the write is over, at the next `collect`,
+    /// `end_frame` or `ring_allocate`; and a ring
+    /// [destroyed](Self::destroy_upload_ring) meanwhile keeps its memory
+    /// until a `collect` after the write. Only a `collect_idle` finding a
+    /// chunk with as many sealed frames as it can hold, the oldest pinned,
+    /// waits for the write, with no lock held.
     ///
     /// # Errors
     /// [`Error::RangeOutOfBounds`]; [`Error::ForeignAllocation`] for another
@@ -806,6 +869,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// frame was collected already (its bytes belong to later frames now) or
     /// the ring was destroyed; on non-coherent memory, the flush's device
     /// errors (the bytes are copied then).
+    ///
+    /// # Time complexity
+    /// O(1) under the rings' lock; the copy is O(`bytes.len()`).
     pub fn ring_write(
         &self,
         allocation: &RingAllocation,
@@ -823,28 +889,37 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 size: allocation.size,
             });
         }
-        let rings = lock(&self.rings);
-        let state = rings
-            .rings
-            .get(allocation.ring.key)
-            .ok_or(Error::StaleAllocation)?;
-        let chunk = state
-            .chunks
-            .get(allocation.chunk as usize)
-            .ok_or(Error::StaleAllocation)?;
-        if !chunk.holds_frame(allocation.frame) {
-            return Err(Error::StaleAllocation);
-        }
-        // The lock stays held over the copy and the flush: it is what keeps
-        // the chunk's memory mapped (a destroyed ring's chunks are freed by
-        // a `collect` on another thread once their frame is done) and the
-        // allocation's frame from being reclaimed, its bytes handed to
-        // another thread's ring allocation, until the copy is over.
+        let (pin, memory) = {
+            let rings = lock(&self.rings);
+            if allocation.frame < rings.next_uncollected {
+                return Err(Error::StaleAllocation);
+            }
+            let state = rings
+                .rings
+                .get(allocation.ring.key)
+                .ok_or(Error::StaleAllocation)?;
+            let chunk = state
+                .chunks
+                .get(allocation.chunk as usize)
+                .ok_or(Error::StaleAllocation)?;
+            if !chunk.holds_frame(allocation.frame) {
+                return Err(Error::StaleAllocation);
+            }
+            // Under the lock, after the checks: the frame is live in the
+            // chunk, and nothing reclaims it or frees the chunk while the
+            // pin is held (`ChunkPins`). Dropped on return or unwind.
+            let pin = chunk.pin(allocation.frame - chunk.first_frame);
+            (pin, chunk.allocation.host_view())
+        };
         // SAFETY: the destination lies inside the ring allocation (checked
-        // above), which lies inside the chunk's persistent mapping; the chunk
-        // is alive (the rings lock is held) and the allocation's frame is not
-        // collected, so no later ring allocation overlaps these bytes; `bytes`
-        // is a separate Rust slice, so the ranges do not overlap.
+        // above), which lies inside the chunk's persistent mapping. The
+        // pin keeps both in place with the rings' lock released: the
+        // chunk's memory is freed (and unmapped) only once no pin is left
+        // on it (`Rings::sort_ring_chunks`; the allocator's drop takes
+        // `&mut self`, so no write is in progress then), and the frame's
+        // space is not reclaimed, so no later ring allocation overlaps these
+        // bytes, while its pin is held (`RingChunk::reclaim_through`).
+        // `bytes` is a separate Rust slice, so the ranges do not overlap.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 bytes.as_ptr(),
@@ -853,7 +928,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             );
         }
         let start = allocation.buffer_offset + offset;
-        self.flush(&chunk.allocation, start..start + bytes.len() as u64)
+        // While the memory is mapped still: the pin is dropped after it.
+        let flushed = self.flush(&memory, start..start + bytes.len() as u64);
+        drop(pin);
+        flushed
     }
 
     /// Destroys an upload ring. Its buffers and memory are released after
@@ -870,8 +948,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             .rings
             .remove(ring.key)
             .ok_or(Error::StaleAllocation)?;
+        // Out of the rings, a chunk takes no new pin; one a write holds
+        // still keeps it from being freed (`Rings::sort_ring_chunks`).
         for chunk in state.chunks {
-            frames.push(Deferred::Buffer(chunk.buffer, chunk.allocation));
+            frames.push(Deferred::RingChunk(chunk.retire()));
         }
         Ok(())
     }
@@ -906,10 +986,68 @@ fn ring_allocation(
 }
 
 impl Rings {
+    /// Collects allocator frames `<= frame`: their ring allocations are
+    /// stale from now on, and their space comes back but where a write
+    /// still copies into it (owed, `retry_owed`).
     fn rings_reclaim_through(&mut self, frame: u64) {
+        self.next_uncollected = self.next_uncollected.max(frame.saturating_add(1));
+        let mut owed = false;
         for ring in self.rings.values_mut() {
-            ring.reclaim_through(frame);
+            owed |= ring.reclaim_through(frame);
         }
+        self.owed = owed;
+    }
+
+    /// Reclaims the ring space writes held up, where they are over.
+    ///
+    /// # Time complexity
+    /// O(1) when none is owed, else O(chunks + frames reclaimed).
+    fn retry_owed(&mut self) {
+        if self.owed {
+            let mut owed = false;
+            for ring in self.rings.values_mut() {
+                owed |= ring.retry_owed();
+            }
+            self.owed = owed;
+        }
+    }
+
+    /// Sorts the destroyed rings' chunks among the collected `items`: one
+    /// a write still copies into goes to `retired`, and those of
+    /// `retired` no write copies into any more go to `items`, to be
+    /// freed. Returns `(kept back, freed from retired)`.
+    ///
+    /// A chunk out of its ring takes no new pin (`ring_write` looks its
+    /// ring up under this lock), so a count read as 0 here stays 0, and the
+    /// `Acquire` read of it makes the writes' copies and flushes happen
+    /// before the free (`ChunkPins`).
+    fn sort_ring_chunks(&mut self, items: &mut Vec<Deferred>) -> (usize, usize) {
+        let mut kept = 0;
+        let mut index = 0;
+        while index < items.len() {
+            let pinned =
+                matches!(&items[index], Deferred::RingChunk(chunk) if chunk.pins.any_pinned());
+            if !pinned {
+                index += 1;
+                continue;
+            }
+            if let Deferred::RingChunk(chunk) = items.remove(index) {
+                self.retired.push(*chunk);
+                kept += 1;
+            }
+        }
+        let before = self.retired.len();
+        let mut index = 0;
+        while index < self.retired.len() {
+            if self.retired[index].pins.any_pinned() {
+                index += 1;
+            } else {
+                items.push(Deferred::RingChunk(Box::new(
+                    self.retired.swap_remove(index),
+                )));
+            }
+        }
+        (kept, before - self.retired.len())
     }
 }
 

@@ -26,6 +26,7 @@ pub use upload_ring::{RingAllocation, UploadRing, UploadRingDesc};
 use ash::vk;
 
 use crate::Allocation;
+use upload_ring::RetiredChunk;
 
 /// A free waiting for its frame.
 #[derive(Debug)]
@@ -40,6 +41,10 @@ pub(crate) enum Deferred {
     AliasBuffer(vk::Buffer),
     /// Destroy an image bound to another allocation's memory (an alias).
     AliasImage(vk::Image),
+    /// Destroy a destroyed upload ring's chunk (its buffer, then its
+    /// allocation) once no write copies into it. Boxed: it is rare, and
+    /// the other items stay as small as they were.
+    RingChunk(Box<RetiredChunk>),
 }
 
 impl Deferred {
@@ -49,6 +54,7 @@ impl Deferred {
             Self::Free(allocation) | Self::Buffer(_, allocation) | Self::Image(_, allocation) => {
                 Some(allocation)
             }
+            Self::RingChunk(chunk) => Some(&chunk.allocation),
             Self::AliasBuffer(_) | Self::AliasImage(_) => None,
         }
     }

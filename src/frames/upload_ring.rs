@@ -11,6 +11,9 @@
 //! to grow, in which case it adds a chunk (another buffer) and keeps every
 //! offset already handed out valid.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
 use ash::vk;
 
 use crate::memory::mapping::MappedPtr;
@@ -159,6 +162,160 @@ pub(crate) struct RingChunk {
     pub(crate) linear: LinearAllocator,
     /// The allocator frame that is the chunk's frame 0.
     pub(crate) first_frame: u64,
+    /// The `ring_write`s copying into each of its frames now.
+    pub(crate) pins: Arc<ChunkPins>,
+    /// The chunk frame through which a reclaim is owed: one of the frames
+    /// it covers was pinned when it came (`reclaim_through`).
+    pub(crate) owed: Option<u64>,
+}
+
+/// A destroyed ring's chunk on its way to being freed: queued in the frame
+/// current when its ring was destroyed, then, should a write still be
+/// copying into it when that frame is collected, kept by the rings until a
+/// later collect finds it unpinned.
+#[derive(Debug)]
+pub(crate) struct RetiredChunk {
+    pub(crate) buffer: vk::Buffer,
+    pub(crate) allocation: Allocation,
+    pub(crate) pins: Arc<ChunkPins>,
+}
+
+impl RingChunk {
+    /// What is left of it once its ring is destroyed: no pin is taken on
+    /// it any more (`ring_write` no longer finds it).
+    pub(crate) fn retire(self) -> Box<RetiredChunk> {
+        Box::new(RetiredChunk {
+            buffer: self.buffer,
+            allocation: self.allocation,
+            pins: self.pins,
+        })
+    }
+}
+
+/// Slots of [`ChunkPins`]: a chunk's live frames (its sealed, unreclaimed
+/// ones, at most [`RING_FRAMES`], and its current one) are at most this
+/// many consecutive frames, so no two of them share a slot.
+const PIN_SLOTS: usize = RING_FRAMES as usize + 1;
+
+/// How many [`ring_write`](crate::Allocator::ring_write) calls are copying
+/// into each live frame of a chunk, with the rings' lock released: chunk
+/// frame `f` counts in slot `f % PIN_SLOTS`.
+///
+/// A pin is taken only under the rings' lock, after the write's checks
+/// found its frame live, and dropped (`WritePin`) once the copy and the
+/// flush are over, with no lock held. So under the rings' lock a count
+/// read as 0 stays 0 for every frame that is no longer handed out (a
+/// reclaimed frame, a destroyed ring's chunk), and a count read as non-zero
+/// says that a write may still be copying: the reclaim of that frame, or
+/// the free of the chunk, waits (see `Allocator::ring_write`).
+///
+/// Orderings: the pin's increment is `Relaxed`, since the rings' lock,
+/// under which it is taken and under which (or after which, for a
+/// destroyed ring's chunk) the counts are read, orders it before any
+/// later read. The unpin's decrement is `Release` and the reads are
+/// `Acquire`: a reader that sees a count fall to 0 (the value of the last
+/// decrement, which heads a release sequence through any later ones)
+/// synchronises with every write that unpinned, so their copies and
+/// flushes happen before the reader hands the bytes to a later frame or
+/// frees the memory.
+#[derive(Debug)]
+pub(crate) struct ChunkPins([AtomicU32; PIN_SLOTS]);
+
+impl Default for ChunkPins {
+    fn default() -> Self {
+        Self(std::array::from_fn(|_| AtomicU32::new(0)))
+    }
+}
+
+impl ChunkPins {
+    fn slot(chunk_frame: u64) -> usize {
+        // The remainder is below `PIN_SLOTS`, so it fits a `usize`.
+        (chunk_frame % PIN_SLOTS as u64) as usize
+    }
+
+    /// Whether a write into chunk frame `chunk_frame` (a live frame) may
+    /// still be copying.
+    pub(crate) fn is_pinned(&self, chunk_frame: u64) -> bool {
+        self.0[Self::slot(chunk_frame)].load(Ordering::Acquire) != 0
+    }
+
+    /// Whether a write into any frame of the chunk may still be copying.
+    pub(crate) fn any_pinned(&self) -> bool {
+        self.0
+            .iter()
+            .any(|count| count.load(Ordering::Acquire) != 0)
+    }
+}
+
+/// One write's pin on a chunk frame, taken under the rings' lock; dropping
+/// it (after the copy and the flush, or on their unwind) unpins.
+#[derive(Debug)]
+pub(crate) struct WritePin {
+    pins: Arc<ChunkPins>,
+    slot: usize,
+}
+
+impl Drop for WritePin {
+    fn drop(&mut self) {
+        // Release: the copy and the flush happen before a reclaimer's
+        // Acquire read that sees the count this leaves (`ChunkPins`).
+        self.pins.0[self.slot].fetch_sub(1, Ordering::Release);
+    }
+}
+
+impl RingChunk {
+    /// Pins chunk frame `chunk_frame`, a live frame, for one write. Call
+    /// it under the rings' lock only (`ChunkPins`).
+    pub(crate) fn pin(&self, chunk_frame: u64) -> WritePin {
+        let slot = ChunkPins::slot(chunk_frame);
+        // Relaxed: the rings' lock, held here, orders it before every read
+        // of the count (`ChunkPins`). It cannot overflow: each pin is a
+        // write in progress on some thread.
+        self.pins.0[slot].fetch_add(1, Ordering::Relaxed);
+        WritePin {
+            pins: Arc::clone(&self.pins),
+            slot,
+        }
+    }
+
+    /// Gives back the space of chunk frames `<= chunk_frame`, and of those
+    /// owed by an earlier call, oldest first, up to the first pinned one:
+    /// that one and the rest stay owed (`owed`), to a later call (`retry`
+    /// or another reclaim). Returns whether a reclaim is still owed.
+    ///
+    /// # Time complexity
+    /// O(frames reclaimed + 1).
+    pub(crate) fn reclaim_through(&mut self, chunk_frame: u64) -> bool {
+        let target = self.owed.map_or(chunk_frame, |owed| owed.max(chunk_frame));
+        self.owed = None;
+        let current = self.linear.current_frame();
+        // Only sealed frames are reclaimed.
+        let Some(last_sealed) = current.checked_sub(1) else {
+            return false;
+        };
+        let end = target.min(last_sealed);
+        let oldest = current - self.linear.frames_in_flight() as u64;
+        let mut frame = oldest;
+        while frame <= end && !self.pins.is_pinned(frame) {
+            frame += 1;
+        }
+        if frame > oldest {
+            self.linear.reclaim_through(frame - 1);
+        }
+        if frame <= end {
+            self.owed = Some(target);
+        }
+        self.owed.is_some()
+    }
+
+    /// Retries a reclaim owed since a write pinned a frame of it. Returns
+    /// whether one is still owed.
+    pub(crate) fn retry(&mut self) -> bool {
+        match self.owed {
+            Some(owed) => self.reclaim_through(owed),
+            None => false,
+        }
+    }
 }
 
 /// A ring's chunks.
@@ -272,12 +429,28 @@ impl RingState {
         }
     }
 
-    /// Gives back the space of allocator frames `<= frame`.
-    pub(crate) fn reclaim_through(&mut self, frame: u64) {
+    /// Gives back the space of allocator frames `<= frame`, but of those
+    /// a write is copying into, and of later ones, which stay owed
+    /// ([`RingChunk::reclaim_through`]). Returns whether a reclaim is owed.
+    pub(crate) fn reclaim_through(&mut self, frame: u64) -> bool {
+        let mut owed = false;
         for chunk in &mut self.chunks {
             if frame >= chunk.first_frame {
-                chunk.linear.reclaim_through(frame - chunk.first_frame);
+                owed |= chunk.reclaim_through(frame - chunk.first_frame);
+            } else {
+                owed |= chunk.retry();
             }
         }
+        owed
+    }
+
+    /// Retries the reclaims owed in its chunks. Returns whether one is
+    /// still owed.
+    pub(crate) fn retry_owed(&mut self) -> bool {
+        let mut owed = false;
+        for chunk in &mut self.chunks {
+            owed |= chunk.retry();
+        }
+        owed
     }
 }
