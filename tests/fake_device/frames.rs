@@ -1571,3 +1571,205 @@ fn ring_allocate_refuses_in_the_documented_order() {
     finish(allocator, &device);
     finish(other, &other_device);
 }
+
+/// Runs `ring_write(target, 0, ..)` of 1 KiB of 0x5a on a thread of its
+/// own, held in its flush (`FakeDevice::set_flush_hook`) while `during`
+/// runs on a third thread; the write goes on once `during` has returned
+/// or 10 seconds have passed. Returns the write's result and `during`'s,
+/// `None` when it had not returned by then (it waited for the write).
+/// `target` is in non-coherent memory, so that the write flushes.
+fn while_a_ring_write_flushes<R: Send>(
+    allocator: &FakeAllocator,
+    device: &FakeDevice,
+    target: &RingAllocation,
+    during: impl FnOnce() -> R + Send,
+) -> (Result<(), Error>, Option<R>) {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let (entered_tx, entered) = mpsc::channel::<()>();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let mut armed = true;
+    device.set_flush_hook(Some(Box::new(move || {
+        if std::mem::take(&mut armed) {
+            entered_tx.send(()).unwrap();
+            // A safety net: the test sends `go` long before.
+            let _ = go_rx.recv_timeout(Duration::from_secs(30));
+        }
+    })));
+    let outcome = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| allocator.ring_write(target, 0, &[0x5a; 1024]));
+        entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the ring write flushed");
+        let (done_tx, done) = mpsc::channel();
+        // Ignored when the test gave up on it already.
+        scope.spawn(move || {
+            let _ = done_tx.send(during());
+        });
+        let result = done.recv_timeout(Duration::from_secs(10)).ok();
+        go.send(()).unwrap();
+        (writer.join().unwrap(), result)
+    });
+    device.set_flush_hook(None);
+    outcome
+}
+
+/// A non-coherent ring of `size` bytes (mobile's type 2) and one allocation
+/// of `len` bytes in it.
+fn non_coherent_ring(
+    allocator: &FakeAllocator,
+    size: u64,
+    len: u64,
+) -> (UploadRing, RingAllocation) {
+    let desc = UploadRingDesc {
+        size,
+        usage: Usage::READBACK,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let allocation = allocator.ring_allocate(ring, len, 256).unwrap();
+    (ring, allocation)
+}
+
+/// While one thread's `ring_write` copies and flushes (held in the fake
+/// flush), another thread allocates from the same ring, writes another
+/// ring, seals a frame and collects: `ring_write` holds the upload rings'
+/// lock only for its checks. Before, it held it over the copy and the
+/// flush, and a loading thread's 32 MiB upload stalled the render thread.
+#[test]
+fn ring_calls_end_frame_and_collect_do_not_wait_for_another_thread_s_ring_write() {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let (ring, target) = non_coherent_ring(&allocator, 64 * 1024, 1024);
+    // Coherent (mobile's type 1): its writes flush nothing.
+    let other = allocator
+        .create_upload_ring(&UploadRingDesc::default())
+        .unwrap();
+    let (written, during) = while_a_ring_write_flushes(&allocator, &device, &target, || {
+        let next = allocator.ring_allocate(ring, 1024, 256).unwrap();
+        let elsewhere = allocator.ring_allocate(other, 64, 64).unwrap();
+        allocator.ring_write(&elsewhere, 0, &[1; 64]).unwrap();
+        let fence = end_frame(&allocator, &device);
+        device.signal_fence(fence);
+        let collected = allocator.collect().unwrap();
+        (next, collected)
+    });
+    let (next, collected) = during.expect("another thread's ring calls waited for the ring write");
+    written.unwrap();
+    assert_ne!(next.buffer_offset(), target.buffer_offset());
+    assert_eq!(collected.frames, 1);
+    // The write's frame was collected meanwhile: its bytes were flushed
+    // all the same, before its space came back.
+    // SAFETY: ring allocations hand out no slices.
+    let bytes = unsafe { device.read(target.memory(), target.memory_offset(), 1024) };
+    assert_eq!(bytes, Some(vec![0x5a; 1024]));
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    allocator.destroy_upload_ring(ring).unwrap();
+    allocator.destroy_upload_ring(other).unwrap();
+    finish_after_frame(allocator, &device);
+}
+
+/// A ring destroyed, and its frame collected, while a write copies into
+/// it: its buffer and memory stay until the write is over (the write's
+/// flush finds them), and the first collect after it frees them. Writes
+/// to the destroyed ring are stale at once.
+#[test]
+fn a_ring_destroyed_while_a_write_copies_into_it_is_freed_after_the_write() {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let (ring, target) = non_coherent_ring(&allocator, 64 * 1024, 1024);
+    let (written, during) = while_a_ring_write_flushes(&allocator, &device, &target, || {
+        allocator.destroy_upload_ring(ring).unwrap();
+        let stale = allocator.ring_write(&target, 0, &[1; 16]);
+        let fence = end_frame(&allocator, &device);
+        device.signal_fence(fence);
+        let collected = allocator.collect().unwrap();
+        // (Not `stats`: it takes the lock of the pool the write flushes in.)
+        (stale, collected, device.live_resources())
+    });
+    let (stale, collected, resources) =
+        during.expect("destroying the ring or collecting waited for the ring write");
+    assert_eq!(stale, Err(Error::StaleAllocation));
+    // The frame was collected, but the chunk kept: not counted as freed,
+    // its buffer alive, its memory allocated.
+    assert_eq!(
+        collected,
+        Collected {
+            frames: 1,
+            frees: 0
+        }
+    );
+    assert_eq!(resources, 1);
+    written.unwrap();
+    assert_eq!(allocator.stats().allocations(), 1);
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    // No frame finished since: the chunk alone.
+    assert_eq!(
+        allocator.collect().unwrap(),
+        Collected {
+            frames: 0,
+            frees: 1
+        }
+    );
+    assert_eq!(allocator.stats().allocations(), 0);
+    assert_eq!(device.live_resources(), 0);
+    finish(allocator, &device);
+}
+
+/// How a test finishes the frames a held ring write writes into.
+#[derive(Clone, Copy, Debug)]
+enum Finish {
+    /// Seal the frame, signal its fence, `collect`.
+    Collect,
+    /// `collect_idle`, which finishes the current frame too.
+    CollectIdle,
+}
+
+/// A frame finished (by `collect` or `collect_idle`) while a write copies
+/// into it: its allocations are stale at once, but its space comes back
+/// only once the write is over, so no later allocation can be handed the
+/// bytes being written; the first ring call after the write reclaims it.
+fn a_frame_finished_while_a_write_copies_into_it(finish_with: Finish) {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let (ring, target) = non_coherent_ring(&allocator, 4096, 2048);
+    let (written, during) = while_a_ring_write_flushes(&allocator, &device, &target, || {
+        match finish_with {
+            Finish::Collect => {
+                device.signal_fence(end_frame(&allocator, &device));
+                assert_eq!(allocator.collect().unwrap().frames, 1);
+            }
+            // SAFETY: nothing was submitted.
+            Finish::CollectIdle => assert_eq!(unsafe { allocator.collect_idle() }.frames, 1),
+        }
+        (
+            allocator.ring_write(&target, 0, &[1; 16]),
+            allocator.ring_allocate(ring, 4096, 256),
+            device.signal_fence(end_frame(&allocator, &device)),
+        )
+    });
+    let (stale, full, ()) = during.expect("finishing the frame waited for the ring write");
+    assert_eq!(stale, Err(Error::StaleAllocation));
+    assert!(
+        matches!(full, Err(Error::UploadRingFull { free: 2048, .. })),
+        "the written frame's space came back during the write: {full:?}"
+    );
+    written.unwrap();
+    // SAFETY: ring allocations hand out no slices.
+    let bytes = unsafe { device.read(target.memory(), target.memory_offset(), 1024) };
+    assert_eq!(bytes, Some(vec![0x5a; 1024]));
+    // The next ring call reclaims it: the whole ring is free again.
+    let whole = allocator.ring_allocate(ring, 4096, 256).unwrap();
+    assert_eq!(whole.buffer_offset(), 0);
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
+
+#[test]
+fn a_frame_collected_while_a_write_copies_into_it_comes_back_after_the_write() {
+    a_frame_finished_while_a_write_copies_into_it(Finish::Collect);
+}
+
+#[test]
+fn a_frame_collected_idle_while_a_write_copies_into_it_comes_back_after_the_write() {
+    a_frame_finished_while_a_write_copies_into_it(Finish::CollectIdle);
+}

@@ -57,7 +57,8 @@ impl FakeMemory {
 pub struct FakeDevice {
     layout: Arc<FakeLayout>,
     state: Arc<Mutex<State>>,
-    wait_hook: Arc<Mutex<WaitHook>>,
+    wait_hook: Arc<Mutex<CallHook>>,
+    flush_hook: Arc<Mutex<CallHook>>,
 }
 
 /// A backend call that [`FakeDevice::panic_on`] makes panic.
@@ -80,19 +81,45 @@ pub enum FakeCall {
 }
 
 /// What [`FakeDevice::set_wait_hook`] runs in each wait for a fence or
-/// semaphore.
+/// semaphore, or [`FakeDevice::set_flush_hook`] in each flush.
 #[derive(Default)]
-struct WaitHook {
+struct CallHook {
     hook: Option<Box<dyn FnMut() + Send>>,
-    /// Counts `set_wait_hook` calls: a hook that replaced or cleared itself
+    /// Counts `set_*_hook` calls: a hook that replaced or cleared itself
     /// while running is not put back.
     sets: u64,
 }
 
-impl std::fmt::Debug for WaitHook {
+impl std::fmt::Debug for CallHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let set = if self.hook.is_some() { "set" } else { "none" };
-        write!(f, "WaitHook({set})")
+        write!(f, "CallHook({set})")
+    }
+}
+
+impl CallHook {
+    /// Sets the hook of `slot`.
+    fn set(slot: &Mutex<Self>, hook: Option<Box<dyn FnMut() + Send>>) {
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        slot.hook = hook;
+        slot.sets += 1;
+    }
+
+    /// Runs the hook of `slot`, if any, taken out while it runs (so that
+    /// it may call what runs it, or replace itself), then puts it back
+    /// unless it was replaced meanwhile.
+    fn run(slot: &Mutex<Self>) {
+        let (hook, sets) = {
+            let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+            (slot.hook.take(), slot.sets)
+        };
+        if let Some(mut hook) = hook {
+            hook();
+            let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.sets == sets {
+                slot.hook = Some(hook);
+            }
+        }
     }
 }
 
@@ -104,6 +131,7 @@ impl FakeDevice {
             layout: Arc::new(layout),
             state: Arc::new(Mutex::new(state)),
             wait_hook: Arc::default(),
+            flush_hook: Arc::default(),
         }
     }
 
@@ -149,9 +177,18 @@ impl FakeDevice {
     /// hook that holds a clone of the device or the allocator keeps them
     /// alive until it is.
     pub fn set_wait_hook(&self, hook: Option<Box<dyn FnMut() + Send>>) {
-        let mut slot = self.wait_hook.lock().unwrap_or_else(|e| e.into_inner());
-        slot.hook = hook;
-        slot.sets += 1;
+        CallHook::set(&self.wait_hook, hook);
+    }
+
+    /// Runs `hook` (`None`: nothing) at the start of every
+    /// `vkFlushMappedMemoryRanges`, on the flushing thread and with no lock
+    /// of the device held, as [`set_wait_hook`](Self::set_wait_hook) runs
+    /// its hook in waits: a test holds a flush there to see what other
+    /// threads can do meanwhile. The allocator flushes under the lock of
+    /// the flushed memory's pool, so the hook must not allocate or free in
+    /// that pool, on its thread or by waiting for another one that does.
+    pub fn set_flush_hook(&self, hook: Option<Box<dyn FnMut() + Send>>) {
+        CallHook::set(&self.flush_hook, hook);
     }
 
     /// Allocations that would take `heap`'s usage above `bytes` fail with
@@ -491,17 +528,7 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         _timeout_ns: u64,
     ) -> Result<bool, DeviceError> {
         // Taken out while it runs, so that it may wait itself.
-        let (hook, sets) = {
-            let mut slot = self.wait_hook.lock().unwrap_or_else(|e| e.into_inner());
-            (slot.hook.take(), slot.sets)
-        };
-        if let Some(mut hook) = hook {
-            hook();
-            let mut slot = self.wait_hook.lock().unwrap_or_else(|e| e.into_inner());
-            if slot.sets == sets {
-                slot.hook = Some(hook);
-            }
-        }
+        CallHook::run(&self.wait_hook);
         // Nothing would ever signal a fake fence while we block: answer now.
         self.state().is_signalled(signal)
     }
@@ -615,6 +642,7 @@ impl MemoryDevice<FakeMemory> for FakeDevice {
         &self,
         ranges: &[MappedMemoryRange<'_, FakeMemory>],
     ) -> Result<(), OutOfMemory> {
+        CallHook::run(&self.flush_hook);
         self.record_ranges(ranges, true);
         Ok(())
     }
