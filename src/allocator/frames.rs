@@ -221,6 +221,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// waits for the GPU: call it once per frame (after waiting for the oldest frame's
     /// fence, as engines do before reusing its command buffers).
     ///
+    /// Nor does it wait for a [`ring_write`](Self::ring_write) on another
+    /// thread: ring space that write is copying into, and the memory of a
+    /// destroyed ring it is copying into, are held back (their
+    /// allocations are stale all the same) and released by a later call,
+    /// the space by the next `collect`, `end_frame` or `ring_allocate`
+    /// after the write, the memory by the next `collect` after it. Such a
+    /// chunk counts in [`Collected::frees`] when it is freed.
+    ///
     /// The frees are carried out after the frame queue's lock is released:
     /// other threads' [`free_after_frame`](Self::free_after_frame) and
     /// [`end_frame`](Self::end_frame) do not wait for the driver's
@@ -306,7 +314,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// while the render thread goes on sealing frames returns once the
     /// frames sealed before its call are done. Their frees are carried out
     /// when it returns, also those another thread's `collect` took out of
-    /// the queue first (it waits for that call to carry them out).
+    /// the queue first (it waits for that call to carry them out), but for
+    /// ring memory a [`ring_write`](Self::ring_write) still copies into,
+    /// released by a later call (as [`collect`](Self::collect) says).
     ///
     /// Frees queued since the last [`end_frame`](Self::end_frame) belong to
     /// the current frame, which is not sealed: they stay queued (and counted
@@ -394,7 +404,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// As in [`collect`](Self::collect), the frees are carried out after
     /// the frame queue's lock is released, and the call returns once every
     /// free queued before it is carried out, also those another thread's
-    /// `collect` took out of the queue first.
+    /// `collect` took out of the queue first; but for ring space and a
+    /// destroyed ring's memory that a [`ring_write`](Self::ring_write) on
+    /// another thread is copying into, which a later call releases, as in
+    /// `collect`. The ring allocations are stale when it returns all the
+    /// same. It waits for such a write (with no lock held) only when the
+    /// write copies into the oldest of as many sealed frames as a ring
+    /// holds (64), a ring allocation written that many frames late.
     pub unsafe fn collect_idle(&self) -> Collected {
         let (releasing, mut frames, mut rings) = loop {
             // As in `collect`: held until the frees are carried out.
@@ -935,7 +951,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     }
 
     /// Destroys an upload ring. Its buffers and memory are released after
-    /// the current frame, since frames in flight may still read them.
+    /// the current frame, since frames in flight may still read them, by
+    /// the first [`collect`](Self::collect) (or
+    /// [`collect_idle`](Self::collect_idle)) after that frame in which no
+    /// [`ring_write`](Self::ring_write) that began before this call still
+    /// copies into them. Writes from now on get [`Error::StaleAllocation`].
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`].

@@ -26,7 +26,10 @@
 //!    carry them out after releasing it, under 0;
 //! 2. `rings`, the upload rings: released while a new chunk is made
 //!    (`ring_allocate` and `create_upload_ring` make it with no lock held
-//!    but its pool's, then put it in);
+//!    but its pool's, then put it in), and while `ring_write` copies and
+//!    flushes (with its pool's lock for the flush): a pin counted in the
+//!    chunk, taken under 2, holds back the reclaim of the frame written
+//!    and the free of the chunk, which later calls retry under 2;
 //! 3. `custom`, the custom pools' table (`pool.rs`): read to clone a pool's
 //!    `Arc`, written to put a pool in or take it out, and released before
 //!    any pool lock is taken: never held with one;
