@@ -879,6 +879,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// chunk with as many sealed frames as it can hold, the oldest pinned,
     /// waits for the write, with no lock held.
     ///
+    /// On non-coherent memory, writes into the same chunk of a ring take
+    /// turns (copy and flush): ring allocations are packed at their own
+    /// alignment, so neighbours share `nonCoherentAtomSize` atoms, which a
+    /// flush covers whole, and a driver that flushes by copying the host's
+    /// bytes would read bytes another write is copying. Writes into coherent
+    /// memory, or into different chunks, do not wait for each other.
+    ///
     /// # Errors
     /// [`Error::RangeOutOfBounds`]; [`Error::ForeignAllocation`] for another
     /// allocator's ring; [`Error::StaleAllocation`] when the allocation's
@@ -927,25 +934,34 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             let pin = chunk.pin(allocation.frame - chunk.first_frame);
             (pin, chunk.allocation.host_view())
         };
-        // SAFETY: the destination lies inside the ring allocation (checked
-        // above), which lies inside the chunk's persistent mapping. The
-        // pin keeps both in place with the rings' lock released: the
-        // chunk's memory is freed (and unmapped) only once no pin is left
-        // on it (`Rings::sort_ring_chunks`; the allocator's drop takes
-        // `&mut self`, so no write is in progress then), and the frame's
-        // space is not reclaimed, so no later ring allocation overlaps these
-        // bytes, while its pin is held (`RingChunk::reclaim_through`).
-        // `bytes` is a separate Rust slice, so the ranges do not overlap.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                allocation.mapped.add(offset).0.as_ptr(),
-                bytes.len(),
-            );
-        }
-        let start = allocation.buffer_offset + offset;
-        // While the memory is mapped still: the pin is dropped after it.
-        let flushed = self.flush(&memory, start..start + bytes.len() as u64);
+        let flushed = {
+            // On non-coherent memory, one write into the chunk at a time:
+            // the flush covers atoms other writes may be copying into
+            // (`ChunkPins`).
+            let _turn = self
+                .context
+                .is_non_coherent(memory.memory_type())
+                .then(|| pin.take_turn());
+            // SAFETY: the destination lies inside the ring allocation (checked
+            // above), which lies inside the chunk's persistent mapping. The pin
+            // keeps both in place with the rings' lock released: the chunk's
+            // memory is freed (and unmapped) only once no pin is left on it
+            // (`Rings::sort_ring_chunks`; the allocator's drop takes `&mut
+            // self`, so no write is in progress then), and the frame's space is
+            // not reclaimed, so no later ring allocation overlaps these bytes,
+            // while its pin is held (`RingChunk::reclaim_through`). `bytes` is
+            // a separate Rust slice, so the ranges do not overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    bytes.as_ptr(),
+                    allocation.mapped.add(offset).0.as_ptr(),
+                    bytes.len(),
+                );
+            }
+            let start = allocation.buffer_offset + offset;
+            // While the memory is mapped still: the pin is dropped after it.
+            self.flush(&memory, start..start + bytes.len() as u64)
+        };
         drop(pin);
         flushed
     }

@@ -12,7 +12,7 @@
 //! offset already handed out valid.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use ash::vk;
 
@@ -218,12 +218,27 @@ const PIN_SLOTS: usize = RING_FRAMES as usize + 1;
 /// synchronises with every write that unpinned, so their copies and
 /// flushes happen before the reader hands the bytes to a later frame or
 /// frees the memory.
+///
+/// On non-coherent memory the writes into one chunk also take turns
+/// (`atoms`): a flush covers whole `nonCoherentAtomSize` atoms, which ring
+/// allocations packed at their own alignment share with their neighbours,
+/// and a driver that carries out a flush by copying the host's bytes (the
+/// fake device does; so do drivers that emulate non-coherent memory) would
+/// read the bytes another write is copying into the same atom.
 #[derive(Debug)]
-pub(crate) struct ChunkPins([AtomicU32; PIN_SLOTS]);
+pub(crate) struct ChunkPins {
+    counts: [AtomicU32; PIN_SLOTS],
+    /// Held over the copy and the flush of a write into non-coherent
+    /// memory.
+    atoms: Mutex<()>,
+}
 
 impl Default for ChunkPins {
     fn default() -> Self {
-        Self(std::array::from_fn(|_| AtomicU32::new(0)))
+        Self {
+            counts: std::array::from_fn(|_| AtomicU32::new(0)),
+            atoms: Mutex::new(()),
+        }
     }
 }
 
@@ -236,12 +251,12 @@ impl ChunkPins {
     /// Whether a write into chunk frame `chunk_frame` (a live frame) may
     /// still be copying.
     pub(crate) fn is_pinned(&self, chunk_frame: u64) -> bool {
-        self.0[Self::slot(chunk_frame)].load(Ordering::Acquire) != 0
+        self.counts[Self::slot(chunk_frame)].load(Ordering::Acquire) != 0
     }
 
     /// Whether a write into any frame of the chunk may still be copying.
     pub(crate) fn any_pinned(&self) -> bool {
-        self.0
+        self.counts
             .iter()
             .any(|count| count.load(Ordering::Acquire) != 0)
     }
@@ -255,11 +270,25 @@ pub(crate) struct WritePin {
     slot: usize,
 }
 
+impl WritePin {
+    /// Waits for the other writes into the chunk to be over, and keeps
+    /// new ones out while the guard lives: for writes into non-coherent
+    /// memory (`ChunkPins`).
+    pub(crate) fn take_turn(&self) -> MutexGuard<'_, ()> {
+        // The mutex guards no data: a write that panicked left nothing to
+        // repair.
+        self.pins
+            .atoms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 impl Drop for WritePin {
     fn drop(&mut self) {
         // Release: the copy and the flush happen before a reclaimer's
         // Acquire read that sees the count this leaves (`ChunkPins`).
-        self.pins.0[self.slot].fetch_sub(1, Ordering::Release);
+        self.pins.counts[self.slot].fetch_sub(1, Ordering::Release);
     }
 }
 
@@ -271,7 +300,7 @@ impl RingChunk {
         // Relaxed: the rings' lock, held here, orders it before every read
         // of the count (`ChunkPins`). It cannot overflow: each pin is a
         // write in progress on some thread.
-        self.pins.0[slot].fetch_add(1, Ordering::Relaxed);
+        self.pins.counts[slot].fetch_add(1, Ordering::Relaxed);
         WritePin {
             pins: Arc::clone(&self.pins),
             slot,

@@ -1773,3 +1773,58 @@ fn a_frame_collected_while_a_write_copies_into_it_comes_back_after_the_write() {
 fn a_frame_collected_idle_while_a_write_copies_into_it_comes_back_after_the_write() {
     a_frame_finished_while_a_write_copies_into_it(Finish::CollectIdle);
 }
+
+/// Two writes into one non-coherent ring chunk take turns: the second
+/// copies nothing until the first has copied and flushed. Packed at their
+/// own alignment, ring allocations share `nonCoherentAtomSize` atoms, which
+/// a flush covers whole; a driver that flushes by copying the host's bytes,
+/// as the fake device does, would read bytes the other write is copying.
+#[test]
+fn writes_into_one_non_coherent_ring_chunk_take_turns() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let (ring, first) = non_coherent_ring(&allocator, 64 * 1024, 40);
+    // Packed next to `first`, in the same 64-byte atom.
+    let second = allocator.ring_allocate(ring, 16, 8).unwrap();
+    assert_eq!(second.buffer_offset() / 64, first.buffer_offset() / 64);
+    let (entered_tx, entered) = mpsc::channel::<()>();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let mut armed = true;
+    device.set_flush_hook(Some(Box::new(move || {
+        if std::mem::take(&mut armed) {
+            entered_tx.send(()).unwrap();
+            let _ = go_rx.recv_timeout(Duration::from_secs(30));
+        }
+    })));
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| allocator.ring_write(&first, 0, &[0x5a; 40]));
+        entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the first write flushed");
+        let second_writer = scope.spawn(|| allocator.ring_write(&second, 0, &[0xa5; 16]));
+        // Time for the second write to copy, were it not waiting its turn.
+        std::thread::sleep(Duration::from_millis(200));
+        // SAFETY: the second write waits for its turn before it copies, so
+        // nothing writes these bytes while they are read (the assertion is
+        // what checks it).
+        let copied =
+            unsafe { std::slice::from_raw_parts(second.mapped_ptr().as_ptr(), 16) }.to_vec();
+        go.send(()).unwrap();
+        assert_eq!(
+            copied, [0; 16],
+            "the second write copied during the first one's flush"
+        );
+        writer.join().unwrap().unwrap();
+        second_writer.join().unwrap().unwrap();
+    });
+    device.set_flush_hook(None);
+    for (allocation, byte, len) in [(&first, 0x5a, 40), (&second, 0xa5, 16)] {
+        // SAFETY: ring allocations hand out no slices.
+        let bytes = unsafe { device.read(allocation.memory(), allocation.memory_offset(), len) };
+        assert_eq!(bytes, Some(vec![byte; len]));
+    }
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
