@@ -879,12 +879,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// chunk with as many sealed frames as it can hold, the oldest pinned,
     /// waits for the write, with no lock held.
     ///
-    /// On non-coherent memory, writes into the same chunk of a ring take
-    /// turns (copy and flush): ring allocations are packed at their own
-    /// alignment, so neighbours share `nonCoherentAtomSize` atoms, which a
-    /// flush covers whole, and a driver that flushes by copying the host's
-    /// bytes would read bytes another write is copying. Writes into coherent
-    /// memory, or into different chunks, do not wait for each other.
+    /// Writes into the same chunk of a ring take turns (copy and flush):
+    /// two writes into one allocation (a [`RingAllocation`] is `Copy`) would
+    /// race on its bytes, and on non-coherent memory ring allocations,
+    /// packed at their own alignment, share `nonCoherentAtomSize` atoms with
+    /// their neighbours, which a flush covers whole, so a driver that
+    /// flushes by copying the host's bytes would read bytes another write
+    /// is copying. Writes into different chunks do not wait for each other.
     ///
     /// # Errors
     /// [`Error::RangeOutOfBounds`]; [`Error::ForeignAllocation`] for another
@@ -935,13 +936,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             (pin, chunk.allocation.host_view())
         };
         let flushed = {
-            // On non-coherent memory, one write into the chunk at a time:
-            // the flush covers atoms other writes may be copying into
-            // (`ChunkPins`).
-            let _turn = self
-                .context
-                .is_non_coherent(memory.memory_type())
-                .then(|| pin.take_turn());
+            // One write into the chunk at a time: another may copy into
+            // the same bytes (the same allocation), or, on non-coherent
+            // memory, into atoms this flush covers (`ChunkPins`).
+            let _turn = pin.take_turn();
             // SAFETY: the destination lies inside the ring allocation (checked
             // above), which lies inside the chunk's persistent mapping. The pin
             // keeps both in place with the rings' lock released: the chunk's

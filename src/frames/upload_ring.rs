@@ -219,17 +219,19 @@ const PIN_SLOTS: usize = RING_FRAMES as usize + 1;
 /// flushes happen before the reader hands the bytes to a later frame or
 /// frees the memory.
 ///
-/// On non-coherent memory the writes into one chunk also take turns
-/// (`atoms`): a flush covers whole `nonCoherentAtomSize` atoms, which ring
-/// allocations packed at their own alignment share with their neighbours,
-/// and a driver that carries out a flush by copying the host's bytes (the
-/// fake device does; so do drivers that emulate non-coherent memory) would
-/// read the bytes another write is copying into the same atom.
+/// The writes into one chunk also take turns (`atoms`): a
+/// [`RingAllocation`] is `Copy` and `Sync`, so two threads may write the
+/// same bytes at once, a data race once no lock keeps their copies apart;
+/// and on non-coherent memory a flush covers whole `nonCoherentAtomSize`
+/// atoms, which ring allocations packed at their own alignment share with
+/// their neighbours, and a driver that carries out a flush by copying the
+/// host's bytes (the fake device does; so do drivers that emulate
+/// non-coherent memory) would read the bytes another write is copying into
+/// the same atom.
 #[derive(Debug)]
 pub(crate) struct ChunkPins {
     counts: [AtomicU32; PIN_SLOTS],
-    /// Held over the copy and the flush of a write into non-coherent
-    /// memory.
+    /// Held over the copy (and the flush) of a write.
     atoms: Mutex<()>,
 }
 
@@ -272,8 +274,7 @@ pub(crate) struct WritePin {
 
 impl WritePin {
     /// Waits for the other writes into the chunk to be over, and keeps
-    /// new ones out while the guard lives: for writes into non-coherent
-    /// memory (`ChunkPins`).
+    /// new ones out while the guard lives (`ChunkPins`).
     pub(crate) fn take_turn(&self) -> MutexGuard<'_, ()> {
         // The mutex guards no data: a write that panicked left nothing to
         // repair.
