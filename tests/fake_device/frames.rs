@@ -1865,3 +1865,138 @@ fn two_threads_ring_writing_one_allocation_take_turns() {
     allocator.destroy_upload_ring(ring).unwrap();
     finish_after_frame(allocator, &device);
 }
+
+/// A write held in its flush into the oldest of as many sealed frames as
+/// a ring holds (64, each collected meanwhile but held back by the pin):
+/// `end_frame` refuses a 65th, and `collect_idle` waits for the write
+/// (with no lock held: the write's flush and other threads' ring calls go
+/// on), then finishes every frame; the whole ring is free again.
+#[test]
+fn collect_idle_waits_for_a_write_into_the_oldest_of_a_full_ring_s_frames() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let (ring, target) = non_coherent_ring(&allocator, 4096, 1024);
+    let (entered_tx, entered) = mpsc::channel::<()>();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let mut armed = true;
+    device.set_flush_hook(Some(Box::new(move || {
+        if std::mem::take(&mut armed) {
+            entered_tx.send(()).unwrap();
+            let _ = go_rx.recv_timeout(Duration::from_secs(30));
+        }
+    })));
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| allocator.ring_write(&target, 0, &[0x5a; 1024]));
+        entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the ring write flushed");
+        for _ in 0..64 {
+            device.signal_fence(end_frame(&allocator, &device));
+            allocator.collect().unwrap();
+        }
+        let fence = device.create_fence();
+        // SAFETY: a fake fence.
+        let refused = unsafe { allocator.end_frame(fence) };
+        assert_eq!(refused, Err(Error::TooManyFramesInFlight));
+        let (done_tx, done) = mpsc::channel();
+        let shared = &allocator;
+        let idle = scope.spawn(move || {
+            // SAFETY: nothing was submitted.
+            let collected = unsafe { shared.collect_idle() };
+            done_tx.send(()).unwrap();
+            collected
+        });
+        assert!(
+            done.recv_timeout(Duration::from_millis(300)).is_err(),
+            "collect_idle did not wait for the write"
+        );
+        // Meanwhile other threads' ring calls go on: an allocation in the
+        // current frame, next to the held frame's 1 KiB.
+        let current = allocator.ring_allocate(ring, 1024, 256).unwrap();
+        go.send(()).unwrap();
+        writer.join().unwrap().unwrap();
+        let collected = idle.join().unwrap();
+        assert_eq!(collected.frames, 1);
+        assert_eq!(
+            allocator.ring_write(&current, 0, &[1; 4]),
+            Err(Error::StaleAllocation)
+        );
+    });
+    device.set_flush_hook(None);
+    let whole = allocator.ring_allocate(ring, 4096, 256).unwrap();
+    assert_eq!(whole.buffer_offset(), 0);
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
+
+/// A growing ring's first chunk has a frame held by a write, and a second
+/// chunk that began a frame after it (made before the write: making one
+/// in the ring's memory type waits for the write's flush, under its pool's
+/// lock); both frames are collected during the write. Once it is over,
+/// both chunks' space comes back: the reclaim the first chunk owes is not
+/// lost to the second one's later `first_frame`.
+#[test]
+fn a_held_write_s_reclaim_is_not_lost_in_a_grown_ring() {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let desc = UploadRingDesc {
+        size: 4096,
+        usage: Usage::READBACK,
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let target = allocator.ring_allocate(ring, 2048, 256).unwrap();
+    let sealed = end_frame(&allocator, &device);
+    // Chunk 0 holds frame 0's 2 KiB: a 4 KiB request grows the ring.
+    let grown = allocator.ring_allocate(ring, 4096, 256).unwrap();
+    assert_ne!(grown.buffer(), target.buffer());
+    let (written, during) = while_a_ring_write_flushes(&allocator, &device, &target, || {
+        device.signal_fence(sealed);
+        assert_eq!(allocator.collect().unwrap().frames, 1);
+        device.signal_fence(end_frame(&allocator, &device));
+        assert_eq!(allocator.collect().unwrap().frames, 1);
+        // Chunk 0's frame 0 is held; chunk 1's frame came back. (Not a
+        // request that grows the ring: it waits for the flush.)
+        allocator.ring_allocate(ring, 4096, 256).unwrap()
+    });
+    let during = during.expect("the ring calls waited for the write");
+    written.unwrap();
+    assert_eq!(during.buffer(), grown.buffer());
+    // Chunk 1 is full: the next ring call gets chunk 0 back whole.
+    let back = allocator.ring_allocate(ring, 4096, 256).unwrap();
+    assert_eq!(back.buffer(), target.buffer());
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
+
+/// A ring destroyed while a write copies into it, and finished by
+/// `collect_idle` meanwhile, keeps its chunk (not counted in the frees);
+/// the allocator's drop, with no collect after the write, frees it.
+#[test]
+fn a_destroyed_ring_s_chunk_kept_for_a_write_is_freed_by_drop() {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let (ring, target) = non_coherent_ring(&allocator, 64 * 1024, 1024);
+    let (written, during) = while_a_ring_write_flushes(&allocator, &device, &target, || {
+        allocator.destroy_upload_ring(ring).unwrap();
+        // SAFETY: nothing was submitted.
+        let collected = unsafe { allocator.collect_idle() };
+        (collected, device.live_resources())
+    });
+    let (collected, resources) = during.expect("collect_idle waited for the write");
+    written.unwrap();
+    assert_eq!(
+        collected,
+        Collected {
+            frames: 1,
+            frees: 0
+        }
+    );
+    assert_eq!(resources, 1);
+    // SAFETY: ring allocations hand out no slices.
+    let bytes = unsafe { device.read(target.memory(), target.memory_offset(), 1024) };
+    assert_eq!(bytes, Some(vec![0x5a; 1024]));
+    finish(allocator, &device);
+}
