@@ -795,9 +795,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// held (but the pool's it allocates from), so other threads'
     /// [`end_frame`](Self::end_frame), [`collect`](Self::collect) and ring
     /// allocations do not wait for the driver; the allocation is made once
-    /// the chunk is in, in the frame current then. Should another thread
-    /// have made room in the ring meanwhile (a chunk of its own), the
-    /// allocation goes there and the new chunk is freed; should the ring
+    /// the chunk is in, in the frame current then. Should room have been
+    /// made in the ring meanwhile (by another thread's chunk, a collect, or
+    /// the end of a [`ring_write`](Self::ring_write) that held a collected
+    /// frame's space), the allocation goes there and the new chunk is
+    /// freed; should the ring
     /// have been destroyed meanwhile, the chunk is freed and the call fails
     /// with [`Error::StaleAllocation`].
     ///
@@ -834,6 +836,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let mut chunk = self.create_ring_chunk(&spec.borrow(), chunk_size)?;
 
         let mut rings = lock(&self.rings);
+        // A write that held up the space this call found full may be over
+        // now: that space is room made meanwhile, as a collect's.
+        rings.retry_owed();
         let frame = rings.current_frame;
         let Some(state) = rings.rings.get_mut(ring.key) else {
             drop(rings);

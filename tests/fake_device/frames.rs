@@ -2000,3 +2000,64 @@ fn a_destroyed_ring_s_chunk_kept_for_a_write_is_freed_by_drop() {
     assert_eq!(bytes, Some(vec![0x5a; 1024]));
     finish(allocator, &device);
 }
+
+/// A growing ring that decides to grow while a write holds its full
+/// chunk's frame (collected meanwhile) finds, once its new chunk is made,
+/// that the write is over and the frame's space came back: the request
+/// goes there and the new chunk is freed, as when another thread's
+/// `collect` makes room meanwhile, instead of the ring keeping a chunk it
+/// did not need for good.
+#[test]
+fn a_ring_growing_while_a_held_write_ends_takes_the_space_it_frees() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let config = vk_suballoc::Config {
+        large_heap_block_size: 1 << 20,
+        ..vk_suballoc::Config::default()
+    };
+    let (allocator, device) = super::allocator_with(FakeLayout::mobile(), config);
+    let desc = UploadRingDesc {
+        size: 1 << 20,
+        usage: Usage::READBACK,
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let target = allocator.ring_allocate(ring, 768 << 10, 256).unwrap();
+    let (entered_tx, entered) = mpsc::channel::<()>();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let mut armed = true;
+    device.set_flush_hook(Some(Box::new(move || {
+        if std::mem::take(&mut armed) {
+            entered_tx.send(()).unwrap();
+            let _ = go_rx.recv_timeout(Duration::from_secs(30));
+        }
+    })));
+    let grown = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| allocator.ring_write(&target, 0, &[0x5a; 1024]));
+        entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the ring write flushed");
+        device.signal_fence(end_frame(&allocator, &device));
+        assert_eq!(allocator.collect().unwrap().frames, 1);
+        // The new chunk's memory is made (under the pool's lock, which the
+        // held flush holds until `go`) well after the write is over.
+        device.slow_allocations(Some(Duration::from_millis(300)));
+        let grower = scope.spawn(|| allocator.ring_allocate(ring, 768 << 10, 256));
+        std::thread::sleep(Duration::from_millis(50));
+        go.send(()).unwrap();
+        writer.join().unwrap().unwrap();
+        grower.join().unwrap().unwrap()
+    });
+    device.set_flush_hook(None);
+    device.slow_allocations(None);
+    assert_eq!(
+        grown.buffer(),
+        target.buffer(),
+        "the ring kept a new chunk though its old one had room again"
+    );
+    assert_eq!(device.live_resources(), 1);
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
