@@ -2061,3 +2061,27 @@ fn a_ring_growing_while_a_held_write_ends_takes_the_space_it_frees() {
     allocator.destroy_upload_ring(ring).unwrap();
     finish_after_frame(allocator, &device);
 }
+
+/// A backend that panics in a ring write's flush (a bug, caught by the
+/// engine) leaves no pin behind: the frame written comes back at its
+/// collect, and the next write into the chunk is not kept waiting for its
+/// turn.
+#[test]
+fn a_ring_write_whose_flush_panics_leaves_no_pin_behind() {
+    use std::panic::{self, AssertUnwindSafe};
+
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let (ring, target) = non_coherent_ring(&allocator, 4096, 4096);
+    device.set_flush_hook(Some(Box::new(|| panic!("flush"))));
+    let caught = panic::catch_unwind(AssertUnwindSafe(|| {
+        allocator.ring_write(&target, 0, &[1; 64])
+    }));
+    assert!(caught.is_err());
+    // (The hook panicked while taken out: it is not put back.)
+    device.signal_fence(end_frame(&allocator, &device));
+    assert_eq!(allocator.collect().unwrap().frames, 1);
+    let whole = allocator.ring_allocate(ring, 4096, 256).unwrap();
+    allocator.ring_write(&whole, 0, &[2; 4096]).unwrap();
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
