@@ -804,7 +804,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// with [`Error::StaleAllocation`].
     ///
     /// # Time complexity
-    /// O(1): a bump in the newest chunk (a growing ring tries older ones).
+    /// O(1): a bump in the newest chunk (a growing ring tries older ones);
+    /// but while a collected frame's space waits for a
+    /// [`ring_write`](Self::ring_write) (and until the first ring call
+    /// after it), each call retries that reclaim, O(chunks of every ring).
     pub fn ring_allocate(
         &self,
         ring: UploadRing,
