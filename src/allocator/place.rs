@@ -593,7 +593,10 @@ fn pool_request_padded<'r, D>(
         .requirements
         .alignment
         .max(request.desc.min_alignment);
-    if context.is_non_coherent(memory_type) {
+    // One test for the common type, coherent and not lazily allocated,
+    // instead of one for each (`is_unusual` is the union of the two).
+    let unusual = context.is_unusual(memory_type);
+    if unusual && context.is_non_coherent(memory_type) {
         // Atom-aligned starts keep each allocation's widened flush and
         // invalidate ranges off its neighbours' bytes (mapping.rs).
         align = align.max(properties.device.non_coherent_atom_size.max(1));
@@ -628,7 +631,7 @@ fn pool_request_padded<'r, D>(
         _ => round_up(with_margin, align.min(MAX_TAIL_ROUNDING)),
     };
     let unplaceable_kind = request.kind == ResourceKind::Unknown && page.is_none();
-    let dedicated = if context.is_lazily_allocated(memory_type) || unplaceable_kind {
+    let dedicated = if (unusual && context.is_lazily_allocated(memory_type)) || unplaceable_kind {
         DedicatedChoice::Require
     } else {
         request.dedicated_choice()

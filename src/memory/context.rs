@@ -79,6 +79,10 @@ pub(crate) struct MemoryContext<D> {
     non_coherent_types: u32,
     /// Bit `t` set when memory type `t` is lazily allocated.
     lazily_allocated_types: u32,
+    /// `non_coherent_types | lazily_allocated_types`: the types whose
+    /// requests `pool_request` adjusts, tested once per request
+    /// ([`is_unusual`](Self::is_unusual)).
+    unusual_types: u32,
     /// Bit `t` set when memory type `t` is protected.
     protected_types: u32,
     /// Bit `t` set when memory type `t` exists and may be allocated from:
@@ -188,6 +192,7 @@ impl<D> MemoryContext<D> {
             preferred_block_sizes,
             non_coherent_types,
             lazily_allocated_types,
+            unusual_types: non_coherent_types | lazily_allocated_types,
             protected_types,
             usable_types,
             padded_granularity,
@@ -355,6 +360,13 @@ impl<D> MemoryContext<D> {
     #[inline]
     pub(crate) fn is_non_coherent(&self, memory_type: u32) -> bool {
         memory_type < 32 && self.non_coherent_types & (1 << memory_type) != 0
+    }
+
+    /// Whether `memory_type` is non-coherent or lazily allocated: false
+    /// for most requests' type, which then skip both tests.
+    #[inline]
+    pub(crate) fn is_unusual(&self, memory_type: u32) -> bool {
+        memory_type < 32 && self.unusual_types & (1 << memory_type) != 0
     }
 
     /// Whether `memory_type` is lazily allocated: its memory is always
