@@ -16,11 +16,14 @@
 //! kind); upload rings made through `create_upload_ring` and
 //! `create_upload_ring_unchecked` with good and flawed descriptions,
 //! growing or not, allocated from (up to full), written, destroyed and
-//! reclaimed by the frames' collection; frees now and after frames (with
+//! reclaimed by the frames' collection, and filled to exactly their
+//! capacity across frames then partly reclaimed; frees now and after frames (with
 //! the allocation's resource: `destroy_*_after_frame`, or
 //! `destroy_alias_*_after_frame` before the free) sealed with fences or
-//! timeline values that "the GPU" signals in any order; `collect` and
-//! `wait_and_collect`; custom pools (priorities, export handle types) made
+//! timeline values that "the GPU" signals in any order (and null ones,
+//! refused); `collect` and `wait_and_collect` (timeouts of 0 to
+//! `u64::MAX`, frames finishing during its waits); another allocator's
+//! allocations, ring and pool handed to this one's entry points; custom pools (priorities, export handle types) made
 //! and destroyed; defragmentation plans over some live allocations, each
 //! move carried out or given up; `trim`; host writes (`mapped_slice_mut`,
 //! `copy_to_allocation`) and reads, flushes and invalidates of ranges in
@@ -50,7 +53,11 @@
 //! bump allocator says, never overlapping another of a live frame, and
 //! `UploadRingFull` reports the free bytes the model counts; stale ring
 //! allocations are refused; a failed `allocate_many` leaves no allocation;
-//! `check_alias` answers as its documented rules say; the fake device
+//! `check_alias` answers as its documented rules say; `end_frame` refuses
+//! a null fence and `wait_and_collect` collects the frames finished before
+//! the first that was not, then says `Timeout`; another allocator's
+//! handles are refused with `ForeignAllocation` or `ForeignPool` and
+//! change nothing in either allocator; the fake device
 //! records no broken Vulkan rule; no debug margin is found damaged. At the
 //! end, with everything freed and every frame collected, each memory type
 //! keeps at most its largest empty block and each custom pool its
@@ -98,7 +105,10 @@ struct Setup {
     margin: u8,
     /// Bit 0: `detect_corruption`. Bits 1 to 3 all clear: the
     /// configuration may be out of range (else it is valid by
-    /// construction). Bit 4: no memory callback is installed. (The byte of
+    /// construction). Bit 4: no memory callback is installed. Bit 5: the
+    /// walk starts with an upload ring that does not grow, of the size
+    /// bits 6 and 7 pick (so that rings fill and wrap in short inputs).
+    /// (The byte of
     /// the `detect_corruption` bool it replaced, whose bit 0 it keeps: the
     /// corpus's inputs keep their layout, and those that drew a valid
     /// configuration keep it.)
@@ -292,6 +302,11 @@ fuzz_target!(|input: Input| {
     };
     let callback = input.setup.flags & (1 << 4) == 0;
     let mut walk = Walk::new(allocator, device, layout, config, callback);
+    if input.setup.flags & (1 << 5) != 0 {
+        let size = [0xffff, 4096, 1000, 0x4000][usize::from(input.setup.flags >> 6)];
+        walk.start_ring(size);
+        walk.check();
+    }
     for op in input.ops {
         walk.apply(op);
         walk.check();

@@ -79,23 +79,104 @@ impl Walk {
     }
 
     pub(super) fn collect(&mut self, wait: bool) {
-        let result = if wait {
-            self.allocator.wait_and_collect(0)
-        } else {
-            self.allocator.collect()
-        };
+        if wait {
+            return self.wait_and_collect(0);
+        }
+        let result = self.allocator.collect();
         if self.lost && !self.sealed.is_empty() {
             assert_eq!(result, Err(Error::DeviceLost), "collect on a lost device");
             return;
         }
         let released = self.release_signalled();
         self.reclaim_rings();
-        let expected = if wait && !self.sealed.is_empty() {
-            Err(Error::Timeout)
-        } else {
-            Ok(released)
+        assert_eq!(result, Ok(released), "collect");
+    }
+
+    /// `end_frame` (or `end_frame_timeline`) with a null fence (semaphore):
+    /// refused with `NullFrameSignal` before anything else, a ring full of
+    /// frames included, and nothing changes (`check` sees the frame and
+    /// the frames in flight as before).
+    pub(super) fn end_frame_null(&mut self, timeline: bool) {
+        // SAFETY: a null handle, which the call refuses before using it.
+        let result = unsafe {
+            if timeline {
+                let value = self.next_frame + 1;
+                self.allocator
+                    .end_frame_timeline(vk::Semaphore::null(), value)
+            } else {
+                self.allocator.end_frame(vk::Fence::null())
+            }
         };
-        assert_eq!(result, expected, "collect (wait {wait})");
+        assert_eq!(result, Err(Error::NullFrameSignal), "a null frame signal");
+    }
+
+    /// `wait_and_collect` with a timeout of `how & 3` (0, 1 ms, 16.7 ms or
+    /// `u64::MAX`), while the GPU finishes frames: with a finite timeout,
+    /// at the start of each wait the oldest unfinished frame finishes
+    /// until `how >> 2` did (the fake device's waits answer at once: what
+    /// finishes within the timeout is what the wait hook signals); with
+    /// `u64::MAX`, every frame it waits for finishes (the wait ends only
+    /// then). The model runs the call's loop: wait for the oldest frame
+    /// sealed before the call, `Timeout` if it did not finish (the frames
+    /// collected before it stay collected), else collect.
+    pub(super) fn wait_and_collect(&mut self, how: u8) {
+        let timeout = [0, 1_000_000, 16_666_667, u64::MAX][usize::from(how & 3)];
+        let finishing = if timeout == u64::MAX {
+            usize::MAX
+        } else {
+            usize::from(how >> 2)
+        };
+        // The signals of the unfinished frames, oldest first: each wait
+        // finishes the first left, while any of `finishing` is.
+        let pending: std::collections::VecDeque<Signal> = self
+            .sealed
+            .iter()
+            .filter(|f| !f.signalled)
+            .map(|f| f.signal)
+            .take(finishing)
+            .collect();
+        let fired = Arc::new(Mutex::new(0usize));
+        if !pending.is_empty() {
+            let (device, timeline, fired) = (self.device.clone(), self.timeline, fired.clone());
+            let mut pending = pending;
+            self.device.set_wait_hook(Some(Box::new(move || {
+                if let Some(signal) = pending.pop_front() {
+                    match signal {
+                        Signal::Fence(fence) => device.signal_fence(fence),
+                        Signal::Timeline(value) => device.signal_timeline(timeline, value),
+                    }
+                    *fired.lock().unwrap() += 1;
+                }
+            })));
+        }
+        let result = self.allocator.wait_and_collect(timeout);
+        self.device.set_wait_hook(None);
+        let fired = *fired.lock().unwrap();
+        // The model's run of the call's loop.
+        let mut total = Collected::default();
+        let mut finished = 0;
+        let expected = loop {
+            if self.sealed.is_empty() {
+                break Ok(total);
+            }
+            if finished < fired {
+                let oldest = (0..self.sealed.len()).find(|&i| !self.sealed[i].signalled);
+                self.signal_frame(oldest.expect("a frame finished in the wait"));
+                finished += 1;
+            }
+            if self.lost {
+                break Err(Error::DeviceLost);
+            }
+            if !self.sealed[0].signalled {
+                break Err(Error::Timeout);
+            }
+            let released = self.release_signalled();
+            self.reclaim_rings();
+            total.frames += released.frames;
+            total.frees += released.frees;
+        };
+        assert_eq!(finished, fired, "frames finished in the waits");
+        assert_eq!(result, expected, "wait_and_collect({timeout} ns)");
     }
 
     pub(super) fn collect_idle(&mut self) {

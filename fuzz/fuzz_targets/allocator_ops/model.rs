@@ -19,6 +19,8 @@ use vk_suballoc::{
 mod api;
 #[path = "batch.rs"]
 mod batch;
+#[path = "foreign.rs"]
+mod foreign;
 #[path = "frames.rs"]
 mod frames;
 #[path = "host.rs"]
@@ -183,6 +185,9 @@ pub struct Walk {
     /// What the memory callback was told; `None` when no callback is
     /// installed.
     events: Option<Events>,
+    /// Another allocator, whose handles this one must refuse; made at the
+    /// first `Op::Foreign`.
+    foreign: Option<foreign::ForeignSide>,
 }
 
 fn is_non_coherent(props: Props) -> bool {
@@ -235,6 +240,7 @@ impl Walk {
             dead_rings: Vec::new(),
             stale_ring: Vec::new(),
             events,
+            foreign: None,
         }
     }
 
@@ -282,9 +288,11 @@ impl Walk {
                 }
             }
             Op::FreeAfterFrame { pick, alias } => self.free_after_frame(pick, alias),
-            Op::EndFrame { timeline } => self.end_frame(timeline),
+            Op::EndFrame { how } if (how >> 1) & 7 == 7 => self.end_frame_null(how & 1 == 1),
+            Op::EndFrame { how } => self.end_frame(how & 1 == 1),
             Op::Signal { how } => self.signal(how),
-            Op::Collect { wait } => self.collect(wait),
+            Op::Collect { how } if how & 1 == 1 => self.wait_and_collect(how >> 1),
+            Op::Collect { .. } => self.collect(false),
             Op::CollectIdle => self.collect_idle(),
             Op::CreatePool(spec) => self.create_pool(spec),
             Op::DestroyPool { pick } => self.destroy_pool(pick),
@@ -396,6 +404,15 @@ impl Walk {
             }
             Op::RingWrite { pick, value, past } => self.ring_write(pick, value, past),
             Op::DestroyRing { pick } => self.destroy_ring(pick),
+            Op::RingFill {
+                pick,
+                frames,
+                complete,
+                then,
+                align,
+                timeline,
+            } => self.ring_fill(pick, frames, complete, then, align, timeline),
+            Op::Foreign { what, pick } => self.foreign(what, pick),
             Op::Query {
                 what,
                 bits,

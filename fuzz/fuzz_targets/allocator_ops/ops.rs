@@ -63,15 +63,25 @@ pub enum Op {
         pick: u16,
         alias: bool,
     },
+    /// Bit 0: sealed with a timeline value, else a fence; bits 1 to 3
+    /// all set: with a null fence or semaphore, which `end_frame` refuses
+    /// (`NullFrameSignal`, nothing changed). A byte, where a `bool` was:
+    /// the corpus's inputs keep their layout.
     EndFrame {
-        timeline: bool,
+        how: u8,
     },
     /// Signals the oldest pending frame, one out of order, or all.
     Signal {
         how: u8,
     },
+    /// Bit 0: `wait_and_collect`, else `collect`; then bits 1 and 2 pick
+    /// its timeout (0, 1 ms, 16.7 ms or `u64::MAX`), and bits 3 to 7 how
+    /// many frames the GPU finishes while it waits (for a finite
+    /// timeout: the oldest unfinished one at each wait, until that many
+    /// did; with `u64::MAX` every frame the call waits for). A byte, where
+    /// a `bool` was: the corpus's inputs keep their layout.
     Collect {
-        wait: bool,
+        how: u8,
     },
     CollectIdle,
     CreatePool(PoolSpec),
@@ -174,6 +184,29 @@ pub enum Op {
         what: u8,
         bits: u32,
         usage: u8,
+        pick: u16,
+    },
+    /// Fills a ring (`pick`) across `2 + frames % 4` frames, sealed as
+    /// they go, with parts of what its newest chunk has free (the last
+    /// part all that is left, so that it fills up to exactly its
+    /// capacity); then the GPU finishes the oldest `complete` of the
+    /// frames in flight, `collect` reclaims them, and one more ring
+    /// allocation (`then`: the whole capacity, the free bytes, one more,
+    /// a part, ...) meets a ring partly reclaimed.
+    RingFill {
+        pick: u8,
+        frames: u8,
+        complete: u8,
+        then: u8,
+        align: u8,
+        timeline: bool,
+    },
+    /// Another allocator's handle (allocation, upload ring and its
+    /// allocations, custom pool) given to one of this allocator's entry
+    /// points (`what`), which refuses it with `ForeignAllocation` (or
+    /// `ForeignPool`) and changes nothing.
+    Foreign {
+        what: u8,
         pick: u16,
     },
 }

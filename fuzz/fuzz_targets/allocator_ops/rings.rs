@@ -238,6 +238,12 @@ impl Walk {
         });
     }
 
+    /// An upload ring that does not grow, of `size` bytes, for host
+    /// uploads (`Setup::flags` bit 5).
+    pub fn start_ring(&mut self, size: u16) {
+        self.create_ring(3, size, 1, 1, false, false);
+    }
+
     fn ring_pick(&self, pick: u8) -> Option<Result<usize, UploadRing>> {
         let total = self.rings.len() + self.dead_rings.len();
         if total == 0 {
@@ -279,14 +285,19 @@ impl Walk {
             200..220 => 0,
             n => u64::from(n) * 3,
         };
-        let i = match picked {
+        match picked {
             Err(dead) => {
                 let result = self.allocator.ring_allocate(dead, size, align);
                 assert_eq!(result, Err(Error::StaleAllocation), "a destroyed ring");
-                return false;
+                false
             }
-            Ok(i) => i,
-        };
+            Ok(i) => self.ring_allocate_in(i, size, align),
+        }
+    }
+
+    /// Whether a ring allocation of `size` bytes at `align` was made in
+    /// live ring `i` (checked against the model of its chunks).
+    pub(super) fn ring_allocate_in(&mut self, i: usize, size: u64, align: u64) -> bool {
         if self.rings[i].live.len() >= MAX_RING_LIVE {
             return false;
         }
@@ -496,6 +507,73 @@ impl Walk {
             assert_eq!((first, last), (Ok(()), Ok(())), "ring_write");
         }
         *tag = Some(value);
+    }
+
+    /// Fills live ring `pick` across `2 + frames % 4` frames (sealed as it
+    /// goes, with a fence or a timeline value) with parts of what its
+    /// newest chunk has free, the last part taking all that is left (so
+    /// that a chunk not wrapped fills to exactly its capacity); then the
+    /// GPU finishes the oldest `complete % 5` frames in flight and
+    /// `collect` reclaims them; then one more ring allocation, of a size
+    /// `then` picks from what the ring holds, meets the partly reclaimed
+    /// ring (where it lands, or `UploadRingFull`'s free bytes, as the
+    /// model says).
+    pub(super) fn ring_fill(
+        &mut self,
+        pick: u8,
+        frames: u8,
+        complete: u8,
+        then: u8,
+        align: u8,
+        timeline: bool,
+    ) {
+        if self.rings.is_empty() {
+            return;
+        }
+        let i = pick as usize % self.rings.len();
+        let align = 1u64 << (align % 10);
+        let parts = 2 + u64::from(frames % 4);
+        let free = |walk: &Self| {
+            let chunk = walk.rings[i].chunks.last().expect("a ring has a chunk");
+            (chunk.capacity, chunk.capacity - chunk.used())
+        };
+        let (capacity, room) = free(self);
+        let share = (room / parts).max(1);
+        for part in 0..parts {
+            let size = if part + 1 == parts {
+                free(self).1.max(1)
+            } else {
+                share
+            };
+            // A part that fails (a wrap's waste) leaves the rest to the
+            // next frames.
+            self.ring_allocate_in(i, size, if part == 0 { align } else { 1 });
+            if part + 1 < parts {
+                self.end_frame(timeline);
+            }
+        }
+        for _ in 0..complete % 5 {
+            let oldest = (0..self.sealed.len()).find(|&f| !self.sealed[f].signalled);
+            match oldest {
+                Some(f) => self.signal_frame(f),
+                None => break,
+            }
+        }
+        self.collect(false);
+        // What the reclaim left free, by the model (its oldest frame's
+        // bytes, a part's, the whole ring, ...).
+        let (_, free_now) = free(self);
+        let size = match then % 8 {
+            0 => capacity,
+            1 => free_now,
+            2 => free_now + 1,
+            3 => share,
+            4 => share + 1,
+            5 => capacity - share,
+            6 => free_now.saturating_sub(share),
+            _ => capacity / 2 + 1,
+        };
+        self.ring_allocate_in(i, size.max(1), align);
     }
 
     pub(super) fn destroy_ring(&mut self, pick: u8) {
