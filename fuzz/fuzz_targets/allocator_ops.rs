@@ -91,7 +91,12 @@ struct Setup {
     /// 0: the preset's limit; else this many memory objects at most.
     max_objects: u8,
     granularity: u8,
-    toggle_budget: bool,
+    /// Bit 0: `VK_EXT_memory_budget` toggled from the preset's. Bit 1: a
+    /// `bufferImageGranularity` large against the blocks, a quarter of the
+    /// block size `block_size` picks (1 KiB to 64 KiB), so that resources
+    /// of kinds that may not share a page meet in few pages. (A byte,
+    /// where a `bool` was: the corpus keeps its layout.)
+    toggle_budget: u8,
     atom: u8,
     block_size: u8,
     small_heap_limit: u8,
@@ -156,7 +161,11 @@ fn layout(setup: &Setup) -> FakeLayout {
         1 => layout = layout.with_granularity(1536),
         _ => {}
     }
-    if setup.toggle_budget {
+    if setup.toggle_budget & 2 != 0 && setup.block_size >= 2 {
+        let block_log2 = 12 + u32::from(setup.block_size) % 17;
+        layout = layout.with_granularity(1 << (block_log2 - 2).min(16));
+    }
+    if setup.toggle_budget & 1 != 0 {
         let enabled = !layout.memory_budget;
         layout = layout.with_memory_budget(enabled);
     }

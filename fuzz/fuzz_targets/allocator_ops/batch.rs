@@ -75,6 +75,67 @@ impl Walk {
         }
     }
 
+    /// `Op::Churn`: resources of kind `kinds[0]`, every other one freed
+    /// after the frame, the rest moved or not, then as many of kind
+    /// `kinds[1]` beside the queued frees.
+    pub(super) fn churn(
+        &mut self,
+        kinds: [u8; 2],
+        usage: u8,
+        size_log2: u8,
+        size_bits: u16,
+        count: u8,
+        defragment: bool,
+    ) {
+        let n = 2 + usize::from(count % 6);
+        let req = |kind: u8| Req {
+            // 256 bytes to 64 KiB, not page multiples as often as not.
+            size_log2: 8 + size_log2 % 9,
+            size_bits: u64::from(size_bits),
+            align: size_log2 / 16 % 9,
+            align_bits: 0,
+            type_bits_mode: 0,
+            type_bits: 0,
+            usage,
+            kind,
+            // `DedicatedPolicy::Never`: blocks only.
+            policy: 2,
+            within_budget: false,
+            existing_memory_only: false,
+            min_alignment: 0,
+            pool: 255,
+            name: 3,
+            hint: 0,
+            target: 0,
+            priority: 0,
+            can_alias: false,
+        };
+        let first = self.live.len();
+        for _ in 0..n {
+            self.allocate(&req(kinds[0]), false);
+        }
+        // Every other new one, from the last (`free_after_frame` swaps the
+        // last live allocation into the freed one's place).
+        let made = self.live.len() - first;
+        for i in (first..first + made).rev().step_by(2) {
+            self.free_after_frame(i as u16, false);
+        }
+        if defragment {
+            let picks: Vec<u16> = (first..self.live.len()).map(|i| i as u16).collect();
+            let limits = DefragmentationLimits {
+                max_moves: usize::MAX,
+                max_bytes: u64::MAX,
+                max_used_percent: 100,
+                split_blocks: true,
+                compact_blocks: true,
+            };
+            self.defragment(&picks, &limits, 0, 0);
+        }
+        for _ in 0..n {
+            self.allocate(&req(kinds[1]), false);
+        }
+    }
+
     pub(super) fn check_alias(
         &mut self,
         pick: u16,

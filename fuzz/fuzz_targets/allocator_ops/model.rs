@@ -413,6 +413,22 @@ impl Walk {
                 timeline,
             } => self.ring_fill(pick, frames, complete, then, align, timeline),
             Op::Foreign { what, pick } => self.foreign(what, pick),
+            Op::Churn {
+                first,
+                second,
+                usage,
+                size_log2,
+                size_bits,
+                count,
+                defragment,
+            } => self.churn(
+                [first, second],
+                usage,
+                size_log2,
+                size_bits,
+                count,
+                defragment,
+            ),
             Op::Query {
                 what,
                 bits,

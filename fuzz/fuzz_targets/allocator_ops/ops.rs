@@ -209,4 +209,19 @@ pub enum Op {
         what: u8,
         pick: u16,
     },
+    /// Resources of two kinds meeting in few pages, some of the first
+    /// freed after the frame: `2 + count % 6` requests of kind `first`
+    /// (blocks only, one usage and size), every other one then freed
+    /// after the frame; with `defragment`, the rest moved (the plan's
+    /// limits wide open, every move carried out); then as many requests
+    /// of kind `second`, which must keep off the queued frees' pages.
+    Churn {
+        first: u8,
+        second: u8,
+        usage: u8,
+        size_log2: u8,
+        size_bits: u16,
+        count: u8,
+        defragment: bool,
+    },
 }
