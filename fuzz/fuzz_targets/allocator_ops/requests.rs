@@ -215,14 +215,16 @@ impl Walk {
             .filter(|_| allocation.is_dedicated());
         assert_eq!(memory.dedicated, target, "{allocation:?} for {request:?}");
         assert_eq!(memory.export_handle_types, export, "{allocation:?}");
-        // Handed to the device as asked (which drops it without
+        // Handed to the device (which drops it without
         // `VK_EXT_memory_priority`): a dedicated allocation's own, else its
-        // pool's; the default pools' blocks have none.
+        // pool's; the default pools' blocks have none. Clamped to [0, 1],
+        // NaN as 0.5, as `AllocateInfo::priority` promises every backend.
         let priority = if allocation.is_dedicated() {
             desc.priority.or(pool_priority)
         } else {
             pool_priority
-        };
+        }
+        .map(|p| if p.is_nan() { 0.5 } else { p.clamp(0.0, 1.0) });
         assert_eq!(
             memory.priority.map(f32::to_bits),
             priority.map(f32::to_bits),
