@@ -896,11 +896,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// is copying. Writes into different chunks do not wait for each other.
     ///
     /// # Errors
-    /// [`Error::RangeOutOfBounds`]; [`Error::ForeignAllocation`] for another
-    /// allocator's ring; [`Error::StaleAllocation`] when the allocation's
-    /// frame was collected already (its bytes belong to later frames now) or
-    /// the ring was destroyed; on non-coherent memory, the flush's device
-    /// errors (the bytes are copied then).
+    /// In this order: [`Error::ForeignAllocation`] for another allocator's
+    /// ring; [`Error::RangeOutOfBounds`]; [`Error::StaleAllocation`] when
+    /// the allocation's frame was collected already (its bytes belong to
+    /// later frames now) or the ring was destroyed; on non-coherent memory,
+    /// the flush's device errors (the bytes are copied then).
     ///
     /// # Time complexity
     /// O(1) under the rings' lock; the copy is O(`bytes.len()`).

@@ -1515,6 +1515,43 @@ fn two_threads_growing_a_ring_at_once_keep_one_new_chunk() {
     finish_after_frame(stall.allocator, &stall.device);
 }
 
+/// `ring_write` refuses, in its documented order: another allocator's
+/// ring allocation (however far out of range), a range past the allocation
+/// (however stale), then a stale allocation.
+#[test]
+fn ring_write_refuses_in_the_documented_order() {
+    let (other, other_device) = allocator(FakeLayout::integrated());
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let desc = UploadRingDesc {
+        size: 4096,
+        ..UploadRingDesc::default()
+    };
+    let theirs_ring = other.create_upload_ring(&desc).unwrap();
+    let theirs = other.ring_allocate(theirs_ring, 64, 64).unwrap();
+    let gone_ring = allocator.create_upload_ring(&desc).unwrap();
+    let gone = allocator.ring_allocate(gone_ring, 64, 64).unwrap();
+    allocator.destroy_upload_ring(gone_ring).unwrap();
+    assert_eq!(
+        allocator.ring_write(&theirs, 60, &[0; 8]),
+        Err(Error::ForeignAllocation)
+    );
+    assert_eq!(
+        allocator.ring_write(&gone, 60, &[0; 8]),
+        Err(Error::RangeOutOfBounds {
+            start: 60,
+            end: 68,
+            size: 64
+        })
+    );
+    assert_eq!(
+        allocator.ring_write(&gone, 0, &[0; 8]),
+        Err(Error::StaleAllocation)
+    );
+    other.destroy_upload_ring(theirs_ring).unwrap();
+    finish_after_frame(allocator, &device);
+    finish_after_frame(other, &other_device);
+}
+
 /// `ring_allocate`'s documented order, on requests that fail several
 /// checks: the ring's owner, then whether it lives, then the size and
 /// alignment, then a size past a ring that does not grow, then the space
