@@ -2,6 +2,7 @@
 //! budgets and device loss.
 
 use std::collections::VecDeque;
+use std::sync::mpsc::{Receiver, Sender};
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
@@ -1609,6 +1610,27 @@ fn ring_allocate_refuses_in_the_documented_order() {
     finish(other, &other_device);
 }
 
+/// Holds the next flush (`FakeDevice::set_flush_hook`) on the thread that
+/// makes it until `go` is sent, or 30 seconds pass (a safety net: a test
+/// sends it long before); `entered` is told once the flush is held. Later
+/// flushes go through. Returns `(entered, go)`; clear the hook with
+/// `set_flush_hook(None)` when done.
+fn hold_next_flush(device: &FakeDevice) -> (Receiver<()>, Sender<()>) {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let (entered_tx, entered) = mpsc::channel::<()>();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let mut armed = true;
+    device.set_flush_hook(Some(Box::new(move || {
+        if std::mem::take(&mut armed) {
+            entered_tx.send(()).unwrap();
+            let _ = go_rx.recv_timeout(Duration::from_secs(30));
+        }
+    })));
+    (entered, go)
+}
+
 /// Runs `ring_write(target, 0, ..)` of 1 KiB of 0x5a on a thread of its
 /// own, held in its flush (`FakeDevice::set_flush_hook`) while `during`
 /// runs on a third thread; the write goes on once `during` has returned
@@ -1624,16 +1646,7 @@ fn while_a_ring_write_flushes<R: Send>(
     use std::sync::mpsc;
     use std::time::Duration;
 
-    let (entered_tx, entered) = mpsc::channel::<()>();
-    let (go, go_rx) = mpsc::channel::<()>();
-    let mut armed = true;
-    device.set_flush_hook(Some(Box::new(move || {
-        if std::mem::take(&mut armed) {
-            entered_tx.send(()).unwrap();
-            // A safety net: the test sends `go` long before.
-            let _ = go_rx.recv_timeout(Duration::from_secs(30));
-        }
-    })));
+    let (entered, go) = hold_next_flush(device);
     let outcome = std::thread::scope(|scope| {
         let writer = scope.spawn(|| allocator.ring_write(target, 0, &[0x5a; 1024]));
         entered
@@ -1818,7 +1831,6 @@ fn a_frame_collected_idle_while_a_write_copies_into_it_comes_back_after_the_writ
 /// as the fake device does, would read bytes the other write is copying.
 #[test]
 fn writes_into_one_non_coherent_ring_chunk_take_turns() {
-    use std::sync::mpsc;
     use std::time::Duration;
 
     let (allocator, device) = allocator(FakeLayout::mobile());
@@ -1826,15 +1838,7 @@ fn writes_into_one_non_coherent_ring_chunk_take_turns() {
     // Packed next to `first`, in the same 64-byte atom.
     let second = allocator.ring_allocate(ring, 16, 8).unwrap();
     assert_eq!(second.buffer_offset() / 64, first.buffer_offset() / 64);
-    let (entered_tx, entered) = mpsc::channel::<()>();
-    let (go, go_rx) = mpsc::channel::<()>();
-    let mut armed = true;
-    device.set_flush_hook(Some(Box::new(move || {
-        if std::mem::take(&mut armed) {
-            entered_tx.send(()).unwrap();
-            let _ = go_rx.recv_timeout(Duration::from_secs(30));
-        }
-    })));
+    let (entered, go) = hold_next_flush(&device);
     std::thread::scope(|scope| {
         let writer = scope.spawn(|| allocator.ring_write(&first, 0, &[0x5a; 40]));
         entered
@@ -1915,15 +1919,7 @@ fn collect_idle_waits_for_a_write_into_the_oldest_of_a_full_ring_s_frames() {
 
     let (allocator, device) = allocator(FakeLayout::mobile());
     let (ring, target) = non_coherent_ring(&allocator, 4096, 1024);
-    let (entered_tx, entered) = mpsc::channel::<()>();
-    let (go, go_rx) = mpsc::channel::<()>();
-    let mut armed = true;
-    device.set_flush_hook(Some(Box::new(move || {
-        if std::mem::take(&mut armed) {
-            entered_tx.send(()).unwrap();
-            let _ = go_rx.recv_timeout(Duration::from_secs(30));
-        }
-    })));
+    let (entered, go) = hold_next_flush(&device);
     std::thread::scope(|scope| {
         let writer = scope.spawn(|| allocator.ring_write(&target, 0, &[0x5a; 1024]));
         entered
@@ -2046,7 +2042,6 @@ fn a_destroyed_ring_s_chunk_kept_for_a_write_is_freed_by_drop() {
 /// did not need for good.
 #[test]
 fn a_ring_growing_while_a_held_write_ends_takes_the_space_it_frees() {
-    use std::sync::mpsc;
     use std::time::Duration;
 
     let config = vk_suballoc::Config {
@@ -2062,15 +2057,7 @@ fn a_ring_growing_while_a_held_write_ends_takes_the_space_it_frees() {
     };
     let ring = allocator.create_upload_ring(&desc).unwrap();
     let target = allocator.ring_allocate(ring, 768 << 10, 256).unwrap();
-    let (entered_tx, entered) = mpsc::channel::<()>();
-    let (go, go_rx) = mpsc::channel::<()>();
-    let mut armed = true;
-    device.set_flush_hook(Some(Box::new(move || {
-        if std::mem::take(&mut armed) {
-            entered_tx.send(()).unwrap();
-            let _ = go_rx.recv_timeout(Duration::from_secs(30));
-        }
-    })));
+    let (entered, go) = hold_next_flush(&device);
     let grown = std::thread::scope(|scope| {
         let writer = scope.spawn(|| allocator.ring_write(&target, 0, &[0x5a; 1024]));
         entered
