@@ -78,9 +78,11 @@ impl Allocation {
         pool.slot().map(|_| pool)
     }
 
-    /// A second handle to the same range, for host access (a flush) while
-    /// this one is kept alive otherwise, as an upload ring's chunk is by
-    /// its pins (`Allocator::ring_write`). Never freed: this handle is.
+    /// A second handle to the same range, for host access (a flush) with
+    /// no borrow of this one, which something else keeps alive meanwhile,
+    /// as an upload ring chunk's pins keep its allocation
+    /// (`Allocator::ring_write`). Never free the copy: this handle is the
+    /// one that gets freed, once.
     pub(crate) fn host_view(&self) -> Allocation {
         Allocation {
             memory: self.memory,
