@@ -161,8 +161,11 @@ pub enum Error {
         /// The ring's size in bytes.
         capacity: u64,
     },
-    /// `collect` has not been called for so many frames that upload rings
-    /// cannot track another one. Call `collect` every frame.
+    /// An upload ring cannot track another sealed frame (it tracks 64):
+    /// `collect` has not been called for that many frames, or a
+    /// `ring_write` on another thread has been copying into the ring for as
+    /// many (a collected frame's ring space waits for its write). Call
+    /// `collect` every frame.
     #[error("too many frames in flight; call collect")]
     TooManyFramesInFlight,
     /// Waiting for a frame timed out.

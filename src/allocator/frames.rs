@@ -127,8 +127,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// [`Error::NullFrameSignal`] for a null fence;
-    /// [`Error::TooManyFramesInFlight`] when `collect` was not called for
-    /// many frames. Nothing changes on error.
+    /// [`Error::TooManyFramesInFlight`] when an upload ring holds as many
+    /// sealed frames as it can track (64): `collect` was not called for
+    /// that many frames, or a [`ring_write`](Self::ring_write) on another
+    /// thread has been copying into the ring for that many (the space of
+    /// the frame it writes, and of later ones, waits for it, collected or
+    /// not). Nothing changes on error.
     ///
     /// # Safety
     /// `fence` belongs to the allocator's device, stays alive until the frame
