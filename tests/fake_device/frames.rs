@@ -2109,3 +2109,36 @@ fn a_ring_write_whose_flush_panics_leaves_no_pin_behind() {
     allocator.destroy_upload_ring(ring).unwrap();
     finish_after_frame(allocator, &device);
 }
+
+/// A write held in the middle one of three collected frames: the oldest
+/// frame's space comes back at the collect, the written frame's and the
+/// later one's only after the write (a ring's frames come back in order).
+#[test]
+fn a_held_write_keeps_back_its_frame_and_later_ones_but_not_earlier_ones() {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let (ring, _oldest) = non_coherent_ring(&allocator, 4096, 1024);
+    let first = end_frame(&allocator, &device);
+    let target = allocator.ring_allocate(ring, 1024, 256).unwrap();
+    let second = end_frame(&allocator, &device);
+    let _later = allocator.ring_allocate(ring, 1024, 256).unwrap();
+    let third = end_frame(&allocator, &device);
+    let (written, during) = while_a_ring_write_flushes(&allocator, &device, &target, || {
+        for fence in [first, second, third] {
+            device.signal_fence(fence);
+        }
+        assert_eq!(allocator.collect().unwrap().frames, 3);
+        allocator.ring_allocate(ring, 2048, 256)
+    });
+    let during = during.expect("the ring calls waited for the write");
+    written.unwrap();
+    // 1 KiB at the ring's end and the oldest frame's 1 KiB at its start:
+    // 2 KiB free, not in one piece.
+    assert!(
+        matches!(during, Err(Error::UploadRingFull { free: 2048, .. })),
+        "{during:?}"
+    );
+    let whole = allocator.ring_allocate(ring, 4096, 256).unwrap();
+    assert_eq!(whole.buffer_offset(), 0);
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
