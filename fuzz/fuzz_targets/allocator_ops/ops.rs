@@ -42,8 +42,9 @@ pub struct Req {
     /// 1: a buffer of the application's for dedicated memory; 2: an
     /// image; else none.
     pub(super) target: u8,
-    /// 0: none; else a priority, in range or not (the fake device has no
-    /// `VK_EXT_memory_priority`: always ignored).
+    /// 0: none; else a priority, in range or not: it changes no placement
+    /// (the fake device has no `VK_EXT_memory_priority`), but the memory
+    /// records it, clamped, and the model checks that.
     pub(super) priority: u8,
     pub(super) can_alias: bool,
 }
