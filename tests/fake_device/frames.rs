@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Mutex;
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
@@ -2141,4 +2142,571 @@ fn a_held_write_keeps_back_its_frame_and_later_ones_but_not_earlier_ones() {
     assert_eq!(whole.buffer_offset(), 0);
     allocator.destroy_upload_ring(ring).unwrap();
     finish_after_frame(allocator, &device);
+}
+
+/// Steps of each writer thread of
+/// [`ring_writes_on_threads_keep_their_bytes_while_frames_are_collected`]:
+/// a few under Miri, which runs ~1000x slower.
+const RING_STRESS_STEPS: u64 = if cfg!(miri) { 12 } else { 3000 };
+
+/// A ring allocation [`ring_stress`] made: its memory, its range in it,
+/// its frame.
+type Handed = (vk::DeviceMemory, std::ops::Range<u64>, u64);
+
+/// Every ring allocation of the running [`ring_stress`]. Its own lock, which
+/// no thread holds while it calls the allocator: the flush hook, which runs
+/// under a pool's lock, takes it.
+static HANDED: Mutex<Vec<Handed>> = Mutex::new(Vec::new());
+
+/// [`HANDED`], locked.
+fn handed() -> std::sync::MutexGuard<'static, Vec<Handed>> {
+    HANDED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Set when a thread of the running [`ring_stress`] panics: the others
+/// stop, and the panic reaches the test instead of a hang.
+static RING_STRESS_ABORT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets [`RING_STRESS_ABORT`] when dropped by a panic.
+struct AbortOnPanic;
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            RING_STRESS_ABORT.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// Whether a thread of the running [`ring_stress`] panicked.
+fn ring_stress_aborted() -> bool {
+    RING_STRESS_ABORT.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+std::thread_local! {
+    /// Set on a thread of [`ring_stress`] over its loose writes: their
+    /// flushes sleep (`FakeDevice::set_flush_hook`), pinned, then note in
+    /// `HANDED_WHILE_PINNED` how many allocations were made by then.
+    static SLOW_FLUSH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The length of [`HANDED`] at the end of the last slow flush on this
+    /// thread, with the write's pin held.
+    static HANDED_WHILE_PINNED: std::cell::Cell<Option<usize>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// What the threads of [`ring_stress`] share, behind one lock.
+struct RingStress {
+    /// The rings the writers allocate from; the frame thread destroys one
+    /// and puts a new one in its slot under this lock, so a ring absent
+    /// from here was destroyed before the lock was taken.
+    rings: Vec<UploadRing>,
+    /// Per writer: the oldest frame it may still read its bytes in (`None`:
+    /// none). No fence of a frame at or past the oldest hold is signalled
+    /// (so no such frame is collected), and `collect_idle` waits for every
+    /// hold to be `None`.
+    holds: Vec<Option<u64>>,
+    /// Sealed frames whose fence the test has not signalled, oldest first.
+    unsignalled: VecDeque<(u64, vk::Fence)>,
+    /// The frame thread waits to call `collect_idle`: writers give up
+    /// their holds and take none until it is over.
+    want_idle: bool,
+    /// Allocations whose owner no longer checks their bytes, for the late
+    /// writer (`ring_stress_late_writer`), newest last.
+    released: VecDeque<RingAllocation>,
+}
+
+/// A ring allocation a writer checks, and the tag of its last write.
+struct Written {
+    ring: UploadRing,
+    allocation: RingAllocation,
+    tag: u64,
+}
+
+/// `len` bytes of the pattern of `tag`: its 8 bytes over and over.
+fn ring_pattern(tag: u64, len: u64) -> Vec<u8> {
+    let mut bytes = tag.to_le_bytes().repeat(len.div_ceil(8) as usize);
+    bytes.truncate(len as usize);
+    bytes
+}
+
+/// Panics unless the device sees `written`'s last pattern in its bytes.
+fn assert_ring_bytes(device: &FakeDevice, written: &Written, when: &str) {
+    let a = &written.allocation;
+    // SAFETY: ring allocations hand out no slices.
+    let bytes = unsafe { device.read(a.memory(), a.memory_offset(), a.size() as usize) }
+        .unwrap_or_else(|| panic!("{when}: the memory of {a:?} is gone"));
+    let expected = ring_pattern(written.tag, a.size());
+    if bytes == expected {
+        return;
+    }
+    if let Some(at) = (0..bytes.len()).find(|&i| bytes[i] != expected[i]) {
+        let word = at - at % 8;
+        let end = (word + 8).min(bytes.len());
+        panic!(
+            "{when}: {a:?} (tag {:#018x}) holds {:02x?} at bytes {word}..{end}, \
+             another write's bytes",
+            written.tag,
+            &bytes[word..end]
+        );
+    }
+}
+
+/// One writer of [`ring_stress`]: allocates from the shared rings and
+/// writes each allocation with a pattern of its own, checks it through
+/// the device, writes some again later (`held`, whose frames it holds)
+/// and much later (`loose`, whose frames may be collected by then).
+fn ring_stress_writer(
+    allocator: &FakeAllocator,
+    device: &FakeDevice,
+    shared: &Mutex<RingStress>,
+    me: usize,
+    seed: u64,
+) {
+    let mut rng = Rng(seed);
+    let lock = || {
+        shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    let destroyed = |ring: UploadRing| !lock().rings.contains(&ring);
+    let mut held: Vec<Written> = Vec::new();
+    let mut loose: VecDeque<RingAllocation> = VecDeque::new();
+    let mut next_tag = 0u64;
+    let mut tag = move || {
+        next_tag += 1;
+        Rng(((me as u64) << 48) ^ next_tag).next()
+    };
+    let _abort = AbortOnPanic;
+    for step in 0..RING_STRESS_STEPS {
+        if ring_stress_aborted() {
+            return;
+        }
+        let (release, ring) = {
+            let mut shared = lock();
+            // The frame thread waits for every hold to go before it calls
+            // `collect_idle`: give it up, and take none meanwhile.
+            let release = held.len() >= 12
+                || rng.below(8) == 0
+                || (shared.want_idle && shared.holds[me].is_some());
+            let ring = if release || shared.want_idle {
+                None
+            } else {
+                // Before this call's allocations: each is made in this
+                // frame or a later one.
+                if shared.holds[me].is_none() {
+                    shared.holds[me] = Some(allocator.current_frame());
+                }
+                Some(shared.rings[rng.below(shared.rings.len() as u64) as usize])
+            };
+            (release, ring)
+        };
+        if release {
+            // Every frame in `held` is held still: nothing may have
+            // written over their bytes since their owner's last write.
+            let mut gone = Vec::new();
+            for written in held.drain(..) {
+                assert_ring_bytes(device, &written, &format!("writer {me} step {step}"));
+                if written.allocation.size() >= 64 * 1024 || rng.below(4) == 0 {
+                    loose.push_back(written.allocation);
+                    gone.push(written.allocation);
+                }
+            }
+            while loose.len() > 8 {
+                loose.pop_front();
+            }
+            let mut shared = lock();
+            shared.holds[me] = None;
+            shared.released.extend(gone);
+            while shared.released.len() > 32 {
+                shared.released.pop_front();
+            }
+            drop(shared);
+            std::thread::yield_now();
+            continue;
+        }
+        let Some(ring) = ring else {
+            // With no hold, while `collect_idle` is coming: loose writes
+            // only, which race it.
+            let mut writes = 0;
+            while lock().want_idle && !ring_stress_aborted() {
+                if !loose.is_empty() && writes < 3 {
+                    writes += 1;
+                    let index = rng.below(loose.len() as u64) as usize;
+                    loose_write(
+                        allocator,
+                        &loose[index],
+                        tag(),
+                        &format!("writer {me} idle"),
+                    );
+                }
+                std::thread::yield_now();
+            }
+            continue;
+        };
+        match rng.below(10) {
+            // Again, into a held frame: written unless its ring is gone.
+            0 | 1 if !held.is_empty() => {
+                let index = rng.below(held.len() as u64) as usize;
+                let written = &mut held[index];
+                let tag = tag();
+                let size = written.allocation.size();
+                match allocator.ring_write(&written.allocation, 0, &ring_pattern(tag, size)) {
+                    Ok(()) => written.tag = tag,
+                    Err(Error::StaleAllocation) => assert!(
+                        destroyed(written.ring),
+                        "writer {me} step {step}: a held frame's allocation is stale"
+                    ),
+                    Err(error) => panic!("writer {me} step {step}: late write: {error:?}"),
+                }
+                assert_ring_bytes(device, written, &format!("writer {me} step {step}, late"));
+            }
+            // Frames later, into a frame that may be collected, or being
+            // collected as this copies: written or stale, nothing else.
+            // Its bytes are not checked (another allocation may own them
+            // right after the call), but a write landing on bytes handed
+            // out again shows in their owner's check.
+            2 | 3 if !loose.is_empty() => {
+                let index = rng.below(loose.len() as u64) as usize;
+                loose_write(
+                    allocator,
+                    &loose[index],
+                    tag(),
+                    &format!("writer {me} step {step}"),
+                );
+            }
+            _ => {
+                let size = if rng.below(4) == 0 {
+                    (128 << 10) + rng.below(256 << 10)
+                } else {
+                    1 + rng.below(4096)
+                };
+                let align = 1 << rng.below(9);
+                let allocation = match allocator.ring_allocate(ring, size, align) {
+                    Ok(allocation) => allocation,
+                    Err(Error::UploadRingFull { .. } | Error::UploadRingTooSmall { .. }) => {
+                        continue;
+                    }
+                    Err(Error::StaleAllocation) if destroyed(ring) => continue,
+                    Err(error) => panic!("writer {me} step {step}: allocate: {error:?}"),
+                };
+                let range = allocation.memory_offset()..allocation.memory_offset() + size;
+                handed().push((allocation.memory(), range, allocation.frame()));
+                let written = Written {
+                    ring,
+                    allocation,
+                    tag: tag(),
+                };
+                match allocator.ring_write(&allocation, 0, &ring_pattern(written.tag, size)) {
+                    Ok(()) => {}
+                    Err(Error::StaleAllocation) if destroyed(ring) => continue,
+                    Err(error) => panic!("writer {me} step {step}: write: {error:?}"),
+                }
+                assert_ring_bytes(device, &written, &format!("writer {me} step {step}"));
+                held.push(written);
+            }
+        }
+    }
+    for written in held.drain(..) {
+        assert_ring_bytes(device, &written, &format!("writer {me} at the end"));
+    }
+    lock().holds[me] = None;
+}
+
+/// A late write whose frame may be collected before or while it copies:
+/// written or refused as stale, nothing else. Once written, no allocation
+/// of a later frame may have been handed its bytes while it was pinned
+/// (noted at the end of its flush): its frame was live when the write
+/// pinned it (else it would be stale), and its space comes back only once
+/// the write is over.
+fn loose_write(allocator: &FakeAllocator, allocation: &RingAllocation, tag: u64, when: &str) {
+    let bytes = ring_pattern(tag, allocation.size());
+    SLOW_FLUSH.set(true);
+    HANDED_WHILE_PINNED.set(None);
+    let written = allocator.ring_write(allocation, 0, &bytes);
+    SLOW_FLUSH.set(false);
+    match written {
+        Ok(()) => {}
+        Err(Error::StaleAllocation) => return,
+        Err(error) => panic!("{when}: late write: {error:?}"),
+    }
+    // Coherent memory, or another thread's flush ran the hook: unknown.
+    let Some(made) = HANDED_WHILE_PINNED.take() else {
+        return;
+    };
+    let range = allocation.memory_offset()..allocation.memory_offset() + allocation.size();
+    let handed = handed();
+    let over = handed[..made].iter().find(|(memory, other, frame)| {
+        *memory == allocation.memory()
+            && *frame > allocation.frame()
+            && other.start < range.end
+            && range.start < other.end
+    });
+    assert!(
+        over.is_none(),
+        "{when}: {over:?} was handed bytes of {allocation:?} while a write into them went on"
+    );
+}
+
+/// The late writer of [`ring_stress`], until the `writers` writers have
+/// `finished`: writes again, with no hold, allocations the writers gave up,
+/// the oldest of those whose frame's fence is not signalled yet first (the
+/// frame collected when the oldest hold goes), so that collects fall
+/// within its writes.
+fn ring_stress_late_writer(
+    allocator: &FakeAllocator,
+    shared: &Mutex<RingStress>,
+    finished: &std::sync::atomic::AtomicUsize,
+    writers: usize,
+    seed: u64,
+) {
+    let mut rng = Rng(seed);
+    let _abort = AbortOnPanic;
+    while finished.load(std::sync::atomic::Ordering::SeqCst) < writers && !ring_stress_aborted() {
+        let target = {
+            let shared = shared
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let next = shared.unsignalled.front().map_or(0, |&(frame, _)| frame);
+            let soonest = shared
+                .released
+                .iter()
+                .filter(|a| a.frame() >= next)
+                .min_by_key(|a| a.frame());
+            match soonest {
+                Some(allocation) if rng.below(4) != 0 => Some(*allocation),
+                _ if shared.released.is_empty() => None,
+                _ => {
+                    let index = rng.below(shared.released.len() as u64) as usize;
+                    Some(shared.released[index])
+                }
+            }
+        };
+        if let Some(allocation) = target {
+            loose_write(allocator, &allocation, rng.next(), "late writer");
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Allocates (and writes nothing into) what is free in `ring`, which does
+/// not grow, down to 256 bytes, logging the allocations in [`HANDED`]: space
+/// a collect gives back goes to the frame thread at once, so a reclaim that
+/// did not wait for a write's pin shows in that write's `loose_write`
+/// check.
+fn fill_ring(allocator: &FakeAllocator, ring: UploadRing) {
+    let mut size = 256 << 10;
+    while size >= 256 {
+        match allocator.ring_allocate(ring, size, 256) {
+            Ok(a) => handed().push((
+                a.memory(),
+                a.memory_offset()..a.memory_offset() + size,
+                a.frame(),
+            )),
+            Err(Error::UploadRingFull { .. }) => size /= 4,
+            Err(error) => panic!("fill: {error:?}"),
+        }
+    }
+}
+
+/// A ring of the frame thread: slot 0 non-coherent where the layout has
+/// such memory (`READBACK`: host-cached), the others coherent; growing or
+/// not, of 512 KiB to 2 MiB chunks.
+fn ring_stress_ring(allocator: &FakeAllocator, rng: &mut Rng, slot: usize) -> UploadRing {
+    let desc = UploadRingDesc {
+        // Slot 0 small, to be full often: space a collect gives back goes
+        // to the next allocation.
+        size: if slot == 0 {
+            512 << 10
+        } else {
+            (512 << 10) << rng.below(3)
+        },
+        usage: if slot == 0 {
+            Usage::READBACK
+        } else {
+            UploadRingDesc::default().usage
+        },
+        grow: slot != 0 && rng.below(2) == 0,
+        ..UploadRingDesc::default()
+    };
+    allocator.create_upload_ring(&desc).unwrap()
+}
+
+/// 2 to 4 writer threads and a frame thread over three upload rings of
+/// `layout`; see
+/// [`ring_writes_on_threads_keep_their_bytes_while_frames_are_collected`].
+fn ring_stress(seed: u64, layout: FakeLayout) {
+    let mut rng = Rng(seed);
+    let (allocator, device) = allocator(layout);
+    // And the late writer.
+    let writers = 2 + rng.below(2) as usize;
+    let rings = (0..3)
+        .map(|slot| ring_stress_ring(&allocator, &mut rng, slot))
+        .collect();
+    let shared = Mutex::new(RingStress {
+        rings,
+        holds: vec![None; writers],
+        unsignalled: VecDeque::new(),
+        want_idle: false,
+        released: VecDeque::new(),
+    });
+    // A loose write's flush (into the non-coherent ring) sleeps, pinned,
+    // after its copy: collects, the frame thread's `fill_ring` and other
+    // threads' ring calls go on meanwhile.
+    handed().clear();
+    RING_STRESS_ABORT.store(false, std::sync::atomic::Ordering::SeqCst);
+    device.set_flush_hook(Some(Box::new(|| {
+        if SLOW_FLUSH.get() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            HANDED_WHILE_PINNED.set(Some(handed().len()));
+        }
+    })));
+    let finished = std::sync::atomic::AtomicUsize::new(0);
+    let lock = || {
+        shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    std::thread::scope(|scope| {
+        for me in 0..writers {
+            let (allocator, device, shared, finished) = (&allocator, &device, &shared, &finished);
+            let seed = rng.next();
+            scope.spawn(move || {
+                ring_stress_writer(allocator, device, shared, me, seed);
+                finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            });
+        }
+        let (allocator_ref, shared_ref, finished_ref) = (&allocator, &shared, &finished);
+        let seed = rng.next();
+        scope.spawn(move || {
+            ring_stress_late_writer(allocator_ref, shared_ref, finished_ref, writers, seed);
+        });
+        let _abort = AbortOnPanic;
+        let mut step = 0u64;
+        while finished.load(std::sync::atomic::Ordering::SeqCst) < writers && !ring_stress_aborted()
+        {
+            step += 1;
+            {
+                let mut shared = lock();
+                if shared.unsignalled.len() < 48 && rng.below(3) != 0 {
+                    let fence = device.create_fence();
+                    // SAFETY: fake fences, signalled only by the test.
+                    match unsafe { allocator.end_frame(fence) } {
+                        Ok(frame) => {
+                            shared.unsignalled.push_back((frame, fence));
+                            if rng.below(16) == 0 {
+                                let slot = rng.below(shared.rings.len() as u64) as usize;
+                                allocator.destroy_upload_ring(shared.rings[slot]).unwrap();
+                                shared.rings[slot] = ring_stress_ring(&allocator, &mut rng, slot);
+                            }
+                            shared.want_idle |= rng.below(64) == 0;
+                        }
+                        Err(Error::TooManyFramesInFlight) => {}
+                        Err(error) => panic!("frame step {step}: end_frame: {error:?}"),
+                    }
+                }
+                // "The GPU" finishes every frame before the oldest one a
+                // writer still reads.
+                let oldest_held = shared.holds.iter().flatten().min().copied();
+                while let Some(&(frame, fence)) = shared.unsignalled.front() {
+                    if oldest_held.is_some_and(|held| frame >= held) {
+                        break;
+                    }
+                    device.signal_fence(fence);
+                    shared.unsignalled.pop_front();
+                }
+                if rng.below(4) == 0 {
+                    let ring = shared.rings[0];
+                    fill_ring(&allocator, ring);
+                }
+                if shared.want_idle && oldest_held.is_none() {
+                    if rng.below(2) == 0 {
+                        // Destroyed and freed at once, but for a chunk the
+                        // late writer is copying into.
+                        allocator.destroy_upload_ring(shared.rings[0]).unwrap();
+                        shared.rings[0] = ring_stress_ring(&allocator, &mut rng, 0);
+                    }
+                    // SAFETY: the fake device runs no GPU work; and no
+                    // writer reads its bytes until it takes a hold, under
+                    // this lock, after the call.
+                    unsafe { allocator.collect_idle() };
+                    shared.unsignalled.clear();
+                    shared.want_idle = false;
+                }
+            }
+            match rng.below(4) {
+                0 => match allocator.wait_and_collect(0) {
+                    Ok(_) | Err(Error::Timeout) => {}
+                    Err(error) => panic!("frame step {step}: wait_and_collect: {error:?}"),
+                },
+                _ => {
+                    allocator.collect().unwrap();
+                }
+            }
+            std::thread::yield_now();
+        }
+    });
+    device.set_flush_hook(None);
+    let shared = shared.into_inner().unwrap();
+    for (_, fence) in shared.unsignalled {
+        device.signal_fence(fence);
+    }
+    for ring in shared.rings {
+        allocator.destroy_upload_ring(ring).unwrap();
+    }
+    finish_after_frame(allocator, &device);
+}
+
+/// Writer threads (2 or 3) allocate from shared upload rings, write each
+/// allocation with a pattern of their own, write some again frames later,
+/// some of hundreds of KiB (long copies that other threads' collects
+/// overlap); a late writer writes again what they gave up; a frame thread
+/// seals frames, signals their fences, collects (`collect`,
+/// `wait_and_collect`, `collect_idle`), fills a ring with what a collect
+/// gave back, and destroys and recreates rings (growing or not;
+/// non-coherent on the mobile layout, whose flushes copy whole atoms, and
+/// coherent). A late write must be carried out or be refused as stale,
+/// nothing else; an allocation's bytes hold its owner's last pattern for
+/// as long as its frame is not collected; and no allocation is made over
+/// bytes a write is still copying into.
+///
+/// Why the checks are sound. A writer reads an allocation's bytes only
+/// under a hold (`RingStress::holds`), taken (as the current frame, under
+/// the shared lock) before it makes the allocation, so the allocation's
+/// frame is no older than the hold, and given up only after its last read.
+/// The frame thread signals (under the same lock) only fences of frames
+/// older than every hold, and calls `collect_idle` only with no hold, so
+/// no frame a writer reads in is collected, and its bytes are its owner's
+/// alone: no other allocation is handed them, and no other write is let
+/// into them, but a late write into a collected frame that the allocator
+/// let through wrongly. A held allocation's write is refused as stale only
+/// when its ring was destroyed (checked against the rings, which the frame
+/// thread swaps under the lock), whose memory stays until that frame is
+/// collected. Writes of bytes no one checks any more (`loose`, and the
+/// late writer's, which targets the oldest frame not yet signalled) go on
+/// while frames are collected: on non-coherent memory their flush sleeps,
+/// pinned, and notes how many allocations were made by then ([`HANDED`]);
+/// none of a later frame may overlap the write's bytes, since its frame was
+/// live when the write pinned it (else the write is stale) and its space
+/// comes back only once the write is over. Each writer checks right after
+/// each write and again before giving up its hold, so a write that landed
+/// late (after waiting for its chunk's turn) shows too.
+///
+/// With `ChunkPins::is_pinned` made to answer `false` (a reclaim that does
+/// not wait for writes), 20 of 20 seeds failed, on the overlap check:
+/// writes into one chunk take turns, so the bytes mostly stay right (the
+/// late write copies before the next owner's). With `any_pinned` made to
+/// answer `false` (a destroyed ring's chunk freed under a write), 20 seeds
+/// passed: the free waits for the flush on the pool's lock, so only the
+/// copy runs on freed memory, which the fake device does not notice
+/// (Miri or a sanitizer would).
+///
+/// The seed fixes each thread's choices, not how they interleave.
+#[test]
+fn ring_writes_on_threads_keep_their_bytes_while_frames_are_collected() {
+    let mut rng =
+        Rng::from_env("ring_writes_on_threads_keep_their_bytes_while_frames_are_collected");
+    ring_stress(rng.next(), FakeLayout::mobile());
+    ring_stress(rng.next(), FakeLayout::discrete());
 }
