@@ -1,5 +1,7 @@
 //! Persistent mapping, byte access, and flush/invalidate on non-coherent memory.
 
+use ash::vk;
+use ash::vk::Handle;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{Allocation, Config, DedicatedPolicy, PoolDesc, Usage};
 
@@ -616,4 +618,54 @@ fn batched_flushes_make_one_call_per_pool() {
     }
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
+}
+
+/// Allocates a dedicated 4 KiB upload buffer and frees it, checking that its
+/// memory object went; returns the memory and the old mapped pointer of
+/// byte 100 with its memory offset.
+fn freed_upload_memory(
+    allocator: &FakeAllocator,
+    device: &FakeDevice,
+) -> (vk::DeviceMemory, std::ptr::NonNull<u8>, u64) {
+    let a = allocator
+        .allocate(&buffer(4096, 4, Usage::UPLOAD).dedicated(DedicatedPolicy::Always))
+        .unwrap();
+    let memory = a.memory();
+    let offset = a.offset() + 100;
+    // SAFETY: byte 100 of a 4096-byte mapped allocation.
+    let pointer = unsafe { a.mapped_ptr().unwrap().add(100) };
+    free(allocator, a);
+    assert!(
+        device.live_allocations().iter().all(|m| m.memory != memory),
+        "the dedicated memory was freed"
+    );
+    (memory, pointer, offset)
+}
+
+#[test]
+fn a_host_write_into_freed_memory_is_a_violation() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // A free with no write after it breaks no rule.
+    freed_upload_memory(&allocator, &device);
+    assert!(device.violations().is_empty(), "{:#?}", device.violations());
+    let (memory, pointer, offset) = freed_upload_memory(&allocator, &device);
+    // SAFETY: a deliberate write after `vkFreeMemory`, yet into live host
+    // memory: the fake device keeps a freed object's host bytes (4 KiB,
+    // under its 16 MiB quarantine limit) allocated in its quarantine until
+    // 64 MiB of later frees evict them or `violations` checks them, and
+    // nothing was freed or checked since. No reference to those bytes
+    // exists (the allocation is gone, no slice of it was made), and the
+    // device reads them only under its lock, on this thread, after this
+    // write: no aliasing, no race. It breaks Vulkan's rule, not Rust's.
+    unsafe { pointer.as_ptr().write(0x5A) };
+    let violations = device.violations();
+    assert_eq!(violations.len(), 1, "{violations:#?}");
+    let expected = format!(
+        "freed memory {:#x} were written after the free (first changed byte at offset {offset})",
+        memory.as_raw()
+    );
+    assert!(violations[0].contains(&expected), "{violations:#?}");
+    drop(allocator);
+    assert!(device.live_allocations().is_empty());
+    assert_eq!(device.counters().allocations, device.counters().frees);
 }

@@ -13,6 +13,16 @@
 //! resource that does not exist, binds that break the reported
 //! requirements) and records each breach in
 //! [`FakeDevice::violations`].
+//!
+//! Host writes after `vkFreeMemory`: a freed host-visible object's host
+//! bytes (objects up to 16 MiB; larger ones are released at once, as
+//! poisoning touches every lazily allocated page) are not released but
+//! filled with a poison byte and kept in a FIFO quarantine of at most
+//! 64 MiB. When an object leaves it (evicted by later frees, or at
+//! [`FakeDevice::violations`], [`FakeDevice::assert_clean`] or the device's
+//! drop) the poison is checked, and a write through a pointer from the old
+//! mapping is recorded as a violation naming the memory handle and the
+//! first changed offset (at drop, with no check to report to, it panics).
 
 mod coherence;
 mod host_bytes;
@@ -369,8 +379,14 @@ impl FakeDevice {
     }
 
     /// Every breach of a Vulkan rule seen so far, one line each.
+    ///
+    /// Checks and empties the quarantine of freed memory first (see the
+    /// module documentation), so host writes into memory freed before this
+    /// call are among them.
     pub fn violations(&self) -> Vec<String> {
-        self.state().violations.clone()
+        let mut state = self.state();
+        state.check_quarantine();
+        state.violations.clone()
     }
 
     /// Every range flushed so far.
@@ -419,7 +435,8 @@ impl FakeDevice {
     /// # Panics
     /// On leaks or violations; that is its purpose.
     pub fn assert_clean(&self) {
-        let state = self.state();
+        let mut state = self.state();
+        state.check_quarantine();
         let live = state.live_allocations();
         assert!(
             live.is_empty() && state.violations.is_empty() && state.resources.is_empty(),
@@ -437,7 +454,8 @@ impl FakeDevice {
 }
 
 // SAFETY: each host-visible memory object owns a zeroed host buffer of its
-// size (plus alignment slack) that lives until the object is freed, and
+// size (plus alignment slack) that lives until the object is freed (or
+// longer, poisoned, in the quarantine), and
 // `map_memory` returns a pointer into it, checked against the object's size;
 // only `write` (a test standing in for the GPU, on coherent memory; unsafe,
 // its caller holds no slice of the bytes) and the allocator's invalidates (on

@@ -1,6 +1,6 @@
 //! The fake device's bookkeeping, behind its mutex.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ptr::NonNull;
 
 use ash::vk;
@@ -91,6 +91,70 @@ pub(super) enum Fault {
 /// Alignment of the fake mapping pointers (`minMemoryMapAlignment`).
 const MAP_ALIGNMENT: usize = 64;
 
+/// The byte a freed object's host bytes are filled with in the quarantine.
+pub(super) const POISON: u8 = 0xA5;
+/// The most host bytes the quarantine keeps, all objects together.
+pub(super) const QUARANTINE_BYTES: usize = 64 << 20;
+/// Larger freed objects skip the quarantine (their bytes are released at
+/// once, unchecked): poisoning touches every page of bytes the OS
+/// allocated lazily, which would make tests with huge blocks slow.
+pub(super) const QUARANTINE_MAX_OBJECT: usize = 16 << 20;
+
+/// The host bytes of a freed memory object, poisoned, kept so that a host
+/// write through a pointer from its old mapping lands in live memory and
+/// shows (`State::free`).
+#[derive(Debug)]
+struct Quarantined {
+    handle: u64,
+    host: HostBytes,
+}
+
+/// Freed objects' host bytes, the oldest first, at most
+/// [`QUARANTINE_BYTES`] in all.
+#[derive(Debug, Default)]
+pub(super) struct Quarantine {
+    objects: VecDeque<Quarantined>,
+    bytes: usize,
+}
+
+impl Quarantine {
+    /// Takes in `host`, freed as `handle`, poisoned; evicts (and checks) the
+    /// oldest objects to stay within the cap, pushing a line to `violations`
+    /// for each that was written after its free.
+    fn admit(&mut self, handle: u64, mut host: HostBytes, violations: &mut Vec<String>) {
+        let size = host.size();
+        if size > QUARANTINE_MAX_OBJECT {
+            return;
+        }
+        while self.bytes + size > QUARANTINE_BYTES {
+            match self.objects.pop_front() {
+                Some(old) => self.release(old, violations),
+                None => break,
+            }
+        }
+        host.poison(POISON);
+        self.bytes += size;
+        self.objects.push_back(Quarantined { handle, host });
+    }
+
+    /// Checks and releases every object.
+    pub(super) fn drain(&mut self, violations: &mut Vec<String>) {
+        while let Some(old) = self.objects.pop_front() {
+            self.release(old, violations);
+        }
+    }
+
+    fn release(&mut self, old: Quarantined, violations: &mut Vec<String>) {
+        self.bytes -= old.host.size();
+        if let Some(offset) = old.host.first_changed(POISON) {
+            violations.push(format!(
+                "use after vkFreeMemory: host bytes of freed memory {:#x} were written after the free (first changed byte at offset {offset})",
+                old.handle
+            ));
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Memory {
     size: u64,
@@ -167,6 +231,8 @@ pub(super) struct State {
     /// Fences (0 or 1) and timeline semaphores (their value), by handle.
     pub(super) signals: HashMap<u64, u64>,
     pub(super) violations: Vec<String>,
+    /// Freed objects' poisoned host bytes, checked as they leave.
+    pub(super) quarantine: Quarantine,
     /// Live buffers and images: handle to bound memory (0 while unbound).
     pub(super) resources: HashMap<u64, u64>,
     /// The usage and memory requirements of the buffers the device created
@@ -202,6 +268,7 @@ impl State {
             device_lost: false,
             signals: HashMap::new(),
             violations: Vec::new(),
+            quarantine: Quarantine::default(),
             resources: HashMap::new(),
             requirements: HashMap::new(),
             flushed: Vec::new(),
@@ -412,11 +479,20 @@ impl State {
                 self.freed_handles.push(handle);
                 self.heap_usage[memory.heap as usize] -= memory.size;
                 self.counters.frees += 1;
+                if let Some(host) = memory.host {
+                    self.quarantine.admit(handle, host, &mut self.violations);
+                }
             }
             None => self.violations.push(format!(
                 "VUID-vkFreeMemory-memory-parameter: memory {handle:#x} is not live"
             )),
         }
+    }
+
+    /// Checks and releases the quarantine's objects, recording a violation
+    /// for each written after its free.
+    pub(super) fn check_quarantine(&mut self) {
+        self.quarantine.drain(&mut self.violations);
     }
 
     pub(super) fn rename(&mut self, handle: u64, name: &str) {
@@ -632,6 +708,19 @@ impl State {
                 true
             }
             (None, _) => false,
+        }
+    }
+}
+
+impl Drop for State {
+    /// The quarantine's last check: a write into freed memory that no
+    /// `violations` or `assert_clean` call saw panics here, unless the
+    /// thread is panicking already.
+    fn drop(&mut self) {
+        let mut found = Vec::new();
+        self.quarantine.drain(&mut found);
+        if !found.is_empty() && !std::thread::panicking() {
+            panic!("fake device dropped with writes into freed memory: {found:#?}");
         }
     }
 }
