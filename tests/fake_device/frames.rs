@@ -2,7 +2,7 @@
 //! budgets and device loss.
 
 use std::collections::VecDeque;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::Sender;
 use std::sync::Mutex;
 
 use ash::vk;
@@ -1611,25 +1611,53 @@ fn ring_allocate_refuses_in_the_documented_order() {
     finish(other, &other_device);
 }
 
-/// Holds the next flush (`FakeDevice::set_flush_hook`) on the thread that
-/// makes it until `go` is sent, or 30 seconds pass (a safety net: a test
-/// sends it long before); `entered` is told once the flush is held. Later
-/// flushes go through. Returns `(entered, go)`; clear the hook with
-/// `set_flush_hook(None)` when done.
-fn hold_next_flush(device: &FakeDevice) -> (Receiver<()>, Sender<()>) {
-    use std::sync::mpsc;
-    use std::time::Duration;
+/// A `ring_write` at offset 0 on a thread of `scope`'s, held in its flush
+/// (`FakeDevice::set_flush_hook`) from `start`'s return until `release`;
+/// later flushes go through. A safety net lets the write go on after 30
+/// seconds should a test not release it.
+struct HeldWrite<'scope> {
+    device: &'scope FakeDevice,
+    go: Sender<()>,
+    writer: std::thread::ScopedJoinHandle<'scope, Result<(), Error>>,
+}
 
-    let (entered_tx, entered) = mpsc::channel::<()>();
-    let (go, go_rx) = mpsc::channel::<()>();
-    let mut armed = true;
-    device.set_flush_hook(Some(Box::new(move || {
-        if std::mem::take(&mut armed) {
-            entered_tx.send(()).unwrap();
-            let _ = go_rx.recv_timeout(Duration::from_secs(30));
-        }
-    })));
-    (entered, go)
+impl<'scope> HeldWrite<'scope> {
+    /// Starts writing `bytes` into `target` (in non-coherent memory, so that
+    /// the write flushes) and returns once the write is held in its flush.
+    fn start(
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        allocator: &'scope FakeAllocator,
+        device: &'scope FakeDevice,
+        target: &'scope RingAllocation,
+        bytes: &'scope [u8],
+    ) -> Self {
+        use std::sync::mpsc;
+        use std::time::Duration;
+
+        let (entered_tx, entered) = mpsc::channel::<()>();
+        let (go, go_rx) = mpsc::channel::<()>();
+        let mut armed = true;
+        device.set_flush_hook(Some(Box::new(move || {
+            if std::mem::take(&mut armed) {
+                entered_tx.send(()).unwrap();
+                let _ = go_rx.recv_timeout(Duration::from_secs(30));
+            }
+        })));
+        let writer = scope.spawn(move || allocator.ring_write(target, 0, bytes));
+        entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the ring write flushed");
+        Self { device, go, writer }
+    }
+
+    /// Lets the write go on, waits for it and clears the flush hook;
+    /// returns the write's result.
+    fn release(self) -> Result<(), Error> {
+        self.go.send(()).unwrap();
+        let result = self.writer.join().unwrap();
+        self.device.set_flush_hook(None);
+        result
+    }
 }
 
 /// Runs `ring_write(target, 0, ..)` of 1 KiB of 0x5a on a thread of its
@@ -1647,23 +1675,16 @@ fn while_a_ring_write_flushes<R: Send>(
     use std::sync::mpsc;
     use std::time::Duration;
 
-    let (entered, go) = hold_next_flush(device);
-    let outcome = std::thread::scope(|scope| {
-        let writer = scope.spawn(|| allocator.ring_write(target, 0, &[0x5a; 1024]));
-        entered
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the ring write flushed");
+    std::thread::scope(|scope| {
+        let held = HeldWrite::start(scope, allocator, device, target, &[0x5a; 1024]);
         let (done_tx, done) = mpsc::channel();
         // Ignored when the test gave up on it already.
         scope.spawn(move || {
             let _ = done_tx.send(during());
         });
         let result = done.recv_timeout(Duration::from_secs(10)).ok();
-        go.send(()).unwrap();
-        (writer.join().unwrap(), result)
-    });
-    device.set_flush_hook(None);
-    outcome
+        (held.release(), result)
+    })
 }
 
 /// A non-coherent ring of `size` bytes (mobile's type 2) and one allocation
@@ -1839,12 +1860,8 @@ fn writes_into_one_non_coherent_ring_chunk_take_turns() {
     // Packed next to `first`, in the same 64-byte atom.
     let second = allocator.ring_allocate(ring, 16, 8).unwrap();
     assert_eq!(second.buffer_offset() / 64, first.buffer_offset() / 64);
-    let (entered, go) = hold_next_flush(&device);
     std::thread::scope(|scope| {
-        let writer = scope.spawn(|| allocator.ring_write(&first, 0, &[0x5a; 40]));
-        entered
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the first write flushed");
+        let held = HeldWrite::start(scope, &allocator, &device, &first, &[0x5a; 40]);
         let second_writer = scope.spawn(|| allocator.ring_write(&second, 0, &[0xa5; 16]));
         // Time for the second write to copy, were it not waiting its turn.
         std::thread::sleep(Duration::from_millis(200));
@@ -1853,15 +1870,13 @@ fn writes_into_one_non_coherent_ring_chunk_take_turns() {
         // what checks it).
         let copied =
             unsafe { std::slice::from_raw_parts(second.mapped_ptr().as_ptr(), 16) }.to_vec();
-        go.send(()).unwrap();
+        held.release().unwrap();
         assert_eq!(
             copied, [0; 16],
             "the second write copied during the first one's flush"
         );
-        writer.join().unwrap().unwrap();
         second_writer.join().unwrap().unwrap();
     });
-    device.set_flush_hook(None);
     for (allocation, byte, len) in [(&first, 0x5a, 40), (&second, 0xa5, 16)] {
         // SAFETY: ring allocations hand out no slices.
         let bytes = unsafe { device.read(allocation.memory(), allocation.memory_offset(), len) };
@@ -1920,12 +1935,8 @@ fn collect_idle_waits_for_a_write_into_the_oldest_of_a_full_ring_s_frames() {
 
     let (allocator, device) = allocator(FakeLayout::mobile());
     let (ring, target) = non_coherent_ring(&allocator, 4096, 1024);
-    let (entered, go) = hold_next_flush(&device);
     std::thread::scope(|scope| {
-        let writer = scope.spawn(|| allocator.ring_write(&target, 0, &[0x5a; 1024]));
-        entered
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the ring write flushed");
+        let held = HeldWrite::start(scope, &allocator, &device, &target, &[0x5a; 1024]);
         for _ in 0..64 {
             device.signal_fence(end_frame(&allocator, &device));
             allocator.collect().unwrap();
@@ -1949,8 +1960,7 @@ fn collect_idle_waits_for_a_write_into_the_oldest_of_a_full_ring_s_frames() {
         // Meanwhile other threads' ring calls go on: an allocation in the
         // current frame, next to the held frame's 1 KiB.
         let current = allocator.ring_allocate(ring, 1024, 256).unwrap();
-        go.send(()).unwrap();
-        writer.join().unwrap().unwrap();
+        held.release().unwrap();
         let collected = idle.join().unwrap();
         assert_eq!(collected.frames, 1);
         assert_eq!(
@@ -1958,7 +1968,6 @@ fn collect_idle_waits_for_a_write_into_the_oldest_of_a_full_ring_s_frames() {
             Err(Error::StaleAllocation)
         );
     });
-    device.set_flush_hook(None);
     let whole = allocator.ring_allocate(ring, 4096, 256).unwrap();
     assert_eq!(whole.buffer_offset(), 0);
     assert!(device.violations().is_empty(), "{:?}", device.violations());
@@ -2058,12 +2067,8 @@ fn a_ring_growing_while_a_held_write_ends_takes_the_space_it_frees() {
     };
     let ring = allocator.create_upload_ring(&desc).unwrap();
     let target = allocator.ring_allocate(ring, 768 << 10, 256).unwrap();
-    let (entered, go) = hold_next_flush(&device);
     let grown = std::thread::scope(|scope| {
-        let writer = scope.spawn(|| allocator.ring_write(&target, 0, &[0x5a; 1024]));
-        entered
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the ring write flushed");
+        let held = HeldWrite::start(scope, &allocator, &device, &target, &[0x5a; 1024]);
         device.signal_fence(end_frame(&allocator, &device));
         assert_eq!(allocator.collect().unwrap().frames, 1);
         // The new chunk's memory is made (under the pool's lock, which the
@@ -2071,11 +2076,9 @@ fn a_ring_growing_while_a_held_write_ends_takes_the_space_it_frees() {
         device.slow_allocations(Some(Duration::from_millis(300)));
         let grower = scope.spawn(|| allocator.ring_allocate(ring, 768 << 10, 256));
         std::thread::sleep(Duration::from_millis(50));
-        go.send(()).unwrap();
-        writer.join().unwrap().unwrap();
+        held.release().unwrap();
         grower.join().unwrap().unwrap()
     });
-    device.set_flush_hook(None);
     device.slow_allocations(None);
     assert_eq!(
         grown.buffer(),
