@@ -85,6 +85,40 @@ pub struct Config {
     /// drop the allocation's own unflushed host writes. They still get
     /// their margins. Default false.
     pub detect_corruption: bool,
+    /// Fills memory with recognisable bytes (VMA's
+    /// `VMA_DEBUG_INITIALIZE_ALLOCATIONS`), and catches writes into freed
+    /// memory, in blocks and dedicated memory of the `HOST_VISIBLE |
+    /// HOST_COHERENT` memory types the allocator uses:
+    ///
+    /// - every block is filled with `0xEF` when it is made, and every
+    ///   allocation's bytes in its block (its range, or its run slot,
+    ///   margin included) again when it is freed (directly or through the
+    ///   frame queue): a read of freed memory reads `0xEF`;
+    /// - every new allocation's bytes read `0xDC` (dedicated memory's too):
+    ///   a read of memory never written reads `0xDC`;
+    /// - when an allocation is placed in a block, the bytes it takes there
+    ///   are first checked to still hold `0xEF`: a byte that does not was
+    ///   written after its memory was freed (by the host through an old
+    ///   pointer, or by the GPU), which is logged with `log::error!`
+    ///   (memory type, block, offsets) and counted
+    ///   ([`Allocator::corruptions_detected`](crate::Allocator::corruptions_detected));
+    ///   [`Allocator::check_corruption`](crate::Allocator::check_corruption)
+    ///   checks every free range on demand.
+    ///
+    /// Ring allocations inside an upload ring's chunk are not filled (the
+    /// chunk is one allocation: `0xDC` when the ring takes it, `0xEF` when
+    /// it is freed). Non-coherent host-visible types are left out, as for
+    /// [`detect_corruption`](Self::detect_corruption): a fill there would
+    /// need a flush, and a check an invalidate, whose whole atoms take in
+    /// the neighbours' unflushed writes; so are lazily allocated types
+    /// (never host-visible) and device-local memory the host cannot see.
+    ///
+    /// Costs, when on: a write of every byte of each block when it is made
+    /// (O(block size)), a read and a write of each allocation's bytes when
+    /// it is allocated and a write when it is freed (O(size)). Off, the
+    /// default, it costs nothing: allocations and frees test the same
+    /// bit mask as for `detect_corruption`. Default false.
+    pub debug_fill: bool,
     /// Empty blocks each memory type keeps for reuse, beyond its largest
     /// empty block (always kept, as VMA keeps one): at most this many
     /// times the bytes allocated in its blocks, checked whenever a block
@@ -142,6 +176,7 @@ impl Default for Config {
             small_buffer_limit: 16384,
             debug_margin: 0,
             detect_corruption: false,
+            debug_fill: false,
             empty_block_reserve: 1.0,
             empty_block_frames: 120,
         }

@@ -13,9 +13,9 @@ pub mod offset;
 pub mod report;
 
 pub use allocator::{
-    Allocation, AllocationDesc, Allocator, CorruptionReport, DamagedMargin, DedicatedHint,
-    DedicatedPolicy, DefragmentationLimits, DefragmentationMove, DefragmentationPlan, Movable,
-    Pool, PoolDesc, Request,
+    Allocation, AllocationDesc, Allocator, CorruptionReport, DamagedFree, DamagedMargin,
+    DedicatedHint, DedicatedPolicy, DefragmentationLimits, DefragmentationMove,
+    DefragmentationPlan, Movable, Pool, PoolDesc, Request,
 };
 pub use config::Config;
 pub use device::DedicatedTarget;

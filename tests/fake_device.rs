@@ -21,6 +21,8 @@ mod bad_input;
 mod budget_threads;
 #[path = "fake_device/budgets.rs"]
 mod budgets;
+#[path = "fake_device/debug_fill.rs"]
+mod debug_fill;
 #[path = "fake_device/defragment.rs"]
 mod defragment;
 #[path = "fake_device/defragment_walk.rs"]

@@ -1,13 +1,14 @@
 //! Corruption detection: [`Allocator::check_corruption`]. The pattern,
 //! which bytes it covers, and the check of a margin when its allocation is
-//! freed (`TypePool::free`) are the memory layer's (`type_pool/corruption.rs`).
+//! freed (`TypePool::free`) are the memory layer's (`type_pool/corruption.rs`),
+//! as are the debug fills and their checks (`type_pool/debug_fill.rs`).
 
 use ash::vk;
 
 use super::Allocator;
 use crate::device::MemoryDeviceExt;
 
-use crate::memory::type_pool::{Guarded, TypePool};
+use crate::memory::type_pool::{Guarded, TypePool, WrittenFree};
 use crate::Error;
 
 /// What [`Allocator::check_corruption`] found.
@@ -18,12 +19,49 @@ pub struct CorruptionReport {
     /// Those whose margins were written over, by memory type, memory
     /// object and offset.
     pub damaged: Vec<DamagedMargin>,
+    /// The free ranges and free run slots checked, with
+    /// [`Config::debug_fill`](crate::Config::debug_fill): 0 without.
+    pub free_checked: u64,
+    /// Those written after they were freed, by memory type, memory object
+    /// and offset.
+    pub written_after_free: Vec<DamagedFree>,
 }
 
 impl CorruptionReport {
-    /// Whether every margin checked was intact.
+    /// Whether every margin and every free range checked was intact.
     pub fn is_clean(&self) -> bool {
-        self.damaged.is_empty()
+        self.damaged.is_empty() && self.written_after_free.is_empty()
+    }
+}
+
+/// Free memory of a block, one free range or one free run slot, written
+/// after it was freed: a byte of it no longer holds the `0xEF` that
+/// [`Config::debug_fill`](crate::Config::debug_fill) filled it with. The
+/// host wrote through a pointer kept from a freed allocation, or the GPU
+/// wrote into a freed resource's memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DamagedFree {
+    /// Its memory type.
+    pub memory_type: u32,
+    /// Its block.
+    pub memory: vk::DeviceMemory,
+    /// The offset in the block of the free range (or slot).
+    pub offset: u64,
+    /// Its size.
+    pub size: u64,
+    /// The offset in the block of its first byte written.
+    pub first_changed: u64,
+}
+
+impl DamagedFree {
+    fn new(memory_type: u32, written: &WrittenFree) -> Self {
+        Self {
+            memory_type,
+            memory: written.memory,
+            offset: written.offset,
+            size: written.size,
+            first_changed: written.first_changed,
+        }
     }
 }
 
@@ -66,28 +104,34 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// types of `memory_type_bits` that have corruption detection on
     /// ([`Config::detect_corruption`](crate::Config::detect_corruption)),
     /// as VMA's `vmaCheckCorruption`: custom pools' included, and
-    /// allocations whose frees wait for their frame. Other memory types in
-    /// the mask are skipped. Damaged margins are returned, not logged, and
-    /// not counted in [`corruptions_detected`](Self::corruptions_detected).
+    /// allocations whose frees wait for their frame; and, in those that
+    /// have debug fills ([`Config::debug_fill`](crate::Config::debug_fill)),
+    /// every free range and free run slot of their blocks, which must
+    /// still hold `0xEF` ([`CorruptionReport::written_after_free`]). Other
+    /// memory types in the mask are skipped. What is found is returned, not
+    /// logged, and not counted in
+    /// [`corruptions_detected`](Self::corruptions_detected).
     ///
     /// Call it when the GPU is not writing the memory checked (after a
     /// fence wait, for instance): a write in flight may not be seen yet.
     ///
     /// # Errors
     /// [`Error::CorruptionDetectionOff`] when no memory type of
-    /// `memory_type_bits` has detection on: it is off in the config, there
-    /// is no margin, the types are not `HOST_VISIBLE | HOST_COHERENT`, or
-    /// they are types the allocator may not use (AMD's device-coherent
-    /// ones without
+    /// `memory_type_bits` has detection or debug fills on: both are off in
+    /// the config (or detection has no margin), the types are not
+    /// `HOST_VISIBLE | HOST_COHERENT`, or they are types the allocator may
+    /// not use (AMD's device-coherent ones without
     /// [`DeviceFeatures::amd_device_coherent_memory`](crate::device::DeviceFeatures::amd_device_coherent_memory),
     /// past the device's, or 0) (VMA returns `VK_ERROR_FEATURE_NOT_PRESENT`).
     ///
     /// # Time complexity
     /// O(live allocations in those types, times each one's tail: the
     /// margin plus the rounding of its size, up to 4 KiB or a granularity
-    /// page, read byte by byte), under each pool's lock in turn.
+    /// page, read byte by byte); with debug fills, O(free bytes in those
+    /// types' blocks, read 8 at a time), up to their whole size for empty
+    /// blocks. Under each pool's lock in turn.
     pub fn check_corruption(&self, memory_type_bits: u32) -> Result<CorruptionReport, Error> {
-        let types = memory_type_bits & self.context.corruption_types();
+        let types = memory_type_bits & self.context.debug_types();
         if types == 0 {
             return Err(Error::CorruptionDetectionOff { memory_type_bits });
         }
@@ -97,13 +141,24 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             if types & (1 << memory_type) == 0 {
                 return;
             }
-            let (checked, damaged) = pool.damaged_margins();
-            report.checked += checked;
-            report.damaged.extend(
-                damaged
-                    .into_iter()
-                    .map(|(guarded, name)| DamagedMargin::new(memory_type, &guarded, name)),
-            );
+            if self.context.detects_corruption(memory_type) {
+                let (checked, damaged) = pool.damaged_margins();
+                report.checked += checked;
+                report.damaged.extend(
+                    damaged
+                        .into_iter()
+                        .map(|(guarded, name)| DamagedMargin::new(memory_type, &guarded, name)),
+                );
+            }
+            if self.context.fills(memory_type) {
+                let (checked, written) = pool.damaged_free_ranges();
+                report.free_checked += checked;
+                report.written_after_free.extend(
+                    written
+                        .iter()
+                        .map(|written| DamagedFree::new(memory_type, written)),
+                );
+            }
         };
         for pool in self.pools.iter() {
             check(&mut super::lock(pool));
@@ -112,13 +167,18 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         report
             .damaged
             .sort_by_key(|damaged| (damaged.memory_type, damaged.memory, damaged.offset));
+        report
+            .written_after_free
+            .sort_by_key(|written| (written.memory_type, written.memory, written.offset));
         Ok(report)
     }
 
     /// Damaged margins found when their allocations were freed, directly
-    /// or through the frame queue, since the allocator was made: each was
-    /// logged with `log::error!`. 0 without
-    /// [`Config::detect_corruption`](crate::Config::detect_corruption).
+    /// or through the frame queue, and memory written after it was freed
+    /// found when an allocation took it again, since the allocator was
+    /// made: each was logged with `log::error!`. 0 without
+    /// [`Config::detect_corruption`](crate::Config::detect_corruption) or
+    /// [`Config::debug_fill`](crate::Config::debug_fill).
     pub fn corruptions_detected(&self) -> u64 {
         self.context.corruptions()
     }

@@ -504,14 +504,20 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                         &request_for,
                     )
                 };
-                // Destinations keep their margins, and their patterns.
-                if self.context.detects_corruption(memory_type) {
+                // Destinations keep their margins, and their patterns; with
+                // debug fills, their bytes are checked and filled as any
+                // new allocation's.
+                let mut written_after_free = Vec::new();
+                if self.context.is_debug_type(memory_type) {
                     for (index, placement, _) in &pool_plan.moves {
                         let size = movables[*index].requirements.size;
-                        pool.guard_margin(placement, size, self.context.config.debug_margin);
+                        written_after_free.extend(pool.on_placed(&self.context, placement, size));
                     }
                 }
                 drop(pool);
+                for line in written_after_free {
+                    log::error!("{line}");
+                }
                 plan.blocks_released += pool_plan.blocks;
                 plan.bytes_released += pool_plan.bytes;
                 plan.bytes_moved += pool_plan.bytes_moved;

@@ -80,7 +80,7 @@ use ash::vk;
 
 pub use crate::device::DedicatedHint;
 pub use allocation::Allocation;
-pub use corruption::{CorruptionReport, DamagedMargin};
+pub use corruption::{CorruptionReport, DamagedFree, DamagedMargin};
 pub use defragment::{DefragmentationLimits, DefragmentationMove, DefragmentationPlan, Movable};
 use place::{exclusive, lock, Exclusive, Locked, Placer};
 use pool::{custom_mut, read, CustomPools, PoolTag};

@@ -18,7 +18,7 @@ use crate::device::{DedicatedTarget, MemoryDeviceExt};
 use crate::memory::context::MemoryContext;
 use crate::memory::memory_type_choice::rank_memory_types;
 use crate::memory::runs::class_of;
-use crate::memory::type_pool::{DedicatedChoice, Placement, PoolRequest, TypePool};
+use crate::memory::type_pool::{debug_fill, DedicatedChoice, Placement, PoolRequest, TypePool};
 use crate::memory::ResourceKind;
 use crate::Error;
 
@@ -295,25 +295,39 @@ where
     /// what it checks and returns.
     #[inline]
     pub(super) fn allocate(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
-        if self.context.corruption_types() != 0 {
+        if self.context.debug_types() != 0 {
             return self.allocate_and_guard(request);
         }
         self.allocate_unguarded(request)
     }
 
-    /// [`allocate`](Self::allocate) with corruption detection on in some
-    /// memory type: the allocation, then the pattern over its margin, under
-    /// its pool's lock taken again (it is handed to nobody yet). Out of
-    /// line, so that the default path pays one test for detection: tested
-    /// after the placement instead, with the placement kept for the call,
-    /// it cost 8 to 13 more instructions per allocation (callgrind,
-    /// `frame-loop`).
+    /// [`allocate`](Self::allocate) with corruption detection or debug
+    /// fills on in some memory type: the allocation, then, under its
+    /// pool's lock taken again (it is handed to nobody yet), the check of
+    /// its bytes and their fill (`debug_fill.rs`) and the pattern over its
+    /// margin. A write after free the check finds is logged once the lock
+    /// is released. Out of line, so that the default path pays one test
+    /// for both: tested after the placement instead, with the placement
+    /// kept for the call, it cost 8 to 13 more instructions per allocation
+    /// (callgrind, `frame-loop`).
     #[cold]
     #[inline(never)]
     fn allocate_and_guard(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
         let allocation = self.allocate_unguarded(request)?;
         let memory_type = allocation.memory_type();
-        if allocation.is_dedicated() || !self.context.detects_corruption(memory_type) {
+        if !self.context.is_debug_type(memory_type) {
+            return Ok(allocation);
+        }
+        if allocation.is_dedicated() {
+            if let Some(mapped) = allocation
+                .mapped
+                .filter(|_| self.context.fills(memory_type))
+            {
+                // SAFETY: the allocation's `size` bytes of its dedicated
+                // memory, mapped whole while it lives; it is handed to
+                // nobody yet.
+                unsafe { debug_fill::fill(mapped, allocation.size, debug_fill::NEW) };
+            }
             return Ok(allocation);
         }
         let placement = Placement {
@@ -322,12 +336,16 @@ where
             offset: allocation.offset,
             mapped: allocation.mapped,
         };
-        let (size, margin) = (allocation.size, self.context.config.debug_margin);
-        let guard = |pool: &mut TypePool<P::Memory>| pool.guard_margin(&placement, size, margin);
-        match allocation.custom_pool() {
-            None => self.pools.with_pool(memory_type, guard),
+        let size = allocation.size;
+        let context = self.context;
+        let debug = |pool: &mut TypePool<P::Memory>| pool.on_placed(context, &placement, size);
+        let written_after_free = match allocation.custom_pool() {
+            None => self.pools.with_pool(memory_type, debug),
             // Its pool holds this allocation, so no thread destroyed it.
-            Some(tag) => self.pools.with_custom_pool(tag, guard).unwrap_or(()),
+            Some(tag) => self.pools.with_custom_pool(tag, debug).flatten(),
+        };
+        if let Some(line) = written_after_free {
+            log::error!("{line}");
         }
         Ok(allocation)
     }

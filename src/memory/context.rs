@@ -99,6 +99,14 @@ pub(crate) struct MemoryContext<D> {
     /// `Config::detect_corruption` and a margin, the `HOST_VISIBLE |
     /// HOST_COHERENT` types (`type_pool/corruption.rs`).
     corruption_types: u32,
+    /// Bit `t` set when memory type `t` is filled with `0xEF` when freed
+    /// and `0xDC` when allocated: with `Config::debug_fill`, the
+    /// `HOST_VISIBLE | HOST_COHERENT` types (`type_pool/debug_fill.rs`).
+    fill_types: u32,
+    /// `corruption_types | fill_types`: the types whose allocations and
+    /// frees take the out-of-line debug paths, tested once per allocation
+    /// and per free ([`is_debug_type`](Self::is_debug_type)).
+    debug_types: u32,
     /// Damaged margins found when their allocations were freed.
     corruptions: AtomicU64,
     /// Called on every memory object made or freed (`events.rs`).
@@ -156,16 +164,20 @@ impl<D> MemoryContext<D> {
         });
         let lazily_allocated_types =
             type_mask(|props| props.contains(MemoryPropertyFlags::LAZILY_ALLOCATED));
+        // Margins' patterns and debug fills: host-coherent types only, so
+        // that neither needs a flush or an invalidate (`corruption.rs`).
+        let coherent_types = usable_types
+            & type_mask(|props| {
+                props.contains(
+                    MemoryPropertyFlags::HOST_VISIBLE | MemoryPropertyFlags::HOST_COHERENT,
+                )
+            });
         let corruption_types = if config.detect_corruption && config.debug_margin > 0 {
-            usable_types
-                & type_mask(|props| {
-                    props.contains(
-                        MemoryPropertyFlags::HOST_VISIBLE | MemoryPropertyFlags::HOST_COHERENT,
-                    )
-                })
+            coherent_types
         } else {
             0
         };
+        let fill_types = if config.debug_fill { coherent_types } else { 0 };
         let heap_usage = (0..heaps.len()).map(|_| AtomicU64::new(0)).collect();
         let heap_turns = (0..heaps.len()).map(|_| Mutex::new(())).collect();
         // bufferImageGranularity: a linear and an optimal resource must not
@@ -197,6 +209,8 @@ impl<D> MemoryContext<D> {
             usable_types,
             padded_granularity,
             corruption_types,
+            fill_types,
+            debug_types: corruption_types | fill_types,
             corruptions: AtomicU64::new(0),
             callback: None,
             frame: AtomicU64::new(0),
@@ -252,25 +266,47 @@ impl<D> MemoryContext<D> {
         panic::catch_unwind(AssertUnwindSafe(|| (callback.0)(&event)))
     }
 
-    /// Whether allocations in blocks of `memory_type` get the corruption
-    /// pattern in their margins (the field `corruption_types`).
+    /// Whether allocations and frees in `memory_type` take the debug
+    /// paths: margins' patterns or debug fills (the field `debug_types`).
     #[inline]
-    pub(crate) fn detects_corruption(&self, memory_type: u32) -> bool {
+    pub(crate) fn is_debug_type(&self, memory_type: u32) -> bool {
         // Zero first: the only test the default path pays.
-        self.corruption_types != 0 && self.corruption_types & 1u32.wrapping_shl(memory_type) != 0
+        self.debug_types != 0 && self.debug_types & 1u32.wrapping_shl(memory_type) != 0
     }
 
-    /// The memory types whose margins are checked, one bit per type.
-    pub(crate) fn corruption_types(&self) -> u32 {
-        self.corruption_types
+    /// The memory types with margins' patterns or debug fills, one bit
+    /// per type: 0 unless `Config::detect_corruption` (with a margin) or
+    /// `Config::debug_fill` is on.
+    #[inline]
+    pub(crate) fn debug_types(&self) -> u32 {
+        self.debug_types
     }
 
-    /// Counts a damaged margin found when its allocation was freed.
+    /// Whether allocations in blocks of `memory_type` get the corruption
+    /// pattern in their margins (the field `corruption_types`). Not on
+    /// the default path: [`is_debug_type`](Self::is_debug_type) is.
+    pub(crate) fn detects_corruption(&self, memory_type: u32) -> bool {
+        self.corruption_types & 1u32.wrapping_shl(memory_type) != 0
+    }
+
+    /// Whether `memory_type` is filled on allocation and free (the field
+    /// `fill_types`). Not on the default path either.
+    pub(crate) fn fills(&self, memory_type: u32) -> bool {
+        self.fill_types & 1u32.wrapping_shl(memory_type) != 0
+    }
+
+    /// The memory types filled on allocation and free, one bit per type.
+    pub(crate) fn fill_types(&self) -> u32 {
+        self.fill_types
+    }
+
+    /// Counts a damaged margin found when its allocation was freed, or
+    /// memory written after its free found when it was allocated again.
     pub(crate) fn count_corruption(&self) {
         self.corruptions.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Damaged margins found when their allocations were freed.
+    /// Damaged margins and writes after free found so far.
     pub(crate) fn corruptions(&self) -> u64 {
         self.corruptions.load(Ordering::Relaxed)
     }

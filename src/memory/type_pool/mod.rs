@@ -33,8 +33,9 @@
 //! This file holds placement in blocks and runs and freeing; `new_block`
 //! makes blocks, `empty_blocks` keeps and releases them, `dedicated`
 //! holds dedicated memory, `inspect` the read-only views for reports,
-//! `placement` the request, location and counter types, and `corruption`
-//! the pattern in debug margins (`Config::detect_corruption`).
+//! `placement` the request, location and counter types, `corruption`
+//! the pattern in debug margins (`Config::detect_corruption`), and
+//! `debug_fill` the fills of new and freed memory (`Config::debug_fill`).
 
 use std::panic::{self, AssertUnwindSafe};
 
@@ -49,6 +50,7 @@ use crate::offset::{AllocationId, OffsetAllocator};
 use crate::Error;
 
 mod corruption;
+pub(crate) mod debug_fill;
 mod dedicated;
 mod defragment;
 mod empty_blocks;
@@ -59,6 +61,7 @@ mod placement;
 mod tests;
 
 pub(crate) use corruption::Guarded;
+pub(crate) use debug_fill::WrittenFree;
 pub(crate) use defragment::{MoveBudget, PoolMovable};
 pub(crate) use placement::{DedicatedChoice, Location, Placement, PoolCounters, PoolRequest};
 
@@ -654,33 +657,45 @@ impl<M> TypePool<M> {
         location: Location,
         size: u64,
     ) -> Result<(), Error> {
-        // Every free comes here, so every guarded margin is checked once.
-        if context.detects_corruption(self.memory_type) {
+        // Every free comes here, so every guarded margin is checked once,
+        // and every freed range filled.
+        if context.is_debug_type(self.memory_type) {
             // SAFETY: the caller's contract.
-            return unsafe { self.free_checking_margin(context, location, size) };
+            return unsafe { self.free_debug(context, location, size) };
         }
         // SAFETY: the caller's contract.
         unsafe { self.free_unchecked(context, location, size) }
     }
 
-    /// [`free`](Self::free) in a memory type with corruption detection on:
-    /// checks the allocation's margin, frees it, and only then logs a
-    /// damaged margin, so that a logger that panics on the error line
-    /// leaves the allocation freed. The line is logged also when the free
-    /// panics (the memory callback, as the emptied block is released),
-    /// before that panic goes on.
+    /// [`free`](Self::free) in a memory type with corruption detection or
+    /// debug fills on: checks the allocation's margin, fills the bytes it
+    /// holds with the freed pattern (`debug_fill.rs`), frees it, and only
+    /// then logs a damaged margin, so that a logger that panics on the
+    /// error line leaves the allocation freed. The line is logged also
+    /// when the free panics (the memory callback, as the emptied block is
+    /// released), before that panic goes on.
     ///
     /// # Safety
     /// As [`free`](Self::free).
     #[cold]
     #[inline(never)]
-    unsafe fn free_checking_margin<D: MemoryDeviceExt<M>>(
+    unsafe fn free_debug<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
         location: Location,
         size: u64,
     ) -> Result<(), Error> {
-        let Some(damaged) = self.check_margin_on_free(context, location) else {
+        let damaged = if context.detects_corruption(self.memory_type) {
+            self.check_margin_on_free(context, location)
+        } else {
+            None
+        };
+        if context.fills(self.memory_type) {
+            // SAFETY: the caller's contract: the allocation is freed and
+            // the GPU is done with it.
+            unsafe { self.fill_freed(location) };
+        }
+        let Some(damaged) = damaged else {
             // SAFETY: the caller's contract.
             return unsafe { self.free_unchecked(context, location, size) };
         };

@@ -134,6 +134,9 @@ impl<M> TypePool<M> {
         let name = self.memory_debug_name("block", serial);
         let new = self.make_memory(context, size, None, self.priority, &name, request)?;
         let raw = context.device.raw_memory(&new.memory);
+        if context.fill_types() != 0 {
+            self.fill_new_block(context, new.mapped, size);
+        }
         let key = self.blocks.insert(Block {
             memory: new.memory,
             raw,
