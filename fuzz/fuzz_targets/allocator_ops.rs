@@ -58,7 +58,8 @@
 //! the first that was not, then says `Timeout`; another allocator's
 //! handles are refused with `ForeignAllocation` or `ForeignPool` and
 //! change nothing in either allocator; the fake device
-//! records no broken Vulkan rule; no debug margin is found damaged. At the
+//! records no broken Vulkan rule; no debug margin is found damaged, and,
+//! with debug fills, no freed memory written. At the
 //! end, with everything freed and every frame collected, each memory type
 //! keeps at most its largest empty block and each custom pool its
 //! `min_blocks` (or one), `trim` leaves only the pools' `min_blocks`, and
@@ -107,6 +108,8 @@ struct Setup {
     small_buffers: u8,
     padded_granularity: u8,
     frames_in_flight: u8,
+    /// Picks `debug_margin`; 128 and above also turn `debug_fill` on when
+    /// `heap_mib` is 1 to 64.
     margin: u8,
     /// Bit 0: `detect_corruption`. Bits 1 to 3 all clear: the
     /// configuration may be out of range (else it is valid by
@@ -263,6 +266,11 @@ fn config(setup: &Setup) -> Config {
             setup.margin,
         ),
         detect_corruption: setup.flags & 1 == 1,
+        // Fills touch every byte of each host-visible block (and dedicated
+        // object) the fake device would otherwise leave unallocated: only
+        // with heaps of at most 256 MiB, so that the input stays within
+        // libFuzzer's memory limit.
+        debug_fill: setup.margin >= 128 && (1..=64).contains(&setup.heap_mib),
     }
 }
 

@@ -143,8 +143,8 @@ impl Walk {
             2 => self.check_memory_map(),
             _ => {
                 let coherent = Props::HOST_VISIBLE | Props::HOST_COHERENT;
-                let on = self.config.detect_corruption
-                    && self.config.debug_margin > 0
+                let on = ((self.config.detect_corruption && self.config.debug_margin > 0)
+                    || self.config.debug_fill)
                     && (0..self.layout.memory_types.len()).any(|t| {
                         self.usable_types() & (1 << t) != 0
                             && self.layout.memory_types[t].props.contains(coherent)
