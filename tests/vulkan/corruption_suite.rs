@@ -3,7 +3,9 @@
 //! host-visible coherent memory, filled by the GPU to exactly their size,
 //! leave every margin intact; a host write one word past an allocation's
 //! end is reported by `check_corruption`, and counted when the buffer is
-//! destroyed. Types without detection are refused.
+//! destroyed. Types without detection are refused. With debug fills,
+//! new buffers read `0xDC`, and the GPU's writes into a buffer freed and
+//! made again are no write after free.
 
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
@@ -156,5 +158,80 @@ test_each_profile!(
             allocator.destroy_buffer(second, b).unwrap();
         }
         context.assert_no_validation_messages();
+    }
+);
+
+/// The body of `debug_fills_reach_new_buffers_and_freed_ones_stay_clean`.
+fn debug_fills(profile: Profile) {
+    let context = VulkanContext::new(profile);
+    let config = Config {
+        debug_fill: true,
+        large_heap_block_size: 4 << 20,
+        ..Config::default()
+    };
+    let allocator = allocator_configured(&context, config);
+    let _idle = IdleOnDrop(&context.device);
+    let what = format!("{profile}");
+    let mut buffers: Vec<(vk::Buffer, Allocation)> = SIZES
+        .iter()
+        .map(|&size| buffer(&allocator, size, Usage::UPLOAD))
+        .collect();
+    for (_, allocation) in &buffers {
+        let bytes = allocator.mapped_slice(allocation).unwrap();
+        assert!(bytes.iter().all(|&b| b == 0xDC), "{what}: {allocation:?}");
+    }
+    // The GPU writes each buffer whole, then the buffers are destroyed
+    // and made again: the same bytes, refilled, and nothing written after
+    // its free.
+    context.run_one_time_commands(|device, cmd| {
+        // SAFETY: every buffer belongs to `device`, is bound, and has
+        // TRANSFER_DST usage; the barrier orders the fills before host reads.
+        unsafe {
+            for (&size, (handle, _)) in SIZES.iter().zip(&buffers) {
+                device.cmd_fill_buffer(cmd, *handle, 0, size, 0xA5A5_A5A5);
+            }
+            let (src, dst) = TRANSFER_TO_HOST;
+            memory_barrier(device, cmd, src, dst);
+        }
+    });
+    for (&size, (_, allocation)) in SIZES.iter().zip(&mut buffers) {
+        check_pattern(&allocator, allocation, size, &[0xA5; 4], &what);
+    }
+    for (handle, allocation) in buffers.drain(..) {
+        // SAFETY: the one-time commands waited for the GPU.
+        unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
+    }
+    let report = allocator.check_corruption(!0).unwrap();
+    assert!(
+        report.is_clean() && report.free_checked > 0,
+        "{what}: {report:?}"
+    );
+    buffers.extend(
+        SIZES
+            .iter()
+            .map(|&size| buffer(&allocator, size, Usage::UPLOAD)),
+    );
+    for (_, allocation) in &buffers {
+        let bytes = allocator.mapped_slice(allocation).unwrap();
+        assert!(
+            bytes.iter().all(|&b| b == 0xDC),
+            "{what}: again: {allocation:?}"
+        );
+    }
+    assert_eq!(allocator.corruptions_detected(), 0, "{what}");
+    for (handle, allocation) in buffers {
+        // SAFETY: nothing was submitted with the new buffers.
+        unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
+    }
+    assert!(allocator.check_corruption(!0).unwrap().is_clean(), "{what}");
+    context.assert_no_validation_messages();
+}
+
+test_each_profile!(
+    /// With `Config::debug_fill`, buffers the helpers make read `0xDC`;
+    /// written whole by the GPU, destroyed and made again, they read
+    /// `0xDC` again, and no write after free is found.
+    fn debug_fills_reach_new_buffers_and_freed_ones_stay_clean(profile) {
+        debug_fills(profile);
     }
 );
