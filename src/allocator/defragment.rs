@@ -19,6 +19,7 @@
 //! or a lone block full of holes.
 
 use std::collections::HashMap;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::Mutex;
 
 use ash::vk;
@@ -459,6 +460,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // Every pool's blocks are emptied before any is compacted: the
         // limits go to released memory first, and compaction gets only
         // what is left of them.
+        // Writes after free found in destinations (debug fills), logged
+        // once the plan is made.
+        let mut written_after_free = Vec::new();
         let passes: &[bool] = if budget.compact {
             &[false, true]
         } else {
@@ -506,8 +510,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 };
                 // Destinations keep their margins, and their patterns; with
                 // debug fills, their bytes are checked and filled as any
-                // new allocation's.
-                let mut written_after_free = Vec::new();
+                // new allocation's (the lines logged once the plan is made).
                 if self.context.is_debug_type(memory_type) {
                     for (index, placement, _) in &pool_plan.moves {
                         let size = movables[*index].requirements.size;
@@ -515,9 +518,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     }
                 }
                 drop(pool);
-                for line in written_after_free {
-                    log::error!("{line}");
-                }
                 plan.blocks_released += pool_plan.blocks;
                 plan.bytes_released += pool_plan.bytes;
                 plan.bytes_moved += pool_plan.bytes_moved;
@@ -545,7 +545,33 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             }
         }
         plan.moves.sort_unstable_by_key(|planned| planned.movable);
+        if !written_after_free.is_empty() {
+            self.log_written_after_free(&written_after_free, &mut plan);
+        }
         Ok(plan)
+    }
+
+    /// Logs the writes after free that the debug fills' checks found in
+    /// `plan`'s destinations. A logger that panics on a line (one that
+    /// fails a test on an error) unwinds past the plan: its moves are given
+    /// up first, so that their destinations, handed to nobody, do not stay
+    /// live until the allocator's drop.
+    #[cold]
+    #[inline(never)]
+    fn log_written_after_free(&self, lines: &[String], plan: &mut DefragmentationPlan) {
+        let logged = panic::catch_unwind(|| {
+            for line in lines {
+                log::error!("{line}");
+            }
+        });
+        if let Err(payload) = logged {
+            for planned in plan.moves.drain(..) {
+                // A second panic (the memory callback) is dropped, so
+                // that the logger's goes on.
+                let _ = panic::catch_unwind(AssertUnwindSafe(|| self.give_up_move(planned)));
+            }
+            panic::resume_unwind(payload);
+        }
     }
 
     /// Gives up a planned move, as VMA's `MOVE_OPERATION_IGNORE` does: the

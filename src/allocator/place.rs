@@ -6,6 +6,7 @@
 //! request naming a custom pool goes to that pool alone
 //! (`allocate_in_pool`), through the same access.
 
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard, RwLock};
 
 use ash::vk;
@@ -345,9 +346,34 @@ where
             Some(tag) => self.pools.with_custom_pool(tag, debug).flatten(),
         };
         if let Some(line) = written_after_free {
-            log::error!("{line}");
+            // A logger that panics on the line (one that fails a test on
+            // an error): the allocation, handed to nobody, is freed before
+            // the panic goes on, or it stayed live until the drop.
+            if let Err(payload) = panic::catch_unwind(|| log::error!("{line}")) {
+                self.free_unused(&allocation);
+                panic::resume_unwind(payload);
+            }
         }
         Ok(allocation)
+    }
+
+    /// Frees `allocation`, just made and handed to nobody, on the way out
+    /// of a panic; a second panic (the memory callback, as its block is
+    /// released) is dropped, so that the first one goes on.
+    #[cold]
+    fn free_unused(&mut self, allocation: &Allocation) {
+        let context = self.context;
+        let free = |pool: &mut TypePool<P::Memory>| {
+            // SAFETY: the allocation was handed to nobody, so no GPU work
+            // uses it.
+            let freed = unsafe { pool.free(context, allocation.location, allocation.size) };
+            debug_assert!(freed.is_ok());
+        };
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| match allocation.custom_pool() {
+            None => self.pools.with_pool(allocation.memory_type(), free),
+            // Its pool holds this allocation, so no thread destroyed it.
+            Some(tag) => self.pools.with_custom_pool(tag, free).unwrap_or(()),
+        }));
     }
 
     /// [`allocate`](Self::allocate) without the corruption pattern.

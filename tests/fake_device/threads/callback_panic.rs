@@ -10,8 +10,12 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{Allocation, Config, DedicatedPolicy, MemoryEventKind, Usage};
+use vk_suballoc::{
+    Allocation, Config, DedicatedPolicy, DefragmentationLimits, MemoryEventKind, Usage,
+};
 
+use super::super::defragment::movables;
+use super::super::frames::end_frame;
 use super::super::{allocator_with, buffer, finish, free, FakeAllocator};
 
 /// No event panics.
@@ -314,6 +318,93 @@ fn a_logger_panicking_on_a_damaged_margin_still_frees_its_allocation() {
     assert!(freed.is_err(), "the logger's panic reaches the caller");
     assert_eq!(allocator.corruptions_detected(), 1);
     assert_eq!(allocator.stats().live_bytes(), 0);
+    finish(allocator, &device);
+}
+
+/// A logger panicking on the error line of a write after free, found when
+/// a new allocation takes the written bytes (`Config::debug_fill`): the new
+/// allocation, handed to nobody, is freed before the panic goes on. Before,
+/// the line came after the allocation was placed, and the unwind left it
+/// live until the allocator's drop.
+#[test]
+fn a_logger_panicking_on_a_write_after_free_frees_the_new_allocation() {
+    let config = Config {
+        debug_fill: true,
+        large_heap_block_size: 4 << 20,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let keeper = allocator.allocate(&buffer(64, 16, Usage::UPLOAD)).unwrap();
+    let live = allocator.stats().live_bytes();
+    let old = allocator
+        .allocate(&buffer(50_000, 16, Usage::UPLOAD))
+        .unwrap();
+    let (memory, offset) = (old.memory(), old.offset());
+    free(&allocator, old);
+    // SAFETY: no slice of these bytes is alive across the call.
+    assert!(unsafe { device.write(memory, offset + 7, &[0x42]) });
+    super::super::leak_log::panic_on_line_with("written after it was freed");
+    let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        allocator.allocate(&buffer(50_000, 16, Usage::UPLOAD))
+    }));
+    assert!(made.is_err(), "the logger's panic reaches the caller");
+    assert_eq!(allocator.corruptions_detected(), 1);
+    assert_eq!(allocator.stats().live_bytes(), live);
+    free(&allocator, keeper);
+    finish(allocator, &device);
+}
+
+/// A logger panicking on the error line of a write after free found in a
+/// defragmentation plan's destination (`Config::debug_fill`): the plan's
+/// moves are given up before the panic goes on, so that their
+/// destinations, handed to nobody, are freed with the next collect. Before,
+/// the lines were logged while the plan was built, and the unwind left the
+/// destinations live until the allocator's drop.
+#[test]
+fn a_logger_panicking_on_a_write_after_free_gives_up_the_plan() {
+    let config = Config {
+        debug_fill: true,
+        small_buffer_limit: 0,
+        large_heap_block_size: 4 << 20,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let all: Vec<Allocation> = (0..24)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(200_000, 256, Usage::UPLOAD))
+                .unwrap()
+        })
+        .collect();
+    let mut live = Vec::new();
+    for (i, a) in all.into_iter().enumerate() {
+        if i % 3 == 0 {
+            live.push(a);
+            continue;
+        }
+        let (memory, offset) = (a.memory(), a.offset());
+        free(&allocator, a);
+        // Every freed range written: whichever the plan takes is caught.
+        // SAFETY: no slice of these bytes is alive across the call.
+        assert!(unsafe { device.write(memory, offset + 5, &[0x42]) });
+    }
+    let live_bytes = allocator.stats().live_bytes();
+    let limits = DefragmentationLimits::default()
+        .max_used_percent(0)
+        .compact_blocks(true);
+    super::super::leak_log::panic_on_line_with("written after it was freed");
+    let planned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        allocator.plan_defragmentation(&movables(&live), &limits)
+    }));
+    assert!(planned.is_err(), "the logger's panic reaches the caller");
+    assert!(allocator.corruptions_detected() >= 1);
+    let fence = end_frame(&allocator, &device);
+    device.signal_fence(fence);
+    allocator.collect().unwrap();
+    assert_eq!(allocator.stats().live_bytes(), live_bytes);
+    for a in live {
+        free(&allocator, a);
+    }
     finish(allocator, &device);
 }
 
