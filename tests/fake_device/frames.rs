@@ -2818,7 +2818,9 @@ fn ring_stress(seed: u64, layout: FakeLayout, config: Config) {
 /// chunk freed under a pin (0 to 3 a seed) was the mobile run's
 /// non-coherent ring 0, whose flush sleeps pinned, after its copy; on
 /// coherent memory a write is pinned only while it copies (tens of
-/// microseconds), and no seed freed a chunk then.
+/// microseconds), and no seed freed a chunk then. Three tests catch that
+/// bug: the two held-flush tests of a destroyed ring (non-coherent) and
+/// `a_coherent_ring_destroyed_while_a_long_write_copies_into_it_is_not_freed_under_it`.
 ///
 /// The seed fixes each thread's choices, not how they interleave.
 #[test]
