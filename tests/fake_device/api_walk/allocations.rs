@@ -301,6 +301,7 @@ impl Walk {
             kind: request.kind,
         };
         self.assert_disjoint(place, a.size(), "a new allocation");
+        self.check_new_fill(&allocation, props);
         let tag = is_host_visible(props).then(|| {
             self.next_tag = self.next_tag.wrapping_add(1).max(1);
             let bytes = self.allocator.mapped_slice_mut(&mut allocation).unwrap();
@@ -324,6 +325,20 @@ impl Walk {
             tag,
             pool: request.desc.pool,
         });
+    }
+
+    /// With debug fills, a new allocation in a host-coherent type reads
+    /// `0xDC` (its first and last 4 KiB).
+    pub(super) fn check_new_fill(&self, a: &Allocation, props: MemoryPropertyFlags) {
+        let coherent = MemoryPropertyFlags::HOST_VISIBLE | MemoryPropertyFlags::HOST_COHERENT;
+        if !self.config.debug_fill || !props.contains(coherent) {
+            return;
+        }
+        let bytes = self.allocator.mapped_slice(a).unwrap();
+        let len = bytes.len().min(4096);
+        let ends = bytes[..len].iter().chain(&bytes[bytes.len() - len..]);
+        let ctx = self.ctx();
+        assert!(ends.copied().all(|b| b == 0xDC), "{ctx}: {a:?} not filled");
     }
 
     /// Checks where `a`, of `kind` in a block, lies: at a multiple of

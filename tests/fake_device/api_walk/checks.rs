@@ -248,15 +248,22 @@ impl Walk {
         }
     }
 
-    /// With corruption detection, no margin damaged: the walk writes only
-    /// inside its allocations. `check_corruption` refuses a walk without it.
+    /// With corruption detection, no margin damaged, and with debug fills,
+    /// no freed memory written: the walk writes only inside its
+    /// allocations. `check_corruption` refuses a walk without either.
     fn check_margins(&self) {
         let ctx = self.ctx();
         let detected = self.allocator.corruptions_detected();
-        assert_eq!(detected, 0, "{ctx}: damaged margins found on free");
+        assert_eq!(
+            detected, 0,
+            "{ctx}: damaged margins or writes after free found"
+        );
         match self.allocator.check_corruption(!0) {
             Ok(report) => {
-                assert!(self.config.detect_corruption && self.config.debug_margin > 0);
+                assert!(
+                    self.config.debug_fill
+                        || (self.config.detect_corruption && self.config.debug_margin > 0)
+                );
                 assert!(report.is_clean(), "{ctx}: {report:?}");
             }
             Err(error) => assert_eq!(

@@ -428,6 +428,7 @@ impl Walk {
             kind: entry.kind,
         };
         self.assert_disjoint(place, d.size(), "a destination");
+        self.check_new_fill(d, self.layout.memory_types[d.memory_type() as usize].props);
     }
 
     /// Carries `plan` out as an engine does: each destination takes its
