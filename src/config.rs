@@ -103,7 +103,10 @@ pub struct Config {
     ///   (memory type, block, offsets) and counted
     ///   ([`Allocator::corruptions_detected`](crate::Allocator::corruptions_detected));
     ///   [`Allocator::check_corruption`](crate::Allocator::check_corruption)
-    ///   checks every free range on demand.
+    ///   checks every free range on demand, and an empty block is checked
+    ///   whole when it is released (kept past its frames, `trim`,
+    ///   `destroy_pool`, the allocator's drop), so that a write into
+    ///   memory no allocation took again is caught too.
     ///
     /// Ring allocations inside an upload ring's chunk are not filled (the
     /// chunk is one allocation: `0xDC` when the ring takes it, `0xEF` when
@@ -114,8 +117,9 @@ pub struct Config {
     /// (never host-visible) and device-local memory the host cannot see.
     ///
     /// Costs, when on: a write of every byte of each block when it is made
-    /// (O(block size)), a read and a write of each allocation's bytes when
-    /// it is allocated and a write when it is freed (O(size)). Off, the
+    /// and a read of every byte when it is released (O(block size)), a
+    /// read and a write of each allocation's bytes when it is allocated
+    /// and a write when it is freed (O(size)). Off, the
     /// default, it costs nothing: allocations and frees test the same
     /// bit mask as for `detect_corruption`. Default false.
     pub debug_fill: bool,

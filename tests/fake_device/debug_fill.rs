@@ -641,3 +641,93 @@ fn threads_writing_their_own_memory_never_read_as_writes_after_free() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+/// A write into freed memory that no allocation takes again before its
+/// block goes is caught when the block is released: by `trim` for the
+/// empty block a memory type keeps, by `destroy_pool` for a custom pool's
+/// block; counted once and logged (the byte, its memory, the pool). An
+/// untouched block is released with nothing found.
+#[test]
+fn a_write_after_free_is_caught_when_its_block_is_released() {
+    super::leak_log::install();
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(HOST).block_size(MIB).name("released pool"))
+        .unwrap();
+    let cases = [
+        ("untouched", None, None),
+        ("trimmed", Some(123), None),
+        ("destroyed pool", Some(4095), Some(pool)),
+    ];
+    let mut count = 0;
+    for (name, written, pool) in cases {
+        let a = allocator
+            .allocate(&request(50_000, ResourceKind::Buffer, pool))
+            .unwrap();
+        let (memory, offset, pointer) = (a.memory(), a.offset(), a.mapped_ptr().unwrap());
+        free(&allocator, a);
+        // The emptied block is kept: its bytes are still mapped.
+        if let Some(at) = written {
+            write_at(pointer, at, &[0x42]);
+            count += 1;
+        }
+        match pool {
+            Some(pool) => allocator.destroy_pool(pool).unwrap(),
+            None => assert!(allocator.trim() > 0, "{name}"),
+        }
+        assert!(device.live_allocations().is_empty(), "{name}");
+        assert_eq!(allocator.corruptions_detected(), count, "{name}");
+        let Some(at) = written else { continue };
+        let lines = super::leak_log::lines();
+        let needle = format!("byte {} of memory {memory:?}", offset + at);
+        let line = lines
+            .iter()
+            .find(|line| line.contains(&needle))
+            .unwrap_or_else(|| panic!("{name}: no line has {needle:?}: {lines:#?}"));
+        assert!(line.contains("was released"), "{line}");
+        if pool.is_some() {
+            assert!(line.contains("in custom pool \"released pool\""), "{line}");
+        }
+    }
+    finish(allocator, &device);
+}
+
+/// A memory callback that panics on the `Freed` event of a released block
+/// in which a write after free is found: the block is released, and the
+/// line logged, before the panic reaches the caller.
+#[test]
+fn a_write_found_as_its_block_is_released_is_logged_when_the_callback_panics() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    super::leak_log::install();
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
+    let armed = Arc::new(AtomicBool::new(false));
+    let trigger = Arc::clone(&armed);
+    allocator.set_memory_callback(move |event| {
+        if event.kind == vk_suballoc::MemoryEventKind::Freed
+            && trigger.swap(false, Ordering::SeqCst)
+        {
+            panic!("the test's callback panics on Freed");
+        }
+    });
+    let a = allocator
+        .allocate(&request(30_000, ResourceKind::Buffer, None))
+        .unwrap();
+    let (memory, offset, pointer) = (a.memory(), a.offset(), a.mapped_ptr().unwrap());
+    free(&allocator, a);
+    write_at(pointer, 77, &[0]);
+    armed.store(true, Ordering::SeqCst);
+    let trimmed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| allocator.trim()));
+    assert!(trimmed.is_err(), "the callback's panic reaches the caller");
+    assert!(device.live_allocations().is_empty());
+    assert_eq!(allocator.corruptions_detected(), 1);
+    let needle = format!("byte {} of memory {memory:?}", offset + 77);
+    assert!(
+        super::leak_log::lines()
+            .iter()
+            .any(|line| line.contains(&needle)),
+        "no line has {needle:?}"
+    );
+    finish(allocator, &device);
+}

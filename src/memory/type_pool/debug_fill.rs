@@ -16,7 +16,11 @@
 //! old allocation or by the GPU, and is logged and counted as a corruption.
 //! [`Allocator::check_corruption`](crate::Allocator::check_corruption)
 //! checks every free range and free run slot on demand
-//! ([`damaged_free_ranges`](TypePool::damaged_free_ranges)).
+//! ([`damaged_free_ranges`](TypePool::damaged_free_ranges)), and an empty
+//! block is checked whole when it is released
+//! ([`check_released_block`](TypePool::check_released_block)): a write
+//! into memory that no allocation took again before its block went is
+//! caught too.
 //!
 //! Non-coherent types are left out, as for margins (`corruption.rs`): a
 //! fill there would need a flush, and a check an invalidate, of whole
@@ -27,6 +31,7 @@
 use ash::vk;
 
 use super::{Location, Placement, TypePool};
+use crate::memory::block::Block;
 use crate::memory::context::MemoryContext;
 use crate::memory::mapping::MappedPtr;
 
@@ -217,6 +222,40 @@ impl<M> TypePool<M> {
             // nobody uses any more (the caller's contract).
             unsafe { fill(mapped, held, FREED) };
         }
+    }
+
+    /// Before the release of `block`, an empty block of a memory type with
+    /// debug fills: checks that every byte of it still reads [`FREED`]. A
+    /// byte written after it was freed, in memory that no allocation took
+    /// again before its block went, is counted in `context` and returned
+    /// as the line for the caller to log once the block is released.
+    /// Blocks still holding allocations (leaked, at the allocator's drop)
+    /// and unmapped ones are not checked.
+    ///
+    /// # Time complexity
+    /// O(block size), read a word at a time.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn check_released_block<D>(
+        &self,
+        context: &MemoryContext<D>,
+        block: &Block<M>,
+    ) -> Option<String> {
+        let mapped = block.mapped?;
+        if !block.ranges.is_empty() {
+            return None;
+        }
+        // SAFETY: the block is mapped whole (`size` bytes from `mapped`)
+        // until the caller releases it, and holds no allocation.
+        let changed = unsafe { first_changed(mapped.0.as_ptr(), block.size, FREED) }?;
+        context.count_corruption();
+        Some(format!(
+            "vk-suballoc: memory written after it was freed: byte {changed} of memory {:?} was changed before its empty block of {} bytes was released (memory type {}{})",
+            block.raw,
+            block.size,
+            self.memory_type,
+            self.pool_label()
+        ))
     }
 
     /// Every free range and free run slot, in this pool's mapped blocks,

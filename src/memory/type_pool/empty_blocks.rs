@@ -7,6 +7,7 @@
 //! a leak.
 
 use std::cmp::Reverse;
+use std::panic::{self, AssertUnwindSafe};
 
 use super::TypePool;
 use crate::device::MemoryDeviceExt;
@@ -163,17 +164,28 @@ impl<M> TypePool<M> {
         if block.retiring {
             self.counters.retiring_blocks -= 1;
         }
+        // Debug fills: a write after free that no allocation found.
+        let written = if context.fills(self.memory_type) {
+            self.check_released_block(context, &block)
+        } else {
+            None
+        };
+        let mapped = block.mapped.is_some();
         // SAFETY: allocated by this context for this type; callers release
         // only empty blocks (or everything at drop), so no live resource of
         // ours is bound to it.
-        unsafe {
-            context.free_memory(
-                block.memory,
-                block.mapped.is_some(),
-                self.memory_type,
-                block.size,
-            )
+        let free =
+            || unsafe { context.free_memory(block.memory, mapped, self.memory_type, block.size) };
+        let Some(line) = written else {
+            free();
+            return;
         };
+        // Logged once the block is gone, and also when its free panics
+        // (the memory callback), before that panic goes on: the pool was
+        // updated first.
+        let freed = panic::catch_unwind(AssertUnwindSafe(free));
+        log::error!("{line}");
+        freed.unwrap_or_else(|payload| panic::resume_unwind(payload));
     }
 
     /// Releases every empty block, but for a custom pool's `min_blocks`;
