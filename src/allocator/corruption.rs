@@ -128,7 +128,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// O(live allocations in those types, times each one's tail: the
     /// margin plus the rounding of its size, up to 4 KiB or a granularity
     /// page, read byte by byte); with debug fills, O(free bytes in those
-    /// types' blocks, read 8 at a time), up to their whole size for empty
+    /// types' blocks), up to their whole size for empty
     /// blocks. Under each pool's lock in turn.
     pub fn check_corruption(&self, memory_type_bits: u32) -> Result<CorruptionReport, Error> {
         let types = memory_type_bits & self.context.debug_types();
