@@ -2243,6 +2243,42 @@ fn a_held_write_keeps_back_its_frame_and_later_ones_but_not_earlier_ones() {
     finish_after_frame(allocator, &device);
 }
 
+/// A write held in the current frame of a ring that holds as many sealed
+/// frames as it can (64, the oldest 64 frames before the written one):
+/// collecting them gives all their space back at once. The write keeps
+/// back its own frame only; a pin that also counted for a frame 64 or 63
+/// frames older (too few pin slots) kept the whole ring full.
+#[test]
+fn a_held_write_into_the_current_frame_keeps_back_none_of_64_sealed_frames() {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let desc = UploadRingDesc {
+        size: 65 * 1024,
+        usage: Usage::READBACK,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let mut fences = Vec::new();
+    for _ in 0..64 {
+        allocator.ring_allocate(ring, 1024, 256).unwrap();
+        fences.push(end_frame(&allocator, &device));
+    }
+    let target = allocator.ring_allocate(ring, 1024, 256).unwrap();
+    assert_eq!((target.frame(), target.buffer_offset()), (64, 64 * 1024));
+    let (written, during) = while_a_ring_write_flushes(&allocator, &device, &target, || {
+        for &fence in &fences {
+            device.signal_fence(fence);
+        }
+        assert_eq!(allocator.collect().unwrap().frames, 64);
+        allocator.ring_allocate(ring, 64 * 1024, 256)
+    });
+    let during = during.expect("the ring calls waited for the write");
+    written.unwrap();
+    let back = during.expect("the 64 collected frames' space came back");
+    assert_eq!(back.buffer_offset(), 0);
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
+
 /// Steps of each writer thread of
 /// [`ring_writes_on_threads_keep_their_bytes_while_frames_are_collected`]:
 /// a few under Miri, which runs ~1000x slower.
