@@ -2111,6 +2111,41 @@ fn a_held_write_s_reclaim_is_not_lost_in_a_grown_ring() {
     finish_after_frame(allocator, &device);
 }
 
+/// A growing ring's first chunk has its frame held by a write when that
+/// frame is collected, and a second chunk that began after that frame
+/// (so the collect reaches nothing in it). Once the write is over, the
+/// next ring call gets the first chunk's space back: the reclaim it owes
+/// is not forgotten because the newer chunk owed none.
+#[test]
+fn a_held_write_s_reclaim_is_not_lost_to_a_chunk_made_after_its_frame() {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let desc = UploadRingDesc {
+        size: 4096,
+        usage: Usage::READBACK,
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let target = allocator.ring_allocate(ring, 2048, 256).unwrap();
+    let sealed = end_frame(&allocator, &device);
+    // Chunk 0 holds frame 0's 2 KiB: a 4 KiB request grows the ring, in
+    // frame 1.
+    let grown = allocator.ring_allocate(ring, 4096, 256).unwrap();
+    assert_ne!(grown.buffer(), target.buffer());
+    let (written, during) = while_a_ring_write_flushes(&allocator, &device, &target, || {
+        device.signal_fence(sealed);
+        allocator.collect().unwrap()
+    });
+    assert_eq!(during.expect("collect waited for the write").frames, 1);
+    written.unwrap();
+    // Chunk 1 is full (frame 1 is current): the next ring call finds
+    // chunk 0 whole again instead of growing the ring.
+    let back = allocator.ring_allocate(ring, 4096, 256).unwrap();
+    assert_eq!(back.buffer(), target.buffer());
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
+
 /// A ring destroyed while a write copies into it, and finished by
 /// `collect_idle` meanwhile, keeps its chunk (not counted in the frees);
 /// the allocator's drop, with no collect after the write, frees it.
