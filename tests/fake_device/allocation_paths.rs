@@ -1230,6 +1230,32 @@ fn kept_empty_blocks_go_after_empty_block_frames() {
     }
 }
 
+/// More than two kept empty blocks age out too, all but the largest: a
+/// pool that keeps several (`Config::empty_block_reserve` above 1) gives
+/// them back once they stayed empty `Config::empty_block_frames` frames.
+#[test]
+fn three_kept_empty_blocks_go_after_empty_block_frames() {
+    let config = Config {
+        empty_block_frames: 1,
+        empty_block_reserve: 2.0,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let long_lived = twenty_mib_buffers(&allocator, 15);
+    // Emptied in frame 0: three 256 MiB blocks, kept (300 MiB in use).
+    free_all(&allocator, twenty_mib_buffers(&allocator, 42));
+    let empty_blocks = || allocator.stats().memory_types[1].empty_blocks;
+    assert_eq!(empty_blocks(), 3);
+    device.signal_fence(super::frames::end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    assert_eq!(empty_blocks(), 1);
+    assert_eq!(
+        allocator.stats().memory_types[1].block_bytes,
+        (64 + 128 + 256 * 2) * MIB
+    );
+    free_all_and_finish(allocator, &device, long_lived);
+}
+
 /// `collect_idle` ends the current frame as `end_frame` does, so a block
 /// emptied after it counts its frames from the frame that follows: with
 /// `Config::empty_block_frames` 2 it stays through one `end_frame` and goes
