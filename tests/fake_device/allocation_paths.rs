@@ -1256,6 +1256,33 @@ fn three_kept_empty_blocks_go_after_empty_block_frames() {
     free_all_and_finish(allocator, &device, long_lived);
 }
 
+/// Empty blocks past `Config::empty_block_reserve` go smallest first, and
+/// only until the rest fit the reserve: a block emptying while the bytes
+/// in use shrink releases it and one more, not every kept block.
+#[test]
+fn empty_blocks_past_the_reserve_go_only_until_the_rest_fit_it() {
+    let config = Config {
+        empty_block_reserve: 2.0,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let mut long_lived = twenty_mib_buffers(&allocator, 15);
+    // Three empty 256 MiB blocks, kept (300 MiB in use).
+    free_all(&allocator, twenty_mib_buffers(&allocator, 42));
+    let empty_blocks = || allocator.stats().memory_types[1].empty_blocks;
+    assert_eq!(empty_blocks(), 3);
+    // The first three fill the 64 MiB block. Freed, 240 MiB stay in use,
+    // which keep 480 MiB of empty blocks beside the largest: the 64 MiB
+    // block goes, then one of 256 MiB, and the other two stay.
+    free_all(&allocator, long_lived.drain(..3).collect());
+    assert_eq!(empty_blocks(), 2);
+    assert_eq!(
+        allocator.stats().memory_types[1].block_bytes,
+        (128 + 256 * 3) * MIB
+    );
+    free_all_and_finish(allocator, &device, long_lived);
+}
+
 /// `collect_idle` ends the current frame as `end_frame` does, so a block
 /// emptied after it counts its frames from the frame that follows: with
 /// `Config::empty_block_frames` 2 it stays through one `end_frame` and goes
