@@ -1283,6 +1283,28 @@ fn empty_blocks_past_the_reserve_go_only_until_the_rest_fit_it() {
     free_all_and_finish(allocator, &device, long_lived);
 }
 
+/// `Config::empty_block_reserve` keeps empty blocks while their bytes are
+/// at most the reserve times the bytes in use: exactly as many is kept.
+#[test]
+fn empty_blocks_exactly_at_the_reserve_are_kept() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let sixteen_mib = |count| -> Vec<Allocation> {
+        (0..count)
+            .map(|_| {
+                allocator
+                    .allocate(&buffer(16 * MIB, 256, Usage::DEVICE_LOCAL))
+                    .unwrap()
+            })
+            .collect()
+    };
+    // 256 MiB in use, and two empty 256 MiB blocks: beside the largest,
+    // 256 MiB, once the default reserve (1.0) times the bytes in use.
+    let long_lived = sixteen_mib(16);
+    free_all(&allocator, sixteen_mib(44));
+    assert_eq!(allocator.stats().memory_types[1].empty_blocks, 2);
+    free_all_and_finish(allocator, &device, long_lived);
+}
+
 /// `collect_idle` ends the current frame as `end_frame` does, so a block
 /// emptied after it counts its frames from the frame that follows: with
 /// `Config::empty_block_frames` 2 it stays through one `end_frame` and goes
