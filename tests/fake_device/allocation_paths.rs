@@ -1305,6 +1305,35 @@ fn empty_blocks_exactly_at_the_reserve_are_kept() {
     free_all_and_finish(allocator, &device, long_lived);
 }
 
+/// Of two empty blocks of one size, the one that just emptied goes and the
+/// one kept earlier stays (`Config::empty_block_reserve` 0, VMA's rule: one
+/// empty block kept).
+#[test]
+fn of_two_empty_blocks_of_one_size_the_one_just_emptied_goes() {
+    let config = Config {
+        empty_block_reserve: 0.0,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let mut first = twenty_mib_buffers(&allocator, 21);
+    // Blocks of 64 and 128 MiB, then two of 256 MiB, 12 buffers each.
+    let kept_earlier = first.split_off(9);
+    let just_emptied = twenty_mib_buffers(&allocator, 12);
+    let memory = |buffers: &[Allocation]| {
+        assert!(buffers.iter().all(|b| b.memory() == buffers[0].memory()));
+        buffers[0].memory()
+    };
+    let (kept_memory, emptied_memory) = (memory(&kept_earlier), memory(&just_emptied));
+    assert_ne!(kept_memory, emptied_memory);
+    free_all(&allocator, kept_earlier);
+    free_all(&allocator, just_emptied);
+    assert_eq!(allocator.stats().memory_types[1].empty_blocks, 1);
+    let next = allocator.allocate(&twenty_mib()).unwrap();
+    assert_eq!(next.memory(), kept_memory);
+    free(&allocator, next);
+    free_all_and_finish(allocator, &device, first);
+}
+
 /// `collect_idle` ends the current frame as `end_frame` does, so a block
 /// emptied after it counts its frames from the frame that follows: with
 /// `Config::empty_block_frames` 2 it stays through one `end_frame` and goes
