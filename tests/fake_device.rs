@@ -23,6 +23,8 @@ mod budget_threads;
 mod budgets;
 #[path = "fake_device/debug_fill.rs"]
 mod debug_fill;
+#[path = "fake_device/debug_fill_non_coherent.rs"]
+mod debug_fill_non_coherent;
 #[path = "fake_device/defragment.rs"]
 mod defragment;
 #[path = "fake_device/defragment_walk.rs"]

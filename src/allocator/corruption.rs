@@ -151,7 +151,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 );
             }
             if self.context.fills(memory_type) {
-                let (checked, written) = pool.damaged_free_ranges();
+                let (checked, written) = pool.damaged_free_ranges(&self.context);
                 report.free_checked += checked;
                 report.written_after_free.extend(
                     written

@@ -19,7 +19,7 @@ use crate::device::{DedicatedTarget, MemoryDeviceExt};
 use crate::memory::context::MemoryContext;
 use crate::memory::memory_type_choice::rank_memory_types;
 use crate::memory::runs::class_of;
-use crate::memory::type_pool::{debug_fill, DedicatedChoice, Placement, PoolRequest, TypePool};
+use crate::memory::type_pool::{DedicatedChoice, Placement, PoolRequest, TypePool};
 use crate::memory::ResourceKind;
 use crate::Error;
 
@@ -317,18 +317,6 @@ where
         let allocation = self.allocate_unguarded(request)?;
         let memory_type = allocation.memory_type();
         if !self.context.is_debug_type(memory_type) {
-            return Ok(allocation);
-        }
-        if allocation.is_dedicated() {
-            if let Some(mapped) = allocation
-                .mapped
-                .filter(|_| self.context.fills(memory_type))
-            {
-                // SAFETY: the allocation's `size` bytes of its dedicated
-                // memory, mapped whole while it lives; it is handed to
-                // nobody yet.
-                unsafe { debug_fill::fill(mapped, allocation.size, debug_fill::NEW) };
-            }
             return Ok(allocation);
         }
         let placement = Placement {

@@ -101,7 +101,7 @@ pub(crate) struct MemoryContext<D> {
     corruption_types: u32,
     /// Bit `t` set when memory type `t` is filled with `0xEF` when freed
     /// and `0xDC` when allocated: with `Config::debug_fill`, the
-    /// `HOST_VISIBLE | HOST_COHERENT` types (`type_pool/debug_fill.rs`).
+    /// `HOST_VISIBLE` types, coherent or not (`type_pool/debug_fill.rs`).
     fill_types: u32,
     /// `corruption_types | fill_types`: the types whose allocations and
     /// frees take the out-of-line debug paths, tested once per allocation
@@ -164,8 +164,9 @@ impl<D> MemoryContext<D> {
         });
         let lazily_allocated_types =
             type_mask(|props| props.contains(MemoryPropertyFlags::LAZILY_ALLOCATED));
-        // Margins' patterns and debug fills: host-coherent types only, so
-        // that neither needs a flush or an invalidate (`corruption.rs`).
+        // Margins' patterns: host-coherent types only, so that a margin's
+        // check needs no invalidate of its allocation's atoms
+        // (`corruption.rs`).
         let coherent_types = usable_types
             & type_mask(|props| {
                 props.contains(
@@ -177,7 +178,13 @@ impl<D> MemoryContext<D> {
         } else {
             0
         };
-        let fill_types = if config.debug_fill { coherent_types } else { 0 };
+        // Debug fills: every host-visible type; in non-coherent ones, fills
+        // are flushed and checks invalidate first (`debug_fill.rs`).
+        let fill_types = if config.debug_fill {
+            coherent_types | (usable_types & non_coherent_types)
+        } else {
+            0
+        };
         let heap_usage = (0..heaps.len()).map(|_| AtomicU64::new(0)).collect();
         let heap_turns = (0..heaps.len()).map(|_| Mutex::new(())).collect();
         // bufferImageGranularity: a linear and an optimal resource must not

@@ -28,12 +28,16 @@
 //! memory gets [`NEW`] when it is made, and nothing when it is freed: the
 //! memory object goes away.
 
+use std::ops::Range;
+
 use ash::vk;
+use gpu_alloc_types::MappedMemoryRange;
 
 use super::{Location, Placement, TypePool};
+use crate::device::MemoryDeviceExt;
 use crate::memory::block::Block;
 use crate::memory::context::MemoryContext;
-use crate::memory::mapping::MappedPtr;
+use crate::memory::mapping::{atom_range, MappedPtr};
 
 /// The byte freed memory holds: VMA's `VMA_ALLOCATION_FILL_PATTERN_DESTROYED`.
 pub(crate) const FREED: u8 = 0xEF;
@@ -97,40 +101,136 @@ pub(crate) struct WrittenFree {
     pub(crate) first_changed: u64,
 }
 
+/// Where the bytes a live allocation holds lie: its memory object, the
+/// object's size and mapping, and the held bytes' offset and size in it.
+struct HeldSpan<'p, M> {
+    memory: &'p M,
+    memory_size: u64,
+    mapped: MappedPtr,
+    offset: u64,
+    held: u64,
+}
+
+/// The whole atoms of `atom` bytes inside `range`, of a memory object of
+/// `memory_size` bytes: a range's partial atoms at either end are left
+/// out, but for a last one that ends at the memory's end (a flush or
+/// invalidate may end there). Empty when no whole atom lies inside.
+fn whole_atoms(range: Range<u64>, atom: u64, memory_size: u64) -> Range<u64> {
+    let atom = atom.max(1);
+    let start = range.start.next_multiple_of(atom);
+    let end = if range.end == memory_size {
+        range.end
+    } else {
+        range.end / atom * atom
+    };
+    start..end.max(start)
+}
+
+/// `vkFlushMappedMemoryRanges` (`flush`) or
+/// `vkInvalidateMappedMemoryRanges` over `range` of `memory`, a memory
+/// object of `memory_size` bytes of a non-coherent type, widened to whole
+/// atoms (`mapping.rs`). A device error is logged and ignored: it leaves
+/// the debug fills unsynced, which may show later as a write after free
+/// that did not happen (the line says why), and nothing else.
+///
+/// # Safety
+/// `memory` is live and mapped whole; the caller holds its pool's lock.
+/// For an invalidate, the widened range holds no byte of a live
+/// allocation (it would drop the owner's unflushed writes) but one handed
+/// to nobody yet; for a flush, none whose GPU writes may be pending or
+/// still unread by the host (it would overwrite them), but one being
+/// freed or handed to nobody yet.
+unsafe fn sync<M, D: MemoryDeviceExt<M>>(
+    context: &MemoryContext<D>,
+    memory: &M,
+    memory_size: u64,
+    range: Range<u64>,
+    flush: bool,
+) {
+    let atom = context.properties.device.non_coherent_atom_size;
+    let widened = atom_range(range, atom, memory_size);
+    if widened.is_empty() {
+        return;
+    }
+    let ranges = [MappedMemoryRange {
+        memory,
+        offset: widened.start,
+        size: widened.end - widened.start,
+    }];
+    // SAFETY: the range is inside the live memory object, mapped whole,
+    // atom-aligned or ending at its end (`atom_range`;
+    // VUID-VkMappedMemoryRange-memory-00684, -offset-00687, -size-01390);
+    // the pool's lock serialises access to its memory objects; the bytes
+    // it covers are the caller's contract.
+    let result = unsafe {
+        if flush {
+            context.device.flush_memory_ranges(&ranges)
+        } else {
+            context.device.invalidate_memory_ranges(&ranges)
+        }
+    };
+    if result.is_err() {
+        sync_failed(context.device.raw_memory(memory), widened, flush);
+    }
+}
+
+/// The warning for a failed [`sync`].
+#[cold]
+fn sync_failed(memory: vk::DeviceMemory, range: Range<u64>, flush: bool) {
+    let call = if flush { "flush" } else { "invalidate" };
+    log::warn!(
+        "vk-suballoc: debug fill: the {call} of bytes {range:?} of memory {memory:?} failed (out of memory); its fill patterns may not match between host and device, and a later check may report a write after free that did not happen"
+    );
+}
+
 impl<M> TypePool<M> {
-    /// Fills a new block, of `size` bytes mapped at `mapped`, with
-    /// [`FREED`] when its memory type has debug fills. Out of line:
-    /// `create_block` calls it for every block.
+    /// Fills a new block, `memory` of `size` bytes mapped at `mapped`,
+    /// with [`FREED`] when its memory type has debug fills, and flushes it
+    /// whole in a non-coherent type. Out of line: `create_block` calls it
+    /// for every block.
     #[cold]
     #[inline(never)]
-    pub(super) fn fill_new_block<D>(
+    pub(super) fn fill_new_block<D: MemoryDeviceExt<M>>(
         &self,
         context: &MemoryContext<D>,
+        memory: &M,
         mapped: Option<MappedPtr>,
         size: u64,
     ) {
-        if let Some(mapped) = mapped.filter(|_| context.fills(self.memory_type)) {
-            // SAFETY: the block was just made and mapped whole (`size`
-            // bytes from `mapped`); it is in no pool's list yet, so no
-            // allocation holds any of its bytes.
-            unsafe { fill(mapped, size, FREED) };
+        let Some(mapped) = mapped.filter(|_| context.fills(self.memory_type)) else {
+            return;
+        };
+        // SAFETY: the block was just made and mapped whole (`size` bytes
+        // from `mapped`); it is in no pool's list yet, so no allocation
+        // holds any of its bytes.
+        unsafe { fill(mapped, size, FREED) };
+        if context.is_non_coherent(self.memory_type) {
+            // SAFETY: as above: the whole block, which no allocation holds
+            // and no GPU work uses; under the pool's lock.
+            unsafe { sync(context, memory, size, 0..size, true) };
         }
     }
 
     /// The debug work on `placement`, an allocation of `size` requested
-    /// bytes just placed in a block of a memory type with corruption
-    /// detection or debug fills, handed to nobody yet: the check and fill
-    /// of its bytes ([`fill_placed`](Self::fill_placed)), whose line about
-    /// a write after free it returns, then the pattern over its margin
-    /// ([`guard_margin`](Self::guard_margin)).
+    /// bytes just placed in a block (or dedicated memory) of a memory type
+    /// with corruption detection or debug fills, handed to nobody yet: the
+    /// check and fill of its bytes ([`fill_placed`](Self::fill_placed)),
+    /// whose line about a write after free it returns, then the pattern
+    /// over its margin ([`guard_margin`](Self::guard_margin)).
     #[cold]
     #[inline(never)]
-    pub(crate) fn on_placed<D>(
+    pub(crate) fn on_placed<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
         placement: &Placement,
         size: u64,
     ) -> Option<String> {
+        if let Location::Dedicated(_) = placement.location {
+            if context.fills(self.memory_type) {
+                self.fill_dedicated(context, placement.location, size);
+            }
+            return None;
+        }
         let line = if context.fills(self.memory_type) {
             self.fill_placed(context, placement, size)
         } else {
@@ -142,15 +242,63 @@ impl<M> TypePool<M> {
         line
     }
 
+    /// Fills the `size` bytes of the new dedicated memory at `location`
+    /// with [`NEW`], and flushes them in a non-coherent type.
+    fn fill_dedicated<D: MemoryDeviceExt<M>>(
+        &self,
+        context: &MemoryContext<D>,
+        location: Location,
+        size: u64,
+    ) {
+        let Location::Dedicated(key) = location else {
+            return;
+        };
+        let Some(dedicated) = self.dedicated.get(key) else {
+            return;
+        };
+        let Some(mapped) = dedicated.mapped else {
+            return;
+        };
+        let size = size.min(dedicated.size);
+        // SAFETY: the allocation's bytes of its dedicated memory, mapped
+        // whole while it lives; it is handed to nobody yet.
+        unsafe { fill(mapped, size, NEW) };
+        if context.is_non_coherent(self.memory_type) {
+            // SAFETY: the memory is the new allocation's own, handed to
+            // nobody yet; under the pool's lock.
+            unsafe { sync(context, &dedicated.memory, dedicated.size, 0..size, true) };
+        }
+    }
+
+    /// Whether the fills of `span` are flushed, and its checks invalidate
+    /// first: in a non-coherent type, where every allocation starts on an
+    /// atom (`pool_request_padded`). One that did not would widen its
+    /// flushes and invalidates over its neighbour's bytes: it is checked
+    /// and filled as the host sees it only.
+    fn syncs_span<D>(&self, context: &MemoryContext<D>, span: &HeldSpan<'_, M>) -> bool {
+        if !context.is_non_coherent(self.memory_type) {
+            return false;
+        }
+        let atom = context.properties.device.non_coherent_atom_size.max(1);
+        debug_assert_eq!(span.offset % atom, 0, "an allocation off an atom");
+        span.offset % atom == 0
+    }
+
     /// Where the live allocation at `location` lies in its mapped block,
     /// and the bytes it holds there; `None` for dedicated memory, unmapped
     /// blocks and anything not live.
-    fn held_span(&self, location: Location) -> Option<(MappedPtr, u64)> {
+    fn held_span(&self, location: Location) -> Option<HeldSpan<'_, M>> {
         match location {
             Location::Block { block, range } => {
                 let block = self.blocks.get(block)?;
                 let held = block.ranges.get(range)?;
-                Some((block.mapped?.add(held.offset), held.size))
+                Some(HeldSpan {
+                    memory: &block.memory,
+                    memory_size: block.size,
+                    mapped: block.mapped?,
+                    offset: held.offset,
+                    held: held.size,
+                })
             }
             Location::Slot {
                 run,
@@ -158,8 +306,14 @@ impl<M> TypePool<M> {
                 generation,
             } => {
                 let run = self.runs.live(run, slot, generation)?;
-                let start = run.mapped?.add(u64::from(slot) * run.slot_size);
-                Some((start, run.slot_size))
+                let block = self.blocks.get(run.block)?;
+                Some(HeldSpan {
+                    memory: &block.memory,
+                    memory_size: block.size,
+                    mapped: block.mapped?,
+                    offset: run.offset + u64::from(slot) * run.slot_size,
+                    held: run.slot_size,
+                })
             }
             Location::Dedicated(_) => None,
         }
@@ -172,20 +326,56 @@ impl<M> TypePool<M> {
     /// those bytes were freed is counted in `context` and returned as the
     /// line for the caller to log with `log::error!` once the pool's lock
     /// is released.
-    fn fill_placed<D>(
+    ///
+    /// In a non-coherent type the bytes checked are the held ones widened
+    /// to whole atoms, first as the host sees them (a host write after
+    /// free, unflushed), then, once invalidated, as the device holds them
+    /// (a GPU write after free); the new fill is flushed. The widened
+    /// range holds no live allocation's byte, so the invalidate drops
+    /// nobody's unflushed writes: the held bytes start on an atom (every
+    /// allocation in a non-coherent type is aligned to `nonCoherentAtomSize`,
+    /// `pool_request_padded`, run slots included: `runs.rs`), and the bytes
+    /// past their end up to the next atom boundary are free, since the next
+    /// allocation starts on a boundary too.
+    fn fill_placed<D: MemoryDeviceExt<M>>(
         &self,
         context: &MemoryContext<D>,
         placement: &Placement,
         size: u64,
     ) -> Option<String> {
-        let (mapped, held) = self.held_span(placement.location)?;
-        // SAFETY: the `held` bytes from `mapped` are the allocation's in
+        let span = self.held_span(placement.location)?;
+        let non_coherent = self.syncs_span(context, &span);
+        let checked = if non_coherent {
+            let atom = context.properties.device.non_coherent_atom_size;
+            let widened = atom_range(span.offset..span.offset + span.held, atom, span.memory_size);
+            widened.end - span.offset
+        } else {
+            span.held
+        };
+        let start = span.mapped.add(span.offset);
+        // SAFETY: the `checked` bytes from `start` are the allocation's in
         // its persistently mapped block, which lives while the allocation
-        // does; it is handed to nobody yet.
-        let changed = unsafe { first_changed(mapped.0.as_ptr(), held, FREED) };
+        // does, and the free bytes after them up to the atom boundary; the
+        // allocation is handed to nobody yet, and nobody holds the free
+        // bytes.
+        let mut changed = unsafe { first_changed(start.0.as_ptr(), checked, FREED) };
+        if non_coherent {
+            let range = span.offset..span.offset + checked;
+            // SAFETY: atom-aligned already; the allocation's bytes, handed
+            // to nobody yet, and free bytes (above); under the pool's lock.
+            unsafe { sync(context, span.memory, span.memory_size, range, false) };
+            // SAFETY: as the first check.
+            let device = unsafe { first_changed(start.0.as_ptr(), checked, FREED) };
+            changed = changed.or(device);
+        }
         // SAFETY: `size <= held` (the placed size covers the request), in
         // the same bytes; the allocation is handed to nobody yet.
-        unsafe { fill(mapped, size.min(held), NEW) };
+        unsafe { fill(start, size.min(span.held), NEW) };
+        if non_coherent {
+            let range = span.offset..span.offset + size.min(span.held);
+            // SAFETY: the allocation's bytes and free ones (above).
+            unsafe { sync(context, span.memory, span.memory_size, range, true) };
+        }
         let changed = changed?;
         context.count_corruption();
         Some(format!(
@@ -195,38 +385,54 @@ impl<M> TypePool<M> {
             size,
             placement.offset,
             self.memory_type,
-            held,
+            span.held,
             self.pool_label()
         ))
     }
 
     /// Fills the bytes the live allocation at `location` holds in its
-    /// block with [`FREED`], before its free ([`free`](Self::free)).
+    /// block with [`FREED`], before its free ([`free`](Self::free)); in a
+    /// non-coherent type, flushes them, widened to whole atoms (the bytes
+    /// past their end up to the atom boundary are free: see
+    /// [`fill_placed`](Self::fill_placed)).
     ///
     /// # Safety
     /// The allocation is being freed: neither its owner nor the GPU uses
     /// it any more.
-    pub(super) unsafe fn fill_freed(&self, location: Location) {
-        if let Some((mapped, held)) = self.held_span(location) {
-            // SAFETY: the allocation's bytes in its mapped block, which
-            // nobody uses any more (the caller's contract).
-            unsafe { fill(mapped, held, FREED) };
+    pub(super) unsafe fn fill_freed<D: MemoryDeviceExt<M>>(
+        &self,
+        context: &MemoryContext<D>,
+        location: Location,
+    ) {
+        let Some(span) = self.held_span(location) else {
+            return;
+        };
+        // SAFETY: the allocation's bytes in its mapped block, which nobody
+        // uses any more (the caller's contract).
+        unsafe { fill(span.mapped.add(span.offset), span.held, FREED) };
+        if self.syncs_span(context, &span) {
+            let range = span.offset..span.offset + span.held;
+            // SAFETY: the allocation's bytes, which nobody uses any more,
+            // and free ones; under the pool's lock.
+            unsafe { sync(context, span.memory, span.memory_size, range, true) };
         }
     }
 
     /// Before the release of `block`, an empty block of a memory type with
-    /// debug fills: checks that every byte of it still reads [`FREED`]. A
-    /// byte written after it was freed, in memory that no allocation took
-    /// again before its block went, is counted in `context` and returned
-    /// as the line for the caller to log once the block is released.
-    /// Blocks still holding allocations (leaked, at the allocator's drop)
-    /// and unmapped ones are not checked.
+    /// debug fills: checks that every byte of it still reads [`FREED`]
+    /// (in a non-coherent type, as the host sees it, then, once the whole
+    /// block is invalidated, as the device holds it). A byte written after
+    /// it was freed, in memory that no allocation took again before its
+    /// block went, is counted in `context` and returned as the line for
+    /// the caller to log once the block is released. Blocks still holding
+    /// allocations (leaked, at the allocator's drop) and unmapped ones are
+    /// not checked.
     ///
     /// # Time complexity
     /// O(block size).
     #[cold]
     #[inline(never)]
-    pub(super) fn check_released_block<D>(
+    pub(super) fn check_released_block<D: MemoryDeviceExt<M>>(
         &self,
         context: &MemoryContext<D>,
         block: &Block<M>,
@@ -237,7 +443,15 @@ impl<M> TypePool<M> {
         }
         // SAFETY: the block is mapped whole (`size` bytes from `mapped`)
         // until the caller releases it, and holds no allocation.
-        let changed = unsafe { first_changed(mapped.0.as_ptr(), block.size, FREED) }?;
+        let mut changed = unsafe { first_changed(mapped.0.as_ptr(), block.size, FREED) };
+        if changed.is_none() && context.is_non_coherent(self.memory_type) {
+            // SAFETY: the block holds no allocation (above); it is out of
+            // the pool's lists, under its lock.
+            unsafe { sync(context, &block.memory, block.size, 0..block.size, false) };
+            // SAFETY: as above.
+            changed = unsafe { first_changed(mapped.0.as_ptr(), block.size, FREED) };
+        }
+        let changed = changed?;
         context.count_corruption();
         Some(format!(
             "vk-suballoc: memory written after it was freed: byte {changed} of memory {:?} was changed before its empty block of {} bytes was released (memory type {}{})",
@@ -252,30 +466,60 @@ impl<M> TypePool<M> {
     /// in which a byte no longer reads [`FREED`]; and how many were
     /// checked. Only for pools of memory types with debug fills.
     ///
+    /// In a non-coherent type, each is checked as the host sees it, then,
+    /// when clean there, its whole atoms are invalidated and checked
+    /// again, as the device holds them. A free range may start inside the last atom of the
+    /// allocation before it, whose owner's unflushed writes an invalidate
+    /// of that atom would drop: partial atoms are checked as the host sees
+    /// them only. A free range ends on an atom boundary (the next
+    /// allocation starts on one) or at the block's end; free run slots are
+    /// whole atoms.
+    ///
     /// # Time complexity
-    /// O(free bytes in the pool's blocks).
-    pub(crate) fn damaged_free_ranges(&self) -> (u64, Vec<WrittenFree>) {
+    /// O(free bytes in the pool's blocks); in a non-coherent type, one
+    /// invalidate per free range and free slot.
+    pub(crate) fn damaged_free_ranges<D: MemoryDeviceExt<M>>(
+        &self,
+        context: &MemoryContext<D>,
+    ) -> (u64, Vec<WrittenFree>) {
+        let non_coherent = context.is_non_coherent(self.memory_type);
+        let atom = context.properties.device.non_coherent_atom_size;
         let mut checked = 0;
         let mut damaged = Vec::new();
-        let mut check = |memory: vk::DeviceMemory, mapped: MappedPtr, offset: u64, size: u64| {
+        let mut check = |block: &Block<M>, mapped: MappedPtr, offset: u64, size: u64| {
             checked += 1;
             // SAFETY: a free range (or slot) of a live, mapped block: `size`
             // bytes from `offset` are inside it, and no allocation holds
             // them.
-            let changed = unsafe { first_changed(mapped.add(offset).0.as_ptr(), size, FREED) };
-            if let Some(changed) = changed {
+            let read = |from: u64, len: u64| unsafe {
+                first_changed(mapped.add(from).0.as_ptr(), len, FREED).map(|at| from + at)
+            };
+            let mut changed = read(offset, size);
+            // A host write found stays in the host's view, for the
+            // allocation that takes these bytes to find and count: the
+            // invalidate would drop it.
+            if non_coherent && changed.is_none() {
+                let whole = whole_atoms(offset..offset + size, atom, block.size);
+                if !whole.is_empty() {
+                    // SAFETY: whole atoms inside a free range: no live
+                    // allocation's byte (above); under the pool's lock.
+                    unsafe { sync(context, &block.memory, block.size, whole.clone(), false) };
+                    changed = read(whole.start, whole.end - whole.start);
+                }
+            }
+            if let Some(first_changed) = changed {
                 damaged.push(WrittenFree {
-                    memory,
+                    memory: block.raw,
                     offset,
                     size,
-                    first_changed: offset + changed,
+                    first_changed,
                 });
             }
         };
         for (_, block) in self.blocks.iter() {
             let Some(mapped) = block.mapped else { continue };
             for free in block.ranges.free_ranges() {
-                check(block.raw, mapped, free.offset, free.size);
+                check(block, mapped, free.offset, free.size);
             }
         }
         for (_, run) in self.runs.iter() {
@@ -285,7 +529,7 @@ impl<M> TypePool<M> {
             let Some(mapped) = block.mapped else { continue };
             for (_, live, offset) in run.slots() {
                 if !live {
-                    check(block.raw, mapped, offset, run.slot_size);
+                    check(block, mapped, offset, run.slot_size);
                 }
             }
         }

@@ -693,7 +693,7 @@ impl<M> TypePool<M> {
         if context.fills(self.memory_type) {
             // SAFETY: the caller's contract: the allocation is freed and
             // the GPU is done with it.
-            unsafe { self.fill_freed(location) };
+            unsafe { self.fill_freed(context, location) };
         }
         let Some(damaged) = damaged else {
             // SAFETY: the caller's contract.

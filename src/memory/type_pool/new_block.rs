@@ -135,7 +135,7 @@ impl<M> TypePool<M> {
         let new = self.make_memory(context, size, None, self.priority, &name, request)?;
         let raw = context.device.raw_memory(&new.memory);
         if context.fill_types() != 0 {
-            self.fill_new_block(context, new.mapped, size);
+            self.fill_new_block(context, &new.memory, new.mapped, size);
         }
         let key = self.blocks.insert(Block {
             memory: new.memory,
