@@ -32,8 +32,9 @@
 //! atom and `bufferImageGranularity`, never overlap and keep
 //! `Config::debug_margin` free bytes after each allocation in a block (with
 //! corruption detection, no margin is ever found damaged; with debug fills,
-//! each new allocation and destination in host-coherent memory reads
-//! `0xDC`, and no freed memory is ever found written), including ranges
+//! each new allocation and destination in host-visible memory reads
+//! `0xDC`, as the host and the GPU see it, and no freed memory is ever
+//! found written), including ranges
 //! freed after a frame that was not collected yet; `stats()`, the device, the
 //! memory map, the JSON dump and the SVG agree with the model; host-visible
 //! bytes are not clobbered, and a copy's bytes reach the GPU (flushed) and
@@ -318,8 +319,9 @@ fn variant(rng: &mut Rng, base: FakeLayout) -> (FakeLayout, Config) {
     }
     // Debug fills in half the walks, drawn from another copy of the
     // generator (the other draws stay as they were). Fills make every byte
-    // of a host-coherent block (and dedicated object) resident in the
-    // fake device: heaps of at most 512 MiB then.
+    // of a host-visible block (and dedicated object) resident in the fake
+    // device, twice for non-coherent ones (the device's copy, flushed):
+    // heaps of at most 512 MiB then.
     let debug_fill = Rng(rng.0 ^ 0x0066_696c).below(2) == 0;
     if debug_fill && layout.memory_heaps.iter().any(|heap| heap.size > 512 * MIB) {
         layout = layout.with_heap_sizes(512 * MIB);

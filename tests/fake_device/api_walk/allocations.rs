@@ -327,17 +327,31 @@ impl Walk {
         });
     }
 
-    /// With debug fills, a new allocation in a host-coherent type reads
-    /// `0xDC` (its first and last 4 KiB).
+    /// With debug fills, a new allocation in a host-visible type reads
+    /// `0xDC` (its first and last 4 KiB), as the host sees it and, the
+    /// fill flushed in a non-coherent type, as the GPU does.
     pub(super) fn check_new_fill(&self, a: &Allocation, props: MemoryPropertyFlags) {
-        let coherent = MemoryPropertyFlags::HOST_VISIBLE | MemoryPropertyFlags::HOST_COHERENT;
-        if !self.config.debug_fill || !props.contains(coherent) {
+        if !self.config.debug_fill || !is_host_visible(props) {
             return;
         }
-        let bytes = self.allocator.mapped_slice(a).unwrap();
-        let len = bytes.len().min(4096);
-        let ends = bytes[..len].iter().chain(&bytes[bytes.len() - len..]);
         let ctx = self.ctx();
+        let size = a.size();
+        let len = size.min(4096);
+        for offset in [0, size - len] {
+            // SAFETY: no slice over the fake memory is alive across the read.
+            let gpu = unsafe {
+                self.device
+                    .read(a.memory(), a.offset() + offset, len as usize)
+            };
+            let gpu = gpu.unwrap_or_else(|| panic!("{ctx}: {a:?} not readable"));
+            assert!(
+                gpu.iter().all(|&b| b == 0xDC),
+                "{ctx}: {a:?} not filled (GPU)"
+            );
+        }
+        let bytes = self.allocator.mapped_slice(a).unwrap();
+        let len = len as usize;
+        let ends = bytes[..len].iter().chain(&bytes[bytes.len() - len..]);
         assert!(ends.copied().all(|b| b == 0xDC), "{ctx}: {a:?} not filled");
     }
 
