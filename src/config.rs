@@ -87,8 +87,8 @@ pub struct Config {
     pub detect_corruption: bool,
     /// Fills memory with recognisable bytes (VMA's
     /// `VMA_DEBUG_INITIALIZE_ALLOCATIONS`), and catches writes into freed
-    /// memory, in blocks and dedicated memory of the `HOST_VISIBLE |
-    /// HOST_COHERENT` memory types the allocator uses:
+    /// memory, in blocks and dedicated memory of the `HOST_VISIBLE` memory
+    /// types the allocator uses, coherent or not:
     ///
     /// - every block is filled with `0xEF` when it is made, and every
     ///   allocation's bytes in its block (its range, or its run slot,
@@ -108,20 +108,37 @@ pub struct Config {
     ///   `destroy_pool`, the allocator's drop), so that a write into
     ///   memory no allocation took again is caught too.
     ///
+    /// In non-coherent types (a mobile GPU's cached readback type,
+    /// MoltenVK's managed storage), every fill is flushed, so the GPU reads
+    /// the patterns too, and every check reads the host's view first (a
+    /// host write after free, never flushed), then invalidates the bytes
+    /// and reads them again (a GPU write after free). Allocations there
+    /// start on `nonCoherentAtomSize` atoms, so these flushes and
+    /// invalidates never reach a live allocation's bytes: its unflushed
+    /// writes, and the GPU's writes it has not invalidated yet, are left
+    /// alone. `check_corruption` invalidates only the whole atoms of free
+    /// memory; the part of an atom that a free range shares with the
+    /// allocation before it (only with atoms larger than 4 KiB) is read as
+    /// the host sees it. A flush or invalidate the driver fails is logged
+    /// with `log::warn!` and skipped.
+    ///
     /// Ring allocations inside an upload ring's chunk are not filled (the
     /// chunk is one allocation: `0xDC` when the ring takes it, `0xEF` when
-    /// it is freed). Non-coherent host-visible types are left out, as for
-    /// [`detect_corruption`](Self::detect_corruption): a fill there would
-    /// need a flush, and a check an invalidate, whose whole atoms take in
-    /// the neighbours' unflushed writes; so are lazily allocated types
-    /// (never host-visible) and device-local memory the host cannot see.
+    /// it is freed). Lazily allocated types (never host-visible) and
+    /// device-local memory the host cannot see are left out.
     ///
     /// Costs, when on: a write of every byte of each block when it is made
     /// and a read of every byte when it is released (O(block size)), a
     /// read and a write of each allocation's bytes when it is allocated
-    /// and a write when it is freed (O(size)). Off, the
-    /// default, it costs nothing: allocations and frees test the same
-    /// bit mask as for `detect_corruption`. Default false.
+    /// and a write when it is freed (O(size)); in non-coherent types, a
+    /// `vkFlushMappedMemoryRanges` of each new block and of each
+    /// allocation's bytes when it is allocated and freed, a
+    /// `vkInvalidateMappedMemoryRanges` of them when it is allocated and
+    /// of each block when it is released, and one per free range in
+    /// `check_corruption` (each a walk over the CPU cache lines of the
+    /// range on a real driver). Off, the default, it costs nothing:
+    /// allocations and frees test the same bit mask as for
+    /// `detect_corruption`. Default false.
     pub debug_fill: bool,
     /// Empty blocks each memory type keeps for reuse, beyond its largest
     /// empty block (always kept, as VMA keeps one): at most this many

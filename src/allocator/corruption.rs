@@ -107,7 +107,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// allocations whose frees wait for their frame; and, in those that
     /// have debug fills ([`Config::debug_fill`](crate::Config::debug_fill)),
     /// every free range and free run slot of their blocks, which must
-    /// still hold `0xEF` ([`CorruptionReport::written_after_free`]). Other
+    /// still hold `0xEF` ([`CorruptionReport::written_after_free`]): in
+    /// non-coherent types, as the host sees them and, when clean there, once
+    /// their whole atoms are invalidated, as the GPU left them. Other
     /// memory types in the mask are skipped. What is found is returned, not
     /// logged, and not counted in
     /// [`corruptions_detected`](Self::corruptions_detected).
@@ -119,7 +121,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::CorruptionDetectionOff`] when no memory type of
     /// `memory_type_bits` has detection or debug fills on: both are off in
     /// the config (or detection has no margin), the types are not
-    /// `HOST_VISIBLE | HOST_COHERENT`, or they are types the allocator may
+    /// `HOST_VISIBLE | HOST_COHERENT` (detection) or `HOST_VISIBLE` (debug
+    /// fills), or they are types the allocator may
     /// not use (AMD's device-coherent ones without
     /// [`DeviceFeatures::amd_device_coherent_memory`](crate::device::DeviceFeatures::amd_device_coherent_memory),
     /// past the device's, or 0) (VMA returns `VK_ERROR_FEATURE_NOT_PRESENT`).
@@ -128,8 +131,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// O(live allocations in those types, times each one's tail: the
     /// margin plus the rounding of its size, up to 4 KiB or a granularity
     /// page, read byte by byte); with debug fills, O(free bytes in those
-    /// types' blocks), up to their whole size for empty
-    /// blocks. Under each pool's lock in turn.
+    /// types' blocks), up to their whole size for empty blocks; in
+    /// non-coherent types with debug fills, one
+    /// `vkInvalidateMappedMemoryRanges` per free range and free run slot.
+    /// Under each pool's lock in turn.
     pub fn check_corruption(&self, memory_type_bits: u32) -> Result<CorruptionReport, Error> {
         let types = memory_type_bits & self.context.debug_types();
         if types == 0 {

@@ -2,13 +2,13 @@
 //! `VMA_DEBUG_INITIALIZE_ALLOCATIONS`) and the writes after free they
 //! reveal.
 //!
-//! In blocks of `HOST_VISIBLE | HOST_COHERENT` memory types (always
-//! persistently mapped, `mapping.rs`), every byte no live allocation holds
-//! reads [`FREED`]: a block is filled with it when it is made, and the
-//! bytes an allocation holds in its block (its offset-allocator range, or
-//! its run slot: [`held_bytes`](TypePool::held_bytes)) when it is freed.
-//! A new allocation's requested bytes are filled with [`NEW`], so that a
-//! read of memory never written stands out, as a read of freed memory does.
+//! In blocks of `HOST_VISIBLE` memory types (always persistently mapped,
+//! `mapping.rs`), every byte no live allocation holds reads [`FREED`]: a
+//! block is filled with it when it is made, and the bytes an allocation
+//! holds in its block (its offset-allocator range, or its run slot:
+//! [`held_span`](TypePool::held_span)) when it is freed. A new
+//! allocation's requested bytes are filled with [`NEW`], so that a read of
+//! memory never written stands out, as a read of freed memory does.
 //!
 //! VMA stops there. Here the bytes an allocation is about to hold are
 //! first checked to read [`FREED`] still: one that does not was written
@@ -22,11 +22,32 @@
 //! into memory that no allocation took again before its block went is
 //! caught too.
 //!
-//! Non-coherent types are left out, as for margins (`corruption.rs`): a
-//! fill there would need a flush, and a check an invalidate, of whole
-//! atoms, which take in the neighbours' unflushed host writes. Dedicated
-//! memory gets [`NEW`] when it is made, and nothing when it is freed: the
-//! memory object goes away.
+//! In non-coherent types the host and the GPU see the memory through two
+//! views that only `vkFlushMappedMemoryRanges` (host to GPU) and
+//! `vkInvalidateMappedMemoryRanges` (GPU to host) bring together, a whole
+//! `nonCoherentAtomSize` atom at a time. Every fill is flushed (VMA does
+//! the same), and every check reads the host's view, where a host write
+//! after free waits unflushed, then invalidates and reads again, for a GPU
+//! write after free. Both would be unsound if an atom were shared with a
+//! live allocation: a flush would overwrite the GPU's writes to it that
+//! its owner has not invalidated yet, an invalidate would drop its owner's
+//! unflushed host writes. None is: in a non-coherent type every allocation
+//! starts on an atom (`pool_request_padded` folds the atom into the
+//! alignment; a run slot's size and its run's start are multiples of it,
+//! `runs.rs`; ring chunks, custom pools' allocations and defragmentation
+//! destinations are placed the same way), so the atoms over an
+//! allocation's held bytes reach at most the free bytes up to the next
+//! boundary, where the next allocation starts. Free ranges start where the
+//! allocation before them ends, which is an atom boundary too unless the
+//! atom is larger than the 4 KiB an allocation's size is rounded to
+//! (`MAX_TAIL_ROUNDING`): their checks invalidate only the whole atoms
+//! inside them, and read the rest as the host sees it. Margins
+//! (`corruption.rs`) stay coherent-only: their check would have to
+//! invalidate the live allocation's own last atom.
+//!
+//! Dedicated memory gets [`NEW`] when it is made (flushed in a
+//! non-coherent type), and nothing when it is freed: the memory object
+//! goes away.
 
 use std::ops::Range;
 
