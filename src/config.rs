@@ -120,7 +120,8 @@ pub struct Config {
     /// memory; the part of an atom that a free range shares with the
     /// allocation before it (only with atoms larger than 4 KiB) is read as
     /// the host sees it. A flush or invalidate the driver fails is logged
-    /// with `log::warn!` and skipped.
+    /// with `log::warn!` and skipped; the GPU's view then lacks a fill,
+    /// which a later check may report as a write after free.
     ///
     /// Ring allocations inside an upload ring's chunk are not filled (the
     /// chunk is one allocation: `0xDC` when the ring takes it, `0xEF` when

@@ -328,10 +328,21 @@ where
         let size = allocation.size;
         let context = self.context;
         let debug = |pool: &mut TypePool<P::Memory>| pool.on_placed(context, &placement, size);
-        let written_after_free = match allocation.custom_pool() {
-            None => self.pools.with_pool(memory_type, debug),
+        // A backend panicking in a flush or invalidate of the check and
+        // fill (non-coherent types): the allocation, handed to nobody, is
+        // freed before the panic goes on.
+        let pools = &mut self.pools;
+        let checked = panic::catch_unwind(AssertUnwindSafe(|| match allocation.custom_pool() {
+            None => pools.with_pool(memory_type, debug),
             // Its pool holds this allocation, so no thread destroyed it.
-            Some(tag) => self.pools.with_custom_pool(tag, debug).flatten(),
+            Some(tag) => pools.with_custom_pool(tag, debug).flatten(),
+        }));
+        let written_after_free = match checked {
+            Ok(line) => line,
+            Err(payload) => {
+                self.free_unused(&allocation);
+                panic::resume_unwind(payload);
+            }
         };
         if let Some(line) = written_after_free {
             // A logger that panics on the line (one that fails a test on

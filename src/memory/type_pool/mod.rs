@@ -673,7 +673,9 @@ impl<M> TypePool<M> {
     /// then logs a damaged margin, so that a logger that panics on the
     /// error line leaves the allocation freed. The line is logged also
     /// when the free panics (the memory callback, as the emptied block is
-    /// released), before that panic goes on.
+    /// released), before that panic goes on. A backend panicking in the
+    /// fill's flush (non-coherent types) goes on once the allocation is
+    /// freed.
     ///
     /// # Safety
     /// As [`free`](Self::free).
@@ -690,22 +692,34 @@ impl<M> TypePool<M> {
         } else {
             None
         };
-        if context.fills(self.memory_type) {
-            // SAFETY: the caller's contract: the allocation is freed and
-            // the GPU is done with it.
-            unsafe { self.fill_freed(context, location) };
-        }
-        let Some(damaged) = damaged else {
+        // A backend panicking in the flush of the fill (non-coherent
+        // types) goes on once the allocation is freed: the pool holds it
+        // still, and nobody else would free it.
+        let filled = if context.fills(self.memory_type) {
+            panic::catch_unwind(AssertUnwindSafe(|| {
+                // SAFETY: the caller's contract: the allocation is freed
+                // and the GPU is done with it.
+                unsafe { self.fill_freed(context, location) }
+            }))
+        } else {
+            Ok(())
+        };
+        if let (None, Ok(())) = (&damaged, &filled) {
             // SAFETY: the caller's contract.
             return unsafe { self.free_unchecked(context, location, size) };
-        };
+        }
         // Unwind safety: a free updates the pool before anything that can
         // panic (`FirstPanic::run`'s note).
         let freed = panic::catch_unwind(AssertUnwindSafe(|| {
             // SAFETY: the caller's contract.
             unsafe { self.free_unchecked(context, location, size) }
         }));
-        log::error!("{damaged}");
+        if let Some(damaged) = damaged {
+            log::error!("{damaged}");
+        }
+        if let Err(payload) = filled {
+            panic::resume_unwind(payload);
+        }
         freed.unwrap_or_else(|payload| panic::resume_unwind(payload))
     }
 

@@ -134,9 +134,6 @@ impl<M> TypePool<M> {
         let name = self.memory_debug_name("block", serial);
         let new = self.make_memory(context, size, None, self.priority, &name, request)?;
         let raw = context.device.raw_memory(&new.memory);
-        if context.fill_types() != 0 {
-            self.fill_new_block(context, &new.memory, new.mapped, size);
-        }
         let key = self.blocks.insert(Block {
             memory: new.memory,
             raw,
@@ -155,6 +152,14 @@ impl<M> TypePool<M> {
         self.counters.blocks += 1;
         self.counters.block_bytes += size;
         self.counters.empty_blocks += 1;
+        // Once the block is in the pool, empty: a backend panicking in the
+        // flush of its fill (non-coherent types) leaves it there, to be
+        // released as any empty block, not a memory object no pool holds.
+        if context.fill_types() != 0 {
+            if let Some(block) = self.blocks.get(key) {
+                self.fill_new_block(context, &block.memory, block.mapped, size);
+            }
+        }
         Ok(key)
     }
 
