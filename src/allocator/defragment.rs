@@ -511,11 +511,22 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 // Destinations keep their margins, and their patterns; with
                 // debug fills, their bytes are checked and filled as any
                 // new allocation's (the lines logged once the plan is made).
+                // A backend panicking in a fill's flush or invalidate
+                // (non-coherent types) unwinds past the plan once its moves
+                // are given up, as a logger's panic does.
+                let mut debug_panic = None;
                 if self.context.is_debug_type(memory_type) {
-                    for (index, placement, _) in &pool_plan.moves {
-                        let size = movables[*index].requirements.size;
-                        written_after_free.extend(pool.on_placed(&self.context, placement, size));
-                    }
+                    let checked = panic::catch_unwind(AssertUnwindSafe(|| {
+                        for (index, placement, _) in &pool_plan.moves {
+                            let size = movables[*index].requirements.size;
+                            written_after_free.extend(pool.on_placed(
+                                &self.context,
+                                placement,
+                                size,
+                            ));
+                        }
+                    }));
+                    debug_panic = checked.err();
                 }
                 drop(pool);
                 plan.blocks_released += pool_plan.blocks;
@@ -542,6 +553,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                             },
                         }),
                 );
+                if let Some(payload) = debug_panic {
+                    self.give_up_plan(&mut plan);
+                    panic::resume_unwind(payload);
+                }
             }
         }
         plan.moves.sort_unstable_by_key(|planned| planned.movable);
@@ -565,12 +580,19 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             }
         });
         if let Err(payload) = logged {
-            for planned in plan.moves.drain(..) {
-                // A second panic (the memory callback) is dropped, so
-                // that the logger's goes on.
-                let _ = panic::catch_unwind(AssertUnwindSafe(|| self.give_up_move(planned)));
-            }
+            self.give_up_plan(plan);
             panic::resume_unwind(payload);
+        }
+    }
+
+    /// Gives up every move of `plan` ([`give_up_move`](Self::give_up_move)),
+    /// on the way out of a panic: their destinations, handed to nobody,
+    /// would otherwise stay live until the allocator's drop. A second panic
+    /// (the memory callback) is dropped, so that the first one goes on.
+    #[cold]
+    fn give_up_plan(&self, plan: &mut DefragmentationPlan) {
+        for planned in plan.moves.drain(..) {
+            let _ = panic::catch_unwind(AssertUnwindSafe(|| self.give_up_move(planned)));
         }
     }
 

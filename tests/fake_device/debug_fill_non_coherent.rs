@@ -11,10 +11,13 @@ use std::panic::{self, AssertUnwindSafe};
 
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{
-    Allocation, AllocationDesc, Config, DedicatedPolicy, PoolDesc, Request, ResourceKind, Usage,
+    Allocation, AllocationDesc, Config, DedicatedPolicy, DefragmentationLimits, PoolDesc, Request,
+    ResourceKind, Usage,
 };
 
 use super::debug_fill::{all, bytes_at, device_bytes, write_at, FREED, NEW};
+use super::defragment::movables;
+use super::frames::end_frame;
 use super::{allocator_with, finish, free, requirements, FakeAllocator};
 
 const MIB: u64 = 1 << 20;
@@ -334,5 +337,65 @@ fn a_backend_panicking_in_a_fill_s_flush_leaves_nothing_behind() {
     // checks that invalidate it found them missing, as writes after free
     // (the cost of a backend that fails its flushes, documented).
     assert!(allocator.corruptions_detected() > 0);
+    finish(allocator, &device);
+}
+
+/// A backend panicking in the flush of a defragmentation destination's
+/// fill: the plan's moves are given up before the panic goes on, so their
+/// destinations, handed to nobody, are freed with the next collect, and
+/// the blocks being emptied take requests again.
+#[test]
+fn a_backend_panicking_in_a_destination_s_fill_gives_up_the_plan() {
+    let config = Config {
+        small_buffer_limit: 0,
+        ..with_fill()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), config);
+    let made: Vec<Allocation> = (0..24)
+        .map(|_| allocator.allocate(&readback(200_000, None)).unwrap())
+        .collect();
+    let mut live = Vec::new();
+    for (i, a) in made.into_iter().enumerate() {
+        if i % 3 == 0 {
+            live.push(a);
+        } else {
+            free(&allocator, a);
+        }
+    }
+    let live_bytes = allocator.stats().live_bytes();
+    let limits = DefragmentationLimits::default()
+        .max_used_percent(0)
+        .compact_blocks(true);
+    // Past the first destination's flush: the panic comes in the middle.
+    let mut flushes = 0;
+    device.set_flush_hook(Some(Box::new(move || {
+        flushes += 1;
+        if flushes == 2 {
+            panic!("the backend's flush panics");
+        }
+    })));
+    let planned = panic::catch_unwind(AssertUnwindSafe(|| {
+        allocator.plan_defragmentation(&movables(&live), &limits)
+    }));
+    device.set_flush_hook(None);
+    assert!(planned.is_err(), "the backend's panic reaches the caller");
+    let fence = end_frame(&allocator, &device);
+    device.signal_fence(fence);
+    allocator.collect().unwrap();
+    assert_eq!(allocator.stats().live_bytes(), live_bytes);
+    // Nothing is being emptied: a plan moves them again.
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &limits)
+        .unwrap();
+    assert!(!plan.moves.is_empty());
+    for planned in plan.moves {
+        let (host, gpu) = views(&device, &planned.destination);
+        assert!(all(&host, NEW) && all(&gpu, NEW));
+        let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+        free(&allocator, old);
+    }
+    for a in live {
+        free(&allocator, a);
+    }
     finish(allocator, &device);
 }
