@@ -142,13 +142,19 @@ impl Walk {
             }
             2 => self.check_memory_map(),
             _ => {
-                let coherent = Props::HOST_VISIBLE | Props::HOST_COHERENT;
-                let on = ((self.config.detect_corruption && self.config.debug_margin > 0)
-                    || self.config.debug_fill)
-                    && (0..self.layout.memory_types.len()).any(|t| {
+                // Margins: host-coherent types; debug fills: host-visible
+                // ones, coherent or not.
+                let usable_with = |props: Props| {
+                    (0..self.layout.memory_types.len()).any(|t| {
                         self.usable_types() & (1 << t) != 0
-                            && self.layout.memory_types[t].props.contains(coherent)
-                    });
+                            && self.layout.memory_types[t].props.contains(props)
+                    })
+                };
+                let coherent = Props::HOST_VISIBLE | Props::HOST_COHERENT;
+                let on = (self.config.detect_corruption
+                    && self.config.debug_margin > 0
+                    && usable_with(coherent))
+                    || (self.config.debug_fill && usable_with(Props::HOST_VISIBLE));
                 match self.allocator.check_corruption(!0) {
                     Ok(report) => assert!(on && report.is_clean(), "{report:?}"),
                     Err(error) => assert!(
