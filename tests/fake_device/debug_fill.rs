@@ -525,18 +525,25 @@ fn no_false_positives_with_fills_and_margins() {
     finish_after_frame(allocator, &device);
 }
 
-/// Threads that allocate in the one host-coherent type (ranges, run
-/// slots, a shared custom pool's ranges, `allocate_many`), write every
-/// byte of their allocations and free them now or after a frame (which
-/// one of them ends and collects), while another thread checks the free
-/// memory over and over: every new allocation reads `0xDC`, keeps its
-/// owner's bytes until freed, and no write after free is ever found,
-/// neither by a check nor when memory is allocated again. The fills and
-/// checks run under the pool's lock, on memory no live allocation holds.
-/// Seeded (`VK_SUBALLOC_SEED`): the seed fixes each thread's choices, not
-/// how they interleave.
+/// Threads that allocate in one host-visible type (ranges, run slots, a
+/// shared custom pool's ranges, `allocate_many`), write every byte of
+/// their allocations and free them now or after a frame (which one of
+/// them ends and collects), while another thread checks the free memory
+/// over and over: every new allocation reads `0xDC`, keeps its owner's
+/// bytes until freed, and no write after free is ever found, neither by a
+/// check nor when memory is allocated again. The fills and checks run
+/// under the pool's lock, on memory no live allocation holds: in the
+/// discrete layout's host-coherent type, and in the mobile layout's
+/// non-coherent one, where the owners never flush their writes and the
+/// checks' invalidates must leave them alone. Seeded (`VK_SUBALLOC_SEED`):
+/// the seed fixes each thread's choices, not how they interleave.
 #[test]
 fn threads_writing_their_own_memory_never_read_as_writes_after_free() {
+    threads_writing_their_own_memory(FakeLayout::discrete(), HOST, Usage::UPLOAD);
+    threads_writing_their_own_memory(FakeLayout::mobile(), 2, Usage::READBACK);
+}
+
+fn threads_writing_their_own_memory(layout: FakeLayout, memory_type: u32, usage: Usage) {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
     const THREADS: u64 = 3;
@@ -547,9 +554,9 @@ fn threads_writing_their_own_memory_never_read_as_writes_after_free() {
         detect_corruption: true,
         ..with_fill()
     };
-    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let (allocator, device) = allocator_with(layout, config);
     let pool = allocator
-        .create_pool(&PoolDesc::new(HOST).block_size(MIB).min_blocks(1))
+        .create_pool(&PoolDesc::new(memory_type).block_size(MIB).min_blocks(1))
         .unwrap();
     let done = AtomicBool::new(false);
     let checks = AtomicU64::new(0);
@@ -557,7 +564,7 @@ fn threads_writing_their_own_memory_never_read_as_writes_after_free() {
     std::thread::scope(|scope| {
         let checker = scope.spawn(|| {
             while !done.load(Ordering::Acquire) {
-                let report = allocator.check_corruption(1 << HOST).unwrap();
+                let report = allocator.check_corruption(1 << memory_type).unwrap();
                 assert!(report.is_clean(), "{report:?}");
                 checks.fetch_add(1, Ordering::Relaxed);
             }
@@ -584,14 +591,20 @@ fn threads_writing_their_own_memory_never_read_as_writes_after_free() {
                                 let kind = [ResourceKind::Buffer, ResourceKind::OptimalImage]
                                     [rng.below(2) as usize];
                                 let in_pool = (rng.below(4) == 0).then_some(pool);
+                                let mut desc =
+                                    AllocationDesc::new(usage).min_alignment(1 << rng.below(9));
+                                if let Some(pool) = in_pool {
+                                    desc = desc.pool(pool);
+                                }
                                 let request =
-                                    request(size, kind, in_pool).min_alignment(1 << rng.below(9));
+                                    Request::with_desc(requirements(size, 256), kind, desc);
                                 let made = if rng.below(4) == 0 {
                                     allocator.allocate_many(&[request, request])
                                 } else {
                                     allocator.allocate(&request).map(|a| vec![a])
                                 };
                                 for mut a in made.unwrap() {
+                                    assert_eq!(a.memory_type(), memory_type);
                                     let bytes = allocator.mapped_slice_mut(&mut a).unwrap();
                                     assert!(all(bytes, NEW), "thread {thread} step {step}");
                                     bytes.fill(byte);
@@ -627,11 +640,14 @@ fn threads_writing_their_own_memory_never_read_as_writes_after_free() {
                 })
             })
             .collect();
-        for worker in workers {
-            worker.join().unwrap();
-        }
+        // The checker stops also when a worker panicked, so that the test
+        // fails rather than hangs.
+        let joined: Vec<_> = workers.into_iter().map(|worker| worker.join()).collect();
         done.store(true, Ordering::Release);
         checker.join().unwrap();
+        for worker in joined {
+            worker.unwrap();
+        }
     });
     assert!(checks.load(Ordering::Relaxed) > 0);
     device.signal_fence(end_frame(&allocator, &device));
