@@ -2882,14 +2882,18 @@ fn ring_stress(seed: u64, layout: FakeLayout, config: Config) {
 /// answer `false` (a destroyed ring's chunk freed under a write), 20 seeds
 /// passed: the free waits for the flush on the pool's lock, so only the
 /// copy runs on freed memory, which the fake device does not notice
-/// (Miri or a sanitizer would). The discrete run has `Config::debug_fill`
-/// on, so that a copy landing in a freed chunk is caught (`corruptions_detected`
-/// when the bytes are allocated again, `check_corruption` at the end); it
-/// still passed 20 of 20 seeds with `any_pinned` answering `false`: every
-/// chunk freed under a pin (0 to 3 a seed) was the mobile run's
-/// non-coherent ring 0, whose flush sleeps pinned, after its copy; on
-/// coherent memory a write is pinned only while it copies (tens of
-/// microseconds), and no seed freed a chunk then. Three tests catch that
+/// (Miri or a sanitizer would). Both runs have `Config::debug_fill` on, so
+/// that a copy landing in a freed chunk is caught (`corruptions_detected`
+/// when the bytes are allocated again, `check_corruption` at the end); the
+/// discrete run alone had it when it still passed 20 of 20 seeds with
+/// `any_pinned` answering `false`: every chunk freed under a pin (0 to 3 a
+/// seed) was the mobile run's non-coherent ring 0, whose flush sleeps
+/// pinned, after its copy; on coherent memory a write is pinned only while
+/// it copies (tens of microseconds), and no seed freed a chunk then. With
+/// fills in the mobile run too (non-coherent memory has them since), 6 of
+/// 6 seeds still passed: its chunk is freed after the copy, so the free's
+/// fill overwrites the copy and nothing writes after it; only the flush
+/// runs on freed memory, unseen. Three tests catch that
 /// bug: the two held-flush tests of a destroyed ring (non-coherent) and
 /// `a_coherent_ring_destroyed_while_a_long_write_copies_into_it_is_not_freed_under_it`.
 ///
@@ -2898,12 +2902,12 @@ fn ring_stress(seed: u64, layout: FakeLayout, config: Config) {
 fn ring_writes_on_threads_keep_their_bytes_while_frames_are_collected() {
     let mut rng =
         Rng::from_env("ring_writes_on_threads_keep_their_bytes_while_frames_are_collected");
-    ring_stress(rng.next(), FakeLayout::mobile(), Config::default());
-    // Coherent memory: freed chunks are filled, and checked when their
-    // bytes are allocated again.
+    // Freed chunks are filled, and checked when their bytes are allocated
+    // again: in non-coherent memory (mobile) as in coherent memory.
     let fill = Config {
         debug_fill: true,
         ..Config::default()
     };
+    ring_stress(rng.next(), FakeLayout::mobile(), fill);
     ring_stress(rng.next(), FakeLayout::discrete(), fill);
 }
