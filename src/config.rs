@@ -103,10 +103,10 @@ pub struct Config {
     ///   (memory type, block, offsets) and counted
     ///   ([`Allocator::corruptions_detected`](crate::Allocator::corruptions_detected));
     ///   [`Allocator::check_corruption`](crate::Allocator::check_corruption)
-    ///   checks every free range on demand, and an empty block is checked
-    ///   whole when it is released (kept past its frames, `trim`,
-    ///   `destroy_pool`, the allocator's drop), so that a write into
-    ///   memory no allocation took again is caught too.
+    ///   checks every free range and free run slot on demand, and an
+    ///   empty block is checked whole when it is released (kept past its
+    ///   frames, `trim`, `destroy_pool`, the allocator's drop), so that a
+    ///   write into memory no allocation took again is caught too.
     ///
     /// In non-coherent types (a mobile GPU's cached readback type,
     /// MoltenVK's managed storage), every fill is flushed, so the GPU reads
@@ -120,8 +120,10 @@ pub struct Config {
     /// memory; the part of an atom that a free range shares with the
     /// allocation before it (only with atoms larger than 4 KiB) is read as
     /// the host sees it. A flush or invalidate the driver fails is logged
-    /// with `log::warn!` and skipped; the GPU's view then lacks a fill,
-    /// which a later check may report as a write after free.
+    /// with `log::warn!` and skipped: after a failed flush the GPU's view
+    /// lacks a fill, which a later check may report as a write after
+    /// free; after a failed invalidate a GPU write after free may go
+    /// unseen.
     ///
     /// Ring allocations inside an upload ring's chunk are not filled (the
     /// chunk is one allocation: `0xDC` when the ring takes it, `0xEF` when
@@ -135,10 +137,10 @@ pub struct Config {
     /// `vkFlushMappedMemoryRanges` of each new block and of each
     /// allocation's bytes when it is allocated and freed, a
     /// `vkInvalidateMappedMemoryRanges` of them when it is allocated and
-    /// of each block when it is released, and one per free range in
-    /// `check_corruption` (each a walk over the CPU cache lines of the
-    /// range on a real driver). Off, the default, it costs nothing:
-    /// allocations and frees test the same bit mask as for
+    /// of each block when it is released, and at most one per free range
+    /// and free run slot in `check_corruption` (each a walk over the CPU
+    /// cache lines of the range on a real driver). Off, the default, it
+    /// costs nothing: allocations and frees test the same bit mask as for
     /// `detect_corruption`. Default false.
     pub debug_fill: bool,
     /// Empty blocks each memory type keeps for reuse, beyond its largest

@@ -271,9 +271,10 @@ pub enum Error {
     /// [`Allocator::check_corruption`](crate::Allocator::check_corruption)
     /// was asked about memory types none of which has corruption detection
     /// or debug fills on: set [`Config::debug_margin`](crate::Config::debug_margin) and
-    /// [`Config::detect_corruption`](crate::Config::detect_corruption), or
-    /// [`Config::debug_fill`](crate::Config::debug_fill), and
-    /// name `HOST_VISIBLE | HOST_COHERENT` types the allocator uses (VMA's
+    /// [`Config::detect_corruption`](crate::Config::detect_corruption)
+    /// and name `HOST_VISIBLE | HOST_COHERENT` types the allocator uses,
+    /// or set [`Config::debug_fill`](crate::Config::debug_fill) and name
+    /// `HOST_VISIBLE` ones, coherent or not (VMA's
     /// `VK_ERROR_FEATURE_NOT_PRESENT`).
     #[error("corruption detection is on for no memory type in {memory_type_bits:#x}")]
     CorruptionDetectionOff {

@@ -132,7 +132,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// margin plus the rounding of its size, up to 4 KiB or a granularity
     /// page, read byte by byte); with debug fills, O(free bytes in those
     /// types' blocks), up to their whole size for empty blocks; in
-    /// non-coherent types with debug fills, one
+    /// non-coherent types with debug fills, at most one
     /// `vkInvalidateMappedMemoryRanges` per free range and free run slot.
     /// Under each pool's lock in turn.
     pub fn check_corruption(&self, memory_type_bits: u32) -> Result<CorruptionReport, Error> {

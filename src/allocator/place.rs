@@ -297,9 +297,9 @@ where
     #[inline]
     pub(super) fn allocate(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
         if self.context.debug_types() != 0 {
-            return self.allocate_and_guard(request);
+            return self.allocate_debug(request);
         }
-        self.allocate_unguarded(request)
+        self.allocate_plain(request)
     }
 
     /// [`allocate`](Self::allocate) with corruption detection or debug
@@ -313,8 +313,8 @@ where
     /// (callgrind, `frame-loop`).
     #[cold]
     #[inline(never)]
-    fn allocate_and_guard(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
-        let allocation = self.allocate_unguarded(request)?;
+    fn allocate_debug(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
+        let allocation = self.allocate_plain(request)?;
         let memory_type = allocation.memory_type();
         if !self.context.is_debug_type(memory_type) {
             return Ok(allocation);
@@ -375,9 +375,11 @@ where
         }));
     }
 
-    /// [`allocate`](Self::allocate) without the corruption pattern.
+    /// [`allocate`](Self::allocate) without the debug work (margins'
+    /// patterns, debug fills): the path of every allocation when both are
+    /// off.
     #[inline(always)]
-    fn allocate_unguarded(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
+    fn allocate_plain(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
         if let Some(pool) = request.desc.pool {
             return allocate_in_pool(self.context, self.allocator, &mut self.pools, pool, request);
         }

@@ -107,7 +107,8 @@ pub(crate) struct MemoryContext<D> {
     /// frees take the out-of-line debug paths, tested once per allocation
     /// and per free ([`is_debug_type`](Self::is_debug_type)).
     debug_types: u32,
-    /// Damaged margins found when their allocations were freed.
+    /// Damaged margins and writes after free found so far
+    /// ([`count_corruption`](Self::count_corruption)).
     corruptions: AtomicU64,
     /// Called on every memory object made or freed (`events.rs`).
     callback: Option<MemoryCallback>,
@@ -164,9 +165,10 @@ impl<D> MemoryContext<D> {
         });
         let lazily_allocated_types =
             type_mask(|props| props.contains(MemoryPropertyFlags::LAZILY_ALLOCATED));
-        // Margins' patterns: host-coherent types only, so that a margin's
-        // check needs no invalidate of its allocation's atoms
-        // (`corruption.rs`).
+        // The usable host-visible coherent types: margins' patterns go in
+        // these only, so that a margin's check needs no invalidate of its
+        // allocation's atoms (`corruption.rs`); debug fills go in these
+        // and the non-coherent ones.
         let coherent_types = usable_types
             & type_mask(|props| {
                 props.contains(
@@ -308,7 +310,8 @@ impl<D> MemoryContext<D> {
     }
 
     /// Counts a damaged margin found when its allocation was freed, or
-    /// memory written after its free found when it was allocated again.
+    /// memory written after its free found when it was allocated again or
+    /// when its empty block was released.
     pub(crate) fn count_corruption(&self) {
         self.corruptions.fetch_add(1, Ordering::Relaxed);
     }

@@ -21,9 +21,9 @@ use super::{allocator_with, buffer, finish, free, requirements};
 
 const MIB: u64 = 1 << 20;
 
-/// The discrete layout's host-visible coherent type (where `UPLOAD`
-/// lands) and its device-local one.
+/// The discrete layout's device-local type, which the host cannot see.
 const VRAM: u32 = 1;
+/// The discrete layout's host-visible coherent type, where `UPLOAD` lands.
 const HOST: u32 = 2;
 
 pub(super) const NEW: u8 = 0xDC;

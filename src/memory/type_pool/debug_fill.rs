@@ -208,7 +208,7 @@ impl<M> TypePool<M> {
     /// Fills a new block, `memory` of `size` bytes mapped at `mapped`,
     /// with [`FREED`] when its memory type has debug fills, and flushes it
     /// whole in a non-coherent type. Out of line: `create_block` calls it
-    /// for every block.
+    /// for every block once some memory type has debug fills.
     #[cold]
     #[inline(never)]
     pub(super) fn fill_new_block<D: MemoryDeviceExt<M>>(
@@ -222,12 +222,14 @@ impl<M> TypePool<M> {
             return;
         };
         // SAFETY: the block was just made and mapped whole (`size` bytes
-        // from `mapped`); it is in no pool's list yet, so no allocation
-        // holds any of its bytes.
+        // from `mapped`), and added to this pool empty: no allocation holds
+        // any of its bytes, and the caller holds the pool (`create_block`,
+        // under its lock or with exclusive access), so none is placed
+        // there meanwhile.
         unsafe { fill(mapped, size, FREED) };
         if context.is_non_coherent(self.memory_type) {
             // SAFETY: as above: the whole block, which no allocation holds
-            // and no GPU work uses; under the pool's lock.
+            // and no GPU work uses yet; the pool is held.
             unsafe { sync(context, memory, size, 0..size, true) };
         }
     }
@@ -497,8 +499,9 @@ impl<M> TypePool<M> {
     /// whole atoms.
     ///
     /// # Time complexity
-    /// O(free bytes in the pool's blocks); in a non-coherent type, one
-    /// invalidate per free range and free slot.
+    /// O(free bytes in the pool's blocks); in a non-coherent type, at most
+    /// one invalidate per free range and free slot (none for one found
+    /// written as the host sees it, or holding no whole atom).
     pub(crate) fn damaged_free_ranges<D: MemoryDeviceExt<M>>(
         &self,
         context: &MemoryContext<D>,
@@ -562,15 +565,17 @@ impl<M> TypePool<M> {
 mod tests {
     use super::first_changed;
 
-    /// The first changed byte is found wherever it lies: in the unaligned
-    /// head, in a word, in the tail; and none in an untouched range, of
-    /// any length and alignment.
+    /// The first changed byte is found wherever it lies, in ranges of any
+    /// start and length, and so is the first of two equal changed bytes in
+    /// a row (the comparison of the bytes with their neighbours sees a
+    /// change only where two neighbours differ); none in an untouched
+    /// range.
     #[test]
     fn the_first_changed_byte_is_found_anywhere() {
         let mut bytes = [0xEFu8; 80];
         for start in 0..9 {
             for len in 0..(80 - start) {
-                // SAFETY: `start + len <= 80` bytes of the vector.
+                // SAFETY: `start + len <= 80` bytes of the array.
                 let none = unsafe { first_changed(bytes.as_ptr().add(start), len as u64, 0xEF) };
                 assert_eq!(none, None, "start {start}, len {len}");
                 for at in 0..len {
