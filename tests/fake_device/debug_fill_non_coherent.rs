@@ -9,7 +9,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 
-use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::device::fake::{FakeCall, FakeDevice, FakeLayout};
 use vk_suballoc::{
     Allocation, AllocationDesc, Config, DedicatedPolicy, DefragmentationLimits, PoolDesc, Request,
     ResourceKind, Usage,
@@ -337,6 +337,25 @@ fn a_backend_panicking_in_a_fill_s_flush_leaves_nothing_behind() {
     // checks that invalidate it found them missing, as writes after free
     // (the cost of a backend that fails its flushes, documented).
     assert!(allocator.corruptions_detected() > 0);
+    finish(allocator, &device);
+}
+
+/// A backend panicking in the invalidate that checks an empty block as
+/// it is released (`trim` here) leaves nothing behind: the block, out of
+/// its pool already, is freed before the panic goes on.
+#[test]
+fn a_backend_panicking_in_a_released_block_s_invalidate_leaves_nothing_behind() {
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), with_fill());
+    let a = allocator.allocate(&readback(50_000, None)).unwrap();
+    assert_eq!(a.memory_type(), CACHED);
+    free(&allocator, a);
+    assert_eq!(allocator.stats().memory_objects, 1);
+    device.panic_on(FakeCall::Invalidate, 1);
+    let caught = panic::catch_unwind(AssertUnwindSafe(|| allocator.trim()));
+    assert!(caught.is_err(), "the backend panicked");
+    assert_eq!(allocator.stats().memory_objects, 0);
+    assert!(device.live_allocations().is_empty());
+    assert_eq!(allocator.corruptions_detected(), 0);
     finish(allocator, &device);
 }
 

@@ -88,6 +88,8 @@ pub enum FakeCall {
     DestroyBuffer,
     /// `vkDestroyImage`.
     DestroyImage,
+    /// `vkInvalidateMappedMemoryRanges`.
+    Invalidate,
 }
 
 /// What [`FakeDevice::set_wait_hook`] runs in each wait for a fence or
@@ -652,6 +654,7 @@ impl MemoryDevice<FakeMemory> for FakeDevice {
         &self,
         ranges: &[MappedMemoryRange<'_, FakeMemory>],
     ) -> Result<(), OutOfMemory> {
+        self.panic_if_asked(FakeCall::Invalidate);
         self.record_ranges(ranges, false);
         Ok(())
     }

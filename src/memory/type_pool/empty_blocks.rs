@@ -164,11 +164,16 @@ impl<M> TypePool<M> {
         if block.retiring {
             self.counters.retiring_blocks -= 1;
         }
-        // Debug fills: a write after free that no allocation found.
+        // Debug fills: a write after free that no allocation found. A
+        // backend panicking in the check's invalidate (non-coherent types)
+        // goes on once the block is freed: it is out of the pool already,
+        // and nobody else would free it.
         let written = if context.fills(self.memory_type) {
-            self.check_released_block(context, &block)
+            panic::catch_unwind(AssertUnwindSafe(|| {
+                self.check_released_block(context, &block)
+            }))
         } else {
-            None
+            Ok(None)
         };
         let mapped = block.mapped.is_some();
         // SAFETY: allocated by this context for this type; callers release
@@ -176,9 +181,15 @@ impl<M> TypePool<M> {
         // ours is bound to it.
         let free =
             || unsafe { context.free_memory(block.memory, mapped, self.memory_type, block.size) };
-        let Some(line) = written else {
-            free();
-            return;
+        let line = match written {
+            Ok(None) => return free(),
+            Ok(Some(line)) => line,
+            Err(payload) => {
+                // A second panic (the memory callback) is dropped, so that
+                // the first one goes on.
+                let _ = panic::catch_unwind(AssertUnwindSafe(free));
+                panic::resume_unwind(payload);
+            }
         };
         // Logged once the block is gone, and also when its free panics
         // (the memory callback), before that panic goes on: the pool was
