@@ -40,6 +40,30 @@ fn buffer(
     unsafe { allocator.create_buffer(&buffer_info(size), &AllocationDesc::new(usage)) }.unwrap()
 }
 
+/// The GPU fills each of `buffers` (one of each of [`SIZES`], in order)
+/// with `0xA5`, to exactly its size, and the host reads that back.
+fn fill_on_gpu(
+    context: &VulkanContext,
+    allocator: &Allocator<AshMemoryDevice>,
+    buffers: &mut [(vk::Buffer, Allocation)],
+    what: &str,
+) {
+    context.run_one_time_commands(|device, cmd| {
+        // SAFETY: every buffer belongs to `device`, is bound, and has
+        // TRANSFER_DST usage; the barrier orders the fills before host reads.
+        unsafe {
+            for (&size, (handle, _)) in SIZES.iter().zip(buffers.iter()) {
+                device.cmd_fill_buffer(cmd, *handle, 0, size, 0xA5A5_A5A5);
+            }
+            let (src, dst) = TRANSFER_TO_HOST;
+            memory_barrier(device, cmd, src, dst);
+        }
+    });
+    for (&size, (_, allocation)) in SIZES.iter().zip(buffers) {
+        check_pattern(allocator, allocation, size, &[0xA5; 4], what);
+    }
+}
+
 /// The body of `gpu_fills_leave_margins_intact_and_overruns_are_reported`.
 fn fills_and_overruns(profile: Profile) {
     let context = VulkanContext::new(profile);
@@ -65,20 +89,7 @@ fn fills_and_overruns(profile: Profile) {
     assert_eq!(report.checked, SIZES.len() as u64, "{what}");
 
     // The GPU fills each buffer, to exactly its size.
-    context.run_one_time_commands(|device, cmd| {
-        // SAFETY: every buffer belongs to `device`, is bound, and has
-        // TRANSFER_DST usage; the barrier orders the fills before host reads.
-        unsafe {
-            for (&size, (handle, _)) in SIZES.iter().zip(&buffers) {
-                device.cmd_fill_buffer(cmd, *handle, 0, size, 0xA5A5_A5A5);
-            }
-            let (src, dst) = TRANSFER_TO_HOST;
-            memory_barrier(device, cmd, src, dst);
-        }
-    });
-    for (&size, (_, allocation)) in SIZES.iter().zip(&mut buffers) {
-        check_pattern(&allocator, allocation, size, &[0xA5; 4], &what);
-    }
+    fill_on_gpu(&context, &allocator, &mut buffers, &what);
     let report = allocator.check_corruption(1 << memory_type).unwrap();
     assert!(report.is_clean(), "{what}: after the fills: {report:?}");
 
@@ -183,20 +194,7 @@ fn debug_fills(profile: Profile) {
     // The GPU writes each buffer whole, then the buffers are destroyed
     // and made again: the same bytes, refilled, and nothing written after
     // its free.
-    context.run_one_time_commands(|device, cmd| {
-        // SAFETY: every buffer belongs to `device`, is bound, and has
-        // TRANSFER_DST usage; the barrier orders the fills before host reads.
-        unsafe {
-            for (&size, (handle, _)) in SIZES.iter().zip(&buffers) {
-                device.cmd_fill_buffer(cmd, *handle, 0, size, 0xA5A5_A5A5);
-            }
-            let (src, dst) = TRANSFER_TO_HOST;
-            memory_barrier(device, cmd, src, dst);
-        }
-    });
-    for (&size, (_, allocation)) in SIZES.iter().zip(&mut buffers) {
-        check_pattern(&allocator, allocation, size, &[0xA5; 4], &what);
-    }
+    fill_on_gpu(&context, &allocator, &mut buffers, &what);
     for (handle, allocation) in buffers.drain(..) {
         // SAFETY: the one-time commands waited for the GPU.
         unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
