@@ -276,7 +276,7 @@ pub enum Error {
     /// or set [`Config::debug_fill`](crate::Config::debug_fill) and name
     /// `HOST_VISIBLE` ones, coherent or not (VMA's
     /// `VK_ERROR_FEATURE_NOT_PRESENT`).
-    #[error("corruption detection is on for no memory type in {memory_type_bits:#x}")]
+    #[error("neither corruption detection nor debug fills are on for any memory type in {memory_type_bits:#x}")]
     CorruptionDetectionOff {
         /// The memory types asked about.
         memory_type_bits: u32,
