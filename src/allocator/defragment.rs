@@ -555,6 +555,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 );
                 if let Some(payload) = debug_panic {
                     self.give_up_plan(&mut plan);
+                    // The writes after free found before the panic, counted
+                    // already, are logged too; a logger's own panic is
+                    // dropped, so that the backend's goes on.
+                    let _ = panic::catch_unwind(|| {
+                        for line in &written_after_free {
+                            log::error!("{line}");
+                        }
+                    });
                     panic::resume_unwind(payload);
                 }
             }

@@ -359,6 +359,67 @@ fn a_backend_panicking_in_a_released_block_s_invalidate_leaves_nothing_behind() 
     finish(allocator, &device);
 }
 
+/// A write after free found in a plan's first destination, then a
+/// backend panicking in the flush of the second's fill: the write is
+/// logged before the panic goes on, as it is counted. Before, the lines
+/// collected so far were dropped with the plan.
+#[test]
+fn a_write_after_free_found_before_a_backend_panic_in_a_plan_is_logged() {
+    super::leak_log::install();
+    let config = Config {
+        small_buffer_limit: 0,
+        ..with_fill()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), config);
+    let made: Vec<Allocation> = (0..24)
+        .map(|_| allocator.allocate(&readback(200_000, None)).unwrap())
+        .collect();
+    let mut live = Vec::new();
+    let mut written = Vec::new();
+    for (i, a) in made.into_iter().enumerate() {
+        if i % 3 == 0 {
+            live.push(a);
+            continue;
+        }
+        let (memory, offset) = (a.memory(), a.offset());
+        free(&allocator, a);
+        // Every freed range written by "the GPU": whichever the first
+        // destination takes is caught. (An odd byte, so that the lines of
+        // other tests, logged to the same capture, do not match.)
+        // SAFETY: no slice of these bytes is alive across the call.
+        assert!(unsafe { device.write(memory, offset + 4099, &[0x42]) });
+        written.push(format!("byte {} of memory {memory:?} ", offset + 4099));
+    }
+    let limits = DefragmentationLimits::default()
+        .max_used_percent(0)
+        .compact_blocks(true);
+    let mut flushes = 0;
+    device.set_flush_hook(Some(Box::new(move || {
+        flushes += 1;
+        if flushes == 2 {
+            panic!("the backend's flush panics");
+        }
+    })));
+    let planned = panic::catch_unwind(AssertUnwindSafe(|| {
+        allocator.plan_defragmentation(&movables(&live), &limits)
+    }));
+    device.set_flush_hook(None);
+    assert!(planned.is_err(), "the backend's panic reaches the caller");
+    assert!(allocator.corruptions_detected() >= 1);
+    let lines = super::leak_log::lines();
+    let logged = written
+        .iter()
+        .filter(|at| lines.iter().any(|line| line.contains(at.as_str())))
+        .count();
+    assert!(logged >= 1, "{lines:?}");
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
 /// A backend panicking in the flush of a defragmentation destination's
 /// fill: the plan's moves are given up before the panic goes on, so their
 /// destinations, handed to nobody, are freed with the next collect, and
