@@ -573,8 +573,11 @@ mod tests {
     #[test]
     fn the_first_changed_byte_is_found_anywhere() {
         let mut bytes = [0xEFu8; 80];
+        // Shorter under Miri, where the full sweep took 118 s of CI (4 s
+        // now; the check has no path that depends on the length).
+        let longest = if cfg!(miri) { 24 } else { 80 };
         for start in 0..9 {
-            for len in 0..(80 - start) {
+            for len in 0..(longest - start) {
                 // SAFETY: `start + len <= 80` bytes of the array.
                 let none = unsafe { first_changed(bytes.as_ptr().add(start), len as u64, 0xEF) };
                 assert_eq!(none, None, "start {start}, len {len}");
