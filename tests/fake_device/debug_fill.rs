@@ -17,7 +17,7 @@ use vk_suballoc::{
 use super::defragment::movables;
 use super::frames::{end_frame, finish_after_frame};
 use super::seeded_rng::Rng;
-use super::{allocator_with, buffer, finish, free, requirements};
+use super::{allocator_with, buffer, finish, free, requirements, FakeAllocator};
 
 const MIB: u64 = 1 << 20;
 
@@ -52,6 +52,38 @@ pub(super) fn device_bytes(
 /// An allocation's bytes, as the GPU sees them.
 fn bytes_of(device: &FakeDevice, a: &Allocation) -> Vec<u8> {
     device_bytes(device, a.memory(), a.offset(), a.size())
+}
+
+/// Makes 24 allocations of `request`, keeps every third and frees the
+/// others, calling `freed(memory, offset)` after each free: blocks two
+/// thirds free, whose kept allocations a compacting plan
+/// ([`compacting`]) moves. Returns the kept ones.
+pub(super) fn keep_every_third(
+    allocator: &FakeAllocator,
+    request: &Request<'_>,
+    mut freed: impl FnMut(ash::vk::DeviceMemory, u64),
+) -> Vec<Allocation> {
+    let made: Vec<Allocation> = (0..24)
+        .map(|_| allocator.allocate(request).unwrap())
+        .collect();
+    let mut kept = Vec::new();
+    for (i, a) in made.into_iter().enumerate() {
+        if i % 3 == 0 {
+            kept.push(a);
+            continue;
+        }
+        let (memory, offset) = (a.memory(), a.offset());
+        free(allocator, a);
+        freed(memory, offset);
+    }
+    kept
+}
+
+/// Limits under which a plan empties blocks and compacts the rest.
+pub(super) fn compacting() -> DefragmentationLimits {
+    DefragmentationLimits::default()
+        .max_used_percent(0)
+        .compact_blocks(true)
 }
 
 /// `len` bytes through `pointer`, kept from an allocation that may be
@@ -425,24 +457,8 @@ fn defragmentation_destinations_are_filled() {
         ..with_fill()
     };
     let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
-    let all_buffers: Vec<Allocation> = (0..24)
-        .map(|_| {
-            allocator
-                .allocate(&buffer(200_000, 256, Usage::UPLOAD))
-                .unwrap()
-        })
-        .collect();
-    let mut live = Vec::new();
-    for (i, a) in all_buffers.into_iter().enumerate() {
-        if i % 3 == 0 {
-            live.push(a);
-        } else {
-            free(&allocator, a);
-        }
-    }
-    let limits = DefragmentationLimits::default()
-        .max_used_percent(0)
-        .compact_blocks(true);
+    let mut live = keep_every_third(&allocator, &buffer(200_000, 256, Usage::UPLOAD), |_, _| {});
+    let limits = compacting();
     let plan = allocator
         .plan_defragmentation(&movables(&live), &limits)
         .unwrap();

@@ -11,11 +11,12 @@ use std::panic::{self, AssertUnwindSafe};
 
 use vk_suballoc::device::fake::{FakeCall, FakeDevice, FakeLayout};
 use vk_suballoc::{
-    Allocation, AllocationDesc, Config, DedicatedPolicy, DefragmentationLimits, PoolDesc, Request,
-    ResourceKind, Usage,
+    Allocation, AllocationDesc, Config, DedicatedPolicy, PoolDesc, Request, ResourceKind, Usage,
 };
 
-use super::debug_fill::{all, bytes_at, device_bytes, write_at, FREED, NEW};
+use super::debug_fill::{
+    all, bytes_at, compacting, device_bytes, keep_every_third, write_at, FREED, NEW,
+};
 use super::defragment::movables;
 use super::frames::end_frame;
 use super::{allocator_with, finish, free, requirements, FakeAllocator};
@@ -359,6 +360,28 @@ fn a_backend_panicking_in_a_released_block_s_invalidate_leaves_nothing_behind() 
     finish(allocator, &device);
 }
 
+/// A compacting plan over `live` whose backend panics in its second flush,
+/// past the first destination's fill: the panic comes in the middle of
+/// the plan, and must reach the caller.
+fn plan_panicking_at_the_second_flush(
+    allocator: &FakeAllocator,
+    device: &FakeDevice,
+    live: &[Allocation],
+) {
+    let mut flushes = 0;
+    device.set_flush_hook(Some(Box::new(move || {
+        flushes += 1;
+        if flushes == 2 {
+            panic!("the backend's flush panics");
+        }
+    })));
+    let planned = panic::catch_unwind(AssertUnwindSafe(|| {
+        allocator.plan_defragmentation(&movables(live), &compacting())
+    }));
+    device.set_flush_hook(None);
+    assert!(planned.is_err(), "the backend's panic reaches the caller");
+}
+
 /// A write after free found in a plan's first destination, then a
 /// backend panicking in the flush of the second's fill: the write is
 /// logged before the panic goes on, as it is counted. Before, the lines
@@ -371,40 +394,16 @@ fn a_write_after_free_found_before_a_backend_panic_in_a_plan_is_logged() {
         ..with_fill()
     };
     let (allocator, device) = allocator_with(FakeLayout::mobile(), config);
-    let made: Vec<Allocation> = (0..24)
-        .map(|_| allocator.allocate(&readback(200_000, None)).unwrap())
-        .collect();
-    let mut live = Vec::new();
+    // Every freed range written by "the GPU": whichever the first
+    // destination takes is caught. (An odd byte, so that the lines of
+    // other tests, logged to the same capture, do not match.)
     let mut written = Vec::new();
-    for (i, a) in made.into_iter().enumerate() {
-        if i % 3 == 0 {
-            live.push(a);
-            continue;
-        }
-        let (memory, offset) = (a.memory(), a.offset());
-        free(&allocator, a);
-        // Every freed range written by "the GPU": whichever the first
-        // destination takes is caught. (An odd byte, so that the lines of
-        // other tests, logged to the same capture, do not match.)
+    let live = keep_every_third(&allocator, &readback(200_000, None), |memory, offset| {
         // SAFETY: no slice of these bytes is alive across the call.
         assert!(unsafe { device.write(memory, offset + 4099, &[0x42]) });
         written.push(format!("byte {} of memory {memory:?} ", offset + 4099));
-    }
-    let limits = DefragmentationLimits::default()
-        .max_used_percent(0)
-        .compact_blocks(true);
-    let mut flushes = 0;
-    device.set_flush_hook(Some(Box::new(move || {
-        flushes += 1;
-        if flushes == 2 {
-            panic!("the backend's flush panics");
-        }
-    })));
-    let planned = panic::catch_unwind(AssertUnwindSafe(|| {
-        allocator.plan_defragmentation(&movables(&live), &limits)
-    }));
-    device.set_flush_hook(None);
-    assert!(planned.is_err(), "the backend's panic reaches the caller");
+    });
+    plan_panicking_at_the_second_flush(&allocator, &device, &live);
     assert!(allocator.corruptions_detected() >= 1);
     let lines = super::leak_log::lines();
     let logged = written
@@ -431,41 +430,16 @@ fn a_backend_panicking_in_a_destination_s_fill_gives_up_the_plan() {
         ..with_fill()
     };
     let (allocator, device) = allocator_with(FakeLayout::mobile(), config);
-    let made: Vec<Allocation> = (0..24)
-        .map(|_| allocator.allocate(&readback(200_000, None)).unwrap())
-        .collect();
-    let mut live = Vec::new();
-    for (i, a) in made.into_iter().enumerate() {
-        if i % 3 == 0 {
-            live.push(a);
-        } else {
-            free(&allocator, a);
-        }
-    }
+    let mut live = keep_every_third(&allocator, &readback(200_000, None), |_, _| {});
     let live_bytes = allocator.stats().live_bytes();
-    let limits = DefragmentationLimits::default()
-        .max_used_percent(0)
-        .compact_blocks(true);
-    // Past the first destination's flush: the panic comes in the middle.
-    let mut flushes = 0;
-    device.set_flush_hook(Some(Box::new(move || {
-        flushes += 1;
-        if flushes == 2 {
-            panic!("the backend's flush panics");
-        }
-    })));
-    let planned = panic::catch_unwind(AssertUnwindSafe(|| {
-        allocator.plan_defragmentation(&movables(&live), &limits)
-    }));
-    device.set_flush_hook(None);
-    assert!(planned.is_err(), "the backend's panic reaches the caller");
+    plan_panicking_at_the_second_flush(&allocator, &device, &live);
     let fence = end_frame(&allocator, &device);
     device.signal_fence(fence);
     allocator.collect().unwrap();
     assert_eq!(allocator.stats().live_bytes(), live_bytes);
     // Nothing is being emptied: a plan moves them again.
     let plan = allocator
-        .plan_defragmentation(&movables(&live), &limits)
+        .plan_defragmentation(&movables(&live), &compacting())
         .unwrap();
     assert!(!plan.moves.is_empty());
     for planned in plan.moves {

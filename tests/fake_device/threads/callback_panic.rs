@@ -10,10 +10,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{
-    Allocation, Config, DedicatedPolicy, DefragmentationLimits, MemoryEventKind, Usage,
-};
+use vk_suballoc::{Allocation, Config, DedicatedPolicy, MemoryEventKind, Usage};
 
+use super::super::debug_fill::{compacting, keep_every_third};
 use super::super::defragment::movables;
 use super::super::frames::end_frame;
 use super::super::{allocator_with, buffer, finish, free, FakeAllocator};
@@ -369,29 +368,17 @@ fn a_logger_panicking_on_a_write_after_free_gives_up_the_plan() {
         ..Config::default()
     };
     let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
-    let all: Vec<Allocation> = (0..24)
-        .map(|_| {
-            allocator
-                .allocate(&buffer(200_000, 256, Usage::UPLOAD))
-                .unwrap()
-        })
-        .collect();
-    let mut live = Vec::new();
-    for (i, a) in all.into_iter().enumerate() {
-        if i % 3 == 0 {
-            live.push(a);
-            continue;
-        }
-        let (memory, offset) = (a.memory(), a.offset());
-        free(&allocator, a);
-        // Every freed range written: whichever the plan takes is caught.
-        // SAFETY: no slice of these bytes is alive across the call.
-        assert!(unsafe { device.write(memory, offset + 5, &[0x42]) });
-    }
+    // Every freed range written: whichever the plan takes is caught.
+    let live = keep_every_third(
+        &allocator,
+        &buffer(200_000, 256, Usage::UPLOAD),
+        |memory, offset| {
+            // SAFETY: no slice of these bytes is alive across the call.
+            assert!(unsafe { device.write(memory, offset + 5, &[0x42]) });
+        },
+    );
     let live_bytes = allocator.stats().live_bytes();
-    let limits = DefragmentationLimits::default()
-        .max_used_percent(0)
-        .compact_blocks(true);
+    let limits = compacting();
     super::super::leak_log::panic_on_line_with("written after it was freed");
     let planned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         allocator.plan_defragmentation(&movables(&live), &limits)
