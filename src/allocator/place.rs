@@ -329,29 +329,25 @@ where
         let context = self.context;
         let debug = |pool: &mut TypePool<P::Memory>| pool.on_placed(context, &placement, size);
         // A backend panicking in a flush or invalidate of the check and
-        // fill (non-coherent types): the allocation, handed to nobody, is
-        // freed before the panic goes on.
+        // fill (non-coherent types), or a logger panicking on the line of
+        // a write after free (one that fails a test on an error): the
+        // allocation, handed to nobody, is freed before the panic goes on,
+        // or it stayed live until the drop.
         let pools = &mut self.pools;
-        let checked = panic::catch_unwind(AssertUnwindSafe(|| match allocation.custom_pool() {
-            None => pools.with_pool(memory_type, debug),
-            // Its pool holds this allocation, so no thread destroyed it.
-            Some(tag) => pools.with_custom_pool(tag, debug).flatten(),
+        let checked = panic::catch_unwind(AssertUnwindSafe(|| {
+            let written_after_free = match allocation.custom_pool() {
+                None => pools.with_pool(memory_type, debug),
+                // Its pool holds this allocation, so no thread destroyed it.
+                Some(tag) => pools.with_custom_pool(tag, debug).flatten(),
+            };
+            // Logged once the pool's lock is released.
+            if let Some(line) = written_after_free {
+                log::error!("{line}");
+            }
         }));
-        let written_after_free = match checked {
-            Ok(line) => line,
-            Err(payload) => {
-                self.free_unused(&allocation);
-                panic::resume_unwind(payload);
-            }
-        };
-        if let Some(line) = written_after_free {
-            // A logger that panics on the line (one that fails a test on
-            // an error): the allocation, handed to nobody, is freed before
-            // the panic goes on, or it stayed live until the drop.
-            if let Err(payload) = panic::catch_unwind(|| log::error!("{line}")) {
-                self.free_unused(&allocation);
-                panic::resume_unwind(payload);
-            }
+        if let Err(payload) = checked {
+            self.free_unused(&allocation);
+            panic::resume_unwind(payload);
         }
         Ok(allocation)
     }
