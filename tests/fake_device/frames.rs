@@ -2071,6 +2071,29 @@ fn collect_idle_waits_for_a_write_into_the_oldest_of_a_full_ring_s_frames() {
     finish_after_frame(allocator, &device);
 }
 
+/// A growing 4 KiB ring on a non-coherent type whose first chunk holds
+/// frame 0's 2 KiB `target`, frame 0 sealed (`sealed`, its fence), and a
+/// second chunk made by a 4 KiB request in frame 1 (`grown`).
+fn grown_ring(
+    allocator: &FakeAllocator,
+    device: &FakeDevice,
+) -> (UploadRing, RingAllocation, vk::Fence, RingAllocation) {
+    let desc = UploadRingDesc {
+        size: 4096,
+        usage: Usage::READBACK,
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let target = allocator.ring_allocate(ring, 2048, 256).unwrap();
+    let sealed = end_frame(allocator, device);
+    // Chunk 0 holds frame 0's 2 KiB: a 4 KiB request grows the ring, in
+    // frame 1.
+    let grown = allocator.ring_allocate(ring, 4096, 256).unwrap();
+    assert_ne!(grown.buffer(), target.buffer());
+    (ring, target, sealed, grown)
+}
+
 /// A growing ring's first chunk has a frame held by a write, and a second
 /// chunk that began a frame after it (made before the write: making one
 /// in the ring's memory type waits for the write's flush, under its pool's
@@ -2080,18 +2103,7 @@ fn collect_idle_waits_for_a_write_into_the_oldest_of_a_full_ring_s_frames() {
 #[test]
 fn a_held_write_s_reclaim_is_not_lost_in_a_grown_ring() {
     let (allocator, device) = allocator(FakeLayout::mobile());
-    let desc = UploadRingDesc {
-        size: 4096,
-        usage: Usage::READBACK,
-        grow: true,
-        ..UploadRingDesc::default()
-    };
-    let ring = allocator.create_upload_ring(&desc).unwrap();
-    let target = allocator.ring_allocate(ring, 2048, 256).unwrap();
-    let sealed = end_frame(&allocator, &device);
-    // Chunk 0 holds frame 0's 2 KiB: a 4 KiB request grows the ring.
-    let grown = allocator.ring_allocate(ring, 4096, 256).unwrap();
-    assert_ne!(grown.buffer(), target.buffer());
+    let (ring, target, sealed, grown) = grown_ring(&allocator, &device);
     let (written, during) = while_a_ring_write_flushes(&allocator, &device, &target, || {
         device.signal_fence(sealed);
         assert_eq!(allocator.collect().unwrap().frames, 1);
@@ -2119,19 +2131,7 @@ fn a_held_write_s_reclaim_is_not_lost_in_a_grown_ring() {
 #[test]
 fn a_held_write_s_reclaim_is_not_lost_to_a_chunk_made_after_its_frame() {
     let (allocator, device) = allocator(FakeLayout::mobile());
-    let desc = UploadRingDesc {
-        size: 4096,
-        usage: Usage::READBACK,
-        grow: true,
-        ..UploadRingDesc::default()
-    };
-    let ring = allocator.create_upload_ring(&desc).unwrap();
-    let target = allocator.ring_allocate(ring, 2048, 256).unwrap();
-    let sealed = end_frame(&allocator, &device);
-    // Chunk 0 holds frame 0's 2 KiB: a 4 KiB request grows the ring, in
-    // frame 1.
-    let grown = allocator.ring_allocate(ring, 4096, 256).unwrap();
-    assert_ne!(grown.buffer(), target.buffer());
+    let (ring, target, sealed, _) = grown_ring(&allocator, &device);
     let (written, during) = while_a_ring_write_flushes(&allocator, &device, &target, || {
         device.signal_fence(sealed);
         allocator.collect().unwrap()
