@@ -79,6 +79,9 @@ pub struct Config {
     /// [`Allocator::check_corruption`](crate::Allocator::check_corruption)
     /// checks every live allocation's margin on demand. Needs a
     /// [`debug_margin`](Self::debug_margin); does nothing without one.
+    /// The line is logged once the pool's lock is released, so a logger
+    /// may call back into the allocator (read its stats, say) on it; the
+    /// same for the lines of [`debug_fill`](Self::debug_fill).
     ///
     /// Non-coherent host-visible types are left out, as in VMA: checking a
     /// margin there needs an invalidate of the atoms around it, which would

@@ -59,6 +59,8 @@ mod pool_edges;
 mod pool_export;
 #[path = "fake_device/pools.rs"]
 mod pools;
+#[path = "fake_device/reentrant_logger.rs"]
+mod reentrant_logger;
 #[path = "fake_device/report.rs"]
 mod report;
 #[path = "fake_device/runs.rs"]

@@ -9,6 +9,7 @@ use super::{lock, Allocation, Allocator, Request};
 use crate::device::{FrameSignal, HeapBudget, MemoryDeviceExt};
 use crate::frames::upload_ring::{ChunkSpec, RetiredChunk, RingChunk, RingState, RING_FRAMES};
 use crate::frames::{Collected, Deferred, RingAllocation, UploadRing, UploadRingDesc};
+use crate::memory::deferred_log;
 use crate::memory::first_panic::FirstPanic;
 use crate::memory::slab::Slab;
 use crate::memory::{ResourceKind, Usage};
@@ -209,14 +210,18 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if frames == u64::MAX {
             return;
         }
-        for pool in self.pools.iter() {
-            let mut pool = match pool.try_lock() {
-                Ok(pool) => pool,
-                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-                Err(TryLockError::WouldBlock) => continue,
-            };
-            pool.release_aged_empty_blocks(&self.context, frames);
-        }
+        // A write after free found in a released block (debug fills) is
+        // logged once the pool's lock is released.
+        deferred_log::log_after(|| {
+            for pool in self.pools.iter() {
+                let mut pool = match pool.try_lock() {
+                    Ok(pool) => pool,
+                    Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                    Err(TryLockError::WouldBlock) => continue,
+                };
+                pool.release_aged_empty_blocks(&self.context, frames);
+            }
+        });
     }
 
     /// Releases the frees of sealed frames whose signal has completed, oldest
@@ -299,8 +304,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         rings.retry_owed();
         let (kept, freed) = rings.sort_ring_chunks(&mut done);
         drop((rings, frames));
-        panics.run(|| self.release_each(done));
+        // Lines the debug work finds under a pool's lock as the frees are
+        // carried out, logged once `releasing` is released too.
+        let (released, lines) = deferred_log::deferring(|| self.release_each(done));
         drop(releasing);
+        panics.run(|| deferred_log::finish(released, lines));
         panics.resume();
         let (frames_released, frees) = result?;
         Ok(Collected {
@@ -447,8 +455,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // their frames from it (`Config::empty_block_frames`).
         self.context.set_current_frame(frames.current_frame());
         drop((rings, frames));
-        self.release_each(done);
+        // As in `collect`: lines found as the frees are carried out are
+        // logged once `releasing` is released.
+        let (released, lines) = deferred_log::deferring(|| self.release_each(done));
         drop(releasing);
+        deferred_log::finish(released, lines);
         Collected {
             frames: frames_released,
             frees: frees + freed - kept,

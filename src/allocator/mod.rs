@@ -91,6 +91,7 @@ use crate::device::{FrameSignal, MemoryDeviceExt};
 use crate::frames::upload_ring::RING_FRAMES;
 use crate::frames::{Deferred, DeferredQueue};
 use crate::memory::context::{MemoryContext, MAX_HEAPS};
+use crate::memory::deferred_log;
 use crate::memory::first_panic::FirstPanic;
 use crate::memory::type_pool::TypePool;
 use crate::report::{HeapStats, Stats, TypeStats};
@@ -450,9 +451,33 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             // SAFETY: as for this call.
             return unsafe { self.free_in_custom_pool(tag, allocation) };
         }
+        if self.context.is_debug_type(allocation.memory_type()) {
+            // SAFETY: as for this call.
+            return unsafe { self.free_debug(allocation) };
+        }
         let mut pool = lock(&self.pools[allocation.memory_type() as usize]);
-        // SAFETY: the caller guarantees the GPU is done with the allocation.
-        unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+        // SAFETY: the caller guarantees the GPU is done with the
+        // allocation; its memory type has no debug work (above).
+        unsafe { pool.free_unchecked(&self.context, allocation.location, allocation.size) }
+    }
+
+    /// [`free`](Self::free) of an allocation of a default pool whose memory
+    /// type has debug work (margins, debug fills): the lines of a damaged
+    /// margin or a write after free it finds under the pool's lock are
+    /// logged once the lock is released (`deferred_log`), so that a logger
+    /// may call back into the allocator. Out of line, as the debug work.
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    #[cold]
+    #[inline(never)]
+    unsafe fn free_debug(&self, allocation: Allocation) -> Result<(), Error> {
+        deferred_log::log_after(|| {
+            let mut pool = lock(&self.pools[allocation.memory_type() as usize]);
+            // SAFETY: the caller guarantees the GPU is done with the
+            // allocation.
+            unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+        })
     }
 
     /// [`free`](Self::free) of an allocation of custom pool `tag`. Out of
@@ -466,11 +491,18 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         tag: PoolTag,
         allocation: Allocation,
     ) -> Result<(), Error> {
-        self.with_custom_pool(tag, |pool| {
-            // SAFETY: the caller guarantees the GPU is done with the allocation.
-            unsafe { pool.free(&self.context, allocation.location, allocation.size) }
-        })
-        .ok_or(Error::StaleAllocation)?
+        let free = || {
+            self.with_custom_pool(tag, |pool| {
+                // SAFETY: the caller guarantees the GPU is done with the allocation.
+                unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+            })
+            .ok_or(Error::StaleAllocation)?
+        };
+        if self.context.is_debug_type(allocation.memory_type()) {
+            // Lines found under the pool's lock, logged once it is released.
+            return deferred_log::log_after(free);
+        }
+        free()
     }
 
     /// [`free`](Self::free) without taking the memory type's lock (or a
@@ -569,14 +601,18 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// Custom pools keep their `min_blocks` blocks.
     pub fn trim(&self) -> u64 {
-        let default: u64 = self
-            .pools
-            .iter()
-            .map(|pool| lock(pool).trim(&self.context))
-            .sum();
-        let mut custom = 0;
-        self.for_each_custom_pool(|pool| custom += pool.trim(&self.context));
-        default + custom
+        // A write after free found in a released block (debug fills) is
+        // logged once the pools' locks are released.
+        deferred_log::log_after(|| {
+            let default: u64 = self
+                .pools
+                .iter()
+                .map(|pool| lock(pool).trim(&self.context))
+                .sum();
+            let mut custom = 0;
+            self.for_each_custom_pool(|pool| custom += pool.trim(&self.context));
+            default + custom
+        })
     }
 
     /// Figures per memory type and heap, and totals. Cheap enough for every

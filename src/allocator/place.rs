@@ -17,6 +17,7 @@ use super::pool::{
 use super::{Allocation, AllocationDesc, Pool, Request};
 use crate::device::{DedicatedTarget, MemoryDeviceExt};
 use crate::memory::context::MemoryContext;
+use crate::memory::deferred_log;
 use crate::memory::memory_type_choice::rank_memory_types;
 use crate::memory::runs::class_of;
 use crate::memory::type_pool::{DedicatedChoice, Placement, PoolRequest, TypePool};
@@ -307,17 +308,52 @@ where
     /// pool's lock taken again (it is handed to nobody yet), the check of
     /// its bytes and their fill (`debug_fill.rs`) and the pattern over its
     /// margin. A write after free the check finds is logged once the lock
-    /// is released. Out of line, so that the default path pays one test
-    /// for both: tested after the placement instead, with the placement
-    /// kept for the call, it cost 8 to 13 more instructions per allocation
-    /// (callgrind, `frame-loop`).
+    /// is released, with the lines of the kept empty blocks released for
+    /// the request (`deferred_log`). Out of line, so that the default path
+    /// pays one test for both: tested after the placement instead, with
+    /// the placement kept for the call, it cost 8 to 13 more instructions
+    /// per allocation (callgrind, `frame-loop`).
     #[cold]
     #[inline(never)]
     fn allocate_debug(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
+        let (outcome, mut lines) = deferred_log::deferring(|| self.allocate_checked(request));
+        let (allocation, written_after_free) = match outcome {
+            Ok(Ok(made)) => made,
+            Ok(Err(error)) => {
+                lines.log();
+                return Err(error);
+            }
+            Err(payload) => {
+                lines.log_quietly();
+                panic::resume_unwind(payload);
+            }
+        };
+        if let Some(line) = written_after_free {
+            lines.push(log::Level::Error, line);
+        }
+        // A logger panicking on a line (one that fails a test on an
+        // error): the allocation, handed to nobody, is freed before the
+        // panic goes on, or it stayed live until the drop.
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| lines.log())) {
+            self.free_unused(&allocation);
+            panic::resume_unwind(payload);
+        }
+        Ok(allocation)
+    }
+
+    /// The allocation of [`allocate_debug`](Self::allocate_debug), and
+    /// the debug work on it under its pool's lock, whose line about a
+    /// write after free it returns. A backend panicking in a flush or
+    /// invalidate of the check and fill (non-coherent types): the
+    /// allocation, handed to nobody, is freed before the panic goes on.
+    fn allocate_checked(
+        &mut self,
+        request: &Request<'_>,
+    ) -> Result<(Allocation, Option<String>), Error> {
         let allocation = self.allocate_plain(request)?;
         let memory_type = allocation.memory_type();
         if !self.context.is_debug_type(memory_type) {
-            return Ok(allocation);
+            return Ok((allocation, None));
         }
         let placement = Placement {
             location: allocation.location,
@@ -328,33 +364,25 @@ where
         let size = allocation.size;
         let context = self.context;
         let debug = |pool: &mut TypePool<P::Memory>| pool.on_placed(context, &placement, size);
-        // A backend panicking in a flush or invalidate of the check and
-        // fill (non-coherent types), or a logger panicking on the line of
-        // a write after free (one that fails a test on an error): the
-        // allocation, handed to nobody, is freed before the panic goes on,
-        // or it stayed live until the drop.
         let pools = &mut self.pools;
-        let checked = panic::catch_unwind(AssertUnwindSafe(|| {
-            let written_after_free = match allocation.custom_pool() {
-                None => pools.with_pool(memory_type, debug),
-                // Its pool holds this allocation, so no thread destroyed it.
-                Some(tag) => pools.with_custom_pool(tag, debug).flatten(),
-            };
-            // Logged once the pool's lock is released.
-            if let Some(line) = written_after_free {
-                log::error!("{line}");
-            }
+        let checked = panic::catch_unwind(AssertUnwindSafe(|| match allocation.custom_pool() {
+            None => pools.with_pool(memory_type, debug),
+            // Its pool holds this allocation, so no thread destroyed it.
+            Some(tag) => pools.with_custom_pool(tag, debug).flatten(),
         }));
-        if let Err(payload) = checked {
-            self.free_unused(&allocation);
-            panic::resume_unwind(payload);
+        match checked {
+            Ok(line) => Ok((allocation, line)),
+            Err(payload) => {
+                self.free_unused(&allocation);
+                panic::resume_unwind(payload);
+            }
         }
-        Ok(allocation)
     }
 
     /// Frees `allocation`, just made and handed to nobody, on the way out
     /// of a panic; a second panic (the memory callback, as its block is
-    /// released) is dropped, so that the first one goes on.
+    /// released, or a logger on a line of the free's debug work, logged
+    /// once the lock is released) is dropped, so that the first one goes on.
     #[cold]
     fn free_unused(&mut self, allocation: &Allocation) {
         let context = self.context;
@@ -364,11 +392,12 @@ where
             let freed = unsafe { pool.free(context, allocation.location, allocation.size) };
             debug_assert!(freed.is_ok());
         };
-        let _ = panic::catch_unwind(AssertUnwindSafe(|| match allocation.custom_pool() {
+        let (_, lines) = deferred_log::deferring(|| match allocation.custom_pool() {
             None => self.pools.with_pool(allocation.memory_type(), free),
             // Its pool holds this allocation, so no thread destroyed it.
             Some(tag) => self.pools.with_custom_pool(tag, free).unwrap_or(()),
-        }));
+        });
+        lines.log_quietly();
     }
 
     /// [`allocate`](Self::allocate) without the debug work (margins'
@@ -752,19 +781,24 @@ where
     P: PoolAccess,
     D: MemoryDeviceExt<P::Memory>,
 {
-    let mut released = 0;
-    // The usable types only: only they have blocks, and a device's types
-    // past 32 (which Vulkan does not allow) have no pool at all.
-    let mut types = types & context.usable_types();
-    while types != 0 {
-        let memory_type = types.trailing_zeros();
-        types &= types - 1;
-        released += pools.with_pool(memory_type, |pool| match keep {
-            Keep::Largest => pool.release_surplus_empty_blocks(context, 0.0, None),
-            Keep::None => pool.trim(context),
-        });
-    }
-    released
+    // A write after free found in a released block (debug fills) is
+    // logged once the pool's lock is released: here, or by
+    // `Placer::allocate_debug`, whose request this is, once it is placed.
+    deferred_log::log_after(|| {
+        let mut released = 0;
+        // The usable types only: only they have blocks, and a device's
+        // types past 32 (which Vulkan does not allow) have no pool at all.
+        let mut types = types & context.usable_types();
+        while types != 0 {
+            let memory_type = types.trailing_zeros();
+            types &= types - 1;
+            released += pools.with_pool(memory_type, |pool| match keep {
+                Keep::Largest => pool.release_surplus_empty_blocks(context, 0.0, None),
+                Keep::None => pool.trim(context),
+            });
+        }
+        released
+    })
 }
 
 /// `attempt`'s answer once the kept empty blocks of the memory types that

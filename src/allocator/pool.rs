@@ -31,6 +31,7 @@ use gpu_alloc_types::MemoryPropertyFlags;
 use super::place::{lock, retry_after_releasing, Locked};
 use super::Allocator;
 use crate::device::{MemoryDeviceExt, DEFINED_HANDLE_TYPES};
+use crate::memory::deferred_log;
 use crate::memory::first_panic::FirstPanic;
 use crate::memory::type_pool::{PoolPolicy, TypePool};
 use crate::memory::Usage;
@@ -610,6 +611,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`collect_idle`](Self::collect_idle) after `vkDeviceWaitIdle`);
     /// [`Error::ForeignPool`], [`Error::StalePool`]. Nothing changes then.
     pub fn destroy_pool(&self, pool: Pool) -> Result<(), Error> {
+        // A write after free found as its blocks are released (debug
+        // fills) is logged once the pool's lock is released.
+        deferred_log::log_after(|| self.destroy_pool_now(pool))
+    }
+
+    /// [`destroy_pool`](Self::destroy_pool), its lines left to its caller.
+    fn destroy_pool_now(&self, pool: Pool) -> Result<(), Error> {
         self.check_pool_owner(&pool)?;
         let cell = read(&self.custom).get(pool.tag()).ok_or(Error::StalePool)?;
         let mut destroyed = FirstPanic::default();

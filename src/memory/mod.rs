@@ -8,6 +8,7 @@ mod block;
 pub(crate) mod block_size;
 mod budget_cache;
 pub(crate) mod context;
+pub(crate) mod deferred_log;
 pub(crate) mod events;
 pub(crate) mod first_panic;
 pub(crate) mod mapping;

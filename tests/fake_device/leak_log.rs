@@ -1,6 +1,6 @@
 //! Dropping the allocator with live allocations names each leak in the log.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::{Mutex, Once};
 
 use vk_suballoc::device::fake::FakeLayout;
@@ -15,9 +15,23 @@ struct Capture;
 static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static CAPTURE: Capture = Capture;
 
+/// A line's text and the hook the logger runs on it ([`on_line_with`]).
+type Hook = (&'static str, Box<dyn FnOnce()>);
+
 thread_local! {
     /// The text of the next line this thread's logger panics on.
     static PANIC_ON: Cell<Option<&'static str>> = const { Cell::new(None) };
+    /// The text of the next line on which this thread's logger runs a
+    /// hook, and the hook.
+    static HOOK_ON: RefCell<Option<Hook>> = const { RefCell::new(None) };
+}
+
+/// Makes the logger run `hook` on the next line logged on this thread
+/// that contains `text`, once, before it keeps the line: as a logger that
+/// calls back into the allocator (to read its stats, say) on an error.
+pub(super) fn on_line_with(text: &'static str, hook: impl FnOnce() + 'static) {
+    install();
+    HOOK_ON.with(|armed| *armed.borrow_mut() = Some((text, Box::new(hook))));
 }
 
 /// Makes the logger panic on the next line logged on this thread that
@@ -37,6 +51,16 @@ impl log::Log for Capture {
         if let Some(text) = PANIC_ON.with(Cell::get).filter(|text| line.contains(text)) {
             PANIC_ON.with(|armed| armed.set(None));
             panic!("the test's logger panics on {text:?}");
+        }
+        let hook = HOOK_ON.with(|armed| {
+            let mut armed = armed.borrow_mut();
+            match &*armed {
+                Some((text, _)) if line.contains(text) => armed.take().map(|(_, hook)| hook),
+                _ => None,
+            }
+        });
+        if let Some(hook) = hook {
+            hook();
         }
         if self.enabled(record.metadata()) {
             let mut lines = LINES.lock().unwrap_or_else(|e| e.into_inner());

@@ -58,6 +58,7 @@ use super::{Location, Placement, TypePool};
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::Block;
 use crate::memory::context::MemoryContext;
+use crate::memory::deferred_log;
 use crate::memory::mapping::{atom_range, MappedPtr};
 
 /// The byte freed memory holds: VMA's `VMA_ALLOCATION_FILL_PATTERN_DESTROYED`.
@@ -199,9 +200,10 @@ unsafe fn sync<M, D: MemoryDeviceExt<M>>(
 #[cold]
 fn sync_failed(memory: vk::DeviceMemory, range: Range<u64>, flush: bool) {
     let call = if flush { "flush" } else { "invalidate" };
-    log::warn!(
+    // Under the pool's lock: logged once it is released.
+    deferred_log::log(log::Level::Warn, format!(
         "vk-suballoc: debug fill: the {call} of bytes {range:?} of memory {memory:?} failed (out of memory); its fill patterns may not match between host and device, and a later check may report a write after free that did not happen"
-    );
+    ));
 }
 
 impl<M> TypePool<M> {

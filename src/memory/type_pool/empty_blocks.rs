@@ -13,6 +13,7 @@ use super::TypePool;
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::DedicatedMemory;
 use crate::memory::context::MemoryContext;
+use crate::memory::deferred_log;
 use crate::memory::first_panic::FirstPanic;
 use crate::memory::slab::SlabKey;
 
@@ -193,9 +194,10 @@ impl<M> TypePool<M> {
         };
         // Logged once the block is gone, and also when its free panics
         // (the memory callback), before that panic goes on: the pool was
-        // updated first.
+        // updated first. Under a `&self` call, once the pool's lock is
+        // released (`deferred_log`).
         let freed = panic::catch_unwind(AssertUnwindSafe(free));
-        log::error!("{line}");
+        deferred_log::log(log::Level::Error, line);
         freed.unwrap_or_else(|payload| panic::resume_unwind(payload));
     }
 

@@ -43,6 +43,7 @@ use ash::vk;
 
 use super::block::{Block, DedicatedMemory};
 use super::context::{MemoryContext, MemoryRequest, NewMemory};
+use super::deferred_log;
 use super::runs::{class_size, run_fits_block, slots_per_run, Runs, TakenSlot};
 use super::slab::{Slab, SlabKey};
 use crate::device::{DedicatedTarget, MemoryDeviceExt};
@@ -670,8 +671,9 @@ impl<M> TypePool<M> {
     /// [`free`](Self::free) in a memory type with corruption detection or
     /// debug fills on: checks the allocation's margin, fills the bytes it
     /// holds with the freed pattern (`debug_fill.rs`), frees it, and only
-    /// then logs a damaged margin, so that a logger that panics on the
-    /// error line leaves the allocation freed. The line is logged also
+    /// then logs a damaged margin (under a `&self` call, once the pool's
+    /// lock is released: `deferred_log`), so that a logger that panics on
+    /// the error line leaves the allocation freed. The line is logged also
     /// when the free panics (the memory callback, as the emptied block is
     /// released), before that panic goes on. A backend panicking in the
     /// fill's flush (non-coherent types) goes on once the allocation is
@@ -715,7 +717,7 @@ impl<M> TypePool<M> {
             unsafe { self.free_unchecked(context, location, size) }
         }));
         if let Some(damaged) = damaged {
-            log::error!("{damaged}");
+            deferred_log::log(log::Level::Error, damaged);
         }
         if let Err(payload) = filled {
             panic::resume_unwind(payload);
@@ -723,12 +725,14 @@ impl<M> TypePool<M> {
         freed.unwrap_or_else(|payload| panic::resume_unwind(payload))
     }
 
-    /// [`free`](Self::free) without the margin check.
+    /// [`free`](Self::free) without the debug work (the margin check, the
+    /// freed fill): for a memory type that has none, or once it is done.
+    /// `Allocator::free` calls it directly once it has checked the type.
     ///
     /// # Safety
     /// As [`free`](Self::free).
     #[inline(always)]
-    unsafe fn free_unchecked<D: MemoryDeviceExt<M>>(
+    pub(crate) unsafe fn free_unchecked<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
         location: Location,

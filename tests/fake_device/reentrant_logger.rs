@@ -1,0 +1,300 @@
+//! A logger that calls back into the allocator on the error line of a
+//! write after free or a damaged margin (to read its stats, say): every
+//! such line is logged once the pool's lock is released, so the call goes
+//! through. Before, the lines found as a block was released (`trim`,
+//! `end_frame`'s aged blocks, `destroy_pool`, a free that empties a block,
+//! the kept blocks a request releases) and as a damaged allocation was
+//! freed were logged under the pool's lock: the logger's call waited for
+//! that lock forever (a debug build's lock check panicked instead).
+//!
+//! Each step runs on a thread of its own, and the test fails when it has
+//! not returned in 20 seconds (a deadlock) rather than hanging.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{AllocationDesc, Config, PoolDesc, Request, ResourceKind, Usage};
+
+use super::frames::end_frame;
+use super::{allocator_with, buffer, finish, free, requirements, FakeAllocator};
+
+const MIB: u64 = 1 << 20;
+
+/// The discrete layout's host-visible coherent type, where `UPLOAD` lands.
+const HOST: u32 = 2;
+
+const WRITTEN_AFTER_FREE: &str = "written after it was freed";
+const DAMAGED_MARGIN: &str = "memory corruption";
+
+/// Debug fills on, with 4 MiB blocks (the first ones smaller).
+fn with_fill() -> Config {
+    Config {
+        debug_fill: true,
+        large_heap_block_size: 4 * MIB,
+        ..Config::default()
+    }
+}
+
+/// Runs `step` on a thread of its own, with the logger set to call
+/// `allocator.stats()` (and, with `collect`, `allocator.collect()`) on
+/// this thread's next line containing `text`; returns `step`'s value once
+/// the hook has run. Fails when the step panics, when it has not returned
+/// in 20 seconds (the logger's call waits for a lock its caller holds), or
+/// when no line had `text`.
+fn with_reentrant_logger<T: Send + 'static>(
+    allocator: &Arc<FakeAllocator>,
+    text: &'static str,
+    collect: bool,
+    step: impl FnOnce(&FakeAllocator) -> T + Send + 'static,
+) -> T {
+    let calls = Arc::new(AtomicU32::new(0));
+    let (sender, receiver) = mpsc::channel();
+    let (for_hook, for_step, hook_calls) = (
+        Arc::clone(allocator),
+        Arc::clone(allocator),
+        Arc::clone(&calls),
+    );
+    // Detached: a deadlocked step never returns.
+    std::thread::spawn(move || {
+        super::leak_log::on_line_with(text, move || {
+            let _ = for_hook.stats();
+            if collect {
+                for_hook.collect().unwrap();
+            }
+            hook_calls.fetch_add(1, Ordering::SeqCst);
+        });
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(&for_step)));
+        drop(for_step);
+        let _ = sender.send(done);
+    });
+    let value = match receiver.recv_timeout(Duration::from_secs(20)) {
+        Ok(Ok(value)) => value,
+        Ok(Err(payload)) => std::panic::resume_unwind(payload),
+        Err(_) => panic!("the step did not return: the logger's call waits for a lock"),
+    };
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "no line had {text:?}");
+    value
+}
+
+/// The allocator back from its `Arc`, every step's thread done with it.
+fn unshared(allocator: Arc<FakeAllocator>) -> FakeAllocator {
+    Arc::into_inner(allocator).expect("a step's thread still holds the allocator")
+}
+
+/// `trim` releases the kept empty block, in which a byte was written
+/// after free.
+#[test]
+fn trim() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
+    let allocator = Arc::new(allocator);
+    let a = allocator
+        .allocate(&buffer(50_000, 16, Usage::UPLOAD))
+        .unwrap();
+    let (memory, offset) = (a.memory(), a.offset());
+    free(&allocator, a);
+    // SAFETY: no slice of these bytes is alive across the call.
+    assert!(unsafe { device.write(memory, offset + 9, &[0x42]) });
+    let released = with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, false, |allocator| {
+        allocator.trim()
+    });
+    assert!(released > 0);
+    assert_eq!(allocator.corruptions_detected(), 1);
+    finish(unshared(allocator), &device);
+}
+
+/// Makes a 64 KiB allocation in the host-visible type's first block,
+/// which it returns, and two more 4 MiB blocks, which it empties again
+/// (three allocations of 1.5 MiB: two in one block, one in the other),
+/// then writes a byte into each freed range: whichever block goes is
+/// caught. The blocks stay with an `empty_block_reserve` of 100.
+fn two_written_empty_blocks(
+    allocator: &FakeAllocator,
+    device: &vk_suballoc::device::fake::FakeDevice,
+) -> vk_suballoc::Allocation {
+    let keeper = allocator
+        .allocate(&buffer(64 << 10, 16, Usage::UPLOAD))
+        .unwrap();
+    let freed: Vec<_> = (0..3)
+        .map(|_| {
+            let a = allocator
+                .allocate(&buffer(1536 << 10, 16, Usage::UPLOAD))
+                .unwrap();
+            assert_ne!(a.memory(), keeper.memory());
+            (a.memory(), a.offset(), a)
+        })
+        .collect();
+    for (memory, offset, a) in freed {
+        free(allocator, a);
+        // SAFETY: no slice of these bytes is alive across the call.
+        assert!(unsafe { device.write(memory, offset + 11, &[0x42]) });
+    }
+    assert_eq!(
+        allocator.stats().memory_types[HOST as usize].empty_blocks,
+        2
+    );
+    assert_eq!(device.live_allocations().len(), 3);
+    keeper
+}
+
+/// `end_frame` releases an empty block kept beyond the largest once it
+/// has stayed empty `Config::empty_block_frames` frames (under a lock
+/// taken with `try_lock`, which a debug build's check does not see: this
+/// one deadlocked).
+#[test]
+fn end_frame_releasing_an_aged_block() {
+    let config = Config {
+        empty_block_frames: 1,
+        empty_block_reserve: 100.0,
+        ..with_fill()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let allocator = Arc::new(allocator);
+    let keeper = two_written_empty_blocks(&allocator, &device);
+    let step_device = device.clone();
+    let fence = with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, false, move |allocator| {
+        end_frame(allocator, &step_device)
+    });
+    assert_eq!(
+        allocator.stats().memory_types[HOST as usize].empty_blocks,
+        1
+    );
+    assert_eq!(allocator.corruptions_detected(), 1);
+    device.signal_fence(fence);
+    allocator.collect().unwrap();
+    free(&allocator, keeper);
+    finish(unshared(allocator), &device);
+}
+
+/// A free that empties a custom pool's second block, in whose free bytes
+/// a byte was written: the pool keeps one empty block, and releases this
+/// one.
+#[test]
+fn a_free_that_releases_a_block() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
+    let allocator = Arc::new(allocator);
+    let pool = allocator
+        .create_pool(&PoolDesc::new(HOST).block_size(MIB))
+        .unwrap();
+    let request = Request::with_desc(
+        requirements(600 << 10, 16),
+        ResourceKind::Buffer,
+        AllocationDesc::new(Usage::UPLOAD).pool(pool),
+    );
+    let a = allocator.allocate(&request).unwrap();
+    let b = allocator.allocate(&request).unwrap();
+    assert_ne!(a.memory(), b.memory());
+    free(&allocator, a);
+    // Past `b`, in bytes no allocation ever held.
+    // SAFETY: no slice of these bytes is alive across the call.
+    assert!(unsafe { device.write(b.memory(), 900 << 10, &[0x42]) });
+    with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, false, move |allocator| {
+        free(allocator, b);
+    });
+    assert_eq!(allocator.corruptions_detected(), 1);
+    assert_eq!(allocator.pool_stats(&pool).unwrap().blocks, 1);
+    allocator.destroy_pool(pool).unwrap();
+    finish(unshared(allocator), &device);
+}
+
+/// `destroy_pool` releases the pool's empty block, in which a byte was
+/// written after free.
+#[test]
+fn destroy_pool() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
+    let allocator = Arc::new(allocator);
+    let pool = allocator
+        .create_pool(&PoolDesc::new(HOST).block_size(MIB))
+        .unwrap();
+    let request = Request::with_desc(
+        requirements(50_000, 16),
+        ResourceKind::Buffer,
+        AllocationDesc::new(Usage::UPLOAD).pool(pool),
+    );
+    let a = allocator.allocate(&request).unwrap();
+    let (memory, offset) = (a.memory(), a.offset());
+    free(&allocator, a);
+    // SAFETY: no slice of these bytes is alive across the call.
+    assert!(unsafe { device.write(memory, offset + 3, &[0x42]) });
+    with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, false, move |allocator| {
+        allocator.destroy_pool(pool).unwrap();
+    });
+    assert_eq!(allocator.corruptions_detected(), 1);
+    finish(unshared(allocator), &device);
+}
+
+/// A request short of memory objects (`maxMemoryAllocationCount`)
+/// releases a kept empty block, in which a byte was written after free.
+#[test]
+fn a_request_releasing_kept_blocks() {
+    let config = Config {
+        empty_block_reserve: 100.0,
+        ..with_fill()
+    };
+    let layout = FakeLayout::discrete().with_max_allocation_count(3);
+    let (allocator, device) = allocator_with(layout, config);
+    let allocator = Arc::new(allocator);
+    let keeper = two_written_empty_blocks(&allocator, &device);
+    let big = with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, false, |allocator| {
+        allocator
+            .allocate(&buffer(5 * MIB, 16, Usage::UPLOAD))
+            .unwrap()
+    });
+    assert!(allocator.corruptions_detected() >= 1);
+    free(&allocator, big);
+    free(&allocator, keeper);
+    finish(unshared(allocator), &device);
+}
+
+/// Margins (`Config::detect_corruption`): a free through the frame
+/// queue, by `collect`, of an allocation whose margin was written over.
+/// The logger calls `collect` too, which waited for the call that logged
+/// the line.
+#[test]
+fn a_collected_free_with_a_damaged_margin() {
+    let config = Config {
+        debug_margin: 16,
+        detect_corruption: true,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let allocator = Arc::new(allocator);
+    let victim = allocator
+        .allocate(&buffer(1000, 16, Usage::UPLOAD))
+        .unwrap();
+    // SAFETY: no slice of the allocation is alive across the call.
+    assert!(unsafe { device.write(victim.memory(), victim.offset() + 1000, &[0xAB]) });
+    allocator.free_after_frame(victim).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    with_reentrant_logger(&allocator, DAMAGED_MARGIN, true, |allocator| {
+        allocator.collect().unwrap()
+    });
+    assert_eq!(allocator.corruptions_detected(), 1);
+    assert_eq!(allocator.stats().live_bytes(), 0);
+    finish(unshared(allocator), &device);
+}
+
+/// Margins: a plain free of an allocation whose margin was written over.
+#[test]
+fn a_free_with_a_damaged_margin() {
+    let config = Config {
+        debug_margin: 16,
+        detect_corruption: true,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let allocator = Arc::new(allocator);
+    let victim = allocator
+        .allocate(&buffer(1000, 16, Usage::UPLOAD))
+        .unwrap();
+    // SAFETY: no slice of the allocation is alive across the call.
+    assert!(unsafe { device.write(victim.memory(), victim.offset() + 1000, &[0xAB]) });
+    with_reentrant_logger(&allocator, DAMAGED_MARGIN, false, move |allocator| {
+        free(allocator, victim);
+    });
+    assert_eq!(allocator.corruptions_detected(), 1);
+    assert_eq!(allocator.stats().live_bytes(), 0);
+    finish(unshared(allocator), &device);
+}
