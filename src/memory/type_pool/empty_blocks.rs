@@ -60,16 +60,17 @@ impl<M> TypePool<M> {
 
     /// Releases the empty blocks of a default pool, but its largest, that
     /// have stayed empty for `frames` frames or more up to the frame being
-    /// recorded ([`Config::empty_block_frames`](crate::Config::empty_block_frames));
-    /// returns the bytes released. Custom pools keep VMA's rule and their
-    /// `min_blocks`: nothing to age.
+    /// recorded ([`Config::empty_block_frames`](crate::Config::empty_block_frames)).
+    /// Only default pools age their blocks (`end_frame` calls this for
+    /// them alone): custom pools keep VMA's rule and their `min_blocks`.
     pub(crate) fn release_aged_empty_blocks<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
         frames: u64,
-    ) -> u64 {
-        if self.custom || self.counters.empty_blocks < 2 {
-            return 0;
+    ) {
+        debug_assert!(!self.custom, "custom pools do not age their blocks");
+        if self.counters.empty_blocks < 2 {
+            return;
         }
         let now = context.current_frame();
         // The largest empty block stays, the most recently emptied among
@@ -80,7 +81,7 @@ impl<M> TypePool<M> {
             .filter(|(_, block)| block.ranges.is_empty())
             .max_by_key(|(_, block)| (block.size, block.emptied_in_frame))
             .map(|(key, _)| key);
-        let aged: Vec<(SlabKey, u64)> = self
+        let aged: Vec<SlabKey> = self
             .blocks
             .iter()
             .filter(|&(key, block)| {
@@ -88,14 +89,11 @@ impl<M> TypePool<M> {
                     && Some(key) != kept
                     && now.saturating_sub(block.emptied_in_frame) >= frames
             })
-            .map(|(key, block)| (key, block.size))
+            .map(|(key, _)| key)
             .collect();
-        let mut released = 0;
-        for (key, size) in aged {
+        for key in aged {
             self.release_block(context, key);
-            released += size;
         }
-        released
     }
 
     /// Keeps the largest empty block, and more empty blocks while their
