@@ -106,7 +106,11 @@ use crate::{Config, Error};
 ///
 /// It logs (block creation and release, fallbacks, leaks) through the `log`
 /// crate while holding its locks: a logger must not call back into the
-/// allocator.
+/// allocator on those lines. The error lines of the debug work (writes
+/// after free with [`Config::debug_fill`], damaged margins with
+/// [`Config::detect_corruption`]) are the exception: each is logged once
+/// the call that found it has released its locks, so a logger that
+/// reacts to them may call back in.
 pub struct Allocator<D: MemoryDeviceExt<M>, M: Send = vk::DeviceMemory> {
     context: MemoryContext<D>,
     /// The default pool of each memory type.
