@@ -610,6 +610,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`wait_and_collect`](Self::wait_and_collect), or
     /// [`collect_idle`](Self::collect_idle) after `vkDeviceWaitIdle`);
     /// [`Error::ForeignPool`], [`Error::StalePool`]. Nothing changes then.
+    ///
+    /// # Time complexity
+    /// O(the pool's blocks), and a `vkFreeMemory` call per block (with
+    /// [`Config::debug_fill`](crate::Config::debug_fill), a read of every
+    /// byte of each mapped block, for writes after free).
     pub fn destroy_pool(&self, pool: Pool) -> Result<(), Error> {
         // A write after free found as its blocks are released (debug
         // fills) is logged once the pool's lock is released.

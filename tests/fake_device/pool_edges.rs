@@ -576,3 +576,25 @@ fn a_request_that_fits_a_fixed_block_only_unrounded_is_placed() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+/// A pool of 2000 blocks (its `min_blocks`) goes whole, by `destroy_pool`
+/// and by the allocator's drop: every memory object freed, none twice
+/// (the fake device checks both). Both were quadratic in the pool's
+/// blocks (each block unlinked from the first-fit order in turn); this
+/// checks that the batch release still frees each block once.
+#[test]
+fn a_pool_of_many_blocks_is_released_whole() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let many = PoolDesc::new(1).block_size(64 << 10).min_blocks(2000);
+    let destroyed = allocator.create_pool(&many).unwrap();
+    assert_eq!(device.live_allocations().len(), 2000);
+    allocator.destroy_pool(destroyed).unwrap();
+    assert!(device.live_allocations().is_empty());
+    let dropped = allocator.create_pool(&many).unwrap();
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(dropped);
+    let small = Request::with_desc(requirements(4096, 256), ResourceKind::Buffer, desc);
+    let a = allocator.allocate(&small).unwrap();
+    assert_eq!(device.live_allocations().len(), 2000);
+    free(&allocator, a);
+    finish(allocator, &device);
+}
