@@ -128,10 +128,22 @@ pub struct Config {
     /// free; after a failed invalidate a GPU write after free may go
     /// unseen.
     ///
-    /// Ring allocations inside an upload ring's chunk are not filled (the
-    /// chunk is one allocation: `0xDC` when the ring takes it, `0xEF` when
-    /// it is freed). Lazily allocated types (never host-visible) and
-    /// device-local memory the host cannot see are left out.
+    /// Upload rings are covered as blocks are: the ring space of a chunk
+    /// (one allocation of its pool) reads `0xEF` when the chunk is made
+    /// and again, for each frame, when [`Allocator::collect`](crate::Allocator::collect)
+    /// (or `collect_idle`) gives the frame's space back; and
+    /// [`Allocator::ring_allocate`](crate::Allocator::ring_allocate)
+    /// checks that the bytes it hands out still read `0xEF` (logging a
+    /// write after free, naming the ring, chunk and offset, and counting
+    /// it, as above: a write through a ring allocation of a collected
+    /// frame, or by the GPU), then fills them with `0xDC`.
+    /// `check_corruption` checks the rings' free space too. In a
+    /// non-coherent type, where ring allocations share atoms (they are
+    /// packed at their own alignment), only the atoms that hold no live
+    /// ring allocation's byte are flushed and invalidated: bytes in an
+    /// atom shared with a live neighbour are checked as the host sees
+    /// them. Lazily allocated types (never host-visible) and device-local
+    /// memory the host cannot see are left out.
     ///
     /// Costs, when on: a write of every byte of each block when it is made
     /// and a read of every byte when it is released (O(block size)), a
@@ -142,9 +154,14 @@ pub struct Config {
     /// `vkInvalidateMappedMemoryRanges` of them when it is allocated and
     /// of each block when it is released, and at most one per free range
     /// and free run slot in `check_corruption` (each a walk over the CPU
-    /// cache lines of the range on a real driver). Off, the default, it
+    /// cache lines of the range on a real driver). In upload rings, a write
+    /// of each frame's ring space when it is collected and a read and a
+    /// write of each ring allocation's bytes (O(size)), with, in
+    /// non-coherent types, a flush of the first and an invalidate and a
+    /// flush of the second, under the rings' lock. Off, the default, it
     /// costs nothing: allocations and frees test the same bit mask as for
-    /// `detect_corruption`. Default false.
+    /// `detect_corruption`, and `ring_allocate` tests it once. Default
+    /// false.
     pub debug_fill: bool,
     /// Empty blocks each memory type keeps for reuse, beyond its largest
     /// empty block (always kept, as VMA keeps one): at most this many

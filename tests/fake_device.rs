@@ -63,6 +63,8 @@ mod pools;
 mod reentrant_logger;
 #[path = "fake_device/report.rs"]
 mod report;
+#[path = "fake_device/ring_fill.rs"]
+mod ring_fill;
 #[path = "fake_device/runs.rs"]
 mod runs;
 #[path = "common/seeded_rng.rs"]

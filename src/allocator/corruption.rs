@@ -19,8 +19,9 @@ pub struct CorruptionReport {
     /// Those whose margins were written over, by memory type, memory
     /// object and offset.
     pub damaged: Vec<DamagedMargin>,
-    /// The free ranges and free run slots checked, with
-    /// [`Config::debug_fill`](crate::Config::debug_fill): 0 without.
+    /// The free ranges, free run slots and spans of upload rings' free
+    /// space checked, with [`Config::debug_fill`](crate::Config::debug_fill):
+    /// 0 without.
     pub free_checked: u64,
     /// Those written after they were freed, by memory type, memory object
     /// and offset.
@@ -34,18 +35,21 @@ impl CorruptionReport {
     }
 }
 
-/// Free memory of a block, one free range or one free run slot, written
-/// after it was freed: a byte of it no longer holds the `0xEF` that
+/// Free memory of a block, one free range or one free run slot, or a span
+/// of an upload ring's free space, written after it was freed: a byte of
+/// it no longer holds the `0xEF` that
 /// [`Config::debug_fill`](crate::Config::debug_fill) filled it with. The
-/// host wrote through a pointer kept from a freed allocation, or the GPU
-/// wrote into a freed resource's memory.
+/// host wrote through a pointer kept from a freed allocation (or a ring
+/// allocation of a collected frame), or the GPU wrote into a freed
+/// resource's memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DamagedFree {
     /// Its memory type.
     pub memory_type: u32,
     /// Its block.
     pub memory: vk::DeviceMemory,
-    /// The offset in the block of the free range (or slot).
+    /// The offset in the block of the free range (or slot, or span of
+    /// ring space).
     pub offset: u64,
     /// Its size.
     pub size: u64,
@@ -106,8 +110,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// as VMA's `vmaCheckCorruption`: custom pools' included, and
     /// allocations whose frees wait for their frame; and, in those that
     /// have debug fills ([`Config::debug_fill`](crate::Config::debug_fill)),
-    /// every free range and free run slot of their blocks, which must
-    /// still hold `0xEF` ([`CorruptionReport::written_after_free`]): in
+    /// every free range and free run slot of their blocks, and the free
+    /// space of the upload rings' chunks there, which must still hold
+    /// `0xEF` ([`CorruptionReport::written_after_free`]): in
     /// non-coherent types, as the host sees them and, when clean there, once
     /// their whole atoms are invalidated, as the GPU left them. Other
     /// memory types in the mask are skipped. What is found is returned, not
@@ -131,10 +136,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// O(live allocations in those types, times each one's tail: the
     /// margin plus the rounding of its size, up to 4 KiB or a granularity
     /// page, read byte by byte); with debug fills, O(free bytes in those
-    /// types' blocks), up to their whole size for empty blocks; in
+    /// types' blocks and ring chunks), up to their whole size for empty
+    /// ones; in
     /// non-coherent types with debug fills, at most one
-    /// `vkInvalidateMappedMemoryRanges` per free range and free run slot.
-    /// Under each pool's lock in turn.
+    /// `vkInvalidateMappedMemoryRanges` per free range and free run slot
+    /// (and two per ring chunk). Under each pool's lock in turn, then the
+    /// upload rings' lock.
     pub fn check_corruption(&self, memory_type_bits: u32) -> Result<CorruptionReport, Error> {
         let types = memory_type_bits & self.context.debug_types();
         if types == 0 {
@@ -169,6 +176,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             check(&mut super::lock(pool));
         }
         self.for_each_custom_pool(check);
+        if types & self.context.fill_types() != 0 {
+            let (checked, written) = self.damaged_ring_space(types);
+            report.free_checked += checked;
+            report.written_after_free.extend(
+                written
+                    .iter()
+                    .map(|(memory_type, written)| DamagedFree::new(*memory_type, written)),
+            );
+        }
         report
             .damaged
             .sort_by_key(|damaged| (damaged.memory_type, damaged.memory, damaged.offset));

@@ -5,9 +5,12 @@ use std::sync::{Arc, TryLockError};
 
 use ash::vk;
 
+use super::ring_fill::{NoRingFill, RingDebug, RingFill};
 use super::{lock, Allocation, Allocator, Request};
 use crate::device::{FrameSignal, HeapBudget, MemoryDeviceExt};
-use crate::frames::upload_ring::{ChunkSpec, RetiredChunk, RingChunk, RingState, RING_FRAMES};
+use crate::frames::upload_ring::{
+    ChunkSpec, Reclaimed, RetiredChunk, RingChunk, RingState, RING_FRAMES,
+};
 use crate::frames::{Collected, Deferred, RingAllocation, UploadRing, UploadRingDesc};
 use crate::memory::deferred_log;
 use crate::memory::first_panic::FirstPanic;
@@ -180,10 +183,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if null {
             return Err(Error::NullFrameSignal);
         }
+        // Debug fills of ring space given back below: logged, and a panic
+        // of theirs resumed, once the frame is sealed and the locks are
+        // released.
+        let mut fill = RingFill::new(self);
         let mut frames = lock(&self.frames);
         let mut rings = lock(&self.rings);
-        rings.retry_owed();
+        rings.retry_owed(&mut |chunk, space| fill.reclaimed(chunk, space));
         if !rings.rings.iter().all(|(_, ring)| ring.can_finish_frame()) {
+            drop((rings, frames));
+            fill.finish();
             return Err(Error::TooManyFramesInFlight);
         }
         rings.rings.values_mut().for_each(RingState::finish_frame);
@@ -193,9 +202,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // `collect_idle`, set it in the order they advance the queue.
         self.context.set_current_frame(frame + 1);
         drop((rings, frames));
+        let mut panics = FirstPanic::default();
+        panics.run(|| fill.finish());
         // Other processes may have taken or given back memory meanwhile.
         self.context.expire_budgets();
         self.release_aged_empty_blocks();
+        panics.resume();
         Ok(frame)
     }
 
@@ -292,16 +304,20 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         });
         let oldest_after = frames.oldest().map(|(index, _)| index);
         let mut rings = lock(&self.rings);
+        // Debug fills of the ring space given back: a backend's panic in
+        // one is caught, the rest carried out.
+        let mut fill = RingFill::new(self);
+        let mut on_reclaim = |chunk: &RingChunk, space| fill.reclaimed(chunk, space);
         // Frames released: from the old oldest up to (not including) the new
         // oldest, or up to the current frame when all were released; also
         // when a later frame's signal failed.
         if let Some(first) = oldest_before {
             let next_unreleased = oldest_after.unwrap_or_else(|| frames.current_frame());
             if next_unreleased > first {
-                rings.rings_reclaim_through(next_unreleased - 1);
+                rings.rings_reclaim_through(next_unreleased - 1, &mut on_reclaim);
             }
         }
-        rings.retry_owed();
+        rings.retry_owed(&mut on_reclaim);
         let (kept, freed) = rings.sort_ring_chunks(&mut done);
         drop((rings, frames));
         // Lines the debug work finds under a pool's lock as the frees are
@@ -309,6 +325,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let (released, lines) = deferred_log::deferring(|| self.release_each(done));
         drop(releasing);
         panics.run(|| deferred_log::finish(released, lines));
+        panics.run(|| fill.finish());
         panics.resume();
         let (frames_released, frees) = result?;
         Ok(Collected {
@@ -424,13 +441,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// write copies into the oldest of as many sealed frames as a ring
     /// holds (64), a ring allocation written that many frames late.
     pub unsafe fn collect_idle(&self) -> Collected {
+        // As in `collect`.
+        let mut fill = RingFill::new(self);
+        let mut on_reclaim = |chunk: &RingChunk, space| fill.reclaimed(chunk, space);
         let (releasing, mut frames, mut rings) = loop {
             // As in `collect`: held until the frees are carried out.
             let releasing = lock(&self.releasing);
             let frames = lock(&self.frames);
             let mut rings = lock(&self.rings);
             if let Some(last_sealed) = frames.current_frame().checked_sub(1) {
-                rings.rings_reclaim_through(last_sealed);
+                rings.rings_reclaim_through(last_sealed, &mut on_reclaim);
             }
             // No ring holds a sealed frame now, so each can seal the current
             // one; but where a write on another thread still copies into a
@@ -448,7 +468,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let mut done = Vec::new();
         let (frames_released, frees) = frames.release_all(|item| done.push(item));
         rings.rings.values_mut().for_each(RingState::finish_frame);
-        rings.rings_reclaim_through(frames.current_frame() - 1);
+        rings.rings_reclaim_through(frames.current_frame() - 1, &mut on_reclaim);
         rings.current_frame = frames.current_frame();
         let (kept, freed) = rings.sort_ring_chunks(&mut done);
         // The next frame has started: blocks that empty from now on count
@@ -456,10 +476,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         self.context.set_current_frame(frames.current_frame());
         drop((rings, frames));
         // As in `collect`: lines found as the frees are carried out are
-        // logged once `releasing` is released.
+        // logged once `releasing` is released, then the ring fills' lines.
+        let mut panics = FirstPanic::default();
         let (released, lines) = deferred_log::deferring(|| self.release_each(done));
         drop(releasing);
-        deferred_log::finish(released, lines);
+        panics.run(|| deferred_log::finish(released, lines));
+        panics.run(|| fill.finish());
+        panics.resume();
         Collected {
             frames: frames_released,
             frees: frees + freed - kept,
@@ -773,19 +796,24 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             // SAFETY: created above; nothing was submitted with it.
             || unsafe { device.destroy_buffer(buffer) },
         )?;
-        Ok(RingChunk {
+        let chunk = RingChunk {
             allocation,
             buffer,
             linear,
             first_frame: 0,
             pins: Arc::default(),
             owed: None,
-        })
+            fills: false,
+        };
+        if self.context.fills(chunk.allocation.memory_type()) {
+            return Ok(self.fill_new_chunk(chunk));
+        }
+        Ok(chunk)
     }
 
     /// Frees a chunk no ring allocation was made in: made for a ring that
     /// was destroyed meanwhile, or that another thread's chunk made room in.
-    fn discard_ring_chunk(&self, chunk: RingChunk) {
+    pub(super) fn discard_ring_chunk(&self, chunk: RingChunk) {
         // `release` destroys the buffer and frees the memory at once, which
         // its contract allows here: the chunk was never in a ring, so no
         // ring allocation, and no command, uses it.
@@ -819,11 +847,23 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// have been destroyed meanwhile, the chunk is freed and the call fails
     /// with [`Error::StaleAllocation`].
     ///
+    /// With [`Config::debug_fill`](crate::Config::debug_fill), in a
+    /// host-visible memory type, the bytes handed out are checked to still
+    /// read `0xEF` (a byte that does not was written after its frame was
+    /// collected: logged with `log::error!` once the rings' lock is
+    /// released, and counted in
+    /// [`corruptions_detected`](Self::corruptions_detected)), then filled
+    /// with `0xDC`. A panic of the device backend in the flush or
+    /// invalidate of that work, or of the logger, reaches the caller with
+    /// the allocation dropped: its space comes back with its frame.
+    ///
     /// # Time complexity
     /// O(1): a bump in the newest chunk (a growing ring tries older ones);
     /// but while a collected frame's space waits for a
     /// [`ring_write`](Self::ring_write) (and until the first ring call
     /// after it), each call retries that reclaim, O(chunks of every ring).
+    /// With debug fills, O(`size`) more, and O(bytes) for the space a
+    /// retried reclaim gives back.
     pub fn ring_allocate(
         &self,
         ring: UploadRing,
@@ -833,16 +873,57 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if ring.allocator != self.id {
             return Err(Error::ForeignAllocation);
         }
+        // The one test the path pays without debug fills.
+        if self.context.fill_types() != 0 {
+            return self.ring_allocate_filled(ring, size, align);
+        }
+        self.ring_allocate_with(ring, size, align, &mut NoRingFill)
+    }
+
+    /// [`ring_allocate`](Self::ring_allocate) with debug fills on in some
+    /// memory type: the ring space given back meanwhile is filled, and
+    /// the bytes handed out checked and filled (`ring_fill.rs`); the
+    /// lines found are logged, and a panic of the backend in a flush or
+    /// invalidate goes on, once the rings' lock is released. The
+    /// allocation is dropped then, handed to nobody: its space comes back
+    /// with its frame.
+    #[cold]
+    #[inline(never)]
+    fn ring_allocate_filled(
+        &self,
+        ring: UploadRing,
+        size: u64,
+        align: u64,
+    ) -> Result<RingAllocation, Error> {
+        let mut fill = RingFill::new(self);
+        let allocation = self.ring_allocate_with(ring, size, align, &mut fill);
+        fill.finish();
+        allocation
+    }
+
+    /// [`ring_allocate`](Self::ring_allocate) past its checks, with the
+    /// debug work of `debug` (none without debug fills: [`NoRingFill`]).
+    #[inline(always)]
+    fn ring_allocate_with(
+        &self,
+        ring: UploadRing,
+        size: u64,
+        align: u64,
+        debug: &mut impl RingDebug,
+    ) -> Result<RingAllocation, Error> {
         let mut rings = lock(&self.rings);
         // Space a write held up may have come back since.
-        rings.retry_owed();
+        rings.retry_owed(&mut |chunk, space| debug.reclaimed(chunk, space));
         let frame = rings.current_frame;
         let state = rings
             .rings
             .get_mut(ring.key)
             .ok_or(Error::StaleAllocation)?;
         let spec = match state.allocate(size, align) {
-            Ok((chunk, placed)) => return ring_allocation(ring, state, chunk, placed, frame),
+            Ok((chunk, placed)) => {
+                debug.placed(state, chunk, &placed);
+                return ring_allocation(ring, state, chunk, placed, frame);
+            }
             Err(Error::UploadRingFull { .. } | Error::UploadRingTooSmall { .. }) if state.grow => {
                 state.chunk_spec_owned()
             }
@@ -857,7 +938,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let mut rings = lock(&self.rings);
         // A write that held up the space this call found full may be over
         // now: that space is room made meanwhile, as a collect's.
-        rings.retry_owed();
+        rings.retry_owed(&mut |chunk, space| debug.reclaimed(chunk, space));
         let frame = rings.current_frame;
         let Some(state) = rings.rings.get_mut(ring.key) else {
             drop(rings);
@@ -873,8 +954,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             }
             Err(error) => (Some(chunk), Err(error)),
         };
-        let allocation =
-            found.and_then(|(chunk, placed)| ring_allocation(ring, state, chunk, placed, frame));
+        let allocation = found.and_then(|(chunk, placed)| {
+            debug.placed(state, chunk, &placed);
+            ring_allocation(ring, state, chunk, placed, frame)
+        });
         drop(rings);
         if let Some(spare) = spare {
             self.discard_ring_chunk(spare);
@@ -1047,24 +1130,33 @@ impl Rings {
     /// Collects allocator frames `<= frame`: their ring allocations are
     /// stale from now on, and their space comes back but where a write
     /// still copies into it (owed, `retry_owed`).
-    fn rings_reclaim_through(&mut self, frame: u64) {
+    ///
+    /// `on_reclaim` gets the space given back in chunks with debug fills
+    /// (`ring_fill.rs`).
+    fn rings_reclaim_through(
+        &mut self,
+        frame: u64,
+        on_reclaim: &mut impl FnMut(&RingChunk, Reclaimed),
+    ) {
         self.next_uncollected = self.next_uncollected.max(frame.saturating_add(1));
         let mut owed = false;
         for ring in self.rings.values_mut() {
-            owed |= ring.reclaim_through(frame);
+            owed |= ring.reclaim_through(frame, on_reclaim);
         }
         self.owed = owed;
     }
 
-    /// Reclaims the ring space writes held up, where they are over.
+    /// Reclaims the ring space writes held up, where they are over
+    /// (`on_reclaim` as in [`rings_reclaim_through`](Self::rings_reclaim_through)).
     ///
     /// # Time complexity
     /// O(1) when none is owed, else O(chunks + frames reclaimed).
-    fn retry_owed(&mut self) {
+    #[inline]
+    fn retry_owed(&mut self, on_reclaim: &mut impl FnMut(&RingChunk, Reclaimed)) {
         if self.owed {
             let mut owed = false;
             for ring in self.rings.values_mut() {
-                owed |= ring.retry_owed();
+                owed |= ring.retry_owed(on_reclaim);
             }
             self.owed = owed;
         }

@@ -254,7 +254,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         Ok(())
     }
 
-    fn flush_or_invalidate(
+    /// [`flush`](Self::flush) (`flush`) or [`invalidate`](Self::invalidate)
+    /// of `range`, bytes of `allocation`, for a caller that may borrow it
+    /// shared: the debug fills of upload rings (`ring_fill.rs`), which
+    /// invalidate only bytes no one writes.
+    pub(super) fn flush_or_invalidate(
         &self,
         allocation: &Allocation,
         range: Range<u64>,

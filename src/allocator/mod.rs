@@ -29,7 +29,10 @@
 //!    but its pool's, then put it in), and while `ring_write` copies and
 //!    flushes (with its pool's lock for the flush): a pin counted in the
 //!    chunk, taken under 2, holds back the reclaim of the frame written
-//!    and the free of the chunk, which later calls retry under 2;
+//!    and the free of the chunk, which later calls retry under 2. With
+//!    debug fills, the fills and checks of ring space run under 2, taking
+//!    the lock of the chunk's pool (4) for each flush and invalidate
+//!    (`ring_fill.rs`);
 //! 3. `custom`, the custom pools' table (`pool.rs`): read to clone a pool's
 //!    `Arc`, written to put a pool in or take it out, and released before
 //!    any pool lock is taken: never held with one;
@@ -71,6 +74,7 @@ mod host_access;
 mod place;
 mod pool;
 mod request;
+mod ring_fill;
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, Ordering};

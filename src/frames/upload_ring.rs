@@ -167,6 +167,20 @@ pub(crate) struct RingChunk {
     /// The chunk frame through which a reclaim is owed: one of the frames
     /// it covers was pinned when it came (`reclaim_through`).
     pub(crate) owed: Option<u64>,
+    /// Whether its memory type has debug fills (`Config::debug_fill`):
+    /// its free ring space reads `0xEF`, and its reclaims call their hook
+    /// (`allocator/ring_fill.rs`). The one test a reclaim pays without.
+    pub(crate) fills: bool,
+}
+
+/// Ring space of a chunk that a reclaim gave back: `len` bytes from
+/// offset `start` of the ring, going on from its start when they pass its
+/// end. Handed, with the chunk, to the hook of a reclaim in a chunk with
+/// debug fills (`allocator/ring_fill.rs`), once the reclaim is over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reclaimed {
+    pub(crate) start: u64,
+    pub(crate) len: u64,
 }
 
 /// A destroyed ring's chunk on its way to being freed: queued in the frame
@@ -311,11 +325,18 @@ impl RingChunk {
     /// Gives back the space of chunk frames `<= chunk_frame`, and of those
     /// owed by an earlier call, oldest first, up to the first pinned one:
     /// that one and the rest stay owed (`owed`), to a later call (`retry`
-    /// or another reclaim). Returns whether a reclaim is still owed.
+    /// or another reclaim). Returns whether a reclaim is still owed. In a
+    /// chunk with debug fills, the space given back goes to `on_reclaim`
+    /// last, with the chunk's state complete (a panic there leaves nothing
+    /// half done).
     ///
     /// # Time complexity
-    /// O(frames reclaimed + 1).
-    pub(crate) fn reclaim_through(&mut self, chunk_frame: u64) -> bool {
+    /// O(frames reclaimed + 1), and `on_reclaim`'s.
+    pub(crate) fn reclaim_through(
+        &mut self,
+        chunk_frame: u64,
+        on_reclaim: &mut impl FnMut(&RingChunk, Reclaimed),
+    ) -> bool {
         let target = self.owed.map_or(chunk_frame, |owed| owed.max(chunk_frame));
         self.owed = None;
         let current = self.linear.current_frame();
@@ -329,20 +350,36 @@ impl RingChunk {
         while frame <= end && !self.pins.is_pinned(frame) {
             frame += 1;
         }
+        let mut reclaimed = None;
         if frame > oldest {
+            // The bytes in use are the `used` ones before the head
+            // (`LinearAllocator::head`), and a reclaim gives back the
+            // oldest of them: from the first, as many as `used` drops.
+            let before = self.fills.then(|| (self.linear.head(), self.linear.used()));
             self.linear.reclaim_through(frame - 1);
+            if let Some((head, used)) = before {
+                let capacity = self.linear.capacity();
+                reclaimed = Some(Reclaimed {
+                    // `head <= capacity` and `used <= capacity`.
+                    start: (head + capacity - used) % capacity.max(1),
+                    len: used - self.linear.used(),
+                });
+            }
         }
         if frame <= end {
             self.owed = Some(target);
+        }
+        if let Some(reclaimed) = reclaimed {
+            on_reclaim(self, reclaimed);
         }
         self.owed.is_some()
     }
 
     /// Retries a reclaim owed since a write pinned a frame of it. Returns
     /// whether one is still owed.
-    pub(crate) fn retry(&mut self) -> bool {
+    pub(crate) fn retry(&mut self, on_reclaim: &mut impl FnMut(&RingChunk, Reclaimed)) -> bool {
         match self.owed {
-            Some(owed) => self.reclaim_through(owed),
+            Some(owed) => self.reclaim_through(owed, on_reclaim),
             None => false,
         }
     }
@@ -461,25 +498,35 @@ impl RingState {
 
     /// Gives back the space of allocator frames `<= frame`, but of those
     /// a write is copying into, and of later ones, which stay owed
-    /// ([`RingChunk::reclaim_through`]). Returns whether a reclaim is owed.
-    pub(crate) fn reclaim_through(&mut self, frame: u64) -> bool {
+    /// ([`RingChunk::reclaim_through`], which hands the space of chunks
+    /// with debug fills to `on_reclaim`). Returns whether a reclaim is
+    /// owed.
+    pub(crate) fn reclaim_through(
+        &mut self,
+        frame: u64,
+        on_reclaim: &mut impl FnMut(&RingChunk, Reclaimed),
+    ) -> bool {
         let mut owed = false;
         for chunk in &mut self.chunks {
             if frame >= chunk.first_frame {
-                owed |= chunk.reclaim_through(frame - chunk.first_frame);
+                owed |= chunk.reclaim_through(frame - chunk.first_frame, on_reclaim);
             } else {
-                owed |= chunk.retry();
+                owed |= chunk.retry(on_reclaim);
             }
         }
         owed
     }
 
-    /// Retries the reclaims owed in its chunks. Returns whether one is
+    /// Retries the reclaims owed in its chunks (`on_reclaim` as in
+    /// [`reclaim_through`](Self::reclaim_through)). Returns whether one is
     /// still owed.
-    pub(crate) fn retry_owed(&mut self) -> bool {
+    pub(crate) fn retry_owed(
+        &mut self,
+        on_reclaim: &mut impl FnMut(&RingChunk, Reclaimed),
+    ) -> bool {
         let mut owed = false;
         for chunk in &mut self.chunks {
-            owed |= chunk.retry();
+            owed |= chunk.retry(on_reclaim);
         }
         owed
     }

@@ -205,6 +205,15 @@ impl LinearAllocator {
         released
     }
 
+    /// The offset where the next allocation is looked for. The bytes in
+    /// use ([`used`](Self::used) of them) are the ones just before it,
+    /// going back past offset 0 to the end of the ring when they wrap; the
+    /// free ones start at it and wrap the same way. The upload rings' debug
+    /// fills read it (`allocator/ring_fill.rs`).
+    pub(crate) fn head(&self) -> u64 {
+        self.head
+    }
+
     /// Bytes held by sealed and current frames (alignment and wrap waste included).
     pub fn used(&self) -> u64 {
         self.consumed.wrapping_sub(self.reclaimed)
@@ -314,6 +323,52 @@ mod tests {
         assert_eq!(ring.used(), 10);
         assert_eq!(ring.peak_used(), capacity);
         assert_eq!(ring.allocations(), rounds + 1);
+    }
+
+    /// The bytes in use are the `used` ones before the head, wrapping past
+    /// offset 0 (what the upload rings' debug fills rely on to find the
+    /// space a reclaim gives back): every live allocation lies in them,
+    /// over a pseudo-random run of allocations, seals and reclaims that
+    /// wraps the ring many times.
+    #[test]
+    fn live_allocations_lie_in_the_used_bytes_before_the_head() {
+        let capacity = 1000;
+        let mut ring = LinearAllocator::new(capacity, 4).unwrap();
+        let mut live: Vec<LinearAllocation> = Vec::new();
+        let mut state = 12345u64;
+        let mut next = |n: u64| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) % n
+        };
+        let steps = if cfg!(miri) { 200 } else { 5000 };
+        for _ in 0..steps {
+            match next(4) {
+                0 | 1 => {
+                    if let Ok(a) = ring.allocate(1 + next(300), 1 << next(6)) {
+                        live.push(a);
+                    }
+                }
+                2 => {
+                    let _ = ring.finish_frame();
+                }
+                _ => {
+                    let frame = ring.current_frame().saturating_sub(1 + next(2));
+                    ring.reclaim_through(frame);
+                    let oldest = ring.current_frame() - ring.frames_in_flight() as u64;
+                    live.retain(|a| a.frame >= oldest);
+                }
+            }
+            let tail = (ring.head() + capacity - ring.used()) % capacity;
+            for a in &live {
+                // The allocation's start, counted from the tail, plus its
+                // size, stays within the used bytes.
+                let from_tail = (a.offset + capacity - tail) % capacity;
+                let inside = from_tail + a.size <= ring.used() || ring.used() == capacity;
+                assert!(inside, "{a:?}: head {}, used {}", ring.head(), ring.used());
+            }
+        }
     }
 
     #[test]

@@ -401,9 +401,9 @@ fn host_visible_types_are_filled_coherent_or_not() {
     finish(allocator, &device);
 }
 
-/// An upload ring's chunk is one allocation: it reads `0xDC` when the
-/// ring takes it (ring allocations in it are not filled: they read what
-/// was there, or what was written), and `0xEF` once the destroyed ring's
+/// An upload ring's chunk is one allocation, whose ring space reads
+/// `0xEF` when the ring takes it (ring allocations in it read `0xDC`,
+/// `ring_fill.rs`), and which reads `0xEF` once the destroyed ring's
 /// frame is collected and the chunk freed.
 #[test]
 fn a_destroyed_ring_s_chunk_is_filled_when_it_is_freed() {
@@ -429,7 +429,8 @@ fn a_destroyed_ring_s_chunk_is_filled_when_it_is_freed() {
             .wrapping_sub(first.buffer_offset() as usize),
     )
     .unwrap();
-    assert!(all(&bytes_at(chunk, size), NEW));
+    let bytes = bytes_at(chunk, size);
+    assert!(all(&bytes[..1000], NEW) && all(&bytes[1000..], FREED));
     allocator.ring_write(&first, 0, &[7; 1000]).unwrap();
     let second = allocator.ring_allocate(ring, 500, 256).unwrap();
     assert!(all(&bytes_at(second.mapped_ptr(), 500), NEW));

@@ -47,7 +47,9 @@
 //!
 //! Dedicated memory gets [`NEW`] when it is made (flushed in a
 //! non-coherent type), and nothing when it is freed: the memory object
-//! goes away.
+//! goes away. An upload ring's chunk is one allocation here; the ring
+//! allocations inside it are filled and checked by the rings
+//! (`allocator/ring_fill.rs`).
 
 use std::ops::Range;
 
@@ -95,7 +97,7 @@ pub(crate) unsafe fn fill(mapped: MappedPtr, len: u64, byte: u8) {
 /// The `len` bytes from `start` are mapped and readable, and nobody
 /// writes them while this runs: free memory, or an allocation not handed
 /// out yet.
-unsafe fn first_changed(start: *const u8, len: u64, byte: u8) -> Option<u64> {
+pub(crate) unsafe fn first_changed(start: *const u8, len: u64, byte: u8) -> Option<u64> {
     if len == 0 {
         return None;
     }

@@ -1,0 +1,392 @@
+//! Debug fills in upload rings (`Config::debug_fill`): a chunk's free ring
+//! space reads `0xEF` (when the chunk is made, and again when a frame's
+//! space is reclaimed), ring allocations read `0xDC` when handed out, and
+//! a write into ring space after its frame was collected, by the host
+//! through a kept pointer or by the GPU, is caught by the `ring_allocate`
+//! that takes those bytes again; in non-coherent memory too, where the
+//! fills are flushed and the check invalidates first, never over a live
+//! ring allocation's bytes (the fake device would report a range off the
+//! atoms, `finish`).
+
+use std::panic::{self, AssertUnwindSafe};
+use std::ptr::NonNull;
+
+use vk_suballoc::device::fake::{FakeCall, FakeDevice, FakeLayout};
+use vk_suballoc::{Config, DedicatedPolicy, RingAllocation, UploadRing, UploadRingDesc, Usage};
+
+use super::debug_fill::{all, bytes_at, device_bytes, write_at, FREED, NEW};
+use super::frames::end_frame;
+use super::seeded_rng::Rng;
+use super::{allocator_with, buffer, finish, FakeAllocator};
+
+fn with_fill() -> Config {
+    Config {
+        debug_fill: true,
+        large_heap_block_size: 4 << 20,
+        ..Config::default()
+    }
+}
+
+/// A ring of `size` bytes per chunk for `usage`: `UPLOAD` lands in the
+/// discrete layout's coherent host type, `READBACK` in mobile's cached,
+/// non-coherent one (256-byte atoms).
+fn ring(allocator: &FakeAllocator, size: u64, usage: Usage, grow: bool) -> UploadRing {
+    allocator
+        .create_upload_ring(&UploadRingDesc {
+            size,
+            usage,
+            grow,
+            name: Some("per-frame"),
+            ..UploadRingDesc::default()
+        })
+        .unwrap()
+}
+
+/// Ends the frame, "the GPU" finishes it, and collects it: its ring space
+/// is reclaimed.
+fn finish_frame(allocator: &FakeAllocator, device: &FakeDevice) {
+    device.signal_fence(end_frame(allocator, device));
+    allocator.collect().unwrap();
+}
+
+/// A ring allocation's bytes, as the host sees them and as the GPU does.
+fn views(device: &FakeDevice, a: &RingAllocation) -> (Vec<u8>, Vec<u8>) {
+    let host = bytes_at(a.mapped_ptr(), a.size());
+    let gpu = device_bytes(device, a.memory(), a.memory_offset(), a.size());
+    (host, gpu)
+}
+
+/// A write through a pointer kept from a ring allocation whose frame was
+/// collected is found by `check_corruption` (the ring's free space), and
+/// caught, logged (naming the byte, the ring and the ring offset) and
+/// counted by the `ring_allocate` that takes the bytes again, which then
+/// reads `0xDC`; one that takes other bytes is not. The collected
+/// allocation's bytes read `0xEF`, not what was written.
+#[test]
+fn a_stale_host_write_is_caught_by_the_next_ring_allocation() {
+    super::leak_log::install();
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
+    let ring = ring(&allocator, 64 << 10, Usage::UPLOAD, false);
+    let first = allocator.ring_allocate(ring, 1000, 256).unwrap();
+    assert!(all(&bytes_at(first.mapped_ptr(), 1000), NEW));
+    // The chunk's ring space past it reads `0xEF`.
+    let past = NonNull::new(first.mapped_ptr().as_ptr().wrapping_add(1000)).unwrap();
+    assert!(all(&bytes_at(past, (64 << 10) - 1000), FREED));
+    allocator.ring_write(&first, 0, &[7; 1000]).unwrap();
+    let stale = first.mapped_ptr();
+    finish_frame(&allocator, &device);
+    assert!(all(&bytes_at(stale, 1000), FREED), "filled when reclaimed");
+    assert_eq!(allocator.corruptions_detected(), 0);
+    assert!(allocator.check_corruption(!0).unwrap().is_clean());
+    // The bug: a write through the collected frame's allocation.
+    write_at(stale, 123, &[0x42]);
+    let report = allocator.check_corruption(!0).unwrap();
+    assert_eq!(report.written_after_free.len(), 1, "{report:?}");
+    let written = &report.written_after_free[0];
+    assert_eq!(
+        (written.memory, written.first_changed),
+        (first.memory(), first.memory_offset() + 123)
+    );
+    assert_eq!(allocator.corruptions_detected(), 0, "reported, not counted");
+    let again = allocator.ring_allocate(ring, 1000, 256).unwrap();
+    assert_eq!(
+        again.memory_offset(),
+        first.memory_offset(),
+        "the same bytes"
+    );
+    assert_eq!(allocator.corruptions_detected(), 1);
+    assert!(all(&bytes_at(again.mapped_ptr(), 1000), NEW));
+    let needle = format!(
+        "byte {} of memory {:?}",
+        first.memory_offset() + 123,
+        first.memory()
+    );
+    let lines = super::leak_log::lines();
+    let line = lines.iter().find(|l| l.contains(&needle));
+    let line = line.unwrap_or_else(|| panic!("{needle} not in {lines:#?}"));
+    assert!(
+        line.contains("upload ring \"per-frame\", chunk 0, ring offset 0"),
+        "{line}"
+    );
+    // Other bytes, written by nobody: nothing more.
+    let other = allocator.ring_allocate(ring, 5000, 16).unwrap();
+    assert!(all(&bytes_at(other.mapped_ptr(), 5000), NEW));
+    assert_eq!(allocator.corruptions_detected(), 1);
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_frame(&allocator, &device);
+    finish(allocator, &device);
+}
+
+/// Many frames of a growing ring, two in flight, with requests of every
+/// size and alignment, some written, some larger than a chunk: every
+/// allocation reads `0xDC` as handed out (in both views of the
+/// non-coherent type, for whole atoms of it that held no other live
+/// byte: checked at offsets on an atom), and no write after free is ever
+/// reported, by the allocations or by `check_corruption`. The ring wraps
+/// and grows. On the discrete layout's coherent
+/// type and mobile's non-coherent one.
+#[test]
+fn a_long_ring_workload_reports_nothing() {
+    let mut rng = Rng::from_env("a_long_ring_workload_reports_nothing");
+    for (layout, usage) in [
+        (FakeLayout::discrete(), Usage::UPLOAD),
+        (FakeLayout::mobile(), Usage::READBACK),
+    ] {
+        let name = layout.name;
+        let (allocator, device) = allocator_with(layout, with_fill());
+        let ring = ring(&allocator, 32 << 10, usage, true);
+        let mut fences = std::collections::VecDeque::new();
+        let (mut wraps, mut buffers, mut last) = (0, Vec::new(), None);
+        for frame in 0..300 {
+            for _ in 0..rng.below(12) {
+                let size = match rng.below(20) {
+                    0 => 40_000 + rng.below(10_000),
+                    1..=4 => 1 + rng.below(8),
+                    _ => 1 + rng.below(6000),
+                };
+                let align = 1 << rng.below(9);
+                let a = allocator.ring_allocate(ring, size, align).unwrap();
+                let ctx = format!("{name} frame {frame}: {a:?}");
+                let (host, gpu) = views(&device, &a);
+                assert!(all(&host, NEW), "{ctx}");
+                if usage == Usage::READBACK && a.memory_offset() % 256 == 0 && size >= 256 {
+                    assert!(all(&gpu[..256], NEW), "{ctx}: device view");
+                }
+                if !buffers.contains(&a.buffer()) {
+                    buffers.push(a.buffer());
+                }
+                if last.is_some_and(|(buffer, offset)| {
+                    buffer == a.buffer() && offset > a.buffer_offset()
+                }) {
+                    wraps += 1;
+                }
+                last = Some((a.buffer(), a.buffer_offset()));
+                if rng.below(2) == 0 {
+                    let bytes = vec![rng.below(256) as u8; size.min(3000) as usize];
+                    allocator.ring_write(&a, 0, &bytes).unwrap();
+                }
+            }
+            fences.push_back(end_frame(&allocator, &device));
+            if fences.len() > 2 {
+                device.signal_fence(fences.pop_front().unwrap());
+                allocator.collect().unwrap();
+            }
+            if frame % 10 == 0 {
+                let report = allocator.check_corruption(!0).unwrap();
+                assert!(report.is_clean(), "{name} frame {frame}: {report:?}");
+                assert!(report.free_checked > 0, "{name} frame {frame}");
+            }
+        }
+        assert_eq!(allocator.corruptions_detected(), 0, "{name}");
+        assert!(
+            buffers.len() > 1 && wraps > 10,
+            "{name}: {buffers:?} {wraps}"
+        );
+        for fence in fences {
+            device.signal_fence(fence);
+        }
+        allocator.collect().unwrap();
+        allocator.destroy_upload_ring(ring).unwrap();
+        finish_frame(&allocator, &device);
+        assert_eq!(allocator.corruptions_detected(), 0, "{name}");
+        finish(allocator, &device);
+    }
+}
+
+/// In non-coherent memory (mobile's cached type, 256-byte atoms), a
+/// reclaimed frame's space reads `0xEF` in both views (the fill is
+/// flushed); a host write after it was collected, never flushed, and a
+/// GPU write into it, which the host sees only once it invalidates, are
+/// both found by `check_corruption` and caught by the ring allocation
+/// that takes the bytes again, which then reads `0xDC` in both views. A live ring allocation in the same
+/// atoms keeps its unflushed host writes throughout.
+#[test]
+fn non_coherent_host_and_gpu_writes_after_reclaim_are_caught() {
+    super::leak_log::install();
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), with_fill());
+    let ring = ring(&allocator, 64 << 10, Usage::READBACK, false);
+    let mut count = 0;
+    for gpu in [false, true] {
+        let first = allocator.ring_allocate(ring, 1000, 256).unwrap();
+        assert_eq!(first.buffer_offset(), 0, "gpu {gpu}: an empty ring");
+        let (memory, offset, stale) = (first.memory(), first.memory_offset(), first.mapped_ptr());
+        allocator.ring_write(&first, 0, &[7; 1000]).unwrap();
+        finish_frame(&allocator, &device);
+        let (host, device_view) = views(&device, &first);
+        assert!(all(&host, FREED) && all(&device_view, FREED), "gpu {gpu}");
+        if gpu {
+            // SAFETY: no slice of these bytes is alive.
+            assert!(unsafe { device.write(memory, offset + 30, &[0x42]) });
+            assert!(
+                all(&bytes_at(stale, 1000), FREED),
+                "the host does not see it"
+            );
+        } else {
+            write_at(stale, 30, &[0x42]);
+            assert!(all(&device_bytes(&device, memory, offset, 1000), FREED));
+        }
+        let report = allocator.check_corruption(!0).unwrap();
+        let found: Vec<_> = report
+            .written_after_free
+            .iter()
+            .map(|written| (written.memory, written.first_changed))
+            .collect();
+        assert_eq!(found, [(memory, offset + 30)], "gpu {gpu}");
+        let again = allocator.ring_allocate(ring, 100, 4).unwrap();
+        assert_eq!(again.memory_offset(), offset, "gpu {gpu}: the same bytes");
+        count += 1;
+        assert_eq!(allocator.corruptions_detected(), count, "gpu {gpu}");
+        let (host, device_view) = views(&device, &again);
+        assert!(all(&host, NEW) && all(&device_view, NEW), "gpu {gpu}");
+        let needle = format!("byte {} of memory {memory:?}", offset + 30);
+        let lines = super::leak_log::lines();
+        assert!(lines.iter().any(|l| l.contains(&needle)), "{lines:#?}");
+        // A live neighbour in the same atom, written through its pointer
+        // and not flushed, and one in the atoms after.
+        let neighbour = allocator.ring_allocate(ring, 50, 4).unwrap();
+        assert_eq!(neighbour.buffer_offset(), 100, "in the same atom");
+        write_at(neighbour.mapped_ptr(), 0, &[9; 50]);
+        let third = allocator.ring_allocate(ring, 2000, 4).unwrap();
+        assert!(all(&bytes_at(third.mapped_ptr(), 2000), NEW));
+        assert!(all(&bytes_at(neighbour.mapped_ptr(), 50), 9), "gpu {gpu}");
+        assert_eq!(allocator.corruptions_detected(), count, "gpu {gpu}");
+        finish_frame(&allocator, &device);
+    }
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_frame(&allocator, &device);
+    finish(allocator, &device);
+}
+
+/// Without debug fills, ring space is neither filled nor checked: a ring
+/// allocation reads what its memory held, what a collected frame wrote
+/// included.
+#[test]
+fn without_fills_ring_bytes_are_left_alone() {
+    for (layout, usage) in [
+        (FakeLayout::discrete(), Usage::UPLOAD),
+        (FakeLayout::mobile(), Usage::READBACK),
+    ] {
+        let (allocator, device) = allocator_with(layout, Config::default());
+        let ring = ring(&allocator, 64 << 10, usage, false);
+        let first = allocator.ring_allocate(ring, 1000, 256).unwrap();
+        assert!(all(&bytes_at(first.mapped_ptr(), 1000), 0), "untouched");
+        allocator.ring_write(&first, 0, &[7; 1000]).unwrap();
+        finish_frame(&allocator, &device);
+        assert!(all(&bytes_at(first.mapped_ptr(), 1000), 7), "not filled");
+        write_at(first.mapped_ptr(), 10, &[0x42]);
+        let again = allocator.ring_allocate(ring, 1000, 256).unwrap();
+        assert_eq!(again.memory_offset(), first.memory_offset());
+        let bytes = bytes_at(again.mapped_ptr(), 1000);
+        assert_eq!((bytes[9], bytes[10], bytes[11]), (7, 0x42, 7));
+        assert_eq!(allocator.corruptions_detected(), 0);
+        allocator.destroy_upload_ring(ring).unwrap();
+        finish_frame(&allocator, &device);
+        finish(allocator, &device);
+    }
+}
+
+/// A backend panicking in the invalidate of a ring allocation's check,
+/// or in the flush of a reclaimed frame's fill (in `collect`, which took
+/// a deferred free out of the frame queue), leaves nothing behind: the
+/// panic reaches the caller once the call's work is done (the deferred
+/// free is carried out), and the ring goes on serving, with no false
+/// report.
+#[test]
+fn a_backend_panicking_in_the_ring_fills_leaves_nothing_behind() {
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), with_fill());
+    let ring = ring(&allocator, 64 << 10, Usage::READBACK, false);
+    let request = buffer(1 << 20, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+    let queued = allocator.allocate(&request).unwrap();
+    let first = allocator.ring_allocate(ring, 1000, 256).unwrap();
+    allocator.free_after_frame(queued).unwrap();
+    let live = device.live_allocations().len();
+    device.signal_fence(end_frame(&allocator, &device));
+    let armed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let trigger = std::sync::Arc::clone(&armed);
+    device.set_flush_hook(Some(Box::new(move || {
+        if trigger.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            panic!("the backend panics in a flush");
+        }
+    })));
+    let caught = panic::catch_unwind(AssertUnwindSafe(|| allocator.collect()));
+    assert!(caught.is_err(), "the backend panicked");
+    assert!(!armed.load(std::sync::atomic::Ordering::SeqCst));
+    device.set_flush_hook(None);
+    assert_eq!(
+        device.live_allocations().len(),
+        live - 1,
+        "the free was made"
+    );
+    assert!(all(&bytes_at(first.mapped_ptr(), 1000), FREED));
+    device.panic_on(FakeCall::Invalidate, 1);
+    let caught = panic::catch_unwind(AssertUnwindSafe(|| {
+        allocator.ring_allocate(ring, 1000, 256)
+    }));
+    assert!(caught.is_err(), "the backend panicked");
+    let next = allocator.ring_allocate(ring, 1000, 256).unwrap();
+    assert!(all(&bytes_at(next.mapped_ptr(), 1000), NEW));
+    finish_frame(&allocator, &device);
+    let again = allocator.ring_allocate(ring, 3000, 256).unwrap();
+    assert!(all(&bytes_at(again.mapped_ptr(), 3000), NEW));
+    assert_eq!(allocator.corruptions_detected(), 0);
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_frame(&allocator, &device);
+    finish(allocator, &device);
+}
+
+/// A logger panicking on the line of a write after free (one that fails a
+/// test on an error) reaches `ring_allocate`'s caller with the rings'
+/// lock released and the write counted; the ring goes on serving.
+#[test]
+fn a_logger_panicking_on_the_line_leaves_the_ring_working() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
+    let ring = ring(&allocator, 64 << 10, Usage::UPLOAD, false);
+    let first = allocator.ring_allocate(ring, 1000, 256).unwrap();
+    finish_frame(&allocator, &device);
+    write_at(first.mapped_ptr(), 5, &[0x42]);
+    super::leak_log::panic_on_line_with("before a ring allocation");
+    let caught = panic::catch_unwind(AssertUnwindSafe(|| {
+        allocator.ring_allocate(ring, 1000, 256)
+    }));
+    assert!(caught.is_err(), "the logger panicked");
+    assert_eq!(allocator.corruptions_detected(), 1);
+    let next = allocator.ring_allocate(ring, 1000, 256).unwrap();
+    assert!(all(&bytes_at(next.mapped_ptr(), 1000), NEW));
+    assert_eq!(allocator.corruptions_detected(), 1);
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_frame(&allocator, &device);
+    finish(allocator, &device);
+}
+
+/// A logger that calls back into the allocator on the line of a write
+/// after free (to dump its state) finds its locks free: the line is
+/// logged once `ring_allocate` has released the rings' lock. (Logged
+/// under it, debug builds panic on the lock taken again; release builds
+/// deadlock.)
+#[test]
+fn a_logger_calling_back_into_the_allocator_on_the_line_does_not_deadlock() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
+    let allocator = std::sync::Arc::new(allocator);
+    let ring = ring(&allocator, 64 << 10, Usage::UPLOAD, false);
+    let first = allocator.ring_allocate(ring, 1000, 256).unwrap();
+    finish_frame(&allocator, &device);
+    write_at(first.mapped_ptr(), 5, &[0x42]);
+    let inner = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (from_logger, result) = (
+        std::sync::Arc::clone(&allocator),
+        std::sync::Arc::clone(&inner),
+    );
+    super::leak_log::on_line_with("before a ring allocation", move || {
+        let allocated = from_logger.ring_allocate(ring, 16, 16).map(|a| a.size());
+        let report = from_logger.check_corruption(!0).map(|r| r.free_checked);
+        *result.lock().unwrap() = Some((allocated, report.is_ok()));
+    });
+    let again = allocator.ring_allocate(ring, 1000, 256).unwrap();
+    assert_eq!(allocator.corruptions_detected(), 1);
+    assert!(all(&bytes_at(again.mapped_ptr(), 1000), NEW));
+    assert_eq!(*inner.lock().unwrap(), Some((Ok(16), true)));
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_frame(&allocator, &device);
+    let allocator = std::sync::Arc::into_inner(allocator).unwrap();
+    finish(allocator, &device);
+}
