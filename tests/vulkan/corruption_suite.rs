@@ -5,11 +5,13 @@
 //! end is reported by `check_corruption`, and counted when the buffer is
 //! destroyed. Types without detection are refused. With debug fills,
 //! new buffers read `0xDC`, and the GPU's writes into a buffer freed and
-//! made again are no write after free.
+//! made again are no write after free; in an upload ring, the GPU's write
+//! into a ring allocation of its own frame is none either, and one into
+//! ring space whose frame was collected is caught.
 
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
-use vk_suballoc::{Allocation, AllocationDesc, Allocator, Config, Error, Usage};
+use vk_suballoc::{Allocation, AllocationDesc, Allocator, Config, Error, UploadRingDesc, Usage};
 
 use super::allocator_setup::{
     allocator_configured, buffer_info, check_pattern, memory_barrier, IdleOnDrop, TRANSFER_TO_HOST,
@@ -231,5 +233,85 @@ test_each_profile!(
     /// `0xDC` again, and no write after free is found.
     fn debug_fills_reach_new_buffers_and_freed_ones_stay_clean(profile) {
         debug_fills(profile);
+    }
+);
+
+/// The GPU fills `size` bytes of `buffer` from `offset` with `0xA5`, and
+/// the host may read them once the call returns.
+fn fill_range_on_gpu(context: &VulkanContext, buffer: vk::Buffer, offset: u64, size: u64) {
+    context.run_one_time_commands(|device, cmd| {
+        // SAFETY: the buffer belongs to `device`, is bound, and has
+        // TRANSFER_DST usage; `offset` and `size` are multiples of 4 inside
+        // it; the barrier orders the fill before host reads.
+        unsafe {
+            device.cmd_fill_buffer(cmd, buffer, offset, size, 0xA5A5_A5A5);
+            let (src, dst) = TRANSFER_TO_HOST;
+            memory_barrier(device, cmd, src, dst);
+        }
+    });
+}
+
+/// The body of `gpu_writes_into_collected_ring_space_are_caught`.
+fn ring_fills(profile: Profile) {
+    let context = VulkanContext::new(profile);
+    let config = Config {
+        debug_fill: true,
+        ..Config::default()
+    };
+    let allocator = allocator_configured(&context, config);
+    let _idle = IdleOnDrop(&context.device);
+    let what = format!("{profile}");
+    let ring = allocator
+        .create_upload_ring(&UploadRingDesc {
+            size: 64 << 10,
+            usage: Usage::UPLOAD,
+            buffer_usage: vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
+            ..UploadRingDesc::default()
+        })
+        .unwrap();
+    let first = allocator.ring_allocate(ring, 1024, 256).unwrap();
+    // SAFETY: the ring allocation's bytes, which nothing writes meanwhile.
+    let read = |a: &vk_suballoc::RingAllocation| unsafe {
+        std::slice::from_raw_parts(a.mapped_ptr().as_ptr(), a.size() as usize).to_vec()
+    };
+    assert!(read(&first).iter().all(|&b| b == 0xDC), "{what}");
+    // The GPU writes the allocation in its own frame: no write after free.
+    fill_range_on_gpu(&context, first.buffer(), first.buffer_offset(), 1024);
+    assert!(read(&first).iter().all(|&b| b == 0xA5), "{what}");
+    // SAFETY: the one-time commands waited for the GPU: it is idle.
+    unsafe { allocator.collect_idle() };
+    let second = allocator.ring_allocate(ring, 1024, 256).unwrap();
+    assert_eq!(second.buffer_offset(), first.buffer_offset(), "{what}");
+    assert!(read(&second).iter().all(|&b| b == 0xDC), "{what}");
+    assert_eq!(allocator.corruptions_detected(), 0, "{what}");
+    // SAFETY: as above.
+    unsafe { allocator.collect_idle() };
+    assert!(allocator.check_corruption(!0).unwrap().is_clean(), "{what}");
+    // The bug: the GPU writes into ring space whose frame was collected.
+    fill_range_on_gpu(&context, second.buffer(), second.buffer_offset() + 512, 4);
+    let report = allocator.check_corruption(!0).unwrap();
+    assert_eq!(report.written_after_free.len(), 1, "{what}: {report:?}");
+    assert_eq!(
+        report.written_after_free[0].first_changed,
+        second.memory_offset() + 512,
+        "{what}"
+    );
+    let third = allocator.ring_allocate(ring, 1024, 256).unwrap();
+    assert_eq!(third.buffer_offset(), second.buffer_offset(), "{what}");
+    assert_eq!(allocator.corruptions_detected(), 1, "{what}");
+    assert!(read(&third).iter().all(|&b| b == 0xDC), "{what}");
+    allocator.destroy_upload_ring(ring).unwrap();
+    // SAFETY: as above.
+    unsafe { allocator.collect_idle() };
+    context.assert_no_validation_messages();
+}
+
+test_each_profile!(
+    /// With `Config::debug_fill`, ring allocations read `0xDC`; the GPU's
+    /// write into one in its frame is no write after free, and its write
+    /// into ring space whose frame was collected is found by
+    /// `check_corruption` and caught by the ring allocation that takes it.
+    fn gpu_writes_into_collected_ring_space_are_caught(profile) {
+        ring_fills(profile);
     }
 );
