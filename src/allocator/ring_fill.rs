@@ -46,6 +46,19 @@
 //! are checked as the host sees them only, and their fills reach the GPU
 //! with the next flush of that atom (`ring_write`, or a later reclaim).
 //!
+//! What this leaves open: the fills themselves write bytes (of the space
+//! reclaimed, of the allocation handed out) that may share an atom with a
+//! live ring allocation, with no turn taken (`ChunkPins::atoms`: taking it
+//! would make `collect` and `ring_allocate` wait for a `ring_write`'s
+//! copy). A `ring_write` into that live neighbour on another thread may
+//! flush the shared atom meanwhile; a driver that flushes by copying
+//! (the fake device) then reads bytes being filled, as it reads bytes
+//! an engine writes through `RingAllocation::mapped_ptr` next to a
+//! `ring_write`. The GPU's view of those bytes may keep its old value
+//! until the atom is flushed again once it is wholly free, before any
+//! invalidate of it: no false report follows. A real driver's flush is a
+//! cache write-back, which such a write does not disturb.
+//!
 //! The work runs under the rings' lock, which orders it with the reclaims
 //! and allocations of the same bytes, taking the lock of the chunk's pool
 //! for each flush and invalidate (rings before pools, the allocator's lock

@@ -10,6 +10,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use vk_suballoc::device::fake::{FakeCall, FakeDevice, FakeLayout};
 use vk_suballoc::{Config, DedicatedPolicy, RingAllocation, UploadRing, UploadRingDesc, Usage};
@@ -285,6 +286,46 @@ fn without_fills_ring_bytes_are_left_alone() {
     }
 }
 
+/// Arms the fake device to panic in its `nth` flush from now (1: the
+/// next); returns how many flushes are left before it does (0 once it
+/// has).
+fn panic_in_flush(device: &FakeDevice, nth: u64) -> std::sync::Arc<AtomicU64> {
+    let left = std::sync::Arc::new(AtomicU64::new(nth));
+    let counter = std::sync::Arc::clone(&left);
+    device.set_flush_hook(Some(Box::new(move || {
+        let before = counter.load(Ordering::SeqCst);
+        if before > 0 {
+            counter.store(before - 1, Ordering::SeqCst);
+            assert!(before != 1, "the backend panics in a flush");
+        }
+    })));
+    left
+}
+
+/// A backend panicking in the flush of a new chunk's fill (the third
+/// flush `create_upload_ring` makes in non-coherent memory, after the
+/// new block's fill and the chunk allocation's) leaves no buffer or
+/// memory behind: the chunk is freed before the panic goes on.
+#[test]
+fn a_backend_panicking_in_a_new_chunk_s_fill_leaves_nothing_behind() {
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), with_fill());
+    let left = panic_in_flush(&device, 3);
+    let caught = panic::catch_unwind(AssertUnwindSafe(|| {
+        ring(&allocator, 64 << 10, Usage::READBACK, false)
+    }));
+    assert!(caught.is_err(), "the backend panicked");
+    assert_eq!(left.load(Ordering::SeqCst), 0);
+    device.set_flush_hook(None);
+    assert_eq!(device.live_resources(), 0, "the chunk's buffer");
+    assert_eq!(allocator.stats().allocations(), 0, "the chunk's memory");
+    let ring = ring(&allocator, 64 << 10, Usage::READBACK, false);
+    let a = allocator.ring_allocate(ring, 1000, 256).unwrap();
+    assert!(all(&bytes_at(a.mapped_ptr(), 1000), NEW));
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_frame(&allocator, &device);
+    finish(allocator, &device);
+}
+
 /// A backend panicking in the invalidate of a ring allocation's check,
 /// or in the flush of a reclaimed frame's fill (in `collect`, which took
 /// a deferred free out of the frame queue), leaves nothing behind: the
@@ -301,16 +342,10 @@ fn a_backend_panicking_in_the_ring_fills_leaves_nothing_behind() {
     allocator.free_after_frame(queued).unwrap();
     let live = device.live_allocations().len();
     device.signal_fence(end_frame(&allocator, &device));
-    let armed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let trigger = std::sync::Arc::clone(&armed);
-    device.set_flush_hook(Some(Box::new(move || {
-        if trigger.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            panic!("the backend panics in a flush");
-        }
-    })));
+    let left = panic_in_flush(&device, 1);
     let caught = panic::catch_unwind(AssertUnwindSafe(|| allocator.collect()));
     assert!(caught.is_err(), "the backend panicked");
-    assert!(!armed.load(std::sync::atomic::Ordering::SeqCst));
+    assert_eq!(left.load(Ordering::SeqCst), 0);
     device.set_flush_hook(None);
     assert_eq!(
         device.live_allocations().len(),
