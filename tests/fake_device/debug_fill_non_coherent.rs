@@ -196,6 +196,23 @@ fn a_gpu_write_is_caught_when_its_block_is_released() {
     finish(allocator, &device);
 }
 
+/// A host write into freed memory that no allocation took again is caught
+/// when its empty block is released, though it was never flushed: the
+/// block is read as the host sees it before it is invalidated, which
+/// would drop the write.
+#[test]
+fn an_unflushed_host_write_is_caught_when_its_block_is_released() {
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), with_fill());
+    let a = allocator.allocate(&readback(50_000, None)).unwrap();
+    let pointer = a.mapped_ptr().unwrap();
+    free(&allocator, a);
+    write_at(pointer, 77, &[0x42]);
+    assert!(allocator.trim() > 0);
+    assert!(device.live_allocations().is_empty());
+    assert_eq!(allocator.corruptions_detected(), 1);
+    finish(allocator, &device);
+}
+
 /// The soundness of it all: live allocations on both sides of one freed
 /// and taken again keep their unflushed host writes, and the GPU's
 /// writes the host has not invalidated yet, through frees, new
