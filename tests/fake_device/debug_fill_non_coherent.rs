@@ -213,6 +213,67 @@ fn an_unflushed_host_write_is_caught_when_its_block_is_released() {
     finish(allocator, &device);
 }
 
+/// `check_corruption` finds a GPU write after free wherever the free
+/// bytes lie: in a free range between two live allocations, in a free
+/// run slot between two live ones, and in the last atom of a block whose
+/// size is no multiple of the atom (an invalidate may end at the
+/// memory's end, partial atom and all). Each is reported once, at its
+/// byte, and nothing is once the byte reads `0xEF` again.
+#[test]
+fn gpu_writes_after_free_are_found_anywhere_in_a_block() {
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), with_fill());
+    // 256-byte atoms: the block's last 100 bytes are part of one.
+    let block_size = MIB + 100;
+    let pool = allocator
+        .create_pool(&PoolDesc::new(CACHED).block_size(block_size))
+        .unwrap();
+    let keeper = allocator.allocate(&readback(1000, Some(pool))).unwrap();
+    let (memory, base) = (keeper.memory(), keeper.offset());
+    let pointer = keeper.mapped_ptr().unwrap();
+    let found_at = |at: u64| {
+        // SAFETY: no slice of these bytes is alive.
+        assert!(unsafe { device.write(memory, at, &[0x42]) });
+        let report = allocator.check_corruption(1 << CACHED).unwrap();
+        let found: Vec<_> = report
+            .written_after_free
+            .iter()
+            .map(|written| (written.memory, written.first_changed))
+            .collect();
+        // Both views read 0xEF again (the check invalidated the GPU's
+        // byte into the host's view).
+        // SAFETY: as above.
+        assert!(unsafe { device.write(memory, at, &[FREED]) });
+        write_at(pointer, at - base, &[FREED]);
+        let report = allocator.check_corruption(1 << CACHED).unwrap();
+        assert!(report.is_clean(), "{report:?}");
+        found
+    };
+    assert_eq!(found_at(block_size - 1), [(memory, block_size - 1)]);
+    let mut kept = vec![keeper];
+    for (case, size) in [("range", 1000), ("run slot", 100)] {
+        let [before, middle, after] =
+            [0; 3].map(|_| allocator.allocate(&readback(size, Some(pool))).unwrap());
+        assert!(
+            [&before, &middle, &after]
+                .iter()
+                .all(|a| a.memory() == memory),
+            "{case}"
+        );
+        assert!(before.offset() < middle.offset(), "{case}");
+        assert!(middle.offset() < after.offset(), "{case}");
+        let at = middle.offset() + size - 1;
+        free(&allocator, middle);
+        assert_eq!(found_at(at), [(memory, at)], "{case}");
+        kept.extend([before, after]);
+    }
+    for a in kept {
+        free(&allocator, a);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    assert_eq!(allocator.corruptions_detected(), 0);
+    finish(allocator, &device);
+}
+
 /// The soundness of it all: live allocations on both sides of one freed
 /// and taken again keep their unflushed host writes, and the GPU's
 /// writes the host has not invalidated yet, through frees, new
