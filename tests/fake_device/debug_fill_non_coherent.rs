@@ -274,6 +274,36 @@ fn gpu_writes_after_free_are_found_anywhere_in_a_block() {
     finish(allocator, &device);
 }
 
+/// A device failing the invalidate of a new allocation's check and the
+/// flush of its fill (out of host memory) costs a warning each, naming
+/// the call, the bytes and the memory, and nothing else: the allocation
+/// is made, reads `0xDC` as the host sees it, and is freed.
+#[test]
+fn a_failed_flush_or_invalidate_of_a_fill_is_logged_and_ignored() {
+    super::leak_log::install();
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), with_fill());
+    let keeper = allocator.allocate(&readback(50_000, None)).unwrap();
+    device.fail_sync(false, 1);
+    device.fail_sync(true, 1);
+    let a = allocator.allocate(&readback(50_000, None)).unwrap();
+    assert_eq!(a.memory(), keeper.memory());
+    assert!(all(&bytes_at(a.mapped_ptr().unwrap(), a.size()), NEW));
+    let lines = super::leak_log::lines();
+    for call in ["invalidate", "flush"] {
+        let needle = format!("debug fill: the {call} of bytes {}..", a.offset());
+        let memory = format!("of memory {:?} failed", a.memory());
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains(&needle) && l.contains(&memory)),
+            "{call}: {lines:#?}"
+        );
+    }
+    free(&allocator, a);
+    free(&allocator, keeper);
+    finish(allocator, &device);
+}
+
 /// The soundness of it all: live allocations on both sides of one freed
 /// and taken again keep their unflushed host writes, and the GPU's
 /// writes the host has not invalidated yet, through frees, new

@@ -152,13 +152,26 @@ impl FakeDevice {
         &self.layout
     }
 
-    /// Checks and records flushed (`flush`) or invalidated ranges.
-    fn record_ranges(&self, ranges: &[MappedMemoryRange<'_, FakeMemory>], flush: bool) {
+    /// Checks and records flushed (`flush`) or invalidated ranges; or,
+    /// for a call [`fail_sync`](Self::fail_sync) asked to fail, flushes or
+    /// invalidates nothing and fails with `VK_ERROR_OUT_OF_HOST_MEMORY`.
+    fn record_ranges(
+        &self,
+        ranges: &[MappedMemoryRange<'_, FakeMemory>],
+        flush: bool,
+    ) -> Result<(), OutOfMemory> {
         let mut state = self.state();
-        if flush {
+        let call = if flush {
             state.counters.flush_calls += 1;
+            state.counters.flush_calls
         } else {
             state.counters.invalidate_calls += 1;
+            state.counters.invalidate_calls
+        };
+        let failing = |fault: &Fault| matches!(*fault, Fault::Sync { flush: f, at } if f == flush && at == call);
+        if let Some(i) = state.faults.iter().position(failing) {
+            state.faults.remove(i);
+            return Err(OutOfMemory::OutOfHostMemory);
         }
         for range in ranges {
             state.record_range(
@@ -169,6 +182,7 @@ impl FakeDevice {
                 flush,
             );
         }
+        Ok(())
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -290,6 +304,21 @@ impl FakeDevice {
         let mut state = self.state();
         let at = state.counters.maps.saturating_add(nth);
         state.faults.push(Fault::Map { at });
+    }
+
+    /// The `nth` `vkFlushMappedMemoryRanges` (`flush`) or
+    /// `vkInvalidateMappedMemoryRanges` call from now fails with
+    /// `VK_ERROR_OUT_OF_HOST_MEMORY`, flushing or invalidating nothing; a
+    /// call past `u64::MAX` never comes.
+    pub fn fail_sync(&self, flush: bool, nth: u64) {
+        let mut state = self.state();
+        let calls = if flush {
+            state.counters.flush_calls
+        } else {
+            state.counters.invalidate_calls
+        };
+        let at = calls.saturating_add(nth);
+        state.faults.push(Fault::Sync { flush, at });
     }
 
     /// Every later fence, semaphore and allocation call reports
@@ -655,8 +684,7 @@ impl MemoryDevice<FakeMemory> for FakeDevice {
         ranges: &[MappedMemoryRange<'_, FakeMemory>],
     ) -> Result<(), OutOfMemory> {
         self.panic_if_asked(FakeCall::Invalidate);
-        self.record_ranges(ranges, false);
-        Ok(())
+        self.record_ranges(ranges, false)
     }
 
     unsafe fn flush_memory_ranges(
@@ -664,7 +692,6 @@ impl MemoryDevice<FakeMemory> for FakeDevice {
         ranges: &[MappedMemoryRange<'_, FakeMemory>],
     ) -> Result<(), OutOfMemory> {
         CallHook::run(&self.flush_hook);
-        self.record_ranges(ranges, true);
-        Ok(())
+        self.record_ranges(ranges, true)
     }
 }

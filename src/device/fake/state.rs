@@ -86,6 +86,7 @@ pub struct RecordedRange {
 pub(super) enum Fault {
     Allocate { at: u64, error: DeviceError },
     Map { at: u64 },
+    Sync { flush: bool, at: u64 },
 }
 
 /// Alignment of the fake mapping pointers (`minMemoryMapAlignment`).
