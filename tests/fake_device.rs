@@ -27,6 +27,8 @@ mod debug_fill;
 mod debug_fill_non_coherent;
 #[path = "fake_device/defragment.rs"]
 mod defragment;
+#[path = "fake_device/defragment_debug_fill.rs"]
+mod defragment_debug_fill;
 #[path = "fake_device/defragment_walk.rs"]
 mod defragment_walk;
 #[path = "fake_device/extreme_handles.rs"]

@@ -18,6 +18,7 @@
 //! frees no memory, only joins free ranges, for a pool that cannot grow
 //! or a lone block full of holes.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Mutex;
@@ -29,6 +30,7 @@ use super::pool::{read, Home, PoolCell, PoolTag};
 use super::{Allocation, Allocator, Request};
 use crate::device::MemoryDeviceExt;
 use crate::frames::Deferred;
+use crate::memory::deferred_log;
 use crate::memory::slab::SlabKey;
 use crate::memory::type_pool::TypePool;
 use crate::memory::type_pool::{Location, MoveBudget, PoolMovable};
@@ -457,19 +459,67 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     .collect()
             })
             .collect();
-        // Every pool's blocks are emptied before any is compacted: the
-        // limits go to released memory first, and compaction gets only
-        // what is left of them.
         // Writes after free found in destinations (debug fills), logged
         // once the plan is made.
         let mut written_after_free = Vec::new();
+        // Every line the pools' work logs (a failed flush's warning, a
+        // write after free in a destination the plan undid) waits for the
+        // locks to be released, as these do (`deferred_log`).
+        let (planned, mut lines) = deferred_log::deferring(|| {
+            self.plan_pools(
+                &groups,
+                &pool_movables,
+                movables,
+                &queued,
+                &mut budget,
+                &mut plan,
+                &mut written_after_free,
+            )
+        });
+        for line in written_after_free {
+            lines.push(log::Level::Error, line);
+        }
+        // A backend panicking in the debug work (non-coherent types)
+        // unwinds past the plan once its moves are given up, as a logger's
+        // panic does; the lines found before it, counted already, are
+        // logged first (a logger's own panic dropped, so that the
+        // backend's goes on).
+        if let Some(payload) = planned.map_or_else(Some, Result::err) {
+            self.give_up_plan(&mut plan);
+            lines.log_quietly();
+            panic::resume_unwind(payload);
+        }
+        plan.moves.sort_unstable_by_key(|planned| planned.movable);
+        self.log_plan_lines(lines, &mut plan);
+        Ok(plan)
+    }
+
+    /// The pools' work of [`plan_defragmentation`](Self::plan_defragmentation),
+    /// under each pool's lock in turn: plans each group's moves into
+    /// `plan` (every pool's blocks emptied before any is compacted: the
+    /// limits go to released memory first, and compaction gets only what
+    /// is left of them), then, with debug fills, checks and fills the
+    /// destinations, whose writes after free it adds to
+    /// `written_after_free`. Returns a backend's panic in that work once
+    /// the moves planned so far are in `plan`, for the caller to give up.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_pools(
+        &self,
+        groups: &[PoolGroup<'_, M>],
+        pool_movables: &[Vec<PoolMovable>],
+        movables: &[Movable<'_>],
+        queued: &[(u32, PoolTag, Location, u64)],
+        budget: &mut MoveBudget,
+        plan: &mut DefragmentationPlan,
+        written_after_free: &mut Vec<String>,
+    ) -> Result<(), Box<dyn Any + Send>> {
         let passes: &[bool] = if budget.compact {
             &[false, true]
         } else {
             &[false]
         };
         for &compacting in passes {
-            for (group, pool_movables) in groups.iter().zip(&pool_movables) {
+            for (group, pool_movables) in groups.iter().zip(pool_movables) {
                 if pool_movables.is_empty() {
                     continue;
                 }
@@ -490,8 +540,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     }
                 };
                 let mut pool = lock(group.pool.mutex());
-                let pool_plan = if compacting {
-                    pool.compact(pool_movables, &mut budget, &request_for)
+                let mut pool_plan = if compacting {
+                    pool.compact(pool_movables, budget, &request_for)
                 } else {
                     let leaving: Vec<(Location, u64)> = queued
                         .iter()
@@ -504,17 +554,20 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                         &self.context,
                         pool_movables,
                         &leaving,
-                        &mut budget,
+                        budget,
                         &request_for,
                     )
                 };
+                // A backend's panic as the pool undid placements: the
+                // moves it planned before are checked still, and given up.
+                let mut debug_panic = pool_plan.panic.take();
                 // Destinations keep their margins, and their patterns; with
                 // debug fills, their bytes are checked and filled as any
                 // new allocation's (the lines logged once the plan is made).
                 // A backend panicking in a fill's flush or invalidate
-                // (non-coherent types) unwinds past the plan once its moves
-                // are given up, as a logger's panic does.
-                let mut debug_panic = None;
+                // (non-coherent types) stops the checks: the destinations
+                // left unchecked are freed unchecked as the plan is given
+                // up (the backend would be called again to check them).
                 if self.context.is_debug_type(memory_type) {
                     let checked = panic::catch_unwind(AssertUnwindSafe(|| {
                         for (index, placement, _) in &pool_plan.moves {
@@ -526,7 +579,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                             ));
                         }
                     }));
-                    debug_panic = checked.err();
+                    if let Err(payload) = checked {
+                        debug_panic.get_or_insert(payload);
+                    }
                 }
                 drop(pool);
                 plan.blocks_released += pool_plan.blocks;
@@ -554,40 +609,21 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                         }),
                 );
                 if let Some(payload) = debug_panic {
-                    self.give_up_plan(&mut plan);
-                    // The writes after free found before the panic, counted
-                    // already, are logged too; a logger's own panic is
-                    // dropped, so that the backend's goes on.
-                    let _ = panic::catch_unwind(|| {
-                        for line in &written_after_free {
-                            log::error!("{line}");
-                        }
-                    });
-                    panic::resume_unwind(payload);
+                    return Err(payload);
                 }
             }
         }
-        plan.moves.sort_unstable_by_key(|planned| planned.movable);
-        if !written_after_free.is_empty() {
-            self.log_written_after_free(&written_after_free, &mut plan);
-        }
-        Ok(plan)
+        Ok(())
     }
 
-    /// Logs the writes after free that the debug fills' checks found in
-    /// `plan`'s destinations. A logger that panics on a line (one that
-    /// fails a test on an error) unwinds past the plan: its moves are given
-    /// up first, so that their destinations, handed to nobody, do not stay
-    /// live until the allocator's drop.
-    #[cold]
-    #[inline(never)]
-    fn log_written_after_free(&self, lines: &[String], plan: &mut DefragmentationPlan) {
-        let logged = panic::catch_unwind(|| {
-            for line in lines {
-                log::error!("{line}");
-            }
-        });
-        if let Err(payload) = logged {
+    /// Logs the lines of a plan: writes after free that the debug fills'
+    /// checks found in its destinations, and those its pools' work kept
+    /// (`deferred_log`). A logger that panics on a line (one that
+    /// fails a test on an error) unwinds past the plan once every line is
+    /// logged: its moves are given up first, so that their destinations,
+    /// handed to nobody, do not stay live until the allocator's drop.
+    fn log_plan_lines(&self, lines: deferred_log::Kept, plan: &mut DefragmentationPlan) {
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| lines.log())) {
             self.give_up_plan(plan);
             panic::resume_unwind(payload);
         }
@@ -618,6 +654,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Freeing the destination directly gives the move up too, but leaves
     /// the block being emptied until it empties or a later plan empties
     /// it.
+    ///
+    /// With [`Config::debug_fill`](crate::Config::debug_fill) the
+    /// destination is filled `0xEF` as it is freed, unchecked, as any
+    /// freed allocation is: the copy may have written it. (It was checked
+    /// as the plan placed it.)
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`] for another allocator's move (nothing

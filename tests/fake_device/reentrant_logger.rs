@@ -298,3 +298,46 @@ fn a_free_with_a_damaged_margin() {
     assert_eq!(allocator.stats().live_bytes(), 0);
     finish(unshared(allocator), &device);
 }
+
+/// A defragmentation plan in a non-coherent type (mobile's cached type),
+/// whose first invalidate (the check of a destination's bytes) fails: its
+/// warning was logged under the pool's lock, as the plan's pool work ran
+/// outside `deferred_log`.
+#[test]
+fn a_plan_s_failed_invalidate() {
+    let config = Config {
+        small_buffer_limit: 0,
+        small_heap_limit: 0,
+        ..with_fill()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), config);
+    let allocator = Arc::new(allocator);
+    let readback = buffer(200_000, 16, Usage::READBACK);
+    let live = super::debug_fill::keep_every_third(&allocator, &readback, |_, _| {});
+    assert_eq!(live[0].memory_type(), 2, "mobile's cached type");
+    device.fail_sync(false, 1);
+    let (plan, live) = with_reentrant_logger(
+        &allocator,
+        "debug fill: the invalidate of bytes",
+        false,
+        move |allocator| {
+            let plan = allocator
+                .plan_defragmentation(
+                    &super::defragment::movables(&live),
+                    &super::debug_fill::compacting(),
+                )
+                .unwrap();
+            (plan, live)
+        },
+    );
+    assert!(!plan.moves.is_empty());
+    for planned in plan.moves {
+        allocator.give_up_move(planned).unwrap();
+    }
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(unshared(allocator), &device);
+}

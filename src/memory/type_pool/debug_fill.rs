@@ -371,7 +371,44 @@ impl<M> TypePool<M> {
         size: u64,
     ) -> Option<String> {
         let span = self.held_span(placement.location)?;
-        let non_coherent = self.syncs_span(context, &span);
+        let changed = self.first_written(context, &span);
+        let start = span.mapped.add(span.offset);
+        // SAFETY: `size <= held` (the placed size covers the request), in
+        // the allocation's bytes of its persistently mapped block; it is
+        // handed to nobody yet.
+        unsafe { fill(start, size.min(span.held), NEW) };
+        if self.syncs_span(context, &span) {
+            let range = span.offset..span.offset + size.min(span.held);
+            // SAFETY: the allocation's bytes, handed to nobody yet, and
+            // free ones up to the atom boundary (above).
+            unsafe { sync(context, span.memory, span.memory_size, range, true) };
+        }
+        let changed = changed?;
+        context.count_corruption();
+        Some(format!(
+            "vk-suballoc: memory written after it was freed: byte {} of memory {:?} was changed before an allocation of {} bytes took it at offset {} (memory type {}, {} bytes held{})",
+            placement.offset + changed,
+            placement.memory,
+            size,
+            placement.offset,
+            self.memory_type,
+            span.held,
+            self.pool_label()
+        ))
+    }
+
+    /// The offset, from its start, of the first byte of `span` (a live
+    /// allocation handed to nobody yet) that no longer reads [`FREED`]:
+    /// the check of [`fill_placed`](Self::fill_placed). In a non-coherent
+    /// type the bytes checked are the held ones widened to whole atoms
+    /// (free bytes past them), first as the host sees them, then, once
+    /// invalidated, as the device holds them.
+    fn first_written<D: MemoryDeviceExt<M>>(
+        &self,
+        context: &MemoryContext<D>,
+        span: &HeldSpan<'_, M>,
+    ) -> Option<u64> {
+        let non_coherent = self.syncs_span(context, span);
         let checked = if non_coherent {
             let atom = context.properties.device.non_coherent_atom_size;
             let widened = atom_range(span.offset..span.offset + span.held, atom, span.memory_size);
@@ -385,31 +422,48 @@ impl<M> TypePool<M> {
         // does, and the free bytes after them up to the atom boundary; the
         // allocation is handed to nobody yet, and nobody holds the free
         // bytes.
-        let mut changed = unsafe { first_changed(start.0.as_ptr(), checked, FREED) };
-        if non_coherent {
-            let range = span.offset..span.offset + checked;
-            // SAFETY: atom-aligned already; the allocation's bytes, handed
-            // to nobody yet, and free bytes (above); under the pool's lock.
-            unsafe { sync(context, span.memory, span.memory_size, range, false) };
-            // SAFETY: as the first check.
-            let device = unsafe { first_changed(start.0.as_ptr(), checked, FREED) };
-            changed = changed.or(device);
+        let changed = unsafe { first_changed(start.0.as_ptr(), checked, FREED) };
+        if !non_coherent {
+            return changed;
         }
-        // SAFETY: `size <= held` (the placed size covers the request), in
-        // the same bytes; the allocation is handed to nobody yet.
-        unsafe { fill(start, size.min(span.held), NEW) };
-        if non_coherent {
-            let range = span.offset..span.offset + size.min(span.held);
-            // SAFETY: the allocation's bytes and free ones (above).
-            unsafe { sync(context, span.memory, span.memory_size, range, true) };
-        }
-        let changed = changed?;
+        let range = span.offset..span.offset + checked;
+        // SAFETY: atom-aligned already; the allocation's bytes, handed to
+        // nobody yet, and free bytes (above); under the pool's lock.
+        unsafe { sync(context, span.memory, span.memory_size, range, false) };
+        // SAFETY: as the first check.
+        let device = unsafe { first_changed(start.0.as_ptr(), checked, FREED) };
+        changed.or(device)
+    }
+
+    /// Before a defragmentation plan undoes `placement`, a destination it
+    /// placed and then gave up in the same call, under the pool's lock,
+    /// because its source block's other allocations did not all fit
+    /// (`plan_defragmentation`): checks, as [`fill_placed`](Self::fill_placed)
+    /// does, that the bytes it holds still read [`FREED`]. It was handed to
+    /// nobody, nor checked or filled, so nothing wrote there since those
+    /// bytes were freed but a write after free: counted in `context` and
+    /// returned as the line to log once the pool's lock is released. Its
+    /// free then fills them again, which without this check erased the
+    /// write unseen.
+    ///
+    /// A destination handed out with the plan is another matter: it was
+    /// checked as it was placed, and the engine's copy may have written
+    /// it before the move is given up ([`give_up_move`](crate::Allocator::give_up_move)),
+    /// so its free fills it unchecked.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn check_undone<D: MemoryDeviceExt<M>>(
+        &self,
+        context: &MemoryContext<D>,
+        placement: &Placement,
+    ) -> Option<String> {
+        let span = self.held_span(placement.location)?;
+        let changed = self.first_written(context, &span)?;
         context.count_corruption();
         Some(format!(
-            "vk-suballoc: memory written after it was freed: byte {} of memory {:?} was changed before an allocation of {} bytes took it at offset {} (memory type {}, {} bytes held{})",
+            "vk-suballoc: memory written after it was freed: byte {} of memory {:?} was changed before a defragmentation plan placed a move there, at offset {}, and gave it up (memory type {}, {} bytes held{})",
             placement.offset + changed,
             placement.memory,
-            size,
             placement.offset,
             self.memory_type,
             span.held,

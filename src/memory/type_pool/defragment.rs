@@ -44,8 +44,10 @@
 //! those moves are carried out, the freed sources join the free ranges
 //! around them.
 
+use std::any::Any;
 use std::cmp::{Ordering, Reverse};
 use std::collections::HashSet;
+use std::panic::{self, AssertUnwindSafe};
 
 use super::{
     grow_slot_table, record_range, DedicatedChoice, Location, Placement, PoolRequest, TypePool,
@@ -53,6 +55,7 @@ use super::{
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::Block;
 use crate::memory::context::MemoryContext;
+use crate::memory::deferred_log;
 use crate::memory::slab::SlabKey;
 use crate::offset::{AllocationId, OffsetAllocator};
 
@@ -106,6 +109,11 @@ pub(crate) struct PoolPlan {
     /// Blocks some of whose allocations move lower in the same block
     /// (`MoveBudget::compact`).
     pub(crate) compacted: usize,
+    /// A backend's panic in the debug work on the placements the plan
+    /// undid ([`undo_placements`](TypePool::undo_placements)), to go on
+    /// once the caller has given up the moves planned before it: the plan
+    /// stopped there.
+    pub(crate) panic: Option<Box<dyn Any + Send>>,
 }
 
 /// The requests of `list`'s moves, named `names`, largest first: each with
@@ -295,14 +303,16 @@ impl<M> TypePool<M> {
                 placed.push((*index, placement, request.size));
             }
             if placed.len() < list.len() {
-                for (_, placement, size) in placed {
-                    // SAFETY: placed just now and handed to nobody: no
-                    // resource is bound to it. Its block held other
-                    // allocations before, so no memory is released.
-                    let undone = unsafe { self.free(context, placement.location, size) };
-                    debug_assert!(undone.is_ok());
-                }
                 emptied.pop();
+                if let Err(payload) = self.undo_placements(context, placed) {
+                    // The pool is consistent; the moves planned so far are
+                    // the caller's to give up.
+                    plan.panic = Some(payload);
+                    for key in emptied {
+                        self.retire(key);
+                    }
+                    return plan;
+                }
                 continue;
             }
             for (index, placement, _) in placed {
@@ -477,6 +487,57 @@ impl<M> TypePool<M> {
             plan.compacted += usize::from(moved);
         }
         plan
+    }
+
+    /// Frees `placed`, the destinations of a source block's moves placed
+    /// by [`plan_defragmentation`](Self::plan_defragmentation) and given
+    /// up because the block's other moves did not fit. With debug fills,
+    /// each is first checked to read the freed pattern still
+    /// ([`check_undone`](Self::check_undone)): handed to nobody, it was
+    /// neither checked nor filled, and its free fills it again. A write
+    /// after free found is logged once the call releases its locks
+    /// (`deferred_log`). A backend panicking in that work (a flush or an
+    /// invalidate, in a non-coherent type) does not stop the others'
+    /// undoing; the first panic is returned once all are freed.
+    #[cold]
+    fn undo_placements<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        placed: Vec<(usize, Placement, u64)>,
+    ) -> std::thread::Result<()> {
+        let mut first_panic = None;
+        let fills = context.fills(self.memory_type);
+        for (_, placement, size) in placed {
+            let mut line = None;
+            if fills {
+                match panic::catch_unwind(AssertUnwindSafe(|| {
+                    self.check_undone(context, &placement)
+                })) {
+                    Ok(found) => line = found,
+                    Err(payload) => {
+                        first_panic.get_or_insert(payload);
+                    }
+                }
+            }
+            // Unwind safety: a free updates the pool before anything that
+            // can panic (`free_debug` catches the fill's flush).
+            let freed = panic::catch_unwind(AssertUnwindSafe(|| {
+                // SAFETY: placed just now and handed to nobody: no
+                // resource is bound to it. Its block held other
+                // allocations before, so no memory is released.
+                unsafe { self.free(context, placement.location, size) }
+            }));
+            match freed {
+                Ok(undone) => debug_assert!(undone.is_ok()),
+                Err(payload) => {
+                    first_panic.get_or_insert(payload);
+                }
+            }
+            if let Some(line) = line {
+                deferred_log::log(log::Level::Error, line);
+            }
+        }
+        first_panic.map_or(Ok(()), Err)
     }
 
     /// Whether moving the allocation at `location` (a range of block
