@@ -31,6 +31,8 @@ mod defragment;
 mod defragment_debug_fill;
 #[path = "fake_device/defragment_walk.rs"]
 mod defragment_walk;
+#[path = "fake_device/empty_block_release.rs"]
+mod empty_block_release;
 #[path = "fake_device/extreme_handles.rs"]
 mod extreme_handles;
 #[path = "fake_device/extremes.rs"]

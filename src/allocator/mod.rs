@@ -608,6 +608,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// GPU can use them.
     ///
     /// Custom pools keep their `min_blocks` blocks.
+    ///
+    /// # Time complexity
+    /// A pass over each pool's blocks, however many it releases, and a
+    /// `vkFreeMemory` call per block released (with debug fills, a read of
+    /// each first).
     pub fn trim(&self) -> u64 {
         // A write after free found in a released block (debug fills) is
         // logged once the pools' locks are released.

@@ -63,6 +63,11 @@ impl<M> TypePool<M> {
     /// recorded ([`Config::empty_block_frames`](crate::Config::empty_block_frames)).
     /// Only default pools age their blocks (`end_frame` calls this for
     /// them alone): custom pools keep VMA's rule and their `min_blocks`.
+    ///
+    /// # Time complexity
+    /// O(blocks) for any number released ([`release_batch`](Self::release_batch)),
+    /// and a `vkFreeMemory` call per block released (plus a read of it
+    /// with debug fills).
     pub(crate) fn release_aged_empty_blocks<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
@@ -91,9 +96,11 @@ impl<M> TypePool<M> {
             })
             .map(|(key, _)| key)
             .collect();
-        for key in aged {
-            self.release_block(context, key);
-        }
+        self.release_batch(|pool, batch| {
+            for key in aged {
+                pool.release_in_batch(context, key, batch);
+            }
+        });
     }
 
     /// Keeps the largest empty block, and more empty blocks while their
@@ -108,6 +115,12 @@ impl<M> TypePool<M> {
     /// need again instead of giving them back and asking the driver for
     /// them anew (`vkAllocateMemory` takes milliseconds on some drivers);
     /// once its allocations are freed, the empty blocks go but one.
+    ///
+    /// # Time complexity
+    /// O(blocks + e log e) for the `e` empty blocks, however many are
+    /// released ([`release_batch`](Self::release_batch)), and a
+    /// `vkFreeMemory` call per block released (plus a read of it with
+    /// debug fills).
     pub(crate) fn release_surplus_empty_blocks<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
@@ -134,16 +147,18 @@ impl<M> TypePool<M> {
             used as f64 * reserve.max(0.0)
         };
         let mut surplus: u64 = empty[1..].iter().map(|&(size, _, _)| size).sum();
-        let mut released = 0;
-        while surplus as f64 > kept && self.counters.blocks > self.policy.min_blocks {
-            let Some((size, _, key)) = empty.pop().filter(|_| !empty.is_empty()) else {
-                break;
-            };
-            self.release_block(context, key);
-            surplus -= size;
-            released += size;
-        }
-        released
+        self.release_batch(|pool, batch| {
+            let mut released = 0;
+            while surplus as f64 > kept && pool.counters.blocks > pool.policy.min_blocks {
+                let Some((size, _, key)) = empty.pop().filter(|_| !empty.is_empty()) else {
+                    break;
+                };
+                pool.release_in_batch(context, key, batch);
+                surplus -= size;
+                released += size;
+            }
+            released
+        })
     }
 
     /// Takes block `key` out of the pool (its slot, its first-fit order,
@@ -153,9 +168,78 @@ impl<M> TypePool<M> {
     ///
     /// # Time complexity
     /// O(blocks of its granularity class), to unlink it from their
-    /// first-fit order (none once [`release_all`](Self::release_all) has
-    /// emptied it), and a `vkFreeMemory` call.
+    /// first-fit order, and a `vkFreeMemory` call. Releases of several blocks
+    /// at once go through [`release_batch`](Self::release_batch), which
+    /// unlinks them all in one pass.
     pub(super) fn release_block<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        key: SlabKey,
+    ) {
+        let Some(class) = self.blocks.get(key).map(|block| block.class) else {
+            return;
+        };
+        self.order[class].retain(|k| *k != key);
+        self.release_unlinked(context, key);
+    }
+
+    /// Runs `release`, whose releases of blocks ([`release_in_batch`](Self::release_in_batch))
+    /// mark them in the batch it is given, then unlinks every block marked
+    /// from the first-fit order in one pass, keeping the others' order:
+    /// unlinking each as it went ([`release_block`](Self::release_block))
+    /// made releasing `k` blocks O(k·blocks). Also when `release` panics
+    /// (the memory callback, a backend in a released block's check): the
+    /// blocks released before the panic are unlinked, those after stay, as
+    /// they did, before the panic goes on.
+    ///
+    /// # Time complexity
+    /// O(blocks) once a block is released (the batch's marks, by slab
+    /// index, and the pass over the order), besides `release`.
+    fn release_batch<R>(&mut self, release: impl FnOnce(&mut Self, &mut Vec<bool>) -> R) -> R {
+        let mut batch = Vec::new();
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| release(self, &mut batch)));
+        if !batch.is_empty() {
+            for order in &mut self.order {
+                order.retain(|key| !batch.get(key.index as usize).copied().unwrap_or(false));
+            }
+            debug_assert!(
+                self.order
+                    .iter()
+                    .flatten()
+                    .all(|&key| self.blocks.get(key).is_some()),
+                "a released block left in the first-fit order"
+            );
+        }
+        outcome.unwrap_or_else(|payload| panic::resume_unwind(payload))
+    }
+
+    /// Releases block `key` as [`release_block`](Self::release_block)
+    /// does, but leaves it in the first-fit order, marked in `batch` for
+    /// [`release_batch`](Self::release_batch) to unlink.
+    fn release_in_batch<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        key: SlabKey,
+        batch: &mut Vec<bool>,
+    ) {
+        if self.blocks.get(key).is_none() {
+            return;
+        }
+        if batch.is_empty() {
+            batch.resize(self.blocks.index_bound(), false);
+        }
+        if let Some(marked) = batch.get_mut(key.index as usize) {
+            *marked = true;
+        }
+        self.release_unlinked(context, key);
+    }
+
+    /// The rest of [`release_block`](Self::release_block), once block `key`
+    /// is out of the first-fit order (or marked to leave it: a batch's):
+    /// takes it out of its slot and its counts, then frees its memory; with
+    /// debug fills, an empty block is checked whole first, and a write
+    /// after free found is logged once it is freed.
+    fn release_unlinked<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
         key: SlabKey,
@@ -163,7 +247,6 @@ impl<M> TypePool<M> {
         let Some(block) = self.blocks.remove(key) else {
             return;
         };
-        self.order[block.class].retain(|k| *k != key);
         self.counters.blocks -= 1;
         self.counters.block_bytes -= block.size;
         if block.ranges.is_empty() {
@@ -210,6 +293,11 @@ impl<M> TypePool<M> {
 
     /// Releases every empty block, but for a custom pool's `min_blocks`;
     /// returns the bytes given back.
+    ///
+    /// # Time complexity
+    /// O(blocks) for any number released ([`release_batch`](Self::release_batch)),
+    /// and a `vkFreeMemory` call per block released (plus a read of it
+    /// with debug fills).
     pub(crate) fn trim<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>) -> u64 {
         let empty: Vec<(SlabKey, u64)> = self
             .blocks
@@ -218,12 +306,14 @@ impl<M> TypePool<M> {
             .map(|(key, block)| (key, block.size))
             .collect();
         let releasable = self.counters.blocks.saturating_sub(self.policy.min_blocks);
-        let mut released = 0;
-        for (key, size) in empty.into_iter().take(releasable as usize) {
-            self.release_block(context, key);
-            released += size;
-        }
-        released
+        self.release_batch(|pool, batch| {
+            let mut released = 0;
+            for (key, size) in empty.into_iter().take(releasable as usize) {
+                pool.release_in_batch(context, key, batch);
+                released += size;
+            }
+            released
+        })
     }
 
     /// Logs every live allocation as a leak, then frees all memory: at the
@@ -240,7 +330,7 @@ impl<M> TypePool<M> {
     /// is emptied once, up front: unlinking each block from it as it goes
     /// (`release_block`) made this O(blocks²).
     pub(crate) fn release_all<D: MemoryDeviceExt<M>>(&mut self, context: &MemoryContext<D>) {
-        // Each step leaves the pool consistent (`release_block` counts the
+        // Each step leaves the pool consistent (`release_unlinked` counts the
         // block out before freeing it; a block out of the first-fit order
         // takes no request, and every block goes below).
         let mut panics = FirstPanic::default();
@@ -251,7 +341,7 @@ impl<M> TypePool<M> {
         }
         let keys: Vec<SlabKey> = self.blocks.iter().map(|(key, _)| key).collect();
         for key in keys {
-            panics.run(|| self.release_block(context, key));
+            panics.run(|| self.release_unlinked(context, key));
         }
         let pool = self.pool_label();
         let drained: Vec<DedicatedMemory<M>> = self.dedicated.drain().collect();
