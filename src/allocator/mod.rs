@@ -108,13 +108,26 @@ use crate::{Config, Error};
 /// are logged (`log::warn!`) with their names, as leaks. The device must be
 /// idle by then.
 ///
-/// It logs (block creation and release, fallbacks, leaks) through the `log`
-/// crate while holding its locks: a logger must not call back into the
-/// allocator on those lines. The error lines of the debug work (writes
-/// after free with [`Config::debug_fill`], damaged margins with
-/// [`Config::detect_corruption`]) are the exception: each is logged once
-/// the call that found it has released its locks, so a logger that
-/// reacts to them may call back in.
+/// It logs through the `log` crate. Some lines go out while the call holds
+/// a memory type's or custom pool's lock, and a logger must not call back
+/// into the allocator on those (its call would wait for that lock):
+/// - `debug`, "allocating … bytes of memory type …" and "freed … bytes of
+///   memory type …": each memory object made or freed, blocks and
+///   dedicated memory alike, on any call that makes or frees one;
+/// - `warn`, "… retrying with a …-byte block": a block the driver refused,
+///   tried again smaller.
+///
+/// They are not deferred as the lines below are because the calls that
+/// make memory objects are the allocation and free paths themselves:
+/// keeping their lines for later would cost every allocation and free a
+/// per-thread check, where these lines come only from cold paths.
+/// The error lines of the debug work (writes after free with
+/// [`Config::debug_fill`], damaged margins with
+/// [`Config::detect_corruption`]) and the debug fills' warning of a
+/// failed flush or invalidate of a block's bytes are logged once the call
+/// that found them has released its locks, so a logger that reacts to them
+/// may call back in; so may one on "memory type … failed …; trying the
+/// next one", logged between two memory types' attempts.
 pub struct Allocator<D: MemoryDeviceExt<M>, M: Send = vk::DeviceMemory> {
     context: MemoryContext<D>,
     /// The default pool of each memory type.
