@@ -545,7 +545,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             }
         }
         if let Err(error) = result {
-            log::warn!("vk-suballoc: deferred free failed: {error}");
+            // Logged once `collect`'s locks (`releasing`) are released, as
+            // the debug work's lines (`deferred_log`); at once in the drop.
+            // No caller reaches it: a queued allocation is checked as it
+            // joins the queue, and its pool cannot be destroyed under it.
+            let line = format!("vk-suballoc: deferred free failed: {error}");
+            deferred_log::log(log::Level::Warn, line);
         }
         panics.resume();
     }
