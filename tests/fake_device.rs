@@ -77,6 +77,8 @@ mod seeded_rng;
 mod stress;
 #[path = "fake_device/svg.rs"]
 mod svg;
+#[path = "fake_device/thread_exit.rs"]
+mod thread_exit;
 #[path = "fake_device/threads.rs"]
 mod threads;
 #[path = "fake_device/vma_dump.rs"]

@@ -12,6 +12,10 @@
 //! the allocator's drop: `&mut self` leaves no other caller, and no lock is
 //! held), a line is logged at once, where it is found.
 //!
+//! In another thread-local's destructor, once the thread has dropped the
+//! kept lines' store, a line is logged at once as well (the lock is held
+//! then: a logger that calls back in waits for it, as before this module).
+//!
 //! A line is found, and kept, only once the pool is consistent again
 //! (the block released, the allocation freed): a logger that panics on it
 //! leaks nothing, and the panic goes on from the call that found it.
@@ -22,7 +26,9 @@ use std::panic::{self, AssertUnwindSafe};
 use super::first_panic::FirstPanic;
 
 thread_local! {
-    /// How many [`deferring`] calls this thread is inside.
+    /// How many [`deferring`] calls this thread is inside. With no
+    /// destructor, it is never destroyed: readable from another
+    /// thread-local's destructor.
     static DEPTH: Cell<u32> = const { Cell::new(0) };
     /// The lines kept for the outermost [`deferring`] call.
     static KEPT: RefCell<Vec<(log::Level, String)>> = const { RefCell::new(Vec::new()) };
@@ -31,11 +37,19 @@ thread_local! {
 /// Logs `line` at `level`: at once outside [`deferring`], else once the
 /// outermost `deferring` call returns.
 pub(crate) fn log(level: log::Level, line: String) {
-    if DEPTH.with(Cell::get) == 0 {
-        log::log!(level, "{line}");
-        return;
+    let mut line = Some(line);
+    if DEPTH.with(Cell::get) != 0 {
+        // Gone once the thread's destructors have dropped it (a call from
+        // another thread-local's destructor): the line is logged at once.
+        let _ = KEPT.try_with(|kept| {
+            if let Some(line) = line.take() {
+                kept.borrow_mut().push((level, line));
+            }
+        });
     }
-    KEPT.with(|kept| kept.borrow_mut().push((level, line)));
+    if let Some(line) = line {
+        log::log!(level, "{line}");
+    }
 }
 
 /// The lines kept while an outermost [`deferring`] call ran, to log once
@@ -84,7 +98,12 @@ pub(crate) fn deferring<R>(op: impl FnOnce() -> R) -> (std::thread::Result<R>, K
     let outcome = panic::catch_unwind(AssertUnwindSafe(op));
     DEPTH.with(|d| d.set(depth));
     let kept = if depth == 0 {
-        Kept(KEPT.with(|kept| std::mem::take(&mut *kept.borrow_mut())))
+        // `try_with`: in another thread-local's destructor, once this one
+        // is dropped, `log` kept nothing (it logged at once).
+        Kept(
+            KEPT.try_with(|kept| std::mem::take(&mut *kept.borrow_mut()))
+                .unwrap_or_default(),
+        )
     } else {
         Kept::default()
     };
