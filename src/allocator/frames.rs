@@ -224,7 +224,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
         // A write after free found in a released block (debug fills) is
         // logged once the pool's lock is released.
-        deferred_log::log_after(|| {
+        deferred_log::log_after_if(self.context.debug_types() != 0, || {
             for pool in self.pools.iter() {
                 let mut pool = match pool.try_lock() {
                     Ok(pool) => pool,
@@ -322,7 +322,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         drop((rings, frames));
         // Lines the debug work finds under a pool's lock as the frees are
         // carried out, logged once `releasing` is released too.
-        let (released, lines) = deferred_log::deferring(|| self.release_each(done));
+        let (released, lines) =
+            deferred_log::deferring_if(self.context.debug_types() != 0, || self.release_each(done));
         drop(releasing);
         panics.run(|| deferred_log::finish(released, lines));
         panics.run(|| fill.finish());
@@ -478,7 +479,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // As in `collect`: lines found as the frees are carried out are
         // logged once `releasing` is released, then the ring fills' lines.
         let mut panics = FirstPanic::default();
-        let (released, lines) = deferred_log::deferring(|| self.release_each(done));
+        let (released, lines) =
+            deferred_log::deferring_if(self.context.debug_types() != 0, || self.release_each(done));
         drop(releasing);
         panics.run(|| deferred_log::finish(released, lines));
         panics.run(|| fill.finish());

@@ -629,7 +629,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     pub fn trim(&self) -> u64 {
         // A write after free found in a released block (debug fills) is
         // logged once the pools' locks are released.
-        deferred_log::log_after(|| {
+        deferred_log::log_after_if(self.context.debug_types() != 0, || {
             let default: u64 = self
                 .pools
                 .iter()

@@ -784,7 +784,7 @@ where
     // A write after free found in a released block (debug fills) is
     // logged once the pool's lock is released: here, or by
     // `Placer::allocate_debug`, whose request this is, once it is placed.
-    deferred_log::log_after(|| {
+    deferred_log::log_after_if(context.debug_types() != 0, || {
         let mut released = 0;
         // The usable types only: only they have blocks, and a device's
         // types past 32 (which Vulkan does not allow) have no pool at all.

@@ -618,7 +618,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     pub fn destroy_pool(&self, pool: Pool) -> Result<(), Error> {
         // A write after free found as its blocks are released (debug
         // fills) is logged once the pool's lock is released.
-        deferred_log::log_after(|| self.destroy_pool_now(pool))
+        deferred_log::log_after_if(self.context.debug_types() != 0, || {
+            self.destroy_pool_now(pool)
+        })
     }
 
     /// [`destroy_pool`](Self::destroy_pool), its lines left to its caller.

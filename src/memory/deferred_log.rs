@@ -6,7 +6,9 @@
 //! freed. A logger that calls back into the allocator on such a line (to
 //! read [`stats`](crate::Allocator::stats), say, or to dump the memory
 //! map) would then wait for that lock forever. So each `&self` call that
-//! can reach that work runs it inside [`deferring`]: the lines are kept,
+//! can reach that work runs it inside [`deferring`] (when some memory type
+//! has debug work: [`deferring_if`], which without touches no
+//! thread-local): the lines are kept,
 //! per thread, until the outermost such call has released every lock it
 //! took, and logged then. Outside of one ([`Allocator::free_mut`](crate::Allocator::free_mut),
 //! the allocator's drop: `&mut self` leaves no other caller, and no lock is
@@ -108,6 +110,25 @@ pub(crate) fn deferring<R>(op: impl FnOnce() -> R) -> (std::thread::Result<R>, K
         Kept::default()
     };
     (outcome, kept)
+}
+
+/// [`deferring`] where `on` (the allocator has debug work in some memory
+/// type: `MemoryContext::debug_types`, the only types whose work finds
+/// lines); else `op`'s outcome with no lines, and no thread-local touched:
+/// the one test a call pays without debug work.
+pub(crate) fn deferring_if<R>(on: bool, op: impl FnOnce() -> R) -> (std::thread::Result<R>, Kept) {
+    if on {
+        return deferring(op);
+    }
+    (panic::catch_unwind(AssertUnwindSafe(op)), Kept::default())
+}
+
+/// [`log_after`] where `on`, else `op` alone (as [`deferring_if`]).
+pub(crate) fn log_after_if<R>(on: bool, op: impl FnOnce() -> R) -> R {
+    if on {
+        return log_after(op);
+    }
+    op()
 }
 
 /// [`deferring`] for a call whose value holds nothing to free on a
