@@ -131,7 +131,9 @@ pub struct Config {
     /// Upload rings are covered as blocks are: the ring space of a chunk
     /// (one allocation of its pool) reads `0xEF` when the chunk is made
     /// and again, for each frame, when [`Allocator::collect`](crate::Allocator::collect)
-    /// (or `collect_idle`) gives the frame's space back; and
+    /// (or `collect_idle`) gives the frame's space back (space a
+    /// `ring_write` still copied into then: when a later `collect`,
+    /// `end_frame` or `ring_allocate` gives it back); and
     /// [`Allocator::ring_allocate`](crate::Allocator::ring_allocate)
     /// checks that the bytes it hands out still read `0xEF` (logging a
     /// write after free, naming the ring, chunk and offset, and counting
