@@ -547,8 +547,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             }
         }
         if let Err(error) = result {
-            // Logged once `collect`'s locks (`releasing`) are released, as
-            // the debug work's lines (`deferred_log`); at once in the drop.
+            // With debug work on, logged once `collect`'s locks
+            // (`releasing`) are released, as the debug work's lines
+            // (`deferred_log`); else, and in the drop, at once.
             // No caller reaches it: a queued allocation is checked as it
             // joins the queue, and its pool cannot be destroyed under it.
             let line = format!("vk-suballoc: deferred free failed: {error}");
