@@ -7,6 +7,7 @@ use ash::vk;
 
 use super::Allocator;
 use crate::device::MemoryDeviceExt;
+use crate::memory::deferred_log;
 
 use crate::memory::type_pool::{Guarded, TypePool, WrittenFree};
 use crate::Error;
@@ -117,7 +118,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// their whole atoms are invalidated, as the GPU left them. Other
     /// memory types in the mask are skipped. What is found is returned, not
     /// logged, and not counted in
-    /// [`corruptions_detected`](Self::corruptions_detected).
+    /// [`corruptions_detected`](Self::corruptions_detected); an
+    /// invalidate the driver fails is logged with `log::warn!` once the
+    /// call has released its locks (a logger may call back into the
+    /// allocator).
     ///
     /// Call it when the GPU is not writing the memory checked (after a
     /// fence wait, for instance): a write in flight may not be seen yet.
@@ -147,6 +151,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if types == 0 {
             return Err(Error::CorruptionDetectionOff { memory_type_bits });
         }
+        // A failed invalidate of the debug fills' checks is found under a
+        // pool's (or the rings') lock: its warning is logged once the call
+        // has released them all.
+        Ok(deferred_log::log_after(|| self.corruption_report(types)))
+    }
+
+    /// [`check_corruption`](Self::check_corruption)'s report over the
+    /// memory types of `types`, which have corruption detection or debug
+    /// fills on.
+    fn corruption_report(&self, types: u32) -> CorruptionReport {
         let mut report = CorruptionReport::default();
         let mut check = |pool: &mut TypePool<M>| {
             let memory_type = pool.memory_type();
@@ -191,7 +205,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         report
             .written_after_free
             .sort_by_key(|written| (written.memory_type, written.memory, written.offset));
-        Ok(report)
+        report
     }
 
     /// Damaged margins found when their allocations were freed, directly

@@ -341,3 +341,27 @@ fn a_plan_s_failed_invalidate() {
     }
     finish(unshared(allocator), &device);
 }
+
+/// `check_corruption` in a non-coherent type (mobile's cached type),
+/// whose first invalidate (of a free range's whole atoms) fails: its
+/// warning was logged under the pool's lock, as `check_corruption` ran
+/// outside `deferred_log`.
+#[test]
+fn check_corruption_s_failed_invalidate() {
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), with_fill());
+    let allocator = Arc::new(allocator);
+    let kept = allocator
+        .allocate(&buffer(50_000, 16, Usage::READBACK))
+        .unwrap();
+    assert_eq!(kept.memory_type(), 2, "mobile's cached type");
+    device.fail_sync(false, 1);
+    let report = with_reentrant_logger(
+        &allocator,
+        "debug fill: the invalidate of bytes",
+        false,
+        |allocator| allocator.check_corruption(!0).unwrap(),
+    );
+    assert!(report.is_clean() && report.free_checked > 0, "{report:?}");
+    free(&allocator, kept);
+    finish(unshared(allocator), &device);
+}
