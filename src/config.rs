@@ -135,11 +135,16 @@ pub struct Config {
     /// `ring_write` still copied into then: when a later `collect`,
     /// `end_frame` or `ring_allocate` gives it back); and
     /// [`Allocator::ring_allocate`](crate::Allocator::ring_allocate)
-    /// checks that the bytes it hands out still read `0xEF` (logging a
-    /// write after free, naming the ring, chunk and offset, and counting
-    /// it, as above: a write through a ring allocation of a collected
-    /// frame, or by the GPU), then fills them with `0xDC`.
-    /// `check_corruption` checks the rings' free space too. In a
+    /// checks that the bytes it takes out of the free space still read
+    /// `0xEF` (its own, and its alignment padding or the end of the ring
+    /// it skips to wrap to its start), logging a write after free, naming
+    /// the ring, chunk and offset, and counting it, as above (a write
+    /// through a ring allocation of a collected frame, or by the GPU),
+    /// then fills its own bytes with `0xDC`. `check_corruption` checks
+    /// the rings' free space too, and a chunk's free ring space is
+    /// checked once more when the chunk is freed (its ring destroyed, or
+    /// the allocator dropped), so that a write there that no ring
+    /// allocation took again is caught too. In a
     /// non-coherent type, where ring allocations share atoms (they are
     /// packed at their own alignment), only the atoms that hold no live
     /// ring allocation's byte are flushed and invalidated: bytes in an
@@ -158,9 +163,11 @@ pub struct Config {
     /// and free run slot in `check_corruption` (each a walk over the CPU
     /// cache lines of the range on a real driver). In upload rings, a write
     /// of each frame's ring space when it is collected and a read and a
-    /// write of each ring allocation's bytes (O(size)), with, in
-    /// non-coherent types, a flush of the first and an invalidate and a
-    /// flush of the second, under the rings' lock. Off, the default, it
+    /// write of each ring allocation's bytes (O(size); its padding is read
+    /// too), with, in non-coherent types, a flush of the first and an
+    /// invalidate and a flush of the second, under the rings' lock; and a
+    /// read (and an invalidate) of a chunk's free ring space when the
+    /// chunk is freed. Off, the default, it
     /// costs nothing: allocations and frees test the same bit mask as for
     /// `detect_corruption`, and `ring_allocate` tests it once. Default
     /// false.

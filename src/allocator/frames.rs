@@ -539,8 +539,17 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 Deferred::RingChunk(chunk) => {
                     debug_assert!(!chunk.pins.any_pinned());
                     let RetiredChunk {
-                        buffer, allocation, ..
+                        buffer,
+                        allocation,
+                        free,
+                        ..
                     } = *chunk;
+                    // With debug fills: its free ring space is checked
+                    // before it goes (a backend's panic in an invalidate
+                    // does not keep it from going).
+                    if let Some(free) = free {
+                        panics.run(|| self.check_retired_chunk(&allocation, &free));
+                    }
                     panics.run(|| self.context.device.destroy_buffer(buffer));
                     panics.run(|| result = self.free(allocation));
                 }
@@ -571,8 +580,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 .map(|chunk| Deferred::RingChunk(Box::new(chunk))),
         );
         drop(rings);
-        let chunks = live.into_iter().flat_map(|ring| ring.chunks);
-        items.extend(chunks.map(|chunk| Deferred::RingChunk(chunk.retire())));
+        for RingState { chunks, name, .. } in live {
+            for (index, chunk) in chunks.into_iter().enumerate() {
+                items.push(Deferred::RingChunk(chunk.retire(name.as_deref(), index)));
+            }
+        }
         self.release_each(items);
     }
 
@@ -856,14 +868,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// with [`Error::StaleAllocation`].
     ///
     /// With [`Config::debug_fill`](crate::Config::debug_fill), in a
-    /// host-visible memory type, the bytes handed out are checked to still
-    /// read `0xEF` (a byte that does not was written after its frame was
-    /// collected: logged with `log::error!` once the rings' lock is
-    /// released, and counted in
-    /// [`corruptions_detected`](Self::corruptions_detected)), then filled
-    /// with `0xDC`. A panic of the device backend in the flush or
-    /// invalidate of that work, or of the logger, reaches the caller with
-    /// the allocation dropped: its space comes back with its frame.
+    /// host-visible memory type, the bytes handed out, and those skipped
+    /// before them (alignment padding, or the end of the ring when the
+    /// allocation wraps to its start), are checked to still read `0xEF`
+    /// (a byte that does not was written after its frame was collected:
+    /// logged with `log::error!` once the rings' lock is released, and
+    /// counted in [`corruptions_detected`](Self::corruptions_detected));
+    /// then the bytes handed out are filled with `0xDC`. A panic of the
+    /// device backend in the flush or invalidate of that work, or of the
+    /// logger, reaches the caller with the allocation dropped: its space
+    /// comes back with its frame.
     ///
     /// # Time complexity
     /// O(1): a bump in the newest chunk (a growing ring tries older ones);
@@ -928,8 +942,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             .get_mut(ring.key)
             .ok_or(Error::StaleAllocation)?;
         let spec = match state.allocate(size, align) {
-            Ok((chunk, placed)) => {
-                debug.placed(state, chunk, &placed);
+            Ok((chunk, placed, from)) => {
+                debug.placed(state, chunk, &placed, from);
                 return ring_allocation(ring, state, chunk, placed, frame);
             }
             Err(Error::UploadRingFull { .. } | Error::UploadRingTooSmall { .. }) if state.grow => {
@@ -962,8 +976,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             }
             Err(error) => (Some(chunk), Err(error)),
         };
-        let allocation = found.and_then(|(chunk, placed)| {
-            debug.placed(state, chunk, &placed);
+        let allocation = found.and_then(|(chunk, placed, from)| {
+            debug.placed(state, chunk, &placed, from);
             ring_allocation(ring, state, chunk, placed, frame)
         });
         drop(rings);
@@ -1086,6 +1100,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`ring_write`](Self::ring_write) that began before this call still
     /// copies into them. Writes from now on get [`Error::StaleAllocation`].
     ///
+    /// With [`Config::debug_fill`](crate::Config::debug_fill), the ring
+    /// space free now is checked to still read `0xEF` as each chunk is
+    /// freed: a byte that does not was written after its frame was
+    /// collected (logged with `log::error!` once that call's locks are
+    /// released, and counted in
+    /// [`corruptions_detected`](Self::corruptions_detected)). So is a live
+    /// ring's at the allocator's drop.
+    ///
     /// # Errors
     /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`].
     pub fn destroy_upload_ring(&self, ring: UploadRing) -> Result<(), Error> {
@@ -1099,8 +1121,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             .ok_or(Error::StaleAllocation)?;
         // Out of the rings, a chunk takes no new pin; one a write holds
         // still keeps it from being freed (`Rings::sort_ring_chunks`).
-        for chunk in state.chunks {
-            frames.push(Deferred::RingChunk(chunk.retire()));
+        let RingState { chunks, name, .. } = state;
+        for (index, chunk) in chunks.into_iter().enumerate() {
+            frames.push(Deferred::RingChunk(chunk.retire(name.as_deref(), index)));
         }
         Ok(())
     }

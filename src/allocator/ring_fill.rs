@@ -12,10 +12,26 @@
 //! for the `ring_write`s copying into it (`ChunkPins`), so that no write
 //! the engine may still make lands after the fill but one through a ring
 //! allocation of a collected frame: the bug looked for. `ring_allocate`
-//! checks the bytes it hands out ([`check_ring_allocation`](Allocator::check_ring_allocation)):
-//! one that no longer reads `0xEF` was written after its frame was
-//! collected, through a pointer kept from a stale ring allocation or by
-//! the GPU, and is counted and logged as the pools' checks do.
+//! checks the bytes it takes out of the free space ([`check_ring_allocation`](Allocator::check_ring_allocation)):
+//! its own, and those from the old head up to them, its alignment
+//! padding or the end of the ring it skips to wrap to its start (they are
+//! its frame's until the frame is reclaimed, and stay `0xEF`). One that no
+//! longer reads `0xEF` was written after its frame was collected, through
+//! a pointer kept from a stale ring allocation or by the GPU, and is
+//! counted and logged as the pools' checks do.
+//!
+//! Free ring space is checked twice more. `check_corruption` reads every
+//! ring's ([`damaged_ring_space`](Allocator::damaged_ring_space)). And
+//! when a chunk leaves its ring (`destroy_upload_ring`, the allocator's
+//! drop), its free space then is kept (`RetiredFree`) and checked as the
+//! chunk is freed, once its frames are collected and no `ring_write`
+//! copies into it ([`check_retired_chunk`](Allocator::check_retired_chunk)):
+//! its pool refills the chunk's bytes with `0xEF` unchecked, as it does
+//! any allocation's, which would erase a write there that no ring
+//! allocation took again. The space of the frames not collected when the
+//! chunk left, and of those a `ring_write` held, is not checked: it may
+//! hold the engine's data. Both reads share
+//! [`first_written_free`](Allocator::first_written_free).
 //!
 //! # Non-coherent rings
 //!
@@ -30,18 +46,22 @@
 //! non-coherent memory) read bytes being written. So the debug work syncs
 //! only whole atoms that no live ring allocation holds a byte of: the
 //! atoms of the free ring space (after a reclaim, all of it; at an
-//! allocation, the new allocation's bytes and the free space after them)
-//! that lie inside it entirely. That keeps one invariant: every atom
+//! allocation, the free space before it, from the old head: its padding
+//! or skipped end, its own bytes and the free space after them) that lie
+//! inside it entirely. That keeps one invariant: every atom
 //! wholly inside a chunk's free ring space holds the same bytes in the
 //! host's view and in the device's (the `0xEF` fills), but for a write
 //! after free. A reclaim fills its space and flushes every atom it leaves
 //! wholly free (those it touches; the others were wholly free already); an
 //! allocation only takes atoms out of the free space; and `ring_write`'s
 //! widened flushes carry the host's `0xEF` over to the device. So the check
-//! of an allocation reads its bytes as the host sees them (a host write
-//! after free, never flushed), invalidates the atoms over them that were
-//! wholly free, and reads again (a GPU write after free), with no false
-//! report; its `0xDC` fill is flushed over the same atoms. Bytes in an
+//! of an allocation reads the bytes it takes as the host sees them (a
+//! host write after free, never flushed), invalidates the atoms over them
+//! that were wholly free, and reads again (a GPU write after free), with
+//! no false report; its `0xDC` fill is flushed over the same atoms. A
+//! chunk that left its ring is checked so as it is freed, over the space
+//! that was free when it left: no ring allocation lives in it any more,
+//! and nothing flushed the atoms wholly inside that space since. Bytes in an
 //! atom shared with a live allocation (or running past the chunk's end)
 //! are checked as the host sees them only, and their fills reach the GPU
 //! with the next flush of that atom (`ring_write`, or a later reclaim).
@@ -62,21 +82,27 @@
 //! The work runs under the rings' lock, which orders it with the reclaims
 //! and allocations of the same bytes, taking the lock of the chunk's pool
 //! for each flush and invalidate (rings before pools, the allocator's lock
-//! order). Lines to log are kept in a [`RingFill`] and logged once the
-//! call has released its locks, and a panic of the backend (in a flush or
-//! invalidate) or of a logger is caught and goes on once the call's work
-//! is done ([`FirstPanic`]).
+//! order); the check of a chunk as it is freed runs with no lock held
+//! but `collect`'s `releasing`. Lines to log are kept in a [`RingFill`]
+//! and logged once the call has released its locks (those of
+//! `check_corruption` and of a chunk's free go through `deferred_log`,
+//! which those calls run inside), and a panic of the backend (in a flush
+//! or invalidate) or of a logger is caught and goes on once the call's
+//! work is done ([`FirstPanic`]).
 
 use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
 
 use super::{lock, Allocator};
 use crate::device::MemoryDeviceExt;
-use crate::frames::upload_ring::{Reclaimed, RingChunk, RingState};
+use crate::frames::upload_ring::{wrapping, Reclaimed, RetiredFree, RingChunk, RingState};
+use crate::memory::deferred_log;
 use crate::memory::first_panic::FirstPanic;
+use crate::memory::mapping::MappedPtr;
 use crate::memory::type_pool::debug_fill::{fill, first_changed, FREED, NEW};
 use crate::memory::type_pool::WrittenFree;
 use crate::offset::LinearAllocation;
+use crate::Allocation;
 
 /// The debug work of a ring allocation: none ([`NoRingFill`]) or the
 /// fills and checks ([`RingFill`]). `ring_allocate` is written once over
@@ -86,8 +112,8 @@ pub(super) trait RingDebug {
     fn reclaimed(&mut self, chunk: &RingChunk, space: Reclaimed);
 
     /// Checks and fills `placed`, just made in chunk `chunk` of `state`
-    /// and handed to nobody yet.
-    fn placed(&mut self, state: &RingState, chunk: usize, placed: &LinearAllocation);
+    /// and handed to nobody yet, whose head was at `from` before it.
+    fn placed(&mut self, state: &RingState, chunk: usize, placed: &LinearAllocation, from: u64);
 }
 
 /// No debug fills in any memory type.
@@ -98,7 +124,7 @@ impl RingDebug for NoRingFill {
     fn reclaimed(&mut self, _: &RingChunk, _: Reclaimed) {}
 
     #[inline(always)]
-    fn placed(&mut self, _: &RingState, _: usize, _: &LinearAllocation) {}
+    fn placed(&mut self, _: &RingState, _: usize, _: &LinearAllocation, _: u64) {}
 }
 
 /// A line for the log, kept until the call's locks are released.
@@ -154,22 +180,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> RingDebug for RingFill<'_, D, M> {
         panics.run(|| allocator.fill_reclaimed(chunk, space, lines));
     }
 
-    fn placed(&mut self, state: &RingState, chunk: usize, placed: &LinearAllocation) {
+    fn placed(&mut self, state: &RingState, chunk: usize, placed: &LinearAllocation, from: u64) {
         let Self {
             allocator,
             panics,
             lines,
         } = self;
-        panics.run(|| allocator.check_ring_allocation(state, chunk, placed, lines));
+        panics.run(|| allocator.check_ring_allocation(state, chunk, placed, from, lines));
     }
-}
-
-/// `len` bytes of a ring of `capacity` bytes from offset `start`, going
-/// on from offset 0 when they pass its end: the part up to the end, and
-/// the part from 0 (empty when they do not wrap).
-fn wrapping(start: u64, len: u64, capacity: u64) -> [Range<u64>; 2] {
-    let end = start + len;
-    [start..end.min(capacity), 0..end.saturating_sub(capacity)]
 }
 
 /// The intersection of two ranges (empty, at `a.start` or later, when
@@ -180,12 +198,12 @@ fn intersect(a: &Range<u64>, b: &Range<u64>) -> Range<u64> {
 }
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
-    /// The `nonCoherentAtomSize` atoms of `chunk`'s memory that lie
-    /// wholly inside `range` (ring offsets), as ring offsets. Empty when
-    /// none does.
-    fn whole_atoms(&self, chunk: &RingChunk, range: Range<u64>) -> Range<u64> {
+    /// The `nonCoherentAtomSize` atoms of the memory of `chunk` (a ring
+    /// chunk's allocation) that lie wholly inside `range` (ring offsets),
+    /// as ring offsets. Empty when none does.
+    fn whole_atoms(&self, chunk: &Allocation, range: Range<u64>) -> Range<u64> {
         let atom = self.context.properties.device.non_coherent_atom_size.max(1);
-        let base = chunk.allocation.offset();
+        let base = chunk.offset();
         let start = (base + range.start).next_multiple_of(atom);
         let end = ((base + range.end) / atom * atom).max(start);
         start - base..end - base
@@ -193,9 +211,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
     /// The atoms of `chunk`'s memory that hold a byte of `range` (ring
     /// offsets), as ring offsets, from the chunk's start at the earliest.
-    fn atoms_over(&self, chunk: &RingChunk, range: Range<u64>) -> Range<u64> {
+    fn atoms_over(&self, chunk: &Allocation, range: Range<u64>) -> Range<u64> {
         let atom = self.context.properties.device.non_coherent_atom_size.max(1);
-        let base = chunk.allocation.offset();
+        let base = chunk.offset();
         let start = ((base + range.start) / atom * atom).max(base);
         let end = (base + range.end).next_multiple_of(atom);
         start - base..end - base
@@ -209,7 +227,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// that did not happen (the line says so).
     fn sync_ring_space(
         &self,
-        chunk: &RingChunk,
+        chunk: &Allocation,
         range: Range<u64>,
         flush: bool,
         lines: &mut Vec<Line>,
@@ -217,15 +235,56 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if range.is_empty() {
             return;
         }
-        let Err(error) = self.flush_or_invalidate(&chunk.allocation, range.clone(), flush) else {
+        let Err(error) = self.flush_or_invalidate(chunk, range.clone(), flush) else {
             return;
         };
         let call = if flush { "flush" } else { "invalidate" };
         lines.push(Line::Warn(format!(
             "vk-suballoc: debug fill: the {call} of bytes {range:?} of an upload ring's chunk (memory {:?} from offset {}) failed ({error}); its fill patterns may not match between host and device, and a later check may report a write after free that did not happen",
-            chunk.allocation.memory(),
-            chunk.allocation.offset(),
+            chunk.memory(),
+            chunk.offset(),
         )));
+    }
+
+    /// The ring offset of the first byte of `span`, free ring space of
+    /// `chunk` (a ring chunk's allocation with debug fills, mapped at
+    /// `mapped`) that no ring allocation may take meanwhile, that no
+    /// longer reads `0xEF`; `None` when all do. In a non-coherent type, a
+    /// span clean as the host sees it is read again once its whole atoms
+    /// are invalidated (they hold no live ring allocation's byte: the
+    /// module's docs); its partial atoms, as the host sees them only. A
+    /// host write found is left in the host's view (no invalidate drops
+    /// it). The checks of `check_corruption` and of a chunk as it is
+    /// freed.
+    fn first_written_free(
+        &self,
+        chunk: &Allocation,
+        mapped: MappedPtr,
+        span: Range<u64>,
+        lines: &mut Vec<Line>,
+    ) -> Option<u64> {
+        // SAFETY: free ring space of the chunk, inside its mapped
+        // allocation: no ring allocation holds it, and none takes it
+        // meanwhile (the caller's contract).
+        let read = |range: Range<u64>| unsafe {
+            first_changed(
+                mapped.add(range.start).0.as_ptr(),
+                range.end - range.start,
+                FREED,
+            )
+            .map(|at| range.start + at)
+        };
+        let changed = read(span.clone());
+        if changed.is_some() || !self.context.is_non_coherent(chunk.memory_type()) {
+            return changed;
+        }
+        let whole = self.whole_atoms(chunk, span);
+        if whole.is_empty() {
+            return None;
+        }
+        // Whole atoms of free space: no live ring allocation's byte.
+        self.sync_ring_space(chunk, whole.clone(), false, lines);
+        read(whole)
     }
 
     /// Fills the ring space of `chunk`, a new chunk of a memory type with
@@ -249,9 +308,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             unsafe { fill(mapped, capacity, FREED) };
             if self.context.is_non_coherent(chunk.allocation.memory_type()) {
                 let mut lines = Vec::new();
-                let atoms = self.whole_atoms(&chunk, 0..capacity);
+                let atoms = self.whole_atoms(&chunk.allocation, 0..capacity);
                 // Whole atoms of the chunk's own bytes, which no one uses.
-                self.sync_ring_space(&chunk, atoms, true, &mut lines);
+                self.sync_ring_space(&chunk.allocation, atoms, true, &mut lines);
                 for line in lines {
                     let (Line::Warn(line) | Line::Error(line)) = line;
                     log::warn!("{line}");
@@ -289,39 +348,45 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return;
         }
         // The chunk's free space now: it starts at the head.
-        let free = capacity - chunk.linear.used();
-        for free in wrapping(chunk.linear.head(), free, capacity) {
-            let whole = self.whole_atoms(chunk, free.clone());
+        let memory = &chunk.allocation;
+        for free in chunk.free_spans() {
+            let whole = self.whole_atoms(memory, free.clone());
             for piece in &pieces {
                 let touched = intersect(piece, &free);
                 if touched.is_empty() {
                     continue;
                 }
-                let atoms = intersect(&whole, &self.atoms_over(chunk, touched));
+                let atoms = intersect(&whole, &self.atoms_over(memory, touched));
                 // Whole atoms of free space: no live ring allocation's byte.
-                self.sync_ring_space(chunk, atoms, true, lines);
+                self.sync_ring_space(memory, atoms, true, lines);
             }
         }
     }
 
     /// For `placed`, a ring allocation just made in chunk `index` of
-    /// `state` and handed to nobody yet, in a chunk with debug fills:
-    /// checks that its bytes still read `0xEF`, then fills them with
-    /// `0xDC`. A byte written since its frame was reclaimed is counted in
+    /// `state` and handed to nobody yet, in a chunk with debug fills, whose
+    /// head was at `from` before it: checks that the bytes it took out of
+    /// the free space still read `0xEF` (its own, and those from `from` up
+    /// to them: its alignment padding, or, when it wrapped to the ring's
+    /// start, the end of the ring it skipped), then fills its own bytes
+    /// with `0xDC`. The others stay `0xEF`, its frame's until the frame is
+    /// reclaimed and they are filled again. A byte written since its frame
+    /// was reclaimed is counted in
     /// [`corruptions_detected`](Self::corruptions_detected) and kept as a
     /// line to log.
     ///
     /// In a non-coherent type the check reads the bytes as the host sees
     /// them, then invalidates the atoms over them that the free space held
-    /// wholly before they were taken (the allocation's bytes and the free
-    /// ones after it: the allocation ends at the chunk's head, where its
-    /// free space starts) and reads them again, as the device holds them;
-    /// the new fill is flushed over the same atoms.
+    /// wholly before the allocation (from `from`: the bytes free now and
+    /// those it took; they hold its bytes, its padding or skipped end, and
+    /// free ones, no live ring allocation's) and reads them again, as the
+    /// device holds them; the new fill is flushed over the same atoms.
     fn check_ring_allocation(
         &self,
         state: &RingState,
         index: usize,
         placed: &LinearAllocation,
+        from: u64,
         lines: &mut Vec<Line>,
     ) {
         let Some(chunk) = state.chunks.get(index).filter(|chunk| chunk.fills) else {
@@ -330,50 +395,130 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let Some(mapped) = chunk.allocation.mapped else {
             return;
         };
-        let start = mapped.add(placed.offset);
+        let memory = &chunk.allocation;
+        let capacity = chunk.linear.capacity();
         let end = placed.offset + placed.size;
-        // SAFETY: the allocation's bytes, inside the chunk's mapped ring
-        // space; handed to nobody yet, and no other ring allocation holds
-        // them (the linear allocator's invariant).
-        let mut changed = unsafe { first_changed(start.0.as_ptr(), placed.size, FREED) };
-        let mut atoms = 0..0;
-        if self.context.is_non_coherent(chunk.allocation.memory_type()) {
-            let (head, capacity) = (chunk.linear.head(), chunk.linear.capacity());
-            debug_assert_eq!(head, end, "a ring allocation ends at the head");
-            let free_end = (head + (capacity - chunk.linear.used())).min(capacity);
-            let unheld = self.whole_atoms(chunk, placed.offset..free_end.max(end));
-            atoms = intersect(&unheld, &self.atoms_over(chunk, placed.offset..end));
-            if !atoms.is_empty() {
-                // Whole atoms of the allocation's bytes and free ones: no
-                // live ring allocation's byte.
-                self.sync_ring_space(chunk, atoms.clone(), false, lines);
-                // SAFETY: as the first check.
-                let device = unsafe { first_changed(start.0.as_ptr(), placed.size, FREED) };
-                changed = changed.or(device);
+        debug_assert_eq!(
+            chunk.linear.head(),
+            end,
+            "a ring allocation ends at the head"
+        );
+        // An allocation placed before the old head wrapped to offset 0.
+        let taken = if placed.offset >= from {
+            [from..end, 0..0]
+        } else {
+            [from..capacity, 0..end]
+        };
+        // SAFETY: the bytes the allocation took, inside the chunk's mapped
+        // ring space: its own, handed to nobody yet, and padding or a
+        // skipped end that no ring allocation holds; no other ring
+        // allocation holds any of them (the linear allocator's invariant),
+        // and none takes them under the rings' lock.
+        let read = |range: &Range<u64>| unsafe {
+            first_changed(
+                mapped.add(range.start).0.as_ptr(),
+                range.end - range.start,
+                FREED,
+            )
+            .map(|at| range.start + at)
+        };
+        let mut changed = taken.iter().find_map(read);
+        let mut atoms = [0..0, 0..0];
+        if self.context.is_non_coherent(memory.memory_type()) {
+            let taken_len: u64 = taken.iter().map(|range| range.end - range.start).sum();
+            // The free space before the allocation, from the old head:
+            // each part of `taken` lies in the part of the same rank.
+            let free = capacity - chunk.linear.used() + taken_len;
+            let free = wrapping(from, free, capacity);
+            for ((atoms, taken), free) in atoms.iter_mut().zip(&taken).zip(free) {
+                if !taken.is_empty() {
+                    let whole = self.whole_atoms(memory, free);
+                    *atoms = intersect(&whole, &self.atoms_over(memory, taken.clone()));
+                }
+            }
+            if atoms.iter().any(|atoms| !atoms.is_empty()) {
+                for atoms in &atoms {
+                    // Whole atoms of the free space before the allocation.
+                    self.sync_ring_space(memory, atoms.clone(), false, lines);
+                }
+                changed = changed.or(taken.iter().find_map(read));
             }
         }
-        // SAFETY: as the first check.
-        unsafe { fill(start, placed.size, NEW) };
-        // The same atoms: the allocation's bytes, and free ones.
-        self.sync_ring_space(chunk, atoms, true, lines);
+        // SAFETY: the allocation's own bytes, as the check.
+        unsafe { fill(mapped.add(placed.offset), placed.size, NEW) };
+        for atoms in atoms {
+            // The same atoms: the allocation's bytes, its padding or
+            // skipped end, and free ones.
+            self.sync_ring_space(memory, atoms, true, lines);
+        }
         let Some(changed) = changed else {
             return;
         };
         self.context.count_corruption();
-        let name = state
-            .name
-            .as_deref()
-            .map(|name| format!(" \"{name}\""))
-            .unwrap_or_default();
+        let how = if (placed.offset..end).contains(&changed) {
+            "took it"
+        } else if changed < placed.offset {
+            "skipped it as alignment padding"
+        } else {
+            "skipped it, the end of the ring, to wrap to its start"
+        };
         lines.push(Line::Error(format!(
-            "vk-suballoc: memory written after it was freed: byte {} of memory {:?} was changed before a ring allocation of {} bytes took it at offset {} (upload ring{name}, chunk {index}, ring offset {}, memory type {}): written through a ring allocation of a collected frame, or by the GPU",
-            chunk.allocation.offset() + placed.offset + changed,
-            chunk.allocation.memory(),
+            "vk-suballoc: memory written after it was freed: byte {} of memory {:?} was changed before a ring allocation of {} bytes at offset {} {how} (upload ring{}, chunk {index}, ring offset {}, memory type {}): written through a ring allocation of a collected frame, or by the GPU",
+            memory.offset() + changed,
+            memory.memory(),
             placed.size,
-            chunk.allocation.offset() + placed.offset,
+            memory.offset() + placed.offset,
+            ring_label(state.name.as_deref()),
             placed.offset,
-            chunk.allocation.memory_type(),
+            memory.memory_type(),
         )));
+    }
+
+    /// Before the free of a ring chunk with debug fills that left its
+    /// ring (destroyed, or at the allocator's drop), `chunk` its
+    /// allocation: checks that the ring space that was free when it left
+    /// ([`RetiredFree`]) reads `0xEF` still, as
+    /// [`check_corruption`](Self::check_corruption) checks a live ring's
+    /// free space (in a non-coherent type, its whole atoms once
+    /// invalidated too). The chunk's frames are all collected and no
+    /// `ring_write` copies into it (its free waits for that), so no ring
+    /// allocation lives in it. A byte written after its frame was
+    /// collected, which no ring allocation took again before the chunk
+    /// went, is counted in
+    /// [`corruptions_detected`](Self::corruptions_detected) and logged
+    /// with `log::error!` through `deferred_log` (once the locks of
+    /// `collect` and `collect_idle` are released, which free retired
+    /// chunks inside it; at once at the drop), as is a failed invalidate,
+    /// with `log::warn!`.
+    ///
+    /// # Time complexity
+    /// O(bytes checked), and at most two invalidates.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn check_retired_chunk(&self, chunk: &Allocation, free: &RetiredFree) {
+        let Some(mapped) = chunk.mapped else {
+            return;
+        };
+        let mut lines = Vec::new();
+        let changed = free
+            .spans
+            .iter()
+            .filter(|span| !span.is_empty())
+            // Free when the chunk left its ring, and no ring allocation
+            // may take them since.
+            .find_map(|span| self.first_written_free(chunk, mapped, span.clone(), &mut lines));
+        if let Some(at) = changed {
+            self.context.count_corruption();
+            lines.push(Line::Error(format!(
+                "vk-suballoc: memory written after it was freed: byte {} of memory {:?} was changed before its upload ring's chunk was freed (upload ring{}, chunk {}, ring offset {at}, memory type {}): written through a ring allocation of a collected frame, or by the GPU",
+                chunk.offset() + at,
+                chunk.memory(),
+                ring_label(free.ring.as_deref()),
+                free.index,
+                chunk.memory_type(),
+            )));
+        }
+        defer_lines(lines);
     }
 
     /// The free ring space of every upload ring's chunks in the memory
@@ -386,10 +531,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// and not checked.
     ///
     /// In a non-coherent type a span found clean as the host sees it is
-    /// read again once its whole atoms are invalidated (they hold no live
-    /// ring allocation's byte: the module's docs); its partial atoms, as the
-    /// host sees them only. A failed invalidate is logged with
-    /// `log::warn!` once the rings' lock is released.
+    /// read again once its whole atoms are invalidated
+    /// ([`first_written_free`](Self::first_written_free)). A failed
+    /// invalidate is logged with `log::warn!` through `deferred_log`, once
+    /// `check_corruption` has released its locks.
     ///
     /// # Time complexity
     /// O(free ring bytes in those types), under the rings' lock; at most
@@ -408,36 +553,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             let Some(mapped) = chunk.allocation.mapped else {
                 continue;
             };
-            let non_coherent = self.context.is_non_coherent(memory_type);
             let base = chunk.allocation.offset();
-            let capacity = chunk.linear.capacity();
-            let free = capacity - chunk.linear.used();
-            for span in wrapping(chunk.linear.head(), free, capacity) {
+            for span in chunk.free_spans() {
                 if span.is_empty() {
                     continue;
                 }
                 checked += 1;
-                // SAFETY: free ring space of the chunk, inside its mapped
-                // allocation: no ring allocation holds it, and none takes it
-                // while the rings' lock is held.
-                let read = |range: Range<u64>| unsafe {
-                    first_changed(
-                        mapped.add(range.start).0.as_ptr(),
-                        range.end - range.start,
-                        FREED,
-                    )
-                    .map(|at| range.start + at)
-                };
-                let mut changed = read(span.clone());
-                if non_coherent && changed.is_none() {
-                    let whole = self.whole_atoms(chunk, span.clone());
-                    if !whole.is_empty() {
-                        // Whole atoms of free space: no live ring
-                        // allocation's byte.
-                        self.sync_ring_space(chunk, whole.clone(), false, &mut lines);
-                        changed = read(whole);
-                    }
-                }
+                // Free ring space: no ring allocation takes it while the
+                // rings' lock is held.
+                let changed =
+                    self.first_written_free(&chunk.allocation, mapped, span.clone(), &mut lines);
                 if let Some(at) = changed {
                     let written = WrittenFree {
                         memory: chunk.allocation.memory(),
@@ -450,10 +575,23 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             }
         }
         drop(rings);
-        for line in lines {
-            let (Line::Warn(line) | Line::Error(line)) = line;
-            log::warn!("{line}");
-        }
+        defer_lines(lines);
         (checked, damaged)
+    }
+}
+
+/// `" \"name\""` for a named ring, else empty: for log lines.
+fn ring_label(name: Option<&str>) -> String {
+    name.map(|name| format!(" \"{name}\"")).unwrap_or_default()
+}
+
+/// Hands `lines` to `deferred_log`: logged once the outermost call
+/// deferring them has released its locks, or at once outside one.
+fn defer_lines(lines: Vec<Line>) {
+    for line in lines {
+        match line {
+            Line::Error(line) => deferred_log::log(log::Level::Error, line),
+            Line::Warn(line) => deferred_log::log(log::Level::Warn, line),
+        }
     }
 }

@@ -11,6 +11,7 @@
 //! to grow, in which case it adds a chunk (another buffer) and keeps every
 //! offset already handed out valid.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -192,17 +193,64 @@ pub(crate) struct RetiredChunk {
     pub(crate) buffer: vk::Buffer,
     pub(crate) allocation: Allocation,
     pub(crate) pins: Arc<ChunkPins>,
+    /// In a chunk with debug fills, its free ring space when it left its
+    /// ring, checked as it is freed (`allocator/ring_fill.rs`).
+    pub(crate) free: Option<Box<RetiredFree>>,
+}
+
+/// The ring space of a chunk with debug fills that was free when the
+/// chunk left its ring: it reads `0xEF` still when the chunk is freed, but
+/// for a write after free. The space of its frames not collected then,
+/// and of those a `ring_write` still held, is not in it: it may hold the
+/// engine's data.
+#[derive(Debug)]
+pub(crate) struct RetiredFree {
+    /// The free ring offsets: the span from the head, and its part from
+    /// the ring's start when it wraps ([`RingChunk::free_spans`]).
+    pub(crate) spans: [Range<u64>; 2],
+    /// Its ring's name, for the log line.
+    pub(crate) ring: Option<Box<str>>,
+    /// Its index among its ring's chunks, for the log line.
+    pub(crate) index: usize,
+}
+
+/// `len` bytes of a ring of `capacity` bytes from offset `start`, going
+/// on from offset 0 when they pass its end: the part up to the end, and
+/// the part from 0 (empty when they do not wrap).
+pub(crate) fn wrapping(start: u64, len: u64, capacity: u64) -> [Range<u64>; 2] {
+    let end = start + len;
+    [start..end.min(capacity), 0..end.saturating_sub(capacity)]
 }
 
 impl RingChunk {
-    /// What is left of it once its ring is destroyed: no pin is taken on
-    /// it any more (`ring_write` no longer finds it).
-    pub(crate) fn retire(self) -> Box<RetiredChunk> {
+    /// What is left of it once its ring (named `ring`, of which it is
+    /// chunk `index`) is destroyed: no pin is taken on it any more
+    /// (`ring_write` no longer finds it). With debug fills, its free ring
+    /// space now, to check as it is freed.
+    pub(crate) fn retire(self, ring: Option<&str>, index: usize) -> Box<RetiredChunk> {
+        let free = self.fills.then(|| {
+            Box::new(RetiredFree {
+                spans: self.free_spans(),
+                ring: ring.map(Into::into),
+                index,
+            })
+        });
         Box::new(RetiredChunk {
             buffer: self.buffer,
             allocation: self.allocation,
             pins: self.pins,
+            free,
         })
+    }
+
+    /// Its free ring space, as ring offsets: from the head, as many bytes
+    /// as no frame holds (`LinearAllocator::head`), the part up to the
+    /// ring's end and the part from its start (empty when they do not
+    /// wrap). Space a collected frame gave back but a `ring_write` still
+    /// holds (`owed`) is held still.
+    pub(crate) fn free_spans(&self) -> [Range<u64>; 2] {
+        let capacity = self.linear.capacity();
+        wrapping(self.linear.head(), capacity - self.linear.used(), capacity)
     }
 }
 
@@ -445,7 +493,11 @@ impl RingState {
         }
     }
 
-    /// Bump-allocates in the newest chunk that has room.
+    /// Bump-allocates in the newest chunk that has room. Returns the
+    /// chunk's index, the allocation, and the chunk's head before it: the
+    /// bytes from there to the allocation's end (its alignment padding, or
+    /// the end of the ring it skipped to wrap to offset 0) were free, and
+    /// are its frame's now (`allocator/ring_fill.rs` checks them).
     ///
     /// # Time complexity
     /// O(chunks), one for a ring that does not grow.
@@ -453,11 +505,12 @@ impl RingState {
         &mut self,
         size: u64,
         align: u64,
-    ) -> Result<(usize, LinearAllocation), Error> {
+    ) -> Result<(usize, LinearAllocation, u64), Error> {
         let mut last_error = OffsetError::OutOfSpace { size, free: 0 };
         for (index, chunk) in self.chunks.iter_mut().enumerate().rev() {
+            let head = chunk.linear.head();
             match chunk.linear.allocate(size, align) {
-                Ok(allocation) => return Ok((index, allocation)),
+                Ok(allocation) => return Ok((index, allocation, head)),
                 Err(OffsetError::ZeroSize) => return Err(Error::ZeroSize),
                 Err(OffsetError::AlignmentNotPowerOfTwo(a)) => {
                     return Err(Error::AlignmentNotPowerOfTwo(a))

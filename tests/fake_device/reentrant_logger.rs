@@ -365,3 +365,32 @@ fn check_corruption_s_failed_invalidate() {
     free(&allocator, kept);
     finish(unshared(allocator), &device);
 }
+
+/// Upload rings (`ring_fill.rs`): the `collect` that frees a destroyed
+/// ring's chunk, in whose free ring space a byte was written after its
+/// frame was collected. The logger calls `collect` too, which waits for
+/// the call that logs the line to carry out its frees.
+#[test]
+fn a_collect_freeing_a_destroyed_ring_s_chunk() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
+    let allocator = Arc::new(allocator);
+    let ring = allocator
+        .create_upload_ring(&vk_suballoc::UploadRingDesc {
+            size: 64 << 10,
+            ..vk_suballoc::UploadRingDesc::default()
+        })
+        .unwrap();
+    let stale = allocator.ring_allocate(ring, 1000, 256).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    // SAFETY: no slice of these bytes is alive across the call.
+    assert!(unsafe { device.write(stale.memory(), stale.memory_offset() + 7, &[0x42]) });
+    allocator.destroy_upload_ring(ring).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, true, |allocator| {
+        allocator.collect().unwrap()
+    });
+    assert_eq!(allocator.corruptions_detected(), 1);
+    assert_eq!(allocator.stats().allocations(), 0);
+    finish(unshared(allocator), &device);
+}

@@ -425,3 +425,181 @@ fn a_logger_calling_back_into_the_allocator_on_the_line_does_not_deadlock() {
     let allocator = std::sync::Arc::into_inner(allocator).unwrap();
     finish(allocator, &device);
 }
+
+/// A ring like [`ring`]'s, of `size` bytes, not growing, named `name`
+/// (for a log line no other test's matches).
+fn named_ring(allocator: &FakeAllocator, name: &str, size: u64, usage: Usage) -> UploadRing {
+    allocator
+        .create_upload_ring(&UploadRingDesc {
+            size,
+            usage,
+            name: Some(name),
+            ..UploadRingDesc::default()
+        })
+        .unwrap()
+}
+
+/// How a chunk with a write after free in its free space goes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ChunkEnd {
+    /// Its ring destroyed, then `collect` after the frame.
+    Collect,
+    /// Its ring destroyed, then `collect_idle`.
+    CollectIdle,
+    /// With its ring, at the allocator's drop.
+    Drop,
+}
+
+/// A write into a ring's free space after its frame was collected, which
+/// no ring allocation takes again before the chunk goes, is caught as the
+/// chunk is freed: after its ring is destroyed, by `collect` or
+/// `collect_idle`, and at the allocator's drop; counted, and logged
+/// naming the byte and the ring. In coherent memory and in non-coherent
+/// memory, where a GPU write there is seen once its whole atoms are
+/// invalidated. The ring allocation of the frame the ring is destroyed in,
+/// written by the engine (through `ring_write`, and through its pointer,
+/// never flushed), is not free space: nothing is reported for it. (Before,
+/// the chunk's free filled its bytes again unchecked.)
+#[test]
+fn a_write_after_free_is_caught_when_a_ring_s_chunk_is_freed() {
+    super::leak_log::install();
+    let cases = [
+        (FakeLayout::discrete(), Usage::UPLOAD, false),
+        (FakeLayout::mobile(), Usage::READBACK, false),
+        (FakeLayout::mobile(), Usage::READBACK, true),
+    ];
+    let mut case_index = 0;
+    for (layout, usage, gpu) in cases {
+        for end in [ChunkEnd::Collect, ChunkEnd::CollectIdle, ChunkEnd::Drop] {
+            case_index += 1;
+            let case = format!("{} gpu {gpu} {end:?}", layout.name);
+            let name = format!("chunk-end-{case_index}");
+            let (allocator, device) = allocator_with(layout.clone(), with_fill());
+            let ring = named_ring(&allocator, &name, 64 << 10, usage);
+            let first = allocator.ring_allocate(ring, 10_000, 256).unwrap();
+            allocator.ring_write(&first, 0, &[7; 10_000]).unwrap();
+            finish_frame(&allocator, &device);
+            // The engine's data in the frame the ring goes in: not free.
+            let live = allocator.ring_allocate(ring, 2000, 256).unwrap();
+            assert_eq!(live.buffer_offset(), 0, "{case}");
+            allocator.ring_write(&live, 0, &[9; 2000]).unwrap();
+            write_at(live.mapped_ptr(), 1990, &[5; 10]);
+            // The bug: a write through the collected frame's allocation,
+            // past `live`, into free space.
+            let at = 5000;
+            if gpu {
+                let offset = first.memory_offset() + at;
+                // SAFETY: no slice of these bytes is alive.
+                assert!(unsafe { device.write(first.memory(), offset, &[0x42]) });
+            } else {
+                write_at(first.mapped_ptr(), at, &[0x42]);
+            }
+            assert_eq!(allocator.corruptions_detected(), 0, "{case}");
+            match end {
+                ChunkEnd::Collect => {
+                    allocator.destroy_upload_ring(ring).unwrap();
+                    finish_frame(&allocator, &device);
+                }
+                ChunkEnd::CollectIdle => {
+                    allocator.destroy_upload_ring(ring).unwrap();
+                    // SAFETY: the fake device runs no GPU work.
+                    unsafe { allocator.collect_idle() };
+                }
+                ChunkEnd::Drop => {}
+            }
+            if end != ChunkEnd::Drop {
+                assert_eq!(allocator.stats().allocations(), 0, "{case}: freed");
+                assert_eq!(allocator.corruptions_detected(), 1, "{case}");
+            }
+            let (memory, offset) = (first.memory(), first.memory_offset());
+            finish(allocator, &device);
+            let needle = format!("byte {} of memory {memory:?}", offset + at);
+            let ring_needle = format!("upload ring \"{name}\", chunk 0, ring offset {at}");
+            let lines = super::leak_log::lines();
+            let found: Vec<_> = lines.iter().filter(|l| l.contains(&ring_needle)).collect();
+            assert_eq!(found.len(), 1, "{case}: {lines:#?}");
+            assert!(found[0].contains(&needle), "{case}: {}", found[0]);
+            assert!(
+                found[0].contains("before its upload ring's chunk was freed"),
+                "{case}: {}",
+                found[0]
+            );
+            let other = format!("upload ring \"{name}\"");
+            let reported = lines.iter().filter(|l| l.contains(&other)).count();
+            assert_eq!(reported, 1, "{case}: the live allocation is not reported");
+        }
+    }
+}
+
+/// A write after free into the bytes a ring allocation skips (its
+/// alignment padding, or the end of the ring it skips to wrap to its
+/// start) is caught by that ring allocation, which takes them out of the
+/// free space with its own, and reported once: the bytes stay its
+/// frame's, and are filled again when the frame is reclaimed. In coherent
+/// memory and in non-coherent memory, where a GPU write there is seen
+/// once the whole atoms over them (that held only free bytes) are
+/// invalidated. The padding reads `0xEF` but for the byte written.
+/// (Before, only `check_corruption` saw those bytes, while free.)
+#[test]
+fn a_write_after_free_into_padding_or_a_skipped_end_is_caught() {
+    let cases = [
+        (FakeLayout::discrete(), Usage::UPLOAD, false),
+        (FakeLayout::mobile(), Usage::READBACK, false),
+        (FakeLayout::mobile(), Usage::READBACK, true),
+    ];
+    for (layout, usage, gpu) in cases {
+        let case = format!("{} gpu {gpu}", layout.name);
+        let (allocator, device) = allocator_with(layout, with_fill());
+        let ring = ring(&allocator, 4096, usage, false);
+        // Over the whole ring, collected: its pointer reaches every byte.
+        let stale = allocator.ring_allocate(ring, 4096, 1).unwrap();
+        finish_frame(&allocator, &device);
+        let write = |at: u64| {
+            if gpu {
+                let offset = stale.memory_offset() + at;
+                // SAFETY: no slice of these bytes is alive.
+                assert!(unsafe { device.write(stale.memory(), offset, &[0x42]) });
+            } else {
+                write_at(stale.mapped_ptr(), at, &[0x42]);
+            }
+        };
+        // Padding: 10..1024, before an allocation aligned to 1 KiB.
+        let a = allocator.ring_allocate(ring, 10, 1).unwrap();
+        assert_eq!(a.buffer_offset(), 0, "{case}");
+        // Written through its pointer, never flushed: the check's
+        // invalidate must not reach it.
+        write_at(a.mapped_ptr(), 0, &[3; 10]);
+        write(600);
+        let b = allocator.ring_allocate(ring, 100, 1024).unwrap();
+        assert_eq!(b.buffer_offset(), 1024, "{case}");
+        assert_eq!(allocator.corruptions_detected(), 1, "{case}: padding");
+        assert!(all(&bytes_at(a.mapped_ptr(), 10), 3), "{case}");
+        assert!(all(&bytes_at(b.mapped_ptr(), 100), NEW), "{case}");
+        let padding = bytes_at(stale.mapped_ptr(), 1024);
+        assert!(all(&padding[10..600], FREED) && all(&padding[601..], FREED));
+        let first = end_frame(&allocator, &device);
+        // 1124..3624; the next frame's allocation wraps, skipping the end.
+        let c = allocator.ring_allocate(ring, 2500, 1).unwrap();
+        assert_eq!(c.buffer_offset(), 1124, "{case}");
+        write_at(c.mapped_ptr(), 0, &[4; 2500]);
+        let second = end_frame(&allocator, &device);
+        device.signal_fence(first);
+        allocator.collect().unwrap();
+        write(3900);
+        let d = allocator.ring_allocate(ring, 1000, 1).unwrap();
+        assert_eq!(d.buffer_offset(), 0, "{case}: wrapped");
+        assert_eq!(allocator.corruptions_detected(), 2, "{case}: skipped end");
+        assert!(all(&bytes_at(d.mapped_ptr(), 1000), NEW), "{case}");
+        assert!(all(&bytes_at(c.mapped_ptr(), 2500), 4), "{case}");
+        // The skipped end is the frame's: not free, not reported again.
+        assert!(allocator.check_corruption(!0).unwrap().is_clean(), "{case}");
+        device.signal_fence(second);
+        finish_frame(&allocator, &device);
+        assert!(all(&bytes_at(stale.mapped_ptr(), 4096), FREED), "{case}");
+        assert!(allocator.check_corruption(!0).unwrap().is_clean(), "{case}");
+        allocator.destroy_upload_ring(ring).unwrap();
+        finish_frame(&allocator, &device);
+        assert_eq!(allocator.corruptions_detected(), 2, "{case}");
+        finish(allocator, &device);
+    }
+}
