@@ -137,6 +137,50 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             ResourceKind::Buffer | ResourceKind::LinearImage => false,
         }
     }
+
+    /// [`check_alias`](Allocator::check_alias) for a resource's request
+    /// (which also says whether the driver requires dedicated memory) and
+    /// its protection (`VK_BUFFER_CREATE_PROTECTED_BIT`,
+    /// `VK_IMAGE_CREATE_PROTECTED_BIT`): the checks of the
+    /// `create_aliasing_*` helpers, here for the fake device's tests too.
+    fn check_resource_alias(
+        &self,
+        allocation: &Allocation,
+        offset: u64,
+        request: Request<'_>,
+        protected: bool,
+    ) -> Result<(), Error> {
+        let request = keep_protection(request, self.context.protected_types(), protected);
+        if request.driver_dedicated.required {
+            return Err(Error::CannotAlias(
+                "the driver requires dedicated memory for the resource",
+            ));
+        }
+        // A buffer request has DEVICE_ADDRESS from SHADER_DEVICE_ADDRESS
+        // usage (`buffer_request`). The allocator sets
+        // VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT on every memory object
+        // resources may share only when told of buffer device address:
+        // without it, binding such a buffer breaks
+        // VUID-vkBindBufferMemory-bufferDeviceAddress-03339 on a device
+        // that has the feature enabled.
+        if self.context.lacks_device_address(request.desc.usage) {
+            return Err(Error::CannotAlias(
+                "the buffer has SHADER_DEVICE_ADDRESS usage, and the allocator \
+                 was not told of buffer device address: its memory lacks \
+                 VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT",
+            ));
+        }
+        // `keep_protection` ruled out the memory types of the other
+        // protection: the driver's memoryTypeBits may still name them.
+        let bit = type_bit(allocation.memory_type());
+        if request.requirements.memory_type_bits & bit != 0 && request.type_bits() & bit == 0 {
+            return Err(Error::CannotAlias(
+                "a protected resource and unprotected memory, or an unprotected resource \
+                 and protected memory (VUID-vkBindBufferMemory-None-01898, -01899)",
+            ));
+        }
+        self.check_alias(allocation, offset, &request.requirements, request.kind)
+    }
 }
 
 impl Allocator<AshMemoryDevice> {
@@ -192,9 +236,8 @@ impl Allocator<AshMemoryDevice> {
         let request =
             unsafe { self.buffer_request(buffer, info.usage, &AllocationDesc::default()) };
         let protected = info.flags.contains(vk::BufferCreateFlags::PROTECTED);
-        let request = keep_protection(request, self.context.protected_types(), protected);
         let bound = self
-            .check_request_alias(allocation, offset, &request)
+            .check_resource_alias(allocation, offset, request, protected)
             .and_then(|()| {
                 // SAFETY: the checks above: a memory type and an offset the
                 // buffer allows, its whole size inside the allocation's range
@@ -262,9 +305,8 @@ impl Allocator<AshMemoryDevice> {
         // disjoint.
         let request = unsafe { self.image_request(image, info.tiling, &AllocationDesc::default()) };
         let protected = info.flags.contains(vk::ImageCreateFlags::PROTECTED);
-        let request = keep_protection(request, self.context.protected_types(), protected);
         let bound = self
-            .check_request_alias(allocation, offset, &request)
+            .check_resource_alias(allocation, offset, request, protected)
             .and_then(|()| {
                 // SAFETY: as for buffers (VUID-vkBindImageMemory-memory-01047,
                 // -memoryOffset-01048, -size-01049, -image-01445).
@@ -284,43 +326,95 @@ impl Allocator<AshMemoryDevice> {
         }
         Ok(image)
     }
+}
 
-    /// [`check_alias`](Allocator::check_alias) for a resource's request,
-    /// which also says whether the driver requires dedicated memory.
-    fn check_request_alias(
-        &self,
-        allocation: &Allocation,
-        offset: u64,
-        request: &Request<'_>,
-    ) -> Result<(), Error> {
-        if request.driver_dedicated.required {
-            return Err(Error::CannotAlias(
-                "the driver requires dedicated memory for the resource",
-            ));
+#[cfg(all(test, feature = "fake-device"))]
+mod tests {
+    use ash::vk;
+
+    use crate::device::fake::{FakeDevice, FakeLayout};
+    use crate::device::{DedicatedHint, MemoryPropertyFlags, MemoryType};
+    use crate::{Allocation, AllocationDesc, Allocator, Config, Error, PoolDesc, Request};
+    use crate::{ResourceKind, Usage};
+
+    /// The checks `create_aliasing_buffer` and `_image` make beyond
+    /// `check_alias`, from the resource's request and protection: a
+    /// protected resource binds only to protected memory and any other only
+    /// to unprotected memory (VUID-vkBindBufferMemory-None-01898, -01899,
+    /// VUID-vkBindImageMemory-None-01901, -01902), whether the driver's
+    /// `memoryTypeBits` name both types or only the allocation's; no
+    /// resource the driver requires dedicated memory for aliases. (Lavapipe
+    /// has no protected memory type, so the Vulkan suite cannot reach the
+    /// protection check.)
+    #[test]
+    fn aliases_keep_to_memory_of_their_protection() {
+        const ORDINARY: u32 = 1;
+        const PROTECTED: u32 = 5;
+        let mut layout = FakeLayout::discrete().with_protected_memory(true);
+        layout.memory_types.push(MemoryType {
+            heap: 0,
+            props: MemoryPropertyFlags::DEVICE_LOCAL | MemoryPropertyFlags::PROTECTED,
+        });
+        let device = FakeDevice::new(layout);
+        let allocator = Allocator::new(device.clone(), Config::default()).unwrap();
+        let request = |memory_type_bits, desc| {
+            let requirements = vk::MemoryRequirements {
+                size: 4096,
+                alignment: 256,
+                memory_type_bits,
+            };
+            Request::with_desc(requirements, ResourceKind::Buffer, desc)
+        };
+        let pool = allocator.create_pool(&PoolDesc::new(PROTECTED)).unwrap();
+        let in_pool = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        let protected = allocator
+            .allocate(&request(1 << PROTECTED, in_pool))
+            .unwrap();
+        let plain = AllocationDesc::new(Usage::DEVICE_LOCAL);
+        let ordinary = allocator.allocate(&request(!0, plain)).unwrap();
+        assert_eq!(
+            (protected.memory_type(), ordinary.memory_type()),
+            (PROTECTED, ORDINARY)
+        );
+
+        let check = |allocation: &Allocation, bits, resource_protected| {
+            let request = request(bits, plain);
+            allocator.check_resource_alias(allocation, 0, request, resource_protected)
+        };
+        let both = (1 << ORDINARY) | (1 << PROTECTED);
+        for bits in [both, !0] {
+            assert_eq!(check(&ordinary, bits, false), Ok(()), "{bits:#x}");
+            assert_eq!(check(&protected, bits, true), Ok(()), "{bits:#x}");
         }
-        // A buffer request has DEVICE_ADDRESS from SHADER_DEVICE_ADDRESS
-        // usage (`buffer_request`). The allocator sets
-        // VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT on every memory object
-        // resources may share only when told of buffer device address:
-        // without it, binding such a buffer breaks
-        // VUID-vkBindBufferMemory-bufferDeviceAddress-03339 on a device
-        // that has the feature enabled.
-        if self.context.lacks_device_address(request.desc.usage) {
-            return Err(Error::CannotAlias(
-                "the buffer has SHADER_DEVICE_ADDRESS usage, and the allocator \
-                 was not told of buffer device address: its memory lacks \
-                 VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT",
-            ));
+        for (bits, resource_protected, allocation) in [
+            (both, false, &protected),
+            (both, true, &ordinary),
+            (1 << PROTECTED, false, &protected),
+            (1 << ORDINARY, true, &ordinary),
+        ] {
+            let refused = check(allocation, bits, resource_protected);
+            assert!(
+                matches!(refused, Err(Error::CannotAlias(_))),
+                "{bits:#x}, protected resource {resource_protected}: {refused:?}"
+            );
         }
-        // `keep_protection` ruled out the memory types of the other
-        // protection: the driver's memoryTypeBits may still name them.
-        let bit = type_bit(allocation.memory_type());
-        if request.requirements.memory_type_bits & bit != 0 && request.type_bits() & bit == 0 {
-            return Err(Error::CannotAlias(
-                "a protected resource and unprotected memory, or an unprotected resource \
-                 and protected memory (VUID-vkBindBufferMemory-None-01898, -01899)",
-            ));
+
+        let mut required = request(!0, plain);
+        required.driver_dedicated = DedicatedHint {
+            required: true,
+            preferred: true,
+        };
+        assert!(matches!(
+            allocator.check_resource_alias(&ordinary, 0, required, false),
+            Err(Error::CannotAlias(_))
+        ));
+
+        for allocation in [protected, ordinary] {
+            // SAFETY: the fake device runs no GPU work.
+            unsafe { allocator.free(allocation) }.unwrap();
         }
-        self.check_alias(allocation, offset, &request.requirements, request.kind)
+        allocator.destroy_pool(pool).unwrap();
+        drop(allocator);
+        device.assert_clean();
     }
 }
