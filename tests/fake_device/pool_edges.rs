@@ -35,7 +35,9 @@ fn upload_in(pool: Pool, size: u64, memory_type: u32) -> Request<'static> {
 /// served from the new pool whatever its memory type, and the allocation
 /// reported the old handle's type: on the mobile layout, memory of the
 /// non-coherent type 2 passed for the coherent type 1, so `flush` skipped
-/// the flush and the GPU never saw the host's bytes.)
+/// the flush and the GPU never saw the host's bytes.) No handle of the
+/// pools destroyed on the way names the new pool either: the slot's last
+/// generation is used once, not by every pool made in the slot after it.
 #[test]
 fn a_destroyed_pools_handle_stays_stale_after_its_generation_wraps() {
     const COHERENT: u32 = 1;
@@ -43,10 +45,13 @@ fn a_destroyed_pools_handle_stays_stale_after_its_generation_wraps() {
     let (allocator, device) = allocator(FakeLayout::mobile());
     let old = allocator.create_pool(&PoolDesc::new(COHERENT)).unwrap();
     allocator.destroy_pool(old).unwrap();
-    for _ in 0..u16::MAX {
-        let pool = allocator.create_pool(&PoolDesc::new(COHERENT)).unwrap();
-        allocator.destroy_pool(pool).unwrap();
-    }
+    let destroyed: Vec<Pool> = (0..u16::MAX)
+        .map(|_| {
+            let pool = allocator.create_pool(&PoolDesc::new(COHERENT)).unwrap();
+            allocator.destroy_pool(pool).unwrap();
+            pool
+        })
+        .collect();
     let new = allocator
         .create_pool(&PoolDesc::new(NON_COHERENT).block_size(MIB))
         .unwrap();
@@ -80,6 +85,14 @@ fn a_destroyed_pools_handle_stays_stale_after_its_generation_wraps() {
     // Nor may the old handle destroy (or read) the new pool.
     assert_eq!(allocator.pool_stats(&old).err(), Some(Error::StalePool));
     assert_eq!(allocator.destroy_pool(old), Err(Error::StalePool));
+    for (i, pool) in destroyed.iter().enumerate() {
+        assert_eq!(
+            allocator.pool_stats(pool).err(),
+            Some(Error::StalePool),
+            "pool {} of those destroyed after the first: {pool:?}, the new pool {new:?}",
+            i + 1
+        );
+    }
     allocator.destroy_pool(new).unwrap();
     finish(allocator, &device);
 }
@@ -95,7 +108,10 @@ fn pool_handles_keep_their_sizes() {
 }
 
 /// 2047 pools at once, the last slot's tag included; the 2048th is
-/// `TooManyPools`, and its `min_blocks` block is released.
+/// `TooManyPools`, refused before its `min_blocks` block is made: no
+/// `vkAllocateMemory` for a pool that cannot be kept (which, short of
+/// memory, would fail as out of memory instead, after releasing the
+/// default pools' kept empty blocks for it).
 #[test]
 fn the_last_pool_slot_works_and_the_next_is_too_many_pools() {
     let (allocator, device) = allocator(FakeLayout::discrete());
@@ -108,10 +124,12 @@ fn the_last_pool_slot_works_and_the_next_is_too_many_pools() {
     let allocation = allocator.allocate(&request).unwrap();
     assert!(allocator.owns(&allocation));
     assert_eq!(allocator.pool_stats(&last).unwrap().block_allocations, 1);
+    let calls = device.counters().allocate_calls;
     assert_eq!(
         allocator.create_pool(&PoolDesc::new(1).block_size(MIB).min_blocks(1)),
         Err(Error::TooManyPools)
     );
+    assert_eq!(device.counters().allocate_calls, calls);
     assert_eq!(
         device.live_allocations().len(),
         1,
