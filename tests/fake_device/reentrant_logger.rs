@@ -15,8 +15,11 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{AllocationDesc, Config, PoolDesc, Request, ResourceKind, Usage};
+use ash::vk;
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::{
+    Allocation, AllocationDesc, Config, Pool, PoolDesc, Request, ResourceKind, Usage,
+};
 
 use super::frames::end_frame;
 use super::{allocator_with, buffer, finish, free, requirements, FakeAllocator};
@@ -36,6 +39,50 @@ fn with_fill() -> Config {
         large_heap_block_size: 4 * MIB,
         ..Config::default()
     }
+}
+
+/// An allocator over a new fake device of `layout`, shared with the
+/// steps' threads, and the device.
+fn shared_allocator(layout: FakeLayout, config: Config) -> (Arc<FakeAllocator>, FakeDevice) {
+    let (allocator, device) = allocator_with(layout, config);
+    (Arc::new(allocator), device)
+}
+
+/// Writes a byte at `offset` in `memory`, as a write after free would.
+fn write_byte(device: &FakeDevice, memory: vk::DeviceMemory, offset: u64) {
+    // SAFETY: no slice of these bytes is alive across the call.
+    assert!(unsafe { device.write(memory, offset, &[0x42]) });
+}
+
+/// A custom pool of 1 MiB blocks in the host-visible type, and a request
+/// of `size` bytes in it.
+fn host_pool(allocator: &FakeAllocator, size: u64) -> (Pool, Request<'static>) {
+    let pool = allocator
+        .create_pool(&PoolDesc::new(HOST).block_size(MIB))
+        .unwrap();
+    let request = Request::with_desc(
+        requirements(size, 16),
+        ResourceKind::Buffer,
+        AllocationDesc::new(Usage::UPLOAD).pool(pool),
+    );
+    (pool, request)
+}
+
+/// Margins of 16 bytes checked (`Config::detect_corruption`), and an
+/// allocation whose margin's first byte was written over.
+fn a_damaged_margin() -> (Arc<FakeAllocator>, FakeDevice, Allocation) {
+    let config = Config {
+        debug_margin: 16,
+        detect_corruption: true,
+        ..Config::default()
+    };
+    let (allocator, device) = shared_allocator(FakeLayout::discrete(), config);
+    let victim = allocator
+        .allocate(&buffer(1000, 16, Usage::UPLOAD))
+        .unwrap();
+    // SAFETY: no slice of the allocation is alive across the call.
+    assert!(unsafe { device.write(victim.memory(), victim.offset() + 1000, &[0xAB]) });
+    (allocator, device, victim)
 }
 
 /// Runs `step` on a thread of its own, with the logger set to call
@@ -79,30 +126,30 @@ fn with_reentrant_logger<T: Send + 'static>(
     value
 }
 
-/// The allocator back from its `Arc`, every step's thread done with it.
-fn unshared(allocator: Arc<FakeAllocator>) -> FakeAllocator {
-    Arc::into_inner(allocator).expect("a step's thread still holds the allocator")
+/// Drops the allocator, back from its `Arc` (every step's thread done
+/// with it), and checks that the device is left clean.
+fn finish_shared(allocator: Arc<FakeAllocator>, device: &FakeDevice) {
+    let allocator = Arc::into_inner(allocator).expect("a step's thread still holds the allocator");
+    finish(allocator, device);
 }
 
 /// `trim` releases the kept empty block, in which a byte was written
 /// after free.
 #[test]
 fn trim() {
-    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
-    let allocator = Arc::new(allocator);
+    let (allocator, device) = shared_allocator(FakeLayout::discrete(), with_fill());
     let a = allocator
         .allocate(&buffer(50_000, 16, Usage::UPLOAD))
         .unwrap();
     let (memory, offset) = (a.memory(), a.offset());
     free(&allocator, a);
-    // SAFETY: no slice of these bytes is alive across the call.
-    assert!(unsafe { device.write(memory, offset + 9, &[0x42]) });
+    write_byte(&device, memory, offset + 9);
     let released = with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, false, |allocator| {
         allocator.trim()
     });
     assert!(released > 0);
     assert_eq!(allocator.corruptions_detected(), 1);
-    finish(unshared(allocator), &device);
+    finish_shared(allocator, &device);
 }
 
 /// Makes a 64 KiB allocation in the host-visible type's first block,
@@ -110,10 +157,7 @@ fn trim() {
 /// (three allocations of 1.5 MiB: two in one block, one in the other),
 /// then writes a byte into each freed range: whichever block goes is
 /// caught. The blocks stay with an `empty_block_reserve` of 100.
-fn two_written_empty_blocks(
-    allocator: &FakeAllocator,
-    device: &vk_suballoc::device::fake::FakeDevice,
-) -> vk_suballoc::Allocation {
+fn two_written_empty_blocks(allocator: &FakeAllocator, device: &FakeDevice) -> Allocation {
     let keeper = allocator
         .allocate(&buffer(64 << 10, 16, Usage::UPLOAD))
         .unwrap();
@@ -128,8 +172,7 @@ fn two_written_empty_blocks(
         .collect();
     for (memory, offset, a) in freed {
         free(allocator, a);
-        // SAFETY: no slice of these bytes is alive across the call.
-        assert!(unsafe { device.write(memory, offset + 11, &[0x42]) });
+        write_byte(device, memory, offset + 11);
     }
     assert_eq!(
         allocator.stats().memory_types[HOST as usize].empty_blocks,
@@ -150,8 +193,7 @@ fn end_frame_releasing_an_aged_block() {
         empty_block_reserve: 100.0,
         ..with_fill()
     };
-    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
-    let allocator = Arc::new(allocator);
+    let (allocator, device) = shared_allocator(FakeLayout::discrete(), config);
     let keeper = two_written_empty_blocks(&allocator, &device);
     let step_device = device.clone();
     let fence = with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, false, move |allocator| {
@@ -165,7 +207,7 @@ fn end_frame_releasing_an_aged_block() {
     device.signal_fence(fence);
     allocator.collect().unwrap();
     free(&allocator, keeper);
-    finish(unshared(allocator), &device);
+    finish_shared(allocator, &device);
 }
 
 /// A free that empties a custom pool's second block, in whose free bytes
@@ -173,56 +215,38 @@ fn end_frame_releasing_an_aged_block() {
 /// one.
 #[test]
 fn a_free_that_releases_a_block() {
-    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
-    let allocator = Arc::new(allocator);
-    let pool = allocator
-        .create_pool(&PoolDesc::new(HOST).block_size(MIB))
-        .unwrap();
-    let request = Request::with_desc(
-        requirements(600 << 10, 16),
-        ResourceKind::Buffer,
-        AllocationDesc::new(Usage::UPLOAD).pool(pool),
-    );
+    let (allocator, device) = shared_allocator(FakeLayout::discrete(), with_fill());
+    let (pool, request) = host_pool(&allocator, 600 << 10);
     let a = allocator.allocate(&request).unwrap();
     let b = allocator.allocate(&request).unwrap();
     assert_ne!(a.memory(), b.memory());
     free(&allocator, a);
     // Past `b`, in bytes no allocation ever held.
-    // SAFETY: no slice of these bytes is alive across the call.
-    assert!(unsafe { device.write(b.memory(), 900 << 10, &[0x42]) });
+    write_byte(&device, b.memory(), 900 << 10);
     with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, false, move |allocator| {
         free(allocator, b);
     });
     assert_eq!(allocator.corruptions_detected(), 1);
     assert_eq!(allocator.pool_stats(&pool).unwrap().blocks, 1);
     allocator.destroy_pool(pool).unwrap();
-    finish(unshared(allocator), &device);
+    finish_shared(allocator, &device);
 }
 
 /// `destroy_pool` releases the pool's empty block, in which a byte was
 /// written after free.
 #[test]
 fn destroy_pool() {
-    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
-    let allocator = Arc::new(allocator);
-    let pool = allocator
-        .create_pool(&PoolDesc::new(HOST).block_size(MIB))
-        .unwrap();
-    let request = Request::with_desc(
-        requirements(50_000, 16),
-        ResourceKind::Buffer,
-        AllocationDesc::new(Usage::UPLOAD).pool(pool),
-    );
+    let (allocator, device) = shared_allocator(FakeLayout::discrete(), with_fill());
+    let (pool, request) = host_pool(&allocator, 50_000);
     let a = allocator.allocate(&request).unwrap();
     let (memory, offset) = (a.memory(), a.offset());
     free(&allocator, a);
-    // SAFETY: no slice of these bytes is alive across the call.
-    assert!(unsafe { device.write(memory, offset + 3, &[0x42]) });
+    write_byte(&device, memory, offset + 3);
     with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, false, move |allocator| {
         allocator.destroy_pool(pool).unwrap();
     });
     assert_eq!(allocator.corruptions_detected(), 1);
-    finish(unshared(allocator), &device);
+    finish_shared(allocator, &device);
 }
 
 /// A request short of memory objects (`maxMemoryAllocationCount`)
@@ -234,8 +258,7 @@ fn a_request_releasing_kept_blocks() {
         ..with_fill()
     };
     let layout = FakeLayout::discrete().with_max_allocation_count(3);
-    let (allocator, device) = allocator_with(layout, config);
-    let allocator = Arc::new(allocator);
+    let (allocator, device) = shared_allocator(layout, config);
     let keeper = two_written_empty_blocks(&allocator, &device);
     let big = with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, false, |allocator| {
         allocator
@@ -245,7 +268,7 @@ fn a_request_releasing_kept_blocks() {
     assert!(allocator.corruptions_detected() >= 1);
     free(&allocator, big);
     free(&allocator, keeper);
-    finish(unshared(allocator), &device);
+    finish_shared(allocator, &device);
 }
 
 /// Margins (`Config::detect_corruption`): a free through the frame
@@ -254,18 +277,7 @@ fn a_request_releasing_kept_blocks() {
 /// the line.
 #[test]
 fn a_collected_free_with_a_damaged_margin() {
-    let config = Config {
-        debug_margin: 16,
-        detect_corruption: true,
-        ..Config::default()
-    };
-    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
-    let allocator = Arc::new(allocator);
-    let victim = allocator
-        .allocate(&buffer(1000, 16, Usage::UPLOAD))
-        .unwrap();
-    // SAFETY: no slice of the allocation is alive across the call.
-    assert!(unsafe { device.write(victim.memory(), victim.offset() + 1000, &[0xAB]) });
+    let (allocator, device, victim) = a_damaged_margin();
     allocator.free_after_frame(victim).unwrap();
     device.signal_fence(end_frame(&allocator, &device));
     with_reentrant_logger(&allocator, DAMAGED_MARGIN, true, |allocator| {
@@ -273,30 +285,19 @@ fn a_collected_free_with_a_damaged_margin() {
     });
     assert_eq!(allocator.corruptions_detected(), 1);
     assert_eq!(allocator.stats().live_bytes(), 0);
-    finish(unshared(allocator), &device);
+    finish_shared(allocator, &device);
 }
 
 /// Margins: a plain free of an allocation whose margin was written over.
 #[test]
 fn a_free_with_a_damaged_margin() {
-    let config = Config {
-        debug_margin: 16,
-        detect_corruption: true,
-        ..Config::default()
-    };
-    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
-    let allocator = Arc::new(allocator);
-    let victim = allocator
-        .allocate(&buffer(1000, 16, Usage::UPLOAD))
-        .unwrap();
-    // SAFETY: no slice of the allocation is alive across the call.
-    assert!(unsafe { device.write(victim.memory(), victim.offset() + 1000, &[0xAB]) });
+    let (allocator, device, victim) = a_damaged_margin();
     with_reentrant_logger(&allocator, DAMAGED_MARGIN, false, move |allocator| {
         free(allocator, victim);
     });
     assert_eq!(allocator.corruptions_detected(), 1);
     assert_eq!(allocator.stats().live_bytes(), 0);
-    finish(unshared(allocator), &device);
+    finish_shared(allocator, &device);
 }
 
 /// A defragmentation plan in a non-coherent type (mobile's cached type),
@@ -310,8 +311,7 @@ fn a_plan_s_failed_invalidate() {
         small_heap_limit: 0,
         ..with_fill()
     };
-    let (allocator, device) = allocator_with(FakeLayout::mobile(), config);
-    let allocator = Arc::new(allocator);
+    let (allocator, device) = shared_allocator(FakeLayout::mobile(), config);
     let readback = buffer(200_000, 16, Usage::READBACK);
     let live = super::debug_fill::keep_every_third(&allocator, &readback, |_, _| {});
     assert_eq!(live[0].memory_type(), 2, "mobile's cached type");
@@ -339,7 +339,7 @@ fn a_plan_s_failed_invalidate() {
     for a in live {
         free(&allocator, a);
     }
-    finish(unshared(allocator), &device);
+    finish_shared(allocator, &device);
 }
 
 /// `check_corruption` in a non-coherent type (mobile's cached type),
@@ -348,8 +348,7 @@ fn a_plan_s_failed_invalidate() {
 /// outside `deferred_log`.
 #[test]
 fn check_corruption_s_failed_invalidate() {
-    let (allocator, device) = allocator_with(FakeLayout::mobile(), with_fill());
-    let allocator = Arc::new(allocator);
+    let (allocator, device) = shared_allocator(FakeLayout::mobile(), with_fill());
     let kept = allocator
         .allocate(&buffer(50_000, 16, Usage::READBACK))
         .unwrap();
@@ -363,7 +362,7 @@ fn check_corruption_s_failed_invalidate() {
     );
     assert!(report.is_clean() && report.free_checked > 0, "{report:?}");
     free(&allocator, kept);
-    finish(unshared(allocator), &device);
+    finish_shared(allocator, &device);
 }
 
 /// Upload rings (`ring_fill.rs`): the `collect` that frees a destroyed
@@ -372,8 +371,7 @@ fn check_corruption_s_failed_invalidate() {
 /// the call that logs the line to carry out its frees.
 #[test]
 fn a_collect_freeing_a_destroyed_ring_s_chunk() {
-    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
-    let allocator = Arc::new(allocator);
+    let (allocator, device) = shared_allocator(FakeLayout::discrete(), with_fill());
     let ring = allocator
         .create_upload_ring(&vk_suballoc::UploadRingDesc {
             size: 64 << 10,
@@ -383,8 +381,7 @@ fn a_collect_freeing_a_destroyed_ring_s_chunk() {
     let stale = allocator.ring_allocate(ring, 1000, 256).unwrap();
     device.signal_fence(end_frame(&allocator, &device));
     allocator.collect().unwrap();
-    // SAFETY: no slice of these bytes is alive across the call.
-    assert!(unsafe { device.write(stale.memory(), stale.memory_offset() + 7, &[0x42]) });
+    write_byte(&device, stale.memory(), stale.memory_offset() + 7);
     allocator.destroy_upload_ring(ring).unwrap();
     device.signal_fence(end_frame(&allocator, &device));
     with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, true, |allocator| {
@@ -392,5 +389,5 @@ fn a_collect_freeing_a_destroyed_ring_s_chunk() {
     });
     assert_eq!(allocator.corruptions_detected(), 1);
     assert_eq!(allocator.stats().allocations(), 0);
-    finish(unshared(allocator), &device);
+    finish_shared(allocator, &device);
 }
