@@ -665,7 +665,7 @@ impl<M> TypePool<M> {
             return unsafe { self.free_debug(context, location, size) };
         }
         // SAFETY: the caller's contract.
-        unsafe { self.free_unchecked(context, location, size) }
+        unsafe { self.free_plain(context, location, size) }
     }
 
     /// [`free`](Self::free) in a memory type with corruption detection or
@@ -708,13 +708,13 @@ impl<M> TypePool<M> {
         };
         if let (None, Ok(())) = (&damaged, &filled) {
             // SAFETY: the caller's contract.
-            return unsafe { self.free_unchecked(context, location, size) };
+            return unsafe { self.free_plain(context, location, size) };
         }
         // Unwind safety: a free updates the pool before anything that can
         // panic (`FirstPanic::run`'s note).
         let freed = panic::catch_unwind(AssertUnwindSafe(|| {
             // SAFETY: the caller's contract.
-            unsafe { self.free_unchecked(context, location, size) }
+            unsafe { self.free_plain(context, location, size) }
         }));
         if let Some(damaged) = damaged {
             deferred_log::log(log::Level::Error, damaged);
@@ -728,11 +728,15 @@ impl<M> TypePool<M> {
     /// [`free`](Self::free) without the debug work (the margin check, the
     /// freed fill): for a memory type that has none, or once it is done.
     /// `Allocator::free` calls it directly once it has checked the type.
+    /// A stale `location` is refused all the same.
+    ///
+    /// # Errors
+    /// As [`free`](Self::free).
     ///
     /// # Safety
     /// As [`free`](Self::free).
     #[inline(always)]
-    pub(crate) unsafe fn free_unchecked<D: MemoryDeviceExt<M>>(
+    pub(crate) unsafe fn free_plain<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
         location: Location,
