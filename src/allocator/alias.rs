@@ -176,7 +176,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if request.requirements.memory_type_bits & bit != 0 && request.type_bits() & bit == 0 {
             return Err(Error::CannotAlias(
                 "a protected resource and unprotected memory, or an unprotected resource \
-                 and protected memory (VUID-vkBindBufferMemory-None-01898, -01899)",
+                 and protected memory (VUID-vkBindBufferMemory-None-01898, -01899, \
+                 VUID-vkBindImageMemory-None-01901, -01902)",
             ));
         }
         self.check_alias(allocation, offset, &request.requirements, request.kind)

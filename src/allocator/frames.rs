@@ -138,6 +138,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// the frame it writes, and of later ones, waits for it, collected or
     /// not). Nothing changes on error.
     ///
+    /// # Time complexity
+    /// O(chunks of every ring), to seal their frames; and the release of
+    /// aged blocks: a pass over the blocks of each default pool that keeps
+    /// two empty blocks or more, and a `vkFreeMemory` call per block
+    /// released (with [`Config::debug_fill`](crate::Config::debug_fill), a
+    /// read of each first). With debug fills, a write of the ring space a
+    /// retried reclaim gives back (O(bytes)).
+    ///
     /// # Safety
     /// `fence` belongs to the allocator's device, stays alive until the frame
     /// is collected or released by [`collect_idle`](Self::collect_idle) (and
@@ -276,6 +284,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::Device`]): frames released before the failing one stay
     /// released, the rest stay queued, and dropping the allocator still
     /// frees everything.
+    ///
+    /// # Time complexity
+    /// O(frames released + chunks of every ring + destroyed rings' chunks
+    /// held back), and each free carried out as [`free`](Self::free)
+    /// costs. With [`Config::debug_fill`](crate::Config::debug_fill), a
+    /// write of the ring space given back and a read of the free ring
+    /// space of each destroyed ring's chunk freed (O(bytes)).
     pub fn collect(&self) -> Result<Collected, Error> {
         // Held until the frees taken out below are carried out: another
         // call finding them gone from the queue finds them released.
@@ -441,6 +456,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// same. It waits for such a write (with no lock held) only when the
     /// write copies into the oldest of as many sealed frames as a ring
     /// holds (64), a ring allocation written that many frames late.
+    ///
+    /// # Time complexity
+    /// As [`collect`](Self::collect)'s, over every queued frame.
     pub unsafe fn collect_idle(&self) -> Collected {
         // As in `collect`.
         let mut fill = RingFill::new(self);
@@ -1110,6 +1128,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`].
+    ///
+    /// # Time complexity
+    /// O(chunks of the ring): their memory is freed later, as above.
     pub fn destroy_upload_ring(&self, ring: UploadRing) -> Result<(), Error> {
         if ring.allocator != self.id {
             return Err(Error::ForeignAllocation);

@@ -1,18 +1,25 @@
-//! Log lines found under a pool's lock, logged once it is released.
+//! Log lines found under the allocator's locks, logged once they are
+//! released.
 //!
 //! The debug work (`Config::debug_fill`, `Config::detect_corruption`) finds
 //! writes after free and damaged margins while it holds the lock of the
 //! pool it checks: as an empty block is released, as an allocation is
-//! freed. A logger that calls back into the allocator on such a line (to
-//! read [`stats`](crate::Allocator::stats), say, or to dump the memory
-//! map) would then wait for that lock forever. So each `&self` call that
-//! can reach that work runs it inside [`deferring`] (when some memory type
-//! has debug work: [`deferring_if`], which without touches no
-//! thread-local): the lines are kept,
-//! per thread, until the outermost such call has released every lock it
-//! took, and logged then. Outside of one ([`Allocator::free_mut`](crate::Allocator::free_mut),
-//! the allocator's drop: `&mut self` leaves no other caller, and no lock is
-//! held), a line is logged at once, where it is found.
+//! freed, as `check_corruption` reads free memory (there, also under the
+//! upload rings' lock); and as a destroyed ring's chunk is freed, under
+//! `collect`'s `releasing`. It warns there too of a flush or invalidate
+//! the driver failed. A logger that calls back into the allocator on such
+//! a line (to read [`stats`](crate::Allocator::stats), say, or to dump
+//! the memory map) would then wait for that lock forever. So each `&self`
+//! call that can reach that work runs it inside [`deferring`] (when some
+//! memory type has debug work: [`deferring_if`], which without touches
+//! no thread-local): the lines are kept, per thread, until the outermost
+//! such call has released every lock it took, and logged then. Outside
+//! of one ([`Allocator::free_mut`](crate::Allocator::free_mut), the
+//! allocator's drop: `&mut self` leaves no other caller, and no lock is
+//! held), a line is logged at once, where it is found. (The fills and
+//! checks of ring space that `ring_allocate`, `collect` and `end_frame`
+//! make under the rings' lock keep their lines in their own `RingFill`,
+//! logged the same way.)
 //!
 //! In another thread-local's destructor, once the thread has dropped the
 //! kept lines' store, a line is logged at once as well (the lock is held

@@ -307,9 +307,9 @@ impl FakeDevice {
     }
 
     /// The `nth` `vkFlushMappedMemoryRanges` (`flush`) or
-    /// `vkInvalidateMappedMemoryRanges` call from now fails with
-    /// `VK_ERROR_OUT_OF_HOST_MEMORY`, flushing or invalidating nothing; a
-    /// call past `u64::MAX` never comes.
+    /// `vkInvalidateMappedMemoryRanges` call from now (1: the next one)
+    /// fails with `VK_ERROR_OUT_OF_HOST_MEMORY`, flushing or invalidating
+    /// nothing; with `nth` 0, or a call past `u64::MAX`, none does.
     pub fn fail_sync(&self, flush: bool, nth: u64) {
         let mut state = self.state();
         let calls = if flush {
