@@ -31,6 +31,7 @@ const HOST: u32 = 2;
 
 const WRITTEN_AFTER_FREE: &str = "written after it was freed";
 const DAMAGED_MARGIN: &str = "memory corruption";
+const FAILED_INVALIDATE: &str = "debug fill: the invalidate of bytes";
 
 /// Debug fills on, with 4 MiB blocks (the first ones smaller).
 fn with_fill() -> Config {
@@ -85,16 +86,25 @@ fn a_damaged_margin() -> (Arc<FakeAllocator>, FakeDevice, Allocation) {
     (allocator, device, victim)
 }
 
-/// Runs `step` on a thread of its own, with the logger set to call
-/// `allocator.stats()` (and, with `collect`, `allocator.collect()`) on
-/// this thread's next line containing `text`; returns `step`'s value once
+/// What the logger's hook calls back into the allocator for.
+#[derive(Clone, Copy)]
+enum CallBack {
+    /// `stats`.
+    Stats,
+    /// `stats`, then `collect` (which waits for a `collect` holding its
+    /// lock to carry out its frees).
+    StatsAndCollect,
+}
+
+/// Runs `step` on a thread of its own, with the logger set to call back
+/// as `call_back` says on this thread's next line containing `text`; returns `step`'s value once
 /// the hook has run. Fails when the step panics, when it has not returned
 /// in 20 seconds (the logger's call waits for a lock its caller holds), or
 /// when no line had `text`.
 fn with_reentrant_logger<T: Send + 'static>(
     allocator: &Arc<FakeAllocator>,
     text: &'static str,
-    collect: bool,
+    call_back: CallBack,
     step: impl FnOnce(&FakeAllocator) -> T + Send + 'static,
 ) -> T {
     let calls = Arc::new(AtomicU32::new(0));
@@ -108,7 +118,7 @@ fn with_reentrant_logger<T: Send + 'static>(
     std::thread::spawn(move || {
         super::leak_log::on_line_with(text, move || {
             let _ = for_hook.stats();
-            if collect {
+            if let CallBack::StatsAndCollect = call_back {
                 for_hook.collect().unwrap();
             }
             hook_calls.fetch_add(1, Ordering::SeqCst);
@@ -144,9 +154,12 @@ fn trim() {
     let (memory, offset) = (a.memory(), a.offset());
     free(&allocator, a);
     write_byte(&device, memory, offset + 9);
-    let released = with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, false, |allocator| {
-        allocator.trim()
-    });
+    let released = with_reentrant_logger(
+        &allocator,
+        WRITTEN_AFTER_FREE,
+        CallBack::Stats,
+        |allocator| allocator.trim(),
+    );
     assert!(released > 0);
     assert_eq!(allocator.corruptions_detected(), 1);
     finish_shared(allocator, &device);
@@ -196,9 +209,12 @@ fn end_frame_releasing_an_aged_block() {
     let (allocator, device) = shared_allocator(FakeLayout::discrete(), config);
     let keeper = two_written_empty_blocks(&allocator, &device);
     let step_device = device.clone();
-    let fence = with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, false, move |allocator| {
-        end_frame(allocator, &step_device)
-    });
+    let fence = with_reentrant_logger(
+        &allocator,
+        WRITTEN_AFTER_FREE,
+        CallBack::Stats,
+        move |allocator| end_frame(allocator, &step_device),
+    );
     assert_eq!(
         allocator.stats().memory_types[HOST as usize].empty_blocks,
         1
@@ -223,9 +239,14 @@ fn a_free_that_releases_a_block() {
     free(&allocator, a);
     // Past `b`, in bytes no allocation ever held.
     write_byte(&device, b.memory(), 900 << 10);
-    with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, false, move |allocator| {
-        free(allocator, b);
-    });
+    with_reentrant_logger(
+        &allocator,
+        WRITTEN_AFTER_FREE,
+        CallBack::Stats,
+        move |allocator| {
+            free(allocator, b);
+        },
+    );
     assert_eq!(allocator.corruptions_detected(), 1);
     assert_eq!(allocator.pool_stats(&pool).unwrap().blocks, 1);
     allocator.destroy_pool(pool).unwrap();
@@ -242,9 +263,14 @@ fn destroy_pool() {
     let (memory, offset) = (a.memory(), a.offset());
     free(&allocator, a);
     write_byte(&device, memory, offset + 3);
-    with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, false, move |allocator| {
-        allocator.destroy_pool(pool).unwrap();
-    });
+    with_reentrant_logger(
+        &allocator,
+        WRITTEN_AFTER_FREE,
+        CallBack::Stats,
+        move |allocator| {
+            allocator.destroy_pool(pool).unwrap();
+        },
+    );
     assert_eq!(allocator.corruptions_detected(), 1);
     finish_shared(allocator, &device);
 }
@@ -260,11 +286,16 @@ fn a_request_releasing_kept_blocks() {
     let layout = FakeLayout::discrete().with_max_allocation_count(3);
     let (allocator, device) = shared_allocator(layout, config);
     let keeper = two_written_empty_blocks(&allocator, &device);
-    let big = with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, false, |allocator| {
-        allocator
-            .allocate(&buffer(5 * MIB, 16, Usage::UPLOAD))
-            .unwrap()
-    });
+    let big = with_reentrant_logger(
+        &allocator,
+        WRITTEN_AFTER_FREE,
+        CallBack::Stats,
+        |allocator| {
+            allocator
+                .allocate(&buffer(5 * MIB, 16, Usage::UPLOAD))
+                .unwrap()
+        },
+    );
     assert!(allocator.corruptions_detected() >= 1);
     free(&allocator, big);
     free(&allocator, keeper);
@@ -280,9 +311,12 @@ fn a_collected_free_with_a_damaged_margin() {
     let (allocator, device, victim) = a_damaged_margin();
     allocator.free_after_frame(victim).unwrap();
     device.signal_fence(end_frame(&allocator, &device));
-    with_reentrant_logger(&allocator, DAMAGED_MARGIN, true, |allocator| {
-        allocator.collect().unwrap()
-    });
+    with_reentrant_logger(
+        &allocator,
+        DAMAGED_MARGIN,
+        CallBack::StatsAndCollect,
+        |allocator| allocator.collect().unwrap(),
+    );
     assert_eq!(allocator.corruptions_detected(), 1);
     assert_eq!(allocator.stats().live_bytes(), 0);
     finish_shared(allocator, &device);
@@ -292,9 +326,14 @@ fn a_collected_free_with_a_damaged_margin() {
 #[test]
 fn a_free_with_a_damaged_margin() {
     let (allocator, device, victim) = a_damaged_margin();
-    with_reentrant_logger(&allocator, DAMAGED_MARGIN, false, move |allocator| {
-        free(allocator, victim);
-    });
+    with_reentrant_logger(
+        &allocator,
+        DAMAGED_MARGIN,
+        CallBack::Stats,
+        move |allocator| {
+            free(allocator, victim);
+        },
+    );
     assert_eq!(allocator.corruptions_detected(), 1);
     assert_eq!(allocator.stats().live_bytes(), 0);
     finish_shared(allocator, &device);
@@ -315,11 +354,12 @@ fn a_plan_s_failed_invalidate() {
     let readback = buffer(200_000, 16, Usage::READBACK);
     let live = super::debug_fill::keep_every_third(&allocator, &readback, |_, _| {});
     assert_eq!(live[0].memory_type(), 2, "mobile's cached type");
+    // The next invalidate fails (`flush` false).
     device.fail_sync(false, 1);
     let (plan, live) = with_reentrant_logger(
         &allocator,
-        "debug fill: the invalidate of bytes",
-        false,
+        FAILED_INVALIDATE,
+        CallBack::Stats,
         move |allocator| {
             let plan = allocator
                 .plan_defragmentation(
@@ -353,11 +393,12 @@ fn check_corruption_s_failed_invalidate() {
         .allocate(&buffer(50_000, 16, Usage::READBACK))
         .unwrap();
     assert_eq!(kept.memory_type(), 2, "mobile's cached type");
+    // The next invalidate fails (`flush` false).
     device.fail_sync(false, 1);
     let report = with_reentrant_logger(
         &allocator,
-        "debug fill: the invalidate of bytes",
-        false,
+        FAILED_INVALIDATE,
+        CallBack::Stats,
         |allocator| allocator.check_corruption(!0).unwrap(),
     );
     assert!(report.is_clean() && report.free_checked > 0, "{report:?}");
@@ -384,9 +425,12 @@ fn a_collect_freeing_a_destroyed_ring_s_chunk() {
     write_byte(&device, stale.memory(), stale.memory_offset() + 7);
     allocator.destroy_upload_ring(ring).unwrap();
     device.signal_fence(end_frame(&allocator, &device));
-    with_reentrant_logger(&allocator, WRITTEN_AFTER_FREE, true, |allocator| {
-        allocator.collect().unwrap()
-    });
+    with_reentrant_logger(
+        &allocator,
+        WRITTEN_AFTER_FREE,
+        CallBack::StatsAndCollect,
+        |allocator| allocator.collect().unwrap(),
+    );
     assert_eq!(allocator.corruptions_detected(), 1);
     assert_eq!(allocator.stats().allocations(), 0);
     finish_shared(allocator, &device);
