@@ -24,7 +24,8 @@
 //! 1. `frames`, the frame queue of deferred frees (`frames.rs`): `collect`
 //!    and `collect_idle` take the finished frames' frees out under it and
 //!    carry them out after releasing it, under 0;
-//! 2. `rings`, the upload rings: released while a new chunk is made
+//! 2. `rings`, the upload rings (`upload_rings.rs`, their reclaim in
+//!    `frames.rs`): released while a new chunk is made
 //!    (`ring_allocate` and `create_upload_ring` make it with no lock held
 //!    but its pool's, then put it in), and while `ring_write` copies and
 //!    flushes (with its pool's lock for the flush): a pin counted in the
@@ -75,6 +76,7 @@ mod place;
 mod pool;
 mod request;
 mod ring_fill;
+mod upload_rings;
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, Ordering};
