@@ -18,7 +18,7 @@ use vk_suballoc::{Config, DedicatedPolicy, RingAllocation, UploadRing, UploadRin
 use super::debug_fill::{all, bytes_at, device_bytes, write_at, FREED, NEW};
 use super::frames::end_frame;
 use super::seeded_rng::Rng;
-use super::{allocator_with, buffer, finish, FakeAllocator};
+use super::{allocator_with, buffer, finish, free, FakeAllocator};
 
 fn with_fill() -> Config {
     Config {
@@ -538,19 +538,22 @@ fn a_write_after_free_is_caught_when_a_ring_s_chunk_is_freed() {
 /// frame's, and are filled again when the frame is reclaimed. In coherent
 /// memory and in non-coherent memory, where a GPU write there is seen
 /// once the whole atoms over them (that held only free bytes) are
-/// invalidated. The padding reads `0xEF` but for the byte written.
+/// invalidated. The padding reads `0xEF` but for the byte written, and
+/// each line says which bytes the allocation skipped.
 /// (Before, only `check_corruption` saw those bytes, while free.)
 #[test]
 fn a_write_after_free_into_padding_or_a_skipped_end_is_caught() {
+    super::leak_log::install();
     let cases = [
         (FakeLayout::discrete(), Usage::UPLOAD, false),
         (FakeLayout::mobile(), Usage::READBACK, false),
         (FakeLayout::mobile(), Usage::READBACK, true),
     ];
-    for (layout, usage, gpu) in cases {
+    for (case_index, (layout, usage, gpu)) in cases.into_iter().enumerate() {
         let case = format!("{} gpu {gpu}", layout.name);
         let (allocator, device) = allocator_with(layout, with_fill());
-        let ring = ring(&allocator, 4096, usage, false);
+        let name = format!("skipped-bytes-{case_index}");
+        let ring = named_ring(&allocator, &name, 4096, usage);
         // Over the whole ring, collected: its pointer reaches every byte.
         let stale = allocator.ring_allocate(ring, 4096, 1).unwrap();
         finish_frame(&allocator, &device);
@@ -601,5 +604,165 @@ fn a_write_after_free_into_padding_or_a_skipped_end_is_caught() {
         finish_frame(&allocator, &device);
         assert_eq!(allocator.corruptions_detected(), 2, "{case}");
         finish(allocator, &device);
+        let lines = super::leak_log::lines();
+        let ring_needle = format!("upload ring \"{name}\"");
+        let found: Vec<_> = lines.iter().filter(|l| l.contains(&ring_needle)).collect();
+        assert_eq!(found.len(), 2, "{case}: {lines:#?}");
+        assert!(
+            found[0].contains("ring offset 1024")
+                && found[0].contains("skipped it as alignment padding"),
+            "{case}: {}",
+            found[0]
+        );
+        assert!(
+            found[1].contains("ring offset 0")
+                && found[1].contains("skipped it, the end of the ring, to wrap to its start"),
+            "{case}: {}",
+            found[1]
+        );
     }
+}
+
+/// In non-coherent memory (mobile's cached type, 256-byte atoms), the
+/// check of a ring allocation invalidates the atoms over the bytes it
+/// takes that the free space held wholly, and no others: a GPU write
+/// after free into its last atom, which it shares with the free space
+/// after it, is caught, in a ring more than half full, and the
+/// allocation reads `0xDC` in both views; a host write after free, never
+/// flushed, in the free space past that atom is kept for
+/// `check_corruption` to find (an invalidate there would drop it), which
+/// reports it with the free span it lies in. The ring's chunk lies past
+/// the start of its memory.
+#[test]
+fn non_coherent_checks_invalidate_the_atoms_taken_and_no_others() {
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), with_fill());
+    // Something before the ring's chunk in its memory.
+    let before = allocator
+        .allocate(&buffer(64 << 10, 256, Usage::READBACK))
+        .unwrap();
+    let ring = ring(&allocator, 4096, Usage::READBACK, false);
+    // Over the whole ring, collected: its pointer reaches every byte.
+    let stale = allocator.ring_allocate(ring, 4096, 1).unwrap();
+    let base = stale.memory_offset() - stale.buffer_offset();
+    assert!(base > 0 && base % 256 == 0, "the chunk at {base}");
+    assert_eq!(before.memory(), stale.memory());
+    finish_frame(&allocator, &device);
+    // Ten whole atoms, live; the next allocation starts an atom.
+    let live = allocator.ring_allocate(ring, 2560, 1).unwrap();
+    assert_eq!(live.buffer_offset(), 0);
+    let (memory, stale_at) = (stale.memory(), stale.memory_offset());
+    // SAFETY: no slice of these bytes is alive.
+    assert!(unsafe { device.write(memory, stale_at + 2610, &[0x42]) });
+    write_at(stale.mapped_ptr(), 2900, &[0x43]);
+    let a = allocator.ring_allocate(ring, 100, 1).unwrap();
+    assert_eq!(a.buffer_offset(), 2560);
+    assert_eq!(allocator.corruptions_detected(), 1, "the GPU write");
+    let (host, gpu) = views(&device, &a);
+    assert!(all(&host, NEW) && all(&gpu, NEW), "{host:?} {gpu:?}");
+    let report = allocator.check_corruption(!0).unwrap();
+    let found: Vec<_> = report
+        .written_after_free
+        .iter()
+        .map(|w| (w.memory, w.offset, w.size, w.first_changed))
+        .collect();
+    assert_eq!(
+        found,
+        [(memory, stale_at + 2660, 4096 - 2660, stale_at + 2900)],
+        "the host write, in the free span after `a`"
+    );
+    assert_eq!(allocator.corruptions_detected(), 1);
+    free(&allocator, before);
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_frame(&allocator, &device);
+    finish(allocator, &device);
+}
+
+/// In non-coherent memory, a reclaim flushes its `0xEF` fill over the
+/// atoms of the space it gave back only: a GPU write after free into
+/// ring space that was free before the reclaim, in the same free span as
+/// the reclaimed space now, is not overwritten by the host's view, and
+/// `check_corruption` still finds it.
+#[test]
+fn non_coherent_a_reclaim_flushes_only_the_space_it_gave_back() {
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), with_fill());
+    let ring = ring(&allocator, 4096, Usage::READBACK, false);
+    let stale = allocator.ring_allocate(ring, 4096, 1).unwrap();
+    let (memory, stale_at) = (stale.memory(), stale.memory_offset());
+    finish_frame(&allocator, &device);
+    let x = allocator.ring_allocate(ring, 2048, 1).unwrap();
+    assert_eq!(x.buffer_offset(), 0);
+    let first = end_frame(&allocator, &device);
+    let y = allocator.ring_allocate(ring, 1024, 1).unwrap();
+    assert_eq!(y.buffer_offset(), 2048);
+    let second = end_frame(&allocator, &device);
+    device.signal_fence(first);
+    allocator.collect().unwrap();
+    // Wraps, skipping 3072..4096: the free space is 1536..2048.
+    let z = allocator.ring_allocate(ring, 1536, 1).unwrap();
+    assert_eq!(z.buffer_offset(), 0);
+    let third = end_frame(&allocator, &device);
+    // SAFETY: no slice of these bytes is alive.
+    assert!(unsafe { device.write(memory, stale_at + 1800, &[0x42]) });
+    // Gives back 2048..3072: the free space is 1536..3072.
+    device.signal_fence(second);
+    allocator.collect().unwrap();
+    let report = allocator.check_corruption(!0).unwrap();
+    let found: Vec<_> = report
+        .written_after_free
+        .iter()
+        .map(|w| (w.memory, w.first_changed))
+        .collect();
+    assert_eq!(found, [(memory, stale_at + 1800)], "{report:?}");
+    device.signal_fence(third);
+    allocator.collect().unwrap();
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_frame(&allocator, &device);
+    finish(allocator, &device);
+}
+
+/// `check_corruption` checks the rings' free space in the memory types
+/// asked for only; counts each span of it in `free_checked` (one, then
+/// two once the free space wraps: the part after the head and the part
+/// from the ring's start); and reports a write after free with the span
+/// it lies in, its offset in the memory and its size.
+#[test]
+fn check_corruption_checks_ring_spans_in_the_types_asked_for() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
+    let ring = ring(&allocator, 4096, Usage::UPLOAD, false);
+    let stale = allocator.ring_allocate(ring, 4096, 1).unwrap();
+    let (memory, stale_at) = (stale.memory(), stale.memory_offset());
+    finish_frame(&allocator, &device);
+    let a = allocator.ring_allocate(ring, 1000, 1).unwrap();
+    assert_eq!(a.buffer_offset(), 0);
+    write_at(stale.mapped_ptr(), 3000, &[0x42]);
+    let all_types = allocator.check_corruption(!0).unwrap();
+    assert_eq!(all_types.written_after_free.len(), 1, "{all_types:?}");
+    let ring_type = all_types.written_after_free[0].memory_type;
+    let others = allocator.check_corruption(!(1 << ring_type)).unwrap();
+    assert!(others.is_clean(), "the other types' check: {others:?}");
+    let one_span = allocator.check_corruption(1 << ring_type).unwrap();
+    assert_eq!(one_span.written_after_free.len(), 1, "{one_span:?}");
+    let first = end_frame(&allocator, &device);
+    let b = allocator.ring_allocate(ring, 1000, 1).unwrap();
+    assert_eq!(b.buffer_offset(), 1000);
+    let second = end_frame(&allocator, &device);
+    device.signal_fence(first);
+    allocator.collect().unwrap();
+    // Free: 2000..4096 and 0..1000.
+    let two_spans = allocator.check_corruption(1 << ring_type).unwrap();
+    assert_eq!(two_spans.free_checked, one_span.free_checked + 1);
+    let found: Vec<_> = two_spans
+        .written_after_free
+        .iter()
+        .map(|w| (w.memory_type, w.memory, w.offset, w.size, w.first_changed))
+        .collect();
+    assert_eq!(
+        found,
+        [(ring_type, memory, stale_at + 2000, 2096, stale_at + 3000)]
+    );
+    device.signal_fence(second);
+    allocator.collect().unwrap();
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_frame(&allocator, &device);
+    finish(allocator, &device);
 }
