@@ -461,12 +461,14 @@ fn limits_stop_a_plan_short_of_a_block() {
 /// plans: each moves what the limits allow out of the emptiest block over
 /// them, which retires at once; the plan that moves the last ones counts
 /// it released. The 64 MiB block's 8 buffers go 3, 3 and 2 at a time
-/// (or 2 by 2 under a 2.5 MiB limit).
+/// (or 2 by 2 under a 2.5 MiB limit, and under a 2 MiB one, which two
+/// moves reach exactly).
 #[test]
 fn split_blocks_empty_a_block_over_several_plans() {
     for (limits, per_plan) in [
         (DefragmentationLimits::default().max_moves(3), 3),
         (DefragmentationLimits::default().max_bytes(5 * MIB / 2), 2),
+        (DefragmentationLimits::default().max_bytes(2 * MIB), 2),
     ] {
         let limits = limits.split_blocks(true);
         let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
@@ -713,6 +715,35 @@ fn a_block_that_does_not_fit_elsewhere_stays() {
         .unwrap();
     assert_eq!(plan.blocks_released, 1);
     carry_out(&allocator, &mut live, plan);
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+/// A block over the limits that no other block could take moves from is
+/// not counted over them: no limit would let it empty. Alone in its
+/// memory type, or beside an empty block kept for reuse (moving into it
+/// would only swap one block for another).
+#[test]
+fn a_block_over_the_limits_with_nowhere_to_go_is_not_counted() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let mut live = mib_buffers(&allocator, 33);
+    let memory_type = live[0].memory_type();
+    let limits = DefragmentationLimits::default().max_moves(1);
+    for a in live.drain(4..32) {
+        free(&allocator, a);
+    }
+    let plan = allocator
+        .plan_defragmentation(&movables(&live[..4]), &limits)
+        .unwrap();
+    assert_eq!(plan.blocks_over_limits, 1, "the second block takes them");
+    free(&allocator, live.pop().unwrap());
+    assert_eq!(blocks(&allocator, memory_type).2, 1, "an empty block kept");
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &limits)
+        .unwrap();
+    assert_eq!((plan.moves.len(), plan.blocks_over_limits), (0, 0));
     for a in live {
         free(&allocator, a);
     }
@@ -1589,7 +1620,8 @@ fn compaction_packs_a_lone_block_so_a_larger_request_fits() {
     finish(allocator, &device);
 }
 
-/// Compaction stays within the limits, the highest allocations first;
+/// Compaction stays within the limits, the highest allocations first,
+/// and reaches them: moves that copy exactly the bytes allowed are made;
 /// later plans go on where it stopped.
 #[test]
 fn compaction_takes_the_highest_allocations_first_within_the_limits() {
@@ -1608,7 +1640,7 @@ fn compaction_takes_the_highest_allocations_first_within_the_limits() {
     assert_eq!(moved, [27, 29, 31]);
     carry_out(&allocator, &mut live, plan);
     let plan = allocator
-        .plan_defragmentation(&movables(&live), &compact.max_bytes(2 * MIB + 1))
+        .plan_defragmentation(&movables(&live), &compact.max_bytes(2 * MIB))
         .unwrap();
     assert_eq!((plan.moves.len(), plan.bytes_moved), (2, 2 * MIB));
     carry_out(&allocator, &mut live, plan);
