@@ -96,7 +96,7 @@ use std::panic::{self, AssertUnwindSafe};
 use super::{lock, Allocator};
 use crate::device::MemoryDeviceExt;
 use crate::frames::upload_ring::{wrapping, Reclaimed, RetiredFree, RingChunk, RingState};
-use crate::memory::deferred_log;
+use crate::memory::deferred_log::Kept;
 use crate::memory::first_panic::FirstPanic;
 use crate::memory::mapping::MappedPtr;
 use crate::memory::type_pool::debug_fill::{fill, first_changed, FREED, NEW};
@@ -127,21 +127,13 @@ impl RingDebug for NoRingFill {
     fn placed(&mut self, _: &RingState, _: usize, _: &LinearAllocation, _: u64) {}
 }
 
-/// A line for the log, kept until the call's locks are released.
-enum Line {
-    /// A write after free (`log::error!`).
-    Error(String),
-    /// A flush or invalidate the driver failed (`log::warn!`).
-    Warn(String),
-}
-
 /// The debug work of one call on upload rings: the lines it has to log
 /// and the first panic it caught, both for [`finish`](Self::finish), once
 /// the call has released its locks.
 pub(super) struct RingFill<'a, D: MemoryDeviceExt<M>, M: Send> {
     allocator: &'a Allocator<D, M>,
     panics: FirstPanic,
-    lines: Vec<Line>,
+    lines: Kept,
 }
 
 impl<'a, D: MemoryDeviceExt<M>, M: Send> RingFill<'a, D, M> {
@@ -149,7 +141,7 @@ impl<'a, D: MemoryDeviceExt<M>, M: Send> RingFill<'a, D, M> {
         Self {
             allocator,
             panics: FirstPanic::default(),
-            lines: Vec::new(),
+            lines: Kept::default(),
         }
     }
 
@@ -160,12 +152,7 @@ impl<'a, D: MemoryDeviceExt<M>, M: Send> RingFill<'a, D, M> {
         let Self {
             mut panics, lines, ..
         } = self;
-        for line in lines {
-            panics.run(|| match line {
-                Line::Error(line) => log::error!("{line}"),
-                Line::Warn(line) => log::warn!("{line}"),
-            });
-        }
+        panics.run(|| lines.log());
         panics.resume();
     }
 }
@@ -230,7 +217,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         chunk: &Allocation,
         range: Range<u64>,
         flush: bool,
-        lines: &mut Vec<Line>,
+        lines: &mut Kept,
     ) {
         if range.is_empty() {
             return;
@@ -239,11 +226,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return;
         };
         let call = if flush { "flush" } else { "invalidate" };
-        lines.push(Line::Warn(format!(
+        lines.push(log::Level::Warn, format!(
             "vk-suballoc: debug fill: the {call} of bytes {range:?} of an upload ring's chunk (memory {:?} from offset {}) failed ({error}); its fill patterns may not match between host and device, and a later check may report a write after free that did not happen",
             chunk.memory(),
             chunk.offset(),
-        )));
+        ));
     }
 
     /// The ring offset of the first byte of `span`, free ring space of
@@ -261,7 +248,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         chunk: &Allocation,
         mapped: MappedPtr,
         span: Range<u64>,
-        lines: &mut Vec<Line>,
+        lines: &mut Kept,
     ) -> Option<u64> {
         // SAFETY: free ring space of the chunk, inside its mapped
         // allocation: no ring allocation holds it, and none takes it
@@ -307,14 +294,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             // nobody else reads or writes them.
             unsafe { fill(mapped, capacity, FREED) };
             if self.context.is_non_coherent(chunk.allocation.memory_type()) {
-                let mut lines = Vec::new();
+                let mut lines = Kept::default();
                 let atoms = self.whole_atoms(&chunk.allocation, 0..capacity);
                 // Whole atoms of the chunk's own bytes, which no one uses.
                 self.sync_ring_space(&chunk.allocation, atoms, true, &mut lines);
-                for line in lines {
-                    let (Line::Warn(line) | Line::Error(line)) = line;
-                    log::warn!("{line}");
-                }
+                lines.log();
             }
         }));
         if let Err(payload) = filled {
@@ -329,7 +313,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// fills) gave back with `0xEF`, and in a non-coherent type flushes
     /// the atoms over it that the chunk's free space now holds wholly.
     /// Under the rings' lock.
-    fn fill_reclaimed(&self, chunk: &RingChunk, space: Reclaimed, lines: &mut Vec<Line>) {
+    fn fill_reclaimed(&self, chunk: &RingChunk, space: Reclaimed, lines: &mut Kept) {
         let Some(mapped) = chunk.allocation.mapped else {
             return;
         };
@@ -387,7 +371,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         index: usize,
         placed: &LinearAllocation,
         from: u64,
-        lines: &mut Vec<Line>,
+        lines: &mut Kept,
     ) {
         let Some(chunk) = state.chunks.get(index).filter(|chunk| chunk.fills) else {
             return;
@@ -462,7 +446,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         } else {
             "skipped it, the end of the ring, to wrap to its start"
         };
-        lines.push(Line::Error(format!(
+        lines.push(log::Level::Error, format!(
             "vk-suballoc: memory written after it was freed: byte {} of memory {:?} was changed before a ring allocation of {} bytes at offset {} {how} (upload ring{}, chunk {index}, ring offset {}, memory type {}): written through a ring allocation of a collected frame, or by the GPU",
             memory.offset() + changed,
             memory.memory(),
@@ -471,7 +455,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             ring_label(state.name.as_deref()),
             placed.offset,
             memory.memory_type(),
-        )));
+        ));
     }
 
     /// Before the free of a ring chunk with debug fills that left its
@@ -499,7 +483,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let Some(mapped) = chunk.mapped else {
             return;
         };
-        let mut lines = Vec::new();
+        let mut lines = Kept::default();
         let changed = free
             .spans
             .iter()
@@ -509,16 +493,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             .find_map(|span| self.first_written_free(chunk, mapped, span.clone(), &mut lines));
         if let Some(at) = changed {
             self.context.count_corruption();
-            lines.push(Line::Error(format!(
+            lines.push(log::Level::Error, format!(
                 "vk-suballoc: memory written after it was freed: byte {} of memory {:?} was changed before its upload ring's chunk was freed (upload ring{}, chunk {}, ring offset {at}, memory type {}): written through a ring allocation of a collected frame, or by the GPU",
                 chunk.offset() + at,
                 chunk.memory(),
                 ring_label(free.ring.as_deref()),
                 free.index,
                 chunk.memory_type(),
-            )));
+            ));
         }
-        defer_lines(lines);
+        lines.defer();
     }
 
     /// The free ring space of every upload ring's chunks in the memory
@@ -542,7 +526,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     pub(super) fn damaged_ring_space(&self, types: u32) -> (u64, Vec<(u32, WrittenFree)>) {
         let mut checked = 0;
         let mut damaged = Vec::new();
-        let mut lines = Vec::new();
+        let mut lines = Kept::default();
         let rings = lock(&self.rings);
         let chunks = rings.rings.iter().flat_map(|(_, ring)| &ring.chunks);
         for chunk in chunks {
@@ -575,7 +559,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             }
         }
         drop(rings);
-        defer_lines(lines);
+        lines.defer();
         (checked, damaged)
     }
 }
@@ -583,15 +567,4 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 /// `" \"name\""` for a named ring, else empty: for log lines.
 fn ring_label(name: Option<&str>) -> String {
     name.map(|name| format!(" \"{name}\"")).unwrap_or_default()
-}
-
-/// Hands `lines` to `deferred_log`: logged once the outermost call
-/// deferring them has released its locks, or at once outside one.
-fn defer_lines(lines: Vec<Line>) {
-    for line in lines {
-        match line {
-            Line::Error(line) => deferred_log::log(log::Level::Error, line),
-            Line::Warn(line) => deferred_log::log(log::Level::Warn, line),
-        }
-    }
 }

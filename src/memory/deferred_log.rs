@@ -92,6 +92,14 @@ impl Kept {
     pub(crate) fn log_quietly(self) {
         let _ = panic::catch_unwind(AssertUnwindSafe(|| self.log()));
     }
+
+    /// Hands every line to [`log()`]: kept for the outermost [`deferring`]
+    /// call on this thread, or logged at once outside one.
+    pub(crate) fn defer(self) {
+        for (level, line) in self.0 {
+            log(level, line);
+        }
+    }
 }
 
 /// Runs `op`, keeping the lines [`log()`] is given meanwhile on this thread;
