@@ -156,6 +156,11 @@ impl<const LOCKED: bool> VkSuballoc<LOCKED> {
         Self { allocator }
     }
 
+    /// The allocator, made as this row makes it (the `ring` trace's rows).
+    pub fn into_allocator(self) -> vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice> {
+        self.allocator
+    }
+
     /// The allocator, for its `&self` methods (`--defragment` plans).
     pub fn allocator(&self) -> &vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice> {
         &self.allocator
@@ -253,6 +258,14 @@ impl Vma {
     }
 }
 
+impl Vma {
+    /// The allocator, made as this row makes it (the `ring` trace's VMA
+    /// pool).
+    pub fn into_allocator(self) -> vk_mem::Allocator {
+        self.allocator
+    }
+}
+
 impl Backend for Vma {
     type Handle = vk_mem::Allocation;
 
@@ -317,6 +330,25 @@ impl GpuAllocator {
     }
 }
 
+impl GpuAllocator {
+    /// An upload (`CpuToGpu`, linear) allocation for `requirements`.
+    #[inline]
+    pub fn upload(
+        &mut self,
+        requirements: vk::MemoryRequirements,
+    ) -> Option<gpu_allocator::vulkan::Allocation> {
+        self.allocator
+            .allocate(&gpu_allocator::vulkan::AllocationCreateDesc {
+                name: "",
+                requirements,
+                location: gpu_allocator::MemoryLocation::CpuToGpu,
+                linear: true,
+                allocation_scheme: gpu_allocator::vulkan::AllocationScheme::GpuAllocatorManaged,
+            })
+            .ok()
+    }
+}
+
 impl Backend for GpuAllocator {
     type Handle = gpu_allocator::vulkan::Allocation;
 
@@ -373,6 +405,38 @@ impl GpuAlloc {
             allocator,
             device: ctx.counted_device.clone(),
         }
+    }
+}
+
+impl GpuAlloc {
+    /// `GpuAllocator::alloc` of `request`.
+    #[inline]
+    pub fn alloc(
+        &mut self,
+        request: gpu_alloc::Request,
+    ) -> Option<gpu_alloc::MemoryBlock<vk::DeviceMemory>> {
+        // SAFETY: the device is the one the properties came from.
+        unsafe {
+            self.allocator
+                .alloc(gpu_alloc_ash::AshMemoryDevice::wrap(&self.device), request)
+        }
+        .ok()
+    }
+
+    /// Maps the first `size` bytes of `block`, runs `f` on them, unmaps.
+    pub fn with_mapped<T>(
+        &self,
+        block: &mut gpu_alloc::MemoryBlock<vk::DeviceMemory>,
+        size: u64,
+        f: impl FnOnce(*mut u8) -> T,
+    ) -> Option<T> {
+        let device = gpu_alloc_ash::AshMemoryDevice::wrap(&self.device);
+        // SAFETY: a block of this allocator and device.
+        let ptr = unsafe { block.map(device, 0, size as usize) }.ok()?;
+        let result = f(ptr.as_ptr());
+        // SAFETY: mapped just above.
+        unsafe { block.unmap(device) };
+        Some(result)
     }
 }
 

@@ -20,6 +20,9 @@ mod defragment;
 mod defragment_report;
 mod replay;
 mod report;
+mod ring;
+mod ring_backends;
+mod ring_report;
 mod trace;
 mod vulkan;
 mod vulkano_peer;
@@ -66,10 +69,17 @@ struct Args {
     markdown: Option<String>,
     /// Part of the physical device's name (case-insensitive); `None`: the first.
     device: Option<String>,
+    /// The `ring` trace (`--traces ...,ring`; in the default set).
+    ring: bool,
+    ring_allocators: Vec<ring_backends::RingWhich>,
+    /// Bytes of the ring, VMA's linear pool block and the ring cores.
+    ring_size: u64,
 }
 
 fn usage() -> &'static str {
-    "usage: peers [--ops N] [--runs R] [--seed S] [--traces streaming,frame-loop,small-churn,mixed]\n\
+    "usage: peers [--ops N] [--runs R] [--seed S] [--traces streaming,frame-loop,small-churn,mixed,ring]\n\
+     \x20            [--ring-allocators vk-suballoc-ring,vk-suballoc,vma-linear-pool,gpu-alloc,gpu-allocator,\n\
+     \x20                               core-ours-linear,core-vma-virtual-linear] [--ring-size BYTES]\n\
      \x20            [--allocators vk-suballoc,vk-suballoc-locked,vma,gpu-allocator,gpu-alloc,vulkano,\n\
      \x20                          core-ours,core-offset-allocator,core-vulkano-free-list,core-vulkano-buddy]\n\
      \x20            [--scaling 1000,10000,100000,1000000 | --no-scaling] [--scaling-ops N]\n\
@@ -114,6 +124,9 @@ fn parse_args() -> Result<Args, String> {
         json: None,
         markdown: None,
         device: None,
+        ring: true,
+        ring_allocators: ring_backends::RingWhich::ALL.to_vec(),
+        ring_size: 64 << 20,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -123,9 +136,11 @@ fn parse_args() -> Result<Args, String> {
             "--runs" => args.runs = (parse_number(&value()?)? as usize).max(1),
             "--seed" => args.seed = parse_number(&value()?)?,
             "--traces" => {
-                args.traces = value()?
+                let list = value()?;
+                args.ring = list.split(',').any(|t| t == "ring");
+                args.traces = list
                     .split(',')
-                    .filter(|t| !t.is_empty())
+                    .filter(|t| !t.is_empty() && *t != "ring")
                     .map(|t| {
                         TraceKind::ALL
                             .into_iter()
@@ -146,6 +161,16 @@ fn parse_args() -> Result<Args, String> {
                     .map(|n| parse_number(n).map(|n| n as usize))
                     .collect::<Result<_, _>>()?;
             }
+            "--ring-allocators" => {
+                args.ring_allocators = value()?
+                    .split(',')
+                    .map(|a| {
+                        ring_backends::RingWhich::parse(a)
+                            .ok_or_else(|| format!("unknown ring allocator {a}"))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            "--ring-size" => args.ring_size = parse_number(&value()?)?.max(1 << 20),
             "--no-scaling" => args.scaling.clear(),
             "--scaling-ops" => args.scaling_ops = parse_number(&value()?)? as usize,
             "--scaling-gpu-allocator-max" => {
@@ -474,6 +499,9 @@ fn real_resources(args: &Args) -> ExitCode {
             );
         }
     }
+    if args.ring {
+        ok &= real_ring(args, &ctx, &mut source);
+    }
     if ok {
         println!("real resources: every allocation bound, no overlap, no granularity conflict, no validation message");
         ExitCode::SUCCESS
@@ -481,6 +509,46 @@ fn real_resources(args: &Args) -> ExitCode {
         eprintln!("real resources: FAILED");
         ExitCode::FAILURE
     }
+}
+
+/// `--real-resources` on the `ring` trace: every Vulkan row, untimed,
+/// under validation, writing a tag into the first and last bytes of every
+/// allocation through its mapping (the ring row through `ring_write`) and
+/// checking it when the allocation's frame completes: a later allocation
+/// that overlapped it would have overwritten it. A ring allocation is a
+/// range of the ring's buffer, not a resource of its own, so nothing is
+/// bound per allocation (the ring's buffer is real and bound by
+/// vk-suballoc); the peers' rows hand out memory, whose placement the
+/// shadow checks as in the timed run.
+fn real_ring(args: &Args, ctx: &VulkanContext, source: &mut RequirementSource<'_>) -> bool {
+    let trace = ring::generate(args.ops, args.seed, source);
+    let before = vulkan::validation_messages();
+    let mut ok = true;
+    for which in ring::runnable(&args.ring_allocators, ctx) {
+        if !which.is_vulkan() {
+            continue;
+        }
+        let start = vulkan::validation_messages();
+        let (fig, _) = ring::run_once(which, ctx, &trace, args.ring_size, 0.0, true);
+        let messages = vulkan::validation_messages() - start;
+        let good = fig.clean() && messages == 0;
+        ok &= good;
+        println!(
+            "{:<12} {:<40} allocations {:>7}  failures {}  misaligned {}  overlaps {}  tags overwritten {}  leaked {:?}  bytes left {}  validation messages {}  {}",
+            "ring",
+            which.name(),
+            fig.allocs,
+            fig.failures,
+            fig.misaligned,
+            fig.overlaps,
+            fig.clobbered,
+            fig.leaked,
+            fig.memory_left,
+            messages,
+            if good { "ok" } else { "FAILED" }
+        );
+    }
+    ok && vulkan::validation_messages() == before
 }
 
 /// `--defragment`: each trace through vk-suballoc plain and with plans
@@ -683,6 +751,9 @@ fn main() -> ExitCode {
             results.rows.push(row);
         }
     }
+    if args.ring {
+        results.ring = Some(ring_section(&args, &ctx, &mut source, overhead));
+    }
     for &live in &args.scaling {
         let seed = args.seed ^ live as u64;
         let trace = trace::scaling(live, args.scaling_ops, seed, &mut source);
@@ -716,6 +787,12 @@ fn main() -> ExitCode {
         }
     }
     println!("\n{}", results.markdown());
+    let ring_clean = results.ring.as_ref().map_or(true, |ring| {
+        ring.rows.iter().all(ring_report::RingRow::clean)
+    });
+    if !ring_clean {
+        eprintln!("ring: a check FAILED (see the table)");
+    }
     if let Some(path) = &args.json {
         if let Err(e) = std::fs::write(path, results.json()) {
             eprintln!("error: cannot write {path}: {e}");
@@ -728,7 +805,57 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    ExitCode::SUCCESS
+    if ring_clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The `ring` trace through its rows (ring.rs), printed as it goes.
+fn ring_section(
+    args: &Args,
+    ctx: &VulkanContext,
+    source: &mut RequirementSource<'_>,
+    overhead: f64,
+) -> ring_report::RingSection {
+    let trace = ring::generate(args.ops, args.seed, source);
+    let poll = ring::semaphore_poll_ns(ctx);
+    println!(
+        "trace ring (seed {:#x}): {} frames, {} allocations at {}-byte alignment, peak live {:.1} MiB, ring {} MiB; vkGetSemaphoreCounterValue {}",
+        trace.seed,
+        trace.frames(),
+        trace.allocations(),
+        trace.align,
+        trace.peak_live() as f64 / (1u64 << 20) as f64,
+        args.ring_size >> 20,
+        poll.map_or_else(|| "n/a".to_owned(), |p| format!("{p:.1} ns"))
+    );
+    let which = ring::runnable(&args.ring_allocators, ctx);
+    let rows = ring::measure(&which, ctx, &trace, args.ring_size, args.runs, overhead);
+    for row in &rows {
+        println!(
+            "  {:<40} {:>8.1} ns/alloc all in ({:.1} allocate, {:.1} frame; {:.0} ns per frame)  vkAllocateMemory {}  failures {}  checks {}",
+            row.which.name(),
+            row.all_in,
+            row.alloc,
+            row.frame_per_alloc,
+            row.per_frame,
+            row.vk_allocate_calls.map_or_else(|| "n/a".into(), |c| c.to_string()),
+            row.failures,
+            if row.clean() { "ok" } else { "FAILED" }
+        );
+    }
+    ring_report::RingSection {
+        seed: trace.seed,
+        allocations: trace.allocations(),
+        frames: trace.frames(),
+        align: trace.align,
+        capacity: args.ring_size,
+        peak_live: trace.peak_live(),
+        semaphore_poll_ns: poll,
+        rows,
+    }
 }
 
 #[cfg(test)]

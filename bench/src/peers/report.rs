@@ -91,11 +91,13 @@ pub struct Results {
     pub rows: Vec<Row>,
     /// Scaling rows: `trace` is `scaling-<live>`.
     pub scaling: Vec<(usize, Row)>,
+    /// The `ring` trace, when it ran.
+    pub ring: Option<crate::ring_report::RingSection>,
 }
 
 const MIB: f64 = (1u64 << 20) as f64;
 
-fn ns(x: f64) -> String {
+pub fn ns(x: f64) -> String {
     if x >= 10_000.0 {
         format!("{:.1} us", x / 1000.0)
     } else if x >= 100.0 {
@@ -173,6 +175,9 @@ impl Results {
                 );
             }
             let _ = writeln!(s);
+        }
+        if let Some(ring) = &self.ring {
+            s.push_str(&ring.markdown());
         }
         if !self.scaling.is_empty() {
             s.push_str(&self.scaling_markdown());
@@ -345,7 +350,12 @@ impl Results {
             .map(|(n, r)| row_json(r, Some(*n)))
             .collect();
         s.push_str(&rows.join(",\n"));
-        s.push_str("\n  ]\n}\n");
+        s.push_str("\n  ]");
+        if let Some(ring) = &self.ring {
+            s.push_str(",\n");
+            s.push_str(&ring.json());
+        }
+        s.push_str("\n}\n");
         s
     }
 }

@@ -370,6 +370,9 @@ pub struct VulkanContext {
     pub device_name: String,
     pub driver_info: String,
     pub buffer_image_granularity: u64,
+    /// The device was created with `timelineSemaphore` (Vulkan 1.2's
+    /// features), which the `ring` trace's vk-suballoc row needs.
+    pub timeline_semaphore: bool,
 }
 
 impl VulkanContext {
@@ -465,7 +468,19 @@ impl VulkanContext {
         let queues = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(queue_family)
             .queue_priorities(&priorities)];
-        let device_info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
+        // Timeline semaphores (core 1.2, optional there, required by 1.3)
+        // when the device has them: the `ring` trace ends vk-suballoc's
+        // frames with `end_frame_timeline` and signals them from the host.
+        let mut supported12 = vk::PhysicalDeviceVulkan12Features::default();
+        let mut features2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut supported12);
+        // SAFETY: Vulkan 1.3 instance, so features2 is core.
+        unsafe { instance.get_physical_device_features2(physical_device, &mut features2) };
+        let timeline_semaphore = supported12.timeline_semaphore == vk::TRUE;
+        let mut enabled12 =
+            vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(timeline_semaphore);
+        let device_info = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&queues)
+            .push_next(&mut enabled12);
         // SAFETY: valid create info; destroyed in Drop.
         let device = unsafe { instance.create_device(physical_device, &device_info, None) }
             .map_err(|e| format!("vkCreateDevice failed ({e})"))?;
@@ -501,6 +516,7 @@ impl VulkanContext {
             device_name,
             driver_info,
             buffer_image_granularity: properties.limits.buffer_image_granularity,
+            timeline_semaphore,
         })
     }
 }

@@ -137,13 +137,18 @@ fn wrap_device(ctx: &VulkanContext) -> Arc<Device> {
         .find(|p| vulkano::Handle::as_raw(p.handle()) == wanted)
         .expect("vulkano sees the context's physical device");
     // What the context created the device with: one queue of family 0, no
-    // extension, no feature.
+    // extension, no feature but timeline semaphores where the device has
+    // them.
     let device_info = DeviceCreateInfo {
         queue_create_infos: vec![QueueCreateInfo {
             queue_family_index: 0,
             queues: vec![1.0],
             ..Default::default()
         }],
+        enabled_features: vulkano::device::Features {
+            timeline_semaphore: ctx.timeline_semaphore,
+            ..vulkano::device::Features::empty()
+        },
         ..Default::default()
     };
     // SAFETY: the context's device, made from this physical device with
