@@ -1840,3 +1840,121 @@ fn a_move_starts_no_run_in_a_small_block() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+/// A custom pool of 1 MiB blocks with no `max_blocks`, so small buffers
+/// take run slots in it: its first block, `kept`, holds a small buffer
+/// (1000 bytes aligned to 16) at 0 (its first, a range of its own: runs
+/// make no block), a run of 64 1 KiB slots after it, the one at `FREE_SLOT`
+/// free again, and a buffer after the run that fills the block (freed
+/// unless `keep_filler`); a second block holds one more small buffer,
+/// alone (no block had room for its run). Returns the pool, that buffer,
+/// what stays in `kept`, and `kept`'s memory object.
+fn a_run_with_a_free_slot(
+    allocator: &FakeAllocator,
+    keep_filler: bool,
+) -> (
+    vk_suballoc::Pool,
+    Allocation,
+    Vec<Allocation>,
+    vk::DeviceMemory,
+) {
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).block_size(MIB))
+        .unwrap();
+    let in_pool = |size: u64, alignment: u64| {
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        Request::with_desc(requirements(size, alignment), ResourceKind::Buffer, desc)
+    };
+    let mut stays: Vec<Allocation> = (0..65)
+        .map(|_| allocator.allocate(&in_pool(1000, 16)).unwrap())
+        .collect();
+    let kept = stays[0].memory();
+    assert!(stays.iter().all(|a| a.memory() == kept));
+    let mut offsets: Vec<u64> = stays.iter().map(Allocation::offset).collect();
+    offsets.sort_unstable();
+    assert_eq!(offsets, (0..65).map(|i| i << 10).collect::<Vec<_>>());
+    let filler = allocator.allocate(&in_pool(MIB - (65 << 10), 256)).unwrap();
+    assert_eq!((filler.memory(), filler.offset()), (kept, 65 << 10));
+    let alone = allocator.allocate(&in_pool(1000, 16)).unwrap();
+    assert_ne!(alone.memory(), kept);
+    let freed = stays.iter().position(|a| a.offset() == FREE_SLOT).unwrap();
+    free(allocator, stays.swap_remove(freed));
+    if keep_filler {
+        stays.push(filler);
+    } else {
+        free(allocator, filler);
+    }
+    (pool, alone, stays, kept)
+}
+
+/// The offset of the free slot of [`a_run_with_a_free_slot`]'s run.
+const FREE_SLOT: u64 = 10 << 10;
+
+/// Plans over [`a_run_with_a_free_slot`]'s lone small buffer: its block
+/// empties, and the buffer moves into `kept`. Returns the move's
+/// destination, the small buffers and what stays, with the pool.
+fn plan_the_lone_small_buffer(
+    allocator: &FakeAllocator,
+    keep_filler: bool,
+) -> (Allocation, Vec<Allocation>, vk_suballoc::Pool) {
+    let (pool, alone, stays, kept) = a_run_with_a_free_slot(allocator, keep_filler);
+    let listed = [Movable::new(
+        &alone,
+        requirements(1000, 16),
+        ResourceKind::Buffer,
+    )];
+    let plan = allocator
+        .plan_defragmentation(&listed, &DefragmentationLimits::default())
+        .unwrap();
+    assert_eq!(
+        (plan.moves.len(), plan.blocks_released, plan.bytes_released),
+        (1, 1, MIB),
+        "{plan:?}"
+    );
+    let mut live = vec![alone];
+    carry_out(allocator, &mut live, plan);
+    let moved = live.remove(0);
+    assert_eq!(moved.memory(), kept);
+    (moved, stays, pool)
+}
+
+/// A small buffer's move takes a free slot of a run in a block that stays,
+/// as its allocation would: here the only room left in the pool's other
+/// block. (Moves in a pool whose requests take run slots once took none,
+/// and found no room there: the block did not empty.)
+#[test]
+fn a_small_buffers_move_takes_a_free_run_slot() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let (moved, stays, pool) = plan_the_lone_small_buffer(&allocator, true);
+    assert_eq!(moved.offset(), FREE_SLOT);
+    for a in stays.into_iter().chain([moved]) {
+        free(&allocator, a);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+/// A free slot of the fullest block with one goes before a new run in that
+/// same block (a new run goes first only in a fuller block): the move
+/// takes the slot, and the room after the run, which a new run would have
+/// cut into, still takes a buffer that fills it.
+#[test]
+fn a_small_buffers_move_takes_a_free_slot_before_a_new_run_in_its_block() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let (moved, mut stays, pool) = plan_the_lone_small_buffer(&allocator, false);
+    assert_eq!(moved.offset(), FREE_SLOT, "the free slot, not a new run");
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    let request = Request::with_desc(
+        requirements(MIB - (65 << 10), 256),
+        ResourceKind::Buffer,
+        desc,
+    );
+    let large = allocator.allocate(&request).unwrap();
+    assert_eq!((large.memory(), large.offset()), (moved.memory(), 65 << 10));
+    stays.push(large);
+    for a in stays.into_iter().chain([moved]) {
+        free(&allocator, a);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
