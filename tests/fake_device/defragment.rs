@@ -1958,3 +1958,70 @@ fn a_small_buffers_move_takes_a_free_slot_before_a_new_run_in_its_block() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+/// As [`compaction_makes_no_move_that_only_carries_a_hole_up`], with the
+/// hole at the block's start: a listed buffer between it and an unlisted
+/// one stays, as moving it to offset 0 would only carry the hole up.
+#[test]
+fn compaction_carries_no_hole_up_from_the_block_start() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let all = mib_buffers(&allocator, 32);
+    // [hole 0][A 1][U 2][free 3..32]
+    let live = keep_where(&allocator, all, |i| i == 1 || i == 2);
+    assert_eq!(mib_offsets(&live), [1, 2]);
+    let compact = DefragmentationLimits::default()
+        .max_used_percent(0)
+        .compact_blocks(true);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live[..1]), &compact)
+        .unwrap();
+    assert!(plan.moves.is_empty(), "{plan:?}");
+    assert_eq!((plan.blocks_compacted, plan.bytes_moved), (0, 0));
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
+/// A buffer with nothing free above it moves into a hole lower than the
+/// one right below it: its old place joins that one. Here the two holes
+/// lie between unlisted buffers, and the listed one moves from 4 MiB to
+/// 1 MiB, leaving one free range of 2 MiB at 3 MiB.
+#[test]
+fn compaction_moves_into_a_hole_below_the_one_beside_it() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let all = mib_buffers(&allocator, 32);
+    let block = all[0].memory();
+    // [Y 0][hole 1][X 2][hole 3][A 4][U 5][free 6..32]
+    let mut live = keep_where(&allocator, all, |i| [0, 2, 4, 5].contains(&i));
+    assert_eq!(mib_offsets(&live), [0, 2, 4, 5]);
+    let compact = DefragmentationLimits::default()
+        .max_used_percent(0)
+        .compact_blocks(true);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live[2..3]), &compact)
+        .unwrap();
+    assert_eq!((plan.blocks_compacted, plan.bytes_moved), (1, MIB));
+    let planned = &plan.moves[..];
+    assert_eq!(planned.len(), 1, "{plan:?}");
+    assert_eq!(planned[0].movable, 0);
+    assert_eq!(
+        (
+            planned[0].destination.memory(),
+            planned[0].destination.offset()
+        ),
+        (block, MIB)
+    );
+    carry_out(&allocator, &mut live[2..3], plan);
+    assert_eq!(mib_offsets(&live), [0, 1, 2, 5]);
+    let map = allocator.memory_map();
+    let holes: Vec<(u64, u64)> = map.memory_types[1].blocks[0]
+        .free_ranges()
+        .map(|range| (range.offset / MIB, range.size / MIB))
+        .collect();
+    assert_eq!(holes, [(3, 2), (6, 26)], "its old place joined the hole");
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
