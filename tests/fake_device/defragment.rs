@@ -2025,3 +2025,44 @@ fn compaction_moves_into_a_hole_below_the_one_beside_it() {
     }
     finish(allocator, &device);
 }
+
+/// Compaction grows a block's slot table when every slot is taken, as an
+/// allocation does: here a block of two slots (`initial_block_slots`)
+/// holds two buffers, the second aligned to 4 MiB above a 3 MiB gap, and
+/// made again aligned to 256 it moves into that gap. (Without the growth
+/// the move found no slot, and compaction gave it up without a word.)
+#[test]
+fn compaction_grows_a_full_slot_table() {
+    let config = Config {
+        initial_block_slots: 2,
+        ..without_runs()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let first = allocator
+        .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let aligned = allocator
+        .allocate(&buffer(MIB, 4 * MIB, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(aligned.memory(), first.memory());
+    assert_eq!((first.offset(), aligned.offset()), (0, 4 * MIB));
+    let mut live = vec![first, aligned];
+    let compact = DefragmentationLimits::default()
+        .max_used_percent(0)
+        .compact_blocks(true);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live[1..]), &compact)
+        .unwrap();
+    assert_eq!(
+        (plan.blocks_compacted, plan.moves.len()),
+        (1, 1),
+        "{plan:?}"
+    );
+    assert_eq!(plan.moves[0].destination.offset(), MIB);
+    carry_out(&allocator, &mut live[1..], plan);
+    assert_eq!(mib_offsets(&live), [0, 1]);
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
