@@ -2066,3 +2066,52 @@ fn compaction_grows_a_full_slot_table() {
     }
     finish(allocator, &device);
 }
+
+/// In a pool with `max_blocks`, where small buffers take no run slots, a
+/// small buffer's move takes no run either: it moves as a range of its
+/// own, and the rest of the room it moved into still takes a buffer that
+/// fills it. A run there would have taken all 64 KiB of that room.
+#[test]
+fn a_small_buffers_move_in_a_capped_pool_starts_no_run() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).block_size(MIB).max_blocks(2))
+        .unwrap();
+    let in_pool = |size: u64, alignment: u64| {
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        Request::with_desc(requirements(size, alignment), ResourceKind::Buffer, desc)
+    };
+    // The first block full while the small buffer takes the second, then
+    // 64 KiB of it freed.
+    let full = allocator.allocate(&in_pool(MIB, 256)).unwrap();
+    let small = allocator.allocate(&in_pool(1000, 16)).unwrap();
+    assert_ne!(small.memory(), full.memory());
+    let kept = full.memory();
+    free(&allocator, full);
+    let stays = allocator.allocate(&in_pool(MIB - (64 << 10), 256)).unwrap();
+    assert_eq!((stays.memory(), stays.offset()), (kept, 0));
+
+    let listed = [Movable::new(
+        &small,
+        requirements(1000, 16),
+        ResourceKind::Buffer,
+    )];
+    let plan = allocator
+        .plan_defragmentation(&listed, &DefragmentationLimits::default())
+        .unwrap();
+    assert_eq!((plan.moves.len(), plan.blocks_released), (1, 1), "{plan:?}");
+    let mut live = vec![small];
+    carry_out(&allocator, &mut live, plan);
+    assert_eq!(
+        (live[0].memory(), live[0].offset()),
+        (kept, MIB - (64 << 10))
+    );
+    // The 1008 bytes it holds, rounded up to 1 KiB: the rest of the room.
+    let beside = allocator.allocate(&in_pool(63 << 10, 1024)).unwrap();
+    assert_eq!((beside.memory(), beside.offset()), (kept, MIB - (63 << 10)));
+    for allocation in live.into_iter().chain([stays, beside]) {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
