@@ -283,8 +283,8 @@ fn a_failed_flush_or_invalidate_of_a_fill_is_logged_and_ignored() {
     super::leak_log::install();
     let (allocator, device) = allocator_with(FakeLayout::mobile(), with_fill());
     let keeper = allocator.allocate(&readback(50_000, None)).unwrap();
-    device.fail_sync(false, 1);
-    device.fail_sync(true, 1);
+    device.fail_invalidate(1);
+    device.fail_flush(1);
     let a = allocator.allocate(&readback(50_000, None)).unwrap();
     assert_eq!(a.memory(), keeper.memory());
     assert!(all(&bytes_at(a.mapped_ptr().unwrap(), a.size()), NEW));

@@ -354,8 +354,7 @@ fn a_plan_s_failed_invalidate() {
     let readback = buffer(200_000, 16, Usage::READBACK);
     let live = super::debug_fill::keep_every_third(&allocator, &readback, |_, _| {});
     assert_eq!(live[0].memory_type(), 2, "mobile's cached type");
-    // The next invalidate fails (`flush` false).
-    device.fail_sync(false, 1);
+    device.fail_invalidate(1);
     let (plan, live) = with_reentrant_logger(
         &allocator,
         FAILED_INVALIDATE,
@@ -393,8 +392,7 @@ fn check_corruption_s_failed_invalidate() {
         .allocate(&buffer(50_000, 16, Usage::READBACK))
         .unwrap();
     assert_eq!(kept.memory_type(), 2, "mobile's cached type");
-    // The next invalidate fails (`flush` false).
-    device.fail_sync(false, 1);
+    device.fail_invalidate(1);
     let report = with_reentrant_logger(
         &allocator,
         FAILED_INVALIDATE,

@@ -153,7 +153,8 @@ impl FakeDevice {
     }
 
     /// Checks and records flushed (`flush`) or invalidated ranges; or,
-    /// for a call [`fail_sync`](Self::fail_sync) asked to fail, flushes or
+    /// for a call [`fail_flush`](Self::fail_flush) or
+    /// [`fail_invalidate`](Self::fail_invalidate) asked to fail, flushes or
     /// invalidates nothing and fails with `VK_ERROR_OUT_OF_HOST_MEMORY`.
     fn record_ranges(
         &self,
@@ -306,11 +307,25 @@ impl FakeDevice {
         state.faults.push(Fault::Map { at });
     }
 
-    /// The `nth` `vkFlushMappedMemoryRanges` (`flush`) or
-    /// `vkInvalidateMappedMemoryRanges` call from now (1: the next one)
-    /// fails with `VK_ERROR_OUT_OF_HOST_MEMORY`, flushing or invalidating
+    /// The `nth` `vkFlushMappedMemoryRanges` call from now (1: the next
+    /// one) fails with `VK_ERROR_OUT_OF_HOST_MEMORY`, flushing nothing;
+    /// with `nth` 0, or a call past `u64::MAX`, none does. Invalidates
+    /// are counted apart ([`fail_invalidate`](Self::fail_invalidate)).
+    pub fn fail_flush(&self, nth: u64) {
+        self.fail_sync(true, nth);
+    }
+
+    /// The `nth` `vkInvalidateMappedMemoryRanges` call from now (1: the
+    /// next one) fails with `VK_ERROR_OUT_OF_HOST_MEMORY`, invalidating
     /// nothing; with `nth` 0, or a call past `u64::MAX`, none does.
-    pub fn fail_sync(&self, flush: bool, nth: u64) {
+    /// Flushes are counted apart ([`fail_flush`](Self::fail_flush)).
+    pub fn fail_invalidate(&self, nth: u64) {
+        self.fail_sync(false, nth);
+    }
+
+    /// [`fail_flush`](Self::fail_flush) (`flush`) or
+    /// [`fail_invalidate`](Self::fail_invalidate).
+    fn fail_sync(&self, flush: bool, nth: u64) {
         let mut state = self.state();
         let calls = if flush {
             state.counters.flush_calls
