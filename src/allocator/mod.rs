@@ -24,8 +24,8 @@
 //! 1. `frames`, the frame queue of deferred frees (`frames.rs`): `collect`
 //!    and `collect_idle` take the finished frames' frees out under it and
 //!    carry them out after releasing it, under 0;
-//! 2. `rings`, the upload rings (`upload_rings.rs`, their reclaim in
-//!    `frames.rs`): released while a new chunk is made
+//! 2. `rings`, the upload rings (`rings.rs`; their methods in
+//!    `upload_rings.rs`, their reclaim in `frames.rs`): released while a new chunk is made
 //!    (`ring_allocate` and `create_upload_ring` make it with no lock held
 //!    but its pool's, then put it in), and while `ring_write` copies and
 //!    flushes (with its pool's lock for the flush): a pin counted in the
@@ -76,6 +76,7 @@ mod place;
 mod pool;
 mod request;
 mod ring_fill;
+mod rings;
 mod upload_rings;
 
 use std::panic::{self, AssertUnwindSafe};
@@ -148,7 +149,7 @@ pub struct Allocator<D: MemoryDeviceExt<M>, M: Send = vk::DeviceMemory> {
     releasing: Mutex<()>,
     /// Frees waiting for frame fences.
     frames: Mutex<DeferredQueue<FrameSignal, Deferred>>,
-    rings: Mutex<frames::Rings>,
+    rings: Mutex<rings::Rings>,
 }
 
 impl<D: MemoryDeviceExt<M>, M: Send> std::fmt::Debug for Allocator<D, M> {
@@ -277,7 +278,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             frames: Mutex::new(DeferredQueue::with_capacity(
                 config.max_frames_in_flight.min(RING_FRAMES) as usize,
             )),
-            rings: Mutex::new(frames::Rings::default()),
+            rings: Mutex::new(rings::Rings::default()),
         })
     }
 

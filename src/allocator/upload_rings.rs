@@ -1,7 +1,8 @@
 //! The allocator's upload-ring methods: creating and destroying rings,
 //! bump-allocating ring space in the current frame (with the debug fills'
 //! checks, `ring_fill.rs`), and copying into ring allocations. The reclaim
-//! of ring space as frames are collected is `frames.rs`'s (`Rings`).
+//! of ring space as frames are collected is `frames.rs`'s; the rings'
+//! shared state is `rings.rs`'s (`Rings`).
 
 use std::sync::Arc;
 
