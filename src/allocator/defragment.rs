@@ -378,6 +378,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 tag: PoolTag::DEFAULT,
                 pool: GroupPool::Default(pool),
                 indices: Vec::new(),
+                pool_movables: Vec::new(),
             })
             .collect();
         let mut custom_groups: HashMap<PoolTag, usize> = HashMap::new();
@@ -396,6 +397,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                             tag,
                             pool: GroupPool::Custom(cell.ok_or(Error::StaleAllocation)?),
                             indices: Vec::new(),
+                            pool_movables: Vec::new(),
                         });
                         custom_groups.insert(tag, groups.len() - 1);
                         groups.len() - 1
@@ -438,27 +440,25 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             compact: limits.compact_blocks,
         };
         let mut plan = DefragmentationPlan::default();
-        let pool_movables: Vec<Vec<PoolMovable>> = groups
-            .iter()
-            .map(|group| {
-                let (memory_type, indices) = (group.memory_type, &group.indices);
-                indices
-                    .iter()
-                    .map(|&index| movables[index])
-                    .zip(indices)
-                    .filter(|(movable, _)| {
-                        !movable.allocation.is_dedicated()
-                            && movable.requirements.memory_type_bits & (1 << memory_type) != 0
-                    })
-                    .map(|(movable, &index)| PoolMovable {
-                        index,
-                        location: movable.allocation.location,
-                        offset: movable.allocation.offset,
-                        size: movable.allocation.size,
-                    })
-                    .collect()
-            })
-            .collect();
+        for group in &mut groups {
+            let memory_type = group.memory_type;
+            group.pool_movables = group
+                .indices
+                .iter()
+                .map(|&index| movables[index])
+                .zip(&group.indices)
+                .filter(|(movable, _)| {
+                    !movable.allocation.is_dedicated()
+                        && movable.requirements.memory_type_bits & (1 << memory_type) != 0
+                })
+                .map(|(movable, &index)| PoolMovable {
+                    index,
+                    location: movable.allocation.location,
+                    offset: movable.allocation.offset,
+                    size: movable.allocation.size,
+                })
+                .collect();
+        }
         // Writes after free found in destinations (debug fills), logged
         // once the plan is made.
         let mut written_after_free = Vec::new();
@@ -468,7 +468,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let (planned, mut lines) = deferred_log::deferring(|| {
             self.plan_pools(
                 &groups,
-                &pool_movables,
                 movables,
                 &queued,
                 &mut budget,
@@ -502,11 +501,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// destinations, whose writes after free it adds to
     /// `written_after_free`. Returns a backend's panic in that work once
     /// the moves planned so far are in `plan`, for the caller to give up.
-    #[allow(clippy::too_many_arguments)]
     fn plan_pools(
         &self,
         groups: &[PoolGroup<'_, M>],
-        pool_movables: &[Vec<PoolMovable>],
         movables: &[Movable<'_>],
         queued: &[(u32, PoolTag, Location, u64)],
         budget: &mut MoveBudget,
@@ -519,7 +516,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             &[false]
         };
         for &compacting in passes {
-            for (group, pool_movables) in groups.iter().zip(pool_movables) {
+            for group in groups {
+                let pool_movables = &group.pool_movables;
                 if pool_movables.is_empty() {
                     continue;
                 }
@@ -688,8 +686,12 @@ struct PoolGroup<'a, M> {
     memory_type: u32,
     tag: PoolTag,
     pool: GroupPool<'a, M>,
-    /// Indices into the movables.
+    /// Indices into the movables: every movable of this pool.
     indices: Vec<usize>,
+    /// Those of them that may move (not dedicated, and their
+    /// `memoryTypeBits` name the pool's type): filled once every movable
+    /// passed the checks.
+    pool_movables: Vec<PoolMovable>,
 }
 
 /// A group's pool: a default pool, or a custom pool's cell, held (and
