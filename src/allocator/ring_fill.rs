@@ -48,10 +48,12 @@
 //! atoms of the free ring space (after a reclaim, all of it; at an
 //! allocation, the free space before it, from the old head: its padding
 //! or skipped end, its own bytes and the free space after them) that lie
-//! inside it entirely. That keeps one invariant: every atom
-//! wholly inside a chunk's free ring space holds the same bytes in the
-//! host's view and in the device's (the `0xEF` fills), but for a write
-//! after free. A reclaim fills its space and flushes every atom it leaves
+//! inside it entirely (the ring's last atom lies inside free space that
+//! runs to the ring's end: its bytes past that end are the chunk's own,
+//! [`whole_atoms`](Allocator::whole_atoms)). That keeps one invariant:
+//! every atom wholly inside a chunk's free ring space holds the same
+//! bytes in the host's view and in the device's (the `0xEF` fills), but
+//! for a write after free. A reclaim fills its space and flushes every atom it leaves
 //! wholly free (those it touches; the others were wholly free already); an
 //! allocation only takes atoms out of the free space; and `ring_write`'s
 //! widened flushes carry the host's `0xEF` over to the device. So the check
@@ -61,10 +63,10 @@
 //! no false report; its `0xDC` fill is flushed over the same atoms. A
 //! chunk that left its ring is checked so as it is freed, over the space
 //! that was free when it left: no ring allocation lives in it any more,
-//! and nothing flushed the atoms wholly inside that space since. Bytes in an
-//! atom shared with a live allocation (or running past the chunk's end)
-//! are checked as the host sees them only, and their fills reach the GPU
-//! with the next flush of that atom (`ring_write`, or a later reclaim).
+//! and nothing flushed the atoms wholly inside that space since. Bytes in
+//! an atom shared with a live allocation are checked as the host sees
+//! them only, and their fills reach the GPU with the next flush of that
+//! atom (`ring_write`, or a later reclaim).
 //!
 //! What this leaves open: the fills themselves write bytes (of the space
 //! reclaimed, of the allocation handed out) that may share an atom with a
@@ -99,7 +101,7 @@ use crate::frames::upload_ring::{wrapping, Reclaimed, RetiredFree, RingChunk, Ri
 use crate::memory::deferred_log::Kept;
 use crate::memory::first_panic::FirstPanic;
 use crate::memory::mapping::MappedPtr;
-use crate::memory::type_pool::debug_fill::{fill, first_changed, FREED, NEW};
+use crate::memory::type_pool::debug_fill::{fill, first_changed, whole_atoms, FREED, NEW};
 use crate::memory::type_pool::WrittenFree;
 use crate::offset::LinearAllocation;
 use crate::Allocation;
@@ -186,14 +188,28 @@ fn intersect(a: &Range<u64>, b: &Range<u64>) -> Range<u64> {
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// The `nonCoherentAtomSize` atoms of the memory of `chunk` (a ring
-    /// chunk's allocation) that lie wholly inside `range` (ring offsets),
-    /// as ring offsets. Empty when none does.
-    fn whole_atoms(&self, chunk: &Allocation, range: Range<u64>) -> Range<u64> {
-        let atom = self.context.properties.device.non_coherent_atom_size.max(1);
+    /// chunk's allocation, of `capacity` bytes of ring space) that lie
+    /// wholly inside `range` (ring offsets), as ring offsets. Empty when
+    /// none does.
+    ///
+    /// The ring's last atom counts as whole inside a `range` that runs to
+    /// the ring's end (the range then ends there, off an atom, and the
+    /// sync widens it to the atom's end or the memory's): its bytes past
+    /// the ring's end are the chunk's own, which no ring allocation holds.
+    /// They are no other allocation's either: a chunk in a non-coherent
+    /// type starts on an atom, and takes its block's bytes up to its
+    /// alignment, the atom at least (`pool_request_padded`; Vulkan's atom
+    /// is at most 256 bytes, under the 4 KiB that rounding stops at), or a
+    /// run slot whose size is a multiple of it; `ring_write`'s widened
+    /// flushes reach them too. Without it, the last partial atom of a
+    /// ring whose size is not a multiple of the atom would never be
+    /// synced: a GPU write after free there would go unseen, and the GPU
+    /// would read there what a `ring_write` flushed last, not the fills.
+    fn whole_atoms(&self, chunk: &Allocation, range: Range<u64>, capacity: u64) -> Range<u64> {
+        let atom = self.context.properties.device.non_coherent_atom_size;
         let base = chunk.offset();
-        let start = (base + range.start).next_multiple_of(atom);
-        let end = ((base + range.end) / atom * atom).max(start);
-        start - base..end - base
+        let whole = whole_atoms(base + range.start..base + range.end, atom, base + capacity);
+        whole.start - base..whole.end - base
     }
 
     /// The atoms of `chunk`'s memory that hold a byte of `range` (ring
@@ -246,6 +262,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     fn first_written_free(
         &self,
         chunk: &Allocation,
+        capacity: u64,
         mapped: MappedPtr,
         span: Range<u64>,
         lines: &mut Kept,
@@ -265,7 +282,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if changed.is_some() || !self.context.is_non_coherent(chunk.memory_type()) {
             return changed;
         }
-        let whole = self.whole_atoms(chunk, span);
+        let whole = self.whole_atoms(chunk, span, capacity);
         if whole.is_empty() {
             return None;
         }
@@ -295,7 +312,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             unsafe { fill(mapped, capacity, FREED) };
             if self.context.is_non_coherent(chunk.allocation.memory_type()) {
                 let mut lines = Kept::default();
-                let atoms = self.whole_atoms(&chunk.allocation, 0..capacity);
+                let atoms = self.whole_atoms(&chunk.allocation, 0..capacity, capacity);
                 // Whole atoms of the chunk's own bytes, which no one uses.
                 self.sync_ring_space(&chunk.allocation, atoms, true, &mut lines);
                 lines.log();
@@ -334,7 +351,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // The chunk's free space now: it starts at the head.
         let memory = &chunk.allocation;
         for free in chunk.free_spans() {
-            let whole = self.whole_atoms(memory, free.clone());
+            let whole = self.whole_atoms(memory, free.clone(), capacity);
             for piece in &pieces {
                 let touched = intersect(piece, &free);
                 if touched.is_empty() {
@@ -416,7 +433,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             let free = wrapping(from, free, capacity);
             for ((atoms, taken), free) in atoms.iter_mut().zip(&taken).zip(free) {
                 if !taken.is_empty() {
-                    let whole = self.whole_atoms(memory, free);
+                    let whole = self.whole_atoms(memory, free, capacity);
                     *atoms = intersect(&whole, &self.atoms_over(memory, taken.clone()));
                 }
             }
@@ -490,7 +507,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             .filter(|span| !span.is_empty())
             // Free when the chunk left its ring, and no ring allocation
             // may take them since.
-            .find_map(|span| self.first_written_free(chunk, mapped, span.clone(), &mut lines));
+            .find_map(|span| {
+                self.first_written_free(chunk, free.capacity, mapped, span.clone(), &mut lines)
+            });
         if let Some(at) = changed {
             self.context.count_corruption();
             lines.push(log::Level::Error, format!(
@@ -545,8 +564,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 checked += 1;
                 // Free ring space: no ring allocation takes it while the
                 // rings' lock is held.
-                let changed =
-                    self.first_written_free(&chunk.allocation, mapped, span.clone(), &mut lines);
+                let changed = self.first_written_free(
+                    &chunk.allocation,
+                    chunk.linear.capacity(),
+                    mapped,
+                    span.clone(),
+                    &mut lines,
+                );
                 if let Some(at) = changed {
                     let written = WrittenFree {
                         memory: chunk.allocation.memory(),

@@ -208,6 +208,8 @@ pub(crate) struct RetiredFree {
     /// The free ring offsets: the span from the head, and its part from
     /// the ring's start when it wraps ([`RingChunk::free_spans`]).
     pub(crate) spans: [Range<u64>; 2],
+    /// The size of its ring space (`LinearAllocator::capacity`).
+    pub(crate) capacity: u64,
     /// Its ring's name, for the log line.
     pub(crate) ring: Option<Box<str>>,
     /// Its index among its ring's chunks, for the log line.
@@ -231,6 +233,7 @@ impl RingChunk {
         let free = self.fills.then(|| {
             Box::new(RetiredFree {
                 spans: self.free_spans(),
+                capacity: self.linear.capacity(),
                 ring: ring.map(Into::into),
                 index,
             })

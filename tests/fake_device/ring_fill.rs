@@ -720,6 +720,50 @@ fn non_coherent_a_reclaim_flushes_only_the_space_it_gave_back() {
     finish(allocator, &device);
 }
 
+/// In non-coherent memory (mobile's cached type, 256-byte atoms), a
+/// ring whose size is not a multiple of the atom syncs its last, partial
+/// atom as it syncs the others (the bytes past the ring's end in that
+/// atom are its chunk's, no ring allocation's): a reclaim's `0xEF` and a
+/// ring allocation's `0xDC` reach the GPU there, not the data a collected
+/// frame's `ring_write` flushed, and a GPU write after free there is
+/// found by `check_corruption`, by the ring allocation that takes the
+/// bytes again and by the check of the chunk as it is freed.
+#[test]
+fn non_coherent_a_ring_s_last_partial_atom_is_synced() {
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), with_fill());
+    // Three whole atoms and 232 bytes of a fourth.
+    let ring = ring(&allocator, 1000, Usage::READBACK, false);
+    let first = allocator.ring_allocate(ring, 1000, 1).unwrap();
+    let (memory, offset) = (first.memory(), first.memory_offset());
+    assert_eq!(offset % 256, 0, "the chunk starts an atom");
+    allocator.ring_write(&first, 0, &[7; 1000]).unwrap();
+    finish_frame(&allocator, &device);
+    let (host, gpu) = views(&device, &first);
+    assert!(all(&host, FREED), "{host:?}");
+    assert!(all(&gpu, FREED), "the reclaim's fill: {gpu:?}");
+    // SAFETY: no slice of these bytes is alive.
+    assert!(unsafe { device.write(memory, offset + 900, &[0x42]) });
+    let report = allocator.check_corruption(!0).unwrap();
+    let found: Vec<_> = report
+        .written_after_free
+        .iter()
+        .map(|w| (w.memory, w.first_changed))
+        .collect();
+    assert_eq!(found, [(memory, offset + 900)], "{report:?}");
+    let again = allocator.ring_allocate(ring, 1000, 1).unwrap();
+    assert_eq!(again.memory_offset(), offset, "the same bytes");
+    assert_eq!(allocator.corruptions_detected(), 1, "the GPU write");
+    let (host, gpu) = views(&device, &again);
+    assert!(all(&host, NEW) && all(&gpu, NEW), "{host:?} {gpu:?}");
+    finish_frame(&allocator, &device);
+    // SAFETY: as above.
+    assert!(unsafe { device.write(memory, offset + 950, &[0x43]) });
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_frame(&allocator, &device);
+    assert_eq!(allocator.corruptions_detected(), 2, "the chunk's check");
+    finish(allocator, &device);
+}
+
 /// `check_corruption` checks the rings' free space in the memory types
 /// asked for only; counts each span of it in `free_checked` (one, then
 /// two once the free space wraps: the part after the head and the part

@@ -135,14 +135,16 @@ struct HeldSpan<'p, M> {
     held: u64,
 }
 
-/// The whole atoms of `atom` bytes inside `range`, of a memory object of
-/// `memory_size` bytes: a range's partial atoms at either end are left
-/// out, but for a last one that ends at the memory's end (a flush or
-/// invalidate may end there). Empty when no whole atom lies inside.
-fn whole_atoms(range: Range<u64>, atom: u64, memory_size: u64) -> Range<u64> {
+/// The whole atoms of `atom` bytes inside `range`: a range's partial
+/// atoms at either end are left out, but for a last one that ends at
+/// `open_end`, past which the atom's bytes are nobody's (the end of a
+/// memory object, where a flush or invalidate may end; or of an upload
+/// ring's space, whose chunk holds the rest of that atom). Empty when no
+/// whole atom lies inside.
+pub(crate) fn whole_atoms(range: Range<u64>, atom: u64, open_end: u64) -> Range<u64> {
     let atom = atom.max(1);
     let start = range.start.next_multiple_of(atom);
-    let end = if range.end == memory_size {
+    let end = if range.end == open_end {
         range.end
     } else {
         range.end / atom * atom
