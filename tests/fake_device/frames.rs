@@ -668,6 +668,129 @@ fn upload_rings_random_walk_mobile() {
     upload_rings_random_walk("upload_rings_random_walk_mobile", FakeLayout::mobile());
 }
 
+/// `ring_allocate_mut` hands out what `ring_allocate` does: one seeded
+/// sequence of ring calls (growing and fixed rings, frames ended and
+/// collected, rings destroyed, bad sizes and alignments, another
+/// allocator's ring) on two allocators of one layout, one through `&self`
+/// and one through `&mut self`, gives the same placements and the same
+/// errors at every step.
+fn ring_allocate_mut_matches_ring_allocate(test: &str, layout: FakeLayout) {
+    let mut rng = Rng::from_env(test);
+    let (shared, shared_device) = allocator(layout.clone());
+    let (mut owned, owned_device) = allocator(layout);
+    let (other, other_device) = allocator(FakeLayout::discrete());
+    let foreign = other
+        .create_upload_ring(&UploadRingDesc::default())
+        .unwrap();
+    let mut rings: Vec<(UploadRing, UploadRing)> = Vec::new();
+    let mut in_flight: VecDeque<(vk::Fence, vk::Fence)> = VecDeque::new();
+    let placed = |a: &RingAllocation| (a.buffer_offset(), a.memory_offset(), a.size(), a.frame());
+    // Allocations made, rings full or too small, bad sizes or alignments.
+    let mut seen = [0; 3];
+    for step in 0..2000 {
+        match rng.below(12) {
+            0 if rings.len() < 4 => {
+                let desc = UploadRingDesc {
+                    size: 1024 + rng.below(8192),
+                    grow: rng.below(2) == 0,
+                    ..UploadRingDesc::default()
+                };
+                rings.push((
+                    shared.create_upload_ring(&desc).unwrap(),
+                    owned.create_upload_ring(&desc).unwrap(),
+                ));
+            }
+            1 if !rings.is_empty() && rng.below(4) == 0 => {
+                // Destroyed, and asked once more: stale on both.
+                let (a, b) = rings.swap_remove(rng.below(rings.len() as u64) as usize);
+                shared.destroy_upload_ring(a).unwrap();
+                owned.destroy_upload_ring(b).unwrap();
+                assert_eq!(
+                    shared.ring_allocate(a, 16, 16).map(|a| placed(&a)),
+                    owned.ring_allocate_mut(b, 16, 16).map(|a| placed(&a)),
+                    "step {step}: a destroyed ring"
+                );
+            }
+            2 => in_flight.push_back((
+                end_frame(&shared, &shared_device),
+                end_frame(&owned, &owned_device),
+            )),
+            3 => {
+                let Some((a, b)) = in_flight.pop_front() else {
+                    continue;
+                };
+                shared_device.signal_fence(a);
+                owned_device.signal_fence(b);
+                assert_eq!(
+                    shared.collect().unwrap().frames,
+                    owned.collect().unwrap().frames,
+                    "step {step}"
+                );
+            }
+            4 => assert_eq!(
+                owned.ring_allocate_mut(foreign, 16, 16).map(|a| placed(&a)),
+                Err(Error::ForeignAllocation),
+                "step {step}"
+            ),
+            _ => {
+                if rings.is_empty() {
+                    continue;
+                }
+                let (a, b) = rings[rng.below(rings.len() as u64) as usize];
+                let size = match rng.below(20) {
+                    0 => 0,
+                    1 => 20_000,
+                    _ => 1 + rng.below(3000),
+                };
+                let align = match rng.below(20) {
+                    0 => 3 << rng.below(4),
+                    _ => 1 << rng.below(9),
+                };
+                let expected = shared.ring_allocate(a, size, align).map(|a| placed(&a));
+                let got = owned.ring_allocate_mut(b, size, align).map(|a| placed(&a));
+                assert_eq!(got, expected, "step {step}: {size} bytes at {align}");
+                seen[match got {
+                    Ok(_) => 0,
+                    Err(Error::UploadRingFull { .. } | Error::UploadRingTooSmall { .. }) => 1,
+                    Err(Error::ZeroSize | Error::AlignmentNotPowerOfTwo(_)) => 2,
+                    Err(error) => panic!("step {step}: {error:?}"),
+                }] += 1;
+            }
+        }
+    }
+    assert!(seen.iter().all(|&n| n > 0), "every outcome met: {seen:?}");
+    for (a, b) in in_flight {
+        shared_device.signal_fence(a);
+        owned_device.signal_fence(b);
+    }
+    shared.wait_and_collect(0).unwrap();
+    owned.wait_and_collect(0).unwrap();
+    for (a, b) in rings {
+        shared.destroy_upload_ring(a).unwrap();
+        owned.destroy_upload_ring(b).unwrap();
+    }
+    other.destroy_upload_ring(foreign).unwrap();
+    finish_after_frame(other, &other_device);
+    finish_after_frame(shared, &shared_device);
+    finish_after_frame(owned, &owned_device);
+}
+
+#[test]
+fn ring_allocate_mut_matches_ring_allocate_discrete() {
+    ring_allocate_mut_matches_ring_allocate(
+        "ring_allocate_mut_matches_ring_allocate_discrete",
+        FakeLayout::discrete(),
+    );
+}
+
+#[test]
+fn ring_allocate_mut_matches_ring_allocate_mobile() {
+    ring_allocate_mut_matches_ring_allocate(
+        "ring_allocate_mut_matches_ring_allocate_mobile",
+        FakeLayout::mobile(),
+    );
+}
+
 /// A full ring reports how many bytes it has free: those left between the
 /// head and the oldest frame in flight.
 #[test]

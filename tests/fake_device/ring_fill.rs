@@ -118,6 +118,27 @@ fn a_stale_host_write_is_caught_by_the_next_ring_allocation() {
     finish(allocator, &device);
 }
 
+/// `ring_allocate_mut` does the debug fills' work as `ring_allocate`
+/// does: its allocation reads `0xDC`, and it catches a write through a
+/// collected frame's allocation into the bytes it takes again.
+#[test]
+fn ring_allocate_mut_checks_and_fills_too() {
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
+    let ring = ring(&allocator, 64 << 10, Usage::UPLOAD, false);
+    let first = allocator.ring_allocate_mut(ring, 1000, 256).unwrap();
+    assert!(all(&bytes_at(first.mapped_ptr(), 1000), NEW));
+    let stale = first.mapped_ptr();
+    finish_frame(&allocator, &device);
+    write_at(stale, 999, &[0x42]);
+    let again = allocator.ring_allocate_mut(ring, 1000, 256).unwrap();
+    assert_eq!(again.memory_offset(), first.memory_offset());
+    assert_eq!(allocator.corruptions_detected(), 1);
+    assert!(all(&bytes_at(again.mapped_ptr(), 1000), NEW));
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_frame(&allocator, &device);
+    finish(allocator, &device);
+}
+
 /// Many frames of a growing ring, two in flight, with requests of every
 /// size and alignment, some written, some larger than a chunk: every
 /// allocation reads `0xDC` as handed out (in both views of the
