@@ -78,7 +78,7 @@ struct Args {
 
 fn usage() -> &'static str {
     "usage: peers [--ops N] [--runs R] [--seed S] [--traces streaming,frame-loop,small-churn,mixed,ring]\n\
-     \x20            [--ring-allocators vk-suballoc-ring,vk-suballoc,vma-linear-pool,gpu-alloc,gpu-allocator,\n\
+     \x20            [--ring-allocators vk-suballoc-ring,vk-suballoc-ring-mut,vk-suballoc,vma-linear-pool,gpu-alloc,gpu-allocator,\n\
      \x20                               core-ours-linear,core-vma-virtual-linear] [--ring-size BYTES]\n\
      \x20            [--allocators vk-suballoc,vk-suballoc-locked,vma,gpu-allocator,gpu-alloc,vulkano,\n\
      \x20                          core-ours,core-offset-allocator,core-vulkano-free-list,core-vulkano-buddy]\n\

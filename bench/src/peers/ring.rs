@@ -337,7 +337,8 @@ pub fn runnable(which: &[RingWhich], ctx: &VulkanContext) -> Vec<RingWhich> {
         .iter()
         .copied()
         .filter(|&w| {
-            let ok = w != RingWhich::VkSuballocRing || ctx.timeline_semaphore;
+            let ok = !matches!(w, RingWhich::VkSuballocRing | RingWhich::VkSuballocRingMut)
+                || ctx.timeline_semaphore;
             if !ok {
                 eprintln!(
                     "ring: {} skipped: the device has no timelineSemaphore",
@@ -374,7 +375,13 @@ pub fn run_once(
     let bits = trace.memory_type_bits;
     let (mut fig, counts) = match which {
         RingWhich::VkSuballocRing => go(
-            ring_backends::VkSuballocRing::new(ctx, capacity),
+            ring_backends::VkSuballocRing::<false>::new(ctx, capacity),
+            trace,
+            overhead,
+            tags,
+        ),
+        RingWhich::VkSuballocRingMut => go(
+            ring_backends::VkSuballocRing::<true>::new(ctx, capacity),
             trace,
             overhead,
             tags,

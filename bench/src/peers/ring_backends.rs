@@ -4,6 +4,7 @@
 //! | row | per allocation | per frame |
 //! |---|---|---|
 //! | vk-suballoc ring | `Allocator::ring_allocate` (`&self`: the rings' lock) | `end_frame_timeline(semaphore, frame + 1)`; `collect()` at the next frame start |
+//! | vk-suballoc ring, `&mut` | `Allocator::ring_allocate_mut` (no lock) | the same |
 //! | vk-suballoc | `allocate_mut` (`UPLOAD \| DEVICE_LOCAL`, a buffer's requirements) | `free_mut` of a completed frame's allocations |
 //! | VMA linear pool | `vmaAllocateMemory` from a custom pool with `VMA_POOL_CREATE_LINEAR_ALGORITHM_BIT`, one block (`maxBlockCount` 1) made with the pool, `MAPPED` | `vmaFreeMemory` of a completed frame's allocations, oldest first: VMA's ring-buffer use of a linear pool |
 //! | gpu-alloc | `alloc` with `UPLOAD \| HOST_ACCESS \| TRANSIENT` (its free-list/linear chunks) | `dealloc` |
@@ -27,6 +28,7 @@ use crate::vulkan::VulkanContext;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RingWhich {
     VkSuballocRing,
+    VkSuballocRingMut,
     VkSuballoc,
     VmaLinearPool,
     GpuAlloc,
@@ -36,8 +38,9 @@ pub enum RingWhich {
 }
 
 impl RingWhich {
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::VkSuballocRing,
+        Self::VkSuballocRingMut,
         Self::VkSuballoc,
         Self::VmaLinearPool,
         Self::GpuAlloc,
@@ -49,6 +52,7 @@ impl RingWhich {
     pub fn name(self) -> &'static str {
         match self {
             Self::VkSuballocRing => "vk-suballoc ring (`ring_allocate`)",
+            Self::VkSuballocRingMut => "vk-suballoc ring (`ring_allocate_mut`)",
             Self::VkSuballoc => "vk-suballoc (`allocate_mut`/`free_mut`)",
             Self::VmaLinearPool => "VMA linear pool (ring buffer)",
             Self::GpuAlloc => "gpu-alloc 0.6 (`TRANSIENT`)",
@@ -61,6 +65,7 @@ impl RingWhich {
     pub fn key(self) -> &'static str {
         match self {
             Self::VkSuballocRing => "vk-suballoc-ring",
+            Self::VkSuballocRingMut => "vk-suballoc-ring-mut",
             Self::VkSuballoc => "vk-suballoc",
             Self::VmaLinearPool => "vma-linear-pool",
             Self::GpuAlloc => "gpu-alloc",
@@ -160,14 +165,16 @@ impl Drop for Timeline {
 
 type SubAllocator = vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>;
 
-/// vk-suballoc with one upload ring of `capacity` bytes (not growing).
-pub struct VkSuballocRing {
+/// vk-suballoc with one upload ring of `capacity` bytes (not growing),
+/// allocated from through `ring_allocate_mut` (no lock) when `MUT`, else
+/// through `ring_allocate` (`&self`, the rings' lock).
+pub struct VkSuballocRing<const MUT: bool> {
     allocator: SubAllocator,
     ring: Option<vk_suballoc::UploadRing>,
     timeline: Timeline,
 }
 
-impl VkSuballocRing {
+impl<const MUT: bool> VkSuballocRing<MUT> {
     pub fn new(ctx: &VulkanContext, capacity: u64) -> Self {
         let allocator = crate::backends::VkSuballoc::<false>::new(ctx).into_allocator();
         let ring = allocator
@@ -184,13 +191,17 @@ impl VkSuballocRing {
     }
 }
 
-impl RingBackend for VkSuballocRing {
+impl<const MUT: bool> RingBackend for VkSuballocRing<MUT> {
     type Handle = vk_suballoc::RingAllocation;
 
     #[inline]
     fn allocate(&mut self, size: u64, align: u64) -> Option<Self::Handle> {
         let ring = self.ring?;
-        self.allocator.ring_allocate(ring, size, align).ok()
+        if MUT {
+            self.allocator.ring_allocate_mut(ring, size, align).ok()
+        } else {
+            self.allocator.ring_allocate(ring, size, align).ok()
+        }
     }
 
     #[inline]
