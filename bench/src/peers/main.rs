@@ -22,6 +22,7 @@ mod replay;
 mod report;
 mod ring;
 mod ring_backends;
+mod ring_peers;
 mod ring_report;
 mod trace;
 mod vulkan;

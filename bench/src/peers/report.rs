@@ -229,8 +229,12 @@ impl Results {
     }
 
     /// The ratios against the best peer and the verdict on each target.
+    /// Empty when no trace but the ring trace ran (it has its own ratios).
     pub fn targets_markdown(&self) -> String {
         let mut s = String::new();
+        if self.traces().is_empty() {
+            return s;
+        }
         let _ = writeln!(s, "### vk-suballoc against the best peer\n");
         let _ = writeln!(
             s,

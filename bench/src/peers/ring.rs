@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use crate::ring_backends::{self, RingWhich};
+use crate::ring_peers;
 use crate::ring_report::RingRow;
 use crate::trace::{RequirementSource, Resource, Rng};
 use crate::vulkan::{self, VulkanContext};
@@ -393,31 +394,31 @@ pub fn run_once(
             tags,
         ),
         RingWhich::VmaLinearPool => go(
-            ring_backends::VmaLinearPool::new(ctx, capacity, bits),
+            ring_peers::VmaLinearPool::new(ctx, capacity, bits),
             trace,
             overhead,
             tags,
         ),
         RingWhich::GpuAlloc => go(
-            ring_backends::GpuAllocTransient::new(ctx, bits),
+            ring_peers::GpuAllocTransient::new(ctx, bits),
             trace,
             overhead,
             tags,
         ),
         RingWhich::GpuAllocator => go(
-            ring_backends::GpuAllocatorGeneral::new(ctx, bits),
+            ring_peers::GpuAllocatorGeneral::new(ctx, bits),
             trace,
             overhead,
             tags,
         ),
         RingWhich::OurLinearCore => go(
-            ring_backends::OurLinearCore::new(capacity),
+            ring_peers::OurLinearCore::new(capacity),
             trace,
             overhead,
             tags,
         ),
         RingWhich::VmaVirtualLinearCore => go(
-            ring_backends::VmaVirtualLinearCore::new(capacity),
+            ring_peers::VmaVirtualLinearCore::new(capacity),
             trace,
             overhead,
             tags,
