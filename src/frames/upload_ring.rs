@@ -504,6 +504,7 @@ impl RingState {
     ///
     /// # Time complexity
     /// O(chunks), one for a ring that does not grow.
+    #[inline]
     pub(crate) fn allocate(
         &mut self,
         size: u64,
