@@ -15,7 +15,9 @@
 //! live allocations (and on each new one, whole, for a resource of every
 //! kind); upload rings made through `create_upload_ring` and
 //! `create_upload_ring_unchecked` with good and flawed descriptions,
-//! growing or not, allocated from (up to full), written, destroyed and
+//! growing or not, for uploads or readback (non-coherent memory, with
+//! debug fills, of sizes off the atom), allocated from through
+//! `ring_allocate` and `ring_allocate_mut` (up to full), written, destroyed and
 //! reclaimed by the frames' collection, and filled to exactly their
 //! capacity across frames then partly reclaimed; frees now and after frames (with
 //! the allocation's resource: `destroy_*_after_frame`, or
@@ -87,7 +89,8 @@ const MIB: u64 = 1 << 20;
 #[derive(Arbitrary, Debug)]
 struct Setup {
     layout: u8,
-    /// 0: the preset's heaps; else every heap of `heap_mib * 4` MiB.
+    /// 0: the preset's heaps; else every heap of `heap_mib * 4` MiB
+    /// (see `toggle_budget` bit 3).
     heap_mib: u8,
     /// 0: the preset's limit; else this many memory objects at most.
     max_objects: u8,
@@ -95,8 +98,13 @@ struct Setup {
     /// Bit 0: `VK_EXT_memory_budget` toggled from the preset's. Bit 1: a
     /// `bufferImageGranularity` large against the blocks, a quarter of the
     /// block size `block_size` picks (1 KiB to 64 KiB), so that resources
-    /// of kinds that may not share a page meet in few pages. (A byte,
-    /// where a `bool` was: the corpus keeps its layout.)
+    /// of kinds that may not share a page meet in few pages. Bit 2: the
+    /// walk's first ring (`flags` bit 5) is for readback, in host-cached
+    /// memory (non-coherent on `mobile` and `apple`). Bit 3: debug fills
+    /// on whatever `margin` says, with heaps of 4 to 256 MiB (`heap_mib`
+    /// out of 1 to 64 wraps into it), so that rings of sizes off the
+    /// atom meet non-coherent memory with fills. (A byte, where a `bool`
+    /// was: the corpus keeps its layout.)
     toggle_budget: u8,
     atom: u8,
     block_size: u8,
@@ -109,7 +117,7 @@ struct Setup {
     padded_granularity: u8,
     frames_in_flight: u8,
     /// Picks `debug_margin`; 128 and above also turn `debug_fill` on when
-    /// `heap_mib` is 1 to 64.
+    /// `heap_mib` is 1 to 64 (as `toggle_budget` bit 3 does).
     margin: u8,
     /// Bit 0: `detect_corruption`. Bits 1 to 3 all clear: the
     /// configuration may be out of range (else it is valid by
@@ -153,8 +161,8 @@ fn layout(setup: &Setup) -> FakeLayout {
         FakeLayout::mali,
     ];
     let mut layout = presets[setup.layout as usize % presets.len()]();
-    if setup.heap_mib != 0 {
-        layout = layout.with_heap_sizes(u64::from(setup.heap_mib) * 4 * MIB);
+    if heap_mib(setup) != 0 {
+        layout = layout.with_heap_sizes(u64::from(heap_mib(setup)) * 4 * MIB);
     }
     if setup.max_objects != 0 {
         layout = layout.with_max_allocation_count(u32::from(setup.max_objects % 32) + 1);
@@ -270,7 +278,18 @@ fn config(setup: &Setup) -> Config {
         // object) the fake device would otherwise leave unallocated: only
         // with heaps of at most 256 MiB, so that the input stays within
         // libFuzzer's memory limit.
-        debug_fill: setup.margin >= 128 && (1..=64).contains(&setup.heap_mib),
+        debug_fill: (setup.margin >= 128 || setup.toggle_budget & 8 != 0)
+            && (1..=64).contains(&heap_mib(setup)),
+    }
+}
+
+/// `Setup::heap_mib`, brought into 1 to 64 when `toggle_budget` bit 3
+/// asks for debug fills.
+fn heap_mib(setup: &Setup) -> u8 {
+    match setup.heap_mib {
+        n @ 1..=64 => n,
+        n if setup.toggle_budget & 8 != 0 => n % 64 + 1,
+        n => n,
     }
 }
 
@@ -321,7 +340,7 @@ fuzz_target!(|input: Input| {
     let mut walk = Walk::new(allocator, device, layout, config, callback);
     if input.setup.flags & (1 << 5) != 0 {
         let size = [0xffff, 4096, 1000, 0x4000][usize::from(input.setup.flags >> 6)];
-        walk.start_ring(size);
+        walk.start_ring(size, input.setup.toggle_budget & 4 != 0);
         walk.check();
     }
     for op in input.ops {

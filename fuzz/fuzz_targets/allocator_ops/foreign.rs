@@ -183,6 +183,9 @@ impl Walk {
                     return;
                 };
                 let result = match what {
+                    18 if pick % 2 == 1 => {
+                        self.allocator.ring_allocate_mut(*ring, 16, 1).map(|_| ())
+                    }
                     18 => ours.ring_allocate(*ring, 16, 1).map(|_| ()),
                     19 => ours.ring_write(ring_allocation, 0, &[1]),
                     _ => ours.destroy_upload_ring(*ring),

@@ -397,7 +397,8 @@ impl Walk {
             } => {
                 let times = if repeat % 8 == 7 { 64 } else { repeat % 8 + 1 };
                 for _ in 0..times {
-                    if !self.ring_allocate(pick, size_log2, size_bits, align) {
+                    let mutable = repeat & 8 != 0;
+                    if !self.ring_allocate(pick, size_log2, size_bits, align, mutable) {
                         break;
                     }
                 }

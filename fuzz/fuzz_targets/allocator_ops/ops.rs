@@ -161,7 +161,9 @@ pub enum Op {
         unchecked: bool,
     },
     /// `1 + repeat % 8` ring allocations of one size, or with `repeat % 8`
-    /// of 7 as many as succeed (up to 64), so that rings fill.
+    /// of 7 as many as succeed (up to 64), so that rings fill; through
+    /// `ring_allocate_mut` when bit 3 of `repeat` is set (a bit unused
+    /// before: the corpus's inputs keep their layout).
     RingAllocate {
         pick: u8,
         size_log2: u8,
@@ -193,7 +195,9 @@ pub enum Op {
     /// capacity); then the GPU finishes the oldest `complete` of the
     /// frames in flight, `collect` reclaims them, and one more ring
     /// allocation (`then`: the whole capacity, the free bytes, one more,
-    /// a part, ...) meets a ring partly reclaimed.
+    /// a part, ...) meets a ring partly reclaimed. Bits 2 and 3 of
+    /// `frames` pick `ring_allocate`, `ring_allocate_mut` or the two in
+    /// turn.
     RingFill {
         pick: u8,
         frames: u8,
@@ -205,7 +209,8 @@ pub enum Op {
     /// Another allocator's handle (allocation, upload ring and its
     /// allocations, custom pool) given to one of this allocator's entry
     /// points (`what`), which refuses it with `ForeignAllocation` (or
-    /// `ForeignPool`) and changes nothing.
+    /// `ForeignPool`) and changes nothing (the ring's allocation through
+    /// `ring_allocate_mut` on odd `pick`s).
     Foreign {
         what: u8,
         pick: u16,

@@ -239,9 +239,12 @@ impl Walk {
     }
 
     /// An upload ring that does not grow, of `size` bytes, for host
-    /// uploads (`Setup::flags` bit 5).
-    pub fn start_ring(&mut self, size: u16) {
-        self.create_ring(3, size, 1, 1, false, false);
+    /// uploads, or with `readback` for readback (`Usage::READBACK`:
+    /// host-cached memory, non-coherent on some layouts) (`Setup::flags`
+    /// bit 5).
+    pub fn start_ring(&mut self, size: u16, readback: bool) {
+        let usage = if readback { 4 } else { 1 };
+        self.create_ring(3, size, usage, 1, false, false);
     }
 
     fn ring_pick(&self, pick: u8) -> Option<Result<usize, UploadRing>> {
@@ -257,13 +260,15 @@ impl Walk {
         })
     }
 
-    /// Whether a ring allocation was made.
+    /// Whether a ring allocation was made (through `ring_allocate_mut`
+    /// with `mutable`).
     pub(super) fn ring_allocate(
         &mut self,
         pick: u8,
         size_log2: u8,
         size_bits: u16,
         align: u8,
+        mutable: bool,
     ) -> bool {
         let Some(picked) = self.ring_pick(pick) else {
             return false;
@@ -287,24 +292,40 @@ impl Walk {
         };
         match picked {
             Err(dead) => {
-                let result = self.allocator.ring_allocate(dead, size, align);
+                let result = if mutable {
+                    self.allocator.ring_allocate_mut(dead, size, align)
+                } else {
+                    self.allocator.ring_allocate(dead, size, align)
+                };
                 assert_eq!(result, Err(Error::StaleAllocation), "a destroyed ring");
                 false
             }
-            Ok(i) => self.ring_allocate_in(i, size, align),
+            Ok(i) => self.ring_allocate_in(i, size, align, mutable),
         }
     }
 
     /// Whether a ring allocation of `size` bytes at `align` was made in
-    /// live ring `i` (checked against the model of its chunks).
-    pub(super) fn ring_allocate_in(&mut self, i: usize, size: u64, align: u64) -> bool {
+    /// live ring `i` (checked against the model of its chunks), through
+    /// `ring_allocate_mut` with `mutable` (the same placements and errors
+    /// as `ring_allocate`).
+    pub(super) fn ring_allocate_in(
+        &mut self,
+        i: usize,
+        size: u64,
+        align: u64,
+        mutable: bool,
+    ) -> bool {
         if self.rings[i].live.len() >= MAX_RING_LIVE {
             return false;
         }
         let before = tally(&self.allocator.stats());
         let objects = self.device.live_allocations().len();
         let ring = self.rings[i].ring;
-        let result = self.allocator.ring_allocate(ring, size, align);
+        let result = if mutable {
+            self.allocator.ring_allocate_mut(ring, size, align)
+        } else {
+            self.allocator.ring_allocate(ring, size, align)
+        };
         let flaw = if size == 0 {
             Some(Error::ZeroSize)
         } else if !align.is_power_of_two() {
@@ -350,8 +371,9 @@ impl Walk {
                 };
                 assert!(
                     ok,
-                    "ring_allocate({size}, {align}) on a ring of {capacity} (grow {}, {} live): \
-                     {error:?}, the model {predicted:?}",
+                    "ring_allocate{}({size}, {align}) on a ring of {capacity} (grow {}, {} \
+                     live): {error:?}, the model {predicted:?}",
+                    if mutable { "_mut" } else { "" },
                     model.grow,
                     model.live.len()
                 );
@@ -517,7 +539,9 @@ impl Walk {
     /// `collect` reclaims them; then one more ring allocation, of a size
     /// `then` picks from what the ring holds, meets the partly reclaimed
     /// ring (where it lands, or `UploadRingFull`'s free bytes, as the
-    /// model says).
+    /// model says). Bits 2 and 3 of `frames` pick the call of each ring
+    /// allocation: `ring_allocate`, `ring_allocate_mut`, or the two in
+    /// turn (either first).
     pub(super) fn ring_fill(
         &mut self,
         pick: u8,
@@ -533,6 +557,11 @@ impl Walk {
         let i = pick as usize % self.rings.len();
         let align = 1u64 << (align % 10);
         let parts = 2 + u64::from(frames % 4);
+        let mutable = |n: u64| match (frames >> 2) % 4 {
+            0 => false,
+            1 => true,
+            turn => (n + u64::from(turn)) % 2 == 1,
+        };
         let free = |walk: &Self| {
             let chunk = walk.rings[i].chunks.last().expect("a ring has a chunk");
             (chunk.capacity, chunk.capacity - chunk.used())
@@ -547,7 +576,8 @@ impl Walk {
             };
             // A part that fails (a wrap's waste) leaves the rest to the
             // next frames.
-            self.ring_allocate_in(i, size, if part == 0 { align } else { 1 });
+            let align = if part == 0 { align } else { 1 };
+            self.ring_allocate_in(i, size, align, mutable(part));
             if part + 1 < parts {
                 self.end_frame(timeline);
             }
@@ -573,7 +603,7 @@ impl Walk {
             6 => free_now.saturating_sub(share),
             _ => capacity / 2 + 1,
         };
-        self.ring_allocate_in(i, size.max(1), align);
+        self.ring_allocate_in(i, size.max(1), align, mutable(parts));
     }
 
     pub(super) fn destroy_ring(&mut self, pick: u8) {
