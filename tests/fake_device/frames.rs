@@ -393,6 +393,39 @@ fn a_ring_with_an_extension_s_buffer_usage_needs_the_unchecked_call() {
     finish(allocator, &device);
 }
 
+/// Every buffer usage of core Vulkan 1.0, and `SHADER_DEVICE_ADDRESS`
+/// with buffer device address, makes a ring through the safe
+/// `create_upload_ring`, each alone and all together: none is taken for
+/// an extension's.
+#[test]
+fn a_ring_takes_every_core_buffer_usage() {
+    use vk::BufferUsageFlags as B;
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let core = [
+        B::TRANSFER_SRC,
+        B::TRANSFER_DST,
+        B::UNIFORM_TEXEL_BUFFER,
+        B::STORAGE_TEXEL_BUFFER,
+        B::UNIFORM_BUFFER,
+        B::STORAGE_BUFFER,
+        B::INDEX_BUFFER,
+        B::VERTEX_BUFFER,
+        B::INDIRECT_BUFFER,
+        B::SHADER_DEVICE_ADDRESS,
+    ];
+    let all = core.iter().fold(B::empty(), |all, &usage| all | usage);
+    for buffer_usage in core.into_iter().chain([all]) {
+        let desc = UploadRingDesc {
+            buffer_usage,
+            ..UploadRingDesc::default()
+        };
+        let ring = allocator.create_upload_ring(&desc);
+        assert!(ring.is_ok(), "{buffer_usage:?}: {ring:?}");
+        allocator.destroy_upload_ring(ring.unwrap()).unwrap();
+    }
+    finish_after_frame(allocator, &device);
+}
+
 /// The buffer-usage checks `create_upload_ring` gained come after its
 /// older ones: a description those refused gets the same error as
 /// before (`ZeroSize` for a size of 0, `NotHostVisible` for a usage the
@@ -1231,6 +1264,42 @@ fn a_ring_larger_than_any_heap_is_refused_as_too_large() {
     );
     assert_eq!(allocator.stats(), before);
     allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
+
+/// A ring past what a linear allocator manages (2^48 bytes) in a heap
+/// larger still is refused as past what one memory object may be
+/// (`maxMemoryAllocationSize` here), not as larger than every heap: also a
+/// ring exactly the heap's size. One larger than the heap is refused as
+/// such. Nothing is left behind.
+#[test]
+fn a_ring_too_large_for_one_memory_object_in_a_larger_heap_is_refused_as_such() {
+    let heap = 1u64 << 50;
+    let (allocator, device) = allocator(FakeLayout::discrete().with_heap_sizes(heap));
+    let max = device.layout().max_memory_allocation_size;
+    assert!(max < 1 << 48);
+    for size in [(1u64 << 48) + 1, heap] {
+        let desc = UploadRingDesc {
+            size,
+            ..UploadRingDesc::default()
+        };
+        assert_eq!(
+            allocator.create_upload_ring(&desc).map(|_| ()),
+            Err(Error::SizeExceedsMaxAllocation { size, max }),
+            "{size}"
+        );
+    }
+    let desc = UploadRingDesc {
+        size: heap + 1,
+        ..UploadRingDesc::default()
+    };
+    assert_eq!(
+        allocator.create_upload_ring(&desc).map(|_| ()),
+        Err(Error::SizeExceedsHeaps {
+            size: heap + 1,
+            largest_heap: heap
+        })
+    );
     finish_after_frame(allocator, &device);
 }
 
