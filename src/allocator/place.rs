@@ -194,7 +194,7 @@ impl<M> PoolAccess for Exclusive<'_, M> {
 
 /// The largest alignment a block allocation's size is rounded up to
 /// ([`Placer::allocate_in_type`]).
-const MAX_TAIL_ROUNDING: u64 = 4096;
+pub(super) const MAX_TAIL_ROUNDING: u64 = 4096;
 
 /// `value` rounded up to a multiple of `to`, a power of two: every
 /// alignment is one (requests are checked, `nonCoherentAtomSize` is checked

@@ -95,6 +95,7 @@
 use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
 
+use super::place::MAX_TAIL_ROUNDING;
 use super::{lock, Allocator};
 use crate::device::MemoryDeviceExt;
 use crate::frames::upload_ring::{wrapping, Reclaimed, RetiredFree, RingChunk, RingState};
@@ -205,10 +206,22 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// ring whose size is not a multiple of the atom would never be
     /// synced: a GPU write after free there would go unseen, and the GPU
     /// would read there what a `ring_write` flushed last, not the fills.
+    ///
+    /// An atom past those 4 KiB (no conforming device's) may end past a
+    /// block chunk's bytes, in the block's free bytes, where an invalidate
+    /// would drop a host write after free before the pool's check finds
+    /// it: there a ring's last partial atom is left out, read as the host
+    /// sees it only, as the pools read a free range that starts inside an
+    /// atom.
     fn whole_atoms(&self, chunk: &Allocation, range: Range<u64>, capacity: u64) -> Range<u64> {
         let atom = self.context.properties.device.non_coherent_atom_size;
         let base = chunk.offset();
-        let whole = whole_atoms(base + range.start..base + range.end, atom, base + capacity);
+        let open_end = if atom <= MAX_TAIL_ROUNDING {
+            base + capacity
+        } else {
+            u64::MAX
+        };
+        let whole = whole_atoms(base + range.start..base + range.end, atom, open_end);
         whole.start - base..whole.end - base
     }
 
