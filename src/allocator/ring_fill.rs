@@ -53,10 +53,11 @@
 //! [`whole_atoms`](Allocator::whole_atoms)). That keeps one invariant:
 //! every atom wholly inside a chunk's free ring space holds the same
 //! bytes in the host's view and in the device's (the `0xEF` fills), but
-//! for a write after free. A reclaim fills its space and flushes every atom it leaves
-//! wholly free (those it touches; the others were wholly free already); an
-//! allocation only takes atoms out of the free space; and `ring_write`'s
-//! widened flushes carry the host's `0xEF` over to the device. So the check
+//! for a write after free. A reclaim fills its space and flushes every
+//! atom it leaves wholly free (those it touches; the others were wholly
+//! free already); an allocation only takes atoms out of the free space;
+//! and `ring_write`'s widened flushes carry the host's `0xEF` over to the
+//! device. So the check
 //! of an allocation reads the bytes it takes as the host sees them (a
 //! host write after free, never flushed), invalidates the atoms over them
 //! that were wholly free, and reads again (a GPU write after free), with
