@@ -57,14 +57,14 @@
 //! atom it leaves wholly free (those it touches; the others were wholly
 //! free already); an allocation only takes atoms out of the free space;
 //! and `ring_write`'s widened flushes carry the host's `0xEF` over to the
-//! device. So the check
-//! of an allocation reads the bytes it takes as the host sees them (a
-//! host write after free, never flushed), invalidates the atoms over them
-//! that were wholly free, and reads again (a GPU write after free), with
-//! no false report; its `0xDC` fill is flushed over the same atoms. A
-//! chunk that left its ring is checked so as it is freed, over the space
-//! that was free when it left: no ring allocation lives in it any more,
-//! and nothing flushed the atoms wholly inside that space since. Bytes in
+//! device. So the check of an allocation reads the bytes it takes as the
+//! host sees them (a host write after free, never flushed), invalidates
+//! the atoms over them that were wholly free, and reads again (a GPU
+//! write after free), with no false report; its `0xDC` fill is flushed
+//! over the same atoms. A chunk that left its ring is checked so as it
+//! is freed, over the space that was free when it left: no ring
+//! allocation lives in it any more, and nothing flushed the atoms wholly
+//! inside that space since. Bytes in
 //! an atom shared with a live allocation are checked as the host sees
 //! them only, and their fills reach the GPU with the next flush of that
 //! atom (`ring_write`, or a later reclaim).
