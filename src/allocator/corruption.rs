@@ -112,8 +112,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// allocations whose frees wait for their frame; and, in those that
     /// have debug fills ([`Config::debug_fill`](crate::Config::debug_fill)),
     /// every free range and free run slot of their blocks, and the free
-    /// space of the upload rings' chunks there, which must still hold
-    /// `0xEF` ([`CorruptionReport::written_after_free`]): in
+    /// space of the upload rings' chunks there (for a destroyed ring's
+    /// chunk not freed yet, the space that was free when the ring went),
+    /// which must still hold `0xEF` ([`CorruptionReport::written_after_free`]): in
     /// non-coherent types, as the host sees them and, when clean there, once
     /// their whole atoms are invalidated, as the GPU left them. Other
     /// memory types in the mask are skipped. What is found is returned, not
@@ -145,7 +146,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// non-coherent types with debug fills, at most one
     /// `vkInvalidateMappedMemoryRanges` per free range and free run slot
     /// (and two per ring chunk). Under each pool's lock in turn, then the
-    /// upload rings' lock.
+    /// frame queue's and the upload rings' locks.
     pub fn check_corruption(&self, memory_type_bits: u32) -> Result<CorruptionReport, Error> {
         let types = memory_type_bits & self.context.debug_types();
         if types == 0 {

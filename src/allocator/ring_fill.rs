@@ -20,18 +20,19 @@
 //! a pointer kept from a stale ring allocation or by the GPU, and is
 //! counted and logged as the pools' checks do.
 //!
-//! Free ring space is checked twice more. `check_corruption` reads every
-//! ring's ([`damaged_ring_space`](Allocator::damaged_ring_space)). And
-//! when a chunk leaves its ring (`destroy_upload_ring`, the allocator's
-//! drop), its free space then is kept (`RetiredFree`) and checked as the
-//! chunk is freed, once its frames are collected and no `ring_write`
-//! copies into it ([`check_retired_chunk`](Allocator::check_retired_chunk)):
-//! its pool refills the chunk's bytes with `0xEF` unchecked, as it does
-//! any allocation's, which would erase a write there that no ring
-//! allocation took again. The space of the frames not collected when the
-//! chunk left, and of those a `ring_write` held, is not checked: it may
-//! hold the engine's data. Both reads share
-//! [`first_written_free`](Allocator::first_written_free).
+//! Free ring space is checked twice more. When a chunk leaves its ring
+//! (`destroy_upload_ring`, the allocator's drop), its free space then is
+//! kept (`RetiredFree`) and checked as the chunk is freed, once its
+//! frames are collected and no `ring_write` copies into it
+//! ([`check_retired_chunk`](Allocator::check_retired_chunk)): its pool
+//! refills the chunk's bytes with `0xEF` unchecked, as it does any
+//! allocation's, which would erase a write there that no ring allocation
+//! took again. The space of the frames not collected when the chunk left,
+//! and of those a `ring_write` held, is not checked: it may hold the
+//! engine's data. And `check_corruption` reads every live ring's free
+//! space and that kept space of the destroyed rings' chunks not freed yet
+//! ([`damaged_ring_space`](Allocator::damaged_ring_space)). Both reads
+//! share [`first_written_free`](Allocator::first_written_free).
 //!
 //! # Non-coherent rings
 //!
@@ -82,6 +83,17 @@
 //! invalidate of it: no false report follows. A real driver's flush is a
 //! cache write-back, which such a write does not disturb.
 //!
+//! Nor is the space of a destroyed ring's frames that were in flight when
+//! it went ever checked. Its chunks are no longer reclaimed (no ring
+//! holds them; the frame queue does, up to the frame the ring went in),
+//! so that space is never filled again: once such a frame is collected a
+//! write through a pointer kept from one of its ring allocations is a
+//! write after free, but its bytes hold the allocations' last data, not
+//! `0xEF`, and nothing can tell it from the engine's own, up to the
+//! chunk's free, whose pool then fills them unchecked. Catching it would
+//! take reclaiming those chunks' frames as they are collected, as a live
+//! ring's (fill, then check at the free over the whole ring).
+//!
 //! The work runs under the rings' lock, which orders it with the reclaims
 //! and allocations of the same bytes, taking the lock of the chunk's pool
 //! for each flush and invalidate (rings before pools, the allocator's lock
@@ -100,6 +112,7 @@ use super::place::MAX_TAIL_ROUNDING;
 use super::{lock, Allocator};
 use crate::device::MemoryDeviceExt;
 use crate::frames::upload_ring::{wrapping, Reclaimed, RetiredFree, RingChunk, RingState};
+use crate::frames::Deferred;
 use crate::memory::deferred_log::Kept;
 use crate::memory::first_panic::FirstPanic;
 use crate::memory::mapping::MappedPtr;
@@ -539,13 +552,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     }
 
     /// The free ring space of every upload ring's chunks in the memory
-    /// types of `types` that have debug fills, in which a byte no longer
-    /// reads `0xEF`, with its memory type; and how many free spans were
-    /// checked (one or two per chunk: the free space after the head, and
-    /// its part from the ring's start when it wraps). For
-    /// [`check_corruption`](Self::check_corruption). Space a collect gave
-    /// back but a `ring_write` still holds (`ChunkPins`) is not free yet,
-    /// and not checked.
+    /// types of `types` that have debug fills, and of the destroyed rings'
+    /// chunks not freed yet (queued in their frame, or kept back by a
+    /// `ring_write`: the space free when their ring went, [`RetiredFree`]),
+    /// in which a byte no longer reads `0xEF`, with its memory type; and
+    /// how many free spans were checked (one or two per chunk: the free
+    /// space after the head, and its part from the ring's start when it
+    /// wraps). For [`check_corruption`](Self::check_corruption). Space a
+    /// collect gave back but a `ring_write` still holds (`ChunkPins`) is
+    /// not free yet, and not checked.
     ///
     /// In a non-coherent type a span found clean as the host sees it is
     /// read again once its whole atoms are invalidated
@@ -554,40 +569,56 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// `check_corruption` has released its locks.
     ///
     /// # Time complexity
-    /// O(free ring bytes in those types), under the rings' lock; at most
-    /// one invalidate per span in a non-coherent type.
+    /// O(free ring bytes in those types + items queued in the frames),
+    /// under the frames' and the rings' locks; at most one invalidate per
+    /// span in a non-coherent type.
     pub(super) fn damaged_ring_space(&self, types: u32) -> (u64, Vec<(u32, WrittenFree)>) {
         let mut checked = 0;
         let mut damaged = Vec::new();
         let mut lines = Kept::default();
+        // The frames' lock too, before the rings' (the lock order): a
+        // destroyed ring's chunk is in the frame queue or in `retired`
+        // until a collect, holding both, takes it out to free it.
+        let frames = lock(&self.frames);
         let rings = lock(&self.rings);
-        let chunks = rings.rings.iter().flat_map(|(_, ring)| &ring.chunks);
-        for chunk in chunks {
-            let memory_type = chunk.allocation.memory_type();
-            if !chunk.fills || types & 1u32.wrapping_shl(memory_type) == 0 {
+        let live = rings.rings.iter().flat_map(|(_, ring)| &ring.chunks);
+        let live = live.filter(|chunk| chunk.fills).map(|chunk| {
+            (
+                &chunk.allocation,
+                chunk.linear.capacity(),
+                chunk.free_spans(),
+            )
+        });
+        let queued = frames.iter().filter_map(|item| match item {
+            Deferred::RingChunk(chunk) => Some(&**chunk),
+            _ => None,
+        });
+        let gone = queued.chain(&rings.retired).filter_map(|chunk| {
+            let free = chunk.free.as_deref()?;
+            Some((&chunk.allocation, free.capacity, free.spans.clone()))
+        });
+        for (allocation, capacity, spans) in live.chain(gone) {
+            let memory_type = allocation.memory_type();
+            if types & 1u32.wrapping_shl(memory_type) == 0 {
                 continue;
             }
-            let Some(mapped) = chunk.allocation.mapped else {
+            let Some(mapped) = allocation.mapped else {
                 continue;
             };
-            let base = chunk.allocation.offset();
-            for span in chunk.free_spans() {
+            let base = allocation.offset();
+            for span in spans {
                 if span.is_empty() {
                     continue;
                 }
                 checked += 1;
                 // Free ring space: no ring allocation takes it while the
-                // rings' lock is held.
-                let changed = self.first_written_free(
-                    &chunk.allocation,
-                    chunk.linear.capacity(),
-                    mapped,
-                    span.clone(),
-                    &mut lines,
-                );
+                // rings' lock is held (none at all in a destroyed ring's
+                // chunk), and no collect frees its chunk meanwhile.
+                let changed =
+                    self.first_written_free(allocation, capacity, mapped, span.clone(), &mut lines);
                 if let Some(at) = changed {
                     let written = WrittenFree {
-                        memory: chunk.allocation.memory(),
+                        memory: allocation.memory(),
                         offset: base + span.start,
                         size: span.end - span.start,
                         first_changed: base + at,
@@ -596,7 +627,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 }
             }
         }
-        drop(rings);
+        drop((rings, frames));
         lines.defer();
         (checked, damaged)
     }

@@ -866,3 +866,55 @@ fn check_corruption_checks_ring_spans_in_the_types_asked_for() {
     finish_frame(&allocator, &device);
     finish(allocator, &device);
 }
+
+/// `check_corruption` checks the free space of a destroyed ring's chunks
+/// still queued (their frame not collected yet), as it does a live
+/// ring's: it reports a write after free there, with its span, without
+/// counting it; the chunk's free then counts it. In coherent memory and
+/// in non-coherent memory, where a GPU write there is seen once its whole
+/// atoms are invalidated.
+#[test]
+fn check_corruption_checks_a_destroyed_ring_s_queued_chunks() {
+    for (layout, usage, gpu) in [
+        (FakeLayout::discrete(), Usage::UPLOAD, false),
+        (FakeLayout::mobile(), Usage::READBACK, false),
+        (FakeLayout::mobile(), Usage::READBACK, true),
+    ] {
+        let case = format!("{} gpu {gpu}", layout.name);
+        let (allocator, device) = allocator_with(layout.clone(), with_fill());
+        let ring = ring(&allocator, 64 << 10, usage, false);
+        let first = allocator.ring_allocate(ring, 10_000, 256).unwrap();
+        finish_frame(&allocator, &device);
+        let live = allocator.ring_allocate(ring, 2000, 256).unwrap();
+        assert_eq!(live.buffer_offset(), 0, "{case}");
+        allocator.ring_write(&live, 0, &[9; 2000]).unwrap();
+        allocator.destroy_upload_ring(ring).unwrap();
+        let clean = allocator.check_corruption(!0).unwrap();
+        assert!(clean.is_clean(), "{case}: {clean:?}");
+        let at = 5000;
+        if gpu {
+            let offset = first.memory_offset() + at;
+            // SAFETY: no slice of these bytes is alive.
+            assert!(unsafe { device.write(first.memory(), offset, &[0x42]) });
+        } else {
+            write_at(first.mapped_ptr(), at, &[0x42]);
+        }
+        let report = allocator.check_corruption(!0).unwrap();
+        assert_eq!(report.free_checked, clean.free_checked, "{case}");
+        let found: Vec<_> = report
+            .written_after_free
+            .iter()
+            .map(|w| (w.memory, w.offset, w.size, w.first_changed))
+            .collect();
+        let base = live.memory_offset();
+        assert_eq!(
+            found,
+            [(live.memory(), base + 2000, (64 << 10) - 2000, base + at)],
+            "{case}"
+        );
+        assert_eq!(allocator.corruptions_detected(), 0, "{case}: not counted");
+        finish_frame(&allocator, &device);
+        assert_eq!(allocator.corruptions_detected(), 1, "{case}");
+        finish(allocator, &device);
+    }
+}
