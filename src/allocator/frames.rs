@@ -577,10 +577,18 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 .drain(..)
                 .map(|chunk| Deferred::RingChunk(Box::new(chunk))),
         );
+        // Every destroyed ring's chunk is in `items`: none leaves a copy of
+        // its memory handle behind.
+        rings.settle_leaving(&mut items);
+        debug_assert!(rings.leaving.is_empty());
+        rings.leaving.clear();
         drop(rings);
         for RingState { chunks, name, .. } in live {
             for (index, chunk) in chunks.into_iter().enumerate() {
-                items.push(Deferred::RingChunk(chunk.retire(name.as_deref(), index)));
+                // Its reclaim state is dropped: its frames are not
+                // collected, and their space is not checked.
+                let (retired, _leaving) = chunk.retire(name.as_deref(), index);
+                items.push(Deferred::RingChunk(retired));
             }
         }
         self.release_each(items);

@@ -27,10 +27,16 @@
 //! ([`check_retired_chunk`](Allocator::check_retired_chunk)): its pool
 //! refills the chunk's bytes with `0xEF` unchecked, as it does any
 //! allocation's, which would erase a write there that no ring allocation
-//! took again. The space of the frames not collected when the chunk left,
-//! and of those a `ring_write` held, is not checked: it may hold the
-//! engine's data. And `check_corruption` reads every live ring's free
-//! space and that kept space of the destroyed rings' chunks not freed yet
+//! took again. A destroyed ring's chunk keeps its reclaim state
+//! (`Rings::leaving`) until it is freed: its frames in flight when the
+//! ring went are reclaimed as they are collected, their space filled as a
+//! live ring's, and the check at the free covers its free space then (the
+//! whole ring but the frame the ring went in, never sealed, and the
+//! frames a `ring_write` held: they may hold the engine's data). At the
+//! allocator's drop, a live ring's frames in flight are not collected,
+//! and their space is not checked. And `check_corruption` reads every
+//! live ring's free space and the free space of the destroyed rings'
+//! chunks not freed yet
 //! ([`damaged_ring_space`](Allocator::damaged_ring_space)). Both reads
 //! share [`first_written_free`](Allocator::first_written_free).
 //!
@@ -63,9 +69,9 @@
 //! the atoms over them that were wholly free, and reads again (a GPU
 //! write after free), with no false report; its `0xDC` fill is flushed
 //! over the same atoms. A chunk that left its ring is checked so as it
-//! is freed, over the space that was free when it left: no ring
-//! allocation lives in it any more, and nothing flushed the atoms wholly
-//! inside that space since. Bytes in
+//! is freed, over its free space then: no ring allocation lives in it
+//! any more, and the invariant holds there (the reclaims of its frames
+//! collected since it left fill and flush as a live ring's). Bytes in
 //! an atom shared with a live allocation are checked as the host sees
 //! them only, and their fills reach the GPU with the next flush of that
 //! atom (`ring_write`, or a later reclaim).
@@ -83,17 +89,6 @@
 //! invalidate of it: no false report follows. A real driver's flush is a
 //! cache write-back, which such a write does not disturb.
 //!
-//! Nor is the space of a destroyed ring's frames that were in flight when
-//! it went ever checked. Its chunks are no longer reclaimed (no ring
-//! holds them; the frame queue does, up to the frame the ring went in),
-//! so that space is never filled again: once such a frame is collected a
-//! write through a pointer kept from one of its ring allocations is a
-//! write after free, but its bytes hold the allocations' last data, not
-//! `0xEF`, and nothing can tell it from the engine's own, up to the
-//! chunk's free, whose pool then fills them unchecked. Catching it would
-//! take reclaiming those chunks' frames as they are collected, as a live
-//! ring's (fill, then check at the free over the whole ring).
-//!
 //! The work runs under the rings' lock, which orders it with the reclaims
 //! and allocations of the same bytes, taking the lock of the chunk's pool
 //! for each flush and invalidate (rings before pools, the allocator's lock
@@ -107,6 +102,7 @@
 
 use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
 
 use super::place::MAX_TAIL_ROUNDING;
 use super::{lock, Allocator};
@@ -504,8 +500,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
     /// Before the free of a ring chunk with debug fills that left its
     /// ring (destroyed, or at the allocator's drop), `chunk` its
-    /// allocation: checks that the ring space that was free when it left
-    /// ([`RetiredFree`]) reads `0xEF` still, as
+    /// allocation: checks that its ring space free when it left, and that
+    /// of its frames collected since ([`RetiredFree`]), reads `0xEF`
+    /// still, as
     /// [`check_corruption`](Self::check_corruption) checks a live ring's
     /// free space (in a non-coherent type, its whole atoms once
     /// invalidated too). The chunk's frames are all collected and no
@@ -554,7 +551,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// The free ring space of every upload ring's chunks in the memory
     /// types of `types` that have debug fills, and of the destroyed rings'
     /// chunks not freed yet (queued in their frame, or kept back by a
-    /// `ring_write`: the space free when their ring went, [`RetiredFree`]),
+    /// `ring_write`: the space free when their ring went and that of their
+    /// frames collected since, `Rings::leaving`, else [`RetiredFree`]),
     /// in which a byte no longer reads `0xEF`, with its memory type; and
     /// how many free spans were checked (one or two per chunk: the free
     /// space after the head, and its part from the ring's start when it
@@ -569,7 +567,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// `check_corruption` has released its locks.
     ///
     /// # Time complexity
-    /// O(free ring bytes in those types + items queued in the frames),
+    /// O(free ring bytes in those types + items queued in the frames ×
+    /// destroyed rings' chunks not freed yet),
     /// under the frames' and the rings' locks; at most one invalidate per
     /// span in a non-coherent type.
     pub(super) fn damaged_ring_space(&self, types: u32) -> (u64, Vec<(u32, WrittenFree)>) {
@@ -593,9 +592,17 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             Deferred::RingChunk(chunk) => Some(&**chunk),
             _ => None,
         });
+        // Their free space now: that of their `leaving` entry, which the
+        // reclaims of their frames collected since their ring went grew.
         let gone = queued.chain(&rings.retired).filter_map(|chunk| {
             let free = chunk.free.as_deref()?;
-            Some((&chunk.allocation, free.capacity, free.spans.clone()))
+            let leaving = rings.leaving.iter();
+            let spans = leaving
+                .filter(|entry| Arc::ptr_eq(&entry.pins, &chunk.pins))
+                .map(RingChunk::free_spans)
+                .next()
+                .unwrap_or_else(|| free.spans.clone());
+            Some((&chunk.allocation, free.capacity, spans))
         });
         for (allocation, capacity, spans) in live.chain(gone) {
             let memory_type = allocation.memory_type();

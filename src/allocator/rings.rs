@@ -2,8 +2,9 @@
 //! (its chunks, their frames' bump allocators and pins), the allocator
 //! frame that ring allocations are made in, the oldest frame not yet
 //! collected (ring allocations of older frames are stale), whether a
-//! reclaim is owed to a write that held it up, and the chunks of destroyed
-//! rings that a write still copies into.
+//! reclaim is owed to a write that held it up, the chunks of destroyed
+//! rings that a write still copies into, and, with debug fills, the
+//! reclaim state of destroyed rings' chunks not freed yet.
 //!
 //! # Locking
 //!
@@ -16,6 +17,8 @@
 //! and the free of a destroyed ring's chunk ([`Rings::sort_ring_chunks`]).
 //! The rings' methods are `upload_rings.rs`'s; the frame methods that
 //! reclaim ring space as frames are collected are `frames.rs`'s.
+
+use std::sync::Arc;
 
 use crate::frames::upload_ring::{Reclaimed, RetiredChunk, RingChunk, RingState};
 use crate::frames::Deferred;
@@ -36,6 +39,17 @@ pub(crate) struct Rings {
     /// Destroyed rings' chunks whose frame was collected while a write
     /// still copied into them: freed by a later collect.
     pub(super) retired: Vec<RetiredChunk>,
+    /// The reclaim state of the destroyed rings' chunks with debug fills
+    /// not freed yet (queued in their frame, or in `retired`): their
+    /// frames in flight when the ring went are reclaimed as they are
+    /// collected, their space filled with `0xEF` as a live ring's, so that
+    /// the check at their free covers it (`allocator/ring_fill.rs`). Their
+    /// current frame, the one the ring went in, is never sealed: its space
+    /// stays the engine's. Each entry's memory handle is a copy of its
+    /// queued chunk's, matched by its pins, and dropped before that chunk
+    /// is freed ([`settle_leaving`](Self::settle_leaving)). Empty without
+    /// debug fills.
+    pub(super) leaving: Vec<RingChunk>,
 }
 
 impl Rings {
@@ -55,6 +69,9 @@ impl Rings {
         for ring in self.rings.values_mut() {
             owed |= ring.reclaim_through(frame, on_reclaim);
         }
+        for chunk in &mut self.leaving {
+            owed |= chunk.reclaim_through_frame(frame, on_reclaim);
+        }
         self.owed = owed;
     }
 
@@ -70,6 +87,9 @@ impl Rings {
             for ring in self.rings.values_mut() {
                 owed |= ring.retry_owed(on_reclaim);
             }
+            for chunk in &mut self.leaving {
+                owed |= chunk.retry(on_reclaim);
+            }
             self.owed = owed;
         }
     }
@@ -77,7 +97,8 @@ impl Rings {
     /// Sorts the destroyed rings' chunks among the collected `items`: one
     /// a write still copies into goes to `retired`, and those of
     /// `retired` no write copies into any more go to `items`, to be
-    /// freed. Returns `(kept back, freed from retired)`.
+    /// freed ([`settle_leaving`](Self::settle_leaving)). Returns `(kept
+    /// back, freed from retired)`.
     ///
     /// A chunk out of its ring takes no new pin (`ring_write` looks its
     /// ring up under this lock), so a count read as 0 here stays 0, and the
@@ -109,6 +130,37 @@ impl Rings {
                 )));
             }
         }
+        self.settle_leaving(items);
         (kept, before - self.retired.len())
+    }
+
+    /// Before the free of the destroyed rings' chunks among `items`: drops
+    /// the [`leaving`](Self::leaving) entry of each (its memory handle, a
+    /// copy, must not outlive the chunk), once its free space, grown by
+    /// the reclaims of its frames collected since its ring went, is the
+    /// space its check reads (`RetiredFree`). Space a write held back
+    /// (owed) is left out, as in a live ring.
+    ///
+    /// # Time complexity
+    /// O(1) without debug fills (nothing leaving), else O(items × entries).
+    pub(super) fn settle_leaving(&mut self, items: &mut [Deferred]) {
+        if self.leaving.is_empty() {
+            return;
+        }
+        for item in items {
+            let Deferred::RingChunk(chunk) = item else {
+                continue;
+            };
+            let Some(free) = chunk.free.as_deref_mut() else {
+                continue;
+            };
+            let found = self
+                .leaving
+                .iter()
+                .position(|entry| Arc::ptr_eq(&entry.pins, &chunk.pins));
+            if let Some(index) = found {
+                free.spans = self.leaving.swap_remove(index).free_spans();
+            }
+        }
     }
 }

@@ -558,9 +558,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// copies into them. Writes from now on get [`Error::StaleAllocation`].
     ///
     /// With [`Config::debug_fill`](crate::Config::debug_fill), the ring
-    /// space free now is checked to still read `0xEF` as each chunk is
-    /// freed: a byte that does not was written after its frame was
-    /// collected (logged with `log::error!` once that call's locks are
+    /// space free now, and that of the frames in flight now once each is
+    /// collected (filled with `0xEF` then, as a live ring's), is checked to
+    /// still read `0xEF` as each chunk is freed (not the current frame's):
+    /// a byte that does not was written after its frame was collected (logged with `log::error!` once that call's locks are
     /// released, and counted in
     /// [`corruptions_detected`](Self::corruptions_detected)). So is a live
     /// ring's at the allocator's drop.
@@ -575,15 +576,19 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return Err(Error::ForeignAllocation);
         }
         let mut frames = lock(&self.frames);
-        let state = lock(&self.rings)
-            .rings
-            .remove(ring.key)
-            .ok_or(Error::StaleAllocation)?;
+        let mut rings = lock(&self.rings);
+        let state = rings.rings.remove(ring.key).ok_or(Error::StaleAllocation)?;
         // Out of the rings, a chunk takes no new pin; one a write holds
         // still keeps it from being freed (`Rings::sort_ring_chunks`).
+        // With debug fills, a chunk's frames in flight go on being
+        // reclaimed (filled) as they are collected (`Rings::leaving`).
         let RingState { chunks, name, .. } = state;
         for (index, chunk) in chunks.into_iter().enumerate() {
-            frames.push(Deferred::RingChunk(chunk.retire(name.as_deref(), index)));
+            let (retired, leaving) = chunk.retire(name.as_deref(), index);
+            frames.push(Deferred::RingChunk(retired));
+            if let Some(leaving) = leaving {
+                rings.leaving.push(leaving);
+            }
         }
         Ok(())
     }

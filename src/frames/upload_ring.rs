@@ -199,10 +199,11 @@ pub(crate) struct RetiredChunk {
 }
 
 /// The ring space of a chunk with debug fills that was free when the
-/// chunk left its ring: it reads `0xEF` still when the chunk is freed, but
-/// for a write after free. The space of its frames not collected then,
-/// and of those a `ring_write` still held, is not in it: it may hold the
-/// engine's data.
+/// chunk left its ring, and, once the chunk is about to be freed, that of
+/// its frames collected since (`Rings::settle_leaving`): it reads `0xEF`
+/// still when the chunk is freed, but for a write after free. The space
+/// of the frame it left in, and of those a `ring_write` still held, is
+/// not in it: it may hold the engine's data.
 #[derive(Debug)]
 pub(crate) struct RetiredFree {
     /// The free ring offsets: the span from the head, and its part from
@@ -228,8 +229,15 @@ impl RingChunk {
     /// What is left of it once its ring (named `ring`, of which it is
     /// chunk `index`) is destroyed: no pin is taken on it any more
     /// (`ring_write` no longer finds it). With debug fills, its free ring
-    /// space now, to check as it is freed.
-    pub(crate) fn retire(self, ring: Option<&str>, index: usize) -> Box<RetiredChunk> {
+    /// space now, to check as it is freed, and its reclaim state, to go on
+    /// filling the space of its frames in flight as they are collected
+    /// (`Rings::leaving`): its memory handle in it is a copy, never freed,
+    /// that lives no longer than the chunk (`Rings::settle_leaving`).
+    pub(crate) fn retire(
+        self,
+        ring: Option<&str>,
+        index: usize,
+    ) -> (Box<RetiredChunk>, Option<RingChunk>) {
         let free = self.fills.then(|| {
             Box::new(RetiredFree {
                 spans: self.free_spans(),
@@ -238,12 +246,30 @@ impl RingChunk {
                 index,
             })
         });
-        Box::new(RetiredChunk {
+        let leaving = self.fills.then(|| RingChunk {
+            allocation: Allocation {
+                memory: self.allocation.memory,
+                offset: self.allocation.offset,
+                size: self.allocation.size,
+                location: self.allocation.location,
+                allocator: self.allocation.allocator,
+                home: self.allocation.home,
+                mapped: self.allocation.mapped,
+            },
+            buffer: self.buffer,
+            linear: self.linear,
+            first_frame: self.first_frame,
+            pins: Arc::clone(&self.pins),
+            owed: self.owed,
+            fills: true,
+        });
+        let retired = Box::new(RetiredChunk {
             buffer: self.buffer,
             allocation: self.allocation,
             pins: self.pins,
             free,
-        })
+        });
+        (retired, leaving)
     }
 
     /// Its free ring space, as ring offsets: from the head, as many bytes
@@ -426,6 +452,19 @@ impl RingChunk {
         self.owed.is_some()
     }
 
+    /// [`reclaim_through`](Self::reclaim_through) for allocator frame
+    /// `frame`: a chunk made after it retries what it owes only.
+    pub(crate) fn reclaim_through_frame(
+        &mut self,
+        frame: u64,
+        on_reclaim: &mut impl FnMut(&RingChunk, Reclaimed),
+    ) -> bool {
+        match frame.checked_sub(self.first_frame) {
+            Some(chunk_frame) => self.reclaim_through(chunk_frame, on_reclaim),
+            None => self.retry(on_reclaim),
+        }
+    }
+
     /// Retries a reclaim owed since a write pinned a frame of it. Returns
     /// whether one is still owed.
     pub(crate) fn retry(&mut self, on_reclaim: &mut impl FnMut(&RingChunk, Reclaimed)) -> bool {
@@ -565,11 +604,7 @@ impl RingState {
     ) -> bool {
         let mut owed = false;
         for chunk in &mut self.chunks {
-            if frame >= chunk.first_frame {
-                owed |= chunk.reclaim_through(frame - chunk.first_frame, on_reclaim);
-            } else {
-                owed |= chunk.retry(on_reclaim);
-            }
+            owed |= chunk.reclaim_through_frame(frame, on_reclaim);
         }
         owed
     }

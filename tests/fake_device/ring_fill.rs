@@ -918,3 +918,53 @@ fn check_corruption_checks_a_destroyed_ring_s_queued_chunks() {
         finish(allocator, &device);
     }
 }
+
+/// A write after free into the space of a frame that was in flight when
+/// its ring was destroyed, made once that frame is collected (through a
+/// pointer kept from its ring allocation) and before the chunk is freed,
+/// is caught as the chunk is freed: counted, and logged naming the byte
+/// and the ring. The frame the ring is destroyed in, written by the
+/// engine, is not reported. (Before, only the space free when the ring
+/// was destroyed was checked.)
+#[test]
+fn a_write_after_free_into_a_destroyed_ring_s_collected_frame_is_caught() {
+    super::leak_log::install();
+    for (index, (layout, usage)) in [
+        (FakeLayout::discrete(), Usage::UPLOAD),
+        (FakeLayout::mobile(), Usage::READBACK),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let case = layout.name;
+        let name = format!("destroyed-in-flight-{index}");
+        let (allocator, device) = allocator_with(layout.clone(), with_fill());
+        let ring = named_ring(&allocator, &name, 64 << 10, usage);
+        let first = allocator.ring_allocate(ring, 10_000, 256).unwrap();
+        allocator.ring_write(&first, 0, &[7; 10_000]).unwrap();
+        let in_flight = end_frame(&allocator, &device);
+        let live = allocator.ring_allocate(ring, 2000, 256).unwrap();
+        allocator.ring_write(&live, 0, &[9; 2000]).unwrap();
+        allocator.destroy_upload_ring(ring).unwrap();
+        // `first`'s frame is collected: its bytes are free from now on.
+        device.signal_fence(in_flight);
+        allocator.collect().unwrap();
+        assert_eq!(allocator.stats().allocations(), 1, "{case}: not freed yet");
+        let at = 5000;
+        write_at(first.mapped_ptr(), at, &[0x42]);
+        finish_frame(&allocator, &device);
+        assert_eq!(allocator.stats().allocations(), 0, "{case}: freed");
+        assert_eq!(allocator.corruptions_detected(), 1, "{case}");
+        let (memory, offset) = (first.memory(), first.memory_offset());
+        finish(allocator, &device);
+        let needle = format!("byte {} of memory {memory:?}", offset + at);
+        let ring_needle = format!("upload ring \"{name}\", chunk 0, ring offset {at}");
+        let lines = super::leak_log::lines();
+        let found: Vec<_> = lines.iter().filter(|l| l.contains(&ring_needle)).collect();
+        assert_eq!(found.len(), 1, "{case}: {lines:#?}");
+        assert!(found[0].contains(&needle), "{case}: {}", found[0]);
+        let other = format!("upload ring \"{name}\"");
+        let reported = lines.iter().filter(|l| l.contains(&other)).count();
+        assert_eq!(reported, 1, "{case}: the live allocation is not reported");
+    }
+}
