@@ -561,10 +561,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// space free now, and that of the frames in flight now once each is
     /// collected (filled with `0xEF` then, as a live ring's), is checked to
     /// still read `0xEF` as each chunk is freed (not the current frame's):
-    /// a byte that does not was written after its frame was collected (logged with `log::error!` once that call's locks are
-    /// released, and counted in
-    /// [`corruptions_detected`](Self::corruptions_detected)). So is a live
-    /// ring's at the allocator's drop.
+    /// a byte that does not was written after its frame was collected
+    /// (logged with `log::error!` once that call's locks are released, and
+    /// counted in [`corruptions_detected`](Self::corruptions_detected)).
+    /// So is a live ring's free space at the allocator's drop.
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`].
