@@ -81,8 +81,10 @@ impl Allocation {
     /// A second handle to the same range, for host access (a flush) with
     /// no borrow of this one, which something else keeps alive meanwhile,
     /// as an upload ring chunk's pins keep its allocation
-    /// (`Allocator::ring_write`). Never free the copy: this handle is the
-    /// one that gets freed, once.
+    /// (`Allocator::ring_write`), or a destroyed ring's chunk queued for
+    /// its frame keeps it while its frames are still reclaimed
+    /// (`Rings::leaving`). Never free the copy: this handle is the one that
+    /// gets freed, once.
     pub(crate) fn host_view(&self) -> Allocation {
         Allocation {
             memory: self.memory,

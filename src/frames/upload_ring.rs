@@ -247,15 +247,7 @@ impl RingChunk {
             })
         });
         let leaving = self.fills.then(|| RingChunk {
-            allocation: Allocation {
-                memory: self.allocation.memory,
-                offset: self.allocation.offset,
-                size: self.allocation.size,
-                location: self.allocation.location,
-                allocator: self.allocation.allocator,
-                home: self.allocation.home,
-                mapped: self.allocation.mapped,
-            },
+            allocation: self.allocation.host_view(),
             buffer: self.buffer,
             linear: self.linear,
             first_frame: self.first_frame,
