@@ -259,10 +259,10 @@ impl Vma {
 }
 
 impl Vma {
-    /// The allocator, made as this row makes it (the `ring` trace's VMA
-    /// pool).
-    pub fn into_allocator(self) -> vk_mem::Allocator {
-        self.allocator
+    /// The allocator, made as this row makes it, and the create info of its
+    /// uploads (the `ring` trace's VMA pool).
+    pub fn into_allocator(self) -> (vk_mem::Allocator, vk_mem::AllocationCreateInfo) {
+        (self.allocator, self.upload)
     }
 }
 

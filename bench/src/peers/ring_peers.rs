@@ -23,14 +23,9 @@ pub struct VmaLinearPool {
 
 impl VmaLinearPool {
     pub fn new(ctx: &VulkanContext, capacity: u64, memory_type_bits: u32) -> Self {
-        let allocator = std::sync::Arc::new(crate::backends::Vma::new(ctx).into_allocator());
-        let upload = vk_mem::AllocationCreateInfo {
-            flags: vk_mem::AllocationCreateFlags::MAPPED,
-            required_flags: vk::MemoryPropertyFlags::HOST_VISIBLE
-                | vk::MemoryPropertyFlags::HOST_COHERENT,
-            preferred_flags: vk::MemoryPropertyFlags::DEVICE_LOCAL,
-            ..Default::default()
-        };
+        // The pool's memory type is the one VMA picks for the upload row.
+        let (allocator, upload) = crate::backends::Vma::new(ctx).into_allocator();
+        let allocator = std::sync::Arc::new(allocator);
         // SAFETY: a live allocator.
         let memory_type_index =
             unsafe { allocator.find_memory_type_index(memory_type_bits, &upload) }
