@@ -12,8 +12,11 @@ use std::panic::{self, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use ash::vk;
 use vk_suballoc::device::fake::{FakeCall, FakeDevice, FakeLayout};
-use vk_suballoc::{Config, DedicatedPolicy, RingAllocation, UploadRing, UploadRingDesc, Usage};
+use vk_suballoc::{
+    Config, CorruptionReport, DedicatedPolicy, RingAllocation, UploadRing, UploadRingDesc, Usage,
+};
 
 use super::debug_fill::{all, bytes_at, device_bytes, write_at, FREED, NEW};
 use super::frames::end_frame;
@@ -48,6 +51,16 @@ fn ring(allocator: &FakeAllocator, size: u64, usage: Usage, grow: bool) -> Uploa
 fn finish_frame(allocator: &FakeAllocator, device: &FakeDevice) {
     device.signal_fence(end_frame(allocator, device));
     allocator.collect().unwrap();
+}
+
+/// Where a `check_corruption` report found writes after free: each one's
+/// memory and first changed byte.
+fn written_after_free(report: &CorruptionReport) -> Vec<(vk::DeviceMemory, u64)> {
+    report
+        .written_after_free
+        .iter()
+        .map(|w| (w.memory, w.first_changed))
+        .collect()
 }
 
 /// A ring allocation's bytes, as the host sees them and as the GPU does.
@@ -248,11 +261,7 @@ fn non_coherent_host_and_gpu_writes_after_reclaim_are_caught() {
             assert!(all(&device_bytes(&device, memory, offset, 1000), FREED));
         }
         let report = allocator.check_corruption(!0).unwrap();
-        let found: Vec<_> = report
-            .written_after_free
-            .iter()
-            .map(|written| (written.memory, written.first_changed))
-            .collect();
+        let found = written_after_free(&report);
         assert_eq!(found, [(memory, offset + 30)], "gpu {gpu}");
         let again = allocator.ring_allocate(ring, 100, 4).unwrap();
         assert_eq!(again.memory_offset(), offset, "gpu {gpu}: the same bytes");
@@ -728,11 +737,7 @@ fn non_coherent_a_reclaim_flushes_only_the_space_it_gave_back() {
     device.signal_fence(second);
     allocator.collect().unwrap();
     let report = allocator.check_corruption(!0).unwrap();
-    let found: Vec<_> = report
-        .written_after_free
-        .iter()
-        .map(|w| (w.memory, w.first_changed))
-        .collect();
+    let found = written_after_free(&report);
     assert_eq!(found, [(memory, stale_at + 1800)], "{report:?}");
     device.signal_fence(third);
     allocator.collect().unwrap();
@@ -765,11 +770,7 @@ fn non_coherent_a_ring_s_last_partial_atom_is_synced() {
     // SAFETY: no slice of these bytes is alive.
     assert!(unsafe { device.write(memory, offset + 900, &[0x42]) });
     let report = allocator.check_corruption(!0).unwrap();
-    let found: Vec<_> = report
-        .written_after_free
-        .iter()
-        .map(|w| (w.memory, w.first_changed))
-        .collect();
+    let found = written_after_free(&report);
     assert_eq!(found, [(memory, offset + 900)], "{report:?}");
     let again = allocator.ring_allocate(ring, 1000, 1).unwrap();
     assert_eq!(again.memory_offset(), offset, "the same bytes");
@@ -808,11 +809,7 @@ fn non_coherent_a_ring_s_last_atom_past_its_block_bytes_is_not_invalidated() {
     let again = allocator.ring_allocate(ring, 1000, 1).unwrap();
     assert_eq!(again.memory_offset(), chunk);
     let report = allocator.check_corruption(!0).unwrap();
-    let found: Vec<_> = report
-        .written_after_free
-        .iter()
-        .map(|w| (w.memory, w.first_changed))
-        .collect();
+    let found = written_after_free(&report);
     assert_eq!(found, [(memory, chunk + 5000)], "{report:?}");
     assert_eq!(bytes_at(stale, 5001)[5000], 0x42);
     allocator.destroy_upload_ring(ring).unwrap();
