@@ -102,7 +102,6 @@
 
 use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::Arc;
 
 use super::place::MAX_TAIL_ROUNDING;
 use super::{lock, Allocator};
@@ -596,12 +595,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // reclaims of their frames collected since their ring went grew.
         let gone = queued.chain(&rings.retired).filter_map(|chunk| {
             let free = chunk.free.as_deref()?;
-            let leaving = rings.leaving.iter();
-            let spans = leaving
-                .filter(|entry| Arc::ptr_eq(&entry.pins, &chunk.pins))
-                .map(RingChunk::free_spans)
-                .next()
-                .unwrap_or_else(|| free.spans.clone());
+            let spans = match rings.leaving_index(&chunk.pins) {
+                Some(index) => rings.leaving[index].free_spans(),
+                None => free.spans.clone(),
+            };
             Some((&chunk.allocation, free.capacity, spans))
         });
         for (allocation, capacity, spans) in live.chain(gone) {

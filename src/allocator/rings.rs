@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use crate::frames::upload_ring::{Reclaimed, RetiredChunk, RingChunk, RingState};
+use crate::frames::upload_ring::{ChunkPins, Reclaimed, RetiredChunk, RingChunk, RingState};
 use crate::frames::Deferred;
 use crate::memory::slab::Slab;
 
@@ -134,6 +134,17 @@ impl Rings {
         (kept, before - self.retired.len())
     }
 
+    /// The index in [`leaving`](Self::leaving) of the destroyed ring's
+    /// chunk whose pins are `pins`, if it has an entry.
+    ///
+    /// # Time complexity
+    /// O(entries).
+    pub(super) fn leaving_index(&self, pins: &Arc<ChunkPins>) -> Option<usize> {
+        self.leaving
+            .iter()
+            .position(|entry| Arc::ptr_eq(&entry.pins, pins))
+    }
+
     /// Before the free of the destroyed rings' chunks among `items`: drops
     /// the [`leaving`](Self::leaving) entry of each (its memory handle, a
     /// copy, must not outlive the chunk), once its free space, grown by
@@ -154,11 +165,7 @@ impl Rings {
             let Some(free) = chunk.free.as_deref_mut() else {
                 continue;
             };
-            let found = self
-                .leaving
-                .iter()
-                .position(|entry| Arc::ptr_eq(&entry.pins, &chunk.pins));
-            if let Some(index) = found {
+            if let Some(index) = self.leaving_index(&chunk.pins) {
                 free.spans = self.leaving.swap_remove(index).free_spans();
             }
         }
