@@ -1858,7 +1858,7 @@ impl<'scope> HeldWrite<'scope> {
 /// or 10 seconds have passed. Returns the write's result and `during`'s,
 /// `None` when it had not returned by then (it waited for the write).
 /// `target` is in non-coherent memory, so that the write flushes.
-fn while_a_ring_write_flushes<R: Send>(
+pub(super) fn while_a_ring_write_flushes<R: Send>(
     allocator: &FakeAllocator,
     device: &FakeDevice,
     target: &RingAllocation,
