@@ -322,6 +322,25 @@ fn measure(
         .collect()
 }
 
+/// The harness alone on `trace` ([`backends::HarnessFloor`]): the median
+/// ns per operation of `runs` replays after one warm-up, with the range.
+/// Its replays run after the allocators' rounds, not between them.
+fn harness_floor(trace: &Trace, runs: usize, overhead: f64) -> report::Floor {
+    let mut op: Vec<f64> = (0..=runs)
+        .map(|_| {
+            let mut floor = backends::HarnessFloor::default();
+            replay::replay(&mut floor, trace, overhead, false, false).ns_per_op()
+        })
+        .skip(1)
+        .collect();
+    let ns_op = median(&mut op);
+    report::Floor {
+        ns_op,
+        ns_op_min: op[0],
+        ns_op_max: op[op.len() - 1],
+    }
+}
+
 /// What one replay gives: its figures, the hooks' counts, and the memory
 /// objects the allocator itself counts.
 type RunResult = (replay::RunFigures, vulkan::MemoryCounts, Option<u64>);
@@ -793,6 +812,9 @@ fn main() -> ExitCode {
             println!("  {:<28} {:>9.1} ns/op", row.allocator.name(), row.ns_op);
             results.scaling.push((live, row));
         }
+        let floor = harness_floor(&trace, args.runs, overhead);
+        println!("  {:<28} {:>9.1} ns/op", "harness alone", floor.ns_op);
+        results.harness_floor.push((live, floor));
     }
     println!("\n{}", results.markdown());
     let ring_clean = results.ring.as_ref().map_or(true, |ring| {

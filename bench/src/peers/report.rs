@@ -91,8 +91,19 @@ pub struct Results {
     pub rows: Vec<Row>,
     /// Scaling rows: `trace` is `scaling-<live>`.
     pub scaling: Vec<(usize, Row)>,
+    /// The harness alone on each scaling trace (`backends::HarnessFloor`).
+    pub harness_floor: Vec<(usize, Floor)>,
     /// The `ring` trace, when it ran.
     pub ring: Option<crate::ring_report::RingSection>,
+}
+
+/// What the harness alone costs on one trace: ns per operation, the median
+/// of its runs, with the fastest and slowest.
+#[derive(Clone, Copy, Debug)]
+pub struct Floor {
+    pub ns_op: f64,
+    pub ns_op_min: f64,
+    pub ns_op_max: f64,
 }
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -224,8 +235,59 @@ impl Results {
             let _ = writeln!(line, " {} |", growth(&lives, &cells));
             s.push_str(&line);
         }
+        let floor: Vec<Option<f64>> = lives
+            .iter()
+            .map(|n| {
+                self.harness_floor
+                    .iter()
+                    .find(|(m, _)| m == n)
+                    .map(|(_, f)| f.ns_op)
+            })
+            .collect();
+        if floor.iter().any(Option::is_some) {
+            let mut line = "| harness alone (no allocator) |".to_owned();
+            for cell in &floor {
+                let _ = write!(line, " {} |", cell.map_or_else(|| "–".to_owned(), ns));
+            }
+            let _ = writeln!(line, " {} |", growth(&lives, &floor));
+            s.push_str(&line);
+            let _ = writeln!(
+                s,
+                "\nThe harness alone: the replay loop storing and taking 64-byte handles (vk-suballoc's size) at random slots of its table, one slot per live allocation, with no allocator; every row above includes it."
+            );
+            if let Some(flat) = self.flat_allocator_growth() {
+                let _ = writeln!(
+                    s,
+                    "An allocator whose own cost stayed at vk-suballoc's at {} live allocations would measure {flat:.2}x here.",
+                    lives[0]
+                );
+            }
+        }
         s.push('\n');
         s
+    }
+
+    /// What an allocator whose own cost per operation (its row less the
+    /// harness's) stayed at vk-suballoc's at the fewest live allocations
+    /// would measure as its slowest over fastest ns/op: the growth of the
+    /// harness alone under that constant cost. `None` without both rows at
+    /// the fewest live allocations and a floor at two counts or more.
+    pub fn flat_allocator_growth(&self) -> Option<f64> {
+        if self.harness_floor.len() < 2 {
+            return None;
+        }
+        let &(first, first_floor) = self.harness_floor.iter().min_by_key(|(n, _)| *n)?;
+        let ours = self
+            .scaling
+            .iter()
+            .find(|(n, r)| *n == first && r.allocator == Which::VkSuballoc)?
+            .1
+            .ns_op;
+        let own = (ours - first_floor.ns_op).max(0.0);
+        let totals = self.harness_floor.iter().map(|(_, f)| own + f.ns_op);
+        let max = totals.clone().fold(f64::MIN, f64::max);
+        let min = totals.fold(f64::MAX, f64::min);
+        Some(max / min)
     }
 
     /// The ratios against the best peer and the verdict on each target.
@@ -334,6 +396,12 @@ impl Results {
                 "\nScaling: vk-suballoc's slowest/fastest ns/op across live counts = {flat:.2} (target <= 1.3: {}).",
                 if flat <= 1.3 { "met" } else { "MISSED" }
             );
+            if let Some(flat) = self.flat_allocator_growth() {
+                let _ = writeln!(
+                    s,
+                    "With the harness's own growth, an allocator of constant cost would measure {flat:.2}."
+                );
+            }
         }
         s
     }
@@ -352,6 +420,18 @@ impl Results {
             .scaling
             .iter()
             .map(|(n, r)| row_json(r, Some(*n)))
+            .collect();
+        s.push_str(&rows.join(",\n"));
+        s.push_str("\n  ],\n  \"harness_floor\": [\n");
+        let rows: Vec<String> = self
+            .harness_floor
+            .iter()
+            .map(|(n, f)| {
+                format!(
+                    "    {{\"live\": {n}, \"ns_op\": {:.2}, \"ns_op_min\": {:.2}, \"ns_op_max\": {:.2}}}",
+                    f.ns_op, f.ns_op_min, f.ns_op_max
+                )
+            })
             .collect();
         s.push_str(&rows.join(",\n"));
         s.push_str("\n  ]");
@@ -445,19 +525,19 @@ fn row_json(r: &Row, live: Option<usize>) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_row_with_failures_is_called_out_under_the_targets() {
-        let row = |allocator, failures| Row {
+    /// A row of `allocator` on `trace` at `ns_op` per operation.
+    fn test_row(allocator: Which, trace: &str, ns_op: f64, failures: u64) -> Row {
+        Row {
             allocator,
-            trace: "mixed".to_owned(),
+            trace: trace.to_owned(),
             seed: 0,
             runs: 1,
-            ns_alloc: 1.0,
-            ns_free: 1.0,
-            ns_op: 1.0,
+            ns_alloc: ns_op,
+            ns_free: ns_op,
+            ns_op,
             ns_driver_op: None,
-            ns_op_min: 1.0,
-            ns_op_max: 1.0,
+            ns_op_min: ns_op,
+            ns_op_max: ns_op,
             allocations: 10,
             frees: 10,
             failures,
@@ -470,9 +550,16 @@ mod tests {
             end_objects_hooked: None,
             end_objects_own: None,
             placement_hash: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_row_with_failures_is_called_out_under_the_targets() {
         let results = Results {
-            rows: vec![row(Which::VkSuballoc, 0), row(Which::Vma, 3)],
+            rows: vec![
+                test_row(Which::VkSuballoc, "mixed", 1.0, 0),
+                test_row(Which::Vma, "mixed", 1.0, 3),
+            ],
             ..Default::default()
         };
         let text = results.targets_markdown();
@@ -481,6 +568,44 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("vk-suballoc failed"), "{text}");
+    }
+
+    /// The harness's own growth, under vk-suballoc's cost at the fewest
+    /// live allocations held constant: (15 + 45) / (15 + 5) = 3.
+    #[test]
+    fn a_constant_cost_allocator_grows_as_the_harness_under_it() {
+        let floor = |ns_op| Floor {
+            ns_op,
+            ns_op_min: ns_op,
+            ns_op_max: ns_op,
+        };
+        let mut results = Results {
+            scaling: vec![
+                (1_000, test_row(Which::VkSuballoc, "scaling-1000", 20.0, 0)),
+                (
+                    1_000_000,
+                    test_row(Which::VkSuballoc, "scaling-1000000", 150.0, 0),
+                ),
+            ],
+            harness_floor: vec![(1_000_000, floor(45.0))],
+            ..Default::default()
+        };
+        assert_eq!(results.flat_allocator_growth(), None, "one live count");
+        results.harness_floor.insert(0, (1_000, floor(5.0)));
+        assert_eq!(results.flat_allocator_growth(), Some(3.0));
+        let table = results.scaling_markdown();
+        assert!(
+            table.contains("| harness alone (no allocator) | 5.0 | 45.0 | 9.00 |"),
+            "{table}"
+        );
+        assert!(table.contains("would measure 3.00x"), "{table}");
+        let json = results.json();
+        assert!(
+            json.contains(
+                "{\"live\": 1000, \"ns_op\": 5.00, \"ns_op_min\": 5.00, \"ns_op_max\": 5.00}"
+            ),
+            "{json}"
+        );
     }
 
     #[test]
