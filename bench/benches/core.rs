@@ -206,6 +206,29 @@ mod log_uniform {
     }
 }
 
+/// The benchmark loop alone, with no allocator: the victim's id taken from
+/// the table and a new one stored in its place, ids the size of ours
+/// (`Option<AllocationId>`, 16 bytes). What every pair above pays besides
+/// its allocator; at 1e6 live allocations the table is 16 MiB, touched at
+/// random.
+mod harness_alone {
+    use super::*;
+
+    #[divan::bench(args = LIVE)]
+    fn ids_table(bencher: Bencher, live: usize) {
+        let streams = Streams::new(Workload::UniformSmall, live);
+        let mut ids: Vec<Option<[u32; 3]>> = (0..live as u32).map(|i| Some([i; 3])).collect();
+        const { assert!(size_of::<Option<[u32; 3]>>() == size_of::<Option<AllocationId>>()) };
+        let mut step = 0u64;
+        bencher.bench_local(|| {
+            let (victim, size) = streams.step(step);
+            step += 1;
+            divan::black_box(ids[victim].take());
+            ids[victim] = divan::black_box(Some([size as u32; 3]));
+        });
+    }
+}
+
 /// One bump allocation of the per-frame ring (sizes 16..=512, align 16 and 256).
 mod linear {
     use super::*;
