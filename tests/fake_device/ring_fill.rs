@@ -63,6 +63,16 @@ fn written_after_free(report: &CorruptionReport) -> Vec<(vk::DeviceMemory, u64)>
         .collect()
 }
 
+/// The free spans a `check_corruption` report found written after free:
+/// each one's memory, offset and size, and its first changed byte.
+fn spans_written_after_free(report: &CorruptionReport) -> Vec<(vk::DeviceMemory, u64, u64, u64)> {
+    report
+        .written_after_free
+        .iter()
+        .map(|w| (w.memory, w.offset, w.size, w.first_changed))
+        .collect()
+}
+
 /// A ring allocation's bytes, as the host sees them and as the GPU does.
 fn views(device: &FakeDevice, a: &RingAllocation) -> (Vec<u8>, Vec<u8>) {
     let host = bytes_at(a.mapped_ptr(), a.size());
@@ -690,11 +700,7 @@ fn non_coherent_checks_invalidate_the_atoms_taken_and_no_others() {
     let (host, gpu) = views(&device, &a);
     assert!(all(&host, NEW) && all(&gpu, NEW), "{host:?} {gpu:?}");
     let report = allocator.check_corruption(!0).unwrap();
-    let found: Vec<_> = report
-        .written_after_free
-        .iter()
-        .map(|w| (w.memory, w.offset, w.size, w.first_changed))
-        .collect();
+    let found = spans_written_after_free(&report);
     assert_eq!(
         found,
         [(memory, stale_at + 2660, 4096 - 2660, stale_at + 2900)],
@@ -898,11 +904,7 @@ fn check_corruption_checks_a_destroyed_ring_s_queued_chunks() {
         }
         let report = allocator.check_corruption(!0).unwrap();
         assert_eq!(report.free_checked, clean.free_checked, "{case}");
-        let found: Vec<_> = report
-            .written_after_free
-            .iter()
-            .map(|w| (w.memory, w.offset, w.size, w.first_changed))
-            .collect();
+        let found = spans_written_after_free(&report);
         let base = live.memory_offset();
         assert_eq!(
             found,
@@ -996,11 +998,7 @@ fn check_corruption_checks_a_destroyed_ring_s_chunk_kept_back_by_a_write() {
     write_at(target.mapped_ptr(), at, &[0x42]);
     let report = allocator.check_corruption(!0).unwrap();
     assert_eq!(report.free_checked, clean.free_checked);
-    let found: Vec<_> = report
-        .written_after_free
-        .iter()
-        .map(|w| (w.memory, w.offset, w.size, w.first_changed))
-        .collect();
+    let found = spans_written_after_free(&report);
     let base = target.memory_offset();
     assert_eq!(
         found,
