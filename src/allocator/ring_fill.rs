@@ -64,11 +64,14 @@
 //! atom it leaves wholly free (those it touches; the others were wholly
 //! free already); an allocation only takes atoms out of the free space;
 //! and `ring_write`'s widened flushes carry the host's `0xEF` over to the
-//! device. So the check of an allocation reads the bytes it takes as the
-//! host sees them (a host write after free, never flushed), invalidates
-//! the atoms over them that were wholly free, and reads again (a GPU
-//! write after free), with no false report; its `0xDC` fill is flushed
-//! over the same atoms. A chunk that left its ring is checked so as it
+//! device. So the check of an allocation reads the bytes it takes, and
+//! the free bytes beside them in the atoms over them that were wholly
+//! free, as the host sees them (a host write after free, never flushed,
+//! which the invalidate would drop), invalidates those atoms, and reads
+//! again (a GPU write after free), with no false report; its `0xDC` fill,
+//! and `0xEF` again in the free bytes beside it (a write found there is
+//! counted once, not again by the next check), is flushed over the same
+//! atoms. A chunk that left its ring is checked so as it
 //! is freed, over its free space then: no ring allocation lives in it
 //! any more, and the invariant holds there (the reclaims of its frames
 //! collected since it left fill and flush as a live ring's). Bytes in
@@ -399,11 +402,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// line to log.
     ///
     /// In a non-coherent type the check reads the bytes as the host sees
-    /// them, then invalidates the atoms over them that the free space held
-    /// wholly before the allocation (from `from`: the bytes free now and
-    /// those it took; they hold its bytes, its padding or skipped end, and
-    /// free ones, no live ring allocation's) and reads them again, as the
-    /// device holds them; the new fill is flushed over the same atoms.
+    /// them, with the free bytes beside them in the atoms over them that
+    /// the free space held wholly before the allocation (from `from`: the
+    /// bytes free now and those it took; they hold its bytes, its padding
+    /// or skipped end, and free ones, no live ring allocation's), whose
+    /// invalidate would drop a host write there; then invalidates those
+    /// atoms and reads both again, as the device holds them. The new fill,
+    /// and `0xEF` again in the free bytes beside the allocation (a write
+    /// found there is counted by this check alone), is flushed over the
+    /// same atoms.
     fn check_ring_allocation(
         &self,
         state: &RingState,
@@ -460,19 +467,39 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 }
             }
             if atoms.iter().any(|atoms| !atoms.is_empty()) {
+                // The free bytes beside the allocation in those atoms are
+                // read too (ring space: the atoms end at the ring's end at
+                // the latest): as the host sees them, since the invalidate
+                // would drop a host write there unseen, and once
+                // invalidated, as the device holds them.
+                changed = changed.or(atoms.iter().find_map(read));
                 for atoms in &atoms {
                     // Whole atoms of the free space before the allocation.
                     self.sync_ring_space(memory, atoms.clone(), false, lines);
                 }
-                changed = changed.or(taken.iter().find_map(read));
+                changed = changed
+                    .or(taken.iter().find_map(read))
+                    .or(atoms.iter().find_map(read));
             }
         }
         // SAFETY: the allocation's own bytes, as the check.
         unsafe { fill(mapped.add(placed.offset), placed.size, NEW) };
-        for atoms in atoms {
+        for (atoms, taken) in atoms.iter().zip(&taken) {
+            // The free bytes beside the allocation in those atoms, filled
+            // again: a write after free found there is counted once (the
+            // flush below would otherwise carry a host write to the
+            // device, for the next check to count again).
+            for beside in [
+                intersect(atoms, &(0..taken.start)),
+                intersect(atoms, &(taken.end..u64::MAX)),
+            ] {
+                // SAFETY: free ring space in whole atoms that hold no live
+                // ring allocation's byte, under the rings' lock.
+                unsafe { fill(mapped.add(beside.start), beside.end - beside.start, FREED) };
+            }
             // The same atoms: the allocation's bytes, its padding or
             // skipped end, and free ones.
-            self.sync_ring_space(memory, atoms, true, lines);
+            self.sync_ring_space(memory, atoms.clone(), true, lines);
         }
         let Some(changed) = changed else {
             return;
@@ -480,6 +507,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         self.context.count_corruption();
         let how = if (placed.offset..end).contains(&changed) {
             "took it"
+        } else if !taken.iter().any(|range| range.contains(&changed)) {
+            "found it free beside it, in a non-coherent atom it shares"
         } else if changed < placed.offset {
             "skipped it as alignment padding"
         } else {
