@@ -77,7 +77,15 @@
 //! collected since it left fill and flush as a live ring's). Bytes in
 //! an atom shared with a live allocation are checked as the host sees
 //! them only, and their fills reach the GPU with the next flush of that
-//! atom (`ring_write`, or a later reclaim).
+//! atom (`ring_write`, or a later reclaim). So a GPU write after free into
+//! such bytes goes unseen: until that flush the device's copy of them is
+//! not the fill but what they held before (an invalidate there would read
+//! it as a write after free, and drop the live allocation's unflushed
+//! host writes), and the flush overwrites it with the host's `0xEF`. A
+//! GPU write into atoms wholly free is seen, and so is a host write
+//! anywhere in the free space (the walk
+//! `ring_fill::every_write_after_free_in_a_long_ring_workload_is_found_once`
+//! checks both, and that each is counted once).
 //!
 //! What this leaves open: the fills themselves write bytes (of the space
 //! reclaimed, of the allocation handed out) that may share an atom with a
