@@ -264,14 +264,25 @@ fn every_write_after_free_in_a_long_ring_workload_is_found_once() {
         let atom = layout.non_coherent_atom_size;
         let non_coherent = usage == Usage::READBACK;
         let (allocator, device) = allocator_with(layout, with_fill());
-        let ring = ring(&allocator, 32 << 10, usage, true);
+        let new_ring = || ring(&allocator, 32 << 10, usage, true);
+        let mut ring = new_ring();
         // Each frame in flight: its fence and its ring allocations.
         let mut in_flight: VecDeque<(vk::Fence, Vec<RingAllocation>)> = VecDeque::new();
         let mut frame_allocations = Vec::new();
         // The writes not counted yet: chunk (buffer), memory and byte.
         let mut outstanding: Vec<(vk::Buffer, vk::DeviceMemory, u64)> = Vec::new();
         let (mut written, mut gpu_writes, mut counted_in_walk) = (0, 0, 0);
+        let mut destroyed = 0;
         for frame in 0..300u64 {
+            // Every 30 frames the ring goes, at a frame's start, and another
+            // takes its place: its chunks are freed once this frame is
+            // collected, and the space of its frames in flight is free,
+            // and written into, as they are collected before that.
+            if frame % 30 == 17 {
+                allocator.destroy_upload_ring(ring).unwrap();
+                ring = new_ring();
+                destroyed += 1;
+            }
             for _ in 0..rng.below(12) {
                 let size = match rng.below(20) {
                     0 => 40_000 + rng.below(10_000),
@@ -356,6 +367,7 @@ fn every_write_after_free_in_a_long_ring_workload_is_found_once() {
         allocator.collect().unwrap();
         allocator.destroy_upload_ring(ring).unwrap();
         finish_frame(&allocator, &device);
+        assert_eq!(destroyed, 10, "{name}");
         assert_eq!(
             allocator.corruptions_detected(),
             written,
