@@ -115,6 +115,32 @@ fn stale_double_and_foreign_frees_change_nothing() {
     assert_eq!(heap.storage_report().largest_free_range, 1000);
 }
 
+/// Live allocations never share a slot: the Vulkan pools key an
+/// allocation's name and resource kind by [`AllocationId::slot`]. Slots are
+/// `1..=slot_count` (0 is the sentinel).
+#[test]
+fn live_allocations_have_distinct_slots() {
+    let mut heap = OffsetAllocator::<3>::new(1000, 6).unwrap();
+    let mut live: Vec<_> = (0..6).map(|_| heap.allocate(10, 1).unwrap()).collect();
+    let slots = |live: &[OffsetAllocation]| {
+        let mut slots: Vec<u32> = live.iter().map(|a| a.id.slot()).collect();
+        slots.sort_unstable();
+        slots
+    };
+    assert_eq!(slots(&live), (1..=6).collect::<Vec<_>>());
+    // Freed slots are taken again, next to reserved ones, by new
+    // allocations only.
+    for freed in live.drain(1..4) {
+        heap.free(freed.id).unwrap();
+    }
+    heap.reserve_slots(2).unwrap();
+    live.extend((0..5).map(|_| heap.allocate(10, 1).unwrap()));
+    assert_eq!(slots(&live), (1..=8).collect::<Vec<_>>());
+    for allocation in &live {
+        assert_eq!(heap.get(allocation.id), Some(*allocation));
+    }
+}
+
 #[test]
 fn bad_requests_are_typed_errors() {
     let mut heap = OffsetAllocator::<3>::new(1000, 1).unwrap();
