@@ -209,6 +209,27 @@ fn allocation_at_finds_the_covering_allocation() {
     assert_eq!(heap.allocation_at(356), None);
 }
 
+/// `gaps_around` gives the free bytes right before and right after a live
+/// allocation (what defragmentation weighs a move by), the range at offset 0
+/// and the one up to the capacity included, and nothing for a freed id.
+#[test]
+fn gaps_around_reads_the_free_bytes_on_either_side() {
+    let mut heap = OffsetAllocator::<3>::new(1000, 4).unwrap();
+    let a = heap.allocate(100, 1).unwrap();
+    let b = heap.allocate(50, 1).unwrap();
+    let c = heap.allocate(200, 1).unwrap();
+    let d = heap.allocate(30, 1).unwrap();
+    assert_eq!(heap.gaps_around(c.id), Some((0, 0)));
+    assert_eq!(heap.gaps_around(d.id), Some((0, 620)));
+    heap.free(b.id).unwrap();
+    heap.free(d.id).unwrap();
+    assert_eq!(heap.gaps_around(a.id), Some((0, 50)));
+    assert_eq!(heap.gaps_around(c.id), Some((50, 650)));
+    heap.free(a.id).unwrap();
+    assert_eq!(heap.gaps_around(c.id), Some((150, 650)));
+    assert_eq!(heap.gaps_around(a.id), None);
+}
+
 #[test]
 fn byte_counters_saturate_instead_of_overflowing() {
     // 2^16 + 1 allocations of 2^48 - 1 bytes request more than 2^64 bytes.
