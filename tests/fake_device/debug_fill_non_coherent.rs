@@ -391,6 +391,87 @@ fn free_ranges_starting_inside_an_atom() {
     finish(allocator, &device);
 }
 
+/// With atoms larger than the tail rounding (8 KiB, as above), a write
+/// after free into the free bytes past a new allocation's end, in its
+/// last atom (which its check reads and invalidates), is counted by that
+/// check, once: the bytes read `0xEF` again in both views after it, so
+/// neither `check_corruption` nor the release of the block finds it
+/// again. A GPU write there was invalidated into the host's view,
+/// counted, and left there, for `check_corruption` to report in the free
+/// range after the allocation, and for the allocation's free to flush to
+/// the device and the block's release to count again. A host write is
+/// dropped by the invalidate. With a margin, the allocation's own fill
+/// is flushed over atoms that end before that last one: the free bytes'
+/// new fill is flushed on its own. A live neighbour's GPU writes, not
+/// invalidated yet, survive it all.
+#[test]
+fn a_write_past_a_new_allocation_in_its_last_atom_is_counted_once() {
+    // The write by the GPU or the host, the margin, whether
+    // `check_corruption` looked before the allocation.
+    for (gpu, margin, checked_first) in [
+        (false, 0, true),
+        (true, 0, true),
+        (true, 0, false),
+        (true, 8192, false),
+    ] {
+        let ctx = format!("gpu {gpu}, margin {margin}, checked first {checked_first}");
+        let mut layout = FakeLayout::mobile();
+        layout.non_coherent_atom_size = 8192;
+        let config = Config {
+            debug_margin: margin,
+            ..with_fill()
+        };
+        let (allocator, device) = allocator_with(layout, config);
+        let pool = allocator
+            .create_pool(&PoolDesc::new(CACHED).block_size(MIB))
+            .unwrap();
+        let first = allocator.allocate(&readback(8000, Some(pool))).unwrap();
+        let next = allocator.allocate(&readback(100, Some(pool))).unwrap();
+        // 8000 bytes and the margin, rounded to whole atoms.
+        let held = (8000 + margin).next_multiple_of(8192);
+        assert_eq!(next.offset(), first.offset() + held, "{ctx}");
+        // SAFETY: no slice of these bytes is alive.
+        assert!(unsafe { device.write(next.memory(), next.offset(), &[0x77]) });
+        let (memory, offset, pointer) =
+            (first.memory(), first.offset(), first.mapped_ptr().unwrap());
+        free(&allocator, first);
+        // In the freed atoms, past the 4 KiB, or 12 with the margin, that
+        // the 100-byte allocation below will hold, in its last atom.
+        let past = (100 + margin).next_multiple_of(4096);
+        let at = offset + past + 1904;
+        if gpu {
+            // SAFETY: no slice of these bytes is alive.
+            assert!(unsafe { device.write(memory, at, &[0x42]) });
+        } else {
+            write_at(pointer, at - offset, &[0x42]);
+        }
+        if checked_first {
+            let report = allocator.check_corruption(1 << CACHED).unwrap();
+            assert_eq!(report.written_after_free.len(), 1, "{ctx}: {report:?}");
+            assert_eq!(report.written_after_free[0].first_changed, at, "{ctx}");
+        }
+        let again = allocator.allocate(&readback(100, Some(pool))).unwrap();
+        assert_eq!((again.memory(), again.offset()), (memory, offset), "{ctx}");
+        assert_eq!(allocator.corruptions_detected(), 1, "{ctx}");
+        let report = allocator.check_corruption(1 << CACHED).unwrap();
+        assert!(report.is_clean(), "{ctx}: {report:?}");
+        let host = bytes_at(pointer, at - offset + 1)[(at - offset) as usize];
+        assert_eq!(host, FREED, "{ctx}: host");
+        assert_eq!(
+            device_bytes(&device, memory, at, 1),
+            [FREED],
+            "{ctx}: device"
+        );
+        let neighbour = device_bytes(&device, memory, next.offset(), 1);
+        assert_eq!(neighbour, [0x77], "{ctx}: the live neighbour's GPU write");
+        free(&allocator, again);
+        free(&allocator, next);
+        allocator.destroy_pool(pool).unwrap();
+        assert_eq!(allocator.corruptions_detected(), 1, "{ctx}: counted once");
+        finish(allocator, &device);
+    }
+}
+
 /// Live allocations in every heap.
 fn live(allocator: &FakeAllocator) -> u64 {
     allocator

@@ -41,7 +41,14 @@
 //! allocation before them ends, which is an atom boundary too unless the
 //! atom is larger than the 4 KiB an allocation's size is rounded to
 //! (`MAX_TAIL_ROUNDING`): their checks invalidate only the whole atoms
-//! inside them, and read the rest as the host sees it. Margins
+//! inside them, and read the rest as the host sees it. A GPU write after
+//! free into that rest, the free bytes in a live allocation's last atom,
+//! goes unseen: no check may invalidate them while the allocation lives,
+//! and its free flushes the host's [`FREED`] over them (Vulkan's atoms are
+//! 256 bytes at most, so only a device outside its limits has such
+//! atoms). The check of a new allocation reads its last atom whole, free
+//! bytes past it included, and fills those again when the GPU wrote
+//! there, so that the write is counted once. Margins
 //! (`corruption.rs`) stay coherent-only: their check would have to
 //! invalidate the live allocation's own last atom.
 //!
@@ -404,7 +411,10 @@ impl<M> TypePool<M> {
     /// the check of [`fill_placed`](Self::fill_placed). In a non-coherent
     /// type the bytes checked are the held ones widened to whole atoms
     /// (free bytes past them), first as the host sees them, then, once
-    /// invalidated, as the device holds them.
+    /// invalidated, as the device holds them; a GPU write found in those
+    /// free bytes is filled over and flushed
+    /// ([`refill_past_held`](Self::refill_past_held)), so that this check
+    /// alone counts it.
     fn first_written<D: MemoryDeviceExt<M>>(
         &self,
         context: &MemoryContext<D>,
@@ -434,7 +444,50 @@ impl<M> TypePool<M> {
         unsafe { sync(context, span.memory, span.memory_size, range, false) };
         // SAFETY: as the first check.
         let device = unsafe { first_changed(start.0.as_ptr(), checked, FREED) };
+        if checked > span.held {
+            self.refill_past_held(context, span, checked);
+        }
         changed.or(device)
+    }
+
+    /// After [`first_written`](Self::first_written) read and invalidated
+    /// the `checked` bytes of `span`, more than it holds (its last atom
+    /// reaches past them: atoms larger than `MAX_TAIL_ROUNDING`): fills
+    /// the free bytes past the held ones with [`FREED`] again, and
+    /// flushes them, when a GPU write after free left a changed byte
+    /// there. This check counts it; left in both views (the invalidate
+    /// brought it into the host's), it was reported again in the free
+    /// range after the allocation and counted again by the next check
+    /// that read it. A host write there needs nothing: the invalidate
+    /// dropped it.
+    fn refill_past_held<D: MemoryDeviceExt<M>>(
+        &self,
+        context: &MemoryContext<D>,
+        span: &HeldSpan<'_, M>,
+        checked: u64,
+    ) {
+        let past = span.offset + span.held;
+        let len = checked - span.held;
+        let start = span.mapped.add(past);
+        // SAFETY: free bytes up to the atom boundary, after the
+        // allocation's in its mapped block (`first_written`).
+        if unsafe { first_changed(start.0.as_ptr(), len, FREED) }.is_none() {
+            return;
+        }
+        // SAFETY: as above; nobody holds them.
+        unsafe { fill(start, len, FREED) };
+        // SAFETY: the free bytes, and the allocation's own in the same
+        // atom, handed to nobody yet and just invalidated (both views
+        // agree there); under the pool's lock.
+        unsafe {
+            sync(
+                context,
+                span.memory,
+                span.memory_size,
+                past..past + len,
+                true,
+            )
+        };
     }
 
     /// Before a defragmentation plan undoes `placement`, a destination it
