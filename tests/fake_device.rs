@@ -25,6 +25,8 @@ mod budgets;
 mod debug_fill;
 #[path = "fake_device/debug_fill_non_coherent.rs"]
 mod debug_fill_non_coherent;
+#[path = "fake_device/debug_fill_walk.rs"]
+mod debug_fill_walk;
 #[path = "fake_device/defragment.rs"]
 mod defragment;
 #[path = "fake_device/defragment_debug_fill.rs"]
