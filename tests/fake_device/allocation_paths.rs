@@ -2,7 +2,9 @@
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
-use vk_suballoc::device::{AllocateInfo, AllocationFlags, DedicatedTarget, MemoryDeviceExt};
+use vk_suballoc::device::{
+    AllocateInfo, AllocationFlags, DedicatedTarget, DeviceError, MemoryDeviceExt,
+};
 use vk_suballoc::{
     Allocation, AllocationDesc, Config, DedicatedHint, DedicatedPolicy, Error, PoolDesc, Request,
     ResourceKind, Usage,
@@ -1197,6 +1199,97 @@ fn kept_empty_blocks_give_way_after_a_first_type_that_failed_otherwise() {
         free_all(&allocator, long_lived);
         finish(allocator, &device);
     }
+}
+
+/// `count` 20 MiB upload buffers, in the system heap's upload type (2).
+fn twenty_mib_uploads(allocator: &FakeAllocator, count: usize) -> Vec<Allocation> {
+    (0..count)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(20 * MIB, 256, Usage::UPLOAD))
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Blocks of 64, 128 and three of 256 MiB in the upload type (2), the last
+/// two empty and kept: 960 MiB of the system heap (1). Returns the
+/// allocations in the others.
+fn kept_upload_blocks(allocator: &FakeAllocator) -> Vec<Allocation> {
+    let long_lived = twenty_mib_uploads(allocator, 15);
+    free_all(allocator, twenty_mib_uploads(allocator, 30));
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 2);
+    long_lived
+}
+
+/// A 300 MiB upload buffer, larger than any block (dedicated memory), in
+/// the upload type (2) or the cached one (3): both in the system heap.
+fn large_upload() -> Request<'static> {
+    let mut request = buffer(300 * MIB, 256, Usage::UPLOAD);
+    request.requirements.memory_type_bits = 1 << 2 | 1 << 3;
+    request
+}
+
+/// When releasing the kept empty blocks but the largest leaves a request
+/// still short of memory, the largest goes too and the request is tried
+/// again in its first memory type: it neither fails nor leaves that type.
+#[test]
+fn every_kept_empty_block_gives_way_when_all_but_the_largest_are_not_enough() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let long_lived = kept_upload_blocks(&allocator);
+    // 300 MiB fit beside the blocks in use (448 MiB), not beside one kept
+    // block more (704).
+    device.cap_heap(1, 800 * MIB);
+    let large = allocator
+        .allocate(&large_upload())
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(large.memory_type(), 2);
+    assert!(large.is_dedicated());
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 0);
+    free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
+}
+
+/// A memory type tried again once its kept empty blocks but the largest
+/// are released, that fails then otherwise than for want of memory
+/// (`MapFailed`), gives the request to the next type: its largest kept
+/// block stays, as no want of memory asked for it.
+#[test]
+fn a_type_that_fails_otherwise_once_kept_blocks_went_keeps_its_largest() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let long_lived = kept_upload_blocks(&allocator);
+    // 300 MiB fit beside one kept block (704 MiB), not beside two (960).
+    device.cap_heap(1, 1100 * MIB);
+    // The retry's memory objects, the first two mapped from now: its
+    // dedicated memory, then the new block the type tries when dedicated
+    // memory cannot be mapped.
+    device.fail_map(1);
+    device.fail_map(2);
+    let large = allocator
+        .allocate(&large_upload())
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(large.memory_type(), 3);
+    assert!(large.mapped_ptr().is_some());
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 1);
+    free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
+}
+
+/// A memory type tried again once kept empty blocks are released, that
+/// fails then with an error no other type would mend (the host out of
+/// memory), ends the request with that error: no other type is tried.
+#[test]
+fn a_retry_after_releasing_kept_blocks_that_fails_for_good_ends_the_request() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let long_lived = kept_upload_blocks(&allocator);
+    device.cap_heap(1, 1100 * MIB);
+    // The first two calls (dedicated memory, then a block of its size)
+    // fail for the cap; the third is the retry's dedicated memory.
+    device.fail_allocation(3, DeviceError::OutOfHostMemory);
+    let calls = device.counters().allocate_calls;
+    let result = allocator.allocate(&large_upload());
+    assert_eq!(result.err(), Some(Error::OutOfHostMemory));
+    assert_eq!(device.counters().allocate_calls, calls + 3);
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 1);
+    free_all_and_finish(allocator, &device, long_lived);
 }
 
 /// Kept empty blocks age out: `end_frame` releases the empty blocks but the
