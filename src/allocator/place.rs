@@ -514,11 +514,14 @@ where
     /// that stood in its way are released ([`release_kept_empty_blocks`]:
     /// those beyond each type's largest, then, while it still lacks
     /// memory, the largest too), when `error`, its refusal, is for want of
-    /// memory and those blocks were not released for this request yet
-    /// (`released`, a mask of memory types, says which were); `error`
+    /// memory and those blocks were not all released for this request yet
+    /// (`released`, a mask of memory types, says whose were); `error`
     /// otherwise. Any memory type's, not only the first's: one that failed
     /// otherwise (`MapFailed`) may be followed by one whose heap the kept
-    /// blocks fill.
+    /// blocks fill. A type is marked released only once its largest kept
+    /// blocks go too: a retry that fails otherwise after the first step
+    /// leaves them, and the next type of their heap that lacks memory
+    /// releases them.
     fn retry_after_release(
         &mut self,
         memory_type: u8,
@@ -531,9 +534,11 @@ where
         if scope == 0 {
             return Err(error);
         }
-        *released |= scope;
         let mut error = error;
         for keep in [Keep::Largest, Keep::None] {
+            if let Keep::None = keep {
+                *released |= scope;
+            }
             if release_kept_empty_blocks(self.context, &mut self.pools, scope, keep) == 0 {
                 continue;
             }

@@ -1273,6 +1273,34 @@ fn a_type_that_fails_otherwise_once_kept_blocks_went_keeps_its_largest() {
     free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
 }
 
+/// The largest kept empty block a memory type's failed retry left (it
+/// failed otherwise, `MapFailed`) gives way when the next type of its heap
+/// lacks memory: that type is tried again without it. Before, the heap's
+/// types counted as released once those beyond the largest went, and the
+/// request failed with the largest kept. The driver's refusals are its
+/// own here: the fake heap's cap has room for the next type, but a driver
+/// may refuse memory a heap's bytes would allow (fragmentation, another
+/// process's allocation).
+#[test]
+fn the_largest_kept_block_left_by_a_type_that_failed_otherwise_gives_way_later() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let long_lived = kept_upload_blocks(&allocator);
+    device.cap_heap(1, 1100 * MIB);
+    // The first type's retry cannot map its dedicated memory nor its new
+    // block (calls 3 and 4); the next type's dedicated memory and block
+    // (calls 5 and 6) are refused.
+    device.fail_map(1);
+    device.fail_map(2);
+    device.fail_allocation(5, DeviceError::OutOfDeviceMemory);
+    device.fail_allocation(6, DeviceError::OutOfDeviceMemory);
+    let large = allocator
+        .allocate(&large_upload())
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(large.memory_type(), 3);
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 0);
+    free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
+}
+
 /// A memory type tried again once kept empty blocks are released, that
 /// fails then with an error no other type would mend (the host out of
 /// memory), ends the request with that error: no other type is tried.
