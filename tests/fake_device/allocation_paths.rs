@@ -1320,6 +1320,27 @@ fn a_retry_after_releasing_kept_blocks_that_fails_for_good_ends_the_request() {
     free_all_and_finish(allocator, &device, long_lived);
 }
 
+/// A request refused otherwise than for want of memory releases no kept
+/// empty block: for existing memory only, fitting none, or one whose
+/// first type cannot map its memory, taken by the next type.
+#[test]
+fn a_refusal_not_for_want_of_memory_releases_no_kept_block() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let long_lived = kept_upload_blocks(&allocator);
+    let result = allocator.allocate(&large_upload().existing_memory_only());
+    assert_eq!(result.err(), Some(Error::NoRoomInExistingMemory));
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 2);
+    // The first type's dedicated memory, then its block.
+    device.fail_map(1);
+    device.fail_map(2);
+    let large = allocator
+        .allocate(&large_upload())
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(large.memory_type(), 3);
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 2);
+    free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
+}
+
 /// Kept empty blocks age out: `end_frame` releases the empty blocks but the
 /// largest that stayed empty `Config::empty_block_frames` frames, and keeps
 /// them with `u64::MAX`.

@@ -213,3 +213,32 @@ fn existing_memory_only_misses_are_not_logged() {
     assert!(logged.is_empty(), "{logged:?}");
     finish(allocator, &device);
 }
+
+/// A memory type that fails a request the next one then takes is a
+/// fallback worth a warning, which names the type and its error.
+#[test]
+fn a_fallback_to_the_next_memory_type_is_logged() {
+    install();
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // A VRAM budget that neither a block nor the 4 MiB buffer fits, of a
+    // size no other test's line names.
+    let budget = (3 << 20) + 12_288;
+    device.set_heap_budget(0, budget, 0);
+    allocator.budgets(); // the allocator's checks read the new budget
+    let placed = allocator
+        .allocate(&buffer(4 << 20, 256, Usage::DEVICE_LOCAL).within_budget())
+        .unwrap();
+    assert_ne!(placed.memory_type(), 1);
+    let end = format!(" > {budget}); trying the next one");
+    let logged: Vec<String> = lines()
+        .into_iter()
+        .filter(|line| line.contains(&end))
+        .collect();
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert!(
+        logged[0].starts_with("vk-suballoc: memory type 1 failed (heap 0 budget exceeded: "),
+        "{logged:?}"
+    );
+    super::free(&allocator, placed);
+    finish(allocator, &device);
+}
