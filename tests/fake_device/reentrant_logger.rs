@@ -302,6 +302,36 @@ fn a_request_releasing_kept_blocks() {
     finish_shared(allocator, &device);
 }
 
+/// A custom pool's `min_blocks` block, short of memory objects
+/// (`maxMemoryAllocationCount`), releases a kept empty block, in which a
+/// byte was written after free. No allocation's deferral is around
+/// `create_pool`: the release itself logs the line once the pool's lock
+/// is released.
+#[test]
+fn a_pool_s_min_blocks_releasing_kept_blocks() {
+    let config = Config {
+        empty_block_reserve: 100.0,
+        ..with_fill()
+    };
+    let layout = FakeLayout::discrete().with_max_allocation_count(3);
+    let (allocator, device) = shared_allocator(layout, config);
+    let keeper = two_written_empty_blocks(&allocator, &device);
+    let pool = with_reentrant_logger(
+        &allocator,
+        WRITTEN_AFTER_FREE,
+        CallBack::Stats,
+        |allocator| {
+            allocator
+                .create_pool(&PoolDesc::new(HOST).block_size(MIB).min_blocks(1))
+                .unwrap()
+        },
+    );
+    assert!(allocator.corruptions_detected() >= 1);
+    allocator.destroy_pool(pool).unwrap();
+    free(&allocator, keeper);
+    finish_shared(allocator, &device);
+}
+
 /// Margins (`Config::detect_corruption`): a free through the frame
 /// queue, by `collect`, of an allocation whose margin was written over.
 /// The logger calls `collect` too, which waited for the call that logged
