@@ -1301,6 +1301,60 @@ fn the_largest_kept_block_left_by_a_type_that_failed_otherwise_gives_way_later()
     free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
 }
 
+/// When releasing the kept empty blocks but the largest leaves a custom
+/// pool's new block still short of memory, the largest goes too and the
+/// block is tried again: the request does not fail.
+#[test]
+fn every_kept_empty_block_gives_way_to_a_pool_s_block_when_needed() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let long_lived = kept_upload_blocks(&allocator);
+    let pool = allocator
+        .create_pool(&PoolDesc::new(2).block_size(300 * MIB))
+        .unwrap();
+    // A 300 MiB block fits beside the blocks in use (448 MiB), not beside
+    // one kept block more (704).
+    device.cap_heap(1, 800 * MIB);
+    let desc = AllocationDesc::new(Usage::UPLOAD).pool(pool);
+    let in_pool = allocator
+        .allocate(&Request::with_desc(
+            requirements(MIB, 256),
+            ResourceKind::Buffer,
+            desc,
+        ))
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 0);
+    free(&allocator, in_pool);
+    allocator.destroy_pool(pool).unwrap();
+    free_all_and_finish(allocator, &device, long_lived);
+}
+
+/// A custom pool's block, tried again once the kept empty blocks but the
+/// largest are released, that then cannot be mapped fails the request with
+/// `MapFailed`: the largest kept block stays, as no want of memory asked
+/// for it.
+#[test]
+fn a_pool_s_block_that_fails_otherwise_once_kept_blocks_went_leaves_the_largest() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let long_lived = kept_upload_blocks(&allocator);
+    let pool = allocator
+        .create_pool(&PoolDesc::new(2).block_size(200 * MIB))
+        .unwrap();
+    // A 200 MiB block fits beside one kept block (704 MiB), not beside two
+    // (960).
+    device.cap_heap(1, 1000 * MIB);
+    device.fail_map(1);
+    let desc = AllocationDesc::new(Usage::UPLOAD).pool(pool);
+    let result = allocator.allocate(&Request::with_desc(
+        requirements(MIB, 256),
+        ResourceKind::Buffer,
+        desc,
+    ));
+    assert_eq!(result.err(), Some(Error::MapFailed));
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 1);
+    allocator.destroy_pool(pool).unwrap();
+    free_all_and_finish(allocator, &device, long_lived);
+}
+
 /// A memory type tried again once kept empty blocks are released, that
 /// fails then with an error no other type would mend (the host out of
 /// memory), ends the request with that error: no other type is tried.

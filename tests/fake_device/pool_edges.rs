@@ -376,6 +376,35 @@ fn a_pool_request_checks_in_the_documented_order() {
     finish(allocator, &device);
 }
 
+/// A pool request exactly as large as its heap, or as
+/// `maxMemoryAllocationSize`, passes those checks, as on the default
+/// path: the heap's size is refused for its usage instead (the VRAM type
+/// is not host-visible), and the limit itself takes a block of its size.
+#[test]
+fn a_pool_request_at_the_heap_size_or_the_allocation_limit_passes_them() {
+    const GIB: u64 = 1 << 30;
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
+    let in_pool = |size, usage| {
+        let desc = AllocationDesc::new(usage).pool(pool);
+        Request::with_desc(requirements(size, 256), ResourceKind::Buffer, desc)
+    };
+    // The VRAM heap: 8 GiB.
+    let heap_sized = allocator.allocate(&in_pool(8 * GIB, Usage::READBACK));
+    assert!(
+        matches!(heap_sized, Err(Error::NoSuitableMemoryType { .. })),
+        "{heap_sized:?}"
+    );
+    let largest = allocator
+        .allocate(&in_pool(4 * GIB, Usage::DEVICE_LOCAL))
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(largest.size(), 4 * GIB);
+    assert_eq!(allocator.pool_stats(&pool).unwrap().block_bytes, 4 * GIB);
+    free(&allocator, largest);
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
 /// On a lazily allocated type every pool request takes dedicated memory,
 /// so blocks there would never be used: `min_blocks` and `block_size` are
 /// refused, and a pool without them serves its requests dedicated.
