@@ -349,6 +349,38 @@ fn small_buffer_runs_do_not_make_a_capped_pool_full() {
     finish(allocator, &device);
 }
 
+/// A request that finds a custom pool in the table while `destroy_pool`
+/// releases its blocks, and waits for the pool's lock, is refused with
+/// `StalePool` once it gets it: the pool is destroyed, though still in the
+/// table. Served, it took a new block in a pool that no handle reaches
+/// any more, and leaked it.
+#[test]
+fn a_request_waiting_for_a_pool_being_destroyed_is_refused() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).block_size(MIB).min_blocks(1))
+        .unwrap();
+    let objects = device.live_allocations().len();
+    // The block's free waits 200 ms before its memory goes, and 200 ms
+    // after, under the pool's lock.
+    device.slow_frees(Some(std::time::Duration::from_millis(200)));
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    let request = Request::with_desc(requirements(4096, 256), ResourceKind::Buffer, desc);
+    std::thread::scope(|scope| {
+        let destroying = scope.spawn(|| allocator.destroy_pool(pool));
+        // The block's memory is gone: `destroy_pool` holds the pool's lock
+        // a while more. (A request coming after it is refused too.)
+        while device.live_allocations().len() == objects {
+            std::thread::yield_now();
+        }
+        let result = allocator.allocate(&request);
+        assert_eq!(result.as_ref().err(), Some(&Error::StalePool));
+        assert_eq!(destroying.join().unwrap(), Ok(()));
+    });
+    device.slow_frees(None);
+    finish(allocator, &device);
+}
+
 /// A pool request is checked in the default path's order: a host-access
 /// request larger than the pool's heap is `SizeExceedsHeaps` on both
 /// paths, before the pool's type is found not host-visible.
