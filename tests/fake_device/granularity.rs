@@ -152,6 +152,37 @@ fn an_empty_block_changes_kind() {
     finish(allocator, &device);
 }
 
+/// Only an empty block changes kind: with an empty block kept elsewhere in
+/// the pool, a buffer too large for it makes a new block rather than take
+/// the image's block, however much room that has.
+#[test]
+fn a_block_in_use_never_changes_kind() {
+    let (allocator, device) = allocator_with(
+        FakeLayout::discrete().with_granularity(65536),
+        Config::default(),
+    );
+    // A 64 MiB block for the image (its first block holds twice the
+    // request), half of it free.
+    let image = device_local(&allocator, 20 * MIB, 65536, ResourceKind::OptimalImage);
+    // A 32 MiB block for buffers, left empty.
+    let buffer = device_local(&allocator, MIB, 256, ResourceKind::Buffer);
+    let emptied = buffer.memory();
+    free(&allocator, buffer);
+    let mut sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [32 * MIB, 64 * MIB]);
+    // Neither the empty buffer block (too small) nor the image's block
+    // (in use) can take it.
+    let large = device_local(&allocator, 40 * MIB, 256, ResourceKind::Buffer);
+    assert_ne!(large.memory(), image.memory());
+    assert_ne!(large.memory(), emptied);
+    assert_eq!(device.counters().allocate_calls, 3);
+    for allocation in [image, large] {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}
+
 /// A request for existing memory only takes the kept empty block of the
 /// other kind too, as an ordinary request does: it is memory that exists.
 /// Before, it failed with `NoRoomInExistingMemory` beside an empty block
