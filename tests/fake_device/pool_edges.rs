@@ -281,6 +281,8 @@ fn a_retiring_block_kept_for_min_blocks_serves_requests_again() {
     drop(movables);
     assert_eq!(plan.blocks_released, 1, "{plan:?}");
     assert_eq!(allocator.pool_stats(&pool).unwrap().retiring_blocks, 1);
+    // The memory type's figures count the pool's retiring block too.
+    assert_eq!(allocator.stats().memory_types[1].retiring_blocks, 1);
     let planned = plan.moves.into_iter().next().unwrap();
     // Meanwhile block 2 empties and trim takes it: the pool is at min_blocks.
     let third_block: Vec<_> = live.drain(4..).collect();
