@@ -204,6 +204,39 @@ mod tests {
         assert_eq!(format!("{:?}", Usage::default()), "(none)");
     }
 
+    /// `|`, `|=` and `union` add flags, and a flag given twice stays set.
+    #[test]
+    fn flags_set_twice_stay_set() {
+        let both = Usage::UPLOAD | Usage::DEVICE_LOCAL;
+        assert_eq!(Usage::UPLOAD.union(Usage::DEVICE_LOCAL), both);
+        assert_eq!(Usage::UPLOAD.union(Usage::UPLOAD), Usage::UPLOAD);
+        assert_eq!(Usage::UPLOAD | Usage::UPLOAD, Usage::UPLOAD);
+        assert_eq!(both | Usage::UPLOAD, both);
+        let mut usage = Usage::UPLOAD;
+        usage |= Usage::DEVICE_LOCAL;
+        assert_eq!(usage, both);
+        usage |= Usage::UPLOAD;
+        assert_eq!(usage, both);
+    }
+
+    /// Buffers and linear images are linear; optimal images are not, nor is
+    /// an unknown kind. Two kinds share a page when both are known and of
+    /// one side; an unknown kind shares with none, itself included.
+    #[test]
+    fn kinds_share_pages_by_linearity() {
+        use ResourceKind::{Buffer, LinearImage, OptimalImage, Unknown};
+        let kinds = [Unknown, Buffer, LinearImage, OptimalImage];
+        let linear: Vec<bool> = kinds.iter().map(|kind| kind.is_linear()).collect();
+        assert_eq!(linear, [false, true, true, false]);
+        for a in kinds {
+            for b in kinds {
+                let expected =
+                    a != Unknown && b != Unknown && ((a == OptimalImage) == (b == OptimalImage));
+                assert_eq!(a.may_share_page_with(b), expected, "{a:?} with {b:?}");
+            }
+        }
+    }
+
     /// An image's kind follows its tiling; one whose layout the tiling
     /// leaves open (a DRM format modifier, linear or not, which the
     /// driver may pick from a list) is unknown, so that it shares no
