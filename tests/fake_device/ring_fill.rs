@@ -73,6 +73,18 @@ fn spans_written_after_free(report: &CorruptionReport) -> Vec<(vk::DeviceMemory,
         .collect()
 }
 
+/// Writes `0x42` at `at` bytes into `a`, by the GPU (`gpu`) or by the host
+/// through the pointer kept from it: a write after free once its frame is
+/// collected.
+fn write_into(device: &FakeDevice, a: &RingAllocation, at: u64, gpu: bool) {
+    if gpu {
+        // SAFETY: no slice of these bytes is alive.
+        assert!(unsafe { device.write(a.memory(), a.memory_offset() + at, &[0x42]) });
+    } else {
+        write_at(a.mapped_ptr(), at, &[0x42]);
+    }
+}
+
 /// A ring allocation's bytes, as the host sees them and as the GPU does.
 fn views(device: &FakeDevice, a: &RingAllocation) -> (Vec<u8>, Vec<u8>) {
     let host = bytes_at(a.mapped_ptr(), a.size());
@@ -337,21 +349,15 @@ fn every_write_after_free_in_a_long_ring_workload_is_found_once() {
             // Atoms the allocation holds wholly, for the GPU.
             let first_atom = base.next_multiple_of(atom);
             let atoms_end = (base + a.size()) / atom * atom;
-            let at = if rng.below(2) == 0 && (!non_coherent || first_atom < atoms_end) {
-                let at = if non_coherent {
-                    first_atom + rng.below(atoms_end - first_atom)
-                } else {
-                    base + rng.below(a.size())
-                };
-                // SAFETY: no slice of the ring's bytes is alive.
-                assert!(unsafe { device.write(a.memory(), at, &[0x42]) });
-                gpu_writes += 1;
-                at
+            let gpu = rng.below(2) == 0 && (!non_coherent || first_atom < atoms_end);
+            let into = if gpu && non_coherent {
+                first_atom - base + rng.below(atoms_end - first_atom)
             } else {
-                let at = rng.below(a.size());
-                write_at(a.mapped_ptr(), at, &[0x42]);
-                base + at
+                rng.below(a.size())
             };
+            write_into(&device, a, into, gpu);
+            gpu_writes += u32::from(gpu);
+            let at = base + into;
             outstanding.push((a.buffer(), a.memory(), at));
             written += 1;
             let report = allocator.check_corruption(!0).unwrap();
@@ -406,12 +412,7 @@ fn non_coherent_a_write_beside_a_new_ring_allocation_is_caught() {
         allocator.collect().unwrap();
         // In the atom 0..256, beside the next allocation's 0..200.
         let at = first.memory_offset() + 230;
-        if gpu {
-            // SAFETY: no slice of these bytes is alive.
-            assert!(unsafe { device.write(first.memory(), at, &[0x42]) });
-        } else {
-            write_at(first.mapped_ptr(), 230, &[0x42]);
-        }
+        write_into(&device, &first, 230, gpu);
         let wrapped = allocator.ring_allocate(ring, 200, 1).unwrap();
         assert_eq!(
             wrapped.buffer_offset(),
@@ -731,13 +732,7 @@ fn a_write_after_free_is_caught_when_a_ring_s_chunk_is_freed() {
             // The bug: a write through the collected frame's allocation,
             // past `live`, into free space.
             let at = 5000;
-            if gpu {
-                let offset = first.memory_offset() + at;
-                // SAFETY: no slice of these bytes is alive.
-                assert!(unsafe { device.write(first.memory(), offset, &[0x42]) });
-            } else {
-                write_at(first.mapped_ptr(), at, &[0x42]);
-            }
+            write_into(&device, &first, at, gpu);
             assert_eq!(allocator.corruptions_detected(), 0, "{case}");
             match end {
                 ChunkEnd::Collect => {
@@ -801,15 +796,7 @@ fn a_write_after_free_into_padding_or_a_skipped_end_is_caught() {
         // Over the whole ring, collected: its pointer reaches every byte.
         let stale = allocator.ring_allocate(ring, 4096, 1).unwrap();
         finish_frame(&allocator, &device);
-        let write = |at: u64| {
-            if gpu {
-                let offset = stale.memory_offset() + at;
-                // SAFETY: no slice of these bytes is alive.
-                assert!(unsafe { device.write(stale.memory(), offset, &[0x42]) });
-            } else {
-                write_at(stale.mapped_ptr(), at, &[0x42]);
-            }
-        };
+        let write = |at: u64| write_into(&device, &stale, at, gpu);
         // Padding: 10..1024, before an allocation aligned to 1 KiB.
         let a = allocator.ring_allocate(ring, 10, 1).unwrap();
         assert_eq!(a.buffer_offset(), 0, "{case}");
@@ -1099,13 +1086,7 @@ fn check_corruption_checks_a_destroyed_ring_s_queued_chunks() {
         let clean = allocator.check_corruption(!0).unwrap();
         assert!(clean.is_clean(), "{case}: {clean:?}");
         let at = 5000;
-        if gpu {
-            let offset = first.memory_offset() + at;
-            // SAFETY: no slice of these bytes is alive.
-            assert!(unsafe { device.write(first.memory(), offset, &[0x42]) });
-        } else {
-            write_at(first.mapped_ptr(), at, &[0x42]);
-        }
+        write_into(&device, &first, at, gpu);
         let report = allocator.check_corruption(!0).unwrap();
         assert_eq!(report.free_checked, clean.free_checked, "{case}");
         let found = spans_written_after_free(&report);
