@@ -195,6 +195,19 @@ fn two_written_empty_blocks(allocator: &FakeAllocator, device: &FakeDevice) -> A
     keeper
 }
 
+/// An allocator at its last memory objects (`maxMemoryAllocationCount` 3)
+/// with [`two_written_empty_blocks`] kept, and the allocation those made.
+fn short_of_objects_with_written_kept_blocks() -> (Arc<FakeAllocator>, FakeDevice, Allocation) {
+    let config = Config {
+        empty_block_reserve: 100.0,
+        ..with_fill()
+    };
+    let layout = FakeLayout::discrete().with_max_allocation_count(3);
+    let (allocator, device) = shared_allocator(layout, config);
+    let keeper = two_written_empty_blocks(&allocator, &device);
+    (allocator, device, keeper)
+}
+
 /// `end_frame` releases an empty block kept beyond the largest once it
 /// has stayed empty `Config::empty_block_frames` frames (under a lock
 /// taken with `try_lock`, which a debug build's check does not see: this
@@ -279,13 +292,7 @@ fn destroy_pool() {
 /// releases a kept empty block, in which a byte was written after free.
 #[test]
 fn a_request_releasing_kept_blocks() {
-    let config = Config {
-        empty_block_reserve: 100.0,
-        ..with_fill()
-    };
-    let layout = FakeLayout::discrete().with_max_allocation_count(3);
-    let (allocator, device) = shared_allocator(layout, config);
-    let keeper = two_written_empty_blocks(&allocator, &device);
+    let (allocator, device, keeper) = short_of_objects_with_written_kept_blocks();
     let big = with_reentrant_logger(
         &allocator,
         WRITTEN_AFTER_FREE,
@@ -309,13 +316,7 @@ fn a_request_releasing_kept_blocks() {
 /// is released.
 #[test]
 fn a_pool_s_min_blocks_releasing_kept_blocks() {
-    let config = Config {
-        empty_block_reserve: 100.0,
-        ..with_fill()
-    };
-    let layout = FakeLayout::discrete().with_max_allocation_count(3);
-    let (allocator, device) = shared_allocator(layout, config);
-    let keeper = two_written_empty_blocks(&allocator, &device);
+    let (allocator, device, keeper) = short_of_objects_with_written_kept_blocks();
     let pool = with_reentrant_logger(
         &allocator,
         WRITTEN_AFTER_FREE,
