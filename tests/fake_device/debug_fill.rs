@@ -10,8 +10,8 @@ use std::ptr::NonNull;
 
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{
-    Allocation, AllocationDesc, Config, DedicatedPolicy, DefragmentationLimits, Error, PoolDesc,
-    Request, ResourceKind, UploadRingDesc, Usage,
+    Allocation, AllocationDesc, Config, CorruptionReport, DedicatedPolicy, DefragmentationLimits,
+    Error, PoolDesc, Request, ResourceKind, UploadRingDesc, Usage,
 };
 
 use super::defragment::movables;
@@ -106,6 +106,16 @@ pub(super) fn write_at(pointer: NonNull<u8>, at: u64, bytes: &[u8]) {
             bytes.len(),
         );
     }
+}
+
+/// Where a `check_corruption` report found writes after free: each one's
+/// memory and first changed byte, in the report's order.
+pub(super) fn written_after_free(report: &CorruptionReport) -> Vec<(ash::vk::DeviceMemory, u64)> {
+    report
+        .written_after_free
+        .iter()
+        .map(|written| (written.memory, written.first_changed))
+        .collect()
 }
 
 pub(super) fn all(bytes: &[u8], byte: u8) -> bool {

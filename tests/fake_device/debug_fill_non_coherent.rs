@@ -15,7 +15,8 @@ use vk_suballoc::{
 };
 
 use super::debug_fill::{
-    all, bytes_at, compacting, device_bytes, keep_every_third, write_at, FREED, NEW,
+    all, bytes_at, compacting, device_bytes, keep_every_third, write_at, written_after_free, FREED,
+    NEW,
 };
 use super::defragment::movables;
 use super::frames::end_frame;
@@ -234,11 +235,7 @@ fn gpu_writes_after_free_are_found_anywhere_in_a_block() {
         // SAFETY: no slice of these bytes is alive.
         assert!(unsafe { device.write(memory, at, &[0x42]) });
         let report = allocator.check_corruption(1 << CACHED).unwrap();
-        let found: Vec<_> = report
-            .written_after_free
-            .iter()
-            .map(|written| (written.memory, written.first_changed))
-            .collect();
+        let found = written_after_free(&report);
         // Both views read 0xEF again (the check invalidated the GPU's
         // byte into the host's view).
         // SAFETY: as above.

@@ -23,28 +23,14 @@
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
-use vk_suballoc::{
-    Allocation, AllocationDesc, Config, CorruptionReport, PoolDesc, Request, ResourceKind, Usage,
-};
+use vk_suballoc::{Allocation, AllocationDesc, Config, PoolDesc, Request, ResourceKind, Usage};
 
-use super::debug_fill::write_at;
+use super::debug_fill::{write_at, written_after_free};
 use super::frames::end_frame;
 use super::seeded_rng::Rng;
 use super::{allocator_with, finish, free, requirements, FakeAllocator};
 
 const MIB: u64 = 1 << 20;
-
-/// Where a `check_corruption` report found writes after free: each one's
-/// memory and first changed byte, sorted.
-fn written_after_free(report: &CorruptionReport) -> Vec<(vk::DeviceMemory, u64)> {
-    let mut found: Vec<_> = report
-        .written_after_free
-        .iter()
-        .map(|written| (written.memory, written.first_changed))
-        .collect();
-    found.sort();
-    found
-}
 
 /// Whether `memory` is alive on the device: a block the allocator still
 /// holds, whose mapped bytes a kept pointer may still write.
@@ -252,7 +238,8 @@ fn check(
     step: u32,
 ) {
     let report = allocator.check_corruption(!0).unwrap();
-    let found = written_after_free(&report);
+    let mut found = written_after_free(&report);
+    found.sort();
     let before = outstanding.len();
     outstanding.retain(|write| found.contains(write));
     assert_eq!(

@@ -18,7 +18,7 @@ use vk_suballoc::{
     Config, CorruptionReport, DedicatedPolicy, RingAllocation, UploadRing, UploadRingDesc, Usage,
 };
 
-use super::debug_fill::{all, bytes_at, device_bytes, write_at, FREED, NEW};
+use super::debug_fill::{all, bytes_at, device_bytes, write_at, written_after_free, FREED, NEW};
 use super::frames::end_frame;
 use super::seeded_rng::Rng;
 use super::{allocator_with, buffer, finish, free, FakeAllocator};
@@ -51,16 +51,6 @@ fn ring(allocator: &FakeAllocator, size: u64, usage: Usage, grow: bool) -> Uploa
 fn finish_frame(allocator: &FakeAllocator, device: &FakeDevice) {
     device.signal_fence(end_frame(allocator, device));
     allocator.collect().unwrap();
-}
-
-/// Where a `check_corruption` report found writes after free: each one's
-/// memory and first changed byte.
-fn written_after_free(report: &CorruptionReport) -> Vec<(vk::DeviceMemory, u64)> {
-    report
-        .written_after_free
-        .iter()
-        .map(|w| (w.memory, w.first_changed))
-        .collect()
 }
 
 /// The free spans a `check_corruption` report found written after free:
