@@ -496,15 +496,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             // The free bytes beside the allocation in those atoms, filled
             // again: a write after free found there is counted once (the
             // flush below would otherwise carry a host write to the
-            // device, for the next check to count again).
-            for beside in [
-                intersect(atoms, &(0..taken.start)),
-                intersect(atoms, &(taken.end..u64::MAX)),
-            ] {
-                // SAFETY: free ring space in whole atoms that hold no live
-                // ring allocation's byte, under the rings' lock.
-                unsafe { fill(mapped.add(beside.start), beside.end - beside.start, FREED) };
-            }
+            // device, for the next check to count again). They lie after
+            // the part of `taken` of the same rank: its atoms start where
+            // the free space does (`from`) or at the ring's start.
+            debug_assert!(atoms.is_empty() || atoms.start >= taken.start);
+            let beside = intersect(atoms, &(taken.end..u64::MAX));
+            // SAFETY: free ring space in whole atoms that hold no live ring
+            // allocation's byte, under the rings' lock.
+            unsafe { fill(mapped.add(beside.start), beside.end - beside.start, FREED) };
             // The same atoms: the allocation's bytes, its padding or
             // skipped end, and free ones.
             self.sync_ring_space(memory, atoms.clone(), true, lines);
