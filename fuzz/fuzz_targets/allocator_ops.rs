@@ -30,7 +30,8 @@
 //! move carried out or given up; `trim`; host writes (`mapped_slice_mut`,
 //! `copy_to_allocation`) and reads, flushes and invalidates of ranges in
 //! and out of bounds, one at a time and through `flush_allocations` /
-//! `invalidate_allocations`; names; the stats, the JSON dump, the memory
+//! `invalidate_allocations`; a byte written after free, through a just
+//! freed allocation's kept pointer (with debug fills); names; the stats, the JSON dump, the memory
 //! map and the SVG; `memory_type_properties`, `memory_type_for`,
 //! `budgets`, `memory_size`, `owns`; and the fake device's faults
 //! (failing `vkAllocateMemory` and `vkMapMemory` calls, capped heaps,
@@ -60,13 +61,17 @@
 //! the first that was not, then says `Timeout`; another allocator's
 //! handles are refused with `ForeignAllocation` or `ForeignPool` and
 //! change nothing in either allocator; the fake device
-//! records no broken Vulkan rule; no debug margin is found damaged, and,
-//! with debug fills, no freed memory written. At the
+//! records no broken Vulkan rule; no debug margin is found damaged; with
+//! debug fills, a byte written after free is reported by every
+//! `check_corruption` until the allocation that takes it again or the
+//! release of its block counts it, and counted exactly once (one such
+//! write outstanding at a time, so that `corruptions_detected` says which
+//! it counted), and nothing else is ever reported or counted. At the
 //! end, with everything freed and every frame collected, each memory type
 //! keeps at most its largest empty block and each custom pool its
 //! `min_blocks` (or one), `trim` leaves only the pools' `min_blocks`, and
-//! once the pools are destroyed and the allocator dropped the device holds
-//! nothing.
+//! once the pools are destroyed every write after free is counted, and
+//! once the allocator is dropped the device holds nothing.
 
 #![no_main]
 

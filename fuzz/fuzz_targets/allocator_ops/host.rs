@@ -2,7 +2,102 @@
 
 use super::*;
 
+/// The byte [`Walk::write_after_free`] writes: not the `0xEF` freed
+/// memory is filled with.
+const WRITTEN_AFTER_FREE: u8 = 0x5a;
+
+/// What [`Walk::write_after_free`] needs of an allocation just freed.
+pub(super) struct Freed {
+    memory: vk::DeviceMemory,
+    offset: u64,
+    size: u64,
+    pointer: Option<std::ptr::NonNull<u8>>,
+    dedicated: bool,
+}
+
 impl Walk {
+    /// Frees a live allocation now, through `free_mut` when bit 0 of
+    /// `how` is set; with bit 1, then writes a byte into the bytes it held
+    /// ([`write_after_free`](Self::write_after_free), at `how >> 2`
+    /// sixty-fourths of its size).
+    pub(super) fn free_now(&mut self, pick: u16, how: u8) {
+        let Some(i) = self.index(pick) else { return };
+        let live = self.live.swap_remove(i);
+        let a = &live.allocation;
+        let freed = Freed {
+            memory: a.memory(),
+            offset: a.offset(),
+            size: a.size(),
+            pointer: a.mapped_ptr(),
+            dedicated: a.is_dedicated(),
+        };
+        // SAFETY: the fake device runs no GPU work.
+        let result = unsafe {
+            if how & 1 == 1 {
+                self.allocator.free_mut(live.allocation)
+            } else {
+                self.allocator.free(live.allocation)
+            }
+        };
+        assert_eq!(result, Ok(()), "free");
+        if let Some(resource) = live.resource {
+            self.device.destroy_resource(resource.handle);
+        }
+        if how & 2 != 0 {
+            self.write_after_free(&freed, how >> 2);
+        }
+    }
+
+    /// Writes a byte after free through the kept pointer of `freed`, at
+    /// `at` sixty-fourths of its size, where the walk can tell what must
+    /// follow: with debug fills on, in a block still alive (dedicated
+    /// memory went with its allocation), on a device not lost, and with
+    /// no other write outstanding, so that the count
+    /// `corruptions_detected` keeps says which write it counted. From then
+    /// on every `check_corruption` must report that byte, and nothing else,
+    /// until the write is counted
+    /// ([`settle_writes_after_free`](Self::settle_writes_after_free)),
+    /// once: by the allocation (or ring allocation) that takes the byte
+    /// again, or by the release of its block, at the latest when the walk
+    /// ends and every block is released.
+    fn write_after_free(&mut self, freed: &Freed, at: u8) {
+        if !self.config.debug_fill
+            || freed.dedicated
+            || self.lost
+            || self.written_after_free.is_some()
+        {
+            return;
+        }
+        let Some(pointer) = freed.pointer else { return };
+        let live = self.device.live_allocations();
+        if !live.iter().any(|m| m.memory == freed.memory) {
+            return;
+        }
+        let at = freed.size * u64::from(at) / 64;
+        // SAFETY: the block is alive, so its mapping too, and `at` lies in
+        // the bytes the freed allocation held; nothing else refers to them
+        // (the walk runs on one thread, and the allocator keeps no
+        // reference into free memory between calls).
+        unsafe { pointer.as_ptr().add(at as usize).write(WRITTEN_AFTER_FREE) };
+        self.written_after_free = Some((freed.memory, freed.offset + at));
+    }
+
+    /// `corruptions_detected` against the model: unchanged, or one more
+    /// while a write after free is outstanding, which is then counted
+    /// (and never again).
+    pub(super) fn settle_writes_after_free(&mut self) {
+        let detected = self.allocator.corruptions_detected();
+        if detected == self.counted + 1 && self.written_after_free.is_some() {
+            self.written_after_free = None;
+            self.counted = detected;
+        }
+        assert_eq!(
+            detected, self.counted,
+            "corruptions counted; outstanding write after free: {:?}",
+            self.written_after_free
+        );
+    }
+
     pub(super) fn write(&mut self, pick: u16, value: u8) {
         let Some(i) = self.index(pick) else { return };
         let live = &mut self.live[i];
@@ -156,7 +251,16 @@ impl Walk {
                     && usable_with(coherent))
                     || (self.config.debug_fill && usable_with(Props::HOST_VISIBLE));
                 match self.allocator.check_corruption(!0) {
-                    Ok(report) => assert!(on && report.is_clean(), "{report:?}"),
+                    Ok(report) => {
+                        assert!(on && report.damaged.is_empty(), "{report:?}");
+                        let written: Vec<_> = report
+                            .written_after_free
+                            .iter()
+                            .map(|w| (w.memory, w.first_changed))
+                            .collect();
+                        let want: Vec<_> = self.written_after_free.into_iter().collect();
+                        assert_eq!(written, want, "writes after free: {report:?}");
+                    }
                     Err(error) => assert!(
                         !on && matches!(error, Error::CorruptionDetectionOff { .. }),
                         "check_corruption: {error:?}"

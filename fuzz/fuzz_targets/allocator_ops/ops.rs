@@ -53,9 +53,14 @@ pub struct Req {
 pub enum Op {
     Allocate(Req),
     AllocateMut(Req),
+    /// Bit 0 of `how`: through `free_mut`. Bit 1: then a byte written
+    /// after free through the allocation's kept pointer, at `how >> 2`
+    /// sixty-fourths of its size, where the walk can tell when that write
+    /// must be counted (`Walk::write_after_free`). (A byte, where a `bool`
+    /// was: the corpus's inputs keep their layout.)
     Free {
         pick: u16,
-        mutable: bool,
+        how: u8,
     },
     /// With a resource: destroyed with the allocation
     /// (`destroy_*_after_frame`) or, with `alias`, queued as an alias
