@@ -18,8 +18,8 @@ pub(super) struct Freed {
 impl Walk {
     /// Frees a live allocation now, through `free_mut` when bit 0 of
     /// `how` is set; with bit 1, then writes a byte into the bytes it held
-    /// ([`write_after_free`](Self::write_after_free), at `how >> 2`
-    /// sixty-fourths of its size).
+    /// ([`write_after_free`](Self::write_after_free)): by the GPU with bit
+    /// 2, else by the host, at `how >> 3` thirty-seconds of its size.
     pub(super) fn free_now(&mut self, pick: u16, how: u8) {
         let Some(i) = self.index(pick) else { return };
         let live = self.live.swap_remove(i);
@@ -44,13 +44,15 @@ impl Walk {
             self.device.destroy_resource(resource.handle);
         }
         if how & 2 != 0 {
-            self.write_after_free(&freed, how >> 2);
+            self.write_after_free(&freed, how & 4 != 0, how >> 3);
         }
     }
 
-    /// Writes a byte after free through the kept pointer of `freed`, at
-    /// `at` sixty-fourths of its size, where the walk can tell what must
-    /// follow: with debug fills on, in a block still alive (dedicated
+    /// Writes a byte after free into the bytes `freed` held, at `at`
+    /// thirty-seconds of its size, by the GPU (`gpu`: into the device's
+    /// view of non-coherent memory) or by the host through the freed
+    /// allocation's kept pointer (into the host's view), where the walk
+    /// can tell what must follow: with debug fills on, in a block still alive (dedicated
     /// memory went with its allocation), on a device not lost, and with
     /// no other write outstanding, so that the count
     /// `corruptions_detected` keeps says which write it counted. From then
@@ -60,7 +62,7 @@ impl Walk {
     /// once: by the allocation (or ring allocation) that takes the byte
     /// again, or by the release of its block, at the latest when the walk
     /// ends and every block is released.
-    fn write_after_free(&mut self, freed: &Freed, at: u8) {
+    fn write_after_free(&mut self, freed: &Freed, gpu: bool, at: u8) {
         if !self.config.debug_fill
             || freed.dedicated
             || self.lost
@@ -73,13 +75,24 @@ impl Walk {
         if !live.iter().any(|m| m.memory == freed.memory) {
             return;
         }
-        let at = freed.size * u64::from(at) / 64;
-        // SAFETY: the block is alive, so its mapping too, and `at` lies in
-        // the bytes the freed allocation held; nothing else refers to them
-        // (the walk runs on one thread, and the allocator keeps no
-        // reference into free memory between calls).
-        unsafe { pointer.as_ptr().add(at as usize).write(WRITTEN_AFTER_FREE) };
-        self.written_after_free = Some((freed.memory, freed.offset + at));
+        let at = freed.size * u64::from(at) / 32;
+        let offset = freed.offset + at;
+        if gpu {
+            // SAFETY: no slice of the block's bytes is alive (the walk
+            // keeps none between operations).
+            let written = unsafe {
+                self.device
+                    .write(freed.memory, offset, &[WRITTEN_AFTER_FREE])
+            };
+            assert!(written, "the GPU's write into a live block");
+        } else {
+            // SAFETY: the block is alive, so its mapping too, and `at` lies
+            // in the bytes the freed allocation held; nothing else refers to
+            // them (the walk runs on one thread, and the allocator keeps no
+            // reference into free memory between calls).
+            unsafe { pointer.as_ptr().add(at as usize).write(WRITTEN_AFTER_FREE) };
+        }
+        self.written_after_free = Some((freed.memory, offset));
     }
 
     /// `corruptions_detected` against the model: unchanged, or one more

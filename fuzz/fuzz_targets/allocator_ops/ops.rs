@@ -54,10 +54,11 @@ pub enum Op {
     Allocate(Req),
     AllocateMut(Req),
     /// Bit 0 of `how`: through `free_mut`. Bit 1: then a byte written
-    /// after free through the allocation's kept pointer, at `how >> 2`
-    /// sixty-fourths of its size, where the walk can tell when that write
-    /// must be counted (`Walk::write_after_free`). (A byte, where a `bool`
-    /// was: the corpus's inputs keep their layout.)
+    /// after free into the bytes it held, by the GPU (bit 2) or through
+    /// the allocation's kept pointer, at `how >> 3` thirty-seconds of its
+    /// size, where the walk can tell when that write must be counted
+    /// (`Walk::write_after_free`). (A byte, where a `bool` was: the
+    /// corpus's inputs keep their layout.)
     Free {
         pick: u16,
         how: u8,
