@@ -66,7 +66,8 @@ fn each_preset_places_each_usage_in_the_expected_type() {
 }
 
 /// `memory_type_properties` reports each memory type's flags as the
-/// device lists them, on every preset, and `None` past its types.
+/// device lists them, on every preset, and `None` past its types; the
+/// allocator's `Debug` form counts them.
 #[test]
 fn memory_type_properties_are_the_devices() {
     let layouts = [
@@ -94,6 +95,12 @@ fn memory_type_properties_are_the_devices() {
             "{name}"
         );
         assert_eq!(allocator.memory_type_properties(u32::MAX), None, "{name}");
+        let debug = format!("{allocator:?}");
+        assert!(
+            debug.starts_with("Allocator {")
+                && debug.contains(&format!("memory_types: {}", types.len())),
+            "{name}: {debug}"
+        );
         finish(allocator, &device);
     }
 }
