@@ -30,8 +30,10 @@
 //! move carried out or given up; `trim`; host writes (`mapped_slice_mut`,
 //! `copy_to_allocation`) and reads, flushes and invalidates of ranges in
 //! and out of bounds, one at a time and through `flush_allocations` /
-//! `invalidate_allocations`; a byte written after free, through a just
-//! freed allocation's kept pointer (with debug fills); names; the stats, the JSON dump, the memory
+//! `invalidate_allocations`; a byte written after free into a just freed
+//! allocation, by the host through its kept pointer or by the GPU (with
+//! debug fills), and one past an allocation's end into its debug margin
+//! before its free (with `detect_corruption`); names; the stats, the JSON dump, the memory
 //! map and the SVG; `memory_type_properties`, `memory_type_for`,
 //! `budgets`, `memory_size`, `owns`; and the fake device's faults
 //! (failing `vkAllocateMemory` and `vkMapMemory` calls, capped heaps,
@@ -61,7 +63,8 @@
 //! the first that was not, then says `Timeout`; another allocator's
 //! handles are refused with `ForeignAllocation` or `ForeignPool` and
 //! change nothing in either allocator; the fake device
-//! records no broken Vulkan rule; no debug margin is found damaged; with
+//! records no broken Vulkan rule; no debug margin is found damaged but
+//! those written past, each counted once by its allocation's free; with
 //! debug fills, a byte written after free is reported by every
 //! `check_corruption` until the allocation that takes it again or the
 //! release of its block counts it, and counted exactly once (one such

@@ -20,10 +20,14 @@ impl Walk {
     /// `how` is set; with bit 1, then writes a byte into the bytes it held
     /// ([`write_after_free`](Self::write_after_free)): by the GPU with bit
     /// 2, else by the host, at `how >> 3` thirty-seconds of its size.
+    /// With bit 2 but not bit 1, first writes a byte past its end instead,
+    /// `how >> 3` bytes into its debug margin ([`overrun`](Self::overrun)),
+    /// which the free must count.
     pub(super) fn free_now(&mut self, pick: u16, how: u8) {
         let Some(i) = self.index(pick) else { return };
         let live = self.live.swap_remove(i);
         let a = &live.allocation;
+        let overrun = how & 6 == 4 && self.overrun(a, how >> 3);
         let freed = Freed {
             memory: a.memory(),
             offset: a.offset(),
@@ -42,6 +46,10 @@ impl Walk {
         assert_eq!(result, Ok(()), "free");
         if let Some(resource) = live.resource {
             self.device.destroy_resource(resource.handle);
+        }
+        // Counted by this free, once (`settle_writes_after_free` checks).
+        if overrun {
+            self.counted += 1;
         }
         if how & 2 != 0 {
             self.write_after_free(&freed, how & 4 != 0, how >> 3);
@@ -93,6 +101,32 @@ impl Walk {
             unsafe { pointer.as_ptr().add(at as usize).write(WRITTEN_AFTER_FREE) };
         }
         self.written_after_free = Some((freed.memory, offset));
+    }
+
+    /// Writes one byte past the end of `a`, `at` bytes (modulo the
+    /// margin) into its debug margin, where margins are checked:
+    /// `detect_corruption` with a margin, in a block of a host-coherent
+    /// type. Returns whether it wrote: the free that follows must then
+    /// count one corruption, the damaged margin.
+    fn overrun(&self, a: &Allocation, at: u8) -> bool {
+        let margin = self.config.debug_margin;
+        let props = self.layout.memory_types[a.memory_type() as usize].props;
+        let guarded = self.config.detect_corruption
+            && margin > 0
+            && !a.is_dedicated()
+            && props.contains(Props::HOST_VISIBLE | Props::HOST_COHERENT);
+        let Some(pointer) = a.mapped_ptr().filter(|_| guarded) else {
+            return false;
+        };
+        let past = a.size() + u64::from(at) % margin;
+        // SAFETY: the margin lies in the allocation's block, mapped whole,
+        // past its requested bytes and inside the bytes it takes (no other
+        // allocation's); nothing else refers to it.
+        unsafe {
+            let byte = pointer.as_ptr().add(past as usize);
+            byte.write(!byte.read());
+        }
+        true
     }
 
     /// `corruptions_detected` against the model: unchanged, or one more

@@ -57,8 +57,10 @@ pub enum Op {
     /// after free into the bytes it held, by the GPU (bit 2) or through
     /// the allocation's kept pointer, at `how >> 3` thirty-seconds of its
     /// size, where the walk can tell when that write must be counted
-    /// (`Walk::write_after_free`). (A byte, where a `bool` was: the
-    /// corpus's inputs keep their layout.)
+    /// (`Walk::write_after_free`). Bit 2 without bit 1: first a byte
+    /// written `how >> 3` bytes into its debug margin, which the free must
+    /// count (`Walk::overrun`). (A byte, where a `bool` was: the corpus's
+    /// inputs keep their layout.)
     Free {
         pick: u16,
         how: u8,
