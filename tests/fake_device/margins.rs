@@ -313,6 +313,33 @@ fn check_corruption_lists_damaged_margins() {
     finish(allocator, &device);
 }
 
+/// Only the memory types asked for are checked: a damaged margin in
+/// another type with detection on (`READBACK`'s cached type) is neither
+/// counted nor listed until that type is asked for too.
+#[test]
+fn check_corruption_checks_only_the_types_asked_for() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_margin(32, true));
+    let upload = allocator
+        .allocate(&buffer(MIB, 256, Usage::UPLOAD))
+        .unwrap();
+    let readback = allocator
+        .allocate(&buffer(MIB, 256, Usage::READBACK))
+        .unwrap();
+    let cached = readback.memory_type();
+    assert_eq!(upload.memory_type(), HOST);
+    assert_ne!(cached, HOST);
+    gpu_write(&device, &readback, readback.size() + 28, &[1, 2, 3, 4]);
+    let report = allocator.check_corruption(1 << HOST).unwrap();
+    assert_eq!((report.checked, report.damaged.len()), (1, 0), "{report:?}");
+    let report = allocator.check_corruption(1 << HOST | 1 << cached).unwrap();
+    assert_eq!((report.checked, report.damaged.len()), (2, 1), "{report:?}");
+    assert_eq!(report.damaged[0].memory_type, cached);
+    free(&allocator, upload);
+    free(&allocator, readback);
+    assert_eq!(allocator.corruptions_detected(), 1);
+    finish(allocator, &device);
+}
+
 /// Memory types without detection are refused with a typed error: device
 /// local (not host-visible), non-coherent host-visible, and every type
 /// when detection or the margin is off.
