@@ -60,9 +60,9 @@ impl Walk {
     /// thirty-seconds of its size, by the GPU (`gpu`: into the device's
     /// view of non-coherent memory) or by the host through the freed
     /// allocation's kept pointer (into the host's view), where the walk
-    /// can tell what must follow: with debug fills on, in a block still alive (dedicated
-    /// memory went with its allocation), on a device not lost, and with
-    /// no other write outstanding, so that the count
+    /// can tell what must follow: with debug fills on, in a block still
+    /// alive (dedicated memory went with its allocation), on a device not
+    /// lost, and with no other write outstanding, so that the count
     /// `corruptions_detected` keeps says which write it counted. From then
     /// on every `check_corruption` must report that byte, and nothing else,
     /// until the write is counted
@@ -129,9 +129,10 @@ impl Walk {
         true
     }
 
-    /// `corruptions_detected` against the model: unchanged, or one more
-    /// while a write after free is outstanding, which is then counted
-    /// (and never again).
+    /// `corruptions_detected` against the model (`counted`, which an
+    /// overrun's free has raised already): unchanged, or one more while a
+    /// write after free is outstanding, which is then counted (and never
+    /// again).
     pub(super) fn settle_writes_after_free(&mut self) {
         let detected = self.allocator.corruptions_detected();
         if detected == self.counted + 1 && self.written_after_free.is_some() {
