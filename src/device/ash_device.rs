@@ -554,7 +554,7 @@ mod tests {
     use gpu_alloc_types::MemoryPropertyFlags as Props;
 
     use super::{amd_device_coherent_types, memory_priority, memory_property_flags};
-    use super::{AshMemoryDevice, DeviceFeatures, MappedMemoryRange, MemoryDevice};
+    use super::{AshMemoryDevice, DedicatedHint, DeviceFeatures, MappedMemoryRange, MemoryDevice};
 
     use std::cell::RefCell;
     use std::ffi::{c_void, CStr};
@@ -652,6 +652,31 @@ mod tests {
         assert_eq!(memory_priority(-1.0), 0.0);
         assert_eq!(memory_priority(f32::INFINITY), 1.0);
         assert_eq!(memory_priority(f32::NAN), 0.5);
+    }
+
+    /// The driver's `VkMemoryDedicatedRequirements` reaches the allocator
+    /// flag by flag: `requiresDedicatedAllocation` is what makes an image
+    /// its own memory (the ash helpers' only source for it), and neither
+    /// flag stands for the other.
+    #[test]
+    fn dedicated_requirements_are_read_flag_by_flag() {
+        let hint = |required: bool, preferred: bool| {
+            DedicatedHint::from_requirements(
+                &vk::MemoryDedicatedRequirements::default()
+                    .requires_dedicated_allocation(required)
+                    .prefers_dedicated_allocation(preferred),
+            )
+        };
+        for (required, preferred) in [(false, false), (true, false), (false, true), (true, true)] {
+            assert_eq!(
+                hint(required, preferred),
+                DedicatedHint {
+                    required,
+                    preferred
+                },
+                "required {required}, preferred {preferred}"
+            );
+        }
     }
 
     /// Either AMD flag marks a type that needs `deviceCoherentMemory`; the

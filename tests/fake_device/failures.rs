@@ -304,6 +304,32 @@ fn driver_errors_are_typed_and_leak_nothing() {
     finish(allocator, &device);
 }
 
+/// Through the `gpu-alloc` trait (`MemoryDevice::allocate_memory`), whose
+/// error has two kinds only, a driver's `VK_ERROR_OUT_OF_HOST_MEMORY` stays
+/// host memory, and every other failure reads as device memory.
+#[test]
+fn the_gpu_alloc_call_keeps_out_of_host_memory_apart() {
+    use gpu_alloc_types::OutOfMemory;
+    use vk_suballoc::device::fake::FakeDevice;
+    use vk_suballoc::device::{AllocationFlags, MemoryDevice};
+    let device = FakeDevice::new(FakeLayout::discrete());
+    for (error, host) in [
+        (DeviceError::OutOfHostMemory, true),
+        (DeviceError::OutOfDeviceMemory, false),
+        (DeviceError::TooManyObjects, false),
+    ] {
+        device.fail_allocation(1, error);
+        // SAFETY: a fake device; the call fails, so there is nothing to free.
+        let result = unsafe { device.allocate_memory(4096, 1, AllocationFlags::empty()) };
+        match result {
+            Err(OutOfMemory::OutOfHostMemory) => assert!(host, "{error:?}"),
+            Err(OutOfMemory::OutOfDeviceMemory) => assert!(!host, "{error:?}"),
+            Ok(_) => panic!("{error:?}: the failure was not injected"),
+        }
+    }
+    device.assert_clean();
+}
+
 #[test]
 fn a_failed_map_frees_the_block_and_tries_the_next_type() {
     let (allocator, device) = allocator(FakeLayout::discrete());
