@@ -195,3 +195,62 @@ impl std::fmt::Display for Stats {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Type 1 of heap 0 holds two 48 MiB blocks and a 4 MiB dedicated
+    /// allocation; type 0, of the same heap, and heap 1 hold nothing.
+    fn two_types_one_used() -> Stats {
+        let used = TypeStats {
+            memory_type: 1,
+            heap: 0,
+            blocks: 2,
+            block_bytes: 96 << 20,
+            empty_blocks: 1,
+            retiring_blocks: 0,
+            block_allocations: 40,
+            block_allocated_bytes: 50 << 20,
+            dedicated_allocations: 1,
+            dedicated_bytes: 4 << 20,
+        };
+        let unused = TypeStats {
+            memory_type: 0,
+            heap: 0,
+            ..TypeStats::default()
+        };
+        let types = [unused, used];
+        let budget = HeapBudget {
+            budget: 800 << 20,
+            usage: 128 << 20,
+        };
+        Stats {
+            memory_types: types.to_vec(),
+            heaps: vec![
+                HeapStats::sum(0, 1 << 30, budget, &types),
+                HeapStats::sum(1, 2 << 30, HeapBudget::default(), &types),
+            ],
+            memory_objects: 3,
+        }
+    }
+
+    /// The summary a caller logs gives its figures in MiB, and lists only
+    /// the types and heaps that hold memory: an idle type or heap is noise
+    /// in a log, and one that holds memory must not be missing.
+    #[test]
+    fn summary_lists_the_types_and_heaps_holding_memory_in_mib() {
+        let text = two_types_one_used().to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "41 allocations, 54.00 MiB live in 100.00 MiB reserved, 3 memory objects",
+                "  type 1 (heap 0): 2 blocks 96.00 MiB (1 empty, 0 being emptied), \
+                 40 suballocations 50.00 MiB, 1 dedicated 4.00 MiB",
+                "  heap 0: 100.00 MiB reserved of 1024.00 MiB, budget 800.00 MiB, usage 128.00 MiB",
+            ],
+            "{text}"
+        );
+    }
+}
