@@ -191,6 +191,19 @@ mod tests {
         );
     }
 
+    /// A number where an object wants a key would make the dump invalid
+    /// JSON (`{0: ...}`), which no reader of VMA dumps parses: debug builds
+    /// stop at it.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "JSON object keys are strings")]
+    fn a_number_as_an_object_key_is_caught() {
+        let mut json = JsonWriter::new();
+        json.begin_object(false);
+        json.key_number("Size", 1);
+        json.number(2);
+    }
+
     #[test]
     fn escapes_quotes_backslashes_and_controls() {
         let mut out = String::new();
