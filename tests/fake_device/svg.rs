@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::Usage;
+use vk_suballoc::{PoolDesc, Usage};
 
 use super::report::{free_all, free_pools, populate, populate_pools};
 use super::{allocator, buffer, finish, free};
@@ -93,6 +93,27 @@ fn svg_tags<'a>(svg: &'a str, element: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// The (top, bottom) of every heading, label and row after the legend, in
+/// document order: text is 11 units high above its baseline; a row is a
+/// block's background or a dedicated allocation's rectangle.
+fn stacked_items(svg: &str) -> Vec<(f64, f64, &str)> {
+    let rows = &svg[svg.find("</g>").unwrap()..];
+    let mut items = Vec::new();
+    for (at, _) in rows.match_indices('<') {
+        let tag = &rows[at..at + rows[at..].find('>').unwrap()];
+        if tag.starts_with("<text ") {
+            let baseline = svg_number(tag, "y");
+            items.push((baseline - 11.0, baseline, tag));
+        } else if tag.starts_with("<rect class=\"block\"")
+            || tag.starts_with("<rect class=\"alloc dedicated ")
+        {
+            let y = svg_number(tag, "y");
+            items.push((y, y + svg_number(tag, "height"), tag));
+        }
+    }
+    items
+}
+
 /// The SVG is read by eye: the legend is one row of swatches inside the
 /// picture, each with its label just right of it; every heading, label and
 /// row sits below the legend, with less than a row of blank between; the
@@ -175,6 +196,28 @@ fn svg_of_an_empty_map_says_so_below_the_legend() {
         "message at {baseline}, legend ends at {legend_bottom}, picture at {height}"
     );
     assert!(baseline - 11.0 < legend_bottom + 24.0);
+    finish(allocator, &device);
+}
+
+/// A custom pool that holds no memory draws nothing: no heading of its own,
+/// and none for its memory type when nothing else there holds memory, so
+/// the map of an allocator whose only pool is empty says it holds none.
+#[test]
+fn svg_leaves_out_custom_pools_that_hold_no_memory() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let vram = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
+    let pool = allocator
+        .create_pool(&PoolDesc::new(vram).name("idle"))
+        .unwrap();
+    let map = allocator.memory_map();
+    let pools: Vec<_> = map.custom_pools().collect();
+    assert_eq!(pools.len(), 1);
+    assert!(pools[0].blocks.is_empty() && pools[0].dedicated.is_empty());
+    let svg = map.to_svg();
+    assert!(!svg.contains("Custom pool"), "{svg}");
+    assert!(!svg.contains(">Memory type "), "{svg}");
+    assert!(svg.contains(">No device memory is held.<"), "{svg}");
+    allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
 
@@ -417,6 +460,18 @@ fn svg_names_custom_pools_after_their_types_default_pool() {
         )),
         "{heading}"
     );
+
+    // The pools' headings, labels and rows stack as the default pools' do:
+    // each below the one before it, with less than a row of blank between.
+    let items = stacked_items(&svg);
+    assert!(items.len() > 10);
+    for pair in items.windows(2) {
+        let ((_, bottom, before), (top, _, after)) = (pair[0], pair[1]);
+        assert!(
+            top >= bottom && top < bottom + 24.0,
+            "{after} does not follow {before}"
+        );
+    }
 
     live.extend(pooled);
     free_pools(&allocator, pools, live);
