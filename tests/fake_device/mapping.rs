@@ -270,6 +270,155 @@ fn fake_map_and_whole_size_range_rules() {
     assert_eq!(violations.len(), 5, "{violations:?}");
 }
 
+/// The fake device records the other `vkMapMemory`, `vkUnmapMemory` and
+/// `VkMappedMemoryRange` rules, each alone, and lets the ranges next to
+/// them pass: a range of unmapped memory (VUID-VkMappedMemoryRange-memory-00684),
+/// one that starts before the mapping or ends past it (-size-00685), an
+/// offset (-offset-00687) or a size (-size-01390) off the atom, unless the
+/// range ends at the memory's end, a mapping past the memory's end
+/// (VUID-vkMapMemory-size-00681) or of mapped memory (-memory-00678), and
+/// an unmap of unmapped memory (VUID-vkUnmapMemory-memory-00689); and it
+/// counts every call. The allocator's own ranges are all valid, so only a
+/// test like this one sees a check that lets an invalid range through.
+#[test]
+fn fake_range_and_mapping_rules_one_at_a_time() {
+    use ash::vk;
+    use gpu_alloc_types::MappedMemoryRange;
+    use vk_suballoc::device::fake::FakeDevice;
+    use vk_suballoc::device::{AllocationFlags, MemoryDevice};
+
+    fn range<M>(memory: &M, offset: u64, size: u64) -> MappedMemoryRange<'_, M> {
+        MappedMemoryRange {
+            memory,
+            offset,
+            size,
+        }
+    }
+    let device = FakeDevice::new(FakeLayout::mobile());
+    // Each step with the violation it adds, if any; checked after each.
+    let mut expected: Vec<&str> = Vec::new();
+    let check = |expected: &[&str], step: &str| {
+        let violations = device.violations();
+        assert_eq!(violations.len(), expected.len(), "{step}: {violations:#?}");
+        for (violation, vuid) in violations.iter().zip(expected) {
+            assert!(violation.contains(vuid), "{step}: {vuid}: {violations:#?}");
+        }
+    };
+    // SAFETY: a fake device; the invalid calls are the ones under test, and
+    // nothing reads or writes through the mappings.
+    unsafe {
+        // Type 2 is non-coherent, atom 256.
+        let mut memory = device
+            .allocate_memory(1000, 2, AllocationFlags::empty())
+            .unwrap();
+        device
+            .flush_memory_ranges(&[range(&memory, 0, 256)])
+            .unwrap();
+        expected.push("00684");
+        check(&expected, "range of unmapped memory");
+        device.unmap_memory(&mut memory);
+        expected.push("00689");
+        check(&expected, "unmap of unmapped memory");
+        assert!(device.map_memory(&mut memory, 512, 600).is_err());
+        expected.push("00681");
+        check(&expected, "mapping past the end");
+
+        // A mapping that ends on an atom before the memory's end.
+        device.map_memory(&mut memory, 256, 512).unwrap();
+        assert!(device.map_memory(&mut memory, 0, 256).is_err());
+        expected.push("00678");
+        check(&expected, "mapping of mapped memory");
+        let whole = vk::WHOLE_SIZE;
+        device
+            .flush_memory_ranges(&[range(&memory, 256, whole)])
+            .unwrap();
+        device
+            .flush_memory_ranges(&[range(&memory, 256, 512)])
+            .unwrap();
+        device
+            .invalidate_memory_ranges(&[range(&memory, 512, 256)])
+            .unwrap();
+        check(&expected, "valid ranges of an atom-aligned mapping");
+        device
+            .flush_memory_ranges(&[range(&memory, 0, 512)])
+            .unwrap();
+        expected.push("00685");
+        check(&expected, "range starting before the mapping");
+        device
+            .flush_memory_ranges(&[range(&memory, 512, 512)])
+            .unwrap();
+        expected.push("00685");
+        check(&expected, "range ending past the mapping");
+        device
+            .flush_memory_ranges(&[range(&memory, 300, 256)])
+            .unwrap();
+        expected.push("00687");
+        check(&expected, "offset off the atom");
+        device
+            .flush_memory_ranges(&[range(&memory, 256, 100)])
+            .unwrap();
+        expected.push("01390");
+        check(&expected, "size off the atom");
+        device.unmap_memory(&mut memory);
+
+        // A size off the atom is valid when the range ends at the memory's end.
+        device.map_memory(&mut memory, 0, whole).unwrap();
+        device
+            .flush_memory_ranges(&[range(&memory, 768, 232)])
+            .unwrap();
+        check(&expected, "size off the atom, to the memory's end");
+        device.unmap_memory(&mut memory);
+
+        // A mapping that ends inside an atom: ranges of whole atoms in it
+        // are valid; a whole-size range is not, however short the mapping.
+        device.map_memory(&mut memory, 0, 300).unwrap();
+        device
+            .flush_memory_ranges(&[range(&memory, 0, 256)])
+            .unwrap();
+        check(
+            &expected,
+            "range of whole atoms in a mapping ending inside one",
+        );
+        device.unmap_memory(&mut memory);
+        device.map_memory(&mut memory, 0, 100).unwrap();
+        device
+            .flush_memory_ranges(&[range(&memory, 0, whole)])
+            .unwrap();
+        expected.push("01389");
+        check(
+            &expected,
+            "whole-size range of a mapping inside the first atom",
+        );
+        device.unmap_memory(&mut memory);
+        device.deallocate_memory(memory);
+    }
+    check(&expected, "the end");
+    // Every call counts, the invalid ones too.
+    let counters = device.counters();
+    assert_eq!((counters.maps, counters.unmaps), (6, 5), "maps and unmaps");
+    assert_eq!(
+        (counters.flushes, counters.invalidates),
+        (10, 1),
+        "ranges flushed and invalidated"
+    );
+}
+
+/// A formatted fake device shows each host-visible memory object's size,
+/// not its bytes (reading them all would end the slices handed out).
+#[test]
+fn a_formatted_fake_device_shows_host_bytes_by_size() {
+    use vk_suballoc::device::fake::FakeDevice;
+    use vk_suballoc::device::{AllocationFlags, MemoryDevice};
+
+    let device = FakeDevice::new(FakeLayout::mobile());
+    // SAFETY: a fake device; the memory is freed below.
+    let memory = unsafe { device.allocate_memory(1000, 2, AllocationFlags::empty()) }.unwrap();
+    let text = format!("{device:?}");
+    assert!(text.contains("HostBytes { size: 1000, .. }"), "{text}");
+    // SAFETY: as above.
+    unsafe { device.deallocate_memory(memory) };
+}
+
 /// On non-coherent memory a new mapping shows what the device holds, not
 /// what an earlier mapping wrote without a flush (mapping does not write
 /// back the host's cache), nor stale bytes from before a device write.
