@@ -114,6 +114,19 @@ fn stacked_items(svg: &str) -> Vec<(f64, f64, &str)> {
     items
 }
 
+/// Each of `items` (more than 10, from [`stacked_items`]) sits below the
+/// one before it, with less than a row of blank between.
+fn assert_stacked(items: &[(f64, f64, &str)]) {
+    assert!(items.len() > 10);
+    for pair in items.windows(2) {
+        let ((_, bottom, before), (top, _, after)) = (pair[0], pair[1]);
+        assert!(
+            top >= bottom && top < bottom + 24.0,
+            "{after} does not follow {before}"
+        );
+    }
+}
+
 /// The SVG is read by eye: the legend is one row of swatches inside the
 /// picture, each with its label just right of it; every heading, label and
 /// row sits below the legend, with less than a row of blank between; the
@@ -342,14 +355,7 @@ fn svg_rows_stack_and_allocations_are_drawn_to_scale() {
     for (heading, memory_type) in headings.iter().zip(held) {
         assert!(heading.contains(&format!(">Memory type {memory_type} (")));
     }
-    assert!(items.len() > 10);
-    for pair in items.windows(2) {
-        let ((_, bottom, before), (top, _, after)) = (pair[0], pair[1]);
-        assert!(
-            top >= bottom && top < bottom + 24.0,
-            "{after} does not follow {before}"
-        );
-    }
+    assert_stacked(&items);
     free_all(&allocator, live);
     finish(allocator, &device);
 }
@@ -464,14 +470,7 @@ fn svg_names_custom_pools_after_their_types_default_pool() {
     // The pools' headings, labels and rows stack as the default pools' do:
     // each below the one before it, with less than a row of blank between.
     let items = stacked_items(&svg);
-    assert!(items.len() > 10);
-    for pair in items.windows(2) {
-        let ((_, bottom, before), (top, _, after)) = (pair[0], pair[1]);
-        assert!(
-            top >= bottom && top < bottom + 24.0,
-            "{after} does not follow {before}"
-        );
-    }
+    assert_stacked(&items);
 
     live.extend(pooled);
     free_pools(&allocator, pools, live);
