@@ -623,7 +623,8 @@ fn the_ext_trait_reports_the_preset() {
 /// the alignment (-memoryOffset-01036), the size (-size-01037), dedicated
 /// memory bound to its own resource at offset 0 (-memory-01508), a
 /// device-address buffer in device-address memory (-bufferDeviceAddress-03339),
-/// and a dedicated allocation of exactly the buffer's size
+/// a buffer bound once only (-buffer-07459) at an offset inside the memory
+/// (-memoryOffset-01031), and a dedicated allocation of exactly the buffer's size
 /// (VUID-VkMemoryDedicatedAllocateInfo-buffer-02965) for a resource that
 /// exists (-image-parameter).
 #[test]
@@ -671,6 +672,12 @@ fn fake_binds_follow_the_reported_requirements() {
         let address_usage = usage | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS;
         let (addressed, _, _) = raw.create_buffer(256, address_usage).unwrap();
         raw.bind_buffer_memory(addressed, small.raw(), 0).unwrap();
+        // Bound already; then an offset at the memory's end (a 16-byte
+        // buffer that the offset's alignment and size checks would pass).
+        raw.bind_buffer_memory(other, other_memory.raw(), 0)
+            .unwrap();
+        let (past, _, _) = raw.create_buffer(16, usage).unwrap();
+        raw.bind_buffer_memory(past, small.raw(), 1024).unwrap();
         let discrete = FakeDevice::new(FakeLayout::discrete());
         let plain = discrete
             .allocate(&AllocateInfo::plain(4096, 1, AllocationFlags::empty()))
@@ -688,6 +695,8 @@ fn fake_binds_follow_the_reported_requirements() {
             "01036",
             "01037",
             "01508",
+            "07459",
+            "01031",
             "03339",
         ]
         .iter()
@@ -695,13 +704,14 @@ fn fake_binds_follow_the_reported_requirements() {
         {
             assert!(violations[i].contains(vuid), "{vuid}: {violations:?}");
         }
-        assert_eq!(violations.len(), 7, "{violations:?}");
+        assert_eq!(violations.len(), 9, "{violations:?}");
         for memory in [lazy, small, other_memory] {
             raw.deallocate_memory(memory);
         }
         raw.destroy_buffer(buffer);
         raw.destroy_buffer(other);
         raw.destroy_buffer(addressed);
+        raw.destroy_buffer(past);
         discrete.deallocate_memory(plain);
         discrete.destroy_buffer(on_discrete);
     }
