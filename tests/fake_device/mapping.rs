@@ -284,16 +284,9 @@ fn fake_map_and_whole_size_range_rules() {
 fn fake_range_and_mapping_rules_one_at_a_time() {
     use ash::vk;
     use gpu_alloc_types::MappedMemoryRange;
-    use vk_suballoc::device::fake::FakeDevice;
+    use vk_suballoc::device::fake::{FakeDevice, FakeMemory};
     use vk_suballoc::device::{AllocationFlags, MemoryDevice};
 
-    fn range<M>(memory: &M, offset: u64, size: u64) -> MappedMemoryRange<'_, M> {
-        MappedMemoryRange {
-            memory,
-            offset,
-            size,
-        }
-    }
     let device = FakeDevice::new(FakeLayout::mobile());
     // Each step with the violation it adds, if any; checked after each.
     let mut expected: Vec<&str> = Vec::new();
@@ -304,6 +297,25 @@ fn fake_range_and_mapping_rules_one_at_a_time() {
             assert!(violation.contains(vuid), "{step}: {vuid}: {violations:#?}");
         }
     };
+    // Flushes `size` bytes of `memory` from `offset`, a step that adds the
+    // violation `vuid` (or none).
+    let flush = |expected: &mut Vec<&str>,
+                 memory: &FakeMemory,
+                 (offset, size): (u64, u64),
+                 vuid: Option<&'static str>,
+                 step: &str| {
+        let range = MappedMemoryRange {
+            memory,
+            offset,
+            size,
+        };
+        // SAFETY: a fake device; nothing reads or writes through the
+        // mapping.
+        unsafe { device.flush_memory_ranges(&[range]) }.unwrap();
+        expected.extend(vuid);
+        check(expected, step);
+    };
+    let whole = vk::WHOLE_SIZE;
     // SAFETY: a fake device; the invalid calls are the ones under test, and
     // nothing reads or writes through the mappings.
     unsafe {
@@ -311,11 +323,8 @@ fn fake_range_and_mapping_rules_one_at_a_time() {
         let mut memory = device
             .allocate_memory(1000, 2, AllocationFlags::empty())
             .unwrap();
-        device
-            .flush_memory_ranges(&[range(&memory, 0, 256)])
-            .unwrap();
-        expected.push("00684");
-        check(&expected, "range of unmapped memory");
+        let unmapped = "range of unmapped memory";
+        flush(&mut expected, &memory, (0, 256), Some("00684"), unmapped);
         device.unmap_memory(&mut memory);
         expected.push("00689");
         check(&expected, "unmap of unmapped memory");
@@ -328,66 +337,46 @@ fn fake_range_and_mapping_rules_one_at_a_time() {
         assert!(device.map_memory(&mut memory, 0, 256).is_err());
         expected.push("00678");
         check(&expected, "mapping of mapped memory");
-        let whole = vk::WHOLE_SIZE;
-        device
-            .flush_memory_ranges(&[range(&memory, 256, whole)])
-            .unwrap();
-        device
-            .flush_memory_ranges(&[range(&memory, 256, 512)])
-            .unwrap();
-        device
-            .invalidate_memory_ranges(&[range(&memory, 512, 256)])
-            .unwrap();
-        check(&expected, "valid ranges of an atom-aligned mapping");
-        device
-            .flush_memory_ranges(&[range(&memory, 0, 512)])
-            .unwrap();
-        expected.push("00685");
-        check(&expected, "range starting before the mapping");
-        device
-            .flush_memory_ranges(&[range(&memory, 512, 512)])
-            .unwrap();
-        expected.push("00685");
-        check(&expected, "range ending past the mapping");
-        device
-            .flush_memory_ranges(&[range(&memory, 300, 256)])
-            .unwrap();
-        expected.push("00687");
-        check(&expected, "offset off the atom");
-        device
-            .flush_memory_ranges(&[range(&memory, 256, 100)])
-            .unwrap();
-        expected.push("01390");
-        check(&expected, "size off the atom");
+        let valid = "valid ranges of an atom-aligned mapping";
+        flush(&mut expected, &memory, (256, whole), None, valid);
+        flush(&mut expected, &memory, (256, 512), None, valid);
+        let range = MappedMemoryRange {
+            memory: &memory,
+            offset: 512,
+            size: 256,
+        };
+        device.invalidate_memory_ranges(&[range]).unwrap();
+        check(&expected, valid);
+        let before = "range starting before the mapping";
+        flush(&mut expected, &memory, (0, 512), Some("00685"), before);
+        let past = "range ending past the mapping";
+        flush(&mut expected, &memory, (512, 512), Some("00685"), past);
+        let offset = "offset off the atom";
+        flush(&mut expected, &memory, (300, 256), Some("00687"), offset);
+        let size = "size off the atom";
+        flush(&mut expected, &memory, (256, 100), Some("01390"), size);
         device.unmap_memory(&mut memory);
 
         // A size off the atom is valid when the range ends at the memory's end.
         device.map_memory(&mut memory, 0, whole).unwrap();
-        device
-            .flush_memory_ranges(&[range(&memory, 768, 232)])
-            .unwrap();
-        check(&expected, "size off the atom, to the memory's end");
+        let to_end = "size off the atom, to the memory's end";
+        flush(&mut expected, &memory, (768, 232), None, to_end);
         device.unmap_memory(&mut memory);
 
         // A mapping that ends inside an atom: ranges of whole atoms in it
         // are valid; a whole-size range is not, however short the mapping.
         device.map_memory(&mut memory, 0, 300).unwrap();
-        device
-            .flush_memory_ranges(&[range(&memory, 0, 256)])
-            .unwrap();
-        check(
-            &expected,
-            "range of whole atoms in a mapping ending inside one",
-        );
+        let inside = "range of whole atoms in a mapping ending inside one";
+        flush(&mut expected, &memory, (0, 256), None, inside);
         device.unmap_memory(&mut memory);
         device.map_memory(&mut memory, 0, 100).unwrap();
-        device
-            .flush_memory_ranges(&[range(&memory, 0, whole)])
-            .unwrap();
-        expected.push("01389");
-        check(
-            &expected,
-            "whole-size range of a mapping inside the first atom",
+        let first_atom = "whole-size range of a mapping inside the first atom";
+        flush(
+            &mut expected,
+            &memory,
+            (0, whole),
+            Some("01389"),
+            first_atom,
         );
         device.unmap_memory(&mut memory);
         device.deallocate_memory(memory);
