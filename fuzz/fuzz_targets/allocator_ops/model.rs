@@ -191,8 +191,8 @@ pub struct Walk {
     /// The byte written after free (`Walk::write_after_free`) that the
     /// debug fills have not counted yet: its memory and its offset there.
     written_after_free: Option<(vk::DeviceMemory, u64)>,
-    /// The writes after free counted so far: what `corruptions_detected`
-    /// must say (no margin is ever damaged).
+    /// The writes after free and margin overruns counted so far: what
+    /// `corruptions_detected` must say.
     counted: u64,
 }
 
