@@ -778,3 +778,39 @@ fn fake_handles_of_freed_memory_come_back() {
     }
     device.assert_clean();
 }
+
+/// Two fake devices never hand out the same handle, so that a log line
+/// naming memory of one cannot be taken for memory of the other: the
+/// tests of a binary share one log capture (`leak_log`), and each looks
+/// for the lines naming its own memory. With handles counted from the
+/// same start on every device, another test's line named the same memory
+/// and byte, and a test read it as its own (`ring_fill`, fixed in
+/// `fdd0ab5`).
+#[test]
+fn fake_devices_hand_out_handles_of_their_own() {
+    use vk_suballoc::device::{AllocationFlags, MemoryDevice};
+    let devices = [
+        FakeDevice::new(FakeLayout::discrete()),
+        FakeDevice::new(FakeLayout::discrete()),
+    ];
+    // SAFETY: fake devices; every object is freed once.
+    let handles: Vec<u64> = devices
+        .iter()
+        .map(|device| unsafe {
+            let memory = device
+                .allocate_memory(4096, 1, AllocationFlags::empty())
+                .unwrap();
+            let raw = ash::vk::Handle::as_raw(memory.raw());
+            device.deallocate_memory(memory);
+            raw
+        })
+        .collect();
+    assert_ne!(handles[0], handles[1]);
+    // Nor does a resource of one share a handle with the other's memory.
+    let resource = devices[1].create_resource();
+    assert_ne!(resource, handles[0]);
+    devices[1].destroy_resource(resource);
+    for device in &devices {
+        device.assert_clean();
+    }
+}

@@ -127,10 +127,10 @@ fn a_stale_host_write_is_caught_by_the_next_ring_allocation() {
         first.memory_offset() + 123,
         first.memory()
     );
-    // The capture holds every test's lines, and memory handles repeat
-    // from one fake device to the next: another test's line may name the
-    // same byte of a memory of the same handle (a block's release), so the
-    // line looked for is the one that also names the ring.
+    // The capture holds every test's lines; each fake device has handles
+    // of its own, so only this test's lines name this memory, and the one
+    // looked for also names the ring (this test's memory may have other
+    // lines, a block's release, say).
     let ring_needle = "upload ring \"per-frame\", chunk 0, ring offset 0";
     let lines = super::leak_log::lines();
     assert!(

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ash::vk;
 use ash::vk::Handle;
@@ -200,8 +201,25 @@ impl Memory {
     }
 }
 
+/// How many fake devices this process has made: each takes the next
+/// range of handles ([`first_handle`]).
+static DEVICES: AtomicU64 = AtomicU64::new(0);
+
+/// The handle before the first one of a new device: each device's handles
+/// (memory objects, buffers, signals) lie in a range of 2^32 of their own,
+/// so that a handle, or a log line naming one, belongs to one device of
+/// the process. Tests share one log capture between fake devices: a line
+/// naming memory `0x1002` of another test's device could otherwise stand
+/// in for their own.
+fn first_handle() -> u64 {
+    // Past 2^32 devices the ranges wrap: a process never makes that many.
+    let device = DEVICES.fetch_add(1, Ordering::Relaxed) & 0xFFFF_FFFF;
+    (device << 32) | 0x1000
+}
+
 #[derive(Debug)]
 pub(super) struct State {
+    /// The last handle handed out (the first one less 1 at first).
     next_handle: u64,
     /// Handles of freed memory objects, the last freed on top: a new object
     /// takes one again, as drivers reuse the addresses behind their handles.
@@ -247,7 +265,7 @@ impl State {
     pub(super) fn new(layout: &FakeLayout) -> Self {
         let heaps = layout.memory_heaps.len();
         Self {
-            next_handle: 0x1000,
+            next_handle: first_handle(),
             freed_handles: Vec::new(),
             memories: BTreeMap::new(),
             heap_usage: vec![0; heaps],
