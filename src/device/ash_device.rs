@@ -584,6 +584,16 @@ mod tests {
     /// A backend whose device has only the two range entry points (the
     /// stub above); every other entry point panics if called.
     fn recording_device() -> AshMemoryDevice {
+        stub_device(vk::PhysicalDevice::null(), DeviceFeatures::default())
+    }
+
+    /// [`recording_device`] made with `physical_device` and `features`
+    /// (`debug_utils` off: its table would be loaded through the instance,
+    /// whose entry points are all missing).
+    fn stub_device(
+        physical_device: vk::PhysicalDevice,
+        features: DeviceFeatures,
+    ) -> AshMemoryDevice {
         let load = |name: &CStr| -> *const c_void {
             if name == c"vkFlushMappedMemoryRanges" || name == c"vkInvalidateMappedMemoryRanges" {
                 record_ranges as *const c_void
@@ -596,12 +606,36 @@ mod tests {
         unsafe {
             let instance = ash::Instance::load_with(|_| std::ptr::null(), vk::Instance::null());
             let device = ash::Device::load_with(load, vk::Device::null());
-            AshMemoryDevice::new(
-                &instance,
-                &device,
-                vk::PhysicalDevice::null(),
-                DeviceFeatures::default(),
-            )
+            AshMemoryDevice::new(&instance, &device, physical_device, features)
+        }
+    }
+
+    /// What the backend was made with is what its accessors give back, and
+    /// what its `Debug` shows: callers read the physical device and the
+    /// enabled features back from the allocator's device (to make another
+    /// allocator, or to know whether device addresses and budgets are on),
+    /// and log the allocator, whose `Debug` shows its device.
+    #[test]
+    fn the_backend_gives_back_what_it_was_made_with() {
+        let physical_device = <vk::PhysicalDevice as vk::Handle>::from_raw(0x5a5a);
+        let features = DeviceFeatures {
+            buffer_device_address: true,
+            memory_budget: true,
+            protected_memory: true,
+            ..DeviceFeatures::default()
+        };
+        let device = stub_device(physical_device, features);
+        assert_eq!(device.physical_device(), physical_device);
+        assert_eq!(device.features(), features);
+        let shown = format!("{device:?}");
+        for needle in [
+            "AshMemoryDevice",
+            &format!("{physical_device:?}"),
+            "buffer_device_address: true",
+            "memory_budget: true",
+            "protected_memory: true",
+        ] {
+            assert!(shown.contains(needle), "{needle:?} not in {shown}");
         }
     }
 
