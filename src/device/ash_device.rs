@@ -554,18 +554,24 @@ mod tests {
     use gpu_alloc_types::MemoryPropertyFlags as Props;
 
     use super::{amd_device_coherent_types, memory_priority, memory_property_flags};
-    use super::{AshMemoryDevice, DedicatedHint, DeviceFeatures, MappedMemoryRange, MemoryDevice};
+    use super::{
+        AshMemoryDevice, DedicatedHint, DeviceError, DeviceFeatures, MappedMemoryRange,
+        MemoryDevice,
+    };
 
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
     use std::ffi::{c_void, CStr};
 
     thread_local! {
         /// Each stub call's ranges, as (memory, offset, size).
         static CALLS: RefCell<Vec<Vec<(u64, u64, u64)>>> = const { RefCell::new(Vec::new()) };
+        /// What the stub returns.
+        static RESULT: Cell<vk::Result> = const { Cell::new(vk::Result::SUCCESS) };
     }
 
     /// Stands in for `vkFlushMappedMemoryRanges` and
-    /// `vkInvalidateMappedMemoryRanges`: records the call's ranges.
+    /// `vkInvalidateMappedMemoryRanges`: records the call's ranges and
+    /// returns [`RESULT`].
     unsafe extern "system" fn record_ranges(
         _device: vk::Device,
         count: u32,
@@ -578,7 +584,7 @@ mod tests {
             .map(|r| (vk::Handle::as_raw(r.memory), r.offset, r.size))
             .collect();
         CALLS.with(|calls| calls.borrow_mut().push(ranges));
-        vk::Result::SUCCESS
+        RESULT.get()
     }
 
     /// A backend whose device has only the two range entry points (the
@@ -678,6 +684,49 @@ mod tests {
         }
         let calls = CALLS.with(|calls| calls.take());
         assert_eq!(calls, [want.clone(), want, vec![(9, 256, 256)]]);
+    }
+
+    /// A failed flush or invalidate says which memory ran out: the
+    /// driver's `ERROR_OUT_OF_HOST_MEMORY` is host memory, and any other
+    /// failure device memory, as [`Error::OutOfHostMemory`](crate::Error::OutOfHostMemory)
+    /// or [`Error::OutOfDeviceMemory`](crate::Error::OutOfDeviceMemory)
+    /// from `flush_allocations` and `invalidate_allocations`: freeing host
+    /// memory is the remedy for one, GPU memory for the other.
+    #[test]
+    fn a_failed_flush_names_the_memory_that_ran_out() {
+        let device = recording_device();
+        let memory = <vk::DeviceMemory as vk::Handle>::from_raw(7);
+        let ranges = [MappedMemoryRange {
+            memory: &memory,
+            offset: 0,
+            size: 256,
+        }];
+        for (result, want) in [
+            (
+                vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+                DeviceError::OutOfHostMemory,
+            ),
+            (
+                vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
+                DeviceError::OutOfDeviceMemory,
+            ),
+        ] {
+            RESULT.set(result);
+            // SAFETY: the stubs touch no memory.
+            let (flushed, invalidated) = unsafe {
+                (
+                    device.flush_memory_ranges(&ranges),
+                    device.invalidate_memory_ranges(&ranges),
+                )
+            };
+            RESULT.set(vk::Result::SUCCESS);
+            assert_eq!(flushed.map_err(DeviceError::from), Err(want), "{result:?}");
+            assert_eq!(
+                invalidated.map_err(DeviceError::from),
+                Err(want),
+                "{result:?}"
+            );
+        }
     }
 
     #[test]
