@@ -687,7 +687,9 @@ test_each_profile!(
 /// buffer device address: its memory would lack
 /// `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT` (binding it breaks
 /// VUID-vkBindBufferMemory-bufferDeviceAddress-03339), so `create_buffer`
-/// and `allocate_for_buffer` refuse it, from the buffer's usage alone.
+/// and `allocate_for_buffer` refuse it, from the buffer's usage alone; and
+/// `memory_type_for_buffer` names no type for such buffers (a custom pool
+/// of the type it named would hold memory they cannot bind to).
 #[test]
 fn a_device_address_buffer_needs_buffer_device_address() {
     let context = VulkanContext::new(Profile::Lavapipe);
@@ -713,6 +715,13 @@ fn a_device_address_buffer_needs_buffer_device_address() {
             "{allocated:?}"
         );
         context.device.destroy_buffer(buffer, None);
+        let for_pool = allocator.memory_type_for_buffer(&info, Usage::DEVICE_LOCAL);
+        assert!(
+            matches!(for_pool, Err(Error::NoSuitableMemoryType { .. })),
+            "{for_pool:?}"
+        );
+        let plain = allocator.memory_type_for_buffer(&buffer_info(4096), Usage::DEVICE_LOCAL);
+        assert!(plain.is_ok(), "{plain:?}");
     }
     assert_eq!(allocator.stats().allocations(), 0);
 }

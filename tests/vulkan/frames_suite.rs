@@ -2,10 +2,14 @@
 //! 2 and 3 frames in flight, deferred frees and upload rings, checked byte
 //! for byte; and the proof that a deferred free waits for its fence.
 
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
 use vk_suballoc::{
-    Allocation, AllocationDesc, Allocator, Collected, Request, ResourceKind, UploadRingDesc, Usage,
+    Allocation, AllocationDesc, Allocator, Collected, Error, Request, ResourceKind, UploadRingDesc,
+    Usage,
 };
 
 use super::allocator_setup::{
@@ -435,6 +439,103 @@ fn timeline_semaphores_seal_frames() {
     drop(allocator);
     // SAFETY: no frame refers to it any more.
     unsafe { context.device.destroy_semaphore(timeline, None) };
+}
+
+/// `wait_and_collect` gives up on a frame whose fence, or timeline value,
+/// has not signalled when its timeout passes: [`Error::Timeout`], with the
+/// frames before it collected and the frame still queued; once it signals,
+/// the next call collects it. A wait's `VK_TIMEOUT` taken for a signal
+/// made the call loop for ever, waiting again and collecting nothing. Each
+/// call runs on a thread of its own, which holds the context and the
+/// allocator, and the test fails if it has not returned in 20 seconds.
+#[test]
+fn wait_and_collect_times_out_on_a_frame_that_has_not_signalled() {
+    let context = Arc::new(VulkanContext::new(Profile::Lavapipe));
+    let allocator = Arc::new(allocator_for(&context));
+    let request = Request::new(
+        requirements(&context),
+        Usage::DEVICE_LOCAL,
+        ResourceKind::Buffer,
+    );
+    let mut type_info = vk::SemaphoreTypeCreateInfo::default()
+        .semaphore_type(vk::SemaphoreType::TIMELINE)
+        .initial_value(0);
+    let info = vk::SemaphoreCreateInfo::default().push_next(&mut type_info);
+    // SAFETY: valid create infos (timeline semaphores are enabled by the
+    // harness); the fence is submitted and the value signalled below.
+    let (fence, timeline) = unsafe {
+        (
+            context
+                .device
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+                .unwrap(),
+            context.device.create_semaphore(&info, None).unwrap(),
+        )
+    };
+    allocator
+        .free_after_frame(allocator.allocate(&request).unwrap())
+        .unwrap();
+    // SAFETY: the fence is signalled by the empty submission below.
+    unsafe { allocator.end_frame(fence) }.unwrap();
+    allocator
+        .free_after_frame(allocator.allocate(&request).unwrap())
+        .unwrap();
+    // SAFETY: the host signals the value below.
+    unsafe { allocator.end_frame_timeline(timeline, 1) }.unwrap();
+
+    let wait_and_collect = |timeout_ns: u64| {
+        let (sender, receiver) = mpsc::channel();
+        let (context, allocator) = (Arc::clone(&context), Arc::clone(&allocator));
+        // Detached: a wait that never returns keeps the context and the
+        // allocator alive, rather than see them destroyed under it.
+        std::thread::spawn(move || {
+            let result = allocator.wait_and_collect(timeout_ns);
+            drop((allocator, context));
+            let _ = sender.send(result);
+        });
+        receiver
+            .recv_timeout(Duration::from_secs(20))
+            .expect("wait_and_collect did not return within 20 s")
+    };
+    const MILLISECOND: u64 = 1_000_000;
+    assert_eq!(wait_and_collect(MILLISECOND), Err(Error::Timeout));
+    assert_eq!(allocator.frames_in_flight(), 2);
+    assert_eq!(allocator.stats().allocations(), 2);
+    // SAFETY: an empty submission that signals `fence`; then wait for it.
+    unsafe {
+        context
+            .device
+            .queue_submit(context.queue, &[], fence)
+            .unwrap();
+        context
+            .device
+            .wait_for_fences(&[fence], true, u64::MAX)
+            .unwrap();
+    }
+    // The fence's frame is collected; the timeline's times out.
+    assert_eq!(wait_and_collect(MILLISECOND), Err(Error::Timeout));
+    assert_eq!(allocator.frames_in_flight(), 1);
+    assert_eq!(allocator.stats().allocations(), 1);
+    let signal = vk::SemaphoreSignalInfo::default()
+        .semaphore(timeline)
+        .value(1);
+    // SAFETY: a host signal of a larger value.
+    unsafe { context.device.signal_semaphore(&signal) }.unwrap();
+    assert_eq!(
+        wait_and_collect(MILLISECOND),
+        Ok(Collected {
+            frames: 1,
+            frees: 1
+        })
+    );
+    assert_eq!(allocator.frames_in_flight(), 0);
+    assert_eq!(allocator.stats().allocations(), 0);
+    drop(Arc::into_inner(allocator).expect("every wait's thread is done with it"));
+    // SAFETY: no frame refers to them any more.
+    unsafe {
+        context.device.destroy_fence(fence, None);
+        context.device.destroy_semaphore(timeline, None);
+    }
 }
 
 /// `create_upload_ring` is safe, and its buffer usage reaches
