@@ -408,6 +408,91 @@ fn a_formatted_fake_device_shows_host_bytes_by_size() {
     unsafe { device.deallocate_memory(memory) };
 }
 
+/// The fake device's flush hook runs in every flush until it is replaced,
+/// and a hook that replaces or clears itself while it runs is not put
+/// back over its successor (tests clear a hook from inside it to run it
+/// once); a formatted device shows whether each hook is set.
+#[test]
+fn a_fake_flush_hook_runs_until_replaced_even_from_inside_itself() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use gpu_alloc_types::MappedMemoryRange;
+    use vk_suballoc::device::{AllocationFlags, MemoryDevice};
+
+    let device = FakeDevice::new(FakeLayout::mobile());
+    let hooks = |device: &FakeDevice| {
+        let text = format!("{device:?}");
+        (
+            text.matches("CallHook(set)").count(),
+            text.matches("CallHook(none)").count(),
+        )
+    };
+    assert_eq!(hooks(&device), (0, 2), "no wait or flush hook yet");
+    // SAFETY: a fake device; nothing reads or writes through the mapping,
+    // and the memory is freed below.
+    let mut memory = unsafe { device.allocate_memory(1024, 2, AllocationFlags::empty()) }.unwrap();
+    // SAFETY: as above.
+    unsafe { device.map_memory(&mut memory, 0, vk::WHOLE_SIZE) }.unwrap();
+    let flush = || {
+        let range = MappedMemoryRange {
+            memory: &memory,
+            offset: 0,
+            size: 256,
+        };
+        // SAFETY: as above; type 2 is non-coherent, atom 256.
+        unsafe { device.flush_memory_ranges(&[range]) }.unwrap();
+    };
+
+    // A counting hook runs in each flush.
+    let (first, second) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let counter = Arc::clone(&first);
+    device.set_flush_hook(Some(Box::new(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+    })));
+    assert_eq!(hooks(&device), (1, 1), "a flush hook");
+    flush();
+    flush();
+    assert_eq!(first.load(Ordering::SeqCst), 2, "it ran in both flushes");
+
+    // One that clears itself runs once.
+    let (counter, inner) = (Arc::clone(&first), device.clone());
+    device.set_flush_hook(Some(Box::new(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+        inner.set_flush_hook(None);
+    })));
+    flush();
+    flush();
+    assert_eq!(first.load(Ordering::SeqCst), 3, "it cleared itself");
+    assert_eq!(hooks(&device), (0, 2), "cleared");
+
+    // One that replaces itself runs once, its successor from then on.
+    let (counter, inner, next) = (Arc::clone(&first), device.clone(), Arc::clone(&second));
+    device.set_flush_hook(Some(Box::new(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+        let next = Arc::clone(&next);
+        inner.set_flush_hook(Some(Box::new(move || {
+            next.fetch_add(1, Ordering::SeqCst);
+        })));
+    })));
+    flush();
+    flush();
+    flush();
+    assert_eq!(first.load(Ordering::SeqCst), 4, "it replaced itself");
+    assert_eq!(
+        second.load(Ordering::SeqCst),
+        2,
+        "its successor ran after it"
+    );
+    device.set_flush_hook(None);
+    // SAFETY: as above.
+    unsafe {
+        device.unmap_memory(&mut memory);
+        device.deallocate_memory(memory);
+    }
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+}
+
 /// On non-coherent memory a new mapping shows what the device holds, not
 /// what an earlier mapping wrote without a flush (mapping does not write
 /// back the host's cache), nor stale bytes from before a device write.
