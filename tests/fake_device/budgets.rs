@@ -549,3 +549,43 @@ fn a_small_bar_fills_then_uploads_go_where_an_engine_expects() {
     live.push(vertices);
     free_all_and_finish(allocator, &device, live);
 }
+
+/// The fake device's slow calls take at least their delay: a budget query
+/// and an allocation once, a free twice (before the memory goes and
+/// after). The race tests here that widen their windows with a slow query
+/// or free pass without any race if its delay is dropped, so only a test
+/// like this one sees it (`threads`' budget races time their allocations
+/// already).
+#[test]
+fn fake_slow_driver_calls_take_their_delay() {
+    use std::time::{Duration, Instant};
+
+    use vk_suballoc::device::fake::FakeDevice;
+    use vk_suballoc::device::{AllocationFlags, MemoryDevice};
+
+    const DELAY: Duration = Duration::from_millis(100);
+    let device = FakeDevice::new(FakeLayout::discrete());
+    device.slow_allocations(Some(DELAY));
+    device.slow_budget_queries(Some(DELAY));
+    device.slow_frees(Some(DELAY));
+
+    let started = Instant::now();
+    // SAFETY: a fake device; the memory is freed below.
+    let memory = unsafe { device.allocate_memory(MIB, 1, AllocationFlags::empty()) }.unwrap();
+    let took = started.elapsed();
+    assert!(took >= DELAY, "the allocation took {took:?}");
+
+    let mut reported = [HeapBudget::default(); 3];
+    let started = Instant::now();
+    assert!(device.heap_budgets(&mut reported));
+    let took = started.elapsed();
+    assert!(took >= DELAY, "the budget query took {took:?}");
+    assert_eq!(reported[0].usage, MIB, "it read the figures");
+
+    let started = Instant::now();
+    // SAFETY: as above; freed once.
+    unsafe { device.deallocate_memory(memory) };
+    let took = started.elapsed();
+    assert!(took >= 2 * DELAY, "the free took {took:?}");
+    device.assert_clean();
+}
