@@ -1067,6 +1067,30 @@ fn wait_and_collect_is_no_timeout_when_another_thread_collects_and_resets_the_fe
     finish(allocator, &device);
 }
 
+/// A fence reset after it signalled (`vkResetFences`, as a render loop
+/// reuses it) reads as unsignalled again: its frame stays in flight until
+/// it signals anew. The test above resets a fence whose frame is gone
+/// already, so it passes whether or not the fake device resets it.
+#[test]
+fn a_reset_fence_holds_its_frame_until_it_signals_again() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    queue_one_free(&allocator);
+    let fence = end_frame(&allocator, &device);
+    device.signal_fence(fence);
+    device.reset_fence(fence);
+    assert_eq!(allocator.collect(), Ok(Collected::default()));
+    assert_eq!(allocator.frames_in_flight(), 1);
+    device.signal_fence(fence);
+    assert_eq!(
+        allocator.collect(),
+        Ok(Collected {
+            frames: 1,
+            frees: 1
+        })
+    );
+    finish(allocator, &device);
+}
+
 /// `wait_and_collect` waits for the frames sealed before the call, not for
 /// those other threads seal while it waits: a loading thread waiting there
 /// while the render thread goes on sealing frames returns. Here a frame is
