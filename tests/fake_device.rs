@@ -159,3 +159,30 @@ fn allocator_is_send_and_sync() {
     check::<Allocator<vk_suballoc::device::AshMemoryDevice>>();
     check::<Allocation>();
 }
+
+/// `FakeDevice::assert_clean`, which every test's `finish` ends with,
+/// panics on each leftover alone (a live memory object, a live buffer or
+/// image, a broken rule) and passes once the object is gone; with it
+/// passing always, every test's leak check would pass unseen.
+#[test]
+fn assert_clean_panics_on_each_leftover() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use vk_suballoc::device::{AllocationFlags, MemoryDevice};
+
+    let device = FakeDevice::new(FakeLayout::discrete());
+    let clean = || catch_unwind(AssertUnwindSafe(|| device.assert_clean())).is_ok();
+    assert!(clean(), "a new device");
+    // SAFETY: a fake device; the memory is freed below.
+    let memory = unsafe { device.allocate_memory(4096, 1, AllocationFlags::empty()) }.unwrap();
+    assert!(!clean(), "a live memory object");
+    // SAFETY: as above; freed once.
+    unsafe { device.deallocate_memory(memory) };
+    assert!(clean(), "the memory freed");
+    let resource = device.create_resource();
+    assert!(!clean(), "a live buffer");
+    device.destroy_resource(resource);
+    assert!(clean(), "the buffer destroyed");
+    // A violation stays on record: destroying the buffer again.
+    device.destroy_resource(resource);
+    assert!(!clean(), "a broken rule");
+}
