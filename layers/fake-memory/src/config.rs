@@ -19,7 +19,13 @@
 //! - `dedicated=prefer` / `dedicated=require`: every buffer and image
 //!   requirements query that asks (`VkMemoryDedicatedRequirements` in the
 //!   output chain) reports that the driver prefers, or requires, a dedicated
-//!   allocation, as some drivers do for large images.
+//!   allocation, as some drivers do for large images. With `require` the
+//!   layer also refuses (`VK_ERROR_VALIDATION_FAILED_EXT`) every bind of a
+//!   buffer or image into memory not dedicated to it
+//!   (VUID-vkBindBufferMemory-buffer-01444, VUID-vkBindImageMemory-image-01445),
+//!   as a driver that requires dedicated memory relies on. Whatever the
+//!   option, memory allocated with `VkMemoryDedicatedAllocateInfo` takes
+//!   only its resource, at offset 0 (see `dedicated_binds.rs`).
 //! - `image-alignment=N` (a power of two): image requirements are aligned to
 //!   at least `N` instead of the profile's minimum. Real drivers align
 //!   optimal images to at least `bufferImageGranularity`; a smaller value

@@ -135,6 +135,18 @@ unsafe fn create_device_impl(
             ),
             create_image: next_device_fn(gdpa, handle, &[c"vkCreateImage"]),
             destroy_image: next_device_fn(gdpa, handle, &[c"vkDestroyImage"]),
+            bind_buffer_memory: next_device_fn(gdpa, handle, &[c"vkBindBufferMemory"]),
+            bind_image_memory: next_device_fn(gdpa, handle, &[c"vkBindImageMemory"]),
+            bind_buffer_memory2: next_device_fn(
+                gdpa,
+                handle,
+                &[c"vkBindBufferMemory2", c"vkBindBufferMemory2KHR"],
+            ),
+            bind_image_memory2: next_device_fn(
+                gdpa,
+                handle,
+                &[c"vkBindImageMemory2", c"vkBindImageMemory2KHR"],
+            ),
             get_device_memory_commitment: next_device_fn(
                 gdpa,
                 handle,

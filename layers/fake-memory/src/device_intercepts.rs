@@ -1,9 +1,11 @@
 //! Device-level entry points: allocation (mapped onto the real type, refused
-//! past the fake limits), free (accounting), map (refused on types that are
+//! past the fake limits, its dedicated resource recorded), free
+//! (accounting), map (refused on types that are
 //! not host-visible) and, for non-coherent fake types, map, unmap, flush and
 //! invalidate through a host cache (`host_cache.rs`). The memory
 //! requirements queries are in `requirements_intercepts.rs`, image creation
-//! and destruction (tracking transient attachments) in `transient_images.rs`.
+//! and destruction (tracking transient attachments) in `transient_images.rs`,
+//! the binds (checked against dedicated memory) in `dedicated_binds.rs`.
 //!
 //! `vkGetDeviceProcAddr` hands out an intercept only when the next layer has
 //! the command, so an application never sees a command its driver lacks.
@@ -13,6 +15,10 @@ use std::ffi::{c_char, c_void, CStr};
 use ash::vk;
 
 use crate::c_interop::void_fn;
+use crate::dedicated_binds::{
+    bind_buffer_memory, bind_buffer_memory2, bind_image_memory, bind_image_memory2,
+    dedicated_target,
+};
 use crate::dispatch_registry::{device_state, unregister_device, DeviceState};
 use crate::ffi_guard::guard;
 use crate::memory_accounting::MemoryRecord;
@@ -94,6 +100,14 @@ fn device_intercept(name: &CStr) -> vk::PFN_vkVoidFunction {
             vk::PFN_vkGetDeviceMemoryCommitment
         ),
         b"vkDestroyImage" => void_fn!(destroy_image, vk::PFN_vkDestroyImage),
+        b"vkBindBufferMemory" => void_fn!(bind_buffer_memory, vk::PFN_vkBindBufferMemory),
+        b"vkBindImageMemory" => void_fn!(bind_image_memory, vk::PFN_vkBindImageMemory),
+        b"vkBindBufferMemory2" | b"vkBindBufferMemory2KHR" => {
+            void_fn!(bind_buffer_memory2, vk::PFN_vkBindBufferMemory2)
+        }
+        b"vkBindImageMemory2" | b"vkBindImageMemory2KHR" => {
+            void_fn!(bind_image_memory2, vk::PFN_vkBindImageMemory2)
+        }
         b"vkGetBufferMemoryRequirements" => {
             void_fn!(
                 get_buffer_memory_requirements,
@@ -157,7 +171,8 @@ unsafe extern "system" fn destroy_device(
 }
 
 /// `vkAllocateMemory`: admits the call against the fake limits, then allocates
-/// in the real type behind the fake one.
+/// in the real type behind the fake one, and records the resource a
+/// `VkMemoryDedicatedAllocateInfo` dedicates the memory to.
 unsafe extern "system" fn allocate_memory(
     device: vk::Device,
     allocate_info: *const vk::MemoryAllocateInfo<'_>,
@@ -194,6 +209,8 @@ unsafe fn allocate_memory_impl(
     };
     // SAFETY: non-null, valid allocate info (its pNext chain is passed on as is).
     let mut real_info = unsafe { *allocate_info };
+    // SAFETY: a valid allocate info's chain is made of valid structures.
+    let dedicated = unsafe { dedicated_target(&real_info) };
     let usage = &fake.physical.heap_usage;
     let reservation = match fake.book.reserve(
         &fake.config,
@@ -201,7 +218,7 @@ unsafe fn allocate_memory_impl(
         real_info.memory_type_index,
         real_info.allocation_size,
     ) {
-        Ok(reservation) => reservation,
+        Ok(reservation) => reservation.dedicated_to(dedicated),
         Err(refusal) => return refusal,
     };
     let Some(real_type) = fake
@@ -542,12 +559,16 @@ mod tests {
 
     /// Vulkan 1.4's core `vkMapMemory2`/`vkUnmapMemory2` reach the same
     /// intercepts as their KHR names: a mapping through them gets the host
-    /// cache of non-coherent types too.
+    /// cache of non-coherent types too. So do 1.1's `vkBind*Memory2` and
+    /// `VK_KHR_bind_memory2`'s: a bind through either is checked against
+    /// dedicated memory.
     #[test]
     fn core_and_khr_names_reach_the_same_intercepts() {
         for (core, khr) in [
             (c"vkMapMemory2", c"vkMapMemory2KHR"),
             (c"vkUnmapMemory2", c"vkUnmapMemory2KHR"),
+            (c"vkBindBufferMemory2", c"vkBindBufferMemory2KHR"),
+            (c"vkBindImageMemory2", c"vkBindImageMemory2KHR"),
         ] {
             let (core, khr) = (device_intercept(core), device_intercept(khr));
             assert!(core.is_some());

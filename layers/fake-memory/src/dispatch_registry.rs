@@ -202,6 +202,14 @@ pub struct NextDeviceFns {
     pub create_image: Option<vk::PFN_vkCreateImage>,
     /// `vkDestroyImage`.
     pub destroy_image: Option<vk::PFN_vkDestroyImage>,
+    /// `vkBindBufferMemory`.
+    pub bind_buffer_memory: Option<vk::PFN_vkBindBufferMemory>,
+    /// `vkBindImageMemory`.
+    pub bind_image_memory: Option<vk::PFN_vkBindImageMemory>,
+    /// `vkBindBufferMemory2` or its KHR alias.
+    pub bind_buffer_memory2: Option<vk::PFN_vkBindBufferMemory2>,
+    /// `vkBindImageMemory2` or its KHR alias.
+    pub bind_image_memory2: Option<vk::PFN_vkBindImageMemory2>,
     /// `vkGetDeviceMemoryCommitment`.
     pub get_device_memory_commitment: Option<vk::PFN_vkGetDeviceMemoryCommitment>,
     /// `vkGetBufferMemoryRequirements`.

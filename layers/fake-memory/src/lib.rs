@@ -35,6 +35,17 @@
 //! - `vkAllocateMemory`: the fake type is backed by a real one;
 //!   `ERROR_OUT_OF_DEVICE_MEMORY` past a fake heap's size or on a call chosen
 //!   to fail, `ERROR_TOO_MANY_OBJECTS` past the allocation count;
+//! - binds (`vkBindBufferMemory`, `vkBindImageMemory`, `…2`, `…2KHR`):
+//!   the layer records the resource each allocation is dedicated to
+//!   (`VkMemoryDedicatedAllocateInfo`) and refuses, with
+//!   `VK_ERROR_VALIDATION_FAILED_EXT` and a line on standard error, a bind
+//!   of another resource into it or at a non-zero offset
+//!   (VUID-vkBindBufferMemory-memory-01508, VUID-vkBindImageMemory-memory-01509)
+//!   and, with `dedicated=require`, a bind into memory not dedicated to the
+//!   resource (VUID-vkBindBufferMemory-buffer-01444,
+//!   VUID-vkBindImageMemory-image-01445): lavapipe accepts such binds and
+//!   the validation layer the tests run under (1.3.239) reports none of
+//!   them;
 //! - `vkFreeMemory` (accounting) and `vkMapMemory` / `vkMapMemory2` /
 //!   `vkMapMemory2KHR` (`ERROR_MEMORY_MAP_FAILED` on a type that is not
 //!   host-visible);
@@ -54,6 +65,7 @@
 
 mod c_interop;
 pub mod config;
+mod dedicated_binds;
 mod device_creation;
 mod device_intercepts;
 mod dispatch_registry;

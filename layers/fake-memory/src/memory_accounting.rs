@@ -1,7 +1,8 @@
 //! The layer's own bookkeeping of device memory: bytes in use per fake heap
 //! (shared by all devices of a physical device, and reported as
 //! `VK_EXT_memory_budget`'s `heapUsage`) and, per device, every live
-//! `VkDeviceMemory` with its fake type, heap and size. It decides whether an
+//! `VkDeviceMemory` with its fake type, heap, size and the resource it is
+//! dedicated to, if any (`dedicated_binds.rs` checks binds against it). It decides whether an
 //! allocation is refused: the Nth call chosen for failure, the allocation count
 //! limit, or a fake heap that would overflow.
 
@@ -11,6 +12,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use ash::vk;
 
 use crate::config::LayerConfig;
+use crate::dedicated_binds::Resource;
 
 /// Locks a mutex, carrying on if another thread panicked while holding it
 /// (the data is plain counters, valid at every step).
@@ -62,6 +64,9 @@ pub struct MemoryRecord {
     pub heap: u32,
     /// `allocationSize`.
     pub size: u64,
+    /// The resource `VkMemoryDedicatedAllocateInfo` dedicated the memory
+    /// to; `None` for memory any resource may take.
+    pub dedicated_to: Option<Resource>,
 }
 
 /// An allocation admitted by [`AllocationBook::reserve`], not yet made by the
@@ -70,6 +75,15 @@ pub struct MemoryRecord {
 #[must_use]
 pub struct Reservation {
     record: MemoryRecord,
+}
+
+impl Reservation {
+    /// The reservation, for memory dedicated to `target` (`None`: to no
+    /// resource).
+    pub fn dedicated_to(mut self, target: Option<Resource>) -> Self {
+        self.record.dedicated_to = target;
+        self
+    }
 }
 
 #[derive(Debug, Default)]
@@ -124,11 +138,13 @@ impl AllocationBook {
                 fake_type,
                 heap: memory_type.heap,
                 size,
+                dedicated_to: None,
             },
         })
     }
 
-    /// Records the allocation the driver made for `reservation`.
+    /// Records the allocation the driver made for `reservation`, replacing
+    /// any record of a freed allocation that had the same handle.
     pub fn commit(&self, reservation: Reservation, memory: vk::DeviceMemory) {
         let mut state = lock(&self.state);
         state.in_flight = state.in_flight.saturating_sub(1);
@@ -224,6 +240,28 @@ mod tests {
                 vk::Result::ERROR_TOO_MANY_OBJECTS,
             ]
         );
+    }
+
+    /// The dedicated target goes with the record and goes away at free: an
+    /// allocation that gets a freed one's handle has only its own.
+    #[test]
+    fn dedicated_targets_are_recorded_and_forgotten_at_free() {
+        let config = config("discrete");
+        let usage = HeapUsage::default();
+        let book = AllocationBook::default();
+        let memory = vk::DeviceMemory::from_raw(5);
+        let image = Resource::Image(vk::Image::from_raw(9));
+        let reservation = book.reserve(&config, &usage, 0, 4096).unwrap();
+        book.commit(reservation.dedicated_to(Some(image)), memory);
+        assert_eq!(book.get(memory).unwrap().dedicated_to, Some(image));
+        assert_eq!(
+            book.release(&usage, memory).unwrap().dedicated_to,
+            Some(image)
+        );
+        assert_eq!(book.get(memory), None);
+        let reservation = book.reserve(&config, &usage, 0, 4096).unwrap();
+        book.commit(reservation, memory);
+        assert_eq!(book.get(memory).unwrap().dedicated_to, None);
     }
 
     #[test]
