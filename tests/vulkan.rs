@@ -23,6 +23,8 @@ mod corruption_suite;
 mod defragment_suite;
 #[path = "vulkan/frames_suite.rs"]
 mod frames_suite;
+#[path = "vulkan/layer_dedicated_binds.rs"]
+mod layer_dedicated_binds;
 #[path = "vulkan/layer_self_test.rs"]
 mod layer_self_test;
 #[path = "vulkan/layer_threads.rs"]
