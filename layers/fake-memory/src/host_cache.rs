@@ -87,7 +87,8 @@ impl HostCache {
     ///
     /// # Safety
     /// `device` is the driver's pointer to that mapping, valid for reads of
-    /// `size` bytes until [`unmap`](Self::unmap) or [`forget`](Self::forget).
+    /// `size` bytes until [`forget`](Self::forget) (called as the memory is
+    /// unmapped or freed).
     pub unsafe fn map(
         &self,
         memory: vk::DeviceMemory,
