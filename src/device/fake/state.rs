@@ -744,9 +744,6 @@ impl Drop for State {
     }
 }
 
-/// What is wrong with binding `resource`, whose usage and requirements are
-/// `created` (when the device made it), to `memory` at `offset`;
-/// `device_address` says whether buffer device address is enabled.
 /// The raw handle of the resource dedicated memory is for.
 fn target_handle(target: DedicatedTarget) -> u64 {
     match target {
@@ -755,6 +752,9 @@ fn target_handle(target: DedicatedTarget) -> u64 {
     }
 }
 
+/// What is wrong with binding `resource`, whose usage and requirements are
+/// `created` (when the device made it), to `memory` at `offset`;
+/// `device_address` says whether buffer device address is enabled.
 fn bind_problem(
     memory: &Memory,
     created: Option<&(vk::BufferUsageFlags, vk::MemoryRequirements)>,
