@@ -783,3 +783,69 @@ fn bind_problem(
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The handles of the objects `quarantine` holds, the oldest first.
+    fn held(quarantine: &Quarantine) -> Vec<u64> {
+        quarantine.objects.iter().map(|old| old.handle).collect()
+    }
+
+    /// Admits a freed object of `size` host bytes, unwritten, as `handle`:
+    /// whatever it evicts breaks no rule.
+    fn admit(quarantine: &mut Quarantine, handle: u64, size: usize) {
+        let mut violations = Vec::new();
+        quarantine.admit(handle, HostBytes::new(size, MAP_ALIGNMENT), &mut violations);
+        assert!(violations.is_empty(), "{violations:#?}");
+    }
+
+    /// Checks and releases every object of `quarantine`, none written.
+    fn drain_clean(quarantine: &mut Quarantine) {
+        let mut violations = Vec::new();
+        quarantine.drain(&mut violations);
+        assert!(violations.is_empty(), "{violations:#?}");
+        assert_eq!((held(quarantine), quarantine.bytes), (vec![], 0));
+    }
+
+    /// The quarantine keeps freed objects up to 64 MiB in all, exactly, and
+    /// past it evicts the oldest, only as many as the new one needs: a write
+    /// through an old mapping into any of the last 64 MiB freed lands in
+    /// bytes still allocated, and is reported. The use-after-free tests
+    /// write into the last object freed, which a quarantine of one object
+    /// (or of none but the last) keeps too; each miscount of its bytes here
+    /// held fewer objects than the cap allows, or more.
+    #[test]
+    fn the_quarantine_holds_64_mib_and_evicts_the_oldest_first() {
+        let mut quarantine = Quarantine::default();
+        for handle in 1..=4 {
+            admit(&mut quarantine, handle, QUARANTINE_MAX_OBJECT);
+        }
+        // 4 × 16 MiB: at the cap, not past it.
+        assert_eq!(held(&quarantine), [1, 2, 3, 4]);
+        assert_eq!(quarantine.bytes, QUARANTINE_BYTES);
+        admit(&mut quarantine, 5, QUARANTINE_MAX_OBJECT);
+        assert_eq!(held(&quarantine), [2, 3, 4, 5]);
+        assert_eq!(quarantine.bytes, QUARANTINE_BYTES);
+        // One page past the cap evicts a whole object, the oldest.
+        admit(&mut quarantine, 6, 4096);
+        assert_eq!(held(&quarantine), [3, 4, 5, 6]);
+        assert_eq!(quarantine.bytes, 3 * QUARANTINE_MAX_OBJECT + 4096);
+        drain_clean(&mut quarantine);
+    }
+
+    /// Objects over 16 MiB skip the quarantine (poisoning them would touch
+    /// every page the OS allocated lazily); one of 16 MiB exactly, and
+    /// smaller ones, are kept.
+    #[test]
+    fn only_objects_over_16_mib_skip_the_quarantine() {
+        let mut quarantine = Quarantine::default();
+        admit(&mut quarantine, 1, QUARANTINE_MAX_OBJECT + 1);
+        admit(&mut quarantine, 2, QUARANTINE_MAX_OBJECT);
+        admit(&mut quarantine, 3, 4096);
+        assert_eq!(held(&quarantine), [2, 3]);
+        assert_eq!(quarantine.bytes, QUARANTINE_MAX_OBJECT + 4096);
+        drain_clean(&mut quarantine);
+    }
+}
