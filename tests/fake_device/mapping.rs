@@ -1,5 +1,7 @@
 //! Persistent mapping, byte access, and flush/invalidate on non-coherent memory.
 
+use std::panic::{self, AssertUnwindSafe};
+
 use ash::vk;
 use ash::vk::Handle;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
@@ -891,4 +893,61 @@ fn a_host_write_into_freed_memory_is_a_violation() {
     drop(allocator);
     assert!(device.live_allocations().is_empty());
     assert_eq!(device.counters().allocations, device.counters().frees);
+}
+
+/// Frees a dedicated upload buffer, drops `allocator` and writes a byte
+/// through the buffer's old mapping: a host write into freed memory that
+/// no `violations` or `assert_clean` call has checked yet. Returns the
+/// line the quarantine's check will give for it.
+fn unchecked_write_into_freed_memory(allocator: FakeAllocator, device: &FakeDevice) -> String {
+    let (memory, pointer, offset) = freed_upload_memory(&allocator, device);
+    drop(allocator);
+    // SAFETY: as in `a_host_write_into_freed_memory_is_a_violation`: the
+    // freed host bytes stay allocated in the device's quarantine (nothing
+    // is freed or checked after them) until the device's drop reads them,
+    // on this thread, after this write; no reference to them exists.
+    unsafe { pointer.as_ptr().write(0x5A) };
+    format!(
+        "freed memory {:#x} were written after the free (first changed byte at offset {offset})",
+        memory.as_raw()
+    )
+}
+
+/// A host write into freed memory that no check saw before the device
+/// went is not lost: the device's drop checks the quarantine and panics,
+/// naming the memory and the byte. Every other test checks the quarantine
+/// through `violations` first, so a drop that checked nothing, or
+/// panicked only while unwinding already, went unseen.
+#[test]
+fn an_unchecked_write_into_freed_memory_panics_when_the_device_drops() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let expected = unchecked_write_into_freed_memory(allocator, &device);
+    let dropped = panic::catch_unwind(AssertUnwindSafe(move || drop(device)));
+    let message = *dropped
+        .expect_err("the drop panics")
+        .downcast::<String>()
+        .expect("a formatted message");
+    assert!(
+        message.contains("fake device dropped with writes into freed memory"),
+        "{message}"
+    );
+    assert!(message.contains(&expected), "{message}");
+}
+
+/// A device dropped while its thread unwinds from another panic (a test
+/// failing with the device in scope) reports no write into freed memory:
+/// a second panic would abort the test binary and hide the first failure.
+#[test]
+fn a_device_dropped_while_unwinding_does_not_panic_again() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    unchecked_write_into_freed_memory(allocator, &device);
+    let unwound = panic::catch_unwind(AssertUnwindSafe(move || {
+        let _device = device;
+        panic!("an earlier failure");
+    }));
+    let message = *unwound
+        .expect_err("the closure panics")
+        .downcast::<&str>()
+        .expect("the closure's own message");
+    assert_eq!(message, "an earlier failure");
 }
