@@ -36,6 +36,9 @@ pub struct ContextOptions {
     /// Offers `VK_EXT_memory_budget` (`true`) or hides it, instead of what
     /// the profile says ([`Profile::has_memory_budget`]).
     pub memory_budget: Option<bool>,
+    /// Keeps the layer's refused binds off standard error, for a test that
+    /// makes them on purpose.
+    pub quiet_refusals: bool,
 }
 
 impl ContextOptions {
@@ -73,12 +76,20 @@ impl ContextOptions {
         self
     }
 
+    /// Keeps the binds the layer refuses off standard error
+    /// (`refusals=quiet`): a test that makes them on purpose.
+    pub fn quiet_refusals(mut self) -> Self {
+        self.quiet_refusals = true;
+        self
+    }
+
     fn is_empty(&self) -> bool {
         self.fail_allocations.is_empty()
             && self.max_allocations.is_none()
             && self.image_alignment.is_none()
             && self.dedicated.is_none()
             && self.memory_budget.is_none()
+            && !self.quiet_refusals
     }
 
     /// The fake-memory layer configuration string for `profile`.
@@ -99,6 +110,9 @@ impl ContextOptions {
         if let Some(offered) = self.memory_budget {
             let value = if offered { "on" } else { "off" };
             config.push_str(&format!(",budget={value}"));
+        }
+        if self.quiet_refusals {
+            config.push_str(",refusals=quiet");
         }
         config
     }

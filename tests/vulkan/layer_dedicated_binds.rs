@@ -30,9 +30,10 @@ const DEDICATED_RULES: [&str; 8] = [
 ];
 
 /// A context for `profile` whose tests bind resources to KiB-sized memory
-/// of their own and make binds fail on purpose.
+/// of their own and make binds fail on purpose (the layer's lines saying
+/// why are kept off the log: `refusals=quiet`).
 fn context_with(profile: crate::support::Profile, options: ContextOptions) -> VulkanContext {
-    let context = VulkanContext::with_options(profile, options);
+    let context = VulkanContext::with_options(profile, options.quiet_refusals());
     context.allow(Advice::SmallMemory);
     context.allow(Advice::FailingCalls);
     context

@@ -34,6 +34,10 @@
 //!   the layer's accounting) or hide it, instead of what the profile says
 //!   ([`Profile::memory_budget`]). Tests that read the layer's `heapUsage`
 //!   turn it on for every profile.
+//! - `refusals=quiet`: a bind the layer refuses (`dedicated_binds.rs`) is
+//!   not described on standard error; for the tests that make such binds
+//!   on purpose, whose lines would fill a passing run's log. By default
+//!   (`refusals=loud`) each refusal says why.
 
 use std::fmt;
 
@@ -63,6 +67,9 @@ pub struct LayerConfig {
     pub dedicated: Option<DedicatedOverride>,
     /// Overrides `Profile::memory_budget`.
     pub memory_budget: Option<bool>,
+    /// Whether refused binds go unreported on standard error
+    /// (`refusals=quiet`).
+    pub quiet_refusals: bool,
 }
 
 /// The `dedicated=` option: what `VkMemoryDedicatedRequirements` reports.
@@ -102,9 +109,10 @@ pub enum ConfigError {
     /// `rebar`, `arc`, `apple`, `mali`, `passthrough`.
     UnknownProfile(String),
     /// An option other than `fail-allocation`, `max-allocations`,
-    /// `image-alignment`, `dedicated` and `budget` (or a `dedicated` value
-    /// other than `prefer` and `require`, a `budget` value other than `on`
-    /// and `off`).
+    /// `image-alignment`, `dedicated`, `budget` and `refusals` (or a
+    /// `dedicated` value other than `prefer` and `require`, a `budget`
+    /// value other than `on` and `off`, a `refusals` value other than
+    /// `quiet` and `loud`).
     UnknownOption(String),
     /// An option value that is not a positive integer (or, for
     /// `image-alignment`, not a power of two).
@@ -120,7 +128,7 @@ impl fmt::Display for ConfigError {
             ),
             Self::UnknownOption(option) => write!(
                 f,
-                "unknown option {option:?} (expected fail-allocation=N, max-allocations=N, image-alignment=N, dedicated=prefer|require or budget=on|off)"
+                "unknown option {option:?} (expected fail-allocation=N, max-allocations=N, image-alignment=N, dedicated=prefer|require, budget=on|off or refusals=quiet|loud)"
             ),
             Self::BadNumber(option) => write!(f, "option {option:?} needs a positive integer"),
         }
@@ -151,6 +159,7 @@ pub fn parse(spec: &str) -> Result<Option<LayerConfig>, ConfigError> {
         image_alignment: None,
         dedicated: None,
         memory_budget: None,
+        quiet_refusals: false,
     };
     for option in parts.filter(|part| !part.is_empty()) {
         let (key, value) = option
@@ -162,6 +171,14 @@ pub fn parse(spec: &str) -> Result<Option<LayerConfig>, ConfigError> {
                 "require" => DedicatedOverride::Require,
                 _ => return Err(ConfigError::UnknownOption(option.to_owned())),
             });
+            continue;
+        }
+        if key.trim() == "refusals" {
+            config.quiet_refusals = match value.trim() {
+                "quiet" => true,
+                "loud" => false,
+                _ => return Err(ConfigError::UnknownOption(option.to_owned())),
+            };
             continue;
         }
         if key.trim() == "budget" {
@@ -230,7 +247,7 @@ mod tests {
     #[test]
     fn options() {
         let config = parse(
-            "mobile,fail-allocation=3, fail-allocation=5,max-allocations=16,image-alignment=256,dedicated=require,budget=on",
+            "mobile,fail-allocation=3, fail-allocation=5,max-allocations=16,image-alignment=256,dedicated=require,budget=on,refusals=quiet",
         )
         .unwrap();
         assert_eq!(
@@ -242,6 +259,7 @@ mod tests {
                 image_alignment: Some(256),
                 dedicated: Some(DedicatedOverride::Require),
                 memory_budget: Some(true),
+                quiet_refusals: true,
             })
         );
         let config = config.unwrap();
@@ -287,6 +305,18 @@ mod tests {
             parse("discrete,budget=yes"),
             Err(ConfigError::UnknownOption(_))
         ));
+        assert!(matches!(
+            parse("discrete,refusals=silent"),
+            Err(ConfigError::UnknownOption(_))
+        ));
+        assert!(
+            !parse("discrete,refusals=quiet,refusals=loud")
+                .unwrap()
+                .unwrap()
+                .quiet_refusals,
+            "the last one counts; loud by default"
+        );
+        assert!(!parse("discrete").unwrap().unwrap().quiet_refusals);
     }
 
     #[test]

@@ -23,7 +23,8 @@
 //! `requiresDedicatedAllocation`) so is any bind into memory not dedicated
 //! to the resource. A refused call returns `VK_ERROR_VALIDATION_FAILED_EXT`
 //! ("invalid usage was detected by the implementation or a validation
-//! layer") without reaching the driver, and says why on standard error. The
+//! layer") without reaching the driver, and says why on standard error
+//! (unless the configuration has `refusals=quiet`). The
 //! error is one no driver returns for a bind and not an out-of-memory
 //! error, which an allocator may answer by retrying elsewhere, hiding the
 //! refusal.
@@ -179,7 +180,8 @@ pub fn check_bind(
 pub const REFUSED: vk::Result = vk::Result::ERROR_VALIDATION_FAILED_EXT;
 
 /// Checks a bind of `resource` into `memory` at `offset` on a faked device;
-/// on a refusal, says why on standard error and returns [`REFUSED`]. Memory
+/// on a refusal, says why on standard error (unless `refusals=quiet`) and
+/// returns [`REFUSED`]. Memory
 /// the layer has no record of (a swapchain image's null memory) passes.
 fn admit(
     state: &DeviceState,
@@ -197,6 +199,9 @@ fn admit(
     };
     let required = fake.config.dedicated == Some(DedicatedOverride::Require);
     check_bind(record.dedicated_to, resource, offset, required).map_err(|refusal| {
+        if fake.config.quiet_refusals {
+            return REFUSED;
+        }
         // Best effort: a failed write to stderr must not panic.
         let _ = writeln!(
             std::io::stderr(),

@@ -38,7 +38,8 @@
 //! - binds (`vkBindBufferMemory`, `vkBindImageMemory`, `…2`, `…2KHR`):
 //!   the layer records the resource each allocation is dedicated to
 //!   (`VkMemoryDedicatedAllocateInfo`) and refuses, with
-//!   `VK_ERROR_VALIDATION_FAILED_EXT` and a line on standard error, a bind
+//!   `VK_ERROR_VALIDATION_FAILED_EXT` and a line on standard error (none
+//!   with `refusals=quiet`), a bind
 //!   of another resource into it or at a non-zero offset
 //!   (VUID-vkBindBufferMemory-memory-01508, VUID-vkBindImageMemory-memory-01509)
 //!   and, with `dedicated=require`, a bind into memory not dedicated to the
