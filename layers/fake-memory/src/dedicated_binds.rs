@@ -215,6 +215,18 @@ fn admit(
     })
 }
 
+/// [`admit`] for each bind of a `vkBind*Memory2` call, as (resource,
+/// memory, offset): the first refusal refuses the whole call.
+fn admit_all(
+    state: &DeviceState,
+    entry_point: &str,
+    mut binds: impl Iterator<Item = (Resource, vk::DeviceMemory, u64)>,
+) -> Result<(), vk::Result> {
+    binds.try_for_each(|(resource, memory, offset)| {
+        admit(state, entry_point, true, resource, memory, offset)
+    })
+}
+
 /// The caller's `count` structures at `infos` as a slice (empty for null).
 ///
 /// # Safety
@@ -297,18 +309,15 @@ pub(crate) unsafe extern "system" fn bind_buffer_memory2(
             return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
         };
         // SAFETY: the caller's `count` valid bind infos.
-        for info in unsafe { infos(bind_infos, count) } {
-            let resource = Resource::Buffer(info.buffer);
-            if let Err(refused) = admit(
-                &state,
-                NAME,
-                true,
-                resource,
+        let binds = unsafe { infos(bind_infos, count) }.iter().map(|info| {
+            (
+                Resource::Buffer(info.buffer),
                 info.memory,
                 info.memory_offset,
-            ) {
-                return refused;
-            }
+            )
+        });
+        if let Err(refused) = admit_all(&state, NAME, binds) {
+            return refused;
         }
         let Some(next) = state.next.bind_buffer_memory2 else {
             return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
@@ -331,18 +340,11 @@ pub(crate) unsafe extern "system" fn bind_image_memory2(
             return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
         };
         // SAFETY: the caller's `count` valid bind infos.
-        for info in unsafe { infos(bind_infos, count) } {
-            let resource = Resource::Image(info.image);
-            if let Err(refused) = admit(
-                &state,
-                NAME,
-                true,
-                resource,
-                info.memory,
-                info.memory_offset,
-            ) {
-                return refused;
-            }
+        let binds = unsafe { infos(bind_infos, count) }
+            .iter()
+            .map(|info| (Resource::Image(info.image), info.memory, info.memory_offset));
+        if let Err(refused) = admit_all(&state, NAME, binds) {
+            return refused;
         }
         let Some(next) = state.next.bind_image_memory2 else {
             return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
