@@ -1,7 +1,8 @@
 //! C-side conventions shared by the entry points: nullable strings, the
-//! two-call array idiom, and `PFN_vkVoidFunction` for typed intercepts.
+//! two-call array idiom, `pNext` chains, and `PFN_vkVoidFunction` for typed
+//! intercepts.
 
-use std::ffi::{c_char, CStr};
+use std::ffi::{c_char, c_void, CStr};
 
 use ash::vk;
 
@@ -54,4 +55,31 @@ pub unsafe fn write_array<T: Copy>(items: &[T], count: *mut u32, out: *mut T) ->
 pub unsafe fn c_str<'a>(name: *const c_char) -> Option<&'a CStr> {
     // SAFETY: non-null and NUL-terminated by the contract.
     (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) })
+}
+
+/// The structures of a `pNext` chain from `head` on, each as its `sType`
+/// and its address.
+///
+/// # Safety
+/// `head` is null or the first structure of a valid chain: every structure
+/// in it starts with `sType` and `pNext`, as every Vulkan structure does,
+/// and stays valid while the iterator is used.
+pub unsafe fn pnext_chain(
+    head: *const c_void,
+) -> impl Iterator<Item = (vk::StructureType, *const c_void)> {
+    let mut next = head;
+    std::iter::from_fn(move || {
+        if next.is_null() {
+            return None;
+        }
+        let this = next;
+        // SAFETY: a structure of the chain (the contract), which starts
+        // with sType and pNext.
+        let (s_type, following) = unsafe {
+            let header = this.cast::<vk::BaseInStructure<'_>>();
+            ((*header).s_type, (*header).p_next)
+        };
+        next = following.cast();
+        Some((s_type, this))
+    })
 }

@@ -40,6 +40,7 @@ use std::io::Write;
 use ash::vk;
 use ash::vk::Handle;
 
+use crate::c_interop::pnext_chain;
 use crate::config::DedicatedOverride;
 use crate::dispatch_registry::{device_state, DeviceState};
 use crate::ffi_guard::guard;
@@ -73,24 +74,18 @@ impl Resource {
 /// `info`'s chain is null or made of valid input structures, each starting
 /// with `sType` and `pNext`.
 pub unsafe fn dedicated_target(info: &vk::MemoryAllocateInfo<'_>) -> Option<Resource> {
-    let mut next = info.p_next.cast::<vk::BaseInStructure<'_>>();
-    while !next.is_null() {
-        // SAFETY: a valid structure of the chain (contract).
-        let (s_type, following) = unsafe { ((*next).s_type, (*next).p_next) };
-        if s_type == vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO {
-            // SAFETY: the sType says what the structure is.
-            let dedicated = unsafe { &*next.cast::<vk::MemoryDedicatedAllocateInfo<'_>>() };
-            return if dedicated.image != vk::Image::null() {
-                Some(Resource::Image(dedicated.image))
-            } else if dedicated.buffer != vk::Buffer::null() {
-                Some(Resource::Buffer(dedicated.buffer))
-            } else {
-                None
-            };
-        }
-        next = following;
+    // SAFETY: a chain of valid structures (contract).
+    let (_, found) = unsafe { pnext_chain(info.p_next) }
+        .find(|&(s_type, _)| s_type == vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO)?;
+    // SAFETY: the sType says what the structure is.
+    let dedicated = unsafe { &*found.cast::<vk::MemoryDedicatedAllocateInfo<'_>>() };
+    if dedicated.image != vk::Image::null() {
+        Some(Resource::Image(dedicated.image))
+    } else if dedicated.buffer != vk::Buffer::null() {
+        Some(Resource::Buffer(dedicated.buffer))
+    } else {
+        None
     }
-    None
 }
 
 /// Why the layer refuses a bind.

@@ -18,6 +18,8 @@ use std::ffi::{c_char, c_void};
 
 use ash::vk;
 
+use crate::c_interop::pnext_chain;
+
 /// `VkNegotiateLayerStructType::LAYER_NEGOTIATE_INTERFACE_STRUCT`: the only
 /// valid `s_type` of [`NegotiateLayerInterface`].
 pub const LAYER_NEGOTIATE_INTERFACE_STRUCT: i32 = 1;
@@ -141,25 +143,18 @@ pub struct NextDeviceLink {
 /// # Safety
 /// `next` is null or the head of a valid `pNext` chain whose structures all
 /// start with `sType` and `pNext`, as every Vulkan structure does.
-unsafe fn find_link_info(mut next: *const c_void, s_type: vk::StructureType) -> *mut c_void {
-    while !next.is_null() {
-        let header = next.cast::<vk::BaseInStructure<'_>>();
-        // SAFETY: `next` is non-null and, by this function's contract, points
-        // at a Vulkan structure, which starts with `sType` and `pNext`.
-        let (this_type, following) = unsafe { ((*header).s_type, (*header).p_next) };
-        if this_type == s_type {
+unsafe fn find_link_info(next: *const c_void, s_type: vk::StructureType) -> *mut c_void {
+    // SAFETY: a valid chain (this function's contract).
+    unsafe { pnext_chain(next) }
+        .find(|&(this_type, structure)| {
             // The loader's structures share the prefix sType, pNext, function.
-            let function_ptr = next.cast::<LayerInstanceCreateInfo>();
-            // SAFETY: both loader create-info types start with sType, pNext and
-            // the `function` int (vk_layer.h), so reading `function` through
-            // either layout is in bounds.
-            if unsafe { (*function_ptr).function } == VK_LAYER_LINK_INFO {
-                return next.cast_mut();
-            }
-        }
-        next = following.cast();
-    }
-    std::ptr::null_mut()
+            let function_ptr = structure.cast::<LayerInstanceCreateInfo>();
+            // SAFETY: both loader create-info types start with sType, pNext
+            // and the `function` int (vk_layer.h), so reading `function`
+            // through either layout is in bounds; read only for `s_type`.
+            this_type == s_type && unsafe { (*function_ptr).function } == VK_LAYER_LINK_INFO
+        })
+        .map_or(std::ptr::null_mut(), |(_, structure)| structure.cast_mut())
 }
 
 /// Takes this layer's link from a `VkInstanceCreateInfo`: returns the next

@@ -2,9 +2,9 @@
 //! (shared by all devices of a physical device, and reported as
 //! `VK_EXT_memory_budget`'s `heapUsage`) and, per device, every live
 //! `VkDeviceMemory` with its fake type, heap, size and the resource it is
-//! dedicated to, if any (`dedicated_binds.rs` checks binds against it). It decides whether an
-//! allocation is refused: the Nth call chosen for failure, the allocation count
-//! limit, or a fake heap that would overflow.
+//! dedicated to, if any (`dedicated_binds.rs` checks binds against it). It
+//! decides whether an allocation is refused: the Nth call chosen for
+//! failure, the allocation count limit, or a fake heap that would overflow.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -7,7 +7,7 @@ use std::ffi::{c_char, CStr};
 
 use ash::vk;
 
-use crate::c_interop::{c_str, write_array};
+use crate::c_interop::{c_str, pnext_chain, write_array};
 use crate::config::LayerConfig;
 use crate::dispatch_registry::{instance_state, InstanceState};
 use crate::ffi_guard::guard;
@@ -172,14 +172,16 @@ pub unsafe extern "system" fn get_physical_device_memory_properties2(
         // SAFETY: non-null, valid output structure from the caller.
         let properties = unsafe { &mut *properties };
         properties.memory_properties = config.profile.memory_properties();
-        let mut next_struct = properties.p_next.cast::<vk::BaseOutStructure<'_>>();
-        while !next_struct.is_null() {
-            // SAFETY: every structure in a valid pNext chain starts with sType, pNext.
-            let (s_type, following) = unsafe { ((*next_struct).s_type, (*next_struct).p_next) };
+        // SAFETY: the caller's valid output chain.
+        let chain = unsafe { pnext_chain(properties.p_next.cast_const()) };
+        for (s_type, structure) in chain {
             if s_type == vk::StructureType::PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT {
-                // SAFETY: the sType identifies the structure.
+                // SAFETY: the sType identifies the structure, an output
+                // structure of the caller's.
                 let budget = unsafe {
-                    &mut *next_struct.cast::<vk::PhysicalDeviceMemoryBudgetPropertiesEXT<'_>>()
+                    &mut *structure
+                        .cast_mut()
+                        .cast::<vk::PhysicalDeviceMemoryBudgetPropertiesEXT<'_>>()
                 };
                 budget.heap_budget = [0; vk::MAX_MEMORY_HEAPS];
                 budget.heap_usage = [0; vk::MAX_MEMORY_HEAPS];
@@ -194,7 +196,6 @@ pub unsafe extern "system" fn get_physical_device_memory_properties2(
                     budget.heap_usage[index] = usage[index];
                 }
             }
-            next_struct = following;
         }
     });
 }

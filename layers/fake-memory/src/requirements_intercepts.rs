@@ -7,6 +7,7 @@
 
 use ash::vk;
 
+use crate::c_interop::pnext_chain;
 use crate::config::DedicatedOverride;
 use crate::dispatch_registry::{device_state, DeviceState};
 use crate::ffi_guard::guard;
@@ -127,20 +128,20 @@ unsafe fn override_dedicated(state: &DeviceState, requirements: *mut vk::MemoryR
     }
     // SAFETY: a valid structure (contract); its chain is made of valid
     // output structures, each starting with sType and pNext.
-    let mut next = unsafe { (*requirements).p_next }.cast::<vk::BaseOutStructure<'_>>();
-    while !next.is_null() {
-        // SAFETY: see above.
-        let (s_type, following) = unsafe { ((*next).s_type, (*next).p_next) };
+    let chain = unsafe { pnext_chain((*requirements).p_next.cast_const()) };
+    for (s_type, structure) in chain {
         if s_type == vk::StructureType::MEMORY_DEDICATED_REQUIREMENTS {
-            let dedicated = next.cast::<vk::MemoryDedicatedRequirements<'_>>();
-            // SAFETY: the sType says what the structure is.
+            let dedicated = structure
+                .cast_mut()
+                .cast::<vk::MemoryDedicatedRequirements<'_>>();
+            // SAFETY: the sType says what the structure is, an output
+            // structure the caller lets the driver (and layers) write.
             unsafe {
                 (*dedicated).prefers_dedicated_allocation = vk::TRUE;
                 (*dedicated).requires_dedicated_allocation =
                     vk::Bool32::from(choice == DedicatedOverride::Require);
             }
         }
-        next = following;
     }
 }
 
