@@ -289,6 +289,42 @@ fn requirements(context: &VulkanContext) -> vk::MemoryRequirements {
     }
 }
 
+/// Signals `fence`, unsignalled and not in use, with an empty submission,
+/// and waits for it.
+fn signal_fence(context: &VulkanContext, fence: vk::Fence) {
+    // SAFETY: an empty submission that signals a fence no pending work
+    // uses (the caller's); then a wait for it.
+    unsafe {
+        context
+            .device
+            .queue_submit(context.queue, &[], fence)
+            .unwrap();
+        context
+            .device
+            .wait_for_fences(&[fence], true, u64::MAX)
+            .unwrap();
+    }
+}
+
+/// A new timeline semaphore at 0.
+fn timeline_semaphore(context: &VulkanContext) -> vk::Semaphore {
+    let mut type_info = vk::SemaphoreTypeCreateInfo::default()
+        .semaphore_type(vk::SemaphoreType::TIMELINE)
+        .initial_value(0);
+    let info = vk::SemaphoreCreateInfo::default().push_next(&mut type_info);
+    // SAFETY: timeline semaphores are enabled by the harness.
+    unsafe { context.device.create_semaphore(&info, None) }.unwrap()
+}
+
+/// Signals `timeline` to `value`, larger than its value now, from the host.
+fn signal_timeline(context: &VulkanContext, timeline: vk::Semaphore, value: u64) {
+    let signal = vk::SemaphoreSignalInfo::default()
+        .semaphore(timeline)
+        .value(value);
+    // SAFETY: a host signal of a larger value (the caller's).
+    unsafe { context.device.signal_semaphore(&signal) }.unwrap();
+}
+
 #[test]
 fn a_deferred_free_waits_for_a_late_fence() {
     let context = VulkanContext::new(Profile::Lavapipe);
@@ -323,17 +359,7 @@ fn a_deferred_free_waits_for_a_late_fence() {
             frees: 0
         })
     );
-    // SAFETY: an empty submission that signals `fence`; then wait for it.
-    unsafe {
-        context
-            .device
-            .queue_submit(context.queue, &[], fence)
-            .unwrap();
-        context
-            .device
-            .wait_for_fences(&[fence], true, u64::MAX)
-            .unwrap();
-    }
+    signal_fence(&context, fence);
     assert_eq!(
         allocator.collect(),
         Ok(Collected {
@@ -399,12 +425,7 @@ fn collect_idle_after_device_wait_idle_releases_everything() {
 fn timeline_semaphores_seal_frames() {
     let context = VulkanContext::new(Profile::Lavapipe);
     let allocator = allocator_for(&context);
-    let mut type_info = vk::SemaphoreTypeCreateInfo::default()
-        .semaphore_type(vk::SemaphoreType::TIMELINE)
-        .initial_value(0);
-    let info = vk::SemaphoreCreateInfo::default().push_next(&mut type_info);
-    // SAFETY: timeline semaphores are enabled by the harness.
-    let timeline = unsafe { context.device.create_semaphore(&info, None) }.unwrap();
+    let timeline = timeline_semaphore(&context);
     let request = Request::new(
         requirements(&context),
         Usage::DEVICE_LOCAL,
@@ -417,11 +438,7 @@ fn timeline_semaphores_seal_frames() {
         unsafe { allocator.end_frame_timeline(timeline, value) }.unwrap();
     }
     assert_eq!(allocator.collect().unwrap().frames, 0);
-    let signal = vk::SemaphoreSignalInfo::default()
-        .semaphore(timeline)
-        .value(2);
-    // SAFETY: a host signal of a larger value.
-    unsafe { context.device.signal_semaphore(&signal) }.unwrap();
+    signal_timeline(&context, timeline, 2);
     assert_eq!(
         allocator.collect(),
         Ok(Collected {
@@ -429,11 +446,7 @@ fn timeline_semaphores_seal_frames() {
             frees: 2
         })
     );
-    let signal = vk::SemaphoreSignalInfo::default()
-        .semaphore(timeline)
-        .value(3);
-    // SAFETY: as above.
-    unsafe { context.device.signal_semaphore(&signal) }.unwrap();
+    signal_timeline(&context, timeline, 3);
     assert_eq!(allocator.wait_and_collect(u64::MAX).unwrap().frees, 1);
     assert_eq!(allocator.stats().allocations(), 0);
     drop(allocator);
@@ -457,21 +470,14 @@ fn wait_and_collect_times_out_on_a_frame_that_has_not_signalled() {
         Usage::DEVICE_LOCAL,
         ResourceKind::Buffer,
     );
-    let mut type_info = vk::SemaphoreTypeCreateInfo::default()
-        .semaphore_type(vk::SemaphoreType::TIMELINE)
-        .initial_value(0);
-    let info = vk::SemaphoreCreateInfo::default().push_next(&mut type_info);
-    // SAFETY: valid create infos (timeline semaphores are enabled by the
-    // harness); the fence is submitted and the value signalled below.
-    let (fence, timeline) = unsafe {
-        (
-            context
-                .device
-                .create_fence(&vk::FenceCreateInfo::default(), None)
-                .unwrap(),
-            context.device.create_semaphore(&info, None).unwrap(),
-        )
-    };
+    // SAFETY: a valid create info; the fence is submitted below.
+    let fence = unsafe {
+        context
+            .device
+            .create_fence(&vk::FenceCreateInfo::default(), None)
+    }
+    .unwrap();
+    let timeline = timeline_semaphore(&context);
     allocator
         .free_after_frame(allocator.allocate(&request).unwrap())
         .unwrap();
@@ -501,26 +507,12 @@ fn wait_and_collect_times_out_on_a_frame_that_has_not_signalled() {
     assert_eq!(wait_and_collect(MILLISECOND), Err(Error::Timeout));
     assert_eq!(allocator.frames_in_flight(), 2);
     assert_eq!(allocator.stats().allocations(), 2);
-    // SAFETY: an empty submission that signals `fence`; then wait for it.
-    unsafe {
-        context
-            .device
-            .queue_submit(context.queue, &[], fence)
-            .unwrap();
-        context
-            .device
-            .wait_for_fences(&[fence], true, u64::MAX)
-            .unwrap();
-    }
+    signal_fence(&context, fence);
     // The fence's frame is collected; the timeline's times out.
     assert_eq!(wait_and_collect(MILLISECOND), Err(Error::Timeout));
     assert_eq!(allocator.frames_in_flight(), 1);
     assert_eq!(allocator.stats().allocations(), 1);
-    let signal = vk::SemaphoreSignalInfo::default()
-        .semaphore(timeline)
-        .value(1);
-    // SAFETY: a host signal of a larger value.
-    unsafe { context.device.signal_semaphore(&signal) }.unwrap();
+    signal_timeline(&context, timeline, 1);
     assert_eq!(
         wait_and_collect(MILLISECOND),
         Ok(Collected {
