@@ -17,7 +17,8 @@
 //!
 //! The bins between the two roundings may hold ranges that fit and ranges that
 //! do not; the allocator looks at them only when the guaranteed search fails
-//! (see `tlsf.rs`), which is what keeps it from reporting a false out-of-space.
+//! (see `tlsf.rs` and `tlsf/gap_bins.rs`), which is what keeps it from
+//! reporting a false out-of-space.
 
 /// Mantissa widths the allocators accept.
 pub(crate) const MIN_MANTISSA_BITS: u32 = 2;

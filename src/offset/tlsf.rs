@@ -1,14 +1,20 @@
 //! [`OffsetAllocator`]: a TLSF-style allocator of ranges of one address space.
 //!
 //! This file holds the state and the operations that change it; reports and
-//! iteration live in `inspect.rs`.
+//! iteration live in `inspect.rs`, the bins of free gaps and the search
+//! through them in `tlsf/gap_bins.rs`, and allocations at a place the caller
+//! chose (the destinations of compaction's moves) in
+//! `tlsf/move_destinations.rs`.
 
 use super::allocation::{next_owner_tag, AllocationId, FreeRange, OffsetAllocation};
 use super::bin_mask::BinMask;
 use super::node::{Node, ADDRESS_BITS, NIL};
 use super::report::{Counters, SearchStats};
-use super::size_class::{bin_count, bin_down, bin_up, MantissaBits};
+use super::size_class::{bin_count, MantissaBits};
 use super::OffsetError;
+
+mod gap_bins;
+mod move_destinations;
 
 /// The largest capacity an [`OffsetAllocator`] manages: offsets take 48 bits.
 pub const MAX_CAPACITY: u64 = (1u64 << ADDRESS_BITS) - 1;
@@ -340,226 +346,12 @@ impl<const M: u32> OffsetAllocator<M> {
         Ok(())
     }
 
-    /// Allocates `size` bytes at alignment `align` at the lowest offset where
-    /// they fit and end at or before `end`: the destination of a move that
-    /// packs allocations toward the start of the range (compaction), which
-    /// must lie wholly below the allocation it replaces.
-    ///
-    /// `Ok(None)` when no free range below `end` holds the request. That is
-    /// a probe coming back empty, not a failed request: the
-    /// [`Counters`]' failures do not count it.
-    ///
-    /// ```
-    /// use vk_suballoc::offset::OffsetAllocator;
-    ///
-    /// let mut heap = OffsetAllocator::<3>::new(100, 8)?;
-    /// let a = heap.allocate(10, 1)?;
-    /// let hole = heap.allocate(20, 1)?;
-    /// let b = heap.allocate(10, 1)?; // [30, 40)
-    /// heap.free(hole.id)?;
-    /// // b fits in the hole at 10, wholly below its offset: move it there.
-    /// let moved = heap.allocate_below(b.size, 1, b.offset)?.expect("room below");
-    /// assert_eq!(moved.offset, a.end());
-    /// heap.free(b.id)?;
-    /// // What is left is one free range after the packed allocations.
-    /// assert_eq!(heap.free_ranges().count(), 1);
-    /// assert!(heap.allocate_below(5, 1, moved.offset)?.is_none());
-    /// # Ok::<(), vk_suballoc::offset::OffsetError>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`OffsetError::ZeroSize`], [`OffsetError::AlignmentNotPowerOfTwo`],
-    /// and [`OffsetError::OutOfSlots`] when no slot is unused (see
-    /// [`reserve_slots`](Self::reserve_slots)). Nothing changes on error.
-    ///
-    /// # Time complexity
-    /// O(allocations below `end`): a walk in address order, not a bin
-    /// lookup. For planning moves, not for hot paths.
-    pub fn allocate_below(
-        &mut self,
-        size: u64,
-        align: u64,
-        end: u64,
-    ) -> Result<Option<OffsetAllocation>, OffsetError> {
-        if size == 0 {
-            return Err(OffsetError::ZeroSize);
-        }
-        if !align.is_power_of_two() {
-            return Err(OffsetError::AlignmentNotPowerOfTwo(align));
-        }
-        if self.unused_slot == NIL {
-            return Err(OffsetError::OutOfSlots(self.slot_count()));
-        }
-        // Past the capacity nothing fits; below it `fit_in_gap` cannot
-        // overflow.
-        if size > self.capacity.min(end) {
-            return Ok(None);
-        }
-        let mut node = SENTINEL;
-        while node != NIL {
-            let entry = self.nodes[node as usize];
-            if entry.end() >= end {
-                break;
-            }
-            if entry.gap() > 0 {
-                if let Some(offset) = self.fit_in_gap(node, size, align) {
-                    if offset + size > end {
-                        // Later gaps start later still.
-                        break;
-                    }
-                    return Ok(Some(self.place(node, offset, size)));
-                }
-            }
-            node = entry.next;
-        }
-        Ok(None)
-    }
-
-    /// Allocates `size` bytes at alignment `align` at the lowest offset of
-    /// one given free range, if they fit there: the range right after the
-    /// live allocation `after`, or with `None` the range at offset 0,
-    /// before every allocation. For a caller that chose the place itself
-    /// from the ranges it walked
-    /// ([`free_ranges_after`](Self::free_ranges_after) gives each with the
-    /// allocation it follows), as compaction does once per block instead
-    /// of once per move.
-    ///
-    /// `Ok(None)` when that range does not hold the request (or is empty):
-    /// a probe, not a failed request.
-    ///
-    /// ```
-    /// use vk_suballoc::offset::OffsetAllocator;
-    ///
-    /// let mut heap = OffsetAllocator::<3>::new(100, 8)?;
-    /// let a = heap.allocate(10, 1)?;
-    /// let hole = heap.allocate(20, 1)?;
-    /// heap.allocate(10, 1)?;
-    /// heap.free(hole.id)?;
-    /// // The free range after `a` is [10, 30).
-    /// assert!(heap.allocate_in_gap(Some(a.id), 16, 8)?.is_none()); // [16, 32) does not fit
-    /// let placed = heap.allocate_in_gap(Some(a.id), 12, 8)?.expect("fits");
-    /// assert_eq!((placed.offset, placed.size), (16, 12));
-    /// // Nothing is free before `a`.
-    /// assert!(heap.allocate_in_gap(None, 1, 1)?.is_none());
-    /// # Ok::<(), vk_suballoc::offset::OffsetError>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`OffsetError::ZeroSize`], [`OffsetError::AlignmentNotPowerOfTwo`],
-    /// [`OffsetError::ForeignId`] and [`OffsetError::StaleId`] for `after`,
-    /// and [`OffsetError::OutOfSlots`] when no slot is unused. Nothing
-    /// changes on error.
-    ///
-    /// # Time complexity
-    /// O(1).
-    pub fn allocate_in_gap(
-        &mut self,
-        after: Option<AllocationId>,
-        size: u64,
-        align: u64,
-    ) -> Result<Option<OffsetAllocation>, OffsetError> {
-        if size == 0 {
-            return Err(OffsetError::ZeroSize);
-        }
-        if !align.is_power_of_two() {
-            return Err(OffsetError::AlignmentNotPowerOfTwo(align));
-        }
-        let owner = match after {
-            Some(id) => self.live_slot(id)?,
-            None => SENTINEL,
-        };
-        if self.unused_slot == NIL {
-            return Err(OffsetError::OutOfSlots(self.slot_count()));
-        }
-        // Past the capacity nothing fits; below it `fit_in_gap` cannot
-        // overflow, and a fit means a non-empty gap, filed in a bin.
-        if size > self.capacity {
-            return Ok(None);
-        }
-        Ok(self
-            .fit_in_gap(owner, size, align)
-            .map(|offset| self.place(owner, offset, size)))
-    }
-
-    // ----- search -----
-
-    /// Finds a gap that holds `size` bytes at alignment `align`: returns the
-    /// gap's owner node and the aligned offset.
-    #[inline]
-    fn find_fit(&mut self, size: u64, align: u64) -> Option<(u32, u64)> {
-        // 1. Good fit: the first non-empty bin whose every gap holds `size`.
-        //    With `align == 1` its head always fits.
-        if let Some(bin) = self.mask.first_at_or_above(bin_up::<M>(size)) {
-            let head = self.bin_heads[bin as usize];
-            if let Some(offset) = self.fit_in_gap(head, size, align) {
-                return Some((head, offset));
-            }
-            // 2. Alignment shifted it out: gaps of at least `size + align - 1`
-            //    hold the request wherever they start.
-            let worst_case = size + (align - 1);
-            if worst_case <= MAX_CAPACITY {
-                if let Some(bin) = self.mask.first_at_or_above(bin_up::<M>(worst_case)) {
-                    let head = self.bin_heads[bin as usize];
-                    if let Some(offset) = self.fit_in_gap(head, size, align) {
-                        return Some((head, offset));
-                    }
-                }
-            }
-        }
-        self.find_fit_exhaustive(size, align)
-    }
-
-    /// The cold path of [`find_fit`](Self::find_fit): every gap of a bin that
-    /// may hold `size` bytes is tried, in bins from small to large, skipping
-    /// bins whose bound shows they cannot help.
-    ///
-    /// Exact: a gap of at least `size` bytes is filed under a bin at or above
-    /// `bin_down(size)`, and a bin is skipped only when its upper bound says
-    /// that all its gaps are smaller than `size`. When the guaranteed search
-    /// failed, every bin at or above `bin_up(size + align - 1)` is empty (its
-    /// head would have fitted), so only the boundary bins below it are ever
-    /// walked.
-    #[cold]
-    fn find_fit_exhaustive(&mut self, size: u64, align: u64) -> Option<(u32, u64)> {
-        self.search.boundary_searches += 1;
-        let mut next_bin = Some(bin_down::<M>(size));
-        while let Some(bin) = next_bin.and_then(|b| self.mask.first_at_or_above(b)) {
-            next_bin = bin.checked_add(1);
-            if self.bin_max_hint[bin as usize] < size {
-                continue;
-            }
-            let mut largest = 0;
-            let mut node = self.bin_heads[bin as usize];
-            while node != NIL {
-                self.search.gaps_visited += 1;
-                if let Some(offset) = self.fit_in_gap(node, size, align) {
-                    return Some((node, offset));
-                }
-                let entry = &self.nodes[node as usize];
-                largest = largest.max(entry.gap());
-                node = entry.bin_next;
-            }
-            // The whole bin was seen: its bound is now exact.
-            self.bin_max_hint[bin as usize] = largest;
-        }
-        None
-    }
-
-    /// The aligned offset at which `size` bytes fit in `node`'s gap, if they do.
-    #[inline]
-    fn fit_in_gap(&self, node: u32, size: u64, align: u64) -> Option<u64> {
-        let entry = &self.nodes[node as usize];
-        // No overflow: ends are below 2^48 and `align` at most 2^63.
-        let aligned = (entry.end() + (align - 1)) & !(align - 1);
-        (aligned + size <= entry.gap_end()).then_some(aligned)
-    }
-
     // ----- placement -----
 
     /// Carves `[offset, offset + size)` out of `gap_owner`'s gap (the caller
     /// checked that it fits) and gives it the top unused slot.
     #[inline]
-    fn place(&mut self, gap_owner: u32, offset: u64, size: u64) -> OffsetAllocation {
+    pub(super) fn place(&mut self, gap_owner: u32, offset: u64, size: u64) -> OffsetAllocation {
         let owner = self.nodes[gap_owner as usize];
         self.remove_gap(gap_owner, owner.gap());
 
@@ -599,50 +391,6 @@ impl<const M: u32> OffsetAllocator<M> {
             offset,
             size,
         }
-    }
-
-    // ----- bins -----
-
-    /// Files `node`'s gap of `gap > 0` bytes under its bin.
-    #[inline(always)]
-    fn insert_gap(&mut self, node: u32, gap: u64) {
-        let bin = bin_down::<M>(gap) as usize;
-        let head = self.bin_heads[bin];
-        let entry = &mut self.nodes[node as usize];
-        entry.bin_prev = NIL;
-        entry.bin_next = head;
-        if head == NIL {
-            self.mask.set(bin as u32);
-        } else {
-            self.nodes[head as usize].bin_prev = node;
-        }
-        self.bin_heads[bin] = node;
-        let hint = &mut self.bin_max_hint[bin];
-        *hint = (*hint).max(gap);
-        self.free_ranges += 1;
-    }
-
-    /// Takes `node`'s gap of `gap > 0` bytes out of its bin.
-    #[inline(always)]
-    fn remove_gap(&mut self, node: u32, gap: u64) {
-        let Node {
-            bin_prev, bin_next, ..
-        } = self.nodes[node as usize];
-        if bin_prev == NIL {
-            // The head of its bin: only then is the bin itself needed.
-            let bin = bin_down::<M>(gap) as usize;
-            self.bin_heads[bin] = bin_next;
-            if bin_next == NIL {
-                self.mask.clear(bin as u32);
-                self.bin_max_hint[bin] = 0;
-            }
-        } else {
-            self.nodes[bin_prev as usize].bin_next = bin_next;
-        }
-        if bin_next != NIL {
-            self.nodes[bin_next as usize].bin_prev = bin_prev;
-        }
-        self.free_ranges -= 1;
     }
 
     // ----- slots -----
