@@ -1,0 +1,172 @@
+//! Heap budgets of a [`MemoryContext`]: the budget and usage of each heap
+//! that within-budget requests are checked against and the public reports
+//! show. With `VK_EXT_memory_budget` they are the driver's figures, read
+//! again every few memory objects and after each frame and estimated in
+//! between from this allocator's own changes ([`BudgetCache`]); without it,
+//! `Config::budget_fraction` of each heap and this allocator's own usage.
+//! Apart from `context.rs` because reading, correcting and estimating the
+//! driver's figures is a concern of its own: the allocation path only asks
+//! for a heap's figures.
+
+use std::sync::atomic::Ordering;
+use std::sync::PoisonError;
+
+use super::{MemoryContext, MAX_HEAPS};
+use crate::device::{HeapBudget, MemoryDeviceExt};
+use crate::memory::budget_cache::BudgetCache;
+
+impl<D> MemoryContext<D> {
+    /// Budget and usage of every heap: from `VK_EXT_memory_budget` when
+    /// enabled, else `budget_fraction` of each heap's size and this
+    /// allocator's own usage.
+    ///
+    /// The driver's figures are an estimate between readings: read again
+    /// every few memory objects and after each frame, with this allocator's
+    /// own changes added in between ([`BudgetCache`]).
+    ///
+    /// Some drivers report a budget of 0, or one larger than the heap; as
+    /// VMA does (`UpdateVulkanBudget`), a budget of 0 is read as
+    /// `budget_fraction` of the heap and a larger one as the heap's size.
+    /// Taken as reported, a 0 would fail every within-budget request and
+    /// send every block through the smaller-block retries. A reported usage
+    /// below this allocator's own memory in the heap (VMA has seen 0) is
+    /// stale too: the usage is at least the allocator's own.
+    pub(crate) fn heap_budgets<M>(&self) -> [HeapBudget; MAX_HEAPS]
+    where
+        D: MemoryDeviceExt<M>,
+    {
+        self.budgets(Read::WhenStale)
+    }
+
+    /// [`heap_budgets`](Self::heap_budgets) from a new reading of the
+    /// driver's figures (when it has some), which later checks then start
+    /// from: what the public reports show.
+    pub(crate) fn fresh_heap_budgets<M>(&self) -> [HeapBudget; MAX_HEAPS]
+    where
+        D: MemoryDeviceExt<M>,
+    {
+        self.budgets(Read::Always)
+    }
+
+    pub(super) fn budgets<M>(&self, read: Read) -> [HeapBudget; MAX_HEAPS]
+    where
+        D: MemoryDeviceExt<M>,
+    {
+        let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
+        let heaps = &self.properties.device.memory_heaps;
+        let own = self.own_usage();
+        // Without the driver's figures: no budget reported, no usage but ours.
+        let mut budgets = self
+            .driver_budgets(read, &own)
+            .unwrap_or([HeapBudget::default(); MAX_HEAPS]);
+        for ((heap, slot), &own) in heaps.iter().zip(budgets.iter_mut()).zip(&own) {
+            slot.budget = match slot.budget {
+                0 => fraction_of(heap.size, fraction),
+                budget => budget.min(heap.size),
+            };
+            // The process's usage includes this allocator's memory; a
+            // driver that reports less (VMA has seen 0) is stale.
+            slot.usage = slot.usage.max(own);
+        }
+        budgets
+    }
+
+    /// The driver's figures, as reported (or estimated since the last
+    /// reading), when `VK_EXT_memory_budget` is enabled; read again as
+    /// `read` says. `own` is this allocator's memory in each heap now.
+    fn driver_budgets<M>(
+        &self,
+        read: Read,
+        own: &[u64; MAX_HEAPS],
+    ) -> Option<[HeapBudget; MAX_HEAPS]>
+    where
+        D: MemoryDeviceExt<M>,
+    {
+        if !self.properties.memory_budget {
+            return None;
+        }
+        let number = {
+            let mut cache = self.budget_cache();
+            let stale = match read {
+                Read::WhenStale => cache.is_stale(),
+                Read::ForRecheck => cache.needs_recheck(),
+                Read::Always => true,
+            };
+            if !stale {
+                return cache.estimate(own);
+            }
+            cache.begin_reading()
+        };
+        // Unlocked while the driver answers (milliseconds on some): threads
+        // making or freeing memory meanwhile do not wait for it.
+        let mut budgets = [HeapBudget::default(); MAX_HEAPS];
+        if !self.device.heap_budgets(&mut budgets) {
+            return None;
+        }
+        // What the reading counts as ours must not exceed what the
+        // driver counted, or the estimate falls below the true usage
+        // until the next reading. Memory freed while the driver was
+        // read (`own` was taken before) is out of the usage after it,
+        // and memory made meanwhile out of the usage before it (made
+        // memory is counted after `vkAllocateMemory`, freed memory
+        // uncounted before `vkFreeMemory`).
+        let after = self.own_usage();
+        let mut counted = *own;
+        for (counted, after) in counted.iter_mut().zip(after) {
+            *counted = (*counted).min(after);
+        }
+        let mut cache = self.budget_cache();
+        cache.store(number, budgets, counted);
+        cache.estimate(own)
+    }
+
+    /// This allocator's memory in each heap.
+    fn own_usage(&self) -> [u64; MAX_HEAPS] {
+        let mut own = [0; MAX_HEAPS];
+        for (slot, usage) in own.iter_mut().zip(self.heap_usage.iter()) {
+            *slot = usage.load(Ordering::Relaxed);
+        }
+        own
+    }
+
+    /// The budget cache, whatever a panic elsewhere left (it holds figures
+    /// only: any state of it is valid).
+    pub(super) fn budget_cache(&self) -> std::sync::MutexGuard<'_, BudgetCache> {
+        self.budget_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes the next budget check read the driver's figures again: a frame
+    /// ended, and other processes may have taken or given back memory.
+    pub(crate) fn expire_budgets(&self) {
+        self.budget_cache().expire();
+    }
+
+    /// A within-budget request is about to make new memory: the first of
+    /// its budget checks that the estimate refuses reads the figures again,
+    /// the others use that reading ([`BudgetCache::begin_request`]).
+    pub(crate) fn begin_budget_checks(&self) {
+        if self.properties.memory_budget {
+            self.budget_cache().begin_request();
+        }
+    }
+}
+
+/// When a budget query reads the driver's figures again.
+#[derive(Clone, Copy)]
+pub(super) enum Read {
+    /// When the cache is stale ([`BudgetCache::is_stale`]).
+    WhenStale,
+    /// When stale or not read since the request began
+    /// ([`BudgetCache::needs_recheck`]).
+    ForRecheck,
+    /// Always: the public reports.
+    Always,
+}
+
+/// `fraction` (in `[0, 1]`) of a heap of `size` bytes, for budgets (`f64`
+/// arithmetic, exact below 2^53 bytes).
+fn fraction_of(size: u64, fraction: f64) -> u64 {
+    (size as f64 * fraction) as u64
+}

@@ -1,0 +1,305 @@
+//! How a [`MemoryContext`] makes and frees each `VkDeviceMemory`:
+//! [`allocate_memory`](MemoryContext::allocate_memory) checks the request
+//! against the device's limits and the heap's budget, takes one of
+//! `maxMemoryAllocationCount`'s slots ([`ObjectSlot`]), allocates, tells
+//! the memory callback and maps host-visible memory, and
+//! [`free_memory`](MemoryContext::free_memory) undoes each step; an error,
+//! or a panic of the backend or the callback, on the way leaves nothing
+//! allocated or counted. Apart from `context.rs`, which holds what the
+//! memory types share, because these are the only paths that ask the
+//! driver for memory objects or give them back.
+
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::PoisonError;
+
+use gpu_alloc_types::{AllocationFlags, MemoryPropertyFlags};
+
+use super::budgets::Read;
+use super::{MemoryContext, MemoryRequest, NewMemory};
+use crate::device::{memory_priority, AllocateInfo, DedicatedTarget, HeapBudget, MemoryDeviceExt};
+use crate::memory::events::{MemoryEvent, MemoryEventKind};
+use crate::memory::mapping::MappedPtr;
+use crate::Error;
+
+impl<D> MemoryContext<D> {
+    /// Tells the callback, if any, of `kind` on `memory`. A panic of the
+    /// callback is caught and returned, for the caller to resume once the
+    /// memory object is made or freed: unwound from the middle of that, it
+    /// left the object allocated for good (never freed, not even at drop)
+    /// and its bytes counted in the heap's usage and in
+    /// `maxMemoryAllocationCount`, while every pool lock it unwound through
+    /// carries on after the poison (`place.rs`).
+    fn tell<M>(
+        &self,
+        kind: MemoryEventKind,
+        memory: &M,
+        memory_type: u32,
+        size: u64,
+        name: Option<&str>,
+    ) -> std::thread::Result<()>
+    where
+        D: MemoryDeviceExt<M>,
+    {
+        let Some(callback) = &self.callback else {
+            return Ok(());
+        };
+        let event = MemoryEvent {
+            kind,
+            memory: self.device.raw_memory(memory),
+            memory_type,
+            heap: self.heap_of(memory_type),
+            size,
+            name,
+        };
+        // Unwind safety: nothing the callback can see is left half-changed
+        // by the panic; the caller finishes its step before resuming it.
+        panic::catch_unwind(AssertUnwindSafe(|| (callback.0)(&event)))
+    }
+
+    /// Allocates (and maps, when host-visible) one `VkDeviceMemory`.
+    ///
+    /// # Errors
+    /// [`Error::TooManyObjects`] at `maxMemoryAllocationCount`,
+    /// [`Error::OverBudget`] when asked to stay within budget, and the device's
+    /// allocation and map failures. Nothing is leaked on error.
+    pub(crate) fn allocate_memory<M>(
+        &self,
+        request: &MemoryRequest<'_>,
+    ) -> Result<NewMemory<M>, Error>
+    where
+        D: MemoryDeviceExt<M>,
+    {
+        // Requests above the limit were refused before placement, but a
+        // block may still have rounded one up past it: the driver would
+        // refuse (or may refuse) such memory anyway.
+        if request.size > self.properties.device.max_memory_allocation_size {
+            return Err(Error::OutOfDeviceMemory);
+        }
+        // Nor may memory exceed its heap (VUID-vkAllocateMemory-pAllocateInfo-01713):
+        // a type whose heap the backend does not list (Vulkan rules it out)
+        // has a heap of 0 bytes, so no memory of it is made, and the heaps'
+        // tables below are never indexed past their end.
+        if request.size > self.heap_size(request.memory_type) {
+            return Err(Error::OutOfDeviceMemory);
+        }
+        // Before the memory is made: a logger that panics here leaves
+        // nothing to undo.
+        log::debug!(
+            "vk-suballoc: allocating {} bytes of memory type {} ({})",
+            request.size,
+            request.memory_type,
+            request.name.unwrap_or("unnamed")
+        );
+        let heap = self.heap_of(request.memory_type);
+        // One memory object of the heap at a time, from the budget check to
+        // the usage count: without this, two threads in different memory
+        // types of the heap could both pass the check and together exceed
+        // the budget. A poisoned turn guards nothing: carry on.
+        let heap_turn = self.heap_turns[heap as usize]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if request.within_budget {
+            let over =
+                |budget: HeapBudget| budget.usage.saturating_add(request.size) > budget.budget;
+            let mut budget = self.heap_budgets()[heap as usize];
+            if over(budget) && self.properties.memory_budget {
+                // The estimate may be stale: refuse on a reading taken
+                // since the request began (this check's own, or a new one).
+                budget = self.budgets(Read::ForRecheck)[heap as usize];
+            }
+            if over(budget) {
+                return Err(Error::OverBudget {
+                    heap,
+                    size: request.size,
+                    usage: budget.usage,
+                    budget: budget.budget,
+                });
+            }
+        }
+        let limit = self.properties.device.max_memory_allocation_count;
+        let slot = ObjectSlot::take(&self.memory_objects, limit)?;
+        // With buffer device address on, any block, and memory dedicated to
+        // a buffer or to no named resource, may hold a buffer whose address
+        // is taken; memory dedicated to an image never does (VMA's rule).
+        let for_image = matches!(request.dedicated, Some(DedicatedTarget::Image(_)));
+        let flags = if self.properties.device.buffer_device_address && !for_image {
+            AllocationFlags::DEVICE_ADDRESS
+        } else {
+            AllocationFlags::empty()
+        };
+        let info = AllocateInfo {
+            size: request.size,
+            memory_type: request.memory_type,
+            flags,
+            dedicated: request.dedicated,
+            // Every backend gets a valid priority, as `AllocateInfo` says.
+            priority: request.priority.map(memory_priority),
+            name: request.name,
+            export_handle_types: request.export_handle_types,
+        };
+        // SAFETY: `memory_type` is an index of this device's types (callers
+        // take it from the ranked candidates) and `size` is non-zero (checked
+        // at the facade) (VUID-vkAllocateMemory-pAllocateInfo-01714,
+        // VUID-VkMemoryAllocateInfo-allocationSize-07899); DEVICE_ADDRESS is
+        // set only when the device reports buffer device address enabled
+        // (VUID-VkMemoryAllocateInfo-flags-03331); a dedicated target comes
+        // from the caller's resource of this exact size; export handle types
+        // come from a custom pool whose caller vouched for them
+        // (`PoolDesc::export`, VUID-VkExportMemoryAllocateInfo-handleTypes-00656).
+        let mut memory = match unsafe { self.device.allocate(&info) } {
+            Ok(memory) => memory,
+            // The slot goes back as it drops (and on a panic, as it unwinds).
+            Err(error) => {
+                return Err(match Error::from(error) {
+                    Error::TooManyObjects(_) => Error::TooManyObjects(limit),
+                    other => other,
+                });
+            }
+        };
+        slot.keep();
+        self.heap_usage[heap as usize].fetch_add(request.size, Ordering::Relaxed);
+        drop(heap_turn);
+        self.budget_cache().count_object();
+        let told = self.tell(
+            MemoryEventKind::Allocated,
+            &memory,
+            request.memory_type,
+            request.size,
+            request.name,
+        );
+        if let Err(panic) = told {
+            // Handed to nobody: freed again (with its `Freed` event, whose
+            // own panic is dropped for the first), then the panic goes on.
+            let free = || {
+                // SAFETY: allocated above by this context with this type
+                // and size, and counted; not mapped yet and never bound.
+                unsafe { self.free_memory(memory, false, request.memory_type, request.size) }
+            };
+            let _ = panic::catch_unwind(AssertUnwindSafe(free));
+            panic::resume_unwind(panic);
+        }
+        let mapped = if self
+            .props(request.memory_type)
+            .contains(MemoryPropertyFlags::HOST_VISIBLE)
+        {
+            // A backend that panics here (a bug, caught by the engine) left
+            // the object made, counted and told of, but in no pool: it is
+            // freed as on a failed map before the panic goes on.
+            let map = panic::catch_unwind(AssertUnwindSafe(|| {
+                // SAFETY: the memory is new, so not mapped yet, and
+                // host-visible; the range is the whole object
+                // (VUID-vkMapMemory-memory-00678, -00682, -offset-00679,
+                // -size-00681).
+                unsafe { self.device.map_memory(&mut memory, 0, request.size) }
+            }));
+            match map {
+                Ok(Ok(pointer)) => Some(MappedPtr(pointer)),
+                Ok(Err(error)) => {
+                    // SAFETY: allocated above by this context with this
+                    // type and size, and counted; not mapped (the map
+                    // failed) and never bound.
+                    unsafe { self.free_memory(memory, false, request.memory_type, request.size) };
+                    return Err(crate::device::DeviceError::from(error).into());
+                }
+                Err(panic) => {
+                    let free = || {
+                        // SAFETY: as for a failed map (should the backend
+                        // have mapped it before it panicked, vkFreeMemory
+                        // unmaps it).
+                        unsafe {
+                            self.free_memory(memory, false, request.memory_type, request.size)
+                        }
+                    };
+                    // Its `Freed` event's own panic is dropped for the
+                    // first, as after a panic of the `Allocated` event.
+                    let _ = panic::catch_unwind(AssertUnwindSafe(free));
+                    panic::resume_unwind(panic);
+                }
+            }
+        } else {
+            None
+        };
+        Ok(NewMemory { memory, mapped })
+    }
+
+    /// Unmaps (when mapped) and frees one `VkDeviceMemory`.
+    ///
+    /// # Safety
+    /// `memory` came from [`allocate_memory`](Self::allocate_memory) of this
+    /// context with `memory_type` and `size`, `mapped` says whether it is
+    /// mapped, and no resource bound to it is used by the GPU any more
+    /// (VUID-vkFreeMemory-memory-00677).
+    pub(crate) unsafe fn free_memory<M>(
+        &self,
+        mut memory: M,
+        mapped: bool,
+        memory_type: u32,
+        size: u64,
+    ) where
+        D: MemoryDeviceExt<M>,
+    {
+        // A backend that panics in the unmap (a bug, caught by the engine)
+        // does not stop the free: the caller counted the memory out, so
+        // nothing would free it again. vkFreeMemory unmaps memory still
+        // mapped. The panic goes on once it is freed, as the callback's.
+        let unmapped = if mapped {
+            panic::catch_unwind(AssertUnwindSafe(|| {
+                // SAFETY: mapped once at allocation (the caller says it is).
+                unsafe { self.device.unmap_memory(&mut memory) }
+            }))
+        } else {
+            Ok(())
+        };
+        // Uncounted before the driver frees it: a budget reading taken
+        // meanwhile then never counts as ours memory the driver no longer
+        // does (`driver_budgets`). The heap's turn keeps budget checks out
+        // until the driver has freed it, as it still counts it until then.
+        let told = self.tell(MemoryEventKind::Freed, &memory, memory_type, size, None);
+        let heap = self.heap_of(memory_type);
+        let heap_turn = self.heap_turns[heap as usize]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.heap_usage[heap as usize].fetch_sub(size, Ordering::Relaxed);
+        // SAFETY: the caller's contract.
+        unsafe { self.device.deallocate_memory(memory) };
+        drop(heap_turn);
+        self.memory_objects.fetch_sub(1, Ordering::AcqRel);
+        self.budget_cache().count_object();
+        log::debug!("vk-suballoc: freed {size} bytes of memory type {memory_type}");
+        if let Err(panic) = unmapped.and(told) {
+            panic::resume_unwind(panic);
+        }
+    }
+}
+
+/// One of `maxMemoryAllocationCount`'s memory objects, counted for an object
+/// about to be made: given back when dropped, unless [`keep`](Self::keep)
+/// says the object was made. So an error, or a backend that panics (caught
+/// by the caller), leaves the count as it was.
+struct ObjectSlot<'a> {
+    count: &'a AtomicU32,
+}
+
+impl<'a> ObjectSlot<'a> {
+    /// Counts one more object, when fewer than `limit` exist.
+    fn take(count: &'a AtomicU32, limit: u32) -> Result<Self, Error> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .map_err(|_| Error::TooManyObjects(limit))?;
+        Ok(Self { count })
+    }
+
+    /// The object was made: it stays counted (until `free_memory`).
+    fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for ObjectSlot<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+    }
+}
