@@ -90,7 +90,8 @@ impl HostBytes {
     }
 
     /// Fills every byte with `poison`, as the object enters the quarantine
-    /// (`state.rs`). Touches every page (the OS allocated them lazily).
+    /// (`state/quarantine.rs`). Touches every page (the OS allocated them
+    /// lazily).
     pub(super) fn poison(&mut self, poison: u8) {
         self.range_mut(0..self.size).fill(poison);
     }

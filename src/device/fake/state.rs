@@ -1,12 +1,17 @@
 //! The fake device's bookkeeping, behind its mutex.
+//!
+//! This file holds the memory objects, their allocation and free, and what
+//! tests read of them; the quarantine of freed objects' host bytes is in
+//! `state/quarantine.rs`, buffers and images and their binds in
+//! `state/resources.rs`, and maps, unmaps, flushes and invalidates in
+//! `state/mapping.rs`.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::ptr::NonNull;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ash::vk;
 use ash::vk::Handle;
-use gpu_alloc_types::{AllocationFlags, DeviceMapError, MemoryPropertyFlags};
+use gpu_alloc_types::{AllocationFlags, MemoryPropertyFlags};
 
 use super::coherence::DeviceCopy;
 use super::host_bytes::HostBytes;
@@ -14,6 +19,13 @@ use super::FakeLayout;
 use crate::device::{
     AllocateInfo, DedicatedTarget, DeviceError, FrameSignal, DEFINED_HANDLE_TYPES,
 };
+
+mod mapping;
+mod quarantine;
+mod resources;
+
+use quarantine::Quarantine;
+use resources::target_handle;
 
 /// What a fake memory object is, for tests to inspect.
 #[derive(Clone, Debug, PartialEq)]
@@ -92,70 +104,6 @@ pub(super) enum Fault {
 
 /// Alignment of the fake mapping pointers (`minMemoryMapAlignment`).
 const MAP_ALIGNMENT: usize = 64;
-
-/// The byte a freed object's host bytes are filled with in the quarantine.
-pub(super) const POISON: u8 = 0xA5;
-/// The most host bytes the quarantine keeps, all objects together.
-pub(super) const QUARANTINE_BYTES: usize = 64 << 20;
-/// Larger freed objects skip the quarantine (their bytes are released at
-/// once, unchecked): poisoning touches every page of bytes the OS
-/// allocated lazily, which would make tests with huge blocks slow.
-pub(super) const QUARANTINE_MAX_OBJECT: usize = 16 << 20;
-
-/// The host bytes of a freed memory object, poisoned, kept so that a host
-/// write through a pointer from its old mapping lands in live memory and
-/// shows (`State::free`).
-#[derive(Debug)]
-struct Quarantined {
-    handle: u64,
-    host: HostBytes,
-}
-
-/// Freed objects' host bytes, the oldest first, at most
-/// [`QUARANTINE_BYTES`] in all.
-#[derive(Debug, Default)]
-pub(super) struct Quarantine {
-    objects: VecDeque<Quarantined>,
-    bytes: usize,
-}
-
-impl Quarantine {
-    /// Takes in `host`, freed as `handle`, poisoned; evicts (and checks) the
-    /// oldest objects to stay within the cap, pushing a line to `violations`
-    /// for each that was written after its free.
-    fn admit(&mut self, handle: u64, mut host: HostBytes, violations: &mut Vec<String>) {
-        let size = host.size();
-        if size > QUARANTINE_MAX_OBJECT {
-            return;
-        }
-        while self.bytes + size > QUARANTINE_BYTES {
-            match self.objects.pop_front() {
-                Some(old) => self.release(old, violations),
-                None => break,
-            }
-        }
-        host.poison(POISON);
-        self.bytes += size;
-        self.objects.push_back(Quarantined { handle, host });
-    }
-
-    /// Checks and releases every object.
-    pub(super) fn drain(&mut self, violations: &mut Vec<String>) {
-        while let Some(old) = self.objects.pop_front() {
-            self.release(old, violations);
-        }
-    }
-
-    fn release(&mut self, old: Quarantined, violations: &mut Vec<String>) {
-        self.bytes -= old.host.size();
-        if let Some(offset) = old.host.first_changed(POISON) {
-            violations.push(format!(
-                "use after vkFreeMemory: host bytes of freed memory {:#x} were written after the free (first changed byte at offset {offset})",
-                old.handle
-            ));
-        }
-    }
-}
 
 #[derive(Debug)]
 struct Memory {
@@ -292,50 +240,6 @@ impl State {
             requirements: HashMap::new(),
             flushed: Vec::new(),
             invalidated: Vec::new(),
-        }
-    }
-
-    pub(super) fn create_resource(&mut self) -> u64 {
-        self.next_handle += 1;
-        self.resources.insert(self.next_handle, 0);
-        self.next_handle
-    }
-
-    /// Binds a buffer; `device_address` says whether buffer device address
-    /// is enabled.
-    pub(super) fn bind(&mut self, resource: u64, memory: u64, offset: u64, device_address: bool) {
-        let problem = match self.resources.get(&resource) {
-            None => Some("VUID-vkBindBufferMemory-buffer-parameter: unknown buffer"),
-            Some(&bound) if bound != 0 => {
-                Some("VUID-vkBindBufferMemory-buffer-07459: already bound")
-            }
-            Some(_) => match self.memories.get(&memory) {
-                None => Some("VUID-vkBindBufferMemory-memory-parameter: unknown memory"),
-                Some(m) if offset >= m.size => {
-                    Some("VUID-vkBindBufferMemory-memoryOffset-01031: offset past the memory")
-                }
-                Some(m) => {
-                    let created = self.requirements.get(&resource);
-                    bind_problem(m, created, resource, offset, device_address)
-                }
-            },
-        };
-        match problem {
-            Some(problem) => self.violations.push(format!(
-                "{problem} (buffer {resource:#x}, memory {memory:#x}, offset {offset})"
-            )),
-            None => {
-                self.resources.insert(resource, memory);
-            }
-        }
-    }
-
-    pub(super) fn destroy_resource(&mut self, resource: u64) {
-        self.requirements.remove(&resource);
-        if self.resources.remove(&resource).is_none() {
-            self.violations.push(format!(
-                "vkDestroyBuffer/vkDestroyImage: {resource:#x} is not a live resource"
-            ));
         }
     }
 
@@ -526,148 +430,6 @@ impl State {
         }
     }
 
-    pub(super) fn map(
-        &mut self,
-        layout: &FakeLayout,
-        handle: u64,
-        offset: u64,
-        size: u64,
-    ) -> Result<NonNull<u8>, DeviceMapError> {
-        self.counters.maps += 1;
-        let call = self.counters.maps;
-        if let Some(i) = self
-            .faults
-            .iter()
-            .position(|f| matches!(f, Fault::Map { at } if *at == call))
-        {
-            self.faults.remove(i);
-            return Err(DeviceMapError::MapFailed);
-        }
-        let Some(memory) = self.memories.get_mut(&handle) else {
-            self.violations
-                .push(format!("vkMapMemory: memory {handle:#x} is not live"));
-            return Err(DeviceMapError::MapFailed);
-        };
-        let props = layout.memory_types[memory.memory_type as usize].props;
-        let problem = if !props.contains(MemoryPropertyFlags::HOST_VISIBLE) {
-            Some("VUID-vkMapMemory-memory-00682: memory type is not host-visible")
-        } else if memory.mapped.is_some() {
-            Some("VUID-vkMapMemory-memory-00678: memory is already mapped")
-        } else if offset >= memory.size {
-            Some("VUID-vkMapMemory-offset-00679: offset past the memory object")
-        } else if size == 0 {
-            Some("VUID-vkMapMemory-size-00680: size 0")
-        } else if size != vk::WHOLE_SIZE && offset.saturating_add(size) > memory.size {
-            Some("VUID-vkMapMemory-size-00681: range exceeds the memory object")
-        } else {
-            None
-        };
-        if let Some(problem) = problem {
-            self.violations.push(problem.to_owned());
-            return Err(DeviceMapError::MapFailed);
-        }
-        let length = if size == vk::WHOLE_SIZE {
-            memory.size - offset
-        } else {
-            size
-        };
-        memory.mapped = Some((offset, length));
-        let range = offset as usize..(offset + length) as usize;
-        if let Some((host, device)) = memory.host_and_device(range.clone()) {
-            device.map(host, range);
-        }
-        let host = memory.host.as_mut().ok_or(DeviceMapError::MapFailed)?;
-        host.pointer(offset as usize)
-            .ok_or(DeviceMapError::MapFailed)
-    }
-
-    pub(super) fn unmap(&mut self, handle: u64) {
-        self.counters.unmaps += 1;
-        match self.memories.get_mut(&handle) {
-            Some(memory) if memory.mapped.is_some() => {
-                memory.mapped = None;
-                if let Some(device) = memory.device.as_mut() {
-                    device.unmap();
-                }
-            }
-            _ => self.violations.push(format!(
-                "VUID-vkUnmapMemory-memory-00689: memory {handle:#x} is not mapped"
-            )),
-        }
-    }
-
-    /// Checks and records a flush (`flush == true`) or invalidation.
-    pub(super) fn record_range(
-        &mut self,
-        layout: &FakeLayout,
-        handle: u64,
-        offset: u64,
-        size: u64,
-        flush: bool,
-    ) {
-        let range = RecordedRange {
-            memory: vk::DeviceMemory::from_raw(handle),
-            offset,
-            size,
-        };
-        if flush {
-            self.counters.flushes += 1;
-            self.flushed.push(range);
-        } else {
-            self.counters.invalidates += 1;
-            self.invalidated.push(range);
-        }
-        let Some(memory) = self.memories.get_mut(&handle) else {
-            self.violations.push(format!(
-                "VkMappedMemoryRange: memory {handle:#x} is not live"
-            ));
-            return;
-        };
-        let atom = layout.non_coherent_atom_size;
-        let checked = match memory.mapped {
-            None => Err("VUID-VkMappedMemoryRange-memory-00684: memory is not mapped"),
-            Some((map_offset, map_size)) => {
-                let map_end = map_offset + map_size;
-                let whole = size == vk::WHOLE_SIZE;
-                let end = if whole {
-                    map_end
-                } else {
-                    offset.saturating_add(size)
-                };
-                if whole && !(map_offset..map_end).contains(&offset) {
-                    Err("VUID-VkMappedMemoryRange-size-00686: offset outside the mapping")
-                } else if offset < map_offset || end > map_end {
-                    Err("VUID-VkMappedMemoryRange-size-00685: range outside the mapping")
-                } else if whole && map_end % atom != 0 && map_end != memory.size {
-                    Err("VUID-VkMappedMemoryRange-size-01389: the mapping ends inside an atom, before the end of the memory")
-                } else if offset % atom != 0 {
-                    Err("VUID-VkMappedMemoryRange-offset-00687: offset not a multiple of nonCoherentAtomSize")
-                } else if size != vk::WHOLE_SIZE && size % atom != 0 && end != memory.size {
-                    Err("VUID-VkMappedMemoryRange-size-01390: size not a multiple of nonCoherentAtomSize")
-                } else {
-                    Ok(offset as usize..end as usize)
-                }
-            }
-        };
-        match checked {
-            // Non-coherent memory: the bytes move between host and device
-            // (coherence.rs); an invalid range moves nothing.
-            Ok(bytes) => {
-                if let Some((host, device)) = memory.host_and_device(bytes.clone()) {
-                    if flush {
-                        device.flush(host, bytes);
-                    } else {
-                        device.invalidate(host, bytes);
-                    }
-                }
-            }
-            Err(problem) => self.violations.push(format!(
-                "{problem} (offset {offset}, size {size}, memory size {})",
-                memory.size
-            )),
-        }
-    }
-
     pub(super) fn is_signalled(&mut self, signal: FrameSignal) -> Result<bool, DeviceError> {
         if self.device_lost {
             return Err(DeviceError::DeviceLost);
@@ -741,111 +503,5 @@ impl Drop for State {
         if !found.is_empty() && !std::thread::panicking() {
             panic!("fake device dropped with writes into freed memory: {found:#?}");
         }
-    }
-}
-
-/// The raw handle of the resource dedicated memory is for.
-fn target_handle(target: DedicatedTarget) -> u64 {
-    match target {
-        DedicatedTarget::Buffer(buffer) => buffer.as_raw(),
-        DedicatedTarget::Image(image) => image.as_raw(),
-    }
-}
-
-/// What is wrong with binding `resource`, whose usage and requirements are
-/// `created` (when the device made it), to `memory` at `offset`;
-/// `device_address` says whether buffer device address is enabled.
-fn bind_problem(
-    memory: &Memory,
-    created: Option<&(vk::BufferUsageFlags, vk::MemoryRequirements)>,
-    resource: u64,
-    offset: u64,
-    device_address: bool,
-) -> Option<&'static str> {
-    if let Some(target) = memory.dedicated {
-        if target_handle(target) != resource || offset != 0 {
-            return Some("VUID-vkBindBufferMemory-memory-01508: dedicated memory of another resource, or not at offset 0");
-        }
-    }
-    let (usage, requirements) = created?;
-    if device_address
-        && usage.contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
-        && !memory.device_address
-    {
-        Some("VUID-vkBindBufferMemory-bufferDeviceAddress-03339: a device-address buffer in memory allocated without VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT")
-    } else if requirements.memory_type_bits & (1 << memory.memory_type) == 0 {
-        Some("VUID-vkBindBufferMemory-memory-01035: memory type not in memoryTypeBits")
-    } else if offset % requirements.alignment.max(1) != 0 {
-        Some("VUID-vkBindBufferMemory-memoryOffset-01036: offset not a multiple of the alignment")
-    } else if requirements.size > memory.size - offset {
-        Some("VUID-vkBindBufferMemory-size-01037: the buffer does not fit in the memory")
-    } else {
-        None
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The handles of the objects `quarantine` holds, the oldest first.
-    fn held(quarantine: &Quarantine) -> Vec<u64> {
-        quarantine.objects.iter().map(|old| old.handle).collect()
-    }
-
-    /// Admits a freed object of `size` host bytes, unwritten, as `handle`:
-    /// whatever it evicts breaks no rule.
-    fn admit(quarantine: &mut Quarantine, handle: u64, size: usize) {
-        let mut violations = Vec::new();
-        quarantine.admit(handle, HostBytes::new(size, MAP_ALIGNMENT), &mut violations);
-        assert!(violations.is_empty(), "{violations:#?}");
-    }
-
-    /// Checks and releases every object of `quarantine`, none written.
-    fn drain_clean(quarantine: &mut Quarantine) {
-        let mut violations = Vec::new();
-        quarantine.drain(&mut violations);
-        assert!(violations.is_empty(), "{violations:#?}");
-        assert_eq!((held(quarantine), quarantine.bytes), (vec![], 0));
-    }
-
-    /// The quarantine keeps freed objects up to 64 MiB in all, exactly, and
-    /// past it evicts the oldest, only as many as the new one needs: a write
-    /// through an old mapping into any of the last 64 MiB freed lands in
-    /// bytes still allocated, and is reported. The use-after-free tests
-    /// write into the last object freed, which a quarantine of one object
-    /// (or of none but the last) keeps too; each miscount of its bytes here
-    /// held fewer objects than the cap allows, or more.
-    #[test]
-    fn the_quarantine_holds_64_mib_and_evicts_the_oldest_first() {
-        let mut quarantine = Quarantine::default();
-        for handle in 1..=4 {
-            admit(&mut quarantine, handle, QUARANTINE_MAX_OBJECT);
-        }
-        // 4 × 16 MiB: at the cap, not past it.
-        assert_eq!(held(&quarantine), [1, 2, 3, 4]);
-        assert_eq!(quarantine.bytes, QUARANTINE_BYTES);
-        admit(&mut quarantine, 5, QUARANTINE_MAX_OBJECT);
-        assert_eq!(held(&quarantine), [2, 3, 4, 5]);
-        assert_eq!(quarantine.bytes, QUARANTINE_BYTES);
-        // One page past the cap evicts a whole object, the oldest.
-        admit(&mut quarantine, 6, 4096);
-        assert_eq!(held(&quarantine), [3, 4, 5, 6]);
-        assert_eq!(quarantine.bytes, 3 * QUARANTINE_MAX_OBJECT + 4096);
-        drain_clean(&mut quarantine);
-    }
-
-    /// Objects over 16 MiB skip the quarantine (poisoning them would touch
-    /// every page the OS allocated lazily); one of 16 MiB exactly, and
-    /// smaller ones, are kept.
-    #[test]
-    fn only_objects_over_16_mib_skip_the_quarantine() {
-        let mut quarantine = Quarantine::default();
-        admit(&mut quarantine, 1, QUARANTINE_MAX_OBJECT + 1);
-        admit(&mut quarantine, 2, QUARANTINE_MAX_OBJECT);
-        admit(&mut quarantine, 3, 4096);
-        assert_eq!(held(&quarantine), [2, 3]);
-        assert_eq!(quarantine.bytes, QUARANTINE_MAX_OBJECT + 4096);
-        drain_clean(&mut quarantine);
     }
 }

@@ -1,0 +1,99 @@
+//! The buffers and images of a fake device: those a test creates (the
+//! application's, in the allocator's eyes) and those the allocator has the
+//! device create, their binds to memory, and the checks on each bind that
+//! a validation layer would make (an unknown or bound resource, memory
+//! dedicated to another one, the reported requirements). Apart from
+//! `state.rs`, which keeps the memory objects, because these rules are
+//! about what is bound to memory, not the memory itself.
+
+use ash::vk;
+use ash::vk::Handle;
+
+use super::{Memory, State};
+use crate::device::DedicatedTarget;
+
+impl State {
+    pub(crate) fn create_resource(&mut self) -> u64 {
+        self.next_handle += 1;
+        self.resources.insert(self.next_handle, 0);
+        self.next_handle
+    }
+
+    /// Binds a buffer; `device_address` says whether buffer device address
+    /// is enabled.
+    pub(crate) fn bind(&mut self, resource: u64, memory: u64, offset: u64, device_address: bool) {
+        let problem = match self.resources.get(&resource) {
+            None => Some("VUID-vkBindBufferMemory-buffer-parameter: unknown buffer"),
+            Some(&bound) if bound != 0 => {
+                Some("VUID-vkBindBufferMemory-buffer-07459: already bound")
+            }
+            Some(_) => match self.memories.get(&memory) {
+                None => Some("VUID-vkBindBufferMemory-memory-parameter: unknown memory"),
+                Some(m) if offset >= m.size => {
+                    Some("VUID-vkBindBufferMemory-memoryOffset-01031: offset past the memory")
+                }
+                Some(m) => {
+                    let created = self.requirements.get(&resource);
+                    bind_problem(m, created, resource, offset, device_address)
+                }
+            },
+        };
+        match problem {
+            Some(problem) => self.violations.push(format!(
+                "{problem} (buffer {resource:#x}, memory {memory:#x}, offset {offset})"
+            )),
+            None => {
+                self.resources.insert(resource, memory);
+            }
+        }
+    }
+
+    pub(crate) fn destroy_resource(&mut self, resource: u64) {
+        self.requirements.remove(&resource);
+        if self.resources.remove(&resource).is_none() {
+            self.violations.push(format!(
+                "vkDestroyBuffer/vkDestroyImage: {resource:#x} is not a live resource"
+            ));
+        }
+    }
+}
+
+/// The raw handle of the resource dedicated memory is for.
+pub(super) fn target_handle(target: DedicatedTarget) -> u64 {
+    match target {
+        DedicatedTarget::Buffer(buffer) => buffer.as_raw(),
+        DedicatedTarget::Image(image) => image.as_raw(),
+    }
+}
+
+/// What is wrong with binding `resource`, whose usage and requirements are
+/// `created` (when the device made it), to `memory` at `offset`;
+/// `device_address` says whether buffer device address is enabled.
+fn bind_problem(
+    memory: &Memory,
+    created: Option<&(vk::BufferUsageFlags, vk::MemoryRequirements)>,
+    resource: u64,
+    offset: u64,
+    device_address: bool,
+) -> Option<&'static str> {
+    if let Some(target) = memory.dedicated {
+        if target_handle(target) != resource || offset != 0 {
+            return Some("VUID-vkBindBufferMemory-memory-01508: dedicated memory of another resource, or not at offset 0");
+        }
+    }
+    let (usage, requirements) = created?;
+    if device_address
+        && usage.contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
+        && !memory.device_address
+    {
+        Some("VUID-vkBindBufferMemory-bufferDeviceAddress-03339: a device-address buffer in memory allocated without VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT")
+    } else if requirements.memory_type_bits & (1 << memory.memory_type) == 0 {
+        Some("VUID-vkBindBufferMemory-memory-01035: memory type not in memoryTypeBits")
+    } else if offset % requirements.alignment.max(1) != 0 {
+        Some("VUID-vkBindBufferMemory-memoryOffset-01036: offset not a multiple of the alignment")
+    } else if requirements.size > memory.size - offset {
+        Some("VUID-vkBindBufferMemory-size-01037: the buffer does not fit in the memory")
+    } else {
+        None
+    }
+}
