@@ -1,0 +1,206 @@
+//! Fault injection on a [`FakeDevice`]: what a test arranges to go wrong
+//! (capped heaps, failing allocations, maps, flushes and invalidates,
+//! backend calls that panic, slow driver calls, a lost device, budgets
+//! and usages as a driver reports them) and the hooks it runs inside waits
+//! and flushes. Apart from `mod.rs` because each of these only sets what
+//! the device's calls later read: a test reads this file to learn what it
+//! can break, `memory_device.rs` to learn where it breaks.
+
+use super::call_hook::CallHook;
+use super::state::Fault;
+use super::FakeDevice;
+use crate::device::DeviceError;
+
+/// A backend call that [`FakeDevice::panic_on`] makes panic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FakeCall {
+    /// `vkMapMemory`.
+    Map,
+    /// `vkUnmapMemory`.
+    Unmap,
+    /// `vkGetFenceStatus` or `vkGetSemaphoreCounterValue`: the poll of a
+    /// frame's signal (`collect`), not the wait (`wait_and_collect`).
+    SignalQuery,
+    /// `vkBindBufferMemory`.
+    BindBuffer,
+    /// `vkDestroyBuffer`.
+    DestroyBuffer,
+    /// `vkDestroyImage`.
+    DestroyImage,
+    /// `vkInvalidateMappedMemoryRanges`.
+    Invalidate,
+}
+
+impl FakeDevice {
+    // ----- fault injection -----
+
+    /// Runs `hook` (`None`: nothing) at the start of every wait for a
+    /// fence or timeline semaphore (`wait_and_collect`), on the waiting
+    /// thread and with no lock of the device held: a test's stand-in for
+    /// what other threads do while one blocks there (a fake wait answers
+    /// at once). The hook may call into the device and the allocator, and
+    /// replace or clear itself; while it runs, no wait runs it again (one
+    /// it causes, or another thread's). It stays set until replaced; a
+    /// hook that holds a clone of the device or the allocator keeps them
+    /// alive until it is.
+    pub fn set_wait_hook(&self, hook: Option<Box<dyn FnMut() + Send>>) {
+        CallHook::set(&self.wait_hook, hook);
+    }
+
+    /// Runs `hook` (`None`: nothing) at the start of every
+    /// `vkFlushMappedMemoryRanges`, on the flushing thread and with no lock
+    /// of the device held, as [`set_wait_hook`](Self::set_wait_hook) runs
+    /// its hook in waits: a test holds a flush there to see what other
+    /// threads can do meanwhile. The allocator flushes under the lock of
+    /// the flushed memory's pool, so the hook must not allocate or free in
+    /// that pool, on its thread or by waiting for another one that does.
+    pub fn set_flush_hook(&self, hook: Option<Box<dyn FnMut() + Send>>) {
+        CallHook::set(&self.flush_hook, hook);
+    }
+
+    /// Allocations that would take `heap`'s usage above `bytes` fail with
+    /// `VK_ERROR_OUT_OF_DEVICE_MEMORY`, like a full heap.
+    pub fn cap_heap(&self, heap: u32, bytes: u64) {
+        if let Some(cap) = self.state().heap_caps.get_mut(heap as usize) {
+            *cap = Some(bytes);
+        }
+    }
+
+    /// The `nth` `vkAllocateMemory` call from now (1 = the next one) fails with
+    /// `error`; a call past `u64::MAX` never comes.
+    pub fn fail_allocation(&self, nth: u64, error: DeviceError) {
+        let mut state = self.state();
+        let at = state.counters.allocate_calls.saturating_add(nth);
+        state.faults.push(Fault::Allocate { at, error });
+    }
+
+    /// Every `vkAllocateMemory` call of `size` bytes or more fails with
+    /// `VK_ERROR_OUT_OF_DEVICE_MEMORY` (a driver that cannot find a large
+    /// enough contiguous range). `None` lifts it.
+    pub fn fail_allocations_from(&self, size: Option<u64>) {
+        self.state().fail_from_size = size;
+    }
+
+    /// The next `vkAllocateMemory` call panics instead of allocating, as a
+    /// buggy backend might: the allocator must stay consistent (and count
+    /// no memory object that was not made) when the panic is caught.
+    pub fn panic_on_next_allocation(&self) {
+        self.state().panic_on_allocation = true;
+    }
+
+    /// Makes the `nth` call of `call` from now panic before it does
+    /// anything (`nth` 1 is the next call; 0 counts as 1), as a buggy
+    /// backend might: the allocator must stay consistent, and leak
+    /// nothing, when the panic is caught.
+    pub fn panic_on(&self, call: FakeCall, nth: u64) {
+        self.state().panics.push((call, nth.max(1)));
+    }
+
+    /// Panics when this call of `call` is one [`panic_on`](Self::panic_on)
+    /// asked for: outside the state's lock, so that only the caller unwinds.
+    pub(super) fn panic_if_asked(&self, call: FakeCall) {
+        let due = {
+            let mut state = self.state();
+            let mut due = false;
+            state.panics.retain_mut(|(asked, left)| {
+                if *asked != call {
+                    return true;
+                }
+                *left -= 1;
+                due |= *left == 0;
+                *left > 0
+            });
+            due
+        };
+        assert!(!due, "FakeDevice: {call:?} panicked (as asked)");
+    }
+
+    /// Every later `vkAllocateMemory` call takes `delay` before it allocates,
+    /// without holding the device's lock, as drivers that take milliseconds
+    /// to allocate do: the windows in which a test's threads race widen.
+    /// `None` lifts it.
+    pub fn slow_allocations(&self, delay: Option<std::time::Duration>) {
+        self.state().allocation_delay = delay;
+    }
+
+    /// Every later heap-budget query takes `delay` before it reads the
+    /// figures, without holding the device's lock, as drivers that take
+    /// milliseconds to answer do. `None` lifts it.
+    pub fn slow_budget_queries(&self, delay: Option<std::time::Duration>) {
+        self.state().budget_query_delay = delay;
+    }
+
+    /// Every later `vkFreeMemory` call takes `delay` before the memory is
+    /// freed (the heap's usage still counts it) and `delay` again after
+    /// (the call returns late), without holding the device's lock: the
+    /// windows in which frees race budget checks and readings widen.
+    /// `None` lifts it.
+    pub fn slow_frees(&self, delay: Option<std::time::Duration>) {
+        self.state().free_delay = delay;
+    }
+
+    /// The `nth` `vkMapMemory` call from now fails with
+    /// `VK_ERROR_MEMORY_MAP_FAILED`; a call past `u64::MAX` never comes.
+    pub fn fail_map(&self, nth: u64) {
+        let mut state = self.state();
+        let at = state.counters.maps.saturating_add(nth);
+        state.faults.push(Fault::Map { at });
+    }
+
+    /// The `nth` `vkFlushMappedMemoryRanges` call from now (1: the next
+    /// one) fails with `VK_ERROR_OUT_OF_HOST_MEMORY`, flushing nothing;
+    /// with `nth` 0, or a call past `u64::MAX`, none does. Invalidates
+    /// are counted apart ([`fail_invalidate`](Self::fail_invalidate)).
+    pub fn fail_flush(&self, nth: u64) {
+        self.fail_sync(true, nth);
+    }
+
+    /// The `nth` `vkInvalidateMappedMemoryRanges` call from now (1: the
+    /// next one) fails with `VK_ERROR_OUT_OF_HOST_MEMORY`, invalidating
+    /// nothing; with `nth` 0, or a call past `u64::MAX`, none does.
+    /// Flushes are counted apart ([`fail_flush`](Self::fail_flush)).
+    pub fn fail_invalidate(&self, nth: u64) {
+        self.fail_sync(false, nth);
+    }
+
+    /// [`fail_flush`](Self::fail_flush) (`flush`) or
+    /// [`fail_invalidate`](Self::fail_invalidate).
+    fn fail_sync(&self, flush: bool, nth: u64) {
+        let mut state = self.state();
+        let calls = if flush {
+            state.counters.flush_calls
+        } else {
+            state.counters.invalidate_calls
+        };
+        let at = calls.saturating_add(nth);
+        state.faults.push(Fault::Sync { flush, at });
+    }
+
+    /// Every later fence, semaphore and allocation call reports
+    /// `VK_ERROR_DEVICE_LOST`. Freeing still works, as on a real lost device.
+    pub fn lose_device(&self) {
+        self.state().device_lost = true;
+    }
+
+    /// Sets the usage that budgets report for `heap` on top of this device's own
+    /// allocations (the application's memory beside the allocator's: other
+    /// allocators, the driver's own objects), and the budget itself.
+    /// `heapUsage` is this process's usage only; other processes show as a
+    /// lower budget (VkPhysicalDeviceMemoryBudgetPropertiesEXT).
+    pub fn set_heap_budget(&self, heap: u32, budget: u64, external_usage: u64) {
+        let mut state = self.state();
+        if let Some(slot) = state.budgets.get_mut(heap as usize) {
+            *slot = (budget, external_usage);
+        }
+    }
+
+    /// Makes budgets report `usage` for `heap` whatever is allocated, as a
+    /// driver with a stale or broken usage counter does (some report 0);
+    /// `None` reports the true usage again.
+    pub fn report_heap_usage(&self, heap: u32, usage: Option<u64>) {
+        if let Some(slot) = self.state().reported_usage.get_mut(heap as usize) {
+            *slot = usage;
+        }
+    }
+}
