@@ -49,9 +49,8 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::HashSet;
 use std::panic::{self, AssertUnwindSafe};
 
-use super::{
-    grow_slot_table, record_range, DedicatedChoice, Location, Placement, PoolRequest, TypePool,
-};
+use super::allocate::{grow_slot_table, record_range};
+use super::{DedicatedChoice, Location, Placement, PoolRequest, TypePool};
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::Block;
 use crate::memory::context::MemoryContext;
