@@ -43,20 +43,26 @@
 //! space (a move that would only carry a hole upward is not made). Once
 //! those moves are carried out, the freed sources join the free ranges
 //! around them.
+//!
+//! This file holds the plan's types and the emptying of blocks, whole or in
+//! part; `sources` finds the blocks a plan may empty, `destinations` the
+//! blocks their moves may go to and places the moves there, and `compact`
+//! packs the blocks that stay.
 
 use std::any::Any;
 use std::cmp::{Ordering, Reverse};
 use std::collections::HashSet;
 use std::panic::{self, AssertUnwindSafe};
 
-use super::allocate::{grow_slot_table, record_range};
 use super::{DedicatedChoice, Location, Placement, PoolRequest, TypePool};
 use crate::device::MemoryDeviceExt;
-use crate::memory::block::Block;
 use crate::memory::context::MemoryContext;
 use crate::memory::deferred_log;
 use crate::memory::slab::SlabKey;
-use crate::offset::{AllocationId, OffsetAllocator};
+
+mod compact;
+mod destinations;
+mod sources;
 
 /// An allocation the engine can move, as its memory type sees it.
 #[derive(Clone, Copy, Debug)]
@@ -141,43 +147,10 @@ fn move_requests<'n>(
     requests
 }
 
-/// A free range of a block, and the range it follows (`None`: it starts
-/// the block), which places into it
-/// ([`OffsetAllocator::allocate_in_gap`](crate::offset::OffsetAllocator::allocate_in_gap)).
-#[derive(Clone, Copy, Debug)]
-struct OwnedRange {
-    start: u64,
-    end: u64,
-    owner: Option<AllocationId>,
-}
-
-/// The free ranges of `ranges` in address order, each with the range it
-/// follows: one pass over its ranges.
-fn free_ranges_with_owners(ranges: &OffsetAllocator) -> Vec<OwnedRange> {
-    ranges
-        .free_ranges_after()
-        .map(|(owner, range)| OwnedRange {
-            start: range.offset,
-            end: range.offset + range.size,
-            owner,
-        })
-        .collect()
-}
-
 /// Orders two blocks' `(bytes in use, size)` by the fraction in use,
 /// exactly (cross-multiplied, so no division rounds).
 fn by_fraction_in_use(a: (u64, u64), b: (u64, u64)) -> Ordering {
     (u128::from(a.0) * u128::from(b.1)).cmp(&(u128::from(b.0) * u128::from(a.1)))
-}
-
-/// Where a source block's moves may go.
-#[derive(Debug)]
-struct Destinations {
-    /// By granularity class, the usable blocks, fullest first.
-    in_order: [Vec<SlabKey>; 2],
-    /// By block slab index, the block's place in that order; `u32::MAX`
-    /// for a block that takes no moves.
-    rank: Vec<u32>,
 }
 
 /// A block a plan may empty: every live allocation in it is movable.
@@ -357,137 +330,6 @@ impl<M> TypePool<M> {
         plan
     }
 
-    /// Packs the listed allocations of the blocks that stay (neither
-    /// retiring nor emptied) toward their blocks' starts, within `budget`:
-    /// in each block, from the highest offset down, each allocation in a
-    /// range of its own moves to the lowest place in its block that holds
-    /// it and ends at or before its offset, when its old place then joins
-    /// free space ([`move_joins_free_space`](Self::move_joins_free_space)).
-    /// Once those moves are carried out, their old places join the free
-    /// ranges around them (one range at the block's end when every
-    /// allocation above the last hole moved).
-    /// Run slots stay (their run is one range of the block, which does not
-    /// move).
-    ///
-    /// Costs a pass over the pool's blocks, and per block with listed
-    /// allocations a pass over its ranges, then for each listed allocation
-    /// a look at the block's free ranges below it; each move is then
-    /// O(1) in the block ([`OffsetAllocator::allocate_in_gap`] in the range
-    /// it chose), and cuts the range it took in that list of free ranges.
-    pub(crate) fn compact(
-        &mut self,
-        movables: &[PoolMovable],
-        budget: &mut MoveBudget,
-        request_for: &impl Fn(usize) -> PoolRequest<'static>,
-    ) -> PoolPlan {
-        let mut plan = PoolPlan::default();
-        // Movables in ranges of their own, by block slab index.
-        let mut by_block: Vec<Vec<PoolMovable>> = Vec::new();
-        by_block.resize_with(self.blocks.index_bound(), Vec::new);
-        for movable in movables {
-            if let Location::Block { block, range } = movable.location {
-                let live = self
-                    .blocks
-                    .get(block)
-                    .is_some_and(|b| !b.retiring && b.ranges.get(range).is_some());
-                if live {
-                    by_block[block.index as usize].push(*movable);
-                }
-            }
-        }
-        let keys: Vec<SlabKey> = self.order.iter().flatten().copied().collect();
-        for key in keys {
-            let mut list = std::mem::take(&mut by_block[key.index as usize]);
-            if list.is_empty() {
-                continue;
-            }
-            // Highest first; an allocation listed twice moves once.
-            list.sort_by_key(|movable| Reverse(movable.offset));
-            list.dedup_by_key(|movable| movable.offset);
-            let names = self.names_of(&list);
-            let Some(block) = self.blocks.get(key) else {
-                continue;
-            };
-            let class = block.class;
-            let mut free = free_ranges_with_owners(&block.ranges);
-            let mut moved = false;
-            // The old place of the allocation moved last, the lowest moved
-            // so far: free once the moves are carried out.
-            let mut vacated: Option<u64> = None;
-            for (movable, name) in list.iter().zip(&names) {
-                if budget.moves == 0 {
-                    break;
-                }
-                // Nothing is free below this one, nor below those after it.
-                if free
-                    .first()
-                    .map_or(true, |range| range.start >= movable.offset)
-                {
-                    break;
-                }
-                if movable.size > budget.bytes {
-                    continue;
-                }
-                let mut request = request_for(movable.index);
-                request.name = name.as_deref();
-                request.run_class = None;
-                // Not into a block: a resource of unknown kind where the
-                // granularity is not a power of two.
-                if request.class != class || request.dedicated == DedicatedChoice::Require {
-                    continue;
-                }
-                request.dedicated = DedicatedChoice::Never;
-                let (size, align) = (request.placed_size, request.align);
-                // The lowest place below it that holds it.
-                let lowest = free
-                    .iter()
-                    .enumerate()
-                    .take_while(|(_, range)| range.start < movable.offset)
-                    .find_map(|(i, range)| {
-                        let at = range.start.checked_next_multiple_of(align)?;
-                        let fits = at.checked_add(size)? <= range.end.min(movable.offset);
-                        fits.then_some((i, at))
-                    });
-                let Some((i, at)) = lowest else {
-                    continue;
-                };
-                if !self.move_joins_free_space(key, movable.location, at + size, vacated) {
-                    continue;
-                }
-                let owner = free[i].owner;
-                let Some((placement, range)) = self.allocate_in_block_gap(key, &request, owner)
-                else {
-                    continue;
-                };
-                debug_assert_eq!(placement.offset, at);
-                let placement = self.count(placement, &request);
-                plan.moves.push((movable.index, placement, key));
-                budget.moves -= 1;
-                budget.bytes -= movable.size;
-                plan.bytes_moved += movable.size;
-                moved = true;
-                vacated = Some(movable.offset);
-                // The free range it took is cut as the offset allocator
-                // cut it: the head slack stays its owner's, the rest
-                // follows the destination. Ranges from this one's offset up
-                // no longer matter (those after it are lower).
-                let taken = free[i];
-                let pieces = [
-                    OwnedRange { end: at, ..taken },
-                    OwnedRange {
-                        start: at + size,
-                        end: taken.end,
-                        owner: Some(range),
-                    },
-                ];
-                free.splice(i..=i, pieces.into_iter().filter(|r| r.start < r.end));
-                free.truncate(free.partition_point(|r| r.start < movable.offset));
-            }
-            plan.compacted += usize::from(moved);
-        }
-        plan
-    }
-
     /// Frees `placed`, the destinations of a source block's moves placed
     /// by [`plan_defragmentation`](Self::plan_defragmentation) and given
     /// up because the block's other moves did not fit. With debug fills,
@@ -539,60 +381,6 @@ impl<M> TypePool<M> {
         first_panic.map_or(Ok(()), Err)
     }
 
-    /// Whether moving the allocation at `location` (a range of block
-    /// `key`) to a place ending at `destination_end` makes the block's free
-    /// space more contiguous: its old place joins free space that the move
-    /// leaves free. That is the free range right after it, or the old place
-    /// of the allocation above it when that moves too (`vacated`), or the
-    /// free range right before it when the destination lies wholly below
-    /// that range. Otherwise the move would only carry a hole upward: a
-    /// copy for nothing.
-    fn move_joins_free_space(
-        &self,
-        key: SlabKey,
-        location: Location,
-        destination_end: u64,
-        vacated: Option<u64>,
-    ) -> bool {
-        let Location::Block { range, .. } = location else {
-            return false;
-        };
-        let Some(ranges) = self.blocks.get(key).map(|block| &block.ranges) else {
-            return false;
-        };
-        let (Some(held), Some((before, after))) = (ranges.get(range), ranges.gaps_around(range))
-        else {
-            return false;
-        };
-        after > 0
-            || vacated == Some(held.end())
-            || (before > 0 && destination_end <= held.offset - before)
-    }
-
-    /// Places `request` in block `key` as
-    /// [`allocate_in_block`](Self::allocate_in_block) does, but at the lowest
-    /// offset of the free range after the range `after` (`None`: the
-    /// block's first free range), a compaction's move; not counted (see
-    /// [`count`](Self::count)). Returns the placement and its range.
-    fn allocate_in_block_gap(
-        &mut self,
-        key: SlabKey,
-        request: &PoolRequest<'_>,
-        after: Option<AllocationId>,
-    ) -> Option<(Placement, AllocationId)> {
-        let block = self.blocks.get_mut(key)?;
-        if !block.ranges.has_unused_slot() {
-            grow_slot_table(&mut block.ranges)?;
-        }
-        let allocation = block
-            .ranges
-            .allocate_in_gap(after, request.placed_size, request.align)
-            .ok()??;
-        let range = allocation.id;
-        let placement = record_range(block, key, range, allocation.offset, request);
-        Some((placement, range))
-    }
-
     /// Moves what `budget` allows of `source`'s movables, largest first
     /// (skipping those over the bytes left or with no room elsewhere), and
     /// counts them in `plan`; the block joins `emptied`, to retire, and the
@@ -639,112 +427,11 @@ impl<M> TypePool<M> {
         moved
     }
 
-    /// Whether block `source` has a block its allocations could go to:
-    /// another of its granularity class that holds something and is not
-    /// being emptied (by `emptied` or an earlier plan).
-    fn has_destination(&self, source: SlabKey, emptied: &[SlabKey]) -> bool {
-        let Some(class) = self.blocks.get(source).map(|block| block.class) else {
-            return false;
-        };
-        self.order[class].iter().any(|&key| {
-            key != source
-                && !emptied.contains(&key)
-                && self
-                    .blocks
-                    .get(key)
-                    .is_some_and(|block| !block.retiring && !block.ranges.is_empty())
-        })
-    }
-
     /// The names of `list`'s allocations, copied out: each destination
     /// takes its source's, and placing changes the maps that hold them.
     fn names_of(&self, list: &[PoolMovable]) -> Vec<Option<Box<str>>> {
         list.iter()
             .map(|movable| self.name_at(movable.location).map(Into::into))
-            .collect()
-    }
-
-    /// By block slab index, the bytes of the free slots of its runs, which
-    /// its offset allocator counts as in use.
-    fn free_slot_bytes_by_block(&self) -> Vec<u64> {
-        let mut free_in_runs: Vec<u64> = vec![0; self.blocks.index_bound()];
-        for (_, run) in self.runs.iter() {
-            if let Some(bytes) = free_in_runs.get_mut(run.block.index as usize) {
-                *bytes += run.free_slot_bytes();
-            }
-        }
-        free_in_runs
-    }
-
-    /// The bytes of block `block` in use, a run's free slots counting as
-    /// free (`free_in_runs` from [`free_slot_bytes_by_block`](Self::free_slot_bytes_by_block)).
-    fn bytes_in_use(block: &Block<M>, index: u32, free_in_runs: &[u64]) -> u64 {
-        let used = block.size - block.ranges.free_bytes();
-        used.saturating_sub(free_in_runs.get(index as usize).copied().unwrap_or(0))
-    }
-
-    /// The blocks whose every live allocation is among `movables` or
-    /// `leaving` (frees waiting for their frame), with their movables (each
-    /// allocation once).
-    fn blocks_to_empty(
-        &self,
-        movables: &[PoolMovable],
-        leaving: &[(Location, u64)],
-        free_in_runs: &[u64],
-    ) -> Vec<Source> {
-        // Movables by block slab index.
-        let mut by_block: Vec<Vec<PoolMovable>> = Vec::new();
-        by_block.resize_with(self.blocks.index_bound(), Vec::new);
-        for movable in movables {
-            if let Some(block) = self.block_of(movable.location) {
-                by_block[block.index as usize].push(*movable);
-            }
-        }
-        // Queued frees by block: their count and bytes (still live, so
-        // counted in use until released).
-        let mut gone: Vec<(u64, u64)> = vec![(0, 0); by_block.len()];
-        for &(location, size) in leaving {
-            if let Some(block) = self.block_of(location) {
-                let entry = &mut gone[block.index as usize];
-                entry.0 += 1;
-                // What it holds in the block: margin and padding included.
-                entry.1 += self.held_bytes(location).unwrap_or(size);
-            }
-        }
-        // Live allocations by block: its ranges, a run counting as its live
-        // slots instead of one.
-        let mut live: Vec<u64> = vec![0; by_block.len()];
-        for (key, block) in self.blocks.iter() {
-            if !by_block[key.index as usize].is_empty() {
-                live[key.index as usize] = block.ranges.counters().live_allocations;
-            }
-        }
-        for (_, run) in self.runs.iter() {
-            let index = run.block.index as usize;
-            if live[index] > 0 {
-                live[index] = (live[index] + u64::from(run.live_slots())).saturating_sub(1);
-            }
-        }
-        self.blocks
-            .iter()
-            .filter_map(|(key, block)| {
-                let mut list = std::mem::take(&mut by_block[key.index as usize]);
-                if list.is_empty() {
-                    return None;
-                }
-                // Stable: of an allocation listed twice, the first listing
-                // (of those whose requirements allow its memory type) moves.
-                list.sort_by_key(|movable| movable.offset);
-                list.dedup_by_key(|movable| movable.offset);
-                let (queued, queued_bytes) = gone[key.index as usize];
-                (list.len() as u64 + queued == live[key.index as usize]).then(|| Source {
-                    key,
-                    used: Self::bytes_in_use(block, key.index, free_in_runs)
-                        .saturating_sub(queued_bytes),
-                    size: block.size,
-                    movables: list,
-                })
-            })
             .collect()
     }
 
@@ -763,90 +450,6 @@ impl<M> TypePool<M> {
             } => Some(self.runs.live(run, slot, generation)?.block),
             Location::Dedicated(_) => None,
         }
-    }
-
-    /// The blocks moves may go to while `emptied` are being emptied: those
-    /// that hold something, are not in `emptied` and are not retiring;
-    /// fullest first (by fraction in use, weighed as sources are: a run's
-    /// free slots, `free_in_runs`, count as free), so that moves fill the
-    /// blocks least likely to be emptied next and leave sparse ones sparse.
-    /// They stay so while one source block's moves are placed (placing only
-    /// adds, and the order needs to be no more than a good guess: the free
-    /// slots are those before the plan), so this is made once per source
-    /// block.
-    fn destinations(&self, emptied: &[SlabKey], free_in_runs: &[u64]) -> Destinations {
-        let mut usable: Vec<(SlabKey, u64, u64)> = self
-            .blocks
-            .iter()
-            .filter(|(key, block)| {
-                !block.retiring && !block.ranges.is_empty() && !emptied.contains(key)
-            })
-            .map(|(key, block)| {
-                let used = Self::bytes_in_use(block, key.index, free_in_runs);
-                (key, used, block.size)
-            })
-            .collect();
-        // Fullest first; the slab index breaks ties.
-        usable.sort_unstable_by(|&(a, used_a, size_a), &(b, used_b, size_b)| {
-            by_fraction_in_use((used_b, size_b), (used_a, size_a)).then(a.index.cmp(&b.index))
-        });
-        let mut rank = vec![u32::MAX; self.blocks.index_bound()];
-        let mut in_order: [Vec<SlabKey>; 2] = [Vec::new(), Vec::new()];
-        for (position, &(key, _, _)) in (0u32..).zip(&usable) {
-            rank[key.index as usize] = position;
-            if let Some(block) = self.blocks.get(key) {
-                in_order[block.class].push(key);
-            }
-        }
-        Destinations { in_order, rank }
-    }
-
-    /// Places `request` as [`allocate`](Self::allocate) would in a block,
-    /// but only in `destinations`: never in new blocks or dedicated memory.
-    fn place_outside(
-        &mut self,
-        request: &PoolRequest<'_>,
-        destinations: &Destinations,
-    ) -> Option<Placement> {
-        debug_assert_eq!(request.dedicated, DedicatedChoice::Never);
-        let keys = &destinations.in_order[request.class];
-        if let Some(class) = request.run_class {
-            let class = usize::from(class);
-            let rank = &destinations.rank;
-            let rank_of = |key: SlabKey| rank.get(key.index as usize).copied().unwrap_or(u32::MAX);
-            // A free slot in the fullest block that has one; but first a new
-            // run in a fuller block, if one has room, so that a sparse
-            // block's free slots do not take moves it would have to give
-            // back when it is emptied in turn.
-            let best = self.runs.best_with_room(class, rank_of);
-            let before = best.map_or(u32::MAX, |(rank, _)| rank);
-            let fuller = &keys[..keys.partition_point(|&key| rank_of(key) < before)];
-            let run_request = Self::run_request(request, class);
-            let run_range = fuller.iter().find_map(|&key| {
-                self.takes_run_in(key, &run_request)
-                    .then(|| self.allocate_in_block(key, &run_request))
-                    .flatten()
-            });
-            if let Some(range) = run_range {
-                let taken = self.start_run(class, range)?;
-                return Some(self.hand_out_slot(taken, request));
-            }
-            if let Some(taken) = best.and_then(|(_, run)| self.runs.take_in(run)) {
-                return Some(self.hand_out_slot(taken, request));
-            }
-        }
-        let placement = self.allocate_in_keys(keys, request)?;
-        Some(self.count(placement, request))
-    }
-
-    /// First fit over `keys`, in order.
-    fn allocate_in_keys(
-        &mut self,
-        keys: &[SlabKey],
-        request: &PoolRequest<'_>,
-    ) -> Option<Placement> {
-        keys.iter()
-            .find_map(|&key| self.allocate_in_block(key, request))
     }
 
     /// Ends the retirement of block `key`, when it is retiring: a move out

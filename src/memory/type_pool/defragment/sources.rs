@@ -1,0 +1,97 @@
+//! The blocks a defragmentation plan may empty, its sources: those whose
+//! every live allocation is movable or a free waiting in the frame queue,
+//! each with the bytes it has in use (a run's free slots and the queued
+//! frees counting as free). It is apart from the plan that orders and tries
+//! them: this is the one pass over the pool's blocks and runs, before any
+//! move, that turns the engine's list of movables into candidates by
+//! block.
+
+use super::{PoolMovable, Source};
+use crate::memory::block::Block;
+use crate::memory::type_pool::{Location, TypePool};
+
+impl<M> TypePool<M> {
+    /// By block slab index, the bytes of the free slots of its runs, which
+    /// its offset allocator counts as in use.
+    pub(super) fn free_slot_bytes_by_block(&self) -> Vec<u64> {
+        let mut free_in_runs: Vec<u64> = vec![0; self.blocks.index_bound()];
+        for (_, run) in self.runs.iter() {
+            if let Some(bytes) = free_in_runs.get_mut(run.block.index as usize) {
+                *bytes += run.free_slot_bytes();
+            }
+        }
+        free_in_runs
+    }
+
+    /// The bytes of block `block` in use, a run's free slots counting as
+    /// free (`free_in_runs` from [`free_slot_bytes_by_block`](Self::free_slot_bytes_by_block)).
+    pub(super) fn bytes_in_use(block: &Block<M>, index: u32, free_in_runs: &[u64]) -> u64 {
+        let used = block.size - block.ranges.free_bytes();
+        used.saturating_sub(free_in_runs.get(index as usize).copied().unwrap_or(0))
+    }
+
+    /// The blocks whose every live allocation is among `movables` or
+    /// `leaving` (frees waiting for their frame), with their movables (each
+    /// allocation once).
+    pub(super) fn blocks_to_empty(
+        &self,
+        movables: &[PoolMovable],
+        leaving: &[(Location, u64)],
+        free_in_runs: &[u64],
+    ) -> Vec<Source> {
+        // Movables by block slab index.
+        let mut by_block: Vec<Vec<PoolMovable>> = Vec::new();
+        by_block.resize_with(self.blocks.index_bound(), Vec::new);
+        for movable in movables {
+            if let Some(block) = self.block_of(movable.location) {
+                by_block[block.index as usize].push(*movable);
+            }
+        }
+        // Queued frees by block: their count and bytes (still live, so
+        // counted in use until released).
+        let mut gone: Vec<(u64, u64)> = vec![(0, 0); by_block.len()];
+        for &(location, size) in leaving {
+            if let Some(block) = self.block_of(location) {
+                let entry = &mut gone[block.index as usize];
+                entry.0 += 1;
+                // What it holds in the block: margin and padding included.
+                entry.1 += self.held_bytes(location).unwrap_or(size);
+            }
+        }
+        // Live allocations by block: its ranges, a run counting as its live
+        // slots instead of one.
+        let mut live: Vec<u64> = vec![0; by_block.len()];
+        for (key, block) in self.blocks.iter() {
+            if !by_block[key.index as usize].is_empty() {
+                live[key.index as usize] = block.ranges.counters().live_allocations;
+            }
+        }
+        for (_, run) in self.runs.iter() {
+            let index = run.block.index as usize;
+            if live[index] > 0 {
+                live[index] = (live[index] + u64::from(run.live_slots())).saturating_sub(1);
+            }
+        }
+        self.blocks
+            .iter()
+            .filter_map(|(key, block)| {
+                let mut list = std::mem::take(&mut by_block[key.index as usize]);
+                if list.is_empty() {
+                    return None;
+                }
+                // Stable: of an allocation listed twice, the first listing
+                // (of those whose requirements allow its memory type) moves.
+                list.sort_by_key(|movable| movable.offset);
+                list.dedup_by_key(|movable| movable.offset);
+                let (queued, queued_bytes) = gone[key.index as usize];
+                (list.len() as u64 + queued == live[key.index as usize]).then(|| Source {
+                    key,
+                    used: Self::bytes_in_use(block, key.index, free_in_runs)
+                        .saturating_sub(queued_bytes),
+                    size: block.size,
+                    movables: list,
+                })
+            })
+            .collect()
+    }
+}
