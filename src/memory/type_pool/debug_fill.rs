@@ -57,18 +57,27 @@
 //! goes away. An upload ring's chunk is one allocation here; the ring
 //! allocations inside it are filled and checked by the rings
 //! (`allocator/ring_fill.rs`).
+//!
+//! This file holds the patterns, the byte-level fill and scan the rings
+//! share, and the fills and checks along an allocation's and a block's
+//! life; `non_coherent_sync` flushes and invalidates them in non-coherent
+//! types, and `free_memory_check` checks all free memory on demand.
 
 use std::ops::Range;
-
-use ash::vk;
-use gpu_alloc_types::MappedMemoryRange;
 
 use super::{Location, Placement, TypePool};
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::Block;
 use crate::memory::context::MemoryContext;
-use crate::memory::deferred_log;
 use crate::memory::mapping::{atom_range, MappedPtr};
+
+mod free_memory_check;
+mod non_coherent_sync;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use free_memory_check::WrittenFree;
+use non_coherent_sync::sync;
 
 /// The byte freed memory holds: VMA's `VMA_ALLOCATION_FILL_PATTERN_DESTROYED`.
 pub(crate) const FREED: u8 = 0xEF;
@@ -118,20 +127,6 @@ pub(crate) unsafe fn first_changed(start: *const u8, len: u64, byte: u8) -> Opti
     at.map(|at| at as u64)
 }
 
-/// A free range, or a free run slot, of a block, in which something wrote
-/// after it was freed.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct WrittenFree {
-    /// Its block.
-    pub(crate) memory: vk::DeviceMemory,
-    /// Its offset in its block.
-    pub(crate) offset: u64,
-    /// Its size.
-    pub(crate) size: u64,
-    /// The offset in the block of its first byte that is not [`FREED`].
-    pub(crate) first_changed: u64,
-}
-
 /// Where the bytes a live allocation holds lie: its memory object, the
 /// object's size and mapping, and the held bytes' offset and size in it.
 struct HeldSpan<'p, M> {
@@ -157,64 +152,6 @@ pub(crate) fn whole_atoms(range: Range<u64>, atom: u64, open_end: u64) -> Range<
         range.end / atom * atom
     };
     start..end.max(start)
-}
-
-/// `vkFlushMappedMemoryRanges` (`flush`) or
-/// `vkInvalidateMappedMemoryRanges` over `range` of `memory`, a memory
-/// object of `memory_size` bytes of a non-coherent type, widened to whole
-/// atoms (`mapping.rs`). A device error is logged and ignored: it leaves
-/// the debug fills unsynced, which may show later as a write after free
-/// that did not happen (the line says why), and nothing else.
-///
-/// # Safety
-/// `memory` is live and mapped whole; the caller holds its pool's lock.
-/// For an invalidate, the widened range holds no byte of a live
-/// allocation (it would drop the owner's unflushed writes) but one handed
-/// to nobody yet; for a flush, none whose GPU writes may be pending or
-/// still unread by the host (it would overwrite them), but one being
-/// freed or handed to nobody yet.
-unsafe fn sync<M, D: MemoryDeviceExt<M>>(
-    context: &MemoryContext<D>,
-    memory: &M,
-    memory_size: u64,
-    range: Range<u64>,
-    flush: bool,
-) {
-    let atom = context.properties.device.non_coherent_atom_size;
-    let widened = atom_range(range, atom, memory_size);
-    if widened.is_empty() {
-        return;
-    }
-    let ranges = [MappedMemoryRange {
-        memory,
-        offset: widened.start,
-        size: widened.end - widened.start,
-    }];
-    // SAFETY: the range is inside the live memory object, mapped whole,
-    // atom-aligned or ending at its end (`atom_range`;
-    // VUID-VkMappedMemoryRange-memory-00684, -offset-00687, -size-01390);
-    // the pool's lock serialises access to its memory objects; the bytes
-    // it covers are the caller's contract.
-    let result = unsafe {
-        if flush {
-            context.device.flush_memory_ranges(&ranges)
-        } else {
-            context.device.invalidate_memory_ranges(&ranges)
-        }
-    };
-    if result.is_err() {
-        sync_failed(context.device.raw_memory(memory), widened, flush);
-    }
-}
-
-/// The warning for a failed [`sync`].
-#[cold]
-fn sync_failed(memory: vk::DeviceMemory, range: Range<u64>, flush: bool) {
-    let call = if flush { "flush" } else { "invalidate" };
-    // Under the pool's lock: logged once it is released.
-    deferred_log::log(log::Level::Warn, format!(
-        "vk-suballoc: debug fill: the {call} of bytes {range:?} of memory {memory:?} failed (out of memory); its fill patterns may not match between host and device, and a later check may report a write after free that did not happen"
-    ));
 }
 
 impl<M> TypePool<M> {
@@ -304,20 +241,6 @@ impl<M> TypePool<M> {
             // nobody yet; under the pool's lock.
             unsafe { sync(context, &dedicated.memory, dedicated.size, 0..size, true) };
         }
-    }
-
-    /// Whether the fills of `span` are flushed, and its checks invalidate
-    /// first: in a non-coherent type, where every allocation starts on an
-    /// atom (`pool_request_padded`). One that did not would widen its
-    /// flushes and invalidates over its neighbour's bytes: it is checked
-    /// and filled as the host sees it only.
-    fn syncs_span<D>(&self, context: &MemoryContext<D>, span: &HeldSpan<'_, M>) -> bool {
-        if !context.is_non_coherent(self.memory_type) {
-            return false;
-        }
-        let atom = context.properties.device.non_coherent_atom_size.max(1);
-        debug_assert_eq!(span.offset % atom, 0, "an allocation off an atom");
-        span.offset % atom == 0
     }
 
     /// Where the live allocation at `location` lies in its mapped block,
@@ -596,116 +519,5 @@ impl<M> TypePool<M> {
             self.memory_type,
             self.pool_label()
         ))
-    }
-
-    /// Every free range and free run slot, in this pool's mapped blocks,
-    /// in which a byte no longer reads [`FREED`]; and how many were
-    /// checked. Only for pools of memory types with debug fills.
-    ///
-    /// In a non-coherent type, each is checked as the host sees it, then,
-    /// when clean there, its whole atoms are invalidated and checked
-    /// again, as the device holds them. A free range may start inside the last atom of the
-    /// allocation before it, whose owner's unflushed writes an invalidate
-    /// of that atom would drop: partial atoms are checked as the host sees
-    /// them only. A free range ends on an atom boundary (the next
-    /// allocation starts on one) or at the block's end; free run slots are
-    /// whole atoms.
-    ///
-    /// # Time complexity
-    /// O(free bytes in the pool's blocks); in a non-coherent type, at most
-    /// one invalidate per free range and free slot (none for one found
-    /// written as the host sees it, or holding no whole atom).
-    pub(crate) fn damaged_free_ranges<D: MemoryDeviceExt<M>>(
-        &self,
-        context: &MemoryContext<D>,
-    ) -> (u64, Vec<WrittenFree>) {
-        let non_coherent = context.is_non_coherent(self.memory_type);
-        let atom = context.properties.device.non_coherent_atom_size;
-        let mut checked = 0;
-        let mut damaged = Vec::new();
-        let mut check = |block: &Block<M>, mapped: MappedPtr, offset: u64, size: u64| {
-            checked += 1;
-            // SAFETY: a free range (or slot) of a live, mapped block: `size`
-            // bytes from `offset` are inside it, and no allocation holds
-            // them.
-            let read = |from: u64, len: u64| unsafe {
-                first_changed(mapped.add(from).0.as_ptr(), len, FREED).map(|at| from + at)
-            };
-            let mut changed = read(offset, size);
-            // A host write found stays in the host's view, for the
-            // allocation that takes these bytes to find and count: the
-            // invalidate would drop it.
-            if non_coherent && changed.is_none() {
-                let whole = whole_atoms(offset..offset + size, atom, block.size);
-                if !whole.is_empty() {
-                    // SAFETY: whole atoms inside a free range: no live
-                    // allocation's byte (above); under the pool's lock.
-                    unsafe { sync(context, &block.memory, block.size, whole.clone(), false) };
-                    changed = read(whole.start, whole.end - whole.start);
-                }
-            }
-            if let Some(first_changed) = changed {
-                damaged.push(WrittenFree {
-                    memory: block.raw,
-                    offset,
-                    size,
-                    first_changed,
-                });
-            }
-        };
-        for (_, block) in self.blocks.iter() {
-            let Some(mapped) = block.mapped else { continue };
-            for free in block.ranges.free_ranges() {
-                check(block, mapped, free.offset, free.size);
-            }
-        }
-        for (_, run) in self.runs.iter() {
-            let Some(block) = self.blocks.get(run.block) else {
-                continue;
-            };
-            let Some(mapped) = block.mapped else { continue };
-            for (_, live, offset) in run.slots() {
-                if !live {
-                    check(block, mapped, offset, run.slot_size);
-                }
-            }
-        }
-        (checked, damaged)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::first_changed;
-
-    /// The first changed byte is found wherever it lies, in ranges of any
-    /// start and length, and so is the first of two equal changed bytes in
-    /// a row (the comparison of the bytes with their neighbours sees a
-    /// change only where two neighbours differ); none in an untouched
-    /// range.
-    #[test]
-    fn the_first_changed_byte_is_found_anywhere() {
-        let mut bytes = [0xEFu8; 80];
-        // Shorter under Miri, where the full sweep took 118 s of CI (4 s
-        // now; the check has no path that depends on the length).
-        let longest = if cfg!(miri) { 24 } else { 80 };
-        for start in 0..9 {
-            for len in 0..(longest - start) {
-                // SAFETY: `start + len <= 80` bytes of the array.
-                let none = unsafe { first_changed(bytes.as_ptr().add(start), len as u64, 0xEF) };
-                assert_eq!(none, None, "start {start}, len {len}");
-                for at in 0..len {
-                    bytes[start + at] = 0;
-                    if at + 1 < len {
-                        bytes[start + at + 1] = 0;
-                    }
-                    // SAFETY: as above.
-                    let found =
-                        unsafe { first_changed(bytes.as_ptr().add(start), len as u64, 0xEF) };
-                    assert_eq!(found, Some(at as u64), "start {start}, len {len}, at {at}");
-                    bytes.fill(0xEF);
-                }
-            }
-        }
     }
 }
