@@ -1,0 +1,69 @@
+//! Giving up planned moves: [`Allocator::give_up_move`], the engine's way
+//! out of a move it cannot carry out, which frees the destination through
+//! the frame queue and lets the source block take requests again; and
+//! `give_up_plan`, which gives up every move of a plan on the way out of
+//! a panic. Apart from the planning (`planning.rs`): a move is given up
+//! once its plan is made, by the engine or as the planning unwinds.
+
+use std::panic::{self, AssertUnwindSafe};
+
+use super::{DefragmentationMove, DefragmentationPlan};
+use crate::allocator::Allocator;
+use crate::device::MemoryDeviceExt;
+use crate::Error;
+
+impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
+    /// Gives up every move of `plan` ([`give_up_move`](Self::give_up_move)),
+    /// on the way out of a panic: their destinations, handed to nobody,
+    /// would otherwise stay live until the allocator's drop. A second panic
+    /// (the memory callback) is dropped, so that the first one goes on.
+    #[cold]
+    pub(super) fn give_up_plan(&self, plan: &mut DefragmentationPlan) {
+        for planned in plan.moves.drain(..) {
+            let _ = panic::catch_unwind(AssertUnwindSafe(|| self.give_up_move(planned)));
+        }
+    }
+
+    /// Gives up a planned move, as VMA's `MOVE_OPERATION_IGNORE` does: the
+    /// moved allocation stays where it is, and its destination is freed
+    /// through the frame queue, as [`free_after_frame`](Self::free_after_frame)
+    /// frees (so a copy already submitted may still write it). The block
+    /// the move would have left can no longer empty, so it stops being
+    /// emptied: it takes requests and other plans' moves again, and its
+    /// small-buffer slots reopen. Other moves out of that block may still
+    /// be carried out; they just do not empty it. A compaction's move
+    /// ([`DefragmentationLimits::compact_blocks`](crate::DefragmentationLimits::compact_blocks))
+    /// leaves no block being emptied: giving it up only frees its
+    /// destination.
+    ///
+    /// Freeing the destination directly gives the move up too, but leaves
+    /// the block being emptied until it empties or a later plan empties
+    /// it.
+    ///
+    /// With [`Config::debug_fill`](crate::Config::debug_fill) the
+    /// destination is filled `0xEF` as it is freed, unchecked, as any
+    /// freed allocation is: the copy may have written it. (It was checked
+    /// as the plan placed it.)
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`] for another allocator's move (nothing
+    /// changes then); [`Error::StaleAllocation`] when the destination was
+    /// freed already.
+    ///
+    /// # Time complexity
+    /// O(1) amortised, but for a move whose source block is still being
+    /// emptied: that block goes back to its pool's first-fit order and its
+    /// runs reopen, a pass over the pool's blocks and runs.
+    pub fn give_up_move(&self, planned: DefragmentationMove) -> Result<(), Error> {
+        self.check_owner(&planned.destination)?;
+        let destination = &planned.destination;
+        self.with_pool(destination, |pool| {
+            if !pool.is_live(destination.location) {
+                return Err(Error::StaleAllocation);
+            }
+            pool.stop_retiring(planned.source);
+            Ok(())
+        })??;
+        self.free_after_frame(planned.destination)
+    }
+}
