@@ -43,7 +43,8 @@ pub(crate) struct Rings {
     /// not freed yet (queued in their frame, or in `retired`): their
     /// frames in flight when the ring went are reclaimed as they are
     /// collected, their space filled with `0xEF` as a live ring's, so that
-    /// the check at their free covers it (`allocator/ring_fill.rs`). Their
+    /// the check at their free covers it
+    /// (`allocator/ring_fill/free_space_checks.rs`). Their
     /// current frame, the one the ring went in, is never sealed: its space
     /// stays the engine's. Each entry's memory handle is a copy of its
     /// queued chunk's, matched by its pins, and dropped before that chunk

@@ -194,7 +194,8 @@ pub(crate) struct RetiredChunk {
     pub(crate) allocation: Allocation,
     pub(crate) pins: Arc<ChunkPins>,
     /// In a chunk with debug fills, its free ring space when it left its
-    /// ring, checked as it is freed (`allocator/ring_fill.rs`).
+    /// ring, checked as it is freed
+    /// (`allocator/ring_fill/free_space_checks.rs`).
     pub(crate) free: Option<Box<RetiredFree>>,
 }
 
