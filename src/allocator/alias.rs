@@ -123,10 +123,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
         match held {
             // Optimal images take whole pages where they share blocks with
-            // linear resources (place.rs): always in custom pools when the
-            // granularity is a power of two, in default pools up to
-            // Config::max_padded_granularity. Elsewhere they have blocks of
-            // their own, whose other images share their pages.
+            // linear resources (place/pool_request.rs): always in custom
+            // pools when the granularity is a power of two, in default
+            // pools up to Config::max_padded_granularity. Elsewhere they
+            // have blocks of their own, whose other images share their
+            // pages.
             ResourceKind::OptimalImage if allocation.is_in_custom_pool() => {
                 self.context.granularity_page().is_some()
             }

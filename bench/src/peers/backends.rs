@@ -499,10 +499,11 @@ pub const CORE_CAPACITY: u64 = 4 << 30;
 
 /// `value` rounded up to a multiple of `to`, a power of two (every Vulkan
 /// alignment is one), with a mask: how vk-suballoc's pools round
-/// (`round_up` in `src/allocator/place.rs`). `next_multiple_of` would be a
-/// division in the timed region of the core rows alone, which the pools
-/// never pay: it made both cores slower than the pools' own use of the
-/// core, and so flattered vk-suballoc's "within 1.5x of our core" ratio.
+/// (`round_up` in `src/allocator/place/pool_request.rs`).
+/// `next_multiple_of` would be a division in the timed region of the core
+/// rows alone, which the pools never pay: it made both cores slower than
+/// the pools' own use of the core, and so flattered vk-suballoc's "within
+/// 1.5x of our core" ratio.
 #[inline]
 pub fn round_up_pow2(value: u64, to: u64) -> u64 {
     debug_assert!(to.is_power_of_two());

@@ -4,8 +4,9 @@
 //! With `Config::debug_margin`, every allocation in a block is followed by
 //! at least that many bytes that no other allocation overlaps: the bytes it
 //! takes in its block (its offset-allocator range, or its run slot) are
-//! chosen for its size plus the margin (`place.rs`). A write past the end of
-//! a buffer then lands in its own margin instead of a neighbour.
+//! chosen for its size plus the margin (`place/pool_request.rs`). A write
+//! past the end of a buffer then lands in its own margin instead of a
+//! neighbour.
 //!
 //! With `Config::detect_corruption` too, in blocks of `HOST_VISIBLE |
 //! HOST_COHERENT` memory types (always persistently mapped, `mapping.rs`),
@@ -108,8 +109,8 @@ impl<M> TypePool<M> {
         let Some(held) = self.held_bytes(placement.location) else {
             return;
         };
-        // The tail: the margin, and the rounding of the size (place.rs
-        // asked for at least size + margin bytes).
+        // The tail: the margin, and the rounding of the size
+        // (place/pool_request.rs asked for at least size + margin bytes).
         let tail = held.saturating_sub(size);
         debug_assert!(tail >= margin);
         let start = mapped.add(size).0.as_ptr();

@@ -10,8 +10,8 @@ use super::expect::min_alignment_refusal;
 use super::pools::WalkPool;
 use super::{is_host_visible, is_non_coherent, Walk};
 
-/// `place.rs`'s tail rounding: past this alignment a size is no longer
-/// rounded up to it.
+/// `place/pool_request.rs`'s tail rounding: past this alignment a size is
+/// no longer rounded up to it.
 const MAX_TAIL_ROUNDING: u64 = 4096;
 
 impl Walk {
@@ -66,7 +66,7 @@ impl Walk {
     }
 
     /// The bytes `request` takes in a block of a custom pool of memory type
-    /// `t`, as `custom_pool_request` in `place.rs` computes them: its size
+    /// `t`, as `custom_pool_request` in `place/pool_request.rs` computes them: its size
     /// and `Config::debug_margin` rounded up to the granularity page (optimal images, when the page is
     /// a power of two: in a pool, however large), else to its alignment
     /// (widened to `min_alignment` and the non-coherent atom) up to 4 KiB.

@@ -1,0 +1,115 @@
+//! The release of the empty blocks the default pools keep
+//! ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve))
+//! when they stand in the way of a request short of memory: which memory
+//! types' kept blocks do ([`release_scope`]), their release in two steps
+//! (all but each type's largest, then those too: [`Keep`]), and the
+//! request tried again after each. Apart from the walk over memory types
+//! because a custom pool's requests and the `min_blocks` blocks of
+//! `Allocator::create_pool` give way to kept blocks the same way.
+
+use super::pool_access::PoolAccess;
+use crate::device::MemoryDeviceExt;
+use crate::memory::context::MemoryContext;
+use crate::memory::deferred_log;
+use crate::Error;
+
+/// The memory types whose kept empty blocks stand in the way of a request
+/// that `memory_type` refused with `error`: none unless it is a want of
+/// memory; every usable type at `maxMemoryAllocationCount` (objects are
+/// counted device-wide); else the types of `memory_type`'s heap, whose
+/// memory or budget ran short (kept blocks in other heaps stay).
+pub(super) fn release_scope<D>(context: &MemoryContext<D>, error: Error, memory_type: u32) -> u32 {
+    let usable = context.usable_types();
+    match error {
+        Error::TooManyObjects(_) => usable,
+        _ if error.is_want_of_memory() => {
+            let heap = context.heap_of(memory_type);
+            (0..context.memory_types().len().min(32) as u32)
+                .filter(|&t| context.heap_of(t) == heap)
+                .fold(0, |mask, t| mask | 1 << t)
+                & usable
+        }
+        _ => 0,
+    }
+}
+
+/// Which empty blocks [`release_kept_empty_blocks`] leaves in each pool.
+#[derive(Clone, Copy)]
+pub(super) enum Keep {
+    /// The largest (VMA's rule: one empty block per memory type).
+    Largest,
+    /// None: the heap is short of memory even without the others, and an
+    /// empty block holds nothing that needs it.
+    None,
+}
+
+/// Releases the empty blocks the default pools of the memory types in
+/// `types` (a mask, from [`release_scope`]) keep
+/// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
+/// all but those `keep` says, for a request that want of memory stopped
+/// (or a custom pool's `min_blocks` blocks, `Allocator::create_pool`): it
+/// is tried again without them, first with each type's largest kept, then,
+/// when it still lacks memory, without those either, so that kept blocks
+/// never make it fail, go over budget or leave its best heap. Returns the
+/// bytes released.
+#[cold]
+#[inline(never)]
+pub(super) fn release_kept_empty_blocks<P, D>(
+    context: &MemoryContext<D>,
+    pools: &mut P,
+    types: u32,
+    keep: Keep,
+) -> u64
+where
+    P: PoolAccess,
+    D: MemoryDeviceExt<P::Memory>,
+{
+    // A write after free found in a released block (debug fills) is
+    // logged once the pool's lock is released: here, or by
+    // `Placer::allocate_debug`, whose request this is, once it is placed.
+    deferred_log::log_after_if(context.debug_types() != 0, || {
+        let mut released = 0;
+        // The usable types only: only they have blocks, and a device's
+        // types past 32 (which Vulkan does not allow) have no pool at all.
+        let mut types = types & context.usable_types();
+        while types != 0 {
+            let memory_type = types.trailing_zeros();
+            types &= types - 1;
+            released += pools.with_pool(memory_type, |pool| match keep {
+                Keep::Largest => pool.release_surplus_empty_blocks(context, 0.0, None),
+                Keep::None => pool.trim(context),
+            });
+        }
+        released
+    })
+}
+
+/// `attempt`'s answer once the kept empty blocks of the memory types that
+/// `error`, its first refusal, says stood in its way ([`release_scope`] of
+/// `memory_type`) are released, in the two steps of
+/// [`release_kept_empty_blocks`]; `error` when that released nothing or
+/// the refusal was not for want of memory.
+pub(crate) fn retry_after_releasing<P, D, R>(
+    context: &MemoryContext<D>,
+    pools: &mut P,
+    memory_type: u32,
+    error: Error,
+    mut attempt: impl FnMut(&mut P) -> Result<R, Error>,
+) -> Result<R, Error>
+where
+    P: PoolAccess,
+    D: MemoryDeviceExt<P::Memory>,
+{
+    let scope = release_scope(context, error, memory_type);
+    let mut error = error;
+    for keep in [Keep::Largest, Keep::None] {
+        if scope == 0 || release_kept_empty_blocks(context, pools, scope, keep) == 0 {
+            continue;
+        }
+        match attempt(pools) {
+            Err(next) if next.is_want_of_memory() => error = next,
+            result => return result,
+        }
+    }
+    Err(error)
+}
