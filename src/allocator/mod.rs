@@ -36,7 +36,7 @@
 //!    debug fills, the fills and checks of ring space run under 2, taking
 //!    the lock of the chunk's pool (4) for each flush and invalidate
 //!    (`ring_fill.rs`);
-//! 3. `custom`, the custom pools' table (`pool.rs`): read to clone a pool's
+//! 3. `custom`, the custom pools' table (`pool/table.rs`): read to clone a pool's
 //!    `Arc`, written to put a pool in or take it out, and released before
 //!    any pool lock is taken: never held with one;
 //! 4. a pool: a memory type's default pool or a custom pool, one at a time.
@@ -74,6 +74,7 @@ mod defragment;
 mod dump;
 mod frames;
 mod host_access;
+mod memory_type_queries;
 mod place;
 mod pool;
 mod request;
