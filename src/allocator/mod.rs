@@ -13,6 +13,15 @@
 //! path in `place.rs`, and handed back as [`Allocation`]s. The host's
 //! access to their bytes (slices, flushes, copies) is in `host_access.rs`.
 //!
+//! The allocator's methods are in files of their concept beside this one:
+//! allocation (`allocate.rs`) and frees (`free.rs`), deferred frees and
+//! frames (`frames.rs`), custom pools (`pool.rs`), read-only queries
+//! (`queries.rs`, `memory_type_queries.rs`), naming (`naming.rs`), the
+//! memory callback (`memory_callback.rs`), and the others their names
+//! say (aliasing, defragmentation, dumps, corruption checks, upload rings,
+//! the `ash` helpers). This file holds the struct, its construction, the
+//! ways into a pool, `trim` and the drop.
+//!
 //! # Locks
 //!
 //! The `&self` methods take these locks, outermost first; a path may skip
@@ -67,22 +76,26 @@
 //! object it reports on is made or freed (`MemoryContext::tell`).
 
 mod alias;
+mod allocate;
 mod allocation;
 mod ash_helpers;
 mod corruption;
 mod defragment;
 mod dump;
 mod frames;
+mod free;
 mod host_access;
+mod memory_callback;
 mod memory_type_queries;
+mod naming;
 mod place;
 mod pool;
+mod queries;
 mod request;
 mod ring_fill;
 mod rings;
 mod upload_rings;
 
-use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, RwLock};
 
@@ -92,7 +105,7 @@ pub use crate::device::DedicatedHint;
 pub use allocation::Allocation;
 pub use corruption::{CorruptionReport, DamagedFree, DamagedMargin};
 pub use defragment::{DefragmentationLimits, DefragmentationMove, DefragmentationPlan, Movable};
-use place::{exclusive, lock, Exclusive, Locked, Placer};
+use place::{exclusive, lock};
 use pool::{custom_mut, read, CustomPools, PoolTag};
 pub use pool::{Pool, PoolDesc};
 pub use request::{AllocationDesc, DedicatedPolicy, Request};
@@ -104,7 +117,6 @@ use crate::memory::context::{MemoryContext, MAX_HEAPS};
 use crate::memory::deferred_log;
 use crate::memory::first_panic::FirstPanic;
 use crate::memory::type_pool::TypePool;
-use crate::report::{HeapStats, Stats, TypeStats};
 use crate::{Config, Error};
 
 /// A Vulkan memory allocator over a device `D` whose memory objects are `M`
@@ -295,282 +307,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         &self.context.config
     }
 
-    /// Allocates memory for `request`.
-    ///
-    /// # Errors
-    /// Bad requests: [`Error::ZeroSize`], [`Error::AlignmentNotPowerOfTwo`],
-    /// [`Error::MissingDedicatedTarget`], [`Error::DedicatedTargetMismatch`],
-    /// [`Error::NoMemoryTypeBits`], [`Error::SizeExceedsHeaps`],
-    /// [`Error::NoSuitableMemoryType`], [`Error::SizeExceedsMaxAllocation`]
-    /// (checked in that order, except that a device-address usage on a
-    /// device without buffer device address is [`Error::NoSuitableMemoryType`]
-    /// before the size checks; none makes a Vulkan call). Exhaustion, after every candidate memory
-    /// type was tried: [`Error::OutOfDeviceMemory`], [`Error::OverBudget`]
-    /// (within-budget requests), [`Error::NoRoomInExistingMemory`]
-    /// (requests for existing memory only), [`Error::TooManyObjects`], and
-    /// device errors. [`Error::OutOfHostMemory`] also when the host cannot allocate a new
-    /// block's slot table (no other memory type is tried then).
-    ///
-    /// A request naming a custom pool ([`AllocationDesc::pool`]) is checked
-    /// the same way against the pool's one memory type, but for
-    /// [`Error::ForeignPool`] first, and [`Error::PoolTypeNotAllowed`] in
-    /// the place of [`Error::NoMemoryTypeBits`], when `memoryTypeBits`
-    /// exclude that type; then [`Error::StalePool`] (none of these makes a
-    /// Vulkan call either), [`Error::TooLargeForPool`], [`Error::PoolFull`],
-    /// and the device's errors for that type.
-    ///
-    /// # Time complexity
-    /// O(1) per block tried when a block has room (no loop over allocations);
-    /// a `vkAllocateMemory` call otherwise. A request short of memory first
-    /// releases the empty blocks the memory types keep beyond their largest
-    /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)):
-    /// a pass over every memory type's blocks and a `vkFreeMemory` call per
-    /// block, once.
-    #[inline]
-    pub fn allocate(&self, request: &Request<'_>) -> Result<Allocation, Error> {
-        Placer {
-            context: &self.context,
-            allocator: self.id,
-            pools: Locked {
-                types: &self.pools,
-                custom: &self.custom,
-            },
-        }
-        .allocate(request)
-    }
-
-    /// [`allocate`](Self::allocate) without taking the memory type's lock
-    /// (or a custom pool's): `&mut self` proves that no other thread is
-    /// inside the allocator. For
-    /// an engine that owns its allocator on one thread, or guards it with a
-    /// lock of its own (as VMA's `EXTERNALLY_SYNCHRONIZED` flag). Allocations
-    /// from either method are the same and may be freed by either.
-    ///
-    /// # Errors
-    /// As [`allocate`](Self::allocate).
-    // `#[inline]` (as on `allocate`): without the hint, whether LLVM
-    // inlined this into a caller's loop flipped with changes to the
-    // out-of-line debug paths it never runs (callgrind, the peers'
-    // `frame-loop`: 12 % more instructions per operation when it did not).
-    #[inline]
-    pub fn allocate_mut(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
-        Placer {
-            context: &self.context,
-            allocator: self.id,
-            pools: Exclusive {
-                types: &mut self.pools,
-                custom: &mut self.custom,
-            },
-        }
-        .allocate(request)
-    }
-
-    /// Allocates for every request of `requests`, in order, all or nothing
-    /// (VMA's `vmaAllocateMemoryPages`, for requests that may differ): when
-    /// one fails, the allocations made for those before it are freed and
-    /// its error returned. The allocations are in the order of the
-    /// requests.
-    ///
-    /// A panic of the memory callback while one is made frees those made
-    /// before it too, then goes on.
-    ///
-    /// # Errors
-    /// The first failing request's, as [`allocate`](Self::allocate) gives
-    /// them; nothing stays allocated then.
-    ///
-    /// # Time complexity
-    /// That of `requests.len()` calls to [`allocate`](Self::allocate), and
-    /// on failure as many frees.
-    pub fn allocate_many(&self, requests: &[Request<'_>]) -> Result<Vec<Allocation>, Error> {
-        let mut made = Vec::with_capacity(requests.len());
-        for request in requests {
-            let failure = match panic::catch_unwind(AssertUnwindSafe(|| self.allocate(request))) {
-                Ok(Ok(allocation)) => {
-                    made.push(allocation);
-                    continue;
-                }
-                Ok(Err(error)) => Ok(error),
-                Err(payload) => Err(payload),
-            };
-            for allocation in made {
-                // SAFETY: made above and handed to nobody, so no GPU work
-                // uses it. A panic of the callback on one free does not
-                // stop the others (the first failure goes on below).
-                let _ = panic::catch_unwind(AssertUnwindSafe(|| unsafe { self.free(allocation) }));
-            }
-            return match failure {
-                Ok(error) => Err(error),
-                Err(payload) => panic::resume_unwind(payload),
-            };
-        }
-        Ok(made)
-    }
-
-    /// Allocates for `request` and binds its resource with `bind`. When
-    /// either fails (or panics), the resource is destroyed with `destroy`
-    /// and what was allocated is freed, so nothing leaks: the one cleanup path of the
-    /// create-allocate-bind helpers and upload-ring chunks.
-    ///
-    /// # Errors
-    /// The allocation's error, or `bind`'s.
-    fn allocate_and_bind(
-        &self,
-        request: &Request<'_>,
-        bind: impl FnOnce(&Allocation) -> Result<(), Error>,
-        destroy: impl FnOnce(),
-    ) -> Result<Allocation, Error> {
-        // A panic of the memory callback, once the memory it reported on
-        // is freed again (`MemoryContext::tell`), destroys the resource too
-        // before it goes on: unwound past `destroy`, the resource leaked.
-        let allocation = match panic::catch_unwind(AssertUnwindSafe(|| self.allocate(request))) {
-            Ok(Ok(allocation)) => allocation,
-            Ok(Err(error)) => {
-                destroy();
-                return Err(error);
-            }
-            Err(payload) => {
-                destroy();
-                panic::resume_unwind(payload);
-            }
-        };
-        // A backend that panics in the bind (a bug, caught by the engine)
-        // is a failed bind too: unwound past the cleanup, the allocation
-        // stayed allocated until the allocator's drop, and the resource
-        // leaked.
-        let failure = match panic::catch_unwind(AssertUnwindSafe(|| bind(&allocation))) {
-            Ok(Ok(())) => return Ok(allocation),
-            Ok(Err(error)) => Ok(error),
-            Err(payload) => Err(payload),
-        };
-        // SAFETY: no GPU work was submitted with the allocation: the bind
-        // failed or panicked, so its resource is destroyed unused.
-        let freed = panic::catch_unwind(AssertUnwindSafe(|| unsafe { self.free(allocation) }));
-        destroy();
-        match (failure, freed) {
-            (Err(payload), _) | (Ok(_), Err(payload)) => panic::resume_unwind(payload),
-            (Ok(error), Ok(_)) => Err(error),
-        }
-    }
-
-    /// Frees an allocation now. Its range may be handed out again at once, and
-    /// a block that empties may be released with `vkFreeMemory`.
-    ///
-    /// # Errors
-    /// [`Error::ForeignAllocation`] for another allocator's allocation;
-    /// [`Error::StaleAllocation`] for one whose memory is no longer live
-    /// (the handle is not `Clone` and a pool with allocations is not
-    /// destroyed, so only a forged handle gets it); nothing changes then.
-    ///
-    /// # Safety
-    /// No command that is pending execution on the GPU uses the allocation
-    /// (VUID-vkFreeMemory-memory-00677: memory may be freed with it). When
-    /// that is not known, use [`free_after_frame`](Self::free_after_frame).
-    ///
-    /// # Time complexity
-    /// O(1), plus `vkFreeMemory` when memory is released. A block that
-    /// empties while others are empty also walks the memory type's blocks
-    /// and sorts the empty ones, to release those past what the type keeps
-    /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
-    /// smallest first, and unlink them.
-    pub unsafe fn free(&self, allocation: Allocation) -> Result<(), Error> {
-        self.check_owner(&allocation)?;
-        if let Some(tag) = allocation.custom_pool() {
-            // SAFETY: as for this call.
-            return unsafe { self.free_in_custom_pool(tag, allocation) };
-        }
-        if self.context.is_debug_type(allocation.memory_type()) {
-            // SAFETY: as for this call.
-            return unsafe { self.free_debug(allocation) };
-        }
-        let mut pool = lock(&self.pools[allocation.memory_type() as usize]);
-        // SAFETY: the caller guarantees the GPU is done with the
-        // allocation; its memory type has no debug work (above).
-        unsafe { pool.free_plain(&self.context, allocation.location, allocation.size) }
-    }
-
-    /// [`free`](Self::free) of an allocation of a default pool whose memory
-    /// type has debug work (margins, debug fills): the lines of a damaged
-    /// margin or a write after free it finds under the pool's lock are
-    /// logged once the lock is released (`deferred_log`), so that a logger
-    /// may call back into the allocator. Out of line, as the debug work.
-    ///
-    /// # Safety
-    /// As [`free`](Self::free).
-    #[cold]
-    #[inline(never)]
-    unsafe fn free_debug(&self, allocation: Allocation) -> Result<(), Error> {
-        deferred_log::log_after(|| {
-            let mut pool = lock(&self.pools[allocation.memory_type() as usize]);
-            // SAFETY: the caller guarantees the GPU is done with the
-            // allocation.
-            unsafe { pool.free(&self.context, allocation.location, allocation.size) }
-        })
-    }
-
-    /// [`free`](Self::free) of an allocation of custom pool `tag`. Out of
-    /// line: the default pools' free path pays one test for pools.
-    ///
-    /// # Safety
-    /// As [`free`](Self::free).
-    #[inline(never)]
-    unsafe fn free_in_custom_pool(
-        &self,
-        tag: PoolTag,
-        allocation: Allocation,
-    ) -> Result<(), Error> {
-        let free = || {
-            self.with_custom_pool(tag, |pool| {
-                // SAFETY: the caller guarantees the GPU is done with the allocation.
-                unsafe { pool.free(&self.context, allocation.location, allocation.size) }
-            })
-            .ok_or(Error::StaleAllocation)?
-        };
-        if self.context.is_debug_type(allocation.memory_type()) {
-            // Lines found under the pool's lock, logged once it is released.
-            return deferred_log::log_after(free);
-        }
-        free()
-    }
-
-    /// [`free`](Self::free) without taking the memory type's lock (or a
-    /// custom pool's), as
-    /// [`allocate_mut`](Self::allocate_mut).
-    ///
-    /// # Errors
-    /// As [`free`](Self::free).
-    ///
-    /// # Safety
-    /// As [`free`](Self::free).
-    pub unsafe fn free_mut(&mut self, allocation: Allocation) -> Result<(), Error> {
-        self.check_owner(&allocation)?;
-        if let Some(tag) = allocation.custom_pool() {
-            // SAFETY: as for this call.
-            return unsafe { self.free_mut_in_custom_pool(tag, allocation) };
-        }
-        let pool = exclusive(&mut self.pools[allocation.memory_type() as usize]);
-        // SAFETY: the caller guarantees the GPU is done with the allocation.
-        unsafe { pool.free(&self.context, allocation.location, allocation.size) }
-    }
-
-    /// [`free_mut`](Self::free_mut) of an allocation of custom pool `tag`,
-    /// with no lock taken. Out of line, as `free_in_custom_pool`.
-    ///
-    /// # Safety
-    /// As [`free`](Self::free).
-    #[inline(never)]
-    unsafe fn free_mut_in_custom_pool(
-        &mut self,
-        tag: PoolTag,
-        allocation: Allocation,
-    ) -> Result<(), Error> {
-        let context = &self.context;
-        pool::with_custom_pool_mut(&mut self.custom, tag, |pool| {
-            // SAFETY: the caller guarantees the GPU is done with the allocation.
-            unsafe { pool.free(context, allocation.location, allocation.size) }
-        })
-        .ok_or(Error::StaleAllocation)?
-    }
-
     /// Runs `f` on the pool holding `allocation`, under its lock: its
     /// memory type's default pool or its custom pool.
     ///
@@ -645,173 +381,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             self.for_each_custom_pool(|pool| custom += pool.trim(&self.context));
             default + custom
         })
-    }
-
-    /// Figures per memory type and heap, and totals. Cheap enough for every
-    /// frame: one short lock per memory type and per custom pool, no walk
-    /// over allocations, and
-    /// with `VK_EXT_memory_budget` one query of the driver's heap budgets,
-    /// as [`budgets`](Self::budgets) makes (VMA reads them once a frame).
-    /// A memory type's figures count its custom pools' blocks and
-    /// allocations ([`pool_stats`](Self::pool_stats) has each pool's).
-    ///
-    /// While other threads allocate and free, each pool's figures are read
-    /// whole under its lock, but one pool after another, and the memory
-    /// object count and budgets after them: the totals may then mix
-    /// moments (say, `memory_objects` one more than the blocks and
-    /// dedicated allocations counted). They agree whenever no other call
-    /// runs.
-    pub fn stats(&self) -> Stats {
-        let properties = &self.context.properties.device;
-        let mut counters: Vec<_> = self.pools.iter().map(|pool| lock(pool).counters).collect();
-        self.for_each_custom_pool(|pool| counters[pool.memory_type() as usize] += pool.counters);
-        let memory_types: Vec<TypeStats> = counters
-            .iter()
-            .enumerate()
-            .map(|(t, counters)| {
-                TypeStats::from_counters(t as u32, properties.memory_types[t].heap, counters)
-            })
-            .collect();
-        let budgets = self.context.fresh_heap_budgets();
-        let heaps = properties
-            .memory_heaps
-            .iter()
-            .enumerate()
-            .map(|(h, heap)| HeapStats::sum(h as u32, heap.size, budgets[h], &memory_types))
-            .collect();
-        Stats {
-            memory_types,
-            heaps,
-            memory_objects: self.context.memory_object_count(),
-        }
-    }
-
-    /// The size of the `VkDeviceMemory` `allocation` lives in
-    /// ([`Allocation::memory`]): its block's, or its dedicated memory's
-    /// (then the allocation's [`size`](Allocation::size)). An importer of
-    /// memory exported from a custom pool ([`PoolDesc::export`](crate::PoolDesc::export))
-    /// names it as `allocationSize` (for opaque handles, with the pool's
-    /// memory type), and finds the allocation at its
-    /// [`offset`](Allocation::offset).
-    ///
-    /// # Errors
-    /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`].
-    ///
-    /// # Time complexity
-    /// O(1), under the lock of the allocation's pool.
-    pub fn memory_size(&self, allocation: &Allocation) -> Result<u64, Error> {
-        self.check_owner(allocation)?;
-        self.with_pool(allocation, |pool| {
-            pool.memory_at(allocation.location)
-                .map(|(_, size)| size)
-                .ok_or(Error::StaleAllocation)
-        })?
-    }
-
-    /// Names `allocation` anew, or drops its name with `None` (VMA's
-    /// `vmaSetAllocationName`): the name leak reports, memory maps, dumps
-    /// and corruption reports give it. Dedicated memory (its own
-    /// `VkDeviceMemory`, from the default pools or a custom pool) is
-    /// renamed for debuggers and validation messages too
-    /// (`VK_EXT_debug_utils`, through
-    /// [`MemoryDeviceExt::set_memory_name`]):
-    /// it gets the debug name a new allocation of that name would, `name`
-    /// itself, or for `None` `vk-suballoc dedicated <type>/<n>` (in a
-    /// custom pool `vk-suballoc pool "<pool>" dedicated <type>/<n>`, or
-    /// `vk-suballoc custom pool dedicated <type>/<n>` when the pool has no
-    /// name, as its blocks are named). A block's debug name stays the
-    /// block's.
-    ///
-    /// # Errors
-    /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`]; nothing
-    /// changes then.
-    ///
-    /// # Time complexity
-    /// O(1) expected (a hash table entry), under the lock of the
-    /// allocation's pool; for dedicated memory, one
-    /// `vkSetDebugUtilsObjectNameEXT` call there as well.
-    pub fn set_name(&self, allocation: &Allocation, name: Option<&str>) -> Result<(), Error> {
-        self.check_owner(allocation)?;
-        self.with_pool(allocation, |pool| {
-            pool.rename(&self.context, allocation.location, name)
-        })?
-    }
-
-    /// Calls `callback` on every `VkDeviceMemory` the allocator makes or
-    /// frees from now on, blocks and dedicated memory alike (VMA's
-    /// `pDeviceMemoryCallbacks`): for a profiler's GPU memory view (Tracy's
-    /// `TracyAllocN` / `TracyFreeN` on the memory handle) or an engine's
-    /// own accounting. Each `Allocated` event is followed by one `Freed`
-    /// event for the same handle, at the latest when the allocator is
-    /// dropped. Replaces an earlier callback.
-    ///
-    /// The callback runs on the thread that made or freed the memory,
-    /// while the allocator holds the lock of the memory's pool (and, in
-    /// [`collect`](Self::collect), [`collect_idle`](Self::collect_idle) and
-    /// [`wait_and_collect`](Self::wait_and_collect), the lock those calls
-    /// carry out their frees under, which other threads' calls to them wait
-    /// for): it must not call into the allocator (it would deadlock on a
-    /// lock its own thread holds; debug builds panic instead, with a
-    /// message that says so; a call into another allocator is fine), and
-    /// should be quick.
-    ///
-    /// A panic in the callback reaches the caller of the method that made
-    /// or freed the memory, once that memory object is made and freed
-    /// again (a `Freed` event follows the panicking `Allocated` one), or
-    /// freed: no memory object, usage or object count is left behind, and
-    /// the allocator carries on from every thread. [`collect`](Self::collect),
-    /// [`collect_idle`](Self::collect_idle) and
-    /// [`wait_and_collect`](Self::wait_and_collect) carry out the other
-    /// frees they took out of the frame queue first, and the allocator's
-    /// drop the other queued frees, upload-ring chunks and pools' memory
-    /// (the panic is dropped when the drop runs while its thread unwinds
-    /// already: a second panic would abort); [`create_pool`](Self::create_pool)
-    /// frees the blocks it made before, and [`destroy_pool`](Self::destroy_pool)
-    /// the pool's other blocks (the pool is gone, its slot free), and
-    /// [`end_frame`](Self::end_frame) has sealed its frame. Other calls
-    /// that were to make or free more objects stop at that one: the blocks
-    /// they had not released stay in their pools. A logger (the `log`
-    /// crate's) that panics on one of the allocator's lines leaves nothing
-    /// behind either.
-    ///
-    /// ```
-    /// use std::sync::atomic::{AtomicU64, Ordering};
-    /// use std::sync::Arc;
-    /// use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
-    /// use vk_suballoc::{Allocator, Config, MemoryEventKind, Request, ResourceKind, Usage};
-    ///
-    /// let mut allocator = Allocator::new(FakeDevice::new(FakeLayout::discrete()), Config::default())?;
-    /// let reserved = Arc::new(AtomicU64::new(0));
-    /// let counter = Arc::clone(&reserved);
-    /// allocator.set_memory_callback(move |event| {
-    ///     match event.kind {
-    ///         MemoryEventKind::Allocated => counter.fetch_add(event.size, Ordering::Relaxed),
-    ///         MemoryEventKind::Freed => counter.fetch_sub(event.size, Ordering::Relaxed),
-    ///     };
-    /// });
-    /// let requirements = ash::vk::MemoryRequirements { size: 4096, alignment: 256, memory_type_bits: !0 };
-    /// let vertices = allocator.allocate(&Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer))?;
-    /// assert_eq!(reserved.load(Ordering::Relaxed), allocator.stats().reserved_bytes());
-    /// // SAFETY: the fake device runs no GPU work.
-    /// unsafe { allocator.free(vertices)? };
-    /// drop(allocator);
-    /// assert_eq!(reserved.load(Ordering::Relaxed), 0);
-    /// # Ok::<(), vk_suballoc::Error>(())
-    /// ```
-    pub fn set_memory_callback(
-        &mut self,
-        callback: impl Fn(&crate::MemoryEvent<'_>) + Send + Sync + 'static,
-    ) {
-        self.context
-            .set_callback(crate::memory::events::MemoryCallback(Box::new(callback)));
-    }
-
-    /// Whether `allocation` is a live allocation of this allocator.
-    pub fn owns(&self, allocation: &Allocation) -> bool {
-        allocation.allocator == self.id
-            && self
-                .with_pool(allocation, |pool| pool.is_live(allocation.location))
-                .unwrap_or(false)
     }
 }
 

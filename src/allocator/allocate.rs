@@ -1,0 +1,175 @@
+//! Allocation: [`Allocator::allocate`] and its lock-free twin
+//! [`allocate_mut`](Allocator::allocate_mut), which hand a request to the
+//! allocation path (`place.rs`) through the pools' locks or straight to the
+//! pools; [`allocate_many`](Allocator::allocate_many), all or nothing; and
+//! `allocate_and_bind`, the one cleanup path of the create-and-bind helpers
+//! and upload-ring chunks when the allocation or the bind fails or panics.
+//! Apart from the facade, whose file holds the allocator's state and its
+//! construction; frees are `free.rs`'s.
+
+use std::panic::{self, AssertUnwindSafe};
+
+use super::place::{Exclusive, Locked, Placer};
+use super::{Allocation, Allocator, Request};
+use crate::device::MemoryDeviceExt;
+use crate::Error;
+
+impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
+    /// Allocates memory for `request`.
+    ///
+    /// # Errors
+    /// Bad requests: [`Error::ZeroSize`], [`Error::AlignmentNotPowerOfTwo`],
+    /// [`Error::MissingDedicatedTarget`], [`Error::DedicatedTargetMismatch`],
+    /// [`Error::NoMemoryTypeBits`], [`Error::SizeExceedsHeaps`],
+    /// [`Error::NoSuitableMemoryType`], [`Error::SizeExceedsMaxAllocation`]
+    /// (checked in that order, except that a device-address usage on a
+    /// device without buffer device address is [`Error::NoSuitableMemoryType`]
+    /// before the size checks; none makes a Vulkan call). Exhaustion, after every candidate memory
+    /// type was tried: [`Error::OutOfDeviceMemory`], [`Error::OverBudget`]
+    /// (within-budget requests), [`Error::NoRoomInExistingMemory`]
+    /// (requests for existing memory only), [`Error::TooManyObjects`], and
+    /// device errors. [`Error::OutOfHostMemory`] also when the host cannot allocate a new
+    /// block's slot table (no other memory type is tried then).
+    ///
+    /// A request naming a custom pool
+    /// ([`AllocationDesc::pool`](crate::AllocationDesc::pool)) is checked
+    /// the same way against the pool's one memory type, but for
+    /// [`Error::ForeignPool`] first, and [`Error::PoolTypeNotAllowed`] in
+    /// the place of [`Error::NoMemoryTypeBits`], when `memoryTypeBits`
+    /// exclude that type; then [`Error::StalePool`] (none of these makes a
+    /// Vulkan call either), [`Error::TooLargeForPool`], [`Error::PoolFull`],
+    /// and the device's errors for that type.
+    ///
+    /// # Time complexity
+    /// O(1) per block tried when a block has room (no loop over allocations);
+    /// a `vkAllocateMemory` call otherwise. A request short of memory first
+    /// releases the empty blocks the memory types keep beyond their largest
+    /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)):
+    /// a pass over every memory type's blocks and a `vkFreeMemory` call per
+    /// block, once.
+    #[inline]
+    pub fn allocate(&self, request: &Request<'_>) -> Result<Allocation, Error> {
+        Placer {
+            context: &self.context,
+            allocator: self.id,
+            pools: Locked {
+                types: &self.pools,
+                custom: &self.custom,
+            },
+        }
+        .allocate(request)
+    }
+
+    /// [`allocate`](Self::allocate) without taking the memory type's lock
+    /// (or a custom pool's): `&mut self` proves that no other thread is
+    /// inside the allocator. For
+    /// an engine that owns its allocator on one thread, or guards it with a
+    /// lock of its own (as VMA's `EXTERNALLY_SYNCHRONIZED` flag). Allocations
+    /// from either method are the same and may be freed by either.
+    ///
+    /// # Errors
+    /// As [`allocate`](Self::allocate).
+    // `#[inline]` (as on `allocate`): without the hint, whether LLVM
+    // inlined this into a caller's loop flipped with changes to the
+    // out-of-line debug paths it never runs (callgrind, the peers'
+    // `frame-loop`: 12 % more instructions per operation when it did not).
+    #[inline]
+    pub fn allocate_mut(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
+        Placer {
+            context: &self.context,
+            allocator: self.id,
+            pools: Exclusive {
+                types: &mut self.pools,
+                custom: &mut self.custom,
+            },
+        }
+        .allocate(request)
+    }
+
+    /// Allocates for every request of `requests`, in order, all or nothing
+    /// (VMA's `vmaAllocateMemoryPages`, for requests that may differ): when
+    /// one fails, the allocations made for those before it are freed and
+    /// its error returned. The allocations are in the order of the
+    /// requests.
+    ///
+    /// A panic of the memory callback while one is made frees those made
+    /// before it too, then goes on.
+    ///
+    /// # Errors
+    /// The first failing request's, as [`allocate`](Self::allocate) gives
+    /// them; nothing stays allocated then.
+    ///
+    /// # Time complexity
+    /// That of `requests.len()` calls to [`allocate`](Self::allocate), and
+    /// on failure as many frees.
+    pub fn allocate_many(&self, requests: &[Request<'_>]) -> Result<Vec<Allocation>, Error> {
+        let mut made = Vec::with_capacity(requests.len());
+        for request in requests {
+            let failure = match panic::catch_unwind(AssertUnwindSafe(|| self.allocate(request))) {
+                Ok(Ok(allocation)) => {
+                    made.push(allocation);
+                    continue;
+                }
+                Ok(Err(error)) => Ok(error),
+                Err(payload) => Err(payload),
+            };
+            for allocation in made {
+                // SAFETY: made above and handed to nobody, so no GPU work
+                // uses it. A panic of the callback on one free does not
+                // stop the others (the first failure goes on below).
+                let _ = panic::catch_unwind(AssertUnwindSafe(|| unsafe { self.free(allocation) }));
+            }
+            return match failure {
+                Ok(error) => Err(error),
+                Err(payload) => panic::resume_unwind(payload),
+            };
+        }
+        Ok(made)
+    }
+
+    /// Allocates for `request` and binds its resource with `bind`. When
+    /// either fails (or panics), the resource is destroyed with `destroy`
+    /// and what was allocated is freed, so nothing leaks: the one cleanup path of the
+    /// create-allocate-bind helpers and upload-ring chunks.
+    ///
+    /// # Errors
+    /// The allocation's error, or `bind`'s.
+    pub(super) fn allocate_and_bind(
+        &self,
+        request: &Request<'_>,
+        bind: impl FnOnce(&Allocation) -> Result<(), Error>,
+        destroy: impl FnOnce(),
+    ) -> Result<Allocation, Error> {
+        // A panic of the memory callback, once the memory it reported on
+        // is freed again (`MemoryContext::tell`), destroys the resource too
+        // before it goes on: unwound past `destroy`, the resource leaked.
+        let allocation = match panic::catch_unwind(AssertUnwindSafe(|| self.allocate(request))) {
+            Ok(Ok(allocation)) => allocation,
+            Ok(Err(error)) => {
+                destroy();
+                return Err(error);
+            }
+            Err(payload) => {
+                destroy();
+                panic::resume_unwind(payload);
+            }
+        };
+        // A backend that panics in the bind (a bug, caught by the engine)
+        // is a failed bind too: unwound past the cleanup, the allocation
+        // stayed allocated until the allocator's drop, and the resource
+        // leaked.
+        let failure = match panic::catch_unwind(AssertUnwindSafe(|| bind(&allocation))) {
+            Ok(Ok(())) => return Ok(allocation),
+            Ok(Err(error)) => Ok(error),
+            Err(payload) => Err(payload),
+        };
+        // SAFETY: no GPU work was submitted with the allocation: the bind
+        // failed or panicked, so its resource is destroyed unused.
+        let freed = panic::catch_unwind(AssertUnwindSafe(|| unsafe { self.free(allocation) }));
+        destroy();
+        match (failure, freed) {
+            (Err(payload), _) | (Ok(_), Err(payload)) => panic::resume_unwind(payload),
+            (Ok(error), Ok(_)) => Err(error),
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Freeing now: [`Allocator::free`] and its lock-free twin
+//! [`free_mut`](Allocator::free_mut), with their out-of-line paths for an
+//! allocation of a custom pool and of a memory type with debug work
+//! (margins, debug fills), whose lines are logged once the pool's lock is
+//! released. Frees that wait for the GPU's frames are `frames.rs`'s. Apart
+//! from the facade as the counterpart of `allocate.rs`.
+
+use super::place::{exclusive, lock};
+use super::pool::{self, PoolTag};
+use super::{Allocation, Allocator};
+use crate::device::MemoryDeviceExt;
+use crate::memory::deferred_log;
+use crate::Error;
+
+impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
+    /// Frees an allocation now. Its range may be handed out again at once, and
+    /// a block that empties may be released with `vkFreeMemory`.
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`] for another allocator's allocation;
+    /// [`Error::StaleAllocation`] for one whose memory is no longer live
+    /// (the handle is not `Clone` and a pool with allocations is not
+    /// destroyed, so only a forged handle gets it); nothing changes then.
+    ///
+    /// # Safety
+    /// No command that is pending execution on the GPU uses the allocation
+    /// (VUID-vkFreeMemory-memory-00677: memory may be freed with it). When
+    /// that is not known, use [`free_after_frame`](Self::free_after_frame).
+    ///
+    /// # Time complexity
+    /// O(1), plus `vkFreeMemory` when memory is released. A block that
+    /// empties while others are empty also walks the memory type's blocks
+    /// and sorts the empty ones, to release those past what the type keeps
+    /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
+    /// smallest first, and unlink them.
+    pub unsafe fn free(&self, allocation: Allocation) -> Result<(), Error> {
+        self.check_owner(&allocation)?;
+        if let Some(tag) = allocation.custom_pool() {
+            // SAFETY: as for this call.
+            return unsafe { self.free_in_custom_pool(tag, allocation) };
+        }
+        if self.context.is_debug_type(allocation.memory_type()) {
+            // SAFETY: as for this call.
+            return unsafe { self.free_debug(allocation) };
+        }
+        let mut pool = lock(&self.pools[allocation.memory_type() as usize]);
+        // SAFETY: the caller guarantees the GPU is done with the
+        // allocation; its memory type has no debug work (above).
+        unsafe { pool.free_plain(&self.context, allocation.location, allocation.size) }
+    }
+
+    /// [`free`](Self::free) of an allocation of a default pool whose memory
+    /// type has debug work (margins, debug fills): the lines of a damaged
+    /// margin or a write after free it finds under the pool's lock are
+    /// logged once the lock is released (`deferred_log`), so that a logger
+    /// may call back into the allocator. Out of line, as the debug work.
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    #[cold]
+    #[inline(never)]
+    unsafe fn free_debug(&self, allocation: Allocation) -> Result<(), Error> {
+        deferred_log::log_after(|| {
+            let mut pool = lock(&self.pools[allocation.memory_type() as usize]);
+            // SAFETY: the caller guarantees the GPU is done with the
+            // allocation.
+            unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+        })
+    }
+
+    /// [`free`](Self::free) of an allocation of custom pool `tag`. Out of
+    /// line: the default pools' free path pays one test for pools.
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    #[inline(never)]
+    unsafe fn free_in_custom_pool(
+        &self,
+        tag: PoolTag,
+        allocation: Allocation,
+    ) -> Result<(), Error> {
+        let free = || {
+            self.with_custom_pool(tag, |pool| {
+                // SAFETY: the caller guarantees the GPU is done with the allocation.
+                unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+            })
+            .ok_or(Error::StaleAllocation)?
+        };
+        if self.context.is_debug_type(allocation.memory_type()) {
+            // Lines found under the pool's lock, logged once it is released.
+            return deferred_log::log_after(free);
+        }
+        free()
+    }
+
+    /// [`free`](Self::free) without taking the memory type's lock (or a
+    /// custom pool's), as
+    /// [`allocate_mut`](Self::allocate_mut).
+    ///
+    /// # Errors
+    /// As [`free`](Self::free).
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    pub unsafe fn free_mut(&mut self, allocation: Allocation) -> Result<(), Error> {
+        self.check_owner(&allocation)?;
+        if let Some(tag) = allocation.custom_pool() {
+            // SAFETY: as for this call.
+            return unsafe { self.free_mut_in_custom_pool(tag, allocation) };
+        }
+        let pool = exclusive(&mut self.pools[allocation.memory_type() as usize]);
+        // SAFETY: the caller guarantees the GPU is done with the allocation.
+        unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+    }
+
+    /// [`free_mut`](Self::free_mut) of an allocation of custom pool `tag`,
+    /// with no lock taken. Out of line, as `free_in_custom_pool`.
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    #[inline(never)]
+    unsafe fn free_mut_in_custom_pool(
+        &mut self,
+        tag: PoolTag,
+        allocation: Allocation,
+    ) -> Result<(), Error> {
+        let context = &self.context;
+        pool::with_custom_pool_mut(&mut self.custom, tag, |pool| {
+            // SAFETY: the caller guarantees the GPU is done with the allocation.
+            unsafe { pool.free(context, allocation.location, allocation.size) }
+        })
+        .ok_or(Error::StaleAllocation)?
+    }
+}

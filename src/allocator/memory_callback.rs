@@ -1,0 +1,82 @@
+//! The memory callback ([`Allocator::set_memory_callback`], VMA's
+//! `pDeviceMemoryCallbacks`): a hook called on every `VkDeviceMemory` the
+//! allocator makes or frees, for a profiler's GPU memory view or an
+//! engine's own accounting. Its events and their delivery are the memory
+//! layer's (`memory/events.rs`, `MemoryContext::tell`); this is the
+//! setter. Apart from the facade because its docs are the rules a
+//! callback must keep, run as it is under a pool's lock (the allocator
+//! module's "Locks" says which).
+
+use super::Allocator;
+use crate::device::MemoryDeviceExt;
+
+impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
+    /// Calls `callback` on every `VkDeviceMemory` the allocator makes or
+    /// frees from now on, blocks and dedicated memory alike (VMA's
+    /// `pDeviceMemoryCallbacks`): for a profiler's GPU memory view (Tracy's
+    /// `TracyAllocN` / `TracyFreeN` on the memory handle) or an engine's
+    /// own accounting. Each `Allocated` event is followed by one `Freed`
+    /// event for the same handle, at the latest when the allocator is
+    /// dropped. Replaces an earlier callback.
+    ///
+    /// The callback runs on the thread that made or freed the memory,
+    /// while the allocator holds the lock of the memory's pool (and, in
+    /// [`collect`](Self::collect), [`collect_idle`](Self::collect_idle) and
+    /// [`wait_and_collect`](Self::wait_and_collect), the lock those calls
+    /// carry out their frees under, which other threads' calls to them wait
+    /// for): it must not call into the allocator (it would deadlock on a
+    /// lock its own thread holds; debug builds panic instead, with a
+    /// message that says so; a call into another allocator is fine), and
+    /// should be quick.
+    ///
+    /// A panic in the callback reaches the caller of the method that made
+    /// or freed the memory, once that memory object is made and freed
+    /// again (a `Freed` event follows the panicking `Allocated` one), or
+    /// freed: no memory object, usage or object count is left behind, and
+    /// the allocator carries on from every thread. [`collect`](Self::collect),
+    /// [`collect_idle`](Self::collect_idle) and
+    /// [`wait_and_collect`](Self::wait_and_collect) carry out the other
+    /// frees they took out of the frame queue first, and the allocator's
+    /// drop the other queued frees, upload-ring chunks and pools' memory
+    /// (the panic is dropped when the drop runs while its thread unwinds
+    /// already: a second panic would abort); [`create_pool`](Self::create_pool)
+    /// frees the blocks it made before, and [`destroy_pool`](Self::destroy_pool)
+    /// the pool's other blocks (the pool is gone, its slot free), and
+    /// [`end_frame`](Self::end_frame) has sealed its frame. Other calls
+    /// that were to make or free more objects stop at that one: the blocks
+    /// they had not released stay in their pools. A logger (the `log`
+    /// crate's) that panics on one of the allocator's lines leaves nothing
+    /// behind either.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    /// use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+    /// use vk_suballoc::{Allocator, Config, MemoryEventKind, Request, ResourceKind, Usage};
+    ///
+    /// let mut allocator = Allocator::new(FakeDevice::new(FakeLayout::discrete()), Config::default())?;
+    /// let reserved = Arc::new(AtomicU64::new(0));
+    /// let counter = Arc::clone(&reserved);
+    /// allocator.set_memory_callback(move |event| {
+    ///     match event.kind {
+    ///         MemoryEventKind::Allocated => counter.fetch_add(event.size, Ordering::Relaxed),
+    ///         MemoryEventKind::Freed => counter.fetch_sub(event.size, Ordering::Relaxed),
+    ///     };
+    /// });
+    /// let requirements = ash::vk::MemoryRequirements { size: 4096, alignment: 256, memory_type_bits: !0 };
+    /// let vertices = allocator.allocate(&Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer))?;
+    /// assert_eq!(reserved.load(Ordering::Relaxed), allocator.stats().reserved_bytes());
+    /// // SAFETY: the fake device runs no GPU work.
+    /// unsafe { allocator.free(vertices)? };
+    /// drop(allocator);
+    /// assert_eq!(reserved.load(Ordering::Relaxed), 0);
+    /// # Ok::<(), vk_suballoc::Error>(())
+    /// ```
+    pub fn set_memory_callback(
+        &mut self,
+        callback: impl Fn(&crate::MemoryEvent<'_>) + Send + Sync + 'static,
+    ) {
+        self.context
+            .set_callback(crate::memory::events::MemoryCallback(Box::new(callback)));
+    }
+}
