@@ -1,0 +1,238 @@
+//! Frame calls while another thread is in a slow driver call: `end_frame`
+//! does not wait for a memory type making a block, `free_after_frame` and
+//! `end_frame` do not wait for another thread's `collect` carrying out its
+//! frees, and `wait_and_collect` and `collect_idle` return only once the
+//! frees another thread's `collect` took out of the queue are carried out.
+//! In each test the memory callback stands for the slow driver call.
+
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{Error, Usage};
+
+use super::super::{allocator, buffer};
+
+use super::end_frame;
+
+/// `end_frame` does not wait for a memory type another thread holds while
+/// it makes a block (`vkAllocateMemory` takes milliseconds on some
+/// drivers): aging kept empty blocks (`Config::empty_block_frames`) skips
+/// that type for this frame. Here the memory callback, which runs under the
+/// type's lock, stands for the slow driver call: it waits for `end_frame`
+/// to return.
+#[test]
+fn end_frame_does_not_wait_for_a_memory_type_making_a_block() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    use vk_suballoc::MemoryEventKind;
+
+    let (mut allocator, device) = super::super::allocator_with(
+        FakeLayout::discrete(),
+        vk_suballoc::Config {
+            empty_block_frames: 1,
+            ..vk_suballoc::Config::default()
+        },
+    );
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let (returned_tx, returned_rx) = mpsc::channel::<()>();
+    let returned_rx = Mutex::new(returned_rx);
+    let entered_tx = Mutex::new(entered_tx);
+    let waited_out = Arc::new(AtomicBool::new(false));
+    let waited = Arc::clone(&waited_out);
+    allocator.set_memory_callback(move |event| {
+        if event.kind != MemoryEventKind::Allocated {
+            return;
+        }
+        entered_tx.lock().unwrap().send(()).unwrap();
+        let returned = returned_rx.lock().unwrap();
+        if returned.recv_timeout(Duration::from_secs(3)).is_err() {
+            waited.store(true, Ordering::SeqCst);
+        }
+    });
+    let allocator = &allocator;
+    let allocation = std::thread::scope(|scope| {
+        let maker = scope.spawn(move || {
+            allocator
+                .allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        });
+        entered_rx.recv().unwrap();
+        let fence = end_frame(allocator, &device);
+        returned_tx.send(()).unwrap();
+        device.signal_fence(fence);
+        maker.join().unwrap()
+    });
+    assert!(
+        !waited_out.load(Ordering::SeqCst),
+        "end_frame waited for the memory type's lock"
+    );
+    // SAFETY: the fake device runs no GPU work.
+    unsafe { allocator.free(allocation) }.unwrap();
+    device.signal_fence(end_frame(allocator, &device));
+    allocator.collect().unwrap();
+}
+
+/// `collect` carries out its frees after releasing the frame queue's lock:
+/// a thread queueing frees and sealing frames does not wait for the
+/// driver's `vkFreeMemory` calls (milliseconds each for large memory on
+/// some drivers). The memory callback, on the `Freed` of a dedicated
+/// allocation that `collect` releases, stands for the slow driver call: it
+/// waits for the other thread's `free_after_frame` and `end_frame`.
+#[test]
+fn free_after_frame_does_not_wait_for_collect_s_frees() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    use vk_suballoc::{DedicatedPolicy, MemoryEventKind};
+
+    let (mut allocator, device) = allocator(FakeLayout::discrete());
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let (returned_tx, returned_rx) = mpsc::channel::<()>();
+    let returned_rx = Mutex::new(returned_rx);
+    let entered_tx = Mutex::new(entered_tx);
+    let waited_out = Arc::new(AtomicBool::new(false));
+    let waited = Arc::clone(&waited_out);
+    let armed = AtomicBool::new(true);
+    allocator.set_memory_callback(move |event| {
+        if event.kind != MemoryEventKind::Freed || !armed.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        entered_tx.lock().unwrap().send(()).unwrap();
+        let returned = returned_rx.lock().unwrap();
+        if returned.recv_timeout(Duration::from_secs(3)).is_err() {
+            waited.store(true, Ordering::SeqCst);
+        }
+    });
+    let dedicated = buffer(1 << 20, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+    let big = allocator.allocate(&dedicated).unwrap();
+    allocator.free_after_frame(big).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    let small = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+
+    let allocator = &allocator;
+    let collected = std::thread::scope(|scope| {
+        let collector = scope.spawn(move || allocator.collect().unwrap());
+        entered_rx.recv().unwrap();
+        allocator.free_after_frame(small).unwrap();
+        let fence = end_frame(allocator, &device);
+        returned_tx.send(()).unwrap();
+        device.signal_fence(fence);
+        collector.join().unwrap()
+    });
+    assert!(
+        !waited_out.load(Ordering::SeqCst),
+        "free_after_frame or end_frame waited for collect's frees"
+    );
+    assert_eq!(collected.frees, 1);
+    assert_eq!(allocator.collect().unwrap().frees, 1);
+    assert_eq!(allocator.stats().allocations(), 0);
+}
+
+/// What [`a_call_after_collect_s_frees`] checks: `wait_and_collect` or
+/// `collect_idle`.
+#[derive(Clone, Copy, Debug)]
+enum Finisher {
+    WaitAndCollect,
+    CollectIdle,
+}
+
+/// Another thread's `collect` has taken a finished frame's frees out of the
+/// queue and is carrying them out (the memory callback, on the `Freed` of
+/// the frame's first free, stands for a slow `vkFreeMemory`) when this
+/// thread calls `finisher`, then destroys the custom pool of the frame's
+/// second free, as `destroy_pool` says to. The pool must be empty by then:
+/// `wait_and_collect` waits for the frames sealed before the call and
+/// `collect_idle` releases everything queued, even when another thread
+/// took the frees out first. Returns what `destroy_pool` said.
+fn a_call_after_collect_s_frees(finisher: Finisher) -> Result<(), Error> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+    use std::sync::Mutex;
+    use std::time::Duration;
+    use vk_suballoc::{
+        AllocationDesc, DedicatedPolicy, MemoryEventKind, PoolDesc, Request, ResourceKind,
+    };
+
+    let (mut allocator, device) = allocator(FakeLayout::discrete());
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (entered_tx, go_rx) = (Mutex::new(entered_tx), Mutex::new(go_rx));
+    let armed = AtomicBool::new(true);
+    allocator.set_memory_callback(move |event| {
+        if event.kind != MemoryEventKind::Freed || !armed.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        entered_tx.lock().unwrap().send(()).unwrap();
+        // Never hangs: with or without the other thread's answer, it goes on.
+        let _ = go_rx.lock().unwrap().recv_timeout(Duration::from_secs(3));
+    });
+    let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
+    let dedicated = buffer(1 << 20, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+    let big = allocator.allocate(&dedicated).unwrap();
+    let in_pool = Request::with_desc(
+        super::super::requirements(4096, 256),
+        ResourceKind::Buffer,
+        AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool),
+    );
+    let small = allocator.allocate(&in_pool).unwrap();
+    allocator.free_after_frame(big).unwrap();
+    allocator.free_after_frame(small).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+
+    let allocator = &allocator;
+    let destroyed = std::thread::scope(|scope| {
+        let collector = scope.spawn(move || allocator.collect().unwrap());
+        entered_rx.recv().unwrap();
+        let (done_tx, done_rx) = mpsc::channel();
+        let finishing = scope.spawn(move || {
+            match finisher {
+                Finisher::WaitAndCollect => {
+                    allocator.wait_and_collect(u64::MAX).unwrap();
+                }
+                Finisher::CollectIdle => {
+                    // SAFETY: the fake device runs no GPU work.
+                    unsafe { allocator.collect_idle() };
+                }
+            }
+            let destroyed = allocator.destroy_pool(pool);
+            done_tx.send(()).unwrap();
+            destroyed
+        });
+        // Time for a call that does not wait for the collector to return
+        // (it returns at once); one that waits returns once told to go on.
+        let _ = done_rx.recv_timeout(Duration::from_millis(300));
+        go_tx.send(()).unwrap();
+        assert_eq!(collector.join().unwrap().frees, 2);
+        finishing.join().unwrap()
+    });
+    if destroyed.is_err() {
+        // Still there: let the allocator's drop release it.
+        allocator.collect().unwrap();
+    }
+    assert_eq!(allocator.stats().allocations(), 0);
+    destroyed
+}
+
+/// A loading thread's `wait_and_collect` returns once the frees of the
+/// frames sealed before it are carried out, even when the render thread's
+/// `collect` took them out of the queue first: destroying a custom pool
+/// they were in then succeeds. Before, it found nothing queued and
+/// returned while they were still being carried out.
+#[test]
+fn wait_and_collect_waits_for_frees_another_collect_carries_out() {
+    assert_eq!(
+        a_call_after_collect_s_frees(Finisher::WaitAndCollect),
+        Ok(())
+    );
+}
+
+/// As `wait_and_collect`, `collect_idle` returns once every free queued
+/// before it is carried out, those another thread's `collect` took out of
+/// the queue first included.
+#[test]
+fn collect_idle_waits_for_frees_another_collect_carries_out() {
+    assert_eq!(a_call_after_collect_s_frees(Finisher::CollectIdle), Ok(()));
+}

@@ -1,0 +1,365 @@
+//! Creating an upload ring: the descriptions refused (memory the host cannot
+//! see, an empty buffer usage or an extension's, device addresses without
+//! buffer device address, a size past every heap or past one memory object),
+//! in the documented order and with nothing left behind, and the buffer
+//! usages a ring takes.
+
+use ash::vk;
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{Error, UploadRingDesc, Usage};
+
+use super::super::{allocator, finish};
+
+use super::finish_after_frame;
+
+/// A ring is memory the host writes: a usage without `UPLOAD` or `READBACK`
+/// is refused on every device, before anything is created. No buffer, no
+/// allocation, and no block left behind: a refused ring used to leave the
+/// new block its chunk had been placed in (32 MiB of VRAM on the discrete
+/// layout, until `trim`), and such a ring worked on lavapipe, whose one
+/// memory type the host sees, while every GPU refused it.
+#[test]
+fn a_ring_in_memory_the_host_cannot_see_is_refused_without_leaks() {
+    let layouts = [
+        FakeLayout::discrete(),
+        FakeLayout::integrated(),
+        FakeLayout::mobile(),
+        FakeLayout::lavapipe(),
+    ];
+    for layout in layouts {
+        let name = layout.name;
+        let (allocator, device) = allocator(layout);
+        let before = allocator.stats();
+        for usage in [Usage::DEVICE_LOCAL, Usage::TRANSIENT, Usage::default()] {
+            let desc = UploadRingDesc {
+                usage,
+                ..UploadRingDesc::default()
+            };
+            assert_eq!(
+                allocator.create_upload_ring(&desc).map(|_| ()),
+                Err(Error::NotHostVisible),
+                "{name}: {usage:?}"
+            );
+        }
+        assert_eq!(allocator.stats(), before, "{name}");
+        assert_eq!(device.live_resources(), 0, "{name}");
+        assert_eq!(device.live_allocations(), vec![], "{name}");
+        finish(allocator, &device);
+    }
+}
+
+/// A ring's buffer usage reaches `vkCreateBuffer`, which refuses an empty
+/// one (VUID-VkBufferCreateInfo-usage-requiredbitmask): the safe
+/// `create_upload_ring` refuses it first, with nothing created.
+#[test]
+fn a_ring_with_no_buffer_usage_is_refused_before_anything_is_made() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let desc = UploadRingDesc {
+        buffer_usage: vk::BufferUsageFlags::empty(),
+        ..UploadRingDesc::default()
+    };
+    assert!(matches!(
+        allocator.create_upload_ring(&desc),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert_eq!(device.live_resources(), 0);
+    assert_eq!(device.live_allocations(), vec![]);
+    finish(allocator, &device);
+}
+
+/// An extension's buffer usage (a descriptor buffer's) would reach
+/// `vkCreateBuffer` whether or not the extension is enabled, which the
+/// allocator cannot see: the safe `create_upload_ring` refuses it, with
+/// nothing created; `create_upload_ring_unchecked`, whose caller vouches
+/// for it, makes the ring.
+#[test]
+fn a_ring_with_an_extension_s_buffer_usage_needs_the_unchecked_call() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let desc = UploadRingDesc {
+        buffer_usage: vk::BufferUsageFlags::TRANSFER_SRC
+            | vk::BufferUsageFlags::RESOURCE_DESCRIPTOR_BUFFER_EXT,
+        ..UploadRingDesc::default()
+    };
+    assert!(matches!(
+        allocator.create_upload_ring(&desc),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert_eq!(device.live_resources(), 0);
+    assert_eq!(device.live_allocations(), vec![]);
+    // SAFETY: the fake device takes any usage.
+    let ring = unsafe { allocator.create_upload_ring_unchecked(&desc) }.unwrap();
+    assert_eq!(device.live_resources(), 1);
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish(allocator, &device);
+}
+
+/// Every buffer usage of core Vulkan 1.0, and `SHADER_DEVICE_ADDRESS`
+/// with buffer device address, makes a ring through the safe
+/// `create_upload_ring`, each alone and all together: none is taken for
+/// an extension's.
+#[test]
+fn a_ring_takes_every_core_buffer_usage() {
+    use vk::BufferUsageFlags as B;
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let core = [
+        B::TRANSFER_SRC,
+        B::TRANSFER_DST,
+        B::UNIFORM_TEXEL_BUFFER,
+        B::STORAGE_TEXEL_BUFFER,
+        B::UNIFORM_BUFFER,
+        B::STORAGE_BUFFER,
+        B::INDEX_BUFFER,
+        B::VERTEX_BUFFER,
+        B::INDIRECT_BUFFER,
+        B::SHADER_DEVICE_ADDRESS,
+    ];
+    let all = core.iter().fold(B::empty(), |all, &usage| all | usage);
+    for buffer_usage in core.into_iter().chain([all]) {
+        let desc = UploadRingDesc {
+            buffer_usage,
+            ..UploadRingDesc::default()
+        };
+        let ring = allocator.create_upload_ring(&desc);
+        assert!(ring.is_ok(), "{buffer_usage:?}: {ring:?}");
+        allocator.destroy_upload_ring(ring.unwrap()).unwrap();
+    }
+    finish_after_frame(allocator, &device);
+}
+
+/// The buffer-usage checks `create_upload_ring` gained come after its
+/// older ones: a description those refused gets the same error as
+/// before (`ZeroSize` for a size of 0, `NotHostVisible` for a usage the
+/// host cannot reach), whatever its buffer usage. Before, an extension's
+/// bit made both `InvalidConfig`, and `SHADER_DEVICE_ADDRESS` without
+/// buffer device address made both `NoSuitableMemoryType`, unlike the
+/// unchecked call and the allocation path, which check the size first.
+#[test]
+fn a_ring_s_buffer_usage_is_checked_after_its_size_and_usage() {
+    let extension =
+        vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::RESOURCE_DESCRIPTOR_BUFFER_EXT;
+    let address =
+        vk::BufferUsageFlags::UNIFORM_BUFFER | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS;
+    // The mobile layout has no buffer device address.
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    for buffer_usage in [extension, address] {
+        let zero = UploadRingDesc {
+            size: 0,
+            buffer_usage,
+            ..UploadRingDesc::default()
+        };
+        let unseen = UploadRingDesc {
+            usage: Usage::DEVICE_LOCAL,
+            buffer_usage,
+            ..UploadRingDesc::default()
+        };
+        for (desc, expected) in [(zero, Error::ZeroSize), (unseen, Error::NotHostVisible)] {
+            assert_eq!(
+                allocator.create_upload_ring(&desc).map(|_| ()),
+                Err(expected),
+                "{desc:?}"
+            );
+            // SAFETY: nothing is created for these descriptions.
+            let unchecked = unsafe { allocator.create_upload_ring_unchecked(&desc) };
+            assert_eq!(unchecked.map(|_| ()), Err(expected), "{desc:?}");
+        }
+    }
+    // Host-visible and sized: the buffer usage decides.
+    let desc = |buffer_usage| UploadRingDesc {
+        buffer_usage,
+        ..UploadRingDesc::default()
+    };
+    assert!(matches!(
+        allocator.create_upload_ring(&desc(extension)),
+        Err(Error::InvalidConfig(_))
+    ));
+    let no_address = Err(Error::NoSuitableMemoryType {
+        memory_type_bits: (1 << FakeLayout::mobile().memory_types.len()) - 1,
+        usage: Usage::UPLOAD | Usage::DEVICE_LOCAL | Usage::DEVICE_ADDRESS,
+    });
+    assert_eq!(
+        allocator.create_upload_ring(&desc(address)).map(|_| ()),
+        no_address
+    );
+    // SAFETY: refused before the buffer is made.
+    let unchecked = unsafe { allocator.create_upload_ring_unchecked(&desc(address)) };
+    assert_eq!(unchecked.map(|_| ()), no_address);
+    assert_eq!(device.live_resources(), 0);
+    assert_eq!(device.live_allocations(), vec![]);
+    finish(allocator, &device);
+}
+
+/// `create_upload_ring_unchecked`'s documented order, and
+/// `create_upload_ring`'s (its own check between the usage and buffer
+/// device address), on descriptions that fail several checks at once:
+/// a size of 0 first, then an empty buffer usage, then a usage the host
+/// cannot reach, then (safe call) an extension's bit, then
+/// `SHADER_DEVICE_ADDRESS` without buffer device address.
+#[test]
+fn a_ring_s_refusals_come_in_the_documented_order() {
+    let extension = vk::BufferUsageFlags::RESOURCE_DESCRIPTOR_BUFFER_EXT;
+    let address = vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS;
+    let empty_usage = Error::InvalidConfig("UploadRingDesc::buffer_usage must not be empty");
+    // The mobile layout has no buffer device address.
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let no_address = Error::NoSuitableMemoryType {
+        memory_type_bits: (1 << FakeLayout::mobile().memory_types.len()) - 1,
+        usage: Usage::UPLOAD | Usage::DEVICE_LOCAL | Usage::DEVICE_ADDRESS,
+    };
+    let desc = |size, usage, buffer_usage| UploadRingDesc {
+        size,
+        usage,
+        buffer_usage,
+        ..UploadRingDesc::default()
+    };
+    let host = UploadRingDesc::default().usage;
+    let empty = vk::BufferUsageFlags::empty();
+    let unseen = Usage::DEVICE_LOCAL;
+    // (description, the safe call's error, the unchecked call's)
+    for (desc, safe, unchecked) in [
+        (desc(0, unseen, empty), Error::ZeroSize, Error::ZeroSize),
+        (desc(4096, unseen, empty), empty_usage, empty_usage),
+        (
+            desc(4096, unseen, extension | address),
+            Error::NotHostVisible,
+            Error::NotHostVisible,
+        ),
+        (
+            desc(4096, host, extension | address),
+            Error::InvalidConfig(
+                "UploadRingDesc::buffer_usage has a bit beyond core Vulkan 1.0's and \
+                 SHADER_DEVICE_ADDRESS: use create_upload_ring_unchecked for an \
+                 extension's usage",
+            ),
+            no_address,
+        ),
+    ] {
+        assert_eq!(
+            allocator.create_upload_ring(&desc).map(|_| ()),
+            Err(safe),
+            "{desc:?}"
+        );
+        // SAFETY: every one of these is refused before a buffer is made.
+        let result = unsafe { allocator.create_upload_ring_unchecked(&desc) };
+        assert_eq!(result.map(|_| ()), Err(unchecked), "{desc:?}");
+    }
+    assert_eq!(device.live_resources(), 0);
+    assert_eq!(device.live_allocations(), vec![]);
+    finish(allocator, &device);
+}
+
+/// A ring whose buffers take their device address (`SHADER_DEVICE_ADDRESS`
+/// usage) needs memory allocated for it
+/// (VUID-vkBindBufferMemory-bufferDeviceAddress-03339), as `create_buffer`
+/// asks for: without buffer device address the ring is refused, as such a
+/// buffer is, and nothing is left behind; with it, the ring works.
+#[test]
+fn a_device_address_ring_needs_buffer_device_address() {
+    let desc = UploadRingDesc {
+        buffer_usage: vk::BufferUsageFlags::UNIFORM_BUFFER
+            | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    // The mobile layout has no buffer device address.
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let before = allocator.stats();
+    assert!(matches!(
+        allocator.create_upload_ring(&desc),
+        Err(Error::NoSuitableMemoryType { usage, .. }) if usage.contains(Usage::DEVICE_ADDRESS)
+    ));
+    assert_eq!(allocator.stats(), before);
+    assert_eq!(device.live_resources(), 0);
+    finish(allocator, &device);
+
+    let (allocator, device) = super::super::allocator(FakeLayout::discrete());
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    // A second chunk, made by growth, is allocated for addresses too.
+    allocator.ring_allocate(ring, desc.size, 256).unwrap();
+    let grown = allocator.ring_allocate(ring, 256, 256).unwrap();
+    allocator.ring_write(&grown, 0, &[1; 256]).unwrap();
+    let chunks: Vec<_> = device.live_allocations();
+    assert!(!chunks.is_empty() && chunks.iter().all(|m| m.device_address));
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
+
+/// A ring larger than any heap is refused as too large, never as a
+/// shortage that freeing could cure: 2^40 bytes (which a linear allocator
+/// could manage) and 2^50 (which it could not) alike, and a growing ring
+/// asked for `u64::MAX` bytes. Nothing is left behind.
+#[test]
+fn a_ring_larger_than_any_heap_is_refused_as_too_large() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let largest_heap = device
+        .layout()
+        .memory_heaps
+        .iter()
+        .map(|h| h.size)
+        .max()
+        .unwrap();
+    for size in [1u64 << 40, 1 << 50] {
+        let desc = UploadRingDesc {
+            size,
+            ..UploadRingDesc::default()
+        };
+        assert!(
+            matches!(
+                allocator.create_upload_ring(&desc).map(|_| ()),
+                Err(Error::SizeExceedsHeaps { size: s, largest_heap: _ }) if s >= size
+            ),
+            "{size}"
+        );
+    }
+    let desc = UploadRingDesc {
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let before = allocator.stats();
+    assert_eq!(
+        allocator.ring_allocate(ring, u64::MAX, 1).map(|_| ()),
+        Err(Error::SizeExceedsHeaps {
+            size: u64::MAX,
+            largest_heap
+        })
+    );
+    assert_eq!(allocator.stats(), before);
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
+
+/// A ring past what a linear allocator manages (2^48 bytes) in a heap
+/// larger still is refused as past what one memory object may be
+/// (`maxMemoryAllocationSize` here), not as larger than every heap: also a
+/// ring exactly the heap's size. One larger than the heap is refused as
+/// such. Nothing is left behind.
+#[test]
+fn a_ring_too_large_for_one_memory_object_in_a_larger_heap_is_refused_as_such() {
+    let heap = 1u64 << 50;
+    let (allocator, device) = allocator(FakeLayout::discrete().with_heap_sizes(heap));
+    let max = device.layout().max_memory_allocation_size;
+    assert!(max < 1 << 48);
+    for size in [(1u64 << 48) + 1, heap] {
+        let desc = UploadRingDesc {
+            size,
+            ..UploadRingDesc::default()
+        };
+        assert_eq!(
+            allocator.create_upload_ring(&desc).map(|_| ()),
+            Err(Error::SizeExceedsMaxAllocation { size, max }),
+            "{size}"
+        );
+    }
+    let desc = UploadRingDesc {
+        size: heap + 1,
+        ..UploadRingDesc::default()
+    };
+    assert_eq!(
+        allocator.create_upload_ring(&desc).map(|_| ()),
+        Err(Error::SizeExceedsHeaps {
+            size: heap + 1,
+            largest_heap: heap
+        })
+    );
+    finish_after_frame(allocator, &device);
+}
