@@ -1,0 +1,114 @@
+//! The fake device itself, which every other test relies on: the properties
+//! its preset reports through `MemoryDeviceExt`, and the rules of
+//! allocations and binds it checks, as the validation layer does.
+
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::device::{AllocateInfo, AllocationFlags, DedicatedTarget, MemoryDeviceExt};
+
+#[test]
+fn the_ext_trait_reports_the_preset() {
+    let device = vk_suballoc::device::fake::FakeDevice::new(FakeLayout::mobile());
+    let properties = device.memory_properties();
+    assert_eq!(properties.device.memory_types.len(), 4);
+    assert_eq!(properties.device.non_coherent_atom_size, 256);
+    assert_eq!(properties.buffer_image_granularity, 4096);
+}
+
+/// The fake device checks binds against the requirements it reported, as
+/// the validation layer does: the memory type (VUID-vkBindBufferMemory-memory-01035),
+/// the alignment (-memoryOffset-01036), the size (-size-01037), dedicated
+/// memory bound to its own resource at offset 0 (-memory-01508), a
+/// device-address buffer in device-address memory (-bufferDeviceAddress-03339),
+/// a buffer bound once only (-buffer-07459) at an offset inside the memory
+/// (-memoryOffset-01031), and a dedicated allocation of exactly the buffer's size
+/// (VUID-VkMemoryDedicatedAllocateInfo-buffer-02965) for a resource that
+/// exists (-image-parameter).
+#[test]
+fn fake_binds_follow_the_reported_requirements() {
+    use ash::vk;
+    use vk_suballoc::device::MemoryDevice;
+    let raw = FakeDevice::new(FakeLayout::mobile());
+    let usage = vk::BufferUsageFlags::TRANSFER_SRC;
+    // SAFETY: a fake device; the invalid calls are the ones under test.
+    unsafe {
+        let (buffer, requirements, _) = raw.create_buffer(1000, usage).unwrap();
+        let (other, _, _) = raw.create_buffer(1000, usage).unwrap();
+        assert_eq!(
+            requirements.memory_type_bits & 0b1000,
+            0,
+            "lazily allocated"
+        );
+        let lazy = raw
+            .allocate(&AllocateInfo::plain(4096, 3, AllocationFlags::empty()))
+            .unwrap();
+        let small = raw
+            .allocate(&AllocateInfo::plain(1024, 0, AllocationFlags::empty()))
+            .unwrap();
+        let mut dedicated = AllocateInfo::plain(requirements.size, 0, AllocationFlags::empty());
+        dedicated.dedicated = Some(DedicatedTarget::Buffer(other));
+        let other_memory = raw.allocate(&dedicated).unwrap();
+        dedicated.size += 4;
+        assert!(raw.allocate(&dedicated).is_err());
+        // Dedicated to a handle the device never made.
+        let mut unknown = AllocateInfo::plain(1024, 0, AllocationFlags::empty());
+        unknown.dedicated = Some(DedicatedTarget::Image(vk::Handle::from_raw(0x51)));
+        assert!(raw.allocate(&unknown).is_err());
+        for (memory, offset) in [
+            (lazy.raw(), 0),
+            (small.raw(), 4),
+            (small.raw(), 256),
+            (other_memory.raw(), 0),
+        ] {
+            raw.bind_buffer_memory(buffer, memory, offset).unwrap();
+        }
+        raw.bind_buffer_memory(other, other_memory.raw(), 0)
+            .unwrap();
+        // Without buffer device address (mobile), no rule for the address
+        // usage; with it (discrete), the memory must have the flag.
+        let address_usage = usage | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS;
+        let (addressed, _, _) = raw.create_buffer(256, address_usage).unwrap();
+        raw.bind_buffer_memory(addressed, small.raw(), 0).unwrap();
+        // Bound already; then an offset at the memory's end (a 16-byte
+        // buffer that the offset's alignment and size checks would pass).
+        raw.bind_buffer_memory(other, other_memory.raw(), 0)
+            .unwrap();
+        let (past, _, _) = raw.create_buffer(16, usage).unwrap();
+        raw.bind_buffer_memory(past, small.raw(), 1024).unwrap();
+        let discrete = FakeDevice::new(FakeLayout::discrete());
+        let plain = discrete
+            .allocate(&AllocateInfo::plain(4096, 1, AllocationFlags::empty()))
+            .unwrap();
+        let (on_discrete, _, _) = discrete.create_buffer(256, address_usage).unwrap();
+        discrete
+            .bind_buffer_memory(on_discrete, plain.raw(), 0)
+            .unwrap();
+        let mut violations = raw.violations();
+        violations.extend(discrete.violations());
+        for (i, vuid) in [
+            "02965",
+            "image-parameter",
+            "01035",
+            "01036",
+            "01037",
+            "01508",
+            "07459",
+            "01031",
+            "03339",
+        ]
+        .iter()
+        .enumerate()
+        {
+            assert!(violations[i].contains(vuid), "{vuid}: {violations:?}");
+        }
+        assert_eq!(violations.len(), 9, "{violations:?}");
+        for memory in [lazy, small, other_memory] {
+            raw.deallocate_memory(memory);
+        }
+        raw.destroy_buffer(buffer);
+        raw.destroy_buffer(other);
+        raw.destroy_buffer(addressed);
+        raw.destroy_buffer(past);
+        discrete.deallocate_memory(plain);
+        discrete.destroy_buffer(on_discrete);
+    }
+}

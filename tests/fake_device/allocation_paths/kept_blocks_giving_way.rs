@@ -1,0 +1,397 @@
+//! Kept empty blocks giving way to a request short of memory (the driver's
+//! object count, a heap or its budget, a custom pool's block or its
+//! `min_blocks`): all but the largest go first, then the largest, in the
+//! heap that lacks memory only, and none for a refusal that is not for want
+//! of memory.
+
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::device::DeviceError;
+use vk_suballoc::{
+    Allocation, AllocationDesc, Config, Error, PoolDesc, Request, ResourceKind, Usage,
+};
+
+use super::super::frames::free_all_and_finish;
+use super::super::{allocator, allocator_with, buffer, finish, free, requirements, FakeAllocator};
+
+use super::{free_all, twenty_mib_buffers, MIB};
+
+/// Kept empty blocks give way to a request short of memory: each default
+/// pool's empty blocks but the largest are released and the request is
+/// tried again, whether the driver's object count, the heap's budget or a
+/// custom pool's new block was what it lacked.
+#[test]
+fn kept_empty_blocks_give_way_to_a_request_short_of_memory() {
+    // Blocks of 64, 128 and three of 256 MiB, the last two empty and kept.
+    // With `vram_budget`, the VRAM heap's budget is set after, and read.
+    let setup = |layout: FakeLayout, vram_budget: Option<u64>| {
+        let (allocator, device) = allocator(layout);
+        let long_lived = twenty_mib_buffers(&allocator, 15);
+        let transient = twenty_mib_buffers(&allocator, 30);
+        free_all(&allocator, transient);
+        assert_eq!(allocator.stats().memory_types[1].empty_blocks, 2);
+        assert_eq!(device.live_allocations().len(), 5);
+        if let Some(budget) = vram_budget {
+            device.set_heap_budget(0, budget, 0);
+            allocator.budgets(); // the allocator's checks read the new budget
+        }
+        (allocator, device, long_lived)
+    };
+    // `pool_blocks`: bytes of custom pool blocks, counted in their type.
+    let released_one = |allocator: &FakeAllocator, case: &str, pool_blocks: u64| {
+        let stats = allocator.stats();
+        assert_eq!(stats.memory_types[1].empty_blocks, 1, "{case}");
+        assert_eq!(
+            stats.memory_types[1].block_bytes,
+            (64 + 128 + 2 * 256) * MIB + pool_blocks,
+            "{case}"
+        );
+    };
+
+    // maxMemoryAllocationCount 5: an upload buffer needs a sixth object
+    // (no host-visible type has a block), which one kept block makes room
+    // for.
+    let (allocator, device, long_lived) =
+        setup(FakeLayout::discrete().with_max_allocation_count(5), None);
+    let upload = allocator
+        .allocate(&buffer(MIB, 256, Usage::UPLOAD))
+        .unwrap();
+    assert_eq!(upload.memory_type(), 2);
+    released_one(&allocator, "object count", 0);
+    free_all_and_finish(allocator, &device, long_lived.into_iter().chain([upload]));
+
+    // A 1100 MiB budget on the VRAM heap: 960 MiB of blocks leave no room
+    // for a 300 MiB dedicated buffer (larger than any block) asked within
+    // budget, unless a kept block goes.
+    let (allocator, device, long_lived) = setup(FakeLayout::discrete(), Some(1100 * MIB));
+    let large = allocator
+        .allocate(&buffer(300 * MIB, 256, Usage::DEVICE_LOCAL).within_budget())
+        .unwrap();
+    assert!(large.is_dedicated());
+    released_one(&allocator, "budget", 0);
+    free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
+
+    // The same budget, and a custom pool of 200 MiB blocks making its first.
+    let (allocator, device, long_lived) = setup(FakeLayout::discrete(), Some(1100 * MIB));
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).block_size(200 * MIB))
+        .unwrap();
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL)
+        .pool(pool)
+        .within_budget();
+    let in_pool = allocator
+        .allocate(&Request::with_desc(
+            requirements(MIB, 256),
+            ResourceKind::Buffer,
+            desc,
+        ))
+        .unwrap();
+    released_one(&allocator, "custom pool", 200 * MIB);
+    free(&allocator, in_pool);
+    allocator.destroy_pool(pool).unwrap();
+    free_all_and_finish(allocator, &device, long_lived);
+}
+
+/// A custom pool's `min_blocks` blocks, made by `create_pool`, are memory
+/// a request asks for too: kept empty blocks give way to them as they do
+/// to an allocation (before, the pool failed with `TooManyObjects` where
+/// VMA's rule, keeping one empty block, left room for its block).
+#[test]
+fn kept_empty_blocks_give_way_to_a_pool_s_min_blocks() {
+    for reserve in [1.0, 0.0] {
+        let config = Config {
+            empty_block_reserve: reserve,
+            ..Config::default()
+        };
+        let (allocator, device) =
+            allocator_with(FakeLayout::discrete().with_max_allocation_count(5), config);
+        // Blocks of 64, 128 and 256 MiB in use; two more of 256 emptied.
+        let long_lived = twenty_mib_buffers(&allocator, 15);
+        let transient = twenty_mib_buffers(&allocator, 30);
+        free_all(&allocator, transient);
+        let pool = allocator
+            .create_pool(&PoolDesc::new(1).block_size(16 * MIB).min_blocks(1))
+            .unwrap_or_else(|error| panic!("reserve {reserve}: {error}"));
+        let stats = allocator.stats();
+        assert_eq!(stats.memory_types[1].empty_blocks, 2, "reserve {reserve}");
+        assert_eq!(device.live_allocations().len(), 5, "reserve {reserve}");
+        allocator.destroy_pool(pool).unwrap();
+        free_all(&allocator, long_lived);
+        finish(allocator, &device);
+    }
+}
+
+/// Kept empty blocks give way to a request short of memory in any of its
+/// memory types, not only in the first it tries: here the first type's
+/// new block cannot be mapped (`MapFailed`, no want of memory), and the
+/// next type's heap is full of kept empty blocks. VMA's rule (0.0) keeps
+/// one, and leaves room.
+#[test]
+fn kept_empty_blocks_give_way_after_a_first_type_that_failed_otherwise() {
+    // UPLOAD memory in type 2 (the 16 GiB system heap) or 4 (the 256 MiB BAR).
+    let bar_or_system = |size: u64| {
+        let mut request = buffer(size, 256, Usage::UPLOAD);
+        request.requirements.memory_type_bits = 1 << 2 | 1 << 4;
+        request
+    };
+    let in_bar = |size: u64| {
+        let mut request = buffer(size, 256, Usage::UPLOAD);
+        request.requirements.memory_type_bits = 1 << 4;
+        request
+    };
+    for reserve in [1.0, 0.0] {
+        let config = Config {
+            empty_block_reserve: reserve,
+            ..Config::default()
+        };
+        let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+        // The BAR's blocks: 16 and 32 MiB in use, two of 32 emptied.
+        let long_lived: Vec<Allocation> = (0..6)
+            .map(|_| allocator.allocate(&in_bar(8 * MIB)).unwrap())
+            .collect();
+        let transient: Vec<Allocation> = (0..8)
+            .map(|_| allocator.allocate(&in_bar(8 * MIB)).unwrap())
+            .collect();
+        free_all(&allocator, transient);
+        let kept = if reserve > 0.0 { 2 } else { 1 };
+        assert_eq!(allocator.stats().memory_types[4].empty_blocks, kept);
+        // Room for 40 MiB beside one kept empty block, not beside two.
+        device.cap_heap(2, 120 * MIB);
+        device.fail_map(1);
+        let a = allocator
+            .allocate(&bar_or_system(40 * MIB))
+            .unwrap_or_else(|error| panic!("reserve {reserve}: {error}"));
+        assert_eq!(a.memory_type(), 4, "reserve {reserve}");
+        assert_eq!(allocator.stats().memory_types[4].empty_blocks, 1);
+        free(&allocator, a);
+        free_all(&allocator, long_lived);
+        finish(allocator, &device);
+    }
+}
+
+/// `count` 20 MiB upload buffers, in the system heap's upload type (2).
+fn twenty_mib_uploads(allocator: &FakeAllocator, count: usize) -> Vec<Allocation> {
+    (0..count)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(20 * MIB, 256, Usage::UPLOAD))
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Blocks of 64, 128 and three of 256 MiB in the upload type (2), the last
+/// two empty and kept: 960 MiB of the system heap (1). Returns the
+/// allocations in the others.
+fn kept_upload_blocks(allocator: &FakeAllocator) -> Vec<Allocation> {
+    let long_lived = twenty_mib_uploads(allocator, 15);
+    free_all(allocator, twenty_mib_uploads(allocator, 30));
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 2);
+    long_lived
+}
+
+/// A 300 MiB upload buffer, larger than any block (dedicated memory), in
+/// the upload type (2) or the cached one (3): both in the system heap.
+fn large_upload() -> Request<'static> {
+    let mut request = buffer(300 * MIB, 256, Usage::UPLOAD);
+    request.requirements.memory_type_bits = 1 << 2 | 1 << 3;
+    request
+}
+
+/// When releasing the kept empty blocks but the largest leaves a request
+/// still short of memory, the largest goes too and the request is tried
+/// again in its first memory type: it neither fails nor leaves that type.
+#[test]
+fn every_kept_empty_block_gives_way_when_all_but_the_largest_are_not_enough() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let long_lived = kept_upload_blocks(&allocator);
+    // 300 MiB fit beside the blocks in use (448 MiB), not beside one kept
+    // block more (704).
+    device.cap_heap(1, 800 * MIB);
+    let large = allocator
+        .allocate(&large_upload())
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(large.memory_type(), 2);
+    assert!(large.is_dedicated());
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 0);
+    free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
+}
+
+/// A memory type tried again once its kept empty blocks but the largest
+/// are released, that fails then otherwise than for want of memory
+/// (`MapFailed`), gives the request to the next type: its largest kept
+/// block stays, as no want of memory asked for it.
+#[test]
+fn a_type_that_fails_otherwise_once_kept_blocks_went_keeps_its_largest() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let long_lived = kept_upload_blocks(&allocator);
+    // 300 MiB fit beside one kept block (704 MiB), not beside two (960).
+    device.cap_heap(1, 1100 * MIB);
+    // The retry's memory objects, the first two mapped from now: its
+    // dedicated memory, then the new block the type tries when dedicated
+    // memory cannot be mapped.
+    device.fail_map(1);
+    device.fail_map(2);
+    let large = allocator
+        .allocate(&large_upload())
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(large.memory_type(), 3);
+    assert!(large.mapped_ptr().is_some());
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 1);
+    free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
+}
+
+/// The largest kept empty block a memory type's failed retry left (it
+/// failed otherwise, `MapFailed`) gives way when the next type of its heap
+/// lacks memory: that type is tried again without it. Before, the heap's
+/// types counted as released once those beyond the largest went, and the
+/// request failed with the largest kept. The driver's refusals are its
+/// own here: the fake heap's cap has room for the next type, but a driver
+/// may refuse memory a heap's bytes would allow (fragmentation, another
+/// process's allocation).
+#[test]
+fn the_largest_kept_block_left_by_a_type_that_failed_otherwise_gives_way_later() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let long_lived = kept_upload_blocks(&allocator);
+    device.cap_heap(1, 1100 * MIB);
+    // The first type's retry cannot map its dedicated memory nor its new
+    // block (calls 3 and 4); the next type's dedicated memory and block
+    // (calls 5 and 6) are refused.
+    device.fail_map(1);
+    device.fail_map(2);
+    device.fail_allocation(5, DeviceError::OutOfDeviceMemory);
+    device.fail_allocation(6, DeviceError::OutOfDeviceMemory);
+    let large = allocator
+        .allocate(&large_upload())
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(large.memory_type(), 3);
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 0);
+    free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
+}
+
+/// When releasing the kept empty blocks but the largest leaves a custom
+/// pool's new block still short of memory, the largest goes too and the
+/// block is tried again: the request does not fail.
+#[test]
+fn every_kept_empty_block_gives_way_to_a_pool_s_block_when_needed() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let long_lived = kept_upload_blocks(&allocator);
+    let pool = allocator
+        .create_pool(&PoolDesc::new(2).block_size(300 * MIB))
+        .unwrap();
+    // A 300 MiB block fits beside the blocks in use (448 MiB), not beside
+    // one kept block more (704).
+    device.cap_heap(1, 800 * MIB);
+    let desc = AllocationDesc::new(Usage::UPLOAD).pool(pool);
+    let in_pool = allocator
+        .allocate(&Request::with_desc(
+            requirements(MIB, 256),
+            ResourceKind::Buffer,
+            desc,
+        ))
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 0);
+    free(&allocator, in_pool);
+    allocator.destroy_pool(pool).unwrap();
+    free_all_and_finish(allocator, &device, long_lived);
+}
+
+/// A custom pool's block, tried again once the kept empty blocks but the
+/// largest are released, that then cannot be mapped fails the request with
+/// `MapFailed`: the largest kept block stays, as no want of memory asked
+/// for it.
+#[test]
+fn a_pool_s_block_that_fails_otherwise_once_kept_blocks_went_leaves_the_largest() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let long_lived = kept_upload_blocks(&allocator);
+    let pool = allocator
+        .create_pool(&PoolDesc::new(2).block_size(200 * MIB))
+        .unwrap();
+    // A 200 MiB block fits beside one kept block (704 MiB), not beside two
+    // (960).
+    device.cap_heap(1, 1000 * MIB);
+    device.fail_map(1);
+    let desc = AllocationDesc::new(Usage::UPLOAD).pool(pool);
+    let result = allocator.allocate(&Request::with_desc(
+        requirements(MIB, 256),
+        ResourceKind::Buffer,
+        desc,
+    ));
+    assert_eq!(result.err(), Some(Error::MapFailed));
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 1);
+    allocator.destroy_pool(pool).unwrap();
+    free_all_and_finish(allocator, &device, long_lived);
+}
+
+/// A memory type tried again once kept empty blocks are released, that
+/// fails then with an error no other type would mend (the host out of
+/// memory), ends the request with that error: no other type is tried.
+#[test]
+fn a_retry_after_releasing_kept_blocks_that_fails_for_good_ends_the_request() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let long_lived = kept_upload_blocks(&allocator);
+    device.cap_heap(1, 1100 * MIB);
+    // The first two calls (dedicated memory, then a block of its size)
+    // fail for the cap; the third is the retry's dedicated memory.
+    device.fail_allocation(3, DeviceError::OutOfHostMemory);
+    let calls = device.counters().allocate_calls;
+    let result = allocator.allocate(&large_upload());
+    assert_eq!(result.err(), Some(Error::OutOfHostMemory));
+    assert_eq!(device.counters().allocate_calls, calls + 3);
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 1);
+    free_all_and_finish(allocator, &device, long_lived);
+}
+
+/// A request refused otherwise than for want of memory releases no kept
+/// empty block: for existing memory only, fitting none, or one whose
+/// first type cannot map its memory, taken by the next type.
+#[test]
+fn a_refusal_not_for_want_of_memory_releases_no_kept_block() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let long_lived = kept_upload_blocks(&allocator);
+    let result = allocator.allocate(&large_upload().existing_memory_only());
+    assert_eq!(result.err(), Some(Error::NoRoomInExistingMemory));
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 2);
+    // The first type's dedicated memory, then its block.
+    device.fail_map(1);
+    device.fail_map(2);
+    let large = allocator
+        .allocate(&large_upload())
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(large.memory_type(), 3);
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 2);
+    free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
+}
+
+/// A heap short of memory or budget releases the kept empty blocks of its
+/// own memory types only: those of another heap do not stand in its way.
+#[test]
+fn a_heap_short_of_budget_releases_its_own_kept_blocks_only() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let upload = |count| -> Vec<Allocation> {
+        (0..count)
+            .map(|_| {
+                allocator
+                    .allocate(&buffer(20 * MIB, 256, Usage::UPLOAD))
+                    .unwrap()
+            })
+            .collect()
+    };
+    // Two kept empty blocks in the VRAM type (1) and in the system-memory
+    // upload type (2, another heap).
+    let long_lived = twenty_mib_buffers(&allocator, 15);
+    let long_lived_upload = upload(15);
+    free_all(&allocator, twenty_mib_buffers(&allocator, 30));
+    free_all(&allocator, upload(30));
+    let empty = |t: usize| allocator.stats().memory_types[t].empty_blocks;
+    assert_eq!((empty(1), empty(2)), (2, 2));
+    // The VRAM heap's budget leaves no room for a 300 MiB dedicated buffer
+    // unless a VRAM block goes.
+    device.set_heap_budget(0, 1100 * MIB, 0);
+    allocator.budgets();
+    let large = allocator
+        .allocate(&buffer(300 * MIB, 256, Usage::DEVICE_LOCAL).within_budget())
+        .unwrap();
+    assert_eq!((empty(1), empty(2)), (1, 2));
+    let live = long_lived.into_iter().chain(long_lived_upload);
+    free_all_and_finish(allocator, &device, live.chain([large]));
+}
