@@ -7,7 +7,7 @@
 //! [`allocate_mut`](Allocator::allocate_mut) and
 //! [`free_mut`](Allocator::free_mut), which skip the lock, and
 //! [`ring_allocate_mut`](Allocator::ring_allocate_mut), which skips the
-//! rings' (`upload_rings.rs`). Requests are
+//! rings' (`upload_rings/ring_allocate.rs`). Requests are
 //! ranked over memory types ([`memory_type_choice`](crate::memory::memory_type_choice)), placed
 //! in a type's blocks or dedicated memory ([`TypePool`]) by the allocation
 //! path in `place.rs`, and handed back as [`Allocation`]s. The host's

@@ -29,7 +29,7 @@ impl<D> MemoryContext<D> {
     /// left the object allocated for good (never freed, not even at drop)
     /// and its bytes counted in the heap's usage and in
     /// `maxMemoryAllocationCount`, while every pool lock it unwound through
-    /// carries on after the poison (`place.rs`).
+    /// carries on after the poison (`place/pool_access.rs`).
     fn tell<M>(
         &self,
         kind: MemoryEventKind,
