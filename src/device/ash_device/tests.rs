@@ -1,0 +1,247 @@
+//! Unit tests of the ash backend that need no Vulkan driver: its accessors
+//! and `Debug`, the batching of mapped ranges into one driver call and the
+//! reading of a failed flush, on a function table whose only entry points
+//! are stubs, and the translation of Vulkan's memory properties, dedicated
+//! requirements and priorities into the allocator's. They are apart from
+//! `ash_device.rs` so that the backend reads without its test stubs; the
+//! Vulkan suite (`tests/vulkan.rs`) runs the backend on a real device.
+
+use ash::vk;
+
+use gpu_alloc_types::MemoryPropertyFlags as Props;
+
+use super::{amd_device_coherent_types, memory_priority, memory_property_flags};
+use super::{
+    AshMemoryDevice, DedicatedHint, DeviceError, DeviceFeatures, MappedMemoryRange, MemoryDevice,
+};
+
+use std::cell::{Cell, RefCell};
+use std::ffi::{c_void, CStr};
+
+thread_local! {
+    /// Each stub call's ranges, as (memory, offset, size).
+    static CALLS: RefCell<Vec<Vec<(u64, u64, u64)>>> = const { RefCell::new(Vec::new()) };
+    /// What the stub returns.
+    static RESULT: Cell<vk::Result> = const { Cell::new(vk::Result::SUCCESS) };
+}
+
+/// Stands in for `vkFlushMappedMemoryRanges` and
+/// `vkInvalidateMappedMemoryRanges`: records the call's ranges and
+/// returns [`RESULT`].
+unsafe extern "system" fn record_ranges(
+    _device: vk::Device,
+    count: u32,
+    ranges: *const vk::MappedMemoryRange<'_>,
+) -> vk::Result {
+    // SAFETY: ash passes its slice's pointer and length.
+    let ranges = unsafe { std::slice::from_raw_parts(ranges, count as usize) };
+    let ranges = ranges
+        .iter()
+        .map(|r| (vk::Handle::as_raw(r.memory), r.offset, r.size))
+        .collect();
+    CALLS.with(|calls| calls.borrow_mut().push(ranges));
+    RESULT.get()
+}
+
+/// A backend whose device has only the two range entry points (the
+/// stub above); every other entry point panics if called.
+fn recording_device() -> AshMemoryDevice {
+    stub_device(vk::PhysicalDevice::null(), DeviceFeatures::default())
+}
+
+/// [`recording_device`] made with `physical_device` and `features`
+/// (`debug_utils` off: its table would be loaded through the instance,
+/// whose entry points are all missing).
+fn stub_device(physical_device: vk::PhysicalDevice, features: DeviceFeatures) -> AshMemoryDevice {
+    let load = |name: &CStr| -> *const c_void {
+        if name == c"vkFlushMappedMemoryRanges" || name == c"vkInvalidateMappedMemoryRanges" {
+            record_ranges as *const c_void
+        } else {
+            std::ptr::null()
+        }
+    };
+    // SAFETY: the loaders only look names up; nothing is called but
+    // the two stubs, which need no live device.
+    unsafe {
+        let instance = ash::Instance::load_with(|_| std::ptr::null(), vk::Instance::null());
+        let device = ash::Device::load_with(load, vk::Device::null());
+        AshMemoryDevice::new(&instance, &device, physical_device, features)
+    }
+}
+
+/// What the backend was made with is what its accessors give back, and
+/// what its `Debug` shows: callers read the physical device and the
+/// enabled features back from the allocator's device (to make another
+/// allocator, or to know whether device addresses and budgets are on),
+/// and log the allocator, whose `Debug` shows its device.
+#[test]
+fn the_backend_gives_back_what_it_was_made_with() {
+    let physical_device = <vk::PhysicalDevice as vk::Handle>::from_raw(0x5a5a);
+    let features = DeviceFeatures {
+        buffer_device_address: true,
+        memory_budget: true,
+        protected_memory: true,
+        ..DeviceFeatures::default()
+    };
+    let device = stub_device(physical_device, features);
+    assert_eq!(device.physical_device(), physical_device);
+    assert_eq!(device.features(), features);
+    let shown = format!("{device:?}");
+    for needle in [
+        "AshMemoryDevice",
+        &format!("{physical_device:?}"),
+        "buffer_device_address: true",
+        "memory_budget: true",
+        "protected_memory: true",
+    ] {
+        assert!(shown.contains(needle), "{needle:?} not in {shown}");
+    }
+}
+
+/// A batch of ranges is one `vkFlushMappedMemoryRanges` (or
+/// `vkInvalidateMappedMemoryRanges`) call holding all of them, as
+/// `flush_allocations` promises: the backend made one call per range.
+/// An empty batch makes no call (Vulkan requires at least one range).
+#[test]
+fn a_batch_of_ranges_is_one_driver_call() {
+    let device = recording_device();
+    let memories = [
+        <vk::DeviceMemory as vk::Handle>::from_raw(7),
+        <vk::DeviceMemory as vk::Handle>::from_raw(9),
+    ];
+    let ranges = [
+        MappedMemoryRange {
+            memory: &memories[0],
+            offset: 0,
+            size: 256,
+        },
+        MappedMemoryRange {
+            memory: &memories[0],
+            offset: 512,
+            size: 768,
+        },
+        MappedMemoryRange {
+            memory: &memories[1],
+            offset: 256,
+            size: 256,
+        },
+    ];
+    let want = vec![(7, 0, 256), (7, 512, 768), (9, 256, 256)];
+    // SAFETY: the stubs touch no memory.
+    unsafe {
+        device.flush_memory_ranges(&ranges).unwrap();
+        device.invalidate_memory_ranges(&ranges).unwrap();
+        device.flush_memory_ranges(&ranges[2..]).unwrap();
+        device.flush_memory_ranges(&[]).unwrap();
+        device.invalidate_memory_ranges(&[]).unwrap();
+    }
+    let calls = CALLS.with(|calls| calls.take());
+    assert_eq!(calls, [want.clone(), want, vec![(9, 256, 256)]]);
+}
+
+/// A failed flush or invalidate says which memory ran out: the
+/// driver's `ERROR_OUT_OF_HOST_MEMORY` is host memory, and any other
+/// failure device memory, as [`Error::OutOfHostMemory`](crate::Error::OutOfHostMemory)
+/// or [`Error::OutOfDeviceMemory`](crate::Error::OutOfDeviceMemory)
+/// from `flush_allocations` and `invalidate_allocations`: freeing host
+/// memory is the remedy for one, GPU memory for the other.
+#[test]
+fn a_failed_flush_names_the_memory_that_ran_out() {
+    let device = recording_device();
+    let memory = <vk::DeviceMemory as vk::Handle>::from_raw(7);
+    let ranges = [MappedMemoryRange {
+        memory: &memory,
+        offset: 0,
+        size: 256,
+    }];
+    for (result, want) in [
+        (
+            vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+            DeviceError::OutOfHostMemory,
+        ),
+        (
+            vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
+            DeviceError::OutOfDeviceMemory,
+        ),
+    ] {
+        RESULT.set(result);
+        // SAFETY: the stubs touch no memory.
+        let (flushed, invalidated) = unsafe {
+            (
+                device.flush_memory_ranges(&ranges),
+                device.invalidate_memory_ranges(&ranges),
+            )
+        };
+        RESULT.set(vk::Result::SUCCESS);
+        assert_eq!(flushed.map_err(DeviceError::from), Err(want), "{result:?}");
+        assert_eq!(
+            invalidated.map_err(DeviceError::from),
+            Err(want),
+            "{result:?}"
+        );
+    }
+}
+
+#[test]
+fn memory_priorities_stay_within_the_valid_range() {
+    assert_eq!(memory_priority(0.25), 0.25);
+    assert_eq!(memory_priority(-1.0), 0.0);
+    assert_eq!(memory_priority(f32::INFINITY), 1.0);
+    assert_eq!(memory_priority(f32::NAN), 0.5);
+}
+
+/// The driver's `VkMemoryDedicatedRequirements` reaches the allocator
+/// flag by flag: `requiresDedicatedAllocation` is what makes an image
+/// its own memory (the ash helpers' only source for it), and neither
+/// flag stands for the other.
+#[test]
+fn dedicated_requirements_are_read_flag_by_flag() {
+    let hint = |required: bool, preferred: bool| {
+        DedicatedHint::from_requirements(
+            &vk::MemoryDedicatedRequirements::default()
+                .requires_dedicated_allocation(required)
+                .prefers_dedicated_allocation(preferred),
+        )
+    };
+    for (required, preferred) in [(false, false), (true, false), (false, true), (true, true)] {
+        assert_eq!(
+            hint(required, preferred),
+            DedicatedHint {
+                required,
+                preferred
+            },
+            "required {required}, preferred {preferred}"
+        );
+    }
+}
+
+/// Either AMD flag marks a type that needs `deviceCoherentMemory`; the
+/// mask has one bit per such type, at its index.
+#[test]
+fn amd_device_coherent_types_are_found_by_either_flag() {
+    let ty = |property_flags| vk::MemoryType {
+        property_flags,
+        heap_index: 0,
+    };
+    let types = [
+        ty(vk::MemoryPropertyFlags::DEVICE_LOCAL),
+        ty(vk::MemoryPropertyFlags::DEVICE_LOCAL | vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD),
+        ty(vk::MemoryPropertyFlags::HOST_VISIBLE),
+        ty(vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD),
+        ty(vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD
+            | vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD),
+    ];
+    assert_eq!(amd_device_coherent_types(&types), 0b1_1010);
+    assert_eq!(amd_device_coherent_types(&types[..1]), 0);
+}
+
+/// The protected flag reaches the allocator: it is what keeps protected
+/// types out of the ranking and, without `protectedMemory`, out of use.
+#[test]
+fn the_protected_flag_is_read() {
+    let flags = vk::MemoryPropertyFlags::DEVICE_LOCAL | vk::MemoryPropertyFlags::PROTECTED;
+    assert_eq!(
+        memory_property_flags(flags),
+        Props::DEVICE_LOCAL | Props::PROTECTED
+    );
+}
