@@ -1,0 +1,102 @@
+//! The packed calls the Vulkan pools use (`allocate_packed`, `free_packed`,
+//! `id_of`, `has_unused_slot`) against the public calls, over random
+//! requests on two clones of one allocator: every result, report, counter
+//! and listing stays the same. They are apart because they check that
+//! the pools' shortcut is the public API's behaviour, not a behaviour of
+//! its own; the seeds come from the xorshift `next` of `tests.rs`.
+
+use super::super::*;
+use super::next;
+
+/// The packed calls the Vulkan pools use run on one clone, the public calls
+/// on another, over random requests (failing ones included): every result,
+/// report, counter and listing stays the same, so the pools see exactly the
+/// public API's behaviour.
+fn random_packed_run<const M: u32>(seed: u64) {
+    let capacity = 1 << 12;
+    let mut packed = OffsetAllocator::<M>::new(capacity, 8).unwrap();
+    let mut public = packed.clone();
+    let mut foreign = OffsetAllocator::<M>::new(64, 1).unwrap();
+    let foreign_id = foreign.allocate(1, 1).unwrap().id;
+    let mut live: Vec<AllocationId> = Vec::new();
+    let mut freed: Vec<AllocationId> = Vec::new();
+    let mut state = seed;
+    let steps = if cfg!(miri) { 100 } else { 3000 };
+    for step in 0..steps {
+        let r = next(&mut state);
+        match r % 8 {
+            0..=3 => {
+                let size = match next(&mut state) % 16 {
+                    0 => 0,
+                    1 => capacity + 1,
+                    _ => 1 + next(&mut state) % 1500,
+                };
+                let align = match next(&mut state) % 16 {
+                    0 => 3,
+                    1 => 1 << 63,
+                    a => 1 << (a % 10),
+                };
+                let a = packed.allocate_packed(size, align);
+                let b = public.allocate(size, align);
+                assert_eq!(
+                    a.map(|a| (a.offset, packed.id_of(a))),
+                    b.ok().map(|b| (b.offset, b.id)),
+                    "seed {seed} step {step}: allocate({size}, {align})"
+                );
+                live.extend(b.ok().map(|b| b.id));
+            }
+            4 | 5 if !live.is_empty() => {
+                let id = live.swap_remove((r as usize / 8) % live.len());
+                let a = packed.free_packed(id).map(|merged| merged.get());
+                assert_eq!(a, public.free(id).ok().map(|merged| merged.size));
+                assert!(a.is_some(), "seed {seed} step {step}");
+                freed.push(id);
+            }
+            6 => {
+                let id = freed
+                    .get((r as usize / 8) % freed.len().max(1))
+                    .copied()
+                    .unwrap_or(foreign_id);
+                for id in [id, foreign_id] {
+                    assert_eq!(packed.free_packed(id), None, "seed {seed} step {step}");
+                    assert!(public.free(id).is_err());
+                }
+            }
+            _ => {
+                if r % 16 == 7 {
+                    packed.reserve_slots(1).unwrap();
+                    public.reserve_slots(1).unwrap();
+                } else {
+                    packed.grow(64).unwrap();
+                    public.grow(64).unwrap();
+                }
+            }
+        }
+        assert_eq!(
+            packed.counters(),
+            public.counters(),
+            "seed {seed} step {step}"
+        );
+        assert_eq!(packed.storage_report(), public.storage_report());
+        assert_eq!(packed.search_stats(), public.search_stats());
+        assert!(packed.allocations().eq(public.allocations()));
+        assert!(packed.free_ranges().eq(public.free_ranges()));
+        assert_eq!(
+            packed.has_unused_slot(),
+            u64::from(public.slot_count()) > public.counters().live_allocations
+        );
+    }
+    // The run did reach the failure paths it compares.
+    assert!(public.counters().failed_allocations > 0, "seed {seed}");
+}
+
+#[test]
+fn packed_calls_match_the_public_ones_on_random_runs() {
+    let seeds = if cfg!(miri) { 1..2 } else { 1..5 };
+    for seed in seeds {
+        println!("seed {seed}");
+        random_packed_run::<2>(seed);
+        random_packed_run::<3>(seed);
+        random_packed_run::<6>(seed);
+    }
+}

@@ -1,0 +1,133 @@
+//! Where the offset allocator places a request: the bins' O(1) search and
+//! its boundary search (the 324-unit regression of the C++ original's
+//! round-up rule, a failing request that learns its bin's exact bound),
+//! an aligned request taking the first bin that holds it wherever a gap
+//! starts, and the head slack of an aligned placement kept free. They are
+//! apart because they check the placement itself, reading its search
+//! statistics and free ranges, rather than what a caller gets back.
+
+use super::super::*;
+
+#[test]
+fn offset_allocator_324_unit_regression() {
+    // OffsetAllocator's round-up rule: after 255 of 324 units, 69 are free in
+    // bin 32 (64..72) and a request of 67 looked only from bin 33 upwards.
+    let mut heap = OffsetAllocator::<3>::new(256 + 68, 16).unwrap();
+    let a = heap.allocate(255, 1).unwrap();
+    assert_eq!(a.offset, 0);
+    let b = heap.allocate(67, 1).unwrap();
+    assert_eq!(b.offset, 255);
+    assert_eq!(heap.free_bytes(), 2);
+    // Found by the boundary search, in the one gap of bin 64..72.
+    assert_eq!(
+        heap.search_stats(),
+        SearchStats {
+            boundary_searches: 1,
+            gaps_visited: 1
+        }
+    );
+}
+
+/// A boundary search that sees a whole bin without success makes the bin's
+/// bound exact: the same failing request again looks at no gap, until a
+/// larger gap enters the bin.
+#[test]
+fn a_repeated_failing_request_visits_no_gap_again() {
+    let mut heap = OffsetAllocator::<3>::new(1 << 20, 64).unwrap();
+    // Gaps of 65, 66, 67 and 71 bytes (all in bin 64..72), separated by
+    // live bytes, the rest of the capacity held.
+    let mut gaps = Vec::new();
+    for size in [65, 66, 67, 71] {
+        heap.allocate(1, 1).unwrap();
+        gaps.push(heap.allocate(size, 1).unwrap());
+    }
+    heap.allocate(heap.free_bytes(), 1).unwrap();
+    for gap in gaps {
+        heap.free(gap.id).unwrap();
+    }
+    let visited = |heap: &OffsetAllocator<3>| heap.search_stats().gaps_visited;
+    // 71 bytes: only the boundary bin can hold them; its head is the 71.
+    let before = visited(&heap);
+    let taken = heap.allocate(71, 1).unwrap();
+    assert_eq!(visited(&heap), before + 1);
+    // The bin's bound still says 71: a request of 70 walks its three gaps,
+    // fails, and makes the bound exact (67).
+    assert!(heap.allocate(70, 1).is_err());
+    assert_eq!(visited(&heap), before + 4);
+    let searches = heap.search_stats().boundary_searches;
+    assert!(heap.allocate(70, 1).is_err());
+    assert!(heap.allocate(68, 1).is_err());
+    assert_eq!(visited(&heap), before + 4);
+    assert_eq!(heap.search_stats().boundary_searches, searches + 2);
+    // The 71-byte gap comes back: the next search finds it.
+    let offset = taken.offset;
+    heap.free(taken.id).unwrap();
+    assert_eq!(heap.allocate(70, 1).unwrap().offset, offset);
+}
+
+#[test]
+fn head_slack_of_aligned_placement_stays_free() {
+    let mut heap = OffsetAllocator::<3>::new(4096, 16).unwrap();
+    let small = heap.allocate(10, 1).unwrap();
+    let aligned = heap.allocate(100, 1024).unwrap();
+    assert_eq!(aligned.offset, 1024);
+    // The 1014 bytes between them are a free range, not lost padding.
+    let ranges: Vec<_> = heap.free_ranges().collect();
+    assert_eq!(
+        ranges,
+        vec![
+            FreeRange {
+                offset: 10,
+                size: 1014
+            },
+            FreeRange {
+                offset: 1124,
+                size: 4096 - 1124
+            }
+        ]
+    );
+    // Both exact-size requests succeed: every free byte is usable.
+    let tail = heap.allocate(4096 - 1124, 1).unwrap();
+    let filler = heap.allocate(1014, 1).unwrap();
+    assert_eq!((tail.offset, filler.offset), (1124, 10));
+    assert_eq!(heap.free_bytes(), 0);
+    assert_eq!(heap.free_ranges().count(), 0);
+    heap.free(tail.id).unwrap();
+    for id in [small.id, aligned.id, filler.id] {
+        heap.free(id).unwrap();
+    }
+    let report = heap.storage_report();
+    assert_eq!(report.free_ranges, 1);
+    assert_eq!(report.largest_free_range, 4096);
+}
+
+/// An aligned request whose size's bins hold only gaps that alignment
+/// shifts it out of takes the first bin whose every gap holds it wherever
+/// that gap starts (`size + align - 1` rounded up), not a larger one: the
+/// smallest fit the O(1) search can promise.
+#[test]
+fn an_aligned_request_takes_the_first_bin_that_holds_it_anywhere() {
+    let mut heap = OffsetAllocator::<3>::new(1 << 20, 16).unwrap();
+    // Live separators around three gaps: 900 bytes at 1, 1024 at 1025 and
+    // 4096 at 2050 (bins 896.., 1024.. and 4096..), then the tail.
+    let mut gaps = Vec::new();
+    for (separator, gap) in [(1, 900), (124, 1024), (1, 4096)] {
+        heap.allocate(separator, 1).unwrap();
+        gaps.push(heap.allocate(gap, 1).unwrap());
+    }
+    heap.allocate(1, 1).unwrap();
+    assert_eq!(
+        gaps.iter().map(|g| (g.offset, g.size)).collect::<Vec<_>>(),
+        [(1, 900), (1025, 1024), (2050, 4096)]
+    );
+    for gap in gaps {
+        heap.free(gap.id).unwrap();
+    }
+    // 769 at 256: the 900-byte gap cannot hold it (its first 256-aligned
+    // offset is 256); 769 + 255 = 1024 is a bin bound, so the 1024-byte gap
+    // holds it wherever it starts, here at 1280 exactly to its end.
+    let placed = heap.allocate(769, 256).unwrap();
+    assert_eq!(placed.offset, 1280);
+    // And in O(1): no gap-by-gap search.
+    assert_eq!(heap.search_stats(), SearchStats::default());
+}
