@@ -16,27 +16,30 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod backends;
+mod command_line;
 mod defragment;
 mod defragment_report;
+mod real_resources;
 mod replay;
 mod report;
 mod ring;
 mod ring_backends;
 mod ring_peers;
 mod ring_report;
+mod timed_runs;
 mod trace;
 mod vulkan;
 mod vulkano_peer;
 
 use std::process::ExitCode;
 
-use backends::{Backend, Which};
-use report::{Results, Row};
-use trace::{RequirementSource, Trace, TraceKind};
+use backends::Which;
+use command_line::parse_args;
+use real_resources::real_resources;
+use report::Results;
+use timed_runs::{harness_floor, measure};
+use trace::{RequirementSource, TraceKind};
 use vulkan::VulkanContext;
-use vulkano::memory::allocator::{BuddyAllocator, FreeListAllocator};
-
-const DEFAULT_SEED: u64 = 0x5EED_0005;
 
 /// `--placement-hash`: hash every placement (outside the timed segments).
 static PLACEMENT_HASH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -77,133 +80,6 @@ struct Args {
     ring_size: u64,
 }
 
-fn usage() -> &'static str {
-    "usage: peers [--ops N] [--runs R] [--seed S] [--traces streaming,frame-loop,small-churn,mixed,ring]\n\
-     \x20            [--ring-allocators vk-suballoc-ring,vk-suballoc-ring-mut,vk-suballoc,vma-linear-pool,gpu-alloc,gpu-allocator,\n\
-     \x20                               core-ours-linear,core-vma-virtual-linear] [--ring-size BYTES]\n\
-     \x20            [--allocators vk-suballoc,vk-suballoc-locked,vma,gpu-allocator,gpu-alloc,vulkano,\n\
-     \x20                          core-ours,core-offset-allocator,core-vulkano-free-list,core-vulkano-buddy]\n\
-     \x20            [--scaling 1000,10000,100000,1000000 | --no-scaling] [--scaling-ops N]\n\
-     \x20            [--scaling-gpu-allocator-max N] [--scaling-vulkano-max N]\n\
-     \x20            [--real-resources] [--print-requirements]\n\
-     \x20            [--placement-hash] [--device NAME] (--traces \"\": the scaling run alone)\n\
-     \x20            [--json FILE] [--markdown FILE] [--empty-block-reserve X] (vk-suballoc's Config)\n\
-     \x20            [--defragment [--defragment-every N|P%]] (default every 2% of a trace)"
-}
-
-fn parse_number(s: &str) -> Result<u64, String> {
-    let s = s.replace('_', "");
-    let parsed = if let Some(hex) = s.strip_prefix("0x") {
-        u64::from_str_radix(hex, 16).ok()
-    } else if let Some((m, e)) = s.split_once('e') {
-        match (m.parse::<u64>(), e.parse::<u32>()) {
-            (Ok(m), Ok(e)) => m.checked_mul(10u64.pow(e)),
-            _ => None,
-        }
-    } else {
-        s.parse().ok()
-    };
-    parsed.ok_or_else(|| format!("not a number: {s}"))
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        ops: 200_000,
-        runs: 5,
-        seed: DEFAULT_SEED,
-        traces: TraceKind::ALL.to_vec(),
-        allocators: Which::ALL.to_vec(),
-        scaling: vec![1_000, 10_000, 100_000, 1_000_000],
-        scaling_ops: 100_000,
-        scaling_gpu_allocator_max: 10_000,
-        scaling_vulkano_max: 100_000,
-        real_resources: false,
-        defragment: false,
-        defragment_every: defragment::Every::Percent(2.0),
-        print_requirements: false,
-        placement_hash: false,
-        json: None,
-        markdown: None,
-        device: None,
-        ring: true,
-        ring_allocators: ring_backends::RingWhich::ALL.to_vec(),
-        ring_size: 64 << 20,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--ops" => args.ops = parse_number(&value()?)? as usize,
-            "--runs" => args.runs = (parse_number(&value()?)? as usize).max(1),
-            "--seed" => args.seed = parse_number(&value()?)?,
-            "--traces" => {
-                let list = value()?;
-                args.ring = list.split(',').any(|t| t == "ring");
-                args.traces = list
-                    .split(',')
-                    .filter(|t| !t.is_empty() && *t != "ring")
-                    .map(|t| {
-                        TraceKind::ALL
-                            .into_iter()
-                            .find(|k| k.name() == t)
-                            .ok_or_else(|| format!("unknown trace {t}"))
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
-            "--allocators" => {
-                args.allocators = value()?
-                    .split(',')
-                    .map(|a| Which::parse(a).ok_or_else(|| format!("unknown allocator {a}")))
-                    .collect::<Result<_, _>>()?;
-            }
-            "--scaling" => {
-                args.scaling = value()?
-                    .split(',')
-                    .map(|n| parse_number(n).map(|n| n as usize))
-                    .collect::<Result<_, _>>()?;
-            }
-            "--ring-allocators" => {
-                args.ring_allocators = value()?
-                    .split(',')
-                    .map(|a| {
-                        ring_backends::RingWhich::parse(a)
-                            .ok_or_else(|| format!("unknown ring allocator {a}"))
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
-            "--ring-size" => args.ring_size = parse_number(&value()?)?.max(1 << 20),
-            "--no-scaling" => args.scaling.clear(),
-            "--scaling-ops" => args.scaling_ops = parse_number(&value()?)? as usize,
-            "--scaling-gpu-allocator-max" => {
-                args.scaling_gpu_allocator_max = parse_number(&value()?)? as usize;
-            }
-            "--scaling-vulkano-max" => {
-                args.scaling_vulkano_max = parse_number(&value()?)? as usize;
-            }
-            "--real-resources" => args.real_resources = true,
-            "--defragment" => args.defragment = true,
-            "--defragment-every" => {
-                args.defragment_every = defragment::Every::parse(&value()?)?;
-            }
-            "--print-requirements" => args.print_requirements = true,
-            "--placement-hash" => args.placement_hash = true,
-            "--json" => args.json = Some(value()?),
-            "--markdown" => args.markdown = Some(value()?),
-            "--device" => args.device = Some(value()?),
-            "--empty-block-reserve" => {
-                let reserve: f64 = value()?
-                    .parse()
-                    .map_err(|_| format!("{flag} needs a number"))?;
-                // Set once, before any allocator is made.
-                let _ = backends::EMPTY_BLOCK_RESERVE.set(reserve);
-            }
-            "-h" | "--help" => return Err(usage().to_owned()),
-            other => return Err(format!("unknown argument {other}\n{}", usage())),
-        }
-    }
-    Ok(args)
-}
-
 /// The header of a report of this invocation on `ctx`.
 fn run_header(args: &Args, ctx: &VulkanContext) -> report::RunHeader {
     report::RunHeader {
@@ -241,110 +117,6 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
-/// One replay of `trace` on a fresh allocator `which`.
-fn run_once(
-    which: Which,
-    ctx: &VulkanContext,
-    trace: &Trace,
-    overhead: f64,
-) -> (replay::RunFigures, vulkan::MemoryCounts, Option<u64>) {
-    let max_allocations = (2 * trace.slots + 64) as u32;
-    match which {
-        Which::VkSuballoc => run_one(
-            backends::VkSuballoc::<false>::new(ctx),
-            trace,
-            overhead,
-            false,
-        ),
-        Which::VkSuballocLocked => run_one(
-            backends::VkSuballoc::<true>::new(ctx),
-            trace,
-            overhead,
-            false,
-        ),
-        Which::Vma => run_one(backends::Vma::new(ctx), trace, overhead, false),
-        Which::GpuAllocator => run_one(backends::GpuAllocator::new(ctx), trace, overhead, false),
-        Which::GpuAlloc => run_one(backends::GpuAlloc::new(ctx), trace, overhead, false),
-        Which::OurCore => run_one(
-            backends::OurCore::new(max_allocations),
-            trace,
-            overhead,
-            true,
-        ),
-        Which::OffsetAllocatorCore => run_one(
-            backends::OffsetAllocatorCore::new(max_allocations, &trace.requests),
-            trace,
-            overhead,
-            true,
-        ),
-        Which::Vulkano => run_one(vulkano_peer::Vulkano::new(ctx), trace, overhead, false),
-        Which::VulkanoFreeListCore => run_one(
-            vulkano_peer::VulkanoCore::<FreeListAllocator>::new(ctx.buffer_image_granularity),
-            trace,
-            overhead,
-            true,
-        ),
-        Which::VulkanoBuddyCore => run_one(
-            vulkano_peer::VulkanoCore::<BuddyAllocator>::new(ctx.buffer_image_granularity),
-            trace,
-            overhead,
-            true,
-        ),
-    }
-}
-
-/// Runs `trace` through every allocator of `allocators`: one warm-up round
-/// that is not counted, then `runs` rounds. Each round runs every allocator
-/// once, starting with a different one each round, so that slow spells of a
-/// shared machine fall on all of them alike.
-fn measure(
-    allocators: &[Which],
-    ctx: &VulkanContext,
-    trace: &Trace,
-    runs: usize,
-    overhead: f64,
-) -> Vec<Row> {
-    let n = allocators.len();
-    let mut results: Vec<Vec<RunResult>> = vec![Vec::with_capacity(runs); n];
-    for round in 0..=runs {
-        for k in 0..n {
-            let i = (k + round) % n;
-            let result = run_once(allocators[i], ctx, trace, overhead);
-            if round > 0 {
-                results[i].push(result);
-            }
-        }
-    }
-    allocators
-        .iter()
-        .zip(results)
-        .map(|(&which, results)| row(which, trace, &results))
-        .collect()
-}
-
-/// The harness alone on `trace` ([`backends::HarnessFloor`]): the median
-/// ns per operation of `runs` replays after one warm-up, with the range.
-/// Its replays run after the allocators' rounds, not between them.
-fn harness_floor(trace: &Trace, runs: usize, overhead: f64) -> report::Floor {
-    let mut op: Vec<f64> = (0..=runs)
-        .map(|_| {
-            let mut floor = backends::HarnessFloor::default();
-            replay::replay(&mut floor, trace, overhead, false, false).ns_per_op()
-        })
-        .skip(1)
-        .collect();
-    let ns_op = median(&mut op);
-    report::Floor {
-        ns_op,
-        ns_op_min: op[0],
-        ns_op_max: op[op.len() - 1],
-    }
-}
-
-/// What one replay gives: its figures, the hooks' counts, and the memory
-/// objects the allocator itself counts.
-type RunResult = (replay::RunFigures, vulkan::MemoryCounts, Option<u64>);
-
 /// The lower median of `values` (an element of them; exact for an odd
 /// count), with the smallest and largest.
 fn median_range(values: &mut [u64]) -> (u64, u64, u64) {
@@ -356,226 +128,12 @@ fn median_range(values: &mut [u64]) -> (u64, u64, u64) {
     )
 }
 
-/// The row of one allocator: medians over its runs. Memory figures and call
-/// counts are medians too, with their range: they are the same every run
-/// for every allocator but gpu-allocator, whose best fit takes equal fits in
-/// a hash set's order, random per allocator.
-fn row(which: Which, trace: &Trace, results: &[RunResult]) -> Row {
-    let figures: Vec<replay::RunFigures> = results.iter().map(|r| r.0).collect();
-    let (fig, counts, own) = *results.last().expect("at least one run");
-    let mut alloc: Vec<f64> = figures
-        .iter()
-        .map(replay::RunFigures::ns_per_alloc)
-        .collect();
-    let mut free: Vec<f64> = figures
-        .iter()
-        .map(replay::RunFigures::ns_per_free)
-        .collect();
-    let mut op: Vec<f64> = figures.iter().map(replay::RunFigures::ns_per_op).collect();
-    let mut driver: Vec<f64> = figures
-        .iter()
-        .map(replay::RunFigures::driver_ns_per_op)
-        .collect();
-    let vulkan = which.is_vulkan();
-    let mut reserved: Vec<u64> = results
-        .iter()
-        .map(|(fig, counts, _)| {
-            if vulkan {
-                counts.peak_bytes
-            } else {
-                fig.high_water
-            }
-        })
-        .collect();
-    let mut calls: Vec<u64> = results.iter().map(|r| r.1.allocate_calls).collect();
-    let mut free_calls: Vec<u64> = results.iter().map(|r| r.1.free_calls).collect();
-    let (peak_reserved, reserved_min, reserved_max) = median_range(&mut reserved);
-    let (allocate_calls, calls_min, calls_max) = median_range(&mut calls);
-    Row {
-        allocator: which,
-        trace: trace.name.clone(),
-        seed: trace.seed,
-        runs: figures.len(),
-        ns_alloc: median(&mut alloc),
-        ns_free: median(&mut free),
-        ns_op: median(&mut op),
-        ns_driver_op: vulkan.then(|| median(&mut driver)),
-        ns_op_min: op[0],
-        ns_op_max: op[op.len() - 1],
-        allocations: fig.allocs,
-        frees: fig.frees,
-        failures: figures.iter().map(|f| f.failures).max().unwrap_or(0),
-        peak_live: figures.iter().map(|f| f.peak_live).max().unwrap_or(0),
-        peak_reserved,
-        peak_reserved_range: (reserved_min, reserved_max),
-        vk_allocate_calls: vulkan.then_some(allocate_calls),
-        vk_allocate_calls_range: vulkan.then_some((calls_min, calls_max)),
-        vk_free_calls: vulkan.then(|| median_range(&mut free_calls).0),
-        end_objects_hooked: vulkan.then_some(counts.live_objects),
-        end_objects_own: own,
-        placement_hash: fig.placement_hash,
-    }
-}
-
-/// One replay on a fresh allocator; the counters are read before it drops.
-fn run_one<B: Backend>(
-    mut backend: B,
-    trace: &Trace,
-    overhead: f64,
-    high_water: bool,
-) -> (replay::RunFigures, vulkan::MemoryCounts, Option<u64>) {
-    vulkan::reset_counts();
-    let hash = PLACEMENT_HASH.load(std::sync::atomic::Ordering::Relaxed);
-    let figures = replay::replay(&mut backend, trace, overhead, high_water, hash);
-    let counts = vulkan::counts();
-    let own = backend.own_memory_objects();
-    if let Some(own) = own.filter(|&own| own != counts.live_objects) {
-        eprintln!(
-            "warning: the allocator counts {own} live memory objects, the hooks {}",
-            counts.live_objects
-        );
-    }
-    drop(backend);
-    let after = vulkan::counts();
-    if after.live_bytes != 0 {
-        eprintln!(
-            "warning: {} bytes of VkDeviceMemory still alive after dropping an allocator",
-            after.live_bytes
-        );
-    }
-    (figures, counts, own)
-}
-
 /// The Vulkan device `args` names, with the validation layer when
 /// `validation`; `None` after printing why it could not be opened.
 fn open_device(validation: bool, args: &Args) -> Option<VulkanContext> {
     VulkanContext::new(validation, args.device.as_deref())
         .map_err(|e| eprintln!("error: {e}"))
         .ok()
-}
-
-fn real_resources(args: &Args) -> ExitCode {
-    let Some(ctx) = open_device(true, args) else {
-        return ExitCode::FAILURE;
-    };
-    println!(
-        "real resources on {} ({}), validation on, seed {:#x}, about {} operations per trace",
-        ctx.device_name, ctx.driver_info, args.seed, args.ops
-    );
-    if let Err(e) = ctx.check_validation_reports() {
-        eprintln!("error: {e}");
-        return ExitCode::FAILURE;
-    }
-    println!("validation armed: a deliberate misaligned bind was reported");
-    let mut source = RequirementSource::new(&ctx.device);
-    let mut ok = true;
-    for &kind in &args.traces {
-        let trace = trace::generate(kind, args.ops, args.seed, &mut source);
-        for &which in &args.allocators {
-            let max_allocations = (2 * trace.slots + 64) as u32;
-            let fig = match which {
-                Which::VkSuballoc => {
-                    replay::replay_real(&mut backends::VkSuballoc::<false>::new(&ctx), &trace, &ctx)
-                }
-                Which::VkSuballocLocked => {
-                    replay::replay_real(&mut backends::VkSuballoc::<true>::new(&ctx), &trace, &ctx)
-                }
-                Which::Vma => replay::replay_real(&mut backends::Vma::new(&ctx), &trace, &ctx),
-                Which::GpuAllocator => {
-                    replay::replay_real(&mut backends::GpuAllocator::new(&ctx), &trace, &ctx)
-                }
-                Which::GpuAlloc => {
-                    replay::replay_real(&mut backends::GpuAlloc::new(&ctx), &trace, &ctx)
-                }
-                Which::Vulkano => {
-                    replay::replay_real(&mut vulkano_peer::Vulkano::new(&ctx), &trace, &ctx)
-                }
-                // The cores hand out offsets, not memory: nothing to bind.
-                Which::OurCore
-                | Which::OffsetAllocatorCore
-                | Which::VulkanoFreeListCore
-                | Which::VulkanoBuddyCore => {
-                    let _ = max_allocations;
-                    continue;
-                }
-            };
-            let good = fig.failures == 0
-                && fig.overlaps == 0
-                && fig.granularity_conflicts == 0
-                && fig.requirement_mismatches == 0
-                && fig.validation_messages == 0;
-            ok &= good;
-            println!(
-                "{:<12} {:<20} resources {:>7}  failures {}  overlaps {}  granularity conflicts {}  requirement mismatches {}  validation messages {}  {}",
-                trace.name,
-                which.name(),
-                fig.resources,
-                fig.failures,
-                fig.overlaps,
-                fig.granularity_conflicts,
-                fig.requirement_mismatches,
-                fig.validation_messages,
-                if good { "ok" } else { "FAILED" }
-            );
-        }
-    }
-    if args.ring {
-        ok &= real_ring(args, &ctx, &mut source);
-    }
-    if ok {
-        if !args.traces.is_empty() {
-            println!("real resources: every allocation bound, no overlap, no granularity conflict, no validation message");
-        }
-        if args.ring {
-            println!(
-                "ring: no allocation overlapped or was misaligned, every tag read back, nothing leaked (ring allocations are ranges of the ring's own buffer: nothing bound)"
-            );
-        }
-        ExitCode::SUCCESS
-    } else {
-        eprintln!("real resources: FAILED");
-        ExitCode::FAILURE
-    }
-}
-
-/// `--real-resources` on the `ring` trace: every Vulkan row, untimed,
-/// under validation, writing a tag into the first and last bytes of every
-/// allocation through its mapping (the ring row through `ring_write`) and
-/// checking it when the allocation's frame completes: a later allocation
-/// that overlapped it would have overwritten it. A ring allocation is a
-/// range of the ring's buffer, not a resource of its own, so nothing is
-/// bound per allocation (the ring's buffer is real and bound by
-/// vk-suballoc); the peers' rows hand out memory, whose placement the
-/// shadow checks as in the timed run.
-fn real_ring(args: &Args, ctx: &VulkanContext, source: &mut RequirementSource<'_>) -> bool {
-    let trace = ring::generate(args.ops, args.seed, source);
-    let before = vulkan::validation_messages();
-    let mut ok = true;
-    for which in ring::runnable(&args.ring_allocators, ctx) {
-        if !which.is_vulkan() {
-            continue;
-        }
-        let start = vulkan::validation_messages();
-        let (fig, _) = ring::run_once(which, ctx, &trace, args.ring_size, 0.0, true);
-        let messages = vulkan::validation_messages() - start;
-        let good = fig.clean() && messages == 0;
-        ok &= good;
-        println!(
-            "{:<12} {:<40} allocations {:>7}  failures {}  misaligned {}  overlaps {}  tags overwritten {}  leaked {:?}  bytes left {}  validation messages {}  {}",
-            "ring",
-            which.name(),
-            fig.allocs,
-            fig.failures,
-            fig.misaligned,
-            fig.overlaps,
-            fig.clobbered,
-            fig.leaked,
-            fig.memory_left,
-            messages,
-            if good { "ok" } else { "FAILED" }
-        );
-    }
-    ok && vulkan::validation_messages() == before
 }
 
 /// `--defragment`: each trace through vk-suballoc plain and with plans
@@ -885,57 +443,5 @@ fn ring_section(
         peak_live: trace.peak_live(),
         semaphore_poll_ns: poll,
         rows,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn trace() -> Trace {
-        Trace {
-            name: "t".to_owned(),
-            seed: 1,
-            requests: Vec::new(),
-            ops: Vec::new(),
-            segments: Vec::new(),
-            slots: 0,
-            measured: 0..0,
-            allocations: 0,
-            frees: 0,
-        }
-    }
-
-    fn run(peak_bytes: u64, calls: u64, high_water: u64) -> RunResult {
-        let fig = replay::RunFigures {
-            peak_live: 100,
-            high_water,
-            ..Default::default()
-        };
-        let counts = vulkan::MemoryCounts {
-            allocate_calls: calls,
-            peak_bytes,
-            ..Default::default()
-        };
-        (fig, counts, None)
-    }
-
-    #[test]
-    fn memory_figures_are_the_median_of_the_runs_not_the_last() {
-        let runs = [run(1408, 1166, 0), run(1344, 1110, 0), run(1376, 1136, 0)];
-        let row = row(Which::GpuAllocator, &trace(), &runs);
-        assert_eq!(row.peak_reserved, 1376);
-        assert_eq!(row.peak_reserved_range, (1344, 1408));
-        assert_eq!(row.vk_allocate_calls, Some(1136));
-        assert_eq!(row.vk_allocate_calls_range, Some((1110, 1166)));
-    }
-
-    #[test]
-    fn a_core_reserves_its_high_water_mark() {
-        let runs = [run(0, 0, 500), run(0, 0, 500)];
-        let row = row(Which::OurCore, &trace(), &runs);
-        assert_eq!(row.peak_reserved, 500);
-        assert_eq!(row.vk_allocate_calls, None);
-        assert!((row.ratio() - 5.0).abs() < 1e-9);
     }
 }
