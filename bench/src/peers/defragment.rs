@@ -25,11 +25,11 @@
 //! waiting for it before the free (the blocks empty a frame or more later).
 //!
 //! Reserved bytes and `vkAllocateMemory`/`vkFreeMemory` calls are the
-//! counting trampolines' (vulkan.rs), as in the timed table. Only the plan
-//! calls and the frees of the moved allocations are timed; the replays with
-//! plans run several times, in turns (so that a slow spell of a shared
-//! machine falls on both), and each plan's time is its median over the
-//! runs (the plans are the same every run). After every plan,
+//! counting trampolines' (vulkan/hooks.rs), as in the timed table. Only the
+//! plan calls and the frees of the moved allocations are timed; the replays
+//! with plans run several times, in turns (so that a slow spell of a shared
+//! machine falls on both), and each plan's time is its median over the runs
+//! (the plans are the same every run). After every plan,
 //! untimed, the live allocations are checked: no two overlap, no buffer and
 //! optimal image share a `bufferImageGranularity` page, and every
 //! destination is in the source's memory type but another memory object
