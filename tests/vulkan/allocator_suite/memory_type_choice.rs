@@ -1,0 +1,198 @@
+//! Memory-type choice on each profile: each usage lands in the type the
+//! ranking promises (and `memory_type_for_buffer` / `_for_image` name that
+//! type), `AllocationDesc::memory_type_bits` pins a buffer to each type its
+//! requirements allow, and images land only in types their
+//! `memoryTypeBits` allow. The profiles' memory types are written out here,
+//! apart from the layer's, so a change to either shows.
+
+use ash::vk;
+use vk_suballoc::{AllocationDesc, Error, Usage};
+
+use super::super::allocator_setup::{allocator_for, buffer_info, image_info};
+use crate::support::{on_custom_device, test_each_profile, Profile, VulkanContext};
+
+use super::buffer;
+
+/// The memory type each usage lands in, per profile (see the layer's profiles).
+fn expected_types(profile: Profile) -> [(Usage, u32); 4] {
+    let dynamic = Usage::UPLOAD | Usage::DEVICE_LOCAL;
+    match profile {
+        Profile::Lavapipe => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 0),
+            (Usage::READBACK, 0),
+            (dynamic, 0),
+        ],
+        // 0 DL, 1 HV|HC, 2 HV|cached (non-coherent), 3 DL|HV|HC (BAR)
+        Profile::Discrete => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 1),
+            (Usage::READBACK, 2),
+            (dynamic, 3),
+        ],
+        // 0 DL, 1 DL|HV|HC, 2 DL|HV|HC|cached
+        Profile::Integrated => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 1),
+            (Usage::READBACK, 2),
+            (dynamic, 1),
+        ],
+        // 0 DL, 1 DL|HV|cached (non-coherent), 2 DL|HV|HC, 3 DL|lazily
+        // allocated (transient attachments only: transient_suite.rs)
+        Profile::Mobile => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 2),
+            (Usage::READBACK, 1),
+            (dynamic, 2),
+        ],
+        // 0 DL, 1 HV|HC, 2 DL|HV|HC (BAR), 3 HV|HC|cached; 4-7 the same
+        // with AMD's device-coherent flags, never used without their feature.
+        Profile::Amd => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 1),
+            (Usage::READBACK, 3),
+            (dynamic, 2),
+        ],
+        // 0 DL, 1 HV|HC, 2 HV|HC|cached, 3 DL|HV|HC (all of VRAM)
+        Profile::Rebar => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 1),
+            (Usage::READBACK, 2),
+            (dynamic, 3),
+        ],
+        // 0 DL, 1 HV|HC|cached (the only system-memory type), 2 DL|HV|HC
+        // (the 256 MiB BAR): staging and readback in system memory, never
+        // the BAR; only what the GPU reads often and the host writes goes
+        // there.
+        Profile::Arc => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 1),
+            (Usage::READBACK, 1),
+            (dynamic, 2),
+        ],
+        // 0 DL, 1 DL|HV|cached (non-coherent, listed first), 2
+        // DL|HV|HC|cached: host access takes the coherent type.
+        Profile::Apple => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 2),
+            (Usage::READBACK, 2),
+            (dynamic, 2),
+        ],
+        // 0 DL|HV|HC, 1 DL|HV|HC|cached, 2 DL|lazily allocated: GPU-only
+        // data in the uncached host-visible type, readback in the cached one.
+        Profile::Mali => [
+            (Usage::DEVICE_LOCAL, 0),
+            (Usage::UPLOAD, 0),
+            (Usage::READBACK, 1),
+            (dynamic, 0),
+        ],
+    }
+}
+
+test_each_profile!(
+    /// Each usage lands in the memory type the ranking promises.
+    fn memory_type_choice_per_usage(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let memory = context.memory_properties();
+        for (usage, expected) in expected_types(profile) {
+            let (handle, allocation) = buffer(&allocator, 4096, AllocationDesc::new(usage));
+            if profile == Profile::Lavapipe && on_custom_device() {
+                // An unknown device: the chosen type must have what the usage
+                // needs; which of several such types is the ranking's choice.
+                let flags = memory.memory_types[allocation.memory_type() as usize].property_flags;
+                let needed = if usage.needs_host_access() {
+                    vk::MemoryPropertyFlags::HOST_VISIBLE
+                } else {
+                    vk::MemoryPropertyFlags::DEVICE_LOCAL
+                };
+                assert!(flags.contains(needed), "{profile} {usage:?}: type {} is {flags:?}", allocation.memory_type());
+            } else {
+                assert_eq!(allocation.memory_type(), expected, "{profile} {usage:?}");
+            }
+            if usage.needs_host_access() {
+                assert!(allocation.mapped_ptr().is_some(), "{profile} {usage:?}");
+            }
+            // What a custom pool for such buffers would be made of.
+            // SAFETY: a valid create info.
+            let for_buffer = unsafe { allocator.memory_type_for_buffer(&buffer_info(4096), usage) };
+            assert_eq!(for_buffer, Ok(allocation.memory_type()), "{profile} {usage:?}");
+            // SAFETY: never used by the GPU.
+            unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
+        }
+        // Images too: the type the query names is the one an image takes.
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+        // SAFETY: a valid create info.
+        let (image, allocation) = unsafe { allocator.create_image(&image_info(16, 16), &desc) }.unwrap();
+        // SAFETY: as above.
+        let for_image = unsafe { allocator.memory_type_for_image(&image_info(16, 16), Usage::DEVICE_LOCAL) };
+        assert_eq!(for_image, Ok(allocation.memory_type()), "{profile}");
+        // SAFETY: never used by the GPU.
+        unsafe { allocator.destroy_image(image, allocation) }.unwrap();
+    }
+);
+
+test_each_profile!(
+    /// `AllocationDesc::memory_type_bits` pins a buffer made by the helper
+    /// to each memory type its requirements allow, in turn: the bind is
+    /// valid in every one (the validation layer checks it).
+    fn memory_type_bits_pin_buffers_to_each_allowed_type(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let info = buffer_info(4096);
+        // SAFETY: a valid create info; the buffer is only queried.
+        let allowed = unsafe {
+            let probe = context.device.create_buffer(&info, None).unwrap();
+            let bits = context.device.get_buffer_memory_requirements(probe).memory_type_bits;
+            context.device.destroy_buffer(probe, None);
+            bits
+        };
+        let types = allocator.stats().memory_types.len() as u32;
+        let mut pinned = 0;
+        for t in (0..types).filter(|t| allowed & (1 << t) != 0) {
+            let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).memory_type_bits(1 << t);
+            // SAFETY: a valid create info; the buffer is never used.
+            let created = unsafe { allocator.create_buffer(&info, &desc) };
+            match created {
+                Ok((buffer, allocation)) => {
+                    assert_eq!(allocation.memory_type(), t, "{profile}");
+                    pinned += 1;
+                    // SAFETY: never used by the GPU.
+                    unsafe { allocator.destroy_buffer(buffer, allocation).unwrap() };
+                }
+                // AMD's device-coherent types need a feature left off.
+                Err(Error::NoMemoryTypeBits(bits)) => assert_eq!(bits, allowed & (1 << t), "{profile}"),
+                Err(error) => panic!("{profile}: type {t}: {error}"),
+            }
+        }
+        assert!(pinned > 0, "{profile}");
+    }
+);
+
+test_each_profile!(
+    /// Images land only in memory types their `memoryTypeBits` allow, for
+    /// every usage that has such a type.
+    fn images_stay_in_their_types(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let info = image_info(64, 64);
+        // SAFETY: a valid create info; the probe image is destroyed below.
+        let bits = unsafe {
+            let probe = context.device.create_image(&info, None).unwrap();
+            let requirements = context.device.get_image_memory_requirements(probe);
+            context.device.destroy_image(probe, None);
+            requirements.memory_type_bits
+        };
+        for usage in [Usage::DEVICE_LOCAL, Usage::READBACK, Usage::UPLOAD | Usage::DEVICE_LOCAL] {
+            // SAFETY: a valid create info.
+            match unsafe { allocator.create_image(&info, &AllocationDesc::new(usage)) } {
+                Ok((image, allocation)) => {
+                    assert!(bits & (1 << allocation.memory_type()) != 0, "{profile} {usage:?}");
+                    // SAFETY: never used by the GPU.
+                    unsafe { allocator.destroy_image(image, allocation) }.unwrap();
+                }
+                Err(error) => assert!(matches!(error, Error::NoSuitableMemoryType { .. }), "{error:?}"),
+            }
+        }
+    }
+);

@@ -1,0 +1,47 @@
+//! `AllocationDesc::min_alignment` on a real driver: the offset in the
+//! memory object is a multiple of it, and so is the buffer's device address
+//! up to the alignment of the memory object's own address.
+
+use ash::vk;
+use vk_suballoc::{AllocationDesc, Usage};
+
+use super::super::allocator_setup::{allocator_for, buffer_info};
+use crate::support::{test_each_profile, VulkanContext};
+
+test_each_profile!(
+    /// `min_alignment` aligns the offset in the memory object: buffers made
+    /// by `create_buffer` between small unaligned ones start on multiples of
+    /// it, and so do their device addresses up to the alignment of the
+    /// memory object's own address, which is the driver's (lavapipe's
+    /// memory starts on 4 KiB host pages).
+    fn min_alignment_aligns_device_addresses(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let device = &context.device;
+        let info = buffer_info(1000).usage(
+            vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
+        );
+        let plain = AllocationDesc::new(Usage::DEVICE_LOCAL | Usage::DEVICE_ADDRESS);
+        let mut live = Vec::new();
+        for shift in [8u32, 12, 16, 10, 14] {
+            let alignment = 1u64 << shift;
+            // SAFETY: valid create infos; the buffers are never used by the GPU.
+            unsafe {
+                live.push(allocator.create_buffer(&info, &plain).unwrap());
+                let (buffer, allocation) =
+                    allocator.create_buffer(&info, &plain.min_alignment(alignment)).unwrap();
+                let address =
+                    device.get_buffer_device_address(&vk::BufferDeviceAddressInfo::default().buffer(buffer));
+                assert_eq!(allocation.offset() % alignment, 0, "{profile}");
+                assert_eq!(address % alignment.min(4096), 0, "{profile}: address {address:#x}");
+                live.push((buffer, allocation));
+            }
+        }
+        // SAFETY: never used by the GPU.
+        unsafe {
+            for (buffer, allocation) in live {
+                allocator.destroy_buffer(buffer, allocation).unwrap();
+            }
+        }
+    }
+);

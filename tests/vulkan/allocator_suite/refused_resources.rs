@@ -1,0 +1,116 @@
+//! Resources the allocator refuses with a typed error before anything is
+//! bound: a device-address buffer (made, allocated for, or aliased) on an
+//! allocator not told of buffer device address, whose memory would lack the
+//! device-address flag, and sparse and disjoint resources, which the
+//! create-and-bind helpers cannot bind.
+
+use ash::vk;
+use vk_suballoc::device::DeviceFeatures;
+use vk_suballoc::{AllocationDesc, Error, Usage};
+
+use super::super::allocator_setup::{allocator_for, allocator_with, buffer_info, image_info};
+use crate::support::{Profile, VulkanContext};
+
+/// A device-address buffer on a device whose allocator was not told of
+/// buffer device address: its memory would lack
+/// `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT` (binding it breaks
+/// VUID-vkBindBufferMemory-bufferDeviceAddress-03339), so `create_buffer`
+/// and `allocate_for_buffer` refuse it, from the buffer's usage alone; and
+/// `memory_type_for_buffer` names no type for such buffers (a custom pool
+/// of the type it named would hold memory they cannot bind to).
+#[test]
+fn a_device_address_buffer_needs_buffer_device_address() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    // Buffer device address, enabled on the device, is only left unused.
+    let features = DeviceFeatures {
+        debug_utils: true,
+        ..DeviceFeatures::default()
+    };
+    let allocator = allocator_with(&context, features);
+    let info = buffer_info(4096).usage(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS);
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+    // SAFETY: a valid create info; the buffer is never bound or used.
+    unsafe {
+        let created = allocator.create_buffer(&info, &desc);
+        assert!(
+            matches!(created, Err(Error::NoSuitableMemoryType { .. })),
+            "{created:?}"
+        );
+        let buffer = context.device.create_buffer(&info, None).unwrap();
+        let allocated = allocator.allocate_for_buffer(buffer, info.usage, &desc);
+        assert!(
+            matches!(allocated, Err(Error::NoSuitableMemoryType { .. })),
+            "{allocated:?}"
+        );
+        context.device.destroy_buffer(buffer, None);
+        let for_pool = allocator.memory_type_for_buffer(&info, Usage::DEVICE_LOCAL);
+        assert!(
+            matches!(for_pool, Err(Error::NoSuitableMemoryType { .. })),
+            "{for_pool:?}"
+        );
+        let plain = allocator.memory_type_for_buffer(&buffer_info(4096), Usage::DEVICE_LOCAL);
+        assert!(plain.is_ok(), "{plain:?}");
+    }
+    assert_eq!(allocator.stats().allocations(), 0);
+}
+
+/// An aliasing buffer with `SHADER_DEVICE_ADDRESS` usage, on an allocator
+/// not told of buffer device address (enabled on the device): the
+/// allocation's memory lacks `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`, so
+/// binding the alias would break
+/// VUID-vkBindBufferMemory-bufferDeviceAddress-03339; it is refused, and
+/// the buffer destroyed. A plain alias of the same allocation is made.
+#[test]
+fn a_device_address_alias_needs_buffer_device_address() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let features = DeviceFeatures {
+        debug_utils: true,
+        ..DeviceFeatures::default()
+    };
+    let allocator = allocator_with(&context, features);
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+    let address_info = buffer_info(4096)
+        .usage(vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS);
+    // SAFETY: valid create infos; nothing is used by the GPU, and the alias
+    // is destroyed before the allocation is freed.
+    unsafe {
+        let (buffer, allocation) = allocator.create_buffer(&buffer_info(4096), &desc).unwrap();
+        let refused = allocator.create_aliasing_buffer(&allocation, 0, &address_info);
+        assert!(matches!(refused, Err(Error::CannotAlias(_))), "{refused:?}");
+        let plain = allocator
+            .create_aliasing_buffer(&allocation, 0, &buffer_info(4096))
+            .unwrap();
+        context.device.destroy_buffer(plain, None);
+        allocator.destroy_buffer(buffer, allocation).unwrap();
+    }
+}
+
+/// Sparse and disjoint resources are bound by region or by plane, which the
+/// create-and-bind helpers do not do: a typed error before anything is
+/// created, so the validation layer sees no call at all.
+#[test]
+fn sparse_and_disjoint_resources_are_refused_up_front() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+    let sparse_buffer = buffer_info(4096).flags(vk::BufferCreateFlags::SPARSE_BINDING);
+    // SAFETY: refused before any Vulkan call (lavapipe has no sparse binding).
+    let result = unsafe { allocator.create_buffer(&sparse_buffer, &desc) };
+    assert!(
+        matches!(result, Err(Error::UnsupportedResource(_))),
+        "{result:?}"
+    );
+    for flags in [
+        vk::ImageCreateFlags::SPARSE_BINDING,
+        vk::ImageCreateFlags::DISJOINT,
+    ] {
+        let info = image_info(64, 64).flags(flags);
+        // SAFETY: refused before any Vulkan call.
+        let result = unsafe { allocator.create_image(&info, &desc) };
+        assert!(
+            matches!(result, Err(Error::UnsupportedResource(_))),
+            "{flags:?}: {result:?}"
+        );
+    }
+    assert_eq!(allocator.stats().memory_objects, 0);
+}
