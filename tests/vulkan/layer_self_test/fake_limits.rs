@@ -1,0 +1,110 @@
+//! The fake limits bite: `heapUsage` and `heapBudget` follow allocations,
+//! a fake heap holds exactly its size, `maxMemoryAllocationCount` (an
+//! override or the mobile profile's own) is enforced and reported, and
+//! `fail-allocation=N` fails exactly the chosen calls.
+
+use ash::vk;
+
+use crate::support::{test_each_fake_profile, Advice, ContextOptions, Profile, VulkanContext};
+
+use super::{allocate, budgeted, expected_budget, free, MIB};
+
+/// `heapUsage` of every heap.
+fn heap_usage(context: &VulkanContext) -> Vec<u64> {
+    let budget = context
+        .memory_budget()
+        .expect("a context made by `budgeted`");
+    budget.iter().map(|heap| heap.usage).collect()
+}
+
+test_each_fake_profile!(
+    /// `heapUsage` follows allocations and frees, per heap, and so does
+    /// `heapBudget`, below the heap's size as on real drivers.
+    fn budget_follows_allocations(profile) {
+        let context = budgeted(profile);
+        let properties = context.memory_properties();
+        let heap = properties.memory_types[0].heap_index as usize;
+        let size = properties.memory_heaps[heap].size;
+        let memory = allocate(&context, 0, 3 * MIB).unwrap();
+        assert_eq!(heap_usage(&context)[heap], 3 * MIB);
+        let budget = context.memory_budget().unwrap()[heap].budget;
+        assert_eq!(budget, expected_budget(size, 3 * MIB));
+        assert!(budget < size);
+        free(&context, memory);
+        assert_eq!(heap_usage(&context)[heap], 0);
+        context.assert_no_validation_messages();
+    }
+);
+
+test_each_fake_profile!(
+    /// A fake heap holds exactly its size; past it, `ERROR_OUT_OF_DEVICE_MEMORY`.
+    fn heap_size_is_enforced(profile) {
+        let context = budgeted(profile);
+        context.allow(Advice::FailingCalls);
+        let properties = context.memory_properties();
+        let heap = properties.memory_types[0].heap_index as usize;
+        let quarter = properties.memory_heaps[heap].size / 4;
+        let mut held: Vec<_> = (0..4).map(|_| allocate(&context, 0, quarter).unwrap()).collect();
+        assert_eq!(heap_usage(&context)[heap], 4 * quarter);
+        assert_eq!(allocate(&context, 0, MIB), Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY));
+        free(&context, held.pop().unwrap());
+        held.push(allocate(&context, 0, quarter).unwrap());
+        for memory in held {
+            free(&context, memory);
+        }
+        context.assert_no_validation_messages();
+    }
+);
+
+test_each_fake_profile!(
+    /// Past `maxMemoryAllocationCount`, `ERROR_TOO_MANY_OBJECTS`, and the
+    /// validation layer reports it.
+    fn allocation_count_is_enforced(profile) {
+        let context = VulkanContext::with_options(profile, ContextOptions::default().max_allocations(8));
+        context.allow(Advice::FailingCalls);
+        assert_eq!(context.properties().limits.max_memory_allocation_count, 8);
+        let held: Vec<_> = (0..8).map(|_| allocate(&context, 0, 4096).unwrap()).collect();
+        context.assert_no_validation_messages();
+        assert_eq!(allocate(&context, 0, 4096), Err(vk::Result::ERROR_TOO_MANY_OBJECTS));
+        context.expect_validation_messages(&["VUID-vkAllocateMemory-maxMemoryAllocationCount-04101"]);
+        for memory in held {
+            free(&context, memory);
+        }
+    }
+);
+
+/// The mobile profile's own limit (1024) applies without an override.
+#[test]
+fn mobile_allows_1024_allocations() {
+    let context = VulkanContext::new(Profile::Mobile);
+    context.allow(Advice::FailingCalls);
+    context.allow(Advice::ManyMemoryObjects);
+    let held: Vec<_> = (0..1024)
+        .map(|_| allocate(&context, 0, 256).unwrap())
+        .collect();
+    assert_eq!(
+        allocate(&context, 0, 256),
+        Err(vk::Result::ERROR_TOO_MANY_OBJECTS)
+    );
+    context.expect_validation_messages(&["VUID-vkAllocateMemory-maxMemoryAllocationCount-04101"]);
+    for memory in held {
+        free(&context, memory);
+    }
+}
+
+test_each_fake_profile!(
+    /// `fail-allocation=N` fails exactly the Nth call.
+    fn chosen_allocations_fail(profile) {
+        let options = ContextOptions::default().fail_allocation(2).fail_allocation(4);
+        let context = VulkanContext::with_options(profile, options);
+        context.allow(Advice::FailingCalls);
+        let results: Vec<_> = (0..5).map(|_| allocate(&context, 0, 4096)).collect();
+        let oom = Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
+        assert_eq!(results[1], oom);
+        assert_eq!(results[3], oom);
+        for result in [results[0], results[2], results[4]] {
+            free(&context, result.unwrap());
+        }
+        context.assert_no_validation_messages();
+    }
+);

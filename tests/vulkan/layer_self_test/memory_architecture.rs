@@ -1,0 +1,433 @@
+//! Each profile presents the memory architecture it promises: heaps,
+//! memory types, device type, limits and budget, the type bits and
+//! alignments of every requirements query (the lazily allocated types only
+//! for transient attachments), and its own profile in each of several
+//! instances made at once. What each fake profile must report is written out
+//! here, independently of the layer, so a change to either shows.
+
+use ash::vk;
+
+use crate::support::{
+    on_custom_device, test_each_fake_profile, test_each_profile, transient_attachment_info,
+    ContextOptions, Profile, VulkanContext,
+};
+
+use super::{budgeted, create_buffer, expected_budget, image_info, LAZY, MIB};
+
+const GIB: u64 = 1024 * MIB;
+
+/// What a fake profile must report, written out independently of the layer.
+struct Expected {
+    device_type: vk::PhysicalDeviceType,
+    heaps: &'static [u64],
+    /// (flags, heap) per type; flags given as raw bits.
+    types: &'static [(u32, u32)],
+    /// `memoryTypeBits` of an optimal image.
+    image_type_bits: u32,
+    /// `memoryTypeBits` of an optimal transient-attachment image: also the
+    /// lazily allocated types, which no other resource may use.
+    transient_image_type_bits: u32,
+    granularity: u64,
+    atom: u64,
+    max_allocations: u32,
+    buffer_alignment: u64,
+    /// Buffer requirement sizes are rounded up to a multiple of this.
+    buffer_size_granule: u64,
+    image_alignment: u64,
+}
+
+fn expected(profile: Profile) -> Expected {
+    match profile {
+        Profile::Discrete => Expected {
+            device_type: vk::PhysicalDeviceType::DISCRETE_GPU,
+            heaps: &[GIB, 2 * GIB, 256 * MIB],
+            types: &[
+                (0x1, 0),
+                (0x2 | 0x4, 1),
+                (0x2 | 0x8, 1),
+                (0x1 | 0x2 | 0x4, 2),
+            ],
+            image_type_bits: 0b1001,
+            transient_image_type_bits: 0b1001,
+            granularity: 1024,
+            atom: 256,
+            max_allocations: 4096,
+            buffer_alignment: 256,
+            buffer_size_granule: 16,
+            image_alignment: 4096,
+        },
+        Profile::Integrated => Expected {
+            device_type: vk::PhysicalDeviceType::INTEGRATED_GPU,
+            heaps: &[2 * GIB],
+            types: &[(0x1, 0), (0x1 | 0x2 | 0x4, 0), (0x1 | 0x2 | 0x4 | 0x8, 0)],
+            image_type_bits: 0b111,
+            transient_image_type_bits: 0b111,
+            granularity: 64,
+            atom: 64,
+            max_allocations: 4096,
+            buffer_alignment: 64,
+            buffer_size_granule: 1,
+            image_alignment: 4096,
+        },
+        Profile::Mobile => Expected {
+            device_type: vk::PhysicalDeviceType::INTEGRATED_GPU,
+            heaps: &[256 * MIB],
+            // LAZILY_ALLOCATED 0x10.
+            types: &[
+                (0x1, 0),
+                (0x1 | 0x2 | 0x8, 0),
+                (0x1 | 0x2 | 0x4, 0),
+                (0x1 | 0x10, 0),
+            ],
+            image_type_bits: 0b0111,
+            transient_image_type_bits: 0b1111,
+            granularity: 4096,
+            atom: 128,
+            max_allocations: 1024,
+            buffer_alignment: 64,
+            buffer_size_granule: 64,
+            image_alignment: 4096,
+        },
+        Profile::Amd => Expected {
+            device_type: vk::PhysicalDeviceType::DISCRETE_GPU,
+            heaps: &[GIB, 2 * GIB, 256 * MIB],
+            // DEVICE_COHERENT_AMD 0x40, DEVICE_UNCACHED_AMD 0x80.
+            types: &[
+                (0x1, 0),
+                (0x2 | 0x4, 1),
+                (0x1 | 0x2 | 0x4, 2),
+                (0x2 | 0x4 | 0x8, 1),
+                (0x1 | 0x40 | 0x80, 0),
+                (0x2 | 0x4 | 0x40 | 0x80, 1),
+                (0x1 | 0x2 | 0x4 | 0x40 | 0x80, 2),
+                (0x2 | 0x4 | 0x8 | 0x40 | 0x80, 1),
+            ],
+            image_type_bits: 0b0101_0101,
+            transient_image_type_bits: 0b0101_0101,
+            granularity: 64,
+            atom: 64,
+            max_allocations: 4096,
+            buffer_alignment: 16,
+            buffer_size_granule: 4,
+            image_alignment: 4096,
+        },
+        Profile::Rebar => Expected {
+            device_type: vk::PhysicalDeviceType::DISCRETE_GPU,
+            heaps: &[GIB, 2 * GIB],
+            types: &[
+                (0x1, 0),
+                (0x2 | 0x4, 1),
+                (0x2 | 0x4 | 0x8, 1),
+                (0x1 | 0x2 | 0x4, 0),
+            ],
+            image_type_bits: 0b1001,
+            transient_image_type_bits: 0b1001,
+            granularity: 1024,
+            atom: 64,
+            max_allocations: 4096,
+            buffer_alignment: 256,
+            buffer_size_granule: 16,
+            image_alignment: 4096,
+        },
+        Profile::Arc => Expected {
+            device_type: vk::PhysicalDeviceType::DISCRETE_GPU,
+            heaps: &[2 * GIB - 256 * MIB, 2 * GIB, 256 * MIB],
+            types: &[(0x1, 0), (0x2 | 0x4 | 0x8, 1), (0x1 | 0x2 | 0x4, 2)],
+            image_type_bits: 0b101,
+            transient_image_type_bits: 0b101,
+            granularity: 1,
+            atom: 64,
+            // No limit of its own: the device's applies.
+            max_allocations: u32::MAX,
+            buffer_alignment: 64,
+            buffer_size_granule: 4,
+            image_alignment: 4096,
+        },
+        Profile::Apple => Expected {
+            device_type: vk::PhysicalDeviceType::INTEGRATED_GPU,
+            heaps: &[2 * GIB],
+            // The non-coherent type before the coherent one.
+            types: &[(0x1, 0), (0x1 | 0x2 | 0x8, 0), (0x1 | 0x2 | 0x4 | 0x8, 0)],
+            image_type_bits: 0b111,
+            transient_image_type_bits: 0b111,
+            granularity: 16,
+            atom: 16,
+            max_allocations: 4096,
+            buffer_alignment: 16,
+            buffer_size_granule: 1,
+            image_alignment: 4096,
+        },
+        Profile::Mali => Expected {
+            device_type: vk::PhysicalDeviceType::INTEGRATED_GPU,
+            heaps: &[2 * GIB],
+            types: &[
+                (0x1 | 0x2 | 0x4, 0),
+                (0x1 | 0x2 | 0x4 | 0x8, 0),
+                (0x1 | 0x10, 0),
+            ],
+            image_type_bits: 0b011,
+            transient_image_type_bits: 0b111,
+            granularity: 4096,
+            atom: 64,
+            max_allocations: 4096,
+            buffer_alignment: 64,
+            buffer_size_granule: 1,
+            image_alignment: 4096,
+        },
+        Profile::Lavapipe => unreachable!("lavapipe is not a fake profile"),
+    }
+}
+
+/// `memoryTypeBits` of a buffer: every type but the lazily allocated ones,
+/// which the spec keeps from buffers.
+fn buffer_type_bits(want: &Expected) -> u32 {
+    (0..want.types.len())
+        .filter(|&index| want.types[index].0 & LAZY.as_raw() == 0)
+        .fold(0, |bits, index| bits | 1 << index)
+}
+
+/// The device's own memory types and a test buffer's and image's
+/// requirements, for assertion messages about type bits.
+fn real_device_facts() -> String {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let memory = context.memory_properties();
+    let types: Vec<String> = memory.memory_types[..memory.memory_type_count as usize]
+        .iter()
+        .enumerate()
+        .map(|(index, t)| format!("{index}: heap {} {:?}", t.heap_index, t.property_flags))
+        .collect();
+    let buffer = create_buffer(&context, 1000);
+    // SAFETY: valid create info, buffer and image on a live device; both are
+    // destroyed before the context.
+    let (buffer_requirements, image_requirements) = unsafe {
+        let image = context.device.create_image(&image_info(), None).unwrap();
+        let requirements = (
+            context.device.get_buffer_memory_requirements(buffer),
+            context.device.get_image_memory_requirements(image),
+        );
+        context.device.destroy_image(image, None);
+        context.device.destroy_buffer(buffer, None);
+        requirements
+    };
+    format!(
+        "device types [{}]; buffer {buffer_requirements:?}; image {image_requirements:?}",
+        types.join(", ")
+    )
+}
+
+test_each_profile!(
+    /// Heaps, types, limits, device type and budget are the profile's.
+    fn reports_its_memory_architecture(profile) {
+        let context = VulkanContext::new(profile);
+        let memory = context.memory_properties();
+        let properties = context.properties();
+        if profile == Profile::Lavapipe && on_custom_device() {
+            // Another device as it is: only what holds for every device.
+            assert!(memory.memory_heap_count >= 1 && memory.memory_type_count >= 1);
+            if let Some(budget) = context.memory_budget() {
+                assert_eq!(budget.len(), memory.memory_heap_count as usize);
+                assert!(budget.iter().all(|heap| heap.budget > 0));
+            }
+            context.assert_no_validation_messages();
+            return;
+        }
+        if profile == Profile::Lavapipe {
+            assert_eq!(memory.memory_heap_count, 1);
+            assert_eq!(memory.memory_type_count, 1);
+            assert_eq!(properties.device_type, vk::PhysicalDeviceType::CPU);
+            assert!(!context.memory_budget_enabled);
+            assert_eq!(context.memory_budget(), None);
+            return;
+        }
+        let want = expected(profile);
+        let heaps: Vec<u64> =
+            memory.memory_heaps[..memory.memory_heap_count as usize].iter().map(|h| h.size).collect();
+        assert_eq!(heaps, want.heaps);
+        let types: Vec<(u32, u32)> = memory.memory_types[..memory.memory_type_count as usize]
+            .iter()
+            .map(|t| (t.property_flags.as_raw(), t.heap_index))
+            .collect();
+        assert_eq!(types, want.types);
+        assert_eq!(properties.device_type, want.device_type);
+        // The layer reports the profile's granularity and atom: exactly on a
+        // CPU driver such as lavapipe (where neither guards anything), never
+        // below the device's own on a GPU. The allocation count is never
+        // above the device's.
+        let real = VulkanContext::new(Profile::Lavapipe).properties();
+        let (granularity, atom) = if real.device_type == vk::PhysicalDeviceType::CPU {
+            (want.granularity, want.atom)
+        } else {
+            (
+                want.granularity.max(real.limits.buffer_image_granularity),
+                want.atom.max(real.limits.non_coherent_atom_size),
+            )
+        };
+        assert_eq!(properties.limits.buffer_image_granularity, granularity);
+        assert_eq!(properties.limits.non_coherent_atom_size, atom);
+        assert_eq!(
+            properties.limits.max_memory_allocation_count,
+            want.max_allocations.min(real.limits.max_memory_allocation_count)
+        );
+
+        // The budget extension is offered where the GPU modelled has it
+        // (hidden elsewhere, the driver's too); `budget=on` offers it on
+        // every profile. The 2 query agrees with the 1.0 one and carries
+        // the budget.
+        assert_eq!(context.memory_budget_enabled, profile.has_memory_budget(), "{profile}");
+        if profile.has_memory_budget() {
+            let hidden = VulkanContext::with_options(profile, ContextOptions::default().memory_budget(false));
+            assert!(!hidden.memory_budget_enabled, "{profile}: budget=off hides it");
+            assert_eq!(hidden.memory_budget(), None, "{profile}");
+            hidden.assert_no_validation_messages();
+        } else {
+            assert_eq!(context.memory_budget(), None, "{profile}");
+        }
+        context.assert_no_validation_messages();
+        let context = budgeted(profile);
+        assert!(context.memory_budget_enabled, "VK_EXT_memory_budget is advertised and enabled");
+        let budget = context.memory_budget().unwrap();
+        let budgets: Vec<u64> = budget.iter().map(|heap| heap.budget).collect();
+        let below_heaps: Vec<u64> = want.heaps.iter().map(|&size| expected_budget(size, 0)).collect();
+        assert_eq!(budgets, below_heaps);
+        assert!(budget.iter().all(|heap| heap.usage == 0));
+        context.assert_no_validation_messages();
+    }
+);
+
+test_each_fake_profile!(
+    /// Every requirements query reports fake type bits and raised alignments,
+    /// and the maintenance4 device queries agree with the object queries.
+    fn memory_requirements_use_fake_types(profile) {
+        let context = VulkanContext::new(profile);
+        let want = expected(profile);
+        let device = &context.device;
+
+        let buffer = create_buffer(&context, 1000);
+        let buffer_info = vk::BufferCreateInfo::default()
+            .size(1000)
+            .usage(vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST);
+        // SAFETY: valid buffer and create info on a live device.
+        let (plain, two, from_info) = unsafe {
+            let plain = device.get_buffer_memory_requirements(buffer);
+            let mut two = vk::MemoryRequirements2::default();
+            device.get_buffer_memory_requirements2(
+                &vk::BufferMemoryRequirementsInfo2::default().buffer(buffer),
+                &mut two,
+            );
+            let mut from_info = vk::MemoryRequirements2::default();
+            device.get_device_buffer_memory_requirements(
+                &vk::DeviceBufferMemoryRequirements::default().create_info(&buffer_info),
+                &mut from_info,
+            );
+            (plain, two.memory_requirements, from_info.memory_requirements)
+        };
+        assert_eq!(plain.memory_type_bits, buffer_type_bits(&want), "{}", real_device_facts());
+        assert!(plain.alignment >= want.buffer_alignment);
+        // Sizes rounded as real drivers round them (lavapipe reports 1000).
+        assert!(plain.size >= 1000 && plain.size % want.buffer_size_granule == 0, "{}", plain.size);
+        if !on_custom_device() {
+            assert_eq!(plain.size, 1000_u64.next_multiple_of(want.buffer_size_granule));
+        }
+        assert_eq!(two.size, plain.size);
+        assert_eq!(from_info.size, plain.size);
+        assert_eq!((two.memory_type_bits, two.alignment), (plain.memory_type_bits, plain.alignment));
+        assert_eq!((from_info.memory_type_bits, from_info.alignment), (plain.memory_type_bits, plain.alignment));
+
+        let image_info = image_info();
+        // SAFETY: valid create infos and image on a live device.
+        let (image, plain, from_info) = unsafe {
+            let image = device.create_image(&image_info, None).unwrap();
+            let plain = device.get_image_memory_requirements(image);
+            let mut from_info = vk::MemoryRequirements2::default();
+            device.get_device_image_memory_requirements(
+                &vk::DeviceImageMemoryRequirements::default().create_info(&image_info),
+                &mut from_info,
+            );
+            (image, plain, from_info.memory_requirements)
+        };
+        if on_custom_device() {
+            // A real GPU may keep optimal images out of types lavapipe allows
+            // (NVIDIA: out of host-visible ones): a subset with device-local.
+            let bits = plain.memory_type_bits;
+            assert!(bits & !want.image_type_bits == 0 && bits & 1 != 0, "{bits:#b}; {}", real_device_facts());
+        } else {
+            assert_eq!(plain.memory_type_bits, want.image_type_bits, "{}", real_device_facts());
+        }
+        assert!(plain.alignment >= want.image_alignment);
+        assert_eq!((from_info.memory_type_bits, from_info.alignment), (plain.memory_type_bits, plain.alignment));
+        // SAFETY: unbound objects of this device.
+        unsafe {
+            device.destroy_image(image, None);
+            device.destroy_buffer(buffer, None);
+        }
+        context.assert_no_validation_messages();
+    }
+);
+
+test_each_fake_profile!(
+    /// Only an image created with `TRANSIENT_ATTACHMENT` usage is offered
+    /// the lazily allocated types (the mobile and mali profiles' last), by every
+    /// image requirements query; a colour attachment without it is not.
+    fn lazily_allocated_types_are_for_transient_attachments_only(profile) {
+        let context = VulkanContext::new(profile);
+        let want = expected(profile);
+        let device = &context.device;
+        let transient = transient_attachment_info(64, 64);
+        let attachment = transient.usage(vk::ImageUsageFlags::COLOR_ATTACHMENT);
+        for (info, bits) in [
+            (transient, want.transient_image_type_bits),
+            (attachment, want.image_type_bits),
+        ] {
+            // SAFETY: valid create infos and image on a live device; the
+            // image is destroyed unbound.
+            let (plain, two, from_info) = unsafe {
+                let image = device.create_image(&info, None).unwrap();
+                let plain = device.get_image_memory_requirements(image);
+                let mut two = vk::MemoryRequirements2::default();
+                device.get_image_memory_requirements2(
+                    &vk::ImageMemoryRequirementsInfo2::default().image(image),
+                    &mut two,
+                );
+                let mut from_info = vk::MemoryRequirements2::default();
+                device.get_device_image_memory_requirements(
+                    &vk::DeviceImageMemoryRequirements::default().create_info(&info),
+                    &mut from_info,
+                );
+                device.destroy_image(image, None);
+                (plain.memory_type_bits, two.memory_requirements.memory_type_bits,
+                    from_info.memory_requirements.memory_type_bits)
+            };
+            let usage = info.usage;
+            if on_custom_device() {
+                assert!(plain & !bits == 0, "{profile} {usage:?}: {plain:#b}");
+            } else {
+                assert_eq!(plain, bits, "{profile} {usage:?}: {}", real_device_facts());
+            }
+            assert_eq!((two, from_info), (plain, plain), "{profile} {usage:?}");
+        }
+        context.assert_no_validation_messages();
+    }
+);
+
+/// Instances created at the same time in different threads keep their own
+/// profiles (the profile travels in each instance's engine name).
+#[test]
+fn parallel_instances_keep_their_own_profiles() {
+    let real_heaps = VulkanContext::new(Profile::Lavapipe)
+        .memory_properties()
+        .memory_heap_count;
+    std::thread::scope(|scope| {
+        for profile in Profile::ALL {
+            scope.spawn(move || {
+                let context = VulkanContext::new(profile);
+                let heaps = context.memory_properties().memory_heap_count as usize;
+                let want = if profile == Profile::Lavapipe {
+                    real_heaps as usize
+                } else {
+                    expected(profile).heaps.len()
+                };
+                assert_eq!(heaps, want, "{profile}");
+            });
+        }
+    });
+}

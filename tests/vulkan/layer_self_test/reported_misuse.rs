@@ -1,0 +1,113 @@
+//! Misuse the validation layer above the fake layer reports, which lavapipe
+//! alone would let through: a flush not aligned to the profile's
+//! `nonCoherentAtomSize`, maps of memory that is not host-visible (which the
+//! layer refuses too), a bind at an offset below the profile's alignment,
+//! and an allocation of AMD's device-coherent types without their feature.
+
+use ash::vk;
+
+use crate::support::{Advice, Profile, VulkanContext};
+
+use super::{allocate, create_buffer, free, type_index, CACHED, DL, HV, LAZY};
+
+/// A flush on the discrete profile's non-coherent type that is not aligned to
+/// its `nonCoherentAtomSize` (256; lavapipe's own is 64) is reported.
+#[test]
+fn misaligned_flush_on_non_coherent_memory_is_reported() {
+    let context = VulkanContext::new(Profile::Discrete);
+    let index = type_index(&context, true, HV | CACHED);
+    let memory = allocate(&context, index, 4096).unwrap();
+    // SAFETY: host-visible memory of this device, mapped once; the range lies
+    // inside the mapping (only its alignment is wrong, on purpose).
+    unsafe {
+        context
+            .device
+            .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+            .unwrap();
+        let range = vk::MappedMemoryRange::default()
+            .memory(memory)
+            .offset(64)
+            .size(64);
+        context.device.flush_mapped_memory_ranges(&[range]).unwrap();
+        context.device.unmap_memory(memory);
+    }
+    context.expect_validation_messages(&[
+        "VUID-VkMappedMemoryRange-offset-00687",
+        "VUID-VkMappedMemoryRange-size-01390",
+    ]);
+    free(&context, memory);
+}
+
+/// Maps memory of type `index`, which is not host-visible: the layer
+/// refuses and the validation layer reports it.
+fn assert_map_is_refused(context: &VulkanContext, index: u32) {
+    context.allow(Advice::FailingCalls);
+    let memory = allocate(context, index, 4096).unwrap();
+    // SAFETY: a live allocation; mapping it is the misuse under test.
+    let mapped = unsafe {
+        context
+            .device
+            .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+    };
+    assert_eq!(mapped, Err(vk::Result::ERROR_MEMORY_MAP_FAILED));
+    context.expect_validation_messages(&["VUID-vkMapMemory-memory-00682"]);
+    free(context, memory);
+}
+
+/// Mapping the device-local-only type is reported and refused.
+#[test]
+fn map_of_device_local_only_memory_is_reported() {
+    let context = VulkanContext::new(Profile::Discrete);
+    let index = type_index(&context, true, DL);
+    assert_map_is_refused(&context, index);
+}
+
+/// Mapping the mobile profile's lazily allocated memory is reported and
+/// refused: the layer never maps it (nor caches it on the host).
+#[test]
+fn map_of_lazily_allocated_memory_is_reported() {
+    let context = VulkanContext::new(Profile::Mobile);
+    let index = type_index(&context, false, LAZY);
+    assert_map_is_refused(&context, index);
+}
+
+/// Binding a buffer at an offset aligned for lavapipe (64) but not for the
+/// profile's buffer alignment (256) is reported.
+#[test]
+fn bind_at_misaligned_offset_is_reported() {
+    let context = VulkanContext::new(Profile::Discrete);
+    let buffer = create_buffer(&context, 1024);
+    // SAFETY: a live buffer of this device.
+    let requirements = unsafe { context.device.get_buffer_memory_requirements(buffer) };
+    assert_eq!(requirements.alignment, 256);
+    let memory = allocate(&context, 0, 4096).unwrap();
+    // SAFETY: the misaligned bind is the misuse under test; lavapipe accepts it.
+    unsafe {
+        let _ = context.device.bind_buffer_memory(buffer, memory, 64);
+        context.device.destroy_buffer(buffer, None);
+    }
+    context.expect_validation_messages(&["VUID-vkBindBufferMemory-memoryOffset-01036"]);
+    free(&context, memory);
+}
+
+/// The validation layer sees the AMD profile's device-coherent types as
+/// such: allocating one without the feature is reported, so a test that
+/// runs on that profile would catch the allocator using one.
+#[test]
+fn amd_device_coherent_types_need_their_feature() {
+    let context = VulkanContext::new(Profile::Amd);
+    let properties = context.memory_properties();
+    let coherent: Vec<u32> = (0..properties.memory_type_count)
+        .filter(|&index| {
+            properties.memory_types[index as usize]
+                .property_flags
+                .contains(vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD)
+        })
+        .collect();
+    assert_eq!(coherent, [4, 5, 6, 7]);
+    // The call is invalid, so its result means nothing; free it if any.
+    if let Ok(memory) = allocate(&context, 4, 64 * 1024) {
+        free(&context, memory);
+    }
+    context.expect_validation_messages(&["VUID-vkAllocateMemory-deviceCoherentMemory-02790"]);
+}
