@@ -72,7 +72,7 @@ impl log::Log for Capture {
 }
 
 /// Installs the capture, once per test binary (other files' tests read
-/// the lines too: `margins.rs`).
+/// the lines too: `margins/overrun_checks.rs`).
 pub(super) fn install() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
