@@ -1,0 +1,108 @@
+//! `Config` figures at and past their limits: refused with
+//! `InvalidConfig` or, where valid, working, and a huge
+//! `max_frames_in_flight` that must not reserve a huge queue. The
+//! config's edges, apart from the device's and the calls'.
+
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::{Allocator, Config, Error, ResourceKind, Usage};
+
+use super::super::{buffer, finish, free};
+
+/// `max_frames_in_flight` sizes a reservation, not a limit: a huge figure
+/// must not make `Allocator::new` reserve room for that many frames (at
+/// `u32::MAX`, 240 GB: the process aborted). Frames past it still queue.
+#[test]
+fn a_huge_frames_in_flight_figure_reserves_no_huge_queue() {
+    let config = Config {
+        max_frames_in_flight: u32::MAX,
+        ..Config::default()
+    };
+    let (allocator, device) = super::super::allocator_with(FakeLayout::lavapipe(), config);
+    assert_eq!(allocator.config().max_frames_in_flight, u32::MAX);
+    let fences: Vec<_> = (0..100)
+        .map(|_| {
+            let a = allocator.allocate(&buffer(256, 1, Usage::UPLOAD)).unwrap();
+            allocator.free_after_frame(a).unwrap();
+            let fence = device.create_fence();
+            // SAFETY: fake fences, signalled below.
+            unsafe { allocator.end_frame(fence) }.unwrap();
+            fence
+        })
+        .collect();
+    assert_eq!(allocator.frames_in_flight(), 100);
+    fences.iter().for_each(|&fence| device.signal_fence(fence));
+    assert_eq!(allocator.collect().map(|c| c.frees), Ok(100));
+    finish(allocator, &device);
+}
+
+/// `Config` figures at and past their limits: refused with
+/// `InvalidConfig`, or, where valid, working.
+#[test]
+fn config_figures_at_their_limits() {
+    let config = |change: fn(&mut Config)| {
+        let mut config = Config::default();
+        change(&mut config);
+        config
+    };
+    let invalid = [
+        config(|c| c.large_heap_block_size = 0),
+        config(|c| c.budget_fraction = f64::NAN),
+        config(|c| c.budget_fraction = -0.01),
+        config(|c| c.budget_fraction = 1.01),
+        config(|c| c.budget_fraction = f64::INFINITY),
+        config(|c| c.budget_fraction = f64::NEG_INFINITY),
+        config(|c| c.small_buffer_limit = 65537),
+        config(|c| c.small_buffer_limit = u64::MAX),
+        config(|c| c.initial_block_slots = 0),
+        config(|c| c.initial_block_slots = vk_suballoc::offset::MAX_SLOTS + 1),
+        config(|c| c.initial_block_slots = u32::MAX),
+        config(|c| c.max_frames_in_flight = 0),
+        config(|c| c.empty_block_reserve = f64::NAN),
+        config(|c| c.empty_block_reserve = -0.5),
+        config(|c| c.empty_block_reserve = f64::NEG_INFINITY),
+    ];
+    let device = FakeDevice::new(FakeLayout::discrete());
+    for config in invalid {
+        assert!(
+            matches!(
+                Allocator::new(device.clone(), config),
+                Err(Error::InvalidConfig(_))
+            ),
+            "{config:?}"
+        );
+    }
+    let valid = [
+        config(|c| c.large_heap_block_size = 1),
+        config(|c| c.large_heap_block_size = u64::MAX),
+        config(|c| c.small_heap_limit = 0),
+        config(|c| c.small_heap_limit = u64::MAX),
+        config(|c| c.budget_fraction = 0.0),
+        config(|c| c.budget_fraction = -0.0),
+        config(|c| c.budget_fraction = 1.0),
+        config(|c| c.empty_block_reserve = 0.0),
+        config(|c| c.empty_block_reserve = -0.0),
+        config(|c| c.empty_block_reserve = f64::INFINITY),
+        config(|c| c.max_padded_granularity = 0),
+        config(|c| c.max_padded_granularity = 1 << 63),
+        config(|c| c.max_padded_granularity = u64::MAX),
+        config(|c| c.small_buffer_limit = 0),
+        config(|c| c.small_buffer_limit = 65536),
+        config(|c| c.initial_block_slots = 1),
+        config(|c| c.max_frames_in_flight = u32::MAX),
+    ];
+    for config in valid {
+        let (allocator, device) = super::super::allocator_with(FakeLayout::discrete(), config);
+        for kind in [ResourceKind::Buffer, ResourceKind::OptimalImage] {
+            let request = vk_suballoc::Request::new(
+                super::super::requirements(1000, 256),
+                Usage::DEVICE_LOCAL,
+                kind,
+            );
+            let a = allocator.allocate(&request).unwrap();
+            let b = allocator.allocate(&request).unwrap();
+            free(&allocator, a);
+            free(&allocator, b);
+        }
+        finish(allocator, &device);
+    }
+}

@@ -1,0 +1,176 @@
+//! Device layouts at and past Vulkan's limits: more than 16 heaps, a
+//! `maxMemoryAllocationSize` of 0, the order in which `Allocator::new`
+//! refuses a bad config and a bad device, the largest layouts Vulkan
+//! allows, and types past 32 ignored when a request is short of memory or
+//! fits no type. What a backend reports, not what a caller asks, so apart
+//! from the entry points' arguments.
+
+use gpu_alloc_types::{MemoryHeap, MemoryPropertyFlags as Props, MemoryType};
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::{Allocator, Config, Error, Usage};
+
+use super::super::{allocator, buffer, finish, free};
+
+/// Vulkan caps a device at `VK_MAX_MEMORY_HEAPS` (16) heaps; a layout with
+/// more is an unsupported device, refused up front, not a panic in `stats`
+/// or `budgets` later.
+#[test]
+fn more_heaps_than_vulkan_allows_is_an_unsupported_device() {
+    for memory_budget in [false, true] {
+        let mut layout = FakeLayout::lavapipe().with_memory_budget(memory_budget);
+        layout.memory_heaps = vec![MemoryHeap { size: 1 << 30 }; 17];
+        let device = FakeDevice::new(layout);
+        match Allocator::new(device.clone(), Config::default()) {
+            Err(error) => assert!(matches!(error, Error::UnsupportedDevice(_))),
+            Ok(allocator) => {
+                // Before the fix: these panicked indexing 16 budgets.
+                let _ = allocator.stats();
+                let _ = allocator.budgets();
+                panic!("a 17-heap device was accepted");
+            }
+        }
+        device.assert_clean();
+    }
+}
+
+/// A backend reporting a `maxMemoryAllocationSize` of 0 (Vulkan guarantees
+/// at least 2^30) is refused up front: every request would otherwise fail
+/// as larger than the limit.
+#[test]
+fn a_max_allocation_size_of_zero_is_an_unsupported_device() {
+    let mut layout = FakeLayout::discrete();
+    layout.max_memory_allocation_size = 0;
+    let device = FakeDevice::new(layout);
+    let result = Allocator::new(device.clone(), Config::default());
+    assert!(matches!(result, Err(Error::UnsupportedDevice(_))));
+    device.assert_clean();
+}
+
+/// `Allocator::new` refuses in its documented order: a bad `Config`
+/// before anything about the device, then a `nonCoherentAtomSize` that is
+/// not a power of two, a `maxMemoryAllocationSize` of 0, and more than 16
+/// heaps; an atom of 0 is read as 1, not refused.
+#[test]
+fn new_refuses_config_then_device_in_the_documented_order() {
+    let mut layout = FakeLayout::mobile();
+    layout.non_coherent_atom_size = 48;
+    layout.max_memory_allocation_size = 0;
+    layout.memory_heaps = vec![MemoryHeap { size: 1 << 30 }; 17];
+    let bad_config = Config {
+        max_frames_in_flight: 0,
+        ..Config::default()
+    };
+    let refusal = |layout: &FakeLayout, config: Config| {
+        let device = FakeDevice::new(layout.clone());
+        let error = Allocator::new(device.clone(), config).err();
+        device.assert_clean();
+        error
+    };
+    assert!(matches!(
+        refusal(&layout, bad_config),
+        Some(Error::InvalidConfig(_))
+    ));
+    assert_eq!(
+        refusal(&layout, Config::default()),
+        Some(Error::UnsupportedDevice(
+            "nonCoherentAtomSize must be a power of two"
+        ))
+    );
+    layout.non_coherent_atom_size = 0;
+    assert_eq!(
+        refusal(&layout, Config::default()),
+        Some(Error::UnsupportedDevice("maxMemoryAllocationSize is 0"))
+    );
+    layout.max_memory_allocation_size = 1 << 30;
+    assert_eq!(
+        refusal(&layout, Config::default()),
+        Some(Error::UnsupportedDevice(
+            "more than VK_MAX_MEMORY_HEAPS (16) memory heaps"
+        ))
+    );
+    // An atom of 0 counts as 1: the mobile layout's non-coherent type
+    // takes allocations.
+    let mut layout = FakeLayout::mobile();
+    layout.non_coherent_atom_size = 0;
+    let (allocator, device) = super::super::allocator_with(layout, Config::default());
+    let a = allocator
+        .allocate(&buffer(1000, 4, Usage::READBACK))
+        .unwrap();
+    free(&allocator, a);
+    finish(allocator, &device);
+}
+
+/// 16 heaps, the most Vulkan allows, and 32 types, work; types past 32
+/// (which Vulkan does not allow either) are ignored rather than trip a shift.
+#[test]
+fn vulkan_s_largest_layouts_work() {
+    let mut layout = FakeLayout::lavapipe();
+    layout.memory_heaps = vec![MemoryHeap { size: 1 << 30 }; 16];
+    layout.memory_types = (0..33)
+        .map(|t| MemoryType {
+            heap: t % 16,
+            props: Props::DEVICE_LOCAL | Props::HOST_VISIBLE | Props::HOST_COHERENT,
+        })
+        .collect();
+    let (allocator, device) = allocator(layout);
+    let a = allocator.allocate(&buffer(4096, 1, Usage::UPLOAD)).unwrap();
+    assert_eq!(allocator.stats().heaps.len(), 16);
+    assert_eq!(allocator.budgets().len(), 16);
+    assert_eq!(allocator.memory_map().memory_types.len(), 32);
+    free(&allocator, a);
+    finish(allocator, &device);
+}
+
+/// Types past 32 have no pool, so a request short of memory, which releases
+/// the empty blocks each pool keeps (`Config::empty_block_reserve`), looks
+/// at the 32 there are (before, it indexed a 33rd pool and panicked).
+#[test]
+fn a_request_short_of_memory_ignores_types_past_32() {
+    let mut layout = FakeLayout::lavapipe();
+    layout.memory_types = (0..33)
+        .map(|_| MemoryType {
+            heap: 0,
+            props: Props::DEVICE_LOCAL | Props::HOST_VISIBLE | Props::HOST_COHERENT,
+        })
+        .collect();
+    let (allocator, device) = allocator(layout);
+    device.fail_allocation(1, vk_suballoc::device::DeviceError::TooManyObjects);
+    let a = allocator.allocate(&buffer(4096, 1, Usage::UPLOAD)).unwrap();
+    assert_eq!(a.memory_type(), 1);
+    free(&allocator, a);
+    finish(allocator, &device);
+}
+
+/// A request no memory type can take says why, on a layout with types
+/// past 32 too: it looks at the 32 the allocator uses (before, working out
+/// whether the request was too large for every heap shifted a bit by the
+/// 33rd type's index and panicked in debug builds).
+#[test]
+fn a_request_no_type_takes_ignores_types_past_32() {
+    let mut layout = FakeLayout::lavapipe();
+    layout.memory_types = (0..33)
+        .map(|_| MemoryType {
+            heap: 0,
+            props: Props::DEVICE_LOCAL,
+        })
+        .collect();
+    let heap = layout.memory_heaps[0].size;
+    let (allocator, device) = allocator(layout);
+    let before = allocator.stats();
+    assert_eq!(
+        allocator.allocate(&buffer(4096, 1, Usage::UPLOAD)),
+        Err(Error::NoSuitableMemoryType {
+            memory_type_bits: !0,
+            usage: Usage::UPLOAD,
+        })
+    );
+    assert_eq!(
+        allocator.allocate(&buffer(heap + 1, 1, Usage::DEVICE_LOCAL)),
+        Err(Error::SizeExceedsHeaps {
+            size: heap + 1,
+            largest_heap: heap,
+        })
+    );
+    assert_eq!(allocator.stats(), before);
+    finish(allocator, &device);
+}

@@ -1,0 +1,115 @@
+//! The fake device's own edges, which the other tests rely on: reads and
+//! writes whose end passes `u64::MAX` refused, faults injected far in the
+//! future never firing, and handles that come back after a free but never
+//! repeat across two devices. These check the test backend, not the
+//! allocator.
+
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::{DedicatedPolicy, Usage};
+
+use super::super::{allocator, buffer, finish, free};
+
+/// The fake device's `read` and `write` refuse ranges whose end passes
+/// `u64::MAX`, as any other out-of-range access, instead of overflowing (a
+/// panic in debug; in release a wrapped check let a write land before the
+/// memory object and return `true`).
+#[test]
+fn fake_reads_and_writes_past_u64_max_are_refused() {
+    let (allocator, device) = allocator(FakeLayout::lavapipe());
+    let a = allocator.allocate(&buffer(4096, 1, Usage::UPLOAD)).unwrap();
+    let memory = a.memory();
+    // SAFETY: no slice of the memory is alive.
+    unsafe {
+        for offset in [u64::MAX, u64::MAX - 1, u64::MAX - 4095, 1 << 63] {
+            assert!(!device.write(memory, offset, &[1]), "write at {offset}");
+            assert!(!device.write(memory, offset, &[1; 2]), "write at {offset}");
+            assert_eq!(device.read(memory, offset, 1), None, "read at {offset}");
+            assert_eq!(device.read(memory, offset, usize::MAX), None);
+        }
+        assert_eq!(device.read(memory, 0, usize::MAX), None);
+        // Nothing landed anywhere in the object either.
+        let bytes = device.read(memory, 0, 4096).unwrap();
+        assert!(bytes.iter().all(|&b| b == 0));
+    }
+    free(&allocator, a);
+    finish(allocator, &device);
+}
+
+/// Fault injection `u64::MAX` calls away (never, in effect) is accepted,
+/// not an overflow of the call count.
+#[test]
+fn faults_far_in_the_future_never_fire() {
+    let (allocator, device) = allocator(FakeLayout::lavapipe());
+    // One call of each has been made.
+    let first = allocator.allocate(&buffer(4096, 1, Usage::UPLOAD)).unwrap();
+    device.fail_allocation(
+        u64::MAX,
+        vk_suballoc::device::DeviceError::OutOfDeviceMemory,
+    );
+    device.fail_map(u64::MAX);
+    let dedicated = buffer(4096, 1, Usage::UPLOAD).dedicated(DedicatedPolicy::Always);
+    let second = allocator.allocate(&dedicated).unwrap();
+    free(&allocator, first);
+    free(&allocator, second);
+    finish(allocator, &device);
+}
+
+/// Drivers reuse the handle of freed memory for the next allocation (on
+/// lavapipe a `VkDeviceMemory` is the address of a freed-and-reused host
+/// allocation); the fake device does too, so code that keys anything on a
+/// raw handle after its memory was freed is caught.
+#[test]
+fn fake_handles_of_freed_memory_come_back() {
+    use vk_suballoc::device::{AllocationFlags, MemoryDevice};
+    let device = FakeDevice::new(FakeLayout::discrete());
+    // SAFETY: a fake device; every object is freed once.
+    unsafe {
+        let first = device
+            .allocate_memory(4096, 1, AllocationFlags::empty())
+            .unwrap();
+        let raw = first.raw();
+        device.deallocate_memory(first);
+        let second = device
+            .allocate_memory(8192, 2, AllocationFlags::empty())
+            .unwrap();
+        assert_eq!(second.raw(), raw);
+        device.deallocate_memory(second);
+    }
+    device.assert_clean();
+}
+
+/// Two fake devices never hand out the same handle, so that a log line
+/// naming memory of one cannot be taken for memory of the other: the
+/// tests of a binary share one log capture (`leak_log`), and each looks
+/// for the lines naming its own memory. With handles counted from the
+/// same start on every device, another test's line named the same memory
+/// and byte, and a test read it as its own (`ring_fill`, fixed in
+/// `fdd0ab5`).
+#[test]
+fn fake_devices_hand_out_handles_of_their_own() {
+    use vk_suballoc::device::{AllocationFlags, MemoryDevice};
+    let devices = [
+        FakeDevice::new(FakeLayout::discrete()),
+        FakeDevice::new(FakeLayout::discrete()),
+    ];
+    // SAFETY: fake devices; every object is freed once.
+    let handles: Vec<u64> = devices
+        .iter()
+        .map(|device| unsafe {
+            let memory = device
+                .allocate_memory(4096, 1, AllocationFlags::empty())
+                .unwrap();
+            let raw = ash::vk::Handle::as_raw(memory.raw());
+            device.deallocate_memory(memory);
+            raw
+        })
+        .collect();
+    assert_ne!(handles[0], handles[1]);
+    // Nor does a resource of one share a handle with the other's memory.
+    let resource = devices[1].create_resource();
+    assert_ne!(resource, handles[0]);
+    devices[1].destroy_resource(resource);
+    for device in &devices {
+        device.assert_clean();
+    }
+}
