@@ -19,7 +19,7 @@
 //! and of the writes, not after each: it invalidates the free atoms it
 //! reads, bringing a GPU write into the host's view, where an
 //! allocation's check that never read the device's view would still see
-//! it. The no-false-positives walks are in `debug_fill.rs`.
+//! it. The no-false-positives walks are in `debug_fill/false_positives.rs`.
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
