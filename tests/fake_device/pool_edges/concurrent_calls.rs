@@ -1,0 +1,147 @@
+//! Pools made, used and destroyed by several threads at once: pools made
+//! and destroyed while others allocate, a slow `vkAllocateMemory` in one
+//! pool that must not hold up another, and a request that waits for a pool
+//! being destroyed and is refused with `StalePool`. Apart because each
+//! races the pool table's lock against another thread's call.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Barrier;
+
+use ash::vk;
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{AllocationDesc, Error, PoolDesc, Request, ResourceKind, Usage};
+
+use super::super::{allocator, finish, free, requirements};
+use super::{vram_in, MIB};
+
+/// Threads allocating in their own pools while another thread makes and
+/// destroys pools: no deadlock, no lost allocation, the device balanced.
+#[test]
+fn pools_made_and_destroyed_while_others_allocate() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let stop = AtomicBool::new(false);
+    let barrier = Barrier::new(5);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                let pool = allocator
+                    .create_pool(&PoolDesc::new(1).block_size(4 * MIB).max_blocks(2))
+                    .unwrap();
+                barrier.wait();
+                while !stop.load(Ordering::Relaxed) {
+                    let live: Vec<_> = (0..6)
+                        .map(|_| {
+                            let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+                            let request = Request::with_desc(
+                                vk::MemoryRequirements {
+                                    size: MIB,
+                                    alignment: 256,
+                                    memory_type_bits: !0,
+                                },
+                                ResourceKind::Buffer,
+                                desc,
+                            );
+                            allocator.allocate(&request).unwrap()
+                        })
+                        .collect();
+                    let _ = allocator.stats();
+                    for allocation in live {
+                        free(&allocator, allocation);
+                    }
+                    allocator.trim();
+                }
+                allocator.destroy_pool(pool).unwrap();
+            });
+        }
+        scope.spawn(|| {
+            barrier.wait();
+            for _ in 0..2000 {
+                let pool = allocator
+                    .create_pool(&PoolDesc::new(1).block_size(MIB).min_blocks(1))
+                    .unwrap();
+                let _ = allocator.memory_map();
+                allocator.destroy_pool(pool).unwrap();
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+    });
+    finish(allocator, &device);
+}
+
+/// Threads in different pools never wait for each other: one thread's
+/// slow `vkAllocateMemory` in pool A, with a `create_pool` waiting for the
+/// table's write lock, does not hold up an allocation in pool B that needs
+/// no driver call. (When pool calls held the table's read lock through
+/// their driver calls, std's `RwLock`, which lets no new reader in while a
+/// writer waits, made B wait for A's driver call.)
+#[test]
+fn a_slow_block_in_one_pool_does_not_hold_up_other_pools() {
+    use std::time::{Duration, Instant};
+    const DELAY: Duration = Duration::from_millis(600);
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let slow = allocator
+        .create_pool(&PoolDesc::new(1).block_size(4 * MIB))
+        .unwrap();
+    let ready = allocator
+        .create_pool(&PoolDesc::new(1).block_size(4 * MIB).min_blocks(1))
+        .unwrap();
+    device.slow_allocations(Some(DELAY));
+    let in_ready = std::thread::scope(|scope| {
+        let slow_thread = scope.spawn(|| allocator.allocate(&vram_in(slow)).unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+        let maker = scope.spawn(|| {
+            let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
+            allocator.destroy_pool(pool).unwrap();
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let start = Instant::now();
+        let in_ready = allocator.allocate(&vram_in(ready)).unwrap();
+        let waited = start.elapsed();
+        let in_slow = slow_thread.join().unwrap();
+        maker.join().unwrap();
+        free(&allocator, in_slow);
+        assert!(
+            waited < Duration::from_millis(200),
+            "an allocation in a ready block of pool B waited {waited:?} for pool A's \
+             vkAllocateMemory ({DELAY:?})"
+        );
+        in_ready
+    });
+    device.slow_allocations(None);
+    free(&allocator, in_ready);
+    allocator.destroy_pool(slow).unwrap();
+    allocator.destroy_pool(ready).unwrap();
+    finish(allocator, &device);
+}
+
+/// A request that finds a custom pool in the table while `destroy_pool`
+/// releases its blocks, and waits for the pool's lock, is refused with
+/// `StalePool` once it gets it: the pool is destroyed, though still in the
+/// table. Served, it took a new block in a pool that no handle reaches
+/// any more, and leaked it.
+#[test]
+fn a_request_waiting_for_a_pool_being_destroyed_is_refused() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).block_size(MIB).min_blocks(1))
+        .unwrap();
+    let objects = device.live_allocations().len();
+    // The block's free waits 200 ms before its memory goes, and 200 ms
+    // after, under the pool's lock.
+    device.slow_frees(Some(std::time::Duration::from_millis(200)));
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    let request = Request::with_desc(requirements(4096, 256), ResourceKind::Buffer, desc);
+    std::thread::scope(|scope| {
+        let destroying = scope.spawn(|| allocator.destroy_pool(pool));
+        // The block's memory is gone: `destroy_pool` holds the pool's lock
+        // a while more. (A request coming after it is refused too.)
+        while device.live_allocations().len() == objects {
+            std::thread::yield_now();
+        }
+        let result = allocator.allocate(&request);
+        assert_eq!(result.as_ref().err(), Some(&Error::StalePool));
+        assert_eq!(destroying.join().unwrap(), Ok(()));
+    });
+    device.slow_frees(None);
+    finish(allocator, &device);
+}
