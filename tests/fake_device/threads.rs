@@ -13,16 +13,23 @@
 //! of such frames. At the end the figures must match what is alive, and the
 //! device must be clean: no leak, and no breach of a Vulkan rule (the fake
 //! device records each allocation past `maxMemoryAllocationCount`).
+//!
+//! This file holds that world, shared by the tests in the files below: the
+//! whole API from threads on three small GPUs (`whole_api.rs`), custom
+//! pools under the threads (`pools.rs`), defragmentation under them
+//! (`defragment.rs`), a callback that panics in one thread
+//! (`callback_panic.rs`), and two threads racing for one budget
+//! (`racing_within_budget.rs`).
 
 use std::collections::BTreeMap;
-use std::sync::{Barrier, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 use ash::vk::{self, Handle};
-use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::device::fake::FakeDevice;
 use vk_suballoc::{Allocation, Error, Request, ResourceKind, UploadRing, UploadRingDesc, Usage};
 
 use super::seeded_rng::Rng;
-use super::{allocator, finish, free, requirements, FakeAllocator};
+use super::{free, requirements, FakeAllocator};
 
 #[path = "threads/callback_panic.rs"]
 mod callback_panic;
@@ -30,6 +37,10 @@ mod callback_panic;
 mod defragment;
 #[path = "threads/pools.rs"]
 mod pools;
+#[path = "threads/racing_within_budget.rs"]
+mod racing_within_budget;
+#[path = "threads/whole_api.rs"]
+mod whole_api;
 
 const MIB: u64 = 1 << 20;
 const THREADS: u64 = 4;
@@ -505,161 +516,4 @@ fn check_tag(allocator: &FakeAllocator, tag: u64, a: &Allocation) {
         assert_eq!(bytes[..8], tag.to_le_bytes(), "{a:?}: head overwritten");
         assert_eq!(bytes[end..], tag.to_le_bytes(), "{a:?}: tail overwritten");
     }
-}
-
-fn whole_api_from_threads(test: &str, layout: FakeLayout) {
-    let seed = Rng::seed(test);
-    let object_limit = layout.max_memory_allocation_count;
-    let (allocator, device) = allocator(layout);
-    let world = World::new(&allocator, &device, object_limit);
-    let (survivors, private) = std::thread::scope(|scope| {
-        let world = &world;
-        let handles: Vec<_> = (0..THREADS)
-            .map(|thread| scope.spawn(move || world.run(seed, thread)))
-            .collect();
-        let mut survivors: Vec<(u64, Allocation)> = Vec::new();
-        let mut private = None;
-        for handle in handles {
-            let (live, pool) = handle.join().unwrap();
-            survivors.extend(live);
-            private = private.or(pool);
-        }
-        (survivors, private)
-    });
-    world.finish_frames();
-    // Every frame is over: the private pool's frees are collected.
-    if let Some(left) = private {
-        assert!(world.destroy_private(&left), "the private pool");
-    }
-    let pooled = survivors
-        .iter()
-        .filter(|(_, a)| a.is_in_custom_pool())
-        .count();
-    assert_eq!(world.pooled_allocations(), pooled as u64);
-
-    // The figures match what is alive, and nothing overlaps (the shadow
-    // checked each range as it was handed out; it must hold the survivors).
-    let stats = allocator.stats();
-    // Each ring holds a chunk or more.
-    assert!(stats.allocations() >= survivors.len() as u64 + 2);
-    assert_eq!(
-        allocator.memory_map().allocation_count() as u64,
-        stats.allocations()
-    );
-    let reserved: Vec<u64> = stats.heaps.iter().map(|h| h.reserved_bytes).collect();
-    assert_eq!(reserved, device.heap_usage());
-    assert_eq!(world.shadow().live.len(), survivors.len());
-    assert_eq!(
-        stats.memory_objects as usize,
-        device.live_allocations().len()
-    );
-    world.free_all(survivors);
-    finish(allocator, &device);
-}
-
-#[test]
-fn whole_api_from_threads_on_a_small_mobile_gpu() {
-    whole_api_from_threads(
-        "whole_api_from_threads_on_a_small_mobile_gpu",
-        FakeLayout::mobile()
-            .with_heap_sizes(24 * MIB)
-            .with_max_allocation_count(10),
-    );
-}
-
-#[test]
-fn whole_api_from_threads_on_a_small_integrated_gpu() {
-    // No budget extension: budgets are the allocator's own counts.
-    whole_api_from_threads(
-        "whole_api_from_threads_on_a_small_integrated_gpu",
-        FakeLayout::integrated()
-            .with_heap_sizes(32 * MIB)
-            .with_max_allocation_count(8),
-    );
-}
-
-#[test]
-fn whole_api_from_threads_on_a_small_discrete_gpu() {
-    whole_api_from_threads(
-        "whole_api_from_threads_on_a_small_discrete_gpu",
-        FakeLayout::discrete()
-            .with_heap_sizes(32 * MIB)
-            .with_max_allocation_count(12),
-    );
-}
-
-/// Two threads ask at once, in two memory types of one heap, for 60 MiB each
-/// within a budget that holds one of them: one gets it, the other
-/// `OverBudget`. (The device takes 50 ms per allocation, so both requests
-/// are in flight together.)
-fn racing_within_budget(layout: FakeLayout, heap: u32, types: [u32; 2], budget: u64) {
-    let (allocator, device) = allocator(layout);
-    if allocator.budgets()[heap as usize].budget != budget {
-        device.set_heap_budget(heap, budget, 0);
-        // Reading the figures hands them to the allocator's own checks,
-        // which otherwise read them again only every 30 memory objects.
-        allocator.budgets();
-    }
-    let delay = std::time::Duration::from_millis(50);
-    device.slow_allocations(Some(delay));
-    let started = std::time::Instant::now();
-    let start = Barrier::new(2);
-    let results: Vec<Result<Allocation, Error>> = std::thread::scope(|scope| {
-        let handles = types.map(|memory_type| {
-            let (allocator, start) = (&allocator, &start);
-            scope.spawn(move || {
-                let requirements = vk::MemoryRequirements {
-                    size: 60 * MIB,
-                    alignment: 256,
-                    memory_type_bits: 1 << memory_type,
-                };
-                let request = Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer)
-                    .within_budget();
-                start.wait();
-                allocator.allocate(&request)
-            })
-        });
-        handles.map(|h| h.join().unwrap()).into()
-    });
-    // The allocation that succeeded took the device's delay.
-    assert!(started.elapsed() >= delay);
-    let usage = device.heap_usage()[heap as usize];
-    assert!(
-        usage <= budget,
-        "heap {heap}: {usage} bytes over a budget of {budget}"
-    );
-    assert_eq!(
-        results.iter().filter(|r| r.is_ok()).count(),
-        1,
-        "{results:?}"
-    );
-    for result in results {
-        match result {
-            Ok(allocation) => free(&allocator, allocation),
-            Err(error) => assert!(matches!(error, Error::OverBudget { .. }), "{error:?}"),
-        }
-    }
-    finish(allocator, &device);
-}
-
-#[test]
-fn racing_within_budget_requests_stay_within_a_fraction_of_the_heap() {
-    // No budget extension: 0.8 of a 128 MiB heap, shared by types 0 and 1.
-    racing_within_budget(
-        FakeLayout::integrated().with_heap_sizes(128 * MIB),
-        0,
-        [0, 1],
-        128 * MIB / 10 * 8,
-    );
-}
-
-#[test]
-fn racing_within_budget_requests_stay_within_the_reported_budget() {
-    // VK_EXT_memory_budget: 100 MiB of heap 1, shared by types 0 and 2.
-    racing_within_budget(
-        FakeLayout::discrete().with_heap_size(1, 512 * MIB),
-        1,
-        [0, 2],
-        100 * MIB,
-    );
 }
