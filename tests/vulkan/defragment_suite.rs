@@ -10,21 +10,33 @@
 //! the frame queue with that submission's fence. Then every byte is read
 //! back, the emptied blocks are gone (released as they emptied), and the
 //! validation layer has said nothing.
+//!
+//! The tests sit in the files below, one pass each: the pass that empties
+//! blocks (`emptying_pass.rs`) and the compaction pass that moves each
+//! allocation lower in its own block (`compaction_pass.rs`). This file holds
+//! what both share: the filled buffers and image, the holes punched among
+//! them, the engine's carrying out of a plan (`carry_out`) and the checks
+//! of every byte after it.
 
 use std::collections::HashSet;
 
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
 use vk_suballoc::{
-    Allocation, AllocationDesc, Allocator, Collected, Config, DefragmentationLimits,
-    DefragmentationPlan, Movable, ResourceKind, Usage,
+    Allocation, AllocationDesc, Allocator, Collected, Config, DefragmentationPlan, Movable,
+    ResourceKind, Usage,
 };
 
 use super::allocator_setup::{
-    allocator_configured, assert_no_page_shared, buffer_info, check_pattern, image_info,
-    memory_barrier, transition, IdleOnDrop, COLOR, TRANSFER_TO_HOST, TRANSFER_TO_TRANSFER,
+    buffer_info, check_pattern, image_info, memory_barrier, transition, COLOR, TRANSFER_TO_HOST,
+    TRANSFER_TO_TRANSFER,
 };
-use crate::support::{test_each_profile, Profile, VulkanContext};
+use crate::support::{Profile, VulkanContext};
+
+#[path = "defragment_suite/compaction_pass.rs"]
+mod compaction_pass;
+#[path = "defragment_suite/emptying_pass.rs"]
+mod emptying_pass;
 
 const MIB: u64 = 1 << 20;
 /// Large buffers made, of [`MIB`] bytes each.
@@ -531,168 +543,3 @@ fn check_and_destroy_all(
     assert_eq!(allocator.stats().memory_objects, 0);
     context.assert_no_validation_messages();
 }
-
-/// The pass itself (see the module docs).
-fn defragmentation_pass(profile: Profile) {
-    let context = VulkanContext::new(profile);
-    let allocator = allocator_configured(&context, config());
-    let _idle = IdleOnDrop(&context.device);
-    let device = &context.device;
-    let (mut image, buffers) = create_filled(&context, &allocator);
-    let mut buffers = punch_holes(&allocator, &image, buffers);
-    let survivors = buffers.len() as u64 + 1;
-    let (blocks_before, bytes_before, empty_before) = block_totals(&allocator);
-    assert_eq!(empty_before, 0, "no block emptied yet");
-
-    // Every survivor is movable; the image comes last.
-    let movables = movables_of(device, &buffers, Some(&image));
-    let plan = allocator
-        .plan_defragmentation(&movables, &DefragmentationLimits::default())
-        .unwrap();
-    assert!(
-        plan.blocks_released >= 1 && !plan.moves.is_empty(),
-        "{profile}: {plan:?}"
-    );
-    let moved_from: HashSet<vk::DeviceMemory> = plan
-        .moves
-        .iter()
-        .map(|planned| movables[planned.movable].allocation.memory())
-        .collect();
-    assert_eq!(
-        moved_from.len(),
-        plan.blocks_released,
-        "{profile}: blocks emptied"
-    );
-    for planned in &plan.moves {
-        let (source, destination) = (movables[planned.movable].allocation, &planned.destination);
-        assert_eq!(destination.memory_type(), source.memory_type());
-        assert!(!destination.is_dedicated());
-        assert!(
-            !moved_from.contains(&destination.memory()),
-            "{profile}: a move lands in a block the plan empties"
-        );
-    }
-    // Mixed blocks (the granularity is padded, not separated): the
-    // image's block is the least used, and it empties.
-    let granularity = context.properties().limits.buffer_image_granularity;
-    if granularity <= config().max_padded_granularity {
-        assert!(
-            plan.moves
-                .iter()
-                .any(|planned| planned.movable == buffers.len()),
-            "{profile}: the image did not move: {plan:?}"
-        );
-    }
-    // The destinations are live allocations beside their sources.
-    let moves = plan.moves.len() as u64;
-    assert_eq!(allocator.stats().allocations(), survivors + moves);
-    let (emptied, emptied_bytes) = (plan.blocks_released as u64, plan.bytes_released);
-
-    let sources = carry_out(&context, &allocator, plan, &mut buffers, &mut image);
-    assert_eq!(sources, moved_from);
-    assert_eq!(allocator.stats().allocations(), survivors);
-    let live: Vec<&Allocation> = buffers.iter().map(|b| &b.allocation).collect();
-    assert!(
-        live.iter()
-            .chain([&&image.allocation])
-            .all(|a| !sources.contains(&a.memory())),
-        "{profile}: an allocation is left in an emptied block"
-    );
-    let what = format!("{profile} after the moves");
-    assert_no_page_shared(&context, live, [&image.allocation], &what);
-    // The emptied blocks are released as they empty: none is kept.
-    assert_eq!(
-        block_totals(&allocator),
-        (blocks_before - emptied, bytes_before - emptied_bytes, 0),
-        "{profile}"
-    );
-    assert_eq!(allocator.trim(), 0, "{profile}");
-    assert!(
-        block_memories(&allocator).is_disjoint(&sources),
-        "{profile}"
-    );
-
-    check_and_destroy_all(&context, &allocator, buffers, image, profile);
-}
-
-test_each_profile!(
-    /// A defragmentation pass carried out on the GPU: the plan empties at
-    /// least one block (the image's, the least used, among them), the
-    /// copies keep every byte, the old resources go through the frame
-    /// queue, and the emptied blocks are released when those frees are.
-    fn a_defragmentation_pass_keeps_every_byte(profile) {
-        defragmentation_pass(profile);
-    }
-);
-
-/// A compaction pass (`compact_blocks`) carried out on the GPU: no block
-/// is emptied (`max_used_percent(0)`), so every move goes lower in its own
-/// block, wholly below its source; the copies between the old and new
-/// resources of one memory object keep every byte, nothing is released,
-/// and the validation layer says nothing (copies whose ranges share a
-/// memory object but do not overlap are valid).
-fn compaction_pass(profile: Profile) {
-    let context = VulkanContext::new(profile);
-    let allocator = allocator_configured(&context, config());
-    let _idle = IdleOnDrop(&context.device);
-    let device = &context.device;
-    let (mut image, buffers) = create_filled(&context, &allocator);
-    let mut buffers = punch_holes(&allocator, &image, buffers);
-    let survivors = buffers.len() as u64 + 1;
-    let before = block_totals(&allocator);
-    let memories = block_memories(&allocator);
-
-    let movables = movables_of(device, &buffers, Some(&image));
-    let limits = DefragmentationLimits::default()
-        .max_used_percent(0)
-        .compact_blocks(true);
-    let plan = allocator.plan_defragmentation(&movables, &limits).unwrap();
-    assert_eq!(plan.blocks_released, 0, "{profile}: {plan:?}");
-    assert!(
-        plan.blocks_compacted >= 1 && !plan.moves.is_empty(),
-        "{profile}: {plan:?}"
-    );
-    let mut compacted = HashSet::new();
-    for planned in &plan.moves {
-        let (source, destination) = (movables[planned.movable].allocation, &planned.destination);
-        assert_eq!(destination.memory(), source.memory(), "{profile}");
-        assert!(
-            destination.offset() + destination.size() <= source.offset(),
-            "{profile}: {destination:?} not wholly below {source:?}"
-        );
-        compacted.insert(source.memory());
-    }
-    assert_eq!(compacted.len(), plan.blocks_compacted, "{profile}");
-    assert_eq!(
-        allocator.stats().allocations(),
-        survivors + plan.moves.len() as u64
-    );
-
-    let sources = carry_out(&context, &allocator, plan, &mut buffers, &mut image);
-    assert_eq!(sources, compacted);
-    assert_eq!(allocator.stats().allocations(), survivors);
-    let live: Vec<&Allocation> = buffers.iter().map(|b| &b.allocation).collect();
-    let what = format!("{profile} after compaction");
-    assert_no_page_shared(&context, live, [&image.allocation], &what);
-    assert_eq!(
-        block_totals(&allocator),
-        before,
-        "{profile}: nothing released"
-    );
-    assert_eq!(block_memories(&allocator), memories, "{profile}");
-    // Packed: a second plan finds nothing more to move lower.
-    let movables = movables_of(device, &buffers, None);
-    let again = allocator.plan_defragmentation(&movables, &limits).unwrap();
-    assert!(again.moves.is_empty(), "{profile}: {again:?}");
-    drop(movables);
-
-    check_and_destroy_all(&context, &allocator, buffers, image, profile);
-}
-
-test_each_profile!(
-    /// A compaction pass carried out on the GPU keeps every byte and moves
-    /// each allocation lower in its own block.
-    fn a_compaction_pass_keeps_every_byte(profile) {
-        compaction_pass(profile);
-    }
-);
