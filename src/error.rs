@@ -171,8 +171,10 @@ pub enum Error {
     /// Waiting for a frame timed out.
     #[error("timed out waiting for a frame")]
     Timeout,
-    /// A frame was sealed with a null fence or semaphore.
-    #[error("a frame must be sealed with a non-null fence or timeline semaphore")]
+    /// A frame was sealed with a null fence or semaphore, or with a
+    /// timeline value of 0 (which the semaphore has reached from its
+    /// creation: no submission signals it).
+    #[error("a frame must be sealed with a non-null fence, or a non-null timeline semaphore and a value above 0")]
     NullFrameSignal,
     /// A [`Config`](crate::Config) figure is out of range; the text names it.
     #[error("invalid configuration: {0}")]

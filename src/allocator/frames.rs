@@ -151,7 +151,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// `value` when the frame's work is done.
     ///
     /// # Errors
-    /// As [`end_frame`](Self::end_frame).
+    /// As [`end_frame`](Self::end_frame); [`Error::NullFrameSignal`] for a
+    /// null semaphore and for `value` 0 too, which every timeline
+    /// semaphore has reached from its creation and no submission can
+    /// signal (a signal must raise the value): the frame would count as
+    /// done at once, and its frees be released while the GPU may still
+    /// use them.
     ///
     /// # Safety
     /// As [`end_frame`](Self::end_frame), for the semaphore reaching `value`;
@@ -170,7 +175,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     fn seal(&self, signal: FrameSignal) -> Result<u64, Error> {
         let null = match signal {
             FrameSignal::Fence(fence) => fence == vk::Fence::null(),
-            FrameSignal::Timeline { semaphore, .. } => semaphore == vk::Semaphore::null(),
+            FrameSignal::Timeline { semaphore, value } => {
+                semaphore == vk::Semaphore::null() || value == 0
+            }
         };
         if null {
             return Err(Error::NullFrameSignal);

@@ -155,7 +155,21 @@ fn frames_without_frees_and_timeline_semaphores() {
             Err(Error::NullFrameSignal)
         );
     }
-    finish(allocator, &device);
+    // Value 0: every timeline semaphore is there from its creation, so the
+    // frame would count as done at once and its frees go back to the
+    // allocator while the GPU may still use them. Refused; nothing sealed.
+    let fresh = device.create_timeline_semaphore();
+    let queued = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    allocator.free_after_frame(queued).unwrap();
+    // SAFETY: fake semaphore; the call is refused before anything else.
+    let sealed = unsafe { allocator.end_frame_timeline(fresh, 0) };
+    assert_eq!(sealed, Err(Error::NullFrameSignal));
+    assert_eq!(allocator.frames_in_flight(), 0);
+    assert_eq!(allocator.collect().unwrap().frees, 0);
+    assert_eq!(allocator.stats().allocations(), 1);
+    finish_after_frame(allocator, &device);
 }
 
 #[test]
