@@ -189,6 +189,17 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             OffsetError::OutOfHostMemory => Error::OutOfHostMemory,
             _ => Error::OutOfDeviceMemory,
         })?;
+        // Larger than every heap, or than one memory object may be: refused
+        // before the buffer is made too. The allocation would refuse it all
+        // the same, but a buffer that size may pass the device's
+        // `maxBufferSize`, which a validation layer reports
+        // (VUID-VkBufferCreateInfo-size-06409).
+        let device = &self.context.properties.device;
+        let largest_heap = device.memory_heaps.iter().map(|h| h.size).max();
+        if largest_heap.is_some_and(|heap| size > heap) || size > device.max_memory_allocation_size
+        {
+            return Err(self.too_large_for_a_ring(size, u64::MAX));
+        }
         // SAFETY: `size` is non-zero (checked by the callers); the buffer
         // usage is not empty (`create_upload_ring` checks it,
         // VUID-VkBufferCreateInfo-usage-requiredbitmask) and comes from the
