@@ -83,6 +83,27 @@ fn a_backend_panicking_in_unmap_still_frees_the_memory() {
     finish(allocator, &device);
 }
 
+/// A panic in `vkFreeMemory` (here once the memory is freed) leaves the
+/// allocator's figures agreeing: the memory object is counted out of its
+/// heap's usage and out of `maxMemoryAllocationCount`'s count alike (the
+/// count stayed one too high, for good, taking a slot of that limit).
+#[test]
+fn a_backend_panicking_in_free_counts_the_memory_out_everywhere() {
+    let (mut allocator, device) = allocator(FakeLayout::discrete());
+    let balance = count_events(&mut allocator);
+    let request = buffer(1 << 20, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+    let dedicated = allocator.allocate(&request).unwrap();
+    device.panic_on(FakeCall::Free, 1);
+    let caught = panic::catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the fake device runs no GPU work.
+        unsafe { allocator.free(dedicated) }
+    }));
+    assert!(caught.is_err(), "the backend panicked");
+    assert_nothing_held(&allocator, &device, &balance);
+    assert_eq!(allocator.stats().allocations(), 0);
+    finish(allocator, &device);
+}
+
 /// A panic while `collect` polls a frame's fence carries out the frees of
 /// the frames it had found done and taken out of the queue before it goes
 /// on: dropped with the unwinding, their buffers were never destroyed and

@@ -30,6 +30,10 @@ pub enum FakeCall {
     DestroyImage,
     /// `vkInvalidateMappedMemoryRanges`.
     Invalidate,
+    /// `vkFreeMemory`: unlike the others, it panics once the memory is
+    /// freed (a wrapper that panics after the driver's call), so that a
+    /// test can still end with a clean device.
+    Free,
 }
 
 impl FakeDevice {
@@ -90,7 +94,8 @@ impl FakeDevice {
     }
 
     /// Makes the `nth` call of `call` from now panic before it does
-    /// anything (`nth` 1 is the next call; 0 counts as 1), as a buggy
+    /// anything ([`FakeCall::Free`]: after) (`nth` 1 is the next call; 0
+    /// counts as 1), as a buggy
     /// backend might: the allocator must stay consistent, and leak
     /// nothing, when the panic is caught.
     pub fn panic_on(&self, call: FakeCall, nth: u64) {

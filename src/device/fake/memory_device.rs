@@ -237,6 +237,7 @@ impl MemoryDevice<FakeMemory> for FakeDevice {
         if let Some(delay) = delay {
             std::thread::sleep(delay);
         }
+        self.panic_if_asked(FakeCall::Free);
     }
 
     unsafe fn map_memory(

@@ -261,13 +261,18 @@ impl<D> MemoryContext<D> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         self.heap_usage[heap as usize].fetch_sub(size, Ordering::Relaxed);
-        // SAFETY: the caller's contract.
-        unsafe { self.device.deallocate_memory(memory) };
+        // A backend panicking in the free (a bug) has the memory counted
+        // out of the object count too, as out of the heap's usage above:
+        // the two agree, and nothing frees it again.
+        let freed = panic::catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: the caller's contract.
+            unsafe { self.device.deallocate_memory(memory) }
+        }));
         drop(heap_turn);
         self.memory_objects.fetch_sub(1, Ordering::AcqRel);
         self.budget_cache().count_object();
         log::debug!("vk-suballoc: freed {size} bytes of memory type {memory_type}");
-        if let Err(panic) = unmapped.and(told) {
+        if let Err(panic) = freed.and(unmapped).and(told) {
             panic::resume_unwind(panic);
         }
     }
