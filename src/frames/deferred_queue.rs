@@ -153,6 +153,12 @@ impl<S, T> DeferredQueue<S, T> {
     /// first. The current frame counts as sealed and released: the next one
     /// starts. Returns `(frames released, items released)`, the current
     /// frame included.
+    ///
+    /// A panic in `release` goes on to the caller as in
+    /// [`collect`](Self::collect): the frame it was releasing (sealed or
+    /// current) loses the items not yet released, dropped; later frames
+    /// stay queued, and the current frame stays current (the next one does
+    /// not start).
     pub fn release_all(&mut self, mut release: impl FnMut(T)) -> (usize, usize) {
         let all_done = |_: &S| Ok::<_, std::convert::Infallible>(true);
         let Ok((sealed_frames, sealed_items)) = self.collect(all_done, &mut release);
@@ -187,6 +193,35 @@ mod tests {
         let mut released = Vec::new();
         let result: Result<_, ()> = queue.collect(|_| Ok(true), |item| released.push(item));
         assert_eq!((result, released), (Ok((1, 1)), vec![7]));
+    }
+
+    /// What `release_all`'s docs say of a panicking `release`: the frame
+    /// being released loses the rest of its items, later frames stay
+    /// queued, and the current frame stays current.
+    #[test]
+    fn a_panic_in_release_all_leaves_later_frames_and_the_current_one() {
+        let mut queue: DeferredQueue<&'static str, u32> = DeferredQueue::new();
+        queue.push(1);
+        queue.push(2);
+        assert_eq!(queue.seal("f0"), 0);
+        queue.push(3);
+        assert_eq!(queue.seal("f1"), 1);
+        queue.push(4);
+        let mut released = Vec::new();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            queue.release_all(|item| {
+                assert_ne!(item, 1, "a panicking release");
+                released.push(item);
+            })
+        }));
+        assert!(caught.is_err());
+        assert!(released.is_empty());
+        // f0 and its item 2 are gone; f1 and the current frame remain.
+        assert_eq!(queue.iter().copied().collect::<Vec<_>>(), vec![3, 4]);
+        assert_eq!(queue.frames_in_flight(), 1);
+        assert_eq!(queue.release_all(|item| released.push(item)), (2, 2));
+        assert_eq!(released, vec![3, 4]);
+        assert_eq!(queue.seal("f3"), 3, "the current frame was 2, then 3");
     }
 
     #[test]
