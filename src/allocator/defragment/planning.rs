@@ -1,7 +1,8 @@
 //! The planning of defragmentation ([`Allocator::plan_defragmentation`]):
 //! the checks of the movables, grouped by pool so that each pool is
-//! locked once, then each pool's planning under its lock in turn (blocks
-//! emptied first, then, with what is left of the limits, compaction),
+//! locked once, then each pool's planning under its lock in turn (every
+//! pool's whole blocks emptied first, then, with what is left of the
+//! limits, blocks emptied in part, then compaction),
 //! the debug fills' checks of the destinations, and the lines logged once
 //! the plan is made. Apart from the types the engine sees (`defragment.rs`)
 //! and from giving moves up (`give_up.rs`); the moves within one pool are
@@ -19,6 +20,7 @@ use crate::allocator::{Allocation, Allocator, Request};
 use crate::device::MemoryDeviceExt;
 use crate::frames::Deferred;
 use crate::memory::deferred_log;
+use crate::memory::slab::SlabKey;
 use crate::memory::type_pool::TypePool;
 use crate::memory::type_pool::{Location, MoveBudget, PoolMovable};
 use crate::memory::Usage;
@@ -125,7 +127,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// that slot's); a block over the limits costs the same pass over the
     /// blocks, to tell whether any could take its moves. Each block the
     /// plan starts emptying then leaves its pool's first-fit order and
-    /// closes its runs: a pass over the pool's blocks and runs. Compaction
+    /// closes its runs: a pass over the pool's blocks and runs. Splitting
+    /// blocks over the limits adds, per pool with such blocks, the first
+    /// pass over its blocks and runs again. Compaction
     /// adds, per pool with movables, a pass over its blocks, and per block
     /// with listed allocations a pass over its ranges and a look at its
     /// free ranges below each listed allocation, which each move then cuts.
@@ -262,9 +266,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
     /// The pools' work of [`plan_defragmentation`](Self::plan_defragmentation),
     /// under each pool's lock in turn: plans each group's moves into
-    /// `plan` (every pool's blocks emptied before any is compacted: the
-    /// limits go to released memory first, and compaction gets only what
-    /// is left of them), then, with debug fills, checks and fills the
+    /// `plan` (every pool's whole blocks emptied before any block is
+    /// emptied in part, and those before any is compacted: the limits go
+    /// to released memory first, and each later pass gets only what is
+    /// left of them), then, with debug fills, checks and fills the
     /// destinations, whose writes after free it adds to
     /// `written_after_free`. Returns a backend's panic in that work once
     /// the moves planned so far are in `plan`, for the caller to give up.
@@ -277,13 +282,23 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         plan: &mut DefragmentationPlan,
         written_after_free: &mut Vec<String>,
     ) -> Result<(), Box<dyn Any + Send>> {
-        let passes: &[bool] = if budget.compact {
-            &[false, true]
-        } else {
-            &[false]
-        };
-        for &compacting in passes {
-            for group in groups {
+        // Every pool's whole blocks first, then (`split_blocks`) the blocks
+        // over the limits, then (`compact_blocks`) compaction: each pass
+        // gets only what the passes before left of the limits, over the
+        // whole plan, not pool by pool.
+        let passes = [
+            (Pass::Whole, true),
+            (Pass::Split, budget.split),
+            (Pass::Compact, budget.compact),
+        ];
+        // By group, the blocks the whole pass found over the limits.
+        let mut over: Vec<Vec<SlabKey>> = groups.iter().map(|_| Vec::new()).collect();
+        for pass in passes
+            .into_iter()
+            .filter(|&(_, on)| on)
+            .map(|(pass, _)| pass)
+        {
+            for (group, over) in groups.iter().zip(&mut over) {
                 let pool_movables = &group.pool_movables;
                 if pool_movables.is_empty() {
                     continue;
@@ -304,25 +319,32 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                         custom_pool_request(&self.context, memory_type, &request, false)
                     }
                 };
-                let mut pool = lock(group.pool.mutex());
-                let mut pool_plan = if compacting {
-                    pool.compact(pool_movables, budget, &request_for)
-                } else {
-                    let leaving: Vec<(Location, u64)> = queued
+                let leaving = || -> Vec<(Location, u64)> {
+                    queued
                         .iter()
                         .filter(|&&(memory_type, tag, ..)| {
                             memory_type == group.memory_type && tag == group.tag
                         })
                         .map(|&(.., location, size)| (location, size))
-                        .collect();
-                    pool.plan_defragmentation(
+                        .collect()
+                };
+                let mut pool = lock(group.pool.mutex());
+                let mut pool_plan = match pass {
+                    Pass::Whole => pool.plan_defragmentation(
                         &self.context,
                         pool_movables,
-                        &leaving,
+                        &leaving(),
                         budget,
                         &request_for,
-                    )
+                    ),
+                    Pass::Split => {
+                        pool.plan_split(pool_movables, &leaving(), over, budget, &request_for)
+                    }
+                    Pass::Compact => pool.compact(pool_movables, budget, &request_for),
                 };
+                if pass == Pass::Whole {
+                    *over = std::mem::take(&mut pool_plan.over);
+                }
                 // A backend's panic as the pool undid placements: the
                 // moves it planned before are checked still, and given up.
                 let mut debug_panic = pool_plan.panic.take();
@@ -352,7 +374,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 plan.blocks_released += pool_plan.blocks;
                 plan.bytes_released += pool_plan.bytes;
                 plan.bytes_moved += pool_plan.bytes_moved;
+                // A block started was counted over the limits by the
+                // whole pass.
                 plan.blocks_over_limits += pool_plan.over_limits;
+                plan.blocks_over_limits -= pool_plan.started;
                 plan.blocks_started += pool_plan.started;
                 plan.blocks_compacted += pool_plan.compacted;
                 plan.moves.extend(
@@ -393,6 +418,17 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             panic::resume_unwind(payload);
         }
     }
+}
+
+/// A pass of [`Allocator::plan_defragmentation`] over every pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pass {
+    /// Blocks emptied whole ([`TypePool::plan_defragmentation`]).
+    Whole,
+    /// Blocks over the limits emptied in part ([`TypePool::plan_split`]).
+    Split,
+    /// Blocks that stay packed ([`TypePool::compact`]).
+    Compact,
 }
 
 /// The movables of one pool, for [`Allocator::plan_defragmentation`].

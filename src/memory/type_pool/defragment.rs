@@ -15,10 +15,12 @@
 //! another), one this plan empties, or one an earlier plan is still
 //! emptying. A block is taken only when all of its allocations fit within
 //! the plan's limits; otherwise its placements are undone and the next
-//! block is tried. With `split_blocks`, what is left of the limits then
-//! goes to the blocks that were over them, emptiest first: as many of each
-//! one's allocations as fit, largest first; each retires as a block taken
-//! whole does, and later plans move the rest.
+//! block is tried. With `split_blocks`, what is left of the limits once
+//! every pool's whole blocks are planned (the allocator calls
+//! [`plan_split`](TypePool::plan_split) after `plan_defragmentation` on them
+//! all) goes to the blocks that were over them, emptiest first: as many of
+//! each one's allocations as fit, largest first; each retires as a block
+//! taken whole does, and later plans move the rest.
 //!
 //! A block taken is *retiring*: it moves to the back of its class's
 //! first-fit order, and blocks made later are listed before it, so new
@@ -109,8 +111,13 @@ pub(crate) struct PoolPlan {
     /// budget's moves or bytes.
     pub(crate) over_limits: usize,
     /// Blocks emptied in part (`MoveBudget::split`): retiring, with
-    /// allocations left for later plans.
+    /// allocations left for later plans. Each was counted in `over_limits`
+    /// by the plan that found it over them, which it no longer is.
     pub(crate) started: usize,
+    /// With `MoveBudget::split`, the blocks counted in `over_limits`,
+    /// emptiest first: for [`plan_split`](TypePool::plan_split) to empty
+    /// in part once every pool's whole blocks are planned.
+    pub(crate) over: Vec<SlabKey>,
     /// Blocks some of whose allocations move lower in the same block
     /// (`MoveBudget::compact`).
     pub(crate) compacted: usize,
@@ -165,9 +172,10 @@ struct Source {
 }
 
 impl<M> TypePool<M> {
-    /// Plans moves that empty blocks, whole or (`MoveBudget::split`) in
-    /// part (see the module docs), within
-    /// `budget`, which it lowers by what it plans. `request_for` gives the
+    /// Plans moves that empty whole blocks (see the module docs), within
+    /// `budget`, which it lowers by what it plans; with `MoveBudget::split`
+    /// the blocks over it are left in the plan's `over`, for
+    /// [`plan_split`](Self::plan_split). `request_for` gives the
     /// new place of a movable (by its index) as a request; it is asked for
     /// the movables of the blocks within the used percent, and again for
     /// those of the blocks being tried. The destinations are live
@@ -226,24 +234,9 @@ impl<M> TypePool<M> {
 
         let mut emptied: Vec<SlabKey> = Vec::new();
         let mut received: HashSet<SlabKey> = HashSet::new();
-        // Blocks over the budget, emptiest first, to split when it allows.
-        let mut over: Vec<Source> = Vec::new();
-        // A custom pool keeps its min_blocks: a plan starts emptying no more
-        // blocks than it holds above them, besides those retiring already
-        // (which it may go on emptying: they are counted out already).
-        let releasable = (self.counters.blocks)
-            .saturating_sub(self.counters.retiring_blocks)
-            .saturating_sub(self.policy.min_blocks);
-        let over_min_blocks = |this: &Self, key: SlabKey, emptied: &[SlabKey]| {
-            let newly = emptied
-                .iter()
-                .filter(|key| this.blocks.get(**key).is_some_and(|block| !block.retiring))
-                .count() as u64;
-            let retiring = this.blocks.get(key).is_some_and(|block| block.retiring);
-            this.policy.min_blocks > 0 && !retiring && newly >= releasable
-        };
+        let releasable = self.releasable_blocks();
         for source in sources {
-            if over_min_blocks(self, source.key, &emptied) {
+            if self.keeps_for_min_blocks(source.key, &emptied, releasable) {
                 continue;
             }
             // A block that took moves holds allocations nobody can move.
@@ -258,7 +251,7 @@ impl<M> TypePool<M> {
                 if self.has_destination(source.key, &emptied) {
                     plan.over_limits += 1;
                     if budget.split {
-                        over.push(source);
+                        plan.over.push(source.key);
                     }
                 }
                 continue;
@@ -299,13 +292,50 @@ impl<M> TypePool<M> {
             plan.bytes += source.size;
             plan.bytes_moved += bytes;
         }
-        // What is left of the budget goes to the emptiest block over it,
-        // moved in part (then the next, should the first take little).
-        for source in over {
+        for key in emptied {
+            self.retire(key);
+        }
+        plan
+    }
+
+    /// Empties in part (`MoveBudget::split`) the blocks `over`, which
+    /// [`plan_defragmentation`](Self::plan_defragmentation) found over the
+    /// budget, emptiest first, with what is left of `budget` once every
+    /// pool's whole blocks are planned: the emptiest block over it takes
+    /// what is left (then the next, should the first take little). Each
+    /// such block retires, and counts in the plan's `started`. A block
+    /// that no longer holds only `movables` and `leaving` (it took moves
+    /// since, or another thread allocated in it) is passed over.
+    ///
+    /// Costs the pass over the pool's blocks and runs of
+    /// `plan_defragmentation` again, then for each block started a sort of
+    /// the blocks that may take its moves and a first fit for each move.
+    pub(crate) fn plan_split(
+        &mut self,
+        movables: &[PoolMovable],
+        leaving: &[(Location, u64)],
+        over: &[SlabKey],
+        budget: &mut MoveBudget,
+        request_for: &impl Fn(usize) -> PoolRequest<'static>,
+    ) -> PoolPlan {
+        let mut plan = PoolPlan::default();
+        if over.is_empty() || budget.moves == 0 || budget.bytes == 0 {
+            return plan;
+        }
+        let free_in_runs = self.free_slot_bytes_by_block();
+        let mut sources = self.blocks_to_empty(movables, leaving, &free_in_runs);
+        // The emptiest first, as the plan found them.
+        sources.retain(|source| over.contains(&source.key));
+        sources.sort_by_key(|source| over.iter().position(|&key| key == source.key));
+        // The whole blocks the plan took are retiring: counted out.
+        let releasable = self.releasable_blocks();
+        let mut emptied: Vec<SlabKey> = Vec::new();
+        let mut received: HashSet<SlabKey> = HashSet::new();
+        for source in sources {
             if budget.moves == 0 || budget.bytes == 0 {
                 break;
             }
-            if over_min_blocks(self, source.key, &emptied) {
+            if self.keeps_for_min_blocks(source.key, &emptied, releasable) {
                 continue;
             }
             if received.contains(&source.key) {
@@ -320,7 +350,6 @@ impl<M> TypePool<M> {
                 &mut received,
                 &mut plan,
             ) {
-                plan.over_limits -= 1;
                 plan.started += 1;
             }
         }
@@ -328,6 +357,29 @@ impl<M> TypePool<M> {
             self.retire(key);
         }
         plan
+    }
+
+    /// How many blocks a plan may start emptying in a custom pool that keeps
+    /// `min_blocks`: no more than it holds above them, besides those
+    /// retiring already (which it may go on emptying: they are counted out
+    /// already). See [`keeps_for_min_blocks`](Self::keeps_for_min_blocks).
+    fn releasable_blocks(&self) -> u64 {
+        (self.counters.blocks)
+            .saturating_sub(self.counters.retiring_blocks)
+            .saturating_sub(self.policy.min_blocks)
+    }
+
+    /// Whether block `key` must stay for the pool's `min_blocks`: it is not
+    /// retiring, and the blocks of `emptied` not retiring yet already take
+    /// the `releasable` ([`releasable_blocks`](Self::releasable_blocks)
+    /// before the pass).
+    fn keeps_for_min_blocks(&self, key: SlabKey, emptied: &[SlabKey], releasable: u64) -> bool {
+        let newly = emptied
+            .iter()
+            .filter(|key| self.blocks.get(**key).is_some_and(|block| !block.retiring))
+            .count() as u64;
+        let retiring = self.blocks.get(key).is_some_and(|block| block.retiring);
+        self.policy.min_blocks > 0 && !retiring && newly >= releasable
     }
 
     /// Frees `placed`, the destinations of a source block's moves placed

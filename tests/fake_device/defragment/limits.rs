@@ -4,9 +4,11 @@
 //! counted over the limits.
 
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::DefragmentationLimits;
+use vk_suballoc::{
+    Allocation, AllocationDesc, DefragmentationLimits, PoolDesc, Request, ResourceKind, Usage,
+};
 
-use super::super::{allocator_with, finish, free, without_runs};
+use super::super::{allocator_with, finish, free, requirements, without_runs};
 
 use super::{blocks, carry_out, keep_where, mib_buffers, movables, two_fragmented_blocks, MIB};
 
@@ -113,6 +115,71 @@ fn split_blocks_empty_a_block_over_several_plans() {
         }
         finish(allocator, &device);
     }
+}
+
+/// Blocks over the limits are split only once no block of any pool fits
+/// whole, not pool by pool: the default pool's 64 MiB block (8 moves, over
+/// a limit of 3), planned first, leaves two of the moves to the custom
+/// pool's sparse block, which they empty whole, and gets the third.
+/// (Before, the default pool's split took all three, and the custom pool's
+/// block, which fit whole, was not emptied.)
+#[test]
+fn split_blocks_wait_for_whole_blocks_of_every_pool() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let mut live = two_fragmented_blocks(&allocator);
+    let second = live[16].memory();
+    let pool = allocator
+        .create_pool(
+            &PoolDesc::new(live[0].memory_type())
+                .block_size(8 * MIB)
+                .max_blocks(2),
+        )
+        .unwrap();
+    let in_pool = || {
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        Request::with_desc(requirements(MIB, 256), ResourceKind::Buffer, desc)
+    };
+    // The pool's first block full but for two holes, its second holding two
+    // buffers: they fit in the holes.
+    let all: Vec<Allocation> = (0..10)
+        .map(|_| allocator.allocate(&in_pool()).unwrap())
+        .collect();
+    let sparse = all[8].memory();
+    assert_ne!(sparse, all[0].memory());
+    let first_in_pool = live.len();
+    live.extend(keep_where(&allocator, all, |i| i != 2 && i != 5));
+    let limits = DefragmentationLimits::default()
+        .max_moves(3)
+        .split_blocks(true);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &limits)
+        .unwrap();
+    let moved_from = |memory| {
+        plan.moves
+            .iter()
+            .filter(|m| live[m.movable].memory() == memory)
+            .count()
+    };
+    assert_eq!(
+        (moved_from(sparse), moved_from(second)),
+        (2, 1),
+        "{:?}",
+        plan.moves
+    );
+    assert_eq!((plan.blocks_released, plan.blocks_started), (1, 1));
+    // The default pool's first block, half full, stays over the limits.
+    assert_eq!(plan.blocks_over_limits, 1);
+    assert!(plan
+        .moves
+        .iter()
+        .filter(|m| m.movable >= first_in_pool)
+        .all(|m| m.destination.memory() == live[first_in_pool].memory()));
+    carry_out(&allocator, &mut live, plan);
+    for a in live {
+        free(&allocator, a);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
 }
 
 /// A block a split plan started stays retiring (it takes no new requests)
