@@ -121,8 +121,10 @@ pub struct Config {
     /// writes, and the GPU's writes it has not invalidated yet, are left
     /// alone. `check_corruption` invalidates only the whole atoms of free
     /// memory; the part of an atom that a free range shares with the
-    /// allocation before it (only with atoms larger than 4 KiB) is read as
-    /// the host sees it. A flush or invalidate the driver fails is logged
+    /// allocation before it (an optimal image or a resource of unknown
+    /// kind, whose size is rounded to the `bufferImageGranularity` page,
+    /// when that page is smaller than the atom) is read as the host sees
+    /// it: a GPU write after free there goes unseen. A flush or invalidate the driver fails is logged
     /// with `log::warn!` and skipped: after a failed flush the GPU's view
     /// lacks a fill, which a later check may report as a write after
     /// free; after a failed invalidate a GPU write after free may go

@@ -75,8 +75,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// The widened atoms are flushed whole, with whatever the host's view
     /// holds in their other bytes, and the driver may write them back over
     /// what the GPU wrote there. Widening never reaches another
-    /// allocation (in non-coherent memory each starts on an atom and holds
-    /// whole atoms up to the next), but it does reach this allocation's
+    /// allocation (in non-coherent memory each starts on an atom, so the
+    /// atoms over one reach at most the free bytes before the next), but
+    /// it does reach this allocation's
     /// bytes around `range`: keep bytes the GPU writes and bytes the host
     /// writes in different atoms of an allocation, or in different
     /// allocations.

@@ -38,19 +38,21 @@
 //! destinations are placed the same way), so the atoms over an
 //! allocation's held bytes reach at most the free bytes up to the next
 //! boundary, where the next allocation starts. Free ranges start where the
-//! allocation before them ends, which is an atom boundary too unless the
-//! atom is larger than the 4 KiB an allocation's size is rounded to
-//! (`MAX_TAIL_ROUNDING`): their checks invalidate only the whole atoms
-//! inside them, and read the rest as the host sees it. A GPU write after
-//! free into that rest, the free bytes in a live allocation's last atom,
-//! goes unseen: no check may invalidate them while the allocation lives,
-//! and its free flushes the host's [`FREED`] over them (Vulkan's atoms are
-//! 256 bytes at most, so only a device outside its limits has such
-//! atoms). The check of a new allocation reads its last atom whole, free
-//! bytes past it included, and fills those again when the GPU wrote
-//! there, so that the write is counted once. Margins
-//! (`corruption.rs`) stay coherent-only: their check would have to
-//! invalidate the live allocation's own last atom.
+//! allocation before them ends. After a buffer or linear image that is an
+//! atom boundary too (its size is rounded to its alignment, the atom
+//! folded in, up to the 4 KiB of `MAX_TAIL_ROUNDING`; Vulkan's atoms are
+//! 256 bytes at most); after an optimal image or a resource of unknown
+//! kind, whose size is rounded to the `bufferImageGranularity` page
+//! instead, it is not when that page is smaller than the atom. Free
+//! ranges' checks invalidate only the whole atoms inside them, and read
+//! the rest as the host sees it. A GPU write after free into that rest,
+//! the free bytes in a live allocation's last atom, goes unseen: no check
+//! may invalidate them while the allocation lives, and its free flushes
+//! the host's [`FREED`] over them. The check of a new allocation reads
+//! its last atom whole, free bytes past it included, and fills those
+//! again when the GPU wrote there, so that the write is counted once.
+//! Margins (`corruption.rs`) stay coherent-only: their check would have
+//! to invalidate the live allocation's own last atom.
 //!
 //! Dedicated memory gets [`NEW`] when it is made (flushed in a
 //! non-coherent type), and nothing when it is freed: the memory object
