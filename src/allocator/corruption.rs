@@ -211,8 +211,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
     /// Damaged margins found when their allocations were freed, directly
     /// or through the frame queue, and memory written after it was freed
-    /// found when an allocation (or ring allocation) took it again or when
-    /// its empty block (or upload-ring chunk) was released, since the
+    /// found when an allocation (or ring allocation, or a defragmentation
+    /// plan's destination, kept or given up in the plan) took it again or
+    /// when its empty block (or upload-ring chunk) was released, since the
     /// allocator was made: each was logged with `log::error!`. 0 without
     /// [`Config::detect_corruption`](crate::Config::detect_corruption) or
     /// [`Config::debug_fill`](crate::Config::debug_fill).

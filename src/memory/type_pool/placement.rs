@@ -32,10 +32,11 @@ pub(crate) enum DedicatedChoice {
 pub(crate) struct PoolRequest<'a> {
     /// The requested size: what the allocation reports and statistics count.
     pub(crate) size: u64,
-    /// The bytes it takes in a block: for an optimal image in blocks shared
-    /// with linear resources, `size` rounded up to the buffer-image
-    /// granularity; else `size` rounded up to `align`, or to 4 KiB when
-    /// `align` is larger.
+    /// The bytes it takes in a block: `size` and the debug margin
+    /// (`Config::debug_margin`, 0 by default), rounded up, for an optimal
+    /// image in blocks shared with linear resources and a resource of
+    /// unknown kind, to the buffer-image granularity page; else to
+    /// `align`, or to 4 KiB when `align` is larger.
     pub(crate) placed_size: u64,
     pub(crate) align: u64,
     /// Granularity class (0 linear, 1 optimal images).
