@@ -97,9 +97,11 @@ fn fills_and_overruns(profile: Profile) {
 
     // The host writes one word past the end of the second allocation: in
     // its margin, inside its block.
-    let (_, victim) = &mut buffers[1];
+    // Through the allocation's pointer: one from `mapped_slice_mut` may
+    // reach only its slice's bytes.
+    let (_, victim) = &buffers[1];
     let len = victim.size() as usize;
-    let start = allocator.mapped_slice_mut(victim).unwrap().as_mut_ptr();
+    let start = victim.mapped_ptr().unwrap().as_ptr();
     // SAFETY: the allocation is followed by at least MARGIN (64) bytes of
     // its block's persistent mapping that no other allocation overlaps
     // (Config::debug_margin); nothing else reads or writes them now.
