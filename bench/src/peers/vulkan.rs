@@ -86,6 +86,13 @@ pub fn validation_messages() -> u64 {
     VALIDATION_MESSAGES.load(Ordering::Relaxed)
 }
 
+/// Counts one message as the messenger does: the unit tests' stand-in for
+/// a validation layer reporting something.
+#[cfg(test)]
+pub fn note_validation_message() {
+    VALIDATION_MESSAGES.fetch_add(1, Ordering::Relaxed);
+}
+
 /// The instance, the device, and the counted device table.
 pub struct VulkanContext {
     /// Made with the validation layer and `VK_EXT_debug_utils`.
