@@ -31,9 +31,12 @@ pub struct MemoryEvent<'a> {
     pub heap: u32,
     /// Its size in bytes.
     pub size: u64,
-    /// The name it was made with: the request's, for dedicated memory;
-    /// the block's debug name (with its custom pool's name) for a block.
-    /// `None` when freed.
+    /// The debug name it was made with (`VK_EXT_debug_utils`): for
+    /// dedicated memory the request's name, or, for a request without one,
+    /// the name the allocator gives it (`vk-suballoc dedicated <type>/<n>`,
+    /// with its custom pool's name in a custom pool, as its blocks); for a
+    /// block, the block's debug name (with its custom pool's name). Never
+    /// `None` when made; `None` when freed.
     pub name: Option<&'a str>,
 }
 

@@ -195,3 +195,62 @@ fn a_callback_may_call_into_another_allocator() {
     drop(other);
     assert_eq!(other_device.live_allocations().len(), 0);
 }
+
+/// Each `Allocated` event names the memory object as its debug name does
+/// (`VK_EXT_debug_utils`, which the device records): dedicated memory by
+/// its request's name, or without one by the name the allocator gives it,
+/// in a custom pool with the pool's name, as blocks are. A profiler that
+/// labels memory by the event's name then labels every object, not only
+/// the named requests' (the docs said the request's name, which an
+/// unnamed request does not have).
+#[test]
+fn events_name_memory_as_its_debug_name_does() {
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let live: Live = Arc::default();
+    let sink = Arc::clone(&live);
+    allocator.set_memory_callback(move |event| record(&sink, event));
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).name("streaming").min_blocks(1))
+        .unwrap();
+    let dedicated = buffer(4096, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+    let mut in_pool = dedicated;
+    in_pool.desc = in_pool.desc.pool(pool);
+    let allocations = [
+        allocator.allocate(&dedicated).unwrap(),
+        allocator.allocate(&dedicated.name("shadow map")).unwrap(),
+        allocator.allocate(&in_pool).unwrap(),
+        allocator
+            .allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL))
+            .unwrap(),
+    ];
+    let on_device = device.live_allocations();
+    assert_eq!(on_device.len(), 5, "the pool's block, 3 dedicated, 1 block");
+    let told = live.lock().unwrap().clone();
+    for memory in &on_device {
+        let (_, _, name) = &told[&memory.memory.as_raw()];
+        assert!(name.is_some(), "{memory:?} made without a name");
+        assert_eq!(name, &memory.name, "{memory:?}");
+    }
+    let names: Vec<&str> = (on_device.iter())
+        .filter_map(|m| m.name.as_deref())
+        .collect();
+    for expected in [
+        "vk-suballoc dedicated 1/",
+        "shadow map",
+        "vk-suballoc pool \"streaming\" dedicated 1/",
+        "vk-suballoc pool \"streaming\" block 1/",
+        "vk-suballoc block 1/",
+    ] {
+        assert!(
+            names.iter().any(|n| n.starts_with(expected)),
+            "{expected} in {names:?}"
+        );
+    }
+    for allocation in allocations {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    drop(allocator);
+    assert!(live.lock().unwrap().is_empty());
+    device.assert_clean();
+}
