@@ -201,6 +201,7 @@ impl<M> TypePool<M> {
         let mut plan = PoolPlan::default();
         let free_in_runs = self.free_slot_bytes_by_block();
         let mut sources = self.blocks_to_empty(movables, leaving, &free_in_runs);
+        let vanishing = self.emptying_on_their_own(leaving);
         // The percent chooses the blocks to start; a block a split plan
         // started goes on whatever it is (retiring, it takes no requests:
         // passed over, it stayed retiring, its memory out of use).
@@ -248,7 +249,7 @@ impl<M> TypePool<M> {
             if list.len() > budget.moves || bytes > budget.bytes {
                 // Over the limits, unless no limit would help: with nowhere
                 // to go, the block is not counted.
-                if self.has_destination(source.key, &emptied) {
+                if self.has_destination(source.key, &emptied, &vanishing) {
                     plan.over_limits += 1;
                     if budget.split {
                         plan.over.push(source.key);
@@ -259,7 +260,7 @@ impl<M> TypePool<M> {
             let names = self.names_of(list);
             let requests = move_requests(list, &names, request_for, self.takes_runs());
             emptied.push(source.key);
-            let destinations = self.destinations(&emptied, &free_in_runs);
+            let destinations = self.destinations(&emptied, &vanishing, &free_in_runs);
             let mut placed: Vec<(usize, Placement, u64)> = Vec::with_capacity(list.len());
             for (index, request, _) in &requests {
                 let Some(placement) = self.place_outside(request, &destinations) else {
@@ -324,6 +325,7 @@ impl<M> TypePool<M> {
         }
         let free_in_runs = self.free_slot_bytes_by_block();
         let mut sources = self.blocks_to_empty(movables, leaving, &free_in_runs);
+        let vanishing = self.emptying_on_their_own(leaving);
         // The emptiest first, as the plan found them.
         sources.retain(|source| over.contains(&source.key));
         sources.sort_by_key(|source| over.iter().position(|&key| key == source.key));
@@ -345,7 +347,7 @@ impl<M> TypePool<M> {
                 &source,
                 budget,
                 request_for,
-                &free_in_runs,
+                (&free_in_runs, &vanishing),
                 &mut emptied,
                 &mut received,
                 &mut plan,
@@ -444,7 +446,7 @@ impl<M> TypePool<M> {
         source: &Source,
         budget: &mut MoveBudget,
         request_for: &impl Fn(usize) -> PoolRequest<'static>,
-        free_in_runs: &[u64],
+        (free_in_runs, vanishing): (&[u64], &[SlabKey]),
         emptied: &mut Vec<SlabKey>,
         received: &mut HashSet<SlabKey>,
         plan: &mut PoolPlan,
@@ -452,7 +454,7 @@ impl<M> TypePool<M> {
         let names = self.names_of(&source.movables);
         let requests = move_requests(&source.movables, &names, request_for, self.takes_runs());
         emptied.push(source.key);
-        let destinations = self.destinations(emptied, free_in_runs);
+        let destinations = self.destinations(emptied, vanishing, free_in_runs);
         let mut moved = false;
         for (index, request, bytes) in &requests {
             if budget.moves == 0 {

@@ -371,3 +371,52 @@ fn another_pools_queued_free_does_not_leave_a_block() {
     }
     finish(allocator, &device);
 }
+
+/// A block whose every allocation is a free waiting for its frame takes no
+/// moves: it empties once the frame is collected, and a move into its
+/// holes would keep it, as one into an empty block would only swap one
+/// block for another. The moves go to the next fullest block instead.
+/// (Before, the queued frees counted as in use: the block ranked fullest
+/// and took every move.)
+#[test]
+fn a_block_left_only_with_queued_frees_takes_no_moves() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    // Blocks of 32, 64 and 128 MiB: the first 32 buffers fill the first,
+    // the next 64 the second, the last 8 start the third.
+    let all = mib_buffers(&allocator, 104);
+    let memory: Vec<vk::DeviceMemory> = [0, 32, 96].iter().map(|&i| all[i].memory()).collect();
+    assert!(memory[0] != memory[1] && memory[1] != memory[2] && memory[0] != memory[2]);
+    // The first block three quarters full of buffers the engine unloads
+    // this frame; the second five eighths full of buffers it keeps (not
+    // listed); the third's 8 buffers listed, to move.
+    let live = keep_where(&allocator, all, |i| {
+        (i < 32 && i % 4 != 0) || (32..96).contains(&i) && i % 8 < 5 || i >= 96
+    });
+    let (unloaded, rest): (Vec<Allocation>, Vec<Allocation>) =
+        live.into_iter().partition(|a| a.memory() == memory[0]);
+    assert_eq!(unloaded.len(), 24);
+    for gone in unloaded {
+        allocator.free_after_frame(gone).unwrap();
+    }
+    let (kept, mut listed): (Vec<Allocation>, Vec<Allocation>) =
+        rest.into_iter().partition(|a| a.memory() == memory[1]);
+    assert_eq!((kept.len(), listed.len()), (40, 8));
+    let plan = allocator
+        .plan_defragmentation(&movables(&listed), &DefragmentationLimits::default())
+        .unwrap();
+    assert_eq!(plan.moves.len(), 8, "{plan:?}");
+    let into: Vec<vk::DeviceMemory> = plan.moves.iter().map(|m| m.destination.memory()).collect();
+    assert!(into.iter().all(|&m| m == memory[1]), "moved into {into:?}");
+    carry_out(&allocator, &mut listed, plan);
+    let memory_type = kept[0].memory_type();
+    device.signal_fence(super::super::frames::end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    // The third block, retiring, went as the moves emptied it; the first
+    // emptied with its frame, and is kept a while as an empty block.
+    let (count, _, empty) = blocks(&allocator, memory_type);
+    assert_eq!((count, empty), (2, 1));
+    for a in kept.into_iter().chain(listed) {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}

@@ -2,7 +2,9 @@
 //! granularity class that hold something already, are not being emptied
 //! and are not retiring, fullest first; and the placement of a move in them
 //! (a new run in a fuller block, a free run slot, or a range), never in a
-//! new block, an empty one or dedicated memory. It is apart from the choice
+//! new block, an empty one, one left with frees waiting for their frame
+//! only (empty once the frame is collected) or dedicated memory. It is
+//! apart from the choice
 //! of sources: these are the blocks that receive moves, ranked once per
 //! source block.
 
@@ -23,14 +25,21 @@ pub(super) struct Destinations {
 impl<M> TypePool<M> {
     /// Whether block `source` has a block its allocations could go to:
     /// another of its granularity class that holds something and is not
-    /// being emptied (by `emptied` or an earlier plan).
-    pub(super) fn has_destination(&self, source: SlabKey, emptied: &[SlabKey]) -> bool {
+    /// being emptied (by `emptied`, an earlier plan or its queued frees,
+    /// `vanishing`).
+    pub(super) fn has_destination(
+        &self,
+        source: SlabKey,
+        emptied: &[SlabKey],
+        vanishing: &[SlabKey],
+    ) -> bool {
         let Some(class) = self.blocks.get(source).map(|block| block.class) else {
             return false;
         };
         self.order[class].iter().any(|&key| {
             key != source
                 && !emptied.contains(&key)
+                && !vanishing.contains(&key)
                 && self
                     .blocks
                     .get(key)
@@ -39,7 +48,9 @@ impl<M> TypePool<M> {
     }
 
     /// The blocks moves may go to while `emptied` are being emptied: those
-    /// that hold something, are not in `emptied` and are not retiring;
+    /// that hold something, are not in `emptied` and are not retiring, nor
+    /// in `vanishing` (holding only frees waiting for their frame,
+    /// [`emptying_on_their_own`](Self::emptying_on_their_own));
     /// fullest first (by fraction in use, weighed as sources are: a run's
     /// free slots, `free_in_runs`, count as free), so that moves fill the
     /// blocks least likely to be emptied next and leave sparse ones sparse.
@@ -47,12 +58,20 @@ impl<M> TypePool<M> {
     /// adds, and the order needs to be no more than a good guess: the free
     /// slots are those before the plan), so this is made once per source
     /// block.
-    pub(super) fn destinations(&self, emptied: &[SlabKey], free_in_runs: &[u64]) -> Destinations {
+    pub(super) fn destinations(
+        &self,
+        emptied: &[SlabKey],
+        vanishing: &[SlabKey],
+        free_in_runs: &[u64],
+    ) -> Destinations {
         let mut usable: Vec<(SlabKey, u64, u64)> = self
             .blocks
             .iter()
             .filter(|(key, block)| {
-                !block.retiring && !block.ranges.is_empty() && !emptied.contains(key)
+                !block.retiring
+                    && !block.ranges.is_empty()
+                    && !emptied.contains(key)
+                    && !vanishing.contains(key)
             })
             .map(|(key, block)| {
                 let used = Self::bytes_in_use(block, key.index, free_in_runs);

@@ -4,10 +4,12 @@
 //! frees counting as free). It is apart from the plan that orders and tries
 //! them: this is the one pass over the pool's blocks and runs, before any
 //! move, that turns the engine's list of movables into candidates by
-//! block.
+//! block. The blocks left with queued frees only, which empty on their
+//! own and so take no moves, are found by the same counts.
 
 use super::{PoolMovable, Source};
 use crate::memory::block::Block;
+use crate::memory::slab::SlabKey;
 use crate::memory::type_pool::{Location, TypePool};
 
 impl<M> TypePool<M> {
@@ -30,6 +32,57 @@ impl<M> TypePool<M> {
         used.saturating_sub(free_in_runs.get(index as usize).copied().unwrap_or(0))
     }
 
+    /// By block slab index, the frees of `leaving` (waiting for their
+    /// frame) in it: their count and the bytes they hold there, margin and
+    /// padding included (still live, so counted in use until released).
+    fn queued_by_block(&self, leaving: &[(Location, u64)]) -> Vec<(u64, u64)> {
+        let mut gone: Vec<(u64, u64)> = vec![(0, 0); self.blocks.index_bound()];
+        for &(location, size) in leaving {
+            if let Some(block) = self.block_of(location) {
+                let entry = &mut gone[block.index as usize];
+                entry.0 += 1;
+                entry.1 += self.held_bytes(location).unwrap_or(size);
+            }
+        }
+        gone
+    }
+
+    /// By block slab index, the live allocations in it: its ranges, a run
+    /// counting as its live slots instead of one.
+    fn live_by_block(&self) -> Vec<u64> {
+        let mut live: Vec<u64> = vec![0; self.blocks.index_bound()];
+        for (key, block) in self.blocks.iter() {
+            live[key.index as usize] = block.ranges.counters().live_allocations;
+        }
+        for (_, run) in self.runs.iter() {
+            if let Some(count) = live.get_mut(run.block.index as usize) {
+                *count = (*count + u64::from(run.live_slots())).saturating_sub(1);
+            }
+        }
+        live
+    }
+
+    /// The blocks whose every live allocation is a free of `leaving`,
+    /// waiting for its frame: they empty once those frames are collected.
+    /// No move goes there ([`destinations`](Self::destinations)): it would
+    /// keep a block about to empty, as a move into an empty block would
+    /// only swap one block for another.
+    pub(super) fn emptying_on_their_own(&self, leaving: &[(Location, u64)]) -> Vec<SlabKey> {
+        if leaving.is_empty() {
+            return Vec::new();
+        }
+        let queued = self.queued_by_block(leaving);
+        let live = self.live_by_block();
+        self.blocks
+            .iter()
+            .filter(|(key, _)| {
+                let index = key.index as usize;
+                queued[index].0 > 0 && queued[index].0 == live[index]
+            })
+            .map(|(key, _)| key)
+            .collect()
+    }
+
     /// The blocks whose every live allocation is among `movables` or
     /// `leaving` (frees waiting for their frame), with their movables (each
     /// allocation once).
@@ -47,31 +100,8 @@ impl<M> TypePool<M> {
                 by_block[block.index as usize].push(*movable);
             }
         }
-        // Queued frees by block: their count and bytes (still live, so
-        // counted in use until released).
-        let mut gone: Vec<(u64, u64)> = vec![(0, 0); by_block.len()];
-        for &(location, size) in leaving {
-            if let Some(block) = self.block_of(location) {
-                let entry = &mut gone[block.index as usize];
-                entry.0 += 1;
-                // What it holds in the block: margin and padding included.
-                entry.1 += self.held_bytes(location).unwrap_or(size);
-            }
-        }
-        // Live allocations by block: its ranges, a run counting as its live
-        // slots instead of one.
-        let mut live: Vec<u64> = vec![0; by_block.len()];
-        for (key, block) in self.blocks.iter() {
-            if !by_block[key.index as usize].is_empty() {
-                live[key.index as usize] = block.ranges.counters().live_allocations;
-            }
-        }
-        for (_, run) in self.runs.iter() {
-            let index = run.block.index as usize;
-            if live[index] > 0 {
-                live[index] = (live[index] + u64::from(run.live_slots())).saturating_sub(1);
-            }
-        }
+        let gone = self.queued_by_block(leaving);
+        let live = self.live_by_block();
         self.blocks
             .iter()
             .filter_map(|(key, block)| {
