@@ -9,7 +9,7 @@ use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Allocation, DefragmentationLimits, Movable, Usage};
 
-use super::super::{allocator, allocator_with, buffer, finish, free, without_runs};
+use super::super::{allocator, allocator_with, buffer, finish, free, without_runs, FakeAllocator};
 
 use super::{
     assert_disjoint, blocks, blocks_with_a_run, carry_out, keep_where, mib_buffers, movables,
@@ -372,50 +372,109 @@ fn another_pools_queued_free_does_not_leave_a_block() {
     finish(allocator, &device);
 }
 
+/// Blocks of 32, 64 and 128 MiB, by their memory objects, and their live
+/// 1 MiB buffers: the first three quarters full (its `i % 4 != 0`), the
+/// second five eighths (its `i % 8 < 5`), the third holding 8.
+fn three_blocks(allocator: &FakeAllocator) -> ([vk::DeviceMemory; 3], [Vec<Allocation>; 3]) {
+    let all = mib_buffers(allocator, 104);
+    let memory = [all[0].memory(), all[32].memory(), all[96].memory()];
+    assert!(memory[0] != memory[1] && memory[1] != memory[2] && memory[0] != memory[2]);
+    let live = keep_where(allocator, all, |i| {
+        (i < 32 && i % 4 != 0) || (32..96).contains(&i) && (i - 32) % 8 < 5 || i >= 96
+    });
+    let mut by_block: [Vec<Allocation>; 3] = Default::default();
+    for a in live {
+        let block = memory.iter().position(|&m| m == a.memory()).unwrap();
+        by_block[block].push(a);
+    }
+    assert_eq!(by_block.each_ref().map(Vec::len), [24, 40, 8]);
+    (memory, by_block)
+}
+
 /// A block whose every allocation is a free waiting for its frame takes no
 /// moves: it empties once the frame is collected, and a move into its
 /// holes would keep it, as one into an empty block would only swap one
-/// block for another. The moves go to the next fullest block instead.
-/// (Before, the queued frees counted as in use: the block ranked fullest
-/// and took every move.)
+/// block for another. The moves go to the next fullest block instead;
+/// with one allocation that stays, the block takes them again. (Before,
+/// the queued frees counted as in use: the block ranked fullest and took
+/// every move.)
 #[test]
 fn a_block_left_only_with_queued_frees_takes_no_moves() {
+    for stays in [0, 1] {
+        let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+        let (memory, [mut first, kept, mut listed]) = three_blocks(&allocator);
+        // The first block's buffers unloaded this frame, but `stays`; the
+        // second's kept (not listed); the third's listed, to move.
+        let staying: Vec<Allocation> = first.drain(..stays).collect();
+        for gone in first {
+            allocator.free_after_frame(gone).unwrap();
+        }
+        let plan = allocator
+            .plan_defragmentation(&movables(&listed), &DefragmentationLimits::default())
+            .unwrap();
+        assert_eq!(plan.moves.len(), 8, "{stays}: {plan:?}");
+        let into: Vec<_> = plan.moves.iter().map(|m| m.destination.memory()).collect();
+        let expected = if stays == 0 { memory[1] } else { memory[0] };
+        assert!(
+            into.iter().all(|&m| m == expected),
+            "{stays}: into {into:?}"
+        );
+        carry_out(&allocator, &mut listed, plan);
+        let memory_type = kept[0].memory_type();
+        device.signal_fence(super::super::frames::end_frame(&allocator, &device));
+        allocator.collect().unwrap();
+        // The third block, retiring, went as the moves emptied it; the
+        // first, left with nothing, stays a while as an empty block.
+        let (count, _, empty) = blocks(&allocator, memory_type);
+        assert_eq!((count, empty), (2, 1 - stays as u64), "{stays}");
+        for a in kept.into_iter().chain(listed).chain(staying) {
+            free(&allocator, a);
+        }
+        finish(allocator, &device);
+    }
+}
+
+/// Frees queued for their frame count as free in the choice of the blocks
+/// to empty: a block three quarters full, two thirds of it queued frees,
+/// is a quarter in use, so it is emptied first (under the default 50 %),
+/// before one three eighths in use, which then takes its moves as the
+/// fullest block left. (Counted whole, it was over the 50 %: the other
+/// block was emptied instead.)
+#[test]
+fn queued_frees_count_as_free_in_a_blocks_use() {
     let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
-    // Blocks of 32, 64 and 128 MiB: the first 32 buffers fill the first,
-    // the next 64 the second, the last 8 start the third.
-    let all = mib_buffers(&allocator, 104);
-    let memory: Vec<vk::DeviceMemory> = [0, 32, 96].iter().map(|&i| all[i].memory()).collect();
-    assert!(memory[0] != memory[1] && memory[1] != memory[2] && memory[0] != memory[2]);
-    // The first block three quarters full of buffers the engine unloads
-    // this frame; the second five eighths full of buffers it keeps (not
-    // listed); the third's 8 buffers listed, to move.
-    let live = keep_where(&allocator, all, |i| {
-        (i < 32 && i % 4 != 0) || (32..96).contains(&i) && i % 8 < 5 || i >= 96
-    });
-    let (unloaded, rest): (Vec<Allocation>, Vec<Allocation>) =
-        live.into_iter().partition(|a| a.memory() == memory[0]);
-    assert_eq!(unloaded.len(), 24);
-    for gone in unloaded {
+    let (memory, [mut first, mut second, third]) = three_blocks(&allocator);
+    for gone in first.drain(..16) {
         allocator.free_after_frame(gone).unwrap();
     }
-    let (kept, mut listed): (Vec<Allocation>, Vec<Allocation>) =
-        rest.into_iter().partition(|a| a.memory() == memory[1]);
-    assert_eq!((kept.len(), listed.len()), (40, 8));
+    // Of the second block's 40, 24 listed (three eighths of it in use).
+    let unlisted: Vec<Allocation> = second.drain(24..).collect();
+    for a in unlisted {
+        free(&allocator, a);
+    }
+    let mut listed: Vec<Allocation> = first.into_iter().chain(second).collect();
     let plan = allocator
         .plan_defragmentation(&movables(&listed), &DefragmentationLimits::default())
         .unwrap();
-    assert_eq!(plan.moves.len(), 8, "{plan:?}");
-    let into: Vec<vk::DeviceMemory> = plan.moves.iter().map(|m| m.destination.memory()).collect();
-    assert!(into.iter().all(|&m| m == memory[1]), "moved into {into:?}");
+    let from = |block: usize| {
+        plan.moves
+            .iter()
+            .filter(|m| listed[m.movable].memory() == memory[block])
+            .count()
+    };
+    assert_eq!(
+        (from(0), from(1), plan.blocks_released),
+        (8, 0, 1),
+        "{plan:?}"
+    );
+    assert!(plan
+        .moves
+        .iter()
+        .all(|m| m.destination.memory() == memory[1]));
     carry_out(&allocator, &mut listed, plan);
-    let memory_type = kept[0].memory_type();
     device.signal_fence(super::super::frames::end_frame(&allocator, &device));
     allocator.collect().unwrap();
-    // The third block, retiring, went as the moves emptied it; the first
-    // emptied with its frame, and is kept a while as an empty block.
-    let (count, _, empty) = blocks(&allocator, memory_type);
-    assert_eq!((count, empty), (2, 1));
-    for a in kept.into_iter().chain(listed) {
+    for a in listed.into_iter().chain(third) {
         free(&allocator, a);
     }
     finish(allocator, &device);
