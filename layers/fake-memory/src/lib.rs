@@ -18,8 +18,10 @@
 //!   with `VkPhysicalDeviceMemoryBudgetPropertiesEXT` filled from its own
 //!   accounting; it advertises `VK_EXT_memory_budget` for the profiles of
 //!   GPUs that have it (discrete, amd, rebar, arc; `budget=on|off`
-//!   overrides), hides it for the others, the driver's included, and
-//!   removes it from the extension list before the driver's `vkCreateDevice`;
+//!   overrides), hides it for the others, the driver's included (a budget
+//!   structure chained there anyway comes back as the caller filled it),
+//!   and removes it from the extension list before the driver's
+//!   `vkCreateDevice`;
 //! - the device type and the limits `bufferImageGranularity`,
 //!   `nonCoherentAtomSize` and `maxMemoryAllocationCount`
 //!   (`vkGetPhysicalDeviceProperties`, `…2`, `…2KHR`);

@@ -141,7 +141,11 @@ pub fn heap_budget(size: u64, used: u64) -> u64 {
 
 /// `vkGetPhysicalDeviceMemoryProperties2[KHR]`: the profile's heaps and types,
 /// and `VkPhysicalDeviceMemoryBudgetPropertiesEXT` from the layer's accounting
-/// (usage = bytes allocated through the layer, budget = [`heap_budget`]).
+/// (usage = bytes allocated through the layer, budget = [`heap_budget`])
+/// where the configuration offers `VK_EXT_memory_budget`. Where it does not,
+/// the structure keeps what the caller put in it, as a driver without the
+/// extension leaves a structure it does not know (the driver below, which
+/// may have the extension, is not let fill it with the real heaps' figures).
 ///
 /// # Safety
 /// The caller's arguments are valid, as Vulkan requires.
@@ -157,6 +161,18 @@ pub unsafe extern "system" fn get_physical_device_memory_properties2(
         let Some(next) = state.next.get_physical_device_memory_properties2 else {
             return;
         };
+        let hidden = state.config.as_ref().is_some_and(|c| !c.memory_budget());
+        // What the caller put in its budget structures, put back after the
+        // driver's call when the extension is hidden.
+        let callers_budgets = if hidden && !properties.is_null() {
+            // SAFETY: non-null, the caller's valid output structure.
+            unsafe { budget_structures(properties) }
+                // SAFETY: each is a budget structure of the caller's chain.
+                .map(|budget| (budget, unsafe { *budget }))
+                .collect()
+        } else {
+            Vec::new()
+        };
         // SAFETY: forwarding the caller's valid arguments; drivers ignore
         // chained structures they do not know (such as the budget one).
         unsafe { next(physical_device, properties) };
@@ -164,40 +180,65 @@ pub unsafe extern "system" fn get_physical_device_memory_properties2(
         if properties.is_null() {
             return;
         }
+        // SAFETY: non-null, valid output structure from the caller.
+        unsafe { (*properties).memory_properties = config.profile.memory_properties() };
+        for (budget, callers) in callers_budgets {
+            // SAFETY: a budget structure of the caller's chain; only the
+            // figures go back, the chain's links stay the caller's.
+            unsafe {
+                (*budget).heap_budget = callers.heap_budget;
+                (*budget).heap_usage = callers.heap_usage;
+            }
+        }
+        if hidden {
+            return;
+        }
         // SAFETY: a live physical device of this instance.
         let physical = unsafe { state.physical_device(physical_device) };
         let usage = physical
             .map(|p| p.heap_usage.snapshot())
             .unwrap_or_default();
-        // SAFETY: non-null, valid output structure from the caller.
-        let properties = unsafe { &mut *properties };
-        properties.memory_properties = config.profile.memory_properties();
-        // SAFETY: the caller's valid output chain.
-        let chain = unsafe { pnext_chain(properties.p_next.cast_const()) };
-        for (s_type, structure) in chain {
-            if s_type == vk::StructureType::PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT {
-                // SAFETY: the sType identifies the structure, an output
-                // structure of the caller's.
-                let budget = unsafe {
-                    &mut *structure
-                        .cast_mut()
-                        .cast::<vk::PhysicalDeviceMemoryBudgetPropertiesEXT<'_>>()
-                };
-                budget.heap_budget = [0; vk::MAX_MEMORY_HEAPS];
-                budget.heap_usage = [0; vk::MAX_MEMORY_HEAPS];
-                for (index, heap) in config
-                    .profile
-                    .heaps
-                    .iter()
-                    .enumerate()
-                    .take(vk::MAX_MEMORY_HEAPS)
-                {
-                    budget.heap_budget[index] = heap_budget(heap.size, usage[index]);
-                    budget.heap_usage[index] = usage[index];
-                }
+        // SAFETY: non-null, the caller's valid output structure.
+        for budget in unsafe { budget_structures(properties) } {
+            // SAFETY: a budget structure of the caller's chain, an output
+            // structure.
+            let budget = unsafe { &mut *budget };
+            budget.heap_budget = [0; vk::MAX_MEMORY_HEAPS];
+            budget.heap_usage = [0; vk::MAX_MEMORY_HEAPS];
+            for (index, heap) in config
+                .profile
+                .heaps
+                .iter()
+                .enumerate()
+                .take(vk::MAX_MEMORY_HEAPS)
+            {
+                budget.heap_budget[index] = heap_budget(heap.size, usage[index]);
+                budget.heap_usage[index] = usage[index];
             }
         }
     });
+}
+
+/// The `VkPhysicalDeviceMemoryBudgetPropertiesEXT` structures in the output
+/// chain of `properties`.
+///
+/// # Safety
+/// `properties` is a valid, non-null `VkPhysicalDeviceMemoryProperties2`
+/// whose chain is made of valid output structures, each starting with
+/// `sType` and `pNext`, that stay valid while the iterator and the
+/// pointers it yields are used.
+unsafe fn budget_structures(
+    properties: *mut vk::PhysicalDeviceMemoryProperties2<'_>,
+) -> impl Iterator<Item = *mut vk::PhysicalDeviceMemoryBudgetPropertiesEXT<'static>> {
+    // SAFETY: the contract.
+    let chain = unsafe { pnext_chain((*properties).p_next.cast_const()) };
+    chain
+        .filter(|&(s_type, _)| {
+            s_type == vk::StructureType::PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT
+        })
+        // The sType identifies the structure, an output structure of the
+        // caller's.
+        .map(|(_, structure)| structure.cast_mut().cast())
 }
 
 /// `VK_EXT_memory_budget`, the extension this layer provides.

@@ -295,6 +295,37 @@ test_each_profile!(
 );
 
 test_each_fake_profile!(
+    /// Where `VK_EXT_memory_budget` is not offered (`budget=off`; by
+    /// default on the integrated, mobile, apple and mali profiles, whose
+    /// GPUs lack it), a `VkPhysicalDeviceMemoryBudgetPropertiesEXT` chained
+    /// to the memory properties query comes back as the caller filled it,
+    /// as a driver without the extension leaves a structure it does not
+    /// know: an allocator told of a budget the device lacks reads none,
+    /// as it would on such a GPU, rather than the layer's figures.
+    fn no_budget_is_reported_without_the_extension(profile) {
+        let context = VulkanContext::with_options(profile, ContextOptions::default().memory_budget(false));
+        assert!(!context.memory_budget_enabled, "{profile}");
+        let untouched = [7; vk::MAX_MEMORY_HEAPS];
+        let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT {
+            heap_budget: untouched,
+            heap_usage: untouched,
+            ..Default::default()
+        };
+        let mut properties = vk::PhysicalDeviceMemoryProperties2::default().push_next(&mut budget);
+        // SAFETY: a valid output chain on a live physical device.
+        unsafe {
+            context
+                .instance
+                .get_physical_device_memory_properties2(context.physical_device, &mut properties);
+        }
+        let heaps = properties.memory_properties.memory_heap_count as usize;
+        assert_eq!(heaps, expected(profile).heaps.len(), "{profile}: the fake heaps");
+        assert_eq!((budget.heap_budget, budget.heap_usage), (untouched, untouched), "{profile}");
+        context.assert_no_validation_messages();
+    }
+);
+
+test_each_fake_profile!(
     /// Every requirements query reports fake type bits and raised alignments,
     /// and the maintenance4 device queries agree with the object queries.
     fn memory_requirements_use_fake_types(profile) {
