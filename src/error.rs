@@ -46,7 +46,8 @@ pub enum Error {
     SizeExceedsHeaps {
         /// Requested size.
         size: u64,
-        /// The largest heap among the allowed memory types.
+        /// The largest heap among the allowed memory types that suit the
+        /// usage, or, when none does, among all the allowed ones.
         largest_heap: u64,
     },
     /// The request is larger than the device's `maxMemoryAllocationSize`:

@@ -24,7 +24,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::NoSuitableMemoryType`], [`Error::SizeExceedsMaxAllocation`]
     /// (checked in that order, except that a device-address usage on a
     /// device without buffer device address is [`Error::NoSuitableMemoryType`]
-    /// before the size checks; none makes a Vulkan call). Exhaustion, after every candidate memory
+    /// before the size checks; none makes a Vulkan call).
+    /// [`Error::SizeExceedsHeaps`] also when the allowed types that suit
+    /// the usage all have smaller heaps, even if a type that does not suit
+    /// it has a large enough one. Exhaustion, after every candidate memory
     /// type was tried: [`Error::OutOfDeviceMemory`], [`Error::OverBudget`]
     /// (within-budget requests), [`Error::NoRoomInExistingMemory`]
     /// (requests for existing memory only), [`Error::TooManyObjects`], and

@@ -305,10 +305,11 @@ where
         Err(error)
     }
 
-    /// Why no memory type can take a request: too large for every allowed
-    /// heap, or no allowed type suits the usage. `bits` is the request's
-    /// [`type_bits`](Request::type_bits) restricted to the device's usable
-    /// types.
+    /// Why no memory type can take a request: too large for the heaps of
+    /// every allowed type that suits the usage (when one does), or for
+    /// every allowed heap, or no allowed type suits the usage. `bits` is
+    /// the request's [`type_bits`](Request::type_bits) restricted to the
+    /// device's usable types.
     #[cold]
     #[inline(never)]
     fn no_candidate_error(&self, request: &Request<'_>, bits: u32) -> Error {
@@ -316,6 +317,20 @@ where
         let heaps = &self.context.properties.device.memory_heaps;
         let (size, usage) = (request.requirements.size, request.desc.usage);
         debug_assert!(rank_memory_types(types, heaps, bits, usage, size, 0).is_empty());
+        // Allowed types that suit the usage, all too small for the request
+        // (none was admitted): it can live in none of them, whatever an
+        // allowed type that does not suit the usage could hold.
+        let suiting_heap = self
+            .context
+            .ranks()
+            .ranked(usage)
+            .iter()
+            .filter(|&&t| bits & (1 << t) != 0)
+            .map(|&t| self.context.heap_size(u32::from(t)))
+            .max();
+        if let Some(largest_heap) = suiting_heap {
+            return Error::SizeExceedsHeaps { size, largest_heap };
+        }
         // `bits` has a bit for the first 32 types only: a backend may list
         // more (Vulkan does not), which the allocator ignores.
         let largest_heap = (0..types.len().min(32))

@@ -142,6 +142,49 @@ fn size_errors_look_at_the_allowed_heaps_only() {
     finish(allocator, &device);
 }
 
+/// A request that fits an allowed heap only in a type that does not suit
+/// its usage, while the types that do suit it are all too small, is too
+/// large for every heap it could live in: `SizeExceedsHeaps`, naming the
+/// largest of those. It got `NoSuitableMemoryType`, whose docs say no
+/// allowed type has what the usage needs, and the BAR type here has.
+#[test]
+fn a_request_too_large_for_the_types_that_suit_it_exceeds_their_heaps() {
+    let (mut allocator, device) = allocator(FakeLayout::discrete());
+    // Types 1 (8 GiB of VRAM, not host-visible) and 4 (the 256 MiB BAR).
+    let bits = (1 << 1) | (1 << 4);
+    for usage in [Usage::UPLOAD, Usage::READBACK] {
+        let requirements = vk::MemoryRequirements {
+            size: GIB,
+            alignment: 1,
+            memory_type_bits: bits,
+        };
+        let request = Request::new(requirements, usage, ResourceKind::Buffer);
+        let calls = device.counters().allocate_calls;
+        assert_eq!(
+            rejected(&mut allocator, &request),
+            Error::SizeExceedsHeaps {
+                size: GIB,
+                largest_heap: 256 << 20
+            },
+            "{usage:?}"
+        );
+        assert_eq!(device.counters().allocate_calls, calls);
+        // Within the BAR heap, the BAR type takes it.
+        let fits = Request::new(
+            vk::MemoryRequirements {
+                size: 1 << 20,
+                ..requirements
+            },
+            usage,
+            ResourceKind::Buffer,
+        );
+        let a = allocator.allocate(&fits).unwrap();
+        assert_eq!(a.memory_type(), 4);
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
 /// A request above `maxMemoryAllocationSize` (4 GiB on the discrete
 /// layout) fits the 8 GiB heap but no memory object: a typed error, without
 /// a `vkAllocateMemory` call. It made eight failed calls before (dedicated

@@ -87,9 +87,20 @@ impl Walk {
             return (request.desc.existing_memory_only && candidates.iter().all(dedicated))
                 .then_some(Error::NoRoomInExistingMemory);
         }
+        // Too large for every allowed type that suits the usage, when one
+        // does; else for every allowed type, or unsuitable.
+        let heap_of =
+            |t: usize| self.layout.memory_heaps[self.layout.memory_types[t].heap as usize].size;
+        let suiting = self.candidates(bits, usage, 0);
+        if let Some(largest_heap) = suiting.iter().map(|&t| heap_of(t as usize)).max() {
+            return Some(Error::SizeExceedsHeaps {
+                size: r.size,
+                largest_heap,
+            });
+        }
         let largest_heap = (0..types)
             .filter(|t| bits & (1 << t) != 0)
-            .map(|t| self.layout.memory_heaps[self.layout.memory_types[t].heap as usize].size)
+            .map(heap_of)
             .max()
             .unwrap_or(0);
         Some(if r.size > largest_heap {
