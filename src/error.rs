@@ -47,7 +47,9 @@ pub enum Error {
         /// Requested size.
         size: u64,
         /// The largest heap among the allowed memory types that suit the
-        /// usage, or, when none does, among all the allowed ones.
+        /// usage, or, when none does, among all the allowed ones (for an
+        /// upload ring's chunk refused before its buffer is made, the
+        /// device's largest heap).
         largest_heap: u64,
     },
     /// The request is larger than the device's `maxMemoryAllocationSize`:
