@@ -11,7 +11,10 @@
 use std::collections::HashMap;
 
 use ash::vk;
-use vk_suballoc::{Allocation, DefragmentationPlan, Movable, ResourceKind, Usage};
+use vk_suballoc::{
+    Allocation, AllocationDesc, DefragmentationPlan, Movable, Pool, PoolDesc, Request,
+    ResourceKind, Usage,
+};
 
 use super::FakeAllocator;
 use super::{buffer, free, requirements};
@@ -87,6 +90,33 @@ fn keep_where(
         }
     }
     kept
+}
+
+/// A custom pool of `memory_type` with two 8 MiB blocks (at most): the
+/// first full of 1 MiB buffers but for two holes, the second holding two
+/// buffers, which fit in the holes. Returns the pool, its live buffers
+/// (the first block's 6, then the second's 2) and its second block.
+fn custom_pool_with_a_sparse_block(
+    allocator: &FakeAllocator,
+    memory_type: u32,
+) -> (Pool, Vec<Allocation>, vk::DeviceMemory) {
+    let pool = allocator
+        .create_pool(&PoolDesc::new(memory_type).block_size(8 * MIB).max_blocks(2))
+        .unwrap();
+    let in_pool = || {
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        Request::with_desc(requirements(MIB, 256), ResourceKind::Buffer, desc)
+    };
+    let all: Vec<Allocation> = (0..10)
+        .map(|_| allocator.allocate(&in_pool()).unwrap())
+        .collect();
+    let sparse = all[8].memory();
+    assert_ne!(sparse, all[0].memory());
+    (
+        pool,
+        keep_where(allocator, all, |i| i != 2 && i != 5),
+        sparse,
+    )
 }
 
 /// No two live allocations of one memory object overlap.

@@ -9,7 +9,10 @@ use vk_suballoc::{Allocation, Config, DefragmentationLimits, Error, Request, Res
 use super::super::FakeAllocator;
 use super::super::{allocator_with, buffer, finish, free, requirements, without_runs};
 
-use super::{assert_disjoint, blocks, carry_out, keep_where, mib_buffers, movables, MIB};
+use super::{
+    assert_disjoint, blocks, carry_out, custom_pool_with_a_sparse_block, keep_where, mib_buffers,
+    movables, MIB,
+};
 
 /// A full 32 MiB block of 1 MiB buffers with every other one freed: 16
 /// holes of 1 MiB, and nowhere else for its buffers to go. The buffers at
@@ -192,25 +195,8 @@ fn a_full_pool_takes_a_larger_request_after_compaction() {
 fn compaction_in_one_pool_leaves_the_limits_to_emptying_in_another() {
     let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
     let mut live = one_block_of_holes(&allocator);
-    let pool = allocator
-        .create_pool(
-            &vk_suballoc::PoolDesc::new(live[0].memory_type())
-                .block_size(8 * MIB)
-                .max_blocks(2),
-        )
-        .unwrap();
-    let in_pool = || {
-        let desc = vk_suballoc::AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
-        Request::with_desc(requirements(MIB, 256), ResourceKind::Buffer, desc)
-    };
-    // The pool's first block full but for two holes, its second holding two
-    // buffers: they fit in the holes.
-    let all: Vec<Allocation> = (0..10)
-        .map(|_| allocator.allocate(&in_pool()).unwrap())
-        .collect();
-    let sparse = all[8].memory();
-    assert_ne!(sparse, all[0].memory());
-    let in_custom = keep_where(&allocator, all, |i| i != 2 && i != 5);
+    let (pool, in_custom, sparse) =
+        custom_pool_with_a_sparse_block(&allocator, live[0].memory_type());
     let first_listed = live.len();
     live.extend(in_custom);
     // The two moves empty the sparse block, as they do without compaction.

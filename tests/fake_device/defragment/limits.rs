@@ -4,13 +4,14 @@
 //! counted over the limits.
 
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{
-    Allocation, AllocationDesc, DefragmentationLimits, PoolDesc, Request, ResourceKind, Usage,
+use vk_suballoc::DefragmentationLimits;
+
+use super::super::{allocator_with, finish, free, without_runs};
+
+use super::{
+    blocks, carry_out, custom_pool_with_a_sparse_block, keep_where, mib_buffers, movables,
+    two_fragmented_blocks, MIB,
 };
-
-use super::super::{allocator_with, finish, free, requirements, without_runs};
-
-use super::{blocks, carry_out, keep_where, mib_buffers, movables, two_fragmented_blocks, MIB};
 
 /// A block is emptied whole or not at all: limits below its 8 moves or
 /// 8 MiB plan nothing, and change nothing.
@@ -128,26 +129,10 @@ fn split_blocks_wait_for_whole_blocks_of_every_pool() {
     let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
     let mut live = two_fragmented_blocks(&allocator);
     let second = live[16].memory();
-    let pool = allocator
-        .create_pool(
-            &PoolDesc::new(live[0].memory_type())
-                .block_size(8 * MIB)
-                .max_blocks(2),
-        )
-        .unwrap();
-    let in_pool = || {
-        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
-        Request::with_desc(requirements(MIB, 256), ResourceKind::Buffer, desc)
-    };
-    // The pool's first block full but for two holes, its second holding two
-    // buffers: they fit in the holes.
-    let all: Vec<Allocation> = (0..10)
-        .map(|_| allocator.allocate(&in_pool()).unwrap())
-        .collect();
-    let sparse = all[8].memory();
-    assert_ne!(sparse, all[0].memory());
+    let (pool, in_pool, sparse) =
+        custom_pool_with_a_sparse_block(&allocator, live[0].memory_type());
     let first_in_pool = live.len();
-    live.extend(keep_where(&allocator, all, |i| i != 2 && i != 5));
+    live.extend(in_pool);
     let limits = DefragmentationLimits::default()
         .max_moves(3)
         .split_blocks(true);
