@@ -200,8 +200,7 @@ impl<M> TypePool<M> {
     ) -> PoolPlan {
         let mut plan = PoolPlan::default();
         let free_in_runs = self.free_slot_bytes_by_block();
-        let mut sources = self.blocks_to_empty(movables, leaving, &free_in_runs);
-        let vanishing = self.emptying_on_their_own(leaving);
+        let (mut sources, vanishing) = self.blocks_to_empty(movables, leaving, &free_in_runs);
         // The percent chooses the blocks to start; a block a split plan
         // started goes on whatever it is (retiring, it takes no requests:
         // passed over, it stayed retiring, its memory out of use).
@@ -324,8 +323,7 @@ impl<M> TypePool<M> {
             return plan;
         }
         let free_in_runs = self.free_slot_bytes_by_block();
-        let mut sources = self.blocks_to_empty(movables, leaving, &free_in_runs);
-        let vanishing = self.emptying_on_their_own(leaving);
+        let (mut sources, vanishing) = self.blocks_to_empty(movables, leaving, &free_in_runs);
         // The emptiest first, as the plan found them.
         sources.retain(|source| over.contains(&source.key));
         sources.sort_by_key(|source| over.iter().position(|&key| key == source.key));

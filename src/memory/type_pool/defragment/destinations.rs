@@ -50,7 +50,7 @@ impl<M> TypePool<M> {
     /// The blocks moves may go to while `emptied` are being emptied: those
     /// that hold something, are not in `emptied` and are not retiring, nor
     /// in `vanishing` (holding only frees waiting for their frame,
-    /// [`emptying_on_their_own`](Self::emptying_on_their_own));
+    /// [`blocks_to_empty`](Self::blocks_to_empty));
     /// fullest first (by fraction in use, weighed as sources are: a run's
     /// free slots, `free_in_runs`, count as free), so that moves fill the
     /// blocks least likely to be emptied next and leave sparse ones sparse.

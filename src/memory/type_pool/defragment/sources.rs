@@ -62,36 +62,19 @@ impl<M> TypePool<M> {
         live
     }
 
-    /// The blocks whose every live allocation is a free of `leaving`,
-    /// waiting for its frame: they empty once those frames are collected.
-    /// No move goes there ([`destinations`](Self::destinations)): it would
-    /// keep a block about to empty, as a move into an empty block would
-    /// only swap one block for another.
-    pub(super) fn emptying_on_their_own(&self, leaving: &[(Location, u64)]) -> Vec<SlabKey> {
-        if leaving.is_empty() {
-            return Vec::new();
-        }
-        let queued = self.queued_by_block(leaving);
-        let live = self.live_by_block();
-        self.blocks
-            .iter()
-            .filter(|(key, _)| {
-                let index = key.index as usize;
-                queued[index].0 > 0 && queued[index].0 == live[index]
-            })
-            .map(|(key, _)| key)
-            .collect()
-    }
-
     /// The blocks whose every live allocation is among `movables` or
     /// `leaving` (frees waiting for their frame), with their movables (each
-    /// allocation once).
+    /// allocation once); and, from the same counts, the blocks whose every
+    /// live allocation is in `leaving`. Those empty once their frames are
+    /// collected, so no move goes there ([`destinations`](Self::destinations)):
+    /// it would keep a block about to empty, as a move into an empty block
+    /// would only swap one block for another.
     pub(super) fn blocks_to_empty(
         &self,
         movables: &[PoolMovable],
         leaving: &[(Location, u64)],
         free_in_runs: &[u64],
-    ) -> Vec<Source> {
+    ) -> (Vec<Source>, Vec<SlabKey>) {
         // Movables by block slab index.
         let mut by_block: Vec<Vec<PoolMovable>> = Vec::new();
         by_block.resize_with(self.blocks.index_bound(), Vec::new);
@@ -102,7 +85,17 @@ impl<M> TypePool<M> {
         }
         let gone = self.queued_by_block(leaving);
         let live = self.live_by_block();
-        self.blocks
+        let emptying_on_their_own = self
+            .blocks
+            .iter()
+            .filter(|(key, _)| {
+                let index = key.index as usize;
+                gone[index].0 > 0 && gone[index].0 == live[index]
+            })
+            .map(|(key, _)| key)
+            .collect();
+        let sources = self
+            .blocks
             .iter()
             .filter_map(|(key, block)| {
                 let mut list = std::mem::take(&mut by_block[key.index as usize]);
@@ -122,6 +115,7 @@ impl<M> TypePool<M> {
                     movables: list,
                 })
             })
-            .collect()
+            .collect();
+        (sources, emptying_on_their_own)
     }
 }
