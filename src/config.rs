@@ -124,11 +124,11 @@ pub struct Config {
     /// allocation before it (an optimal image or a resource of unknown
     /// kind, whose size is rounded to the `bufferImageGranularity` page,
     /// when that page is smaller than the atom) is read as the host sees
-    /// it: a GPU write after free there goes unseen. A flush or invalidate the driver fails is logged
-    /// with `log::warn!` and skipped: after a failed flush the GPU's view
-    /// lacks a fill, which a later check may report as a write after
-    /// free; after a failed invalidate a GPU write after free may go
-    /// unseen.
+    /// it: a GPU write after free there goes unseen. A flush or invalidate
+    /// the driver fails is logged with `log::warn!` and skipped: after a
+    /// failed flush the GPU's view lacks a fill, which a later check may
+    /// report as a write after free; after a failed invalidate a GPU write
+    /// after free may go unseen.
     ///
     /// Upload rings are covered as blocks are: the ring space of a chunk
     /// (one allocation of its pool) reads `0xEF` when the chunk is made
