@@ -64,8 +64,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::NoSuitableMemoryType`] for `SHADER_DEVICE_ADDRESS` without
     /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)
     /// (nothing is created after any of these); allocation
-    /// errors ([`Error::SizeExceedsHeaps`] for a ring larger than every
-    /// heap, however large); buffer creation failures.
+    /// errors ([`Error::SizeExceedsHeaps`] for a ring larger than the heap
+    /// of every memory type that suits `desc.usage`, however large; nothing
+    /// is created then); buffer creation failures.
     ///
     /// # Safety
     /// Every bit of `desc.buffer_usage` is valid on the device: the
@@ -156,15 +157,30 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         })
     }
 
-    /// The error for a ring chunk of `size` bytes, past the `max` a linear
-    /// allocator manages: past every heap there is (as the allocation path
+    /// The largest heap of the memory types that suit a ring of `usage`
+    /// (those the host sees: `create_upload_ring` refuses any other
+    /// usage), or of every type should none suit it. The buffer's memory
+    /// type bits are not known before it is made: any of these may be
+    /// allowed.
+    fn largest_ring_heap(&self, usage: Usage) -> Option<u64> {
+        let context = &self.context;
+        let suiting = context.ranked_types(usage).iter();
+        let largest = suiting.map(|&t| context.heap_size(u32::from(t))).max();
+        largest.or_else(|| {
+            let heaps = &context.properties.device.memory_heaps;
+            heaps.iter().map(|h| h.size).max()
+        })
+    }
+
+    /// The error for a ring chunk of `size` bytes, larger than
+    /// [`largest_ring_heap`](Self::largest_ring_heap) or than the `max` a
+    /// linear allocator manages: past those heaps (as the allocation path
     /// says it), or, should a heap be larger still, past what one memory
     /// object may be here.
     #[cold]
-    fn too_large_for_a_ring(&self, size: u64, max: u64) -> Error {
+    fn too_large_for_a_ring(&self, usage: Usage, size: u64, max: u64) -> Error {
         let device = &self.context.properties.device;
-        let largest_heap = device.memory_heaps.iter().map(|h| h.size).max();
-        match largest_heap {
+        match self.largest_ring_heap(usage) {
             Some(largest_heap) if size > largest_heap => {
                 Error::SizeExceedsHeaps { size, largest_heap }
             }
@@ -185,20 +201,21 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // heap there is: said as the allocation path says it, not as a
         // shortage that freeing could cure.
         let linear = LinearAllocator::new(size, RING_FRAMES).map_err(|error| match error {
-            OffsetError::CapacityTooLarge { max, .. } => self.too_large_for_a_ring(size, max),
+            OffsetError::CapacityTooLarge { max, .. } => {
+                self.too_large_for_a_ring(ring.usage, size, max)
+            }
             OffsetError::OutOfHostMemory => Error::OutOfHostMemory,
             _ => Error::OutOfDeviceMemory,
         })?;
-        // Larger than every heap, or than one memory object may be: refused
-        // before the buffer is made too. The allocation would refuse it all
-        // the same, but a buffer that size may pass the device's
-        // `maxBufferSize`, which a validation layer reports
-        // (VUID-VkBufferCreateInfo-size-06409).
-        let device = &self.context.properties.device;
-        let largest_heap = device.memory_heaps.iter().map(|h| h.size).max();
-        if largest_heap.is_some_and(|heap| size > heap) || size > device.max_memory_allocation_size
-        {
-            return Err(self.too_large_for_a_ring(size, u64::MAX));
+        // Larger than the heap of every memory type a ring can use, or than
+        // one memory object may be: refused before the buffer is made too.
+        // The allocation would refuse it all the same, but a buffer that
+        // size may pass the device's `maxBufferSize`, which a validation
+        // layer reports (VUID-VkBufferCreateInfo-size-06409).
+        let max_object = self.context.properties.device.max_memory_allocation_size;
+        let largest_heap = self.largest_ring_heap(ring.usage);
+        if largest_heap.is_some_and(|heap| size > heap) || size > max_object {
+            return Err(self.too_large_for_a_ring(ring.usage, size, u64::MAX));
         }
         // SAFETY: `size` is non-zero (checked by the callers); the buffer
         // usage is not empty (`create_upload_ring` checks it,

@@ -42,8 +42,9 @@ pub struct UploadRingDesc<'a> {
     /// in a growing ring), so keep it within the device's
     /// `maxBufferSize` (`VkPhysicalDeviceMaintenance4Properties`, 1–2 GiB
     /// on some drivers; VUID-VkBufferCreateInfo-size-06409): the allocator
-    /// does not read that limit. A chunk larger than every heap, or than
-    /// `maxMemoryAllocationSize`, is refused before its buffer is made.
+    /// does not read that limit. A chunk larger than the heap of every
+    /// memory type that suits `usage`, or than `maxMemoryAllocationSize`,
+    /// is refused before its buffer is made.
     pub size: u64,
     /// Memory usage, with `UPLOAD` or `READBACK` (the host writes the ring),
     /// and `UPLOAD` not with `ALLOW_TRANSFER_INSTEAD`;

@@ -28,8 +28,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// space (or a collected frame that a [`ring_write`](Self::ring_write)
     /// on another thread still copies into) and the ring does not grow.
     /// When a growing ring adds a chunk, the allocation errors of its
-    /// memory ([`Error::SizeExceedsHeaps`] for a request larger than every
-    /// heap, however large) and the failures of its buffer's creation.
+    /// memory ([`Error::SizeExceedsHeaps`] for a request larger than the
+    /// heap of every memory type that suits the ring's usage, however
+    /// large; no buffer is made then) and the failures of its buffer's
+    /// creation.
     ///
     /// A growing ring makes its new chunk with no lock of the allocator
     /// held (but the pool's it allocates from), so other threads'

@@ -379,3 +379,54 @@ fn a_ring_too_large_for_one_memory_object_in_a_larger_heap_is_refused_as_such() 
     );
     finish_after_frame(allocator, &device);
 }
+
+/// A ring larger than the heap of every memory type a ring can use (those
+/// the host sees), though smaller than a heap it cannot use, is refused
+/// before its buffer is made, as the allocation path says it: 20 GiB on a
+/// discrete GPU with 24 GiB of VRAM the host cannot see and a 16 GiB
+/// system heap, where one memory object may be as large as any heap. A
+/// buffer that size may pass the device's `maxBufferSize`. So is a growing
+/// ring's new chunk that size.
+#[test]
+fn a_ring_larger_than_every_heap_the_host_sees_makes_no_buffer() {
+    let mut layout = FakeLayout::discrete().with_heap_size(0, 24 << 30);
+    layout.max_memory_allocation_size = 1 << 40;
+    let (allocator, device) = allocator(layout);
+    let (size, largest_heap) = (20u64 << 30, 16u64 << 30);
+    assert_eq!(device.layout().memory_heaps[1].size, largest_heap);
+    let makes_nothing = |refuse: &dyn Fn()| {
+        let first = device.create_resource();
+        refuse();
+        let next = device.create_resource();
+        device.destroy_resource(first);
+        device.destroy_resource(next);
+        next == first + 1
+    };
+    let desc = UploadRingDesc {
+        size,
+        ..UploadRingDesc::default()
+    };
+    assert!(
+        makes_nothing(&|| assert_eq!(
+            allocator.create_upload_ring(&desc).map(|_| ()),
+            Err(Error::SizeExceedsHeaps { size, largest_heap })
+        )),
+        "a buffer was made"
+    );
+    let desc = UploadRingDesc {
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let before = allocator.stats();
+    assert!(
+        makes_nothing(&|| assert_eq!(
+            allocator.ring_allocate(ring, size, 1).map(|_| ()),
+            Err(Error::SizeExceedsHeaps { size, largest_heap })
+        )),
+        "a growing ring's buffer was made"
+    );
+    assert_eq!(allocator.stats(), before);
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
