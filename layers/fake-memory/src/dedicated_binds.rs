@@ -10,9 +10,13 @@
 //! VUID-vkBindImageMemory-image-01445): it may lay the resource out, or
 //! place the memory, knowing which resource it is for. Lavapipe never
 //! requires dedicated memory and accepts every such bind, and the
-//! validation layer the tests run under (1.3.239) reports none of these
-//! rules, so an allocator that left `VkMemoryDedicatedAllocateInfo` out, or
-//! named the wrong resource in it, would pass every test.
+//! validation layer the tests run under (1.3.239) checks the second rule
+//! only against the requirements lavapipe reports (never
+//! `requiresDedicatedAllocation`), and the first only when memory was made
+//! with a `VkMemoryDedicatedAllocateInfo` (a bind of another resource
+//! there, or at a non-zero offset, is reported as 01508 or 01509). So an
+//! allocator that left `VkMemoryDedicatedAllocateInfo` out where a driver
+//! requires it would pass every test.
 //!
 //! So the layer records, with each allocation (`memory_accounting.rs`), the
 //! resource its memory is dedicated to, and checks every
