@@ -21,8 +21,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// itself, or for `None` `vk-suballoc dedicated <type>/<n>` (in a
     /// custom pool `vk-suballoc pool "<pool>" dedicated <type>/<n>`, or
     /// `vk-suballoc custom pool dedicated <type>/<n>` when the pool has no
-    /// name, as its blocks are named). A block's debug name stays the
-    /// block's.
+    /// name, as its blocks are named; quotes, backslashes and control
+    /// characters in `<pool>` are escaped as `{:?}` escapes them). A block's
+    /// debug name stays the block's.
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`]; nothing

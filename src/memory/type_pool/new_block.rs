@@ -168,7 +168,9 @@ impl<M> TypePool<M> {
     /// memory: `vk-suballoc <what> <type>/<serial>` in a default pool,
     /// `vk-suballoc pool "<pool>" <what> ...` in a named custom pool and
     /// `vk-suballoc custom pool <what> ...` in an unnamed one (serials count
-    /// per pool, so the pool tells them apart).
+    /// per pool, so the pool tells them apart). The pool's name is written
+    /// as Rust's `{:?}` writes a string: quotes, backslashes and control
+    /// characters in it are escaped, so the name's end stays plain.
     pub(super) fn memory_debug_name(&self, what: &str, serial: u32) -> String {
         let memory_type = self.memory_type;
         match &self.name {

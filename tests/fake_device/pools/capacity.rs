@@ -52,9 +52,17 @@ fn a_pool_has_blocks_of_its_own_counted_in_its_type() {
         .iter()
         .all(|a| a.is_in_custom_pool() && a.memory_type() == VRAM));
     assert!(!default.is_in_custom_pool());
-    // Debug names tell the pools' blocks apart, named or not.
+    // Debug names tell the pools' blocks apart, named or not; a quote or a
+    // line break in a pool's name is escaped, so the name's end is plain.
     let unnamed = allocator.create_pool(&PoolDesc::new(VRAM)).unwrap();
     let in_unnamed = allocator.allocate(&in_pool(unnamed, MIB)).unwrap();
+    let odd = allocator
+        .create_pool(&PoolDesc {
+            name: Some("say \"hi\"\n"),
+            ..PoolDesc::new(VRAM)
+        })
+        .unwrap();
+    let in_odd = allocator.allocate(&in_pool(odd, MIB)).unwrap();
     let mut names: Vec<_> = device
         .live_allocations()
         .into_iter()
@@ -66,9 +74,12 @@ fn a_pool_has_blocks_of_its_own_counted_in_its_type() {
         [
             "vk-suballoc block 1/0",
             "vk-suballoc custom pool block 1/0",
-            "vk-suballoc pool \"meshes\" block 1/0"
+            "vk-suballoc pool \"meshes\" block 1/0",
+            r#"vk-suballoc pool "say \"hi\"\n" block 1/0"#
         ]
     );
+    free(&allocator, in_odd);
+    allocator.destroy_pool(odd).unwrap();
     free(&allocator, in_unnamed);
     allocator.destroy_pool(unnamed).unwrap();
 
