@@ -14,8 +14,10 @@ pub enum OffsetError {
     /// `VkMemoryRequirements::alignment` (or 1 for none).
     #[error("alignment {0} is not a power of two")]
     AlignmentNotPowerOfTwo(u64),
-    /// The request is larger than the whole allocator: it can never succeed
-    /// here. Use a larger allocator (or, in a Vulkan pool, dedicated memory).
+    /// The request is larger than the whole allocator: it cannot succeed
+    /// until [`grow`](crate::offset::OffsetAllocator::grow) makes it larger
+    /// (a linear allocator never grows). Use a larger allocator (or, in a
+    /// Vulkan pool, dedicated memory).
     #[error("size {size} exceeds the capacity {capacity}")]
     SizeExceedsCapacity {
         /// Requested size in bytes.

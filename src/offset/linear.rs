@@ -109,8 +109,9 @@ impl LinearAllocator {
     /// [`OffsetError::ZeroSize`], [`OffsetError::AlignmentNotPowerOfTwo`],
     /// [`OffsetError::SizeExceedsCapacity`]; [`OffsetError::OutOfSpace`] when
     /// frames in flight hold too much of the ring, and
-    /// [`OffsetError::TooFragmented`] when enough bytes are free but not in one
-    /// piece (the request would have to wrap). On error nothing changes but
+    /// [`OffsetError::TooFragmented`] when enough bytes are free but no free
+    /// piece holds the aligned request (it would have to wrap, or its
+    /// alignment moves it past the piece's end). On error nothing changes but
     /// [`failed_allocations`](Self::failed_allocations).
     ///
     /// # Time complexity

@@ -8,7 +8,7 @@ pub struct StorageReport {
     /// Sum of all free ranges in bytes.
     pub free_bytes: u64,
     /// Size of the largest free range: exact, not a bin's lower bound. A request
-    /// of this size with alignment 1 succeeds.
+    /// of this size with alignment 1 succeeds (given a free slot).
     pub largest_free_range: u64,
     /// Number of (maximal, merged) free ranges.
     pub free_ranges: u64,

@@ -168,7 +168,8 @@ impl<const M: u32> OffsetAllocator<M> {
     /// placed now. A space error is never false: some free range could have
     /// held the request otherwise. On error no allocation or free range
     /// changes; the failure counters and [`search_stats`](Self::search_stats)
-    /// count the attempt.
+    /// count the attempt, unless its size is zero or its alignment not a
+    /// power of two.
     ///
     /// # Time complexity
     /// O(1) — two bitmask searches and a constant number of list updates —
