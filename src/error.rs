@@ -115,16 +115,22 @@ pub enum Error {
         /// The heap's budget.
         budget: u64,
     },
-    /// The allocation is not in host-visible memory, so it has no pointer.
-    /// Use an `UPLOAD` or `READBACK` usage for memory the host touches;
-    /// with `UPLOAD | ALLOW_TRANSFER_INSTEAD`, no pointer means "upload
-    /// through a staging buffer".
+    /// The allocation is not in host-visible memory, so it has no pointer;
+    /// or, from [`Allocator::create_upload_ring`](crate::Allocator::create_upload_ring),
+    /// the ring's [`usage`](crate::UploadRingDesc::usage) does not ask for
+    /// host-visible memory. Use an `UPLOAD` or `READBACK` usage for memory
+    /// the host touches; with `UPLOAD | ALLOW_TRANSFER_INSTEAD`, no pointer
+    /// means "upload through a staging buffer".
     #[error("allocation is not host-visible")]
     NotHostVisible,
-    /// Mapping the memory failed (`VK_ERROR_MEMORY_MAP_FAILED`).
+    /// Mapping the memory failed (`VK_ERROR_MEMORY_MAP_FAILED`); or, from
+    /// [`Allocator::mapped_slice`](crate::Allocator::mapped_slice), its
+    /// `_mut` twin and the copies, the allocation is larger than the host's
+    /// address space (on 32-bit hosts).
     #[error("vkMapMemory failed")]
     MapFailed,
-    /// A byte range reaches past the end of the allocation.
+    /// A byte range reaches past the end of the allocation, or is
+    /// reversed.
     #[error("range {start}..{end} exceeds the allocation's {size} bytes")]
     RangeOutOfBounds {
         /// Range start.
@@ -134,11 +140,13 @@ pub enum Error {
         /// Allocation size.
         size: u64,
     },
-    /// The allocation was made by another allocator; nothing changed.
+    /// The allocation (or upload ring, or defragmentation move) was made
+    /// by another allocator; nothing changed.
     #[error("allocation belongs to another allocator")]
     ForeignAllocation,
-    /// The allocation is not live in this allocator (already freed); nothing
-    /// changed.
+    /// The allocation is not live in this allocator (already freed), the
+    /// upload ring was destroyed, or the ring allocation's frame was
+    /// collected (its bytes belong to later frames); nothing changed.
     #[error("allocation is not live (already freed)")]
     StaleAllocation,
     /// The device was lost (`VK_ERROR_DEVICE_LOST`). Stop submitting; dropping
@@ -179,7 +187,10 @@ pub enum Error {
     /// creation: no submission signals it).
     #[error("a frame must be sealed with a non-null fence, or a non-null timeline semaphore and a value above 0")]
     NullFrameSignal,
-    /// A [`Config`](crate::Config) figure is out of range; the text names it.
+    /// A figure of a [`Config`](crate::Config), a
+    /// [`PoolDesc`](crate::PoolDesc) or an
+    /// [`UploadRingDesc`](crate::UploadRingDesc) is out of range or not
+    /// allowed there; the text names it.
     #[error("invalid configuration: {0}")]
     InvalidConfig(&'static str),
     /// A resource the create-and-bind helpers cannot bind with one
