@@ -11,7 +11,7 @@ use ash::vk;
 /// |---|---|---|
 /// | [`DEVICE_LOCAL`](Self::DEVICE_LOCAL) | textures, vertex buffers, render targets | device-local, not host-visible |
 /// | [`UPLOAD`](Self::UPLOAD) | staging buffers | host-visible coherent, outside VRAM |
-/// | `UPLOAD \| DEVICE_LOCAL` | per-frame uniforms, dynamic vertices | device-local host-visible (ReBAR), else host-visible |
+/// | `UPLOAD \| DEVICE_LOCAL` | per-frame uniforms, dynamic vertices | device-local host-visible (integrated, ReBAR, the BAR), else host-visible |
 /// | [`READBACK`](Self::READBACK) | query results, screenshots | host-visible *cached* |
 /// | [`TRANSIENT`](Self::TRANSIENT) | transient attachments | lazily allocated, device-local |
 /// | `UPLOAD \| `[`ALLOW_TRANSFER_INSTEAD`](Self::ALLOW_TRANSFER_INSTEAD) | vertex, index and storage buffers written once or now and then | device-local host-visible (integrated, ReBAR, the BAR), else device-local *unmapped*: upload through a staging buffer |
