@@ -43,8 +43,9 @@ pub struct Config {
     /// after which [`end_frame`](crate::Allocator::end_frame) asks for a
     /// [`collect`](crate::Allocator::collect)). Not 0. Default 3.
     pub max_frames_in_flight: u32,
-    /// Buffers of at most this many bytes (their size rounded up to
-    /// their alignment) take a slot of a run: a range of a block cut into up
+    /// Buffers of at most this many bytes (their size plus
+    /// [`debug_margin`](Self::debug_margin), rounded up to their alignment,
+    /// which is at most 4 KiB) take a slot of a run: a range of a block cut into up
     /// to 64 equal slots of a quarter-octave size class, allocated and freed
     /// with a bit mask instead of the block's offset allocator. Faster (on
     /// lavapipe's `small-churn` trace, 40 ns per operation against 49), for
