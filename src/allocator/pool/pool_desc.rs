@@ -49,6 +49,9 @@ pub struct PoolDesc<'a> {
     pub min_blocks: u32,
     /// No block is made past this many: requests then fail with
     /// [`Error::PoolFull`](crate::Error::PoolFull). `None`: no limit.
+    /// Dedicated memory a request requires (`DedicatedPolicy::Always`, the
+    /// driver, a lazily allocated type) is not a block and is made past it,
+    /// as under VMA's `maxBlockCount`.
     pub max_blocks: Option<u32>,
     /// The pool's name, in the debug names of its blocks and unnamed
     /// dedicated memory, memory maps and dumps.

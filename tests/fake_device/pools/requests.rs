@@ -133,6 +133,35 @@ fn a_request_larger_than_a_pools_blocks_is_refused_unless_it_is_dedicated() {
     finish(allocator, &device);
 }
 
+/// `max_blocks` caps blocks: a pool whose blocks are all made and full
+/// refuses a request that would need another, but still makes dedicated
+/// memory a request requires, counted in the pool (as `PoolDesc::max_blocks`
+/// says, and as VMA's `maxBlockCount`).
+#[test]
+fn a_full_pool_at_its_block_cap_still_makes_required_dedicated_memory() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(VRAM).block_size(4 * MIB).max_blocks(1))
+        .unwrap();
+    let filling = allocator.allocate(&in_pool(pool, 4 * MIB)).unwrap();
+    assert!(matches!(
+        allocator.allocate(&in_pool(pool, MIB)),
+        Err(Error::PoolFull { .. })
+    ));
+    let always = AllocationDesc::new(Usage::DEVICE_LOCAL)
+        .pool(pool)
+        .dedicated(DedicatedPolicy::Always);
+    let request = Request::with_desc(requirements(MIB, 256), ResourceKind::Buffer, always);
+    let dedicated = allocator.allocate(&request).unwrap();
+    assert!(dedicated.is_dedicated() && dedicated.is_in_custom_pool());
+    let stats = allocator.pool_stats(&pool).unwrap();
+    assert_eq!((stats.blocks, stats.dedicated_allocations), (1, 1));
+    free(&allocator, dedicated);
+    free(&allocator, filling);
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
 #[test]
 fn within_budget_requests_to_a_pool_respect_the_budget() {
     let (allocator, device) = allocator(FakeLayout::discrete());
