@@ -262,6 +262,13 @@ pub enum Error {
     /// device cannot export ([`MemoryProperties::exportable_handle_types`](crate::device::MemoryProperties::exportable_handle_types)).
     /// No pool was made: export only the supported types (what
     /// `vkGetPhysicalDeviceExternalBufferProperties` reports `EXPORTABLE`).
+    ///
+    /// Or a request of a pool exporting Android hardware buffers needs
+    /// memory dedicated to an image (`ANDROID_HARDWARE_BUFFER_BIT_ANDROID`
+    /// is then `handle_types`): the driver sizes such memory itself
+    /// (`allocationSize` 0, VUID-VkMemoryAllocateInfo-pNext-01874), and the
+    /// allocator cannot count or map memory of a size it does not know.
+    /// Nothing was allocated: allocate that image's memory yourself.
     #[error("memory cannot be exported as {handle_types:?}")]
     NotExportable {
         /// The refused bits of the requested handle types, undefined ones

@@ -41,7 +41,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// the place of [`Error::NoMemoryTypeBits`], when `memoryTypeBits`
     /// exclude that type; then [`Error::StalePool`] (none of these makes a
     /// Vulkan call either), [`Error::TooLargeForPool`], [`Error::PoolFull`],
-    /// and the device's errors for that type.
+    /// [`Error::NotExportable`] for memory dedicated to an image in a pool
+    /// that exports Android hardware buffers (no Vulkan call), and the
+    /// device's errors for that type.
     ///
     /// # Time complexity
     /// O(1) per block tried when a block has room (no loop over allocations);

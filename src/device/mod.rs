@@ -282,7 +282,9 @@ pub unsafe trait MemoryDeviceExt<M>: MemoryDevice<M> + Send + Sync + Debug {
     ///   requirements have this size (VUID-VkMemoryDedicatedAllocateInfo-image-02964).
     /// - `info.export_handle_types` are valid handle types the memory can
     ///   be exported as, for the resources that will be bound to it
-    ///   (VUID-VkExportMemoryAllocateInfo-handleTypes-00656).
+    ///   (VUID-VkExportMemoryAllocateInfo-handleTypes-00656), and not an
+    ///   Android hardware buffer when the dedicated target is an image
+    ///   (VUID-VkMemoryAllocateInfo-pNext-01874: that memory's size is 0).
     unsafe fn allocate(&self, info: &AllocateInfo<'_>) -> Result<M, DeviceError>;
 
     /// The raw handle of `memory`, as bound to buffers and images.

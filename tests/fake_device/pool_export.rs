@@ -8,6 +8,7 @@ use std::collections::HashSet;
 
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::device::{DedicatedHint, DedicatedTarget};
 use vk_suballoc::{
     AllocationDesc, DedicatedPolicy, DefragmentationLimits, Error, Movable, Pool, PoolDesc,
     Request, ResourceKind, Usage,
@@ -25,6 +26,8 @@ const OPAQUE_FD: vk::ExternalMemoryHandleTypeFlags = vk::ExternalMemoryHandleTyp
 const DMA_BUF: vk::ExternalMemoryHandleTypeFlags = vk::ExternalMemoryHandleTypeFlags::DMA_BUF_EXT;
 const HOST: vk::ExternalMemoryHandleTypeFlags =
     vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
+const AHB: vk::ExternalMemoryHandleTypeFlags =
+    vk::ExternalMemoryHandleTypeFlags::ANDROID_HARDWARE_BUFFER_ANDROID;
 
 /// A device-local buffer request from `pool`, in dedicated memory when
 /// `dedicated`.
@@ -183,6 +186,96 @@ fn every_memory_object_of_an_exporting_pool_carries_its_handle_types() {
     for pool in [fixed, growing, plain] {
         allocator.destroy_pool(pool).unwrap();
     }
+    finish(allocator, &device);
+}
+
+/// Memory dedicated to an image and exported as an Android hardware buffer
+/// is sized by the driver, not by its `allocationSize`, which must be 0
+/// (VUID-VkMemoryAllocateInfo-pNext-01874); the allocator counts, maps and
+/// clamps flushes by the size it asks for, so a pool exporting AHBs
+/// refuses a request for such memory with `NotExportable`, whether the
+/// caller or the driver asks for dedicated memory, before any
+/// `vkAllocateMemory` and with nothing changed. (The docs' advice for a
+/// `DEDICATED_ONLY` handle type, `DedicatedPolicy::Always` with a
+/// dedicated target, made exactly that memory, with the image's size.)
+/// Its blocks, memory dedicated to a buffer and dedicated memory made for
+/// no one resource (`can_alias`) are sized and exported as before
+/// (VUID-VkMemoryAllocateInfo-pNext-07900, -07901).
+#[test]
+fn an_images_dedicated_memory_is_not_exported_as_an_android_hardware_buffer() {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    // Mobile's device-local, not host-visible type.
+    let pool = allocator
+        .create_pool(&PoolDesc::new(0).export(AHB | OPAQUE_FD))
+        .unwrap();
+    let image = device.create_resource();
+    let image_target = DedicatedTarget::Image(vk::Handle::from_raw(image));
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    let image_request = |desc: AllocationDesc<'static>| {
+        Request::with_desc(
+            requirements(4 * MIB, 4096),
+            ResourceKind::OptimalImage,
+            desc,
+        )
+        .dedicated_target(image_target)
+    };
+    let required = DedicatedHint {
+        required: true,
+        preferred: true,
+    };
+    let before = allocator.stats();
+    let calls = device.counters().allocate_calls;
+    for request in [
+        image_request(desc.dedicated(DedicatedPolicy::Always)),
+        image_request(desc).driver_dedicated(required),
+    ] {
+        assert_eq!(
+            allocator.allocate(&request).map(|a| a.size()),
+            Err(Error::NotExportable { handle_types: AHB })
+        );
+    }
+    assert_eq!(device.counters().allocate_calls, calls);
+    assert_eq!(allocator.stats(), before);
+    assert_eq!(allocator.pool_stats(&pool).unwrap().blocks, 0);
+
+    // The same image in a block, and dedicated memory for no one resource
+    // (what the helpers make with `can_alias`) or for a buffer: sized, and
+    // exported.
+    let known = live_memory(&device);
+    let mut allocations = vec![
+        allocator.allocate(&image_request(desc)).unwrap(),
+        allocator
+            .allocate(&Request::with_desc(
+                requirements(4 * MIB, 4096),
+                ResourceKind::OptimalImage,
+                desc.dedicated(DedicatedPolicy::Always),
+            ))
+            .unwrap(),
+    ];
+    let buffer = device.create_resource();
+    let buffer_target = DedicatedTarget::Buffer(vk::Handle::from_raw(buffer));
+    allocations.push(
+        allocator
+            .allocate(&in_pool(pool, MIB, true).dedicated_target(buffer_target))
+            .unwrap(),
+    );
+    assert_eq!(
+        allocations
+            .iter()
+            .map(|a| a.is_dedicated())
+            .collect::<Vec<_>>(),
+        [false, true, true]
+    );
+    let made: HashSet<_> = live_memory(&device).difference(&known).copied().collect();
+    assert_eq!(made.len(), 3);
+    assert_exports(&device, &[(&made, AHB | OPAQUE_FD)]);
+    for allocation in allocations {
+        free(&allocator, allocation);
+    }
+    for resource in [image, buffer] {
+        device.destroy_resource(resource);
+    }
+    allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
 

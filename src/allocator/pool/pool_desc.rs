@@ -155,7 +155,14 @@ impl<'a> PoolDesc<'a> {
     ///   memory of its own per resource: allocate in such a pool with
     ///   [`DedicatedPolicy::Always`](crate::DedicatedPolicy::Always) and a
     ///   dedicated target (the create-and-bind helpers name it), so that
-    ///   the memory carries `VkMemoryDedicatedAllocateInfo`.
+    ///   the memory carries `VkMemoryDedicatedAllocateInfo`. But not for
+    ///   an image exported as an Android hardware buffer: the driver sizes
+    ///   that memory itself (`allocationSize` 0,
+    ///   VUID-VkMemoryAllocateInfo-pNext-01874), so a pool exporting
+    ///   `ANDROID_HARDWARE_BUFFER_BIT_ANDROID` refuses a request for memory
+    ///   dedicated to an image with
+    ///   [`Error::NotExportable`](crate::Error::NotExportable); its blocks
+    ///   and buffers' memory export as AHB blobs.
     /// - The importer names the same `allocationSize` and memory type for
     ///   an opaque handle, and imports with `VkMemoryDedicatedAllocateInfo`
     ///   only memory the pool dedicated to an identical resource

@@ -323,6 +323,18 @@ impl State {
                 "VUID-VkExportMemoryAllocateInfo-handleTypes-parameter: {undefined:?} are no handle types"
             )));
         }
+        // Vulkan sizes memory it exports as an Android hardware buffer for a
+        // dedicated image itself.
+        if info
+            .export_handle_types
+            .contains(vk::ExternalMemoryHandleTypeFlags::ANDROID_HARDWARE_BUFFER_ANDROID)
+            && matches!(info.dedicated, Some(DedicatedTarget::Image(_)))
+        {
+            return Err(self.violation(format!(
+                "VUID-VkMemoryAllocateInfo-pNext-01874: {} bytes for memory dedicated to an image and exported as an Android hardware buffer, whose allocationSize must be 0",
+                info.size
+            )));
+        }
         if let Some(exportable) = layout.exportable_handle_types {
             if !exportable.contains(info.export_handle_types) {
                 return Err(self.violation(format!(

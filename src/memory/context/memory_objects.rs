@@ -22,6 +22,10 @@ use crate::memory::events::{MemoryEvent, MemoryEventKind};
 use crate::memory::mapping::MappedPtr;
 use crate::Error;
 
+/// `VK_EXTERNAL_MEMORY_HANDLE_TYPE_ANDROID_HARDWARE_BUFFER_BIT_ANDROID`.
+const ANDROID_HARDWARE_BUFFER: ash::vk::ExternalMemoryHandleTypeFlags =
+    ash::vk::ExternalMemoryHandleTypeFlags::ANDROID_HARDWARE_BUFFER_ANDROID;
+
 impl<D> MemoryContext<D> {
     /// Tells the callback, if any, of `kind` on `memory`. A panic of the
     /// callback is caught and returned, for the caller to resume once the
@@ -60,6 +64,8 @@ impl<D> MemoryContext<D> {
     /// Allocates (and maps, when host-visible) one `VkDeviceMemory`.
     ///
     /// # Errors
+    /// [`Error::NotExportable`] for memory dedicated to an image and
+    /// exported as an Android hardware buffer (below),
     /// [`Error::TooManyObjects`] at `maxMemoryAllocationCount`,
     /// [`Error::OverBudget`] when asked to stay within budget, and the device's
     /// allocation and map failures. Nothing is leaked on error.
@@ -70,6 +76,21 @@ impl<D> MemoryContext<D> {
     where
         D: MemoryDeviceExt<M>,
     {
+        // Memory dedicated to an image and exported as an Android hardware
+        // buffer is sized by the driver: its `allocationSize` must be 0
+        // (VUID-VkMemoryAllocateInfo-pNext-01874), where the allocator
+        // counts, maps and clamps flushes by the size it asks for. Refused
+        // before anything is counted; a block, or memory dedicated to a
+        // buffer or to no resource, takes a size (-07900, -07901).
+        if matches!(request.dedicated, Some(DedicatedTarget::Image(_)))
+            && request
+                .export_handle_types
+                .contains(ANDROID_HARDWARE_BUFFER)
+        {
+            return Err(Error::NotExportable {
+                handle_types: ANDROID_HARDWARE_BUFFER,
+            });
+        }
         // Requests above the limit were refused before placement, but a
         // block may still have rounded one up past it: the driver would
         // refuse (or may refuse) such memory anyway.
@@ -146,7 +167,9 @@ impl<D> MemoryContext<D> {
         // (VUID-VkMemoryAllocateInfo-flags-03331); a dedicated target comes
         // from the caller's resource of this exact size; export handle types
         // come from a custom pool whose caller vouched for them
-        // (`PoolDesc::export`, VUID-VkExportMemoryAllocateInfo-handleTypes-00656).
+        // (`PoolDesc::export`, VUID-VkExportMemoryAllocateInfo-handleTypes-00656),
+        // and are no Android hardware buffer for an image (checked above,
+        // VUID-VkMemoryAllocateInfo-pNext-01874).
         let mut memory = match unsafe { self.device.allocate(&info) } {
             Ok(memory) => memory,
             // The slot goes back as it drops (and on a panic, as it unwinds).
