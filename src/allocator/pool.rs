@@ -75,7 +75,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// is no handle type Vulkan defines (as ash 0.38 knows them;
     /// VUID-VkExportMemoryAllocateInfo-handleTypes-parameter), names a
     /// handle type memory is never exported as (the host-pointer types of
-    /// `VK_EXT_external_memory_host` are import-only), or one the backend
+    /// `VK_EXT_external_memory_host` and QNX Screen buffers are
+    /// import-only), or one the backend
     /// reports the device cannot export
     /// ([`MemoryProperties::exportable_handle_types`](crate::device::MemoryProperties::exportable_handle_types);
     /// the ash backend cannot tell, so checking support per resource is
@@ -248,11 +249,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 }
 
 /// Handle types memory can be imported from but never exported as: host
-/// pointers (`VK_EXT_external_memory_host`), which Vulkan has no call to
-/// get out of a `VkDeviceMemory`.
+/// pointers (`VK_EXT_external_memory_host`) and QNX Screen buffers
+/// (`VK_QNX_external_memory_screen_buffer`, an import extension), which
+/// Vulkan has no call to get out of a `VkDeviceMemory`.
 const IMPORT_ONLY: vk::ExternalMemoryHandleTypeFlags = vk::ExternalMemoryHandleTypeFlags::from_raw(
     vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT.as_raw()
-        | vk::ExternalMemoryHandleTypeFlags::HOST_MAPPED_FOREIGN_MEMORY_EXT.as_raw(),
+        | vk::ExternalMemoryHandleTypeFlags::HOST_MAPPED_FOREIGN_MEMORY_EXT.as_raw()
+        | vk::ExternalMemoryHandleTypeFlags::SCREEN_BUFFER_QNX.as_raw(),
 );
 
 /// Whether memory type `props` can serve `usage` in a custom pool: host
