@@ -5,12 +5,10 @@
 //! finished, and the drop's release of every one still queued, are in
 //! `frames/deferred_release.rs`.
 
-use std::sync::TryLockError;
-
 use ash::vk;
 
 use super::ring_fill::{RingDebug, RingFill};
-use super::{lock, Allocation, Allocator};
+use super::{lock, try_lock, Allocation, Allocator};
 use crate::device::{FrameSignal, HeapBudget, MemoryDeviceExt};
 use crate::frames::upload_ring::{RingChunk, RingState};
 use crate::frames::{Collected, Deferred};
@@ -227,10 +225,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // logged once the pool's lock is released.
         deferred_log::log_after_if(self.context.debug_types() != 0, || {
             for pool in self.pools.iter() {
-                let mut pool = match pool.try_lock() {
-                    Ok(pool) => pool,
-                    Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-                    Err(TryLockError::WouldBlock) => continue,
+                let Some(mut pool) = try_lock(pool) else {
+                    continue;
                 };
                 pool.release_aged_empty_blocks(&self.context, frames);
             }

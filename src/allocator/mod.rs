@@ -65,7 +65,8 @@
 //! under 0 when its caller holds it), never under 1, 2, 5 or 6; `log`
 //! calls run under any of them. Neither may call into the allocator: a
 //! `std` mutex locked again by the thread that holds it deadlocks (or
-//! panics). Debug builds catch it on the mutexes: `place::lock` records
+//! panics). Debug builds catch it on the mutexes: `place::lock` (and
+//! `place::try_lock`, `end_frame`'s) records
 //! which ones each thread holds and panics, with a message naming the
 //! callback, on one the thread holds already (a call into another
 //! allocator meets none and goes through); release builds, and the
@@ -105,7 +106,7 @@ pub use crate::device::DedicatedHint;
 pub use allocation::Allocation;
 pub use corruption::{CorruptionReport, DamagedFree, DamagedMargin};
 pub use defragment::{DefragmentationLimits, DefragmentationMove, DefragmentationPlan, Movable};
-use place::{exclusive, lock};
+use place::{exclusive, lock, try_lock};
 use pool::{custom_mut, read, CustomPools, PoolTag};
 pub use pool::{Pool, PoolDesc};
 pub use request::{AllocationDesc, DedicatedPolicy, Request};

@@ -29,7 +29,7 @@ use crate::memory::type_pool::{DedicatedChoice, Placement, TypePool};
 use crate::Error;
 pub(super) use kept_block_release::retry_after_releasing;
 use kept_block_release::{release_kept_empty_blocks, release_scope, Keep};
-pub(super) use pool_access::{exclusive, lock, Exclusive, Locked, PoolAccess};
+pub(super) use pool_access::{exclusive, lock, try_lock, Exclusive, Locked, PoolAccess};
 pub(super) use pool_request::{custom_pool_request, pool_request, MAX_TAIL_ROUNDING};
 use request_checks::check_request;
 pub(super) use request_checks::{check_desc, check_requirements};

@@ -158,6 +158,96 @@ fn a_callback_calling_into_the_allocator_panics_instead_of_deadlocking() {
     free(&allocator, allocation);
 }
 
+/// The same on `end_frame`'s release of aged empty blocks, which locks
+/// each default pool with `try_lock` (skipping one another thread holds):
+/// a callback calling into the allocator on that release panics in debug
+/// builds too, where it deadlocked (the lock taken there was not
+/// recorded). Run on a thread of its own, so that a deadlock fails the
+/// test rather than hang it.
+#[cfg(debug_assertions)]
+#[test]
+fn a_callback_calling_into_the_allocator_on_an_aged_release_panics_instead_of_deadlocking() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, OnceLock, Weak};
+    use std::time::Duration;
+
+    use super::FakeAllocator;
+
+    let config = Config {
+        large_heap_block_size: 1 << 20,
+        small_buffer_limit: 0,
+        empty_block_reserve: f64::INFINITY,
+        empty_block_frames: 1,
+        ..Config::default()
+    };
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let shared: Arc<OnceLock<Weak<FakeAllocator>>> = Arc::default();
+    let reenter = Arc::new(AtomicBool::new(false));
+    let (target, flag) = (Arc::clone(&shared), Arc::clone(&reenter));
+    allocator.set_memory_callback(move |event| {
+        if event.kind == MemoryEventKind::Freed && flag.load(Ordering::Relaxed) {
+            if let Some(allocator) = target.get().and_then(Weak::upgrade) {
+                let _ = allocator.stats();
+            }
+        }
+    });
+    let allocator = Arc::new(allocator);
+    shared.set(Arc::downgrade(&allocator)).unwrap();
+
+    // Blocks of one allocation each (two 512 KiB ones fill a 1 MiB
+    // block); all but one empty, and kept while that one lives.
+    let request = buffer(512 << 10, 256, Usage::DEVICE_LOCAL);
+    let mut made: Vec<_> = (0..6)
+        .map(|_| allocator.allocate(&request).unwrap())
+        .collect();
+    let kept = made.remove(0);
+    for allocation in made {
+        free(&allocator, allocation);
+    }
+    let memory_type = kept.memory_type() as usize;
+    assert!(allocator.stats().memory_types[memory_type].empty_blocks >= 2);
+
+    reenter.store(true, Ordering::Relaxed);
+    let (sender, receiver) = mpsc::channel();
+    let (ending, fences) = (Arc::clone(&allocator), device.clone());
+    // Joined only once it has answered: a deadlocked thread never returns.
+    let thread = std::thread::spawn(move || {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for _ in 0..3 {
+                // SAFETY: fake fences, signalled by no GPU work.
+                unsafe { ending.end_frame(fences.create_fence()) }.unwrap();
+            }
+        }));
+        let message = outcome.err().map(|panic| {
+            panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default()
+        });
+        let _ = sender.send(message);
+    });
+    let message = receiver
+        .recv_timeout(Duration::from_secs(20))
+        .expect("end_frame deadlocked: the callback's call into the allocator was not caught")
+        .expect("the callback's call into the allocator panics");
+    assert!(message.contains("memory callback"), "{message}");
+    thread.join().unwrap();
+
+    // The allocator works on: the empty blocks but the largest go as
+    // frames end.
+    reenter.store(false, Ordering::Relaxed);
+    for _ in 0..3 {
+        // SAFETY: as above.
+        unsafe { allocator.end_frame(device.create_fence()) }.unwrap();
+    }
+    assert_eq!(allocator.stats().memory_types[memory_type].empty_blocks, 1);
+    free(&allocator, kept);
+    let allocator = Arc::try_unwrap(allocator).unwrap();
+    drop(allocator);
+    device.assert_clean();
+}
+
 /// Debug builds panic only on a lock the thread holds already: a callback
 /// that reads another allocator's figures (one per device, say) meets no
 /// lock of its own allocator and goes through, in every build.

@@ -1,7 +1,8 @@
 //! How the allocator reaches its pools, and the locks it takes on the way:
 //! [`lock`] carries on after a panic poisoned a mutex and, in debug
 //! builds, panics where a thread would deadlock on a mutex it holds
-//! already (a memory callback that calls back into the allocator), and
+//! already (a memory callback that calls back into the allocator),
+//! [`try_lock`] does the same without waiting, and
 //! [`exclusive`] takes none for the `&mut self` methods. [`PoolAccess`]
 //! lets one placement code serve both ways: [`Locked`] for
 //! [`Allocator::allocate`](crate::Allocator::allocate), [`Exclusive`] for
@@ -9,7 +10,7 @@
 //! the placement because every method of the allocator locks through it
 //! (the allocator module's "Locks" section).
 
-use std::sync::{Mutex, MutexGuard, RwLock};
+use std::sync::{Mutex, MutexGuard, RwLock, TryLockError};
 
 use crate::allocator::pool::{with_custom_pool, with_custom_pool_mut, CustomPools, PoolTag};
 use crate::memory::type_pool::TypePool;
@@ -33,8 +34,27 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> Held<'_, T> {
     }
 }
 
-/// A mutex held through [`lock`]: its guard, and in debug builds the
-/// record that this thread holds it (dropped with the guard).
+/// [`lock`] without waiting: `None` when the mutex is held (by another
+/// thread, or by this one: that cannot deadlock). Recorded as [`lock`]
+/// records it, so that a memory callback run under it that calls back
+/// into the allocator panics in debug builds rather than deadlock there.
+pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<Held<'_, T>> {
+    let guard = match mutex.try_lock() {
+        Ok(guard) => guard,
+        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(TryLockError::WouldBlock) => return None,
+    };
+    Some(Held {
+        guard,
+        // Taken, so not held by this thread before: no panic here.
+        #[cfg(debug_assertions)]
+        key: held::enter(mutex as *const Mutex<T> as usize),
+    })
+}
+
+/// A mutex held through [`lock`] or [`try_lock`]: its guard, and in
+/// debug builds the record that this thread holds it (dropped with the
+/// guard).
 pub(crate) struct Held<'a, T> {
     guard: MutexGuard<'a, T>,
     #[cfg(debug_assertions)]
