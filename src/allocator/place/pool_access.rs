@@ -108,8 +108,9 @@ mod held {
             assert!(
                 !again,
                 "vk-suballoc: this thread already holds this lock of the allocator, which \
-                 would deadlock: a memory callback (Allocator::set_memory_callback) called \
-                 into the allocator running it"
+                 would deadlock: a memory callback (Allocator::set_memory_callback), or a \
+                 logger given a line logged under the lock, called into the allocator \
+                 running it"
             );
         });
         key
