@@ -89,13 +89,26 @@ fn new_refuses_config_then_device_in_the_documented_order() {
         ))
     );
     // An atom of 0 counts as 1: the mobile layout's non-coherent type
-    // takes allocations.
+    // takes allocations, and their bytes are flushed and invalidated as
+    // with an atom of 1 (the fake device divided by the atom there, and
+    // panicked).
     let mut layout = FakeLayout::mobile();
     layout.non_coherent_atom_size = 0;
     let (allocator, device) = super::super::allocator_with(layout, Config::default());
-    let a = allocator
+    let mut a = allocator
         .allocate(&buffer(1000, 4, Usage::READBACK))
         .unwrap();
+    allocator.copy_to_allocation(&mut a, 3, &[7; 5]).unwrap();
+    let mut back = [0; 5];
+    allocator
+        .copy_from_allocation(&mut a, 3, &mut back)
+        .unwrap();
+    assert_eq!(back, [7; 5]);
+    let flushed = device.flushed_ranges();
+    assert_eq!(
+        flushed.last().map(|r| (r.offset, r.size)),
+        Some((a.offset() + 3, 5))
+    );
     free(&allocator, a);
     finish(allocator, &device);
 }

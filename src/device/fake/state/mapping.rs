@@ -114,7 +114,10 @@ impl State {
             ));
             return;
         };
-        let atom = layout.non_coherent_atom_size;
+        // Vulkan's atom is a power of two; one of 0, which the allocator
+        // reads as 1 (`Allocator::new`), is read so here too, rather than
+        // divided by.
+        let atom = layout.non_coherent_atom_size.max(1);
         let checked = match memory.mapped {
             None => Err("VUID-VkMappedMemoryRange-memory-00684: memory is not mapped"),
             Some((map_offset, map_size)) => {
