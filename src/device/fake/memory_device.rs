@@ -166,11 +166,13 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         if state.device_lost {
             return Err(DeviceError::DeviceLost);
         }
-        // Buffers may live in every type but lazily allocated ones.
+        // Buffers may live in every type but lazily allocated ones, of
+        // the 32 a mask can name (a layout may list more; Vulkan does not).
         let memory_type_bits = self
             .layout
             .memory_types
             .iter()
+            .take(32)
             .enumerate()
             .filter(|(_, t)| {
                 !t.props

@@ -275,9 +275,9 @@ impl State {
                 self.violation("VUID-VkMemoryAllocateInfo-allocationSize-07899: size 0".to_owned())
             );
         }
-        if layout.amd_device_coherent_types & (1 << info.memory_type) != 0
-            && !layout.amd_device_coherent_memory
-        {
+        // A mask names the first 32 types; a layout may list more.
+        let type_bit = 1u32.checked_shl(info.memory_type).unwrap_or(0);
+        if layout.amd_device_coherent_types & type_bit != 0 && !layout.amd_device_coherent_memory {
             return Err(self.violation(format!(
                 "VUID-vkAllocateMemory-deviceCoherentMemory-02790: memory type {} is device-coherent (AMD) and the feature is not enabled",
                 info.memory_type

@@ -7,6 +7,7 @@
 
 use gpu_alloc_types::{MemoryHeap, MemoryPropertyFlags as Props, MemoryType};
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::device::{AllocationFlags, MemoryDevice};
 use vk_suballoc::{Allocator, Config, Error, Usage};
 
 use super::super::{allocator, buffer, finish, free};
@@ -114,7 +115,9 @@ fn new_refuses_config_then_device_in_the_documented_order() {
 }
 
 /// 16 heaps, the most Vulkan allows, and 32 types, work; types past 32
-/// (which Vulkan does not allow either) are ignored rather than trip a shift.
+/// (which Vulkan does not allow either) are ignored rather than trip a
+/// shift, by the allocator and by the fake device (an upload ring's
+/// buffer, a memory object of the 33rd type).
 #[test]
 fn vulkan_s_largest_layouts_work() {
     let mut layout = FakeLayout::lavapipe();
@@ -130,6 +133,23 @@ fn vulkan_s_largest_layouts_work() {
     assert_eq!(allocator.stats().heaps.len(), 16);
     assert_eq!(allocator.budgets().len(), 16);
     assert_eq!(allocator.memory_map().memory_types.len(), 32);
+    // An upload ring's buffer, made by the fake device, whose
+    // memoryTypeBits name the 32 types a mask can (the 33rd type's bit
+    // was shifted past the mask's end, a panic in debug builds).
+    let ring = allocator
+        .create_upload_ring(&vk_suballoc::UploadRingDesc::default())
+        .unwrap();
+    let bytes = allocator.ring_allocate(ring, 256, 256).unwrap();
+    allocator.ring_write(&bytes, 0, &[1; 256]).unwrap();
+    allocator.destroy_upload_ring(ring).unwrap();
+    // SAFETY: the fake device runs no GPU work.
+    unsafe { allocator.collect_idle() };
+    // The 33rd type itself, which the allocator never uses, through the
+    // fake device's own call.
+    // SAFETY: a fake device; the memory is freed below.
+    let memory = unsafe { device.allocate_memory(4096, 32, AllocationFlags::empty()) }.unwrap();
+    // SAFETY: as above; freed once.
+    unsafe { device.deallocate_memory(memory) };
     free(&allocator, a);
     finish(allocator, &device);
 }
