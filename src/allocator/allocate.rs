@@ -102,7 +102,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// The first failing request's, as [`allocate`](Self::allocate) gives
-    /// them; nothing stays allocated then.
+    /// them; nothing stays allocated then. A block made for a request
+    /// before the failing one stays, empty, and is kept or released as any
+    /// block that empties
+    /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve));
+    /// [`trim`](Self::trim) releases it.
     ///
     /// # Time complexity
     /// That of `requests.len()` calls to [`allocate`](Self::allocate), and

@@ -47,6 +47,27 @@ fn allocate_many_is_all_or_nothing() {
     finish(allocator, &device);
 }
 
+/// A block made for a request before the failing one stays, empty and
+/// kept, as `allocate_many`'s docs and the README's exceptions say; `trim`
+/// releases it.
+#[test]
+fn a_block_made_before_the_failing_request_is_kept_empty() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let failing = [
+        buffer(4096, 256, Usage::DEVICE_LOCAL),
+        buffer(0, 16, Usage::DEVICE_LOCAL),
+    ];
+    assert_eq!(allocator.allocate_many(&failing), Err(Error::ZeroSize));
+    let stats = allocator.stats();
+    assert_eq!((stats.allocations(), stats.memory_objects), (0, 1));
+    assert_eq!(device.live_allocations().len(), 1);
+    let reserved: u64 = stats.memory_types.iter().map(|t| t.block_bytes).sum();
+    assert!(reserved > 0);
+    assert_eq!(allocator.trim(), reserved);
+    assert!(device.live_allocations().is_empty());
+    finish(allocator, &device);
+}
+
 /// `allocate_many` over requests that name a custom pool: one naming
 /// another allocator's pool, or asking for existing memory only where
 /// there is none, fails the call, and the pool's allocation made before it
