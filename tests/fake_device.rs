@@ -128,6 +128,22 @@ pub fn buffer(size: u64, alignment: u64, usage: Usage) -> Request<'static> {
     Request::new(requirements(size, alignment), usage, ResourceKind::Buffer)
 }
 
+/// [`Request::dedicated_target`] for the fake device's resources.
+pub trait FakeTarget {
+    /// The request with `target` as its dedicated target.
+    fn fake_target(self, target: vk_suballoc::DedicatedTarget) -> Self;
+}
+
+impl FakeTarget for Request<'_> {
+    fn fake_target(self, target: vk_suballoc::DedicatedTarget) -> Self {
+        // SAFETY: no driver sees the handle: the fake device checks a
+        // dedicated target itself (a resource it never made, or one
+        // destroyed, is a reported violation), which is what these tests
+        // exercise.
+        unsafe { self.dedicated_target(target) }
+    }
+}
+
 /// Frees `allocation`, which the test never submitted to a GPU.
 pub fn free(allocator: &FakeAllocator, allocation: Allocation) {
     // SAFETY: the fake device runs no GPU work.

@@ -384,12 +384,14 @@ impl Allocator<AshMemoryDevice> {
 /// (`VkMemoryDedicatedAllocateInfo`), unless the caller will alias the
 /// memory ([`AllocationDesc::can_alias`]) and the driver does not require
 /// it: memory made for one resource takes no other (VMA's `CAN_ALIAS`).
-fn target_unless_aliased(request: Request<'_>, target: DedicatedTarget) -> Request<'_> {
-    if request.desc.can_alias && !request.driver_dedicated.required {
-        request
-    } else {
-        request.dedicated_target(target)
+///
+/// `target` meets [`Request::dedicated_target`]'s contract: the helpers
+/// made it with the request's requirements, and bind only it.
+fn target_unless_aliased(mut request: Request<'_>, target: DedicatedTarget) -> Request<'_> {
+    if !request.desc.can_alias || request.driver_dedicated.required {
+        request.dedicated_target = Some(target);
     }
+    request
 }
 
 /// `request` kept off the memory types whose protection differs from its

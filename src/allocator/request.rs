@@ -215,8 +215,10 @@ pub struct Request<'a> {
     /// The driver's dedicated-allocation requirements.
     pub driver_dedicated: DedicatedHint,
     /// The resource, for `VkMemoryDedicatedAllocateInfo` when the memory ends
-    /// up dedicated.
-    pub dedicated_target: Option<DedicatedTarget>,
+    /// up dedicated: set by the unsafe
+    /// [`dedicated_target`](Self::dedicated_target), since the driver takes
+    /// the handle on trust; read by [`target`](Self::target).
+    pub(crate) dedicated_target: Option<DedicatedTarget>,
 }
 
 impl<'a> Request<'a> {
@@ -259,10 +261,39 @@ impl<'a> Request<'a> {
         self
     }
 
-    /// Sets the resource that dedicated memory is for.
-    pub const fn dedicated_target(mut self, target: DedicatedTarget) -> Self {
+    /// Sets the resource that dedicated memory is for: when the allocation
+    /// ends up in dedicated memory, `vkAllocateMemory` gets
+    /// `VkMemoryDedicatedAllocateInfo` naming it. The create-and-bind
+    /// helpers ([`Allocator::create_buffer`](crate::Allocator::create_buffer),
+    /// [`create_image`](crate::Allocator::create_image)) set it for you.
+    ///
+    /// # Safety
+    /// The driver takes the handle on trust
+    /// (VUID-VkMemoryDedicatedAllocateInfo-buffer-parameter, -image-parameter):
+    /// `target` is a live buffer or image of the allocator's device, not
+    /// bound to memory, whose memory requirements are this request's
+    /// (the memory's size is theirs: VUID-VkMemoryDedicatedAllocateInfo-buffer-02965,
+    /// -image-02964), and it stays alive, unbound, until the allocation is
+    /// made. Should the allocation be dedicated
+    /// ([`Allocation::is_dedicated`](crate::Allocation::is_dedicated)), only
+    /// `target` may be bound to its memory, at offset 0
+    /// (VUID-vkBindBufferMemory-memory-01508, VUID-vkBindImageMemory-memory-01509).
+    ///
+    /// Safe code cannot name a handle:
+    /// ```compile_fail,E0133
+    /// use ash::vk;
+    /// use vk_suballoc::{DedicatedTarget, Request};
+    /// let _ = Request::default().dedicated_target(DedicatedTarget::Buffer(vk::Buffer::null()));
+    /// ```
+    pub const unsafe fn dedicated_target(mut self, target: DedicatedTarget) -> Self {
         self.dedicated_target = Some(target);
         self
+    }
+
+    /// The resource set by [`dedicated_target`](Self::dedicated_target),
+    /// if any.
+    pub const fn target(&self) -> Option<DedicatedTarget> {
+        self.dedicated_target
     }
 
     /// Sets the dedicated-memory policy.

@@ -3,6 +3,7 @@
 //! padding differ. (The ash helpers that create and bind aliases run on
 //! lavapipe, in the Vulkan suite.)
 
+use crate::FakeTarget;
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{
@@ -218,7 +219,7 @@ fn dedicated_memory_aliases_unless_made_for_its_resource() {
     let targeted = allocator
         .allocate(
             &Request::with_desc(requirements(64 * KIB, 256), Buffer, always)
-                .dedicated_target(DedicatedTarget::Buffer(vk::Handle::from_raw(resource))),
+                .fake_target(DedicatedTarget::Buffer(vk::Handle::from_raw(resource))),
         )
         .unwrap();
     let r = requirements(16 * KIB, 256);

@@ -1,5 +1,6 @@
 //! Bad input gets a typed error and leaves the allocator consistent.
 
+use crate::FakeTarget;
 use ash::vk::{self, Handle};
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::DedicatedTarget;
@@ -490,7 +491,7 @@ fn bad_requests_are_checked_in_the_documented_order() {
         let request =
             Request::with_desc(requirements, ResourceKind::Buffer, desc).driver_dedicated(required);
         match target {
-            Some(target) => request.dedicated_target(target),
+            Some(target) => request.fake_target(target),
             None => request,
         }
     };

@@ -1,6 +1,7 @@
 //! Out of memory, object limits, map failures, lost devices: the fallbacks
 //! run in order and nothing leaks.
 
+use crate::FakeTarget;
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::{DedicatedTarget, DeviceError};
@@ -187,7 +188,7 @@ fn prefer_dedicated_at_the_object_limit_takes_an_existing_block() {
             required: true,
             preferred: true,
         })
-        .dedicated_target(DedicatedTarget::Buffer(vk::Handle::from_raw(target)));
+        .fake_target(DedicatedTarget::Buffer(vk::Handle::from_raw(target)));
     assert_eq!(allocator.allocate(&required), Err(Error::TooManyObjects(1)));
     device.destroy_resource(target);
     free(&allocator, placed);

@@ -1,5 +1,6 @@
 //! `bufferImageGranularity`: linear and optimal resources never share a page.
 
+use crate::FakeTarget;
 use ash::vk::Handle;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{
@@ -385,16 +386,12 @@ fn a_resource_of_unknown_kind_shares_no_page() {
             let size = 100 + (i * 7919) % 5000;
             // Unknown through the default, as a request built field by
             // field without a kind is.
-            let request = Request {
-                requirements: requirements(size, 16),
-                desc,
-                ..Default::default()
-            };
-            let request = if kind == Unknown {
-                request
-            } else {
-                Request { kind, ..request }
-            };
+            let mut request = Request::default();
+            request.requirements = requirements(size, 16);
+            request.desc = desc;
+            if kind != Unknown {
+                request.kind = kind;
+            }
             let allocation = allocator.allocate(&request).unwrap();
             if kind == Unknown {
                 assert_eq!(allocation.offset() % granularity, 0, "{i}: {allocation:?}");
@@ -453,7 +450,7 @@ fn a_dedicated_target_of_the_other_kind_is_refused() {
     let buffer = DedicatedTarget::Buffer(ash::vk::Buffer::from_raw(0x1000));
     let image = DedicatedTarget::Image(ash::vk::Image::from_raw(0x2000));
     let request = |target, kind| {
-        Request::new(requirements(4096, 256), Usage::DEVICE_LOCAL, kind).dedicated_target(target)
+        Request::new(requirements(4096, 256), Usage::DEVICE_LOCAL, kind).fake_target(target)
     };
     for (target, kind) in [
         (buffer, ResourceKind::LinearImage),

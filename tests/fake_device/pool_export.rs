@@ -4,6 +4,7 @@
 //! fake device records; the default pools' memory and other pools' never
 //! is. Handle types the device cannot export are refused at `create_pool`.
 
+use crate::FakeTarget;
 use std::collections::HashSet;
 
 use ash::vk;
@@ -217,7 +218,7 @@ fn an_images_dedicated_memory_is_not_exported_as_an_android_hardware_buffer() {
             ResourceKind::OptimalImage,
             desc,
         )
-        .dedicated_target(image_target)
+        .fake_target(image_target)
     };
     let required = DedicatedHint {
         required: true,
@@ -256,7 +257,7 @@ fn an_images_dedicated_memory_is_not_exported_as_an_android_hardware_buffer() {
     let buffer_target = DedicatedTarget::Buffer(vk::Handle::from_raw(buffer));
     allocations.push(
         allocator
-            .allocate(&in_pool(pool, MIB, true).dedicated_target(buffer_target))
+            .allocate(&in_pool(pool, MIB, true).fake_target(buffer_target))
             .unwrap(),
     );
     assert_eq!(

@@ -9,6 +9,7 @@
 //! `free_all` and `free_pools`), and the reading of a dump's JSON and its
 //! figures (`parse`, `u`, `map_rows`, `assert_stats`, `type_figures`).
 
+use crate::FakeTarget;
 use ash::vk;
 use serde_json::Value;
 use vk_suballoc::device::DedicatedTarget;
@@ -89,7 +90,7 @@ pub(crate) fn populate(allocator: &FakeAllocator) -> Vec<Expected> {
     let mut live = Vec::new();
     let mut add = |request: Request<'static>, kind, name| {
         let allocation = allocator.allocate(&request).unwrap();
-        let target = request.dedicated_target.map(|target| match target {
+        let target = request.target().map(|target| match target {
             DedicatedTarget::Buffer(buffer) => vk::Handle::as_raw(buffer),
             DedicatedTarget::Image(image) => vk::Handle::as_raw(image),
         });
@@ -143,7 +144,7 @@ pub(crate) fn populate(allocator: &FakeAllocator) -> Vec<Expected> {
     add(
         image(8 * MIB, 64 * KIB)
             .dedicated(DedicatedPolicy::Always)
-            .dedicated_target(DedicatedTarget::Image(image_target))
+            .fake_target(DedicatedTarget::Image(image_target))
             .name("shadow \"map\""),
         "IMAGE_OPTIMAL",
         Some("shadow \"map\""),

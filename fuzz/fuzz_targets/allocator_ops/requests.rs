@@ -76,7 +76,11 @@ impl Walk {
             required: req.hint & 1 != 0,
             preferred: req.hint & 2 != 0,
         };
-        request.dedicated_target = resource.map(Resource::target);
+        if let Some(resource) = resource {
+            // SAFETY: no driver sees the handle: the fake device checks a
+            // dedicated target itself (a reported violation when wrong).
+            request = unsafe { request.dedicated_target(resource.target()) };
+        }
         let allowed = type_bits & narrowed.unwrap_or(!0) & all;
         // The flaws checked first, whatever the device's state.
         let flaw = if size == 0 {
@@ -210,9 +214,7 @@ impl Walk {
         let memories = self.device.live_allocations();
         let memory = memories.iter().find(|m| m.memory == allocation.memory());
         let memory = memory.unwrap_or_else(|| panic!("{allocation:?} in no memory"));
-        let target = request
-            .dedicated_target
-            .filter(|_| allocation.is_dedicated());
+        let target = request.target().filter(|_| allocation.is_dedicated());
         assert_eq!(memory.dedicated, target, "{allocation:?} for {request:?}");
         assert_eq!(memory.export_handle_types, export, "{allocation:?}");
         // Handed to the device (which drops it without

@@ -3,6 +3,7 @@
 //! always for lazily allocated memory; without a device address when
 //! dedicated to an image; and not for a request of exactly half a block.
 
+use crate::FakeTarget;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::DedicatedTarget;
 use vk_suballoc::{DedicatedHint, DedicatedPolicy, Request, ResourceKind, Usage};
@@ -28,7 +29,7 @@ fn large_requests_and_driver_hints_get_dedicated_memory() {
                     required: false,
                     preferred: true,
                 })
-                .dedicated_target(target)
+                .fake_target(target)
                 .name("preferred"),
         )
         .unwrap();
@@ -117,13 +118,13 @@ fn memory_dedicated_to_an_image_has_no_device_address() {
                 ResourceKind::OptimalImage,
             )
             .dedicated(DedicatedPolicy::Always)
-            .dedicated_target(image),
+            .fake_target(image),
             false,
         ),
         (
             buffer(8 * MIB, 256, Usage::DEVICE_LOCAL)
                 .dedicated(DedicatedPolicy::Always)
-                .dedicated_target(buffer_target),
+                .fake_target(buffer_target),
             true,
         ),
     ];

@@ -2,6 +2,7 @@
 //! checked against its request and everything counted; frees now or after
 //! the frame; host access; `trim`.
 
+use crate::FakeTarget;
 use std::collections::HashSet;
 use std::fmt::Debug;
 
@@ -120,7 +121,7 @@ impl Walk {
         }
         let resource = target.then(|| self.device.create_resource());
         if let Some(handle) = resource {
-            request = request.dedicated_target(match kind {
+            request = request.fake_target(match kind {
                 ResourceKind::Buffer => DedicatedTarget::Buffer(vk::Buffer::from_raw(handle)),
                 _ => DedicatedTarget::Image(vk::Image::from_raw(handle)),
             });

@@ -125,7 +125,7 @@ impl Walk {
         if let Some(error) = min_alignment_refusal(request) {
             return Some(error);
         }
-        if request.driver_dedicated.required && request.dedicated_target.is_none() {
+        if request.driver_dedicated.required && request.target().is_none() {
             return Some(Error::MissingDedicatedTarget);
         }
         let t = pool.memory_type();
