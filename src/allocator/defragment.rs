@@ -25,6 +25,7 @@
 
 use ash::vk;
 
+use super::pool::Home;
 use super::Allocation;
 use crate::memory::slab::SlabKey;
 use crate::memory::ResourceKind;
@@ -201,6 +202,9 @@ pub struct DefragmentationMove {
     pub destination: Allocation,
     /// The block the move leaves, for [`give_up_move`](crate::Allocator::give_up_move).
     pub(crate) source: SlabKey,
+    /// The pool of that block (and of the destination as planned: the
+    /// field is public, so an engine may have put another move's there).
+    pub(crate) home: Home,
 }
 
 /// What [`plan_defragmentation`](crate::Allocator::plan_defragmentation) planned.

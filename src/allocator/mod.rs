@@ -107,7 +107,7 @@ pub use allocation::Allocation;
 pub use corruption::{CorruptionReport, DamagedFree, DamagedMargin};
 pub use defragment::{DefragmentationLimits, DefragmentationMove, DefragmentationPlan, Movable};
 use place::{exclusive, lock, try_lock};
-use pool::{custom_mut, read, CustomPools, PoolTag};
+use pool::{custom_mut, read, CustomPools, Home, PoolTag};
 pub use pool::{Pool, PoolDesc};
 pub use request::{AllocationDesc, DedicatedPolicy, Request};
 
@@ -319,9 +319,19 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         allocation: &Allocation,
         f: impl FnOnce(&mut TypePool<M>) -> R,
     ) -> Result<R, Error> {
-        match allocation.custom_pool() {
-            None => Ok(f(&mut lock(&self.pools[allocation.memory_type() as usize]))),
-            Some(tag) => self.with_custom_pool(tag, f).ok_or(Error::StaleAllocation),
+        self.with_home_pool(allocation.home, f)
+            .ok_or(Error::StaleAllocation)
+    }
+
+    /// Runs `f` on the pool `home` names, under its lock: its memory
+    /// type's default pool or its custom pool; `None` when that custom
+    /// pool was destroyed.
+    #[inline]
+    fn with_home_pool<R>(&self, home: Home, f: impl FnOnce(&mut TypePool<M>) -> R) -> Option<R> {
+        let tag = home.pool();
+        match tag.slot() {
+            None => Some(f(&mut lock(&self.pools[home.memory_type() as usize]))),
+            Some(_) => self.with_custom_pool(tag, f),
         }
     }
 

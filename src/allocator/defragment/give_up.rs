@@ -57,13 +57,22 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     pub fn give_up_move(&self, planned: DefragmentationMove) -> Result<(), Error> {
         self.check_owner(&planned.destination)?;
         let destination = &planned.destination;
+        // The source block is in the pool the plan placed the move in,
+        // which is the destination's unless the engine put another move's
+        // destination there: a block key means nothing in another pool.
+        let own_pool = destination.home == planned.home;
         self.with_pool(destination, |pool| {
             if !pool.is_live(destination.location) {
                 return Err(Error::StaleAllocation);
             }
-            pool.stop_retiring(planned.source);
+            if own_pool {
+                pool.stop_retiring(planned.source);
+            }
             Ok(())
         })??;
+        if !own_pool {
+            self.with_home_pool(planned.home, |pool| pool.stop_retiring(planned.source));
+        }
         self.free_after_frame(planned.destination)
     }
 }

@@ -390,6 +390,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                         .map(|(index, placement, source)| DefragmentationMove {
                             movable: index,
                             source,
+                            home: Home::new(memory_type, group.tag),
                             destination: Allocation {
                                 memory: placement.memory,
                                 offset: placement.offset,

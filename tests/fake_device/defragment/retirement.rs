@@ -9,8 +9,8 @@ use vk_suballoc::{Allocation, DefragmentationLimits, Error, Movable, ResourceKin
 use super::super::{allocator, allocator_with, buffer, finish, free, requirements, without_runs};
 
 use super::{
-    assert_disjoint, blocks, blocks_with_a_run, carry_out, keep_where, mib_buffers, movables,
-    movables_of_run_blocks, two_fragmented_blocks, MIB,
+    assert_disjoint, blocks, blocks_with_a_run, carry_out, custom_pool_with_a_sparse_block,
+    keep_where, mib_buffers, movables, movables_of_run_blocks, two_fragmented_blocks, MIB,
 };
 
 /// Small buffers in runs move too, into runs of the blocks that stay; the
@@ -327,5 +327,66 @@ fn no_run_is_carved_from_a_block_being_emptied() {
     for a in live.into_iter().chain(full).chain([small]) {
         free(&allocator, a);
     }
+    finish(allocator, &device);
+}
+
+/// `give_up_move` ends the retirement of the block the move leaves, in the
+/// pool the plan placed it in, whatever its destination field holds by
+/// then (the field is public: an engine may swap two moves'
+/// destinations). The first blocks of a default pool and of a custom pool
+/// can have equal keys in their pools; such a swap stopped the other
+/// pool's block being emptied, and left the move's own block retiring.
+#[test]
+fn a_move_given_up_ends_the_retirement_in_its_own_pool() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let mut live = two_fragmented_blocks(&allocator);
+    let memory_type = live[0].memory_type();
+    let default_source = live[16].memory();
+    let (pool, pooled, custom_source) = custom_pool_with_a_sparse_block(&allocator, memory_type);
+    let default_count = live.len();
+    live.extend(pooled);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
+        .unwrap();
+    let retiring = |memory| {
+        let map = allocator.memory_map();
+        let default = map.memory_types[memory_type as usize].blocks.iter();
+        let custom = map.custom_pools().flat_map(|p| p.blocks.iter());
+        let block = default.chain(custom).find(|b| b.memory == memory);
+        block.expect("the block stays").retiring
+    };
+    assert!(retiring(default_source) && retiring(custom_source));
+    let mut moves = plan.moves;
+    let in_default = moves
+        .iter()
+        .position(|m| m.movable < default_count)
+        .unwrap();
+    let mut default_move = moves.remove(in_default);
+    let in_custom = moves
+        .iter()
+        .position(|m| m.movable >= default_count)
+        .unwrap();
+    let mut custom_move = moves.remove(in_custom);
+    std::mem::swap(&mut default_move.destination, &mut custom_move.destination);
+    allocator.give_up_move(default_move).unwrap();
+    assert!(
+        !retiring(default_source),
+        "the move's own block stops being emptied"
+    );
+    assert!(
+        retiring(custom_source),
+        "the other pool's block stays retiring"
+    );
+    allocator.give_up_move(custom_move).unwrap();
+    assert!(!retiring(custom_source));
+    for planned in moves {
+        allocator.give_up_move(planned).unwrap();
+    }
+    device.signal_fence(super::super::frames::end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    for a in live {
+        free(&allocator, a);
+    }
+    allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
