@@ -39,7 +39,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// VUID-vkBindImageMemory-None-01901, -01902), as the
     /// `create_aliasing_*` helpers check: take the other protection's types
     /// out of the `memoryTypeBits` you pass
-    /// ([`memory_type_properties`](Self::memory_type_properties)).
+    /// ([`memory_type_properties`](Self::memory_type_properties)). And no
+    /// allocation takes a resource made for capture and replay
+    /// (`DEVICE_ADDRESS_CAPTURE_REPLAY`, `DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT`
+    /// create flags), whose memory needs
+    /// `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT`, as the
+    /// helpers refuse.
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`]; [`Error::ZeroSize`] and
@@ -213,8 +218,12 @@ impl Allocator<AshMemoryDevice> {
     /// [`create_buffer`](Self::create_buffer) refuses such a buffer;
     /// `vkCreateBuffer` and `vkBindBufferMemory` failures as
     /// [`Error::Device`] (or the matching variant). The buffer is destroyed
-    /// on error. [`Error::UnsupportedResource`] for a sparse buffer
-    /// (nothing is created then).
+    /// on error. [`Error::UnsupportedResource`] for a sparse buffer, and
+    /// for one made for capture and replay (`DEVICE_ADDRESS_CAPTURE_REPLAY`,
+    /// `DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT`), which binds only to memory
+    /// allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT`
+    /// (VUID-vkBindBufferMemory-bufferDeviceAddressCaptureReplay-09200,
+    /// -buffer-09201): the allocator makes none (nothing is created then).
     ///
     /// # Safety
     /// `info` is a valid `VkBufferCreateInfo` for this device; the
@@ -228,6 +237,27 @@ impl Allocator<AshMemoryDevice> {
         if info.flags.contains(vk::BufferCreateFlags::SPARSE_BINDING) {
             return Err(Error::UnsupportedResource(
                 "BufferCreateFlags::SPARSE_BINDING",
+            ));
+        }
+        // No memory the allocator makes has
+        // VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT, which these
+        // buffers must be bound to (VUID-vkBindBufferMemory-bufferDeviceAddressCaptureReplay-09200,
+        // -buffer-09201): refused from the flags alone, before the buffer
+        // is made.
+        if info
+            .flags
+            .contains(vk::BufferCreateFlags::DEVICE_ADDRESS_CAPTURE_REPLAY)
+        {
+            return Err(Error::UnsupportedResource(
+                "BufferCreateFlags::DEVICE_ADDRESS_CAPTURE_REPLAY",
+            ));
+        }
+        if info
+            .flags
+            .contains(vk::BufferCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT)
+        {
+            return Err(Error::UnsupportedResource(
+                "BufferCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT",
             ));
         }
         self.check_owner(allocation)?;
@@ -280,7 +310,12 @@ impl Allocator<AshMemoryDevice> {
     ///
     /// # Errors
     /// As [`create_aliasing_buffer`](Self::create_aliasing_buffer);
-    /// [`Error::UnsupportedResource`] for a sparse or disjoint image.
+    /// [`Error::UnsupportedResource`] for a sparse or disjoint image, and
+    /// for one made for capture and replay
+    /// (`DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT`), which binds only to memory
+    /// allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT`
+    /// (VUID-vkBindImageMemory-image-09202): the allocator makes none
+    /// (nothing is created then).
     ///
     /// # Safety
     /// `info` is a valid `VkImageCreateInfo` for this device; the
@@ -298,6 +333,15 @@ impl Allocator<AshMemoryDevice> {
         }
         if info.flags.contains(vk::ImageCreateFlags::DISJOINT) {
             return Err(Error::UnsupportedResource("ImageCreateFlags::DISJOINT"));
+        }
+        // As for buffers (VUID-vkBindImageMemory-image-09202).
+        if info
+            .flags
+            .contains(vk::ImageCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT)
+        {
+            return Err(Error::UnsupportedResource(
+                "ImageCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT",
+            ));
         }
         self.check_owner(allocation)?;
         let device = self.device().device();

@@ -12,7 +12,7 @@ use super::allocator_setup::{
     allocator_for, buffer_info, check_pattern, image_info, memory_barrier, transition, COLOR,
     TRANSFER_TO_HOST, TRANSFER_TO_TRANSFER,
 };
-use crate::support::{test_each_profile, Advice, VulkanContext};
+use crate::support::{test_each_profile, Advice, Profile, VulkanContext};
 
 test_each_profile!(
     /// Two buffers alias an image's memory, the second overlapping the
@@ -150,3 +150,45 @@ test_each_profile!(
         context.assert_no_validation_messages();
     }
 );
+
+/// Buffers and images made for capture and replay
+/// (`VK_BUFFER_CREATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT`,
+/// `VK_BUFFER_CREATE_DESCRIPTOR_BUFFER_CAPTURE_REPLAY_BIT_EXT`,
+/// `VK_IMAGE_CREATE_DESCRIPTOR_BUFFER_CAPTURE_REPLAY_BIT_EXT`) bind only to
+/// memory allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT`
+/// (VUID-vkBindBufferMemory-bufferDeviceAddressCaptureReplay-09200,
+/// -buffer-09201, VUID-vkBindImageMemory-image-09202), which the allocator
+/// never sets: such an alias is refused before anything is created, so the
+/// layer sees no call (lavapipe's device here has neither capture-replay
+/// feature, so creating one would be reported too).
+#[test]
+fn capture_replay_aliases_are_refused_up_front() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+    // SAFETY: valid create infos for the allocation's image; the refused
+    // ones reach no Vulkan call; nothing is submitted.
+    unsafe {
+        let (image, allocation) = allocator.create_image(&image_info(64, 64), &desc).unwrap();
+        for flags in [
+            vk::BufferCreateFlags::DEVICE_ADDRESS_CAPTURE_REPLAY,
+            vk::BufferCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT,
+        ] {
+            let info = buffer_info(4096).flags(flags);
+            let result = allocator.create_aliasing_buffer(&allocation, 0, &info);
+            assert!(
+                matches!(result, Err(Error::UnsupportedResource(_))),
+                "{flags:?}: {result:?}"
+            );
+        }
+        let flags = vk::ImageCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT;
+        let info = image_info(32, 32).flags(flags);
+        let result = allocator.create_aliasing_image(&allocation, 0, &info);
+        assert!(
+            matches!(result, Err(Error::UnsupportedResource(_))),
+            "{flags:?}: {result:?}"
+        );
+        allocator.destroy_image(image, allocation).unwrap();
+    }
+    context.assert_no_validation_messages();
+}
