@@ -13,7 +13,7 @@
 
 use ash::vk;
 
-use super::ash_helpers::keep_protection;
+use super::ash_helpers::{check_buffer_flags, check_image_flags, keep_protection};
 use super::place::check_requirements;
 use super::pool::type_bit;
 use super::{Allocation, AllocationDesc, Allocator, Request};
@@ -234,32 +234,7 @@ impl Allocator<AshMemoryDevice> {
         offset: u64,
         info: &vk::BufferCreateInfo<'_>,
     ) -> Result<vk::Buffer, Error> {
-        if info.flags.contains(vk::BufferCreateFlags::SPARSE_BINDING) {
-            return Err(Error::UnsupportedResource(
-                "BufferCreateFlags::SPARSE_BINDING",
-            ));
-        }
-        // No memory the allocator makes has
-        // VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT, which these
-        // buffers must be bound to (VUID-vkBindBufferMemory-bufferDeviceAddressCaptureReplay-09200,
-        // -buffer-09201): refused from the flags alone, before the buffer
-        // is made.
-        if info
-            .flags
-            .contains(vk::BufferCreateFlags::DEVICE_ADDRESS_CAPTURE_REPLAY)
-        {
-            return Err(Error::UnsupportedResource(
-                "BufferCreateFlags::DEVICE_ADDRESS_CAPTURE_REPLAY",
-            ));
-        }
-        if info
-            .flags
-            .contains(vk::BufferCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT)
-        {
-            return Err(Error::UnsupportedResource(
-                "BufferCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT",
-            ));
-        }
+        check_buffer_flags(info.flags)?;
         self.check_owner(allocation)?;
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
@@ -326,23 +301,7 @@ impl Allocator<AshMemoryDevice> {
         offset: u64,
         info: &vk::ImageCreateInfo<'_>,
     ) -> Result<vk::Image, Error> {
-        if info.flags.contains(vk::ImageCreateFlags::SPARSE_BINDING) {
-            return Err(Error::UnsupportedResource(
-                "ImageCreateFlags::SPARSE_BINDING",
-            ));
-        }
-        if info.flags.contains(vk::ImageCreateFlags::DISJOINT) {
-            return Err(Error::UnsupportedResource("ImageCreateFlags::DISJOINT"));
-        }
-        // As for buffers (VUID-vkBindImageMemory-image-09202).
-        if info
-            .flags
-            .contains(vk::ImageCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT)
-        {
-            return Err(Error::UnsupportedResource(
-                "ImageCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT",
-            ));
-        }
+        check_image_flags(info.flags)?;
         self.check_owner(allocation)?;
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.

@@ -30,7 +30,11 @@ impl Allocator<AshMemoryDevice> {
     /// failures as [`Error::Device`] (or the matching variant). Nothing is
     /// leaked on error: the buffer is destroyed and the memory freed.
     /// [`Error::UnsupportedResource`] for a sparse buffer, which is bound
-    /// with `vkQueueBindSparse`, not here, then [`Error::ForeignPool`] and
+    /// with `vkQueueBindSparse`, not here, and for one made for capture and
+    /// replay (`DEVICE_ADDRESS_CAPTURE_REPLAY`,
+    /// `DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT`), which binds only to memory
+    /// allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT`,
+    /// which the allocator never sets; then [`Error::ForeignPool`] and
     /// [`Error::AlignmentNotPowerOfTwo`] for `desc.min_alignment`, which
     /// need no buffer (nothing is created after these).
     ///
@@ -42,11 +46,7 @@ impl Allocator<AshMemoryDevice> {
         info: &vk::BufferCreateInfo<'_>,
         desc: &AllocationDesc<'_>,
     ) -> Result<(vk::Buffer, Allocation), Error> {
-        if info.flags.contains(vk::BufferCreateFlags::SPARSE_BINDING) {
-            return Err(Error::UnsupportedResource(
-                "BufferCreateFlags::SPARSE_BINDING",
-            ));
-        }
+        check_buffer_flags(info.flags)?;
         // Before the buffer is made: a request refused for its description
         // alone creates nothing.
         check_desc(self.id, desc)?;
@@ -89,10 +89,12 @@ impl Allocator<AshMemoryDevice> {
     ///
     /// # Errors
     /// As [`create_buffer`](Self::create_buffer);
-    /// [`Error::UnsupportedResource`] for a sparse image and for a disjoint
+    /// [`Error::UnsupportedResource`] for a sparse image, for a disjoint
     /// multi-planar one, whose planes take memory requirements and binds of
-    /// their own (nothing is created then, nor after the checks of `desc`
-    /// that `create_buffer` makes first).
+    /// their own, and for one made for capture and replay
+    /// (`DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT`), as `create_buffer` refuses
+    /// such buffers (nothing is created then, nor after the checks of
+    /// `desc` that `create_buffer` makes first).
     ///
     /// # Safety
     /// `info` is a valid `VkImageCreateInfo` for this device.
@@ -101,14 +103,7 @@ impl Allocator<AshMemoryDevice> {
         info: &vk::ImageCreateInfo<'_>,
         desc: &AllocationDesc<'_>,
     ) -> Result<(vk::Image, Allocation), Error> {
-        if info.flags.contains(vk::ImageCreateFlags::SPARSE_BINDING) {
-            return Err(Error::UnsupportedResource(
-                "ImageCreateFlags::SPARSE_BINDING",
-            ));
-        }
-        if info.flags.contains(vk::ImageCreateFlags::DISJOINT) {
-            return Err(Error::UnsupportedResource("ImageCreateFlags::DISJOINT"));
-        }
+        check_image_flags(info.flags)?;
         // As for buffers: before the image is made.
         check_desc(self.id, desc)?;
         let device = self.device().device();
@@ -166,7 +161,9 @@ impl Allocator<AshMemoryDevice> {
     /// As [`allocate`](Self::allocate). Nothing is created or destroyed.
     ///
     /// # Safety
-    /// `buffer` was created from this device with `usage`, is not sparse and
+    /// `buffer` was created from this device with `usage`, is not sparse
+    /// nor made for capture and replay (as [`create_buffer`](Self::create_buffer)
+    /// refuses) and
     /// is not destroyed while the allocation may still be bound to it
     /// (dedicated memory can only ever be bound to its buffer).
     pub unsafe fn allocate_for_buffer(
@@ -195,8 +192,10 @@ impl Allocator<AshMemoryDevice> {
     ///
     /// # Safety
     /// `image` was created from this device with `tiling`, is neither sparse
-    /// nor disjoint (`DISJOINT` planes have requirements of their own), and
-    /// is not destroyed while the allocation may still be bound to it.
+    /// nor disjoint (`DISJOINT` planes have requirements of their own) nor
+    /// made for capture and replay (as [`create_image`](Self::create_image)
+    /// refuses), and is not destroyed while the allocation may still be
+    /// bound to it.
     pub unsafe fn allocate_for_image(
         &self,
         image: vk::Image,
@@ -392,6 +391,57 @@ fn target_unless_aliased(mut request: Request<'_>, target: DedicatedTarget) -> R
         request.dedicated_target = Some(target);
     }
     request
+}
+
+/// [`Error::UnsupportedResource`] for a buffer the helpers cannot bind,
+/// from its create flags alone (before it is made): a sparse one, bound
+/// with `vkQueueBindSparse`; one made for capture and replay
+/// (`DEVICE_ADDRESS_CAPTURE_REPLAY`, `DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT`),
+/// which binds only to memory allocated with
+/// `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT`
+/// (VUID-vkBindBufferMemory-bufferDeviceAddressCaptureReplay-09200,
+/// -buffer-09201), which the allocator never sets.
+pub(super) fn check_buffer_flags(flags: vk::BufferCreateFlags) -> Result<(), Error> {
+    let refused = [
+        (
+            vk::BufferCreateFlags::SPARSE_BINDING,
+            "BufferCreateFlags::SPARSE_BINDING",
+        ),
+        (
+            vk::BufferCreateFlags::DEVICE_ADDRESS_CAPTURE_REPLAY,
+            "BufferCreateFlags::DEVICE_ADDRESS_CAPTURE_REPLAY",
+        ),
+        (
+            vk::BufferCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT,
+            "BufferCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT",
+        ),
+    ];
+    match refused.iter().find(|(flag, _)| flags.contains(*flag)) {
+        Some(&(_, name)) => Err(Error::UnsupportedResource(name)),
+        None => Ok(()),
+    }
+}
+
+/// [`check_buffer_flags`] for images: sparse ones, disjoint multi-planar
+/// ones (whose planes take requirements and binds of their own), and
+/// those made for capture and replay (`DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT`,
+/// VUID-vkBindImageMemory-image-09202).
+pub(super) fn check_image_flags(flags: vk::ImageCreateFlags) -> Result<(), Error> {
+    let refused = [
+        (
+            vk::ImageCreateFlags::SPARSE_BINDING,
+            "ImageCreateFlags::SPARSE_BINDING",
+        ),
+        (vk::ImageCreateFlags::DISJOINT, "ImageCreateFlags::DISJOINT"),
+        (
+            vk::ImageCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT,
+            "ImageCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT",
+        ),
+    ];
+    match refused.iter().find(|(flag, _)| flags.contains(*flag)) {
+        Some(&(_, name)) => Err(Error::UnsupportedResource(name)),
+        None => Ok(()),
+    }
 }
 
 /// `request` kept off the memory types whose protection differs from its

@@ -114,3 +114,39 @@ fn sparse_and_disjoint_resources_are_refused_up_front() {
     }
     assert_eq!(allocator.stats().memory_objects, 0);
 }
+
+/// Resources made for capture and replay bind only to memory allocated
+/// with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT`
+/// (VUID-vkBindBufferMemory-bufferDeviceAddressCaptureReplay-09200,
+/// -buffer-09201, VUID-vkBindImageMemory-image-09202), which the allocator
+/// never sets: refused before anything is created (lavapipe's device here
+/// has neither capture-replay feature, so creating one would be reported
+/// too), as the aliasing helpers refuse them.
+#[test]
+fn capture_replay_resources_are_refused_up_front() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+    for flags in [
+        vk::BufferCreateFlags::DEVICE_ADDRESS_CAPTURE_REPLAY,
+        vk::BufferCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT,
+    ] {
+        let info = buffer_info(4096).flags(flags);
+        // SAFETY: refused before any Vulkan call.
+        let result = unsafe { allocator.create_buffer(&info, &desc) };
+        assert!(
+            matches!(result, Err(Error::UnsupportedResource(_))),
+            "{flags:?}: {result:?}"
+        );
+    }
+    let flags = vk::ImageCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT;
+    let info = image_info(64, 64).flags(flags);
+    // SAFETY: refused before any Vulkan call.
+    let result = unsafe { allocator.create_image(&info, &desc) };
+    assert!(
+        matches!(result, Err(Error::UnsupportedResource(_))),
+        "{flags:?}: {result:?}"
+    );
+    assert_eq!(allocator.stats().memory_objects, 0);
+    context.assert_no_validation_messages();
+}
