@@ -13,7 +13,7 @@
 
 use ash::vk;
 
-use super::ash_helpers::{check_buffer_flags, check_image_flags, keep_protection};
+use super::ash_helpers::{buffer_usage, check_buffer_flags, check_image_flags, keep_protection};
 use super::place::check_requirements;
 use super::pool::type_bit;
 use super::{Allocation, AllocationDesc, Allocator, Request};
@@ -210,7 +210,8 @@ impl Allocator<AshMemoryDevice> {
     /// buffer is protected (`VK_BUFFER_CREATE_PROTECTED_BIT`) and the
     /// allocation's memory type is not, or the reverse
     /// (VUID-vkBindBufferMemory-None-01898, -01899), or when
-    /// `info.usage` has `SHADER_DEVICE_ADDRESS` and the allocator was not
+    /// its usage (`info.usage`, or a chained
+    /// `VkBufferUsageFlags2CreateInfoKHR`'s) has `SHADER_DEVICE_ADDRESS` and the allocator was not
     /// told of buffer device address
     /// ([`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)):
     /// its memory then lacks `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`
@@ -239,9 +240,10 @@ impl Allocator<AshMemoryDevice> {
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
         let buffer = unsafe { device.create_buffer(info, None) }.map_err(DeviceError::from)?;
-        // SAFETY: just created from this device with `info.usage`.
+        // SAFETY: just created from this device with that usage; the
+        // caller guarantees a valid create info, so a valid chain.
         let request =
-            unsafe { self.buffer_request(buffer, info.usage, &AllocationDesc::default()) };
+            unsafe { self.buffer_request(buffer, buffer_usage(info), &AllocationDesc::default()) };
         let protected = info.flags.contains(vk::BufferCreateFlags::PROTECTED);
         let bound = self
             .check_resource_alias(allocation, offset, request, protected)

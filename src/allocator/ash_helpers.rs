@@ -12,8 +12,9 @@ impl Allocator<AshMemoryDevice> {
     /// Creates a buffer, allocates memory for it (dedicated when the driver
     /// asks, through `vkGetBufferMemoryRequirements2`) and binds it.
     ///
-    /// A buffer created with `SHADER_DEVICE_ADDRESS` usage gets memory
-    /// allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`; without
+    /// A buffer created with `SHADER_DEVICE_ADDRESS` usage (in `info.usage`,
+    /// or in a chained `VkBufferUsageFlags2CreateInfoKHR`, which replaces
+    /// it) gets memory allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`; without
     /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)
     /// it fails with [`Error::NoSuitableMemoryType`].
     ///
@@ -53,8 +54,9 @@ impl Allocator<AshMemoryDevice> {
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
         let buffer = unsafe { device.create_buffer(info, None) }.map_err(DeviceError::from)?;
-        // SAFETY: just created from this device with `info.usage`.
-        let request = unsafe { self.buffer_request(buffer, info.usage, desc) };
+        // SAFETY: just created from this device with that usage; the
+        // caller guarantees a valid create info, so a valid chain.
+        let request = unsafe { self.buffer_request(buffer, buffer_usage(info), desc) };
         let protected = info.flags.contains(vk::BufferCreateFlags::PROTECTED);
         let request = keep_protection(request, self.context.protected_types(), protected);
         let allocation = self.allocate_and_bind(
@@ -264,10 +266,9 @@ impl Allocator<AshMemoryDevice> {
             device.destroy_buffer(buffer, None);
             requirements
         };
-        let usage = if info
-            .usage
-            .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
-        {
+        // SAFETY: a valid create info has a valid chain.
+        let buffer_usage = unsafe { buffer_usage(info) };
+        let usage = if buffer_usage.contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS) {
             usage | Usage::DEVICE_ADDRESS
         } else {
             usage
@@ -393,6 +394,32 @@ fn target_unless_aliased(mut request: Request<'_>, target: DedicatedTarget) -> R
     request
 }
 
+/// The usage of a buffer made from `info`: that of a chained
+/// `VkBufferUsageFlags2CreateInfoKHR` (`VK_KHR_maintenance5`, core in
+/// Vulkan 1.4), which replaces `info.usage` when present, in the bits the
+/// two flag types share (the spec gives the 64-bit flags the 32-bit ones'
+/// values); else `info.usage`.
+///
+/// # Safety
+/// `info`'s `pNext` chain is valid (VUID-VkBufferCreateInfo-pNext-pNext).
+pub(super) unsafe fn buffer_usage(info: &vk::BufferCreateInfo<'_>) -> vk::BufferUsageFlags {
+    let mut next = info.p_next.cast::<vk::BaseInStructure<'_>>();
+    while !next.is_null() {
+        // SAFETY: every structure of a valid chain starts with `sType` and
+        // `pNext`.
+        let base = unsafe { &*next };
+        if base.s_type == vk::StructureType::BUFFER_USAGE_FLAGS_2_CREATE_INFO_KHR {
+            // SAFETY: its `sType` says which structure it is.
+            let usage2 = unsafe { &*next.cast::<vk::BufferUsageFlags2CreateInfoKHR<'_>>() };
+            // The low 32 bits: the flags the 32-bit type has (truncating
+            // drops only bits it cannot name).
+            return vk::BufferUsageFlags::from_raw(usage2.usage.as_raw() as u32);
+        }
+        next = base.p_next;
+    }
+    info.usage
+}
+
 /// [`Error::UnsupportedResource`] for a buffer the helpers cannot bind,
 /// from its create flags alone (before it is made): a sparse one, bound
 /// with `vkQueueBindSparse`; one made for capture and replay
@@ -470,8 +497,37 @@ pub(super) fn keep_protection(
 mod tests {
     use ash::vk;
 
-    use super::keep_protection;
+    use super::{buffer_usage, keep_protection};
     use crate::{Request, ResourceKind, Usage};
+
+    /// A buffer's usage is a chained `VkBufferUsageFlags2CreateInfoKHR`'s
+    /// when there is one (it replaces `usage`, which a maintenance5 caller
+    /// may leave empty), wherever it sits in the chain; else `usage`. A
+    /// device-address usage given there is seen, so the helpers ask for
+    /// device-address memory for it.
+    #[test]
+    fn a_chained_usage2_replaces_the_usage() {
+        let address = vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS;
+        let plain = vk::BufferCreateInfo::default().usage(vk::BufferUsageFlags::TRANSFER_SRC);
+        // SAFETY: no chain.
+        assert_eq!(
+            unsafe { buffer_usage(&plain) },
+            vk::BufferUsageFlags::TRANSFER_SRC
+        );
+        let mut usage2 = vk::BufferUsageFlags2CreateInfoKHR::default().usage(
+            vk::BufferUsageFlags2KHR::SHADER_DEVICE_ADDRESS
+                | vk::BufferUsageFlags2KHR::STORAGE_BUFFER,
+        );
+        let mut external = vk::ExternalMemoryBufferCreateInfo::default();
+        let chained = vk::BufferCreateInfo::default()
+            .push_next(&mut usage2)
+            .push_next(&mut external);
+        // SAFETY: a chain of two live structures.
+        assert_eq!(
+            unsafe { buffer_usage(&chained) },
+            address | vk::BufferUsageFlags::STORAGE_BUFFER
+        );
+    }
 
     /// A protected resource may take only protected memory types, and any
     /// other resource none of them, whatever its `memoryTypeBits` say:
