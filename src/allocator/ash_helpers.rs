@@ -510,10 +510,8 @@ mod tests {
         let address = vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS;
         let plain = vk::BufferCreateInfo::default().usage(vk::BufferUsageFlags::TRANSFER_SRC);
         // SAFETY: no chain.
-        assert_eq!(
-            unsafe { buffer_usage(&plain) },
-            vk::BufferUsageFlags::TRANSFER_SRC
-        );
+        let usage = unsafe { buffer_usage(&plain) };
+        assert_eq!(usage, vk::BufferUsageFlags::TRANSFER_SRC);
         let mut usage2 = vk::BufferUsageFlags2CreateInfoKHR::default().usage(
             vk::BufferUsageFlags2KHR::SHADER_DEVICE_ADDRESS
                 | vk::BufferUsageFlags2KHR::STORAGE_BUFFER,
@@ -523,10 +521,8 @@ mod tests {
             .push_next(&mut usage2)
             .push_next(&mut external);
         // SAFETY: a chain of two live structures.
-        assert_eq!(
-            unsafe { buffer_usage(&chained) },
-            address | vk::BufferUsageFlags::STORAGE_BUFFER
-        );
+        let usage = unsafe { buffer_usage(&chained) };
+        assert_eq!(usage, address | vk::BufferUsageFlags::STORAGE_BUFFER);
     }
 
     /// A protected resource may take only protected memory types, and any
