@@ -157,14 +157,18 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         })
     }
 
-    /// The largest heap of the memory types that suit a ring of `usage`
-    /// (those the host sees: `create_upload_ring` refuses any other
-    /// usage), or of every type should none suit it. The buffer's memory
+    /// The largest heap of the usable memory types that suit a ring of
+    /// `usage` (those the host sees: `create_upload_ring` refuses any other
+    /// usage), or of every heap should none suit it. The buffer's memory
     /// type bits are not known before it is made: any of these may be
     /// allowed.
     fn largest_ring_heap(&self, usage: Usage) -> Option<u64> {
         let context = &self.context;
+        // The ranking keeps the types the device may not use (AMD's
+        // device-coherent ones without the feature): `admits` filters them.
+        let usable = context.usable_types();
         let suiting = context.ranked_types(usage).iter();
+        let suiting = suiting.filter(|&&t| usable & (1 << t) != 0);
         let largest = suiting.map(|&t| context.heap_size(u32::from(t))).max();
         largest.or_else(|| {
             let heaps = &context.properties.device.memory_heaps;
