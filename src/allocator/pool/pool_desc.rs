@@ -154,8 +154,10 @@ impl<'a> PoolDesc<'a> {
     /// - A handle type those queries report `DEDICATED_ONLY` for needs
     ///   memory of its own per resource: allocate in such a pool with
     ///   [`DedicatedPolicy::Always`](crate::DedicatedPolicy::Always) and a
-    ///   dedicated target (the create-and-bind helpers name it), so that
-    ///   the memory carries `VkMemoryDedicatedAllocateInfo`. But not for
+    ///   dedicated target (the create-and-bind helpers name it, unless
+    ///   [`AllocationDesc::can_alias`](crate::AllocationDesc::can_alias)
+    ///   is set: leave it unset here, VUID-VkMemoryAllocateInfo-pNext-00639),
+    ///   so that the memory carries `VkMemoryDedicatedAllocateInfo`. But not for
     ///   an image exported as an Android hardware buffer: the driver sizes
     ///   that memory itself (`allocationSize` 0,
     ///   VUID-VkMemoryAllocateInfo-pNext-01874), so a pool exporting
