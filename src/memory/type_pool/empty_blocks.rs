@@ -62,7 +62,8 @@ impl<M> TypePool<M> {
     /// have stayed empty for `frames` frames or more up to the frame being
     /// recorded ([`Config::empty_block_frames`](crate::Config::empty_block_frames)).
     /// Only default pools age their blocks (`end_frame` calls this for
-    /// them alone): custom pools keep VMA's rule and their `min_blocks`.
+    /// them alone): custom pools keep one, VMA's basic rule, and their
+    /// `min_blocks`.
     ///
     /// # Time complexity
     /// O(blocks) for any number released ([`release_batch`](Self::release_batch)),
@@ -110,7 +111,10 @@ impl<M> TypePool<M> {
     /// goes before one kept earlier). Never goes below a custom pool's
     /// `min_blocks`. Returns the bytes released.
     ///
-    /// With a `reserve` of 0 this is VMA's rule: one empty block kept.
+    /// With a `reserve` of 0 this is VMA's basic rule: one empty block
+    /// kept. (VMA keeps none that empties while the heap is over budget,
+    /// and releases the one it keeps at a later free once that block has
+    /// sorted last among the type's blocks; nothing here does either.)
     /// Above it, a pool whose live bytes swing keeps the blocks it will
     /// need again instead of giving them back and asking the driver for
     /// them anew (`vkAllocateMemory` takes milliseconds on some drivers);
