@@ -80,10 +80,13 @@ impl<'a> Movable<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DefragmentationLimits {
     /// The most allocations moved (VMA's `maxAllocationsPerPass`). No
-    /// limit by default.
+    /// limit by default (`usize::MAX`). Unlike VMA's, where 0 means no
+    /// limit, 0 is a limit here: the plan moves nothing.
     pub max_moves: usize,
     /// The most bytes copied, counted as the moved allocations' sizes
-    /// (VMA's `maxBytesPerPass`). No limit by default.
+    /// (VMA's `maxBytesPerPass`). No limit by default (`u64::MAX`).
+    /// Unlike VMA's, where 0 means no limit, 0 is a limit here: the plan
+    /// moves nothing.
     pub max_bytes: u64,
     /// Only blocks with at most this percent of their bytes in use are
     /// emptied: 50 by default, at most one byte copied per two released.
