@@ -46,15 +46,21 @@
 //!   order); each `Name` is VMA's, the pool's index in that list, then
 //!   ` - ` and its name when it has one;
 //! - an allocation's `Size`, and the byte figures of blocks, pools and
-//!   heaps, count the bytes it holds in its block, as VMA's do: its
-//!   requested size rounded up to its alignment (at most to a multiple
-//!   of 4 KiB), or to whole `bufferImageGranularity` pages for an optimal
-//!   image sharing a block with buffers and for a resource of unknown
-//!   kind; a small buffer in a run holds its whole slot, the size of its
-//!   class ([`Config::small_buffer_limit`](crate::Config::small_buffer_limit)),
-//!   and the free slots of a run show as `FREE`. [`Stats`] count requested
-//!   sizes, so the two differ by that rounding. Leak reports give the
-//!   bytes held, too;
+//!   heaps, count the bytes it holds in its block: its requested size
+//!   rounded up to its alignment (at most to a multiple of 4 KiB), or to
+//!   whole `bufferImageGranularity` pages for an optimal image sharing a
+//!   block with buffers and for a resource of unknown kind; a small buffer
+//!   in a run holds its whole slot, the size of its class
+//!   ([`Config::small_buffer_limit`](crate::Config::small_buffer_limit)),
+//!   and the free slots of a run show as `FREE`. VMA's `Size` is the
+//!   requested size (rounded up to the granularity only for an optimal
+//!   image or a resource of unknown kind, where the granularity is at most
+//!   256), and the bytes from its end to the next allocation's aligned
+//!   offset are a `FREE` range (or part of one): for the same allocations
+//!   a VMA dump has more and smaller `FREE` ranges and lower
+//!   `AllocationBytes`; in both, the ranges tile the block. [`Stats`]
+//!   count requested sizes, so the two differ by that rounding. Leak
+//!   reports give the bytes held, too;
 //! - with a [`Config::debug_margin`](crate::Config::debug_margin), the
 //!   bytes an allocation holds include its margin: its `Size` does, where
 //!   VMA shows the margin as a `FREE` range after it.
