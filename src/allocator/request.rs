@@ -109,7 +109,8 @@ pub struct AllocationDesc<'a> {
     /// the request may take only the types of the resource's
     /// `memoryTypeBits` not set here; none (0) by default. Set it with
     /// [`memory_type_bits`](Self::memory_type_bits) (VMA's
-    /// `VmaAllocationCreateInfo::memoryTypeBits`, the types allowed), to
+    /// `VmaAllocationCreateInfo::memoryTypeBits`, the types allowed, but
+    /// for 0, which there allows every type and here none), to
     /// keep an allocation out of a type `usage` would rank (a heap the
     /// engine reserves for something else), or to pin it to one
     /// ([`Allocator::memory_type_for`](crate::Allocator::memory_type_for)
@@ -185,7 +186,12 @@ impl<'a> AllocationDesc<'a> {
     }
 
     /// Allows only the memory types in `bits`: rules out the others (see
-    /// [`excluded_memory_types`](Self::excluded_memory_types)).
+    /// [`excluded_memory_types`](Self::excluded_memory_types)). So 0
+    /// allows none, and the request fails with
+    /// [`Error::NoMemoryTypeBits`](crate::Error::NoMemoryTypeBits) (in a
+    /// custom pool, [`Error::PoolTypeNotAllowed`](crate::Error::PoolTypeNotAllowed)), where
+    /// VMA reads a `memoryTypeBits` of 0 as every type: leave it unset for
+    /// that.
     pub const fn memory_type_bits(mut self, bits: u32) -> Self {
         self.excluded_memory_types = !bits;
         self
