@@ -48,7 +48,10 @@ pub struct PoolDesc<'a> {
     /// included (VMA's `minBlockCount`).
     pub min_blocks: u32,
     /// No block is made past this many: requests then fail with
-    /// [`Error::PoolFull`](crate::Error::PoolFull). `None`: no limit.
+    /// [`Error::PoolFull`](crate::Error::PoolFull). `None`: no limit
+    /// (VMA's `maxBlockCount` of 0; `Some(0)` is refused by
+    /// [`Allocator::create_pool`](crate::Allocator::create_pool) with
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig)).
     /// Dedicated memory a request requires (`DedicatedPolicy::Always`, the
     /// driver, a lazily allocated type) is not a block and is made past it,
     /// as under VMA's `maxBlockCount`.
