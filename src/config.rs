@@ -54,7 +54,10 @@ pub struct Config {
     /// of its block) while any slot in it is live: at worst, one live slot per run, 64 times the live bytes, where
     /// ranges of their own would hold about 1×. Frees make room that the
     /// next allocations of the class take first, and no trace measured here
-    /// reserved more with runs than without. At most 65536; 0 turns runs
+    /// reserved more with runs than without. At most 65536, but buffers
+    /// past 32 KiB take ranges of their own whatever it says: a larger
+    /// class's run would hold one slot (a range that shares nothing, and
+    /// is aligned to its slot size's largest power of two). 0 turns runs
     /// off. Default 16384.
     pub small_buffer_limit: u64,
     /// Bytes kept free after every allocation in a block (VMA's

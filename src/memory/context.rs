@@ -28,6 +28,7 @@ use super::budget_cache::BudgetCache;
 use super::events::MemoryCallback;
 use super::mapping::MappedPtr;
 use super::memory_type_choice::RankTable;
+use super::runs::MAX_RUN_SLOT;
 use super::Usage;
 use crate::device::{DedicatedTarget, MemoryProperties};
 use crate::Config;
@@ -64,6 +65,10 @@ pub(crate) struct MemoryContext<D> {
     pub(crate) device: D,
     pub(crate) properties: MemoryProperties,
     pub(crate) config: Config,
+    /// Buffers of at most this many placed bytes take run slots:
+    /// [`Config::small_buffer_limit`], at most
+    /// [`MAX_RUN_SLOT`](crate::memory::runs::MAX_RUN_SLOT).
+    pub(crate) run_limit: u64,
     memory_objects: AtomicU32,
     heap_usage: Box<[AtomicU64]>,
     /// Held by a thread making a memory object in the heap, from its budget
@@ -208,6 +213,7 @@ impl<D> MemoryContext<D> {
         Self {
             device,
             properties,
+            run_limit: config.small_buffer_limit.min(MAX_RUN_SLOT),
             config,
             memory_objects: AtomicU32::new(0),
             heap_usage,

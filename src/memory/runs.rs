@@ -50,6 +50,13 @@ use ash::vk;
 /// The most bytes one run takes from its block.
 pub(crate) const RUN_BYTES: u64 = 64 << 10;
 
+/// The largest slot size served by runs, whatever
+/// [`Config::small_buffer_limit`](crate::Config::small_buffer_limit) says:
+/// a larger class's run would hold one slot (runs hold at most
+/// [`RUN_BYTES`]), a range that shares nothing and is aligned to its slot
+/// size's largest power of two, up to 64 KiB.
+pub(crate) const MAX_RUN_SLOT: u64 = RUN_BYTES / 2;
+
 /// Slots of a run: the bits of its free mask.
 const MAX_SLOTS: u32 = 64;
 

@@ -170,6 +170,41 @@ fn the_limit_is_configurable() {
     .is_err());
 }
 
+/// Size classes above 32 KiB would make runs of one slot (a run holds at
+/// most 64 KiB): a range that shares nothing, aligned to the slot size's
+/// largest power of two. So buffers past 32 KiB take ranges of their own
+/// whatever the limit: under the largest limit (65536) four 49052-byte
+/// buffers land where they do under the default, each right after the
+/// last, not at 16 KiB and 64 KiB steps.
+#[test]
+fn buffers_past_32_kib_take_ranges_whatever_the_limit() {
+    let offsets = |config: Config| {
+        let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+        let mut live = vec![small(&allocator)];
+        live.extend((0..4).map(|_| {
+            allocator
+                .allocate(&buffer(49052, 256, Usage::DEVICE_LOCAL))
+                .unwrap()
+        }));
+        let offsets: Vec<u64> = live[1..].iter().map(Allocation::offset).collect();
+        for allocation in live {
+            free(&allocator, allocation);
+        }
+        finish(allocator, &device);
+        offsets
+    };
+    let default = offsets(Config::default());
+    assert!(
+        default.windows(2).all(|w| w[1] - w[0] == 49152),
+        "{default:?}"
+    );
+    let largest = Config {
+        small_buffer_limit: 65536,
+        ..Config::default()
+    };
+    assert_eq!(offsets(largest), default);
+}
+
 /// A run that empties leaves its class's list of runs with room: the next
 /// small buffer takes a free slot of another run instead of carving a new
 /// run where the emptied one was.

@@ -128,7 +128,7 @@ fn pool_request_padded<'r, D>(
     };
     // Small buffers take run slots (runs.rs), whose sizes must then be
     // multiples of their alignment.
-    let run_class = (placed_size <= context.config.small_buffer_limit
+    let run_class = (placed_size <= context.run_limit
         && align <= MAX_TAIL_ROUNDING
         && request.kind == ResourceKind::Buffer
         && matches!(dedicated, DedicatedChoice::Auto | DedicatedChoice::Never))
