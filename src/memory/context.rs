@@ -67,7 +67,7 @@ pub(crate) struct MemoryContext<D> {
     pub(crate) config: Config,
     /// Buffers of at most this many placed bytes take run slots:
     /// [`Config::small_buffer_limit`], at most
-    /// [`MAX_RUN_SLOT`](crate::memory::runs::MAX_RUN_SLOT).
+    /// [`MAX_RUN_SLOT`].
     pub(crate) run_limit: u64,
     memory_objects: AtomicU32,
     heap_usage: Box<[AtomicU64]>,
