@@ -59,6 +59,8 @@ mod margins;
 mod memory_events;
 #[path = "fake_device/model.rs"]
 mod model;
+#[path = "fake_device/mut_parity.rs"]
+mod mut_parity;
 #[path = "fake_device/pool_edges.rs"]
 mod pool_edges;
 #[path = "fake_device/pool_export.rs"]

@@ -24,6 +24,34 @@ thread_local! {
     /// The text of the next line on which this thread's logger runs a
     /// hook, and the hook.
     static HOOK_ON: RefCell<Option<Hook>> = const { RefCell::new(None) };
+    /// Every line logged on this thread, of any level, while recording
+    /// ([`record_thread_lines`]).
+    static THREAD_LINES: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+}
+
+/// Starts keeping every line logged on this thread, of any level (debug
+/// lines too), with its level, for [`take_thread_lines`]; installs the
+/// capture.
+pub(super) fn record_thread_lines() {
+    install();
+    THREAD_LINES.with(|lines| *lines.borrow_mut() = Some(Vec::new()));
+}
+
+/// The lines this thread logged since [`record_thread_lines`] or the last
+/// call, in order.
+pub(super) fn take_thread_lines() -> Vec<String> {
+    THREAD_LINES.with(|lines| {
+        lines
+            .borrow_mut()
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    })
+}
+
+/// Disarms [`panic_on_line_with`] on this thread when no line fired it.
+pub(super) fn disarm_panic_on_line() {
+    PANIC_ON.with(|armed| armed.set(None));
 }
 
 /// Makes the logger run `hook` on the next line logged on this thread
@@ -48,6 +76,11 @@ impl log::Log for Capture {
 
     fn log(&self, record: &log::Record<'_>) {
         let line = record.args().to_string();
+        THREAD_LINES.with(|lines| {
+            if let Some(lines) = lines.borrow_mut().as_mut() {
+                lines.push(format!("{}: {line}", record.level()));
+            }
+        });
         if let Some(text) = PANIC_ON.with(Cell::get).filter(|text| line.contains(text)) {
             PANIC_ON.with(|armed| armed.set(None));
             panic!("the test's logger panics on {text:?}");
