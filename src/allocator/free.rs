@@ -108,9 +108,38 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             // SAFETY: as for this call.
             return unsafe { self.free_mut_in_custom_pool(tag, allocation) };
         }
+        if self.context.is_debug_type(allocation.memory_type()) {
+            // SAFETY: as for this call.
+            return unsafe { self.free_mut_debug(allocation) };
+        }
         let pool = exclusive(&mut self.pools[allocation.memory_type() as usize]);
-        // SAFETY: the caller guarantees the GPU is done with the allocation.
-        unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+        // SAFETY: the caller guarantees the GPU is done with the
+        // allocation; its memory type has no debug work (above).
+        unsafe { pool.free_plain(&self.context, allocation.location, allocation.size) }
+    }
+
+    /// [`free_mut`](Self::free_mut) of an allocation of a default pool
+    /// whose memory type has debug work, as
+    /// [`free_debug`](Self::free_debug): no lock is held, but the lines
+    /// are kept all the same until the free is done (`deferred_log`), so
+    /// that a logger that panics on one (a damaged margin, a write after
+    /// free found in a released empty block) stops the call where it stops
+    /// `free`. Logged at once, its panic stopped the release of the other
+    /// empty blocks that `free` releases (their lines untold), and went on
+    /// in the place of a memory callback's panic that `free` lets go on.
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    #[cold]
+    #[inline(never)]
+    unsafe fn free_mut_debug(&mut self, allocation: Allocation) -> Result<(), Error> {
+        let context = &self.context;
+        let pool = exclusive(&mut self.pools[allocation.memory_type() as usize]);
+        deferred_log::log_after(|| {
+            // SAFETY: the caller guarantees the GPU is done with the
+            // allocation.
+            unsafe { pool.free(context, allocation.location, allocation.size) }
+        })
     }
 
     /// [`free_mut`](Self::free_mut) of an allocation of custom pool `tag`,
@@ -125,10 +154,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         allocation: Allocation,
     ) -> Result<(), Error> {
         let context = &self.context;
-        pool::with_custom_pool_mut(&mut self.custom, tag, |pool| {
-            // SAFETY: the caller guarantees the GPU is done with the allocation.
-            unsafe { pool.free(context, allocation.location, allocation.size) }
-        })
-        .ok_or(Error::StaleAllocation)?
+        let custom = &mut self.custom;
+        let free = || {
+            pool::with_custom_pool_mut(custom, tag, |pool| {
+                // SAFETY: the caller guarantees the GPU is done with the allocation.
+                unsafe { pool.free(context, allocation.location, allocation.size) }
+            })
+            .ok_or(Error::StaleAllocation)?
+        };
+        // Lines kept until the free is done, as `free_mut_debug` keeps them.
+        deferred_log::log_after_if(context.is_debug_type(allocation.memory_type()), free)
     }
 }

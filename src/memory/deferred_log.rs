@@ -13,10 +13,14 @@
 //! call that can reach that work runs it inside [`deferring`] (when some
 //! memory type has debug work: [`deferring_if`], which without touches
 //! no thread-local): the lines are kept, per thread, until the outermost
-//! such call has released every lock it took, and logged then. Outside
-//! of one ([`Allocator::free_mut`](crate::Allocator::free_mut), the
-//! allocator's drop: `&mut self` leaves no other caller, and no lock is
-//! held), a line is logged at once, where it is found. (The fills and
+//! such call has released every lock it took, and logged then. The
+//! `&mut self` twins ([`Allocator::allocate_mut`](crate::Allocator::allocate_mut),
+//! [`Allocator::free_mut`](crate::Allocator::free_mut)) hold no lock, but
+//! keep their lines the same way, so that a logger that panics on one
+//! stops them where it stops the `&self` calls: once the work is done.
+//! Outside of one (the allocator's drop: `&mut self` leaves no other
+//! caller, and no lock is held), a line is logged at once, where it is
+//! found. (The fills and
 //! checks of ring space that `ring_allocate`, `collect` and `end_frame`
 //! make under the rings' lock keep their lines in their own `RingFill`,
 //! logged the same way.)
