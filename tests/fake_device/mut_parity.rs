@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
-use vk_suballoc::device::DeviceError;
+use vk_suballoc::device::{DedicatedHint, DedicatedTarget, DeviceError};
 use vk_suballoc::{
     Allocation, AllocationDesc, Config, DedicatedPolicy, Pool, PoolDesc, Request, ResourceKind,
     UploadRing, UploadRingDesc, Usage,
@@ -70,6 +70,11 @@ enum Step {
         existing_only: bool,
         min_alignment: Option<u64>,
         pool: Option<usize>,
+        /// The driver's dedicated hint: 0 none, 1 preferred, 2 required.
+        hint: u8,
+        /// The dedicated target: 0 none, 1 the side's buffer, 2 its image.
+        target: u8,
+        priority: Option<f32>,
     },
     Free(usize),
     FreeAfterFrame(usize),
@@ -132,6 +137,8 @@ struct Side {
     events: Arc<Mutex<Vec<String>>>,
     /// The number of the event the callback panics on (0: none).
     panic_at: Arc<AtomicU64>,
+    /// A fake buffer and image, dedicated targets of some requests.
+    targets: [u64; 2],
 }
 
 impl Side {
@@ -159,6 +166,7 @@ impl Side {
                 panic!("the memory callback panics on event {count}");
             }
         });
+        let targets = [device.create_resource(), device.create_resource()];
         Self {
             allocator,
             device,
@@ -169,6 +177,7 @@ impl Side {
             freed: Vec::new(),
             events,
             panic_at,
+            targets,
         }
     }
 
@@ -187,6 +196,9 @@ impl Side {
                 existing_only,
                 min_alignment,
                 pool,
+                hint,
+                target,
+                priority,
             } => {
                 let mut desc = AllocationDesc::new(usage).dedicated(dedicated);
                 if named {
@@ -210,7 +222,26 @@ impl Side {
                     alignment,
                     memory_type_bits: bits,
                 };
-                let request = Request::with_desc(requirements, kind, desc);
+                if let Some(priority) = priority {
+                    desc = desc.priority(priority);
+                }
+                let mut request =
+                    Request::with_desc(requirements, kind, desc).driver_dedicated(DedicatedHint {
+                        required: hint == 2,
+                        preferred: hint != 0,
+                    });
+                if target != 0 {
+                    let handle = self.targets[usize::from(target - 1)];
+                    let target = if target == 1 {
+                        DedicatedTarget::Buffer(vk::Handle::from_raw(handle))
+                    } else {
+                        DedicatedTarget::Image(vk::Handle::from_raw(handle))
+                    };
+                    // SAFETY: a live resource of the side's fake device,
+                    // destroyed only after the allocator (`finish`), and
+                    // never bound.
+                    request = unsafe { request.dedicated_target(target) };
+                }
                 let result = if self.exclusive {
                     self.allocator.allocate_mut(&request)
                 } else {
@@ -396,6 +427,16 @@ impl Side {
         }
     }
 
+    /// Drops the allocator and its dedicated targets, and checks the
+    /// device: nothing left, no rule broken.
+    fn finish(self) {
+        drop(self.allocator);
+        for target in self.targets {
+            self.device.destroy_resource(target);
+        }
+        self.device.assert_clean();
+    }
+
     fn remove_live(&mut self, index: usize) -> Option<Allocation> {
         if self.live.is_empty() {
             return None;
@@ -528,6 +569,9 @@ fn draw(rng: &mut Rng, types: u32, heaps: u32) -> Step {
                     _ => None,
                 },
                 pool: (rng.below(4) == 0).then(|| rng.below(8) as usize),
+                hint: [0, 0, 0, 0, 1, 2][rng.below(6) as usize],
+                target: [0, 0, 1, 2][rng.below(4) as usize],
+                priority: [None, None, Some(0.0), Some(1.0), Some(-1.0)][rng.below(5) as usize],
             }
         }
         45..=65 => Step::Free(rng.next() as usize),
@@ -588,12 +632,16 @@ fn draw(rng: &mut Rng, types: u32, heaps: u32) -> Step {
 
 /// A layout with small heaps, drawn from `rng`.
 fn draw_layout(rng: &mut Rng) -> FakeLayout {
-    let layout = match rng.below(5) {
+    let layout = match rng.below(9) {
         0 => FakeLayout::discrete(),
         1 => FakeLayout::integrated(),
         2 => FakeLayout::mobile(),
         3 => FakeLayout::rebar(),
-        _ => FakeLayout::amd(),
+        4 => FakeLayout::amd(),
+        5 => FakeLayout::lavapipe(),
+        6 => FakeLayout::intel_arc(),
+        7 => FakeLayout::apple(),
+        _ => FakeLayout::mali(),
     };
     let mut layout = layout.with_heap_sizes((16 + 16 * rng.below(4)) * MIB);
     if rng.below(3) == 0 {
@@ -689,6 +737,9 @@ fn walk(seed: u64, steps: usize) {
         let events = Arc::clone(&side.events);
         side.panic_at.store(0, Ordering::Relaxed);
         drop(side.allocator);
+        for target in side.targets {
+            device.destroy_resource(target);
+        }
         let lines: Vec<String> = take_thread_lines().iter().map(|l| normalise(l)).collect();
         let events = events.lock().unwrap().clone();
         (
@@ -769,7 +820,7 @@ fn a_logger_panicking_in_a_free_that_releases_blocks_stops_neither_twin() {
             .collect();
         let released = side.device.counters().frees - before;
         let stats = side.allocator.stats();
-        super::finish(side.allocator, &side.device);
+        side.finish();
         (outcomes, lines, released, stats)
     };
     let locked = scenario(false);
@@ -860,8 +911,9 @@ fn a_callback_panic_in_a_free_outranks_the_loggers_on_both_twins() {
         if in_pool {
             assert_eq!(side.allocator.destroy_pool(side.pools[0]), Ok(()));
         }
-        super::finish(side.allocator, &side.device);
-        (message, lines.len(), side.live.len(), stats)
+        let live = side.live.len();
+        side.finish();
+        (message, lines.len(), live, stats)
     };
     for in_pool in [false, true] {
         let locked = scenario(false, in_pool);
