@@ -53,7 +53,13 @@ const KINDS: [ResourceKind; 4] = [
     ResourceKind::Unknown,
 ];
 /// Texts a logger is made to panic on (once, on the next line with it).
-const PANIC_TEXTS: [&str; 4] = ["margin", "after free", "vk-suballoc", "memory type"];
+const PANIC_TEXTS: [&str; 5] = [
+    "margin",
+    "after it was freed",
+    "debug fill",
+    "vk-suballoc",
+    "memory type",
+];
 
 /// One step of the walk, drawn once and taken by both sides.
 #[derive(Clone, Debug)]
