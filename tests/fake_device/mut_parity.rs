@@ -787,11 +787,16 @@ fn a_logger_panicking_in_a_free_that_releases_blocks_stops_neither_twin() {
             small_buffer_limit: 0,
             ..Config::default()
         };
-        let mut side = Side::new(&FakeLayout::discrete(), &config, exclusive);
-        // Allocations of 1 MiB until a fourth block takes one: the first
+        let mut side = Side::new(
+            &FakeLayout::discrete().with_heap_sizes(64 * MIB),
+            &config,
+            exclusive,
+        );
+        // Allocations of 256 KiB until a fourth block takes one: the first
         // three are full. That one goes at once (its block, the largest,
         // stays empty).
-        let request = super::buffer(MIB, 256, Usage::UPLOAD).dedicated(DedicatedPolicy::Never);
+        let request =
+            super::buffer(256 << 10, 256, Usage::UPLOAD).dedicated(DedicatedPolicy::Never);
         let mut blocks: Vec<vk::DeviceMemory> = Vec::new();
         while blocks.len() < 4 {
             let allocation = side.allocator.allocate(&request).unwrap();
