@@ -5,6 +5,7 @@
 //! usages a ring takes.
 
 use ash::vk;
+use gpu_alloc_types::MemoryHeap;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Error, UploadRingDesc, Usage};
 
@@ -429,4 +430,84 @@ fn a_ring_larger_than_every_heap_the_host_sees_makes_no_buffer() {
     assert_eq!(allocator.stats(), before);
     allocator.destroy_upload_ring(ring).unwrap();
     finish_after_frame(allocator, &device);
+}
+
+/// The heaps a ring can use are those of the memory types the allocator
+/// may use: AMD's device-coherent types, ranked for a ring's usage but
+/// never used without `deviceCoherentMemory`, do not count. Here their
+/// host-visible ones are in a 32 GiB heap of their own, and a 20 GiB ring
+/// is larger than every other heap the host sees (16 GiB): it is refused
+/// before its buffer is made, naming the 16 GiB heap, as the allocation
+/// path would. Counting the device-coherent types made its 20 GiB buffer
+/// first.
+#[test]
+fn a_ring_larger_than_the_usable_heaps_makes_no_buffer_on_amd() {
+    let mut layout = FakeLayout::amd();
+    layout.memory_heaps.push(MemoryHeap { size: 32 << 30 });
+    // Types 5 and 7 are the device-coherent duplicates of the host-visible
+    // types 1 and 3 (heap 1).
+    for memory_type in [5, 7] {
+        layout.memory_types[memory_type].heap = 3;
+    }
+    layout.max_memory_allocation_size = 1 << 40;
+    let (allocator, device) = allocator(layout);
+    let (size, largest_heap) = (20u64 << 30, 16u64 << 30);
+    let first = device.create_resource();
+    let desc = UploadRingDesc {
+        size,
+        ..UploadRingDesc::default()
+    };
+    assert_eq!(
+        allocator.create_upload_ring(&desc).map(|_| ()),
+        Err(Error::SizeExceedsHeaps { size, largest_heap })
+    );
+    let next = device.create_resource();
+    device.destroy_resource(first);
+    device.destroy_resource(next);
+    assert_eq!(next, first + 1, "a buffer was made");
+    finish(allocator, &device);
+}
+
+/// The size checks refuse only what is past their limits: a ring exactly
+/// the size of the one heap it can use, which is exactly
+/// `maxMemoryAllocationSize` too, is made, and holds the whole heap. One a
+/// byte past `maxMemoryAllocationSize` in a heap twice that size is refused
+/// as such before its buffer is made.
+#[test]
+fn a_ring_exactly_its_heap_and_one_memory_object_is_made() {
+    let size = 64u64 << 20;
+    let mut layout = FakeLayout::lavapipe().with_heap_size(0, size);
+    layout.max_memory_allocation_size = size;
+    let (whole, device) = allocator(layout);
+    let desc = UploadRingDesc {
+        size,
+        ..UploadRingDesc::default()
+    };
+    let ring = whole.create_upload_ring(&desc).unwrap();
+    let bytes = whole.ring_allocate(ring, 256, 256).unwrap();
+    whole.ring_write(&bytes, 0, &[1; 256]).unwrap();
+    assert_eq!(whole.stats().heaps[0].reserved_bytes, size);
+    whole.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(whole, &device);
+
+    let mut layout = FakeLayout::lavapipe().with_heap_size(0, 2 * size);
+    layout.max_memory_allocation_size = size;
+    let (narrow, device) = allocator(layout);
+    let first = device.create_resource();
+    let desc = UploadRingDesc {
+        size: size + 1,
+        ..UploadRingDesc::default()
+    };
+    assert_eq!(
+        narrow.create_upload_ring(&desc).map(|_| ()),
+        Err(Error::SizeExceedsMaxAllocation {
+            size: size + 1,
+            max: size
+        })
+    );
+    let next = device.create_resource();
+    device.destroy_resource(first);
+    device.destroy_resource(next);
+    assert_eq!(next, first + 1, "a buffer was made");
+    finish(narrow, &device);
 }
