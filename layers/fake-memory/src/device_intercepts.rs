@@ -1,7 +1,7 @@
 //! Device-level entry points: allocation (mapped onto the real type, refused
 //! past the fake limits, its dedicated resource recorded), free
 //! (accounting), map (refused on types that are
-//! not host-visible) and, for non-coherent fake types, map, unmap, flush and
+//! not host-visible, and on memory already mapped through a host cache) and, for non-coherent fake types, map, unmap, flush and
 //! invalidate through a host cache (`host_cache.rs`). The memory
 //! requirements queries are in `requirements_intercepts.rs`, image creation
 //! and destruction (tracking transient attachments) in `transient_images.rs`,
@@ -316,10 +316,21 @@ fn fake_memory(
     Some((record, memory_type.flags))
 }
 
-/// `MEMORY_MAP_FAILED` when `memory` has a fake type that is not host-visible.
+/// `MEMORY_MAP_FAILED` when `memory` has a fake type that is not
+/// host-visible, or is already mapped through a host cache.
+///
+/// A second map of mapped memory is invalid (VUID-vkMapMemory-memory-00678,
+/// which the validation layer reports), but the application still holds
+/// the first mapping's pointer: lavapipe hands the same pointer out again,
+/// other drivers refuse. A new cache would replace, and free, the one that
+/// pointer points into, so the layer refuses and keeps the first mapping.
 fn refuse_map(state: &DeviceState, memory: vk::DeviceMemory) -> Option<vk::Result> {
     let (_, flags) = fake_memory(state, memory)?;
-    (!flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE))
+    let mapped = state
+        .fake
+        .as_ref()
+        .is_some_and(|fake| fake.host_cache.is_mapped(memory));
+    (!flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE) || mapped)
         .then_some(vk::Result::ERROR_MEMORY_MAP_FAILED)
 }
 
@@ -375,7 +386,8 @@ unsafe fn cache_mapping(
 }
 
 /// `vkMapMemory`: `ERROR_MEMORY_MAP_FAILED` on a fake type that is not
-/// host-visible; a host cache in front of a non-coherent one.
+/// host-visible or on memory already mapped through a host cache; a host
+/// cache in front of a non-coherent type.
 unsafe extern "system" fn map_memory(
     device: vk::Device,
     memory: vk::DeviceMemory,

@@ -115,6 +115,11 @@ impl HostCache {
         pointer
     }
 
+    /// Whether `memory` has a cache, that is, is mapped through one.
+    pub fn is_mapped(&self, memory: vk::DeviceMemory) -> bool {
+        lock(&self.mappings).contains_key(&memory.as_raw())
+    }
+
     /// Drops the cache of `memory` (unmapped or freed); nothing is written back.
     pub fn forget(&self, memory: vk::DeviceMemory) {
         lock(&self.mappings).remove(&memory.as_raw());

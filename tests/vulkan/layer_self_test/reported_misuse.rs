@@ -1,8 +1,10 @@
 //! Misuse the validation layer above the fake layer reports, which lavapipe
 //! alone would let through: a flush not aligned to the profile's
 //! `nonCoherentAtomSize`, maps of memory that is not host-visible (which the
-//! layer refuses too), a bind at an offset below the profile's alignment,
-//! and an allocation of AMD's device-coherent types without their feature.
+//! layer refuses too), a second map of mapped non-coherent memory (which
+//! the layer refuses, keeping the first mapping), a bind at an offset below
+//! the profile's alignment, and an allocation of AMD's device-coherent
+//! types without their feature.
 
 use ash::vk;
 
@@ -69,6 +71,59 @@ fn map_of_lazily_allocated_memory_is_reported() {
     let context = VulkanContext::new(Profile::Mobile);
     let index = type_index(&context, false, LAZY);
     assert_map_is_refused(&context, index);
+}
+
+/// Mapping non-coherent memory that is already mapped is reported, and the
+/// layer refuses it: the application still holds the first mapping's
+/// pointer (lavapipe hands the same pointer out again), so that mapping's
+/// host cache stays, and bytes written through it reach the memory at the
+/// next flush. A second cache in its place would free the first one under
+/// the application's pointer.
+#[test]
+fn second_map_of_non_coherent_memory_keeps_the_first_mapping() {
+    let context = VulkanContext::new(Profile::Discrete);
+    context.allow(Advice::FailingCalls);
+    let index = type_index(&context, true, HV | CACHED);
+    let memory = allocate(&context, index, 4096).unwrap();
+    let whole = vk::MappedMemoryRange::default()
+        .memory(memory)
+        .offset(0)
+        .size(vk::WHOLE_SIZE);
+    // SAFETY: host-visible memory of this device; the second map is the
+    // misuse under test and, refused, leaves the first mapping (4096 bytes
+    // at `first`) in place until the unmap.
+    unsafe {
+        let first = context
+            .device
+            .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+            .unwrap()
+            .cast::<u8>();
+        let second =
+            context
+                .device
+                .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty());
+        assert_eq!(second, Err(vk::Result::ERROR_MEMORY_MAP_FAILED));
+        first.write_bytes(0xA5, 4096);
+        context.device.flush_mapped_memory_ranges(&[whole]).unwrap();
+        context.device.unmap_memory(memory);
+    }
+    context.expect_validation_messages(&["VUID-vkMapMemory-memory-00678"]);
+    // SAFETY: mapped once, read, unmapped.
+    let bytes = unsafe {
+        let mapped = context
+            .device
+            .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+            .unwrap()
+            .cast::<u8>();
+        let bytes = std::slice::from_raw_parts(mapped, 4096).to_vec();
+        context.device.unmap_memory(memory);
+        bytes
+    };
+    assert!(
+        bytes.iter().all(|&b| b == 0xA5),
+        "bytes written through the first mapping were lost"
+    );
+    free(&context, memory);
 }
 
 /// Binding a buffer at an offset aligned for lavapipe (64) but not for the
