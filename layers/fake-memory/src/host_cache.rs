@@ -38,14 +38,18 @@ const PAGE: usize = 4096;
 /// One cached mapping.
 #[derive(Debug)]
 struct CachedMapping {
-    /// The driver's pointer to byte `offset` of the memory object, as an
-    /// address (the mapping outlives the entry: both end together).
-    device: usize,
+    /// The driver's pointer to byte `offset` of the memory object (the
+    /// mapping outlives the entry: both end together).
+    device: *mut u8,
     /// Offset of the mapping in the memory object.
     offset: u64,
-    /// Holds the bytes the application sees, `storage[start..start + len]`;
-    /// never moved while mapped.
-    storage: Box<[u8]>,
+    /// The layer's allocation (a leaked `Box<[u8]>`, freed on drop) that
+    /// holds the bytes the application sees, `start..start + len` of it.
+    /// A raw pointer, not a `Box`: the application reads and writes these
+    /// bytes through the pointer it was given while the entry lives, and a
+    /// `Box` claims unique access, so each move of the entry (into the
+    /// map, on its growth) would invalidate that pointer (Miri reports it).
+    storage: *mut [u8],
     /// Index in `storage` of the mapping's first byte: at the driver
     /// pointer's offset within a page.
     start: usize,
@@ -53,10 +57,29 @@ struct CachedMapping {
     len: usize,
 }
 
+// SAFETY: the entry owns `storage` (a plain byte allocation, freed only by
+// its `Drop`) and `device` points into the driver's mapping; the bytes
+// behind both are shared with the application, which synchronises its host
+// accesses with the flushes and invalidates the layer forwards, on any
+// thread (the host access rules of mapped memory). Nothing in the entry is
+// tied to a thread.
+unsafe impl Send for CachedMapping {}
+
+impl Drop for CachedMapping {
+    fn drop(&mut self) {
+        // SAFETY: `storage` came from `Box::into_raw` and is freed only
+        // here; the application's pointer into it is invalid once the
+        // memory is unmapped or freed, which is when the entry goes.
+        drop(unsafe { Box::from_raw(self.storage) });
+    }
+}
+
 impl CachedMapping {
-    /// The bytes the application sees.
-    fn cache(&mut self) -> &mut [u8] {
-        &mut self.storage[self.start..self.start + self.len]
+    /// The pointer to the first byte the application sees.
+    fn cache(&self) -> *mut u8 {
+        // SAFETY: `start + len` lies within `storage` (`map` makes it
+        // `len + PAGE` bytes long, `start < PAGE`).
+        unsafe { self.storage.cast::<u8>().add(self.start) }
     }
 
     /// The part of `[offset, offset + size)` (in the memory object,
@@ -97,20 +120,20 @@ impl HostCache {
         size: u64,
     ) -> *mut u8 {
         let len = size as usize;
-        let storage = vec![0u8; len + PAGE].into_boxed_slice();
-        let base = storage.as_ptr() as usize;
+        let storage = Box::into_raw(vec![0u8; len + PAGE].into_boxed_slice());
+        let base = storage.cast::<u8>() as usize;
         let start = (device as usize).wrapping_sub(base) % PAGE;
-        let mut mapping = CachedMapping {
-            device: device as usize,
+        let mapping = CachedMapping {
+            device,
             offset,
             storage,
             start,
             len,
         };
-        let cache = mapping.cache();
-        // SAFETY: valid for `size` bytes by the contract; `cache` is new.
-        unsafe { std::ptr::copy_nonoverlapping(device, cache.as_mut_ptr(), cache.len()) };
-        let pointer = cache.as_mut_ptr();
+        let pointer = mapping.cache();
+        // SAFETY: `device` is valid for `size` bytes by the contract; the
+        // cache holds `len` bytes from `pointer` and is new.
+        unsafe { std::ptr::copy_nonoverlapping(device, pointer, len) };
         lock(&self.mappings).insert(memory.as_raw(), mapping);
         pointer
     }
@@ -151,26 +174,32 @@ impl HostCache {
     /// # Safety
     /// Every cached mapping is still mapped by the driver.
     unsafe fn copy(&self, ranges: &[vk::MappedMemoryRange<'_>], direction: Direction) {
-        let mut mappings = lock(&self.mappings);
+        let mappings = lock(&self.mappings);
         for range in ranges {
-            let Some(mapping) = mappings.get_mut(&range.memory.as_raw()) else {
+            let Some(mapping) = mappings.get(&range.memory.as_raw()) else {
                 continue;
             };
             let Some(bytes) = mapping.overlap(range.offset, range.size) else {
                 continue;
             };
-            // SAFETY: the driver's mapping covers the whole cache.
-            let device = unsafe { (mapping.device as *mut u8).add(bytes.start) };
-            let cache = &mut mapping.cache()[bytes];
-            // SAFETY: both sides hold `cache.len()` bytes and do not overlap
-            // (the cache is the layer's own allocation).
+            // SAFETY: `bytes` lies within the mapping, which the driver's
+            // mapping and the cache both cover.
+            let (device, cache) = unsafe {
+                (
+                    mapping.device.add(bytes.start),
+                    mapping.cache().add(bytes.start),
+                )
+            };
+            // SAFETY: both sides hold `bytes.len()` bytes and do not overlap
+            // (the cache is the layer's own allocation). Raw pointers only:
+            // the application may be using other bytes of the cache.
             unsafe {
                 match direction {
                     Direction::ToDevice => {
-                        std::ptr::copy_nonoverlapping(cache.as_ptr(), device, cache.len());
+                        std::ptr::copy_nonoverlapping(cache, device, bytes.len());
                     }
                     Direction::FromDevice => {
-                        std::ptr::copy_nonoverlapping(device, cache.as_mut_ptr(), cache.len());
+                        std::ptr::copy_nonoverlapping(device, cache, bytes.len());
                     }
                 }
             }
@@ -198,31 +227,55 @@ mod tests {
             .size(size)
     }
 
+    /// Reads `len` bytes at `at`.
+    ///
+    /// # Safety
+    /// `at` is valid for reads of `len` bytes.
+    unsafe fn bytes(at: *const u8, len: usize) -> Vec<u8> {
+        // SAFETY: the contract.
+        unsafe { std::slice::from_raw_parts(at, len) }.to_vec()
+    }
+
+    /// The application and the "GPU" reach the cache and the device bytes
+    /// through raw pointers only, as a C application and a driver do while
+    /// the layer holds the cache (run it under Miri: a reference held
+    /// across the layer's calls would be the test's own aliasing error).
     #[test]
     fn host_writes_need_a_flush_and_device_writes_an_invalidate() {
         let memory = vk::DeviceMemory::from_raw(7);
-        let mut device_bytes = vec![1u8; 256];
+        let device_bytes = Box::into_raw(vec![1u8; 256].into_boxed_slice()).cast::<u8>();
         let cache = HostCache::default();
-        // Mapped from offset 64: cache index i is memory offset 64 + i.
-        // SAFETY: `device_bytes` outlives the mapping (forgotten below).
-        let host = unsafe { cache.map(memory, device_bytes.as_mut_ptr().add(64), 64, 192) };
-        // SAFETY: the cache is 192 bytes long.
-        let host = unsafe { std::slice::from_raw_parts_mut(host, 192) };
-        assert!(host.iter().all(|&b| b == 1));
-        host[..64].fill(2);
-        assert_eq!(device_bytes[64], 1, "written back without a flush");
-        // SAFETY: still mapped.
-        unsafe { cache.flush(&[range(memory, 96, 16)]) };
-        assert_eq!(&device_bytes[64..96], &[1; 32]);
-        assert_eq!(&device_bytes[96..112], &[2; 16]);
-        assert_eq!(&device_bytes[112..128], &[1; 16]);
-        device_bytes[200] = 3;
-        assert_eq!(host[136], 1, "refilled without an invalidate");
-        // SAFETY: still mapped.
-        unsafe { cache.invalidate(&[range(memory, 128, vk::WHOLE_SIZE)]) };
-        assert_eq!(host[136], 3);
-        assert_eq!(host[0], 2, "bytes outside the invalidated range kept");
-        cache.forget(memory);
+        // SAFETY: `device_bytes` holds 256 bytes and outlives the mapping
+        // (forgotten below, then freed); the cache holds 192 bytes from
+        // `host`, mapped from offset 64: cache index i is memory offset
+        // 64 + i.
+        unsafe {
+            let host = cache.map(memory, device_bytes.add(64), 64, 192);
+            assert_eq!(bytes(host, 192), [1; 192]);
+            host.write_bytes(2, 64);
+            assert_eq!(
+                device_bytes.add(64).read(),
+                1,
+                "written back without a flush"
+            );
+            cache.flush(&[range(memory, 96, 16)]);
+            assert_eq!(bytes(device_bytes.add(64), 32), [1; 32]);
+            assert_eq!(bytes(device_bytes.add(96), 16), [2; 16]);
+            assert_eq!(bytes(device_bytes.add(112), 16), [1; 16]);
+            device_bytes.add(200).write(3);
+            assert_eq!(host.add(136).read(), 1, "refilled without an invalidate");
+            cache.invalidate(&[range(memory, 128, vk::WHOLE_SIZE)]);
+            assert_eq!(host.add(136).read(), 3);
+            assert_eq!(host.read(), 2, "bytes outside the invalidated range kept");
+            host.write(4);
+            cache.flush(&[range(memory, 64, 1)]);
+            assert_eq!(device_bytes.add(64).read(), 4);
+            cache.forget(memory);
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                device_bytes,
+                256,
+            )));
+        }
     }
 
     #[test]
