@@ -1,7 +1,8 @@
 //! Device-level entry points: allocation (mapped onto the real type, refused
 //! past the fake limits, its dedicated resource recorded), free
-//! (accounting), map (refused on types that are
-//! not host-visible, and on memory already mapped through a host cache) and, for non-coherent fake types, map, unmap, flush and
+//! (accounting), map (refused on types that are not host-visible, on
+//! memory already mapped through a host cache, and past the end of the
+//! memory object) and, for non-coherent fake types, map, unmap, flush and
 //! invalidate through a host cache (`host_cache.rs`). The memory
 //! requirements queries are in `requirements_intercepts.rs`, image creation
 //! and destruction (tracking transient attachments) in `transient_images.rs`,
@@ -316,21 +317,39 @@ fn fake_memory(
     Some((record, memory_type.flags))
 }
 
-/// `MEMORY_MAP_FAILED` when `memory` has a fake type that is not
-/// host-visible, or is already mapped through a host cache.
+/// `MEMORY_MAP_FAILED` when a map of `size` bytes (`VK_WHOLE_SIZE`
+/// allowed) at `offset` of `memory` would be of a fake type that is not
+/// host-visible, of memory already mapped through a host cache, or past
+/// the end of the memory object.
 ///
 /// A second map of mapped memory is invalid (VUID-vkMapMemory-memory-00678,
 /// which the validation layer reports), but the application still holds
 /// the first mapping's pointer: lavapipe hands the same pointer out again,
 /// other drivers refuse. A new cache would replace, and free, the one that
 /// pointer points into, so the layer refuses and keeps the first mapping.
-fn refuse_map(state: &DeviceState, memory: vk::DeviceMemory) -> Option<vk::Result> {
-    let (_, flags) = fake_memory(state, memory)?;
+/// A map past the end is invalid too (VUID-vkMapMemory-offset-00679,
+/// -size-00681, reported as well), and lavapipe maps it anyway: the host
+/// cache of a non-coherent type, filled from the driver's pointer, would
+/// read past the memory object, and write past it at a flush.
+fn refuse_map(
+    state: &DeviceState,
+    memory: vk::DeviceMemory,
+    offset: u64,
+    size: u64,
+) -> Option<vk::Result> {
+    let (record, flags) = fake_memory(state, memory)?;
     let mapped = state
         .fake
         .as_ref()
         .is_some_and(|fake| fake.host_cache.is_mapped(memory));
-    (!flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE) || mapped)
+    let in_bounds = if size == vk::WHOLE_SIZE {
+        offset < record.size
+    } else {
+        offset
+            .checked_add(size)
+            .is_some_and(|end| end <= record.size)
+    };
+    (!flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE) || mapped || !in_bounds)
         .then_some(vk::Result::ERROR_MEMORY_MAP_FAILED)
 }
 
@@ -386,8 +405,8 @@ unsafe fn cache_mapping(
 }
 
 /// `vkMapMemory`: `ERROR_MEMORY_MAP_FAILED` on a fake type that is not
-/// host-visible or on memory already mapped through a host cache; a host
-/// cache in front of a non-coherent type.
+/// host-visible, on memory already mapped through a host cache, or past the
+/// end of the memory object; a host cache in front of a non-coherent type.
 unsafe extern "system" fn map_memory(
     device: vk::Device,
     memory: vk::DeviceMemory,
@@ -401,7 +420,7 @@ unsafe extern "system" fn map_memory(
         let Some(state) = (unsafe { device_state(device) }) else {
             return vk::Result::ERROR_MEMORY_MAP_FAILED;
         };
-        if let Some(refusal) = refuse_map(&state, memory) {
+        if let Some(refusal) = refuse_map(&state, memory, offset, size) {
             return refusal;
         }
         let Some(next) = state.next.map_memory else {
@@ -433,8 +452,8 @@ unsafe extern "system" fn map_memory2(
             };
             if !map_info.is_null() {
                 // SAFETY: non-null, valid map info from the caller.
-                let memory = unsafe { (*map_info).memory };
-                if let Some(refusal) = refuse_map(&state, memory) {
+                let info = unsafe { *map_info };
+                if let Some(refusal) = refuse_map(&state, info.memory, info.offset, info.size) {
                     return refusal;
                 }
             }

@@ -51,8 +51,8 @@
 //!   them;
 //! - `vkFreeMemory` (accounting) and `vkMapMemory` / `vkMapMemory2` /
 //!   `vkMapMemory2KHR` (`ERROR_MEMORY_MAP_FAILED` on a type that is not
-//!   host-visible, and on non-coherent memory already mapped, whose first
-//!   mapping's host cache stays);
+//!   host-visible, on non-coherent memory already mapped, whose first
+//!   mapping's host cache stays, and past the end of the memory object);
 //! - `vkGetDeviceMemoryCommitment` of a lazily allocated fake type backed by
 //!   a real type that is not: the whole allocation (the driver's own answer
 //!   for such memory is not defined);

@@ -2,7 +2,8 @@
 //! alone would let through: a flush not aligned to the profile's
 //! `nonCoherentAtomSize`, maps of memory that is not host-visible (which the
 //! layer refuses too), a second map of mapped non-coherent memory (which
-//! the layer refuses, keeping the first mapping), a bind at an offset below
+//! the layer refuses, keeping the first mapping) and a map past its end
+//! (which the layer refuses too), a bind at an offset below
 //! the profile's alignment, and an allocation of AMD's device-coherent
 //! types without their feature.
 
@@ -123,6 +124,27 @@ fn second_map_of_non_coherent_memory_keeps_the_first_mapping() {
         bytes.iter().all(|&b| b == 0xA5),
         "bytes written through the first mapping were lost"
     );
+    free(&context, memory);
+}
+
+/// Mapping non-coherent memory past its end is reported, and the layer
+/// refuses it: the host cache it would fill from the driver's pointer
+/// would read (and, at a flush, write) past the memory object.
+#[test]
+fn map_of_non_coherent_memory_past_its_end_is_refused() {
+    let context = VulkanContext::new(Profile::Discrete);
+    context.allow(Advice::FailingCalls);
+    let index = type_index(&context, true, HV | CACHED);
+    let memory = allocate(&context, index, 4096).unwrap();
+    // SAFETY: host-visible memory of this device, not mapped; the range
+    // past its end is the misuse under test.
+    let mapped = unsafe {
+        context
+            .device
+            .map_memory(memory, 2048, 4096, vk::MemoryMapFlags::empty())
+    };
+    assert_eq!(mapped, Err(vk::Result::ERROR_MEMORY_MAP_FAILED));
+    context.expect_validation_messages(&["VUID-vkMapMemory-size-00681"]);
     free(&context, memory);
 }
 
