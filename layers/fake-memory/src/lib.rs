@@ -21,7 +21,7 @@
 //!   overrides), hides it for the others, the driver's included (a budget
 //!   structure chained there anyway comes back as the caller filled it),
 //!   and removes it from the extension list before the driver's
-//!   `vkCreateDevice`;
+//!   `vkCreateDevice` unless the profile offers it and the driver has it;
 //! - the device type and the limits `bufferImageGranularity`,
 //!   `nonCoherentAtomSize` and `maxMemoryAllocationCount`
 //!   (`vkGetPhysicalDeviceProperties`, `…2`, `…2KHR`);
