@@ -6,7 +6,7 @@
 
 use ash::vk;
 use gpu_alloc_types::MemoryHeap;
-use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{Error, UploadRingDesc, Usage};
 
 use super::super::{allocator, finish};
@@ -298,24 +298,13 @@ fn a_ring_larger_than_any_heap_is_refused_as_too_large() {
         .map(|h| h.size)
         .max()
         .unwrap();
-    // Whether `refuse` made a Vulkan object (a buffer a validation layer
-    // could flag past `maxBufferSize`): the fake device numbers its
-    // objects in order, so one made in between shows as a gap.
-    let makes_nothing = |refuse: &dyn Fn()| {
-        let first = device.create_resource();
-        refuse();
-        let next = device.create_resource();
-        device.destroy_resource(first);
-        device.destroy_resource(next);
-        next == first + 1
-    };
     for size in [1u64 << 40, 1 << 50] {
         let desc = UploadRingDesc {
             size,
             ..UploadRingDesc::default()
         };
         assert!(
-            makes_nothing(&|| assert!(
+            makes_nothing(&device, || assert!(
                 matches!(
                     allocator.create_upload_ring(&desc).map(|_| ()),
                     Err(Error::SizeExceedsHeaps { size: s, largest_heap: _ }) if s >= size
@@ -333,7 +322,7 @@ fn a_ring_larger_than_any_heap_is_refused_as_too_large() {
     let before = allocator.stats();
     for size in [largest_heap + 1, u64::MAX] {
         assert!(
-            makes_nothing(&|| assert_eq!(
+            makes_nothing(&device, || assert_eq!(
                 allocator.ring_allocate(ring, size, 1).map(|_| ()),
                 Err(Error::SizeExceedsHeaps { size, largest_heap })
             )),
@@ -395,20 +384,12 @@ fn a_ring_larger_than_every_heap_the_host_sees_makes_no_buffer() {
     let (allocator, device) = allocator(layout);
     let (size, largest_heap) = (20u64 << 30, 16u64 << 30);
     assert_eq!(device.layout().memory_heaps[1].size, largest_heap);
-    let makes_nothing = |refuse: &dyn Fn()| {
-        let first = device.create_resource();
-        refuse();
-        let next = device.create_resource();
-        device.destroy_resource(first);
-        device.destroy_resource(next);
-        next == first + 1
-    };
     let desc = UploadRingDesc {
         size,
         ..UploadRingDesc::default()
     };
     assert!(
-        makes_nothing(&|| assert_eq!(
+        makes_nothing(&device, || assert_eq!(
             allocator.create_upload_ring(&desc).map(|_| ()),
             Err(Error::SizeExceedsHeaps { size, largest_heap })
         )),
@@ -421,7 +402,7 @@ fn a_ring_larger_than_every_heap_the_host_sees_makes_no_buffer() {
     let ring = allocator.create_upload_ring(&desc).unwrap();
     let before = allocator.stats();
     assert!(
-        makes_nothing(&|| assert_eq!(
+        makes_nothing(&device, || assert_eq!(
             allocator.ring_allocate(ring, size, 1).map(|_| ()),
             Err(Error::SizeExceedsHeaps { size, largest_heap })
         )),
@@ -452,19 +433,17 @@ fn a_ring_larger_than_the_usable_heaps_makes_no_buffer_on_amd() {
     layout.max_memory_allocation_size = 1 << 40;
     let (allocator, device) = allocator(layout);
     let (size, largest_heap) = (20u64 << 30, 16u64 << 30);
-    let first = device.create_resource();
     let desc = UploadRingDesc {
         size,
         ..UploadRingDesc::default()
     };
-    assert_eq!(
-        allocator.create_upload_ring(&desc).map(|_| ()),
-        Err(Error::SizeExceedsHeaps { size, largest_heap })
+    assert!(
+        makes_nothing(&device, || assert_eq!(
+            allocator.create_upload_ring(&desc).map(|_| ()),
+            Err(Error::SizeExceedsHeaps { size, largest_heap })
+        )),
+        "a buffer was made"
     );
-    let next = device.create_resource();
-    device.destroy_resource(first);
-    device.destroy_resource(next);
-    assert_eq!(next, first + 1, "a buffer was made");
     finish(allocator, &device);
 }
 
@@ -493,21 +472,31 @@ fn a_ring_exactly_its_heap_and_one_memory_object_is_made() {
     let mut layout = FakeLayout::lavapipe().with_heap_size(0, 2 * size);
     layout.max_memory_allocation_size = size;
     let (narrow, device) = allocator(layout);
-    let first = device.create_resource();
     let desc = UploadRingDesc {
         size: size + 1,
         ..UploadRingDesc::default()
     };
-    assert_eq!(
-        narrow.create_upload_ring(&desc).map(|_| ()),
-        Err(Error::SizeExceedsMaxAllocation {
-            size: size + 1,
-            max: size
-        })
+    assert!(
+        makes_nothing(&device, || assert_eq!(
+            narrow.create_upload_ring(&desc).map(|_| ()),
+            Err(Error::SizeExceedsMaxAllocation {
+                size: size + 1,
+                max: size
+            })
+        )),
+        "a buffer was made"
     );
+    finish(narrow, &device);
+}
+
+/// Whether `refuse` made no Vulkan object (a buffer a validation layer
+/// could flag past `maxBufferSize`): the fake device numbers its objects in
+/// order, so one made in between shows as a gap.
+fn makes_nothing(device: &FakeDevice, refuse: impl FnOnce()) -> bool {
+    let first = device.create_resource();
+    refuse();
     let next = device.create_resource();
     device.destroy_resource(first);
     device.destroy_resource(next);
-    assert_eq!(next, first + 1, "a buffer was made");
-    finish(narrow, &device);
+    next == first + 1
 }
