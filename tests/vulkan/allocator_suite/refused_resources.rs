@@ -1,8 +1,8 @@
 //! Resources the allocator refuses with a typed error before anything is
 //! bound: a device-address buffer (made, allocated for, or aliased) on an
 //! allocator not told of buffer device address, whose memory would lack the
-//! device-address flag, and sparse and disjoint resources, which the
-//! create-and-bind helpers cannot bind.
+//! device-address flag, and sparse, disjoint and capture-replay resources,
+//! which the create-and-bind helpers cannot bind.
 
 use ash::vk;
 use vk_suballoc::device::DeviceFeatures;
@@ -85,49 +85,22 @@ fn a_device_address_alias_needs_buffer_device_address() {
     }
 }
 
-/// Sparse and disjoint resources are bound by region or by plane, which the
-/// create-and-bind helpers do not do: a typed error before anything is
-/// created, so the validation layer sees no call at all.
-#[test]
-fn sparse_and_disjoint_resources_are_refused_up_front() {
-    let context = VulkanContext::new(Profile::Lavapipe);
-    let allocator = allocator_for(&context);
-    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
-    let sparse_buffer = buffer_info(4096).flags(vk::BufferCreateFlags::SPARSE_BINDING);
-    // SAFETY: refused before any Vulkan call (lavapipe has no sparse binding).
-    let result = unsafe { allocator.create_buffer(&sparse_buffer, &desc) };
-    assert!(
-        matches!(result, Err(Error::UnsupportedResource(_))),
-        "{result:?}"
-    );
-    for flags in [
-        vk::ImageCreateFlags::SPARSE_BINDING,
-        vk::ImageCreateFlags::DISJOINT,
-    ] {
-        let info = image_info(64, 64).flags(flags);
-        // SAFETY: refused before any Vulkan call.
-        let result = unsafe { allocator.create_image(&info, &desc) };
-        assert!(
-            matches!(result, Err(Error::UnsupportedResource(_))),
-            "{flags:?}: {result:?}"
-        );
-    }
-    assert_eq!(allocator.stats().memory_objects, 0);
-}
-
-/// Resources made for capture and replay bind only to memory allocated
-/// with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT`
+/// Resources the create-and-bind helpers cannot bind get a typed error
+/// before anything is created, so the validation layer sees no call at
+/// all: sparse and disjoint ones, bound by region or by plane, and those
+/// made for capture and replay, which bind only to memory allocated with
+/// `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT`
 /// (VUID-vkBindBufferMemory-bufferDeviceAddressCaptureReplay-09200,
 /// -buffer-09201, VUID-vkBindImageMemory-image-09202), which the allocator
-/// never sets: refused before anything is created (lavapipe's device here
-/// has neither capture-replay feature, so creating one would be reported
-/// too), as the aliasing helpers refuse them.
+/// never sets (the aliasing helpers refuse them too). Lavapipe's device
+/// here has none of these features, so creating one would be reported.
 #[test]
-fn capture_replay_resources_are_refused_up_front() {
+fn unbindable_resources_are_refused_up_front() {
     let context = VulkanContext::new(Profile::Lavapipe);
     let allocator = allocator_for(&context);
     let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
     for flags in [
+        vk::BufferCreateFlags::SPARSE_BINDING,
         vk::BufferCreateFlags::DEVICE_ADDRESS_CAPTURE_REPLAY,
         vk::BufferCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT,
     ] {
@@ -139,14 +112,19 @@ fn capture_replay_resources_are_refused_up_front() {
             "{flags:?}: {result:?}"
         );
     }
-    let flags = vk::ImageCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT;
-    let info = image_info(64, 64).flags(flags);
-    // SAFETY: refused before any Vulkan call.
-    let result = unsafe { allocator.create_image(&info, &desc) };
-    assert!(
-        matches!(result, Err(Error::UnsupportedResource(_))),
-        "{flags:?}: {result:?}"
-    );
+    for flags in [
+        vk::ImageCreateFlags::SPARSE_BINDING,
+        vk::ImageCreateFlags::DISJOINT,
+        vk::ImageCreateFlags::DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT,
+    ] {
+        let info = image_info(64, 64).flags(flags);
+        // SAFETY: refused before any Vulkan call.
+        let result = unsafe { allocator.create_image(&info, &desc) };
+        assert!(
+            matches!(result, Err(Error::UnsupportedResource(_))),
+            "{flags:?}: {result:?}"
+        );
+    }
     assert_eq!(allocator.stats().memory_objects, 0);
     context.assert_no_validation_messages();
 }
