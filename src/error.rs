@@ -76,8 +76,13 @@ pub enum Error {
     /// the kind places the memory for `bufferImageGranularity`, so one of
     /// the two is wrong. Say the resource's kind, or
     /// [`ResourceKind::Unknown`](crate::ResourceKind::Unknown).
+    ///
+    /// Or the request's `requirements.size` changed after the target was
+    /// set: dedicated memory takes that size, which must be the target's
+    /// (VUID-VkMemoryDedicatedAllocateInfo-buffer-02965, -image-02964).
+    /// Set the target last.
     #[error(
-        "the request's dedicated target and its resource kind disagree (buffer against image)"
+        "the request's dedicated target and its resource kind (buffer against image) or size disagree"
     )]
     DedicatedTargetMismatch,
     /// Every allowed memory type is out of device memory. Free memory and

@@ -389,7 +389,7 @@ impl Allocator<AshMemoryDevice> {
 /// made it with the request's requirements, and bind only it.
 fn target_unless_aliased(mut request: Request<'_>, target: DedicatedTarget) -> Request<'_> {
     if !request.desc.can_alias || request.driver_dedicated.required {
-        request.dedicated_target = Some(target);
+        request.set_target(target);
     }
     request
 }

@@ -225,6 +225,13 @@ pub struct Request<'a> {
     /// [`dedicated_target`](Self::dedicated_target), since the driver takes
     /// the handle on trust; read by [`target`](Self::target).
     pub(crate) dedicated_target: Option<DedicatedTarget>,
+    /// `requirements.size` when the target was set: the target's size, as
+    /// its setter vouched. The requirements are public, so safe code may
+    /// change them afterwards; `allocate` refuses the target then
+    /// ([`Error::DedicatedTargetMismatch`](crate::Error::DedicatedTargetMismatch)),
+    /// rather than give the driver dedicated memory of another size than
+    /// its resource's.
+    pub(crate) target_size: u64,
 }
 
 impl<'a> Request<'a> {
@@ -252,6 +259,7 @@ impl<'a> Request<'a> {
                 preferred: false,
             },
             dedicated_target: None,
+            target_size: 0,
         }
     }
 
@@ -284,6 +292,10 @@ impl<'a> Request<'a> {
     /// ([`Allocation::is_dedicated`](crate::Allocation::is_dedicated)), only
     /// `target` may be bound to its memory, at offset 0
     /// (VUID-vkBindBufferMemory-memory-01508, VUID-vkBindImageMemory-memory-01509).
+    /// The size the requirements have now is the one vouched for: should
+    /// it change before the allocation, the request is refused with
+    /// [`Error::DedicatedTargetMismatch`](crate::Error::DedicatedTargetMismatch)
+    /// (set the requirements first, the target last).
     ///
     /// Safe code cannot name a handle:
     /// ```compile_fail,E0133
@@ -293,7 +305,15 @@ impl<'a> Request<'a> {
     /// ```
     pub const unsafe fn dedicated_target(mut self, target: DedicatedTarget) -> Self {
         self.dedicated_target = Some(target);
+        self.target_size = self.requirements.size;
         self
+    }
+
+    /// [`dedicated_target`](Self::dedicated_target) for the allocator's
+    /// own requests, whose callers meet its contract.
+    pub(crate) fn set_target(&mut self, target: DedicatedTarget) {
+        self.dedicated_target = Some(target);
+        self.target_size = self.requirements.size;
     }
 
     /// The resource set by [`dedicated_target`](Self::dedicated_target),

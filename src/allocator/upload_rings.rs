@@ -233,7 +233,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             .driver_dedicated(driver_dedicated);
         // `Request::dedicated_target`'s contract: the buffer was just made,
         // with these requirements, and only it is bound to the memory.
-        request.dedicated_target = Some(crate::device::DedicatedTarget::Buffer(buffer));
+        request.set_target(crate::device::DedicatedTarget::Buffer(buffer));
         request.desc.name = ring.name;
         let device = &self.context.device;
         let allocation = self.allocate_and_bind(

@@ -477,3 +477,43 @@ fn a_dedicated_target_of_the_other_kind_is_refused() {
     }
     finish(allocator, &device);
 }
+
+/// A dedicated target is set, unsafely, for the request's requirements:
+/// dedicated memory takes their size, which must be the resource's
+/// (VUID-VkMemoryDedicatedAllocateInfo-buffer-02965, -image-02964). The
+/// requirements are public, so safe code may change the size afterwards;
+/// such a request is refused as a mismatch before any memory is made,
+/// where `allocate` (safe) handed the driver memory of the new size
+/// dedicated to the old resource.
+#[test]
+fn a_dedicated_target_whose_size_changed_since_is_refused() {
+    use vk_suballoc::device::MemoryDeviceExt;
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    // SAFETY: a fake device.
+    let (buffer, buffer_requirements, _) = unsafe {
+        device
+            .create_buffer(4096, ash::vk::BufferUsageFlags::TRANSFER_DST)
+            .unwrap()
+    };
+    let request = Request::new(
+        buffer_requirements,
+        Usage::DEVICE_LOCAL,
+        ResourceKind::Buffer,
+    )
+    .dedicated(DedicatedPolicy::Always)
+    .fake_target(DedicatedTarget::Buffer(buffer));
+    let mut resized = request;
+    resized.requirements.size *= 2;
+    assert_eq!(
+        allocator.allocate(&resized).map(|a| a.size()),
+        Err(Error::DedicatedTargetMismatch)
+    );
+    assert_eq!(device.counters().allocate_calls, 0);
+    // As it was set: taken.
+    let allocation = allocator.allocate(&request).unwrap();
+    assert!(allocation.is_dedicated());
+    free(&allocator, allocation);
+    // SAFETY: its memory is freed.
+    unsafe { device.destroy_buffer(buffer) };
+    finish(allocator, &device);
+}

@@ -34,7 +34,8 @@ pub(crate) fn check_requirements(requirements: &vk::MemoryRequirements) -> Resul
 /// [`Error::MissingDedicatedTarget`] when the driver requires dedicated
 /// memory and the request names no resource, and
 /// [`Error::DedicatedTargetMismatch`] when the resource it names is not of
-/// its kind.
+/// its kind, or its requirements' size changed since the resource was
+/// named (the size dedicated memory takes, which must be the resource's).
 #[inline]
 pub(super) fn check_request(request: &Request<'_>) -> Result<(), Error> {
     check_requirements(&request.requirements)?;
@@ -46,6 +47,9 @@ pub(super) fn check_request(request: &Request<'_>) -> Result<(), Error> {
             ResourceKind::LinearImage | ResourceKind::OptimalImage,
         )
         | (Some(DedicatedTarget::Image(_)), ResourceKind::Buffer) => {
+            Err(Error::DedicatedTargetMismatch)
+        }
+        (Some(_), _) if request.target_size != request.requirements.size => {
             Err(Error::DedicatedTargetMismatch)
         }
         _ => Ok(()),
