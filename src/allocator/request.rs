@@ -285,7 +285,10 @@ impl<'a> Request<'a> {
     /// The driver takes the handle on trust
     /// (VUID-VkMemoryDedicatedAllocateInfo-buffer-parameter, -image-parameter):
     /// `target` is a live buffer or image of the allocator's device, not
-    /// bound to memory, whose memory requirements are this request's
+    /// bound to memory, created without `SPARSE_BINDING`
+    /// (VUID-VkMemoryDedicatedAllocateInfo-buffer-01436, -image-01434) and,
+    /// an image, without `DISJOINT` (-image-01797: as the create-and-bind
+    /// helpers refuse both), whose memory requirements are this request's
     /// (the memory's size is theirs: VUID-VkMemoryDedicatedAllocateInfo-buffer-02965,
     /// -image-02964), and it stays alive, unbound, until the allocation is
     /// made. Should the allocation be dedicated
