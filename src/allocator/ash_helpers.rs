@@ -512,15 +512,21 @@ mod tests {
         // SAFETY: no chain.
         let usage = unsafe { buffer_usage(&plain) };
         assert_eq!(usage, vk::BufferUsageFlags::TRANSFER_SRC);
-        let mut usage2 = vk::BufferUsageFlags2CreateInfoKHR::default().usage(
+        // The chain linked by hand, as C code links it: ash's `push_next`
+        // keeps a pointer whose tag its own later borrows end (Miri).
+        let usage2 = vk::BufferUsageFlags2CreateInfoKHR::default().usage(
             vk::BufferUsageFlags2KHR::SHADER_DEVICE_ADDRESS
                 | vk::BufferUsageFlags2KHR::STORAGE_BUFFER,
         );
-        let mut external = vk::ExternalMemoryBufferCreateInfo::default();
-        let chained = vk::BufferCreateInfo::default()
-            .push_next(&mut usage2)
-            .push_next(&mut external);
-        // SAFETY: a chain of two live structures.
+        let external = vk::ExternalMemoryBufferCreateInfo {
+            p_next: std::ptr::addr_of!(usage2).cast(),
+            ..Default::default()
+        };
+        let chained = vk::BufferCreateInfo {
+            p_next: std::ptr::addr_of!(external).cast(),
+            ..Default::default()
+        };
+        // SAFETY: a chain of two live structures, the usage second.
         let usage = unsafe { buffer_usage(&chained) };
         assert_eq!(usage, address | vk::BufferUsageFlags::STORAGE_BUFFER);
     }
