@@ -216,7 +216,9 @@ pub struct Config {
     /// left behind goes back to the driver within a few seconds of frames
     /// that no longer need it. Frames are counted in `end_frame` calls, the
     /// one that seals the frame in which a block emptied included: with
-    /// 120 it goes at the 120th, and 0 and 1 both release at the next.
+    /// 120 it goes at the 120th, and 0 and 1 both release at the next. A
+    /// [`collect_idle`](crate::Allocator::collect_idle), which ends the
+    /// frame as if sealed and collected, counts as one.
     /// Default 120 (two seconds at 60 frames per second); `u64::MAX` keeps
     /// them for as long as
     /// [`empty_block_reserve`](Self::empty_block_reserve) allows. An engine

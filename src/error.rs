@@ -154,8 +154,11 @@ pub enum Error {
     /// collected (its bytes belong to later frames); nothing changed.
     #[error("allocation is not live (already freed)")]
     StaleAllocation,
-    /// The device was lost (`VK_ERROR_DEVICE_LOST`). Stop submitting; dropping
-    /// the allocator still frees everything.
+    /// The device was lost (`VK_ERROR_DEVICE_LOST`). Stop submitting;
+    /// once `vkDeviceWaitIdle` has returned (this error included),
+    /// [`Allocator::collect_idle`](crate::Allocator::collect_idle) releases
+    /// the frames that will now never complete, and dropping the allocator
+    /// still frees everything.
     #[error("device lost")]
     DeviceLost,
     /// An upload ring has no room: frames in flight hold it. Collect finished
