@@ -320,15 +320,7 @@ where
         // Allowed types that suit the usage, all too small for the request
         // (none was admitted): it can live in none of them, whatever an
         // allowed type that does not suit the usage could hold.
-        let suiting_heap = self
-            .context
-            .ranks()
-            .ranked(usage)
-            .iter()
-            .filter(|&&t| bits & (1 << t) != 0)
-            .map(|&t| self.context.heap_size(u32::from(t)))
-            .max();
-        if let Some(largest_heap) = suiting_heap {
+        if let Some(largest_heap) = self.context.largest_ranked_heap(usage, bits) {
             return Error::SizeExceedsHeaps { size, largest_heap };
         }
         // `bits` has a bit for the first 32 types only: a backend may list

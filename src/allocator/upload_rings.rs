@@ -166,10 +166,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let context = &self.context;
         // The ranking keeps the types the device may not use (AMD's
         // device-coherent ones without the feature): `admits` filters them.
-        let usable = context.usable_types();
-        let suiting = context.ranked_types(usage).iter();
-        let suiting = suiting.filter(|&&t| usable & (1 << t) != 0);
-        let largest = suiting.map(|&t| context.heap_size(u32::from(t))).max();
+        let largest = context.largest_ranked_heap(usage, context.usable_types());
         largest.or_else(|| {
             let heaps = &context.properties.device.memory_heaps;
             heaps.iter().map(|h| h.size).max()
@@ -177,14 +174,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     }
 
     /// The error for a ring chunk of `size` bytes, larger than
-    /// [`largest_ring_heap`](Self::largest_ring_heap) or than the `max` a
-    /// linear allocator manages: past those heaps (as the allocation path
-    /// says it), or, should a heap be larger still, past what one memory
-    /// object may be here.
+    /// `largest_heap` ([`largest_ring_heap`](Self::largest_ring_heap)) or
+    /// than the `max` a linear allocator manages: past those heaps (as the
+    /// allocation path says it), or, should a heap be larger still, past
+    /// what one memory object may be here.
     #[cold]
-    fn too_large_for_a_ring(&self, usage: Usage, size: u64, max: u64) -> Error {
+    fn too_large_for_a_ring(&self, largest_heap: Option<u64>, size: u64, max: u64) -> Error {
         let device = &self.context.properties.device;
-        match self.largest_ring_heap(usage) {
+        match largest_heap {
             Some(largest_heap) if size > largest_heap => {
                 Error::SizeExceedsHeaps { size, largest_heap }
             }
@@ -204,9 +201,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // Past what a linear allocator manages (2^48 bytes) is past every
         // heap there is: said as the allocation path says it, not as a
         // shortage that freeing could cure.
+        let largest_heap = self.largest_ring_heap(ring.usage);
         let linear = LinearAllocator::new(size, RING_FRAMES).map_err(|error| match error {
             OffsetError::CapacityTooLarge { max, .. } => {
-                self.too_large_for_a_ring(ring.usage, size, max)
+                self.too_large_for_a_ring(largest_heap, size, max)
             }
             OffsetError::OutOfHostMemory => Error::OutOfHostMemory,
             _ => Error::OutOfDeviceMemory,
@@ -217,9 +215,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // size may pass the device's `maxBufferSize`, which a validation
         // layer reports (VUID-VkBufferCreateInfo-size-06409).
         let max_object = self.context.properties.device.max_memory_allocation_size;
-        let largest_heap = self.largest_ring_heap(ring.usage);
         if largest_heap.is_some_and(|heap| size > heap) || size > max_object {
-            return Err(self.too_large_for_a_ring(ring.usage, size, u64::MAX));
+            return Err(self.too_large_for_a_ring(largest_heap, size, u64::MAX));
         }
         // SAFETY: `size` is non-zero (checked by the callers); the buffer
         // usage is not empty (`create_upload_ring` checks it,

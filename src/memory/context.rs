@@ -335,6 +335,17 @@ impl<D> MemoryContext<D> {
         self.ranks.ranked(usage)
     }
 
+    /// The largest heap of the memory types ranked for `usage` that `bits`
+    /// allows (one bit per type index); `None` when `bits` allows none of
+    /// them. For the errors of requests that no type admits.
+    pub(crate) fn largest_ranked_heap(&self, usage: Usage, bits: u32) -> Option<u64> {
+        self.ranked_types(usage)
+            .iter()
+            .filter(|&&t| bits & (1 << t) != 0)
+            .map(|&t| self.heap_size(u32::from(t)))
+            .max()
+    }
+
     /// The memory types ranked per usage, and the per-request filters
     /// ([`RankTable::admits`]).
     #[inline]
