@@ -384,14 +384,15 @@ impl Allocator<AshMemoryDevice> {
 /// (`VkMemoryDedicatedAllocateInfo`), unless the caller will alias the
 /// memory ([`AllocationDesc::can_alias`]) and the driver does not require
 /// it: memory made for one resource takes no other (VMA's `CAN_ALIAS`).
-///
-/// `target` meets [`Request::dedicated_target`]'s contract: the helpers
-/// made it with the request's requirements, and bind only it.
-fn target_unless_aliased(mut request: Request<'_>, target: DedicatedTarget) -> Request<'_> {
-    if !request.desc.can_alias || request.driver_dedicated.required {
-        request.set_target(target);
+fn target_unless_aliased(request: Request<'_>, target: DedicatedTarget) -> Request<'_> {
+    if request.desc.can_alias && !request.driver_dedicated.required {
+        request
+    } else {
+        // SAFETY: the helpers made `target` (neither sparse nor disjoint:
+        // they refuse both) with the request's requirements, allocate for
+        // it at once, and bind only it to dedicated memory.
+        unsafe { request.dedicated_target(target) }
     }
-    request
 }
 
 /// The usage of a buffer made from `info`: that of a chained

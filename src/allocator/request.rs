@@ -312,13 +312,6 @@ impl<'a> Request<'a> {
         self
     }
 
-    /// [`dedicated_target`](Self::dedicated_target) for the allocator's
-    /// own requests, whose callers meet its contract.
-    pub(crate) fn set_target(&mut self, target: DedicatedTarget) {
-        self.dedicated_target = Some(target);
-        self.target_size = self.requirements.size;
-    }
-
     /// The resource set by [`dedicated_target`](Self::dedicated_target),
     /// if any.
     pub const fn target(&self) -> Option<DedicatedTarget> {

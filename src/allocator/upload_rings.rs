@@ -225,12 +225,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let (buffer, requirements, driver_dedicated) =
             unsafe { self.context.device.create_buffer(size, ring.buffer_usage) }?;
         // Chunks share blocks unless the driver requires dedicated memory.
-        let mut request = Request::new(requirements, ring.usage, ResourceKind::Buffer)
+        let request = Request::new(requirements, ring.usage, ResourceKind::Buffer)
             .dedicated(DedicatedPolicy::Never)
             .driver_dedicated(driver_dedicated);
-        // `Request::dedicated_target`'s contract: the buffer was just made,
-        // with these requirements, and only it is bound to the memory.
-        request.set_target(crate::device::DedicatedTarget::Buffer(buffer));
+        // SAFETY: the buffer was just made, not sparse, with these
+        // requirements, and only it is bound to the memory.
+        let mut request =
+            unsafe { request.dedicated_target(crate::device::DedicatedTarget::Buffer(buffer)) };
         request.desc.name = ring.name;
         let device = &self.context.device;
         let allocation = self.allocate_and_bind(
