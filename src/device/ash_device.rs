@@ -174,6 +174,30 @@ impl AshMemoryDevice {
         self.features
     }
 
+    /// Whether the physical device has `VkPhysicalDeviceMaintenance4Properties`:
+    /// it reports Vulkan 1.3 or later, or supports `VK_KHR_maintenance4`
+    /// (a failed extension query reads as not supported).
+    fn has_maintenance4(&self) -> bool {
+        // SAFETY: `physical_device` belongs to `instance` (`new`'s contract).
+        let properties = unsafe {
+            self.instance
+                .get_physical_device_properties(self.physical_device)
+        };
+        if is_vulkan_1_3(properties.api_version) {
+            return true;
+        }
+        // SAFETY: as above.
+        let extensions = unsafe {
+            self.instance
+                .enumerate_device_extension_properties(self.physical_device)
+        };
+        extensions.is_ok_and(|extensions| {
+            extensions
+                .iter()
+                .any(|e| e.extension_name_as_c_str() == Ok(ash::khr::maintenance4::NAME))
+        })
+    }
+
     fn set_name(&self, memory: vk::DeviceMemory, name: &str) {
         let Some(debug_utils) = &self.debug_utils else {
             return;
@@ -204,10 +228,24 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
             self.instance
                 .get_physical_device_memory_properties(self.physical_device)
         };
+        // maxBufferSize is Vulkan 1.3's, or VK_KHR_maintenance4's: asked for
+        // only where the device has one or the other.
+        let maintenance4 = self.has_maintenance4();
         let mut maintenance3 = vk::PhysicalDeviceMaintenance3Properties::default();
+        let mut maintenance4_properties = vk::PhysicalDeviceMaintenance4Properties::default();
         let mut properties2 = vk::PhysicalDeviceProperties2::default().push_next(&mut maintenance3);
+        if maintenance4 {
+            properties2 = properties2.push_next(&mut maintenance4_properties);
+        }
         // SAFETY: as above; the instance is Vulkan 1.1+ (`new`'s contract), so
-        // vkGetPhysicalDeviceProperties2 and the maintenance3 struct are core.
+        // vkGetPhysicalDeviceProperties2 and the maintenance3 struct are core;
+        // the maintenance4 struct is chained only for a device of Vulkan 1.3
+        // or one that supports VK_KHR_maintenance4 (physical-device-level
+        // functionality: supported is enough, enabled is not needed). Open
+        // edge: a 1.3 device that lists no VK_KHR_maintenance4 under an
+        // instance made for 1.1 or 1.2 may not be asked for 1.3's structs,
+        // which this cannot tell (ash keeps no instance version); a driver
+        // that ignores the struct leaves maxBufferSize 0, read as unknown.
         unsafe {
             self.instance
                 .get_physical_device_properties2(self.physical_device, &mut properties2)
@@ -233,6 +271,9 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
                 buffer_device_address: self.features.buffer_device_address,
             },
             buffer_image_granularity: limits.buffer_image_granularity,
+            max_buffer_size: known_max_buffer_size(
+                maintenance4.then_some(maintenance4_properties.max_buffer_size),
+            ),
             memory_budget: self.features.memory_budget,
             memory_priority: self.features.memory_priority,
             amd_device_coherent_types,
@@ -531,6 +572,28 @@ fn memory_property_flags(flags: vk::MemoryPropertyFlags) -> MemoryPropertyFlags 
         .into_iter()
         .filter(|(vk_flag, _)| flags.contains(*vk_flag))
         .fold(MemoryPropertyFlags::empty(), |acc, (_, flag)| acc | flag)
+}
+
+/// Whether `api_version` (`VkPhysicalDeviceProperties::apiVersion`) is
+/// Vulkan 1.3 or later, where maintenance4 is core.
+fn is_vulkan_1_3(api_version: u32) -> bool {
+    let version = (
+        vk::api_version_major(api_version),
+        vk::api_version_minor(api_version),
+    );
+    version >= (1, 3)
+}
+
+/// [`MemoryProperties::max_buffer_size`] from the `maxBufferSize` the
+/// device reported (`None`: not asked, the device has no maintenance4):
+/// unknown, `u64::MAX`, when not asked or reported as 0 (below the 2^30
+/// every conformant driver must report: a driver or layer that left the
+/// struct unfilled).
+fn known_max_buffer_size(reported: Option<u64>) -> u64 {
+    match reported {
+        None | Some(0) => u64::MAX,
+        Some(size) => size,
+    }
 }
 
 /// One bit per memory type with `DEVICE_COHERENT_BIT_AMD` or

@@ -42,6 +42,14 @@ pub struct MemoryProperties {
     /// `VkPhysicalDeviceLimits::bufferImageGranularity`: linear and optimal
     /// resources must not share a page of this size in one `VkDeviceMemory`.
     pub buffer_image_granularity: u64,
+    /// `VkPhysicalDeviceMaintenance4Properties::maxBufferSize`: no
+    /// `VkBuffer` of this device may be larger
+    /// (VUID-VkBufferCreateInfo-size-06409). The allocator checks it for the
+    /// buffers it makes itself, upload-ring chunks
+    /// ([`Error::SizeExceedsMaxBuffer`](crate::Error::SizeExceedsMaxBuffer)).
+    /// `u64::MAX` when unknown: the device has neither Vulkan 1.3 nor
+    /// `VK_KHR_maintenance4`, or reported 0; no limit is checked then.
+    pub max_buffer_size: u64,
     /// `VK_EXT_memory_budget` is enabled: [`MemoryDeviceExt::heap_budgets`]
     /// reports real budgets.
     pub memory_budget: bool,

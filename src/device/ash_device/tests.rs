@@ -11,6 +11,7 @@ use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags as Props;
 
 use super::{amd_device_coherent_types, memory_priority, memory_property_flags};
+use super::{is_vulkan_1_3, known_max_buffer_size};
 use super::{
     AshMemoryDevice, DedicatedHint, DeviceError, DeviceFeatures, MappedMemoryRange, MemoryDevice,
 };
@@ -244,4 +245,33 @@ fn the_protected_flag_is_read() {
         memory_property_flags(flags),
         Props::DEVICE_LOCAL | Props::PROTECTED
     );
+}
+
+/// `maxBufferSize` is asked for on Vulkan 1.3 and later devices (or with
+/// VK_KHR_maintenance4), whatever their patch level or a later major
+/// version; a 1.2 device is not one of them.
+#[test]
+fn maintenance4_is_core_from_vulkan_1_3() {
+    for (version, core) in [
+        (vk::make_api_version(0, 1, 1, 0), false),
+        (vk::make_api_version(0, 1, 2, 999), false),
+        (vk::API_VERSION_1_3, true),
+        (vk::make_api_version(0, 1, 3, 230), true),
+        (vk::make_api_version(0, 1, 4, 0), true),
+        (vk::make_api_version(0, 2, 0, 0), true),
+    ] {
+        assert_eq!(is_vulkan_1_3(version), core, "{version:#x}");
+    }
+}
+
+/// A device without maintenance4, or one that reported 0 (an unfilled
+/// struct), has no known `maxBufferSize`: `u64::MAX`, which refuses
+/// nothing. Any other value is taken as reported.
+#[test]
+fn an_unknown_max_buffer_size_is_no_limit() {
+    assert_eq!(known_max_buffer_size(None), u64::MAX);
+    assert_eq!(known_max_buffer_size(Some(0)), u64::MAX);
+    for size in [1 << 30, 0xFFFF_FFFC, u64::from(u32::MAX), 1 << 40] {
+        assert_eq!(known_max_buffer_size(Some(size)), size);
+    }
 }

@@ -82,6 +82,7 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
                 buffer_device_address: layout.buffer_device_address,
             },
             buffer_image_granularity: layout.buffer_image_granularity,
+            max_buffer_size: layout.max_buffer_size,
             memory_budget: layout.memory_budget,
             memory_priority: false,
             amd_device_coherent_types: layout.amd_device_coherent_types,
@@ -165,6 +166,12 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         let mut state = self.state();
         if state.device_lost {
             return Err(DeviceError::DeviceLost);
+        }
+        if size > self.layout.max_buffer_size {
+            return Err(state.violation(format!(
+                "VUID-VkBufferCreateInfo-size-06409: a buffer of {size} bytes exceeds maxBufferSize ({})",
+                self.layout.max_buffer_size
+            )));
         }
         // Buffers may live in every type but lazily allocated ones, of
         // the 32 a mask can name (a layout may list more; Vulkan does not).

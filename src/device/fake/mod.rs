@@ -11,7 +11,7 @@
 //! (mapping non-host-visible memory, flushing unaligned ranges of
 //! non-coherent memory, freeing unknown memory, memory dedicated to a
 //! resource that does not exist, binds that break the reported
-//! requirements) and records each breach in
+//! requirements, buffers past `maxBufferSize`) and records each breach in
 //! [`FakeDevice::violations`].
 //!
 //! Host writes after `vkFreeMemory`: a freed host-visible object's host

@@ -249,7 +249,7 @@ impl State {
         self.next_handle
     }
 
-    fn violation(&mut self, text: String) -> DeviceError {
+    pub(super) fn violation(&mut self, text: String) -> DeviceError {
         self.violations.push(text);
         DeviceError::Unexpected(vk::Result::ERROR_VALIDATION_FAILED_EXT)
     }

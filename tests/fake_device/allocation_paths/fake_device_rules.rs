@@ -12,6 +12,7 @@ fn the_ext_trait_reports_the_preset() {
     assert_eq!(properties.device.memory_types.len(), 4);
     assert_eq!(properties.device.non_coherent_atom_size, 256);
     assert_eq!(properties.buffer_image_granularity, 4096);
+    assert_eq!(properties.max_buffer_size, 1 << 30);
 }
 
 /// The fake device checks binds against the requirements it reported, as
@@ -111,4 +112,37 @@ fn fake_binds_follow_the_reported_requirements() {
         discrete.deallocate_memory(plain);
         discrete.destroy_buffer(on_discrete);
     }
+}
+
+/// The fake device reports its layout's `maxBufferSize` through
+/// `MemoryDeviceExt`, and, as the validation layer does, records a buffer
+/// larger than it (VUID-VkBufferCreateInfo-size-06409) and makes none; a
+/// buffer of exactly that size is valid, and `u64::MAX` (a device that
+/// does not say) limits nothing.
+#[test]
+fn fake_buffers_stay_within_max_buffer_size() {
+    use ash::vk;
+    let usage = vk::BufferUsageFlags::TRANSFER_SRC;
+    let max = 1 << 20;
+    let device = FakeDevice::new(FakeLayout::mobile().with_max_buffer_size(max));
+    assert_eq!(device.memory_properties().max_buffer_size, max);
+    // SAFETY: a fake device; the invalid call is the one under test.
+    unsafe {
+        assert!(device.create_buffer(max + 1, usage).is_err());
+        assert_eq!(device.live_resources(), 0);
+        let (buffer, _, _) = device.create_buffer(max, usage).unwrap();
+        device.destroy_buffer(buffer);
+    }
+    let violations = device.violations();
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert!(violations[0].starts_with("VUID-VkBufferCreateInfo-size-06409"));
+
+    let unknown = FakeDevice::new(FakeLayout::mobile().with_max_buffer_size(u64::MAX));
+    assert_eq!(unknown.memory_properties().max_buffer_size, u64::MAX);
+    // SAFETY: a fake device.
+    unsafe {
+        let (buffer, _, _) = unknown.create_buffer(u64::MAX - 3, usage).unwrap();
+        unknown.destroy_buffer(buffer);
+    }
+    unknown.assert_clean();
 }

@@ -3,8 +3,11 @@
 //! smaller block, then dedicated memory; a full heap falls back to the
 //! next memory type in order and, when all are full, to a typed error; the
 //! object limit is a typed error before the driver's; budgets are the
-//! driver's.
+//! driver's; `maxBufferSize`, which upload rings' chunks are checked
+//! against, is the driver's.
 
+use ash::vk;
+use vk_suballoc::device::MemoryDeviceExt;
 use vk_suballoc::{AllocationDesc, DedicatedPolicy, Error, Usage};
 
 use super::super::allocator_setup::{allocator_for, buffer_info};
@@ -164,3 +167,28 @@ test_each_fake_profile!(
         unsafe { allocator.destroy_buffer(handle, allocation) }.unwrap();
     }
 );
+
+/// The ash backend reads `maxBufferSize` from
+/// `VkPhysicalDeviceMaintenance4Properties` on a Vulkan 1.3 device: on
+/// lavapipe it is what `vulkaninfo` shows there (0xffffffff with Mesa
+/// 22.3), not `u64::MAX`, which would mean unknown and let upload rings
+/// make buffers past it.
+#[test]
+fn the_backend_reads_max_buffer_size() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    assert!(context.properties().api_version >= vk::API_VERSION_1_3);
+    let mut maintenance4 = vk::PhysicalDeviceMaintenance4Properties::default();
+    let mut properties = vk::PhysicalDeviceProperties2::default().push_next(&mut maintenance4);
+    // SAFETY: a live physical device of this Vulkan 1.3 instance, which
+    // reports Vulkan 1.3: the maintenance4 struct is core.
+    unsafe {
+        context
+            .instance
+            .get_physical_device_properties2(context.physical_device, &mut properties);
+    }
+    let expected = maintenance4.max_buffer_size;
+    assert!(expected >= 1 << 30 && expected != u64::MAX, "{expected:#x}");
+    let allocator = allocator_for(&context);
+    let reported = allocator.device().memory_properties().max_buffer_size;
+    assert_eq!(reported, expected);
+}
