@@ -62,6 +62,18 @@ pub enum Error {
         /// The device's `maxMemoryAllocationSize`.
         max: u64,
     },
+    /// An upload ring's chunk is larger than the device's `maxBufferSize`
+    /// (`VkPhysicalDeviceMaintenance4Properties`): no `VkBuffer` of this
+    /// device may be that large (VUID-VkBufferCreateInfo-size-06409), so
+    /// nothing was created. Make the ring smaller (a growing ring adds
+    /// chunks of its size), or ask a growing ring for less at once.
+    #[error("{size} bytes exceed maxBufferSize ({max})")]
+    SizeExceedsMaxBuffer {
+        /// The chunk's size.
+        size: u64,
+        /// The device's `maxBufferSize`.
+        max: u64,
+    },
     /// The driver requires dedicated memory for the resource
     /// (`VkMemoryDedicatedRequirements::requiresDedicatedAllocation`), and the
     /// request names no [`dedicated_target`](crate::Request::dedicated_target):

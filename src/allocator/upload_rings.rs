@@ -65,8 +65,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)
     /// (nothing is created after any of these); allocation
     /// errors ([`Error::SizeExceedsHeaps`] for a ring larger than the heap
-    /// of every memory type that suits `desc.usage`, however large; nothing
-    /// is created then); buffer creation failures.
+    /// of every memory type that suits `desc.usage`, however large, then
+    /// [`Error::SizeExceedsMaxAllocation`] for one larger than
+    /// `maxMemoryAllocationSize`; nothing is created then);
+    /// [`Error::SizeExceedsMaxBuffer`] for one larger than the device's
+    /// `maxBufferSize` ([`MemoryProperties::max_buffer_size`](crate::device::MemoryProperties::max_buffer_size)),
+    /// before its buffer is made; buffer creation failures.
     ///
     /// # Safety
     /// Every bit of `desc.buffer_usage` is valid on the device: the
@@ -214,9 +218,19 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // The allocation would refuse it all the same, but a buffer that
         // size may pass the device's `maxBufferSize`, which a validation
         // layer reports (VUID-VkBufferCreateInfo-size-06409).
-        let max_object = self.context.properties.device.max_memory_allocation_size;
+        let properties = &self.context.properties;
+        let max_object = properties.device.max_memory_allocation_size;
         if largest_heap.is_some_and(|heap| size > heap) || size > max_object {
             return Err(self.too_large_for_a_ring(largest_heap, size, u64::MAX));
+        }
+        // Within those, past `maxBufferSize` (`u64::MAX`, unknown, is
+        // never passed): no buffer may be that large.
+        let max_buffer = properties.max_buffer_size;
+        if size > max_buffer {
+            return Err(Error::SizeExceedsMaxBuffer {
+                size,
+                max: max_buffer,
+            });
         }
         // SAFETY: `size` is non-zero (checked by the callers); the buffer
         // usage is not empty (`create_upload_ring` checks it,

@@ -39,12 +39,14 @@ pub(crate) const RING_FRAMES: u32 = 64;
 pub struct UploadRingDesc<'a> {
     /// Bytes per chunk. The ring must hold every frame in flight. Each
     /// chunk is one buffer of this size (or of the request that outgrew it,
-    /// in a growing ring), so keep it within the device's
-    /// `maxBufferSize` (`VkPhysicalDeviceMaintenance4Properties`, 1–2 GiB
-    /// on some drivers; VUID-VkBufferCreateInfo-size-06409): the allocator
-    /// does not read that limit. A chunk larger than the heap of every
-    /// memory type that suits `usage`, or than `maxMemoryAllocationSize`,
-    /// is refused before its buffer is made.
+    /// in a growing ring). A chunk larger than the heap of every memory
+    /// type that suits `usage`, than `maxMemoryAllocationSize`, or than the
+    /// device's `maxBufferSize` (`VkPhysicalDeviceMaintenance4Properties`,
+    /// 1–4 GiB on many drivers; VUID-VkBufferCreateInfo-size-06409:
+    /// [`Error::SizeExceedsMaxBuffer`]),
+    /// is refused before its buffer is made. A device without Vulkan 1.3
+    /// or `VK_KHR_maintenance4` does not say its `maxBufferSize`: keep
+    /// chunks within 1 GiB there.
     pub size: u64,
     /// Memory usage, with `UPLOAD` or `READBACK` (the host writes the ring),
     /// and `UPLOAD` not with `ALLOW_TRANSFER_INSTEAD`;

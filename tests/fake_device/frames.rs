@@ -31,6 +31,8 @@ mod ring_creation;
 mod ring_destroyed_under_a_write;
 #[path = "frames/ring_growth.rs"]
 mod ring_growth;
+#[path = "frames/ring_max_buffer.rs"]
+mod ring_max_buffer;
 #[path = "frames/ring_random_calls.rs"]
 mod ring_random_calls;
 #[path = "frames/ring_stress.rs"]

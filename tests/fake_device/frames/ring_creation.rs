@@ -315,7 +315,8 @@ fn a_ring_larger_than_any_heap_is_refused_as_too_large() {
         );
     }
     for size in [largest_heap + 1, u64::MAX] {
-        a_growing_ring_refuses(&allocator, &device, size, largest_heap);
+        let expected = Error::SizeExceedsHeaps { size, largest_heap };
+        a_growing_ring_refuses(&allocator, &device, size, expected);
     }
     finish_after_frame(allocator, &device);
 }
@@ -381,7 +382,8 @@ fn a_ring_larger_than_every_heap_the_host_sees_makes_no_buffer() {
         )),
         "a buffer was made"
     );
-    a_growing_ring_refuses(&allocator, &device, size, largest_heap);
+    let expected = Error::SizeExceedsHeaps { size, largest_heap };
+    a_growing_ring_refuses(&allocator, &device, size, expected);
     finish_after_frame(allocator, &device);
 }
 
@@ -464,7 +466,7 @@ fn a_ring_exactly_its_heap_and_one_memory_object_is_made() {
 /// Whether `refuse` made no Vulkan object (a buffer a validation layer
 /// could flag past `maxBufferSize`): the fake device numbers its objects in
 /// order, so one made in between shows as a gap.
-fn makes_nothing(device: &FakeDevice, refuse: impl FnOnce()) -> bool {
+pub(super) fn makes_nothing(device: &FakeDevice, refuse: impl FnOnce()) -> bool {
     let first = device.create_resource();
     refuse();
     let next = device.create_resource();
@@ -473,15 +475,15 @@ fn makes_nothing(device: &FakeDevice, refuse: impl FnOnce()) -> bool {
     next == first + 1
 }
 
-/// A growing ring asked for `size` bytes refuses them as larger than the
-/// heaps it can use (`largest_heap` the largest), before its new chunk's
-/// buffer is made, and changes no figure; the ring is destroyed then (its
-/// chunk goes after the frame).
-fn a_growing_ring_refuses(
+/// A growing ring asked for `size` bytes refuses them with `expected` (as
+/// larger than the heaps it can use, or than `maxBufferSize`), before its
+/// new chunk's buffer is made, and changes no figure; the ring is destroyed
+/// then (its chunk goes after the frame).
+pub(super) fn a_growing_ring_refuses(
     allocator: &super::super::FakeAllocator,
     device: &FakeDevice,
     size: u64,
-    largest_heap: u64,
+    expected: Error,
 ) {
     let desc = UploadRingDesc {
         grow: true,
@@ -492,7 +494,7 @@ fn a_growing_ring_refuses(
     assert!(
         makes_nothing(device, || assert_eq!(
             allocator.ring_allocate(ring, size, 1).map(|_| ()),
-            Err(Error::SizeExceedsHeaps { size, largest_heap })
+            Err(expected)
         )),
         "{size}: a growing ring's buffer was made"
     );
