@@ -62,14 +62,18 @@ pub enum Error {
         /// The device's `maxMemoryAllocationSize`.
         max: u64,
     },
-    /// An upload ring's chunk is larger than the device's `maxBufferSize`
+    /// An upload ring's chunk, or a buffer given to
+    /// [`create_buffer`](crate::Allocator::create_buffer) or
+    /// [`create_aliasing_buffer`](crate::Allocator::create_aliasing_buffer),
+    /// is larger than the device's `maxBufferSize`
     /// (`VkPhysicalDeviceMaintenance4Properties`): no `VkBuffer` of this
     /// device may be that large (VUID-VkBufferCreateInfo-size-06409), so
     /// nothing was created. Make the ring smaller (a growing ring adds
-    /// chunks of its size), or ask a growing ring for less at once.
+    /// chunks of its size), ask a growing ring for less at once, or split
+    /// the buffer.
     #[error("{size} bytes exceed maxBufferSize ({max})")]
     SizeExceedsMaxBuffer {
-        /// The chunk's size.
+        /// The chunk's or buffer's size.
         size: u64,
         /// The device's `maxBufferSize`.
         max: u64,

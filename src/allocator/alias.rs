@@ -13,7 +13,7 @@
 
 use ash::vk;
 
-use super::ash_helpers::{buffer_usage, check_buffer_flags, check_image_flags, keep_protection};
+use super::ash_helpers::{buffer_usage, check_image_flags, keep_protection};
 use super::place::check_requirements;
 use super::pool::type_bit;
 use super::{Allocation, AllocationDesc, Allocator, Request};
@@ -224,7 +224,8 @@ impl Allocator<AshMemoryDevice> {
     /// `DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT`), which binds only to memory
     /// allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT`
     /// (VUID-vkBindBufferMemory-bufferDeviceAddressCaptureReplay-09200,
-    /// -buffer-09201): the allocator makes none (nothing is created then).
+    /// -buffer-09201): the allocator makes none (nothing is created then);
+    /// [`Error::SizeExceedsMaxBuffer`] as `create_buffer` gives it.
     ///
     /// # Safety
     /// `info` is a valid `VkBufferCreateInfo` for this device; the
@@ -235,7 +236,7 @@ impl Allocator<AshMemoryDevice> {
         offset: u64,
         info: &vk::BufferCreateInfo<'_>,
     ) -> Result<vk::Buffer, Error> {
-        check_buffer_flags(info.flags)?;
+        self.check_buffer(info)?;
         self.check_owner(allocation)?;
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.

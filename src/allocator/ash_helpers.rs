@@ -35,19 +35,24 @@ impl Allocator<AshMemoryDevice> {
     /// replay (`DEVICE_ADDRESS_CAPTURE_REPLAY`,
     /// `DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT`), which binds only to memory
     /// allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT`,
-    /// which the allocator never sets; then [`Error::ForeignPool`] and
+    /// which the allocator never sets; [`Error::SizeExceedsMaxBuffer`] for
+    /// a size past the device's `maxBufferSize`
+    /// ([`MemoryProperties::max_buffer_size`](crate::device::MemoryProperties::max_buffer_size),
+    /// VUID-VkBufferCreateInfo-size-06409); then [`Error::ForeignPool`] and
     /// [`Error::AlignmentNotPowerOfTwo`] for `desc.min_alignment`, which
     /// need no buffer (nothing is created after these).
     ///
     /// # Safety
     /// `info` is a valid `VkBufferCreateInfo` for this device (the
-    /// VUID-VkBufferCreateInfo-* rules; size non-zero, usage supported).
+    /// VUID-VkBufferCreateInfo-* rules; size non-zero, usage supported;
+    /// the size is checked against `maxBufferSize` where the device
+    /// reports it).
     pub unsafe fn create_buffer(
         &self,
         info: &vk::BufferCreateInfo<'_>,
         desc: &AllocationDesc<'_>,
     ) -> Result<(vk::Buffer, Allocation), Error> {
-        check_buffer_flags(info.flags)?;
+        self.check_buffer(info)?;
         // Before the buffer is made: a request refused for its description
         // alone creates nothing.
         check_desc(self.id, desc)?;
@@ -76,6 +81,23 @@ impl Allocator<AshMemoryDevice> {
             || unsafe { device.destroy_buffer(buffer, None) },
         )?;
         Ok((buffer, allocation))
+    }
+
+    /// What the buffer helpers check of a create info before the buffer is
+    /// made: its flags ([`check_buffer_flags`]) and its size against the
+    /// device's `maxBufferSize` (VUID-VkBufferCreateInfo-size-06409;
+    /// [`Error::SizeExceedsMaxBuffer`]), which `u64::MAX`, unknown, never
+    /// refuses.
+    pub(super) fn check_buffer(&self, info: &vk::BufferCreateInfo<'_>) -> Result<(), Error> {
+        check_buffer_flags(info.flags)?;
+        let max = self.context.properties.max_buffer_size;
+        if info.size > max {
+            return Err(Error::SizeExceedsMaxBuffer {
+                size: info.size,
+                max,
+            });
+        }
+        Ok(())
     }
 
     /// Creates an image, allocates memory for it (dedicated when the driver
@@ -429,7 +451,7 @@ pub(super) unsafe fn buffer_usage(info: &vk::BufferCreateInfo<'_>) -> vk::Buffer
 /// `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT`
 /// (VUID-vkBindBufferMemory-bufferDeviceAddressCaptureReplay-09200,
 /// -buffer-09201), which the allocator never sets.
-pub(super) fn check_buffer_flags(flags: vk::BufferCreateFlags) -> Result<(), Error> {
+fn check_buffer_flags(flags: vk::BufferCreateFlags) -> Result<(), Error> {
     let refused = [
         (
             vk::BufferCreateFlags::SPARSE_BINDING,

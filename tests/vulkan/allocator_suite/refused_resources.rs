@@ -5,7 +5,7 @@
 //! which the create-and-bind helpers cannot bind.
 
 use ash::vk;
-use vk_suballoc::device::DeviceFeatures;
+use vk_suballoc::device::{DeviceFeatures, MemoryDeviceExt};
 use vk_suballoc::{AllocationDesc, Error, Usage};
 
 use super::super::allocator_setup::{allocator_for, allocator_with, buffer_info, image_info};
@@ -126,5 +126,47 @@ fn unbindable_resources_are_refused_up_front() {
         );
     }
     assert_eq!(allocator.stats().memory_objects, 0);
+    context.assert_no_validation_messages();
+}
+
+/// A buffer larger than the device's `maxBufferSize` is refused by the
+/// create-and-bind and aliasing helpers before `vkCreateBuffer` (which it
+/// would break: VUID-VkBufferCreateInfo-size-06409), with the size and the
+/// limit; a buffer of exactly the limit is not refused for its size (its
+/// memory then fails for lavapipe's 2 GiB heap, as any request that
+/// large, with nothing made either).
+#[test]
+fn buffers_past_max_buffer_size_are_refused_up_front() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let max = allocator.device().memory_properties().max_buffer_size;
+    assert!(max < u64::MAX, "lavapipe reports maxBufferSize");
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+    let over = buffer_info(max + 1);
+    // SAFETY: refused before any Vulkan call; the one buffer made is
+    // destroyed before the allocation is freed.
+    unsafe {
+        let created = allocator.create_buffer(&over, &desc);
+        assert!(
+            matches!(created, Err(Error::SizeExceedsMaxBuffer { size, max: m }) if size == max + 1 && m == max),
+            "{created:?}"
+        );
+        let (buffer, allocation) = allocator.create_buffer(&buffer_info(4096), &desc).unwrap();
+        let alias = allocator.create_aliasing_buffer(&allocation, 0, &over);
+        assert!(
+            matches!(alias, Err(Error::SizeExceedsMaxBuffer { .. })),
+            "{alias:?}"
+        );
+        allocator.destroy_buffer(buffer, allocation).unwrap();
+        let at_limit = allocator.create_buffer(&buffer_info(max), &desc);
+        assert!(
+            !matches!(at_limit, Err(Error::SizeExceedsMaxBuffer { .. })),
+            "{at_limit:?}"
+        );
+        if let Ok((buffer, allocation)) = at_limit {
+            allocator.destroy_buffer(buffer, allocation).unwrap();
+        }
+    }
+    assert_eq!(allocator.stats().allocations(), 0);
     context.assert_no_validation_messages();
 }
