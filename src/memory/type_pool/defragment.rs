@@ -22,10 +22,13 @@
 //! each one's allocations as fit, largest first; each retires as a block
 //! taken whole does, and later plans move the rest.
 //!
-//! A block taken is *retiring*: it moves to the back of its class's
-//! first-fit order, and blocks made later are listed before it, so new
-//! requests go elsewhere while other blocks have room; its runs hand out
-//! no more slots, and no new run is carved from it. It empties when the engine
+//! A block taken is *retiring*: it leaves its class's first-fit walk for
+//! the pool's list of retiring blocks, so new requests go elsewhere while
+//! other blocks of their class (those made later too) have room; only then,
+//! before an empty block of the other class is adopted or new memory made,
+//! do the retiring blocks take them, in the order they retired
+//! (`allocate_in_reserve`). Its runs hand out no more slots, and no new
+//! run is carved from it. It empties when the engine
 //! frees the moved allocations, and is then released at once: not kept
 //! for reuse, as blocks emptied by other frees may be
 //! (but for a custom pool's `min_blocks`).
@@ -505,8 +508,9 @@ impl<M> TypePool<M> {
     }
 
     /// Ends the retirement of block `key`, when it is retiring: a move out
-    /// of it was given up, so it cannot empty. It takes requests (before
-    /// the blocks still retiring) and moves again, and its runs reopen.
+    /// of it was given up, so it cannot empty. It goes back to the
+    /// first-fit walk (after the blocks there) and takes requests and
+    /// moves again, and its runs reopen.
     pub(crate) fn stop_retiring(&mut self, key: SlabKey) {
         let Some(block) = self.blocks.get_mut(key) else {
             return;
@@ -517,24 +521,28 @@ impl<M> TypePool<M> {
         block.retiring = false;
         self.counters.retiring_blocks -= 1;
         let class = block.class;
-        self.order[class].retain(|&other| other != key);
-        self.list_block(class, key);
+        self.retiring[class].retain(|&other| other != key);
+        self.order[class].push(key);
         self.runs.reopen_in_block(key);
     }
 
-    /// Marks block `key` retiring (module docs): last in first-fit order,
-    /// its runs closed to new slots.
+    /// Marks block `key` retiring (module docs): out of the first-fit walk,
+    /// last among the retiring blocks of its class (also when it was
+    /// retiring already: a later plan goes on emptying it), its runs closed
+    /// to new slots.
     fn retire(&mut self, key: SlabKey) {
         let Some(block) = self.blocks.get_mut(key) else {
             return;
         };
-        if !block.retiring {
+        let class = block.class;
+        if block.retiring {
+            self.retiring[class].retain(|&other| other != key);
+        } else {
+            block.retiring = true;
             self.counters.retiring_blocks += 1;
+            self.order[class].retain(|&other| other != key);
         }
-        block.retiring = true;
-        let order = &mut self.order[block.class];
-        order.retain(|&other| other != key);
-        order.push(key);
+        self.retiring[class].push(key);
         self.runs.retire_in_block(key);
     }
 }

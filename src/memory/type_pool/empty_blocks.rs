@@ -165,32 +165,40 @@ impl<M> TypePool<M> {
         })
     }
 
-    /// Takes block `key` out of the pool (its slot, its first-fit order,
-    /// its counts), then frees its memory; with debug fills, an empty
-    /// block is checked whole first ([`check_released_block`](Self::check_released_block)),
-    /// and a write after free found is logged once it is freed.
+    /// Takes block `key` out of the pool (its slot, its first-fit order or
+    /// the retiring blocks, its counts), then frees its memory; with debug
+    /// fills, an empty block is checked whole first
+    /// ([`check_released_block`](Self::check_released_block)), and a write
+    /// after free found is logged once it is freed.
     ///
     /// # Time complexity
     /// O(blocks of its granularity class), to unlink it from their
-    /// first-fit order, and a `vkFreeMemory` call. Releases of several blocks
-    /// at once go through [`release_batch`](Self::release_batch), which
-    /// unlinks them all in one pass.
+    /// first-fit order (or the retiring ones), and a `vkFreeMemory` call.
+    /// Releases of several blocks at once go through
+    /// [`release_batch`](Self::release_batch), which unlinks them all in
+    /// one pass.
     pub(super) fn release_block<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
         key: SlabKey,
     ) {
-        let Some(class) = self.blocks.get(key).map(|block| block.class) else {
+        let Some(block) = self.blocks.get(key) else {
             return;
         };
-        self.order[class].retain(|k| *k != key);
+        let list = if block.retiring {
+            &mut self.retiring[block.class]
+        } else {
+            &mut self.order[block.class]
+        };
+        list.retain(|k| *k != key);
         self.release_unlinked(context, key);
     }
 
     /// Runs `release`, whose releases of blocks ([`release_in_batch`](Self::release_in_batch))
     /// mark them in the batch it is given, then unlinks every block marked
-    /// from the first-fit order in one pass, keeping the others' order:
-    /// unlinking each as it went ([`release_block`](Self::release_block))
+    /// from the first-fit order and the retiring blocks in one pass,
+    /// keeping the others' order: unlinking each as it went
+    /// ([`release_block`](Self::release_block))
     /// made releasing `k` blocks O(k·blocks). Also when `release` panics
     /// (the memory callback, a backend in a released block's check): the
     /// blocks released before the panic are unlinked, those after stay, as
@@ -203,15 +211,16 @@ impl<M> TypePool<M> {
         let mut batch = Vec::new();
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| release(self, &mut batch)));
         if !batch.is_empty() {
-            for order in &mut self.order {
-                order.retain(|key| !batch.get(key.index as usize).copied().unwrap_or(false));
+            for list in self.order.iter_mut().chain(&mut self.retiring) {
+                list.retain(|key| !batch.get(key.index as usize).copied().unwrap_or(false));
             }
             debug_assert!(
                 self.order
                     .iter()
+                    .chain(&self.retiring)
                     .flatten()
                     .all(|&key| self.blocks.get(key).is_some()),
-                "a released block left in the first-fit order"
+                "a released block left in the first-fit order or the retiring list"
             );
         }
         outcome.unwrap_or_else(|payload| panic::resume_unwind(payload))
@@ -340,8 +349,8 @@ impl<M> TypePool<M> {
         let mut panics = FirstPanic::default();
         panics.run(|| self.log_leaks());
         self.runs.clear();
-        for order in &mut self.order {
-            order.clear();
+        for list in self.order.iter_mut().chain(&mut self.retiring) {
+            list.clear();
         }
         let keys: Vec<SlabKey> = self.blocks.iter().map(|(key, _)| key).collect();
         for key in keys {

@@ -2,7 +2,11 @@
 //!
 //! Requests go to the first block (in creation order, so old blocks fill up
 //! and new ones can empty out) whose offset allocator can place them; when
-//! none can, a new block is created ([`block_size`](super::block_size)). Large
+//! none can, to the pool's reserve (the blocks a defragmentation plan is
+//! emptying, in the order they retired, kept apart, out of that first-fit
+//! walk; then an empty block of the other granularity class, adopted); when
+//! that cannot either, a new block is created
+//! ([`block_size`](super::block_size)). Large
 //! requests and those the driver asks for get dedicated memory (in a custom
 //! pool, with a [`PoolPolicy`], only those that require it). When the
 //! driver is out of memory, or the heap over budget, the pool retries
@@ -109,9 +113,15 @@ fn is_no_room(error: Error) -> bool {
 pub(crate) struct TypePool<M> {
     memory_type: u32,
     blocks: Slab<Block<M>>,
-    /// Blocks of each granularity class, oldest first, but for those a
-    /// defragmentation plan is emptying: they come last (`defragment`).
+    /// Blocks of each granularity class that requests try first fit
+    /// (`allocate`), oldest first; not those a defragmentation plan is
+    /// emptying, which are in `retiring`.
     order: [Vec<SlabKey>; 2],
+    /// Blocks of each granularity class a defragmentation plan is emptying
+    /// (`defragment`), in the order they last retired: out of the first-fit
+    /// walk, so that a request takes one only when no other block of its
+    /// class has room, and before new memory (`allocate_in_reserve`).
+    retiring: [Vec<SlabKey>; 2],
     dedicated: Slab<DedicatedMemory<M>>,
     runs: Runs,
     next_serial: u32,
@@ -165,6 +175,7 @@ impl<M> TypePool<M> {
             memory_type,
             blocks: Slab::new(),
             order: [Vec::new(), Vec::new()],
+            retiring: [Vec::new(), Vec::new()],
             dedicated: Slab::new(),
             runs: Runs::default(),
             next_serial: 0,

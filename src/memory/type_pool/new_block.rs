@@ -2,7 +2,8 @@
 //! VMA's growing sequence, [`block_size`](super::super::block_size)), the
 //! smaller sizes tried when the device has no room or the heap's budget
 //! none, an empty block of the other granularity class taken over instead
-//! of a new one, and the debug names of a pool's memory objects.
+//! of a new one (by the reserve, `allocate_in_reserve`, which requests try
+//! first), and the debug names of a pool's memory objects.
 
 use super::{is_no_room, Placement, PoolRequest, TypePool};
 use crate::device::MemoryDeviceExt;
@@ -14,6 +15,8 @@ use crate::offset::{OffsetAllocator, OffsetError};
 use crate::Error;
 
 impl<M> TypePool<M> {
+    /// Places `request` in a new block, once the existing blocks, the
+    /// reserve's included (`allocate_in_reserve`), could not.
     pub(super) fn allocate_in_new_block<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
@@ -26,9 +29,11 @@ impl<M> TypePool<M> {
             return Err(error);
         }
         let fixed = self.policy.block_size;
-        // Each granularity class grows its own sequence of block sizes.
+        // Each granularity class grows its own sequence of block sizes
+        // (its retiring blocks included).
         let largest = self.order[request.class]
             .iter()
+            .chain(&self.retiring[request.class])
             .filter_map(|key| self.blocks.get(*key))
             .map(|b| b.size)
             .max()
@@ -39,11 +44,6 @@ impl<M> TypePool<M> {
         // (VUID-vkAllocateMemory-pAllocateInfo-01713).
         if request.placed_size > context.heap_size(self.memory_type) {
             return Err(Error::OutOfDeviceMemory);
-        }
-        if let Some(key) = self.adopt_empty_block(request) {
-            if let Some(placement) = self.allocate_in_block(key, request) {
-                return Ok(placement);
-            }
         }
         if self.counters.blocks >= self.policy.max_blocks {
             return Err(Error::PoolFull {
@@ -99,21 +99,8 @@ impl<M> TypePool<M> {
         block.class = request.class;
         block.kinds.clear();
         block.miss = Miss::NONE;
-        self.list_block(request.class, key);
+        self.order[request.class].push(key);
         Some(key)
-    }
-
-    /// Adds block `key` to the first-fit order of `class`: after its other
-    /// blocks, but before those a defragmentation plan is emptying, which
-    /// stay last so that they can empty.
-    pub(super) fn list_block(&mut self, class: usize, key: SlabKey) {
-        let blocks = &self.blocks;
-        let order = &mut self.order[class];
-        let at = order
-            .iter()
-            .rposition(|&other| blocks.get(other).is_some_and(|block| !block.retiring))
-            .map_or(0, |last_open| last_open + 1);
-        order.insert(at, key);
     }
 
     pub(super) fn create_block<D: MemoryDeviceExt<M>>(
@@ -148,7 +135,7 @@ impl<M> TypePool<M> {
             retiring: false,
             emptied_in_frame: context.current_frame(),
         });
-        self.list_block(request.class, key);
+        self.order[request.class].push(key);
         self.counters.blocks += 1;
         self.counters.block_bytes += size;
         self.counters.empty_blocks += 1;
