@@ -33,6 +33,8 @@ mod move_placement;
 mod random_plans;
 #[path = "defragment/retirement.rs"]
 mod retirement;
+#[path = "defragment/retiring_reuse.rs"]
+mod retiring_reuse;
 #[path = "defragment/run_slots.rs"]
 mod run_slots;
 
