@@ -138,8 +138,8 @@ pub struct BlockMap {
     pub mapped: bool,
     /// Whether a defragmentation plan is emptying it
     /// ([`Allocator::plan_defragmentation`](crate::Allocator::plan_defragmentation)):
-    /// it takes no moves and comes last for new requests (among the blocks
-    /// of their granularity class), and is released
+    /// it takes no moves and comes last for new requests (after a kept
+    /// empty block of the other granularity class too), and is released
     /// when its last allocation is freed (a custom pool at its `min_blocks`
     /// keeps it, no longer retiring). A move out of it given up
     /// ([`Allocator::give_up_move`](crate::Allocator::give_up_move)) ends

@@ -103,10 +103,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Until they empty, the blocks being emptied take no other plan's
     /// moves, give out no more slots for small buffers, and come last when
     /// new requests look for room: a request lands there only when no other
-    /// block of its granularity class can take it (where optimal images
-    /// get blocks of their own, past
+    /// block can take it (where optimal images get blocks of their own,
+    /// past
     /// [`Config::max_padded_granularity`](crate::Config::max_padded_granularity),
-    /// before a kept empty block of the other class is taken over), and it
+    /// a kept empty block of the other class is taken over first), and it
     /// keeps the block until it is freed or a later plan moves it.
     ///
     /// # Errors

@@ -211,44 +211,44 @@ impl<M> TypePool<M> {
 
     /// The pool's reserve, for a request the first-fit walk
     /// ([`allocate_in_blocks`](Self::allocate_in_blocks)) could not place,
-    /// before any new memory is made: first the blocks of its granularity
-    /// class a defragmentation plan is emptying, in the order they retired,
-    /// then an empty block of the other class, adopted
+    /// before any new memory is made: first an empty block of the other
+    /// granularity class, adopted
     /// ([`adopt_empty_block`](Self::adopt_empty_block): it serves either
-    /// kind). That is the order the pool kept when its retiring blocks came
-    /// last in the walk, and the one the defragmentation docs promise
-    /// (`Allocator::plan_defragmentation`): a retiring block comes last
-    /// among the blocks of the request's class, before a kept empty block
-    /// of the other class is taken over. A request a retiring block takes
-    /// keeps it until it is freed; but an engine that never carries its
-    /// moves out leaves the block retiring, and requests that fit nowhere
-    /// else still use it rather than new memory.
+    /// kind), then the blocks of the request's class a defragmentation
+    /// plan is emptying, in the order they retired. A kept empty block is
+    /// idle memory, while a request a retiring block takes keeps that block
+    /// until it is freed and undoes part of the plan's work; so retiring
+    /// blocks come last of all (`Allocator::plan_defragmentation`). An
+    /// engine that never carries its moves out leaves the block retiring,
+    /// and requests that fit nowhere else still use it rather than new
+    /// memory.
     ///
     /// Kept out of the walk, so that a request that fits in a block of the
     /// walk never looks at a retiring one; out of line, as the walk is
     /// inlined.
     ///
     /// # Time complexity
-    /// O(1) per retiring block of the request's class (a block's miss
-    /// cache, then its offset allocator), then, when the pool keeps an
-    /// empty block, O(blocks of the other class) to find it.
+    /// When the pool keeps an empty block, O(blocks of the other class) to
+    /// find it; then O(1) per retiring block of the request's class (a
+    /// block's miss cache, then its offset allocator).
     #[cold]
     #[inline(never)]
     fn allocate_in_reserve(&mut self, request: &PoolRequest<'_>) -> Option<Placement> {
+        if let Some(key) = self.adopt_empty_block(request) {
+            let adopted = self.allocate_in_block(key, request);
+            if adopted.is_some() {
+                return adopted;
+            }
+        }
         let Self {
             retiring,
             blocks,
             counters,
             ..
         } = self;
-        let retired = retiring[request.class]
+        retiring[request.class]
             .iter()
-            .find_map(|&key| place_in_block(blocks, counters, key, request));
-        if retired.is_some() {
-            return retired;
-        }
-        let key = self.adopt_empty_block(request)?;
-        self.allocate_in_block(key, request)
+            .find_map(|&key| place_in_block(blocks, counters, key, request))
     }
 
     /// [`Error::TooLargeForPool`] when the pool fixes its blocks' size and
