@@ -589,3 +589,78 @@ fn fake_slow_driver_calls_take_their_delay() {
     assert!(took >= 2 * DELAY, "the free took {took:?}");
     device.assert_clean();
 }
+
+/// A driver may report a heap's budget as u64::MAX ("no limit"), and the
+/// usage of others near it. "usage + size <= budget" must neither
+/// overflow (a panic in debug builds, a wrap in release) nor saturate into
+/// a pass: a sum past u64::MAX is over any budget. Allocations and frees
+/// work as on any heap.
+#[test]
+fn budgets_at_the_top_of_the_u64_range_allocate_and_free() {
+    let layout = FakeLayout::discrete().with_heap_size(0, u64::MAX);
+    let (allocator, device) = allocator(layout);
+    // No limit, nothing used.
+    device.set_heap_budget(0, u64::MAX, 0);
+    let a = allocator.allocate(&vram_only(32 * MIB)).unwrap();
+    let b = allocator.budgets()[0];
+    assert_eq!((b.budget, b.usage), (u64::MAX, 32 * MIB));
+    free(&allocator, a);
+    // Others use all but 40 MiB of it: one 32 MiB object fits, a second
+    // would pass u64::MAX.
+    device.set_heap_budget(0, u64::MAX, u64::MAX - 40 * MIB);
+    assert_eq!(allocator.budgets()[0].usage, u64::MAX - 40 * MIB);
+    let first = allocator.allocate(&vram_only(32 * MIB)).unwrap();
+    assert!(matches!(
+        allocator.allocate(&vram_only(32 * MIB)),
+        Err(Error::OverBudget { heap: 0, .. })
+    ));
+    assert_eq!(allocator.budgets()[0].usage, u64::MAX - 8 * MIB);
+    // Not within budget: it goes over, and the driver's usage saturates.
+    let mut plain = vram_only(32 * MIB);
+    plain.desc.within_budget = false;
+    let past = allocator.allocate(&plain).unwrap();
+    assert_eq!(allocator.budgets()[0].usage, u64::MAX);
+    free(&allocator, past);
+    free(&allocator, first);
+    // A budget just below u64::MAX, and a usage at it: nothing more fits
+    // within it, blocks still come and go past it.
+    device.set_heap_budget(0, u64::MAX - 1, u64::MAX - 1);
+    let b = allocator.budgets()[0];
+    assert_eq!((b.budget, b.usage), (u64::MAX - 1, u64::MAX - 1));
+    let mut block = buffer(MIB, 256, Usage::DEVICE_LOCAL);
+    block.requirements.memory_type_bits = 1 << 1;
+    assert!(matches!(
+        allocator.allocate(&block.within_budget()),
+        Err(Error::OverBudget { heap: 0, .. })
+    ));
+    let a = allocator.allocate(&block).unwrap();
+    assert_eq!(a.memory_type(), 1);
+    free(&allocator, a);
+    finish(allocator, &device);
+}
+
+/// Huge usage: memory objects of 2^63 bytes in a heap of u64::MAX bytes
+/// whose budget says no limit. One fits; a second would take the heap's
+/// usage past u64::MAX: over budget within it, out of memory past it (the
+/// device's own sum of its heap's usage must not wrap either), never a
+/// panic; and the first is freed as any.
+#[test]
+fn memory_objects_of_half_the_u64_range_do_not_overflow_the_heaps_usage() {
+    let mut layout = FakeLayout::discrete().with_heap_size(0, u64::MAX);
+    layout.max_memory_allocation_size = u64::MAX;
+    let (allocator, device) = allocator(layout);
+    device.set_heap_budget(0, u64::MAX, 0);
+    let half = vram_only(1 << 63);
+    let first = allocator.allocate(&half).unwrap();
+    assert_eq!(allocator.budgets()[0].usage, 1 << 63);
+    // Within budget: over it, as the sum passes u64::MAX.
+    assert!(matches!(
+        allocator.allocate(&half),
+        Err(Error::OverBudget { heap: 0, .. })
+    ));
+    let mut plain = half;
+    plain.desc.within_budget = false;
+    assert_eq!(allocator.allocate(&plain), Err(Error::OutOfDeviceMemory));
+    free(&allocator, first);
+    finish(allocator, &device);
+}

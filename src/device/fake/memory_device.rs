@@ -135,7 +135,9 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
                 let reported = state.reported_usage.get(heap).copied().flatten();
                 *slot = HeapBudget {
                     budget,
-                    usage: reported.unwrap_or(usage + external),
+                    // A driver's figures never wrap: usage by others near
+                    // u64::MAX reads as u64::MAX.
+                    usage: reported.unwrap_or(usage.saturating_add(external)),
                 };
             }
         }

@@ -371,7 +371,10 @@ impl State {
         let limit = self.heap_caps[heap].map_or(heap_size, |cap| cap.min(heap_size));
         let too_large = self.fail_from_size.is_some_and(|from| info.size >= from)
             || info.size > layout.max_memory_allocation_size;
-        if too_large || self.heap_usage[heap] + info.size > limit {
+        let past_limit = self.heap_usage[heap]
+            .checked_add(info.size)
+            .map_or(true, |total| total > limit);
+        if too_large || past_limit {
             return Err(DeviceError::OutOfDeviceMemory);
         }
         let host = memory_type

@@ -121,8 +121,14 @@ impl<D> MemoryContext<D> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if request.within_budget {
-            let over =
-                |budget: HeapBudget| budget.usage.saturating_add(request.size) > budget.budget;
+            // A sum past u64::MAX is over any budget: saturated, it equalled
+            // a budget of u64::MAX (a driver's "no limit") and passed.
+            let over = |budget: HeapBudget| {
+                budget
+                    .usage
+                    .checked_add(request.size)
+                    .map_or(true, |total| total > budget.budget)
+            };
             let mut budget = self.heap_budgets()[heap as usize];
             if over(budget) && self.properties.memory_budget {
                 // The estimate may be stale: refuse on a reading taken
