@@ -187,12 +187,15 @@ pub struct Config {
     /// gives them back and asks the driver for them again
     /// (`vkAllocateMemory` and `vkFreeMemory` take milliseconds each on
     /// NVIDIA's driver); when the allocations go, so do the empty blocks,
-    /// but one. 0.0 keeps one, VMA's basic rule (VMA keeps none that
-    /// empties while its heap is over budget, and gives the one it keeps
-    /// back at a later free once that block has sorted last; here it stays
-    /// until a request short of memory, [`Allocator::trim`](crate::Allocator::trim)
-    /// or the allocator's drop); infinity keeps every empty block while
-    /// the type's blocks hold allocations. NaN and negative figures are
+    /// but one. 0.0 keeps one, VMA's basic rule (VMA also gives the one it
+    /// keeps back at a later free once that block has sorted last; here it
+    /// stays until a request short of memory, [`Allocator::trim`](crate::Allocator::trim),
+    /// aging or the allocator's drop); infinity keeps every empty block
+    /// while the type's blocks hold allocations. Whatever the reserve, a
+    /// block that empties while its heap is at or over its budget keeps
+    /// none (VMA's rule, stretched to the blocks kept before): every empty
+    /// block of its pool is released then, but a custom pool's
+    /// `min_blocks`. NaN and negative figures are
     /// refused ([`Error::InvalidConfig`](crate::Error::InvalidConfig)).
     ///
     /// Kept blocks never make a request fail: a request that a memory type
@@ -208,7 +211,8 @@ pub struct Config {
     /// one, or dedicated memory, as under any memory pressure; only when
     /// that fails too are kept blocks released.)
     /// [`Allocator::trim`](crate::Allocator::trim) releases them all.
-    /// Custom pools keep one, VMA's basic rule (and their `min_blocks`).
+    /// Custom pools keep one, VMA's basic rule (and their `min_blocks`),
+    /// none over budget.
     pub empty_block_reserve: f64,
     /// Frames an empty block other than a memory type's largest may stay
     /// kept: [`Allocator::end_frame`](crate::Allocator::end_frame) releases

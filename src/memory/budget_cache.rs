@@ -20,7 +20,10 @@
 //! One fresh reading serves all the attempts a request makes in a memory
 //! type (smaller blocks, dedicated memory): it is taken once the request
 //! needs new memory there ([`BudgetCache::begin_request`]), not once per
-//! memory object tried.
+//! memory object tried. A block that empties asks whether its heap is
+//! over budget on the estimate however stale, which reads the driver only
+//! when it was never read ([`BudgetCache::is_unread`]): the free path
+//! never waits for the driver but that once.
 //!
 //! The cache is locked only to decide, store and estimate, never while the
 //! driver answers (as VMA's `UpdateVulkanBudget`): threads making or freeing
@@ -66,6 +69,14 @@ impl BudgetCache {
             None => true,
             Some(reading) => self.objects_since >= REREAD_AFTER || reading.number <= self.expired,
         }
+    }
+
+    /// Whether the figures were never read: the free path's budget check
+    /// (`Read::Cached`, `context/budgets.rs`) reads the driver only then,
+    /// not every [`REREAD_AFTER`] objects nor after a frame ends (a driver
+    /// query, milliseconds on some, has no place on a free).
+    pub(crate) fn is_unread(&self) -> bool {
+        self.reading.is_none()
     }
 
     /// Whether a request found over budget on the estimate is to be checked
@@ -181,6 +192,21 @@ mod tests {
         // A driver that reported less than ours: never below zero.
         read(&mut cache, heap0(500 * MIB, 0), own(40 * MIB));
         assert_eq!(cache.estimate(&own(0)).unwrap()[0].usage, 0);
+    }
+
+    /// The free path's figures are read once: neither the objects counted
+    /// nor a frame's end make them unread.
+    #[test]
+    fn the_cached_figures_are_read_only_once() {
+        let mut cache = BudgetCache::default();
+        assert!(cache.is_unread());
+        read(&mut cache, heap0(MIB, 0), own(0));
+        for _ in 0..REREAD_AFTER {
+            cache.count_object();
+        }
+        cache.expire();
+        assert!(cache.is_stale());
+        assert!(!cache.is_unread());
     }
 
     /// Read again after `REREAD_AFTER` memory objects, or once expired.

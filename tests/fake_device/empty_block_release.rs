@@ -5,15 +5,21 @@
 //! was: the blocks that stay keep their order (new requests fill them
 //! first to last, as first fit does, making no block), every released
 //! memory object is freed once, and none leaks.
+//!
+//! Then VMA's `budgetExceeded` rule: a block that empties while its heap
+//! is at or over budget takes every empty block of its pool with it (but
+//! a custom pool's `min_blocks`), on the cached budget figures.
 
 use std::collections::HashSet;
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
-use vk_suballoc::{Allocation, Config, Usage};
+use vk_suballoc::{
+    Allocation, AllocationDesc, Config, Pool, PoolDesc, Request, ResourceKind, Usage,
+};
 
 use super::frames::end_frame;
-use super::{allocator_with, buffer, finish, free, FakeAllocator};
+use super::{allocator_with, buffer, finish, free, requirements, FakeAllocator};
 
 const KIB: u64 = 1 << 10;
 
@@ -160,4 +166,166 @@ fn a_request_short_of_memory_objects_releases_many_empty_blocks() {
     allocator.trim();
     assert_eq!(device.live_allocations().len(), kept.len());
     requests_fill_the_kept_blocks_in_order(allocator, &device, &memories, kept);
+}
+
+const MIB: u64 = 1 << 20;
+
+/// The discrete layout's device-local type, alone in heap 0 (VRAM).
+const VRAM: u32 = 1;
+
+/// A 512 KiB device-local buffer, in `pool` when given (whose blocks are
+/// 1 MiB, as `config`'s default pools'): two fill a block.
+fn half_block(pool: Option<Pool>) -> Request<'static> {
+    let mut desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+    if let Some(pool) = pool {
+        desc = desc.pool(pool);
+    }
+    let mut request = Request::with_desc(requirements(512 * KIB, 256), ResourceKind::Buffer, desc);
+    request.requirements.memory_type_bits = 1 << VRAM;
+    request
+}
+
+/// `blocks` blocks of VRAM, each holding two 512 KiB allocations: the
+/// allocations, by block.
+fn full_blocks(
+    allocator: &FakeAllocator,
+    pool: Option<Pool>,
+    blocks: usize,
+) -> Vec<[Allocation; 2]> {
+    (0..blocks)
+        .map(|_| {
+            let pair = [(); 2].map(|()| allocator.allocate(&half_block(pool)).unwrap());
+            assert_eq!(pair[0].memory(), pair[1].memory(), "two in a block");
+            assert_eq!(pair[0].memory_type(), VRAM);
+            pair
+        })
+        .collect()
+}
+
+/// Frees both allocations of a block, emptying it.
+fn empty_block(allocator: &FakeAllocator, pair: [Allocation; 2]) {
+    for allocation in pair {
+        free(allocator, allocation);
+    }
+}
+
+/// VRAM's blocks and empty blocks in the default pool, or in `pool`.
+fn vram_blocks(allocator: &FakeAllocator, pool: Option<Pool>) -> (u64, u64) {
+    let stats = match pool {
+        Some(pool) => allocator.pool_stats(&pool).unwrap(),
+        None => allocator.stats().memory_types[VRAM as usize],
+    };
+    (stats.blocks, stats.empty_blocks)
+}
+
+/// Puts VRAM over its budget (others use 1 GiB of a 64 MiB budget) and
+/// has the allocator read that (`budgets` reads the driver).
+fn over_budget(allocator: &FakeAllocator, device: &FakeDevice) {
+    device.set_heap_budget(0, 64 * MIB, 1 << 30);
+    let vram = allocator.budgets()[0];
+    assert!(vram.usage >= vram.budget);
+}
+
+/// Under budget, a default pool keeps its empty blocks (`config`'s
+/// reserve keeps all while a block is in use); over it, the next block to
+/// empty takes them all, and the last block goes as it empties. The budget
+/// is the cached figure: no driver query on the frees (`stats` would make
+/// one: the blocks are counted as the device's memory objects).
+#[test]
+fn a_default_pool_releases_its_empty_blocks_when_one_empties_over_budget() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config());
+    let objects = || device.live_allocations().len();
+    let mut blocks = full_blocks(&allocator, None, 4).into_iter();
+    empty_block(&allocator, blocks.next().unwrap());
+    empty_block(&allocator, blocks.next().unwrap());
+    assert_eq!(vram_blocks(&allocator, None), (4, 2), "kept under budget");
+    over_budget(&allocator, &device);
+    let queries = device.counters().budget_queries;
+    let [first, second] = blocks.next().unwrap();
+    free(&allocator, first);
+    assert_eq!(objects(), 4, "no block emptied");
+    free(&allocator, second);
+    assert_eq!(objects(), 1, "all three empty blocks released");
+    empty_block(&allocator, blocks.next().unwrap());
+    assert_eq!(objects(), 0);
+    assert_eq!(
+        device.counters().budget_queries,
+        queries,
+        "no driver query on a free"
+    );
+    assert_eq!(vram_blocks(&allocator, None), (0, 0));
+    finish(allocator, &device);
+}
+
+/// The same blocks under budget all along: the last block to empty stays
+/// (the largest empty block is kept), as before the budget rule.
+#[test]
+fn a_default_pool_keeps_an_empty_block_under_budget() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config());
+    for pair in full_blocks(&allocator, None, 4) {
+        empty_block(&allocator, pair);
+    }
+    assert_eq!(vram_blocks(&allocator, None), (1, 1));
+    assert_eq!(device.live_allocations().len(), 1);
+    finish(allocator, &device);
+}
+
+/// A custom pool keeps one empty block under budget; over it, a block
+/// that empties takes that one with it. The allocator never read the
+/// budget before (a custom pool's requests are not within budget): the
+/// first emptying reads it once, the later ones use that reading.
+#[test]
+fn a_custom_pool_releases_its_empty_blocks_when_one_empties_over_budget() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(VRAM).block_size(MIB))
+        .unwrap();
+    device.set_heap_budget(0, 64 * MIB, 1 << 30);
+    let mut blocks = full_blocks(&allocator, Some(pool), 4).into_iter();
+    assert_eq!(device.counters().budget_queries, 0);
+    empty_block(&allocator, blocks.next().unwrap());
+    assert_eq!(
+        device.counters().budget_queries,
+        1,
+        "read once, as never read"
+    );
+    assert_eq!(vram_blocks(&allocator, Some(pool)), (3, 0));
+    // Back under budget, unread: the cached figure still says over.
+    device.set_heap_budget(0, 1 << 30, 0);
+    empty_block(&allocator, blocks.next().unwrap());
+    assert_eq!(vram_blocks(&allocator, Some(pool)), (2, 0));
+    assert_eq!(device.counters().budget_queries, 1);
+    // Read again: under budget, one empty block is kept.
+    allocator.budgets();
+    empty_block(&allocator, blocks.next().unwrap());
+    assert_eq!(
+        vram_blocks(&allocator, Some(pool)),
+        (2, 1),
+        "kept under budget"
+    );
+    over_budget(&allocator, &device);
+    empty_block(&allocator, blocks.next().unwrap());
+    assert_eq!(vram_blocks(&allocator, Some(pool)), (0, 0), "both released");
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+/// Over budget, a custom pool still keeps its `min_blocks` blocks: the
+/// blocks that empty go while the pool has more, then stay.
+#[test]
+fn a_pool_keeps_its_min_blocks_over_budget() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(VRAM).block_size(MIB).min_blocks(2))
+        .unwrap();
+    let blocks = full_blocks(&allocator, Some(pool), 4);
+    assert_eq!(vram_blocks(&allocator, Some(pool)), (4, 0));
+    over_budget(&allocator, &device);
+    let expected = [(3, 0), (2, 0), (2, 1), (2, 2)];
+    for (pair, expected) in blocks.into_iter().zip(expected) {
+        empty_block(&allocator, pair);
+        assert_eq!(vram_blocks(&allocator, Some(pool)), expected);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
 }

@@ -89,6 +89,7 @@ impl<D> MemoryContext<D> {
             let mut cache = self.budget_cache();
             let stale = match read {
                 Read::WhenStale => cache.is_stale(),
+                Read::Cached => cache.is_unread(),
                 Read::ForRecheck => cache.needs_recheck(),
                 Read::Always => true,
             };
@@ -137,6 +138,26 @@ impl<D> MemoryContext<D> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether the heap of `memory_type` is at or over its budget (its
+    /// usage at least its budget: VMA's `budgetExceeded` in
+    /// `VmaBlockVector::Free`), on the cached figures ([`Read::Cached`]): the driver's as last read
+    /// plus this allocator's own changes since, or, without
+    /// `VK_EXT_memory_budget`, `budget_fraction` of the heap and this
+    /// allocator's usage. The driver is asked only when it never was.
+    ///
+    /// # Time complexity
+    /// O(heaps), under the budget cache's lock; no driver call but the
+    /// first.
+    pub(crate) fn heap_at_or_over_budget<M>(&self, memory_type: u32) -> bool
+    where
+        D: MemoryDeviceExt<M>,
+    {
+        let heap = self.heap_of(memory_type) as usize;
+        self.budgets(Read::Cached)
+            .get(heap)
+            .is_some_and(|figures| figures.usage >= figures.budget)
+    }
+
     /// Makes the next budget check read the driver's figures again: a frame
     /// ended, and other processes may have taken or given back memory.
     pub(crate) fn expire_budgets(&self) {
@@ -158,6 +179,10 @@ impl<D> MemoryContext<D> {
 pub(super) enum Read {
     /// When the cache is stale ([`BudgetCache::is_stale`]).
     WhenStale,
+    /// Only when never read: the last reading plus this allocator's own
+    /// changes since, however stale ([`BudgetCache::is_unread`]). For the
+    /// free path, which must not wait for the driver.
+    Cached,
     /// When stale or not read since the request began
     /// ([`BudgetCache::needs_recheck`]).
     ForRecheck,

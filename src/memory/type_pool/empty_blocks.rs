@@ -1,7 +1,8 @@
 //! Empty blocks of a [`TypePool`]: which it keeps when a block empties
 //! (its largest, and in a default pool more while they are within
-//! `Config::empty_block_reserve` times the bytes allocated in its blocks),
-//! which it releases at `end_frame` once they have been empty
+//! `Config::empty_block_reserve` times the bytes allocated in its blocks;
+//! none but a custom pool's `min_blocks` while the heap is at or over its
+//! budget), which it releases at `end_frame` once they have been empty
 //! `Config::empty_block_frames` frames, at `trim`, and at the allocator's
 //! drop, when every block goes and each allocation still live is logged as
 //! a leak.
@@ -20,14 +21,25 @@ use crate::memory::slab::SlabKey;
 impl<M> TypePool<M> {
     /// Block `key` has just emptied: counts it, then releases it when a
     /// defragmentation plan emptied it (whose point is to give the memory
-    /// back: not kept for reuse), or, when other blocks are empty too, the
-    /// empty blocks past what the pool keeps
+    /// back: not kept for reuse). Then, when its heap is at or over its
+    /// budget, releases every empty block of the pool (VMA's
+    /// `budgetExceeded` rule, below); else, when other blocks are empty
+    /// too, the empty blocks past what the pool keeps
     /// ([`release_surplus_empty_blocks`](Self::release_surplus_empty_blocks)
     /// with [`Config::empty_block_reserve`](crate::Config::empty_block_reserve)
     /// for a default pool, none beyond the largest for a custom pool, as
     /// VMA). A custom pool keeps its `min_blocks` blocks: a retiring one
     /// among them stops retiring and stays. Out of line, as the rest of the
     /// free path is inlined: most frees leave their block in use.
+    ///
+    /// Over budget, as VMA's `VmaBlockVector::Free` (which deletes a block
+    /// that empties while the heap's usage is at or over its budget rather
+    /// than keep it), empty blocks are not kept for reuse: memory other
+    /// processes or the driver need goes back at once, not
+    /// `Config::empty_block_frames` frames later. The budget is the cached
+    /// estimate ([`MemoryContext::heap_at_or_over_budget`]), taken as the
+    /// block empties, before anything is released: no driver call on the
+    /// free path (but the first, when none was ever made).
     #[cold]
     #[inline(never)]
     pub(super) fn block_emptied<D: MemoryDeviceExt<M>>(
@@ -41,14 +53,19 @@ impl<M> TypePool<M> {
         block.emptied_in_frame = context.current_frame();
         let retiring = block.retiring;
         self.counters.empty_blocks += 1;
-        if self.counters.blocks <= self.policy.min_blocks {
+        let can_release = self.counters.blocks > self.policy.min_blocks;
+        let over_budget = can_release && context.heap_at_or_over_budget(self.memory_type);
+        if !can_release {
             if retiring {
                 self.stop_retiring(key);
             }
         } else if retiring {
             self.release_block(context, key);
         }
-        if self.counters.empty_blocks > 1 {
+        if over_budget {
+            // Every empty block, down to a custom pool's `min_blocks`.
+            self.trim(context);
+        } else if self.counters.empty_blocks > 1 {
             let reserve = if self.custom {
                 0.0
             } else {
@@ -112,9 +129,12 @@ impl<M> TypePool<M> {
     /// `min_blocks`. Returns the bytes released.
     ///
     /// With a `reserve` of 0 this is VMA's basic rule: one empty block
-    /// kept. (VMA keeps none that empties while the heap is over budget,
-    /// and releases the one it keeps at a later free once that block has
-    /// sorted last among the type's blocks; nothing here does either.)
+    /// kept. (VMA keeps none that empties while the heap is over budget:
+    /// nor does [`block_emptied`](Self::block_emptied). VMA also releases
+    /// the one it keeps at a later free once that block has sorted last
+    /// among the type's blocks; nothing here does: default pools age their
+    /// kept blocks out by frames instead, and the first-fit order here is
+    /// by creation, not by free bytes.)
     /// Above it, a pool whose live bytes swing keeps the blocks it will
     /// need again instead of giving them back and asking the driver for
     /// them anew (`vkAllocateMemory` takes milliseconds on some drivers);

@@ -27,7 +27,10 @@
 //! in its blocks; when a block empties, the empty blocks past that are
 //! released, smallest first ([`TypePool::release_surplus_empty_blocks`],
 //! which a request short of memory also calls to release all but the
-//! largest, then [`TypePool::trim`] when that was not enough). A block a defragmentation plan empties is released
+//! largest, then [`TypePool::trim`] when that was not enough). A block
+//! that empties while its heap is at or over its budget keeps none: every
+//! empty block of the pool goes, but a custom pool's `min_blocks` (VMA's
+//! `budgetExceeded` rule). A block a defragmentation plan empties is released
 //! at once (`defragment`), unless a custom pool would fall below
 //! `min_blocks`: it then stops retiring and stays. When
 //! optimal images have blocks of their own, a kept block serves whichever
