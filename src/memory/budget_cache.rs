@@ -129,13 +129,21 @@ impl BudgetCache {
         let reading = self.reading.as_ref()?;
         let mut budgets = reading.budgets;
         for ((budget, &now), &then) in budgets.iter_mut().zip(own_usage).zip(&reading.own_usage) {
-            budget.usage = if now >= then {
-                budget.usage.saturating_add(now - then)
-            } else {
-                budget.usage.saturating_sub(then - now)
-            };
+            budget.usage = moved(budget.usage, now, then);
         }
         Some(budgets)
+    }
+
+    /// [`estimate`](Self::estimate) of `heap` alone, now that this
+    /// allocator holds `own` bytes in it: for the free path, which asks of
+    /// one heap (through the whole table, a free that empties a block took
+    /// some 460 instructions more, callgrind). `None` before the first
+    /// reading.
+    pub(crate) fn estimate_heap(&self, heap: usize, own: u64) -> Option<HeapBudget> {
+        let reading = self.reading.as_ref()?;
+        let mut budget = *reading.budgets.get(heap)?;
+        budget.usage = moved(budget.usage, own, *reading.own_usage.get(heap)?);
+        Some(budget)
     }
 
     /// Counts a memory object made or freed.
@@ -147,6 +155,16 @@ impl BudgetCache {
     /// reading that began before does not count.
     pub(crate) fn expire(&mut self) {
         self.expired = self.begun;
+    }
+}
+
+/// A usage read while this allocator held `then` bytes in the heap, moved
+/// by the change to `now` (never below 0 nor past `u64::MAX`).
+fn moved(usage: u64, now: u64, then: u64) -> u64 {
+    if now >= then {
+        usage.saturating_add(now - then)
+    } else {
+        usage.saturating_sub(then - now)
     }
 }
 
@@ -189,6 +207,14 @@ mod tests {
         assert_eq!(cache.estimate(&own(10 * MIB)).unwrap()[0].usage, 70 * MIB);
         assert_eq!(cache.estimate(&own(0)).unwrap()[0].usage, 60 * MIB);
         assert_eq!(cache.estimate(&own(0)).unwrap()[0].budget, 500 * MIB);
+        // One heap's estimate is the table's.
+        for now in [0, 10 * MIB, 40 * MIB, 104 * MIB] {
+            assert_eq!(
+                cache.estimate_heap(0, now),
+                Some(cache.estimate(&own(now)).unwrap()[0])
+            );
+        }
+        assert_eq!(cache.estimate_heap(MAX_HEAPS, 0), None);
         // A driver that reported less than ours: never below zero.
         read(&mut cache, heap0(500 * MIB, 0), own(40 * MIB));
         assert_eq!(cache.estimate(&own(0)).unwrap()[0].usage, 0);
@@ -200,6 +226,7 @@ mod tests {
     fn the_cached_figures_are_read_only_once() {
         let mut cache = BudgetCache::default();
         assert!(cache.is_unread());
+        assert_eq!(cache.estimate_heap(0, 0), None);
         read(&mut cache, heap0(MIB, 0), own(0));
         for _ in 0..REREAD_AFTER {
             cache.count_object();

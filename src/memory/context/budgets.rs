@@ -60,13 +60,7 @@ impl<D> MemoryContext<D> {
             .driver_budgets(read, &own)
             .unwrap_or([HeapBudget::default(); MAX_HEAPS]);
         for ((heap, slot), &own) in heaps.iter().zip(budgets.iter_mut()).zip(&own) {
-            slot.budget = match slot.budget {
-                0 => fraction_of(heap.size, fraction),
-                budget => budget.min(heap.size),
-            };
-            // The process's usage includes this allocator's memory; a
-            // driver that reports less (VMA has seen 0) is stale.
-            slot.usage = slot.usage.max(own);
+            *slot = corrected(*slot, heap.size, fraction, own);
         }
         budgets
     }
@@ -146,16 +140,39 @@ impl<D> MemoryContext<D> {
     /// allocator's usage. The driver is asked only when it never was.
     ///
     /// # Time complexity
-    /// O(heaps), under the budget cache's lock; no driver call but the
-    /// first.
+    /// O(1) (one heap's estimate, under the budget cache's lock); no driver
+    /// call but the first (then O(heaps)).
     pub(crate) fn heap_at_or_over_budget<M>(&self, memory_type: u32) -> bool
     where
         D: MemoryDeviceExt<M>,
     {
         let heap = self.heap_of(memory_type) as usize;
-        self.budgets(Read::Cached)
-            .get(heap)
-            .is_some_and(|figures| figures.usage >= figures.budget)
+        let (Some(usage), Some(properties)) = (
+            self.heap_usage.get(heap),
+            self.properties.device.memory_heaps.get(heap),
+        ) else {
+            return false;
+        };
+        let own = usage.load(Ordering::Relaxed);
+        // One heap's estimate, not the whole table's (`budgets`).
+        let driver = if self.properties.memory_budget {
+            let estimate = self.budget_cache().estimate_heap(heap, own);
+            match estimate {
+                Some(estimate) => estimate,
+                // Never read: read once.
+                None => {
+                    return self
+                        .budgets(Read::Cached)
+                        .get(heap)
+                        .is_some_and(|figures| figures.usage >= figures.budget);
+                }
+            }
+        } else {
+            HeapBudget::default()
+        };
+        let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
+        let figures = corrected(driver, properties.size, fraction, own);
+        figures.usage >= figures.budget
     }
 
     /// Makes the next budget check read the driver's figures again: a frame
@@ -188,6 +205,22 @@ pub(super) enum Read {
     ForRecheck,
     /// Always: the public reports.
     Always,
+}
+
+/// A heap's figures as the driver gave them (or as estimated since; zeros
+/// without them), corrected as [`MemoryContext::heap_budgets`] says: a
+/// budget of 0 read as `fraction` (in `[0, 1]`) of the heap's `size`, one
+/// past the heap as its size, and a usage below this allocator's own,
+/// `own`, as that.
+fn corrected(mut figures: HeapBudget, size: u64, fraction: f64, own: u64) -> HeapBudget {
+    figures.budget = match figures.budget {
+        0 => fraction_of(size, fraction),
+        budget => budget.min(size),
+    };
+    // The process's usage includes this allocator's memory; a driver that
+    // reports less (VMA has seen 0) is stale.
+    figures.usage = figures.usage.max(own);
+    figures
 }
 
 /// `fraction` (in `[0, 1]`) of a heap of `size` bytes, for budgets (`f64`
