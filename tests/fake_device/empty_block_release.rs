@@ -170,7 +170,8 @@ fn a_request_short_of_memory_objects_releases_many_empty_blocks() {
 
 const MIB: u64 = 1 << 20;
 
-/// The discrete layout's device-local type, alone in heap 0 (VRAM).
+/// The discrete layout's device-local type, alone in heap 0 (VRAM); in
+/// the integrated layout, a host-visible type of its one heap.
 const VRAM: u32 = 1;
 
 /// A 512 KiB device-local buffer, in `pool` when given (whose blocks are
@@ -254,6 +255,40 @@ fn a_default_pool_releases_its_empty_blocks_when_one_empties_over_budget() {
         "no driver query on a free"
     );
     assert_eq!(vram_blocks(&allocator, None), (0, 0));
+    finish(allocator, &device);
+}
+
+/// Without `VK_EXT_memory_budget` the budget is `budget_fraction` of the
+/// heap and the usage the allocator's own: the same rule, on those.
+#[test]
+fn without_the_budget_extension_the_rule_uses_the_budget_fraction() {
+    let config = Config {
+        // 3.2 MiB of a 64 MiB heap, in blocks of 1 MiB still.
+        budget_fraction: 0.05,
+        small_heap_limit: 0,
+        ..config()
+    };
+    let layout = FakeLayout::integrated().with_heap_sizes(64 * MIB);
+    let (allocator, device) = allocator_with(layout, config);
+    let mut blocks = full_blocks(&allocator, None, 3).into_iter();
+    // Past the budget, in memory of its own.
+    let mut past = half_block(None);
+    past.requirements.size = MIB;
+    let past = allocator.allocate(&past).unwrap();
+    assert!(allocator.budgets()[0].usage >= allocator.budgets()[0].budget);
+    empty_block(&allocator, blocks.next().unwrap());
+    assert_eq!(
+        vram_blocks(&allocator, None),
+        (2, 0),
+        "4 MiB of 3.2: released"
+    );
+    empty_block(&allocator, blocks.next().unwrap());
+    assert_eq!(vram_blocks(&allocator, None), (2, 1), "3 MiB of 3.2: kept");
+    for pair in blocks {
+        empty_block(&allocator, pair);
+    }
+    free(&allocator, past);
+    assert_eq!(device.counters().budget_queries, 0);
     finish(allocator, &device);
 }
 
