@@ -1,7 +1,8 @@
 //! Allocation: [`Allocator::allocate`] and its lock-free twin
 //! [`allocate_mut`](Allocator::allocate_mut), which hand a request to the
 //! allocation path (`place.rs`) through the pools' locks or straight to the
-//! pools; [`allocate_many`](Allocator::allocate_many), all or nothing; and
+//! pools; [`allocate_many`](Allocator::allocate_many), all or nothing,
+//! which checks every request before it places any; and
 //! `allocate_and_bind`, the one cleanup path of the create-and-bind helpers
 //! and upload-ring chunks when the allocation or the bind fails or panics.
 //! Apart from the facade, whose file holds the allocator's state and its
@@ -9,7 +10,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 
-use super::place::{Exclusive, Locked, Placer};
+use super::place::{check_placeable, Exclusive, Locked, Placer};
 use super::{Allocation, Allocator, Request};
 use crate::device::MemoryDeviceExt;
 use crate::Error;
@@ -92,26 +93,39 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     }
 
     /// Allocates for every request of `requests`, in order, all or nothing
-    /// (VMA's `vmaAllocateMemoryPages`, for requests that may differ): when
-    /// one fails, the allocations made for those before it are freed and
-    /// its error returned. The allocations are in the order of the
-    /// requests.
+    /// (VMA's `vmaAllocateMemoryPages`, for requests that may differ). The
+    /// allocations are in the order of the requests.
+    ///
+    /// Every request is checked first, as [`allocate`](Self::allocate)
+    /// checks one before it places it: a bad one (a zero size, an
+    /// alignment no power of two, no allowed memory type, too large for
+    /// every heap, another allocator's pool...) fails the call before
+    /// anything is placed, so it makes no Vulkan call and leaves the
+    /// allocator as it was. A request that passes the checks and still
+    /// fails as it is placed (out of memory or budget, a custom pool full
+    /// or destroyed meanwhile) has the allocations made for those before
+    /// it freed, and its error returned.
     ///
     /// A panic of the memory callback while one is made frees those made
     /// before it too, then goes on.
     ///
     /// # Errors
-    /// The first failing request's, as [`allocate`](Self::allocate) gives
-    /// them; nothing stays allocated then. A block made for a request
-    /// before the failing one stays, empty, and is kept or released as any
-    /// block that empties
+    /// The first bad request's, as [`allocate`](Self::allocate) gives
+    /// them, when one is bad; else the first failing request's. Nothing
+    /// stays allocated then. A block made for a request before the failing
+    /// one stays, empty, and is kept or released as any block that
+    /// empties
     /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve));
     /// [`trim`](Self::trim) releases it.
     ///
     /// # Time complexity
     /// That of `requests.len()` calls to [`allocate`](Self::allocate), and
-    /// on failure as many frees.
+    /// on failure as many frees; the checks before them are a walk over
+    /// each request's ranked memory types, with no lock taken.
     pub fn allocate_many(&self, requests: &[Request<'_>]) -> Result<Vec<Allocation>, Error> {
+        for request in requests {
+            check_placeable(&self.context, self.id, request)?;
+        }
         let mut made = Vec::with_capacity(requests.len());
         for request in requests {
             let failure = match panic::catch_unwind(AssertUnwindSafe(|| self.allocate(request))) {

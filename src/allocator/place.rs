@@ -8,10 +8,13 @@
 //!
 //! Its parts that the rest of the allocator uses too are beside it in
 //! `place/`: the locks and the pool access (`pool_access.rs`), the checks
-//! of a request (`request_checks.rs`), a request as one memory type sees
+//! of a request (`request_checks.rs`), and of the memory types that may
+//! take it (`candidates.rs`, which `Allocator::allocate_many` runs over
+//! every request before it places any), a request as one memory type sees
 //! it (`pool_request.rs`), and the release of kept empty blocks for a
 //! request short of memory (`kept_block_release.rs`).
 
+mod candidates;
 mod kept_block_release;
 mod pool_access;
 mod pool_request;
@@ -19,19 +22,19 @@ mod request_checks;
 
 use std::panic::{self, AssertUnwindSafe};
 
-use super::pool::{pool_type_serves, type_bit, Home, PoolTag};
+use super::pool::{Home, PoolTag};
 use super::{Allocation, Pool, Request};
 use crate::device::MemoryDeviceExt;
 use crate::memory::context::MemoryContext;
 use crate::memory::deferred_log;
-use crate::memory::memory_type_choice::rank_memory_types;
 use crate::memory::type_pool::{DedicatedChoice, Placement, TypePool};
 use crate::Error;
+pub(super) use candidates::check_placeable;
+use candidates::{check_pool_request, with_candidates};
 pub(super) use kept_block_release::retry_after_releasing;
 use kept_block_release::{release_kept_empty_blocks, release_scope, Keep};
 pub(super) use pool_access::{exclusive, lock, try_lock, Exclusive, Locked, PoolAccess};
 pub(super) use pool_request::{custom_pool_request, pool_request, MAX_TAIL_ROUNDING};
-use request_checks::check_request;
 pub(super) use request_checks::{check_desc, check_requirements};
 
 /// One allocation's walk over the memory types.
@@ -163,42 +166,15 @@ where
         if let Some(pool) = request.desc.pool {
             return allocate_in_pool(self.context, self.allocator, &mut self.pools, pool, request);
         }
-        check_request(request)?;
-        let requirements = &request.requirements;
-        let size = requirements.size;
-        let bits = request.type_bits() & self.context.usable_types();
-        if bits == 0 {
-            return Err(Error::NoMemoryTypeBits(request.type_bits()));
-        }
-        let usage = request.desc.usage;
-        if self.context.lacks_device_address(usage) {
-            return Err(Error::NoSuitableMemoryType {
-                memory_type_bits: request.type_bits(),
-                usage,
-            });
-        }
-        // The ranking is precomputed per usage; the per-request filters keep
-        // the order `rank_memory_types` would give (RankTable). The first
-        // candidate, within its heap's budget, almost always takes the
-        // request: the fallback over the others is out of line.
-        let ranks = self.context.ranks();
-        let ranked = ranks.ranked(usage);
-        let Some(first) = ranked.iter().position(|&t| ranks.admits(t, bits, size)) else {
-            return Err(self.no_candidate_error(request, bits));
-        };
-        // No memory object can hold more: without this check, each
-        // candidate type would try dedicated memory and a block, and fail.
-        let max = self.context.properties.device.max_memory_allocation_size;
-        if size > max {
-            return Err(Error::SizeExceedsMaxAllocation { size, max });
-        }
-        match self.allocate_in_type(u32::from(ranked[first]), request, true) {
-            Ok(allocation) => Ok(allocation),
-            Err(error) if error.try_next_type() => {
-                self.allocate_in_next_types(request, &ranked[first..], bits, error)
+        with_candidates(self.context, request, |candidates, bits| {
+            match self.allocate_in_type(u32::from(candidates[0]), request, true) {
+                Ok(allocation) => Ok(allocation),
+                Err(error) if error.try_next_type() => {
+                    self.allocate_in_next_types(request, candidates, bits, error)
+                }
+                Err(error) => Err(error),
             }
-            Err(error) => Err(error),
-        }
+        })
     }
 
     /// After `candidates[0]` failed within budget with `error`, tries the
@@ -305,42 +281,6 @@ where
         Err(error)
     }
 
-    /// Why no memory type can take a request: too large for the heaps of
-    /// every allowed type that suits the usage (when one does), or for
-    /// every allowed heap, or no allowed type suits the usage. `bits` is
-    /// the request's [`type_bits`](Request::type_bits) restricted to the
-    /// device's usable types.
-    #[cold]
-    #[inline(never)]
-    fn no_candidate_error(&self, request: &Request<'_>, bits: u32) -> Error {
-        let types = self.context.memory_types();
-        let heaps = &self.context.properties.device.memory_heaps;
-        let (size, usage) = (request.requirements.size, request.desc.usage);
-        debug_assert!(rank_memory_types(types, heaps, bits, usage, size, 0).is_empty());
-        // Allowed types that suit the usage, all too small for the request
-        // (none was admitted): it can live in none of them, whatever an
-        // allowed type that does not suit the usage could hold.
-        if let Some(largest_heap) = self.context.largest_ranked_heap(usage, bits) {
-            return Error::SizeExceedsHeaps { size, largest_heap };
-        }
-        // `bits` has a bit for the first 32 types only: a backend may list
-        // more (Vulkan does not), which the allocator ignores.
-        let largest_heap = (0..types.len().min(32))
-            .filter(|t| bits & (1 << t) != 0)
-            .filter_map(|t| heaps.get(types[t].heap as usize))
-            .map(|h| h.size)
-            .max()
-            .unwrap_or(0);
-        if size > largest_heap {
-            Error::SizeExceedsHeaps { size, largest_heap }
-        } else {
-            Error::NoSuitableMemoryType {
-                memory_type_bits: request.type_bits(),
-                usage,
-            }
-        }
-    }
-
     /// Places `request` in `memory_type`. Inlined into the allocation path:
     /// as a call, its 64-byte result was written field by field and then
     /// copied in 16-byte loads that waited for those stores (perf: a third
@@ -404,45 +344,8 @@ where
     P::Memory: Send,
     D: MemoryDeviceExt<P::Memory>,
 {
-    if pool.allocator != allocator {
-        return Err(Error::ForeignPool);
-    }
-    check_request(request)?;
-    let requirements = &request.requirements;
-    let size = requirements.size;
-    let memory_type = pool.memory_type();
-    let type_bits = request.type_bits();
-    if type_bits & type_bit(memory_type) == 0 {
-        return Err(Error::PoolTypeNotAllowed {
-            memory_type,
-            memory_type_bits: type_bits,
-        });
-    }
-    // In the default path's order: the device-address feature, the
-    // heap, the type's properties, maxMemoryAllocationSize.
-    let usage = request.desc.usage;
-    let no_type = Error::NoSuitableMemoryType {
-        memory_type_bits: type_bits,
-        usage,
-    };
-    if context.lacks_device_address(usage) {
-        return Err(no_type);
-    }
-    let heap = context.heap_size(memory_type);
-    if size > heap {
-        return Err(Error::SizeExceedsHeaps {
-            size,
-            largest_heap: heap,
-        });
-    }
-    let props = context.memory_types()[memory_type as usize].props;
-    if !pool_type_serves(props, usage) {
-        return Err(no_type);
-    }
-    let max = context.properties.device.max_memory_allocation_size;
-    if size > max {
-        return Err(Error::SizeExceedsMaxAllocation { size, max });
-    }
+    let memory_type = check_pool_request(context, allocator, pool, request)?;
+    let size = request.requirements.size;
     let within_budget = request.desc.within_budget;
     let mut pool_request = custom_pool_request(context, memory_type, request, within_budget);
     // A pool's requests take its blocks, unless dedicated memory is

@@ -1,13 +1,18 @@
 //! `allocate_many`: one allocation per request, in their order, or none:
-//! when a request fails, what the call made before it is freed, a custom
-//! pool's allocation too.
+//! a bad request fails the call before any is placed, and when one fails
+//! as it is placed, what the call made before it is freed, a custom pool's
+//! allocation too.
 
+use ash::vk::{self, Handle};
 use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::device::DedicatedTarget;
 use vk_suballoc::{
-    Allocation, AllocationDesc, DedicatedPolicy, Error, PoolDesc, Request, ResourceKind, Usage,
+    Allocation, AllocationDesc, DedicatedHint, DedicatedPolicy, Error, PoolDesc, Request,
+    ResourceKind, Usage,
 };
 
 use super::super::{allocator, buffer, finish, free, requirements};
+use crate::FakeTarget;
 
 /// `allocate_many` makes one allocation per request, in their order, or
 /// none: when a request fails, those made before it (a block range and
@@ -49,15 +54,20 @@ fn allocate_many_is_all_or_nothing() {
 
 /// A block made for a request before the failing one stays, empty and
 /// kept, as `allocate_many`'s docs and the README's exceptions say; `trim`
-/// releases it.
+/// releases it. The failure is one found as the request is placed (no
+/// existing memory of its type has room): a bad request fails the call
+/// before anything is placed.
 #[test]
 fn a_block_made_before_the_failing_request_is_kept_empty() {
     let (allocator, device) = allocator(FakeLayout::discrete());
     let failing = [
         buffer(4096, 256, Usage::DEVICE_LOCAL),
-        buffer(0, 16, Usage::DEVICE_LOCAL),
+        buffer(4096, 256, Usage::UPLOAD).existing_memory_only(),
     ];
-    assert_eq!(allocator.allocate_many(&failing), Err(Error::ZeroSize));
+    assert_eq!(
+        allocator.allocate_many(&failing),
+        Err(Error::NoRoomInExistingMemory)
+    );
     let stats = allocator.stats();
     assert_eq!((stats.allocations(), stats.memory_objects), (0, 1));
     assert_eq!(device.live_allocations().len(), 1);
@@ -66,6 +76,113 @@ fn a_block_made_before_the_failing_request_is_kept_empty() {
     assert_eq!(allocator.trim(), reserved);
     assert!(device.live_allocations().is_empty());
     finish(allocator, &device);
+}
+
+/// Every kind of bad request, last in a batch whose requests before it
+/// would each make a memory object (a block, dedicated memory, a custom
+/// pool's block), fails the call before anything is placed: its error,
+/// no `vkAllocateMemory`, the statistics as before (no block kept empty).
+/// Before the requests were checked up front, those before it were placed
+/// and freed again, and their blocks kept.
+#[test]
+fn a_bad_request_last_in_a_batch_makes_nothing() {
+    const GIB: u64 = 1 << 30;
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let (other, other_device) = super::super::allocator(FakeLayout::discrete());
+    let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
+    let foreign = other.create_pool(&PoolDesc::new(1)).unwrap();
+    let in_pool = |pool, bits| {
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        let mut requirements = requirements(4096, 256);
+        requirements.memory_type_bits = bits;
+        Request::with_desc(requirements, ResourceKind::Buffer, desc)
+    };
+    let in_types = |bits, usage| {
+        let mut requirements = requirements(4096, 256);
+        requirements.memory_type_bits = bits;
+        Request::new(requirements, usage, ResourceKind::Buffer)
+    };
+    let untargeted = buffer(4096, 256, Usage::DEVICE_LOCAL).driver_dedicated(DedicatedHint {
+        required: true,
+        preferred: true,
+    });
+    let bad = [
+        (buffer(0, 16, Usage::READBACK), Error::ZeroSize),
+        (
+            buffer(64, 48, Usage::READBACK),
+            Error::AlignmentNotPowerOfTwo(48),
+        ),
+        (
+            buffer(64, 16, Usage::READBACK).min_alignment(24),
+            Error::AlignmentNotPowerOfTwo(24),
+        ),
+        (untargeted, Error::MissingDedicatedTarget),
+        (
+            buffer(4096, 256, Usage::DEVICE_LOCAL)
+                .fake_target(DedicatedTarget::Image(vk::Image::from_raw(1))),
+            Error::DedicatedTargetMismatch,
+        ),
+        (in_types(0, Usage::DEVICE_LOCAL), Error::NoMemoryTypeBits(0)),
+        (
+            in_types(1 << 1, Usage::UPLOAD),
+            Error::NoSuitableMemoryType {
+                memory_type_bits: 1 << 1,
+                usage: Usage::UPLOAD,
+            },
+        ),
+        (
+            buffer(100 * GIB, 1, Usage::DEVICE_LOCAL),
+            Error::SizeExceedsHeaps {
+                size: 100 * GIB,
+                largest_heap: 16 * GIB,
+            },
+        ),
+        (
+            buffer(5 * GIB, 1, Usage::DEVICE_LOCAL),
+            Error::SizeExceedsMaxAllocation {
+                size: 5 * GIB,
+                max: 4 * GIB,
+            },
+        ),
+        (in_pool(foreign, !0), Error::ForeignPool),
+        (
+            in_pool(pool, 1 << 0),
+            Error::PoolTypeNotAllowed {
+                memory_type: 1,
+                memory_type_bits: 1 << 0,
+            },
+        ),
+    ];
+    let stats = allocator.stats();
+    let calls = device.counters().allocate_calls;
+    for (last, error) in bad {
+        let requests = [
+            buffer(4096, 256, Usage::DEVICE_LOCAL),
+            buffer(1 << 20, 256, Usage::UPLOAD).dedicated(DedicatedPolicy::Always),
+            in_pool(pool, !0),
+            last,
+        ];
+        assert_eq!(allocator.allocate_many(&requests), Err(error));
+        assert_eq!(
+            device.counters().allocate_calls,
+            calls,
+            "{error:?}: vkAllocateMemory called"
+        );
+        assert_eq!(allocator.stats(), stats, "{error:?}");
+    }
+    // The same requests but the bad one are placed.
+    let requests = [
+        buffer(4096, 256, Usage::DEVICE_LOCAL),
+        buffer(1 << 20, 256, Usage::UPLOAD).dedicated(DedicatedPolicy::Always),
+        in_pool(pool, !0),
+    ];
+    for allocation in allocator.allocate_many(&requests).unwrap() {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    other.destroy_pool(foreign).unwrap();
+    finish(allocator, &device);
+    finish(other, &other_device);
 }
 
 /// `allocate_many` over requests that name a custom pool: one naming
