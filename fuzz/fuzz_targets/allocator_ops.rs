@@ -57,7 +57,9 @@
 //! allocations; each ring allocation lands where a model of the ring's
 //! bump allocator says, never overlapping another of a live frame, and
 //! `UploadRingFull` reports the free bytes the model counts; stale ring
-//! allocations are refused; a failed `allocate_many` leaves no allocation;
+//! allocations are refused; a failed `allocate_many` leaves no allocation,
+//! and one with a flawed request makes no memory object and leaves the
+//! statistics as they were;
 //! `check_alias` answers as its documented rules say; `end_frame` refuses
 //! a null fence and `wait_and_collect` collects the frames finished before
 //! the first that was not, then says `Timeout`; another allocator's

@@ -22,6 +22,7 @@ impl Walk {
         let built: Vec<Built> = reqs.iter().take(4).map(|r| self.build(r)).collect();
         let requests: Vec<Request<'static>> = built.iter().map(|b| b.request).collect();
         let stats = self.allocator.stats();
+        let calls = self.device.counters().allocate_calls;
         let result = self.allocator.allocate_many(&requests);
         match result {
             Ok(allocations) => {
@@ -43,6 +44,22 @@ impl Walk {
                 assert!(documented, "allocate_many {requests:?}: {error:?}");
                 for b in &built {
                     self.drop_resource(b);
+                }
+                // A flawed request fails the call before any is placed:
+                // nothing made, nothing kept or released (the budgets the
+                // stats read may move on their own).
+                if built.iter().any(|b| b.flaw.is_some()) {
+                    assert_eq!(
+                        self.device.counters().allocate_calls,
+                        calls,
+                        "allocate_many {requests:?} called vkAllocateMemory for {error:?}"
+                    );
+                    let after = self.allocator.stats();
+                    assert_eq!(
+                        (&after.memory_types, after.memory_objects),
+                        (&stats.memory_types, stats.memory_objects),
+                        "allocate_many {requests:?} changed the stats for {error:?}"
+                    );
                 }
                 // Nothing stays allocated: the stats as before (checked
                 // against the unchanged model by `check`); a block made for
