@@ -3,12 +3,19 @@
 //! allocator makes or frees, for a profiler's GPU memory view or an
 //! engine's own accounting. Its events and their delivery are the memory
 //! layer's (`memory/events.rs`, `MemoryContext::tell`); this is the
-//! setter. Apart from the facade because its docs are the rules a
-//! callback must keep, run as it is under a pool's lock (the allocator
-//! module's "Locks" says which).
+//! setter, which replays the memory that exists to the callback it sets
+//! (and to the one it replaces, as freed), so that every callback hears
+//! each memory object made before it hears it freed. Apart from the facade
+//! because its docs are the rules a callback must keep, run as it is
+//! under a pool's lock (the allocator module's "Locks" says which).
 
+use super::place::{exclusive, lock};
+use super::pool::read;
 use super::Allocator;
 use crate::device::MemoryDeviceExt;
+use crate::memory::events::{MemoryCallback, MemoryEvent, MemoryEventKind};
+use crate::memory::first_panic::FirstPanic;
+use crate::memory::type_pool::TypePool;
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Calls `callback` on every `VkDeviceMemory` the allocator makes or
@@ -17,7 +24,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// `TracyAllocN` / `TracyFreeN` on the memory handle) or an engine's
     /// own accounting. Each `Allocated` event is followed by one `Freed`
     /// event for the same handle, at the latest when the allocator is
-    /// dropped. Replaces an earlier callback.
+    /// dropped.
+    ///
+    /// The memory the allocator holds already is replayed to `callback`
+    /// first, an `Allocated` event for each object (its blocks, then its
+    /// dedicated memory, memory type by memory type, then custom pool by
+    /// custom pool), with its debug name as the device has it now: so a
+    /// callback set at any time hears of every object it will later hear
+    /// freed. An earlier callback is replaced: it first gets a `Freed`
+    /// event for each of those objects (their memory is not freed), so
+    /// that its events balance too, and is dropped.
     ///
     /// The callback runs on the thread that made or freed the memory,
     /// while the allocator holds the lock of the memory's pool (and, in
@@ -46,7 +62,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// that were to make or free more objects stop at that one: the blocks
     /// they had not released stay in their pools. A logger (the `log`
     /// crate's) that panics on one of the allocator's lines leaves nothing
-    /// behind either.
+    /// behind either. A panic in the replay (of `callback`, or of the
+    /// callback it replaces) reaches the caller of this method once the
+    /// replay is over: each callback has heard of every object, `callback`
+    /// is set, and the allocator carries on.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicU64, Ordering};
@@ -72,11 +91,45 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// assert_eq!(reserved.load(Ordering::Relaxed), 0);
     /// # Ok::<(), vk_suballoc::Error>(())
     /// ```
+    ///
+    /// # Time complexity
+    /// A walk over every memory object, once for the callback replaced and
+    /// once for `callback`; the allocation and free paths pay nothing.
     pub fn set_memory_callback(
         &mut self,
-        callback: impl Fn(&crate::MemoryEvent<'_>) + Send + Sync + 'static,
+        callback: impl Fn(&MemoryEvent<'_>) + Send + Sync + 'static,
     ) {
+        let mut panics = FirstPanic::default();
+        self.tell_every_memory_object(MemoryEventKind::Freed, &mut panics);
         self.context
-            .set_callback(crate::memory::events::MemoryCallback(Box::new(callback)));
+            .set_callback(MemoryCallback(Box::new(callback)));
+        self.tell_every_memory_object(MemoryEventKind::Allocated, &mut panics);
+        panics.resume();
+    }
+
+    /// Tells the callback, if any, of `kind` on every memory object the
+    /// allocator holds (an `Allocated` event with the object's debug name,
+    /// a `Freed` one without, as the events of memory made and freed
+    /// have). A panic of the callback is kept in `panics` (the first), and
+    /// the other objects are told of still. `&mut self`: no other thread
+    /// makes or frees memory meanwhile, so the callback hears of each
+    /// object once, and no event of another thread comes between.
+    fn tell_every_memory_object(&mut self, kind: MemoryEventKind, panics: &mut FirstPanic) {
+        let context = &self.context;
+        let mut tell_pool = |pool: &TypePool<M>| {
+            for (memory, size, name) in pool.memory_objects() {
+                let name = (kind == MemoryEventKind::Allocated).then_some(&*name);
+                panics.keep(context.tell(kind, memory, pool.memory_type(), size, name));
+            }
+        };
+        for pool in self.pools.iter_mut() {
+            tell_pool(exclusive(pool));
+        }
+        for (_, cell) in read(&self.custom).snapshot() {
+            let pool = lock(&cell);
+            if !pool.is_destroyed() {
+                tell_pool(&pool);
+            }
+        }
     }
 }

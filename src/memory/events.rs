@@ -11,10 +11,14 @@ use ash::vk;
 pub enum MemoryEventKind {
     /// `vkAllocateMemory` succeeded. (When mapping the new memory then
     /// fails, or the callback panics on this event, a `Freed` event
-    /// follows at once.)
+    /// follows at once.) Also, as the callback is set, for each memory
+    /// object that exists then
+    /// ([`Allocator::set_memory_callback`](crate::Allocator::set_memory_callback)).
     Allocated,
     /// `vkFreeMemory` is about to be called: the handle is still valid
-    /// during the callback, and never after.
+    /// during the callback, and never after. Also, as the callback is
+    /// replaced, for each memory object that exists then, which stays
+    /// valid: the callback hears of it no more.
     Freed,
 }
 

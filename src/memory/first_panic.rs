@@ -21,6 +21,14 @@ impl FirstPanic {
         }
     }
 
+    /// Keeps the panic a step caught itself (`MemoryContext::tell`'s),
+    /// when it is the first.
+    pub(crate) fn keep(&mut self, caught: std::thread::Result<()>) {
+        if let Err(payload) = caught {
+            self.0.get_or_insert(payload);
+        }
+    }
+
     /// Goes on with the first panic, if a step panicked.
     pub(crate) fn resume(self) {
         if let Some(payload) = self.0 {

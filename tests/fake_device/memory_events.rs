@@ -1,14 +1,19 @@
 //! `Allocator::set_memory_callback`: every memory object made or freed is
-//! reported once, each `Allocated` paired with one `Freed`.
+//! reported once, each `Allocated` paired with one `Freed`, the memory
+//! that exists when a callback is set or replaced included.
 
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
 use ash::vk::Handle;
-use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{Config, DedicatedPolicy, MemoryEvent, MemoryEventKind, PoolDesc, Usage};
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::{
+    AllocationDesc, Config, DedicatedPolicy, MemoryEvent, MemoryEventKind, PoolDesc, Request,
+    ResourceKind, Usage,
+};
 
-use super::{allocator_with, buffer, free};
+use super::{allocator_with, buffer, finish, free, requirements, FakeAllocator};
 
 /// The memory objects the events say are live, with type, size and name.
 type Live = Arc<Mutex<HashMap<u64, (u32, u64, Option<String>)>>>;
@@ -70,14 +75,7 @@ fn memory_events_pair_up_and_match_the_device() {
     matches_device("dedicated memory freed");
 
     // A pool's min_blocks at creation, and its blocks at destruction.
-    let pool = allocator
-        .create_pool(
-            &PoolDesc::new(1)
-                .block_size(1 << 20)
-                .min_blocks(2)
-                .name("streaming"),
-        )
-        .unwrap();
+    let pool = streaming_pool(&allocator, 2);
     matches_device("pool made");
     allocator.destroy_pool(pool).unwrap();
     matches_device("pool destroyed");
@@ -106,6 +104,172 @@ fn memory_events_pair_up_and_match_the_device() {
         "{:?}",
         live.lock().unwrap()
     );
+}
+
+/// The device's memory objects, as [`Live`] holds them: memory type,
+/// size and debug name by handle.
+fn on_device(device: &FakeDevice) -> HashMap<u64, (u32, u64, Option<String>)> {
+    device
+        .live_allocations()
+        .into_iter()
+        .map(|m| (m.memory.as_raw(), (m.memory_type, m.size, m.name)))
+        .collect()
+}
+
+/// A callback recording into a new [`Live`], which it returns.
+fn recorder() -> (Live, impl Fn(&MemoryEvent<'_>) + Send + Sync + 'static) {
+    let live: Live = Arc::default();
+    let sink = Arc::clone(&live);
+    (live, move |event: &MemoryEvent<'_>| record(&sink, event))
+}
+
+/// A custom pool "streaming" of device-local type 1, with `min_blocks`
+/// blocks of 1 MiB made with it.
+fn streaming_pool(allocator: &FakeAllocator, min_blocks: u32) -> vk_suballoc::Pool {
+    allocator
+        .create_pool(
+            &PoolDesc::new(1)
+                .block_size(1 << 20)
+                .min_blocks(min_blocks)
+                .name("streaming"),
+        )
+        .unwrap()
+}
+
+/// An allocator holding memory of every kind: a block with a run slot
+/// (upload), a device-local block, dedicated memory renamed since it was
+/// made, and a custom pool's kept block and dedicated memory. The
+/// allocations are returned to be freed, with the pool.
+fn holding_memory(allocator: &FakeAllocator) -> (Vec<vk_suballoc::Allocation>, vk_suballoc::Pool) {
+    let pool = streaming_pool(allocator, 1);
+    let in_pool = Request::with_desc(
+        requirements(4096, 256),
+        ResourceKind::Buffer,
+        AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool),
+    )
+    .dedicated(DedicatedPolicy::Always)
+    .driver_dedicated(vk_suballoc::DedicatedHint {
+        required: false,
+        preferred: true,
+    });
+    let requests = [
+        buffer(256, 4, Usage::UPLOAD),
+        buffer(1 << 20, 256, Usage::DEVICE_LOCAL),
+        buffer(4096, 256, Usage::DEVICE_LOCAL)
+            .dedicated(DedicatedPolicy::Always)
+            .name("shadow map"),
+        in_pool,
+    ];
+    let made = allocator.allocate_many(&requests).unwrap();
+    allocator.set_name(&made[2], Some("cascade 0")).unwrap();
+    (made, pool)
+}
+
+/// Makes and frees more memory, frees the allocations and the pool of
+/// [`holding_memory`], and drops the allocator: the events `live` records
+/// follow the device's memory throughout, and balance at the end.
+fn carries_on(
+    allocator: FakeAllocator,
+    device: &FakeDevice,
+    (made, pool): (Vec<vk_suballoc::Allocation>, vk_suballoc::Pool),
+    live: &Live,
+) {
+    let more = allocator
+        .allocate(&buffer(64 << 20, 256, Usage::READBACK))
+        .unwrap();
+    assert_eq!(*live.lock().unwrap(), on_device(device));
+    free(&allocator, more);
+    for allocation in made {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    allocator.trim();
+    assert_eq!(*live.lock().unwrap(), on_device(device));
+    finish(allocator, device);
+    assert!(live.lock().unwrap().is_empty());
+}
+
+/// A callback set while the allocator holds memory hears of each object
+/// first, as `Allocated` with its memory type, size and debug name as the
+/// device has them, so that every `Freed` it hears later balances one. It
+/// heard nothing of that memory before, and its first `Freed` was of
+/// memory it had never seen made.
+#[test]
+fn a_callback_set_late_hears_of_the_memory_that_exists() {
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let (made, pool) = holding_memory(&allocator);
+    assert_eq!(device.live_allocations().len(), 5);
+    let (live, callback) = recorder();
+    allocator.set_memory_callback(callback);
+    assert_eq!(*live.lock().unwrap(), on_device(&device));
+    let names: Vec<_> = live.lock().unwrap().values().map(|v| v.2.clone()).collect();
+    assert!(names.contains(&Some("cascade 0".to_owned())), "{names:?}");
+
+    carries_on(allocator, &device, (made, pool), &live);
+}
+
+/// A callback replaced hears each memory object that exists freed (the
+/// memory stays), then nothing more; the new one hears each made.
+#[test]
+fn a_replaced_callback_hears_the_memory_freed() {
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let (first, callback) = recorder();
+    allocator.set_memory_callback(callback);
+    let (made, pool) = holding_memory(&allocator);
+    // The dedicated memory renamed since it was made: the device's name
+    // changed, not the one the callback heard.
+    let unnamed = |live: HashMap<u64, (u32, u64, Option<String>)>| {
+        let mut live: Vec<_> = live
+            .into_iter()
+            .map(|(m, (t, size, _))| (m, t, size))
+            .collect();
+        live.sort_unstable();
+        live
+    };
+    assert_eq!(
+        unnamed(first.lock().unwrap().clone()),
+        unnamed(on_device(&device))
+    );
+    let frees = device.counters().frees;
+
+    let (second, callback) = recorder();
+    allocator.set_memory_callback(callback);
+    assert!(first.lock().unwrap().is_empty());
+    assert_eq!(*second.lock().unwrap(), on_device(&device));
+    assert_eq!(device.counters().frees, frees, "no memory freed");
+
+    // The first hears no more: a `Freed` would panic in its `record`, an
+    // `Allocated` would show.
+    carries_on(allocator, &device, (made, pool), &second);
+    assert!(first.lock().unwrap().is_empty());
+}
+
+/// A callback that panics in the replay (on every event here), or a
+/// replaced one panicking on its `Freed` events: the panic reaches the
+/// caller of `set_memory_callback` once the replay is over; each callback
+/// heard of every object, the new one is set, and the allocator carries
+/// on, its events balanced.
+#[test]
+fn a_callback_panicking_in_the_replay_leaves_the_allocator_usable() {
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let (made, pool) = holding_memory(&allocator);
+    let (first, record_first) = recorder();
+    let set = catch_unwind(AssertUnwindSafe(|| {
+        allocator.set_memory_callback(move |event| {
+            record_first(event);
+            panic!("the callback panics on {:?}", event.kind);
+        });
+    }));
+    assert!(set.is_err(), "the replay's panic goes on");
+    assert_eq!(*first.lock().unwrap(), on_device(&device));
+
+    let (second, callback) = recorder();
+    let set = catch_unwind(AssertUnwindSafe(|| allocator.set_memory_callback(callback)));
+    assert!(set.is_err(), "the replaced callback's panic goes on");
+    assert!(first.lock().unwrap().is_empty());
+    assert_eq!(*second.lock().unwrap(), on_device(&device));
+
+    carries_on(allocator, &device, (made, pool), &second);
 }
 
 /// A callback that calls back into the allocator (which its docs forbid:

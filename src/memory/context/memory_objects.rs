@@ -33,8 +33,10 @@ impl<D> MemoryContext<D> {
     /// left the object allocated for good (never freed, not even at drop)
     /// and its bytes counted in the heap's usage and in
     /// `maxMemoryAllocationCount`, while every pool lock it unwound through
-    /// carries on after the poison (`place/pool_access.rs`).
-    fn tell<M>(
+    /// carries on after the poison (`place/pool_access.rs`). Also the
+    /// replay of the memory that exists when a callback is set or
+    /// replaced (`Allocator::set_memory_callback`).
+    pub(crate) fn tell<M>(
         &self,
         kind: MemoryEventKind,
         memory: &M,

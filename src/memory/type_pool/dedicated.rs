@@ -93,7 +93,11 @@ impl<M> TypePool<M> {
     /// memory number `serial`: the allocation's `name`, or without one the
     /// pool's name for it, as its blocks are named
     /// ([`memory_debug_name`](Self::memory_debug_name)).
-    fn dedicated_debug_name<'n>(&self, serial: u32, name: Option<&'n str>) -> Cow<'n, str> {
+    pub(super) fn dedicated_debug_name<'n>(
+        &self,
+        serial: u32,
+        name: Option<&'n str>,
+    ) -> Cow<'n, str> {
         match name {
             Some(name) => Cow::Borrowed(name),
             None => Cow::Owned(self.memory_debug_name("dedicated", serial)),

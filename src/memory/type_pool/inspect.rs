@@ -1,6 +1,7 @@
 //! Read-only views of a [`TypePool`] for statistics, dumps and handle
 //! checks.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::{Location, PoolPolicy, TypePool};
@@ -112,5 +113,23 @@ impl<M> TypePool<M> {
     /// The name of slot `slot` of run `run`, if it has one.
     pub(crate) fn slot_name(&self, run: SlabKey, slot: u32) -> Option<&str> {
         self.runs.name(run, slot)
+    }
+
+    /// Every memory object of the pool, its blocks then its dedicated
+    /// memory: the object, its size, and its debug name
+    /// (`VK_EXT_debug_utils`) as the device has it now (the one it was made
+    /// with, or for dedicated memory renamed since, its new one). For the
+    /// replay of the memory that exists to a memory callback
+    /// (`Allocator::set_memory_callback`).
+    pub(crate) fn memory_objects(&self) -> impl Iterator<Item = (&M, u64, Cow<'_, str>)> + '_ {
+        let blocks = self.blocks.iter().map(|(_, block)| {
+            let name = self.memory_debug_name("block", block.serial);
+            (&block.memory, block.size, Cow::Owned(name))
+        });
+        let dedicated = self.dedicated.iter().map(|(_, dedicated)| {
+            let name = self.dedicated_debug_name(dedicated.serial, dedicated.name.as_deref());
+            (&dedicated.memory, dedicated.size, name)
+        });
+        blocks.chain(dedicated)
     }
 }
