@@ -236,6 +236,38 @@ fn an_emptied_run_leaves_the_list_of_runs_with_room() {
     finish(allocator, &device);
 }
 
+/// A run whose slots are all freed goes back to its block, and the block,
+/// emptied, is released: the next small buffers of its class take live
+/// memory, never a slot of the released run, which was the last run with
+/// room of its class (the one the runs' table of last runs named).
+#[test]
+fn a_released_run_is_never_served_again() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let first = seed(&allocator);
+    let released = first.memory();
+    let slots: Vec<Allocation> = (0..3).map(|_| small(&allocator)).collect();
+    assert!(slots.iter().all(|a| a.memory() == released));
+    for allocation in slots.into_iter().chain([first]) {
+        free(&allocator, allocation);
+    }
+    allocator.trim();
+    assert!(device.live_allocations().is_empty(), "the block went");
+    // No block: the first small buffer takes a range of a new block (runs
+    // never make blocks), the next ones slots of a run carved there.
+    let live: Vec<Allocation> = (0..3).map(|_| small(&allocator)).collect();
+    let memory = live[0].memory();
+    let objects: Vec<_> = device.live_allocations().iter().map(|o| o.memory).collect();
+    assert_eq!(objects, [memory]);
+    assert!(live.iter().all(|a| a.memory() == memory));
+    let offsets: Vec<u64> = live.iter().map(Allocation::offset).collect();
+    let run = offsets[1];
+    assert_eq!(offsets, [0, run, run + 112]);
+    for allocation in live {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}
+
 /// A run takes at most a sixteenth of its block: in a custom pool of 64 KiB
 /// blocks, a 1000-byte buffer (1024 placed, whose run of 64 slots is 64 KiB)
 /// takes a range of its own, and a 2000-byte buffer fits beside it in the
