@@ -90,12 +90,17 @@ impl Allocator<AshMemoryDevice> {
     /// refuses.
     pub(super) fn check_buffer(&self, info: &vk::BufferCreateInfo<'_>) -> Result<(), Error> {
         check_buffer_flags(info.flags)?;
+        self.check_buffer_size(info.size)
+    }
+
+    /// [`Error::SizeExceedsMaxBuffer`] for a buffer `size` past the
+    /// device's `maxBufferSize` (VUID-VkBufferCreateInfo-size-06409), which
+    /// `u64::MAX`, unknown, never refuses: checked before every
+    /// `vkCreateBuffer` of a caller's create info.
+    fn check_buffer_size(&self, size: u64) -> Result<(), Error> {
         let max = self.context.properties.max_buffer_size;
-        if info.size > max {
-            return Err(Error::SizeExceedsMaxBuffer {
-                size: info.size,
-                max,
-            });
+        if size > max {
+            return Err(Error::SizeExceedsMaxBuffer { size, max });
         }
         Ok(())
     }
@@ -269,7 +274,10 @@ impl Allocator<AshMemoryDevice> {
     /// yourself ([`memory_type_properties`](Self::memory_type_properties)).
     ///
     /// # Errors
-    /// As [`memory_type_for`](Self::memory_type_for), and `vkCreateBuffer`
+    /// [`Error::SizeExceedsMaxBuffer`] for a size past the device's
+    /// `maxBufferSize`, before the buffer is made (as
+    /// [`create_buffer`](Self::create_buffer) refuses it); as
+    /// [`memory_type_for`](Self::memory_type_for), and `vkCreateBuffer`
     /// failures as [`Error::Device`] (or the matching variant).
     ///
     /// # Safety
@@ -279,6 +287,8 @@ impl Allocator<AshMemoryDevice> {
         info: &vk::BufferCreateInfo<'_>,
         usage: Usage,
     ) -> Result<u32, Error> {
+        // The buffer below would break VUID-VkBufferCreateInfo-size-06409.
+        self.check_buffer_size(info.size)?;
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
         let buffer = unsafe { device.create_buffer(info, None) }.map_err(DeviceError::from)?;

@@ -130,9 +130,11 @@ fn unbindable_resources_are_refused_up_front() {
 }
 
 /// A buffer larger than the device's `maxBufferSize` is refused by the
-/// create-and-bind and aliasing helpers before `vkCreateBuffer` (which it
-/// would break: VUID-VkBufferCreateInfo-size-06409), with the size and the
-/// limit; a buffer of exactly the limit is not refused for its size (its
+/// create-and-bind and aliasing helpers, and by `memory_type_for_buffer`
+/// (which makes one to read its requirements), before `vkCreateBuffer`
+/// (which it would break: VUID-VkBufferCreateInfo-size-06409; lavapipe
+/// answers `ERROR_OUT_OF_DEVICE_MEMORY`), with the size and the limit; a
+/// buffer of exactly the limit is not refused for its size (its
 /// memory then fails for lavapipe's 2 GiB heap, as any request that
 /// large, with nothing made either).
 #[test]
@@ -150,6 +152,11 @@ fn buffers_past_max_buffer_size_are_refused_up_front() {
         assert!(
             matches!(created, Err(Error::SizeExceedsMaxBuffer { size, max: m }) if size == max + 1 && m == max),
             "{created:?}"
+        );
+        let for_buffer = allocator.memory_type_for_buffer(&over, Usage::DEVICE_LOCAL);
+        assert!(
+            matches!(for_buffer, Err(Error::SizeExceedsMaxBuffer { size, max: m }) if size == max + 1 && m == max),
+            "{for_buffer:?}"
         );
         let (buffer, allocation) = allocator.create_buffer(&buffer_info(4096), &desc).unwrap();
         let alias = allocator.create_aliasing_buffer(&allocation, 0, &over);
