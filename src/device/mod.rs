@@ -44,8 +44,10 @@ pub struct MemoryProperties {
     pub buffer_image_granularity: u64,
     /// `VkPhysicalDeviceMaintenance4Properties::maxBufferSize`: no
     /// `VkBuffer` of this device may be larger
-    /// (VUID-VkBufferCreateInfo-size-06409). The allocator checks it for the
-    /// buffers it makes itself, upload-ring chunks
+    /// (VUID-VkBufferCreateInfo-size-06409). The allocator checks it before
+    /// every buffer it makes: upload-ring chunks, and the buffers of the
+    /// ash helpers (`create_buffer`, `create_aliasing_buffer`,
+    /// `memory_type_for_buffer`)
     /// ([`Error::SizeExceedsMaxBuffer`](crate::Error::SizeExceedsMaxBuffer)).
     /// `u64::MAX` when unknown: the device has neither Vulkan 1.3 nor
     /// `VK_KHR_maintenance4`, or reported 0; no limit is checked then.
