@@ -160,10 +160,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Safety
     /// As [`end_frame`](Self::end_frame), for the semaphore reaching `value`;
-    /// and the device has timeline semaphores through Vulkan 1.2 (its core
-    /// `vkGetSemaphoreCounterValue` and `vkWaitSemaphores` are what the
-    /// [`AshMemoryDevice`](crate::device::AshMemoryDevice) backend calls, so
-    /// `VK_KHR_timeline_semaphore` on a 1.1 device is not enough).
+    /// and the device has timeline semaphores through Vulkan 1.2: both the
+    /// physical device and the instance's `apiVersion` are 1.2 or later, and
+    /// the `timelineSemaphore` feature is enabled. The
+    /// [`AshMemoryDevice`](crate::device::AshMemoryDevice) backend calls the
+    /// core `vkGetSemaphoreCounterValue` and `vkWaitSemaphores`, which a
+    /// device reached through a 1.1 instance does not have, whatever the
+    /// physical device reports (its version is the lower of the two), nor
+    /// does `VK_KHR_timeline_semaphore` on a 1.1 device provide them under
+    /// those names; calling them there aborts the process.
     pub unsafe fn end_frame_timeline(
         &self,
         semaphore: vk::Semaphore,

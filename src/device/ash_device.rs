@@ -97,7 +97,13 @@ impl AshMemoryDevice {
     ///   requirement queries are used, and `VkMemoryDedicatedAllocateInfo`
     ///   and `VkMemoryAllocateFlagsInfo` are chained, which a 1.0 device
     ///   may not see even with a 1.1 instance (ash's table then holds no
-    ///   `vkGetBufferMemoryRequirements2`, and calling it panics).
+    ///   `vkGetBufferMemoryRequirements2`, and calling it panics). A device
+    ///   has the core functions of the lower of the instance's `apiVersion`
+    ///   and the physical device's version only; a function it lacks
+    ///   aborts the process when called (ash's stand-in panics inside an
+    ///   `extern "system"` function). Beyond 1.1, only
+    ///   [`Allocator::end_frame_timeline`](crate::Allocator::end_frame_timeline)
+    ///   needs more (1.2).
     /// - `device` was created from `physical_device` of `instance` alone,
     ///   not from a device group
     ///   of several: every host-visible block is mapped, and memory of a
