@@ -15,6 +15,8 @@ mod aliasing_suite;
 mod allocator_setup;
 #[path = "vulkan/allocator_suite.rs"]
 mod allocator_suite;
+#[path = "vulkan/api_version_suite.rs"]
+mod api_version_suite;
 #[path = "vulkan/budget_suite.rs"]
 mod budget_suite;
 #[path = "vulkan/corruption_suite.rs"]

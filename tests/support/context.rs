@@ -127,7 +127,8 @@ pub struct HeapBudget {
     pub usage: u64,
 }
 
-/// One test's Vulkan objects: a Vulkan 1.3 instance with
+/// One test's Vulkan objects: a Vulkan 1.3 instance (or of the version
+/// [`VulkanContext::with_api_version`] asks for) with
 /// `VK_LAYER_KHRONOS_validation`, running best practices and synchronization
 /// validation besides its default checks (and, below it, the fake-memory
 /// layer for the fake profiles), a debug messenger recording every warning
@@ -154,6 +155,12 @@ pub struct VulkanContext {
     pub queue: vk::Queue,
     /// The queue's family.
     pub queue_family_index: u32,
+    /// The Vulkan version the device offers its core functions at: the
+    /// lower of the instance's `apiVersion` and the physical device's.
+    pub api_version: u32,
+    /// Whether `bufferDeviceAddress` and `timelineSemaphore` are enabled
+    /// (with Vulkan 1.2; [`VulkanContext::with_api_version`] 1.1 has neither).
+    pub vulkan_1_2_features_enabled: bool,
     /// Whether `VK_EXT_memory_budget` is enabled on the device.
     pub memory_budget_enabled: bool,
     /// Whether the `synchronization2` feature is enabled.
@@ -207,6 +214,26 @@ impl VulkanContext {
     /// As [`VulkanContext::new`]; also when `options` ask for fault injection
     /// on [`Profile::Lavapipe`], which has no layer to inject it.
     pub fn with_options(profile: Profile, options: ContextOptions) -> Self {
+        Self::build(profile, options, vk::API_VERSION_1_3)
+    }
+
+    /// A context for `profile` whose instance asks for `api_version` (1.1 or
+    /// later) instead of 1.3, so that the device has the core functions and
+    /// structures of that version only, and the features of later versions
+    /// are not enabled: the allocator as an engine written against an
+    /// older Vulkan uses it.
+    ///
+    /// # Panics
+    /// As [`VulkanContext::new`]; also for a version before 1.1.
+    pub fn with_api_version(profile: Profile, api_version: u32) -> Self {
+        assert!(
+            api_version >= vk::API_VERSION_1_1,
+            "the allocator needs Vulkan 1.1 or later"
+        );
+        Self::build(profile, ContextOptions::default(), api_version)
+    }
+
+    fn build(profile: Profile, options: ContextOptions, api_version: u32) -> Self {
         assert!(
             profile.uses_fake_layer() || options.is_empty(),
             "fault injection needs a fake-memory profile, not {profile}"
@@ -258,7 +285,7 @@ impl VulkanContext {
         let app_info = vk::ApplicationInfo::default()
             .application_name(c"vk-suballoc tests")
             .engine_name(&engine_name)
-            .api_version(vk::API_VERSION_1_3);
+            .api_version(api_version);
         // VK_EXT_validation_features is the validation layer's own.
         let extensions = [
             ash::ext::debug_utils::NAME.as_ptr(),
@@ -283,7 +310,8 @@ impl VulkanContext {
             .unwrap_or_else(|error| panic!("vkCreateDebugUtilsMessengerEXT failed: {error}"));
 
         let physical_device = pick_device(&instance);
-        let device_setup = super::device_setup::create_device(&instance, physical_device);
+        let device_setup =
+            super::device_setup::create_device(&instance, physical_device, api_version);
         // SAFETY: family and index of a queue requested at device creation.
         let queue = unsafe {
             device_setup
@@ -305,6 +333,8 @@ impl VulkanContext {
             device: device_setup.device,
             queue,
             queue_family_index: device_setup.queue_family_index,
+            api_version: device_setup.api_version,
+            vulkan_1_2_features_enabled: device_setup.vulkan_1_2_features_enabled,
             memory_budget_enabled: device_setup.memory_budget_enabled,
             synchronization2_enabled: device_setup.synchronization2_enabled,
             external_memory_fd_enabled: device_setup.external_memory_fd_enabled,

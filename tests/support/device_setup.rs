@@ -9,6 +9,12 @@ use ash::vk;
 pub struct DeviceSetup {
     /// The device.
     pub device: ash::Device,
+    /// The version of the device's core functions: the lower of the
+    /// instance's and the physical device's.
+    pub api_version: u32,
+    /// `bufferDeviceAddress` and `timelineSemaphore` are enabled (a
+    /// device of Vulkan 1.2 or later).
+    pub vulkan_1_2_features_enabled: bool,
     /// Family of the one graphics + compute queue.
     pub queue_family_index: u32,
     /// `VK_EXT_memory_budget` is enabled.
@@ -27,12 +33,18 @@ fn has_extension(extensions: &[vk::ExtensionProperties], wanted: &CStr) -> bool 
         .any(|extension| extension.extension_name_as_c_str() == Ok(wanted))
 }
 
-/// Creates the test device on `physical_device`.
+/// Creates the test device on `physical_device` of an instance created
+/// with `instance_version`: the features of Vulkan 1.2 and 1.3 are enabled
+/// when both versions reach them.
 ///
 /// # Panics
-/// When the device lacks Vulkan 1.2, `bufferDeviceAddress`,
+/// When the physical device lacks Vulkan 1.2, `bufferDeviceAddress`,
 /// `timelineSemaphore` or a graphics + compute queue, or creation fails.
-pub fn create_device(instance: &ash::Instance, physical_device: vk::PhysicalDevice) -> DeviceSetup {
+pub fn create_device(
+    instance: &ash::Instance,
+    physical_device: vk::PhysicalDevice,
+    instance_version: u32,
+) -> DeviceSetup {
     // SAFETY: a physical device of this instance.
     let properties = unsafe { instance.get_physical_device_properties(physical_device) };
     assert!(
@@ -41,18 +53,26 @@ pub fn create_device(instance: &ash::Instance, physical_device: vk::PhysicalDevi
         vk::api_version_major(properties.api_version),
         vk::api_version_minor(properties.api_version),
     );
-    let has_vulkan_1_3 = properties.api_version >= vk::API_VERSION_1_3;
+    // A device has the core functionality of the lower version only.
+    let api_version = properties.api_version.min(instance_version);
+    let has_vulkan_1_2 = api_version >= vk::API_VERSION_1_2;
+    let has_vulkan_1_3 = api_version >= vk::API_VERSION_1_3;
 
     let mut supported12 = vk::PhysicalDeviceVulkan12Features::default();
     let mut supported13 = vk::PhysicalDeviceVulkan13Features::default();
-    let mut supported = vk::PhysicalDeviceFeatures2::default().push_next(&mut supported12);
+    let mut supported = vk::PhysicalDeviceFeatures2::default();
+    if has_vulkan_1_2 {
+        supported = supported.push_next(&mut supported12);
+    }
     if has_vulkan_1_3 {
         supported = supported.push_next(&mut supported13);
     }
     // SAFETY: a valid output chain of structures the device's version knows.
     unsafe { instance.get_physical_device_features2(physical_device, &mut supported) };
     assert!(
-        supported12.buffer_device_address == vk::TRUE && supported12.timeline_semaphore == vk::TRUE,
+        !has_vulkan_1_2
+            || (supported12.buffer_device_address == vk::TRUE
+                && supported12.timeline_semaphore == vk::TRUE),
         "lavapipe lacks bufferDeviceAddress or timelineSemaphore; install a newer mesa-vulkan-drivers"
     );
     let synchronization2 = supported13.synchronization2 == vk::TRUE;
@@ -92,8 +112,10 @@ pub fn create_device(instance: &ash::Instance, physical_device: vk::PhysicalDevi
         .maintenance4(maintenance4);
     let mut device_info = vk::DeviceCreateInfo::default()
         .queue_create_infos(&queues)
-        .enabled_extension_names(&enabled_extensions)
-        .push_next(&mut enable12);
+        .enabled_extension_names(&enabled_extensions);
+    if has_vulkan_1_2 {
+        device_info = device_info.push_next(&mut enable12);
+    }
     if has_vulkan_1_3 {
         device_info = device_info.push_next(&mut enable13);
     }
@@ -102,6 +124,8 @@ pub fn create_device(instance: &ash::Instance, physical_device: vk::PhysicalDevi
         .unwrap_or_else(|error| panic!("vkCreateDevice failed: {error}"));
     DeviceSetup {
         device,
+        api_version,
+        vulkan_1_2_features_enabled: has_vulkan_1_2,
         queue_family_index,
         memory_budget_enabled: memory_budget,
         synchronization2_enabled: synchronization2,

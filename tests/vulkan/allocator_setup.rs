@@ -20,11 +20,11 @@ pub fn allocator_configured(context: &VulkanContext, config: Config) -> Allocato
 }
 
 /// Everything the harness enables on `context`'s device and instance, as
-/// the allocator is told of it: buffer device address, the budget extension
-/// when present, debug names.
+/// the allocator is told of it: buffer device address (but under a Vulkan
+/// 1.1 instance), the budget extension when present, debug names.
 pub fn context_features(context: &VulkanContext) -> DeviceFeatures {
     DeviceFeatures {
-        buffer_device_address: true,
+        buffer_device_address: context.vulkan_1_2_features_enabled,
         memory_budget: context.memory_budget_enabled,
         memory_priority: false,
         debug_utils: true,
@@ -47,8 +47,9 @@ fn build_allocator(
     features: DeviceFeatures,
     config: Config,
 ) -> Allocator<AshMemoryDevice> {
-    // SAFETY: the harness creates a Vulkan 1.3 instance with VK_EXT_debug_utils
-    // and a device from `physical_device` with bufferDeviceAddress (and the
+    // SAFETY: the harness creates an instance of Vulkan 1.1 or later with
+    // VK_EXT_debug_utils and a device from `physical_device` (lavapipe, 1.3)
+    // with bufferDeviceAddress when `vulkan_1_2_features_enabled` (and the
     // budget extension when `memory_budget_enabled`), so `features` names
     // nothing the device lacks (`allocator_configured`'s do not, and callers
     // of `allocator_with` pass a subset); the context outlives the allocator
