@@ -11,7 +11,8 @@
 use std::panic::{self, AssertUnwindSafe};
 
 use super::place::{check_placeable, Exclusive, Locked, Placer};
-use super::{Allocation, Allocator, Request};
+use super::pool::read;
+use super::{Allocation, Allocator, Pool, Request};
 use crate::device::MemoryDeviceExt;
 use crate::Error;
 
@@ -99,7 +100,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Every request is checked first, as [`allocate`](Self::allocate)
     /// checks one before it places it: a bad one (a zero size, an
     /// alignment no power of two, no allowed memory type, too large for
-    /// every heap, another allocator's pool...) fails the call before
+    /// every heap or for a custom pool's fixed block size, another
+    /// allocator's pool...) fails the call before
     /// anything is placed, so it makes no Vulkan call and leaves the
     /// allocator as it was. A request that passes the checks and still
     /// fails as it is placed (out of memory or budget, a custom pool full
@@ -121,10 +123,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Time complexity
     /// That of `requests.len()` calls to [`allocate`](Self::allocate), and
     /// on failure as many frees; the checks before them are a walk over
-    /// each request's ranked memory types, with no lock taken.
+    /// each request's ranked memory types, with no lock taken (but the
+    /// custom pool table's read lock, for a request naming a pool).
     pub fn allocate_many(&self, requests: &[Request<'_>]) -> Result<Vec<Allocation>, Error> {
         for request in requests {
-            check_placeable(&self.context, self.id, request)?;
+            let fixed_block_size = |pool: Pool| read(&self.custom).fixed_block_size(pool.tag());
+            check_placeable(&self.context, self.id, request, fixed_block_size)?;
         }
         let mut made = Vec::with_capacity(requests.len());
         for request in requests {

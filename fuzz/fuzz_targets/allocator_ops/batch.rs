@@ -47,8 +47,10 @@ impl Walk {
                 }
                 // A flawed request fails the call before any is placed:
                 // nothing made, nothing kept or released (the budgets the
-                // stats read may move on their own).
-                if built.iter().any(|b| b.flaw.is_some()) {
+                // stats read may move on their own). So does one past a
+                // custom pool's fixed block size (checked up front too).
+                let checked_first = matches!(error, Error::TooLargeForPool { .. });
+                if checked_first || built.iter().any(|b| b.flaw.is_some()) {
                     assert_eq!(
                         self.device.counters().allocate_calls,
                         calls,

@@ -31,6 +31,9 @@ struct Slot<M> {
     /// reached `u16::MAX` is retired for good, so that no tag repeats.
     generation: u16,
     pool: Option<PoolCell<M>>,
+    /// The pool's fixed block size ([`TypePool::fixed_block_size`]), read
+    /// here without the pool's lock (`Allocator::allocate_many`'s checks).
+    block_size: Option<u64>,
 }
 
 impl<M> Slot<M> {
@@ -58,6 +61,14 @@ impl<M> CustomPools<M> {
     #[inline]
     pub(crate) fn get(&self, tag: PoolTag) -> Option<PoolCell<M>> {
         self.slots[self.index_of(tag)?].pool.clone()
+    }
+
+    /// The fixed block size of pool `tag` (`None` for growing blocks, or
+    /// when the slot no longer holds that pool).
+    #[inline]
+    pub(crate) fn fixed_block_size(&self, tag: PoolTag) -> Option<u64> {
+        let slot = &self.slots[self.index_of(tag)?];
+        slot.pool.as_ref().and(slot.block_size)
     }
 
     /// [`get`](Self::get) through `&mut`, without cloning.
@@ -102,6 +113,7 @@ impl<M> CustomPools<M> {
         self.slots.push(Slot {
             generation: 0,
             pool: None,
+            block_size: None,
         });
         Some(self.slots.len() - 1)
     }
@@ -110,6 +122,7 @@ impl<M> CustomPools<M> {
     /// returning its tag.
     pub(super) fn fill(&mut self, index: usize, pool: TypePool<M>) -> PoolTag {
         let slot = &mut self.slots[index];
+        slot.block_size = pool.fixed_block_size();
         slot.pool = Some(Arc::new(Mutex::new(pool)));
         PoolTag::custom(index, slot.generation)
     }

@@ -11,7 +11,8 @@
 //! with it.
 
 use super::{
-    is_no_room, DedicatedChoice, Location, Placement, PoolCounters, PoolRequest, TypePool,
+    is_no_room, too_large_for_block_size, DedicatedChoice, Location, Placement, PoolCounters,
+    PoolRequest, TypePool,
 };
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::Block;
@@ -254,11 +255,7 @@ impl<M> TypePool<M> {
     /// [`Error::TooLargeForPool`] when the pool fixes its blocks' size and
     /// `request` takes more.
     pub(super) fn too_large_for_blocks(&self, request: &PoolRequest<'_>) -> Option<Error> {
-        let block_size = self.policy.block_size?;
-        (request.placed_size > block_size).then_some(Error::TooLargeForPool {
-            size: request.placed_size,
-            block_size,
-        })
+        too_large_for_block_size(request, self.policy.block_size?)
     }
 
     /// Counts a placement of `request` as a live allocation in a block, where

@@ -94,6 +94,28 @@ pub(crate) struct PoolPolicy {
     pub(crate) export_handle_types: vk::ExternalMemoryHandleTypeFlags,
 }
 
+/// [`TypePool::fit_to_fixed_blocks`] for a pool of `block_size`-byte
+/// blocks; also the check of a batch before any of it is placed
+/// (`Allocator::allocate_many`), which reads the size without the pool.
+pub(crate) fn fit_to_block_size(request: &mut PoolRequest<'_>, block_size: u64, margin: u64) {
+    if request.placed_size > block_size && request.size.saturating_add(margin) <= block_size {
+        request.placed_size = block_size;
+        request.run_class = None;
+    }
+}
+
+/// [`Error::TooLargeForPool`] when `request` (fitted with
+/// [`fit_to_block_size`]) takes more than a block of `block_size` bytes.
+pub(crate) fn too_large_for_block_size(
+    request: &PoolRequest<'_>,
+    block_size: u64,
+) -> Option<Error> {
+    (request.placed_size > block_size).then_some(Error::TooLargeForPool {
+        size: request.placed_size,
+        block_size,
+    })
+}
+
 impl PoolPolicy {
     /// The default pools': growing blocks, none kept, no limit.
     pub(crate) const DEFAULT: Self = Self {
@@ -250,13 +272,14 @@ impl<M> TypePool<M> {
     /// size: the bytes of a block past the last multiple of a request's
     /// rounding serve only a request that takes the whole block.)
     pub(crate) fn fit_to_fixed_blocks(&self, request: &mut PoolRequest<'_>, margin: u64) {
-        let Some(block_size) = self.policy.block_size else {
-            return;
-        };
-        if request.placed_size > block_size && request.size.saturating_add(margin) <= block_size {
-            request.placed_size = block_size;
-            request.run_class = None;
+        if let Some(block_size) = self.policy.block_size {
+            fit_to_block_size(request, block_size, margin);
         }
+    }
+
+    /// The size of every block of the pool, when its policy fixes one.
+    pub(crate) fn fixed_block_size(&self) -> Option<u64> {
+        self.policy.block_size
     }
 
     /// Whether the pool was destroyed: see the field.

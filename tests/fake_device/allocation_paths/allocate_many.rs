@@ -91,11 +91,20 @@ fn a_bad_request_last_in_a_batch_makes_nothing() {
     let (other, other_device) = super::super::allocator(FakeLayout::discrete());
     let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
     let foreign = other.create_pool(&PoolDesc::new(1)).unwrap();
+    // Its blocks exist from the start, so a request past their size makes
+    // nothing once placed either: only the check up front shows it.
+    let fixed = allocator
+        .create_pool(&PoolDesc::new(1).block_size(1 << 20).min_blocks(1))
+        .unwrap();
     let in_pool = |pool, bits| {
         let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
         let mut requirements = requirements(4096, 256);
         requirements.memory_type_bits = bits;
         Request::with_desc(requirements, ResourceKind::Buffer, desc)
+    };
+    let past_fixed_blocks = {
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(fixed);
+        Request::with_desc(requirements((1 << 20) + 1, 256), ResourceKind::Buffer, desc)
     };
     let in_types = |bits, usage| {
         let mut requirements = requirements(4096, 256);
@@ -146,6 +155,13 @@ fn a_bad_request_last_in_a_batch_makes_nothing() {
         ),
         (in_pool(foreign, !0), Error::ForeignPool),
         (
+            past_fixed_blocks,
+            Error::TooLargeForPool {
+                size: (1 << 20) + 256,
+                block_size: 1 << 20,
+            },
+        ),
+        (
             in_pool(pool, 1 << 0),
             Error::PoolTypeNotAllowed {
                 memory_type: 1,
@@ -180,6 +196,7 @@ fn a_bad_request_last_in_a_batch_makes_nothing() {
         free(&allocator, allocation);
     }
     allocator.destroy_pool(pool).unwrap();
+    allocator.destroy_pool(fixed).unwrap();
     other.destroy_pool(foreign).unwrap();
     finish(allocator, &device);
     finish(other, &other_device);

@@ -7,10 +7,12 @@
 
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{AllocationDesc, Error, PoolDesc, Request, ResourceKind, Usage};
+use vk_suballoc::device::DedicatedTarget;
+use vk_suballoc::{AllocationDesc, DedicatedHint, Error, PoolDesc, Request, ResourceKind, Usage};
 
 use super::super::{allocator, finish, free, requirements};
 use super::{upload_in, vram_in, MIB};
+use crate::FakeTarget;
 
 /// A block a plan is emptying, that empties once the pool is down to its
 /// `min_blocks`, stays (not retiring any more) and takes requests again;
@@ -161,17 +163,43 @@ fn a_request_that_fits_a_fixed_block_only_unrounded_is_placed() {
     };
     assert_eq!(image.offset(), 0);
     assert_eq!(allocator.pool_stats(&pool).unwrap().blocks, 4);
+    let too_large = Err(Error::TooLargeForPool {
+        size: 1024,
+        block_size: 1000,
+    });
     assert_eq!(
         allocator.allocate(&upload_in(pool, 1001, CACHED)),
-        Err(Error::TooLargeForPool {
-            size: 1024,
-            block_size: 1000
-        })
+        too_large
     );
+    // `allocate_many` checks each request against the block size before it
+    // places any, with the same rule: a request that fits a block only
+    // unrounded passes, a byte more than a block does not (and makes
+    // nothing), and dedicated memory the driver requires is no block.
+    let calls = allocator.stats().memory_objects;
+    let batch = [upload_in(pool, 1000, CACHED), upload_in(pool, 1001, CACHED)];
+    assert_eq!(
+        allocator.allocate_many(&batch).map(|_| ()),
+        too_large.map(drop)
+    );
+    assert_eq!(allocator.stats().memory_objects, calls, "nothing made");
+    let required = DedicatedHint {
+        required: true,
+        preferred: true,
+    };
+    let resource = device.create_resource();
+    let dedicated = upload_in(pool, 4096, CACHED)
+        .driver_dedicated(required)
+        .fake_target(DedicatedTarget::Buffer(vk::Handle::from_raw(resource)));
+    let placed = allocator
+        .allocate_many(&[upload_in(pool, 1000, CACHED), dedicated])
+        .unwrap();
+    assert_eq!(placed[0].offset(), 0);
+    assert!(placed[1].is_dedicated());
     assert_eq!(device.violations(), Vec::<String>::new());
-    for allocation in whole.into_iter().chain(shared).chain([image]) {
+    for allocation in whole.into_iter().chain(shared).chain([image]).chain(placed) {
         free(&allocator, allocation);
     }
+    device.destroy_resource(resource);
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
