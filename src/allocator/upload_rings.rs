@@ -63,14 +63,18 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// `UPLOAD` nor `READBACK`, or `UPLOAD` with `ALLOW_TRANSFER_INSTEAD`;
     /// [`Error::NoSuitableMemoryType`] for `SHADER_DEVICE_ADDRESS` without
     /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)
-    /// (nothing is created after any of these); allocation
-    /// errors ([`Error::SizeExceedsHeaps`] for a ring larger than the heap
-    /// of every memory type that suits `desc.usage`, however large, then
+    /// (nothing is created after any of these);
+    /// [`Error::SizeExceedsHeaps`] for a ring larger than the heap of every
+    /// memory type that suits `desc.usage`, however large, then
     /// [`Error::SizeExceedsMaxAllocation`] for one larger than
-    /// `maxMemoryAllocationSize`; nothing is created then);
-    /// [`Error::SizeExceedsMaxBuffer`] for one larger than the device's
-    /// `maxBufferSize` ([`MemoryProperties::max_buffer_size`](crate::device::MemoryProperties::max_buffer_size)),
-    /// before its buffer is made; buffer creation failures.
+    /// `maxMemoryAllocationSize`, then [`Error::SizeExceedsMaxBuffer`] for
+    /// one larger than the device's `maxBufferSize`
+    /// ([`MemoryProperties::max_buffer_size`](crate::device::MemoryProperties::max_buffer_size))
+    /// (nothing is created after these either); buffer creation failures;
+    /// then, with the buffer made and destroyed again, the errors of
+    /// [`allocate`](Self::allocate) for its memory (out of memory or
+    /// budget, too many memory objects, no host-visible type among the
+    /// buffer's `memoryTypeBits`...), and bind failures.
     ///
     /// # Safety
     /// Every bit of `desc.buffer_usage` is valid on the device: the

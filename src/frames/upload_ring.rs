@@ -79,7 +79,12 @@ pub struct UploadRingDesc<'a> {
     /// pass that as [`ring_allocate`](crate::Allocator::ring_allocate)'s
     /// `align`, which is relative to the buffer.
     pub buffer_usage: vk::BufferUsageFlags,
-    /// When full, add a chunk instead of failing.
+    /// When full, add a chunk instead of failing: a buffer of `size` bytes,
+    /// or of the request's size when larger. Chunks are kept until the
+    /// ring is destroyed, so a spike (a level load streamed through a
+    /// growing ring) holds its memory for the ring's whole life; to give it
+    /// back, destroy the ring and make another, or stream large loads
+    /// through allocations of their own.
     pub grow: bool,
     /// Debug name of the ring's memory.
     pub name: Option<&'a str>,

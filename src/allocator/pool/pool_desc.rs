@@ -54,7 +54,11 @@ pub struct PoolDesc<'a> {
     /// [`Error::InvalidConfig`](crate::Error::InvalidConfig)).
     /// Dedicated memory a request requires (`DedicatedPolicy::Always`, the
     /// driver, a lazily allocated type) is not a block and is made past it,
-    /// as under VMA's `maxBlockCount`.
+    /// as under VMA's `maxBlockCount`. With growing blocks (`block_size`
+    /// 0) the first ones are smaller than the preferred size and keep
+    /// their size, so a cap of a few blocks may refuse a request the
+    /// preferred size would hold (as in VMA): give a capped pool a fixed
+    /// `block_size`, or `min_blocks`.
     pub max_blocks: Option<u32>,
     /// The pool's name, in the debug names of its blocks and unnamed
     /// dedicated memory, memory maps and dumps.
