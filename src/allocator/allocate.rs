@@ -127,8 +127,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// custom pool table's read lock, for a request naming a pool).
     pub fn allocate_many(&self, requests: &[Request<'_>]) -> Result<Vec<Allocation>, Error> {
         for request in requests {
-            let fixed_block_size = |pool: Pool| read(&self.custom).fixed_block_size(pool.tag());
-            check_placeable(&self.context, self.id, request, fixed_block_size)?;
+            let shape_of = |pool: Pool| read(&self.custom).shape(pool.tag());
+            check_placeable(&self.context, self.id, request, shape_of)?;
         }
         let mut made = Vec::with_capacity(requests.len());
         for request in requests {

@@ -27,14 +27,16 @@ use super::{Allocation, Pool, Request};
 use crate::device::MemoryDeviceExt;
 use crate::memory::context::MemoryContext;
 use crate::memory::deferred_log;
-use crate::memory::type_pool::{DedicatedChoice, Placement, TypePool};
+use crate::memory::type_pool::{Placement, TypePool};
 use crate::Error;
 pub(super) use candidates::check_placeable;
 use candidates::{check_pool_request, with_candidates};
 pub(super) use kept_block_release::retry_after_releasing;
 use kept_block_release::{release_kept_empty_blocks, release_scope, Keep};
 pub(super) use pool_access::{exclusive, lock, try_lock, Exclusive, Locked, PoolAccess};
-pub(super) use pool_request::{custom_pool_request, pool_request, MAX_TAIL_ROUNDING};
+pub(super) use pool_request::{
+    custom_pool_placement, custom_pool_request, pool_request, MAX_TAIL_ROUNDING,
+};
 pub(super) use request_checks::{check_desc, check_requirements};
 
 /// One allocation's walk over the memory types.
@@ -347,20 +349,18 @@ where
     let memory_type = check_pool_request(context, allocator, pool, request)?;
     let size = request.requirements.size;
     let within_budget = request.desc.within_budget;
-    let mut pool_request = custom_pool_request(context, memory_type, request, within_budget);
-    // A pool's requests take its blocks, unless dedicated memory is
-    // required (by the driver, the caller or a lazily allocated type):
-    // then dedicated memory of its type, counted in the pool.
-    if pool_request.dedicated != DedicatedChoice::Require {
-        pool_request.dedicated = DedicatedChoice::Never;
-    }
-    let mut place = |pools: &mut P| {
+    let place = |pools: &mut P| {
         pools
             .with_custom_pool(pool.tag(), |custom| {
-                if !custom.takes_runs() {
-                    pool_request.run_class = None;
-                }
-                custom.fit_to_fixed_blocks(&mut pool_request, context.config.debug_margin);
+                let (shape, runs) = (custom.shape(), custom.takes_runs());
+                let pool_request = custom_pool_placement(
+                    context,
+                    memory_type,
+                    shape,
+                    runs,
+                    request,
+                    within_budget,
+                );
                 custom.allocate(context, &pool_request)
             })
             .ok_or(Error::StalePool)?

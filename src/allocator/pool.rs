@@ -81,6 +81,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// ([`MemoryProperties::exportable_handle_types`](crate::device::MemoryProperties::exportable_handle_types);
     /// the ash backend cannot tell, so checking support per resource is
     /// the caller's, see [`PoolDesc::export`]);
+    /// [`Error::AlignmentNotPowerOfTwo`] for a
+    /// [`PoolDesc::min_alignment`] neither 0 nor a power of two;
     /// [`Error::TooManyPools`]; the errors of making the `min_blocks`
     /// blocks ([`Error::OutOfDeviceMemory`], [`Error::TooManyObjects`], ...,
     /// after the empty blocks the default pools keep were released and the
@@ -161,11 +163,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 handle_types: refused,
             });
         }
+        if desc.min_alignment != 0 && !desc.min_alignment.is_power_of_two() {
+            return Err(Error::AlignmentNotPowerOfTwo(desc.min_alignment));
+        }
         Ok(PoolPolicy {
             block_size: (desc.block_size != 0).then_some(desc.block_size),
             min_blocks: u64::from(desc.min_blocks),
             max_blocks,
             export_handle_types: export,
+            min_alignment: desc.min_alignment,
         })
     }
 

@@ -17,6 +17,8 @@ use super::FakeDevice;
 mod capacity;
 #[path = "pools/lifecycle.rs"]
 mod lifecycle;
+#[path = "pools/min_alignment.rs"]
+mod min_alignment;
 #[path = "pools/planned_moves.rs"]
 mod planned_moves;
 #[path = "pools/priorities.rs"]

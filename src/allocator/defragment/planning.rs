@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use super::{DefragmentationLimits, DefragmentationMove, DefragmentationPlan, Movable};
 use crate::allocator::place::{check_requirements, custom_pool_request, lock, pool_request};
 use crate::allocator::pool::{read, Home, PoolCell, PoolTag};
-use crate::allocator::{Allocation, Allocator, Request};
+use crate::allocator::{Allocation, AllocationDesc, Allocator, Request};
 use crate::device::MemoryDeviceExt;
 use crate::frames::Deferred;
 use crate::memory::deferred_log;
@@ -307,12 +307,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     continue;
                 }
                 let memory_type = group.memory_type;
+                let mut pool = lock(group.pool.mutex());
+                // A custom pool's least alignment, which its moves keep.
+                let min_alignment = pool.shape().min_alignment;
                 let request_for = |index: usize| {
                     let movable = &movables[index];
-                    let request =
-                        Request::new(movable.requirements, Usage::DEVICE_LOCAL, movable.kind);
+                    let desc =
+                        AllocationDesc::new(Usage::DEVICE_LOCAL).min_alignment(min_alignment);
+                    let request = Request::with_desc(movable.requirements, movable.kind, desc);
                     // As the pool places its own requests. Without
-                    // `fit_to_fixed_blocks`: a request it would change
+                    // `fit_to_block_size`: a request it would change
                     // needs a whole block, and no move gets one (its
                     // destination shares a block, or lies below its
                     // source), so it moves no more or less either way.
@@ -331,7 +335,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                         .map(|&(.., location, size)| (location, size))
                         .collect()
                 };
-                let mut pool = lock(group.pool.mutex());
                 let mut pool_plan = match pass {
                     Pass::Whole => pool.plan_defragmentation(
                         &self.context,

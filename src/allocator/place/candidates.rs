@@ -3,7 +3,7 @@
 //! request's `memoryTypeBits` allow and its usage suits, in rank order
 //! ([`with_candidates`]), or, for a request naming a custom pool, that
 //! pool's one memory type ([`check_pool_request`]) and, in
-//! [`check_placeable`], its fixed block size. None takes a lock (but the
+//! [`check_placeable`], its fixed block size (with its least alignment). None takes a lock (but the
 //! custom pool table's read lock, for the block size) or makes a Vulkan
 //! call, and none depends on what is allocated: a request they pass can
 //! fail later only as it is placed: for want of memory, at a custom
@@ -13,42 +13,44 @@
 //! allocation path runs the same ones before it places each. Apart from
 //! the walk over memory types because both use them.
 
-use super::custom_pool_request;
+use super::custom_pool_placement;
 use super::request_checks::check_request;
 use crate::allocator::pool::{pool_type_serves, type_bit};
 use crate::allocator::{Pool, Request};
 use crate::memory::context::MemoryContext;
 use crate::memory::memory_type_choice::rank_memory_types;
-use crate::memory::type_pool::{fit_to_block_size, too_large_for_block_size, DedicatedChoice};
+use crate::memory::type_pool::{too_large_for_block_size, DedicatedChoice, PoolShape};
 use crate::Error;
 
 /// Every check [`Placer::allocate`](super::Placer::allocate) makes of
 /// `request` before it places it, for the allocator tagged `allocator`:
 /// [`check_pool_request`] for a request naming a custom pool,
 /// [`with_candidates`] otherwise. Its errors are those, and for a request
-/// naming a custom pool whose blocks have the fixed size
-/// `fixed_block_size(pool)` gives, [`Error::TooLargeForPool`] when no
-/// block of it can hold the request (as the pool finds as it places it:
-/// [`TypePool::fit_to_fixed_blocks`](crate::memory::type_pool::TypePool::fit_to_fixed_blocks)),
-/// unless dedicated memory is required.
+/// naming a custom pool whose [`PoolShape`] `shape_of(pool)` gives (`None`
+/// for a destroyed pool, which its placement reports),
+/// [`Error::TooLargeForPool`] when its blocks have a fixed size and none
+/// can hold the request as the pool places it
+/// ([`custom_pool_placement`]), unless dedicated memory is required.
 pub(crate) fn check_placeable<D>(
     context: &MemoryContext<D>,
     allocator: u32,
     request: &Request<'_>,
-    fixed_block_size: impl FnOnce(Pool) -> Option<u64>,
+    shape_of: impl FnOnce(Pool) -> Option<PoolShape>,
 ) -> Result<(), Error> {
     let Some(pool) = request.desc.pool else {
         return with_candidates(context, request, |_, _| Ok(()));
     };
     let memory_type = check_pool_request(context, allocator, pool, request)?;
-    let Some(block_size) = fixed_block_size(pool) else {
+    let Some(shape) = shape_of(pool) else {
         return Ok(());
     };
-    let mut pool_request = custom_pool_request(context, memory_type, request, false);
+    let Some(block_size) = shape.block_size else {
+        return Ok(());
+    };
+    let pool_request = custom_pool_placement(context, memory_type, shape, false, request, false);
     if pool_request.dedicated == DedicatedChoice::Require {
         return Ok(());
     }
-    fit_to_block_size(&mut pool_request, block_size, context.config.debug_margin);
     too_large_for_block_size(&pool_request, block_size).map_or(Ok(()), Err)
 }
 

@@ -11,7 +11,7 @@
 use crate::allocator::Request;
 use crate::memory::context::MemoryContext;
 use crate::memory::runs::class_of;
-use crate::memory::type_pool::{DedicatedChoice, PoolRequest};
+use crate::memory::type_pool::{fit_to_block_size, DedicatedChoice, PoolRequest, PoolShape};
 use crate::memory::ResourceKind;
 
 /// The largest alignment a block allocation's size is rounded up to
@@ -66,6 +66,39 @@ pub(crate) fn custom_pool_request<'r, D>(
 ) -> PoolRequest<'r> {
     let padded = context.granularity_page();
     pool_request_padded(context, memory_type, request, within_budget, padded)
+}
+
+/// A request naming a custom pool as that pool places it: raised to the
+/// pool's least alignment ([`PoolShape::min_alignment`], as
+/// `AllocationDesc::min_alignment` raises it), seen as
+/// [`custom_pool_request`] sees it, in the pool's blocks unless dedicated
+/// memory is required (by the driver, the caller or a lazily allocated
+/// type: then dedicated memory of its type, counted in the pool), in a run
+/// slot only when `takes_runs`, and fitted to the pool's fixed block size
+/// ([`fit_to_block_size`]). The allocation path builds it under the pool's
+/// lock; `Allocator::allocate_many` from the pools' table, before it places
+/// anything.
+pub(crate) fn custom_pool_placement<'r, D>(
+    context: &MemoryContext<D>,
+    memory_type: u32,
+    shape: PoolShape,
+    takes_runs: bool,
+    request: &Request<'r>,
+    within_budget: bool,
+) -> PoolRequest<'r> {
+    let mut aligned = *request;
+    aligned.desc.min_alignment = aligned.desc.min_alignment.max(shape.min_alignment);
+    let mut pool_request = custom_pool_request(context, memory_type, &aligned, within_budget);
+    if pool_request.dedicated != DedicatedChoice::Require {
+        pool_request.dedicated = DedicatedChoice::Never;
+    }
+    if !takes_runs {
+        pool_request.run_class = None;
+    }
+    if let Some(block_size) = shape.block_size {
+        fit_to_block_size(&mut pool_request, block_size, context.config.debug_margin);
+    }
+    pool_request
 }
 
 /// [`pool_request`] with optimal images padded to `padded` pages, or in

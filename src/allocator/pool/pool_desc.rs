@@ -73,6 +73,18 @@ pub struct PoolDesc<'a> {
     /// (`VkExportMemoryAllocateInfo`, VMA's `pMemoryAllocateNext`); empty
     /// (the default): none. See [`export`](Self::export).
     pub export_handle_types: vk::ExternalMemoryHandleTypeFlags,
+    /// The least alignment of every allocation of the pool, on top of each
+    /// request's own (its requirements' and
+    /// [`AllocationDesc::min_alignment`](crate::AllocationDesc::min_alignment),
+    /// the largest of the three applies), in its blocks and in the moves
+    /// defragmentation plans for it: for memory shared with an API whose
+    /// alignment Vulkan does not report (OpenGL or CUDA interop), as VMA's
+    /// `VmaPoolCreateInfo::minAllocationAlignment`. 0 (the default): none;
+    /// otherwise a power of two
+    /// ([`Error::AlignmentNotPowerOfTwo`](crate::Error::AlignmentNotPowerOfTwo)
+    /// from [`Allocator::create_pool`](crate::Allocator::create_pool)).
+    /// Dedicated memory starts at offset 0, which meets any alignment.
+    pub min_alignment: u64,
 }
 
 impl<'a> PoolDesc<'a> {
@@ -86,6 +98,7 @@ impl<'a> PoolDesc<'a> {
             name: None,
             priority: None,
             export_handle_types: vk::ExternalMemoryHandleTypeFlags::empty(),
+            min_alignment: 0,
         }
     }
 
@@ -116,6 +129,13 @@ impl<'a> PoolDesc<'a> {
     /// Sets the memory priority of its memory objects.
     pub const fn priority(mut self, priority: f32) -> Self {
         self.priority = Some(priority);
+        self
+    }
+
+    /// Sets the least alignment of its allocations (a power of two; 0:
+    /// none): see the field.
+    pub const fn min_alignment(mut self, bytes: u64) -> Self {
+        self.min_alignment = bytes;
         self
     }
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use super::handle::{PoolTag, MAX_POOLS};
 use crate::allocator::place::lock;
-use crate::memory::type_pool::TypePool;
+use crate::memory::type_pool::{PoolShape, TypePool};
 
 /// A custom pool under its own lock. Calls take an `Arc` of it from the
 /// table under the table's read lock, release that, and only then lock the
@@ -31,9 +31,9 @@ struct Slot<M> {
     /// reached `u16::MAX` is retired for good, so that no tag repeats.
     generation: u16,
     pool: Option<PoolCell<M>>,
-    /// The pool's fixed block size ([`TypePool::fixed_block_size`]), read
-    /// here without the pool's lock (`Allocator::allocate_many`'s checks).
-    block_size: Option<u64>,
+    /// The pool's [`TypePool::shape`], read here without the pool's lock
+    /// (`Allocator::allocate_many`'s checks).
+    shape: PoolShape,
 }
 
 impl<M> Slot<M> {
@@ -63,12 +63,11 @@ impl<M> CustomPools<M> {
         self.slots[self.index_of(tag)?].pool.clone()
     }
 
-    /// The fixed block size of pool `tag` (`None` for growing blocks, or
-    /// when the slot no longer holds that pool).
+    /// The [`TypePool::shape`] of pool `tag`, when its slot still holds it.
     #[inline]
-    pub(crate) fn fixed_block_size(&self, tag: PoolTag) -> Option<u64> {
+    pub(crate) fn shape(&self, tag: PoolTag) -> Option<PoolShape> {
         let slot = &self.slots[self.index_of(tag)?];
-        slot.pool.as_ref().and(slot.block_size)
+        slot.pool.as_ref().map(|_| slot.shape)
     }
 
     /// [`get`](Self::get) through `&mut`, without cloning.
@@ -113,7 +112,7 @@ impl<M> CustomPools<M> {
         self.slots.push(Slot {
             generation: 0,
             pool: None,
-            block_size: None,
+            shape: PoolShape::default(),
         });
         Some(self.slots.len() - 1)
     }
@@ -122,7 +121,7 @@ impl<M> CustomPools<M> {
     /// returning its tag.
     pub(super) fn fill(&mut self, index: usize, pool: TypePool<M>) -> PoolTag {
         let slot = &mut self.slots[index];
-        slot.block_size = pool.fixed_block_size();
+        slot.shape = pool.shape();
         slot.pool = Some(Arc::new(Mutex::new(pool)));
         PoolTag::custom(index, slot.generation)
     }

@@ -92,11 +92,32 @@ pub(crate) struct PoolPolicy {
     /// memory alike, can be exported as (`VkExportMemoryAllocateInfo`);
     /// empty: none.
     pub(crate) export_handle_types: vk::ExternalMemoryHandleTypeFlags,
+    /// The least alignment of every allocation in the pool's blocks; 0:
+    /// none.
+    pub(crate) min_alignment: u64,
 }
 
-/// [`TypePool::fit_to_fixed_blocks`] for a pool of `block_size`-byte
-/// blocks; also the check of a batch before any of it is placed
-/// (`Allocator::allocate_many`), which reads the size without the pool.
+/// What of a custom pool's policy shapes each of its requests
+/// ([`TypePool::shape`]): kept in the pools' table too, to be read without
+/// the pool's lock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PoolShape {
+    /// The size of every block, when the policy fixes one.
+    pub(crate) block_size: Option<u64>,
+    /// The least alignment of every allocation; 0: none.
+    pub(crate) min_alignment: u64,
+}
+
+/// Fits a custom pool's `request` whose rounding (its size rounded up to
+/// its alignment, an atom or a granularity page) takes it past the pool's
+/// fixed `block_size`, but whose bytes and debug margin (`margin`) fit in a
+/// block: it takes a block from its start to its end, which no other
+/// allocation follows. Without this, a 1000-byte request aligned to 256
+/// was refused as too large for a pool of 1000-byte blocks
+/// ([`Error::TooLargeForPool`] said 1024 bytes); VMA places it. (Requests
+/// that share a block still take their rounded size: the bytes of a block
+/// past the last multiple of a request's rounding serve only a request
+/// that takes the whole block.)
 pub(crate) fn fit_to_block_size(request: &mut PoolRequest<'_>, block_size: u64, margin: u64) {
     if request.placed_size > block_size && request.size.saturating_add(margin) <= block_size {
         request.placed_size = block_size;
@@ -123,6 +144,7 @@ impl PoolPolicy {
         min_blocks: 0,
         max_blocks: u64::MAX,
         export_handle_types: vk::ExternalMemoryHandleTypeFlags::empty(),
+        min_alignment: 0,
     };
 }
 
@@ -261,25 +283,12 @@ impl<M> TypePool<M> {
         self.policy.max_blocks == u64::MAX
     }
 
-    /// Fits a custom pool's `request` whose rounding (its size rounded up to
-    /// its alignment, an atom or a granularity page) takes it past the
-    /// pool's fixed block size, but whose bytes and debug margin
-    /// (`margin`) fit in a block: it takes a block from its start to its
-    /// end, which no other allocation follows. Without this, a 1000-byte
-    /// request aligned to 256 was refused as too large for a pool of
-    /// 1000-byte blocks ([`Error::TooLargeForPool`] said 1024 bytes); VMA
-    /// places it. (Requests that share a block still take their rounded
-    /// size: the bytes of a block past the last multiple of a request's
-    /// rounding serve only a request that takes the whole block.)
-    pub(crate) fn fit_to_fixed_blocks(&self, request: &mut PoolRequest<'_>, margin: u64) {
-        if let Some(block_size) = self.policy.block_size {
-            fit_to_block_size(request, block_size, margin);
+    /// What of the pool's policy shapes each of its requests.
+    pub(crate) fn shape(&self) -> PoolShape {
+        PoolShape {
+            block_size: self.policy.block_size,
+            min_alignment: self.policy.min_alignment,
         }
-    }
-
-    /// The size of every block of the pool, when its policy fixes one.
-    pub(crate) fn fixed_block_size(&self) -> Option<u64> {
-        self.policy.block_size
     }
 
     /// Whether the pool was destroyed: see the field.

@@ -287,12 +287,14 @@ impl Walk {
             assert!(!a.is_dedicated(), "{ctx}: {request:?} dedicated");
         }
         // The placement's alignment: the resource's, or `min_alignment`
-        // when larger. A movable of the allocation carries it (below).
+        // when larger. A movable of the allocation carries it (below), but
+        // not its pool's, which the allocator applies itself.
         let alignment = r.alignment.max(request.desc.min_alignment);
         if a.is_dedicated() {
             assert_eq!(a.offset(), 0, "{ctx}");
         } else {
-            self.check_placement(a, alignment, request.kind, request);
+            let placed = alignment.max(self.pool_min_alignment(request.desc.pool));
+            self.check_placement(a, placed, request.kind, request);
         }
         assert_eq!(a.mapped_ptr().is_some(), is_host_visible(props), "{ctx}");
         assert!(self.allocator.owns(a), "{ctx}");

@@ -396,7 +396,12 @@ impl Walk {
         assert_eq!(d.size(), entry.requirements.size, "{ctx}: {d:?}");
         assert!(!d.is_dedicated(), "{ctx}: {d:?}");
         let what = format!("destination of {source:?}");
-        self.check_placement(d, entry.requirements.alignment, entry.kind, &what);
+        let pool = self.live[i].pool;
+        let alignment = entry
+            .requirements
+            .alignment
+            .max(self.pool_min_alignment(pool));
+        self.check_placement(d, alignment, entry.kind, &what);
         assert!(
             !sources.contains(&d.memory()),
             "{ctx}: {d:?} in a block the plan empties"

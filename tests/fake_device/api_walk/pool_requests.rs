@@ -69,10 +69,13 @@ impl Walk {
     /// `t`, as `custom_pool_request` in `place/pool_request.rs` computes them: its size
     /// and `Config::debug_margin` rounded up to the granularity page (optimal images, when the page is
     /// a power of two: in a pool, however large), else to its alignment
-    /// (widened to `min_alignment` and the non-coherent atom) up to 4 KiB.
+    /// (widened to `min_alignment`, the pool's and the non-coherent atom) up
+    /// to 4 KiB.
     pub(super) fn placed_size(&self, t: u32, request: &Request<'_>) -> u64 {
         let r = &request.requirements;
         let mut align = r.alignment.max(request.desc.min_alignment);
+        // A pool's own min_alignment raises it too.
+        align = align.max(self.pool_min_alignment(request.desc.pool));
         if is_non_coherent(self.layout.memory_types[t as usize].props) {
             align = align.max(self.layout.non_coherent_atom_size.max(1));
         }

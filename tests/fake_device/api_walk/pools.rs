@@ -23,6 +23,9 @@ pub(super) struct WalkPool {
     pub(super) min_blocks: u32,
     pub(super) max_blocks: Option<u32>,
     pub(super) name: Option<String>,
+    /// Its `min_alignment`: every allocation's offset is a multiple, its
+    /// defragmentation destinations' too.
+    pub(super) min_alignment: u64,
 }
 
 impl WalkPool {
@@ -150,6 +153,15 @@ impl Walk {
             || max_blocks < u64::from(drawn.min_blocks)
     }
 
+    /// The `min_alignment` of the walk's pool `pool` (0 for none, or for a
+    /// default pool's allocation).
+    pub(super) fn pool_min_alignment(&self, pool: Option<Pool>) -> u64 {
+        self.pools
+            .iter()
+            .find(|p| Some(p.pool) == pool)
+            .map_or(0, |p| p.min_alignment)
+    }
+
     /// `create_pool` with a random description: an invalid one is refused
     /// with `InvalidConfig` and calls no device; a valid one makes its
     /// `min_blocks` blocks at once, or fails for want of memory or memory
@@ -173,6 +185,8 @@ impl Walk {
                 Some(_) => vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD,
                 None => vk::ExternalMemoryHandleTypeFlags::empty(),
             },
+            // Named pools align every allocation to 1 KiB (no draw either).
+            min_alignment: if drawn.name.is_some() { 1 << 10 } else { 0 },
         };
         let before = self.allocator.stats();
         let counters = self.device.counters();
@@ -262,6 +276,7 @@ impl Walk {
             block_size: (drawn.block_size != 0).then_some(drawn.block_size),
             min_blocks: drawn.min_blocks,
             max_blocks: drawn.max_blocks,
+            min_alignment: desc.min_alignment,
             name: drawn.name,
         });
     }
