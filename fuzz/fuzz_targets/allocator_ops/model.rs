@@ -158,6 +158,8 @@ struct LivePool {
     min_blocks: u32,
     export: vk::ExternalMemoryHandleTypeFlags,
     priority: Option<f32>,
+    /// `PoolDesc::min_alignment`: its allocations' offsets are multiples.
+    min_alignment: u64,
 }
 
 /// The memory objects a memory callback was told of, with their sizes;
@@ -259,6 +261,14 @@ impl Walk {
             .chain(self.current.iter().copied())
             .chain(self.sealed.iter().flat_map(|f| f.freed.iter().copied()))
             .chain(self.ring_chunks())
+    }
+
+    /// The `min_alignment` of live pool `pool` (0 for none or no pool).
+    fn pool_min_alignment(&self, pool: Option<Pool>) -> u64 {
+        self.pools
+            .iter()
+            .find(|p| Some(p.pool) == pool)
+            .map_or(0, |p| p.min_alignment)
     }
 
     /// The memory types the allocator may use at all.

@@ -25,6 +25,9 @@ impl Walk {
         desc.min_blocks = u32::from(min_blocks % 4);
         desc.max_blocks = (max_blocks % 8 != 7).then_some(u32::from(max_blocks % 5));
         desc.name = named.then_some("fuzz-pool");
+        // Named pools align every allocation to 4 KiB (no input of its own,
+        // so the corpus keeps its meaning).
+        desc.min_alignment = if named { 4096 } else { 0 };
         desc.priority = (priority != 0).then(|| f32::from(priority) / 100.0 - 0.5);
         use vk::ExternalMemoryHandleTypeFlags as H;
         desc.export_handle_types = [
@@ -53,6 +56,7 @@ impl Walk {
                     min_blocks: desc.min_blocks,
                     export: desc.export_handle_types,
                     priority: desc.priority,
+                    min_alignment: desc.min_alignment,
                 });
             }
             Err(error) => {
@@ -146,6 +150,8 @@ impl Walk {
             assert_eq!(d.is_in_custom_pool(), s.allocation.is_in_custom_pool());
             if !d.is_dedicated() {
                 assert_eq!(d.offset() % s.requirements.alignment, 0, "{d:?}");
+                let pool_alignment = self.pool_min_alignment(s.pool).max(1);
+                assert_eq!(d.offset() % pool_alignment, 0, "{d:?}");
             }
             moves.push((source, planned));
         }

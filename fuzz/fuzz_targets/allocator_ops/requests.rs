@@ -252,6 +252,8 @@ impl Walk {
                 0,
                 "{allocation:?}"
             );
+            let pool_alignment = self.pool_min_alignment(desc.pool).max(1);
+            assert_eq!(allocation.offset() % pool_alignment, 0, "{allocation:?}");
             if is_non_coherent(props) {
                 let atom = self.layout.non_coherent_atom_size.max(1);
                 assert_eq!(
