@@ -20,6 +20,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// exceed the buffer's own size (NVIDIA rounds it up to 16 bytes). Index
     /// the buffer's bytes (`&slice[..len]`) before comparing or copying.
     ///
+    /// On non-coherent memory, GPU writes show here only after
+    /// [`invalidate`](Self::invalidate) of their bytes (after the GPU's
+    /// work is done and made available to the host); until then the slice
+    /// may hold stale bytes from the host's cache.
+    /// [`copy_from_allocation`](Self::copy_from_allocation) invalidates and
+    /// copies in one call. On coherent memory the writes show at once.
+    ///
     /// # Errors
     /// [`Error::ForeignAllocation`], [`Error::NotHostVisible`];
     /// [`Error::MapFailed`] when the allocation is larger than the host's
@@ -294,9 +301,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// ```
     ///
     /// # Errors
-    /// As [`flush`](Self::flush), for the first entry that has one; every
-    /// entry is checked before anything is flushed. A device error may
-    /// come after some pools' ranges were flushed.
+    /// As [`flush`](Self::flush), for the first entry that has one: every
+    /// entry's owner and range are checked before anything is flushed. An
+    /// allocation no longer live ([`Error::StaleAllocation`], which only a
+    /// handle forged past the type system can be) and a device error are
+    /// found pool by pool, so they may come after other pools' ranges
+    /// were flushed.
     ///
     /// # Time complexity
     /// O(n log n) in the entries (they are grouped by pool, with a stable
