@@ -36,7 +36,11 @@
 //! `0xDC`, as the host and the GPU see it, and no freed memory is ever
 //! found written), including ranges
 //! freed after a frame that was not collected yet; `stats()`, the device, the
-//! memory map, the JSON dump and the SVG agree with the model; host-visible
+//! memory map, the JSON dump (its figures per heap and memory type too)
+//! and the SVG agree with the model, and a memory callback, set at the
+//! start or at a random step and replaced at times, has heard exactly the
+//! device's memory objects made and not freed (and at the end, after the
+//! allocator's drop, every one freed); host-visible
 //! bytes are not clobbered, and a copy's bytes reach the GPU (flushed) and
 //! come back, as a GPU write does through a copy out (invalidated); a plan
 //! moves only within a memory type, out of blocks that held nothing but
@@ -50,13 +54,15 @@
 //! holds anything, else releases its blocks. At the end nothing leaks,
 //! whether the pools are destroyed or left to the allocator's drop.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags as Props;
 use vk_suballoc::device::fake::{FakeCounters, FakeDevice, FakeLayout};
 use vk_suballoc::{
-    Allocation, Config, Pool, PoolDesc, Request, ResourceKind, RingAllocation, UploadRing, Usage,
+    Allocation, Config, MemoryEvent, MemoryEventKind, Pool, PoolDesc, Request, ResourceKind,
+    RingAllocation, UploadRing, Usage,
 };
 
 use super::seeded_rng::Rng;
@@ -220,6 +226,36 @@ struct Frame {
     items: usize,
 }
 
+/// The memory objects a memory callback heard made and not yet freed:
+/// memory type and size by handle. Each `Allocated` must name an object
+/// not live yet, each `Freed` a live one, with its type and size.
+type Heard = Arc<Mutex<HashMap<u64, (u32, u64)>>>;
+
+/// A callback recording into a new [`Heard`], which it returns.
+fn listener() -> (Heard, impl Fn(&MemoryEvent<'_>) + Send + Sync + 'static) {
+    let heard = Heard::default();
+    let sink = Arc::clone(&heard);
+    let callback = move |event: &MemoryEvent<'_>| {
+        use ash::vk::Handle;
+        let mut live = sink
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let handle = event.memory.as_raw();
+        let figures = (event.memory_type, event.size);
+        match event.kind {
+            MemoryEventKind::Allocated => {
+                let old = live.insert(handle, figures);
+                assert!(old.is_none(), "{handle:#x} heard made twice");
+            }
+            MemoryEventKind::Freed => {
+                let old = live.remove(&handle);
+                assert_eq!(old, Some(figures), "{handle:#x} heard freed");
+            }
+        }
+    };
+    (heard, callback)
+}
+
 /// One walk: the allocator, its fake device, and the model of both.
 struct Walk {
     test: String,
@@ -270,6 +306,10 @@ struct Walk {
     /// Pools made over the walk, for their names.
     pools_made: u64,
     pooled: pools::Pooled,
+    /// What the memory callback heard, once one is set (at the start, or
+    /// at a random step), and the step at which one is set or replaced.
+    heard: Option<Heard>,
+    listen_at: u64,
 }
 
 /// A variant of `base` and a configuration, drawn from the seed: small
@@ -389,6 +429,8 @@ impl Walk {
             .map(|t| t.preferred_block_size)
             .collect();
         let timeline = device.create_timeline_semaphore();
+        // Drawn from a copy of the generator: the walks' other draws stay.
+        let listen_at = Rng(rng.0 ^ 0x006c_6973).below(2 * steps);
         Self {
             test: test.to_owned(),
             step: 0,
@@ -422,6 +464,20 @@ impl Walk {
             dead_pools: Vec::new(),
             pools_made: 0,
             pooled: pools::Pooled::default(),
+            heard: None,
+            listen_at,
+        }
+    }
+
+    /// Sets a new memory callback (replacing the one set, if any): it
+    /// hears of the memory that exists first; the one replaced hears it
+    /// freed, so that it holds nothing afterwards.
+    fn listen(&mut self) {
+        let (heard, callback) = listener();
+        self.allocator.set_memory_callback(callback);
+        if let Some(old) = self.heard.replace(heard) {
+            let old = old.lock().unwrap();
+            assert!(old.is_empty(), "{}: replaced callback: {old:?}", self.ctx());
         }
     }
 
@@ -430,8 +486,17 @@ impl Walk {
     }
 
     fn run(mut self, steps: u64) {
+        // On half the walks set at the start and replaced at a random
+        // step (the replay to both callbacks), on the others first set at a
+        // random step.
+        if self.listen_at >= steps {
+            self.listen();
+        }
         for step in 0..steps {
             self.step = step;
+            if self.listen_at % steps == step {
+                self.listen();
+            }
             if self.lose_at == Some(step) {
                 self.device.lose_device();
                 self.lost = true;

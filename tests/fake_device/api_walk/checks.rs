@@ -30,6 +30,7 @@ impl Walk {
                     .unwrap_or_else(|e| panic!("{ctx}: invalid JSON ({e})"));
                 let count = json["Total"]["AllocationCount"].as_u64();
                 assert_eq!(count, Some(total), "{ctx}: the JSON dump's count");
+                self.check_json_figures(&json);
             }
             2 => {
                 let svg = self.allocator.memory_map_svg();
@@ -40,6 +41,44 @@ impl Walk {
                 let stats = self.allocator.stats();
                 assert_eq!(stats.allocations(), total, "{ctx}");
                 let _ = stats.to_string();
+            }
+        }
+    }
+
+    /// The JSON dump's figures of each heap and memory type are those of
+    /// `stats()`: memory objects (blocks and dedicated memory), their
+    /// bytes, and allocations; its heaps' usage covers the allocator's
+    /// memory.
+    fn check_json_figures(&self, json: &serde_json::Value) {
+        let ctx = self.ctx();
+        let stats = self.allocator.stats();
+        let figures = |stats: &serde_json::Value| {
+            let figure = |key: &str| stats[key].as_u64().unwrap_or(u64::MAX);
+            (
+                figure("BlockCount"),
+                figure("BlockBytes"),
+                figure("AllocationCount"),
+            )
+        };
+        let heaps = &json["MemoryInfo"];
+        for h in &stats.heaps {
+            let heap = &heaps[format!("Heap {}", h.heap)];
+            let objects: u64 = (stats.memory_types.iter())
+                .filter(|t| t.heap == h.heap)
+                .map(|t| t.blocks + t.dedicated_allocations)
+                .sum();
+            let want = (objects, h.reserved_bytes, h.allocations);
+            assert_eq!(figures(&heap["Stats"]), want, "{ctx}: heap {}", h.heap);
+            let usage = heap["Budget"]["UsageBytes"].as_u64();
+            assert!(usage >= Some(h.reserved_bytes), "{ctx}: {h:?}: {usage:?}");
+            for t in stats.memory_types.iter().filter(|t| t.heap == h.heap) {
+                let shown = &heap["MemoryPools"][format!("Type {}", t.memory_type)]["Stats"];
+                let want = (
+                    t.blocks + t.dedicated_allocations,
+                    t.reserved_bytes(),
+                    t.allocations(),
+                );
+                assert_eq!(figures(shown), want, "{ctx}: {t:?}");
             }
         }
     }
@@ -87,6 +126,16 @@ impl Walk {
         let usage = self.device.heap_usage();
         for h in &stats.heaps {
             assert_eq!(h.reserved_bytes, usage[h.heap as usize], "{ctx}: {h:?}");
+            // The process's usage counts this allocator's memory, over the
+            // budget or not.
+            assert!(h.budget.usage >= h.reserved_bytes, "{ctx}: {h:?}");
+        }
+        // The memory callback heard of exactly the device's memory objects.
+        if let Some(heard) = &self.heard {
+            let on_device: HashMap<u64, (u32, u64)> = (device.iter())
+                .map(|m| (m.memory.as_raw(), (m.memory_type, m.size)))
+                .collect();
+            assert_eq!(*heard.lock().unwrap(), on_device, "{ctx}: memory events");
         }
         let granularity = self.layout.buffer_image_granularity.max(1);
         // Only blocks hold two allocations, each followed by its margin.
@@ -335,5 +384,9 @@ impl Walk {
         println!("{}: {:?}", self.test, self.pooled);
         self.foreign.finish();
         super::super::finish(self.allocator, &self.device);
+        if let Some(heard) = self.heard {
+            let heard = heard.lock().unwrap();
+            assert!(heard.is_empty(), "{}: freed unheard: {heard:?}", self.test);
+        }
     }
 }
