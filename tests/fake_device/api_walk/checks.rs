@@ -240,10 +240,11 @@ impl Walk {
                 blocks.len() as u64,
                 blocks.iter().map(|b| b.size).sum(),
                 blocks.iter().filter(|b| is_empty(b)).count() as u64,
+                blocks.iter().filter(|b| b.retiring).count() as u64,
             );
             assert_eq!(
                 figures,
-                (s.blocks, s.block_bytes, s.empty_blocks),
+                (s.blocks, s.block_bytes, s.empty_blocks, s.retiring_blocks),
                 "{ctx}: {s:?}"
             );
         }
@@ -254,12 +255,14 @@ impl Walk {
                 shown.blocks.len() as u64,
                 shown.blocks.iter().map(|b| b.size).sum(),
                 shown.blocks.iter().filter(|b| is_empty(b)).count() as u64,
+                shown.blocks.iter().filter(|b| b.retiring).count() as u64,
                 shown.dedicated.len() as u64,
             );
             let want = (
                 s.blocks,
                 s.block_bytes,
                 s.empty_blocks,
+                s.retiring_blocks,
                 s.dedicated_allocations,
             );
             assert_eq!(figures, want, "{ctx}: the map's pool {pool:?}");
