@@ -103,8 +103,9 @@ pub struct RangeMap {
     /// its alignment (at most to a multiple of 4 KiB), or to whole
     /// granularity pages for an optimal image sharing blocks with linear
     /// resources and for a resource of unknown kind; a small buffer in a run
-    /// holds its whole slot, the size of its class. So ranges tile the
-    /// block as in a VMA dump.
+    /// holds its whole slot, the size of its class; a request whose
+    /// rounding alone passes the end of a custom pool's fixed-size block
+    /// holds the whole block. So ranges tile the block as in a VMA dump.
     pub size: u64,
     /// What it holds; [`RangeKind::Free`] for free space.
     pub kind: RangeKind,

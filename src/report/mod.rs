@@ -49,7 +49,9 @@
 //!   heaps, count the bytes it holds in its block: its requested size
 //!   rounded up to its alignment (at most to a multiple of 4 KiB), or to
 //!   whole `bufferImageGranularity` pages for an optimal image sharing a
-//!   block with buffers and for a resource of unknown kind; a small buffer
+//!   block with buffers and for a resource of unknown kind (a request whose
+//!   rounding alone passes the end of a custom pool's fixed-size block
+//!   holds the whole block); a small buffer
 //!   in a run holds its whole slot, the size of its class
 //!   ([`Config::small_buffer_limit`](crate::Config::small_buffer_limit)),
 //!   and the free slots of a run show as `FREE`. VMA's `Size` is the
