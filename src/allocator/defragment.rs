@@ -44,7 +44,10 @@ pub struct Movable<'a> {
     /// same parameters (Vulkan reports equal requirements then), with
     /// `alignment` raised to the allocation's
     /// [`AllocationDesc::min_alignment`](crate::AllocationDesc::min_alignment)
-    /// when it had one (the allocator does not remember it).
+    /// when it had one (the allocator does not remember it). A custom
+    /// pool's [`PoolDesc::min_alignment`](crate::PoolDesc::min_alignment)
+    /// needs no raising here: the allocator applies it to every move
+    /// within the pool.
     pub requirements: vk::MemoryRequirements,
     /// What that resource is, for `bufferImageGranularity`: an image's
     /// kind follows its tiling ([`ResourceKind::of_image`]: `LINEAR` is

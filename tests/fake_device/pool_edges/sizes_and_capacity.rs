@@ -8,7 +8,9 @@
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::DedicatedTarget;
-use vk_suballoc::{AllocationDesc, DedicatedHint, Error, PoolDesc, Request, ResourceKind, Usage};
+use vk_suballoc::{
+    AllocationDesc, DedicatedHint, DedicatedPolicy, Error, PoolDesc, Request, ResourceKind, Usage,
+};
 
 use super::super::{allocator, finish, free, requirements};
 use super::{upload_in, vram_in, MIB};
@@ -190,11 +192,16 @@ fn a_request_that_fits_a_fixed_block_only_unrounded_is_placed() {
     let dedicated = upload_in(pool, 4096, CACHED)
         .driver_dedicated(required)
         .fake_target(DedicatedTarget::Buffer(vk::Handle::from_raw(resource)));
+    // Dedicated memory the caller requires (`DedicatedPolicy::Always`) is
+    // no block either: larger than a block, it passes the check too.
+    let always = upload_in(pool, 4096, CACHED).dedicated(DedicatedPolicy::Always);
     let placed = allocator
-        .allocate_many(&[upload_in(pool, 1000, CACHED), dedicated])
+        .allocate_many(&[upload_in(pool, 1000, CACHED), dedicated, always])
         .unwrap();
     assert_eq!(placed[0].offset(), 0);
     assert!(placed[1].is_dedicated());
+    assert!(placed[2].is_dedicated());
+    assert_eq!(placed[2].size(), 4096);
     assert_eq!(device.violations(), Vec::<String>::new());
     for allocation in whole.into_iter().chain(shared).chain([image]).chain(placed) {
         free(&allocator, allocation);
