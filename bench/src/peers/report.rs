@@ -291,12 +291,39 @@ impl Results {
     }
 
     /// The ratios against the best peer and the verdict on each target.
-    /// Empty when no trace but the ring trace ran (it has its own ratios).
+    /// Empty when no trace but the ring trace ran (it has its own ratios);
+    /// a run of the scaling traces alone (`--traces ""`) keeps the
+    /// flatness verdict and the note on failed allocations.
     pub fn targets_markdown(&self) -> String {
         let mut s = String::new();
-        if self.traces().is_empty() {
-            return s;
+        if !self.traces().is_empty() {
+            self.peer_table_markdown(&mut s);
         }
+        // A row with failed allocations timed and reserved for fewer
+        // allocations than the others: its verdicts do not compare. The
+        // scaling rows' too, whose table shows no failures column.
+        let scaling_rows = self.scaling.iter().map(|(_, r)| r);
+        for row in self
+            .rows
+            .iter()
+            .chain(scaling_rows)
+            .filter(|r| r.failures > 0)
+        {
+            let _ = writeln!(
+                s,
+                "\n**{}: {} failed {} allocations**, so its times, reserved/live and calls cover less work than the other rows'.",
+                row.trace,
+                row.allocator.name(),
+                row.failures
+            );
+        }
+        self.scaling_verdict_markdown(&mut s);
+        s
+    }
+
+    /// The table of vk-suballoc against the best peer, trace by trace,
+    /// appended to `s`.
+    fn peer_table_markdown(&self, s: &mut String) {
         let _ = writeln!(s, "### vk-suballoc against the best peer\n");
         let _ = writeln!(
             s,
@@ -371,17 +398,11 @@ impl Results {
             );
             let _ = writeln!(s, "| {trace} | {speed} | {vs_core} | {ratio} | {calls} |");
         }
-        // A row with failed allocations timed and reserved for fewer
-        // allocations than the others: its verdicts do not compare.
-        for row in self.rows.iter().filter(|r| r.failures > 0) {
-            let _ = writeln!(
-                s,
-                "\n**{}: {} failed {} allocations**, so its times, reserved/live and calls cover less work than the other rows'.",
-                row.trace,
-                row.allocator.name(),
-                row.failures
-            );
-        }
+    }
+
+    /// The flatness verdict of the scaling run, when it ran at two live
+    /// counts or more, appended to `s`.
+    fn scaling_verdict_markdown(&self, s: &mut String) {
         let ours: Vec<f64> = self
             .scaling
             .iter()
@@ -403,7 +424,6 @@ impl Results {
                 );
             }
         }
-        s
     }
 
     /// The JSON document (hand-written: no serde in the bench's build).

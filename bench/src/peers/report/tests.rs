@@ -104,3 +104,44 @@ fn growth_with_skipped_live_counts_names_its_range() {
     assert_eq!(growth(&lives, &cells), "8.99 (1000..10000 only)");
     assert_eq!(growth(&lives, &[None; 4]), "n/a");
 }
+
+/// `--traces ""`, the scaling run alone (bench/README.md), still ends with
+/// the flatness verdict: only the empty per-trace table is left out.
+#[test]
+fn a_scaling_only_run_keeps_the_flatness_verdict() {
+    let results = Results {
+        scaling: vec![
+            (1_000, test_row(Which::VkSuballoc, "scaling-1000", 20.0, 0)),
+            (
+                1_000_000,
+                test_row(Which::VkSuballoc, "scaling-1000000", 50.0, 0),
+            ),
+        ],
+        ..Default::default()
+    };
+    let text = results.targets_markdown();
+    assert!(
+        text.contains("slowest/fastest ns/op across live counts = 2.50"),
+        "{text}"
+    );
+    assert!(!text.contains("against the best peer"), "{text}");
+    assert!(Results::default().targets_markdown().is_empty());
+}
+
+/// A scaling row's failed allocations are called out as a trace row's
+/// are: its ns/op covers less work than the other rows'.
+#[test]
+fn a_scaling_row_with_failures_is_called_out() {
+    let results = Results {
+        scaling: vec![
+            (1_000, test_row(Which::VkSuballoc, "scaling-1000", 20.0, 0)),
+            (1_000, test_row(Which::GpuAlloc, "scaling-1000", 20.0, 4)),
+        ],
+        ..Default::default()
+    };
+    let text = results.markdown();
+    assert!(
+        text.contains("scaling-1000: gpu-alloc 0.6 failed 4 allocations"),
+        "{text}"
+    );
+}
