@@ -8,7 +8,7 @@
 //! | vk-suballoc ring, `&mut` | `Allocator::ring_allocate_mut` (no lock) | the same |
 //! | vk-suballoc | `allocate_mut` (`UPLOAD \| DEVICE_LOCAL`, a buffer's requirements) | `free_mut` of a completed frame's allocations |
 //! | VMA linear pool | `vmaAllocateMemory` from a custom pool with `VMA_POOL_CREATE_LINEAR_ALGORITHM_BIT`, one block (`maxBlockCount` 1) made with the pool, `MAPPED` | `vmaFreeMemory` of a completed frame's allocations, oldest first: VMA's ring-buffer use of a linear pool |
-//! | gpu-alloc | `alloc` with `UPLOAD \| HOST_ACCESS \| TRANSIENT` (its free-list/linear chunks) | `dealloc` |
+//! | gpu-alloc | `alloc` with `FAST_DEVICE_ACCESS \| UPLOAD \| HOST_ACCESS \| TRANSIENT` (its free-list/linear chunks) | `dealloc` |
 //! | gpu-allocator | `allocate`, `CpuToGpu`: it has no linear or ring allocator | `free` |
 //! | core: vk-suballoc `LinearAllocator` | `allocate` | `finish_frame`; `reclaim_through` |
 //! | core: VMA virtual block, linear | `vmaVirtualAllocate` (`VMA_VIRTUAL_BLOCK_CREATE_LINEAR_ALGORITHM_BIT`) | `vmaVirtualFree`, oldest first |
