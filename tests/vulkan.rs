@@ -23,6 +23,8 @@ mod budget_suite;
 mod corruption_suite;
 #[path = "vulkan/defragment_suite.rs"]
 mod defragment_suite;
+#[path = "vulkan/engine_loop.rs"]
+mod engine_loop;
 #[path = "vulkan/frames_suite.rs"]
 mod frames_suite;
 #[path = "vulkan/layer_dedicated_binds.rs"]
