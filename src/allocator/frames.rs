@@ -137,7 +137,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// call that began before then has returned: it may still wait on the
     /// fence), and signals only after every submitted command that may use
     /// memory freed during this frame or earlier (with a frame's last
-    /// `vkQueueSubmit` on one queue, its fence does).
+    /// `vkQueueSubmit` on one queue, its fence does). `end_frame` may come
+    /// before that submission, once the fence is unsignalled (reset): a
+    /// fence still signalled from its previous use reads as done, and the
+    /// frame's frees would be released while its own submission may still
+    /// use them.
     ///
     /// Call [`collect`](Self::collect) before resetting the fence for reuse:
     /// a reset fence reads as unsignalled, so its frame (and every later one)
