@@ -136,9 +136,9 @@ impl Memory {
         Some(start..start.checked_add(len)?)
     }
 
-    /// Bytes `range` as the host sees them, with the device copy, if the
-    /// object is non-coherent. Only those bytes: the allocator's slices of
-    /// the others stay valid (`host_bytes.rs`).
+    /// Bytes `range` as the host sees them, to write, with the device
+    /// copy, if the object is non-coherent. Only those bytes: the
+    /// allocator's slices of the others stay valid (`host_bytes.rs`).
     fn host_and_device(
         &mut self,
         range: std::ops::Range<usize>,
@@ -146,6 +146,20 @@ impl Memory {
         let host = self.host.as_mut()?;
         let device = self.device.as_mut()?;
         Some((host.range_mut(range), device))
+    }
+
+    /// [`host_and_device`](Self::host_and_device) with the host's bytes
+    /// to read only: for a flush, which the allocator makes while its
+    /// owner may hold a shared slice of those very bytes (`flush` takes
+    /// the allocation by `&`, as `mapped_slice` does). A unique reference
+    /// to them would end that slice (Stacked Borrows).
+    fn host_to_read_and_device(
+        &mut self,
+        range: std::ops::Range<usize>,
+    ) -> Option<(&[u8], &mut DeviceCopy)> {
+        let host = self.host.as_ref()?;
+        let device = self.device.as_mut()?;
+        Some((host.range(range), device))
     }
 }
 

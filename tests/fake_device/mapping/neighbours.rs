@@ -228,3 +228,31 @@ fn a_slice_outlives_device_accesses_to_its_neighbours() {
     assert!(device.violations().is_empty(), "{:?}", device.violations());
     finish(allocator, &device);
 }
+
+/// A shared slice of an allocation stays valid across a flush of its own
+/// bytes: `flush` and `flush_allocations` take the allocation by `&`, as
+/// `mapped_slice` does, so safe code may hold the slice over them. The fake
+/// device's flush only reads the host's bytes, and must not take a unique
+/// reference to them (Miri, under Stacked Borrows, reports the next read
+/// of the slice as undefined behaviour: `cargo +nightly miri test
+/// --features fake-device --test fake_device a_shared_slice`).
+#[test]
+fn a_shared_slice_outlives_a_flush_of_its_own_bytes() {
+    let (allocator, device) = allocator(FakeLayout::mobile().with_heap_sizes(1 << 20));
+    // READBACK: type 2, non-coherent, where a flush copies the host bytes.
+    let mut a = allocator
+        .allocate(&buffer(1000, 4, Usage::READBACK))
+        .unwrap();
+    allocator.mapped_slice_mut(&mut a).unwrap().fill(7);
+    let bytes = allocator.mapped_slice(&a).unwrap();
+    allocator.flush(&a, 0..1000).unwrap();
+    assert_eq!(bytes[0], 7);
+    allocator.flush_allocations([(&a, 0..1000)]).unwrap();
+    assert_eq!(bytes[999], 7);
+    // SAFETY: no mutable slice of `a` is alive (`bytes` only reads).
+    let device_bytes = unsafe { device.read(a.memory(), a.offset(), 1000) };
+    assert_eq!(device_bytes.as_deref(), Some(&[7u8; 1000][..]));
+    free(&allocator, a);
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    finish(allocator, &device);
+}

@@ -146,13 +146,16 @@ impl State {
         match checked {
             // Non-coherent memory: the bytes move between host and device
             // (coherence.rs); an invalid range moves nothing.
+            // A flush only reads the host's bytes: the owner may hold a
+            // shared slice of them across it (`host_to_read_and_device`).
+            Ok(bytes) if flush => {
+                if let Some((host, device)) = memory.host_to_read_and_device(bytes.clone()) {
+                    device.flush(host, bytes);
+                }
+            }
             Ok(bytes) => {
                 if let Some((host, device)) = memory.host_and_device(bytes.clone()) {
-                    if flush {
-                        device.flush(host, bytes);
-                    } else {
-                        device.invalidate(host, bytes);
-                    }
+                    device.invalidate(host, bytes);
                 }
             }
             Err(problem) => self.violations.push(format!(
