@@ -115,6 +115,16 @@ impl AshMemoryDevice {
     ///   extensions).
     /// - `device` and `instance` outlive this value and every allocator built
     ///   on it: dropping the allocator frees memory through them.
+    /// - the handle types of every custom pool an allocator built on it
+    ///   makes exportable ([`PoolDesc::export`](crate::PoolDesc::export),
+    ///   through [`Allocator::create_pool`](crate::Allocator::create_pool),
+    ///   a safe call) are ones the device supports exporting that memory
+    ///   as, for the resources that will be bound to it
+    ///   (VUID-VkExportMemoryAllocateInfo-handleTypes-00656): this backend
+    ///   cannot tell ([`MemoryProperties::exportable_handle_types`](crate::device::MemoryProperties::exportable_handle_types)
+    ///   is `None`), so `create_pool` refuses only bits that are no handle
+    ///   type, and every block and dedicated allocation of such a pool is
+    ///   allocated with `VkExportMemoryAllocateInfo` naming the others.
     /// - when an allocator built on it is dropped (a safe call), no pending
     ///   GPU work uses its memory or the buffers and images still queued for
     ///   deferred destruction: drop frees and destroys them all, frames in

@@ -160,7 +160,9 @@ impl RingAllocation {
     }
 
     /// Pointer to its first byte. Valid for writes until its frame is
-    /// collected; after that the bytes belong to later frames.
+    /// collected; after that the bytes belong to later frames. Dropping
+    /// the allocator frees the ring's memory, its frames in flight
+    /// uncollected: the pointer dangles from then on too.
     ///
     /// Bytes written through it are not flushed, and the ring's memory
     /// may not be host-coherent (some mobile GPUs): there the GPU may not

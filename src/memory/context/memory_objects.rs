@@ -174,8 +174,11 @@ impl<D> MemoryContext<D> {
         // set only when the device reports buffer device address enabled
         // (VUID-VkMemoryAllocateInfo-flags-03331); a dedicated target comes
         // from the caller's resource of this exact size; export handle types
-        // come from a custom pool whose caller vouched for them
-        // (`PoolDesc::export`, VUID-VkExportMemoryAllocateInfo-handleTypes-00656),
+        // come from a custom pool, made by a safe call: they are handle types
+        // Vulkan defines, which the backend, when it can tell, says the
+        // device exports (`Allocator::create_pool`), and otherwise the
+        // backend's maker vouched for them (`AshMemoryDevice::new`,
+        // VUID-VkExportMemoryAllocateInfo-handleTypes-00656),
         // and are no Android hardware buffer for an image (checked above,
         // VUID-VkMemoryAllocateInfo-pNext-01874).
         let mut memory = match unsafe { self.device.allocate(&info) } {
