@@ -272,7 +272,11 @@ pub enum FrameSignal {
 /// - no two memory objects mapped at once share a byte of host memory, and
 ///   nothing else writes those bytes from the host meanwhile;
 /// - [`memory_properties`](Self::memory_properties) marks host-visible only
-///   memory types whose objects it can map.
+///   memory types whose objects it can map;
+/// - the requirements [`create_buffer`](Self::create_buffer) returns are
+///   the buffer's own, their `size` at least the buffer's: upload rings
+///   write through the mapped pointer up to the buffer's size within an
+///   allocation of that `size`.
 pub unsafe trait MemoryDeviceExt<M>: MemoryDevice<M> + Send + Sync + Debug {
     /// Memory layout and limits. Called once, when the allocator is created.
     fn memory_properties(&self) -> MemoryProperties;
