@@ -384,7 +384,9 @@ impl Allocator<AshMemoryDevice> {
         buffer: vk::Buffer,
         allocation: Allocation,
     ) -> Result<(), Error> {
-        // SAFETY: the caller's contract.
+        // SAFETY: the caller's contract: a buffer of this device that no
+        // pending GPU work uses (VUID-vkDestroyBuffer-buffer-00922), nor
+        // the allocation (`free`'s, VUID-vkFreeMemory-memory-00677).
         unsafe {
             self.device().device().destroy_buffer(buffer, None);
             self.free(allocation)
@@ -404,7 +406,9 @@ impl Allocator<AshMemoryDevice> {
         image: vk::Image,
         allocation: Allocation,
     ) -> Result<(), Error> {
-        // SAFETY: the caller's contract.
+        // SAFETY: the caller's contract: an image of this device that no
+        // pending GPU work uses (VUID-vkDestroyImage-image-01000), nor the
+        // allocation (`free`'s, VUID-vkFreeMemory-memory-00677).
         unsafe {
             self.device().device().destroy_image(image, None);
             self.free(allocation)

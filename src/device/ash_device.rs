@@ -377,7 +377,8 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
 
     unsafe fn is_signalled(&self, signal: FrameSignal) -> Result<bool, DeviceError> {
         match signal {
-            // SAFETY: a live fence of this device (the caller's contract).
+            // SAFETY: a live fence of this device (the caller's contract;
+            // VUID-vkGetFenceStatus-fence-parameter, -fence-parent).
             FrameSignal::Fence(fence) => Ok(unsafe { self.device.get_fence_status(fence) }?),
             FrameSignal::Timeline { semaphore, value } => {
                 // SAFETY: a live timeline semaphore of this device (the
@@ -424,7 +425,8 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
             .size(size)
             .usage(usage)
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
-        // SAFETY: the caller guarantees a non-zero size and supported usage.
+        // SAFETY: the caller guarantees a non-zero size and supported usage
+        // (VUID-VkBufferCreateInfo-size-00912, -usage-parameter).
         let buffer = unsafe { self.device.create_buffer(&info, None) }?;
         // SAFETY: just created from this device.
         let (requirements, dedicated) = unsafe { self.buffer_requirements(buffer) };
@@ -437,17 +439,20 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
         memory: vk::DeviceMemory,
         offset: u64,
     ) -> Result<(), DeviceError> {
-        // SAFETY: the caller's contract is vkBindBufferMemory's.
+        // SAFETY: the caller's contract is vkBindBufferMemory's
+        // (VUID-vkBindBufferMemory-buffer-07459, -memory-01035, -memoryOffset-01036, -size-01037).
         Ok(unsafe { self.device.bind_buffer_memory(buffer, memory, offset) }?)
     }
 
     unsafe fn destroy_buffer(&self, buffer: vk::Buffer) {
-        // SAFETY: the caller guarantees the buffer is ours and idle.
+        // SAFETY: the caller guarantees the buffer is this device's and no
+        // pending GPU work uses it (VUID-vkDestroyBuffer-buffer-00922).
         unsafe { self.device.destroy_buffer(buffer, None) }
     }
 
     unsafe fn destroy_image(&self, image: vk::Image) {
-        // SAFETY: the caller guarantees the image is ours and idle.
+        // SAFETY: the caller guarantees the image is this device's and no
+        // pending GPU work uses it (VUID-vkDestroyImage-image-01000).
         unsafe { self.device.destroy_image(image, None) }
     }
 }

@@ -279,7 +279,8 @@ impl<D> MemoryContext<D> {
         // mapped. The panic goes on once it is freed, as the callback's.
         let unmapped = if mapped {
             panic::catch_unwind(AssertUnwindSafe(|| {
-                // SAFETY: mapped once at allocation (the caller says it is).
+                // SAFETY: mapped once at allocation (the caller says it
+                // is) and not unmapped since (VUID-vkUnmapMemory-memory-00689).
                 unsafe { self.device.unmap_memory(&mut memory) }
             }))
         } else {
@@ -299,7 +300,8 @@ impl<D> MemoryContext<D> {
         // out of the object count too, as out of the heap's usage above:
         // the two agree, and nothing frees it again.
         let freed = panic::catch_unwind(AssertUnwindSafe(|| {
-            // SAFETY: the caller's contract.
+            // SAFETY: the caller's contract: memory of this device that no
+            // pending GPU work uses (VUID-vkFreeMemory-memory-00677).
             unsafe { self.device.deallocate_memory(memory) }
         }));
         drop(heap_turn);
