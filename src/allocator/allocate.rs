@@ -76,6 +76,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// As [`allocate`](Self::allocate).
+    ///
+    /// # Time complexity
+    /// As [`allocate`](Self::allocate), with no lock taken.
     // `#[inline]` (as on `allocate`): without the hint, whether LLVM
     // inlined this into a caller's loop flipped with changes to the
     // out-of-line debug paths it never runs (callgrind, the peers'

@@ -47,6 +47,11 @@ impl Allocator<AshMemoryDevice> {
     /// VUID-VkBufferCreateInfo-* rules; size non-zero, usage supported;
     /// the size is checked against `maxBufferSize` where the device
     /// reports it).
+    ///
+    /// # Time complexity
+    /// As [`allocate`](Self::allocate), plus a `vkCreateBuffer`,
+    /// `vkGetBufferMemoryRequirements2` and `vkBindBufferMemory` call (and on
+    /// failure a `vkDestroyBuffer` and a [`free`](Self::free)).
     pub unsafe fn create_buffer(
         &self,
         info: &vk::BufferCreateInfo<'_>,
@@ -127,6 +132,9 @@ impl Allocator<AshMemoryDevice> {
     ///
     /// # Safety
     /// `info` is a valid `VkImageCreateInfo` for this device.
+    ///
+    /// # Time complexity
+    /// As [`create_buffer`](Self::create_buffer), with the image's calls.
     pub unsafe fn create_image(
         &self,
         info: &vk::ImageCreateInfo<'_>,
@@ -195,6 +203,10 @@ impl Allocator<AshMemoryDevice> {
     /// refuses) and
     /// is not destroyed while the allocation may still be bound to it
     /// (dedicated memory can only ever be bound to its buffer).
+    ///
+    /// # Time complexity
+    /// As [`allocate`](Self::allocate), plus a `vkGetBufferMemoryRequirements2`
+    /// call.
     pub unsafe fn allocate_for_buffer(
         &self,
         buffer: vk::Buffer,
@@ -225,6 +237,10 @@ impl Allocator<AshMemoryDevice> {
     /// made for capture and replay (as [`create_image`](Self::create_image)
     /// refuses), and is not destroyed while the allocation may still be
     /// bound to it.
+    ///
+    /// # Time complexity
+    /// As [`allocate`](Self::allocate), plus a `vkGetImageMemoryRequirements2`
+    /// call.
     pub unsafe fn allocate_for_image(
         &self,
         image: vk::Image,
@@ -379,6 +395,9 @@ impl Allocator<AshMemoryDevice> {
     /// # Safety
     /// `buffer` was created by this device and no pending GPU work uses it or
     /// the allocation (VUID-vkDestroyBuffer-buffer-00922).
+    ///
+    /// # Time complexity
+    /// As [`free`](Self::free), plus a `vkDestroyBuffer` call.
     pub unsafe fn destroy_buffer(
         &self,
         buffer: vk::Buffer,
@@ -401,6 +420,9 @@ impl Allocator<AshMemoryDevice> {
     /// # Safety
     /// `image` was created by this device and no pending GPU work uses it or
     /// the allocation (VUID-vkDestroyImage-image-01000).
+    ///
+    /// # Time complexity
+    /// As [`free`](Self::free), plus a `vkDestroyImage` call.
     pub unsafe fn destroy_image(
         &self,
         image: vk::Image,

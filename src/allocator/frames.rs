@@ -46,6 +46,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// destroys it: [`collect`](Self::collect) calls `vkDestroyBuffer` on it
     /// (VUID-vkDestroyBuffer-buffer-parameter). Work submitted before the
     /// frame ends may still use it; that is what the deferral is for.
+    ///
+    /// # Time complexity
+    /// O(1) amortised, as [`free_after_frame`](Self::free_after_frame): the
+    /// destruction is [`collect`](Self::collect)'s.
     pub unsafe fn destroy_buffer_after_frame(
         &self,
         buffer: vk::Buffer,
@@ -66,6 +70,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// `image` was created by this allocator's device, and nothing else
     /// destroys it: [`collect`](Self::collect) calls `vkDestroyImage` on it
     /// (VUID-vkDestroyImage-image-parameter).
+    ///
+    /// # Time complexity
+    /// O(1) amortised, as [`free_after_frame`](Self::free_after_frame): the
+    /// destruction is [`collect`](Self::collect)'s.
     pub unsafe fn destroy_image_after_frame(
         &self,
         image: vk::Image,
@@ -84,6 +92,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Safety
     /// As [`destroy_buffer_after_frame`](Self::destroy_buffer_after_frame).
+    ///
+    /// # Time complexity
+    /// O(1) amortised, as [`free_after_frame`](Self::free_after_frame): the
+    /// destruction is [`collect`](Self::collect)'s.
     pub unsafe fn destroy_alias_buffer_after_frame(&self, buffer: vk::Buffer) {
         lock(&self.frames).push(Deferred::AliasBuffer(buffer));
     }
@@ -96,6 +108,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Safety
     /// As [`destroy_image_after_frame`](Self::destroy_image_after_frame).
+    ///
+    /// # Time complexity
+    /// O(1) amortised, as [`free_after_frame`](Self::free_after_frame): the
+    /// destruction is [`collect`](Self::collect)'s.
     pub unsafe fn destroy_alias_image_after_frame(&self, image: vk::Image) {
         lock(&self.frames).push(Deferred::AliasImage(image));
     }
@@ -173,6 +189,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// physical device reports (its version is the lower of the two), nor
     /// does `VK_KHR_timeline_semaphore` on a 1.1 device provide them under
     /// those names; calling them there aborts the process.
+    ///
+    /// # Time complexity
+    /// As [`end_frame`](Self::end_frame).
     pub unsafe fn end_frame_timeline(
         &self,
         semaphore: vk::Semaphore,
@@ -380,6 +399,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// it are collected); [`Error::DeviceLost`] and the other failures of
     /// the wait (`vkWaitForFences` / `vkWaitSemaphores`) and of
     /// [`collect`](Self::collect).
+    ///
+    /// # Time complexity
+    /// At most one wait (up to `timeout_ns`) and one [`collect`](Self::collect)
+    /// per frame sealed before the call, each `collect` as it costs.
     pub fn wait_and_collect(&self, timeout_ns: u64) -> Result<Collected, Error> {
         let mut total = Collected::default();
         // The first frame sealed after the call starts. Waiting for every

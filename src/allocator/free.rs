@@ -102,6 +102,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Safety
     /// As [`free`](Self::free).
+    ///
+    /// # Time complexity
+    /// As [`free`](Self::free), with no lock taken.
     pub unsafe fn free_mut(&mut self, allocation: Allocation) -> Result<(), Error> {
         self.check_owner(&allocation)?;
         if let Some(tag) = allocation.custom_pool() {

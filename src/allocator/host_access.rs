@@ -97,6 +97,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::StaleAllocation`] for a handle whose allocation was freed
     /// (as for [`free`](Self::free), only a forged handle gets it); device
     /// errors.
+    ///
+    /// # Time complexity
+    /// O(1): nothing on coherent memory; else, under the lock of the
+    /// allocation's pool, one `vkFlushMappedMemoryRanges` call.
     pub fn flush(
         &self,
         allocation: &Allocation,
@@ -159,6 +163,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// As [`flush`](Self::flush).
+    ///
+    /// # Time complexity
+    /// As [`flush`](Self::flush), with `vkInvalidateMappedMemoryRanges`.
     pub fn invalidate(
         &self,
         allocation: &mut Allocation,
@@ -186,6 +193,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// written); [`Error::NotHostVisible`]; [`Error::MapFailed`] as
     /// [`mapped_slice`](Self::mapped_slice) gives it (an allocation larger
     /// than a 32-bit host's address space); device errors from the flush.
+    ///
+    /// # Time complexity
+    /// O(`bytes.len()`) for the copy, and a [`flush`](Self::flush).
     pub fn copy_to_allocation(
         &self,
         allocation: &mut Allocation,
@@ -219,6 +229,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Errors
     /// As [`copy_to_allocation`](Self::copy_to_allocation); `out` is left
     /// as it was on error.
+    ///
+    /// # Time complexity
+    /// An [`invalidate`](Self::invalidate), and O(`out.len()`) for the copy.
     pub fn copy_from_allocation(
         &self,
         allocation: &mut Allocation,

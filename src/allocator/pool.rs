@@ -89,6 +89,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// blocks tried again, as for a request short of memory:
     /// [`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
     /// after which nothing is left of the pool.
+    ///
+    /// # Time complexity
+    /// O(custom pool slots), to find a free one, and a `vkAllocateMemory` call
+    /// per `min_blocks` block (with [`Config::debug_fill`](crate::Config::debug_fill),
+    /// a write of each; should one fail, the release of kept empty blocks a
+    /// request short of memory makes, and the blocks tried again).
     pub fn create_pool(&self, desc: &PoolDesc<'_>) -> Result<Pool, Error> {
         let policy = self.pool_policy(desc)?;
         if !read(&self.custom).has_room() {
@@ -229,6 +235,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// [`Error::ForeignPool`], [`Error::StalePool`].
+    ///
+    /// # Time complexity
+    /// O(1), under the pool's lock.
     pub fn pool_stats(&self, pool: &Pool) -> Result<TypeStats, Error> {
         self.check_pool_owner(pool)?;
         let heap = self.context.properties.device.memory_types[pool.memory_type() as usize].heap;

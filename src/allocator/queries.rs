@@ -27,6 +27,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// moments (say, `memory_objects` one more than the blocks and
     /// dedicated allocations counted). They agree whenever no other call
     /// runs.
+    ///
+    /// # Time complexity
+    /// O(custom pools + memory types × heaps): a copy of each pool's counters
+    /// under its lock, no walk over blocks or allocations; and, with
+    /// `VK_EXT_memory_budget`, one query of the driver's heap budgets.
     pub fn stats(&self) -> Stats {
         let properties = &self.context.properties.device;
         let mut counters: Vec<_> = self.pools.iter().map(|pool| lock(pool).counters).collect();

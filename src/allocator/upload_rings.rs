@@ -42,6 +42,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// in its order, and [`Error::InvalidConfig`] for a `desc.buffer_usage`
     /// with a bit beyond those above, checked after `desc.usage` and before
     /// buffer device address. Nothing is created on error.
+    ///
+    /// # Time complexity
+    /// As [`create_upload_ring_unchecked`](Self::create_upload_ring_unchecked).
     pub fn create_upload_ring(&self, desc: &UploadRingDesc<'_>) -> Result<UploadRing, Error> {
         self.check_ring_desc(desc, true)?;
         // SAFETY: every bit of the usage is core Vulkan 1.0's, valid on any
@@ -80,6 +83,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Every bit of `desc.buffer_usage` is valid on the device: the
     /// extension or feature it comes with is enabled
     /// (VUID-VkBufferCreateInfo-usage-parameter and the usage's own rules).
+    ///
+    /// # Time complexity
+    /// For its first chunk, a `vkCreateBuffer`, a query of its memory
+    /// requirements, an [`allocate`](Self::allocate) and a `vkBindBufferMemory`,
+    /// with no lock of the allocator held but, while it allocates, the
+    /// chunk's pool's (with [`Config::debug_fill`](crate::Config::debug_fill),
+    /// a write of the chunk's bytes too); then O(1) amortised under the
+    /// rings' lock.
     pub unsafe fn create_upload_ring_unchecked(
         &self,
         desc: &UploadRingDesc<'_>,
