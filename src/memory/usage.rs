@@ -1,4 +1,18 @@
 //! How a resource will be used, in the words an engine developer uses.
+//!
+//! A Vulkan device offers memory types that differ by property flags
+//! (`DEVICE_LOCAL`, `HOST_VISIBLE`, `HOST_COHERENT`, `HOST_CACHED`,
+//! `LAZILY_ALLOCATED`), and which one suits a resource depends on who
+//! touches its bytes. [`Usage`] says that (only the GPU, the host writing,
+//! the host reading, a transient attachment); the ranking of memory types
+//! (`memory_type_choice.rs`) turns it into flags a type must have, should
+//! have and should not have.
+//!
+//! [`ResourceKind`] says what is bound to the memory, for
+//! `bufferImageGranularity`: Vulkan forbids a linear resource (a buffer, a
+//! linear-tiling image) and an optimal-tiling image from sharing a page of
+//! that many bytes in one `VkDeviceMemory`, so the allocator must know
+//! which of the two each allocation holds, or treat it as either.
 
 use std::fmt;
 use std::ops::{BitOr, BitOrAssign};
