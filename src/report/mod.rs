@@ -38,6 +38,10 @@
 //!   and [`MemoryMap::with_gpu`] does not supply it;
 //! - a heap's `Flags` has `DEVICE_LOCAL` when one of its memory types is
 //!   device-local (exact: the spec ties the two), never `MULTI_INSTANCE`;
+//! - a memory type's `Flags` never has `DEVICE_UNCACHED_AMD`, nor VMA's
+//!   number for the bits it has no name for (NVIDIA's `RDMA_CAPABLE`, say):
+//!   the device layer's flags do not carry them, and a type with either of
+//!   AMD's bits shows `DEVICE_COHERENT_AMD` ([`MemoryTypeMap::flag_names`]);
 //! - `Usage` is 0, as VMA writes for memory allocated without a resource;
 //! - a block's `MapRefCount` is 1 when it is persistently mapped, else 0;
 //! - `CustomPools` lists a memory type's custom pools in the order of their
