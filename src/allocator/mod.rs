@@ -146,7 +146,10 @@ use crate::{Config, Error};
 /// failed flush or invalidate of a block's bytes are logged once the call
 /// that found them has released its locks, so a logger that reacts to them
 /// may call back in; so may one on "memory type … failed …; trying the
-/// next one", logged between two memory types' attempts.
+/// next one", logged between two memory types' attempts, once per memory
+/// type until that type makes a memory object again (a heap at its budget
+/// sends every request that needs new memory on to the next type: it
+/// warns at the first).
 pub struct Allocator<D: MemoryDeviceExt<M>, M: Send = vk::DeviceMemory> {
     context: MemoryContext<D>,
     /// The default pool of each memory type.

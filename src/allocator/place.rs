@@ -206,7 +206,7 @@ where
                 Err(next) if next.try_next_type() => next,
                 Err(next) => return Err(next),
             };
-        warn_next_type(candidates[0], error);
+        warn_next_type(self.context, candidates[0], error);
         let mut over_budget = matches!(error, Error::OverBudget { .. });
         for (pass, within_budget) in [true, false].into_iter().enumerate() {
             if !within_budget && (request.desc.within_budget || !over_budget) {
@@ -233,7 +233,7 @@ where
                     Ok(allocation) => return Ok(allocation),
                     Err(next) if next.try_next_type() => {
                         over_budget |= matches!(next, Error::OverBudget { .. });
-                        warn_next_type(memory_type, next);
+                        warn_next_type(self.context, memory_type, next);
                         error = next;
                     }
                     Err(next) => return Err(next),
@@ -318,10 +318,13 @@ where
 /// Logs that `memory_type` failed with `error` and the next is tried: a
 /// fallback worth a warning, except for a request for existing memory
 /// only, whose misses are its expected outcome (an opportunistic request,
-/// possibly every frame).
+/// possibly every frame). Once per memory type until it makes a memory
+/// object again ([`MemoryContext::first_failure`]): a heap at its budget
+/// sends every request that needs new memory on, and a line for each was
+/// a log on the allocation path.
 #[cold]
-fn warn_next_type(memory_type: impl std::fmt::Display, error: Error) {
-    if error != Error::NoRoomInExistingMemory {
+fn warn_next_type<D>(context: &MemoryContext<D>, memory_type: u8, error: Error) {
+    if error != Error::NoRoomInExistingMemory && context.first_failure(u32::from(memory_type)) {
         log::warn!("vk-suballoc: memory type {memory_type} failed ({error}); trying the next one");
     }
 }

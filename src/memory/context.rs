@@ -126,6 +126,10 @@ pub(crate) struct MemoryContext<D> {
     /// held): when a block empties, its pool notes it, so that
     /// `Config::empty_block_frames` can age kept empty blocks.
     frame: AtomicU64,
+    /// Bit `t` set once the allocator warned that memory type `t` failed
+    /// a request it then sent on to the next type, cleared when `t` makes a
+    /// memory object again ([`first_failure`](Self::first_failure)).
+    failing_types: AtomicU32,
 }
 
 impl<D> MemoryContext<D> {
@@ -233,6 +237,7 @@ impl<D> MemoryContext<D> {
             corruptions: AtomicU64::new(0),
             callback: None,
             frame: AtomicU64::new(0),
+            failing_types: AtomicU32::new(0),
         }
     }
 
@@ -244,6 +249,26 @@ impl<D> MemoryContext<D> {
     /// A frame was sealed: `frame` is now being recorded.
     pub(crate) fn set_current_frame(&self, frame: u64) {
         self.frame.store(frame, Ordering::Relaxed);
+    }
+
+    /// Whether this failure of `memory_type`, whose request goes on to the
+    /// next type, is its first since it last made a memory object: the
+    /// allocator warns of the fallback then only, not at every request a
+    /// heap at its budget sends on (one per allocation, for as long as the
+    /// heap stays full).
+    pub(crate) fn first_failure(&self, memory_type: u32) -> bool {
+        let bit = 1u32.checked_shl(memory_type).unwrap_or(0);
+        self.failing_types.fetch_or(bit, Ordering::Relaxed) & bit == 0
+    }
+
+    /// `memory_type` made a memory object: its next failure is a first
+    /// again ([`first_failure`](Self::first_failure)). A load, and a write
+    /// only after a failure.
+    pub(crate) fn made_memory(&self, memory_type: u32) {
+        let bit = 1u32.checked_shl(memory_type).unwrap_or(0);
+        if self.failing_types.load(Ordering::Relaxed) & bit != 0 {
+            self.failing_types.fetch_and(!bit, Ordering::Relaxed);
+        }
     }
 
     /// Sets the callback on memory objects made and freed.

@@ -275,3 +275,48 @@ fn a_fallback_to_the_next_memory_type_is_logged() {
     super::free(&allocator, placed);
     finish(allocator, &device);
 }
+
+/// A memory type that keeps failing (its heap at its budget, as an
+/// engine's VRAM often is) warns once, not at every request it sends on
+/// to the next type: that was a warning per allocation, a log on the
+/// allocation path for as long as the heap stayed full. Once the type
+/// makes memory again, its next failure warns again.
+#[test]
+fn a_memory_type_that_keeps_failing_warns_once() {
+    install();
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // A VRAM budget that no 8 MiB buffer fits, of a size no other test's
+    // line names.
+    let budget = (3 << 20) + 20_480;
+    device.set_heap_budget(0, budget, 0);
+    allocator.budgets();
+    let end = format!(" > {budget}); trying the next one");
+    let warnings = || lines().iter().filter(|line| line.contains(&end)).count();
+    let spill = |count| -> Vec<_> {
+        (0..count)
+            .map(|_| {
+                let spilled = allocator.allocate(&buffer(8 << 20, 256, Usage::DEVICE_LOCAL));
+                let spilled = spilled.unwrap();
+                assert_ne!(spilled.memory_type(), 1);
+                spilled
+            })
+            .collect()
+    };
+    let mut kept = spill(10);
+    assert_eq!(warnings(), 1, "one warning for ten requests that fell back");
+    // Room again: the type makes memory, and fails anew once it is full.
+    device.set_heap_budget(0, 1 << 30, 0);
+    allocator.budgets();
+    let placed = allocator.allocate(&buffer(200 << 20, 256, Usage::DEVICE_LOCAL));
+    let placed = placed.unwrap();
+    assert_eq!(placed.memory_type(), 1);
+    kept.push(placed);
+    device.set_heap_budget(0, budget, 0);
+    allocator.budgets();
+    kept.extend(spill(3));
+    assert_eq!(warnings(), 2, "a new failure after the type made memory");
+    for allocation in kept {
+        super::free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}

@@ -192,6 +192,7 @@ impl<D> MemoryContext<D> {
             }
         };
         slot.keep();
+        self.made_memory(request.memory_type);
         self.heap_usage[heap as usize].fetch_add(request.size, Ordering::Relaxed);
         drop(heap_turn);
         self.budget_cache().count_object();
