@@ -133,8 +133,9 @@ use crate::{Config, Error};
 /// - `debug`, "allocating … bytes of memory type …" and "freed … bytes of
 ///   memory type …": each memory object made or freed, blocks and
 ///   dedicated memory alike, on any call that makes or frees one;
-/// - `warn`, "… retrying with a …-byte block": a block the driver refused,
-///   tried again smaller.
+/// - `warn`, "… retrying with a …-byte block": a block the driver (or the
+///   heap's budget) refused, tried again smaller; once per memory type
+///   until that type makes a memory object again.
 ///
 /// They are not deferred as the lines below are because the calls that
 /// make memory objects are the allocation and free paths themselves:
@@ -147,9 +148,9 @@ use crate::{Config, Error};
 /// that found them has released its locks, so a logger that reacts to them
 /// may call back in; so may one on "memory type … failed …; trying the
 /// next one", logged between two memory types' attempts, once per memory
-/// type until that type makes a memory object again (a heap at its budget
-/// sends every request that needs new memory on to the next type: it
-/// warns at the first).
+/// type until that type makes a memory object again, as the line above (a
+/// heap at its budget refuses every request that needs new memory: they
+/// warn at the first).
 pub struct Allocator<D: MemoryDeviceExt<M>, M: Send = vk::DeviceMemory> {
     context: MemoryContext<D>,
     /// The default pool of each memory type.

@@ -25,7 +25,7 @@ use std::panic::{self, AssertUnwindSafe};
 use super::pool::{Home, PoolTag};
 use super::{Allocation, Pool, Request};
 use crate::device::MemoryDeviceExt;
-use crate::memory::context::MemoryContext;
+use crate::memory::context::{Failure, MemoryContext};
 use crate::memory::deferred_log;
 use crate::memory::type_pool::{Placement, TypePool};
 use crate::Error;
@@ -324,7 +324,9 @@ where
 /// a log on the allocation path.
 #[cold]
 fn warn_next_type<D>(context: &MemoryContext<D>, memory_type: u8, error: Error) {
-    if error != Error::NoRoomInExistingMemory && context.first_failure(u32::from(memory_type)) {
+    if error != Error::NoRoomInExistingMemory
+        && context.first_failure(u32::from(memory_type), Failure::NextType)
+    {
         log::warn!("vk-suballoc: memory type {memory_type} failed ({error}); trying the next one");
     }
 }

@@ -126,10 +126,21 @@ pub(crate) struct MemoryContext<D> {
     /// held): when a block empties, its pool notes it, so that
     /// `Config::empty_block_frames` can age kept empty blocks.
     frame: AtomicU64,
-    /// Bit `t` set once the allocator warned that memory type `t` failed
-    /// a request it then sent on to the next type, cleared when `t` makes a
-    /// memory object again ([`first_failure`](Self::first_failure)).
-    failing_types: AtomicU32,
+    /// Per [`Failure`], bit `t` set once the allocator warned of that
+    /// failure in memory type `t`, cleared when `t` makes a memory object
+    /// again ([`first_failure`](Self::first_failure)).
+    warned_types: [AtomicU32; 2],
+}
+
+/// The failures of a memory type the allocator warns of, once each until
+/// the type makes a memory object again
+/// ([`MemoryContext::first_failure`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Failure {
+    /// A new block the driver or the budget refused, tried again smaller.
+    SmallerBlock = 0,
+    /// A request the type could not take, sent on to the next type.
+    NextType = 1,
 }
 
 impl<D> MemoryContext<D> {
@@ -237,7 +248,7 @@ impl<D> MemoryContext<D> {
             corruptions: AtomicU64::new(0),
             callback: None,
             frame: AtomicU64::new(0),
-            failing_types: AtomicU32::new(0),
+            warned_types: [AtomicU32::new(0), AtomicU32::new(0)],
         }
     }
 
@@ -251,23 +262,24 @@ impl<D> MemoryContext<D> {
         self.frame.store(frame, Ordering::Relaxed);
     }
 
-    /// Whether this failure of `memory_type`, whose request goes on to the
-    /// next type, is its first since it last made a memory object: the
-    /// allocator warns of the fallback then only, not at every request a
-    /// heap at its budget sends on (one per allocation, for as long as the
-    /// heap stays full).
-    pub(crate) fn first_failure(&self, memory_type: u32) -> bool {
+    /// Whether this `failure` of `memory_type` is its first since the type
+    /// last made a memory object: the allocator warns of it then only, not
+    /// at every request that meets it while a heap stays at its budget
+    /// (which was a warning per allocation, on the allocation path).
+    pub(crate) fn first_failure(&self, memory_type: u32, failure: Failure) -> bool {
         let bit = 1u32.checked_shl(memory_type).unwrap_or(0);
-        self.failing_types.fetch_or(bit, Ordering::Relaxed) & bit == 0
+        self.warned_types[failure as usize].fetch_or(bit, Ordering::Relaxed) & bit == 0
     }
 
-    /// `memory_type` made a memory object: its next failure is a first
-    /// again ([`first_failure`](Self::first_failure)). A load, and a write
-    /// only after a failure.
+    /// `memory_type` made a memory object: its next failures are firsts
+    /// again ([`first_failure`](Self::first_failure)). A load per failure
+    /// kind, and a write only after a warning.
     pub(crate) fn made_memory(&self, memory_type: u32) {
         let bit = 1u32.checked_shl(memory_type).unwrap_or(0);
-        if self.failing_types.load(Ordering::Relaxed) & bit != 0 {
-            self.failing_types.fetch_and(!bit, Ordering::Relaxed);
+        for warned in &self.warned_types {
+            if warned.load(Ordering::Relaxed) & bit != 0 {
+                warned.fetch_and(!bit, Ordering::Relaxed);
+            }
         }
     }
 

@@ -277,10 +277,11 @@ fn a_fallback_to_the_next_memory_type_is_logged() {
 }
 
 /// A memory type that keeps failing (its heap at its budget, as an
-/// engine's VRAM often is) warns once, not at every request it sends on
-/// to the next type: that was a warning per allocation, a log on the
-/// allocation path for as long as the heap stayed full. Once the type
-/// makes memory again, its next failure warns again.
+/// engine's VRAM often is) warns once that it retries a smaller block and
+/// once that it sends a request on to the next type, not at every request:
+/// that was a warning per smaller block tried and one per request sent on,
+/// a log on the allocation path for as long as the heap stayed full. Once
+/// the type makes memory again, its next failures warn again.
 #[test]
 fn a_memory_type_that_keeps_failing_warns_once() {
     install();
@@ -290,8 +291,13 @@ fn a_memory_type_that_keeps_failing_warns_once() {
     let budget = (3 << 20) + 20_480;
     device.set_heap_budget(0, budget, 0);
     allocator.budgets();
-    let end = format!(" > {budget}); trying the next one");
-    let warnings = || lines().iter().filter(|line| line.contains(&end)).count();
+    let next_type = format!(" > {budget}); trying the next one");
+    let smaller = format!(" > {budget} in memory type 1, retrying with a ");
+    let warnings = || {
+        let lines = lines();
+        let count = |text: &str| lines.iter().filter(|line| line.contains(text)).count();
+        (count(&smaller), count(&next_type))
+    };
     let spill = |count| -> Vec<_> {
         (0..count)
             .map(|_| {
@@ -303,7 +309,11 @@ fn a_memory_type_that_keeps_failing_warns_once() {
             .collect()
     };
     let mut kept = spill(10);
-    assert_eq!(warnings(), 1, "one warning for ten requests that fell back");
+    assert_eq!(
+        warnings(),
+        (1, 1),
+        "one of each for ten requests that fell back"
+    );
     // Room again: the type makes memory, and fails anew once it is full.
     device.set_heap_budget(0, 1 << 30, 0);
     allocator.budgets();
@@ -314,7 +324,11 @@ fn a_memory_type_that_keeps_failing_warns_once() {
     device.set_heap_budget(0, budget, 0);
     allocator.budgets();
     kept.extend(spill(3));
-    assert_eq!(warnings(), 2, "a new failure after the type made memory");
+    assert_eq!(
+        warnings(),
+        (2, 2),
+        "new failures after the type made memory"
+    );
     for allocation in kept {
         super::free(&allocator, allocation);
     }

@@ -9,7 +9,7 @@ use super::{is_no_room, Placement, PoolRequest, TypePool};
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::{Block, Miss, SlotKinds};
 use crate::memory::block_size::{new_block_size, retry_block_size};
-use crate::memory::context::MemoryContext;
+use crate::memory::context::{Failure, MemoryContext};
 use crate::memory::slab::SlabKey;
 use crate::offset::{OffsetAllocator, OffsetError};
 use crate::Error;
@@ -61,10 +61,14 @@ impl<M> TypePool<M> {
                 // fit, unless the pool fixes the size (as VMA's pools do).
                 Err(error) if is_no_room(error) && fixed.is_none() => {
                     size = retry_block_size(size, preferred, request.placed_size).ok_or(error)?;
-                    log::warn!(
-                        "vk-suballoc: {error} in memory type {}, retrying with a {size}-byte block",
-                        self.memory_type
-                    );
+                    // Once until the type makes memory again: a heap at its
+                    // budget refuses every request's new block.
+                    if context.first_failure(self.memory_type, Failure::SmallerBlock) {
+                        log::warn!(
+                            "vk-suballoc: {error} in memory type {}, retrying with a {size}-byte block",
+                            self.memory_type
+                        );
+                    }
                 }
                 Err(error) => return Err(error),
             }
