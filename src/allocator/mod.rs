@@ -123,9 +123,9 @@ use crate::{Config, Error};
 /// A Vulkan memory allocator over a device `D` whose memory objects are `M`
 /// (`vk::DeviceMemory` for [`AshMemoryDevice`](crate::device::AshMemoryDevice)).
 ///
-/// Dropping it frees all device memory it holds; allocations still alive then
-/// are logged (`log::warn!`) with their names, as leaks. The device must be
-/// idle by then.
+/// Dropping it frees all device memory it holds; allocations still alive then,
+/// and upload rings not destroyed, are logged (`log::warn!`) with their
+/// names, as leaks. The device must be idle by then.
 ///
 /// It logs through the `log` crate. Some lines go out while the call holds
 /// a memory type's or custom pool's lock, and a logger must not call back

@@ -4,7 +4,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::{Mutex, Once};
 
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{DedicatedPolicy, Usage};
+use vk_suballoc::{DedicatedPolicy, UploadRingDesc, Usage};
 
 use super::{allocator, buffer, finish};
 
@@ -333,4 +333,35 @@ fn a_memory_type_that_keeps_failing_warns_once() {
         super::free(&allocator, allocation);
     }
     finish(allocator, &device);
+}
+
+/// An upload ring alive when the allocator is dropped is a leak, as a live
+/// allocation is: its memory is freed with a line naming it. Before, its
+/// chunks were freed silently. A ring destroyed before the drop is not
+/// named.
+#[test]
+fn an_upload_ring_alive_at_drop_is_logged_as_a_leak() {
+    install();
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let desc = |name| UploadRingDesc {
+        size: 96 << 10,
+        name: Some(name),
+        ..Default::default()
+    };
+    allocator
+        .create_upload_ring(&desc("leaky uniform ring"))
+        .unwrap();
+    let destroyed = allocator.create_upload_ring(&desc("tidy ring")).unwrap();
+    allocator.destroy_upload_ring(destroyed).unwrap();
+    finish(allocator, &device);
+    let lines = lines();
+    let leak = lines
+        .iter()
+        .find(|line| line.contains("leaky uniform ring"))
+        .unwrap_or_else(|| panic!("no leak line for the ring in {lines:#?}"));
+    assert!(
+        leak.contains(r#"leaked upload ring "leaky uniform ring": 1 chunk(s) of 98304 bytes"#),
+        "{leak}"
+    );
+    assert!(!lines.iter().any(|line| line.contains("tidy ring")));
 }

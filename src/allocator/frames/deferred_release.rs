@@ -111,7 +111,23 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         debug_assert!(rings.leaving.is_empty());
         rings.leaving.clear();
         drop(rings);
-        for RingState { chunks, name, .. } in live {
+        for RingState {
+            chunks,
+            name,
+            chunk_size,
+            ..
+        } in live
+        {
+            // A ring not destroyed is a leak, as a live allocation is:
+            // named as the pools name theirs (`TypePool::log_leaks`).
+            if let Some(first) = chunks.first() {
+                let label = name.as_deref().unwrap_or("unnamed");
+                log::warn!(
+                    "vk-suballoc: leaked upload ring {label:?}: {} chunk(s) of {chunk_size} bytes (memory type {})",
+                    chunks.len(),
+                    first.allocation.memory_type()
+                );
+            }
             for (index, chunk) in chunks.into_iter().enumerate() {
                 // Its reclaim state is dropped: its frames are not
                 // collected, and their space is not checked.
