@@ -16,6 +16,14 @@
 //!   the first that has not;
 //! - upload rings ([`UploadRingDesc`]) give O(1) per-frame transient memory,
 //!   reclaimed by the same fences.
+//!
+//! Where it sits among the layers: [`DeferredQueue`] is pure (keyed on a
+//! `u64` frame index, generic over what it holds) and so is the ring's
+//! bump allocator (`offset::LinearAllocator`); the entries the allocator
+//! queues and the rings' chunks hold [`Allocation`]s,
+//! the facade's handles, so this module is part of the facade's layer,
+//! beside `allocator`, not below it: `offset`, `device` and `memory`
+//! import nothing from either.
 
 mod deferred_queue;
 pub(crate) mod upload_ring;
