@@ -53,7 +53,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// releases the empty blocks the memory types keep beyond their largest
     /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)):
     /// a pass over every memory type's blocks and a `vkFreeMemory` call per
-    /// block, once.
+    /// block, once. With [`Config::debug_fill`](crate::Config::debug_fill)
+    /// on, O(size) more (the allocation's bytes are read and written; a
+    /// new block's, O(block size)); with
+    /// [`Config::detect_corruption`](crate::Config::detect_corruption), the
+    /// margin's are written.
     #[inline]
     pub fn allocate(&self, request: &Request<'_>) -> Result<Allocation, Error> {
         Placer {

@@ -122,8 +122,10 @@ impl Allocator<AshMemoryDevice> {
     /// (VUID-vkBindImageMemory-None-01901, -01902).
     ///
     /// # Errors
-    /// As [`create_buffer`](Self::create_buffer);
-    /// [`Error::UnsupportedResource`] for a sparse image, for a disjoint
+    /// As [`create_buffer`](Self::create_buffer), with `vkCreateImage` /
+    /// `vkBindImageMemory` for the buffer's calls, and never
+    /// [`Error::SizeExceedsMaxBuffer`] (`maxBufferSize` is a buffer's
+    /// limit); [`Error::UnsupportedResource`] for a sparse image, for a disjoint
     /// multi-planar one, whose planes take memory requirements and binds of
     /// their own, and for one made for capture and replay
     /// (`DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT`), as `create_buffer` refuses

@@ -32,7 +32,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// empties while others are empty also walks the memory type's blocks
     /// and sorts the empty ones, to release those past what the type keeps
     /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
-    /// smallest first, and unlink them.
+    /// smallest first, and unlink them. With
+    /// [`Config::debug_fill`](crate::Config::debug_fill) on, O(size) more
+    /// (the allocation's bytes are written; a released block's are read,
+    /// O(block size)); with
+    /// [`Config::detect_corruption`](crate::Config::detect_corruption), the
+    /// margin's are read.
     pub unsafe fn free(&self, allocation: Allocation) -> Result<(), Error> {
         self.check_owner(&allocation)?;
         if let Some(tag) = allocation.custom_pool() {
