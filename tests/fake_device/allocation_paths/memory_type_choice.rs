@@ -2,8 +2,8 @@
 //! types' properties as the device reports them, `ALLOW_TRANSFER_INSTEAD`
 //! taking the BAR then unmapped VRAM, unwanted flags outranking the driver's
 //! order and equal types keeping it, AMD's device-coherent types only with
-//! their feature, and `AllocationDesc::memory_type_bits` narrowing the
-//! candidates.
+//! their feature, `AllocationDesc::memory_type_bits` narrowing the
+//! candidates, and the choices that differ from VMA's.
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
@@ -305,5 +305,70 @@ fn memory_type_bits_narrow_the_candidates() {
         free(&allocator, allocation);
     }
     allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+/// Where the first memory type differs from VMA's (3.3, measured with
+/// `vmaFindMemoryTypeIndexFor{Buffer,Image}Info` on the fake-memory layer's
+/// profiles), as the README's "Coming from VMA" lists it: VMA counts
+/// missing preferred and present unwanted flags alike and takes the lowest
+/// index of a tie; `Usage` weighs them.
+#[test]
+fn choices_that_differ_from_vma_are_the_documented_ones() {
+    use gpu_alloc_types::MemoryPropertyFlags as Props;
+    let first = |layout: &FakeLayout, bits: u32, usage: Usage| {
+        let (allocator, device) = allocator(layout.clone());
+        let chosen = allocator.memory_type_for(bits, usage);
+        finish(allocator, &device);
+        chosen
+    };
+    // TRANSIENT without lazily allocated memory (a desktop GPU, or the
+    // lazy type ruled out): device-local memory, where VMA's
+    // GPU_LAZILY_ALLOCATED fails. discrete: 1 DL; mobile: 0 DL, 3 lazy.
+    assert_eq!(first(&FakeLayout::discrete(), !0, Usage::TRANSIENT), Ok(1));
+    assert_eq!(first(&FakeLayout::mobile(), !0, Usage::TRANSIENT), Ok(3));
+    assert_eq!(
+        first(&FakeLayout::mobile(), !(1 << 3), Usage::TRANSIENT),
+        Ok(0)
+    );
+    // Host access takes the coherent type of two alike; VMA the first.
+    // apple: 1 DL|HV|cached (managed, non-coherent), 2 DL|HV|HC|cached.
+    for usage in [
+        Usage::UPLOAD,
+        Usage::UPLOAD | Usage::DEVICE_LOCAL,
+        Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD,
+        Usage::READBACK,
+    ] {
+        assert_eq!(first(&FakeLayout::apple(), !0, usage), Ok(2), "{usage:?}");
+    }
+    // Staging without the write-combined system type: cached system memory
+    // before the BAR (VMA ties them and takes the BAR, listed first on AMD).
+    // amd: 1 HV|HC, 2 DL|HV|HC (BAR), 3 HV|HC|cached.
+    assert_eq!(first(&FakeLayout::amd(), !(1 << 1), Usage::UPLOAD), Ok(3));
+    // ... but coherent before not: where the other system type is not
+    // coherent, the BAR (VMA: the cached system type).
+    let mut non_coherent = FakeLayout::discrete();
+    non_coherent.memory_types[3]
+        .props
+        .remove(Props::HOST_COHERENT);
+    assert_eq!(first(&non_coherent, !(1 << 2), Usage::UPLOAD), Ok(4));
+    // GPU-only data without the device-only type, on a device whose other
+    // types are all host-visible: uncached before cached, whatever the
+    // order (VMA: the first listed). mobile with 1 and 2 swapped:
+    // 0 DL, 1 DL|HV|cached, 2 DL|HV|HC.
+    let mut mobile = FakeLayout::mobile();
+    mobile.memory_types.swap(1, 2);
+    assert_eq!(first(&mobile, !1, Usage::DEVICE_LOCAL), Ok(2));
+    // ALLOW_TRANSFER_INSTEAD on an integrated GPU with no host-visible
+    // type allowed: device-local memory, unmapped (VMA requires
+    // host-visible memory on integrated GPUs and fails).
+    let optional = Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD;
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let mut request = buffer(4096, 256, optional);
+    request.desc = request.desc.memory_type_bits(1);
+    let staged = allocator.allocate(&request).unwrap();
+    assert_eq!(staged.memory_type(), 0);
+    assert_eq!(staged.mapped_ptr(), None);
+    free(&allocator, staged);
     finish(allocator, &device);
 }
