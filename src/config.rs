@@ -189,8 +189,9 @@ pub struct Config {
     /// NVIDIA's driver); when the allocations go, so do the empty blocks,
     /// but one. 0.0 keeps one, VMA's basic rule (VMA also gives the one it
     /// keeps back at a later free once that block has sorted last; here it
-    /// stays until a request short of memory, [`Allocator::trim`](crate::Allocator::trim),
-    /// aging or the allocator's drop); infinity keeps every empty block
+    /// stays until a request short of memory, [`Allocator::trim`](crate::Allocator::trim)
+    /// or the allocator's drop: aging, [`empty_block_frames`](Self::empty_block_frames),
+    /// never releases a type's largest empty block); infinity keeps every empty block
     /// while the type's blocks hold allocations. Whatever the reserve, a
     /// block that empties while its heap is at or over its budget keeps
     /// none (VMA's rule, stretched to the blocks kept before): every empty

@@ -2,7 +2,8 @@
 //! `Config::empty_block_reserve` times the bytes in use beside the largest,
 //! so live bytes that swing back reuse them; the smallest go first and, of
 //! two of one size, the one just emptied; and they age out after
-//! `Config::empty_block_frames` frames, counted after `collect_idle` too.
+//! `Config::empty_block_frames` frames (but the largest, which never ages),
+//! counted after `collect_idle` too.
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Allocation, Config, Usage};
@@ -203,6 +204,35 @@ fn of_two_empty_blocks_of_one_size_the_one_just_emptied_goes() {
     assert_eq!(next.memory(), kept_memory);
     free(&allocator, next);
     free_all_and_finish(allocator, &device, first);
+}
+
+/// With `Config::empty_block_reserve` 0 (VMA's rule) the one empty block
+/// kept is the memory type's largest, which aging never releases: however
+/// many frames pass, it stays until `trim`, a request short of memory or
+/// the allocator's drop (as VMA's stays, but VMA gives it back at a later
+/// free once it has sorted last).
+#[test]
+fn the_one_block_a_zero_reserve_keeps_does_not_age() {
+    let config = Config {
+        empty_block_reserve: 0.0,
+        empty_block_frames: 1,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let long_lived = twenty_mib_buffers(&allocator, 15);
+    let transient = twenty_mib_buffers(&allocator, 30);
+    free_all(&allocator, transient);
+    let empty_blocks = || allocator.stats().memory_types[1].empty_blocks;
+    assert_eq!(empty_blocks(), 1);
+    for frame in 0..4 {
+        let fence = super::super::frames::end_frame(&allocator, &device);
+        device.signal_fence(fence);
+        allocator.collect().unwrap();
+        assert_eq!(empty_blocks(), 1, "after sealing frame {frame}");
+    }
+    allocator.trim();
+    assert_eq!(empty_blocks(), 0);
+    free_all_and_finish(allocator, &device, long_lived);
 }
 
 /// `collect_idle` ends the current frame as `end_frame` does, so a block
