@@ -7,10 +7,14 @@
 //! 1 GiB and 1/8 of the heap otherwise; the first blocks of a type are smaller
 //! (down to 1/8 of the preferred size, but at least twice the request) and
 //! each new block may be twice the largest existing one. When the driver is
-//! out of memory, the allocator retries with halved sizes before giving up on
-//! blocks. Requests larger than half the preferred size (or aligned to
-//! more) try dedicated memory first (unless 3/4 of
-//! `maxMemoryAllocationCount` objects exist).
+//! out of memory (or the budget short), the allocator retries with halved
+//! sizes before giving up on blocks: down to 1/64 of the preferred size,
+//! where VMA stops at 1/8 (its `NEW_BLOCK_SIZE_SHIFT_MAX` counts the
+//! halvings of a small first block too, so a first block at 1/8 is not
+//! retried and each request then takes dedicated memory of its own size, an
+//! object of `maxMemoryAllocationCount` each). Requests larger than half the
+//! preferred size (or aligned to more) try dedicated memory first (unless
+//! 3/4 of `maxMemoryAllocationCount` objects exist).
 
 use crate::Config;
 

@@ -28,6 +28,26 @@ fn out_of_memory_retries_with_smaller_blocks() {
     finish(allocator, &device);
 }
 
+/// A first block already at 1/8 of the preferred size (32 MiB of 256) that
+/// the driver refuses is retried at 16 MiB, which then holds the next
+/// requests too. VMA stops halving at 1/8, so it would give each of them
+/// dedicated memory of its own size (README, "How it is built").
+#[test]
+fn a_refused_first_block_at_an_eighth_is_still_retried_smaller() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.fail_allocations_from(Some(32 * MIB));
+    let request = buffer(MIB, 256, Usage::DEVICE_LOCAL);
+    let a = allocator.allocate(&request).unwrap();
+    let b = allocator.allocate(&request).unwrap();
+    assert!(!a.is_dedicated() && !b.is_dedicated());
+    assert_eq!(a.memory(), b.memory());
+    let sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
+    assert_eq!(sizes, vec![16 * MIB]);
+    free(&allocator, a);
+    free(&allocator, b);
+    finish(allocator, &device);
+}
+
 #[test]
 fn then_dedicated_memory() {
     let (allocator, device) = allocator(FakeLayout::discrete());
