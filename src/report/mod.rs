@@ -42,6 +42,12 @@
 //!   number for the bits it has no name for (NVIDIA's `RDMA_CAPABLE`, say):
 //!   the device layer's flags do not carry them, and a type with either of
 //!   AMD's bits shows `DEVICE_COHERENT_AMD` ([`MemoryTypeMap::flag_names`]);
+//! - `DefaultPools` has an entry for every memory type, where VMA leaves
+//!   out the types it never allocates from (AMD's device-coherent types
+//!   on a device without `VK_AMD_device_coherent_memory` enabled): there
+//!   such an entry has no blocks and no dedicated allocations, as this
+//!   allocator does not use those types either (`MemoryInfo` lists every
+//!   type in both);
 //! - `Usage` is 0, as VMA writes for memory allocated without a resource;
 //! - a block's `MapRefCount` is 1 when it is persistently mapped, else 0;
 //! - `CustomPools` lists a memory type's custom pools in the order of their
