@@ -337,7 +337,8 @@ fn a_memory_type_that_keeps_failing_warns_once() {
 
 /// An upload ring alive when the allocator is dropped is a leak, as a live
 /// allocation is: its memory is freed with a line naming it. Before, its
-/// chunks were freed silently. A ring destroyed before the drop is not
+/// chunks were freed silently. Its bytes are all its chunks', a growing
+/// ring's outgrown chunk included. A ring destroyed before the drop is not
 /// named.
 #[test]
 fn an_upload_ring_alive_at_drop_is_logged_as_a_leak() {
@@ -351,6 +352,14 @@ fn an_upload_ring_alive_at_drop_is_logged_as_a_leak() {
     allocator
         .create_upload_ring(&desc("leaky uniform ring"))
         .unwrap();
+    // A growing ring outgrown by a 160 KiB request: a second chunk of that
+    // size.
+    let growing = UploadRingDesc {
+        grow: true,
+        ..desc("leaky growing ring")
+    };
+    let growing = allocator.create_upload_ring(&growing).unwrap();
+    allocator.ring_allocate(growing, 160 << 10, 256).unwrap();
     let destroyed = allocator.create_upload_ring(&desc("tidy ring")).unwrap();
     allocator.destroy_upload_ring(destroyed).unwrap();
     finish(allocator, &device);
@@ -360,8 +369,13 @@ fn an_upload_ring_alive_at_drop_is_logged_as_a_leak() {
         .find(|line| line.contains("leaky uniform ring"))
         .unwrap_or_else(|| panic!("no leak line for the ring in {lines:#?}"));
     assert!(
-        leak.contains(r#"leaked upload ring "leaky uniform ring": 1 chunk(s) of 98304 bytes"#),
+        leak.contains(r#"leaked upload ring "leaky uniform ring": 1 chunk(s), 98304 bytes"#),
         "{leak}"
+    );
+    let grown = r#"leaked upload ring "leaky growing ring": 2 chunk(s), 262144 bytes"#;
+    assert!(
+        lines.iter().any(|line| line.contains(grown)),
+        "no line with {grown} in {lines:#?}"
     );
     assert!(!lines.iter().any(|line| line.contains("tidy ring")));
 }

@@ -111,19 +111,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         debug_assert!(rings.leaving.is_empty());
         rings.leaving.clear();
         drop(rings);
-        for RingState {
-            chunks,
-            name,
-            chunk_size,
-            ..
-        } in live
-        {
+        for RingState { chunks, name, .. } in live {
             // A ring not destroyed is a leak, as a live allocation is:
-            // named as the pools name theirs (`TypePool::log_leaks`).
+            // named as the pools name theirs (`TypePool::log_leaks`). Its
+            // bytes are its chunks' (a growing ring's outgrown chunks are
+            // larger than its chunk size).
             if let Some(first) = chunks.first() {
                 let label = name.as_deref().unwrap_or("unnamed");
+                let bytes: u64 = chunks.iter().map(|chunk| chunk.linear.capacity()).sum();
                 log::warn!(
-                    "vk-suballoc: leaked upload ring {label:?}: {} chunk(s) of {chunk_size} bytes (memory type {})",
+                    "vk-suballoc: leaked upload ring {label:?}: {} chunk(s), {bytes} bytes (memory type {})",
                     chunks.len(),
                     first.allocation.memory_type()
                 );
