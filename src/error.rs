@@ -42,9 +42,21 @@ pub enum Error {
     },
     /// The request is larger than every heap it could live in: it can never
     /// succeed on this device.
+    ///
+    /// Or the request may only be placed in a block (it names a custom
+    /// pool, or has [`DedicatedPolicy::Never`](crate::DedicatedPolicy::Never))
+    /// and takes more in one than its memory type's heap holds: its size
+    /// plus [`Config::debug_margin`](crate::Config::debug_margin), rounded
+    /// up to its alignment (up to 4096 bytes), `nonCoherentAtomSize` or
+    /// granularity page, where the heap's size is no multiple of that.
+    /// `size` and `largest_heap` are then those bytes and that heap (of
+    /// the last memory type tried). No block can ever hold it, so no
+    /// memory was released for it: allow it dedicated memory (in a custom
+    /// pool, [`DedicatedPolicy::Always`](crate::DedicatedPolicy::Always)).
     #[error("{size} bytes exceed every heap the resource can use (largest {largest_heap})")]
     SizeExceedsHeaps {
-        /// Requested size.
+        /// Requested size (for a request that may only be placed in a
+        /// block, the bytes it takes in one).
         size: u64,
         /// The largest heap among the allowed memory types that suit the
         /// usage, or, when none does, among all the allowed ones (for an
@@ -55,9 +67,15 @@ pub enum Error {
     /// The request is larger than the device's `maxMemoryAllocationSize`:
     /// no `VkDeviceMemory` of this device can hold it (drivers refuse, or may
     /// refuse, larger allocations). Split the resource.
+    ///
+    /// Or the request may only be placed in a block and the bytes it takes
+    /// in one (as for [`SizeExceedsHeaps`](Self::SizeExceedsHeaps)) are
+    /// more than that: `size` is then those bytes. No memory was released
+    /// for it: allow it dedicated memory.
     #[error("{size} bytes exceed maxMemoryAllocationSize ({max})")]
     SizeExceedsMaxAllocation {
-        /// Requested size.
+        /// Requested size (for a request that may only be placed in a
+        /// block, the bytes it takes in one).
         size: u64,
         /// The device's `maxMemoryAllocationSize`.
         max: u64,
@@ -337,9 +355,22 @@ pub enum Error {
 impl Error {
     /// Whether trying another memory type may succeed. At
     /// `maxMemoryAllocationCount` one may: an existing block of another
-    /// type can take the request without a new memory object.
+    /// type can take the request without a new memory object. So may one
+    /// whose heap is larger than a request that, rounded as a block places
+    /// it, passes the block limits of the type that refused it with
+    /// [`SizeExceedsHeaps`](Self::SizeExceedsHeaps) or
+    /// [`SizeExceedsMaxAllocation`](Self::SizeExceedsMaxAllocation) (a
+    /// request that may not take dedicated memory of its own size; those
+    /// larger unrounded never reach a memory type).
     pub(crate) fn try_next_type(self) -> bool {
-        self.is_want_of_memory() || matches!(self, Self::NoRoomInExistingMemory | Self::MapFailed)
+        self.is_want_of_memory()
+            || matches!(
+                self,
+                Self::NoRoomInExistingMemory
+                    | Self::MapFailed
+                    | Self::SizeExceedsHeaps { .. }
+                    | Self::SizeExceedsMaxAllocation { .. }
+            )
     }
 
     /// Whether memory ran short: the device's, the heap's budget, or

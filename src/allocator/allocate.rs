@@ -35,6 +35,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// (requests for existing memory only), [`Error::TooManyObjects`], and
     /// device errors. [`Error::OutOfHostMemory`] also when the host cannot allocate a new
     /// block's slot table (no other memory type is tried then).
+    /// [`Error::SizeExceedsHeaps`] or [`Error::SizeExceedsMaxAllocation`]
+    /// also for a request that may only take a block
+    /// ([`DedicatedPolicy::Never`](crate::DedicatedPolicy::Never), or a
+    /// custom pool's) and that, rounded up as a block places it, passes
+    /// the last memory type's heap or `maxMemoryAllocationSize` (no Vulkan
+    /// call, no kept empty block released for it).
     ///
     /// A request naming a custom pool
     /// ([`AllocationDesc::pool`](crate::AllocationDesc::pool)) is checked
@@ -42,7 +48,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::ForeignPool`] first, and [`Error::PoolTypeNotAllowed`] in
     /// the place of [`Error::NoMemoryTypeBits`], when `memoryTypeBits`
     /// exclude that type; then [`Error::StalePool`] (none of these makes a
-    /// Vulkan call either), [`Error::TooLargeForPool`], [`Error::PoolFull`],
+    /// Vulkan call either), [`Error::TooLargeForPool`] (and, in a pool of
+    /// growing blocks, the two errors above for a request that rounded
+    /// passes the heap or `maxMemoryAllocationSize`), [`Error::PoolFull`],
     /// [`Error::NotExportable`] for memory dedicated to an image in a pool
     /// that exports Android hardware buffers (no Vulkan call), and the
     /// device's errors for that type.
@@ -107,8 +115,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Every request is checked first, as [`allocate`](Self::allocate)
     /// checks one before it places it: a bad one (a zero size, an
     /// alignment no power of two, no allowed memory type, too large for
-    /// every heap or for a custom pool's fixed block size, another
-    /// allocator's pool...) fails the call before
+    /// every heap or for a custom pool's fixed block size, or, rounded up
+    /// as a custom pool's block places it, for its heap or
+    /// `maxMemoryAllocationSize`, another allocator's pool...) fails the
+    /// call before
     /// anything is placed, so it makes no Vulkan call and leaves the
     /// allocator as it was. A request that passes the checks and still
     /// fails as it is placed (out of memory or budget, a custom pool full

@@ -214,8 +214,10 @@ fn sizes_above_the_allocation_limit_are_refused_without_a_call() {
 
 /// A request within `maxMemoryAllocationSize` whose placed size, rounded
 /// up to its alignment, is not (the limit need not be a multiple of the
-/// alignment) fits no block: no call is made for one. Dedicated memory,
-/// of the exact size, still takes it.
+/// alignment) fits no block: no call is made for one, and a request that
+/// may not take dedicated memory is told it never fits (it was told
+/// `OutOfDeviceMemory`, to free memory and retry). Dedicated memory, of
+/// the exact size, still takes it.
 #[test]
 fn no_block_is_asked_for_past_the_allocation_limit() {
     let mut layout = FakeLayout::discrete();
@@ -225,7 +227,10 @@ fn no_block_is_asked_for_past_the_allocation_limit() {
     let never = request.dedicated(vk_suballoc::DedicatedPolicy::Never);
     assert_eq!(
         allocator.allocate(&never).err(),
-        Some(Error::OutOfDeviceMemory)
+        Some(Error::SizeExceedsMaxAllocation {
+            size: 4 * GIB,
+            max: 4 * GIB - 1
+        })
     );
     assert_eq!(device.counters().allocate_calls, 0);
     let dedicated = allocator.allocate(&request).unwrap();

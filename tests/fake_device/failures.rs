@@ -484,7 +484,9 @@ fn blocks_never_exceed_their_heap() {
     // A request that fits its heap only before its alignment rounds it up
     // past the heap's end (a heap whose size the alignment does not divide)
     // cannot have a block there, not even in the over-budget pass (the
-    // within-budget one stops at the budget first).
+    // within-budget one stops at the budget first): it never fits, which
+    // its error says (it said `OutOfDeviceMemory`, to free memory and
+    // retry).
     let layout = FakeLayout::discrete().with_heap_size(2, 256 * MIB + 1000);
     let (allocator, device) = allocator_with(layout, Config::default());
     let requirements = vk::MemoryRequirements {
@@ -496,7 +498,10 @@ fn blocks_never_exceed_their_heap() {
         .dedicated(DedicatedPolicy::Never);
     assert_eq!(
         allocator.allocate(&request).err(),
-        Some(Error::OutOfDeviceMemory)
+        Some(Error::SizeExceedsHeaps {
+            size: 256 * MIB + 4096,
+            largest_heap: 256 * MIB + 1000
+        })
     );
     assert!(device.violations().is_empty(), "{:?}", device.violations());
     finish(allocator, &device);

@@ -19,7 +19,9 @@ use crate::allocator::pool::{pool_type_serves, type_bit};
 use crate::allocator::{Pool, Request};
 use crate::memory::context::MemoryContext;
 use crate::memory::memory_type_choice::rank_memory_types;
-use crate::memory::type_pool::{too_large_for_block_size, DedicatedChoice, PoolShape};
+use crate::memory::type_pool::{
+    too_large_for_any_block, too_large_for_block_size, DedicatedChoice, PoolShape,
+};
 use crate::Error;
 
 /// Every check [`Placer::allocate`](super::Placer::allocate) makes of
@@ -30,7 +32,10 @@ use crate::Error;
 /// for a destroyed pool, which its placement reports),
 /// [`Error::TooLargeForPool`] when its blocks have a fixed size and none
 /// can hold the request as the pool places it
-/// ([`custom_pool_placement`]), unless dedicated memory is required.
+/// ([`custom_pool_placement`]), else [`Error::SizeExceedsHeaps`] or
+/// [`Error::SizeExceedsMaxAllocation`] when, so placed, it passes the
+/// largest block its memory type can have ([`too_large_for_any_block`]),
+/// unless dedicated memory is required.
 pub(crate) fn check_placeable<D>(
     context: &MemoryContext<D>,
     allocator: u32,
@@ -44,14 +49,15 @@ pub(crate) fn check_placeable<D>(
     let Some(shape) = shape_of(pool) else {
         return Ok(());
     };
-    let Some(block_size) = shape.block_size else {
-        return Ok(());
-    };
     let pool_request = custom_pool_placement(context, memory_type, shape, false, request, false);
     if pool_request.dedicated == DedicatedChoice::Require {
         return Ok(());
     }
-    too_large_for_block_size(&pool_request, block_size).map_or(Ok(()), Err)
+    let too_large = match shape.block_size {
+        Some(block_size) => too_large_for_block_size(&pool_request, block_size),
+        None => too_large_for_any_block(context, memory_type, &pool_request),
+    };
+    too_large.map_or(Ok(()), Err)
 }
 
 /// The memory types that may take `request` (one naming no custom pool),

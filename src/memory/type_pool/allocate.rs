@@ -11,8 +11,8 @@
 //! with it.
 
 use super::{
-    is_no_room, too_large_for_block_size, DedicatedChoice, Location, Placement, PoolCounters,
-    PoolRequest, TypePool,
+    is_no_room, is_past_every_block, too_large_for_any_block, too_large_for_block_size,
+    DedicatedChoice, Location, Placement, PoolCounters, PoolRequest, TypePool,
 };
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::Block;
@@ -30,8 +30,12 @@ impl<M> TypePool<M> {
     /// [`MemoryContext::allocate_memory`]; [`Error::OutOfHostMemory`] for a
     /// new block's slot table; in a custom pool [`Error::TooLargeForPool`]
     /// past its fixed block size and [`Error::PoolFull`] at its
-    /// `max_blocks`; [`Error::NoRoomInExistingMemory`] for a request for
-    /// existing memory only that none holds.
+    /// `max_blocks`; [`Error::SizeExceedsHeaps`] or
+    /// [`Error::SizeExceedsMaxAllocation`] when, rounded as a block places
+    /// it, it passes the largest block the type can have and may not take
+    /// dedicated memory ([`too_large_for_any_block`]);
+    /// [`Error::NoRoomInExistingMemory`] for a request for existing memory
+    /// only that none holds.
     ///
     /// Inlined into the allocation path, like `Placer::allocate_in_type`: as
     /// a call, its `Result<Placement, Error>` went through the stack and
@@ -109,7 +113,7 @@ impl<M> TypePool<M> {
     ) -> Result<Placement, Error> {
         let request = &request;
         if request.existing_memory_only {
-            return self.allocate_in_existing(request, dedicated_first);
+            return self.allocate_in_existing(context, request, dedicated_first);
         }
         // (`allocate` walked the blocks unless dedicated memory came first.)
         if !dedicated_first {
@@ -130,6 +134,8 @@ impl<M> TypePool<M> {
         let past_budget = request.past_budget
             && request.dedicated != DedicatedChoice::Never
             && !context.objects_mostly_used();
+        // Why dedicated memory, tried first, could not be made.
+        let mut dedicated_refusal = None;
         if dedicated_first || past_budget {
             match self.allocate_dedicated(context, request) {
                 // Unless the driver requires dedicated memory, an existing
@@ -151,12 +157,25 @@ impl<M> TypePool<M> {
                     if past_budget {
                         return Err(error);
                     }
+                    dedicated_refusal = Some(error);
                 }
                 result => return result,
             }
         }
         match self.allocate_in_new_block(context, request, preferred) {
             Ok(placement) => Ok(self.count(placement, request)),
+            // No block of this type could ever hold the request: that is
+            // its answer only when dedicated memory may not take it. Else
+            // dedicated memory's refusal is, tried first or now: a want of
+            // memory there may yet be met (kept empty blocks give way).
+            Err(error)
+                if is_past_every_block(error) && request.dedicated != DedicatedChoice::Never =>
+            {
+                match dedicated_refusal {
+                    Some(refusal) => Err(refusal),
+                    None => self.allocate_dedicated(context, request),
+                }
+            }
             Err(error)
                 if is_no_room(error)
                     && !dedicated_first
@@ -174,12 +193,16 @@ impl<M> TypePool<M> {
     /// memory); then, as [`allocate_in_new_block`](Self::allocate_in_new_block)
     /// would, a fixed block size the request exceeds is said
     /// ([`Error::TooLargeForPool`]: no block of the pool could ever hold
-    /// it); then the reserve ([`allocate_in_reserve`](Self::allocate_in_reserve)).
+    /// it), as is, for a request that may not take dedicated memory, a
+    /// heap or `maxMemoryAllocationSize` it exceeds as a block places it
+    /// ([`too_large_for_any_block`]); then
+    /// the reserve ([`allocate_in_reserve`](Self::allocate_in_reserve)).
     /// Never a new memory object.
     #[cold]
     #[inline(never)]
-    fn allocate_in_existing(
+    fn allocate_in_existing<D: MemoryDeviceExt<M>>(
         &mut self,
+        context: &MemoryContext<D>,
         request: &PoolRequest<'_>,
         dedicated_first: bool,
     ) -> Result<Placement, Error> {
@@ -193,6 +216,11 @@ impl<M> TypePool<M> {
         }
         if let Some(error) = self.too_large_for_blocks(request) {
             return Err(error);
+        }
+        if request.dedicated == DedicatedChoice::Never {
+            if let Some(error) = too_large_for_any_block(context, self.memory_type, request) {
+                return Err(error);
+            }
         }
         if let Some(placement) = self.allocate_in_reserve(request) {
             return Ok(self.count(placement, request));

@@ -148,6 +148,44 @@ impl PoolPolicy {
     };
 }
 
+/// [`Error::SizeExceedsHeaps`] when `request` takes more in a block of
+/// `memory_type` (its size and debug margin, rounded up as a block places
+/// it: to its alignment, up to 4096 bytes, or to a granularity page) than
+/// the type's heap holds, else [`Error::SizeExceedsMaxAllocation`] when
+/// more than `maxMemoryAllocationSize`: no block of that type can ever
+/// exist that holds it (VUID-vkAllocateMemory-pAllocateInfo-01713), so no
+/// memory freed would help. Its `size` is the bytes the request takes in
+/// a block. Dedicated memory, of the request's own size, may still hold
+/// it.
+pub(crate) fn too_large_for_any_block<D>(
+    context: &MemoryContext<D>,
+    memory_type: u32,
+    request: &PoolRequest<'_>,
+) -> Option<Error> {
+    let size = request.placed_size;
+    let heap = context.heap_size(memory_type);
+    let max = context.properties.device.max_memory_allocation_size;
+    if size > heap {
+        Some(Error::SizeExceedsHeaps {
+            size,
+            largest_heap: heap,
+        })
+    } else if size > max {
+        Some(Error::SizeExceedsMaxAllocation { size, max })
+    } else {
+        None
+    }
+}
+
+/// Whether `error` is [`too_large_for_any_block`]'s: no block of the
+/// memory type can hold the request, and no memory freed would change it.
+fn is_past_every_block(error: Error) -> bool {
+    matches!(
+        error,
+        Error::SizeExceedsHeaps { .. } | Error::SizeExceedsMaxAllocation { .. }
+    )
+}
+
 /// Whether a failure to create memory means "not this large": the heap is
 /// full or the request would exceed its budget. Smaller blocks, or dedicated
 /// memory of the exact size, may still succeed.

@@ -5,7 +5,7 @@
 //! of a new one (by the reserve, `allocate_in_reserve`, which requests try
 //! first), and the debug names of a pool's memory objects.
 
-use super::{is_no_room, Placement, PoolRequest, TypePool};
+use super::{is_no_room, too_large_for_any_block, Placement, PoolRequest, TypePool};
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::{Block, Miss, SlotKinds};
 use crate::memory::block_size::{new_block_size, retry_block_size};
@@ -38,12 +38,14 @@ impl<M> TypePool<M> {
             .map(|b| b.size)
             .max()
             .unwrap_or(0);
-        // The preferred size is within the heap (block_size.rs), but a
-        // request of nearly the heap's size, rounded up to an alignment that
-        // does not divide the heap, is not: no block of it can exist
-        // (VUID-vkAllocateMemory-pAllocateInfo-01713).
-        if request.placed_size > context.heap_size(self.memory_type) {
-            return Err(Error::OutOfDeviceMemory);
+        // The preferred size is within the heap and maxMemoryAllocationSize
+        // (block_size.rs), but a request of nearly either, rounded up to an
+        // alignment that does not divide it, is not: no block of it can
+        // exist (VUID-vkAllocateMemory-pAllocateInfo-01713). Said as such,
+        // not as out of memory: kept empty blocks released for it, as for
+        // a request short of memory, could not have helped.
+        if let Some(error) = too_large_for_any_block(context, self.memory_type, request) {
+            return Err(error);
         }
         if self.counters.blocks >= self.policy.max_blocks {
             return Err(Error::PoolFull {

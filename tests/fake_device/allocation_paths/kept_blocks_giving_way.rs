@@ -4,10 +4,12 @@
 //! heap that lacks memory only, and none for a refusal that is not for want
 //! of memory.
 
+use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::DeviceError;
 use vk_suballoc::{
-    Allocation, AllocationDesc, Config, Error, PoolDesc, Request, ResourceKind, Usage,
+    Allocation, AllocationDesc, Config, DedicatedPolicy, Error, PoolDesc, Request, ResourceKind,
+    Usage,
 };
 
 use super::super::frames::free_all_and_finish;
@@ -394,4 +396,104 @@ fn a_heap_short_of_budget_releases_its_own_kept_blocks_only() {
     assert_eq!((empty(1), empty(2)), (1, 2));
     let live = long_lived.into_iter().chain(long_lived_upload);
     free_all_and_finish(allocator, &device, live.chain([large]));
+}
+
+/// A request that no block of its memory type could ever hold, once
+/// rounded as a block places it (to its 4096-byte alignment, past the end
+/// of a heap that alignment does not divide, or past
+/// `maxMemoryAllocationSize`), and that may not take dedicated memory of
+/// its own size (a custom pool's request, or `DedicatedPolicy::Never`),
+/// fails at once with the error that says it never fits, makes no Vulkan
+/// call and releases no kept empty block. Before, it failed with
+/// `OutOfDeviceMemory` ("free memory and retry") after releasing the empty
+/// blocks of every memory type of its heap, which could not have helped.
+/// A request that may take dedicated memory still does, once a kept block
+/// gives way when the heap lacks room for it.
+#[test]
+fn a_request_no_block_could_hold_releases_no_kept_block() {
+    let heap = 256 * MIB + 1000;
+    let mut layout = FakeLayout::discrete().with_heap_size(2, heap);
+    layout.max_memory_allocation_size = 512 * MIB + 1000;
+    let (allocator, device) = allocator(layout);
+    // An empty block kept in the BAR type (4, heap 2) and in VRAM (1).
+    let small = |memory_type: u32| {
+        let mut request = buffer(MIB, 256, Usage::DEVICE_LOCAL);
+        request.requirements.memory_type_bits = 1 << memory_type;
+        request
+    };
+    for memory_type in [4, 1] {
+        free(&allocator, allocator.allocate(&small(memory_type)).unwrap());
+    }
+    let kept = |allocator: &FakeAllocator| {
+        let stats = allocator.stats();
+        (
+            stats.memory_types[4].empty_blocks,
+            stats.memory_types[1].empty_blocks,
+        )
+    };
+    assert_eq!(kept(&allocator), (1, 1));
+    let unrounded = |memory_type: u32, size: u64| vk::MemoryRequirements {
+        size,
+        alignment: 4096,
+        memory_type_bits: 1 << memory_type,
+    };
+    let cases = [
+        (
+            4,
+            unrounded(4, heap - 500),
+            Error::SizeExceedsHeaps {
+                size: (heap - 500).next_multiple_of(4096),
+                largest_heap: heap,
+            },
+        ),
+        (
+            1,
+            unrounded(1, 512 * MIB + 500),
+            Error::SizeExceedsMaxAllocation {
+                size: 512 * MIB + 4096,
+                max: 512 * MIB + 1000,
+            },
+        ),
+    ];
+    for (memory_type, requirements, too_large) in cases {
+        let pool = allocator.create_pool(&PoolDesc::new(memory_type)).unwrap();
+        let in_pool = Request::with_desc(
+            requirements,
+            ResourceKind::Buffer,
+            AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool),
+        );
+        let never = Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer)
+            .dedicated(DedicatedPolicy::Never);
+        let before = device.counters();
+        assert_eq!(allocator.allocate(&in_pool).err(), Some(too_large));
+        assert_eq!(
+            allocator.allocate_many(&[in_pool]).err(),
+            Some(too_large),
+            "type {memory_type}"
+        );
+        assert_eq!(allocator.allocate(&never).err(), Some(too_large));
+        // For existing memory only, too, as a fixed block size is said.
+        for request in [in_pool, never] {
+            let existing = request.existing_memory_only();
+            assert_eq!(allocator.allocate(&existing).err(), Some(too_large));
+        }
+        let after = device.counters();
+        assert_eq!(kept(&allocator), (1, 1), "type {memory_type}");
+        assert_eq!(
+            (after.allocate_calls, after.frees),
+            (before.allocate_calls, before.frees),
+            "type {memory_type}"
+        );
+        allocator.destroy_pool(pool).unwrap();
+    }
+    // Dedicated memory of its own size fits the heap once the kept BAR
+    // block gives way.
+    let request = Request::new(cases[0].1, Usage::DEVICE_LOCAL, ResourceKind::Buffer);
+    let dedicated = allocator
+        .allocate(&request)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(dedicated.is_dedicated());
+    assert_eq!(kept(&allocator), (0, 1));
+    free(&allocator, dedicated);
+    finish(allocator, &device);
 }
