@@ -22,6 +22,8 @@ use crate::{DedicatedPolicy, Error};
 
 mod ring_allocate;
 mod ring_write;
+#[cfg(all(test, feature = "fake-device"))]
+mod tests;
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Creates an upload ring: a host-visible buffer of `desc.size` bytes for
@@ -309,7 +311,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// the first [`collect`](Self::collect) (or
     /// [`collect_idle`](Self::collect_idle)) after that frame in which no
     /// [`ring_write`](Self::ring_write) that began before this call still
-    /// copies into them. Writes from now on get [`Error::StaleAllocation`].
+    /// copies into them. Writes from now on get [`Error::StaleAllocation`],
+    /// as do the ring's handle and its ring allocations however many rings
+    /// are made after it (a slot of the rings' table is retired, not
+    /// reused, once 2^32 rings have been made in it).
     ///
     /// With [`Config::debug_fill`](crate::Config::debug_fill), the ring
     /// space free now, and that of the frames in flight now once each is
