@@ -87,18 +87,21 @@
 //! `ring_fill::every_write_after_free_in_a_long_ring_workload_is_found_once`
 //! checks both, and that each is counted once).
 //!
-//! What this leaves open: the fills themselves write bytes (of the space
-//! reclaimed, of the allocation handed out) that may share an atom with a
-//! live ring allocation, with no turn taken (`ChunkPins::atoms`: taking it
-//! would make `collect` and `ring_allocate` wait for a `ring_write`'s
-//! copy). A `ring_write` into that live neighbour on another thread may
-//! flush the shared atom meanwhile; a driver that flushes by copying
-//! (the fake device) then reads bytes being filled, as it reads bytes
-//! an engine writes through `RingAllocation::mapped_ptr` next to a
-//! `ring_write`. The GPU's view of those bytes may keep its old value
-//! until the atom is flushed again once it is wholly free, before any
-//! invalidate of it: no false report follows. A real driver's flush is a
-//! cache write-back, which such a write does not disturb.
+//! The fills themselves write bytes (of the space reclaimed, of the
+//! allocation handed out) that may share an atom with a live ring
+//! allocation, whose `ring_write` on another thread may flush that atom
+//! meanwhile; a driver that flushes by copying the host's bytes of the
+//! atom (the fake device, drivers that emulate non-coherent memory) would
+//! read bytes being filled, a data race. So in a non-coherent type those
+//! fills are made under the lock of the chunk's pool, which every flush
+//! of the chunk's memory holds ([`fill_beside_live`](Allocator::fill_beside_live)),
+//! not under the chunk's turn (`ChunkPins::atoms`: taking it would make
+//! `collect` and `ring_allocate` wait for a `ring_write`'s copy). The
+//! GPU's view of those bytes may keep its old value until the atom is
+//! flushed again once it is wholly free, before any invalidate of it: no
+//! false report follows. (Bytes an engine writes through
+//! `RingAllocation::mapped_ptr`, a raw pointer, are the engine's to keep
+//! apart from its `ring_write`s.)
 //!
 //! The work runs under the rings' lock, which orders it with the reclaims
 //! and allocations of the same bytes, taking the lock of the chunk's pool
@@ -124,6 +127,7 @@ use crate::device::MemoryDeviceExt;
 use crate::frames::upload_ring::{wrapping, Reclaimed, RingChunk, RingState};
 use crate::memory::deferred_log::Kept;
 use crate::memory::first_panic::FirstPanic;
+use crate::memory::mapping::MappedPtr;
 use crate::memory::type_pool::debug_fill::{fill, first_changed, whole_atoms, FREED, NEW};
 use crate::offset::LinearAllocation;
 use crate::Allocation;
@@ -258,6 +262,36 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         start - base..end - base
     }
 
+    /// Fills the `len` bytes from `at` of `chunk`'s mapped ring space with
+    /// `byte`: bytes that may share a `nonCoherentAtomSize` atom with a
+    /// live ring allocation. In a non-coherent type, under the lock of the
+    /// chunk's pool, which a [`ring_write`](Self::ring_write) into that
+    /// neighbour holds over its flush (`Allocator::flush`): a driver that
+    /// flushes by copying the host's bytes of the atom (the fake device,
+    /// drivers that emulate non-coherent memory) must not read them while
+    /// they are written, a data race. (A write's copy touches only its own
+    /// allocation's bytes, never these.)
+    ///
+    /// # Safety
+    /// As [`fill`]'s, but for such a flush: the bytes lie in the chunk's
+    /// mapped ring space, and no ring allocation handed out holds them.
+    unsafe fn fill_beside_live(&self, chunk: &Allocation, at: MappedPtr, len: u64, byte: u8) {
+        if !self.context.is_non_coherent(chunk.memory_type()) {
+            // SAFETY: the caller's contract; coherent memory is not flushed.
+            unsafe { fill(at, len, byte) };
+            return;
+        }
+        // SAFETY: the caller's contract; the flushes that read the atoms
+        // the bytes share with live allocations take the pool's lock.
+        let filled = self.with_pool(chunk, |_| unsafe { fill(at, len, byte) });
+        if filled.is_err() {
+            // No pool to lock (a ring chunk comes from its type's default
+            // pool, which always is): nothing else flushes the bytes.
+            // SAFETY: the caller's contract.
+            unsafe { fill(at, len, byte) };
+        }
+    }
+
     /// Flushes (`flush`) or invalidates `range` of `chunk`'s ring space,
     /// whole atoms ([`whole_atoms`](Self::whole_atoms)) that hold no live
     /// ring allocation's byte (the callers' contract: the module's docs).
@@ -336,8 +370,17 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             // `ring_write` copies into them (the reclaim found them
             // unpinned, and a pin is only taken on a live frame), so no ring
             // allocation may use these bytes any more; under the rings'
-            // lock, so no new one takes them meanwhile.
-            unsafe { fill(mapped.add(piece.start), piece.end - piece.start, FREED) };
+            // lock, so no new one takes them meanwhile. Its first and last
+            // atoms may hold a live allocation's bytes, which a write may
+            // flush meanwhile (`fill_beside_live`).
+            unsafe {
+                self.fill_beside_live(
+                    &chunk.allocation,
+                    mapped.add(piece.start),
+                    piece.end - piece.start,
+                    FREED,
+                );
+            }
         }
         if !self.context.is_non_coherent(chunk.allocation.memory_type()) {
             return;
@@ -451,8 +494,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     .or(atoms.iter().find_map(read));
             }
         }
-        // SAFETY: the allocation's own bytes, as the check.
-        unsafe { fill(mapped.add(placed.offset), placed.size, NEW) };
+        // SAFETY: the allocation's own bytes, as the check. Its first and
+        // last atoms may hold the bytes of its live neighbours, which a
+        // write may flush meanwhile (`fill_beside_live`).
+        unsafe { self.fill_beside_live(memory, mapped.add(placed.offset), placed.size, NEW) };
         for (atoms, taken) in atoms.iter().zip(&taken) {
             // The free bytes beside the allocation in those atoms, filled
             // again: a write after free found there is counted once (the

@@ -24,6 +24,8 @@ use super::FakeAllocator;
 
 #[path = "ring_fill/allocation_checks.rs"]
 mod allocation_checks;
+#[path = "ring_fill/beside_writes.rs"]
+mod beside_writes;
 #[path = "ring_fill/check_corruption.rs"]
 mod check_corruption;
 #[path = "ring_fill/chunk_frees.rs"]

@@ -20,7 +20,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// (but, for the flush, the lock of the pool the ring's memory comes
     /// from, as [`flush`](Self::flush) takes it): other threads' ring calls,
     /// [`end_frame`](Self::end_frame) and [`collect`](Self::collect) do not
-    /// wait for a write of many megabytes. The call pins its allocation's
+    /// wait for a write of many megabytes (with
+    /// [`Config::debug_fill`](crate::Config::debug_fill) in non-coherent
+    /// memory, those that fill ring space take that pool's lock, so they
+    /// may wait for the flush, not for the copy). The call pins its allocation's
     /// frame in its chunk (under the upload rings' lock, briefly, as its
     /// checks are made) until the copy and the flush are over, and what
     /// would pull the memory from under it waits for that, never blocking:
