@@ -431,7 +431,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 /// `range` as a half-open range of an allocation of `size` bytes: an open
 /// end is `size`, an open start 0; an inclusive end of `u64::MAX` stays
 /// `u64::MAX` (past any allocation, so refused as out of bounds).
-fn byte_range(range: &impl RangeBounds<u64>, size: u64) -> Range<u64> {
+pub(crate) fn byte_range(range: &impl RangeBounds<u64>, size: u64) -> Range<u64> {
     let start = match range.start_bound() {
         Bound::Included(&start) => start,
         Bound::Excluded(&start) => start.saturating_add(1),

@@ -165,9 +165,10 @@ impl RingAllocation {
     /// uncollected: the pointer dangles from then on too.
     ///
     /// Bytes written through it are not flushed, and the ring's memory
-    /// may not be host-coherent (some mobile GPUs): there the GPU may not
-    /// see them. [`Allocator::ring_write`](crate::Allocator::ring_write)
-    /// copies and flushes.
+    /// may not be host-coherent (some mobile GPUs): there the GPU sees
+    /// them only once [`Allocator::ring_flush`](crate::Allocator::ring_flush)
+    /// flushes them. [`Allocator::ring_write`](crate::Allocator::ring_write)
+    /// copies and flushes in one call.
     pub fn mapped_ptr(&self) -> std::ptr::NonNull<u8> {
         self.mapped.0
     }

@@ -139,7 +139,20 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
             let pattern = rng.next() as u32;
             let payload: Vec<u8> = (0..half).map(|_| rng.next() as u8).collect();
             let staged = allocator.ring_allocate(ring, half, 4).unwrap();
-            allocator.ring_write(&staged, 0, &payload).unwrap();
+            if i % 2 == 0 {
+                allocator.ring_write(&staged, 0, &payload).unwrap();
+            } else {
+                // Built in place, then flushed (`ring_flush`).
+                // SAFETY: inside the allocation, whose frame is live.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        payload.as_ptr(),
+                        staged.mapped_ptr().as_ptr(),
+                        payload.len(),
+                    );
+                }
+                allocator.ring_flush(&staged, ..).unwrap();
+            }
             let mut expected: Vec<u8> = pattern.to_le_bytes().repeat(half as usize / 4);
             expected.extend_from_slice(&payload);
             fills.push((buffer, half, pattern));

@@ -181,3 +181,75 @@ test_profiles!(
         context.assert_no_validation_messages();
     }
 );
+
+test_profiles!(
+    [discrete => Discrete, mobile => Mobile]
+    /// An upload ring in the profile's non-coherent type (`READBACK`
+    /// takes it on these two), its allocations packed off the atom: bytes
+    /// copied in by `ring_write`, and bytes written in place through
+    /// `mapped_ptr` and flushed by `ring_flush`, reach the GPU, which copies
+    /// them into a buffer the host reads back; the flushes are valid
+    /// `VkMappedMemoryRange`s. (The layer's host cache drops bytes that are
+    /// not flushed.)
+    fn ring_writes_and_ring_flushes_reach_the_gpu(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let memory_type = non_coherent_type(&context);
+        let ring = allocator
+            .create_upload_ring(&vk_suballoc::UploadRingDesc {
+                size: 256 << 10,
+                usage: Usage::READBACK,
+                ..vk_suballoc::UploadRingDesc::default()
+            })
+            .unwrap();
+        let mut pieces = Vec::new();
+        for (i, &len) in SIZES.iter().enumerate() {
+            let piece = allocator.ring_allocate(ring, len, 4).unwrap();
+            let bytes: Vec<u8> = (0..len).map(|b| (b as u8).wrapping_mul(3) ^ i as u8).collect();
+            if i % 2 == 0 {
+                allocator.ring_write(&piece, 0, &bytes).unwrap();
+            } else {
+                // SAFETY: inside the allocation, whose frame is live.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), piece.mapped_ptr().as_ptr(), bytes.len());
+                }
+                allocator.ring_flush(&piece, ..).unwrap();
+            }
+            pieces.push((piece, bytes));
+        }
+        let total: u64 = SIZES.iter().sum();
+        let desc = AllocationDesc::new(Usage::READBACK);
+        // SAFETY: a valid create info.
+        let (target, mut target_memory) = unsafe { allocator.create_buffer(&buffer_info(total), &desc) }.unwrap();
+        context.run_one_time_commands(|device, cmd| {
+            // SAFETY: the ring's buffer and the target belong to `device`
+            // and are bound; the barrier orders the copies before the host
+            // read.
+            unsafe {
+                let mut at = 0;
+                for (piece, bytes) in &pieces {
+                    let region = [vk::BufferCopy {
+                        src_offset: piece.buffer_offset(),
+                        dst_offset: at,
+                        size: bytes.len() as u64,
+                    }];
+                    device.cmd_copy_buffer(cmd, piece.buffer(), target, &region);
+                    at += bytes.len() as u64;
+                }
+                let (src, dst) = TRANSFER_TO_HOST;
+                memory_barrier(device, cmd, src, dst);
+            }
+        });
+        let mut out = vec![0u8; total as usize];
+        allocator.copy_from_allocation(&mut target_memory, 0, &mut out).unwrap();
+        let want: Vec<u8> = pieces.iter().flat_map(|(_, bytes)| bytes.iter().copied()).collect();
+        assert_eq!(out, want, "{profile}: type {memory_type}");
+        // SAFETY: the copies completed (run_one_time_commands waits).
+        unsafe {
+            allocator.destroy_buffer(target, target_memory).unwrap();
+            allocator.collect_idle();
+        }
+        allocator.destroy_upload_ring(ring).unwrap();
+        context.assert_no_validation_messages();
+    }
+);

@@ -1,11 +1,16 @@
-//! Copying into ring allocations: [`Allocator::ring_write`] copies and
-//! flushes with no lock of the allocator held, the allocation's frame
+//! Copying into ring allocations and flushing them:
+//! [`Allocator::ring_write`] copies and flushes
+//! ([`Allocator::ring_flush`] flushes bytes written in place) with no lock
+//! of the allocator held, the allocation's frame
 //! pinned in its chunk (`ChunkPins`) so that no collect reclaims its space
 //! or frees the chunk under the copy, and writes into one chunk take
 //! turns. Apart from the allocation of ring space (`ring_allocate.rs`): it
 //! works on a ring allocation handed out already, and checks that its
 //! frame still owns its space (`RingChunk::holds_frame`, here).
 
+use std::ops::RangeBounds;
+
+use crate::allocator::host_access::byte_range;
 use crate::allocator::{lock, Allocator};
 use crate::device::MemoryDeviceExt;
 use crate::frames::upload_ring::RingChunk;
@@ -60,10 +65,72 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         offset: u64,
         bytes: &[u8],
     ) -> Result<(), Error> {
+        self.ring_access(allocation, offset, bytes.len() as u64, Some(bytes))
+    }
+
+    /// Flushes bytes written in place, through
+    /// [`RingAllocation::mapped_ptr`], when the ring's memory is not
+    /// coherent (a no-op but for the checks on coherent memory), as
+    /// [`flush`](Self::flush) does for an allocation: `range` is in bytes
+    /// of the ring allocation (`..` for all of them, `16..`, `0..len`).
+    /// [`ring_write`](Self::ring_write) copies and flushes in one call;
+    /// this is for data built in the ring's memory itself.
+    ///
+    /// The flush is widened to `nonCoherentAtomSize`, and ring allocations,
+    /// packed at their own alignment, share atoms with their neighbours:
+    /// it flushes what the host's view holds of their bytes in those atoms
+    /// too. It pins the allocation's frame and takes its turn in the chunk
+    /// as `ring_write` does, so it never runs beside a `ring_write` into
+    /// the same chunk; bytes written in place into a neighbour in a shared
+    /// atom by another thread during the call are that thread's to order
+    /// (a driver flushes a cache, but `FakeDevice` copies the host's bytes),
+    /// and an allocation aligned to `nonCoherentAtomSize` whose size is a
+    /// multiple of it shares no atom.
+    ///
+    /// # Errors
+    /// As [`ring_write`](Self::ring_write): [`Error::ForeignAllocation`];
+    /// [`Error::RangeOutOfBounds`] for a range past the allocation's end or
+    /// reversed (`10..5`); [`Error::StaleAllocation`] when its frame was
+    /// collected or the ring destroyed; the flush's device errors.
+    ///
+    /// # Time complexity
+    /// O(1): under the rings' lock briefly, then, on non-coherent memory,
+    /// one `vkFlushMappedMemoryRanges` call under the lock of the pool the
+    /// ring's memory comes from.
+    pub fn ring_flush(
+        &self,
+        allocation: &RingAllocation,
+        range: impl RangeBounds<u64>,
+    ) -> Result<(), Error> {
+        let range = byte_range(&range, allocation.size);
+        if range.start > range.end {
+            if allocation.ring.allocator != self.id {
+                return Err(Error::ForeignAllocation);
+            }
+            return Err(Error::RangeOutOfBounds {
+                start: range.start,
+                end: range.end,
+                size: allocation.size,
+            });
+        }
+        self.ring_access(allocation, range.start, range.end - range.start, None)
+    }
+
+    /// [`ring_write`](Self::ring_write) of `bytes` (`len` of them) at
+    /// `offset`, or, without bytes, [`ring_flush`](Self::ring_flush) of
+    /// `offset..offset + len`: the checks, the pin and the turn, the copy,
+    /// the flush.
+    fn ring_access(
+        &self,
+        allocation: &RingAllocation,
+        offset: u64,
+        len: u64,
+        bytes: Option<&[u8]>,
+    ) -> Result<(), Error> {
         if allocation.ring.allocator != self.id {
             return Err(Error::ForeignAllocation);
         }
-        let end = offset.saturating_add(bytes.len() as u64);
+        let end = offset.saturating_add(len);
         if end > allocation.size {
             return Err(Error::RangeOutOfBounds {
                 start: offset,
@@ -98,25 +165,27 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             // the same bytes (the same allocation), or, on non-coherent
             // memory, into atoms this flush covers (`ChunkPins`).
             let _turn = pin.take_turn();
-            // SAFETY: the destination lies inside the ring allocation (checked
-            // above), which lies inside the chunk's persistent mapping. The pin
-            // keeps both in place with the rings' lock released: the chunk's
-            // memory is freed (and unmapped) only once no pin is left on it
-            // (`Rings::sort_ring_chunks`; the allocator's drop takes `&mut
-            // self`, so no write is in progress then), and the frame's space is
-            // not reclaimed, so no later ring allocation overlaps these bytes,
-            // while its pin is held (`RingChunk::reclaim_through`). `bytes` is
-            // a separate Rust slice, so the ranges do not overlap.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    bytes.as_ptr(),
-                    allocation.mapped.add(offset).0.as_ptr(),
-                    bytes.len(),
-                );
+            if let Some(bytes) = bytes {
+                // SAFETY: the destination lies inside the ring allocation (checked
+                // above), which lies inside the chunk's persistent mapping. The pin
+                // keeps both in place with the rings' lock released: the chunk's
+                // memory is freed (and unmapped) only once no pin is left on it
+                // (`Rings::sort_ring_chunks`; the allocator's drop takes `&mut
+                // self`, so no write is in progress then), and the frame's space is
+                // not reclaimed, so no later ring allocation overlaps these bytes,
+                // while its pin is held (`RingChunk::reclaim_through`). `bytes` is
+                // a separate Rust slice, so the ranges do not overlap.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        bytes.as_ptr(),
+                        allocation.mapped.add(offset).0.as_ptr(),
+                        bytes.len(),
+                    );
+                }
             }
             let start = allocation.buffer_offset + offset;
             // While the memory is mapped still: the pin is dropped after it.
-            self.flush(&memory, start..start + bytes.len() as u64)
+            self.flush(&memory, start..start + len)
         };
         drop(pin);
         flushed

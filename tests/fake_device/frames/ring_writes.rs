@@ -209,3 +209,119 @@ fn two_threads_ring_writing_one_allocation_take_turns() {
     allocator.destroy_upload_ring(ring).unwrap();
     finish_after_frame(allocator, &device);
 }
+
+/// Bytes written in place through a ring allocation's pointer reach the
+/// GPU on non-coherent memory once `ring_flush` flushes their atoms (and
+/// not before); the range is in bytes of the allocation, `..` all of them.
+/// On coherent memory the GPU sees them at once and `ring_flush` flushes
+/// nothing.
+#[test]
+fn ring_flush_makes_bytes_written_in_place_visible() {
+    // Mobile: READBACK lands in type 2, non-coherent, atom 256.
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let desc = UploadRingDesc {
+        size: 8192,
+        usage: Usage::READBACK,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let a = allocator.ring_allocate(ring, 300, 4).unwrap();
+    let b = allocator.ring_allocate(ring, 100, 4).unwrap();
+    let write = |at: &vk_suballoc::RingAllocation, offset: usize, bytes: &[u8]| {
+        // SAFETY: inside the allocation, whose frame is live; ring
+        // allocations hand out no slices.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                at.mapped_ptr().as_ptr().add(offset),
+                bytes.len(),
+            );
+        }
+    };
+    // SAFETY: ring allocations hand out no slices (every read below).
+    let seen = |at: &vk_suballoc::RingAllocation, offset: u64, len: usize| unsafe {
+        device.read(at.memory(), at.memory_offset() + offset, len)
+    };
+    write(&a, 110, &[9; 20]);
+    assert_ne!(seen(&a, 110, 20), Some(vec![9; 20]), "seen unflushed");
+    allocator.ring_flush(&a, 110..130).unwrap();
+    assert_eq!(seen(&a, 110, 20), Some(vec![9; 20]));
+    // Bytes 360..370 of the ring, in the second atom: `..` of `b`.
+    write(&b, 60, &[7; 10]);
+    allocator.ring_flush(&b, ..).unwrap();
+    assert_eq!(seen(&b, 60, 10), Some(vec![7; 10]));
+    let flushed = device.flushed_ranges();
+    assert_eq!(
+        flushed
+            .iter()
+            .map(|f| (f.memory, f.offset, f.size))
+            .collect::<Vec<_>>(),
+        [
+            (a.memory(), a.memory_offset(), 256),
+            (a.memory(), a.memory_offset() + 256, 256),
+        ],
+        "b's 100 bytes at 300 lie in the second atom"
+    );
+    // An empty range checks and flushes nothing.
+    allocator.ring_flush(&b, 5..5).unwrap();
+    assert_eq!(device.flushed_ranges().len(), 2);
+
+    // Coherent memory (mobile's type 1): nothing to flush.
+    let coherent = allocator
+        .create_upload_ring(&UploadRingDesc::default())
+        .unwrap();
+    let c = allocator.ring_allocate(coherent, 64, 64).unwrap();
+    write(&c, 0, &[3; 64]);
+    assert_eq!(seen(&c, 0, 64), Some(vec![3; 64]));
+    allocator.ring_flush(&c, ..).unwrap();
+    assert_eq!(device.flushed_ranges().len(), 2);
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
+    finish(allocator, &device);
+}
+
+/// `ring_flush` refuses as `ring_write` does, in the same order: another
+/// allocator's ring allocation (however far out of range), a range past
+/// the allocation or reversed (however stale), then a stale allocation.
+#[test]
+#[allow(clippy::reversed_empty_ranges)]
+fn ring_flush_refuses_in_the_documented_order() {
+    let (other, other_device) = allocator(FakeLayout::integrated());
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let desc = UploadRingDesc {
+        size: 4096,
+        ..UploadRingDesc::default()
+    };
+    let theirs_ring = other.create_upload_ring(&desc).unwrap();
+    let theirs = other.ring_allocate(theirs_ring, 64, 64).unwrap();
+    let gone_ring = allocator.create_upload_ring(&desc).unwrap();
+    let gone = allocator.ring_allocate(gone_ring, 64, 64).unwrap();
+    allocator.destroy_upload_ring(gone_ring).unwrap();
+    assert_eq!(
+        allocator.ring_flush(&theirs, 60..1000),
+        Err(Error::ForeignAllocation)
+    );
+    assert_eq!(
+        allocator.ring_flush(&theirs, 10..5),
+        Err(Error::ForeignAllocation)
+    );
+    assert_eq!(
+        allocator.ring_flush(&gone, 60..68),
+        Err(Error::RangeOutOfBounds {
+            start: 60,
+            end: 68,
+            size: 64
+        })
+    );
+    assert_eq!(
+        allocator.ring_flush(&gone, 10..5),
+        Err(Error::RangeOutOfBounds {
+            start: 10,
+            end: 5,
+            size: 64
+        })
+    );
+    assert_eq!(allocator.ring_flush(&gone, ..), Err(Error::StaleAllocation));
+    other.destroy_upload_ring(theirs_ring).unwrap();
+    finish_after_frame(allocator, &device);
+    finish_after_frame(other, &other_device);
+}
