@@ -120,7 +120,12 @@ pub enum Error {
     )]
     DedicatedTargetMismatch,
     /// Every allowed memory type is out of device memory. Free memory and
-    /// retry. The default pools' empty blocks in the failing heap were
+    /// retry: memory this allocator frees in a heap is asked for again at
+    /// once; memory other processes free serves the least a request can
+    /// take at once, every size after the next
+    /// [`end_frame`](crate::Allocator::end_frame) (a heap remembers what
+    /// its driver refused until then: the crate docs, "How it is built").
+    /// The default pools' empty blocks in the failing heap were
     /// released before this error; [`Allocator::trim`](crate::Allocator::trim)
     /// also releases custom pools' empty blocks beyond their `min_blocks`.
     #[error("out of device memory")]

@@ -55,9 +55,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// that exports Android hardware buffers (no Vulkan call), and the
     /// device's errors for that type.
     ///
+    /// The order in which memory types, blocks and dedicated memory are
+    /// tried, the smaller blocks retried when the driver refuses memory,
+    /// and the refused sizes later requests skip, are described in the
+    /// crate docs ("How it is built": the block sizes and the fallbacks).
+    ///
     /// # Time complexity
     /// O(1) per block tried when a block has room (no loop over allocations);
-    /// a `vkAllocateMemory` call otherwise. A request short of memory first
+    /// a `vkAllocateMemory` call otherwise (a few when the driver refuses
+    /// the first sizes, but not again for each request once a heap refused
+    /// them). A request short of memory first
     /// releases the empty blocks the memory types keep beyond their largest
     /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)):
     /// a pass over every memory type's blocks and a `vkFreeMemory` call per

@@ -231,8 +231,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         drop((rings, frames));
         let mut panics = FirstPanic::default();
         panics.run(|| fill.finish());
-        // Other processes may have taken or given back memory meanwhile.
+        // Other processes may have taken or given back memory meanwhile:
+        // the budgets are read again, and the heaps asked for every size
+        // they refused (`memory/context/refusals.rs`).
         self.context.expire_budgets();
+        self.context.forget_refusals();
         self.release_aged_empty_blocks();
         panics.resume();
         Ok(frame)

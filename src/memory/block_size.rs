@@ -12,9 +12,11 @@
 //! where VMA stops at 1/8 (its `NEW_BLOCK_SIZE_SHIFT_MAX` counts the
 //! halvings of a small first block too, so a first block at 1/8 is not
 //! retried and each request then takes dedicated memory of its own size, an
-//! object of `maxMemoryAllocationCount` each). Requests larger than half the
-//! preferred size (or aligned to more) try dedicated memory first (unless
-//! 3/4 of `maxMemoryAllocationCount` objects exist).
+//! object of `maxMemoryAllocationCount` each). A heap that refused those
+//! sizes is not asked for them again by each request: it remembers the
+//! fewest bytes it refused (`context/refusals.rs`). Requests larger than
+//! half the preferred size (or aligned to more) try dedicated memory first
+//! (unless 3/4 of `maxMemoryAllocationCount` objects exist).
 
 use crate::Config;
 

@@ -16,7 +16,8 @@
 //!
 //! This file holds the context's state and what the allocation path reads
 //! of it; the making and freeing of memory objects are in
-//! `context/memory_objects.rs`, the heaps' budgets in `context/budgets.rs`.
+//! `context/memory_objects.rs`, the heaps' budgets in `context/budgets.rs`,
+//! the refusals each heap remembers in `context/refusals.rs`.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -35,6 +36,9 @@ use crate::Config;
 
 mod budgets;
 mod memory_objects;
+mod refusals;
+
+use refusals::NONE_REFUSED;
 
 /// Vulkan's `VK_MAX_MEMORY_HEAPS`.
 pub(crate) const MAX_HEAPS: usize = 16;
@@ -57,6 +61,11 @@ pub(crate) struct MemoryRequest<'a> {
     /// `VkExportMemoryAllocateInfo::handleTypes`: a custom pool's
     /// (`PoolDesc::export`), empty for the default pools'.
     pub(crate) export_handle_types: ash::vk::ExternalMemoryHandleTypeFlags,
+    /// Answer with the heap's remembered refusal, without asking the
+    /// driver, when it refused this many bytes or fewer
+    /// (`context/refusals.rs`): every attempt of a request but the one
+    /// it always makes, the least it can take in the memory type.
+    pub(crate) skip_if_refused: bool,
 }
 
 /// The device plus the state every memory type shares.
@@ -78,6 +87,10 @@ pub(crate) struct MemoryContext<D> {
     /// sees `heap_usage` below what the device counts. Taken under a memory
     /// type's pool lock, never the other way.
     heap_turns: Box<[Mutex<()>]>,
+    /// Per heap, the fewest bytes the driver refused a memory object of
+    /// since the heap was last refreshed, `u64::MAX` for none
+    /// (`context/refusals.rs`).
+    refused: Box<[AtomicU64]>,
     /// The driver's budgets as last read ([`BudgetCache`]).
     budget_cache: Mutex<BudgetCache>,
     /// Memory types ranked per usage, once (the allocation path reads it).
@@ -213,6 +226,9 @@ impl<D> MemoryContext<D> {
         };
         let heap_usage = (0..heaps.len()).map(|_| AtomicU64::new(0)).collect();
         let heap_turns = (0..heaps.len()).map(|_| Mutex::new(())).collect();
+        let refused = (0..heaps.len())
+            .map(|_| AtomicU64::new(NONE_REFUSED))
+            .collect();
         // bufferImageGranularity: a linear and an optimal resource must not
         // share a page. Up to `max_padded_granularity`, optimal images take
         // whole pages (start and end on a page boundary), so no linear
@@ -233,6 +249,7 @@ impl<D> MemoryContext<D> {
             memory_objects: AtomicU32::new(0),
             heap_usage,
             heap_turns,
+            refused,
             budget_cache: Mutex::default(),
             ranks,
             preferred_block_sizes,

@@ -1,7 +1,9 @@
 //! How a [`MemoryContext`] makes and frees each `VkDeviceMemory`:
 //! [`allocate_memory`](MemoryContext::allocate_memory) checks the request
 //! against the device's limits and the heap's budget, takes one of
-//! `maxMemoryAllocationCount`'s slots ([`ObjectSlot`]), allocates, tells
+//! `maxMemoryAllocationCount`'s slots ([`ObjectSlot`]), answers from the
+//! heap's remembered refusal or allocates (and keeps the heap's refusals,
+//! `context/refusals.rs`, up to date), tells
 //! the memory callback and maps host-visible memory, and
 //! [`free_memory`](MemoryContext::free_memory) undoes each step; an error,
 //! or a panic of the backend or the callback, on the way leaves nothing
@@ -70,7 +72,10 @@ impl<D> MemoryContext<D> {
     /// exported as an Android hardware buffer (below),
     /// [`Error::TooManyObjects`] at `maxMemoryAllocationCount`,
     /// [`Error::OverBudget`] when asked to stay within budget, and the device's
-    /// allocation and map failures. Nothing is leaked on error.
+    /// allocation and map failures; [`Error::OutOfDeviceMemory`] without a
+    /// call too, for an attempt that may be skipped
+    /// ([`MemoryRequest::skip_if_refused`]) of at least the bytes the heap
+    /// last refused (`context/refusals.rs`). Nothing is leaked on error.
     pub(crate) fn allocate_memory<M>(
         &self,
         request: &MemoryRequest<'_>,
@@ -148,6 +153,20 @@ impl<D> MemoryContext<D> {
         }
         let limit = self.properties.device.max_memory_allocation_count;
         let slot = ObjectSlot::take(&self.memory_objects, limit)?;
+        // Where the driver would be asked, after the checks that answer
+        // without it, so that a skipped attempt fails as the call would.
+        if request.skip_if_refused {
+            if let Some(refused) = self.remembered_refusal(heap, request.size) {
+                drop((slot, heap_turn));
+                // With no lock of the heap held, as the line above.
+                log::debug!(
+                    "vk-suballoc: not asking for {} bytes of memory type {}: heap {heap} refused {refused} bytes (remembered until memory is freed there or a frame ends)",
+                    request.size,
+                    request.memory_type
+                );
+                return Err(Error::OutOfDeviceMemory);
+            }
+        }
         // With buffer device address on, any block, and memory dedicated to
         // a buffer or to no named resource, may hold a buffer whose address
         // is taken; memory dedicated to an image never does (VMA's rule).
@@ -187,12 +206,19 @@ impl<D> MemoryContext<D> {
             Err(error) => {
                 return Err(match Error::from(error) {
                     Error::TooManyObjects(_) => Error::TooManyObjects(limit),
+                    Error::OutOfDeviceMemory => {
+                        // Under the heap's turn: a free of the heap's
+                        // memory cannot come between the refusal and this.
+                        self.remember_refusal(heap, request.size);
+                        Error::OutOfDeviceMemory
+                    }
                     other => other,
                 });
             }
         };
         slot.keep();
         self.made_memory(request.memory_type);
+        self.made_in_heap(heap, request.size);
         self.heap_usage[heap as usize].fetch_add(request.size, Ordering::Relaxed);
         drop(heap_turn);
         self.budget_cache().count_object();
@@ -305,6 +331,8 @@ impl<D> MemoryContext<D> {
             // pending GPU work uses (VUID-vkFreeMemory-memory-00677).
             unsafe { self.device.deallocate_memory(memory) }
         }));
+        // Room the driver may give again: every size is asked for anew.
+        self.freed_in_heap(heap);
         drop(heap_turn);
         self.memory_objects.fetch_sub(1, Ordering::AcqRel);
         self.budget_cache().count_object();

@@ -162,7 +162,10 @@ impl<M> TypePool<M> {
                 result => return result,
             }
         }
-        match self.allocate_in_new_block(context, request, preferred) {
+        // Dedicated memory after the blocks, should the device have no
+        // room for one (the arm below).
+        let dedicated_after = !dedicated_first && request.dedicated != DedicatedChoice::Never;
+        match self.allocate_in_new_block(context, request, preferred, dedicated_after) {
             Ok(placement) => Ok(self.count(placement, request)),
             // No block of this type could ever hold the request: that is
             // its answer only when dedicated memory may not take it. Else
@@ -176,11 +179,7 @@ impl<M> TypePool<M> {
                     None => self.allocate_dedicated(context, request),
                 }
             }
-            Err(error)
-                if is_no_room(error)
-                    && !dedicated_first
-                    && request.dedicated != DedicatedChoice::Never =>
-            {
+            Err(error) if is_no_room(error) && dedicated_after => {
                 self.allocate_dedicated(context, request)
             }
             result => result,

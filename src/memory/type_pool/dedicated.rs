@@ -29,6 +29,8 @@ impl<M> TypePool<M> {
         let serial = self.next_serial;
         let name = self.dedicated_debug_name(serial, request.name);
         let priority = request.priority.or(self.priority);
+        // Always asked for, whatever the heap refused before: the least
+        // the request can take in this type (`context/refusals.rs`).
         let new = self.make_memory(
             context,
             request.size,
@@ -36,6 +38,7 @@ impl<M> TypePool<M> {
             priority,
             &name,
             request,
+            false,
         )?;
         let raw = context.device.raw_memory(&new.memory);
         let key = self.dedicated.insert(DedicatedMemory {

@@ -11,7 +11,9 @@
 //! pool, with a [`PoolPolicy`], only those that require it). When the
 //! driver is out of memory, or the heap over budget, the pool retries
 //! smaller blocks, then dedicated memory, before it reports failure (and the
-//! allocator moves on to the next memory type).
+//! allocator moves on to the next memory type); sizes the heap refused
+//! before are skipped without a call while it remembers the refusal, but
+//! for the attempts every request makes (`context/refusals.rs`).
 //!
 //! Small buffers take slots of runs ([`runs`](super::runs)): ranges of a
 //! block cut into equal slots, one offset-allocator range for up to 64
@@ -290,7 +292,7 @@ impl<M> TypePool<M> {
         while self.counters.blocks < self.policy.min_blocks {
             // Unwind safety: a block is in the pool whole or not at all.
             let made = panic::catch_unwind(AssertUnwindSafe(|| {
-                self.create_block(context, size, &request)
+                self.create_block(context, size, &request, false)
             }));
             match made {
                 Ok(Ok(_)) => {}
@@ -360,10 +362,13 @@ impl<M> TypePool<M> {
     /// bound to `dedicated` when it names a resource), `size` bytes with
     /// the debug name `name`, within the heap's budget when `request` asks
     /// for that, exportable as the pool's policy says; the pool's serial
-    /// advances when it is made.
+    /// advances when it is made. With `skip_if_refused`, the heap's
+    /// remembered refusal of `size` bytes or fewer answers instead of the
+    /// driver ([`MemoryRequest::skip_if_refused`]).
     ///
     /// # Errors
     /// Those of [`MemoryContext::allocate_memory`].
+    #[allow(clippy::too_many_arguments)]
     fn make_memory<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
@@ -372,6 +377,7 @@ impl<M> TypePool<M> {
         priority: Option<f32>,
         name: &str,
         request: &PoolRequest<'_>,
+        skip_if_refused: bool,
     ) -> Result<NewMemory<M>, Error> {
         let new = context.allocate_memory::<M>(&MemoryRequest {
             memory_type: self.memory_type,
@@ -381,6 +387,7 @@ impl<M> TypePool<M> {
             name: Some(name),
             within_budget: request.within_budget,
             export_handle_types: self.policy.export_handle_types,
+            skip_if_refused,
         })?;
         self.advance_serial();
         Ok(new)

@@ -1,7 +1,9 @@
 //! New blocks of a [`TypePool`]: their size (the pool's fixed size, or
 //! VMA's growing sequence, [`block_size`](super::super::block_size)), the
 //! smaller sizes tried when the device has no room or the heap's budget
-//! none, an empty block of the other granularity class taken over instead
+//! none (those the heap refused since its memory was last freed skipped
+//! without a call, but for one attempt per request:
+//! `context/refusals.rs`), an empty block of the other granularity class taken over instead
 //! of a new one (by the reserve, `allocate_in_reserve`, which requests try
 //! first), and the debug names of a pool's memory objects.
 
@@ -16,12 +18,15 @@ use crate::Error;
 
 impl<M> TypePool<M> {
     /// Places `request` in a new block, once the existing blocks, the
-    /// reserve's included (`allocate_in_reserve`), could not.
+    /// reserve's included (`allocate_in_reserve`), could not;
+    /// `dedicated_after` when dedicated memory is tried next should the
+    /// device have no room for a block.
     pub(super) fn allocate_in_new_block<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
         request: &PoolRequest<'_>,
         preferred: u64,
+        dedicated_after: bool,
     ) -> Result<Placement, Error> {
         // No block of a pool with a fixed size can hold more: said first,
         // as no freeing would help (nor would a full pool's room).
@@ -57,7 +62,13 @@ impl<M> TypePool<M> {
             None => new_block_size(preferred, largest, request.placed_size),
         };
         let key = loop {
-            match self.create_block(context, size, request) {
+            // The smallest block is the request's last attempt, which the
+            // heap's remembered refusal never answers, unless dedicated
+            // memory comes after it (`context/refusals.rs`).
+            let last =
+                fixed.is_some() || retry_block_size(size, preferred, request.placed_size).is_none();
+            let skip_if_refused = dedicated_after || !last;
+            match self.create_block(context, size, request, skip_if_refused) {
                 Ok(key) => break key,
                 // Out of memory or over budget: a smaller block may still
                 // fit, unless the pool fixes the size (as VMA's pools do).
@@ -109,11 +120,20 @@ impl<M> TypePool<M> {
         Some(key)
     }
 
+    /// Makes a block of `size` bytes for `request`'s granularity class,
+    /// empty, in the pool; with `skip_if_refused`, the heap's remembered
+    /// refusal of `size` bytes or fewer answers instead of the driver
+    /// (`context/refusals.rs`).
+    ///
+    /// # Errors
+    /// [`Error::OutOfHostMemory`] for the block's slot table, and those
+    /// of [`MemoryContext::allocate_memory`].
     pub(super) fn create_block<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
         size: u64,
         request: &PoolRequest<'_>,
+        skip_if_refused: bool,
     ) -> Result<SlabKey, Error> {
         // Before the device memory, so that a failure leaves nothing to undo.
         let ranges =
@@ -125,7 +145,15 @@ impl<M> TypePool<M> {
             })?;
         let serial = self.next_serial;
         let name = self.memory_debug_name("block", serial);
-        let new = self.make_memory(context, size, None, self.priority, &name, request)?;
+        let new = self.make_memory(
+            context,
+            size,
+            None,
+            self.priority,
+            &name,
+            request,
+            skip_if_refused,
+        )?;
         let raw = context.device.raw_memory(&new.memory);
         let key = self.blocks.insert(Block {
             memory: new.memory,
