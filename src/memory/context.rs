@@ -63,8 +63,9 @@ pub(crate) struct MemoryRequest<'a> {
     pub(crate) export_handle_types: ash::vk::ExternalMemoryHandleTypeFlags,
     /// Answer with the heap's remembered refusal, without asking the
     /// driver, when it refused this many bytes or fewer
-    /// (`context/refusals.rs`): every attempt of a request but the one
-    /// it always makes, the least it can take in the memory type.
+    /// (`context/refusals.rs`): every attempt of a request in a memory
+    /// type but those it always makes there, its last and its dedicated
+    /// memory.
     pub(crate) skip_if_refused: bool,
 }
 

@@ -158,7 +158,8 @@ impl<D> MemoryContext<D> {
         if request.skip_if_refused {
             if let Some(refused) = self.remembered_refusal(heap, request.size) {
                 drop((slot, heap_turn));
-                // With no lock of the heap held, as the line above.
+                // Once the heap's turn is released, as the line logged
+                // before it is taken.
                 log::debug!(
                     "vk-suballoc: not asking for {} bytes of memory type {}: heap {heap} refused {refused} bytes (remembered until memory is freed there or a frame ends)",
                     request.size,
