@@ -38,7 +38,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// Freeing the destination directly gives the move up too, but leaves
     /// the block being emptied until it empties or a later plan empties
-    /// it.
+    /// it. That is the way out for a resource unloaded while its move is
+    /// pending (VMA's `MOVE_OPERATION_DESTROY`): free its old allocation
+    /// and the destination (after the frame, when a copy was submitted),
+    /// and the block, which can still empty, goes on being emptied and is
+    /// released once it does. Given up instead, the move would end its
+    /// retirement: the block would take requests again, and once empty be
+    /// kept as any block emptied by other frees may be.
     ///
     /// With [`Config::debug_fill`](crate::Config::debug_fill) the
     /// destination is filled `0xEF` as it is freed, unchecked, as any

@@ -1,7 +1,9 @@
 //! Blocks being emptied while the moves are in flight: they take no new
 //! requests while other blocks have room, no run is carved from them, a
-//! block made meanwhile comes before them, and a move given up (with
-//! `give_up_move`, or its destination freed) ends their retirement.
+//! block made meanwhile comes before them, a move given up with
+//! `give_up_move` ends their retirement, and a block whose move's
+//! destination is freed (the move dropped, or its resource unloaded) stays
+//! retiring.
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Allocation, DefragmentationLimits, Error, Movable, ResourceKind, Usage};
@@ -389,4 +391,61 @@ fn a_move_given_up_ends_the_retirement_in_its_own_pool() {
     }
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
+}
+
+/// A resource unloaded while its move is pending (VMA's
+/// `MOVE_OPERATION_DESTROY`): the engine frees its old allocation and the
+/// move's destination, and the block goes on being emptied, so that it is
+/// released once those frees are collected, as the plan said. Given up
+/// instead (`give_up_move`, VMA's `MOVE_OPERATION_IGNORE`, for a resource
+/// that stays where it was), the move ends the block's retirement: the
+/// block empties all the same here, but is kept as an empty block rather
+/// than released (and until it empties it takes requests again).
+#[test]
+fn a_move_whose_resource_is_unloaded_frees_both_and_its_block_is_released() {
+    for give_up in [false, true] {
+        let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+        let all = mib_buffers(&allocator, 64);
+        let memory_type = all[0].memory_type();
+        let (first, second) = (all[0].memory(), all[32].memory());
+        // 8 left in the first block, 24 in the second: the first is
+        // emptied into the second's holes.
+        let mut live = keep_where(&allocator, all, |i| (i < 32 && i % 4 == 0) || i >= 40);
+        let plan = allocator
+            .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
+            .unwrap();
+        assert_eq!((plan.moves.len(), plan.blocks_released), (8, 1));
+        let mut moves = plan.moves;
+        let unloaded = moves.pop().unwrap();
+        for planned in moves {
+            let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+            allocator.free_after_frame(old).unwrap();
+        }
+        allocator
+            .free_after_frame(live.swap_remove(unloaded.movable))
+            .unwrap();
+        if give_up {
+            allocator.give_up_move(unloaded).unwrap();
+        } else {
+            allocator.free_after_frame(unloaded.destination).unwrap();
+        }
+        let retiring = allocator.stats().memory_types[memory_type as usize].retiring_blocks;
+        assert_eq!(retiring, u64::from(!give_up), "give up: {give_up}");
+        device.signal_fence(super::super::frames::end_frame(&allocator, &device));
+        allocator.collect().unwrap();
+        let kept: Vec<_> = allocator.memory_map().memory_types[memory_type as usize]
+            .blocks
+            .iter()
+            .map(|b| (b.memory, b.allocations().count()))
+            .collect();
+        if give_up {
+            assert_eq!(kept, [(first, 0), (second, 31)], "kept, empty");
+        } else {
+            assert_eq!(kept, [(second, 31)], "the first released");
+        }
+        for a in live {
+            free(&allocator, a);
+        }
+        finish(allocator, &device);
+    }
 }
