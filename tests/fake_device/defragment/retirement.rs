@@ -3,7 +3,8 @@
 //! block made meanwhile comes before them, a move given up with
 //! `give_up_move` ends their retirement, and a block whose move's
 //! destination is freed (the move dropped, or its resource unloaded) stays
-//! retiring.
+//! retiring, as does a block started by a split plan with no room left
+//! elsewhere for the rest of its allocations.
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Allocation, DefragmentationLimits, Error, Movable, ResourceKind, Usage};
@@ -448,4 +449,74 @@ fn a_move_whose_resource_is_unloaded_frees_both_and_its_block_is_released() {
         }
         finish(allocator, &device);
     }
+}
+
+/// A block started by a split plan stays retiring while there is no room
+/// for the rest of its allocations (a custom pool at its `max_blocks`, its
+/// other block full): later plans move nothing and count no block over
+/// their limits, as the README says; the block comes last for requests
+/// (here, with no room elsewhere, it takes one) and retires no more once
+/// its allocations are freed.
+#[test]
+fn a_started_block_without_room_elsewhere_stays_retiring_until_freed() {
+    use vk_suballoc::{AllocationDesc, PoolDesc, Request};
+
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
+    let memory_type = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
+    let pool = allocator
+        .create_pool(&PoolDesc::new(memory_type).block_size(8 * MIB).max_blocks(2))
+        .unwrap();
+    let request = || {
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        Request::with_desc(requirements(MIB, 256), ResourceKind::Buffer, desc)
+    };
+    let all: Vec<Allocation> = (0..16)
+        .map(|_| allocator.allocate(&request()).unwrap())
+        .collect();
+    // The first block keeps 6 of its 8 MiB, the second 4: two moves of
+    // the second fill the first, and two are left.
+    let mut live = keep_where(&allocator, all, |i| (2..12).contains(&i));
+    let second = live[6].memory();
+    let limits = DefragmentationLimits::default()
+        .max_moves(2)
+        .split_blocks(true)
+        .max_used_percent(100);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &limits)
+        .unwrap();
+    assert_eq!((plan.moves.len(), plan.blocks_started), (2, 1));
+    for planned in plan.moves.into_iter().rev() {
+        let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+        free(&allocator, old);
+    }
+    let retiring = || allocator.pool_stats(&pool).unwrap().retiring_blocks;
+    assert_eq!(retiring(), 1);
+    for split in [true, false] {
+        let limits = DefragmentationLimits::default().split_blocks(split);
+        let plan = allocator
+            .plan_defragmentation(&movables(&live), &limits)
+            .unwrap();
+        let figures = (
+            plan.moves.len(),
+            plan.blocks_over_limits,
+            plan.blocks_released,
+        );
+        assert_eq!(figures, (0, 0, 0), "split {split}: nothing left to do");
+        assert_eq!(retiring(), 1, "split {split}: still retiring");
+    }
+    // The pool is full but for the retiring block's 6 MiB, which it hands
+    // out all the same when nothing else has room.
+    let extra = allocator.allocate(&request()).unwrap();
+    assert_eq!(extra.memory(), second);
+    free(&allocator, extra);
+    let (in_second, rest): (Vec<_>, Vec<_>) = live.into_iter().partition(|a| a.memory() == second);
+    for a in in_second {
+        free(&allocator, a);
+    }
+    assert_eq!(retiring(), 0, "an emptied block retires no more");
+    for a in rest {
+        free(&allocator, a);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
 }
