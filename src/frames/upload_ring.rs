@@ -57,7 +57,8 @@ pub struct UploadRingDesc<'a> {
     /// picks host-cached memory, which may not be host-coherent (some
     /// mobile GPUs): ring allocations are packed at their own alignment,
     /// not at `nonCoherentAtomSize`, so the flush of one
-    /// [`ring_write`](crate::Allocator::ring_write) covers the atoms it
+    /// [`ring_write`](crate::Allocator::ring_write) (or
+    /// [`ring_flush`](crate::Allocator::ring_flush)) covers the atoms it
     /// shares with its neighbours and could write the host's view of them
     /// over what a GPU wrote there; and ring allocations have no
     /// invalidate. Read GPU results back through an allocation of its own.
@@ -114,7 +115,9 @@ pub struct UploadRing {
 }
 
 /// Bytes of the current frame in an upload ring. Valid until that frame is
-/// collected; write them with [`Allocator::ring_write`](crate::Allocator::ring_write).
+/// collected; write them with [`Allocator::ring_write`](crate::Allocator::ring_write),
+/// or in place through [`mapped_ptr`](Self::mapped_ptr) and flush them
+/// with [`Allocator::ring_flush`](crate::Allocator::ring_flush).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RingAllocation {
     pub(crate) ring: UploadRing,

@@ -1,5 +1,6 @@
 //! Write pins: how a [`ring_write`](crate::Allocator::ring_write) that
-//! copies into a ring chunk with the rings' lock released keeps a collect
+//! copies into a ring chunk with the rings' lock released (or a
+//! [`ring_flush`](crate::Allocator::ring_flush), which only flushes) keeps a collect
 //! from handing that frame's space to a later frame, or from freeing a
 //! destroyed ring's chunk, while the copy and the flush go on. Each chunk
 //! counts the writes copying into each of its live frames
