@@ -5,9 +5,9 @@
 //! allocation, take turns.
 
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{Error, UploadRingDesc, Usage};
+use vk_suballoc::{Error, RingAllocation, UploadRingDesc, Usage};
 
-use super::super::{allocator, finish};
+use super::super::{allocator, finish, FakeAllocator};
 
 use super::{
     end_frame, finish_after_frame, non_coherent_ring, while_a_ring_write_flushes, HeldWrite,
@@ -64,36 +64,24 @@ fn ring_writes_flush_the_atoms_of_the_written_bytes() {
 /// (however stale), then a stale allocation.
 #[test]
 fn ring_write_refuses_in_the_documented_order() {
-    let (other, other_device) = allocator(FakeLayout::integrated());
-    let (allocator, device) = allocator(FakeLayout::integrated());
-    let desc = UploadRingDesc {
-        size: 4096,
-        ..UploadRingDesc::default()
-    };
-    let theirs_ring = other.create_upload_ring(&desc).unwrap();
-    let theirs = other.ring_allocate(theirs_ring, 64, 64).unwrap();
-    let gone_ring = allocator.create_upload_ring(&desc).unwrap();
-    let gone = allocator.ring_allocate(gone_ring, 64, 64).unwrap();
-    allocator.destroy_upload_ring(gone_ring).unwrap();
-    assert_eq!(
-        allocator.ring_write(&theirs, 60, &[0; 8]),
-        Err(Error::ForeignAllocation)
-    );
-    assert_eq!(
-        allocator.ring_write(&gone, 60, &[0; 8]),
-        Err(Error::RangeOutOfBounds {
-            start: 60,
-            end: 68,
-            size: 64
-        })
-    );
-    assert_eq!(
-        allocator.ring_write(&gone, 0, &[0; 8]),
-        Err(Error::StaleAllocation)
-    );
-    other.destroy_upload_ring(theirs_ring).unwrap();
-    finish_after_frame(allocator, &device);
-    finish_after_frame(other, &other_device);
+    with_a_foreign_and_a_stale_ring_allocation(|allocator, theirs, gone| {
+        assert_eq!(
+            allocator.ring_write(&theirs, 60, &[0; 8]),
+            Err(Error::ForeignAllocation)
+        );
+        assert_eq!(
+            allocator.ring_write(&gone, 60, &[0; 8]),
+            Err(Error::RangeOutOfBounds {
+                start: 60,
+                end: 68,
+                size: 64
+            })
+        );
+        assert_eq!(
+            allocator.ring_write(&gone, 0, &[0; 8]),
+            Err(Error::StaleAllocation)
+        );
+    });
 }
 
 /// While one thread's `ring_write` copies and flushes (held in the fake
@@ -285,6 +273,41 @@ fn ring_flush_makes_bytes_written_in_place_visible() {
 #[test]
 #[allow(clippy::reversed_empty_ranges)]
 fn ring_flush_refuses_in_the_documented_order() {
+    with_a_foreign_and_a_stale_ring_allocation(|allocator, theirs, gone| {
+        assert_eq!(
+            allocator.ring_flush(&theirs, 60..1000),
+            Err(Error::ForeignAllocation)
+        );
+        assert_eq!(
+            allocator.ring_flush(&theirs, 10..5),
+            Err(Error::ForeignAllocation)
+        );
+        assert_eq!(
+            allocator.ring_flush(&gone, 60..68),
+            Err(Error::RangeOutOfBounds {
+                start: 60,
+                end: 68,
+                size: 64
+            })
+        );
+        assert_eq!(
+            allocator.ring_flush(&gone, 10..5),
+            Err(Error::RangeOutOfBounds {
+                start: 10,
+                end: 5,
+                size: 64
+            })
+        );
+        assert_eq!(allocator.ring_flush(&gone, ..), Err(Error::StaleAllocation));
+    });
+}
+
+/// Runs `check` with an allocator, a ring allocation of another allocator
+/// (`theirs`), and one of a ring of its own since destroyed (`gone`,
+/// 64 bytes); then cleans up.
+fn with_a_foreign_and_a_stale_ring_allocation(
+    check: impl FnOnce(&FakeAllocator, RingAllocation, RingAllocation),
+) {
     let (other, other_device) = allocator(FakeLayout::integrated());
     let (allocator, device) = allocator(FakeLayout::integrated());
     let desc = UploadRingDesc {
@@ -296,31 +319,7 @@ fn ring_flush_refuses_in_the_documented_order() {
     let gone_ring = allocator.create_upload_ring(&desc).unwrap();
     let gone = allocator.ring_allocate(gone_ring, 64, 64).unwrap();
     allocator.destroy_upload_ring(gone_ring).unwrap();
-    assert_eq!(
-        allocator.ring_flush(&theirs, 60..1000),
-        Err(Error::ForeignAllocation)
-    );
-    assert_eq!(
-        allocator.ring_flush(&theirs, 10..5),
-        Err(Error::ForeignAllocation)
-    );
-    assert_eq!(
-        allocator.ring_flush(&gone, 60..68),
-        Err(Error::RangeOutOfBounds {
-            start: 60,
-            end: 68,
-            size: 64
-        })
-    );
-    assert_eq!(
-        allocator.ring_flush(&gone, 10..5),
-        Err(Error::RangeOutOfBounds {
-            start: 10,
-            end: 5,
-            size: 64
-        })
-    );
-    assert_eq!(allocator.ring_flush(&gone, ..), Err(Error::StaleAllocation));
+    check(&allocator, theirs, gone);
     other.destroy_upload_ring(theirs_ring).unwrap();
     finish_after_frame(allocator, &device);
     finish_after_frame(other, &other_device);
