@@ -8,7 +8,7 @@
 //! works on a ring allocation handed out already, and checks that its
 //! frame still owns its space (`RingChunk::holds_frame`, here).
 
-use std::ops::RangeBounds;
+use std::ops::{Range, RangeBounds};
 
 use crate::allocator::host_access::byte_range;
 use crate::allocator::{lock, Allocator};
@@ -65,7 +65,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         offset: u64,
         bytes: &[u8],
     ) -> Result<(), Error> {
-        self.ring_access(allocation, offset, bytes.len() as u64, Some(bytes))
+        let end = offset.saturating_add(bytes.len() as u64);
+        self.ring_access(allocation, offset..end, Some(bytes))
     }
 
     /// Flushes bytes written in place, through
@@ -102,42 +103,30 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         allocation: &RingAllocation,
         range: impl RangeBounds<u64>,
     ) -> Result<(), Error> {
-        let range = byte_range(&range, allocation.size);
-        if range.start > range.end {
-            if allocation.ring.allocator != self.id {
-                return Err(Error::ForeignAllocation);
-            }
+        self.ring_access(allocation, byte_range(&range, allocation.size), None)
+    }
+
+    /// [`ring_write`](Self::ring_write) of `bytes` (as many as `range`
+    /// holds) at `range.start`, or, without bytes,
+    /// [`ring_flush`](Self::ring_flush) of `range`: the checks, the pin and
+    /// the turn, the copy, the flush.
+    fn ring_access(
+        &self,
+        allocation: &RingAllocation,
+        range: Range<u64>,
+        bytes: Option<&[u8]>,
+    ) -> Result<(), Error> {
+        if allocation.ring.allocator != self.id {
+            return Err(Error::ForeignAllocation);
+        }
+        if range.start > range.end || range.end > allocation.size {
             return Err(Error::RangeOutOfBounds {
                 start: range.start,
                 end: range.end,
                 size: allocation.size,
             });
         }
-        self.ring_access(allocation, range.start, range.end - range.start, None)
-    }
-
-    /// [`ring_write`](Self::ring_write) of `bytes` (`len` of them) at
-    /// `offset`, or, without bytes, [`ring_flush`](Self::ring_flush) of
-    /// `offset..offset + len`: the checks, the pin and the turn, the copy,
-    /// the flush.
-    fn ring_access(
-        &self,
-        allocation: &RingAllocation,
-        offset: u64,
-        len: u64,
-        bytes: Option<&[u8]>,
-    ) -> Result<(), Error> {
-        if allocation.ring.allocator != self.id {
-            return Err(Error::ForeignAllocation);
-        }
-        let end = offset.saturating_add(len);
-        if end > allocation.size {
-            return Err(Error::RangeOutOfBounds {
-                start: offset,
-                end,
-                size: allocation.size,
-            });
-        }
+        let (offset, len) = (range.start, range.end - range.start);
         let (pin, memory) = {
             let rings = lock(&self.rings);
             if allocation.frame < rings.next_uncollected {
