@@ -369,13 +369,18 @@ impl Error {
     /// larger unrounded never reach a memory type).
     pub(crate) fn try_next_type(self) -> bool {
         self.is_want_of_memory()
-            || matches!(
-                self,
-                Self::NoRoomInExistingMemory
-                    | Self::MapFailed
-                    | Self::SizeExceedsHeaps { .. }
-                    | Self::SizeExceedsMaxAllocation { .. }
-            )
+            || self.is_past_every_block()
+            || matches!(self, Self::NoRoomInExistingMemory | Self::MapFailed)
+    }
+
+    /// Whether the request is larger than any memory object of the memory
+    /// type can be (its heap, or `maxMemoryAllocationSize`): no memory
+    /// freed would change it (`type_pool::too_large_for_any_block`).
+    pub(crate) fn is_past_every_block(self) -> bool {
+        matches!(
+            self,
+            Self::SizeExceedsHeaps { .. } | Self::SizeExceedsMaxAllocation { .. }
+        )
     }
 
     /// Whether memory ran short: the device's, the heap's budget, or

@@ -11,8 +11,8 @@
 //! with it.
 
 use super::{
-    is_no_room, is_past_every_block, too_large_for_any_block, too_large_for_block_size,
-    DedicatedChoice, Location, Placement, PoolCounters, PoolRequest, TypePool,
+    is_no_room, too_large_for_any_block, too_large_for_block_size, DedicatedChoice, Location,
+    Placement, PoolCounters, PoolRequest, TypePool,
 };
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::Block;
@@ -172,7 +172,7 @@ impl<M> TypePool<M> {
             // dedicated memory's refusal is, tried first or now: a want of
             // memory there may yet be met (kept empty blocks give way).
             Err(error)
-                if is_past_every_block(error) && request.dedicated != DedicatedChoice::Never =>
+                if error.is_past_every_block() && request.dedicated != DedicatedChoice::Never =>
             {
                 match dedicated_refusal {
                     Some(refusal) => Err(refusal),

@@ -179,15 +179,6 @@ pub(crate) fn too_large_for_any_block<D>(
     }
 }
 
-/// Whether `error` is [`too_large_for_any_block`]'s: no block of the
-/// memory type can hold the request, and no memory freed would change it.
-fn is_past_every_block(error: Error) -> bool {
-    matches!(
-        error,
-        Error::SizeExceedsHeaps { .. } | Error::SizeExceedsMaxAllocation { .. }
-    )
-}
-
 /// Whether a failure to create memory means "not this large": the heap is
 /// full or the request would exceed its budget. Smaller blocks, or dedicated
 /// memory of the exact size, may still succeed.
