@@ -45,7 +45,12 @@ impl<T> Entry<T> {
         // A live slot's generation is below `u32::MAX` (`insert` takes no
         // retired slot), so this does not overflow.
         self.generation += 1;
-        self.generation < u32::MAX
+        !self.is_retired()
+    }
+
+    /// Whether the slot's generations are spent: it is never reused.
+    fn is_retired(&self) -> bool {
+        self.generation == u32::MAX
     }
 }
 
@@ -192,7 +197,7 @@ impl<T> Slab<T> {
                     values.push(value);
                     entry.bump_generation()
                 }
-                None => entry.generation < u32::MAX,
+                None => !entry.is_retired(),
             };
             if reusable {
                 self.vacant.push(index as u32);

@@ -111,19 +111,21 @@ impl<D> MemoryContext<D> {
     /// turn.
     pub(super) fn freed_in_heap(&self, heap: u32) {
         if let Some(refused) = self.refused_in(heap) {
-            if refused.load(Ordering::Relaxed) != NONE_REFUSED {
-                refused.store(NONE_REFUSED, Ordering::Relaxed);
-            }
+            forget(refused);
         }
     }
 
     /// A frame ended: every heap forgets its refusal, as other processes
     /// may have freed memory meanwhile.
     pub(crate) fn forget_refusals(&self) {
-        for refused in self.refused.iter() {
-            if refused.load(Ordering::Relaxed) != NONE_REFUSED {
-                refused.store(NONE_REFUSED, Ordering::Relaxed);
-            }
-        }
+        self.refused.iter().for_each(forget);
+    }
+}
+
+/// Forgets a heap's refusal: a load, and a store only when one was
+/// remembered.
+fn forget(refused: &AtomicU64) {
+    if refused.load(Ordering::Relaxed) != NONE_REFUSED {
+        refused.store(NONE_REFUSED, Ordering::Relaxed);
     }
 }
