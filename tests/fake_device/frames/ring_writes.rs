@@ -4,7 +4,7 @@
 //! go on meanwhile, and writes into one non-coherent chunk, or into one
 //! allocation, take turns.
 
-use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{Error, RingAllocation, UploadRingDesc, Usage};
 
 use super::super::{allocator, finish, FakeAllocator};
@@ -19,18 +19,7 @@ use super::{
 /// GPU.
 #[test]
 fn ring_writes_flush_the_atoms_of_the_written_bytes() {
-    // Mobile: READBACK lands in type 2, non-coherent, atom 256.
-    let (allocator, device) = allocator(FakeLayout::mobile());
-    let desc = UploadRingDesc {
-        size: 8192,
-        usage: Usage::READBACK,
-        ..UploadRingDesc::default()
-    };
-    let ring = allocator.create_upload_ring(&desc).unwrap();
-    let a = allocator.ring_allocate(ring, 300, 4).unwrap();
-    let b = allocator.ring_allocate(ring, 100, 4).unwrap();
-    assert_eq!(b.memory_offset() - a.memory_offset(), 300);
-    assert_eq!(a.memory_offset() % 256, 0);
+    let (allocator, device, a, b) = two_allocations_in_a_non_coherent_ring();
     // Bytes 110..130 of the ring: the atom 0..256 only.
     allocator.ring_write(&a, 110, &[9; 20]).unwrap();
     // Bytes 360..370 of the ring: the atom 256..512 only.
@@ -205,17 +194,8 @@ fn two_threads_ring_writing_one_allocation_take_turns() {
 /// nothing.
 #[test]
 fn ring_flush_makes_bytes_written_in_place_visible() {
-    // Mobile: READBACK lands in type 2, non-coherent, atom 256.
-    let (allocator, device) = allocator(FakeLayout::mobile());
-    let desc = UploadRingDesc {
-        size: 8192,
-        usage: Usage::READBACK,
-        ..UploadRingDesc::default()
-    };
-    let ring = allocator.create_upload_ring(&desc).unwrap();
-    let a = allocator.ring_allocate(ring, 300, 4).unwrap();
-    let b = allocator.ring_allocate(ring, 100, 4).unwrap();
-    let write = |at: &vk_suballoc::RingAllocation, offset: usize, bytes: &[u8]| {
+    let (allocator, device, a, b) = two_allocations_in_a_non_coherent_ring();
+    let write = |at: &RingAllocation, offset: usize, bytes: &[u8]| {
         // SAFETY: inside the allocation, whose frame is live; ring
         // allocations hand out no slices.
         unsafe {
@@ -227,7 +207,7 @@ fn ring_flush_makes_bytes_written_in_place_visible() {
         }
     };
     // SAFETY: ring allocations hand out no slices (every read below).
-    let seen = |at: &vk_suballoc::RingAllocation, offset: u64, len: usize| unsafe {
+    let seen = |at: &RingAllocation, offset: u64, len: usize| unsafe {
         device.read(at.memory(), at.memory_offset() + offset, len)
     };
     write(&a, 110, &[9; 20]);
@@ -323,4 +303,23 @@ fn with_a_foreign_and_a_stale_ring_allocation(
     other.destroy_upload_ring(theirs_ring).unwrap();
     finish_after_frame(allocator, &device);
     finish_after_frame(other, &other_device);
+}
+
+/// An allocator on the mobile layout and two ring allocations of a
+/// `READBACK` ring there (type 2, non-coherent, atom 256): 300 bytes from
+/// the start of an atom, and 100 right after them.
+fn two_allocations_in_a_non_coherent_ring(
+) -> (FakeAllocator, FakeDevice, RingAllocation, RingAllocation) {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let desc = UploadRingDesc {
+        size: 8192,
+        usage: Usage::READBACK,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let a = allocator.ring_allocate(ring, 300, 4).unwrap();
+    let b = allocator.ring_allocate(ring, 100, 4).unwrap();
+    assert_eq!(b.memory_offset() - a.memory_offset(), 300);
+    assert_eq!(a.memory_offset() % 256, 0);
+    (allocator, device, a, b)
 }
