@@ -2,7 +2,8 @@
 //! frames it waits for (those sealed before the call, not the current one
 //! nor those sealed during its wait), a fence the render loop reset, and
 //! `collect_idle`, which on an idle device releases every queued frame and
-//! gives the upload rings their space back.
+//! gives the upload rings their space back (a ring destroyed after the last
+//! `end_frame` included).
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Collected, Error, UploadRingDesc, Usage};
@@ -237,4 +238,42 @@ fn collect_idle_releases_every_queued_frame_and_ring() {
     allocator.free_after_frame(kept).unwrap();
     allocator.destroy_upload_ring(ring).unwrap();
     finish_after_frame(allocator, &device);
+}
+
+/// The README's frame loop: a ring destroyed after the last `end_frame`
+/// (at shutdown) is a free of the current frame, so `wait_and_collect`
+/// leaves its chunk counted in `stats()`; `collect_idle` (after
+/// `vkDeviceWaitIdle`) releases it.
+#[test]
+fn a_ring_destroyed_after_the_last_end_frame_counts_in_stats_until_collect_idle() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let live = |allocator: &FakeAllocator| {
+        let stats = allocator.stats();
+        (stats.allocations(), stats.live_bytes())
+    };
+    let before = live(&allocator);
+    let desc = UploadRingDesc {
+        size: 64 << 10,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    allocator.ring_allocate(ring, 256, 256).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    let with_ring = live(&allocator);
+    assert!(with_ring.1 >= before.1 + (64 << 10), "{with_ring:?}");
+
+    allocator.destroy_upload_ring(ring).unwrap();
+    assert_eq!(
+        allocator.wait_and_collect(u64::MAX),
+        Ok(Collected {
+            frames: 1,
+            frees: 0
+        })
+    );
+    assert_eq!(live(&allocator), with_ring);
+
+    // SAFETY: the fake device runs no GPU work.
+    unsafe { allocator.collect_idle() };
+    assert_eq!(live(&allocator), before);
+    finish(allocator, &device);
 }
