@@ -2,16 +2,17 @@
 //! fixed block size never retried smaller (or grown as the default pools'
 //! without one), its most blocks (a full pool failing typed and changing
 //! nothing) and its fewest (kept through emptying and trim, leaving
-//! nothing when they cannot be made). Checked against the fake device's
+//! nothing when they cannot be made), and the one empty block it keeps
+//! whatever the default pools' reserve. Checked against the fake device's
 //! count of memory objects.
 
 use std::collections::HashSet;
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::DeviceError;
-use vk_suballoc::{Error, PoolDesc, Usage};
+use vk_suballoc::{Config, Error, PoolDesc, Request, Usage};
 
-use super::super::{allocator, buffer, finish, free};
+use super::super::{allocator, allocator_with, buffer, finish, free};
 
 use super::{in_pool, objects, MIB, VRAM};
 
@@ -191,6 +192,49 @@ fn min_blocks_are_kept_through_emptying_and_trim() {
     allocator.destroy_pool(kept).unwrap();
     assert_eq!(objects(&device), 0, "destroy releases min_blocks too");
     allocator.destroy_pool(growing).unwrap();
+    finish(allocator, &device);
+}
+
+/// A custom pool keeps one empty block, VMA's basic rule, whatever
+/// `Config::empty_block_reserve` says for the default pools: with a
+/// reserve that keeps every empty block while the type's blocks hold
+/// allocations, a pool of three blocks, one still in use, keeps one empty
+/// block where a default pool keeps both.
+#[test]
+fn a_custom_pool_keeps_one_empty_block_whatever_the_reserve() {
+    let config = Config {
+        empty_block_reserve: f64::INFINITY,
+        large_heap_block_size: 4 * MIB,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let pool = allocator
+        .create_pool(&PoolDesc::new(VRAM).block_size(4 * MIB))
+        .unwrap();
+    // Three blocks' worth of 1 MiB buffers, all but the first freed.
+    let fill = |request: &dyn Fn() -> Request<'static>| {
+        let mut live: Vec<_> = (0..12)
+            .map(|_| allocator.allocate(&request()).unwrap())
+            .collect();
+        let first = live.remove(0);
+        for allocation in live {
+            free(&allocator, allocation);
+        }
+        first
+    };
+    let in_the_pool = fill(&|| in_pool(pool, MIB));
+    let pool_stats = allocator.pool_stats(&pool).unwrap();
+    assert_eq!((pool_stats.blocks, pool_stats.empty_blocks), (2, 1));
+    // The default pool of the same type keeps both under this reserve.
+    let in_the_default_pool = fill(&|| buffer(MIB, 256, Usage::DEVICE_LOCAL));
+    let type_stats = allocator.stats().memory_types[VRAM as usize];
+    // The type's figures count the pool's blocks too.
+    let (blocks, empty) = (type_stats.blocks - 2, type_stats.empty_blocks - 1);
+    assert!(blocks >= 3, "{type_stats:?}");
+    assert_eq!(empty, blocks - 1, "{type_stats:?}");
+    free(&allocator, in_the_pool);
+    free(&allocator, in_the_default_pool);
+    allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
 
