@@ -1,7 +1,7 @@
 //! What a request to a pool gets: typed errors for bad requests,
 //! dedicated memory only where required, a request larger than the
 //! pool's blocks refused unless dedicated, the budget kept for
-//! `within_budget` requests, whole atoms flushed in non-coherent pools,
+//! `within_budget` requests (a growing pool's block halved to keep it), whole atoms flushed in non-coherent pools,
 //! the exclusive (`_mut`) methods, and buffers beside images in a
 //! one-block pool at any granularity.
 
@@ -182,6 +182,39 @@ fn within_budget_requests_to_a_pool_respect_the_budget() {
     let over = allocator.allocate(&in_pool(pool, MIB)).unwrap();
     free(&allocator, over);
     allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+/// Over budget, a `within_budget` request's new block in a pool of
+/// growing blocks is retried at half the size, as the default pools' are:
+/// the first block (32 MiB, 1/8 of the preferred 256 MiB) passes a 20 MiB
+/// budget, its half fits. A fixed block size is not retried.
+#[test]
+fn over_budget_a_growing_pools_new_block_is_retried_at_half_the_size() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.set_heap_budget(0, 20 * MIB, 0);
+    let within = |pool| {
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL)
+            .pool(pool)
+            .within_budget();
+        Request::with_desc(requirements(MIB, 256), ResourceKind::Buffer, desc)
+    };
+    let fixed = allocator
+        .create_pool(&PoolDesc::new(VRAM).block_size(32 * MIB))
+        .unwrap();
+    assert!(matches!(
+        allocator.allocate(&within(fixed)),
+        Err(Error::OverBudget { heap: 0, .. })
+    ));
+    assert_eq!(device.counters().allocate_calls, 0);
+
+    let growing = allocator.create_pool(&PoolDesc::new(VRAM)).unwrap();
+    let allocation = allocator.allocate(&within(growing)).unwrap();
+    let stats = allocator.pool_stats(&growing).unwrap();
+    assert_eq!((stats.blocks, stats.block_bytes), (1, 16 * MIB));
+    free(&allocator, allocation);
+    allocator.destroy_pool(fixed).unwrap();
+    allocator.destroy_pool(growing).unwrap();
     finish(allocator, &device);
 }
 
