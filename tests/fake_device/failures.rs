@@ -274,6 +274,31 @@ fn past_three_quarters_of_the_object_limit_preferred_requests_take_blocks() {
     finish(allocator, &device);
 }
 
+/// Requests larger than half a block try dedicated memory first, but past
+/// 3/4 of `maxMemoryAllocationCount` take blocks first too (the README's
+/// "How it is built"): 5 MiB buffers beside 8 MiB blocks, 8 objects.
+#[test]
+fn past_three_quarters_of_the_object_limit_large_requests_take_blocks() {
+    let config = Config {
+        small_heap_limit: 0,
+        large_heap_block_size: 8 * MIB,
+        ..Config::default()
+    };
+    let layout = FakeLayout::integrated().with_max_allocation_count(8);
+    let (allocator, device) = allocator_with(layout, config);
+    let large = buffer(5 * MIB, 256, Usage::DEVICE_LOCAL);
+    let live: Vec<_> = (0..8)
+        .map(|_| allocator.allocate(&large).unwrap())
+        .collect();
+    // Dedicated while at most 6 objects exist, then a block.
+    let dedicated: Vec<_> = live.iter().map(|a| a.is_dedicated()).collect();
+    assert_eq!(dedicated, [true, true, true, true, true, true, true, false]);
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
 /// At the object limit, the next memory type is tried: one of its blocks
 /// may have room without a new memory object.
 #[test]
