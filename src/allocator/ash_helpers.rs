@@ -200,7 +200,11 @@ impl Allocator<AshMemoryDevice> {
     /// As [`allocate`](Self::allocate). Nothing is created or destroyed.
     ///
     /// # Safety
-    /// `buffer` was created from this device with `usage`, is not sparse
+    /// `buffer` was created from this device with `usage` (the flags of a
+    /// chained `VkBufferUsageFlags2CreateInfoKHR` when its create info has
+    /// one, which replaces `info.usage`: pass `info.usage` then and a
+    /// device-address buffer loses `SHADER_DEVICE_ADDRESS`, its memory the
+    /// device-address flag; VUID-vkBindBufferMemory-bufferDeviceAddress-03339), is not sparse
     /// nor made for capture and replay (as [`create_buffer`](Self::create_buffer)
     /// refuses) and
     /// is not destroyed while the allocation may still be bound to it
@@ -332,18 +336,24 @@ impl Allocator<AshMemoryDevice> {
     /// it, never a protected type, whatever `info.flags` say.
     ///
     /// # Errors
-    /// As [`memory_type_for`](Self::memory_type_for), and `vkCreateImage`
+    /// [`Error::UnsupportedResource`] for a disjoint multi-planar image
+    /// (`VK_IMAGE_CREATE_DISJOINT_BIT`), whose planes have requirements of
+    /// their own, before the image is made (reading one set of
+    /// requirements for it would break
+    /// VUID-vkGetImageMemoryRequirements-image-01588); as
+    /// [`memory_type_for`](Self::memory_type_for), and `vkCreateImage`
     /// failures as [`Error::Device`] (or the matching variant).
     ///
     /// # Safety
-    /// `info` is a valid `VkImageCreateInfo` for this device, and not of a
-    /// disjoint multi-planar image (whose planes have requirements of their
-    /// own).
+    /// `info` is a valid `VkImageCreateInfo` for this device.
     pub unsafe fn memory_type_for_image(
         &self,
         info: &vk::ImageCreateInfo<'_>,
         usage: Usage,
     ) -> Result<u32, Error> {
+        if info.flags.contains(vk::ImageCreateFlags::DISJOINT) {
+            return Err(Error::UnsupportedResource("ImageCreateFlags::DISJOINT"));
+        }
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
         let image = unsafe { device.create_image(info, None) }.map_err(DeviceError::from)?;

@@ -125,6 +125,16 @@ fn unbindable_resources_are_refused_up_front() {
             "{flags:?}: {result:?}"
         );
     }
+    // The query of a disjoint image's memory type would read one set of
+    // requirements for planes that have their own
+    // (VUID-vkGetImageMemoryRequirements-image-01588).
+    let disjoint = image_info(64, 64).flags(vk::ImageCreateFlags::DISJOINT);
+    // SAFETY: refused before any Vulkan call.
+    let for_image = unsafe { allocator.memory_type_for_image(&disjoint, Usage::DEVICE_LOCAL) };
+    assert!(
+        matches!(for_image, Err(Error::UnsupportedResource(_))),
+        "{for_image:?}"
+    );
     assert_eq!(allocator.stats().memory_objects, 0);
     context.assert_no_validation_messages();
 }
