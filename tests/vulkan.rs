@@ -41,6 +41,8 @@ mod pool_export_suite;
 mod pool_memory_suite;
 #[path = "vulkan/pool_suite.rs"]
 mod pool_suite;
+#[path = "vulkan/priority_suite.rs"]
+mod priority_suite;
 #[path = "vulkan/refusals_suite.rs"]
 mod refusals_suite;
 #[path = "common/seeded_rng.rs"]

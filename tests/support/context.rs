@@ -36,6 +36,9 @@ pub struct ContextOptions {
     /// Offers `VK_EXT_memory_budget` (`true`) or hides it, instead of what
     /// the profile says ([`Profile::has_memory_budget`]).
     pub memory_budget: Option<bool>,
+    /// Offers `VK_EXT_memory_priority` (`true`) or hides it, instead of
+    /// what the profile says ([`Profile::has_memory_priority`]).
+    pub memory_priority: Option<bool>,
     /// Keeps the layer's refused binds off standard error, for a test that
     /// makes them on purpose.
     pub quiet_refusals: bool,
@@ -76,6 +79,13 @@ impl ContextOptions {
         self
     }
 
+    /// Offers `VK_EXT_memory_priority` (emulated by the layer) or hides
+    /// it, whatever the profile says.
+    pub fn memory_priority(mut self, offered: bool) -> Self {
+        self.memory_priority = Some(offered);
+        self
+    }
+
     /// Keeps the binds the layer refuses off standard error
     /// (`refusals=quiet`): a test that makes them on purpose.
     pub fn quiet_refusals(mut self) -> Self {
@@ -89,6 +99,7 @@ impl ContextOptions {
             && self.image_alignment.is_none()
             && self.dedicated.is_none()
             && self.memory_budget.is_none()
+            && self.memory_priority.is_none()
             && !self.quiet_refusals
     }
 
@@ -110,6 +121,10 @@ impl ContextOptions {
         if let Some(offered) = self.memory_budget {
             let value = if offered { "on" } else { "off" };
             config.push_str(&format!(",budget={value}"));
+        }
+        if let Some(offered) = self.memory_priority {
+            let value = if offered { "on" } else { "off" };
+            config.push_str(&format!(",priority={value}"));
         }
         if self.quiet_refusals {
             config.push_str(",refusals=quiet");
@@ -134,7 +149,8 @@ pub struct HeapBudget {
 /// layer for the fake profiles), a debug messenger recording every warning
 /// and error, and a device on lavapipe with `bufferDeviceAddress`,
 /// `timelineSemaphore`, `synchronization2` and `maintenance4` (the last two
-/// when available), `VK_EXT_memory_budget` when advertised, and one
+/// when available), `VK_EXT_memory_budget` when advertised,
+/// `VK_EXT_memory_priority` with its feature when advertised, and one
 /// graphics+compute queue.
 ///
 /// Dropping it destroys everything, then panics if validation messages were
@@ -163,6 +179,9 @@ pub struct VulkanContext {
     pub vulkan_1_2_features_enabled: bool,
     /// Whether `VK_EXT_memory_budget` is enabled on the device.
     pub memory_budget_enabled: bool,
+    /// Whether `VK_EXT_memory_priority` and its `memoryPriority` feature are
+    /// enabled on the device.
+    pub memory_priority_enabled: bool,
     /// Whether the `synchronization2` feature is enabled.
     pub synchronization2_enabled: bool,
     /// Whether `VK_KHR_external_memory_fd` is enabled on the device.
@@ -336,6 +355,7 @@ impl VulkanContext {
             api_version: device_setup.api_version,
             vulkan_1_2_features_enabled: device_setup.vulkan_1_2_features_enabled,
             memory_budget_enabled: device_setup.memory_budget_enabled,
+            memory_priority_enabled: device_setup.memory_priority_enabled,
             synchronization2_enabled: device_setup.synchronization2_enabled,
             external_memory_fd_enabled: device_setup.external_memory_fd_enabled,
             messages,
@@ -385,6 +405,48 @@ impl VulkanContext {
                 .map(|(&budget, &usage)| HeapBudget { budget, usage })
                 .collect(),
         )
+    }
+
+    /// The priorities the fake-memory layer saw in `vkAllocateMemory` calls
+    /// of this device that succeeded (`VkMemoryPriorityAllocateInfoEXT`), in
+    /// call order, as `(allocationSize, memoryTypeIndex, priority)`, through
+    /// the layer's own command `vkGetSeenMemoryPrioritiesVKSUBALLOC`.
+    ///
+    /// # Panics
+    /// On plain lavapipe, which has no layer to ask.
+    pub fn seen_memory_priorities(&self) -> Vec<(u64, u32, f32)> {
+        /// The layer's `SeenPriority`.
+        #[repr(C)]
+        #[derive(Clone, Copy, Default)]
+        struct SeenPriority {
+            allocation_size: u64,
+            memory_type_index: u32,
+            priority: f32,
+        }
+        type GetSeen =
+            unsafe extern "system" fn(vk::Device, *mut u32, *mut SeenPriority) -> vk::Result;
+        // SAFETY: a live device; the name is NUL-terminated.
+        let function = unsafe {
+            (self.instance.fp_v1_0().get_device_proc_addr)(
+                self.device.handle(),
+                c"vkGetSeenMemoryPrioritiesVKSUBALLOC".as_ptr(),
+            )
+        }
+        .unwrap_or_else(|| panic!("{}: the layer's priority query is not found", self.profile));
+        // SAFETY: the layer hands out this command with this signature.
+        let get_seen: GetSeen = unsafe { std::mem::transmute(function) };
+        let mut count = 0;
+        // SAFETY: a count query with valid pointers.
+        let result = unsafe { get_seen(self.device.handle(), &mut count, std::ptr::null_mut()) };
+        assert_eq!(result, vk::Result::SUCCESS);
+        let mut seen = vec![SeenPriority::default(); count as usize];
+        // SAFETY: room for `count` records.
+        let result = unsafe { get_seen(self.device.handle(), &mut count, seen.as_mut_ptr()) };
+        assert_eq!(result, vk::Result::SUCCESS);
+        seen.truncate(count as usize);
+        seen.iter()
+            .map(|s| (s.allocation_size, s.memory_type_index, s.priority))
+            .collect()
     }
 
     /// Lets this context's messages of `advice` through: a test that

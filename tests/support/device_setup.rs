@@ -19,6 +19,8 @@ pub struct DeviceSetup {
     pub queue_family_index: u32,
     /// `VK_EXT_memory_budget` is enabled.
     pub memory_budget_enabled: bool,
+    /// `VK_EXT_memory_priority` and its `memoryPriority` feature are enabled.
+    pub memory_priority_enabled: bool,
     /// The `synchronization2` feature is enabled.
     pub synchronization2_enabled: bool,
     /// `VK_KHR_external_memory_fd` is enabled (`VK_KHR_external_memory`,
@@ -86,6 +88,16 @@ pub fn create_device(
     if memory_budget {
         enabled_extensions.push(ash::ext::memory_budget::NAME.as_ptr());
     }
+    let memory_priority = has_extension(&extensions, ash::ext::memory_priority::NAME) && {
+        let mut priority = vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default();
+        let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut priority);
+        // SAFETY: a valid output chain; the extension is listed.
+        unsafe { instance.get_physical_device_features2(physical_device, &mut features) };
+        priority.memory_priority == vk::TRUE
+    };
+    if memory_priority {
+        enabled_extensions.push(ash::ext::memory_priority::NAME.as_ptr());
+    }
     let external_memory_fd = has_extension(&extensions, ash::khr::external_memory_fd::NAME);
     if external_memory_fd {
         enabled_extensions.push(ash::khr::external_memory_fd::NAME.as_ptr());
@@ -110,15 +122,23 @@ pub fn create_device(
     let mut enable13 = vk::PhysicalDeviceVulkan13Features::default()
         .synchronization2(synchronization2)
         .maintenance4(maintenance4);
+    let mut enable_priority =
+        vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default().memory_priority(true);
     let mut device_info = vk::DeviceCreateInfo::default()
         .queue_create_infos(&queues)
         .enabled_extension_names(&enabled_extensions);
+    // push_next prepends: the priority features go last, behind the
+    // structures the fake-memory layer copies to take them out.
+    if memory_priority {
+        device_info = device_info.push_next(&mut enable_priority);
+    }
     if has_vulkan_1_2 {
         device_info = device_info.push_next(&mut enable12);
     }
     if has_vulkan_1_3 {
         device_info = device_info.push_next(&mut enable13);
     }
+
     // SAFETY: a valid create info with features the device supports.
     let device = unsafe { instance.create_device(physical_device, &device_info, None) }
         .unwrap_or_else(|error| panic!("vkCreateDevice failed: {error}"));
@@ -128,6 +148,7 @@ pub fn create_device(
         vulkan_1_2_features_enabled: has_vulkan_1_2,
         queue_family_index,
         memory_budget_enabled: memory_budget,
+        memory_priority_enabled: memory_priority,
         synchronization2_enabled: synchronization2,
         external_memory_fd_enabled: external_memory_fd,
     }

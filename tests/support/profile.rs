@@ -101,6 +101,13 @@ impl Profile {
         )
     }
 
+    /// Whether the profile offers `VK_EXT_memory_priority` (which the
+    /// fake-memory layer emulates), as NVIDIA's and AMD's drivers do:
+    /// discrete, amd and rebar. Lavapipe has none.
+    pub fn has_memory_priority(self) -> bool {
+        matches!(self, Profile::Discrete | Profile::Amd | Profile::Rebar)
+    }
+
     /// Whether this profile needs the fake-memory layer.
     pub fn uses_fake_layer(self) -> bool {
         self != Profile::Lavapipe

@@ -8,7 +8,8 @@ use vk_suballoc::{Allocation, Allocator, Config};
 use crate::support::{rgba8_image_info, VulkanContext};
 
 /// An allocator over `context`'s device with everything the harness enables
-/// (buffer device address, the budget extension when present, debug names).
+/// (buffer device address, the budget and priority extensions when present,
+/// debug names).
 /// Declare it after the context so that it is dropped first.
 pub fn allocator_for(context: &VulkanContext) -> Allocator<AshMemoryDevice> {
     allocator_configured(context, Config::default())
@@ -21,12 +22,13 @@ pub fn allocator_configured(context: &VulkanContext, config: Config) -> Allocato
 
 /// Everything the harness enables on `context`'s device and instance, as
 /// the allocator is told of it: buffer device address (but under a Vulkan
-/// 1.1 instance), the budget extension when present, debug names.
+/// 1.1 instance), the budget and priority extensions when present, debug
+/// names.
 pub fn context_features(context: &VulkanContext) -> DeviceFeatures {
     DeviceFeatures {
         buffer_device_address: context.vulkan_1_2_features_enabled,
         memory_budget: context.memory_budget_enabled,
-        memory_priority: false,
+        memory_priority: context.memory_priority_enabled,
         debug_utils: true,
         amd_device_coherent_memory: false,
         protected_memory: false,
@@ -50,7 +52,8 @@ fn build_allocator(
     // SAFETY: the harness creates an instance of Vulkan 1.1 or later with
     // VK_EXT_debug_utils and a device from `physical_device` (lavapipe, 1.3)
     // with bufferDeviceAddress when `vulkan_1_2_features_enabled` (and the
-    // budget extension when `memory_budget_enabled`), so `features` names
+    // budget extension when `memory_budget_enabled`, the priority extension
+    // and feature when `memory_priority_enabled`), so `features` names
     // nothing the device lacks (`allocator_configured`'s do not, and callers
     // of `allocator_with` pass a subset); the context outlives the allocator
     // (callers declare the allocator after it).

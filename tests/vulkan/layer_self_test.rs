@@ -19,6 +19,8 @@ mod correct_use;
 mod fake_limits;
 #[path = "layer_self_test/memory_architecture.rs"]
 mod memory_architecture;
+#[path = "layer_self_test/memory_priority.rs"]
+mod memory_priority;
 #[path = "layer_self_test/reported_misuse.rs"]
 mod reported_misuse;
 

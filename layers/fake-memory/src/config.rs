@@ -34,6 +34,9 @@
 //!   the layer's accounting) or hide it, instead of what the profile says
 //!   ([`Profile::memory_budget`]). Tests that read the layer's `heapUsage`
 //!   turn it on for every profile.
+//! - `priority=on` / `priority=off`: offer `VK_EXT_memory_priority` (emulated
+//!   by the layer, `memory_priority.rs`) or hide it, instead of what the
+//!   profile says ([`Profile::memory_priority`]).
 //! - `refusals=quiet`: a bind the layer refuses (`dedicated_binds.rs`) is
 //!   not described on standard error; for the tests that make such binds
 //!   on purpose, whose lines would fill a passing run's log. By default
@@ -67,6 +70,8 @@ pub struct LayerConfig {
     pub dedicated: Option<DedicatedOverride>,
     /// Overrides `Profile::memory_budget`.
     pub memory_budget: Option<bool>,
+    /// Overrides `Profile::memory_priority`.
+    pub memory_priority: Option<bool>,
     /// Whether refused binds go unreported on standard error
     /// (`refusals=quiet`).
     pub quiet_refusals: bool,
@@ -94,6 +99,12 @@ impl LayerConfig {
         self.memory_budget.unwrap_or(self.profile.memory_budget)
     }
 
+    /// Whether `VK_EXT_memory_priority` is offered: the override, else the
+    /// profile's.
+    pub fn memory_priority(&self) -> bool {
+        self.memory_priority.unwrap_or(self.profile.memory_priority)
+    }
+
     /// The least alignment of image requirements: the override, else the
     /// profile's.
     pub fn min_image_alignment(&self) -> u64 {
@@ -109,10 +120,10 @@ pub enum ConfigError {
     /// `rebar`, `arc`, `apple`, `mali`, `passthrough`.
     UnknownProfile(String),
     /// An option other than `fail-allocation`, `max-allocations`,
-    /// `image-alignment`, `dedicated`, `budget` and `refusals` (or a
-    /// `dedicated` value other than `prefer` and `require`, a `budget`
-    /// value other than `on` and `off`, a `refusals` value other than
-    /// `quiet` and `loud`).
+    /// `image-alignment`, `dedicated`, `budget`, `priority` and `refusals`
+    /// (or a `dedicated` value other than `prefer` and `require`, a `budget`
+    /// or `priority` value other than `on` and `off`, a `refusals` value
+    /// other than `quiet` and `loud`).
     UnknownOption(String),
     /// An option value that is not a positive integer (or, for
     /// `image-alignment`, not a power of two).
@@ -128,7 +139,7 @@ impl fmt::Display for ConfigError {
             ),
             Self::UnknownOption(option) => write!(
                 f,
-                "unknown option {option:?} (expected fail-allocation=N, max-allocations=N, image-alignment=N, dedicated=prefer|require, budget=on|off or refusals=quiet|loud)"
+                "unknown option {option:?} (expected fail-allocation=N, max-allocations=N, image-alignment=N, dedicated=prefer|require, budget=on|off, priority=on|off or refusals=quiet|loud)"
             ),
             Self::BadNumber(option) => write!(f, "option {option:?} needs a positive integer"),
         }
@@ -159,6 +170,7 @@ pub fn parse(spec: &str) -> Result<Option<LayerConfig>, ConfigError> {
         image_alignment: None,
         dedicated: None,
         memory_budget: None,
+        memory_priority: None,
         quiet_refusals: false,
     };
     for option in parts.filter(|part| !part.is_empty()) {
@@ -181,12 +193,17 @@ pub fn parse(spec: &str) -> Result<Option<LayerConfig>, ConfigError> {
             };
             continue;
         }
-        if key.trim() == "budget" {
-            config.memory_budget = Some(match value.trim() {
+        if key.trim() == "budget" || key.trim() == "priority" {
+            let offered = match value.trim() {
                 "on" => true,
                 "off" => false,
                 _ => return Err(ConfigError::UnknownOption(option.to_owned())),
-            });
+            };
+            if key.trim() == "budget" {
+                config.memory_budget = Some(offered);
+            } else {
+                config.memory_priority = Some(offered);
+            }
             continue;
         }
         let number = value
@@ -247,7 +264,7 @@ mod tests {
     #[test]
     fn options() {
         let config = parse(
-            "mobile,fail-allocation=3, fail-allocation=5,max-allocations=16,image-alignment=256,dedicated=require,budget=on,refusals=quiet",
+            "mobile,fail-allocation=3, fail-allocation=5,max-allocations=16,image-alignment=256,dedicated=require,budget=on,priority=on,refusals=quiet",
         )
         .unwrap();
         assert_eq!(
@@ -259,6 +276,7 @@ mod tests {
                 image_alignment: Some(256),
                 dedicated: Some(DedicatedOverride::Require),
                 memory_budget: Some(true),
+                memory_priority: Some(true),
                 quiet_refusals: true,
             })
         );
@@ -271,6 +289,16 @@ mod tests {
             .unwrap()
             .unwrap()
             .memory_budget());
+        assert!(
+            config.memory_priority(),
+            "priority=on overrides mobile's none"
+        );
+        assert!(!parse("mobile").unwrap().unwrap().memory_priority());
+        assert!(parse("amd").unwrap().unwrap().memory_priority());
+        assert!(!parse("rebar,priority=off")
+            .unwrap()
+            .unwrap()
+            .memory_priority());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! `vkCreateDevice`: takes the device link, removes `VK_EXT_memory_budget`
-//! (which this layer provides) before the driver sees the extension list, and
-//! registers the device's state with the next layer's commands.
+//! and `VK_EXT_memory_priority` (which this layer provides) before the driver
+//! sees the extension list, and `VkPhysicalDeviceMemoryPriorityFeaturesEXT`
+//! before it sees the chain, and registers the device's state with the next
+//! layer's commands.
 
 use std::ffi::c_char;
 use std::sync::Arc;
@@ -16,12 +18,16 @@ use crate::ffi_guard::guard;
 use crate::host_cache::HostCache;
 use crate::loader_interface::take_device_link;
 use crate::memory_accounting::AllocationBook;
+use crate::memory_priority::{self, has_memory_priority, SeenPriorities, MEMORY_PRIORITY};
 use crate::physical_device_queries::{has_memory_budget, next_device_extensions, MEMORY_BUDGET};
 use crate::transient_images::TransientImages;
 
 /// `vkCreateDevice`: takes this layer's link, hides `VK_EXT_memory_budget` from
 /// the driver (unless it has it and the configuration offers a budget), and
-/// registers the new device.
+/// `VK_EXT_memory_priority` with its feature structure (unless it has it and
+/// the configuration offers it), and registers the new device.
+/// `VK_ERROR_INITIALIZATION_FAILED` when the feature structure stands behind
+/// one whose size the layer does not know (`memory_priority::without`).
 ///
 /// # Safety
 /// The caller's arguments are valid, as Vulkan requires.
@@ -72,14 +78,35 @@ unsafe fn create_device_impl(
     // SAFETY: a valid, non-null create info.
     let mut patched = unsafe { *create_info };
     let mut kept_names: Vec<*const c_char> = Vec::new();
+    let mut stripped_chain = None;
+    let mut driver_memory_priority = false;
     if let Some(config) = &instance.config {
-        // The driver's extension goes through only where the profile offers
-        // one (else it is hidden, and an application that enables it anyway
-        // has it taken out, as this layer's own).
+        // The driver's extensions go through only where the profile offers
+        // them (else they are hidden, and an application that enables one
+        // anyway has it taken out, as this layer's own).
         // SAFETY: a live physical device of this instance.
-        let real_has_budget = config.memory_budget()
-            && unsafe { next_device_extensions(&instance, physical_device) }
-                .is_ok_and(|extensions| has_memory_budget(&extensions));
+        let driver = unsafe { next_device_extensions(&instance, physical_device) };
+        let real_has_budget =
+            config.memory_budget() && driver.as_ref().is_ok_and(|e| has_memory_budget(e));
+        let real_has_priority =
+            config.memory_priority() && driver.as_ref().is_ok_and(|e| has_memory_priority(e));
+        driver_memory_priority = real_has_priority;
+        if !real_has_priority {
+            // SAFETY: a valid create info's chain, which outlives the call.
+            match unsafe {
+                memory_priority::without(
+                    patched.p_next,
+                    vk::StructureType::PHYSICAL_DEVICE_MEMORY_PRIORITY_FEATURES_EXT,
+                )
+            } {
+                Ok(Some(chain)) => {
+                    patched.p_next = chain.head();
+                    stripped_chain = Some(chain);
+                }
+                Ok(None) => {}
+                Err(_) => return vk::Result::ERROR_INITIALIZATION_FAILED,
+            }
+        }
         let names: &[*const c_char] = if patched.pp_enabled_extension_names.is_null() {
             &[]
         } else {
@@ -96,16 +123,20 @@ unsafe fn create_device_impl(
             .copied()
             .filter(|&name| {
                 // SAFETY: each enabled extension name is a NUL-terminated string.
-                real_has_budget || unsafe { c_str(name) } != Some(MEMORY_BUDGET)
+                let name = unsafe { c_str(name) };
+                (real_has_budget || name != Some(MEMORY_BUDGET))
+                    && (real_has_priority || name != Some(MEMORY_PRIORITY))
             })
             .collect();
         patched.enabled_extension_count = kept_names.len() as u32;
         patched.pp_enabled_extension_names = kept_names.as_ptr();
     }
-    // SAFETY: the caller's arguments, our extension (if any) removed; the
-    // strings and `kept_names` outlive the call.
+    // SAFETY: the caller's arguments, our extensions and feature structure
+    // (if any) removed; the strings, `kept_names` and the chain's copies
+    // outlive the call.
     let result = unsafe { next_create(physical_device, &patched, allocator, device) };
     drop(kept_names);
+    drop(stripped_chain);
     if result != vk::Result::SUCCESS {
         return result;
     }
@@ -205,6 +236,8 @@ unsafe fn create_device_impl(
             book: AllocationBook::default(),
             host_cache: HostCache::default(),
             transient_images: TransientImages::default(),
+            driver_memory_priority,
+            seen_priorities: SeenPriorities::default(),
         }),
         _ => None,
     };

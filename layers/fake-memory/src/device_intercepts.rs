@@ -9,7 +9,9 @@
 //! the binds (checked against dedicated memory) in `dedicated_binds.rs`.
 //!
 //! `vkGetDeviceProcAddr` hands out an intercept only when the next layer has
-//! the command, so an application never sees a command its driver lacks.
+//! the command, so an application never sees a command its driver lacks;
+//! the one exception is the layer's own query of the memory priorities it
+//! saw (`memory_priority.rs`), on the devices it fakes.
 
 use std::ffi::{c_char, c_void, CStr};
 
@@ -23,6 +25,9 @@ use crate::dedicated_binds::{
 use crate::dispatch_registry::{device_state, unregister_device, DeviceState};
 use crate::ffi_guard::guard;
 use crate::memory_accounting::MemoryRecord;
+use crate::memory_priority::{
+    self, chained_priority, get_seen_memory_priorities, SeenPriority, GET_SEEN_PRIORITIES,
+};
 use crate::requirements_intercepts::{
     get_buffer_memory_requirements, get_buffer_memory_requirements2,
     get_device_buffer_memory_requirements, get_device_image_memory_requirements,
@@ -57,6 +62,13 @@ unsafe fn get_device_proc_addr_impl(
     let state = unsafe { device_state(device) }?;
     if name.to_bytes() == b"vkGetDeviceProcAddr" {
         return void_fn!(get_device_proc_addr, vk::PFN_vkGetDeviceProcAddr);
+    }
+    if name == GET_SEEN_PRIORITIES && state.fake.is_some() {
+        // The layer's own command, which no layer below has.
+        return void_fn!(
+            get_seen_memory_priorities,
+            unsafe extern "system" fn(vk::Device, *mut u32, *mut SeenPriority) -> vk::Result
+        );
     }
     // SAFETY: the next layer's gdpa with the device it created.
     let next = unsafe { (state.next_get_device_proc_addr)(device, name.as_ptr()) };
@@ -173,7 +185,10 @@ unsafe extern "system" fn destroy_device(
 
 /// `vkAllocateMemory`: admits the call against the fake limits, then allocates
 /// in the real type behind the fake one, and records the resource a
-/// `VkMemoryDedicatedAllocateInfo` dedicates the memory to.
+/// `VkMemoryDedicatedAllocateInfo` dedicates the memory to and the priority
+/// of a `VkMemoryPriorityAllocateInfoEXT`, which it takes out of the chain
+/// where the driver lacks `VK_EXT_memory_priority` (refusing the call with
+/// `VK_ERROR_VALIDATION_FAILED_EXT` when it cannot, `memory_priority::without`).
 unsafe extern "system" fn allocate_memory(
     device: vk::Device,
     allocate_info: *const vk::MemoryAllocateInfo<'_>,
@@ -212,6 +227,25 @@ unsafe fn allocate_memory_impl(
     let mut real_info = unsafe { *allocate_info };
     // SAFETY: a valid allocate info's chain is made of valid structures.
     let dedicated = unsafe { dedicated_target(&real_info) };
+    // SAFETY: as above.
+    let priority = unsafe { chained_priority(&real_info) };
+    let mut stripped_chain = None;
+    if priority.is_some() && !fake.driver_memory_priority {
+        // SAFETY: as above; the chain outlives the call.
+        match unsafe {
+            memory_priority::without(
+                real_info.p_next,
+                vk::StructureType::MEMORY_PRIORITY_ALLOCATE_INFO_EXT,
+            )
+        } {
+            Ok(Some(chain)) => {
+                real_info.p_next = chain.head();
+                stripped_chain = Some(chain);
+            }
+            Ok(None) => {}
+            Err(_) => return vk::Result::ERROR_VALIDATION_FAILED_EXT,
+        }
+    }
     let usage = &fake.physical.heap_usage;
     let reservation = match fake.book.reserve(
         &fake.config,
@@ -230,12 +264,23 @@ unsafe fn allocate_memory_impl(
         fake.book.cancel(usage, reservation);
         return vk::Result::ERROR_OUT_OF_DEVICE_MEMORY;
     };
+    let fake_type = real_info.memory_type_index;
     real_info.memory_type_index = real_type;
-    // SAFETY: the caller's allocation with the real type index.
+    // SAFETY: the caller's allocation with the real type index (and without
+    // its priority where the driver lacks the extension); the copies of
+    // `stripped_chain` outlive the call.
     let result = unsafe { next(device, &real_info, allocator, memory) };
+    drop(stripped_chain);
     if result == vk::Result::SUCCESS {
         // SAFETY: on success the driver wrote the new handle.
         fake.book.commit(reservation, unsafe { memory.read() });
+        if let Some(priority) = priority {
+            fake.seen_priorities.record(SeenPriority {
+                allocation_size: real_info.allocation_size,
+                memory_type_index: fake_type,
+                priority,
+            });
+        }
     } else {
         fake.book.cancel(usage, reservation);
     }

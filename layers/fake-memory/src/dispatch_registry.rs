@@ -19,6 +19,7 @@ use ash::vk::Handle;
 use crate::config::LayerConfig;
 use crate::host_cache::HostCache;
 use crate::memory_accounting::{lock, AllocationBook, HeapUsage};
+use crate::memory_priority::SeenPriorities;
 use crate::memory_type_map::MemoryTypeMap;
 use crate::transient_images::TransientImages;
 
@@ -102,6 +103,8 @@ pub struct NextInstanceFns {
     pub get_physical_device_properties: Option<vk::PFN_vkGetPhysicalDeviceProperties>,
     /// `vkGetPhysicalDeviceProperties2` or its KHR alias.
     pub get_physical_device_properties2: Option<vk::PFN_vkGetPhysicalDeviceProperties2>,
+    /// `vkGetPhysicalDeviceFeatures2` or its KHR alias.
+    pub get_physical_device_features2: Option<vk::PFN_vkGetPhysicalDeviceFeatures2>,
     /// `vkGetPhysicalDeviceMemoryProperties`.
     pub get_physical_device_memory_properties: Option<vk::PFN_vkGetPhysicalDeviceMemoryProperties>,
     /// `vkGetPhysicalDeviceMemoryProperties2` or its KHR alias.
@@ -239,6 +242,12 @@ pub struct FakeDevice {
     pub host_cache: HostCache,
     /// The live images created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`.
     pub transient_images: TransientImages,
+    /// The driver itself got `VK_EXT_memory_priority` enabled (it has the
+    /// extension and the configuration offers it): its structures go
+    /// through. Else the layer takes them out (`memory_priority.rs`).
+    pub driver_memory_priority: bool,
+    /// The priorities of the device's allocations, for the layer's query.
+    pub seen_priorities: SeenPriorities,
 }
 
 /// What the layer keeps per device.

@@ -17,6 +17,7 @@ use crate::dispatch_registry::{
 };
 use crate::ffi_guard::guard;
 use crate::loader_interface::take_instance_link;
+use crate::memory_priority::get_physical_device_features2;
 use crate::physical_device_queries::{
     enumerate_device_extension_properties, get_physical_device_memory_properties,
     get_physical_device_memory_properties2, get_physical_device_properties,
@@ -115,6 +116,10 @@ fn physical_device_intercept(name: &CStr) -> vk::PFN_vkVoidFunction {
                 vk::PFN_vkGetPhysicalDeviceProperties2
             )
         }
+        b"vkGetPhysicalDeviceFeatures2" | b"vkGetPhysicalDeviceFeatures2KHR" => void_fn!(
+            get_physical_device_features2,
+            vk::PFN_vkGetPhysicalDeviceFeatures2
+        ),
         b"vkGetPhysicalDeviceMemoryProperties" => void_fn!(
             get_physical_device_memory_properties,
             vk::PFN_vkGetPhysicalDeviceMemoryProperties
@@ -203,6 +208,14 @@ unsafe fn create_instance_impl(
                 &[
                     c"vkGetPhysicalDeviceProperties2",
                     c"vkGetPhysicalDeviceProperties2KHR",
+                ],
+            ),
+            get_physical_device_features2: next_instance_fn(
+                next_gipa,
+                handle,
+                &[
+                    c"vkGetPhysicalDeviceFeatures2",
+                    c"vkGetPhysicalDeviceFeatures2KHR",
                 ],
             ),
             get_physical_device_memory_properties: next_instance_fn(

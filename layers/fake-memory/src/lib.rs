@@ -22,6 +22,15 @@
 //!   structure chained there anyway comes back as the caller filled it),
 //!   and removes it from the extension list before the driver's
 //!   `vkCreateDevice` unless the profile offers it and the driver has it;
+//! - `VK_EXT_memory_priority` for the profiles of GPUs that have it
+//!   (discrete, amd, rebar; `priority=on|off` overrides; see
+//!   `memory_priority.rs`): the extension listed, `memoryPriority` reported
+//!   by `vkGetPhysicalDeviceFeatures2[KHR]`, the extension and
+//!   `VkPhysicalDeviceMemoryPriorityFeaturesEXT` taken out of
+//!   `vkCreateDevice`'s create info and `VkMemoryPriorityAllocateInfoEXT`
+//!   out of `vkAllocateMemory`'s chain before the driver (which lacks it)
+//!   sees them, the priorities recorded for the layer's own command
+//!   `vkGetSeenMemoryPrioritiesVKSUBALLOC`;
 //! - the device type and the limits `bufferImageGranularity`,
 //!   `nonCoherentAtomSize` and `maxMemoryAllocationCount`
 //!   (`vkGetPhysicalDeviceProperties`, `…2`, `…2KHR`);
@@ -63,7 +72,9 @@
 //!   invalidate shows up as wrong bytes, on lavapipe's coherent memory.
 //!
 //! The only exported symbol is `vkNegotiateLoaderLayerInterfaceVersion`
-//! (loader interface version 2); no panic crosses into the loader.
+//! (loader interface version 2); no panic crosses into the loader. The
+//! layer's one command of its own, `vkGetSeenMemoryPrioritiesVKSUBALLOC`,
+//! is handed out by its `vkGetDeviceProcAddr`.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -78,6 +89,7 @@ mod host_cache;
 mod instance_intercepts;
 mod loader_interface;
 mod memory_accounting;
+mod memory_priority;
 mod memory_type_map;
 mod physical_device_queries;
 pub mod profile;

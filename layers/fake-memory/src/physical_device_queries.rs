@@ -1,7 +1,8 @@
 //! Physical-device queries that describe the memory architecture: memory
 //! properties (with `VK_EXT_memory_budget` filled from the layer's own
 //! accounting), properties (device type and limits), and device extensions
-//! (`VK_EXT_memory_budget` advertised).
+//! (`VK_EXT_memory_budget` and `VK_EXT_memory_priority` advertised where the
+//! configuration offers them).
 
 use std::ffi::{c_char, CStr};
 
@@ -11,6 +12,7 @@ use crate::c_interop::{c_str, pnext_chain, write_array};
 use crate::config::LayerConfig;
 use crate::dispatch_registry::{instance_state, InstanceState};
 use crate::ffi_guard::guard;
+use crate::memory_priority::memory_priority_extension;
 use crate::LAYER_NAME;
 
 /// Overwrites the limits and device type the profile fakes.
@@ -315,12 +317,28 @@ pub fn has_memory_budget(extensions: &[vk::ExtensionProperties]) -> bool {
     })
 }
 
-/// `vkEnumerateDeviceExtensionProperties`: the driver's list plus
-/// `VK_EXT_memory_budget`; for this layer's name, `VK_EXT_memory_budget` alone.
-/// Under a configuration without a budget (`LayerConfig::memory_budget`),
-/// the driver's list without `VK_EXT_memory_budget`, and nothing for this
-/// layer's name: the GPU modelled has none, and the driver's own would
-/// report the real heaps.
+/// The extensions this layer provides under `config`, each with whether
+/// the configuration offers it.
+fn own_extensions(config: Option<&LayerConfig>) -> [(vk::ExtensionProperties, bool); 2] {
+    [
+        (
+            memory_budget_extension(),
+            config.is_some_and(LayerConfig::memory_budget),
+        ),
+        (
+            memory_priority_extension(),
+            config.is_some_and(LayerConfig::memory_priority),
+        ),
+    ]
+}
+
+/// `vkEnumerateDeviceExtensionProperties`: the driver's list plus the
+/// extensions the layer provides and the configuration offers
+/// (`VK_EXT_memory_budget`, `LayerConfig::memory_budget`;
+/// `VK_EXT_memory_priority`, `LayerConfig::memory_priority`), less those it
+/// does not offer, the driver's included (the GPU modelled has none, and the
+/// driver's budget would report the real heaps); for this layer's name,
+/// those it offers alone.
 ///
 /// # Safety
 /// The caller's arguments are valid, as Vulkan requires.
@@ -340,15 +358,15 @@ pub unsafe extern "system" fn enumerate_device_extension_properties(
             };
             // SAFETY: null or the NUL-terminated layer name of the caller.
             let layer = unsafe { c_str(layer_name) };
+            let own = own_extensions(state.config.as_deref());
             if layer == Some(LAYER_NAME) {
-                let own = [memory_budget_extension()];
-                let own = if state.config.as_ref().is_some_and(|c| c.memory_budget()) {
-                    &own[..]
-                } else {
-                    &[]
-                };
+                let offered: Vec<vk::ExtensionProperties> = own
+                    .iter()
+                    .filter(|(_, offered)| *offered)
+                    .map(|(extension, _)| *extension)
+                    .collect();
                 // SAFETY: the caller's valid count and array.
-                return unsafe { write_array(own, count, properties) };
+                return unsafe { write_array(&offered, count, properties) };
             }
             let Some(next) = state.next.enumerate_device_extension_properties else {
                 return vk::Result::ERROR_INITIALIZATION_FAILED;
@@ -362,11 +380,14 @@ pub unsafe extern "system" fn enumerate_device_extension_properties(
                 Ok(extensions) => extensions,
                 Err(error) => return error,
             };
-            let budget = state.config.as_ref().is_some_and(|c| c.memory_budget());
-            if !budget {
-                extensions.retain(|e| !has_memory_budget(std::slice::from_ref(e)));
-            } else if !has_memory_budget(&extensions) {
-                extensions.push(memory_budget_extension());
+            for (extension, offered) in own {
+                let name = extension.extension_name_as_c_str();
+                let same = |e: &vk::ExtensionProperties| e.extension_name_as_c_str() == name;
+                if !offered {
+                    extensions.retain(|e| !same(e));
+                } else if !extensions.iter().any(same) {
+                    extensions.push(extension);
+                }
             }
             // SAFETY: the caller's valid count and array.
             unsafe { write_array(&extensions, count, properties) }

@@ -69,6 +69,11 @@ pub struct Profile {
     /// hides the extension, the driver's too, so an allocator falls back
     /// to its own accounting. The `budget=on|off` option overrides it.
     pub memory_budget: bool,
+    /// Whether the device offers `VK_EXT_memory_priority` and its
+    /// `memoryPriority` feature (emulated by the layer, `memory_priority.rs`),
+    /// as the GPU it models does (NVIDIA's and AMD's drivers). The
+    /// `priority=on|off` option overrides it.
+    pub memory_priority: bool,
 }
 
 const DEVICE_LOCAL: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::DEVICE_LOCAL;
@@ -138,6 +143,7 @@ pub const DISCRETE: Profile = Profile {
     buffer_size_granule: 16,
     min_image_alignment: 4096,
     memory_budget: true,
+    memory_priority: true,
 };
 
 /// An integrated GPU: one 2 GiB device-local heap shared with the host; every
@@ -173,6 +179,7 @@ pub const INTEGRATED: Profile = Profile {
     buffer_size_granule: 1,
     min_image_alignment: 4096,
     memory_budget: false,
+    memory_priority: false,
 };
 
 /// A mobile GPU: one small (256 MiB) unified heap; the first host-visible type
@@ -217,6 +224,7 @@ pub const MOBILE: Profile = Profile {
     buffer_size_granule: 64,
     min_image_alignment: 4096,
     memory_budget: false,
+    memory_priority: false,
 };
 
 /// `VK_MEMORY_PROPERTY_DEVICE_COHERENT_BIT_AMD | DEVICE_UNCACHED_BIT_AMD`.
@@ -284,6 +292,7 @@ pub const AMD: Profile = Profile {
     buffer_size_granule: 4,
     min_image_alignment: 4096,
     memory_budget: true,
+    memory_priority: true,
 };
 
 /// A discrete GPU with resizable BAR (NVIDIA's ReBAR, AMD's Smart Access
@@ -335,6 +344,7 @@ pub const REBAR: Profile = Profile {
     buffer_size_granule: 16,
     min_image_alignment: 4096,
     memory_budget: true,
+    memory_priority: true,
 };
 
 /// An Intel Arc discrete GPU without resizable BAR, as Mesa's ANV reports it
@@ -390,6 +400,7 @@ pub const ARC: Profile = Profile {
     buffer_size_granule: 4,
     min_image_alignment: 4096,
     memory_budget: true,
+    memory_priority: false,
 };
 
 /// An Apple-silicon Mac through MoltenVK (`FakeLayout::apple`): one unified
@@ -432,6 +443,7 @@ pub const APPLE: Profile = Profile {
     buffer_size_granule: 1,
     min_image_alignment: 4096,
     memory_budget: false,
+    memory_priority: false,
 };
 
 /// A Mali GPU as Arm's driver reports it (`FakeLayout::mali`): one heap and
@@ -472,6 +484,7 @@ pub const MALI: Profile = Profile {
     buffer_size_granule: 1,
     min_image_alignment: 4096,
     memory_budget: false,
+    memory_priority: false,
 };
 
 /// Every profile, for lookup by name.
