@@ -5,18 +5,21 @@
 //! that handle type), the file descriptor is imported into a second
 //! `VkDeviceMemory` of the block's size, and a second buffer bound there at
 //! the allocation's offset reads what the GPU wrote through the first.
-//! Lavapipe must support it: a driver that does not fails the test, it is
-//! never skipped.
+//! Dedicated memory of such a pool, for a buffer with a device address
+//! and for an image, is exported too. Lavapipe must support it: a driver
+//! that does not fails the test, it is never skipped.
+
+use std::os::fd::FromRawFd;
 
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
-use vk_suballoc::{AllocationDesc, Allocator, PoolDesc, Usage};
+use vk_suballoc::{AllocationDesc, Allocator, DedicatedPolicy, PoolDesc, Usage};
 
 use super::allocator_setup::{
     allocator_for, check_pattern, memory_barrier, IdleOnDrop, TRANSFER_TO_HOST,
     TRANSFER_TO_TRANSFER,
 };
-use crate::support::{test_each_profile, Profile, VulkanContext};
+use crate::support::{rgba8_image_info, test_each_profile, Advice, Profile, VulkanContext};
 
 const MIB: u64 = 1 << 20;
 /// The pool's fixed block size.
@@ -236,5 +239,71 @@ test_each_profile!(
     /// bytes; an alias without the external create info is reported.
     fn exported_pool_memory_is_seen_through_an_import(profile) {
         export_and_import(profile);
+    }
+);
+
+test_each_profile!(
+    /// Dedicated memory of a pool exporting `OPAQUE_FD`
+    /// (`DedicatedPolicy::Always`): a buffer with a device address, whose
+    /// memory chains the export, the device-address flag and the dedicated
+    /// buffer together, and an optimal image (export and dedicated image,
+    /// no address flag). Both are exported with `vkGetMemoryFdKHR`, which
+    /// must give a file descriptor: for memory allocated without the handle
+    /// type lavapipe answers `VK_SUCCESS` with -1, and the validation layer
+    /// here (1.3.239) reports nothing (VUID-VkMemoryGetFdInfoKHR-handleType-00671).
+    /// The buffer's address is taken; no validation message.
+    fn dedicated_exportable_memory_is_exported(profile) {
+        let context = VulkanContext::new(profile);
+        assert_opaque_fd_supported(&context);
+        // Dedicated memory for a small buffer and image, on purpose.
+        context.allow(Advice::SmallMemory);
+        let allocator = allocator_for(&context);
+        let fd_device = ash::khr::external_memory_fd::Device::new(&context.instance, &context.device);
+        let export = |memory: vk::DeviceMemory, what: &str| {
+            let get_fd = vk::MemoryGetFdInfoKHR::default().memory(memory).handle_type(OPAQUE_FD);
+            // SAFETY: live memory of this device; the extension is enabled.
+            let fd = unsafe { fd_device.get_memory_fd(&get_fd) }
+                .unwrap_or_else(|error| panic!("{profile}: vkGetMemoryFdKHR of the {what} failed: {error}"));
+            assert!(fd >= 0, "{profile}: {what}");
+            // SAFETY: the fd is ours: vkGetMemoryFdKHR hands over a new one.
+            drop(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
+        };
+        let mut external = vk::ExternalMemoryBufferCreateInfo::default().handle_types(OPAQUE_FD);
+        let buffer_info = vk::BufferCreateInfo::default()
+            .size(SIZE)
+            .usage(USAGE | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
+            .push_next(&mut external);
+        let mut image_external = vk::ExternalMemoryImageCreateInfo::default().handle_types(OPAQUE_FD);
+        let image_info = rgba8_image_info(64, 64, vk::ImageUsageFlags::TRANSFER_DST).push_next(&mut image_external);
+        // SAFETY: valid create infos (external handle types the device
+        // supports); the pools' handle type is theirs
+        // (VUID-vkBindBufferMemory-memory-02726, VUID-vkBindImageMemory-memory-02728);
+        // every resource is destroyed before its pool.
+        unsafe {
+            let buffer_type = allocator.memory_type_for_buffer(&buffer_info, Usage::DEVICE_LOCAL).unwrap();
+            let image_type = allocator.memory_type_for_image(&image_info, Usage::DEVICE_LOCAL).unwrap();
+            let pool_desc = |memory_type| PoolDesc::new(memory_type).name("exported dedicated").export(OPAQUE_FD);
+            let buffer_pool = allocator.create_pool(&pool_desc(buffer_type)).unwrap();
+            let image_pool = allocator.create_pool(&pool_desc(image_type)).unwrap();
+            let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+
+            let (buffer, allocation) = allocator.create_buffer(&buffer_info, &desc.pool(buffer_pool)).unwrap();
+            assert!(allocation.is_dedicated(), "{profile}");
+            let address = context
+                .device
+                .get_buffer_device_address(&vk::BufferDeviceAddressInfo::default().buffer(buffer));
+            assert_ne!(address, 0, "{profile}");
+            export(allocation.memory(), "buffer");
+
+            let (image, image_allocation) = allocator.create_image(&image_info, &desc.pool(image_pool)).unwrap();
+            assert!(image_allocation.is_dedicated(), "{profile}");
+            export(image_allocation.memory(), "image");
+
+            allocator.destroy_buffer(buffer, allocation).unwrap();
+            allocator.destroy_image(image, image_allocation).unwrap();
+            allocator.destroy_pool(buffer_pool).unwrap();
+            allocator.destroy_pool(image_pool).unwrap();
+        }
+        context.assert_no_validation_messages();
     }
 );
