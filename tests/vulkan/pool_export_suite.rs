@@ -1,8 +1,9 @@
 //! A custom pool that exports its memory (`PoolDesc::export`) on a real
 //! driver, under the validation layer, once per memory architecture: a
 //! buffer made in a pool exporting `OPAQUE_FD` is exported with
-//! `vkGetMemoryFdKHR` (which the layer refuses for memory allocated without
-//! that handle type), the file descriptor is imported into a second
+//! `vkGetMemoryFdKHR` (the validation layer here, 1.3.239, does not report
+//! memory allocated without that handle type, and lavapipe then returns
+//! -1, so the descriptor itself is checked), the file descriptor is imported into a second
 //! `VkDeviceMemory` of the block's size, and a second buffer bound there at
 //! the allocation's offset reads what the GPU wrote through the first.
 //! Dedicated memory of such a pool, for a buffer with a device address
@@ -134,7 +135,8 @@ fn export_and_import(profile: Profile) {
         .memory(allocation.memory())
         .handle_type(OPAQUE_FD);
     // SAFETY: the block is live and was allocated exportable as OPAQUE_FD
-    // (VUID-VkMemoryGetFdInfoKHR-handleType-00671: the layer checks it);
+    // (VUID-VkMemoryGetFdInfoKHR-handleType-00671, which the validation
+    // layer here does not check: the import below does);
     // the extension is enabled.
     let fd = unsafe { fd_device.get_memory_fd(&get_fd) }
         .unwrap_or_else(|error| panic!("{profile}: vkGetMemoryFdKHR failed: {error}"));
