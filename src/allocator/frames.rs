@@ -458,6 +458,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// The current frame ends with it, as if sealed and collected: the next
     /// frame starts, and ring allocations made before the call are stale.
+    /// As at [`end_frame`](Self::end_frame), the next budget check reads the
+    /// driver's heap budgets again, and the heaps are asked again for every
+    /// size they refused (other processes may have taken or given back
+    /// memory while the device went idle).
     /// The sealed frames' fences and semaphores are not read, here or later
     /// (a [`wait_and_collect`](Self::wait_and_collect) already waiting on
     /// one, on another thread, keeps it in use until it returns, as
@@ -518,6 +522,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // their frames from it (`Config::empty_block_frames`).
         self.context.set_current_frame(frames.current_frame());
         drop((rings, frames));
+        // The frame has ended, as at `end_frame`: the budgets are read
+        // again and the heaps asked for every size they refused (other
+        // processes may have taken or given back memory while the device
+        // went idle).
+        self.context.expire_budgets();
+        self.context.forget_refusals();
         // As in `collect`: lines found as the frees are carried out are
         // logged once `releasing` is released, then the ring fills' lines.
         let mut panics = FirstPanic::default();
@@ -556,7 +566,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// This call, [`stats`](crate::Allocator::stats) and the dumps read the
     /// driver's figures anew. The allocator's own budget checks, made before
     /// each new `VkDeviceMemory`, read them only every 30 memory objects
-    /// made or freed and after each [`end_frame`](Self::end_frame), as VMA
+    /// made or freed and after each [`end_frame`](Self::end_frame) (or
+    /// [`collect_idle`](Self::collect_idle)), as VMA
     /// does (some drivers take milliseconds to answer), and add the
     /// allocator's own changes in between; a request those figures would
     /// refuse is checked against a new reading first. Calling this method

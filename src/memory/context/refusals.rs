@@ -43,7 +43,8 @@
 //! - a memory object of at least the refused size is made in the heap
 //!   (one of fewer bytes, say the smallest block of a request, disproves
 //!   nothing: the larger sizes stay skipped);
-//! - a frame ends (`Allocator::end_frame`, `end_frame_timeline`): memory
+//! - a frame ends (`Allocator::end_frame`, `end_frame_timeline`,
+//!   `collect_idle`): memory
 //!   other processes free shows then, as it does in the budgets, which
 //!   are read again at the next check. Before that, a request's one call
 //!   takes such memory at once.

@@ -223,7 +223,9 @@ fn destroy_pool(allocator: &FakeAllocator, freeable: &mut Freeable) {
 }
 
 /// A frame's end makes the next request ask for every size again: other
-/// processes may have freed memory meanwhile.
+/// processes may have freed memory meanwhile. So does `collect_idle`,
+/// which ends the current frame too (a level change, on an idle device);
+/// it left the refusal remembered.
 #[test]
 fn the_end_of_a_frame_brings_every_size_back() {
     let (allocator, device, (), block) = full_heap(FakeLayout::discrete(), |_| ());
@@ -235,6 +237,9 @@ fn the_end_of_a_frame_brings_every_size_back() {
         device.signal_fence(fence);
         allocator.collect().unwrap();
     }
+    // SAFETY: the fake device runs no GPU work.
+    unsafe { allocator.collect_idle() };
+    assert_eq!(refused_calls(&allocator, &device, &request, 2), [8, 1]);
     free(&allocator, block);
     finish(allocator, &device);
 }

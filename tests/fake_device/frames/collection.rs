@@ -6,11 +6,13 @@
 //! `end_frame` included).
 
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{Collected, Error, UploadRingDesc, Usage};
+use vk_suballoc::{Collected, DedicatedPolicy, Error, UploadRingDesc, Usage};
 
 use super::super::{allocator, buffer, finish, FakeAllocator};
 
 use super::{end_frame, finish_after_frame};
+
+const MIB: u64 = 1 << 20;
 
 /// Allocates a 32 KiB buffer and frees it after the current frame: one
 /// free waiting in the frame queue.
@@ -276,4 +278,38 @@ fn a_ring_destroyed_after_the_last_end_frame_counts_in_stats_until_collect_idle(
     unsafe { allocator.collect_idle() };
     assert_eq!(live(&allocator), before);
     finish(allocator, &device);
+}
+
+/// `collect_idle` ends the current frame as `end_frame` does (a level
+/// change, after `vkDeviceWaitIdle`): a budget that shrank since the last
+/// reading, another process having taken memory meanwhile, is read at the
+/// next check. It kept the reading of before the level change, so
+/// within-budget requests passed the budget until 30 memory objects later.
+#[test]
+fn collect_idle_makes_the_next_check_read_the_budget_again() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.set_heap_budget(0, 100 * MIB, 0);
+    // Dedicated memory in VRAM (type 1) alone, within its budget.
+    let mut request = buffer(20 * MIB, 256, Usage::DEVICE_LOCAL)
+        .dedicated(DedicatedPolicy::Always)
+        .within_budget();
+    request.requirements.memory_type_bits = 1 << 1;
+    let first = allocator.allocate(&request).unwrap();
+    // Another process takes 70 MiB: 20 + 20 + 70 would pass 100 MiB.
+    device.set_heap_budget(0, 100 * MIB, 70 * MIB);
+    // SAFETY: the fake device runs no GPU work.
+    unsafe { allocator.collect_idle() };
+    let queries = device.counters().budget_queries;
+    assert_eq!(
+        allocator.allocate(&request).map(|a| a.memory_type()),
+        Err(Error::OverBudget {
+            heap: 0,
+            size: 20 * MIB,
+            usage: 90 * MIB,
+            budget: 100 * MIB
+        })
+    );
+    assert_eq!(device.counters().budget_queries, queries + 1);
+    allocator.free_after_frame(first).unwrap();
+    finish_after_frame(allocator, &device);
 }
