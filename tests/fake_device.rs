@@ -19,6 +19,8 @@ mod backend_panics;
 mod bad_input;
 #[path = "fake_device/budget_threads.rs"]
 mod budget_threads;
+#[path = "fake_device/budget_walk.rs"]
+mod budget_walk;
 #[path = "fake_device/budgets.rs"]
 mod budgets;
 #[path = "fake_device/debug_fill.rs"]

@@ -1,0 +1,520 @@
+//! A seeded random walk over heap budgets and refused memory, on every
+//! fake layout (with and without `VK_EXT_memory_budget`, heaps of
+//! 512 MiB): requests pinned to one memory type or free to take any,
+//! dedicated or not, within budget or not; custom pools; a growing upload
+//! ring; frees now and after a frame; trims; other processes taking and
+//! giving back memory (their usage and the budget change, seen after the
+//! frame ends, by `end_frame` or by `collect_idle`); and the driver
+//! refusing memory past a cap that moves (so that heaps remember refused
+//! sizes). After each step:
+//! - `budgets()`, when the step reads it, reports each heap's budget as the
+//!   allocator reads the driver's (or `budget_fraction` of the heap) and
+//!   a usage of exactly this allocator's memory plus the others';
+//! - a within-budget request that made memory left that heap within its
+//!   budget;
+//! - a request without `within_budget` that passed a heap's budget did so
+//!   by memory of its own size, never a new block (but with
+//!   `DedicatedPolicy::Never`);
+//! - a request pinned to one memory type, or in a custom pool, failed only
+//!   when that type had no room for its last attempt, which always asks
+//!   the driver: its own size in dedicated memory, or with
+//!   `DedicatedPolicy::Never` and in a pool its smallest block (less than
+//!   twice its placed size or 1/64 of the preferred block, whichever is
+//!   larger; a pool's fixed block size), by the heap's cap and, within
+//!   budget, by its budget.
+
+use std::collections::HashSet;
+
+use ash::vk::{self, Handle};
+use gpu_alloc_types::MemoryPropertyFlags;
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::{
+    Allocation, Config, DedicatedPolicy, Error, Pool, PoolDesc, Request, ResourceKind, UploadRing,
+    UploadRingDesc, Usage,
+};
+
+use super::seeded_rng::Rng;
+use super::{allocator, finish, FakeAllocator};
+
+const MIB: u64 = 1 << 20;
+/// Every heap's size: its preferred block is 1/8 of it (64 MiB).
+const HEAP: u64 = 512 * MIB;
+/// The smallest block a refused one is retried at: 1/64 of the preferred.
+const SMALLEST_BLOCK: u64 = HEAP / 8 / 64;
+/// Walks per layout, and steps per walk.
+const WALKS: u64 = 2;
+const STEPS: u64 = 300;
+
+struct BudgetWalk {
+    rng: Rng,
+    allocator: FakeAllocator,
+    device: FakeDevice,
+    layout: FakeLayout,
+    /// Per heap: the budget the driver reports, and the others' usage.
+    budget: Vec<u64>,
+    others: Vec<u64>,
+    /// Per heap: where the driver stops granting memory (`None`: the heap).
+    cap: Vec<Option<u64>>,
+    live: Vec<Allocation>,
+    fences: Vec<vk::Fence>,
+    pools: Vec<Pool>,
+    pool_shapes: Vec<(u32, u64)>,
+    ring: Option<UploadRing>,
+    /// The last steps, for a failure's message.
+    log: Vec<String>,
+    context: String,
+}
+
+impl BudgetWalk {
+    fn new(layout: FakeLayout, seed: u64, context: String) -> Self {
+        let (allocator, device) = allocator(layout.clone());
+        let mut rng = Rng(seed);
+        let heaps = layout.memory_heaps.len();
+        let budget: Vec<u64> = (0..heaps).map(|_| HEAP / 4 + rng.below(HEAP)).collect();
+        let others: Vec<u64> = budget.iter().map(|b| rng.below(b / 2)).collect();
+        for (heap, (&budget, &others)) in budget.iter().zip(&others).enumerate() {
+            device.set_heap_budget(heap as u32, budget, others);
+        }
+        let desc = UploadRingDesc {
+            size: 2 * MIB,
+            grow: true,
+            ..UploadRingDesc::default()
+        };
+        let ring = allocator.create_upload_ring(&desc).ok();
+        Self {
+            rng,
+            allocator,
+            device,
+            layout,
+            budget,
+            others,
+            cap: vec![None; heaps],
+            live: Vec::new(),
+            fences: Vec::new(),
+            pools: Vec::new(),
+            pool_shapes: Vec::new(),
+            ring,
+            log: Vec::new(),
+            context,
+        }
+    }
+
+    /// The budget of `heap` as the allocator reads it: the driver's (0
+    /// read as `budget_fraction` of the heap, one past the heap as its
+    /// size), or without the extension `budget_fraction` of the heap.
+    fn budget(&self, heap: usize) -> u64 {
+        let fraction = (HEAP as f64 * Config::default().budget_fraction) as u64;
+        match self.budget[heap] {
+            _ if !self.layout.memory_budget => fraction,
+            0 => fraction,
+            budget => budget.min(HEAP),
+        }
+    }
+
+    /// The process's usage of `heap` as the driver reports it: this
+    /// allocator's and, with the extension, the others'.
+    fn usage(&self, heap: usize) -> u64 {
+        let others = if self.layout.memory_budget {
+            self.others[heap]
+        } else {
+            0
+        };
+        self.own(heap) + others
+    }
+
+    fn own(&self, heap: usize) -> u64 {
+        self.device.heap_usage()[heap]
+    }
+
+    /// Bytes the driver still grants in `heap`.
+    fn driver_room(&self, heap: usize) -> u64 {
+        self.cap[heap]
+            .unwrap_or(HEAP)
+            .min(HEAP)
+            .saturating_sub(self.own(heap))
+    }
+
+    fn budget_room(&self, heap: usize) -> u64 {
+        self.budget(heap).saturating_sub(self.usage(heap))
+    }
+
+    fn heap_of(&self, memory_type: u32) -> usize {
+        self.layout.memory_types[memory_type as usize].heap as usize
+    }
+
+    fn memory_objects(&self) -> HashSet<u64> {
+        let live = self.device.live_allocations();
+        live.iter().map(|m| m.memory.as_raw()).collect()
+    }
+
+    fn ctx(&self) -> String {
+        let last = &self.log[self.log.len().saturating_sub(10)..];
+        format!("{}\n{}", self.context, last.join("\n"))
+    }
+
+    fn step(&mut self, step: u64) {
+        match self.rng.below(20) {
+            0..=7 => self.pinned_request(step),
+            8 | 9 => self.any_type_request(step),
+            10 => self.pool_request(step),
+            11..=13 => self.free(step),
+            14 => {
+                self.end_frame();
+                self.log.push(format!("{step}: frame ends"));
+            }
+            15 => self.others_change(step),
+            16 => self.cap_changes(step),
+            17 => self.ring_allocation(step),
+            18 => {
+                self.allocator.trim();
+                self.log.push(format!("{step}: trim"));
+            }
+            _ => self.check_budgets(step),
+        }
+    }
+
+    /// A request in one memory type, which fails only without room for
+    /// its last attempt.
+    fn pinned_request(&mut self, step: u64) {
+        let types = self.layout.memory_types.len() as u64;
+        let memory_type = self.rng.below(types) as u32;
+        let heap = self.heap_of(memory_type);
+        let policy = [
+            DedicatedPolicy::Auto,
+            DedicatedPolicy::Always,
+            DedicatedPolicy::Never,
+        ][self.rng.below(3) as usize];
+        let never = policy == DedicatedPolicy::Never;
+        let size = match self.rng.below(3) {
+            0 => 1 + self.rng.below(64 << 10),
+            2 if !never => 1 + self.rng.below(HEAP / 8),
+            _ => 1 + self.rng.below(4 * MIB),
+        };
+        let props = self.layout.memory_types[memory_type as usize].props;
+        let usage = if props.contains(MemoryPropertyFlags::HOST_VISIBLE) {
+            Usage::UPLOAD
+        } else {
+            Usage::DEVICE_LOCAL
+        };
+        let requirements = vk::MemoryRequirements {
+            size,
+            alignment: 256,
+            memory_type_bits: 1 << memory_type,
+        };
+        let mut request = Request::new(requirements, usage, ResourceKind::Buffer).dedicated(policy);
+        let within = self.rng.below(2) == 0;
+        if within {
+            request = request.within_budget();
+        }
+        let before = self.memory_objects();
+        let own_before = self.own(heap);
+        let result = self.allocator.allocate(&request);
+        self.log.push(format!(
+            "{step}: {size} bytes in type {memory_type} (heap {heap}), {policy:?}, within budget {within}: {:?}; own {:?}, others {:?}, budgets {:?}, caps {:?}",
+            result.as_ref().map(Allocation::memory_type),
+            self.device.heap_usage(),
+            self.others,
+            self.budget,
+            self.cap
+        ));
+        match result {
+            Ok(allocation) => {
+                if within && self.own(heap) > own_before {
+                    self.assert_within_budget(heap);
+                }
+                if !within {
+                    self.assert_past_budget_by_own_size(&before, size, never);
+                }
+                self.live.push(allocation);
+            }
+            // Types no request may take (AMD's device-coherent ones), or
+            // not for this usage and policy (lazily allocated ones).
+            Err(Error::NoMemoryTypeBits(_) | Error::NoSuitableMemoryType { .. }) => {}
+            Err(error) => {
+                let room = if within {
+                    self.driver_room(heap).min(self.budget_room(heap))
+                } else {
+                    self.driver_room(heap)
+                };
+                let last_attempt = if never {
+                    2 * size.next_multiple_of(256).max(SMALLEST_BLOCK)
+                } else {
+                    size
+                };
+                assert!(
+                    room < last_attempt,
+                    "{}: {error:?} for {size} bytes, with {room} bytes of room (the driver's {}, the budget's {})",
+                    self.ctx(),
+                    self.driver_room(heap),
+                    self.budget_room(heap)
+                );
+            }
+        }
+    }
+
+    /// A request any memory type of its usage may take.
+    fn any_type_request(&mut self, step: u64) {
+        let size = 1 + self.rng.below(16 * MIB);
+        let usage = [
+            Usage::DEVICE_LOCAL,
+            Usage::UPLOAD,
+            Usage::READBACK,
+            Usage::UPLOAD | Usage::DEVICE_LOCAL,
+        ][self.rng.below(4) as usize];
+        let kind = [ResourceKind::Buffer, ResourceKind::OptimalImage][self.rng.below(2) as usize];
+        let requirements = vk::MemoryRequirements {
+            size,
+            alignment: 256,
+            memory_type_bits: !0,
+        };
+        let mut request = Request::new(requirements, usage, kind);
+        let within = self.rng.below(2) == 0;
+        if within {
+            request = request.within_budget();
+        }
+        let before = self.memory_objects();
+        let own_before: Vec<u64> = (0..self.budget.len()).map(|h| self.own(h)).collect();
+        let result = self.allocator.allocate(&request);
+        self.log.push(format!(
+            "{step}: {size} bytes, {usage:?}, {kind:?}, within budget {within}: {:?}",
+            result.as_ref().map(Allocation::memory_type)
+        ));
+        if let Ok(allocation) = result {
+            for (heap, &own) in own_before.iter().enumerate() {
+                if within && self.own(heap) > own {
+                    self.assert_within_budget(heap);
+                }
+            }
+            if !within {
+                self.assert_past_budget_by_own_size(&before, size, false);
+            }
+            self.live.push(allocation);
+        }
+    }
+
+    /// A request in a custom pool (made first, up to three), which fails
+    /// only without room for its last block.
+    fn pool_request(&mut self, step: u64) {
+        if self.pools.len() < 3 && self.rng.below(2) == 0 {
+            let memory_type = self.rng.below(self.layout.memory_types.len() as u64) as u32;
+            let block_size = [0, 4 * MIB, 16 * MIB][self.rng.below(3) as usize];
+            let desc = PoolDesc::new(memory_type).block_size(block_size);
+            if let Ok(pool) = self.allocator.create_pool(&desc) {
+                self.pools.push(pool);
+                self.pool_shapes.push((memory_type, block_size));
+            }
+            return;
+        }
+        let index = self.rng.below(3) as usize;
+        let Some(&pool) = self.pools.get(index) else {
+            return;
+        };
+        let (pool_type, pool_block) = self.pool_shapes[index];
+        let size = 1 + self.rng.below(2 * MIB);
+        let requirements = vk::MemoryRequirements {
+            size,
+            alignment: 256,
+            memory_type_bits: !0,
+        };
+        let mut request = Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer);
+        request.desc.pool = Some(pool);
+        let within = self.rng.below(2) == 0;
+        request.desc.within_budget = within;
+        let own_before: Vec<u64> = (0..self.budget.len()).map(|h| self.own(h)).collect();
+        let result = self.allocator.allocate(&request);
+        self.log.push(format!(
+            "{step}: {size} bytes in a pool, within budget {within}: {:?}",
+            result.as_ref().map(Allocation::memory_type)
+        ));
+        match result {
+            Ok(allocation) => {
+                let heap = self.heap_of(allocation.memory_type());
+                if within && self.own(heap) > own_before[heap] {
+                    self.assert_within_budget(heap);
+                }
+                self.live.push(allocation);
+            }
+            Err(Error::NoSuitableMemoryType { .. } | Error::NoMemoryTypeBits(_)) => {}
+            Err(error) => {
+                let heap = self.heap_of(pool_type);
+                let room = if within {
+                    self.driver_room(heap).min(self.budget_room(heap))
+                } else {
+                    self.driver_room(heap)
+                };
+                let last_attempt = if pool_block != 0 {
+                    pool_block
+                } else {
+                    2 * size.next_multiple_of(256).max(SMALLEST_BLOCK)
+                };
+                assert!(
+                    room < last_attempt,
+                    "{}: pool {error:?} for {size} bytes with {room} bytes of room",
+                    self.ctx()
+                );
+            }
+        }
+    }
+
+    fn assert_within_budget(&self, heap: usize) {
+        assert!(
+            self.usage(heap) <= self.budget(heap),
+            "{}: a within-budget request took heap {heap} to {} bytes, past its budget of {}",
+            self.ctx(),
+            self.usage(heap),
+            self.budget(heap)
+        );
+    }
+
+    /// Every memory object made since `before` that left its heap over
+    /// budget is of the request's own `size`, unless the request may only
+    /// take a block (`never`).
+    fn assert_past_budget_by_own_size(&self, before: &HashSet<u64>, size: u64, never: bool) {
+        for memory in self.device.live_allocations() {
+            let heap = memory.heap as usize;
+            if before.contains(&memory.memory.as_raw()) || never {
+                continue;
+            }
+            assert!(
+                self.usage(heap) <= self.budget(heap) || memory.size == size,
+                "{}: a {}-byte memory object of type {} took heap {heap} past its budget for a {size}-byte request",
+                self.ctx(),
+                memory.size,
+                memory.memory_type
+            );
+        }
+    }
+
+    fn free(&mut self, step: u64) {
+        if self.live.is_empty() {
+            return;
+        }
+        let index = self.rng.below(self.live.len() as u64) as usize;
+        let allocation = self.live.swap_remove(index);
+        if self.rng.below(2) == 0 {
+            // SAFETY: the fake device runs no GPU work.
+            unsafe { self.allocator.free(allocation) }.unwrap();
+        } else {
+            self.allocator.free_after_frame(allocation).unwrap();
+        }
+        self.log.push(format!("{step}: free"));
+    }
+
+    /// Ends the frame, by `end_frame` (the frame before it done) or, now
+    /// and then, by `collect_idle` (the device idle).
+    fn end_frame(&mut self) {
+        if self.rng.below(4) == 0 {
+            // SAFETY: the fake device runs no GPU work.
+            unsafe { self.allocator.collect_idle() };
+            return;
+        }
+        let fence = self.device.create_fence();
+        // SAFETY: a fake fence, signalled once "the GPU" is done.
+        unsafe { self.allocator.end_frame(fence) }.unwrap();
+        self.fences.push(fence);
+        if self.fences.len() > 1 {
+            self.device.signal_fence(self.fences.remove(0));
+        }
+        self.allocator.collect().unwrap();
+    }
+
+    /// Other processes take or give back memory of a heap, or its budget
+    /// changes; the allocator sees that from the frame's end on.
+    fn others_change(&mut self, step: u64) {
+        let heap = self.rng.below(self.budget.len() as u64) as usize;
+        if self.rng.below(4) == 0 {
+            self.budget[heap] = self.rng.below(2 * HEAP);
+        }
+        self.others[heap] = self.rng.below(self.budget[heap] + 1);
+        self.device
+            .set_heap_budget(heap as u32, self.budget[heap], self.others[heap]);
+        self.end_frame();
+        self.log.push(format!(
+            "{step}: heap {heap}: others use {}, budget {}; frame ends",
+            self.others[heap], self.budget[heap]
+        ));
+    }
+
+    /// The driver grants memory in a heap up to a new cap (or the heap).
+    fn cap_changes(&mut self, step: u64) {
+        let heap = self.rng.below(self.cap.len() as u64) as usize;
+        self.cap[heap] = match self.rng.below(3) {
+            0 => None,
+            _ => Some(self.own(heap) + self.rng.below(64 * MIB)),
+        };
+        self.device
+            .cap_heap(heap as u32, self.cap[heap].unwrap_or(u64::MAX));
+        self.log.push(format!(
+            "{step}: heap {heap} capped at {:?}",
+            self.cap[heap]
+        ));
+    }
+
+    fn ring_allocation(&mut self, step: u64) {
+        if let Some(ring) = self.ring {
+            let size = 1 + self.rng.below(3 * MIB);
+            let result = self.allocator.ring_allocate(ring, size, 256);
+            self.log
+                .push(format!("{step}: {size} bytes of ring: {:?}", result.err()));
+        }
+    }
+
+    fn check_budgets(&mut self, step: u64) {
+        let budgets = self.allocator.budgets();
+        for (heap, figures) in budgets.iter().enumerate() {
+            assert_eq!(
+                (figures.budget, figures.usage),
+                (self.budget(heap), self.usage(heap)),
+                "{}: heap {heap}",
+                self.ctx()
+            );
+        }
+        self.log.push(format!("{step}: budgets read"));
+    }
+
+    fn finish(mut self) {
+        for fence in self.fences.drain(..) {
+            self.device.signal_fence(fence);
+        }
+        for allocation in self.live.drain(..) {
+            // SAFETY: the fake device runs no GPU work.
+            unsafe { self.allocator.free(allocation) }.unwrap();
+        }
+        if let Some(ring) = self.ring.take() {
+            self.allocator.destroy_upload_ring(ring).unwrap();
+        }
+        // SAFETY: as above.
+        unsafe { self.allocator.collect_idle() };
+        for pool in self.pools.drain(..) {
+            self.allocator.destroy_pool(pool).unwrap();
+        }
+        finish(self.allocator, &self.device);
+    }
+}
+
+#[test]
+fn budgets_and_refusals_hold_on_every_layout() {
+    let mut seeds = Rng::from_env("budget_walk");
+    for walk in 0..WALKS {
+        let seed = seeds.next();
+        for layout in [
+            FakeLayout::discrete(),
+            FakeLayout::rebar(),
+            FakeLayout::amd(),
+            FakeLayout::intel_arc(),
+            FakeLayout::integrated(),
+            FakeLayout::integrated().with_memory_budget(true),
+            FakeLayout::discrete().with_memory_budget(false),
+            FakeLayout::mobile(),
+            FakeLayout::mali(),
+            FakeLayout::apple(),
+        ] {
+            let context = format!("budget walk {walk} on {}", layout.name);
+            let mut state = BudgetWalk::new(layout.with_heap_sizes(HEAP), seed, context);
+            for step in 0..STEPS {
+                state.step(step);
+            }
+            state.finish();
+        }
+    }
+}
