@@ -8,7 +8,7 @@
 use ash::vk;
 
 use super::ring_fill::{RingDebug, RingFill};
-use super::{lock, try_lock, Allocation, Allocator};
+use super::{lock, Allocation, Allocator};
 use crate::device::{FrameSignal, HeapBudget, MemoryDeviceExt};
 use crate::frames::upload_ring::{RingChunk, RingState};
 use crate::frames::{Collected, Deferred};
@@ -17,6 +17,7 @@ use crate::memory::first_panic::FirstPanic;
 use crate::Error;
 
 mod deferred_release;
+mod kept_blocks;
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Frees `allocation` once every frame that may use it has finished: it
@@ -120,8 +121,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// and starts the next frame. Returns the sealed frame's index. Then
     /// releases the empty blocks kept past
     /// [`Config::empty_block_frames`](crate::Config::empty_block_frames)
-    /// (`vkFreeMemory`, and the memory callback, on this thread), in the
-    /// memory types whose locks no other thread holds. A panic of the
+    /// (`vkFreeMemory`, and the memory callback, on this thread), and,
+    /// with `VK_EXT_memory_budget`, every empty block kept in a heap that
+    /// the driver's figures, read then, put at or over its budget (read
+    /// only when some memory type keeps an empty block; VMA reads them at
+    /// every `vmaSetCurrentFrameIndex`), in the memory types whose locks
+    /// no other thread holds. A panic of the
     /// memory callback ([`set_memory_callback`](Self::set_memory_callback))
     /// during that release reaches the caller with the frame sealed, as on
     /// success: its index is not returned, but its fence is queued and
@@ -143,7 +148,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// aged blocks: a pass over the blocks of each default pool that keeps
     /// two empty blocks or more, and a `vkFreeMemory` call per block
     /// released (with [`Config::debug_fill`](crate::Config::debug_fill), a
-    /// read of each first). With debug fills, a write of the ring space a
+    /// read of each first); with `VK_EXT_memory_budget`, a pass over the
+    /// memory types and custom pools, and, when one keeps an empty block,
+    /// one query of the driver's budgets and a pass over the blocks of
+    /// each type over budget. With debug fills, a write of the ring space a
     /// retried reclaim gives back (O(bytes)).
     ///
     /// # Safety
@@ -236,32 +244,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // they refused (`memory/context/refusals.rs`).
         self.context.expire_budgets();
         self.context.forget_refusals();
-        self.release_aged_empty_blocks();
+        self.release_kept_blocks_at_frame_end();
         panics.resume();
         Ok(frame)
-    }
-
-    /// Releases the empty blocks kept longer than
-    /// [`Config::empty_block_frames`](crate::Config::empty_block_frames)
-    /// (but each memory type's largest). A memory type whose lock another
-    /// thread holds is skipped until a later frame: that thread may be
-    /// making a block (`vkAllocateMemory` takes milliseconds on some
-    /// drivers), and `end_frame` does not wait for it.
-    fn release_aged_empty_blocks(&self) {
-        let frames = self.context.config.empty_block_frames;
-        if frames == u64::MAX {
-            return;
-        }
-        // A write after free found in a released block (debug fills) is
-        // logged once the pool's lock is released.
-        deferred_log::log_after_if(self.context.debug_types() != 0, || {
-            for pool in self.pools.iter() {
-                let Some(mut pool) = try_lock(pool) else {
-                    continue;
-                };
-                pool.release_aged_empty_blocks(&self.context, frames);
-            }
-        });
     }
 
     /// Releases the frees of sealed frames whose signal has completed, oldest
@@ -461,7 +446,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// As at [`end_frame`](Self::end_frame), the next budget check reads the
     /// driver's heap budgets again, and the heaps are asked again for every
     /// size they refused (other processes may have taken or given back
-    /// memory while the device went idle).
+    /// memory while the device went idle); once the frees are carried out,
+    /// the kept empty blocks are released as `end_frame` releases them
+    /// (aged ones, and those of heaps at or over their budget).
     /// The sealed frames' fences and semaphores are not read, here or later
     /// (a [`wait_and_collect`](Self::wait_and_collect) already waiting on
     /// one, on another thread, keeps it in use until it returns, as
@@ -536,6 +523,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         drop(releasing);
         panics.run(|| deferred_log::finish(released, lines));
         panics.run(|| fill.finish());
+        // Then the kept empty blocks, as at `end_frame`: those aged out,
+        // and those of heaps at or over their budget.
+        panics.run(|| self.release_kept_blocks_at_frame_end());
         panics.resume();
         Collected {
             frames: frames_released,

@@ -364,3 +364,77 @@ fn a_pool_keeps_its_min_blocks_over_budget() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+/// Blocks kept empty under budget go back at the next frame's end once
+/// other processes took their heap past its budget, in the default pool
+/// and a custom pool alike (but the custom pool's `min_blocks`): the free
+/// path read no figure (it never asks the driver), so only `end_frame`'s
+/// reading sees it, as VMA sees it at `vmaSetCurrentFrameIndex`. They were
+/// kept for as long as the heap stayed over budget, whatever the frames.
+#[test]
+fn a_frame_end_releases_the_kept_blocks_of_a_heap_others_took_past_its_budget() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config());
+    let objects = || device.live_allocations().len();
+    let pool = allocator
+        .create_pool(&PoolDesc::new(VRAM).block_size(MIB).min_blocks(1))
+        .unwrap();
+    let mut blocks = full_blocks(&allocator, None, 3).into_iter();
+    let mut pooled = full_blocks(&allocator, Some(pool), 3).into_iter();
+    empty_block(&allocator, blocks.next().unwrap());
+    empty_block(&allocator, blocks.next().unwrap());
+    empty_block(&allocator, pooled.next().unwrap());
+    empty_block(&allocator, pooled.next().unwrap());
+    assert_eq!(objects(), 5, "kept under budget: 3 + 2 blocks");
+    // Other processes take VRAM past its budget; nothing reads it.
+    device.set_heap_budget(0, 64 * MIB, 1 << 30);
+    let queries = device.counters().budget_queries;
+    device.signal_fence(end_frame(&allocator, &device));
+    assert_eq!(device.counters().budget_queries, queries + 1, "one reading");
+    assert_eq!(objects(), 2, "each pool's block in use stays, nothing else");
+    // Back under budget: a frame end with nothing kept reads nothing.
+    device.set_heap_budget(0, 1 << 30, 0);
+    allocator.collect().unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    assert_eq!(device.counters().budget_queries, queries + 1);
+    for pair in [blocks.next().unwrap(), pooled.next().unwrap()] {
+        empty_block(&allocator, pair);
+    }
+    allocator.collect().unwrap();
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+/// `collect_idle` ends a frame as `end_frame` does for the kept blocks
+/// too: over budget they go back (once its frees are carried out), and
+/// with `empty_block_frames` 0 the aged ones do.
+#[test]
+fn collect_idle_releases_kept_blocks_as_a_frame_end_does() {
+    for (aged, over) in [(false, true), (true, false)] {
+        let config = Config {
+            empty_block_frames: if aged { 0 } else { u64::MAX },
+            ..config()
+        };
+        let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+        let mut blocks = full_blocks(&allocator, None, 3).into_iter();
+        empty_block(&allocator, blocks.next().unwrap());
+        let [first, second] = blocks.next().unwrap();
+        free(&allocator, first);
+        allocator.free_after_frame(second).unwrap();
+        if over {
+            device.set_heap_budget(0, 64 * MIB, 1 << 30);
+        }
+        assert_eq!(device.live_allocations().len(), 3);
+        // SAFETY: the fake device runs no GPU work.
+        unsafe { allocator.collect_idle() };
+        // Over budget both empty blocks go; aged, all but the largest
+        // (the one its frees just emptied, kept as the type's largest).
+        let left = if over { 1 } else { 2 };
+        assert_eq!(
+            device.live_allocations().len(),
+            left,
+            "aged {aged}, over {over}"
+        );
+        empty_block(&allocator, blocks.next().unwrap());
+        finish(allocator, &device);
+    }
+}

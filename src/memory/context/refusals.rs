@@ -49,10 +49,14 @@
 //!   are read again at the next check. Before that, a request's one call
 //!   takes such memory at once.
 //!
-//! A budget reading that changed needs no rule of its own: the figures
-//! are read again only after a frame ends or 30 memory objects were made
-//! or freed (`budget_cache.rs`), each of which forgets the refusal, or
-//! for a request the estimate finds over budget, which makes no call.
+//! A budget reading that changed needs no rule of its own. The figures
+//! are read again after a frame ends, which forgets the refusal; after 30
+//! memory objects were made or freed (`budget_cache.rs`), of which only
+//! a free in the heap or memory of the refused size or more there forgets
+//! it (objects of fewer bytes, or in other heaps, do not: nor does the
+//! driver's refusal of that size change with them); for a request the
+//! estimate finds over budget, which makes no call; and for `budgets()`,
+//! `stats()` and the dumps, which make no memory.
 //!
 //! Only `VK_ERROR_OUT_OF_DEVICE_MEMORY` is remembered: it is the refusal
 //! smaller sizes and other memory types are tried after. The host's own

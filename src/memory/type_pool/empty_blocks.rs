@@ -75,6 +75,12 @@ impl<M> TypePool<M> {
         }
     }
 
+    /// Whether the pool holds more blocks than its `min_blocks` (none for a
+    /// default pool): whether [`trim`](Self::trim) could release any.
+    pub(crate) fn keeps_more_than_min_blocks(&self) -> bool {
+        self.counters.blocks > self.policy.min_blocks
+    }
+
     /// Releases the empty blocks of a default pool, but its largest, that
     /// have stayed empty for `frames` frames or more up to the frame being
     /// recorded ([`Config::empty_block_frames`](crate::Config::empty_block_frames)).
