@@ -77,6 +77,8 @@ mod report;
 mod ring_fill;
 #[path = "fake_device/runs.rs"]
 mod runs;
+#[path = "fake_device/runs_walk.rs"]
+mod runs_walk;
 #[path = "common/seeded_rng.rs"]
 mod seeded_rng;
 #[path = "fake_device/stress.rs"]

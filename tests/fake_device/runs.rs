@@ -2,7 +2,9 @@
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::report::RangeKind;
-use vk_suballoc::{Allocation, AllocationDesc, Config, PoolDesc, Request, ResourceKind, Usage};
+use vk_suballoc::{
+    Allocation, AllocationDesc, Config, PoolDesc, Request, ResourceKind, UploadRingDesc, Usage,
+};
 
 use super::{
     allocator, allocator_with, buffer, finish, free, requirements, without_runs, FakeAllocator,
@@ -308,4 +310,77 @@ fn a_run_never_fills_a_small_block() {
     }
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
+}
+
+/// An upload ring's chunk in a run slot of mobile's non-coherent type
+/// (sizes off the 256-byte atom, with and without margins): its debug
+/// fills, `ring_write`s and `ring_flush`es, frame after frame, never reach
+/// the run slots beside it, whose unflushed host writes and GPU writes not
+/// yet invalidated stay as they were; nothing is found written after free.
+#[test]
+fn a_ring_chunk_in_a_run_slot_leaves_its_neighbours_alone() {
+    for (margin, size) in [(0, 3), (0, 1000), (16, 777), (60, 5000)] {
+        let config = Config {
+            debug_margin: margin,
+            debug_fill: true,
+            ..Config::default()
+        };
+        let (allocator, device) = allocator_with(FakeLayout::mobile(), config);
+        let readback = buffer(size, 4, Usage::READBACK);
+        let mut neighbours: Vec<Allocation> = (0..3)
+            .map(|_| allocator.allocate(&readback).unwrap())
+            .collect();
+        let ring = allocator
+            .create_upload_ring(&UploadRingDesc {
+                size,
+                usage: Usage::READBACK,
+                ..UploadRingDesc::default()
+            })
+            .unwrap();
+        neighbours.extend((0..3).map(|_| allocator.allocate(&readback).unwrap()));
+        // A run of the chunk's class holds them all (the first took a
+        // range of its own, before the run).
+        let offsets: Vec<u64> = neighbours.iter().map(Allocation::offset).collect();
+        let slot = offsets[2] - offsets[1];
+        assert_eq!(offsets[1..], [slot, 2 * slot, 4 * slot, 5 * slot, 6 * slot]);
+        // Even ones: written by the GPU; odd ones: by the host, unflushed.
+        for (i, a) in neighbours.iter_mut().enumerate() {
+            let tag = 0x30 + i as u8;
+            if i % 2 == 0 {
+                let bytes = vec![tag; a.size() as usize];
+                // SAFETY: no slice of the memory is alive.
+                assert!(unsafe { device.write(a.memory(), a.offset(), &bytes) });
+            } else {
+                allocator.mapped_slice_mut(a).unwrap().fill(tag);
+            }
+        }
+        for frame in 0..8 {
+            for k in 0..3 {
+                let len = 1 + (frame * 7 + k * 13) % (size / 3).max(1);
+                if let Ok(placed) = allocator.ring_allocate(ring, len, 1 << k) {
+                    let bytes = vec![0x77; len as usize];
+                    allocator.ring_write(&placed, 0, &bytes).unwrap();
+                    allocator.ring_flush(&placed, ..).unwrap();
+                }
+            }
+            device.signal_fence(super::frames::end_frame(&allocator, &device));
+            allocator.collect().unwrap();
+            assert!(allocator.check_corruption(!0).unwrap().is_clean());
+        }
+        for (i, a) in neighbours.iter_mut().enumerate() {
+            if i % 2 == 0 {
+                allocator.invalidate(a, ..).unwrap();
+            }
+            let bytes = allocator.mapped_slice(a).unwrap();
+            let tag = 0x30 + i as u8;
+            assert!(
+                bytes.iter().all(|&b| b == tag),
+                "size {size}: neighbour {i}"
+            );
+        }
+        allocator.destroy_upload_ring(ring).unwrap();
+        neighbours.into_iter().for_each(|a| free(&allocator, a));
+        assert_eq!(allocator.corruptions_detected(), 0);
+        super::frames::finish_after_frame(allocator, &device);
+    }
 }
