@@ -323,6 +323,8 @@ fn a_ring_chunk_in_a_run_slot_leaves_its_neighbours_alone() {
         let config = Config {
             debug_margin: margin,
             debug_fill: true,
+            // First blocks of 1 MiB: filled whole, and large enough for runs.
+            large_heap_block_size: 8 * MIB,
             ..Config::default()
         };
         let (allocator, device) = allocator_with(FakeLayout::mobile(), config);
