@@ -81,6 +81,12 @@ pub(crate) struct MemoryContext<D> {
     pub(crate) run_limit: u64,
     memory_objects: AtomicU32,
     heap_usage: Box<[AtomicU64]>,
+    /// Per heap, every byte this allocator has freed there so far: added
+    /// as `heap_usage` drops, never taken back. A budget reading subtracts
+    /// what it grew by while the driver answered from the usage before, so
+    /// that it never counts as ours memory the driver no longer did
+    /// (`context/budgets.rs`).
+    heap_freed: Box<[AtomicU64]>,
     /// Held by a thread making a memory object in the heap, from its budget
     /// check until its size is in `heap_usage` (and in the usage the device
     /// reports), and by a thread freeing one, from taking its size out of
@@ -226,6 +232,7 @@ impl<D> MemoryContext<D> {
             0
         };
         let heap_usage = (0..heaps.len()).map(|_| AtomicU64::new(0)).collect();
+        let heap_freed = (0..heaps.len()).map(|_| AtomicU64::new(0)).collect();
         let heap_turns = (0..heaps.len()).map(|_| Mutex::new(())).collect();
         let refused = (0..heaps.len())
             .map(|_| AtomicU64::new(NONE_REFUSED))
@@ -249,6 +256,7 @@ impl<D> MemoryContext<D> {
             config,
             memory_objects: AtomicU32::new(0),
             heap_usage,
+            heap_freed,
             heap_turns,
             refused,
             budget_cache: Mutex::default(),

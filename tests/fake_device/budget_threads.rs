@@ -7,10 +7,12 @@
 //! allocator's budget check wrongly passed shows as a failed
 //! `vkAllocateMemory` call. The device's budget queries and frees are slow
 //! (a driver that takes a while to answer), so that readings, checks and
-//! frees overlap.
+//! frees overlap. And one reading raced by a free and by a new memory
+//! object on either side of the driver's answer, which must not lower the
+//! estimate the next check makes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ash::vk;
@@ -18,9 +20,20 @@ use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Allocation, DedicatedPolicy, Error, Request, ResourceKind, Usage};
 
 use super::seeded_rng::Rng;
-use super::{allocator, finish, free};
+use super::{allocator, buffer, finish, free};
 
 const MIB: u64 = 1 << 20;
+
+/// A within-budget request for `size` bytes of dedicated memory in VRAM
+/// alone (type 1 of the discrete layouts), so that nothing moves to another
+/// heap.
+fn vram_only(size: u64) -> Request<'static> {
+    let mut request = buffer(size, 256, Usage::DEVICE_LOCAL)
+        .dedicated(DedicatedPolicy::Always)
+        .within_budget();
+    request.requirements.memory_type_bits = 1 << 1;
+    request
+}
 const THREADS: u64 = 3;
 /// Operations per allocating thread: a few under Miri.
 const STEPS: u64 = if cfg!(miri) { 10 } else { 300 };
@@ -121,5 +134,69 @@ fn within_budget_threads_never_pass_the_budget() {
     for allocation in live.into_inner().unwrap() {
         free(&allocator, allocation);
     }
+    finish(allocator, &device);
+}
+
+/// A reading that a free and a new memory object both race never lowers
+/// the estimate: what the reading counts as the allocator's own stays
+/// within what the driver counted. Taken as the lower of the allocator's
+/// usage before and after the driver's answer, it counted the freed
+/// memory (in the usage before) and the new memory (in the usage after)
+/// as one, though the driver had counted neither: the estimate then fell
+/// short by their size, and a within-budget request passed a budget it
+/// exceeds, which the driver refused. (Times: the reader asks at 0 ms,
+/// the free lands at 100 ms, the driver reads its figures at 700 ms, and
+/// the new memory is made as its answer comes back.)
+#[test]
+fn a_reading_that_races_a_free_and_a_new_object_never_lowers_the_estimate() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let allocator = Arc::new(allocator);
+    // Others use 100 of the 256 MiB budget of VRAM; the driver refuses
+    // memory past the budget, as a full heap.
+    device.set_heap_budget(0, 256 * MIB, 100 * MIB);
+    device.cap_heap(0, 156 * MIB);
+    let freed = allocator.allocate(&vram_only(64 * MIB)).unwrap();
+    // Made by "another thread" once the driver has read its figures,
+    // before the reading's call returns.
+    let made: Arc<Mutex<Option<Allocation>>> = Arc::default();
+    let hook = {
+        let (allocator, made) = (Arc::clone(&allocator), Arc::clone(&made));
+        move || {
+            let mut made = made.lock().unwrap();
+            if made.is_none() {
+                let mut request =
+                    buffer(64 * MIB, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+                request.requirements.memory_type_bits = 1 << 1;
+                *made = Some(allocator.allocate(&request).unwrap());
+            }
+        }
+    };
+    device.slow_budget_queries(Some(Duration::from_millis(700)));
+    device.set_budget_hook(Some(Box::new(hook)));
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| allocator.budgets());
+        // The reader waits for the driver; the free lands meanwhile.
+        std::thread::sleep(Duration::from_millis(100));
+        free(&allocator, freed);
+        reader.join().unwrap();
+    });
+    device.set_budget_hook(None);
+    device.slow_budget_queries(None);
+    let made = made.lock().unwrap().take().expect("the hook made memory");
+    // 100 (others) + 64 (made) + 100 MiB pass the 256 MiB budget.
+    let refused = allocator.allocate(&vram_only(100 * MIB));
+    assert!(
+        matches!(refused, Err(Error::OverBudget { heap: 0, .. })),
+        "{refused:?}: usage {:?}, device {:?}",
+        allocator.budgets()[0],
+        device.heap_usage()
+    );
+    let counters = device.counters();
+    assert_eq!(
+        counters.allocate_calls, counters.allocations,
+        "the driver refused memory past the budget"
+    );
+    free(&allocator, made);
+    let allocator = Arc::into_inner(allocator).expect("the hook let go of the allocator");
     finish(allocator, &device);
 }

@@ -1,15 +1,17 @@
 //! [`CallHook`]: a test's closure that a [`FakeDevice`](super::FakeDevice)
-//! runs inside one kind of call (each wait for a fence or semaphore, or each
-//! flush), with no lock of the device held, to stand in for what other
-//! threads do meanwhile. Apart from `mod.rs` because running a hook that
-//! may call the device again, or replace itself, takes its own care.
+//! runs inside one kind of call (each wait for a fence or semaphore, each
+//! flush, or each heap-budget query), with no lock of the device held, to
+//! stand in for what other threads do meanwhile. Apart from `mod.rs`
+//! because running a hook that may call the device again, or replace
+//! itself, takes its own care.
 
 use std::sync::Mutex;
 
 /// What [`FakeDevice::set_wait_hook`](super::FakeDevice::set_wait_hook) runs
-/// in each wait for a fence or semaphore, or
+/// in each wait for a fence or semaphore,
 /// [`FakeDevice::set_flush_hook`](super::FakeDevice::set_flush_hook) in each
-/// flush.
+/// flush, or [`FakeDevice::set_budget_hook`](super::FakeDevice::set_budget_hook)
+/// at the end of each heap-budget query.
 #[derive(Default)]
 pub(super) struct CallHook {
     hook: Option<Box<dyn FnMut() + Send>>,

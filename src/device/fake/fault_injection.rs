@@ -1,10 +1,10 @@
 //! Fault injection on a [`FakeDevice`]: what a test arranges to go wrong
 //! (capped heaps, failing allocations, maps, flushes and invalidates,
 //! backend calls that panic, slow driver calls, a lost device, budgets
-//! and usages as a driver reports them) and the hooks it runs inside waits
-//! and flushes. Apart from `mod.rs` because each of these only sets what
-//! the device's calls later read: a test reads this file to learn what it
-//! can break, `memory_device.rs` to learn where it breaks.
+//! and usages as a driver reports them) and the hooks it runs inside waits,
+//! flushes and budget queries. Apart from `mod.rs` because each of these
+//! only sets what the device's calls later read: a test reads this file to
+//! learn what it can break, `memory_device.rs` to learn where it breaks.
 
 use super::call_hook::CallHook;
 use super::state::Fault;
@@ -61,6 +61,20 @@ impl FakeDevice {
     /// that pool, on its thread or by waiting for another one that does.
     pub fn set_flush_hook(&self, hook: Option<Box<dyn FnMut() + Send>>) {
         CallHook::set(&self.flush_hook, hook);
+    }
+
+    /// Runs `hook` (`None`: nothing) at the end of every heap-budget query
+    /// (`VK_EXT_memory_budget`), once the figures are taken and before the
+    /// call returns, on the querying thread and with no lock of the device
+    /// held, as [`set_wait_hook`](Self::set_wait_hook) runs its hook in
+    /// waits: a test's stand-in for what other threads do while the
+    /// driver's answer is on its way back. The allocator's own budget
+    /// checks query under the heap's turn, so a hook run there must not
+    /// make or free memory in that heap;
+    /// [`Allocator::budgets`](crate::Allocator::budgets) and
+    /// [`Allocator::stats`](crate::Allocator::stats) query with no lock held.
+    pub fn set_budget_hook(&self, hook: Option<Box<dyn FnMut() + Send>>) {
+        CallHook::set(&self.budget_hook, hook);
     }
 
     /// Allocations that would take `heap`'s usage above `bytes` fail with

@@ -141,6 +141,9 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
                 };
             }
         }
+        drop(state);
+        // Taken out while it runs, so that it may query budgets itself.
+        CallHook::run(&self.budget_hook);
         true
     }
 

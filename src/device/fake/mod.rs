@@ -69,6 +69,7 @@ pub struct FakeDevice {
     state: Arc<Mutex<State>>,
     wait_hook: Arc<Mutex<CallHook>>,
     flush_hook: Arc<Mutex<CallHook>>,
+    budget_hook: Arc<Mutex<CallHook>>,
 }
 
 impl FakeDevice {
@@ -80,6 +81,7 @@ impl FakeDevice {
             state: Arc::new(Mutex::new(state)),
             wait_hook: Arc::default(),
             flush_hook: Arc::default(),
+            budget_hook: Arc::default(),
         }
     }
 

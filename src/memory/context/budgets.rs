@@ -54,10 +54,13 @@ impl<D> MemoryContext<D> {
     {
         let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
         let heaps = &self.properties.device.memory_heaps;
+        // Before `own`: a reading takes the frees since out of it
+        // (`driver_budgets`).
+        let freed = self.freed_so_far();
         let own = self.own_usage();
         // Without the driver's figures: no budget reported, no usage but ours.
         let mut budgets = self
-            .driver_budgets(read, &own)
+            .driver_budgets(read, &own, &freed)
             .unwrap_or([HeapBudget::default(); MAX_HEAPS]);
         for ((heap, slot), &own) in heaps.iter().zip(budgets.iter_mut()).zip(&own) {
             *slot = corrected(*slot, heap.size, fraction, own);
@@ -67,11 +70,13 @@ impl<D> MemoryContext<D> {
 
     /// The driver's figures, as reported (or estimated since the last
     /// reading), when `VK_EXT_memory_budget` is enabled; read again as
-    /// `read` says. `own` is this allocator's memory in each heap now.
+    /// `read` says. `own` is this allocator's memory in each heap now, and
+    /// `freed` its bytes freed in each so far, read before `own`.
     fn driver_budgets<M>(
         &self,
         read: Read,
         own: &[u64; MAX_HEAPS],
+        freed: &[u64; MAX_HEAPS],
     ) -> Option<[HeapBudget; MAX_HEAPS]>
     where
         D: MemoryDeviceExt<M>,
@@ -100,19 +105,36 @@ impl<D> MemoryContext<D> {
         }
         // What the reading counts as ours must not exceed what the
         // driver counted, or the estimate falls below the true usage
-        // until the next reading. Memory freed while the driver was
-        // read (`own` was taken before) is out of the usage after it,
-        // and memory made meanwhile out of the usage before it (made
-        // memory is counted after `vkAllocateMemory`, freed memory
-        // uncounted before `vkFreeMemory`).
+        // until the next reading. Our usage never exceeds the driver's
+        // count of our memory (made memory is counted after
+        // `vkAllocateMemory`, freed memory uncounted before
+        // `vkFreeMemory`), so the usage when the driver read its figures
+        // would do; it is at least the usage before (`own`) less the
+        // bytes freed since: memory made meanwhile only adds to it. The
+        // lower of the usages before and after, taken instead, counted
+        // memory freed before the driver's reading (in the usage before)
+        // and memory made after it (in the usage after) as one, where the
+        // driver counted neither. (Still capped by the usage after.)
         let after = self.own_usage();
+        let freed_since = self.freed_so_far();
         let mut counted = *own;
-        for (counted, after) in counted.iter_mut().zip(after) {
-            *counted = (*counted).min(after);
+        for (heap, counted) in counted.iter_mut().enumerate() {
+            let freed_while_read = freed_since[heap].wrapping_sub(freed[heap]);
+            *counted = counted.saturating_sub(freed_while_read).min(after[heap]);
         }
         let mut cache = self.budget_cache();
         cache.store(number, budgets, counted);
         cache.estimate(own)
+    }
+
+    /// The bytes this allocator has freed in each heap so far. Acquire:
+    /// a free seen here is out of the usage read after it (`own_usage`).
+    fn freed_so_far(&self) -> [u64; MAX_HEAPS] {
+        let mut freed = [0; MAX_HEAPS];
+        for (slot, bytes) in freed.iter_mut().zip(self.heap_freed.iter()) {
+            *slot = bytes.load(Ordering::Acquire);
+        }
+        freed
     }
 
     /// This allocator's memory in each heap.

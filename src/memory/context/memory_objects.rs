@@ -324,6 +324,9 @@ impl<D> MemoryContext<D> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         self.heap_usage[heap as usize].fetch_sub(size, Ordering::Relaxed);
+        // Release, after the usage drops: a budget reading that sees this
+        // sees the usage without it (`MemoryContext::budgets`).
+        self.heap_freed[heap as usize].fetch_add(size, Ordering::Release);
         // A backend panicking in the free (a bug) has the memory counted
         // out of the object count too, as out of the heap's usage above:
         // the two agree, and nothing frees it again.
