@@ -19,7 +19,8 @@
 //! pools under the threads (`pools.rs`), defragmentation under them
 //! (`defragment.rs`), a callback that panics in one thread
 //! (`callback_panic.rs`), and two threads racing for one budget
-//! (`racing_within_budget.rs`).
+//! (`racing_within_budget.rs`); and, apart from the world, every figure
+//! of `stats()` against a recount once threads are done (`recount.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
@@ -39,6 +40,8 @@ mod defragment;
 mod pools;
 #[path = "threads/racing_within_budget.rs"]
 mod racing_within_budget;
+#[path = "threads/recount.rs"]
+mod recount;
 #[path = "threads/whole_api.rs"]
 mod whole_api;
 
