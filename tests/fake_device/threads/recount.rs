@@ -18,11 +18,11 @@ use std::time::Duration;
 use ash::vk::{self, Handle};
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{
-    Allocation, DedicatedPolicy, Error, Pool, PoolDesc, Request, ResourceKind, Usage,
+    Allocation, Config, DedicatedPolicy, Error, Pool, PoolDesc, Request, ResourceKind, Usage,
 };
 
 use super::super::seeded_rng::Rng;
-use super::super::{allocator, finish, free, requirements, FakeAllocator};
+use super::super::{allocator_with, finish, free, requirements, FakeAllocator};
 use super::MIB;
 
 const THREADS: u64 = 4;
@@ -256,9 +256,9 @@ impl Drop for Watchdog {
     }
 }
 
-fn figures_equal_a_recount_after_threads(test: &'static str, layout: FakeLayout) {
+fn figures_equal_a_recount_after_threads(test: &'static str, layout: FakeLayout, config: Config) {
     let seed = Rng::seed(test);
-    let (allocator, device) = allocator(layout);
+    let (allocator, device) = allocator_with(layout, config);
     let memory_type = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
     let desc = PoolDesc::new(memory_type).block_size(4 * MIB).max_blocks(8);
     let pool = allocator.create_pool(&desc).unwrap();
@@ -368,6 +368,8 @@ fn figures_equal_a_recount_after_threads(test: &'static str, layout: FakeLayout)
     assert_eq!((stats.allocations(), stats.live_bytes()), (0, 0), "{ctx}");
     allocator.trim();
     assert_eq!(allocator.stats().reserved_bytes(), 0, "{ctx}");
+    // The threads wrote no byte: nothing reads as damaged.
+    assert_eq!(allocator.corruptions_detected(), 0, "{ctx}");
     finish(allocator, &device);
 }
 
@@ -379,6 +381,7 @@ fn figures_equal_a_recount_after_threads_on_a_discrete_gpu() {
             .with_heap_size(0, 96 * MIB)
             .with_heap_size(2, 48 * MIB)
             .with_max_allocation_count(40),
+        Config::default(),
     );
 }
 
@@ -390,5 +393,25 @@ fn figures_equal_a_recount_after_threads_on_a_small_integrated_gpu() {
         FakeLayout::integrated()
             .with_heap_sizes(64 * MIB)
             .with_max_allocation_count(24),
+        Config::default(),
+    );
+}
+
+#[test]
+fn figures_equal_a_recount_after_threads_with_debug_work_on_a_mobile_gpu() {
+    // Debug fills (in non-coherent memory too) and margins: the
+    // allocations and frees take their out-of-line paths.
+    let config = Config {
+        debug_fill: true,
+        detect_corruption: true,
+        debug_margin: 32,
+        ..Config::default()
+    };
+    figures_equal_a_recount_after_threads(
+        "figures_equal_a_recount_after_threads_with_debug_work_on_a_mobile_gpu",
+        FakeLayout::mobile()
+            .with_heap_sizes(96 * MIB)
+            .with_max_allocation_count(32),
+        config,
     );
 }
