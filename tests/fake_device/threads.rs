@@ -472,6 +472,11 @@ impl<'a> World<'a> {
                 }
                 90 => {
                     self.allocator.trim();
+                    // With debug work on: the threads write only their
+                    // own bytes, so nothing reads as damaged.
+                    if let Ok(report) = self.allocator.check_corruption(!0) {
+                        assert!(report.is_clean(), "{report:?}");
+                    }
                 }
                 91 => self.collect_idle(),
                 92..=93 => match self.allocator.wait_and_collect(0) {

@@ -5,16 +5,20 @@
 //! the threads share.
 
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::Allocation;
+use vk_suballoc::{Allocation, Config};
 
 use super::super::seeded_rng::Rng;
-use super::super::{allocator, finish};
+use super::super::{allocator_with, finish};
 use super::{World, MIB, THREADS};
 
 fn whole_api_from_threads(test: &str, layout: FakeLayout) {
+    whole_api_from_threads_with(test, layout, Config::default());
+}
+
+fn whole_api_from_threads_with(test: &str, layout: FakeLayout, config: Config) {
     let seed = Rng::seed(test);
     let object_limit = layout.max_memory_allocation_count;
-    let (allocator, device) = allocator(layout);
+    let (allocator, device) = allocator_with(layout, config);
     let world = World::new(&allocator, &device, object_limit);
     let (survivors, private) = std::thread::scope(|scope| {
         let world = &world;
@@ -58,6 +62,9 @@ fn whole_api_from_threads(test: &str, layout: FakeLayout) {
         device.live_allocations().len()
     );
     world.free_all(survivors);
+    // The threads wrote only their own bytes: with debug fills and
+    // margins, nothing may read as written after free or past an end.
+    assert_eq!(allocator.corruptions_detected(), 0, "{test}: seed {seed}");
     finish(allocator, &device);
 }
 
@@ -89,5 +96,25 @@ fn whole_api_from_threads_on_a_small_discrete_gpu() {
         FakeLayout::discrete()
             .with_heap_sizes(32 * MIB)
             .with_max_allocation_count(12),
+    );
+}
+
+#[test]
+fn whole_api_from_threads_with_debug_work_on_a_small_mobile_gpu() {
+    // Debug fills (non-coherent types included) and margins: their
+    // checks and fills run beside the other threads' writes, flushes,
+    // ring copies and corruption checks.
+    let config = Config {
+        debug_fill: true,
+        detect_corruption: true,
+        debug_margin: 16,
+        ..Config::default()
+    };
+    whole_api_from_threads_with(
+        "whole_api_from_threads_with_debug_work_on_a_small_mobile_gpu",
+        FakeLayout::mobile()
+            .with_heap_sizes(24 * MIB)
+            .with_max_allocation_count(10),
+        config,
     );
 }
