@@ -125,7 +125,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         for pool in self.pools.iter_mut() {
             tell_pool(exclusive(pool));
         }
-        for (_, cell) in read(&self.custom).snapshot() {
+        // The table's read guard goes before any pool's lock is taken (the
+        // module's "Locks": never held with a pool's).
+        let cells = read(&self.custom).snapshot();
+        for (_, cell) in cells {
             let pool = lock(&cell);
             if !pool.is_destroyed() {
                 tell_pool(&pool);

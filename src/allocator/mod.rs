@@ -135,7 +135,10 @@ use crate::{Config, Error};
 ///   dedicated memory alike, on any call that makes or frees one;
 /// - `warn`, "… retrying with a …-byte block": a block the driver (or the
 ///   heap's budget) refused, tried again smaller; once per memory type
-///   until that type makes a memory object again.
+///   until that type makes a memory object again;
+/// - `debug`, "not asking for … bytes of memory type …: heap … refused …
+///   bytes": a memory object skipped because its heap refused as many
+///   bytes or fewer before (`memory/context/refusals.rs`).
 ///
 /// They are not deferred as the lines below are because the calls that
 /// make memory objects are the allocation and free paths themselves:
