@@ -19,21 +19,12 @@ use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Allocation, DedicatedPolicy, Error, Request, ResourceKind, Usage};
 
+use super::budgets::vram_only;
 use super::seeded_rng::Rng;
 use super::{allocator, buffer, finish, free};
 
 const MIB: u64 = 1 << 20;
 
-/// A within-budget request for `size` bytes of dedicated memory in VRAM
-/// alone (type 1 of the discrete layouts), so that nothing moves to another
-/// heap.
-fn vram_only(size: u64) -> Request<'static> {
-    let mut request = buffer(size, 256, Usage::DEVICE_LOCAL)
-        .dedicated(DedicatedPolicy::Always)
-        .within_budget();
-    request.requirements.memory_type_bits = 1 << 1;
-    request
-}
 const THREADS: u64 = 3;
 /// Operations per allocating thread: a few under Miri.
 const STEPS: u64 = if cfg!(miri) { 10 } else { 300 };

@@ -13,7 +13,7 @@ const MIB: u64 = 1 << 20;
 /// A within-budget request for `size` bytes of dedicated memory in VRAM
 /// alone (type 1 of the discrete layouts), so that nothing moves to another
 /// heap.
-fn vram_only(size: u64) -> Request<'static> {
+pub(super) fn vram_only(size: u64) -> Request<'static> {
     let mut request = buffer(size, 256, Usage::DEVICE_LOCAL)
         .dedicated(DedicatedPolicy::Always)
         .within_budget();
