@@ -239,12 +239,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         drop((rings, frames));
         let mut panics = FirstPanic::default();
         panics.run(|| fill.finish());
-        // Other processes may have taken or given back memory meanwhile:
-        // the budgets are read again, and the heaps asked for every size
-        // they refused (`memory/context/refusals.rs`).
-        self.context.expire_budgets();
-        self.context.forget_refusals();
-        self.release_kept_blocks_at_frame_end();
+        self.after_frame_end();
         panics.resume();
         Ok(frame)
     }
@@ -509,12 +504,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // their frames from it (`Config::empty_block_frames`).
         self.context.set_current_frame(frames.current_frame());
         drop((rings, frames));
-        // The frame has ended, as at `end_frame`: the budgets are read
-        // again and the heaps asked for every size they refused (other
-        // processes may have taken or given back memory while the device
-        // went idle).
-        self.context.expire_budgets();
-        self.context.forget_refusals();
         // As in `collect`: lines found as the frees are carried out are
         // logged once `releasing` is released, then the ring fills' lines.
         let mut panics = FirstPanic::default();
@@ -523,9 +512,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         drop(releasing);
         panics.run(|| deferred_log::finish(released, lines));
         panics.run(|| fill.finish());
-        // Then the kept empty blocks, as at `end_frame`: those aged out,
-        // and those of heaps at or over their budget.
-        panics.run(|| self.release_kept_blocks_at_frame_end());
+        // The frame has ended, as at `end_frame` (budgets, refusals, kept
+        // blocks), now that its frees are carried out.
+        panics.run(|| self.after_frame_end());
         panics.resume();
         Collected {
             frames: frames_released,

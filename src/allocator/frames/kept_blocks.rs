@@ -13,13 +13,20 @@ use crate::memory::deferred_log;
 use crate::memory::type_pool::TypePool;
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
-    /// Releases, at the end of a frame, the empty blocks kept too long
+    /// What every end of a frame does (`end_frame`, `end_frame_timeline`,
+    /// `collect_idle`), once its locks are released: other processes may
+    /// have taken or given back memory meanwhile, so the next budget check
+    /// reads the driver's figures again and the heaps are asked for every
+    /// size they refused (`memory/context/refusals.rs`); then the empty
+    /// blocks kept too long
     /// ([`release_aged_empty_blocks`](Self::release_aged_empty_blocks))
     /// and those of heaps at or over their budget
-    /// ([`release_empty_blocks_over_budget`](Self::release_empty_blocks_over_budget)).
-    /// A write after free found in a released block (debug fills) is
-    /// logged once the pools' locks are released.
-    pub(in crate::allocator) fn release_kept_blocks_at_frame_end(&self) {
+    /// ([`release_empty_blocks_over_budget`](Self::release_empty_blocks_over_budget))
+    /// are released. A write after free found in a released block (debug
+    /// fills) is logged once the pools' locks are released.
+    pub(in crate::allocator) fn after_frame_end(&self) {
+        self.context.expire_budgets();
+        self.context.forget_refusals();
         deferred_log::log_after_if(self.context.debug_types() != 0, || {
             self.release_aged_empty_blocks();
             self.release_empty_blocks_over_budget();
@@ -68,13 +75,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return;
         }
         let custom = read(&self.custom).snapshot();
+        let every_pool = || {
+            let custom = custom.iter().map(|(_, cell)| &**cell);
+            self.pools.iter().chain(custom)
+        };
         let keeps = |pool: &TypePool<M>| {
             pool.counters.empty_blocks > 0 && pool.keeps_more_than_min_blocks()
         };
-        let keeping = self
-            .pools
-            .iter()
-            .chain(custom.iter().map(|(_, cell)| &**cell))
+        let keeping = every_pool()
             .any(|pool| try_lock(pool).is_some_and(|pool| !pool.is_destroyed() && keeps(&pool)));
         if !keeping {
             return;
@@ -82,11 +90,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // Read with no pool's lock held: some drivers answer in
         // milliseconds, and the heaps' checks below use this reading.
         self.context.heap_budgets();
-        for pool in self
-            .pools
-            .iter()
-            .chain(custom.iter().map(|(_, cell)| &**cell))
-        {
+        for pool in every_pool() {
             let Some(mut pool) = try_lock(pool) else {
                 continue;
             };
