@@ -59,6 +59,8 @@ mod mapping;
 mod margins;
 #[path = "fake_device/memory_events.rs"]
 mod memory_events;
+#[path = "fake_device/misuse.rs"]
+mod misuse;
 #[path = "fake_device/model.rs"]
 mod model;
 #[path = "fake_device/mut_parity.rs"]

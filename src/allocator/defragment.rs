@@ -211,6 +211,10 @@ pub struct DefragmentationMove {
     /// The pool of that block (and of the destination as planned: the
     /// field is public, so an engine may have put another move's there).
     pub(crate) home: Home,
+    /// The id of the allocator that planned the move: `source` and `home`
+    /// name its blocks and pools, nobody else's (the destination may be
+    /// another allocator's, put there by the engine).
+    pub(crate) allocator: u32,
 }
 
 /// What [`plan_defragmentation`](crate::Allocator::plan_defragmentation) planned.

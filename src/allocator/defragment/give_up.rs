@@ -51,10 +51,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// freed allocation is: the copy may have written it. (It was checked
     /// as the plan placed it.)
     ///
+    /// A move planned by another allocator, whose public `destination` the
+    /// engine replaced with an allocation of this one, gives up only that
+    /// allocation (freed through the frame queue): the block the move
+    /// leaves is the other allocator's, which goes on emptying it.
+    ///
     /// # Errors
-    /// [`Error::ForeignAllocation`] for another allocator's move (nothing
-    /// changes then); [`Error::StaleAllocation`] when the destination was
-    /// freed already.
+    /// [`Error::ForeignAllocation`] for a move whose destination is
+    /// another allocator's (nothing changes then);
+    /// [`Error::StaleAllocation`] when the destination was freed already.
     ///
     /// # Time complexity
     /// O(1) amortised, but for a move whose source block is still being
@@ -63,10 +68,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     pub fn give_up_move(&self, planned: DefragmentationMove) -> Result<(), Error> {
         self.check_owner(&planned.destination)?;
         let destination = &planned.destination;
+        // Another allocator's move, whose destination the engine swapped
+        // for one of this allocator's: its source block and pool are the
+        // other allocator's (its memory type may be past this device's,
+        // its block key may name a block of this allocator), so only the
+        // destination is given up, as freeing it directly would.
+        let own_move = planned.allocator == self.id;
         // The source block is in the pool the plan placed the move in,
         // which is the destination's unless the engine put another move's
         // destination there: a block key means nothing in another pool.
-        let own_pool = destination.home == planned.home;
+        let own_pool = own_move && destination.home == planned.home;
         self.with_pool(destination, |pool| {
             if !pool.is_live(destination.location) {
                 return Err(Error::StaleAllocation);
@@ -76,7 +87,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             }
             Ok(())
         })??;
-        if !own_pool {
+        if own_move && !own_pool {
             self.with_home_pool(planned.home, |pool| pool.stop_retiring(planned.source));
         }
         self.free_after_frame(planned.destination)

@@ -394,6 +394,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                             movable: index,
                             source,
                             home: Home::new(memory_type, group.tag),
+                            allocator: self.id,
                             destination: Allocation {
                                 memory: placement.memory,
                                 offset: placement.offset,
