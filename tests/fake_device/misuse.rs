@@ -1,8 +1,10 @@
 //! Misuse of the allocator's public methods that the other bad-input
 //! tests do not try: a planned move of another allocator carrying one of
-//! this allocator's allocations. Each gets a typed error (or a documented
-//! no-op), no panic (these run in debug), and leaves the allocator as it
-//! was: its figures unchanged, a normal allocate and free working after.
+//! this allocator's allocations, and another allocator's allocations of a
+//! memory type this device does not have, on every method that takes one.
+//! Each gets a typed error (or a documented result), no panic (these run
+//! in debug), and leaves the allocator as it was: its figures unchanged,
+//! a normal allocate and free working after.
 
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::Usage;
@@ -111,4 +113,92 @@ fn another_allocators_move_carrying_this_allocators_destination() {
         finish(allocator, &device);
         finish(other, &other_device);
     }
+}
+
+/// Another allocator's allocations, of a memory type past this device's
+/// (type 4 of the discrete layout, on lavapipe's one type), from its
+/// default blocks, a small-buffer run, a custom pool and dedicated memory,
+/// on every method that takes an allocation: each is
+/// `ForeignAllocation` (`owns` false), checked before the handle's memory
+/// type indexes anything, and this allocator's figures do not change. A
+/// normal allocate and free work after.
+#[test]
+fn another_allocators_allocations_of_a_type_past_this_device_s() {
+    use vk_suballoc::{AllocationDesc, DedicatedPolicy, Error, PoolDesc, Request};
+
+    let (mut allocator, device) = allocator_with(FakeLayout::lavapipe(), without_runs());
+    let (other, other_device) = super::allocator(FakeLayout::discrete());
+    let pool = other.create_pool(&PoolDesc::new(4)).unwrap();
+    let bar = Usage::UPLOAD | Usage::DEVICE_LOCAL;
+    let with = |desc| Request::with_desc(super::requirements(1000, 1), ResourceKind::Buffer, desc);
+    let requests = [
+        buffer(1000, 1, bar),
+        buffer(64, 1, bar),
+        with(AllocationDesc::new(Usage::UPLOAD).pool(pool)),
+        with(AllocationDesc::new(bar).dedicated(DedicatedPolicy::Always)),
+    ];
+    let foreign = Some(Error::ForeignAllocation);
+    for request in &requests {
+        let mut theirs = other.allocate(request).unwrap();
+        assert_eq!(theirs.memory_type(), 4);
+        let before = allocator.stats();
+        let r = super::requirements(1000, 1);
+        let limits = DefragmentationLimits::default().compact_blocks(true);
+        let listed = [Movable::new(&theirs, r, ResourceKind::Buffer)];
+        assert_eq!(
+            allocator.plan_defragmentation(&listed, &limits).err(),
+            foreign
+        );
+        assert_eq!(allocator.mapped_slice(&theirs).err(), foreign);
+        assert_eq!(allocator.mapped_slice_mut(&mut theirs).err(), foreign);
+        assert_eq!(allocator.flush(&theirs, ..).err(), foreign);
+        assert_eq!(allocator.invalidate(&mut theirs, ..).err(), foreign);
+        assert_eq!(
+            allocator.flush_allocations([(&theirs, 0..1)]).err(),
+            foreign
+        );
+        assert_eq!(
+            allocator
+                .invalidate_allocations([(&mut theirs, 0..1)])
+                .err(),
+            foreign
+        );
+        assert_eq!(
+            allocator.copy_to_allocation(&mut theirs, 0, &[1]).err(),
+            foreign
+        );
+        assert_eq!(
+            allocator
+                .copy_from_allocation(&mut theirs, 0, &mut [0])
+                .err(),
+            foreign
+        );
+        assert_eq!(allocator.set_name(&theirs, Some("theirs")).err(), foreign);
+        assert_eq!(allocator.memory_size(&theirs).err(), foreign);
+        assert_eq!(
+            allocator
+                .check_alias(&theirs, 0, &r, ResourceKind::Buffer)
+                .err(),
+            foreign
+        );
+        assert!(!allocator.owns(&theirs));
+        // The consuming calls: each drops the handle, leaked in `other`
+        // until its drop, as documented.
+        let freed = allocator.free_after_frame(other.allocate(request).unwrap());
+        assert_eq!(freed.err(), foreign);
+        // SAFETY: refused before anything is freed; nothing was submitted.
+        let freed = unsafe { allocator.free(other.allocate(request).unwrap()) };
+        assert_eq!(freed.err(), foreign);
+        // SAFETY: as above.
+        let freed = unsafe { allocator.free_mut(other.allocate(request).unwrap()) };
+        assert_eq!(freed.err(), foreign);
+        assert_eq!(allocator.stats(), before, "{:?}", request.desc);
+        free(&other, theirs);
+    }
+    let mine = allocator.allocate(&buffer(1000, 1, Usage::UPLOAD)).unwrap();
+    free(&allocator, mine);
+    finish(allocator, &device);
+    drop(other);
+    // The consumed handles were freed by the other allocator's drop.
+    assert!(other_device.violations().is_empty());
 }
