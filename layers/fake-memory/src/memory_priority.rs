@@ -192,10 +192,9 @@ pub fn structure_size(s_type: vk::StructureType) -> Option<usize> {
     use vk::StructureType as S;
     Some(match s_type {
         // The loader's own (vk_layer.h): sType, pNext, function and a union
-        // whose largest member is two function pointers.
-        S::LOADER_DEVICE_CREATE_INFO => {
-            size_of::<LayerDeviceCreateInfo>().max(24 + 2 * size_of::<usize>())
-        }
+        // of two pointers (the instance structure's union is larger, the
+        // device one's is not: a larger copy reads past the loader's).
+        S::LOADER_DEVICE_CREATE_INFO => size_of::<LayerDeviceCreateInfo>(),
         S::PHYSICAL_DEVICE_FEATURES_2 => size_of::<vk::PhysicalDeviceFeatures2<'_>>(),
         S::PHYSICAL_DEVICE_VULKAN_1_1_FEATURES => {
             size_of::<vk::PhysicalDeviceVulkan11Features<'_>>()
@@ -406,6 +405,58 @@ mod tests {
             )
         };
         assert!(none.unwrap().is_none());
+    }
+
+    /// The loader's `VkLayerDeviceCreateInfo` stands before the
+    /// application's structures in every `vkCreateDevice` chain, so it is
+    /// copied whenever the feature structure is taken out: as large as
+    /// vk_layer.h declares it (32 bytes on 64-bit: its union holds one
+    /// pointer, not the instance structure's two function pointers) and
+    /// no larger, or the copy reads past the loader's structure (Miri
+    /// reports the read out of bounds). No `push_next` here: ash's, under
+    /// Stacked Borrows, is the one Miri would stop at.
+    #[test]
+    fn the_loaders_device_link_is_copied_at_its_own_size() {
+        use crate::loader_interface::LayerDeviceCreateInfoPayload;
+        use std::mem::size_of;
+        assert_eq!(
+            structure_size(vk::StructureType::LOADER_DEVICE_CREATE_INFO),
+            Some(size_of::<LayerDeviceCreateInfo>())
+        );
+        let mut vulkan12 = vk::PhysicalDeviceVulkan12Features::default();
+        let mut priority = vk::PhysicalDeviceMemoryPriorityFeaturesEXT {
+            p_next: std::ptr::from_mut(&mut vulkan12).cast(),
+            memory_priority: vk::TRUE,
+            ..Default::default()
+        };
+        // Boxed: exactly the structure's bytes, nothing after them.
+        let link = Box::new(LayerDeviceCreateInfo {
+            s_type: vk::StructureType::LOADER_DEVICE_CREATE_INFO,
+            p_next: std::ptr::from_mut(&mut priority).cast_const().cast(),
+            function: 0,
+            u: LayerDeviceCreateInfoPayload { other: 0x1234 },
+        });
+        let head = std::ptr::from_ref::<LayerDeviceCreateInfo>(&link).cast();
+        // SAFETY: a chain of whole structures, on the heap and the stack.
+        let stripped = unsafe {
+            without(
+                head,
+                vk::StructureType::PHYSICAL_DEVICE_MEMORY_PRIORITY_FEATURES_EXT,
+            )
+        }
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            types(stripped.head()),
+            [
+                vk::StructureType::LOADER_DEVICE_CREATE_INFO,
+                vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_FEATURES
+            ]
+        );
+        // SAFETY: the copy of the loader's structure.
+        let copy = unsafe { &*stripped.head().cast::<LayerDeviceCreateInfo>() };
+        // SAFETY: the member written above.
+        assert_eq!((copy.function, unsafe { copy.u.other }), (0, 0x1234));
     }
 
     #[test]
