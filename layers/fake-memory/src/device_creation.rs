@@ -19,7 +19,9 @@ use crate::host_cache::HostCache;
 use crate::loader_interface::take_device_link;
 use crate::memory_accounting::AllocationBook;
 use crate::memory_priority::{self, has_memory_priority, SeenPriorities, MEMORY_PRIORITY};
-use crate::physical_device_queries::{has_memory_budget, next_device_extensions, MEMORY_BUDGET};
+use crate::physical_device_queries::{
+    has_memory_budget, next_device_extensions, reported_non_coherent_atom_size, MEMORY_BUDGET,
+};
 use crate::transient_images::TransientImages;
 
 /// `vkCreateDevice`: takes this layer's link, hides `VK_EXT_memory_budget` from
@@ -235,6 +237,10 @@ unsafe fn create_device_impl(
             physical,
             book: AllocationBook::default(),
             host_cache: HostCache::default(),
+            // SAFETY: a live physical device of this instance.
+            non_coherent_atom_size: unsafe {
+                reported_non_coherent_atom_size(&instance, config, physical_device)
+            },
             transient_images: TransientImages::default(),
             driver_memory_priority,
             seen_priorities: SeenPriorities::default(),

@@ -444,7 +444,15 @@ unsafe fn cache_mapping(
     let device_pointer = unsafe { data.read() }.cast::<u8>();
     // SAFETY: the driver's mapping covers `size` bytes from that pointer and
     // lasts until unmapped or freed, when the cache is forgotten.
-    let cached = unsafe { fake.host_cache.map(memory, device_pointer, offset, size) };
+    let cached = unsafe {
+        fake.host_cache.map(
+            memory,
+            device_pointer,
+            offset,
+            size,
+            fake.non_coherent_atom_size,
+        )
+    };
     // SAFETY: `data` is the caller's writable output.
     unsafe { data.write(cached.cast()) };
 }

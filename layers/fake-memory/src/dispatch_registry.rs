@@ -240,6 +240,9 @@ pub struct FakeDevice {
     pub book: AllocationBook,
     /// Host caches in front of mappings of non-coherent fake types.
     pub host_cache: HostCache,
+    /// `nonCoherentAtomSize` as the layer reports it for the physical
+    /// device: the granularity of the host caches' flushes.
+    pub non_coherent_atom_size: u64,
     /// The live images created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`.
     pub transient_images: TransientImages,
     /// The driver itself got `VK_EXT_memory_priority` enabled (it has the

@@ -9,7 +9,13 @@
 //!
 //! - mapping fills the cache from device memory;
 //! - a flush copies the flushed bytes from the cache to device memory, which
-//!   is where the GPU reads them;
+//!   is where the GPU reads them: each `nonCoherentAtomSize` set of bytes
+//!   (counted from the start of the memory object) of the range that the
+//!   host wrote a byte of, whole, and no other ("those bytes must not be
+//!   flushed", `vkFlushMappedMemoryRanges`), so a flush over bytes only the
+//!   GPU wrote keeps them, and a GPU byte in an atom the host wrote is
+//!   overwritten with the cache's stale one, as a dirty cache line is
+//!   written back whole;
 //! - an invalidate copies device memory (what the GPU wrote) into the cache;
 //! - unmapping and freeing drop the cache without writing it back, as
 //!   `vkUnmapMemory` does not flush.
@@ -19,11 +25,17 @@
 //! written back or refilled on its own. The cache is at least as strict as
 //! real hardware, which may also write back or refill lines at any time.
 //!
+//! The layer cannot see the host's writes, so an atom counts as written
+//! when a byte of it differs from what the cache last took from or gave to
+//! device memory (a "clean" copy): a host write of the value a byte
+//! already had goes unseen, and its atom unflushed.
+//!
 //! The cache's first byte lies at the same offset within a 4 KiB page as the
 //! driver's pointer, so the application's pointer keeps every alignment the
 //! driver's has up to a page, `minMemoryMapAlignment` included.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Mutex;
 
 use ash::vk;
@@ -55,6 +67,12 @@ struct CachedMapping {
     start: usize,
     /// Bytes mapped.
     len: usize,
+    /// The mapped bytes as the cache last took them from or gave them to
+    /// device memory: a byte of the cache that differs was written by the
+    /// host since. The layer's alone (the application never sees it).
+    clean: Vec<u8>,
+    /// `nonCoherentAtomSize` as the layer reports it (at least 1).
+    atom: u64,
 }
 
 // SAFETY: the entry owns `storage` (a plain byte allocation, freed only by
@@ -85,7 +103,7 @@ impl CachedMapping {
     /// The part of `[offset, offset + size)` (in the memory object,
     /// `VK_WHOLE_SIZE` reaching the end of the mapping) that this mapping
     /// covers, as a range of cache indices.
-    fn overlap(&self, offset: u64, size: u64) -> Option<std::ops::Range<usize>> {
+    fn overlap(&self, offset: u64, size: u64) -> Option<Range<usize>> {
         let map_end = self.offset + self.len as u64;
         let end = if size == vk::WHOLE_SIZE {
             map_end
@@ -95,6 +113,77 @@ impl CachedMapping {
         let start = offset.max(self.offset);
         (start < end).then(|| (start - self.offset) as usize..(end - self.offset) as usize)
     }
+
+    /// Writes back the atoms of `bytes` (cache indices) that the host
+    /// wrote a byte of, whole, and marks them clean.
+    ///
+    /// # Safety
+    /// The driver's mapping is still mapped; `bytes` lies within the mapping.
+    unsafe fn flush(&mut self, bytes: Range<usize>) {
+        let (device, cache) = (self.device, self.cache());
+        for atom in atoms(self.offset, self.atom, bytes) {
+            // SAFETY: the atom lies within the cache (the contract); read
+            // through a fresh shared slice, not kept past this statement.
+            let now = unsafe { std::slice::from_raw_parts(cache.add(atom.start), atom.len()) };
+            if now == &self.clean[atom.clone()] {
+                continue;
+            }
+            self.clean[atom.clone()].copy_from_slice(now);
+            // SAFETY: the driver's mapping holds the atom's bytes too; the
+            // copies do not overlap (`clean` is the layer's own).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.clean[atom.clone()].as_ptr(),
+                    device.add(atom.start),
+                    atom.len(),
+                );
+            }
+        }
+    }
+
+    /// Refills `bytes` (cache indices) from device memory, and marks them
+    /// clean.
+    ///
+    /// # Safety
+    /// The driver's mapping is still mapped; `bytes` lies within the mapping.
+    unsafe fn invalidate(&mut self, bytes: Range<usize>) {
+        let (device, cache) = (self.device, self.cache());
+        // SAFETY: both hold the bytes (the contract); `clean` is the layer's
+        // own, so neither copy overlaps. Raw pointers for the cache: the
+        // application may be using other bytes of it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                device.add(bytes.start),
+                self.clean[bytes.clone()].as_mut_ptr(),
+                bytes.len(),
+            );
+            std::ptr::copy_nonoverlapping(
+                self.clean[bytes.clone()].as_ptr(),
+                cache.add(bytes.start),
+                bytes.len(),
+            );
+        }
+    }
+}
+
+/// `bytes` (indices in a mapping at `offset` of its memory object) cut at
+/// the boundaries of the memory object's atoms of `atom` (non-zero) bytes,
+/// in order.
+fn atoms(offset: u64, atom: u64, bytes: Range<usize>) -> impl Iterator<Item = Range<usize>> {
+    let mut start = bytes.start;
+    std::iter::from_fn(move || {
+        if start >= bytes.end {
+            return None;
+        }
+        let in_memory = offset + start as u64;
+        let atom_end = (in_memory / atom + 1).saturating_mul(atom);
+        let end = usize::try_from(atom_end - offset)
+            .unwrap_or(usize::MAX)
+            .min(bytes.end);
+        let cut = start..end;
+        start = end;
+        Some(cut)
+    })
 }
 
 /// The cached mappings of one device.
@@ -106,7 +195,8 @@ pub struct HostCache {
 impl HostCache {
     /// Puts a cache in front of the driver's mapping of `size` bytes (not
     /// `VK_WHOLE_SIZE`) at `offset` of `memory`, filled from it; returns the
-    /// pointer the application gets.
+    /// pointer the application gets. Flushes write back whole atoms of
+    /// `atom` bytes (`nonCoherentAtomSize`; 0 is taken as 1).
     ///
     /// # Safety
     /// `device` is the driver's pointer to that mapping, valid for reads of
@@ -118,22 +208,28 @@ impl HostCache {
         device: *mut u8,
         offset: u64,
         size: u64,
+        atom: u64,
     ) -> *mut u8 {
         let len = size as usize;
         let storage = Box::into_raw(vec![0u8; len + PAGE].into_boxed_slice());
         let base = storage.cast::<u8>() as usize;
         let start = (device as usize).wrapping_sub(base) % PAGE;
-        let mapping = CachedMapping {
+        let mut mapping = CachedMapping {
             device,
             offset,
             storage,
             start,
             len,
+            clean: vec![0; len],
+            atom: atom.max(1),
         };
         let pointer = mapping.cache();
         // SAFETY: `device` is valid for `size` bytes by the contract; the
-        // cache holds `len` bytes from `pointer` and is new.
-        unsafe { std::ptr::copy_nonoverlapping(device, pointer, len) };
+        // cache and `clean` hold `len` bytes each and are new.
+        unsafe {
+            std::ptr::copy_nonoverlapping(device, mapping.clean.as_mut_ptr(), len);
+            std::ptr::copy_nonoverlapping(device, pointer, len);
+        }
         lock(&self.mappings).insert(memory.as_raw(), mapping);
         pointer
     }
@@ -174,33 +270,20 @@ impl HostCache {
     /// # Safety
     /// Every cached mapping is still mapped by the driver.
     unsafe fn copy(&self, ranges: &[vk::MappedMemoryRange<'_>], direction: Direction) {
-        let mappings = lock(&self.mappings);
+        let mut mappings = lock(&self.mappings);
         for range in ranges {
-            let Some(mapping) = mappings.get(&range.memory.as_raw()) else {
+            let Some(mapping) = mappings.get_mut(&range.memory.as_raw()) else {
                 continue;
             };
             let Some(bytes) = mapping.overlap(range.offset, range.size) else {
                 continue;
             };
             // SAFETY: `bytes` lies within the mapping, which the driver's
-            // mapping and the cache both cover.
-            let (device, cache) = unsafe {
-                (
-                    mapping.device.add(bytes.start),
-                    mapping.cache().add(bytes.start),
-                )
-            };
-            // SAFETY: both sides hold `bytes.len()` bytes and do not overlap
-            // (the cache is the layer's own allocation). Raw pointers only:
-            // the application may be using other bytes of the cache.
+            // mapping (still mapped, the contract) and the cache both cover.
             unsafe {
                 match direction {
-                    Direction::ToDevice => {
-                        std::ptr::copy_nonoverlapping(cache, device, bytes.len());
-                    }
-                    Direction::FromDevice => {
-                        std::ptr::copy_nonoverlapping(device, cache, bytes.len());
-                    }
+                    Direction::ToDevice => mapping.flush(bytes),
+                    Direction::FromDevice => mapping.invalidate(bytes),
                 }
             }
         }
@@ -219,6 +302,9 @@ enum Direction {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tests' `nonCoherentAtomSize`.
+    const ATOM: u64 = 64;
 
     fn range(memory: vk::DeviceMemory, offset: u64, size: u64) -> vk::MappedMemoryRange<'static> {
         vk::MappedMemoryRange::default()
@@ -250,7 +336,7 @@ mod tests {
         // `host`, mapped from offset 64: cache index i is memory offset
         // 64 + i.
         unsafe {
-            let host = cache.map(memory, device_bytes.add(64), 64, 192);
+            let host = cache.map(memory, device_bytes.add(64), 64, 192, 16);
             assert_eq!(bytes(host, 192), [1; 192]);
             host.write_bytes(2, 64);
             assert_eq!(
@@ -278,13 +364,77 @@ mod tests {
         }
     }
 
+    /// A flush writes back the atoms (`nonCoherentAtomSize` bytes from the
+    /// start of the memory object) the host wrote a byte of, whole, and
+    /// leaves the others alone ("those bytes must not be flushed",
+    /// vkFlushMappedMemoryRanges): a flush over bytes the GPU wrote and the
+    /// host did not keeps the GPU's bytes, while a GPU byte in an atom the
+    /// host wrote is overwritten by the cache's stale one, as a dirty cache
+    /// line is written back whole.
+    #[test]
+    fn a_flush_writes_back_only_the_atoms_the_host_wrote() {
+        let memory = vk::DeviceMemory::from_raw(3);
+        let device_bytes = Box::into_raw(vec![1u8; 256].into_boxed_slice()).cast::<u8>();
+        let cache = HostCache::default();
+        // SAFETY: `device_bytes` holds 256 bytes and outlives the mapping
+        // (forgotten below, then freed); the cache holds 256 bytes from
+        // `host`, mapped from offset 0.
+        unsafe {
+            let host = cache.map(memory, device_bytes, 0, 256, ATOM);
+            // The GPU writes a byte of two atoms; the host one of the first.
+            device_bytes.add(20).write(3);
+            device_bytes.add(200).write(3);
+            host.add(10).write(2);
+            cache.flush(&[range(memory, 0, vk::WHOLE_SIZE)]);
+            assert_eq!(device_bytes.add(10).read(), 2, "the host's write");
+            assert_eq!(
+                device_bytes.add(20).read(),
+                1,
+                "the rest of a written atom is written back too"
+            );
+            assert_eq!(
+                device_bytes.add(200).read(),
+                3,
+                "an atom the host did not write was flushed over the GPU's write"
+            );
+            // Flushed atoms are clean again: the GPU's next write survives
+            // a flush after a host write elsewhere.
+            device_bytes.add(30).write(5);
+            host.add(100).write(2);
+            cache.flush(&[range(memory, 0, vk::WHOLE_SIZE)]);
+            assert_eq!(bytes(device_bytes.add(30), 1), [5]);
+            assert_eq!(bytes(device_bytes.add(100), 1), [2]);
+            // An invalidated atom is clean: flushing it keeps the GPU's bytes.
+            device_bytes.add(140).write(6);
+            cache.invalidate(&[range(memory, 128, 64)]);
+            device_bytes.add(141).write(7);
+            cache.flush(&[range(memory, 128, 64)]);
+            assert_eq!(bytes(device_bytes.add(140), 2), [6, 7]);
+            cache.forget(memory);
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                device_bytes,
+                256,
+            )));
+        }
+    }
+
+    /// Atoms are counted from the start of the memory object, not of the
+    /// mapping (here at its byte 100).
+    #[test]
+    fn atoms_are_cut_at_the_memory_objects_boundaries() {
+        let cuts: Vec<Range<usize>> = atoms(100, ATOM, 0..200).collect();
+        assert_eq!(cuts, [0..28, 28..92, 92..156, 156..200]);
+        let cuts: Vec<Range<usize>> = atoms(100, ATOM, 30..40).collect();
+        assert_eq!(cuts, vec![30..40]);
+    }
+
     #[test]
     fn ranges_outside_a_mapping_or_of_other_memory_copy_nothing() {
         let memory = vk::DeviceMemory::from_raw(1);
         let mut device_bytes = vec![0u8; 128];
         let cache = HostCache::default();
         // SAFETY: `device_bytes` outlives the mapping.
-        let host = unsafe { cache.map(memory, device_bytes.as_mut_ptr(), 0, 64) };
+        let host = unsafe { cache.map(memory, device_bytes.as_mut_ptr(), 0, 64, ATOM) };
         // SAFETY: the cache is 64 bytes long.
         unsafe { std::slice::from_raw_parts_mut(host, 64) }.fill(9);
         // SAFETY: still mapped.
