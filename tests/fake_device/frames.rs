@@ -21,6 +21,8 @@ mod collection;
 mod concurrent_frame_calls;
 #[path = "frames/deferred_frees.rs"]
 mod deferred_frees;
+#[path = "frames/device_loss.rs"]
+mod device_loss;
 #[path = "frames/held_write_reclaim.rs"]
 mod held_write_reclaim;
 #[path = "frames/ring_allocation.rs"]
