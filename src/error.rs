@@ -220,10 +220,15 @@ pub enum Error {
         capacity: u64,
     },
     /// An upload ring cannot track another sealed frame (it tracks 64):
-    /// `collect` has not been called for that many frames, or a
-    /// `ring_write` on another thread has been copying into the ring for as
-    /// many (a collected frame's ring space waits for its write). Call
-    /// `collect` every frame.
+    /// `collect` has not been called for that many frames, or has released
+    /// none of them because the oldest one's signal has not been reached
+    /// (after a lost device, where `collect` fails with
+    /// [`DeviceLost`](Self::DeviceLost), it never will), or a `ring_write`
+    /// on another thread has been copying into the ring for as many (a
+    /// collected frame's ring space waits for its write). Call `collect`
+    /// every frame; after a loss, once `vkDeviceWaitIdle` has returned,
+    /// [`Allocator::collect_idle`](crate::Allocator::collect_idle)
+    /// releases every frame, and frames seal again.
     #[error("too many frames in flight; call collect")]
     TooManyFramesInFlight,
     /// Waiting for a frame timed out.

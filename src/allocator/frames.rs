@@ -136,7 +136,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::NullFrameSignal`] for a null fence;
     /// [`Error::TooManyFramesInFlight`] when an upload ring holds as many
     /// sealed frames as it can track (64): `collect` was not called for
-    /// that many frames, or a [`ring_write`](Self::ring_write) on another
+    /// that many frames, or released none of them as the oldest one's
+    /// signal was not reached (never, after a lost device: see
+    /// [`Error::DeviceLost`]), or a [`ring_write`](Self::ring_write) on another
     /// thread has been copying into the ring for that many (the space of
     /// the frame it writes, and of later ones, waits for it, collected or
     /// not). No frame is sealed on error; ring space a finished

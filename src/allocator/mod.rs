@@ -125,7 +125,11 @@ use crate::{Config, Error};
 ///
 /// Dropping it frees all device memory it holds; allocations still alive then,
 /// and upload rings not destroyed, are logged (`log::warn!`) with their
-/// names, as leaks. The device must be idle by then.
+/// names, as leaks. Frees still waiting for their frame are carried out
+/// then, whatever their fences or semaphores say (which are not read):
+/// the buffers and images queued with the `destroy_*_after_frame` helpers
+/// are destroyed, and those frees are no leak. The device must be idle by
+/// then.
 ///
 /// It logs through the `log` crate. Some lines go out while the call holds
 /// a memory type's or custom pool's lock, and a logger must not call back

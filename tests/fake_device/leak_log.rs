@@ -379,3 +379,50 @@ fn an_upload_ring_alive_at_drop_is_logged_as_a_leak() {
     );
     assert!(!lines.iter().any(|line| line.contains("tidy ring")));
 }
+
+/// Frees still waiting for their frame at the drop (a sealed frame whose
+/// fence never signalled, and the current frame) are carried out, as the
+/// `Allocator` docs say, whatever their fences say: no leak line names
+/// them, the buffer and image queued with them are destroyed once, an
+/// alias queued alone too, and the device is left clean (`finish`).
+#[test]
+fn frees_waiting_for_their_frame_at_the_drop_are_no_leak() {
+    use ash::vk::{self, Handle};
+
+    install();
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let allocate = |name| {
+        allocator
+            .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL).name(name))
+            .unwrap()
+    };
+    let resource = || device.create_resource();
+    let (sealed, current) = (allocate("queued sealed"), allocate("queued current"));
+    let (with_buffer, with_image) = (allocate("queued buffer"), allocate("queued image"));
+    allocator.free_after_frame(sealed).unwrap();
+    // SAFETY: the fake device's own handles, destroyed only by the allocator.
+    unsafe {
+        allocator
+            .destroy_buffer_after_frame(vk::Buffer::from_raw(resource()), with_buffer)
+            .unwrap();
+    }
+    // SAFETY: a fake fence, never signalled.
+    unsafe { allocator.end_frame(device.create_fence()) }.unwrap();
+    allocator.free_after_frame(current).unwrap();
+    // SAFETY: as above.
+    unsafe {
+        allocator
+            .destroy_image_after_frame(vk::Image::from_raw(resource()), with_image)
+            .unwrap();
+        allocator.destroy_alias_buffer_after_frame(vk::Buffer::from_raw(resource()));
+    }
+    assert_eq!(device.live_resources(), 3);
+    let counters = device.counters();
+    assert_eq!(counters.frees, 0, "{counters:?}");
+    finish(allocator, &device);
+    let lines = lines();
+    assert!(
+        !lines.iter().any(|line| line.contains("\"queued ")),
+        "a queued free logged as a leak: {lines:#?}"
+    );
+}
