@@ -263,3 +263,62 @@ fn kept_empty_blocks_count_their_frames_after_collect_idle() {
     }
     free_all_and_finish(allocator, &device, long_lived);
 }
+
+/// What `end_frame`'s docs say of a memory callback that panics as the
+/// frame's end releases an aged empty block: the panic reaches the caller
+/// with the frame sealed (its index not returned), the frees queued in it
+/// wait for its fence and `collect` releases them as any frame's; the
+/// block is freed all the same.
+#[test]
+fn a_callback_panicking_on_an_aged_release_leaves_the_frame_sealed() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use vk_suballoc::{Collected, MemoryEventKind};
+
+    let config = Config {
+        empty_block_frames: 1,
+        ..Config::default()
+    };
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let long_lived = twenty_mib_buffers(&allocator, 15);
+    // Emptied in frame 0: two 256 MiB blocks kept (300 MiB in use).
+    free_all(&allocator, twenty_mib_buffers(&allocator, 30));
+    let empty_blocks = || allocator.stats().memory_types[1].empty_blocks;
+    assert_eq!(empty_blocks(), 2);
+    let queued = allocator.allocate(&twenty_mib()).unwrap();
+    allocator.free_after_frame(queued).unwrap();
+    let objects = device.live_allocations().len();
+    let armed = Arc::new(AtomicBool::new(true));
+    let arm = Arc::clone(&armed);
+    allocator.set_memory_callback(move |event| {
+        if event.kind == MemoryEventKind::Freed && arm.swap(false, Ordering::SeqCst) {
+            panic!("the test's callback panics on the aged block's free");
+        }
+    });
+    let fence = device.create_fence();
+    let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: a fake fence, signalled below.
+        unsafe { allocator.end_frame(fence) }
+    }));
+    assert!(ended.is_err(), "the callback's panic reaches the caller");
+    assert!(
+        !armed.load(Ordering::SeqCst),
+        "the callback heard the release"
+    );
+    // Sealed: frame 1 is current, and frame 0 waits for its fence.
+    assert_eq!(allocator.current_frame(), 1);
+    assert_eq!(allocator.frames_in_flight(), 1);
+    assert_eq!(allocator.collect(), Ok(Collected::default()));
+    // The aged block is freed, not left half released.
+    assert_eq!(device.live_allocations().len(), objects - 1);
+    assert_eq!(allocator.stats().memory_types[1].empty_blocks, 1);
+    device.signal_fence(fence);
+    assert_eq!(
+        allocator.collect(),
+        Ok(Collected {
+            frames: 1,
+            frees: 1
+        })
+    );
+    free_all_and_finish(allocator, &device, long_lived);
+}
