@@ -383,7 +383,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::Timeout`] when a frame did not finish in time (frames before
     /// it are collected); [`Error::DeviceLost`] and the other failures of
     /// the wait (`vkWaitForFences` / `vkWaitSemaphores`) and of
-    /// [`collect`](Self::collect).
+    /// [`collect`](Self::collect); [`Error::DeviceLost`] too when the wait
+    /// reports a frame's signal reached but `collect`'s poll
+    /// (`vkGetFenceStatus` / `vkGetSemaphoreCounterValue`) does not, as a
+    /// lost device may answer without reporting the loss (the frame stays
+    /// queued for [`collect_idle`](Self::collect_idle)).
     ///
     /// # Time complexity
     /// At most one wait (up to `timeout_ns`) and one [`collect`](Self::collect)
@@ -400,23 +404,30 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             let Some((index, signal)) = self.oldest_sealed_before(end) else {
                 return Ok(total);
             };
+            let still_queued = || {
+                self.oldest_sealed_before(end)
+                    .is_some_and(|(oldest, _)| oldest == index)
+            };
             // SAFETY: the signal of a frame that was not collected when it
             // was read; `end_frame`'s contract keeps it alive until this
             // call returns, even when another thread collects the frame
             // meanwhile.
-            if !unsafe { self.context.device.wait_signalled(signal, timeout_ns) }? {
-                // Another thread may have collected the frame and reset its
-                // fence, which then read as unsignalled: not a timeout.
-                let still_queued = self
-                    .oldest_sealed_before(end)
-                    .is_some_and(|(oldest, _)| oldest == index);
-                if still_queued {
-                    return Err(Error::Timeout);
-                }
+            let reached = unsafe { self.context.device.wait_signalled(signal, timeout_ns) }?;
+            // Another thread may have collected the frame and reset its
+            // fence, which then read as unsignalled: not a timeout.
+            if !reached && still_queued() {
+                return Err(Error::Timeout);
             }
             let collected = self.collect()?;
             total.frames += collected.frames;
             total.frees += collected.frees;
+            // The wait found the signal reached, the poll did not: a lost
+            // device may answer so (a wait returns `VK_SUCCESS`, a poll
+            // the value it had), for ever with timeline semaphores. Waiting
+            // again returned at once, and the call never did.
+            if reached && still_queued() {
+                return Err(Error::DeviceLost);
+            }
         }
     }
 

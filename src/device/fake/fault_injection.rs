@@ -202,6 +202,20 @@ impl FakeDevice {
         self.state().device_lost = true;
     }
 
+    /// Loses the device as [`lose_device`](Self::lose_device) does, but
+    /// its frame signals answer as the Vulkan spec lets a driver answer
+    /// on a lost device without saying so: a wait (`vkWaitForFences`,
+    /// `vkWaitSemaphores`) returns `VK_SUCCESS` at once, and a poll
+    /// (`vkGetFenceStatus`, `vkGetSemaphoreCounterValue`) reads each
+    /// signal as it was when the device was lost (`VK_NOT_READY`, a
+    /// counter value short of the one waited for), never
+    /// `VK_ERROR_DEVICE_LOST`.
+    pub fn lose_device_with_stale_signals(&self) {
+        let mut state = self.state();
+        state.device_lost = true;
+        state.stale_signals = true;
+    }
+
     /// Sets the usage that budgets report for `heap` on top of this device's own
     /// allocations (the application's memory beside the allocator's: other
     /// allocators, the driver's own objects), and the budget itself.

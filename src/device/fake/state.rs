@@ -209,6 +209,9 @@ pub(super) struct State {
     pub(super) budget_query_delay: Option<std::time::Duration>,
     pub(super) free_delay: Option<std::time::Duration>,
     pub(super) device_lost: bool,
+    /// On a lost device, waits for frame signals succeed and polls read
+    /// them as they were (`FakeDevice::lose_device_with_stale_signals`).
+    pub(super) stale_signals: bool,
     /// Fences (0 or 1) and timeline semaphores (their value), by handle.
     pub(super) signals: HashMap<u64, u64>,
     pub(super) violations: Vec<String>,
@@ -247,6 +250,7 @@ impl State {
             budget_query_delay: None,
             free_delay: None,
             device_lost: false,
+            stale_signals: false,
             signals: HashMap::new(),
             violations: Vec::new(),
             quarantine: Quarantine::default(),
@@ -460,7 +464,7 @@ impl State {
     }
 
     pub(super) fn is_signalled(&mut self, signal: FrameSignal) -> Result<bool, DeviceError> {
-        if self.device_lost {
+        if self.device_lost && !self.stale_signals {
             return Err(DeviceError::DeviceLost);
         }
         let (handle, wanted) = match signal {

@@ -79,3 +79,64 @@ fn after_a_loss_frames_fill_the_rings_until_collect_idle_releases_them() {
     // Dropping the allocator frees the ring queued in an unfinished frame.
     finish(allocator, &device);
 }
+
+/// On a lost device a wait for a frame's signal may return `VK_SUCCESS`
+/// while the poll still reads it unreached (`vkGetSemaphoreCounterValue`
+/// keeps the value it had; `vkGetFenceStatus` may answer `VK_NOT_READY`):
+/// `wait_and_collect` reports `DeviceLost` and leaves the frame queued for
+/// `collect_idle`. It waited, collected nothing and waited again for ever,
+/// however short its timeout (each wait returned at once). The call runs
+/// on a thread of its own; the test fails if it has not returned in 10 s.
+#[test]
+fn wait_and_collect_reports_a_lost_device_whose_waits_succeed_and_polls_do_not() {
+    use std::sync::{mpsc, Arc};
+    use std::time::Duration;
+
+    for timeline in [false, true] {
+        let (allocator, device) = allocator(FakeLayout::integrated());
+        let allocator = Arc::new(allocator);
+        let queued = allocator
+            .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+            .unwrap();
+        allocator.free_after_frame(queued).unwrap();
+        // SAFETY: fake signals, never reached.
+        unsafe {
+            if timeline {
+                let semaphore = device.create_timeline_semaphore();
+                allocator.end_frame_timeline(semaphore, 1).unwrap();
+            } else {
+                allocator.end_frame(device.create_fence()).unwrap();
+            }
+        }
+        device.lose_device_with_stale_signals();
+        assert_eq!(allocator.collect(), Ok(Collected::default()));
+
+        let (sender, receiver) = mpsc::channel();
+        let waiting = Arc::clone(&allocator);
+        // Detached: a call that never returns keeps its allocator.
+        std::thread::spawn(move || {
+            let result = waiting.wait_and_collect(1_000_000);
+            drop(waiting);
+            let _ = sender.send(result);
+        });
+        let result = receiver
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("wait_and_collect spun (timeline: {timeline})"));
+        assert_eq!(result, Err(Error::DeviceLost), "timeline: {timeline}");
+        assert_eq!(allocator.frames_in_flight(), 1);
+
+        // SAFETY: the fake device runs no GPU work.
+        let collected = unsafe { allocator.collect_idle() };
+        assert_eq!(
+            collected,
+            Collected {
+                frames: 2,
+                frees: 1
+            }
+        );
+        let Ok(allocator) = Arc::try_unwrap(allocator) else {
+            panic!("the waiting thread's clone was dropped when it returned");
+        };
+        finish(allocator, &device);
+    }
+}
