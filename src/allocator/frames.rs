@@ -158,7 +158,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Safety
     /// `fence` belongs to the allocator's device, stays alive until the frame
-    /// is collected or released by [`collect_idle`](Self::collect_idle) (and
+    /// is collected, released by [`collect_idle`](Self::collect_idle) or
+    /// the allocator is dropped (the drop reads no fence) (and
     /// until every [`wait_and_collect`](Self::wait_and_collect)
     /// call that began before then has returned: it may still wait on the
     /// fence), and signals only after every submitted command that may use
