@@ -438,3 +438,41 @@ fn collect_idle_releases_kept_blocks_as_a_frame_end_does() {
         finish(allocator, &device);
     }
 }
+
+/// A frame's end reads the driver's budgets only when some pool keeps an
+/// empty block it could release: a custom pool's empty blocks held at its
+/// `min_blocks` are not such blocks (no budget would release them), so
+/// neither `end_frame` nor `collect_idle` asks the driver while they are
+/// the only empty ones; one more empty block in the pool, and both do.
+#[test]
+fn a_frame_end_reads_no_budget_for_a_pool_held_at_its_min_blocks() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(VRAM).block_size(MIB).min_blocks(2))
+        .unwrap();
+    assert_eq!(vram_blocks(&allocator, Some(pool)), (2, 2));
+    let queries = || device.counters().budget_queries;
+    let before = queries();
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    assert_eq!(queries(), before, "end_frame: only min_blocks are empty");
+    // SAFETY: the fake device runs no GPU work.
+    unsafe { allocator.collect_idle() };
+    assert_eq!(queries(), before, "collect_idle: only min_blocks are empty");
+    // A third block, emptied: the pool now keeps one it could release.
+    let mut blocks = full_blocks(&allocator, Some(pool), 3);
+    empty_block(&allocator, blocks.pop().unwrap());
+    assert_eq!(vram_blocks(&allocator, Some(pool)), (3, 1));
+    let before = queries();
+    device.signal_fence(end_frame(&allocator, &device));
+    assert_eq!(queries(), before + 1, "end_frame: one reading");
+    // SAFETY: the fake device runs no GPU work.
+    unsafe { allocator.collect_idle() };
+    assert_eq!(queries(), before + 2, "collect_idle: one reading");
+    assert_eq!(vram_blocks(&allocator, Some(pool)), (3, 1), "under budget");
+    for pair in blocks {
+        empty_block(&allocator, pair);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
