@@ -124,7 +124,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// alignment no power of two, no allowed memory type, too large for
     /// every heap or for a custom pool's fixed block size, or, rounded up
     /// as a custom pool's block places it, for its heap or
-    /// `maxMemoryAllocationSize`, another allocator's pool...) fails the
+    /// `maxMemoryAllocationSize`, another allocator's pool or a pool
+    /// destroyed before the call...) fails the
     /// call before
     /// anything is placed, so it makes no Vulkan call and leaves the
     /// allocator as it was. A request that passes the checks and still

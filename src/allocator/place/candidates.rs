@@ -7,7 +7,8 @@
 //! custom pool table's read lock, for the block size) or makes a Vulkan
 //! call, and none depends on what is allocated: a request they pass can
 //! fail later only as it is placed: for want of memory, at a custom
-//! pool's `max_blocks`, or for a pool destroyed meanwhile. So
+//! pool's `max_blocks`, or for a pool destroyed meanwhile (one destroyed
+//! before is found here). So
 //! [`Allocator::allocate_many`](crate::Allocator::allocate_many) runs them
 //! over every request before it places any ([`check_placeable`]), and the
 //! allocation path runs the same ones before it places each. Apart from
@@ -27,9 +28,10 @@ use crate::Error;
 /// Every check [`Placer::allocate`](super::Placer::allocate) makes of
 /// `request` before it places it, for the allocator tagged `allocator`:
 /// [`check_pool_request`] for a request naming a custom pool,
-/// [`with_candidates`] otherwise. Its errors are those, and for a request
-/// naming a custom pool whose [`PoolShape`] `shape_of(pool)` gives (`None`
-/// for a destroyed pool, which its placement reports),
+/// [`with_candidates`] otherwise. Its errors are those,
+/// [`Error::StalePool`] for a request naming a destroyed custom pool
+/// (`shape_of(pool)` gives `None`), and for one naming a live pool, with
+/// the [`PoolShape`] `shape_of(pool)` gives,
 /// [`Error::TooLargeForPool`] when its blocks have a fixed size and none
 /// can hold the request as the pool places it
 /// ([`custom_pool_placement`]), else [`Error::SizeExceedsHeaps`] or
@@ -46,9 +48,9 @@ pub(crate) fn check_placeable<D>(
         return with_candidates(context, request, |_, _| Ok(()));
     };
     let memory_type = check_pool_request(context, allocator, pool, request)?;
-    let Some(shape) = shape_of(pool) else {
-        return Ok(());
-    };
+    // A pool destroyed before the call: placement would report it too,
+    // but only after the requests ahead of it had made their blocks.
+    let shape = shape_of(pool).ok_or(Error::StalePool)?;
     let pool_request = custom_pool_placement(context, memory_type, shape, false, request, false);
     if pool_request.dedicated == DedicatedChoice::Require {
         return Ok(());

@@ -78,7 +78,8 @@ fn a_block_made_before_the_failing_request_is_kept_empty() {
     finish(allocator, &device);
 }
 
-/// Every kind of bad request, last in a batch whose requests before it
+/// Every kind of bad request (a pool destroyed before the call included),
+/// last in a batch whose requests before it
 /// would each make a memory object (a block, dedicated memory, a custom
 /// pool's block), fails the call before anything is placed: its error,
 /// no `vkAllocateMemory`, the statistics as before (no block kept empty).
@@ -96,6 +97,9 @@ fn a_bad_request_last_in_a_batch_makes_nothing() {
     let fixed = allocator
         .create_pool(&PoolDesc::new(1).block_size(1 << 20).min_blocks(1))
         .unwrap();
+    // Destroyed before the call: found up front too, not only as placed.
+    let destroyed = allocator.create_pool(&PoolDesc::new(1)).unwrap();
+    allocator.destroy_pool(destroyed).unwrap();
     let in_pool = |pool, bits| {
         let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
         let mut requirements = requirements(4096, 256);
@@ -154,6 +158,7 @@ fn a_bad_request_last_in_a_batch_makes_nothing() {
             },
         ),
         (in_pool(foreign, !0), Error::ForeignPool),
+        (in_pool(destroyed, !0), Error::StalePool),
         (
             past_fixed_blocks,
             Error::TooLargeForPool {
