@@ -250,7 +250,10 @@ pub struct DefragmentationPlan {
     /// in part, and a block with nowhere to go (no other block of its pool
     /// and `bufferImageGranularity` class holds something and is not being
     /// emptied: a lone fragmented block), which no limit would empty
-    /// ([`DefragmentationLimits::compact_blocks`] packs it instead).
+    /// ([`DefragmentationLimits::compact_blocks`] packs it instead), nor,
+    /// with [`DefragmentationLimits::split_blocks`], a block over the
+    /// limits none of whose allocations found room elsewhere (its pool's
+    /// other blocks full: no limit would move them).
     pub blocks_over_limits: usize,
     /// Blocks this plan moves some but not all of the allocations out of,
     /// under [`DefragmentationLimits::split_blocks`]: they are being

@@ -380,10 +380,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 plan.blocks_released += pool_plan.blocks;
                 plan.bytes_released += pool_plan.bytes;
                 plan.bytes_moved += pool_plan.bytes_moved;
-                // A block started was counted over the limits by the
-                // whole pass.
+                // A block started, or one the split pass found no room
+                // for, was counted over the limits by the whole pass.
                 plan.blocks_over_limits += pool_plan.over_limits;
-                plan.blocks_over_limits -= pool_plan.started;
+                plan.blocks_over_limits -= pool_plan.started + pool_plan.no_room;
                 plan.blocks_started += pool_plan.started;
                 plan.blocks_compacted += pool_plan.compacted;
                 plan.moves.extend(

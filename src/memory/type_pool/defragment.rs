@@ -117,6 +117,11 @@ pub(crate) struct PoolPlan {
     /// allocations left for later plans. Each was counted in `over_limits`
     /// by the plan that found it over them, which it no longer is.
     pub(crate) started: usize,
+    /// Blocks of `over` that [`plan_split`](TypePool::plan_split) tried
+    /// and moved nothing out of for want of room elsewhere, not of limits:
+    /// each was counted in `over_limits` by the plan's whole pass, which no
+    /// limit would empty now (as a block with nowhere to go).
+    pub(crate) no_room: usize,
     /// With `MoveBudget::split`, the blocks counted in `over_limits`,
     /// emptiest first: for [`plan_split`](TypePool::plan_split) to empty
     /// in part once every pool's whole blocks are planned.
@@ -161,6 +166,19 @@ fn move_requests<'n>(
 /// exactly (cross-multiplied, so no division rounds).
 fn by_fraction_in_use(a: (u64, u64), b: (u64, u64)) -> Ordering {
     (u128::from(a.0) * u128::from(b.1)).cmp(&(u128::from(b.0) * u128::from(a.1)))
+}
+
+/// What [`empty_in_part`](TypePool::empty_in_part) did with a block over
+/// the limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum InPart {
+    /// Some of its allocations move: it is being emptied.
+    Started,
+    /// None moved, and some did not for the limits: a plan with higher
+    /// ones might move them.
+    OverLimits,
+    /// None moved, each for want of room elsewhere: no limit would help.
+    NoRoom,
 }
 
 /// A block a plan may empty: every live allocation in it is movable.
@@ -344,7 +362,7 @@ impl<M> TypePool<M> {
             if received.contains(&source.key) {
                 continue;
             }
-            if self.empty_in_part(
+            match self.empty_in_part(
                 &source,
                 budget,
                 request_for,
@@ -353,7 +371,9 @@ impl<M> TypePool<M> {
                 &mut received,
                 &mut plan,
             ) {
-                plan.started += 1;
+                InPart::Started => plan.started += 1,
+                InPart::NoRoom => plan.no_room += 1,
+                InPart::OverLimits => {}
             }
         }
         for key in emptied {
@@ -440,7 +460,8 @@ impl<M> TypePool<M> {
     /// (skipping those over the bytes left or with no room elsewhere), and
     /// counts them in `plan`; the block joins `emptied`, to retire, and the
     /// destinations' blocks join `received`. Returns whether anything
-    /// moved; nothing changes when not.
+    /// moved, and when not, whether the limits or the room elsewhere
+    /// stopped it; nothing changes when not.
     #[allow(clippy::too_many_arguments)]
     fn empty_in_part(
         &mut self,
@@ -451,17 +472,21 @@ impl<M> TypePool<M> {
         emptied: &mut Vec<SlabKey>,
         received: &mut HashSet<SlabKey>,
         plan: &mut PoolPlan,
-    ) -> bool {
+    ) -> InPart {
         let names = self.names_of(&source.movables);
         let requests = move_requests(&source.movables, &names, request_for, self.takes_runs());
         emptied.push(source.key);
         let destinations = self.destinations(emptied, vanishing, free_in_runs);
         let mut moved = false;
+        // Whether a move was left out for the limits, not for room.
+        let mut limited = false;
         for (index, request, bytes) in &requests {
             if budget.moves == 0 {
+                limited = true;
                 break;
             }
             if *bytes > budget.bytes {
+                limited = true;
                 continue;
             }
             let Some(placement) = self.place_outside(request, &destinations) else {
@@ -476,10 +501,16 @@ impl<M> TypePool<M> {
             plan.bytes_moved += bytes;
             moved = true;
         }
-        if !moved {
+        if moved {
+            InPart::Started
+        } else {
             emptied.pop();
+            if limited {
+                InPart::OverLimits
+            } else {
+                InPart::NoRoom
+            }
         }
-        moved
     }
 
     /// The names of `list`'s allocations, copied out: each destination
