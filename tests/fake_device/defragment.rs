@@ -29,6 +29,8 @@ mod emptying_choice;
 mod limits;
 #[path = "defragment/move_placement.rs"]
 mod move_placement;
+#[path = "defragment/pending_moves.rs"]
+mod pending_moves;
 #[path = "defragment/random_plans.rs"]
 mod random_plans;
 #[path = "defragment/retirement.rs"]
