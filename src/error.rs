@@ -169,8 +169,8 @@ pub enum Error {
     NotHostVisible,
     /// Mapping the memory failed (`VK_ERROR_MEMORY_MAP_FAILED`); or, from
     /// [`Allocator::mapped_slice`](crate::Allocator::mapped_slice), its
-    /// `_mut` twin and the copies, the allocation is larger than the host's
-    /// address space (on 32-bit hosts).
+    /// `_mut` twin and the copies, the allocation is larger than a slice
+    /// may be, `isize::MAX` bytes (more than 2 GiB, on 32-bit hosts).
     #[error("vkMapMemory failed")]
     MapFailed,
     /// A byte range reaches past the end of the allocation, or is

@@ -29,18 +29,20 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`], [`Error::NotHostVisible`];
-    /// [`Error::MapFailed`] when the allocation is larger than the host's
-    /// address space (on 32-bit hosts).
+    /// [`Error::MapFailed`] when the allocation is larger than a slice may
+    /// be, `isize::MAX` bytes (more than 2 GiB, on 32-bit hosts).
     pub fn mapped_slice<'a>(&'a self, allocation: &'a Allocation) -> Result<&'a [u8], Error> {
         self.check_owner(allocation)?;
         let mapped = allocation.mapped.ok_or(Error::NotHostVisible)?;
-        let len = usize::try_from(allocation.size).map_err(|_| Error::MapFailed)?;
+        let len = mapped_len(allocation.size)?;
         // SAFETY:
         // - the pointer is the persistent mapping of the allocation's memory
         //   plus its offset, and `len` bytes from it are inside the mapping:
         //   blocks stay mapped until released, and a block holding a live
         //   allocation (this one: its handle exists, so it was not freed) is
         //   never released while the allocator, borrowed for 'a, lives;
+        // - `len` is at most `isize::MAX` (`mapped_len`), as a slice's
+        //   length must be;
         // - no other allocation overlaps this range (the offset allocator's
         //   invariant), and a `&mut` to it needs `&mut Allocation`, which the
         //   shared borrow of `allocation` excludes for 'a.
@@ -64,7 +66,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ) -> Result<&'a mut [u8], Error> {
         self.check_owner(allocation)?;
         let mapped = allocation.mapped.ok_or(Error::NotHostVisible)?;
-        let len = usize::try_from(allocation.size).map_err(|_| Error::MapFailed)?;
+        let len = mapped_len(allocation.size)?;
         // SAFETY: as in `mapped_slice`, and the exclusive borrow of the
         // allocation for 'a makes this the only slice of its bytes.
         Ok(unsafe { std::slice::from_raw_parts_mut(mapped.0.as_ptr(), len) })
@@ -191,8 +193,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::ForeignAllocation`]; [`Error::RangeOutOfBounds`] when
     /// `offset + bytes.len()` passes the allocation's end (nothing is
     /// written); [`Error::NotHostVisible`]; [`Error::MapFailed`] as
-    /// [`mapped_slice`](Self::mapped_slice) gives it (an allocation larger
-    /// than a 32-bit host's address space); device errors from the flush.
+    /// [`mapped_slice`](Self::mapped_slice) gives it (an allocation of more
+    /// than 2 GiB on a 32-bit host); device errors from the flush.
     ///
     /// # Time complexity
     /// O(`bytes.len()`) for the copy, and a [`flush`](Self::flush).
@@ -445,9 +447,38 @@ pub(crate) fn byte_range(range: &impl RangeBounds<u64>, size: u64) -> Range<u64>
     start..end
 }
 
+/// The length of a mapped slice of an allocation of `size` bytes:
+/// [`Error::MapFailed`] past `isize::MAX`, the most bytes a slice may span
+/// (`slice::from_raw_parts`), which only a 32-bit host's mapping can
+/// reach (a host-visible allocation of more than 2 GiB there).
+fn mapped_len(size: u64) -> Result<usize, Error> {
+    usize::try_from(size)
+        .ok()
+        .filter(|&len| isize::try_from(len).is_ok())
+        .ok_or(Error::MapFailed)
+}
+
 /// A range checked against an allocation's mapped slice as a slice index.
 /// Its ends fit `usize`: the slice, which is that long, exists.
 fn slice_range(range: &Range<u64>) -> Range<usize> {
     let index = |at: u64| usize::try_from(at).unwrap_or(usize::MAX);
     index(range.start)..index(range.end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A mapped slice spans at most `isize::MAX` bytes, as
+    /// `slice::from_raw_parts` requires of every slice: a longer mapping
+    /// (only a 32-bit host's can be) is refused as `MapFailed` rather than
+    /// made into a slice, which would be undefined behaviour.
+    #[test]
+    fn mapped_slices_are_at_most_isize_max_bytes() {
+        let most = isize::MAX as u64;
+        assert_eq!(mapped_len(most), Ok(isize::MAX as usize));
+        assert_eq!(mapped_len(1000), Ok(1000));
+        assert_eq!(mapped_len(most + 1), Err(Error::MapFailed));
+        assert_eq!(mapped_len(u64::MAX), Err(Error::MapFailed));
+    }
 }
