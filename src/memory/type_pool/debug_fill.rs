@@ -97,9 +97,31 @@ pub(crate) const NEW: u8 = 0xDC;
 #[cold]
 #[inline(never)]
 pub(crate) unsafe fn fill(mapped: MappedPtr, len: u64, byte: u8) {
-    // SAFETY: the caller's contract; `write_bytes` needs no alignment for
-    // `u8`.
-    unsafe { std::ptr::write_bytes(mapped.0.as_ptr(), byte, len as usize) };
+    for piece in pieces(len, PIECE) {
+        // SAFETY: the caller's contract (the piece lies in the `len`
+        // bytes); `write_bytes` needs no alignment for `u8`, and the
+        // piece's length fits `usize` and `isize` (`PIECE`).
+        unsafe {
+            let at = mapped.add(piece.start).0.as_ptr();
+            std::ptr::write_bytes(at, byte, (piece.end - piece.start) as usize);
+        }
+    }
+}
+
+/// The most bytes [`fill`] and [`first_changed`] touch through one
+/// pointer range or slice: 1 GiB. A slice spans at most `isize::MAX`
+/// bytes (`slice::from_raw_parts`), and a 32-bit host may map a block of
+/// more than 2 GiB whole, so a block is filled and read in pieces no
+/// larger than this, which every host's `isize` holds.
+const PIECE: u64 = 1 << 30;
+
+/// `0..len` cut into consecutive non-empty ranges of at most `piece`
+/// bytes, in order (none when `len` is 0).
+fn pieces(len: u64, piece: u64) -> impl Iterator<Item = Range<u64>> {
+    (0..len.div_ceil(piece)).map(move |i| {
+        let start = i * piece;
+        start..start + (len - start).min(piece)
+    })
 }
 
 /// The offset, from `start`, of the first of its `len` bytes that is not
@@ -116,17 +138,30 @@ pub(crate) unsafe fn fill(mapped: MappedPtr, len: u64, byte: u8) {
 /// writes them while this runs: free memory, or an allocation not handed
 /// out yet.
 pub(crate) unsafe fn first_changed(start: *const u8, len: u64, byte: u8) -> Option<u64> {
-    if len == 0 {
-        return None;
-    }
-    // SAFETY: the caller's contract: `len` readable bytes, free memory
-    // that no one writes while the slice lives (above).
-    let bytes = unsafe { std::slice::from_raw_parts(start, len as usize) };
-    if bytes[0] == byte && bytes[1..] == bytes[..bytes.len() - 1] {
-        return None;
-    }
-    let at = bytes.iter().position(|&read| read != byte);
-    at.map(|at| at as u64)
+    // SAFETY: the caller's contract.
+    unsafe { first_changed_in_pieces(start, len, byte, PIECE) }
+}
+
+/// [`first_changed`], reading the bytes as slices of at most `piece`
+/// bytes (`PIECE`; smaller in the unit tests, to cross piece ends).
+///
+/// # Safety
+/// As [`first_changed`]'s; `piece` is at most `isize::MAX`.
+unsafe fn first_changed_in_pieces(start: *const u8, len: u64, byte: u8, piece: u64) -> Option<u64> {
+    pieces(len, piece).find_map(|range| {
+        // SAFETY: the caller's contract: the piece's bytes are among the
+        // `len` readable ones, free memory that no one writes while the
+        // slice lives (above); its length fits `usize` and `isize`.
+        let bytes = unsafe {
+            let at = start.wrapping_add(range.start as usize);
+            std::slice::from_raw_parts(at, (range.end - range.start) as usize)
+        };
+        if bytes[0] == byte && bytes[1..] == bytes[..bytes.len() - 1] {
+            return None;
+        }
+        let at = bytes.iter().position(|&read| read != byte)?;
+        Some(range.start + at as u64)
+    })
 }
 
 /// Where the bytes a live allocation holds lie: its memory object, the
