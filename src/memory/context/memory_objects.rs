@@ -210,7 +210,12 @@ impl<D> MemoryContext<D> {
                     Error::OutOfDeviceMemory => {
                         // Under the heap's turn: a free of the heap's
                         // memory cannot come between the refusal and this.
-                        self.remember_refusal(heap, request.size);
+                        // Not for exportable memory, which a driver may
+                        // refuse while plain memory is there
+                        // (`context/refusals.rs`).
+                        if request.export_handle_types.is_empty() {
+                            self.remember_refusal(heap, request.size);
+                        }
                         Error::OutOfDeviceMemory
                     }
                     other => other,

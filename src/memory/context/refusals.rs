@@ -63,6 +63,14 @@
 //! want of memory (`VK_ERROR_OUT_OF_HOST_MEMORY`) ends the request at
 //! once, so nothing repeats it.
 //!
+//! A refusal of exportable memory (a custom pool's `PoolDesc::export`)
+//! is not remembered: drivers may refuse exportable memory for reasons
+//! of its own (a cap on exportable objects, an external-memory path short
+//! of room) while plain memory is still there, and a remembered refusal
+//! would send every request of the heap down to its smallest block. The
+//! other way round holds: a heap that refused plain memory is not asked
+//! for as much exportable memory either.
+//!
 //! Off the allocation path: read and written only as memory objects are
 //! made and freed, under the heap's turn (`heap_turns`), so that a
 //! refusal and a free of the heap's memory are never recorded out of

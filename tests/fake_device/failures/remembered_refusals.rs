@@ -413,3 +413,49 @@ fn a_full_heap_warns_as_before() {
     free(&allocator, block);
     finish(allocator, &device);
 }
+
+/// A refusal of exportable memory (a custom pool's `PoolDesc::export`) is
+/// not remembered for its heap: a driver may refuse exportable memory for
+/// reasons of its own (a cap on exportable objects, an external-memory
+/// path short of room) while plain memory is still there. So the default
+/// pools' next block is asked for at its preferred size, not skipped down
+/// to the smallest of the ladder.
+#[test]
+fn a_refused_export_leaves_plain_requests_their_preferred_block() {
+    const OPAQUE_FD: vk::ExternalMemoryHandleTypeFlags =
+        vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD;
+    // The block the same request makes on a device that refused nothing.
+    let sizes = |device: &FakeDevice| -> Vec<u64> {
+        device.live_allocations().iter().map(|m| m.size).collect()
+    };
+    let (control, control_device) = allocator(FakeLayout::discrete());
+    let first = control.allocate(&vram_buffer()).unwrap();
+    let first_block = sizes(&control_device);
+    assert!(first_block[0] > 8 * MIB, "{first_block:?}");
+    free(&control, first);
+    finish(control, &control_device);
+
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).block_size(8 * MIB).export(OPAQUE_FD))
+        .unwrap();
+    let exported = Request::with_desc(
+        crate::requirements(MIB, 256),
+        ResourceKind::Buffer,
+        AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool),
+    );
+    device.fail_allocation(1, vk_suballoc::device::DeviceError::OutOfDeviceMemory);
+    let (result, calls) = counted(&allocator, &device, &exported);
+    assert_eq!((result.err(), calls), (Some(Error::OutOfDeviceMemory), 1));
+
+    let (result, calls) = counted(&allocator, &device, &vram_buffer());
+    let plain = result.unwrap();
+    assert_eq!(
+        (calls, sizes(&device)),
+        (1, first_block),
+        "one call, for the block a device that refused nothing gets"
+    );
+    free(&allocator, plain);
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
