@@ -191,15 +191,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Safety
     /// As [`end_frame`](Self::end_frame), for the semaphore reaching `value`;
-    /// and the device has timeline semaphores through Vulkan 1.2: both the
-    /// physical device and the instance's `apiVersion` are 1.2 or later, and
-    /// the `timelineSemaphore` feature is enabled. The
-    /// [`AshMemoryDevice`](crate::device::AshMemoryDevice) backend calls the
-    /// core `vkGetSemaphoreCounterValue` and `vkWaitSemaphores`, which a
-    /// device reached through a 1.1 instance does not have, whatever the
-    /// physical device reports (its version is the lower of the two), nor
-    /// does `VK_KHR_timeline_semaphore` on a 1.1 device provide them under
-    /// those names; calling them there aborts the process.
+    /// and the device has timeline semaphores, its `timelineSemaphore`
+    /// feature enabled: through Vulkan 1.2 (both the physical device and
+    /// the instance's `apiVersion` 1.2 or later: the device's version is
+    /// the lower of the two), or through `VK_KHR_timeline_semaphore`
+    /// enabled on the device. The
+    /// [`AshMemoryDevice`](crate::device::AshMemoryDevice) backend calls
+    /// the core `vkGetSemaphoreCounterValue` and `vkWaitSemaphores`, or
+    /// the extension's commands where the device has no core 1.2 ones;
+    /// with neither, calling them aborts the process.
     ///
     /// # Time complexity
     /// As [`end_frame`](Self::end_frame).

@@ -78,6 +78,10 @@ pub struct AshMemoryDevice {
     physical_device: vk::PhysicalDevice,
     features: DeviceFeatures,
     debug_utils: Option<ash::ext::debug_utils::Device>,
+    /// `VK_KHR_timeline_semaphore`'s commands, for a device without the
+    /// core 1.2 ones (`new`): frames sealed on a timeline semaphore are
+    /// waited for through them.
+    timeline_khr: Option<ash::khr::timeline_semaphore::Device>,
 }
 
 impl std::fmt::Debug for AshMemoryDevice {
@@ -86,6 +90,7 @@ impl std::fmt::Debug for AshMemoryDevice {
             .field("device", &self.device.handle())
             .field("physical_device", &self.physical_device)
             .field("features", &self.features)
+            .field("timeline_khr", &self.timeline_khr.is_some())
             .finish()
     }
 }
@@ -106,7 +111,9 @@ impl AshMemoryDevice {
     ///   aborts the process when called (ash's stand-in panics inside an
     ///   `extern "system"` function). Beyond 1.1, only
     ///   [`Allocator::end_frame_timeline`](crate::Allocator::end_frame_timeline)
-    ///   needs more (1.2).
+    ///   needs more: Vulkan 1.2, or `VK_KHR_timeline_semaphore` enabled
+    ///   on the device, whose commands are used when the device has no
+    ///   core 1.2 ones (an engine targeting Vulkan 1.1).
     /// - `device` was created from `physical_device` of `instance` alone,
     ///   not from a device group
     ///   of several: every host-visible block is mapped, and memory of a
@@ -142,12 +149,15 @@ impl AshMemoryDevice {
         let debug_utils = features
             .debug_utils
             .then(|| ash::ext::debug_utils::Device::new(instance, device));
+        // SAFETY: `device` is a live device of `instance` (the contract).
+        let timeline_khr = unsafe { timeline_khr(instance, device) };
         Self {
             instance: instance.clone(),
             device: device.clone(),
             physical_device,
             features,
             debug_utils,
+            timeline_khr,
         }
     }
 
@@ -386,7 +396,12 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
             FrameSignal::Timeline { semaphore, value } => {
                 // SAFETY: a live timeline semaphore of this device (the
                 // caller's contract; VUID-vkGetSemaphoreCounterValue-semaphore-03255).
-                let current = unsafe { self.device.get_semaphore_counter_value(semaphore) }?;
+                let current = unsafe {
+                    match &self.timeline_khr {
+                        Some(khr) => khr.get_semaphore_counter_value(semaphore),
+                        None => self.device.get_semaphore_counter_value(semaphore),
+                    }
+                }?;
                 Ok(current >= value)
             }
         }
@@ -408,8 +423,14 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
                 let info = vk::SemaphoreWaitInfo::default()
                     .semaphores(&semaphores)
                     .values(&values);
-                // SAFETY: as in `is_signalled`; timeline semaphores are core 1.2.
-                unsafe { self.device.wait_semaphores(&info, timeout_ns) }
+                // SAFETY: as in `is_signalled`; the extension's command
+                // where the device has no core 1.2 one (`new`).
+                unsafe {
+                    match &self.timeline_khr {
+                        Some(khr) => khr.wait_semaphores(&info, timeout_ns),
+                        None => self.device.wait_semaphores(&info, timeout_ns),
+                    }
+                }
             }
         };
         match result {
@@ -528,6 +549,32 @@ impl MemoryDevice<vk::DeviceMemory> for AshMemoryDevice {
             unsafe { self.device.flush_mapped_memory_ranges(vk_ranges) }
         })
     }
+}
+
+/// `VK_KHR_timeline_semaphore`'s commands when `device` has them and not
+/// the core 1.2 ones: a device whose version (the lower of the instance's
+/// `apiVersion` and the physical device's) is below 1.2, with the
+/// extension enabled. `vkGetDeviceProcAddr` answers NULL for a core
+/// command above the device's version and for the command of an
+/// extension not enabled, so the core command is used whenever the
+/// device has it, and otherwise ash's table holds only a stand-in that
+/// panics (the `new` contract).
+///
+/// # Safety
+/// `device` is a live device of `instance`.
+unsafe fn timeline_khr(
+    instance: &ash::Instance,
+    device: &ash::Device,
+) -> Option<ash::khr::timeline_semaphore::Device> {
+    // SAFETY: a live device of `instance` (the contract), and
+    // NUL-terminated command names.
+    let has = |name: &std::ffi::CStr| unsafe {
+        instance
+            .get_device_proc_addr(device.handle(), name.as_ptr())
+            .is_some()
+    };
+    (!has(c"vkGetSemaphoreCounterValue") && has(c"vkGetSemaphoreCounterValueKHR"))
+        .then(|| ash::khr::timeline_semaphore::Device::new(instance, device))
 }
 
 /// Calls `call` once with all of `ranges` as `VkMappedMemoryRange`s (none

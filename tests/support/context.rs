@@ -184,6 +184,9 @@ pub struct VulkanContext {
     pub memory_priority_enabled: bool,
     /// Whether the `synchronization2` feature is enabled.
     pub synchronization2_enabled: bool,
+    /// Whether `VK_KHR_timeline_semaphore` and its feature are enabled
+    /// (below Vulkan 1.2 only, when listed).
+    pub timeline_semaphore_khr_enabled: bool,
     /// Whether `VK_KHR_external_memory_fd` is enabled on the device.
     pub external_memory_fd_enabled: bool,
     /// Every validation warning and error recorded so far.
@@ -357,6 +360,7 @@ impl VulkanContext {
             memory_budget_enabled: device_setup.memory_budget_enabled,
             memory_priority_enabled: device_setup.memory_priority_enabled,
             synchronization2_enabled: device_setup.synchronization2_enabled,
+            timeline_semaphore_khr_enabled: device_setup.timeline_semaphore_khr_enabled,
             external_memory_fd_enabled: device_setup.external_memory_fd_enabled,
             messages,
             allowed: Mutex::new(Vec::new()),

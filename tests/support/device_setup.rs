@@ -23,6 +23,11 @@ pub struct DeviceSetup {
     pub memory_priority_enabled: bool,
     /// The `synchronization2` feature is enabled.
     pub synchronization2_enabled: bool,
+    /// Below Vulkan 1.2, `VK_KHR_timeline_semaphore` and its
+    /// `timelineSemaphore` feature are enabled (when listed): timeline
+    /// semaphores through the extension's commands, as an engine targeting
+    /// Vulkan 1.1 uses them.
+    pub timeline_semaphore_khr_enabled: bool,
     /// `VK_KHR_external_memory_fd` is enabled (`VK_KHR_external_memory`,
     /// which it needs, is core in 1.1): memory can be exported as and
     /// imported from file descriptors.
@@ -98,6 +103,17 @@ pub fn create_device(
     if memory_priority {
         enabled_extensions.push(ash::ext::memory_priority::NAME.as_ptr());
     }
+    let timeline_khr =
+        !has_vulkan_1_2 && has_extension(&extensions, ash::khr::timeline_semaphore::NAME) && {
+            let mut timeline = vk::PhysicalDeviceTimelineSemaphoreFeatures::default();
+            let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut timeline);
+            // SAFETY: a valid output chain; the extension is listed.
+            unsafe { instance.get_physical_device_features2(physical_device, &mut features) };
+            timeline.timeline_semaphore == vk::TRUE
+        };
+    if timeline_khr {
+        enabled_extensions.push(ash::khr::timeline_semaphore::NAME.as_ptr());
+    }
     let external_memory_fd = has_extension(&extensions, ash::khr::external_memory_fd::NAME);
     if external_memory_fd {
         enabled_extensions.push(ash::khr::external_memory_fd::NAME.as_ptr());
@@ -122,6 +138,8 @@ pub fn create_device(
     let mut enable13 = vk::PhysicalDeviceVulkan13Features::default()
         .synchronization2(synchronization2)
         .maintenance4(maintenance4);
+    let mut enable_timeline_khr =
+        vk::PhysicalDeviceTimelineSemaphoreFeatures::default().timeline_semaphore(true);
     let mut enable_priority =
         vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default().memory_priority(true);
     let mut device_info = vk::DeviceCreateInfo::default()
@@ -138,6 +156,9 @@ pub fn create_device(
     if has_vulkan_1_3 {
         device_info = device_info.push_next(&mut enable13);
     }
+    if timeline_khr {
+        device_info = device_info.push_next(&mut enable_timeline_khr);
+    }
 
     // SAFETY: a valid create info with features the device supports.
     let device = unsafe { instance.create_device(physical_device, &device_info, None) }
@@ -150,6 +171,7 @@ pub fn create_device(
         memory_budget_enabled: memory_budget,
         memory_priority_enabled: memory_priority,
         synchronization2_enabled: synchronization2,
+        timeline_semaphore_khr_enabled: timeline_khr,
         external_memory_fd_enabled: external_memory_fd,
     }
 }

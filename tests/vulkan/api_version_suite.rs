@@ -4,9 +4,11 @@
 //! instance's and the physical device's), and the allocator must call
 //! nothing and chain nothing newer, which the validation layer reports.
 //!
-//! Under 1.1 neither buffer device address nor timeline semaphores are
-//! enabled (both are 1.2 features): requests for device addresses are
-//! refused, and frames end on fences only.
+//! Under 1.1 buffer device address is not enabled (a 1.2 feature):
+//! requests for device addresses are refused. Timeline semaphores come
+//! from `VK_KHR_timeline_semaphore` there, as an engine targeting 1.1 uses
+//! them: the device has no core 1.2 commands, so the allocator must wait
+//! on them through the extension's.
 
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
@@ -157,7 +159,7 @@ fn everyday_work(context: &VulkanContext) {
     // SAFETY: collected, so the allocator no longer reads it.
     unsafe { device.destroy_fence(fence, None) };
 
-    if context.vulkan_1_2_features_enabled {
+    if context.vulkan_1_2_features_enabled || context.timeline_semaphore_khr_enabled {
         timeline_frame(context, &allocator, readback, read, &what);
     } else {
         // SAFETY: the GPU is done with it.
@@ -178,8 +180,9 @@ const TRANSFER_WRITES: (vk::PipelineStageFlags, vk::AccessFlags) = (
     ),
 );
 
-/// A frame sealed on a timeline semaphore (Vulkan 1.2), signalled from the
-/// host, retires `buffer`.
+/// A frame sealed on a timeline semaphore (Vulkan 1.2, or 1.1 with
+/// `VK_KHR_timeline_semaphore`), signalled from the host, retires
+/// `buffer`.
 fn timeline_frame(
     context: &VulkanContext,
     allocator: &Allocator<AshMemoryDevice>,
@@ -192,10 +195,11 @@ fn timeline_frame(
         .semaphore_type(vk::SemaphoreType::TIMELINE)
         .initial_value(0);
     let info = vk::SemaphoreCreateInfo::default().push_next(&mut type_info);
-    // SAFETY: timeline semaphores are enabled with Vulkan 1.2.
+    // SAFETY: timeline semaphores are enabled with Vulkan 1.2 or the
+    // extension.
     let timeline = unsafe { device.create_semaphore(&info, None) }.unwrap();
     // SAFETY: the GPU is done with the buffer; the host signals the value
-    // below; the instance and the device are of Vulkan 1.2.
+    // below; the device has timeline semaphores (1.2 or the extension).
     unsafe {
         allocator
             .destroy_buffer_after_frame(buffer, allocation)
@@ -206,8 +210,17 @@ fn timeline_frame(
     let signal = vk::SemaphoreSignalInfo::default()
         .semaphore(timeline)
         .value(1);
-    // SAFETY: a host signal of a larger value.
-    unsafe { device.signal_semaphore(&signal) }.unwrap();
+    // SAFETY: a host signal of a larger value, through the extension's
+    // command where the device has no core 1.2 ones.
+    unsafe {
+        if context.vulkan_1_2_features_enabled {
+            device.signal_semaphore(&signal)
+        } else {
+            ash::khr::timeline_semaphore::Device::new(&context.instance, device)
+                .signal_semaphore(&signal)
+        }
+    }
+    .unwrap();
     assert_eq!(
         allocator.wait_and_collect(u64::MAX).unwrap().frees,
         1,

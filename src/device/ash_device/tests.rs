@@ -44,6 +44,15 @@ unsafe extern "system" fn record_ranges(
     RESULT.get()
 }
 
+/// Stands in for `vkGetDeviceProcAddr`, which `AshMemoryDevice::new`
+/// asks whether the device has the timeline-semaphore commands: none.
+unsafe extern "system" fn no_device_command(
+    _device: vk::Device,
+    _name: *const std::ffi::c_char,
+) -> vk::PFN_vkVoidFunction {
+    None
+}
+
 /// A backend whose device has only the two range entry points (the
 /// stub above); every other entry point panics if called.
 fn recording_device() -> AshMemoryDevice {
@@ -61,10 +70,17 @@ fn stub_device(physical_device: vk::PhysicalDevice, features: DeviceFeatures) ->
             std::ptr::null()
         }
     };
+    let load_instance = |name: &CStr| -> *const c_void {
+        if name == c"vkGetDeviceProcAddr" {
+            no_device_command as *const c_void
+        } else {
+            std::ptr::null()
+        }
+    };
     // SAFETY: the loaders only look names up; nothing is called but
-    // the two stubs, which need no live device.
+    // the stubs, which need no live device.
     unsafe {
-        let instance = ash::Instance::load_with(|_| std::ptr::null(), vk::Instance::null());
+        let instance = ash::Instance::load_with(load_instance, vk::Instance::null());
         let device = ash::Device::load_with(load, vk::Device::null());
         AshMemoryDevice::new(&instance, &device, physical_device, features)
     }
