@@ -58,7 +58,9 @@ impl Usage {
     /// mapped. Check [`Allocation::mapped_ptr`](crate::Allocation::mapped_ptr):
     /// `None` means "upload with a transfer". For buffers: the host cannot
     /// write an optimal-tiling image through a mapping, so a texture takes a
-    /// transfer anyway, and `DEVICE_LOCAL` alone keeps it out of the BAR.
+    /// transfer anyway, and `DEVICE_LOCAL` alone keeps it out of the BAR
+    /// (while VRAM has room and budget: then the BAR is GPU-only data's
+    /// next choice, before system memory).
     ///
     /// ```
     /// use vk_suballoc::Usage;

@@ -3,7 +3,7 @@
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::{HeapBudget, MemoryDeviceExt};
-use vk_suballoc::{DedicatedPolicy, Error, Request, Usage};
+use vk_suballoc::{DedicatedPolicy, Error, Request, ResourceKind, Usage};
 
 use super::frames::{end_frame, free_all_and_finish};
 use super::{allocator, buffer, finish, free};
@@ -64,6 +64,33 @@ fn the_budget_extension_moves_requests_to_the_next_heap() {
     // VRAM (type 1) is over budget: the BAR (type 4) is next.
     assert_eq!(a.memory_type(), 4);
     free_all_and_finish(allocator, &device, [a]);
+}
+
+/// A texture whose VRAM is over budget, without `within_budget`, goes on
+/// to the other device-local heap, the 256 MiB BAR of a discrete GPU
+/// without resizable BAR, while that has budget, and only then to system
+/// memory (the README's "Coming from VMA" says so): device-local types
+/// rank before host ones for GPU-only data.
+#[test]
+fn a_texture_over_the_vram_budget_takes_the_bar_then_system_memory() {
+    // discrete: 0 none (system), 1 DL, 2 HV|HC, 3 HV|HC|cached, 4 BAR.
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.set_heap_budget(0, 100 * MIB, 99 * MIB);
+    // 40 MiB: each needs memory of its own, not room in the other's.
+    let texture = || {
+        Request::new(
+            super::requirements(40 * MIB, 4096),
+            Usage::DEVICE_LOCAL,
+            ResourceKind::OptimalImage,
+        )
+    };
+    let in_bar = allocator.allocate(&texture()).unwrap();
+    assert_eq!(in_bar.memory_type(), 4);
+    // The BAR heap's budget is gone too: system memory.
+    device.set_heap_budget(2, 64 * MIB, 63 * MIB);
+    let in_system = allocator.allocate(&texture()).unwrap();
+    assert_eq!(in_system.memory_type(), 0);
+    free_all_and_finish(allocator, &device, [in_bar, in_system]);
 }
 
 /// Some drivers report a heap budget of 0, or one larger than the heap.
