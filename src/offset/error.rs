@@ -3,7 +3,7 @@
 /// What went wrong in an [`OffsetAllocator`](super::OffsetAllocator) or
 /// [`LinearAllocator`](super::LinearAllocator) call. Every failing call leaves
 /// the allocator's allocations and free ranges as they were; only its
-/// failure counters and search statistics count the attempt.
+/// failure counters and search statistics may count the attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum OffsetError {

@@ -167,9 +167,11 @@ impl<const M: u32> OffsetAllocator<M> {
     /// bytes, but no free range holds the aligned request) when it cannot be
     /// placed now. A space error is never false: some free range could have
     /// held the request otherwise. On error no allocation or free range
-    /// changes; the failure counters and [`search_stats`](Self::search_stats)
-    /// count the attempt, unless its size is zero or its alignment not a
-    /// power of two.
+    /// changes; the failure counters count the attempt, unless its size is
+    /// zero or its alignment not a power of two, and a space error also
+    /// counts one boundary search in [`search_stats`](Self::search_stats)
+    /// (a request refused before any search, larger than the capacity or
+    /// without a free slot, counts none).
     ///
     /// # Time complexity
     /// O(1) — two bitmask searches and a constant number of list updates —

@@ -131,3 +131,37 @@ fn an_aligned_request_takes_the_first_bin_that_holds_it_anywhere() {
     // And in O(1): no gap-by-gap search.
     assert_eq!(heap.search_stats(), SearchStats::default());
 }
+
+/// What `allocate`'s docs promise of a failed request: the failure
+/// counters count it, but only a space error searched the bins, so only
+/// it counts a boundary search (one, whatever the bins hold); a request
+/// larger than the capacity or without a free slot is refused before any
+/// search, and zero sizes and bad alignments count nowhere.
+#[test]
+fn only_a_space_error_counts_a_boundary_search() {
+    let mut heap = OffsetAllocator::<3>::new(1000, 1).unwrap();
+    let failures = |heap: &OffsetAllocator<3>| heap.counters().failed_allocations;
+    assert_eq!(heap.allocate(0, 1), Err(OffsetError::ZeroSize));
+    assert!(heap.allocate(8, 3).is_err());
+    assert!(heap.allocate(1001, 1).is_err());
+    assert_eq!(failures(&heap), 1);
+    assert_eq!(heap.search_stats(), SearchStats::default());
+
+    let kept = heap.allocate(10, 1).unwrap();
+    assert_eq!(heap.allocate(1, 1), Err(OffsetError::OutOfSlots(1)));
+    assert_eq!(failures(&heap), 2);
+    assert_eq!(heap.search_stats(), SearchStats::default());
+
+    heap.reserve_slots(1).unwrap();
+    assert!(matches!(
+        heap.allocate(995, 1),
+        Err(OffsetError::OutOfSpace { .. })
+    ));
+    assert!(matches!(
+        heap.allocate(990, 16),
+        Err(OffsetError::TooFragmented { .. })
+    ));
+    assert_eq!(failures(&heap), 4);
+    assert_eq!(heap.search_stats().boundary_searches, 2);
+    heap.free(kept.id).unwrap();
+}
