@@ -112,7 +112,8 @@ impl LinearAllocator {
     /// [`OffsetError::TooFragmented`] when enough bytes are free but no free
     /// piece holds the aligned request (it would have to wrap, or its
     /// alignment moves it past the piece's end). On error nothing changes but
-    /// [`failed_allocations`](Self::failed_allocations).
+    /// [`failed_allocations`](Self::failed_allocations), which counts every
+    /// error but a zero size and an alignment that is not a power of two.
     ///
     /// # Time complexity
     /// O(1), no loop.
@@ -245,7 +246,9 @@ impl LinearAllocator {
         self.allocations
     }
 
-    /// Failed allocations since creation.
+    /// Allocations since creation that failed for lack of space or were
+    /// larger than the ring (invalid sizes and alignments are not counted,
+    /// as in [`Counters::failed_allocations`](super::Counters::failed_allocations)).
     pub fn failed_allocations(&self) -> u64 {
         self.failed_allocations
     }
