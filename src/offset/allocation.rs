@@ -10,6 +10,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// anything. The owner tag makes an id from another allocator fail with
 /// [`OffsetError::ForeignId`](super::OffsetError::ForeignId).
 ///
+/// The generation is 32 bits, odd while the slot is live, so it comes
+/// round again every 2^31 reuses of one slot: an id kept until its slot
+/// has been refilled exactly a multiple of 2^31 times since names the
+/// allocation in that slot then, and freeing it frees that allocation
+/// (the stack of unused slots, last freed first taken, gets there soonest
+/// on a busy slot). Drop an id once its allocation is freed.
+///
 /// A clone of an allocator keeps its owner tag, so that ids issued before the
 /// clone work in both; once the two diverge, keep each one's later ids to
 /// itself (the generation check catches most, not all, mix-ups).
