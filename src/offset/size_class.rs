@@ -61,7 +61,8 @@ pub(crate) const fn bin_down<const M: u32>(size: u64) -> u32 {
 ///
 /// When the mantissa drops set bits, the next bin up; a mantissa that
 /// overflows carries into the exponent, which is exactly the next bin. Sizes
-/// above `2^63 + 2^62` have no such bin; callers cap sizes at
+/// above the largest lower bound a `u64` holds, `2^64 - 2^(63 - M)`
+/// (`2^63 + 2^62` for `M = 2`), have no such bin; callers cap sizes at
 /// [`MAX_CAPACITY`](super::MAX_CAPACITY) long before that.
 ///
 /// # Time complexity
@@ -130,6 +131,28 @@ mod tests {
         check_roundings::<4>();
         check_roundings::<5>();
         check_roundings::<6>();
+    }
+
+    /// `bin_up`'s docs: sizes up to `2^64 - 2^(63 - M)` have a bin whose
+    /// lower bound is at least the size, and that size is the largest
+    /// such bound (the next size up would need a bound past `u64::MAX`).
+    fn check_largest_bin<const M: u32>() {
+        let limit = u64::MAX - ((1u64 << (63 - M)) - 1);
+        assert_eq!(bin_lower_bound::<M>(bin_up::<M>(limit)), limit, "M={M}");
+        assert_eq!(
+            bin_lower_bound::<M>(bin_down::<M>(u64::MAX)),
+            limit,
+            "M={M}"
+        );
+    }
+
+    #[test]
+    fn the_largest_bin_bound_is_2_64_minus_2_63_minus_m() {
+        check_largest_bin::<2>();
+        check_largest_bin::<3>();
+        check_largest_bin::<4>();
+        check_largest_bin::<5>();
+        check_largest_bin::<6>();
     }
 
     #[test]
