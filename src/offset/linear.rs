@@ -75,6 +75,9 @@ impl LinearAllocator {
     /// [`MAX_CAPACITY`](super::MAX_CAPACITY);
     /// [`OffsetError::OutOfHostMemory`] when the host cannot allocate the
     /// frame table (16 bytes per frame in flight).
+    ///
+    /// # Time complexity
+    /// O(`max_frames_in_flight`): the frame table is allocated whole.
     pub fn new(capacity: u64, max_frames_in_flight: u32) -> Result<Self, OffsetError> {
         if capacity > super::MAX_CAPACITY {
             return Err(OffsetError::CapacityTooLarge {
