@@ -322,6 +322,18 @@ pub enum Error {
     /// (`allocationSize` 0, VUID-VkMemoryAllocateInfo-pNext-01874), and the
     /// allocator cannot count or map memory of a size it does not know.
     /// Nothing was allocated: allocate that image's memory yourself.
+    ///
+    /// Or a pool exporting D3D11 textures or D3D12 resources (those types
+    /// are then `handle_types`) was asked for memory not dedicated to a
+    /// named image or buffer: a block (`min_blocks` at
+    /// [`Allocator::create_pool`](crate::Allocator::create_pool), or a
+    /// request not dedicated), or dedicated memory for no one resource.
+    /// Vulkan requires every driver to report `DEDICATED_ONLY` for these
+    /// types, so such memory must name its resource
+    /// (VUID-VkMemoryAllocateInfo-pNext-00639). Nothing was allocated:
+    /// allocate with [`DedicatedPolicy::Always`](crate::DedicatedPolicy::Always)
+    /// through the create-and-bind helpers (or a request with a dedicated
+    /// target), without `can_alias`.
     #[error("memory cannot be exported as {handle_types:?}")]
     NotExportable {
         /// The refused bits of the requested handle types, undefined ones

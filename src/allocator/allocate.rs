@@ -52,8 +52,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// growing blocks, the two errors above for a request that rounded
     /// passes the heap or `maxMemoryAllocationSize`), [`Error::PoolFull`],
     /// [`Error::NotExportable`] for memory dedicated to an image in a pool
-    /// that exports Android hardware buffers (no Vulkan call), and the
-    /// device's errors for that type.
+    /// that exports Android hardware buffers, and in a pool that exports
+    /// D3D11 textures or D3D12 resources for any memory but that dedicated
+    /// to the request's resource (a block, or dedicated memory for no one
+    /// resource: VUID-VkMemoryAllocateInfo-pNext-00639) (no Vulkan call
+    /// either way), and the device's errors for that type.
     ///
     /// The order in which memory types, blocks and dedicated memory are
     /// tried, the smaller blocks retried when the driver refuses memory,

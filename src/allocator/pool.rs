@@ -35,7 +35,7 @@ use gpu_alloc_types::MemoryPropertyFlags;
 
 use super::place::{lock, retry_after_releasing, Locked};
 use super::Allocator;
-use crate::device::{MemoryDeviceExt, DEFINED_HANDLE_TYPES};
+use crate::device::{MemoryDeviceExt, DEDICATED_ONLY_HANDLE_TYPES, DEFINED_HANDLE_TYPES};
 use crate::memory::deferred_log;
 use crate::memory::first_panic::FirstPanic;
 use crate::memory::type_pool::{PoolPolicy, TypePool};
@@ -80,7 +80,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// reports the device cannot export
     /// ([`MemoryProperties::exportable_handle_types`](crate::device::MemoryProperties::exportable_handle_types);
     /// the ash backend cannot tell, so checking support per resource is
-    /// the caller's, see [`PoolDesc::export`]);
+    /// the caller's, see [`PoolDesc::export`]), then, with `min_blocks`,
+    /// naming those of the D3D11 texture and D3D12 resource types, whose
+    /// memory is only ever dedicated to one resource (Vulkan requires every
+    /// driver to report `DEDICATED_ONLY` for them;
+    /// VUID-VkMemoryAllocateInfo-pNext-00639);
     /// [`Error::AlignmentNotPowerOfTwo`] for a
     /// [`PoolDesc::min_alignment`] neither 0 nor a power of two;
     /// [`Error::TooManyPools`]; the errors of making the `min_blocks`
@@ -167,6 +171,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if !refused.is_empty() {
             return Err(Error::NotExportable {
                 handle_types: refused,
+            });
+        }
+        // Blocks of such memory would break VUID-VkMemoryAllocateInfo-pNext-00639:
+        // it is only ever dedicated to a named resource.
+        let dedicated_only = export & DEDICATED_ONLY_HANDLE_TYPES;
+        if !dedicated_only.is_empty() && desc.min_blocks > 0 {
+            return Err(Error::NotExportable {
+                handle_types: dedicated_only,
             });
         }
         if desc.min_alignment != 0 && !desc.min_alignment.is_power_of_two() {

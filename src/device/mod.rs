@@ -221,6 +221,20 @@ pub(crate) const DEFINED_HANDLE_TYPES: vk::ExternalMemoryHandleTypeFlags = {
     )
 };
 
+/// The handle types every driver reports `DEDICATED_ONLY` for (the
+/// Vulkan specification requires it of D3D11 textures and D3D12
+/// resources, whose external APIs know no suballocated memory): memory
+/// exported as one of them must be dedicated to a named image or buffer
+/// (`VkMemoryDedicatedAllocateInfo`, VUID-VkMemoryAllocateInfo-pNext-00639),
+/// never a block or dedicated memory for no one resource. (QNX Screen
+/// buffers, required so too, are import-only: no pool exports them.)
+pub(crate) const DEDICATED_ONLY_HANDLE_TYPES: vk::ExternalMemoryHandleTypeFlags = {
+    use vk::ExternalMemoryHandleTypeFlags as T;
+    T::from_raw(
+        T::D3D11_TEXTURE.as_raw() | T::D3D11_TEXTURE_KMT.as_raw() | T::D3D12_RESOURCE.as_raw(),
+    )
+};
+
 /// The `VK_EXT_memory_priority` value for a requested priority
 /// ([`AllocateInfo::priority`]): clamped to `[0, 1]`
 /// (VUID-VkMemoryPriorityAllocateInfoEXT-priority-02602), and NaN, which

@@ -280,6 +280,61 @@ fn an_images_dedicated_memory_is_not_exported_as_an_android_hardware_buffer() {
     finish(allocator, &device);
 }
 
+/// Memory exported as a D3D11 texture or a D3D12 resource is always
+/// memory dedicated to one image or buffer: Vulkan requires every driver
+/// to report `DEDICATED_ONLY` for those handle types, so memory allocated
+/// with them must name its resource in `VkMemoryDedicatedAllocateInfo`
+/// (VUID-VkMemoryAllocateInfo-pNext-00639). A pool exporting one makes no
+/// block (`min_blocks` is refused at `create_pool`, a request that would
+/// take a block fails) nor dedicated memory for no one resource, with
+/// [`Error::NotExportable`] naming those types and no device call; memory
+/// dedicated to a named resource is made and exported.
+#[test]
+fn dedicated_only_handle_types_take_memory_dedicated_to_a_resource() {
+    let d3d = vk::ExternalMemoryHandleTypeFlags::D3D11_TEXTURE
+        | vk::ExternalMemoryHandleTypeFlags::D3D12_RESOURCE;
+    let win32 = vk::ExternalMemoryHandleTypeFlags::OPAQUE_WIN32;
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let calls = device.counters().allocate_calls;
+    assert_eq!(
+        try_exporting_pool(&allocator, d3d | win32),
+        Err(Error::NotExportable { handle_types: d3d })
+    );
+    assert_eq!(allocator.memory_map().custom_pools().count(), 0);
+
+    let pool = allocator
+        .create_pool(&PoolDesc::new(VRAM).export(d3d | win32))
+        .unwrap();
+    // In a block, and in dedicated memory made for no one resource.
+    for dedicated in [false, true] {
+        assert_eq!(
+            allocator
+                .allocate(&in_pool(pool, MIB, dedicated))
+                .map(|a| a.size()),
+            Err(Error::NotExportable { handle_types: d3d })
+        );
+    }
+    assert_eq!(device.counters().allocate_calls, calls);
+    assert_eq!(allocator.pool_stats(&pool).unwrap().blocks, 0);
+    assert_eq!(device.violations(), Vec::<String>::new());
+
+    // Memory dedicated to a buffer: made, and exported.
+    let buffer = device.create_resource();
+    let target = DedicatedTarget::Buffer(vk::Handle::from_raw(buffer));
+    let known = live_memory(&device);
+    let allocation = allocator
+        .allocate(&in_pool(pool, MIB, true).fake_target(target))
+        .unwrap();
+    assert!(allocation.is_dedicated());
+    let made: HashSet<_> = live_memory(&device).difference(&known).copied().collect();
+    assert_eq!(made.len(), 1);
+    assert_exports(&device, &[(&made, d3d | win32)]);
+    free(&allocator, allocation);
+    device.destroy_resource(buffer);
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
 /// A plan moves an exporting pool's allocations only into its own blocks,
 /// which all carry the handle types (an importer of the old block still
 /// sees the old contents: the docs say so).
@@ -421,15 +476,14 @@ fn undefined_handle_type_bits_are_refused() {
     assert_eq!(device.counters().allocate_calls, calls);
     assert_eq!(allocator.memory_map().custom_pools().count(), 0);
 
-    // Every defined type memory can be exported as.
+    // Every defined type a block can be exported as (D3D11 textures and
+    // D3D12 resources only ever in dedicated memory: see
+    // `dedicated_only_handle_types_take_memory_dedicated_to_a_resource`).
     let all = [
         vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD,
         vk::ExternalMemoryHandleTypeFlags::OPAQUE_WIN32,
         vk::ExternalMemoryHandleTypeFlags::OPAQUE_WIN32_KMT,
-        vk::ExternalMemoryHandleTypeFlags::D3D11_TEXTURE,
-        vk::ExternalMemoryHandleTypeFlags::D3D11_TEXTURE_KMT,
         vk::ExternalMemoryHandleTypeFlags::D3D12_HEAP,
-        vk::ExternalMemoryHandleTypeFlags::D3D12_RESOURCE,
         vk::ExternalMemoryHandleTypeFlags::DMA_BUF_EXT,
         vk::ExternalMemoryHandleTypeFlags::ANDROID_HARDWARE_BUFFER_ANDROID,
         vk::ExternalMemoryHandleTypeFlags::ZIRCON_VMO_FUCHSIA,

@@ -191,7 +191,12 @@ impl<'a> PoolDesc<'a> {
     ///   `ANDROID_HARDWARE_BUFFER_BIT_ANDROID` refuses a request for memory
     ///   dedicated to an image with
     ///   [`Error::NotExportable`](crate::Error::NotExportable); its blocks
-    ///   and buffers' memory export as AHB blobs.
+    ///   and buffers' memory export as AHB blobs. For the D3D11 texture
+    ///   and D3D12 resource types, which Vulkan requires every driver to
+    ///   report `DEDICATED_ONLY` for, the allocator enforces the rule:
+    ///   such a pool takes no `min_blocks` and makes no memory but that
+    ///   dedicated to a named resource
+    ///   ([`Error::NotExportable`](crate::Error::NotExportable)).
     /// - The importer names the same `allocationSize` and memory type for
     ///   an opaque handle, and imports with `VkMemoryDedicatedAllocateInfo`
     ///   only memory the pool dedicated to an identical resource

@@ -17,7 +17,8 @@ use super::coherence::DeviceCopy;
 use super::host_bytes::HostBytes;
 use super::FakeLayout;
 use crate::device::{
-    AllocateInfo, DedicatedTarget, DeviceError, FrameSignal, DEFINED_HANDLE_TYPES,
+    AllocateInfo, DedicatedTarget, DeviceError, FrameSignal, DEDICATED_ONLY_HANDLE_TYPES,
+    DEFINED_HANDLE_TYPES,
 };
 
 mod mapping;
@@ -339,6 +340,14 @@ impl State {
         if !undefined.is_empty() {
             return Err(self.violation(format!(
                 "VUID-VkExportMemoryAllocateInfo-handleTypes-parameter: {undefined:?} are no handle types"
+            )));
+        }
+        // Every driver reports DEDICATED_ONLY for these: such memory names
+        // its resource.
+        let dedicated_only = info.export_handle_types & DEDICATED_ONLY_HANDLE_TYPES;
+        if !dedicated_only.is_empty() && info.dedicated.is_none() {
+            return Err(self.violation(format!(
+                "VUID-VkMemoryAllocateInfo-pNext-00639: memory exported as {dedicated_only:?} without VkMemoryDedicatedAllocateInfo naming an image or buffer"
             )));
         }
         // Vulkan sizes memory it exports as an Android hardware buffer for a

@@ -19,7 +19,10 @@ use gpu_alloc_types::{AllocationFlags, MemoryPropertyFlags};
 
 use super::budgets::Read;
 use super::{MemoryContext, MemoryRequest, NewMemory};
-use crate::device::{memory_priority, AllocateInfo, DedicatedTarget, HeapBudget, MemoryDeviceExt};
+use crate::device::{
+    memory_priority, AllocateInfo, DedicatedTarget, HeapBudget, MemoryDeviceExt,
+    DEDICATED_ONLY_HANDLE_TYPES,
+};
 use crate::memory::events::{MemoryEvent, MemoryEventKind};
 use crate::memory::mapping::MappedPtr;
 use crate::Error;
@@ -96,6 +99,16 @@ impl<D> MemoryContext<D> {
         {
             return Err(Error::NotExportable {
                 handle_types: ANDROID_HARDWARE_BUFFER,
+            });
+        }
+        // Memory exported as a D3D11 texture or D3D12 resource must name
+        // its image or buffer (every driver reports DEDICATED_ONLY for
+        // them, VUID-VkMemoryAllocateInfo-pNext-00639): never a block, nor
+        // dedicated memory for no one resource.
+        let dedicated_only = request.export_handle_types & DEDICATED_ONLY_HANDLE_TYPES;
+        if !dedicated_only.is_empty() && request.dedicated.is_none() {
+            return Err(Error::NotExportable {
+                handle_types: dedicated_only,
             });
         }
         // Requests above the limit were refused before placement, but a
