@@ -179,18 +179,24 @@ impl<const M: u32> OffsetAllocator<M> {
     /// up to the next bin bound (for `align == 1`: of at least `size` bytes
     /// rounded up), which is every request that is not close to failing.
     ///
-    /// Otherwise the request is close to the largest free range, and the
-    /// *boundary* bins, whose gaps may or may not hold it, are searched gap by
-    /// gap before the allocator gives up: the bins from `size` rounded down
-    /// to below `size + align - 1` rounded up (one bin when `align == 1`:
-    /// gaps within `1/2^M` of `size`), skipping every bin whose largest gap is
-    /// known to be smaller than `size`. That costs O(gaps in those bins), no
-    /// loop over allocations or other bins. A search that sees a whole bin
-    /// without success makes the bin's bound exact, so repeating a failing
-    /// request of alignment 1 costs O(1) until a larger gap enters that
-    /// bin. With a larger alignment a bin may keep gaps of `size` bytes or
-    /// more that the alignment shifts the request out of: each repeat
-    /// walks those again (still O(gaps in the boundary bins)).
+    /// Otherwise the request's worst case, `size + align - 1` bytes, is close
+    /// to the largest free range (the request itself too when `align == 1`),
+    /// and the *boundary* bins, whose gaps may or may not hold it, are
+    /// searched gap by gap, smallest bin first, until a gap holds it or none
+    /// does: the bins from `size` rounded down to below `size + align - 1`
+    /// rounded up (one bin when `align == 1`: gaps within `1/2^M` of
+    /// `size`), skipping every bin whose largest gap is known to be smaller
+    /// than `size`. That costs O(gaps in those bins), no loop over
+    /// allocations or other bins. A search that sees a whole bin without
+    /// success makes the bin's bound exact, so repeating a failing request
+    /// of alignment 1 costs O(1) until a larger gap enters that bin. With a
+    /// larger alignment those bins reach far below the largest free range,
+    /// and a request that will succeed may look at every gap of `size`
+    /// bytes or more first: 4 KiB at 64 KiB alignment, with no free range of
+    /// 72 KiB, looks at every free range of 4 KiB or more before the 70 KiB
+    /// one that holds it. Those bins keep gaps of `size` bytes or more that
+    /// the alignment shifts the request out of, so each repeat walks them
+    /// again (still O(gaps in the boundary bins)).
     pub fn allocate(&mut self, size: u64, align: u64) -> Result<OffsetAllocation, OffsetError> {
         self.allocate_body(size, align)
     }
