@@ -308,6 +308,12 @@ mod tests {
             Err(OffsetError::AlignmentNotPowerOfTwo(3))
         );
         assert_eq!(ring.allocate(0, 1), Err(OffsetError::ZeroSize));
+        // Invalid requests are not counted as failures; requests that do
+        // not fit, or exceed the ring, are.
+        assert_eq!(ring.failed_allocations(), 0);
+        assert!(ring.allocate(1000, 1).is_err());
+        assert!(ring.allocate(1025, 1).is_err());
+        assert_eq!(ring.failed_allocations(), 2);
     }
 
     /// The ring counts bytes since creation; 2^16 + 1 frames of a whole
