@@ -10,12 +10,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// anything. The owner tag makes an id from another allocator fail with
 /// [`OffsetError::ForeignId`](super::OffsetError::ForeignId).
 ///
-/// The generation is 32 bits, odd while the slot is live, so it comes
-/// round again every 2^31 reuses of one slot: an id kept until its slot
-/// has been refilled exactly a multiple of 2^31 times since names the
-/// allocation in that slot then, and freeing it frees that allocation
-/// (the stack of unused slots, last freed first taken, gets there soonest
-/// on a busy slot). Drop an id once its allocation is freed.
+/// The generation is 32 bits, odd while the slot is live, so it would come
+/// round again after 2^31 reuses of one slot (a tight allocate/free loop
+/// on one slot gets there in about a minute and a half), and an id issued
+/// before would name the allocation in that slot then. So a slot retires
+/// instead when its last generation is freed: it is never handed out
+/// again, and every id it ever carried stays stale. That costs one 32-byte
+/// slot per 2^31 reuses; [`OutOfSlots`](super::OffsetError::OutOfSlots)
+/// counts retired slots as taken, and
+/// [`reserve_slots`](super::OffsetAllocator::reserve_slots) adds new ones.
 ///
 /// A clone of an allocator keeps its owner tag, so that ids issued before the
 /// clone work in both; once the two diverge, keep each one's later ids to

@@ -45,9 +45,11 @@ pub enum OffsetError {
         /// Free bytes in the allocator.
         free: u64,
     },
-    /// Every preallocated allocation slot is in use. Free an allocation, or call
+    /// Every preallocated allocation slot is in use (or retired: a slot
+    /// retires after 2^31 reuses, see
+    /// [`AllocationId`](super::AllocationId)). Free an allocation, or call
     /// `reserve_slots` (outside the hot path) to add more.
-    #[error("all {0} allocation slots are in use")]
+    #[error("none of the {0} allocation slots is free")]
     OutOfSlots(u32),
     /// The capacity (or capacity after `grow`) exceeds what offsets can
     /// address, [`MAX_CAPACITY`](super::MAX_CAPACITY) bytes.

@@ -24,7 +24,8 @@ pub(crate) const ADDRESS_BITS: u32 = 48;
 const ADDRESS_MASK: u64 = (1u64 << ADDRESS_BITS) - 1;
 
 /// One allocation slot. Unused slots chain through `next` (the free-slot stack)
-/// and keep their generation, so a stale id still fails its check.
+/// and keep their generation, so a stale id still fails its check; a slot
+/// whose last generation was freed is on no stack (retired, generation 0).
 ///
 /// Aligned to 32 bytes so that no node straddles two cache lines (a large
 /// `Vec` from the system allocator starts 16 bytes past a page boundary).

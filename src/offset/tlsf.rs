@@ -101,6 +101,10 @@ pub struct OffsetAllocator<const M: u32 = 3> {
 
 pub(super) const SENTINEL: u32 = 0;
 
+/// The last generation a slot is live with (odd, as every live one): its
+/// free retires the slot.
+const LAST_GENERATION: u32 = u32::MAX;
+
 impl<const M: u32> OffsetAllocator<M> {
     /// Creates an allocator of `capacity` bytes with room for `max_allocations`
     /// live allocations. All metadata is allocated here (32 bytes per slot plus
@@ -289,8 +293,13 @@ impl<const M: u32> OffsetAllocator<M> {
         self.insert_gap(node.prev, merged.size);
         let freed = &mut self.nodes[slot as usize];
         freed.set_generation(id.generation.wrapping_add(1));
-        freed.next = self.unused_slot;
-        self.unused_slot = slot;
+        // The last generation retires its slot rather than come round to
+        // ids issued before (`AllocationId`): off the stack, it stays
+        // unused with generation 0, which no id carries.
+        if id.generation != LAST_GENERATION {
+            freed.next = self.unused_slot;
+            self.unused_slot = slot;
+        }
         self.free_bytes += end - offset;
         self.counters.on_free(end - offset);
         Ok(merged)
