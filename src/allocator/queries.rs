@@ -20,6 +20,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// as [`budgets`](Self::budgets) makes (VMA reads them once a frame).
     /// A memory type's figures count its custom pools' blocks and
     /// allocations ([`pool_stats`](Self::pool_stats) has each pool's).
+    /// An allocation freed behind a frame
+    /// ([`free_after_frame`](Self::free_after_frame), the
+    /// `destroy_*_after_frame` helpers) counts as live until
+    /// [`collect`](Self::collect) releases it: the GPU may still use it, and
+    /// its bytes are not free for another allocation yet.
     ///
     /// While other threads allocate and free, each pool's figures are read
     /// whole under its lock, but one pool after another, and the memory

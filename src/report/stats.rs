@@ -57,7 +57,8 @@ impl TypeStats {
         self.block_bytes.saturating_add(self.dedicated_bytes)
     }
 
-    /// Bytes in live allocations.
+    /// Bytes in live allocations (those freed behind a frame included,
+    /// until collected).
     pub fn live_bytes(&self) -> u64 {
         self.block_allocated_bytes
             .saturating_add(self.dedicated_bytes)
@@ -125,7 +126,8 @@ impl Stats {
         self.sum(TypeStats::reserved_bytes)
     }
 
-    /// Bytes in live allocations, all types.
+    /// Bytes in live allocations, all types (those freed behind a frame
+    /// included, until collected).
     pub fn live_bytes(&self) -> u64 {
         self.sum(TypeStats::live_bytes)
     }
