@@ -41,8 +41,9 @@ pub struct DeviceFeatures {
     /// dedicated allocation gets an object name.
     pub debug_utils: bool,
     /// `VK_AMD_device_coherent_memory` and its `deviceCoherentMemory` feature
-    /// are enabled: memory types with `DEVICE_COHERENT_BIT_AMD` may be used,
-    /// after every other allowed type. Leave it `false` otherwise: the
+    /// are enabled: memory types with `DEVICE_COHERENT_BIT_AMD` may be used
+    /// by a request whose `memoryTypeBits` allow no other type that suits
+    /// its usage (crash breadcrumbs). Leave it `false` otherwise: the
     /// allocator then never allocates from those types, which AMD drivers
     /// list even when the feature is off
     /// ([`MemoryProperties::amd_device_coherent_types`]).

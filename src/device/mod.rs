@@ -67,9 +67,10 @@ pub struct MemoryProperties {
     /// they are uncached and slow, meant for crash breadcrumbs.
     pub amd_device_coherent_types: u32,
     /// `VK_AMD_device_coherent_memory` and its `deviceCoherentMemory` feature
-    /// are enabled: the types above may be used, but only after every other
-    /// allowed type (a request whose `memoryTypeBits` names only them gets
-    /// one). Without it the allocator never uses them.
+    /// are enabled: the types above may be used, but only by a request
+    /// whose `memoryTypeBits` allow no other type that suits its usage
+    /// (crash breadcrumbs); an ordinary request never falls back to them.
+    /// Without it the allocator never uses them.
     pub amd_device_coherent_memory: bool,
     /// The `protectedMemory` feature is enabled: custom pools may use the
     /// memory types with `VK_MEMORY_PROPERTY_PROTECTED_BIT` (other requests

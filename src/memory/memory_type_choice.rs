@@ -10,7 +10,8 @@
 //! weighted count of missing *preferred* and present *unwanted* flags, ties
 //! broken by type index (drivers list their best types first). AMD's
 //! device-coherent types rank after all others when their feature is
-//! enabled, and are never candidates when it is not
+//! enabled, and then take only the requests that admit no other type
+//! ([`RankTable::is_last_resort`]); they are never candidates when it is not
 //! ([`MemoryContext::usable_types`](super::context::MemoryContext::usable_types),
 //! which also leaves out protected types unless `protectedMemory` is
 //! enabled; then only a custom pool of one uses them).
@@ -189,6 +190,10 @@ pub(crate) struct RankTable {
     /// through the type's heap index in the device's tables, which cost
     /// two bounds checks and two dependent loads per candidate.
     heap_sizes: [u64; 32],
+    /// The types ranked last (AMD's device-coherent ones with their
+    /// feature on), one bit per type index: candidates of a request only
+    /// when it admits no other ([`RankTable::is_last_resort`]).
+    last: u32,
 }
 
 impl RankTable {
@@ -201,6 +206,7 @@ impl RankTable {
         }
         Self {
             heap_sizes,
+            last,
             by_usage: std::array::from_fn(|index| {
                 let mut usage = Usage::default();
                 for (bit, flag) in RANKING_FLAGS.iter().enumerate() {
@@ -229,6 +235,17 @@ impl RankTable {
             | usize::from(usage.contains(d)) << 3
             | usize::from(usage.contains(e)) << 4;
         self.by_usage[index].as_slice()
+    }
+
+    /// Whether memory type `index` is one of the types ranked last (AMD's
+    /// device-coherent ones, with their feature on): a request takes one
+    /// only when its `memoryTypeBits` admit no other type ranked for its
+    /// usage (crash breadcrumbs), never as the fallback of an ordinary
+    /// request that the other types refused, which would put it in
+    /// uncached device memory.
+    #[inline]
+    pub(crate) fn is_last_resort(&self, index: u8) -> bool {
+        self.last & 1u32.wrapping_shl(u32::from(index)) != 0
     }
 
     /// Whether memory type `index` of a ranked list takes a request of

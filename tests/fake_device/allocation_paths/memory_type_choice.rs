@@ -2,7 +2,8 @@
 //! types' properties as the device reports them, `ALLOW_TRANSFER_INSTEAD`
 //! taking the BAR then unmapped VRAM, unwanted flags outranking the driver's
 //! order and equal types keeping it, AMD's device-coherent types only with
-//! their feature, `AllocationDesc::memory_type_bits` narrowing the
+//! their feature and then never an ordinary request's fallback,
+//! `AllocationDesc::memory_type_bits` narrowing the
 //! candidates, and the choices that differ from VMA's.
 
 use ash::vk;
@@ -244,6 +245,46 @@ fn amd_device_coherent_types_need_their_feature() {
     for allocation in [normal, breadcrumbs, host] {
         free(&allocator, allocation);
     }
+    finish(allocator, &device);
+}
+
+/// With their feature on, AMD's device-coherent (and uncached) types take
+/// only the requests whose `memoryTypeBits` allow no other suitable type
+/// (crash breadcrumbs), as the README says: not an ordinary request that
+/// the other types turn down. A request for existing memory only, with
+/// VRAM's blocks full, fails rather than take room in a breadcrumb
+/// buffer's uncached block, and one whose every ordinary type fails to
+/// map its new memory fails rather than make memory of an AMD type.
+#[test]
+fn amd_device_coherent_types_take_no_ordinary_request() {
+    // amd: 0 DL, 1 HV|HC, 2 DL|HV|HC (BAR), 3 HV|HC|cached, 4-7 the same
+    // and device-coherent, uncached.
+    let (allocator, device) = allocator(FakeLayout::amd().with_amd_device_coherent_memory(true));
+    let mut breadcrumbs = buffer(4096, 256, Usage::UPLOAD | Usage::DEVICE_LOCAL);
+    breadcrumbs.requirements.memory_type_bits = 0b1111_0000;
+    let breadcrumbs = allocator.allocate(&breadcrumbs).unwrap();
+    assert_eq!(breadcrumbs.memory_type(), 6);
+    for usage in [Usage::DEVICE_LOCAL, Usage::UPLOAD | Usage::DEVICE_LOCAL] {
+        let mut opportunistic = buffer(MIB, 256, usage);
+        opportunistic.desc = opportunistic.desc.existing_memory_only();
+        assert_eq!(
+            allocator
+                .allocate(&opportunistic)
+                .map(|a| a.memory_type())
+                .err(),
+            Some(Error::NoRoomInExistingMemory),
+            "{usage:?}"
+        );
+    }
+    // Every map of a new block or dedicated memory fails: the ordinary
+    // host-visible types (2, 1, 3) all give up; type 6 must not be next.
+    for nth in 1..=16 {
+        device.fail_map(nth);
+    }
+    let refused = allocator.allocate(&buffer(MIB, 256, Usage::UPLOAD | Usage::DEVICE_LOCAL));
+    let refused = refused.map(|a| a.memory_type());
+    assert_eq!(refused, Err(Error::MapFailed));
+    free(&allocator, breadcrumbs);
     finish(allocator, &device);
 }
 
