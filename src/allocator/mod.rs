@@ -250,9 +250,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 "small_buffer_limit must be at most 65536",
             ));
         }
-        if config.initial_block_slots == 0 || config.max_frames_in_flight == 0 {
+        // One check per figure, so that the text names the one to fix.
+        if config.initial_block_slots == 0 {
+            return Err(Error::InvalidConfig("initial_block_slots must be non-zero"));
+        }
+        if config.max_frames_in_flight == 0 {
             return Err(Error::InvalidConfig(
-                "initial_block_slots and max_frames_in_flight must be non-zero",
+                "max_frames_in_flight must be non-zero",
             ));
         }
         if config.debug_margin % 4 != 0 || config.debug_margin > MAX_DEBUG_MARGIN {

@@ -106,3 +106,48 @@ fn config_figures_at_their_limits() {
         finish(allocator, &device);
     }
 }
+
+/// `Error::InvalidConfig`'s text names the figure that is out of range
+/// (its docs: "the text names it"), and no other: an engine that reads it
+/// back, or a person reading a log line, must know which field to fix.
+#[test]
+fn an_invalid_figure_is_named_alone() {
+    const FIELDS: [&str; 12] = [
+        "large_heap_block_size",
+        "small_heap_limit",
+        "initial_block_slots",
+        "budget_fraction",
+        "max_padded_granularity",
+        "max_frames_in_flight",
+        "small_buffer_limit",
+        "debug_margin",
+        "detect_corruption",
+        "debug_fill",
+        "empty_block_reserve",
+        "empty_block_frames",
+    ];
+    type Change = fn(&mut Config);
+    let cases: [(&str, Change); 8] = [
+        ("large_heap_block_size", |c| c.large_heap_block_size = 0),
+        ("initial_block_slots", |c| c.initial_block_slots = 0),
+        ("initial_block_slots", |c| c.initial_block_slots = u32::MAX),
+        ("budget_fraction", |c| c.budget_fraction = 2.0),
+        ("max_frames_in_flight", |c| c.max_frames_in_flight = 0),
+        ("small_buffer_limit", |c| c.small_buffer_limit = 65537),
+        ("debug_margin", |c| c.debug_margin = 6),
+        ("empty_block_reserve", |c| c.empty_block_reserve = -1.0),
+    ];
+    let device = FakeDevice::new(FakeLayout::lavapipe());
+    for (field, change) in cases {
+        let mut config = Config::default();
+        change(&mut config);
+        let Err(Error::InvalidConfig(text)) = Allocator::new(device.clone(), config) else {
+            panic!("{field}: not refused with InvalidConfig");
+        };
+        assert!(text.contains(field), "{field}: {text:?}");
+        for other in FIELDS.iter().filter(|&&other| other != field) {
+            assert!(!text.contains(other), "{field}: {text:?} names {other} too");
+        }
+    }
+    device.assert_clean();
+}
