@@ -14,7 +14,8 @@ pub struct Config {
     /// Heaps up to this size get blocks of 1/8 of the heap. Default 1 GiB.
     pub small_heap_limit: u64,
     /// Allocation slots a block's offset allocator starts with (32 bytes of
-    /// metadata each); doubled whenever a block runs out. Default 1024; not
+    /// metadata each); a block that runs out gets as many again, 64 at
+    /// least (1 slot grows to 65, 1024 to 2048). Default 1024; not
     /// 0, and at most [`offset::MAX_SLOTS`](crate::offset::MAX_SLOTS).
     pub initial_block_slots: u32,
     /// Without `VK_EXT_memory_budget`, a heap's budget is this fraction of its
