@@ -93,7 +93,9 @@ fn an_alias_must_fit_the_allocation() {
 
 /// `bufferImageGranularity` 1024 on the discrete layout: optimal images
 /// take whole pages (padded), so a buffer may alias an image's memory; an
-/// image may not alias a buffer's, whose neighbours are linear.
+/// image may not alias a buffer's, whose neighbours are linear. Unpadded
+/// images (in blocks of their own, and in a custom pool where the
+/// granularity is not a power of two) take no linear alias.
 #[test]
 fn granularity_decides_which_kinds_alias() {
     let (allocator, device) = allocator(FakeLayout::discrete());
@@ -151,6 +153,42 @@ fn granularity_decides_which_kinds_alias() {
     free(&allocator, pooled);
     allocator.destroy_pool(pool).unwrap();
     free(&allocator, image);
+    finish(allocator, &device);
+
+    // A granularity that is not a power of two: a custom pool cannot pad
+    // to it either, so it keeps its images in blocks of their own, and
+    // they take no linear alias there.
+    let layout = FakeLayout::discrete().with_granularity(3072);
+    let (allocator, device) = allocator_with(layout, Config::default());
+    let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    let pooled = [64 * KIB, 3 * KIB].map(|size| {
+        allocator
+            .allocate(&Request::with_desc(
+                requirements(size, 1024),
+                OptimalImage,
+                desc,
+            ))
+            .unwrap()
+    });
+    assert_eq!(pooled[0].memory(), pooled[1].memory());
+    for kind in [Buffer, LinearImage] {
+        assert!(
+            matches!(
+                allocator.check_alias(&pooled[0], 0, &r, kind),
+                Err(Error::CannotAlias(_))
+            ),
+            "{kind:?}"
+        );
+    }
+    assert_eq!(
+        allocator.check_alias(&pooled[0], 0, &r, OptimalImage),
+        Ok(())
+    );
+    for allocation in pooled {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 
     // Granularity 1 (the integrated layout): any kind aliases any other.
