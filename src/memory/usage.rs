@@ -137,8 +137,8 @@ impl fmt::Debug for Usage {
 /// optimal-tiling image from sharing a "page" of `bufferImageGranularity`
 /// bytes in one `VkDeviceMemory` (Vulkan spec, "Buffer-Image Granularity").
 /// The allocator gives optimal images whole pages (or, for a granularity above
-/// [`Config::max_padded_granularity`](crate::Config::max_padded_granularity),
-/// blocks of their own), so they never do.
+/// [`Config::max_padded_granularity`](crate::Config::max_padded_granularity)
+/// or not a power of two, blocks of their own), so they never do.
 ///
 /// The default is [`Unknown`](Self::Unknown), which is safe for any
 /// resource and costs memory: say the kind whenever you know it (the

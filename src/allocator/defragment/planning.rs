@@ -105,8 +105,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// new requests look for room: a request lands there only when no other
     /// block can take it (where optimal images get blocks of their own,
     /// past
-    /// [`Config::max_padded_granularity`](crate::Config::max_padded_granularity),
-    /// a kept empty block of the other class is taken over first), and it
+    /// [`Config::max_padded_granularity`](crate::Config::max_padded_granularity)
+    /// or at a granularity that is not a power of two, a kept empty block of the other class is taken over first), and it
     /// keeps the block until it is freed or a later plan moves it.
     ///
     /// # Errors
