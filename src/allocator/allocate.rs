@@ -126,8 +126,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// checks one before it places it: a bad one (a zero size, an
     /// alignment no power of two, no allowed memory type, too large for
     /// every heap or for a custom pool's fixed block size, or, rounded up
-    /// as a custom pool's block places it, for its heap or
-    /// `maxMemoryAllocationSize`, another allocator's pool or a pool
+    /// as a block places it, for its heap or `maxMemoryAllocationSize`
+    /// (a custom pool's request, or one with
+    /// [`DedicatedPolicy::Never`](crate::DedicatedPolicy::Never), in
+    /// every memory type it may take), another allocator's pool or a pool
     /// destroyed before the call...) fails the
     /// call before
     /// anything is placed, so it makes no Vulkan call and leaves the

@@ -14,8 +14,8 @@
 //! allocation path runs the same ones before it places each. Apart from
 //! the walk over memory types because both use them.
 
-use super::custom_pool_placement;
 use super::request_checks::check_request;
+use super::{custom_pool_placement, pool_request};
 use crate::allocator::pool::{pool_type_serves, type_bit};
 use crate::allocator::{Pool, Request};
 use crate::memory::context::MemoryContext;
@@ -38,6 +38,9 @@ use crate::Error;
 /// [`Error::SizeExceedsMaxAllocation`] when, so placed, it passes the
 /// largest block its memory type can have ([`too_large_for_any_block`]),
 /// unless dedicated memory is required.
+/// For a request naming no pool, those errors too when it may take only a
+/// block and passes the largest block of every memory type it may take
+/// ([`past_every_candidate_block`]).
 pub(crate) fn check_placeable<D>(
     context: &MemoryContext<D>,
     allocator: u32,
@@ -45,7 +48,9 @@ pub(crate) fn check_placeable<D>(
     shape_of: impl FnOnce(Pool) -> Option<PoolShape>,
 ) -> Result<(), Error> {
     let Some(pool) = request.desc.pool else {
-        return with_candidates(context, request, |_, _| Ok(()));
+        return with_candidates(context, request, |candidates, bits| {
+            past_every_candidate_block(context, request, candidates, bits)
+        });
     };
     let memory_type = check_pool_request(context, allocator, pool, request)?;
     // A pool destroyed before the call: placement would report it too,
@@ -60,6 +65,54 @@ pub(crate) fn check_placeable<D>(
         None => too_large_for_any_block(context, memory_type, &pool_request),
     };
     too_large.map_or(Ok(()), Err)
+}
+
+/// [`Error::SizeExceedsHeaps`] or [`Error::SizeExceedsMaxAllocation`]
+/// when `request` (one naming no custom pool, whose ranked memory types
+/// from the first that admits it are `candidates`, and allowed types
+/// `bits`: [`with_candidates`]) may take only a block in every memory type
+/// the allocation path tries, and, rounded up as a block places it, passes
+/// each one's heap or `maxMemoryAllocationSize`
+/// ([`too_large_for_any_block`]): the allocation path's answer whatever is
+/// allocated, the last type's error, as its walk over the types
+/// (`Placer::allocate_in_next_types`: the first candidate, then the others
+/// that admit it, AMD's device-coherent types only when the first is one)
+/// gives it.
+/// (The walk's second pass, past the budgets, comes only after a type
+/// refused the request over budget, which none did then.)
+fn past_every_candidate_block<D>(
+    context: &MemoryContext<D>,
+    request: &Request<'_>,
+    candidates: &[u8],
+    bits: u32,
+) -> Result<(), Error> {
+    if request.dedicated_choice() != DedicatedChoice::Never {
+        return Ok(());
+    }
+    let ranks = context.ranks();
+    let size = request.requirements.size;
+    let ordinary = !ranks.is_last_resort(candidates[0]);
+    let mut past = Ok(());
+    for (index, &memory_type) in candidates.iter().enumerate() {
+        if index > 0
+            && (!ranks.admits(memory_type, bits, size)
+                || (ordinary && ranks.is_last_resort(memory_type)))
+        {
+            continue;
+        }
+        let memory_type = u32::from(memory_type);
+        let placed = pool_request(context, memory_type, request, false);
+        // A lazily allocated type, or a resource of unknown kind no block
+        // may take, makes dedicated memory.
+        if placed.dedicated != DedicatedChoice::Never {
+            return Ok(());
+        }
+        match too_large_for_any_block(context, memory_type, &placed) {
+            Some(error) => past = Err(error),
+            None => return Ok(()),
+        }
+    }
+    past
 }
 
 /// The memory types that may take `request` (one naming no custom pool),

@@ -236,3 +236,38 @@ fn allocate_many_frees_a_custom_pool_s_allocation_on_failure() {
     finish(allocator, &device);
     finish(other, &other_device);
 }
+
+/// A request with [`DedicatedPolicy::Never`] that no block of any memory
+/// type it may take could hold (rounded up as a block places it, past
+/// `maxMemoryAllocationSize`), which `allocate` refuses without a Vulkan
+/// call whatever is allocated, is bad in a batch too: `allocate_many`
+/// fails before placing the requests ahead of it (no `vkAllocateMemory`,
+/// no block left kept empty), and with its error, not a later bad
+/// request's.
+#[test]
+fn a_request_only_a_block_could_take_and_none_can_hold_is_bad_in_a_batch() {
+    const MIB: u64 = 1 << 20;
+    let mut layout = FakeLayout::discrete();
+    layout.max_memory_allocation_size = 2 * MIB + 1000;
+    let (allocator, device) = allocator(layout);
+    let past_every_block =
+        || buffer(2 * MIB + 900, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Never);
+    let error = Error::SizeExceedsMaxAllocation {
+        size: 2 * MIB + 1024,
+        max: 2 * MIB + 1000,
+    };
+    let (stats, calls) = (allocator.stats(), device.counters().allocate_calls);
+    assert_eq!(allocator.allocate(&past_every_block()).err(), Some(error));
+    assert_eq!(device.counters().allocate_calls, calls);
+    let requests = [buffer(4096, 256, Usage::DEVICE_LOCAL), past_every_block()];
+    assert_eq!(allocator.allocate_many(&requests).err(), Some(error));
+    assert_eq!(
+        device.counters().allocate_calls,
+        calls,
+        "vkAllocateMemory called"
+    );
+    assert_eq!(allocator.stats(), stats);
+    let requests = [past_every_block(), buffer(0, 256, Usage::DEVICE_LOCAL)];
+    assert_eq!(allocator.allocate_many(&requests).err(), Some(error));
+    finish(allocator, &device);
+}
