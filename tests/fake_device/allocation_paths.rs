@@ -1,4 +1,5 @@
-//! Memory-type choice, blocks, dedicated memory, empty blocks and trim.
+//! Memory-type choice, blocks, dedicated memory, empty blocks and trim, and
+//! the entry points that place and free memory agreeing on all of them.
 //!
 //! The tests sit in the files below, one concept each. This file holds what
 //! the tests of kept empty blocks share: 20 MiB device-local buffers, which
@@ -15,6 +16,8 @@ mod allocate_many;
 mod blocks;
 #[path = "allocation_paths/dedicated_memory.rs"]
 mod dedicated_memory;
+#[path = "allocation_paths/entry_points.rs"]
+mod entry_points;
 #[path = "allocation_paths/existing_memory_only.rs"]
 mod existing_memory_only;
 #[path = "allocation_paths/fake_device_rules.rs"]
