@@ -76,6 +76,10 @@ pub(super) struct Params {
     hint: u8,
     /// The dedicated target: 0 none, 1 the side's buffer, 2 its image.
     target: u8,
+    /// `AllocationDesc::memory_type_bits`, when set.
+    desc_bits: Option<u32>,
+    can_alias: bool,
+    priority: Option<f32>,
 }
 
 /// How the other side frees.
@@ -100,6 +104,7 @@ pub(super) enum Step {
         block_size: u64,
         min_blocks: u32,
         max_blocks: u32,
+        min_alignment: u64,
     },
     DestroyPool(usize),
     FailAllocation(u64, DeviceError),
@@ -158,6 +163,9 @@ fn draw_params(rng: &mut Rng, types: u32, max: u64) -> Params {
         },
         hint: [0, 0, 0, 0, 1, 2][rng.below(6) as usize],
         target: [0, 0, 1, 2][rng.below(4) as usize],
+        desc_bits: (rng.below(8) == 0).then(|| rng.next() as u32 & ((1 << types) - 1)),
+        can_alias: rng.below(8) == 0,
+        priority: [None, None, Some(0.0), Some(1.0)][rng.below(4) as usize],
     }
 }
 
@@ -181,6 +189,7 @@ fn draw(rng: &mut Rng, types: u32, heaps: u32, max: u64) -> Step {
             block_size: [0, 0, MIB, 2 * MIB, 3 * MIB + 4096][rng.below(5) as usize],
             min_blocks: rng.below(3) as u32,
             max_blocks: rng.below(5) as u32,
+            min_alignment: [0, 0, 0, 256, 4096, 1 << 20, 48][rng.below(7) as usize],
         },
         86..=87 => Step::DestroyPool(rng.next() as usize),
         88..=91 => Step::FailAllocation(
@@ -240,19 +249,27 @@ fn walk(seed: u64, steps: usize) {
         layout.max_memory_allocation_size = (2 + rng.below(4)) * MIB + 1000;
     }
     let max = layout.max_memory_allocation_size;
+    // Margins on both sides in some walks (they change placements), so
+    // that the entry points are compared on the debug path too.
+    let margin = [0, 0, 16, 64][rng.below(4) as usize];
     let config = Config {
         small_buffer_limit: if rng.below(3) == 0 { 0 } else { 16 << 10 },
         empty_block_reserve: [0.0, 1.0, 4.0][rng.below(3) as usize],
         empty_block_frames: [1, 3, 120][rng.below(3) as usize],
+        debug_margin: margin,
+        detect_corruption: margin != 0,
         ..Config::default()
     };
+    // Debug fills, and corruption detection without a margin (which does
+    // nothing), on the other side alone.
     let other_config = Config {
         debug_fill: rng.below(2) == 0,
+        detect_corruption: config.detect_corruption || rng.below(2) == 0,
         ..config
     };
     let context = format!(
-        "seed {seed}, layout {}, {config:?}, debug fill {}",
-        layout.name, other_config.debug_fill
+        "seed {seed}, layout {}, other side {other_config:?}",
+        layout.name
     );
     let (types, heaps) = (
         layout.memory_types.len() as u32,
@@ -282,6 +299,7 @@ fn walk(seed: u64, steps: usize) {
                 memory_type,
                 block_size,
                 max_blocks,
+                min_alignment,
                 ..
             } if a == "Ok(())" => {
                 let empty = Step::CreatePool {
@@ -289,6 +307,7 @@ fn walk(seed: u64, steps: usize) {
                     block_size,
                     min_blocks: 0,
                     max_blocks,
+                    min_alignment,
                 };
                 assert_eq!(probe.take(&empty, false, None), a, "{context}");
             }

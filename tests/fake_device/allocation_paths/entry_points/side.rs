@@ -70,6 +70,15 @@ impl Side {
         if let Some(alignment) = p.min_alignment {
             desc = desc.min_alignment(alignment);
         }
+        if let Some(bits) = p.desc_bits {
+            desc = desc.memory_type_bits(bits);
+        }
+        if p.can_alias {
+            desc = desc.can_alias();
+        }
+        if let Some(priority) = p.priority {
+            desc = desc.priority(priority);
+        }
         let pick = |pools: &[Pool], i: usize| pools.get(i % pools.len().max(1)).copied();
         let pool = match p.pool {
             (1, i) => pick(&self.pools, i),
@@ -225,10 +234,12 @@ impl Side {
                 block_size,
                 min_blocks,
                 max_blocks,
+                min_alignment,
             } => {
                 let mut desc = PoolDesc::new(memory_type)
                     .min_blocks(min_blocks)
-                    .max_blocks(max_blocks);
+                    .max_blocks(max_blocks)
+                    .min_alignment(min_alignment);
                 if block_size != 0 {
                     desc = desc.block_size(block_size);
                 }
