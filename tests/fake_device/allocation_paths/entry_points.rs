@@ -97,6 +97,9 @@ pub(super) enum Step {
     Allocate(Params, bool),
     Batch(Vec<Params>),
     Free(usize, FreeVia),
+    /// Several allocations freed behind one frame (the other side), or
+    /// freed one by one when the frame has ended (the reference).
+    FreeSeveral(Vec<usize>),
     EndFrame,
     Trim,
     CreatePool {
@@ -178,7 +181,8 @@ fn draw(rng: &mut Rng, types: u32, heaps: u32, max: u64) -> Step {
             let count = 1 + rng.below(5) as usize;
             Step::Batch((0..count).map(|_| draw_params(rng, types, max)).collect())
         }
-        50..=74 => Step::Free(
+        50..=53 => Step::FreeSeveral((0..2 + rng.below(4)).map(|_| rng.next() as usize).collect()),
+        54..=74 => Step::Free(
             rng.next() as usize,
             [FreeVia::Free, FreeVia::FreeMut, FreeVia::AfterFrame][rng.below(3) as usize],
         ),
@@ -233,7 +237,7 @@ fn walk(seed: u64, steps: usize) {
         1 => FakeLayout::integrated(),
         2 => FakeLayout::mobile(),
         3 => FakeLayout::rebar(),
-        4 => FakeLayout::amd(),
+        4 => FakeLayout::amd().with_amd_device_coherent_memory(rng.below(2) == 0),
         5 => FakeLayout::lavapipe(),
         6 => FakeLayout::intel_arc(),
         7 => FakeLayout::apple(),

@@ -227,6 +227,30 @@ impl Side {
                     _ => free(&self.allocator, allocation),
                 }
             }
+            Step::FreeSeveral(indices) => {
+                let mut taken = Vec::new();
+                for &index in indices {
+                    if !self.live.is_empty() {
+                        taken.push(self.live.remove(index % self.live.len()));
+                    }
+                }
+                if other {
+                    let freed: Vec<_> = taken
+                        .into_iter()
+                        .map(|allocation| self.allocator.free_after_frame(allocation))
+                        .collect();
+                    self.end_frame(|_| format!("{freed:?}"))
+                } else {
+                    self.end_frame(|side| {
+                        let freed: Vec<_> = taken
+                            .into_iter()
+                            // SAFETY: the fake device runs no GPU work.
+                            .map(|allocation| unsafe { side.allocator.free(allocation) })
+                            .collect();
+                        format!("{freed:?}")
+                    })
+                }
+            }
             Step::EndFrame => self.end_frame(|_| String::new()),
             Step::Trim => format!("{}", self.allocator.trim()),
             &Step::CreatePool {
