@@ -28,11 +28,12 @@ impl Walk {
     /// Memory types a request may use: the documented filters of the
     /// ranking (`memoryTypeBits`, usable types, heap size, host access,
     /// lazily allocated memory only for transient attachments, no protected
-    /// memory).
+    /// memory), and AMD's device-coherent types only for a request that
+    /// may use no other type (they take no ordinary request's fallback).
     pub(super) fn candidates(&self, bits: u32, usage: Usage, size: u64) -> Vec<u32> {
         let host = usage.needs_host_access();
         let bits = bits & self.usable_types();
-        (0..self.layout.memory_types.len() as u32)
+        let all: Vec<u32> = (0..self.layout.memory_types.len() as u32)
             .filter(|&t| {
                 let ty = &self.layout.memory_types[t as usize];
                 bits & (1 << t) != 0
@@ -42,7 +43,13 @@ impl Walk {
                     && !ty.props.contains(Props::PROTECTED)
                     && (!host || is_host_visible(ty.props))
             })
-            .collect()
+            .collect();
+        let last_resort = |t: &u32| self.layout.amd_device_coherent_types & (1 << t) != 0;
+        if all.iter().all(last_resort) {
+            all
+        } else {
+            all.into_iter().filter(|t| !last_resort(t)).collect()
+        }
     }
 
     /// The error a flawed request must get, whatever the device's state.
