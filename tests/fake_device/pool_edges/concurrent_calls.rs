@@ -14,6 +14,17 @@ use vk_suballoc::{AllocationDesc, Error, PoolDesc, Request, ResourceKind, Usage}
 use super::super::{allocator, finish, free, requirements};
 use super::{vram_in, MIB};
 
+/// Sets its flag when dropped, unwinding included: the allocating threads
+/// below stop when the pool-making thread ends, also by a panic, so that
+/// a failure fails the test instead of hanging it.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Threads allocating in their own pools while another thread makes and
 /// destroys pools: no deadlock, no lost allocation, the device balanced.
 #[test]
@@ -24,10 +35,12 @@ fn pools_made_and_destroyed_while_others_allocate() {
     std::thread::scope(|scope| {
         for _ in 0..4 {
             scope.spawn(|| {
-                let pool = allocator
-                    .create_pool(&PoolDesc::new(1).block_size(4 * MIB).max_blocks(2))
-                    .unwrap();
+                let pool =
+                    allocator.create_pool(&PoolDesc::new(1).block_size(4 * MIB).max_blocks(2));
+                // Unwrapped past the barrier, which would otherwise wait
+                // for this thread forever.
                 barrier.wait();
+                let pool = pool.unwrap();
                 while !stop.load(Ordering::Relaxed) {
                     let live: Vec<_> = (0..6)
                         .map(|_| {
@@ -55,6 +68,7 @@ fn pools_made_and_destroyed_while_others_allocate() {
         }
         scope.spawn(|| {
             barrier.wait();
+            let _stop = StopOnDrop(&stop);
             for _ in 0..2000 {
                 let pool = allocator
                     .create_pool(&PoolDesc::new(1).block_size(MIB).min_blocks(1))
@@ -62,7 +76,6 @@ fn pools_made_and_destroyed_while_others_allocate() {
                 let _ = allocator.memory_map();
                 allocator.destroy_pool(pool).unwrap();
             }
-            stop.store(true, Ordering::Relaxed);
         });
     });
     finish(allocator, &device);
