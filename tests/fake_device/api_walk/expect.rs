@@ -25,15 +25,27 @@ impl Walk {
         crate::layout_model::usable_types(&self.layout)
     }
 
-    /// Memory types a request may use: the documented filters of the
+    /// Memory types a request may use: [`suiting`](Self::suiting), with
+    /// AMD's device-coherent types only for a request that may use no
+    /// other type (they take no ordinary request's fallback).
+    pub(super) fn candidates(&self, bits: u32, usage: Usage, size: u64) -> Vec<u32> {
+        let all = self.suiting(bits, usage, size);
+        let last_resort = |t: &u32| self.layout.amd_device_coherent_types & (1 << t) != 0;
+        if all.iter().all(last_resort) {
+            all
+        } else {
+            all.into_iter().filter(|t| !last_resort(t)).collect()
+        }
+    }
+
+    /// Memory types that suit a request: the documented filters of the
     /// ranking (`memoryTypeBits`, usable types, heap size, host access,
     /// lazily allocated memory only for transient attachments, no protected
-    /// memory), and AMD's device-coherent types only for a request that
-    /// may use no other type (they take no ordinary request's fallback).
-    pub(super) fn candidates(&self, bits: u32, usage: Usage, size: u64) -> Vec<u32> {
+    /// memory).
+    fn suiting(&self, bits: u32, usage: Usage, size: u64) -> Vec<u32> {
         let host = usage.needs_host_access();
         let bits = bits & self.usable_types();
-        let all: Vec<u32> = (0..self.layout.memory_types.len() as u32)
+        (0..self.layout.memory_types.len() as u32)
             .filter(|&t| {
                 let ty = &self.layout.memory_types[t as usize];
                 bits & (1 << t) != 0
@@ -43,13 +55,7 @@ impl Walk {
                     && !ty.props.contains(Props::PROTECTED)
                     && (!host || is_host_visible(ty.props))
             })
-            .collect();
-        let last_resort = |t: &u32| self.layout.amd_device_coherent_types & (1 << t) != 0;
-        if all.iter().all(last_resort) {
-            all
-        } else {
-            all.into_iter().filter(|t| !last_resort(t)).collect()
-        }
+            .collect()
     }
 
     /// The error a flawed request must get, whatever the device's state.
@@ -98,7 +104,9 @@ impl Walk {
         // does; else for every allowed type, or unsuitable.
         let heap_of =
             |t: usize| self.layout.memory_heaps[self.layout.memory_types[t].heap as usize].size;
-        let suiting = self.candidates(bits, usage, 0);
+        // Every type that suits the usage, AMD's device-coherent ones
+        // included: the allocator names the largest of their heaps.
+        let suiting = self.suiting(bits, usage, 0);
         if let Some(largest_heap) = suiting.iter().map(|&t| heap_of(t as usize)).max() {
             return Some(Error::SizeExceedsHeaps {
                 size: r.size,
