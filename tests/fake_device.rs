@@ -93,6 +93,8 @@ mod thread_exit;
 mod threads;
 #[path = "fake_device/vma_dump.rs"]
 mod vma_dump;
+#[path = "fake_device/walk_text.rs"]
+mod walk_text;
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout, FakeMemory};

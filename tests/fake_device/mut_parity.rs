@@ -36,23 +36,10 @@ use super::leak_log::{
     disarm_panic_on_line, panic_on_line_with, record_thread_lines, take_thread_lines,
 };
 use super::seeded_rng::Rng;
-use side::{normalise, Side};
+use super::walk_text::{normalise, KINDS, USAGES};
+use side::Side;
 
 const MIB: u64 = 1 << 20;
-const USAGES: [Usage; 6] = [
-    Usage::DEVICE_LOCAL,
-    Usage::UPLOAD,
-    Usage::UPLOAD.union(Usage::DEVICE_LOCAL),
-    Usage::READBACK,
-    Usage::TRANSIENT,
-    Usage::DEVICE_ADDRESS,
-];
-const KINDS: [ResourceKind; 4] = [
-    ResourceKind::Buffer,
-    ResourceKind::LinearImage,
-    ResourceKind::OptimalImage,
-    ResourceKind::Unknown,
-];
 /// Texts a logger is made to panic on (once, on the next line with it).
 const PANIC_TEXTS: [&str; 5] = [
     "margin",

@@ -38,24 +38,11 @@ use vk_suballoc::device::DeviceError;
 use vk_suballoc::{Config, DedicatedPolicy, Error, PoolDesc, ResourceKind, Usage};
 
 use crate::seeded_rng::Rng;
+use crate::walk_text::{KINDS, USAGES};
 use crate::FakeAllocator;
 use side::Side;
 
 const MIB: u64 = 1 << 20;
-const USAGES: [Usage; 6] = [
-    Usage::DEVICE_LOCAL,
-    Usage::UPLOAD,
-    Usage::UPLOAD.union(Usage::DEVICE_LOCAL),
-    Usage::READBACK,
-    Usage::TRANSIENT,
-    Usage::DEVICE_ADDRESS,
-];
-const KINDS: [ResourceKind; 4] = [
-    ResourceKind::Buffer,
-    ResourceKind::LinearImage,
-    ResourceKind::OptimalImage,
-    ResourceKind::Unknown,
-];
 
 /// One request of the walk, drawn once and made by every side.
 #[derive(Clone, Debug)]

@@ -7,11 +7,12 @@ use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{AllocationDesc, Config, DedicatedPolicy, Request, ResourceKind, Usage};
 
-use super::side::{normalise, Side};
+use super::side::Side;
 use super::{Step, MIB};
 use crate::leak_log::{
     disarm_panic_on_line, panic_on_line_with, record_thread_lines, take_thread_lines,
 };
+use crate::walk_text::normalise;
 
 /// A free that empties a block of a memory type with debug fills, and so
 /// releases it and two kept empty blocks, both written after they were

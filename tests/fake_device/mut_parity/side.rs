@@ -13,6 +13,7 @@ use vk_suballoc::{
 };
 
 use super::Step;
+use crate::walk_text::{low, normalise};
 use crate::FakeAllocator;
 
 /// One of the two allocators and what the walk holds of it.
@@ -374,34 +375,6 @@ impl Side {
             format!("frame {}", self.allocator.current_frame()),
         ]
     }
-}
-
-/// A memory handle without its device's range (each fake device hands out
-/// handles from a range of its own).
-fn low(memory: vk::DeviceMemory) -> u64 {
-    use ash::vk::Handle;
-    memory.as_raw() & 0xFFFF_FFFF
-}
-
-/// `text` with every hexadecimal number (`0x...`) cut to its low 32 bits,
-/// as [`low`].
-pub(super) fn normalise(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("0x") {
-        out.push_str(&rest[..at]);
-        let digits = rest[at + 2..]
-            .find(|c: char| !c.is_ascii_hexdigit())
-            .unwrap_or(rest.len() - at - 2);
-        let hex = &rest[at + 2..at + 2 + digits];
-        match u128::from_str_radix(hex, 16) {
-            Ok(value) if !hex.is_empty() => out.push_str(&format!("0x{:x}", value & 0xFFFF_FFFF)),
-            _ => out.push_str(&rest[at..at + 2 + digits]),
-        }
-        rest = &rest[at + 2 + digits..];
-    }
-    out.push_str(rest);
-    out
 }
 
 fn show(a: &Allocation) -> String {

@@ -12,6 +12,7 @@ use vk_suballoc::device::{DedicatedHint, DedicatedTarget};
 use vk_suballoc::{Allocation, AllocationDesc, Config, Error, Pool, PoolDesc, Request};
 
 use super::{FreeVia, Params, Step};
+use crate::walk_text::{low, normalise};
 use crate::FakeAllocator;
 
 /// One allocator of the walk and what the walk holds of it.
@@ -342,33 +343,6 @@ impl Side {
         }
         self.device.assert_clean();
     }
-}
-
-/// A memory handle without its device's range (each fake device hands out
-/// handles from a range of its own).
-fn low(memory: vk::DeviceMemory) -> u64 {
-    memory.as_raw() & 0xFFFF_FFFF
-}
-
-/// `text` with every hexadecimal number (`0x...`) cut to its low 32 bits,
-/// as [`low`].
-fn normalise(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("0x") {
-        out.push_str(&rest[..at]);
-        let digits = rest[at + 2..]
-            .find(|c: char| !c.is_ascii_hexdigit())
-            .unwrap_or(rest.len() - at - 2);
-        let hex = &rest[at + 2..at + 2 + digits];
-        match u128::from_str_radix(hex, 16) {
-            Ok(value) if !hex.is_empty() => out.push_str(&format!("0x{:x}", value & 0xFFFF_FFFF)),
-            _ => out.push_str(&rest[at..at + 2 + digits]),
-        }
-        rest = &rest[at + 2 + digits..];
-    }
-    out.push_str(rest);
-    out
 }
 
 pub(super) fn show(a: &Allocation) -> String {
