@@ -7,9 +7,14 @@
 //! elsewhere for the rest of its allocations.
 
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{Allocation, DefragmentationLimits, Error, Movable, ResourceKind, Usage};
+use vk_suballoc::{
+    Allocation, AllocationDesc, DefragmentationLimits, Error, Movable, Pool, PoolDesc, Request,
+    ResourceKind, Usage,
+};
 
-use super::super::{allocator, allocator_with, buffer, finish, free, requirements, without_runs};
+use super::super::{
+    allocator, allocator_with, buffer, finish, free, requirements, without_runs, FakeAllocator,
+};
 
 use super::{
     assert_disjoint, blocks, blocks_with_a_run, carry_out, custom_pool_with_a_sparse_block,
@@ -451,6 +456,25 @@ fn a_move_whose_resource_is_unloaded_frees_both_and_its_block_is_released() {
     }
 }
 
+/// A custom pool at its `max_blocks`, two 8 MiB blocks of 1 MiB buffers,
+/// the first keeping 6 of them and the second 4: two moves of the second
+/// fill the first, and two are left with no room elsewhere. Returns the
+/// pool, the request its buffers came from and the live buffers, the
+/// first block's first.
+fn full_two_block_pool(allocator: &FakeAllocator) -> (Pool, Request<'static>, Vec<Allocation>) {
+    let memory_type = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
+    let pool = allocator
+        .create_pool(&PoolDesc::new(memory_type).block_size(8 * MIB).max_blocks(2))
+        .unwrap();
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    let request = Request::with_desc(requirements(MIB, 256), ResourceKind::Buffer, desc);
+    let all: Vec<Allocation> = (0..16)
+        .map(|_| allocator.allocate(&request).unwrap())
+        .collect();
+    let live = keep_where(allocator, all, |i| (2..12).contains(&i));
+    (pool, request, live)
+}
+
 /// A block started by a split plan stays retiring while there is no room
 /// for the rest of its allocations (a custom pool at its `max_blocks`, its
 /// other block full): later plans move nothing and count no block over
@@ -459,23 +483,8 @@ fn a_move_whose_resource_is_unloaded_frees_both_and_its_block_is_released() {
 /// its allocations are freed.
 #[test]
 fn a_started_block_without_room_elsewhere_stays_retiring_until_freed() {
-    use vk_suballoc::{AllocationDesc, PoolDesc, Request};
-
     let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
-    let memory_type = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
-    let pool = allocator
-        .create_pool(&PoolDesc::new(memory_type).block_size(8 * MIB).max_blocks(2))
-        .unwrap();
-    let request = || {
-        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
-        Request::with_desc(requirements(MIB, 256), ResourceKind::Buffer, desc)
-    };
-    let all: Vec<Allocation> = (0..16)
-        .map(|_| allocator.allocate(&request()).unwrap())
-        .collect();
-    // The first block keeps 6 of its 8 MiB, the second 4: two moves of
-    // the second fill the first, and two are left.
-    let mut live = keep_where(&allocator, all, |i| (2..12).contains(&i));
+    let (pool, request, mut live) = full_two_block_pool(&allocator);
     let second = live[6].memory();
     let limits = DefragmentationLimits::default()
         .max_moves(2)
@@ -506,7 +515,7 @@ fn a_started_block_without_room_elsewhere_stays_retiring_until_freed() {
     }
     // The pool is full but for the retiring block's 6 MiB, which it hands
     // out all the same when nothing else has room.
-    let extra = allocator.allocate(&request()).unwrap();
+    let extra = allocator.allocate(&request).unwrap();
     assert_eq!(extra.memory(), second);
     free(&allocator, extra);
     let (in_second, rest): (Vec<_>, Vec<_>) = live.into_iter().partition(|a| a.memory() == second);
@@ -528,23 +537,8 @@ fn a_started_block_without_room_elsewhere_stays_retiring_until_freed() {
 /// with no moves and none over the limits, stops.
 #[test]
 fn a_started_block_without_room_is_not_over_small_limits() {
-    use vk_suballoc::{AllocationDesc, PoolDesc, Request};
-
     let (allocator, device) = allocator_with(FakeLayout::discrete(), without_runs());
-    let memory_type = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
-    let pool = allocator
-        .create_pool(&PoolDesc::new(memory_type).block_size(8 * MIB).max_blocks(2))
-        .unwrap();
-    let request = || {
-        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
-        Request::with_desc(requirements(MIB, 256), ResourceKind::Buffer, desc)
-    };
-    let all: Vec<Allocation> = (0..16)
-        .map(|_| allocator.allocate(&request()).unwrap())
-        .collect();
-    // The first block keeps 6 of its 8 MiB, the second 4: two moves of
-    // the second fill the first, and two are left.
-    let mut live = keep_where(&allocator, all, |i| (2..12).contains(&i));
+    let (pool, _, mut live) = full_two_block_pool(&allocator);
     let limits = DefragmentationLimits::default()
         .max_moves(1)
         .split_blocks(true)
