@@ -181,7 +181,7 @@ where
 
     /// After `candidates[0]` failed within budget with `error`, tries the
     /// other admitted candidates in order (AMD's device-coherent types only
-    /// when `candidates[0]` is one: `RankTable::is_last_resort`), within
+    /// when `candidates[0]` is one: `RankTable::falls_back_to`), within
     /// their heaps' budgets; then, unless the caller asked for
     /// within-budget memory, every candidate over
     /// budget when a budget was what stopped one. The first candidate that
@@ -209,10 +209,6 @@ where
                 Err(next) => return Err(next),
             };
         warn_next_type(self.context, candidates[0], error);
-        // The types ranked last (AMD's device-coherent ones) rank after
-        // every other: a request whose first candidate is another type
-        // never falls back to them.
-        let ordinary = !ranks.is_last_resort(candidates[0]);
         let mut over_budget = matches!(error, Error::OverBudget { .. });
         for (pass, within_budget) in [true, false].into_iter().enumerate() {
             if !within_budget && (request.desc.within_budget || !over_budget) {
@@ -221,9 +217,8 @@ where
             // The first pass resumes after the candidate that failed.
             let skip = usize::from(pass == 0);
             for &memory_type in &candidates[skip..] {
-                if !ranks.admits(memory_type, bits, size)
-                    || (ordinary && ranks.is_last_resort(memory_type))
-                {
+                // AMD's device-coherent types only after one of them.
+                if !ranks.falls_back_to(candidates[0], memory_type, bits, size) {
                     continue;
                 }
                 let result =

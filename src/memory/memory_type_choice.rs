@@ -248,6 +248,24 @@ impl RankTable {
         self.last & 1u32.wrapping_shl(u32::from(index)) != 0
     }
 
+    /// Whether a request whose first candidate is `first` may fall back to
+    /// memory type `index` when `first` refused it: `index` admits the
+    /// request ([`admits`](Self::admits)), and is no last-resort type
+    /// ([`is_last_resort`](Self::is_last_resort)) unless `first` is one.
+    /// The allocation path's walk over the next types and
+    /// `allocate_many`'s up-front check both take this.
+    #[inline]
+    pub(crate) fn falls_back_to(
+        &self,
+        first: u8,
+        index: u8,
+        memory_type_bits: u32,
+        size: u64,
+    ) -> bool {
+        self.admits(index, memory_type_bits, size)
+            && (self.is_last_resort(first) || !self.is_last_resort(index))
+    }
+
     /// Whether memory type `index` of a ranked list takes a request of
     /// `size` bytes (at least 1: every request's, `check_requirements`)
     /// allowed in `memory_type_bits`: the per-request filters of

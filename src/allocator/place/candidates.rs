@@ -76,8 +76,7 @@ pub(crate) fn check_placeable<D>(
 /// ([`too_large_for_any_block`]): the allocation path's answer whatever is
 /// allocated, the last type's error, as its walk over the types
 /// (`Placer::allocate_in_next_types`: the first candidate, then the others
-/// that admit it, AMD's device-coherent types only when the first is one)
-/// gives it.
+/// it falls back to, `RankTable::falls_back_to`) gives it.
 /// (The walk's second pass, past the budgets, comes only after a type
 /// refused the request over budget, which none did then.)
 fn past_every_candidate_block<D>(
@@ -91,13 +90,9 @@ fn past_every_candidate_block<D>(
     }
     let ranks = context.ranks();
     let size = request.requirements.size;
-    let ordinary = !ranks.is_last_resort(candidates[0]);
     let mut past = Ok(());
     for (index, &memory_type) in candidates.iter().enumerate() {
-        if index > 0
-            && (!ranks.admits(memory_type, bits, size)
-                || (ordinary && ranks.is_last_resort(memory_type)))
-        {
+        if index > 0 && !ranks.falls_back_to(candidates[0], memory_type, bits, size) {
             continue;
         }
         let memory_type = u32::from(memory_type);
