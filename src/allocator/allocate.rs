@@ -129,7 +129,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// as a block places it, for its heap or `maxMemoryAllocationSize`
     /// (a custom pool's request, or one with
     /// [`DedicatedPolicy::Never`](crate::DedicatedPolicy::Never), in
-    /// every memory type it may take), another allocator's pool or a pool
+    /// every memory type it may take), one for existing memory only that
+    /// needs dedicated memory, another allocator's pool or a pool
     /// destroyed before the call...) fails the
     /// call before
     /// anything is placed, so it makes no Vulkan call and leaves the

@@ -37,9 +37,12 @@ use crate::Error;
 /// ([`custom_pool_placement`]), else [`Error::SizeExceedsHeaps`] or
 /// [`Error::SizeExceedsMaxAllocation`] when, so placed, it passes the
 /// largest block its memory type can have ([`too_large_for_any_block`]),
-/// unless dedicated memory is required.
-/// For a request naming no pool, those errors too when it may take only a
-/// block and passes the largest block of every memory type it may take
+/// unless dedicated memory is required: then
+/// [`Error::NoRoomInExistingMemory`] for a request for existing memory
+/// only. For a request naming no pool, those errors too when it may take
+/// only a block and passes the largest block of every memory type it may
+/// take, or is for existing memory only and every type it may take
+/// either needs dedicated memory for it or is so passed
 /// ([`past_every_candidate_block`]).
 pub(crate) fn check_placeable<D>(
     context: &MemoryContext<D>,
@@ -58,7 +61,10 @@ pub(crate) fn check_placeable<D>(
     let shape = shape_of(pool).ok_or(Error::StalePool)?;
     let pool_request = custom_pool_placement(context, memory_type, shape, false, request, false);
     if pool_request.dedicated == DedicatedChoice::Require {
-        return Ok(());
+        return match request.desc.existing_memory_only {
+            true => Err(Error::NoRoomInExistingMemory),
+            false => Ok(()),
+        };
     }
     let too_large = match shape.block_size {
         Some(block_size) => too_large_for_block_size(&pool_request, block_size),
@@ -73,7 +79,10 @@ pub(crate) fn check_placeable<D>(
 /// `bits`: [`with_candidates`]) may take only a block in every memory type
 /// the allocation path tries, and, rounded up as a block places it, passes
 /// each one's heap or `maxMemoryAllocationSize`
-/// ([`too_large_for_any_block`]): the allocation path's answer whatever is
+/// ([`too_large_for_any_block`]); or, for a request for existing memory
+/// only, those or [`Error::NoRoomInExistingMemory`] when each type it
+/// tries either is such a type or would need dedicated memory for it:
+/// the allocation path's answer whatever is
 /// allocated, the last type's error, as its walk over the types
 /// (`Placer::allocate_in_next_types`: the first candidate, then the others
 /// it falls back to, `RankTable::falls_back_to`) gives it.
@@ -85,7 +94,8 @@ fn past_every_candidate_block<D>(
     candidates: &[u8],
     bits: u32,
 ) -> Result<(), Error> {
-    if request.dedicated_choice() != DedicatedChoice::Never {
+    let existing_only = request.desc.existing_memory_only;
+    if request.dedicated_choice() != DedicatedChoice::Never && !existing_only {
         return Ok(());
     }
     let ranks = context.ranks();
@@ -97,10 +107,18 @@ fn past_every_candidate_block<D>(
         }
         let memory_type = u32::from(memory_type);
         let placed = pool_request(context, memory_type, request, false);
-        // A lazily allocated type, or a resource of unknown kind no block
-        // may take, makes dedicated memory.
-        if placed.dedicated != DedicatedChoice::Never {
-            return Ok(());
+        // Dedicated memory required (by the driver, the caller, a lazily
+        // allocated type or a resource of unknown kind no block may take)
+        // is made, unless the request is for existing memory only, which
+        // this type then refuses (`TypePool::allocate_in_existing`).
+        // Other choices may take a block or dedicated memory.
+        match placed.dedicated {
+            DedicatedChoice::Require if existing_only => {
+                past = Err(Error::NoRoomInExistingMemory);
+                continue;
+            }
+            DedicatedChoice::Never => {}
+            _ => return Ok(()),
         }
         match too_large_for_any_block(context, memory_type, &placed) {
             Some(error) => past = Err(error),

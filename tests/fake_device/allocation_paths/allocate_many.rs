@@ -4,6 +4,7 @@
 //! allocation too.
 
 use ash::vk::{self, Handle};
+use gpu_alloc_types::MemoryPropertyFlags;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::DedicatedTarget;
 use vk_suballoc::{
@@ -269,5 +270,63 @@ fn a_request_only_a_block_could_take_and_none_can_hold_is_bad_in_a_batch() {
     assert_eq!(allocator.stats(), stats);
     let requests = [past_every_block(), buffer(0, 256, Usage::DEVICE_LOCAL)];
     assert_eq!(allocator.allocate_many(&requests).err(), Some(error));
+    finish(allocator, &device);
+}
+
+/// A request for existing memory only that needs dedicated memory (the
+/// caller's [`DedicatedPolicy::Always`], the driver's requirement, a custom
+/// pool of a lazily allocated memory type), which `allocate` refuses with
+/// `NoRoomInExistingMemory` whatever is allocated, is bad in a batch too:
+/// `allocate_many` fails before placing the requests ahead of it (no
+/// `vkAllocateMemory`, no block left kept empty).
+#[test]
+fn a_request_for_existing_memory_that_needs_dedicated_memory_is_bad_in_a_batch() {
+    let layout = FakeLayout::mobile();
+    let lazy = layout
+        .memory_types
+        .iter()
+        .position(|t| t.props.contains(MemoryPropertyFlags::LAZILY_ALLOCATED))
+        .expect("the mobile layout has a lazily allocated type") as u32;
+    let (allocator, device) = allocator(layout);
+    let lazy_pool = allocator.create_pool(&PoolDesc::new(lazy)).unwrap();
+    let resource = device.create_resource();
+    let target = DedicatedTarget::Buffer(vk::Buffer::from_raw(resource));
+    let needs_dedicated = [
+        buffer(4096, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always),
+        buffer(4096, 256, Usage::DEVICE_LOCAL)
+            .driver_dedicated(DedicatedHint {
+                required: true,
+                preferred: true,
+            })
+            .fake_target(target),
+        Request::with_desc(
+            requirements(4096, 256),
+            ResourceKind::OptimalImage,
+            AllocationDesc::new(Usage::DEVICE_LOCAL).pool(lazy_pool),
+        ),
+    ];
+    let (stats, calls) = (allocator.stats(), device.counters().allocate_calls);
+    for (index, request) in needs_dedicated.into_iter().enumerate() {
+        let request = request.existing_memory_only();
+        assert_eq!(
+            allocator.allocate(&request).err(),
+            Some(Error::NoRoomInExistingMemory),
+            "request {index}"
+        );
+        let requests = [buffer(4096, 256, Usage::DEVICE_LOCAL), request];
+        assert_eq!(
+            allocator.allocate_many(&requests).err(),
+            Some(Error::NoRoomInExistingMemory),
+            "request {index}"
+        );
+        assert_eq!(
+            device.counters().allocate_calls,
+            calls,
+            "request {index}: vkAllocateMemory called"
+        );
+        assert_eq!(allocator.stats(), stats, "request {index}");
+    }
+    allocator.destroy_pool(lazy_pool).unwrap();
+    device.destroy_resource(resource);
     finish(allocator, &device);
 }

@@ -196,9 +196,15 @@ fn draw(rng: &mut Rng, types: u32, heaps: u32, max: u64) -> Step {
     }
 }
 
-/// Whether `allocate` refuses a request with `error` whatever is
-/// allocated: `allocate_many` finds such a request before it places any.
-fn is_bad(error: &Error) -> bool {
+/// Whether `allocate` refuses the request `p` with `error` (`probe`'s
+/// answer) whatever is allocated: `allocate_many` finds such a request
+/// before it places any. Besides bad input, a request for existing memory
+/// only that needs dedicated memory wherever it may be placed
+/// ([`Side::needs_dedicated_memory`]).
+fn is_bad(error: &Error, p: &Params, probe: &Side) -> bool {
+    if *error == Error::NoRoomInExistingMemory {
+        return probe.needs_dedicated_memory(p);
+    }
     matches!(
         error,
         Error::ZeroSize
@@ -278,7 +284,7 @@ fn walk(seed: u64, steps: usize) {
         let bad = match &step {
             Step::Batch(batch) => batch
                 .iter()
-                .find_map(|p| probe.probe(p).err().filter(is_bad)),
+                .find_map(|p| probe.probe(p).err().filter(|e| is_bad(e, p, &probe))),
             _ => None,
         };
         let a = reference.take(&step, false, bad);

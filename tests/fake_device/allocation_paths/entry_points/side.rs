@@ -6,10 +6,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use ash::vk::{self, Handle};
+use ash::vk::{self, Handle, MemoryPropertyFlags};
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::device::{DedicatedHint, DedicatedTarget};
-use vk_suballoc::{Allocation, AllocationDesc, Config, Error, Pool, PoolDesc, Request};
+use vk_suballoc::{
+    Allocation, AllocationDesc, Config, DedicatedPolicy, Error, Pool, PoolDesc, Request,
+};
 
 use super::{FreeVia, Params, Step};
 use crate::walk_text::{low, normalise};
@@ -121,6 +123,46 @@ impl Side {
         // SAFETY: the fake device runs no GPU work.
         unsafe { self.allocator.free(allocation) }.unwrap();
         Ok(())
+    }
+
+    /// Whether `p`, a request for existing memory only that the probe
+    /// refused with `NoRoomInExistingMemory`, needs dedicated memory
+    /// wherever `allocate` may place it, so that no existing block could
+    /// ever take it: by the caller's policy or the driver's requirement,
+    /// in its custom pool's lazily allocated memory type, or, naming no
+    /// pool, in every memory type it may take, each lazily allocated,
+    /// unsuited to it, or one no block of could hold it (each asked alone).
+    pub(super) fn needs_dedicated_memory(&self, p: &Params) -> bool {
+        if p.dedicated == DedicatedPolicy::Always || p.hint == 2 {
+            return true;
+        }
+        let flags = |t: u32| self.allocator.memory_type_properties(t);
+        let lazily =
+            |t: u32| flags(t).is_some_and(|f| f.contains(MemoryPropertyFlags::LAZILY_ALLOCATED));
+        if let Some(pool) = self.request(p).desc.pool {
+            return lazily(pool.memory_type());
+        }
+        let allowed = p.bits & p.desc_bits.unwrap_or(!0);
+        (0..32u32)
+            .filter(|&t| allowed & (1 << t) != 0 && flags(t).is_some())
+            .all(|t| {
+                let alone = Params {
+                    bits: 1 << t,
+                    desc_bits: None,
+                    ..p.clone()
+                };
+                match self.probe(&alone) {
+                    Err(Error::NoRoomInExistingMemory) => lazily(t),
+                    Err(error) => matches!(
+                        error,
+                        Error::NoMemoryTypeBits(_)
+                            | Error::NoSuitableMemoryType { .. }
+                            | Error::SizeExceedsHeaps { .. }
+                            | Error::SizeExceedsMaxAllocation { .. }
+                    ),
+                    Ok(()) => false,
+                }
+            })
     }
 
     fn keep(&mut self, result: Result<Allocation, Error>) -> String {
