@@ -275,7 +275,8 @@ fn a_request_only_a_block_could_take_and_none_can_hold_is_bad_in_a_batch() {
 
 /// A request for existing memory only that needs dedicated memory (the
 /// caller's [`DedicatedPolicy::Always`], the driver's requirement, a custom
-/// pool of a lazily allocated memory type), which `allocate` refuses with
+/// pool of a lazily allocated memory type, only such a type allowed), which
+/// `allocate` refuses with
 /// `NoRoomInExistingMemory` whatever is allocated, is bad in a batch too:
 /// `allocate_many` fails before placing the requests ahead of it (no
 /// `vkAllocateMemory`, no block left kept empty).
@@ -303,6 +304,15 @@ fn a_request_for_existing_memory_that_needs_dedicated_memory_is_bad_in_a_batch()
             requirements(4096, 256),
             ResourceKind::OptimalImage,
             AllocationDesc::new(Usage::DEVICE_LOCAL).pool(lazy_pool),
+        ),
+        // Naming no pool, but allowed only the lazily allocated type.
+        Request::new(
+            vk::MemoryRequirements {
+                memory_type_bits: 1 << lazy,
+                ..requirements(4096, 256)
+            },
+            Usage::TRANSIENT,
+            ResourceKind::OptimalImage,
         ),
     ];
     let (stats, calls) = (allocator.stats(), device.counters().allocate_calls);
