@@ -156,8 +156,10 @@ fn max_memory_allocation_count_is_never_exceeded() {
 }
 
 /// When the memory a driver prefers dedicated cannot be made (the heap is
-/// full, the object limit is reached) or mapped, an existing block with
-/// room takes the request instead of the error coming back.
+/// full, the object limit is reached, the driver is out of host memory) or
+/// mapped, an existing block with room takes the request instead of the
+/// error coming back (VMA too falls back to its blocks on any failure of
+/// dedicated memory tried first).
 #[test]
 fn a_failed_preferred_dedicated_request_takes_an_existing_block() {
     let preferred = |usage| {
@@ -169,6 +171,7 @@ fn a_failed_preferred_dedicated_request_takes_an_existing_block() {
     for (usage, fault) in [
         (Usage::DEVICE_LOCAL, Some(DeviceError::OutOfDeviceMemory)),
         (Usage::DEVICE_LOCAL, Some(DeviceError::TooManyObjects)),
+        (Usage::DEVICE_LOCAL, Some(DeviceError::OutOfHostMemory)),
         (Usage::UPLOAD, None),
     ] {
         let (allocator, device) = allocator(FakeLayout::discrete());
@@ -185,6 +188,28 @@ fn a_failed_preferred_dedicated_request_takes_an_existing_block() {
         free(&allocator, plain);
         finish(allocator, &device);
     }
+}
+
+/// Dedicated memory tried first that the driver refuses for want of host
+/// memory, with no existing block to take the request, ends the request
+/// with `OutOfHostMemory`: no block is made (another `vkAllocateMemory`,
+/// which host memory would fail again) and no other memory type is tried.
+#[test]
+fn a_preferred_dedicated_request_out_of_host_memory_with_no_block_makes_none() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let preferred = buffer(MIB, 256, Usage::DEVICE_LOCAL).driver_dedicated(DedicatedHint {
+        required: false,
+        preferred: true,
+    });
+    device.fail_allocation(1, DeviceError::OutOfHostMemory);
+    let calls = device.counters().allocate_calls;
+    assert_eq!(
+        allocator.allocate(&preferred).err(),
+        Some(Error::OutOfHostMemory)
+    );
+    assert_eq!(device.counters().allocate_calls, calls + 1);
+    assert_eq!(allocator.stats().memory_objects, 0);
+    finish(allocator, &device);
 }
 
 /// At `maxMemoryAllocationCount`, a request the driver merely prefers in

@@ -141,11 +141,18 @@ impl<M> TypePool<M> {
                 // Unless the driver requires dedicated memory, an existing
                 // block may still take the request when the device has no
                 // room for another object, is at maxMemoryAllocationCount,
-                // or cannot map a new one.
+                // cannot map a new one, or is out of host memory (as VMA,
+                // which turns to its blocks on any failure of dedicated
+                // memory tried first).
                 Err(error)
                     if request.dedicated != DedicatedChoice::Require
                         && (is_no_room(error)
-                            || matches!(error, Error::TooManyObjects(_) | Error::MapFailed)) =>
+                            || matches!(
+                                error,
+                                Error::TooManyObjects(_)
+                                    | Error::MapFailed
+                                    | Error::OutOfHostMemory
+                            )) =>
                 {
                     // (`allocate` and the reserve above tried them unless
                     // dedicated memory came first.)
@@ -154,7 +161,9 @@ impl<M> TypePool<M> {
                             return Ok(self.count(placement, request));
                         }
                     }
-                    if past_budget {
+                    // A new block would be another vkAllocateMemory, which
+                    // the host's want of memory would fail again.
+                    if past_budget || error == Error::OutOfHostMemory {
                         return Err(error);
                     }
                     dedicated_refusal = Some(error);
