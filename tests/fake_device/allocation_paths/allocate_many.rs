@@ -316,7 +316,7 @@ fn a_request_for_existing_memory_that_needs_dedicated_memory_is_bad_in_a_batch()
         ),
     ];
     let (stats, calls) = (allocator.stats(), device.counters().allocate_calls);
-    for (index, request) in needs_dedicated.into_iter().enumerate() {
+    for (index, request) in needs_dedicated.iter().enumerate() {
         let request = request.existing_memory_only();
         assert_eq!(
             allocator.allocate(&request).err(),
@@ -335,6 +335,16 @@ fn a_request_for_existing_memory_that_needs_dedicated_memory_is_bad_in_a_batch()
             "request {index}: vkAllocateMemory called"
         );
         assert_eq!(allocator.stats(), stats, "request {index}");
+    }
+    // Not for existing memory only, they are placed, in dedicated memory;
+    // so is one with `DedicatedPolicy::Never` allowed only the lazily
+    // allocated type (always dedicated, whatever the policy).
+    let mut placed = needs_dedicated.to_vec();
+    placed.push(needs_dedicated[3].dedicated(DedicatedPolicy::Never));
+    let made = allocator.allocate_many(&placed).unwrap();
+    assert!(made.iter().all(Allocation::is_dedicated));
+    for allocation in made {
+        free(&allocator, allocation);
     }
     allocator.destroy_pool(lazy_pool).unwrap();
     device.destroy_resource(resource);
