@@ -3,8 +3,9 @@
 //! input (valid by construction but in one input of 8, where it may be out
 //! of range: those `Allocator::new` refuses must be refused with
 //! `InvalidConfig`; with or without a memory callback; layouts with a
-//! protected memory type, the `protectedMemory` feature on or off, and
-//! devices that export only some handle types). The operations: requests of every shape (sizes of 0 to
+//! protected memory type, the `protectedMemory` feature on or off, AMD's
+//! `deviceCoherentMemory` feature on or off, and devices that export only
+//! some handle types). The operations: requests of every shape (sizes of 0 to
 //! `u64::MAX`, alignments that are not powers of two, `memoryTypeBits` of
 //! 0, every usage, kind and dedicated policy, the driver's dedicated
 //! requirement or preference, a dedicated target (an application's buffer
@@ -25,7 +26,8 @@
 //! timeline values that "the GPU" signals in any order (and null ones,
 //! refused); `collect` and `wait_and_collect` (timeouts of 0 to
 //! `u64::MAX`, frames finishing during its waits); another allocator's
-//! allocations, ring and pool handed to this one's entry points; custom pools (priorities, export handle types) made
+//! allocations, ring and pool handed to this one's entry points; custom pools (priorities, export handle types, the
+//! D3D11 texture and D3D12 resource types among them) made
 //! and destroyed; defragmentation plans over some live allocations, each
 //! move carried out or given up; `trim`; host writes (`mapped_slice_mut`,
 //! `copy_to_allocation`) and reads, flushes and invalidates of ranges in
@@ -49,7 +51,11 @@
 //! pools use protected memory types; dedicated memory names the request's
 //! resource and no other memory does, a driver's requirement gets
 //! dedicated memory, priorities and export handle types reach the device
-//! as asked; `stats()` and `pool_stats()` agree with the target's own tally
+//! as asked; a pool exporting D3D11 textures or D3D12 resources takes no
+//! `min_blocks` and makes only memory dedicated to a named resource
+//! (`NotExportable` naming those types otherwise); AMD's device-coherent
+//! types take only requests (and `memory_type_for` queries) whose
+//! `memoryTypeBits` admit no other type; `stats()` and `pool_stats()` agree with the target's own tally
 //! (ring chunks included); the memory callback's events (when one is
 //! installed) match the device's memory objects; the application's
 //! resources are destroyed exactly when their frame is collected; `current_frame` and `frames_in_flight` follow
@@ -57,7 +63,10 @@
 //! allocations; each ring allocation lands where a model of the ring's
 //! bump allocator says, never overlapping another of a live frame, and
 //! `UploadRingFull` reports the free bytes the model counts; stale ring
-//! allocations are refused; a failed `allocate_many` leaves no allocation,
+//! allocations are refused; an existing-memory-only request of an
+//! `allocate_many` batch lies in memory that was there before it or was
+//! made for a request before it, and a batch of such requests makes no
+//! memory object; a failed `allocate_many` leaves no allocation,
 //! and one with a flawed request makes no memory object and leaves the
 //! statistics as they were;
 //! `check_alias` answers as its documented rules say; `end_frame` refuses
@@ -113,8 +122,12 @@ struct Setup {
     /// memory (non-coherent on `mobile` and `apple`). Bit 3: debug fills
     /// on whatever `margin` says, with heaps of 4 to 256 MiB (`heap_mib`
     /// out of 1 to 64 wraps into it), so that rings of sizes off the
-    /// atom meet non-coherent memory with fills. (A byte, where a `bool`
-    /// was: the corpus keeps its layout.)
+    /// atom meet non-coherent memory with fills. Bit 4: the
+    /// `deviceCoherentMemory` feature on, so that AMD's device-coherent
+    /// types (the `amd` preset's 4 to 7) are usable, by requests whose
+    /// `memoryTypeBits` admit no other type (crash breadcrumbs) and by
+    /// custom pools. (A byte, where a `bool` was: the corpus keeps its
+    /// layout.)
     toggle_budget: u8,
     atom: u8,
     block_size: u8,
@@ -185,6 +198,9 @@ fn layout(setup: &Setup) -> FakeLayout {
     if setup.toggle_budget & 2 != 0 && setup.block_size >= 2 {
         let block_log2 = 12 + u32::from(setup.block_size) % 17;
         layout = layout.with_granularity(1 << (block_log2 - 2).min(16));
+    }
+    if setup.toggle_budget & 16 != 0 {
+        layout = layout.with_amd_device_coherent_memory(true);
     }
     if setup.toggle_budget & 1 != 0 {
         let enabled = !layout.memory_budget;

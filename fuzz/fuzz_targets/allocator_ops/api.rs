@@ -72,6 +72,10 @@ impl Walk {
                     Ok(t) => {
                         assert!(allowed & (1 << t) != 0, "type {t} for {bits:#x}");
                         assert_eq!(self.protected_types() & (1 << t), 0, "protected {t}");
+                        assert!(
+                            self.takes_last_resort(t, allowed, usage, 0),
+                            "AMD device-coherent type {t} for {bits:#x}, {usage:?}"
+                        );
                         let props = self.layout.memory_types[t as usize].props;
                         if usage.needs_host_access() {
                             assert!(props.contains(Props::HOST_VISIBLE), "{t} for {usage:?}");

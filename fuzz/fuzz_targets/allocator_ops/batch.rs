@@ -23,16 +23,25 @@ impl Walk {
         let requests: Vec<Request<'static>> = built.iter().map(|b| b.request).collect();
         let stats = self.allocator.stats();
         let calls = self.device.counters().allocate_calls;
+        let mut memories = self.memories();
         let result = self.allocator.allocate_many(&requests);
+        // Placed in order: an existing-memory-only request may use memory
+        // made for one before it, never a new object of its own.
+        if built.iter().all(|b| b.request.desc.existing_memory_only) {
+            assert_eq!(
+                self.device.counters().allocate_calls,
+                calls,
+                "allocate_many {requests:?}, existing memory only, called vkAllocateMemory"
+            );
+        }
         match result {
             Ok(allocations) => {
                 assert_eq!(allocations.len(), built.len());
-                // An existing-memory-only request may use memory made for
-                // one before it.
-                let memories = self.memories();
                 for (b, allocation) in built.iter().zip(allocations) {
                     assert!(b.flaw.is_none(), "{:?} got {allocation:?}", b.request);
+                    let memory = allocation.memory();
                     self.accept(b, allocation, &memories);
+                    memories.push(memory);
                 }
             }
             Err(error) => {

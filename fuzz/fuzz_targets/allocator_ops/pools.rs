@@ -30,19 +30,36 @@ impl Walk {
         desc.min_alignment = if named { 4096 } else { 0 };
         desc.priority = (priority != 0).then(|| f32::from(priority) / 100.0 - 0.5);
         use vk::ExternalMemoryHandleTypeFlags as H;
-        desc.export_handle_types = [
-            H::empty(),
-            H::empty(),
-            H::OPAQUE_FD,
-            H::OPAQUE_FD | H::DMA_BUF_EXT,
-            H::HOST_ALLOCATION_EXT,
-            H::from_raw(1 << 30),
-        ][export as usize % 6];
+        // From 224: the D3D types, whose memory is only ever dedicated to a
+        // named resource (the values below keep their meaning).
+        desc.export_handle_types = if export >= 224 {
+            [
+                H::D3D11_TEXTURE,
+                H::D3D12_RESOURCE | H::OPAQUE_FD,
+                H::D3D11_TEXTURE_KMT | H::D3D11_TEXTURE | H::D3D12_RESOURCE,
+            ][export as usize % 3]
+        } else {
+            [
+                H::empty(),
+                H::empty(),
+                H::OPAQUE_FD,
+                H::OPAQUE_FD | H::DMA_BUF_EXT,
+                H::HOST_ALLOCATION_EXT,
+                H::from_raw(1 << 30),
+            ][export as usize % 6]
+        };
         // Not a handle type, import-only, or not one the device exports.
         let never =
             H::HOST_ALLOCATION_EXT | H::HOST_MAPPED_FOREIGN_MEMORY_EXT | H::from_raw(1 << 30);
         let exportable = self.layout.exportable_handle_types.unwrap_or(!never);
         let refused = desc.export_handle_types & (never | !exportable);
+        // Then, with `min_blocks`, the dedicated-only types: such a pool
+        // makes no block.
+        let refused = if refused.is_empty() && desc.min_blocks > 0 {
+            desc.export_handle_types & requests::DEDICATED_ONLY
+        } else {
+            refused
+        };
         match self.allocator.create_pool(&desc) {
             Ok(pool) => {
                 assert!(refused.is_empty(), "{desc:?} made {pool:?}");

@@ -211,11 +211,23 @@ impl Walk {
         if request.driver_dedicated.required {
             assert!(allocation.is_dedicated(), "{request:?} got {allocation:?}");
         }
+        if pool.is_none() {
+            assert!(
+                self.takes_last_resort(t, allowed, usage, size),
+                "{allocation:?}: an AMD device-coherent type for {request:?}"
+            );
+        }
         let memories = self.device.live_allocations();
         let memory = memories.iter().find(|m| m.memory == allocation.memory());
         let memory = memory.unwrap_or_else(|| panic!("{allocation:?} in no memory"));
         let target = request.target().filter(|_| allocation.is_dedicated());
         assert_eq!(memory.dedicated, target, "{allocation:?} for {request:?}");
+        if !(export & DEDICATED_ONLY).is_empty() {
+            assert!(
+                target.is_some(),
+                "{allocation:?} exported as {export:?} for {request:?}"
+            );
+        }
         assert_eq!(memory.export_handle_types, export, "{allocation:?}");
         // Handed to the device (which drops it without
         // `VK_EXT_memory_priority`): a dedicated allocation's own, else its
@@ -286,6 +298,35 @@ impl Walk {
         }
     }
 
+    /// Whether memory type `t` may take a request of `usage` and `size`
+    /// bytes that names no custom pool and allows the types `allowed`:
+    /// any type but AMD's device-coherent ones, which (with their feature
+    /// on) rank after every other and take only a request that no other
+    /// usable type admits (crash breadcrumbs), never as the fallback of
+    /// one the other types refused. A type admits a request when its heap
+    /// holds `size`, it is not protected, lazily allocated only for a
+    /// transient usage, and host-visible when the usage needs host access.
+    pub(super) fn takes_last_resort(&self, t: u32, allowed: u32, usage: Usage, size: u64) -> bool {
+        let amd = self.layout.amd_device_coherent_types;
+        if amd & (1 << t) == 0 {
+            return true;
+        }
+        let others = allowed & self.usable_types() & !amd & !self.protected_types();
+        let admits = |(i, ty): &(usize, &gpu_alloc_types::MemoryType)| {
+            let heap = self.layout.memory_heaps.get(ty.heap as usize);
+            others & (1 << i) != 0
+                && heap.is_some_and(|h| h.size >= size)
+                && (!ty.props.contains(Props::LAZILY_ALLOCATED) || usage.contains(Usage::TRANSIENT))
+                && (!usage.needs_host_access() || ty.props.contains(Props::HOST_VISIBLE))
+        };
+        !self
+            .layout
+            .memory_types
+            .iter()
+            .enumerate()
+            .any(|e| admits(&e))
+    }
+
     pub(super) fn check_allocate_error(
         &self,
         error: Error,
@@ -329,10 +370,28 @@ impl Walk {
             Error::OverBudget { .. } => desc.within_budget,
             Error::NoRoomInExistingMemory => desc.existing_memory_only,
             Error::TooLargeForPool { .. } | Error::PoolFull { .. } => desc.pool.is_some(),
+            // Memory a pool exports as D3D11 textures or D3D12 resources
+            // is dedicated to a named resource, never a block.
+            Error::NotExportable { handle_types } => {
+                let pool = self.pools.iter().find(|p| Some(p.pool) == desc.pool);
+                pool.is_some_and(|p| {
+                    !handle_types.is_empty() && handle_types == p.export & DEDICATED_ONLY
+                })
+            }
             _ => false,
         }
     }
 }
+
+/// The handle types memory is exported as only when dedicated to a named
+/// image or buffer (Vulkan requires every driver to report
+/// `DEDICATED_ONLY` for them): a pool exporting one makes no block.
+pub(super) const DEDICATED_ONLY: vk::ExternalMemoryHandleTypeFlags = {
+    use vk::ExternalMemoryHandleTypeFlags as H;
+    H::from_raw(
+        H::D3D11_TEXTURE.as_raw() | H::D3D11_TEXTURE_KMT.as_raw() | H::D3D12_RESOURCE.as_raw(),
+    )
+};
 
 /// The errors any request for memory may meet, whatever it asked for: no
 /// heap or type large or suitable enough, the device out of memory or
