@@ -24,7 +24,7 @@
 //! the allocation's resource: `destroy_*_after_frame`, or
 //! `destroy_alias_*_after_frame` before the free) sealed with fences or
 //! timeline values that "the GPU" signals in any order (and null ones,
-//! refused); `collect` and `wait_and_collect` (timeouts of 0 to
+//! and the value 0, refused); `collect` and `wait_and_collect` (timeouts of 0 to
 //! `u64::MAX`, frames finishing during its waits); another allocator's
 //! allocations, ring and pool handed to this one's entry points; custom pools (priorities, export handle types, the
 //! D3D11 texture and D3D12 resource types among them) made
@@ -70,7 +70,7 @@
 //! and one with a flawed request makes no memory object and leaves the
 //! statistics as they were;
 //! `check_alias` answers as its documented rules say; `end_frame` refuses
-//! a null fence and `wait_and_collect` collects the frames finished before
+//! a null fence (`end_frame_timeline` a null semaphore or the value 0) and `wait_and_collect` collects the frames finished before
 //! the first that was not, then says `Timeout`; another allocator's
 //! handles are refused with `ForeignAllocation` or `ForeignPool` and
 //! change nothing in either allocator; the fake device

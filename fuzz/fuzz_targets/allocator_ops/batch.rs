@@ -57,8 +57,19 @@ impl Walk {
                 // A flawed request fails the call before any is placed:
                 // nothing made, nothing kept or released (the budgets the
                 // stats read may move on their own). So does one past a
-                // custom pool's fixed block size (checked up front too).
-                let checked_first = matches!(error, Error::TooLargeForPool { .. });
+                // custom pool's fixed block size, one no allowed memory
+                // type suits, one whose pool is another's, destroyed or of
+                // a type its bits refuse (checked up front too: placement
+                // cannot give these errors in a single thread).
+                let checked_first = matches!(
+                    error,
+                    Error::TooLargeForPool { .. }
+                        | Error::NoMemoryTypeBits(_)
+                        | Error::NoSuitableMemoryType { .. }
+                        | Error::PoolTypeNotAllowed { .. }
+                        | Error::StalePool
+                        | Error::ForeignPool
+                );
                 if checked_first || built.iter().any(|b| b.flaw.is_some()) {
                     assert_eq!(
                         self.device.counters().allocate_calls,

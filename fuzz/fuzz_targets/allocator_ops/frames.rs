@@ -92,14 +92,18 @@ impl Walk {
         assert_eq!(result, Ok(released), "collect");
     }
 
-    /// `end_frame` (or `end_frame_timeline`) with a null fence (semaphore):
-    /// refused with `NullFrameSignal` before anything else, a ring full of
-    /// frames included, and nothing changes (`check` sees the frame and
-    /// the frames in flight as before).
-    pub(super) fn end_frame_null(&mut self, timeline: bool) {
-        // SAFETY: a null handle, which the call refuses before using it.
+    /// `end_frame` (or `end_frame_timeline`) with a null fence (semaphore),
+    /// or with `zero`, the walk's timeline semaphore and the value 0 it
+    /// holds from its creation: refused with `NullFrameSignal` before
+    /// anything else, a ring full of frames included, and nothing changes
+    /// (`check` sees the frame and the frames in flight as before).
+    pub(super) fn end_frame_null(&mut self, timeline: bool, zero: bool) {
+        // SAFETY: a null handle or value, which the call refuses before
+        // using it.
         let result = unsafe {
-            if timeline {
+            if timeline && zero {
+                self.allocator.end_frame_timeline(self.timeline, 0)
+            } else if timeline {
                 let value = self.next_frame + 1;
                 self.allocator
                     .end_frame_timeline(vk::Semaphore::null(), value)

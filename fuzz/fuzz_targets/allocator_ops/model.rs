@@ -291,7 +291,9 @@ impl Walk {
             Op::AllocateMut(req) => self.allocate(&req, true),
             Op::Free { pick, how } => self.free_now(pick, how),
             Op::FreeAfterFrame { pick, alias } => self.free_after_frame(pick, alias),
-            Op::EndFrame { how } if (how >> 1) & 7 == 7 => self.end_frame_null(how & 1 == 1),
+            Op::EndFrame { how } if (how >> 1) & 7 == 7 => {
+                self.end_frame_null(how & 1 == 1, how & 16 != 0);
+            }
             Op::EndFrame { how } => self.end_frame(how & 1 == 1),
             Op::Signal { how } => self.signal(how),
             Op::Collect { how } if how & 1 == 1 => self.wait_and_collect(how >> 1),

@@ -73,7 +73,8 @@ pub enum Op {
         alias: bool,
     },
     /// Bit 0: sealed with a timeline value, else a fence; bits 1 to 3
-    /// all set: with a null fence or semaphore, which `end_frame` refuses
+    /// all set: with a null fence or semaphore (with bits 0 and 4, the
+    /// walk's semaphore and the value 0), which `end_frame` refuses
     /// (`NullFrameSignal`, nothing changed). A byte, where a `bool` was:
     /// the corpus's inputs keep their layout.
     EndFrame {
