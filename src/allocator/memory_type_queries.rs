@@ -19,9 +19,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// answers VMA's `vmaGetAllocationMemoryProperties`: whether an
     /// `UPLOAD | ALLOW_TRANSFER_INSTEAD` allocation landed in device-local
     /// memory the host writes directly, whether its writes need a
-    /// [`flush`](Self::flush). AMD's `DEVICE_COHERENT` and
-    /// `DEVICE_UNCACHED` bits are not reported (the device layer's flags do
-    /// not carry them).
+    /// [`flush`](Self::flush). AMD's device-coherent types
+    /// ([`MemoryProperties::amd_device_coherent_types`](crate::device::MemoryProperties::amd_device_coherent_types))
+    /// report `DEVICE_COHERENT_AMD`, which Vulkan sets on every type that
+    /// has `DEVICE_UNCACHED_AMD`: an engine finds its crash-breadcrumb types
+    /// by it. `DEVICE_UNCACHED_AMD` itself is not reported (the device
+    /// layer's flags do not carry it), where VMA reports it.
     ///
     /// ```
     /// use ash::vk;
@@ -42,9 +45,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     pub fn memory_type_properties(&self, memory_type: u32) -> Option<vk::MemoryPropertyFlags> {
         let ty = self.context.memory_types().get(memory_type as usize)?;
         // gpu-alloc-types' flags have Vulkan's bit values.
-        Some(vk::MemoryPropertyFlags::from_raw(u32::from(
-            ty.props.bits(),
-        )))
+        let flags = vk::MemoryPropertyFlags::from_raw(u32::from(ty.props.bits()));
+        let amd_types = self.context.properties.amd_device_coherent_types;
+        let amd = 1u32
+            .checked_shl(memory_type)
+            .is_some_and(|bit| amd_types & bit != 0);
+        Some(if amd {
+            flags | vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD
+        } else {
+            flags
+        })
     }
 
     /// The memory type a request with `memory_type_bits` and `usage` would

@@ -67,7 +67,9 @@ fn each_preset_places_each_usage_in_the_expected_type() {
 
 /// `memory_type_properties` reports each memory type's flags as the
 /// device lists them, on every preset, and `None` past its types; the
-/// allocator's `Debug` form counts them.
+/// allocator's `Debug` form counts them. AMD's device-coherent types carry
+/// `DEVICE_COHERENT_AMD`, as VMA's `vmaGetMemoryTypeProperties` reports it:
+/// an engine finds its crash-breadcrumb type by that bit.
 #[test]
 fn memory_type_properties_are_the_devices() {
     let layouts = [
@@ -83,10 +85,14 @@ fn memory_type_properties_are_the_devices() {
     ];
     for layout in layouts {
         let (name, types) = (layout.name, layout.memory_types.clone());
+        let amd_types = layout.amd_device_coherent_types;
         let (allocator, device) = allocator(layout);
         for (index, ty) in types.iter().enumerate() {
             let flags = allocator.memory_type_properties(index as u32);
-            let want = vk::MemoryPropertyFlags::from_raw(u32::from(ty.props.bits()));
+            let mut want = vk::MemoryPropertyFlags::from_raw(u32::from(ty.props.bits()));
+            if amd_types & (1 << index) != 0 {
+                want |= vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD;
+            }
             assert_eq!(flags, Some(want), "{name}: type {index}");
         }
         assert_eq!(
