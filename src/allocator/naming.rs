@@ -1,9 +1,10 @@
 //! Renaming an allocation ([`Allocator::set_name`], VMA's
 //! `vmaSetAllocationName`): the name leak reports, memory maps, dumps and
 //! corruption reports give it, and for dedicated memory the debug name
-//! debuggers and validation messages show (`VK_EXT_debug_utils`). Apart
-//! from the facade as a debugging aid of its own; an allocation's first
-//! name comes with its request (`AllocationDesc::name`).
+//! debuggers and validation messages show (`VK_EXT_debug_utils`); and
+//! reading it back ([`Allocator::name`], VMA's `VmaAllocationInfo::pName`).
+//! Apart from the facade as a debugging aid of its own; an allocation's
+//! first name comes with its request (`AllocationDesc::name`).
 
 use super::{Allocation, Allocator};
 use crate::device::MemoryDeviceExt;
@@ -37,6 +38,42 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         self.check_owner(allocation)?;
         self.with_pool(allocation, |pool| {
             pool.rename(&self.context, allocation.location, name)
+        })?
+    }
+
+    /// The name of `allocation` (VMA's `VmaAllocationInfo::pName`): its
+    /// request's ([`AllocationDesc::name`](crate::AllocationDesc::name)), or
+    /// the last [`set_name`](Self::set_name) gave it; `None` when it has
+    /// none. A copy: the allocator keeps its own.
+    ///
+    /// ```
+    /// use ash::vk;
+    /// use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+    /// use vk_suballoc::{Allocator, Config, Request, ResourceKind, Usage};
+    ///
+    /// let allocator = Allocator::new(FakeDevice::new(FakeLayout::discrete()), Config::default())?;
+    /// let requirements = vk::MemoryRequirements { size: 4096, alignment: 256, memory_type_bits: !0 };
+    /// let request = Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer);
+    /// let vertices = allocator.allocate(&request.name("vertices"))?;
+    /// assert_eq!(allocator.name(&vertices)?.as_deref(), Some("vertices"));
+    /// allocator.set_name(&vertices, Some("terrain vertices"))?;
+    /// assert_eq!(allocator.name(&vertices)?.as_deref(), Some("terrain vertices"));
+    /// // SAFETY: the fake device runs no GPU work.
+    /// unsafe { allocator.free(vertices)? };
+    /// # Ok::<(), vk_suballoc::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`], [`Error::StaleAllocation`].
+    ///
+    /// # Time complexity
+    /// O(1) expected (a hash table lookup) and O(name's length) for the
+    /// copy, under the lock of the allocation's pool.
+    pub fn name(&self, allocation: &Allocation) -> Result<Option<String>, Error> {
+        self.check_owner(allocation)?;
+        self.with_pool(allocation, |pool| {
+            pool.name_of(allocation.location)
+                .map(|name| name.map(String::from))
         })?
     }
 }

@@ -395,6 +395,35 @@ impl<M> TypePool<M> {
             .unwrap_or_else(|| context.preferred_block_size(self.memory_type))
     }
 
+    /// The name of the live allocation at `location`, `None` when it has
+    /// none.
+    ///
+    /// # Errors
+    /// [`Error::StaleAllocation`] when `location` names nothing live.
+    pub(crate) fn name_of(&self, location: Location) -> Result<Option<&str>, Error> {
+        match location {
+            Location::Dedicated(key) => {
+                let dedicated = self.dedicated.get(key).ok_or(Error::StaleAllocation)?;
+                Ok(dedicated.name.as_deref())
+            }
+            Location::Block { block, range } => {
+                let block = self.blocks.get(block).ok_or(Error::StaleAllocation)?;
+                block.ranges.get(range).ok_or(Error::StaleAllocation)?;
+                Ok(block.names.get(&range.slot()).map(|name| &**name))
+            }
+            Location::Slot {
+                run,
+                slot,
+                generation,
+            } => {
+                self.runs
+                    .live(run, slot, generation)
+                    .ok_or(Error::StaleAllocation)?;
+                Ok(self.runs.name(run, slot))
+            }
+        }
+    }
+
     /// Names the live allocation at `location` anew (`None`: unnamed), for
     /// leak reports, memory maps and dumps; dedicated memory's debug name
     /// follows ([`rename_dedicated`](Self::rename_dedicated)).

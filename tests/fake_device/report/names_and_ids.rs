@@ -2,7 +2,7 @@
 //! id in the map and each memory object its own debug name, a freed range
 //! forgets its name, and `set_name` renames a live allocation wherever it
 //! lives, as the dumps show it, and a dedicated allocation's
-//! `VkDeviceMemory` too (a block keeps its own name).
+//! `VkDeviceMemory` too (a block keeps its own name); `name` reads it back.
 
 use std::collections::BTreeSet;
 
@@ -134,6 +134,65 @@ fn set_name_renames_allocations_everywhere() {
     );
     finish(other, &other_device);
     for allocation in allocations {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+/// `name` reads an allocation's name back wherever it lives (a block range,
+/// a run slot, dedicated memory, a custom pool), as VMA's
+/// `VmaAllocationInfo::pName` does: the request's, then what `set_name`
+/// gave, `None` for an unnamed one or after `set_name(.., None)`; another
+/// allocator's handle is refused.
+#[test]
+fn name_reads_back_the_requests_and_set_names_name() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
+    let mut in_pool = buffer(4096, 256, Usage::DEVICE_LOCAL).name("pool");
+    in_pool.desc = in_pool.desc.pool(pool);
+    let allocations = [
+        allocator
+            .allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL).name("range"))
+            .unwrap(),
+        // A run slot: runs are carved from the range's block.
+        allocator
+            .allocate(&buffer(256, 4, Usage::DEVICE_LOCAL).name("slot"))
+            .unwrap(),
+        allocator
+            .allocate(
+                &buffer(4096, 256, Usage::DEVICE_LOCAL)
+                    .dedicated(DedicatedPolicy::Always)
+                    .name("dedicated"),
+            )
+            .unwrap(),
+        allocator.allocate(&in_pool).unwrap(),
+    ];
+    let unnamed = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(allocator.name(&unnamed), Ok(None));
+    let names = ["range", "slot", "dedicated", "pool"];
+    for (allocation, name) in allocations.iter().zip(names) {
+        assert_eq!(allocator.name(allocation), Ok(Some(name.to_owned())));
+        allocator
+            .set_name(allocation, Some(&format!("{name}-renamed")))
+            .unwrap();
+        assert_eq!(
+            allocator.name(allocation),
+            Ok(Some(format!("{name}-renamed")))
+        );
+        allocator.set_name(allocation, None).unwrap();
+        assert_eq!(allocator.name(allocation), Ok(None), "{name}");
+    }
+
+    let (other, other_device) = super::super::allocator(FakeLayout::discrete());
+    assert_eq!(
+        other.name(&allocations[0]),
+        Err(vk_suballoc::Error::ForeignAllocation)
+    );
+    finish(other, &other_device);
+    for allocation in allocations.into_iter().chain([unnamed]) {
         free(&allocator, allocation);
     }
     allocator.destroy_pool(pool).unwrap();
