@@ -1,11 +1,13 @@
-//! Corruption detection: [`Allocator::check_corruption`]. The pattern,
+//! Corruption detection: [`Allocator::check_corruption`], and
+//! [`Allocator::check_pool_corruption`] for one custom pool. The pattern,
 //! which bytes it covers, and the check of a margin when its allocation is
 //! freed (`TypePool::free`) are the memory layer's (`type_pool/corruption.rs`),
 //! as are the debug fills and their checks (`type_pool/debug_fill.rs`).
 
 use ash::vk;
 
-use super::Allocator;
+use super::pool::{type_bit, with_custom_pool};
+use super::{Allocator, Pool};
 use crate::device::MemoryDeviceExt;
 use crate::memory::deferred_log;
 
@@ -33,6 +35,14 @@ impl CorruptionReport {
     /// Whether every margin and every free range checked was intact.
     pub fn is_clean(&self) -> bool {
         self.damaged.is_empty() && self.written_after_free.is_empty()
+    }
+
+    /// Puts both lists in order of memory type, memory object and offset.
+    fn sort(&mut self) {
+        self.damaged
+            .sort_by_key(|damaged| (damaged.memory_type, damaged.memory, damaged.offset));
+        self.written_after_free
+            .sort_by_key(|written| (written.memory_type, written.memory, written.offset));
     }
 }
 
@@ -158,39 +168,49 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         Ok(deferred_log::log_after(|| self.corruption_report(types)))
     }
 
+    /// Checks the margins and free ranges of one custom pool, as
+    /// [`check_corruption`](Self::check_corruption) checks those of every
+    /// pool of a memory type (VMA's `vmaCheckPoolCorruption`): the pool's
+    /// blocks and dedicated memory alone, not the default blocks of its
+    /// memory type nor other pools', and no upload ring's space.
+    ///
+    /// # Errors
+    /// [`Error::ForeignPool`], [`Error::StalePool`];
+    /// [`Error::CorruptionDetectionOff`] (naming the pool's memory type's
+    /// bit) when its memory type has neither detection nor debug fills on,
+    /// as `check_corruption` of that type.
+    ///
+    /// # Time complexity
+    /// As [`check_corruption`](Self::check_corruption), over the pool's
+    /// allocations and free ranges, under its lock.
+    pub fn check_pool_corruption(&self, pool: &Pool) -> Result<CorruptionReport, Error> {
+        self.check_pool_owner(pool)?;
+        let memory_type_bits = type_bit(pool.memory_type());
+        let detects = memory_type_bits & self.context.debug_types() != 0;
+        deferred_log::log_after(|| {
+            let mut report = CorruptionReport::default();
+            with_custom_pool(&self.custom, pool.tag(), |custom| {
+                if !detects {
+                    return Err(Error::CorruptionDetectionOff { memory_type_bits });
+                }
+                self.check_pool(custom, memory_type_bits, &mut report);
+                Ok(())
+            })
+            .ok_or(Error::StalePool)??;
+            report.sort();
+            Ok(report)
+        })
+    }
+
     /// [`check_corruption`](Self::check_corruption)'s report over the
     /// memory types of `types`, which have corruption detection or debug
     /// fills on.
     fn corruption_report(&self, types: u32) -> CorruptionReport {
         let mut report = CorruptionReport::default();
-        let mut check = |pool: &mut TypePool<M>| {
-            let memory_type = pool.memory_type();
-            if types & (1 << memory_type) == 0 {
-                return;
-            }
-            if self.context.detects_corruption(memory_type) {
-                let (checked, damaged) = pool.damaged_margins();
-                report.checked += checked;
-                report.damaged.extend(
-                    damaged
-                        .into_iter()
-                        .map(|(guarded, name)| DamagedMargin::new(memory_type, &guarded, name)),
-                );
-            }
-            if self.context.fills(memory_type) {
-                let (checked, written) = pool.damaged_free_ranges(&self.context);
-                report.free_checked += checked;
-                report.written_after_free.extend(
-                    written
-                        .iter()
-                        .map(|written| DamagedFree::new(memory_type, written)),
-                );
-            }
-        };
         for pool in self.pools.iter() {
-            check(&mut super::lock(pool));
+            self.check_pool(&mut super::lock(pool), types, &mut report);
         }
-        self.for_each_custom_pool(check);
+        self.for_each_custom_pool(|pool| self.check_pool(pool, types, &mut report));
         if types & self.context.fill_types() != 0 {
             let (checked, written) = self.damaged_ring_space(types);
             report.free_checked += checked;
@@ -200,13 +220,36 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     .map(|(memory_type, written)| DamagedFree::new(*memory_type, written)),
             );
         }
+        report.sort();
         report
-            .damaged
-            .sort_by_key(|damaged| (damaged.memory_type, damaged.memory, damaged.offset));
-        report
-            .written_after_free
-            .sort_by_key(|written| (written.memory_type, written.memory, written.offset));
-        report
+    }
+
+    /// Adds to `report` what `pool` holds, when its memory type is one of
+    /// `types`: its damaged margins where detection is on, its free ranges
+    /// written after free where debug fills are.
+    fn check_pool(&self, pool: &mut TypePool<M>, types: u32, report: &mut CorruptionReport) {
+        let memory_type = pool.memory_type();
+        if types & type_bit(memory_type) == 0 {
+            return;
+        }
+        if self.context.detects_corruption(memory_type) {
+            let (checked, damaged) = pool.damaged_margins();
+            report.checked += checked;
+            report.damaged.extend(
+                damaged
+                    .into_iter()
+                    .map(|(guarded, name)| DamagedMargin::new(memory_type, &guarded, name)),
+            );
+        }
+        if self.context.fills(memory_type) {
+            let (checked, written) = pool.damaged_free_ranges(&self.context);
+            report.free_checked += checked;
+            report.written_after_free.extend(
+                written
+                    .iter()
+                    .map(|written| DamagedFree::new(memory_type, written)),
+            );
+        }
     }
 
     /// Damaged margins found when their allocations were freed, directly

@@ -266,7 +266,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         ))
     }
 
-    fn check_pool_owner(&self, pool: &Pool) -> Result<(), Error> {
+    pub(super) fn check_pool_owner(&self, pool: &Pool) -> Result<(), Error> {
         if pool.allocator == self.id {
             Ok(())
         } else {

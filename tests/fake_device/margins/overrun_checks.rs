@@ -1,8 +1,9 @@
 //! The checks of the pattern in the margins: an overrun caught when its
 //! allocation or its queued free is released, `check_corruption` listing
 //! the damaged margins of the types asked for and refusing types without
-//! detection, and non-coherent readbacks reporting nothing. Each test
-//! writes past one allocation on purpose and looks for it once.
+//! detection, `check_pool_corruption` checking one custom pool, and
+//! non-coherent readbacks reporting nothing. Each test writes past one
+//! allocation on purpose and looks for it once.
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{AllocationDesc, Error, PoolDesc, Request, ResourceKind, Usage};
@@ -170,6 +171,74 @@ fn check_corruption_checks_only_the_types_asked_for() {
     free(&allocator, upload);
     free(&allocator, readback);
     assert_eq!(allocator.corruptions_detected(), 1);
+    finish(allocator, &device);
+}
+
+/// `check_pool_corruption` (VMA's `vmaCheckPoolCorruption`) checks one
+/// custom pool: its damaged margin is listed, the default blocks' and
+/// another pool's of the same memory type are not; a pool of a type
+/// without detection is refused as `check_corruption` refuses the type, and
+/// a destroyed or another allocator's pool with the pool errors.
+#[test]
+fn check_pool_corruption_checks_that_pool_alone() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_margin(32, true));
+    let pools = [0, 1].map(|_| {
+        allocator
+            .create_pool(&PoolDesc::new(HOST).block_size(4 * MIB))
+            .unwrap()
+    });
+    let pooled = |pool, name| {
+        Request::with_desc(
+            requirements(3000, 256),
+            ResourceKind::Buffer,
+            AllocationDesc::new(Usage::UPLOAD).pool(pool).name(name),
+        )
+    };
+    let live = [
+        allocator.allocate(&pooled(pools[0], "mine")).unwrap(),
+        allocator
+            .allocate(&pooled(pools[0], "mine, clean"))
+            .unwrap(),
+        allocator.allocate(&pooled(pools[1], "other pool")).unwrap(),
+        allocator
+            .allocate(&buffer(3000, 256, Usage::UPLOAD).name("default"))
+            .unwrap(),
+    ];
+    assert_eq!(live[3].memory_type(), HOST);
+    for a in [&live[0], &live[2], &live[3]] {
+        gpu_write(&device, a, a.size() + 28, &[1, 2, 3, 4]);
+    }
+    let report = allocator.check_pool_corruption(&pools[0]).unwrap();
+    assert_eq!(report.checked, 2, "{report:?}");
+    let damaged: Vec<_> = report.damaged.iter().map(|d| d.name.as_deref()).collect();
+    assert_eq!(damaged, [Some("mine")]);
+    let report = allocator.check_pool_corruption(&pools[1]).unwrap();
+    assert_eq!((report.checked, report.damaged.len()), (1, 1), "{report:?}");
+
+    let vram_pool = allocator.create_pool(&PoolDesc::new(VRAM)).unwrap();
+    assert_eq!(
+        allocator.check_pool_corruption(&vram_pool),
+        Err(Error::CorruptionDetectionOff {
+            memory_type_bits: 1 << VRAM
+        })
+    );
+    allocator.destroy_pool(vram_pool).unwrap();
+    assert_eq!(
+        allocator.check_pool_corruption(&vram_pool),
+        Err(Error::StalePool)
+    );
+    let (other, other_device) = allocator_with(FakeLayout::discrete(), with_margin(32, true));
+    assert_eq!(
+        other.check_pool_corruption(&pools[0]),
+        Err(Error::ForeignPool)
+    );
+    finish(other, &other_device);
+    for a in live {
+        free(&allocator, a);
+    }
+    for pool in pools {
+        allocator.destroy_pool(pool).unwrap();
+    }
     finish(allocator, &device);
 }
 
