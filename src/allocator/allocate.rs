@@ -100,7 +100,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// As [`allocate`](Self::allocate).
     ///
     /// # Time complexity
-    /// As [`allocate`](Self::allocate), with no lock taken.
+    /// As [`allocate`](Self::allocate), with no lock taken but the heap's,
+    /// held while a `VkDeviceMemory` is made.
     // `#[inline]` (as on `allocate`): without the hint, whether LLVM
     // inlined this into a caller's loop flipped with changes to the
     // out-of-line debug paths it never runs (callgrind, the peers'

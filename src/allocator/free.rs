@@ -109,7 +109,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// As [`free`](Self::free).
     ///
     /// # Time complexity
-    /// As [`free`](Self::free), with no lock taken.
+    /// As [`free`](Self::free), with no lock taken but the heap's, held
+    /// while a `VkDeviceMemory` is released.
     pub unsafe fn free_mut(&mut self, allocation: Allocation) -> Result<(), Error> {
         self.check_owner(&allocation)?;
         if let Some(tag) = allocation.custom_pool() {
