@@ -233,6 +233,37 @@ pub struct Config {
     /// lock another thread holds then (making a block, say) ages its
     /// blocks at a later `end_frame`.
     pub empty_block_frames: u64,
+    /// A cap on this allocator's memory in each heap, in bytes, indexed by
+    /// heap (VMA's `VmaAllocatorCreateInfo::pHeapSizeLimit`): to see how an
+    /// engine fares on a GPU with less memory, or to keep it to its share
+    /// of a heap. 0, the default for every heap, sets none; a heap the
+    /// device does not have (Vulkan has at most 16,
+    /// `VK_MAX_MEMORY_HEAPS`) ignores its figure.
+    ///
+    /// With a limit, the allocator takes the heap for one of
+    /// `min(size, limit)` bytes everywhere it reads a heap's size: the
+    /// memory types whose heap is too small for a request are passed over
+    /// ([`Error::SizeExceedsHeaps`](crate::Error::SizeExceedsHeaps) names
+    /// the limited size), blocks are sized from it
+    /// ([`large_heap_block_size`](Self::large_heap_block_size) on heaps
+    /// past [`small_heap_limit`](Self::small_heap_limit), 1/8 of the heap
+    /// otherwise), a heap's budget is at most its limited size (without
+    /// `VK_EXT_memory_budget`, [`budget_fraction`](Self::budget_fraction)
+    /// of it), and [`stats`](crate::Allocator::stats), the memory map and
+    /// the JSON dump show it as the heap's size. A memory object that
+    /// would take the allocator's memory in the heap (its blocks and
+    /// dedicated memory, of every memory type of the heap, custom pools'
+    /// and upload rings' included) past `min(size, limit)` is refused as
+    /// [`Error::OutOfDeviceMemory`](crate::Error::OutOfDeviceMemory)
+    /// without a `vkAllocateMemory`, whether or not the request asked to
+    /// stay within budget, so it takes the paths a full heap takes: a
+    /// smaller block, dedicated memory, the kept empty blocks released, the
+    /// next memory type (another heap's). As in VMA, a limit at or above
+    /// the heap's size still caps the allocator's memory there at the
+    /// heap's size. Memory other allocators and processes use is not
+    /// counted against the limit (it is in the budget's usage, with
+    /// `VK_EXT_memory_budget`).
+    pub heap_size_limits: [u64; 16],
 }
 
 impl Default for Config {
@@ -250,6 +281,7 @@ impl Default for Config {
             debug_fill: false,
             empty_block_reserve: 1.0,
             empty_block_frames: 120,
+            heap_size_limits: [0; 16],
         }
     }
 }

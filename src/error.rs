@@ -61,7 +61,9 @@ pub enum Error {
         /// The largest heap among the allowed memory types that suit the
         /// usage, or, when none does, among all the allowed ones (for an
         /// upload ring's chunk refused before its buffer is made, the
-        /// device's largest heap).
+        /// device's largest heap); a heap's size as
+        /// [`Config::heap_size_limits`](crate::Config::heap_size_limits)
+        /// limits it.
         largest_heap: u64,
     },
     /// The request is larger than the device's `maxMemoryAllocationSize`:

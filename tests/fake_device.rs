@@ -49,6 +49,8 @@ mod frames;
 mod granularity;
 #[path = "fake_device/granularity_walk.rs"]
 mod granularity_walk;
+#[path = "fake_device/heap_size_limits.rs"]
+mod heap_size_limits;
 #[path = "common/layout_model.rs"]
 mod layout_model;
 #[path = "fake_device/leak_log.rs"]

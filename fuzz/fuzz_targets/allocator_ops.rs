@@ -306,6 +306,9 @@ fn config(setup: &Setup) -> Config {
         // libFuzzer's memory limit.
         debug_fill: (setup.margin >= 128 || setup.toggle_budget & 8 != 0)
             && (1..=64).contains(&heap_mib(setup)),
+        // No limits: `Setup` has no byte for them yet (one would change
+        // the corpus's layout); the fake-device tests cover them.
+        heap_size_limits: [0; 16],
     }
 }
 

@@ -12,6 +12,10 @@
 //!   both pass the check and together exceed the budget (frees of the
 //!   heap's memory take the same turn, so no check counts memory the
 //!   driver has not freed yet as gone);
+//! - a heap with a `Config::heap_size_limits` entry looks `min(size,
+//!   limit)` bytes large to everything that reads its size, and the
+//!   allocator's memory there never exceeds that: a memory object past it
+//!   is refused, under the heap's turn, without a `vkAllocateMemory`;
 //! - host-visible memory is mapped once, right after allocation.
 //!
 //! This file holds the context's state and what the allocation path reads
@@ -87,6 +91,10 @@ pub(crate) struct MemoryContext<D> {
     /// that it never counts as ours memory the driver no longer did
     /// (`context/budgets.rs`).
     heap_freed: Box<[AtomicU64]>,
+    /// Bit `h` set when heap `h` has a `Config::heap_size_limits` entry: no
+    /// memory object may take `heap_usage[h]` past the heap's (limited)
+    /// size (`context/memory_objects.rs`).
+    limited_heaps: u32,
     /// Held by a thread making a memory object in the heap, from its budget
     /// check until its size is in `heap_usage` (and in the usage the device
     /// reports), and by a thread freeing one, from taking its size out of
@@ -164,7 +172,10 @@ pub(crate) enum Failure {
 }
 
 impl<D> MemoryContext<D> {
-    pub(crate) fn new(device: D, properties: MemoryProperties, config: Config) -> Self {
+    pub(crate) fn new(device: D, mut properties: MemoryProperties, config: Config) -> Self {
+        // Before anything reads a heap's size: every reader (ranking, block
+        // sizes, budgets, reports) sees the limited one.
+        let limited_heaps = limit_heaps(&mut properties, &config.heap_size_limits);
         let heaps = &properties.device.memory_heaps;
         let types = &properties.device.memory_types;
         let amd_types = properties.amd_device_coherent_types;
@@ -257,6 +268,7 @@ impl<D> MemoryContext<D> {
             memory_objects: AtomicU32::new(0),
             heap_usage,
             heap_freed,
+            limited_heaps,
             heap_turns,
             refused,
             budget_cache: Mutex::default(),
@@ -435,7 +447,15 @@ impl<D> MemoryContext<D> {
         self.memory_types()[memory_type as usize].heap
     }
 
-    /// The size of `memory_type`'s heap in bytes.
+    /// Whether `heap` has a `Config::heap_size_limits` entry: the
+    /// allocator's memory there may not exceed its (limited) size.
+    #[inline]
+    pub(crate) fn is_limited_heap(&self, heap: u32) -> bool {
+        self.limited_heaps & 1u32.wrapping_shl(heap) != 0
+    }
+
+    /// The size of `memory_type`'s heap in bytes (as
+    /// `Config::heap_size_limits` limits it).
     pub(crate) fn heap_size(&self, memory_type: u32) -> u64 {
         let heap = self.heap_of(memory_type) as usize;
         self.properties
@@ -487,4 +507,34 @@ impl<D> MemoryContext<D> {
         let limit = u64::from(self.properties.device.max_memory_allocation_count);
         u64::from(self.memory_object_count()) > limit * 3 / 4
     }
+}
+
+/// Applies `Config::heap_size_limits` to `properties`: each heap with a
+/// limit (non-zero) takes the size `min(size, limit)`, as VMA's
+/// `pHeapSizeLimit` makes it. Returns the heaps with a limit, one bit each
+/// (those at or above their heap's size too: the allocator's memory
+/// there is still capped at the heap's size, as in VMA). Limits of heaps
+/// the device lacks are ignored.
+fn limit_heaps(properties: &mut MemoryProperties, limits: &[u64; MAX_HEAPS]) -> u32 {
+    let heaps = &properties.device.memory_heaps;
+    let limited = limits
+        .iter()
+        .take(heaps.len())
+        .enumerate()
+        .filter(|(_, &limit)| limit != 0)
+        .fold(0u32, |mask, (heap, _)| mask | 1 << heap);
+    if limited != 0 {
+        for (heap, &limit) in properties
+            .device
+            .memory_heaps
+            .to_mut()
+            .iter_mut()
+            .zip(limits)
+        {
+            if limit != 0 {
+                heap.size = heap.size.min(limit);
+            }
+        }
+    }
+    limited
 }

@@ -78,7 +78,9 @@ impl<D> MemoryContext<D> {
     /// allocation and map failures; [`Error::OutOfDeviceMemory`] without a
     /// call too, for an attempt that may be skipped
     /// ([`MemoryRequest::skip_if_refused`]) of at least the bytes the heap
-    /// last refused (`context/refusals.rs`). Nothing is leaked on error.
+    /// last refused (`context/refusals.rs`), and for memory that would take
+    /// this allocator's memory in its heap past the heap's
+    /// `Config::heap_size_limits` entry. Nothing is leaked on error.
     pub(crate) fn allocate_memory<M>(
         &self,
         request: &MemoryRequest<'_>,
@@ -166,6 +168,25 @@ impl<D> MemoryContext<D> {
         }
         let limit = self.properties.device.max_memory_allocation_count;
         let slot = ObjectSlot::take(&self.memory_objects, limit)?;
+        // `Config::heap_size_limits`: the allocator's memory in a limited
+        // heap never exceeds its limited size, whatever the budget (VMA's
+        // `m_HeapSizeLimitMask` check). Refused as the driver refuses a full
+        // heap, with no call, so that the request takes the same fallbacks;
+        // not remembered as the driver's refusal (`context/refusals.rs`).
+        // Under the heap's turn, which frees take too: the usage is exact.
+        if self.is_limited_heap(heap) {
+            let usage = self.heap_usage[heap as usize].load(Ordering::Relaxed);
+            let heap_size = self.heap_size(request.memory_type);
+            if usage.saturating_add(request.size) > heap_size {
+                drop((slot, heap_turn));
+                log::debug!(
+                    "vk-suballoc: not asking for {} bytes of memory type {}: heap {heap} would pass its limit of {heap_size} bytes ({usage} in use)",
+                    request.size,
+                    request.memory_type
+                );
+                return Err(Error::OutOfDeviceMemory);
+            }
+        }
         // Where the driver would be asked, after the checks that answer
         // without it, so that a skipped attempt fails as the call would.
         if request.skip_if_refused {
