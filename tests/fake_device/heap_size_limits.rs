@@ -295,3 +295,41 @@ fn custom_pools_keep_to_the_limit() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+#[test]
+fn threads_in_the_types_of_a_limited_heap_never_pass_it_together() {
+    // The integrated layout's three types share heap 0: a thread per type
+    // (and one more), each allocating and freeing dedicated memory, past
+    // the budget; the device never holds more than the limit.
+    let (allocator, device) = allocator_with(FakeLayout::integrated(), limited(0, 64 * MIB));
+    let refusals = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for thread in 0..4u32 {
+            let (allocator, device, refusals) = (&allocator, &device, &refusals);
+            scope.spawn(move || {
+                let mut live = Vec::new();
+                for round in 0..200 {
+                    match allocator.allocate(&dedicated_in(thread % 3, 6 * MIB)) {
+                        Ok(allocation) => live.push(allocation),
+                        Err(Error::OutOfDeviceMemory) => {
+                            refusals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Err(error) => panic!("{error:?}"),
+                    }
+                    let usage = device.heap_usage()[0];
+                    assert!(usage <= 64 * MIB, "round {round}: {usage} bytes in heap 0");
+                    if !live.is_empty() && (round % 3 == 2 || live.len() > 4) {
+                        free(allocator, live.remove(0));
+                    }
+                }
+                for allocation in live {
+                    free(allocator, allocation);
+                }
+            });
+        }
+    });
+    assert!(refusals.into_inner() > 0, "the limit was never reached");
+    let counters = device.counters();
+    assert_eq!(counters.allocate_calls, counters.allocations);
+    finish(allocator, &device);
+}
