@@ -318,7 +318,9 @@ fn threads_in_the_types_of_a_limited_heap_never_pass_it_together() {
                     }
                     let usage = device.heap_usage()[0];
                     assert!(usage <= 64 * MIB, "round {round}: {usage} bytes in heap 0");
-                    if !live.is_empty() && (round % 3 == 2 || live.len() > 4) {
+                    // Up to 12 live (72 MiB): one thread alone reaches the
+                    // limit, however the threads are scheduled.
+                    if !live.is_empty() && (round % 3 == 2 || live.len() > 11) {
                         free(allocator, live.remove(0));
                     }
                 }
