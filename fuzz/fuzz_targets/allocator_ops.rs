@@ -35,7 +35,8 @@
 //! `invalidate_allocations`; a byte written after free into a just freed
 //! allocation, by the host through its kept pointer or by the GPU (with
 //! debug fills), and one past an allocation's end into its debug margin
-//! before its free (with `detect_corruption`); names; the stats, the JSON dump, the memory
+//! before its free (with `detect_corruption`); names (`set_name`, read back
+//! through `name`); `check_corruption` and `check_pool_corruption`; the stats, the JSON dump, the memory
 //! map and the SVG; `memory_type_properties`, `memory_type_for`,
 //! `budgets`, `memory_size`, `owns`; and the fake device's faults
 //! (failing `vkAllocateMemory` and `vkMapMemory` calls, capped heaps,
@@ -80,7 +81,17 @@
 //! `check_corruption` until the allocation that takes it again or the
 //! release of its block counts it, and counted exactly once (one such
 //! write outstanding at a time, so that `corruptions_detected` says which
-//! it counted), and nothing else is ever reported or counted. At the
+//! it counted), and nothing else is ever reported or counted;
+//! `check_pool_corruption` of a pool is off exactly when `check_corruption`
+//! of its memory type is, else reports no damaged margin but the one of
+//! the pool's allocation just written past (with its name), the write
+//! after free only when the pool's block holds it, and as many margins
+//! checked as the pool has allocations in blocks where detection is on,
+//! and refuses destroyed pools (`StalePool`) and another allocator's
+//! (`ForeignPool`); `name` says each live allocation's last name (its
+//! request's or `set_name`'s, kept by a move) and refuses another
+//! allocator's; `memory_type_properties` reports the layout's flags, with
+//! `DEVICE_COHERENT_AMD` on AMD's device-coherent types. At the
 //! end, with everything freed and every frame collected, each memory type
 //! keeps at most its largest empty block and each custom pool its
 //! `min_blocks` (or one), `trim` leaves only the pools' `min_blocks`, and

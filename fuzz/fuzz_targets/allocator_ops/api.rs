@@ -50,6 +50,20 @@ impl Walk {
         }
     }
 
+    /// `Allocator::name` says each live allocation's last name: its
+    /// request's, or the last `set_name` gave it (a move keeps it).
+    pub(super) fn check_names(&self) {
+        for live in &self.live {
+            let name = self.allocator.name(&live.allocation);
+            assert_eq!(
+                name.as_ref().map(Option::as_deref),
+                Ok(live.name),
+                "name of {:?}",
+                live.allocation
+            );
+        }
+    }
+
     pub(super) fn query(&mut self, what: u8, bits: u32, usage: u8, pick: u16) {
         let types = self.layout.memory_types.len() as u32;
         match what % 4 {
@@ -60,7 +74,15 @@ impl Walk {
                     .layout
                     .memory_types
                     .get(t as usize)
-                    .map(|ty| vk::MemoryPropertyFlags::from_raw(u32::from(ty.props.bits())));
+                    .map(|ty| vk::MemoryPropertyFlags::from_raw(u32::from(ty.props.bits())))
+                    // AMD's device-coherent types say so, feature on or off.
+                    .map(|flags| {
+                        if self.layout.amd_device_coherent_types & (1 << t) != 0 {
+                            flags | vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD
+                        } else {
+                            flags
+                        }
+                    });
                 assert_eq!(props, want, "memory_type_properties({t})");
             }
             1 => {

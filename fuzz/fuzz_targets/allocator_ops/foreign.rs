@@ -102,6 +102,7 @@ impl Walk {
                 assert_eq!(self.device.live_resources(), resources + 1);
                 self.device.destroy_resource(handle);
             }
+            5 if pick % 2 == 1 => assert_eq!(ours.name(&theirs), Err(Error::ForeignAllocation)),
             5 => assert_eq!(ours.set_name(&theirs, Some("foreign")), FOREIGN),
             6 => assert_eq!(ours.memory_size(&theirs), Err(Error::ForeignAllocation)),
             7 => assert!(!ours.owns(&theirs), "owns another allocator's"),
@@ -199,6 +200,7 @@ impl Walk {
                 let Some(pool) = foreign.pool else { return };
                 let result = match what {
                     21 => ours.destroy_pool(pool),
+                    22 if pick % 2 == 1 => ours.check_pool_corruption(&pool).map(|_| ()),
                     22 => ours.pool_stats(&pool).map(|_| ()),
                     _ => {
                         let requirements = vk::MemoryRequirements {

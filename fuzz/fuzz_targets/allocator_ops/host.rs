@@ -13,6 +13,7 @@ pub(super) struct Freed {
     size: u64,
     pointer: Option<std::ptr::NonNull<u8>>,
     dedicated: bool,
+    pool: Option<Pool>,
 }
 
 impl Walk {
@@ -28,12 +29,16 @@ impl Walk {
         let live = self.live.swap_remove(i);
         let a = &live.allocation;
         let overrun = how & 6 == 4 && self.overrun(a, how >> 3);
+        if let Some(pool) = live.pool.filter(|_| overrun) {
+            self.check_pool_overrun(pool, &live);
+        }
         let freed = Freed {
             memory: a.memory(),
             offset: a.offset(),
             size: a.size(),
             pointer: a.mapped_ptr(),
             dedicated: a.is_dedicated(),
+            pool: live.pool,
         };
         // SAFETY: the fake device runs no GPU work.
         let result = unsafe {
@@ -53,7 +58,38 @@ impl Walk {
         }
         if how & 2 != 0 {
             self.write_after_free(&freed, how & 4 != 0, how >> 3);
+            if freed.pool.is_some() {
+                self.check_pool_corruption();
+            }
         }
+    }
+
+    /// `check_pool_corruption` of `pool` reports the margin of `live` (an
+    /// allocation of the pool just written past) and no other: exactly that
+    /// damaged margin, with its name, and the outstanding write after free
+    /// when the pool's block holds it.
+    fn check_pool_overrun(&self, pool: Pool, live: &Live) {
+        let a = &live.allocation;
+        let report = self.allocator.check_pool_corruption(&pool);
+        let report = report.unwrap_or_else(|e| panic!("check_pool_corruption: {e:?}"));
+        let damaged: Vec<_> = report
+            .damaged
+            .iter()
+            .map(|d| (d.memory_type, d.memory, d.offset, d.size, d.name.as_deref()))
+            .collect();
+        let want = (a.memory_type(), a.memory(), a.offset(), a.size(), live.name);
+        assert_eq!(damaged, [want], "the pool's damaged margins: {report:?}");
+        let written: Vec<_> = report
+            .written_after_free
+            .iter()
+            .map(|w| (w.memory, w.first_changed))
+            .collect();
+        let want: Vec<_> = self
+            .written_after_free
+            .filter(|_| self.written_after_free_pool == Some(pool))
+            .into_iter()
+            .collect();
+        assert_eq!(written, want, "pool's writes after free: {report:?}");
     }
 
     /// Writes a byte after free into the bytes `freed` held, at `at`
@@ -101,6 +137,7 @@ impl Walk {
             unsafe { pointer.as_ptr().add(at as usize).write(WRITTEN_AFTER_FREE) };
         }
         self.written_after_free = Some((freed.memory, offset));
+        self.written_after_free_pool = freed.pool;
     }
 
     /// Writes one byte past the end of `a`, `at` bytes (modulo the
@@ -314,6 +351,7 @@ impl Walk {
                         "check_corruption: {error:?}"
                     ),
                 }
+                self.check_pool_corruption();
                 let _ = self.allocator.stats().to_string();
             }
         }
@@ -353,5 +391,69 @@ impl Walk {
         memories.sort_unstable();
         device.sort_unstable();
         assert_eq!(memories, device, "the memory map's memory objects");
+    }
+
+    /// `check_pool_corruption` of each live pool agrees with
+    /// `check_corruption` of its memory type, restricted to the pool: off
+    /// when that is off (naming the type's bit), else no damaged margin
+    /// (the overruns are counted by their frees), the write after free
+    /// outstanding when the pool's block holds it, and as many margins
+    /// checked as the pool's allocations in blocks (live, or freed after a
+    /// frame not collected) where detection is on. Destroyed pools are
+    /// refused with `StalePool`.
+    fn check_pool_corruption(&self) {
+        for p in &self.pools {
+            let t = p.memory_type;
+            let result = self.allocator.check_pool_corruption(&p.pool);
+            let of_type = self.allocator.check_corruption(1 << t);
+            let type_report = match of_type {
+                Err(error) => {
+                    assert_eq!(
+                        error,
+                        Error::CorruptionDetectionOff {
+                            memory_type_bits: 1 << t
+                        }
+                    );
+                    assert_eq!(result, Err(error), "check_pool_corruption");
+                    continue;
+                }
+                Ok(report) => report,
+            };
+            let report = match result {
+                Ok(report) => report,
+                Err(error) => panic!("check_pool_corruption of type {t}: {error:?}"),
+            };
+            assert!(report.damaged.is_empty(), "{report:?}");
+            let written: Vec<_> = report
+                .written_after_free
+                .iter()
+                .map(|w| (w.memory, w.first_changed))
+                .collect();
+            let want: Vec<_> = self
+                .written_after_free
+                .filter(|_| self.written_after_free_pool == Some(p.pool))
+                .into_iter()
+                .collect();
+            assert_eq!(written, want, "pool's writes after free: {report:?}");
+            let props = self.layout.memory_types[t as usize].props;
+            let detects = self.config.detect_corruption
+                && self.config.debug_margin > 0
+                && props.contains(Props::HOST_VISIBLE | Props::HOST_COHERENT);
+            let in_blocks = self
+                .held()
+                .filter(|h| h.pool == Some(p.pool) && !h.dedicated)
+                .count() as u64;
+            let want_checked = if detects { in_blocks } else { 0 };
+            assert_eq!(report.checked, want_checked, "{report:?}");
+            assert!(report.checked <= type_report.checked, "{report:?}");
+            assert!(
+                report.free_checked <= type_report.free_checked,
+                "{report:?} beside {type_report:?}"
+            );
+        }
+        for dead in &self.dead_pools {
+            let result = self.allocator.check_pool_corruption(dead);
+            assert_eq!(result, Err(Error::StalePool), "a destroyed pool");
+        }
     }
 }

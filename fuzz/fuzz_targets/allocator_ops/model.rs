@@ -113,6 +113,9 @@ struct Live {
     /// Dedicated memory made for that resource
     /// (`VkMemoryDedicatedAllocateInfo`): nothing else may alias it.
     targeted: bool,
+    /// The name it was last given (its request's or `set_name`'s), which
+    /// `Allocator::name` must say.
+    name: Option<&'static str>,
 }
 
 impl Held {
@@ -196,6 +199,9 @@ pub struct Walk {
     /// The writes after free and margin overruns counted so far: what
     /// `corruptions_detected` must say.
     counted: u64,
+    /// The custom pool whose block holds `written_after_free`, if one
+    /// does: `check_pool_corruption` of that pool reports it, no other.
+    written_after_free_pool: Option<Pool>,
 }
 
 fn is_non_coherent(props: Props) -> bool {
@@ -251,6 +257,7 @@ impl Walk {
             foreign: None,
             written_after_free: None,
             counted: 0,
+            written_after_free_pool: None,
         }
     }
 
@@ -345,6 +352,7 @@ impl Walk {
                 let name = (name % 4 != 3).then(|| NAMES[name as usize % 3]);
                 let result = self.allocator.set_name(&self.live[i].allocation, name);
                 assert_eq!(result, Ok(()), "set_name");
+                self.live[i].name = name;
             }
             Op::Inspect { what } => self.inspect(what),
             Op::FailAllocation { nth, error } => {
@@ -516,6 +524,7 @@ impl Walk {
         self.check_rings();
         self.check_granularity();
         self.check_api();
+        self.check_names();
     }
 
     /// Frees everything, collects every frame and checks that only the

@@ -286,6 +286,7 @@ impl Walk {
             tag: None,
             resource: built.resource,
             targeted,
+            name: desc.name,
         });
         // Every new allocation, aliased whole by a resource of each kind.
         let whole = vk::MemoryRequirements {
