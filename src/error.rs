@@ -121,7 +121,10 @@ pub enum Error {
         "the request's dedicated target and its resource kind (buffer against image) or size disagree"
     )]
     DedicatedTargetMismatch,
-    /// Every allowed memory type is out of device memory. Free memory and
+    /// Every allowed memory type is out of device memory, or its heap holds
+    /// as much of this allocator's memory as
+    /// [`Config::heap_size_limits`](crate::Config::heap_size_limits) allows
+    /// (refused without asking the driver). Free memory and
     /// retry: memory this allocator frees in a heap is asked for again at
     /// once; memory other processes free serves the least a request can
     /// take at once, every size after the next
