@@ -247,9 +247,11 @@ pub struct Config {
     /// the limited size), blocks are sized from it
     /// ([`large_heap_block_size`](Self::large_heap_block_size) on heaps
     /// past [`small_heap_limit`](Self::small_heap_limit), 1/8 of the heap
-    /// otherwise), a heap's budget is at most its limited size (without
-    /// `VK_EXT_memory_budget`, [`budget_fraction`](Self::budget_fraction)
-    /// of it), and [`stats`](crate::Allocator::stats), the memory map and
+    /// otherwise), a heap's budget leaves the allocator at most the limit
+    /// (without `VK_EXT_memory_budget`,
+    /// [`budget_fraction`](Self::budget_fraction) of it; with it, the
+    /// driver's budget, but no more than what others use plus the limit),
+    /// and [`stats`](crate::Allocator::stats), the memory map and
     /// the JSON dump show it as the heap's size. A memory object that
     /// would take the allocator's memory in the heap (its blocks and
     /// dedicated memory, of every memory type of the heap, custom pools'
@@ -261,8 +263,11 @@ pub struct Config {
     /// next memory type (another heap's). As in VMA, a limit at or above
     /// the heap's size still caps the allocator's memory there at the
     /// heap's size. Memory other allocators and processes use is not
-    /// counted against the limit (it is in the budget's usage, with
-    /// `VK_EXT_memory_budget`).
+    /// counted against the limit: it is in the budget's usage (with
+    /// `VK_EXT_memory_budget`), and the budget is raised by as much, so it
+    /// does not push this allocator's requests out of the heap (VMA clamps
+    /// the budget to the limit itself, so there other processes' memory
+    /// does).
     pub heap_size_limits: [u64; 16],
 }
 

@@ -335,3 +335,26 @@ fn threads_in_the_types_of_a_limited_heap_never_pass_it_together() {
     assert_eq!(counters.allocate_calls, counters.allocations);
     finish(allocator, &device);
 }
+
+/// The limit caps this allocator's own memory, not other processes': with
+/// `VK_EXT_memory_budget`, a limited heap's budget leaves the allocator
+/// room for its limit beside what the others use (within the driver's
+/// budget), so their memory does not push its requests out of the heap.
+#[test]
+fn others_memory_does_not_count_against_the_limit() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), limited(0, 2 * GIB));
+    // 3 GiB of VRAM used by others, 7 GiB of budget.
+    device.set_heap_budget(0, 7 * GIB, 3 * GIB);
+    let budget = allocator.budgets()[0];
+    assert_eq!((budget.budget, budget.usage), (5 * GIB, 3 * GIB));
+    let allocation = allocator
+        .allocate(&buffer(4 * MIB, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(allocation.memory_type(), 1, "not in VRAM");
+    free(&allocator, allocation);
+    // The driver's budget still bounds it: 1 GiB left to take, under the
+    // limit's 2.
+    device.set_heap_budget(0, 4 * GIB, 3 * GIB);
+    assert_eq!(allocator.budgets()[0].budget, 4 * GIB);
+    finish(allocator, &device);
+}

@@ -62,8 +62,11 @@ impl<D> MemoryContext<D> {
         let mut budgets = self
             .driver_budgets(read, &own, &freed)
             .unwrap_or([HeapBudget::default(); MAX_HEAPS]);
-        for ((heap, slot), &own) in heaps.iter().zip(budgets.iter_mut()).zip(&own) {
-            *slot = corrected(*slot, heap.size, fraction, own);
+        for (index, ((heap, slot), &own)) in
+            heaps.iter().zip(budgets.iter_mut()).zip(&own).enumerate()
+        {
+            let limited = self.is_limited_heap(index as u32);
+            *slot = corrected(*slot, heap.size, fraction, own, limited);
         }
         budgets
     }
@@ -193,7 +196,8 @@ impl<D> MemoryContext<D> {
             HeapBudget::default()
         };
         let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
-        let figures = corrected(driver, properties.size, fraction, own);
+        let limited = self.is_limited_heap(heap as u32);
+        let figures = corrected(driver, properties.size, fraction, own, limited);
         figures.usage >= figures.budget
     }
 
@@ -233,15 +237,27 @@ pub(super) enum Read {
 /// without them), corrected as [`MemoryContext::heap_budgets`] says: a
 /// budget of 0 read as `fraction` (in `[0, 1]`) of the heap's `size`, one
 /// past the heap as its size, and a usage below this allocator's own,
-/// `own`, as that.
-fn corrected(mut figures: HeapBudget, size: u64, fraction: f64, own: u64) -> HeapBudget {
-    figures.budget = match figures.budget {
-        0 => fraction_of(size, fraction),
-        budget => budget.min(size),
-    };
+/// `own`, as that. In a heap `limited` by `Config::heap_size_limits`
+/// (whose `size` is then the limited one), the budget leaves room for no
+/// more than the limit beside what others use (the usage less `own`):
+/// the limit caps this allocator's memory, not theirs, so their memory
+/// does not push its requests out of the heap; a budget check is then the
+/// limit's check too.
+fn corrected(
+    mut figures: HeapBudget,
+    size: u64,
+    fraction: f64,
+    own: u64,
+    limited: bool,
+) -> HeapBudget {
     // The process's usage includes this allocator's memory; a driver that
     // reports less (VMA has seen 0) is stale.
     figures.usage = figures.usage.max(own);
+    let others = if limited { figures.usage - own } else { 0 };
+    figures.budget = match figures.budget {
+        0 => fraction_of(size, fraction),
+        budget => budget.min(others.saturating_add(size)),
+    };
     figures
 }
 
