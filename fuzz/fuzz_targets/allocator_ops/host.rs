@@ -79,17 +79,7 @@ impl Walk {
             .collect();
         let want = (a.memory_type(), a.memory(), a.offset(), a.size(), live.name);
         assert_eq!(damaged, [want], "the pool's damaged margins: {report:?}");
-        let written: Vec<_> = report
-            .written_after_free
-            .iter()
-            .map(|w| (w.memory, w.first_changed))
-            .collect();
-        let want: Vec<_> = self
-            .written_after_free
-            .filter(|_| self.written_after_free_pool == Some(pool))
-            .into_iter()
-            .collect();
-        assert_eq!(written, want, "pool's writes after free: {report:?}");
+        self.check_pool_writes_after_free(pool, &report);
     }
 
     /// Writes a byte after free into the bytes `freed` held, at `at`
@@ -106,6 +96,22 @@ impl Walk {
     /// once: by the allocation (or ring allocation) that takes the byte
     /// again, or by the release of its block, at the latest when the walk
     /// ends and every block is released.
+    /// Panics unless `report`, `check_pool_corruption` of `pool`, lists
+    /// the outstanding write after free exactly when it went into `pool`.
+    fn check_pool_writes_after_free(&self, pool: Pool, report: &vk_suballoc::CorruptionReport) {
+        let written: Vec<_> = report
+            .written_after_free
+            .iter()
+            .map(|w| (w.memory, w.first_changed))
+            .collect();
+        let want: Vec<_> = self
+            .written_after_free
+            .filter(|_| self.written_after_free_pool == Some(pool))
+            .into_iter()
+            .collect();
+        assert_eq!(written, want, "pool's writes after free: {report:?}");
+    }
+
     fn write_after_free(&mut self, freed: &Freed, gpu: bool, at: u8) {
         if !self.config.debug_fill
             || freed.dedicated
@@ -424,17 +430,7 @@ impl Walk {
                 Err(error) => panic!("check_pool_corruption of type {t}: {error:?}"),
             };
             assert!(report.damaged.is_empty(), "{report:?}");
-            let written: Vec<_> = report
-                .written_after_free
-                .iter()
-                .map(|w| (w.memory, w.first_changed))
-                .collect();
-            let want: Vec<_> = self
-                .written_after_free
-                .filter(|_| self.written_after_free_pool == Some(p.pool))
-                .into_iter()
-                .collect();
-            assert_eq!(written, want, "pool's writes after free: {report:?}");
+            self.check_pool_writes_after_free(p.pool, &report);
             let props = self.layout.memory_types[t as usize].props;
             let detects = self.config.detect_corruption
                 && self.config.debug_margin > 0
