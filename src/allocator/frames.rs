@@ -554,7 +554,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// it) means `Config::budget_fraction` of the heap, and one larger than
     /// the heap means the heap's size. A reported usage is at least this
     /// allocator's own memory in the heap (a driver reporting less, such as
-    /// 0, is stale).
+    /// 0, is stale). A heap with a
+    /// [`Config::heap_size_limits`](crate::Config::heap_size_limits) entry
+    /// has a budget of at most what others use (the usage less this
+    /// allocator's memory) plus the limit.
     ///
     /// This call, [`stats`](crate::Allocator::stats) and the dumps read the
     /// driver's figures anew. The allocator's own budget checks, made before
