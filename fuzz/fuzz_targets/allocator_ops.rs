@@ -137,8 +137,9 @@ struct Setup {
     /// `deviceCoherentMemory` feature on, so that AMD's device-coherent
     /// types (the `amd` preset's 4 to 7) are usable, by requests whose
     /// `memoryTypeBits` admit no other type (crash breadcrumbs) and by
-    /// custom pools. (A byte, where a `bool` was: the corpus keeps its
-    /// layout.)
+    /// custom pools. Bits 5 and 6: `Config::heap_size_limits` on the
+    /// first heap and on the others ([`heap_size_limits`]). (A byte, where
+    /// a `bool` was: the corpus keeps its layout.)
     toggle_budget: u8,
     atom: u8,
     block_size: u8,
@@ -317,10 +318,41 @@ fn config(setup: &Setup) -> Config {
         // libFuzzer's memory limit.
         debug_fill: (setup.margin >= 128 || setup.toggle_budget & 8 != 0)
             && (1..=64).contains(&heap_mib(setup)),
-        // No limits: `Setup` has no byte for them yet (one would change
-        // the corpus's layout); the fake-device tests cover them.
-        heap_size_limits: [0; 16],
+        heap_size_limits: heap_size_limits(setup, &layout(setup)),
     }
+}
+
+/// `Config::heap_size_limits` as `toggle_budget` bits 5 and 6 draw them:
+/// bit 5 limits the first heap to 3/8 of its size, bit 6 every other heap
+/// to half its size (a limit of the heap's size when both are clear on a
+/// heap: none then).
+fn heap_size_limits(setup: &Setup, layout: &FakeLayout) -> [u64; 16] {
+    let mut limits = [0; 16];
+    for (heap, (limit, figures)) in limits.iter_mut().zip(&layout.memory_heaps).enumerate() {
+        let bit = if heap == 0 { 32 } else { 64 };
+        if setup.toggle_budget & bit != 0 {
+            *limit = if heap == 0 {
+                figures.size / 8 * 3
+            } else {
+                figures.size / 2
+            };
+        }
+    }
+    limits
+}
+
+/// `layout` as the allocator sees it under `limits`
+/// (`Config::heap_size_limits`): each limited heap `min(size, limit)`
+/// large. The walk's model reads this one; the fake device keeps the
+/// real sizes.
+fn limited(layout: &FakeLayout, limits: &[u64; 16]) -> FakeLayout {
+    let mut limited = layout.clone();
+    for (heap, &limit) in limited.memory_heaps.iter_mut().zip(limits) {
+        if limit != 0 {
+            heap.size = heap.size.min(limit);
+        }
+    }
+    limited
 }
 
 /// `Setup::heap_mib`, brought into 1 to 64 when `toggle_budget` bit 3
@@ -377,7 +409,8 @@ fuzz_target!(|input: Input| {
         Err(error) => panic!("Allocator::new: {error:?}"),
     };
     let callback = input.setup.flags & (1 << 4) == 0;
-    let mut walk = Walk::new(allocator, device, layout, config, callback);
+    let seen = limited(&layout, &config.heap_size_limits);
+    let mut walk = Walk::new(allocator, device, seen, config, callback);
     if input.setup.flags & (1 << 5) != 0 {
         let size = [0xffff, 4096, 1000, 0x4000][usize::from(input.setup.flags >> 6)];
         walk.start_ring(size, input.setup.toggle_budget & 4 != 0);
