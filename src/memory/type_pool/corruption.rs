@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 
-use ash::vk;
+use ash::vk::{self, Handle};
 
 use super::{Location, Placement, TypePool};
 use crate::memory::context::MemoryContext;
@@ -153,7 +153,8 @@ impl<M> TypePool<M> {
     /// with detection on ([`free`](Self::free)): checks its margin when it
     /// is guarded and forgets it. A damaged margin is counted in `context`
     /// and returned as the line for the caller to log with `log::error!`
-    /// (name, memory type, offset, size) once the allocation is freed.
+    /// (name, memory type, memory object, offset, size) once the
+    /// allocation is freed.
     pub(super) fn check_margin_on_free<D>(
         &mut self,
         context: &MemoryContext<D>,
@@ -166,10 +167,11 @@ impl<M> TypePool<M> {
         }
         context.count_corruption();
         Some(format!(
-            "vk-suballoc: memory corruption after allocation {:?}: its {}-byte margin was written over (memory type {}, offset {}, size {}{})",
+            "vk-suballoc: memory corruption after allocation {:?}: its {}-byte margin was written over (memory type {}, memory {:#x}, offset {}, size {}{})",
             self.name_at(location).unwrap_or("unnamed"),
             guarded.tail,
             self.memory_type,
+            guarded.memory.as_raw(),
             guarded.offset,
             guarded.size,
             self.pool_label()

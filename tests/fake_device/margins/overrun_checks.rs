@@ -5,6 +5,7 @@
 //! non-coherent readbacks reporting nothing. Each test writes past one
 //! allocation on purpose and looks for it once.
 
+use ash::vk::Handle;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{AllocationDesc, Error, PoolDesc, Request, ResourceKind, Usage};
 
@@ -43,6 +44,7 @@ fn an_overrun_is_caught_when_its_allocation_is_freed() {
             &[0xAB; 4][..if past == 0 { 1 } else { 4 }],
         );
         let (offset, memory_type) = (victim.offset(), victim.memory_type());
+        let memory = victim.memory().as_raw();
         free(&allocator, before);
         assert_eq!(allocator.corruptions_detected(), count, "{name}");
         free(&allocator, victim);
@@ -56,6 +58,7 @@ fn an_overrun_is_caught_when_its_allocation_is_freed() {
             .unwrap_or_else(|| panic!("no line names {name:?}: {lines:#?}"));
         for figure in [
             format!("memory type {memory_type}"),
+            format!("memory {memory:#x}"),
             format!("offset {offset}"),
             format!("size {size}"),
         ] {
