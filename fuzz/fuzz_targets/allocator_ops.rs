@@ -247,8 +247,9 @@ fn layout(setup: &Setup) -> FakeLayout {
 /// drawn from figures in and out of the documented ranges, which
 /// `Allocator::new` must refuse or accept as those ranges say; for the
 /// rest, one valid by construction, each out-of-range figure replaced by
-/// one in range (most near an edge), so that the operations run.
-fn config(setup: &Setup) -> Config {
+/// one in range (most near an edge), so that the operations run. Heap
+/// size limits are drawn against `layout`, the device's.
+fn config(setup: &Setup, layout: &FakeLayout) -> Config {
     let raw = (setup.flags >> 1) & 7 == 0;
     let block_size = match setup.block_size {
         0 => valid(raw, 0, 1),
@@ -318,7 +319,7 @@ fn config(setup: &Setup) -> Config {
         // libFuzzer's memory limit.
         debug_fill: (setup.margin >= 128 || setup.toggle_budget & 8 != 0)
             && (1..=64).contains(&heap_mib(setup)),
-        heap_size_limits: heap_size_limits(setup, &layout(setup)),
+        heap_size_limits: heap_size_limits(setup, layout),
     }
 }
 
@@ -394,7 +395,7 @@ fn config_is_valid(config: &Config) -> bool {
 
 fuzz_target!(|input: Input| {
     let layout = layout(&input.setup);
-    let config = config(&input.setup);
+    let config = config(&input.setup, &layout);
     let device = FakeDevice::new(layout.clone());
     let allocator = match Allocator::new(device.clone(), config) {
         Ok(allocator) => {
