@@ -33,8 +33,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// type was tried: [`Error::OutOfDeviceMemory`], [`Error::OverBudget`]
     /// (within-budget requests), [`Error::NoRoomInExistingMemory`]
     /// (requests for existing memory only), [`Error::TooManyObjects`], and
-    /// device errors. [`Error::OutOfHostMemory`] also when the host cannot allocate a new
-    /// block's slot table (no other memory type is tried then).
+    /// device errors. [`Error::OutOfHostMemory`] when the driver, or the
+    /// host for a new block's slot table, ran out of host memory and no
+    /// existing block of the memory types still to be tried had room (no
+    /// other memory object is asked for then).
     /// [`Error::SizeExceedsHeaps`] or [`Error::SizeExceedsMaxAllocation`]
     /// also for a request that may only take a block
     /// ([`DedicatedPolicy::Never`](crate::DedicatedPolicy::Never), or a

@@ -174,6 +174,9 @@ where
                 Err(error) if error.try_next_type() => {
                     self.allocate_in_next_types(request, candidates, bits, error)
                 }
+                Err(Error::OutOfHostMemory) => {
+                    self.allocate_in_existing_memory_after(request, candidates, 0, bits)
+                }
                 Err(error) => Err(error),
             }
         })
@@ -206,6 +209,9 @@ where
             match self.retry_after_release(candidates[0], request, true, error, &mut released) {
                 Ok(allocation) => return Ok(allocation),
                 Err(next) if next.try_next_type() => next,
+                Err(Error::OutOfHostMemory) => {
+                    return self.allocate_in_existing_memory_after(request, candidates, 0, bits)
+                }
                 Err(next) => return Err(next),
             };
         warn_next_type(self.context, candidates[0], error);
@@ -216,7 +222,7 @@ where
             }
             // The first pass resumes after the candidate that failed.
             let skip = usize::from(pass == 0);
-            for &memory_type in &candidates[skip..] {
+            for (index, &memory_type) in candidates.iter().enumerate().skip(skip) {
                 // AMD's device-coherent types only after one of them.
                 if !ranks.falls_back_to(candidates[0], memory_type, bits, size) {
                     continue;
@@ -239,11 +245,47 @@ where
                         warn_next_type(self.context, memory_type, next);
                         error = next;
                     }
+                    Err(Error::OutOfHostMemory) => {
+                        return self
+                            .allocate_in_existing_memory_after(request, candidates, index, bits)
+                    }
                     Err(next) => return Err(next),
                 }
             }
         }
         Err(error)
+    }
+
+    /// After `candidates[failed]` failed for want of host memory, the
+    /// existing blocks of the candidates after it that `candidates[0]`
+    /// falls back to, in order: they need no host memory, where another
+    /// memory object would fail the same way (VMA tries the next types on
+    /// any failure, new memory included). Those before it had their
+    /// blocks tried already. [`Error::OutOfHostMemory`] when none has
+    /// room.
+    #[cold]
+    #[inline(never)]
+    fn allocate_in_existing_memory_after(
+        &mut self,
+        request: &Request<'_>,
+        candidates: &[u8],
+        failed: usize,
+        bits: u32,
+    ) -> Result<Allocation, Error> {
+        let ranks = self.context.ranks();
+        let size = request.requirements.size;
+        warn_next_type(self.context, candidates[failed], Error::OutOfHostMemory);
+        let existing = request.existing_memory_only();
+        for &memory_type in candidates.iter().skip(failed + 1) {
+            if ranks.falls_back_to(candidates[0], memory_type, bits, size) {
+                if let Ok(allocation) =
+                    self.allocate_in_type(u32::from(memory_type), &existing, true)
+                {
+                    return Ok(allocation);
+                }
+            }
+        }
+        Err(Error::OutOfHostMemory)
     }
 
     /// `memory_type`'s answer to `request` once the kept empty blocks

@@ -9,6 +9,8 @@ use vk_suballoc::{Config, DedicatedHint, DedicatedPolicy, Error, Request, Resour
 
 use super::{allocator, allocator_with, buffer, finish, free};
 
+#[path = "failures/out_of_host_memory.rs"]
+mod out_of_host_memory;
 #[path = "failures/remembered_refusals.rs"]
 mod remembered_refusals;
 
@@ -188,28 +190,6 @@ fn a_failed_preferred_dedicated_request_takes_an_existing_block() {
         free(&allocator, plain);
         finish(allocator, &device);
     }
-}
-
-/// Dedicated memory tried first that the driver refuses for want of host
-/// memory, with no existing block to take the request, ends the request
-/// with `OutOfHostMemory`: no block is made (another `vkAllocateMemory`,
-/// which host memory would fail again) and no other memory type is tried.
-#[test]
-fn a_preferred_dedicated_request_out_of_host_memory_with_no_block_makes_none() {
-    let (allocator, device) = allocator(FakeLayout::discrete());
-    let preferred = buffer(MIB, 256, Usage::DEVICE_LOCAL).driver_dedicated(DedicatedHint {
-        required: false,
-        preferred: true,
-    });
-    device.fail_allocation(1, DeviceError::OutOfHostMemory);
-    let calls = device.counters().allocate_calls;
-    assert_eq!(
-        allocator.allocate(&preferred).err(),
-        Some(Error::OutOfHostMemory)
-    );
-    assert_eq!(device.counters().allocate_calls, calls + 1);
-    assert_eq!(allocator.stats().memory_objects, 0);
-    finish(allocator, &device);
 }
 
 /// At `maxMemoryAllocationCount`, a request the driver merely prefers in
@@ -438,47 +418,6 @@ fn a_lost_device_fails_allocations_but_drops_cleanly() {
         .unwrap_err();
     assert_eq!(err, Error::DeviceLost);
     free(&allocator, a);
-    finish(allocator, &device);
-}
-
-/// An error that another memory type cannot cure (here host memory
-/// exhaustion) ends the fallback at once, also when it comes from the
-/// second type tried: the caller sees it, and no third type takes the
-/// request behind its back.
-#[test]
-fn a_fatal_error_from_the_next_type_is_returned() {
-    let (allocator, device) = allocator(FakeLayout::discrete());
-    device.cap_heap(0, 0);
-    let in_types = |bits| {
-        let requirements = vk::MemoryRequirements {
-            size: MIB,
-            alignment: 256,
-            memory_type_bits: bits,
-        };
-        Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer)
-    };
-    // How many calls full VRAM (type 1) takes before it gives up, once it
-    // refused a request: the heap remembers that refusal, and a later
-    // request asks it fewer times than the first.
-    let mut vram_calls = 0;
-    for _ in 0..2 {
-        let before = device.counters().allocate_calls;
-        assert_eq!(
-            allocator.allocate(&in_types(1 << 1)),
-            Err(Error::OutOfDeviceMemory)
-        );
-        vram_calls = device.counters().allocate_calls - before;
-    }
-    // Then the BAR (type 4, next for GPU-only data) fails fatally; system
-    // memory (type 0, after it) has room but must not be tried.
-    device.fail_allocation(vram_calls + 1, DeviceError::OutOfHostMemory);
-    let before = device.counters().allocate_calls;
-    assert_eq!(
-        allocator.allocate(&in_types(1 << 1 | 1 << 4 | 1 << 0)),
-        Err(Error::OutOfHostMemory)
-    );
-    assert_eq!(device.counters().allocate_calls - before, vram_calls + 1);
-    assert_eq!(allocator.stats().allocations(), 0);
     finish(allocator, &device);
 }
 

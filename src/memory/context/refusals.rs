@@ -60,8 +60,9 @@
 //!
 //! Only `VK_ERROR_OUT_OF_DEVICE_MEMORY` is remembered: it is the refusal
 //! smaller sizes and other memory types are tried after. The host's own
-//! want of memory (`VK_ERROR_OUT_OF_HOST_MEMORY`) ends the request at
-//! once, so nothing repeats it.
+//! want of memory (`VK_ERROR_OUT_OF_HOST_MEMORY`) leaves the request only
+//! existing blocks (no other memory object is asked for), so nothing
+//! repeats it.
 //!
 //! A refusal of exportable memory (a custom pool's `PoolDesc::export`)
 //! is not remembered: drivers may refuse exportable memory for reasons

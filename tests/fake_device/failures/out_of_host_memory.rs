@@ -1,0 +1,147 @@
+//! The driver out of host memory (`VK_ERROR_OUT_OF_HOST_MEMORY`) when a
+//! new memory object is made: no other memory object is asked for (host
+//! memory would fail it again), but the existing blocks of the memory
+//! types still to be tried may take the request, as they need no host
+//! memory (VMA tries the next types on any failure). With no room in
+//! them the request ends with `OutOfHostMemory`.
+
+use ash::vk;
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::device::DeviceError;
+use vk_suballoc::{DedicatedHint, DedicatedPolicy, Error, Request, ResourceKind, Usage};
+
+use super::MIB;
+use crate::{allocator, buffer, finish, free, FakeAllocator};
+
+/// A buffer request on the discrete layout for the memory types `bits`.
+fn in_types(bits: u32) -> Request<'static> {
+    let requirements = vk::MemoryRequirements {
+        size: MIB,
+        alignment: 256,
+        memory_type_bits: bits,
+    };
+    Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer)
+}
+
+/// VRAM (type 1) needs a new block and the driver is out of host memory:
+/// system memory (type 0, next for GPU-only data in these types) has a
+/// block with room, which takes the request without another
+/// `vkAllocateMemory`.
+#[test]
+fn the_next_types_existing_block_takes_the_request() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let system = allocator.allocate(&in_types(1 << 0)).unwrap();
+    device.fail_allocation(1, DeviceError::OutOfHostMemory);
+    let calls = device.counters().allocate_calls;
+    let placed = allocator.allocate(&in_types(1 << 1 | 1 << 0)).unwrap();
+    assert_eq!(placed.memory_type(), 0);
+    assert_eq!(placed.memory(), system.memory());
+    assert_eq!(device.counters().allocate_calls, calls + 1);
+    assert_eq!(allocator.stats().memory_objects, 1);
+    free(&allocator, placed);
+    free(&allocator, system);
+    finish(allocator, &device);
+}
+
+/// The same from the second type tried: full VRAM sends the request on,
+/// the BAR (type 4) fails for want of host memory, and system memory's
+/// block takes it.
+#[test]
+fn also_after_the_second_type() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let system = allocator.allocate(&in_types(1 << 0)).unwrap();
+    device.cap_heap(0, 0);
+    // How many calls full VRAM takes once it refused a request.
+    let vram_calls = vram_calls_once_full(&allocator, &device);
+    device.fail_allocation(vram_calls + 1, DeviceError::OutOfHostMemory);
+    let calls = device.counters().allocate_calls;
+    let placed = allocator
+        .allocate(&in_types(1 << 1 | 1 << 4 | 1 << 0))
+        .unwrap();
+    assert_eq!(placed.memory(), system.memory());
+    assert_eq!(device.counters().allocate_calls - calls, vram_calls + 1);
+    free(&allocator, placed);
+    free(&allocator, system);
+    finish(allocator, &device);
+}
+
+/// Dedicated memory tried first that the driver refuses for want of host
+/// memory, with no existing block to take the request, ends the request
+/// with `OutOfHostMemory`: no block is made (another `vkAllocateMemory`,
+/// which host memory would fail again) and no other memory type has a
+/// block.
+#[test]
+fn a_preferred_dedicated_request_with_no_block_makes_none() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let preferred = buffer(MIB, 256, Usage::DEVICE_LOCAL).driver_dedicated(DedicatedHint {
+        required: false,
+        preferred: true,
+    });
+    device.fail_allocation(1, DeviceError::OutOfHostMemory);
+    let calls = device.counters().allocate_calls;
+    assert_eq!(
+        allocator.allocate(&preferred).err(),
+        Some(Error::OutOfHostMemory)
+    );
+    assert_eq!(device.counters().allocate_calls, calls + 1);
+    assert_eq!(allocator.stats().memory_objects, 0);
+    finish(allocator, &device);
+}
+
+/// With no room in a later type's existing blocks the request ends with
+/// `OutOfHostMemory` from the second type tried: system memory (type 0,
+/// after the BAR) has heap room, and no block or a full one, and gets no
+/// `vkAllocateMemory`.
+#[test]
+fn with_no_room_in_existing_blocks_the_request_ends() {
+    for full_block in [false, true] {
+        let (allocator, device) = allocator(FakeLayout::discrete());
+        // System memory's one block, filled up, when asked for.
+        let system = full_block.then(|| {
+            let first = allocator.allocate(&in_types(1 << 0)).unwrap();
+            let block = device.live_allocations()[0].size;
+            let mut request = in_types(1 << 0).dedicated(DedicatedPolicy::Never);
+            request.requirements.size = block - MIB;
+            let rest = allocator.allocate(&request).unwrap();
+            assert_eq!(rest.memory(), first.memory());
+            [first, rest]
+        });
+        let objects = allocator.stats().memory_objects;
+        device.cap_heap(0, 0);
+        let vram_calls = vram_calls_once_full(&allocator, &device);
+        device.fail_allocation(vram_calls + 1, DeviceError::OutOfHostMemory);
+        let calls = device.counters().allocate_calls;
+        assert_eq!(
+            allocator.allocate(&in_types(1 << 1 | 1 << 4 | 1 << 0)),
+            Err(Error::OutOfHostMemory),
+            "full block {full_block}"
+        );
+        assert_eq!(
+            device.counters().allocate_calls - calls,
+            vram_calls + 1,
+            "full block {full_block}"
+        );
+        assert_eq!(allocator.stats().memory_objects, objects);
+        for allocation in system.into_iter().flatten() {
+            free(&allocator, allocation);
+        }
+        finish(allocator, &device);
+    }
+}
+
+/// How many `vkAllocateMemory` calls full VRAM (type 1, heap 0 capped at
+/// 0) takes before it gives up, once it refused a request: the heap
+/// remembers that refusal, and a later request asks it fewer times than
+/// the first.
+fn vram_calls_once_full(allocator: &FakeAllocator, device: &FakeDevice) -> u64 {
+    let mut vram_calls = 0;
+    for _ in 0..2 {
+        let before = device.counters().allocate_calls;
+        assert_eq!(
+            allocator.allocate(&in_types(1 << 1)),
+            Err(Error::OutOfDeviceMemory)
+        );
+        vram_calls = device.counters().allocate_calls - before;
+    }
+    vram_calls
+}
