@@ -72,11 +72,13 @@ impl<D> MemoryContext<D> {
     ///
     /// # Errors
     /// [`Error::NotExportable`] for memory dedicated to an image and
-    /// exported as an Android hardware buffer (below),
-    /// [`Error::TooManyObjects`] at `maxMemoryAllocationCount`,
+    /// exported as an Android hardware buffer, and for memory exported as a
+    /// D3D11 texture or D3D12 resource that is dedicated to no resource
+    /// (below); [`Error::TooManyObjects`] at `maxMemoryAllocationCount`,
     /// [`Error::OverBudget`] when asked to stay within budget, and the device's
     /// allocation and map failures; [`Error::OutOfDeviceMemory`] without a
-    /// call too, for an attempt that may be skipped
+    /// call too, for memory larger than `maxMemoryAllocationSize` or than
+    /// its heap, for an attempt that may be skipped
     /// ([`MemoryRequest::skip_if_refused`]) of at least the bytes the heap
     /// last refused (`context/refusals.rs`), and for memory that would take
     /// this allocator's memory in its heap past the heap's
