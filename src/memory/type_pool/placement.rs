@@ -16,8 +16,8 @@ use crate::offset::AllocationId;
 pub(crate) enum DedicatedChoice {
     /// Never: blocks only.
     Never,
-    /// First when the request is larger than half a block; else when no
-    /// new block can be made. Past 3/4 of `maxMemoryAllocationCount`,
+    /// First when the request is larger than half a block (or aligned to
+    /// more); else when no new block can be made. Past 3/4 of `maxMemoryAllocationCount`,
     /// never first.
     Auto,
     /// First, blocks if dedicated memory fails; past 3/4 of
