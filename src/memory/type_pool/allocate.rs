@@ -1,9 +1,9 @@
 //! The allocation path of a [`TypePool`]: a request takes a run slot
 //! (`run_slots`), else the first block of its granularity class whose
-//! offset allocator places it, else, out of line, the pool's reserve (the
-//! blocks a defragmentation plan is emptying, then an empty block of the
-//! other class, adopted), dedicated memory or a new block, in the order its
-//! [`DedicatedChoice`] and the device's state (budget,
+//! offset allocator places it, else, out of line, the pool's reserve (an
+//! empty block of the other class, adopted, then the blocks a
+//! defragmentation plan is emptying), dedicated memory or a new block, in
+//! the order its [`DedicatedChoice`] and the device's state (budget,
 //! `maxMemoryAllocationCount`) say; and the first fit in one block, with
 //! the counting of what is handed out. It is apart as the crate's
 //! hottest path, tuned with callgrind and perf: its `#[inline(always)]` and

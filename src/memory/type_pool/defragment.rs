@@ -24,11 +24,11 @@
 //!
 //! A block taken is *retiring*: it leaves its class's first-fit walk for
 //! the pool's list of retiring blocks, so new requests go elsewhere while
-//! other blocks of their class (those made later too) have room; only then,
-//! before an empty block of the other class is adopted or new memory made,
-//! do the retiring blocks take them, in the order they retired
-//! (`allocate_in_reserve`). Its runs hand out no more slots, and no new
-//! run is carved from it. It empties when the engine
+//! other blocks of their class (those made later too) have room, nor a
+//! kept empty block of the other class, adopted; only then, before new
+//! memory is made, do the retiring blocks take them, in the order they
+//! retired (`allocate_in_reserve`). Its runs hand out no more slots, and
+//! no new run is carved from it. It empties when the engine
 //! frees the moved allocations, and is then released at once: not kept
 //! for reuse, as blocks emptied by other frees may be
 //! (but for a custom pool's `min_blocks`).

@@ -2,10 +2,10 @@
 //!
 //! Requests go to the first block (in creation order, so old blocks fill up
 //! and new ones can empty out) whose offset allocator can place them; when
-//! none can, to the pool's reserve (the blocks a defragmentation plan is
+//! none can, to the pool's reserve (an empty block of the other
+//! granularity class, adopted; then the blocks a defragmentation plan is
 //! emptying, in the order they retired, kept apart, out of that first-fit
-//! walk; then an empty block of the other granularity class, adopted); when
-//! that cannot either, a new block is created
+//! walk); when that cannot either, a new block is created
 //! ([`block_size`](super::block_size)). Large
 //! requests and those the driver asks for get dedicated memory (in a custom
 //! pool, with a [`PoolPolicy`], only those that require it). When the
