@@ -2,10 +2,12 @@
 //! (its largest, and in a default pool more while they are within
 //! `Config::empty_block_reserve` times the bytes allocated in its blocks;
 //! none but a custom pool's `min_blocks` while the heap is at or over its
-//! budget), which it releases at `end_frame` once they have been empty
-//! `Config::empty_block_frames` frames, at `trim`, and at the allocator's
-//! drop, when every block goes and each allocation still live is logged as
-//! a leak.
+//! budget), which it releases at a frame's end (`end_frame`,
+//! `end_frame_timeline`, `collect_idle`) once they have been empty
+//! `Config::empty_block_frames` frames, or all of them (but `min_blocks`)
+//! when the driver's figures then put the heap at or over its budget, at
+//! `trim`, and at the allocator's drop, when every block goes and each
+//! allocation still live is logged as a leak.
 
 use std::cmp::Reverse;
 use std::panic::{self, AssertUnwindSafe};
@@ -84,9 +86,9 @@ impl<M> TypePool<M> {
     /// Releases the empty blocks of a default pool, but its largest, that
     /// have stayed empty for `frames` frames or more up to the frame being
     /// recorded ([`Config::empty_block_frames`](crate::Config::empty_block_frames)).
-    /// Only default pools age their blocks (`end_frame` calls this for
-    /// them alone): custom pools keep one, VMA's basic rule, and their
-    /// `min_blocks`.
+    /// Only default pools age their blocks (a frame's end, `end_frame`,
+    /// `end_frame_timeline` or `collect_idle`, calls this for them alone):
+    /// custom pools keep one, VMA's basic rule, and their `min_blocks`.
     ///
     /// # Time complexity
     /// O(blocks) for any number released ([`release_batch`](Self::release_batch)),

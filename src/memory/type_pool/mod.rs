@@ -32,7 +32,8 @@
 //! largest, then [`TypePool::trim`] when that was not enough). A block
 //! that empties while its heap is at or over its budget keeps none: every
 //! empty block of the pool goes, but a custom pool's `min_blocks` (VMA's
-//! `budgetExceeded` rule). A block a defragmentation plan empties is released
+//! `budgetExceeded` rule); so do they at a frame's end that finds the heap
+//! there (`allocator/frames/kept_blocks.rs`). A block a defragmentation plan empties is released
 //! at once (`defragment`), unless a custom pool would fall below
 //! `min_blocks`: it then stops retiring and stays. When
 //! optimal images have blocks of their own, a kept block serves whichever
