@@ -120,9 +120,10 @@ impl From<&vk::PhysicalDeviceProperties> for GpuInfo {
 /// A heap's budget and current usage in bytes, as `VK_EXT_memory_budget`
 /// reports them (for the whole process, not only this allocator). The
 /// allocator reads a reported budget of 0 as `Config::budget_fraction` of
-/// the heap, one larger than the heap as the heap's size, and a usage below
-/// its own memory in the heap as that memory
-/// ([`Allocator::budgets`](crate::Allocator::budgets)).
+/// the heap, one larger than the heap as the heap's size (in a heap with a
+/// `Config::heap_size_limits` entry, one larger than what others use plus
+/// the limit as that), and a usage below its own memory in the heap as
+/// that memory ([`Allocator::budgets`](crate::Allocator::budgets)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeapBudget {
     /// How much this process can use before allocations may fail or degrade.

@@ -26,7 +26,9 @@ impl<D> MemoryContext<D> {
     ///
     /// Some drivers report a budget of 0, or one larger than the heap; as
     /// VMA does (`UpdateVulkanBudget`), a budget of 0 is read as
-    /// `budget_fraction` of the heap and a larger one as the heap's size.
+    /// `budget_fraction` of the heap and a larger one as the heap's size
+    /// (in a heap with a `Config::heap_size_limits` entry, the budget is
+    /// capped at what others use plus the limit instead: [`corrected`]).
     /// Taken as reported, a 0 would fail every within-budget request and
     /// send every block through the smaller-block retries. A reported usage
     /// below this allocator's own memory in the heap (VMA has seen 0) is
