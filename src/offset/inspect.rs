@@ -151,8 +151,10 @@ impl<const M: u32> OffsetAllocator<M> {
         self.counters.live_allocations == 0
     }
 
-    /// Number of allocation slots (live allocations possible without
-    /// [`reserve_slots`](Self::reserve_slots)).
+    /// Number of allocation slots: live allocations possible without
+    /// [`reserve_slots`](Self::reserve_slots), but for slots retired after
+    /// 2^31 reuses, which it still counts
+    /// ([`AllocationId`]).
     pub fn slot_count(&self) -> u32 {
         (self.nodes.len() - 1) as u32
     }
