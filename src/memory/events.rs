@@ -39,8 +39,11 @@ pub struct MemoryEvent<'a> {
     /// dedicated memory the request's name, or, for a request without one,
     /// the name the allocator gives it (`vk-suballoc dedicated <type>/<n>`,
     /// with its custom pool's name in a custom pool, as its blocks); for a
-    /// block, the block's debug name (with its custom pool's name). Never
-    /// `None` when made; `None` when freed.
+    /// block, the block's debug name (with its custom pool's name). In the
+    /// `Allocated` events of the replay as a callback is set, the name the
+    /// memory has then, which for dedicated memory renamed since
+    /// ([`Allocator::set_name`](crate::Allocator::set_name)) is the new one.
+    /// Never `None` when made; `None` when freed.
     pub name: Option<&'a str>,
 }
 
