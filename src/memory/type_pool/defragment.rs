@@ -539,7 +539,9 @@ impl<M> TypePool<M> {
     }
 
     /// Ends the retirement of block `key`, when it is retiring: a move out
-    /// of it was given up, so it cannot empty. It goes back to the
+    /// of it was given up, so it cannot empty, or it emptied in a custom
+    /// pool at its `min_blocks`, which keeps it
+    /// ([`block_emptied`](Self::block_emptied)). It goes back to the
     /// first-fit walk (after the blocks there) and takes requests and
     /// moves again, and its runs reopen.
     pub(crate) fn stop_retiring(&mut self, key: SlabKey) {
