@@ -128,8 +128,11 @@ impl RangeMap {
 /// One block: a `VkDeviceMemory` shared by many allocations.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockMap {
-    /// The block's number within its memory type, as in its debug name
-    /// `vk-suballoc block <type>/<id>`; the key of the block in the dump.
+    /// The block's number within its pool (its memory type's default pool,
+    /// or a custom pool, whose numbers start again: [`PoolMap::blocks`]),
+    /// as in its debug name `vk-suballoc block <type>/<id>` (a custom
+    /// pool's blocks are named after the pool); the key of the block in the
+    /// dump.
     pub id: u32,
     /// The memory object.
     pub memory: vk::DeviceMemory,
