@@ -26,7 +26,8 @@
 //! [`RangeKind::ImageLinear`], [`RangeKind::ImageOptimal`] or
 //! [`RangeKind::Unknown`], in blocks and in dedicated memory alike. It is the kind the request named. (A block
 //! that only ever held buffers stores nothing: the record starts with its
-//! first image, so buffer-only work pays no store.)
+//! first image or resource of unknown kind, so buffer-only work pays no
+//! store.)
 //!
 //! # Differences from a VMA dump
 //! The JSON follows VMA 3.x key for key; where this allocator knows less, it
