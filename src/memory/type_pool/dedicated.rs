@@ -1,9 +1,9 @@
 //! Dedicated allocations: one `VkDeviceMemory` per resource, for requests
 //! the driver prefers or requires that way (`VkMemoryDedicatedRequirements`)
 //! or the caller asks for ([`DedicatedPolicy`](crate::DedicatedPolicy)),
-//! for requests larger than half a block, for any other request when no
-//! new block can be made, and past the heap's budget instead of a new
-//! block. Past 3/4 of `maxMemoryAllocationCount` only required ones try it
+//! for requests larger than half a block (or aligned to more), for any
+//! other request when no new block can be made, and past the heap's
+//! budget instead of a new block. Past 3/4 of `maxMemoryAllocationCount` only required ones try it
 //! before blocks, past the budget too ([`TypePool::allocate`]).
 
 use std::borrow::Cow;
