@@ -53,8 +53,9 @@ pub(crate) struct Guarded {
 /// The guarded allocations of one pool, by location.
 pub(crate) type GuardTable = HashMap<Location, Guarded>;
 
-/// Fills `len` bytes from `start` with [`MAGIC`], word by word (the last
-/// word cut short when `len` is not a multiple of 4).
+/// Fills `len` bytes from `start` with [`MAGIC`] repeated (little-endian),
+/// one byte write at a time, so that neither end needs alignment (the
+/// last word cut short when `len` is not a multiple of 4).
 ///
 /// # Safety
 /// The `len` bytes from `start` are mapped, writable, and belong to no
