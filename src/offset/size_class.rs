@@ -62,8 +62,9 @@ pub(crate) const fn bin_down<const M: u32>(size: u64) -> u32 {
 /// When the mantissa drops set bits, the next bin up; a mantissa that
 /// overflows carries into the exponent, which is exactly the next bin. Sizes
 /// above the largest lower bound a `u64` holds, `2^64 - 2^(63 - M)`
-/// (`2^63 + 2^62` for `M = 2`), have no such bin; callers cap sizes at
-/// [`MAX_CAPACITY`](super::MAX_CAPACITY) long before that.
+/// (`2^63 + 2^62 + 2^61` for `M = 2`, `15 * 2^60` for `M = 3`), have no
+/// such bin; callers cap sizes at [`MAX_CAPACITY`](super::MAX_CAPACITY)
+/// long before that.
 ///
 /// # Time complexity
 /// O(1).
