@@ -579,7 +579,8 @@ unsafe fn timeline_khr(
 }
 
 /// Calls `call` once with all of `ranges` as `VkMappedMemoryRange`s (none
-/// for an empty slice, which Vulkan does not allow): a batch of
+/// for an empty slice, which Vulkan does not allow): each pool's share of
+/// a batch of
 /// [`Allocator::flush_allocations`](crate::Allocator::flush_allocations)
 /// is one driver call, as its documentation says. One range, the common
 /// case, goes without a heap allocation.
