@@ -28,8 +28,11 @@ pub enum Error {
     #[error("memoryTypeBits {0:#x} names no memory type of this device the allocator may use")]
     NoMemoryTypeBits(u32),
     /// No memory type allowed by `memoryTypeBits` has the properties the usage
-    /// needs (host access needs `HOST_VISIBLE`; device address needs buffer
-    /// device address enabled). Pick another usage or resource layout.
+    /// needs (host access needs `HOST_VISIBLE`). Pick another usage or
+    /// resource layout. [`Usage::DEVICE_ADDRESS`](crate::Usage::DEVICE_ADDRESS)
+    /// never causes it: it restricts no memory type, and without buffer
+    /// device address such a request gets
+    /// [`DeviceAddressNotEnabled`](Self::DeviceAddressNotEnabled) first.
     #[error(
         "no memory type in {memory_type_bits:#x} suits {usage:?}{}",
         what_the_usage_needs(*.usage)
@@ -40,6 +43,21 @@ pub enum Error {
         /// The requested usage.
         usage: Usage,
     },
+    /// The request asks for device addresses ([`Usage::DEVICE_ADDRESS`](crate::Usage::DEVICE_ADDRESS),
+    /// which a buffer's `SHADER_DEVICE_ADDRESS` usage adds), and the
+    /// allocator was not told of buffer device address: its memory would
+    /// lack `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`
+    /// (VUID-vkBindBufferMemory-bufferDeviceAddress-03339). Enable the
+    /// device's `bufferDeviceAddress` feature (Vulkan 1.2, or
+    /// `VK_KHR_buffer_device_address`) and set
+    /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address),
+    /// or drop the usage. Checked before the memory types, so it comes
+    /// whatever `memoryTypeBits` allows.
+    #[error(
+        "DEVICE_ADDRESS (a buffer's SHADER_DEVICE_ADDRESS usage) needs bufferDeviceAddress \
+         enabled on the device and DeviceFeatures::buffer_device_address set"
+    )]
+    DeviceAddressNotEnabled,
     /// The request is larger than every heap it could live in: it can never
     /// succeed on this device.
     ///
@@ -417,22 +435,15 @@ impl Error {
 }
 
 /// The part of [`Error::NoSuitableMemoryType`]'s message that says what
-/// its usage needs, so that the message alone points at the fix.
+/// its usage needs, so that the message alone points at the fix. Not
+/// device addresses: they restrict no memory type, and without buffer
+/// device address a request for them gets
+/// [`Error::DeviceAddressNotEnabled`] instead.
 fn what_the_usage_needs(usage: Usage) -> &'static str {
-    match (
-        usage.needs_host_access(),
-        usage.contains(Usage::DEVICE_ADDRESS),
-    ) {
-        (false, false) => "",
-        (true, false) => " (host access needs a HOST_VISIBLE type)",
-        (false, true) => {
-            " (DEVICE_ADDRESS needs bufferDeviceAddress enabled and \
-             DeviceFeatures::buffer_device_address set)"
-        }
-        (true, true) => {
-            " (host access needs a HOST_VISIBLE type; DEVICE_ADDRESS needs \
-             bufferDeviceAddress enabled and DeviceFeatures::buffer_device_address set)"
-        }
+    if usage.needs_host_access() {
+        " (host access needs a HOST_VISIBLE type)"
+    } else {
+        ""
     }
 }
 

@@ -35,6 +35,8 @@ mod defragment;
 mod defragment_debug_fill;
 #[path = "fake_device/defragment_walk.rs"]
 mod defragment_walk;
+#[path = "fake_device/device_address.rs"]
+mod device_address;
 #[path = "fake_device/empty_block_release.rs"]
 mod empty_block_release;
 #[path = "fake_device/extreme_handles.rs"]

@@ -22,11 +22,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Errors
     /// Bad requests: [`Error::ZeroSize`], [`Error::AlignmentNotPowerOfTwo`],
     /// [`Error::MissingDedicatedTarget`], [`Error::DedicatedTargetMismatch`],
-    /// [`Error::NoMemoryTypeBits`], [`Error::SizeExceedsHeaps`],
-    /// [`Error::NoSuitableMemoryType`], [`Error::SizeExceedsMaxAllocation`]
-    /// (checked in that order, except that a device-address usage on a
-    /// device without buffer device address is [`Error::NoSuitableMemoryType`]
-    /// before the size checks; none makes a Vulkan call).
+    /// [`Error::NoMemoryTypeBits`], [`Error::DeviceAddressNotEnabled`]
+    /// (a device-address usage on a device without buffer device address),
+    /// [`Error::SizeExceedsHeaps`], [`Error::NoSuitableMemoryType`],
+    /// [`Error::SizeExceedsMaxAllocation`] (checked in that order; none
+    /// makes a Vulkan call).
     /// [`Error::SizeExceedsHeaps`] also when the allowed types that suit
     /// the usage all have smaller heaps, even if a type that does not suit
     /// it has a large enough one. Exhaustion, after every candidate memory

@@ -16,7 +16,7 @@ impl Allocator<AshMemoryDevice> {
     /// or in a chained `VkBufferUsageFlags2CreateInfoKHR`, which replaces
     /// it) gets memory allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`; without
     /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)
-    /// it fails with [`Error::NoSuitableMemoryType`].
+    /// it fails with [`Error::DeviceAddressNotEnabled`].
     ///
     /// A protected buffer (`VK_BUFFER_CREATE_PROTECTED_BIT`) takes only
     /// protected memory types and any other buffer only unprotected ones,

@@ -64,24 +64,26 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// [`Error::NoMemoryTypeBits`] when `memory_type_bits` names no usable
-    /// type; [`Error::NoSuitableMemoryType`] when none of them suits `usage`.
+    /// type; [`Error::DeviceAddressNotEnabled`] when `usage` has
+    /// [`Usage::DEVICE_ADDRESS`] and the allocator was not told of buffer
+    /// device address; [`Error::NoSuitableMemoryType`] when none of the
+    /// types suits `usage`.
     pub fn memory_type_for(&self, memory_type_bits: u32, usage: Usage) -> Result<u32, Error> {
         let bits = memory_type_bits & self.context.usable_types();
         if bits == 0 {
             return Err(Error::NoMemoryTypeBits(memory_type_bits));
         }
-        let no_type = Error::NoSuitableMemoryType {
-            memory_type_bits,
-            usage,
-        };
         if self.context.lacks_device_address(usage) {
-            return Err(no_type);
+            return Err(Error::DeviceAddressNotEnabled);
         }
         self.context
             .ranked_types(usage)
             .iter()
             .map(|&t| u32::from(t))
             .find(|&t| bits & (1 << t) != 0)
-            .ok_or(no_type)
+            .ok_or(Error::NoSuitableMemoryType {
+                memory_type_bits,
+                usage,
+            })
     }
 }

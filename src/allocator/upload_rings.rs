@@ -66,7 +66,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// not need host-visible memory
     /// ([`Usage::needs_host_access`](crate::Usage::needs_host_access)): neither
     /// `UPLOAD` nor `READBACK`, or `UPLOAD` with `ALLOW_TRANSFER_INSTEAD`;
-    /// [`Error::NoSuitableMemoryType`] for `SHADER_DEVICE_ADDRESS` without
+    /// [`Error::DeviceAddressNotEnabled`] for `SHADER_DEVICE_ADDRESS` without
     /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)
     /// (nothing is created after any of these);
     /// [`Error::SizeExceedsHeaps`] for a ring larger than the heap of every
@@ -140,10 +140,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // memory would refuse it.
         let usage = ring_memory_usage(desc);
         if self.context.lacks_device_address(usage) {
-            return Err(Error::NoSuitableMemoryType {
-                memory_type_bits: self.context.usable_types(),
-                usage,
-            });
+            return Err(Error::DeviceAddressNotEnabled);
         }
         Ok(())
     }

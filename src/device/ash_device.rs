@@ -27,7 +27,7 @@ pub struct DeviceFeatures {
     /// but an image's, is allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`,
     /// so any buffer placed there may take its address. Without it, requests
     /// with [`Usage::DEVICE_ADDRESS`](crate::Usage::DEVICE_ADDRESS) fail with
-    /// [`Error::NoSuitableMemoryType`](crate::Error::NoSuitableMemoryType).
+    /// [`Error::DeviceAddressNotEnabled`](crate::Error::DeviceAddressNotEnabled).
     /// Not for `VK_EXT_buffer_device_address` alone, whose feature
     /// structure is another: its memory needs no flag, and the flag is
     /// invalid without the core or KHR feature

@@ -32,7 +32,11 @@ use ash::vk;
 ///
 /// [`DEVICE_ADDRESS`](Self::DEVICE_ADDRESS) adds that the buffer's device
 /// address will be taken (`vkGetBufferDeviceAddress`); it needs buffer device
-/// address enabled on the device.
+/// address enabled on the device and
+/// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)
+/// set, else a request with it fails with
+/// [`Error::DeviceAddressNotEnabled`](crate::Error::DeviceAddressNotEnabled).
+/// It restricts no memory type.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Usage(u32);
 

@@ -253,7 +253,7 @@ fn device_address_request(
         unsafe { allocator.free(result.unwrap()) }.unwrap();
     } else {
         assert!(
-            matches!(result, Err(Error::NoSuitableMemoryType { .. })),
+            matches!(result, Err(Error::DeviceAddressNotEnabled)),
             "{what}: {result:?}"
         );
     }

@@ -594,7 +594,7 @@ fn ring_buffer_usages_give_no_validation_message() {
     let allocator = super::allocator_setup::allocator_with(&context, features);
     let refused = allocator.create_upload_ring(&address_ring);
     assert!(
-        matches!(refused, Err(Error::NoSuitableMemoryType { .. })),
+        matches!(refused, Err(Error::DeviceAddressNotEnabled)),
         "{refused:?}"
     );
     assert_eq!(allocator.stats().allocations(), 0);

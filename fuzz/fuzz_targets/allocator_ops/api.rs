@@ -112,6 +112,11 @@ impl Walk {
                         assert_eq!(memory_type_bits, bits);
                         assert_ne!(allowed, 0);
                     }
+                    Err(Error::DeviceAddressNotEnabled) => {
+                        assert!(usage.contains(Usage::DEVICE_ADDRESS), "{usage:?}");
+                        assert!(!self.layout.buffer_device_address);
+                        assert_ne!(allowed, 0);
+                    }
                     Err(error) => panic!("memory_type_for({bits:#x}, {usage:?}): {error:?}"),
                 }
             }

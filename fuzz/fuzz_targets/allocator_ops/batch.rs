@@ -66,6 +66,7 @@ impl Walk {
                     Error::TooLargeForPool { .. }
                         | Error::NoMemoryTypeBits(_)
                         | Error::NoSuitableMemoryType { .. }
+                        | Error::DeviceAddressNotEnabled
                         | Error::PoolTypeNotAllowed { .. }
                         | Error::StalePool
                         | Error::ForeignPool

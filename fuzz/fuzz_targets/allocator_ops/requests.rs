@@ -348,6 +348,8 @@ impl Walk {
         stale_pool: bool,
     ) -> bool {
         let desc = &request.desc;
+        let no_address =
+            desc.usage.contains(Usage::DEVICE_ADDRESS) && !self.layout.buffer_device_address;
         if let Some(pool) = desc.pool {
             if allowed & (1 << pool.memory_type()) == 0 {
                 return matches!(error, Error::PoolTypeNotAllowed { .. });
@@ -361,13 +363,14 @@ impl Walk {
                         | Error::SizeExceedsHeaps { .. }
                         | Error::NoSuitableMemoryType { .. }
                         | Error::SizeExceedsMaxAllocation { .. }
-                );
+                ) || (error == Error::DeviceAddressNotEnabled && no_address);
             }
         } else if allowed & self.usable_types() == 0 {
             return matches!(error, Error::NoMemoryTypeBits(_));
         }
         match error {
             _ if memory_error_ok(&error) => true,
+            Error::DeviceAddressNotEnabled => no_address,
             Error::OverBudget { .. } => desc.within_budget,
             Error::NoRoomInExistingMemory => desc.existing_memory_only,
             Error::TooLargeForPool { .. } | Error::PoolFull { .. } => desc.pool.is_some(),

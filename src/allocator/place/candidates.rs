@@ -149,8 +149,8 @@ fn past_every_candidate_block<D>(
 ///
 /// # Errors
 /// Those of [`check_request`], then [`Error::NoMemoryTypeBits`], then
-/// [`Error::NoSuitableMemoryType`] for a device-address usage on a device
-/// without buffer device address, [`Error::SizeExceedsHeaps`] or
+/// [`Error::DeviceAddressNotEnabled`] for a device-address usage on a
+/// device without buffer device address, [`Error::SizeExceedsHeaps`] or
 /// [`Error::NoSuitableMemoryType`] when no type admits it
 /// ([`no_candidate_error`]), and [`Error::SizeExceedsMaxAllocation`]:
 /// the order of [`Allocator::allocate`](crate::Allocator::allocate)'s
@@ -169,10 +169,7 @@ pub(super) fn with_candidates<D, R>(
     }
     let usage = request.desc.usage;
     if context.lacks_device_address(usage) {
-        return Err(Error::NoSuitableMemoryType {
-            memory_type_bits: request.type_bits(),
-            usage,
-        });
+        return Err(Error::DeviceAddressNotEnabled);
     }
     // The ranking is precomputed per usage; the per-request filters keep
     // the order `rank_memory_types` would give (RankTable). The first
@@ -236,7 +233,7 @@ fn no_candidate_error<D>(context: &MemoryContext<D>, request: &Request<'_>, bits
 /// [`Error::ForeignPool`] first, those of [`check_request`], then
 /// [`Error::PoolTypeNotAllowed`] where the default path has
 /// [`Error::NoMemoryTypeBits`], then in the default path's order the
-/// device-address feature ([`Error::NoSuitableMemoryType`]), the heap
+/// device-address feature ([`Error::DeviceAddressNotEnabled`]), the heap
 /// ([`Error::SizeExceedsHeaps`]), the type's properties
 /// ([`Error::NoSuitableMemoryType`]) and `maxMemoryAllocationSize`
 /// ([`Error::SizeExceedsMaxAllocation`]). Whether the pool still exists
@@ -261,12 +258,8 @@ pub(super) fn check_pool_request<D>(
         });
     }
     let usage = request.desc.usage;
-    let no_type = Error::NoSuitableMemoryType {
-        memory_type_bits: type_bits,
-        usage,
-    };
     if context.lacks_device_address(usage) {
-        return Err(no_type);
+        return Err(Error::DeviceAddressNotEnabled);
     }
     let heap = context.heap_size(memory_type);
     if size > heap {
@@ -277,7 +270,10 @@ pub(super) fn check_pool_request<D>(
     }
     let props = context.memory_types()[memory_type as usize].props;
     if !pool_type_serves(props, usage) {
-        return Err(no_type);
+        return Err(Error::NoSuitableMemoryType {
+            memory_type_bits: type_bits,
+            usage,
+        });
     }
     let max = context.properties.device.max_memory_allocation_size;
     if size > max {

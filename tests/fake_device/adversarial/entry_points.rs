@@ -65,10 +65,7 @@ fn adversarial_arguments_get_these_errors() {
         ),
         (
             request(1, 1, !0, Usage::DEVICE_LOCAL | Usage::DEVICE_ADDRESS),
-            Error::NoSuitableMemoryType {
-                memory_type_bits: !0,
-                usage: Usage::DEVICE_LOCAL | Usage::DEVICE_ADDRESS,
-            },
+            Error::DeviceAddressNotEnabled,
         ),
         (
             request(1, 1, 1, Usage::READBACK),

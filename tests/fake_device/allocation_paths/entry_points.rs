@@ -214,6 +214,7 @@ fn is_bad(error: &Error, p: &Params, probe: &Side) -> bool {
             | Error::NoMemoryTypeBits(_)
             | Error::SizeExceedsHeaps { .. }
             | Error::NoSuitableMemoryType { .. }
+            | Error::DeviceAddressNotEnabled
             | Error::SizeExceedsMaxAllocation { .. }
             | Error::ForeignPool
             | Error::PoolTypeNotAllowed { .. }

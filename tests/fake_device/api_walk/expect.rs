@@ -87,7 +87,7 @@ impl Walk {
             usage,
         };
         if usage.contains(Usage::DEVICE_ADDRESS) && !self.layout.buffer_device_address {
-            return Some(unsuitable);
+            return Some(Error::DeviceAddressNotEnabled);
         }
         let candidates = self.candidates(bits, usage, r.size);
         if !candidates.is_empty() {

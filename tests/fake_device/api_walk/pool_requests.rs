@@ -143,7 +143,7 @@ impl Walk {
             usage,
         };
         if usage.contains(Usage::DEVICE_ADDRESS) && !self.layout.buffer_device_address {
-            return Some(unsuitable);
+            return Some(Error::DeviceAddressNotEnabled);
         }
         let heap = self.layout.memory_types[t as usize].heap as usize;
         let heap = self.layout.memory_heaps[heap].size;

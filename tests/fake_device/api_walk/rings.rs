@@ -145,10 +145,7 @@ impl Walk {
         } else if extension && !unchecked {
             Some(Error::InvalidConfig(""))
         } else if device_address && !self.layout.buffer_device_address {
-            Some(Error::NoSuitableMemoryType {
-                memory_type_bits: 0,
-                usage: desc.usage | Usage::DEVICE_ADDRESS,
-            })
+            Some(Error::DeviceAddressNotEnabled)
         } else {
             None
         };

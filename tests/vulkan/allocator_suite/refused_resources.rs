@@ -33,19 +33,19 @@ fn a_device_address_buffer_needs_buffer_device_address() {
     unsafe {
         let created = allocator.create_buffer(&info, &desc);
         assert!(
-            matches!(created, Err(Error::NoSuitableMemoryType { .. })),
+            matches!(created, Err(Error::DeviceAddressNotEnabled)),
             "{created:?}"
         );
         let buffer = context.device.create_buffer(&info, None).unwrap();
         let allocated = allocator.allocate_for_buffer(buffer, info.usage, &desc);
         assert!(
-            matches!(allocated, Err(Error::NoSuitableMemoryType { .. })),
+            matches!(allocated, Err(Error::DeviceAddressNotEnabled)),
             "{allocated:?}"
         );
         context.device.destroy_buffer(buffer, None);
         let for_pool = allocator.memory_type_for_buffer(&info, Usage::DEVICE_LOCAL);
         assert!(
-            matches!(for_pool, Err(Error::NoSuitableMemoryType { .. })),
+            matches!(for_pool, Err(Error::DeviceAddressNotEnabled)),
             "{for_pool:?}"
         );
         let plain = allocator.memory_type_for_buffer(&buffer_info(4096), Usage::DEVICE_LOCAL);

@@ -157,6 +157,7 @@ impl Side {
                         error,
                         Error::NoMemoryTypeBits(_)
                             | Error::NoSuitableMemoryType { .. }
+                            | Error::DeviceAddressNotEnabled
                             | Error::SizeExceedsHeaps { .. }
                             | Error::SizeExceedsMaxAllocation { .. }
                     ),
