@@ -170,11 +170,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // VUID-vkBindBufferMemory-bufferDeviceAddress-03339 on a device
         // that has the feature enabled.
         if self.context.lacks_device_address(request.desc.usage) {
-            return Err(Error::CannotAlias(
-                "the buffer has SHADER_DEVICE_ADDRESS usage, and the allocator \
-                 was not told of buffer device address: its memory lacks \
-                 VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT",
-            ));
+            return Err(Error::DeviceAddressNotEnabled);
         }
         // `keep_protection` ruled out the memory types of the other
         // protection: the driver's memoryTypeBits may still name them.
@@ -209,10 +205,11 @@ impl Allocator<AshMemoryDevice> {
     /// when the driver requires dedicated memory for the buffer, when the
     /// buffer is protected (`VK_BUFFER_CREATE_PROTECTED_BIT`) and the
     /// allocation's memory type is not, or the reverse
-    /// (VUID-vkBindBufferMemory-None-01898, -01899), or when
-    /// its usage (`info.usage`, or a chained
-    /// `VkBufferUsageFlags2CreateInfoKHR`'s) has `SHADER_DEVICE_ADDRESS` and the allocator was not
-    /// told of buffer device address
+    /// (VUID-vkBindBufferMemory-None-01898, -01899);
+    /// [`Error::DeviceAddressNotEnabled`] when its usage (`info.usage`, or
+    /// a chained `VkBufferUsageFlags2CreateInfoKHR`'s) has
+    /// `SHADER_DEVICE_ADDRESS` and the allocator was not told of buffer
+    /// device address
     /// ([`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)):
     /// its memory then lacks `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`
     /// (VUID-vkBindBufferMemory-bufferDeviceAddress-03339), as
