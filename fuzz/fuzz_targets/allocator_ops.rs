@@ -76,7 +76,10 @@
 //! handles are refused with `ForeignAllocation` or `ForeignPool` and
 //! change nothing in either allocator; the fake device
 //! records no broken Vulkan rule; no debug margin is found damaged but
-//! those written past, each counted once by its allocation's free; with
+//! those written past, each reported before its allocation's free by
+//! `check_corruption` (exactly that margin: type, memory, offset, size,
+//! name, a margin of at least `debug_margin` bytes inside its block) and
+//! counted once by the free; with
 //! debug fills, a byte written after free is reported by every
 //! `check_corruption` until the allocation that takes it again or the
 //! release of its block counts it, and counted exactly once (one such

@@ -29,8 +29,8 @@ impl Walk {
         let live = self.live.swap_remove(i);
         let a = &live.allocation;
         let overrun = how & 6 == 4 && self.overrun(a, how >> 3);
-        if let Some(pool) = live.pool.filter(|_| overrun) {
-            self.check_pool_overrun(pool, &live);
+        if overrun {
+            self.check_overrun(&live);
         }
         let freed = Freed {
             memory: a.memory(),
@@ -64,20 +64,54 @@ impl Walk {
         }
     }
 
-    /// `check_pool_corruption` of `pool` reports the margin of `live` (an
-    /// allocation of the pool just written past) and no other: exactly that
-    /// damaged margin, with its name, and the outstanding write after free
-    /// when the pool's block holds it.
-    fn check_pool_overrun(&self, pool: Pool, live: &Live) {
+    /// Before the free of `live`, whose margin was just written past:
+    /// `check_corruption` of every type reports that damaged margin and no
+    /// other (with its name, and a margin of at least `debug_margin` bytes
+    /// inside its block), and the outstanding write after free; in a
+    /// custom pool, `check_pool_corruption` of the pool reports the same,
+    /// with the write after free only when the pool's block holds it.
+    fn check_overrun(&self, live: &Live) {
         let a = &live.allocation;
+        let name = live.name.map(String::from);
+        let want = (a.memory_type(), a.memory(), a.offset(), a.size(), name);
+        let block_size = self
+            .device
+            .live_allocations()
+            .iter()
+            .find(|m| m.memory == a.memory())
+            .map(|m| m.size);
+        let damaged = |report: &vk_suballoc::CorruptionReport| -> Vec<_> {
+            for d in &report.damaged {
+                assert!(
+                    d.margin >= self.config.debug_margin
+                        && Some(d.offset + d.size + d.margin) <= block_size,
+                    "{d:?} in a block of {block_size:?} bytes"
+                );
+            }
+            report
+                .damaged
+                .iter()
+                .map(|d| (d.memory_type, d.memory, d.offset, d.size, d.name.clone()))
+                .collect()
+        };
+        let report = self.allocator.check_corruption(!0);
+        let report = report.unwrap_or_else(|e| panic!("check_corruption: {e:?}"));
+        assert_eq!(
+            damaged(&report),
+            std::slice::from_ref(&want),
+            "the damaged margins: {report:?}"
+        );
+        let written: Vec<_> = report
+            .written_after_free
+            .iter()
+            .map(|w| (w.memory, w.first_changed))
+            .collect();
+        let outstanding: Vec<_> = self.written_after_free.into_iter().collect();
+        assert_eq!(written, outstanding, "writes after free: {report:?}");
+        let Some(pool) = live.pool else { return };
         let report = self.allocator.check_pool_corruption(&pool);
         let report = report.unwrap_or_else(|e| panic!("check_pool_corruption: {e:?}"));
-        let damaged: Vec<_> = report
-            .damaged
-            .iter()
-            .map(|d| (d.memory_type, d.memory, d.offset, d.size, d.name.as_deref()))
-            .collect();
-        let want = (a.memory_type(), a.memory(), a.offset(), a.size(), live.name);
+        let damaged = damaged(&report);
         assert_eq!(damaged, [want], "the pool's damaged margins: {report:?}");
         self.check_pool_writes_after_free(pool, &report);
     }
