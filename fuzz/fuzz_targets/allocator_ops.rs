@@ -2,7 +2,8 @@
 //! the fake device, on a layout and a small configuration drawn from the
 //! input (valid by construction but in one input of 8, where it may be out
 //! of range: those `Allocator::new` refuses must be refused with
-//! `InvalidConfig`; with or without a memory callback; layouts with a
+//! `InvalidConfig`; with or without a memory callback, and one installed
+//! later over live memory, replacing the one before; layouts with a
 //! protected memory type, the `protectedMemory` feature on or off, AMD's
 //! `deviceCoherentMemory` feature on or off, and devices that export only
 //! some handle types). The operations: requests of every shape (sizes of 0 to
@@ -58,7 +59,9 @@
 //! types take only requests (and `memory_type_for` queries) whose
 //! `memoryTypeBits` admit no other type; `stats()` and `pool_stats()` agree with the target's own tally
 //! (ring chunks included); the memory callback's events (when one is
-//! installed) match the device's memory objects; the application's
+//! installed) match the device's memory objects, a callback replaced
+//! having been told each object's free and its successor each object's
+//! making; the application's
 //! resources are destroyed exactly when their frame is collected; `current_frame` and `frames_in_flight` follow
 //! the frames; the host bytes written come back, in allocations and in ring
 //! allocations; each ring allocation lands where a model of the ring's
@@ -159,7 +162,7 @@ struct Setup {
     margin: u8,
     /// Bit 0: `detect_corruption`. Bits 1 to 3 all clear: the
     /// configuration may be out of range (else it is valid by
-    /// construction). Bit 4: no memory callback is installed. Bit 5: the
+    /// construction). Bit 4: no memory callback is installed (at the start). Bit 5: the
     /// walk starts with an upload ring that does not grow, of the size
     /// bits 6 and 7 pick (so that rings fill and wrap in short inputs).
     /// (The byte of

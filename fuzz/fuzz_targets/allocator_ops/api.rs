@@ -4,7 +4,42 @@
 
 use super::*;
 
+/// A memory callback that keeps the memory objects it is told of, with
+/// their sizes, in `tally`; `None` there after an event that does not
+/// fit (an object made twice, or freed unmade or with another size).
+pub(super) fn tally_events(tally: Events) -> impl Fn(&MemoryEvent<'_>) + Send + Sync + 'static {
+    move |event| {
+        let mut tally = tally.lock().unwrap();
+        let Some(memories) = tally.as_mut() else {
+            return;
+        };
+        let fits = match event.kind {
+            MemoryEventKind::Allocated => memories.insert(event.memory, event.size).is_none(),
+            MemoryEventKind::Freed => memories.remove(&event.memory) == Some(event.size),
+        };
+        if !fits {
+            *tally = None;
+        }
+    }
+}
+
 impl Walk {
+    /// Installs a new memory callback over the memory the allocator
+    /// holds (`set_memory_callback`): the callback replaced, if any, must
+    /// have been told each object's `Freed` (its tally empty), and the new
+    /// one each object's `Allocated` ([`check_api`](Self::check_api)
+    /// compares its tally with the device's memory objects).
+    pub(super) fn replace_memory_callback(&mut self) {
+        let events: Events = Arc::new(Mutex::new(Some(HashMap::new())));
+        self.allocator
+            .set_memory_callback(tally_events(Arc::clone(&events)));
+        if let Some(old) = self.events.replace(events) {
+            let old = old.lock().unwrap();
+            let left = old.as_ref().map(HashMap::len);
+            assert_eq!(left, Some(0), "the replaced callback's tally: {old:?}");
+        }
+    }
+
     /// What the allocator says of itself agrees with the model: its frame,
     /// its pools' figures, the memory callback's events, the resources it
     /// will destroy, that it owns every live allocation.

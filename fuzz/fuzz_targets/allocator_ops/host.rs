@@ -360,7 +360,12 @@ impl Walk {
                 let count = svg.matches(r#"class="alloc "#).count();
                 assert_eq!(count, self.held().count(), "the SVG's allocations");
             }
-            2 => self.check_memory_map(),
+            2 => {
+                self.check_memory_map();
+                if what & 4 != 0 {
+                    self.replace_memory_callback();
+                }
+            }
             _ => {
                 // Margins: host-coherent types; debug fills: host-visible
                 // ones, coherent or not.

@@ -11,8 +11,8 @@ use vk_suballoc::device::fake::{FakeDevice, FakeLayout, FakeMemory};
 use vk_suballoc::device::{DedicatedHint, DeviceError};
 use vk_suballoc::{
     Allocation, AllocationDesc, Allocator, Collected, Config, DedicatedPolicy, DedicatedTarget,
-    DefragmentationLimits, Error, MemoryEventKind, Movable, Pool, PoolDesc, Request, ResourceKind,
-    RingAllocation, UploadRing, UploadRingDesc, Usage,
+    DefragmentationLimits, Error, MemoryEvent, MemoryEventKind, Movable, Pool, PoolDesc, Request,
+    ResourceKind, RingAllocation, UploadRing, UploadRingDesc, Usage,
 };
 
 #[path = "api.rs"]
@@ -219,22 +219,7 @@ impl Walk {
         let timeline = device.create_timeline_semaphore();
         let events = callback.then(|| Arc::new(Mutex::new(Some(HashMap::new()))));
         if let Some(events) = &events {
-            let tally = Arc::clone(events);
-            allocator.set_memory_callback(move |event| {
-                let mut tally = tally.lock().unwrap();
-                let Some(memories) = tally.as_mut() else {
-                    return;
-                };
-                let fits = match event.kind {
-                    MemoryEventKind::Allocated => {
-                        memories.insert(event.memory, event.size).is_none()
-                    }
-                    MemoryEventKind::Freed => memories.remove(&event.memory) == Some(event.size),
-                };
-                if !fits {
-                    *tally = None;
-                }
-            });
+            allocator.set_memory_callback(api::tally_events(Arc::clone(events)));
         }
         Self {
             allocator,

@@ -131,6 +131,10 @@ pub enum Op {
         pick: u16,
         name: u8,
     },
+    /// `what % 4`: 0 the JSON dump (detailed with bit 2), 1 the SVG, 2
+    /// the memory map, then with bit 2 a new memory callback installed
+    /// over the live memory (`Walk::replace_memory_callback`), 3
+    /// `check_corruption` and `check_pool_corruption`.
     Inspect {
         what: u8,
     },
