@@ -194,7 +194,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// `offset + bytes.len()` passes the allocation's end (nothing is
     /// written); [`Error::NotHostVisible`]; [`Error::MapFailed`] as
     /// [`mapped_slice`](Self::mapped_slice) gives it (an allocation of more
-    /// than 2 GiB on a 32-bit host); device errors from the flush.
+    /// than 2 GiB on a 32-bit host); the flush's other errors:
+    /// [`Error::StaleAllocation`] as [`flush`](Self::flush) gives it (only
+    /// a forged handle), and device errors.
     ///
     /// # Time complexity
     /// O(`bytes.len()`) for the copy, and a [`flush`](Self::flush).

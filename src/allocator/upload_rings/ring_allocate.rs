@@ -30,10 +30,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// When a growing ring adds a chunk, the allocation errors of its
     /// memory ([`Error::SizeExceedsHeaps`] for a request larger than the
     /// heap of every memory type that suits the ring's usage, however
-    /// large; no buffer is made then), [`Error::SizeExceedsMaxBuffer`] for
-    /// a chunk (the ring's size, or `size` if larger) past the device's
-    /// `maxBufferSize` (no buffer is made then either), and the failures
-    /// of its buffer's creation.
+    /// large, then [`Error::SizeExceedsMaxAllocation`] for a chunk past
+    /// `maxMemoryAllocationSize`; no buffer is made then),
+    /// [`Error::SizeExceedsMaxBuffer`] for a chunk (the ring's size, or
+    /// `size` if larger) past the device's `maxBufferSize` (no buffer is
+    /// made then either), and the failures of its buffer's creation.
     ///
     /// A growing ring makes its new chunk with no lock of the allocator
     /// held (but the pool's it allocates from), so other threads'

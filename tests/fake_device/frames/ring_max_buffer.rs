@@ -149,3 +149,18 @@ fn an_unknown_max_buffer_size_imposes_nothing() {
     }
     finish_after_frame(unknown, &device);
 }
+
+/// A growing ring's new chunk past `maxMemoryAllocationSize`, though
+/// within its heap, is refused with `SizeExceedsMaxAllocation` before its
+/// buffer is made, with nothing made or counted, as `ring_allocate`'s
+/// `# Errors` says.
+#[test]
+fn a_growing_ring_s_chunk_past_max_memory_allocation_size_is_refused() {
+    let mut layout = FakeLayout::lavapipe().with_heap_size(0, 4 * GIB);
+    layout.max_memory_allocation_size = 2 * GIB;
+    let (allocator, device) = allocator(layout);
+    let size = 3 * GIB;
+    let expected = Error::SizeExceedsMaxAllocation { size, max: 2 * GIB };
+    a_growing_ring_refuses(&allocator, &device, size, expected);
+    finish_after_frame(allocator, &device);
+}
