@@ -70,10 +70,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// a `vkAllocateMemory` call otherwise (a few when the driver refuses
     /// the first sizes, but not again for each request once a heap refused
     /// them). A request short of memory first
-    /// releases the empty blocks the memory types keep beyond their largest
-    /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)):
-    /// a pass over every memory type's blocks and a `vkFreeMemory` call per
-    /// block, once. With [`Config::debug_fill`](crate::Config::debug_fill)
+    /// releases the empty blocks the memory types of the heap that ran
+    /// short (every memory type, at `maxMemoryAllocationCount`) keep
+    /// beyond their largest
+    /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
+    /// then, still short, their largest too, and is tried again after
+    /// each: a pass over those types' blocks per step and a `vkFreeMemory`
+    /// call per block released. With [`Config::debug_fill`](crate::Config::debug_fill)
     /// on, O(size) more (the allocation's bytes are read and written; a
     /// new block's, O(block size)); with
     /// [`Config::detect_corruption`](crate::Config::detect_corruption), the

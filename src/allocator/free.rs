@@ -32,7 +32,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// empties while others are empty also walks the memory type's blocks
     /// and sorts the empty ones, to release those past what the type keeps
     /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
-    /// smallest first, and unlink them. With
+    /// smallest first, and unlink them; one that empties while its heap is
+    /// at or over its budget (the cached estimate: the driver's budgets are
+    /// read on the free path only if they never were) walks them to
+    /// release every empty block of its pool (but a custom pool's
+    /// `min_blocks`). With
     /// [`Config::debug_fill`](crate::Config::debug_fill) on, O(size) more
     /// (the allocation's bytes are written; a released block's are read,
     /// O(block size)); with
