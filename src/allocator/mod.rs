@@ -51,10 +51,11 @@
 //! 4. a pool: a memory type's default pool or a custom pool, one at a time.
 //!    Calls over several pools (`stats`, `trim`, dumps, corruption checks,
 //!    defragmentation plans, the release of kept empty blocks for a request
-//!    short of memory) lock and release each in turn; `end_frame` ages
-//!    empty blocks after releasing 1 and 2, and only `try_lock`s each
-//!    default pool, skipping one another thread holds (it waits for a
-//!    later frame: `Config::empty_block_frames`);
+//!    short of memory) lock and release each in turn; `end_frame` releases
+//!    kept empty blocks (aged ones, and with `VK_EXT_memory_budget` those
+//!    of heaps over budget, custom pools' included) after releasing 1 and
+//!    2, and only `try_lock`s each pool, skipping one another thread holds
+//!    (it waits for a later frame: `Config::empty_block_frames`);
 //! 5. a heap's turn (`MemoryContext`), from the budget check of a new
 //!    memory object to its usage count, and around a free;
 //! 6. the budget cache, briefly, never while the driver is read.
@@ -142,7 +143,10 @@ use crate::{Config, Error};
 ///   until that type makes a memory object again;
 /// - `debug`, "not asking for … bytes of memory type …: heap … refused …
 ///   bytes": a memory object skipped because its heap refused as many
-///   bytes or fewer before (`memory/context/refusals.rs`).
+///   bytes or fewer before (`memory/context/refusals.rs`); and "not asking
+///   for … bytes of memory type …: heap … would pass its limit of …
+///   bytes": one that would take this allocator's memory in a heap past
+///   its [`Config::heap_size_limits`] entry.
 ///
 /// They are not deferred as the lines below are because the calls that
 /// make memory objects are the allocation and free paths themselves:

@@ -15,7 +15,8 @@ use crate::memory::type_pool::{fit_to_block_size, DedicatedChoice, PoolRequest, 
 use crate::memory::ResourceKind;
 
 /// The largest alignment a block allocation's size is rounded up to
-/// ([`Placer::allocate_in_type`](super::Placer::allocate_in_type)).
+/// ([`pool_request`], for a request not padded to whole
+/// `bufferImageGranularity` pages).
 pub(crate) const MAX_TAIL_ROUNDING: u64 = 4096;
 
 /// `value` rounded up to a multiple of `to`, a power of two: every
