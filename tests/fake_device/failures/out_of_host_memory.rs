@@ -129,6 +129,76 @@ fn with_no_room_in_existing_blocks_the_request_ends() {
     }
 }
 
+/// The same when the driver runs out of host memory on the retry after
+/// the kept empty blocks were released: system memory's cached type
+/// (type 3) is over its heap's budget, a kept empty block of the
+/// coherent type (type 2) in that heap gives way, the new block's
+/// `vkAllocateMemory` fails for want of host memory, and type 2's
+/// partly used block takes the request. Through `allocate` and
+/// `allocate_mut` alike.
+#[test]
+fn also_on_the_retry_after_kept_blocks_are_released() {
+    for exclusive in [false, true] {
+        let (mut allocator, device) = allocator(FakeLayout::discrete());
+        let readback = |bits: u32, size: u64| {
+            let mut request = in_types(bits).dedicated(DedicatedPolicy::Never);
+            request.desc.usage = Usage::READBACK;
+            request.requirements.size = size;
+            request
+        };
+        let first = allocator.allocate(&readback(1 << 2, MIB)).unwrap();
+        // A second block of type 2, left empty and kept.
+        let block = device.live_allocations()[0].size;
+        let second = allocator.allocate(&readback(1 << 2, block)).unwrap();
+        assert_ne!(second.memory(), first.memory());
+        free(&allocator, second);
+        assert_eq!(allocator.stats().memory_objects, 2);
+        let usage = device.live_allocations().iter().map(|a| a.size).sum();
+        device.set_heap_budget(1, usage, 0);
+        assert_eq!(allocator.budgets()[1].budget, usage);
+        device.fail_allocation(1, DeviceError::OutOfHostMemory);
+        let calls = device.counters().allocate_calls;
+        let request = readback(1 << 3 | 1 << 2, MIB);
+        let placed = if exclusive {
+            allocator.allocate_mut(&request)
+        } else {
+            allocator.allocate(&request)
+        }
+        .unwrap();
+        assert_eq!(placed.memory(), first.memory(), "exclusive {exclusive}");
+        // One vkAllocateMemory, the retry's; the kept block is gone.
+        assert_eq!(device.counters().allocate_calls, calls + 1);
+        assert_eq!(allocator.stats().memory_objects, 1);
+        free(&allocator, placed);
+        free(&allocator, first);
+        finish(allocator, &device);
+    }
+}
+
+/// AMD's device-coherent memory is no fallback for an ordinary request
+/// after a want of host memory either: its block (type 4, the
+/// device-coherent copy of type 0) with room does not take a request
+/// whose first type (0) failed so; one that may only go there does.
+#[test]
+fn no_device_coherent_block_takes_an_ordinary_request() {
+    let layout = FakeLayout::amd().with_amd_device_coherent_memory(true);
+    let (allocator, device) = allocator(layout);
+    let coherent = allocator.allocate(&in_types(1 << 4)).unwrap();
+    assert_eq!(coherent.memory_type(), 4);
+    device.fail_allocation(1, DeviceError::OutOfHostMemory);
+    let calls = device.counters().allocate_calls;
+    assert_eq!(
+        allocator.allocate(&in_types(1 << 0 | 1 << 4)).err(),
+        Some(Error::OutOfHostMemory)
+    );
+    assert_eq!(device.counters().allocate_calls, calls + 1);
+    let only_there = allocator.allocate(&in_types(1 << 4)).unwrap();
+    assert_eq!(only_there.memory(), coherent.memory());
+    free(&allocator, only_there);
+    free(&allocator, coherent);
+    finish(allocator, &device);
+}
+
 /// How many `vkAllocateMemory` calls full VRAM (type 1, heap 0 capped at
 /// 0) takes before it gives up, once it refused a request: the heap
 /// remembers that refusal, and a later request asks it fewer times than
