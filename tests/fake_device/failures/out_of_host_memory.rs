@@ -65,6 +65,39 @@ fn also_after_the_second_type() {
     finish(allocator, &device);
 }
 
+/// The type that ran out of host memory is named in the fallback's
+/// warning, once, as for any failure that sends a request on: the BAR
+/// (type 4) here, the second type tried, not VRAM (type 1), whose
+/// warning came with its first refusal.
+#[test]
+fn the_warning_names_the_type_out_of_host_memory() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let system = allocator.allocate(&in_types(1 << 0)).unwrap();
+    device.cap_heap(0, 0);
+    let vram_calls = vram_calls_once_full(&allocator, &device);
+    let mut placed = Vec::new();
+    crate::leak_log::record_thread_lines();
+    for _ in 0..2 {
+        device.fail_allocation(vram_calls + 1, DeviceError::OutOfHostMemory);
+        let request = in_types(1 << 1 | 1 << 4 | 1 << 0);
+        placed.push(allocator.allocate(&request).unwrap());
+    }
+    let warnings: Vec<String> = crate::leak_log::take_thread_lines()
+        .into_iter()
+        .filter(|line| line.starts_with("WARN"))
+        .collect();
+    assert_eq!(
+        warnings,
+        ["WARN: vk-suballoc: memory type 4 failed (out of host memory); trying the next one"]
+    );
+    for allocation in placed {
+        assert_eq!(allocation.memory(), system.memory());
+        free(&allocator, allocation);
+    }
+    free(&allocator, system);
+    finish(allocator, &device);
+}
+
 /// Dedicated memory tried first that the driver refuses for want of host
 /// memory, with no existing block to take the request, ends the request
 /// with `OutOfHostMemory`: no block is made (another `vkAllocateMemory`,
