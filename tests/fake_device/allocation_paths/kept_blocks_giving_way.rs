@@ -325,8 +325,9 @@ fn a_pool_s_block_that_fails_otherwise_once_kept_blocks_went_leaves_the_largest(
 }
 
 /// A memory type tried again once kept empty blocks are released, that
-/// fails then with an error no other type would mend (the host out of
-/// memory), ends the request with that error: no other type is tried.
+/// fails then with an error no new memory object would mend (the host out
+/// of memory), ends the request with that error: no other memory object
+/// is asked for, and the next type (3) has no existing block to take it.
 #[test]
 fn a_retry_after_releasing_kept_blocks_that_fails_for_good_ends_the_request() {
     let (allocator, device) = allocator(FakeLayout::discrete());
