@@ -274,15 +274,19 @@ where
     ) -> Result<Allocation, Error> {
         let ranks = self.context.ranks();
         let size = request.requirements.size;
-        warn_next_type(self.context, candidates[failed], Error::OutOfHostMemory);
         let existing = request.existing_memory_only();
-        for &memory_type in candidates.iter().skip(failed + 1) {
-            if ranks.falls_back_to(candidates[0], memory_type, bits, size) {
-                if let Ok(allocation) =
-                    self.allocate_in_type(u32::from(memory_type), &existing, true)
-                {
-                    return Ok(allocation);
-                }
+        let mut next = candidates
+            .iter()
+            .skip(failed + 1)
+            .filter(|&&memory_type| ranks.falls_back_to(candidates[0], memory_type, bits, size))
+            .peekable();
+        // Warned only when a type is left to try.
+        if next.peek().is_some() {
+            warn_next_type(self.context, candidates[failed], Error::OutOfHostMemory);
+        }
+        for &memory_type in next {
+            if let Ok(allocation) = self.allocate_in_type(u32::from(memory_type), &existing, true) {
+                return Ok(allocation);
             }
         }
         Err(Error::OutOfHostMemory)

@@ -98,6 +98,26 @@ fn the_warning_names_the_type_out_of_host_memory() {
     finish(allocator, &device);
 }
 
+/// A request with no type left to try after the one out of host memory
+/// (here its `memoryTypeBits` name VRAM alone) ends with
+/// `OutOfHostMemory` and no "trying the next one" warning: there is none.
+#[test]
+fn no_warning_when_no_type_is_left_to_try() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.fail_allocation(1, DeviceError::OutOfHostMemory);
+    crate::leak_log::record_thread_lines();
+    assert_eq!(
+        allocator.allocate(&in_types(1 << 1)),
+        Err(Error::OutOfHostMemory)
+    );
+    let warnings: Vec<String> = crate::leak_log::take_thread_lines()
+        .into_iter()
+        .filter(|line| line.starts_with("WARN"))
+        .collect();
+    assert_eq!(warnings, Vec::<String>::new());
+    finish(allocator, &device);
+}
+
 /// Dedicated memory tried first that the driver refuses for want of host
 /// memory, with no existing block to take the request, ends the request
 /// with `OutOfHostMemory`: no block is made (another `vkAllocateMemory`,
