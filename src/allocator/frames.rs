@@ -556,8 +556,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// allocator's own memory in the heap (a driver reporting less, such as
     /// 0, is stale). A heap with a
     /// [`Config::heap_size_limits`](crate::Config::heap_size_limits) entry
-    /// has a budget of at most what others use (the usage less this
-    /// allocator's memory) plus the limit.
+    /// has instead a budget of at most what others use (the usage less this
+    /// allocator's memory) plus the limit: a reported budget larger than
+    /// the limited heap is kept up to that, not cut to the limit.
     ///
     /// This call, [`stats`](crate::Allocator::stats) and the dumps read the
     /// driver's figures anew. The allocator's own budget checks, made before
