@@ -51,11 +51,13 @@
 //! 4. a pool: a memory type's default pool or a custom pool, one at a time.
 //!    Calls over several pools (`stats`, `trim`, dumps, corruption checks,
 //!    defragmentation plans, the release of kept empty blocks for a request
-//!    short of memory) lock and release each in turn; `end_frame` releases
-//!    kept empty blocks (aged ones, and with `VK_EXT_memory_budget` those
-//!    of heaps over budget, custom pools' included) after releasing 1 and
-//!    2, and only `try_lock`s each pool, skipping one another thread holds
-//!    (it waits for a later frame: `Config::empty_block_frames`);
+//!    short of memory) lock and release each in turn; every frame's end
+//!    (`end_frame`, `end_frame_timeline`, and `collect_idle`, which
+//!    releases 0 first too) releases kept empty blocks (aged ones, and
+//!    with `VK_EXT_memory_budget` those of heaps at or over budget, custom
+//!    pools' included) after releasing 1 and 2, and only `try_lock`s each
+//!    pool, skipping one another thread holds (it waits for a later
+//!    frame: `Config::empty_block_frames`);
 //! 5. a heap's turn (`MemoryContext`), from the budget check of a new
 //!    memory object to its usage count, and around a free;
 //! 6. the budget cache, briefly, never while the driver is read.
