@@ -284,7 +284,11 @@ impl Allocator<AshMemoryDevice> {
     /// format modifier, linear or not by its modifier, is of unknown kind.
     ///
     /// # Errors
-    /// As [`create_aliasing_buffer`](Self::create_aliasing_buffer);
+    /// As [`create_aliasing_buffer`](Self::create_aliasing_buffer), with
+    /// `vkCreateImage` / `vkBindImageMemory` for the buffer's calls, the
+    /// image's protection (VUID-vkBindImageMemory-None-01901, -01902), and
+    /// never [`Error::SizeExceedsMaxBuffer`] nor
+    /// [`Error::DeviceAddressNotEnabled`] (a buffer's size limit and usage);
     /// [`Error::UnsupportedResource`] for a sparse or disjoint image, and
     /// for one made for capture and replay
     /// (`DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT`), which binds only to memory

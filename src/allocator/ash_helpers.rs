@@ -401,8 +401,10 @@ impl Allocator<AshMemoryDevice> {
     /// Destroys a buffer and frees its memory.
     ///
     /// # Errors
-    /// [`Error::ForeignAllocation`]: the buffer is destroyed, the allocation
-    /// is left to its own allocator.
+    /// As [`free`](Self::free), with the buffer destroyed all the same:
+    /// [`Error::ForeignAllocation`], the allocation left to its own
+    /// allocator; [`Error::StaleAllocation`] for an allocation no longer
+    /// live (only a forged handle gets it).
     ///
     /// # Safety
     /// `buffer` was created by this device and no pending GPU work uses it or
