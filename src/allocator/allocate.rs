@@ -142,8 +142,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// anything is placed, so it makes no Vulkan call and leaves the
     /// allocator as it was. A request that passes the checks and still
     /// fails as it is placed (out of memory or budget, a custom pool full
-    /// or destroyed meanwhile) has the allocations made for those before
-    /// it freed, and its error returned.
+    /// or destroyed meanwhile, or [`Error::NotExportable`] in a pool that
+    /// exports Android hardware buffers, D3D11 textures or D3D12
+    /// resources, which is found only then) has the allocations made for
+    /// those before it freed, and its error returned.
     ///
     /// A panic of the memory callback while one is made frees those made
     /// before it too, then goes on.

@@ -6,9 +6,12 @@
 //! [`check_placeable`], its fixed block size (with its least alignment). None takes a lock (but the
 //! custom pool table's read lock, for the block size) or makes a Vulkan
 //! call, and none depends on what is allocated: a request they pass can
-//! fail later only as it is placed: for want of memory, at a custom
-//! pool's `max_blocks`, or for a pool destroyed meanwhile (one destroyed
-//! before is found here). So
+//! fail later only as it is placed: for want of memory (or another error
+//! of the device's), at a custom pool's `max_blocks`, for a pool
+//! destroyed meanwhile (one destroyed before is found here), or with
+//! `Error::NotExportable` for memory a pool exporting Android hardware
+//! buffers, D3D11 textures or D3D12 resources may not make, which
+//! `MemoryContext::allocate_memory` refuses as it is asked for. So
 //! [`Allocator::allocate_many`](crate::Allocator::allocate_many) runs them
 //! over every request before it places any ([`check_placeable`]), and the
 //! allocation path runs the same ones before it places each. Apart from
