@@ -87,7 +87,12 @@ pub struct UploadRingDesc<'a> {
     /// back, destroy the ring and make another, or stream large loads
     /// through allocations of their own.
     pub grow: bool,
-    /// Debug name of the ring's memory.
+    /// The ring's name: the name of its chunks' allocations (leak
+    /// reports, memory maps and dumps), and of the ring in its log lines
+    /// (a ring not destroyed at the allocator's drop, a write after free
+    /// found in its space). Its chunks take blocks, whose debug name
+    /// (`VK_EXT_debug_utils`) stays the block's; only a chunk the driver
+    /// requires dedicated memory for has it as its memory's debug name.
     pub name: Option<&'a str>,
 }
 
