@@ -169,9 +169,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // without it, binding such a buffer breaks
         // VUID-vkBindBufferMemory-bufferDeviceAddress-03339 on a device
         // that has the feature enabled.
-        if self.context.lacks_device_address(request.desc.usage) {
-            return Err(Error::DeviceAddressNotEnabled);
-        }
+        self.context.check_device_address(request.desc.usage)?;
         // `keep_protection` ruled out the memory types of the other
         // protection: the driver's memoryTypeBits may still name them.
         let bit = type_bit(allocation.memory_type());

@@ -73,9 +73,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         if bits == 0 {
             return Err(Error::NoMemoryTypeBits(memory_type_bits));
         }
-        if self.context.lacks_device_address(usage) {
-            return Err(Error::DeviceAddressNotEnabled);
-        }
+        self.context.check_device_address(usage)?;
         self.context
             .ranked_types(usage)
             .iter()

@@ -138,11 +138,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         }
         // Before the first chunk's buffer is made, as the allocation of its
         // memory would refuse it.
-        let usage = ring_memory_usage(desc);
-        if self.context.lacks_device_address(usage) {
-            return Err(Error::DeviceAddressNotEnabled);
-        }
-        Ok(())
+        self.context.check_device_address(ring_memory_usage(desc))
     }
 
     /// Makes the ring `desc` describes, once [`check_ring_desc`](Self::check_ring_desc)

@@ -36,7 +36,7 @@ use super::memory_type_choice::RankTable;
 use super::runs::MAX_RUN_SLOT;
 use super::Usage;
 use crate::device::{DedicatedTarget, MemoryProperties};
-use crate::Config;
+use crate::{Config, Error};
 
 mod budgets;
 mod memory_objects;
@@ -465,11 +465,18 @@ impl<D> MemoryContext<D> {
             .map_or(0, |h| h.size)
     }
 
-    /// Whether `usage` asks for device addresses (`Usage::DEVICE_ADDRESS`)
-    /// on a device without buffer device address: no memory type serves it.
+    /// [`Error::DeviceAddressNotEnabled`] when `usage` asks for device
+    /// addresses (`Usage::DEVICE_ADDRESS`) on an allocator not told of
+    /// buffer device address: its memory would lack
+    /// `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`. The one check of every
+    /// path that takes a usage (requests, pools, rings, aliases,
+    /// `memory_type_for`).
     #[inline]
-    pub(crate) fn lacks_device_address(&self, usage: Usage) -> bool {
-        usage.contains(Usage::DEVICE_ADDRESS) && !self.properties.device.buffer_device_address
+    pub(crate) fn check_device_address(&self, usage: Usage) -> Result<(), Error> {
+        if usage.contains(Usage::DEVICE_ADDRESS) && !self.properties.device.buffer_device_address {
+            return Err(Error::DeviceAddressNotEnabled);
+        }
+        Ok(())
     }
 
     /// Whether flushes and invalidations of `memory_type` are needed.

@@ -171,9 +171,7 @@ pub(super) fn with_candidates<D, R>(
         return Err(Error::NoMemoryTypeBits(request.type_bits()));
     }
     let usage = request.desc.usage;
-    if context.lacks_device_address(usage) {
-        return Err(Error::DeviceAddressNotEnabled);
-    }
+    context.check_device_address(usage)?;
     // The ranking is precomputed per usage; the per-request filters keep
     // the order `rank_memory_types` would give (RankTable). The first
     // candidate, within its heap's budget, almost always takes the
@@ -261,9 +259,7 @@ pub(super) fn check_pool_request<D>(
         });
     }
     let usage = request.desc.usage;
-    if context.lacks_device_address(usage) {
-        return Err(Error::DeviceAddressNotEnabled);
-    }
+    context.check_device_address(usage)?;
     let heap = context.heap_size(memory_type);
     if size > heap {
         return Err(Error::SizeExceedsHeaps {
