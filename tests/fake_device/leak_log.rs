@@ -49,6 +49,14 @@ pub(super) fn take_thread_lines() -> Vec<String> {
     })
 }
 
+/// The warnings among [`take_thread_lines`]' lines, in order.
+pub(super) fn take_thread_warnings() -> Vec<String> {
+    take_thread_lines()
+        .into_iter()
+        .filter(|line| line.starts_with("WARN"))
+        .collect()
+}
+
 /// Disarms [`panic_on_line_with`] on this thread when no line fired it.
 pub(super) fn disarm_panic_on_line() {
     PANIC_ON.with(|armed| armed.set(None));

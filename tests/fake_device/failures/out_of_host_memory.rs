@@ -82,10 +82,7 @@ fn the_warning_names_the_type_out_of_host_memory() {
         let request = in_types(1 << 1 | 1 << 4 | 1 << 0);
         placed.push(allocator.allocate(&request).unwrap());
     }
-    let warnings: Vec<String> = crate::leak_log::take_thread_lines()
-        .into_iter()
-        .filter(|line| line.starts_with("WARN"))
-        .collect();
+    let warnings: Vec<String> = crate::leak_log::take_thread_warnings();
     assert_eq!(
         warnings,
         ["WARN: vk-suballoc: memory type 4 failed (out of host memory); trying the next one"]
@@ -110,10 +107,7 @@ fn no_warning_when_no_type_is_left_to_try() {
         allocator.allocate(&in_types(1 << 1)),
         Err(Error::OutOfHostMemory)
     );
-    let warnings: Vec<String> = crate::leak_log::take_thread_lines()
-        .into_iter()
-        .filter(|line| line.starts_with("WARN"))
-        .collect();
+    let warnings: Vec<String> = crate::leak_log::take_thread_warnings();
     assert_eq!(warnings, Vec::<String>::new());
     finish(allocator, &device);
 }

@@ -399,10 +399,7 @@ fn a_full_heap_warns_as_before() {
     crate::leak_log::record_thread_lines();
     let (allocator, device, (), block) = full_heap(FakeLayout::discrete(), |_| ());
     refused_calls(&allocator, &device, &vram_buffer(), 10);
-    let warnings: Vec<String> = crate::leak_log::take_thread_lines()
-        .into_iter()
-        .filter(|line| line.starts_with("WARN"))
-        .collect();
+    let warnings: Vec<String> = crate::leak_log::take_thread_warnings();
     assert_eq!(
         warnings,
         [
