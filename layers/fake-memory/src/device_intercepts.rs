@@ -17,13 +17,14 @@ use std::ffi::{c_char, c_void, CStr};
 
 use ash::vk;
 
-use crate::c_interop::void_fn;
+use crate::c_interop::{pnext_chain, void_fn};
 use crate::dedicated_binds::{
     bind_buffer_memory, bind_buffer_memory2, bind_image_memory, bind_image_memory2,
     dedicated_target,
 };
 use crate::dispatch_registry::{device_state, unregister_device, DeviceState};
 use crate::ffi_guard::guard;
+use crate::host_cache::fill_fresh_memory;
 use crate::memory_accounting::MemoryRecord;
 use crate::memory_priority::{
     self, chained_priority, get_seen_memory_priorities, SeenPriority, GET_SEEN_PRIORITIES,
@@ -273,7 +274,13 @@ unsafe fn allocate_memory_impl(
     drop(stripped_chain);
     if result == vk::Result::SUCCESS {
         // SAFETY: on success the driver wrote the new handle.
-        fake.book.commit(reservation, unsafe { memory.read() });
+        let new_memory = unsafe { memory.read() };
+        fake.book.commit(reservation, new_memory);
+        // SAFETY: the driver's new memory, not yet handed to the
+        // application, allocated with `real_info`.
+        unsafe {
+            fill_fresh_non_coherent_memory(&state, device, new_memory, fake_type, &real_info)
+        };
         if let Some(priority) = priority {
             fake.seen_priorities.record(SeenPriority {
                 allocation_size: real_info.allocation_size,
@@ -285,6 +292,84 @@ unsafe fn allocate_memory_impl(
         fake.book.cancel(usage, reservation);
     }
     result
+}
+
+/// Structures whose memory comes with contents of its own (an import).
+const IMPORTS: [vk::StructureType; 8] = [
+    vk::StructureType::IMPORT_MEMORY_FD_INFO_KHR,
+    vk::StructureType::IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+    vk::StructureType::IMPORT_MEMORY_WIN32_HANDLE_INFO_KHR,
+    vk::StructureType::IMPORT_MEMORY_WIN32_HANDLE_INFO_NV,
+    vk::StructureType::IMPORT_ANDROID_HARDWARE_BUFFER_INFO_ANDROID,
+    vk::StructureType::IMPORT_MEMORY_ZIRCON_HANDLE_INFO_FUCHSIA,
+    vk::StructureType::IMPORT_METAL_BUFFER_INFO_EXT,
+    vk::StructureType::IMPORT_SCREEN_BUFFER_INFO_QNX,
+];
+
+/// Writes the host cache's fresh-memory pattern (`host_cache.rs`,
+/// `fill_fresh_memory`) over new memory of a fake type that is host-visible
+/// but not host-coherent, through a mapping of its own: the contents of new
+/// memory are not defined, and lavapipe's are what its freed memory held,
+/// often a value a test writes again, which the host cache would not see
+/// written. Imported memory keeps its contents; a map the driver refuses
+/// leaves the memory as it is.
+///
+/// # Safety
+/// `memory` is new memory of `device`, allocated with `info` (its fake
+/// type `fake_type`), that the application has not been given yet.
+unsafe fn fill_fresh_non_coherent_memory(
+    state: &DeviceState,
+    device: vk::Device,
+    memory: vk::DeviceMemory,
+    fake_type: u32,
+    info: &vk::MemoryAllocateInfo<'_>,
+) {
+    let Some(fake) = &state.fake else { return };
+    let (Some(map), Some(unmap)) = (state.next.map_memory, state.next.unmap_memory) else {
+        return;
+    };
+    let non_coherent = fake
+        .config
+        .profile
+        .types
+        .get(fake_type as usize)
+        .is_some_and(|t| {
+            t.flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
+                && !t.flags.contains(vk::MemoryPropertyFlags::HOST_COHERENT)
+        });
+    if !non_coherent {
+        return;
+    }
+    // SAFETY: a valid allocate info's chain is made of valid structures.
+    let imported = unsafe { pnext_chain(info.p_next) }.any(|(s_type, _)| IMPORTS.contains(&s_type));
+    let Ok(len) = usize::try_from(info.allocation_size) else {
+        return;
+    };
+    if imported {
+        return;
+    }
+    let mut data = std::ptr::null_mut();
+    // SAFETY: the driver's host-visible memory behind a host-visible fake
+    // type, not mapped (new), mapped whole.
+    let mapped = unsafe {
+        map(
+            device,
+            memory,
+            0,
+            vk::WHOLE_SIZE,
+            vk::MemoryMapFlags::empty(),
+            &mut data,
+        )
+    };
+    if mapped != vk::Result::SUCCESS || data.is_null() {
+        return;
+    }
+    // SAFETY: the mapping covers the whole allocation, which nothing else
+    // can reach yet (the application has not got the handle).
+    unsafe { fill_fresh_memory(data.cast(), len) };
+    // SAFETY: mapped above. No flush: where the real type is not coherent,
+    // the GPU may see some of the old bytes, which are as undefined.
+    unsafe { unmap(device, memory) };
 }
 
 /// `vkFreeMemory`: returns the bytes to the fake heap, then frees.

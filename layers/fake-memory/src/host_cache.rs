@@ -28,7 +28,13 @@
 //! The layer cannot see the host's writes, so an atom counts as written
 //! when a byte of it differs from what the cache last took from or gave to
 //! device memory (a "clean" copy): a host write of the value a byte
-//! already had goes unseen, and its atom unflushed.
+//! already had goes unseen, and its atom unflushed. So that such a write
+//! is never one of an application's ordinary fills, new memory of these
+//! types starts out holding [`fill_fresh_memory`]'s pattern, in which no
+//! two neighbouring bytes are equal, rather than what the driver's memory
+//! held before: lavapipe hands out freed memory again uncleared, and a
+//! test filling a buffer with the value an earlier test had left at that
+//! place saw its flush dropped and the GPU's older bytes come back.
 //!
 //! The cache's first byte lies at the same offset within a 4 KiB page as the
 //! driver's pointer, so the application's pointer keeps every alignment the
@@ -46,6 +52,57 @@ use crate::memory_accounting::lock;
 /// The alignment of the driver's pointer that the cache keeps: a page, the
 /// largest `minMemoryMapAlignment` drivers report.
 const PAGE: usize = 4096;
+
+/// The bytes new memory of a non-coherent fake type starts out with,
+/// repeated: [`fill_fresh_memory`].
+static FRESH_PATTERN: [u8; PAGE] = fresh_pattern();
+
+/// A page of bytes from a fixed pseudo-random sequence (SplitMix64's
+/// mixer over the byte's index), in which no byte equals the one before it,
+/// nor the last byte the first (the page repeats): a write of one value
+/// over two or more neighbouring bytes always changes one of them.
+const fn fresh_pattern() -> [u8; PAGE] {
+    let mut bytes = [0u8; PAGE];
+    let mut i = 0;
+    while i < PAGE {
+        let mut z = (i as u64)
+            .wrapping_add(1)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let mut byte = z as u8;
+        // Stepped past the byte before it and, for the last, the first.
+        while (i > 0 && byte == bytes[i - 1]) || (i == PAGE - 1 && byte == bytes[0]) {
+            byte = byte.wrapping_add(1);
+        }
+        bytes[i] = byte;
+        i += 1;
+    }
+    bytes
+}
+
+/// Writes the fresh-memory pattern over `len` bytes at `device`, the
+/// driver's pointer to the start of a new memory object of a non-coherent
+/// fake type, before the application can see it: byte `o` of the memory
+/// gets `FRESH_PATTERN[o % 4096]`. The contents of new memory are not
+/// defined, so any bytes will do; these make a host write of one value
+/// over an atom (two or more bytes) always differ from the "clean" copy a
+/// later mapping takes, so its flush writes it back.
+///
+/// # Safety
+/// `device` is valid for writes of `len` bytes, which nothing else reads
+/// or writes during the call.
+pub unsafe fn fill_fresh_memory(device: *mut u8, len: usize) {
+    let mut done = 0;
+    while done < len {
+        let chunk = PAGE.min(len - done);
+        // SAFETY: `done + chunk <= len` bytes from `device` are writable
+        // (the contract); the pattern is the layer's own static.
+        unsafe { std::ptr::copy_nonoverlapping(FRESH_PATTERN.as_ptr(), device.add(done), chunk) };
+        done += chunk;
+    }
+}
 
 /// One cached mapping.
 #[derive(Debug)]
@@ -320,6 +377,29 @@ mod tests {
     unsafe fn bytes(at: *const u8, len: usize) -> Vec<u8> {
         // SAFETY: the contract.
         unsafe { std::slice::from_raw_parts(at, len) }.to_vec()
+    }
+
+    /// No byte of the fresh-memory pattern equals its neighbour, across the
+    /// page's repeat too, and the fill lays the pattern by offset in the
+    /// memory, over a length that is not a whole number of pages.
+    #[test]
+    fn fresh_memory_has_no_two_equal_neighbours() {
+        let len = 3 * PAGE + 1000;
+        let mut memory = vec![0u8; len];
+        // SAFETY: `len` writable bytes of the test's own.
+        unsafe { fill_fresh_memory(memory.as_mut_ptr(), len) };
+        for (offset, pair) in memory.windows(2).enumerate() {
+            assert_ne!(pair[0], pair[1], "bytes {offset} and {}", offset + 1);
+        }
+        assert!(memory
+            .iter()
+            .enumerate()
+            .all(|(o, &b)| b == FRESH_PATTERN[o % PAGE]));
+        let distinct = FRESH_PATTERN
+            .iter()
+            .collect::<std::collections::HashSet<_>>()
+            .len();
+        assert_eq!(distinct, 256, "every byte value appears");
     }
 
     /// The application and the "GPU" reach the cache and the device bytes

@@ -2,9 +2,10 @@
 //! silent: every memory type binds a buffer the GPU fills and the host reads
 //! back and writes (invalidating and flushing non-coherent memory), a
 //! transient attachment lives in the lazily allocated type, an image is
-//! cleared, all without a validation message; and mappings of non-coherent
+//! cleared, all without a validation message; mappings of non-coherent
 //! types, which the layer serves from its host cache, keep the driver's
-//! `minMemoryMapAlignment`.
+//! `minMemoryMapAlignment`; and a host fill of new non-coherent memory
+//! with any value reaches device memory at a flush.
 
 use ash::vk;
 
@@ -54,6 +55,81 @@ fn non_coherent_mappings_honour_min_memory_map_alignment() {
                 "{profile}: {size}-byte mapping at {offset}, alignment {alignment}"
             );
         }
+    }
+}
+
+/// A host fill of any one value over an atom of new non-coherent memory
+/// reaches device memory at a flush. The host cache takes an atom as
+/// written when a byte of it differs from what the cache last exchanged
+/// with device memory, so a write of the bytes new memory already held
+/// goes unseen; lavapipe hands out freed memory uncleared, and
+/// `non_coherent_neighbours_keep_their_bytes` failed now and then when a
+/// buffer landed where an earlier test had left its own fill value: the
+/// flush was dropped and the GPU's older bytes came back. The layer now
+/// fills new memory of these types with a pattern in which no two
+/// neighbouring bytes are equal.
+#[test]
+fn host_fills_of_new_non_coherent_memory_are_flushed() {
+    const SIZE: u64 = 64 * 1024;
+    for profile in [Profile::Discrete, Profile::Mobile] {
+        let context = VulkanContext::new(profile);
+        let atom = context.properties().limits.non_coherent_atom_size as usize;
+        let index = type_index(&context, false, HV | CACHED);
+        let buffer = create_buffer(&context, SIZE);
+        let device = &context.device;
+        // SAFETY: a live buffer.
+        let requirements = unsafe { device.get_buffer_memory_requirements(buffer) };
+        assert_eq!(requirements.size, SIZE, "{profile}");
+        let memory = allocate(&context, index, SIZE).unwrap();
+        // SAFETY: offset 0 of memory the buffer's size, of an allowed type.
+        unsafe { device.bind_buffer_memory(buffer, memory, 0) }.unwrap();
+        // SAFETY: host-visible memory, mapped once, whole.
+        let data =
+            unsafe { device.map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty()) }
+                .unwrap()
+                .cast::<u8>();
+        // SAFETY: the mapping holds SIZE bytes; nothing writes them now.
+        let fresh = unsafe { std::slice::from_raw_parts(data, SIZE as usize) }.to_vec();
+        let one_value = |bytes: &[u8]| bytes.iter().all(|&b| b == bytes[0]);
+        let constant = fresh.chunks(atom).position(one_value);
+        assert_eq!(
+            constant, None,
+            "{profile}: an atom of new memory holds one value"
+        );
+        // The GPU writes the buffer, then the host fills each atom with its
+        // first byte as mapped, and flushes the whole mapping.
+        fill(&context, buffer, 0xa5a5_a5a5);
+        let whole = [vk::MappedMemoryRange::default()
+            .memory(memory)
+            .offset(0)
+            .size(vk::WHOLE_SIZE)];
+        for (k, bytes) in fresh.chunks(atom).enumerate() {
+            // SAFETY: atom `k` lies in the mapping.
+            unsafe { std::ptr::write_bytes(data.add(k * atom), bytes[0], bytes.len()) };
+        }
+        // SAFETY: the whole mapping, flushed then refilled from device
+        // memory; the fill above completed (run_one_time_commands waits).
+        unsafe {
+            device.flush_mapped_memory_ranges(&whole).unwrap();
+            device.invalidate_mapped_memory_ranges(&whole).unwrap();
+        }
+        // SAFETY: as above.
+        let now = unsafe { std::slice::from_raw_parts(data, SIZE as usize) }.to_vec();
+        let lost = fresh
+            .chunks(atom)
+            .zip(now.chunks(atom))
+            .position(|(was, is)| !is.iter().all(|&b| b == was[0]));
+        assert_eq!(
+            lost, None,
+            "{profile}: a flushed host fill did not reach device memory"
+        );
+        // SAFETY: mapped above; the GPU finished with the buffer.
+        unsafe {
+            device.unmap_memory(memory);
+            device.destroy_buffer(buffer, None);
+        }
+        free(&context, memory);
+        context.assert_no_validation_messages();
     }
 }
 
