@@ -4,13 +4,14 @@
 //! transient attachment lives in the lazily allocated type, an image is
 //! cleared, all without a validation message; mappings of non-coherent
 //! types, which the layer serves from its host cache, keep the driver's
-//! `minMemoryMapAlignment`; and a host fill of new non-coherent memory
-//! with any value reaches device memory at a flush.
+//! `minMemoryMapAlignment`; a host fill of new non-coherent memory with
+//! any value reaches device memory at a flush; and imported non-coherent
+//! memory keeps its exporter's bytes.
 
 use ash::vk;
 
 use crate::support::{
-    on_custom_device, test_each_profile, transient_attachment_info, Profile, VulkanContext,
+    on_custom_device, test_each_profile, transient_attachment_info, Advice, Profile, VulkanContext,
 };
 
 use super::{allocate, create_buffer, free, image_info, type_index, CACHED, HC, HV, LAZY};
@@ -131,6 +132,91 @@ fn host_fills_of_new_non_coherent_memory_are_flushed() {
         free(&context, memory);
         context.assert_no_validation_messages();
     }
+}
+
+/// Imported memory of a non-coherent type keeps the bytes its exporter
+/// wrote: the layer's fresh-memory pattern goes only into memory that is
+/// new. Non-coherent memory is exported as an opaque file descriptor
+/// after the host wrote it (flushed), imported as a second memory object,
+/// and read through a mapping of that.
+#[test]
+fn imported_non_coherent_memory_keeps_its_bytes() {
+    const SIZE: u64 = 64 * 1024;
+    const OPAQUE_FD: vk::ExternalMemoryHandleTypeFlags =
+        vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD;
+    let context = VulkanContext::new(Profile::Mobile);
+    assert!(
+        context.external_memory_fd_enabled,
+        "the device lacks VK_KHR_external_memory_fd"
+    );
+    context.allow(Advice::SmallMemory);
+    let device = &context.device;
+    let index = type_index(&context, false, HV | CACHED);
+    let whole = |memory| {
+        [vk::MappedMemoryRange::default()
+            .memory(memory)
+            .offset(0)
+            .size(vk::WHOLE_SIZE)]
+    };
+    let mut export = vk::ExportMemoryAllocateInfo::default().handle_types(OPAQUE_FD);
+    let info = vk::MemoryAllocateInfo::default()
+        .allocation_size(SIZE)
+        .memory_type_index(index)
+        .push_next(&mut export);
+    // SAFETY: a valid allocate info; lavapipe exports opaque descriptors
+    // of its memory type.
+    let exported = unsafe { device.allocate_memory(&info, None) }.unwrap();
+    let written: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
+    // SAFETY: host-visible memory, mapped once, whole, written within its
+    // size, flushed whole, then unmapped.
+    unsafe {
+        let data = device
+            .map_memory(exported, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+            .unwrap()
+            .cast::<u8>();
+        std::ptr::copy_nonoverlapping(written.as_ptr(), data, written.len());
+        device.flush_mapped_memory_ranges(&whole(exported)).unwrap();
+        device.unmap_memory(exported);
+    }
+    let fd_device = ash::khr::external_memory_fd::Device::new(&context.instance, device);
+    let get_fd = vk::MemoryGetFdInfoKHR::default()
+        .memory(exported)
+        .handle_type(OPAQUE_FD);
+    // SAFETY: live memory allocated exportable as OPAQUE_FD; the extension
+    // is enabled.
+    let fd = unsafe { fd_device.get_memory_fd(&get_fd) }.unwrap();
+    let mut import = vk::ImportMemoryFdInfoKHR::default()
+        .handle_type(OPAQUE_FD)
+        .fd(fd);
+    let info = vk::MemoryAllocateInfo::default()
+        .allocation_size(SIZE)
+        .memory_type_index(index)
+        .push_next(&mut import);
+    // SAFETY: an opaque descriptor imported with the size and memory type
+    // its payload was made with; on success the driver owns the descriptor.
+    let imported = unsafe { device.allocate_memory(&info, None) }.unwrap();
+    // SAFETY: host-visible memory, mapped once, whole, read within its size
+    // after an invalidate; nothing else writes it.
+    let seen = unsafe {
+        let data = device
+            .map_memory(imported, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+            .unwrap()
+            .cast::<u8>();
+        device
+            .invalidate_mapped_memory_ranges(&whole(imported))
+            .unwrap();
+        let seen = std::slice::from_raw_parts(data, SIZE as usize).to_vec();
+        device.unmap_memory(imported);
+        seen
+    };
+    free(&context, imported);
+    free(&context, exported);
+    let first_lost = seen.iter().zip(&written).position(|(a, b)| a != b);
+    assert_eq!(
+        first_lost, None,
+        "the import shows other bytes than the export's"
+    );
+    context.assert_no_validation_messages();
 }
 
 /// Fills `buffer` with `pattern` on the GPU and makes it visible to the host.
