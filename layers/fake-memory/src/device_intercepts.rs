@@ -1,5 +1,6 @@
 //! Device-level entry points: allocation (mapped onto the real type, refused
-//! past the fake limits, its dedicated resource recorded), free
+//! past the fake limits, its dedicated resource recorded, new memory of a
+//! non-coherent type filled with the host cache's fresh pattern), free
 //! (accounting), map (refused on types that are not host-visible, on
 //! memory already mapped through a host cache, and past the end of the
 //! memory object) and, for non-coherent fake types, map, unmap, flush and
@@ -189,7 +190,9 @@ unsafe extern "system" fn destroy_device(
 /// `VkMemoryDedicatedAllocateInfo` dedicates the memory to and the priority
 /// of a `VkMemoryPriorityAllocateInfoEXT`, which it takes out of the chain
 /// where the driver lacks `VK_EXT_memory_priority` (refusing the call with
-/// `VK_ERROR_VALIDATION_FAILED_EXT` when it cannot, `memory_priority::without`).
+/// `VK_ERROR_VALIDATION_FAILED_EXT` when it cannot, `memory_priority::without`);
+/// new memory of a non-coherent fake type gets the host cache's fresh
+/// pattern ([`fill_fresh_non_coherent_memory`]).
 unsafe extern "system" fn allocate_memory(
     device: vk::Device,
     allocate_info: *const vk::MemoryAllocateInfo<'_>,

@@ -69,7 +69,10 @@
 //!   not host-coherent go through a host cache (`host_cache.rs`) that only
 //!   `vkFlushMappedMemoryRanges` writes back and only
 //!   `vkInvalidateMappedMemoryRanges` refills, so a missing flush or
-//!   invalidate shows up as wrong bytes, on lavapipe's coherent memory.
+//!   invalidate shows up as wrong bytes, on lavapipe's coherent memory;
+//!   new memory of such a type (not imported) starts out holding a pattern
+//!   in which no two neighbouring bytes are equal, so that the cache sees
+//!   a host fill of any value as a write.
 //!
 //! The only exported symbol is `vkNegotiateLoaderLayerInterfaceVersion`
 //! (loader interface version 2); no panic crosses into the loader. The
