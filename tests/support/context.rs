@@ -8,6 +8,7 @@ use ash::vk;
 
 use super::fake_layer_setup;
 use super::profile::Profile;
+use super::stack_turn::StackTurn;
 use super::validation_messages::{self, Advice, MessageLog};
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
@@ -196,6 +197,9 @@ pub struct VulkanContext {
     debug_utils: ash::ext::debug_utils::Instance,
     messenger: vk::DebugUtilsMessengerEXT,
     pub(super) command_pool: Mutex<vk::CommandPool>,
+    /// This thread's turn on the Vulkan stack, given back after the
+    /// instance is destroyed (dropped after the fields above).
+    _turn: StackTurn,
 }
 
 impl std::fmt::Debug for VulkanContext {
@@ -260,8 +264,10 @@ impl VulkanContext {
             profile.uses_fake_layer() || options.is_empty(),
             "fault injection needs a fake-memory profile, not {profile}"
         );
-        // Before any Vulkan call: build the layer and point the loader at
-        // it, and set what the validation layer reads from the environment.
+        // Before any Vulkan call: wait for this thread's turn on the stack,
+        // build the layer and point the loader at it, and set what the
+        // validation layer reads from the environment.
+        let turn = StackTurn::take();
         fake_layer_setup::prepare();
         enable_submit_time_sync_validation();
         // SAFETY: loading the system Vulkan loader runs its initialisers,
@@ -367,6 +373,7 @@ impl VulkanContext {
             debug_utils,
             messenger,
             command_pool: Mutex::new(command_pool),
+            _turn: turn,
         }
     }
 

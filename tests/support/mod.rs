@@ -8,6 +8,10 @@
 //! with unread messages fails the test. Tests that provoke a message on
 //! purpose take it with [`VulkanContext::expect_validation_messages`].
 //!
+//! Only one test thread at a time holds Vulkan contexts ([`StackTurn`]): the
+//! validation layer and the loader of Debian 12 race when one thread creates
+//! or destroys an instance or device while another makes calls.
+//!
 //! Missing Vulkan pieces (loader, lavapipe, validation layer) make the tests
 //! fail with a message saying what to install; they are never skipped.
 //!
@@ -24,6 +28,7 @@ pub mod fake_layer_setup;
 mod image_info;
 mod one_time_commands;
 mod profile;
+mod stack_turn;
 mod transient_attachment;
 mod validation_messages;
 
@@ -31,5 +36,6 @@ pub use context::{on_custom_device, ContextOptions, HeapBudget, VulkanContext, T
 pub use image_info::rgba8_image_info;
 pub use profile::Profile;
 pub(crate) use profile::{test_each_fake_profile, test_each_profile, test_profiles};
+pub use stack_turn::StackTurn;
 pub use transient_attachment::{transient_attachment_info, TRANSIENT_FORMAT};
 pub use validation_messages::{Advice, MessageLog};

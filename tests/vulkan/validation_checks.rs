@@ -121,3 +121,34 @@ fn a_hazard_across_submissions_is_reported() {
     }
     context.expect_validation_messages(&["SYNC-HAZARD-WRITE-AFTER-WRITE"]);
 }
+
+/// One test thread at a time holds Vulkan contexts (`StackTurn`): a
+/// context asked for on another thread is made only once this thread's
+/// last one is dropped, while this thread may hold several at once. Without
+/// the turn, the validation layer crashed now and then when a test
+/// destroyed its instance during another test's call.
+#[test]
+fn one_test_thread_at_a_time_holds_contexts() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let first = VulkanContext::new(Profile::Lavapipe);
+    let given_back = Arc::new(AtomicBool::new(false));
+    let other = std::thread::spawn({
+        let given_back = Arc::clone(&given_back);
+        move || {
+            let _context = VulkanContext::new(Profile::Lavapipe);
+            given_back.load(Ordering::SeqCst)
+        }
+    });
+    // Time for the other thread to make its context, were it let.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let second = VulkanContext::new(Profile::Lavapipe);
+    drop(second);
+    given_back.store(true, Ordering::SeqCst);
+    drop(first);
+    assert!(
+        other.join().unwrap(),
+        "another thread made a context while this one held the stack"
+    );
+}
