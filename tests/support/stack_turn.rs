@@ -9,7 +9,8 @@
 //! test's create or destroy could free a map node while another test's call
 //! walked to it: a SIGSEGV inside the layer, seen in `vkGetFenceStatus`
 //! from `Allocator::collect` while another test destroyed its instance
-//! (2 in 236 runs of two copies of `frames_suite` at once; once in CI).
+//! (2 in 236 runs of two copies of `frames_suite` at once; once in a
+//! `.ci/run`).
 //! The Vulkan loader has a like race between concurrent device creation
 //! and destruction (Vulkan-Loader issue 2018).
 //!
