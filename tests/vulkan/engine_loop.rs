@@ -281,7 +281,7 @@ fn engine_loop(profile: Profile) {
 ///
 /// In the default pools they would share the meshes' blocks, and where they
 /// land would depend on which frames the GPU had finished when each
-/// `collect` ran: on Mali, whose one host-visible type holds both, the
+/// `collect` ran: on Mali, where staging buffers and meshes take one type, the
 /// defragmentation plan then had a single move now and then (the block to
 /// empty also held a staging buffer or a texture), and with that move
 /// given up the plan moved nothing. In pools of their own they leave the
