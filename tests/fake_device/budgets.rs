@@ -363,11 +363,14 @@ fn a_slow_budget_reading_holds_up_no_other_thread() {
     let (allocator, device) = allocator(FakeLayout::discrete());
     let request = buffer(MIB, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
     let first = allocator.allocate(&request).unwrap();
-    let delay = Duration::from_millis(500);
+    // Long enough that a thread waiting for the reader (at least 1.8 s)
+    // stands apart from one only descheduled on a loaded machine (under
+    // 1 s allowed).
+    let delay = Duration::from_millis(2000);
     device.slow_budget_queries(Some(delay));
     std::thread::scope(|scope| {
         let reader = scope.spawn(|| allocator.budgets());
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(200));
         // Making memory is not slowed down: it must not wait for the reader.
         let started = Instant::now();
         let second = allocator.allocate(&request).unwrap();
