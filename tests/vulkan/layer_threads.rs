@@ -70,12 +70,13 @@ impl SlotPool {
         self.changed.notify_all();
     }
 
-    /// Waits (at most a few seconds) until the step is `step`; whether it is.
+    /// Waits (at most a minute: the other thread may be descheduled long on
+    /// a loaded machine) until the step is `step`; whether it is.
     fn wait_for(&self, step: Step) -> bool {
         let guard = self.step.lock().unwrap_or_else(PoisonError::into_inner);
         let (guard, _) = self
             .changed
-            .wait_timeout_while(guard, Duration::from_secs(5), |now| *now != step)
+            .wait_timeout_while(guard, Duration::from_secs(60), |now| *now != step)
             .unwrap_or_else(PoisonError::into_inner);
         *guard == step
     }
