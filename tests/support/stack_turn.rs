@@ -38,9 +38,9 @@ static HOLDER: Mutex<Holder> = Mutex::new(Holder {
 });
 static GIVEN_BACK: Condvar = Condvar::new();
 
-/// How long a test waits for the turn before failing: far longer than any
-/// test runs, so only a context that is never dropped (a thread left
-/// hanging by a failed test) makes it pass.
+/// How long a test waits for the turn before failing: far longer than the
+/// whole binary runs, so only a context that is never dropped (held by a
+/// thread a failed test left hanging) makes a test wait that long.
 const PATIENCE: Duration = Duration::from_secs(300);
 
 /// The right of the current thread to use the Vulkan stack, held by one
