@@ -165,7 +165,7 @@ fn engine_loop(profile: Profile) {
                 &allocator,
                 device,
                 cmd,
-                &pools,
+                pools.staging,
                 frame as u8 ^ i ^ 0x5A,
             ));
         }
@@ -293,12 +293,11 @@ struct TransientPools {
 
 impl TransientPools {
     fn new(allocator: &Allocator<AshMemoryDevice>) -> Self {
-        let staging_info = buffer_info(MESH, vk::BufferUsageFlags::TRANSFER_SRC);
         let texture_info = rgba8_image_info(16, 16, SAMPLED | vk::ImageUsageFlags::TRANSFER_DST);
         // SAFETY: valid create infos for this device.
         let (staging_type, texture_type) = unsafe {
             (
-                allocator.memory_type_for_buffer(&staging_info, Usage::UPLOAD),
+                allocator.memory_type_for_buffer(&staging_info(), Usage::UPLOAD),
                 allocator.memory_type_for_image(&texture_info, Usage::DEVICE_LOCAL),
             )
         };
@@ -313,21 +312,25 @@ impl TransientPools {
     }
 }
 
-/// A device-local mesh filled with `byte` through a staging buffer, which
-/// is retired after the frame.
+/// A staging buffer's create info: a mesh's bytes, copied from.
+fn staging_info() -> vk::BufferCreateInfo<'static> {
+    buffer_info(MESH, vk::BufferUsageFlags::TRANSFER_SRC)
+}
+
+/// A device-local mesh filled with `byte` through a staging buffer in
+/// `staging_pool`, which is retired after the frame.
 fn load_mesh(
     allocator: &Allocator<AshMemoryDevice>,
     device: &ash::Device,
     cmd: vk::CommandBuffer,
-    pools: &TransientPools,
+    staging_pool: Pool,
     byte: u8,
 ) -> Mesh {
-    let staging_info = buffer_info(MESH, vk::BufferUsageFlags::TRANSFER_SRC);
     let desc = AllocationDesc::new(Usage::UPLOAD)
-        .pool(pools.staging)
+        .pool(staging_pool)
         .name("staging");
     // SAFETY: a valid create info.
-    let (staging, mut memory) = unsafe { allocator.create_buffer(&staging_info, &desc) }.unwrap();
+    let (staging, mut memory) = unsafe { allocator.create_buffer(&staging_info(), &desc) }.unwrap();
     allocator.mapped_slice_mut(&mut memory).unwrap()[..MESH as usize].fill(byte);
     allocator.flush(&memory, 0..MESH).unwrap();
     let transfer = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
