@@ -27,6 +27,22 @@ pub enum Error {
     /// even then, only a custom pool of one uses them).
     #[error("memoryTypeBits {0:#x} names no memory type of this device the allocator may use")]
     NoMemoryTypeBits(u32),
+    /// No memory type the request may take has every flag of
+    /// [`AllocationDesc::required_flags`](crate::AllocationDesc::required_flags):
+    /// none of the types `memory_type_bits` names (the resource's
+    /// `memoryTypeBits` less the types the description rules out and those
+    /// the allocator may not use; for a request naming a custom pool, the
+    /// pool's type alone). [`Allocator::memory_type_properties`](crate::Allocator::memory_type_properties)
+    /// lists each type's flags; require fewer, or prefer them
+    /// ([`AllocationDesc::preferred_flags`](crate::AllocationDesc::preferred_flags)).
+    #[error("no memory type in {memory_type_bits:#x} has every required flag ({required:?})")]
+    MissingRequiredFlags {
+        /// The memory types the request could otherwise take, one bit per
+        /// type index.
+        memory_type_bits: u32,
+        /// The flags required.
+        required: ash::vk::MemoryPropertyFlags,
+    },
     /// No memory type allowed by `memoryTypeBits` has the properties the usage
     /// needs (host access needs `HOST_VISIBLE`). Pick another usage or
     /// resource layout. [`Usage::DEVICE_ADDRESS`](crate::Usage::DEVICE_ADDRESS)

@@ -22,7 +22,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Errors
     /// Bad requests: [`Error::ZeroSize`], [`Error::AlignmentNotPowerOfTwo`],
     /// [`Error::MissingDedicatedTarget`], [`Error::DedicatedTargetMismatch`],
-    /// [`Error::NoMemoryTypeBits`], [`Error::DeviceAddressNotEnabled`]
+    /// [`Error::NoMemoryTypeBits`], [`Error::MissingRequiredFlags`] (no
+    /// type allowed has every flag of
+    /// [`AllocationDesc::required_flags`](crate::AllocationDesc::required_flags)),
+    /// [`Error::DeviceAddressNotEnabled`]
     /// (a device-address usage on a device without buffer device address),
     /// [`Error::SizeExceedsHeaps`], [`Error::NoSuitableMemoryType`],
     /// [`Error::SizeExceedsMaxAllocation`] (checked in that order; none
@@ -49,7 +52,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// the same way against the pool's one memory type, but for
     /// [`Error::ForeignPool`] first, and [`Error::PoolTypeNotAllowed`] in
     /// the place of [`Error::NoMemoryTypeBits`], when `memoryTypeBits`
-    /// exclude that type; then [`Error::StalePool`] (none of these makes a
+    /// exclude that type, and [`Error::MissingRequiredFlags`] when that
+    /// type lacks a required flag; then [`Error::StalePool`] (none of these makes a
     /// Vulkan call either), [`Error::TooLargeForPool`] (and, in a pool of
     /// growing blocks, the two errors above for a request that rounded
     /// passes the heap or `maxMemoryAllocationSize`), [`Error::PoolFull`],

@@ -7,7 +7,8 @@
 
 use ash::vk;
 
-use super::Allocator;
+use super::place::{allowed_types, preferring};
+use super::{AllocationDesc, Allocator};
 use crate::device::MemoryDeviceExt;
 use crate::memory::Usage;
 use crate::Error;
@@ -43,18 +44,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Ok::<(), vk_suballoc::Error>(())
     /// ```
     pub fn memory_type_properties(&self, memory_type: u32) -> Option<vk::MemoryPropertyFlags> {
-        let ty = self.context.memory_types().get(memory_type as usize)?;
-        // gpu-alloc-types' flags have Vulkan's bit values.
-        let flags = vk::MemoryPropertyFlags::from_raw(u32::from(ty.props.bits()));
-        let amd_types = self.context.properties.amd_device_coherent_types;
-        let amd = 1u32
-            .checked_shl(memory_type)
-            .is_some_and(|bit| amd_types & bit != 0);
-        Some(if amd {
-            flags | vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD
-        } else {
-            flags
-        })
+        self.context.vk_props(memory_type)
     }
 
     /// The memory type a request with `memory_type_bits` and `usage` would
@@ -69,19 +59,53 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// device address; [`Error::NoSuitableMemoryType`] when none of the
     /// types suits `usage`.
     pub fn memory_type_for(&self, memory_type_bits: u32, usage: Usage) -> Result<u32, Error> {
-        let bits = memory_type_bits & self.context.usable_types();
-        if bits == 0 {
-            return Err(Error::NoMemoryTypeBits(memory_type_bits));
-        }
-        self.context.check_device_address(usage)?;
-        self.context
-            .ranked_types(usage)
-            .iter()
-            .map(|&t| u32::from(t))
-            .find(|&t| bits & (1 << t) != 0)
-            .ok_or(Error::NoSuitableMemoryType {
-                memory_type_bits,
-                usage,
-            })
+        self.memory_type_for_desc(memory_type_bits, &AllocationDesc::new(usage))
+    }
+
+    /// [`memory_type_for`](Self::memory_type_for) with the rest of a
+    /// description: the memory types it rules out
+    /// ([`AllocationDesc::excluded_memory_types`]), its required and
+    /// preferred flags ([`AllocationDesc::required_flags`],
+    /// [`AllocationDesc::preferred_flags`]) narrow and order the types as
+    /// for an allocation (VMA's `vmaFindMemoryTypeIndex` with its
+    /// `requiredFlags` and `preferredFlags`). The other fields (its pool,
+    /// dedicated policy, budget) do not choose a type and are ignored.
+    ///
+    /// ```
+    /// use ash::vk;
+    /// use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+    /// use vk_suballoc::{AllocationDesc, Allocator, Config, Usage};
+    ///
+    /// // A discrete GPU: 2 is host-visible coherent, 3 also cached.
+    /// let allocator = Allocator::new(FakeDevice::new(FakeLayout::discrete()), Config::default())?;
+    /// assert_eq!(allocator.memory_type_for(!0, Usage::UPLOAD)?, 2);
+    /// let cached = AllocationDesc::new(Usage::UPLOAD).preferred_flags(vk::MemoryPropertyFlags::HOST_CACHED);
+    /// assert_eq!(allocator.memory_type_for_desc(!0, &cached)?, 3);
+    /// # Ok::<(), vk_suballoc::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Those of [`memory_type_for`](Self::memory_type_for), and
+    /// [`Error::MissingRequiredFlags`] (after [`Error::NoMemoryTypeBits`])
+    /// when none of the types allowed has the required flags.
+    pub fn memory_type_for_desc(
+        &self,
+        memory_type_bits: u32,
+        desc: &AllocationDesc<'_>,
+    ) -> Result<u32, Error> {
+        let type_bits = memory_type_bits & !desc.excluded_memory_types;
+        let bits = allowed_types(&self.context, type_bits, desc)?;
+        let ranked = self.context.ranked_types(desc.usage);
+        let first = if desc.preferred_flags.is_empty() {
+            ranked.iter().find(|&&t| bits & (1 << t) != 0).copied()
+        } else {
+            // Size 1: every heap holds it, as in the ranking above.
+            let candidates = preferring(&self.context, ranked, bits, 1, desc.preferred_flags);
+            candidates.as_slice().first().copied()
+        };
+        first.map(u32::from).ok_or(Error::NoSuitableMemoryType {
+            memory_type_bits: type_bits,
+            usage: desc.usage,
+        })
     }
 }

@@ -118,6 +118,31 @@ pub struct AllocationDesc<'a> {
     /// `memoryTypeBits`. (Kept as the types ruled out so that the default
     /// is 0, as every other field's.)
     pub excluded_memory_types: u32,
+    /// Property flags the memory type must have (VMA's `requiredFlags`):
+    /// the request takes only types with every one of them, besides what
+    /// `usage` requires, and fails with
+    /// [`Error::MissingRequiredFlags`](crate::Error::MissingRequiredFlags)
+    /// when none of the types it may take has them. Empty by default. For
+    /// the flags the engine's code depends on: `HOST_COHERENT` where it
+    /// never [`flush`](crate::Allocator::flush)es, `HOST_CACHED` where it
+    /// reads a lot on the host, `DEVICE_LOCAL | HOST_VISIBLE` where it
+    /// writes GPU data in place or not at all (it finds out from the
+    /// error, and takes another path). AMD's device-coherent types have
+    /// `DEVICE_COHERENT_AMD` here, as
+    /// [`Allocator::memory_type_properties`](crate::Allocator::memory_type_properties)
+    /// reports them; requiring it is how a request takes one when its
+    /// feature is on. In a custom pool the pool's type must have them.
+    pub required_flags: vk::MemoryPropertyFlags,
+    /// Property flags the memory type should have (VMA's `preferredFlags`):
+    /// of the types the request may take, those missing fewer of these
+    /// flags come first, and types missing as many keep the order `usage`
+    /// gives them; so `usage` decides between types that have the same
+    /// preferred flags, and the request still falls back to the types
+    /// missing some when the first ones refuse it. AMD's device-coherent
+    /// types stay after every other type whatever their flags, as with
+    /// `usage` alone. Empty by default; ignored in a custom pool (its one
+    /// type is the only choice).
+    pub preferred_flags: vk::MemoryPropertyFlags,
 }
 
 impl<'a> AllocationDesc<'a> {
@@ -134,6 +159,8 @@ impl<'a> AllocationDesc<'a> {
             existing_memory_only: false,
             min_alignment: 0,
             excluded_memory_types: 0,
+            required_flags: vk::MemoryPropertyFlags::empty(),
+            preferred_flags: vk::MemoryPropertyFlags::empty(),
         }
     }
 
@@ -182,6 +209,38 @@ impl<'a> AllocationDesc<'a> {
     /// Sets an alignment beyond the resource's own (see the field).
     pub const fn min_alignment(mut self, alignment: u64) -> Self {
         self.min_alignment = alignment;
+        self
+    }
+
+    /// Requires the memory type to have every flag of `flags` (see
+    /// [`required_flags`](Self::required_flags)).
+    ///
+    /// ```
+    /// use ash::vk;
+    /// use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+    /// use vk_suballoc::{AllocationDesc, Allocator, Config, Request, ResourceKind, Usage};
+    ///
+    /// // A mobile GPU whose cached memory is not coherent: code that never
+    /// // flushes requires coherent memory, and gets it (uncached here).
+    /// let allocator = Allocator::new(FakeDevice::new(FakeLayout::mobile()), Config::default())?;
+    /// let requirements = vk::MemoryRequirements { size: 4096, alignment: 64, memory_type_bits: !0 };
+    /// let desc = AllocationDesc::new(Usage::READBACK).required_flags(vk::MemoryPropertyFlags::HOST_COHERENT);
+    /// let readback = allocator.allocate(&Request::with_desc(requirements, ResourceKind::Buffer, desc))?;
+    /// let flags = allocator.memory_type_properties(readback.memory_type()).unwrap();
+    /// assert!(flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT));
+    /// // SAFETY: the fake device runs no GPU work.
+    /// unsafe { allocator.free(readback)? };
+    /// # Ok::<(), vk_suballoc::Error>(())
+    /// ```
+    pub const fn required_flags(mut self, flags: vk::MemoryPropertyFlags) -> Self {
+        self.required_flags = flags;
+        self
+    }
+
+    /// Prefers memory types with the flags of `flags` (see
+    /// [`preferred_flags`](Self::preferred_flags)).
+    pub const fn preferred_flags(mut self, flags: vk::MemoryPropertyFlags) -> Self {
+        self.preferred_flags = flags;
         self
     }
 

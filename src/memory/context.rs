@@ -26,6 +26,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use ash::vk;
 use gpu_alloc_types::{MemoryPropertyFlags, MemoryType};
 
 use super::block_size::preferred_block_size;
@@ -441,6 +442,36 @@ impl<D> MemoryContext<D> {
 
     pub(crate) fn props(&self, memory_type: u32) -> MemoryPropertyFlags {
         self.memory_types()[memory_type as usize].props
+    }
+
+    /// The Vulkan property flags of `memory_type`, `None` past the device's
+    /// types: its flags, and `DEVICE_COHERENT_AMD` for AMD's device-coherent
+    /// types, which the device layer's flags do not carry (Vulkan sets it
+    /// on every type with `DEVICE_UNCACHED_AMD`, itself not reported).
+    pub(crate) fn vk_props(&self, memory_type: u32) -> Option<vk::MemoryPropertyFlags> {
+        let ty = self.memory_types().get(memory_type as usize)?;
+        // gpu-alloc-types' flags have Vulkan's bit values.
+        let flags = vk::MemoryPropertyFlags::from_raw(u32::from(ty.props.bits()));
+        let amd = 1u32
+            .checked_shl(memory_type)
+            .is_some_and(|bit| self.properties.amd_device_coherent_types & bit != 0);
+        Some(if amd {
+            flags | vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD
+        } else {
+            flags
+        })
+    }
+
+    /// The memory types (one bit per type index, the first 32) whose
+    /// [`vk_props`](Self::vk_props) have every flag of `required`: all of
+    /// them when `required` is empty.
+    ///
+    /// # Time complexity
+    /// O(types), at most 32.
+    pub(crate) fn types_with(&self, required: vk::MemoryPropertyFlags) -> u32 {
+        (0..self.memory_types().len().min(32) as u32)
+            .filter(|&t| self.vk_props(t).is_some_and(|f| f.contains(required)))
+            .fold(0, |mask, t| mask | 1 << t)
     }
 
     pub(crate) fn heap_of(&self, memory_type: u32) -> u32 {

@@ -42,6 +42,38 @@ impl Candidates {
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    /// The types of `ranked` that `admits` (at most 32), ordered by
+    /// `cost`, lowest first; types of equal cost keep their order in
+    /// `ranked`. For requests whose preferred flags re-rank the types.
+    ///
+    /// # Time complexity
+    /// O(types²) with at most 32 types; no allocation.
+    pub(crate) fn reordered(
+        ranked: &[u8],
+        admits: impl Fn(u8) -> bool,
+        cost: impl Fn(u8) -> u32,
+    ) -> Self {
+        let mut reordered = Self {
+            types: [0; 32],
+            len: 0,
+        };
+        let mut costs = [0u32; 32];
+        for &index in ranked.iter().filter(|&&t| admits(t)).take(32) {
+            // Insertion sort: stable.
+            let cost = cost(index);
+            let mut at = reordered.len as usize;
+            while at > 0 && costs[at - 1] > cost {
+                costs[at] = costs[at - 1];
+                reordered.types[at] = reordered.types[at - 1];
+                at -= 1;
+            }
+            costs[at] = cost;
+            reordered.types[at] = index;
+            reordered.len += 1;
+        }
+        reordered
+    }
 }
 
 /// Flag weights of one usage: `(flag, weight)` pairs.
@@ -126,51 +158,39 @@ pub(crate) fn rank_memory_types(
     last: u32,
 ) -> Candidates {
     let preference = preference(usage);
-    let mut candidates = Candidates {
-        types: [0; 32],
-        len: 0,
-    };
-    let mut costs = [0u32; 32];
-    for (index, ty) in types.iter().enumerate().take(32) {
+    let admits = |index: u8| {
+        let ty = &types[usize::from(index)];
         let allowed = memory_type_bits & (1 << index) != 0;
         let heap_fits = heaps.get(ty.heap as usize).is_some_and(|h| h.size >= size);
         let lazy_ok =
             !ty.props.contains(Props::LAZILY_ALLOCATED) || usage.contains(Usage::TRANSIENT);
-        if !allowed
-            || !heap_fits
-            || !lazy_ok
-            || ty.props.contains(Props::PROTECTED)
-            || !ty.props.contains(preference.required)
-        {
-            continue;
-        }
+        allowed
+            && heap_fits
+            && lazy_ok
+            && !ty.props.contains(Props::PROTECTED)
+            && ty.props.contains(preference.required)
+    };
+    let cost = |index: u8| {
+        let props = types[usize::from(index)].props;
         let missing: u32 = preference
             .preferred
             .iter()
-            .filter(|(flag, _)| !flag.is_empty() && !ty.props.contains(*flag))
+            .filter(|(flag, _)| !flag.is_empty() && !props.contains(*flag))
             .map(|(_, weight)| weight)
             .sum();
         let unwanted: u32 = preference
             .unwanted
             .iter()
-            .filter(|(flag, _)| !flag.is_empty() && ty.props.contains(*flag))
+            .filter(|(flag, _)| !flag.is_empty() && props.contains(*flag))
             .map(|(_, weight)| weight)
             .sum();
         // Above any sum of flag weights.
         let demoted = if last & (1 << index) != 0 { 1 << 16 } else { 0 };
-        // Insertion sort: stable, so equal costs keep the driver's order.
-        let cost = missing + unwanted + demoted;
-        let mut at = candidates.len as usize;
-        while at > 0 && costs[at - 1] > cost {
-            costs[at] = costs[at - 1];
-            candidates.types[at] = candidates.types[at - 1];
-            at -= 1;
-        }
-        costs[at] = cost;
-        candidates.types[at] = index as u8;
-        candidates.len += 1;
-    }
-    candidates
+        missing + unwanted + demoted
+    };
+    // Stable, so equal costs keep the driver's order.
+    let indices: [u8; 32] = std::array::from_fn(|index| index as u8);
+    Candidates::reordered(&indices[..types.len().min(32)], admits, cost)
 }
 
 /// The ranking of every memory type for each usage, computed once per

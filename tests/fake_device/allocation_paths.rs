@@ -30,6 +30,8 @@ mod kept_empty_blocks;
 mod memory_type_choice;
 #[path = "allocation_paths/min_alignment.rs"]
 mod min_alignment;
+#[path = "allocation_paths/property_flags.rs"]
+mod property_flags;
 
 const MIB: u64 = 1 << 20;
 

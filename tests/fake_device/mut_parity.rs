@@ -28,6 +28,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::DeviceError;
 use vk_suballoc::{Config, DedicatedPolicy, ResourceKind, Usage};
@@ -47,6 +48,17 @@ const PANIC_TEXTS: [&str; 5] = [
     "debug fill",
     "vk-suballoc",
     "memory type",
+];
+
+/// Required and preferred flags the walk draws from: each alone, a pair
+/// some types have, and one no type has.
+const PROPERTY_FLAGS: [vk::MemoryPropertyFlags; 6] = [
+    vk::MemoryPropertyFlags::DEVICE_LOCAL,
+    vk::MemoryPropertyFlags::HOST_VISIBLE,
+    vk::MemoryPropertyFlags::HOST_COHERENT,
+    vk::MemoryPropertyFlags::HOST_CACHED,
+    vk::MemoryPropertyFlags::from_raw(0b11), // DEVICE_LOCAL | HOST_VISIBLE
+    vk::MemoryPropertyFlags::LAZILY_ALLOCATED,
 ];
 
 /// One step of the walk, drawn once and taken by both sides.
@@ -69,6 +81,9 @@ enum Step {
         /// The dedicated target: 0 none, 1 the side's buffer, 2 its image.
         target: u8,
         priority: Option<f32>,
+        /// `AllocationDesc::required_flags` and `preferred_flags`.
+        required: vk::MemoryPropertyFlags,
+        preferred: vk::MemoryPropertyFlags,
     },
     Free(usize),
     FreeAfterFrame(usize),
@@ -164,6 +179,14 @@ fn draw(rng: &mut Rng, types: u32, heaps: u32) -> Step {
                 hint: [0, 0, 0, 0, 1, 2][rng.below(6) as usize],
                 target: [0, 0, 1, 2][rng.below(4) as usize],
                 priority: [None, None, Some(0.0), Some(1.0), Some(-1.0)][rng.below(5) as usize],
+                required: match rng.below(8) {
+                    0 => PROPERTY_FLAGS[rng.below(PROPERTY_FLAGS.len() as u64) as usize],
+                    _ => vk::MemoryPropertyFlags::empty(),
+                },
+                preferred: match rng.below(4) {
+                    0 => PROPERTY_FLAGS[rng.below(PROPERTY_FLAGS.len() as u64) as usize],
+                    _ => vk::MemoryPropertyFlags::empty(),
+                },
             }
         }
         45..=65 => Step::Free(rng.next() as usize),

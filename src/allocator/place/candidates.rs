@@ -20,9 +20,11 @@
 use super::request_checks::check_request;
 use super::{custom_pool_placement, pool_request};
 use crate::allocator::pool::{pool_type_serves, type_bit};
-use crate::allocator::{Pool, Request};
+use ash::vk;
+
+use crate::allocator::{AllocationDesc, Pool, Request};
 use crate::memory::context::MemoryContext;
-use crate::memory::memory_type_choice::rank_memory_types;
+use crate::memory::memory_type_choice::{rank_memory_types, Candidates};
 use crate::memory::type_pool::{
     too_large_for_any_block, too_large_for_block_size, DedicatedChoice, PoolShape,
 };
@@ -134,10 +136,11 @@ fn past_every_candidate_block<D>(
 /// The memory types that may take `request` (one naming no custom pool),
 /// handed to `then`: the ranking for the request's usage from the first
 /// type that admits it (the caller tests each later one again:
-/// `RankTable::admits`), and the request's
-/// [`type_bits`](Request::type_bits) restricted to the device's usable
-/// types. Returns `then`'s result, or the error of the first check that
-/// fails.
+/// `RankTable::admits`), re-ranked for its preferred flags when it has
+/// some ([`preferring`]), and the request's
+/// [`type_bits`](Request::type_bits) restricted to the types it may take
+/// ([`allowed_types`]). Returns `then`'s result, or the error of the
+/// first check that fails.
 ///
 /// `then` is the placement in the allocation path, or nothing in
 /// [`check_placeable`]: so the allocation path returns each error straight
@@ -151,9 +154,9 @@ fn past_every_candidate_block<D>(
 /// out of line, 3 and 30 more.
 ///
 /// # Errors
-/// Those of [`check_request`], then [`Error::NoMemoryTypeBits`], then
-/// [`Error::DeviceAddressNotEnabled`] for a device-address usage on a
-/// device without buffer device address, [`Error::SizeExceedsHeaps`] or
+/// Those of [`check_request`], then those of [`allowed_types`]
+/// ([`Error::NoMemoryTypeBits`], [`Error::MissingRequiredFlags`],
+/// [`Error::DeviceAddressNotEnabled`]), [`Error::SizeExceedsHeaps`] or
 /// [`Error::NoSuitableMemoryType`] when no type admits it
 /// ([`no_candidate_error`]), and [`Error::SizeExceedsMaxAllocation`]:
 /// the order of [`Allocator::allocate`](crate::Allocator::allocate)'s
@@ -166,18 +169,13 @@ pub(super) fn with_candidates<D, R>(
 ) -> Result<R, Error> {
     check_request(request)?;
     let size = request.requirements.size;
-    let bits = request.type_bits() & context.usable_types();
-    if bits == 0 {
-        return Err(Error::NoMemoryTypeBits(request.type_bits()));
-    }
-    let usage = request.desc.usage;
-    context.check_device_address(usage)?;
+    let bits = allowed_types(context, request.type_bits(), &request.desc)?;
     // The ranking is precomputed per usage; the per-request filters keep
     // the order `rank_memory_types` would give (RankTable). The first
     // candidate, within its heap's budget, almost always takes the
     // request: the fallback over the others is out of line.
     let ranks = context.ranks();
-    let ranked = ranks.ranked(usage);
+    let ranked = ranks.ranked(request.desc.usage);
     let Some(first) = ranked.iter().position(|&t| ranks.admits(t, bits, size)) else {
         return Err(no_candidate_error(context, request, bits));
     };
@@ -187,7 +185,88 @@ pub(super) fn with_candidates<D, R>(
     if size > max {
         return Err(Error::SizeExceedsMaxAllocation { size, max });
     }
+    let preferred = request.desc.preferred_flags;
+    if !preferred.is_empty() {
+        let candidates = preferring(context, &ranked[first..], bits, size, preferred);
+        return then(candidates.as_slice(), bits);
+    }
     then(&ranked[first..], bits)
+}
+
+/// The memory types of `type_bits` (one bit per type index: a request's
+/// [`type_bits`](Request::type_bits)) that a request described by `desc`
+/// may take: those the allocator may use
+/// ([`MemoryContext::usable_types`]) with every flag of
+/// `desc.required_flags`. Checks `desc.usage`'s device addresses too.
+///
+/// # Errors
+/// [`Error::NoMemoryTypeBits`] when the allocator may use none of
+/// `type_bits`, then [`Error::MissingRequiredFlags`] when none of those
+/// has the required flags, then [`Error::DeviceAddressNotEnabled`] for a
+/// device-address usage on a device without buffer device address.
+#[inline(always)]
+pub(crate) fn allowed_types<D>(
+    context: &MemoryContext<D>,
+    type_bits: u32,
+    desc: &AllocationDesc<'_>,
+) -> Result<u32, Error> {
+    let mut bits = type_bits & context.usable_types();
+    if bits == 0 {
+        return Err(Error::NoMemoryTypeBits(type_bits));
+    }
+    let required = desc.required_flags;
+    if !required.is_empty() {
+        bits = with_required_flags(context, bits, required)?;
+    }
+    context.check_device_address(desc.usage)?;
+    Ok(bits)
+}
+
+/// `bits` less the memory types without every flag of `required`;
+/// [`Error::MissingRequiredFlags`] when that leaves none.
+#[cold]
+#[inline(never)]
+fn with_required_flags<D>(
+    context: &MemoryContext<D>,
+    bits: u32,
+    required: vk::MemoryPropertyFlags,
+) -> Result<u32, Error> {
+    match bits & context.types_with(required) {
+        0 => Err(Error::MissingRequiredFlags {
+            memory_type_bits: bits,
+            required,
+        }),
+        narrowed => Ok(narrowed),
+    }
+}
+
+/// The memory types of `ranked` (a usage's ranking from its first type
+/// that admits the request) that admit a request of `size` bytes allowed
+/// in `bits`, those missing fewer flags of `preferred` first; types
+/// missing as many keep their rank, and AMD's device-coherent types
+/// ([`RankTable::is_last_resort`](crate::memory::memory_type_choice::RankTable::is_last_resort))
+/// stay after all others.
+#[cold]
+#[inline(never)]
+pub(crate) fn preferring<D>(
+    context: &MemoryContext<D>,
+    ranked: &[u8],
+    bits: u32,
+    size: u64,
+    preferred: vk::MemoryPropertyFlags,
+) -> Candidates {
+    let ranks = context.ranks();
+    Candidates::reordered(
+        ranked,
+        |t| ranks.admits(t, bits, size),
+        |t| {
+            let flags = context.vk_props(u32::from(t)).unwrap_or_default();
+            let missing = (preferred & !flags).as_raw().count_ones();
+            // Above any count of missing flags.
+            let last = if ranks.is_last_resort(t) { 1 << 16 } else { 0 };
+            missing + last
+        },
+    )
 }
 
 /// Why no memory type can take a request: too large for the heaps of
@@ -233,7 +312,8 @@ fn no_candidate_error<D>(context: &MemoryContext<D>, request: &Request<'_>, bits
 /// # Errors
 /// [`Error::ForeignPool`] first, those of [`check_request`], then
 /// [`Error::PoolTypeNotAllowed`] where the default path has
-/// [`Error::NoMemoryTypeBits`], then in the default path's order the
+/// [`Error::NoMemoryTypeBits`], [`Error::MissingRequiredFlags`] when the
+/// pool's type lacks a required flag, then in the default path's order the
 /// device-address feature ([`Error::DeviceAddressNotEnabled`]), the heap
 /// ([`Error::SizeExceedsHeaps`]), the type's properties
 /// ([`Error::NoSuitableMemoryType`]) and `maxMemoryAllocationSize`
@@ -257,6 +337,10 @@ pub(super) fn check_pool_request<D>(
             memory_type,
             memory_type_bits: type_bits,
         });
+    }
+    let required = request.desc.required_flags;
+    if !required.is_empty() {
+        with_required_flags(context, type_bit(memory_type), required)?;
     }
     let usage = request.desc.usage;
     context.check_device_address(usage)?;

@@ -93,8 +93,13 @@ impl Side {
                 hint,
                 target,
                 priority,
+                required,
+                preferred,
             } => {
-                let mut desc = AllocationDesc::new(usage).dedicated(dedicated);
+                let mut desc = AllocationDesc::new(usage)
+                    .dedicated(dedicated)
+                    .required_flags(required)
+                    .preferred_flags(preferred);
                 if named {
                     desc = desc.name("parity");
                 }

@@ -1,8 +1,9 @@
 //! Memory-type choice on each profile: each usage lands in the type the
 //! ranking promises (and `memory_type_for_buffer` / `_for_image` name that
 //! type), `AllocationDesc::memory_type_bits` pins a buffer to each type its
-//! requirements allow, and images land only in types their
-//! `memoryTypeBits` allow. The profiles' memory types are written out here,
+//! requirements allow, images land only in types their `memoryTypeBits`
+//! allow, and required and preferred property flags pick a type that has
+//! them. The profiles' memory types are written out here,
 //! apart from the layer's, so a change to either shows.
 
 use ash::vk;
@@ -194,5 +195,67 @@ test_each_profile!(
                 Err(error) => assert!(matches!(error, Error::NoSuitableMemoryType { .. }), "{error:?}"),
             }
         }
+    }
+);
+
+test_each_profile!(
+    /// `AllocationDesc::required_flags` and `preferred_flags` with buffers
+    /// the helper makes and binds: for each memory type the buffer's
+    /// requirements allow, requiring its flags lands the buffer in a type
+    /// with all of them (mapped when host-visible), and so does preferring
+    /// them; flags no type has fail with `MissingRequiredFlags` and leave
+    /// no buffer behind (the validation layer reports one left at device
+    /// destruction).
+    fn property_flags_choose_the_type(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let memory = context.memory_properties();
+        let info = buffer_info(4096);
+        // SAFETY: a valid create info; the buffer is only queried.
+        let allowed = unsafe {
+            let probe = context.device.create_buffer(&info, None).unwrap();
+            let bits = context.device.get_buffer_memory_requirements(probe).memory_type_bits;
+            context.device.destroy_buffer(probe, None);
+            bits
+        };
+        let amd = vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD;
+        let lazy = vk::MemoryPropertyFlags::LAZILY_ALLOCATED;
+        let mut placed = 0;
+        for t in (0..memory.memory_type_count).filter(|t| allowed & (1 << t) != 0) {
+            let flags = memory.memory_types[t as usize].property_flags;
+            let base = AllocationDesc::new(Usage::DEVICE_LOCAL);
+            for desc in [base.required_flags(flags), base.preferred_flags(flags)] {
+                // SAFETY: a valid create info; the buffer is never used.
+                match unsafe { allocator.create_buffer(&info, &desc) } {
+                    Ok((buffer, allocation)) => {
+                        let chosen = memory.memory_types[allocation.memory_type() as usize].property_flags;
+                        // Preferred AMD flags, with their feature off: the
+                        // same type without them.
+                        let reachable = flags & !(amd | vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD);
+                        assert!(chosen.contains(reachable), "{profile}: type {t} ({flags:?}): got {chosen:?}");
+                        let host_visible = chosen.contains(vk::MemoryPropertyFlags::HOST_VISIBLE);
+                        assert_eq!(allocation.mapped_ptr().is_some(), host_visible, "{profile} type {t}");
+                        placed += 1;
+                        // SAFETY: never used by the GPU.
+                        unsafe { allocator.destroy_buffer(buffer, allocation) }.unwrap();
+                    }
+                    // AMD's device-coherent types (their feature is off) and
+                    // lazily allocated ones (transient attachments only).
+                    Err(Error::MissingRequiredFlags { .. } | Error::NoSuitableMemoryType { .. })
+                        if flags.intersects(amd | lazy) => {}
+                    Err(error) => panic!("{profile}: type {t} ({flags:?}): {error}"),
+                }
+            }
+        }
+        assert!(placed >= 2, "{profile}");
+        let nowhere = vk::MemoryPropertyFlags::HOST_VISIBLE | lazy;
+        let desc = AllocationDesc::new(Usage::UPLOAD).required_flags(nowhere);
+        // SAFETY: a valid create info.
+        let refused = unsafe { allocator.create_buffer(&info, &desc) }.map(|_| ()).unwrap_err();
+        assert!(
+            matches!(refused, Error::MissingRequiredFlags { required, .. } if required == nowhere),
+            "{profile}: {refused:?}"
+        );
+        assert_eq!(allocator.stats().allocations(), 0, "{profile}");
     }
 );
