@@ -269,6 +269,28 @@ pub struct Config {
     /// the budget to the limit itself, so there other processes' memory
     /// does).
     pub heap_size_limits: [u64; 16],
+    /// Records where each allocation was made, for leak reports
+    /// (gpu-allocator's `store_stack_traces` with `log_leaks_on_shutdown`):
+    /// every allocation captures a backtrace of its call
+    /// ([`std::backtrace::Backtrace::force_capture`], whatever
+    /// `RUST_BACKTRACE` says), and each leak the allocator logs at its drop
+    /// (and [`destroy_pool`](crate::Allocator::destroy_pool) at a pool's)
+    /// prints it under the leaked allocation's line. A defragmentation
+    /// move's destination records the backtrace of the
+    /// [`plan_defragmentation`](crate::Allocator::plan_defragmentation)
+    /// call that placed it; ring allocations record none (a ring is
+    /// reported as one leak). Function names need the binary's debug
+    /// symbols (`debug = "line-tables-only"` or more in the profile).
+    ///
+    /// Costs, when on: a capture per allocation (an unwind of the stack,
+    /// a few microseconds; symbols are resolved only when a leak is
+    /// printed) and its frames kept while the allocation lives (some
+    /// hundred bytes to a few KiB), in a hash table per memory type; and
+    /// every allocation and free takes the debug path of
+    /// [`debug_fill`](Self::debug_fill) (out of line, with its log lines
+    /// deferred). Off, the default, it costs nothing: the same bit-mask test
+    /// as for `debug_fill`. For leak hunts, not for shipping.
+    pub allocation_backtraces: bool,
 }
 
 impl Default for Config {
@@ -287,6 +309,7 @@ impl Default for Config {
             empty_block_reserve: 1.0,
             empty_block_frames: 120,
             heap_size_limits: [0; 16],
+            allocation_backtraces: false,
         }
     }
 }

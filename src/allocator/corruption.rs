@@ -158,7 +158,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// (and two per ring chunk). Under each pool's lock in turn, then the
     /// frame queue's and the upload rings' locks.
     pub fn check_corruption(&self, memory_type_bits: u32) -> Result<CorruptionReport, Error> {
-        let types = memory_type_bits & self.context.debug_types();
+        let types = memory_type_bits & self.context.checked_types();
         if types == 0 {
             return Err(Error::CorruptionDetectionOff { memory_type_bits });
         }
@@ -186,7 +186,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     pub fn check_pool_corruption(&self, pool: &Pool) -> Result<CorruptionReport, Error> {
         self.check_pool_owner(pool)?;
         let memory_type_bits = type_bit(pool.memory_type());
-        let detects = memory_type_bits & self.context.debug_types() != 0;
+        let detects = memory_type_bits & self.context.checked_types() != 0;
         deferred_log::log_after(|| {
             let mut report = CorruptionReport::default();
             with_custom_pool(&self.custom, pool.tag(), |custom| {

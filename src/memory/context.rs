@@ -141,7 +141,8 @@ pub(crate) struct MemoryContext<D> {
     /// and `0xDC` when allocated: with `Config::debug_fill`, the
     /// `HOST_VISIBLE` types, coherent or not (`type_pool/debug_fill.rs`).
     fill_types: u32,
-    /// `corruption_types | fill_types`: the types whose allocations and
+    /// `corruption_types | fill_types`, and every type with
+    /// `Config::allocation_backtraces`: the types whose allocations and
     /// frees take the out-of-line debug paths, tested once per allocation
     /// and per free ([`is_debug_type`](Self::is_debug_type)).
     debug_types: u32,
@@ -283,7 +284,14 @@ impl<D> MemoryContext<D> {
             padded_granularity,
             corruption_types,
             fill_types,
-            debug_types: corruption_types | fill_types,
+            // Backtraces are recorded on the debug paths, in every type.
+            debug_types: corruption_types
+                | fill_types
+                | if config.allocation_backtraces {
+                    existing
+                } else {
+                    0
+                },
             corruptions: AtomicU64::new(0),
             callback: None,
             frame: AtomicU64::new(0),
@@ -328,19 +336,35 @@ impl<D> MemoryContext<D> {
     }
 
     /// Whether allocations and frees in `memory_type` take the debug
-    /// paths: margins' patterns or debug fills (the field `debug_types`).
+    /// paths: margins' patterns, debug fills or backtraces (the field
+    /// `debug_types`).
     #[inline]
     pub(crate) fn is_debug_type(&self, memory_type: u32) -> bool {
         // Zero first: the only test the default path pays.
         self.debug_types != 0 && self.debug_types & 1u32.wrapping_shl(memory_type) != 0
     }
 
-    /// The memory types with margins' patterns or debug fills, one bit
-    /// per type: 0 unless `Config::detect_corruption` (with a margin) or
-    /// `Config::debug_fill` is on.
+    /// The memory types whose allocations and frees take the debug paths,
+    /// one bit per type: those with margins' patterns or debug fills
+    /// ([`checked_types`](Self::checked_types)), and every type when
+    /// `Config::allocation_backtraces` is on; 0 otherwise.
     #[inline]
     pub(crate) fn debug_types(&self) -> u32 {
         self.debug_types
+    }
+
+    /// The memory types with margins' patterns or debug fills, one bit
+    /// per type: those `check_corruption` checks; 0 unless
+    /// `Config::detect_corruption` (with a margin) or `Config::debug_fill`
+    /// is on.
+    pub(crate) fn checked_types(&self) -> u32 {
+        self.corruption_types | self.fill_types
+    }
+
+    /// Whether each allocation records the backtrace of its call
+    /// (`Config::allocation_backtraces`), for leak reports.
+    pub(crate) fn records_backtraces(&self) -> bool {
+        self.config.allocation_backtraces
     }
 
     /// Whether allocations in blocks of `memory_type` get the corruption

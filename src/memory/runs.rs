@@ -153,6 +153,11 @@ impl Run {
         })
     }
 
+    /// The generation of `slot`: a live slot's handle carries it.
+    pub(crate) fn generation(&self, slot: u32) -> u32 {
+        self.generations[slot as usize]
+    }
+
     /// How many of its slots are live.
     pub(crate) fn live_slots(&self) -> u32 {
         u32::from(self.slots) - self.free.count_ones()

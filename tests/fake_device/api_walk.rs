@@ -386,6 +386,9 @@ fn variant(rng: &mut Rng, base: FakeLayout) -> (FakeLayout, Config) {
         max_frames_in_flight: 1 + rng.below(4) as u32,
         debug_margin: [0, 0, 4, 64][rng.below(4) as usize],
         detect_corruption: rng.below(2) == 0,
+        // Backtraces in a quarter of the walks, from a third copy: every
+        // free must drop its allocation's (checked at the drop).
+        allocation_backtraces: Rng(rng.0 ^ 0x6274).below(4) == 0,
         ..Config::default()
     };
     (layout, config)

@@ -434,3 +434,97 @@ fn frees_waiting_for_their_frame_at_the_drop_are_no_leak() {
         "a queued free logged as a leak: {lines:#?}"
     );
 }
+
+/// With `Config::allocation_backtraces`, each leak line says where the
+/// leaked allocation was made (the test's own frame is in it): in a
+/// block, in a run's slot, in dedicated memory and in a custom pool. An
+/// allocation freed before the drop is no leak, and a leak without the
+/// setting has no backtrace.
+#[test]
+fn leaks_print_where_they_were_made() {
+    record_thread_lines();
+    let config = vk_suballoc::Config {
+        allocation_backtraces: true,
+        ..vk_suballoc::Config::default()
+    };
+    let (allocator, device) = super::allocator_with(FakeLayout::discrete(), config);
+    let pool = allocator
+        .create_pool(&vk_suballoc::PoolDesc::new(1))
+        .unwrap();
+    let pooled = vk_suballoc::Request::with_desc(
+        super::requirements(1 << 20, 256),
+        vk_suballoc::ResourceKind::Buffer,
+        vk_suballoc::AllocationDesc::new(Usage::DEVICE_LOCAL)
+            .pool(pool)
+            .name("traced pooled"),
+    );
+    let requests = [
+        buffer(64 << 10, 256, Usage::DEVICE_LOCAL).name("traced block"),
+        buffer(1000, 16, Usage::DEVICE_LOCAL).name("traced slot"),
+        buffer(4096, 256, Usage::UPLOAD)
+            .name("traced dedicated")
+            .dedicated(DedicatedPolicy::Always),
+        pooled,
+    ];
+    let leaked: Vec<_> = requests
+        .iter()
+        .map(|request| allocator.allocate(request).unwrap())
+        .collect();
+    assert!(leaked[2].is_dedicated());
+    let freed = allocator
+        .allocate(&buffer(1000, 16, Usage::DEVICE_LOCAL).name("traced freed"))
+        .unwrap();
+    // SAFETY: the fake device runs no GPU work.
+    unsafe { allocator.free(freed) }.unwrap();
+    finish(allocator, &device);
+
+    let (plain, device) = super::allocator(FakeLayout::discrete());
+    let untraced = plain
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL).name("untraced"))
+        .unwrap();
+    finish(plain, &device);
+
+    let warnings = take_thread_warnings();
+    let find = |name: &str| {
+        warnings
+            .iter()
+            .find(|line| line.contains(&format!("leaked allocation \"{name}\"")))
+            .unwrap_or_else(|| panic!("no leak line for {name} in {warnings:#?}"))
+    };
+    for name in ["traced block", "traced slot", "traced pooled"] {
+        let line = find(name);
+        let (_, made_at) = line
+            .split_once("allocated at:\n")
+            .unwrap_or_else(|| panic!("{line}"));
+        // The allocator's own frames are left out: the first frame shown
+        // is the test's (the closure that allocates).
+        let mut lines = made_at.lines();
+        assert!(
+            lines
+                .next()
+                .is_some_and(|l| l.contains("frames in vk-suballoc left out")),
+            "{line}"
+        );
+        let first = lines.next().unwrap_or_default();
+        assert!(first.contains("leaks_print_where_they_were_made"), "{line}");
+        assert!(!made_at.contains("vk_suballoc::"), "{line}");
+    }
+    let dedicated = warnings
+        .iter()
+        .find(|line| line.contains("leaked dedicated allocation \"traced dedicated\""))
+        .unwrap_or_else(|| panic!("no dedicated leak line in {warnings:#?}"));
+    assert!(
+        dedicated.contains("leaks_print_where_they_were_made"),
+        "{dedicated}"
+    );
+    assert!(
+        !warnings.iter().any(|line| line.contains("traced freed")),
+        "{warnings:#?}"
+    );
+    assert!(
+        !find("untraced").contains("allocated at"),
+        "{}",
+        find("untraced")
+    );
+    drop((leaked, untraced));
+}

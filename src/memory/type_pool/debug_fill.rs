@@ -223,10 +223,12 @@ impl<M> TypePool<M> {
 
     /// The debug work on `placement`, an allocation of `size` requested
     /// bytes just placed in a block (or dedicated memory) of a memory type
-    /// with corruption detection or debug fills, handed to nobody yet: the
-    /// check and fill of its bytes ([`fill_placed`](Self::fill_placed)),
-    /// whose line about a write after free it returns, then the pattern
-    /// over its margin ([`guard_margin`](Self::guard_margin)).
+    /// with corruption detection, debug fills or backtraces, handed to
+    /// nobody yet: the backtrace of the call
+    /// ([`record_backtrace`](Self::record_backtrace)), the check and fill
+    /// of its bytes ([`fill_placed`](Self::fill_placed)), whose line about
+    /// a write after free it returns, then the pattern over its margin
+    /// ([`guard_margin`](Self::guard_margin)).
     #[cold]
     #[inline(never)]
     pub(crate) fn on_placed<D: MemoryDeviceExt<M>>(
@@ -235,6 +237,7 @@ impl<M> TypePool<M> {
         placement: &Placement,
         size: u64,
     ) -> Option<String> {
+        self.record_backtrace(context, placement.location);
         if let Location::Dedicated(_) = placement.location {
             if context.fills(self.memory_type) {
                 self.fill_dedicated(context, placement.location, size);

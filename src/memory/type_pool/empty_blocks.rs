@@ -12,7 +12,7 @@
 use std::cmp::Reverse;
 use std::panic::{self, AssertUnwindSafe};
 
-use super::TypePool;
+use super::{Location, TypePool};
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::DedicatedMemory;
 use crate::memory::context::MemoryContext;
@@ -376,6 +376,13 @@ impl<M> TypePool<M> {
         // takes no request, and every block goes below).
         let mut panics = FirstPanic::default();
         panics.run(|| self.log_leaks());
+        // Where the dedicated allocations were made, for their lines below.
+        let made_at: Vec<String> = self
+            .dedicated
+            .iter()
+            .map(|(key, _)| self.made_at(Location::Dedicated(key)))
+            .collect();
+        self.forget_backtraces();
         self.runs.clear();
         for list in self.order.iter_mut().chain(&mut self.retiring) {
             list.clear();
@@ -386,10 +393,10 @@ impl<M> TypePool<M> {
         }
         let pool = self.pool_label();
         let drained: Vec<DedicatedMemory<M>> = self.dedicated.drain().collect();
-        for dedicated in drained {
+        for (dedicated, made_at) in drained.into_iter().zip(made_at) {
             panics.run(|| {
                 log::warn!(
-                    "vk-suballoc: leaked dedicated allocation {:?}: {} bytes{pool} (memory type {})",
+                    "vk-suballoc: leaked dedicated allocation {:?}: {} bytes{pool} (memory type {}){made_at}",
                     dedicated.name.as_deref().unwrap_or("unnamed"),
                     dedicated.size,
                     self.memory_type
@@ -405,7 +412,9 @@ impl<M> TypePool<M> {
         panics.resume();
     }
 
-    /// Logs every live allocation in the pool's blocks as a leak.
+    /// Logs every live allocation in the pool's blocks as a leak, with
+    /// where it was made when that was recorded
+    /// (`Config::allocation_backtraces`).
     fn log_leaks(&mut self) {
         // Which pool, for custom pools (whose block numbers restart at 0).
         let pool = self.pool_label();
@@ -416,8 +425,13 @@ impl<M> TypePool<M> {
                 if let Some(&(run_key, run)) = runs.get(&(key, range.id)) {
                     for (slot, _, offset) in run.slots().filter(|&(_, live, _)| live) {
                         let name = self.runs.name(run_key, slot).unwrap_or("unnamed");
+                        let made_at = self.made_at(Location::Slot {
+                            run: run_key,
+                            slot,
+                            generation: run.generation(slot),
+                        });
                         log::warn!(
-                            "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {offset} of block {}/{}{pool} (memory type {})",
+                            "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {offset} of block {}/{}{pool} (memory type {}){made_at}",
                             run.slot_size,
                             self.memory_type,
                             block.serial,
@@ -430,8 +444,12 @@ impl<M> TypePool<M> {
                     .names
                     .get(&range.id.slot())
                     .map_or("unnamed", |n| &**n);
+                let made_at = self.made_at(Location::Block {
+                    block: key,
+                    range: range.id,
+                });
                 log::warn!(
-                    "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {} of block {}/{}{pool} (memory type {})",
+                    "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {} of block {}/{}{pool} (memory type {}){made_at}",
                     range.size,
                     range.offset,
                     self.memory_type,

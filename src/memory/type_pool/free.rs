@@ -45,8 +45,9 @@ impl<M> TypePool<M> {
         unsafe { self.free_plain(context, location, size) }
     }
 
-    /// [`free`](Self::free) in a memory type with corruption detection or
-    /// debug fills on: checks the allocation's margin, fills the bytes it
+    /// [`free`](Self::free) in a memory type with corruption detection,
+    /// debug fills or backtraces on: drops its backtrace, checks the
+    /// allocation's margin, fills the bytes it
     /// holds with the freed pattern (`debug_fill.rs`), frees it, and only
     /// then logs a damaged margin (under a `&self` call, once the pool's
     /// lock is released: `deferred_log`), so that a logger that panics on
@@ -66,6 +67,9 @@ impl<M> TypePool<M> {
         location: Location,
         size: u64,
     ) -> Result<(), Error> {
+        // A stale location names no recorded allocation: generations
+        // differ.
+        self.forget_backtrace(location);
         let damaged = if context.detects_corruption(self.memory_type) {
             self.check_margin_on_free(context, location)
         } else {

@@ -62,6 +62,7 @@ use crate::device::{DedicatedTarget, MemoryDeviceExt};
 use crate::Error;
 
 mod allocate;
+mod backtraces;
 mod corruption;
 pub(crate) mod debug_fill;
 mod dedicated;
@@ -223,6 +224,9 @@ pub(crate) struct TypePool<M> {
     /// Allocations whose margins hold the corruption pattern; empty but in
     /// memory types with detection (`corruption.rs`).
     guarded: corruption::GuardTable,
+    /// The backtrace of each live allocation's call, for leak reports;
+    /// empty but with `Config::allocation_backtraces` (`backtraces.rs`).
+    backtraces: backtraces::BacktraceTable,
     pub(crate) counters: PoolCounters,
 }
 
@@ -263,6 +267,7 @@ impl<M> TypePool<M> {
             dedicated_above: u64::MAX,
             name: name.map(Into::into),
             guarded: corruption::GuardTable::new(),
+            backtraces: backtraces::BacktraceTable::default(),
             counters: PoolCounters::default(),
         }
     }
