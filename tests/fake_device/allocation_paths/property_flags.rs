@@ -432,3 +432,18 @@ fn budget_fallbacks_keep_required_flags() {
     assert_eq!(placed(&allocator, preferred.within_budget()), Ok(4));
     finish(allocator, &device);
 }
+
+/// A heap of 0 bytes (a type no request fits): `memory_type_for` and
+/// `memory_type_for_desc` skip its types, as `allocate` does.
+#[test]
+fn memory_type_queries_skip_types_of_empty_heaps() {
+    // discrete: heap 1 holds types 0, 2 and 3.
+    let (allocator, device) = allocator(FakeLayout::discrete().with_heap_size(1, 0));
+    let desc = AllocationDesc::new(Usage::UPLOAD);
+    assert_eq!(placed(&allocator, desc), Ok(4));
+    assert_eq!(allocator.memory_type_for(!0, Usage::UPLOAD), Ok(4));
+    assert_eq!(allocator.memory_type_for_desc(!0, &desc), Ok(4));
+    let preferred = desc.preferred_flags(CACHED);
+    assert_eq!(allocator.memory_type_for_desc(!0, &preferred), Ok(4));
+    finish(allocator, &device);
+}
