@@ -447,3 +447,58 @@ fn memory_type_queries_skip_types_of_empty_heaps() {
     assert_eq!(allocator.memory_type_for_desc(!0, &preferred), Ok(4));
     finish(allocator, &device);
 }
+
+/// Flags that only types no request ranks have: protected types (with
+/// their feature on; without it, no usable type has the flag) and lazily
+/// allocated ones for a usage without `TRANSIENT` get the usage's error;
+/// `DEVICE_UNCACHED_AMD`, which the allocator is not told of, no type has
+/// (`AllocationDesc::required_flags` says so).
+#[test]
+fn flags_of_types_no_request_ranks() {
+    use vk_suballoc::device::{MemoryPropertyFlags as Props, MemoryType};
+    let mut layout = FakeLayout::discrete();
+    layout.memory_types.push(MemoryType {
+        heap: 0,
+        props: Props::DEVICE_LOCAL | Props::PROTECTED,
+    });
+    let protected = vk::MemoryPropertyFlags::PROTECTED;
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).required_flags(protected);
+    let (plain, device) = allocator(layout.clone());
+    assert_eq!(
+        placed(&plain, desc),
+        Err(Error::MissingRequiredFlags {
+            memory_type_bits: 0b1_1111,
+            required: protected
+        })
+    );
+    finish(plain, &device);
+    let (with_protected, device) = allocator(layout.with_protected_memory(true));
+    let unsuitable = Err(Error::NoSuitableMemoryType {
+        memory_type_bits: !0,
+        usage: Usage::DEVICE_LOCAL,
+    });
+    assert_eq!(placed(&with_protected, desc), unsuitable);
+    assert_eq!(with_protected.memory_type_for_desc(!0, &desc), unsuitable);
+    finish(with_protected, &device);
+
+    // mobile: 3 DL|LAZY, the only lazily allocated type.
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let lazy = AllocationDesc::new(Usage::DEVICE_LOCAL).required_flags(LAZY);
+    let unsuitable = Err(Error::NoSuitableMemoryType {
+        memory_type_bits: !0,
+        usage: Usage::DEVICE_LOCAL,
+    });
+    assert_eq!(placed(&allocator, lazy), unsuitable);
+    let transient = AllocationDesc::new(Usage::TRANSIENT).required_flags(LAZY);
+    assert_eq!(allocator.memory_type_for_desc(!0, &transient), Ok(3));
+    finish(allocator, &device);
+
+    let (allocator, device) = allocator_amd_on();
+    let uncached = vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD;
+    let breadcrumbs = AllocationDesc::new(Usage::UPLOAD).required_flags(AMD | uncached);
+    assert!(matches!(
+        placed(&allocator, breadcrumbs),
+        Err(Error::MissingRequiredFlags { .. })
+    ));
+    finish(allocator, &device);
+}
