@@ -45,7 +45,14 @@ pub enum Error {
     },
     /// No memory type allowed by `memoryTypeBits` has the properties the usage
     /// needs (host access needs `HOST_VISIBLE`). Pick another usage or
-    /// resource layout. [`Usage::DEVICE_ADDRESS`](crate::Usage::DEVICE_ADDRESS)
+    /// resource layout. With
+    /// [`AllocationDesc::required_flags`](crate::AllocationDesc::required_flags),
+    /// also when types with those flags exist but none of them suits the
+    /// usage (`READBACK` requiring `DEVICE_LOCAL` where no device-local type
+    /// is host-visible; `PROTECTED`, which only a custom pool takes;
+    /// `LAZILY_ALLOCATED` without [`Usage::TRANSIENT`](crate::Usage::TRANSIENT)):
+    /// `memory_type_bits` still names the types before the required flags
+    /// narrowed them, some of which may suit the usage. [`Usage::DEVICE_ADDRESS`](crate::Usage::DEVICE_ADDRESS)
     /// never causes it: it restricts no memory type, and without buffer
     /// device address such a request gets
     /// [`DeviceAddressNotEnabled`](Self::DeviceAddressNotEnabled) first.
@@ -54,7 +61,8 @@ pub enum Error {
         what_the_usage_needs(*.usage)
     )]
     NoSuitableMemoryType {
-        /// The resource's `memoryTypeBits`.
+        /// The resource's `memoryTypeBits` (less the types the description
+        /// rules out).
         memory_type_bits: u32,
         /// The requested usage.
         usage: Usage,

@@ -134,7 +134,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// Every request is checked first, as [`allocate`](Self::allocate)
     /// checks one before it places it: a bad one (a zero size, an
-    /// alignment no power of two, no allowed memory type, too large for
+    /// alignment no power of two, no allowed memory type (or none with its
+    /// required flags), too large for
     /// every heap or for a custom pool's fixed block size, or, rounded up
     /// as a block places it, for its heap or `maxMemoryAllocationSize`
     /// (a custom pool's request, or one with

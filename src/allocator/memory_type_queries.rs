@@ -57,7 +57,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// type; [`Error::DeviceAddressNotEnabled`] when `usage` has
     /// [`Usage::DEVICE_ADDRESS`] and the allocator was not told of buffer
     /// device address; [`Error::NoSuitableMemoryType`] when none of the
-    /// types suits `usage`.
+    /// types suits `usage` (the types of a heap of 0 bytes, which no
+    /// request fits, suit none).
     pub fn memory_type_for(&self, memory_type_bits: u32, usage: Usage) -> Result<u32, Error> {
         self.memory_type_for_desc(memory_type_bits, &AllocationDesc::new(usage))
     }
@@ -68,8 +69,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// preferred flags ([`AllocationDesc::required_flags`],
     /// [`AllocationDesc::preferred_flags`]) narrow and order the types as
     /// for an allocation (VMA's `vmaFindMemoryTypeIndex` with its
-    /// `requiredFlags` and `preferredFlags`). The other fields (its pool,
-    /// dedicated policy, budget) do not choose a type and are ignored.
+    /// `requiredFlags` and `preferredFlags`). The other fields are ignored:
+    /// its dedicated policy and budget do not choose a type, and a request
+    /// naming a custom pool takes the pool's type whatever this answers.
     ///
     /// ```
     /// use ash::vk;
@@ -95,11 +97,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ) -> Result<u32, Error> {
         let type_bits = memory_type_bits & !desc.excluded_memory_types;
         let bits = allowed_types(&self.context, type_bits, desc)?;
-        let ranked = self.context.ranked_types(desc.usage);
+        let ranks = self.context.ranks();
+        let ranked = ranks.ranked(desc.usage);
+        // Size 1, the least a request has: the types of a heap of 0 bytes
+        // take no request (`RankTable::admits`), so they are not named.
         let first = if desc.preferred_flags.is_empty() {
-            ranked.iter().find(|&&t| bits & (1 << t) != 0).copied()
+            ranked.iter().find(|&&t| ranks.admits(t, bits, 1)).copied()
         } else {
-            // Size 1: every heap holds it, as in the ranking above.
             let candidates = preferring(&self.context, ranked, bits, 1, desc.preferred_flags);
             candidates.as_slice().first().copied()
         };

@@ -131,7 +131,15 @@ pub struct AllocationDesc<'a> {
     /// `DEVICE_COHERENT_AMD` here, as
     /// [`Allocator::memory_type_properties`](crate::Allocator::memory_type_properties)
     /// reports them; requiring it is how a request takes one when its
-    /// feature is on. In a custom pool the pool's type must have them.
+    /// feature is on. `DEVICE_UNCACHED_AMD`, which the allocator is not
+    /// told of, no type has here: requiring it always fails (require
+    /// `DEVICE_COHERENT_AMD`). Flags that only types no request of the
+    /// usage takes have fail with
+    /// [`Error::NoSuitableMemoryType`](crate::Error::NoSuitableMemoryType)
+    /// instead: `PROTECTED` with its feature on (protected memory comes
+    /// from a custom pool of such a type) and `LAZILY_ALLOCATED` without
+    /// [`Usage::TRANSIENT`](crate::Usage::TRANSIENT). In a custom pool the
+    /// pool's type must have them.
     pub required_flags: vk::MemoryPropertyFlags,
     /// Property flags the memory type should have (VMA's `preferredFlags`):
     /// of the types the request may take, those missing fewer of these

@@ -15,6 +15,10 @@
 //! ([`MemoryContext::usable_types`](super::context::MemoryContext::usable_types),
 //! which also leaves out protected types unless `protectedMemory` is
 //! enabled; then only a custom pool of one uses them).
+//! A request's own required and preferred property flags
+//! (`AllocationDesc::required_flags`, `preferred_flags`) narrow and reorder
+//! this ranking per request (`allocator/place/candidates.rs`, with
+//! [`Candidates::reordered`]).
 //! The allocator tries the candidates in order and moves on to the next one
 //! when a type is out of memory, over budget, at `maxMemoryAllocationCount`
 //! or cannot map its new memory.

@@ -1,6 +1,7 @@
 //! Whether any memory type can take a request, before a pool is touched:
 //! the checks of bad input ([`check_request`]), then the memory types the
-//! request's `memoryTypeBits` allow and its usage suits, in rank order
+//! request's `memoryTypeBits` allow, that have its required flags and
+//! that its usage suits, in rank order (re-ranked for its preferred flags)
 //! ([`with_candidates`]), or, for a request naming a custom pool, that
 //! pool's one memory type ([`check_pool_request`]) and, in
 //! [`check_placeable`], its fixed block size (with its least alignment). None takes a lock (but the

@@ -3,10 +3,14 @@
 //! types a request may take, fallbacks included, with a typed error when
 //! none is left; preferred flags reorder the types, `usage` breaking ties,
 //! and the request still falls back to types without them;
-//! `memory_type_for_desc` answers what `allocate` does.
+//! `memory_type_for_desc` answers what `allocate` does. Every fallback walk
+//! (the next types after a want of memory, the existing blocks after a
+//! want of host memory, requests for existing memory only, the pass over
+//! budgets) keeps to the types with the required flags.
 
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::device::DeviceError;
 use vk_suballoc::{AllocationDesc, Error, PoolDesc, Request, ResourceKind, Usage};
 
 use super::super::{allocator, buffer, finish, free, requirements, FakeAllocator};
@@ -308,4 +312,193 @@ fn usage_ranking(allocator: &FakeAllocator, usage: Usage) -> Vec<u32> {
         bits &= !(1 << memory_type);
     }
     ranked
+}
+
+/// The order the fallback tests below rely on: `UPLOAD` on the discrete
+/// preset takes 2, then the cached type (3), then the BAR (4).
+#[test]
+fn discrete_upload_ranking_assumed_below() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // Type 3 (cached) before the BAR (4): so the tests below have a type
+    // after the required one, with a block, that the fallbacks must skip.
+    assert_eq!(usage_ranking(&allocator, Usage::UPLOAD), vec![2, 3, 4]);
+    finish(allocator, &device);
+}
+
+/// After the driver runs out of host memory, the allocation path tries only
+/// the existing blocks of the types still to come: those with the required
+/// flags, in the order the preferred flags give. The BAR (4) and type 2
+/// each hold a block with room.
+#[test]
+fn host_memory_fallback_keeps_required_and_preferred_flags() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let bar = allocator
+        .allocate(&request(
+            AllocationDesc::new(Usage::UPLOAD).memory_type_bits(1 << 4),
+        ))
+        .unwrap();
+    let system = allocator
+        .allocate(&request(AllocationDesc::new(Usage::UPLOAD)))
+        .unwrap();
+    assert_eq!((bar.memory_type(), system.memory_type()), (4, 2));
+    let calls = device.counters().allocate_calls;
+
+    // Cached memory required: type 3 alone, which needs a new block.
+    device.fail_allocation(1, DeviceError::OutOfHostMemory);
+    let required = AllocationDesc::new(Usage::UPLOAD).required_flags(CACHED);
+    assert_eq!(placed(&allocator, required), Err(Error::OutOfHostMemory));
+    assert_eq!(device.counters().allocate_calls, calls + 1);
+
+    // Cached memory preferred: 3, then 2 (usage's order), then 4; 2's
+    // block takes it, no new memory asked for.
+    device.fail_allocation(1, DeviceError::OutOfHostMemory);
+    let preferred = AllocationDesc::new(Usage::UPLOAD).preferred_flags(CACHED);
+    assert_eq!(placed(&allocator, preferred), Ok(2));
+    assert_eq!(device.counters().allocate_calls, calls + 2);
+
+    // Device-local preferred: the BAR first; on its failure the walk goes
+    // on to 2, whose block takes it.
+    free(&allocator, bar);
+    allocator.trim();
+    device.fail_allocation(1, DeviceError::OutOfHostMemory);
+    let preferred = AllocationDesc::new(Usage::UPLOAD).preferred_flags(DL);
+    assert_eq!(placed(&allocator, preferred), Ok(2));
+    free(&allocator, system);
+    finish(allocator, &device);
+}
+
+/// A request for existing memory only takes the blocks of the types with
+/// the required flags only, and those of types without the preferred flags
+/// once the ones with them have no room. Type 2 and the BAR (4), before and
+/// after the cached type (3) in the usage's order, each hold a block.
+#[test]
+fn existing_memory_only_keeps_required_flags() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let bar = allocator
+        .allocate(&request(
+            AllocationDesc::new(Usage::UPLOAD).memory_type_bits(1 << 4),
+        ))
+        .unwrap();
+    let system = allocator
+        .allocate(&request(AllocationDesc::new(Usage::UPLOAD)))
+        .unwrap();
+    assert_eq!((bar.memory_type(), system.memory_type()), (4, 2));
+    let existing = AllocationDesc::new(Usage::UPLOAD).existing_memory_only();
+    assert_eq!(
+        placed(&allocator, existing.required_flags(CACHED)),
+        Err(Error::NoRoomInExistingMemory)
+    );
+    assert_eq!(placed(&allocator, existing.preferred_flags(CACHED)), Ok(2));
+    assert_eq!(placed(&allocator, existing.required_flags(DL)), Ok(4));
+    free(&allocator, bar);
+    free(&allocator, system);
+    finish(allocator, &device);
+}
+
+/// A type out of device memory hands the request on only to the types
+/// after it with the required flags: with system memory full, a request
+/// that requires cached memory (3) fails rather than take the BAR (4,
+/// after 3 in the usage's order), and one that prefers it takes the BAR.
+#[test]
+fn next_types_keep_required_flags() {
+    // discrete: heap 1 system (types 0, 2, 3), heap 2 the BAR (4).
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.cap_heap(1, 0);
+    let required = AllocationDesc::new(Usage::UPLOAD).required_flags(CACHED);
+    assert_eq!(placed(&allocator, required), Err(Error::OutOfDeviceMemory));
+    let preferred = AllocationDesc::new(Usage::UPLOAD).preferred_flags(CACHED);
+    assert_eq!(placed(&allocator, preferred), Ok(4));
+    finish(allocator, &device);
+}
+
+/// A heap over budget: a request that requires cached memory (3, in the
+/// system heap) passes that heap's budget (or fails within it) rather than
+/// take the BAR (4, after 3 in the usage's order, its heap within budget);
+/// one that prefers it takes the BAR within budget.
+#[test]
+fn budget_fallbacks_keep_required_flags() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // Heap 1, system memory: other processes use all of its 64 MiB budget.
+    device.set_heap_budget(1, 64 << 20, 64 << 20);
+    let required = AllocationDesc::new(Usage::UPLOAD).required_flags(CACHED);
+    let refused = placed(&allocator, required.within_budget());
+    assert!(
+        matches!(refused, Err(Error::OverBudget { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(placed(&allocator, required), Ok(3));
+    let preferred = AllocationDesc::new(Usage::UPLOAD).preferred_flags(CACHED);
+    assert_eq!(placed(&allocator, preferred), Ok(4));
+    assert_eq!(placed(&allocator, preferred.within_budget()), Ok(4));
+    finish(allocator, &device);
+}
+
+/// A heap of 0 bytes (a type no request fits): `memory_type_for` and
+/// `memory_type_for_desc` skip its types, as `allocate` does.
+#[test]
+fn memory_type_queries_skip_types_of_empty_heaps() {
+    // discrete: heap 1 holds types 0, 2 and 3.
+    let (allocator, device) = allocator(FakeLayout::discrete().with_heap_size(1, 0));
+    let desc = AllocationDesc::new(Usage::UPLOAD);
+    assert_eq!(placed(&allocator, desc), Ok(4));
+    assert_eq!(allocator.memory_type_for(!0, Usage::UPLOAD), Ok(4));
+    assert_eq!(allocator.memory_type_for_desc(!0, &desc), Ok(4));
+    let preferred = desc.preferred_flags(CACHED);
+    assert_eq!(allocator.memory_type_for_desc(!0, &preferred), Ok(4));
+    finish(allocator, &device);
+}
+
+/// Flags that only types no request ranks have: protected types (with
+/// their feature on; without it, no usable type has the flag) and lazily
+/// allocated ones for a usage without `TRANSIENT` get the usage's error;
+/// `DEVICE_UNCACHED_AMD`, which the allocator is not told of, no type has
+/// (`AllocationDesc::required_flags` says so).
+#[test]
+fn flags_of_types_no_request_ranks() {
+    use vk_suballoc::device::{MemoryPropertyFlags as Props, MemoryType};
+    let mut layout = FakeLayout::discrete();
+    layout.memory_types.push(MemoryType {
+        heap: 0,
+        props: Props::DEVICE_LOCAL | Props::PROTECTED,
+    });
+    let protected = vk::MemoryPropertyFlags::PROTECTED;
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).required_flags(protected);
+    let (plain, device) = allocator(layout.clone());
+    assert_eq!(
+        placed(&plain, desc),
+        Err(Error::MissingRequiredFlags {
+            memory_type_bits: 0b1_1111,
+            required: protected
+        })
+    );
+    finish(plain, &device);
+    let (with_protected, device) = allocator(layout.with_protected_memory(true));
+    let unsuitable = Err(Error::NoSuitableMemoryType {
+        memory_type_bits: !0,
+        usage: Usage::DEVICE_LOCAL,
+    });
+    assert_eq!(placed(&with_protected, desc), unsuitable);
+    assert_eq!(with_protected.memory_type_for_desc(!0, &desc), unsuitable);
+    finish(with_protected, &device);
+
+    // mobile: 3 DL|LAZY, the only lazily allocated type.
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let lazy = AllocationDesc::new(Usage::DEVICE_LOCAL).required_flags(LAZY);
+    let unsuitable = Err(Error::NoSuitableMemoryType {
+        memory_type_bits: !0,
+        usage: Usage::DEVICE_LOCAL,
+    });
+    assert_eq!(placed(&allocator, lazy), unsuitable);
+    let transient = AllocationDesc::new(Usage::TRANSIENT).required_flags(LAZY);
+    assert_eq!(allocator.memory_type_for_desc(!0, &transient), Ok(3));
+    finish(allocator, &device);
+
+    let (allocator, device) = allocator_amd_on();
+    let uncached = vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD;
+    let breadcrumbs = AllocationDesc::new(Usage::UPLOAD).required_flags(AMD | uncached);
+    assert!(matches!(
+        placed(&allocator, breadcrumbs),
+        Err(Error::MissingRequiredFlags { .. })
+    ));
+    finish(allocator, &device);
 }
