@@ -51,8 +51,9 @@ pub enum Error {
     /// usage (`READBACK` requiring `DEVICE_LOCAL` where no device-local type
     /// is host-visible; `PROTECTED`, which only a custom pool takes;
     /// `LAZILY_ALLOCATED` without [`Usage::TRANSIENT`](crate::Usage::TRANSIENT)):
-    /// `memory_type_bits` still names the types before the required flags
-    /// narrowed them, some of which may suit the usage. [`Usage::DEVICE_ADDRESS`](crate::Usage::DEVICE_ADDRESS)
+    /// `memory_type_bits` then names the types with the required flags
+    /// (those the request could take, none of which suits the usage).
+    /// [`Usage::DEVICE_ADDRESS`](crate::Usage::DEVICE_ADDRESS)
     /// never causes it: it restricts no memory type, and without buffer
     /// device address such a request gets
     /// [`DeviceAddressNotEnabled`](Self::DeviceAddressNotEnabled) first.
@@ -61,8 +62,9 @@ pub enum Error {
         what_the_usage_needs(*.usage)
     )]
     NoSuitableMemoryType {
-        /// The resource's `memoryTypeBits` (less the types the description
-        /// rules out).
+        /// The resource's `memoryTypeBits`, less the types the description
+        /// rules out; with required flags, only the usable types that have
+        /// them.
         memory_type_bits: u32,
         /// The requested usage.
         usage: Usage,

@@ -282,7 +282,9 @@ impl Allocator<AshMemoryDevice> {
     }
 
     /// The memory type a buffer made from `info` would take first with
-    /// `usage`: [`memory_type_for`](Self::memory_type_for) with the
+    /// `desc` (a [`Usage`] alone, or a whole [`AllocationDesc`] with its
+    /// required and preferred flags and the types it rules out):
+    /// [`memory_type_for_desc`](Self::memory_type_for_desc) with the
     /// buffer's `memoryTypeBits` (VMA's
     /// `vmaFindMemoryTypeIndexForBufferInfo`), to make a custom pool for
     /// such buffers. Creates the buffer and destroys it at once; with
@@ -299,16 +301,17 @@ impl Allocator<AshMemoryDevice> {
     /// [`Error::SizeExceedsMaxBuffer`] for a size past the device's
     /// `maxBufferSize`, before the buffer is made (as
     /// [`create_buffer`](Self::create_buffer) refuses it); as
-    /// [`memory_type_for`](Self::memory_type_for), and `vkCreateBuffer`
+    /// [`memory_type_for_desc`](Self::memory_type_for_desc), and `vkCreateBuffer`
     /// failures as [`Error::Device`] (or the matching variant).
     ///
     /// # Safety
     /// As [`create_buffer`](Self::create_buffer).
-    pub unsafe fn memory_type_for_buffer(
+    pub unsafe fn memory_type_for_buffer<'a>(
         &self,
         info: &vk::BufferCreateInfo<'_>,
-        usage: Usage,
+        desc: impl Into<AllocationDesc<'a>>,
     ) -> Result<u32, Error> {
+        let mut desc = desc.into();
         // The buffer below would break VUID-VkBufferCreateInfo-size-06409.
         self.check_buffer_size(info.size)?;
         let device = self.device().device();
@@ -322,16 +325,14 @@ impl Allocator<AshMemoryDevice> {
         };
         // SAFETY: a valid create info has a valid chain.
         let buffer_usage = unsafe { buffer_usage(info) };
-        let usage = if buffer_usage.contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS) {
-            usage | Usage::DEVICE_ADDRESS
-        } else {
-            usage
-        };
-        self.memory_type_for(requirements.memory_type_bits, usage)
+        if buffer_usage.contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS) {
+            desc.usage |= Usage::DEVICE_ADDRESS;
+        }
+        self.memory_type_for_desc(requirements.memory_type_bits, &desc)
     }
 
     /// The memory type an image made from `info` would take first with
-    /// `usage`, as [`memory_type_for_buffer`](Self::memory_type_for_buffer)
+    /// `desc`, as [`memory_type_for_buffer`](Self::memory_type_for_buffer)
     /// for buffers (VMA's `vmaFindMemoryTypeIndexForImageInfo`), and, as
     /// it, never a protected type, whatever `info.flags` say.
     ///
@@ -341,16 +342,17 @@ impl Allocator<AshMemoryDevice> {
     /// their own, before the image is made (reading one set of
     /// requirements for it would break
     /// VUID-vkGetImageMemoryRequirements-image-01588); as
-    /// [`memory_type_for`](Self::memory_type_for), and `vkCreateImage`
+    /// [`memory_type_for_desc`](Self::memory_type_for_desc), and `vkCreateImage`
     /// failures as [`Error::Device`] (or the matching variant).
     ///
     /// # Safety
     /// `info` is a valid `VkImageCreateInfo` for this device.
-    pub unsafe fn memory_type_for_image(
+    pub unsafe fn memory_type_for_image<'a>(
         &self,
         info: &vk::ImageCreateInfo<'_>,
-        usage: Usage,
+        desc: impl Into<AllocationDesc<'a>>,
     ) -> Result<u32, Error> {
+        let desc = desc.into();
         if info.flags.contains(vk::ImageCreateFlags::DISJOINT) {
             return Err(Error::UnsupportedResource("ImageCreateFlags::DISJOINT"));
         }
@@ -364,7 +366,7 @@ impl Allocator<AshMemoryDevice> {
             device.destroy_image(image, None);
             requirements
         };
-        self.memory_type_for(requirements.memory_type_bits, usage)
+        self.memory_type_for_desc(requirements.memory_type_bits, &desc)
     }
 
     /// The request for `image`'s memory: its requirements, its kind from

@@ -7,7 +7,7 @@
 
 use ash::vk;
 
-use super::place::{allowed_types, preferring};
+use super::place::{allowed_types, preferring, unsuitable_types};
 use super::{AllocationDesc, Allocator};
 use crate::device::MemoryDeviceExt;
 use crate::memory::Usage;
@@ -108,7 +108,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             candidates.as_slice().first().copied()
         };
         first.map(u32::from).ok_or(Error::NoSuitableMemoryType {
-            memory_type_bits: type_bits,
+            memory_type_bits: unsuitable_types(type_bits, bits, desc),
             usage: desc.usage,
         })
     }

@@ -29,7 +29,7 @@ use crate::memory::context::{Failure, MemoryContext};
 use crate::memory::deferred_log;
 use crate::memory::type_pool::{Placement, TypePool};
 use crate::Error;
-pub(super) use candidates::{allowed_types, check_placeable, preferring};
+pub(super) use candidates::{allowed_types, check_placeable, preferring, unsuitable_types};
 use candidates::{check_pool_request, with_candidates};
 pub(super) use kept_block_release::retry_after_releasing;
 use kept_block_release::{release_kept_empty_blocks, release_scope, Keep};

@@ -153,6 +153,15 @@ pub struct AllocationDesc<'a> {
     pub preferred_flags: vk::MemoryPropertyFlags,
 }
 
+/// A description with `usage` and defaults for the rest
+/// ([`AllocationDesc::new`]): where a call takes `impl Into<AllocationDesc>`,
+/// a [`Usage`] alone will do.
+impl From<Usage> for AllocationDesc<'_> {
+    fn from(usage: Usage) -> Self {
+        Self::new(usage)
+    }
+}
+
 impl<'a> AllocationDesc<'a> {
     /// A description with `usage` and defaults for the rest.
     pub const fn new(usage: Usage) -> Self {

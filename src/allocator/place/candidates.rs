@@ -307,9 +307,23 @@ fn no_candidate_error<D>(context: &MemoryContext<D>, request: &Request<'_>, bits
         Error::SizeExceedsHeaps { size, largest_heap }
     } else {
         Error::NoSuitableMemoryType {
-            memory_type_bits: request.type_bits(),
+            memory_type_bits: unsuitable_types(request.type_bits(), bits, &request.desc),
             usage,
         }
+    }
+}
+
+/// The memory types [`Error::NoSuitableMemoryType`] names for a request
+/// described by `desc` whose `memoryTypeBits`, less the types `desc` rules
+/// out, are `type_bits`, and which may take `bits` of them
+/// ([`allowed_types`]): `type_bits`, or with required flags `bits`, the
+/// usable types that have them, so that the error does not name a type
+/// that suits the usage but lacks a required flag.
+pub(crate) fn unsuitable_types(type_bits: u32, bits: u32, desc: &AllocationDesc<'_>) -> u32 {
+    if desc.required_flags.is_empty() {
+        type_bits
+    } else {
+        bits
     }
 }
 

@@ -82,14 +82,15 @@ fn required_flags_narrow_the_types() {
         })
     );
     // Required flags the usage's types lack: the usage's error, naming
-    // the types the request allowed.
+    // the types with the required flags (1, device-local, not
+    // host-visible), not those without them that would suit it (2, 3).
     assert_eq!(
         placed(
             &allocator,
             with(Usage::READBACK, DL).memory_type_bits(0b1111)
         ),
         Err(Error::NoSuitableMemoryType {
-            memory_type_bits: 0b1111,
+            memory_type_bits: 0b10,
             usage: Usage::READBACK
         })
     );
@@ -474,7 +475,7 @@ fn flags_of_types_no_request_ranks() {
     finish(plain, &device);
     let (with_protected, device) = allocator(layout.with_protected_memory(true));
     let unsuitable = Err(Error::NoSuitableMemoryType {
-        memory_type_bits: !0,
+        memory_type_bits: 1 << 5,
         usage: Usage::DEVICE_LOCAL,
     });
     assert_eq!(placed(&with_protected, desc), unsuitable);
@@ -485,7 +486,7 @@ fn flags_of_types_no_request_ranks() {
     let (allocator, device) = allocator(FakeLayout::mobile());
     let lazy = AllocationDesc::new(Usage::DEVICE_LOCAL).required_flags(LAZY);
     let unsuitable = Err(Error::NoSuitableMemoryType {
-        memory_type_bits: !0,
+        memory_type_bits: 1 << 3,
         usage: Usage::DEVICE_LOCAL,
     });
     assert_eq!(placed(&allocator, lazy), unsuitable);

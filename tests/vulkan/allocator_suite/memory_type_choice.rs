@@ -203,7 +203,8 @@ test_each_profile!(
     /// the helper makes and binds: for each memory type the buffer's
     /// requirements allow, requiring its flags lands the buffer in a type
     /// with all of them (mapped when host-visible), and so does preferring
-    /// them; flags no type has fail with `MissingRequiredFlags` and leave
+    /// them, `memory_type_for_buffer` with the description naming that
+    /// type (or giving the same error); flags no type has fail with `MissingRequiredFlags` and leave
     /// no buffer behind (the validation layer reports one left at device
     /// destruction).
     fn property_flags_choose_the_type(profile) {
@@ -225,8 +226,18 @@ test_each_profile!(
             let flags = memory.memory_types[t as usize].property_flags;
             let base = AllocationDesc::new(Usage::DEVICE_LOCAL);
             for desc in [base.required_flags(flags), base.preferred_flags(flags)] {
+                // What a custom pool for such buffers would be made of: the
+                // type the buffer takes, or the same error.
+                // SAFETY: a valid create info.
+                let named = unsafe { allocator.memory_type_for_buffer(&info, desc) };
                 // SAFETY: a valid create info; the buffer is never used.
-                match unsafe { allocator.create_buffer(&info, &desc) } {
+                let created = unsafe { allocator.create_buffer(&info, &desc) };
+                assert_eq!(
+                    named,
+                    created.as_ref().map(|(_, allocation)| allocation.memory_type()).map_err(|e| *e),
+                    "{profile}: type {t} ({flags:?})"
+                );
+                match created {
                     Ok((buffer, allocation)) => {
                         let chosen = memory.memory_types[allocation.memory_type() as usize].property_flags;
                         // Preferred AMD flags, with their feature off: the
