@@ -11,7 +11,7 @@
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::DeviceError;
-use vk_suballoc::{AllocationDesc, Error, PoolDesc, Request, ResourceKind, Usage};
+use vk_suballoc::{Allocation, AllocationDesc, Error, PoolDesc, Request, ResourceKind, Usage};
 
 use super::super::{allocator, buffer, finish, free, requirements, FakeAllocator};
 
@@ -315,6 +315,21 @@ fn usage_ranking(allocator: &FakeAllocator, usage: Usage) -> Vec<u32> {
     ranked
 }
 
+/// An upload buffer in the BAR (4) and one in type 2, on the discrete
+/// preset: each memory type then holds a block with room.
+fn bar_and_system_blocks(allocator: &FakeAllocator) -> (Allocation, Allocation) {
+    let bar = allocator
+        .allocate(&request(
+            AllocationDesc::new(Usage::UPLOAD).memory_type_bits(1 << 4),
+        ))
+        .unwrap();
+    let system = allocator
+        .allocate(&request(AllocationDesc::new(Usage::UPLOAD)))
+        .unwrap();
+    assert_eq!((bar.memory_type(), system.memory_type()), (4, 2));
+    (bar, system)
+}
+
 /// The order the fallback tests below rely on: `UPLOAD` on the discrete
 /// preset takes 2, then the cached type (3), then the BAR (4).
 #[test]
@@ -333,15 +348,7 @@ fn discrete_upload_ranking_assumed_below() {
 #[test]
 fn host_memory_fallback_keeps_required_and_preferred_flags() {
     let (allocator, device) = allocator(FakeLayout::discrete());
-    let bar = allocator
-        .allocate(&request(
-            AllocationDesc::new(Usage::UPLOAD).memory_type_bits(1 << 4),
-        ))
-        .unwrap();
-    let system = allocator
-        .allocate(&request(AllocationDesc::new(Usage::UPLOAD)))
-        .unwrap();
-    assert_eq!((bar.memory_type(), system.memory_type()), (4, 2));
+    let (bar, system) = bar_and_system_blocks(&allocator);
     let calls = device.counters().allocate_calls;
 
     // Cached memory required: type 3 alone, which needs a new block.
@@ -375,15 +382,7 @@ fn host_memory_fallback_keeps_required_and_preferred_flags() {
 #[test]
 fn existing_memory_only_keeps_required_flags() {
     let (allocator, device) = allocator(FakeLayout::discrete());
-    let bar = allocator
-        .allocate(&request(
-            AllocationDesc::new(Usage::UPLOAD).memory_type_bits(1 << 4),
-        ))
-        .unwrap();
-    let system = allocator
-        .allocate(&request(AllocationDesc::new(Usage::UPLOAD)))
-        .unwrap();
-    assert_eq!((bar.memory_type(), system.memory_type()), (4, 2));
+    let (bar, system) = bar_and_system_blocks(&allocator);
     let existing = AllocationDesc::new(Usage::UPLOAD).existing_memory_only();
     assert_eq!(
         placed(&allocator, existing.required_flags(CACHED)),

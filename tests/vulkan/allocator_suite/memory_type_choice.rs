@@ -141,13 +141,7 @@ test_each_profile!(
         let context = VulkanContext::new(profile);
         let allocator = allocator_for(&context);
         let info = buffer_info(4096);
-        // SAFETY: a valid create info; the buffer is only queried.
-        let allowed = unsafe {
-            let probe = context.device.create_buffer(&info, None).unwrap();
-            let bits = context.device.get_buffer_memory_requirements(probe).memory_type_bits;
-            context.device.destroy_buffer(probe, None);
-            bits
-        };
+        let allowed = buffer_type_bits(&context, &info);
         let types = allocator.stats().memory_types.len() as u32;
         let mut pinned = 0;
         for t in (0..types).filter(|t| allowed & (1 << t) != 0) {
@@ -212,13 +206,7 @@ test_each_profile!(
         let allocator = allocator_for(&context);
         let memory = context.memory_properties();
         let info = buffer_info(4096);
-        // SAFETY: a valid create info; the buffer is only queried.
-        let allowed = unsafe {
-            let probe = context.device.create_buffer(&info, None).unwrap();
-            let bits = context.device.get_buffer_memory_requirements(probe).memory_type_bits;
-            context.device.destroy_buffer(probe, None);
-            bits
-        };
+        let allowed = buffer_type_bits(&context, &info);
         let amd = vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD;
         let lazy = vk::MemoryPropertyFlags::LAZILY_ALLOCATED;
         let mut placed = 0;
@@ -270,3 +258,18 @@ test_each_profile!(
         assert_eq!(allocator.stats().allocations(), 0, "{profile}");
     }
 );
+
+/// The `memoryTypeBits` of a buffer made from `info` (a valid create
+/// info), read from a probe buffer destroyed at once.
+fn buffer_type_bits(context: &VulkanContext, info: &vk::BufferCreateInfo<'_>) -> u32 {
+    // SAFETY: a valid create info; the buffer is only queried.
+    unsafe {
+        let probe = context.device.create_buffer(info, None).unwrap();
+        let bits = context
+            .device
+            .get_buffer_memory_requirements(probe)
+            .memory_type_bits;
+        context.device.destroy_buffer(probe, None);
+        bits
+    }
+}
