@@ -37,6 +37,13 @@ use ash::vk;
 /// set, else a request with it fails with
 /// [`Error::DeviceAddressNotEnabled`](crate::Error::DeviceAddressNotEnabled).
 /// It restricts no memory type.
+///
+/// For a property the code relies on that no usage says (coherent memory
+/// where it never flushes, cached memory for staging it also reads), add
+/// it to the request's description:
+/// [`AllocationDesc::required_flags`](crate::AllocationDesc::required_flags)
+/// and [`preferred_flags`](crate::AllocationDesc::preferred_flags) narrow
+/// and reorder the types the usage ranks.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Usage(u32);
 
