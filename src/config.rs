@@ -274,18 +274,23 @@ pub struct Config {
     /// every allocation captures a backtrace of its call
     /// ([`std::backtrace::Backtrace::force_capture`], whatever
     /// `RUST_BACKTRACE` says), and each leak the allocator logs at its drop
-    /// (and [`destroy_pool`](crate::Allocator::destroy_pool) at a pool's)
-    /// prints it under the leaked allocation's line. A defragmentation
-    /// move's destination records the backtrace of the
+    /// (custom pools' included: [`destroy_pool`](crate::Allocator::destroy_pool)
+    /// refuses a pool that holds allocations) prints it under the leaked
+    /// allocation's line. A defragmentation move's destination records the
+    /// backtrace of the
     /// [`plan_defragmentation`](crate::Allocator::plan_defragmentation)
-    /// call that placed it; ring allocations record none (a ring is
-    /// reported as one leak). Function names need the binary's debug
-    /// symbols (`debug = "line-tables-only"` or more in the profile).
+    /// call that placed it; allocations in an upload ring record none, and
+    /// a leaked ring's line prints none (a ring is reported as one leak).
+    /// Without debug info a frame shows only the name of a function not
+    /// inlined (from the symbol table); files, lines and inlined functions
+    /// need `debug = "line-tables-only"` or more in the profile. It turns
+    /// no check on: [`check_corruption`](crate::Allocator::check_corruption)
+    /// still refuses the types without detection or debug fills.
     ///
     /// Costs, when on: a capture per allocation (an unwind of the stack,
     /// a few microseconds; symbols are resolved only when a leak is
     /// printed) and its frames kept while the allocation lives (some
-    /// hundred bytes to a few KiB), in a hash table per memory type; and
+    /// hundred bytes to a few KiB), in a hash table per pool; and
     /// every allocation and free takes the debug path of
     /// [`debug_fill`](Self::debug_fill) (out of line, with its log lines
     /// deferred). Off, the default, it costs nothing: the same bit-mask test

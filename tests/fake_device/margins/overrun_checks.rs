@@ -283,6 +283,47 @@ fn check_corruption_refuses_types_without_detection() {
     finish(allocator, &device);
 }
 
+/// `Config::allocation_backtraces` sends every memory type down the debug
+/// paths, but checks none: alone it leaves `check_corruption` and
+/// `check_pool_corruption` refusing every type, and beside detection it
+/// adds no type to those checked (device-local memory, where margins get no
+/// pattern, is still refused).
+#[test]
+fn backtraces_turn_no_corruption_checks_on() {
+    let off = |bits| {
+        Err(Error::CorruptionDetectionOff {
+            memory_type_bits: bits,
+        })
+    };
+    let traced = |config| vk_suballoc::Config {
+        allocation_backtraces: true,
+        ..config
+    };
+    let (allocator, device) = allocator_with(
+        FakeLayout::discrete(),
+        traced(vk_suballoc::Config::default()),
+    );
+    let live = [Usage::UPLOAD, Usage::DEVICE_LOCAL]
+        .map(|usage| allocator.allocate(&buffer(4096, 256, usage)).unwrap());
+    assert_eq!(allocator.check_corruption(!0), off(!0));
+    assert_eq!(allocator.check_corruption(1 << HOST), off(1 << HOST));
+    let pool = allocator.create_pool(&PoolDesc::new(HOST)).unwrap();
+    assert_eq!(allocator.check_pool_corruption(&pool), off(1 << HOST));
+    allocator.destroy_pool(pool).unwrap();
+    for a in live {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), traced(with_margin(16, true)));
+    assert_eq!(allocator.check_corruption(1 << VRAM), off(1 << VRAM));
+    let pool = allocator.create_pool(&PoolDesc::new(VRAM)).unwrap();
+    assert_eq!(allocator.check_pool_corruption(&pool), off(1 << VRAM));
+    allocator.destroy_pool(pool).unwrap();
+    assert!(allocator.check_corruption(1 << HOST).is_ok());
+    finish(allocator, &device);
+}
+
 /// A readback in non-coherent memory (mobile's type 2), read as the docs
 /// say (the GPU writes, the host invalidates, then reads and frees),
 /// reports no corruption: its margin is not checked, as the invalidate,
