@@ -27,7 +27,7 @@ use super::{Allocation, Pool, Request};
 use crate::device::MemoryDeviceExt;
 use crate::memory::context::{Failure, MemoryContext};
 use crate::memory::deferred_log;
-use crate::memory::type_pool::{Placement, TypePool};
+use crate::memory::type_pool::{backtraces, Placement, TypePool};
 use crate::Error;
 pub(super) use candidates::{allowed_types, check_placeable, preferring, unsuitable_types};
 use candidates::{check_pool_request, with_candidates};
@@ -123,7 +123,10 @@ where
         };
         let size = allocation.size;
         let context = self.context;
-        let debug = |pool: &mut TypePool<P::Memory>| pool.on_placed(context, &placement, size);
+        // Before the pool's lock: the capture takes microseconds.
+        let backtrace = backtraces::capture(context);
+        let debug =
+            |pool: &mut TypePool<P::Memory>| pool.on_placed(context, &placement, size, backtrace);
         let pools = &mut self.pools;
         let checked = panic::catch_unwind(AssertUnwindSafe(|| match allocation.custom_pool() {
             None => pools.with_pool(memory_type, debug),

@@ -502,7 +502,7 @@ fn leaks_print_where_they_were_made() {
         assert!(
             lines
                 .next()
-                .is_some_and(|l| l.contains("frames in vk-suballoc left out")),
+                .is_some_and(|l| l.contains("frames of the allocator's call left out")),
             "{line}"
         );
         let first = lines.next().unwrap_or_default();

@@ -21,7 +21,7 @@ use crate::device::MemoryDeviceExt;
 use crate::frames::Deferred;
 use crate::memory::deferred_log;
 use crate::memory::slab::SlabKey;
-use crate::memory::type_pool::TypePool;
+use crate::memory::type_pool::{backtraces, TypePool};
 use crate::memory::type_pool::{Location, MoveBudget, PoolMovable};
 use crate::memory::Usage;
 use crate::Error;
@@ -365,10 +365,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     let checked = panic::catch_unwind(AssertUnwindSafe(|| {
                         for (index, placement, _) in &pool_plan.moves {
                             let size = movables[*index].requirements.size;
+                            // Under the pool's lock, unlike an
+                            // allocation's: plans are rare.
+                            let backtrace = backtraces::capture(&self.context);
                             written_after_free.extend(pool.on_placed(
                                 &self.context,
                                 placement,
                                 size,
+                                backtrace,
                             ));
                         }
                     }));

@@ -14,17 +14,24 @@ use crate::memory::context::MemoryContext;
 /// The backtrace of each live allocation's call, by its location.
 pub(crate) type BacktraceTable = HashMap<Location, Backtrace>;
 
+/// A backtrace of the calling thread, when `context` records them
+/// (`Config::allocation_backtraces`); `None` otherwise. Taken before the
+/// allocation's pool is locked where the caller can: the capture unwinds
+/// the stack (a few microseconds) under std's process-wide backtrace lock,
+/// and symbols are resolved only when a leak is printed.
+pub(crate) fn capture<D>(context: &MemoryContext<D>) -> Option<Backtrace> {
+    context.records_backtraces().then(Backtrace::force_capture)
+}
+
 impl<M> TypePool<M> {
-    /// Records the backtrace of the call that placed the allocation at
-    /// `location`, when `context` records them.
+    /// Records `backtrace`, the call that placed the allocation at
+    /// `location` ([`capture`]), when there is one.
     ///
     /// # Time complexity
-    /// An unwind of the stack (`Backtrace::force_capture`, a few
-    /// microseconds; symbols are resolved only when printed) and an
-    /// insertion into a hash table.
-    pub(super) fn record_backtrace<D>(&mut self, context: &MemoryContext<D>, location: Location) {
-        if context.records_backtraces() {
-            self.backtraces.insert(location, Backtrace::force_capture());
+    /// An insertion into a hash table.
+    pub(super) fn record_backtrace(&mut self, location: Location, backtrace: Option<Backtrace>) {
+        if let Some(backtrace) = backtrace {
+            self.backtraces.insert(location, backtrace);
         }
     }
 
@@ -86,7 +93,7 @@ fn callers(printed: &str) -> String {
     };
     match frames.iter().rposition(ours) {
         Some(last) => format!(
-            "  ({} frames in vk-suballoc left out)\n{}",
+            "  ({} frames of the allocator's call left out)\n{}",
             last + 1,
             frames[last + 1..].concat()
         ),
@@ -112,7 +119,7 @@ mod tests {
         let printed = "   0: vk_suballoc::memory::type_pool::backtraces::record\n             at ./src/a.rs:1:1\n   1: core::ops::function::FnOnce::call_once\n   2: <vk_suballoc::allocator::place::Locked<M> as Foo>::with_pool\n             at ./src/b.rs:2:2\n   3: vk_suballoc::allocator::Allocator<D,M>::allocate\n   4: engine::load_mesh\n             at ./src/mesh.rs:10:5\n   5: main\n";
         assert_eq!(
             callers(printed),
-            "  (4 frames in vk-suballoc left out)\n   4: engine::load_mesh\n             at ./src/mesh.rs:10:5\n   5: main\n"
+            "  (4 frames of the allocator's call left out)\n   4: engine::load_mesh\n             at ./src/mesh.rs:10:5\n   5: main\n"
         );
     }
 

@@ -65,6 +65,7 @@
 //! life; `non_coherent_sync` flushes and invalidates them in non-coherent
 //! types, and `free_memory_check` checks all free memory on demand.
 
+use std::backtrace::Backtrace;
 use std::ops::Range;
 
 use super::{Location, Placement, TypePool};
@@ -224,7 +225,7 @@ impl<M> TypePool<M> {
     /// The debug work on `placement`, an allocation of `size` requested
     /// bytes just placed in a block (or dedicated memory) of a memory type
     /// with corruption detection, debug fills or backtraces, handed to
-    /// nobody yet: the backtrace of the call
+    /// nobody yet: `backtrace`, the call's, when backtraces are recorded
     /// ([`record_backtrace`](Self::record_backtrace)), the check and fill
     /// of its bytes ([`fill_placed`](Self::fill_placed)), whose line about
     /// a write after free it returns, then the pattern over its margin
@@ -236,8 +237,9 @@ impl<M> TypePool<M> {
         context: &MemoryContext<D>,
         placement: &Placement,
         size: u64,
+        backtrace: Option<Backtrace>,
     ) -> Option<String> {
-        self.record_backtrace(context, placement.location);
+        self.record_backtrace(placement.location, backtrace);
         if let Location::Dedicated(_) = placement.location {
             if context.fills(self.memory_type) {
                 self.fill_dedicated(context, placement.location, size);

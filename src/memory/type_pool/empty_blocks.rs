@@ -376,11 +376,12 @@ impl<M> TypePool<M> {
         // takes no request, and every block goes below).
         let mut panics = FirstPanic::default();
         panics.run(|| self.log_leaks());
-        // Where the dedicated allocations were made, for their lines below.
-        let made_at: Vec<String> = self
+        // Each dedicated allocation with where it was made, for its line
+        // below.
+        let dedicated: Vec<(SlabKey, String)> = self
             .dedicated
             .iter()
-            .map(|(key, _)| self.made_at(Location::Dedicated(key)))
+            .map(|(key, _)| (key, self.made_at(Location::Dedicated(key))))
             .collect();
         self.forget_backtraces();
         self.runs.clear();
@@ -392,8 +393,12 @@ impl<M> TypePool<M> {
             panics.run(|| self.release_unlinked(context, key));
         }
         let pool = self.pool_label();
-        let drained: Vec<DedicatedMemory<M>> = self.dedicated.drain().collect();
-        for (dedicated, made_at) in drained.into_iter().zip(made_at) {
+        let drained: Vec<(DedicatedMemory<M>, String)> = dedicated
+            .into_iter()
+            .filter_map(|(key, made_at)| Some((self.dedicated.remove(key)?, made_at)))
+            .collect();
+        debug_assert!(self.dedicated.iter().next().is_none());
+        for (dedicated, made_at) in drained {
             panics.run(|| {
                 log::warn!(
                     "vk-suballoc: leaked dedicated allocation {:?}: {} bytes{pool} (memory type {}){made_at}",

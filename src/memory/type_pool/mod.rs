@@ -62,7 +62,7 @@ use crate::device::{DedicatedTarget, MemoryDeviceExt};
 use crate::Error;
 
 mod allocate;
-mod backtraces;
+pub(crate) mod backtraces;
 mod corruption;
 pub(crate) mod debug_fill;
 mod dedicated;
