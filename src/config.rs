@@ -276,10 +276,10 @@ pub struct Config {
     /// `RUST_BACKTRACE` says), and each leak the allocator logs at its drop
     /// (custom pools' included: [`destroy_pool`](crate::Allocator::destroy_pool)
     /// refuses a pool that holds allocations) prints it under the leaked
-    /// allocation's line. A defragmentation move's destination records the
-    /// backtrace of the
-    /// [`plan_defragmentation`](crate::Allocator::plan_defragmentation)
-    /// call that placed it; allocations in an upload ring record none, and
+    /// allocation's line. A defragmentation move's destination keeps the
+    /// backtrace of the allocation it replaces (where that was first made,
+    /// not the [`plan_defragmentation`](crate::Allocator::plan_defragmentation)
+    /// call that placed it); allocations in an upload ring record none, and
     /// a leaked ring's line prints none (a ring is reported as one leak).
     /// Without debug info a frame shows only the name of a function not
     /// inlined (from the symbol table); files, lines and inlined functions

@@ -528,3 +528,69 @@ fn leaks_print_where_they_were_made() {
     );
     drop((leaked, untraced));
 }
+
+/// A defragmentation move's destination keeps the backtrace of the
+/// allocation it replaces: a leak of a moved allocation says where it was
+/// first made, not where the plan was made.
+#[test]
+fn moved_allocations_keep_where_they_were_made() {
+    use vk_suballoc::{DefragmentationLimits, Movable, ResourceKind};
+    record_thread_lines();
+    let config = vk_suballoc::Config {
+        allocation_backtraces: true,
+        ..super::without_runs()
+    };
+    let (allocator, device) = super::allocator_with(FakeLayout::discrete(), config);
+    let mut live = allocations_made_before_the_plan(&allocator);
+    let movables: Vec<Movable<'_>> = live
+        .iter()
+        .map(|a| Movable::new(a, super::requirements(a.size(), 256), ResourceKind::Buffer))
+        .collect();
+    let plan = allocator
+        .plan_defragmentation(&movables, &DefragmentationLimits::default())
+        .unwrap();
+    drop(movables);
+    assert!(!plan.moves.is_empty());
+    let moved = plan.moves.len();
+    for planned in plan.moves {
+        let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+        // SAFETY: the fake device runs no GPU work.
+        unsafe { allocator.free(old) }.unwrap();
+    }
+    finish(allocator, &device);
+    let leaks: Vec<String> = take_thread_warnings()
+        .into_iter()
+        .filter(|line| line.contains("\"defragmented\""))
+        .collect();
+    assert_eq!(leaks.len(), live.len(), "{leaks:#?}");
+    for line in &leaks {
+        assert!(line.contains("allocations_made_before_the_plan"), "{line}");
+    }
+    assert!(moved > 0 && moved < live.len());
+    drop(live);
+}
+
+/// Two blocks of 1 MiB buffers named "defragmented" with holes in the
+/// first (`defragment::two_fragmented_blocks`'s shape): the second
+/// block's buffers fit in the holes.
+fn allocations_made_before_the_plan(
+    allocator: &super::FakeAllocator,
+) -> Vec<vk_suballoc::Allocation> {
+    let all: Vec<_> = (0..64)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL).name("defragmented"))
+                .unwrap()
+        })
+        .collect();
+    let mut live = Vec::new();
+    for (i, allocation) in all.into_iter().enumerate() {
+        if (i < 32 && i % 2 == 0) || i >= 56 {
+            live.push(allocation);
+        } else {
+            // SAFETY: the fake device runs no GPU work.
+            unsafe { allocator.free(allocation) }.unwrap();
+        }
+    }
+    live
+}

@@ -365,9 +365,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                     let checked = panic::catch_unwind(AssertUnwindSafe(|| {
                         for (index, placement, _) in &pool_plan.moves {
                             let size = movables[*index].requirements.size;
-                            // Under the pool's lock, unlike an
-                            // allocation's: plans are rare.
-                            let backtrace = backtraces::capture(&self.context);
+                            // The moved allocation's own, so that its
+                            // leak says where it was first made; else
+                            // this call's, under the pool's lock, unlike
+                            // an allocation's (plans are rare).
+                            let source = movables[*index].allocation.location;
+                            let backtrace = pool
+                                .backtrace_of(source)
+                                .or_else(|| backtraces::capture(&self.context));
                             written_after_free.extend(pool.on_placed(
                                 &self.context,
                                 placement,

@@ -7,20 +7,24 @@
 
 use std::backtrace::Backtrace;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::{Location, TypePool};
 use crate::memory::context::MemoryContext;
 
-/// The backtrace of each live allocation's call, by its location.
-pub(crate) type BacktraceTable = HashMap<Location, Backtrace>;
+/// The backtrace of each live allocation's call, by its location; shared
+/// with the destination of a defragmentation move while both live.
+pub(crate) type BacktraceTable = HashMap<Location, Arc<Backtrace>>;
 
 /// A backtrace of the calling thread, when `context` records them
 /// (`Config::allocation_backtraces`); `None` otherwise. Taken before the
 /// allocation's pool is locked where the caller can: the capture unwinds
 /// the stack (a few microseconds) under std's process-wide backtrace lock,
 /// and symbols are resolved only when a leak is printed.
-pub(crate) fn capture<D>(context: &MemoryContext<D>) -> Option<Backtrace> {
-    context.records_backtraces().then(Backtrace::force_capture)
+pub(crate) fn capture<D>(context: &MemoryContext<D>) -> Option<Arc<Backtrace>> {
+    context
+        .records_backtraces()
+        .then(|| Arc::new(Backtrace::force_capture()))
 }
 
 impl<M> TypePool<M> {
@@ -29,10 +33,21 @@ impl<M> TypePool<M> {
     ///
     /// # Time complexity
     /// An insertion into a hash table.
-    pub(super) fn record_backtrace(&mut self, location: Location, backtrace: Option<Backtrace>) {
+    pub(super) fn record_backtrace(
+        &mut self,
+        location: Location,
+        backtrace: Option<Arc<Backtrace>>,
+    ) {
         if let Some(backtrace) = backtrace {
             self.backtraces.insert(location, backtrace);
         }
+    }
+
+    /// The backtrace recorded for the live allocation at `location`, if
+    /// any: a defragmentation move's destination takes its source's, so
+    /// that a moved allocation's leak says where it was first made.
+    pub(crate) fn backtrace_of(&self, location: Location) -> Option<Arc<Backtrace>> {
+        self.backtraces.get(&location).cloned()
     }
 
     /// Drops the backtrace of the allocation at `location`, being freed.

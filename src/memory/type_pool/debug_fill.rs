@@ -67,6 +67,7 @@
 
 use std::backtrace::Backtrace;
 use std::ops::Range;
+use std::sync::Arc;
 
 use super::{Location, Placement, TypePool};
 use crate::device::MemoryDeviceExt;
@@ -237,7 +238,7 @@ impl<M> TypePool<M> {
         context: &MemoryContext<D>,
         placement: &Placement,
         size: u64,
-        backtrace: Option<Backtrace>,
+        backtrace: Option<Arc<Backtrace>>,
     ) -> Option<String> {
         self.record_backtrace(placement.location, backtrace);
         if let Location::Dedicated(_) = placement.location {
