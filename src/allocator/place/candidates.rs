@@ -18,11 +18,11 @@
 //! allocation path runs the same ones before it places each. Apart from
 //! the walk over memory types because both use them.
 
+use ash::vk;
+
 use super::request_checks::check_request;
 use super::{custom_pool_placement, pool_request};
 use crate::allocator::pool::{pool_type_serves, type_bit};
-use ash::vk;
-
 use crate::allocator::{AllocationDesc, Pool, Request};
 use crate::memory::context::MemoryContext;
 use crate::memory::memory_type_choice::{rank_memory_types, Candidates};
