@@ -12,9 +12,10 @@ use std::sync::Arc;
 
 use ash::vk;
 
+use super::place::allowed_types;
 use super::{lock, Allocator, Request};
 use crate::device::MemoryDeviceExt;
-use crate::frames::upload_ring::{ChunkSpec, RingChunk, RingState, RING_FRAMES};
+use crate::frames::upload_ring::{ChunkSpec, RingChunk, RingMemory, RingState, RING_FRAMES};
 use crate::frames::{Deferred, UploadRing, UploadRingDesc};
 use crate::memory::{ResourceKind, Usage};
 use crate::offset::{LinearAllocator, OffsetError};
@@ -66,6 +67,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// not need host-visible memory
     /// ([`Usage::needs_host_access`](crate::Usage::needs_host_access)): neither
     /// `UPLOAD` nor `READBACK`, or `UPLOAD` with `ALLOW_TRANSFER_INSTEAD`;
+    /// [`Error::MissingRequiredFlags`] when no memory type the allocator
+    /// may use has every flag of `desc.required_flags`;
     /// [`Error::DeviceAddressNotEnabled`] for `SHADER_DEVICE_ADDRESS` without
     /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)
     /// (nothing is created after any of these);
@@ -106,7 +109,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// the order both calls document: the size, an empty buffer usage, a
     /// usage the host cannot reach, (for the safe call, `core_usage_only`)
     /// a buffer usage beyond core Vulkan 1.0's and `SHADER_DEVICE_ADDRESS`,
-    /// and device addresses without buffer device address. The new checks
+    /// required flags no memory type has, and device addresses without
+    /// buffer device address. The new checks
     /// come after the older ones, so a description those refused gets the
     /// same error as before.
     fn check_ring_desc(
@@ -137,8 +141,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             ));
         }
         // Before the first chunk's buffer is made, as the allocation of its
-        // memory would refuse it.
-        self.context.check_device_address(ring_memory_usage(desc))
+        // memory would refuse them: no memory type with the required flags
+        // (the buffer's `memoryTypeBits` may narrow them more), device
+        // addresses without buffer device address.
+        let memory = ring_memory(desc);
+        allowed_types(&self.context, u32::MAX, &memory.desc()).map(|_| ())
     }
 
     /// Makes the ring `desc` describes, once [`check_ring_desc`](Self::check_ring_desc)
@@ -151,7 +158,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// As [`create_upload_ring_unchecked`](Self::create_upload_ring_unchecked).
     unsafe fn create_ring(&self, desc: &UploadRingDesc<'_>) -> Result<UploadRing, Error> {
         let mut state = RingState {
-            usage: ring_memory_usage(desc),
+            memory: ring_memory(desc),
             buffer_usage: desc.buffer_usage,
             chunk_size: desc.size,
             grow: desc.grow,
@@ -172,15 +179,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     }
 
     /// The largest heap of the usable memory types that suit a ring of
-    /// `usage` (those the host sees: `create_upload_ring` refuses any other
-    /// usage), or of every heap should none suit it. The buffer's memory
-    /// type bits are not known before it is made: any of these may be
-    /// allowed.
-    fn largest_ring_heap(&self, usage: Usage) -> Option<u64> {
+    /// `memory`'s usage (those the host sees: `create_upload_ring` refuses
+    /// any other usage) and have its required flags, or of every heap
+    /// should none suit it. The buffer's memory type bits are not known
+    /// before it is made: any of these may be allowed.
+    fn largest_ring_heap(&self, memory: RingMemory) -> Option<u64> {
         let context = &self.context;
         // The ranking keeps the types the device may not use (AMD's
         // device-coherent ones without the feature): `admits` filters them.
-        let largest = context.largest_ranked_heap(usage, context.usable_types());
+        let types = context.usable_types() & context.types_with(memory.required_flags);
+        let largest = context.largest_ranked_heap(memory.usage, types);
         largest.or_else(|| {
             let heaps = &context.properties.device.memory_heaps;
             heaps.iter().map(|h| h.size).max()
@@ -215,7 +223,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // Past what a linear allocator manages (2^48 bytes) is past every
         // heap there is: said as the allocation path says it, not as a
         // shortage that freeing could cure.
-        let largest_heap = self.largest_ring_heap(ring.usage);
+        let largest_heap = self.largest_ring_heap(ring.memory);
         let linear = LinearAllocator::new(size, RING_FRAMES).map_err(|error| match error {
             OffsetError::CapacityTooLarge { max, .. } => {
                 self.too_large_for_a_ring(largest_heap, size, max)
@@ -249,7 +257,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let (buffer, requirements, driver_dedicated) =
             unsafe { self.context.device.create_buffer(size, ring.buffer_usage) }?;
         // Chunks share blocks unless the driver requires dedicated memory.
-        let request = Request::new(requirements, ring.usage, ResourceKind::Buffer)
+        let request = Request::with_desc(requirements, ResourceKind::Buffer, ring.memory.desc())
             .dedicated(DedicatedPolicy::Never)
             .driver_dedicated(driver_dedicated);
         // SAFETY: the buffer was just made, not sparse, with these
@@ -362,17 +370,23 @@ const CORE_BUFFER_USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::from_raw(
         | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS.as_raw(),
 );
 
-/// The memory usage of a ring's chunks: `desc.usage`, with
+/// How a ring's chunks choose their memory: `desc.usage`, with
 /// [`Usage::DEVICE_ADDRESS`] when its buffers take their address, whose
 /// memory must be allocated for it
-/// (VUID-vkBindBufferMemory-bufferDeviceAddress-03339).
-fn ring_memory_usage(desc: &UploadRingDesc<'_>) -> Usage {
-    if desc
+/// (VUID-vkBindBufferMemory-bufferDeviceAddress-03339), and its required
+/// and preferred flags.
+fn ring_memory(desc: &UploadRingDesc<'_>) -> RingMemory {
+    let usage = if desc
         .buffer_usage
         .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
     {
         desc.usage | Usage::DEVICE_ADDRESS
     } else {
         desc.usage
+    };
+    RingMemory {
+        usage,
+        required_flags: desc.required_flags,
+        preferred_flags: desc.preferred_flags,
     }
 }

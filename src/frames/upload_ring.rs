@@ -94,6 +94,20 @@ pub struct UploadRingDesc<'a> {
     /// (`VK_EXT_debug_utils`) stays the block's; only a chunk the driver
     /// requires dedicated memory for has it as its memory's debug name.
     pub name: Option<&'a str>,
+    /// Property flags the chunks' memory type must have, besides what
+    /// `usage` requires (as
+    /// [`AllocationDesc::required_flags`](crate::AllocationDesc::required_flags)):
+    /// `HOST_COHERENT` for a ring never flushed, `DEVICE_LOCAL` for one
+    /// that must be read from VRAM (ReBAR, the BAR) or not be made. A
+    /// ring no memory type with them can hold is refused with
+    /// [`Error::MissingRequiredFlags`]
+    /// before its buffer is made. Empty by default.
+    pub required_flags: vk::MemoryPropertyFlags,
+    /// Property flags the chunks' memory type should have (as
+    /// [`AllocationDesc::preferred_flags`](crate::AllocationDesc::preferred_flags)):
+    /// the types with more of them come first, `usage` ordering those with
+    /// as many. Empty by default.
+    pub preferred_flags: vk::MemoryPropertyFlags,
 }
 
 impl Default for UploadRingDesc<'_> {
@@ -108,6 +122,8 @@ impl Default for UploadRingDesc<'_> {
                 | vk::BufferUsageFlags::INDEX_BUFFER,
             grow: false,
             name: None,
+            required_flags: vk::MemoryPropertyFlags::empty(),
+            preferred_flags: vk::MemoryPropertyFlags::empty(),
         }
     }
 }
@@ -380,10 +396,32 @@ impl RingChunk {
     }
 }
 
+/// How a ring's chunks choose their memory type, from its description.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RingMemory {
+    /// `UploadRingDesc::usage`, with `DEVICE_ADDRESS` for a buffer usage
+    /// with `SHADER_DEVICE_ADDRESS`.
+    pub(crate) usage: Usage,
+    /// `UploadRingDesc::required_flags`.
+    pub(crate) required_flags: vk::MemoryPropertyFlags,
+    /// `UploadRingDesc::preferred_flags`.
+    pub(crate) preferred_flags: vk::MemoryPropertyFlags,
+}
+
+impl RingMemory {
+    /// The description a chunk's allocation is made with (its name
+    /// aside).
+    pub(crate) fn desc(self) -> crate::AllocationDesc<'static> {
+        crate::AllocationDesc::new(self.usage)
+            .required_flags(self.required_flags)
+            .preferred_flags(self.preferred_flags)
+    }
+}
+
 /// A ring's chunks.
 #[derive(Debug)]
 pub(crate) struct RingState {
-    pub(crate) usage: Usage,
+    pub(crate) memory: RingMemory,
     pub(crate) buffer_usage: vk::BufferUsageFlags,
     pub(crate) chunk_size: u64,
     pub(crate) grow: bool,
@@ -394,7 +432,7 @@ pub(crate) struct RingState {
 /// What a ring's chunks are made from, read from its [`RingState`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ChunkSpec<'a> {
-    pub(crate) usage: Usage,
+    pub(crate) memory: RingMemory,
     pub(crate) buffer_usage: vk::BufferUsageFlags,
     pub(crate) name: Option<&'a str>,
 }
@@ -404,7 +442,7 @@ pub(crate) struct ChunkSpec<'a> {
 /// is released.
 #[derive(Debug)]
 pub(crate) struct OwnedChunkSpec {
-    usage: Usage,
+    memory: RingMemory,
     buffer_usage: vk::BufferUsageFlags,
     name: Option<Box<str>>,
     pub(crate) chunk_size: u64,
@@ -413,7 +451,7 @@ pub(crate) struct OwnedChunkSpec {
 impl OwnedChunkSpec {
     pub(crate) fn borrow(&self) -> ChunkSpec<'_> {
         ChunkSpec {
-            usage: self.usage,
+            memory: self.memory,
             buffer_usage: self.buffer_usage,
             name: self.name.as_deref(),
         }
@@ -424,7 +462,7 @@ impl RingState {
     /// What its chunks are made from.
     pub(crate) fn chunk_spec(&self) -> ChunkSpec<'_> {
         ChunkSpec {
-            usage: self.usage,
+            memory: self.memory,
             buffer_usage: self.buffer_usage,
             name: self.name.as_deref(),
         }
@@ -433,7 +471,7 @@ impl RingState {
     /// What its chunks are made from, copied out.
     pub(crate) fn chunk_spec_owned(&self) -> OwnedChunkSpec {
         OwnedChunkSpec {
-            usage: self.usage,
+            memory: self.memory,
             buffer_usage: self.buffer_usage,
             name: self.name.clone(),
             chunk_size: self.chunk_size,

@@ -28,6 +28,7 @@ impl ForeignSide {
             buffer_usage: vk::BufferUsageFlags::TRANSFER_SRC,
             grow: false,
             name: None,
+            ..UploadRingDesc::default()
         };
         let ring = allocator.create_upload_ring(&desc).ok().and_then(|ring| {
             let allocation = allocator.ring_allocate(ring, 64, 16).ok()?;

@@ -173,6 +173,7 @@ impl Walk {
             buffer_usage,
             grow,
             name: grow.then_some("fuzz-ring"),
+            ..UploadRingDesc::default()
         };
         let before = tally(&self.allocator.stats());
         let objects = self.device.live_allocations().len();

@@ -126,6 +126,7 @@ impl Walk {
             buffer_usage: buffer_usages[self.rng.below(buffer_usages.len() as u64) as usize],
             grow: self.rng.below(2) == 0,
             name: (self.rng.below(2) == 0).then_some("walk-ring"),
+            ..UploadRingDesc::default()
         };
         let unchecked = self.rng.below(2) == 0;
         // The refusals before anything is made, in their documented order.

@@ -1,8 +1,9 @@
 //! Creating an upload ring: the descriptions refused (memory the host cannot
-//! see, an empty buffer usage or an extension's, device addresses without
-//! buffer device address, a size past every heap or past one memory object),
-//! in the documented order and with nothing left behind, and the buffer
-//! usages a ring takes.
+//! see, an empty buffer usage or an extension's, required flags no memory
+//! type has, device addresses without buffer device address, a size past
+//! every heap or past one memory object), in the documented order and with
+//! nothing left behind, the buffer usages a ring takes, and the memory
+//! types its required and preferred flags give its chunks.
 
 use ash::vk;
 use gpu_alloc_types::MemoryHeap;
@@ -190,8 +191,9 @@ fn a_ring_s_buffer_usage_is_checked_after_its_size_and_usage() {
 /// `create_upload_ring`'s (its own check between the usage and buffer
 /// device address), on descriptions that fail several checks at once:
 /// a size of 0 first, then an empty buffer usage, then a usage the host
-/// cannot reach, then (safe call) an extension's bit, then
-/// `SHADER_DEVICE_ADDRESS` without buffer device address.
+/// cannot reach, then (safe call) an extension's bit, then required flags
+/// no memory type has, then `SHADER_DEVICE_ADDRESS` without buffer device
+/// address.
 #[test]
 fn a_ring_s_refusals_come_in_the_documented_order() {
     let extension = vk::BufferUsageFlags::RESOURCE_DESCRIPTOR_BUFFER_EXT;
@@ -208,6 +210,11 @@ fn a_ring_s_refusals_come_in_the_documented_order() {
     };
     let host = UploadRingDesc::default().usage;
     let empty = vk::BufferUsageFlags::empty();
+    let nowhere = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::LAZILY_ALLOCATED;
+    let missing = Error::MissingRequiredFlags {
+        memory_type_bits: 0b1111,
+        required: nowhere,
+    };
     let unseen = Usage::DEVICE_LOCAL;
     // (description, the safe call's error, the unchecked call's)
     for (desc, safe, unchecked) in [
@@ -226,6 +233,15 @@ fn a_ring_s_refusals_come_in_the_documented_order() {
                  extension's usage",
             ),
             no_address,
+        ),
+        // Required flags no type has, before device addresses.
+        (
+            UploadRingDesc {
+                required_flags: nowhere,
+                ..desc(4096, host, address)
+            },
+            missing,
+            missing,
         ),
     ] {
         assert_eq!(
@@ -494,4 +510,93 @@ pub(super) fn a_growing_ring_refuses(
     );
     assert_eq!(allocator.stats(), before);
     allocator.destroy_upload_ring(ring).unwrap();
+}
+
+/// A ring's required and preferred flags choose its chunks' memory type as
+/// an allocation's do: on the discrete layout (2 HV|HC, 3 HV|HC|cached, 4
+/// the BAR), a staging ring goes to 2, preferring cached memory to 3, and
+/// requiring device-local memory to the BAR; a growing ring's later chunks
+/// keep to them. Flags no type has refuse the ring before its buffer is
+/// made; with the BAR's heap full, a ring that requires it fails rather
+/// than land in system memory, and one that prefers it lands there.
+#[test]
+fn a_ring_s_memory_flags_choose_its_memory_type() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let cached = vk::MemoryPropertyFlags::HOST_CACHED;
+    let device_local = vk::MemoryPropertyFlags::DEVICE_LOCAL;
+    let staging = UploadRingDesc {
+        size: 64 << 10,
+        usage: Usage::UPLOAD,
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    for (desc, expected) in [
+        (staging, 2),
+        (
+            UploadRingDesc {
+                preferred_flags: cached,
+                ..staging
+            },
+            3,
+        ),
+        (
+            UploadRingDesc {
+                required_flags: device_local,
+                ..staging
+            },
+            4,
+        ),
+    ] {
+        let ring = allocator.create_upload_ring(&desc).unwrap();
+        // The first chunk, then a second one the ring grows.
+        for _ in 0..2 {
+            let allocation = allocator.ring_allocate(ring, 48 << 10, 256).unwrap();
+            assert_eq!(type_of(&device, &allocation), Some(expected), "{desc:?}");
+        }
+        allocator.destroy_upload_ring(ring).unwrap();
+    }
+    let lazy = vk::MemoryPropertyFlags::LAZILY_ALLOCATED;
+    let nowhere = UploadRingDesc {
+        required_flags: lazy,
+        ..staging
+    };
+    assert_eq!(
+        allocator.create_upload_ring(&nowhere).map(|_| ()),
+        Err(Error::MissingRequiredFlags {
+            memory_type_bits: 0b1_1111,
+            required: lazy
+        })
+    );
+    finish_after_frame(allocator, &device);
+
+    // A new allocator, whose BAR holds no block the rings above left.
+    let (allocator, device) = super::super::allocator(FakeLayout::discrete());
+    device.cap_heap(2, 0);
+    let in_vram = UploadRingDesc {
+        required_flags: device_local,
+        ..staging
+    };
+    assert_eq!(
+        allocator.create_upload_ring(&in_vram).map(|_| ()),
+        Err(Error::OutOfDeviceMemory)
+    );
+    assert_eq!(device.live_resources(), 0, "the buffer is destroyed");
+    let anywhere = UploadRingDesc {
+        preferred_flags: device_local,
+        ..staging
+    };
+    let ring = allocator.create_upload_ring(&anywhere).unwrap();
+    let allocation = allocator.ring_allocate(ring, 256, 256).unwrap();
+    assert_eq!(type_of(&device, &allocation), Some(2));
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
+}
+
+/// The memory type of the fake memory object `allocation` lies in.
+fn type_of(device: &FakeDevice, allocation: &vk_suballoc::RingAllocation) -> Option<u32> {
+    device
+        .live_allocations()
+        .iter()
+        .find(|a| a.memory == allocation.memory())
+        .map(|a| a.memory_type)
 }
