@@ -328,8 +328,8 @@ fn config(setup: &Setup, layout: &FakeLayout) -> Config {
         debug_fill: (setup.margin >= 128 || setup.toggle_budget & 8 != 0)
             && (1..=64).contains(&heap_mib(setup)),
         heap_size_limits: heap_size_limits(setup, layout),
-        // One setup in four: a capture per allocation halved the
-        // executions per second when every other setup had it.
+        // One setup in four: a capture per allocation (microseconds, more
+        // under ASan) slows the inputs that have it.
         allocation_backtraces: setup.toggle_budget & 128 != 0 && setup.atom & 2 != 0,
     }
 }
