@@ -13,9 +13,9 @@ use std::sync::Arc;
 use ash::vk;
 
 use super::place::allowed_types;
-use super::{lock, Allocator, Request};
+use super::{lock, AllocationDesc, Allocator, Request};
 use crate::device::MemoryDeviceExt;
-use crate::frames::upload_ring::{ChunkSpec, RingChunk, RingMemory, RingState, RING_FRAMES};
+use crate::frames::upload_ring::{ChunkSpec, RingChunk, RingState, RING_FRAMES};
 use crate::frames::{Deferred, UploadRing, UploadRingDesc};
 use crate::memory::{ResourceKind, Usage};
 use crate::offset::{LinearAllocator, OffsetError};
@@ -144,8 +144,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // memory would refuse them: no memory type with the required flags
         // (the buffer's `memoryTypeBits` may narrow them more), device
         // addresses without buffer device address.
-        let memory = ring_memory(desc);
-        allowed_types(&self.context, u32::MAX, &memory.desc()).map(|_| ())
+        allowed_types(&self.context, u32::MAX, &ring_memory(desc)).map(|_| ())
     }
 
     /// Makes the ring `desc` describes, once [`check_ring_desc`](Self::check_ring_desc)
@@ -178,12 +177,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         })
     }
 
-    /// The largest heap of the usable memory types that suit a ring of
-    /// `memory`'s usage (those the host sees: `create_upload_ring` refuses
-    /// any other usage) and have its required flags, or of every heap
-    /// should none suit it. The buffer's memory type bits are not known
-    /// before it is made: any of these may be allowed.
-    fn largest_ring_heap(&self, memory: RingMemory) -> Option<u64> {
+    /// The largest heap of the usable memory types that suit the usage of
+    /// a ring whose chunks ask for `memory` ([`ring_memory`]) (types the
+    /// host sees: `create_upload_ring` refuses any other usage) and have
+    /// its required flags, or of every heap should none suit it. The
+    /// buffer's memory type bits are not known before it is made: any of
+    /// these may be allowed.
+    fn largest_ring_heap(&self, memory: &AllocationDesc<'_>) -> Option<u64> {
         let context = &self.context;
         // The ranking keeps the types the device may not use (AMD's
         // device-coherent ones without the feature): `admits` filters them.
@@ -223,7 +223,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // Past what a linear allocator manages (2^48 bytes) is past every
         // heap there is: said as the allocation path says it, not as a
         // shortage that freeing could cure.
-        let largest_heap = self.largest_ring_heap(ring.memory);
+        let largest_heap = self.largest_ring_heap(&ring.memory);
         let linear = LinearAllocator::new(size, RING_FRAMES).map_err(|error| match error {
             OffsetError::CapacityTooLarge { max, .. } => {
                 self.too_large_for_a_ring(largest_heap, size, max)
@@ -257,7 +257,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let (buffer, requirements, driver_dedicated) =
             unsafe { self.context.device.create_buffer(size, ring.buffer_usage) }?;
         // Chunks share blocks unless the driver requires dedicated memory.
-        let request = Request::with_desc(requirements, ResourceKind::Buffer, ring.memory.desc())
+        let request = Request::with_desc(requirements, ResourceKind::Buffer, ring.memory)
             .dedicated(DedicatedPolicy::Never)
             .driver_dedicated(driver_dedicated);
         // SAFETY: the buffer was just made, not sparse, with these
@@ -370,12 +370,12 @@ const CORE_BUFFER_USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::from_raw(
         | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS.as_raw(),
 );
 
-/// How a ring's chunks choose their memory: `desc.usage`, with
-/// [`Usage::DEVICE_ADDRESS`] when its buffers take their address, whose
-/// memory must be allocated for it
+/// The description of a ring's chunks' allocations (their name apart):
+/// `desc.usage`, with [`Usage::DEVICE_ADDRESS`] when its buffers take their
+/// address, whose memory must be allocated for it
 /// (VUID-vkBindBufferMemory-bufferDeviceAddress-03339), and its required
 /// and preferred flags.
-fn ring_memory(desc: &UploadRingDesc<'_>) -> RingMemory {
+fn ring_memory(desc: &UploadRingDesc<'_>) -> AllocationDesc<'static> {
     let usage = if desc
         .buffer_usage
         .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
@@ -384,9 +384,7 @@ fn ring_memory(desc: &UploadRingDesc<'_>) -> RingMemory {
     } else {
         desc.usage
     };
-    RingMemory {
-        usage,
-        required_flags: desc.required_flags,
-        preferred_flags: desc.preferred_flags,
-    }
+    AllocationDesc::new(usage)
+        .required_flags(desc.required_flags)
+        .preferred_flags(desc.preferred_flags)
 }

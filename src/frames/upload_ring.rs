@@ -24,7 +24,7 @@ use crate::memory::mapping::MappedPtr;
 use crate::memory::slab::SlabKey;
 use crate::memory::Usage;
 use crate::offset::{LinearAllocation, LinearAllocator, OffsetError};
-use crate::{Allocation, Error};
+use crate::{Allocation, AllocationDesc, Error};
 
 mod write_pins;
 
@@ -396,32 +396,13 @@ impl RingChunk {
     }
 }
 
-/// How a ring's chunks choose their memory type, from its description.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct RingMemory {
-    /// `UploadRingDesc::usage`, with `DEVICE_ADDRESS` for a buffer usage
-    /// with `SHADER_DEVICE_ADDRESS`.
-    pub(crate) usage: Usage,
-    /// `UploadRingDesc::required_flags`.
-    pub(crate) required_flags: vk::MemoryPropertyFlags,
-    /// `UploadRingDesc::preferred_flags`.
-    pub(crate) preferred_flags: vk::MemoryPropertyFlags,
-}
-
-impl RingMemory {
-    /// The description a chunk's allocation is made with (its name
-    /// aside).
-    pub(crate) fn desc(self) -> crate::AllocationDesc<'static> {
-        crate::AllocationDesc::new(self.usage)
-            .required_flags(self.required_flags)
-            .preferred_flags(self.preferred_flags)
-    }
-}
-
 /// A ring's chunks.
 #[derive(Debug)]
 pub(crate) struct RingState {
-    pub(crate) memory: RingMemory,
+    /// What its chunks' allocations ask for: its usage (with
+    /// `DEVICE_ADDRESS` for a buffer usage with `SHADER_DEVICE_ADDRESS`)
+    /// and its required and preferred flags; the name apart.
+    pub(crate) memory: AllocationDesc<'static>,
     pub(crate) buffer_usage: vk::BufferUsageFlags,
     pub(crate) chunk_size: u64,
     pub(crate) grow: bool,
@@ -432,7 +413,7 @@ pub(crate) struct RingState {
 /// What a ring's chunks are made from, read from its [`RingState`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ChunkSpec<'a> {
-    pub(crate) memory: RingMemory,
+    pub(crate) memory: AllocationDesc<'static>,
     pub(crate) buffer_usage: vk::BufferUsageFlags,
     pub(crate) name: Option<&'a str>,
 }
@@ -442,7 +423,7 @@ pub(crate) struct ChunkSpec<'a> {
 /// is released.
 #[derive(Debug)]
 pub(crate) struct OwnedChunkSpec {
-    memory: RingMemory,
+    memory: AllocationDesc<'static>,
     buffer_usage: vk::BufferUsageFlags,
     name: Option<Box<str>>,
     pub(crate) chunk_size: u64,
