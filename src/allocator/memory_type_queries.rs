@@ -97,16 +97,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ) -> Result<u32, Error> {
         let type_bits = memory_type_bits & !desc.excluded_memory_types;
         let bits = allowed_types(&self.context, type_bits, desc)?;
-        let ranks = self.context.ranks();
-        let ranked = ranks.ranked(desc.usage);
+        let ranked = self.context.ranked_types(desc.usage);
         // Size 1, the least a request has: the types of a heap of 0 bytes
         // take no request (`RankTable::admits`), so they are not named.
-        let first = if desc.preferred_flags.is_empty() {
-            ranked.iter().find(|&&t| ranks.admits(t, bits, 1)).copied()
-        } else {
-            let candidates = preferring(&self.context, ranked, bits, 1, desc.preferred_flags);
-            candidates.as_slice().first().copied()
-        };
+        // Without preferred flags the order is the ranking's.
+        let candidates = preferring(&self.context, ranked, bits, 1, desc.preferred_flags);
+        let first = candidates.as_slice().first().copied();
         first.map(u32::from).ok_or(Error::NoSuitableMemoryType {
             memory_type_bits: unsuitable_types(type_bits, bits, desc),
             usage: desc.usage,

@@ -248,12 +248,13 @@ fn with_required_flags<D>(
     }
 }
 
-/// The memory types of `ranked` (a usage's ranking from its first type
-/// that admits the request) that admit a request of `size` bytes allowed
-/// in `bits`, those missing fewer flags of `preferred` first; types
-/// missing as many keep their rank, and AMD's device-coherent types
+/// The memory types of `ranked` (a usage's ranking, or its tail from the
+/// first type that admits the request) that admit a request of `size`
+/// bytes allowed in `bits`, those missing fewer flags of `preferred` first;
+/// types missing as many keep their rank, and AMD's device-coherent types
 /// ([`RankTable::is_last_resort`](crate::memory::memory_type_choice::RankTable::is_last_resort))
-/// stay after all others.
+/// stay after all others. With no preferred flags: the admitted types in
+/// the ranking's order (which has AMD's types last already).
 #[cold]
 #[inline(never)]
 pub(crate) fn preferring<D>(
