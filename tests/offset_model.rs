@@ -64,6 +64,8 @@ fn op(m: u32, capacity: u64) -> impl Strategy<Value = Op> {
     let bits = 65 - capacity.max(1).leading_zeros();
     prop_oneof![
         10 => (size(m, capacity), align()).prop_map(|(size, align)| Op::Allocate { size, align }),
+        4 => (size(m, capacity), align())
+            .prop_map(|(size, align)| Op::AllocateMinMemory { size, align }),
         7 => any::<usize>().prop_map(|pick| Op::Free { pick }),
         1 => any::<usize>().prop_map(|pick| Op::FreeStale { pick }),
         1 => Just(Op::FreeForeign),

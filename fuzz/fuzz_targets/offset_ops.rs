@@ -2,7 +2,8 @@
 //! mantissa width) and the linear ring, each checked step by step against the
 //! shadow models that the property tests use (`tests/offset_model/shadow.rs`).
 //! A clone of each offset allocator runs the packed calls of the Vulkan pools
-//! (`allocate_packed`, `free_packed`) alongside and must stay identical to it.
+//! (`allocate_packed` and its `MinMemory` twin, `free_packed`) alongside and
+//! must stay identical to it.
 //! Any disagreement, overlap or false out-of-space panics, which libFuzzer
 //! reports as a crash with the input that caused it.
 
@@ -72,6 +73,12 @@ enum FuzzOp {
         size_bits: u64,
         align_log2: u8,
         pick: u16,
+    },
+    /// `allocate_with(.., Strategy::MinMemory)`.
+    AllocateMinMemory {
+        size_log2: u8,
+        size_bits: u64,
+        align_log2: u8,
     },
 }
 
@@ -168,6 +175,14 @@ fn to_op(op: &FuzzOp, capacity: u64, capacity_log2: u32) -> Option<Op> {
             align: alignment(align_log2),
             pick: usize::from(pick),
         },
+        FuzzOp::AllocateMinMemory {
+            size_log2,
+            size_bits,
+            align_log2,
+        } => Op::AllocateMinMemory {
+            size: request_size(size_log2, size_bits, capacity, capacity_log2),
+            align: alignment(align_log2),
+        },
         FuzzOp::FinishFrame | FuzzOp::Reclaim { .. } => return None,
     })
 }
@@ -244,6 +259,17 @@ impl<const M: u32> PackedTwin<M> {
                         shadow.heap.get(id),
                         Some(OffsetAllocation { id, offset, size }),
                         "allocate_packed({size}, {align})"
+                    );
+                }
+            }
+            Op::AllocateMinMemory { size, align } => {
+                let packed = self.heap.fuzz_allocate_packed_min_memory(size, align);
+                shadow.apply(op);
+                if let Some((offset, id)) = packed {
+                    assert_eq!(
+                        shadow.heap.get(id),
+                        Some(OffsetAllocation { id, offset, size }),
+                        "allocate_packed_min_memory({size}, {align})"
                     );
                 }
             }

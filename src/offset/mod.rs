@@ -25,12 +25,15 @@ mod node;
 mod packed;
 mod report;
 mod size_class;
+mod strategy;
 mod tlsf;
 
 pub use allocation::{AllocationId, FreeRange, OffsetAllocation};
 pub use error::OffsetError;
 pub use linear::{LinearAllocation, LinearAllocator};
+pub(crate) use packed::PackedAllocation;
 pub use report::{Counters, SearchStats, StorageReport};
+pub use strategy::Strategy;
 pub use tlsf::{OffsetAllocator, MAX_CAPACITY, MAX_SLOTS};
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use super::bin_mask::BinMask;
 use super::node::{Node, ADDRESS_BITS, NIL};
 use super::report::{Counters, SearchStats};
 use super::size_class::{bin_count, MantissaBits};
-use super::OffsetError;
+use super::{OffsetError, Strategy};
 
 mod gap_bins;
 mod move_destinations;
@@ -202,16 +202,51 @@ impl<const M: u32> OffsetAllocator<M> {
     /// the alignment shifts the request out of, so each repeat walks them
     /// again (still O(gaps in the boundary bins)).
     pub fn allocate(&mut self, size: u64, align: u64) -> Result<OffsetAllocation, OffsetError> {
-        self.allocate_body(size, align)
+        self.allocate_body(size, align, Strategy::MinTime)
     }
 
-    /// The body of [`allocate`](Self::allocate), shared with
-    /// [`allocate_packed`](Self::allocate_packed).
+    /// [`allocate`](Self::allocate) with a [`Strategy`]: with
+    /// [`Strategy::MinTime`] the same call, with [`Strategy::MinMemory`]
+    /// a look at up to 8 free ranges that fit more tightly first.
+    ///
+    /// ```
+    /// use vk_suballoc::offset::{OffsetAllocator, Strategy};
+    ///
+    /// let mut heap = OffsetAllocator::<3>::new(4000, 8)?;
+    /// let ids: Vec<_> = [1000, 10, 1100, 10].iter().map(|&s| heap.allocate(s, 1).unwrap().id).collect();
+    /// heap.free(ids[0])?; // a free range of 1000 bytes at 0
+    /// heap.free(ids[2])?; // and one of 1100 bytes at 1010
+    /// // 970 bytes: the good fit looks among ranges of 1024 bytes or more,
+    /// // the tight one first at those of 960 to 1023.
+    /// assert_eq!(heap.clone().allocate_with(970, 1, Strategy::MinTime)?.offset, 1010);
+    /// assert_eq!(heap.allocate_with(970, 1, Strategy::MinMemory)?.offset, 0);
+    /// # Ok::<(), vk_suballoc::offset::OffsetError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Those of [`allocate`](Self::allocate), in the same cases.
+    ///
+    /// # Time complexity
+    /// As [`allocate`](Self::allocate)'s, and for `MinMemory` up to 8 more
+    /// free ranges looked at.
+    pub fn allocate_with(
+        &mut self,
+        size: u64,
+        align: u64,
+        strategy: Strategy,
+    ) -> Result<OffsetAllocation, OffsetError> {
+        self.allocate_body(size, align, strategy)
+    }
+
+    /// The body of [`allocate_with`](Self::allocate_with), shared with
+    /// [`allocate_packed`](Self::allocate_packed); inlined, so that a
+    /// caller's constant strategy costs no test.
     #[inline(always)]
     pub(super) fn allocate_body(
         &mut self,
         size: u64,
         align: u64,
+        strategy: Strategy,
     ) -> Result<OffsetAllocation, OffsetError> {
         if size == 0 {
             return Err(OffsetError::ZeroSize);
@@ -230,7 +265,11 @@ impl<const M: u32> OffsetAllocator<M> {
             self.counters.on_failure(size);
             return Err(OffsetError::OutOfSlots(self.slot_count()));
         }
-        let Some((gap_owner, offset)) = self.find_fit(size, align) else {
+        let fit = match strategy {
+            Strategy::MinTime => self.find_fit(size, align),
+            Strategy::MinMemory => self.find_tight_fit(size, align),
+        };
+        let Some((gap_owner, offset)) = fit else {
             self.counters.on_failure(size);
             return Err(if self.free_bytes < size {
                 OffsetError::OutOfSpace {

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use vk_suballoc::offset::{
     AllocationId, Counters, FreeRange, OffsetAllocation, OffsetAllocator, OffsetError,
-    StorageReport, MAX_CAPACITY, MAX_SLOTS,
+    StorageReport, Strategy, MAX_CAPACITY, MAX_SLOTS,
 };
 
 #[path = "shadow/linear_ring.rs"]
@@ -30,6 +30,10 @@ pub enum Op {
     /// `allocate(size, align)`, taken as given (zero sizes and alignments that
     /// are no power of two included).
     Allocate { size: u64, align: u64 },
+    /// `allocate_with(size, align, Strategy::MinMemory)`: checked as
+    /// `Allocate`, and its free range never of a larger size class than
+    /// the one `allocate` would have taken.
+    AllocateMinMemory { size: u64, align: u64 },
     /// Frees the live allocation number `pick % live` in address order.
     Free { pick: usize },
     /// Frees an id freed before: must be `StaleId` and change nothing.
@@ -79,6 +83,19 @@ fn insert_disjoint<V>(map: &mut BTreeMap<u64, (u64, V)>, offset: u64, size: u64,
     map.insert(offset, (size, value));
 }
 
+/// The size class (bin) a free range of `size > 0` bytes is filed under
+/// with `M` mantissa bits: the largest small float of `M` mantissa bits
+/// at most `size`, as an index. Written here from the definition, apart
+/// from the crate's own.
+fn size_class<const M: u32>(size: u64) -> u32 {
+    if size < 1 << M {
+        return size as u32;
+    }
+    let exponent = 63 - size.leading_zeros(); // size in [2^e, 2^(e+1))
+    let mantissa = (size >> (exponent - M)) as u32 & ((1 << M) - 1);
+    ((exponent - M + 1) << M) + mantissa
+}
+
 /// The first offset at or after `start` that is a multiple of `align`.
 fn align_up(start: u64, align: u64) -> Option<u64> {
     start.checked_next_multiple_of(align)
@@ -121,7 +138,10 @@ impl<const M: u32> Shadow<M> {
     /// Applies `op` to allocator and model, then checks every figure.
     pub fn apply(&mut self, op: Op) {
         match op {
-            Op::Allocate { size, align } => self.allocate(size, align),
+            Op::Allocate { size, align } => self.allocate(size, align, Strategy::MinTime),
+            Op::AllocateMinMemory { size, align } => {
+                self.allocate(size, align, Strategy::MinMemory)
+            }
             Op::Free { pick } => {
                 if let Some((&offset, &(size, id))) =
                     self.live.iter().nth(pick % self.live.len().max(1))
@@ -260,9 +280,17 @@ impl<const M: u32> Shadow<M> {
         }
     }
 
-    fn allocate(&mut self, size: u64, align: u64) {
+    fn allocate(&mut self, size: u64, align: u64, strategy: Strategy) {
         let searches = self.heap.search_stats().boundary_searches;
-        let result = self.heap.allocate(size, align);
+        // The good fit's choice, and the free ranges to find both in.
+        let fast = (strategy == Strategy::MinMemory)
+            .then(|| self.heap.clone().allocate(size, align).ok())
+            .flatten();
+        let free_before = self.free_ranges();
+        let result = match strategy {
+            Strategy::MinTime => self.heap.allocate(size, align),
+            Strategy::MinMemory => self.heap.allocate_with(size, align, strategy),
+        };
         if let Some(error) = bad_input_error(size, align) {
             assert_eq!(result.err(), Some(error));
             return;
@@ -297,6 +325,20 @@ impl<const M: u32> Shadow<M> {
                 }
             }
             (Ok(allocation), None) => {
+                if let Some(fast) = fast {
+                    let class = |offset: u64| {
+                        let range = free_before
+                            .iter()
+                            .find(|r| r.offset <= offset && offset < r.offset + r.size)
+                            .expect("placed in a free range");
+                        size_class::<M>(range.size)
+                    };
+                    assert!(
+                        class(allocation.offset) <= class(fast.offset),
+                        "MinMemory took {allocation:?}, of a larger class than {fast:?} \
+                         (free ranges {free_before:?})"
+                    );
+                }
                 assert_eq!(allocation.size, size);
                 assert_eq!(allocation.offset % align, 0, "misaligned {allocation:?}");
                 assert!(

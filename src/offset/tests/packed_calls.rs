@@ -1,4 +1,5 @@
-//! The packed calls the Vulkan pools use (`allocate_packed`, `free_packed`,
+//! The packed calls the Vulkan pools use (`allocate_packed` and its
+//! `MinMemory` twin, `free_packed`,
 //! `id_of`, `has_unused_slot`) against the public calls, over random
 //! requests on two clones of one allocator: every result, report, counter
 //! and listing stays the same. They are apart because they check that
@@ -36,12 +37,20 @@ fn random_packed_run<const M: u32>(seed: u64) {
                     1 => 1 << 63,
                     a => 1 << (a % 10),
                 };
-                let a = packed.allocate_packed(size, align);
-                let b = public.allocate(size, align);
+                let strategy = if r % 16 < 8 {
+                    Strategy::MinTime
+                } else {
+                    Strategy::MinMemory
+                };
+                let a = match strategy {
+                    Strategy::MinTime => packed.allocate_packed(size, align),
+                    Strategy::MinMemory => packed.allocate_packed_min_memory(size, align),
+                };
+                let b = public.allocate_with(size, align, strategy);
                 assert_eq!(
                     a.map(|a| (a.offset, packed.id_of(a))),
                     b.ok().map(|b| (b.offset, b.id)),
-                    "seed {seed} step {step}: allocate({size}, {align})"
+                    "seed {seed} step {step}: allocate_with({size}, {align}, {strategy:?})"
                 );
                 live.extend(b.ok().map(|b| b.id));
             }

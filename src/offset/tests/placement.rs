@@ -7,6 +7,7 @@
 //! statistics and free ranges, rather than what a caller gets back.
 
 use super::super::*;
+use crate::offset::size_class::bin_down;
 
 #[test]
 fn offset_allocator_324_unit_regression() {
@@ -164,4 +165,132 @@ fn only_a_space_error_counts_a_boundary_search() {
     assert_eq!(failures(&heap), 4);
     assert_eq!(heap.search_stats().boundary_searches, 2);
     heap.free(kept.id).unwrap();
+}
+
+/// Holds `[0, capacity)` but for free gaps of the given sizes, in that
+/// order in address and so in the reverse order in their bins' lists (a
+/// gap freed last is its bin's head). Returns the heap and each gap's
+/// offset.
+fn heap_with_gaps(gaps: &[u64], capacity: u64) -> (OffsetAllocator<3>, Vec<u64>) {
+    let mut heap = OffsetAllocator::<3>::new(capacity, 64).unwrap();
+    let mut to_free = Vec::new();
+    for &gap in gaps {
+        let a = heap.allocate(gap, 1).unwrap();
+        heap.allocate(8, 1).unwrap(); // a separator
+        to_free.push(a);
+    }
+    let rest = heap.free_bytes();
+    heap.allocate(rest, 1).unwrap();
+    for a in &to_free {
+        heap.free(a.id).unwrap();
+    }
+    (heap, to_free.iter().map(|a| a.offset).collect())
+}
+
+/// `MinMemory` takes a gap of the bin the request rounds down to, which
+/// the good fit passes over for the first bin whose every gap holds it;
+/// at an alignment too, where the tight gap's aligned start must leave
+/// room, else the good fit's choice is taken.
+#[test]
+fn min_memory_takes_the_tight_gap_the_good_fit_passes_over() {
+    // 1000 in bin [960, 1024) at 0, 1100 in [1024, 1152) at 1008.
+    let (heap, offsets) = heap_with_gaps(&[1000, 1100], 1 << 16);
+    assert_eq!(offsets, [0, 1008]);
+    assert_eq!(heap.clone().allocate(970, 1).unwrap().offset, 1008);
+    let mut fast = heap.clone();
+    assert_eq!(
+        fast.allocate_with(970, 1, Strategy::MinTime)
+            .unwrap()
+            .offset,
+        1008
+    );
+    let mut tight = heap.clone();
+    assert_eq!(
+        tight
+            .allocate_with(970, 1, Strategy::MinMemory)
+            .unwrap()
+            .offset,
+        0
+    );
+    // The rest of the tight gap stays free.
+    assert!(tight.free_ranges().any(|r| r
+        == FreeRange {
+            offset: 970,
+            size: 30
+        }));
+    let mut tight = heap.clone();
+    assert_eq!(
+        tight
+            .allocate_with(990, 64, Strategy::MinMemory)
+            .unwrap()
+            .offset,
+        0
+    );
+
+    // 1000 bytes at 24: aligned to 256, 980 bytes would end past it.
+    let (heap, offsets) = heap_with_gaps(&[16, 1000, 4096], 1 << 16);
+    assert_eq!(offsets, [0, 24, 1032]);
+    let mut tight = heap.clone();
+    assert_eq!(
+        tight
+            .allocate_with(980, 256, Strategy::MinMemory)
+            .unwrap()
+            .offset,
+        1280
+    );
+    // 700 bytes do fit there: the tight gap, not the good fit's 4096.
+    let mut tight = heap.clone();
+    assert_eq!(
+        tight
+            .allocate_with(700, 256, Strategy::MinMemory)
+            .unwrap()
+            .offset,
+        256
+    );
+}
+
+/// `MinMemory` looks at 8 gaps of the boundary bin at most, head first,
+/// so it stays O(1): a fitting gap behind 8 that do not is left for the
+/// good fit's choice.
+#[test]
+fn min_memory_looks_at_eight_gaps_at_most() {
+    // The 1020-byte gap is freed first, so it is last in its bin's list,
+    // behind `small` gaps of 965 bytes (same bin, too small for 1000).
+    for small in [7, 8] {
+        let mut gaps = vec![1020];
+        gaps.extend(std::iter::repeat(965).take(small));
+        gaps.push(4096); // where the good fit goes
+        let (mut heap, offsets) = heap_with_gaps(&gaps, 1 << 16);
+        let searched = heap.search_stats();
+        let placed = heap.allocate_with(1000, 1, Strategy::MinMemory).unwrap();
+        let expected = if small < 8 {
+            offsets[0]
+        } else {
+            offsets[small + 1]
+        };
+        assert_eq!(
+            placed.offset, expected,
+            "{small} gaps ahead of the tight one"
+        );
+        // The tight walk is not a boundary search.
+        assert_eq!(heap.search_stats(), searched);
+    }
+}
+
+/// A tight walk that sees its whole bin without a fit makes the bin's
+/// bound exact, as the boundary walk does.
+#[test]
+fn a_tight_walk_of_a_whole_bin_makes_its_bound_exact() {
+    // [960, 1024) holds 970 (head), 965, 1020 (tail); bound 1020.
+    let (mut heap, offsets) = heap_with_gaps(&[1020, 965, 970, 4096], 1 << 16);
+    let bin = bin_down::<3>(1000) as usize;
+    assert_eq!(heap.bin_max_hint[bin], 1020);
+    // The tail leaves the bin; the bound stays (only an emptied bin's resets).
+    let placed = heap.allocate_with(1010, 1, Strategy::MinMemory).unwrap();
+    assert_eq!(placed.offset, offsets[0]);
+    assert_eq!(heap.bin_max_hint[bin], 1020);
+    // 1000 bytes: both gaps seen, neither fits; the good fit takes 4096's.
+    let placed = heap.allocate_with(1000, 1, Strategy::MinMemory).unwrap();
+    assert_eq!(placed.offset, offsets[3]);
+    assert_eq!(heap.bin_max_hint[bin], 970);
 }

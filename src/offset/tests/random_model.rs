@@ -1,12 +1,15 @@
 //! Random runs of allocations and frees at several bin widths, checked at
 //! each step against a model the test keeps: no overlap, every offset
 //! aligned, no failure while a free range could have held the request,
-//! and reports that add up. It is the unit-test counterpart of the
+//! and reports that add up; and an allocation of `Strategy::MinMemory`,
+//! drawn for every other one, never in a larger size class of free range
+//! than the good fit's. It is the unit-test counterpart of the
 //! proptest shadow model in `tests/offset_model.rs`, on seeds fixed in
 //! the test (the xorshift `next` of `tests.rs`).
 
 use super::super::*;
 use super::next;
+use crate::offset::size_class::bin_down;
 
 fn random_model_run<const M: u32>(seed: u64) {
     let capacity = 1 << 16;
@@ -20,8 +23,33 @@ fn random_model_run<const M: u32>(seed: u64) {
         if r % 3 != 0 || live.is_empty() {
             let size = 1 + next(&mut state) % 3000;
             let align = 1 << (next(&mut state) % 11);
-            match heap.allocate(size, align) {
+            let strategy = if r % 2 == 0 {
+                Strategy::MinTime
+            } else {
+                Strategy::MinMemory
+            };
+            // What the good fit would take, to compare the tight one's with.
+            let fast = (strategy == Strategy::MinMemory)
+                .then(|| heap.clone().allocate(size, align).ok())
+                .flatten();
+            let free_before: Vec<_> = heap.free_ranges().collect();
+            match heap.allocate_with(size, align, strategy) {
                 Ok(a) => {
+                    if let Some(fast) = fast {
+                        // Never a range of a larger size class than the
+                        // good fit's.
+                        let class = |offset: u64| {
+                            let range = free_before
+                                .iter()
+                                .find(|r| r.offset <= offset && offset < r.offset + r.size)
+                                .unwrap();
+                            bin_down::<M>(range.size)
+                        };
+                        assert!(
+                            class(a.offset) <= class(fast.offset),
+                            "seed {seed} step {step}: {a:?} in a larger class than {fast:?}"
+                        );
+                    }
                     assert_eq!(a.offset % align, 0);
                     assert!(a.end() <= capacity);
                     for b in &live {
