@@ -22,3 +22,4 @@ pub use device::DedicatedTarget;
 pub use error::Error;
 pub use frames::{Collected, RingAllocation, UploadRing, UploadRingDesc};
 pub use memory::{MemoryEvent, MemoryEventKind, ResourceKind, Usage};
+pub use offset::Strategy;

@@ -6,6 +6,7 @@ use super::Pool;
 use crate::device::{DedicatedHint, DedicatedTarget};
 use crate::memory::type_pool::DedicatedChoice;
 use crate::memory::{ResourceKind, Usage};
+use crate::offset::Strategy;
 
 /// The caller's say on dedicated memory (one `VkDeviceMemory` per resource).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -151,6 +152,15 @@ pub struct AllocationDesc<'a> {
     /// `usage` alone. Empty by default; ignored in a custom pool (its one
     /// type is the only choice).
     pub preferred_flags: vk::MemoryPropertyFlags,
+    /// How a block chooses among its free ranges that hold the request
+    /// (VMA's `STRATEGY_MIN_TIME` and `STRATEGY_MIN_MEMORY`; see
+    /// [`Strategy`]): [`Strategy::MinTime`] by default;
+    /// [`Strategy::MinMemory`] looks at up to 8 ranges that fit more
+    /// tightly first, in each block the request tries. Blocks are tried
+    /// in the same order either way, and small buffers take run slots
+    /// either way (their slots are of the request's size class already).
+    /// For memory that must last in a custom pool of few fixed blocks.
+    pub strategy: Strategy,
 }
 
 /// A description with `usage` and defaults for the rest
@@ -178,6 +188,7 @@ impl<'a> AllocationDesc<'a> {
             excluded_memory_types: 0,
             required_flags: vk::MemoryPropertyFlags::empty(),
             preferred_flags: vk::MemoryPropertyFlags::empty(),
+            strategy: Strategy::MinTime,
         }
     }
 
@@ -258,6 +269,13 @@ impl<'a> AllocationDesc<'a> {
     /// [`preferred_flags`](Self::preferred_flags)).
     pub const fn preferred_flags(mut self, flags: vk::MemoryPropertyFlags) -> Self {
         self.preferred_flags = flags;
+        self
+    }
+
+    /// Sets how blocks choose among their free ranges (see
+    /// [`strategy`](Self::strategy)).
+    pub const fn strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = strategy;
         self
     }
 

@@ -22,7 +22,7 @@
 use std::num::NonZeroU64;
 
 use super::node::NIL;
-use super::{AllocationId, OffsetAllocation, OffsetAllocator, Strategy};
+use super::{AllocationId, OffsetAllocation, OffsetAllocator};
 
 /// An allocation in two words: its offset, and its slot and generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,14 +56,15 @@ impl<const M: u32> OffsetAllocator<M> {
     /// As [`allocate`](Self::allocate).
     #[inline(never)]
     pub(crate) fn allocate_packed(&mut self, size: u64, align: u64) -> Option<PackedAllocation> {
-        self.allocate_body(size, align, Strategy::MinTime)
+        self.allocate_body(size, align)
             .ok()
             .map(PackedAllocation::new)
     }
 
     /// [`allocate_packed`](Self::allocate_packed) with
-    /// [`Strategy::MinMemory`]: a call of its own, so that the common
-    /// strategy's code stays as it was.
+    /// [`Strategy::MinMemory`](super::Strategy::MinMemory): `None` on every
+    /// error. A call of its own, so that the common strategy's code stays
+    /// as it was.
     ///
     /// # Time complexity
     /// As [`allocate_with`](Self::allocate_with).
@@ -73,9 +74,10 @@ impl<const M: u32> OffsetAllocator<M> {
         size: u64,
         align: u64,
     ) -> Option<PackedAllocation> {
-        self.allocate_body(size, align, Strategy::MinMemory)
-            .ok()
-            .map(PackedAllocation::new)
+        match self.allocate_tight(size, align) {
+            Some(placed) => Some(PackedAllocation::new(placed)),
+            None => self.allocate_packed(size, align),
+        }
     }
 
     /// The id of `packed`, an allocation of this allocator.

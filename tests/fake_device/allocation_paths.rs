@@ -32,6 +32,8 @@ mod memory_type_choice;
 mod min_alignment;
 #[path = "allocation_paths/property_flags.rs"]
 mod property_flags;
+#[path = "allocation_paths/strategy.rs"]
+mod strategy;
 
 const MIB: u64 = 1 << 20;
 

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::DeviceError;
-use vk_suballoc::{Config, DedicatedPolicy, ResourceKind, Usage};
+use vk_suballoc::{Config, DedicatedPolicy, ResourceKind, Strategy, Usage};
 
 use super::leak_log::{
     disarm_panic_on_line, panic_on_line_with, record_thread_lines, take_thread_lines,
@@ -85,6 +85,7 @@ enum Step {
         /// `AllocationDesc::required_flags` and `preferred_flags`.
         required: vk::MemoryPropertyFlags,
         preferred: vk::MemoryPropertyFlags,
+        strategy: Strategy,
     },
     Free(usize),
     FreeAfterFrame(usize),
@@ -187,6 +188,10 @@ fn draw(rng: &mut Rng, types: u32, heaps: u32) -> Step {
                 preferred: match rng.below(4) {
                     0 => PROPERTY_FLAGS[rng.below(PROPERTY_FLAGS.len() as u64) as usize],
                     _ => vk::MemoryPropertyFlags::empty(),
+                },
+                strategy: match rng.below(3) {
+                    0 => Strategy::MinMemory,
+                    _ => Strategy::MinTime,
                 },
             }
         }

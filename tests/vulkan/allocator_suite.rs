@@ -31,6 +31,8 @@ mod min_alignment;
 mod refused_resources;
 #[path = "allocator_suite/reporting.rs"]
 mod reporting;
+#[path = "allocator_suite/strategy.rs"]
+mod strategy;
 
 const MIB: u64 = 1 << 20;
 

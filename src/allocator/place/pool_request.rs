@@ -181,5 +181,6 @@ fn pool_request_padded<'r, D>(
         existing_memory_only: request.desc.existing_memory_only,
         priority: request.desc.priority,
         run_class,
+        strategy: request.desc.strategy,
     }
 }

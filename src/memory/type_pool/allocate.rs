@@ -18,7 +18,7 @@ use crate::device::MemoryDeviceExt;
 use crate::memory::block::Block;
 use crate::memory::context::MemoryContext;
 use crate::memory::slab::{Slab, SlabKey};
-use crate::offset::{AllocationId, OffsetAllocator};
+use crate::offset::{AllocationId, OffsetAllocator, PackedAllocation, Strategy};
 use crate::Error;
 
 impl<M> TypePool<M> {
@@ -365,10 +365,10 @@ fn place_in_block<M>(
     }
     let was_empty = block.ranges.is_empty();
     // The packed call: its result comes back in registers (offset/packed.rs).
-    let mut result = block.ranges.allocate_packed(placed, request.align);
+    let mut result = allocate_range(&mut block.ranges, request);
     if result.is_none() && !block.ranges.has_unused_slot() {
         grow_slot_table(&mut block.ranges)?;
-        result = block.ranges.allocate_packed(placed, request.align);
+        result = allocate_range(&mut block.ranges, request);
     }
     let Some(packed) = result else {
         // The request was checked: only space failed it.
@@ -381,6 +381,22 @@ fn place_in_block<M>(
         counters.empty_blocks -= 1;
     }
     Some(placement)
+}
+
+/// The offset allocator's packed call for `request`'s placed size,
+/// alignment and strategy: `None` when it does not fit (or no slot is
+/// left).
+#[inline(always)]
+fn allocate_range(
+    ranges: &mut OffsetAllocator,
+    request: &PoolRequest<'_>,
+) -> Option<PackedAllocation> {
+    match request.strategy {
+        Strategy::MinTime => ranges.allocate_packed(request.placed_size, request.align),
+        Strategy::MinMemory => {
+            ranges.allocate_packed_min_memory(request.placed_size, request.align)
+        }
+    }
 }
 
 /// Grows a block's node table when every slot is taken (amortised:

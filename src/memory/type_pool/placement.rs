@@ -9,7 +9,7 @@ use crate::memory::mapping::MappedPtr;
 use crate::memory::runs::TakenSlot;
 use crate::memory::slab::SlabKey;
 use crate::memory::usage::ResourceKind;
-use crate::offset::AllocationId;
+use crate::offset::{AllocationId, Strategy};
 
 /// Whether an allocation gets its own `VkDeviceMemory`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +60,9 @@ pub(crate) struct PoolRequest<'a> {
     /// The size class of the run slot a small buffer takes; `None`: a range
     /// of its own.
     pub(crate) run_class: Option<u8>,
+    /// How a block's offset allocator chooses among the free ranges that
+    /// hold the request ([`AllocationDesc::strategy`](crate::AllocationDesc::strategy)).
+    pub(crate) strategy: Strategy,
 }
 
 impl PoolRequest<'_> {
@@ -82,6 +85,7 @@ impl PoolRequest<'_> {
             existing_memory_only: false,
             priority: None,
             run_class: None,
+            strategy: Strategy::MinTime,
         }
     }
 }

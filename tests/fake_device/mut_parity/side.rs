@@ -95,11 +95,13 @@ impl Side {
                 priority,
                 required,
                 preferred,
+                strategy,
             } => {
                 let mut desc = AllocationDesc::new(usage)
                     .dedicated(dedicated)
                     .required_flags(required)
-                    .preferred_flags(preferred);
+                    .preferred_flags(preferred)
+                    .strategy(strategy);
                 if named {
                     desc = desc.name("parity");
                 }

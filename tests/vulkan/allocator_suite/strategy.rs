@@ -1,0 +1,73 @@
+//! `AllocationDesc::strategy` on a real driver: in a custom pool of one
+//! block holding free ranges of 1000 and 1100 KiB, buffers of 970 and then
+//! 1090 KiB both fit with `Strategy::MinMemory` (the first takes the
+//! tighter range) and the second is refused with the default
+//! `Strategy::MinTime` (the first took the larger range); the buffers are
+//! bound where the allocator placed them, under the validation layer.
+
+use vk_suballoc::{AllocationDesc, Error, PoolDesc, Strategy, Usage};
+
+use super::super::allocator_setup::{allocator_for, buffer_info};
+use crate::support::{test_each_profile, VulkanContext};
+
+const KIB: u64 = 1 << 10;
+
+test_each_profile!(
+    /// See the module's docs.
+    fn min_memory_keeps_room_in_a_fixed_pool(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let base = AllocationDesc::new(Usage::DEVICE_LOCAL);
+        // SAFETY: a valid create info.
+        let memory_type = unsafe { allocator.memory_type_for_buffer(&buffer_info(KIB), base) }.unwrap();
+        for (strategy, second) in [
+            (Strategy::MinTime, Err(Error::PoolFull { max_blocks: 1 })),
+            (Strategy::MinMemory, Ok(1064 * KIB)),
+        ] {
+            // One block: 1000 + 64 + 1100 + 64 KiB.
+            let pool = allocator
+                .create_pool(&PoolDesc {
+                    block_size: 2228 * KIB,
+                    max_blocks: Some(1),
+                    ..PoolDesc::new(memory_type)
+                })
+                .unwrap();
+            let desc = base.pool(pool).strategy(strategy);
+            // SAFETY: valid create infos; the buffers are never used by the GPU.
+            let create = |kib: u64| unsafe { allocator.create_buffer(&buffer_info(kib * KIB), &desc) };
+            let mut held = Vec::new();
+            let mut offsets = Vec::new();
+            for kib in [1000, 64, 1100, 64] {
+                let (buffer, allocation) = create(kib).unwrap();
+                offsets.push(allocation.offset());
+                held.push((buffer, allocation));
+            }
+            assert_eq!(offsets, [0, 1000 * KIB, 1064 * KIB, 2164 * KIB], "{profile}");
+            // SAFETY: never used by the GPU.
+            unsafe {
+                let (buffer, allocation) = held.remove(2);
+                allocator.destroy_buffer(buffer, allocation).unwrap();
+                let (buffer, allocation) = held.remove(0);
+                allocator.destroy_buffer(buffer, allocation).unwrap();
+            }
+            let first = create(970).unwrap();
+            let expected_first = if strategy == Strategy::MinMemory { 0 } else { 1064 * KIB };
+            assert_eq!(first.1.offset(), expected_first, "{profile} {strategy:?}");
+            held.push(first);
+            let result = create(1090);
+            assert_eq!(
+                result.as_ref().map(|(_, allocation)| allocation.offset()).map_err(|e| *e),
+                second,
+                "{profile} {strategy:?}"
+            );
+            held.extend(result);
+            // SAFETY: never used by the GPU.
+            unsafe {
+                for (buffer, allocation) in held {
+                    allocator.destroy_buffer(buffer, allocation).unwrap();
+                }
+            }
+            allocator.destroy_pool(pool).unwrap();
+        }
+    }
+);
