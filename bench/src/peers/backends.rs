@@ -4,12 +4,12 @@
 //!
 //! | allocator | call | notes |
 //! |---|---|---|
-//! | vk-suballoc | `Allocator::allocate_mut(&Request)` | `Config::default()` (`--empty-block-reserve` sets its `empty_block_reserve`); `&mut self`, no lock |
+//! | vk-suballoc | `Allocator::allocate_mut(&Request)` | `Config::default()` (`--empty-block-reserve` sets its `empty_block_reserve`), `Strategy::MinTime` (`--strategy min-memory` sets `AllocationDesc::strategy`); `&mut self`, no lock |
 //! | vk-suballoc, locked | `Allocator::allocate(&Request)` | the same through `&self`: a lock per memory type |
 //! | VMA (vk-mem) | `vmaAllocateMemoryForBuffer` / `ForImage` | `EXTERNALLY_SYNCHRONIZED` (no lock, as the others); `preferredFlags`/`requiredFlags` (the `AUTO` usages need a resource's create info), uploads `MAPPED`; the typed calls VMA's docs recommend over `vmaAllocateMemory`, so it knows buffers from images, on placeholder handles whose requirement query the bench answers from the trace (no driver call) |
 //! | gpu-allocator | `Allocator::allocate` | `GpuAllocatorManaged`, `linear` from the resource kind, default block sizes; `&mut self`, no lock |
 //! | gpu-alloc | `GpuAllocator::alloc` | `Config::i_am_prototyping()`; per-frame buffers `FAST_DEVICE_ACCESS \| UPLOAD \| HOST_ACCESS \| TRANSIENT`; `&mut self`, no lock |
-//! | our core | `OffsetAllocator::allocate(size, align)` | one 4 GiB range, no Vulkan; sizes rounded up to their alignment, as the pools place them |
+//! | our core | `OffsetAllocator::allocate(size, align)` | one 4 GiB range, no Vulkan; sizes rounded up to their alignment, as the pools place them (`--strategy min-memory`: `allocate_with(size, align, Strategy::MinMemory)`) |
 //! | offset-allocator | `Allocator::allocate(units)` | one 4 GiB range in units (its sizes are `u32`) of the power of two that pads the trace's requests least (64 bytes on lavapipe); alignment above the unit by padding |
 //!
 //! The two cores, and the harness alone, are in `backends/cores.rs`;
@@ -128,10 +128,20 @@ impl Which {
 /// else the default's.
 pub static EMPTY_BLOCK_RESERVE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
 
+/// The strategy of the vk-suballoc rows' requests and of our core's row,
+/// when `--strategy` sets it; else `Strategy::MinTime`, the default.
+pub static STRATEGY: std::sync::OnceLock<vk_suballoc::Strategy> = std::sync::OnceLock::new();
+
+/// The strategy `--strategy` set, or the default.
+pub fn strategy() -> vk_suballoc::Strategy {
+    STRATEGY.get().copied().unwrap_or_default()
+}
+
 /// vk-suballoc through `allocate_mut`/`free_mut`, or with `LOCKED` through
 /// the `&self` methods that take the memory type's lock.
 pub struct VkSuballoc<const LOCKED: bool> {
     allocator: vk_suballoc::Allocator<vk_suballoc::device::AshMemoryDevice>,
+    strategy: vk_suballoc::Strategy,
 }
 
 impl<const LOCKED: bool> VkSuballoc<LOCKED> {
@@ -157,7 +167,10 @@ impl<const LOCKED: bool> VkSuballoc<LOCKED> {
         };
         let allocator =
             vk_suballoc::Allocator::new(device, config).expect("default config is valid");
-        Self { allocator }
+        Self {
+            allocator,
+            strategy: strategy(),
+        }
     }
 
     /// The allocator, made as this row makes it (the `ring` trace's rows).
@@ -190,7 +203,9 @@ impl<const LOCKED: bool> Backend for VkSuballoc<LOCKED> {
             MemUse::DeviceLocal => vk_suballoc::Usage::DEVICE_LOCAL,
             MemUse::Upload => vk_suballoc::Usage::UPLOAD | vk_suballoc::Usage::DEVICE_LOCAL,
         };
-        let request = vk_suballoc::Request::new(req.requirements, usage, resource_kind(req.kind));
+        let mut request =
+            vk_suballoc::Request::new(req.requirements, usage, resource_kind(req.kind));
+        request.desc.strategy = self.strategy;
         if LOCKED {
             self.allocator.allocate(&request).ok()
         } else {

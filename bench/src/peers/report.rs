@@ -146,6 +146,12 @@ impl Results {
             self.timer_overhead_ns,
             self.mutex_pair_ns
         );
+        if crate::backends::strategy() == vk_suballoc::Strategy::MinMemory {
+            let _ = writeln!(
+                s,
+                "With `--strategy min-memory`: the vk-suballoc rows' requests and our core's row place with `Strategy::MinMemory`.\n"
+            );
+        }
         for trace in self.traces() {
             let _ = writeln!(s, "### {trace}\n");
             let _ = writeln!(

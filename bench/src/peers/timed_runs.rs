@@ -38,8 +38,14 @@ fn run_once(
         Which::Vma => run_one(backends::Vma::new(ctx), trace, overhead, false),
         Which::GpuAllocator => run_one(backends::GpuAllocator::new(ctx), trace, overhead, false),
         Which::GpuAlloc => run_one(backends::GpuAlloc::new(ctx), trace, overhead, false),
+        Which::OurCore if backends::strategy() == vk_suballoc::Strategy::MinMemory => run_one(
+            backends::OurCore::<true>::new(max_allocations),
+            trace,
+            overhead,
+            true,
+        ),
         Which::OurCore => run_one(
-            backends::OurCore::new(max_allocations),
+            backends::OurCore::<false>::new(max_allocations),
             trace,
             overhead,
             true,

@@ -27,11 +27,14 @@ pub fn round_up_pow2(value: u64, to: u64) -> u64 {
     (value + (to - 1)) & !(to - 1)
 }
 
-pub struct OurCore {
+/// Our core; with `MIN_MEMORY` through `allocate_with(..,
+/// Strategy::MinMemory)` (`--strategy min-memory`), a type of its own so
+/// that the default row's loop has no test of the strategy.
+pub struct OurCore<const MIN_MEMORY: bool = false> {
     core: vk_suballoc::offset::OffsetAllocator,
 }
 
-impl OurCore {
+impl<const MIN_MEMORY: bool> OurCore<MIN_MEMORY> {
     pub fn new(max_allocations: u32) -> Self {
         Self {
             core: vk_suballoc::offset::OffsetAllocator::new(CORE_CAPACITY, max_allocations)
@@ -40,7 +43,7 @@ impl OurCore {
     }
 }
 
-impl Backend for OurCore {
+impl<const MIN_MEMORY: bool> Backend for OurCore<MIN_MEMORY> {
     type Handle = vk_suballoc::offset::OffsetAllocation;
 
     /// The size rounded up to the alignment, as vk-suballoc's pools place
@@ -53,9 +56,13 @@ impl Backend for OurCore {
     #[inline]
     fn allocate(&mut self, req: &Req) -> Option<Self::Handle> {
         let align = req.requirements.alignment;
-        self.core
-            .allocate(round_up_pow2(req.requirements.size, align), align)
-            .ok()
+        let size = round_up_pow2(req.requirements.size, align);
+        if MIN_MEMORY {
+            let strategy = vk_suballoc::Strategy::MinMemory;
+            self.core.allocate_with(size, align, strategy).ok()
+        } else {
+            self.core.allocate(size, align).ok()
+        }
     }
 
     #[inline]
