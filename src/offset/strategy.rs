@@ -9,7 +9,7 @@
 /// several could.
 ///
 /// Measured on the peer bench's traces (`bench/`'s `peers --strategy
-/// min-memory` against the default, 5 runs each on lavapipe's 2-core VM):
+/// min-memory` against the default, 5 runs each on lavapipe, 2-core Xeon VM):
 /// on our core's row (the core alone in one range) `MinMemory` lowered
 /// the peak of the range in use by 5 % on `streaming` and `small-churn`
 /// and 2 % on `frame-loop`, and raised it 1 % on `mixed`, for 6 to 12 ns
