@@ -14,7 +14,7 @@ use vk_suballoc::report::Stats;
 // who build requests by hand write it.
 use vk_suballoc::{
     Allocation, DedicatedHint, DedicatedPolicy, DedicatedTarget, Error, Request, ResourceKind,
-    Usage,
+    Strategy, Usage,
 };
 
 use super::{
@@ -115,6 +115,11 @@ impl Walk {
         request.desc.existing_memory_only = self.rng.below(8) == 0;
         if self.rng.below(8) == 0 {
             request.desc.min_alignment = self.draw_min_alignment();
+        }
+        // And one in four places with `Strategy::MinMemory`, which changes
+        // where in a block it lands, not what the walk checks.
+        if self.rng.below(4) == 0 {
+            request.desc.strategy = Strategy::MinMemory;
         }
         if let Some(pool) = self.draw_pool() {
             request = self.aim_at_pool(request, pool);
