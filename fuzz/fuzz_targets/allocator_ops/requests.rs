@@ -2,6 +2,7 @@
 //! the documented errors, where the allocation lies).
 
 use super::*;
+use vk_suballoc::Strategy;
 
 impl Walk {
     /// The request `req` describes, with what the checks need.
@@ -64,6 +65,11 @@ impl Walk {
             n => Some(f32::from(n) / 255.0),
         };
         desc.can_alias = req.can_alias;
+        // Bit 2 of the type bits' mode, which reads only its low two: where
+        // the request lands in a block, not whether it is placed.
+        if req.type_bits_mode & 4 != 0 {
+            desc.strategy = Strategy::MinMemory;
+        }
         let resource = match req.target % 4 {
             n @ 1..=2 => Some(Resource {
                 handle: self.device.create_resource(),
