@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use ash::vk;
 
-use super::place::allowed_types;
 use super::{lock, AllocationDesc, Allocator, Request};
 use crate::device::MemoryDeviceExt;
 use crate::frames::upload_ring::{ChunkSpec, RingChunk, RingState, RING_FRAMES};
@@ -70,8 +69,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::MissingRequiredFlags`] when no memory type the allocator
     /// may use has every flag of `desc.required_flags`;
     /// [`Error::DeviceAddressNotEnabled`] for `SHADER_DEVICE_ADDRESS` without
-    /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address)
-    /// (nothing is created after any of these);
+    /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address);
+    /// [`Error::NoSuitableMemoryType`] when the types with those flags suit
+    /// no ring (`LAZILY_ALLOCATED` or `PROTECTED` required; `memory_type_bits`
+    /// names them) (nothing is created after any of these);
     /// [`Error::SizeExceedsHeaps`] for a ring larger than the heap of every
     /// memory type that suits `desc.usage`, however large, then
     /// [`Error::SizeExceedsMaxAllocation`] for one larger than
@@ -143,8 +144,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // Before the first chunk's buffer is made, as the allocation of its
         // memory would refuse them: no memory type with the required flags
         // (the buffer's `memoryTypeBits` may narrow them more), device
-        // addresses without buffer device address.
-        allowed_types(&self.context, u32::MAX, &ring_memory(desc)).map(|_| ())
+        // addresses without buffer device address, and required flags that
+        // only types no ring takes have (lazily allocated or protected
+        // memory), for which the buffer was made and destroyed again.
+        self.memory_type_for_desc(u32::MAX, &ring_memory(desc))
+            .map(|_| ())
     }
 
     /// Makes the ring `desc` describes, once [`check_ring_desc`](Self::check_ring_desc)

@@ -253,6 +253,33 @@ fn a_ring_s_refusals_come_in_the_documented_order() {
         let result = unsafe { allocator.create_upload_ring_unchecked(&desc) };
         assert_eq!(result.map(|_| ()), Err(unchecked), "{desc:?}");
     }
+    // Required flags only a type no ring takes has (the lazily allocated
+    // one): refused after device addresses, before the buffer is made.
+    let lazy = UploadRingDesc {
+        required_flags: vk::MemoryPropertyFlags::LAZILY_ALLOCATED,
+        ..UploadRingDesc::default()
+    };
+    let unsuitable = Error::NoSuitableMemoryType {
+        memory_type_bits: 0b1000,
+        usage: host,
+    };
+    assert!(makes_nothing(&device, || {
+        assert_eq!(
+            allocator.create_upload_ring(&lazy).map(|_| ()),
+            Err(unsuitable)
+        );
+        // SAFETY: refused before a buffer is made.
+        let result = unsafe { allocator.create_upload_ring_unchecked(&lazy) };
+        assert_eq!(result.map(|_| ()), Err(unsuitable));
+    }));
+    let lazy_address = UploadRingDesc {
+        buffer_usage: address,
+        ..lazy
+    };
+    assert_eq!(
+        allocator.create_upload_ring(&lazy_address).map(|_| ()),
+        Err(no_address)
+    );
     assert_eq!(device.live_resources(), 0);
     assert_eq!(device.live_allocations(), vec![]);
     finish(allocator, &device);
