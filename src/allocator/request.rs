@@ -160,6 +160,9 @@ pub struct AllocationDesc<'a> {
     /// in the same order either way, and small buffers take run slots
     /// either way (their slots are of the request's size class already).
     /// For memory that must last in a custom pool of few fixed blocks.
+    /// An allocation does not keep its strategy: a defragmentation plan
+    /// places its moves itself (with `MinTime` in the blocks it fills, at
+    /// the lowest offset when it compacts a block).
     pub strategy: Strategy,
 }
 

@@ -4,9 +4,11 @@
 /// (VMA's `VMA_ALLOCATION_CREATE_STRATEGY_MIN_TIME_BIT` and
 /// `..._MIN_MEMORY_BIT`, for its blocks and its virtual blocks alike).
 ///
-/// Both strategies are O(1) and neither ever fails where a free range
-/// could hold the request; they differ in the range they take when
-/// several could.
+/// Both cost what [`allocate`](super::OffsetAllocator::allocate) costs
+/// (O(1) but for a request close to failing or of a large alignment: see
+/// its time complexity), `MinMemory` up to 8 free ranges more, and
+/// neither ever fails where a free range could hold the request; they
+/// differ in the range they take when several could.
 ///
 /// Measured on the peer bench's traces (`bench/`'s `peers --strategy
 /// min-memory` against the default, 5 runs each on lavapipe, 2-core Xeon VM):

@@ -294,3 +294,42 @@ fn a_tight_walk_of_a_whole_bin_makes_its_bound_exact() {
     assert_eq!(placed.offset, offsets[3]);
     assert_eq!(heap.bin_max_hint[bin], 970);
 }
+
+/// A size on a bin's lower bound at an alignment: its own bin's gaps hold
+/// it unaligned, not always aligned, so the good fit may pass a fitting gap
+/// behind its bin's head for a bin past `size + align - 1`; `MinMemory`
+/// walks that bin too (the packed twin alike), and at alignment 1 takes the
+/// good fit's head.
+#[test]
+fn min_memory_walks_the_own_bin_of_an_aligned_size_on_a_bin_bound() {
+    // [1024, 1152) holds 1100 at 1032 (head; aligned to 256 it holds 852
+    // bytes) and 1024 at 0; 4096 at 2140 in its own bin.
+    let (heap, offsets) = heap_with_gaps(&[1024, 1100, 4096], 1 << 16);
+    assert_eq!(offsets, [0, 1032, 2140]);
+    let fast = heap.clone().allocate(1024, 256).unwrap();
+    assert_eq!(fast.offset, 2304, "the good fit passes the 1024 at 0");
+    let mut tight = heap.clone();
+    assert_eq!(
+        tight
+            .allocate_with(1024, 256, Strategy::MinMemory)
+            .unwrap()
+            .offset,
+        offsets[0]
+    );
+    let mut packed = heap.clone();
+    assert_eq!(
+        packed
+            .allocate_packed_min_memory(1024, 256)
+            .map(|p| p.offset),
+        Some(offsets[0])
+    );
+    // Alignment 1: the head holds it, as the good fit's choice.
+    let mut tight = heap.clone();
+    assert_eq!(
+        tight
+            .allocate_with(1024, 1, Strategy::MinMemory)
+            .unwrap()
+            .offset,
+        offsets[1]
+    );
+}

@@ -57,15 +57,19 @@ impl<const M: u32> OffsetAllocator<M> {
     /// bytes with less than a bin's width over, head first; returns the
     /// first that holds the aligned request. A walk that reaches the bin's
     /// end without a fit makes the bin's bound exact, as the boundary walk
-    /// does. A size on a bin's lower bound has no such bin: every gap of
-    /// its own bin holds it, and `find_fit` looks there first.
+    /// does. A size on a bin's lower bound at alignment 1 is left to
+    /// `find_fit`: every gap of its own bin holds it, and `find_fit` takes
+    /// that bin's head. At a larger alignment its own bin's gaps may not
+    /// hold it (a gap's start may need aligning), and `find_fit` looks at
+    /// the head alone before a bin past `size + align - 1`, so the walk
+    /// looks there.
     ///
     /// [`Strategy::MinMemory`]: crate::offset::Strategy::MinMemory
     #[inline]
     pub(super) fn find_tight_gap(&mut self, size: u64, align: u64) -> Option<(u32, u64)> {
         let bin = bin_down::<M>(size);
         // An empty bin's bound is 0, below every size.
-        if bin == bin_up::<M>(size) || self.bin_max_hint[bin as usize] < size {
+        if (align == 1 && bin == bin_up::<M>(size)) || self.bin_max_hint[bin as usize] < size {
             return None;
         }
         let mut node = self.bin_heads[bin as usize];
