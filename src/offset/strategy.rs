@@ -11,15 +11,15 @@
 /// differ in the range they take when several could.
 ///
 /// Measured on the peer bench's traces (`bench/`'s `peers --strategy
-/// min-memory` against the default, 5 runs each on lavapipe, 2-core Xeon VM):
-/// on our core's row (the core alone in one range) `MinMemory` lowered
-/// the peak of the range in use by 5 % on `streaming` and `small-churn`
-/// and 2 % on `frame-loop`, and raised it 1 % on `mixed`, for 6 to 12 ns
-/// more per allocation (a fifth to a half more), frees level. In the
-/// Vulkan allocator's blocks the same traces reserved the same memory
-/// either way (new blocks' sizes decide it there), for 3 to 6 ns more per
-/// allocation; it helps where blocks are few and fixed, as in a custom
-/// pool with `max_blocks`.
+/// min-memory` against the default, 5 runs each on lavapipe, 2-core Xeon
+/// VM, two such pairs of runs): on our core's row (the core alone in one
+/// range) `MinMemory` lowered the peak of the range in use by 5 % on
+/// `streaming` and `small-churn` and 2 % on `frame-loop`, and raised it
+/// 1 % on `mixed`, for 4 to 12 ns more per allocation (a sixth to a half
+/// more), frees level. In the Vulkan allocator's blocks the same traces
+/// reserved the same memory either way (new blocks' sizes decide it
+/// there), for 3 to 9 ns more per allocation; it helps where blocks are
+/// few and fixed, as in a custom pool with `max_blocks`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Strategy {
     /// The first size class all of whose free ranges hold the request,
