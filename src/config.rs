@@ -296,6 +296,30 @@ pub struct Config {
     /// deferred). Off, the default, it costs nothing: the same bit-mask test
     /// as for `debug_fill`. For leak hunts, not for shipping.
     pub allocation_backtraces: bool,
+    /// Logs every allocation as it is made and as it is freed, at
+    /// `log::Level::Debug` (gpu-allocator's `log_allocations` and
+    /// `log_frees`): `vk-suballoc: allocation "name" made: 4096 bytes at
+    /// offset 65536 of block 1/0 (memory type 1, memory 0x2a)`, then
+    /// `freed` for `made`; dedicated memory says `of dedicated memory`,
+    /// and a custom pool's allocation names its pool, as the leak lines
+    /// do. (The memory objects' own debug lines, `allocating 268435456
+    /// bytes of memory type 1` and `freed ...`, are logged either way.)
+    /// Every allocation a request makes is logged: a resource helper's,
+    /// one in a custom pool, one in dedicated memory, each of
+    /// [`allocate_many`](crate::Allocator::allocate_many)'s, a
+    /// defragmentation move's destination, an upload ring's chunk (but not
+    /// the ring allocations carved out of it); a free is logged when it is
+    /// carried out, so a [`free_after_frame`](crate::Allocator::free_after_frame)
+    /// at the `collect` that releases it. Lines are logged once the
+    /// allocator's locks are released, so a logger may call back into the
+    /// allocator.
+    ///
+    /// Costs, when on: a line formatted per allocation and per free, and
+    /// every allocation and free takes the debug path of
+    /// [`debug_fill`](Self::debug_fill). Off, the default, it costs
+    /// nothing: the same bit-mask test as for `debug_fill`. For debugging,
+    /// not for shipping.
+    pub log_allocations: bool,
 }
 
 impl Default for Config {
@@ -315,6 +339,7 @@ impl Default for Config {
             empty_block_frames: 120,
             heap_size_limits: [0; 16],
             allocation_backtraces: false,
+            log_allocations: false,
         }
     }
 }

@@ -9,6 +9,8 @@
 mod adversarial;
 #[path = "fake_device/aliasing.rs"]
 mod aliasing;
+#[path = "fake_device/allocation_log.rs"]
+mod allocation_log;
 #[path = "fake_device/allocation_paths.rs"]
 mod allocation_paths;
 #[path = "fake_device/api_walk.rs"]

@@ -146,7 +146,8 @@ struct Setup {
     /// custom pools. Bits 5 and 6: `Config::heap_size_limits` on the
     /// first heap and on the others ([`heap_size_limits`]). Bit 7, with
     /// `atom` bit 1: `Config::allocation_backtraces` (every free must drop
-    /// its allocation's backtrace: a debug assertion at the drop). (A byte,
+    /// its allocation's backtrace: a debug assertion at the drop); with
+    /// `atom` bit 0: `Config::log_allocations`. (A byte,
     /// where a `bool` was: the corpus keeps its layout.)
     toggle_budget: u8,
     atom: u8,
@@ -331,6 +332,8 @@ fn config(setup: &Setup, layout: &FakeLayout) -> Config {
         // One setup in four: a capture per allocation (microseconds, more
         // under ASan) slows the inputs that have it.
         allocation_backtraces: setup.toggle_budget & 128 != 0 && setup.atom & 2 != 0,
+        // The lines go nowhere (no logger here): their wording runs.
+        log_allocations: setup.toggle_budget & 128 != 0 && setup.atom & 1 != 0,
     }
 }
 

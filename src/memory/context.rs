@@ -284,10 +284,11 @@ impl<D> MemoryContext<D> {
             padded_granularity,
             corruption_types,
             fill_types,
-            // Backtraces are recorded on the debug paths, in every type.
+            // Backtraces are recorded, and allocations logged, on the
+            // debug paths, in every type.
             debug_types: corruption_types
                 | fill_types
-                | if config.allocation_backtraces {
+                | if config.allocation_backtraces || config.log_allocations {
                     existing
                 } else {
                     0
@@ -347,7 +348,8 @@ impl<D> MemoryContext<D> {
     /// The memory types whose allocations and frees take the debug paths,
     /// one bit per type: those with margins' patterns or debug fills
     /// ([`checked_types`](Self::checked_types)), and every type when
-    /// `Config::allocation_backtraces` is on; 0 otherwise.
+    /// `Config::allocation_backtraces` or `Config::log_allocations` is
+    /// on; 0 otherwise.
     #[inline]
     pub(crate) fn debug_types(&self) -> u32 {
         self.debug_types
@@ -365,6 +367,12 @@ impl<D> MemoryContext<D> {
     /// (`Config::allocation_backtraces`), for leak reports.
     pub(crate) fn records_backtraces(&self) -> bool {
         self.config.allocation_backtraces
+    }
+
+    /// Whether every allocation and free is logged
+    /// (`Config::log_allocations`).
+    pub(crate) fn logs_allocations(&self) -> bool {
+        self.config.log_allocations
     }
 
     /// Whether allocations in blocks of `memory_type` get the corruption

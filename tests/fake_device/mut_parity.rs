@@ -281,6 +281,7 @@ fn draw_config(rng: &mut Rng) -> Config {
         empty_block_reserve: [0.0, 1.0, 4.0][rng.below(3) as usize],
         empty_block_frames: [1, 3, 120][rng.below(3) as usize],
         allocation_backtraces: rng.below(4) == 0,
+        log_allocations: rng.below(4) == 0,
         ..Config::default()
     }
 }

@@ -69,6 +69,7 @@ use std::backtrace::Backtrace;
 use std::ops::Range;
 use std::sync::Arc;
 
+use super::allocation_log::log_allocation;
 use super::{Location, Placement, TypePool};
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::Block;
@@ -227,7 +228,8 @@ impl<M> TypePool<M> {
     /// bytes just placed in a block (or dedicated memory) of a memory type
     /// with corruption detection, debug fills or backtraces, handed to
     /// nobody yet: `backtrace`, the call's, when backtraces are recorded
-    /// ([`record_backtrace`](Self::record_backtrace)), the check and fill
+    /// ([`record_backtrace`](Self::record_backtrace)), its line in the log
+    /// (`Config::log_allocations`, `allocation_log.rs`), the check and fill
     /// of its bytes ([`fill_placed`](Self::fill_placed)), whose line about
     /// a write after free it returns, then the pattern over its margin
     /// ([`guard_margin`](Self::guard_margin)).
@@ -241,6 +243,9 @@ impl<M> TypePool<M> {
         backtrace: Option<Arc<Backtrace>>,
     ) -> Option<String> {
         self.record_backtrace(placement.location, backtrace);
+        if context.logs_allocations() {
+            log_allocation(self.allocation_line("made", placement.location, size));
+        }
         if let Location::Dedicated(_) = placement.location {
             if context.fills(self.memory_type) {
                 self.fill_dedicated(context, placement.location, size);

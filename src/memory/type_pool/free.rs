@@ -9,6 +9,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 
+use super::allocation_log::log_allocation;
 use super::{Location, TypePool};
 use crate::device::MemoryDeviceExt;
 use crate::memory::context::MemoryContext;
@@ -70,6 +71,12 @@ impl<M> TypePool<M> {
         // A stale location names no recorded allocation: generations
         // differ.
         self.forget_backtrace(location);
+        // Worded while the allocation is live, logged once it is freed.
+        let logged = if context.logs_allocations() {
+            self.allocation_line("freed", location, size)
+        } else {
+            None
+        };
         let damaged = if context.detects_corruption(self.memory_type) {
             self.check_margin_on_free(context, location)
         } else {
@@ -89,7 +96,11 @@ impl<M> TypePool<M> {
         };
         if let (None, Ok(())) = (&damaged, &filled) {
             // SAFETY: the caller's contract.
-            return unsafe { self.free_plain(context, location, size) };
+            let freed = unsafe { self.free_plain(context, location, size) };
+            if freed.is_ok() {
+                log_allocation(logged);
+            }
+            return freed;
         }
         // Unwind safety: a free updates the pool before anything that can
         // panic (`FirstPanic::run`'s note).
@@ -97,6 +108,9 @@ impl<M> TypePool<M> {
             // SAFETY: the caller's contract.
             unsafe { self.free_plain(context, location, size) }
         }));
+        if let Ok(Ok(())) = freed {
+            log_allocation(logged);
+        }
         if let Some(damaged) = damaged {
             deferred_log::log(log::Level::Error, damaged);
         }

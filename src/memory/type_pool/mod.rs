@@ -62,6 +62,7 @@ use crate::device::{DedicatedTarget, MemoryDeviceExt};
 use crate::Error;
 
 mod allocate;
+mod allocation_log;
 pub(crate) mod backtraces;
 mod corruption;
 pub(crate) mod debug_fill;

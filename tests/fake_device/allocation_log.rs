@@ -1,0 +1,204 @@
+//! `Config::log_allocations` (gpu-allocator's `log_allocations` and
+//! `log_frees`): a debug line for each allocation as it is made and as it
+//! is freed, saying its name, size and where it lies, in a block, a run's
+//! slot, dedicated memory or a custom pool; a free queued behind a frame
+//! is logged when `collect` carries it out; a stale free logs nothing;
+//! without the option nothing is logged; and a logger that calls back into
+//! the allocator on such a line does not deadlock.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ash::vk::Handle;
+use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::{
+    Allocation, AllocationDesc, Config, DedicatedPolicy, Error, PoolDesc, Request, ResourceKind,
+    Usage,
+};
+
+use super::frames::end_frame;
+use super::leak_log::{on_line_with, record_thread_lines, take_thread_lines};
+use super::{allocator, allocator_with, buffer, finish, free, requirements};
+
+fn logging() -> Config {
+    Config {
+        log_allocations: true,
+        ..Config::default()
+    }
+}
+
+/// The line the log has for `allocation`, `what` ("made", "freed"),
+/// in a block whose serial in its memory type is `block`, or in dedicated
+/// memory (`None`); `pool` is the custom pool's part.
+fn line(what: &str, name: &str, allocation: &Allocation, block: Option<u32>, pool: &str) -> String {
+    let memory_type = allocation.memory_type();
+    let place = match block {
+        Some(serial) => format!(
+            "at offset {} of block {memory_type}/{serial}",
+            allocation.offset()
+        ),
+        None => "of dedicated memory".to_owned(),
+    };
+    format!(
+        "DEBUG: vk-suballoc: allocation {name:?} {what}: {} bytes {place}{pool} (memory type {memory_type}, memory {:#x})",
+        allocation.size(),
+        allocation.memory().as_raw()
+    )
+}
+
+/// The allocation lines among this thread's (not the memory objects' own
+/// debug lines).
+fn allocator_lines() -> Vec<String> {
+    take_thread_lines()
+        .into_iter()
+        .filter(|line| line.contains("vk-suballoc: allocation \""))
+        .collect()
+}
+
+#[test]
+fn every_allocation_and_free_is_logged() {
+    record_thread_lines();
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), logging());
+    let pool = allocator
+        .create_pool(&PoolDesc {
+            name: Some("logged pool"),
+            ..PoolDesc::new(1)
+        })
+        .unwrap();
+    let pooled = Request::with_desc(
+        requirements(1 << 20, 256),
+        ResourceKind::Buffer,
+        AllocationDesc::new(Usage::DEVICE_LOCAL)
+            .pool(pool)
+            .name("pooled"),
+    );
+    let block = allocator
+        .allocate(&buffer(64 << 10, 256, Usage::DEVICE_LOCAL).name("in a block"))
+        .unwrap();
+    let slot = allocator
+        .allocate(&buffer(1000, 16, Usage::DEVICE_LOCAL).name("in a slot"))
+        .unwrap();
+    let dedicated = allocator
+        .allocate(
+            &buffer(4096, 256, Usage::UPLOAD)
+                .name("dedicated")
+                .dedicated(DedicatedPolicy::Always),
+        )
+        .unwrap();
+    let in_pool = allocator.allocate(&pooled).unwrap();
+    let unnamed = allocator
+        .allocate(&buffer(64 << 10, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let pool_part = " in custom pool \"logged pool\"";
+    assert!(dedicated.is_dedicated());
+    assert_eq!(
+        allocator_lines(),
+        [
+            line("made", "in a block", &block, Some(0), ""),
+            line("made", "in a slot", &slot, Some(0), ""),
+            line("made", "dedicated", &dedicated, None, ""),
+            line("made", "pooled", &in_pool, Some(0), pool_part),
+            line("made", "unnamed", &unnamed, Some(0), ""),
+        ]
+    );
+
+    // Frees, each worded as its allocation was, and a stale one: nothing.
+    let freed_lines = [
+        line("freed", "in a block", &block, Some(0), ""),
+        line("freed", "in a slot", &slot, Some(0), ""),
+        line("freed", "dedicated", &dedicated, None, ""),
+        line("freed", "pooled", &in_pool, Some(0), pool_part),
+    ];
+    // SAFETY: `Allocation` owns nothing on the heap and has no `Drop`; the
+    // copy only names the freed slot, refused as stale below.
+    let copy = unsafe { std::ptr::read(&slot) };
+    for allocation in [block, slot, dedicated, in_pool] {
+        free(&allocator, allocation);
+    }
+    // SAFETY: the fake device runs no GPU work.
+    assert_eq!(unsafe { allocator.free(copy) }, Err(Error::StaleAllocation));
+    assert_eq!(allocator_lines(), freed_lines);
+
+    // Behind a frame: logged when `collect` carries the free out.
+    let unnamed_freed = line("freed", "unnamed", &unnamed, Some(0), "");
+    allocator.free_after_frame(unnamed).unwrap();
+    let fence = end_frame(&allocator, &device);
+    assert_eq!(allocator_lines(), Vec::<String>::new());
+    device.signal_fence(fence);
+    allocator.collect().unwrap();
+    assert_eq!(allocator_lines(), [unnamed_freed]);
+
+    // `allocate_many`, each of its allocations.
+    let many = allocator
+        .allocate_many(&[
+            buffer(64 << 10, 256, Usage::DEVICE_LOCAL).name("first of many"),
+            buffer(64 << 10, 256, Usage::DEVICE_LOCAL).name("second of many"),
+        ])
+        .unwrap();
+    assert_eq!(
+        allocator_lines(),
+        [
+            line("made", "first of many", &many[0], Some(0), ""),
+            line("made", "second of many", &many[1], Some(0), ""),
+        ]
+    );
+    for allocation in many {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+#[test]
+fn without_the_option_nothing_is_logged() {
+    record_thread_lines();
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let allocation = allocator
+        .allocate(&buffer(64 << 10, 256, Usage::DEVICE_LOCAL).name("quiet"))
+        .unwrap();
+    free(&allocator, allocation);
+    finish(allocator, &device);
+    assert_eq!(allocator_lines(), Vec::<String>::new());
+}
+
+/// A logger that reads the allocator's stats on an allocation's or a
+/// free's line: both are logged once the pool's lock is released, so the
+/// call goes through (on a thread of its own, failing after 20 seconds
+/// rather than hanging on a deadlock).
+#[test]
+fn a_logger_may_call_back_in_on_an_allocation_line() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), logging());
+    let allocator = Arc::new(allocator);
+    let (done, finished) = mpsc::channel();
+    let shared = Arc::clone(&allocator);
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let thread = std::thread::spawn(move || {
+        let hook = |text: &'static str| {
+            let reader = Arc::clone(&shared);
+            let counted = Arc::clone(&counted);
+            on_line_with(text, move || {
+                let _ = reader.stats();
+                counted.fetch_add(1, Ordering::Relaxed);
+            });
+        };
+        hook("vk-suballoc: allocation \"hooked\" made");
+        let allocation = shared
+            .allocate(&buffer(64 << 10, 256, Usage::DEVICE_LOCAL).name("hooked"))
+            .unwrap();
+        hook("vk-suballoc: allocation \"hooked\" freed");
+        // SAFETY: the fake device runs no GPU work.
+        unsafe { shared.free(allocation) }.unwrap();
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the logger's call back into the allocator deadlocked");
+    thread.join().unwrap();
+    // The made line's hook, then the freed line's.
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+    let allocator = Arc::try_unwrap(allocator).ok().unwrap();
+    finish(allocator, &device);
+}
