@@ -149,8 +149,13 @@ impl Run {
     pub(crate) fn slots(&self) -> impl Iterator<Item = (u32, bool, u64)> + '_ {
         (0..u32::from(self.slots)).map(|slot| {
             let live = self.free & (1 << slot) == 0;
-            (slot, live, self.offset + u64::from(slot) * self.slot_size)
+            (slot, live, self.slot_offset(slot))
         })
+    }
+
+    /// Where `slot` starts in the run's block.
+    pub(crate) fn slot_offset(&self, slot: u32) -> u64 {
+        self.offset + u64::from(slot) * self.slot_size
     }
 
     /// The generation of `slot`: a live slot's handle carries it.

@@ -7,6 +7,7 @@
 use ash::vk::Handle;
 
 use super::{Location, TypePool};
+use crate::memory::block::Block;
 use crate::memory::deferred_log;
 
 impl<M> TypePool<M> {
@@ -25,6 +26,11 @@ impl<M> TypePool<M> {
         let name = self.name_at(location).unwrap_or("unnamed");
         let pool = self.pool_label();
         let memory_type = self.memory_type;
+        let in_block = |block: &Block<M>, offset: u64| {
+            let serial = block.serial;
+            let place = format!("at offset {offset} of block {memory_type}/{serial}");
+            (place, block.raw)
+        };
         let (place, raw) = match location {
             Location::Dedicated(key) => {
                 let dedicated = self.dedicated.get(key)?;
@@ -32,12 +38,7 @@ impl<M> TypePool<M> {
             }
             Location::Block { block, range } => {
                 let block = self.blocks.get(block)?;
-                let offset = block.ranges.get(range)?.offset;
-                let serial = block.serial;
-                (
-                    format!("at offset {offset} of block {memory_type}/{serial}"),
-                    block.raw,
-                )
+                in_block(block, block.ranges.get(range)?.offset)
             }
             Location::Slot {
                 run,
@@ -45,13 +46,7 @@ impl<M> TypePool<M> {
                 generation,
             } => {
                 let run = self.runs.live(run, slot, generation)?;
-                let block = self.blocks.get(run.block)?;
-                let offset = run.offset + u64::from(slot) * run.slot_size;
-                let serial = block.serial;
-                (
-                    format!("at offset {offset} of block {memory_type}/{serial}"),
-                    block.raw,
-                )
+                in_block(self.blocks.get(run.block)?, run.slot_offset(slot))
             }
         };
         Some(format!(

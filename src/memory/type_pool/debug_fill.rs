@@ -318,7 +318,7 @@ impl<M> TypePool<M> {
                     memory: &block.memory,
                     memory_size: block.size,
                     mapped: block.mapped?,
-                    offset: run.offset + u64::from(slot) * run.slot_size,
+                    offset: run.slot_offset(slot),
                     held: run.slot_size,
                 })
             }
