@@ -284,3 +284,35 @@ fn a_plan_logs_its_destinations_and_not_the_placements_it_undoes() {
     }
     finish(allocator, &device);
 }
+
+/// A memory callback that panics as a free releases its memory (dedicated
+/// memory here): the allocation is freed all the same (the pool is updated
+/// before the callback runs), so its free is logged before the panic goes
+/// on.
+#[test]
+fn a_free_whose_memory_callback_panics_is_logged() {
+    record_thread_lines();
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), logging());
+    allocator.set_memory_callback(|event| {
+        if event.kind == vk_suballoc::MemoryEventKind::Freed {
+            panic!("the test's callback panics on a free");
+        }
+    });
+    let dedicated = allocator
+        .allocate(
+            &buffer(4096, 256, Usage::UPLOAD)
+                .name("dedicated")
+                .dedicated(DedicatedPolicy::Always),
+        )
+        .unwrap();
+    let freed = line("freed", "dedicated", &dedicated, None, "");
+    let _ = allocator_lines();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: the fake device runs no GPU work.
+        unsafe { allocator.free(dedicated) }
+    }));
+    assert!(outcome.is_err(), "the callback's panic reaches the caller");
+    assert_eq!(allocator.stats().allocations(), 0);
+    assert_eq!(allocator_lines(), [freed]);
+    finish(allocator, &device);
+}

@@ -84,7 +84,8 @@ impl<M> TypePool<M> {
     /// fill's flush (non-coherent types) goes on once the allocation is
     /// freed. With `Config::log_allocations` and `logged` (false for
     /// [`free_unlogged`](Self::free_unlogged)), the free's line is logged
-    /// once the allocation is freed.
+    /// once the allocation is freed, before the damaged margin's, and
+    /// also when the free panics.
     ///
     /// # Safety
     /// As [`free`](Self::free).
@@ -123,13 +124,9 @@ impl<M> TypePool<M> {
         } else {
             Ok(())
         };
-        if let (None, Ok(())) = (&damaged, &filled) {
+        if let (None, Ok(()), None) = (&damaged, &filled, &logged) {
             // SAFETY: the caller's contract.
-            let freed = unsafe { self.free_plain(context, location, size) };
-            if freed.is_ok() {
-                log_allocation(logged);
-            }
-            return freed;
+            return unsafe { self.free_plain(context, location, size) };
         }
         // Unwind safety: a free updates the pool before anything that can
         // panic (`FirstPanic::run`'s note).
@@ -137,7 +134,9 @@ impl<M> TypePool<M> {
             // SAFETY: the caller's contract.
             unsafe { self.free_plain(context, location, size) }
         }));
-        if let Ok(Ok(())) = freed {
+        // Freed also when the release of its memory panicked (the memory
+        // callback): the pool was updated first.
+        if let Ok(Ok(())) | Err(_) = freed {
             log_allocation(logged);
         }
         if let Some(damaged) = damaged {
