@@ -71,8 +71,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::DeviceAddressNotEnabled`] for `SHADER_DEVICE_ADDRESS` without
     /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address);
     /// [`Error::NoSuitableMemoryType`] when the types with those flags suit
-    /// no ring (`LAZILY_ALLOCATED` or `PROTECTED` required; `memory_type_bits`
-    /// names them) (nothing is created after any of these);
+    /// no ring: none the host sees in a heap of more than 0 bytes
+    /// (`LAZILY_ALLOCATED` or `PROTECTED` required, say; `memory_type_bits`
+    /// names those types, or, with no required flags, every type the
+    /// allocator may use) (nothing is created after any of these);
     /// [`Error::SizeExceedsHeaps`] for a ring larger than the heap of every
     /// memory type that suits `desc.usage`, however large, then
     /// [`Error::SizeExceedsMaxAllocation`] for one larger than
@@ -147,7 +149,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // addresses without buffer device address, and required flags that
         // only types no ring takes have (lazily allocated or protected
         // memory), for which the buffer was made and destroyed again.
-        self.memory_type_for_desc(u32::MAX, &ring_memory(desc))
+        // Asked of the types the allocator may use, which the error names
+        // when no required flags narrow them (all 32 bits of a mask named
+        // types the device does not have).
+        let usable = self.context.usable_types();
+        self.memory_type_for_desc(usable, &ring_memory(desc))
             .map(|_| ())
     }
 

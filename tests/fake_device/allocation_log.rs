@@ -18,6 +18,7 @@ use vk_suballoc::{
     Usage,
 };
 
+use super::defragment::movables;
 use super::frames::end_frame;
 use super::leak_log::{on_line_with, record_thread_lines, take_thread_lines};
 use super::{allocator, allocator_with, buffer, finish, free, requirements};
@@ -200,5 +201,118 @@ fn a_logger_may_call_back_in_on_an_allocation_line() {
     // The made line's hook, then the freed line's.
     assert_eq!(calls.load(Ordering::Relaxed), 2);
     let allocator = Arc::try_unwrap(allocator).ok().unwrap();
+    finish(allocator, &device);
+}
+
+/// A defragmentation plan logs each move's destination as made, named as
+/// its source; the placements it tries for a block whose allocations do
+/// not all fit elsewhere, and undoes, were never handed out: neither
+/// made nor freed is logged for them.
+#[test]
+fn a_plan_logs_its_destinations_and_not_the_placements_it_undoes() {
+    const MIB: u64 = 1 << 20;
+    record_thread_lines();
+    let config = Config {
+        small_buffer_limit: 0,
+        ..logging()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    // 32 buffers of 1 MiB fill the first block (32 MiB), 32 more half the
+    // second (64 MiB); every other one of the first block's is freed, and
+    // 24 of the second's.
+    let all: Vec<Allocation> = (0..64)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL).name("mib"))
+                .unwrap()
+        })
+        .collect();
+    let mut live = Vec::new();
+    for (i, allocation) in all.into_iter().enumerate() {
+        if (i < 32 && i % 2 == 0) || i >= 56 {
+            live.push(allocation);
+        } else {
+            free(&allocator, allocation);
+        }
+    }
+    // Two 2 MiB buffers in the second block; one 3 MiB hole in the first,
+    // the rest 1 MiB: the first fits in the hole, the second does not, so
+    // the first's placement is undone.
+    let second = live[16].memory();
+    for _ in 0..2 {
+        let large = allocator
+            .allocate(&buffer(2 * MIB, 256, Usage::DEVICE_LOCAL).name("large"))
+            .unwrap();
+        assert_eq!(large.memory(), second);
+        live.push(large);
+    }
+    free(&allocator, live.remove(1));
+    let _ = allocator_lines();
+    let plan = allocator
+        .plan_defragmentation(&movables(&live[15..]), &Default::default())
+        .unwrap();
+    assert!(plan.moves.is_empty());
+    assert_eq!(
+        allocator_lines(),
+        Vec::<String>::new(),
+        "the undone placement"
+    );
+
+    // A plan that empties the first block into the second's holes: each
+    // destination is logged as made there (block 1/1), named as its
+    // source.
+    let plan = allocator
+        .plan_defragmentation(&movables(&live[..15]), &Default::default())
+        .unwrap();
+    assert!(!plan.moves.is_empty());
+    let made: Vec<String> = plan
+        .moves
+        .iter()
+        .map(|planned| line("made", "mib", &planned.destination, Some(1), ""))
+        .collect();
+    let mut lines = allocator_lines();
+    lines.sort();
+    let mut expected = made;
+    expected.sort();
+    assert_eq!(lines, expected);
+    for planned in plan.moves.into_iter().rev() {
+        let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+        free(&allocator, old);
+    }
+    for allocation in live {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}
+
+/// A memory callback that panics as a free releases its memory (dedicated
+/// memory here): the allocation is freed all the same (the pool is updated
+/// before the callback runs), so its free is logged before the panic goes
+/// on.
+#[test]
+fn a_free_whose_memory_callback_panics_is_logged() {
+    record_thread_lines();
+    let (mut allocator, device) = allocator_with(FakeLayout::discrete(), logging());
+    allocator.set_memory_callback(|event| {
+        if event.kind == vk_suballoc::MemoryEventKind::Freed {
+            panic!("the test's callback panics on a free");
+        }
+    });
+    let dedicated = allocator
+        .allocate(
+            &buffer(4096, 256, Usage::UPLOAD)
+                .name("dedicated")
+                .dedicated(DedicatedPolicy::Always),
+        )
+        .unwrap();
+    let freed = line("freed", "dedicated", &dedicated, None, "");
+    let _ = allocator_lines();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: the fake device runs no GPU work.
+        unsafe { allocator.free(dedicated) }
+    }));
+    assert!(outcome.is_err(), "the callback's panic reaches the caller");
+    assert_eq!(allocator.stats().allocations(), 0);
+    assert_eq!(allocator_lines(), [freed]);
     finish(allocator, &device);
 }

@@ -440,8 +440,10 @@ impl<M> TypePool<M> {
             let freed = panic::catch_unwind(AssertUnwindSafe(|| {
                 // SAFETY: placed just now and handed to nobody: no
                 // resource is bound to it. Its block held other
-                // allocations before, so no memory is released.
-                unsafe { self.free(context, placement.location, size) }
+                // allocations before, so no memory is released. Never
+                // logged as made (`Config::log_allocations`), its free
+                // is not either.
+                unsafe { self.free_unlogged(context, placement.location, size) }
             }));
             match freed {
                 Ok(undone) => debug_assert!(undone.is_ok()),

@@ -40,7 +40,33 @@ impl<M> TypePool<M> {
         // and every freed range filled.
         if context.is_debug_type(self.memory_type) {
             // SAFETY: the caller's contract.
-            return unsafe { self.free_debug(context, location, size) };
+            return unsafe { self.free_debug(context, location, size, true) };
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.free_plain(context, location, size) }
+    }
+
+    /// [`free`](Self::free) of an allocation handed to nobody and never
+    /// logged as made (`Config::log_allocations`): a defragmentation
+    /// plan's destination undone under the pool's lock, before the plan
+    /// logs its destinations. Its free is not logged either, so that the
+    /// log has no free of an allocation it never showed.
+    ///
+    /// # Errors
+    /// As [`free`](Self::free).
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    #[cold]
+    pub(crate) unsafe fn free_unlogged<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        location: Location,
+        size: u64,
+    ) -> Result<(), Error> {
+        if context.is_debug_type(self.memory_type) {
+            // SAFETY: the caller's contract.
+            return unsafe { self.free_debug(context, location, size, false) };
         }
         // SAFETY: the caller's contract.
         unsafe { self.free_plain(context, location, size) }
@@ -56,7 +82,10 @@ impl<M> TypePool<M> {
     /// when the free panics (the memory callback, as the emptied block is
     /// released), before that panic goes on. A backend panicking in the
     /// fill's flush (non-coherent types) goes on once the allocation is
-    /// freed.
+    /// freed. With `Config::log_allocations` and `logged` (false for
+    /// [`free_unlogged`](Self::free_unlogged)), the free's line is logged
+    /// once the allocation is freed, before the damaged margin's, and
+    /// also when the free panics.
     ///
     /// # Safety
     /// As [`free`](Self::free).
@@ -67,12 +96,13 @@ impl<M> TypePool<M> {
         context: &MemoryContext<D>,
         location: Location,
         size: u64,
+        logged: bool,
     ) -> Result<(), Error> {
         // A stale location names no recorded allocation: generations
         // differ.
         self.forget_backtrace(location);
         // Worded while the allocation is live, logged once it is freed.
-        let logged = if context.logs_allocations() {
+        let logged = if logged && context.logs_allocations() {
             self.allocation_line("freed", location, size)
         } else {
             None
@@ -94,13 +124,9 @@ impl<M> TypePool<M> {
         } else {
             Ok(())
         };
-        if let (None, Ok(())) = (&damaged, &filled) {
+        if let (None, Ok(()), None) = (&damaged, &filled, &logged) {
             // SAFETY: the caller's contract.
-            let freed = unsafe { self.free_plain(context, location, size) };
-            if freed.is_ok() {
-                log_allocation(logged);
-            }
-            return freed;
+            return unsafe { self.free_plain(context, location, size) };
         }
         // Unwind safety: a free updates the pool before anything that can
         // panic (`FirstPanic::run`'s note).
@@ -108,7 +134,9 @@ impl<M> TypePool<M> {
             // SAFETY: the caller's contract.
             unsafe { self.free_plain(context, location, size) }
         }));
-        if let Ok(Ok(())) = freed {
+        // Freed also when the release of its memory panicked (the memory
+        // callback): the pool was updated first.
+        if let Ok(Ok(())) | Err(_) = freed {
             log_allocation(logged);
         }
         if let Some(damaged) = damaged {

@@ -285,6 +285,33 @@ fn a_ring_s_refusals_come_in_the_documented_order() {
     finish(allocator, &device);
 }
 
+/// A device whose host-visible memory is all in heaps of 0 bytes (the
+/// discrete layout with its system heap and BAR window emptied): no type
+/// suits a ring, which is refused before its buffer is made with
+/// `NoSuitableMemoryType` naming the device's types (as `memory_type_for`
+/// names those it was given), not all 32 bits of a type mask.
+#[test]
+fn a_ring_on_a_device_whose_host_heaps_are_empty_names_the_device_s_types() {
+    let layout = FakeLayout::discrete()
+        .with_heap_size(1, 0)
+        .with_heap_size(2, 0);
+    let (allocator, device) = allocator(layout);
+    let desc = UploadRingDesc::default();
+    let unsuitable = Error::NoSuitableMemoryType {
+        memory_type_bits: 0b1_1111,
+        usage: desc.usage,
+    };
+    assert!(makes_nothing(&device, || assert_eq!(
+        allocator.create_upload_ring(&desc).map(|_| ()),
+        Err(unsuitable)
+    )));
+    assert_eq!(
+        allocator.memory_type_for(0b1_1111, desc.usage),
+        Err(unsuitable)
+    );
+    finish(allocator, &device);
+}
+
 /// A ring whose buffers take their device address (`SHADER_DEVICE_ADDRESS`
 /// usage) needs memory allocated for it
 /// (VUID-vkBindBufferMemory-bufferDeviceAddress-03339), as `create_buffer`
