@@ -310,9 +310,12 @@ pub struct Config {
     /// defragmentation move's destination, an upload ring's chunk (but not
     /// the ring allocations carved out of it); a free is logged when it is
     /// carried out, so a [`free_after_frame`](crate::Allocator::free_after_frame)
-    /// at the `collect` that releases it. Lines are logged once the
-    /// allocator's locks are released, so a logger may call back into the
-    /// allocator.
+    /// at the `collect` that releases it. The size is the one requested
+    /// (a leaked run slot's line gives its slot's). At the allocator's
+    /// drop a live allocation is a leak, with its leak line and no freed
+    /// line (a live upload ring's chunks, freed then, have both). Lines
+    /// are logged once the allocator's locks are released, so a logger
+    /// may call back into the allocator.
     ///
     /// Costs, when on: a line formatted per allocation and per free, and
     /// every allocation and free takes the debug path of
