@@ -20,7 +20,10 @@
 /// reserved the same memory either way (new blocks' sizes decide it
 /// there), for 3 to 9 ns more per allocation; it helps where blocks are
 /// few and fixed, as in a custom pool with `max_blocks`.
+///
+/// Non-exhaustive: a strategy may be added (VMA also has `MIN_OFFSET`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Strategy {
     /// The first size class all of whose free ranges hold the request,
     /// and its first range: two bitmask searches. A range up to one

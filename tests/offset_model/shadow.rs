@@ -287,9 +287,11 @@ impl<const M: u32> Shadow<M> {
             .then(|| self.heap.clone().allocate(size, align).ok())
             .flatten();
         let free_before = self.free_ranges();
-        let result = match strategy {
-            Strategy::MinTime => self.heap.allocate(size, align),
-            Strategy::MinMemory => self.heap.allocate_with(size, align, strategy),
+        // The default strategy through `allocate` itself.
+        let result = if strategy == Strategy::MinTime {
+            self.heap.allocate(size, align)
+        } else {
+            self.heap.allocate_with(size, align, strategy)
         };
         if let Some(error) = bad_input_error(size, align) {
             assert_eq!(result.err(), Some(error));
