@@ -7,7 +7,6 @@
 use ash::vk::Handle;
 
 use super::{Location, TypePool};
-use crate::memory::block::Block;
 use crate::memory::deferred_log;
 
 impl<M> TypePool<M> {
@@ -26,27 +25,16 @@ impl<M> TypePool<M> {
         let name = self.name_at(location).unwrap_or("unnamed");
         let pool = self.pool_label();
         let memory_type = self.memory_type;
-        let in_block = |block: &Block<M>, offset: u64| {
-            let serial = block.serial;
-            let place = format!("at offset {offset} of block {memory_type}/{serial}");
-            (place, block.raw)
-        };
         let (place, raw) = match location {
             Location::Dedicated(key) => {
                 let dedicated = self.dedicated.get(key)?;
                 ("of dedicated memory".to_owned(), dedicated.raw)
             }
-            Location::Block { block, range } => {
-                let block = self.blocks.get(block)?;
-                in_block(block, block.ranges.get(range)?.offset)
-            }
-            Location::Slot {
-                run,
-                slot,
-                generation,
-            } => {
-                let run = self.runs.live(run, slot, generation)?;
-                in_block(self.blocks.get(run.block)?, run.slot_offset(slot))
+            _ => {
+                let (block, offset, _) = self.held_in_block(location)?;
+                let serial = block.serial;
+                let place = format!("at offset {offset} of block {memory_type}/{serial}");
+                (place, block.raw)
             }
         };
         Some(format!(

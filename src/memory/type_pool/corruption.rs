@@ -137,17 +137,7 @@ impl<M> TypePool<M> {
     /// its offset-allocator range, or its run's slot size. `None` for
     /// dedicated memory and anything not live.
     pub(super) fn held_bytes(&self, location: Location) -> Option<u64> {
-        match location {
-            Location::Block { block, range } => {
-                Some(self.blocks.get(block)?.ranges.get(range)?.size)
-            }
-            Location::Slot {
-                run,
-                slot,
-                generation,
-            } => Some(self.runs.live(run, slot, generation)?.slot_size),
-            Location::Dedicated(_) => None,
-        }
+        self.held_in_block(location).map(|(_, _, held)| held)
     }
 
     /// Before the free of the allocation at `location`, in a memory type

@@ -295,35 +295,14 @@ impl<M> TypePool<M> {
     /// and the bytes it holds there; `None` for dedicated memory, unmapped
     /// blocks and anything not live.
     fn held_span(&self, location: Location) -> Option<HeldSpan<'_, M>> {
-        match location {
-            Location::Block { block, range } => {
-                let block = self.blocks.get(block)?;
-                let held = block.ranges.get(range)?;
-                Some(HeldSpan {
-                    memory: &block.memory,
-                    memory_size: block.size,
-                    mapped: block.mapped?,
-                    offset: held.offset,
-                    held: held.size,
-                })
-            }
-            Location::Slot {
-                run,
-                slot,
-                generation,
-            } => {
-                let run = self.runs.live(run, slot, generation)?;
-                let block = self.blocks.get(run.block)?;
-                Some(HeldSpan {
-                    memory: &block.memory,
-                    memory_size: block.size,
-                    mapped: block.mapped?,
-                    offset: run.slot_offset(slot),
-                    held: run.slot_size,
-                })
-            }
-            Location::Dedicated(_) => None,
-        }
+        let (block, offset, held) = self.held_in_block(location)?;
+        Some(HeldSpan {
+            memory: &block.memory,
+            memory_size: block.size,
+            mapped: block.mapped?,
+            offset,
+            held,
+        })
     }
 
     /// For `placement`, an allocation of `size` requested bytes just

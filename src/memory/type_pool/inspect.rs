@@ -16,21 +16,34 @@ impl<M> TypePool<M> {
     pub(crate) fn memory_at(&self, location: Location) -> Option<(&M, u64)> {
         match location {
             Location::Dedicated(key) => self.dedicated.get(key).map(|d| (&d.memory, d.size)),
+            _ => {
+                let (block, _, _) = self.held_in_block(location)?;
+                Some((&block.memory, block.size))
+            }
+        }
+    }
+
+    /// The block the live allocation at `location` lies in, where it
+    /// starts there and the bytes it holds (its offset allocator's range,
+    /// or its run's slot); `None` for dedicated memory and anything not
+    /// live.
+    pub(crate) fn held_in_block(&self, location: Location) -> Option<(&Block<M>, u64, u64)> {
+        match location {
             Location::Block { block, range } => {
                 let block = self.blocks.get(block)?;
-                block.ranges.get(range)?;
-                Some((&block.memory, block.size))
+                let held = block.ranges.get(range)?;
+                Some((block, held.offset, held.size))
             }
             Location::Slot {
                 run,
                 slot,
                 generation,
             } => {
-                let block = self
-                    .blocks
-                    .get(self.runs.live(run, slot, generation)?.block)?;
-                Some((&block.memory, block.size))
+                let run = self.runs.live(run, slot, generation)?;
+                let block = self.blocks.get(run.block)?;
+                Some((block, run.slot_offset(slot), run.slot_size))
             }
+            Location::Dedicated(_) => None,
         }
     }
 
