@@ -36,14 +36,8 @@ impl<M> TypePool<M> {
         location: Location,
         size: u64,
     ) -> Result<(), Error> {
-        // Every free comes here, so every guarded margin is checked once,
-        // and every freed range filled.
-        if context.is_debug_type(self.memory_type) {
-            // SAFETY: the caller's contract.
-            return unsafe { self.free_debug(context, location, size, true) };
-        }
         // SAFETY: the caller's contract.
-        unsafe { self.free_plain(context, location, size) }
+        unsafe { self.free_logged(context, location, size, true) }
     }
 
     /// [`free`](Self::free) of an allocation handed to nobody and never
@@ -64,9 +58,29 @@ impl<M> TypePool<M> {
         location: Location,
         size: u64,
     ) -> Result<(), Error> {
+        // SAFETY: the caller's contract.
+        unsafe { self.free_logged(context, location, size, false) }
+    }
+
+    /// [`free`](Self::free), whose line `Config::log_allocations` logs
+    /// when `logged` ([`free_unlogged`](Self::free_unlogged) passes
+    /// false). Inlined with `logged` constant: `free`'s code is as it was.
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    #[inline(always)]
+    unsafe fn free_logged<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        location: Location,
+        size: u64,
+        logged: bool,
+    ) -> Result<(), Error> {
+        // Every free comes here, so every guarded margin is checked once,
+        // and every freed range filled.
         if context.is_debug_type(self.memory_type) {
             // SAFETY: the caller's contract.
-            return unsafe { self.free_debug(context, location, size, false) };
+            return unsafe { self.free_debug(context, location, size, logged) };
         }
         // SAFETY: the caller's contract.
         unsafe { self.free_plain(context, location, size) }
