@@ -142,9 +142,10 @@ pub(crate) struct MemoryContext<D> {
     /// `HOST_VISIBLE` types, coherent or not (`type_pool/debug_fill.rs`).
     fill_types: u32,
     /// `corruption_types | fill_types`, and every type with
-    /// `Config::allocation_backtraces`: the types whose allocations and
-    /// frees take the out-of-line debug paths, tested once per allocation
-    /// and per free ([`is_debug_type`](Self::is_debug_type)).
+    /// `Config::allocation_backtraces` or `Config::log_allocations`: the
+    /// types whose allocations and frees take the out-of-line debug paths,
+    /// tested once per allocation and per free
+    /// ([`is_debug_type`](Self::is_debug_type)).
     debug_types: u32,
     /// Damaged margins and writes after free found so far
     /// ([`count_corruption`](Self::count_corruption)).
@@ -337,8 +338,8 @@ impl<D> MemoryContext<D> {
     }
 
     /// Whether allocations and frees in `memory_type` take the debug
-    /// paths: margins' patterns, debug fills or backtraces (the field
-    /// `debug_types`).
+    /// paths: margins' patterns, debug fills, backtraces or the
+    /// allocation log (the field `debug_types`).
     #[inline]
     pub(crate) fn is_debug_type(&self, memory_type: u32) -> bool {
         // Zero first: the only test the default path pays.
