@@ -58,6 +58,13 @@ fn allocator_lines() -> Vec<String> {
         .collect()
 }
 
+/// A 4 KiB upload buffer named "dedicated" in memory of its own.
+fn dedicated_upload() -> Request<'static> {
+    buffer(4096, 256, Usage::UPLOAD)
+        .name("dedicated")
+        .dedicated(DedicatedPolicy::Always)
+}
+
 #[test]
 fn every_allocation_and_free_is_logged() {
     record_thread_lines();
@@ -81,13 +88,7 @@ fn every_allocation_and_free_is_logged() {
     let slot = allocator
         .allocate(&buffer(1000, 16, Usage::DEVICE_LOCAL).name("in a slot"))
         .unwrap();
-    let dedicated = allocator
-        .allocate(
-            &buffer(4096, 256, Usage::UPLOAD)
-                .name("dedicated")
-                .dedicated(DedicatedPolicy::Always),
-        )
-        .unwrap();
+    let dedicated = allocator.allocate(&dedicated_upload()).unwrap();
     let in_pool = allocator.allocate(&pooled).unwrap();
     let unnamed = allocator
         .allocate(&buffer(64 << 10, 256, Usage::DEVICE_LOCAL))
@@ -298,13 +299,7 @@ fn a_free_whose_memory_callback_panics_is_logged() {
             panic!("the test's callback panics on a free");
         }
     });
-    let dedicated = allocator
-        .allocate(
-            &buffer(4096, 256, Usage::UPLOAD)
-                .name("dedicated")
-                .dedicated(DedicatedPolicy::Always),
-        )
-        .unwrap();
+    let dedicated = allocator.allocate(&dedicated_upload()).unwrap();
     let freed = line("freed", "dedicated", &dedicated, None, "");
     let _ = allocator_lines();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
