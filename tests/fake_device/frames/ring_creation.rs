@@ -8,6 +8,7 @@
 use ash::vk;
 use gpu_alloc_types::MemoryHeap;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::device::{MemoryPropertyFlags as Props, MemoryType};
 use vk_suballoc::{Error, UploadRingDesc, Usage};
 
 use super::super::{allocator, finish};
@@ -310,6 +311,62 @@ fn a_ring_on_a_device_whose_host_heaps_are_empty_names_the_device_s_types() {
         Err(unsuitable)
     );
     finish(allocator, &device);
+}
+
+/// A ring requiring `PROTECTED` memory, on a device with a protected type:
+/// no ring takes one (the host cannot see protected memory), so the ring
+/// is refused before its buffer is made, with `NoSuitableMemoryType`
+/// naming that type when the device's `protectedMemory` feature is on
+/// (the type is usable, by custom pools alone), and with
+/// `MissingRequiredFlags` when it is off (the allocator then uses no
+/// protected type: none has the flag). Nothing is made either way.
+#[test]
+fn a_ring_requiring_protected_memory_is_refused_before_its_buffer() {
+    const PROTECTED: u32 = 5;
+    let mut layout = FakeLayout::discrete();
+    layout.memory_types.push(MemoryType {
+        heap: 0,
+        props: Props::DEVICE_LOCAL | Props::PROTECTED,
+    });
+    let desc = UploadRingDesc {
+        required_flags: vk::MemoryPropertyFlags::PROTECTED,
+        ..UploadRingDesc::default()
+    };
+    for (feature, expected) in [
+        (
+            true,
+            Error::NoSuitableMemoryType {
+                memory_type_bits: 1 << PROTECTED,
+                usage: desc.usage,
+            },
+        ),
+        (
+            false,
+            Error::MissingRequiredFlags {
+                memory_type_bits: 0b1_1111,
+                required: vk::MemoryPropertyFlags::PROTECTED,
+            },
+        ),
+    ] {
+        let (allocator, device) = allocator(layout.clone().with_protected_memory(feature));
+        assert!(makes_nothing(&device, || {
+            assert_eq!(
+                allocator.create_upload_ring(&desc).map(|_| ()),
+                Err(expected),
+                "protectedMemory {feature}"
+            );
+            // SAFETY: refused before a buffer is made.
+            let result = unsafe { allocator.create_upload_ring_unchecked(&desc) };
+            assert_eq!(
+                result.map(|_| ()),
+                Err(expected),
+                "protectedMemory {feature}"
+            );
+        }));
+        assert_eq!(device.counters().allocate_calls, 0);
+        assert_eq!(device.live_allocations(), vec![]);
+        finish(allocator, &device);
+    }
 }
 
 /// A ring whose buffers take their device address (`SHADER_DEVICE_ADDRESS`
