@@ -121,11 +121,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// and starts the next frame. Returns the sealed frame's index. Then
     /// releases the empty blocks kept past
     /// [`Config::empty_block_frames`](crate::Config::empty_block_frames)
-    /// (`vkFreeMemory`, and the memory callback, on this thread), and,
-    /// with `VK_EXT_memory_budget`, every empty block kept in a heap that
-    /// the driver's figures, read then, put at or over its budget (read
-    /// only when some memory type keeps an empty block; VMA reads them at
-    /// every `vmaSetCurrentFrameIndex`), in the memory types whose locks
+    /// (`vkFreeMemory`, and the memory callback, on this thread), and
+    /// every empty block kept in a heap at or over its budget (with
+    /// `VK_EXT_memory_budget` the driver's figures, read then, only when
+    /// some memory type keeps an empty block; VMA reads them at every
+    /// `vmaSetCurrentFrameIndex`), in the memory types whose locks
     /// no other thread holds. A panic of the
     /// memory callback ([`set_memory_callback`](Self::set_memory_callback))
     /// during that release reaches the caller with the frame sealed, as on
@@ -150,10 +150,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// aged blocks: a pass over the blocks of each default pool that keeps
     /// two empty blocks or more, and a `vkFreeMemory` call per block
     /// released (with [`Config::debug_fill`](crate::Config::debug_fill), a
-    /// read of each first); with `VK_EXT_memory_budget`, a pass over the
-    /// memory types and custom pools, and, when one keeps an empty block,
-    /// one query of the driver's budgets and a pass over the blocks of
-    /// each type over budget. With debug fills, a write of the ring space a
+    /// read of each first); a pass over the memory types and custom
+    /// pools, and, when one keeps an empty block, one query of the
+    /// driver's budgets (with `VK_EXT_memory_budget`) and a pass over the
+    /// blocks of each type over budget. With debug fills, a write of the ring space a
     /// retried reclaim gives back (O(bytes)).
     ///
     /// # Safety

@@ -1,7 +1,9 @@
 //! What the end of a frame does to the empty blocks memory types keep:
 //! those kept longer than `Config::empty_block_frames` go back, and so do
-//! all of a heap's kept blocks when the driver's figures, read at the
-//! frame's end, put the heap at or over its budget. Apart from
+//! all of a heap's kept blocks when its figures at the frame's end (the
+//! driver's, read then, with `VK_EXT_memory_budget`; else
+//! `Config::budget_fraction` of it and this allocator's own usage) put it
+//! at or over its budget. Apart from
 //! `frames.rs`, which seals and collects frames, because this is the
 //! block-keeping policy's part of a frame's end, run by `end_frame`,
 //! `end_frame_timeline` and `collect_idle` alike.
@@ -53,28 +55,32 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     }
 
     /// Releases every kept empty block (down to a custom pool's
-    /// `min_blocks`) of the memory types whose heap the driver's figures,
-    /// read now, put at or over its budget: the rule a block that empties
+    /// `min_blocks`) of the memory types whose heap its figures now (the
+    /// driver's, read now, with `VK_EXT_memory_budget`) put at or over its
+    /// budget: the rule a block that empties
     /// follows (`TypePool::block_emptied`, VMA's `VmaBlockVector::Free`),
     /// applied to blocks that emptied before other processes took the
     /// heap past its budget, or that emptied on an estimate not read since
     /// (the free path asks the driver only when the figures were never
     /// read: `BudgetCache::is_unread`). VMA reads the figures at
     /// every `vmaSetCurrentFrameIndex`; here they are read only when some
-    /// memory type keeps an empty block it could release, and only with
-    /// `VK_EXT_memory_budget` (without it, the usage is this allocator's
-    /// own, which the free path sees as it changes). As in
+    /// memory type keeps an empty block it could release. Without
+    /// `VK_EXT_memory_budget` there is nothing to read (the budget is
+    /// `Config::budget_fraction` of the heap, the usage this allocator's
+    /// own), but the heap may still be over it: the allocator's own
+    /// requests of other pools or memory types of the heap, not within
+    /// budget, may have taken it there after a block emptied and was kept,
+    /// and no block of its pool emptied since (a request going past the
+    /// budget releases the default pools' kept blocks of its heap, not
+    /// custom pools'). As in
     /// [`release_aged_empty_blocks`](Self::release_aged_empty_blocks), a
     /// memory type whose lock another thread holds waits for a later frame.
     ///
     /// # Time complexity
-    /// O(memory types + custom pools), one driver query when a type keeps
-    /// an empty block, and what [`TypePool::trim`] costs in each type
-    /// over budget.
+    /// O(memory types + custom pools), one driver query (with
+    /// `VK_EXT_memory_budget`) when a type keeps an empty block, and what
+    /// [`TypePool::trim`] costs in each type over budget.
     fn release_empty_blocks_over_budget(&self) {
-        if !self.context.properties.memory_budget {
-            return;
-        }
         let custom = read(&self.custom).snapshot();
         let every_pool = || {
             let custom = custom.iter().map(|(_, cell)| &**cell);
@@ -89,7 +95,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return;
         }
         // Read with no pool's lock held: some drivers answer in
-        // milliseconds, and the heaps' checks below use this reading.
+        // milliseconds, and the heaps' checks below use this reading
+        // (without `VK_EXT_memory_budget`, no driver call).
         self.context.heap_budgets();
         for pool in every_pool() {
             let Some(mut pool) = try_lock(pool) else {

@@ -5,7 +5,7 @@
 //! budget), which it releases at a frame's end (`end_frame`,
 //! `end_frame_timeline`, `collect_idle`) once they have been empty
 //! `Config::empty_block_frames` frames, or all of them (but `min_blocks`)
-//! when the driver's figures then put the heap at or over its budget, at
+//! when the heap's figures then put it at or over its budget, at
 //! `trim`, and at the allocator's drop, when every block goes and each
 //! allocation still live is logged as a leak.
 
