@@ -54,8 +54,8 @@
 //!    short of memory) lock and release each in turn; every frame's end
 //!    (`end_frame`, `end_frame_timeline`, and `collect_idle`, which
 //!    releases 0 first too) releases kept empty blocks (aged ones, and
-//!    with `VK_EXT_memory_budget` those of heaps at or over budget, custom
-//!    pools' included) after releasing 1 and 2, and only `try_lock`s each
+//!    those of heaps at or over budget, custom pools' included) after
+//!    releasing 1 and 2, and only `try_lock`s each
 //!    pool, skipping one another thread holds (it waits for a later
 //!    frame: `Config::empty_block_frames`);
 //! 5. a heap's turn (`MemoryContext`), from the budget check of a new
