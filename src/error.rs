@@ -13,9 +13,13 @@ pub enum Error {
     /// check the `VkMemoryRequirements` you passed.
     #[error("allocation size must not be zero")]
     ZeroSize,
-    /// The alignment is not a power of two (Vulkan's always are), or
+    /// The alignment is not a power of two (Vulkan's always are; for
+    /// [`Allocator::ring_allocate`](crate::Allocator::ring_allocate), its
+    /// `align`), or
     /// [`AllocationDesc::min_alignment`](crate::AllocationDesc::min_alignment)
-    /// is neither a power of two nor 0.
+    /// (or, from [`Allocator::create_pool`](crate::Allocator::create_pool),
+    /// [`PoolDesc::min_alignment`](crate::PoolDesc::min_alignment)) is
+    /// neither a power of two nor 0.
     #[error("alignment {0} is not a power of two")]
     AlignmentNotPowerOfTwo(u64),
     /// `memoryTypeBits` is 0, or names no memory type of this device that the
