@@ -618,6 +618,41 @@ mod tests {
         }
     }
 
+    /// An empty [`Usage`] (what `Usage::default()`, and so
+    /// `AllocationDesc::default()` and `Request::default()`, carry; what a
+    /// port of gpu-allocator's `MemoryLocation::Unknown` may write) ranks
+    /// the memory types exactly as `DEVICE_LOCAL` does, on every preset in
+    /// either type order, with `DEVICE_ADDRESS` too (the README's "Coming
+    /// from gpu-allocator" promises it).
+    #[test]
+    fn an_empty_usage_ranks_as_device_local() {
+        for layout in [
+            FakeLayout::discrete(),
+            FakeLayout::rebar(),
+            FakeLayout::integrated(),
+            FakeLayout::mobile(),
+            FakeLayout::lavapipe(),
+            FakeLayout::amd(),
+            FakeLayout::intel_arc(),
+            FakeLayout::apple(),
+            FakeLayout::mali(),
+        ] {
+            let mut reversed = layout.clone();
+            reversed.memory_types.reverse();
+            for layout in [layout, reversed] {
+                for extra in [Usage::default(), Usage::DEVICE_ADDRESS] {
+                    assert_eq!(
+                        rank(&layout, extra),
+                        rank(&layout, Usage::DEVICE_LOCAL | extra),
+                        "{} ({:?}): {extra:?}",
+                        layout.name,
+                        layout.memory_types
+                    );
+                }
+            }
+        }
+    }
+
     /// The table plus the per-request filters give exactly what ranking
     /// each request from scratch gives.
     #[test]
