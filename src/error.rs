@@ -364,7 +364,8 @@ pub enum Error {
     /// handle types its memory cannot be exported as: bits that are no
     /// handle type Vulkan defines (as ash 0.38 knows them;
     /// VUID-VkExportMemoryAllocateInfo-handleTypes-parameter), host
-    /// pointers, which are import-only, or types the backend reports the
+    /// pointers and QNX Screen buffers, which are import-only, or types
+    /// the backend reports the
     /// device cannot export ([`MemoryProperties::exportable_handle_types`](crate::device::MemoryProperties::exportable_handle_types)).
     /// No pool was made: export only the supported types (what
     /// `vkGetPhysicalDeviceExternalBufferProperties` reports `EXPORTABLE`).
