@@ -26,15 +26,18 @@ use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
-/// Who holds the turn, and for how many contexts.
+/// Who holds the turn, and for how many contexts; and who waits for it.
 struct Holder {
     thread: Option<ThreadId>,
     contexts: usize,
+    /// The threads waiting in [`StackTurn::take`] ([`StackTurn::is_waiting`]).
+    waiting: Vec<ThreadId>,
 }
 
 static HOLDER: Mutex<Holder> = Mutex::new(Holder {
     thread: None,
     contexts: 0,
+    waiting: Vec::new(),
 });
 static GIVEN_BACK: Condvar = Condvar::new();
 
@@ -61,19 +64,37 @@ impl StackTurn {
         let mut holder = HOLDER.lock().unwrap_or_else(PoisonError::into_inner);
         while holder.thread.is_some_and(|thread| thread != me) {
             let left = PATIENCE.saturating_sub(start.elapsed());
-            assert!(
-                !left.is_zero(),
-                "another test has held the Vulkan stack for {PATIENCE:?}: \
-                 a context never dropped (see tests/support/stack_turn.rs)"
-            );
+            if left.is_zero() {
+                holder.waiting.retain(|&thread| thread != me);
+                drop(holder);
+                panic!(
+                    "another test has held the Vulkan stack for {PATIENCE:?}: \
+                     a context never dropped (see tests/support/stack_turn.rs)"
+                );
+            }
+            if !holder.waiting.contains(&me) {
+                holder.waiting.push(me);
+            }
             holder = GIVEN_BACK
                 .wait_timeout(holder, left)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
+        holder.waiting.retain(|&thread| thread != me);
         holder.thread = Some(me);
         holder.contexts += 1;
         Self(())
+    }
+
+    /// Whether `thread` is waiting in [`take`](Self::take) for another
+    /// thread to give the turn back (the harness's own test sees the turn
+    /// hold a thread back, rather than sleep and hope it tried).
+    pub fn is_waiting(thread: ThreadId) -> bool {
+        HOLDER
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .waiting
+            .contains(&thread)
     }
 }
 

@@ -9,7 +9,7 @@ use vk_suballoc::device::AshMemoryDevice;
 use vk_suballoc::{Allocation, AllocationDesc, Allocator, Usage};
 
 use super::allocator_setup::{allocator_for, buffer_info};
-use crate::support::{Advice, Profile, VulkanContext};
+use crate::support::{Advice, Profile, StackTurn, VulkanContext};
 
 const SIZE: u64 = 64 * 1024;
 
@@ -126,11 +126,15 @@ fn a_hazard_across_submissions_is_reported() {
 /// context asked for on another thread is made only once this thread's
 /// last one is dropped, while this thread may hold several at once. Without
 /// the turn, the validation layer crashed now and then when a test
-/// destroyed its instance during another test's call.
+/// destroyed its instance during another test's call. The other thread is
+/// seen waiting for the turn (or, were it let through, seen done with its
+/// context) before this thread goes on, so the test cannot pass because
+/// the other thread was merely slow to start.
 #[test]
 fn one_test_thread_at_a_time_holds_contexts() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
+    use std::time::{Duration, Instant};
 
     let first = VulkanContext::new(Profile::Lavapipe);
     let given_back = Arc::new(AtomicBool::new(false));
@@ -141,8 +145,15 @@ fn one_test_thread_at_a_time_holds_contexts() {
             given_back.load(Ordering::SeqCst)
         }
     });
-    // Time for the other thread to make its context, were it let.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    let other_id = other.thread().id();
+    let start = Instant::now();
+    while !StackTurn::is_waiting(other_id) && !other.is_finished() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the other thread neither waited for the turn nor made its context"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let second = VulkanContext::new(Profile::Lavapipe);
     drop(second);
     given_back.store(true, Ordering::SeqCst);
