@@ -89,12 +89,26 @@ struct Preference {
 
 fn preference(usage: Usage) -> Preference {
     let none = (Props::empty(), 0);
+    let prefer_host = usage.contains(Usage::PREFER_HOST);
     if usage.contains(Usage::READBACK) {
         // The host reads: uncached reads are an order of magnitude slower.
         Preference {
             required: Props::HOST_VISIBLE,
             preferred: [(Props::HOST_CACHED, 4), (Props::HOST_COHERENT, 2), none],
             unwanted: [(Props::DEVICE_LOCAL, 1), none],
+        }
+    } else if usage.contains(Usage::UPLOAD)
+        && usage.contains(Usage::ALLOW_TRANSFER_INSTEAD)
+        && prefer_host
+    {
+        // Written by the host where it can, kept out of VRAM where it can:
+        // as staging ranks (below), then the BAR, then VRAM, unmapped (a
+        // transfer, as the flag allows), never a failure for want of a
+        // host-visible type.
+        Preference {
+            required: Props::empty(),
+            preferred: [(Props::HOST_VISIBLE, 8), (Props::HOST_COHERENT, 4), none],
+            unwanted: [(Props::DEVICE_LOCAL, 2), (Props::HOST_CACHED, 1)],
         }
     } else if usage.contains(Usage::UPLOAD) && usage.contains(Usage::ALLOW_TRANSFER_INSTEAD) {
         // Read by the GPU often; written by the host directly only when that
@@ -112,7 +126,7 @@ fn preference(usage: Usage) -> Preference {
             ],
             unwanted: [(Props::HOST_CACHED, 1), none],
         }
-    } else if usage.contains(Usage::UPLOAD) && usage.contains(Usage::DEVICE_LOCAL) {
+    } else if usage.contains(Usage::UPLOAD) && usage.contains(Usage::DEVICE_LOCAL) && !prefer_host {
         // Written by the host every frame, read by the GPU many times: VRAM
         // through the BAR when the device has it.
         Preference {
@@ -133,6 +147,16 @@ fn preference(usage: Usage) -> Preference {
             required: Props::empty(),
             preferred: [(Props::LAZILY_ALLOCATED, 4), (Props::DEVICE_LOCAL, 2), none],
             unwanted: [(Props::HOST_VISIBLE, 1), none],
+        }
+    } else if prefer_host {
+        // GPU only, out of VRAM (VMA's AUTO_PREFER_HOST counts
+        // DEVICE_LOCAL alone, and takes the first type of a tie): system
+        // memory, the write-combined type before the cached one, which
+        // the GPU reads through the host's caches.
+        Preference {
+            required: Props::empty(),
+            preferred: [none, none, none],
+            unwanted: [(Props::DEVICE_LOCAL, 4), (Props::HOST_CACHED, 1)],
         }
     } else {
         // GPU only. Host-visible device-local memory (the BAR, or shared memory
@@ -204,8 +228,8 @@ pub(crate) fn rank_memory_types(
 /// sorts stably by a cost that depends on the type and usage alone; so
 /// ranking all types once and dropping the excluded ones per request (see
 /// [`RankTable::admits`]) yields the same list in the same order.
-/// `DEVICE_ADDRESS` does not take part in ranking, so the other five usage
-/// flags ([`RANKING_FLAGS`]) index the table.
+/// `DEVICE_ADDRESS` does not take part in ranking, so the other six usage
+/// flags ([`RANKING_FLAGS`]) index the table ([`rank_index`]).
 #[derive(Clone, Debug)]
 pub(crate) struct RankTable {
     by_usage: [Candidates; 1 << RANKING_FLAGS.len()],
@@ -232,15 +256,9 @@ impl RankTable {
             heap_sizes,
             last,
             by_usage: std::array::from_fn(|index| {
-                let mut usage = Usage::default();
-                for (bit, flag) in RANKING_FLAGS.iter().enumerate() {
-                    if index & (1 << bit) != 0 {
-                        usage |= *flag;
-                    }
-                }
                 // Size 0 keeps every type whose heap exists; the size filter
                 // is applied per request.
-                rank_memory_types(types, heaps, u32::MAX, usage, 0, last)
+                rank_memory_types(types, heaps, u32::MAX, usage_of_rank_index(index), 0, last)
             }),
         }
     }
@@ -252,13 +270,7 @@ impl RankTable {
     /// O(1).
     #[inline]
     pub(crate) fn ranked(&self, usage: Usage) -> &[u8] {
-        let [a, b, c, d, e] = RANKING_FLAGS;
-        let index = usize::from(usage.contains(a))
-            | usize::from(usage.contains(b)) << 1
-            | usize::from(usage.contains(c)) << 2
-            | usize::from(usage.contains(d)) << 3
-            | usize::from(usage.contains(e)) << 4;
-        self.by_usage[index].as_slice()
+        self.by_usage[rank_index(usage)].as_slice()
     }
 
     /// Whether memory type `index` is one of the types ranked last (AMD's
@@ -306,28 +318,50 @@ impl RankTable {
     }
 }
 
-/// The usage flags ranking depends on (not `DEVICE_ADDRESS`).
-const RANKING_FLAGS: [Usage; 5] = [
+/// The usage flags ranking depends on: all but `DEVICE_ADDRESS`, whose bit
+/// (4) the table's index leaves out.
+const RANKING_FLAGS: [Usage; 6] = [
     Usage::DEVICE_LOCAL,
     Usage::UPLOAD,
     Usage::READBACK,
     Usage::TRANSIENT,
     Usage::ALLOW_TRANSFER_INSTEAD,
+    Usage::PREFER_HOST,
 ];
+
+/// `usage`'s entry in [`RankTable`]: its flags' bits with
+/// `DEVICE_ADDRESS`'s (bit 4) taken out, the bits above it moved down one
+/// (callgrind: the allocation path's instructions as with a test per flag,
+/// which LLVM folded as well, before the sixth flag).
+#[inline]
+fn rank_index(usage: Usage) -> usize {
+    const _: () = assert!(Usage::DEVICE_ADDRESS.bits() == 1 << 4);
+    const _: () = assert!(Usage::PREFER_HOST.bits() == 1 << 6);
+    let bits = usage.bits();
+    (bits & 0b1111 | (bits >> 1) & 0b11_0000) as usize
+}
+
+/// The usage whose [`rank_index`] is `index` (below `1 <<
+/// RANKING_FLAGS.len()`), without `DEVICE_ADDRESS`.
+fn usage_of_rank_index(index: usize) -> Usage {
+    let index = index as u32;
+    Usage::from_bits(index & 0b1111 | (index & 0b11_0000) << 1)
+}
 
 #[cfg(all(test, feature = "fake-device"))]
 mod tests {
     use super::*;
     use crate::device::fake::FakeLayout;
 
-    /// Every usage flag; their 64 combinations are every usage there is.
-    const USAGE_FLAGS: [Usage; 6] = [
+    /// Every usage flag; their 128 combinations are every usage there is.
+    const USAGE_FLAGS: [Usage; 7] = [
         Usage::DEVICE_LOCAL,
         Usage::UPLOAD,
         Usage::READBACK,
         Usage::TRANSIENT,
         Usage::DEVICE_ADDRESS,
         Usage::ALLOW_TRANSFER_INSTEAD,
+        Usage::PREFER_HOST,
     ];
 
     fn rank(layout: &FakeLayout, usage: Usage) -> Vec<u8> {
@@ -357,6 +391,24 @@ mod tests {
         );
         // Host reads still need host-visible memory.
         assert_eq!(rank(&gpu, optional | Usage::READBACK), vec![3, 2, 4]);
+        // Out of VRAM: system memory (the unmappable type first, as the
+        // driver lists it; uncached before cached), then VRAM.
+        let parked = Usage::PREFER_HOST;
+        assert_eq!(rank(&gpu, parked), vec![0, 2, 3, 1, 4]);
+        assert_eq!(
+            rank(&gpu, parked | Usage::DEVICE_LOCAL),
+            vec![0, 2, 3, 1, 4]
+        );
+        // Host writes: staging memory, also where `DEVICE_LOCAL` asked for
+        // the BAR; with a transfer allowed, then memory not mapped,
+        // outside VRAM first.
+        assert_eq!(rank(&gpu, parked | Usage::UPLOAD), vec![2, 3, 4]);
+        assert_eq!(
+            rank(&gpu, parked | Usage::UPLOAD | Usage::DEVICE_LOCAL),
+            vec![2, 3, 4]
+        );
+        assert_eq!(rank(&gpu, parked | optional), vec![2, 3, 4, 0, 1]);
+        assert_eq!(rank(&gpu, parked | Usage::READBACK), vec![3, 2, 4]);
     }
 
     #[test]
@@ -369,6 +421,10 @@ mod tests {
         // Device-local host-visible memory: written directly.
         let optional = Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD;
         assert_eq!(rank(&gpu, optional), vec![1, 2, 0]);
+        // All memory is device-local: `PREFER_HOST` only puts the cached
+        // type last.
+        assert_eq!(rank(&gpu, Usage::PREFER_HOST), vec![0, 1, 2]);
+        assert_eq!(rank(&gpu, optional | Usage::PREFER_HOST), vec![1, 2, 0]);
     }
 
     #[test]
@@ -504,6 +560,10 @@ mod tests {
     /// - `UPLOAD | ALLOW_TRANSFER_INSTEAD` and GPU-only: every device-local
     ///   type before any host type; GPU-only data first where the host
     ///   cannot map it; `TRANSIENT`: lazily allocated memory first;
+    /// - with `PREFER_HOST`: `UPLOAD` (with `DEVICE_LOCAL` too) as staging;
+    ///   `UPLOAD | ALLOW_TRANSFER_INSTEAD` every host-visible type first,
+    ///   outside VRAM where the device has such; GPU-only every type outside
+    ///   VRAM first, uncached where the device has such;
     /// - types ranked last (AMD's device-coherent ones) after all others.
     #[test]
     fn every_usage_on_every_preset_ranks_as_an_engine_expects() {
@@ -583,16 +643,25 @@ mod tests {
                     }
                 }
                 let upload = usage.contains(Usage::UPLOAD);
+                let prefer_host = usage.contains(Usage::PREFER_HOST);
+                // Every type without `flags` comes before every type with.
+                let come_last =
+                    |flags: Props| falses_first(props.iter().map(|p| p.contains(flags)));
                 if usage.contains(Usage::READBACK) {
                     if exists(hv | cached, Props::empty()) {
                         assert!(first.contains(cached), "{ctx}");
+                    }
+                } else if upload && usage.contains(Usage::ALLOW_TRANSFER_INSTEAD) && prefer_host {
+                    assert!(come_first(hv), "{ctx}");
+                    if exists(hv, dl) {
+                        assert!(!first.contains(dl), "{ctx}");
                     }
                 } else if upload && usage.contains(Usage::ALLOW_TRANSFER_INSTEAD) {
                     assert!(come_first(dl), "{ctx}");
                     if exists(dl | hv, Props::empty()) {
                         assert!(first.contains(dl | hv), "{ctx}");
                     }
-                } else if upload && usage.contains(Usage::DEVICE_LOCAL) {
+                } else if upload && usage.contains(Usage::DEVICE_LOCAL) && !prefer_host {
                     assert!(come_first(dl | hv), "{ctx}");
                 } else if upload {
                     if exists(hv, dl) {
@@ -608,6 +677,16 @@ mod tests {
                     }
                 } else if usage.contains(Usage::TRANSIENT) && exists(Props::LAZILY_ALLOCATED, hv) {
                     assert!(first.contains(Props::LAZILY_ALLOCATED), "{ctx}");
+                } else if usage.contains(Usage::TRANSIENT) {
+                    // No lazily allocated type: GPU-only memory, as below
+                    // without `PREFER_HOST`, which a transient
+                    // attachment does not heed.
+                    assert!(come_first(dl), "{ctx}");
+                } else if prefer_host {
+                    assert!(come_last(dl), "{ctx}");
+                    if exists(Props::empty(), dl | cached) {
+                        assert!(!first.intersects(dl | cached), "{ctx}");
+                    }
                 } else {
                     assert!(come_first(dl), "{ctx}");
                     if exists(dl, hv) {

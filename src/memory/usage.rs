@@ -29,6 +29,7 @@ use ash::vk;
 /// | [`READBACK`](Self::READBACK) | query results, screenshots | host-visible *cached* |
 /// | [`TRANSIENT`](Self::TRANSIENT) | transient attachments | lazily allocated, device-local |
 /// | `UPLOAD \| `[`ALLOW_TRANSFER_INSTEAD`](Self::ALLOW_TRANSFER_INSTEAD) | vertex, index and storage buffers written once or now and then | device-local host-visible (integrated, ReBAR, the BAR), else device-local *unmapped*: upload through a staging buffer |
+/// | `DEVICE_LOCAL \| `[`PREFER_HOST`](Self::PREFER_HOST) | data the GPU reads rarely; a copy parked out of VRAM | system memory, else device-local |
 ///
 /// [`DEVICE_ADDRESS`](Self::DEVICE_ADDRESS) adds that the buffer's device
 /// address will be taken (`vkGetBufferDeviceAddress`); it needs buffer device
@@ -82,14 +83,42 @@ impl Usage {
     /// Without `UPLOAD`, and with [`READBACK`](Self::READBACK) (host reads
     /// need host-visible memory), it changes nothing.
     pub const ALLOW_TRANSFER_INSTEAD: Self = Self(1 << 5);
+    /// System memory rather than VRAM (VMA's `AUTO_PREFER_HOST`): for data
+    /// the GPU reads rarely or not at all, such as a copy parked out of
+    /// VRAM while VRAM is short, or a large buffer touched once a frame
+    /// whose VRAM is better spent on textures. Device-local memory comes
+    /// last then, not first (on an integrated or mobile GPU, whose memory
+    /// is all device-local, it changes little).
+    ///
+    /// - GPU only ([`DEVICE_LOCAL`](Self::DEVICE_LOCAL), or no other
+    ///   flag): the types outside VRAM first, uncached before cached;
+    ///   device-local memory when those are refused (their heap full or
+    ///   over budget).
+    /// - With [`UPLOAD`](Self::UPLOAD), also with `DEVICE_LOCAL`: as
+    ///   `UPLOAD` alone, staging memory outside VRAM, not the BAR.
+    /// - With `UPLOAD | ALLOW_TRANSFER_INSTEAD`: host-visible memory first,
+    ///   as `UPLOAD` ranks it (outside VRAM, then the BAR), then memory the
+    ///   host cannot map, outside VRAM first (check
+    ///   [`Allocation::mapped_ptr`](crate::Allocation::mapped_ptr)).
+    /// - With [`READBACK`](Self::READBACK) or
+    ///   [`TRANSIENT`](Self::TRANSIENT): no change (cached host memory and
+    ///   lazily allocated memory are what those ask for).
+    ///
+    /// ```
+    /// use vk_suballoc::Usage;
+    /// let parked = Usage::DEVICE_LOCAL | Usage::PREFER_HOST;
+    /// assert!(!parked.needs_host_access());
+    /// ```
+    pub const PREFER_HOST: Self = Self(1 << 6);
 
-    const NAMES: [(Self, &'static str); 6] = [
+    const NAMES: [(Self, &'static str); 7] = [
         (Self::DEVICE_LOCAL, "DEVICE_LOCAL"),
         (Self::UPLOAD, "UPLOAD"),
         (Self::READBACK, "READBACK"),
         (Self::TRANSIENT, "TRANSIENT"),
         (Self::DEVICE_ADDRESS, "DEVICE_ADDRESS"),
         (Self::ALLOW_TRANSFER_INSTEAD, "ALLOW_TRANSFER_INSTEAD"),
+        (Self::PREFER_HOST, "PREFER_HOST"),
     ];
 
     /// Both sets of flags; `a | b` in `const` context.
@@ -100,6 +129,18 @@ impl Usage {
     /// Whether every flag of `other` is set.
     pub const fn contains(self, other: Self) -> bool {
         self.0 & other.0 == other.0
+    }
+
+    /// The flags' bits: the index of the memory type rankings
+    /// (`memory_type_choice.rs`, `RankTable`).
+    pub(crate) const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// The usage of `bits` ([`bits`](Self::bits)), for the ranking
+    /// table's construction.
+    pub(crate) const fn from_bits(bits: u32) -> Self {
+        Self(bits)
     }
 
     /// Whether the memory must be host-visible: the host reads it, or writes

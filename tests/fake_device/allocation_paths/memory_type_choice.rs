@@ -156,6 +156,39 @@ fn allow_transfer_instead_takes_the_bar_then_unmapped_vram() {
     finish(integrated, &device);
 }
 
+/// `PREFER_HOST` (VMA's `AUTO_PREFER_HOST`) keeps GPU-only data out of
+/// VRAM: system memory while its heap has room (the type the host cannot
+/// map first, as the driver lists it; the write-combined one when that is
+/// ruled out, mapped as every host-visible block is), then VRAM once system
+/// memory is full. With `UPLOAD | DEVICE_LOCAL` it is staging, not the BAR.
+#[test]
+fn prefer_host_keeps_gpu_data_out_of_vram_while_system_memory_has_room() {
+    let parked = Usage::DEVICE_LOCAL | Usage::PREFER_HOST;
+    // discrete: 0 none and 2 HV|HC, 3 HV|HC|cached in system memory (heap
+    // 1), 1 DL in VRAM (heap 0), 4 the BAR (heap 2).
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let unmapped = allocator.allocate(&buffer(MIB, 256, parked)).unwrap();
+    assert_eq!(unmapped.memory_type(), 0);
+    assert_eq!(unmapped.mapped_ptr(), None);
+    let mut request = buffer(MIB, 256, parked);
+    request.desc = request.desc.memory_type_bits(!1);
+    let write_combined = allocator.allocate(&request).unwrap();
+    assert_eq!(write_combined.memory_type(), 2);
+    let staging = Usage::UPLOAD | Usage::DEVICE_LOCAL | Usage::PREFER_HOST;
+    let staged = allocator.allocate(&buffer(MIB, 256, staging)).unwrap();
+    assert_eq!(staged.memory_type(), 2);
+    assert!(staged.mapped_ptr().is_some());
+    // System memory is full: VRAM, rather than a failure.
+    device.cap_heap(1, device.heap_usage()[1]);
+    let in_vram = allocator.allocate(&buffer(64 * MIB, 256, parked)).unwrap();
+    assert_eq!(in_vram.memory_type(), 1);
+    assert_eq!(in_vram.mapped_ptr(), None);
+    for a in [unmapped, write_combined, staged, in_vram] {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
+}
+
 /// Unwanted flags rank a type down even when the driver lists it first:
 /// GPU-only data stays out of host-visible memory, staging stays out of
 /// device-local and cached memory, whatever the order of the types.

@@ -15,14 +15,19 @@ use crate::support::{on_custom_device, test_each_profile, Profile, VulkanContext
 use super::buffer;
 
 /// The memory type each usage lands in, per profile (see the layer's profiles).
-fn expected_types(profile: Profile) -> [(Usage, u32); 4] {
+fn expected_types(profile: Profile) -> [(Usage, u32); 5] {
     let dynamic = Usage::UPLOAD | Usage::DEVICE_LOCAL;
+    // Out of VRAM: the system-memory type of the fewest unwanted flags
+    // (uncached first) where the profile has one, else the first
+    // device-local type.
+    let parked = Usage::DEVICE_LOCAL | Usage::PREFER_HOST;
     match profile {
         Profile::Lavapipe => [
             (Usage::DEVICE_LOCAL, 0),
             (Usage::UPLOAD, 0),
             (Usage::READBACK, 0),
             (dynamic, 0),
+            (parked, 0),
         ],
         // 0 DL, 1 HV|HC, 2 HV|cached (non-coherent), 3 DL|HV|HC (BAR)
         Profile::Discrete => [
@@ -30,6 +35,7 @@ fn expected_types(profile: Profile) -> [(Usage, u32); 4] {
             (Usage::UPLOAD, 1),
             (Usage::READBACK, 2),
             (dynamic, 3),
+            (parked, 1),
         ],
         // 0 DL, 1 DL|HV|HC, 2 DL|HV|HC|cached
         Profile::Integrated => [
@@ -37,6 +43,7 @@ fn expected_types(profile: Profile) -> [(Usage, u32); 4] {
             (Usage::UPLOAD, 1),
             (Usage::READBACK, 2),
             (dynamic, 1),
+            (parked, 0),
         ],
         // 0 DL, 1 DL|HV|cached (non-coherent), 2 DL|HV|HC, 3 DL|lazily
         // allocated (transient attachments only: transient_suite.rs)
@@ -45,6 +52,7 @@ fn expected_types(profile: Profile) -> [(Usage, u32); 4] {
             (Usage::UPLOAD, 2),
             (Usage::READBACK, 1),
             (dynamic, 2),
+            (parked, 0),
         ],
         // 0 DL, 1 HV|HC, 2 DL|HV|HC (BAR), 3 HV|HC|cached; 4-7 the same
         // with AMD's device-coherent flags, never used without their feature.
@@ -53,6 +61,7 @@ fn expected_types(profile: Profile) -> [(Usage, u32); 4] {
             (Usage::UPLOAD, 1),
             (Usage::READBACK, 3),
             (dynamic, 2),
+            (parked, 1),
         ],
         // 0 DL, 1 HV|HC, 2 HV|HC|cached, 3 DL|HV|HC (all of VRAM)
         Profile::Rebar => [
@@ -60,6 +69,7 @@ fn expected_types(profile: Profile) -> [(Usage, u32); 4] {
             (Usage::UPLOAD, 1),
             (Usage::READBACK, 2),
             (dynamic, 3),
+            (parked, 1),
         ],
         // 0 DL, 1 HV|HC|cached (the only system-memory type), 2 DL|HV|HC
         // (the 256 MiB BAR): staging and readback in system memory, never
@@ -70,6 +80,7 @@ fn expected_types(profile: Profile) -> [(Usage, u32); 4] {
             (Usage::UPLOAD, 1),
             (Usage::READBACK, 1),
             (dynamic, 2),
+            (parked, 1),
         ],
         // 0 DL, 1 DL|HV|cached (non-coherent, listed first), 2
         // DL|HV|HC|cached: host access takes the coherent type.
@@ -78,6 +89,7 @@ fn expected_types(profile: Profile) -> [(Usage, u32); 4] {
             (Usage::UPLOAD, 2),
             (Usage::READBACK, 2),
             (dynamic, 2),
+            (parked, 0),
         ],
         // 0 DL|HV|HC, 1 DL|HV|HC|cached, 2 DL|lazily allocated: GPU-only
         // data in the uncached host-visible type, readback in the cached one.
@@ -86,6 +98,7 @@ fn expected_types(profile: Profile) -> [(Usage, u32); 4] {
             (Usage::UPLOAD, 0),
             (Usage::READBACK, 1),
             (dynamic, 0),
+            (parked, 0),
         ],
     }
 }
@@ -104,6 +117,8 @@ test_each_profile!(
                 let flags = memory.memory_types[allocation.memory_type() as usize].property_flags;
                 let needed = if usage.needs_host_access() {
                     vk::MemoryPropertyFlags::HOST_VISIBLE
+                } else if usage.contains(Usage::PREFER_HOST) {
+                    vk::MemoryPropertyFlags::empty()
                 } else {
                     vk::MemoryPropertyFlags::DEVICE_LOCAL
                 };
