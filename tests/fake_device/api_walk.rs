@@ -96,7 +96,7 @@ const KINDS: [ResourceKind; 4] = [
     ResourceKind::Unknown,
 ];
 /// Usages an engine asks for; `DEVICE_ADDRESS` is added to some.
-const USAGES: [Usage; 8] = [
+const USAGES: [Usage; 10] = [
     Usage::DEVICE_LOCAL,
     Usage::UPLOAD,
     Usage::UPLOAD.union(Usage::DEVICE_LOCAL),
@@ -105,6 +105,10 @@ const USAGES: [Usage; 8] = [
     Usage::READBACK.union(Usage::UPLOAD),
     Usage::TRANSIENT,
     Usage::TRANSIENT.union(Usage::DEVICE_LOCAL),
+    Usage::DEVICE_LOCAL.union(Usage::PREFER_HOST),
+    Usage::UPLOAD
+        .union(Usage::ALLOW_TRANSFER_INSTEAD)
+        .union(Usage::PREFER_HOST),
 ];
 
 /// Where an allocation lies: its memory object, first byte and kind.

@@ -498,6 +498,7 @@ fn masks_at_their_extremes() {
         Usage::TRANSIENT,
         Usage::DEVICE_ADDRESS,
         Usage::ALLOW_TRANSFER_INSTEAD,
+        Usage::PREFER_HOST,
     ]
     .into_iter()
     .fold(Usage::default(), Usage::union);

@@ -40,7 +40,7 @@ use rings::RingModel;
 
 type FakeAllocator = Allocator<FakeDevice, FakeMemory>;
 
-const USAGES: [Usage; 9] = [
+const USAGES: [Usage; 11] = [
     Usage::DEVICE_LOCAL,
     Usage::UPLOAD,
     Usage::UPLOAD.union(Usage::DEVICE_LOCAL),
@@ -50,6 +50,10 @@ const USAGES: [Usage; 9] = [
     Usage::TRANSIENT,
     Usage::TRANSIENT.union(Usage::DEVICE_LOCAL),
     Usage::DEVICE_ADDRESS.union(Usage::DEVICE_LOCAL),
+    Usage::DEVICE_LOCAL.union(Usage::PREFER_HOST),
+    Usage::UPLOAD
+        .union(Usage::ALLOW_TRANSFER_INSTEAD)
+        .union(Usage::PREFER_HOST),
 ];
 const KINDS: [ResourceKind; 4] = [
     ResourceKind::Buffer,
