@@ -68,7 +68,7 @@ pub enum Error {
     NoSuitableMemoryType {
         /// The resource's `memoryTypeBits`, less the types the description
         /// rules out; with required flags, only the usable types that have
-        /// them.
+        /// them; for a custom pool's request, the pool's type.
         memory_type_bits: u32,
         /// The requested usage.
         usage: Usage,

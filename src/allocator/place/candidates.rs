@@ -376,8 +376,10 @@ pub(super) fn check_pool_request<D>(
     }
     let props = context.memory_types()[memory_type as usize].props;
     if !pool_type_serves(props, usage) {
+        // The pool's type: the only one the request could take, and the
+        // one the message must name.
         return Err(Error::NoSuitableMemoryType {
-            memory_type_bits: type_bits,
+            memory_type_bits: type_bit(memory_type),
             usage,
         });
     }

@@ -139,7 +139,7 @@ impl Walk {
             });
         }
         let unsuitable = Error::NoSuitableMemoryType {
-            memory_type_bits: r.memory_type_bits,
+            memory_type_bits: 1 << t,
             usage,
         };
         if usage.contains(Usage::DEVICE_ADDRESS) && !self.layout.buffer_device_address {
