@@ -33,12 +33,13 @@ pub(super) struct DeviceCopy {
 }
 
 impl DeviceCopy {
-    /// The device copy of a new memory object of `size` bytes.
-    pub(super) fn new(size: usize) -> Self {
-        Self {
-            bytes: vec![0; size],
+    /// The device copy of a new memory object of `size` bytes; `None` when
+    /// the host cannot allocate them (`zeroed_bytes`).
+    pub(super) fn new(size: usize) -> Option<Self> {
+        Some(Self {
+            bytes: super::host_bytes::zeroed_bytes(size)?,
             stale_host: false,
-        }
+        })
     }
 
     /// A new mapping of `range`, whose host bytes are `host`: the host copy

@@ -34,13 +34,35 @@ impl std::fmt::Debug for HostBytes {
     }
 }
 
+/// `len` zeroed bytes, allocated lazily by the OS as `vec![0; len]`'s
+/// are, or `None` when the host cannot allocate them: past `isize::MAX`
+/// bytes, or more than the OS gives, where a driver returns
+/// `VK_ERROR_OUT_OF_HOST_MEMORY`. `vec!` panicked there (capacity
+/// overflow) or aborted the process (allocation failure).
+pub(super) fn zeroed_bytes(len: usize) -> Option<Vec<u8>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(len).ok()?;
+    // SAFETY: the layout's size, `len`, is not zero.
+    let pointer = unsafe { std::alloc::alloc_zeroed(layout) };
+    if pointer.is_null() {
+        return None;
+    }
+    // SAFETY: allocated just now by the global allocator with the layout
+    // of `len` bytes (`u8`'s alignment, capacity `len`), all of them
+    // initialised (zeroed), and owned by nothing else.
+    Some(unsafe { Vec::from_raw_parts(pointer, len, len) })
+}
+
 impl HostBytes {
     /// `size` zeroed bytes (allocated lazily by the OS) whose first byte is
-    /// aligned to `alignment`.
-    pub(super) fn new(size: usize, alignment: usize) -> Self {
-        let buffer = vec![0u8; size + alignment];
+    /// aligned to `alignment`; `None` when the host cannot allocate them
+    /// ([`zeroed_bytes`]).
+    pub(super) fn new(size: usize, alignment: usize) -> Option<Self> {
+        let buffer = zeroed_bytes(size.checked_add(alignment)?)?;
         let base = buffer.as_ptr().align_offset(alignment);
-        Self { buffer, base, size }
+        Some(Self { buffer, base, size })
     }
 
     /// The address of byte `offset` (at most the size), for `vkMapMemory`.

@@ -5,7 +5,9 @@
 //! device reproduces real GPUs' memory layouts ([`FakeLayout`]), puts host
 //! memory behind every host-visible allocation so mapping, writing and reading
 //! back work (on non-coherent types, only through flushes and invalidates:
-//! the device's bytes are kept apart, `coherence.rs`), fails on demand (capped heaps, the Nth allocation or map,
+//! the device's bytes are kept apart, `coherence.rs`; host-visible memory
+//! the host cannot back fails with `OUT_OF_HOST_MEMORY`, as a driver's
+//! does), fails on demand (capped heaps, the Nth allocation or map,
 //! `TOO_MANY_OBJECTS`, device loss), and counts every call so a test can prove
 //! nothing leaked. It also checks the Vulkan rules a validation layer would
 //! (mapping non-host-visible memory, flushing unaligned ranges of

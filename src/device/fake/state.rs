@@ -404,15 +404,27 @@ impl State {
         if too_large || past_limit {
             return Err(DeviceError::OutOfDeviceMemory);
         }
-        let host = memory_type
+        // Host bytes (and a device copy, for non-coherent memory) the
+        // host cannot allocate fail the call, as a driver out of host
+        // memory does.
+        let (host, device) = if memory_type
             .props
             .contains(MemoryPropertyFlags::HOST_VISIBLE)
-            .then(|| HostBytes::new(info.size as usize, MAP_ALIGNMENT));
-        let device = (host.is_some()
-            && !memory_type
+        {
+            let size = usize::try_from(info.size).map_err(|_| DeviceError::OutOfHostMemory)?;
+            let host = HostBytes::new(size, MAP_ALIGNMENT).ok_or(DeviceError::OutOfHostMemory)?;
+            let coherent = memory_type
                 .props
-                .contains(MemoryPropertyFlags::HOST_COHERENT))
-        .then(|| DeviceCopy::new(info.size as usize));
+                .contains(MemoryPropertyFlags::HOST_COHERENT);
+            let device = if coherent {
+                None
+            } else {
+                Some(DeviceCopy::new(size).ok_or(DeviceError::OutOfHostMemory)?)
+            };
+            (Some(host), device)
+        } else {
+            (None, None)
+        };
         let handle = self.freed_handles.pop().unwrap_or_else(|| {
             self.next_handle += 1;
             self.next_handle

@@ -1,5 +1,6 @@
 //! The fake device's own edges, which the other tests rely on: reads and
-//! writes whose end passes `u64::MAX` refused, faults injected far in the
+//! writes whose end passes `u64::MAX` refused, host-visible memory the
+//! host cannot back out of host memory, faults injected far in the
 //! future never firing, and handles that come back after a free but never
 //! repeat across two devices. These check the test backend, not the
 //! allocator.
@@ -112,4 +113,38 @@ fn fake_devices_hand_out_handles_of_their_own() {
     for device in &devices {
         device.assert_clean();
     }
+}
+
+/// A host-visible memory object larger than the host can back (past
+/// `isize::MAX` bytes, or more than the OS gives) fails as a driver's
+/// would, `VK_ERROR_OUT_OF_HOST_MEMORY`, on a layout whose heaps admit
+/// it: the fake device panicked there (capacity overflow; in release the
+/// size plus the map alignment could wrap to a few bytes) or aborted the
+/// test process (allocation failure). Coherent and non-coherent types
+/// (the latter keep a device copy too); nothing is left allocated.
+#[test]
+fn host_memory_the_host_cannot_back_is_out_of_host_memory() {
+    use vk_suballoc::{Error, ResourceKind};
+
+    let mut layout = FakeLayout::mobile().with_heap_sizes(u64::MAX);
+    layout.max_memory_allocation_size = u64::MAX;
+    let (allocator, device) = allocator(layout);
+    for usage in [Usage::UPLOAD, Usage::READBACK] {
+        for size in [u64::MAX, u64::MAX - 63, 1 << 63, 1 << 62, 1 << 60] {
+            let request = buffer(size, 1, usage).dedicated(DedicatedPolicy::Always);
+            let result = allocator.allocate(&request).map(|a| a.size());
+            assert_eq!(result, Err(Error::OutOfHostMemory), "{usage:?} {size}");
+        }
+    }
+    assert_eq!(device.counters().allocations, 0);
+    // The memory types still serve what the host can back.
+    let a = allocator
+        .allocate(&vk_suballoc::Request::new(
+            super::super::requirements(4096, 1),
+            Usage::READBACK,
+            ResourceKind::Buffer,
+        ))
+        .unwrap();
+    free(&allocator, a);
+    finish(allocator, &device);
 }
