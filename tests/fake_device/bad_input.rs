@@ -628,8 +628,9 @@ fn bad_requests_are_checked_in_the_documented_order() {
         ),
         (
             (6 * GIB, 256, 0, Some(own_buffer), !0, Usage::UPLOAD),
+            // The pool's type, the one type the request could take.
             Error::NoSuitableMemoryType {
-                memory_type_bits: !0,
+                memory_type_bits: 1 << VRAM,
                 usage: Usage::UPLOAD,
             },
         ),
