@@ -41,7 +41,13 @@
 //!    but its pool's, then put it in), and while `ring_write` copies and
 //!    flushes (with its pool's lock for the flush): a pin counted in the
 //!    chunk, taken under 2, holds back the reclaim of the frame written
-//!    and the free of the chunk, which later calls retry under 2. With
+//!    and the free of the chunk, which later calls retry under 2. The
+//!    writes into a chunk also take turns (`ChunkPins::atoms`,
+//!    `frames/upload_ring/write_pins.rs`): `ring_write` and `ring_flush`
+//!    take the chunk's turn once 2 is released and hold it over the copy
+//!    and the flush, so that only the lock of the chunk's pool (4) is
+//!    taken under it, and no thread waits for it holding another (a
+//!    `collect_idle` that waits for a write's pin waits with none). With
 //!    debug fills, the fills and checks of ring space run under 2, taking
 //!    the lock of the chunk's pool (4) for each flush and invalidate
 //!    (`ring_fill.rs`);
