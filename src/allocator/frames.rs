@@ -382,7 +382,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// [`Error::Timeout`] when a frame did not finish in time (frames before
-    /// it are collected); [`Error::DeviceLost`] and the other failures of
+    /// it are collected, but their [`Collected`] counts are not returned:
+    /// [`stats`](Self::stats) shows what is still queued);
+    /// [`Error::DeviceLost`] and the other failures of
     /// the wait (`vkWaitForFences` / `vkWaitSemaphores`) and of
     /// [`collect`](Self::collect); [`Error::DeviceLost`] too when the wait
     /// reports a frame's signal reached but `collect`'s poll
