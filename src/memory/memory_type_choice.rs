@@ -102,9 +102,10 @@ fn preference(usage: Usage) -> Preference {
         && prefer_host
     {
         // Written by the host where it can, kept out of VRAM where it can:
-        // as staging ranks (below), then the BAR, then VRAM, unmapped (a
-        // transfer, as the flag allows), never a failure for want of a
-        // host-visible type.
+        // host-visible memory as staging ranks it (below: outside VRAM,
+        // then the BAR), then memory the host cannot map (a transfer, as
+        // the flag allows), outside VRAM first; never a failure for want
+        // of a host-visible type.
         Preference {
             required: Props::empty(),
             preferred: [(Props::HOST_VISIBLE, 8), (Props::HOST_COHERENT, 4), none],
