@@ -178,9 +178,9 @@ pub enum Error {
     /// take at once, every size after the next
     /// [`end_frame`](crate::Allocator::end_frame) (a heap remembers what
     /// its driver refused until then: the crate docs, "How it is built").
-    /// The default pools' empty blocks in the failing heap were
-    /// released before this error; [`Allocator::trim`](crate::Allocator::trim)
-    /// also releases custom pools' empty blocks beyond their `min_blocks`.
+    /// The empty blocks kept in the failing heap (by the default pools,
+    /// and by custom pools beyond their `min_blocks`) were released before
+    /// this error.
     #[error("out of device memory")]
     OutOfDeviceMemory,
     /// A request for existing memory only

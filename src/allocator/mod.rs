@@ -116,7 +116,7 @@ pub use allocation::Allocation;
 pub use corruption::{CorruptionReport, DamagedFree, DamagedMargin};
 pub use defragment::{DefragmentationLimits, DefragmentationMove, DefragmentationPlan, Movable};
 use place::{exclusive, lock, try_lock};
-use pool::{custom_mut, read, CustomPools, Home, PoolTag};
+use pool::{custom_mut, CustomPools, Home, PoolTag};
 pub use pool::{Pool, PoolDesc};
 pub use request::{AllocationDesc, DedicatedPolicy, Request};
 
@@ -375,14 +375,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
 
     /// Every custom pool, each under its own lock in turn: `f` runs on
     /// those not destroyed.
-    fn for_each_custom_pool(&self, mut f: impl FnMut(&mut TypePool<M>)) {
-        let cells = read(&self.custom).snapshot();
-        for (_, cell) in cells {
-            let mut pool = lock(&cell);
-            if !pool.is_destroyed() {
-                f(&mut pool);
-            }
-        }
+    fn for_each_custom_pool(&self, f: impl FnMut(&mut TypePool<M>)) {
+        pool::for_each_custom_pool(&self.custom, f);
     }
 
     fn check_owner(&self, allocation: &Allocation) -> Result<(), Error> {

@@ -46,7 +46,9 @@ pub use handle::Pool;
 pub(crate) use handle::{Home, PoolTag};
 pub use pool_desc::PoolDesc;
 use table::write;
-pub(super) use table::{custom_mut, read, with_custom_pool, with_custom_pool_mut};
+pub(super) use table::{
+    custom_mut, for_each_custom_pool, read, with_custom_pool, with_custom_pool_mut,
+};
 pub(crate) use table::{CustomPools, PoolCell};
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
@@ -89,7 +91,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`PoolDesc::min_alignment`] neither 0 nor a power of two;
     /// [`Error::TooManyPools`]; the errors of making the `min_blocks`
     /// blocks ([`Error::OutOfDeviceMemory`], [`Error::TooManyObjects`], ...,
-    /// after the empty blocks the default pools keep were released and the
+    /// after the empty blocks the pools keep were released and the
     /// blocks tried again, as for a request short of memory:
     /// [`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
     /// after which nothing is left of the pool.

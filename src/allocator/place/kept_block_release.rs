@@ -1,9 +1,11 @@
-//! The release of the empty blocks the default pools keep
-//! ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve))
-//! when they stand in the way of a request short of memory: which memory
-//! types' kept blocks do ([`release_scope`]), their release in two steps
-//! (all but each type's largest, then those too: [`Keep`]), and the
-//! request tried again after each. Apart from the walk over memory types
+//! The release of the empty blocks the pools keep
+//! ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve);
+//! a custom pool's one, VMA's rule) when they stand in the way of a
+//! request short of memory: which memory types' kept blocks do
+//! ([`release_scope`]), their release in two steps (all but each default
+//! pool's largest, then those too and the custom pools' kept blocks of the
+//! same types, but their `min_blocks`: [`Keep`]), and the request tried
+//! again after each. Apart from the walk over memory types
 //! because a custom pool's requests and the `min_blocks` blocks of
 //! `Allocator::create_pool` give way to kept blocks the same way.
 
@@ -38,15 +40,17 @@ pub(super) fn release_scope<D>(context: &MemoryContext<D>, error: Error, memory_
 pub(super) enum Keep {
     /// The largest (VMA's rule: one empty block per memory type).
     Largest,
-    /// None: the heap is short of memory even without the others, and an
-    /// empty block holds nothing that needs it.
+    /// None, in the default pools nor in the custom pools of the types
+    /// (but their `min_blocks`): the heap is short of memory even without
+    /// the others, and an empty block holds nothing that needs it.
     None,
 }
 
 /// Releases the empty blocks the default pools of the memory types in
 /// `types` (a mask, from [`release_scope`]) keep
 /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
-/// all but those `keep` says, for a request that want of memory stopped
+/// all but those `keep` says (with [`Keep::None`], the custom pools' of
+/// those types too, but their `min_blocks`), for a request that want of memory stopped
 /// (or a custom pool's `min_blocks` blocks, `Allocator::create_pool`): it
 /// is tried again without them, first with each type's largest kept, then,
 /// when it still lacks memory, without those either, so that kept blocks
@@ -71,13 +75,25 @@ where
         let mut released = 0;
         // The usable types only: only they have blocks, and a device's
         // types past 32 (which Vulkan does not allow) have no pool at all.
-        let mut types = types & context.usable_types();
-        while types != 0 {
-            let memory_type = types.trailing_zeros();
-            types &= types - 1;
+        let types = types & context.usable_types();
+        let mut left = types;
+        while left != 0 {
+            let memory_type = left.trailing_zeros();
+            left &= left - 1;
             released += pools.with_pool(memory_type, |pool| match keep {
                 Keep::Largest => pool.release_surplus_empty_blocks(context, 0.0, None),
                 Keep::None => pool.trim(context),
+            });
+        }
+        // Custom pools keep one empty block (VMA's rule), which the first
+        // step leaves as each default pool's largest; the second takes it
+        // too, but for their `min_blocks`, so that no kept block makes a
+        // request fail.
+        if let Keep::None = keep {
+            pools.for_each_custom_pool(|pool| {
+                if types & 1u32.wrapping_shl(pool.memory_type()) != 0 {
+                    released += pool.trim(context);
+                }
             });
         }
         released

@@ -12,7 +12,9 @@
 
 use std::sync::{Mutex, MutexGuard, RwLock, TryLockError};
 
-use crate::allocator::pool::{with_custom_pool, with_custom_pool_mut, CustomPools, PoolTag};
+use crate::allocator::pool::{
+    for_each_custom_pool, with_custom_pool, with_custom_pool_mut, CustomPools, PoolTag,
+};
 use crate::memory::type_pool::TypePool;
 
 /// Locks a mutex, carrying on after a panic elsewhere: every critical section
@@ -155,6 +157,12 @@ pub(crate) trait PoolAccess {
         tag: PoolTag,
         f: impl FnOnce(&mut TypePool<Self::Memory>) -> R,
     ) -> Option<R>;
+
+    /// Runs `f` on each custom pool that is not destroyed, in turn, with
+    /// exclusive access to it (for the release of kept empty blocks, a
+    /// cold path: both accesses take the pools' locks, uncontended through
+    /// `&mut self`).
+    fn for_each_custom_pool(&mut self, f: impl FnMut(&mut TypePool<Self::Memory>));
 }
 
 /// Through each pool's lock: the `&self` methods.
@@ -178,6 +186,10 @@ impl<M> PoolAccess for Locked<'_, M> {
     ) -> Option<R> {
         with_custom_pool(self.custom, tag, f)
     }
+
+    fn for_each_custom_pool(&mut self, f: impl FnMut(&mut TypePool<M>)) {
+        for_each_custom_pool(self.custom, f);
+    }
 }
 
 /// Straight to the pools, no lock: the `&mut self` methods.
@@ -200,5 +212,9 @@ impl<M> PoolAccess for Exclusive<'_, M> {
         f: impl FnOnce(&mut TypePool<M>) -> R,
     ) -> Option<R> {
         with_custom_pool_mut(self.custom, tag, f)
+    }
+
+    fn for_each_custom_pool(&mut self, f: impl FnMut(&mut TypePool<M>)) {
+        for_each_custom_pool(self.custom, f);
     }
 }

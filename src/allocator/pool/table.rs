@@ -151,6 +151,23 @@ pub(crate) fn with_custom_pool<M, R>(
     (!pool.is_destroyed()).then(|| f(&mut pool))
 }
 
+/// Runs `f` on each custom pool of `custom` that is not destroyed, in
+/// turn, under its lock: the pools are listed under the table's read lock,
+/// which is released before the first pool's lock is taken, so no two
+/// locks are held together. A pool made meanwhile may be left out.
+pub(crate) fn for_each_custom_pool<M>(
+    custom: &RwLock<CustomPools<M>>,
+    mut f: impl FnMut(&mut TypePool<M>),
+) {
+    let cells = read(custom).snapshot();
+    for (_, cell) in cells {
+        let mut pool = lock(&cell);
+        if !pool.is_destroyed() {
+            f(&mut pool);
+        }
+    }
+}
+
 /// [`with_custom_pool`] through `&mut`: no other thread is inside the
 /// allocator, so none holds the pool (its `Arc` is shared only for the
 /// length of a call), and no lock is taken. Were one to, its lock would be.

@@ -498,3 +498,49 @@ fn a_request_no_block_could_hold_releases_no_kept_block() {
     free(&allocator, dedicated);
     finish(allocator, &device);
 }
+
+/// A custom pool's kept empty block (one beyond its `min_blocks`, VMA's
+/// rule) gives way too, in the second step, to a request of its heap short
+/// of memory, as the default pools' kept blocks do: it stood in the way of
+/// a dedicated buffer the heap had room for without it. Its `min_blocks`
+/// blocks stay, and the request fails then.
+#[test]
+fn a_custom_pool_s_kept_empty_block_gives_way_to_a_request_short_of_memory() {
+    for min_blocks in [0, 1] {
+        let case = format!("min_blocks {min_blocks}");
+        let (allocator, device) = allocator(FakeLayout::discrete());
+        let pool = allocator
+            .create_pool(&PoolDesc::new(1).block_size(64 * MIB).min_blocks(min_blocks))
+            .unwrap();
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        let in_pool = allocator
+            .allocate(&Request::with_desc(
+                requirements(40 * MIB, 256),
+                ResourceKind::Buffer,
+                desc,
+            ))
+            .unwrap();
+        free(&allocator, in_pool);
+        let kept = allocator.pool_stats(&pool).unwrap();
+        assert_eq!((kept.blocks, kept.empty_blocks), (1, 1), "{case}");
+        // VRAM (heap 0) has 32 MiB left: an 80 MiB buffer fits only
+        // without the pool's block.
+        device.cap_heap(0, device.heap_usage()[0] + 32 * MIB);
+        let mut request =
+            buffer(80 * MIB, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+        request.desc = request.desc.memory_type_bits(1 << 1);
+        let result = allocator.allocate(&request);
+        let stats = allocator.pool_stats(&pool).unwrap();
+        if min_blocks == 0 {
+            let large = result.unwrap_or_else(|error| panic!("{case}: {error}"));
+            assert_eq!(large.memory_type(), 1, "{case}");
+            assert_eq!(stats.blocks, 0, "{case}");
+            free(&allocator, large);
+        } else {
+            assert_eq!(result.map(|_| ()), Err(Error::OutOfDeviceMemory), "{case}");
+            assert_eq!((stats.blocks, stats.empty_blocks), (1, 1), "{case}");
+        }
+        allocator.destroy_pool(pool).unwrap();
+        finish(allocator, &device);
+    }
+}
