@@ -40,9 +40,9 @@ pub(super) fn release_scope<D>(context: &MemoryContext<D>, error: Error, memory_
 pub(super) enum Keep {
     /// The largest (VMA's rule: one empty block per memory type).
     Largest,
-    /// None, in the default pools nor in the custom pools of the types
-    /// (but their `min_blocks`): the heap is short of memory even without
-    /// the others, and an empty block holds nothing that needs it.
+    /// None, neither in the default pools nor in the custom pools of the
+    /// types (but their `min_blocks`): the heap is short of memory even
+    /// without the others, and an empty block holds nothing that needs it.
     None,
 }
 
@@ -50,8 +50,9 @@ pub(super) enum Keep {
 /// `types` (a mask, from [`release_scope`]) keep
 /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
 /// all but those `keep` says (with [`Keep::None`], the custom pools' of
-/// those types too, but their `min_blocks`), for a request that want of memory stopped
-/// (or a custom pool's `min_blocks` blocks, `Allocator::create_pool`): it
+/// those types too, but their `min_blocks`), for a request that want of
+/// memory stopped (or a custom pool's `min_blocks` blocks,
+/// `Allocator::create_pool`): it
 /// is tried again without them, first with each type's largest kept, then,
 /// when it still lacks memory, without those either, so that kept blocks
 /// never make it fail, go over budget or leave its best heap. Returns the
