@@ -480,10 +480,12 @@ fn a_frame_end_reads_no_budget_for_a_pool_held_at_its_min_blocks() {
 /// Without `VK_EXT_memory_budget` a frame's end releases kept blocks too
 /// when the heap is at or over its budget (`budget_fraction` of it, the
 /// usage the allocator's own). Here a custom pool keeps an empty block
-/// under budget; then a request of another memory type of the integrated
-/// GPU's one heap takes the heap past its budget (it releases the default
-/// pools' kept blocks of the heap first, not custom pools'), and no block
-/// of the pool empties since, which would release its kept one. The README
+/// under budget; then another custom pool, of another memory type of the
+/// integrated GPU's one heap, makes a block that takes the heap past its
+/// budget (a custom pool's request not within budget is not held to it,
+/// so it releases no kept block: a request of the default pools would
+/// first, and leave nothing to test), and no block of the first pool
+/// empties since, which would release its kept one. The README
 /// says a pool keeps its empty block until "a frame ends with it there";
 /// the frame's end skipped every heap without the extension, so the block
 /// stayed for as long as the heap stayed over its budget.
@@ -508,14 +510,24 @@ fn without_the_budget_extension_a_frame_end_releases_kept_blocks_over_budget() {
         (2, 1),
         "kept under budget"
     );
-    // Type 0, device-local only, in the same heap: 40 MiB of memory of
-    // its own take the heap past its budget.
-    let mut device_only = buffer(40 * MIB, 256, Usage::DEVICE_LOCAL);
+    // Type 0, device-local only, in the same heap: a 40 MiB block of
+    // another pool takes the heap past its budget.
+    let other = allocator
+        .create_pool(&PoolDesc::new(0).block_size(40 * MIB))
+        .unwrap();
+    let mut device_only = buffer(MIB, 256, Usage::DEVICE_LOCAL);
     device_only.requirements.memory_type_bits = 1;
+    device_only.desc = device_only.desc.pool(other);
     let past = allocator.allocate(&device_only).unwrap();
     assert_eq!(past.memory_type(), 0);
     let heap = allocator.budgets()[0];
     assert!(heap.usage >= heap.budget, "{heap:?}");
+    // The pool's kept block is still there: no request released it.
+    assert_eq!(
+        vram_blocks(&allocator, Some(pool)),
+        (2, 1),
+        "kept over budget until the frame ends"
+    );
     device.signal_fence(end_frame(&allocator, &device));
     allocator.collect().unwrap();
     assert_eq!(
@@ -528,6 +540,7 @@ fn without_the_budget_extension_a_frame_end_releases_kept_blocks_over_budget() {
     for pair in pooled {
         empty_block(&allocator, pair);
     }
+    allocator.destroy_pool(other).unwrap();
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }

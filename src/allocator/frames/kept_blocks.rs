@@ -70,9 +70,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// own), but the heap may still be over it: the allocator's own
     /// requests of other pools or memory types of the heap, not within
     /// budget, may have taken it there after a block emptied and was kept,
-    /// and no block of its pool emptied since (a request short of memory
-    /// or budget releases a custom pool's kept block only when releasing
-    /// the default pools' kept blocks but their largest made no room). As in
+    /// and no block of its pool emptied since (a default pool's request
+    /// releases the heap's kept blocks, custom pools' too, before it passes
+    /// the budget; a custom pool's request not within budget is not held to
+    /// it, and releases none). As in
     /// [`release_aged_empty_blocks`](Self::release_aged_empty_blocks), a
     /// memory type whose lock another thread holds waits for a later frame.
     ///
