@@ -2,7 +2,7 @@
 //! mantissa width) and the linear ring, each checked step by step against the
 //! shadow models that the property tests use (`tests/offset_model/shadow.rs`).
 //! A clone of each offset allocator runs the packed calls of the Vulkan pools
-//! (`allocate_packed` and its `MinMemory` twin, `free_packed`) alongside and
+//! (`allocate_packed`, `allocate_packed_with` for the other strategies, `free_packed`) alongside and
 //! must stay identical to it.
 //! Any disagreement, overlap or false out-of-space panics, which libFuzzer
 //! reports as a crash with the input that caused it.
@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 
 use shadow::{LinearOp, LinearShadow, Op, Shadow};
 use vk_suballoc::offset::{
-    AllocationId, OffsetAllocation, OffsetAllocator, OffsetError, MAX_CAPACITY,
+    AllocationId, OffsetAllocation, OffsetAllocator, OffsetError, Strategy, MAX_CAPACITY,
 };
 
 /// One operation; sizes come as an exponent and low bits, so that small and
@@ -76,6 +76,12 @@ enum FuzzOp {
     },
     /// `allocate_with(.., Strategy::MinMemory)`.
     AllocateMinMemory {
+        size_log2: u8,
+        size_bits: u64,
+        align_log2: u8,
+    },
+    /// `allocate_with(.., Strategy::MinOffset)`.
+    AllocateMinOffset {
         size_log2: u8,
         size_bits: u64,
         align_log2: u8,
@@ -183,6 +189,14 @@ fn to_op(op: &FuzzOp, capacity: u64, capacity_log2: u32) -> Option<Op> {
             size: request_size(size_log2, size_bits, capacity, capacity_log2),
             align: alignment(align_log2),
         },
+        FuzzOp::AllocateMinOffset {
+            size_log2,
+            size_bits,
+            align_log2,
+        } => Op::AllocateMinOffset {
+            size: request_size(size_log2, size_bits, capacity, capacity_log2),
+            align: alignment(align_log2),
+        },
         FuzzOp::FinishFrame | FuzzOp::Reclaim { .. } => return None,
     })
 }
@@ -263,13 +277,24 @@ impl<const M: u32> PackedTwin<M> {
                 }
             }
             Op::AllocateMinMemory { size, align } => {
-                let packed = self.heap.fuzz_allocate_packed_min_memory(size, align);
+                let packed = self.heap.fuzz_allocate_packed_with(size, align, Strategy::MinMemory);
                 shadow.apply(op);
                 if let Some((offset, id)) = packed {
                     assert_eq!(
                         shadow.heap.get(id),
                         Some(OffsetAllocation { id, offset, size }),
-                        "allocate_packed_min_memory({size}, {align})"
+                        "allocate_packed_with({size}, {align}, MinMemory)"
+                    );
+                }
+            }
+            Op::AllocateMinOffset { size, align } => {
+                let packed = self.heap.fuzz_allocate_packed_with(size, align, Strategy::MinOffset);
+                shadow.apply(op);
+                if let Some((offset, id)) = packed {
+                    assert_eq!(
+                        shadow.heap.get(id),
+                        Some(OffsetAllocation { id, offset, size }),
+                        "allocate_packed_with({size}, {align}, MinOffset)"
                     );
                 }
             }

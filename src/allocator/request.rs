@@ -153,13 +153,19 @@ pub struct AllocationDesc<'a> {
     /// type is the only choice).
     pub preferred_flags: vk::MemoryPropertyFlags,
     /// How a block chooses among its free ranges that hold the request
-    /// (VMA's `STRATEGY_MIN_TIME` and `STRATEGY_MIN_MEMORY`; see
-    /// [`Strategy`]): [`Strategy::MinTime`] by default;
-    /// [`Strategy::MinMemory`] looks at up to 8 ranges that fit more
-    /// tightly first, in each block the request tries. Blocks are tried
-    /// in the same order either way, and small buffers take run slots
-    /// either way (their slots are of the request's size class already).
-    /// For memory that must last in a custom pool of few fixed blocks.
+    /// (VMA's `STRATEGY_MIN_TIME`, `STRATEGY_MIN_MEMORY` and
+    /// `STRATEGY_MIN_OFFSET`; see [`Strategy`]): [`Strategy::MinTime`] by
+    /// default; [`Strategy::MinMemory`] looks at up to 8 ranges that fit
+    /// more tightly first, in each block the request tries, for memory that
+    /// must last in a custom pool of few fixed blocks;
+    /// [`Strategy::MinOffset`] takes the lowest offset where the request
+    /// fits in each block it tries, by a walk of the block's allocations
+    /// (O(allocations in the block)), for placements made rarely that should
+    /// leave a block's free space in one piece at its end. Blocks are tried
+    /// in the same order whatever the strategy. Small buffers take run
+    /// slots with `MinTime` and `MinMemory` (their slots are of the
+    /// request's size class already), and ranges of their own with
+    /// `MinOffset` (a run's slots lie wherever the run was carved).
     /// An allocation does not keep its strategy: a defragmentation plan
     /// places its moves itself (with `MinTime` in the blocks it fills, at
     /// the lowest offset when it compacts a block).

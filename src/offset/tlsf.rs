@@ -2,8 +2,9 @@
 //!
 //! This file holds the state and the operations that change it; reports and
 //! iteration live in `inspect.rs`, the bins of free gaps and the search
-//! through them in `tlsf/gap_bins.rs`, and allocations at a place the caller
-//! chose (the destinations of compaction's moves) in
+//! through them in `tlsf/gap_bins.rs`, the lowest-offset placement of
+//! [`Strategy::MinOffset`] in `tlsf/lowest_offset.rs`, and allocations at a
+//! place the caller chose (the destinations of compaction's moves) in
 //! `tlsf/move_destinations.rs`.
 
 use super::allocation::{next_owner_tag, AllocationId, FreeRange, OffsetAllocation};
@@ -14,6 +15,7 @@ use super::size_class::{bin_count, MantissaBits};
 use super::{OffsetError, Strategy};
 
 mod gap_bins;
+mod lowest_offset;
 mod move_destinations;
 
 /// The largest capacity an [`OffsetAllocator`] manages: offsets take 48 bits.
@@ -207,7 +209,8 @@ impl<const M: u32> OffsetAllocator<M> {
 
     /// [`allocate`](Self::allocate) with a [`Strategy`]: with
     /// [`Strategy::MinTime`] the same call, with [`Strategy::MinMemory`]
-    /// a look at up to 8 free ranges that fit more tightly first.
+    /// a look at up to 8 free ranges that fit more tightly first, with
+    /// [`Strategy::MinOffset`] the lowest offset where the request fits.
     ///
     /// ```
     /// use vk_suballoc::offset::{OffsetAllocator, Strategy};
@@ -219,26 +222,36 @@ impl<const M: u32> OffsetAllocator<M> {
     /// // 970 bytes: the good fit looks among ranges of 1024 bytes or more,
     /// // the tight one first at those of 960 to 1023.
     /// assert_eq!(heap.clone().allocate_with(970, 1, Strategy::MinTime)?.offset, 1010);
-    /// assert_eq!(heap.allocate_with(970, 1, Strategy::MinMemory)?.offset, 0);
+    /// assert_eq!(heap.clone().allocate_with(970, 1, Strategy::MinMemory)?.offset, 0);
+    /// // The lowest offset: the first free range in address order holds it.
+    /// assert_eq!(heap.clone().allocate_with(970, 1, Strategy::MinOffset)?.offset, 0);
+    /// // 1050 bytes: only the range at 1010 holds them.
+    /// assert_eq!(heap.allocate_with(1050, 1, Strategy::MinOffset)?.offset, 1010);
     /// # Ok::<(), vk_suballoc::offset::OffsetError>(())
     /// ```
     ///
     /// # Errors
-    /// Those of [`allocate`](Self::allocate), in the same cases.
+    /// Those of [`allocate`](Self::allocate), in the same cases: every
+    /// strategy fails exactly where no free range holds the request.
     ///
     /// # Time complexity
     /// As [`allocate`](Self::allocate)'s, and for `MinMemory` up to 8 more
-    /// free ranges looked at.
+    /// free ranges looked at. `MinOffset` walks the allocations in address
+    /// order, O(allocations before the range it takes): not for hot paths.
     pub fn allocate_with(
         &mut self,
         size: u64,
         align: u64,
         strategy: Strategy,
     ) -> Result<OffsetAllocation, OffsetError> {
-        if strategy == Strategy::MinMemory {
-            if let Some(placed) = self.allocate_tight(size, align) {
-                return Ok(placed);
+        match strategy {
+            Strategy::MinTime => {}
+            Strategy::MinMemory => {
+                if let Some(placed) = self.allocate_tight(size, align) {
+                    return Ok(placed);
+                }
             }
+            Strategy::MinOffset => return self.allocate_lowest(size, align),
         }
         self.allocate_body(size, align)
     }

@@ -189,8 +189,9 @@ fn draw(rng: &mut Rng, types: u32, heaps: u32) -> Step {
                     0 => PROPERTY_FLAGS[rng.below(PROPERTY_FLAGS.len() as u64) as usize],
                     _ => vk::MemoryPropertyFlags::empty(),
                 },
-                strategy: match rng.below(3) {
-                    0 => Strategy::MinMemory,
+                strategy: match rng.below(6) {
+                    0 | 1 => Strategy::MinMemory,
+                    2 => Strategy::MinOffset,
                     _ => Strategy::MinTime,
                 },
             }

@@ -34,6 +34,10 @@ pub enum Op {
     /// `Allocate`, and its free range never of a larger size class than
     /// the one `allocate` would have taken.
     AllocateMinMemory { size: u64, align: u64 },
+    /// `allocate_with(size, align, Strategy::MinOffset)`: checked as
+    /// `Allocate`, and placed at the lowest aligned offset of any free
+    /// range that holds it.
+    AllocateMinOffset { size: u64, align: u64 },
     /// Frees the live allocation number `pick % live` in address order.
     Free { pick: usize },
     /// Frees an id freed before: must be `StaleId` and change nothing.
@@ -141,6 +145,9 @@ impl<const M: u32> Shadow<M> {
             Op::Allocate { size, align } => self.allocate(size, align, Strategy::MinTime),
             Op::AllocateMinMemory { size, align } => {
                 self.allocate(size, align, Strategy::MinMemory)
+            }
+            Op::AllocateMinOffset { size, align } => {
+                self.allocate(size, align, Strategy::MinOffset)
             }
             Op::Free { pick } => {
                 if let Some((&offset, &(size, id))) =
@@ -339,6 +346,17 @@ impl<const M: u32> Shadow<M> {
                         class(allocation.offset) <= class(fast.offset),
                         "MinMemory took {allocation:?}, of a larger class than {fast:?} \
                          (free ranges {free_before:?})"
+                    );
+                }
+                if strategy == Strategy::MinOffset {
+                    // The first free range in address order that holds it.
+                    let lowest = free_before.iter().find_map(|r| {
+                        align_up(r.offset, align).filter(|&start| start + size <= r.offset + r.size)
+                    });
+                    assert_eq!(
+                        Some(allocation.offset),
+                        lowest,
+                        "MinOffset took {allocation:?} (free ranges {free_before:?})"
                     );
                 }
                 assert_eq!(allocation.size, size);

@@ -24,8 +24,8 @@ pub struct Req {
     pub(super) align: u8,
     pub(super) align_bits: u16,
     /// 0: every type; 1: none; 2: only a drawn subset; 3: as 2, narrowed
-    /// through `AllocationDesc::memory_type_bits` (the low two bits); bit 2:
-    /// `Strategy::MinMemory`.
+    /// through `AllocationDesc::memory_type_bits` (the low two bits); bits 2
+    /// and 3: 1 or 3 `Strategy::MinMemory`, 2 `Strategy::MinOffset`.
     pub(super) type_bits_mode: u8,
     pub(super) type_bits: u32,
     pub(super) usage: u8,

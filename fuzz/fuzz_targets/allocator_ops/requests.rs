@@ -65,11 +65,13 @@ impl Walk {
             n => Some(f32::from(n) / 255.0),
         };
         desc.can_alias = req.can_alias;
-        // Bit 2 of the type bits' mode, which reads only its low two: where
-        // the request lands in a block, not whether it is placed.
-        if req.type_bits_mode & 4 != 0 {
-            desc.strategy = Strategy::MinMemory;
-        }
+        // Bits 2 and 3 of the type bits' mode, which reads only its low
+        // two: where the request lands in a block, not whether it is placed.
+        desc.strategy = match req.type_bits_mode >> 2 & 3 {
+            1 | 3 => Strategy::MinMemory,
+            2 => Strategy::MinOffset,
+            _ => Strategy::MinTime,
+        };
         let resource = match req.target % 4 {
             n @ 1..=2 => Some(Resource {
                 handle: self.device.create_resource(),

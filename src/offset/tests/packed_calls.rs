@@ -1,5 +1,5 @@
-//! The packed calls the Vulkan pools use (`allocate_packed` and its
-//! `MinMemory` twin, `free_packed`,
+//! The packed calls the Vulkan pools use (`allocate_packed` and
+//! `allocate_packed_with`, for the other strategies, `free_packed`,
 //! `id_of`, `has_unused_slot`) against the public calls, over random
 //! requests on two clones of one allocator: every result, report, counter
 //! and listing stays the same. They are apart because they check that
@@ -37,14 +37,17 @@ fn random_packed_run<const M: u32>(seed: u64) {
                     1 => 1 << 63,
                     a => 1 << (a % 10),
                 };
-                let strategy = if r % 16 < 8 {
-                    Strategy::MinTime
-                } else {
-                    Strategy::MinMemory
+                let strategy = match r % 16 {
+                    0..=7 => Strategy::MinTime,
+                    8..=11 => Strategy::MinMemory,
+                    _ => Strategy::MinOffset,
                 };
-                let a = match strategy {
-                    Strategy::MinTime => packed.allocate_packed(size, align),
-                    Strategy::MinMemory => packed.allocate_packed_min_memory(size, align),
+                // The pools' two calls: `allocate_packed` for the default,
+                // `allocate_packed_with` for the others (any, here).
+                let a = if strategy == Strategy::MinTime && r % 32 < 16 {
+                    packed.allocate_packed(size, align)
+                } else {
+                    packed.allocate_packed_with(size, align, strategy)
                 };
                 let b = public.allocate_with(size, align, strategy);
                 assert_eq!(

@@ -319,7 +319,7 @@ fn min_memory_walks_the_own_bin_of_an_aligned_size_on_a_bin_bound() {
     let mut packed = heap.clone();
     assert_eq!(
         packed
-            .allocate_packed_min_memory(1024, 256)
+            .allocate_packed_with(1024, 256, Strategy::MinMemory)
             .map(|p| p.offset),
         Some(offsets[0])
     );
@@ -331,5 +331,45 @@ fn min_memory_walks_the_own_bin_of_an_aligned_size_on_a_bin_bound() {
             .unwrap()
             .offset,
         offsets[1]
+    );
+}
+
+/// `MinOffset` takes the first free range in address order that holds the
+/// request, at its first aligned offset, wherever the bins would look
+/// first: past ranges too small, and past one whose aligned start leaves
+/// too little room; with nothing below, it fails as `allocate` does, with
+/// the same error and count.
+#[test]
+fn min_offset_takes_the_lowest_range_that_holds_the_request() {
+    // Gaps of 100 at 0, 1000 at 108, 5000 at 1116; the rest taken.
+    let (heap, offsets) = heap_with_gaps(&[100, 1000, 5000], 1 << 16);
+    assert_eq!(offsets, [0, 108, 1116]);
+    let lowest = |size: u64, align: u64| {
+        heap.clone()
+            .allocate_with(size, align, Strategy::MinOffset)
+            .map(|a| a.offset)
+    };
+    // The good fit takes a bin whose every gap holds the request: 1024
+    // bytes and more for 970, so the 5000-byte gap's bin.
+    assert_eq!(heap.clone().allocate(970, 1).unwrap().offset, 1116);
+    assert_eq!(lowest(970, 1), Ok(108));
+    assert_eq!(lowest(50, 1), Ok(0));
+    assert_eq!(lowest(100, 1), Ok(0));
+    assert_eq!(lowest(101, 1), Ok(108));
+    // 64-aligned: 128 is the first aligned start in the 1000-byte gap
+    // (108..1108): 980 bytes from there end at its end, 990 pass it.
+    assert_eq!(lowest(980, 64), Ok(128));
+    assert_eq!(lowest(990, 64), Ok(1152));
+    assert_eq!(lowest(5000, 1), Ok(1116));
+    // Nothing holds it: allocate's error, counted as allocate counts it.
+    let mut min_offset = heap.clone();
+    let mut min_time = heap.clone();
+    let error = min_offset.allocate_with(5001, 1, Strategy::MinOffset);
+    assert_eq!(error, min_time.allocate(5001, 1));
+    assert!(matches!(error, Err(OffsetError::TooFragmented { .. })));
+    assert_eq!(min_offset.counters(), min_time.counters());
+    assert_eq!(
+        heap.clone().allocate_with(0, 1, Strategy::MinOffset),
+        Err(OffsetError::ZeroSize)
     );
 }

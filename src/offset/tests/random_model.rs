@@ -1,9 +1,10 @@
 //! Random runs of allocations and frees at several bin widths, checked at
 //! each step against a model the test keeps: no overlap, every offset
 //! aligned, no failure while a free range could have held the request,
-//! and reports that add up; and an allocation of `Strategy::MinMemory`,
-//! drawn for every other one, never in a larger size class of free range
-//! than the good fit's. It is the unit-test counterpart of the
+//! and reports that add up; an allocation of `Strategy::MinMemory`,
+//! drawn for a third of them, never in a larger size class of free range
+//! than the good fit's; and one of `Strategy::MinOffset`, for another
+//! third, at the lowest offset any free range holds it. It is the unit-test counterpart of the
 //! proptest shadow model in `tests/offset_model.rs`, on seeds fixed in
 //! the test (the xorshift `next` of `tests.rs`).
 
@@ -23,10 +24,10 @@ fn random_model_run<const M: u32>(seed: u64) {
         if r % 3 != 0 || live.is_empty() {
             let size = 1 + next(&mut state) % 3000;
             let align = 1 << (next(&mut state) % 11);
-            let strategy = if r % 2 == 0 {
-                Strategy::MinTime
-            } else {
-                Strategy::MinMemory
+            let strategy = match next(&mut state) % 3 {
+                0 => Strategy::MinTime,
+                1 => Strategy::MinMemory,
+                _ => Strategy::MinOffset,
             };
             // What the good fit would take, to compare the tight one's with.
             let fast = (strategy == Strategy::MinMemory)
@@ -49,6 +50,14 @@ fn random_model_run<const M: u32>(seed: u64) {
                             class(a.offset) <= class(fast.offset),
                             "seed {seed} step {step}: {a:?} in a larger class than {fast:?}"
                         );
+                    }
+                    if strategy == Strategy::MinOffset {
+                        // The first free range in address order that holds it.
+                        let lowest = free_before.iter().find_map(|r| {
+                            let start = r.offset.next_multiple_of(align);
+                            (start + size <= r.offset + r.size).then_some(start)
+                        });
+                        assert_eq!(Some(a.offset), lowest, "seed {seed} step {step}: {a:?}");
                     }
                     assert_eq!(a.offset % align, 0);
                     assert!(a.end() <= capacity);

@@ -1,6 +1,7 @@
 //! Allocations at a place the caller chose, for compaction:
 //! [`allocate_below`](OffsetAllocator::allocate_below) takes the lowest
-//! offset below a bound, walking the allocations in address order, and
+//! offset below a bound, walking the allocations in address order (the
+//! walk of `lowest_offset.rs`), and
 //! [`allocate_in_gap`](OffsetAllocator::allocate_in_gap) one given free
 //! range. Both are probes, whose empty answer is not a failed request.
 //! Apart from `tlsf.rs` because they bypass the bins' search: they choose
@@ -63,29 +64,9 @@ impl<const M: u32> OffsetAllocator<M> {
         if self.unused_slot == NIL {
             return Err(OffsetError::OutOfSlots(self.slot_count()));
         }
-        // Past the capacity nothing fits; below it `fit_in_gap` cannot
-        // overflow.
-        if size > self.capacity.min(end) {
-            return Ok(None);
-        }
-        let mut node = SENTINEL;
-        while node != NIL {
-            let entry = self.nodes[node as usize];
-            if entry.end() >= end {
-                break;
-            }
-            if entry.gap() > 0 {
-                if let Some(offset) = self.fit_in_gap(node, size, align) {
-                    if offset + size > end {
-                        // Later gaps start later still.
-                        break;
-                    }
-                    return Ok(Some(self.place(node, offset, size)));
-                }
-            }
-            node = entry.next;
-        }
-        Ok(None)
+        Ok(self
+            .find_lowest_fit(size, align, end)
+            .map(|(node, offset)| self.place(node, offset, size)))
     }
 
     /// Allocates `size` bytes at alignment `align` at the lowest offset of

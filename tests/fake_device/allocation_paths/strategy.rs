@@ -1,9 +1,12 @@
-//! `AllocationDesc::strategy` (VMA's `STRATEGY_MIN_TIME` and
-//! `STRATEGY_MIN_MEMORY`): in a block with free ranges of 1000 and 1100
-//! KiB, a request of 970 KiB takes the 1100 KiB range by default (the first
-//! size class all of whose ranges hold it) and the 1000 KiB one with
-//! `Strategy::MinMemory`, so that in a pool of one fixed block a later
-//! request of 1090 KiB still fits, where by default it fails.
+//! `AllocationDesc::strategy` (VMA's `STRATEGY_MIN_TIME`,
+//! `STRATEGY_MIN_MEMORY` and `STRATEGY_MIN_OFFSET`): in a block with free
+//! ranges of 1000 and 1100 KiB, a request of 970 KiB takes the 1100 KiB
+//! range by default (the first size class all of whose ranges hold it) and
+//! the 1000 KiB one with `Strategy::MinMemory`, so that in a pool of one
+//! fixed block a later request of 1090 KiB still fits, where by default it
+//! fails. `Strategy::MinOffset` takes the lowest free range that holds a
+//! request, however large, and gives small buffers ranges of their own at
+//! the lowest offset, not run slots.
 
 use vk_suballoc::{Allocation, AllocationDesc, Error, PoolDesc, Request, Strategy, Usage};
 
@@ -65,7 +68,7 @@ fn min_memory_takes_the_tighter_free_range_of_a_block() {
     finish(allocator, &device);
 }
 
-/// Small buffers take run slots whatever the strategy: the strategy is a
+/// Small buffers take run slots with `MinTime` and `MinMemory`: the strategy is a
 /// block's choice among its free ranges, and a run's slots are of the
 /// request's size class already.
 #[test]
@@ -81,6 +84,77 @@ fn small_buffers_take_run_slots_with_either_strategy() {
     assert_eq!(tight.offset(), fast.offset() + KIB);
     free(&allocator, fast);
     free(&allocator, tight);
+    finish(allocator, &device);
+}
+
+/// `MinOffset` takes the free range at the lowest offset that holds the
+/// request, where the other strategies take a later, smaller one: with
+/// free ranges of 1100 KiB at 0 and 520 KiB at 1164 KiB, 500 KiB goes to
+/// 0, and by default (and with `MinMemory`, whose tight look is among
+/// ranges of 480 to 511 KiB) to 1164 KiB.
+#[test]
+fn min_offset_takes_the_lowest_free_range_of_a_block() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+    let large = allocator.allocate(&buffer_of(1100, desc)).unwrap();
+    let mut held = vec![allocator.allocate(&buffer_of(64, desc)).unwrap()];
+    let small = allocator.allocate(&buffer_of(520, desc)).unwrap();
+    held.push(allocator.allocate(&buffer_of(64, desc)).unwrap());
+    assert_eq!((large.offset(), small.offset()), (0, 1164 * KIB));
+    assert!(
+        held.iter().all(|h| h.memory() == large.memory()),
+        "one block"
+    );
+    free(&allocator, large);
+    free(&allocator, small);
+    for (strategy, offset) in [
+        (Strategy::MinTime, 1164 * KIB),
+        (Strategy::MinMemory, 1164 * KIB),
+        (Strategy::MinOffset, 0),
+    ] {
+        let placed = allocator
+            .allocate(&buffer_of(500, desc.strategy(strategy)))
+            .unwrap();
+        assert_eq!(
+            (placed.memory(), placed.offset()),
+            (held[0].memory(), offset),
+            "{strategy:?}"
+        );
+        free(&allocator, placed);
+    }
+    for h in held {
+        free(&allocator, h);
+    }
+    finish(allocator, &device);
+}
+
+/// A small buffer placed with `MinOffset` takes a range of its own at the
+/// lowest offset of the block, not a slot of a run (carved where a run's
+/// range fit), as it does with the other strategies.
+#[test]
+fn min_offset_gives_a_small_buffer_the_lowest_offset_not_a_run_slot() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+    let first = allocator.allocate(&buffer_of(100, desc)).unwrap();
+    assert_eq!(first.offset(), 0);
+    // A run of 1 KiB slots, carved from the block `first` made.
+    let slot = allocator.allocate(&buffer_of(1, desc)).unwrap();
+    assert_eq!(slot.memory(), first.memory());
+    assert!(slot.offset() >= 100 * KIB);
+    free(&allocator, first);
+    let next_slot = allocator.allocate(&buffer_of(1, desc)).unwrap();
+    assert_eq!(
+        next_slot.offset(),
+        slot.offset() + KIB,
+        "the run's next slot"
+    );
+    let lowest = allocator
+        .allocate(&buffer_of(1, desc.strategy(Strategy::MinOffset)))
+        .unwrap();
+    assert_eq!((lowest.memory(), lowest.offset()), (slot.memory(), 0));
+    for a in [slot, next_slot, lowest] {
+        free(&allocator, a);
+    }
     finish(allocator, &device);
 }
 

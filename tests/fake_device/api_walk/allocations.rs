@@ -116,11 +116,14 @@ impl Walk {
         if self.rng.below(8) == 0 {
             request.desc.min_alignment = self.draw_min_alignment();
         }
-        // And one in four places with `Strategy::MinMemory`, which changes
-        // where in a block it lands, not what the walk checks.
-        if self.rng.below(4) == 0 {
-            request.desc.strategy = Strategy::MinMemory;
-        }
+        // And one in four places with `Strategy::MinMemory`, one in sixteen
+        // with `Strategy::MinOffset` (no run slot for a small buffer), which
+        // change where in a block it lands, not what the walk checks.
+        request.desc.strategy = match self.rng.below(16) {
+            0..=3 => Strategy::MinMemory,
+            4 => Strategy::MinOffset,
+            _ => Strategy::MinTime,
+        };
         if let Some(pool) = self.draw_pool() {
             request = self.aim_at_pool(request, pool);
         }

@@ -1,7 +1,8 @@
 //! `AllocationDesc::strategy` on a real driver: in a custom pool of one
 //! block holding free ranges of 1000 and 1100 KiB, buffers of 970 and then
 //! 1090 KiB both fit with `Strategy::MinMemory` (the first takes the
-//! tighter range) and the second is refused with the default
+//! tighter range) and with `Strategy::MinOffset` (the first takes the
+//! lower range, here the same), and the second is refused with the default
 //! `Strategy::MinTime` (the first took the larger range); the buffers are
 //! bound where the allocator placed them, under the validation layer.
 
@@ -23,6 +24,7 @@ test_each_profile!(
         for (strategy, second) in [
             (Strategy::MinTime, Err(Error::PoolFull { max_blocks: 1 })),
             (Strategy::MinMemory, Ok(1064 * KIB)),
+            (Strategy::MinOffset, Ok(1064 * KIB)),
         ] {
             // One block: 1000 + 64 + 1100 + 64 KiB.
             let pool = allocator
@@ -51,7 +53,7 @@ test_each_profile!(
                 allocator.destroy_buffer(buffer, allocation).unwrap();
             }
             let first = create(970).unwrap();
-            let expected_first = if strategy == Strategy::MinMemory { 0 } else { 1064 * KIB };
+            let expected_first = if strategy == Strategy::MinTime { 1064 * KIB } else { 0 };
             assert_eq!(first.1.offset(), expected_first, "{profile} {strategy:?}");
             held.push(first);
             let result = create(1090);

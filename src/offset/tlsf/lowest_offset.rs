@@ -1,0 +1,78 @@
+//! [`Strategy::MinOffset`](crate::offset::Strategy::MinOffset): the lowest
+//! offset where a request fits, found by a walk of the allocations in
+//! address order, not by the bins. The walk is shared with
+//! [`allocate_below`](OffsetAllocator::allocate_below), compaction's probe
+//! (`move_destinations.rs`); it is apart from `tlsf.rs` because it costs
+//! O(allocations), not O(1), and so stays off the common strategies' path.
+
+use super::{OffsetAllocator, SENTINEL};
+use crate::offset::allocation::OffsetAllocation;
+use crate::offset::node::NIL;
+use crate::offset::OffsetError;
+
+impl<const M: u32> OffsetAllocator<M> {
+    /// [`allocate_with`](Self::allocate_with) for
+    /// [`Strategy::MinOffset`](crate::offset::Strategy::MinOffset): `size`
+    /// bytes at alignment `align` at the lowest offset where they fit.
+    ///
+    /// A request that fails `allocate`'s checks, or that no free range
+    /// holds, goes to `allocate`'s body, which fails it as `allocate` would:
+    /// the same error, counted as a failure the same way. That body finds a
+    /// range wherever one holds the request (`tlsf.rs`, "Never a false
+    /// out-of-space"), so it places nothing the walk missed.
+    ///
+    /// Out of line, as [`allocate_tight`](Self::allocate_tight): the common
+    /// strategies' code stays as it was.
+    ///
+    /// # Time complexity
+    /// O(allocations before the range taken), and O(allocations) when none
+    /// holds the request.
+    #[inline(never)]
+    pub(in crate::offset) fn allocate_lowest(
+        &mut self,
+        size: u64,
+        align: u64,
+    ) -> Result<OffsetAllocation, OffsetError> {
+        let checked = size != 0
+            && align.is_power_of_two()
+            && size <= self.capacity
+            && self.unused_slot != NIL;
+        // Too little free space in all: no walk.
+        if checked && size <= self.free_bytes {
+            if let Some((node, offset)) = self.find_lowest_fit(size, align, self.capacity) {
+                return Ok(self.place(node, offset, size));
+            }
+        }
+        self.allocate_body(size, align)
+    }
+
+    /// The lowest offset at which `size` bytes at alignment `align` fit in
+    /// a free range and end at or before `end`, with the node whose gap
+    /// holds them; `None` when no free range below `end` does. The caller
+    /// checked `size` (not 0) and `align` (a power of two).
+    ///
+    /// # Time complexity
+    /// O(allocations below the answer, or below `end` when there is none).
+    pub(super) fn find_lowest_fit(&self, size: u64, align: u64, end: u64) -> Option<(u32, u64)> {
+        // Past the capacity nothing fits; below it `fit_in_gap` cannot
+        // overflow.
+        if size > self.capacity.min(end) {
+            return None;
+        }
+        let mut node = SENTINEL;
+        while node != NIL {
+            let entry = self.nodes[node as usize];
+            if entry.end() >= end {
+                break;
+            }
+            if entry.gap() >= size {
+                if let Some(offset) = self.fit_in_gap(node, size, align) {
+                    // Later gaps start later still.
+                    return (offset + size <= end).then_some((node, offset));
+                }
+            }
+            node = entry.next;
+        }
+        None
+    }
+}
