@@ -146,10 +146,12 @@ impl Results {
             self.timer_overhead_ns,
             self.mutex_pair_ns
         );
-        if crate::backends::strategy() == vk_suballoc::Strategy::MinMemory {
+        let strategy = crate::backends::strategy();
+        if strategy != vk_suballoc::Strategy::MinTime {
             let _ = writeln!(
                 s,
-                "With `--strategy min-memory`: the vk-suballoc rows' requests and our core's row place with `Strategy::MinMemory`.\n"
+                "With `--strategy {}`: the vk-suballoc rows' requests and our core's row place with `Strategy::{strategy:?}`.\n",
+                if strategy == vk_suballoc::Strategy::MinMemory { "min-memory" } else { "min-offset" },
             );
         }
         for trace in self.traces() {

@@ -39,13 +39,19 @@ fn run_once(
         Which::GpuAllocator => run_one(backends::GpuAllocator::new(ctx), trace, overhead, false),
         Which::GpuAlloc => run_one(backends::GpuAlloc::new(ctx), trace, overhead, false),
         Which::OurCore if backends::strategy() == vk_suballoc::Strategy::MinMemory => run_one(
-            backends::OurCore::<true>::new(max_allocations),
+            backends::OurCore::<{ backends::MIN_MEMORY }>::new(max_allocations),
+            trace,
+            overhead,
+            true,
+        ),
+        Which::OurCore if backends::strategy() == vk_suballoc::Strategy::MinOffset => run_one(
+            backends::OurCore::<{ backends::MIN_OFFSET }>::new(max_allocations),
             trace,
             overhead,
             true,
         ),
         Which::OurCore => run_one(
-            backends::OurCore::<false>::new(max_allocations),
+            backends::OurCore::<{ backends::MIN_TIME }>::new(max_allocations),
             trace,
             overhead,
             true,

@@ -27,14 +27,22 @@ pub fn round_up_pow2(value: u64, to: u64) -> u64 {
     (value + (to - 1)) & !(to - 1)
 }
 
-/// Our core; with `MIN_MEMORY` through `allocate_with(..,
-/// Strategy::MinMemory)` (`--strategy min-memory`), a type of its own so
-/// that the default row's loop has no test of the strategy.
-pub struct OurCore<const MIN_MEMORY: bool = false> {
+/// Our core; with a `STRATEGY` other than [`MIN_TIME`] through
+/// `allocate_with(.., strategy)` (`--strategy min-memory` or `min-offset`),
+/// a type of its own so that the default row's loop has no test of the
+/// strategy.
+pub struct OurCore<const STRATEGY: u8 = MIN_TIME> {
     core: vk_suballoc::offset::OffsetAllocator,
 }
 
-impl<const MIN_MEMORY: bool> OurCore<MIN_MEMORY> {
+/// [`OurCore`]'s `STRATEGY` for `Strategy::MinTime`, through `allocate`.
+pub const MIN_TIME: u8 = 0;
+/// [`OurCore`]'s `STRATEGY` for `Strategy::MinMemory`.
+pub const MIN_MEMORY: u8 = 1;
+/// [`OurCore`]'s `STRATEGY` for `Strategy::MinOffset`.
+pub const MIN_OFFSET: u8 = 2;
+
+impl<const STRATEGY: u8> OurCore<STRATEGY> {
     pub fn new(max_allocations: u32) -> Self {
         Self {
             core: vk_suballoc::offset::OffsetAllocator::new(CORE_CAPACITY, max_allocations)
@@ -43,7 +51,7 @@ impl<const MIN_MEMORY: bool> OurCore<MIN_MEMORY> {
     }
 }
 
-impl<const MIN_MEMORY: bool> Backend for OurCore<MIN_MEMORY> {
+impl<const STRATEGY: u8> Backend for OurCore<STRATEGY> {
     type Handle = vk_suballoc::offset::OffsetAllocation;
 
     /// The size rounded up to the alignment, as vk-suballoc's pools place
@@ -57,12 +65,12 @@ impl<const MIN_MEMORY: bool> Backend for OurCore<MIN_MEMORY> {
     fn allocate(&mut self, req: &Req) -> Option<Self::Handle> {
         let align = req.requirements.alignment;
         let size = round_up_pow2(req.requirements.size, align);
-        if MIN_MEMORY {
-            let strategy = vk_suballoc::Strategy::MinMemory;
-            self.core.allocate_with(size, align, strategy).ok()
-        } else {
-            self.core.allocate(size, align).ok()
-        }
+        let strategy = match STRATEGY {
+            MIN_TIME => return self.core.allocate(size, align).ok(),
+            MIN_MEMORY => vk_suballoc::Strategy::MinMemory,
+            _ => vk_suballoc::Strategy::MinOffset,
+        };
+        self.core.allocate_with(size, align, strategy).ok()
     }
 
     #[inline]
