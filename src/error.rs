@@ -212,12 +212,13 @@ pub enum Error {
         /// The heap's budget.
         budget: u64,
     },
-    /// The allocation is not in host-visible memory, so it has no pointer;
-    /// or, from [`Allocator::create_upload_ring`](crate::Allocator::create_upload_ring),
-    /// the ring's [`usage`](crate::UploadRingDesc::usage) does not ask for
-    /// host-visible memory. Use an `UPLOAD` or `READBACK` usage for memory
-    /// the host touches; with `UPLOAD | ALLOW_TRANSFER_INSTEAD`, no pointer
-    /// means "upload through a staging buffer".
+    /// The allocation (or ring allocation, from
+    /// [`Allocator::ring_write`](crate::Allocator::ring_write) and
+    /// [`Allocator::ring_flush`](crate::Allocator::ring_flush)) is not in
+    /// host-visible memory, so it has no pointer. Use an `UPLOAD` or
+    /// `READBACK` usage for memory the host touches; with
+    /// `UPLOAD | ALLOW_TRANSFER_INSTEAD`, no pointer means "upload through a
+    /// staging buffer".
     #[error("allocation is not host-visible")]
     NotHostVisible,
     /// Mapping the memory failed (`VK_ERROR_MEMORY_MAP_FAILED`); or, from

@@ -277,7 +277,9 @@ impl<const M: u32> PackedTwin<M> {
                 }
             }
             Op::AllocateMinMemory { size, align } => {
-                let packed = self.heap.fuzz_allocate_packed_with(size, align, Strategy::MinMemory);
+                let packed = self
+                    .heap
+                    .fuzz_allocate_packed_with(size, align, Strategy::MinMemory);
                 shadow.apply(op);
                 if let Some((offset, id)) = packed {
                     assert_eq!(
@@ -288,7 +290,9 @@ impl<const M: u32> PackedTwin<M> {
                 }
             }
             Op::AllocateMinOffset { size, align } => {
-                let packed = self.heap.fuzz_allocate_packed_with(size, align, Strategy::MinOffset);
+                let packed = self
+                    .heap
+                    .fuzz_allocate_packed_with(size, align, Strategy::MinOffset);
                 shadow.apply(op);
                 if let Some((offset, id)) = packed {
                     assert_eq!(

@@ -26,8 +26,10 @@ mod ring_write;
 mod tests;
 
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
-    /// Creates an upload ring: a host-visible buffer of `desc.size` bytes for
-    /// per-frame transient data.
+    /// Creates an upload ring: a buffer of `desc.size` bytes for per-frame
+    /// transient data, host-visible for data the host writes (`UPLOAD`, the
+    /// default), or, with a usage without host access, GPU-only scratch
+    /// (VRAM on a discrete GPU: [`UploadRingDesc::usage`]).
     ///
     /// `desc.buffer_usage` may hold the usages of core Vulkan 1.0 (transfer,
     /// uniform, storage, texel, index, vertex and indirect buffers), valid
@@ -42,8 +44,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Errors
     /// Those of [`create_upload_ring_unchecked`](Self::create_upload_ring_unchecked),
     /// in its order, and [`Error::InvalidConfig`] for a `desc.buffer_usage`
-    /// with a bit beyond those above, checked after `desc.usage` and before
-    /// buffer device address. Nothing is created on error.
+    /// with a bit beyond those above, checked after an empty one and before
+    /// required flags. Nothing is created on error.
     ///
     /// # Time complexity
     /// As [`create_upload_ring_unchecked`](Self::create_upload_ring_unchecked).
@@ -62,16 +64,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Errors
     /// In this order: [`Error::ZeroSize`]; [`Error::InvalidConfig`] for an
     /// empty `desc.buffer_usage` (VUID-VkBufferCreateInfo-usage-requiredbitmask);
-    /// [`Error::NotHostVisible`] when `desc.usage` does
-    /// not need host-visible memory
-    /// ([`Usage::needs_host_access`](crate::Usage::needs_host_access)): neither
-    /// `UPLOAD` nor `READBACK`, or `UPLOAD` with `ALLOW_TRANSFER_INSTEAD`;
     /// [`Error::MissingRequiredFlags`] when no memory type the allocator
     /// may use has every flag of `desc.required_flags`;
     /// [`Error::DeviceAddressNotEnabled`] for `SHADER_DEVICE_ADDRESS` without
     /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address);
     /// [`Error::NoSuitableMemoryType`] when the types with those flags suit
-    /// no ring: none the host sees in a heap of more than 0 bytes
+    /// no ring: none `desc.usage` takes in a heap of more than 0 bytes
     /// (`LAZILY_ALLOCATED` or `PROTECTED` required, say; `memory_type_bits`
     /// names those types, or, with no required flags, every type the
     /// allocator may use) (nothing is created after any of these);
@@ -84,7 +82,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// (nothing is created after these either); buffer creation failures;
     /// then, with the buffer made and destroyed again, the errors of
     /// [`allocate`](Self::allocate) for its memory (out of memory or
-    /// budget, too many memory objects, no host-visible type among the
+    /// budget, too many memory objects, no type of the usage among the
     /// buffer's `memoryTypeBits`...), and bind failures.
     ///
     /// # Safety
@@ -109,8 +107,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     }
 
     /// The checks of a ring's description, before anything is made, in
-    /// the order both calls document: the size, an empty buffer usage, a
-    /// usage the host cannot reach, (for the safe call, `core_usage_only`)
+    /// the order both calls document: the size, an empty buffer usage,
+    /// (for the safe call, `core_usage_only`)
     /// a buffer usage beyond core Vulkan 1.0's and `SHADER_DEVICE_ADDRESS`,
     /// required flags no memory type has, and device addresses without
     /// buffer device address. The new checks
@@ -128,13 +126,6 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return Err(Error::InvalidConfig(
                 "UploadRingDesc::buffer_usage must not be empty",
             ));
-        }
-        // Only a host-access usage restricts the ranking to host-visible
-        // memory. Without one, a chunk may land in memory the host cannot
-        // see (VRAM first on a discrete GPU), and refusing it after the
-        // allocation would leave behind the block made for it.
-        if !desc.usage.needs_host_access() {
-            return Err(Error::NotHostVisible);
         }
         if core_usage_only && !CORE_BUFFER_USAGE.contains(desc.buffer_usage) {
             return Err(Error::InvalidConfig(
@@ -188,8 +179,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     }
 
     /// The largest heap of the usable memory types that suit the usage of
-    /// a ring whose chunks ask for `memory` ([`ring_memory`]) (types the
-    /// host sees: `create_upload_ring` refuses any other usage) and have
+    /// a ring whose chunks ask for `memory` ([`ring_memory`]) and have
     /// its required flags, or of every heap should none suit it. The
     /// buffer's memory type bits are not known before it is made: any of
     /// these may be allowed.
@@ -279,7 +269,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let allocation = self.allocate_and_bind(
             &request,
             |allocation| {
-                if allocation.mapped.is_none() {
+                // A host-access usage ranks only host-visible memory, which
+                // is mapped (but should a backend fail to): a ring that
+                // needs no host access may be in memory the host cannot
+                // see, its allocations without `mapped_ptr`.
+                if ring.memory.usage.needs_host_access() && allocation.mapped.is_none() {
                     return Err(Error::NotHostVisible);
                 }
                 // SAFETY: the memory type comes from the buffer's requirements,

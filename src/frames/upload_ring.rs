@@ -1,7 +1,10 @@
 //! Upload rings: per-frame transient memory with O(1) bump allocation.
 //!
-//! Staging copies, uniform blocks and dynamic vertices live for one frame. A
-//! ring is a host-visible buffer carved by the core's [`LinearAllocator`]:
+//! Staging copies, uniform blocks and dynamic vertices live for one frame,
+//! and so does GPU scratch (a compute pass's temporaries, an acceleration
+//! structure build's scratch). A ring is a buffer, host-visible for the
+//! host's writes or in VRAM for the GPU alone, carved by the core's
+//! [`LinearAllocator`]:
 //! each allocation bumps a pointer, each frame's space comes back when that
 //! frame's fence signals (at [`Allocator::collect`](crate::Allocator::collect),
 //! or at once on an idle device with
@@ -48,10 +51,18 @@ pub struct UploadRingDesc<'a> {
     /// or `VK_KHR_maintenance4` does not say its `maxBufferSize`: keep
     /// chunks within 1 GiB there.
     pub size: u64,
-    /// Memory usage, with `UPLOAD` or `READBACK` (the host writes the ring),
-    /// and `UPLOAD` not with `ALLOW_TRANSFER_INSTEAD`;
-    /// `UPLOAD | DEVICE_LOCAL` (the default) puts the ring in the BAR or
-    /// shared memory when the device has it.
+    /// Memory usage: with `UPLOAD` or `READBACK` the host writes the ring
+    /// (its memory is host-visible: every [`RingAllocation::mapped_ptr`] is
+    /// there, and [`ring_write`](crate::Allocator::ring_write) copies into
+    /// it); `UPLOAD | DEVICE_LOCAL` (the default) puts the ring in the BAR
+    /// or shared memory when the device has it. A usage without host access
+    /// (`DEVICE_LOCAL`, or `UPLOAD | ALLOW_TRANSFER_INSTEAD`, which may land
+    /// in either) makes a ring for data only the GPU writes and reads,
+    /// per-frame scratch (VMA's linear pool used as a ring buffer, in
+    /// `GPU_ONLY` memory): in VRAM on a discrete GPU, where its
+    /// allocations have no `mapped_ptr` and `ring_write` fails with
+    /// [`Error::NotHostVisible`]; on a device whose VRAM the host sees
+    /// (integrated GPUs, lavapipe), mapped all the same.
     ///
     /// A ring holds data the host writes and the GPU reads. `READBACK`
     /// picks host-cached memory, which may not be host-coherent (some
@@ -149,7 +160,9 @@ pub struct RingAllocation {
     pub(crate) memory_offset: u64,
     pub(crate) size: u64,
     pub(crate) frame: u64,
-    pub(crate) mapped: MappedPtr,
+    /// Its first byte in the chunk's mapping; `None` in memory the host
+    /// cannot see (a ring of GPU-only usage).
+    pub(crate) mapped: Option<MappedPtr>,
 }
 
 impl RingAllocation {
@@ -183,18 +196,21 @@ impl RingAllocation {
         self.frame
     }
 
-    /// Pointer to its first byte. Valid for writes until its frame is
-    /// collected; after that the bytes belong to later frames. Dropping
-    /// the allocator frees the ring's memory, its frames in flight
-    /// uncollected: the pointer dangles from then on too.
+    /// Pointer to its first byte; `None` when the ring's memory is not
+    /// host-visible (a ring whose `usage` has no host access, in VRAM on
+    /// a discrete GPU: [`UploadRingDesc::usage`]). A ring with `UPLOAD` or
+    /// `READBACK` (but with `ALLOW_TRANSFER_INSTEAD`) always has it. Valid
+    /// for writes until its frame is collected; after that the bytes belong
+    /// to later frames. Dropping the allocator frees the ring's memory, its
+    /// frames in flight uncollected: the pointer dangles from then on too.
     ///
     /// Bytes written through it are not flushed, and the ring's memory
     /// may not be host-coherent (some mobile GPUs): there the GPU sees
     /// them only once [`Allocator::ring_flush`](crate::Allocator::ring_flush)
     /// flushes them. [`Allocator::ring_write`](crate::Allocator::ring_write)
     /// copies and flushes in one call.
-    pub fn mapped_ptr(&self) -> std::ptr::NonNull<u8> {
-        self.mapped.0
+    pub fn mapped_ptr(&self) -> Option<std::ptr::NonNull<u8>> {
+        self.mapped.map(|mapped| mapped.0)
     }
 }
 

@@ -147,9 +147,9 @@ fn foreign_and_destroyed_ring_and_pool_handles_are_refused() {
     let their_ring = theirs.create_upload_ring(&desc).unwrap();
     let their_bytes = theirs.ring_allocate(their_ring, 64, 1).unwrap();
     let their_pool = theirs.create_pool(&PoolDesc::new(1)).unwrap();
+    let my_ptr = my_bytes.mapped_ptr().unwrap().as_ptr();
     // SAFETY: the ring allocation's 64 bytes are mapped and not collected.
-    let my_view =
-        || unsafe { std::slice::from_raw_parts(my_bytes.mapped_ptr().as_ptr(), 64) }.to_vec();
+    let my_view = || unsafe { std::slice::from_raw_parts(my_ptr, 64) }.to_vec();
     let before = (mine.stats(), my_view());
 
     assert_eq!(

@@ -85,13 +85,13 @@ fn write_into(device: &FakeDevice, a: &RingAllocation, at: u64, gpu: bool) {
         // SAFETY: no slice of these bytes is alive.
         assert!(unsafe { device.write(a.memory(), a.memory_offset() + at, &[0x42]) });
     } else {
-        write_at(a.mapped_ptr(), at, &[0x42]);
+        write_at(a.mapped_ptr().unwrap(), at, &[0x42]);
     }
 }
 
 /// A ring allocation's bytes, as the host sees them and as the GPU does.
 fn views(device: &FakeDevice, a: &RingAllocation) -> (Vec<u8>, Vec<u8>) {
-    let host = bytes_at(a.mapped_ptr(), a.size());
+    let host = bytes_at(a.mapped_ptr().unwrap(), a.size());
     let gpu = device_bytes(device, a.memory(), a.memory_offset(), a.size());
     (host, gpu)
 }

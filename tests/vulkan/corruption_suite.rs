@@ -274,7 +274,7 @@ fn ring_fills(profile: Profile) {
     let first = allocator.ring_allocate(ring, 1024, 256).unwrap();
     // SAFETY: the ring allocation's bytes, which nothing writes meanwhile.
     let read = |a: &vk_suballoc::RingAllocation| unsafe {
-        std::slice::from_raw_parts(a.mapped_ptr().as_ptr(), a.size() as usize).to_vec()
+        std::slice::from_raw_parts(a.mapped_ptr().unwrap().as_ptr(), a.size() as usize).to_vec()
     };
     assert!(read(&first).iter().all(|&b| b == 0xDC), "{what}");
     // The GPU writes the allocation in its own frame: no write after free.

@@ -1,6 +1,7 @@
 //! Frames in flight on a real driver: a render loop of real submissions with
-//! 2 and 3 frames in flight, deferred frees and upload rings, checked byte
-//! for byte; and the proof that a deferred free waits for its fence.
+//! 2 and 3 frames in flight, deferred frees, upload rings and a GPU-only
+//! scratch ring, checked byte for byte; and the proof that a deferred free
+//! waits for its fence.
 
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -13,7 +14,7 @@ use vk_suballoc::{
 };
 
 use super::allocator_setup::{
-    allocator_for, buffer_info, memory_barrier, IdleOnDrop, TRANSFER_TO_HOST,
+    allocator_for, buffer_info, memory_barrier, IdleOnDrop, TRANSFER_TO_HOST, TRANSFER_TO_TRANSFER,
 };
 use crate::seeded_rng::Rng;
 use crate::support::{test_each_profile, Profile, VulkanContext};
@@ -60,8 +61,12 @@ fn readback(allocator: &Allocator<AshMemoryDevice>, size: u64) -> (vk::Buffer, A
 
 /// The render loop: `frames` frames with `in_flight` frames in flight. Each
 /// frame
-/// - fills the first half of a few new buffers with a pattern on the GPU and
-///   copies bytes the host wrote into the upload ring into the second half;
+/// - fills the first third of a few new buffers with a pattern on the GPU,
+///   copies bytes the host wrote into the upload ring into the second, and
+///   into the last copies a range of a GPU-only scratch ring (a ring whose
+///   usage has no host access) that the GPU filled with another pattern
+///   first: ring space reused while an earlier frame still runs would hold
+///   that frame's pattern;
 /// - writes a canary into a new host-visible buffer from the host, *while
 ///   earlier frames may still run*: a range reused too early would be
 ///   overwritten by their GPU writes;
@@ -79,6 +84,14 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
     let ring = allocator
         .create_upload_ring(&UploadRingDesc {
             size: 1 << 20,
+            ..UploadRingDesc::default()
+        })
+        .unwrap();
+    let scratch_ring = allocator
+        .create_upload_ring(&UploadRingDesc {
+            size: 1 << 20,
+            usage: Usage::DEVICE_LOCAL,
+            buffer_usage: vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
             ..UploadRingDesc::default()
         })
         .unwrap();
@@ -133,9 +146,10 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
         // The frame's work.
         let mut fills = Vec::new();
         let mut copies = Vec::new();
+        let mut scratch_fills = Vec::new();
         for i in 0..1 + rng.below(4) {
             let half = 4 * (1 + rng.below(2048));
-            let (buffer, allocation) = readback(&allocator, 2 * half);
+            let (buffer, allocation) = readback(&allocator, 3 * half);
             let pattern = rng.next() as u32;
             let payload: Vec<u8> = (0..half).map(|_| rng.next() as u8).collect();
             let staged = allocator.ring_allocate(ring, half, 4).unwrap();
@@ -147,7 +161,7 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
                 unsafe {
                     std::ptr::copy_nonoverlapping(
                         payload.as_ptr(),
-                        staged.mapped_ptr().as_ptr(),
+                        staged.mapped_ptr().unwrap().as_ptr(),
                         payload.len(),
                     );
                 }
@@ -157,6 +171,11 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
             expected.extend_from_slice(&payload);
             fills.push((buffer, half, pattern));
             copies.push((staged.buffer(), staged.buffer_offset(), buffer, half));
+            // GPU scratch: filled on the GPU, then copied out.
+            let scratch = allocator.ring_allocate(scratch_ring, half, 4).unwrap();
+            let scratch_pattern = rng.next() as u32;
+            expected.extend(scratch_pattern.to_le_bytes().repeat(half as usize / 4));
+            scratch_fills.push((scratch, scratch_pattern, buffer, half));
             slot.checks.push(Check {
                 buffer,
                 allocation,
@@ -216,6 +235,20 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
                 }];
                 device.cmd_copy_buffer(cmd, ring_buffer, buffer, &region);
             }
+            for &(scratch, pattern, _, half) in &scratch_fills {
+                let at = scratch.buffer_offset();
+                device.cmd_fill_buffer(cmd, scratch.buffer(), at, half, pattern);
+            }
+            let (src, dst) = TRANSFER_TO_TRANSFER;
+            memory_barrier(device, cmd, src, dst);
+            for &(scratch, _, buffer, half) in &scratch_fills {
+                let region = [vk::BufferCopy {
+                    src_offset: scratch.buffer_offset(),
+                    dst_offset: 2 * half,
+                    size: half,
+                }];
+                device.cmd_copy_buffer(cmd, scratch.buffer(), buffer, &region);
+            }
             device.cmd_fill_buffer(cmd, scratch, 0, vk::WHOLE_SIZE, frame as u32);
             let (src, dst) = TRANSFER_TO_HOST;
             memory_barrier(device, cmd, src, dst);
@@ -247,6 +280,7 @@ fn render_loop(profile: Profile, in_flight: usize, frames: u64) {
         }
     }
     allocator.destroy_upload_ring(ring).unwrap();
+    allocator.destroy_upload_ring(scratch_ring).unwrap();
     // SAFETY: valid create info.
     let last = unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }.unwrap();
     // SAFETY: an empty submission that signals `last`.

@@ -211,7 +211,7 @@ test_profiles!(
             } else {
                 // SAFETY: inside the allocation, whose frame is live.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), piece.mapped_ptr().as_ptr(), bytes.len());
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), piece.mapped_ptr().unwrap().as_ptr(), bytes.len());
                 }
                 allocator.ring_flush(&piece, ..).unwrap();
             }

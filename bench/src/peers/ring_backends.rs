@@ -262,7 +262,8 @@ impl<const MUT: bool> RingBackend for VkSuballocRing<MUT> {
     fn read_tag(&mut self, handle: &mut Self::Handle, size: u64) -> Option<(u64, u64)> {
         // SAFETY: the allocation's frame is not collected yet (read before
         // the bench releases it); host-coherent on the devices run.
-        Some(unsafe { peek(handle.mapped_ptr().as_ptr(), size) })
+        let ptr = handle.mapped_ptr()?;
+        Some(unsafe { peek(ptr.as_ptr(), size) })
     }
 }
 

@@ -17,6 +17,9 @@ pub(super) struct RingModel {
     /// Bytes of a chunk made when full.
     chunk_size: u64,
     grow: bool,
+    /// Whether its usage has host access: its chunks are host-visible then
+    /// (else GPU scratch, maybe in memory the host cannot see).
+    host_access: bool,
     pub(super) chunks: Vec<RingChunkModel>,
     /// Ring allocations whose frame is not collected, each with the byte
     /// written at both ends (if any).
@@ -94,7 +97,7 @@ fn tally(stats: &vk_suballoc::report::Stats) -> Tally {
 
 impl Walk {
     /// The one chunk `before` and the allocator's stats now differ by.
-    fn new_chunk(&self, before: &Tally, capacity: u64) -> RingChunkModel {
+    fn new_chunk(&self, before: &Tally, capacity: u64, host_access: bool) -> RingChunkModel {
         let after = tally(&self.allocator.stats());
         let changed: Vec<usize> = (0..after.len())
             .filter(|&t| after[t] != before[t])
@@ -115,7 +118,7 @@ impl Walk {
         }
         let props = self.layout.memory_types[t].props;
         assert!(
-            props.contains(Props::HOST_VISIBLE),
+            props.contains(Props::HOST_VISIBLE) || !host_access,
             "a ring chunk in type {t}"
         );
         RingChunkModel {
@@ -187,8 +190,6 @@ impl Walk {
             Some(Error::ZeroSize)
         } else if buffer_usage.is_empty() {
             Some(Error::InvalidConfig("empty"))
-        } else if !usage.needs_host_access() {
-            Some(Error::NotHostVisible)
         } else if buffer_usage.contains(B::from_raw(0x0020_0000)) && !unchecked {
             Some(Error::InvalidConfig("beyond core"))
         } else if (buffer_usage.contains(B::SHADER_DEVICE_ADDRESS)
@@ -222,11 +223,13 @@ impl Walk {
                 return;
             }
         };
-        let chunk = self.new_chunk(&before, size);
+        let host_access = usage.needs_host_access();
+        let chunk = self.new_chunk(&before, size, host_access);
         self.rings.push(RingModel {
             ring,
             chunk_size: size,
             grow,
+            host_access,
             chunks: vec![chunk],
             live: Vec::new(),
         });
@@ -408,7 +411,8 @@ impl Walk {
                 if grown {
                     assert!(self.rings[i].grow, "a ring that does not grow grew");
                     let capacity = self.rings[i].chunk_size.max(size);
-                    let chunk = self.new_chunk(&before, capacity);
+                    let host_access = self.rings[i].host_access;
+                    let chunk = self.new_chunk(&before, capacity, host_access);
                     self.rings[i].chunks.push(chunk);
                     self.rings[i].chunks.len() - 1
                 } else {
@@ -445,6 +449,13 @@ impl Walk {
         );
         chunk.head = allocation.buffer_offset() + size;
         chunk.used.push((frame, placed));
+        // Mapped exactly in memory the host sees.
+        let props = self.layout.memory_types[chunk.held.memory_type as usize].props;
+        assert_eq!(
+            allocation.mapped_ptr().is_some(),
+            props.contains(Props::HOST_VISIBLE),
+            "{allocation:?}"
+        );
         let offset = allocation.memory_offset() - allocation.buffer_offset();
         if chunk.buffer.is_none() {
             let memory = allocation.memory();
@@ -473,7 +484,11 @@ impl Walk {
         if lives == 0 {
             if let Some(stale) = self.stale_ring.first() {
                 let result = self.allocator.ring_write(stale, 0, &[value]);
-                assert_eq!(result, Err(Error::StaleAllocation), "{stale:?}");
+                assert_eq!(
+                    result,
+                    unmapped_or(stale, Err(Error::StaleAllocation)),
+                    "{stale:?}"
+                );
             }
             return;
         }
@@ -508,8 +523,19 @@ impl Walk {
                 .get(pick as usize % self.stale_ring.len().max(1))
             {
                 let result = self.allocator.ring_write(stale, 0, &[value]);
-                assert_eq!(result, Err(Error::StaleAllocation), "{stale:?}");
+                assert_eq!(
+                    result,
+                    unmapped_or(stale, Err(Error::StaleAllocation)),
+                    "{stale:?}"
+                );
             }
+            return;
+        }
+        if allocation.mapped_ptr().is_none() {
+            // GPU scratch in memory the host cannot see: no write, no flush.
+            let refused = Err(Error::NotHostVisible);
+            assert_eq!(self.allocator.ring_write(allocation, 0, &[value]), refused);
+            assert_eq!(self.allocator.ring_flush(allocation, ..), refused);
             return;
         }
         let first = self.allocator.ring_write(allocation, 0, &[value]);
@@ -667,7 +693,8 @@ impl Walk {
             }
             for (a, tag) in &ring.live {
                 let Some(tag) = *tag else { continue };
-                let p = a.mapped_ptr().as_ptr();
+                // A tag is written only where the host sees the ring.
+                let p = a.mapped_ptr().expect("a tagged ring allocation").as_ptr();
                 // SAFETY: the allocation lies in its chunk's persistent
                 // mapping, alive while the ring is; nothing writes it now.
                 let (first, last) = unsafe { (p.read(), p.add(a.size() as usize - 1).read()) };
@@ -681,6 +708,15 @@ impl Walk {
         self.rings
             .iter()
             .flat_map(|r| r.chunks.iter().map(|c| c.held))
+    }
+}
+
+/// What a `ring_write` into `a` (in range) gives: `NotHostVisible` in
+/// memory the host cannot see, checked before its frame; else `otherwise`.
+fn unmapped_or(a: &RingAllocation, otherwise: Result<(), Error>) -> Result<(), Error> {
+    match a.mapped_ptr() {
+        Some(_) => otherwise,
+        None => Err(Error::NotHostVisible),
     }
 }
 

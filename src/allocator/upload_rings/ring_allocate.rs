@@ -242,8 +242,7 @@ fn ring_allocation(
     let mapped = chunk_state
         .allocation
         .mapped
-        .ok_or(Error::NotHostVisible)?
-        .add(placed.offset);
+        .map(|mapped| mapped.add(placed.offset));
     Ok(RingAllocation {
         ring,
         chunk: chunk as u32,

@@ -52,7 +52,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Errors
     /// In this order: [`Error::ForeignAllocation`] for another allocator's
-    /// ring; [`Error::RangeOutOfBounds`]; [`Error::StaleAllocation`] when
+    /// ring; [`Error::RangeOutOfBounds`]; [`Error::NotHostVisible`] in
+    /// memory the host cannot see (a ring of GPU-only usage:
+    /// [`RingAllocation::mapped_ptr`] is `None`);
+    /// [`Error::StaleAllocation`] when
     /// the allocation's frame was collected already (its bytes belong to
     /// later frames now) or the ring was destroyed; on non-coherent memory,
     /// the flush's device errors (the bytes are copied then).
@@ -91,7 +94,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Errors
     /// As [`ring_write`](Self::ring_write): [`Error::ForeignAllocation`];
     /// [`Error::RangeOutOfBounds`] for a range past the allocation's end or
-    /// reversed (`10..5`); [`Error::StaleAllocation`] when its frame was
+    /// reversed (`10..5`); [`Error::NotHostVisible`] in memory the host
+    /// cannot see, even for an empty range (as [`flush`](Self::flush));
+    /// [`Error::StaleAllocation`] when its frame was
     /// collected or the ring destroyed; the flush's device errors.
     ///
     /// # Time complexity
@@ -126,6 +131,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 size: allocation.size,
             });
         }
+        // A ring of GPU-only usage in memory the host cannot see.
+        let Some(mapped) = allocation.mapped else {
+            return Err(Error::NotHostVisible);
+        };
         let (offset, len) = (range.start, range.end - range.start);
         let (pin, memory) = {
             let rings = lock(&self.rings);
@@ -167,7 +176,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 unsafe {
                     std::ptr::copy_nonoverlapping(
                         bytes.as_ptr(),
-                        allocation.mapped.add(offset).0.as_ptr(),
+                        mapped.add(offset).0.as_ptr(),
                         bytes.len(),
                     );
                 }

@@ -10,7 +10,7 @@ use vk_suballoc::{
 };
 
 use super::allocations::unchanged_but_released_empty_blocks;
-use super::{overlaps, Counted, Place, Ring, Walk};
+use super::{is_host_visible, overlaps, Counted, Place, Ring, Walk};
 
 impl Walk {
     pub(super) fn ring_op(&mut self) {
@@ -24,7 +24,13 @@ impl Walk {
                 let i = self.rng.below(self.ring_live.len() as u64) as usize;
                 let a = self.ring_live[i];
                 let result = self.allocator.ring_write(&a, a.size() - 1, &[0x5a]);
-                assert_eq!(result, Ok(()), "{}: {a:?} of a frame in flight", self.ctx());
+                let expected = ring_write_result(&a, Ok(()));
+                assert_eq!(
+                    result,
+                    expected,
+                    "{}: {a:?} of a frame in flight",
+                    self.ctx()
+                );
             }
             4 => {
                 let Some(stale) = self.ring_stale.pop() else {
@@ -33,7 +39,7 @@ impl Walk {
                 let result = self.allocator.ring_write(&stale, 0, &[1]);
                 assert_eq!(
                     result,
-                    Err(Error::StaleAllocation),
+                    ring_write_result(&stale, Err(Error::StaleAllocation)),
                     "{}: {stale:?}",
                     self.ctx()
                 );
@@ -105,8 +111,9 @@ impl Walk {
             Usage::UPLOAD | Usage::DEVICE_LOCAL,
             Usage::UPLOAD,
             Usage::READBACK,
+            // GPU scratch: in VRAM where there is some the host cannot see.
             Usage::DEVICE_LOCAL,
-            // Refused too: the ring must be host-visible.
+            // Host-visible memory first, else any.
             Usage::UPLOAD.union(Usage::ALLOW_TRANSFER_INSTEAD),
         ];
         let plain = UploadRingDesc::default().buffer_usage;
@@ -141,8 +148,6 @@ impl Walk {
             Some(Error::InvalidConfig(
                 "UploadRingDesc::buffer_usage must not be empty",
             ))
-        } else if !desc.usage.needs_host_access() {
-            Some(Error::NotHostVisible)
         } else if extension && !unchecked {
             Some(Error::InvalidConfig(""))
         } else if device_address && !self.layout.buffer_device_address {
@@ -174,7 +179,6 @@ impl Walk {
         assert_eq!(refused, None, "{}: {desc:?} gave {result:?}", self.ctx());
         match result {
             Ok(ring) => {
-                assert!(desc.usage.needs_host_access(), "{}: {desc:?}", self.ctx());
                 let chunk = self.new_chunk(&before, size.next_multiple_of(4));
                 self.rings.push(Ring {
                     ring,
@@ -349,8 +353,29 @@ impl Walk {
                 "{ctx}: {a:?} overlaps {other:?} of a frame in flight"
             );
         }
+        // Mapped in memory the host sees, always so for a ring the host
+        // writes; a GPU-only ring's may be in VRAM, unmapped.
+        let props = self.layout.memory_types[counted.memory_type as usize].props;
+        let host = a.mapped_ptr().is_some();
+        assert_eq!(host, is_host_visible(props), "{ctx}: {a:?}");
+        assert!(
+            host || !self.rings[index].usage.needs_host_access(),
+            "{ctx}: {a:?}"
+        );
         let bytes = vec![0x5a; size.min(64) as usize];
-        assert_eq!(self.allocator.ring_write(&a, 0, &bytes), Ok(()), "{ctx}");
+        let expected = ring_write_result(&a, Ok(()));
+        assert_eq!(self.allocator.ring_write(&a, 0, &bytes), expected, "{ctx}");
+        let flushed = self.allocator.ring_flush(&a, ..);
+        assert_eq!(flushed, expected, "{ctx}");
         self.ring_live.push(a);
+    }
+}
+
+/// What a `ring_write` into `a` gives: `NotHostVisible` in memory the host
+/// cannot see (checked before the frame), else `otherwise`.
+fn ring_write_result(a: &RingAllocation, otherwise: Result<(), Error>) -> Result<(), Error> {
+    match a.mapped_ptr() {
+        Some(_) => otherwise,
+        None => Err(Error::NotHostVisible),
     }
 }

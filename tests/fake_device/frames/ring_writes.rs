@@ -133,7 +133,8 @@ fn writes_into_one_non_coherent_ring_chunk_take_turns() {
         // nothing writes these bytes while they are read (the assertion is
         // what checks it).
         let copied =
-            unsafe { std::slice::from_raw_parts(second.mapped_ptr().as_ptr(), 16) }.to_vec();
+            unsafe { std::slice::from_raw_parts(second.mapped_ptr().unwrap().as_ptr(), 16) }
+                .to_vec();
         held.release().unwrap();
         assert_eq!(
             copied, [0; 16],
@@ -201,7 +202,7 @@ fn ring_flush_makes_bytes_written_in_place_visible() {
         unsafe {
             std::ptr::copy_nonoverlapping(
                 bytes.as_ptr(),
-                at.mapped_ptr().as_ptr().add(offset),
+                at.mapped_ptr().unwrap().as_ptr().add(offset),
                 bytes.len(),
             );
         }

@@ -29,12 +29,12 @@ fn a_stale_host_write_is_caught_by_the_next_ring_allocation() {
     let (allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
     let ring = ring(&allocator, 64 << 10, Usage::UPLOAD, false);
     let first = allocator.ring_allocate(ring, 1000, 256).unwrap();
-    assert!(all(&bytes_at(first.mapped_ptr(), 1000), NEW));
+    assert!(all(&bytes_at(first.mapped_ptr().unwrap(), 1000), NEW));
     // The chunk's ring space past it reads `0xEF`.
-    let past = NonNull::new(first.mapped_ptr().as_ptr().wrapping_add(1000)).unwrap();
+    let past = NonNull::new(first.mapped_ptr().unwrap().as_ptr().wrapping_add(1000)).unwrap();
     assert!(all(&bytes_at(past, (64 << 10) - 1000), FREED));
     allocator.ring_write(&first, 0, &[7; 1000]).unwrap();
-    let stale = first.mapped_ptr();
+    let stale = first.mapped_ptr().unwrap();
     finish_frame(&allocator, &device);
     assert!(all(&bytes_at(stale, 1000), FREED), "filled when reclaimed");
     assert_eq!(allocator.corruptions_detected(), 0);
@@ -56,7 +56,7 @@ fn a_stale_host_write_is_caught_by_the_next_ring_allocation() {
         "the same bytes"
     );
     assert_eq!(allocator.corruptions_detected(), 1);
-    assert!(all(&bytes_at(again.mapped_ptr(), 1000), NEW));
+    assert!(all(&bytes_at(again.mapped_ptr().unwrap(), 1000), NEW));
     let needle = format!(
         "byte {} of memory {:?}",
         first.memory_offset() + 123,
@@ -76,7 +76,7 @@ fn a_stale_host_write_is_caught_by_the_next_ring_allocation() {
     );
     // Other bytes, written by nobody: nothing more.
     let other = allocator.ring_allocate(ring, 5000, 16).unwrap();
-    assert!(all(&bytes_at(other.mapped_ptr(), 5000), NEW));
+    assert!(all(&bytes_at(other.mapped_ptr().unwrap(), 5000), NEW));
     assert_eq!(allocator.corruptions_detected(), 1);
     allocator.destroy_upload_ring(ring).unwrap();
     finish_frame(&allocator, &device);
@@ -91,14 +91,14 @@ fn ring_allocate_mut_checks_and_fills_too() {
     let (mut allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
     let ring = ring(&allocator, 64 << 10, Usage::UPLOAD, false);
     let first = allocator.ring_allocate_mut(ring, 1000, 256).unwrap();
-    assert!(all(&bytes_at(first.mapped_ptr(), 1000), NEW));
-    let stale = first.mapped_ptr();
+    assert!(all(&bytes_at(first.mapped_ptr().unwrap(), 1000), NEW));
+    let stale = first.mapped_ptr().unwrap();
     finish_frame(&allocator, &device);
     write_at(stale, 999, &[0x42]);
     let again = allocator.ring_allocate_mut(ring, 1000, 256).unwrap();
     assert_eq!(again.memory_offset(), first.memory_offset());
     assert_eq!(allocator.corruptions_detected(), 1);
-    assert!(all(&bytes_at(again.mapped_ptr(), 1000), NEW));
+    assert!(all(&bytes_at(again.mapped_ptr().unwrap(), 1000), NEW));
     allocator.destroy_upload_ring(ring).unwrap();
     finish_frame(&allocator, &device);
     finish(allocator, &device);
@@ -116,14 +116,20 @@ fn without_fills_ring_bytes_are_left_alone() {
         let (allocator, device) = allocator_with(layout, Config::default());
         let ring = ring(&allocator, 64 << 10, usage, false);
         let first = allocator.ring_allocate(ring, 1000, 256).unwrap();
-        assert!(all(&bytes_at(first.mapped_ptr(), 1000), 0), "untouched");
+        assert!(
+            all(&bytes_at(first.mapped_ptr().unwrap(), 1000), 0),
+            "untouched"
+        );
         allocator.ring_write(&first, 0, &[7; 1000]).unwrap();
         finish_frame(&allocator, &device);
-        assert!(all(&bytes_at(first.mapped_ptr(), 1000), 7), "not filled");
-        write_at(first.mapped_ptr(), 10, &[0x42]);
+        assert!(
+            all(&bytes_at(first.mapped_ptr().unwrap(), 1000), 7),
+            "not filled"
+        );
+        write_at(first.mapped_ptr().unwrap(), 10, &[0x42]);
         let again = allocator.ring_allocate(ring, 1000, 256).unwrap();
         assert_eq!(again.memory_offset(), first.memory_offset());
-        let bytes = bytes_at(again.mapped_ptr(), 1000);
+        let bytes = bytes_at(again.mapped_ptr().unwrap(), 1000);
         assert_eq!((bytes[9], bytes[10], bytes[11]), (7, 0x42, 7));
         assert_eq!(allocator.corruptions_detected(), 0);
         allocator.destroy_upload_ring(ring).unwrap();
@@ -164,20 +170,20 @@ fn a_write_after_free_into_padding_or_a_skipped_end_is_caught() {
         assert_eq!(a.buffer_offset(), 0, "{case}");
         // Written through its pointer, never flushed: the check's
         // invalidate must not reach it.
-        write_at(a.mapped_ptr(), 0, &[3; 10]);
+        write_at(a.mapped_ptr().unwrap(), 0, &[3; 10]);
         write(600);
         let b = allocator.ring_allocate(ring, 100, 1024).unwrap();
         assert_eq!(b.buffer_offset(), 1024, "{case}");
         assert_eq!(allocator.corruptions_detected(), 1, "{case}: padding");
-        assert!(all(&bytes_at(a.mapped_ptr(), 10), 3), "{case}");
-        assert!(all(&bytes_at(b.mapped_ptr(), 100), NEW), "{case}");
-        let padding = bytes_at(stale.mapped_ptr(), 1024);
+        assert!(all(&bytes_at(a.mapped_ptr().unwrap(), 10), 3), "{case}");
+        assert!(all(&bytes_at(b.mapped_ptr().unwrap(), 100), NEW), "{case}");
+        let padding = bytes_at(stale.mapped_ptr().unwrap(), 1024);
         assert!(all(&padding[10..600], FREED) && all(&padding[601..], FREED));
         let first = end_frame(&allocator, &device);
         // 1124..3624; the next frame's allocation wraps, skipping the end.
         let c = allocator.ring_allocate(ring, 2500, 1).unwrap();
         assert_eq!(c.buffer_offset(), 1124, "{case}");
-        write_at(c.mapped_ptr(), 0, &[4; 2500]);
+        write_at(c.mapped_ptr().unwrap(), 0, &[4; 2500]);
         let second = end_frame(&allocator, &device);
         device.signal_fence(first);
         allocator.collect().unwrap();
@@ -185,13 +191,16 @@ fn a_write_after_free_into_padding_or_a_skipped_end_is_caught() {
         let d = allocator.ring_allocate(ring, 1000, 1).unwrap();
         assert_eq!(d.buffer_offset(), 0, "{case}: wrapped");
         assert_eq!(allocator.corruptions_detected(), 2, "{case}: skipped end");
-        assert!(all(&bytes_at(d.mapped_ptr(), 1000), NEW), "{case}");
-        assert!(all(&bytes_at(c.mapped_ptr(), 2500), 4), "{case}");
+        assert!(all(&bytes_at(d.mapped_ptr().unwrap(), 1000), NEW), "{case}");
+        assert!(all(&bytes_at(c.mapped_ptr().unwrap(), 2500), 4), "{case}");
         // The skipped end is the frame's: not free, not reported again.
         assert!(allocator.check_corruption(!0).unwrap().is_clean(), "{case}");
         device.signal_fence(second);
         finish_frame(&allocator, &device);
-        assert!(all(&bytes_at(stale.mapped_ptr(), 4096), FREED), "{case}");
+        assert!(
+            all(&bytes_at(stale.mapped_ptr().unwrap(), 4096), FREED),
+            "{case}"
+        );
         assert!(allocator.check_corruption(!0).unwrap().is_clean(), "{case}");
         allocator.destroy_upload_ring(ring).unwrap();
         finish_frame(&allocator, &device);

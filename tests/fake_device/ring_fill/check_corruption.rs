@@ -27,7 +27,7 @@ fn check_corruption_checks_ring_spans_in_the_types_asked_for() {
     finish_frame(&allocator, &device);
     let a = allocator.ring_allocate(ring, 1000, 1).unwrap();
     assert_eq!(a.buffer_offset(), 0);
-    write_at(stale.mapped_ptr(), 3000, &[0x42]);
+    write_at(stale.mapped_ptr().unwrap(), 3000, &[0x42]);
     let all_types = allocator.check_corruption(!0).unwrap();
     assert_eq!(all_types.written_after_free.len(), 1, "{all_types:?}");
     let ring_type = all_types.written_after_free[0].memory_type;
@@ -129,7 +129,7 @@ fn check_corruption_checks_a_destroyed_ring_s_chunk_kept_back_by_a_write() {
     assert!(clean.is_clean(), "{clean:?}");
     // Past the write's 1 KiB: space free when the ring was destroyed.
     let at = 5000;
-    write_at(target.mapped_ptr(), at, &[0x42]);
+    write_at(target.mapped_ptr().unwrap(), at, &[0x42]);
     let report = allocator.check_corruption(!0).unwrap();
     assert_eq!(report.free_checked, clean.free_checked);
     let found = spans_written_after_free(&report);

@@ -58,7 +58,7 @@ fn a_write_after_free_is_caught_when_a_ring_s_chunk_is_freed() {
             let live = allocator.ring_allocate(ring, 2000, 256).unwrap();
             assert_eq!(live.buffer_offset(), 0, "{case}");
             allocator.ring_write(&live, 0, &[9; 2000]).unwrap();
-            write_at(live.mapped_ptr(), 1990, &[5; 10]);
+            write_at(live.mapped_ptr().unwrap(), 1990, &[5; 10]);
             // The bug: a write through the collected frame's allocation,
             // past `live`, into free space.
             let at = 5000;
@@ -142,7 +142,7 @@ fn a_write_after_free_into_a_destroyed_ring_s_collected_frame_is_caught() {
         allocator.collect().unwrap();
         assert_eq!(allocator.stats().allocations(), 1, "{case}: not freed yet");
         let at = 5000;
-        write_at(first.mapped_ptr(), at, &[0x42]);
+        write_at(first.mapped_ptr().unwrap(), at, &[0x42]);
         finish_frame(&allocator, &device);
         assert_eq!(allocator.stats().allocations(), 0, "{case}: freed");
         assert_eq!(allocator.corruptions_detected(), 1, "{case}");

@@ -91,7 +91,11 @@ fn non_coherent_host_and_gpu_writes_after_reclaim_are_caught() {
     for gpu in [false, true] {
         let first = allocator.ring_allocate(ring, 1000, 256).unwrap();
         assert_eq!(first.buffer_offset(), 0, "gpu {gpu}: an empty ring");
-        let (memory, offset, stale) = (first.memory(), first.memory_offset(), first.mapped_ptr());
+        let (memory, offset, stale) = (
+            first.memory(),
+            first.memory_offset(),
+            first.mapped_ptr().unwrap(),
+        );
         allocator.ring_write(&first, 0, &[7; 1000]).unwrap();
         finish_frame(&allocator, &device);
         let (host, device_view) = views(&device, &first);
@@ -123,10 +127,13 @@ fn non_coherent_host_and_gpu_writes_after_reclaim_are_caught() {
         // and not flushed, and one in the atoms after.
         let neighbour = allocator.ring_allocate(ring, 50, 4).unwrap();
         assert_eq!(neighbour.buffer_offset(), 100, "in the same atom");
-        write_at(neighbour.mapped_ptr(), 0, &[9; 50]);
+        write_at(neighbour.mapped_ptr().unwrap(), 0, &[9; 50]);
         let third = allocator.ring_allocate(ring, 2000, 4).unwrap();
-        assert!(all(&bytes_at(third.mapped_ptr(), 2000), NEW));
-        assert!(all(&bytes_at(neighbour.mapped_ptr(), 50), 9), "gpu {gpu}");
+        assert!(all(&bytes_at(third.mapped_ptr().unwrap(), 2000), NEW));
+        assert!(
+            all(&bytes_at(neighbour.mapped_ptr().unwrap(), 50), 9),
+            "gpu {gpu}"
+        );
         assert_eq!(allocator.corruptions_detected(), count, "gpu {gpu}");
         finish_frame(&allocator, &device);
     }
@@ -165,7 +172,7 @@ fn non_coherent_checks_invalidate_the_atoms_taken_and_no_others() {
     let (memory, stale_at) = (stale.memory(), stale.memory_offset());
     // SAFETY: no slice of these bytes is alive.
     assert!(unsafe { device.write(memory, stale_at + 2610, &[0x42]) });
-    write_at(stale.mapped_ptr(), 2900, &[0x43]);
+    write_at(stale.mapped_ptr().unwrap(), 2900, &[0x43]);
     let a = allocator.ring_allocate(ring, 100, 1).unwrap();
     assert_eq!(a.buffer_offset(), 2560);
     assert_eq!(allocator.corruptions_detected(), 1, "the GPU write");
@@ -280,7 +287,7 @@ fn non_coherent_a_ring_s_last_atom_past_its_block_bytes_is_not_invalidated() {
     let first = allocator.ring_allocate(ring, 1000, 1).unwrap();
     let (memory, chunk) = (first.memory(), first.memory_offset());
     assert_eq!(chunk % 8192, 0, "the chunk starts an atom");
-    let stale = first.mapped_ptr();
+    let stale = first.mapped_ptr().unwrap();
     finish_frame(&allocator, &device);
     // The block's free bytes past the chunk's 4 KiB, in its atom.
     write_at(stale, 5000, &[0x42]);

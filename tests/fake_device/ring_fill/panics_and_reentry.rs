@@ -51,7 +51,7 @@ fn a_backend_panicking_in_a_new_chunk_s_fill_leaves_nothing_behind() {
     assert_eq!(allocator.stats().allocations(), 0, "the chunk's memory");
     let ring = ring(&allocator, 64 << 10, Usage::READBACK, false);
     let a = allocator.ring_allocate(ring, 1000, 256).unwrap();
-    assert!(all(&bytes_at(a.mapped_ptr(), 1000), NEW));
+    assert!(all(&bytes_at(a.mapped_ptr().unwrap(), 1000), NEW));
     allocator.destroy_upload_ring(ring).unwrap();
     finish_frame(&allocator, &device);
     finish(allocator, &device);
@@ -83,17 +83,17 @@ fn a_backend_panicking_in_the_ring_fills_leaves_nothing_behind() {
         live - 1,
         "the free was made"
     );
-    assert!(all(&bytes_at(first.mapped_ptr(), 1000), FREED));
+    assert!(all(&bytes_at(first.mapped_ptr().unwrap(), 1000), FREED));
     device.panic_on(FakeCall::Invalidate, 1);
     let caught = panic::catch_unwind(AssertUnwindSafe(|| {
         allocator.ring_allocate(ring, 1000, 256)
     }));
     assert!(caught.is_err(), "the backend panicked");
     let next = allocator.ring_allocate(ring, 1000, 256).unwrap();
-    assert!(all(&bytes_at(next.mapped_ptr(), 1000), NEW));
+    assert!(all(&bytes_at(next.mapped_ptr().unwrap(), 1000), NEW));
     finish_frame(&allocator, &device);
     let again = allocator.ring_allocate(ring, 3000, 256).unwrap();
-    assert!(all(&bytes_at(again.mapped_ptr(), 3000), NEW));
+    assert!(all(&bytes_at(again.mapped_ptr().unwrap(), 3000), NEW));
     assert_eq!(allocator.corruptions_detected(), 0);
     allocator.destroy_upload_ring(ring).unwrap();
     finish_frame(&allocator, &device);
@@ -109,7 +109,7 @@ fn a_logger_panicking_on_the_line_leaves_the_ring_working() {
     let ring = ring(&allocator, 64 << 10, Usage::UPLOAD, false);
     let first = allocator.ring_allocate(ring, 1000, 256).unwrap();
     finish_frame(&allocator, &device);
-    write_at(first.mapped_ptr(), 5, &[0x42]);
+    write_at(first.mapped_ptr().unwrap(), 5, &[0x42]);
     super::super::leak_log::panic_on_line_with("before a ring allocation");
     let caught = panic::catch_unwind(AssertUnwindSafe(|| {
         allocator.ring_allocate(ring, 1000, 256)
@@ -117,7 +117,7 @@ fn a_logger_panicking_on_the_line_leaves_the_ring_working() {
     assert!(caught.is_err(), "the logger panicked");
     assert_eq!(allocator.corruptions_detected(), 1);
     let next = allocator.ring_allocate(ring, 1000, 256).unwrap();
-    assert!(all(&bytes_at(next.mapped_ptr(), 1000), NEW));
+    assert!(all(&bytes_at(next.mapped_ptr().unwrap(), 1000), NEW));
     assert_eq!(allocator.corruptions_detected(), 1);
     allocator.destroy_upload_ring(ring).unwrap();
     finish_frame(&allocator, &device);
@@ -136,7 +136,7 @@ fn a_logger_calling_back_into_the_allocator_on_the_line_does_not_deadlock() {
     let ring = ring(&allocator, 64 << 10, Usage::UPLOAD, false);
     let first = allocator.ring_allocate(ring, 1000, 256).unwrap();
     finish_frame(&allocator, &device);
-    write_at(first.mapped_ptr(), 5, &[0x42]);
+    write_at(first.mapped_ptr().unwrap(), 5, &[0x42]);
     let inner = std::sync::Arc::new(std::sync::Mutex::new(None));
     let (from_logger, result) = (
         std::sync::Arc::clone(&allocator),
@@ -149,7 +149,7 @@ fn a_logger_calling_back_into_the_allocator_on_the_line_does_not_deadlock() {
     });
     let again = allocator.ring_allocate(ring, 1000, 256).unwrap();
     assert_eq!(allocator.corruptions_detected(), 1);
-    assert!(all(&bytes_at(again.mapped_ptr(), 1000), NEW));
+    assert!(all(&bytes_at(again.mapped_ptr().unwrap(), 1000), NEW));
     assert_eq!(*inner.lock().unwrap(), Some((Ok(16), true)));
     allocator.destroy_upload_ring(ring).unwrap();
     finish_frame(&allocator, &device);
