@@ -165,7 +165,9 @@ pub struct AllocationDesc<'a> {
     /// in the same order whatever the strategy. Small buffers take run
     /// slots with `MinTime` and `MinMemory` (their slots are of the
     /// request's size class already), and ranges of their own with
-    /// `MinOffset` (a run's slots lie wherever the run was carved).
+    /// `MinOffset` (a run's slots lie wherever the run was carved), or,
+    /// where no block's free range holds them, a free slot of an existing
+    /// run before any new memory.
     /// An allocation does not keep its strategy: a defragmentation plan
     /// places its moves itself (with `MinTime` in the blocks it fills, at
     /// the lowest offset when it compacts a block).

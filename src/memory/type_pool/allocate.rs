@@ -116,6 +116,16 @@ impl<M> TypePool<M> {
         dedicated_first: bool,
     ) -> Result<Placement, Error> {
         let request = &request;
+        // A small buffer of `MinOffset` passed the runs by in `allocate`;
+        // no block's free range holds it, so a free slot of an existing run
+        // (none retiring) comes before the reserve or new memory, as it
+        // does for the other strategies: else it failed as existing memory
+        // only, or made a new block, beside free slots.
+        if let (Some(class), Strategy::MinOffset) = (request.run_class, request.strategy) {
+            if let Some(taken) = self.runs.take(usize::from(class)) {
+                return Ok(self.hand_out_slot(taken, request));
+            }
+        }
         if request.existing_memory_only {
             return self.allocate_in_existing(context, request, dedicated_first);
         }

@@ -158,6 +158,54 @@ fn min_offset_gives_a_small_buffer_the_lowest_offset_not_a_run_slot() {
     finish(allocator, &device);
 }
 
+/// A small buffer placed with `MinOffset` that no free range of a block
+/// holds takes a free slot of an existing run rather than new memory: in a
+/// pool of 1 MiB blocks whose one block is full but for a run's free slots,
+/// it lands in that run (as with `MinTime`), where it failed as
+/// existing-memory-only and took a new block otherwise.
+#[test]
+fn min_offset_takes_a_free_run_slot_where_no_range_holds_a_small_buffer() {
+    for existing_memory_only in [true, false] {
+        let (allocator, device) = allocator(FakeLayout::discrete());
+        let pool = allocator
+            .create_pool(&PoolDesc {
+                block_size: 1024 * KIB,
+                ..PoolDesc::new(1)
+            })
+            .unwrap();
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        // A range of its own (no block to carve a run from yet), then a
+        // run of 1 KiB slots carved after it, then the rest of the block.
+        let mut held = vec![allocator.allocate(&buffer_of(1, desc)).unwrap()];
+        let slot = allocator.allocate(&buffer_of(1, desc)).unwrap();
+        let block = held[0].memory();
+        assert_eq!((slot.memory(), held[0].offset()), (block, 0));
+        assert_eq!(slot.offset(), KIB, "a run after it");
+        held.push(slot);
+        held.push(allocator.allocate(&buffer_of(1024 - 1 - 64, desc)).unwrap());
+        assert_eq!(held[2].memory(), block, "the block is full");
+        let mut min_offset = desc.strategy(Strategy::MinOffset);
+        if existing_memory_only {
+            min_offset = min_offset.existing_memory_only();
+        }
+        let placed = allocator.allocate(&buffer_of(1, min_offset));
+        assert_eq!(
+            placed
+                .as_ref()
+                .map(Allocation::memory)
+                .map_err(Clone::clone),
+            Ok(block),
+            "existing memory only: {existing_memory_only}"
+        );
+        held.extend(placed);
+        for h in held {
+            free(&allocator, h);
+        }
+        allocator.destroy_pool(pool).unwrap();
+        finish(allocator, &device);
+    }
+}
+
 /// In a pool of one 4 MiB block, the tight choice leaves room for a request
 /// that the default's choice refuses: 970 KiB then 1090 KiB fit the two free
 /// ranges of 1000 and 1100 KiB only in that order of sizes.
