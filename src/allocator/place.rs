@@ -405,8 +405,7 @@ where
 {
     let memory_type = check_pool_request(context, allocator, pool, request)?;
     let size = request.requirements.size;
-    let within_budget = request.desc.within_budget;
-    let place = |pools: &mut P| {
+    let place = |pools: &mut P, within_budget: bool| {
         pools
             .with_custom_pool(pool.tag(), |custom| {
                 let (shape, runs) = (custom.shape(), custom.takes_runs());
@@ -422,9 +421,23 @@ where
             })
             .ok_or(Error::StalePool)?
     };
-    let placement = match place(pools) {
-        Err(error) => retry_after_releasing(context, pools, memory_type, error, place)?,
+    // Within the heap's budget first, whatever the request asked: new
+    // memory past it is made only once the kept empty blocks of the heap
+    // (other pools' too) are released and it is still short, as the
+    // default pools' requests do (`allocate_in_next_types`). A request
+    // that an existing block holds never reads the budget.
+    let placement = match place(pools, true) {
         Ok(placement) => placement,
+        Err(error) => {
+            let within = |pools: &mut P| place(pools, true);
+            match retry_after_releasing(context, pools, memory_type, error, within) {
+                // Not held to the budget (VMA's pools are not): past it.
+                Err(Error::OverBudget { .. }) if !request.desc.within_budget => {
+                    place(pools, false)?
+                }
+                result => result?,
+            }
+        }
     };
     Ok(Allocation {
         memory: placement.memory,

@@ -67,13 +67,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// memory type keeps an empty block it could release. Without
     /// `VK_EXT_memory_budget` there is nothing to read (the budget is
     /// `Config::budget_fraction` of the heap, the usage this allocator's
-    /// own), but the heap may still be over it: the allocator's own
-    /// requests of other pools or memory types of the heap, not within
-    /// budget, may have taken it there after a block emptied and was kept,
-    /// and no block of its pool emptied since (a default pool's request
-    /// releases the heap's kept blocks, custom pools' too, before it passes
-    /// the budget; a custom pool's request not within budget is not held to
-    /// it, and releases none). As in
+    /// own), but the heap may still be over it: a custom pool's
+    /// `min_blocks`, made with no budget check when the pool is, may have
+    /// taken it there after a block emptied and was kept, and no block of
+    /// its pool emptied since (a request, of a default pool or a custom
+    /// one, releases the heap's kept blocks before it passes the budget).
+    /// As in
     /// [`release_aged_empty_blocks`](Self::release_aged_empty_blocks), a
     /// memory type whose lock another thread holds waits for a later frame.
     ///

@@ -544,3 +544,65 @@ fn a_custom_pool_s_kept_empty_block_gives_way_to_a_request_short_of_memory() {
         finish(allocator, &device);
     }
 }
+
+/// A custom pool's request not within budget tries within the heap's
+/// budget first, as a default pool's does: the heap's kept empty blocks
+/// give way to its new block (all but the largest, then that one), and
+/// only a request still short passes the budget (a pool is not held to
+/// it, as VMA's are not); one within budget fails there. Before, the new
+/// block passed the budget at once, the kept blocks staying beside it.
+#[test]
+fn a_custom_pool_s_new_block_goes_within_budget_once_kept_blocks_give_way() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // Blocks of 64, 128 and three of 256 MiB in VRAM, the last two empty
+    // and kept: 960 MiB in all, 64 MiB under a budget of 1 GiB.
+    let long_lived = twenty_mib_buffers(&allocator, 15);
+    free_all(&allocator, twenty_mib_buffers(&allocator, 30));
+    let vram = |allocator: &FakeAllocator| {
+        let t = &allocator.stats().memory_types[1];
+        (t.blocks, t.empty_blocks)
+    };
+    assert_eq!(vram(&allocator), (5, 2));
+    device.set_heap_budget(0, 1024 * MIB, 0);
+    allocator.budgets();
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).block_size(256 * MIB))
+        .unwrap();
+    let in_pool = |within_budget: bool| {
+        let mut desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        desc.within_budget = within_budget;
+        allocator.allocate(&Request::with_desc(
+            requirements(200 * MIB, 256),
+            ResourceKind::Buffer,
+            desc,
+        ))
+    };
+    let within = |allocator: &FakeAllocator| {
+        let heap = allocator.budgets()[0];
+        heap.usage <= heap.budget
+    };
+    // 960 + 256 MiB: one kept block goes, the largest stays (the type's
+    // counts take in the pool's blocks).
+    let first = in_pool(false).unwrap();
+    assert_eq!(vram(&allocator), (5, 1));
+    assert!(within(&allocator), "{:?}", allocator.budgets()[0]);
+    // Again: the largest goes too.
+    let second = in_pool(false).unwrap();
+    assert_eq!(vram(&allocator), (5, 0));
+    assert!(within(&allocator), "{:?}", allocator.budgets()[0]);
+    // Nothing left to give way: within budget it fails, else it passes.
+    let refused = in_pool(true).map(|_| ());
+    assert!(
+        matches!(refused, Err(Error::OverBudget { .. })),
+        "{refused:?}"
+    );
+    let third = in_pool(false).unwrap();
+    assert!(!within(&allocator), "{:?}", allocator.budgets()[0]);
+    assert_eq!(allocator.pool_stats(&pool).unwrap().blocks, 3);
+    for a in [first, second, third] {
+        free(&allocator, a);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    free_all(&allocator, long_lived);
+    finish(allocator, &device);
+}
