@@ -1,10 +1,11 @@
 //! A windowed frame loop: each frame uploads a freshly computed image through
 //! an upload ring, copies it into the swapchain image on the GPU and presents
-//! it, with two frames in flight. Scratch buffers are retired with
-//! `destroy_buffer_after_frame` and everything is released by the frame
-//! fences, under the validation layer with best practices and
-//! synchronization validation on (across submissions too, so hazards
-//! between frames are caught).
+//! it, with two frames in flight. GPU scratch comes from a ring of GPU-only
+//! memory and from buffers retired with `destroy_buffer_after_frame`, and
+//! everything is released by the frame fences, under the validation layer
+//! with best practices and synchronization validation on (across
+//! submissions too, so hazards between frames are caught: scratch space
+//! handed out again while an earlier frame still writes it would be one).
 //!
 //! ```sh
 //! scripts/with-vulkan.sh cargo run --example window --features window-example
@@ -71,6 +72,8 @@ struct Renderer {
     /// `Option` so it can be dropped before the device is destroyed.
     allocator: Option<Allocator<AshMemoryDevice>>,
     ring: UploadRing,
+    /// GPU-only per-frame scratch (a ring whose usage has no host access).
+    scratch_ring: UploadRing,
     frame: u64,
     pixels: Vec<u8>,
 }
@@ -211,6 +214,14 @@ impl Renderer {
             ..UploadRingDesc::default()
         };
         let ring = allocator.create_upload_ring(&ring_desc).unwrap();
+        let scratch_desc = UploadRingDesc {
+            size: 1 << 20,
+            usage: Usage::DEVICE_LOCAL,
+            buffer_usage: vk::BufferUsageFlags::TRANSFER_DST,
+            name: Some("frame scratch ring"),
+            ..UploadRingDesc::default()
+        };
+        let scratch_ring = allocator.create_upload_ring(&scratch_desc).unwrap();
         let size = window.inner_size();
         let mut renderer = Self {
             _entry: entry,
@@ -233,6 +244,7 @@ impl Renderer {
             slots,
             allocator: Some(allocator),
             ring,
+            scratch_ring,
             frame: 0,
             pixels: Vec::new(),
         };
@@ -401,6 +413,11 @@ impl Renderer {
         let allocator = self.allocator.as_ref().expect("allocator lives until drop");
         let upload = allocator.ring_allocate(self.ring, bytes, 16).unwrap();
         allocator.ring_write(&upload, 0, &self.pixels).unwrap();
+        // GPU scratch from the GPU-only ring: its space comes back once
+        // this frame's fence signals.
+        let ring_scratch = allocator
+            .ring_allocate(self.scratch_ring, 64 << 10, 256)
+            .unwrap();
         // A per-frame scratch buffer, retired after the frame.
         let scratch_info = vk::BufferCreateInfo::default()
             .size(64 << 10)
@@ -484,6 +501,13 @@ impl Renderer {
             );
             self.device
                 .cmd_fill_buffer(cmd, scratch, 0, vk::WHOLE_SIZE, t);
+            self.device.cmd_fill_buffer(
+                cmd,
+                ring_scratch.buffer(),
+                ring_scratch.buffer_offset(),
+                ring_scratch.size(),
+                t,
+            );
             self.device.cmd_pipeline_barrier(
                 cmd,
                 vk::PipelineStageFlags::TRANSFER,
@@ -538,6 +562,7 @@ impl Drop for Renderer {
         unsafe { self.device.device_wait_idle() }.unwrap();
         if let Some(allocator) = self.allocator.take() {
             allocator.destroy_upload_ring(self.ring).unwrap();
+            allocator.destroy_upload_ring(self.scratch_ring).unwrap();
             allocator.wait_and_collect(u64::MAX).unwrap();
             // The ring's buffers were queued in the current frame: seal it
             // with a fence that an empty submission signals.
