@@ -3,8 +3,10 @@
 //! 1090 KiB both fit with `Strategy::MinMemory` (the first takes the
 //! tighter range) and with `Strategy::MinOffset` (the first takes the
 //! lower range, here the same), and the second is refused with the default
-//! `Strategy::MinTime` (the first took the larger range); the buffers are
-//! bound where the allocator placed them, under the validation layer.
+//! `Strategy::MinTime` (the first took the larger range); and with free
+//! ranges of 1100 KiB at 0 and 520 KiB above, `Strategy::MinOffset` alone
+//! puts 500 KiB at 0. The buffers are bound where the allocator placed
+//! them, under the validation layer.
 
 use vk_suballoc::{AllocationDesc, Error, PoolDesc, Strategy, Usage};
 
@@ -63,6 +65,61 @@ test_each_profile!(
                 "{profile} {strategy:?}"
             );
             held.extend(result);
+            // SAFETY: never used by the GPU.
+            unsafe {
+                for (buffer, allocation) in held {
+                    allocator.destroy_buffer(buffer, allocation).unwrap();
+                }
+            }
+            allocator.destroy_pool(pool).unwrap();
+        }
+    }
+);
+
+test_each_profile!(
+    /// `Strategy::MinOffset` where it differs from the others: in a pool
+    /// block with free ranges of 1100 KiB at 0 and 520 KiB at 1164 KiB, a
+    /// 500 KiB buffer goes to the lower, larger range, where `MinTime` and
+    /// `MinMemory` take the tighter one; bound there under the validation
+    /// layer.
+    fn min_offset_takes_the_lowest_free_range(profile) {
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let base = AllocationDesc::new(Usage::DEVICE_LOCAL);
+        // SAFETY: a valid create info.
+        let memory_type = unsafe { allocator.memory_type_for_buffer(&buffer_info(KIB), base) }.unwrap();
+        for (strategy, expected) in [
+            (Strategy::MinTime, 1164 * KIB),
+            (Strategy::MinMemory, 1164 * KIB),
+            (Strategy::MinOffset, 0),
+        ] {
+            // One block: 1100 + 64 + 520 + 64 KiB.
+            let pool = allocator
+                .create_pool(&PoolDesc {
+                    block_size: 1748 * KIB,
+                    max_blocks: Some(1),
+                    ..PoolDesc::new(memory_type)
+                })
+                .unwrap();
+            let desc = base.pool(pool).strategy(strategy);
+            // SAFETY: valid create infos; the buffers are never used by the GPU.
+            let create = |kib: u64| unsafe { allocator.create_buffer(&buffer_info(kib * KIB), &desc) };
+            let mut held = Vec::new();
+            for kib in [1100, 64, 520, 64] {
+                held.push(create(kib).unwrap());
+            }
+            let offsets: Vec<u64> = held.iter().map(|(_, a)| a.offset()).collect();
+            assert_eq!(offsets, [0, 1100 * KIB, 1164 * KIB, 1684 * KIB], "{profile}");
+            // SAFETY: never used by the GPU.
+            unsafe {
+                let (buffer, allocation) = held.remove(2);
+                allocator.destroy_buffer(buffer, allocation).unwrap();
+                let (buffer, allocation) = held.remove(0);
+                allocator.destroy_buffer(buffer, allocation).unwrap();
+            }
+            let placed = create(500).unwrap();
+            assert_eq!(placed.1.offset(), expected, "{profile} {strategy:?}");
+            held.push(placed);
             // SAFETY: never used by the GPU.
             unsafe {
                 for (buffer, allocation) in held {
