@@ -432,8 +432,22 @@ where
             let within = |pools: &mut P| place(pools, true);
             match retry_after_releasing(context, pools, memory_type, error, within) {
                 // Not held to the budget (VMA's pools are not): past it.
+                // Short of memory there too (the driver's, or its object
+                // count, which the budget's refusal came before), the kept
+                // blocks that stand in that way give way as well: the
+                // budget's release reached this heap's only, and a count
+                // device-wide needs every heap's.
                 Err(Error::OverBudget { .. }) if !request.desc.within_budget => {
-                    place(pools, false)?
+                    match place(pools, false) {
+                        Err(error) => retry_after_releasing(
+                            context,
+                            pools,
+                            memory_type,
+                            error,
+                            |pools: &mut P| place(pools, false),
+                        )?,
+                        Ok(placement) => placement,
+                    }
                 }
                 result => result?,
             }

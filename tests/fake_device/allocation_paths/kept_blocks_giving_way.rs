@@ -606,3 +606,43 @@ fn a_custom_pool_s_new_block_goes_within_budget_once_kept_blocks_give_way() {
     free_all(&allocator, long_lived);
     finish(allocator, &device);
 }
+
+/// A custom pool's request not within budget that, past the budget, meets
+/// `maxMemoryAllocationCount` still makes the kept empty blocks of every
+/// heap give way (objects are counted device-wide), as it did when it
+/// passed the budget at once. Its first, within-budget try was refused
+/// for the budget, which releases only its own heap's kept blocks (here
+/// none): before, the request then failed with `TooManyObjects` while the
+/// system heap kept two empty blocks.
+#[test]
+fn a_custom_pool_s_request_past_budget_at_the_object_limit_releases_every_heap_s_kept_blocks() {
+    // 3 VRAM blocks (448 MiB) and 5 upload blocks, two empty and kept: 8
+    // objects, the device's limit.
+    let (allocator, device) = allocator(FakeLayout::discrete().with_max_allocation_count(8));
+    let long_lived = twenty_mib_buffers(&allocator, 15);
+    let long_lived_upload = kept_upload_blocks(&allocator);
+    assert_eq!(device.live_allocations().len(), 8);
+    assert_eq!(allocator.stats().memory_types[1].empty_blocks, 0);
+    // The VRAM heap is at its budget: no new block fits within it.
+    device.set_heap_budget(0, 448 * MIB, 0);
+    allocator.budgets();
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).block_size(64 * MIB))
+        .unwrap();
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    let in_pool = allocator
+        .allocate(&Request::with_desc(
+            requirements(20 * MIB, 256),
+            ResourceKind::Buffer,
+            desc,
+        ))
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 1);
+    free(&allocator, in_pool);
+    allocator.destroy_pool(pool).unwrap();
+    free_all_and_finish(
+        allocator,
+        &device,
+        long_lived.into_iter().chain(long_lived_upload),
+    );
+}
