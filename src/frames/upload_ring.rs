@@ -59,10 +59,15 @@ pub struct UploadRingDesc<'a> {
     /// (`DEVICE_LOCAL`, or `UPLOAD | ALLOW_TRANSFER_INSTEAD`, which may land
     /// in either) makes a ring for data only the GPU writes and reads,
     /// per-frame scratch (VMA's linear pool used as a ring buffer, in
-    /// `GPU_ONLY` memory): in VRAM on a discrete GPU, where its
-    /// allocations have no `mapped_ptr` and `ring_write` fails with
-    /// [`Error::NotHostVisible`]; on a device whose VRAM the host sees
-    /// (integrated GPUs, lavapipe), mapped all the same.
+    /// `GPU_ONLY` memory): in VRAM on a discrete GPU, and in a
+    /// device-local type the host cannot see wherever the device has one
+    /// (integrated GPUs often do), where its allocations have no
+    /// `mapped_ptr` and `ring_write` fails with [`Error::NotHostVisible`];
+    /// mapped all the same where every device-local type is host-visible
+    /// (lavapipe). The memory type is chosen for each chunk: a growing
+    /// ring of `UPLOAD | ALLOW_TRANSFER_INSTEAD` may hold chunks of both
+    /// kinds (mapped BAR or system memory, unmapped VRAM), so test
+    /// `mapped_ptr` for each allocation, never once for the ring.
     ///
     /// A ring holds data the host writes and the GPU reads. `READBACK`
     /// picks host-cached memory, which may not be host-coherent (some

@@ -1,5 +1,5 @@
-//! Creating an upload ring: the descriptions refused (memory the host cannot
-//! see, an empty buffer usage or an extension's, required flags no memory
+//! Creating an upload ring: GPU-only rings (a usage without host access),
+//! the descriptions refused (an empty buffer usage or an extension's, required flags no memory
 //! type has, device addresses without buffer device address, a size past
 //! every heap or past one memory object), in the documented order and with
 //! nothing left behind, the buffer usages a ring takes, and the memory
@@ -100,6 +100,52 @@ fn a_gpu_only_ring_is_scratch_in_device_local_memory() {
         }
         finish_after_frame(allocator, &device);
     }
+}
+
+/// A growing ring of `UPLOAD | ALLOW_TRANSFER_INSTEAD` has its memory type
+/// chosen for each chunk: on the discrete layout its first chunks are
+/// mapped (host-visible memory first) and later ones unmapped VRAM, so whether an allocation has a
+/// `mapped_ptr`, and `ring_write` takes it, goes by allocation, not by
+/// ring. A write into an unmapped allocation whose frame was collected
+/// gets `NotHostVisible`, before `StaleAllocation`, as the docs order them.
+#[test]
+fn a_transfer_instead_ring_may_mix_mapped_and_unmapped_chunks() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let desc = UploadRingDesc {
+        size: 64 << 20,
+        usage: Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD,
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let mut taken = Vec::new();
+    while !taken
+        .iter()
+        .any(|a: &vk_suballoc::RingAllocation| a.mapped_ptr().is_none())
+    {
+        assert!(taken.len() < 200, "never reached unmapped memory");
+        taken.push(allocator.ring_allocate(ring, 60 << 20, 256).unwrap());
+    }
+    let mapped = taken[0];
+    let unmapped = *taken.last().unwrap();
+    assert!(mapped.mapped_ptr().is_some());
+    assert_eq!(allocator.ring_write(&mapped, 0, &[1; 16]), Ok(()));
+    assert_eq!(
+        allocator.ring_write(&unmapped, 0, &[1; 16]),
+        Err(Error::NotHostVisible)
+    );
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    assert_eq!(
+        allocator.ring_write(&mapped, 0, &[1; 16]),
+        Err(Error::StaleAllocation)
+    );
+    assert_eq!(
+        allocator.ring_write(&unmapped, 0, &[1; 16]),
+        Err(Error::NotHostVisible)
+    );
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish_after_frame(allocator, &device);
 }
 
 /// A ring's buffer usage reaches `vkCreateBuffer`, which refuses an empty
