@@ -157,7 +157,11 @@ pub struct Config {
     /// ring allocation's byte are flushed and invalidated: bytes in an
     /// atom shared with a live neighbour are checked as the host sees
     /// them. Lazily allocated types (never host-visible) and device-local
-    /// memory the host cannot see are left out.
+    /// memory the host cannot see are left out, and so are the chunks of a
+    /// ring of GPU-only scratch (a `usage` without host access) in a
+    /// non-coherent type: the GPU writes its live allocations, and the
+    /// host's cached view of an atom they share with a fill, written
+    /// back, would put the host's bytes over the GPU's.
     ///
     /// Costs, when on: a write of every byte of each block when it is made
     /// and a read of every byte when it is released (O(block size)), a

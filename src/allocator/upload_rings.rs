@@ -296,7 +296,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             owed: None,
             fills: false,
         };
-        if self.context.fills(chunk.allocation.memory_type()) {
+        // A GPU-only ring's chunk in non-coherent memory goes unfilled:
+        // its fills share atoms with live ring allocations the GPU writes,
+        // and the host's cached lines of those atoms, written back, would
+        // put the host's bytes over the GPU's.
+        let memory_type = chunk.allocation.memory_type();
+        let gpu_writes = !ring.memory.usage.needs_host_access();
+        if self.context.fills(memory_type)
+            && !(gpu_writes && self.context.is_non_coherent(memory_type))
+        {
             return Ok(self.fill_new_chunk(chunk));
         }
         Ok(chunk)

@@ -69,7 +69,10 @@ pub struct UploadRingDesc<'a> {
     /// kinds (mapped BAR or system memory, unmapped VRAM), so test
     /// `mapped_ptr` for each allocation, never once for the ring.
     ///
-    /// A ring holds data the host writes and the GPU reads. `READBACK`
+    /// A ring with host access holds data the host writes and the GPU
+    /// reads (GPU writes belong in a GPU-only ring, whose chunks in
+    /// non-coherent memory get no debug fills for that reason:
+    /// [`Config::debug_fill`](crate::Config::debug_fill)). `READBACK`
     /// picks host-cached memory, which may not be host-coherent (some
     /// mobile GPUs): ring allocations are packed at their own alignment,
     /// not at `nonCoherentAtomSize`, so the flush of one

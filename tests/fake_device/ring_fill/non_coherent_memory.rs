@@ -301,3 +301,43 @@ fn non_coherent_a_ring_s_last_atom_past_its_block_bytes_is_not_invalidated() {
     finish_frame(&allocator, &device);
     finish(allocator, &device);
 }
+
+/// A ring of GPU-only scratch (a usage without host access) in
+/// non-coherent memory gets no fills: the GPU writes its live allocations,
+/// and the host's cached view of an atom one shares with a fill, written
+/// back, would put the host's bytes over the GPU's. Its free ring space
+/// reads as its chunk's allocation was filled (`0xDC`, as any new
+/// allocation of the type), not `0xEF`; the same ring in the coherent
+/// host type is filled as any ring, and so is an upload ring in the
+/// non-coherent one.
+#[test]
+fn a_gpu_only_ring_in_non_coherent_memory_is_not_filled() {
+    use ash::vk::MemoryPropertyFlags as Flags;
+    use vk_suballoc::UploadRingDesc;
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), with_fill());
+    for (usage, required, filled) in [
+        (Usage::DEVICE_LOCAL, Flags::HOST_CACHED, false),
+        (Usage::DEVICE_LOCAL, Flags::HOST_COHERENT, true),
+        (Usage::UPLOAD, Flags::HOST_CACHED, true),
+    ] {
+        let ring = allocator
+            .create_upload_ring(&UploadRingDesc {
+                size: 4096,
+                usage,
+                required_flags: required,
+                ..UploadRingDesc::default()
+            })
+            .unwrap();
+        let a = allocator.ring_allocate(ring, 512, 256).unwrap();
+        // The free ring space after it.
+        let start = a.mapped_ptr().unwrap().as_ptr().wrapping_add(512);
+        let free = bytes_at(std::ptr::NonNull::new(start).unwrap(), 4096 - 512);
+        let case = format!("{usage:?} in {required:?}");
+        let expected = if filled { FREED } else { NEW };
+        assert!(all(&free, expected), "{case}: {:?}", &free[..4]);
+        allocator.destroy_upload_ring(ring).unwrap();
+    }
+    finish_frame(&allocator, &device);
+    assert_eq!(allocator.corruptions_detected(), 0);
+    finish(allocator, &device);
+}
