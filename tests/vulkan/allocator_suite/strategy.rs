@@ -8,70 +8,92 @@
 //! puts 500 KiB at 0. The buffers are bound where the allocator placed
 //! them, under the validation layer.
 
-use vk_suballoc::{AllocationDesc, Error, PoolDesc, Strategy, Usage};
+use vk_suballoc::device::AshMemoryDevice;
+use vk_suballoc::{AllocationDesc, Allocator, Error, PoolDesc, Strategy, Usage};
 
 use super::super::allocator_setup::{allocator_for, buffer_info};
-use crate::support::{test_each_profile, VulkanContext};
+use crate::support::{test_each_profile, Profile, VulkanContext};
 
 const KIB: u64 = 1 << 10;
+
+/// In a custom pool of one block of `memory_type`, free ranges of
+/// `gaps[0]` KiB at 0 and `gaps[1]` KiB after 64 KiB held (and 64 KiB held
+/// after that); then buffers of `requests` KiB, in order, placed with
+/// `strategy`: where each landed, or its error. Everything is destroyed
+/// after.
+fn place_into_two_gaps(
+    allocator: &Allocator<AshMemoryDevice>,
+    profile: Profile,
+    memory_type: u32,
+    gaps: [u64; 2],
+    strategy: Strategy,
+    requests: &[u64],
+) -> Vec<Result<u64, Error>> {
+    let pool = allocator
+        .create_pool(&PoolDesc {
+            block_size: (gaps[0] + gaps[1] + 128) * KIB,
+            max_blocks: Some(1),
+            ..PoolDesc::new(memory_type)
+        })
+        .unwrap();
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL)
+        .pool(pool)
+        .strategy(strategy);
+    // SAFETY: valid create infos; the buffers are never used by the GPU.
+    let create = |kib: u64| unsafe { allocator.create_buffer(&buffer_info(kib * KIB), &desc) };
+    let mut held = Vec::new();
+    for kib in [gaps[0], 64, gaps[1], 64] {
+        held.push(create(kib).unwrap());
+    }
+    let offsets: Vec<u64> = held.iter().map(|(_, a)| a.offset()).collect();
+    let second = gaps[0] + 64;
+    let expected = [0, gaps[0], second, second + gaps[1]].map(|kib| kib * KIB);
+    assert_eq!(offsets, expected, "{profile}");
+    // SAFETY: never used by the GPU.
+    unsafe {
+        let (buffer, allocation) = held.remove(2);
+        allocator.destroy_buffer(buffer, allocation).unwrap();
+        let (buffer, allocation) = held.remove(0);
+        allocator.destroy_buffer(buffer, allocation).unwrap();
+    }
+    let mut placed = Vec::new();
+    for &kib in requests {
+        let result = create(kib);
+        placed.push(result.as_ref().map(|(_, a)| a.offset()).map_err(|e| *e));
+        held.extend(result);
+    }
+    // SAFETY: never used by the GPU.
+    unsafe {
+        for (buffer, allocation) in held {
+            allocator.destroy_buffer(buffer, allocation).unwrap();
+        }
+    }
+    allocator.destroy_pool(pool).unwrap();
+    placed
+}
+
+/// The memory type the tests' device-local buffers take.
+fn device_local_type(allocator: &Allocator<AshMemoryDevice>) -> u32 {
+    let base = AllocationDesc::new(Usage::DEVICE_LOCAL);
+    // SAFETY: a valid create info.
+    unsafe { allocator.memory_type_for_buffer(&buffer_info(KIB), base) }.unwrap()
+}
 
 test_each_profile!(
     /// See the module's docs.
     fn min_memory_keeps_room_in_a_fixed_pool(profile) {
         let context = VulkanContext::new(profile);
         let allocator = allocator_for(&context);
-        let base = AllocationDesc::new(Usage::DEVICE_LOCAL);
-        // SAFETY: a valid create info.
-        let memory_type = unsafe { allocator.memory_type_for_buffer(&buffer_info(KIB), base) }.unwrap();
-        for (strategy, second) in [
-            (Strategy::MinTime, Err(Error::PoolFull { max_blocks: 1 })),
-            (Strategy::MinMemory, Ok(1064 * KIB)),
-            (Strategy::MinOffset, Ok(1064 * KIB)),
+        let memory_type = device_local_type(&allocator);
+        let full = Err(Error::PoolFull { max_blocks: 1 });
+        for (strategy, expected) in [
+            (Strategy::MinTime, [Ok(1064 * KIB), full]),
+            (Strategy::MinMemory, [Ok(0), Ok(1064 * KIB)]),
+            (Strategy::MinOffset, [Ok(0), Ok(1064 * KIB)]),
         ] {
-            // One block: 1000 + 64 + 1100 + 64 KiB.
-            let pool = allocator
-                .create_pool(&PoolDesc {
-                    block_size: 2228 * KIB,
-                    max_blocks: Some(1),
-                    ..PoolDesc::new(memory_type)
-                })
-                .unwrap();
-            let desc = base.pool(pool).strategy(strategy);
-            // SAFETY: valid create infos; the buffers are never used by the GPU.
-            let create = |kib: u64| unsafe { allocator.create_buffer(&buffer_info(kib * KIB), &desc) };
-            let mut held = Vec::new();
-            let mut offsets = Vec::new();
-            for kib in [1000, 64, 1100, 64] {
-                let (buffer, allocation) = create(kib).unwrap();
-                offsets.push(allocation.offset());
-                held.push((buffer, allocation));
-            }
-            assert_eq!(offsets, [0, 1000 * KIB, 1064 * KIB, 2164 * KIB], "{profile}");
-            // SAFETY: never used by the GPU.
-            unsafe {
-                let (buffer, allocation) = held.remove(2);
-                allocator.destroy_buffer(buffer, allocation).unwrap();
-                let (buffer, allocation) = held.remove(0);
-                allocator.destroy_buffer(buffer, allocation).unwrap();
-            }
-            let first = create(970).unwrap();
-            let expected_first = if strategy == Strategy::MinTime { 1064 * KIB } else { 0 };
-            assert_eq!(first.1.offset(), expected_first, "{profile} {strategy:?}");
-            held.push(first);
-            let result = create(1090);
-            assert_eq!(
-                result.as_ref().map(|(_, allocation)| allocation.offset()).map_err(|e| *e),
-                second,
-                "{profile} {strategy:?}"
-            );
-            held.extend(result);
-            // SAFETY: never used by the GPU.
-            unsafe {
-                for (buffer, allocation) in held {
-                    allocator.destroy_buffer(buffer, allocation).unwrap();
-                }
-            }
-            allocator.destroy_pool(pool).unwrap();
+            let placed =
+                place_into_two_gaps(&allocator, profile, memory_type, [1000, 1100], strategy, &[970, 1090]);
+            assert_eq!(placed, expected, "{profile} {strategy:?}");
         }
     }
 );
@@ -85,48 +107,15 @@ test_each_profile!(
     fn min_offset_takes_the_lowest_free_range(profile) {
         let context = VulkanContext::new(profile);
         let allocator = allocator_for(&context);
-        let base = AllocationDesc::new(Usage::DEVICE_LOCAL);
-        // SAFETY: a valid create info.
-        let memory_type = unsafe { allocator.memory_type_for_buffer(&buffer_info(KIB), base) }.unwrap();
+        let memory_type = device_local_type(&allocator);
         for (strategy, expected) in [
             (Strategy::MinTime, 1164 * KIB),
             (Strategy::MinMemory, 1164 * KIB),
             (Strategy::MinOffset, 0),
         ] {
-            // One block: 1100 + 64 + 520 + 64 KiB.
-            let pool = allocator
-                .create_pool(&PoolDesc {
-                    block_size: 1748 * KIB,
-                    max_blocks: Some(1),
-                    ..PoolDesc::new(memory_type)
-                })
-                .unwrap();
-            let desc = base.pool(pool).strategy(strategy);
-            // SAFETY: valid create infos; the buffers are never used by the GPU.
-            let create = |kib: u64| unsafe { allocator.create_buffer(&buffer_info(kib * KIB), &desc) };
-            let mut held = Vec::new();
-            for kib in [1100, 64, 520, 64] {
-                held.push(create(kib).unwrap());
-            }
-            let offsets: Vec<u64> = held.iter().map(|(_, a)| a.offset()).collect();
-            assert_eq!(offsets, [0, 1100 * KIB, 1164 * KIB, 1684 * KIB], "{profile}");
-            // SAFETY: never used by the GPU.
-            unsafe {
-                let (buffer, allocation) = held.remove(2);
-                allocator.destroy_buffer(buffer, allocation).unwrap();
-                let (buffer, allocation) = held.remove(0);
-                allocator.destroy_buffer(buffer, allocation).unwrap();
-            }
-            let placed = create(500).unwrap();
-            assert_eq!(placed.1.offset(), expected, "{profile} {strategy:?}");
-            held.push(placed);
-            // SAFETY: never used by the GPU.
-            unsafe {
-                for (buffer, allocation) in held {
-                    allocator.destroy_buffer(buffer, allocation).unwrap();
-                }
-            }
-            allocator.destroy_pool(pool).unwrap();
+            let placed =
+                place_into_two_gaps(&allocator, profile, memory_type, [1100, 520], strategy, &[500]);
+            assert_eq!(placed, [Ok(expected)], "{profile} {strategy:?}");
         }
     }
 );
