@@ -68,6 +68,8 @@ fn op(m: u32, capacity: u64) -> impl Strategy<Value = Op> {
             .prop_map(|(size, align)| Op::AllocateMinMemory { size, align }),
         2 => (size(m, capacity), align())
             .prop_map(|(size, align)| Op::AllocateMinOffset { size, align }),
+        2 => (size(m, capacity), align())
+            .prop_map(|(size, align)| Op::AllocateMaxOffset { size, align }),
         7 => any::<usize>().prop_map(|pick| Op::Free { pick }),
         1 => any::<usize>().prop_map(|pick| Op::FreeStale { pick }),
         1 => Just(Op::FreeForeign),

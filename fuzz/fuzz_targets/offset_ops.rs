@@ -86,6 +86,12 @@ enum FuzzOp {
         size_bits: u64,
         align_log2: u8,
     },
+    /// `allocate_with(.., Strategy::MaxOffset)`.
+    AllocateMaxOffset {
+        size_log2: u8,
+        size_bits: u64,
+        align_log2: u8,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -197,6 +203,14 @@ fn to_op(op: &FuzzOp, capacity: u64, capacity_log2: u32) -> Option<Op> {
             size: request_size(size_log2, size_bits, capacity, capacity_log2),
             align: alignment(align_log2),
         },
+        FuzzOp::AllocateMaxOffset {
+            size_log2,
+            size_bits,
+            align_log2,
+        } => Op::AllocateMaxOffset {
+            size: request_size(size_log2, size_bits, capacity, capacity_log2),
+            align: alignment(align_log2),
+        },
         FuzzOp::FinishFrame | FuzzOp::Reclaim { .. } => return None,
     })
 }
@@ -299,6 +313,19 @@ impl<const M: u32> PackedTwin<M> {
                         shadow.heap.get(id),
                         Some(OffsetAllocation { id, offset, size }),
                         "allocate_packed_with({size}, {align}, MinOffset)"
+                    );
+                }
+            }
+            Op::AllocateMaxOffset { size, align } => {
+                let packed = self
+                    .heap
+                    .fuzz_allocate_packed_with(size, align, Strategy::MaxOffset);
+                shadow.apply(op);
+                if let Some((offset, id)) = packed {
+                    assert_eq!(
+                        shadow.heap.get(id),
+                        Some(OffsetAllocation { id, offset, size }),
+                        "allocate_packed_with({size}, {align}, MaxOffset)"
                     );
                 }
             }

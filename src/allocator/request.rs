@@ -153,19 +153,22 @@ pub struct AllocationDesc<'a> {
     /// type is the only choice).
     pub preferred_flags: vk::MemoryPropertyFlags,
     /// How a block chooses among its free ranges that hold the request
-    /// (VMA's `STRATEGY_MIN_TIME`, `STRATEGY_MIN_MEMORY` and
-    /// `STRATEGY_MIN_OFFSET`; see [`Strategy`]): [`Strategy::MinTime`] by
+    /// (VMA's `STRATEGY_MIN_TIME`, `STRATEGY_MIN_MEMORY`,
+    /// `STRATEGY_MIN_OFFSET` and `UPPER_ADDRESS`; see [`Strategy`]): [`Strategy::MinTime`] by
     /// default; [`Strategy::MinMemory`] looks at up to 8 ranges that fit
     /// more tightly first, in each block the request tries, for memory that
     /// must last in a custom pool of few fixed blocks;
     /// [`Strategy::MinOffset`] takes the lowest offset where the request
     /// fits in each block it tries, by a walk of the block's allocations
     /// (O(allocations in the block)), for placements made rarely that should
-    /// leave a block's free space in one piece at its end. Blocks are tried
+    /// leave a block's free space in one piece at its end;
+    /// [`Strategy::MaxOffset`] the highest, by a walk from the block's end,
+    /// for allocations of another lifetime kept at the other end (VMA's
+    /// double stack, in a custom pool of one block). Blocks are tried
     /// in the same order whatever the strategy. Small buffers take run
     /// slots with `MinTime` and `MinMemory` (their slots are of the
     /// request's size class already), and ranges of their own with
-    /// `MinOffset` (a run's slots lie wherever the run was carved), or,
+    /// `MinOffset` and `MaxOffset` (a run's slots lie wherever the run was carved), or,
     /// where no block's free range holds them, a free slot of an existing
     /// run before any new memory.
     /// An allocation does not keep its strategy: a defragmentation plan

@@ -86,6 +86,7 @@ impl<const M: u32> OffsetAllocator<M> {
                 None => return self.allocate_packed(size, align),
             },
             Strategy::MinOffset => self.allocate_lowest(size, align).ok()?,
+            Strategy::MaxOffset => self.allocate_highest(size, align).ok()?,
         };
         Some(PackedAllocation::new(placed))
     }

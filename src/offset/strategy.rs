@@ -3,13 +3,13 @@
 /// How an allocation chooses among the free ranges that can hold it
 /// (VMA's `VMA_ALLOCATION_CREATE_STRATEGY_MIN_TIME_BIT`,
 /// `..._MIN_MEMORY_BIT` and `..._MIN_OFFSET_BIT`, for its blocks and its
-/// virtual blocks alike).
+/// virtual blocks alike, and its `UPPER_ADDRESS_BIT`).
 ///
 /// `MinTime` and `MinMemory` cost what
 /// [`allocate`](super::OffsetAllocator::allocate) costs (O(1) but for a
 /// request close to failing or of a large alignment: see its time
-/// complexity), `MinMemory` up to 8 free ranges more; `MinOffset` walks
-/// the allocations in address order. None ever fails where a free range
+/// complexity), `MinMemory` up to 8 free ranges more; `MinOffset` and
+/// `MaxOffset` walk the allocations in address order, from either end. None ever fails where a free range
 /// could hold the request; they differ in the range they take when
 /// several could.
 ///
@@ -53,4 +53,25 @@ pub enum Strategy {
     /// its peak range was 4 % lower on `streaming` and 1–4 % higher on the
     /// others.
     MinOffset,
+    /// The highest offset where the request fits: the last free range in
+    /// address order that holds it, at its last aligned offset, so that it
+    /// ends as close to the range's end as its alignment lets it (VMA's
+    /// `UPPER_ADDRESS`, the upper stack of its linear pools' double stack;
+    /// here in any block, freed in any order). With `MinOffset` for the
+    /// other lifetime, it keeps two kinds of allocations apart, at either
+    /// end of a range, their free space between them in one piece: a
+    /// level's data from the bottom, its transient loads from the top. A
+    /// walk from the end, O(allocations after the range taken), as
+    /// `MinOffset`'s from the start.
+    MaxOffset,
+}
+
+impl Strategy {
+    /// Whether it places by address ([`MinOffset`](Self::MinOffset),
+    /// [`MaxOffset`](Self::MaxOffset)), which a slot of a run carved
+    /// anywhere would not honour: the Vulkan pools give such a request a
+    /// range of its own.
+    pub(crate) fn places_by_address(self) -> bool {
+        matches!(self, Self::MinOffset | Self::MaxOffset)
+    }
 }

@@ -210,7 +210,8 @@ impl<const M: u32> OffsetAllocator<M> {
     /// [`allocate`](Self::allocate) with a [`Strategy`]: with
     /// [`Strategy::MinTime`] the same call, with [`Strategy::MinMemory`]
     /// a look at up to 8 free ranges that fit more tightly first, with
-    /// [`Strategy::MinOffset`] the lowest offset where the request fits.
+    /// [`Strategy::MinOffset`] the lowest offset where the request fits,
+    /// with [`Strategy::MaxOffset`] the highest.
     ///
     /// ```
     /// use vk_suballoc::offset::{OffsetAllocator, Strategy};
@@ -226,7 +227,9 @@ impl<const M: u32> OffsetAllocator<M> {
     /// // The lowest offset: the first free range in address order holds it.
     /// assert_eq!(heap.clone().allocate_with(970, 1, Strategy::MinOffset)?.offset, 0);
     /// // 1050 bytes: only the range at 1010 holds them.
-    /// assert_eq!(heap.allocate_with(1050, 1, Strategy::MinOffset)?.offset, 1010);
+    /// assert_eq!(heap.clone().allocate_with(1050, 1, Strategy::MinOffset)?.offset, 1010);
+    /// // The highest offset: the end of the last free range, [2120, 4000).
+    /// assert_eq!(heap.allocate_with(10, 1, Strategy::MaxOffset)?.offset, 3990);
     /// # Ok::<(), vk_suballoc::offset::OffsetError>(())
     /// ```
     ///
@@ -237,7 +240,8 @@ impl<const M: u32> OffsetAllocator<M> {
     /// # Time complexity
     /// As [`allocate`](Self::allocate)'s, and for `MinMemory` up to 8 more
     /// free ranges looked at. `MinOffset` walks the allocations in address
-    /// order, O(allocations before the range it takes): not for hot paths.
+    /// order, O(allocations before the range it takes), and `MaxOffset` in
+    /// reverse, O(allocations after it): not for hot paths.
     pub fn allocate_with(
         &mut self,
         size: u64,
@@ -252,6 +256,7 @@ impl<const M: u32> OffsetAllocator<M> {
                 }
             }
             Strategy::MinOffset => return self.allocate_lowest(size, align),
+            Strategy::MaxOffset => return self.allocate_highest(size, align),
         }
         self.allocate_body(size, align)
     }

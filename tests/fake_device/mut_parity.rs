@@ -189,9 +189,10 @@ fn draw(rng: &mut Rng, types: u32, heaps: u32) -> Step {
                     0 => PROPERTY_FLAGS[rng.below(PROPERTY_FLAGS.len() as u64) as usize],
                     _ => vk::MemoryPropertyFlags::empty(),
                 },
-                strategy: match rng.below(6) {
+                strategy: match rng.below(7) {
                     0 | 1 => Strategy::MinMemory,
                     2 => Strategy::MinOffset,
+                    3 => Strategy::MaxOffset,
                     _ => Strategy::MinTime,
                 },
             }

@@ -38,6 +38,10 @@ pub enum Op {
     /// `Allocate`, and placed at the lowest aligned offset of any free
     /// range that holds it.
     AllocateMinOffset { size: u64, align: u64 },
+    /// `allocate_with(size, align, Strategy::MaxOffset)`: checked as
+    /// `Allocate`, and placed at the highest aligned offset of any free
+    /// range that holds it.
+    AllocateMaxOffset { size: u64, align: u64 },
     /// Frees the live allocation number `pick % live` in address order.
     Free { pick: usize },
     /// Frees an id freed before: must be `StaleId` and change nothing.
@@ -148,6 +152,9 @@ impl<const M: u32> Shadow<M> {
             }
             Op::AllocateMinOffset { size, align } => {
                 self.allocate(size, align, Strategy::MinOffset)
+            }
+            Op::AllocateMaxOffset { size, align } => {
+                self.allocate(size, align, Strategy::MaxOffset)
             }
             Op::Free { pick } => {
                 if let Some((&offset, &(size, id))) =
@@ -357,6 +364,19 @@ impl<const M: u32> Shadow<M> {
                         Some(allocation.offset),
                         lowest,
                         "MinOffset took {allocation:?} (free ranges {free_before:?})"
+                    );
+                }
+                if strategy == Strategy::MaxOffset {
+                    // The last free range in address order that holds it,
+                    // at its highest aligned start.
+                    let highest = free_before.iter().rev().find_map(|r| {
+                        let start = (r.offset + r.size).checked_sub(size)? & !(align - 1);
+                        (start >= r.offset).then_some(start)
+                    });
+                    assert_eq!(
+                        Some(allocation.offset),
+                        highest,
+                        "MaxOffset took {allocation:?} (free ranges {free_before:?})"
                     );
                 }
                 assert_eq!(allocation.size, size);

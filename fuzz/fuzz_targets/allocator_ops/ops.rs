@@ -25,7 +25,8 @@ pub struct Req {
     pub(super) align_bits: u16,
     /// 0: every type; 1: none; 2: only a drawn subset; 3: as 2, narrowed
     /// through `AllocationDesc::memory_type_bits` (the low two bits); bits 2
-    /// and 3: 1 or 3 `Strategy::MinMemory`, 2 `Strategy::MinOffset`.
+    /// and 3: 1 `Strategy::MinMemory`, 2 `Strategy::MinOffset`, 3
+    /// `Strategy::MaxOffset`.
     pub(super) type_bits_mode: u8,
     pub(super) type_bits: u32,
     pub(super) usage: u8,

@@ -68,8 +68,9 @@ impl Walk {
         // Bits 2 and 3 of the type bits' mode, which reads only its low
         // two: where the request lands in a block, not whether it is placed.
         desc.strategy = match req.type_bits_mode >> 2 & 3 {
-            1 | 3 => Strategy::MinMemory,
+            1 => Strategy::MinMemory,
             2 => Strategy::MinOffset,
+            3 => Strategy::MaxOffset,
             _ => Strategy::MinTime,
         };
         let resource = match req.target % 4 {

@@ -49,12 +49,12 @@ impl<M> TypePool<M> {
         request: &PoolRequest<'_>,
     ) -> Result<Placement, Error> {
         // Small buffers: a slot of a run, carving a new run when none of
-        // the class has room; but not those placed at the lowest offset,
-        // which a slot of a run carved anywhere would not be. (Tested here,
-        // for small buffers only: in the request's making, for every
-        // request, it cost 2 instructions per allocation on the `mixed`
-        // peer trace.)
-        if let (Some(class), false) = (request.run_class, request.strategy == Strategy::MinOffset) {
+        // the class has room; but not those placed by address (the lowest
+        // or highest offset), which a slot of a run carved anywhere would
+        // not be. (Tested here, for small buffers only: in the request's
+        // making, for every request, it cost 2 instructions per allocation
+        // on the `mixed` peer trace.)
+        if let (Some(class), false) = (request.run_class, request.strategy.places_by_address()) {
             let class = usize::from(class);
             if let Some(taken) = self.runs.take(class) {
                 return Ok(self.hand_out_slot(taken, request));
@@ -116,12 +116,12 @@ impl<M> TypePool<M> {
         dedicated_first: bool,
     ) -> Result<Placement, Error> {
         let request = &request;
-        // A small buffer of `MinOffset` passed the runs by in `allocate`;
-        // no block's free range holds it, so a free slot of an existing run
-        // (none retiring) comes before the reserve or new memory, as it
-        // does for the other strategies: else it failed as existing memory
-        // only, or made a new block, beside free slots.
-        if let (Some(class), Strategy::MinOffset) = (request.run_class, request.strategy) {
+        // A small buffer placed by address passed the runs by in
+        // `allocate`; no block's free range holds it, so a free slot of an
+        // existing run (none retiring) comes before the reserve or new
+        // memory, as it does for the other strategies: else it failed as
+        // existing memory only, or made a new block, beside free slots.
+        if let (Some(class), true) = (request.run_class, request.strategy.places_by_address()) {
             if let Some(taken) = self.runs.take(usize::from(class)) {
                 return Ok(self.hand_out_slot(taken, request));
             }

@@ -58,9 +58,10 @@ pub(crate) struct PoolRequest<'a> {
     pub(crate) existing_memory_only: bool,
     pub(crate) priority: Option<f32>,
     /// The size class of the run slot a small buffer takes; `None`: a range
-    /// of its own. A request of [`Strategy::MinOffset`] takes a range of
-    /// its own first, and a free slot of an existing run only where no
-    /// block's free range holds it (`TypePool::allocate`, `allocate_slow`).
+    /// of its own. A request of [`Strategy::MinOffset`] or
+    /// [`Strategy::MaxOffset`] takes a range of its own first, and a free
+    /// slot of an existing run only where no block's free range holds it
+    /// (`TypePool::allocate`, `allocate_slow`).
     pub(crate) run_class: Option<u8>,
     /// How a block's offset allocator chooses among the free ranges that
     /// hold the request ([`AllocationDesc::strategy`](crate::AllocationDesc::strategy)).

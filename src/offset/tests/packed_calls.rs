@@ -40,7 +40,8 @@ fn random_packed_run<const M: u32>(seed: u64) {
                 let strategy = match r % 16 {
                     0..=7 => Strategy::MinTime,
                     8..=11 => Strategy::MinMemory,
-                    _ => Strategy::MinOffset,
+                    12 | 13 => Strategy::MinOffset,
+                    _ => Strategy::MaxOffset,
                 };
                 // The pools' two calls: `allocate_packed` for the default,
                 // `allocate_packed_with` for the others (any, here).

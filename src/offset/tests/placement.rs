@@ -373,3 +373,51 @@ fn min_offset_takes_the_lowest_range_that_holds_the_request() {
         Err(OffsetError::ZeroSize)
     );
 }
+
+/// `MaxOffset` takes the last free range in address order that holds the
+/// request, at its highest aligned offset (the request ending as close to
+/// the range's end as its alignment lets it), and fails as `allocate`
+/// does where nothing holds it.
+#[test]
+fn max_offset_takes_the_highest_place_that_holds_the_request() {
+    // Gaps of 100 at 0, 1000 at 108, 5000 at 1116 (ending at 6116).
+    let (heap, offsets) = heap_with_gaps(&[100, 1000, 5000], 1 << 16);
+    assert_eq!(offsets, [0, 108, 1116]);
+    let highest = |size: u64, align: u64| {
+        heap.clone()
+            .allocate_with(size, align, Strategy::MaxOffset)
+            .map(|a| a.offset)
+    };
+    assert_eq!(highest(10, 1), Ok(6106));
+    assert_eq!(highest(5000, 1), Ok(1116));
+    // Aligned down from the range's end: 6066 to 6016, 5116 to 4096.
+    assert_eq!(highest(50, 64), Ok(6016));
+    assert_eq!(highest(1000, 4096), Ok(4096));
+    // 4096-aligned 2100 bytes: the last range's one multiple, 4096, leaves
+    // too little; none of the others holds it.
+    assert!(matches!(
+        highest(2100, 4096),
+        Err(OffsetError::TooFragmented { .. })
+    ));
+    // 2000 at 2048-alignment: 4096 in the last range (6116 - 2000 = 4116).
+    assert_eq!(highest(2000, 2048), Ok(4096));
+    // With the last range taken, the one before: 1000 bytes end at 1108.
+    let mut heap = heap.clone();
+    heap.allocate_with(5000, 1, Strategy::MaxOffset).unwrap();
+    assert_eq!(
+        heap.clone()
+            .allocate_with(1000, 1, Strategy::MaxOffset)
+            .map(|a| a.offset),
+        Ok(108)
+    );
+    assert_eq!(
+        heap.clone()
+            .allocate_with(40, 1, Strategy::MaxOffset)
+            .map(|a| a.offset),
+        Ok(1068)
+    );
+    let mut min_time = heap.clone();
+    let error = heap.allocate_with(1001, 1, Strategy::MaxOffset);
+    assert_eq!(error, min_time.allocate(1001, 1));
+    assert_eq!(heap.counters(), min_time.counters());
+}

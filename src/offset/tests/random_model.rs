@@ -2,9 +2,10 @@
 //! each step against a model the test keeps: no overlap, every offset
 //! aligned, no failure while a free range could have held the request,
 //! and reports that add up; an allocation of `Strategy::MinMemory`,
-//! drawn for a third of them, never in a larger size class of free range
-//! than the good fit's; and one of `Strategy::MinOffset`, for another
-//! third, at the lowest offset any free range holds it. It is the unit-test counterpart of the
+//! drawn for a quarter of them, never in a larger size class of free range
+//! than the good fit's; one of `Strategy::MinOffset`, for another
+//! quarter, at the lowest offset any free range holds it, and one of
+//! `Strategy::MaxOffset` at the highest. It is the unit-test counterpart of the
 //! proptest shadow model in `tests/offset_model.rs`, on seeds fixed in
 //! the test (the xorshift `next` of `tests.rs`).
 
@@ -24,10 +25,11 @@ fn random_model_run<const M: u32>(seed: u64) {
         if r % 3 != 0 || live.is_empty() {
             let size = 1 + next(&mut state) % 3000;
             let align = 1 << (next(&mut state) % 11);
-            let strategy = match next(&mut state) % 3 {
+            let strategy = match next(&mut state) % 4 {
                 0 => Strategy::MinTime,
                 1 => Strategy::MinMemory,
-                _ => Strategy::MinOffset,
+                2 => Strategy::MinOffset,
+                _ => Strategy::MaxOffset,
             };
             // What the good fit would take, to compare the tight one's with.
             let fast = (strategy == Strategy::MinMemory)
@@ -58,6 +60,15 @@ fn random_model_run<const M: u32>(seed: u64) {
                             (start + size <= r.offset + r.size).then_some(start)
                         });
                         assert_eq!(Some(a.offset), lowest, "seed {seed} step {step}: {a:?}");
+                    }
+                    if strategy == Strategy::MaxOffset {
+                        // The last free range that holds it, at its
+                        // highest aligned start.
+                        let highest = free_before.iter().rev().find_map(|r| {
+                            let start = (r.offset + r.size).checked_sub(size)? & !(align - 1);
+                            (start >= r.offset).then_some(start)
+                        });
+                        assert_eq!(Some(a.offset), highest, "seed {seed} step {step}: {a:?}");
                     }
                     assert_eq!(a.offset % align, 0);
                     assert!(a.end() <= capacity);

@@ -6,7 +6,7 @@
 //! fixed block a later request of 1090 KiB still fits, where by default it
 //! fails. `Strategy::MinOffset` takes the lowest free range that holds a
 //! request, however large, and gives small buffers ranges of their own at
-//! the lowest offset, not run slots.
+//! the lowest offset, not run slots; `Strategy::MaxOffset` the highest.
 
 use vk_suballoc::{Allocation, AllocationDesc, Error, PoolDesc, Request, Strategy, Usage};
 
@@ -204,6 +204,46 @@ fn min_offset_takes_a_free_run_slot_where_no_range_holds_a_small_buffer() {
         allocator.destroy_pool(pool).unwrap();
         finish(allocator, &device);
     }
+}
+
+/// `MaxOffset` (VMA's `UPPER_ADDRESS`) places at the highest offset that
+/// holds the request, `MinOffset` at the lowest: in a default pool's
+/// block, two lifetimes kept at either end, the free space between them
+/// in one piece; a small buffer placed so takes a range of its own at the
+/// top, not a run slot.
+#[test]
+fn max_offset_keeps_allocations_at_the_top_of_a_block() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL);
+    let low = allocator
+        .allocate(&buffer_of(100, desc.strategy(Strategy::MinOffset)))
+        .unwrap();
+    assert_eq!(low.offset(), 0);
+    let block = allocator.stats().memory_types[1].block_bytes;
+    let high = allocator
+        .allocate(&buffer_of(1000, desc.strategy(Strategy::MaxOffset)))
+        .unwrap();
+    assert_eq!(
+        (high.memory(), high.offset()),
+        (low.memory(), block - 1000 * KIB)
+    );
+    // A small buffer (a run slot with the other strategies) right below.
+    let small = allocator
+        .allocate(&buffer_of(1, desc.strategy(Strategy::MaxOffset)))
+        .unwrap();
+    assert_eq!(
+        (small.memory(), small.offset()),
+        (low.memory(), block - 1001 * KIB)
+    );
+    // The lowest offset is still the bottom's: the free space lies between.
+    let next_low = allocator
+        .allocate(&buffer_of(1, desc.strategy(Strategy::MinOffset)))
+        .unwrap();
+    assert_eq!(next_low.offset(), 100 * KIB);
+    for a in [low, high, small, next_low] {
+        free(&allocator, a);
+    }
+    finish(allocator, &device);
 }
 
 /// In a pool of one 4 MiB block, the tight choice leaves room for a request

@@ -117,11 +117,13 @@ impl Walk {
             request.desc.min_alignment = self.draw_min_alignment();
         }
         // And one in four places with `Strategy::MinMemory`, one in sixteen
-        // with `Strategy::MinOffset` (no run slot for a small buffer), which
-        // change where in a block it lands, not what the walk checks.
+        // each with `Strategy::MinOffset` and `MaxOffset` (no run slot for a
+        // small buffer), which change where in a block it lands, not what
+        // the walk checks.
         request.desc.strategy = match self.rng.below(16) {
             0..=3 => Strategy::MinMemory,
             4 => Strategy::MinOffset,
+            5 => Strategy::MaxOffset,
             _ => Strategy::MinTime,
         };
         if let Some(pool) = self.draw_pool() {

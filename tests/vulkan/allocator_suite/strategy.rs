@@ -5,8 +5,9 @@
 //! lower range, here the same), and the second is refused with the default
 //! `Strategy::MinTime` (the first took the larger range); and with free
 //! ranges of 1100 KiB at 0 and 520 KiB above, `Strategy::MinOffset` alone
-//! puts 500 KiB at 0. The buffers are bound where the allocator placed
-//! them, under the validation layer.
+//! puts 500 KiB at 0, and `Strategy::MaxOffset` at the end of the 520 KiB
+//! range. The buffers are bound where the allocator placed them, under the
+//! validation layer.
 
 use vk_suballoc::device::AshMemoryDevice;
 use vk_suballoc::{AllocationDesc, Allocator, Error, PoolDesc, Strategy, Usage};
@@ -18,9 +19,9 @@ const KIB: u64 = 1 << 10;
 
 /// In a custom pool of one block of `memory_type`, free ranges of
 /// `gaps[0]` KiB at 0 and `gaps[1]` KiB after 64 KiB held (and 64 KiB held
-/// after that); then buffers of `requests` KiB, in order, placed with
-/// `strategy`: where each landed, or its error. Everything is destroyed
-/// after.
+/// after that), placed with the default strategy; then buffers of
+/// `requests` KiB, in order, placed with `strategy`: where each landed, or
+/// its error. Everything is destroyed after.
 fn place_into_two_gaps(
     allocator: &Allocator<AshMemoryDevice>,
     profile: Profile,
@@ -36,14 +37,16 @@ fn place_into_two_gaps(
             ..PoolDesc::new(memory_type)
         })
         .unwrap();
-    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL)
-        .pool(pool)
-        .strategy(strategy);
+    // The layout with the default strategy, the requests with `strategy`.
+    let setup = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+    let desc = setup.strategy(strategy);
     // SAFETY: valid create infos; the buffers are never used by the GPU.
-    let create = |kib: u64| unsafe { allocator.create_buffer(&buffer_info(kib * KIB), &desc) };
+    let create = |kib: u64, desc: &AllocationDesc<'_>| unsafe {
+        allocator.create_buffer(&buffer_info(kib * KIB), desc)
+    };
     let mut held = Vec::new();
     for kib in [gaps[0], 64, gaps[1], 64] {
-        held.push(create(kib).unwrap());
+        held.push(create(kib, &setup).unwrap());
     }
     let offsets: Vec<u64> = held.iter().map(|(_, a)| a.offset()).collect();
     let second = gaps[0] + 64;
@@ -58,7 +61,7 @@ fn place_into_two_gaps(
     }
     let mut placed = Vec::new();
     for &kib in requests {
-        let result = create(kib);
+        let result = create(kib, &desc);
         placed.push(result.as_ref().map(|(_, a)| a.offset()).map_err(|e| *e));
         held.extend(result);
     }
@@ -102,8 +105,8 @@ test_each_profile!(
     /// `Strategy::MinOffset` where it differs from the others: in a pool
     /// block with free ranges of 1100 KiB at 0 and 520 KiB at 1164 KiB, a
     /// 500 KiB buffer goes to the lower, larger range, where `MinTime` and
-    /// `MinMemory` take the tighter one; bound there under the validation
-    /// layer.
+    /// `MinMemory` take the tighter one, and `MaxOffset` the end of the
+    /// higher one; bound there under the validation layer.
     fn min_offset_takes_the_lowest_free_range(profile) {
         let context = VulkanContext::new(profile);
         let allocator = allocator_for(&context);
@@ -112,6 +115,8 @@ test_each_profile!(
             (Strategy::MinTime, 1164 * KIB),
             (Strategy::MinMemory, 1164 * KIB),
             (Strategy::MinOffset, 0),
+            // Ending where the 520 KiB range ends.
+            (Strategy::MaxOffset, 1184 * KIB),
         ] {
             let placed =
                 place_into_two_gaps(&allocator, profile, memory_type, [1100, 520], strategy, &[500]);
