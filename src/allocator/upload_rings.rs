@@ -44,8 +44,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Errors
     /// Those of [`create_upload_ring_unchecked`](Self::create_upload_ring_unchecked),
     /// in its order, and [`Error::InvalidConfig`] for a `desc.buffer_usage`
-    /// with a bit beyond those above, checked after an empty one and before
-    /// required flags. Nothing is created on error.
+    /// with a bit beyond those above, checked after `desc.min_alignment`
+    /// and before required flags. Nothing is created on error.
     ///
     /// # Time complexity
     /// As [`create_upload_ring_unchecked`](Self::create_upload_ring_unchecked).
@@ -64,6 +64,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Errors
     /// In this order: [`Error::ZeroSize`]; [`Error::InvalidConfig`] for an
     /// empty `desc.buffer_usage` (VUID-VkBufferCreateInfo-usage-requiredbitmask);
+    /// [`Error::AlignmentNotPowerOfTwo`] for a `desc.min_alignment` neither 0
+    /// nor a power of two;
     /// [`Error::MissingRequiredFlags`] when no memory type the allocator
     /// may use has every flag of `desc.required_flags`;
     /// [`Error::DeviceAddressNotEnabled`] for `SHADER_DEVICE_ADDRESS` without
@@ -107,8 +109,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     }
 
     /// The checks of a ring's description, before anything is made, in
-    /// the order both calls document: the size, an empty buffer usage,
-    /// (for the safe call, `core_usage_only`)
+    /// the order both calls document: the size, an empty buffer usage, the
+    /// chunks' least alignment, (for the safe call, `core_usage_only`)
     /// a buffer usage beyond core Vulkan 1.0's and `SHADER_DEVICE_ADDRESS`,
     /// required flags no memory type has, and device addresses without
     /// buffer device address. The new checks
@@ -126,6 +128,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             return Err(Error::InvalidConfig(
                 "UploadRingDesc::buffer_usage must not be empty",
             ));
+        }
+        // 0 or a power of two, as an allocation's (`request_checks.rs`).
+        let alignment = desc.min_alignment;
+        if alignment & alignment.wrapping_sub(1) != 0 {
+            return Err(Error::AlignmentNotPowerOfTwo(alignment));
         }
         if core_usage_only && !CORE_BUFFER_USAGE.contains(desc.buffer_usage) {
             return Err(Error::InvalidConfig(
@@ -399,4 +406,5 @@ fn ring_memory(desc: &UploadRingDesc<'_>) -> AllocationDesc<'static> {
     AllocationDesc::new(usage)
         .required_flags(desc.required_flags)
         .preferred_flags(desc.preferred_flags)
+        .min_alignment(desc.min_alignment)
 }

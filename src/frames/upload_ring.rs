@@ -127,6 +127,19 @@ pub struct UploadRingDesc<'a> {
     /// the types with more of them come first, `usage` ordering those with
     /// as many. Empty by default.
     pub preferred_flags: vk::MemoryPropertyFlags,
+    /// An alignment of each chunk's offset in its memory object beyond its
+    /// buffer's own, a power of two; 0 (the default): none (as
+    /// [`AllocationDesc::min_alignment`](crate::AllocationDesc::min_alignment)).
+    /// [`ring_allocate`](crate::Allocator::ring_allocate)'s `align` is
+    /// relative to the buffer; with this at least as large, a ring
+    /// allocation aligned in its buffer is aligned in its memory object
+    /// too, and so is its device address up to the alignment of the memory
+    /// object's own address, which is the driver's (drivers start memory
+    /// objects on pages; lavapipe on 4 KiB host pages). For GPU scratch
+    /// whose device address must be aligned: acceleration-structure builds'
+    /// (`minAccelerationStructureScratchOffsetAlignment`, here and as
+    /// `align`). A chunk in dedicated memory starts at offset 0.
+    pub min_alignment: u64,
 }
 
 impl Default for UploadRingDesc<'_> {
@@ -143,6 +156,7 @@ impl Default for UploadRingDesc<'_> {
             name: None,
             required_flags: vk::MemoryPropertyFlags::empty(),
             preferred_flags: vk::MemoryPropertyFlags::empty(),
+            min_alignment: 0,
         }
     }
 }

@@ -210,6 +210,8 @@ struct Ring {
     usage: Usage,
     grow: bool,
     chunk_size: u64,
+    /// Its chunks' least alignment in their memory objects.
+    min_alignment: u64,
     chunks: Vec<(Option<vk::Buffer>, Counted)>,
 }
 

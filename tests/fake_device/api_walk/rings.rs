@@ -127,12 +127,15 @@ impl Walk {
             plain | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
             plain | vk::BufferUsageFlags::RESOURCE_DESCRIPTOR_BUFFER_EXT,
         ];
+        // Mostly none; refused: one that is no power of two.
+        let alignments = [0, 0, 0, 0, 4096, 1 << 16, 3];
         let desc = UploadRingDesc {
             size,
             usage: usages[self.rng.below(usages.len() as u64) as usize],
             buffer_usage: buffer_usages[self.rng.below(buffer_usages.len() as u64) as usize],
             grow: self.rng.below(2) == 0,
             name: (self.rng.below(2) == 0).then_some("walk-ring"),
+            min_alignment: alignments[self.rng.below(alignments.len() as u64) as usize],
             ..UploadRingDesc::default()
         };
         let unchecked = self.rng.below(2) == 0;
@@ -148,6 +151,8 @@ impl Walk {
             Some(Error::InvalidConfig(
                 "UploadRingDesc::buffer_usage must not be empty",
             ))
+        } else if !desc.min_alignment.is_power_of_two() && desc.min_alignment != 0 {
+            Some(Error::AlignmentNotPowerOfTwo(desc.min_alignment))
         } else if extension && !unchecked {
             Some(Error::InvalidConfig(""))
         } else if device_address && !self.layout.buffer_device_address {
@@ -185,6 +190,7 @@ impl Walk {
                     usage: desc.usage,
                     grow: desc.grow,
                     chunk_size: size,
+                    min_alignment: desc.min_alignment,
                     chunks: vec![(None, chunk)],
                 });
             }
@@ -342,6 +348,12 @@ impl Walk {
                     kind: ResourceKind::Buffer,
                 };
                 assert_eq!(start % 256, 0, "{ctx}: a chunk off its buffer's alignment");
+                let least = self.rings[index].min_alignment.max(1);
+                assert_eq!(
+                    start % least,
+                    0,
+                    "{ctx}: a chunk off its ring's min_alignment"
+                );
                 self.assert_disjoint(place, counted.size, "a ring chunk");
                 self.rings[index].chunks[chunk].1.place = Some(place);
             }

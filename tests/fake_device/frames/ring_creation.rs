@@ -280,7 +280,8 @@ fn a_ring_s_buffer_usage_is_checked_after_its_size_and_usage() {
 /// `create_upload_ring_unchecked`'s documented order, and
 /// `create_upload_ring`'s (its own check between the empty buffer usage
 /// and required flags), on descriptions that fail several checks at once:
-/// a size of 0 first, then an empty buffer usage, then (safe call) an
+/// a size of 0 first, then an empty buffer usage, then a least alignment
+/// that is no power of two, then (safe call) an
 /// extension's bit, then required flags
 /// no memory type has, then `SHADER_DEVICE_ADDRESS` without buffer device
 /// address.
@@ -307,9 +308,23 @@ fn a_ring_s_refusals_come_in_the_documented_order() {
     };
     let unseen = Usage::DEVICE_LOCAL;
     // (description, the safe call's error, the unchecked call's)
+    let odd_alignment = |desc: UploadRingDesc<'static>| UploadRingDesc {
+        min_alignment: 3,
+        ..desc
+    };
     for (desc, safe, unchecked) in [
         (desc(0, unseen, empty), Error::ZeroSize, Error::ZeroSize),
         (desc(4096, unseen, empty), empty_usage, empty_usage),
+        (
+            odd_alignment(desc(4096, unseen, empty)),
+            empty_usage,
+            empty_usage,
+        ),
+        (
+            odd_alignment(desc(4096, host, extension | address)),
+            Error::AlignmentNotPowerOfTwo(3),
+            Error::AlignmentNotPowerOfTwo(3),
+        ),
         (
             desc(4096, host, extension | address),
             Error::InvalidConfig(
@@ -794,4 +809,70 @@ fn type_of(device: &FakeDevice, allocation: &vk_suballoc::RingAllocation) -> Opt
         .iter()
         .find(|a| a.memory == allocation.memory())
         .map(|a| a.memory_type)
+}
+
+/// `UploadRingDesc::min_alignment` puts each chunk of the ring at a
+/// multiple of it in its memory object, after allocations that leave the
+/// block's next offset unaligned, so that a ring allocation aligned to it
+/// in its buffer is aligned in the memory object too; a growing ring's
+/// later chunks as well. One that is no power of two is refused before
+/// anything is made.
+#[test]
+fn a_ring_s_min_alignment_aligns_its_chunks_in_memory() {
+    use vk_suballoc::{Request, ResourceKind};
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let small = |kib: u64| {
+        let requirements = vk::MemoryRequirements {
+            size: kib << 10,
+            alignment: 256,
+            memory_type_bits: !0,
+        };
+        let request = Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer);
+        allocator
+            .allocate(&request.dedicated(vk_suballoc::DedicatedPolicy::Never))
+            .unwrap()
+    };
+    let alignment = 64 << 10;
+    let mut held = vec![small(20)];
+    let ring = allocator
+        .create_upload_ring(&UploadRingDesc {
+            size: 100 << 10,
+            usage: Usage::DEVICE_LOCAL,
+            buffer_usage: vk::BufferUsageFlags::STORAGE_BUFFER,
+            grow: true,
+            min_alignment: alignment,
+            ..UploadRingDesc::default()
+        })
+        .unwrap();
+    let first = allocator.ring_allocate(ring, 1000, 1).unwrap();
+    assert_eq!(
+        first.memory(),
+        held[0].memory(),
+        "in the block the small one is in"
+    );
+    let chunk_start = first.memory_offset() - first.buffer_offset();
+    assert_eq!(chunk_start % alignment, 0, "{chunk_start:#x}");
+    let aligned = allocator.ring_allocate(ring, 1000, alignment).unwrap();
+    assert_eq!(aligned.memory_offset() % alignment, 0);
+    // A second chunk, after another unaligned allocation.
+    held.push(small(3));
+    let grown = allocator.ring_allocate(ring, 99 << 10, 1).unwrap();
+    assert_ne!(grown.buffer(), first.buffer());
+    assert_eq!(
+        (grown.memory_offset() - grown.buffer_offset()) % alignment,
+        0
+    );
+    allocator.destroy_upload_ring(ring).unwrap();
+    let odd = UploadRingDesc {
+        min_alignment: 48,
+        ..UploadRingDesc::default()
+    };
+    assert!(makes_nothing(&device, || {
+        let refused = allocator.create_upload_ring(&odd).map(|_| ());
+        assert_eq!(refused, Err(Error::AlignmentNotPowerOfTwo(48)));
+    }));
+    for a in held {
+        super::super::free(&allocator, a);
+    }
+    finish_after_frame(allocator, &device);
 }

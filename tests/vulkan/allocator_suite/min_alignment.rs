@@ -45,3 +45,57 @@ test_each_profile!(
         }
     }
 );
+
+test_each_profile!(
+    /// `UploadRingDesc::min_alignment` on a real driver: a GPU-only ring
+    /// for device-address scratch (an acceleration-structure build's),
+    /// made between small unaligned buffers, has its chunk on a multiple of
+    /// it in its memory object, so that a ring allocation aligned to it in
+    /// its buffer has its device address aligned too (up to the memory
+    /// object's own alignment).
+    fn a_ring_s_min_alignment_aligns_its_device_addresses(profile) {
+        use vk_suballoc::UploadRingDesc;
+        let context = VulkanContext::new(profile);
+        let allocator = allocator_for(&context);
+        let device = &context.device;
+        let small = buffer_info(1000).usage(vk::BufferUsageFlags::STORAGE_BUFFER);
+        let plain = AllocationDesc::new(Usage::DEVICE_LOCAL);
+        let mut live = Vec::new();
+        let mut rings = Vec::new();
+        for shift in [8u32, 12, 10] {
+            let alignment = 1u64 << shift;
+            // SAFETY: a valid create info; never used by the GPU.
+            live.push(unsafe { allocator.create_buffer(&small, &plain) }.unwrap());
+            let ring = allocator
+                .create_upload_ring(&UploadRingDesc {
+                    size: 64 << 10,
+                    usage: Usage::DEVICE_LOCAL,
+                    buffer_usage: vk::BufferUsageFlags::STORAGE_BUFFER
+                        | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
+                    min_alignment: alignment,
+                    ..UploadRingDesc::default()
+                })
+                .unwrap();
+            let first = allocator.ring_allocate(ring, 100, 1).unwrap();
+            let scratch = allocator.ring_allocate(ring, 4096, alignment).unwrap();
+            assert_eq!((first.memory_offset() - first.buffer_offset()) % alignment, 0, "{profile}");
+            let info = vk::BufferDeviceAddressInfo::default().buffer(scratch.buffer());
+            // SAFETY: the ring's buffer, made with SHADER_DEVICE_ADDRESS and
+            // bound to memory allocated for device addresses.
+            let address = unsafe { device.get_buffer_device_address(&info) } + scratch.buffer_offset();
+            assert_eq!(scratch.memory_offset() % alignment, 0, "{profile}");
+            assert_eq!(address % alignment.min(4096), 0, "{profile}: address {address:#x}");
+            rings.push(ring);
+        }
+        for ring in rings {
+            allocator.destroy_upload_ring(ring).unwrap();
+        }
+        // SAFETY: never used by the GPU.
+        unsafe {
+            for (buffer, allocation) in live {
+                allocator.destroy_buffer(buffer, allocation).unwrap();
+            }
+            allocator.collect_idle();
+        }
+    }
+);
