@@ -20,6 +20,8 @@ pub(super) struct RingModel {
     /// Whether its usage has host access: its chunks are host-visible then
     /// (else GPU scratch, maybe in memory the host cannot see).
     host_access: bool,
+    /// Its chunks' least alignment in their memory objects.
+    min_alignment: u64,
     pub(super) chunks: Vec<RingChunkModel>,
     /// Ring allocations whose frame is not collected, each with the byte
     /// written at both ends (if any).
@@ -162,6 +164,9 @@ impl Walk {
             10 => Usage::UPLOAD.union(Usage::DEVICE_LOCAL),
             _ => Usage::default(),
         };
+        // Bits 4 to 6 of the buffer usage's byte, which reads its low bits
+        // modulo 5 only: mostly none; 3 is refused.
+        let min_alignment = [0, 0, 0, 0, 256, 4096, 1 << 16, 3][usize::from(buffer_usage >> 4 & 7)];
         use vk::BufferUsageFlags as B;
         let buffer_usage = [
             B::empty(),
@@ -176,6 +181,7 @@ impl Walk {
             buffer_usage,
             grow,
             name: grow.then_some("fuzz-ring"),
+            min_alignment,
             ..UploadRingDesc::default()
         };
         let before = tally(&self.allocator.stats());
@@ -190,6 +196,8 @@ impl Walk {
             Some(Error::ZeroSize)
         } else if buffer_usage.is_empty() {
             Some(Error::InvalidConfig("empty"))
+        } else if min_alignment == 3 {
+            Some(Error::AlignmentNotPowerOfTwo(3))
         } else if buffer_usage.contains(B::from_raw(0x0020_0000)) && !unchecked {
             Some(Error::InvalidConfig("beyond core"))
         } else if (buffer_usage.contains(B::SHADER_DEVICE_ADDRESS)
@@ -230,6 +238,7 @@ impl Walk {
             chunk_size: size,
             grow,
             host_access,
+            min_alignment,
             chunks: vec![chunk],
             live: Vec::new(),
         });
@@ -441,6 +450,7 @@ impl Walk {
             }
         };
         let frame = self.next_frame;
+        let least = self.rings[i].min_alignment.max(1);
         let chunk = &mut self.rings[i].chunks[c];
         assert!(
             allocation.buffer_offset() + size <= chunk.capacity,
@@ -466,6 +476,11 @@ impl Walk {
             chunk.buffer = Some(allocation.buffer());
             chunk.held.memory = memory;
             chunk.held.offset = offset;
+            assert_eq!(
+                offset % least,
+                0,
+                "{allocation:?}: off its ring's min_alignment"
+            );
             if chunk.held.dedicated {
                 assert_eq!(offset, 0);
             }
