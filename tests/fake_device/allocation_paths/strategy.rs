@@ -158,14 +158,17 @@ fn min_offset_gives_a_small_buffer_the_lowest_offset_not_a_run_slot() {
     finish(allocator, &device);
 }
 
-/// A small buffer placed with `MinOffset` that no free range of a block
-/// holds takes a free slot of an existing run rather than new memory: in a
-/// pool of 1 MiB blocks whose one block is full but for a run's free slots,
-/// it lands in that run (as with `MinTime`), where it failed as
-/// existing-memory-only and took a new block otherwise.
+/// A small buffer placed by address (`MinOffset`, `MaxOffset`) that no
+/// free range of a block holds takes a free slot of an existing run rather
+/// than new memory: in a pool of 1 MiB blocks whose one block is full but
+/// for a run's free slots, it lands in that run (as with `MinTime`), where
+/// it failed as existing-memory-only and took a new block otherwise.
 #[test]
-fn min_offset_takes_a_free_run_slot_where_no_range_holds_a_small_buffer() {
-    for existing_memory_only in [true, false] {
+fn by_address_takes_a_free_run_slot_where_no_range_holds_a_small_buffer() {
+    let cases = [Strategy::MinOffset, Strategy::MaxOffset]
+        .into_iter()
+        .flat_map(|strategy| [(strategy, true), (strategy, false)]);
+    for (strategy, existing_memory_only) in cases {
         let (allocator, device) = allocator(FakeLayout::discrete());
         let pool = allocator
             .create_pool(&PoolDesc {
@@ -184,18 +187,18 @@ fn min_offset_takes_a_free_run_slot_where_no_range_holds_a_small_buffer() {
         held.push(slot);
         held.push(allocator.allocate(&buffer_of(1024 - 1 - 64, desc)).unwrap());
         assert_eq!(held[2].memory(), block, "the block is full");
-        let mut min_offset = desc.strategy(Strategy::MinOffset);
+        let mut by_address = desc.strategy(strategy);
         if existing_memory_only {
-            min_offset = min_offset.existing_memory_only();
+            by_address = by_address.existing_memory_only();
         }
-        let placed = allocator.allocate(&buffer_of(1, min_offset));
+        let placed = allocator.allocate(&buffer_of(1, by_address));
         assert_eq!(
             placed
                 .as_ref()
                 .map(Allocation::memory)
                 .map_err(Clone::clone),
             Ok(block),
-            "existing memory only: {existing_memory_only}"
+            "{strategy:?}, existing memory only: {existing_memory_only}"
         );
         held.extend(placed);
         for h in held {
