@@ -158,8 +158,8 @@ pub struct Config {
     /// atom shared with a live neighbour are checked as the host sees
     /// them. Lazily allocated types (never host-visible) and device-local
     /// memory the host cannot see are left out, and so are the chunks of a
-    /// ring of GPU-only scratch (a `usage` without host access) in a
-    /// non-coherent type: the GPU writes its live allocations, and the
+    /// ring of GPU-only scratch (a `usage` with neither `UPLOAD` nor
+    /// `READBACK`) in a non-coherent type: the GPU writes its live allocations, and the
     /// host's cached view of an atom they share with a fill, written
     /// back, would put the host's bytes over the GPU's.
     ///

@@ -303,12 +303,15 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             owed: None,
             fills: false,
         };
-        // A GPU-only ring's chunk in non-coherent memory goes unfilled:
-        // its fills share atoms with live ring allocations the GPU writes,
-        // and the host's cached lines of those atoms, written back, would
-        // put the host's bytes over the GPU's.
+        // A GPU-only ring's chunk (neither UPLOAD nor READBACK: an
+        // `UPLOAD | ALLOW_TRANSFER_INSTEAD` ring's mapped chunks are the
+        // host's to write) in non-coherent memory goes unfilled: its fills
+        // share atoms with live ring allocations the GPU writes, and the
+        // host's cached lines of those atoms, written back, would put the
+        // host's bytes over the GPU's.
         let memory_type = chunk.allocation.memory_type();
-        let gpu_writes = !ring.memory.usage.needs_host_access();
+        let usage = ring.memory.usage;
+        let gpu_writes = !usage.contains(Usage::UPLOAD) && !usage.contains(Usage::READBACK);
         if self.context.fills(memory_type)
             && !(gpu_writes && self.context.is_non_coherent(memory_type))
         {

@@ -55,24 +55,28 @@ pub struct UploadRingDesc<'a> {
     /// (its memory is host-visible: every [`RingAllocation::mapped_ptr`] is
     /// there, and [`ring_write`](crate::Allocator::ring_write) copies into
     /// it); `UPLOAD | DEVICE_LOCAL` (the default) puts the ring in the BAR
-    /// or shared memory when the device has it. A usage without host access
-    /// (`DEVICE_LOCAL`, or `UPLOAD | ALLOW_TRANSFER_INSTEAD`, which may land
-    /// in either) makes a ring for data only the GPU writes and reads,
+    /// or shared memory when the device has it. A usage with neither
+    /// (`DEVICE_LOCAL`) makes a ring for data only the GPU writes and reads,
     /// per-frame scratch (VMA's linear pool used as a ring buffer, in
     /// `GPU_ONLY` memory): in VRAM on a discrete GPU, and in a
     /// device-local type the host cannot see wherever the device has one
     /// (integrated GPUs often do), where its allocations have no
     /// `mapped_ptr` and `ring_write` fails with [`Error::NotHostVisible`];
     /// mapped all the same where every device-local type is host-visible
-    /// (lavapipe). The memory type is chosen for each chunk: a growing
-    /// ring of `UPLOAD | ALLOW_TRANSFER_INSTEAD` may hold chunks of both
+    /// (lavapipe). `UPLOAD | ALLOW_TRANSFER_INSTEAD` is a ring for uploads
+    /// that may land in either: the host writes it where it is mapped, and
+    /// the data comes by a transfer where it is not. The memory type is
+    /// chosen for each chunk: such a growing ring may hold chunks of both
     /// kinds (mapped BAR or system memory, unmapped VRAM), so test
     /// `mapped_ptr` for each allocation, never once for the ring.
     ///
-    /// A ring with host access holds data the host writes and the GPU
-    /// reads (GPU writes belong in a GPU-only ring, whose chunks in
+    /// A ring with `UPLOAD` or `READBACK` holds data the host writes and
+    /// the GPU reads (GPU writes belong in a GPU-only ring, whose chunks in
     /// non-coherent memory get no debug fills for that reason:
-    /// [`Config::debug_fill`](crate::Config::debug_fill)). `READBACK`
+    /// [`Config::debug_fill`](crate::Config::debug_fill); and a host write
+    /// into a GPU-only ring's mapped, non-coherent memory has the same
+    /// hazard as below: its flush covers whole atoms, neighbours' bytes the
+    /// GPU wrote included). `READBACK`
     /// picks host-cached memory, which may not be host-coherent (some
     /// mobile GPUs): ring allocations are packed at their own alignment,
     /// not at `nonCoherentAtomSize`, so the flush of one

@@ -2,8 +2,9 @@
 //!
 //! This file holds the state and the operations that change it; reports and
 //! iteration live in `inspect.rs`, the bins of free gaps and the search
-//! through them in `tlsf/gap_bins.rs`, the lowest-offset placement of
-//! [`Strategy::MinOffset`] in `tlsf/lowest_offset.rs`, and allocations at a
+//! through them in `tlsf/gap_bins.rs`, the placements by address of
+//! [`Strategy::MinOffset`] and [`Strategy::MaxOffset`] in
+//! `tlsf/lowest_offset.rs`, and allocations at a
 //! place the caller chose (the destinations of compaction's moves) in
 //! `tlsf/move_destinations.rs`.
 

@@ -309,7 +309,7 @@ fn non_coherent_a_ring_s_last_atom_past_its_block_bytes_is_not_invalidated() {
 /// reads as its chunk's allocation was filled (`0xDC`, as any new
 /// allocation of the type), not `0xEF`; the same ring in the coherent
 /// host type is filled as any ring, and so is an upload ring in the
-/// non-coherent one.
+/// non-coherent one, `ALLOW_TRANSFER_INSTEAD` or not.
 #[test]
 fn a_gpu_only_ring_in_non_coherent_memory_is_not_filled() {
     use ash::vk::MemoryPropertyFlags as Flags;
@@ -319,6 +319,13 @@ fn a_gpu_only_ring_in_non_coherent_memory_is_not_filled() {
         (Usage::DEVICE_LOCAL, Flags::HOST_CACHED, false),
         (Usage::DEVICE_LOCAL, Flags::HOST_COHERENT, true),
         (Usage::UPLOAD, Flags::HOST_CACHED, true),
+        // The host writes the mapped chunks of an upload ring that may
+        // transfer instead: filled.
+        (
+            Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD,
+            Flags::HOST_CACHED,
+            true,
+        ),
     ] {
         let ring = allocator
             .create_upload_ring(&UploadRingDesc {
