@@ -290,42 +290,21 @@ impl<const M: u32> PackedTwin<M> {
                     );
                 }
             }
-            Op::AllocateMinMemory { size, align } => {
-                let packed = self
-                    .heap
-                    .fuzz_allocate_packed_with(size, align, Strategy::MinMemory);
+            Op::AllocateMinMemory { size, align }
+            | Op::AllocateMinOffset { size, align }
+            | Op::AllocateMaxOffset { size, align } => {
+                let strategy = match op {
+                    Op::AllocateMinMemory { .. } => Strategy::MinMemory,
+                    Op::AllocateMinOffset { .. } => Strategy::MinOffset,
+                    _ => Strategy::MaxOffset,
+                };
+                let packed = self.heap.fuzz_allocate_packed_with(size, align, strategy);
                 shadow.apply(op);
                 if let Some((offset, id)) = packed {
                     assert_eq!(
                         shadow.heap.get(id),
                         Some(OffsetAllocation { id, offset, size }),
-                        "allocate_packed_with({size}, {align}, MinMemory)"
-                    );
-                }
-            }
-            Op::AllocateMinOffset { size, align } => {
-                let packed = self
-                    .heap
-                    .fuzz_allocate_packed_with(size, align, Strategy::MinOffset);
-                shadow.apply(op);
-                if let Some((offset, id)) = packed {
-                    assert_eq!(
-                        shadow.heap.get(id),
-                        Some(OffsetAllocation { id, offset, size }),
-                        "allocate_packed_with({size}, {align}, MinOffset)"
-                    );
-                }
-            }
-            Op::AllocateMaxOffset { size, align } => {
-                let packed = self
-                    .heap
-                    .fuzz_allocate_packed_with(size, align, Strategy::MaxOffset);
-                shadow.apply(op);
-                if let Some((offset, id)) = packed {
-                    assert_eq!(
-                        shadow.heap.get(id),
-                        Some(OffsetAllocation { id, offset, size }),
-                        "allocate_packed_with({size}, {align}, MaxOffset)"
+                        "allocate_packed_with({size}, {align}, {strategy:?})"
                     );
                 }
             }
