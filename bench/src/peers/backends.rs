@@ -4,12 +4,12 @@
 //!
 //! | allocator | call | notes |
 //! |---|---|---|
-//! | vk-suballoc | `Allocator::allocate_mut(&Request)` | `Config::default()` (`--empty-block-reserve` sets its `empty_block_reserve`), `Strategy::MinTime` (`--strategy min-memory` or `min-offset` sets `AllocationDesc::strategy`); `&mut self`, no lock |
+//! | vk-suballoc | `Allocator::allocate_mut(&Request)` | `Config::default()` (`--empty-block-reserve` sets its `empty_block_reserve`), `Strategy::MinTime` (`--strategy min-memory`, `min-offset` or `max-offset` sets `AllocationDesc::strategy`); `&mut self`, no lock |
 //! | vk-suballoc, locked | `Allocator::allocate(&Request)` | the same through `&self`: a lock per memory type |
 //! | VMA (vk-mem) | `vmaAllocateMemoryForBuffer` / `ForImage` | `EXTERNALLY_SYNCHRONIZED` (no lock, as the others); `preferredFlags`/`requiredFlags` (the `AUTO` usages need a resource's create info), uploads `MAPPED`; the typed calls VMA's docs recommend over `vmaAllocateMemory`, so it knows buffers from images, on placeholder handles whose requirement query the bench answers from the trace (no driver call) |
 //! | gpu-allocator | `Allocator::allocate` | `GpuAllocatorManaged`, `linear` from the resource kind, default block sizes; `&mut self`, no lock |
 //! | gpu-alloc | `GpuAllocator::alloc` | `Config::i_am_prototyping()`; per-frame buffers `FAST_DEVICE_ACCESS \| UPLOAD \| HOST_ACCESS \| TRANSIENT`; `&mut self`, no lock |
-//! | our core | `OffsetAllocator::allocate(size, align)` | one 4 GiB range, no Vulkan; sizes rounded up to their alignment, as the pools place them (`--strategy min-memory` or `min-offset`: `allocate_with(size, align, strategy)`) |
+//! | our core | `OffsetAllocator::allocate(size, align)` | one 4 GiB range, no Vulkan; sizes rounded up to their alignment, as the pools place them (`--strategy min-memory`, `min-offset` or `max-offset`: `allocate_with(size, align, strategy)`) |
 //! | offset-allocator | `Allocator::allocate(units)` | one 4 GiB range in units (its sizes are `u32`) of the power of two that pads the trace's requests least (64 bytes on lavapipe); alignment above the unit by padding |
 //!
 //! The two cores, and the harness alone, are in `backends/cores.rs`;
@@ -22,7 +22,8 @@ use crate::vulkan::VulkanContext;
 
 mod cores;
 pub use cores::{
-    HarnessFloor, OffsetAllocatorCore, OurCore, CORE_CAPACITY, MIN_MEMORY, MIN_OFFSET, MIN_TIME,
+    HarnessFloor, OffsetAllocatorCore, OurCore, CORE_CAPACITY, MAX_OFFSET, MIN_MEMORY, MIN_OFFSET,
+    MIN_TIME,
 };
 
 /// An allocator the replay drives.

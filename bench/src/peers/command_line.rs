@@ -22,7 +22,7 @@ fn usage() -> &'static str {
      \x20            [--real-resources] [--print-requirements]\n\
      \x20            [--placement-hash] [--device NAME] (--traces \"\": the scaling run alone)\n\
      \x20            [--json FILE] [--markdown FILE] [--empty-block-reserve X] (vk-suballoc's Config)\n\
-     \x20            [--strategy min-time|min-memory|min-offset] (vk-suballoc's and our core's)\n\
+     \x20            [--strategy min-time|min-memory|min-offset|max-offset] (vk-suballoc's and our core's)\n\
      \x20            [--defragment [--defragment-every N|P%]] (default every 2% of a trace)"
 }
 
@@ -137,9 +137,10 @@ pub(super) fn parse_args() -> Result<Args, String> {
                     "min-time" => vk_suballoc::Strategy::MinTime,
                     "min-memory" => vk_suballoc::Strategy::MinMemory,
                     "min-offset" => vk_suballoc::Strategy::MinOffset,
+                    "max-offset" => vk_suballoc::Strategy::MaxOffset,
                     other => {
                         return Err(format!(
-                            "{flag}: min-time, min-memory or min-offset, not {other}"
+                            "{flag}: min-time, min-memory, min-offset or max-offset, not {other}"
                         ))
                     }
                 };

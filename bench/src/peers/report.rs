@@ -151,7 +151,11 @@ impl Results {
             let _ = writeln!(
                 s,
                 "With `--strategy {}`: the vk-suballoc rows' requests and our core's row place with `Strategy::{strategy:?}`.\n",
-                if strategy == vk_suballoc::Strategy::MinMemory { "min-memory" } else { "min-offset" },
+                match strategy {
+                    vk_suballoc::Strategy::MinMemory => "min-memory",
+                    vk_suballoc::Strategy::MinOffset => "min-offset",
+                    _ => "max-offset",
+                },
             );
         }
         for trace in self.traces() {

@@ -50,6 +50,12 @@ fn run_once(
             overhead,
             true,
         ),
+        Which::OurCore if backends::strategy() == vk_suballoc::Strategy::MaxOffset => run_one(
+            backends::OurCore::<{ backends::MAX_OFFSET }>::new(max_allocations),
+            trace,
+            overhead,
+            true,
+        ),
         Which::OurCore => run_one(
             backends::OurCore::<{ backends::MIN_TIME }>::new(max_allocations),
             trace,

@@ -28,7 +28,8 @@ pub fn round_up_pow2(value: u64, to: u64) -> u64 {
 }
 
 /// Our core; with a `STRATEGY` other than [`MIN_TIME`] through
-/// `allocate_with(.., strategy)` (`--strategy min-memory` or `min-offset`),
+/// `allocate_with(.., strategy)` (`--strategy min-memory`, `min-offset` or
+/// `max-offset`),
 /// a type of its own so that the default row's loop has no test of the
 /// strategy.
 pub struct OurCore<const STRATEGY: u8 = MIN_TIME> {
@@ -41,6 +42,8 @@ pub const MIN_TIME: u8 = 0;
 pub const MIN_MEMORY: u8 = 1;
 /// [`OurCore`]'s `STRATEGY` for `Strategy::MinOffset`.
 pub const MIN_OFFSET: u8 = 2;
+/// [`OurCore`]'s `STRATEGY` for `Strategy::MaxOffset`.
+pub const MAX_OFFSET: u8 = 3;
 
 impl<const STRATEGY: u8> OurCore<STRATEGY> {
     pub fn new(max_allocations: u32) -> Self {
@@ -68,7 +71,8 @@ impl<const STRATEGY: u8> Backend for OurCore<STRATEGY> {
         let strategy = match STRATEGY {
             MIN_TIME => return self.core.allocate(size, align).ok(),
             MIN_MEMORY => vk_suballoc::Strategy::MinMemory,
-            _ => vk_suballoc::Strategy::MinOffset,
+            MIN_OFFSET => vk_suballoc::Strategy::MinOffset,
+            _ => vk_suballoc::Strategy::MaxOffset,
         };
         self.core.allocate_with(size, align, strategy).ok()
     }
