@@ -62,7 +62,10 @@ pub enum Strategy {
     /// end of a range, their free space between them in one piece: a
     /// level's data from the bottom, its transient loads from the top. A
     /// walk from the end, O(allocations after the range taken), as
-    /// `MinOffset`'s from the start.
+    /// `MinOffset`'s from the start: on the peer traces (`peers --strategy
+    /// max-offset`, 3 runs, the Xeon VM idle) our core's row took 173–818
+    /// ns per allocation (23–28 ns with `MinTime` right after), 16 µs on
+    /// `small-churn`.
     MaxOffset,
 }
 
