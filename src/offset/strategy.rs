@@ -47,9 +47,9 @@ pub enum Strategy {
     /// freed, wants), at the cost of a walk of the allocations before the
     /// range taken, O(allocations), where the others look at a few bins:
     /// for placements made rarely, not per frame. On the peer bench's
-    /// traces (`peers --strategy min-offset`, 3 runs, 2-core Xeon VM) our
-    /// core's row took 228–1109 ns per allocation (30–37 ns with
-    /// `MinTime`), 18.8 µs on `small-churn`'s 8192 small live ranges, and
+    /// traces (`peers --strategy min-offset`, 3 runs, 2-core Xeon VM idle)
+    /// our core's row took 205–1062 ns per allocation (25–32 ns with
+    /// `MinTime` right after), 16.4 µs on `small-churn`'s 8192 small live ranges, and
     /// its peak range was 4 % lower on `streaming` and 1–4 % higher on the
     /// others.
     MinOffset,
