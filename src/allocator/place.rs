@@ -37,7 +37,7 @@ pub(super) use pool_access::{exclusive, lock, try_lock, Exclusive, Locked, PoolA
 pub(super) use pool_request::{
     custom_pool_placement, custom_pool_request, pool_request, MAX_TAIL_ROUNDING,
 };
-pub(super) use request_checks::{check_desc, check_requirements};
+pub(super) use request_checks::{check_desc, check_min_alignment, check_requirements};
 
 /// One allocation's walk over the memory types.
 pub(super) struct Placer<'a, D, P> {

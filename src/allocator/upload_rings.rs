@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use ash::vk;
 
+use super::place::check_min_alignment;
 use super::{lock, AllocationDesc, Allocator, Request};
 use crate::device::MemoryDeviceExt;
 use crate::frames::upload_ring::{ChunkSpec, RingChunk, RingState, RING_FRAMES};
@@ -129,11 +130,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 "UploadRingDesc::buffer_usage must not be empty",
             ));
         }
-        // 0 or a power of two, as an allocation's (`request_checks.rs`).
-        let alignment = desc.min_alignment;
-        if alignment & alignment.wrapping_sub(1) != 0 {
-            return Err(Error::AlignmentNotPowerOfTwo(alignment));
-        }
+        check_min_alignment(desc.min_alignment)?;
         if core_usage_only && !CORE_BUFFER_USAGE.contains(desc.buffer_usage) {
             return Err(Error::InvalidConfig(
                 "UploadRingDesc::buffer_usage has a bit beyond core Vulkan 1.0's and \

@@ -57,9 +57,10 @@ pub(super) fn check_request(request: &Request<'_>) -> Result<(), Error> {
 }
 
 /// [`Error::AlignmentNotPowerOfTwo`] for a `min_alignment` that is
-/// neither 0 nor a power of two.
+/// neither 0 nor a power of two (an allocation's, or an upload ring's
+/// chunks').
 #[inline]
-fn check_min_alignment(min_alignment: u64) -> Result<(), Error> {
+pub(in crate::allocator) fn check_min_alignment(min_alignment: u64) -> Result<(), Error> {
     if min_alignment & min_alignment.wrapping_sub(1) != 0 {
         return Err(Error::AlignmentNotPowerOfTwo(min_alignment));
     }
