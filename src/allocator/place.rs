@@ -421,37 +421,27 @@ where
             })
             .ok_or(Error::StalePool)?
     };
+    // An attempt, then the same once the kept empty blocks that stood in
+    // its way are released.
+    let attempt = |pools: &mut P, within_budget: bool| match place(pools, within_budget) {
+        Err(error) => retry_after_releasing(context, pools, memory_type, error, |pools: &mut P| {
+            place(pools, within_budget)
+        }),
+        placed => placed,
+    };
     // Within the heap's budget first, whatever the request asked: new
     // memory past it is made only once the kept empty blocks of the heap
     // (other pools' too) are released and it is still short, as the
     // default pools' requests do (`allocate_in_next_types`). A request
     // that an existing block holds never reads the budget.
-    let placement = match place(pools, true) {
-        Ok(placement) => placement,
-        Err(error) => {
-            let within = |pools: &mut P| place(pools, true);
-            match retry_after_releasing(context, pools, memory_type, error, within) {
-                // Not held to the budget (VMA's pools are not): past it.
-                // Short of memory there too (the driver's, or its object
-                // count, which the budget's refusal came before), the kept
-                // blocks that stand in that way give way as well: the
-                // budget's release reached this heap's only, and a count
-                // device-wide needs every heap's.
-                Err(Error::OverBudget { .. }) if !request.desc.within_budget => {
-                    match place(pools, false) {
-                        Err(error) => retry_after_releasing(
-                            context,
-                            pools,
-                            memory_type,
-                            error,
-                            |pools: &mut P| place(pools, false),
-                        )?,
-                        Ok(placement) => placement,
-                    }
-                }
-                result => result?,
-            }
-        }
+    let placement = match attempt(pools, true) {
+        // Not held to the budget (VMA's pools are not): past it. Short of
+        // memory there too (the driver's, or its object count, which the
+        // budget's refusal came before), the kept blocks that stand in
+        // that way give way as well: the budget's release reached this
+        // heap's only, and a count device-wide needs every heap's.
+        Err(Error::OverBudget { .. }) if !request.desc.within_budget => attempt(pools, false)?,
+        placed => placed?,
     };
     Ok(Allocation {
         memory: placement.memory,
