@@ -103,6 +103,7 @@ fn main() {
         debug_utils: true,
         amd_device_coherent_memory: false,
         protected_memory: false,
+        maintenance4: true,
     };
     // SAFETY: Vulkan 1.3 instance, `device` made from `physical_device` with
     // these features, and both outlive the allocator (dropped below first).

@@ -287,7 +287,10 @@ impl Allocator<AshMemoryDevice> {
     /// [`memory_type_for_desc`](Self::memory_type_for_desc) with the
     /// buffer's `memoryTypeBits` (VMA's
     /// `vmaFindMemoryTypeIndexForBufferInfo`), to make a custom pool for
-    /// such buffers. Creates the buffer and destroys it at once; with
+    /// such buffers. Reads the requirements without making the buffer on a
+    /// device with maintenance4
+    /// ([`DeviceFeatures::maintenance4`](crate::device::DeviceFeatures::maintenance4)),
+    /// else creates the buffer and destroys it at once; with
     /// `SHADER_DEVICE_ADDRESS` usage, asks for a device-address type.
     ///
     /// Never a protected type, as `memory_type_for`: it does not look at
@@ -302,7 +305,8 @@ impl Allocator<AshMemoryDevice> {
     /// `maxBufferSize`, before the buffer is made (as
     /// [`create_buffer`](Self::create_buffer) refuses it); as
     /// [`memory_type_for_desc`](Self::memory_type_for_desc), and `vkCreateBuffer`
-    /// failures as [`Error::Device`] (or the matching variant).
+    /// failures (where the buffer is made) as [`Error::Device`] (or the
+    /// matching variant).
     ///
     /// # Safety
     /// As [`create_buffer`](Self::create_buffer).
@@ -314,14 +318,11 @@ impl Allocator<AshMemoryDevice> {
         let mut desc = desc.into();
         // The buffer below would break VUID-VkBufferCreateInfo-size-06409.
         self.check_buffer_size(info.size)?;
-        let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
-        let buffer = unsafe { device.create_buffer(info, None) }.map_err(DeviceError::from)?;
-        // SAFETY: just created from this device, and not used by anything.
-        let requirements = unsafe {
-            let requirements = device.get_buffer_memory_requirements(buffer);
-            device.destroy_buffer(buffer, None);
-            requirements
+        let requirements = match unsafe { self.device().buffer_info_requirements(info) } {
+            Some(requirements) => requirements,
+            // SAFETY: as above.
+            None => unsafe { self.made_buffer_requirements(info) }?,
         };
         // SAFETY: a valid create info has a valid chain.
         let buffer_usage = unsafe { buffer_usage(info) };
@@ -334,7 +335,11 @@ impl Allocator<AshMemoryDevice> {
     /// The memory type an image made from `info` would take first with
     /// `desc`, as [`memory_type_for_buffer`](Self::memory_type_for_buffer)
     /// for buffers (VMA's `vmaFindMemoryTypeIndexForImageInfo`), and, as
-    /// it, never a protected type, whatever `info.flags` say.
+    /// it, never a protected type, whatever `info.flags` say. Makes no image
+    /// on a device with maintenance4 but for create infos its query may not
+    /// take (DRM format modifier tiling, or a swapchain's, an explicit DRM
+    /// modifier's or an Android external format's structure in the chain),
+    /// whose image is made and destroyed at once.
     ///
     /// # Errors
     /// [`Error::UnsupportedResource`] for a disjoint multi-planar image
@@ -343,7 +348,8 @@ impl Allocator<AshMemoryDevice> {
     /// requirements for it would break
     /// VUID-vkGetImageMemoryRequirements-image-01588); as
     /// [`memory_type_for_desc`](Self::memory_type_for_desc), and `vkCreateImage`
-    /// failures as [`Error::Device`] (or the matching variant).
+    /// failures (where the image is made) as [`Error::Device`] (or the
+    /// matching variant).
     ///
     /// # Safety
     /// `info` is a valid `VkImageCreateInfo` for this device.
@@ -356,17 +362,56 @@ impl Allocator<AshMemoryDevice> {
         if info.flags.contains(vk::ImageCreateFlags::DISJOINT) {
             return Err(Error::UnsupportedResource("ImageCreateFlags::DISJOINT"));
         }
+        // SAFETY: the caller guarantees a valid create info.
+        let requirements = match unsafe { self.device().image_info_requirements(info) } {
+            Some(requirements) => requirements,
+            // SAFETY: as above; not disjoint (refused above).
+            None => unsafe { self.made_image_requirements(info) }?,
+        };
+        self.memory_type_for_desc(requirements.memory_type_bits, &desc)
+    }
+
+    /// The memory requirements of a buffer made from `info`, by making one
+    /// and destroying it at once (where the device has no maintenance4
+    /// query).
+    ///
+    /// # Safety
+    /// `info` is a valid `VkBufferCreateInfo` for this device.
+    unsafe fn made_buffer_requirements(
+        &self,
+        info: &vk::BufferCreateInfo<'_>,
+    ) -> Result<vk::MemoryRequirements, Error> {
+        let device = self.device().device();
+        // SAFETY: the caller guarantees a valid create info.
+        let buffer = unsafe { device.create_buffer(info, None) }.map_err(DeviceError::from)?;
+        // SAFETY: just created from this device, and not used by anything.
+        unsafe {
+            let requirements = device.get_buffer_memory_requirements(buffer);
+            device.destroy_buffer(buffer, None);
+            Ok(requirements)
+        }
+    }
+
+    /// The memory requirements of an image made from `info`, by making one
+    /// and destroying it at once (where the device has no maintenance4
+    /// query, or the query may not take `info`).
+    ///
+    /// # Safety
+    /// `info` is a valid `VkImageCreateInfo` for this device, not disjoint.
+    unsafe fn made_image_requirements(
+        &self,
+        info: &vk::ImageCreateInfo<'_>,
+    ) -> Result<vk::MemoryRequirements, Error> {
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
         let image = unsafe { device.create_image(info, None) }.map_err(DeviceError::from)?;
-        // SAFETY: just created from this device, not disjoint, and not used
-        // by anything.
-        let requirements = unsafe {
+        // SAFETY: just created from this device, not disjoint (the
+        // contract), and not used by anything.
+        unsafe {
             let requirements = device.get_image_memory_requirements(image);
             device.destroy_image(image, None);
-            requirements
-        };
-        self.memory_type_for_desc(requirements.memory_type_bits, &desc)
+            Ok(requirements)
+        }
     }
 
     /// The request for `image`'s memory: its requirements, its kind from

@@ -14,6 +14,7 @@ use super::{
     memory_priority, AllocateInfo, DedicatedHint, DedicatedTarget, DeviceError, FrameSignal,
     GpuInfo, HeapBudget, MemoryDeviceExt, MemoryProperties,
 };
+use info_requirements::InfoRequirements;
 use properties::{
     amd_device_coherent_types, is_vulkan_1_3, known_max_buffer_size, memory_property_flags,
 };
@@ -66,6 +67,20 @@ pub struct DeviceFeatures {
     /// (VUID-VkMemoryAllocateInfo-memoryTypeIndex-01872), and the allocator
     /// then never does, refusing a pool on one.
     pub protected_memory: bool,
+    /// The device has maintenance4's requirement queries
+    /// (`vkGetDeviceBufferMemoryRequirements`,
+    /// `vkGetDeviceImageMemoryRequirements`): it was made for Vulkan 1.3
+    /// or later (the lower of the instance's `apiVersion` and the physical
+    /// device's), or with `VK_KHR_maintenance4` enabled (VMA's
+    /// `VMA_ALLOCATOR_CREATE_KHR_MAINTENANCE4_BIT`).
+    /// [`Allocator::memory_type_for_buffer`](crate::Allocator::memory_type_for_buffer)
+    /// and [`memory_type_for_image`](crate::Allocator::memory_type_for_image)
+    /// then read a create info's memory requirements from the driver
+    /// without making the buffer or image; without it (or where the device
+    /// answers neither command's name, core or `KHR`, to
+    /// `vkGetDeviceProcAddr`, or for an image create info the query may not
+    /// take), they make one and destroy it at once.
+    pub maintenance4: bool,
 }
 
 /// The allocator's backend over `ash`.
@@ -83,6 +98,9 @@ pub struct AshMemoryDevice {
     /// core 1.2 ones (`new`): frames sealed on a timeline semaphore are
     /// waited for through them.
     timeline_khr: Option<ash::khr::timeline_semaphore::Device>,
+    /// maintenance4's requirement queries, when
+    /// [`DeviceFeatures::maintenance4`] is set and the device has them.
+    info_requirements: Option<InfoRequirements>,
 }
 
 impl std::fmt::Debug for AshMemoryDevice {
@@ -92,6 +110,7 @@ impl std::fmt::Debug for AshMemoryDevice {
             .field("physical_device", &self.physical_device)
             .field("features", &self.features)
             .field("timeline_khr", &self.timeline_khr.is_some())
+            .field("info_requirements", &self.info_requirements.is_some())
             .finish()
     }
 }
@@ -152,6 +171,11 @@ impl AshMemoryDevice {
             .then(|| ash::ext::debug_utils::Device::new(instance, device));
         // SAFETY: `device` is a live device of `instance` (the contract).
         let timeline_khr = unsafe { timeline_khr(instance, device) };
+        // SAFETY: as above; the flag says the commands may be called.
+        let info_requirements = features
+            .maintenance4
+            .then(|| unsafe { InfoRequirements::find(instance, device.handle()) })
+            .flatten();
         Self {
             instance: instance.clone(),
             device: device.clone(),
@@ -159,6 +183,7 @@ impl AshMemoryDevice {
             features,
             debug_utils,
             timeline_khr,
+            info_requirements,
         }
     }
 
@@ -187,6 +212,37 @@ impl AshMemoryDevice {
         };
         let requirements = requirements.memory_requirements;
         (requirements, DedicatedHint::from_requirements(&dedicated))
+    }
+
+    /// The memory requirements of a buffer made from `info`, read without
+    /// making it (maintenance4); `None` where the device has no such query
+    /// ([`DeviceFeatures::maintenance4`]).
+    ///
+    /// # Safety
+    /// `info` is a valid `VkBufferCreateInfo` for this device.
+    pub(crate) unsafe fn buffer_info_requirements(
+        &self,
+        info: &vk::BufferCreateInfo<'_>,
+    ) -> Option<vk::MemoryRequirements> {
+        let queries = self.info_requirements.as_ref()?;
+        // SAFETY: the caller's contract.
+        Some(unsafe { queries.buffer(info) })
+    }
+
+    /// The memory requirements of an image made from `info`, read without
+    /// making it (maintenance4); `None` where the device has no such query
+    /// ([`DeviceFeatures::maintenance4`]) or `info` is one it may not take
+    /// (`InfoRequirements::image`).
+    ///
+    /// # Safety
+    /// `info` is a valid `VkImageCreateInfo` for this device.
+    pub(crate) unsafe fn image_info_requirements(
+        &self,
+        info: &vk::ImageCreateInfo<'_>,
+    ) -> Option<vk::MemoryRequirements> {
+        let queries = self.info_requirements.as_ref()?;
+        // SAFETY: the caller's contract.
+        unsafe { queries.image(info) }
     }
 
     /// The wrapped instance.
@@ -613,6 +669,7 @@ fn out_of_memory(result: vk::Result) -> OutOfMemory {
     }
 }
 
+mod info_requirements;
 mod properties;
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,7 @@ pub fn allocator_configured(context: &VulkanContext, config: Config) -> Allocato
 /// Everything the harness enables on `context`'s device and instance, as
 /// the allocator is told of it: buffer device address (but under a Vulkan
 /// 1.1 instance), the budget and priority extensions when present, debug
-/// names.
+/// names, maintenance4's requirement queries (core in Vulkan 1.3).
 pub fn context_features(context: &VulkanContext) -> DeviceFeatures {
     DeviceFeatures {
         buffer_device_address: context.vulkan_1_2_features_enabled,
@@ -32,6 +32,7 @@ pub fn context_features(context: &VulkanContext) -> DeviceFeatures {
         debug_utils: true,
         amd_device_coherent_memory: false,
         protected_memory: false,
+        maintenance4: context.api_version >= vk::API_VERSION_1_3,
     }
 }
 

@@ -31,6 +31,8 @@ mod min_alignment;
 mod refused_resources;
 #[path = "allocator_suite/reporting.rs"]
 mod reporting;
+#[path = "allocator_suite/requirements_from_create_info.rs"]
+mod requirements_from_create_info;
 #[path = "allocator_suite/strategy.rs"]
 mod strategy;
 

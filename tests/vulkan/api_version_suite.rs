@@ -40,7 +40,7 @@ fn the_allocator_runs_under_vulkan_1_1_and_1_2_instances() {
 }
 
 /// Buffers and an image made and bound, written from the host and by the
-/// GPU and read back; an upload ring; frees after a frame on a fence and,
+/// GPU and read back; the memory types named for their create infos; an upload ring; frees after a frame on a fence and,
 /// with Vulkan 1.2, on a timeline semaphore; a device-address request.
 fn everyday_work(context: &VulkanContext) {
     let what = format!(
@@ -71,6 +71,17 @@ fn everyday_work(context: &VulkanContext) {
         )
     }
     .unwrap();
+    // The memory-type queries: no maintenance4 below 1.3, so each makes
+    // its resource and destroys it (the validation layer watches).
+    // SAFETY: valid create infos.
+    let (for_buffer, for_image) = unsafe {
+        (
+            allocator.memory_type_for_buffer(&buffer_info(size), Usage::UPLOAD),
+            allocator.memory_type_for_image(&image_info(64, 64), Usage::DEVICE_LOCAL),
+        )
+    };
+    assert_eq!(for_buffer, Ok(staged.memory_type()), "{what}");
+    assert_eq!(for_image, Ok(image_allocation.memory_type()), "{what}");
     allocator.mapped_slice_mut(&mut staged).unwrap()[..size as usize].fill(0x5A);
     allocator.flush(&staged, 0..size).unwrap();
 

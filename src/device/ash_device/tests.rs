@@ -10,6 +10,7 @@ use ash::vk;
 
 use gpu_alloc_types::MemoryPropertyFlags as Props;
 
+use super::info_requirements::takes_image_info;
 use super::{amd_device_coherent_types, memory_priority, memory_property_flags};
 use super::{is_vulkan_1_3, known_max_buffer_size};
 use super::{
@@ -289,5 +290,41 @@ fn an_unknown_max_buffer_size_is_no_limit() {
     assert_eq!(known_max_buffer_size(Some(0)), u64::MAX);
     for size in [1 << 30, 0xFFFF_FFFC, u64::from(u32::MAX), 1 << 40] {
         assert_eq!(known_max_buffer_size(Some(size)), size);
+    }
+}
+
+/// maintenance4's image query takes plain optimal and linear images, with
+/// structures it does not refuse in the chain (a format list), and no
+/// create info that needs a plane aspect or that the query refuses: DRM
+/// format modifier tiling, a disjoint image, a swapchain's structure
+/// (VUID-VkDeviceImageMemoryRequirements-pCreateInfo-06416), an explicit
+/// DRM modifier's (-06776), an Android external format's, wherever it
+/// sits in the chain. Those images are made and destroyed instead.
+#[test]
+fn the_image_query_takes_only_create_infos_it_may() {
+    let plain = vk::ImageCreateInfo::default().tiling(vk::ImageTiling::OPTIMAL);
+    // SAFETY: every call below reads a chain of live structures.
+    unsafe {
+        assert!(takes_image_info(&plain));
+        assert!(takes_image_info(&plain.tiling(vk::ImageTiling::LINEAR)));
+        assert!(!takes_image_info(
+            &plain.tiling(vk::ImageTiling::DRM_FORMAT_MODIFIER_EXT)
+        ));
+        assert!(!takes_image_info(
+            &plain.flags(vk::ImageCreateFlags::DISJOINT)
+        ));
+        let formats = [vk::Format::R8G8B8A8_UNORM];
+        let mut list = vk::ImageFormatListCreateInfo::default().view_formats(&formats);
+        assert!(takes_image_info(&plain.push_next(&mut list)));
+
+        let mut swapchain = vk::ImageSwapchainCreateInfoKHR::default();
+        let mut list = vk::ImageFormatListCreateInfo::default().view_formats(&formats);
+        // push_next prepends: the swapchain's structure is second.
+        let chained = plain.push_next(&mut swapchain).push_next(&mut list);
+        assert!(!takes_image_info(&chained));
+        let mut explicit = vk::ImageDrmFormatModifierExplicitCreateInfoEXT::default();
+        assert!(!takes_image_info(&plain.push_next(&mut explicit)));
+        let mut android = vk::ExternalFormatANDROID::default();
+        assert!(!takes_image_info(&plain.push_next(&mut android)));
     }
 }
