@@ -43,7 +43,9 @@ pub struct MemoryEvent<'a> {
     /// `Allocated` events of the replay as a callback is set, the name the
     /// memory has then, which for dedicated memory renamed since
     /// ([`Allocator::set_name`](crate::Allocator::set_name)) is the new one.
-    /// Never `None` when made; `None` when freed.
+    /// Never `None` when made; `None` when freed. The whole string as
+    /// given: the object name the device gets ends at its first NUL, if
+    /// the name has one.
     pub name: Option<&'a str>,
 }
 
