@@ -102,10 +102,12 @@ impl InfoRequirements {
 /// query would need one named), and none of the structures the query
 /// refuses in the create info's chain: `VkImageSwapchainCreateInfoKHR`
 /// (VUID-VkDeviceImageMemoryRequirements-pCreateInfo-06416),
-/// `VkImageDrmFormatModifierExplicitCreateInfoEXT` (-06776), and
-/// `VkExternalFormatANDROID`, whose image's requirements depend on the
-/// Android buffer it will be bound to. DRM format modifier tiling is left
-/// out too, where the plane aspect names a memory plane.
+/// `VkImageDrmFormatModifierExplicitCreateInfoEXT` (-06776),
+/// `VkExternalFormatANDROID` (-pNext-06996) and `VkExternalFormatQNX`
+/// (-pNext-08962), whose image's requirements depend on the Android or
+/// QNX Screen buffer it will be bound to (the query refuses them with a
+/// non-zero `externalFormat`; any is left out here). DRM format modifier
+/// tiling is left out too, where the plane aspect names a memory plane.
 ///
 /// # Safety
 /// `info`'s `pNext` chain is valid: each structure starts with `sType`
@@ -122,6 +124,7 @@ pub(super) unsafe fn takes_image_info(info: &vk::ImageCreateInfo<'_>) -> bool {
         vk::StructureType::IMAGE_SWAPCHAIN_CREATE_INFO_KHR,
         vk::StructureType::IMAGE_DRM_FORMAT_MODIFIER_EXPLICIT_CREATE_INFO_EXT,
         vk::StructureType::EXTERNAL_FORMAT_ANDROID,
+        vk::StructureType::EXTERNAL_FORMAT_QNX,
     ];
     let mut next = info.p_next.cast::<vk::BaseInStructure<'_>>();
     while !next.is_null() {

@@ -328,3 +328,14 @@ fn the_image_query_takes_only_create_infos_it_may() {
         assert!(!takes_image_info(&plain.push_next(&mut android)));
     }
 }
+
+/// A QNX Screen external format may not reach maintenance4's image query
+/// either (VUID-VkDeviceImageMemoryRequirements-pNext-08962), as an
+/// Android one (-06996): such an image is made and destroyed instead.
+#[test]
+fn the_image_query_refuses_a_qnx_external_format() {
+    let plain = vk::ImageCreateInfo::default().tiling(vk::ImageTiling::OPTIMAL);
+    let mut qnx = vk::ExternalFormatQNX::default().external_format(1);
+    // SAFETY: reads a chain of live structures.
+    assert!(!unsafe { takes_image_info(&plain.push_next(&mut qnx)) });
+}
