@@ -338,8 +338,8 @@ impl Allocator<AshMemoryDevice> {
     /// it, never a protected type, whatever `info.flags` say. Makes no image
     /// on a device with maintenance4 but for create infos its query may not
     /// take (DRM format modifier tiling, or a swapchain's, an explicit DRM
-    /// modifier's or an Android external format's structure in the chain),
-    /// whose image is made and destroyed at once.
+    /// modifier's, or an Android or QNX Screen external format's structure
+    /// in the chain), whose image is made and destroyed at once.
     ///
     /// # Errors
     /// [`Error::UnsupportedResource`] for a disjoint multi-planar image

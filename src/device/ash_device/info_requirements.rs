@@ -1,10 +1,11 @@
 //! Memory requirements from a create info, with no resource made:
 //! maintenance4's `vkGetDeviceBufferMemoryRequirements` and
 //! `vkGetDeviceImageMemoryRequirements` (core in Vulkan 1.3, or the `KHR`
-//! forms of `VK_KHR_maintenance4`), looked up once when the device is
-//! wrapped, and the image create infos they may not take. Apart from
-//! `ash_device.rs` because ash's table cannot say whether it holds them:
-//! it fills a command the device lacks with a stand-in that panics.
+//! forms of `VK_KHR_maintenance4`, asked for first), looked up once when
+//! the device is wrapped, and the image create infos they may not take.
+//! Apart from `ash_device.rs` because ash's table cannot say whether it
+//! holds them: it fills a command the device lacks with a stand-in that
+//! panics.
 
 use std::ffi::CStr;
 use std::mem;
@@ -20,10 +21,19 @@ pub(super) struct InfoRequirements {
 }
 
 impl InfoRequirements {
-    /// The queries of `device`, core ones first, then the `KHR` ones;
-    /// `None` when the device answers neither name of either command
-    /// (`vkGetDeviceProcAddr` gives no command of a version above the
-    /// device's or of an extension not enabled).
+    /// The queries of `device`, the `KHR` ones first, then the core ones;
+    /// `None` when the device answers neither name of either command.
+    ///
+    /// `vkGetDeviceProcAddr` answers `NULL` for a command of an extension
+    /// not enabled, so a `KHR` name answered is one that may be called;
+    /// but for a core command of a version above the instance's
+    /// `apiVersion` it may answer a pointer that must not be called
+    /// (without maintenance5: the spec's `vkGetDeviceProcAddr` table,
+    /// footnote 2), as a Vulkan 1.3 driver may under a 1.2 instance with
+    /// `VK_KHR_maintenance4` enabled. So the core names are asked only
+    /// where the `KHR` ones are not answered: the extension is not
+    /// enabled, and [`DeviceFeatures::maintenance4`](crate::device::DeviceFeatures::maintenance4)
+    /// then says the device is Vulkan 1.3.
     ///
     /// # Safety
     /// `device` is a live device of `instance`, and the commands it
@@ -37,12 +47,12 @@ impl InfoRequirements {
             })
         };
         let buffer = find([
-            c"vkGetDeviceBufferMemoryRequirements",
             c"vkGetDeviceBufferMemoryRequirementsKHR",
+            c"vkGetDeviceBufferMemoryRequirements",
         ])?;
         let image = find([
-            c"vkGetDeviceImageMemoryRequirements",
             c"vkGetDeviceImageMemoryRequirementsKHR",
+            c"vkGetDeviceImageMemoryRequirements",
         ])?;
         // SAFETY: the commands of these names have these signatures (the
         // `KHR` ones are aliases of the core ones).
@@ -102,10 +112,12 @@ impl InfoRequirements {
 /// query would need one named), and none of the structures the query
 /// refuses in the create info's chain: `VkImageSwapchainCreateInfoKHR`
 /// (VUID-VkDeviceImageMemoryRequirements-pCreateInfo-06416),
-/// `VkImageDrmFormatModifierExplicitCreateInfoEXT` (-06776), and
-/// `VkExternalFormatANDROID`, whose image's requirements depend on the
-/// Android buffer it will be bound to. DRM format modifier tiling is left
-/// out too, where the plane aspect names a memory plane.
+/// `VkImageDrmFormatModifierExplicitCreateInfoEXT` (-06776),
+/// `VkExternalFormatANDROID` (-pNext-06996) and `VkExternalFormatQNX`
+/// (-pNext-08962), whose image's requirements depend on the Android or
+/// QNX Screen buffer it will be bound to (the query refuses them with a
+/// non-zero `externalFormat`; any is left out here). DRM format modifier
+/// tiling is left out too, where the plane aspect names a memory plane.
 ///
 /// # Safety
 /// `info`'s `pNext` chain is valid: each structure starts with `sType`
@@ -122,6 +134,7 @@ pub(super) unsafe fn takes_image_info(info: &vk::ImageCreateInfo<'_>) -> bool {
         vk::StructureType::IMAGE_SWAPCHAIN_CREATE_INFO_KHR,
         vk::StructureType::IMAGE_DRM_FORMAT_MODIFIER_EXPLICIT_CREATE_INFO_EXT,
         vk::StructureType::EXTERNAL_FORMAT_ANDROID,
+        vk::StructureType::EXTERNAL_FORMAT_QNX,
     ];
     let mut next = info.p_next.cast::<vk::BaseInStructure<'_>>();
     while !next.is_null() {

@@ -2,7 +2,9 @@
 //! and `Debug`, the batching of mapped ranges into one driver call and the
 //! reading of a failed flush, on a function table whose only entry points
 //! are stubs, and the translation of Vulkan's memory properties, dedicated
-//! requirements and priorities into the allocator's. They are apart from
+//! requirements and priorities into the allocator's, which of
+//! maintenance4's requirement queries are looked up and which image create
+//! infos they are given. They are apart from
 //! `ash_device.rs` so that the backend reads without its test stubs; the
 //! Vulkan suite (`tests/vulkan.rs`) runs the backend on a real device.
 
@@ -10,7 +12,7 @@ use ash::vk;
 
 use gpu_alloc_types::MemoryPropertyFlags as Props;
 
-use super::info_requirements::takes_image_info;
+use super::info_requirements::{takes_image_info, InfoRequirements};
 use super::{amd_device_coherent_types, memory_priority, memory_property_flags};
 use super::{is_vulkan_1_3, known_max_buffer_size};
 use super::{
@@ -327,4 +329,137 @@ fn the_image_query_takes_only_create_infos_it_may() {
         let mut android = vk::ExternalFormatANDROID::default();
         assert!(!takes_image_info(&plain.push_next(&mut android)));
     }
+}
+
+/// A QNX Screen external format may not reach maintenance4's image query
+/// either (VUID-VkDeviceImageMemoryRequirements-pNext-08962), as an
+/// Android one (-06996): such an image is made and destroyed instead.
+#[test]
+fn the_image_query_refuses_a_qnx_external_format() {
+    let plain = vk::ImageCreateInfo::default().tiling(vk::ImageTiling::OPTIMAL);
+    let mut qnx = vk::ExternalFormatQNX::default().external_format(1);
+    // SAFETY: reads a chain of live structures.
+    assert!(!unsafe { takes_image_info(&plain.push_next(&mut qnx)) });
+}
+
+thread_local! {
+    /// The command names [`answering_proc_addr`] answers.
+    static ANSWERED: RefCell<Vec<&'static CStr>> = const { RefCell::new(Vec::new()) };
+    /// The names of the requirement queries called, in order.
+    static QUERIED: RefCell<Vec<&'static str>> = const { RefCell::new(Vec::new()) };
+}
+
+macro_rules! requirement_query_stub {
+    ($name:ident, $info:ty, $command:literal) => {
+        /// Records that the command of its name was called; writes nothing.
+        unsafe extern "system" fn $name(
+            _device: vk::Device,
+            _info: *const $info,
+            _requirements: *mut vk::MemoryRequirements2<'_>,
+        ) {
+            QUERIED.with(|queried| queried.borrow_mut().push($command));
+        }
+    };
+}
+
+requirement_query_stub!(
+    core_buffer_query,
+    vk::DeviceBufferMemoryRequirements<'_>,
+    "vkGetDeviceBufferMemoryRequirements"
+);
+requirement_query_stub!(
+    khr_buffer_query,
+    vk::DeviceBufferMemoryRequirements<'_>,
+    "vkGetDeviceBufferMemoryRequirementsKHR"
+);
+requirement_query_stub!(
+    core_image_query,
+    vk::DeviceImageMemoryRequirements<'_>,
+    "vkGetDeviceImageMemoryRequirements"
+);
+requirement_query_stub!(
+    khr_image_query,
+    vk::DeviceImageMemoryRequirements<'_>,
+    "vkGetDeviceImageMemoryRequirementsKHR"
+);
+
+/// Stands in for `vkGetDeviceProcAddr`: the stub of each name in
+/// [`ANSWERED`], `NULL` for any other.
+unsafe extern "system" fn answering_proc_addr(
+    _device: vk::Device,
+    name: *const std::ffi::c_char,
+) -> vk::PFN_vkVoidFunction {
+    // SAFETY: `find` passes NUL-terminated names.
+    let name = unsafe { CStr::from_ptr(name) };
+    if !ANSWERED.with(|answered| answered.borrow().contains(&name)) {
+        return None;
+    }
+    let stub = match name.to_bytes() {
+        b"vkGetDeviceBufferMemoryRequirements" => core_buffer_query as *const c_void,
+        b"vkGetDeviceBufferMemoryRequirementsKHR" => khr_buffer_query as *const c_void,
+        b"vkGetDeviceImageMemoryRequirements" => core_image_query as *const c_void,
+        b"vkGetDeviceImageMemoryRequirementsKHR" => khr_image_query as *const c_void,
+        _ => return None,
+    };
+    // SAFETY: a function pointer, given back as the void function
+    // `vkGetDeviceProcAddr` returns.
+    Some(unsafe { std::mem::transmute::<*const c_void, unsafe extern "system" fn()>(stub) })
+}
+
+/// The requirement queries `InfoRequirements::find` picks on a device
+/// answering `answered` to `vkGetDeviceProcAddr`, as the names of the
+/// commands a buffer and an image query then call; `None` if it finds none.
+fn queries_found(answered: &[&'static CStr]) -> Option<Vec<&'static str>> {
+    ANSWERED.with(|names| *names.borrow_mut() = answered.to_vec());
+    QUERIED.with(|queried| queried.borrow_mut().clear());
+    let load_instance = |name: &CStr| -> *const c_void {
+        if name == c"vkGetDeviceProcAddr" {
+            answering_proc_addr as *const c_void
+        } else {
+            std::ptr::null()
+        }
+    };
+    // SAFETY: the loader only looks names up; the stubs need no live
+    // device, and read nothing they are given.
+    unsafe {
+        let instance = ash::Instance::load_with(load_instance, vk::Instance::null());
+        let queries = InfoRequirements::find(&instance, vk::Device::null())?;
+        let _ = queries.buffer(&vk::BufferCreateInfo::default());
+        let _ = queries.image(&vk::ImageCreateInfo::default());
+    }
+    Some(QUERIED.with(|queried| queried.borrow().clone()))
+}
+
+/// `vkGetDeviceProcAddr` may answer a core command of a version above the
+/// one the instance asked for (a Vulkan 1.2 instance on a 1.3 driver,
+/// `VK_KHR_maintenance4` enabled), and that pointer must not be called
+/// (the spec's `vkGetDeviceProcAddr` table, footnote 2): the `KHR` names,
+/// which it answers only with the extension enabled, come first, and the
+/// core ones serve a Vulkan 1.3 device without the extension.
+#[test]
+fn the_queries_are_the_khr_ones_where_the_device_answers_both_names() {
+    let core = [
+        c"vkGetDeviceBufferMemoryRequirements",
+        c"vkGetDeviceImageMemoryRequirements",
+    ];
+    let khr = [
+        c"vkGetDeviceBufferMemoryRequirementsKHR",
+        c"vkGetDeviceImageMemoryRequirementsKHR",
+    ];
+    let khr_called = vec![
+        "vkGetDeviceBufferMemoryRequirementsKHR",
+        "vkGetDeviceImageMemoryRequirementsKHR",
+    ];
+    let core_called = vec![
+        "vkGetDeviceBufferMemoryRequirements",
+        "vkGetDeviceImageMemoryRequirements",
+    ];
+    assert_eq!(
+        queries_found(&[core, khr].concat()),
+        Some(khr_called.clone())
+    );
+    assert_eq!(queries_found(&khr), Some(khr_called));
+    assert_eq!(queries_found(&core), Some(core_called));
+    assert_eq!(queries_found(&[]), None);
+    assert_eq!(queries_found(&core[..1]), None, "no image query");
 }
