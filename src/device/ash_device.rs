@@ -608,14 +608,18 @@ impl MemoryDevice<vk::DeviceMemory> for AshMemoryDevice {
     }
 }
 
-/// `VK_KHR_timeline_semaphore`'s commands when `device` has them and not
-/// the core 1.2 ones: a device whose version (the lower of the instance's
-/// `apiVersion` and the physical device's) is below 1.2, with the
-/// extension enabled. `vkGetDeviceProcAddr` answers NULL for a core
-/// command above the device's version and for the command of an
-/// extension not enabled, so the core command is used whenever the
-/// device has it, and otherwise ash's table holds only a stand-in that
-/// panics (the `new` contract).
+/// `VK_KHR_timeline_semaphore`'s commands when the extension is enabled
+/// on `device`: an engine targeting Vulkan 1.1 waits for timeline values
+/// through them. `vkGetDeviceProcAddr` answers NULL for the command of an
+/// extension not enabled, so a `KHR` name answered is one that may be
+/// called; but for a core command of a version above the instance's
+/// `apiVersion` it may answer a pointer that must not be called (without
+/// maintenance5: the spec's `vkGetDeviceProcAddr` table, footnote 2), as
+/// a Vulkan 1.2 driver may under a 1.1 instance. So the extension's
+/// commands serve wherever they are answered, and the core ones (ash's
+/// table) only where they are not: the device is then Vulkan 1.2 or
+/// later, or has no timeline semaphores and holds only ash's stand-in
+/// that panics (the `new` contract).
 ///
 /// # Safety
 /// `device` is a live device of `instance`.
@@ -623,15 +627,14 @@ unsafe fn timeline_khr(
     instance: &ash::Instance,
     device: &ash::Device,
 ) -> Option<ash::khr::timeline_semaphore::Device> {
-    // SAFETY: a live device of `instance` (the contract), and
-    // NUL-terminated command names.
-    let has = |name: &std::ffi::CStr| unsafe {
+    // SAFETY: a live device of `instance` (the contract), and a
+    // NUL-terminated command name.
+    let answered = unsafe {
         instance
-            .get_device_proc_addr(device.handle(), name.as_ptr())
+            .get_device_proc_addr(device.handle(), c"vkGetSemaphoreCounterValueKHR".as_ptr())
             .is_some()
     };
-    (!has(c"vkGetSemaphoreCounterValue") && has(c"vkGetSemaphoreCounterValueKHR"))
-        .then(|| ash::khr::timeline_semaphore::Device::new(instance, device))
+    answered.then(|| ash::khr::timeline_semaphore::Device::new(instance, device))
 }
 
 /// Calls `call` once with all of `ranges` as `VkMappedMemoryRange`s (none

@@ -399,6 +399,10 @@ unsafe extern "system" fn answering_proc_addr(
         b"vkGetDeviceBufferMemoryRequirementsKHR" => khr_buffer_query as *const c_void,
         b"vkGetDeviceImageMemoryRequirements" => core_image_query as *const c_void,
         b"vkGetDeviceImageMemoryRequirementsKHR" => khr_image_query as *const c_void,
+        // Looked up, never called.
+        b"vkGetSemaphoreCounterValue" | b"vkGetSemaphoreCounterValueKHR" => {
+            no_device_command as *const c_void
+        }
         _ => return None,
     };
     // SAFETY: a function pointer, given back as the void function
@@ -462,4 +466,37 @@ fn the_queries_are_the_khr_ones_where_the_device_answers_both_names() {
     assert_eq!(queries_found(&core), Some(core_called));
     assert_eq!(queries_found(&[]), None);
     assert_eq!(queries_found(&core[..1]), None, "no image query");
+}
+
+/// Timeline waits go through `VK_KHR_timeline_semaphore`'s commands
+/// wherever the device answers their names (the extension is enabled),
+/// also where it answers the core names too, which under an instance of a
+/// lower `apiVersion` than 1.2 it may do with pointers that must not be
+/// called (the spec's `vkGetDeviceProcAddr` table, footnote 2); through
+/// the core ones (ash's table) only where the `KHR` names are not
+/// answered.
+#[test]
+fn timeline_waits_use_the_khr_commands_wherever_answered() {
+    let khr_found = |answered: &[&'static CStr]| {
+        ANSWERED.with(|names| *names.borrow_mut() = answered.to_vec());
+        let load_instance = |name: &CStr| -> *const c_void {
+            if name == c"vkGetDeviceProcAddr" {
+                answering_proc_addr as *const c_void
+            } else {
+                std::ptr::null()
+            }
+        };
+        // SAFETY: the loaders only look names up; nothing is called.
+        unsafe {
+            let instance = ash::Instance::load_with(load_instance, vk::Instance::null());
+            let device = ash::Device::load_with(|_| std::ptr::null(), vk::Device::null());
+            super::timeline_khr(&instance, &device).is_some()
+        }
+    };
+    let core = c"vkGetSemaphoreCounterValue";
+    let khr = c"vkGetSemaphoreCounterValueKHR";
+    assert!(khr_found(&[core, khr]), "both answered");
+    assert!(khr_found(&[khr]), "the extension alone");
+    assert!(!khr_found(&[core]), "core alone");
+    assert!(!khr_found(&[]), "neither");
 }
