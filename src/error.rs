@@ -300,9 +300,11 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     InvalidConfig(&'static str),
     /// A resource the create-and-bind helpers cannot bind with one
-    /// `vkBind*Memory` call of one range (sparse or disjoint ones), or an
+    /// `vkBind*Memory` call of one range (sparse or disjoint ones), an
     /// alias that needs memory allocated for capture and replay, which the
-    /// allocator never makes; the text names the flag. Nothing was created.
+    /// allocator never makes, or an image for Android hardware buffers or
+    /// QNX screen buffers, whose memory is imported; the text names the
+    /// flag. Nothing was created.
     #[error("unsupported resource: {0}")]
     UnsupportedResource(&'static str),
     /// The device reports a property this allocator cannot work with; the

@@ -13,7 +13,9 @@
 
 use ash::vk;
 
-use super::ash_helpers::{buffer_usage, check_image_flags, keep_protection};
+use super::ash_helpers::{
+    buffer_usage, check_image_flags, check_image_handle_types, keep_protection,
+};
 use super::place::check_requirements;
 use super::pool::type_bit;
 use super::{Allocation, AllocationDesc, Allocator, Request};
@@ -292,7 +294,9 @@ impl Allocator<AshMemoryDevice> {
     /// (`DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT`), which binds only to memory
     /// allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT`
     /// (VUID-vkBindImageMemory-image-09202): the allocator makes none
-    /// (nothing is created then).
+    /// (nothing is created then); and for one made for Android hardware
+    /// buffers or QNX screen buffers, as
+    /// [`create_image`](Self::create_image) refuses it.
     ///
     /// # Safety
     /// `info` is a valid `VkImageCreateInfo` for this device; the
@@ -304,6 +308,8 @@ impl Allocator<AshMemoryDevice> {
         info: &vk::ImageCreateInfo<'_>,
     ) -> Result<vk::Image, Error> {
         check_image_flags(info.flags)?;
+        // SAFETY: a valid create info has a valid chain (the contract).
+        unsafe { check_image_handle_types(info) }?;
         self.check_owner(allocation)?;
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.

@@ -129,8 +129,12 @@ impl Allocator<AshMemoryDevice> {
     /// multi-planar one, whose planes take memory requirements and binds of
     /// their own, and for one made for capture and replay
     /// (`DESCRIPTOR_BUFFER_CAPTURE_REPLAY_EXT`), as `create_buffer` refuses
-    /// such buffers (nothing is created then, nor after the checks of
-    /// `desc` that `create_buffer` makes first).
+    /// such buffers, and for one made for Android hardware buffers or QNX
+    /// screen buffers (`VkExternalMemoryImageCreateInfo` naming
+    /// `ANDROID_HARDWARE_BUFFER_ANDROID` or `SCREEN_BUFFER_QNX`), whose
+    /// requirements may not be asked for before it is bound and whose
+    /// memory is imported, not suballocated (nothing is created then, nor
+    /// after the checks of `desc` that `create_buffer` makes first).
     ///
     /// # Safety
     /// `info` is a valid `VkImageCreateInfo` for this device.
@@ -143,6 +147,8 @@ impl Allocator<AshMemoryDevice> {
         desc: &AllocationDesc<'_>,
     ) -> Result<(vk::Image, Allocation), Error> {
         check_image_flags(info.flags)?;
+        // SAFETY: a valid create info has a valid chain (the contract).
+        unsafe { check_image_handle_types(info) }?;
         // As for buffers: before the image is made.
         check_desc(self.id, desc)?;
         let device = self.device().device();
@@ -346,7 +352,9 @@ impl Allocator<AshMemoryDevice> {
     /// (`VK_IMAGE_CREATE_DISJOINT_BIT`), whose planes have requirements of
     /// their own, before the image is made (reading one set of
     /// requirements for it would break
-    /// VUID-vkGetImageMemoryRequirements-image-01588); as
+    /// VUID-vkGetImageMemoryRequirements-image-01588), and for one made
+    /// for Android hardware buffers or QNX screen buffers, as
+    /// [`create_image`](Self::create_image) refuses it; as
     /// [`memory_type_for_desc`](Self::memory_type_for_desc), and `vkCreateImage`
     /// failures (where the image is made) as [`Error::Device`] (or the
     /// matching variant).
@@ -362,6 +370,8 @@ impl Allocator<AshMemoryDevice> {
         if info.flags.contains(vk::ImageCreateFlags::DISJOINT) {
             return Err(Error::UnsupportedResource("ImageCreateFlags::DISJOINT"));
         }
+        // SAFETY: a valid create info has a valid chain (the contract).
+        unsafe { check_image_handle_types(info) }?;
         // SAFETY: the caller guarantees a valid create info.
         let requirements = match unsafe { self.device().image_info_requirements(info) } {
             Some(requirements) => requirements,
@@ -589,6 +599,48 @@ pub(super) fn check_image_flags(flags: vk::ImageCreateFlags) -> Result<(), Error
         Some(&(_, name)) => Err(Error::UnsupportedResource(name)),
         None => Ok(()),
     }
+}
+
+/// [`Error::UnsupportedResource`] for an image made for Android hardware
+/// buffers or QNX screen buffers (`VkExternalMemoryImageCreateInfo` naming
+/// `ANDROID_HARDWARE_BUFFER_ANDROID` or `SCREEN_BUFFER_QNX`), before it is
+/// made: such an image's memory requirements may not be asked for before
+/// it is bound (VUID-VkImageMemoryRequirementsInfo2-image-01897,
+/// VUID-vkGetImageMemoryRequirements-image-04004, -08960), as its memory
+/// is imported from the buffer, never suballocated.
+///
+/// # Safety
+/// `info`'s `pNext` chain is valid: each structure starts with `sType`
+/// and `pNext`.
+pub(super) unsafe fn check_image_handle_types(info: &vk::ImageCreateInfo<'_>) -> Result<(), Error> {
+    let refused = [
+        (
+            vk::ExternalMemoryHandleTypeFlags::ANDROID_HARDWARE_BUFFER_ANDROID,
+            "ExternalMemoryHandleTypeFlags::ANDROID_HARDWARE_BUFFER_ANDROID",
+        ),
+        (
+            vk::ExternalMemoryHandleTypeFlags::SCREEN_BUFFER_QNX,
+            "ExternalMemoryHandleTypeFlags::SCREEN_BUFFER_QNX",
+        ),
+    ];
+    let mut next = info.p_next.cast::<vk::BaseInStructure<'_>>();
+    while !next.is_null() {
+        // SAFETY: every structure of a valid chain starts with `sType` and
+        // `pNext` (the contract).
+        let base = unsafe { &*next };
+        if base.s_type == vk::StructureType::EXTERNAL_MEMORY_IMAGE_CREATE_INFO {
+            // SAFETY: its `sType` says which structure it is.
+            let external = unsafe { &*next.cast::<vk::ExternalMemoryImageCreateInfo<'_>>() };
+            if let Some(&(_, name)) = refused
+                .iter()
+                .find(|(handle_type, _)| external.handle_types.intersects(*handle_type))
+            {
+                return Err(Error::UnsupportedResource(name));
+            }
+        }
+        next = base.p_next;
+    }
+    Ok(())
 }
 
 /// `request` kept off the memory types whose protection differs from its

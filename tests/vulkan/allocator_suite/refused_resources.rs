@@ -1,8 +1,9 @@
 //! Resources the allocator refuses with a typed error before anything is
 //! bound: a device-address buffer (made, allocated for, or aliased) on an
 //! allocator not told of buffer device address, whose memory would lack the
-//! device-address flag, and sparse, disjoint and capture-replay resources,
-//! which the create-and-bind helpers cannot bind.
+//! device-address flag, sparse, disjoint and capture-replay resources,
+//! which the create-and-bind helpers cannot bind, and images for imported
+//! platform buffers.
 
 use ash::vk;
 use vk_suballoc::device::{DeviceFeatures, MemoryDeviceExt};
@@ -140,6 +141,67 @@ fn unbindable_resources_are_refused_up_front() {
         "{for_image:?}"
     );
     assert_eq!(allocator.stats().memory_objects, 0);
+    context.assert_no_validation_messages();
+}
+
+/// An image made for Android hardware buffers or QNX screen buffers
+/// (`VkExternalMemoryImageCreateInfo`) takes its memory from the imported
+/// buffer, and its requirements may not be asked for before it is bound
+/// (VUID-VkImageMemoryRequirementsInfo2-image-01897,
+/// VUID-vkGetImageMemoryRequirements-image-04004, -08960): `create_image`,
+/// `memory_type_for_image` and `create_aliasing_image` refuse it before
+/// making it, naming the handle type, wherever the structure sits in the
+/// chain. Lavapipe has neither extension, so making one would be reported.
+/// An image for handle types the allocator's memory can be (opaque file
+/// descriptors) is not refused.
+#[test]
+fn images_for_imported_platform_buffers_are_refused_up_front() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).can_alias();
+    // SAFETY: a valid create info; the buffer is never used by the GPU.
+    let (buffer, allocation) =
+        unsafe { allocator.create_buffer(&buffer_info(1 << 20), &desc) }.unwrap();
+    let formats = [vk::Format::R8G8B8A8_UNORM];
+    for (handle_type, name) in [
+        (
+            vk::ExternalMemoryHandleTypeFlags::ANDROID_HARDWARE_BUFFER_ANDROID,
+            "ANDROID_HARDWARE_BUFFER_ANDROID",
+        ),
+        (
+            vk::ExternalMemoryHandleTypeFlags::SCREEN_BUFFER_QNX,
+            "SCREEN_BUFFER_QNX",
+        ),
+    ] {
+        let mut external = vk::ExternalMemoryImageCreateInfo::default()
+            .handle_types(handle_type | vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD);
+        let mut list = vk::ImageFormatListCreateInfo::default().view_formats(&formats);
+        // push_next prepends: the external structure is second.
+        let info = image_info(64, 64)
+            .push_next(&mut external)
+            .push_next(&mut list);
+        // SAFETY: refused before any Vulkan call.
+        let results = unsafe {
+            [
+                allocator.create_image(&info, &desc).map(|_| ()),
+                allocator
+                    .memory_type_for_image(&info, Usage::DEVICE_LOCAL)
+                    .map(|_| ()),
+                allocator
+                    .create_aliasing_image(&allocation, 0, &info)
+                    .map(|_| ()),
+            ]
+        };
+        for result in results {
+            match result {
+                Err(Error::UnsupportedResource(text)) => assert!(text.ends_with(name), "{text}"),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+    }
+    assert_eq!(allocator.stats().allocations(), 1, "the buffer's alone");
+    // SAFETY: never used by the GPU.
+    unsafe { allocator.destroy_buffer(buffer, allocation) }.unwrap();
     context.assert_no_validation_messages();
 }
 
