@@ -246,9 +246,9 @@ impl Allocator<AshMemoryDevice> {
     /// # Safety
     /// `image` was created from this device with `tiling`, is neither sparse
     /// nor disjoint (`DISJOINT` planes have requirements of their own) nor
-    /// made for capture and replay (as [`create_image`](Self::create_image)
-    /// refuses), and is not destroyed while the allocation may still be
-    /// bound to it.
+    /// made for capture and replay nor for Android hardware buffers or QNX
+    /// screen buffers (as [`create_image`](Self::create_image) refuses),
+    /// and is not destroyed while the allocation may still be bound to it.
     ///
     /// # Time complexity
     /// As [`allocate`](Self::allocate), plus a `vkGetImageMemoryRequirements2`
