@@ -103,7 +103,9 @@ fn main() {
         debug_utils: true,
         amd_device_coherent_memory: false,
         protected_memory: false,
-        maintenance4: true,
+        // maintenance4's queries are core in a Vulkan 1.3 device: the
+        // instance asks for 1.3, so the physical device's version decides.
+        maintenance4: properties.api_version >= vk::API_VERSION_1_3,
     };
     // SAFETY: Vulkan 1.3 instance, `device` made from `physical_device` with
     // these features, and both outlive the allocator (dropped below first).
