@@ -62,6 +62,20 @@ fn recording_device() -> AshMemoryDevice {
     stub_device(vk::PhysicalDevice::null(), DeviceFeatures::default())
 }
 
+/// An instance table whose only command is `vkGetDeviceProcAddr`, the
+/// stub `proc_addr` (an `unsafe extern "system" fn` of its signature).
+fn instance_with_proc_addr(proc_addr: *const c_void) -> ash::Instance {
+    let load = |name: &CStr| -> *const c_void {
+        if name == c"vkGetDeviceProcAddr" {
+            proc_addr
+        } else {
+            std::ptr::null()
+        }
+    };
+    // SAFETY: the loader only looks names up.
+    unsafe { ash::Instance::load_with(load, vk::Instance::null()) }
+}
+
 /// [`recording_device`] made with `physical_device` and `features`
 /// (`debug_utils` off: its table would be loaded through the instance,
 /// whose entry points are all missing).
@@ -73,17 +87,10 @@ fn stub_device(physical_device: vk::PhysicalDevice, features: DeviceFeatures) ->
             std::ptr::null()
         }
     };
-    let load_instance = |name: &CStr| -> *const c_void {
-        if name == c"vkGetDeviceProcAddr" {
-            no_device_command as *const c_void
-        } else {
-            std::ptr::null()
-        }
-    };
-    // SAFETY: the loaders only look names up; nothing is called but
-    // the stubs, which need no live device.
+    let instance = instance_with_proc_addr(no_device_command as *const c_void);
+    // SAFETY: the loader only looks names up; nothing is called but the
+    // stubs, which need no live device.
     unsafe {
-        let instance = ash::Instance::load_with(load_instance, vk::Instance::null());
         let device = ash::Device::load_with(load, vk::Device::null());
         AshMemoryDevice::new(&instance, &device, physical_device, features)
     }
@@ -416,17 +423,10 @@ unsafe extern "system" fn answering_proc_addr(
 fn queries_found(answered: &[&'static CStr]) -> Option<Vec<&'static str>> {
     ANSWERED.with(|names| *names.borrow_mut() = answered.to_vec());
     QUERIED.with(|queried| queried.borrow_mut().clear());
-    let load_instance = |name: &CStr| -> *const c_void {
-        if name == c"vkGetDeviceProcAddr" {
-            answering_proc_addr as *const c_void
-        } else {
-            std::ptr::null()
-        }
-    };
-    // SAFETY: the loader only looks names up; the stubs need no live
-    // device, and read nothing they are given.
+    let instance = instance_with_proc_addr(answering_proc_addr as *const c_void);
+    // SAFETY: the stubs need no live device, and read nothing they are
+    // given.
     unsafe {
-        let instance = ash::Instance::load_with(load_instance, vk::Instance::null());
         let queries = InfoRequirements::find(&instance, vk::Device::null())?;
         let _ = queries.buffer(&vk::BufferCreateInfo::default());
         let _ = queries.image(&vk::ImageCreateInfo::default());
@@ -479,16 +479,9 @@ fn the_queries_are_the_khr_ones_where_the_device_answers_both_names() {
 fn timeline_waits_use_the_khr_commands_wherever_answered() {
     let khr_found = |answered: &[&'static CStr]| {
         ANSWERED.with(|names| *names.borrow_mut() = answered.to_vec());
-        let load_instance = |name: &CStr| -> *const c_void {
-            if name == c"vkGetDeviceProcAddr" {
-                answering_proc_addr as *const c_void
-            } else {
-                std::ptr::null()
-            }
-        };
-        // SAFETY: the loaders only look names up; nothing is called.
+        let instance = instance_with_proc_addr(answering_proc_addr as *const c_void);
+        // SAFETY: the loader only looks names up; nothing is called.
         unsafe {
-            let instance = ash::Instance::load_with(load_instance, vk::Instance::null());
             let device = ash::Device::load_with(|_| std::ptr::null(), vk::Device::null());
             super::timeline_khr(&instance, &device).is_some()
         }
