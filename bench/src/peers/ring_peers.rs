@@ -33,7 +33,12 @@ impl VmaLinearPool {
         let pool = allocator
             .create_pool(&vk_mem::PoolCreateInfo {
                 memory_type_index,
-                flags: vk_mem::AllocatorPoolCreateFlags::LINEAR_ALGORITHM,
+                // Buffers alone: VMA's docs advise the granularity flag for
+                // such a pool, else its allocations (type UNKNOWN through
+                // vmaAllocateMemory) pad to bufferImageGranularity wherever
+                // it exceeds their alignment (1024 on an NVIDIA GPU).
+                flags: vk_mem::AllocatorPoolCreateFlags::LINEAR_ALGORITHM
+                    | vk_mem::AllocatorPoolCreateFlags::IGNORE_BUFFER_IMAGE_GRANULARITY,
                 block_size: capacity,
                 min_block_count: 1,
                 max_block_count: 1,

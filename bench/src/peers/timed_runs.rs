@@ -14,13 +14,16 @@ use crate::trace::Trace;
 use crate::vulkan::{self, VulkanContext};
 use crate::{median, median_range, replay, vulkano_peer, PLACEMENT_HASH};
 
-/// One replay of `trace` on a fresh allocator `which`.
+/// One replay of `trace` on a fresh allocator `which`. The hooks' counters
+/// start before the allocator is made, so memory it made as it was built
+/// would count in its calls as in its peak (none of the peers makes any).
 fn run_once(
     which: Which,
     ctx: &VulkanContext,
     trace: &Trace,
     overhead: f64,
 ) -> (replay::RunFigures, vulkan::MemoryCounts, Option<u64>) {
+    vulkan::reset_counts();
     let max_allocations = (2 * trace.slots + 64) as u32;
     match which {
         Which::VkSuballoc => run_one(
@@ -197,14 +200,14 @@ fn row(which: Which, trace: &Trace, results: &[RunResult]) -> Row {
     }
 }
 
-/// One replay on a fresh allocator; the counters are read before it drops.
+/// One replay on a fresh allocator; the counters (reset by `run_once`
+/// before it was made) are read before it drops.
 fn run_one<B: Backend>(
     mut backend: B,
     trace: &Trace,
     overhead: f64,
     high_water: bool,
 ) -> (replay::RunFigures, vulkan::MemoryCounts, Option<u64>) {
-    vulkan::reset_counts();
     let hash = PLACEMENT_HASH.load(std::sync::atomic::Ordering::Relaxed);
     let figures = replay::replay(&mut backend, trace, overhead, high_water, hash);
     let counts = vulkan::counts();
