@@ -19,7 +19,8 @@
 //! - `dedicated=prefer` / `dedicated=require`: every buffer and image
 //!   requirements query that asks (`VkMemoryDedicatedRequirements` in the
 //!   output chain) reports that the driver prefers, or requires, a dedicated
-//!   allocation, as some drivers do for large images. With `require` the
+//!   allocation, as some drivers do for large images (`prefer` never
+//!   clears a `requiresDedicatedAllocation` the driver reported). With `require` the
 //!   layer also refuses (`VK_ERROR_VALIDATION_FAILED_EXT`) every bind of a
 //!   buffer or image into memory not dedicated to it
 //!   (VUID-vkBindBufferMemory-buffer-01444, VUID-vkBindImageMemory-image-01445),

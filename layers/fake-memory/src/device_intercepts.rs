@@ -274,13 +274,13 @@ unsafe fn allocate_memory_impl(
     // its priority where the driver lacks the extension); the copies of
     // `stripped_chain` outlive the call.
     let result = unsafe { next(device, &real_info, allocator, memory) };
-    drop(stripped_chain);
     if result == vk::Result::SUCCESS {
         // SAFETY: on success the driver wrote the new handle.
         let new_memory = unsafe { memory.read() };
         fake.book.commit(reservation, new_memory);
         // SAFETY: the driver's new memory, not yet handed to the
-        // application, allocated with `real_info`.
+        // application, allocated with `real_info`, whose chain (through
+        // the copies of `stripped_chain`, still held) is valid.
         unsafe {
             fill_fresh_non_coherent_memory(&state, device, new_memory, fake_type, &real_info)
         };
@@ -294,6 +294,9 @@ unsafe fn allocate_memory_impl(
     } else {
         fake.book.cancel(usage, reservation);
     }
+    // Only now: `real_info`'s chain, walked above for imports, runs
+    // through the copies.
+    drop(stripped_chain);
     result
 }
 

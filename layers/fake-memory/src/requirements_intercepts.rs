@@ -123,6 +123,20 @@ unsafe fn override_dedicated(state: &DeviceState, requirements: *mut vk::MemoryR
     let Some(choice) = state.fake.as_ref().and_then(|fake| fake.config.dedicated) else {
         return;
     };
+    // SAFETY: the contract.
+    unsafe { apply_dedicated(choice, requirements) };
+}
+
+/// Makes every `VkMemoryDedicatedRequirements` in `requirements`' output
+/// chain prefer dedicated memory and, for `require`, require it; a driver
+/// that requires it already keeps requiring it under `prefer`.
+///
+/// # Safety
+/// As [`override_dedicated`].
+unsafe fn apply_dedicated(
+    choice: DedicatedOverride,
+    requirements: *mut vk::MemoryRequirements2<'_>,
+) {
     if requirements.is_null() {
         return;
     }
@@ -136,10 +150,13 @@ unsafe fn override_dedicated(state: &DeviceState, requirements: *mut vk::MemoryR
                 .cast::<vk::MemoryDedicatedRequirements<'_>>();
             // SAFETY: the sType says what the structure is, an output
             // structure the caller lets the driver (and layers) write.
+            // Raised, never lowered: what the driver requires stays
+            // required under `prefer`.
             unsafe {
                 (*dedicated).prefers_dedicated_allocation = vk::TRUE;
-                (*dedicated).requires_dedicated_allocation =
-                    vk::Bool32::from(choice == DedicatedOverride::Require);
+                if choice == DedicatedOverride::Require {
+                    (*dedicated).requires_dedicated_allocation = vk::TRUE;
+                }
             }
         }
     }
@@ -236,5 +253,45 @@ pub(crate) unsafe extern "system" fn get_device_image_memory_requirements(
             };
             (inner(requirements), kind)
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The driver's answer, then the option applied to it.
+    fn applied(choice: DedicatedOverride, prefers: bool, requires: bool) -> (bool, bool) {
+        let mut dedicated = vk::MemoryDedicatedRequirements::default()
+            .prefers_dedicated_allocation(prefers)
+            .requires_dedicated_allocation(requires);
+        let mut requirements = vk::MemoryRequirements2 {
+            p_next: std::ptr::from_mut(&mut dedicated).cast(),
+            ..Default::default()
+        };
+        // SAFETY: a valid output structure and chain on the stack.
+        unsafe { apply_dedicated(choice, &mut requirements) };
+        (
+            dedicated.prefers_dedicated_allocation == vk::TRUE,
+            dedicated.requires_dedicated_allocation == vk::TRUE,
+        )
+    }
+
+    /// `dedicated=prefer` and `require` raise what the driver says, never
+    /// lower it: a resource the driver requires dedicated memory for (an
+    /// external-memory image on a GPU, say) stays required under `prefer`,
+    /// or the validation layer and the bind checks would let an allocator
+    /// suballocate it.
+    #[test]
+    fn the_dedicated_option_never_drops_what_the_driver_requires() {
+        use DedicatedOverride::{Prefer, Require};
+        assert_eq!(applied(Prefer, false, false), (true, false));
+        assert_eq!(applied(Require, false, false), (true, true));
+        assert_eq!(applied(Require, true, true), (true, true));
+        assert_eq!(
+            applied(Prefer, true, true),
+            (true, true),
+            "dedicated=prefer dropped the driver's requiresDedicatedAllocation"
+        );
     }
 }

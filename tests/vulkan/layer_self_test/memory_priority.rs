@@ -10,7 +10,7 @@ use ash::vk;
 
 use crate::support::{test_each_fake_profile, Advice, ContextOptions, VulkanContext};
 
-use super::MIB;
+use super::{type_index, CACHED, HV, MIB};
 
 /// Whether the device lists `VK_EXT_memory_priority`, and `memoryPriority`.
 fn offered(context: &VulkanContext) -> (bool, bool) {
@@ -42,13 +42,23 @@ fn allocate_with_priority(
     size: u64,
     priority: f32,
 ) -> Result<vk::DeviceMemory, vk::Result> {
+    allocate_in_type_with_priority(context, 0, size, priority)
+}
+
+/// [`allocate_with_priority`] in memory type `index`.
+fn allocate_in_type_with_priority(
+    context: &VulkanContext,
+    index: u32,
+    size: u64,
+    priority: f32,
+) -> Result<vk::DeviceMemory, vk::Result> {
     context.allow(Advice::SmallMemory);
     let mut flags = vk::MemoryAllocateFlagsInfo::default();
     let mut priority = vk::MemoryPriorityAllocateInfoEXT::default().priority(priority);
     let mut dedicated = vk::MemoryDedicatedAllocateInfo::default();
     let info = vk::MemoryAllocateInfo::default()
         .allocation_size(size)
-        .memory_type_index(0)
+        .memory_type_index(index)
         .push_next(&mut flags)
         .push_next(&mut priority)
         .push_next(&mut dedicated);
@@ -100,3 +110,45 @@ test_each_fake_profile!(
         context.assert_no_validation_messages();
     }
 );
+
+/// New memory of a non-coherent type allocated with a priority behind
+/// another structure: the layer takes the priority out (copying the
+/// structure before it), then looks for an import in the chain before it
+/// writes its fresh-memory pattern. It looked in the chain it had handed
+/// the driver, whose copies it had already freed (a read after free: the
+/// process crashed, or the walk went astray). Each new memory object must
+/// hold the pattern: no atom of one value.
+#[test]
+fn non_coherent_memory_allocated_with_a_priority_gets_the_fresh_pattern() {
+    const SIZE: u64 = 64 * 1024;
+    let context = VulkanContext::with_options(
+        crate::support::Profile::Discrete,
+        ContextOptions::default().memory_priority(true),
+    );
+    let atom = context.properties().limits.non_coherent_atom_size as usize;
+    let index = type_index(&context, true, HV | CACHED);
+    for round in 0..32 {
+        let memory = allocate_in_type_with_priority(&context, index, SIZE, 0.5).unwrap();
+        // SAFETY: host-visible memory, mapped once, whole, read, unmapped.
+        let fresh = unsafe {
+            let data = context
+                .device
+                .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+                .unwrap()
+                .cast::<u8>();
+            let fresh = std::slice::from_raw_parts(data, SIZE as usize).to_vec();
+            context.device.unmap_memory(memory);
+            fresh
+        };
+        // SAFETY: memory of this device, unused.
+        unsafe { context.device.free_memory(memory, None) };
+        let constant = fresh
+            .chunks(atom)
+            .position(|bytes| bytes.iter().all(|&b| b == bytes[0]));
+        assert_eq!(
+            constant, None,
+            "round {round}: an atom of new memory holds one value"
+        );
+    }
+    context.assert_no_validation_messages();
+}
