@@ -20,7 +20,7 @@ use crate::loader_interface::take_device_link;
 use crate::memory_accounting::AllocationBook;
 use crate::memory_priority::{self, has_memory_priority, SeenPriorities, MEMORY_PRIORITY};
 use crate::physical_device_queries::{
-    has_memory_budget, next_device_extensions, reported_non_coherent_atom_size, MEMORY_BUDGET,
+    has_memory_budget, next_device_extensions, reported_limits, MEMORY_BUDGET,
 };
 use crate::transient_images::TransientImages;
 
@@ -232,19 +232,21 @@ unsafe fn create_device_impl(
     // SAFETY: a live physical device of this instance.
     let physical = unsafe { instance.physical_device(physical_device) };
     let fake = match (&instance.config, physical) {
-        (Some(config), Some(physical)) => Some(FakeDevice {
-            config: Arc::clone(config),
-            physical,
-            book: AllocationBook::default(),
-            host_cache: HostCache::default(),
+        (Some(config), Some(physical)) => {
             // SAFETY: a live physical device of this instance.
-            non_coherent_atom_size: unsafe {
-                reported_non_coherent_atom_size(&instance, config, physical_device)
-            },
-            transient_images: TransientImages::default(),
-            driver_memory_priority,
-            seen_priorities: SeenPriorities::default(),
-        }),
+            let limits = unsafe { reported_limits(&instance, config, physical_device) };
+            Some(FakeDevice {
+                config: Arc::clone(config),
+                physical,
+                book: AllocationBook::default(),
+                host_cache: HostCache::default(),
+                non_coherent_atom_size: limits.non_coherent_atom_size,
+                max_memory_allocation_count: limits.max_memory_allocation_count,
+                transient_images: TransientImages::default(),
+                driver_memory_priority,
+                seen_priorities: SeenPriorities::default(),
+            })
+        }
         _ => None,
     };
     let state = DeviceState {

@@ -254,6 +254,7 @@ unsafe fn allocate_memory_impl(
     let reservation = match fake.book.reserve(
         &fake.config,
         usage,
+        fake.max_memory_allocation_count,
         real_info.memory_type_index,
         real_info.allocation_size,
     ) {

@@ -243,6 +243,10 @@ pub struct FakeDevice {
     /// `nonCoherentAtomSize` as the layer reports it for the physical
     /// device: the granularity of the host caches' flushes.
     pub non_coherent_atom_size: u64,
+    /// `maxMemoryAllocationCount` as the layer reports it for the physical
+    /// device (the lower of the driver's and the profile's, or the
+    /// `max-allocations` override's): allocations past it fail.
+    pub max_memory_allocation_count: u32,
     /// The live images created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`.
     pub transient_images: TransientImages,
     /// The driver itself got `VK_EXT_memory_priority` enabled (it has the

@@ -102,7 +102,8 @@ pub struct AllocationBook {
 impl AllocationBook {
     /// Admits or refuses a `vkAllocateMemory` call of `size` bytes in fake
     /// type `fake_type`, in this order: a call chosen by `fail-allocation`
-    /// and an unknown type give `ERROR_OUT_OF_DEVICE_MEMORY`, the count limit
+    /// and an unknown type give `ERROR_OUT_OF_DEVICE_MEMORY`, `max_count`
+    /// live allocations (the `maxMemoryAllocationCount` the layer reports)
     /// `ERROR_TOO_MANY_OBJECTS`, a full heap `ERROR_OUT_OF_DEVICE_MEMORY`.
     ///
     /// # Errors
@@ -111,6 +112,7 @@ impl AllocationBook {
         &self,
         config: &LayerConfig,
         usage: &HeapUsage,
+        max_count: u32,
         fake_type: u32,
         size: u64,
     ) -> Result<Reservation, vk::Result> {
@@ -126,7 +128,7 @@ impl AllocationBook {
             return Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
         };
         let count = state.live.len().saturating_add(state.in_flight as usize);
-        if count >= config.max_memory_allocation_count() as usize {
+        if count >= max_count as usize {
             return Err(vk::Result::ERROR_TOO_MANY_OBJECTS);
         }
         if !usage.try_reserve(memory_type.heap, size, heap.size) {
@@ -203,17 +205,61 @@ mod tests {
         let usage = HeapUsage::default();
         let book = AllocationBook::default();
         let heap = config.profile.heaps[0].size;
-        let first = book.reserve(&config, &usage, 0, heap / 2 + 1).unwrap();
+        let first = book
+            .reserve(
+                &config,
+                &usage,
+                config.max_memory_allocation_count(),
+                0,
+                heap / 2 + 1,
+            )
+            .unwrap();
         book.commit(first, vk::DeviceMemory::from_raw(1));
         assert_eq!(
-            book.reserve(&config, &usage, 1, heap / 2).err(),
+            book.reserve(
+                &config,
+                &usage,
+                config.max_memory_allocation_count(),
+                1,
+                heap / 2
+            )
+            .err(),
             Some(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY)
         );
         assert!(book
             .release(&usage, vk::DeviceMemory::from_raw(1))
             .is_some());
         assert_eq!(usage.snapshot()[0], 0);
-        assert!(book.reserve(&config, &usage, 1, heap / 2).is_ok());
+        assert!(book
+            .reserve(
+                &config,
+                &usage,
+                config.max_memory_allocation_count(),
+                1,
+                heap / 2
+            )
+            .is_ok());
+    }
+
+    /// The count limit is the one the layer reports for the device, which
+    /// is the driver's where that is below the profile's (a profile without
+    /// a limit of its own, Arc's, on a driver of 4096): it refused only at
+    /// the profile's, passing the driver calls a real driver of the
+    /// reported limit refuses.
+    #[test]
+    fn the_count_limit_is_the_reported_one() {
+        let config = config("arc");
+        assert_eq!(config.max_memory_allocation_count(), u32::MAX);
+        let usage = HeapUsage::default();
+        let book = AllocationBook::default();
+        for handle in 1..=2u64 {
+            let reservation = book.reserve(&config, &usage, 2, 0, 64).unwrap();
+            book.commit(reservation, vk::DeviceMemory::from_raw(handle));
+        }
+        assert_eq!(
+            book.reserve(&config, &usage, 2, 0, 64).err(),
+            Some(vk::Result::ERROR_TOO_MANY_OBJECTS)
+        );
     }
 
     #[test]
@@ -223,7 +269,7 @@ mod tests {
         let book = AllocationBook::default();
         let mut results = Vec::new();
         for handle in 1..=4u64 {
-            match book.reserve(&config, &usage, 0, 64) {
+            match book.reserve(&config, &usage, config.max_memory_allocation_count(), 0, 64) {
                 Ok(reservation) => {
                     book.commit(reservation, vk::DeviceMemory::from_raw(handle));
                     results.push(vk::Result::SUCCESS);
@@ -251,7 +297,15 @@ mod tests {
         let book = AllocationBook::default();
         let memory = vk::DeviceMemory::from_raw(5);
         let image = Resource::Image(vk::Image::from_raw(9));
-        let reservation = book.reserve(&config, &usage, 0, 4096).unwrap();
+        let reservation = book
+            .reserve(
+                &config,
+                &usage,
+                config.max_memory_allocation_count(),
+                0,
+                4096,
+            )
+            .unwrap();
         book.commit(reservation.dedicated_to(Some(image)), memory);
         assert_eq!(book.get(memory).unwrap().dedicated_to, Some(image));
         assert_eq!(
@@ -259,7 +313,15 @@ mod tests {
             Some(image)
         );
         assert_eq!(book.get(memory), None);
-        let reservation = book.reserve(&config, &usage, 0, 4096).unwrap();
+        let reservation = book
+            .reserve(
+                &config,
+                &usage,
+                config.max_memory_allocation_count(),
+                0,
+                4096,
+            )
+            .unwrap();
         book.commit(reservation, memory);
         assert_eq!(book.get(memory).unwrap().dedicated_to, None);
     }
@@ -269,7 +331,15 @@ mod tests {
         let config = config("discrete");
         let usage = HeapUsage::default();
         let book = AllocationBook::default();
-        let reservation = book.reserve(&config, &usage, 3, 1000).unwrap();
+        let reservation = book
+            .reserve(
+                &config,
+                &usage,
+                config.max_memory_allocation_count(),
+                3,
+                1000,
+            )
+            .unwrap();
         assert_eq!(usage.snapshot()[2], 1000);
         book.cancel(&usage, reservation);
         assert_eq!(usage.snapshot()[2], 0);

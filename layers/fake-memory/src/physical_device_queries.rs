@@ -50,25 +50,30 @@ fn patch_properties(config: &LayerConfig, properties: &mut vk::PhysicalDevicePro
         .min(config.max_memory_allocation_count());
 }
 
-/// The `nonCoherentAtomSize` this layer reports for `physical_device` under
-/// `config` (the driver's, patched as [`patch_properties`] does; the
-/// profile's if the driver lacks `vkGetPhysicalDeviceProperties`).
+/// The limits this layer reports for `physical_device` under `config`
+/// (the driver's, patched as [`patch_properties`] does; the profile's
+/// `nonCoherentAtomSize` and allocation count limit if the driver lacks
+/// `vkGetPhysicalDeviceProperties`).
 ///
 /// # Safety
 /// `physical_device` is a live physical device of `state`'s instance.
-pub unsafe fn reported_non_coherent_atom_size(
+pub unsafe fn reported_limits(
     state: &InstanceState,
     config: &LayerConfig,
     physical_device: vk::PhysicalDevice,
-) -> u64 {
+) -> vk::PhysicalDeviceLimits {
     let Some(next) = state.next.get_physical_device_properties else {
-        return config.profile.non_coherent_atom_size;
+        return vk::PhysicalDeviceLimits {
+            non_coherent_atom_size: config.profile.non_coherent_atom_size,
+            max_memory_allocation_count: config.max_memory_allocation_count(),
+            ..Default::default()
+        };
     };
     let mut properties = vk::PhysicalDeviceProperties::default();
     // SAFETY: a live physical device and a valid output structure.
     unsafe { next(physical_device, &mut properties) };
     patch_properties(config, &mut properties);
-    properties.limits.non_coherent_atom_size
+    properties.limits
 }
 
 /// `vkGetPhysicalDeviceProperties` with the profile's device type and limits.

@@ -451,8 +451,8 @@ pub const APPLE: Profile = Profile {
 /// host-visible type; types device-local host-visible coherent, the same
 /// and cached, then a lazily allocated type that, as on [`MOBILE`], only
 /// transient-attachment images are offered. `bufferImageGranularity` 4096,
-/// `nonCoherentAtomSize` 64. The heap is scaled down for tests (4 GiB) but
-/// stays above 1 GiB.
+/// `nonCoherentAtomSize` 64. The heap is scaled down for tests (2 GiB, the
+/// device's 4 GiB halved) but stays above 1 GiB.
 pub const MALI: Profile = Profile {
     name: "mali",
     device_type: vk::PhysicalDeviceType::INTEGRATED_GPU,
