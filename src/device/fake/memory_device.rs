@@ -218,8 +218,13 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
     ) -> Result<(), DeviceError> {
         self.panic_if_asked(FakeCall::BindBuffer);
         let device_address = self.layout.buffer_device_address;
-        self.state()
-            .bind(buffer.as_raw(), memory.as_raw(), offset, device_address);
+        self.state().bind(
+            &self.layout,
+            buffer.as_raw(),
+            memory.as_raw(),
+            offset,
+            device_address,
+        );
         Ok(())
     }
 

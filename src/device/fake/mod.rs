@@ -13,7 +13,8 @@
 //! (mapping non-host-visible memory, flushing unaligned ranges of
 //! non-coherent memory, freeing unknown memory, memory dedicated to a
 //! resource that does not exist, binds that break the reported
-//! requirements, buffers past `maxBufferSize`) and records each breach in
+//! requirements, its own (unprotected) buffers bound to protected memory,
+//! buffers past `maxBufferSize`) and records each breach in
 //! [`FakeDevice::violations`].
 //!
 //! Host writes after `vkFreeMemory`: a freed host-visible object's host

@@ -146,3 +146,57 @@ fn fake_buffers_stay_within_max_buffer_size() {
     }
     unknown.assert_clean();
 }
+
+/// The buffers the fake device makes are unprotected (`create_buffer`
+/// takes no `VK_BUFFER_CREATE_PROTECTED_BIT`), so binding one to memory
+/// of a protected type is a violation (VUID-vkBindBufferMemory-None-01899),
+/// as the validation layer reports it, even where the buffer's
+/// `memoryTypeBits` name that type (the allocator does not count on a
+/// driver leaving protected types out of them). The fake device bound it
+/// silently, so an upload-ring chunk placed in protected memory would have
+/// passed. The same buffer in an unprotected type of the same heap binds.
+#[test]
+fn fake_unprotected_buffers_stay_out_of_protected_memory() {
+    use ash::vk;
+    use vk_suballoc::device::{MemoryDevice, MemoryPropertyFlags as Props, MemoryType};
+    const PROTECTED: u32 = 5;
+    let mut layout = FakeLayout::discrete().with_protected_memory(true);
+    layout.memory_types.push(MemoryType {
+        heap: 0,
+        props: Props::DEVICE_LOCAL | Props::PROTECTED,
+    });
+    let device = FakeDevice::new(layout);
+    let usage = vk::BufferUsageFlags::TRANSFER_SRC;
+    // SAFETY: a fake device; the invalid bind is the one under test.
+    unsafe {
+        let (buffer, requirements, _) = device.create_buffer(1024, usage).unwrap();
+        let (plain_buffer, _, _) = device.create_buffer(1024, usage).unwrap();
+        assert_ne!(requirements.memory_type_bits & (1 << PROTECTED), 0);
+        let protected = device
+            .allocate(&AllocateInfo::plain(
+                4096,
+                PROTECTED,
+                AllocationFlags::empty(),
+            ))
+            .unwrap();
+        let plain = device
+            .allocate(&AllocateInfo::plain(4096, 1, AllocationFlags::empty()))
+            .unwrap();
+        device
+            .bind_buffer_memory(buffer, protected.raw(), 0)
+            .unwrap();
+        device
+            .bind_buffer_memory(plain_buffer, plain.raw(), 0)
+            .unwrap();
+        let violations = device.violations();
+        assert!(
+            violations.len() == 1 && violations[0].contains("VUID-vkBindBufferMemory-None-01899"),
+            "{violations:?}"
+        );
+        for memory in [protected, plain] {
+            device.deallocate_memory(memory);
+        }
+        device.destroy_buffer(buffer);
+        device.destroy_buffer(plain_buffer);
+    }
+}
