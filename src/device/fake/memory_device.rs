@@ -196,9 +196,15 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
                     .contains(gpu_alloc_types::MemoryPropertyFlags::LAZILY_ALLOCATED)
             })
             .fold(0u32, |bits, (i, _)| bits | (1 << i));
+        // Requirements are whole multiples of 4 bytes; a buffer whose
+        // size would round past u64::MAX is one no memory can back, which
+        // a driver refuses so.
+        let Some(required_size) = size.checked_next_multiple_of(4) else {
+            return Err(DeviceError::OutOfDeviceMemory);
+        };
         let handle = state.create_resource();
         let requirements = vk::MemoryRequirements {
-            size: size.next_multiple_of(4),
+            size: required_size,
             alignment: 256,
             memory_type_bits,
         };
