@@ -177,6 +177,15 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         if state.device_lost {
             return Err(DeviceError::DeviceLost);
         }
+        if size == 0 {
+            return Err(state
+                .violation("VUID-VkBufferCreateInfo-size-00912: a buffer of 0 bytes".to_owned()));
+        }
+        if usage.is_empty() {
+            return Err(state.violation(
+                "VUID-VkBufferCreateInfo-usage-requiredbitmask: a buffer with no usage".to_owned(),
+            ));
+        }
         if size > self.layout.max_buffer_size {
             return Err(state.violation(format!(
                 "VUID-VkBufferCreateInfo-size-06409: a buffer of {size} bytes exceeds maxBufferSize ({})",

@@ -14,7 +14,8 @@
 //! non-coherent memory, freeing unknown memory, memory dedicated to a
 //! resource that does not exist, binds that break the reported
 //! requirements, its own (unprotected) buffers bound to protected memory,
-//! buffers past `maxBufferSize`) and records each breach in
+//! buffers of 0 bytes, of no usage or past `maxBufferSize`) and records
+//! each breach in
 //! [`FakeDevice::violations`].
 //!
 //! Host writes after `vkFreeMemory`: a freed host-visible object's host

@@ -200,3 +200,28 @@ fn fake_unprotected_buffers_stay_out_of_protected_memory() {
         device.destroy_buffer(plain_buffer);
     }
 }
+
+/// The fake device refuses the buffers `MemoryDeviceExt::create_buffer`'s
+/// contract rules out, as the validation layer reports them, and makes
+/// none: a size of 0 (VUID-VkBufferCreateInfo-size-00912) and an empty
+/// usage (VUID-VkBufferCreateInfo-usage-requiredbitmask). It made both,
+/// the first with requirements of 0 bytes, so an upload ring that asked
+/// for one would have passed.
+#[test]
+fn fake_buffers_need_a_size_and_a_usage() {
+    use ash::vk;
+    let device = FakeDevice::new(FakeLayout::discrete());
+    let usage = vk::BufferUsageFlags::TRANSFER_SRC;
+    // SAFETY: a fake device; the invalid calls are the ones under test.
+    unsafe {
+        assert!(device.create_buffer(0, usage).is_err());
+        assert!(device
+            .create_buffer(256, vk::BufferUsageFlags::empty())
+            .is_err());
+    }
+    assert_eq!(device.live_resources(), 0);
+    let violations = device.violations();
+    assert_eq!(violations.len(), 2, "{violations:?}");
+    assert!(violations[0].starts_with("VUID-VkBufferCreateInfo-size-00912"));
+    assert!(violations[1].starts_with("VUID-VkBufferCreateInfo-usage-requiredbitmask"));
+}
