@@ -225,3 +225,39 @@ fn fake_buffers_need_a_size_and_a_usage() {
     assert!(violations[0].starts_with("VUID-VkBufferCreateInfo-size-00912"));
     assert!(violations[1].starts_with("VUID-VkBufferCreateInfo-usage-requiredbitmask"));
 }
+
+/// A memory priority outside [0, 1], or NaN, is a violation
+/// (VUID-VkMemoryPriorityAllocateInfoEXT-priority-02602) that the fake
+/// device records and refuses, as the validation layer does: `AllocateInfo`
+/// promises every backend a valid priority (the allocator clamps what its
+/// caller asked for), and the fake device took any, so a path that skipped
+/// the clamp passed. 0 and 1 themselves are valid.
+#[test]
+fn fake_memory_priorities_lie_in_0_to_1() {
+    let device = FakeDevice::new(FakeLayout::discrete());
+    let with_priority = |priority| {
+        let mut info = AllocateInfo::plain(4096, 1, AllocationFlags::empty());
+        info.priority = Some(priority);
+        // SAFETY: a fake device; the invalid calls are the ones under test.
+        unsafe { device.allocate(&info) }
+    };
+    for priority in [-0.5, 1.5, f32::NAN, f32::INFINITY] {
+        assert!(with_priority(priority).is_err(), "{priority}");
+    }
+    let valid: Vec<_> = [0.0, 1.0]
+        .into_iter()
+        .map(|priority| with_priority(priority).unwrap())
+        .collect();
+    let violations = device.violations();
+    assert_eq!(violations.len(), 4, "{violations:?}");
+    assert!(
+        violations
+            .iter()
+            .all(|v| v.starts_with("VUID-VkMemoryPriorityAllocateInfoEXT-priority-02602")),
+        "{violations:?}"
+    );
+    for memory in valid {
+        // SAFETY: allocated above, freed once.
+        unsafe { vk_suballoc::device::MemoryDevice::deallocate_memory(&device, memory) };
+    }
+}
