@@ -24,7 +24,8 @@ use crate::device::{
 };
 
 impl FakeDevice {
-    /// Checks and records flushed (`flush`) or invalidated ranges; or,
+    /// Checks and records flushed (`flush`) or invalidated ranges (a call
+    /// of none is a violation); or,
     /// for a call [`fail_flush`](Self::fail_flush) or
     /// [`fail_invalidate`](Self::fail_invalidate) asked to fail, flushes or
     /// invalidates nothing and fails with `VK_ERROR_OUT_OF_HOST_MEMORY`.
@@ -41,6 +42,16 @@ impl FakeDevice {
             state.counters.invalidate_calls += 1;
             state.counters.invalidate_calls
         };
+        if ranges.is_empty() {
+            let call = if flush {
+                "vkFlushMappedMemoryRanges"
+            } else {
+                "vkInvalidateMappedMemoryRanges"
+            };
+            state.violations.push(format!(
+                "VUID-{call}-memoryRangeCount-arraylength: no range"
+            ));
+        }
         let failing = |fault: &Fault| matches!(*fault, Fault::Sync { flush: f, at } if f == flush && at == call);
         if let Some(i) = state.faults.iter().position(failing) {
             state.faults.remove(i);

@@ -11,7 +11,7 @@
 //! `TOO_MANY_OBJECTS`, device loss), and counts every call so a test can prove
 //! nothing leaked. It also checks the Vulkan rules a validation layer would
 //! (mapping non-host-visible memory, a memory priority outside [0, 1],
-//! flushing unaligned ranges of
+//! flushing no range or unaligned ranges of
 //! non-coherent memory, freeing unknown memory, memory dedicated to a
 //! resource that does not exist, binds that break the reported
 //! requirements, its own (unprotected) buffers bound to protected memory,
