@@ -24,7 +24,8 @@ use crate::device::{
 };
 
 impl FakeDevice {
-    /// Checks and records flushed (`flush`) or invalidated ranges; or,
+    /// Checks and records flushed (`flush`) or invalidated ranges (a call
+    /// of none is a violation); or,
     /// for a call [`fail_flush`](Self::fail_flush) or
     /// [`fail_invalidate`](Self::fail_invalidate) asked to fail, flushes or
     /// invalidates nothing and fails with `VK_ERROR_OUT_OF_HOST_MEMORY`.
@@ -41,6 +42,16 @@ impl FakeDevice {
             state.counters.invalidate_calls += 1;
             state.counters.invalidate_calls
         };
+        if ranges.is_empty() {
+            let call = if flush {
+                "vkFlushMappedMemoryRanges"
+            } else {
+                "vkInvalidateMappedMemoryRanges"
+            };
+            state.violations.push(format!(
+                "VUID-{call}-memoryRangeCount-arraylength: no range"
+            ));
+        }
         let failing = |fault: &Fault| matches!(*fault, Fault::Sync { flush: f, at } if f == flush && at == call);
         if let Some(i) = state.faults.iter().position(failing) {
             state.faults.remove(i);
@@ -177,6 +188,15 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         if state.device_lost {
             return Err(DeviceError::DeviceLost);
         }
+        if size == 0 {
+            return Err(state
+                .violation("VUID-VkBufferCreateInfo-size-00912: a buffer of 0 bytes".to_owned()));
+        }
+        if usage.is_empty() {
+            return Err(state.violation(
+                "VUID-VkBufferCreateInfo-usage-requiredbitmask: a buffer with no usage".to_owned(),
+            ));
+        }
         if size > self.layout.max_buffer_size {
             return Err(state.violation(format!(
                 "VUID-VkBufferCreateInfo-size-06409: a buffer of {size} bytes exceeds maxBufferSize ({})",
@@ -196,9 +216,15 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
                     .contains(gpu_alloc_types::MemoryPropertyFlags::LAZILY_ALLOCATED)
             })
             .fold(0u32, |bits, (i, _)| bits | (1 << i));
+        // Requirements are whole multiples of 4 bytes; a buffer whose
+        // size would round past u64::MAX is one no memory can back, which
+        // a driver refuses so.
+        let Some(required_size) = size.checked_next_multiple_of(4) else {
+            return Err(DeviceError::OutOfDeviceMemory);
+        };
         let handle = state.create_resource();
         let requirements = vk::MemoryRequirements {
-            size: size.next_multiple_of(4),
+            size: required_size,
             alignment: 256,
             memory_type_bits,
         };
@@ -218,8 +244,13 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
     ) -> Result<(), DeviceError> {
         self.panic_if_asked(FakeCall::BindBuffer);
         let device_address = self.layout.buffer_device_address;
-        self.state()
-            .bind(buffer.as_raw(), memory.as_raw(), offset, device_address);
+        self.state().bind(
+            &self.layout,
+            buffer.as_raw(),
+            memory.as_raw(),
+            offset,
+            device_address,
+        );
         Ok(())
     }
 

@@ -10,10 +10,13 @@
 //! does), fails on demand (capped heaps, the Nth allocation or map,
 //! `TOO_MANY_OBJECTS`, device loss), and counts every call so a test can prove
 //! nothing leaked. It also checks the Vulkan rules a validation layer would
-//! (mapping non-host-visible memory, flushing unaligned ranges of
+//! (mapping non-host-visible memory, a memory priority outside [0, 1],
+//! flushing no range or unaligned ranges of
 //! non-coherent memory, freeing unknown memory, memory dedicated to a
 //! resource that does not exist, binds that break the reported
-//! requirements, buffers past `maxBufferSize`) and records each breach in
+//! requirements, its own (unprotected) buffers bound to protected memory,
+//! buffers of 0 bytes, of no usage or past `maxBufferSize`) and records
+//! each breach in
 //! [`FakeDevice::violations`].
 //!
 //! Host writes after `vkFreeMemory`: a freed host-visible object's host

@@ -313,6 +313,12 @@ impl State {
                 "VUID-VkMemoryAllocateInfo-flags-03331: device address not enabled".to_owned(),
             ));
         }
+        // `AllocateInfo` promises a valid priority (the allocator clamps it).
+        if let Some(priority) = info.priority.filter(|p| !(0.0..=1.0).contains(p)) {
+            return Err(self.violation(format!(
+                "VUID-VkMemoryPriorityAllocateInfoEXT-priority-02602: priority {priority} is not in [0, 1]"
+            )));
+        }
         // A dedicated allocation names a live resource of this device.
         if let Some(target) = info.dedicated {
             let resource = target_handle(target);

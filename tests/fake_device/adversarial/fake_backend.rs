@@ -148,3 +148,37 @@ fn host_memory_the_host_cannot_back_is_out_of_host_memory() {
     free(&allocator, a);
     finish(allocator, &device);
 }
+
+/// A buffer whose size rounds past `u64::MAX` (its memory requirements'
+/// size is a multiple of 4) is refused as a driver refuses a buffer it
+/// cannot back, `VK_ERROR_OUT_OF_DEVICE_MEMORY`, on a layout that sets no
+/// `maxBufferSize`: the fake device panicked there (`next_multiple_of`
+/// overflowing in debug builds; in release the size wrapped to 0). The
+/// allocator never asks for such a buffer (it refuses sizes past 2^48
+/// first); a test driving the device itself does. Sizes that round to
+/// `u64::MAX - 3` or less are made.
+#[test]
+fn a_buffer_whose_requirements_would_pass_u64_max_is_out_of_device_memory() {
+    use ash::vk;
+    use vk_suballoc::device::MemoryDeviceExt;
+
+    let raw = FakeDevice::new(FakeLayout::mobile().with_max_buffer_size(u64::MAX));
+    let usage = vk::BufferUsageFlags::TRANSFER_SRC;
+    for size in [u64::MAX, u64::MAX - 1, u64::MAX - 2] {
+        // SAFETY: a fake device; a non-zero size and a core usage.
+        let made = unsafe { raw.create_buffer(size, usage) };
+        assert!(
+            matches!(
+                made,
+                Err(vk_suballoc::device::DeviceError::OutOfDeviceMemory)
+            ),
+            "{size}: {made:?}"
+        );
+    }
+    // SAFETY: as above.
+    let (largest, requirements, _) = unsafe { raw.create_buffer(u64::MAX - 3, usage) }.unwrap();
+    assert_eq!(requirements.size, u64::MAX - 3);
+    // SAFETY: made above, bound to nothing.
+    unsafe { raw.destroy_buffer(largest) };
+    raw.assert_clean();
+}

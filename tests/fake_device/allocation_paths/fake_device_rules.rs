@@ -146,3 +146,118 @@ fn fake_buffers_stay_within_max_buffer_size() {
     }
     unknown.assert_clean();
 }
+
+/// The buffers the fake device makes are unprotected (`create_buffer`
+/// takes no `VK_BUFFER_CREATE_PROTECTED_BIT`), so binding one to memory
+/// of a protected type is a violation (VUID-vkBindBufferMemory-None-01899),
+/// as the validation layer reports it, even where the buffer's
+/// `memoryTypeBits` name that type (the allocator does not count on a
+/// driver leaving protected types out of them). The fake device bound it
+/// silently, so an upload-ring chunk placed in protected memory would have
+/// passed. The same buffer in an unprotected type of the same heap binds.
+#[test]
+fn fake_unprotected_buffers_stay_out_of_protected_memory() {
+    use ash::vk;
+    use vk_suballoc::device::{MemoryDevice, MemoryPropertyFlags as Props, MemoryType};
+    const PROTECTED: u32 = 5;
+    let mut layout = FakeLayout::discrete().with_protected_memory(true);
+    layout.memory_types.push(MemoryType {
+        heap: 0,
+        props: Props::DEVICE_LOCAL | Props::PROTECTED,
+    });
+    let device = FakeDevice::new(layout);
+    let usage = vk::BufferUsageFlags::TRANSFER_SRC;
+    // SAFETY: a fake device; the invalid bind is the one under test.
+    unsafe {
+        let (buffer, requirements, _) = device.create_buffer(1024, usage).unwrap();
+        let (plain_buffer, _, _) = device.create_buffer(1024, usage).unwrap();
+        assert_ne!(requirements.memory_type_bits & (1 << PROTECTED), 0);
+        let protected = device
+            .allocate(&AllocateInfo::plain(
+                4096,
+                PROTECTED,
+                AllocationFlags::empty(),
+            ))
+            .unwrap();
+        let plain = device
+            .allocate(&AllocateInfo::plain(4096, 1, AllocationFlags::empty()))
+            .unwrap();
+        device
+            .bind_buffer_memory(buffer, protected.raw(), 0)
+            .unwrap();
+        device
+            .bind_buffer_memory(plain_buffer, plain.raw(), 0)
+            .unwrap();
+        let violations = device.violations();
+        assert!(
+            violations.len() == 1 && violations[0].contains("VUID-vkBindBufferMemory-None-01899"),
+            "{violations:?}"
+        );
+        for memory in [protected, plain] {
+            device.deallocate_memory(memory);
+        }
+        device.destroy_buffer(buffer);
+        device.destroy_buffer(plain_buffer);
+    }
+}
+
+/// The fake device refuses the buffers `MemoryDeviceExt::create_buffer`'s
+/// contract rules out, as the validation layer reports them, and makes
+/// none: a size of 0 (VUID-VkBufferCreateInfo-size-00912) and an empty
+/// usage (VUID-VkBufferCreateInfo-usage-requiredbitmask). It made both,
+/// the first with requirements of 0 bytes, so an upload ring that asked
+/// for one would have passed.
+#[test]
+fn fake_buffers_need_a_size_and_a_usage() {
+    use ash::vk;
+    let device = FakeDevice::new(FakeLayout::discrete());
+    let usage = vk::BufferUsageFlags::TRANSFER_SRC;
+    // SAFETY: a fake device; the invalid calls are the ones under test.
+    unsafe {
+        assert!(device.create_buffer(0, usage).is_err());
+        assert!(device
+            .create_buffer(256, vk::BufferUsageFlags::empty())
+            .is_err());
+    }
+    assert_eq!(device.live_resources(), 0);
+    let violations = device.violations();
+    assert_eq!(violations.len(), 2, "{violations:?}");
+    assert!(violations[0].starts_with("VUID-VkBufferCreateInfo-size-00912"));
+    assert!(violations[1].starts_with("VUID-VkBufferCreateInfo-usage-requiredbitmask"));
+}
+
+/// A memory priority outside [0, 1], or NaN, is a violation
+/// (VUID-VkMemoryPriorityAllocateInfoEXT-priority-02602) that the fake
+/// device records and refuses, as the validation layer does: `AllocateInfo`
+/// promises every backend a valid priority (the allocator clamps what its
+/// caller asked for), and the fake device took any, so a path that skipped
+/// the clamp passed. 0 and 1 themselves are valid.
+#[test]
+fn fake_memory_priorities_lie_in_0_to_1() {
+    let device = FakeDevice::new(FakeLayout::discrete());
+    let with_priority = |priority| {
+        let mut info = AllocateInfo::plain(4096, 1, AllocationFlags::empty());
+        info.priority = Some(priority);
+        // SAFETY: a fake device; the invalid calls are the ones under test.
+        unsafe { device.allocate(&info) }
+    };
+    for priority in [-0.5, 1.5, f32::NAN, f32::INFINITY] {
+        assert!(with_priority(priority).is_err(), "{priority}");
+    }
+    let valid: Vec<_> = [0.0, 1.0]
+        .into_iter()
+        .map(|priority| with_priority(priority).unwrap())
+        .collect();
+    let violations = device.violations();
+    assert_eq!(violations.len(), 4, "{violations:?}");
+    assert!(
+        violations
+            .iter()
+            .all(|v| v.starts_with("VUID-VkMemoryPriorityAllocateInfoEXT-priority-02602")),
+        "{violations:?}"
+    );
+    for memory in valid {
+        // SAFETY: allocated above, freed once.
+        unsafe { vk_suballoc::device::MemoryDevice::deallocate_memory(&device, memory) };
+    }
+}

@@ -363,3 +363,31 @@ fn fake_non_coherent_mappings_start_from_the_device_bytes() {
     }
     assert!(device.violations().is_empty(), "{:?}", device.violations());
 }
+
+/// A flush or invalidate of no range at all is a violation
+/// (VUID-vkFlushMappedMemoryRanges-memoryRangeCount-arraylength,
+/// VUID-vkInvalidateMappedMemoryRanges-memoryRangeCount-arraylength) that
+/// the fake device records, as the validation layer does: it counted the
+/// call and let it pass, so an allocator path that called the driver with
+/// an empty list (a batch whose ranges were all filtered out) would have
+/// passed.
+#[test]
+fn fake_flushes_and_invalidates_of_no_range_are_violations() {
+    use vk_suballoc::device::MemoryDevice;
+
+    let device = FakeDevice::new(FakeLayout::mobile());
+    // SAFETY: a fake device; the invalid calls are the ones under test.
+    unsafe {
+        device.flush_memory_ranges(&[]).unwrap();
+        device.invalidate_memory_ranges(&[]).unwrap();
+    }
+    let violations = device.violations();
+    assert_eq!(violations.len(), 2, "{violations:?}");
+    assert!(
+        violations[0].starts_with("VUID-vkFlushMappedMemoryRanges-memoryRangeCount-arraylength")
+    );
+    assert!(violations[1]
+        .starts_with("VUID-vkInvalidateMappedMemoryRanges-memoryRangeCount-arraylength"));
+    let counters = device.counters();
+    assert_eq!((counters.flush_calls, counters.invalidate_calls), (1, 1));
+}

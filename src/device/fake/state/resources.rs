@@ -2,14 +2,18 @@
 //! application's, in the allocator's eyes) and those the allocator has the
 //! device create, their binds to memory, and the checks on each bind that
 //! a validation layer would make (an unknown or bound resource, memory
-//! dedicated to another one, the reported requirements). Apart from
+//! dedicated to another one, the reported requirements, a buffer of the
+//! device's own in protected memory). Apart from
 //! `state.rs`, which keeps the memory objects, because these rules are
 //! about what is bound to memory, not the memory itself.
 
 use ash::vk;
 use ash::vk::Handle;
 
+use gpu_alloc_types::MemoryPropertyFlags;
+
 use super::{Memory, State};
+use crate::device::fake::FakeLayout;
 use crate::device::DedicatedTarget;
 
 impl State {
@@ -21,7 +25,14 @@ impl State {
 
     /// Binds a buffer; `device_address` says whether buffer device address
     /// is enabled.
-    pub(crate) fn bind(&mut self, resource: u64, memory: u64, offset: u64, device_address: bool) {
+    pub(crate) fn bind(
+        &mut self,
+        layout: &FakeLayout,
+        resource: u64,
+        memory: u64,
+        offset: u64,
+        device_address: bool,
+    ) {
         let problem = match self.resources.get(&resource) {
             None => Some("VUID-vkBindBufferMemory-buffer-parameter: unknown buffer"),
             Some(&bound) if bound != 0 => {
@@ -34,7 +45,10 @@ impl State {
                 }
                 Some(m) => {
                     let created = self.requirements.get(&resource);
-                    bind_problem(m, created, resource, offset, device_address)
+                    let protected = layout.memory_types[m.memory_type as usize]
+                        .props
+                        .contains(MemoryPropertyFlags::PROTECTED);
+                    bind_problem(m, created, resource, offset, device_address, protected)
                 }
             },
         };
@@ -68,13 +82,15 @@ pub(super) fn target_handle(target: DedicatedTarget) -> u64 {
 
 /// What is wrong with binding `resource`, whose usage and requirements are
 /// `created` (when the device made it), to `memory` at `offset`;
-/// `device_address` says whether buffer device address is enabled.
+/// `device_address` says whether buffer device address is enabled, and
+/// `protected` whether the memory's type is protected.
 fn bind_problem(
     memory: &Memory,
     created: Option<&(vk::BufferUsageFlags, vk::MemoryRequirements)>,
     resource: u64,
     offset: u64,
     device_address: bool,
+    protected: bool,
 ) -> Option<&'static str> {
     if let Some(target) = memory.dedicated {
         if target_handle(target) != resource || offset != 0 {
@@ -82,7 +98,12 @@ fn bind_problem(
         }
     }
     let (usage, requirements) = created?;
-    if device_address
+    // The device makes its buffers without VK_BUFFER_CREATE_PROTECTED_BIT,
+    // and names protected types in their memoryTypeBits all the same (the
+    // allocator does not count on a driver leaving them out).
+    if protected {
+        Some("VUID-vkBindBufferMemory-None-01899: an unprotected buffer in memory of a protected type")
+    } else if device_address
         && usage.contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
         && !memory.device_address
     {
