@@ -26,6 +26,7 @@ mod context;
 mod device_setup;
 pub mod fake_layer_setup;
 mod image_info;
+mod layer_settings;
 mod one_time_commands;
 mod profile;
 mod stack_turn;
