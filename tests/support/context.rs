@@ -501,13 +501,16 @@ impl VulkanContext {
     }
 
     /// Takes the recorded messages and checks them against `expected` ids
-    /// (VUIDs): each must appear in some message, and every message must
-    /// carry one of them. Returns the messages.
+    /// (VUIDs, whole): each must be the id of some message, and every
+    /// message must have one of them as its id (a message of another id
+    /// whose text names one, as an object's debug name may, is unexpected).
+    /// Returns the messages.
     pub fn expect_validation_messages(&self, expected: &[&str]) -> Vec<String> {
         let messages = self.take_messages();
+        let has_id = validation_messages::has_id;
         for id in expected {
             assert!(
-                messages.iter().any(|message| message.contains(id)),
+                messages.iter().any(|message| has_id(message, id)),
                 "expected {id} on {}, got:\n{}",
                 self.profile,
                 messages.join("\n")
@@ -515,7 +518,7 @@ impl VulkanContext {
         }
         let unexpected: Vec<&String> = messages
             .iter()
-            .filter(|message| !expected.iter().any(|id| message.contains(id)))
+            .filter(|message| !expected.iter().any(|id| has_id(message, id)))
             .collect();
         assert!(
             unexpected.is_empty(),

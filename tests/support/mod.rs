@@ -39,4 +39,4 @@ pub use profile::Profile;
 pub(crate) use profile::{test_each_fake_profile, test_each_profile, test_profiles};
 pub use stack_turn::StackTurn;
 pub use transient_attachment::{transient_attachment_info, TRANSIENT_FORMAT};
-pub use validation_messages::{Advice, MessageLog};
+pub use validation_messages::{has_id, Advice, MessageLog};

@@ -329,3 +329,51 @@ fn settings_that_hide_messages_fail_the_tests() {
     }
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// `expect_validation_messages` takes message ids: a message of another id
+/// whose text names the expected one (here through the debug name of the
+/// object it is about, as a pool's name is in its blocks') is unexpected.
+#[test]
+fn an_expected_id_is_the_message_id_not_a_part_of_its_text() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    const NAMED: &str = "VUID-vkMapMemory-memory-00678";
+    let context = VulkanContext::new(Profile::Lavapipe);
+    context.allow(Advice::SmallMemory);
+    let debug_utils = ash::ext::debug_utils::Device::new(&context.instance, &context.device);
+    let info = vk::MemoryAllocateInfo::default()
+        .allocation_size(4096)
+        .memory_type_index(0);
+    let name = std::ffi::CString::new(format!("memory named {NAMED}")).unwrap();
+    // SAFETY: lavapipe's type 0 is host-visible; the memory is named while
+    // live, mapped once and freed unmapped; the flush's offset is the
+    // mistake under test.
+    unsafe {
+        let memory = context.device.allocate_memory(&info, None).unwrap();
+        let name_info = vk::DebugUtilsObjectNameInfoEXT::default()
+            .object_handle(memory)
+            .object_name(&name);
+        debug_utils.set_debug_utils_object_name(&name_info).unwrap();
+        context
+            .device
+            .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+            .unwrap();
+        let range = vk::MappedMemoryRange::default()
+            .memory(memory)
+            .offset(1)
+            .size(64);
+        for expected in [NAMED, FLUSH_VUID] {
+            context.device.flush_mapped_memory_ranges(&[range]).unwrap();
+            let taken = catch_unwind(AssertUnwindSafe(|| {
+                context.expect_validation_messages(&[expected])
+            }));
+            assert_eq!(
+                taken.is_ok(),
+                expected == FLUSH_VUID,
+                "expecting {expected} after a message of {FLUSH_VUID} about memory named {NAMED}: {taken:?}"
+            );
+        }
+        context.device.unmap_memory(memory);
+        context.device.free_memory(memory, None);
+    }
+}
