@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use ash::vk;
 
 use super::fake_layer_setup;
+use super::layer_settings;
 use super::profile::Profile;
 use super::stack_turn::StackTurn;
 use super::validation_messages::{self, Advice, MessageLog};
@@ -229,7 +230,9 @@ impl VulkanContext {
     /// # Panics
     /// When the Vulkan loader, lavapipe or the validation layer is missing
     /// (saying what to install), when the fake-memory layer cannot be built,
-    /// or when a Vulkan call fails.
+    /// when the environment or a settings file would keep the validation
+    /// layer from reporting messages (`layer_settings.rs`), or when a
+    /// Vulkan call fails.
     pub fn new(profile: Profile) -> Self {
         Self::with_options(profile, ContextOptions::default())
     }
@@ -268,6 +271,7 @@ impl VulkanContext {
         // build the layer and point the loader at it, and set what the
         // validation layer reads from the environment.
         let turn = StackTurn::take();
+        layer_settings::refuse_muting_settings();
         fake_layer_setup::prepare();
         enable_submit_time_sync_validation();
         // SAFETY: loading the system Vulkan loader runs its initialisers,
@@ -497,13 +501,16 @@ impl VulkanContext {
     }
 
     /// Takes the recorded messages and checks them against `expected` ids
-    /// (VUIDs): each must appear in some message, and every message must
-    /// carry one of them. Returns the messages.
+    /// (VUIDs, whole): each must be the id of some message, and every
+    /// message must have one of them as its id (a message of another id
+    /// whose text names one, as an object's debug name may, is unexpected).
+    /// Returns the messages.
     pub fn expect_validation_messages(&self, expected: &[&str]) -> Vec<String> {
         let messages = self.take_messages();
+        let has_id = validation_messages::has_id;
         for id in expected {
             assert!(
-                messages.iter().any(|message| message.contains(id)),
+                messages.iter().any(|message| has_id(message, id)),
                 "expected {id} on {}, got:\n{}",
                 self.profile,
                 messages.join("\n")
@@ -511,7 +518,7 @@ impl VulkanContext {
         }
         let unexpected: Vec<&String> = messages
             .iter()
-            .filter(|message| !expected.iter().any(|id| message.contains(id)))
+            .filter(|message| !expected.iter().any(|id| has_id(message, id)))
             .collect();
         assert!(
             unexpected.is_empty(),

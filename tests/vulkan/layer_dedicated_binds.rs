@@ -11,7 +11,7 @@ use ash::vk;
 use vk_suballoc::{AllocationDesc, DedicatedPolicy, Usage};
 
 use super::allocator_setup::{allocator_for, buffer_info, image_info};
-use crate::support::{test_each_fake_profile, Advice, ContextOptions, VulkanContext};
+use crate::support::{has_id, test_each_fake_profile, Advice, ContextOptions, VulkanContext};
 
 /// What the layer returns for a bind it refuses.
 const REFUSED: Result<(), vk::Result> = Err(vk::Result::ERROR_VALIDATION_FAILED_EXT);
@@ -49,7 +49,7 @@ fn assert_only_dedicated_rules(context: &VulkanContext, also: &[&str]) {
             !DEDICATED_RULES
                 .iter()
                 .chain(also)
-                .any(|id| message.contains(id))
+                .any(|id| has_id(message, id))
         })
         .collect();
     assert!(

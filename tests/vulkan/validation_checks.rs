@@ -163,3 +163,217 @@ fn one_test_thread_at_a_time_holds_contexts() {
         "another thread made a context while this one held the stack"
     );
 }
+
+/// Set in the processes that
+/// [`settings_that_hide_messages_fail_the_tests`] starts: there the test
+/// makes a misaligned flush and ends, so that its context fails it.
+const MUTING_CHILD: &str = "VK_SUBALLOC_MUTING_CHILD";
+
+/// The message the child's misaligned flush draws.
+const FLUSH_VUID: &str = "VUID-VkMappedMemoryRange-offset-00687";
+
+/// Flushes at offset 1, not a multiple of `nonCoherentAtomSize`, and
+/// drops the context with the message untaken: the test fails, unless the
+/// layer was kept from reporting it.
+fn misaligned_flush() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    context.allow(Advice::SmallMemory);
+    let info = vk::MemoryAllocateInfo::default()
+        .allocation_size(4096)
+        .memory_type_index(0);
+    // SAFETY: lavapipe's type 0 is host-visible; the memory is mapped once
+    // and freed unmapped; the range's offset is the mistake under test.
+    unsafe {
+        let memory = context.device.allocate_memory(&info, None).unwrap();
+        context
+            .device
+            .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+            .unwrap();
+        let range = vk::MappedMemoryRange::default()
+            .memory(memory)
+            .offset(1)
+            .size(64);
+        context.device.flush_mapped_memory_ranges(&[range]).unwrap();
+        context.device.unmap_memory(memory);
+        context.device.free_memory(memory, None);
+    }
+}
+
+/// Validation-layer settings from outside the test (a settings file the
+/// Vulkan Configurator left in `~/.local/share/vulkan/settings.d/`, one
+/// in the current folder or named by `VK_LAYER_SETTINGS_PATH`, or the
+/// layer's environment variables) that mute a message id, turn checks off
+/// or limit repeats fail every test, rather than letting one pass that a
+/// message should fail (`tests/support/layer_settings.rs`). Each case runs
+/// this test binary again, as a child that makes a misuse, under one such
+/// setting; the first child, with none, shows that the misuse fails it.
+#[test]
+fn settings_that_hide_messages_fail_the_tests() {
+    use std::path::Path;
+    use std::process::Command;
+
+    if std::env::var_os(MUTING_CHILD).is_some() {
+        misaligned_flush();
+        return;
+    }
+    let root = std::env::temp_dir().join(format!("vk-suballoc-muting-{}", std::process::id()));
+    let empty_home = root.join("empty-home");
+    let vkconfig_home = root.join("vkconfig-home");
+    let settings_dir = vkconfig_home.join("vulkan/settings.d");
+    let cwd_dir = root.join("cwd");
+    let path_dir = root.join("settings-path");
+    for dir in [&empty_home, &settings_dir, &cwd_dir, &path_dir] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let filter = format!("khronos_validation.message_id_filter = {FLUSH_VUID}\n");
+    std::fs::write(settings_dir.join("vk_layer_settings.txt"), &filter).unwrap();
+    std::fs::write(cwd_dir.join("vk_layer_settings.txt"), &filter).unwrap();
+    let limit = path_dir.join("limit.txt");
+    std::fs::write(&limit, "khronos_validation.duplicate_message_limit = 0\n").unwrap();
+    // The child needs the layer built (it is given it prebuilt).
+    crate::support::fake_layer_setup::prepare();
+
+    let test = format!(
+        "{}::settings_that_hide_messages_fail_the_tests",
+        module_path!().split_once("::").unwrap().1
+    );
+    // The setting a child runs under (none for the first): a variable and
+    // its value, the current folder, and what its output must name.
+    struct Case<'a> {
+        name: &'a str,
+        variable: Option<(&'a str, &'a std::ffi::OsStr)>,
+        cwd: &'a Path,
+        named: &'a str,
+    }
+    let cases = [
+        Case {
+            name: "no setting",
+            variable: None,
+            cwd: &root,
+            named: FLUSH_VUID,
+        },
+        Case {
+            name: "the Vulkan Configurator's file",
+            variable: Some(("XDG_DATA_HOME", vkconfig_home.as_os_str())),
+            cwd: &root,
+            named: "message_id_filter",
+        },
+        Case {
+            name: "a file in the current folder",
+            variable: None,
+            cwd: &cwd_dir,
+            named: "message_id_filter",
+        },
+        Case {
+            name: "VK_LAYER_SETTINGS_PATH",
+            variable: Some(("VK_LAYER_SETTINGS_PATH", limit.as_os_str())),
+            cwd: &root,
+            named: "duplicate_message_limit",
+        },
+        Case {
+            name: "VK_LAYER_MESSAGE_ID_FILTER",
+            variable: Some(("VK_LAYER_MESSAGE_ID_FILTER", FLUSH_VUID.as_ref())),
+            cwd: &root,
+            named: "VK_LAYER_MESSAGE_ID_FILTER",
+        },
+        Case {
+            name: "VK_LAYER_DISABLES",
+            variable: Some((
+                "VK_LAYER_DISABLES",
+                "VK_VALIDATION_FEATURE_DISABLE_CORE_CHECKS_EXT".as_ref(),
+            )),
+            cwd: &root,
+            named: "VK_LAYER_DISABLES",
+        },
+    ];
+    for Case {
+        name: case,
+        variable,
+        cwd,
+        named,
+    } in cases
+    {
+        let mut child = Command::new(std::env::current_exe().unwrap());
+        child
+            .args([test.as_str(), "--exact", "--test-threads=1"])
+            .current_dir(cwd)
+            .env(MUTING_CHILD, "1")
+            .env("XDG_DATA_HOME", &empty_home)
+            .env(
+                crate::support::fake_layer_setup::PREBUILT_LIBRARY,
+                crate::support::fake_layer_setup::library_path(),
+            );
+        for variable in [
+            "VK_LAYER_SETTINGS_PATH",
+            "VK_LAYER_MESSAGE_ID_FILTER",
+            "VK_LAYER_DISABLES",
+            "VK_LAYER_DUPLICATE_MESSAGE_LIMIT",
+        ] {
+            child.env_remove(variable);
+        }
+        child.envs(variable);
+        let output = child.output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            !output.status.success(),
+            "{case}: the misuse passed unreported:\n{text}"
+        );
+        assert!(
+            text.contains(named),
+            "{case}: the child failed without naming {named}:\n{text}"
+        );
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// `expect_validation_messages` takes message ids: a message of another id
+/// whose text names the expected one (here through the debug name of the
+/// object it is about, as a pool's name is in its blocks') is unexpected.
+#[test]
+fn an_expected_id_is_the_message_id_not_a_part_of_its_text() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    const NAMED: &str = "VUID-vkMapMemory-memory-00678";
+    let context = VulkanContext::new(Profile::Lavapipe);
+    context.allow(Advice::SmallMemory);
+    let debug_utils = ash::ext::debug_utils::Device::new(&context.instance, &context.device);
+    let info = vk::MemoryAllocateInfo::default()
+        .allocation_size(4096)
+        .memory_type_index(0);
+    let name = std::ffi::CString::new(format!("memory named {NAMED}")).unwrap();
+    // SAFETY: lavapipe's type 0 is host-visible; the memory is named while
+    // live, mapped once and freed unmapped; the flush's offset is the
+    // mistake under test.
+    unsafe {
+        let memory = context.device.allocate_memory(&info, None).unwrap();
+        let name_info = vk::DebugUtilsObjectNameInfoEXT::default()
+            .object_handle(memory)
+            .object_name(&name);
+        debug_utils.set_debug_utils_object_name(&name_info).unwrap();
+        context
+            .device
+            .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+            .unwrap();
+        let range = vk::MappedMemoryRange::default()
+            .memory(memory)
+            .offset(1)
+            .size(64);
+        for expected in [NAMED, FLUSH_VUID] {
+            context.device.flush_mapped_memory_ranges(&[range]).unwrap();
+            let taken = catch_unwind(AssertUnwindSafe(|| {
+                context.expect_validation_messages(&[expected])
+            }));
+            assert_eq!(
+                taken.is_ok(),
+                expected == FLUSH_VUID,
+                "expecting {expected} after a message of {FLUSH_VUID} about memory named {NAMED}: {taken:?}"
+            );
+        }
+        context.device.unmap_memory(memory);
+        context.device.free_memory(memory, None);
+    }
+}
