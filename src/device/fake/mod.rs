@@ -17,7 +17,9 @@
 //! requirements, its own (unprotected) buffers bound to protected memory,
 //! buffers of 0 bytes, of no usage or past `maxBufferSize`) and records
 //! each breach in
-//! [`FakeDevice::violations`].
+//! [`FakeDevice::violations`]. A breach no test read there (or through
+//! [`FakeDevice::assert_clean`]) makes the device's drop panic, naming
+//! it, so a test that never asks still fails when a rule was broken.
 //!
 //! Host writes after `vkFreeMemory`: a freed host-visible object's host
 //! bytes (objects up to 16 MiB; larger ones are released at once, as
@@ -170,6 +172,7 @@ impl FakeDevice {
     pub fn violations(&self) -> Vec<String> {
         let mut state = self.state();
         state.check_quarantine();
+        state.violations_read = state.violations.len();
         state.violations.clone()
     }
 
@@ -221,6 +224,7 @@ impl FakeDevice {
     pub fn assert_clean(&self) {
         let mut state = self.state();
         state.check_quarantine();
+        state.violations_read = state.violations.len();
         let live = state.live_allocations();
         assert!(
             live.is_empty() && state.violations.is_empty() && state.resources.is_empty(),
