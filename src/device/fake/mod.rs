@@ -18,8 +18,10 @@
 //! buffers of 0 bytes, of no usage or past `maxBufferSize`) and records
 //! each breach in
 //! [`FakeDevice::violations`]. A breach no test read there (or through
-//! [`FakeDevice::assert_clean`]) makes the device's drop panic, naming
-//! it, so a test that never asks still fails when a rule was broken.
+//! [`FakeDevice::assert_clean`]), or a memory object, buffer or image
+//! still alive when the device goes (after the allocator that holds it),
+//! makes the device's drop panic, naming them, so a test that never asks
+//! still fails when a rule was broken or something leaked.
 //!
 //! Host writes after `vkFreeMemory`: a freed host-visible object's host
 //! bytes (objects up to 16 MiB; larger ones are released at once, as

@@ -559,14 +559,28 @@ impl State {
 
 impl Drop for State {
     /// The last check: a rule broken that no `violations` or `assert_clean`
-    /// call read, or a write into freed memory the quarantine finds now,
-    /// panics here, unless the thread is panicking already. So a test that
-    /// never asks still fails when the allocator broke a rule.
+    /// call read, a write into freed memory the quarantine finds now, or a
+    /// memory object, buffer or image still alive (the allocator holds the
+    /// device, so this runs once it dropped and freed what it had) panics
+    /// here, unless the thread is panicking already. So a test that never
+    /// asks still fails when the allocator broke a rule or leaked.
     fn drop(&mut self) {
         let mut found = self
             .violations
             .split_off(self.violations_read.min(self.violations.len()));
         self.quarantine.drain(&mut found);
+        if !self.memories.is_empty() {
+            found.push(format!(
+                "{} memory objects never freed (VUID-vkDestroyDevice-device-05137)",
+                self.memories.len()
+            ));
+        }
+        if !self.resources.is_empty() {
+            found.push(format!(
+                "{} buffers or images never destroyed (VUID-vkDestroyDevice-device-05137)",
+                self.resources.len()
+            ));
+        }
         if !found.is_empty() && !std::thread::panicking() {
             panic!("fake device dropped with violations no test read: {found:#?}");
         }

@@ -136,6 +136,27 @@ fn an_unread_violation_panics_when_the_device_drops() {
     assert!(!message.contains("size-00912"), "{message}");
 }
 
+/// A buffer, image or memory object still alive when the device goes
+/// (the allocator, which holds the device, dropped and freed what it
+/// had) makes the drop panic too: a test that never calls `assert_clean`
+/// still fails when the allocator leaked.
+#[test]
+fn a_leak_panics_when_the_device_drops() {
+    let device = FakeDevice::new(FakeLayout::discrete());
+    // SAFETY: a fake device; the buffer is never bound or destroyed.
+    let created = unsafe { device.create_buffer(256, vk::BufferUsageFlags::TRANSFER_SRC) };
+    assert!(created.is_ok());
+    let dropped = panic::catch_unwind(AssertUnwindSafe(move || drop(device)));
+    let message = *dropped
+        .expect_err("the drop panics")
+        .downcast::<String>()
+        .expect("a formatted message");
+    assert!(
+        message.contains("1 buffers or images never destroyed"),
+        "{message}"
+    );
+}
+
 /// A device dropped while its thread unwinds from another panic (a test
 /// failing with the device in scope) reports no write into freed memory:
 /// a second panic would abort the test binary and hide the first failure.
