@@ -24,7 +24,9 @@
 //! gets exactly the error its flaw names, and an exhausted one an error the
 //! situation explains (an injected failure, a full heap or budget, the object
 //! limit, a lost device), never out of memory while a candidate heap has room
-//! for a whole new block; a failed call changes no figure of `stats()`; a
+//! for a whole new block, nor before the driver refused one of its calls
+//! (a heap's remembered refusal never skips a request's last attempt);
+//! a failed call changes no figure of `stats()`; a
 //! request for existing memory only calls no `vkAllocateMemory`, makes no
 //! memory object, fails only with `NoRoomInExistingMemory` (when no flaw of
 //! its own is refused first) and succeeds only in a block that existed

@@ -21,7 +21,12 @@
 //!   `DedicatedPolicy::Never` and in a pool its smallest block (less than
 //!   twice its placed size or 1/64 of the preferred block, whichever is
 //!   larger; a pool's fixed block size), by the heap's cap and, within
-//!   budget, by its budget.
+//!   budget, by its budget; a request pinned to a type no request may take
+//!   gets exactly the error that says so, and a request in a pool never
+//!   that error;
+//! - a request free to take any memory type of its usage failed only when
+//!   no such type had room for its last attempt (its own size in dedicated
+//!   memory), with `OutOfDeviceMemory`, or `OverBudget` within budget.
 
 use std::collections::HashSet;
 
@@ -34,7 +39,7 @@ use vk_suballoc::{
 };
 
 use super::seeded_rng::Rng;
-use super::{allocator, finish, FakeAllocator};
+use super::{allocator, finish, layout_model, FakeAllocator};
 
 const MIB: u64 = 1 << 20;
 /// Every heap's size: its preferred block is 1/8 of it (64 MiB).
@@ -142,6 +147,53 @@ impl BudgetWalk {
         self.layout.memory_types[memory_type as usize].heap as usize
     }
 
+    /// Bytes a request may still get in `heap`: the driver's room and,
+    /// `within` budget, the budget's.
+    fn room(&self, heap: usize, within: bool) -> u64 {
+        if within {
+            self.driver_room(heap).min(self.budget_room(heap))
+        } else {
+            self.driver_room(heap)
+        }
+    }
+
+    /// The error a request pinned to `memory_type` for `usage` gets
+    /// whatever the heaps hold: `NoMemoryTypeBits` for a type no request
+    /// may take (AMD's device-coherent types without their feature),
+    /// `NoSuitableMemoryType` for a lazily allocated type (for transient
+    /// attachments only).
+    fn pinned_refusal(&self, memory_type: u32, usage: Usage) -> Option<Error> {
+        let bits = 1 << memory_type;
+        let props = self.layout.memory_types[memory_type as usize].props;
+        if layout_model::usable_types(&self.layout) & bits == 0 {
+            Some(Error::NoMemoryTypeBits(bits))
+        } else if props.contains(MemoryPropertyFlags::LAZILY_ALLOCATED) {
+            Some(Error::NoSuitableMemoryType {
+                memory_type_bits: bits,
+                usage,
+            })
+        } else {
+            None
+        }
+    }
+
+    /// The memory types a request free to take any type of `usage` may
+    /// use: usable, not lazily allocated, not protected, host-visible when
+    /// the host reads or writes it.
+    fn candidates(&self, usage: Usage) -> Vec<u32> {
+        let usable = layout_model::usable_types(&self.layout);
+        let host = usage.needs_host_access();
+        (0..self.layout.memory_types.len() as u32)
+            .filter(|&t| {
+                let props = self.layout.memory_types[t as usize].props;
+                usable & (1 << t) != 0
+                    && !props.contains(MemoryPropertyFlags::LAZILY_ALLOCATED)
+                    && !props.contains(MemoryPropertyFlags::PROTECTED)
+                    && (!host || props.contains(MemoryPropertyFlags::HOST_VISIBLE))
+            })
+            .collect()
+    }
+
     fn memory_objects(&self) -> HashSet<u64> {
         let live = self.device.live_allocations();
         live.iter().map(|m| m.memory.as_raw()).collect()
@@ -206,6 +258,7 @@ impl BudgetWalk {
         if within {
             request = request.within_budget();
         }
+        let refusal = self.pinned_refusal(memory_type, usage);
         let before = self.memory_objects();
         let own_before = self.own(heap);
         let result = self.allocator.allocate(&request);
@@ -217,6 +270,17 @@ impl BudgetWalk {
             self.budget,
             self.cap
         ));
+        if let Some(refusal) = refusal {
+            // Types no request may take (AMD's device-coherent ones), or
+            // not for this usage (lazily allocated ones).
+            assert_eq!(
+                result.as_ref().err(),
+                Some(&refusal),
+                "{}: pinned to type {memory_type}",
+                self.ctx()
+            );
+            return;
+        }
         match result {
             Ok(allocation) => {
                 if within && self.own(heap) > own_before {
@@ -227,15 +291,9 @@ impl BudgetWalk {
                 }
                 self.live.push(allocation);
             }
-            // Types no request may take (AMD's device-coherent ones), or
-            // not for this usage and policy (lazily allocated ones).
-            Err(Error::NoMemoryTypeBits(_) | Error::NoSuitableMemoryType { .. }) => {}
             Err(error) => {
-                let room = if within {
-                    self.driver_room(heap).min(self.budget_room(heap))
-                } else {
-                    self.driver_room(heap)
-                };
+                self.assert_short_of_memory(error, within);
+                let room = self.room(heap, within);
                 let last_attempt = if never {
                     2 * size.next_multiple_of(256).max(SMALLEST_BLOCK)
                 } else {
@@ -279,17 +337,46 @@ impl BudgetWalk {
             "{step}: {size} bytes, {usage:?}, {kind:?}, within budget {within}: {:?}",
             result.as_ref().map(Allocation::memory_type)
         ));
-        if let Ok(allocation) = result {
-            for (heap, &own) in own_before.iter().enumerate() {
-                if within && self.own(heap) > own {
-                    self.assert_within_budget(heap);
+        let allocation = match result {
+            Ok(allocation) => allocation,
+            Err(error) => {
+                // Its last attempt in each type asks the driver for
+                // dedicated memory of its own size.
+                self.assert_short_of_memory(error, within);
+                for t in self.candidates(usage) {
+                    let heap = self.heap_of(t);
+                    let room = self.room(heap, within);
+                    assert!(
+                        room < size,
+                        "{}: {error:?} for {size} bytes, yet type {t} (heap {heap}) has {room} bytes of room (the driver's {}, the budget's {})",
+                        self.ctx(),
+                        self.driver_room(heap),
+                        self.budget_room(heap)
+                    );
                 }
+                return;
             }
-            if !within {
-                self.assert_past_budget_by_own_size(&before, size, false);
+        };
+        for (heap, &own) in own_before.iter().enumerate() {
+            if within && self.own(heap) > own {
+                self.assert_within_budget(heap);
             }
-            self.live.push(allocation);
         }
+        if !within {
+            self.assert_past_budget_by_own_size(&before, size, false);
+        }
+        self.live.push(allocation);
+    }
+
+    /// Panics unless `error` says the memory ran short: out of device
+    /// memory, or over budget for a request `within` it.
+    fn assert_short_of_memory(&self, error: Error, within: bool) {
+        assert!(
+            error == Error::OutOfDeviceMemory
+                || (within && matches!(error, Error::OverBudget { .. })),
+            "{}: {error:?}, within budget {within}",
+            self.ctx()
+        );
     }
 
     /// A request in a custom pool (made first, up to three), which fails
@@ -334,14 +421,13 @@ impl BudgetWalk {
                 }
                 self.live.push(allocation);
             }
-            Err(Error::NoSuitableMemoryType { .. } | Error::NoMemoryTypeBits(_)) => {}
+            // A pool's type was checked when it was made, and a
+            // device-local request needs no host access: short of memory
+            // is its only failure.
             Err(error) => {
+                self.assert_short_of_memory(error, within);
                 let heap = self.heap_of(pool_type);
-                let room = if within {
-                    self.driver_room(heap).min(self.budget_room(heap))
-                } else {
-                    self.driver_room(heap)
-                };
+                let room = self.room(heap, within);
                 let last_attempt = if pool_block != 0 {
                     pool_block
                 } else {

@@ -5,7 +5,9 @@
 //! with a `min_alignment` or for existing memory only, debug margins, frees
 //! now and after a frame, defragmentation plans (emptying blocks, in part,
 //! and compacting them) carried out or given up, and aliases accepted by
-//! `check_alias`. After every step, no two resources of different
+//! `check_alias`. A failed request fails only as its request explains
+//! (existing memory only, a full pool, a size past a pool's fixed blocks),
+//! and an alias is refused only with `CannotAlias`. After every step, no two resources of different
 //! allocations (an allocation's own resource and the aliases bound into it)
 //! that are still bound, one linear and one optimal (or either of unknown
 //! kind), share a page of one
@@ -18,8 +20,8 @@ use std::collections::HashMap;
 use ash::vk::{self, Handle};
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{
-    Allocation, AllocationDesc, Config, DefragmentationLimits, Movable, Pool, PoolDesc, Request,
-    ResourceKind, Usage,
+    Allocation, AllocationDesc, Config, DefragmentationLimits, Error, Movable, Pool, PoolDesc,
+    Request, ResourceKind, Usage,
 };
 
 use super::seeded_rng::Rng;
@@ -61,7 +63,10 @@ struct GranularityWalk {
     frames: Vec<(vk::Fence, Pending)>,
     /// What the frame being recorded keeps bound.
     current: Pending,
-    pools: Vec<Pool>,
+    /// Each custom pool, its fixed block size (0: growing blocks) and its
+    /// `max_blocks`.
+    pools: Vec<(Pool, u64, Option<u32>)>,
+    debug_margin: u64,
     next_id: u64,
     context: String,
 }
@@ -102,7 +107,8 @@ impl GranularityWalk {
             if rng.below(2) == 0 {
                 desc = desc.max_blocks(2 + rng.below(4) as u32);
             }
-            pools.push(allocator.create_pool(&desc).unwrap());
+            let pool = allocator.create_pool(&desc).unwrap();
+            pools.push((pool, block_size, desc.max_blocks));
         }
         Self {
             rng,
@@ -113,6 +119,7 @@ impl GranularityWalk {
             frames: Vec::new(),
             current: Vec::new(),
             pools,
+            debug_margin: config.debug_margin,
             next_id: 0,
             context,
         }
@@ -156,22 +163,59 @@ impl GranularityWalk {
         if self.rng.below(6) == 0 {
             desc = desc.existing_memory_only();
         }
+        let mut pool = None;
         if !self.pools.is_empty() && usage == Usage::DEVICE_LOCAL && self.rng.below(3) == 0 {
-            let pool = self.pools[self.rng.below(self.pools.len() as u64) as usize];
-            desc = desc.pool(pool);
+            let drawn = self.pools[self.rng.below(self.pools.len() as u64) as usize];
+            desc = desc.pool(drawn.0);
+            pool = Some(drawn);
         }
         let request = Request::with_desc(requirements, kind, desc);
         // Failures (a full pool, a request too large for its blocks, no room
-        // in existing memory) are fine: only placements are checked.
-        if let Ok(allocation) = self.allocator.allocate(&request) {
-            self.live.push(Live {
-                id: self.next_id,
-                allocation,
-                kind,
-                aliases: Vec::new(),
-            });
-            self.next_id += 1;
+        // in existing memory) are fine when the request explains them: the
+        // heaps are far larger than the walk's memory, and no fault is
+        // injected.
+        match self.allocator.allocate(&request) {
+            Ok(allocation) => {
+                self.live.push(Live {
+                    id: self.next_id,
+                    allocation,
+                    kind,
+                    aliases: Vec::new(),
+                });
+                self.next_id += 1;
+            }
+            Err(error) => self.explain(error, &request, pool),
         }
+    }
+
+    /// Panics unless `error`, the answer to `request` (in `pool`, if any:
+    /// its handle, fixed block size and `max_blocks`), is one the request
+    /// explains: a size past a pool's fixed blocks (exactly then), a full
+    /// pool, no room in existing memory.
+    fn explain(&self, error: Error, request: &Request<'_>, pool: Option<(Pool, u64, Option<u32>)>) {
+        let existing = request.desc.existing_memory_only;
+        // A resource of unknown kind takes dedicated memory where pages
+        // are not a power of two, in a pool too: no block then.
+        let dedicated =
+            request.kind == ResourceKind::Unknown && !self.granularity.is_power_of_two();
+        let too_large = pool.and_then(|(_, block_size, _)| {
+            let bytes = request.requirements.size + self.debug_margin;
+            (block_size != 0 && bytes > block_size && !dedicated).then_some(block_size)
+        });
+        let explained = match error {
+            Error::TooLargeForPool { block_size, .. } => too_large == Some(block_size),
+            _ if too_large.is_some() => false,
+            Error::NoRoomInExistingMemory => existing,
+            Error::PoolFull { max_blocks } => {
+                !existing && pool.and_then(|p| p.2).map(u64::from) == Some(max_blocks)
+            }
+            _ => false,
+        };
+        assert!(
+            explained,
+            "{}: {error:?} for {request:?} (pool {pool:?})",
+            self.context
+        );
     }
 
     fn take_random(&mut self) -> Option<Live> {
@@ -227,12 +271,19 @@ impl GranularityWalk {
         let checked = self
             .allocator
             .check_alias(&live.allocation, offset, &requirements, kind);
-        if checked.is_ok() {
-            live.aliases.push(Bound {
+        match checked {
+            Ok(()) => live.aliases.push(Bound {
                 offset: live.allocation.offset() + offset,
                 size,
                 kind,
-            });
+            }),
+            // In range, of a power-of-two alignment, in a live allocation:
+            // refused only as resources that cannot alias it.
+            Err(Error::CannotAlias(_)) => {}
+            Err(error) => panic!(
+                "{}: check_alias of {size} bytes at {offset} of {:?}: {error:?}",
+                self.context, live.allocation
+            ),
         }
     }
 
@@ -425,7 +476,7 @@ impl GranularityWalk {
         unsafe { self.allocator.end_frame(fence) }.unwrap();
         self.device.signal_fence(fence);
         self.allocator.collect().unwrap();
-        for pool in std::mem::take(&mut self.pools) {
+        for (pool, _, _) in std::mem::take(&mut self.pools) {
             self.allocator.destroy_pool(pool).unwrap();
         }
         let GranularityWalk {

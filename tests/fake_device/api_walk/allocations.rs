@@ -177,6 +177,7 @@ impl Walk {
         match result {
             Ok(allocation) => self.accept(allocation, &request, resource),
             Err(error) => {
+                self.check_driver_asked(error, &counters, &request);
                 match (request.desc.pool, pool_before) {
                     (Some(pool), Some(pool_before)) => {
                         match error {

@@ -2,7 +2,10 @@
 //! error a flawed request must get, when running out of memory is
 //! explained; and the faults injected that explain failures.
 
+use std::fmt::Debug;
+
 use gpu_alloc_types::MemoryPropertyFlags as Props;
+use vk_suballoc::device::fake::FakeCounters;
 use vk_suballoc::device::DeviceError;
 use vk_suballoc::report::Stats;
 use vk_suballoc::{DedicatedPolicy, Error, Request, ResourceKind, Usage};
@@ -275,6 +278,31 @@ impl Walk {
             "{ctx}: {request:?} for existing memory only"
         );
         assert!(!fired, "{ctx}: {request:?} reached the device");
+    }
+
+    /// Panics when `error` is `OutOfDeviceMemory` yet no
+    /// `vkAllocateMemory` call since `before` was refused: a heap's
+    /// remembered refusal skips only attempts that are not a request's
+    /// last in a memory type, so no request fails for want of device
+    /// memory without the driver having been asked
+    /// (`memory/context/refusals.rs`).
+    pub(super) fn check_driver_asked(&self, error: Error, before: &FakeCounters, what: &dyn Debug) {
+        if error != Error::OutOfDeviceMemory {
+            return;
+        }
+        let now = self.device.counters();
+        let refused = |c: &FakeCounters| c.allocate_calls - c.allocations;
+        assert!(
+            refused(&now) > refused(before),
+            "{}: {error:?} for {what:?}, yet the driver refused no call ({} calls, {} refused before; {} calls, {} refused after; heap usage {:?}, caps {:?})",
+            self.ctx(),
+            before.allocate_calls,
+            refused(before),
+            now.allocate_calls,
+            refused(&now),
+            self.device.heap_usage(),
+            self.caps
+        );
     }
 
     /// Injects a failure, caps or frees a heap, or moves a budget.

@@ -195,6 +195,7 @@ impl Walk {
                 });
             }
             Err(error) => {
+                self.check_driver_asked(error, &counters, &desc);
                 self.explain(error, &self.chunk_request(size, desc.usage), &before, fired);
                 // A chunk's request short of memory may have released kept
                 // empty blocks before it failed.
@@ -279,6 +280,7 @@ impl Walk {
                         assert!(grow, "{ctx}: {error:?}");
                         let bytes = chunk_size.max(size);
                         let request = self.chunk_request(bytes, usage);
+                        self.check_driver_asked(error, &counters, &request);
                         self.explain(error, &request, &before, fired);
                     }
                 }
