@@ -28,11 +28,15 @@ pub use linear_ring::{LinearOp, LinearShadow};
 #[derive(Clone, Copy, Debug)]
 pub enum Op {
     /// `allocate(size, align)`, taken as given (zero sizes and alignments that
-    /// are no power of two included).
+    /// are no power of two included); placed at the first aligned offset of
+    /// a free range of the size class `Strategy::MinTime` names (see
+    /// `good_fit_classes`).
     Allocate { size: u64, align: u64 },
     /// `allocate_with(size, align, Strategy::MinMemory)`: checked as
-    /// `Allocate`, and its free range never of a larger size class than
-    /// the one `allocate` would have taken.
+    /// `Allocate`, and placed where `Strategy::MinMemory` says: in a free
+    /// range of the class `size` rounds down to when one there holds it
+    /// (one of them when that class has more than 8), else where
+    /// `allocate` would have placed it.
     AllocateMinMemory { size: u64, align: u64 },
     /// `allocate_with(size, align, Strategy::MinOffset)`: checked as
     /// `Allocate`, and placed at the lowest aligned offset of any free
@@ -104,9 +108,31 @@ fn size_class<const M: u32>(size: u64) -> u32 {
     ((exponent - M + 1) << M) + mantissa
 }
 
+/// The smallest size filed under size class `class` with `M` mantissa
+/// bits: the inverse of [`size_class`], from the same definition.
+fn class_lower_bound<const M: u32>(class: u32) -> u64 {
+    if class < 1 << M {
+        return u64::from(class);
+    }
+    let exponent = (class >> M) + M - 1; // sizes in [2^exponent, 2^(exponent+1))
+    let mantissa = u64::from(class & ((1 << M) - 1));
+    ((1 << M) | mantissa) << (exponent - M)
+}
+
+/// The first size class all of whose free ranges hold `size > 0` bytes.
+fn class_up<const M: u32>(size: u64) -> u32 {
+    let class = size_class::<M>(size);
+    class + u32::from(class_lower_bound::<M>(class) != size)
+}
+
 /// The first offset at or after `start` that is a multiple of `align`.
 fn align_up(start: u64, align: u64) -> Option<u64> {
     start.checked_next_multiple_of(align)
+}
+
+/// Whether `range` holds `size` bytes at its first offset aligned to `align`.
+fn holds(range: &FreeRange, size: u64, align: u64) -> bool {
+    align_up(range.offset, align).is_some_and(|start| start + size <= range.offset + range.size)
 }
 
 /// An [`OffsetAllocator`] and its model.
@@ -319,9 +345,7 @@ impl<const M: u32> Shadow<M> {
             })
         } else if self.live.len() as u64 == u64::from(self.slots) {
             Some(OffsetError::OutOfSlots(self.slots))
-        } else if !self.free_ranges().iter().any(|r| {
-            align_up(r.offset, align).is_some_and(|start| start + size <= r.offset + r.size)
-        }) {
+        } else if !self.free_ranges().iter().any(|r| holds(r, size, align)) {
             // No free range holds it: the only case a space error is right.
             Some(if free < size {
                 OffsetError::OutOfSpace { size, free }
@@ -341,18 +365,52 @@ impl<const M: u32> Shadow<M> {
                 }
             }
             (Ok(allocation), None) => {
-                if let Some(fast) = fast {
-                    let class = |offset: u64| {
-                        let range = free_before
-                            .iter()
-                            .find(|r| r.offset <= offset && offset < r.offset + r.size)
-                            .expect("placed in a free range");
-                        size_class::<M>(range.size)
+                // The free range it was carved from, and the class of it.
+                let host = free_before
+                    .iter()
+                    .find(|r| {
+                        r.offset <= allocation.offset && allocation.offset < r.offset + r.size
+                    })
+                    .copied()
+                    .expect("placed in a free range");
+                let placed_class = size_class::<M>(host.size);
+                if strategy == Strategy::MinTime {
+                    // At its range's first aligned offset (the head slack
+                    // stays free), in a class the good fit names.
+                    let classes = good_fit_classes::<M>(&free_before, size, align);
+                    assert!(
+                        align_up(host.offset, align) == Some(allocation.offset)
+                            && classes.contains(&placed_class),
+                        "allocate took {allocation:?} from {host:?} (class {placed_class}), \
+                         the good fit names classes {classes:?} (free ranges {free_before:?})"
+                    );
+                }
+                if strategy == Strategy::MinMemory {
+                    // The tight look: ranges of the class `size` rounds down
+                    // to, up to 8 of them, unless `size` is that class's
+                    // bound at alignment 1 (where the good fit takes one).
+                    let tight = size_class::<M>(size);
+                    let in_tight: Vec<FreeRange> = free_before
+                        .iter()
+                        .filter(|r| size_class::<M>(r.size) == tight)
+                        .copied()
+                        .collect();
+                    let looked = !(align == 1 && class_lower_bound::<M>(tight) == size);
+                    let tight_fit = placed_class == tight
+                        && holds(&host, size, align)
+                        && align_up(host.offset, align) == Some(allocation.offset);
+                    let good_fit = fast.map(|f| f.offset) == Some(allocation.offset);
+                    let ok = if !looked || !in_tight.iter().any(|r| holds(r, size, align)) {
+                        good_fit
+                    } else if in_tight.len() <= 8 {
+                        tight_fit
+                    } else {
+                        tight_fit || good_fit
                     };
                     assert!(
-                        class(allocation.offset) <= class(fast.offset),
-                        "MinMemory took {allocation:?}, of a larger class than {fast:?} \
-                         (free ranges {free_before:?})"
+                        ok,
+                        "MinMemory took {allocation:?} from {host:?}; the good fit took {fast:?}, \
+                         class {tight} holds {in_tight:?} (free ranges {free_before:?})"
                     );
                 }
                 if strategy == Strategy::MinOffset {
@@ -607,6 +665,56 @@ impl<const M: u32> Shadow<M> {
                 "allocation_at({at})"
             );
         }
+    }
+}
+
+/// The size classes of free range that `allocate` (`Strategy::MinTime`)
+/// may take `size` bytes at `align` from, given the free ranges: the
+/// first non-empty class from `size` rounded up, if its first range
+/// holds the aligned request (all of them do, none do, or some do, when
+/// the bins' lists order decides); else the first non-empty class from
+/// `size + align - 1` rounded up, whose every range holds it wherever
+/// it starts; else the boundary search's: the smallest class from
+/// `size` rounded down with a range that holds it. Empty when nothing
+/// holds it. Each step is the `Strategy::MinTime` docs' "first size
+/// class all of whose free ranges hold the request, and its first
+/// range", and `allocate`'s time complexity docs' boundary search.
+fn good_fit_classes<const M: u32>(free: &[FreeRange], size: u64, align: u64) -> Vec<u32> {
+    let holds = |r: &FreeRange| holds(r, size, align);
+    let first_from = |class: u32| {
+        free.iter()
+            .map(|r| size_class::<M>(r.size))
+            .filter(|&c| c >= class)
+            .min()
+    };
+    let boundary = free
+        .iter()
+        .filter(|r| holds(r))
+        .map(|r| size_class::<M>(r.size))
+        .filter(|&c| c >= size_class::<M>(size))
+        .min();
+    let after_first = || match size
+        .checked_add(align - 1)
+        .filter(|&worst| worst <= MAX_CAPACITY)
+        .and_then(|worst| first_from(class_up::<M>(worst)))
+    {
+        Some(class) => Some(class),
+        None => boundary,
+    };
+    let Some(first) = first_from(class_up::<M>(size)) else {
+        return boundary.into_iter().collect();
+    };
+    let in_first: Vec<bool> = free
+        .iter()
+        .filter(|r| size_class::<M>(r.size) == first)
+        .map(holds)
+        .collect();
+    if in_first.iter().all(|&h| h) {
+        vec![first]
+    } else if in_first.iter().any(|&h| h) {
+        std::iter::once(first).chain(after_first()).collect()
+    } else {
+        after_first().into_iter().collect()
     }
 }
 

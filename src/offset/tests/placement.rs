@@ -66,6 +66,22 @@ fn a_repeated_failing_request_visits_no_gap_again() {
     assert_eq!(heap.allocate(70, 1).unwrap().offset, offset);
 }
 
+/// A boundary search that finds its fit behind its bin's head has not seen
+/// the whole bin: the bin's bound must stay an upper bound of the gaps
+/// left, or a later request would skip a bin that holds it (a false
+/// out-of-space).
+#[test]
+fn a_boundary_fit_behind_the_head_keeps_the_bins_bound() {
+    // [64, 72) holds 66 (head), 71, 69, in that list order; nothing larger.
+    let (mut heap, offsets) = heap_with_gaps(&[69, 71, 66], 1 << 12);
+    let visited = heap.search_stats().gaps_visited;
+    // 68: past the 66 at the head to the 71 behind it.
+    assert_eq!(heap.allocate(68, 1).map(|a| a.offset), Ok(offsets[1]));
+    assert_eq!(heap.search_stats().gaps_visited, visited + 2);
+    // 69: the bin still says it may hold a gap that large; the 69 does.
+    assert_eq!(heap.allocate(69, 1).map(|a| a.offset), Ok(offsets[0]));
+}
+
 #[test]
 fn head_slack_of_aligned_placement_stays_free() {
     let mut heap = OffsetAllocator::<3>::new(4096, 16).unwrap();
