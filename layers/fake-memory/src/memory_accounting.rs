@@ -199,46 +199,40 @@ mod tests {
         parse(spec).unwrap().unwrap()
     }
 
+    /// `book.reserve` under the configuration's own count limit.
+    fn reserve(
+        book: &AllocationBook,
+        config: &LayerConfig,
+        usage: &HeapUsage,
+        fake_type: u32,
+        size: u64,
+    ) -> Result<Reservation, vk::Result> {
+        book.reserve(
+            config,
+            usage,
+            config.max_memory_allocation_count(),
+            fake_type,
+            size,
+        )
+    }
+
     #[test]
     fn heap_capacity_is_enforced_and_freed_bytes_return() {
         let config = config("mobile");
         let usage = HeapUsage::default();
         let book = AllocationBook::default();
         let heap = config.profile.heaps[0].size;
-        let first = book
-            .reserve(
-                &config,
-                &usage,
-                config.max_memory_allocation_count(),
-                0,
-                heap / 2 + 1,
-            )
-            .unwrap();
+        let first = reserve(&book, &config, &usage, 0, heap / 2 + 1).unwrap();
         book.commit(first, vk::DeviceMemory::from_raw(1));
         assert_eq!(
-            book.reserve(
-                &config,
-                &usage,
-                config.max_memory_allocation_count(),
-                1,
-                heap / 2
-            )
-            .err(),
+            reserve(&book, &config, &usage, 1, heap / 2).err(),
             Some(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY)
         );
         assert!(book
             .release(&usage, vk::DeviceMemory::from_raw(1))
             .is_some());
         assert_eq!(usage.snapshot()[0], 0);
-        assert!(book
-            .reserve(
-                &config,
-                &usage,
-                config.max_memory_allocation_count(),
-                1,
-                heap / 2
-            )
-            .is_ok());
+        assert!(reserve(&book, &config, &usage, 1, heap / 2).is_ok());
     }
 
     /// The count limit is the one the layer reports for the device, which
@@ -269,7 +263,7 @@ mod tests {
         let book = AllocationBook::default();
         let mut results = Vec::new();
         for handle in 1..=4u64 {
-            match book.reserve(&config, &usage, config.max_memory_allocation_count(), 0, 64) {
+            match reserve(&book, &config, &usage, 0, 64) {
                 Ok(reservation) => {
                     book.commit(reservation, vk::DeviceMemory::from_raw(handle));
                     results.push(vk::Result::SUCCESS);
@@ -297,15 +291,7 @@ mod tests {
         let book = AllocationBook::default();
         let memory = vk::DeviceMemory::from_raw(5);
         let image = Resource::Image(vk::Image::from_raw(9));
-        let reservation = book
-            .reserve(
-                &config,
-                &usage,
-                config.max_memory_allocation_count(),
-                0,
-                4096,
-            )
-            .unwrap();
+        let reservation = reserve(&book, &config, &usage, 0, 4096).unwrap();
         book.commit(reservation.dedicated_to(Some(image)), memory);
         assert_eq!(book.get(memory).unwrap().dedicated_to, Some(image));
         assert_eq!(
@@ -313,15 +299,7 @@ mod tests {
             Some(image)
         );
         assert_eq!(book.get(memory), None);
-        let reservation = book
-            .reserve(
-                &config,
-                &usage,
-                config.max_memory_allocation_count(),
-                0,
-                4096,
-            )
-            .unwrap();
+        let reservation = reserve(&book, &config, &usage, 0, 4096).unwrap();
         book.commit(reservation, memory);
         assert_eq!(book.get(memory).unwrap().dedicated_to, None);
     }
@@ -331,15 +309,7 @@ mod tests {
         let config = config("discrete");
         let usage = HeapUsage::default();
         let book = AllocationBook::default();
-        let reservation = book
-            .reserve(
-                &config,
-                &usage,
-                config.max_memory_allocation_count(),
-                3,
-                1000,
-            )
-            .unwrap();
+        let reservation = reserve(&book, &config, &usage, 3, 1000).unwrap();
         assert_eq!(usage.snapshot()[2], 1000);
         book.cancel(&usage, reservation);
         assert_eq!(usage.snapshot()[2], 0);

@@ -83,6 +83,15 @@ fn unchecked_write_into_freed_memory(allocator: FakeAllocator, device: &FakeDevi
     )
 }
 
+/// The message `device`'s drop panics with; fails the test if it does not.
+fn drop_panic_message(device: FakeDevice) -> String {
+    let dropped = panic::catch_unwind(AssertUnwindSafe(move || drop(device)));
+    *dropped
+        .expect_err("the drop panics")
+        .downcast::<String>()
+        .expect("a formatted message")
+}
+
 /// A host write into freed memory that no check saw before the device
 /// went is not lost: the device's drop checks the quarantine and panics,
 /// naming the memory and the byte. Every other test checks the quarantine
@@ -92,11 +101,7 @@ fn unchecked_write_into_freed_memory(allocator: FakeAllocator, device: &FakeDevi
 fn an_unchecked_write_into_freed_memory_panics_when_the_device_drops() {
     let (allocator, device) = allocator(FakeLayout::discrete());
     let expected = unchecked_write_into_freed_memory(allocator, &device);
-    let dropped = panic::catch_unwind(AssertUnwindSafe(move || drop(device)));
-    let message = *dropped
-        .expect_err("the drop panics")
-        .downcast::<String>()
-        .expect("a formatted message");
+    let message = drop_panic_message(device);
     assert!(
         message.contains("fake device dropped with violations no test read"),
         "{message}"
@@ -123,11 +128,7 @@ fn an_unread_violation_panics_when_the_device_drops() {
             .create_buffer(256, vk::BufferUsageFlags::empty())
             .is_err());
     }
-    let dropped = panic::catch_unwind(AssertUnwindSafe(move || drop(device)));
-    let message = *dropped
-        .expect_err("the drop panics")
-        .downcast::<String>()
-        .expect("a formatted message");
+    let message = drop_panic_message(device);
     assert!(
         message.contains("fake device dropped with violations no test read"),
         "{message}"
@@ -146,11 +147,7 @@ fn a_leak_panics_when_the_device_drops() {
     // SAFETY: a fake device; the buffer is never bound or destroyed.
     let created = unsafe { device.create_buffer(256, vk::BufferUsageFlags::TRANSFER_SRC) };
     assert!(created.is_ok());
-    let dropped = panic::catch_unwind(AssertUnwindSafe(move || drop(device)));
-    let message = *dropped
-        .expect_err("the drop panics")
-        .downcast::<String>()
-        .expect("a formatted message");
+    let message = drop_panic_message(device);
     assert!(
         message.contains("1 buffers or images never destroyed"),
         "{message}"
