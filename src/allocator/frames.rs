@@ -197,9 +197,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// the lower of the two), or through `VK_KHR_timeline_semaphore`
     /// enabled on the device. The
     /// [`AshMemoryDevice`](crate::device::AshMemoryDevice) backend calls
-    /// the core `vkGetSemaphoreCounterValue` and `vkWaitSemaphores`, or
-    /// the extension's commands where the device has no core 1.2 ones;
-    /// with neither, calling them aborts the process.
+    /// the extension's commands wherever the extension is enabled, else
+    /// the core `vkGetSemaphoreCounterValue` and `vkWaitSemaphores`; with
+    /// neither, calling them aborts the process.
     ///
     /// # Time complexity
     /// As [`end_frame`](Self::end_frame).

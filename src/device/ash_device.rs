@@ -94,9 +94,9 @@ pub struct AshMemoryDevice {
     physical_device: vk::PhysicalDevice,
     features: DeviceFeatures,
     debug_utils: Option<ash::ext::debug_utils::Device>,
-    /// `VK_KHR_timeline_semaphore`'s commands, for a device without the
-    /// core 1.2 ones (`new`): frames sealed on a timeline semaphore are
-    /// waited for through them.
+    /// `VK_KHR_timeline_semaphore`'s commands, where the extension is
+    /// enabled (`timeline_khr`): frames sealed on a timeline semaphore are
+    /// waited for through them, else through the core 1.2 ones.
     timeline_khr: Option<ash::khr::timeline_semaphore::Device>,
     /// maintenance4's requirement queries, when
     /// [`DeviceFeatures::maintenance4`] is set and the device has them.
@@ -132,8 +132,8 @@ impl AshMemoryDevice {
     ///   `extern "system"` function). Beyond 1.1, only
     ///   [`Allocator::end_frame_timeline`](crate::Allocator::end_frame_timeline)
     ///   needs more: Vulkan 1.2, or `VK_KHR_timeline_semaphore` enabled
-    ///   on the device, whose commands are used when the device has no
-    ///   core 1.2 ones (an engine targeting Vulkan 1.1).
+    ///   on the device, whose commands are used wherever it is enabled
+    ///   (an engine targeting Vulkan 1.1).
     /// - `device` was created from `physical_device` of `instance` alone,
     ///   not from a device group
     ///   of several: every host-visible block is mapped, and memory of a
