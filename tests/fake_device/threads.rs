@@ -191,13 +191,12 @@ impl<'a> World<'a> {
         self.shadow.lock().unwrap()
     }
 
-    /// Whether `error` is one a request may meet on small heaps with few
-    /// memory objects.
+    /// Whether `error` is one a request that need not stay within budget
+    /// (an upload ring's chunk, a pool's first blocks) may meet on small
+    /// heaps with few memory objects: not `OverBudget`, which only
+    /// within-budget requests get (`allocate`'s docs).
     fn exhausted(error: &Error) -> bool {
-        matches!(
-            error,
-            Error::OutOfDeviceMemory | Error::TooManyObjects(_) | Error::OverBudget { .. }
-        )
+        matches!(error, Error::OutOfDeviceMemory | Error::TooManyObjects(_))
     }
 
     /// A request as the threads make them: mostly small buffers, some
@@ -242,7 +241,8 @@ impl<'a> World<'a> {
     /// refused as such; for existing memory only, `NoRoomInExistingMemory`
     /// alone (it calls no `vkAllocateMemory`, so no exhaustion of the
     /// device, no full pool); else exhaustion on small heaps with few
-    /// memory objects, or a full pool.
+    /// memory objects, `OverBudget` only when it asked to stay within
+    /// budget, or a full pool when it names one.
     fn check_refusal(request: &Request<'_>, error: Error) {
         let size = request.requirements.size;
         let min_alignment = request.desc.min_alignment;
@@ -256,9 +256,12 @@ impl<'a> World<'a> {
             );
         } else {
             let full = matches!(error, Error::PoolFull { .. }) && request.desc.pool.is_some();
+            let over = matches!(error, Error::OverBudget { .. }) && request.desc.within_budget;
             assert!(
-                Self::exhausted(&error) || full,
-                "allocate {size}: {error:?}"
+                Self::exhausted(&error) || full || over,
+                "allocate {size} (within budget: {}, pool: {:?}): {error:?}",
+                request.desc.within_budget,
+                request.desc.pool
             );
         }
     }
@@ -473,9 +476,17 @@ impl<'a> World<'a> {
                 90 => {
                     self.allocator.trim();
                     // With debug work on: the threads write only their
-                    // own bytes, so nothing reads as damaged.
-                    if let Ok(report) = self.allocator.check_corruption(!0) {
-                        assert!(report.is_clean(), "{report:?}");
+                    // own bytes, so nothing reads as damaged. Without,
+                    // every type is refused.
+                    let config = self.allocator.config();
+                    match self.allocator.check_corruption(!0) {
+                        Ok(report) => {
+                            assert!(config.detect_corruption || config.debug_fill);
+                            assert!(report.is_clean(), "{report:?}");
+                        }
+                        Err(Error::CorruptionDetectionOff { .. })
+                            if !config.detect_corruption && !config.debug_fill => {}
+                        Err(error) => panic!("check_corruption: {error:?}"),
                     }
                 }
                 91 => self.collect_idle(),
