@@ -13,8 +13,8 @@ use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags as Props;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{
-    Allocation, AllocationDesc, Config, DefragmentationLimits, Movable, Pool, PoolDesc, Request,
-    ResourceKind, Usage,
+    Allocation, AllocationDesc, Config, DefragmentationLimits, Error, Movable, Pool, PoolDesc,
+    Request, ResourceKind, Usage,
 };
 
 use super::seeded_rng::Rng;
@@ -32,18 +32,30 @@ struct Live {
 }
 
 impl Live {
-    /// Writes its value over its bytes, where the host can.
-    fn write(&mut self, allocator: &FakeAllocator) {
-        if let Ok(bytes) = allocator.mapped_slice_mut(&mut self.allocation) {
-            bytes.fill(self.fill);
+    /// Writes its value over its bytes, where the host can: in every
+    /// host-visible memory type (`props`, the layout's), in no other.
+    fn write(&mut self, allocator: &FakeAllocator, props: &[Props]) {
+        let host_visible = self.host_visible(props);
+        let memory_type = self.allocation.memory_type();
+        match allocator.mapped_slice_mut(&mut self.allocation) {
+            Ok(bytes) if host_visible => bytes.fill(self.fill),
+            Err(Error::NotHostVisible) if !host_visible => {}
+            result => panic!("type {memory_type}: {:?}", result.map(|_| ())),
         }
     }
 
-    /// Whether its bytes still hold its value.
-    fn intact(&self, allocator: &FakeAllocator) -> bool {
-        allocator
-            .mapped_slice(&self.allocation)
-            .map_or(true, |bytes| bytes.iter().all(|&b| b == self.fill))
+    /// Whether its bytes still hold its value (in host-visible memory,
+    /// where they were written).
+    fn intact(&self, allocator: &FakeAllocator, props: &[Props]) -> bool {
+        match allocator.mapped_slice(&self.allocation) {
+            Ok(bytes) if self.host_visible(props) => bytes.iter().all(|&b| b == self.fill),
+            Err(Error::NotHostVisible) if !self.host_visible(props) => true,
+            result => panic!("{:?}: {:?}", self.allocation, result.map(|_| ())),
+        }
+    }
+
+    fn host_visible(&self, props: &[Props]) -> bool {
+        props[self.allocation.memory_type() as usize].contains(Props::HOST_VISIBLE)
     }
 }
 
@@ -174,16 +186,28 @@ fn random_plans_over_pools_margins_and_queued_frees_keep_contents_and_counts() {
                 };
                 let requirements = requirements(size, 1 << rng.below(12));
                 let usage = [Usage::UPLOAD, Usage::DEVICE_LOCAL, Usage::READBACK];
-                let desc = match rng.below(3) {
-                    0 => AllocationDesc::new(usage[rng.below(3) as usize]),
-                    pool => AllocationDesc::new(Usage::UPLOAD).pool(pools[pool as usize - 1].0),
+                let pool = rng.below(3).checked_sub(1).map(|i| &pools[i as usize]);
+                let desc = match pool {
+                    None => AllocationDesc::new(usage[rng.below(3) as usize]),
+                    Some(&(pool, _, _)) => AllocationDesc::new(Usage::UPLOAD).pool(pool),
                 };
-                // A full pool refuses; so be it.
-                let Ok(allocation) =
-                    allocator.allocate(&Request::with_desc(requirements, kind, desc))
-                else {
-                    continue;
-                };
+                // A full pool refuses, holding its `max_blocks` blocks; so
+                // be it. Nothing else may: the heaps are large.
+                let allocation =
+                    match allocator.allocate(&Request::with_desc(requirements, kind, desc)) {
+                        Ok(allocation) => allocation,
+                        Err(Error::PoolFull { max_blocks }) if pool.is_some() => {
+                            let &(pool, _, max) = pool.unwrap();
+                            let blocks = allocator.pool_stats(&pool).unwrap().blocks;
+                            assert_eq!(
+                                (max_blocks, blocks),
+                                (max, max),
+                                "{context}: a full pool of {size} bytes"
+                            );
+                            continue;
+                        }
+                        Err(error) => panic!("{context}: {size} bytes, {desc:?}: {error:?}"),
+                    };
                 fill = fill % 255 + 1;
                 let mut new = Live {
                     allocation,
@@ -191,7 +215,7 @@ fn random_plans_over_pools_margins_and_queued_frees_keep_contents_and_counts() {
                     kind,
                     fill,
                 };
-                new.write(&allocator);
+                new.write(&allocator, &props);
                 live.push(new);
             }
             for _ in 0..rng.below(live.len() as u64 + 1) {
@@ -262,7 +286,7 @@ fn random_plans_over_pools_margins_and_queued_frees_keep_contents_and_counts() {
                     kind: live[i].kind,
                     fill: live[i].fill,
                 };
-                moved.write(&allocator);
+                moved.write(&allocator, &props);
                 let old = std::mem::replace(&mut live[i], moved);
                 if rng.below(2) == 0 {
                     allocator.free_after_frame(old.allocation).unwrap();
@@ -278,7 +302,7 @@ fn random_plans_over_pools_margins_and_queued_frees_keep_contents_and_counts() {
                 allocator.collect().unwrap();
             }
             assert!(
-                live.iter().all(|l| l.intact(&allocator)),
+                live.iter().all(|l| l.intact(&allocator, &props)),
                 "{context}: contents overwritten"
             );
             assert_pages_apart(&live, granularity, &context);

@@ -12,7 +12,10 @@
 //! block policy.
 //!
 //! Every allocation is checked for its alignment (the atom too in
-//! non-coherent memory), and after every step: no two live allocations of
+//! non-coherent memory); a request naming the pool fails exactly when the
+//! pool's type does not suit its usage (`NoSuitableMemoryType`) or it
+//! passes the pool's fixed block size (`TooLargeForPool`), every other
+//! request never; and after every step: no two live allocations of
 //! a block overlap or come closer than the margin, a linear and an optimal
 //! resource (or one of unknown kind and any other) share no granularity
 //! page, every host-visible allocation holds the bytes written for it in
@@ -62,13 +65,35 @@ struct Walk {
     margin: u64,
     atom: u64,
     granularity: u64,
-    pool: Option<Pool>,
+    /// The custom pool, and its fixed block size (0: blocks that grow).
+    pool: Option<(Pool, u64)>,
     /// Fences of frames ended and not yet signalled.
     frames: Vec<vk::Fence>,
     /// Whether a free waits in the frame queue: `stats()` counts it.
     pending: bool,
     next_tag: u8,
     context: String,
+}
+
+/// How the custom pool must refuse a request (`Walk::pool_refusal`).
+enum PoolRefusal {
+    /// Its memory type does not suit the request's usage: this error.
+    Unsuitable(Error),
+    /// `size` bytes do not fit a block of `block_size`.
+    TooLarge { size: u64, block_size: u64 },
+}
+
+impl PoolRefusal {
+    fn is(&self, error: &Error) -> bool {
+        match *self {
+            Self::Unsuitable(want) => *error == want,
+            Self::TooLarge { size, block_size } => matches!(
+                *error,
+                Error::TooLargeForPool { size: placed, block_size: b }
+                    if b == block_size && placed >= size
+            ),
+        }
+    }
 }
 
 /// One of the fake layouts.
@@ -120,7 +145,7 @@ impl Walk {
         if self.rng.below(4) == 0 {
             desc = desc.name("walk");
         }
-        if let Some(pool) = self.pool.filter(|_| self.rng.below(3) == 0) {
+        if let Some((pool, _)) = self.pool.filter(|_| self.rng.below(3) == 0) {
             desc = desc.pool(pool);
         }
         let alignment = 1 << self.rng.below(14);
@@ -137,16 +162,12 @@ impl Walk {
                 .allocate_many(&[request])
                 .map(|mut made| made.pop().unwrap()),
         };
-        let allocation = match made {
-            Ok(allocation) => allocation,
+        let allocation = match (made, self.pool_refusal(&request)) {
+            (Ok(allocation), None) => allocation,
             // The pool's fixed block size, or its memory type's
-            // properties, may not suit the request.
-            Err(Error::TooLargeForPool { .. } | Error::NoSuitableMemoryType { .. })
-                if request.desc.pool.is_some() =>
-            {
-                return
-            }
-            Err(error) => panic!("{}: {request:?}: {error:?}", self.context),
+            // properties, may not suit the request: exactly then refused.
+            (Err(error), Some(refusal)) if refusal.is(&error) => return,
+            (made, _) => panic!("{}: {request:?}: {:?}", self.context, made.map(|_| ())),
         };
         if self.rng.below(5) == 0 {
             self.allocator
@@ -191,6 +212,27 @@ impl Walk {
             self.allocator.flush(&live.allocation, ..).unwrap();
         }
         self.live.push(live);
+    }
+
+    /// The refusal of a request naming the pool that the pool must
+    /// refuse: a memory type that is not host-visible for a usage that
+    /// needs host access, else a request that with its margin passes the
+    /// pool's fixed block size (a smaller one, however rounded, takes a
+    /// whole block).
+    fn pool_refusal(&self, request: &Request<'_>) -> Option<PoolRefusal> {
+        let (pool, block_size) = self.pool.filter(|_| request.desc.pool.is_some())?;
+        let memory_type = pool.memory_type();
+        let props = self.allocator.memory_type_properties(memory_type).unwrap();
+        let usage = request.desc.usage;
+        if usage.needs_host_access() && !props.contains(vk::MemoryPropertyFlags::HOST_VISIBLE) {
+            return Some(PoolRefusal::Unsuitable(Error::NoSuitableMemoryType {
+                memory_type_bits: 1 << memory_type,
+                usage,
+            }));
+        }
+        let size = request.requirements.size;
+        (block_size != 0 && size + self.margin > block_size)
+            .then_some(PoolRefusal::TooLarge { size, block_size })
     }
 
     fn free(&mut self) {
@@ -464,7 +506,7 @@ impl Walk {
             unsafe { self.allocator.free(live.allocation) }.unwrap();
         }
         self.end_frame(true);
-        if let Some(pool) = self.pool {
+        if let Some((pool, _)) = self.pool {
             self.allocator.destroy_pool(pool).unwrap();
         }
         assert_eq!(self.allocator.corruptions_detected(), 0, "{}", self.context);
@@ -501,17 +543,49 @@ fn walk(seed: u64) {
     );
     let types = layout.memory_types.len() as u64;
     let (allocator, device) = allocator_with(layout, config);
-    let pool = (rng.below(2) == 0)
-        .then(|| {
-            let desc = PoolDesc {
-                block_size: [0, 1 << 20, 2 << 20, (3 << 20) + 4096][rng.below(4) as usize],
-                min_blocks: rng.below(2) as u32,
-                min_alignment: [0, 0, 64, 512][rng.below(4) as usize],
-                ..PoolDesc::new(rng.below(types) as u32)
-            };
-            allocator.create_pool(&desc).ok()
-        })
-        .flatten();
+    // Every walk has its pool (drawn in one of two, it was made in fewer
+    // than one walk in four: refused on lazily allocated types).
+    let pool = Some(()).map(|()| {
+        let mut desc = PoolDesc {
+            block_size: [0, 1 << 20, 2 << 20, (3 << 20) + 4096][rng.below(4) as usize],
+            min_blocks: rng.below(2) as u32,
+            min_alignment: [0, 0, 64, 512][rng.below(4) as usize],
+            ..PoolDesc::new(rng.below(types) as u32)
+        };
+        // AMD's device-coherent types, without their feature, are not the
+        // allocator's to use: refused, then the pool is made in type 0.
+        let props = allocator.memory_type_properties(desc.memory_type);
+        if props
+            .unwrap()
+            .contains(vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD)
+        {
+            let refused = allocator.create_pool(&desc);
+            assert!(
+                matches!(refused, Err(Error::InvalidConfig(_))),
+                "seed {seed}: {desc:?}: {refused:?}"
+            );
+            desc.memory_type = 0;
+        }
+        // A lazily allocated type takes neither a block size nor
+        // `min_blocks` (its requests all take dedicated memory): refused,
+        // then made without them.
+        let props = allocator.memory_type_properties(desc.memory_type);
+        if props
+            .unwrap()
+            .contains(vk::MemoryPropertyFlags::LAZILY_ALLOCATED)
+            && (desc.block_size, desc.min_blocks) != (0, 0)
+        {
+            let refused = allocator.create_pool(&desc);
+            assert!(
+                matches!(refused, Err(Error::InvalidConfig(_))),
+                "seed {seed}: {desc:?}: {refused:?}"
+            );
+            (desc.block_size, desc.min_blocks) = (0, 0);
+        }
+        let made = allocator.create_pool(&desc);
+        let pool = made.unwrap_or_else(|error| panic!("seed {seed}: {desc:?}: {error:?}"));
+        (pool, desc.block_size)
+    });
     let mut walk = Walk {
         rng,
         allocator,

@@ -22,7 +22,8 @@ impl Walk {
         let built: Vec<Built> = reqs.iter().take(4).map(|r| self.build(r)).collect();
         let requests: Vec<Request<'static>> = built.iter().map(|b| b.request).collect();
         let stats = self.allocator.stats();
-        let calls = self.device.counters().allocate_calls;
+        let counters = self.device.counters();
+        let calls = counters.allocate_calls;
         let mut memories = self.memories();
         let result = self.allocator.allocate_many(&requests);
         // Placed in order: an existing-memory-only request may use memory
@@ -51,6 +52,7 @@ impl Walk {
                     None => self.allocate_error_ok(error, &b.request, b.allowed, b.stale_pool),
                 });
                 assert!(documented, "allocate_many {requests:?}: {error:?}");
+                self.check_driver_asked(&error, &counters, &requests);
                 for b in &built {
                     self.drop_resource(b);
                 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags as Props;
-use vk_suballoc::device::fake::{FakeDevice, FakeLayout, FakeMemory};
+use vk_suballoc::device::fake::{FakeCounters, FakeDevice, FakeLayout, FakeMemory};
 use vk_suballoc::device::{DedicatedHint, DeviceError};
 use vk_suballoc::{
     Allocation, AllocationDesc, Allocator, Collected, Config, DedicatedPolicy, DedicatedTarget,

@@ -150,6 +150,7 @@ impl Walk {
             (Ok(a), Some(flaw)) => panic!("{request:?} got {a:?}, not {flaw:?}"),
             (Err(error), None) => {
                 self.drop_resource(&built);
+                self.check_driver_asked(&error, &before, request);
                 return self.check_allocate_error(error, request, built.allowed, built.stale_pool);
             }
             (Ok(a), None) => a,
@@ -337,6 +338,38 @@ impl Walk {
             .any(|e| admits(&e))
     }
 
+    /// Panics when `error` is `OutOfDeviceMemory` yet the driver refused
+    /// no `vkAllocateMemory` call since `before`, with no heap under a
+    /// `Config::heap_size_limits` entry (the one refusal without a call
+    /// that a placed request meets: sizes past a heap or
+    /// `maxMemoryAllocationSize` are refused before as such, and a heap's
+    /// remembered refusal never skips a request's last attempt in a memory
+    /// type, `memory/context/refusals.rs`), so that no request fails for
+    /// want of device memory without the driver having been asked.
+    pub(super) fn check_driver_asked(
+        &self,
+        error: &Error,
+        before: &FakeCounters,
+        what: &dyn std::fmt::Debug,
+    ) {
+        if *error != Error::OutOfDeviceMemory
+            || self.config.heap_size_limits.iter().any(|&l| l != 0)
+        {
+            return;
+        }
+        let now = self.device.counters();
+        let refused = |c: &FakeCounters| c.allocate_calls - c.allocations;
+        assert!(
+            refused(&now) > refused(before),
+            "{error:?} for {what:?}, yet the driver refused no call ({} calls, {} refused before; {} calls, {} refused after; heap usage {:?})",
+            before.allocate_calls,
+            refused(before),
+            now.allocate_calls,
+            refused(&now),
+            self.device.heap_usage(),
+        );
+    }
+
     pub(super) fn check_allocate_error(
         &self,
         error: Error,
@@ -378,6 +411,7 @@ impl Walk {
             return matches!(error, Error::NoMemoryTypeBits(_));
         }
         match error {
+            Error::DeviceLost => self.lost,
             _ if memory_error_ok(&error) => true,
             Error::DeviceAddressNotEnabled => no_address,
             Error::OverBudget { .. } => desc.within_budget,

@@ -186,6 +186,7 @@ impl Walk {
         };
         let before = tally(&self.allocator.stats());
         let objects = self.device.live_allocations().len();
+        let counters = self.device.counters();
         let result = if unchecked {
             // SAFETY: the fake device takes any buffer usage.
             unsafe { self.allocator.create_upload_ring_unchecked(&desc) }
@@ -217,6 +218,11 @@ impl Walk {
                     (_, Some(flaw)) => assert_eq!(&error, flaw, "{desc:?}"),
                     (_, None) => {
                         assert!(memory_error_ok(&error), "{desc:?}: undocumented {error:?}");
+                        assert!(
+                            error != Error::DeviceLost || self.lost,
+                            "{desc:?}: {error:?}"
+                        );
+                        self.check_driver_asked(&error, &counters, &desc);
                         let largest = self.layout.memory_heaps.iter().map(|h| h.size).max();
                         if largest.is_some_and(|l| size > l) {
                             assert!(
@@ -326,6 +332,7 @@ impl Walk {
         }
         let before = tally(&self.allocator.stats());
         let objects = self.device.live_allocations().len();
+        let counters = self.device.counters();
         let ring = self.rings[i].ring;
         let result = if mutable {
             self.allocator.ring_allocate_mut(ring, size, align)
@@ -360,7 +367,11 @@ impl Walk {
             }
             (Err(error), None) => {
                 let ok = match &error {
-                    _ if model.grow => memory_error_ok(&error),
+                    Error::DeviceLost if !self.lost => false,
+                    _ if model.grow => {
+                        self.check_driver_asked(&error, &counters, &(size, align));
+                        memory_error_ok(&error)
+                    }
                     Error::UploadRingTooSmall {
                         size: s,
                         capacity: c,

@@ -18,6 +18,7 @@ use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Allocation, Config, DefragmentationLimits, Movable, Request, ResourceKind};
 
 use super::super::seeded_rng::Rng;
+use super::super::stress::host_visible;
 use super::super::{allocator_with, finish, free, requirements};
 use super::{check_tag, range_of, Held, World, MIB, USAGES};
 
@@ -299,8 +300,8 @@ impl World<'_> {
             }
             let mut destination = planned.destination;
             // The copy: the whole of the mapped bytes, as on the host.
-            if let Ok(bytes) = self.allocator.mapped_slice(a) {
-                let bytes = bytes.to_vec();
+            if host_visible(self.allocator, a) {
+                let bytes = self.allocator.mapped_slice(a).unwrap().to_vec();
                 let target = self.allocator.mapped_slice_mut(&mut destination).unwrap();
                 target.copy_from_slice(&bytes);
                 let size = destination.size();
