@@ -4,7 +4,9 @@ use ash::vk;
 
 use super::place::check_desc;
 use super::{Allocation, AllocationDesc, Allocator, Request};
-use crate::device::{AshMemoryDevice, DedicatedHint, DedicatedTarget, DeviceError};
+use crate::device::{
+    chain_structures, AshMemoryDevice, DedicatedHint, DedicatedTarget, DeviceError,
+};
 use crate::memory::{ResourceKind, Usage};
 use crate::Error;
 
@@ -533,21 +535,17 @@ fn target_unless_aliased(request: Request<'_>, target: DedicatedTarget) -> Reque
 /// # Safety
 /// `info`'s `pNext` chain is valid (VUID-VkBufferCreateInfo-pNext-pNext).
 pub(super) unsafe fn buffer_usage(info: &vk::BufferCreateInfo<'_>) -> vk::BufferUsageFlags {
-    let mut next = info.p_next.cast::<vk::BaseInStructure<'_>>();
-    while !next.is_null() {
-        // SAFETY: every structure of a valid chain starts with `sType` and
-        // `pNext`.
-        let base = unsafe { &*next };
-        if base.s_type == vk::StructureType::BUFFER_USAGE_FLAGS_2_CREATE_INFO_KHR {
-            // SAFETY: its `sType` says which structure it is.
-            let usage2 = unsafe { &*next.cast::<vk::BufferUsageFlags2CreateInfoKHR<'_>>() };
-            // The low 32 bits: the flags the 32-bit type has (truncating
-            // drops only bits it cannot name).
-            return vk::BufferUsageFlags::from_raw(usage2.usage.as_raw() as u32);
-        }
-        next = base.p_next;
-    }
-    info.usage
+    // SAFETY: a valid chain (the contract), read within this call.
+    let usage2 = unsafe { chain_structures(info.p_next) }
+        .find(|&(s_type, _)| s_type == vk::StructureType::BUFFER_USAGE_FLAGS_2_CREATE_INFO_KHR);
+    let Some((_, usage2)) = usage2 else {
+        return info.usage;
+    };
+    // SAFETY: its `sType` says which structure it is.
+    let usage2 = unsafe { &*usage2.cast::<vk::BufferUsageFlags2CreateInfoKHR<'_>>() };
+    // The low 32 bits: the flags the 32-bit type has (truncating drops
+    // only bits it cannot name).
+    vk::BufferUsageFlags::from_raw(usage2.usage.as_raw() as u32)
 }
 
 /// [`Error::UnsupportedResource`] for a buffer the helpers cannot bind,
@@ -623,24 +621,23 @@ pub(super) unsafe fn check_image_handle_types(info: &vk::ImageCreateInfo<'_>) ->
             "ExternalMemoryHandleTypeFlags::SCREEN_BUFFER_QNX",
         ),
     ];
-    let mut next = info.p_next.cast::<vk::BaseInStructure<'_>>();
-    while !next.is_null() {
-        // SAFETY: every structure of a valid chain starts with `sType` and
-        // `pNext` (the contract).
-        let base = unsafe { &*next };
-        if base.s_type == vk::StructureType::EXTERNAL_MEMORY_IMAGE_CREATE_INFO {
-            // SAFETY: its `sType` says which structure it is.
-            let external = unsafe { &*next.cast::<vk::ExternalMemoryImageCreateInfo<'_>>() };
-            if let Some(&(_, name)) = refused
-                .iter()
-                .find(|(handle_type, _)| external.handle_types.intersects(*handle_type))
-            {
-                return Err(Error::UnsupportedResource(name));
-            }
-        }
-        next = base.p_next;
+    // SAFETY: a valid chain (the contract), read within this call; a valid
+    // chain holds at most one structure of each type
+    // (VUID-VkImageCreateInfo-sType-unique).
+    let external = unsafe { chain_structures(info.p_next) }
+        .find(|&(s_type, _)| s_type == vk::StructureType::EXTERNAL_MEMORY_IMAGE_CREATE_INFO);
+    let Some((_, external)) = external else {
+        return Ok(());
+    };
+    // SAFETY: its `sType` says which structure it is.
+    let external = unsafe { &*external.cast::<vk::ExternalMemoryImageCreateInfo<'_>>() };
+    match refused
+        .iter()
+        .find(|(handle_type, _)| external.handle_types.intersects(*handle_type))
+    {
+        Some(&(_, name)) => Err(Error::UnsupportedResource(name)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// `request` kept off the memory types whose protection differs from its

@@ -14,6 +14,7 @@ use super::{
     memory_priority, AllocateInfo, DedicatedHint, DedicatedTarget, DeviceError, FrameSignal,
     GpuInfo, HeapBudget, MemoryDeviceExt, MemoryProperties,
 };
+pub(crate) use chain::chain_structures;
 use info_requirements::InfoRequirements;
 use properties::{
     amd_device_coherent_types, is_vulkan_1_3, known_max_buffer_size, memory_property_flags,
@@ -672,6 +673,7 @@ fn out_of_memory(result: vk::Result) -> OutOfMemory {
     }
 }
 
+mod chain;
 mod info_requirements;
 mod properties;
 #[cfg(test)]

@@ -26,6 +26,7 @@ pub mod fake;
 use std::fmt::Debug;
 
 use ash::vk;
+pub(crate) use ash_device::chain_structures;
 pub use ash_device::{AshMemoryDevice, DeviceFeatures};
 pub use error::DeviceError;
 pub use gpu_alloc_types::{

@@ -136,15 +136,6 @@ pub(super) unsafe fn takes_image_info(info: &vk::ImageCreateInfo<'_>) -> bool {
         vk::StructureType::EXTERNAL_FORMAT_ANDROID,
         vk::StructureType::EXTERNAL_FORMAT_QNX,
     ];
-    let mut next = info.p_next.cast::<vk::BaseInStructure<'_>>();
-    while !next.is_null() {
-        // SAFETY: every structure of a valid chain starts with `sType` and
-        // `pNext` (the contract).
-        let base = unsafe { &*next };
-        if refused.contains(&base.s_type) {
-            return false;
-        }
-        next = base.p_next;
-    }
-    true
+    // SAFETY: a valid chain (the contract), read within this call.
+    !unsafe { super::chain_structures(info.p_next) }.any(|(s_type, _)| refused.contains(&s_type))
 }
