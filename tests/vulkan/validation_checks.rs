@@ -178,25 +178,50 @@ const FLUSH_VUID: &str = "VUID-VkMappedMemoryRange-offset-00687";
 fn misaligned_flush() {
     let context = VulkanContext::new(Profile::Lavapipe);
     context.allow(Advice::SmallMemory);
-    let info = vk::MemoryAllocateInfo::default()
-        .allocation_size(4096)
-        .memory_type_index(0);
-    // SAFETY: lavapipe's type 0 is host-visible; the memory is mapped once
-    // and freed unmapped; the range's offset is the mistake under test.
+    let memory = mapped_memory(&context, None);
+    // SAFETY: memory mapped above; the range's offset is the mistake under
+    // test; freed unmapped.
     unsafe {
-        let memory = context.device.allocate_memory(&info, None).unwrap();
-        context
-            .device
-            .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
-            .unwrap();
-        let range = vk::MappedMemoryRange::default()
-            .memory(memory)
-            .offset(1)
-            .size(64);
+        let range = misaligned_range(memory);
         context.device.flush_mapped_memory_ranges(&[range]).unwrap();
         context.device.unmap_memory(memory);
         context.device.free_memory(memory, None);
     }
+}
+
+/// 4 KiB of lavapipe's host-visible type 0, named `name` when given, and
+/// mapped whole.
+fn mapped_memory(context: &VulkanContext, name: Option<&std::ffi::CStr>) -> vk::DeviceMemory {
+    let info = vk::MemoryAllocateInfo::default()
+        .allocation_size(4096)
+        .memory_type_index(0);
+    // SAFETY: lavapipe's type 0 is host-visible; the memory is named while
+    // live and mapped once.
+    unsafe {
+        let memory = context.device.allocate_memory(&info, None).unwrap();
+        if let Some(name) = name {
+            let debug_utils =
+                ash::ext::debug_utils::Device::new(&context.instance, &context.device);
+            let name_info = vk::DebugUtilsObjectNameInfoEXT::default()
+                .object_handle(memory)
+                .object_name(name);
+            debug_utils.set_debug_utils_object_name(&name_info).unwrap();
+        }
+        context
+            .device
+            .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+            .unwrap();
+        memory
+    }
+}
+
+/// A range of `memory` at offset 1, not a multiple of
+/// `nonCoherentAtomSize`: its flush draws [`FLUSH_VUID`].
+fn misaligned_range(memory: vk::DeviceMemory) -> vk::MappedMemoryRange<'static> {
+    vk::MappedMemoryRange::default()
+        .memory(memory)
+        .offset(1)
+        .size(64)
 }
 
 /// Validation-layer settings from outside the test (a settings file the
@@ -340,28 +365,12 @@ fn an_expected_id_is_the_message_id_not_a_part_of_its_text() {
     const NAMED: &str = "VUID-vkMapMemory-memory-00678";
     let context = VulkanContext::new(Profile::Lavapipe);
     context.allow(Advice::SmallMemory);
-    let debug_utils = ash::ext::debug_utils::Device::new(&context.instance, &context.device);
-    let info = vk::MemoryAllocateInfo::default()
-        .allocation_size(4096)
-        .memory_type_index(0);
     let name = std::ffi::CString::new(format!("memory named {NAMED}")).unwrap();
-    // SAFETY: lavapipe's type 0 is host-visible; the memory is named while
-    // live, mapped once and freed unmapped; the flush's offset is the
-    // mistake under test.
+    let memory = mapped_memory(&context, Some(&name));
+    // SAFETY: memory mapped above, freed unmapped; the flush's offset is
+    // the mistake under test.
     unsafe {
-        let memory = context.device.allocate_memory(&info, None).unwrap();
-        let name_info = vk::DebugUtilsObjectNameInfoEXT::default()
-            .object_handle(memory)
-            .object_name(&name);
-        debug_utils.set_debug_utils_object_name(&name_info).unwrap();
-        context
-            .device
-            .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
-            .unwrap();
-        let range = vk::MappedMemoryRange::default()
-            .memory(memory)
-            .offset(1)
-            .size(64);
+        let range = misaligned_range(memory);
         for expected in [NAMED, FLUSH_VUID] {
             context.device.flush_mapped_memory_ranges(&[range]).unwrap();
             let taken = catch_unwind(AssertUnwindSafe(|| {
