@@ -11,7 +11,7 @@
 
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::{mem, ptr};
+use std::ptr;
 
 use ash::vk;
 use vk_suballoc::device::{AshMemoryDevice, DeviceFeatures};
@@ -61,22 +61,8 @@ unsafe extern "system" fn counting_create_image(
 /// `vkCreateImage` in its table, every other command the driver's.
 fn counting_device(context: &VulkanContext) -> ash::Device {
     let handle = context.device.handle();
-    let find = |name: &std::ffi::CStr| {
-        // SAFETY: a live device of this instance and a NUL-terminated name.
-        unsafe { context.instance.get_device_proc_addr(handle, name.as_ptr()) }
-            .expect("the device has the command")
-    };
-    // SAFETY: the commands of these names have these signatures.
-    let real = unsafe {
-        (
-            mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkCreateBuffer>(find(
-                c"vkCreateBuffer",
-            )),
-            mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkCreateImage>(find(
-                c"vkCreateImage",
-            )),
-        )
-    };
+    let driver = context.device.fp_v1_0();
+    let real = (driver.create_buffer, driver.create_image);
     DRIVER.set(Some(real));
     // SAFETY: every command is the device's own but the two counting ones,
     // which forward to the device's own.
