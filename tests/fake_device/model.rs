@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use ash::vk::Handle;
 use gpu_alloc_types::MemoryPropertyFlags;
-use vk_suballoc::device::fake::{FakeCounters, FakeLayout};
+use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::DeviceError;
 use vk_suballoc::report::RangeKind;
 use vk_suballoc::{Allocation, Error, Request, ResourceKind, Usage};
@@ -196,10 +196,9 @@ fn random_walk(layout: FakeLayout, steps: u64, test: &str) {
                     // of its calls: a heap's remembered refusal never
                     // skips a request's last attempt.
                     let now = device.counters();
-                    let refused = |c: &FakeCounters| c.allocate_calls - c.allocations;
                     assert_eq!(error, Error::OutOfDeviceMemory, "{context}");
                     assert!(
-                        refused(&now) > refused(&counters),
+                        now.refused_allocations() > counters.refused_allocations(),
                         "{context}: {error:?} for {request:?}, yet the driver refused no call ({counters:?}, then {now:?})"
                     );
                     let after = allocator.stats();

@@ -358,14 +358,13 @@ impl Walk {
             return;
         }
         let now = self.device.counters();
-        let refused = |c: &FakeCounters| c.allocate_calls - c.allocations;
         assert!(
-            refused(&now) > refused(before),
+            now.refused_allocations() > before.refused_allocations(),
             "{error:?} for {what:?}, yet the driver refused no call ({} calls, {} refused before; {} calls, {} refused after; heap usage {:?})",
             before.allocate_calls,
-            refused(before),
+            before.refused_allocations(),
             now.allocate_calls,
-            refused(&now),
+            now.refused_allocations(),
             self.device.heap_usage(),
         );
     }

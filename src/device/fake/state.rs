@@ -85,6 +85,14 @@ pub struct FakeCounters {
     pub renames: u64,
 }
 
+impl FakeCounters {
+    /// `vkAllocateMemory` calls that failed (refused by the device or a
+    /// fault injected), the difference of the calls and the allocations.
+    pub fn refused_allocations(&self) -> u64 {
+        self.allocate_calls - self.allocations
+    }
+}
+
 /// A flushed or invalidated range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordedRange {
