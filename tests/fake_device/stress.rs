@@ -61,12 +61,12 @@ fn churn(
 /// other allocation overlapped them. (Written in host-visible memory
 /// only, whose allocations all map: `mapped_slice` refuses exactly the
 /// others.)
-fn check_tag(allocator: &FakeAllocator, tag: u64, a: &Allocation) {
+pub(super) fn check_tag(allocator: &FakeAllocator, tag: u64, a: &Allocation) {
     match allocator.mapped_slice(a) {
         Ok(bytes) if host_visible(allocator, a) => {
             let end = bytes.len() - 8;
-            assert_eq!(bytes[..8], tag.to_le_bytes());
-            assert_eq!(bytes[end..], tag.to_le_bytes());
+            assert_eq!(bytes[..8], tag.to_le_bytes(), "{a:?}: head overwritten");
+            assert_eq!(bytes[end..], tag.to_le_bytes(), "{a:?}: tail overwritten");
         }
         Err(Error::NotHostVisible) if !host_visible(allocator, a) => {}
         result => panic!("{a:?}: {:?}", result.map(|_| ())),

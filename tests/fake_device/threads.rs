@@ -30,6 +30,7 @@ use vk_suballoc::device::fake::FakeDevice;
 use vk_suballoc::{Allocation, Error, Request, ResourceKind, UploadRing, UploadRingDesc, Usage};
 
 use super::seeded_rng::Rng;
+pub(super) use super::stress::check_tag;
 use super::stress::host_visible;
 use super::{free, requirements, FakeAllocator};
 
@@ -531,20 +532,5 @@ impl<'a> World<'a> {
             }
         }
         (live, private)
-    }
-}
-
-/// The first and last 8 bytes still hold the tag written at allocation
-/// (in host-visible memory, whose allocations all map: `mapped_slice`
-/// refuses exactly the others).
-fn check_tag(allocator: &FakeAllocator, tag: u64, a: &Allocation) {
-    match allocator.mapped_slice(a) {
-        Ok(bytes) if host_visible(allocator, a) => {
-            let end = bytes.len() - 8;
-            assert_eq!(bytes[..8], tag.to_le_bytes(), "{a:?}: head overwritten");
-            assert_eq!(bytes[end..], tag.to_le_bytes(), "{a:?}: tail overwritten");
-        }
-        Err(Error::NotHostVisible) if !host_visible(allocator, a) => {}
-        result => panic!("{a:?}: {:?}", result.map(|_| ())),
     }
 }
