@@ -18,6 +18,7 @@ use vk_suballoc::{
 };
 
 use super::seeded_rng::Rng;
+use super::stress::{host_bytes, host_bytes_mut};
 use super::{allocator_with, finish, free, requirements, FakeAllocator};
 
 const MIB: u64 = 1 << 20;
@@ -33,29 +34,18 @@ struct Live {
 
 impl Live {
     /// Writes its value over its bytes, where the host can: in every
-    /// host-visible memory type (`props`, the layout's), in no other.
-    fn write(&mut self, allocator: &FakeAllocator, props: &[Props]) {
-        let host_visible = self.host_visible(props);
-        let memory_type = self.allocation.memory_type();
-        match allocator.mapped_slice_mut(&mut self.allocation) {
-            Ok(bytes) if host_visible => bytes.fill(self.fill),
-            Err(Error::NotHostVisible) if !host_visible => {}
-            result => panic!("type {memory_type}: {:?}", result.map(|_| ())),
+    /// host-visible memory type, in no other.
+    fn write(&mut self, allocator: &FakeAllocator) {
+        if let Some(bytes) = host_bytes_mut(allocator, &mut self.allocation) {
+            bytes.fill(self.fill);
         }
     }
 
     /// Whether its bytes still hold its value (in host-visible memory,
     /// where they were written).
-    fn intact(&self, allocator: &FakeAllocator, props: &[Props]) -> bool {
-        match allocator.mapped_slice(&self.allocation) {
-            Ok(bytes) if self.host_visible(props) => bytes.iter().all(|&b| b == self.fill),
-            Err(Error::NotHostVisible) if !self.host_visible(props) => true,
-            result => panic!("{:?}: {:?}", self.allocation, result.map(|_| ())),
-        }
-    }
-
-    fn host_visible(&self, props: &[Props]) -> bool {
-        props[self.allocation.memory_type() as usize].contains(Props::HOST_VISIBLE)
+    fn intact(&self, allocator: &FakeAllocator) -> bool {
+        host_bytes(allocator, &self.allocation)
+            .map_or(true, |bytes| bytes.iter().all(|&b| b == self.fill))
     }
 }
 
@@ -215,7 +205,7 @@ fn random_plans_over_pools_margins_and_queued_frees_keep_contents_and_counts() {
                     kind,
                     fill,
                 };
-                new.write(&allocator, &props);
+                new.write(&allocator);
                 live.push(new);
             }
             for _ in 0..rng.below(live.len() as u64 + 1) {
@@ -286,7 +276,7 @@ fn random_plans_over_pools_margins_and_queued_frees_keep_contents_and_counts() {
                     kind: live[i].kind,
                     fill: live[i].fill,
                 };
-                moved.write(&allocator, &props);
+                moved.write(&allocator);
                 let old = std::mem::replace(&mut live[i], moved);
                 if rng.below(2) == 0 {
                     allocator.free_after_frame(old.allocation).unwrap();
@@ -302,7 +292,7 @@ fn random_plans_over_pools_margins_and_queued_frees_keep_contents_and_counts() {
                 allocator.collect().unwrap();
             }
             assert!(
-                live.iter().all(|l| l.intact(&allocator, &props)),
+                live.iter().all(|l| l.intact(&allocator)),
                 "{context}: contents overwritten"
             );
             assert_pages_apart(&live, granularity, &context);

@@ -37,15 +37,8 @@ fn churn(
             let mut a = allocator.allocate(&buffer(size, align, usage)).unwrap();
             assert_eq!(a.offset() % align, 0);
             let tag = (thread << 48) | op;
-            let host_visible = host_visible(allocator, &a);
-            match allocator.mapped_slice_mut(&mut a) {
-                Ok(bytes) if host_visible => {
-                    bytes[..8].copy_from_slice(&tag.to_le_bytes());
-                    let end = bytes.len() - 8;
-                    bytes[end..].copy_from_slice(&tag.to_le_bytes());
-                }
-                Err(Error::NotHostVisible) if !host_visible => {}
-                result => panic!("{:?}", result.map(|_| ())),
+            if let Some(bytes) = host_bytes_mut(allocator, &mut a) {
+                write_tag(bytes, tag);
             }
             live.push((tag, a));
         } else {
@@ -62,14 +55,42 @@ fn churn(
 /// only, whose allocations all map: `mapped_slice` refuses exactly the
 /// others.)
 pub(super) fn check_tag(allocator: &FakeAllocator, tag: u64, a: &Allocation) {
+    if let Some(bytes) = host_bytes(allocator, a) {
+        let end = bytes.len() - 8;
+        assert_eq!(bytes[..8], tag.to_le_bytes(), "{a:?}: head overwritten");
+        assert_eq!(bytes[end..], tag.to_le_bytes(), "{a:?}: tail overwritten");
+    }
+}
+
+/// Writes `tag` over the first and last 8 bytes, for [`check_tag`].
+pub(super) fn write_tag(bytes: &mut [u8], tag: u64) {
+    let end = bytes.len() - 8;
+    bytes[..8].copy_from_slice(&tag.to_le_bytes());
+    bytes[end..].copy_from_slice(&tag.to_le_bytes());
+}
+
+/// `a`'s bytes where it lies in a host-visible memory type, `None` in any
+/// other; panics unless mapping succeeds exactly in host-visible types
+/// (every host-visible allocation is mapped).
+pub(super) fn host_bytes<'a>(allocator: &'a FakeAllocator, a: &'a Allocation) -> Option<&'a [u8]> {
     match allocator.mapped_slice(a) {
-        Ok(bytes) if host_visible(allocator, a) => {
-            let end = bytes.len() - 8;
-            assert_eq!(bytes[..8], tag.to_le_bytes(), "{a:?}: head overwritten");
-            assert_eq!(bytes[end..], tag.to_le_bytes(), "{a:?}: tail overwritten");
-        }
-        Err(Error::NotHostVisible) if !host_visible(allocator, a) => {}
+        Ok(bytes) if host_visible(allocator, a) => Some(bytes),
+        Err(Error::NotHostVisible) if !host_visible(allocator, a) => None,
         result => panic!("{a:?}: {:?}", result.map(|_| ())),
+    }
+}
+
+/// [`host_bytes`], writable.
+pub(super) fn host_bytes_mut<'a>(
+    allocator: &'a FakeAllocator,
+    a: &'a mut Allocation,
+) -> Option<&'a mut [u8]> {
+    let host_visible = host_visible(allocator, a);
+    let memory_type = a.memory_type();
+    match allocator.mapped_slice_mut(a) {
+        Ok(bytes) if host_visible => Some(bytes),
+        Err(Error::NotHostVisible) if !host_visible => None,
+        result => panic!("type {memory_type}: {:?}", result.map(|_| ())),
     }
 }
 

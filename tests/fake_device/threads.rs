@@ -31,7 +31,7 @@ use vk_suballoc::{Allocation, Error, Request, ResourceKind, UploadRing, UploadRi
 
 use super::seeded_rng::Rng;
 pub(super) use super::stress::check_tag;
-use super::stress::host_visible;
+use super::stress::{host_bytes_mut, host_visible, write_tag};
 use super::{free, requirements, FakeAllocator};
 
 #[path = "threads/callback_panic.rs"]
@@ -307,17 +307,10 @@ impl<'a> World<'a> {
             assert!(!allocation.is_dedicated(), "{allocation:?}");
         }
         self.hand_out("allocation", &allocation);
-        let host_visible = host_visible(self.allocator, &allocation);
-        match self.allocator.mapped_slice_mut(&mut allocation) {
-            Ok(bytes) if host_visible => {
-                let end = bytes.len() - 8;
-                bytes[..8].copy_from_slice(&tag.to_le_bytes());
-                bytes[end..].copy_from_slice(&tag.to_le_bytes());
-                let len = bytes.len() as u64;
-                self.allocator.flush(&allocation, 0..len).unwrap();
-            }
-            Err(Error::NotHostVisible) if !host_visible => {}
-            result => panic!("{:?}", result.map(|_| ())),
+        if let Some(bytes) = host_bytes_mut(self.allocator, &mut allocation) {
+            write_tag(bytes, tag);
+            let len = bytes.len() as u64;
+            self.allocator.flush(&allocation, 0..len).unwrap();
         }
         Some(allocation)
     }
