@@ -270,6 +270,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             unsafe { request.dedicated_target(crate::device::DedicatedTarget::Buffer(buffer)) };
         request.desc.name = ring.name;
         let device = &self.context.device;
+        let takes_address = ring
+            .buffer_usage
+            .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS);
+        let mut device_address = None;
         let allocation = self.allocate_and_bind(
             &request,
             |allocation| {
@@ -285,8 +289,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 // their size.
                 unsafe {
                     device.bind_buffer_memory(buffer, allocation.memory(), allocation.offset())
+                }?;
+                if takes_address {
+                    // SAFETY: the buffer was made with SHADER_DEVICE_ADDRESS
+                    // usage, not sparse, and is now bound to one memory
+                    // object, allocated for device addresses (`ring_memory`).
+                    device_address = unsafe { device.buffer_device_address(buffer) };
                 }
-                .map_err(Error::from)
+                Ok(())
             },
             // SAFETY: created above; nothing was submitted with it.
             || unsafe { device.destroy_buffer(buffer) },
@@ -299,6 +309,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             pins: Arc::default(),
             owed: None,
             fills: false,
+            device_address,
         };
         // A GPU-only ring's chunk (neither UPLOAD nor READBACK: an
         // `UPLOAD | ALLOW_TRANSFER_INSTEAD` ring's mapped chunks are the

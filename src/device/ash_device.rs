@@ -102,6 +102,10 @@ pub struct AshMemoryDevice {
     /// maintenance4's requirement queries, when
     /// [`DeviceFeatures::maintenance4`] is set and the device has them.
     info_requirements: Option<InfoRequirements>,
+    /// `vkGetBufferDeviceAddressKHR` or `vkGetBufferDeviceAddress`, when
+    /// [`DeviceFeatures::buffer_device_address`] is set and the device
+    /// answers either name (`buffer_address_command`).
+    buffer_address: Option<vk::PFN_vkGetBufferDeviceAddress>,
 }
 
 impl std::fmt::Debug for AshMemoryDevice {
@@ -112,6 +116,7 @@ impl std::fmt::Debug for AshMemoryDevice {
             .field("features", &self.features)
             .field("timeline_khr", &self.timeline_khr.is_some())
             .field("info_requirements", &self.info_requirements.is_some())
+            .field("buffer_address", &self.buffer_address.is_some())
             .finish()
     }
 }
@@ -177,6 +182,11 @@ impl AshMemoryDevice {
             .maintenance4
             .then(|| unsafe { InfoRequirements::find(instance, device.handle()) })
             .flatten();
+        // SAFETY: as above; the flag says the command may be called.
+        let buffer_address = features
+            .buffer_device_address
+            .then(|| unsafe { buffer_address_command(instance, device.handle()) })
+            .flatten();
         Self {
             instance: instance.clone(),
             device: device.clone(),
@@ -185,6 +195,7 @@ impl AshMemoryDevice {
             debug_utils,
             timeline_khr,
             info_requirements,
+            buffer_address,
         }
     }
 
@@ -537,6 +548,16 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
         // pending GPU work uses it (VUID-vkDestroyImage-image-01000).
         unsafe { self.device.destroy_image(image, None) }
     }
+
+    unsafe fn buffer_device_address(&self, buffer: vk::Buffer) -> Option<vk::DeviceAddress> {
+        let command = self.buffer_address?;
+        let info = vk::BufferDeviceAddressInfo::default().buffer(buffer);
+        // SAFETY: the command was answered for this device with buffer
+        // device address enabled (`new`'s contract); the caller vouches
+        // for the buffer (VUID-VkBufferDeviceAddressInfo-buffer-02600,
+        // -02601), and `info` is a valid structure with no chain.
+        Some(unsafe { command(self.device.handle(), &info) })
+    }
 }
 
 impl MemoryDevice<vk::DeviceMemory> for AshMemoryDevice {
@@ -636,6 +657,39 @@ unsafe fn timeline_khr(
             .is_some()
     };
     answered.then(|| ash::khr::timeline_semaphore::Device::new(instance, device))
+}
+
+/// The command that reads a buffer's device address on `device`:
+/// `vkGetBufferDeviceAddressKHR` where answered, else
+/// `vkGetBufferDeviceAddress`; `None` when neither name is. The `KHR` name
+/// first for the reason [`timeline_khr`] gives: a core command of a version
+/// above the instance's `apiVersion` may be answered and still must not be
+/// called, while a `KHR` name is answered only with its extension enabled
+/// (so, where it is not, [`DeviceFeatures::buffer_device_address`] says
+/// the device is Vulkan 1.2 with the core feature). `VK_EXT_buffer_device_address`'s
+/// `EXT` command is not asked: its feature is not the one that flag names.
+///
+/// # Safety
+/// `device` is a live device of `instance`, and the command it answers
+/// may be called (`DeviceFeatures::buffer_device_address`).
+unsafe fn buffer_address_command(
+    instance: &ash::Instance,
+    device: vk::Device,
+) -> Option<vk::PFN_vkGetBufferDeviceAddress> {
+    let command = [c"vkGetBufferDeviceAddressKHR", c"vkGetBufferDeviceAddress"]
+        .into_iter()
+        .find_map(|name| {
+            // SAFETY: a live device of `instance` (the contract) and a
+            // NUL-terminated name.
+            unsafe { instance.get_device_proc_addr(device, name.as_ptr()) }
+        })?;
+    // SAFETY: the commands of these names have this signature (the `KHR`
+    // one is an alias of the core one).
+    Some(unsafe {
+        std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkGetBufferDeviceAddress>(
+            command,
+        )
+    })
 }
 
 /// Calls `call` once with all of `ranges` as `VkMappedMemoryRange`s (none

@@ -413,4 +413,22 @@ pub unsafe trait MemoryDeviceExt<M>: MemoryDevice<M> + Send + Sync + Debug {
     /// The image belongs to this device and no pending GPU work uses it
     /// (VUID-vkDestroyImage-image-01000).
     unsafe fn destroy_image(&self, image: vk::Image);
+
+    /// The device address of `buffer`'s first byte
+    /// (`vkGetBufferDeviceAddress`), or `None` when this backend cannot
+    /// tell, as the default answers. Asked once per upload-ring chunk whose
+    /// buffer usage has `SHADER_DEVICE_ADDRESS`, right after its buffer is
+    /// bound, for [`RingAllocation::device_address`](crate::RingAllocation::device_address).
+    /// A backend on a device without buffer device address answers `None`
+    /// (and the allocator refuses such rings before they are made).
+    ///
+    /// # Safety
+    /// `buffer` is a live, non-sparse buffer of this device, made with
+    /// `SHADER_DEVICE_ADDRESS` usage (VUID-VkBufferDeviceAddressInfo-buffer-02601)
+    /// and bound to one memory object (-02600), allocated with
+    /// `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`.
+    unsafe fn buffer_device_address(&self, buffer: vk::Buffer) -> Option<vk::DeviceAddress> {
+        let _ = buffer;
+        None
+    }
 }

@@ -189,6 +189,9 @@ pub struct RingAllocation {
     /// Its first byte in the chunk's mapping; `None` in memory the host
     /// cannot see (a ring of GPU-only usage).
     pub(crate) mapped: Option<MappedPtr>,
+    /// Its first byte's device address; `None` unless the ring's buffers
+    /// take theirs.
+    pub(crate) device_address: Option<vk::DeviceAddress>,
 }
 
 impl RingAllocation {
@@ -238,6 +241,23 @@ impl RingAllocation {
     pub fn mapped_ptr(&self) -> Option<std::ptr::NonNull<u8>> {
         self.mapped.map(|mapped| mapped.0)
     }
+
+    /// The device address of its first byte, for shaders that reach it
+    /// through a pointer (`GL_EXT_buffer_reference`, a push constant or a
+    /// uniform holding the address) and for acceleration-structure builds'
+    /// scratch: the address of [`buffer`](Self::buffer) plus
+    /// [`buffer_offset`](Self::buffer_offset). `Some` when the ring's
+    /// `buffer_usage` has `SHADER_DEVICE_ADDRESS`
+    /// ([`UploadRingDesc::buffer_usage`]), `None` otherwise (and on a
+    /// custom backend whose
+    /// [`buffer_device_address`](crate::device::MemoryDeviceExt::buffer_device_address)
+    /// cannot tell). Each chunk's buffer address is read once, when the
+    /// chunk is made (`vkGetBufferDeviceAddress`): no call per allocation.
+    /// Valid until its frame is collected, as the allocation is; aligned as
+    /// [`UploadRingDesc::min_alignment`] says.
+    pub fn device_address(&self) -> Option<vk::DeviceAddress> {
+        self.device_address
+    }
 }
 
 /// One buffer of a ring.
@@ -257,6 +277,10 @@ pub(crate) struct RingChunk {
     /// its free ring space reads `0xEF`, and its reclaims call their hook
     /// (`allocator/ring_fill.rs`). The one test a reclaim pays without.
     pub(crate) fills: bool,
+    /// The device address of the buffer's first byte, read once when the
+    /// chunk is made; `None` unless the ring's buffer usage has
+    /// `SHADER_DEVICE_ADDRESS` (`RingAllocation::device_address`).
+    pub(crate) device_address: Option<vk::DeviceAddress>,
 }
 
 /// Ring space of a chunk that a reclaim gave back: `len` bytes from
@@ -340,6 +364,7 @@ impl RingChunk {
             pins: Arc::clone(&self.pins),
             owed: self.owed,
             fills: true,
+            device_address: self.device_address,
         });
         let retired = Box::new(RetiredChunk {
             buffer: self.buffer,

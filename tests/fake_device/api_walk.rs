@@ -214,6 +214,8 @@ struct Ring {
     chunk_size: u64,
     /// Its chunks' least alignment in their memory objects.
     min_alignment: u64,
+    /// Whether its buffers take their device address.
+    device_address: bool,
     chunks: Vec<(Option<vk::Buffer>, Counted)>,
 }
 

@@ -584,8 +584,8 @@ fn wait_and_collect_times_out_on_a_frame_that_has_not_signalled() {
 /// buffers take their device address gets memory allocated for it (it
 /// broke VUID-vkBindBufferMemory-bufferDeviceAddress-03339 where the
 /// allocator was not told of buffer device address), or, without the
-/// feature, is refused as such a buffer is. The validation layer checks
-/// each call.
+/// feature, is refused as such a buffer is; its allocations' device
+/// addresses are the driver's. The validation layer checks each call.
 #[test]
 fn ring_buffer_usages_give_no_validation_message() {
     use vk_suballoc::device::DeviceFeatures;
@@ -616,6 +616,11 @@ fn ring_buffer_usages_give_no_validation_message() {
         // usage and bound to memory allocated for device addresses.
         let address = unsafe { context.device.get_buffer_device_address(&info) };
         assert_ne!(address, 0);
+        // The ring's own, read once for its chunk, is the driver's.
+        assert_eq!(
+            uniforms.device_address(),
+            Some(address + uniforms.buffer_offset())
+        );
         allocator.destroy_upload_ring(ring).unwrap();
         // SAFETY: nothing was submitted.
         unsafe { allocator.collect_idle() };

@@ -253,5 +253,8 @@ fn ring_allocation(
         size: placed.size,
         frame,
         mapped,
+        device_address: chunk_state
+            .device_address
+            .map(|address| address + placed.offset),
     })
 }

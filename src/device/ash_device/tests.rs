@@ -17,6 +17,7 @@ use super::{amd_device_coherent_types, memory_priority, memory_property_flags};
 use super::{is_vulkan_1_3, known_max_buffer_size};
 use super::{
     AshMemoryDevice, DedicatedHint, DeviceError, DeviceFeatures, MappedMemoryRange, MemoryDevice,
+    MemoryDeviceExt,
 };
 
 use std::cell::{Cell, RefCell};
@@ -394,6 +395,24 @@ requirement_query_stub!(
     "vkGetDeviceImageMemoryRequirementsKHR"
 );
 
+macro_rules! address_query_stub {
+    ($name:ident, $command:literal, $address:literal) => {
+        /// Records that the command of its name was called, and answers
+        /// an address of its own plus the buffer's raw handle.
+        unsafe extern "system" fn $name(
+            _device: vk::Device,
+            info: *const vk::BufferDeviceAddressInfo<'_>,
+        ) -> vk::DeviceAddress {
+            QUERIED.with(|queried| queried.borrow_mut().push($command));
+            // SAFETY: the backend passes a valid structure.
+            $address + vk::Handle::as_raw(unsafe { (*info).buffer })
+        }
+    };
+}
+
+address_query_stub!(core_address_query, "vkGetBufferDeviceAddress", 0x1_0000);
+address_query_stub!(khr_address_query, "vkGetBufferDeviceAddressKHR", 0x2_0000);
+
 /// Stands in for `vkGetDeviceProcAddr`: the stub of each name in
 /// [`ANSWERED`], `NULL` for any other.
 unsafe extern "system" fn answering_proc_addr(
@@ -410,6 +429,8 @@ unsafe extern "system" fn answering_proc_addr(
         b"vkGetDeviceBufferMemoryRequirementsKHR" => khr_buffer_query as *const c_void,
         b"vkGetDeviceImageMemoryRequirements" => core_image_query as *const c_void,
         b"vkGetDeviceImageMemoryRequirementsKHR" => khr_image_query as *const c_void,
+        b"vkGetBufferDeviceAddress" => core_address_query as *const c_void,
+        b"vkGetBufferDeviceAddressKHR" => khr_address_query as *const c_void,
         // Looked up, never called.
         b"vkGetSemaphoreCounterValue" | b"vkGetSemaphoreCounterValueKHR" => {
             no_device_command as *const c_void
@@ -496,4 +517,55 @@ fn timeline_waits_use_the_khr_commands_wherever_answered() {
     assert!(khr_found(&[khr]), "the extension alone");
     assert!(!khr_found(&[core]), "core alone");
     assert!(!khr_found(&[]), "neither");
+}
+
+/// Buffer addresses (for ring allocations' `device_address`) are read
+/// through `vkGetBufferDeviceAddressKHR` wherever the device answers that
+/// name, also where it answers the core name too, which under an instance
+/// of a lower `apiVersion` than 1.2 it may do with a pointer that must not
+/// be called (the spec's `vkGetDeviceProcAddr` table, footnote 2); through
+/// the core command where only it is answered; and never without
+/// `DeviceFeatures::buffer_device_address` (VUID-vkGetBufferDeviceAddress-bufferDeviceAddress-03324),
+/// nor where neither name is answered: the backend then cannot tell.
+#[test]
+fn buffer_addresses_use_the_khr_command_wherever_answered() {
+    let address_read = |answered: &[&'static CStr], enabled: bool| {
+        ANSWERED.with(|names| *names.borrow_mut() = answered.to_vec());
+        QUERIED.with(|queried| queried.borrow_mut().clear());
+        let instance = instance_with_proc_addr(answering_proc_addr as *const c_void);
+        let features = DeviceFeatures {
+            buffer_device_address: enabled,
+            ..DeviceFeatures::default()
+        };
+        let buffer = <vk::Buffer as vk::Handle>::from_raw(0x40);
+        // SAFETY: the loader only looks names up; the stubs need no live
+        // device and read only the structure they are given.
+        let address = unsafe {
+            let device = ash::Device::load_with(|_| std::ptr::null(), vk::Device::null());
+            AshMemoryDevice::new(&instance, &device, vk::PhysicalDevice::null(), features)
+                .buffer_device_address(buffer)
+        };
+        (address, QUERIED.with(|queried| queried.borrow().clone()))
+    };
+    let core = c"vkGetBufferDeviceAddress";
+    let khr = c"vkGetBufferDeviceAddressKHR";
+    let khr_called = (Some(0x2_0040), vec!["vkGetBufferDeviceAddressKHR"]);
+    assert_eq!(
+        address_read(&[core, khr], true),
+        khr_called,
+        "both answered"
+    );
+    assert_eq!(
+        address_read(&[khr], true),
+        khr_called,
+        "the extension alone"
+    );
+    let core_called = (Some(0x1_0040), vec!["vkGetBufferDeviceAddress"]);
+    assert_eq!(address_read(&[core], true), core_called, "core alone");
+    assert_eq!(address_read(&[], true), (None, vec![]), "neither");
+    assert_eq!(
+        address_read(&[core, khr], false),
+        (None, vec![]),
+        "not enabled"
+    );
 }

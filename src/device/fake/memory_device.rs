@@ -263,6 +263,11 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         self.panic_if_asked(FakeCall::DestroyImage);
         self.state().destroy_resource(image.as_raw());
     }
+
+    unsafe fn buffer_device_address(&self, buffer: vk::Buffer) -> Option<vk::DeviceAddress> {
+        self.state()
+            .buffer_device_address(&self.layout, buffer.as_raw())
+    }
 }
 
 impl MemoryDevice<FakeMemory> for FakeDevice {

@@ -124,6 +124,15 @@ impl FakeDevice {
         self.state().resources.len()
     }
 
+    /// The device address of the first byte of `memory`, a live memory
+    /// object of this device; `None` for any other handle. A buffer bound
+    /// at offset `o` of it has that address plus `o`
+    /// (`vkGetBufferDeviceAddress`, as the device answers it). No two
+    /// memory objects of a device share an address.
+    pub fn memory_address(&self, memory: vk::DeviceMemory) -> Option<vk::DeviceAddress> {
+        self.state().memory_address(memory.as_raw())
+    }
+
     /// A new, unsignalled fake fence.
     pub fn create_fence(&self) -> vk::Fence {
         vk::Fence::from_raw(self.state().new_signal(0))

@@ -114,6 +114,14 @@ pub(super) enum Fault {
 /// Alignment of the fake mapping pointers (`minMemoryMapAlignment`).
 const MAP_ALIGNMENT: usize = 64;
 
+/// The device address of a fake device's first memory object: not 0,
+/// which is no buffer's address.
+const FIRST_ADDRESS: u64 = 0x1_0000_0000;
+
+/// Memory objects' device addresses start on multiples of this, with at
+/// least this much unused between two of them.
+const ADDRESS_SPACING: u64 = 64 << 10;
+
 #[derive(Debug)]
 struct Memory {
     size: u64,
@@ -129,6 +137,9 @@ struct Memory {
     dedicated: Option<DedicatedTarget>,
     name: Option<String>,
     device_address: bool,
+    /// The device address of its first byte: the memory objects of a
+    /// fake device never share an address range, and none starts at 0.
+    address: u64,
     priority: Option<f32>,
     export_handle_types: vk::ExternalMemoryHandleTypeFlags,
 }
@@ -192,6 +203,8 @@ fn first_handle() -> u64 {
 pub(super) struct State {
     /// The last handle handed out (the first one less 1 at first).
     next_handle: u64,
+    /// The device address the next memory object starts at.
+    next_address: u64,
     /// Handles of freed memory objects, the last freed on top: a new object
     /// takes one again, as drivers reuse the addresses behind their handles.
     freed_handles: Vec<u64>,
@@ -229,8 +242,9 @@ pub(super) struct State {
     pub(super) violations_read: usize,
     /// Freed objects' poisoned host bytes, checked as they leave.
     pub(super) quarantine: Quarantine,
-    /// Live buffers and images: handle to bound memory (0 while unbound).
-    pub(super) resources: HashMap<u64, u64>,
+    /// Live buffers and images: handle to the memory they are bound to
+    /// and the offset there (`(0, 0)` while unbound).
+    pub(super) resources: HashMap<u64, (u64, u64)>,
     /// The usage and memory requirements of the buffers the device created
     /// (`FakeDevice::create_resource` handles have none).
     pub(super) requirements: HashMap<u64, (vk::BufferUsageFlags, vk::MemoryRequirements)>,
@@ -243,6 +257,7 @@ impl State {
         let heaps = layout.memory_heaps.len();
         Self {
             next_handle: first_handle(),
+            next_address: FIRST_ADDRESS,
             freed_handles: Vec::new(),
             memories: BTreeMap::new(),
             heap_usage: vec![0; heaps],
@@ -447,6 +462,12 @@ impl State {
             self.next_handle += 1;
             self.next_handle
         });
+        // Address ranges 64 KiB apart, as drivers leave between memory
+        // objects (wrapping after 2^64 bytes: no test gets that far).
+        let address = self.next_address;
+        self.next_address = address
+            .wrapping_add(info.size.next_multiple_of(ADDRESS_SPACING))
+            .wrapping_add(ADDRESS_SPACING);
         self.memories.insert(
             handle,
             Memory {
@@ -459,6 +480,7 @@ impl State {
                 dedicated: info.dedicated,
                 name: info.name.map(str::to_owned),
                 device_address: info.flags.contains(AllocationFlags::DEVICE_ADDRESS),
+                address,
                 priority: info.priority,
                 export_handle_types: info.export_handle_types,
             },
@@ -514,6 +536,10 @@ impl State {
             Some(&value) => Ok(value >= wanted),
             None => Err(self.violation(format!("{signal:?} was not created by this device"))),
         }
+    }
+
+    pub(super) fn memory_address(&self, handle: u64) -> Option<u64> {
+        self.memories.get(&handle).map(|memory| memory.address)
     }
 
     pub(super) fn live_allocations(&self) -> Vec<FakeAllocationInfo> {

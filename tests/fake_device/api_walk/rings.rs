@@ -191,6 +191,7 @@ impl Walk {
                     grow: desc.grow,
                     chunk_size: size,
                     min_alignment: desc.min_alignment,
+                    device_address,
                     chunks: vec![(None, chunk)],
                 });
             }
@@ -360,6 +361,12 @@ impl Walk {
                 self.rings[index].chunks[chunk].1.place = Some(place);
             }
         }
+        // The device address of its first byte in its memory object, in
+        // a ring whose buffers take theirs.
+        let address = self.rings[index]
+            .device_address
+            .then(|| self.device.memory_address(a.memory()).unwrap() + a.memory_offset());
+        assert_eq!(a.device_address(), address, "{ctx}: {a:?}");
         for other in &self.ring_live {
             let (x, y) = (other.memory_offset(), a.memory_offset());
             assert!(

@@ -504,6 +504,56 @@ fn a_device_address_ring_needs_buffer_device_address() {
     finish_after_frame(allocator, &device);
 }
 
+/// A ring allocation of a ring whose buffers take their device address
+/// carries it: its chunk's buffer's address (read once, when the chunk
+/// was made and bound) plus its offset in the buffer, which is the address
+/// of its byte in the memory object: the memory object's address plus its
+/// `memory_offset`, in the first chunk and in one a growing ring added.
+/// A ring of other usages has none, and asks the device for none (the
+/// fake device reports a query for a buffer without
+/// `SHADER_DEVICE_ADDRESS`, or before its bind, as a violation).
+#[test]
+fn ring_allocations_carry_their_device_address() {
+    for layout in [FakeLayout::discrete(), FakeLayout::integrated()] {
+        let name = layout.name;
+        let (allocator, device) = allocator(layout);
+        let desc = UploadRingDesc {
+            size: 64 << 10,
+            usage: Usage::DEVICE_LOCAL,
+            buffer_usage: vk::BufferUsageFlags::STORAGE_BUFFER
+                | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
+            grow: true,
+            ..UploadRingDesc::default()
+        };
+        let ring = allocator.create_upload_ring(&desc).unwrap();
+        let mut allocations = Vec::new();
+        for (size, align) in [(100, 4), (4000, 256), (60 << 10, 1024), (300, 64)] {
+            allocations.push(allocator.ring_allocate(ring, size, align).unwrap());
+        }
+        let chunks: std::collections::HashSet<_> = allocations.iter().map(|a| a.buffer()).collect();
+        assert_eq!(chunks.len(), 2, "{name}: the ring grew");
+        for allocation in &allocations {
+            let memory = device.memory_address(allocation.memory()).unwrap();
+            assert_eq!(
+                allocation.device_address(),
+                Some(memory + allocation.memory_offset()),
+                "{name}: {allocation:?}"
+            );
+        }
+        let plain = allocator
+            .create_upload_ring(&UploadRingDesc {
+                buffer_usage: vk::BufferUsageFlags::STORAGE_BUFFER,
+                ..desc
+            })
+            .unwrap();
+        let without = allocator.ring_allocate(plain, 100, 4).unwrap();
+        assert_eq!(without.device_address(), None, "{name}");
+        allocator.destroy_upload_ring(ring).unwrap();
+        allocator.destroy_upload_ring(plain).unwrap();
+        finish_after_frame(allocator, &device);
+    }
+}
+
 /// A ring larger than any heap is refused as too large, never as a
 /// shortage that freeing could cure: 2^40 bytes (which a linear allocator
 /// could manage) and 2^50 (which it could not) alike, and a growing ring

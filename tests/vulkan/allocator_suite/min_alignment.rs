@@ -52,7 +52,8 @@ test_each_profile!(
     /// made between small unaligned buffers, has its chunk on a multiple of
     /// it in its memory object, so that a ring allocation aligned to it in
     /// its buffer has its device address aligned too (up to the memory
-    /// object's own alignment).
+    /// object's own alignment); and that address, as the allocation's
+    /// `device_address` gives it, is the driver's.
     fn a_ring_s_min_alignment_aligns_its_device_addresses(profile) {
         use vk_suballoc::UploadRingDesc;
         let context = VulkanContext::new(profile);
@@ -83,6 +84,7 @@ test_each_profile!(
             // SAFETY: the ring's buffer, made with SHADER_DEVICE_ADDRESS and
             // bound to memory allocated for device addresses.
             let address = unsafe { device.get_buffer_device_address(&info) } + scratch.buffer_offset();
+            assert_eq!(scratch.device_address(), Some(address), "{profile}");
             assert_eq!(scratch.memory_offset() % alignment, 0, "{profile}");
             assert_eq!(address % alignment.min(4096), 0, "{profile}: address {address:#x}");
             rings.push(ring);

@@ -19,7 +19,7 @@ use crate::device::DedicatedTarget;
 impl State {
     pub(crate) fn create_resource(&mut self) -> u64 {
         self.next_handle += 1;
-        self.resources.insert(self.next_handle, 0);
+        self.resources.insert(self.next_handle, (0, 0));
         self.next_handle
     }
 
@@ -35,7 +35,7 @@ impl State {
     ) {
         let problem = match self.resources.get(&resource) {
             None => Some("VUID-vkBindBufferMemory-buffer-parameter: unknown buffer"),
-            Some(&bound) if bound != 0 => {
+            Some(&(bound, _)) if bound != 0 => {
                 Some("VUID-vkBindBufferMemory-buffer-07459: already bound")
             }
             Some(_) => match self.memories.get(&memory) {
@@ -57,9 +57,44 @@ impl State {
                 "{problem} (buffer {resource:#x}, memory {memory:#x}, offset {offset})"
             )),
             None => {
-                self.resources.insert(resource, memory);
+                self.resources.insert(resource, (memory, offset));
             }
         }
+    }
+
+    /// The device address of `buffer`, as `vkGetBufferDeviceAddress`
+    /// answers it: the address of the memory it is bound to, plus its
+    /// offset there. A violation, answered with `None`, when buffer device
+    /// address is not enabled, for a buffer this device does not have, or
+    /// made without `SHADER_DEVICE_ADDRESS` usage, or not bound. (A buffer
+    /// a test made with `FakeDevice::create_resource` has no usage to
+    /// check.)
+    pub(crate) fn buffer_device_address(
+        &mut self,
+        layout: &FakeLayout,
+        buffer: u64,
+    ) -> Option<vk::DeviceAddress> {
+        let usage = self.requirements.get(&buffer).map(|&(usage, _)| usage);
+        let problem = match self.resources.get(&buffer) {
+            _ if !layout.buffer_device_address => {
+                "VUID-vkGetBufferDeviceAddress-bufferDeviceAddress-03324: buffer device address is not enabled"
+            }
+            None => "VUID-VkBufferDeviceAddressInfo-buffer-parameter: unknown buffer",
+            Some(_)
+                if usage.is_some_and(|usage| {
+                    !usage.contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
+                }) =>
+            {
+                "VUID-VkBufferDeviceAddressInfo-buffer-02601: a buffer made without SHADER_DEVICE_ADDRESS usage"
+            }
+            Some(&(memory, offset)) => match self.memories.get(&memory) {
+                Some(memory) => return Some(memory.address + offset),
+                None => "VUID-VkBufferDeviceAddressInfo-buffer-02600: a buffer bound to no memory",
+            },
+        };
+        self.violations
+            .push(format!("{problem} (buffer {buffer:#x})"));
+        None
     }
 
     pub(crate) fn destroy_resource(&mut self, resource: u64) {
