@@ -89,7 +89,9 @@ pub struct UploadRingDesc<'a> {
     /// Usage of the ring's buffers: not empty. Core Vulkan 1.0's usages
     /// and `SHADER_DEVICE_ADDRESS` (whose chunks' memory is allocated for
     /// device addresses, which needs
-    /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address))
+    /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address),
+    /// and whose allocations give theirs:
+    /// [`RingAllocation::device_address`])
     /// go through [`Allocator::create_upload_ring`](crate::Allocator::create_upload_ring);
     /// an extension's, through
     /// [`Allocator::create_upload_ring_unchecked`](crate::Allocator::create_upload_ring_unchecked).
