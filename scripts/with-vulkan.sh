@@ -43,11 +43,19 @@ has_manifest() {
     return 1
 }
 
+# Succeeds when the ldconfig cache listing of command $1 names the loader.
+# grep reads the whole listing (no -q): under pipefail, a grep that quits at
+# the first match can leave ldconfig dying of SIGPIPE (141), which failed the
+# check now and then with the loader installed.
+lists_loader() {
+    "$1" -p 2> /dev/null | grep 'libvulkan\.so\.1' > /dev/null
+}
+
 has_loader() {
-    if command -v ldconfig > /dev/null && ldconfig -p 2> /dev/null | grep -q 'libvulkan\.so\.1'; then
+    if command -v ldconfig > /dev/null && lists_loader ldconfig; then
         return 0
     fi
-    if [ -x /sbin/ldconfig ] && /sbin/ldconfig -p 2> /dev/null | grep -q 'libvulkan\.so\.1'; then
+    if [ -x /sbin/ldconfig ] && lists_loader /sbin/ldconfig; then
         return 0
     fi
     compgen -G '/usr/lib/*/libvulkan.so.1' > /dev/null \
