@@ -91,6 +91,10 @@ pub struct Replay {
     pub failures: u64,
     /// The failed requests' bytes.
     pub failed_bytes: u64,
+    /// Of `failures`, in a fixed-size pool: those that failed for another
+    /// reason than the pool's having no free range for them (`PoolFull`),
+    /// which is all a pool replay measures; any fails the run.
+    pub pool_errors: u64,
     pub plans: Vec<PlanSample>,
     /// Found by the checks after each plan (all should be 0).
     pub overlaps: u64,
@@ -397,6 +401,12 @@ fn plan_due(window: &Range<usize>, every: usize, done: usize) -> bool {
     done > window.start && done <= window.end && (done - window.start) % every == 0
 }
 
+/// Whether a fixed-size pool's failed request is what the pool replays
+/// count: a request no free range of its one block holds.
+fn pool_refusal(error: &vk_suballoc::Error) -> bool {
+    matches!(error, vk_suballoc::Error::PoolFull { .. })
+}
+
 /// One replay on a fresh allocator, with `plans` up to the last allocation.
 fn replay(ctx: &VulkanContext, trace: &Trace, plans: Plans) -> Replay {
     replay_in(ctx, trace, plans, None)
@@ -441,7 +451,11 @@ fn replay_in(ctx: &VulkanContext, trace: &Trace, plans: Plans, pool_block: Optio
                     let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
                     let request =
                         Request::with_desc(req.requirements, resource_kind(req.kind), desc);
-                    backend.allocator().allocate(&request).ok()
+                    let result = backend.allocator().allocate(&request);
+                    if let Err(error) = &result {
+                        r.pool_errors += u64::from(!pool_refusal(error));
+                    }
+                    result.ok()
                 }
                 None => backend.allocate(req),
             };

@@ -111,3 +111,17 @@ fn other_traces_plan_from_the_start_to_the_last_allocation() {
     assert_eq!(plan_points(&trace, Every::Ops(3)), vec![3, 6]);
     assert_eq!(plan_every(&trace, Every::Percent(50.0)), 6);
 }
+
+/// A pool replay counts the requests its block had no room for; a request
+/// refused for anything else (the block could not be made, a memory type
+/// the pool's is not) is a fault that must fail the run, not a refusal.
+#[test]
+fn only_a_full_pool_is_a_refusal() {
+    use vk_suballoc::Error;
+    assert!(pool_refusal(&Error::PoolFull { max_blocks: 1 }));
+    assert!(!pool_refusal(&Error::OutOfDeviceMemory));
+    assert!(!pool_refusal(&Error::TooLargeForPool {
+        size: 2 << 20,
+        block_size: 1 << 20
+    }));
+}
