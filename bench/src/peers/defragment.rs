@@ -16,7 +16,8 @@
 //! peak live bytes, plain and with compacting plans, counting the requests
 //! no free range could hold ([`PoolRow`]). The scaling traces (64 B..1 KiB
 //! buffers, 1e3..1e6 live) are replayed with plans too, for what a plan
-//! costs as live allocations grow.
+//! over N live allocations costs: their plans fall in the churn, every
+//! N % of its operations, not in the fill or the free-all ([`plan_window`]).
 //!
 //! A plan is carried out at once: each moved allocation's handle is
 //! replaced by its destination and the old allocation freed. No resource
@@ -35,6 +36,7 @@
 //! destination is in the source's memory type but another memory object
 //! (or, compacting, in the source's, wholly below it).
 
+use std::ops::Range;
 use std::time::Instant;
 
 use vk_suballoc::{
@@ -89,6 +91,10 @@ pub struct Replay {
     pub failures: u64,
     /// The failed requests' bytes.
     pub failed_bytes: u64,
+    /// Of `failures`, in a fixed-size pool: those that failed for another
+    /// reason than the pool's having no free range for them (`PoolFull`),
+    /// which is all a pool replay measures; any fails the run.
+    pub pool_errors: u64,
     pub plans: Vec<PlanSample>,
     /// Found by the checks after each plan (all should be 0).
     pub overlaps: u64,
@@ -240,7 +246,7 @@ impl Every {
 /// also packs the blocks that stay; the last three `runs` times each, in
 /// turns.
 pub fn measure(ctx: &VulkanContext, trace: &Trace, every: Every, runs: usize) -> DefragRow {
-    let every = every.ops(trace.ops.len());
+    let every = plan_every(trace, every);
     let plain = replay(ctx, trace, Plans::None);
     let mut planned = Vec::with_capacity(runs);
     let mut any_fill = Vec::with_capacity(runs);
@@ -292,7 +298,7 @@ pub fn measure_fixed_pool(
     runs: usize,
 ) -> PoolRow {
     const MIB: u64 = 1 << 20;
-    let every = every.ops(trace.ops.len());
+    let every = plan_every(trace, every);
     let peak = trace.peak_live();
     let block_bytes = (peak + peak * headroom_percent / 100).div_ceil(MIB) * MIB;
     let plain = replay_in(ctx, trace, Plans::None, Some(block_bytes));
@@ -318,7 +324,7 @@ pub fn measure_scaling(
     every: Every,
     runs: usize,
 ) -> (usize, Replay) {
-    let every = every.ops(trace.ops.len());
+    let every = plan_every(trace, every);
     let replays = (0..runs.max(1))
         .map(|_| replay(ctx, trace, Plans::Every(every)))
         .collect();
@@ -358,6 +364,49 @@ fn median(values: &mut [u64]) -> u64 {
     values[(values.len() - 1) / 2]
 }
 
+/// A trace's measured operations: all of them, but for the scaling
+/// traces, whose fill and final free-all are set-up.
+fn measured_ops(trace: &Trace) -> Range<usize> {
+    let segments = &trace.segments[trace.measured.clone()];
+    match (segments.first(), segments.last()) {
+        (Some(first), Some(last)) => first.start as usize..last.end as usize,
+        _ => 0..trace.ops.len(),
+    }
+}
+
+/// The operations a trace's plans fall among (a plan may follow each of
+/// `window.start + 1..=window.end`): its measured ones, up to its last
+/// allocation. A scaling trace's plans so fall in its churn, where its N
+/// allocations are live: not in its fill, where they listed fewer (at
+/// 1e6, 546 013 at the median plan), nor in its free-all.
+pub fn plan_window(trace: &Trace) -> Range<usize> {
+    let last_alloc = trace
+        .ops
+        .iter()
+        .rposition(|op| op.req != FREE)
+        .map_or(0, |i| i + 1);
+    let start = measured_ops(trace).start.min(last_alloc);
+    start..last_alloc
+}
+
+/// The operations between plans on `trace`: `every` of its measured
+/// operations ([`measured_ops`]).
+pub fn plan_every(trace: &Trace, every: Every) -> usize {
+    every.ops(measured_ops(trace).len())
+}
+
+/// Whether a plan follows the first `done` operations of a trace whose
+/// plans fall in `window`, one every `every` operations.
+fn plan_due(window: &Range<usize>, every: usize, done: usize) -> bool {
+    done > window.start && done <= window.end && (done - window.start) % every == 0
+}
+
+/// Whether a fixed-size pool's failed request is what the pool replays
+/// count: a request no free range of its one block holds.
+fn pool_refusal(error: &vk_suballoc::Error) -> bool {
+    matches!(error, vk_suballoc::Error::PoolFull { .. })
+}
+
 /// One replay on a fresh allocator, with `plans` up to the last allocation.
 fn replay(ctx: &VulkanContext, trace: &Trace, plans: Plans) -> Replay {
     replay_in(ctx, trace, plans, None)
@@ -383,11 +432,8 @@ fn replay_in(ctx: &VulkanContext, trace: &Trace, plans: Plans, pool_block: Optio
     });
     let mut slots: Vec<Option<Allocation>> = (0..trace.slots).map(|_| None).collect();
     let mut slot_req = vec![0u32; trace.slots];
-    let last_alloc = trace
-        .ops
-        .iter()
-        .rposition(|op| op.req != FREE)
-        .map_or(0, |i| i + 1);
+    let window = plan_window(trace);
+    let last_alloc = window.end;
     let mut r = Replay::default();
     let mut live = 0u64;
     let (mut live_sum, mut reserved_sum) = (0f64, 0f64);
@@ -405,7 +451,11 @@ fn replay_in(ctx: &VulkanContext, trace: &Trace, plans: Plans, pool_block: Optio
                     let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
                     let request =
                         Request::with_desc(req.requirements, resource_kind(req.kind), desc);
-                    backend.allocator().allocate(&request).ok()
+                    let result = backend.allocator().allocate(&request);
+                    if let Err(error) = &result {
+                        r.pool_errors += u64::from(!pool_refusal(error));
+                    }
+                    result.ok()
                 }
                 None => backend.allocate(req),
             };
@@ -437,7 +487,7 @@ fn replay_in(ctx: &VulkanContext, trace: &Trace, plans: Plans, pool_block: Optio
                 (every, DefragmentationLimits::default().compact_blocks(true))
             }
         };
-        if done % every == 0 {
+        if plan_due(&window, every, done) {
             let sample = plan(
                 &mut backend,
                 trace,

@@ -136,29 +136,32 @@ impl DefragResults {
                 row.with_plans()
                     .map(|(name, r)| (row.trace.as_str(), name, r))
             })
-            .chain(
-                self.pools
-                    .iter()
-                    .map(|p| (p.trace.as_str(), "one pool block, compacting", &p.compacting)),
-            )
+            .chain(self.pools.iter().flat_map(|p| {
+                [
+                    (p.trace.as_str(), "one pool block, plain", &p.plain),
+                    (p.trace.as_str(), "one pool block, compacting", &p.compacting),
+                ]
+            }))
             .chain(
                 self.scaling
                     .iter()
                     .zip(&scaling_names)
                     .map(|((_, _, r), trace)| (trace.as_str(), "plans", r)),
             )
-            .filter(|(_, _, r)| r.overlaps + r.granularity_conflicts + r.misplaced_moves > 0)
+            .filter(|(_, _, r)| {
+                r.overlaps + r.granularity_conflicts + r.misplaced_moves + r.pool_errors > 0
+            })
             .map(|(trace, name, r)| {
                 format!(
-                    "**{trace} ({name}): {} overlaps, {} granularity conflicts, {} moves across types, or within one memory object but not wholly below their source or not compacting**",
-                    r.overlaps, r.granularity_conflicts, r.misplaced_moves
+                    "**{trace} ({name}): {} overlaps, {} granularity conflicts, {} moves across types, or within one memory object but not wholly below their source or not compacting, {} pool requests failed for another reason than a full pool**",
+                    r.overlaps, r.granularity_conflicts, r.misplaced_moves, r.pool_errors
                 )
             })
             .collect();
         if bad.is_empty() {
             let _ = writeln!(
                 s,
-                "\nChecked after every plan: no overlap, no buffer and optimal image in one `bufferImageGranularity` page, every destination in its source's memory type and another memory object, or (compacting) in its source's, wholly below it."
+                "\nChecked after every plan: no overlap, no buffer and optimal image in one `bufferImageGranularity` page, every destination in its source's memory type and another memory object, or (compacting) in its source's, wholly below it; no pool request failed but for a full pool."
             );
         } else {
             let _ = writeln!(s, "\n{}", bad.join("\n\n"));
@@ -311,7 +314,7 @@ fn replay_json(r: &Replay) -> String {
         })
         .collect();
     format!(
-        "{{\"peak_live_bytes\": {}, \"peak_reserved_bytes\": {}, \"end_live_bytes\": {}, \"end_reserved_bytes\": {}, \"mean_live_bytes\": {:.0}, \"mean_reserved_bytes\": {:.0}, \"vk_allocate_memory_calls\": {}, \"vk_free_memory_calls\": {}, \"failures\": {}, \"failed_bytes\": {}, \"overlaps\": {}, \"granularity_conflicts\": {}, \"misplaced_moves\": {}, \"plan_columns\": [\"op\", \"movables\", \"plan_ns\", \"moves\", \"bytes_moved\", \"blocks_emptied\", \"block_bytes_emptied\", \"blocks_released\", \"free_ns\", \"moves_within_block\", \"blocks_compacted\"], \"plans\": [{}]}}",
+        "{{\"peak_live_bytes\": {}, \"peak_reserved_bytes\": {}, \"end_live_bytes\": {}, \"end_reserved_bytes\": {}, \"mean_live_bytes\": {:.0}, \"mean_reserved_bytes\": {:.0}, \"vk_allocate_memory_calls\": {}, \"vk_free_memory_calls\": {}, \"failures\": {}, \"failed_bytes\": {}, \"overlaps\": {}, \"granularity_conflicts\": {}, \"misplaced_moves\": {}, \"pool_errors\": {}, \"plan_columns\": [\"op\", \"movables\", \"plan_ns\", \"moves\", \"bytes_moved\", \"blocks_emptied\", \"block_bytes_emptied\", \"blocks_released\", \"free_ns\", \"moves_within_block\", \"blocks_compacted\"], \"plans\": [{}]}}",
         r.peak_live,
         r.peak_reserved,
         r.end_live,
@@ -325,6 +328,7 @@ fn replay_json(r: &Replay) -> String {
         r.overlaps,
         r.granularity_conflicts,
         r.misplaced_moves,
+        r.pool_errors,
         plans.join(", ")
     )
 }

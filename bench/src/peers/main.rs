@@ -233,11 +233,12 @@ fn defragment(args: &Args) -> ExitCode {
         .iter()
         .all(|row| row.plain.failures == 0 && row.with_plans().iter().all(|(_, r)| checked(r)))
         && results.scaling.iter().all(|(_, _, r)| checked(r))
-        // A pool's refused requests are what it measures, not a fault.
+        // A pool's refused requests are what it measures, not a fault;
+        // a request that failed for another reason is.
         && results.pools.iter().all(|p| {
-            [&p.plain, &p.compacting]
-                .iter()
-                .all(|r| r.overlaps + r.granularity_conflicts + r.misplaced_moves == 0)
+            [&p.plain, &p.compacting].iter().all(|r| {
+                r.overlaps + r.granularity_conflicts + r.misplaced_moves + r.pool_errors == 0
+            })
         });
     if !clean {
         eprintln!("defragment: a check FAILED (see the tables)");

@@ -225,7 +225,7 @@ impl RingBackend for GpuAllocatorGeneral {
     }
 
     fn live_allocations(&mut self) -> Option<u64> {
-        None
+        Some(self.inner.live_allocations())
     }
 
     fn write_tag(&mut self, handle: &mut Self::Handle, size: u64, tag: u64) -> bool {
