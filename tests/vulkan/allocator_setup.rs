@@ -97,6 +97,12 @@ pub fn check_pattern(
 ) {
     allocator.invalidate(allocation, 0..len).unwrap();
     let bytes = &allocator.mapped_slice(allocation).unwrap()[..len as usize];
+    // `chunks_exact` would leave a partial pattern at the end unchecked.
+    assert_eq!(
+        len % expected.len() as u64,
+        0,
+        "{what}: {len} bytes are no whole number of patterns"
+    );
     for (i, chunk) in bytes.chunks_exact(expected.len()).enumerate() {
         assert_eq!(
             chunk,

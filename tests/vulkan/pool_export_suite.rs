@@ -140,6 +140,7 @@ fn export_and_import(profile: Profile) {
     // the extension is enabled.
     let fd = unsafe { fd_device.get_memory_fd(&get_fd) }
         .unwrap_or_else(|error| panic!("{profile}: vkGetMemoryFdKHR failed: {error}"));
+    assert!(fd >= 0, "{profile}: vkGetMemoryFdKHR gave fd {fd}");
     let mut import = vk::ImportMemoryFdInfoKHR::default()
         .handle_type(OPAQUE_FD)
         .fd(fd);

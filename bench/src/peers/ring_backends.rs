@@ -270,10 +270,12 @@ impl<const MUT: bool> RingBackend for VkSuballocRing<MUT> {
 // ------------------------------------------------------- vk-suballoc, general
 
 /// vk-suballoc's general path for the same requests: what an engine
-/// without the ring would do.
+/// without the ring would do, with `--strategy`'s strategy as the other
+/// vk-suballoc rows.
 pub struct VkSuballocGeneral {
     allocator: SubAllocator,
     memory_type_bits: u32,
+    strategy: vk_suballoc::Strategy,
 }
 
 impl VkSuballocGeneral {
@@ -281,6 +283,7 @@ impl VkSuballocGeneral {
         Self {
             allocator: crate::backends::VkSuballoc::<false>::new(ctx).into_allocator(),
             memory_type_bits,
+            strategy: crate::backends::strategy(),
         }
     }
 }
@@ -295,11 +298,12 @@ impl RingBackend for VkSuballocGeneral {
             alignment: align,
             memory_type_bits: self.memory_type_bits,
         };
-        let request = vk_suballoc::Request::new(
+        let mut request = vk_suballoc::Request::new(
             requirements,
             vk_suballoc::Usage::UPLOAD | vk_suballoc::Usage::DEVICE_LOCAL,
             vk_suballoc::ResourceKind::Buffer,
         );
+        request.desc.strategy = self.strategy;
         self.allocator.allocate_mut(&request).ok()
     }
 
