@@ -21,25 +21,50 @@ fi
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 packages=(mesa-vulkan-drivers vulkan-validationlayers libvulkan1)
 
-# Folders the loader searches for driver and layer manifests.
-vulkan_data_dirs() {
-    local dirs="${XDG_DATA_DIRS:-/usr/local/share:/usr/share}"
-    printf '%s\n' /etc/vulkan /usr/local/share/vulkan /usr/share/vulkan
-    local dir
-    IFS=: read -r -a data <<< "$dirs"
-    for dir in "${data[@]}"; do
-        [ -n "$dir" ] && printf '%s\n' "$dir/vulkan"
+# The entries of the colon-separated list in environment variable $1, one
+# per line (none when it is unset or empty).
+list_entries() {
+    local entries="${!1:-}" entry
+    IFS=: read -r -a entries <<< "$entries"
+    for entry in "${entries[@]}"; do
+        [ -n "$entry" ] && printf '%s\n' "$entry"
     done
 }
 
-# Succeeds when a file matching $2 exists in subfolder $1 of a Vulkan data dir.
+# Folders the loader searches for driver and layer manifests: the XDG
+# config and data folders (the user's first), /etc and the data dirs.
+vulkan_data_dirs() {
+    printf '%s\n' "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/vulkan"
+    XDG_CONFIG_DIRS="${XDG_CONFIG_DIRS:-/etc/xdg}" list_entries XDG_CONFIG_DIRS \
+        | sed 's|$|/vulkan|'
+    printf '%s\n' /etc/vulkan
+    printf '%s\n' "${XDG_DATA_HOME:-${HOME:-/nonexistent}/.local/share}/vulkan"
+    XDG_DATA_DIRS="${XDG_DATA_DIRS:-/usr/local/share:/usr/share}" list_entries XDG_DATA_DIRS \
+        | sed 's|$|/vulkan|'
+}
+
+# Succeeds when a file matching $2 exists in subfolder $1 of a Vulkan data
+# dir, or, for each further argument naming an environment variable the
+# loader reads (a Vulkan SDK's setup-env.sh sets them), in a folder that
+# variable lists or as a file it lists.
 has_manifest() {
-    local subdir="$1" pattern="$2" dir
+    local subdir="$1" pattern="$2" dir variable entry
+    shift 2
     while read -r dir; do
         if compgen -G "$dir/$subdir/$pattern" > /dev/null; then
             return 0
         fi
     done < <(vulkan_data_dirs)
+    for variable in "$@"; do
+        while read -r entry; do
+            if [ -d "$entry" ]; then
+                compgen -G "$entry/$pattern" > /dev/null && return 0
+            elif [ -f "$entry" ]; then
+                # shellcheck disable=SC2254 # $pattern is a glob on purpose.
+                case "${entry##*/}" in $pattern) return 0 ;; esac
+            fi
+        done < <(list_entries "$variable")
+    done
     return 1
 }
 
@@ -58,6 +83,10 @@ has_loader() {
     if [ -x /sbin/ldconfig ] && lists_loader /sbin/ldconfig; then
         return 0
     fi
+    local dir
+    while read -r dir; do
+        [ -e "$dir/libvulkan.so.1" ] && return 0
+    done < <(list_entries LD_LIBRARY_PATH)
     compgen -G '/usr/lib/*/libvulkan.so.1' > /dev/null \
         || compgen -G '/usr/lib*/libvulkan.so.1' > /dev/null \
         || compgen -G '/usr/local/lib*/libvulkan.so.1' > /dev/null
@@ -65,8 +94,9 @@ has_loader() {
 
 missing_parts() {
     has_loader || echo "the Vulkan loader (libvulkan.so.1, package libvulkan1)"
-    has_manifest icd.d 'lvp_icd*.json' || echo "lavapipe (package mesa-vulkan-drivers)"
-    has_manifest explicit_layer.d 'VkLayer_khronos_validation.json' \
+    has_manifest icd.d 'lvp_icd*.json' VK_DRIVER_FILES VK_ICD_FILENAMES VK_ADD_DRIVER_FILES \
+        || echo "lavapipe (package mesa-vulkan-drivers)"
+    has_manifest explicit_layer.d 'VkLayer_khronos_validation.json' VK_LAYER_PATH VK_ADD_LAYER_PATH \
         || echo "the Khronos validation layer (package vulkan-validationlayers)"
 }
 
