@@ -601,9 +601,7 @@ fn plan(
 }
 
 /// Counts overlapping live allocations and buffer/image pairs that share a
-/// `bufferImageGranularity` page of one memory object. Neighbours in
-/// address order suffice: a range between two that share a page lies in
-/// that page, so it conflicts with one of them.
+/// `bufferImageGranularity` page of one memory object (`conflicts`).
 fn check(
     ctx: &VulkanContext,
     trace: &Trace,
@@ -611,8 +609,7 @@ fn check(
     slot_req: &[u32],
     r: &mut Replay,
 ) {
-    let page = ctx.buffer_image_granularity.max(1);
-    let mut ranges: Vec<(u64, u64, u64, bool)> = slots
+    let ranges: Vec<LiveRange> = slots
         .iter()
         .zip(slot_req)
         .filter_map(|(slot, &req)| {
@@ -623,19 +620,39 @@ fn check(
             Some((memory, allocation.offset(), end, image))
         })
         .collect();
+    let (overlaps, granularity_conflicts) = conflicts(ranges, ctx.buffer_image_granularity);
+    r.overlaps += overlaps;
+    r.granularity_conflicts += granularity_conflicts;
+}
+
+/// A live allocation: its memory object's raw handle, its start and end
+/// there, and whether it is an optimal image.
+type LiveRange = (u64, u64, u64, bool);
+
+/// The overlapping pairs and the buffer/image pairs sharing a page of
+/// `granularity` bytes among `ranges` (0 for none of either when the
+/// allocator is right), counted between neighbours in address order,
+/// which suffices to find any: a range that starts inside another starts
+/// before that one's end, and so does every range between them, its
+/// neighbour included; and a range between two that share a page lies in
+/// that page, so it conflicts with one of them.
+fn conflicts(mut ranges: Vec<LiveRange>, granularity: u64) -> (u64, u64) {
+    let page = granularity.max(1);
     ranges.sort_unstable();
+    let (mut overlaps, mut shared_pages) = (0, 0);
     for pair in ranges.windows(2) {
         let ((memory, _, end, image), (next_memory, offset, _, next_image)) = (pair[0], pair[1]);
         if memory != next_memory {
             continue;
         }
         if offset < end {
-            r.overlaps += 1;
+            overlaps += 1;
         }
         if image != next_image && (end - 1) / page == offset / page {
-            r.granularity_conflicts += 1;
+            shared_pages += 1;
         }
     }
+    (overlaps, shared_pages)
 }
 
 #[cfg(test)]

@@ -125,3 +125,48 @@ fn only_a_full_pool_is_a_refusal() {
         block_size: 1 << 20
     }));
 }
+
+/// The replay's correctness check finds what it exists to find: an
+/// overlap (also one hidden behind a smaller range in between, and a
+/// range inside another), and a buffer and an image in one granularity
+/// page of a memory object; and nothing among ranges that only touch, lie
+/// in other memory objects, or are of one kind in a shared page.
+#[test]
+fn the_check_finds_overlaps_and_shared_pages() {
+    const BUFFER: bool = false;
+    const IMAGE: bool = true;
+    // Clean: touching ranges, the same offsets in another memory object,
+    // two buffers in one page, a buffer and an image a page apart.
+    let clean = vec![
+        (1, 0, 100, BUFFER),
+        (1, 100, 200, BUFFER),
+        (2, 0, 100, IMAGE),
+        (1, 1024, 2048, IMAGE),
+        (2, 1024, 1100, BUFFER),
+    ];
+    assert_eq!(conflicts(clean, 1024), (0, 0));
+    // The first range holds the next two; its overlap with the third is
+    // found between neighbours all the same.
+    let nested = vec![
+        (1, 0, 1000, BUFFER),
+        (1, 10, 20, BUFFER),
+        (1, 500, 600, BUFFER),
+    ];
+    assert_eq!(conflicts(nested, 1).0, 1);
+    let overlapping = vec![(7, 100, 300, BUFFER), (7, 299, 400, BUFFER)];
+    assert_eq!(conflicts(overlapping, 1), (1, 0));
+    // A buffer ending in the page an image starts in, in either order.
+    let shared = vec![
+        (1, 0, 1025, BUFFER),
+        (1, 2048, 3000, IMAGE),
+        (1, 3000, 3100, BUFFER),
+    ];
+    assert_eq!(conflicts(shared, 1024), (0, 1));
+    let image_first = vec![(3, 0, 1, IMAGE), (3, 1023, 1024, BUFFER)];
+    assert_eq!(conflicts(image_first, 1024), (0, 1));
+    // A granularity of 0 (no device says it) counts as 1: no sharing.
+    assert_eq!(
+        conflicts(vec![(1, 0, 8, IMAGE), (1, 8, 16, BUFFER)], 0),
+        (0, 0)
+    );
+}
