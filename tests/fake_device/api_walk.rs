@@ -5,7 +5,8 @@
 //! `min_alignment` (huge or invalid at times); frees now (`free`, `free_mut`)
 //! and after frames (`free_after_frame`, `destroy_*_after_frame`) with fences
 //! and timeline values signalled in order, out of order, late, or the device
-//! lost; upload rings created, filled, grown and destroyed; defragmentation
+//! lost, and GPU stalls in which frames end unsignalled until an upload ring
+//! is full of them; upload rings created, filled, grown and destroyed; defragmentation
 //! planned over a random subset of the live allocations and carried out
 //! (bytes copied, sources freed now or after the frame, a move given up at
 //! times), or refused for a bad movable; `trim`; custom pools made with
@@ -26,6 +27,8 @@
 //! limit, a lost device), never out of memory while a candidate heap has room
 //! for a whole new block, nor before the driver refused one of its calls
 //! (a heap's remembered refusal never skips a request's last attempt);
+//! `end_frame` refuses (`TooManyFramesInFlight`, sealing nothing) exactly
+//! when a live ring's chunk tracks 64 frames sealed since it began;
 //! a failed call changes no figure of `stats()`; a
 //! request for existing memory only calls no `vkAllocateMemory`, makes no
 //! memory object, fails only with `NoRoomInExistingMemory` (when no flaw of
@@ -216,6 +219,9 @@ struct Ring {
     /// Its chunks' least alignment in their memory objects.
     min_alignment: u64,
     chunks: Vec<(Option<vk::Buffer>, Counted)>,
+    /// The allocator frame each chunk began in: a chunk tracks the frames
+    /// sealed since then (`end_frame` is refused when one tracks 64).
+    chunk_frames: Vec<u64>,
 }
 
 /// The injected failures that fired during a call, by the error each
@@ -341,6 +347,8 @@ struct Walk {
     /// at a random step), and the step at which one is set or replaced.
     heard: Option<Heard>,
     listen_at: u64,
+    /// Frames `end_frame` refused (`TooManyFramesInFlight`).
+    frames_refused: u64,
 }
 
 /// A variant of `base` and a configuration, drawn from the seed: small
@@ -500,6 +508,7 @@ impl Walk {
             pooled: pools::Pooled::default(),
             heard: None,
             listen_at,
+            frames_refused: 0,
         }
     }
 

@@ -192,6 +192,7 @@ impl Walk {
                     chunk_size: size,
                     min_alignment: desc.min_alignment,
                     chunks: vec![(None, chunk)],
+                    chunk_frames: vec![self.next_frame],
                 });
             }
             Err(error) => {
@@ -322,6 +323,7 @@ impl Walk {
                 let counted = self.new_chunk(before, bytes);
                 let ring = &mut self.rings[index];
                 ring.chunks.push((Some(a.buffer()), counted));
+                ring.chunk_frames.push(self.next_frame);
                 ring.chunks.len() - 1
             }
             None => {
