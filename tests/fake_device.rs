@@ -198,6 +198,23 @@ pub fn assert_rules(violations: &[String], rules: &[&str], context: &str) {
     assert_eq!(fired, rules, "{context}: {violations:#?}");
 }
 
+/// The message of a caught panic (`panic!` with a literal or a format).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    (payload.downcast_ref::<String>().map(String::as_str))
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("<a panic with no message>")
+}
+
+/// Checks that `caught` (from `catch_unwind` or a joined thread) is the
+/// panic whose message is `expected`: a call that returned, or unwound
+/// from another panic (an `unwrap` of an error, an assertion), fails.
+pub fn assert_panicked_with<T>(caught: std::thread::Result<T>, expected: &str, what: &str) {
+    match caught {
+        Ok(_) => panic!("{what}: no panic"),
+        Err(payload) => assert_eq!(panic_message(&*payload), expected, "{what}"),
+    }
+}
+
 /// Drops the allocator and checks the device: no memory object left, no rule
 /// broken, allocate and free counts equal.
 pub fn finish(allocator: FakeAllocator, device: &FakeDevice) {
