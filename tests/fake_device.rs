@@ -177,6 +177,44 @@ pub fn assert_ranges_tile(block: &vk_suballoc::report::BlockMap, context: &str) 
     assert_eq!(end, block.size, "{context}");
 }
 
+/// The rule a violation of the fake device names: the text before its
+/// first `": "`. The device writes each breach as `"<rule>: <what was
+/// wrong>"`, its rule the VUID where Vulkan gives one
+/// (`"VUID-vkMapMemory-size-00680: size 0"`), else the call
+/// (`"vkMapMemory: memory 0x5 is not live"`).
+pub fn rule_id(violation: &str) -> &str {
+    violation
+        .split_once(": ")
+        .map_or(violation, |(rule, _)| rule)
+}
+
+/// Checks that `violations` name exactly `rules`, in order, each by its
+/// whole rule id: a test matching a part of the line would pass when
+/// another rule containing it fired (`image-parameter` for
+/// `VUID-vkBindImageMemory-image-parameter`), or the expected id only
+/// appeared inside another violation's text.
+pub fn assert_rules(violations: &[String], rules: &[&str], context: &str) {
+    let fired: Vec<&str> = violations.iter().map(|v| rule_id(v)).collect();
+    assert_eq!(fired, rules, "{context}: {violations:#?}");
+}
+
+/// The message of a caught panic (`panic!` with a literal or a format).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    (payload.downcast_ref::<String>().map(String::as_str))
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("<a panic with no message>")
+}
+
+/// Checks that `caught` (from `catch_unwind` or a joined thread) is the
+/// panic whose message is `expected`: a call that returned, or unwound
+/// from another panic (an `unwrap` of an error, an assertion), fails.
+pub fn assert_panicked_with<T>(caught: std::thread::Result<T>, expected: &str, what: &str) {
+    match caught {
+        Ok(_) => panic!("{what}: no panic"),
+        Err(payload) => assert_eq!(panic_message(&*payload), expected, "{what}"),
+    }
+}
+
 /// Drops the allocator and checks the device: no memory object left, no rule
 /// broken, allocate and free counts equal.
 pub fn finish(allocator: FakeAllocator, device: &FakeDevice) {
@@ -217,4 +255,19 @@ fn assert_clean_panics_on_each_leftover() {
     // A violation stays on record: destroying the buffer again.
     device.destroy_resource(resource);
     assert!(!clean(), "a broken rule");
+}
+
+/// `rule_id` takes a violation's whole rule and nothing else: the VUID
+/// before the text, not a part of it nor of the text.
+#[test]
+fn rule_id_is_the_whole_rule() {
+    assert_eq!(
+        rule_id("VUID-vkMapMemory-size-00680: size 0 (VUID-x)"),
+        "VUID-vkMapMemory-size-00680"
+    );
+    assert_eq!(
+        rule_id("VUID-vkBindBufferMemory-memory-01035: memory type not in memoryTypeBits (buffer 0x2, memory 0x3, offset 0)"),
+        "VUID-vkBindBufferMemory-memory-01035"
+    );
+    assert_eq!(rule_id("no rule"), "no rule");
 }

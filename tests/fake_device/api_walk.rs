@@ -5,7 +5,8 @@
 //! `min_alignment` (huge or invalid at times); frees now (`free`, `free_mut`)
 //! and after frames (`free_after_frame`, `destroy_*_after_frame`) with fences
 //! and timeline values signalled in order, out of order, late, or the device
-//! lost; upload rings created, filled, grown and destroyed; defragmentation
+//! lost, and GPU stalls in which frames end unsignalled until an upload ring
+//! is full of them; upload rings created, filled, grown and destroyed; defragmentation
 //! planned over a random subset of the live allocations and carried out
 //! (bytes copied, sources freed now or after the frame, a move given up at
 //! times), or refused for a bad movable; `trim`; custom pools made with
@@ -22,10 +23,12 @@
 //! Checked against a model of what the allocator counts (live allocations,
 //! frees waiting for their frame, ring chunks): no panic; a rejected request
 //! gets exactly the error its flaw names, and an exhausted one an error the
-//! situation explains (an injected failure, a full heap or budget, the object
+//! situation explains (an injected failure of its kind, a full heap or budget, the object
 //! limit, a lost device), never out of memory while a candidate heap has room
 //! for a whole new block, nor before the driver refused one of its calls
 //! (a heap's remembered refusal never skips a request's last attempt);
+//! `end_frame` refuses (`TooManyFramesInFlight`, sealing nothing) exactly
+//! when a live ring's chunk tracks 64 frames sealed since it began;
 //! a failed call changes no figure of `stats()`; a
 //! request for existing memory only calls no `vkAllocateMemory`, makes no
 //! memory object, fails only with `NoRoomInExistingMemory` (when no flaw of
@@ -62,6 +65,7 @@ use std::sync::{Arc, Mutex};
 use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags as Props;
 use vk_suballoc::device::fake::{FakeCounters, FakeDevice, FakeLayout};
+use vk_suballoc::device::DeviceError;
 use vk_suballoc::{
     Allocation, Config, MemoryEvent, MemoryEventKind, Pool, PoolDesc, Request, ResourceKind,
     RingAllocation, UploadRing, Usage,
@@ -217,6 +221,30 @@ struct Ring {
     /// Whether its buffers take their device address.
     device_address: bool,
     chunks: Vec<(Option<vk::Buffer>, Counted)>,
+    /// The allocator frame each chunk began in: a chunk tracks the frames
+    /// sealed since then (`end_frame` is refused when one tracks 64).
+    chunk_frames: Vec<u64>,
+}
+
+/// The injected failures that fired during a call, by the error each
+/// makes the driver return: only the matching one explains an error.
+#[derive(Clone, Copy, Debug, Default)]
+struct Fired {
+    /// A `vkAllocateMemory` failing with `VK_ERROR_OUT_OF_DEVICE_MEMORY`.
+    device_memory: bool,
+    /// With `VK_ERROR_OUT_OF_HOST_MEMORY`.
+    host_memory: bool,
+    /// With `VK_ERROR_TOO_MANY_OBJECTS`.
+    objects: bool,
+    /// A `vkMapMemory` failing (`VK_ERROR_MEMORY_MAP_FAILED`).
+    map: bool,
+}
+
+impl Fired {
+    /// Whether any fired.
+    fn any(self) -> bool {
+        self.device_memory || self.host_memory || self.objects || self.map
+    }
 }
 
 /// What a frame's submission signals.
@@ -297,8 +325,9 @@ struct Walk {
     timeline_value: u64,
     lost: bool,
     lose_at: Option<u64>,
-    /// The `vkAllocateMemory` and `vkMapMemory` calls (1-based) that fail.
-    alloc_faults: Vec<u64>,
+    /// The `vkAllocateMemory` calls (1-based) that fail, with the error
+    /// each fails with, and the `vkMapMemory` calls that fail.
+    alloc_faults: Vec<(u64, DeviceError)>,
     map_faults: Vec<u64>,
     /// The last byte written at both ends of a host-visible allocation.
     next_tag: u8,
@@ -320,6 +349,8 @@ struct Walk {
     /// at a random step), and the step at which one is set or replaced.
     heard: Option<Heard>,
     listen_at: u64,
+    /// Frames `end_frame` refused (`TooManyFramesInFlight`).
+    frames_refused: u64,
 }
 
 /// A variant of `base` and a configuration, drawn from the seed: small
@@ -479,6 +510,7 @@ impl Walk {
             pooled: pools::Pooled::default(),
             heard: None,
             listen_at,
+            frames_refused: 0,
         }
     }
 
@@ -577,19 +609,24 @@ impl Walk {
         }
     }
 
-    /// Whether an injected failure fired since `before`; forgets the faults
+    /// The injected failures that fired since `before`; forgets the faults
     /// whose call has passed.
-    fn faults_fired(&mut self, before: &FakeCounters) -> bool {
+    fn faults_fired(&mut self, before: &FakeCounters) -> Fired {
         let after = self.device.counters();
-        let fired = self
-            .alloc_faults
-            .iter()
-            .any(|&at| before.allocate_calls < at && at <= after.allocate_calls)
-            || self
-                .map_faults
-                .iter()
-                .any(|&at| before.maps < at && at <= after.maps);
-        self.alloc_faults.retain(|&at| at > after.allocate_calls);
+        let mut fired = Fired::default();
+        for &(at, error) in &self.alloc_faults {
+            if before.allocate_calls < at && at <= after.allocate_calls {
+                match error {
+                    DeviceError::OutOfDeviceMemory => fired.device_memory = true,
+                    DeviceError::OutOfHostMemory => fired.host_memory = true,
+                    DeviceError::TooManyObjects => fired.objects = true,
+                    other => unreachable!("the walk injects no {other:?}"),
+                }
+            }
+        }
+        fired.map = (self.map_faults.iter()).any(|&at| before.maps < at && at <= after.maps);
+        self.alloc_faults
+            .retain(|&(at, _)| at > after.allocate_calls);
         self.map_faults.retain(|&at| at > after.maps);
         fired
     }

@@ -242,11 +242,10 @@ fn amd_device_coherent_types_need_their_feature() {
         // SAFETY: a fake device; the call is the invalid one under test.
         assert!(unsafe { raw.allocate(&info) }.is_err());
     }
-    let violations = raw.violations();
-    assert_eq!(violations.len(), 2, "{violations:?}");
-    assert!(
-        violations.iter().all(|v| v.contains("02790")),
-        "{violations:?}"
+    crate::assert_rules(
+        &raw.violations(),
+        &["VUID-vkAllocateMemory-deviceCoherentMemory-02790"; 2],
+        "device-coherent types",
     );
 
     let (allocator, device) = allocator(FakeLayout::amd());

@@ -385,6 +385,7 @@ impl Walk {
         }
         println!("{}: {:?}", self.test, self.defragmented);
         println!("{}: {:?}", self.test, self.pooled);
+        println!("{}: {} frames refused", self.test, self.frames_refused);
         self.foreign.finish();
         super::super::finish(self.allocator, &self.device);
         if let Some(heard) = self.heard {

@@ -10,7 +10,7 @@ use vk_suballoc::device::DeviceError;
 use vk_suballoc::report::Stats;
 use vk_suballoc::{DedicatedPolicy, Error, Request, ResourceKind, Usage};
 
-use super::{is_host_visible, is_non_coherent, Walk, MIB};
+use super::{is_host_visible, is_non_coherent, Fired, Walk, MIB};
 
 /// `AlignmentNotPowerOfTwo` for a `min_alignment` neither a power of two
 /// nor 0: checked right after the requirements' own alignment, on both
@@ -207,28 +207,36 @@ impl Walk {
     /// Panics unless `error`, the answer to `request`, is the one its flaw
     /// names or one the situation explains.
     /// Whether `error`, for `request` that no flaw of its own refuses, is
-    /// one the situation explains: an injected failure (`fired`), a lost
-    /// device, the object limit (with `objects` memory objects), a budget
-    /// asked for, or a full heap (which callers check further).
+    /// one the situation explains: an injected failure of its own kind
+    /// (`fired`: out of host memory, a failed map, too many objects), a
+    /// lost device, the object limit (with `objects` memory objects), a
+    /// budget asked for, or a full heap (which callers check further).
     pub(super) fn exhaustion_explained(
         &self,
         error: Error,
         request: &Request<'_>,
-        fired: bool,
+        fired: Fired,
         objects: u32,
     ) -> bool {
         let limit = self.layout.max_memory_allocation_count;
         match error {
             Error::DeviceLost => self.lost,
-            Error::OutOfHostMemory | Error::MapFailed => fired,
-            Error::TooManyObjects(n) => n == limit && (fired || objects >= limit),
+            Error::OutOfHostMemory => fired.host_memory,
+            Error::MapFailed => fired.map,
+            Error::TooManyObjects(n) => n == limit && (fired.objects || objects >= limit),
             Error::OverBudget { .. } => request.desc.within_budget,
             Error::OutOfDeviceMemory => true,
             _ => false,
         }
     }
 
-    pub(super) fn explain(&self, error: Error, request: &Request<'_>, before: &Stats, fired: bool) {
+    pub(super) fn explain(
+        &self,
+        error: Error,
+        request: &Request<'_>,
+        before: &Stats,
+        fired: Fired,
+    ) {
         if let Some(expected) = self.rejection(request) {
             assert_eq!(error, expected, "{}: {request:?}", self.ctx());
             return;
@@ -240,11 +248,11 @@ impl Walk {
         let objects = before.memory_objects;
         assert!(
             self.exhaustion_explained(error, request, fired, objects),
-            "{}: {error:?} for {request:?} is not explained (injected failure {fired}, lost {}, {objects} objects)",
+            "{}: {error:?} for {request:?} is not explained (injected failures {fired:?}, lost {}, {objects} objects)",
             self.ctx(),
             self.lost
         );
-        if !fired && matches!(error, Error::OutOfDeviceMemory | Error::OverBudget { .. }) {
+        if !fired.any() && matches!(error, Error::OutOfDeviceMemory | Error::OverBudget { .. }) {
             if let Some(t) = self.room_for(request, objects) {
                 panic!(
                     "{}: {error:?} for {request:?}, yet memory type {t} has room (heap usage {:?}, caps {:?}, budgets {:?}, {objects} objects)",
@@ -270,14 +278,14 @@ impl Walk {
     /// caller checks instead what a user relies on: no memory object made,
     /// no device call, no figure changed, and a success in a block that
     /// existed before.
-    pub(super) fn explain_existing_only(&self, error: Error, request: &Request<'_>, fired: bool) {
+    pub(super) fn explain_existing_only(&self, error: Error, request: &Request<'_>, fired: Fired) {
         let ctx = self.ctx();
         assert_eq!(
             error,
             Error::NoRoomInExistingMemory,
             "{ctx}: {request:?} for existing memory only"
         );
-        assert!(!fired, "{ctx}: {request:?} reached the device");
+        assert!(!fired.any(), "{ctx}: {request:?} reached the device");
     }
 
     /// Panics when `error` is `OutOfDeviceMemory` yet no
@@ -320,7 +328,7 @@ impl Walk {
                 let error = errors[self.rng.below(4) as usize];
                 self.device.fail_allocation(nth, error);
                 self.alloc_faults
-                    .push(self.device.counters().allocate_calls + nth);
+                    .push((self.device.counters().allocate_calls + nth, error));
             }
             2 if self.map_faults.is_empty() => {
                 let nth = 1 + self.rng.below(2);

@@ -3,15 +3,52 @@
 
 use vk_suballoc::{Collected, Error};
 
-use super::{Signal, Walk};
+use super::{Rng, Signal, Walk};
+
+/// The sealed frames an upload ring's chunk tracks at most.
+const RING_FRAMES: u64 = 64;
 
 impl Walk {
     pub(super) fn end_frame(&mut self) {
+        // Now and then the GPU stalls (drawn from a copy of the generator,
+        // so that the walks' other draws stay as they were).
+        if Rng(self.rng.0 ^ 0x7374_616c).below(40) == 0 {
+            return self.stall();
+        }
         if !self.lost && self.sealed.len() >= 66 {
             // An engine collects every frame; this one is late, not stuck.
             (0..self.sealed.len()).for_each(|i| self.signal_frame(i));
             self.collect_now(false);
         }
+        self.seal_frame();
+    }
+
+    /// An engine whose GPU stalls: frames end with nothing signalled or
+    /// collected, until `end_frame` refuses one (an upload ring is full of
+    /// frames) or 70 are sealed.
+    fn stall(&mut self) {
+        for _ in 0..70 {
+            if !self.seal_frame() {
+                return;
+            }
+        }
+    }
+
+    /// Whether some upload ring's chunk tracks as many sealed frames as it
+    /// can (64): those sealed since the chunk began, the chunks of
+    /// destroyed rings aside. `end_frame` must refuse exactly then.
+    fn rings_full(&self) -> bool {
+        let oldest = self.next_frame - self.sealed.len() as u64;
+        let chunks = self.rings.iter().flat_map(|r| &r.chunk_frames);
+        chunks
+            .map(|&first| self.next_frame - first.max(oldest))
+            .any(|tracked| tracked >= RING_FRAMES)
+    }
+
+    /// Ends the current frame, checked against the model. Returns whether
+    /// it was sealed.
+    fn seal_frame(&mut self) -> bool {
+        let full = self.rings_full();
         let (signal, result) = if self.rng.below(3) == 0 {
             let value = self.next_frame + 1;
             // SAFETY: the walk's fake semaphore reaches `value` only when
@@ -27,6 +64,12 @@ impl Walk {
         };
         match result {
             Ok(index) => {
+                assert!(
+                    !full,
+                    "{}: frame sealed with a ring full ({} frames in flight)",
+                    self.ctx(),
+                    self.sealed.len()
+                );
                 assert_eq!(index, self.next_frame, "{}", self.ctx());
                 self.next_frame += 1;
                 if self.config.empty_block_frames == 0 {
@@ -40,13 +83,24 @@ impl Walk {
                 let mut frame = std::mem::take(&mut self.current);
                 frame.signal = Some(signal);
                 self.sealed.push_back(frame);
+                true
             }
-            Err(Error::TooManyFramesInFlight) => assert!(
-                !self.rings.is_empty() && self.sealed.len() >= 64,
-                "{}: {} frames in flight",
-                self.ctx(),
-                self.sealed.len()
-            ),
+            Err(Error::TooManyFramesInFlight) => {
+                assert!(
+                    full,
+                    "{}: refused with no ring full ({} frames in flight)",
+                    self.ctx(),
+                    self.sealed.len()
+                );
+                assert_eq!(
+                    self.allocator.frames_in_flight(),
+                    self.sealed.len(),
+                    "{}: a refused frame was sealed",
+                    self.ctx()
+                );
+                self.frames_refused += 1;
+                false
+            }
             Err(error) => panic!("{}: end_frame: {error:?}", self.ctx()),
         }
     }

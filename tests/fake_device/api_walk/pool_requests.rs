@@ -8,7 +8,7 @@ use vk_suballoc::{DedicatedPolicy, Error, Pool, Request, ResourceKind, Usage};
 
 use super::expect::min_alignment_refusal;
 use super::pools::WalkPool;
-use super::{is_host_visible, is_non_coherent, Walk};
+use super::{is_host_visible, is_non_coherent, Fired, Walk};
 
 /// `place/pool_request.rs`'s tail rounding: past this alignment a size is
 /// no longer rounded up to it.
@@ -193,7 +193,7 @@ impl Walk {
         request: &Request<'_>,
         pool: Pool,
         pool_before: &TypeStats,
-        fired: bool,
+        fired: Fired,
         objects: u32,
     ) {
         let ctx = self.ctx();
@@ -224,11 +224,11 @@ impl Walk {
         }
         assert!(
             self.exhaustion_explained(error, request, fired, objects),
-            "{ctx}: {error:?} for {request:?} in a pool ({pool_before:?}) is not explained (injected failure {fired}, lost {}, {objects} objects)",
+            "{ctx}: {error:?} for {request:?} in a pool ({pool_before:?}) is not explained (injected failures {fired:?}, lost {}, {objects} objects)",
             self.lost
         );
         let no_room = matches!(error, Error::OutOfDeviceMemory | Error::OverBudget { .. });
-        if !fired && no_room && self.pool_has_room(request, p, objects) {
+        if !fired.any() && no_room && self.pool_has_room(request, p, objects) {
             panic!(
                 "{ctx}: {error:?} for {request:?}, yet pool {pool:?} ({pool_before:?}) has room (heap usage {:?}, caps {:?}, budgets {:?}, {objects} objects)",
                 self.device.heap_usage(),

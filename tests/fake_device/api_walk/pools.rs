@@ -10,7 +10,7 @@ use vk_suballoc::report::{BlockMap, MemoryMap, PoolMap, Stats, TypeStats};
 use vk_suballoc::{Error, Pool, PoolDesc};
 
 use super::allocations::unchanged_but_released_empty_blocks;
-use super::Walk;
+use super::{Fired, Walk};
 
 /// Pools alive at once, at most.
 const MAX_POOLS: usize = 4;
@@ -284,15 +284,16 @@ impl Walk {
     /// Panics unless `error`, from making the `min_blocks` blocks of a
     /// valid description, is explained: an injected failure, a lost device,
     /// the object limit, or no room in the heap for them all.
-    fn explain_min_blocks(&self, error: Error, drawn: &Drawn, objects: u32, fired: bool) {
+    fn explain_min_blocks(&self, error: Error, drawn: &Drawn, objects: u32, fired: Fired) {
         let ctx = self.ctx();
         let t = drawn.memory_type;
         let limit = self.layout.max_memory_allocation_count;
         let min = drawn.min_blocks;
         let explained = match error {
             Error::DeviceLost => self.lost,
-            Error::OutOfHostMemory | Error::MapFailed => fired,
-            Error::TooManyObjects(n) => n == limit && (fired || objects + min > limit),
+            Error::OutOfHostMemory => fired.host_memory,
+            Error::MapFailed => fired.map,
+            Error::TooManyObjects(n) => n == limit && (fired.objects || objects + min > limit),
             Error::OutOfDeviceMemory => true,
             _ => false,
         };
@@ -308,7 +309,7 @@ impl Walk {
             && objects + min <= limit
             && self.heap_has_room(t, size.saturating_mul(u64::from(min)), false);
         assert!(
-            fired || !room || error != Error::OutOfDeviceMemory,
+            fired.any() || !room || error != Error::OutOfDeviceMemory,
             "{ctx}: {error:?} making {min} blocks of {size} bytes of type {t}, yet its heap has room (heap usage {:?}, caps {:?})",
             self.device.heap_usage(),
             self.caps

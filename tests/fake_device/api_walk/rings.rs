@@ -193,6 +193,7 @@ impl Walk {
                     min_alignment: desc.min_alignment,
                     device_address,
                     chunks: vec![(None, chunk)],
+                    chunk_frames: vec![self.next_frame],
                 });
             }
             Err(error) => {
@@ -323,6 +324,7 @@ impl Walk {
                 let counted = self.new_chunk(before, bytes);
                 let ring = &mut self.rings[index];
                 ring.chunks.push((Some(a.buffer()), counted));
+                ring.chunk_frames.push(self.next_frame);
                 ring.chunks.len() - 1
             }
             None => {

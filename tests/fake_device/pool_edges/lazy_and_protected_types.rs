@@ -63,10 +63,10 @@ fn a_pool_on_a_protected_type_needs_protected_memory() {
     let info = AllocateInfo::plain(4096, PROTECTED, AllocationFlags::empty());
     // SAFETY: a fake device; the call is the invalid one under test.
     assert!(unsafe { raw.allocate(&info) }.is_err());
-    let violations = raw.violations();
-    assert!(
-        violations.len() == 1 && violations[0].contains("01872"),
-        "{violations:?}"
+    crate::assert_rules(
+        &raw.violations(),
+        &["VUID-VkMemoryAllocateInfo-memoryTypeIndex-01872"],
+        "a protected type",
     );
 
     let (allocator, device) = allocator(layout.clone());

@@ -15,7 +15,7 @@ use vk_suballoc::{Allocation, Config, DedicatedPolicy, MemoryEventKind, Usage};
 use super::super::debug_fill::{compacting, keep_every_third};
 use super::super::defragment::movables;
 use super::super::frames::end_frame;
-use super::super::{allocator_with, buffer, finish, free, FakeAllocator};
+use super::super::{allocator_with, assert_panicked_with, buffer, finish, free, FakeAllocator};
 
 /// No event panics.
 const CALM: u8 = 0;
@@ -81,7 +81,11 @@ fn a_callback_panicking_on_another_thread_leaves_no_memory_behind() {
     // The allocation's memory object is made, reported, and freed again.
     panic_on.store(ON_ALLOCATED, Ordering::SeqCst);
     let made = std::thread::scope(|scope| scope.spawn(|| dedicated(&allocator)).join());
-    assert!(made.is_err(), "the callback's panic reaches the caller");
+    assert_panicked_with(
+        made,
+        "the test's callback panics on Allocated",
+        "the callback's panic reaches the caller",
+    );
     assert_eq!(
         held(&allocator, &device),
         nothing,
@@ -94,7 +98,11 @@ fn a_callback_panicking_on_another_thread_leaves_no_memory_behind() {
     assert_eq!(held(&allocator, &device).1, 1);
     panic_on.store(ON_FREED, Ordering::SeqCst);
     let freed = std::thread::scope(|scope| scope.spawn(|| free(&allocator, allocation)).join());
-    assert!(freed.is_err(), "the callback's panic reaches the caller");
+    assert_panicked_with(
+        freed,
+        "the test's callback panics on Freed",
+        "the callback's panic reaches the caller",
+    );
     assert_eq!(held(&allocator, &device), nothing, "after a panic on Freed");
 
     let again = dedicated(&allocator);
@@ -124,9 +132,10 @@ fn a_callback_panicking_in_collect_leaves_no_free_undone() {
 
     panic_once.store(ON_FREED, Ordering::SeqCst);
     let collected = std::thread::scope(|scope| scope.spawn(|| allocator.collect()).join());
-    assert!(
-        collected.is_err(),
-        "the callback's panic reaches the caller"
+    assert_panicked_with(
+        collected,
+        "the test's callback panics on Freed",
+        "the callback's panic reaches the caller",
     );
     assert_eq!(held(&allocator, &device), nothing(&allocator));
     assert_eq!(allocator.frames_in_flight(), 0);
@@ -152,7 +161,11 @@ fn a_callback_panicking_in_create_pool_leaves_no_block_behind() {
     });
     let desc = PoolDesc::new(1).block_size(1 << 20).min_blocks(3);
     let made = std::thread::scope(|scope| scope.spawn(|| allocator.create_pool(&desc)).join());
-    assert!(made.is_err(), "the callback's panic reaches the caller");
+    assert_panicked_with(
+        made,
+        "the test's callback panics on the second block",
+        "the callback's panic reaches the caller",
+    );
     assert_eq!(allocated.load(Ordering::SeqCst), 2);
     assert_eq!(held(&allocator, &device), nothing(&allocator));
     // The allocator carries on: the same pool can be made.
@@ -177,7 +190,11 @@ fn a_callback_panicking_in_create_upload_ring_leaves_no_buffer_behind() {
     };
     let made =
         std::thread::scope(|scope| scope.spawn(|| allocator.create_upload_ring(&desc)).join());
-    assert!(made.is_err(), "the callback's panic reaches the caller");
+    assert_panicked_with(
+        made,
+        "the test's callback panics on Allocated",
+        "the callback's panic reaches the caller",
+    );
     assert_eq!(device.live_resources(), 0);
     assert_eq!(held(&allocator, &device), nothing(&allocator));
     let ring = allocator.create_upload_ring(&desc).unwrap();
@@ -201,9 +218,10 @@ fn a_callback_panicking_in_destroy_pool_leaves_no_block_behind() {
 
     panic_on.store(ON_FREED, Ordering::SeqCst);
     let destroyed = std::thread::scope(|scope| scope.spawn(|| allocator.destroy_pool(pool)).join());
-    assert!(
-        destroyed.is_err(),
-        "the callback's panic reaches the caller"
+    assert_panicked_with(
+        destroyed,
+        "the test's callback panics on Freed",
+        "the callback's panic reaches the caller",
     );
     assert_eq!(held(&allocator, &device), nothing(&allocator));
     finish(allocator, &device);
@@ -234,9 +252,10 @@ fn a_callback_panicking_in_destroy_pool_frees_the_pool_s_slot() {
     panic_on.store(ON_FREED, Ordering::SeqCst);
     let destroyed =
         std::thread::scope(|scope| scope.spawn(|| allocator.destroy_pool(victim)).join());
-    assert!(
-        destroyed.is_err(),
-        "the callback's panic reaches the caller"
+    assert_panicked_with(
+        destroyed,
+        "the test's callback panics on Freed",
+        "the callback's panic reaches the caller",
     );
     let again = allocator
         .create_pool(&desc)
@@ -272,7 +291,11 @@ fn a_callback_panicking_in_the_allocator_s_drop_leaves_no_memory_behind() {
 
     panic_on.store(ON_FREED, Ordering::SeqCst);
     let dropped = std::thread::spawn(move || drop(allocator)).join();
-    assert!(dropped.is_err(), "the callback's panic reaches the caller");
+    assert_panicked_with(
+        dropped,
+        "the test's callback panics on Freed",
+        "the callback's panic reaches the caller",
+    );
     assert_eq!(device.live_allocations().len(), 0);
     drop(kept);
 }
@@ -285,7 +308,11 @@ fn a_logger_panicking_on_a_new_memory_object_leaves_no_memory_behind() {
     let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
     super::super::leak_log::panic_on_line_with("bytes of memory type");
     let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dedicated(&allocator)));
-    assert!(made.is_err(), "the logger's panic reaches the caller");
+    assert_panicked_with(
+        made,
+        "the test's logger panics on \"bytes of memory type\"",
+        "the logger's panic reaches the caller",
+    );
     assert_eq!(held(&allocator, &device), nothing(&allocator));
     free(&allocator, dedicated(&allocator));
     finish(allocator, &device);
@@ -314,7 +341,11 @@ fn a_logger_panicking_on_a_damaged_margin_still_frees_its_allocation() {
         // SAFETY: no GPU work uses it.
         unsafe { allocator.free(victim) }
     }));
-    assert!(freed.is_err(), "the logger's panic reaches the caller");
+    assert_panicked_with(
+        freed,
+        "the test's logger panics on \"memory corruption\"",
+        "the logger's panic reaches the caller",
+    );
     assert_eq!(allocator.corruptions_detected(), 1);
     assert_eq!(allocator.stats().live_bytes(), 0);
     finish(allocator, &device);
@@ -346,7 +377,11 @@ fn a_logger_panicking_on_a_write_after_free_frees_the_new_allocation() {
     let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         allocator.allocate(&buffer(50_000, 16, Usage::UPLOAD))
     }));
-    assert!(made.is_err(), "the logger's panic reaches the caller");
+    assert_panicked_with(
+        made,
+        "the test's logger panics on \"written after it was freed\"",
+        "the logger's panic reaches the caller",
+    );
     assert_eq!(allocator.corruptions_detected(), 1);
     assert_eq!(allocator.stats().live_bytes(), live);
     free(&allocator, keeper);
@@ -383,7 +418,11 @@ fn a_logger_panicking_on_a_write_after_free_gives_up_the_plan() {
     let planned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         allocator.plan_defragmentation(&movables(&live), &limits)
     }));
-    assert!(planned.is_err(), "the logger's panic reaches the caller");
+    assert_panicked_with(
+        planned,
+        "the test's logger panics on \"written after it was freed\"",
+        "the logger's panic reaches the caller",
+    );
     assert!(allocator.corruptions_detected() >= 1);
     let fence = end_frame(&allocator, &device);
     device.signal_fence(fence);
@@ -412,7 +451,11 @@ fn a_callback_panicking_in_allocate_many_leaves_no_memory_behind() {
     let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         allocator.allocate_many(&[request, request])
     }));
-    assert!(made.is_err(), "the callback's panic reaches the caller");
+    assert_panicked_with(
+        made,
+        "the test's callback panics on the second object",
+        "the callback's panic reaches the caller",
+    );
     assert_eq!(held(&allocator, &device), nothing(&allocator));
     finish(allocator, &device);
 }
@@ -463,7 +506,11 @@ fn a_callback_panicking_as_a_damaged_allocation_is_freed_still_lets_its_line_out
     // the custom pool, whose release the callback panics on.
     panic_on.store(ON_FREED, Ordering::SeqCst);
     let freed = std::thread::scope(|scope| scope.spawn(|| free(&allocator, victim)).join());
-    assert!(freed.is_err(), "the callback's panic reaches the caller");
+    assert_panicked_with(
+        freed,
+        "the test's callback panics on Freed",
+        "the callback's panic reaches the caller",
+    );
     assert_eq!(allocator.corruptions_detected(), 1);
     let lines = super::super::leak_log::lines();
     assert!(
