@@ -167,6 +167,10 @@ struct LivePool {
     priority: Option<f32>,
     /// `PoolDesc::min_alignment`: its allocations' offsets are multiples.
     min_alignment: u64,
+    /// `PoolDesc::block_size` (0: growing blocks).
+    block_size: u64,
+    /// `PoolDesc::max_blocks`.
+    max_blocks: Option<u32>,
 }
 
 /// A fault the walk injected into the fake device: the call it fails

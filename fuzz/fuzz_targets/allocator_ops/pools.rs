@@ -127,6 +127,8 @@ impl Walk {
             export: desc.export_handle_types,
             priority: desc.priority,
             min_alignment: desc.min_alignment,
+            block_size: desc.block_size,
+            max_blocks: desc.max_blocks,
         });
     }
 

@@ -403,20 +403,31 @@ impl Walk {
         } else if allowed & self.usable_types() == 0 {
             return matches!(error, Error::NoMemoryTypeBits(_));
         }
+        let pool = self.pools.iter().find(|p| Some(p.pool) == desc.pool);
+        let request_size = built.request.requirements.size;
         match error {
             _ if self.memory_error_ok(&error, before) => true,
             Error::DeviceAddressNotEnabled => no_address,
             Error::OverBudget { .. } => desc.within_budget,
             Error::NoRoomInExistingMemory => desc.existing_memory_only,
-            Error::TooLargeForPool { .. } | Error::PoolFull { .. } => desc.pool.is_some(),
+            // Only a pool of fixed blocks, for a request larger than one
+            // (its size and margin, rounded as placed: the bytes the error
+            // names), or a pool at its `max_blocks`, none with room.
+            Error::TooLargeForPool { size, block_size } => pool.is_some_and(|p| {
+                p.block_size != 0
+                    && block_size == p.block_size
+                    && size > block_size
+                    && request_size.saturating_add(self.config.debug_margin) > block_size
+            }),
+            Error::PoolFull { max_blocks } => pool.is_some_and(|p| {
+                let blocks = self.allocator.pool_stats(&p.pool).map(|s| s.blocks);
+                p.max_blocks.map(u64::from) == Some(max_blocks) && blocks == Ok(max_blocks)
+            }),
             // Memory a pool exports as D3D11 textures or D3D12 resources
             // is dedicated to a named resource, never a block.
-            Error::NotExportable { handle_types } => {
-                let pool = self.pools.iter().find(|p| Some(p.pool) == desc.pool);
-                pool.is_some_and(|p| {
-                    !handle_types.is_empty() && handle_types == p.export & DEDICATED_ONLY
-                })
-            }
+            Error::NotExportable { handle_types } => pool.is_some_and(|p| {
+                !handle_types.is_empty() && handle_types == p.export & DEDICATED_ONLY
+            }),
             _ => false,
         }
     }
