@@ -341,9 +341,7 @@ impl Walk {
                 };
                 self.defragment(&picks, &limits, give_up, later);
             }
-            Op::Trim => {
-                self.allocator.trim();
-            }
+            Op::Trim => self.trim(),
             Op::Write { pick, value } => self.write(pick, value),
             Op::Read { pick } => self.read(pick),
             Op::Flush {

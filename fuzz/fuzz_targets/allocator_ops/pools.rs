@@ -132,6 +132,52 @@ impl Walk {
         });
     }
 
+    /// `trim`: every empty block released, but those a custom pool keeps
+    /// to hold its `min_blocks`; it returns the bytes of the memory
+    /// objects it freed, and makes none.
+    pub(super) fn trim(&mut self) {
+        let sizes = |walk: &Self| -> HashMap<vk::DeviceMemory, u64> {
+            let live = walk.device.live_allocations();
+            live.iter().map(|m| (m.memory, m.size)).collect()
+        };
+        let before = sizes(self);
+        let pools_before: Vec<_> = self
+            .pools
+            .iter()
+            .map(|p| self.allocator.pool_stats(&p.pool).unwrap())
+            .collect();
+        let released = self.allocator.trim();
+        let after = sizes(self);
+        assert!(
+            after.keys().all(|m| before.contains_key(m)),
+            "trim made memory"
+        );
+        let freed: u64 = before
+            .iter()
+            .filter(|(m, _)| !after.contains_key(m))
+            .map(|(_, size)| size)
+            .sum();
+        assert_eq!(released, freed, "the bytes trim says it released");
+        // Each pool: its blocks in use, and empty ones up to `min_blocks`.
+        let mut kept = vec![0u64; self.layout.memory_types.len()];
+        for (p, s) in self.pools.iter().zip(&pools_before) {
+            let used = s.blocks - s.empty_blocks;
+            let blocks = used.max(s.blocks.min(u64::from(p.min_blocks)));
+            let now = self.allocator.pool_stats(&p.pool).unwrap();
+            assert_eq!(
+                (now.blocks, now.empty_blocks),
+                (blocks, blocks - used),
+                "pool {:?} after trim, {s:?} before",
+                p.pool
+            );
+            kept[p.memory_type as usize] += blocks - used;
+        }
+        let stats = self.allocator.stats();
+        for (t, s) in stats.memory_types.iter().enumerate() {
+            assert_eq!(s.empty_blocks, kept[t], "type {t} after trim: {s:?}");
+        }
+    }
+
     pub(super) fn destroy_pool(&mut self, pick: u8) {
         let total = self.pools.len() + self.dead_pools.len();
         if total == 0 {
