@@ -44,7 +44,19 @@
 //! budgets, a lost device).
 //!
 //! Checked after every operation (a panic is a finding): flawed requests get
-//! the error their flaw names and every error is one the docs promise; live
+//! the error their flaw names and every error is one the docs promise
+//! for what the walk knows (out of host memory and failed maps only from a
+//! fault injected and due within the operation, too many objects only from
+//! one or at the device's `maxMemoryAllocationCount`, no other device
+//! error, `SizeExceedsHeaps` / `SizeExceedsMaxAllocation` naming a heap or
+//! the device's limit the request passes, `PoolFull` only from a pool at
+//! its `max_blocks`, `TooLargeForPool` only from a pool of fixed blocks
+//! smaller than the request and its margin; flushes, invalidates and ring
+//! writes meet no device error); `create_pool` refuses exactly the
+//! descriptions its docs name (`InvalidConfig`, then `NotExportable`) and
+//! otherwise fails only in making its `min_blocks`, leaving nothing;
+//! `trim` releases every empty block but those a pool keeps for its
+//! `min_blocks` and returns the bytes it freed; live
 //! allocations (and ranges freed after a frame not collected yet) never
 //! overlap in one memory object, margins included, each lies inside its
 //! memory and honours its alignments; no two allocations (live, ring

@@ -22,8 +22,8 @@ impl Walk {
         let built: Vec<Built> = reqs.iter().take(4).map(|r| self.build(r)).collect();
         let requests: Vec<Request<'static>> = built.iter().map(|b| b.request).collect();
         let stats = self.allocator.stats();
-        let counters = self.device.counters();
-        let calls = counters.allocate_calls;
+        let before = self.before();
+        let calls = before.counters.allocate_calls;
         let mut memories = self.memories();
         let result = self.allocator.allocate_many(&requests);
         // Placed in order: an existing-memory-only request may use memory
@@ -49,10 +49,10 @@ impl Walk {
                 // Some request's error; the first failing one is not known.
                 let documented = built.iter().any(|b| match &b.flaw {
                     Some(flaw) => *flaw == error,
-                    None => self.allocate_error_ok(error, &b.request, b.allowed, b.stale_pool),
+                    None => self.allocate_error_ok(error, b, &before),
                 });
                 assert!(documented, "allocate_many {requests:?}: {error:?}");
-                self.check_driver_asked(&error, &counters, &requests);
+                self.check_driver_asked(&error, &before.counters, &requests);
                 for b in &built {
                     self.drop_resource(b);
                 }

@@ -167,6 +167,18 @@ struct LivePool {
     priority: Option<f32>,
     /// `PoolDesc::min_alignment`: its allocations' offsets are multiples.
     min_alignment: u64,
+    /// `PoolDesc::block_size` (0: growing blocks).
+    block_size: u64,
+    /// `PoolDesc::max_blocks`.
+    max_blocks: Option<u32>,
+}
+
+/// A fault the walk injected into the fake device: the call it fails
+/// (as `FakeDevice::fail_allocation` and `fail_map` count them).
+#[derive(Clone, Copy, Debug)]
+enum Injected {
+    Allocate { at: u64, error: DeviceError },
+    Map { at: u64 },
 }
 
 /// The memory objects a memory callback was told of, with their sizes;
@@ -206,6 +218,10 @@ pub struct Walk {
     /// The custom pool whose block holds `written_after_free`, if one
     /// does: `check_pool_corruption` of that pool reports it, no other.
     written_after_free_pool: Option<Pool>,
+    /// The faults injected so far, which alone explain
+    /// `OutOfHostMemory`, `MapFailed` and (below the device's limit)
+    /// `TooManyObjects`.
+    injected: Vec<Injected>,
 }
 
 fn is_non_coherent(props: Props) -> bool {
@@ -247,6 +263,7 @@ impl Walk {
             written_after_free: None,
             counted: 0,
             written_after_free_pool: None,
+            injected: Vec::new(),
         }
     }
 
@@ -324,9 +341,7 @@ impl Walk {
                 };
                 self.defragment(&picks, &limits, give_up, later);
             }
-            Op::Trim => {
-                self.allocator.trim();
-            }
+            Op::Trim => self.trim(),
             Op::Write { pick, value } => self.write(pick, value),
             Op::Read { pick } => self.read(pick),
             Op::Flush {
@@ -350,9 +365,17 @@ impl Walk {
                     DeviceError::OutOfHostMemory,
                     DeviceError::TooManyObjects,
                 ][error as usize % 3];
-                self.device.fail_allocation(u64::from(nth % 8) + 1, error);
+                let nth = u64::from(nth % 8) + 1;
+                let at = self.device.counters().allocate_calls + nth;
+                self.injected.push(Injected::Allocate { at, error });
+                self.device.fail_allocation(nth, error);
             }
-            Op::FailMap { nth } => self.device.fail_map(u64::from(nth % 8) + 1),
+            Op::FailMap { nth } => {
+                let nth = u64::from(nth % 8) + 1;
+                let at = self.device.counters().maps + nth;
+                self.injected.push(Injected::Map { at });
+                self.device.fail_map(nth);
+            }
             Op::CapHeap { heap, mib } => {
                 let heap = u32::from(heap) % self.layout.memory_heaps.len() as u32;
                 self.device.cap_heap(heap, u64::from(mib) << 20);

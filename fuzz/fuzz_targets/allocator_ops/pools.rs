@@ -60,49 +60,121 @@ impl Walk {
         } else {
             refused
         };
-        match self.allocator.create_pool(&desc) {
-            Ok(pool) => {
-                assert!(refused.is_empty(), "{desc:?} made {pool:?}");
-                assert!(memory_type < types && self.usable_types() & (1 << memory_type) != 0);
-                assert_eq!(pool.memory_type(), memory_type);
-                let stats = self.allocator.pool_stats(&pool).unwrap();
-                assert_eq!(stats.blocks, u64::from(desc.min_blocks), "{desc:?}");
-                self.pools.push(LivePool {
-                    pool,
-                    memory_type,
-                    min_blocks: desc.min_blocks,
-                    export: desc.export_handle_types,
-                    priority: desc.priority,
-                    min_alignment: desc.min_alignment,
-                });
-            }
+        // `InvalidConfig` first, exactly when `create_pool`'s docs say: a
+        // type the allocator does not use, a block size past the (limited)
+        // heap or `maxMemoryAllocationSize`, `min_blocks` or `block_size`
+        // on a lazily allocated type, `max_blocks` of 0 or below
+        // `min_blocks`.
+        let usable = memory_type < types && self.usable_types() & (1 << memory_type) != 0;
+        let invalid = !usable || {
+            let ty = self.layout.memory_types[memory_type as usize];
+            let heap = self.layout.memory_heaps[ty.heap as usize].size;
+            let lazy = ty.props.contains(Props::LAZILY_ALLOCATED);
+            desc.block_size > heap.min(self.layout.max_memory_allocation_size)
+                || (lazy && (desc.min_blocks > 0 || desc.block_size != 0))
+                || desc
+                    .max_blocks
+                    .is_some_and(|m| m == 0 || m < desc.min_blocks)
+        };
+        let before = self.before();
+        let result = self.allocator.create_pool(&desc);
+        if invalid {
+            return assert!(
+                matches!(result, Err(Error::InvalidConfig(_))),
+                "create_pool {desc:?}: {result:?}, not InvalidConfig"
+            );
+        }
+        if !refused.is_empty() {
+            let want = Err(Error::NotExportable {
+                handle_types: refused,
+            });
+            return assert_eq!(result, want, "create_pool {desc:?}");
+        }
+        // 2047 pools at most (never reached here).
+        if self.pools.len() >= 2047 {
+            return assert_eq!(result, Err(Error::TooManyPools), "create_pool {desc:?}");
+        }
+        let pool = match result {
+            Ok(pool) => pool,
             Err(error) => {
-                let ok = match error {
-                    Error::InvalidConfig(_) => true,
-                    Error::NotExportable { handle_types } => handle_types == refused,
-                    Error::TooManyPools
-                    | Error::OutOfDeviceMemory
-                    | Error::OutOfHostMemory
-                    | Error::TooManyObjects(_)
-                    | Error::MapFailed
-                    | Error::DeviceLost
-                    | Error::Device(_) => desc.min_blocks > 0,
-                    _ => false,
-                };
+                // Only the making of its `min_blocks` blocks may fail, as
+                // any block's making does (no heap or type past them: their
+                // size was checked), leaving nothing of the pool.
+                let ok = desc.min_blocks > 0
+                    && matches!(
+                        error,
+                        Error::OutOfDeviceMemory
+                            | Error::TooManyObjects(_)
+                            | Error::OutOfHostMemory
+                            | Error::MapFailed
+                            | Error::DeviceLost
+                    )
+                    && self.memory_error_ok(&error, &before);
                 assert!(ok, "create_pool {desc:?}: {error:?}");
-                if !refused.is_empty() {
-                    assert!(
-                        matches!(error, Error::InvalidConfig(_) | Error::NotExportable { .. }),
-                        "{desc:?}: {error:?}"
-                    );
-                }
-                if memory_type >= types || self.usable_types() & (1 << memory_type) == 0 {
-                    assert!(
-                        matches!(error, Error::InvalidConfig(_)),
-                        "{desc:?}: {error:?}"
-                    );
-                }
+                self.check_driver_asked(&error, &before.counters, &desc);
+                let objects = self.device.live_allocations().len();
+                assert!(objects <= before.objects, "create_pool {desc:?} failed");
+                return;
             }
+        };
+        assert_eq!(pool.memory_type(), memory_type);
+        let stats = self.allocator.pool_stats(&pool).unwrap();
+        assert_eq!(stats.blocks, u64::from(desc.min_blocks), "{desc:?}");
+        self.pools.push(LivePool {
+            pool,
+            memory_type,
+            min_blocks: desc.min_blocks,
+            export: desc.export_handle_types,
+            priority: desc.priority,
+            min_alignment: desc.min_alignment,
+            block_size: desc.block_size,
+            max_blocks: desc.max_blocks,
+        });
+    }
+
+    /// `trim`: every empty block released, but those a custom pool keeps
+    /// to hold its `min_blocks`; it returns the bytes of the memory
+    /// objects it freed, and makes none.
+    pub(super) fn trim(&mut self) {
+        let sizes = |walk: &Self| -> HashMap<vk::DeviceMemory, u64> {
+            let live = walk.device.live_allocations();
+            live.iter().map(|m| (m.memory, m.size)).collect()
+        };
+        let before = sizes(self);
+        let pools_before: Vec<_> = self
+            .pools
+            .iter()
+            .map(|p| self.allocator.pool_stats(&p.pool).unwrap())
+            .collect();
+        let released = self.allocator.trim();
+        let after = sizes(self);
+        assert!(
+            after.keys().all(|m| before.contains_key(m)),
+            "trim made memory"
+        );
+        let freed: u64 = before
+            .iter()
+            .filter(|(m, _)| !after.contains_key(m))
+            .map(|(_, size)| size)
+            .sum();
+        assert_eq!(released, freed, "the bytes trim says it released");
+        // Each pool: its blocks in use, and empty ones up to `min_blocks`.
+        let mut kept = vec![0u64; self.layout.memory_types.len()];
+        for (p, s) in self.pools.iter().zip(&pools_before) {
+            let used = s.blocks - s.empty_blocks;
+            let blocks = used.max(s.blocks.min(u64::from(p.min_blocks)));
+            let now = self.allocator.pool_stats(&p.pool).unwrap();
+            assert_eq!(
+                (now.blocks, now.empty_blocks),
+                (blocks, blocks - used),
+                "pool {:?} after trim, {s:?} before",
+                p.pool
+            );
+            kept[p.memory_type as usize] += blocks - used;
+        }
+        let stats = self.allocator.stats();
+        for (t, s) in stats.memory_types.iter().enumerate() {
+            assert_eq!(s.empty_blocks, kept[t], "type {t} after trim: {s:?}");
         }
     }
 

@@ -4,6 +4,14 @@
 use super::*;
 use vk_suballoc::Strategy;
 
+/// The device as an operation found it: what explains the operation's
+/// errors (faults met since, memory objects made since).
+pub(super) struct Before {
+    pub(super) counters: FakeCounters,
+    /// Its memory objects.
+    pub(super) objects: usize,
+}
+
 impl Walk {
     /// The request `req` describes, with what the checks need.
     pub(super) fn build(&self, req: &Req) -> Built {
@@ -128,7 +136,7 @@ impl Walk {
     pub(super) fn allocate(&mut self, req: &Req, mutable: bool) {
         let built = self.build(req);
         let request = &built.request;
-        let before = self.device.counters();
+        let before = self.before();
         let memories_before = self.memories();
         let result = if mutable {
             self.allocator.allocate_mut(request)
@@ -138,7 +146,7 @@ impl Walk {
         let after = self.device.counters();
         if request.desc.existing_memory_only {
             assert_eq!(
-                before.allocate_calls, after.allocate_calls,
+                before.counters.allocate_calls, after.allocate_calls,
                 "an existing-memory-only request called vkAllocateMemory"
             );
         }
@@ -150,8 +158,9 @@ impl Walk {
             (Ok(a), Some(flaw)) => panic!("{request:?} got {a:?}, not {flaw:?}"),
             (Err(error), None) => {
                 self.drop_resource(&built);
-                self.check_driver_asked(&error, &before, request);
-                return self.check_allocate_error(error, request, built.allowed, built.stale_pool);
+                self.check_driver_asked(&error, &before.counters, request);
+                let ok = self.allocate_error_ok(error, &built, &before);
+                return assert!(ok, "{request:?}: undocumented {error:?}");
             }
             (Ok(a), None) => a,
         };
@@ -369,26 +378,11 @@ impl Walk {
         );
     }
 
-    pub(super) fn check_allocate_error(
-        &self,
-        error: Error,
-        request: &Request<'_>,
-        allowed: u32,
-        stale_pool: bool,
-    ) {
-        let ok = self.allocate_error_ok(error, request, allowed, stale_pool);
-        assert!(ok, "{request:?}: undocumented {error:?}");
-    }
-
-    /// Whether `error` is one the docs promise for `request`.
-    pub(super) fn allocate_error_ok(
-        &self,
-        error: Error,
-        request: &Request<'_>,
-        allowed: u32,
-        stale_pool: bool,
-    ) -> bool {
-        let desc = &request.desc;
+    /// Whether `error` is one the docs promise for `built`'s request, in
+    /// a call that found the device as `before` says.
+    pub(super) fn allocate_error_ok(&self, error: Error, built: &Built, before: &Before) -> bool {
+        let (allowed, stale_pool) = (built.allowed, built.stale_pool);
+        let desc = &built.request.desc;
         let no_address =
             desc.usage.contains(Usage::DEVICE_ADDRESS) && !self.layout.buffer_device_address;
         if let Some(pool) = desc.pool {
@@ -409,21 +403,31 @@ impl Walk {
         } else if allowed & self.usable_types() == 0 {
             return matches!(error, Error::NoMemoryTypeBits(_));
         }
+        let pool = self.pools.iter().find(|p| Some(p.pool) == desc.pool);
+        let request_size = built.request.requirements.size;
         match error {
-            Error::DeviceLost => self.lost,
-            _ if memory_error_ok(&error) => true,
+            _ if self.memory_error_ok(&error, before) => true,
             Error::DeviceAddressNotEnabled => no_address,
             Error::OverBudget { .. } => desc.within_budget,
             Error::NoRoomInExistingMemory => desc.existing_memory_only,
-            Error::TooLargeForPool { .. } | Error::PoolFull { .. } => desc.pool.is_some(),
+            // Only a pool of fixed blocks, for a request larger than one
+            // (its size and margin, rounded as placed: the bytes the error
+            // names), or a pool at its `max_blocks`, none with room.
+            Error::TooLargeForPool { size, block_size } => pool.is_some_and(|p| {
+                p.block_size != 0
+                    && block_size == p.block_size
+                    && size > block_size
+                    && request_size.saturating_add(self.config.debug_margin) > block_size
+            }),
+            Error::PoolFull { max_blocks } => pool.is_some_and(|p| {
+                let blocks = self.allocator.pool_stats(&p.pool).map(|s| s.blocks);
+                p.max_blocks.map(u64::from) == Some(max_blocks) && blocks == Ok(max_blocks)
+            }),
             // Memory a pool exports as D3D11 textures or D3D12 resources
             // is dedicated to a named resource, never a block.
-            Error::NotExportable { handle_types } => {
-                let pool = self.pools.iter().find(|p| Some(p.pool) == desc.pool);
-                pool.is_some_and(|p| {
-                    !handle_types.is_empty() && handle_types == p.export & DEDICATED_ONLY
-                })
-            }
+            Error::NotExportable { handle_types } => pool.is_some_and(|p| {
+                !handle_types.is_empty() && handle_types == p.export & DEDICATED_ONLY
+            }),
             _ => false,
         }
     }
@@ -439,20 +443,71 @@ pub(super) const DEDICATED_ONLY: vk::ExternalMemoryHandleTypeFlags = {
     )
 };
 
-/// The errors any request for memory may meet, whatever it asked for: no
-/// heap or type large or suitable enough, the device out of memory or
-/// objects, the host out of memory, a failed map, a lost device.
-pub(super) fn memory_error_ok(error: &Error) -> bool {
-    matches!(
-        error,
-        Error::SizeExceedsHeaps { .. }
-            | Error::NoSuitableMemoryType { .. }
-            | Error::SizeExceedsMaxAllocation { .. }
-            | Error::OutOfDeviceMemory
-            | Error::TooManyObjects(_)
-            | Error::OutOfHostMemory
-            | Error::MapFailed
-            | Error::DeviceLost
-            | Error::Device(_)
-    )
+impl Walk {
+    /// The device as an operation about to run finds it.
+    pub(super) fn before(&self) -> Before {
+        Before {
+            counters: self.device.counters(),
+            objects: self.device.live_allocations().len(),
+        }
+    }
+
+    /// Whether an injected `vkAllocateMemory` fault of `error` was due at
+    /// a call made since `before`.
+    fn allocation_fault_met(&self, before: &Before, error: DeviceError) -> bool {
+        let calls = before.counters.allocate_calls + 1..=self.device.counters().allocate_calls;
+        self.injected.iter().any(|f| {
+            matches!(*f, Injected::Allocate { at, error: e } if e == error && calls.contains(&at))
+        })
+    }
+
+    /// Whether an injected `vkMapMemory` fault was due at a call made
+    /// since `before`.
+    fn map_fault_met(&self, before: &Before) -> bool {
+        let maps = before.counters.maps + 1..=self.device.counters().maps;
+        let due = |f: &Injected| matches!(*f, Injected::Map { at } if maps.contains(&at));
+        self.injected.iter().any(due)
+    }
+
+    /// Whether `error` is one that any request for memory (or a block a
+    /// custom pool makes) may meet, whatever it asked for, in a call that
+    /// found the device as `before` says: no heap large enough (`size`
+    /// past the heap `largest_heap` names, as `Config::heap_size_limits`
+    /// limits it) or past `maxMemoryAllocationSize` (the device's), no
+    /// suitable type, the device out of memory (`check_driver_asked`
+    /// checks that the driver was asked), `maxMemoryAllocationCount`
+    /// objects (the device's limit, reached by the objects there and
+    /// those made since, or an injected `TOO_MANY_OBJECTS`), the host out
+    /// of memory or a failed map (each only from a fault injected and due
+    /// since: the fake device never fails otherwise), a lost device. Not
+    /// `Error::Device`: the fake device answers other results only for a
+    /// broken Vulkan rule.
+    pub(super) fn memory_error_ok(&self, error: &Error, before: &Before) -> bool {
+        match *error {
+            Error::SizeExceedsHeaps { size, largest_heap } => {
+                size > largest_heap
+                    && self
+                        .layout
+                        .memory_heaps
+                        .iter()
+                        .any(|h| h.size == largest_heap)
+            }
+            Error::SizeExceedsMaxAllocation { size, max } => {
+                max == self.layout.max_memory_allocation_size && size > max
+            }
+            Error::NoSuitableMemoryType { .. } | Error::OutOfDeviceMemory => true,
+            Error::TooManyObjects(limit) => {
+                let made = self.device.counters().allocations - before.counters.allocations;
+                limit == self.layout.max_memory_allocation_count
+                    && (before.objects as u64 + made >= u64::from(limit)
+                        || self.allocation_fault_met(before, DeviceError::TooManyObjects))
+            }
+            Error::OutOfHostMemory => {
+                self.allocation_fault_met(before, DeviceError::OutOfHostMemory)
+            }
+            Error::MapFailed => self.map_fault_met(before),
+            Error::DeviceLost => self.lost,
+            _ => false,
+        }
+    }
 }
