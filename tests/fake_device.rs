@@ -215,6 +215,11 @@ pub fn assert_panicked_with<T>(caught: std::thread::Result<T>, expected: &str, w
     }
 }
 
+/// The message of the panic [`FakeDevice::panic_on`] injects into `call`.
+pub fn injected_panic(call: vk_suballoc::device::fake::FakeCall) -> String {
+    format!("FakeDevice: {call:?} panicked (as asked)")
+}
+
 /// Drops the allocator and checks the device: no memory object left, no rule
 /// broken, allocate and free counts equal.
 pub fn finish(allocator: FakeAllocator, device: &FakeDevice) {

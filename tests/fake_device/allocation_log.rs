@@ -21,7 +21,7 @@ use vk_suballoc::{
 use super::defragment::movables;
 use super::frames::end_frame;
 use super::leak_log::{on_line_with, record_thread_lines, take_thread_lines};
-use super::{allocator, allocator_with, buffer, finish, free, requirements};
+use super::{allocator, allocator_with, assert_panicked_with, buffer, finish, free, requirements};
 
 fn logging() -> Config {
     Config {
@@ -306,7 +306,8 @@ fn a_free_whose_memory_callback_panics_is_logged() {
         // SAFETY: the fake device runs no GPU work.
         unsafe { allocator.free(dedicated) }
     }));
-    assert!(outcome.is_err(), "the callback's panic reaches the caller");
+    let callback = "the test's callback panics on a free";
+    assert_panicked_with(outcome, callback, "the callback's panic reaches the caller");
     assert_eq!(allocator.stats().allocations(), 0);
     assert_eq!(allocator_lines(), [freed]);
     finish(allocator, &device);

@@ -13,7 +13,7 @@ use ash::vk::{self, Handle};
 use vk_suballoc::device::fake::{FakeCall, FakeDevice, FakeLayout};
 use vk_suballoc::{Collected, DedicatedPolicy, MemoryEventKind, UploadRingDesc, Usage};
 
-use super::{allocator, buffer, finish, free, FakeAllocator};
+use super::{allocator, assert_panicked_with, buffer, finish, free, injected_panic, FakeAllocator};
 
 /// Memory objects the memory callback was told of, less those it was told
 /// are freed.
@@ -51,7 +51,7 @@ fn a_backend_panicking_in_map_leaves_no_memory_behind() {
     let caught = panic::catch_unwind(AssertUnwindSafe(|| {
         allocator.allocate(&buffer(1 << 20, 256, Usage::UPLOAD))
     }));
-    assert!(caught.is_err(), "the backend panicked");
+    assert_panicked_with(caught, &injected_panic(FakeCall::Map), "the backend's map");
     assert_nothing_held(&allocator, &device, &balance);
     // The next request is served, and mapped.
     let mut again = allocator
@@ -82,7 +82,7 @@ fn a_backend_panicking_in_unmap_or_free_still_counts_the_memory_out() {
             // SAFETY: the fake device runs no GPU work.
             unsafe { allocator.free(dedicated) }
         }));
-        assert!(caught.is_err(), "{call:?}: the backend panicked");
+        assert_panicked_with(caught, &injected_panic(call), &format!("{call:?}"));
         assert_nothing_held(&allocator, &device, &balance);
         assert_eq!(allocator.stats().allocations(), 0);
         finish(allocator, &device);
@@ -114,7 +114,8 @@ fn a_backend_panicking_while_collect_polls_a_fence_still_frees_the_frames_taken(
     // The first frame's poll answers (done), the second's panics.
     device.panic_on(FakeCall::SignalQuery, 2);
     let caught = panic::catch_unwind(AssertUnwindSafe(|| allocator.collect()));
-    assert!(caught.is_err(), "the backend panicked");
+    let poll = injected_panic(FakeCall::SignalQuery);
+    assert_panicked_with(caught, &poll, "the second frame's poll");
     assert_eq!(device.live_resources(), 1, "the second frame's buffer");
     assert_eq!(allocator.stats().allocations(), 1);
     assert_eq!(allocator.frames_in_flight(), 1);
@@ -143,7 +144,8 @@ fn a_backend_panicking_in_a_ring_chunk_s_bind_leaves_no_chunk_behind() {
         ..UploadRingDesc::default()
     };
     let caught = panic::catch_unwind(AssertUnwindSafe(|| allocator.create_upload_ring(&desc)));
-    assert!(caught.is_err(), "the backend panicked");
+    let bind = injected_panic(FakeCall::BindBuffer);
+    assert_panicked_with(caught, &bind, "the chunk's bind");
     assert_eq!(device.live_resources(), 0);
     assert_eq!(allocator.stats().allocations(), 0);
     // The next ring is made, and its space handed out.
@@ -195,12 +197,8 @@ fn a_backend_panicking_in_a_deferred_destroy_still_frees_the_memory() {
     device.panic_on(FakeCall::DestroyBuffer, 1);
     device.panic_on(FakeCall::DestroyImage, 1);
     let caught = panic::catch_unwind(AssertUnwindSafe(|| allocator.collect()));
-    let payload = caught.expect_err("the backend panicked");
-    let message = payload.downcast_ref::<String>().map_or("", String::as_str);
-    assert!(
-        message.contains("DestroyBuffer"),
-        "the first panic: {message}"
-    );
+    let first = injected_panic(FakeCall::DestroyBuffer);
+    assert_panicked_with(caught, &first, "the first panic goes on");
     assert_eq!(allocator.stats().allocations(), 0, "every free carried out");
     assert_eq!(allocator.frames_in_flight(), 0);
     // The two whose destroy panicked were never destroyed; the last was.

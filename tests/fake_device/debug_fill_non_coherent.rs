@@ -20,7 +20,9 @@ use super::debug_fill::{
 };
 use super::defragment::movables;
 use super::frames::end_frame;
-use super::{allocator_with, finish, free, requirements, FakeAllocator};
+use super::{
+    allocator_with, assert_panicked_with, finish, free, injected_panic, requirements, FakeAllocator,
+};
 
 const MIB: u64 = 1 << 20;
 
@@ -479,6 +481,9 @@ fn live(allocator: &FakeAllocator) -> u64 {
         .sum()
 }
 
+/// The message of the flush hooks' panics below.
+const FLUSH_PANIC: &str = "the backend's flush panics";
+
 /// A backend panicking in the flush of a debug fill (a bug, caught by the
 /// engine) leaves nothing behind: the new block whose fill it flushed
 /// stays in its pool, empty, and is freed with the allocator; an
@@ -490,14 +495,14 @@ fn live(allocator: &FakeAllocator) -> u64 {
 fn a_backend_panicking_in_a_fill_s_flush_leaves_nothing_behind() {
     let (allocator, device) = allocator_with(FakeLayout::mobile(), with_fill());
     let panic_in_next_flush = || {
-        device.set_flush_hook(Some(Box::new(|| panic!("the backend's flush panics"))));
+        device.set_flush_hook(Some(Box::new(|| panic!("{FLUSH_PANIC}"))));
     };
     // The new block's fill.
     panic_in_next_flush();
     let caught = panic::catch_unwind(AssertUnwindSafe(|| {
         allocator.allocate(&readback(50_000, None))
     }));
-    assert!(caught.is_err(), "the backend panicked");
+    assert_panicked_with(caught, FLUSH_PANIC, "the new block's fill");
     assert_eq!(live(&allocator), 0);
     assert_eq!(
         allocator.stats().memory_objects as usize,
@@ -509,12 +514,12 @@ fn a_backend_panicking_in_a_fill_s_flush_leaves_nothing_behind() {
     let caught = panic::catch_unwind(AssertUnwindSafe(|| {
         allocator.allocate(&readback(3000, None))
     }));
-    assert!(caught.is_err(), "the backend panicked");
+    assert_panicked_with(caught, FLUSH_PANIC, "the new allocation's fill");
     assert_eq!(live(&allocator), 1);
     // A freed allocation's fill.
     panic_in_next_flush();
     let caught = panic::catch_unwind(AssertUnwindSafe(|| free(&allocator, kept)));
-    assert!(caught.is_err(), "the backend panicked");
+    assert_panicked_with(caught, FLUSH_PANIC, "the freed allocation's fill");
     assert_eq!(live(&allocator), 0);
     let again = allocator.allocate(&readback(50_000, None)).unwrap();
     let (host, gpu) = views(&device, &again);
@@ -539,7 +544,8 @@ fn a_backend_panicking_in_a_released_block_s_invalidate_leaves_nothing_behind() 
     assert_eq!(allocator.stats().memory_objects, 1);
     device.panic_on(FakeCall::Invalidate, 1);
     let caught = panic::catch_unwind(AssertUnwindSafe(|| allocator.trim()));
-    assert!(caught.is_err(), "the backend panicked");
+    let invalidate = injected_panic(FakeCall::Invalidate);
+    assert_panicked_with(caught, &invalidate, "the released block's check");
     assert_eq!(allocator.stats().memory_objects, 0);
     assert!(device.live_allocations().is_empty());
     assert_eq!(allocator.corruptions_detected(), 0);
@@ -558,14 +564,18 @@ fn plan_panicking_at_the_second_flush(
     device.set_flush_hook(Some(Box::new(move || {
         flushes += 1;
         if flushes == 2 {
-            panic!("the backend's flush panics");
+            panic!("{FLUSH_PANIC}");
         }
     })));
     let planned = panic::catch_unwind(AssertUnwindSafe(|| {
         allocator.plan_defragmentation(&movables(live), &compacting())
     }));
     device.set_flush_hook(None);
-    assert!(planned.is_err(), "the backend's panic reaches the caller");
+    assert_panicked_with(
+        planned,
+        FLUSH_PANIC,
+        "the backend's panic reaches the caller",
+    );
 }
 
 /// A write after free found in a plan's first destination, then a

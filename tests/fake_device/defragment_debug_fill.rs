@@ -15,7 +15,7 @@ use vk_suballoc::{
 
 use super::defragment::movables;
 use super::frames::end_frame;
-use super::{allocator_with, finish, free, requirements, FakeAllocator};
+use super::{allocator_with, assert_panicked_with, finish, free, requirements, FakeAllocator};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -164,7 +164,8 @@ fn a_backend_panicking_as_a_plan_undoes_a_destination_leaks_nothing() {
         allocator.plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
     }));
     device.set_flush_hook(None);
-    assert!(planned.is_err(), "the backend's panic reaches the caller");
+    let flush = "the backend's flush panics";
+    assert_panicked_with(planned, flush, "the backend's panic reaches the caller");
     device.signal_fence(end_frame(&allocator, &device));
     allocator.collect().unwrap();
     assert_eq!(allocator.stats().live_bytes(), live_bytes);

@@ -6,7 +6,7 @@
 //! allocator as it was.
 
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::offset::{LinearAllocator, OffsetAllocator, OffsetError, MAX_CAPACITY};
+use vk_suballoc::offset::{LinearAllocator, OffsetAllocator, OffsetError, MAX_CAPACITY, MAX_SLOTS};
 use vk_suballoc::{
     AllocationDesc, DefragmentationLimits, Error, Movable, PoolDesc, Request, ResourceKind, Usage,
 };
@@ -27,17 +27,38 @@ fn offset_allocators_at_their_extremes() {
     ));
     let a = heap.allocate(MAX_CAPACITY, 1 << 63).unwrap();
     assert_eq!(a.offset, 0);
-    assert!(heap.allocate(1, 1).is_err());
+    assert_eq!(
+        heap.allocate(1, 1),
+        Err(OffsetError::OutOfSpace { size: 1, free: 0 })
+    );
     assert_eq!(heap.allocation_at(u64::MAX), None);
     assert_eq!(
         heap.allocation_at(MAX_CAPACITY - 1).map(|x| x.offset),
         Some(0)
     );
-    assert!(heap.grow(u64::MAX).is_err());
-    assert!(heap.grow(1).is_err());
-    assert!(heap.reserve_slots(u32::MAX).is_err());
+    assert_eq!(
+        heap.grow(u64::MAX),
+        Err(OffsetError::CapacityTooLarge {
+            requested: u64::MAX,
+            max: MAX_CAPACITY
+        })
+    );
+    assert_eq!(
+        heap.grow(1),
+        Err(OffsetError::CapacityTooLarge {
+            requested: MAX_CAPACITY + 1,
+            max: MAX_CAPACITY
+        })
+    );
+    assert_eq!(
+        heap.reserve_slots(u32::MAX),
+        Err(OffsetError::TooManySlots {
+            requested: u64::from(u32::MAX) + 4,
+            max: u64::from(MAX_SLOTS)
+        })
+    );
     heap.free(a.id).unwrap();
-    assert!(heap.free(a.id).is_err());
+    assert_eq!(heap.free(a.id), Err(OffsetError::StaleId));
     assert_eq!(
         heap.allocate_below(1, 1 << 63, u64::MAX)
             .unwrap()
@@ -55,25 +76,55 @@ fn offset_allocators_at_their_extremes() {
     assert_eq!(heap.allocate_in_gap(None, 1, 1 << 63), Ok(None));
 
     let mut empty = OffsetAllocator::<3>::new(0, 0).unwrap();
-    assert!(empty.allocate(1, 1).is_err());
+    assert_eq!(
+        empty.allocate(1, 1),
+        Err(OffsetError::SizeExceedsCapacity {
+            size: 1,
+            capacity: 0
+        })
+    );
     assert_eq!(empty.allocation_at(0), None);
-    assert!(empty.allocate_below(1, 1, u64::MAX).is_err());
+    assert_eq!(
+        empty.allocate_below(1, 1, u64::MAX),
+        Err(OffsetError::OutOfSlots(0))
+    );
 
     let mut ring = LinearAllocator::new(0, 0).unwrap();
-    assert!(ring.allocate(1, 1).is_err());
+    assert_eq!(
+        ring.allocate(1, 1),
+        Err(OffsetError::SizeExceedsCapacity {
+            size: 1,
+            capacity: 0
+        })
+    );
     assert_eq!(ring.finish_frame(), Ok(0));
-    assert!(ring.finish_frame().is_err());
+    assert_eq!(
+        ring.finish_frame(),
+        Err(OffsetError::TooManyFramesInFlight(1))
+    );
     assert_eq!(ring.reclaim_through(u64::MAX), 1);
     let mut ring = LinearAllocator::new(MAX_CAPACITY, 1).unwrap();
     assert_eq!(
         ring.allocate(MAX_CAPACITY, 1 << 63).map(|a| a.offset),
         Ok(0)
     );
-    assert!(ring.allocate(1, 1 << 63).is_err());
+    assert_eq!(
+        ring.allocate(1, 1 << 63),
+        Err(OffsetError::OutOfSpace { size: 1, free: 0 })
+    );
     ring.finish_frame().unwrap();
     ring.reclaim_through(u64::MAX);
     assert_eq!(ring.allocate(1, 1 << 63).map(|a| a.offset), Ok(0));
-    assert_eq!(ring.allocate(1, 1 << 63).map(|a| a.offset).ok(), None);
+    // The next 2^63-aligned offset is past the end: enough bytes free,
+    // no piece that holds the aligned byte.
+    assert_eq!(
+        ring.allocate(1, 1 << 63).map(|a| a.offset),
+        Err(OffsetError::TooFragmented {
+            size: 1,
+            align: 1 << 63,
+            free: MAX_CAPACITY - 1
+        })
+    );
 }
 
 /// An allocation listed twice in one plan gets one move at most, whether

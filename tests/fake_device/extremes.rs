@@ -458,11 +458,19 @@ fn defragmentation_at_its_extremes() {
     device.signal_fence(fence);
     allocator.collect().unwrap();
     assert_eq!(allocator.stats().allocations(), before.allocations());
-    for bad in [(0, 1), (1, 0), (1, 3)] {
+    for (bad, error) in [
+        ((0, 1), Error::ZeroSize),
+        ((1, 0), Error::AlignmentNotPowerOfTwo(0)),
+        ((1, 3), Error::AlignmentNotPowerOfTwo(3)),
+    ] {
         let movables = [movable(&live[0], bad.0, bad.1, !0)];
-        assert!(allocator
-            .plan_defragmentation(&movables, &DefragmentationLimits::default())
-            .is_err());
+        assert_eq!(
+            allocator
+                .plan_defragmentation(&movables, &DefragmentationLimits::default())
+                .map(|plan| plan.moves.len()),
+            Err(error),
+            "{bad:?}"
+        );
     }
     for a in live {
         free(&allocator, a);
@@ -530,6 +538,11 @@ fn a_memory_type_of_a_missing_heap_serves_nothing() {
         let mut layout = FakeLayout::discrete();
         layout.memory_types[2].heap = heap;
         let (allocator, device) = allocator(layout);
+        // The type's heap holds nothing: larger than every heap it may use.
+        let no_heap = Error::SizeExceedsHeaps {
+            size: 64,
+            largest_heap: 0,
+        };
         let only = vk::MemoryRequirements {
             size: 64,
             alignment: 1,
@@ -537,12 +550,22 @@ fn a_memory_type_of_a_missing_heap_serves_nothing() {
         };
         for usage in [Usage::UPLOAD, Usage::DEVICE_LOCAL] {
             let request = Request::new(only, usage, ResourceKind::Buffer);
-            assert!(allocator.allocate(&request).is_err(), "{heap}");
+            assert_eq!(
+                allocator.allocate(&request).map(|a| a.size()),
+                Err(no_heap),
+                "{heap}"
+            );
             let _ = allocator.memory_type_for(1 << 2, usage);
         }
         if let Ok(pool) = allocator.create_pool(&PoolDesc::new(2)) {
             let desc = AllocationDesc::new(Usage::UPLOAD).pool(pool);
-            assert!(allocator.allocate(&with_desc(64, 1, desc)).is_err());
+            assert_eq!(
+                allocator
+                    .allocate(&with_desc(64, 1, desc))
+                    .map(|a| a.size()),
+                Err(no_heap),
+                "{heap}"
+            );
             assert_eq!(allocator.destroy_pool(pool), Ok(()));
         }
         // A block of the pool's would be memory of that type: there is

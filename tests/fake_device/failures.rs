@@ -7,7 +7,7 @@ use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::{DedicatedTarget, DeviceError};
 use vk_suballoc::{Config, DedicatedHint, DedicatedPolicy, Error, Request, ResourceKind, Usage};
 
-use super::{allocator, allocator_with, buffer, finish, free};
+use super::{allocator, allocator_with, assert_panicked_with, buffer, finish, free};
 
 #[path = "failures/out_of_host_memory.rs"]
 mod out_of_host_memory;
@@ -538,7 +538,11 @@ fn a_panicking_backend_leaves_the_object_count_as_it_was() {
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         allocator.allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL))
     }));
-    assert!(caught.is_err(), "the backend panicked");
+    assert_panicked_with(
+        caught,
+        "FakeDevice: vkAllocateMemory panicked (as asked)",
+        "the backend's vkAllocateMemory",
+    );
     assert_eq!(allocator.stats().memory_objects, 0);
     assert_eq!(allocator.stats().allocations(), 0);
     // Both objects the limit allows can still be made.

@@ -13,7 +13,16 @@ use vk_suballoc::{
     ResourceKind, Usage,
 };
 
-use super::{allocator_with, buffer, finish, free, requirements, FakeAllocator};
+use super::{
+    allocator_with, assert_panicked_with, buffer, finish, free, requirements, FakeAllocator,
+};
+
+/// The panic of debug builds' lock check when a memory callback calls
+/// into the allocator running it.
+#[cfg(debug_assertions)]
+const REENTRY_PANIC: &str = "vk-suballoc: this thread already holds this lock of the allocator, \
+    which would deadlock: a memory callback (Allocator::set_memory_callback), or a logger given a \
+    line logged under the lock, called into the allocator running it";
 
 /// The memory objects the events say are live, with type, size and name.
 type Live = Arc<Mutex<HashMap<u64, (u32, u64, Option<String>)>>>;
@@ -260,12 +269,14 @@ fn a_callback_panicking_in_the_replay_leaves_the_allocator_usable() {
             panic!("the callback panics on {:?}", event.kind);
         });
     }));
-    assert!(set.is_err(), "the replay's panic goes on");
+    let replay = "the callback panics on Allocated";
+    assert_panicked_with(set, replay, "the replay's first panic goes on");
     assert_eq!(*first.lock().unwrap(), on_device(&device));
 
     let (second, callback) = recorder();
     let set = catch_unwind(AssertUnwindSafe(|| allocator.set_memory_callback(callback)));
-    assert!(set.is_err(), "the replaced callback's panic goes on");
+    let replaced = "the callback panics on Freed";
+    assert_panicked_with(set, replaced, "the replaced callback's first panic goes on");
     assert!(first.lock().unwrap().is_empty());
     assert_eq!(*second.lock().unwrap(), on_device(&device));
 
@@ -300,16 +311,9 @@ fn a_callback_calling_into_the_allocator_panics_instead_of_deadlocking() {
     shared.set(Arc::downgrade(&allocator)).unwrap();
 
     let request = buffer(1 << 20, 256, Usage::DEVICE_LOCAL);
-    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        allocator.allocate(&request)
-    }))
-    .expect_err("the callback's call into the allocator panics");
-    let message = panic
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| panic.downcast_ref::<&str>().copied())
-        .unwrap_or_default();
-    assert!(message.contains("memory callback"), "{message}");
+    let panic = catch_unwind(AssertUnwindSafe(|| allocator.allocate(&request)));
+    let what = "the callback's call into the allocator panics";
+    assert_panicked_with(panic, REENTRY_PANIC, what);
     // The block made for the request was freed again.
     assert_eq!(device.live_allocations().len(), 0);
     assert_eq!(allocator.stats().reserved_bytes(), 0);
@@ -376,26 +380,22 @@ fn a_callback_calling_into_the_allocator_on_an_aged_release_panics_instead_of_de
     let (ending, fences) = (Arc::clone(&allocator), device.clone());
     // Joined only once it has answered: a deadlocked thread never returns.
     let thread = std::thread::spawn(move || {
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
             for _ in 0..3 {
                 // SAFETY: fake fences, signalled by no GPU work.
                 unsafe { ending.end_frame(fences.create_fence()) }.unwrap();
             }
         }));
-        let message = outcome.err().map(|panic| {
-            panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_default()
-        });
+        let message = outcome
+            .err()
+            .map(|panic| super::panic_message(&*panic).to_owned());
         let _ = sender.send(message);
     });
     let message = receiver
         .recv_timeout(Duration::from_secs(20))
         .expect("end_frame deadlocked: the callback's call into the allocator was not caught")
         .expect("the callback's call into the allocator panics");
-    assert!(message.contains("memory callback"), "{message}");
+    assert_eq!(message, REENTRY_PANIC);
     thread.join().unwrap();
 
     // The allocator works on: the empty blocks but the largest go as

@@ -37,6 +37,7 @@ use vk_suballoc::{Config, DedicatedPolicy, ResourceKind, Strategy, Usage};
 use super::leak_log::{
     disarm_panic_on_line, panic_on_line_with, record_thread_lines, take_thread_lines,
 };
+use super::panic_message;
 use super::seeded_rng::Rng;
 use super::walk_text::{normalise, KINDS, USAGES};
 use side::Side;
@@ -324,15 +325,8 @@ fn walk(seed: u64, steps: usize) {
             if let Some(text) = armed {
                 panic_on_line_with(text);
             }
-            let outcome =
-                catch_unwind(AssertUnwindSafe(|| side.take(&step))).unwrap_or_else(|payload| {
-                    let message = payload
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_string()))
-                        .unwrap_or_default();
-                    format!("panicked: {message}")
-                });
+            let outcome = catch_unwind(AssertUnwindSafe(|| side.take(&step)))
+                .unwrap_or_else(|payload| format!("panicked: {}", panic_message(&*payload)));
             let fired = outcome.contains("the test's logger panics");
             disarm_panic_on_line();
             let lines: Vec<String> = take_thread_lines().iter().map(|l| normalise(l)).collect();

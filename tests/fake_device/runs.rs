@@ -3,7 +3,8 @@
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::report::RangeKind;
 use vk_suballoc::{
-    Allocation, AllocationDesc, Config, PoolDesc, Request, ResourceKind, UploadRingDesc, Usage,
+    Allocation, AllocationDesc, Config, Error, PoolDesc, Request, ResourceKind, UploadRingDesc,
+    Usage,
 };
 
 use super::{
@@ -165,11 +166,16 @@ fn the_limit_is_configurable() {
         small_buffer_limit: (64 << 10) + 1,
         ..Config::default()
     };
-    assert!(vk_suballoc::Allocator::new(
+    let refused = vk_suballoc::Allocator::new(
         vk_suballoc::device::fake::FakeDevice::new(FakeLayout::integrated()),
-        too_large
-    )
-    .is_err());
+        too_large,
+    );
+    assert_eq!(
+        refused.err(),
+        Some(Error::InvalidConfig(
+            "small_buffer_limit must be at most 65536"
+        ))
+    );
 }
 
 /// Size classes above 32 KiB would make runs of one slot (a run holds at

@@ -9,7 +9,7 @@ use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Allocation, Config, Usage};
 
 use super::super::frames::free_all_and_finish;
-use super::super::{allocator, allocator_with, buffer, finish, free};
+use super::super::{allocator, allocator_with, assert_panicked_with, buffer, finish, free};
 
 use super::{free_all, twenty_mib, twenty_mib_buffers, MIB};
 
@@ -300,7 +300,8 @@ fn a_callback_panicking_on_an_aged_release_leaves_the_frame_sealed() {
         // SAFETY: a fake fence, signalled below.
         unsafe { allocator.end_frame(fence) }
     }));
-    assert!(ended.is_err(), "the callback's panic reaches the caller");
+    let callback = "the test's callback panics on the aged block's free";
+    assert_panicked_with(ended, callback, "the callback's panic reaches the caller");
     assert!(
         !armed.load(Ordering::SeqCst),
         "the callback heard the release"

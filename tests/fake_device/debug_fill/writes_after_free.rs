@@ -6,7 +6,7 @@
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{PoolDesc, ResourceKind};
 
-use super::super::{allocator_with, finish, free};
+use super::super::{allocator_with, assert_panicked_with, finish, free};
 
 use super::{all, bytes_of, request, with_fill, write_at, HOST, MIB, NEW};
 
@@ -191,7 +191,8 @@ fn a_write_found_as_its_block_is_released_is_logged_when_the_callback_panics() {
     write_at(pointer, 77, &[0]);
     armed.store(true, Ordering::SeqCst);
     let trimmed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| allocator.trim()));
-    assert!(trimmed.is_err(), "the callback's panic reaches the caller");
+    let callback = "the test's callback panics on Freed";
+    assert_panicked_with(trimmed, callback, "the callback's panic reaches the caller");
     assert!(device.live_allocations().is_empty());
     assert_eq!(allocator.corruptions_detected(), 1);
     let needle = format!("byte {} of memory {memory:?}", offset + 77);

@@ -9,7 +9,7 @@ use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{Error, RingAllocation, UploadRing, UploadRingDesc, Usage};
 
-use super::super::{allocator, FakeAllocator};
+use super::super::{allocator, assert_panicked_with, FakeAllocator};
 
 use super::{
     end_frame, finish_after_frame, non_coherent_ring, while_a_ring_write_flushes, HeldWrite,
@@ -270,11 +270,12 @@ fn a_ring_write_whose_flush_panics_leaves_no_pin_behind() {
 
     let (allocator, device) = allocator(FakeLayout::mobile());
     let (ring, target) = non_coherent_ring(&allocator, 4096, 4096);
-    device.set_flush_hook(Some(Box::new(|| panic!("flush"))));
+    device.set_flush_hook(Some(Box::new(|| panic!("the backend's flush panics"))));
     let caught = panic::catch_unwind(AssertUnwindSafe(|| {
         allocator.ring_write(&target, 0, &[1; 64])
     }));
-    assert!(caught.is_err());
+    let flush = "the backend's flush panics";
+    assert_panicked_with(caught, flush, "the ring write's flush");
     // (The hook panicked while taken out: it is not put back.)
     device.signal_fence(end_frame(&allocator, &device));
     assert_eq!(allocator.collect().unwrap().frames, 1);

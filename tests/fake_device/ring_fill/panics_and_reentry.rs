@@ -13,9 +13,12 @@ use vk_suballoc::{DedicatedPolicy, Usage};
 
 use super::super::debug_fill::{all, bytes_at, write_at, FREED, NEW};
 use super::super::frames::end_frame;
-use super::super::{allocator_with, buffer, finish};
+use super::super::{allocator_with, assert_panicked_with, buffer, finish, injected_panic};
 
 use super::{finish_frame, ring, with_fill};
+
+/// The message of [`panic_in_flush`]'s panic.
+const FLUSH_PANIC: &str = "the backend panics in a flush";
 
 /// Arms the fake device to panic in its `nth` flush from now (1: the
 /// next); returns how many flushes are left before it does (0 once it
@@ -27,7 +30,7 @@ fn panic_in_flush(device: &FakeDevice, nth: u64) -> std::sync::Arc<AtomicU64> {
         let before = counter.load(Ordering::SeqCst);
         if before > 0 {
             counter.store(before - 1, Ordering::SeqCst);
-            assert!(before != 1, "the backend panics in a flush");
+            assert!(before != 1, "{FLUSH_PANIC}");
         }
     })));
     left
@@ -44,7 +47,7 @@ fn a_backend_panicking_in_a_new_chunk_s_fill_leaves_nothing_behind() {
     let caught = panic::catch_unwind(AssertUnwindSafe(|| {
         ring(&allocator, 64 << 10, Usage::READBACK, false)
     }));
-    assert!(caught.is_err(), "the backend panicked");
+    assert_panicked_with(caught, FLUSH_PANIC, "the chunk's fill's flush");
     assert_eq!(left.load(Ordering::SeqCst), 0);
     device.set_flush_hook(None);
     assert_eq!(device.live_resources(), 0, "the chunk's buffer");
@@ -75,7 +78,7 @@ fn a_backend_panicking_in_the_ring_fills_leaves_nothing_behind() {
     device.signal_fence(end_frame(&allocator, &device));
     let left = panic_in_flush(&device, 1);
     let caught = panic::catch_unwind(AssertUnwindSafe(|| allocator.collect()));
-    assert!(caught.is_err(), "the backend panicked");
+    assert_panicked_with(caught, FLUSH_PANIC, "the reclaimed frame's fill's flush");
     assert_eq!(left.load(Ordering::SeqCst), 0);
     device.set_flush_hook(None);
     assert_eq!(
@@ -88,7 +91,8 @@ fn a_backend_panicking_in_the_ring_fills_leaves_nothing_behind() {
     let caught = panic::catch_unwind(AssertUnwindSafe(|| {
         allocator.ring_allocate(ring, 1000, 256)
     }));
-    assert!(caught.is_err(), "the backend panicked");
+    let invalidate = injected_panic(FakeCall::Invalidate);
+    assert_panicked_with(caught, &invalidate, "the check's invalidate");
     let next = allocator.ring_allocate(ring, 1000, 256).unwrap();
     assert!(all(&bytes_at(next.mapped_ptr().unwrap(), 1000), NEW));
     finish_frame(&allocator, &device);
@@ -114,7 +118,11 @@ fn a_logger_panicking_on_the_line_leaves_the_ring_working() {
     let caught = panic::catch_unwind(AssertUnwindSafe(|| {
         allocator.ring_allocate(ring, 1000, 256)
     }));
-    assert!(caught.is_err(), "the logger panicked");
+    assert_panicked_with(
+        caught,
+        "the test's logger panics on \"before a ring allocation\"",
+        "the logger",
+    );
     assert_eq!(allocator.corruptions_detected(), 1);
     let next = allocator.ring_allocate(ring, 1000, 256).unwrap();
     assert!(all(&bytes_at(next.mapped_ptr().unwrap(), 1000), NEW));
