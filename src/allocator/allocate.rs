@@ -146,8 +146,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// call before
     /// anything is placed, so it makes no Vulkan call and leaves the
     /// allocator as it was. A request that passes the checks and still
-    /// fails as it is placed (out of memory or budget, a custom pool full
-    /// or destroyed meanwhile, or [`Error::NotExportable`] in a pool that
+    /// fails as it is placed (out of memory or budget, no room in the
+    /// existing memory for a request for existing memory only, a custom
+    /// pool full or destroyed meanwhile, or [`Error::NotExportable`] in a pool that
     /// exports Android hardware buffers, D3D11 textures or D3D12
     /// resources, which is found only then) has the allocations made for
     /// those before it freed, and its error returned.
