@@ -405,10 +405,16 @@ mod tests {
             (1 << PROTECTED, false, &protected),
             (1 << ORDINARY, true, &ordinary),
         ] {
-            let refused = check(allocation, bits, resource_protected);
-            assert!(
-                matches!(refused, Err(Error::CannotAlias(_))),
-                "{bits:#x}, protected resource {resource_protected}: {refused:?}"
+            // Refused for the protection, not for another rule (the
+            // memoryTypeBits, with the other protection's types taken out).
+            assert_eq!(
+                check(allocation, bits, resource_protected),
+                Err(Error::CannotAlias(
+                    "a protected resource and unprotected memory, or an unprotected resource \
+                     and protected memory (VUID-vkBindBufferMemory-None-01898, -01899, \
+                     VUID-vkBindImageMemory-None-01901, -01902)",
+                )),
+                "{bits:#x}, protected resource {resource_protected}"
             );
         }
 
@@ -417,10 +423,12 @@ mod tests {
             required: true,
             preferred: true,
         };
-        assert!(matches!(
+        assert_eq!(
             allocator.check_resource_alias(&ordinary, 0, required, false),
-            Err(Error::CannotAlias(_))
-        ));
+            Err(Error::CannotAlias(
+                "the driver requires dedicated memory for the resource"
+            ))
+        );
 
         for allocation in [protected, ordinary] {
             // SAFETY: the fake device runs no GPU work.

@@ -289,42 +289,66 @@ fn foreign_allocations_are_rejected_and_change_nothing() {
 #[test]
 fn invalid_configs_are_rejected() {
     let device = vk_suballoc::device::fake::FakeDevice::new(FakeLayout::lavapipe());
-    for config in [
-        Config {
-            large_heap_block_size: 0,
-            ..Config::default()
-        },
-        Config {
-            budget_fraction: 1.5,
-            ..Config::default()
-        },
-        Config {
-            initial_block_slots: 0,
-            ..Config::default()
-        },
-        Config {
-            max_frames_in_flight: 0,
-            ..Config::default()
-        },
-        Config {
-            budget_fraction: f64::NAN,
-            ..Config::default()
-        },
-        Config {
-            small_buffer_limit: 65537,
-            ..Config::default()
-        },
+    // Each refused with the text of the rule it breaks, not merely some
+    // `InvalidConfig` (another figure's refusal would pass that).
+    for (text, config) in [
+        (
+            "large_heap_block_size must be non-zero",
+            Config {
+                large_heap_block_size: 0,
+                ..Config::default()
+            },
+        ),
+        (
+            "budget_fraction must be within 0..=1",
+            Config {
+                budget_fraction: 1.5,
+                ..Config::default()
+            },
+        ),
+        (
+            "initial_block_slots must be non-zero",
+            Config {
+                initial_block_slots: 0,
+                ..Config::default()
+            },
+        ),
+        (
+            "max_frames_in_flight must be non-zero",
+            Config {
+                max_frames_in_flight: 0,
+                ..Config::default()
+            },
+        ),
+        (
+            "budget_fraction must be within 0..=1",
+            Config {
+                budget_fraction: f64::NAN,
+                ..Config::default()
+            },
+        ),
+        (
+            "small_buffer_limit must be at most 65536",
+            Config {
+                small_buffer_limit: 65537,
+                ..Config::default()
+            },
+        ),
         // More slots than an offset allocator can have: every block would
         // fail to be made, reported as out of memory.
-        Config {
-            initial_block_slots: u32::MAX,
-            ..Config::default()
-        },
+        (
+            "initial_block_slots must be at most offset::MAX_SLOTS",
+            Config {
+                initial_block_slots: u32::MAX,
+                ..Config::default()
+            },
+        ),
     ] {
-        assert!(matches!(
-            vk_suballoc::Allocator::new(device.clone(), config),
-            Err(Error::InvalidConfig(_))
-        ));
+        assert_eq!(
+            vk_suballoc::Allocator::new(device.clone(), config).err(),
+            Some(Error::InvalidConfig(text)),
+            "{config:?}"
+        );
     }
 }
 
@@ -401,10 +425,12 @@ fn a_non_coherent_atom_that_is_not_a_power_of_two_is_refused() {
     let mut layout = FakeLayout::mobile();
     layout.non_coherent_atom_size = 48;
     let device = vk_suballoc::device::fake::FakeDevice::new(layout);
-    assert!(matches!(
-        vk_suballoc::Allocator::new(device.clone(), Config::default()),
-        Err(Error::UnsupportedDevice(_))
-    ));
+    assert_eq!(
+        vk_suballoc::Allocator::new(device.clone(), Config::default()).err(),
+        Some(Error::UnsupportedDevice(
+            "nonCoherentAtomSize must be a power of two"
+        ))
+    );
     device.assert_clean();
 }
 

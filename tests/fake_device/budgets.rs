@@ -131,10 +131,17 @@ fn a_driver_usage_below_our_own_is_not_believed() {
     assert!(device.heap_budgets(&mut reported));
     assert_eq!(reported[0].usage, 0);
     assert_eq!(allocator.budgets()[0].usage, 80 * MIB);
-    assert!(matches!(
-        allocator.allocate(&request),
-        Err(Error::OverBudget { .. })
-    ));
+    // Refused on the allocator's own 80 MiB, not the driver's 0 (with
+    // which 40 MiB more would pass).
+    assert_eq!(
+        allocator.allocate(&request).err(),
+        Some(Error::OverBudget {
+            heap: 0,
+            size: 40 * MIB,
+            usage: 80 * MIB,
+            budget: 100 * MIB,
+        })
+    );
     free_all_and_finish(allocator, &device, [first, second]);
 }
 
@@ -201,10 +208,15 @@ fn between_readings_the_allocators_own_memory_counts() {
     let queries = device.counters().budget_queries;
     assert_eq!(queries, 1);
     // The eleventh would pass 100 MiB: refused, on a new reading.
-    assert!(matches!(
-        allocator.allocate(&request),
-        Err(Error::OverBudget { heap: 0, .. })
-    ));
+    assert_eq!(
+        allocator.allocate(&request).err(),
+        Some(Error::OverBudget {
+            heap: 0,
+            size: 10 * MIB,
+            usage: 100 * MIB,
+            budget: 100 * MIB,
+        })
+    );
     assert_eq!(device.counters().budget_queries, queries + 1);
     free_all_and_finish(allocator, &device, live);
 }
@@ -217,10 +229,15 @@ fn a_stale_budget_never_refuses_what_the_driver_would_grant() {
     let (allocator, device) = allocator(FakeLayout::discrete());
     device.set_heap_budget(0, 100 * MIB, 90 * MIB);
     let request = vram_only(20 * MIB);
-    assert!(matches!(
-        allocator.allocate(&request),
-        Err(Error::OverBudget { .. })
-    ));
+    assert_eq!(
+        allocator.allocate(&request).err(),
+        Some(Error::OverBudget {
+            heap: 0,
+            size: 20 * MIB,
+            usage: 90 * MIB,
+            budget: 100 * MIB,
+        })
+    );
     // The other processes leave; the allocator has not read that yet.
     device.set_heap_budget(0, 100 * MIB, 0);
     let granted = allocator.allocate(&request).unwrap();

@@ -277,9 +277,23 @@ impl GranularityWalk {
                 size,
                 kind,
             }),
-            // In range, of a power-of-two alignment, in a live allocation:
-            // refused only as resources that cannot alias it.
-            Err(Error::CannotAlias(_)) => {}
+            // In range, of a power-of-two alignment, in a live allocation,
+            // of every memory type: refused only for a bound offset off the
+            // alignment (the allocation's own offset may be), else as
+            // resources that cannot share its pages.
+            Err(Error::CannotAlias(why)) => {
+                let misaligned = (live.allocation.offset() + offset) % alignment != 0;
+                let expected = if misaligned {
+                    super::aliasing::MISALIGNED
+                } else {
+                    super::aliasing::GRANULARITY
+                };
+                assert_eq!(
+                    why, expected,
+                    "{}: check_alias of {size} bytes at {offset} of {:?}",
+                    self.context, live.allocation
+                );
+            }
             Err(error) => panic!(
                 "{}: check_alias of {size} bytes at {offset} of {:?}: {error:?}",
                 self.context, live.allocation

@@ -44,30 +44,44 @@ fn config_figures_at_their_limits() {
         change(&mut config);
         config
     };
+    // Each refused with the text of the rule it breaks (`Allocator::new`'s
+    // checks, one per figure), not merely some `InvalidConfig`: a
+    // refusal for another figure's rule would pass a variant-only check.
+    const BLOCK_SIZE: &str = "large_heap_block_size must be non-zero";
+    const FRACTION: &str = "budget_fraction must be within 0..=1";
+    const SMALL_BUFFER: &str = "small_buffer_limit must be at most 65536";
+    const NO_SLOTS: &str = "initial_block_slots must be non-zero";
+    const TOO_MANY_SLOTS: &str = "initial_block_slots must be at most offset::MAX_SLOTS";
+    const FRAMES: &str = "max_frames_in_flight must be non-zero";
+    const RESERVE: &str = "empty_block_reserve must be a number, at least 0";
     let invalid = [
-        config(|c| c.large_heap_block_size = 0),
-        config(|c| c.budget_fraction = f64::NAN),
-        config(|c| c.budget_fraction = -0.01),
-        config(|c| c.budget_fraction = 1.01),
-        config(|c| c.budget_fraction = f64::INFINITY),
-        config(|c| c.budget_fraction = f64::NEG_INFINITY),
-        config(|c| c.small_buffer_limit = 65537),
-        config(|c| c.small_buffer_limit = u64::MAX),
-        config(|c| c.initial_block_slots = 0),
-        config(|c| c.initial_block_slots = vk_suballoc::offset::MAX_SLOTS + 1),
-        config(|c| c.initial_block_slots = u32::MAX),
-        config(|c| c.max_frames_in_flight = 0),
-        config(|c| c.empty_block_reserve = f64::NAN),
-        config(|c| c.empty_block_reserve = -0.5),
-        config(|c| c.empty_block_reserve = f64::NEG_INFINITY),
+        (BLOCK_SIZE, config(|c| c.large_heap_block_size = 0)),
+        (FRACTION, config(|c| c.budget_fraction = f64::NAN)),
+        (FRACTION, config(|c| c.budget_fraction = -0.01)),
+        (FRACTION, config(|c| c.budget_fraction = 1.01)),
+        (FRACTION, config(|c| c.budget_fraction = f64::INFINITY)),
+        (FRACTION, config(|c| c.budget_fraction = f64::NEG_INFINITY)),
+        (SMALL_BUFFER, config(|c| c.small_buffer_limit = 65537)),
+        (SMALL_BUFFER, config(|c| c.small_buffer_limit = u64::MAX)),
+        (NO_SLOTS, config(|c| c.initial_block_slots = 0)),
+        (
+            TOO_MANY_SLOTS,
+            config(|c| c.initial_block_slots = vk_suballoc::offset::MAX_SLOTS + 1),
+        ),
+        (TOO_MANY_SLOTS, config(|c| c.initial_block_slots = u32::MAX)),
+        (FRAMES, config(|c| c.max_frames_in_flight = 0)),
+        (RESERVE, config(|c| c.empty_block_reserve = f64::NAN)),
+        (RESERVE, config(|c| c.empty_block_reserve = -0.5)),
+        (
+            RESERVE,
+            config(|c| c.empty_block_reserve = f64::NEG_INFINITY),
+        ),
     ];
     let device = FakeDevice::new(FakeLayout::discrete());
-    for config in invalid {
-        assert!(
-            matches!(
-                Allocator::new(device.clone(), config),
-                Err(Error::InvalidConfig(_))
-            ),
+    for (text, config) in invalid {
+        assert_eq!(
+            Allocator::new(device.clone(), config).err(),
+            Some(Error::InvalidConfig(text)),
             "{config:?}"
         );
     }

@@ -591,10 +591,17 @@ fn a_custom_pool_s_new_block_goes_within_budget_once_kept_blocks_give_way() {
     assert_eq!(vram(&allocator), (5, 0));
     assert!(within(&allocator), "{:?}", allocator.budgets()[0]);
     // Nothing left to give way: within budget it fails, else it passes.
+    // A third block of 256 MiB beside VRAM's five (64 + 128 + 3 * 256 MiB)
+    // would pass the 1 GiB budget.
     let refused = in_pool(true).map(|_| ());
-    assert!(
-        matches!(refused, Err(Error::OverBudget { .. })),
-        "{refused:?}"
+    assert_eq!(
+        refused,
+        Err(Error::OverBudget {
+            heap: 0,
+            size: 256 * MIB,
+            usage: 960 * MIB,
+            budget: 1024 * MIB,
+        })
     );
     let third = in_pool(false).unwrap();
     assert!(!within(&allocator), "{:?}", allocator.budgets()[0]);

@@ -134,23 +134,30 @@ impl Walk {
         }
     }
 
-    /// Whether `drawn` is invalid: what `create_pool` must refuse with
-    /// `InvalidConfig`.
-    fn invalid(&self, drawn: &Drawn) -> bool {
+    /// Whether `drawn` is invalid: the text of the `InvalidConfig`
+    /// `create_pool` must refuse it with, the first rule it breaks in
+    /// `create_pool`'s order (the text names the rule, so another rule's
+    /// refusal is a wrong answer).
+    fn invalid(&self, drawn: &Drawn) -> Option<&'static str> {
         let t = drawn.memory_type;
         let types = self.layout.memory_types.len() as u32;
         if t >= types.min(32) || self.usable_types() & (1 << t) == 0 {
-            return true;
+            return Some("PoolDesc::memory_type is not a memory type this allocator uses");
         }
         let ty = &self.layout.memory_types[t as usize];
         let heap = self.layout.memory_heaps[ty.heap as usize].size;
         // A lazily allocated type's requests all take dedicated memory.
         let lazy = ty.props.contains(MemoryPropertyFlags::LAZILY_ALLOCATED);
         let max_blocks = drawn.max_blocks.map_or(u64::MAX, u64::from);
-        drawn.block_size > heap.min(self.layout.max_memory_allocation_size)
-            || (lazy && (drawn.min_blocks > 0 || drawn.block_size != 0))
-            || max_blocks == 0
-            || max_blocks < u64::from(drawn.min_blocks)
+        if drawn.block_size > heap.min(self.layout.max_memory_allocation_size) {
+            Some("PoolDesc::block_size exceeds the heap or maxMemoryAllocationSize")
+        } else if lazy && (drawn.min_blocks > 0 || drawn.block_size != 0) {
+            Some("PoolDesc::min_blocks and block_size must be 0 for a lazily allocated memory type")
+        } else if max_blocks == 0 || max_blocks < u64::from(drawn.min_blocks) {
+            Some("PoolDesc::max_blocks must be at least 1 and at least min_blocks")
+        } else {
+            None
+        }
     }
 
     /// The `min_alignment` of the walk's pool `pool` (0 for none, or for a
@@ -195,13 +202,14 @@ impl Walk {
         let ctx = self.ctx();
         let invalid = self.invalid(&drawn);
         let pool = match result {
-            Err(Error::InvalidConfig(_)) if invalid => {
+            Err(Error::InvalidConfig(text)) if invalid.is_some() => {
+                assert_eq!(Some(text), invalid, "{ctx}: {desc:?}");
                 self.pooled.invalid += 1;
                 let now = self.device.counters();
                 assert_eq!(now.allocate_calls, counters.allocate_calls, "{ctx}");
                 None
             }
-            _ if invalid => panic!("{ctx}: {desc:?} gave {result:?}"),
+            _ if invalid.is_some() => panic!("{ctx}: {desc:?} gave {result:?}"),
             Ok(pool) => Some(pool),
             Err(error) => {
                 self.explain_min_blocks(error, &drawn, before.memory_objects, fired);

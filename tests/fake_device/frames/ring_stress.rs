@@ -146,7 +146,7 @@ fn fill_ring(allocator: &FakeAllocator, ring: UploadRing) {
                 a.memory_offset()..a.memory_offset() + size,
                 a.frame(),
             )),
-            Err(Error::UploadRingFull { .. }) => size /= 4,
+            Err(Error::UploadRingFull { size: asked, .. }) if asked == size => size /= 4,
             Err(error) => panic!("fill: {error:?}"),
         }
     }

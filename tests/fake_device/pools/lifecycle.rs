@@ -76,21 +76,26 @@ fn another_allocators_pool_is_refused() {
 #[test]
 fn bad_pool_descriptions_are_typed_errors_and_make_nothing() {
     let (allocator, device) = allocator(FakeLayout::discrete());
-    let invalid = |desc: PoolDesc<'_>| {
-        let result = allocator.create_pool(&desc);
-        assert!(
-            matches!(result, Err(Error::InvalidConfig(_))),
-            "{desc:?}: {result:?}"
+    // Each refused with the text of the rule it breaks, not merely some
+    // `InvalidConfig`.
+    let invalid = |desc: PoolDesc<'_>, text| {
+        assert_eq!(
+            allocator.create_pool(&desc).err(),
+            Some(Error::InvalidConfig(text)),
+            "{desc:?}"
         );
     };
-    invalid(PoolDesc::new(5)); // the layout has types 0..5
-    invalid(PoolDesc::new(32));
-    invalid(PoolDesc::new(u32::MAX));
+    const TYPE: &str = "PoolDesc::memory_type is not a memory type this allocator uses";
+    const BLOCK_SIZE: &str = "PoolDesc::block_size exceeds the heap or maxMemoryAllocationSize";
+    const MAX_BLOCKS: &str = "PoolDesc::max_blocks must be at least 1 and at least min_blocks";
+    invalid(PoolDesc::new(5), TYPE); // the layout has types 0..5
+    invalid(PoolDesc::new(32), TYPE);
+    invalid(PoolDesc::new(u32::MAX), TYPE);
     // Larger than the 8 GiB heap, then than maxMemoryAllocationSize (4 GiB).
-    invalid(PoolDesc::new(VRAM).block_size(9 << 30));
-    invalid(PoolDesc::new(VRAM).block_size((4 << 30) + 1));
-    invalid(PoolDesc::new(VRAM).max_blocks(0));
-    invalid(PoolDesc::new(VRAM).min_blocks(3).max_blocks(2));
+    invalid(PoolDesc::new(VRAM).block_size(9 << 30), BLOCK_SIZE);
+    invalid(PoolDesc::new(VRAM).block_size((4 << 30) + 1), BLOCK_SIZE);
+    invalid(PoolDesc::new(VRAM).max_blocks(0), MAX_BLOCKS);
+    invalid(PoolDesc::new(VRAM).min_blocks(3).max_blocks(2), MAX_BLOCKS);
     assert_eq!(device.counters().allocate_calls, 0);
     finish(allocator, &device);
 }

@@ -148,10 +148,10 @@ fn a_full_pool_at_its_block_cap_still_makes_required_dedicated_memory() {
         .create_pool(&PoolDesc::new(VRAM).block_size(4 * MIB).max_blocks(1))
         .unwrap();
     let filling = allocator.allocate(&in_pool(pool, 4 * MIB)).unwrap();
-    assert!(matches!(
-        allocator.allocate(&in_pool(pool, MIB)),
-        Err(Error::PoolFull { .. })
-    ));
+    assert_eq!(
+        allocator.allocate(&in_pool(pool, MIB)).err(),
+        Some(Error::PoolFull { max_blocks: 1 })
+    );
     let always = AllocationDesc::new(Usage::DEVICE_LOCAL)
         .pool(pool)
         .dedicated(DedicatedPolicy::Always);
