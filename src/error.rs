@@ -200,12 +200,16 @@ pub enum Error {
     #[error("maxMemoryAllocationCount ({0}) memory objects exist")]
     TooManyObjects(u32),
     /// The request would exceed a heap's budget and within-budget allocation
-    /// was asked for. Free memory, or allow over-budget allocation.
+    /// was asked for. Free memory, or allow over-budget allocation. Where
+    /// the request could go to several memory types, the figures are
+    /// those of the last one refused.
     #[error("heap {heap} budget exceeded: {usage} + {size} > {budget}")]
     OverBudget {
         /// Heap index.
         heap: u32,
-        /// Bytes that would have been allocated.
+        /// Bytes of the `VkDeviceMemory` the budget refused: a new block's
+        /// (at least the request's size, often more), or the dedicated
+        /// allocation's.
         size: u64,
         /// The heap's usage.
         usage: u64,
