@@ -256,7 +256,8 @@ fn run_offset<const M: u32>(input: &Input, capacity: u64, capacity_log2: u32) {
 /// Vulkan pools use (`allocate_packed`, `free_packed`, `has_unused_slot`,
 /// reachable here through their `cfg(fuzzing)` wrappers): after every step
 /// it must hold exactly what the public calls left in the shadow's. Steps
-/// without a packed call copy the shadow's allocator again.
+/// without a packed call copy the shadow's allocator again. After every
+/// step it also checks the search statistics `allocate` documents.
 struct PackedTwin<const M: u32> {
     heap: OffsetAllocator<M>,
     foreign_id: AllocationId,
@@ -275,9 +276,57 @@ impl<const M: u32> PackedTwin<M> {
         }
     }
 
+    /// Applies `op` to the shadow and the twin ([`apply_op`](Self::apply_op)),
+    /// then checks the public allocator's search statistics against what
+    /// `allocate`'s docs give: a request refused before any search (a zero
+    /// size, an alignment that is no power of two, a size past the capacity,
+    /// no unused slot) counts none, a space error exactly one, a success at
+    /// most one and, placed by a walk of the allocations (`MinOffset`,
+    /// `MaxOffset`), none; no other call (frees, probes, `allocate_below`,
+    /// `allocate_in_gap`, `grow`, `reserve_slots`) counts any, and no gap is
+    /// visited without a search.
+    fn apply(&mut self, shadow: &mut Shadow<M>, op: Op) {
+        let heap = &shadow.heap;
+        let (failed_before, searches_before) =
+            (heap.counters().failed_allocations, heap.search_stats());
+        let request = match op {
+            Op::Allocate { size, align }
+            | Op::AllocateMinMemory { size, align }
+            | Op::AllocateMinOffset { size, align }
+            | Op::AllocateMaxOffset { size, align } => Some(
+                size == 0
+                    || !align.is_power_of_two()
+                    || size > heap.capacity()
+                    || heap.counters().live_allocations == u64::from(heap.slot_count()),
+            ),
+            _ => None,
+        };
+        self.apply_op(shadow, op);
+        let heap = &shadow.heap;
+        let searches = heap.search_stats();
+        let searched = searches.boundary_searches - searches_before.boundary_searches;
+        let failed = heap.counters().failed_allocations > failed_before;
+        let expected = match (request, op) {
+            (None | Some(true), _) => 0..=0,
+            (Some(false), _) if failed => 1..=1,
+            (Some(false), Op::AllocateMinOffset { .. } | Op::AllocateMaxOffset { .. }) => 0..=0,
+            (Some(false), _) => 0..=1,
+        };
+        assert!(
+            expected.contains(&searched),
+            "{op:?} counted {searched} boundary searches, expected {expected:?}"
+        );
+        if searched == 0 {
+            assert_eq!(
+                searches.gaps_visited, searches_before.gaps_visited,
+                "{op:?} visited gaps without a boundary search"
+            );
+        }
+    }
+
     /// Applies `op` to the shadow (which checks it against its model) and
     /// its packed counterpart to the twin, then compares the two.
-    fn apply(&mut self, shadow: &mut Shadow<M>, op: Op) {
+    fn apply_op(&mut self, shadow: &mut Shadow<M>, op: Op) {
         match op {
             Op::Allocate { size, align } => {
                 let packed = self.heap.fuzz_allocate_packed(size, align);
