@@ -257,7 +257,8 @@ fn run_offset<const M: u32>(input: &Input, capacity: u64, capacity_log2: u32) {
 /// reachable here through their `cfg(fuzzing)` wrappers): after every step
 /// it must hold exactly what the public calls left in the shadow's. Steps
 /// without a packed call copy the shadow's allocator again. After every
-/// step it also checks the search statistics `allocate` documents.
+/// step it also checks what the pools read besides (`largest_free_bound`,
+/// `gaps_around`) and the search statistics `allocate` documents.
 struct PackedTwin<const M: u32> {
     heap: OffsetAllocator<M>,
     foreign_id: AllocationId,
@@ -373,6 +374,11 @@ impl<const M: u32> PackedTwin<M> {
                     .map(|r| r.size);
                 assert_eq!(merged.map(|m| m.get()), joined, "free_packed of {freed:?}");
                 assert_eq!(self.heap.fuzz_free_packed(freed.id), None, "double free");
+                assert_eq!(
+                    self.heap.fuzz_gaps_around(freed.id),
+                    None,
+                    "freed {freed:?}"
+                );
                 if self.freed.len() == 64 {
                     self.freed.pop_front();
                 }
@@ -383,11 +389,13 @@ impl<const M: u32> PackedTwin<M> {
                 if !self.freed.is_empty() {
                     let id = self.freed[pick % self.freed.len()];
                     assert_eq!(self.heap.fuzz_free_packed(id), None, "stale {id:?}");
+                    assert_eq!(self.heap.fuzz_gaps_around(id), None, "stale {id:?}");
                 }
             }
             Op::FreeForeign => {
                 shadow.apply(op);
                 assert_eq!(self.heap.fuzz_free_packed(self.foreign_id), None);
+                assert_eq!(self.heap.fuzz_gaps_around(self.foreign_id), None);
                 assert_eq!(
                     self.heap.allocate_in_gap(Some(self.foreign_id), 1, 1),
                     Err(OffsetError::ForeignId)
@@ -424,6 +432,29 @@ impl<const M: u32> PackedTwin<M> {
             twin.fuzz_has_unused_slot(),
             u64::from(twin.slot_count()) > twin.counters().live_allocations
         );
+        let report = public.storage_report();
+        for heap in [twin, public] {
+            // The pools turn away a request past this bound before
+            // `allocate_packed`: never below the largest free range (that
+            // would be a false out-of-space), never above the free bytes.
+            let bound = heap.fuzz_largest_free_bound();
+            assert!(
+                report.largest_free_range <= bound && bound <= report.free_bytes,
+                "largest_free_bound {bound}, {report:?}"
+            );
+            // Compaction weighs a move by the free bytes right before and
+            // after each live allocation.
+            let live: Vec<OffsetAllocation> = heap.allocations().collect();
+            for (i, a) in live.iter().enumerate() {
+                let before = a.offset - i.checked_sub(1).map_or(0, |p| live[p].end());
+                let after = live.get(i + 1).map_or(heap.capacity(), |n| n.offset) - a.end();
+                assert_eq!(
+                    heap.fuzz_gaps_around(a.id),
+                    Some((before, after)),
+                    "gaps_around {a:?}"
+                );
+            }
+        }
     }
 }
 
