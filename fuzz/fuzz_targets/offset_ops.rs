@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 
 use shadow::{LinearOp, LinearShadow, Op, Shadow};
 use vk_suballoc::offset::{
-    AllocationId, OffsetAllocation, OffsetAllocator, OffsetError, Strategy, MAX_CAPACITY,
+    AllocationId, OffsetAllocation, OffsetAllocator, OffsetError, Strategy, MAX_CAPACITY, MAX_SLOTS,
 };
 
 /// One operation; sizes come as an exponent and low bits, so that small and
@@ -50,6 +50,10 @@ enum FuzzOp {
     GrowToMax {
         target: u8,
     },
+    /// `reserve_slots(additional % 8)`, or for `0xfe` and `0xff` a count
+    /// that takes the total past `MAX_SLOTS` whatever the slots are
+    /// (`u32::MAX - 1` or `u32::MAX`): `TooManySlots`, before any memory
+    /// is asked for.
     ReserveSlots {
         additional: u8,
     },
@@ -164,7 +168,10 @@ fn to_op(op: &FuzzOp, capacity: u64, capacity_log2: u32) -> Option<Op> {
             target: MAX_CAPACITY - 2 + u64::from(target % 4),
         },
         FuzzOp::ReserveSlots { additional } => Op::ReserveSlots {
-            additional: u32::from(additional % 8),
+            additional: match additional {
+                0xfe | 0xff => u32::MAX - u32::from(additional & 1),
+                a => u32::from(a % 8),
+            },
         },
         FuzzOp::Probe { at } => Op::Probe { at },
         FuzzOp::AllocateBelow {
@@ -224,8 +231,11 @@ fn to_linear_op(op: &FuzzOp, capacity: u64, capacity_log2: u32) -> LinearOp {
         } => LinearOp::Allocate {
             size: request_size(size_log2, size_bits, capacity, capacity_log2),
             align: match align_log2 {
+                // Invalid (0 and 3), up to 2^63 (from 0xc0: 2^2 to 2^63),
+                // mostly small.
+                0xfe => 0,
                 0xff => 3,
-                a if a >= 0xc0 => 1 << (a % 64),
+                a if a >= 0xc0 => 1 << (a % 64 + 2),
                 a => 1 << (a % 12),
             },
         },
@@ -400,6 +410,21 @@ impl<const M: u32> PackedTwin<M> {
                     self.heap.allocate_in_gap(Some(self.foreign_id), 1, 1),
                     Err(OffsetError::ForeignId)
                 );
+            }
+            Op::ReserveSlots { additional } if additional > u32::from(u8::MAX) => {
+                // Past `MAX_SLOTS`: the error names the total asked for and
+                // the limit, and nothing changes (the shadow's check, then
+                // the twin's comparison with it).
+                let requested = u64::from(self.heap.slot_count()) + u64::from(additional);
+                assert_eq!(
+                    self.heap.reserve_slots(additional),
+                    Err(OffsetError::TooManySlots {
+                        requested,
+                        max: u64::from(MAX_SLOTS)
+                    }),
+                    "reserve_slots({additional})"
+                );
+                shadow.apply(op);
             }
             Op::AllocateBelow { size, align, .. } => {
                 // No end past the capacity changes where the probe lands.
