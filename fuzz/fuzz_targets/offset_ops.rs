@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 
 use shadow::{LinearOp, LinearShadow, Op, Shadow};
 use vk_suballoc::offset::{
-    AllocationId, OffsetAllocation, OffsetAllocator, OffsetError, Strategy, MAX_CAPACITY,
+    AllocationId, OffsetAllocation, OffsetAllocator, OffsetError, Strategy, MAX_CAPACITY, MAX_SLOTS,
 };
 
 /// One operation; sizes come as an exponent and low bits, so that small and
@@ -50,6 +50,10 @@ enum FuzzOp {
     GrowToMax {
         target: u8,
     },
+    /// `reserve_slots(additional % 8)`, or for `0xfe` and `0xff` a count
+    /// that takes the total past `MAX_SLOTS` whatever the slots are
+    /// (`u32::MAX - 1` or `u32::MAX`): `TooManySlots`, before any memory
+    /// is asked for.
     ReserveSlots {
         additional: u8,
     },
@@ -164,7 +168,10 @@ fn to_op(op: &FuzzOp, capacity: u64, capacity_log2: u32) -> Option<Op> {
             target: MAX_CAPACITY - 2 + u64::from(target % 4),
         },
         FuzzOp::ReserveSlots { additional } => Op::ReserveSlots {
-            additional: u32::from(additional % 8),
+            additional: match additional {
+                0xfe | 0xff => u32::MAX - u32::from(additional & 1),
+                a => u32::from(a % 8),
+            },
         },
         FuzzOp::Probe { at } => Op::Probe { at },
         FuzzOp::AllocateBelow {
@@ -224,8 +231,11 @@ fn to_linear_op(op: &FuzzOp, capacity: u64, capacity_log2: u32) -> LinearOp {
         } => LinearOp::Allocate {
             size: request_size(size_log2, size_bits, capacity, capacity_log2),
             align: match align_log2 {
+                // Invalid (0 and 3), up to 2^63 (from 0xc0: 2^2 to 2^63),
+                // mostly small.
+                0xfe => 0,
                 0xff => 3,
-                a if a >= 0xc0 => 1 << (a % 64),
+                a if a >= 0xc0 => 1 << (a % 64 + 2),
                 a => 1 << (a % 12),
             },
         },
@@ -256,7 +266,9 @@ fn run_offset<const M: u32>(input: &Input, capacity: u64, capacity_log2: u32) {
 /// Vulkan pools use (`allocate_packed`, `free_packed`, `has_unused_slot`,
 /// reachable here through their `cfg(fuzzing)` wrappers): after every step
 /// it must hold exactly what the public calls left in the shadow's. Steps
-/// without a packed call copy the shadow's allocator again.
+/// without a packed call copy the shadow's allocator again. After every
+/// step it also checks what the pools read besides (`largest_free_bound`,
+/// `gaps_around`) and the search statistics `allocate` documents.
 struct PackedTwin<const M: u32> {
     heap: OffsetAllocator<M>,
     foreign_id: AllocationId,
@@ -275,9 +287,57 @@ impl<const M: u32> PackedTwin<M> {
         }
     }
 
+    /// Applies `op` to the shadow and the twin ([`apply_op`](Self::apply_op)),
+    /// then checks the public allocator's search statistics against what
+    /// `allocate`'s docs give: a request refused before any search (a zero
+    /// size, an alignment that is no power of two, a size past the capacity,
+    /// no unused slot) counts none, a space error exactly one, a success at
+    /// most one and, placed by a walk of the allocations (`MinOffset`,
+    /// `MaxOffset`), none; no other call (frees, probes, `allocate_below`,
+    /// `allocate_in_gap`, `grow`, `reserve_slots`) counts any, and no gap is
+    /// visited without a search.
+    fn apply(&mut self, shadow: &mut Shadow<M>, op: Op) {
+        let heap = &shadow.heap;
+        let (failed_before, searches_before) =
+            (heap.counters().failed_allocations, heap.search_stats());
+        let request = match op {
+            Op::Allocate { size, align }
+            | Op::AllocateMinMemory { size, align }
+            | Op::AllocateMinOffset { size, align }
+            | Op::AllocateMaxOffset { size, align } => Some(
+                size == 0
+                    || !align.is_power_of_two()
+                    || size > heap.capacity()
+                    || heap.counters().live_allocations == u64::from(heap.slot_count()),
+            ),
+            _ => None,
+        };
+        self.apply_op(shadow, op);
+        let heap = &shadow.heap;
+        let searches = heap.search_stats();
+        let searched = searches.boundary_searches - searches_before.boundary_searches;
+        let failed = heap.counters().failed_allocations > failed_before;
+        let expected = match (request, op) {
+            (None | Some(true), _) => 0..=0,
+            (Some(false), _) if failed => 1..=1,
+            (Some(false), Op::AllocateMinOffset { .. } | Op::AllocateMaxOffset { .. }) => 0..=0,
+            (Some(false), _) => 0..=1,
+        };
+        assert!(
+            expected.contains(&searched),
+            "{op:?} counted {searched} boundary searches, expected {expected:?}"
+        );
+        if searched == 0 {
+            assert_eq!(
+                searches.gaps_visited, searches_before.gaps_visited,
+                "{op:?} visited gaps without a boundary search"
+            );
+        }
+    }
+
     /// Applies `op` to the shadow (which checks it against its model) and
     /// its packed counterpart to the twin, then compares the two.
-    fn apply(&mut self, shadow: &mut Shadow<M>, op: Op) {
+    fn apply_op(&mut self, shadow: &mut Shadow<M>, op: Op) {
         match op {
             Op::Allocate { size, align } => {
                 let packed = self.heap.fuzz_allocate_packed(size, align);
@@ -324,6 +384,11 @@ impl<const M: u32> PackedTwin<M> {
                     .map(|r| r.size);
                 assert_eq!(merged.map(|m| m.get()), joined, "free_packed of {freed:?}");
                 assert_eq!(self.heap.fuzz_free_packed(freed.id), None, "double free");
+                assert_eq!(
+                    self.heap.fuzz_gaps_around(freed.id),
+                    None,
+                    "freed {freed:?}"
+                );
                 if self.freed.len() == 64 {
                     self.freed.pop_front();
                 }
@@ -334,15 +399,32 @@ impl<const M: u32> PackedTwin<M> {
                 if !self.freed.is_empty() {
                     let id = self.freed[pick % self.freed.len()];
                     assert_eq!(self.heap.fuzz_free_packed(id), None, "stale {id:?}");
+                    assert_eq!(self.heap.fuzz_gaps_around(id), None, "stale {id:?}");
                 }
             }
             Op::FreeForeign => {
                 shadow.apply(op);
                 assert_eq!(self.heap.fuzz_free_packed(self.foreign_id), None);
+                assert_eq!(self.heap.fuzz_gaps_around(self.foreign_id), None);
                 assert_eq!(
                     self.heap.allocate_in_gap(Some(self.foreign_id), 1, 1),
                     Err(OffsetError::ForeignId)
                 );
+            }
+            Op::ReserveSlots { additional } if additional > u32::from(u8::MAX) => {
+                // Past `MAX_SLOTS`: the error names the total asked for and
+                // the limit, and nothing changes (the shadow's check, then
+                // the twin's comparison with it).
+                let requested = u64::from(self.heap.slot_count()) + u64::from(additional);
+                assert_eq!(
+                    self.heap.reserve_slots(additional),
+                    Err(OffsetError::TooManySlots {
+                        requested,
+                        max: u64::from(MAX_SLOTS)
+                    }),
+                    "reserve_slots({additional})"
+                );
+                shadow.apply(op);
             }
             Op::AllocateBelow { size, align, .. } => {
                 // No end past the capacity changes where the probe lands.
@@ -375,6 +457,29 @@ impl<const M: u32> PackedTwin<M> {
             twin.fuzz_has_unused_slot(),
             u64::from(twin.slot_count()) > twin.counters().live_allocations
         );
+        let report = public.storage_report();
+        for heap in [twin, public] {
+            // The pools turn away a request past this bound before
+            // `allocate_packed`: never below the largest free range (that
+            // would be a false out-of-space), never above the free bytes.
+            let bound = heap.fuzz_largest_free_bound();
+            assert!(
+                report.largest_free_range <= bound && bound <= report.free_bytes,
+                "largest_free_bound {bound}, {report:?}"
+            );
+            // Compaction weighs a move by the free bytes right before and
+            // after each live allocation.
+            let live: Vec<OffsetAllocation> = heap.allocations().collect();
+            for (i, a) in live.iter().enumerate() {
+                let before = a.offset - i.checked_sub(1).map_or(0, |p| live[p].end());
+                let after = live.get(i + 1).map_or(heap.capacity(), |n| n.offset) - a.end();
+                assert_eq!(
+                    heap.fuzz_gaps_around(a.id),
+                    Some((before, after)),
+                    "gaps_around {a:?}"
+                );
+            }
+        }
     }
 }
 

@@ -195,6 +195,18 @@ impl<const M: u32> OffsetAllocator<M> {
     pub fn fuzz_has_unused_slot(&self) -> bool {
         self.has_unused_slot()
     }
+
+    /// [`largest_free_bound`](Self::largest_free_bound).
+    #[doc(hidden)]
+    pub fn fuzz_largest_free_bound(&self) -> u64 {
+        self.largest_free_bound()
+    }
+
+    /// [`gaps_around`](Self::gaps_around).
+    #[doc(hidden)]
+    pub fn fuzz_gaps_around(&self, id: AllocationId) -> Option<(u64, u64)> {
+        self.gaps_around(id)
+    }
 }
 
 #[cfg(test)]

@@ -55,3 +55,32 @@ fn byte_counters_saturate_instead_of_overflowing() {
     }
     assert_eq!(counters.live_bytes, 0);
 }
+
+/// Both byte counters the docs call saturating saturate, under Miri too
+/// (where the test above stops short of 2^64 requested bytes): failed
+/// requests of `u64::MAX` bytes (larger than the capacity, so counted as
+/// failures) push `failed_bytes` past 2^64 in two calls, and
+/// `requested_bytes` starts near the top, where 2^16 allocations of
+/// `MAX_CAPACITY` bytes would leave it.
+#[test]
+fn failed_and_requested_bytes_saturate_in_a_few_calls() {
+    let mut heap = OffsetAllocator::<3>::new(1000, 1).unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            heap.allocate(u64::MAX, 1),
+            Err(OffsetError::SizeExceedsCapacity {
+                size: u64::MAX,
+                capacity: 1000
+            })
+        );
+    }
+    assert_eq!(heap.counters().failed_allocations, 2);
+    assert_eq!(heap.counters().failed_bytes, u64::MAX);
+
+    heap.counters.requested_bytes = u64::MAX - 5;
+    let a = heap.allocate(10, 1).unwrap();
+    heap.free(a.id).unwrap();
+    let counters = heap.counters();
+    assert_eq!(counters.requested_bytes, u64::MAX);
+    assert_eq!((counters.allocations, counters.live_bytes), (1, 0));
+}

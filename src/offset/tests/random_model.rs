@@ -1,7 +1,9 @@
 //! Random runs of allocations and frees at several bin widths, checked at
 //! each step against a model the test keeps: no overlap, every offset
 //! aligned, no failure while a free range could have held the request,
-//! and reports that add up; an allocation of `Strategy::MinMemory`,
+//! each failure the documented error (`OutOfSpace` or `TooFragmented`,
+//! with the model's free bytes), and reports and counters (live, peak,
+//! requested and failed bytes) that add up; an allocation of `Strategy::MinMemory`,
 //! drawn for a quarter of them, never in a larger size class of free range
 //! than the good fit's; one of `Strategy::MinOffset`, for another
 //! quarter, at the lowest offset any free range holds it, and one of
@@ -17,6 +19,8 @@ fn random_model_run<const M: u32>(seed: u64) {
     let capacity = 1 << 16;
     let mut heap = OffsetAllocator::<M>::new(capacity, 512).unwrap();
     let mut live: Vec<OffsetAllocation> = Vec::new();
+    // The counters as the docs define them, kept by the model.
+    let mut counters = Counters::default();
     let mut state = seed;
     // Miri interprets every step: fewer of them there, same coverage of paths.
     let steps = if cfg!(miri) { 150 } else { 4000 };
@@ -36,6 +40,7 @@ fn random_model_run<const M: u32>(seed: u64) {
                 .then(|| heap.clone().allocate(size, align).ok())
                 .flatten();
             let free_before: Vec<_> = heap.free_ranges().collect();
+            let free = capacity - counters.live_bytes;
             match heap.allocate_with(size, align, strategy) {
                 Ok(a) => {
                     if let Some(fast) = fast {
@@ -76,8 +81,24 @@ fn random_model_run<const M: u32>(seed: u64) {
                         assert!(a.end() <= b.offset || b.end() <= a.offset, "overlap");
                     }
                     live.push(a);
+                    counters.live_allocations += 1;
+                    counters.live_bytes += size;
+                    counters.peak_live_bytes = counters.peak_live_bytes.max(counters.live_bytes);
+                    counters.allocations += 1;
+                    counters.requested_bytes += size;
                 }
                 Err(e) => {
+                    // The documented error of a request no free range holds.
+                    let expected = if live.len() == 512 {
+                        OffsetError::OutOfSlots(512)
+                    } else if free < size {
+                        OffsetError::OutOfSpace { size, free }
+                    } else {
+                        OffsetError::TooFragmented { size, align, free }
+                    };
+                    assert_eq!(e, expected, "seed {seed} step {step}: {strategy:?}");
+                    counters.failed_allocations += 1;
+                    counters.failed_bytes += size;
                     // No free range could have held it.
                     for range in heap.free_ranges() {
                         let start = range.offset.next_multiple_of(align);
@@ -91,7 +112,11 @@ fn random_model_run<const M: u32>(seed: u64) {
         } else {
             let victim = live.swap_remove((r as usize / 3) % live.len());
             heap.free(victim.id).unwrap();
+            counters.live_allocations -= 1;
+            counters.live_bytes -= victim.size;
+            counters.frees += 1;
         }
+        assert_eq!(heap.counters(), &counters, "seed {seed} step {step}");
         let report = heap.storage_report();
         let used: u64 = live.iter().map(|a| a.size).sum();
         assert_eq!(report.free_bytes, capacity - used);
