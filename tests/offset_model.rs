@@ -15,7 +15,7 @@ mod shadow;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use shadow::{LinearOp, LinearShadow, Op, Shadow};
-use vk_suballoc::offset::{FreeRange, OffsetAllocator, OffsetError, MAX_CAPACITY};
+use vk_suballoc::offset::{FreeRange, OffsetAllocator, OffsetError, MAX_CAPACITY, MAX_SLOTS};
 
 // ----- strategies -----
 
@@ -79,7 +79,10 @@ fn op(m: u32, capacity: u64) -> impl Strategy<Value = Op> {
         ]
         .prop_map(|extra| Op::Grow { extra }),
         1 => (MAX_CAPACITY - 2..=MAX_CAPACITY + 1).prop_map(|target| Op::GrowTo { target }),
-        1 => (0u32..4).prop_map(|additional| Op::ReserveSlots { additional }),
+        // Mostly a few slots; sometimes past any slot count (refused, with
+        // nothing reserved).
+        1 => prop_oneof![4 => 0u32..4, 1 => Just(MAX_SLOTS), 1 => Just(u32::MAX)]
+            .prop_map(|additional| Op::ReserveSlots { additional }),
         1 => any::<u64>().prop_map(|at| Op::Probe { at }),
         2 => (size(m, capacity), align(), any::<usize>())
             .prop_map(|(size, align, pick)| Op::AllocateBelow { size, align, pick }),

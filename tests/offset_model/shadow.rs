@@ -257,7 +257,13 @@ impl<const M: u32> Shadow<M> {
                     assert_eq!(result, Ok(()));
                     self.slots += additional;
                 } else {
-                    assert!(matches!(result, Err(OffsetError::TooManySlots { .. })));
+                    assert_eq!(
+                        result,
+                        Err(OffsetError::TooManySlots {
+                            requested: total,
+                            max: u64::from(MAX_SLOTS)
+                        })
+                    );
                 }
             }
             Op::AllocateBelow { size, align, pick } => {
