@@ -51,8 +51,14 @@
 //! error, `SizeExceedsHeaps` / `SizeExceedsMaxAllocation` naming a heap or
 //! the device's limit the request passes, `PoolFull` only from a pool at
 //! its `max_blocks`, `TooLargeForPool` only from a pool of fixed blocks
-//! smaller than the request and its margin; flushes, invalidates and ring
-//! writes meet no device error); `create_pool` refuses exactly the
+//! smaller than the request and its margin; the errors of the checks
+//! before placement, `PoolTypeNotAllowed`, `NoMemoryTypeBits`,
+//! `DeviceAddressNotEnabled`, `SizeExceedsHeaps` or `NoSuitableMemoryType`
+//! where no allowed type suits the usage, and a destroyed pool's
+//! `StalePool` after its type's checks, predicted exactly with their
+//! payloads; `OverBudget` only for a within-budget request, in a heap it
+//! may take, its usage and size past its budget; flushes, invalidates and
+//! ring writes meet no device error); `create_pool` refuses exactly the
 //! descriptions its docs name (`InvalidConfig`, then `NotExportable`) and
 //! otherwise fails only in making its `min_blocks`, leaving nothing;
 //! `trim` releases every empty block but those a pool keeps for its
@@ -77,7 +83,9 @@
 //! resources are destroyed exactly when their frame is collected; `current_frame` and `frames_in_flight` follow
 //! the frames; the host bytes written come back, in allocations and in ring
 //! allocations; each ring allocation lands where a model of the ring's
-//! bump allocator says, never overlapping another of a live frame, and
+//! bump allocator says, with its chunk's buffer's device address at its
+//! offset exactly when the ring's buffer usage has
+//! `SHADER_DEVICE_ADDRESS`, never overlapping another of a live frame, and
 //! `UploadRingFull` reports the free bytes the model counts; stale ring
 //! allocations are refused; an existing-memory-only request of an
 //! `allocate_many` batch lies in memory that was there before it or was
@@ -109,7 +117,12 @@
 //! (`ForeignPool`); `name` says each live allocation's last name (its
 //! request's or `set_name`'s, kept by a move) and refuses another
 //! allocator's; `memory_type_properties` reports the layout's flags, with
-//! `DEVICE_COHERENT_AMD` on AMD's device-coherent types. At the
+//! `DEVICE_COHERENT_AMD` on AMD's device-coherent types;
+//! `memory_type_for` fails exactly as its docs say (its error predicted)
+//! and otherwise names the type a one-byte buffer of that description
+//! lands in on a fresh allocator of the same device; `budgets` reports
+//! the fake device's figures corrected as documented (or
+//! `budget_fraction` of each heap and the allocator's own usage). At the
 //! end, with everything freed and every frame collected, each memory type
 //! keeps at most its largest empty block and each custom pool its
 //! `min_blocks` (or one), `trim` leaves only the pools' `min_blocks`, and

@@ -125,47 +125,41 @@ impl Walk {
                 let usage = USAGES[usage as usize % USAGES.len()];
                 let result = self.allocator.memory_type_for(bits, usage);
                 let allowed = bits & self.usable_types();
-                match result {
-                    Ok(t) => {
-                        assert!(allowed & (1 << t) != 0, "type {t} for {bits:#x}");
-                        assert_eq!(self.protected_types() & (1 << t), 0, "protected {t}");
-                        assert!(
-                            self.takes_last_resort(t, allowed, usage, 0),
-                            "AMD device-coherent type {t} for {bits:#x}, {usage:?}"
-                        );
-                        let props = self.layout.memory_types[t as usize].props;
-                        if usage.needs_host_access() {
-                            assert!(props.contains(Props::HOST_VISIBLE), "{t} for {usage:?}");
-                        }
-                    }
-                    Err(Error::NoMemoryTypeBits(b)) => {
-                        assert_eq!((b, allowed), (bits, 0), "memory_type_for");
-                    }
+                // The docs' order: the bits, the device-address feature,
+                // then a type that suits the usage (its heap not empty).
+                let no_address =
+                    usage.contains(Usage::DEVICE_ADDRESS) && !self.layout.buffer_device_address;
+                let suiting = allowed & self.suiting_types(usage, 1);
+                let predicted = if allowed == 0 {
+                    Err(Error::NoMemoryTypeBits(bits))
+                } else if no_address {
+                    Err(Error::DeviceAddressNotEnabled)
+                } else if suiting == 0 {
                     Err(Error::NoSuitableMemoryType {
-                        memory_type_bits, ..
-                    }) => {
-                        assert_eq!(memory_type_bits, bits);
-                        assert_ne!(allowed, 0);
+                        memory_type_bits: bits,
+                        usage,
+                    })
+                } else {
+                    Ok(())
+                };
+                let t = match (result, predicted) {
+                    (Ok(t), Ok(())) => t,
+                    (Err(error), Err(want)) => {
+                        return assert_eq!(error, want, "memory_type_for({bits:#x}, {usage:?})");
                     }
-                    Err(Error::DeviceAddressNotEnabled) => {
-                        assert!(usage.contains(Usage::DEVICE_ADDRESS), "{usage:?}");
-                        assert!(!self.layout.buffer_device_address);
-                        assert_ne!(allowed, 0);
+                    (result, want) => {
+                        panic!("memory_type_for({bits:#x}, {usage:?}): {result:?}, not {want:?}")
                     }
-                    Err(error) => panic!("memory_type_for({bits:#x}, {usage:?}): {error:?}"),
-                }
+                };
+                assert!(suiting & (1 << t) != 0, "type {t} for {bits:#x}, {usage:?}");
+                assert_eq!(self.protected_types() & (1 << t), 0, "protected {t}");
+                assert!(
+                    self.takes_last_resort(t, allowed, usage, 0),
+                    "AMD device-coherent type {t} for {bits:#x}, {usage:?}"
+                );
+                self.check_first_type(bits, usage, t);
             }
-            2 => {
-                let budgets = self.allocator.budgets();
-                assert_eq!(budgets.len(), self.layout.memory_heaps.len());
-                let mut own = vec![0u64; budgets.len()];
-                for m in self.device.live_allocations() {
-                    own[m.heap as usize] += m.size;
-                }
-                for (h, b) in budgets.iter().enumerate() {
-                    assert!(b.usage >= own[h], "heap {h}: {b:?} below {}", own[h]);
-                }
-            }
+            2 => self.check_budgets(),
             _ => {
                 let Some(i) = self.index(pick) else { return };
                 let a = &self.live[i].allocation;
@@ -174,6 +168,91 @@ impl Walk {
                 let m = memories.iter().find(|m| m.memory == a.memory()).unwrap();
                 assert_eq!(self.allocator.memory_size(a), Ok(m.size));
             }
+        }
+    }
+}
+
+impl Walk {
+    /// The memory types that suit `usage` for a request of `size` bytes,
+    /// whatever its `memoryTypeBits`: usable, not protected, on a heap of
+    /// at least `size` bytes, lazily allocated only for a transient usage,
+    /// host-visible when the usage needs host access (the ranking's
+    /// filters).
+    pub(super) fn suiting_types(&self, usage: Usage, size: u64) -> u32 {
+        let usable = self.usable_types() & !self.protected_types();
+        let suits = |ty: &gpu_alloc_types::MemoryType| {
+            let heap = self.layout.memory_heaps.get(ty.heap as usize);
+            heap.is_some_and(|h| h.size >= size)
+                && (!ty.props.contains(Props::LAZILY_ALLOCATED) || usage.contains(Usage::TRANSIENT))
+                && (!usage.needs_host_access() || ty.props.contains(Props::HOST_VISIBLE))
+        };
+        (self.layout.memory_types.iter().enumerate())
+            .filter(|(t, ty)| usable & (1 << t) != 0 && suits(ty))
+            .fold(0, |mask, (t, _)| mask | 1 << t)
+    }
+
+    /// `memory_type_for(bits, usage)`'s answer `t` is the type a request
+    /// of that description is placed in first: on a fresh allocator of the
+    /// same device and configuration (nothing allocated, no budget passed,
+    /// no fault), where that first type takes it, a one-byte buffer with
+    /// those bits and that usage lands in `t`.
+    fn check_first_type(&self, bits: u32, usage: Usage, t: u32) {
+        let device = FakeDevice::new(self.device.layout().clone());
+        let fresh = Allocator::new(device, self.config).expect("the walk's configuration");
+        assert_eq!(
+            fresh.memory_type_for(bits, usage),
+            Ok(t),
+            "a fresh allocator"
+        );
+        let requirements = vk::MemoryRequirements {
+            size: 1,
+            alignment: 1,
+            memory_type_bits: bits,
+        };
+        let request = Request::new(requirements, usage, ResourceKind::Buffer);
+        let placed = fresh.allocate(&request);
+        let placed = placed.unwrap_or_else(|e| panic!("{request:?} on a fresh allocator: {e:?}"));
+        assert_eq!(
+            placed.memory_type(),
+            t,
+            "memory_type_for({bits:#x}, {usage:?}) said {t}, a request landed in {placed:?}"
+        );
+        // SAFETY: the fake device runs no GPU work.
+        assert_eq!(unsafe { fresh.free(placed) }, Ok(()));
+    }
+
+    /// `budgets` says what its docs promise: with `VK_EXT_memory_budget`,
+    /// the device's figures (a budget of 0 read as `budget_fraction` of
+    /// the heap, one past the heap as the heap; a usage at least the
+    /// allocator's own memory); without it, `budget_fraction` of each heap
+    /// and the allocator's own memory; a heap under a
+    /// `Config::heap_size_limits` entry a budget of at most what others
+    /// use plus its limited size.
+    fn check_budgets(&self) {
+        let budgets = self.allocator.budgets();
+        assert_eq!(budgets.len(), self.layout.memory_heaps.len());
+        let mut own = vec![0u64; budgets.len()];
+        for m in self.device.live_allocations() {
+            own[m.heap as usize] += m.size;
+        }
+        let device_usage = self.device.heap_usage();
+        let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
+        for (h, b) in budgets.iter().enumerate() {
+            let size = self.layout.memory_heaps[h].size;
+            let limited = self.config.heap_size_limits.get(h).is_some_and(|&l| l != 0);
+            let (reported, usage) = if self.layout.memory_budget {
+                let (budget, external) = self.device_budgets[h];
+                (budget, device_usage[h].saturating_add(external).max(own[h]))
+            } else {
+                (0, own[h])
+            };
+            let others = if limited { usage - own[h] } else { 0 };
+            let budget = match reported {
+                0 => (size as f64 * fraction) as u64,
+                reported => reported.min(others.saturating_add(size)),
+            };
+            let want = vk_suballoc::device::HeapBudget { budget, usage };
+            assert_eq!(*b, want, "heap {h}'s budget (own {})", own[h]);
         }
     }
 }

@@ -222,6 +222,10 @@ pub struct Walk {
     /// `OutOfHostMemory`, `MapFailed` and (below the device's limit)
     /// `TooManyObjects`.
     injected: Vec<Injected>,
+    /// Per heap, the budget and the usage by others the fake device
+    /// reports (`FakeDevice::set_heap_budget`; at first 80 % of the heap
+    /// and none).
+    device_budgets: Vec<(u64, u64)>,
 }
 
 fn is_non_coherent(props: Props) -> bool {
@@ -238,6 +242,9 @@ impl Walk {
     ) -> Self {
         let timeline = device.create_timeline_semaphore();
         let events = callback.then(|| Arc::new(Mutex::new(Some(HashMap::new()))));
+        let device_budgets = (device.layout().memory_heaps.iter())
+            .map(|h| (h.size / 10 * 8, 0))
+            .collect();
         if let Some(events) = &events {
             allocator.set_memory_callback(api::tally_events(Arc::clone(events)));
         }
@@ -264,6 +271,7 @@ impl Walk {
             counted: 0,
             written_after_free_pool: None,
             injected: Vec::new(),
+            device_budgets,
         }
     }
 
@@ -386,11 +394,9 @@ impl Walk {
                 external_mib,
             } => {
                 let heap = u32::from(heap) % self.layout.memory_heaps.len() as u32;
-                self.device.set_heap_budget(
-                    heap,
-                    u64::from(budget_mib) << 20,
-                    u64::from(external_mib) << 20,
-                );
+                let figures = (u64::from(budget_mib) << 20, u64::from(external_mib) << 20);
+                self.device.set_heap_budget(heap, figures.0, figures.1);
+                self.device_budgets[heap as usize] = figures;
             }
             Op::LoseDevice => {
                 self.device.lose_device();

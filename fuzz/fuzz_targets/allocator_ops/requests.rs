@@ -193,6 +193,8 @@ impl Walk {
             !built.stale_pool,
             "a destroyed pool allocated {allocation:?}"
         );
+        let checked = self.checks_error(built);
+        assert_eq!(checked, None, "{allocation:?} for {request:?}");
 
         let t = allocation.memory_type();
         assert!(
@@ -381,34 +383,42 @@ impl Walk {
     /// Whether `error` is one the docs promise for `built`'s request, in
     /// a call that found the device as `before` says.
     pub(super) fn allocate_error_ok(&self, error: Error, built: &Built, before: &Before) -> bool {
-        let (allowed, stale_pool) = (built.allowed, built.stale_pool);
-        let desc = &built.request.desc;
-        let no_address =
-            desc.usage.contains(Usage::DEVICE_ADDRESS) && !self.layout.buffer_device_address;
-        if let Some(pool) = desc.pool {
-            if allowed & (1 << pool.memory_type()) == 0 {
-                return matches!(error, Error::PoolTypeNotAllowed { .. });
-            }
-            if stale_pool {
-                // The request's own flaws come first (the docs' order),
-                // then the pool's; no exhaustion.
-                return matches!(
-                    error,
-                    Error::StalePool
-                        | Error::SizeExceedsHeaps { .. }
-                        | Error::NoSuitableMemoryType { .. }
-                        | Error::SizeExceedsMaxAllocation { .. }
-                ) || (error == Error::DeviceAddressNotEnabled && no_address);
-            }
-        } else if allowed & self.usable_types() == 0 {
-            return matches!(error, Error::NoMemoryTypeBits(_));
+        if let Some(checked) = self.checks_error(built) {
+            // The checks before placement answer alone, in the docs'
+            // order, whatever the device's state.
+            return error == checked;
         }
-        let pool = self.pools.iter().find(|p| Some(p.pool) == desc.pool);
+        let desc = &built.request.desc;
         let request_size = built.request.requirements.size;
+        // The heaps the request may take memory in.
+        let heaps = match desc.pool {
+            Some(pool) => 1 << self.layout.memory_types[pool.memory_type() as usize].heap,
+            None => {
+                let types = built.allowed & self.suiting_types(desc.usage, request_size);
+                (self.layout.memory_types.iter().enumerate())
+                    .filter(|(t, _)| types & (1 << t) != 0)
+                    .fold(0u64, |mask, (_, ty)| mask | 1 << ty.heap)
+            }
+        };
+        let pool = self.pools.iter().find(|p| Some(p.pool) == desc.pool);
         match error {
+            // Predicted by `checks_error` where it is the answer.
+            Error::NoSuitableMemoryType { .. } => false,
             _ if self.memory_error_ok(&error, before) => true,
-            Error::DeviceAddressNotEnabled => no_address,
-            Error::OverBudget { .. } => desc.within_budget,
+            // A memory object of at least the request's size, in a heap it
+            // may take, past that heap's budget.
+            Error::OverBudget {
+                heap,
+                size,
+                usage,
+                budget,
+            } => {
+                desc.within_budget
+                    && heap < 64
+                    && heaps & (1 << heap) != 0
+                    && size >= request_size
+                    && !matches!(usage.checked_add(size), Some(total) if total <= budget)
+            }
             Error::NoRoomInExistingMemory => desc.existing_memory_only,
             // Only a pool of fixed blocks, for a request larger than one
             // (its size and margin, rounded as placed: the bytes the error
@@ -444,6 +454,90 @@ pub(super) const DEDICATED_ONLY: vk::ExternalMemoryHandleTypeFlags = {
 };
 
 impl Walk {
+    /// The error of the checks `allocate` makes of `built`'s request
+    /// before it places it (`place/candidates.rs`), in their order, when
+    /// one fails: a request naming a custom pool, live or destroyed, gets
+    /// `PoolTypeNotAllowed` (its bits refuse the pool's type), then
+    /// `DeviceAddressNotEnabled`, `SizeExceedsHeaps` (the pool's heap),
+    /// `NoSuitableMemoryType` (host access in a type the host cannot see,
+    /// naming that type), `SizeExceedsMaxAllocation`, then `StalePool`
+    /// for a destroyed one; a request naming none, `NoMemoryTypeBits`
+    /// (no usable type allowed), `DeviceAddressNotEnabled`, then, when no
+    /// allowed type that suits its usage has a heap of its size,
+    /// `SizeExceedsHeaps` naming the largest heap of those types (when
+    /// one suits) or of all the allowed ones, else `NoSuitableMemoryType`
+    /// naming its bits. (Flaws come before all: `Built::flaw`.)
+    pub(super) fn checks_error(&self, built: &Built) -> Option<Error> {
+        let request = &built.request;
+        let desc = &request.desc;
+        let (size, usage) = (request.requirements.size, desc.usage);
+        let type_bits = request.requirements.memory_type_bits & !desc.excluded_memory_types;
+        let no_address =
+            usage.contains(Usage::DEVICE_ADDRESS) && !self.layout.buffer_device_address;
+        let heap_of = |t: usize| {
+            let heap = self.layout.memory_types[t].heap as usize;
+            self.layout.memory_heaps.get(heap).map_or(0, |h| h.size)
+        };
+        let max = self.layout.max_memory_allocation_size;
+        if let Some(pool) = desc.pool {
+            let t = pool.memory_type();
+            let heap = heap_of(t as usize);
+            let props = self.layout.memory_types[t as usize].props;
+            return if type_bits & (1 << t) == 0 {
+                Some(Error::PoolTypeNotAllowed {
+                    memory_type: t,
+                    memory_type_bits: type_bits,
+                })
+            } else if no_address {
+                Some(Error::DeviceAddressNotEnabled)
+            } else if size > heap {
+                Some(Error::SizeExceedsHeaps {
+                    size,
+                    largest_heap: heap,
+                })
+            } else if usage.needs_host_access() && !props.contains(Props::HOST_VISIBLE) {
+                Some(Error::NoSuitableMemoryType {
+                    memory_type_bits: 1 << t,
+                    usage,
+                })
+            } else if size > max {
+                Some(Error::SizeExceedsMaxAllocation { size, max })
+            } else if built.stale_pool {
+                Some(Error::StalePool)
+            } else {
+                None
+            };
+        }
+        let bits = built.allowed & self.usable_types();
+        if bits == 0 {
+            return Some(Error::NoMemoryTypeBits(type_bits));
+        }
+        if no_address {
+            return Some(Error::DeviceAddressNotEnabled);
+        }
+        if bits & self.suiting_types(usage, size) != 0 {
+            return None;
+        }
+        let largest = |types: u32| {
+            (0..self.layout.memory_types.len())
+                .filter(|t| types & (1 << t) != 0)
+                .map(heap_of)
+                .max()
+        };
+        Some(match largest(bits & self.suiting_types(usage, 0)) {
+            Some(largest_heap) => Error::SizeExceedsHeaps { size, largest_heap },
+            None => match largest(bits).unwrap_or(0) {
+                largest_heap if size > largest_heap => {
+                    Error::SizeExceedsHeaps { size, largest_heap }
+                }
+                _ => Error::NoSuitableMemoryType {
+                    memory_type_bits: type_bits,
+                    usage,
+                },
+            },
+        })
+    }
+
     /// The device as an operation about to run finds it.
     pub(super) fn before(&self) -> Before {
         Before {

@@ -19,6 +19,9 @@ pub(super) struct RingModel {
     /// Whether its usage has host access: its chunks are host-visible then
     /// (else GPU scratch, maybe in memory the host cannot see).
     host_access: bool,
+    /// Whether its buffer usage has `SHADER_DEVICE_ADDRESS`: its
+    /// allocations give their device addresses then, else none.
+    device_address: bool,
     /// Its chunks' least alignment in their memory objects.
     min_alignment: u64,
     pub(super) chunks: Vec<RingChunkModel>,
@@ -239,6 +242,7 @@ impl Walk {
             chunk_size: size,
             grow,
             host_access,
+            device_address: buffer_usage.contains(B::SHADER_DEVICE_ADDRESS),
             min_alignment,
             chunks: vec![chunk],
             live: Vec::new(),
@@ -495,6 +499,19 @@ impl Walk {
                 (allocation.memory(), offset)
             );
         }
+        // Its chunk's buffer address (its memory's, at the buffer's
+        // offset there) and its offset in the buffer, exactly when the
+        // ring's buffers take device addresses.
+        let address = self.rings[i].device_address.then(|| {
+            let memory = self.device.memory_address(allocation.memory());
+            let memory = memory.unwrap_or_else(|| panic!("{allocation:?}: no memory address"));
+            memory + allocation.memory_offset()
+        });
+        assert_eq!(
+            allocation.device_address(),
+            address,
+            "{allocation:?}: its device address"
+        );
         self.rings[i].live.push((allocation, None));
         true
     }
