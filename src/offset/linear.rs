@@ -311,9 +311,24 @@ mod tests {
         // Invalid requests are not counted as failures; requests that do
         // not fit, or exceed the ring, are.
         assert_eq!(ring.failed_allocations(), 0);
-        assert!(ring.allocate(1000, 1).is_err());
-        assert!(ring.allocate(1025, 1).is_err());
+        // 266 bytes are held, so 758 are free: fewer than 1000.
+        assert_eq!(
+            ring.allocate(1000, 1),
+            Err(OffsetError::OutOfSpace {
+                size: 1000,
+                free: 758
+            })
+        );
+        assert_eq!(
+            ring.allocate(1025, 1),
+            Err(OffsetError::SizeExceedsCapacity {
+                size: 1025,
+                capacity: 1024
+            })
+        );
         assert_eq!(ring.failed_allocations(), 2);
+        // Neither failure changed the ring.
+        assert_eq!((ring.used(), ring.allocations()), (266, 2));
     }
 
     /// The ring counts bytes since creation; 2^16 + 1 frames of a whole
