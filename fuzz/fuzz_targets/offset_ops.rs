@@ -453,6 +453,8 @@ impl<const M: u32> PackedTwin<M> {
         assert_eq!(twin.storage_report(), public.storage_report());
         assert_eq!(twin.counters(), public.counters());
         assert_eq!(twin.search_stats(), public.search_stats());
+        // The shadow checks the public allocator's against the docs.
+        assert_eq!(twin.metadata_bytes(), public.metadata_bytes());
         assert_eq!(
             twin.fuzz_has_unused_slot(),
             u64::from(twin.slot_count()) > twin.counters().live_allocations

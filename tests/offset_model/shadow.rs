@@ -654,6 +654,17 @@ impl<const M: u32> Shadow<M> {
         assert_eq!(heap.free_bytes(), free_bytes);
         assert_eq!(heap.capacity(), self.capacity);
         assert_eq!(heap.slot_count(), self.slots);
+        // The host memory the docs give (README, "Metadata"; the type's
+        // docs): 32 bytes per slot and the sentinel, a bin table of
+        // `12 << (M + 6)` bytes, and the struct.
+        assert_eq!(
+            heap.metadata_bytes(),
+            32 * (self.slots as usize + 1)
+                + (12 << (M + 6))
+                + std::mem::size_of::<OffsetAllocator<M>>(),
+            "metadata_bytes with {} slots",
+            self.slots
+        );
         assert_eq!(heap.is_empty(), self.live.is_empty());
         assert_eq!(heap.counters(), &self.counters);
 

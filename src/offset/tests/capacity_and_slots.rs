@@ -55,6 +55,59 @@ fn metadata_bytes_counts_nodes_bin_tables_and_the_struct() {
     assert_eq!(heap.metadata_bytes(), 16 * 32 + fixed);
 }
 
+/// What the docs give `metadata_bytes` as for `M` mantissa bits and
+/// `slots` slots: 32 bytes per slot and the sentinel (README, "Metadata:
+/// 32 bytes per allocation slot"), a bin table of `12 << (M + 6)` bytes
+/// (`OffsetAllocator`'s docs: a `u32` head and a `u64` bound for each of
+/// its `64 << M` bins) and the struct.
+fn documented_metadata_bytes<const M: u32>(slots: u32) -> usize {
+    32 * (slots as usize + 1) + (12 << (M + 6)) + std::mem::size_of::<OffsetAllocator<M>>()
+}
+
+/// The figure of every mantissa width, not only `M = 3`'s: on creation
+/// (no slots too), unchanged by allocations, frees and `grow`, and 32
+/// bytes more per slot `reserve_slots` adds (exactly, not a doubling of
+/// the node table); a clone holds the same.
+fn metadata_bytes_as_documented<const M: u32>() {
+    assert_eq!(
+        OffsetAllocator::<M>::new(1 << 20, 0)
+            .unwrap()
+            .metadata_bytes(),
+        documented_metadata_bytes::<M>(0),
+        "M = {M}, no slots"
+    );
+    let mut heap = OffsetAllocator::<M>::new(1 << 20, 10).unwrap();
+    assert_eq!(heap.metadata_bytes(), documented_metadata_bytes::<M>(10));
+    let ids: Vec<_> = (0..10)
+        .map(|_| heap.allocate(100, 16).unwrap().id)
+        .collect();
+    heap.grow(1 << 10).unwrap();
+    heap.free(ids[3]).unwrap();
+    assert_eq!(
+        heap.metadata_bytes(),
+        documented_metadata_bytes::<M>(10),
+        "M = {M}"
+    );
+    for (added, total) in [(1, 11), (5, 16), (0, 16), (17, 33)] {
+        heap.reserve_slots(added).unwrap();
+        assert_eq!(
+            heap.metadata_bytes(),
+            documented_metadata_bytes::<M>(total),
+            "M = {M}, {total} slots"
+        );
+    }
+    assert_eq!(heap.clone().metadata_bytes(), heap.metadata_bytes());
+}
+
+#[test]
+fn metadata_bytes_is_the_documented_figure_for_every_mantissa_width() {
+    metadata_bytes_as_documented::<2>();
+    metadata_bytes_as_documented::<3>();
+    metadata_bytes_as_documented::<4>();
+    metadata_bytes_as_documented::<5>();
+    metadata_bytes_as_documented::<6>();
+}
+
 /// Metadata the host cannot allocate is a typed error, not an abort, and
 /// leaves the allocator as it was. `MAX_SLOTS` slots take 128 GiB and a
 /// `u32::MAX`-frame table 64 GiB: above what the unit tests' global
