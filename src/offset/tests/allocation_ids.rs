@@ -85,3 +85,93 @@ fn a_slot_retires_before_its_generation_comes_round() {
     heap.free(next.id).unwrap();
     assert_eq!(heap.storage_report().largest_free_range, 100);
 }
+
+/// A retired slot among live ones, as the docs describe it
+/// ([`AllocationId`], [`OffsetError::OutOfSlots`], `slot_count`): it is
+/// never handed out again, by any call; `slot_count` and `OutOfSlots`
+/// still count it, and the pools' `has_unused_slot` says no slot is left
+/// when the others are live (so they reserve more, as after any
+/// `OutOfSlots`); its last id stays stale for every call that takes an id
+/// (`free`, `free_packed`, `get`, `gaps_around`, `allocate_in_gap`), and
+/// the bytes it held merge with their neighbours as any free does.
+#[test]
+fn a_retired_slot_is_counted_but_never_handed_out_again() {
+    let mut heap = OffsetAllocator::<3>::new(100, 3).unwrap();
+    let a = heap.allocate(10, 1).unwrap();
+    let b = heap.allocate(10, 1).unwrap();
+    let c = heap.allocate(10, 1).unwrap();
+    heap.free(b.id).unwrap();
+    // Fast-forward b's slot to its last reuse, as if freed 2^31 - 1 times.
+    heap.nodes[b.id.slot as usize].set_generation(u32::MAX - 1);
+    let last = heap.allocate(10, 1).unwrap();
+    assert_eq!(
+        (last.id.slot, last.id.generation, last.offset),
+        (b.id.slot, u32::MAX, 10)
+    );
+    assert_eq!(heap.free(last.id).map(|r| (r.offset, r.size)), Ok((10, 10)));
+
+    // Retired: counted, but no call places anything with it.
+    assert_eq!(heap.slot_count(), 3);
+    assert!(!heap.has_unused_slot());
+    assert_eq!(heap.allocate(10, 1), Err(OffsetError::OutOfSlots(3)));
+    for strategy in [
+        Strategy::MinMemory,
+        Strategy::MinOffset,
+        Strategy::MaxOffset,
+    ] {
+        assert_eq!(
+            heap.allocate_with(10, 1, strategy),
+            Err(OffsetError::OutOfSlots(3))
+        );
+        assert_eq!(heap.allocate_packed_with(10, 1, strategy), None);
+    }
+    assert_eq!(heap.allocate_packed(10, 1), None);
+    assert_eq!(
+        heap.allocate_below(10, 1, 100),
+        Err(OffsetError::OutOfSlots(3))
+    );
+    assert_eq!(
+        heap.allocate_in_gap(Some(a.id), 10, 1),
+        Err(OffsetError::OutOfSlots(3))
+    );
+
+    // Every id the slot carried stays stale, whatever the call.
+    for old in [b.id, last.id] {
+        assert_eq!(heap.free(old), Err(OffsetError::StaleId));
+        assert_eq!(heap.free_packed(old), None);
+        assert_eq!(heap.get(old), None);
+        assert_eq!(heap.gaps_around(old), None);
+        assert_eq!(
+            heap.allocate_in_gap(Some(old), 1, 1),
+            Err(OffsetError::StaleId)
+        );
+    }
+    assert_eq!(
+        heap.allocations().map(|x| x.id).collect::<Vec<_>>(),
+        [a.id, c.id]
+    );
+
+    // The other slots serve as before; the retired one is skipped, also
+    // after new slots are reserved.
+    heap.free(c.id).unwrap();
+    heap.reserve_slots(2).unwrap();
+    let mut live = vec![a];
+    while let Ok(next) = heap.allocate(5, 1) {
+        assert_ne!(next.id.slot, b.id.slot, "the retired slot handed out");
+        live.push(next);
+    }
+    // a, and the three of the four free slots that are not retired.
+    assert_eq!(live.len(), 4);
+    assert_eq!(heap.allocate(5, 1), Err(OffsetError::OutOfSlots(5)));
+    for allocation in live {
+        heap.free(allocation.id).unwrap();
+    }
+    assert_eq!(heap.free(last.id), Err(OffsetError::StaleId));
+    assert_eq!(
+        heap.free_ranges().collect::<Vec<_>>(),
+        [FreeRange {
+            offset: 0,
+            size: 100
+        }]
+    );
+}
