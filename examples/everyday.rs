@@ -10,11 +10,14 @@
 //! Run it with `scripts/with-vulkan.sh cargo run --example everyday` (when
 //! lavapipe or the validation layer is missing, the script installs it as
 //! root, or says what to install).
-//! It exits non-zero if the data does not survive the round trip or the
-//! validation layer reports anything.
+//! It exits non-zero if the data does not survive the round trip, the
+//! validation layer reports anything, the allocator logs a warning or an
+//! error (a leak at its drop is one) or memory is left after `trim`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+#[path = "common/allocator_log.rs"]
+mod allocator_log;
 #[path = "common/validation.rs"]
 mod validation;
 
@@ -28,6 +31,7 @@ const BYTES: u64 = (WIDTH * HEIGHT * 4) as u64;
 
 fn main() {
     validation::enable_submit_time_sync_validation();
+    allocator_log::install();
     // SAFETY: loading the system's Vulkan loader library.
     let entry = unsafe { ash::Entry::load() }
         .expect("no Vulkan loader: install libvulkan1 (scripts/with-vulkan.sh does)");
@@ -338,11 +342,10 @@ fn main() {
         allocator.destroy_buffer(readback, readback_memory).unwrap();
         allocator.destroy_image(image, image_memory).unwrap();
     }
+    // Every allocation is freed, so `trim` releases every block.
     let released = allocator.trim();
-    println!(
-        "trim released {released} bytes; {} memory objects left",
-        allocator.stats().memory_objects
-    );
+    let memory_left = allocator.stats().memory_objects;
+    println!("trim released {released} bytes; {memory_left} memory objects left");
     drop(allocator);
     // SAFETY: everything created from these handles is destroyed, in order.
     unsafe {
@@ -354,7 +357,9 @@ fn main() {
     }
     let messages = validation::messages();
     println!("validation messages: {messages}");
-    if !round_trip || messages > 0 {
+    let warnings = allocator_log::allocator_warnings();
+    println!("allocator warnings and errors (leaks included): {warnings}");
+    if !round_trip || messages > 0 || warnings > 0 || memory_left > 0 {
         std::process::exit(1);
     }
 }

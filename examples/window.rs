@@ -13,10 +13,13 @@
 //! VK_SUBALLOC_FRAMES=120 xvfb-run -a scripts/with-vulkan.sh cargo run --example window --features window-example
 //! ```
 //!
-//! Exits non-zero if the validation layer reported anything.
+//! Exits non-zero if the validation layer reported anything or the
+//! allocator logged a warning or an error (a leak at its drop is one).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+#[path = "common/allocator_log.rs"]
+mod allocator_log;
 #[path = "common/validation.rs"]
 mod validation;
 
@@ -658,6 +661,7 @@ impl ApplicationHandler for App {
 
 fn main() {
     validation::enable_submit_time_sync_validation();
+    allocator_log::install();
     let frame_limit = std::env::var("VK_SUBALLOC_FRAMES")
         .ok()
         .and_then(|v| v.parse().ok());
@@ -670,7 +674,9 @@ fn main() {
     event_loop.run_app(&mut app).unwrap();
     let messages = validation::messages();
     println!("validation messages: {messages}");
-    if messages > 0 {
+    let warnings = allocator_log::allocator_warnings();
+    println!("allocator warnings and errors (leaks included): {warnings}");
+    if messages > 0 || warnings > 0 {
         std::process::exit(1);
     }
 }
