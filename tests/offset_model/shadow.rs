@@ -367,7 +367,7 @@ impl<const M: u32> Shadow<M> {
                 self.counters.failed_allocations += 1;
                 self.counters.failed_bytes = self.counters.failed_bytes.saturating_add(size);
                 if align == 1 && self.heap.search_stats().boundary_searches > searches {
-                    self.check_repeated_failure(size);
+                    self.check_repeated_failure(size, expected);
                 }
             }
             (Ok(allocation), None) => {
@@ -465,11 +465,12 @@ impl<const M: u32> Shadow<M> {
     /// (checked on a clone, whose counters then differ). With a larger
     /// alignment a bin may keep gaps of `size` bytes or more that the
     /// alignment shifts the request out of, and is walked again.
-    fn check_repeated_failure(&self, size: u64) {
+    fn check_repeated_failure(&self, size: u64, error: OffsetError) {
         let mut again = self.heap.clone();
         let before = again.search_stats().gaps_visited;
-        assert!(
-            again.allocate(size, 1).is_err(),
+        assert_eq!(
+            again.allocate(size, 1),
+            Err(error),
             "repeat of allocate({size}, 1)"
         );
         assert_eq!(

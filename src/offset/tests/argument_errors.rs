@@ -26,7 +26,13 @@ fn bad_requests_are_typed_errors() {
     assert_eq!(heap.allocate(1, 1), Err(OffsetError::OutOfSlots(1)));
     heap.reserve_slots(1).unwrap();
     heap.allocate(1, 1).unwrap();
-    assert!(OffsetAllocator::<3>::new(MAX_CAPACITY + 1, 1).is_err());
+    assert_eq!(
+        OffsetAllocator::<3>::new(MAX_CAPACITY + 1, 1).map(|_| ()),
+        Err(OffsetError::CapacityTooLarge {
+            requested: MAX_CAPACITY + 1,
+            max: MAX_CAPACITY
+        })
+    );
 }
 
 /// The exact result of each adversarial argument tried on the core's public

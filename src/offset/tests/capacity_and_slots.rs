@@ -21,10 +21,14 @@ fn slot_counts_past_the_limit_are_refused() {
         })
     );
     let mut heap = OffsetAllocator::<3>::new(1000, 1).unwrap();
-    assert!(matches!(
+    assert_eq!(
         heap.reserve_slots(u32::MAX - 2),
-        Err(OffsetError::TooManySlots { max, .. }) if max == limit
-    ));
+        Err(OffsetError::TooManySlots {
+            requested: limit + 1,
+            max: limit
+        })
+    );
+    assert_eq!(heap.slot_count(), 1);
 }
 
 #[test]

@@ -52,12 +52,34 @@ fn a_repeated_failing_request_visits_no_gap_again() {
     let taken = heap.allocate(71, 1).unwrap();
     assert_eq!(visited(&heap), before + 1);
     // The bin's bound still says 71: a request of 70 walks its three gaps,
-    // fails, and makes the bound exact (67).
-    assert!(heap.allocate(70, 1).is_err());
+    // fails, and makes the bound exact (67). 198 bytes are free, in the
+    // three gaps.
+    assert_eq!(
+        heap.allocate(70, 1),
+        Err(OffsetError::TooFragmented {
+            size: 70,
+            align: 1,
+            free: 198
+        })
+    );
     assert_eq!(visited(&heap), before + 4);
     let searches = heap.search_stats().boundary_searches;
-    assert!(heap.allocate(70, 1).is_err());
-    assert!(heap.allocate(68, 1).is_err());
+    assert_eq!(
+        heap.allocate(70, 1),
+        Err(OffsetError::TooFragmented {
+            size: 70,
+            align: 1,
+            free: 198
+        })
+    );
+    assert_eq!(
+        heap.allocate(68, 1),
+        Err(OffsetError::TooFragmented {
+            size: 68,
+            align: 1,
+            free: 198
+        })
+    );
     assert_eq!(visited(&heap), before + 4);
     assert_eq!(heap.search_stats().boundary_searches, searches + 2);
     // The 71-byte gap comes back: the next search finds it.
@@ -159,8 +181,17 @@ fn only_a_space_error_counts_a_boundary_search() {
     let mut heap = OffsetAllocator::<3>::new(1000, 1).unwrap();
     let failures = |heap: &OffsetAllocator<3>| heap.counters().failed_allocations;
     assert_eq!(heap.allocate(0, 1), Err(OffsetError::ZeroSize));
-    assert!(heap.allocate(8, 3).is_err());
-    assert!(heap.allocate(1001, 1).is_err());
+    assert_eq!(
+        heap.allocate(8, 3),
+        Err(OffsetError::AlignmentNotPowerOfTwo(3))
+    );
+    assert_eq!(
+        heap.allocate(1001, 1),
+        Err(OffsetError::SizeExceedsCapacity {
+            size: 1001,
+            capacity: 1000
+        })
+    );
     assert_eq!(failures(&heap), 1);
     assert_eq!(heap.search_stats(), SearchStats::default());
 
@@ -170,14 +201,23 @@ fn only_a_space_error_counts_a_boundary_search() {
     assert_eq!(heap.search_stats(), SearchStats::default());
 
     heap.reserve_slots(1).unwrap();
-    assert!(matches!(
+    // 990 bytes free, at 10: fewer than 995, and 990 of them from 16 on
+    // pass the end.
+    assert_eq!(
         heap.allocate(995, 1),
-        Err(OffsetError::OutOfSpace { .. })
-    ));
-    assert!(matches!(
+        Err(OffsetError::OutOfSpace {
+            size: 995,
+            free: 990
+        })
+    );
+    assert_eq!(
         heap.allocate(990, 16),
-        Err(OffsetError::TooFragmented { .. })
-    ));
+        Err(OffsetError::TooFragmented {
+            size: 990,
+            align: 16,
+            free: 990
+        })
+    );
     assert_eq!(failures(&heap), 4);
     assert_eq!(heap.search_stats().boundary_searches, 2);
     heap.free(kept.id).unwrap();
@@ -382,7 +422,14 @@ fn min_offset_takes_the_lowest_range_that_holds_the_request() {
     let mut min_time = heap.clone();
     let error = min_offset.allocate_with(5001, 1, Strategy::MinOffset);
     assert_eq!(error, min_time.allocate(5001, 1));
-    assert!(matches!(error, Err(OffsetError::TooFragmented { .. })));
+    assert_eq!(
+        error,
+        Err(OffsetError::TooFragmented {
+            size: 5001,
+            align: 1,
+            free: 6100
+        })
+    );
     assert_eq!(min_offset.counters(), min_time.counters());
     assert_eq!(
         heap.clone().allocate_with(0, 1, Strategy::MinOffset),
@@ -411,10 +458,14 @@ fn max_offset_takes_the_highest_place_that_holds_the_request() {
     assert_eq!(highest(1000, 4096), Ok(4096));
     // 4096-aligned 2100 bytes: the last range's one multiple, 4096, leaves
     // too little; none of the others holds it.
-    assert!(matches!(
+    assert_eq!(
         highest(2100, 4096),
-        Err(OffsetError::TooFragmented { .. })
-    ));
+        Err(OffsetError::TooFragmented {
+            size: 2100,
+            align: 4096,
+            free: 6100
+        })
+    );
     // 2000 at 2048-alignment: 4096 in the last range (6116 - 2000 = 4116).
     assert_eq!(highest(2000, 2048), Ok(4096));
     // With the last range taken, the one before: 1000 bytes end at 1108.
