@@ -245,7 +245,7 @@ impl<'a> World<'a> {
     /// device, no full pool); else exhaustion on small heaps with few
     /// memory objects, `OverBudget` only when it asked to stay within
     /// budget, or a full pool when it names one.
-    fn check_refusal(request: &Request<'_>, error: Error) {
+    fn check_refusal(&self, request: &Request<'_>, error: Error) {
         let size = request.requirements.size;
         let min_alignment = request.desc.min_alignment;
         if min_alignment != 0 && !min_alignment.is_power_of_two() {
@@ -265,6 +265,47 @@ impl<'a> World<'a> {
                 request.desc.within_budget,
                 request.desc.pool
             );
+            self.check_refusal_figures(request, error);
+        }
+    }
+
+    /// Panics unless the figures of `error`, a refusal of `request` for
+    /// want of memory, are those the walk knows: the device's
+    /// `maxMemoryAllocationCount`; the `max_blocks` of the pool the request
+    /// names; for `OverBudget`, a reading with no room for the refused
+    /// memory object, which holds the request, in the heap of the pool's
+    /// type for a pool's request. (Which default memory type was refused
+    /// last, and the heap's usage then, race the other threads.)
+    fn check_refusal_figures(&self, request: &Request<'_>, error: Error) {
+        let size = request.requirements.size;
+        let heap_of = |t: u32| self.device.layout().memory_types[t as usize].heap;
+        match error {
+            Error::TooManyObjects(limit) => assert_eq!(limit, self.object_limit, "{error:?}"),
+            Error::PoolFull { max_blocks } => {
+                let pool = request.desc.pool.unwrap();
+                assert_eq!(
+                    Some(max_blocks),
+                    self.pool_max_blocks(pool),
+                    "{error:?} for {pool:?}"
+                );
+            }
+            Error::OverBudget {
+                heap,
+                size: refused,
+                usage,
+                budget,
+            } => {
+                let pool_heap = request.desc.pool.map(|p| heap_of(p.memory_type()));
+                assert!(
+                    pool_heap.map_or(true, |h| h == heap)
+                        && refused >= size
+                        && usage
+                            .checked_add(refused)
+                            .map_or(true, |total| total > budget),
+                    "{error:?} for {size} bytes (pool's heap {pool_heap:?})"
+                );
+            }
+            _ => {}
         }
     }
 
@@ -281,7 +322,7 @@ impl<'a> World<'a> {
         let mut allocation = match self.allocator.allocate(request) {
             Ok(allocation) => allocation,
             Err(error) => {
-                Self::check_refusal(request, error);
+                self.check_refusal(request, error);
                 return None;
             }
         };
