@@ -145,7 +145,7 @@ impl World<'_> {
             .name("private");
         let pool = match self.allocator.create_pool(&desc) {
             Ok(pool) => pool,
-            Err(error) if Self::exhausted(&error) => return,
+            Err(error) if self.exhausted(&error) => return,
             Err(error) => panic!("create_pool: {error:?}"),
         };
         let stats = self.allocator.pool_stats(&pool).unwrap();
