@@ -623,8 +623,16 @@ impl BudgetWalk {
         if let Some(ring) = self.ring {
             let size = 1 + self.rng.below(3 * MIB);
             let result = self.allocator.ring_allocate(ring, size, 256);
-            self.log
-                .push(format!("{step}: {size} bytes of ring: {:?}", result.err()));
+            self.log.push(format!(
+                "{step}: {size} bytes of ring: {:?}",
+                result.as_ref().err()
+            ));
+            // A growing ring past its chunks adds one (the ring's size, or
+            // `size` if larger), not held to the budget: short of device
+            // memory is its only refusal here.
+            if let Err(error) = result {
+                assert_eq!(error, Error::OutOfDeviceMemory, "{}", self.ctx());
+            }
         }
     }
 
