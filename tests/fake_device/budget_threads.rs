@@ -84,12 +84,31 @@ fn within_budget_threads_never_pass_the_budget() {
                                     ResourceKind::Buffer,
                                 )
                                 .within_budget();
-                                if rng.below(2) == 0 {
+                                let always = rng.below(2) == 0;
+                                if always {
                                     request = request.dedicated(DedicatedPolicy::Always);
                                 }
                                 match allocator.allocate(&request) {
                                     Ok(allocation) => live.lock().unwrap().push(allocation),
-                                    Err(Error::OverBudget { .. }) => {}
+                                    // Both types live in heap 0, whose
+                                    // budget stays put; its usage races the
+                                    // other threads, yet the reading that
+                                    // refused must have had no room. The
+                                    // memory refused: the request's own
+                                    // (dedicated), or a block.
+                                    Err(Error::OverBudget {
+                                        heap,
+                                        size: refused,
+                                        usage,
+                                        budget: read,
+                                    }) => assert!(
+                                        heap == 0
+                                            && read == budget
+                                            && usage + refused > read
+                                            && refused >= size
+                                            && (!always || refused == size),
+                                        "{test}: seed {seed}: {size} bytes, dedicated always {always}: OverBudget {{ heap: {heap}, size: {refused}, usage: {usage}, budget: {read} }}"
+                                    ),
                                     Err(error) => panic!("{test}: seed {seed}: {error:?}"),
                                 }
                             }
@@ -176,9 +195,16 @@ fn a_reading_that_races_a_free_and_a_new_object_never_lowers_the_estimate() {
     let made = made.lock().unwrap().take().expect("the hook made memory");
     // 100 (others) + 64 (made) + 100 MiB pass the 256 MiB budget.
     let refused = allocator.allocate(&vram_only(100 * MIB));
-    assert!(
-        matches!(refused, Err(Error::OverBudget { heap: 0, .. })),
-        "{refused:?}: usage {:?}, device {:?}",
+    // Refused on the exact usage: the others' and the memory made.
+    assert_eq!(
+        refused.map(|a| a.size()),
+        Err(Error::OverBudget {
+            heap: 0,
+            size: 100 * MIB,
+            usage: 164 * MIB,
+            budget: 256 * MIB
+        }),
+        "usage {:?}, device {:?}",
         allocator.budgets()[0],
         device.heap_usage()
     );

@@ -26,7 +26,14 @@
 //!   that error;
 //! - a request free to take any memory type of its usage failed only when
 //!   no such type had room for its last attempt (its own size in dedicated
-//!   memory), with `OutOfDeviceMemory`, or `OverBudget` within budget.
+//!   memory), with `OutOfDeviceMemory`, or `OverBudget` within budget;
+//! - an `OverBudget` carries its last attempt's figures: a heap of a type
+//!   the request may take (the pinned type's, the pool's), that heap's
+//!   budget and usage exactly as `budgets()` reads them after the call,
+//!   too high for the memory object, whose size is the request's own with
+//!   `DedicatedPolicy::Always`, a pool's fixed block size, else between
+//!   the request's size and the block bound above (a preferred block for
+//!   a request that may take dedicated memory).
 
 use std::collections::HashSet;
 
@@ -44,11 +51,22 @@ use super::{allocator, finish, layout_model, FakeAllocator};
 const MIB: u64 = 1 << 20;
 /// Every heap's size: its preferred block is 1/8 of it (64 MiB).
 const HEAP: u64 = 512 * MIB;
+/// The preferred block of every heap.
+const PREFERRED_BLOCK: u64 = HEAP / 8;
 /// The smallest block a refused one is retried at: 1/64 of the preferred.
-const SMALLEST_BLOCK: u64 = HEAP / 8 / 64;
+const SMALLEST_BLOCK: u64 = PREFERRED_BLOCK / 64;
 /// Walks per layout, and steps per walk.
 const WALKS: u64 = 2;
 const STEPS: u64 = 300;
+
+/// The bytes of the memory object a refused request's last attempt asked
+/// for, as far as the walk knows them.
+#[derive(Clone, Copy)]
+enum Bytes {
+    Exactly(u64),
+    /// A block of a size in this range.
+    Between(u64, u64),
+}
 
 struct BudgetWalk {
     rng: Rng,
@@ -292,13 +310,21 @@ impl BudgetWalk {
                 self.live.push(allocation);
             }
             Err(error) => {
-                self.assert_short_of_memory(error, within);
                 let room = self.room(heap, within);
                 let last_attempt = if never {
                     2 * size.next_multiple_of(256).max(SMALLEST_BLOCK)
                 } else {
                     size
                 };
+                // `Always`: dedicated memory alone. `Auto`: a block, then
+                // dedicated memory, or (large) the other way round: a
+                // preferred block at most.
+                let bytes = match policy {
+                    DedicatedPolicy::Never => Bytes::Between(size, last_attempt),
+                    DedicatedPolicy::Always => Bytes::Exactly(size),
+                    _ => Bytes::Between(size, PREFERRED_BLOCK.max(size)),
+                };
+                self.assert_short_of_memory(error, within, &[heap], bytes);
                 assert!(
                     room < last_attempt,
                     "{}: {error:?} for {size} bytes, with {room} bytes of room (the driver's {}, the budget's {})",
@@ -341,8 +367,20 @@ impl BudgetWalk {
             Ok(allocation) => allocation,
             Err(error) => {
                 // Its last attempt in each type asks the driver for
-                // dedicated memory of its own size.
-                self.assert_short_of_memory(error, within);
+                // dedicated memory of its own size (or, for a large one
+                // that tried dedicated memory first, a block: figures of
+                // at most a preferred block).
+                let heaps: Vec<usize> = self
+                    .candidates(usage)
+                    .into_iter()
+                    .map(|t| self.heap_of(t))
+                    .collect();
+                self.assert_short_of_memory(
+                    error,
+                    within,
+                    &heaps,
+                    Bytes::Between(size, PREFERRED_BLOCK.max(size)),
+                );
                 for t in self.candidates(usage) {
                     let heap = self.heap_of(t);
                     let room = self.room(heap, within);
@@ -369,14 +407,54 @@ impl BudgetWalk {
     }
 
     /// Panics unless `error` says the memory ran short: out of device
-    /// memory, or over budget for a request `within` it.
-    fn assert_short_of_memory(&self, error: Error, within: bool) {
+    /// memory, or over budget for a request `within` it, with the figures
+    /// of its last attempt (`Error::OverBudget`'s docs): a heap of
+    /// `heaps` (those of the memory types the request may take), that
+    /// heap's budget and usage as the allocator reads them (the model's,
+    /// unchanged since the refusal: nothing is made or released after
+    /// it), and `bytes`' memory object (its own size in dedicated memory,
+    /// a pool's fixed block), which those figures have no room for.
+    fn assert_short_of_memory(&self, error: Error, within: bool, heaps: &[usize], bytes: Bytes) {
+        let ctx = self.ctx();
+        let Error::OverBudget {
+            heap,
+            size,
+            usage,
+            budget,
+        } = error
+        else {
+            assert_eq!(
+                error,
+                Error::OutOfDeviceMemory,
+                "{ctx}: within budget {within}"
+            );
+            return;
+        };
         assert!(
-            error == Error::OutOfDeviceMemory
-                || (within && matches!(error, Error::OverBudget { .. })),
-            "{}: {error:?}, within budget {within}",
-            self.ctx()
+            within,
+            "{ctx}: {error:?} for a request not held to the budget"
         );
+        let heap = heap as usize;
+        assert!(
+            heaps.contains(&heap),
+            "{ctx}: {error:?}, heap not one of {heaps:?}"
+        );
+        assert_eq!(
+            (budget, usage),
+            (self.budget(heap), self.usage(heap)),
+            "{ctx}: {error:?}: heap {heap}'s budget and usage"
+        );
+        assert!(
+            usage.checked_add(size).map_or(true, |total| total > budget),
+            "{ctx}: {error:?} within the budget"
+        );
+        match bytes {
+            Bytes::Exactly(bytes) => assert_eq!(size, bytes, "{ctx}: {error:?}: its memory object"),
+            Bytes::Between(least, most) => assert!(
+                (least..=most).contains(&size),
+                "{ctx}: {error:?}: its block, of {least}..={most} bytes"
+            ),
+        }
     }
 
     /// A request in a custom pool (made first, up to three), which fails
@@ -425,7 +503,6 @@ impl BudgetWalk {
             // device-local request needs no host access: short of memory
             // is its only failure.
             Err(error) => {
-                self.assert_short_of_memory(error, within);
                 let heap = self.heap_of(pool_type);
                 let room = self.room(heap, within);
                 let last_attempt = if pool_block != 0 {
@@ -433,6 +510,12 @@ impl BudgetWalk {
                 } else {
                     2 * size.next_multiple_of(256).max(SMALLEST_BLOCK)
                 };
+                let bytes = if pool_block != 0 {
+                    Bytes::Exactly(pool_block)
+                } else {
+                    Bytes::Between(size, last_attempt)
+                };
+                self.assert_short_of_memory(error, within, &[heap], bytes);
                 assert!(
                     room < last_attempt,
                     "{}: pool {error:?} for {size} bytes with {room} bytes of room",
@@ -540,8 +623,16 @@ impl BudgetWalk {
         if let Some(ring) = self.ring {
             let size = 1 + self.rng.below(3 * MIB);
             let result = self.allocator.ring_allocate(ring, size, 256);
-            self.log
-                .push(format!("{step}: {size} bytes of ring: {:?}", result.err()));
+            self.log.push(format!(
+                "{step}: {size} bytes of ring: {:?}",
+                result.as_ref().err()
+            ));
+            // A growing ring past its chunks adds one (the ring's size, or
+            // `size` if larger), not held to the budget: short of device
+            // memory is its only refusal here.
+            if let Err(error) = result {
+                assert_eq!(error, Error::OutOfDeviceMemory, "{}", self.ctx());
+            }
         }
     }
 

@@ -196,9 +196,14 @@ impl<'a> World<'a> {
     /// Whether `error` is one a request that need not stay within budget
     /// (an upload ring's chunk, a pool's first blocks) may meet on small
     /// heaps with few memory objects: not `OverBudget`, which only
-    /// within-budget requests get (`allocate`'s docs).
-    fn exhausted(error: &Error) -> bool {
-        matches!(error, Error::OutOfDeviceMemory | Error::TooManyObjects(_))
+    /// within-budget requests get (`allocate`'s docs); `TooManyObjects`
+    /// with the device's `maxMemoryAllocationCount`.
+    fn exhausted(&self, error: &Error) -> bool {
+        match *error {
+            Error::OutOfDeviceMemory => true,
+            Error::TooManyObjects(limit) => limit == self.object_limit,
+            _ => false,
+        }
     }
 
     /// A request as the threads make them: mostly small buffers, some
@@ -245,7 +250,7 @@ impl<'a> World<'a> {
     /// device, no full pool); else exhaustion on small heaps with few
     /// memory objects, `OverBudget` only when it asked to stay within
     /// budget, or a full pool when it names one.
-    fn check_refusal(request: &Request<'_>, error: Error) {
+    fn check_refusal(&self, request: &Request<'_>, error: Error) {
         let size = request.requirements.size;
         let min_alignment = request.desc.min_alignment;
         if min_alignment != 0 && !min_alignment.is_power_of_two() {
@@ -260,11 +265,51 @@ impl<'a> World<'a> {
             let full = matches!(error, Error::PoolFull { .. }) && request.desc.pool.is_some();
             let over = matches!(error, Error::OverBudget { .. }) && request.desc.within_budget;
             assert!(
-                Self::exhausted(&error) || full || over,
+                self.exhausted(&error) || full || over,
                 "allocate {size} (within budget: {}, pool: {:?}): {error:?}",
                 request.desc.within_budget,
                 request.desc.pool
             );
+            self.check_refusal_figures(request, error);
+        }
+    }
+
+    /// Panics unless the figures of `error`, a refusal of `request` for
+    /// want of memory, are those the walk knows (past
+    /// [`exhausted`](Self::exhausted)'s): the `max_blocks` of the pool the request
+    /// names; for `OverBudget`, a reading with no room for the refused
+    /// memory object, which holds the request, in the heap of the pool's
+    /// type for a pool's request. (Which default memory type was refused
+    /// last, and the heap's usage then, race the other threads.)
+    fn check_refusal_figures(&self, request: &Request<'_>, error: Error) {
+        let size = request.requirements.size;
+        let heap_of = |t: u32| self.device.layout().memory_types[t as usize].heap;
+        match error {
+            Error::PoolFull { max_blocks } => {
+                let pool = request.desc.pool.unwrap();
+                assert_eq!(
+                    Some(max_blocks),
+                    self.pool_max_blocks(pool),
+                    "{error:?} for {pool:?}"
+                );
+            }
+            Error::OverBudget {
+                heap,
+                size: refused,
+                usage,
+                budget,
+            } => {
+                let pool_heap = request.desc.pool.map(|p| heap_of(p.memory_type()));
+                assert!(
+                    pool_heap.map_or(true, |h| h == heap)
+                        && refused >= size
+                        && usage
+                            .checked_add(refused)
+                            .map_or(true, |total| total > budget),
+                    "{error:?} for {size} bytes (pool's heap {pool_heap:?})"
+                );
+            }
+            _ => {}
         }
     }
 
@@ -281,7 +326,7 @@ impl<'a> World<'a> {
         let mut allocation = match self.allocator.allocate(request) {
             Ok(allocation) => allocation,
             Err(error) => {
-                Self::check_refusal(request, error);
+                self.check_refusal(request, error);
                 return None;
             }
         };
@@ -405,8 +450,10 @@ impl<'a> World<'a> {
         let align = 1 << rng.below(9);
         let allocation = match self.allocator.ring_allocate(ring, size, align) {
             Ok(allocation) => allocation,
-            Err(Error::UploadRingFull { .. }) => return,
-            Err(error) if Self::exhausted(&error) => return,
+            // Every ring holds 4096 bytes at least: full for now (its free
+            // bytes race the other threads), never too small.
+            Err(Error::UploadRingFull { size: asked, .. }) if asked == size => return,
+            Err(error) if self.exhausted(&error) => return,
             Err(error) => panic!("ring_allocate: {error:?}"),
         };
         assert_eq!(allocation.buffer_offset() % align, 0);
@@ -484,8 +531,10 @@ impl<'a> World<'a> {
                             assert!(config.detect_corruption || config.debug_fill);
                             assert!(report.is_clean(), "{report:?}");
                         }
-                        Err(Error::CorruptionDetectionOff { .. })
-                            if !config.detect_corruption && !config.debug_fill => {}
+                        Err(Error::CorruptionDetectionOff { memory_type_bits })
+                            if memory_type_bits == !0
+                                && !config.detect_corruption
+                                && !config.debug_fill => {}
                         Err(error) => panic!("check_corruption: {error:?}"),
                     }
                 }
@@ -504,7 +553,7 @@ impl<'a> World<'a> {
                             self.ring_allocate(ring, &mut rng);
                             self.allocator.destroy_upload_ring(ring).unwrap();
                         }
-                        Err(error) if Self::exhausted(&error) => {}
+                        Err(error) if self.exhausted(&error) => {}
                         Err(error) => panic!("create_upload_ring: {error:?}"),
                     }
                 }

@@ -224,10 +224,62 @@ impl Walk {
             Error::OutOfHostMemory => fired.host_memory,
             Error::MapFailed => fired.map,
             Error::TooManyObjects(n) => n == limit && (fired.objects || objects >= limit),
-            Error::OverBudget { .. } => request.desc.within_budget,
+            Error::OverBudget {
+                heap,
+                size,
+                usage,
+                budget,
+            } => {
+                request.desc.within_budget
+                    && self.over_budget_figures(request, heap, size, usage, budget)
+            }
             Error::OutOfDeviceMemory => true,
             _ => false,
         }
+    }
+
+    /// Whether the figures of an `OverBudget` for `request` are its last
+    /// refused attempt's, as `Error::OverBudget`'s docs say: the heap of a
+    /// memory type it may take (its custom pool's), a reading of that
+    /// heap (the one `budgets()` gives after the call) with no room for
+    /// the refused memory object, which holds the request: its own size
+    /// in dedicated memory a pool's request requires, a pool's fixed
+    /// block, else at least its size. (Which candidate was refused last,
+    /// and a block's size, turn on the blocks: not modelled.)
+    fn over_budget_figures(
+        &self,
+        request: &Request<'_>,
+        heap: u32,
+        size: u64,
+        usage: u64,
+        budget: u64,
+    ) -> bool {
+        let r = &request.requirements;
+        let heap_of = |t: u32| self.layout.memory_types[t as usize].heap;
+        let (heap_ok, size_ok) = match request.desc.pool {
+            Some(pool) => {
+                let t = pool.memory_type();
+                let block = self.live_pool(pool).and_then(|p| p.block_size);
+                let bytes = match block {
+                    _ if self.pool_dedicated(t, request) => size == r.size,
+                    Some(block) => size == block,
+                    None => size >= r.size,
+                };
+                (heap == heap_of(t), bytes)
+            }
+            None => {
+                let candidates = self.candidates(r.memory_type_bits, request.desc.usage, r.size);
+                let heaps = candidates.into_iter().any(|t| heap_of(t) == heap);
+                (heaps, size >= r.size)
+            }
+        };
+        // The reading that refused it: nothing is made or released in the
+        // heap after that last attempt, so `budgets()` reads it still.
+        let read = self.allocator.budgets()[heap as usize];
+        heap_ok
+            && size_ok
+            && (usage, budget) == (read.usage, read.budget)
+            && usage.checked_add(size).map_or(true, |total| total > budget)
     }
 
     pub(super) fn explain(

@@ -15,6 +15,9 @@ use super::super::seeded_rng::Rng;
 use super::super::{free, requirements, FakeAllocator};
 use super::{World, MIB};
 
+/// The private pool's `max_blocks`.
+const PRIVATE_MAX_BLOCKS: u64 = 2;
+
 /// A pool the threads share, and what it was made with.
 pub(super) struct SharedPool {
     pub(super) pool: Pool,
@@ -79,6 +82,15 @@ impl World<'_> {
         request
     }
 
+    /// The `max_blocks` of `pool`: a shared pool's, else the private
+    /// pool's (2); `None` for a pool without a cap.
+    pub(super) fn pool_max_blocks(&self, pool: Pool) -> Option<u64> {
+        match self.pools.iter().find(|p| p.pool == pool) {
+            Some(shared) => shared.max_blocks.map(u64::from),
+            None => Some(PRIVATE_MAX_BLOCKS),
+        }
+    }
+
     /// Each shared pool's figures are within its description: between
     /// `min_blocks` and `max_blocks` blocks, each of its fixed size.
     pub(super) fn check_pools(&self) {
@@ -129,11 +141,11 @@ impl World<'_> {
         let desc = PoolDesc::new(memory_type)
             .block_size(MIB)
             .min_blocks(min_blocks)
-            .max_blocks(2)
+            .max_blocks(PRIVATE_MAX_BLOCKS as u32)
             .name("private");
         let pool = match self.allocator.create_pool(&desc) {
             Ok(pool) => pool,
-            Err(error) if Self::exhausted(&error) => return,
+            Err(error) if self.exhausted(&error) => return,
             Err(error) => panic!("create_pool: {error:?}"),
         };
         let stats = self.allocator.pool_stats(&pool).unwrap();

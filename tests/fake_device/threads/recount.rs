@@ -26,6 +26,8 @@ use super::super::{allocator_with, finish, free, requirements, FakeAllocator};
 use super::MIB;
 
 const THREADS: u64 = 4;
+/// The shared pool's `max_blocks`.
+const POOL_MAX_BLOCKS: u64 = 8;
 /// Operations per thread: a few under Miri.
 const STEPS: u64 = if cfg!(miri) { 30 } else { 3000 };
 
@@ -79,15 +81,38 @@ impl Shared<'_> {
         request
     }
 
-    /// Whether `error` is one `requests` may meet while others allocate:
-    /// exhaustion, `OverBudget` only for a request that asked to stay
-    /// within budget, `PoolFull` only for one that names a pool (of
-    /// `allocate_many`'s requests, any may be the one that failed).
-    fn may_refuse(error: &Error, requests: &[Request<'_>]) -> bool {
-        match error {
-            Error::OutOfDeviceMemory | Error::TooManyObjects(_) => true,
-            Error::OverBudget { .. } => requests.iter().any(|r| r.desc.within_budget),
-            Error::PoolFull { .. } => requests.iter().any(|r| r.desc.pool.is_some()),
+    /// Whether `error` is one `requests` may meet while others allocate,
+    /// with the figures the test knows: exhaustion (the device's
+    /// `maxMemoryAllocationCount`), `OverBudget` only for a request that
+    /// asked to stay within budget, with a reading that had no room for
+    /// the refused memory object, which holds the request (in the pool's
+    /// heap for a request naming it), `PoolFull` only for one that names
+    /// the shared pool, with its `max_blocks` (of `allocate_many`'s requests, any
+    /// may be the one that failed). Which default memory type was refused
+    /// last, and the heap's usage then, race the other threads.
+    fn may_refuse(&self, error: &Error, requests: &[Request<'_>]) -> bool {
+        let layout = self.device.layout();
+        let pool_heap = layout.memory_types[self.pool.memory_type() as usize].heap;
+        match *error {
+            Error::OutOfDeviceMemory => true,
+            Error::TooManyObjects(limit) => limit == layout.max_memory_allocation_count,
+            Error::OverBudget {
+                heap,
+                size,
+                usage,
+                budget,
+            } => {
+                usage.checked_add(size).map_or(true, |total| total > budget)
+                    && requests.iter().any(|r| {
+                        r.desc.within_budget
+                            && size >= r.requirements.size
+                            && r.desc.pool.map_or(true, |_| heap == pool_heap)
+                    })
+            }
+            Error::PoolFull { max_blocks } => {
+                max_blocks == POOL_MAX_BLOCKS
+                    && requests.iter().any(|r| r.desc.pool == Some(self.pool))
+            }
             _ => false,
         }
     }
@@ -97,7 +122,7 @@ impl Shared<'_> {
         match self.allocator.allocate(&request) {
             Ok(allocation) => live.push(allocation),
             Err(error) => assert!(
-                Self::may_refuse(&error, &[request]),
+                self.may_refuse(&error, &[request]),
                 "{request:?}: {error:?}"
             ),
         }
@@ -108,7 +133,7 @@ impl Shared<'_> {
         match self.allocator.allocate_many(&requests) {
             Ok(made) => live.extend(made),
             Err(error) => assert!(
-                Self::may_refuse(&error, &requests),
+                self.may_refuse(&error, &requests),
                 "{requests:?}: {error:?}"
             ),
         }
@@ -153,7 +178,7 @@ impl Shared<'_> {
         let pool = match self.allocator.create_pool(&desc) {
             Ok(pool) => pool,
             // Its first block need not stay within budget.
-            Err(error) => return assert!(Self::may_refuse(&error, &[]), "{error:?}"),
+            Err(error) => return assert!(self.may_refuse(&error, &[]), "{error:?}"),
         };
         let mut made = Vec::new();
         for _ in 0..1 + rng.below(2) {
@@ -165,7 +190,7 @@ impl Shared<'_> {
             request.desc.pool = Some(pool);
             match self.allocator.allocate(&request) {
                 Ok(allocation) => made.push(allocation),
-                Err(error) => assert!(Self::may_refuse(&error, &[request]), "{error:?}"),
+                Err(error) => assert!(self.may_refuse(&error, &[request]), "{error:?}"),
             }
         }
         let stats = self.allocator.pool_stats(&pool).unwrap();
@@ -270,7 +295,9 @@ fn figures_equal_a_recount_after_threads(test: &'static str, layout: FakeLayout,
     let seed = Rng::seed(test);
     let (allocator, device) = allocator_with(layout, config);
     let memory_type = allocator.memory_type_for(!0, Usage::DEVICE_LOCAL).unwrap();
-    let desc = PoolDesc::new(memory_type).block_size(4 * MIB).max_blocks(8);
+    let desc = PoolDesc::new(memory_type)
+        .block_size(4 * MIB)
+        .max_blocks(POOL_MAX_BLOCKS as u32);
     let pool = allocator.create_pool(&desc).unwrap();
     let shared = Shared {
         allocator: &allocator,
