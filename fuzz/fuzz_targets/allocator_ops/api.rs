@@ -123,41 +123,10 @@ impl Walk {
             1 => {
                 let bits = if what & 4 != 0 { !0 } else { bits };
                 let usage = USAGES[usage as usize % USAGES.len()];
-                let result = self.allocator.memory_type_for(bits, usage);
-                let allowed = bits & self.usable_types();
-                // The docs' order: the bits, the device-address feature,
-                // then a type that suits the usage (its heap not empty).
-                let no_address =
-                    usage.contains(Usage::DEVICE_ADDRESS) && !self.layout.buffer_device_address;
-                let suiting = allowed & self.suiting_types(usage, 1);
-                let predicted = if allowed == 0 {
-                    Err(Error::NoMemoryTypeBits(bits))
-                } else if no_address {
-                    Err(Error::DeviceAddressNotEnabled)
-                } else if suiting == 0 {
-                    Err(Error::NoSuitableMemoryType {
-                        memory_type_bits: bits,
-                        usage,
-                    })
-                } else {
-                    Ok(())
-                };
-                let t = match (result, predicted) {
-                    (Ok(t), Ok(())) => t,
-                    (Err(error), Err(want)) => {
-                        return assert_eq!(error, want, "memory_type_for({bits:#x}, {usage:?})");
-                    }
-                    (result, want) => {
-                        panic!("memory_type_for({bits:#x}, {usage:?}): {result:?}, not {want:?}")
-                    }
-                };
-                assert!(suiting & (1 << t) != 0, "type {t} for {bits:#x}, {usage:?}");
-                assert_eq!(self.protected_types() & (1 << t), 0, "protected {t}");
-                assert!(
-                    self.takes_last_resort(t, allowed, usage, 0),
-                    "AMD device-coherent type {t} for {bits:#x}, {usage:?}"
-                );
-                self.check_first_type(bits, usage, t);
+                // Bits 3 to 7 (0 for `memory_type_for` itself): a whole
+                // description for `memory_type_for_desc`.
+                let desc = (what >> 3 != 0).then(|| query_desc(usage, what >> 3, bits));
+                self.check_memory_type_for(bits, usage, desc.as_ref());
             }
             2 => self.check_budgets(),
             _ => {
@@ -172,7 +141,131 @@ impl Walk {
     }
 }
 
+/// The description `memory_type_for_desc` is asked of, from `pick` (bits
+/// 3 to 7 of the query's `what`, not 0): required flags (bits 0 and 1),
+/// preferred flags (bits 2 and 3), and with bit 4 its own memory type
+/// bits (those of the query's `bits`, rotated).
+fn query_desc(usage: Usage, pick: u8, bits: u32) -> AllocationDesc<'static> {
+    use vk::MemoryPropertyFlags as F;
+    let required = [
+        F::empty(),
+        F::DEVICE_LOCAL,
+        F::HOST_VISIBLE | F::HOST_CACHED,
+        F::DEVICE_COHERENT_AMD,
+    ][usize::from(pick & 3)];
+    let preferred = [
+        F::empty(),
+        F::HOST_CACHED,
+        F::DEVICE_LOCAL | F::HOST_VISIBLE,
+        F::LAZILY_ALLOCATED | F::HOST_COHERENT,
+    ][usize::from(pick >> 2 & 3)];
+    let desc = AllocationDesc::new(usage)
+        .required_flags(required)
+        .preferred_flags(preferred);
+    if pick & 16 != 0 {
+        desc.memory_type_bits(bits.rotate_left(1))
+    } else {
+        desc
+    }
+}
+
 impl Walk {
+    /// Memory type `t`'s flags as the allocator reports them
+    /// (`memory_type_properties`): the layout's, and AMD's device-coherent
+    /// types say so, feature on or off.
+    fn vk_props(&self, t: u32) -> Option<vk::MemoryPropertyFlags> {
+        let ty = self.layout.memory_types.get(t as usize)?;
+        let flags = vk::MemoryPropertyFlags::from_raw(u32::from(ty.props.bits()));
+        Some(if self.layout.amd_device_coherent_types & (1 << t) != 0 {
+            flags | vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD
+        } else {
+            flags
+        })
+    }
+
+    /// `memory_type_for(bits, usage)`, or with `desc`
+    /// `memory_type_for_desc(bits, desc)` (its usage `usage`): its error
+    /// predicted in the docs' order (the bits less the types `desc` rules
+    /// out, the required flags, the device-address feature, then a type
+    /// that suits the usage, its heap not empty), and its answer a type
+    /// that suits the usage, has the required flags and misses no more of
+    /// the preferred ones than any other such type (AMD's device-coherent
+    /// types last), where a one-byte buffer of that description lands on a
+    /// fresh allocator (`check_first_type`).
+    fn check_memory_type_for(&self, bits: u32, usage: Usage, desc: Option<&AllocationDesc<'_>>) {
+        let plain = AllocationDesc::new(usage);
+        let d = desc.unwrap_or(&plain);
+        let result = match desc {
+            Some(desc) => self.allocator.memory_type_for_desc(bits, desc),
+            None => self.allocator.memory_type_for(bits, usage),
+        };
+        let type_bits = bits & !d.excluded_memory_types;
+        let usable = type_bits & self.usable_types();
+        let with_flags = |flags: vk::MemoryPropertyFlags| {
+            (0..self.layout.memory_types.len().min(32) as u32)
+                .filter(|&t| self.vk_props(t).is_some_and(|f| f.contains(flags)))
+                .fold(0u32, |mask, t| mask | 1 << t)
+        };
+        let allowed = usable & with_flags(d.required_flags);
+        let no_address =
+            usage.contains(Usage::DEVICE_ADDRESS) && !self.layout.buffer_device_address;
+        let suiting = allowed & self.suiting_types(usage, 1);
+        let predicted = if usable == 0 {
+            Err(Error::NoMemoryTypeBits(type_bits))
+        } else if allowed == 0 {
+            Err(Error::MissingRequiredFlags {
+                memory_type_bits: usable,
+                required: d.required_flags,
+            })
+        } else if no_address {
+            Err(Error::DeviceAddressNotEnabled)
+        } else if suiting == 0 {
+            Err(Error::NoSuitableMemoryType {
+                memory_type_bits: if d.required_flags.is_empty() {
+                    type_bits
+                } else {
+                    allowed
+                },
+                usage,
+            })
+        } else {
+            Ok(())
+        };
+        let t = match (result, predicted) {
+            (Ok(t), Ok(())) => t,
+            (Err(error), Err(want)) => {
+                return assert_eq!(error, want, "memory_type_for({bits:#x}, {d:?})");
+            }
+            (result, want) => {
+                panic!("memory_type_for({bits:#x}, {d:?}): {result:?}, not {want:?}")
+            }
+        };
+        assert!(suiting & (1 << t) != 0, "type {t} for {bits:#x}, {d:?}");
+        assert_eq!(self.protected_types() & (1 << t), 0, "protected {t}");
+        assert!(
+            self.takes_last_resort(t, allowed, usage, 0),
+            "AMD device-coherent type {t} for {bits:#x}, {d:?}"
+        );
+        // The fewest preferred flags missing, among the types that rank
+        // with it (AMD's device-coherent ones rank after all others).
+        let amd = self.layout.amd_device_coherent_types;
+        let missing = |t: u32| {
+            let flags = self.vk_props(t).unwrap_or_default();
+            (d.preferred_flags & !flags).as_raw().count_ones()
+        };
+        let peers = suiting & if amd & (1 << t) != 0 { !0 } else { !amd };
+        let fewest = (0..32u32)
+            .filter(|u| peers & (1 << u) != 0)
+            .map(missing)
+            .min();
+        assert_eq!(
+            Some(missing(t)),
+            fewest,
+            "type {t} misses more preferred flags than another for {bits:#x}, {d:?}"
+        );
+        self.check_first_type(bits, d, t);
+    }
+
     /// The memory types that suit `usage` for a request of `size` bytes,
     /// whatever its `memoryTypeBits`: usable, not protected, on a heap of
     /// at least `size` bytes, lazily allocated only for a transient usage,
@@ -191,16 +284,17 @@ impl Walk {
             .fold(0, |mask, (t, _)| mask | 1 << t)
     }
 
-    /// `memory_type_for(bits, usage)`'s answer `t` is the type a request
+    /// `memory_type_for_desc(bits, desc)`'s answer `t` (or
+    /// `memory_type_for`'s, `desc` its usage alone) is the type a request
     /// of that description is placed in first: on a fresh allocator of the
     /// same device and configuration (nothing allocated, no budget passed,
     /// no fault), where that first type takes it, a one-byte buffer with
-    /// those bits and that usage lands in `t`.
-    fn check_first_type(&self, bits: u32, usage: Usage, t: u32) {
+    /// those bits and that description lands in `t`.
+    fn check_first_type(&self, bits: u32, desc: &AllocationDesc<'_>, t: u32) {
         let device = FakeDevice::new(self.device.layout().clone());
         let fresh = Allocator::new(device, self.config).expect("the walk's configuration");
         assert_eq!(
-            fresh.memory_type_for(bits, usage),
+            fresh.memory_type_for_desc(bits, desc),
             Ok(t),
             "a fresh allocator"
         );
@@ -209,13 +303,13 @@ impl Walk {
             alignment: 1,
             memory_type_bits: bits,
         };
-        let request = Request::new(requirements, usage, ResourceKind::Buffer);
+        let request = Request::with_desc(requirements, ResourceKind::Buffer, *desc);
         let placed = fresh.allocate(&request);
         let placed = placed.unwrap_or_else(|e| panic!("{request:?} on a fresh allocator: {e:?}"));
         assert_eq!(
             placed.memory_type(),
             t,
-            "memory_type_for({bits:#x}, {usage:?}) said {t}, a request landed in {placed:?}"
+            "memory_type_for({bits:#x}, {desc:?}) said {t}, a request landed in {placed:?}"
         );
         // SAFETY: the fake device runs no GPU work.
         assert_eq!(unsafe { fresh.free(placed) }, Ok(()));

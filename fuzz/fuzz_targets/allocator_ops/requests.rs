@@ -404,6 +404,29 @@ impl Walk {
         match error {
             // Predicted by `checks_error` where it is the answer.
             Error::NoSuitableMemoryType { .. } => false,
+            // For a size past the limit predicted by `checks_error`; else
+            // only the size a block would place (the request, its margin,
+            // rounded up to its alignment (at most `MAX_TAIL_ROUNDING`),
+            // the atom or a granularity page: `pool_request.rs`) past it,
+            // for a request that may take only a block (one naming a
+            // custom pool, one that may not be dedicated, one for existing
+            // memory only: `check_placeable`).
+            Error::SizeExceedsMaxAllocation { size, max } => {
+                let with_margin = request_size.saturating_add(self.config.debug_margin);
+                let rounding = 4096
+                    .max(self.layout.buffer_image_granularity)
+                    .max(self.layout.non_coherent_atom_size);
+                let block_only = desc.pool.is_some()
+                    || desc.existing_memory_only
+                    || (desc.dedicated == DedicatedPolicy::Never
+                        && !built.request.driver_dedicated.required);
+                max == self.layout.max_memory_allocation_size
+                    && request_size <= max
+                    && size > max
+                    && size >= with_margin
+                    && size - with_margin < rounding
+                    && block_only
+            }
             _ if self.memory_error_ok(&error, before) => true,
             // A memory object of at least the request's size, in a heap it
             // may take, past that heap's budget.
@@ -466,7 +489,9 @@ impl Walk {
     /// allowed type that suits its usage has a heap of its size,
     /// `SizeExceedsHeaps` naming the largest heap of those types (when
     /// one suits) or of all the allowed ones, else `NoSuitableMemoryType`
-    /// naming its bits. (Flaws come before all: `Built::flaw`.)
+    /// naming its bits; when one has, `SizeExceedsMaxAllocation` for a
+    /// size past `maxMemoryAllocationSize`. (Flaws come before all:
+    /// `Built::flaw`.)
     pub(super) fn checks_error(&self, built: &Built) -> Option<Error> {
         let request = &built.request;
         let desc = &request.desc;
@@ -516,7 +541,8 @@ impl Walk {
             return Some(Error::DeviceAddressNotEnabled);
         }
         if bits & self.suiting_types(usage, size) != 0 {
-            return None;
+            // A type holds it: then no memory object may be larger.
+            return (size > max).then_some(Error::SizeExceedsMaxAllocation { size, max });
         }
         let largest = |types: u32| {
             (0..self.layout.memory_types.len())
@@ -567,15 +593,17 @@ impl Walk {
     /// custom pool makes) may meet, whatever it asked for, in a call that
     /// found the device as `before` says: no heap large enough (`size`
     /// past the heap `largest_heap` names, as `Config::heap_size_limits`
-    /// limits it) or past `maxMemoryAllocationSize` (the device's), no
-    /// suitable type, the device out of memory (`check_driver_asked`
+    /// limits it) or past `maxMemoryAllocationSize` (the device's), the
+    /// device out of memory (`check_driver_asked`
     /// checks that the driver was asked), `maxMemoryAllocationCount`
     /// objects (the device's limit, reached by the objects there and
     /// those made since, or an injected `TOO_MANY_OBJECTS`), the host out
     /// of memory or a failed map (each only from a fault injected and due
     /// since: the fake device never fails otherwise), a lost device. Not
     /// `Error::Device`: the fake device answers other results only for a
-    /// broken Vulkan rule.
+    /// broken Vulkan rule. Not `Error::NoSuitableMemoryType` either: its
+    /// callers predict it where it can occur (`checks_error`,
+    /// `ring_no_suitable_type`).
     pub(super) fn memory_error_ok(&self, error: &Error, before: &Before) -> bool {
         match *error {
             Error::SizeExceedsHeaps { size, largest_heap } => {
@@ -589,7 +617,7 @@ impl Walk {
             Error::SizeExceedsMaxAllocation { size, max } => {
                 max == self.layout.max_memory_allocation_size && size > max
             }
-            Error::NoSuitableMemoryType { .. } | Error::OutOfDeviceMemory => true,
+            Error::OutOfDeviceMemory => true,
             Error::TooManyObjects(limit) => {
                 let made = self.device.counters().allocations - before.counters.allocations;
                 limit == self.layout.max_memory_allocation_count

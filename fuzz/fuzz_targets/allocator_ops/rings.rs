@@ -194,6 +194,12 @@ impl Walk {
         } else {
             self.allocator.create_upload_ring(&desc)
         };
+        // The usage its chunks' memory is asked for (`ring_memory`).
+        let memory_usage = if buffer_usage.contains(B::SHADER_DEVICE_ADDRESS) {
+            usage | Usage::DEVICE_ADDRESS
+        } else {
+            usage
+        };
         let flaw = if size == 0 {
             Some(Error::ZeroSize)
         } else if buffer_usage.is_empty() {
@@ -207,16 +213,29 @@ impl Walk {
             && !self.layout.buffer_device_address
         {
             Some(Error::DeviceAddressNotEnabled)
+        } else if self.suiting_types(memory_usage, 1) == 0 {
+            // `check_ring_desc`: `memory_type_for_desc` of the usable types.
+            Some(Error::NoSuitableMemoryType {
+                memory_type_bits: self.usable_types(),
+                usage: memory_usage,
+            })
         } else {
             None
         };
+        let unsuitable = self.ring_no_suitable_type(memory_usage, size);
         let ring = match (result, flaw) {
+            (Ok(ring), None) if unsuitable.is_some() => {
+                panic!("{desc:?} made {ring:?}, not {unsuitable:?}")
+            }
             (Ok(ring), None) => ring,
             (Ok(ring), Some(flaw)) => panic!("{desc:?} made {ring:?}, not {flaw:?}"),
             (Err(error), flaw) => {
                 match (&error, &flaw) {
                     (Error::InvalidConfig(_), Some(Error::InvalidConfig(_))) => {}
                     (_, Some(flaw)) => assert_eq!(&error, flaw, "{desc:?}"),
+                    (Error::NoSuitableMemoryType { .. }, None) => {
+                        assert_eq!(Some(&error), unsuitable.as_ref(), "{desc:?}");
+                    }
                     (_, None) => {
                         let ok = self.memory_error_ok(&error, &device);
                         assert!(ok, "{desc:?}: undocumented {error:?}");
@@ -247,6 +266,37 @@ impl Walk {
             chunks: vec![chunk],
             live: Vec::new(),
         });
+    }
+
+    /// The error allocating a ring chunk of `size` bytes whose memory is
+    /// for `usage` meets when no memory type its buffer allows suits the
+    /// usage (`no_candidate_error`), where the chunk's earlier checks pass
+    /// it (`create_ring_chunk`): the fake device's buffers allow every type
+    /// but the lazily allocated ones, so a ring that only such types suit
+    /// (checked by `check_ring_desc`, which asks of every usable type)
+    /// gets `NoSuitableMemoryType` naming the buffer's types when its
+    /// size (rounded to 4 bytes, the buffer's) is past no allowed heap.
+    /// None for a ring made once: its next chunks have the same buffer
+    /// bits and usage.
+    fn ring_no_suitable_type(&self, usage: Usage, size: u64) -> Option<Error> {
+        let buffer_bits = (self.layout.memory_types.iter().take(32).enumerate())
+            .filter(|(_, t)| !t.props.contains(Props::LAZILY_ALLOCATED))
+            .fold(0u32, |bits, (i, _)| bits | 1 << i);
+        let allowed = buffer_bits & self.usable_types();
+        if allowed == 0 || allowed & self.suiting_types(usage, 0) != 0 {
+            return None;
+        }
+        let largest = (self.layout.memory_types.iter().enumerate())
+            .filter(|(t, _)| allowed & (1 << t) != 0)
+            .filter_map(|(_, ty)| self.layout.memory_heaps.get(ty.heap as usize))
+            .map(|h| h.size)
+            .max()
+            .unwrap_or(0);
+        let required = size.checked_next_multiple_of(4)?;
+        (required <= largest).then_some(Error::NoSuitableMemoryType {
+            memory_type_bits: buffer_bits,
+            usage,
+        })
     }
 
     /// An upload ring that does not grow, of `size` bytes, for host
