@@ -177,6 +177,13 @@ pub fn assert_ranges_tile(block: &vk_suballoc::report::BlockMap, context: &str) 
     assert_eq!(end, block.size, "{context}");
 }
 
+/// Whether a heap reading of `usage` bytes against `budget` had no room
+/// for `size` more, as the allocator's budget check decides (a sum past
+/// `u64::MAX` has none): what an `OverBudget` error's figures must say.
+pub fn no_room(usage: u64, size: u64, budget: u64) -> bool {
+    usage.checked_add(size).map_or(true, |total| total > budget)
+}
+
 /// The rule a violation of the fake device names: the text before its
 /// first `": "`. The device writes each breach as `"<rule>: <what was
 /// wrong>"`, its rule the VUID where Vulkan gives one

@@ -46,7 +46,7 @@ use vk_suballoc::{
 };
 
 use super::seeded_rng::Rng;
-use super::{allocator, finish, layout_model, FakeAllocator};
+use super::{allocator, finish, layout_model, no_room, FakeAllocator};
 
 const MIB: u64 = 1 << 20;
 /// Every heap's size: its preferred block is 1/8 of it (64 MiB).
@@ -445,7 +445,7 @@ impl BudgetWalk {
             "{ctx}: {error:?}: heap {heap}'s budget and usage"
         );
         assert!(
-            usage.checked_add(size).map_or(true, |total| total > budget),
+            no_room(usage, size, budget),
             "{ctx}: {error:?} within the budget"
         );
         match bytes {

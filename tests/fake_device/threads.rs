@@ -32,7 +32,7 @@ use vk_suballoc::{Allocation, Error, Request, ResourceKind, UploadRing, UploadRi
 use super::seeded_rng::Rng;
 pub(super) use super::stress::check_tag;
 use super::stress::{host_bytes_mut, host_visible, write_tag};
-use super::{free, requirements, FakeAllocator};
+use super::{free, no_room, requirements, FakeAllocator};
 
 #[path = "threads/callback_panic.rs"]
 mod callback_panic;
@@ -303,9 +303,7 @@ impl<'a> World<'a> {
                 assert!(
                     pool_heap.map_or(true, |h| h == heap)
                         && refused >= size
-                        && usage
-                            .checked_add(refused)
-                            .map_or(true, |total| total > budget),
+                        && no_room(usage, refused, budget),
                     "{error:?} for {size} bytes (pool's heap {pool_heap:?})"
                 );
             }

@@ -10,6 +10,7 @@ use vk_suballoc::device::DeviceError;
 use vk_suballoc::report::Stats;
 use vk_suballoc::{DedicatedPolicy, Error, Request, ResourceKind, Usage};
 
+use super::super::no_room;
 use super::{is_host_visible, is_non_coherent, Fired, Walk, MIB};
 
 /// `AlignmentNotPowerOfTwo` for a `min_alignment` neither a power of two
@@ -279,7 +280,7 @@ impl Walk {
         heap_ok
             && size_ok
             && (usage, budget) == (read.usage, read.budget)
-            && usage.checked_add(size).map_or(true, |total| total > budget)
+            && no_room(usage, size, budget)
     }
 
     pub(super) fn explain(

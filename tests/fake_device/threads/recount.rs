@@ -22,7 +22,7 @@ use vk_suballoc::{
 };
 
 use super::super::seeded_rng::Rng;
-use super::super::{allocator_with, finish, free, requirements, FakeAllocator};
+use super::super::{allocator_with, finish, free, no_room, requirements, FakeAllocator};
 use super::MIB;
 
 const THREADS: u64 = 4;
@@ -102,7 +102,7 @@ impl Shared<'_> {
                 usage,
                 budget,
             } => {
-                usage.checked_add(size).map_or(true, |total| total > budget)
+                no_room(usage, size, budget)
                     && requests.iter().any(|r| {
                         r.desc.within_budget
                             && size >= r.requirements.size
