@@ -161,7 +161,13 @@ impl<S, T> DeferredQueue<S, T> {
     /// not start).
     pub fn release_all(&mut self, mut release: impl FnMut(T)) -> (usize, usize) {
         let all_done = |_: &S| Ok::<_, std::convert::Infallible>(true);
-        let Ok((sealed_frames, sealed_items)) = self.collect(all_done, &mut release);
+        // A `match` with no `Err` arm, not `let Ok(..) =`: a refutable-looking
+        // pattern of an `Infallible` error builds from Rust 1.82 only, and the
+        // crate's `rust-version` is 1.80.
+        let (sealed_frames, sealed_items) = match self.collect(all_done, &mut release) {
+            Ok(released) => released,
+            Err(never) => match never {},
+        };
         let current_items = self.current.len();
         self.current.drain(..).for_each(&mut release);
         self.current_index += 1;
