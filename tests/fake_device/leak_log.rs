@@ -506,15 +506,20 @@ fn leaks_print_where_they_were_made() {
             "{line}"
         );
         let first = lines.next().unwrap_or_default();
-        assert!(first.contains("leaks_print_where_they_were_made"), "{line}");
-        assert!(!made_at.contains("vk_suballoc::"), "{line}");
+        if has_line_tables() {
+            assert!(first.contains("leaks_print_where_they_were_made"), "{line}");
+        }
+        assert!(
+            !first.is_empty() && !made_at.contains("vk_suballoc::"),
+            "{line}"
+        );
     }
     let dedicated = warnings
         .iter()
         .find(|line| line.contains("leaked dedicated allocation \"traced dedicated\""))
         .unwrap_or_else(|| panic!("no dedicated leak line in {warnings:#?}"));
     assert!(
-        dedicated.contains("leaks_print_where_they_were_made"),
+        dedicated.contains("leaks_print_where_they_were_made") || !has_line_tables(),
         "{dedicated}"
     );
     assert!(
@@ -564,10 +569,24 @@ fn moved_allocations_keep_where_they_were_made() {
         .collect();
     assert_eq!(leaks.len(), live.len(), "{leaks:#?}");
     for line in &leaks {
-        assert!(line.contains("allocations_made_before_the_plan"), "{line}");
+        assert!(
+            line.contains("allocations_made_before_the_plan") || !has_line_tables(),
+            "{line}"
+        );
     }
     assert!(moved > 0 && moved < live.len());
     drop(live);
+}
+
+/// Whether this test binary has line tables (`cargo test`'s default
+/// profile; `cargo test --release` has none): without them a backtrace
+/// shows no inlined function, and the closures that allocate in these
+/// tests are inlined into the iterator calling them in release builds, so
+/// no frame names them (`Config::allocation_backtraces` says so).
+fn has_line_tables() -> bool {
+    std::backtrace::Backtrace::force_capture()
+        .to_string()
+        .contains("leak_log.rs")
 }
 
 /// Two blocks of 1 MiB buffers named "defragmented" with holes in the
