@@ -35,6 +35,8 @@ mod layer_self_test;
 mod layer_threads;
 #[path = "vulkan/non_coherent_suite.rs"]
 mod non_coherent_suite;
+// Opaque POSIX file descriptors (`VK_KHR_external_memory_fd`): Unix only.
+#[cfg(unix)]
 #[path = "vulkan/pool_export_suite.rs"]
 mod pool_export_suite;
 #[path = "vulkan/pool_memory_suite.rs"]
