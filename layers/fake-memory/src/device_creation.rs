@@ -185,6 +185,16 @@ unsafe fn create_device_impl(
                 handle,
                 &[c"vkGetDeviceMemoryCommitment"],
             ),
+            get_memory_fd_properties: next_device_fn(
+                gdpa,
+                handle,
+                &[c"vkGetMemoryFdPropertiesKHR"],
+            ),
+            get_memory_host_pointer_properties: next_device_fn(
+                gdpa,
+                handle,
+                &[c"vkGetMemoryHostPointerPropertiesEXT"],
+            ),
             get_buffer_memory_requirements: next_device_fn(
                 gdpa,
                 handle,

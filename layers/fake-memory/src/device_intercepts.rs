@@ -24,6 +24,7 @@ use crate::dedicated_binds::{
     dedicated_target,
 };
 use crate::dispatch_registry::{device_state, unregister_device, DeviceState};
+use crate::external_memory::{get_memory_fd_properties, get_memory_host_pointer_properties};
 use crate::ffi_guard::guard;
 use crate::host_cache::fill_fresh_memory;
 use crate::memory_accounting::MemoryRecord;
@@ -123,6 +124,13 @@ fn device_intercept(name: &CStr) -> vk::PFN_vkVoidFunction {
         b"vkBindImageMemory2" | b"vkBindImageMemory2KHR" => {
             void_fn!(bind_image_memory2, vk::PFN_vkBindImageMemory2)
         }
+        b"vkGetMemoryFdPropertiesKHR" => {
+            void_fn!(get_memory_fd_properties, vk::PFN_vkGetMemoryFdPropertiesKHR)
+        }
+        b"vkGetMemoryHostPointerPropertiesEXT" => void_fn!(
+            get_memory_host_pointer_properties,
+            vk::PFN_vkGetMemoryHostPointerPropertiesEXT
+        ),
         b"vkGetBufferMemoryRequirements" => {
             void_fn!(
                 get_buffer_memory_requirements,

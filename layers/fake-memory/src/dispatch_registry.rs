@@ -215,6 +215,10 @@ pub struct NextDeviceFns {
     pub bind_image_memory2: Option<vk::PFN_vkBindImageMemory2>,
     /// `vkGetDeviceMemoryCommitment`.
     pub get_device_memory_commitment: Option<vk::PFN_vkGetDeviceMemoryCommitment>,
+    /// `vkGetMemoryFdPropertiesKHR`.
+    pub get_memory_fd_properties: Option<vk::PFN_vkGetMemoryFdPropertiesKHR>,
+    /// `vkGetMemoryHostPointerPropertiesEXT`.
+    pub get_memory_host_pointer_properties: Option<vk::PFN_vkGetMemoryHostPointerPropertiesEXT>,
     /// `vkGetBufferMemoryRequirements`.
     pub get_buffer_memory_requirements: Option<vk::PFN_vkGetBufferMemoryRequirements>,
     /// `vkGetImageMemoryRequirements`.

@@ -43,6 +43,9 @@
 //!   buffer sizes rounded up as a real driver rounds them (the discrete
 //!   profile to 16 bytes, as NVIDIA does), and, with the `dedicated=` option,
 //!   `VkMemoryDedicatedRequirements` preferring or requiring dedicated memory;
+//! - the import queries `vkGetMemoryFdPropertiesKHR` and
+//!   `vkGetMemoryHostPointerPropertiesEXT`: `memoryTypeBits` in fake
+//!   indices, as for a buffer (no lazily allocated type);
 //! - `vkAllocateMemory`: the fake type is backed by a real one;
 //!   `ERROR_OUT_OF_DEVICE_MEMORY` past a fake heap's size or on a call chosen
 //!   to fail, `ERROR_TOO_MANY_OBJECTS` past the allocation count;
@@ -87,6 +90,7 @@ mod dedicated_binds;
 mod device_creation;
 mod device_intercepts;
 mod dispatch_registry;
+mod external_memory;
 mod ffi_guard;
 mod host_cache;
 mod instance_intercepts;

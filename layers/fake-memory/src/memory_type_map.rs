@@ -142,6 +142,14 @@ impl MemoryTypeMap {
         bits
     }
 
+    /// Fake `memoryTypeBits` for memory imported from a handle or a host
+    /// pointer that the driver can import as the real types `real_bits`:
+    /// as for a buffer, the types backed by those, none lazily allocated
+    /// (imported memory comes with its contents).
+    pub fn fake_import_type_bits(&self, real_bits: u32) -> u32 {
+        self.fake_type_bits(real_bits, ResourceKind::Buffer)
+    }
+
     /// The same map with image requirements aligned to at least `alignment`
     /// (a power of two) instead of the profile's minimum.
     #[must_use]
@@ -291,6 +299,18 @@ mod tests {
         assert_eq!(map.fake_type_bits(1, ResourceKind::Buffer), 0b0111);
         assert_eq!(map.fake_type_bits(1, ResourceKind::Image), 0b0111);
         assert_eq!(map.fake_type_bits(1, ResourceKind::TransientImage), 0b1111);
+    }
+
+    /// An import (a handle's or a host pointer's memory) may take the types
+    /// backed by the real ones the driver names, in fake indices, but never
+    /// a lazily allocated one.
+    #[test]
+    fn imports_get_fake_indices_and_no_lazily_allocated_type() {
+        let map = MemoryTypeMap::new(&MOBILE, &lavapipe_like());
+        assert_eq!(map.fake_import_type_bits(1), 0b0111);
+        assert_eq!(map.fake_import_type_bits(0), 0);
+        let map = MemoryTypeMap::new(&DISCRETE, &lavapipe_like());
+        assert_eq!(map.fake_import_type_bits(1), 0b1111);
     }
 
     #[test]
