@@ -37,8 +37,9 @@
 //! - every memory-requirements query (buffer/image, 1.0, `2`, `2KHR`, and the
 //!   maintenance4 `vkGetDevice{Buffer,Image}MemoryRequirements[KHR]`):
 //!   `memoryTypeBits` in fake indices (a lazily allocated type only for
-//!   images created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`, which
-//!   the layer tracks through `vkCreateImage` and `vkDestroyImage`),
+//!   images created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`, a host
+//!   type that holds no optimal images still for linear ones, both of
+//!   which the layer tracks through `vkCreateImage` and `vkDestroyImage`),
 //!   alignment raised to the profile's,
 //!   buffer sizes rounded up as a real driver rounds them (the discrete
 //!   profile to 16 bytes, as NVIDIA does), and, with the `dedicated=` option,
@@ -93,6 +94,7 @@ mod dispatch_registry;
 mod external_memory;
 mod ffi_guard;
 mod host_cache;
+mod image_kinds;
 mod instance_intercepts;
 mod loader_interface;
 mod memory_accounting;
@@ -103,7 +105,6 @@ pub mod profile;
 #[cfg(test)]
 mod profile_mirrors;
 mod requirements_intercepts;
-mod transient_images;
 
 use std::ffi::CStr;
 

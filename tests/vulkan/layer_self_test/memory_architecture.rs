@@ -574,3 +574,48 @@ test_each_fake_profile!(
         context.assert_no_validation_messages();
     }
 );
+
+test_each_fake_profile!(
+    /// A linear image may take every memory type a buffer may (the lazily
+    /// allocated ones only as a transient attachment): the profiles keep
+    /// *optimal* images out of their host memory types, as the GPUs they
+    /// model do, but those GPUs' drivers offer system memory to linear
+    /// images, which the host reads and writes in place (NVIDIA, RADV and
+    /// ANV list every type for them). The layer kept linear images out of
+    /// the host types too: on `discrete` a linear readback image could not
+    /// take the cached, non-coherent type, nor an upload one system memory.
+    /// Every requirements query agrees.
+    fn linear_images_may_take_host_memory_types(profile) {
+        let context = VulkanContext::new(profile);
+        let want = buffer_type_bits(&expected(profile));
+        let device = &context.device;
+        let info = image_info().tiling(vk::ImageTiling::LINEAR);
+        // SAFETY: a valid create info (lavapipe takes linear RGBA8 images
+        // for transfers); the image is destroyed unbound.
+        let (plain, two, from_info) = unsafe {
+            let image = device.create_image(&info, None).unwrap();
+            let plain = device.get_image_memory_requirements(image);
+            let mut two = vk::MemoryRequirements2::default();
+            device.get_image_memory_requirements2(
+                &vk::ImageMemoryRequirementsInfo2::default().image(image),
+                &mut two,
+            );
+            let mut from_info = vk::MemoryRequirements2::default();
+            device.get_device_image_memory_requirements(
+                &vk::DeviceImageMemoryRequirements::default().create_info(&info),
+                &mut from_info,
+            );
+            device.destroy_image(image, None);
+            (plain, two.memory_requirements, from_info.memory_requirements)
+        };
+        let bits = plain.memory_type_bits;
+        if on_custom_device() {
+            assert!(bits != 0 && bits & !want == 0, "{profile}: {bits:#b}");
+        } else {
+            assert_eq!(bits, want, "{profile}: {bits:#b}; {}", real_device_facts());
+        }
+        assert_eq!((two.memory_type_bits, from_info.memory_type_bits), (bits, bits), "{profile}");
+        assert_eq!((two.alignment, from_info.alignment), (plain.alignment, plain.alignment), "{profile}");
+        context.assert_no_validation_messages();
+    }
+);
