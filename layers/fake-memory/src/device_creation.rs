@@ -16,13 +16,13 @@ use crate::dispatch_registry::{
 };
 use crate::ffi_guard::guard;
 use crate::host_cache::HostCache;
+use crate::image_kinds::ImageKinds;
 use crate::loader_interface::take_device_link;
 use crate::memory_accounting::AllocationBook;
 use crate::memory_priority::{self, has_memory_priority, SeenPriorities, MEMORY_PRIORITY};
 use crate::physical_device_queries::{
     has_memory_budget, next_device_extensions, reported_limits, MEMORY_BUDGET,
 };
-use crate::transient_images::TransientImages;
 
 /// `vkCreateDevice`: takes this layer's link, hides `VK_EXT_memory_budget` from
 /// the driver (unless it has it and the configuration offers a budget), and
@@ -185,6 +185,16 @@ unsafe fn create_device_impl(
                 handle,
                 &[c"vkGetDeviceMemoryCommitment"],
             ),
+            get_memory_fd_properties: next_device_fn(
+                gdpa,
+                handle,
+                &[c"vkGetMemoryFdPropertiesKHR"],
+            ),
+            get_memory_host_pointer_properties: next_device_fn(
+                gdpa,
+                handle,
+                &[c"vkGetMemoryHostPointerPropertiesEXT"],
+            ),
             get_buffer_memory_requirements: next_device_fn(
                 gdpa,
                 handle,
@@ -242,7 +252,7 @@ unsafe fn create_device_impl(
                 host_cache: HostCache::default(),
                 non_coherent_atom_size: limits.non_coherent_atom_size,
                 max_memory_allocation_count: limits.max_memory_allocation_count,
-                transient_images: TransientImages::default(),
+                image_kinds: ImageKinds::default(),
                 driver_memory_priority,
                 seen_priorities: SeenPriorities::default(),
             })

@@ -6,7 +6,8 @@
 //! memory object) and, for non-coherent fake types, map, unmap, flush and
 //! invalidate through a host cache (`host_cache.rs`). The memory
 //! requirements queries are in `requirements_intercepts.rs`, image creation
-//! and destruction (tracking transient attachments) in `transient_images.rs`,
+//! and destruction (tracking transient attachments and linear images) in
+//! `image_kinds.rs`,
 //! the binds (checked against dedicated memory) in `dedicated_binds.rs`.
 //!
 //! `vkGetDeviceProcAddr` hands out an intercept only when the next layer has
@@ -24,8 +25,10 @@ use crate::dedicated_binds::{
     dedicated_target,
 };
 use crate::dispatch_registry::{device_state, unregister_device, DeviceState};
+use crate::external_memory::{get_memory_fd_properties, get_memory_host_pointer_properties};
 use crate::ffi_guard::guard;
 use crate::host_cache::fill_fresh_memory;
+use crate::image_kinds::{create_image, destroy_image};
 use crate::memory_accounting::MemoryRecord;
 use crate::memory_priority::{
     self, chained_priority, get_seen_memory_priorities, SeenPriority, GET_SEEN_PRIORITIES,
@@ -35,7 +38,6 @@ use crate::requirements_intercepts::{
     get_device_buffer_memory_requirements, get_device_image_memory_requirements,
     get_image_memory_requirements, get_image_memory_requirements2,
 };
-use crate::transient_images::{create_image, destroy_image};
 
 /// This layer's `vkGetDeviceProcAddr`.
 ///
@@ -123,6 +125,13 @@ fn device_intercept(name: &CStr) -> vk::PFN_vkVoidFunction {
         b"vkBindImageMemory2" | b"vkBindImageMemory2KHR" => {
             void_fn!(bind_image_memory2, vk::PFN_vkBindImageMemory2)
         }
+        b"vkGetMemoryFdPropertiesKHR" => {
+            void_fn!(get_memory_fd_properties, vk::PFN_vkGetMemoryFdPropertiesKHR)
+        }
+        b"vkGetMemoryHostPointerPropertiesEXT" => void_fn!(
+            get_memory_host_pointer_properties,
+            vk::PFN_vkGetMemoryHostPointerPropertiesEXT
+        ),
         b"vkGetBufferMemoryRequirements" => {
             void_fn!(
                 get_buffer_memory_requirements,

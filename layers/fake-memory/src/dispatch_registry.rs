@@ -18,10 +18,10 @@ use ash::vk::Handle;
 
 use crate::config::LayerConfig;
 use crate::host_cache::HostCache;
+use crate::image_kinds::ImageKinds;
 use crate::memory_accounting::{lock, AllocationBook, HeapUsage};
 use crate::memory_priority::SeenPriorities;
 use crate::memory_type_map::MemoryTypeMap;
-use crate::transient_images::TransientImages;
 
 /// The dispatch word of a dispatchable handle.
 pub type DispatchKey = usize;
@@ -215,6 +215,10 @@ pub struct NextDeviceFns {
     pub bind_image_memory2: Option<vk::PFN_vkBindImageMemory2>,
     /// `vkGetDeviceMemoryCommitment`.
     pub get_device_memory_commitment: Option<vk::PFN_vkGetDeviceMemoryCommitment>,
+    /// `vkGetMemoryFdPropertiesKHR`.
+    pub get_memory_fd_properties: Option<vk::PFN_vkGetMemoryFdPropertiesKHR>,
+    /// `vkGetMemoryHostPointerPropertiesEXT`.
+    pub get_memory_host_pointer_properties: Option<vk::PFN_vkGetMemoryHostPointerPropertiesEXT>,
     /// `vkGetBufferMemoryRequirements`.
     pub get_buffer_memory_requirements: Option<vk::PFN_vkGetBufferMemoryRequirements>,
     /// `vkGetImageMemoryRequirements`.
@@ -247,8 +251,9 @@ pub struct FakeDevice {
     /// device (the lower of the driver's and the profile's, or the
     /// `max-allocations` override's): allocations past it fail.
     pub max_memory_allocation_count: u32,
-    /// The live images created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`.
-    pub transient_images: TransientImages,
+    /// The live images created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`
+    /// or `VK_IMAGE_TILING_LINEAR`.
+    pub image_kinds: ImageKinds,
     /// The driver itself got `VK_EXT_memory_priority` enabled (it has the
     /// extension and the configuration offers it): its structures go
     /// through. Else the layer takes them out (`memory_priority.rs`).

@@ -37,12 +37,16 @@
 //! - every memory-requirements query (buffer/image, 1.0, `2`, `2KHR`, and the
 //!   maintenance4 `vkGetDevice{Buffer,Image}MemoryRequirements[KHR]`):
 //!   `memoryTypeBits` in fake indices (a lazily allocated type only for
-//!   images created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`, which
-//!   the layer tracks through `vkCreateImage` and `vkDestroyImage`),
+//!   images created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`, a host
+//!   type that holds no optimal images still for linear ones, both of
+//!   which the layer tracks through `vkCreateImage` and `vkDestroyImage`),
 //!   alignment raised to the profile's,
 //!   buffer sizes rounded up as a real driver rounds them (the discrete
 //!   profile to 16 bytes, as NVIDIA does), and, with the `dedicated=` option,
 //!   `VkMemoryDedicatedRequirements` preferring or requiring dedicated memory;
+//! - the import queries `vkGetMemoryFdPropertiesKHR` and
+//!   `vkGetMemoryHostPointerPropertiesEXT`: `memoryTypeBits` in fake
+//!   indices, as for a buffer (no lazily allocated type);
 //! - `vkAllocateMemory`: the fake type is backed by a real one;
 //!   `ERROR_OUT_OF_DEVICE_MEMORY` past a fake heap's size or on a call chosen
 //!   to fail, `ERROR_TOO_MANY_OBJECTS` past the allocation count;
@@ -87,8 +91,10 @@ mod dedicated_binds;
 mod device_creation;
 mod device_intercepts;
 mod dispatch_registry;
+mod external_memory;
 mod ffi_guard;
 mod host_cache;
+mod image_kinds;
 mod instance_intercepts;
 mod loader_interface;
 mod memory_accounting;
@@ -99,7 +105,6 @@ pub mod profile;
 #[cfg(test)]
 mod profile_mirrors;
 mod requirements_intercepts;
-mod transient_images;
 
 use std::ffi::CStr;
 

@@ -7,8 +7,10 @@
 //!
 //! Memory requirements come back from the driver in real type indices; the
 //! layer rewrites `memoryTypeBits` to the fake types whose backing real type
-//! the driver allowed (and, for images, that the profile lets hold images),
-//! and raises `alignment` to the profile's minimum.
+//! the driver allowed (and, for optimal images, that the profile lets hold
+//! them: a linear image may take any type a buffer may, as on the GPUs the
+//! profiles model, whose drivers offer system memory to linear images), and
+//! raises `alignment` to the profile's minimum.
 //!
 //! A lazily allocated fake type (`VK_MEMORY_PROPERTY_LAZILY_ALLOCATED_BIT`)
 //! is offered as the spec allows it and no wider: never to a buffer, and to
@@ -27,20 +29,31 @@ use crate::profile::Profile;
 pub enum ResourceKind {
     /// A `VkBuffer`.
     Buffer,
-    /// A `VkImage` created without `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`.
+    /// A `VkImage` created without `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`
+    /// and not `VK_IMAGE_TILING_LINEAR` (optimal, or a DRM format modifier,
+    /// which may name a tiled layout).
     Image,
-    /// A `VkImage` created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`:
-    /// the only resource a lazily allocated type may hold.
+    /// As [`Image`](Self::Image), created with
+    /// `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`: the only resource a lazily
+    /// allocated type may hold.
     TransientImage,
+    /// A `VkImage` created with `VK_IMAGE_TILING_LINEAR` and without
+    /// `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`: any type a buffer may take.
+    LinearImage,
+    /// A `VkImage` created with `VK_IMAGE_TILING_LINEAR` and
+    /// `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`.
+    TransientLinearImage,
 }
 
 impl ResourceKind {
-    /// The kind of an image created with `usage`.
-    pub fn of_image(usage: vk::ImageUsageFlags) -> Self {
-        if usage.contains(vk::ImageUsageFlags::TRANSIENT_ATTACHMENT) {
-            ResourceKind::TransientImage
-        } else {
-            ResourceKind::Image
+    /// The kind of an image created with `usage` and `tiling`.
+    pub fn of_image(usage: vk::ImageUsageFlags, tiling: vk::ImageTiling) -> Self {
+        let transient = usage.contains(vk::ImageUsageFlags::TRANSIENT_ATTACHMENT);
+        match (transient, tiling == vk::ImageTiling::LINEAR) {
+            (false, false) => ResourceKind::Image,
+            (true, false) => ResourceKind::TransientImage,
+            (false, true) => ResourceKind::LinearImage,
+            (true, true) => ResourceKind::TransientLinearImage,
         }
     }
 }
@@ -131,15 +144,24 @@ impl MemoryTypeMap {
                 .flags
                 .contains(vk::MemoryPropertyFlags::LAZILY_ALLOCATED);
             let allowed = match kind {
-                ResourceKind::Buffer => !lazy,
+                ResourceKind::Buffer | ResourceKind::LinearImage => !lazy,
                 ResourceKind::Image => fake.images && !lazy,
                 ResourceKind::TransientImage => fake.images,
+                ResourceKind::TransientLinearImage => true,
             };
             if backed && allowed && index < 32 {
                 bits |= 1 << index;
             }
         }
         bits
+    }
+
+    /// Fake `memoryTypeBits` for memory imported from a handle or a host
+    /// pointer that the driver can import as the real types `real_bits`:
+    /// as for a buffer, the types backed by those, none lazily allocated
+    /// (imported memory comes with its contents).
+    pub fn fake_import_type_bits(&self, real_bits: u32) -> u32 {
+        self.fake_type_bits(real_bits, ResourceKind::Buffer)
     }
 
     /// The same map with image requirements aligned to at least `alignment`
@@ -159,7 +181,10 @@ impl MemoryTypeMap {
         requirements.memory_type_bits = self.fake_type_bits(requirements.memory_type_bits, kind);
         let minimum = match kind {
             ResourceKind::Buffer => self.profile.min_buffer_alignment,
-            ResourceKind::Image | ResourceKind::TransientImage => self.min_image_alignment,
+            ResourceKind::Image
+            | ResourceKind::TransientImage
+            | ResourceKind::LinearImage
+            | ResourceKind::TransientLinearImage => self.min_image_alignment,
         };
         requirements.alignment = requirements.alignment.max(minimum);
         if kind == ResourceKind::Buffer {
@@ -293,6 +318,18 @@ mod tests {
         assert_eq!(map.fake_type_bits(1, ResourceKind::TransientImage), 0b1111);
     }
 
+    /// An import (a handle's or a host pointer's memory) may take the types
+    /// backed by the real ones the driver names, in fake indices, but never
+    /// a lazily allocated one.
+    #[test]
+    fn imports_get_fake_indices_and_no_lazily_allocated_type() {
+        let map = MemoryTypeMap::new(&MOBILE, &lavapipe_like());
+        assert_eq!(map.fake_import_type_bits(1), 0b0111);
+        assert_eq!(map.fake_import_type_bits(0), 0);
+        let map = MemoryTypeMap::new(&DISCRETE, &lavapipe_like());
+        assert_eq!(map.fake_import_type_bits(1), 0b1111);
+    }
+
     #[test]
     fn a_lazy_type_is_emulated_unless_its_real_type_is_lazy_too() {
         let map = MemoryTypeMap::new(&MOBILE, &lavapipe_like());
@@ -326,16 +363,51 @@ mod tests {
     }
 
     #[test]
-    fn image_kind_follows_the_transient_attachment_bit() {
+    fn image_kind_follows_the_transient_attachment_bit_and_the_tiling() {
         let transient =
             vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::TRANSIENT_ATTACHMENT;
+        let plain = vk::ImageUsageFlags::COLOR_ATTACHMENT;
+        let (optimal, linear) = (vk::ImageTiling::OPTIMAL, vk::ImageTiling::LINEAR);
+        let modifier = vk::ImageTiling::DRM_FORMAT_MODIFIER_EXT;
         assert_eq!(
-            ResourceKind::of_image(transient),
+            ResourceKind::of_image(transient, optimal),
             ResourceKind::TransientImage
         );
+        assert_eq!(ResourceKind::of_image(plain, optimal), ResourceKind::Image);
+        assert_eq!(ResourceKind::of_image(plain, modifier), ResourceKind::Image);
         assert_eq!(
-            ResourceKind::of_image(vk::ImageUsageFlags::COLOR_ATTACHMENT),
-            ResourceKind::Image
+            ResourceKind::of_image(plain, linear),
+            ResourceKind::LinearImage
+        );
+        assert_eq!(
+            ResourceKind::of_image(transient, linear),
+            ResourceKind::TransientLinearImage
+        );
+    }
+
+    /// A linear image may take the host types that hold no optimal images,
+    /// as a buffer may; lazily allocated types only if it is transient.
+    #[test]
+    fn linear_images_take_what_buffers_take() {
+        let map = MemoryTypeMap::new(&DISCRETE, &lavapipe_like());
+        assert_eq!(map.fake_type_bits(1, ResourceKind::Image), 0b1001);
+        assert_eq!(map.fake_type_bits(1, ResourceKind::LinearImage), 0b1111);
+        let map = MemoryTypeMap::new(&WITH_LAZY, &lavapipe_like());
+        assert_eq!(map.fake_type_bits(1, ResourceKind::LinearImage), 0b10111);
+        assert_eq!(
+            map.fake_type_bits(1, ResourceKind::TransientLinearImage),
+            0b11111
+        );
+        let mut requirements = vk::MemoryRequirements {
+            size: 1000,
+            alignment: 16,
+            memory_type_bits: 1,
+        };
+        map.patch_requirements(&mut requirements, ResourceKind::LinearImage);
+        assert_eq!(
+            (requirements.size, requirements.alignment),
+            (1000, MOBILE.min_image_alignment),
+            "aligned as an image, its size the driver's"
         );
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! A profile is the part of a GPU's description an allocator depends on: its
 //! memory heaps (how much memory, device-local or not), its memory types (which
-//! heap, which property flags, whether optimal images may live there) and the
+//! heap, which property flags, whether optimal images may live there: linear
+//! ones may live wherever buffers may) and the
 //! limits that govern placement: `bufferImageGranularity` (linear and optimal
 //! resources must not share a page of that size), `nonCoherentAtomSize` (the
 //! unit of flushes and invalidates on non-coherent memory),
@@ -30,9 +31,10 @@ pub struct FakeType {
     pub flags: vk::MemoryPropertyFlags,
     /// Index into the profile's heaps.
     pub heap: u32,
-    /// Whether image memory requirements offer this type. Buffers always
-    /// may use it unless it is lazily allocated; a lazily allocated type is
-    /// offered to transient-attachment images only (`memory_type_map.rs`).
+    /// Whether the memory requirements of optimal images offer this type.
+    /// Buffers and linear images always may use it unless it is lazily
+    /// allocated; a lazily allocated type is offered to transient-attachment
+    /// images only (`memory_type_map.rs`).
     pub images: bool,
 }
 

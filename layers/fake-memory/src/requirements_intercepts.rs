@@ -3,7 +3,7 @@
 //! mapped onto fake type indices, its alignment and buffer sizes raised to the
 //! profile's, and (with `dedicated=`) its `VkMemoryDedicatedRequirements` set.
 //! An image's bits depend on whether it was created as a transient
-//! attachment (`transient_images.rs`).
+//! attachment and whether it is linear (`image_kinds.rs`).
 
 use ash::vk;
 
@@ -53,11 +53,13 @@ unsafe fn requirements_query(
 }
 
 /// The kind of `image`, a live image of `state`'s device: transient if it was
-/// created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`.
+/// created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`, linear if with
+/// `VK_IMAGE_TILING_LINEAR`.
 fn image_kind(state: &DeviceState, image: vk::Image) -> ResourceKind {
-    state.fake.as_ref().map_or(ResourceKind::Image, |fake| {
-        fake.transient_images.kind(image)
-    })
+    state
+        .fake
+        .as_ref()
+        .map_or(ResourceKind::Image, |fake| fake.image_kinds.kind(image))
 }
 
 /// Null requirements: nothing to patch.
@@ -249,7 +251,7 @@ pub(crate) unsafe extern "system" fn get_device_image_memory_requirements(
             let kind = if create_info.is_null() {
                 ResourceKind::Image
             } else {
-                ResourceKind::of_image((*create_info).usage)
+                ResourceKind::of_image((*create_info).usage, (*create_info).tiling)
             };
             (inner(requirements), kind)
         });

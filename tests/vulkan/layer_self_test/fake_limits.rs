@@ -1,7 +1,8 @@
 //! The fake limits bite: `heapUsage` and `heapBudget` follow allocations,
 //! a fake heap holds exactly its size, `maxMemoryAllocationCount` (an
 //! override or the mobile profile's own) is enforced and reported, and
-//! `fail-allocation=N` fails exactly the chosen calls.
+//! `fail-allocation=N` fails exactly the chosen calls, and an allocation
+//! the driver refuses leaves neither bytes nor a count behind.
 
 use ash::vk;
 
@@ -105,6 +106,55 @@ test_each_fake_profile!(
         for result in [results[0], results[2], results[4]] {
             free(&context, result.unwrap());
         }
+        context.assert_no_validation_messages();
+    }
+);
+
+test_each_fake_profile!(
+    /// An allocation the layer admits and the driver then refuses (an
+    /// import of a descriptor that holds no memory: lavapipe answers
+    /// `ERROR_INVALID_EXTERNAL_HANDLE`) leaves nothing in the layer's
+    /// books: `heapUsage` is back to 0 and, under `max-allocations=1`, the
+    /// next allocation gets the slot. Every other refusal in these tests
+    /// is the layer's own, made before it reserves anything, so the
+    /// layer's undoing of a reservation the driver refused ran in no test.
+    fn a_driver_refusal_leaves_no_usage_and_no_count(profile) {
+        use std::os::fd::IntoRawFd;
+        let options = ContextOptions::default().memory_budget(true).max_allocations(1);
+        let context = VulkanContext::with_options(profile, options);
+        assert!(context.external_memory_fd_enabled, "{profile}: the device lacks VK_KHR_external_memory_fd");
+        context.allow(Advice::FailingCalls);
+        let heap = context.memory_properties().memory_types[0].heap_index as usize;
+        // Left open: lavapipe (Mesa 22.3) closes the descriptor of a failed
+        // import, which the application still owns by the specification.
+        let not_memory = std::fs::File::open("/dev/null").unwrap().into_raw_fd();
+        let mut import = vk::ImportMemoryFdInfoKHR::default()
+            .handle_type(vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD)
+            .fd(not_memory);
+        let info = vk::MemoryAllocateInfo::default()
+            .allocation_size(MIB)
+            .memory_type_index(0)
+            .push_next(&mut import);
+        // SAFETY: a valid allocate info but for the descriptor, which holds
+        // no memory: the refusal is what the test is after.
+        match unsafe { context.device.allocate_memory(&info, None) } {
+            // The driver's refusal, not the layer's.
+            Err(error) => assert_eq!(error, vk::Result::ERROR_INVALID_EXTERNAL_HANDLE, "{profile}"),
+            Ok(memory) => {
+                free(&context, memory);
+                panic!("{profile}: the driver imported /dev/null");
+            }
+        }
+        // Lavapipe reports its refusal through the messenger too.
+        let messages = context.take_messages();
+        assert!(
+            messages.iter().all(|message| message.contains("VK_ERROR_INVALID_EXTERNAL_HANDLE")),
+            "{profile}: {messages:?}"
+        );
+        assert_eq!(heap_usage(&context)[heap], 0, "{profile}: the refused import's bytes stayed counted");
+        let memory = allocate(&context, 0, MIB)
+            .unwrap_or_else(|error| panic!("{profile}: the refused import kept its count slot: {error}"));
+        free(&context, memory);
         context.assert_no_validation_messages();
     }
 );

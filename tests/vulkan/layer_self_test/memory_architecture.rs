@@ -483,3 +483,139 @@ fn parallel_instances_keep_their_own_profiles() {
         }
     });
 }
+
+/// A device of `context`'s physical device with `VK_EXT_external_memory_host`
+/// enabled (lavapipe has it; the harness's device does not enable it), and
+/// one queue of the context's family.
+fn device_with_external_memory_host(context: &VulkanContext) -> ash::Device {
+    // SAFETY: the context's live physical device.
+    let extensions = unsafe {
+        context
+            .instance
+            .enumerate_device_extension_properties(context.physical_device)
+    }
+    .unwrap();
+    let name = ash::ext::external_memory_host::NAME;
+    assert!(
+        extensions
+            .iter()
+            .any(|e| e.extension_name_as_c_str() == Ok(name)),
+        "{}: the device lacks {name:?}",
+        context.profile
+    );
+    let priorities = [1.0];
+    let queues = [vk::DeviceQueueCreateInfo::default()
+        .queue_family_index(context.queue_family_index)
+        .queue_priorities(&priorities)];
+    let names = [name.as_ptr()];
+    let info = vk::DeviceCreateInfo::default()
+        .queue_create_infos(&queues)
+        .enabled_extension_names(&names);
+    // SAFETY: a valid create info with a listed extension.
+    unsafe {
+        context
+            .instance
+            .create_device(context.physical_device, &info, None)
+    }
+    .unwrap()
+}
+
+test_each_fake_profile!(
+    /// `vkGetMemoryHostPointerPropertiesEXT` names memory types as every
+    /// other query does, in the profile's indices: the types whose backing
+    /// the driver allows for the pointer (on lavapipe, every type but the
+    /// lazily allocated ones, as for a buffer). The layer passed the
+    /// driver's bits through, in the driver's indices: on lavapipe bit 0,
+    /// which names the profile's first type (on `discrete`, device-local
+    /// memory the host cannot map), and an application that imported host
+    /// memory into the host-visible type it should pick was told that type
+    /// cannot hold it.
+    fn host_pointer_imports_name_fake_types(profile) {
+        let context = VulkanContext::new(profile);
+        let device = device_with_external_memory_host(&context);
+        let mut host = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
+        let mut properties = vk::PhysicalDeviceProperties2::default().push_next(&mut host);
+        // SAFETY: a valid output chain; the extension is listed.
+        unsafe {
+            context
+                .instance
+                .get_physical_device_properties2(context.physical_device, &mut properties);
+        }
+        let alignment = host.min_imported_host_pointer_alignment.max(4096) as usize;
+        let layout = std::alloc::Layout::from_size_align(alignment, alignment).unwrap();
+        // SAFETY: a non-zero size.
+        let pointer = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!pointer.is_null());
+        let functions = ash::ext::external_memory_host::Device::new(&context.instance, &device);
+        let mut pointer_properties = vk::MemoryHostPointerPropertiesEXT::default();
+        // SAFETY: a live, suitably aligned host allocation; the extension is
+        // enabled on `device`.
+        let result = unsafe {
+            (functions.fp().get_memory_host_pointer_properties_ext)(
+                device.handle(),
+                vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT,
+                pointer.cast_const().cast(),
+                &mut pointer_properties,
+            )
+        };
+        // SAFETY: nothing imported it; the device made nothing else.
+        unsafe {
+            std::alloc::dealloc(pointer, layout);
+            device.destroy_device(None);
+        }
+        assert_eq!(result, vk::Result::SUCCESS, "{profile}");
+        let bits = pointer_properties.memory_type_bits;
+        let want = buffer_type_bits(&expected(profile));
+        if on_custom_device() {
+            assert!(bits != 0 && bits & !want == 0, "{profile}: {bits:#b}");
+        } else {
+            assert_eq!(bits, want, "{profile}: {bits:#b}; {}", real_device_facts());
+        }
+        context.assert_no_validation_messages();
+    }
+);
+
+test_each_fake_profile!(
+    /// A linear image may take every memory type a buffer may (the lazily
+    /// allocated ones only as a transient attachment): the profiles keep
+    /// *optimal* images out of their host memory types, as the GPUs they
+    /// model do, but those GPUs' drivers offer system memory to linear
+    /// images, which the host reads and writes in place (NVIDIA, RADV and
+    /// ANV list every type for them). The layer kept linear images out of
+    /// the host types too: on `discrete` a linear readback image could not
+    /// take the cached, non-coherent type, nor an upload one system memory.
+    /// Every requirements query agrees.
+    fn linear_images_may_take_host_memory_types(profile) {
+        let context = VulkanContext::new(profile);
+        let want = buffer_type_bits(&expected(profile));
+        let device = &context.device;
+        let info = image_info().tiling(vk::ImageTiling::LINEAR);
+        // SAFETY: a valid create info (lavapipe takes linear RGBA8 images
+        // for transfers); the image is destroyed unbound.
+        let (plain, two, from_info) = unsafe {
+            let image = device.create_image(&info, None).unwrap();
+            let plain = device.get_image_memory_requirements(image);
+            let mut two = vk::MemoryRequirements2::default();
+            device.get_image_memory_requirements2(
+                &vk::ImageMemoryRequirementsInfo2::default().image(image),
+                &mut two,
+            );
+            let mut from_info = vk::MemoryRequirements2::default();
+            device.get_device_image_memory_requirements(
+                &vk::DeviceImageMemoryRequirements::default().create_info(&info),
+                &mut from_info,
+            );
+            device.destroy_image(image, None);
+            (plain, two.memory_requirements, from_info.memory_requirements)
+        };
+        let bits = plain.memory_type_bits;
+        if on_custom_device() {
+            assert!(bits != 0 && bits & !want == 0, "{profile}: {bits:#b}");
+        } else {
+            assert_eq!(bits, want, "{profile}: {bits:#b}; {}", real_device_facts());
+        }
+        assert_eq!((two.memory_type_bits, from_info.memory_type_bits), (bits, bits), "{profile}");
+        assert_eq!((two.alignment, from_info.alignment), (plain.alignment, plain.alignment), "{profile}");
+        context.assert_no_validation_messages();
+    }
+);

@@ -1,13 +1,16 @@
-//! Which live images were created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`.
+//! The kind of every live image whose memory types differ from a plain
+//! optimal image's: those created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`
+//! or with `VK_IMAGE_TILING_LINEAR`.
 //!
 //! A lazily allocated fake type may be offered to an image only when the
-//! image was created transient (`memory_type_map.rs`), but
-//! `vkGetImageMemoryRequirements[2]` name the image, not its create info. So
-//! the layer intercepts `vkCreateImage` and `vkDestroyImage` and keeps, per
-//! device, the handles of its live transient images. (The maintenance4
+//! image was created transient, and a profile's host memory types that
+//! hold no optimal images still hold linear ones (`memory_type_map.rs`),
+//! but `vkGetImageMemoryRequirements[2]` name the image, not its create
+//! info. So the layer intercepts `vkCreateImage` and `vkDestroyImage` and
+//! keeps, per device, the kind of each such live image. (The maintenance4
 //! `vkGetDeviceImageMemoryRequirements` carries the create info itself.)
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use ash::vk;
@@ -18,17 +21,19 @@ use crate::ffi_guard::guard;
 use crate::memory_accounting::lock;
 use crate::memory_type_map::ResourceKind;
 
-/// The live transient-attachment images of one device.
+/// The live transient-attachment and linear images of one device.
 #[derive(Debug, Default)]
-pub struct TransientImages {
-    images: Mutex<HashSet<u64>>,
+pub struct ImageKinds {
+    images: Mutex<HashMap<u64, ResourceKind>>,
 }
 
-impl TransientImages {
-    /// Records `image`, just created with `usage`, if that usage is transient.
-    pub fn created(&self, image: vk::Image, usage: vk::ImageUsageFlags) {
-        if ResourceKind::of_image(usage) == ResourceKind::TransientImage {
-            lock(&self.images).insert(image.as_raw());
+impl ImageKinds {
+    /// Records `image`, just created with `usage` and `tiling`, unless it
+    /// is a plain optimal image.
+    pub fn created(&self, image: vk::Image, usage: vk::ImageUsageFlags, tiling: vk::ImageTiling) {
+        let kind = ResourceKind::of_image(usage, tiling);
+        if kind != ResourceKind::Image {
+            lock(&self.images).insert(image.as_raw(), kind);
         }
     }
 
@@ -39,15 +44,14 @@ impl TransientImages {
 
     /// The kind of the live `image`, for its memory requirements.
     pub fn kind(&self, image: vk::Image) -> ResourceKind {
-        if lock(&self.images).contains(&image.as_raw()) {
-            ResourceKind::TransientImage
-        } else {
-            ResourceKind::Image
-        }
+        lock(&self.images)
+            .get(&image.as_raw())
+            .copied()
+            .unwrap_or(ResourceKind::Image)
     }
 }
 
-/// `vkCreateImage`: creates, then records a transient-attachment image.
+/// `vkCreateImage`: creates, then records a transient-attachment or linear image.
 pub(crate) unsafe extern "system" fn create_image(
     device: vk::Device,
     create_info: *const vk::ImageCreateInfo<'_>,
@@ -73,8 +77,9 @@ pub(crate) unsafe extern "system" fn create_image(
                 // SAFETY: a valid create info (contract); on success the
                 // driver wrote the new handle. The application does not have
                 // the handle yet, so no other thread can destroy it first.
-                let (usage, handle) = unsafe { ((*create_info).usage, image.read()) };
-                fake.transient_images.created(handle, usage);
+                let (usage, tiling, handle) =
+                    unsafe { ((*create_info).usage, (*create_info).tiling, image.read()) };
+                fake.image_kinds.created(handle, usage, tiling);
             }
             result
         },
@@ -97,7 +102,7 @@ pub(crate) unsafe extern "system" fn destroy_image(
             return;
         };
         if let Some(fake) = &state.fake {
-            fake.transient_images.destroyed(image);
+            fake.image_kinds.destroyed(image);
         }
         if let Some(next) = state.next.destroy_image {
             // SAFETY: forwarding the caller's arguments.
@@ -111,18 +116,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_transient_images_are_recorded_until_destroyed() {
-        let images = TransientImages::default();
+    fn transient_and_linear_images_are_recorded_until_destroyed() {
+        let images = ImageKinds::default();
         let transient = vk::Image::from_raw(1);
         let plain = vk::Image::from_raw(2);
+        let linear = vk::Image::from_raw(3);
+        let attachment =
+            vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::TRANSIENT_ATTACHMENT;
+        let optimal = vk::ImageTiling::OPTIMAL;
+        images.created(transient, attachment, optimal);
+        images.created(plain, vk::ImageUsageFlags::COLOR_ATTACHMENT, optimal);
         images.created(
-            transient,
-            vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::TRANSIENT_ATTACHMENT,
+            linear,
+            vk::ImageUsageFlags::TRANSFER_DST,
+            vk::ImageTiling::LINEAR,
         );
-        images.created(plain, vk::ImageUsageFlags::COLOR_ATTACHMENT);
         assert_eq!(images.kind(transient), ResourceKind::TransientImage);
         assert_eq!(images.kind(plain), ResourceKind::Image);
+        assert_eq!(images.kind(linear), ResourceKind::LinearImage);
         images.destroyed(transient);
+        images.destroyed(linear);
         assert_eq!(images.kind(transient), ResourceKind::Image);
+        assert_eq!(images.kind(linear), ResourceKind::Image);
     }
 }
