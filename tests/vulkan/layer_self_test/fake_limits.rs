@@ -110,6 +110,8 @@ test_each_fake_profile!(
     }
 );
 
+// An opaque POSIX file descriptor: Unix only.
+#[cfg(unix)]
 test_each_fake_profile!(
     /// An allocation the layer admits and the driver then refuses (an
     /// import of a descriptor that holds no memory: lavapipe answers
