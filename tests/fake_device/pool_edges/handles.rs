@@ -83,7 +83,14 @@ fn a_destroyed_pools_handle_stays_stale_after_its_generation_wraps() {
 /// too), `Pool` and `Option<Pool>` 8.
 #[test]
 fn pool_handles_keep_their_sizes() {
-    assert_eq!(std::mem::size_of::<vk_suballoc::Allocation>(), 64);
+    // 60 on 32-bit targets (a 4-byte mapped pointer), where allocation.rs
+    // asserts nothing.
+    let expected = if cfg!(target_pointer_width = "64") {
+        64
+    } else {
+        60
+    };
+    assert_eq!(std::mem::size_of::<vk_suballoc::Allocation>(), expected);
     assert_eq!(std::mem::size_of::<Pool>(), 8);
     assert_eq!(std::mem::size_of::<Option<Pool>>(), 8);
 }
