@@ -502,9 +502,8 @@ pub const ALL: [&Profile; 8] = [
 ];
 
 /// Checked at compile time: every profile fits Vulkan's fixed-size arrays,
-/// points its types at existing heaps, has no type that is both lazily
-/// allocated and host-visible (which the spec forbids) and uses power-of-two
-/// limits.
+/// points its types at existing heaps, follows the specification's rules for
+/// memory types ([`valid_memory_types`]) and uses power-of-two limits.
 const _VALID_PROFILES: () = {
     let mut p = 0;
     while p < ALL.len() {
@@ -513,14 +512,11 @@ const _VALID_PROFILES: () = {
         assert!(profile.types.len() <= vk::MAX_MEMORY_TYPES);
         let mut t = 0;
         while t < profile.types.len() {
-            let memory_type = profile.types[t];
-            assert!((memory_type.heap as usize) < profile.heaps.len());
-            let flags = memory_type.flags.as_raw();
-            assert!(
-                flags & LAZILY_ALLOCATED.as_raw() == 0 || flags & HOST_VISIBLE.as_raw() == 0,
-                "a lazily allocated type cannot be host-visible"
-            );
+            assert!((profile.types[t].heap as usize) < profile.heaps.len());
             t += 1;
+        }
+        if let Err(rule) = valid_memory_types(profile.heaps, profile.types) {
+            panic!("{}", rule);
         }
         assert!(profile.buffer_image_granularity.is_power_of_two());
         assert!(profile.non_coherent_atom_size.is_power_of_two());
@@ -529,6 +525,81 @@ const _VALID_PROFILES: () = {
         p += 1;
     }
 };
+
+/// The specification's rules for `VkPhysicalDeviceMemoryProperties` that a
+/// profile's heaps and types could break (chapter "Device Memory"), or the
+/// first one broken. `types` point at existing heaps (checked before).
+///
+/// - A type is `DEVICE_LOCAL` if and only if its heap is
+///   (`VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT`'s description).
+/// - Its flags are one of the combinations the specification lists: host
+///   visible with coherent and/or cached, never coherent or cached without
+///   host visible; lazily allocated or protected never host-visible (nor
+///   lazily allocated without device-local); AMD's device-uncached only with
+///   device-coherent.
+/// - Order: a type whose flags are a strict subset of another's, or that
+///   lacks AMD's device-coherent or device-uncached bits another has, comes
+///   first.
+/// - Some type is host-visible and host-coherent, and some is device-local.
+// Used by `_VALID_PROFILES`, which the dead-code lint does not count.
+#[allow(dead_code)]
+const fn valid_memory_types(heaps: &[FakeHeap], types: &[FakeType]) -> Result<(), &'static str> {
+    const fn has(flags: u32, bit: vk::MemoryPropertyFlags) -> bool {
+        flags & bit.as_raw() != 0
+    }
+    let amd = vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD.as_raw()
+        | vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD.as_raw();
+    let host_access = HOST_VISIBLE.as_raw() | HOST_COHERENT.as_raw() | HOST_CACHED.as_raw();
+    let mut host_coherent = false;
+    let mut device_local = false;
+    let mut x = 0;
+    while x < types.len() {
+        let flags = types[x].flags.as_raw();
+        let heap_flags = heaps[types[x].heap as usize].flags.as_raw();
+        if has(flags, DEVICE_LOCAL) != (heap_flags & HEAP_DEVICE_LOCAL.as_raw() != 0) {
+            return Err("a type is DEVICE_LOCAL if and only if its heap is");
+        }
+        if has(flags, HOST_VISIBLE) != (has(flags, HOST_COHERENT) || has(flags, HOST_CACHED)) {
+            return Err("host-visible types are coherent or cached, and only they");
+        }
+        let device_only = LAZILY_ALLOCATED.as_raw() | vk::MemoryPropertyFlags::PROTECTED.as_raw();
+        if flags & device_only != 0 && flags & host_access != 0 {
+            return Err("a lazily allocated or protected type is not host-visible");
+        }
+        if has(flags, LAZILY_ALLOCATED) && !has(flags, DEVICE_LOCAL) {
+            return Err("a lazily allocated type is device-local");
+        }
+        if has(flags, vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD)
+            && !has(flags, vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD)
+        {
+            return Err("a device-uncached type is device-coherent");
+        }
+        host_coherent |= has(flags, HOST_VISIBLE) && has(flags, HOST_COHERENT);
+        device_local |= has(flags, DEVICE_LOCAL);
+        let mut y = 0;
+        while y < x {
+            // `y` comes before `x`: wrong if `x`'s flags are a strict subset
+            // of `y`'s, or `y` has AMD bits `x` lacks.
+            let earlier = types[y].flags.as_raw();
+            if (flags & earlier == flags && flags != earlier)
+                || (earlier & amd != 0 && flags & amd == 0)
+            {
+                return Err(
+                    "types are ordered: subsets of flags first, AMD's device-coherent last",
+                );
+            }
+            y += 1;
+        }
+        x += 1;
+    }
+    if !host_coherent {
+        return Err("some type is host-visible and host-coherent");
+    }
+    if !device_local {
+        return Err("some type is device-local");
+    }
+    Ok(())
+}
 
 impl Profile {
     /// Looks a profile up by its configuration name.

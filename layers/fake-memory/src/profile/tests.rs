@@ -93,3 +93,98 @@ fn mali_has_no_device_local_type_the_host_cannot_map() {
             .flags
             .contains(DEVICE_LOCAL | HOST_VISIBLE | HOST_COHERENT)));
 }
+
+/// Each rule of `valid_memory_types` refuses the layout that breaks it (so
+/// the compile-time check of the profiles can fail), and a layout with
+/// AMD's device-coherent types last passes.
+#[test]
+fn memory_type_rules_refuse_what_the_specification_forbids() {
+    const LOCAL_HEAP: FakeHeap = FakeHeap {
+        size: 1 << 30,
+        flags: HEAP_DEVICE_LOCAL,
+    };
+    const HOST_HEAP: FakeHeap = FakeHeap {
+        size: 1 << 30,
+        flags: vk::MemoryHeapFlags::empty(),
+    };
+    let heaps = [LOCAL_HEAP, HOST_HEAP];
+    let ty = |flags: vk::MemoryPropertyFlags, heap: u32| FakeType {
+        flags,
+        heap,
+        ..DISCRETE.types[0]
+    };
+    let host = all(&[HOST_VISIBLE, HOST_COHERENT]);
+    let amd = all(&[
+        vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD,
+        vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD,
+    ]);
+    let valid = [ty(DEVICE_LOCAL, 0), ty(host, 1)];
+    assert_eq!(valid_memory_types(&heaps, &valid), Ok(()));
+    let with_amd = [
+        ty(DEVICE_LOCAL, 0),
+        ty(host, 1),
+        ty(all(&[DEVICE_LOCAL, amd]), 0),
+        ty(all(&[host, amd]), 1),
+    ];
+    assert_eq!(valid_memory_types(&heaps, &with_amd), Ok(()));
+    let cases: [(&[FakeType], &str); 9] = [
+        (&[ty(DEVICE_LOCAL, 1), ty(host, 1)], "heap is"),
+        (&[ty(DEVICE_LOCAL, 0), ty(host, 0)], "heap is"),
+        (
+            &[ty(DEVICE_LOCAL, 0), ty(host, 1), ty(HOST_VISIBLE, 1)],
+            "coherent or cached",
+        ),
+        (
+            &[ty(DEVICE_LOCAL, 0), ty(host, 1), ty(HOST_CACHED, 1)],
+            "coherent or cached",
+        ),
+        (
+            &[
+                ty(DEVICE_LOCAL, 0),
+                ty(host, 1),
+                ty(all(&[vk::MemoryPropertyFlags::PROTECTED, host]), 1),
+            ],
+            "not host-visible",
+        ),
+        (
+            &[ty(DEVICE_LOCAL, 0), ty(host, 1), ty(LAZILY_ALLOCATED, 1)],
+            "is device-local",
+        ),
+        (
+            &[
+                ty(DEVICE_LOCAL, 0),
+                ty(host, 1),
+                ty(
+                    all(&[host, vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD]),
+                    1,
+                ),
+            ],
+            "device-coherent",
+        ),
+        (
+            // Cached before uncached of the same heap: a strict superset first.
+            &[
+                ty(DEVICE_LOCAL, 0),
+                ty(all(&[host, HOST_CACHED]), 1),
+                ty(host, 1),
+            ],
+            "ordered",
+        ),
+        (
+            &[ty(DEVICE_LOCAL, 0), ty(all(&[host, amd]), 1), ty(host, 1)],
+            "ordered",
+        ),
+    ];
+    for (types, rule) in cases {
+        let refused = valid_memory_types(&heaps, types).unwrap_err();
+        assert!(refused.contains(rule), "{types:?}: {refused}");
+    }
+    assert_eq!(
+        valid_memory_types(&heaps, &[ty(DEVICE_LOCAL, 0)]),
+        Err("some type is host-visible and host-coherent")
+    );
+    assert_eq!(
+        valid_memory_types(&heaps, &[ty(host, 1)]),
+        Err("some type is device-local")
+    );
+}
