@@ -234,12 +234,24 @@ pub fn finish(allocator: FakeAllocator, device: &FakeDevice) {
     device.assert_clean();
 }
 
+/// The allocator and what an engine keeps of it (handles, plans, rings'
+/// allocations) move and are shared between threads; its errors go into
+/// `Box<dyn Error + Send + Sync>` (anyhow's, say).
 #[test]
 fn allocator_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
+    fn check_error<T: std::error::Error + Send + Sync + 'static>() {}
     check::<FakeAllocator>();
     check::<Allocator<vk_suballoc::device::AshMemoryDevice>>();
     check::<Allocation>();
+    check::<vk_suballoc::Pool>();
+    check::<vk_suballoc::UploadRing>();
+    check::<vk_suballoc::RingAllocation>();
+    check::<vk_suballoc::DefragmentationPlan>();
+    check::<vk_suballoc::offset::OffsetAllocator<3>>();
+    check::<vk_suballoc::offset::LinearAllocator>();
+    check_error::<vk_suballoc::Error>();
+    check_error::<vk_suballoc::offset::OffsetError>();
 }
 
 /// `FakeDevice::assert_clean`, which every test's `finish` ends with,
