@@ -188,6 +188,38 @@ fn buffer_type_bits(want: &Expected) -> u32 {
 
 /// The device's own memory types and a test buffer's and image's
 /// requirements, for assertion messages about type bits.
+/// The memory requirements of an image made from `info`, by each query the
+/// layer rewrites: `vkGetImageMemoryRequirements`,
+/// `vkGetImageMemoryRequirements2` and
+/// `vkGetDeviceImageMemoryRequirements` (from the create info alone).
+fn image_requirements_three_ways(
+    device: &ash::Device,
+    info: &vk::ImageCreateInfo<'_>,
+) -> [vk::MemoryRequirements; 3] {
+    // SAFETY: `info` is a valid create info for `device` (the callers'
+    // images); the image is destroyed unbound.
+    unsafe {
+        let image = device.create_image(info, None).unwrap();
+        let plain = device.get_image_memory_requirements(image);
+        let mut two = vk::MemoryRequirements2::default();
+        device.get_image_memory_requirements2(
+            &vk::ImageMemoryRequirementsInfo2::default().image(image),
+            &mut two,
+        );
+        let mut from_info = vk::MemoryRequirements2::default();
+        device.get_device_image_memory_requirements(
+            &vk::DeviceImageMemoryRequirements::default().create_info(info),
+            &mut from_info,
+        );
+        device.destroy_image(image, None);
+        [
+            plain,
+            two.memory_requirements,
+            from_info.memory_requirements,
+        ]
+    }
+}
+
 fn real_device_facts() -> String {
     let context = VulkanContext::new(Profile::Lavapipe);
     let memory = context.memory_properties();
@@ -409,25 +441,8 @@ test_each_fake_profile!(
             (transient, want.transient_image_type_bits),
             (attachment, want.image_type_bits),
         ] {
-            // SAFETY: valid create infos and image on a live device; the
-            // image is destroyed unbound.
-            let (plain, two, from_info) = unsafe {
-                let image = device.create_image(&info, None).unwrap();
-                let plain = device.get_image_memory_requirements(image);
-                let mut two = vk::MemoryRequirements2::default();
-                device.get_image_memory_requirements2(
-                    &vk::ImageMemoryRequirementsInfo2::default().image(image),
-                    &mut two,
-                );
-                let mut from_info = vk::MemoryRequirements2::default();
-                device.get_device_image_memory_requirements(
-                    &vk::DeviceImageMemoryRequirements::default().create_info(&info),
-                    &mut from_info,
-                );
-                device.destroy_image(image, None);
-                (plain.memory_type_bits, two.memory_requirements.memory_type_bits,
-                    from_info.memory_requirements.memory_type_bits)
-            };
+            let [plain, two, from_info] =
+                image_requirements_three_ways(device, &info).map(|r| r.memory_type_bits);
             let usage = info.usage;
             if on_custom_device() {
                 assert!(plain & !bits == 0, "{profile} {usage:?}: {plain:#b}");
@@ -590,24 +605,8 @@ test_each_fake_profile!(
         let want = buffer_type_bits(&expected(profile));
         let device = &context.device;
         let info = image_info().tiling(vk::ImageTiling::LINEAR);
-        // SAFETY: a valid create info (lavapipe takes linear RGBA8 images
-        // for transfers); the image is destroyed unbound.
-        let (plain, two, from_info) = unsafe {
-            let image = device.create_image(&info, None).unwrap();
-            let plain = device.get_image_memory_requirements(image);
-            let mut two = vk::MemoryRequirements2::default();
-            device.get_image_memory_requirements2(
-                &vk::ImageMemoryRequirementsInfo2::default().image(image),
-                &mut two,
-            );
-            let mut from_info = vk::MemoryRequirements2::default();
-            device.get_device_image_memory_requirements(
-                &vk::DeviceImageMemoryRequirements::default().create_info(&info),
-                &mut from_info,
-            );
-            device.destroy_image(image, None);
-            (plain, two.memory_requirements, from_info.memory_requirements)
-        };
+        // Lavapipe takes linear RGBA8 images for transfers.
+        let [plain, two, from_info] = image_requirements_three_ways(device, &info);
         let bits = plain.memory_type_bits;
         if on_custom_device() {
             assert!(bits != 0 && bits & !want == 0, "{profile}: {bits:#b}");
