@@ -36,6 +36,10 @@
 //!   device-coherent types unless the first is one): `OverBudget` when that
 //!   type's heap has no budget for it, else `OutOfDeviceMemory`; without,
 //!   `OutOfDeviceMemory`;
+//! - a request free to take any type that succeeded is in one it tries,
+//!   never past the first (in that order) whose heap had room within its
+//!   budget for its own size: in `memory_type_for`'s type whenever that
+//!   type had room, however full the allocator;
 //! - an `OverBudget` carries its last attempt's figures: the heap of the
 //!   last type tried (the pinned type's, the pool's), that heap's budget
 //!   and usage exactly as `budgets()` reads them after the call, too high
@@ -385,6 +389,14 @@ impl BudgetWalk {
         }
         let before = self.memory_objects();
         let own_before: Vec<u64> = (0..self.budget.len()).map(|h| self.own(h)).collect();
+        // The first type tried (`memory_type_for`'s) with room within its
+        // budget for the request's last attempt there, dedicated memory
+        // of its own size, which it therefore takes, if no type before it
+        // placed the request.
+        let tried = self.tried_types(usage);
+        let first_with_room = tried
+            .iter()
+            .position(|&t| self.room(self.heap_of(t), true) >= size);
         let result = self.allocator.allocate(&request);
         self.log.push(format!(
             "{step}: {size} bytes, {usage:?}, {kind:?}, within budget {within}: {:?}",
@@ -438,6 +450,17 @@ impl BudgetWalk {
                 return;
             }
         };
+        // Placed in a type it tries, and never past the first with room:
+        // `memory_type_for`'s answer whenever that has room, however full
+        // the allocator (its docs: the type a request is placed in first).
+        let landed = tried.iter().position(|&t| t == allocation.memory_type());
+        assert!(
+            landed.is_some() && landed <= first_with_room.or(landed),
+            "{}: {size} bytes placed in type {}, tried in the order {tried:?}, the first with room \
+             being number {first_with_room:?}",
+            self.ctx(),
+            allocation.memory_type()
+        );
         for (heap, &own) in own_before.iter().enumerate() {
             if within && self.own(heap) > own {
                 self.assert_within_budget(heap);
