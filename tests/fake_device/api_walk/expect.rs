@@ -269,8 +269,8 @@ impl Walk {
     /// refusal is the error; its custom pool's), a reading of that heap
     /// (the one `budgets()` gives after the call) with no room for the
     /// refused memory object, which holds the request: its own size in
-    /// dedicated memory a pool's request requires, a pool's fixed block,
-    /// else at least its size. (A block's size turns on the blocks: not
+    /// dedicated memory the request requires (in the last type tried, or
+    /// its pool's), a pool's fixed block, else at least its size. (A block's size turns on the blocks: not
     /// modelled.)
     fn over_budget_figures(
         &self,
@@ -295,7 +295,15 @@ impl Walk {
             }
             None => {
                 let last = self.tried_types(request).last().copied();
-                (last.map(heap_of) == Some(heap), size >= r.size)
+                // Dedicated memory required (as in a pool: the driver,
+                // the policy, a lazily allocated type, a resource of
+                // unknown kind on pages no block can round to) is of its
+                // own size.
+                let bytes = match last {
+                    Some(t) if self.pool_dedicated(t, request) => size == r.size,
+                    _ => size >= r.size,
+                };
+                (last.map(heap_of) == Some(heap), bytes)
             }
         };
         // The reading that refused it: nothing is made or released in the
