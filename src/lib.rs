@@ -8,6 +8,10 @@ mod error;
 pub mod frames;
 #[cfg(test)]
 mod host_memory_cap;
+// The offset core's unit tests run the shadow model of
+// `tests/offset_model/shadow.rs`, written against the public paths.
+#[cfg(test)]
+extern crate self as vk_suballoc;
 pub mod memory;
 pub mod offset;
 pub mod report;

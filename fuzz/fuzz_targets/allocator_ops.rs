@@ -57,7 +57,8 @@
 //! where no allowed type suits the usage, and a destroyed pool's
 //! `StalePool` after its type's checks, predicted exactly with their
 //! payloads; `OverBudget` only for a within-budget request, in a heap it
-//! may take, its usage and size past its budget; flushes, invalidates and
+//! may take, its usage and size past its budget, and for one request (not
+//! a batch) the usage and budget `budgets()` reads after it; flushes, invalidates and
 //! ring writes meet no device error); `create_pool` refuses exactly the
 //! descriptions its docs name (`InvalidConfig`, then `NotExportable`) and
 //! otherwise fails only in making its `min_blocks`, leaving nothing;

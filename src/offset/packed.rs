@@ -207,6 +207,29 @@ impl<const M: u32> OffsetAllocator<M> {
     pub fn fuzz_gaps_around(&self, id: AllocationId) -> Option<(u64, u64)> {
         self.gaps_around(id)
     }
+
+    /// Sets unused `slot`'s generation to `generation`, as if allocated and
+    /// freed that often, so that the fuzz target reaches a slot's
+    /// retirement (2^31 reuses): `false`, changing nothing, unless `slot`
+    /// is unused (on the stack of unused slots, not retired) and
+    /// `generation` even and not below its own (an earlier one would make
+    /// freed ids live again).
+    #[doc(hidden)]
+    pub fn fuzz_fast_forward_slot(&mut self, slot: u32, generation: u32) -> bool {
+        let mut unused = self.unused_slot;
+        while unused != NIL && unused != slot {
+            unused = self.nodes[unused as usize].next;
+        }
+        let node = match self.nodes.get_mut(slot as usize) {
+            Some(node) if unused == slot => node,
+            _ => return false,
+        };
+        if generation % 2 != 0 || generation < node.generation() {
+            return false;
+        }
+        node.set_generation(generation);
+        true
+    }
 }
 
 #[cfg(test)]

@@ -6,8 +6,9 @@
 //! and foreign frees, slots and generations), `argument_errors` (the typed
 //! error of each bad argument), `capacity_and_slots` (growth, slot limits
 //! and metadata), `queries` (`allocation_at`, `gaps_around`, counters),
-//! `random_model` (random runs against a model) and `packed_calls` (the
-//! pools' packed calls against the public ones). This file keeps the
+//! `random_model` (random runs against a model), `packed_calls` (the
+//! pools' packed calls against the public ones) and `shadow_retirement`
+//! (the property tests' shadow model through retired slots). This file keeps the
 //! xorshift the two random files share.
 
 mod allocation_ids;
@@ -17,6 +18,7 @@ mod packed_calls;
 mod placement;
 mod queries;
 mod random_model;
+mod shadow_retirement;
 
 /// A small xorshift so this test needs no crate; the property tests use proptest.
 fn next(state: &mut u64) -> u64 {

@@ -17,23 +17,33 @@
 //!   `DedicatedPolicy::Never`);
 //! - a request pinned to one memory type, or in a custom pool, failed only
 //!   when that type had no room for its last attempt, which always asks
-//!   the driver: its own size in dedicated memory, or with
-//!   `DedicatedPolicy::Never` and in a pool its smallest block (less than
-//!   twice its placed size or 1/64 of the preferred block, whichever is
-//!   larger; a pool's fixed block size), by the heap's cap and, within
-//!   budget, by its budget; a request pinned to a type no request may take
-//!   gets exactly the error that says so, and a request in a pool never
-//!   that error;
+//!   the driver: dedicated memory of its own size with
+//!   `DedicatedPolicy::Always` or in a lazily allocated type (in a pool
+//!   too); with `DedicatedPolicy::Auto` the same after the blocks, but for
+//!   a request past half a preferred block, which tries dedicated memory
+//!   first and a block after it: the preferred block, the only size of
+//!   its ladder that holds it; with `DedicatedPolicy::Never` and in a pool
+//!   the smallest block of its ladder (its size rounded to a power of
+//!   two, at least 1/64 of the preferred block), or a pool's fixed block
+//!   size; by the heap's cap and, within budget, by its budget; a request
+//!   pinned to a type no request may take gets exactly the error that
+//!   says so, and a request in a pool never that error;
 //! - a request free to take any memory type of its usage failed only when
 //!   no such type had room for its last attempt (its own size in dedicated
-//!   memory), with `OutOfDeviceMemory`, or `OverBudget` within budget;
-//! - an `OverBudget` carries its last attempt's figures: a heap of a type
-//!   the request may take (the pinned type's, the pool's), that heap's
-//!   budget and usage exactly as `budgets()` reads them after the call,
-//!   too high for the memory object, whose size is the request's own with
-//!   `DedicatedPolicy::Always`, a pool's fixed block size, else between
-//!   the request's size and the block bound above (a preferred block for
-//!   a request that may take dedicated memory).
+//!   memory: up to 16 MiB, it never tries dedicated memory first); within
+//!   budget its error is exactly the refusal of the last type it tries
+//!   (in the ranking's order, which `memory_type_for` gives, less AMD's
+//!   device-coherent types unless the first is one): `OverBudget` when that
+//!   type's heap has no budget for it, else `OutOfDeviceMemory`; without,
+//!   `OutOfDeviceMemory`;
+//! - a request free to take any type that succeeded is in one it tries,
+//!   never past the first (in that order) whose heap had room within its
+//!   budget for its own size: in `memory_type_for`'s type whenever that
+//!   type had room, however full the allocator;
+//! - an `OverBudget` carries its last attempt's figures: the heap of the
+//!   last type tried (the pinned type's, the pool's), that heap's budget
+//!   and usage exactly as `budgets()` reads them after the call, too high
+//!   for the memory object, whose size is exactly that attempt's above.
 
 use std::collections::HashSet;
 
@@ -59,13 +69,13 @@ const SMALLEST_BLOCK: u64 = PREFERRED_BLOCK / 64;
 const WALKS: u64 = 2;
 const STEPS: u64 = 300;
 
-/// The bytes of the memory object a refused request's last attempt asked
-/// for, as far as the walk knows them.
-#[derive(Clone, Copy)]
-enum Bytes {
-    Exactly(u64),
-    /// A block of a size in this range.
-    Between(u64, u64),
+/// The smallest block a request of `size` bytes (at the walk's alignment,
+/// 256) tries when it may not take dedicated memory: its ladder halves the
+/// preferred block while the half holds it, down to [`SMALLEST_BLOCK`].
+fn smallest_block(size: u64) -> u64 {
+    size.next_multiple_of(256)
+        .next_power_of_two()
+        .max(SMALLEST_BLOCK)
 }
 
 struct BudgetWalk {
@@ -212,6 +222,29 @@ impl BudgetWalk {
             .collect()
     }
 
+    /// The memory types a request free to take any type of `usage` tries,
+    /// in order: [`candidates`](Self::candidates) as the ranking orders
+    /// them (what `memory_type_for` names first among those left), less
+    /// AMD's device-coherent types unless the first is one (they are no
+    /// ordinary request's fallback).
+    fn tried_types(&self, usage: Usage) -> Vec<u32> {
+        let mut left: u32 = self.candidates(usage).iter().map(|t| 1 << t).sum();
+        let mut order = Vec::new();
+        while left != 0 {
+            let next = self.allocator.memory_type_for(left, usage).unwrap();
+            assert!(
+                left & (1 << next) != 0,
+                "memory_type_for({left:#b}) named {next}"
+            );
+            order.push(next);
+            left &= !(1 << next);
+        }
+        let last_resort = |t: u32| self.layout.amd_device_coherent_types & (1 << t) != 0;
+        let first_is_one = order.first().is_some_and(|&t| last_resort(t));
+        order.retain(|&t| first_is_one || !last_resort(t));
+        order
+    }
+
     fn memory_objects(&self) -> HashSet<u64> {
         let live = self.device.live_allocations();
         live.iter().map(|m| m.memory.as_raw()).collect()
@@ -311,20 +344,18 @@ impl BudgetWalk {
             }
             Err(error) => {
                 let room = self.room(heap, within);
-                let last_attempt = if never {
-                    2 * size.next_multiple_of(256).max(SMALLEST_BLOCK)
-                } else {
-                    size
-                };
-                // `Always`: dedicated memory alone. `Auto`: a block, then
-                // dedicated memory, or (large) the other way round: a
-                // preferred block at most.
+                let last_attempt = if never { smallest_block(size) } else { size };
+                // `Always`: dedicated memory alone. `Auto`: blocks, then
+                // dedicated memory; or, past half a preferred block,
+                // dedicated memory first, then the blocks, whose only
+                // size holding it is the preferred one. `Never`: blocks
+                // down to the smallest that holds it.
                 let bytes = match policy {
-                    DedicatedPolicy::Never => Bytes::Between(size, last_attempt),
-                    DedicatedPolicy::Always => Bytes::Exactly(size),
-                    _ => Bytes::Between(size, PREFERRED_BLOCK.max(size)),
+                    DedicatedPolicy::Never => smallest_block(size),
+                    DedicatedPolicy::Auto if size > PREFERRED_BLOCK / 2 => PREFERRED_BLOCK,
+                    _ => size,
                 };
-                self.assert_short_of_memory(error, within, &[heap], bytes);
+                self.assert_short_of_memory(error, within, heap, bytes);
                 assert!(
                     room < last_attempt,
                     "{}: {error:?} for {size} bytes, with {room} bytes of room (the driver's {}, the budget's {})",
@@ -358,6 +389,14 @@ impl BudgetWalk {
         }
         let before = self.memory_objects();
         let own_before: Vec<u64> = (0..self.budget.len()).map(|h| self.own(h)).collect();
+        // The first type tried (`memory_type_for`'s) with room within its
+        // budget for the request's last attempt there, dedicated memory
+        // of its own size, which it therefore takes, if no type before it
+        // placed the request.
+        let tried = self.tried_types(usage);
+        let first_with_room = tried
+            .iter()
+            .position(|&t| self.room(self.heap_of(t), true) >= size);
         let result = self.allocator.allocate(&request);
         self.log.push(format!(
             "{step}: {size} bytes, {usage:?}, {kind:?}, within budget {within}: {:?}",
@@ -367,20 +406,36 @@ impl BudgetWalk {
             Ok(allocation) => allocation,
             Err(error) => {
                 // Its last attempt in each type asks the driver for
-                // dedicated memory of its own size (or, for a large one
-                // that tried dedicated memory first, a block: figures of
-                // at most a preferred block).
-                let heaps: Vec<usize> = self
-                    .candidates(usage)
-                    .into_iter()
-                    .map(|t| self.heap_of(t))
-                    .collect();
-                self.assert_short_of_memory(
+                // dedicated memory of its own size (at most 16 MiB, it
+                // never tries dedicated memory first, which takes more
+                // than half a preferred block). Within budget its types
+                // are tried once, in their ranking's order, so the last
+                // one's refusal is the error: its budget's, else the
+                // driver's. (Without, the walk over them past their
+                // budgets ends with a driver's refusal.)
+                assert!(size <= PREFERRED_BLOCK / 2);
+                let last = *self
+                    .tried_types(usage)
+                    .last()
+                    .expect("a type suits every usage");
+                let heap = self.heap_of(last);
+                let refusal = if within && no_room(self.usage(heap), size, self.budget(heap)) {
+                    Error::OverBudget {
+                        heap: heap as u32,
+                        size,
+                        usage: self.usage(heap),
+                        budget: self.budget(heap),
+                    }
+                } else {
+                    Error::OutOfDeviceMemory
+                };
+                assert_eq!(
                     error,
-                    within,
-                    &heaps,
-                    Bytes::Between(size, PREFERRED_BLOCK.max(size)),
+                    refusal,
+                    "{}: {size} bytes refused, the last type tried is {last} (heap {heap})",
+                    self.ctx()
                 );
+                self.assert_short_of_memory(error, within, heap, size);
                 for t in self.candidates(usage) {
                     let heap = self.heap_of(t);
                     let room = self.room(heap, within);
@@ -395,6 +450,17 @@ impl BudgetWalk {
                 return;
             }
         };
+        // Placed in a type it tries, and never past the first with room:
+        // `memory_type_for`'s answer whenever that has room, however full
+        // the allocator (its docs: the type a request is placed in first).
+        let landed = tried.iter().position(|&t| t == allocation.memory_type());
+        assert!(
+            landed.is_some() && landed <= first_with_room.or(landed),
+            "{}: {size} bytes placed in type {}, tried in the order {tried:?}, the first with room \
+             being number {first_with_room:?}",
+            self.ctx(),
+            allocation.memory_type()
+        );
         for (heap, &own) in own_before.iter().enumerate() {
             if within && self.own(heap) > own {
                 self.assert_within_budget(heap);
@@ -408,13 +474,12 @@ impl BudgetWalk {
 
     /// Panics unless `error` says the memory ran short: out of device
     /// memory, or over budget for a request `within` it, with the figures
-    /// of its last attempt (`Error::OverBudget`'s docs): a heap of
-    /// `heaps` (those of the memory types the request may take), that
-    /// heap's budget and usage as the allocator reads them (the model's,
-    /// unchanged since the refusal: nothing is made or released after
-    /// it), and `bytes`' memory object (its own size in dedicated memory,
-    /// a pool's fixed block), which those figures have no room for.
-    fn assert_short_of_memory(&self, error: Error, within: bool, heaps: &[usize], bytes: Bytes) {
+    /// of its last attempt (`Error::OverBudget`'s docs): `last_heap`, the
+    /// heap of the last memory type it tried, that heap's budget and
+    /// usage as the allocator reads them (the model's, unchanged since the
+    /// refusal: nothing is made or released after it), and a memory object
+    /// of `bytes`, that attempt's, which those figures have no room for.
+    fn assert_short_of_memory(&self, error: Error, within: bool, last_heap: usize, bytes: u64) {
         let ctx = self.ctx();
         let Error::OverBudget {
             heap,
@@ -435,10 +500,7 @@ impl BudgetWalk {
             "{ctx}: {error:?} for a request not held to the budget"
         );
         let heap = heap as usize;
-        assert!(
-            heaps.contains(&heap),
-            "{ctx}: {error:?}, heap not one of {heaps:?}"
-        );
+        assert_eq!(heap, last_heap, "{ctx}: {error:?}: the heap");
         assert_eq!(
             (budget, usage),
             (self.budget(heap), self.usage(heap)),
@@ -448,13 +510,7 @@ impl BudgetWalk {
             no_room(usage, size, budget),
             "{ctx}: {error:?} within the budget"
         );
-        match bytes {
-            Bytes::Exactly(bytes) => assert_eq!(size, bytes, "{ctx}: {error:?}: its memory object"),
-            Bytes::Between(least, most) => assert!(
-                (least..=most).contains(&size),
-                "{ctx}: {error:?}: its block, of {least}..={most} bytes"
-            ),
-        }
+        assert_eq!(size, bytes, "{ctx}: {error:?}: its memory object");
     }
 
     /// A request in a custom pool (made first, up to three), which fails
@@ -505,17 +561,20 @@ impl BudgetWalk {
             Err(error) => {
                 let heap = self.heap_of(pool_type);
                 let room = self.room(heap, within);
-                let last_attempt = if pool_block != 0 {
+                let lazy = self.layout.memory_types[pool_type as usize]
+                    .props
+                    .contains(MemoryPropertyFlags::LAZILY_ALLOCATED);
+                // A lazily allocated type's memory is dedicated, of the
+                // request's own size, in a pool too; else a pool's fixed
+                // block, or the smallest of its ladder.
+                let last_attempt = if lazy {
+                    size
+                } else if pool_block != 0 {
                     pool_block
                 } else {
-                    2 * size.next_multiple_of(256).max(SMALLEST_BLOCK)
+                    smallest_block(size)
                 };
-                let bytes = if pool_block != 0 {
-                    Bytes::Exactly(pool_block)
-                } else {
-                    Bytes::Between(size, last_attempt)
-                };
-                self.assert_short_of_memory(error, within, &[heap], bytes);
+                self.assert_short_of_memory(error, within, heap, last_attempt);
                 assert!(
                     room < last_attempt,
                     "{}: pool {error:?} for {size} bytes with {room} bytes of room",

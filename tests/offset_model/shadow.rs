@@ -12,7 +12,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use vk_suballoc::offset::{
     AllocationId, Counters, FreeRange, OffsetAllocation, OffsetAllocator, OffsetError,
@@ -141,6 +141,22 @@ pub struct Shadow<const M: u32> {
     foreign_id: AllocationId,
     capacity: u64,
     slots: u32,
+    /// Per slot (index 0, the sentinel's, unused): its generation as the
+    /// docs of `AllocationId` define it, kept from the allocations and
+    /// frees the model saw (0 unused, one more at each allocation and each
+    /// free, odd while live), since ids do not show theirs.
+    generations: Vec<u32>,
+    /// Slots retired: each freed its last generation, `u32::MAX` (a slot
+    /// retires rather than let its generation come round, see
+    /// `AllocationId`), and is never handed out again, though
+    /// `slot_count` and `OutOfSlots` still count it. Only a run that
+    /// fast-forwards generations ([`fast_forward`](Self::fast_forward):
+    /// the unit test `shadow_retirement`, the fuzz target's `AgeSlot`)
+    /// reaches one.
+    retired: BTreeSet<u32>,
+    /// Requests refused `OutOfSlots` while a retired slot was among the
+    /// slots: the case a model that counted only live allocations got wrong.
+    pub refused_with_retired: u64,
     /// offset -> (size, id).
     live: BTreeMap<u64, (u64, AllocationId)>,
     /// Ids freed before, the most recent last (a bounded history).
@@ -160,6 +176,9 @@ impl<const M: u32> Shadow<M> {
             foreign_id,
             capacity,
             slots,
+            generations: vec![0; slots as usize + 1],
+            retired: BTreeSet::new(),
+            refused_with_retired: 0,
             live: BTreeMap::new(),
             freed: VecDeque::new(),
             counters: Counters::default(),
@@ -207,6 +226,11 @@ impl<const M: u32> Shadow<M> {
                     self.counters.live_allocations -= 1;
                     self.counters.live_bytes -= size;
                     self.counters.frees += 1;
+                    let slot = id.slot() as usize;
+                    if self.generations[slot] == u32::MAX {
+                        self.retired.insert(id.slot());
+                    }
+                    self.generations[slot] = self.generations[slot].wrapping_add(1);
                     if self.freed.len() == 64 {
                         self.freed.pop_front();
                     }
@@ -256,6 +280,7 @@ impl<const M: u32> Shadow<M> {
                 if total <= u64::from(MAX_SLOTS) {
                     assert_eq!(result, Ok(()));
                     self.slots += additional;
+                    self.generations.resize(self.slots as usize + 1, 0);
                 } else {
                     assert_eq!(
                         result,
@@ -317,7 +342,7 @@ impl<const M: u32> Shadow<M> {
         assert_eq!(report.free_ranges, u64::from(self.capacity > 0));
         assert!(self.heap.is_empty());
         // The whole capacity is one usable range again.
-        if self.capacity > 0 && self.slots > 0 {
+        if self.capacity > 0 && self.has_unused_slot() {
             let whole = self
                 .heap
                 .allocate(self.capacity, 1)
@@ -349,7 +374,7 @@ impl<const M: u32> Shadow<M> {
                 size,
                 capacity: self.capacity,
             })
-        } else if self.live.len() as u64 == u64::from(self.slots) {
+        } else if !self.has_unused_slot() {
             Some(OffsetError::OutOfSlots(self.slots))
         } else if !self.free_ranges().iter().any(|r| holds(r, size, align)) {
             // No free range holds it: the only case a space error is right.
@@ -364,6 +389,9 @@ impl<const M: u32> Shadow<M> {
         match (result, expected_error) {
             (Err(error), Some(expected)) => {
                 assert_eq!(error, expected);
+                if let OffsetError::OutOfSlots(_) = error {
+                    self.refused_with_retired += u64::from(!self.retired.is_empty());
+                }
                 self.counters.failed_allocations += 1;
                 self.counters.failed_bytes = self.counters.failed_bytes.saturating_add(size);
                 if align == 1 && self.heap.search_stats().boundary_searches > searches {
@@ -567,16 +595,58 @@ impl<const M: u32> Shadow<M> {
         align: u64,
     ) -> bool {
         let expected = bad_input_error(size, align)
-            .or((self.live.len() as u64 == u64::from(self.slots))
-                .then_some(OffsetError::OutOfSlots(self.slots)));
+            .or((!self.has_unused_slot()).then_some(OffsetError::OutOfSlots(self.slots)));
         if let Some(error) = expected {
             assert_eq!(*result, Err(error), "allocating {size} at {align}");
         }
         expected.is_some()
     }
 
-    /// Counts a successful allocation in the model.
+    /// Whether an allocation slot is free: neither live nor retired.
+    pub fn has_unused_slot(&self) -> bool {
+        (self.live.len() + self.retired.len()) < self.slots as usize
+    }
+
+    /// Slots retired so far.
+    pub fn retired_slots(&self) -> usize {
+        self.retired.len()
+    }
+
+    /// The slots neither live nor retired, with their generations (even).
+    pub fn unused_slots(&self) -> Vec<(u32, u32)> {
+        let live: BTreeSet<u32> = self.live.values().map(|(_, id)| id.slot()).collect();
+        (1..=self.slots)
+            .filter(|slot| !live.contains(slot) && !self.retired.contains(slot))
+            .map(|slot| (slot, self.generations[slot as usize]))
+            .collect()
+    }
+
+    /// Tells the model that unused `slot` now has `generation` (even, not
+    /// below its own: an earlier one would make freed ids live again), as
+    /// if allocated and freed that often: the caller set the allocator's
+    /// (a hook the public API lacks: a unit test, or the fuzz build's).
+    pub fn fast_forward(&mut self, slot: u32, generation: u32) {
+        assert!(
+            generation % 2 == 0
+                && generation >= self.generations[slot as usize]
+                && self.unused_slots().iter().any(|&(s, _)| s == slot),
+            "fast_forward({slot}, {generation}): a generation back, odd, or of a slot in use"
+        );
+        self.generations[slot as usize] = generation;
+    }
+
+    /// Counts a successful allocation in the model, whose id must name a
+    /// slot neither live nor retired.
     fn record(&mut self, allocation: OffsetAllocation) {
+        let slot = allocation.id.slot();
+        let unused = self.unused_slots();
+        assert!(
+            unused.iter().any(|&(s, _)| s == slot),
+            "{allocation:?} in a slot that is live, retired or missing: the unused \
+             ones are {unused:?}, retired {:?}",
+            self.retired
+        );
+        self.generations[slot as usize] += 1;
         let size = allocation.size;
         insert_disjoint(&mut self.live, allocation.offset, size, allocation.id);
         let c = &mut self.counters;

@@ -160,7 +160,8 @@ impl Walk {
                 self.drop_resource(&built);
                 self.check_driver_asked(&error, &before.counters, request);
                 let ok = self.allocate_error_ok(error, &built, &before);
-                return assert!(ok, "{request:?}: undocumented {error:?}");
+                assert!(ok, "{request:?}: undocumented {error:?}");
+                return self.check_over_budget_reading(error);
             }
             (Ok(a), None) => a,
         };
@@ -378,6 +379,28 @@ impl Walk {
             now.refused_allocations(),
             self.device.heap_usage(),
         );
+    }
+
+    /// An `OverBudget` refusing one request carries the reading that
+    /// refused it (`Error::OverBudget`'s docs), which `budgets()` gives
+    /// still: the refused attempt was the request's last, and nothing was
+    /// made or released in the heap after it. (Not for `allocate_many`,
+    /// whose failed batch frees what its earlier requests made.)
+    fn check_over_budget_reading(&self, error: Error) {
+        if let Error::OverBudget {
+            heap,
+            usage,
+            budget,
+            ..
+        } = error
+        {
+            let read = self.allocator.budgets()[heap as usize];
+            assert_eq!(
+                (usage, budget),
+                (read.usage, read.budget),
+                "{error:?}: heap {heap}'s usage and budget, as budgets() reads them"
+            );
+        }
     }
 
     /// Whether `error` is one the docs promise for `built`'s request, in

@@ -1,8 +1,10 @@
 //! The packed calls the Vulkan pools use (`allocate_packed` and
 //! `allocate_packed_with`, for the other strategies, `free_packed`,
 //! `id_of`, `has_unused_slot`) against the public calls, over random
-//! requests on two clones of one allocator: every result, report, counter
-//! and listing stays the same. They are apart because they check that
+//! requests on two clones of one allocator, whose unused slots are now and
+//! then moved close to retiring: every result, report, counter and
+//! listing stays the same, and `has_unused_slot` counts retired slots as
+//! taken. They are apart because they check that
 //! the pools' shortcut is the public API's behaviour, not a behaviour of
 //! its own; the seeds come from the xorshift `next` of `tests.rs`.
 
@@ -21,6 +23,8 @@ fn random_packed_run<const M: u32>(seed: u64) {
     let foreign_id = foreign.allocate(1, 1).unwrap().id;
     let mut live: Vec<AllocationId> = Vec::new();
     let mut freed: Vec<AllocationId> = Vec::new();
+    // Slots retired: their last generation freed (see `fast_forward`).
+    let mut retired = 0u32;
     let mut state = seed;
     let steps = if cfg!(miri) { 100 } else { 3000 };
     for step in 0..steps {
@@ -63,6 +67,7 @@ fn random_packed_run<const M: u32>(seed: u64) {
                 let a = packed.free_packed(id).map(|merged| merged.get());
                 assert_eq!(a, public.free(id).ok().map(|merged| merged.size));
                 assert!(a.is_some(), "seed {seed} step {step}");
+                retired += u32::from(id.generation == u32::MAX);
                 freed.push(id);
             }
             6 => {
@@ -83,7 +88,12 @@ fn random_packed_run<const M: u32>(seed: u64) {
                 }
             }
             _ => {
-                if r % 16 == 7 {
+                if r % 32 == 15 {
+                    // Unused slots close to retiring, on both clones.
+                    let reuses_left = (r >> 8) as u32 % 3;
+                    fast_forward(&mut packed, u32::MAX - 1 - 2 * reuses_left);
+                    fast_forward(&mut public, u32::MAX - 1 - 2 * reuses_left);
+                } else if r % 16 == 7 {
                     packed.reserve_slots(1).unwrap();
                     public.reserve_slots(1).unwrap();
                 } else {
@@ -101,13 +111,31 @@ fn random_packed_run<const M: u32>(seed: u64) {
         assert_eq!(packed.search_stats(), public.search_stats());
         assert!(packed.allocations().eq(public.allocations()));
         assert!(packed.free_ranges().eq(public.free_ranges()));
+        // A slot is left unless every one is live or retired.
+        let taken = public.counters().live_allocations + u64::from(retired);
         assert_eq!(
             packed.has_unused_slot(),
-            u64::from(public.slot_count()) > public.counters().live_allocations
+            u64::from(public.slot_count()) > taken,
+            "seed {seed} step {step}: {retired} slots retired"
         );
     }
-    // The run did reach the failure paths it compares.
+    // The run did reach the failure paths it compares, and slots retired.
     assert!(public.counters().failed_allocations > 0, "seed {seed}");
+    assert!(retired > 0, "seed {seed}: no slot retired");
+}
+
+/// Moves every unused slot of `heap` on to `generation` (even) where that
+/// is later than its own, as if allocated and freed that often: its slot
+/// then retires within a few reuses (2^31 of them otherwise).
+fn fast_forward<const M: u32>(heap: &mut OffsetAllocator<M>, generation: u32) {
+    let mut slot = heap.unused_slot;
+    while slot != crate::offset::node::NIL {
+        let node = &mut heap.nodes[slot as usize];
+        if node.generation() < generation {
+            node.set_generation(generation);
+        }
+        slot = node.next;
+    }
 }
 
 #[test]

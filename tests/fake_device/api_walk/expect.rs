@@ -42,6 +42,29 @@ impl Walk {
         }
     }
 
+    /// The memory types a request naming no pool tries, in order: its
+    /// [`candidates`](Self::candidates) as `memory_type_for_desc` ranks
+    /// them (the type it names first among those left), less AMD's
+    /// device-coherent types unless the first is one.
+    pub(super) fn tried_types(&self, request: &Request<'_>) -> Vec<u32> {
+        let r = &request.requirements;
+        let candidates = self.candidates(r.memory_type_bits, request.desc.usage, r.size);
+        let mut left: u32 = candidates.iter().map(|t| 1 << t).sum();
+        let mut order = Vec::new();
+        while let Ok(next) = self.allocator.memory_type_for_desc(left, &request.desc) {
+            assert!(
+                left & (1 << next) != 0,
+                "memory_type_for_desc({left:#b}) named {next}"
+            );
+            order.push(next);
+            left &= !(1 << next);
+        }
+        let last_resort = |t: u32| self.layout.amd_device_coherent_types & (1 << t) != 0;
+        let first_is_one = order.first().is_some_and(|&t| last_resort(t));
+        order.retain(|&t| first_is_one || !last_resort(t));
+        order
+    }
+
     /// Memory types that suit a request: the documented filters of the
     /// ranking (`memoryTypeBits`, usable types, heap size, host access,
     /// lazily allocated memory only for transient attachments, no protected
@@ -240,13 +263,15 @@ impl Walk {
     }
 
     /// Whether the figures of an `OverBudget` for `request` are its last
-    /// refused attempt's, as `Error::OverBudget`'s docs say: the heap of a
-    /// memory type it may take (its custom pool's), a reading of that
-    /// heap (the one `budgets()` gives after the call) with no room for
-    /// the refused memory object, which holds the request: its own size
-    /// in dedicated memory a pool's request requires, a pool's fixed
-    /// block, else at least its size. (Which candidate was refused last,
-    /// and a block's size, turn on the blocks: not modelled.)
+    /// refused attempt's, as `Error::OverBudget`'s docs say: the heap of
+    /// the last memory type it tries ([`tried_types`](Self::tried_types):
+    /// a request held to the budget tries each once, and the last one's
+    /// refusal is the error; its custom pool's), a reading of that heap
+    /// (the one `budgets()` gives after the call) with no room for the
+    /// refused memory object, which holds the request: its own size in
+    /// dedicated memory the request requires (in the last type tried, or
+    /// its pool's), a pool's fixed block, else at least its size. (A block's size turns on the blocks: not
+    /// modelled.)
     fn over_budget_figures(
         &self,
         request: &Request<'_>,
@@ -269,9 +294,16 @@ impl Walk {
                 (heap == heap_of(t), bytes)
             }
             None => {
-                let candidates = self.candidates(r.memory_type_bits, request.desc.usage, r.size);
-                let heaps = candidates.into_iter().any(|t| heap_of(t) == heap);
-                (heaps, size >= r.size)
+                let last = self.tried_types(request).last().copied();
+                // Dedicated memory required (as in a pool: the driver,
+                // the policy, a lazily allocated type, a resource of
+                // unknown kind on pages no block can round to) is of its
+                // own size.
+                let bytes = match last {
+                    Some(t) if self.pool_dedicated(t, request) => size == r.size,
+                    _ => size >= r.size,
+                };
+                (last.map(heap_of) == Some(heap), bytes)
             }
         };
         // The reading that refused it: nothing is made or released in the
