@@ -84,13 +84,20 @@ fn the_shadow_model_follows_slots_through_retirement() {
     // A few dozen per run; a few under Miri's shorter runs.
     let least: usize = if cfg!(miri) { 2 } else { 10 };
     for &seed in seeds {
-        let runs = [
-            retiring_run::<2>(seed),
-            retiring_run::<3>(seed),
-            retiring_run::<4>(seed),
-            retiring_run::<5>(seed),
-            retiring_run::<6>(seed),
-        ];
+        // Under Miri the classic width alone: each run there takes about
+        // 35 s of `.ci/run`'s Miri step (the core has no unsafe code; the
+        // other widths run natively).
+        let runs = if cfg!(miri) {
+            vec![retiring_run::<3>(seed)]
+        } else {
+            vec![
+                retiring_run::<2>(seed),
+                retiring_run::<3>(seed),
+                retiring_run::<4>(seed),
+                retiring_run::<5>(seed),
+                retiring_run::<6>(seed),
+            ]
+        };
         for (retired, refused) in runs {
             println!("seed {seed:#x}: {retired} slots retired, {refused} refusals with one");
             assert!(
