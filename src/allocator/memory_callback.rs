@@ -70,6 +70,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// is set, and the allocator carries on.
     ///
     /// ```
+    /// # #[cfg(feature = "fake-device")] {
     /// use std::sync::atomic::{AtomicU64, Ordering};
     /// use std::sync::Arc;
     /// use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
@@ -91,6 +92,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// unsafe { allocator.free(vertices)? };
     /// drop(allocator);
     /// assert_eq!(reserved.load(Ordering::Relaxed), 0);
+    /// # }
     /// # Ok::<(), vk_suballoc::Error>(())
     /// ```
     ///

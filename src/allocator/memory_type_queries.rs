@@ -28,6 +28,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// layer's flags do not carry it), where VMA reports it.
     ///
     /// ```
+    /// # #[cfg(feature = "fake-device")] {
     /// use ash::vk;
     /// use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
     /// use vk_suballoc::{Allocator, Config, Request, ResourceKind, Usage};
@@ -41,6 +42,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// assert!(flags.contains(vk::MemoryPropertyFlags::DEVICE_LOCAL | vk::MemoryPropertyFlags::HOST_VISIBLE));
     /// // SAFETY: the fake device runs no GPU work.
     /// unsafe { allocator.free(vertices)? };
+    /// # }
     /// # Ok::<(), vk_suballoc::Error>(())
     /// ```
     pub fn memory_type_properties(&self, memory_type: u32) -> Option<vk::MemoryPropertyFlags> {
@@ -74,6 +76,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// naming a custom pool takes the pool's type whatever this answers.
     ///
     /// ```
+    /// # #[cfg(feature = "fake-device")] {
     /// use ash::vk;
     /// use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
     /// use vk_suballoc::{AllocationDesc, Allocator, Config, Usage};
@@ -83,6 +86,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// assert_eq!(allocator.memory_type_for(!0, Usage::UPLOAD)?, 2);
     /// let cached = AllocationDesc::new(Usage::UPLOAD).preferred_flags(vk::MemoryPropertyFlags::HOST_CACHED);
     /// assert_eq!(allocator.memory_type_for_desc(!0, &cached)?, 3);
+    /// # }
     /// # Ok::<(), vk_suballoc::Error>(())
     /// ```
     ///

@@ -47,6 +47,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// none. A copy: the allocator keeps its own.
     ///
     /// ```
+    /// # #[cfg(feature = "fake-device")] {
     /// use ash::vk;
     /// use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
     /// use vk_suballoc::{Allocator, Config, Request, ResourceKind, Usage};
@@ -60,6 +61,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// assert_eq!(allocator.name(&vertices)?.as_deref(), Some("terrain vertices"));
     /// // SAFETY: the fake device runs no GPU work.
     /// unsafe { allocator.free(vertices)? };
+    /// # }
     /// # Ok::<(), vk_suballoc::Error>(())
     /// ```
     ///

@@ -258,6 +258,7 @@ impl<'a> AllocationDesc<'a> {
     /// [`required_flags`](Self::required_flags)).
     ///
     /// ```
+    /// # #[cfg(feature = "fake-device")] {
     /// use ash::vk;
     /// use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
     /// use vk_suballoc::{AllocationDesc, Allocator, Config, Request, ResourceKind, Usage};
@@ -272,6 +273,7 @@ impl<'a> AllocationDesc<'a> {
     /// assert!(flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT));
     /// // SAFETY: the fake device runs no GPU work.
     /// unsafe { allocator.free(readback)? };
+    /// # }
     /// # Ok::<(), vk_suballoc::Error>(())
     /// ```
     pub const fn required_flags(mut self, flags: vk::MemoryPropertyFlags) -> Self {
