@@ -184,6 +184,32 @@ pub fn no_room(usage: u64, size: u64, budget: u64) -> bool {
     usage.checked_add(size).map_or(true, |total| total > budget)
 }
 
+/// The memory types a request tries, in order, among `candidates` (a bit
+/// per type): each next one as `rank` names it among those left
+/// (`memory_type_for` or `memory_type_for_desc`; `None` when it names
+/// none), less AMD's device-coherent types (`amd_device_coherent_types`)
+/// unless the first is one: they are no ordinary request's fallback.
+pub fn tried_order(
+    candidates: u32,
+    amd_device_coherent_types: u32,
+    mut rank: impl FnMut(u32) -> Option<u32>,
+) -> Vec<u32> {
+    let mut left = candidates;
+    let mut order = Vec::new();
+    while let Some(next) = rank(left) {
+        assert!(
+            left & (1 << next) != 0,
+            "the ranking of {left:#b} named {next}"
+        );
+        order.push(next);
+        left &= !(1 << next);
+    }
+    let last_resort = |t: u32| amd_device_coherent_types & (1 << t) != 0;
+    let first_is_one = order.first().is_some_and(|&t| last_resort(t));
+    order.retain(|&t| first_is_one || !last_resort(t));
+    order
+}
+
 /// The rule a violation of the fake device names: the text before its
 /// first `": "`. The device writes each breach as `"<rule>: <what was
 /// wrong>"`, its rule the VUID where Vulkan gives one

@@ -56,7 +56,7 @@ use vk_suballoc::{
 };
 
 use super::seeded_rng::Rng;
-use super::{allocator, finish, layout_model, no_room, FakeAllocator};
+use super::{allocator, finish, layout_model, no_room, tried_order, FakeAllocator};
 
 const MIB: u64 = 1 << 20;
 /// Every heap's size: its preferred block is 1/8 of it (64 MiB).
@@ -228,21 +228,12 @@ impl BudgetWalk {
     /// AMD's device-coherent types unless the first is one (they are no
     /// ordinary request's fallback).
     fn tried_types(&self, usage: Usage) -> Vec<u32> {
-        let mut left: u32 = self.candidates(usage).iter().map(|t| 1 << t).sum();
-        let mut order = Vec::new();
-        while left != 0 {
-            let next = self.allocator.memory_type_for(left, usage).unwrap();
-            assert!(
-                left & (1 << next) != 0,
-                "memory_type_for({left:#b}) named {next}"
-            );
-            order.push(next);
-            left &= !(1 << next);
-        }
-        let last_resort = |t: u32| self.layout.amd_device_coherent_types & (1 << t) != 0;
-        let first_is_one = order.first().is_some_and(|&t| last_resort(t));
-        order.retain(|&t| first_is_one || !last_resort(t));
-        order
+        tried_order(
+            self.candidates(usage).iter().map(|t| 1 << t).sum(),
+            self.layout.amd_device_coherent_types,
+            // Every non-empty set of candidates has a first type.
+            |left| (left != 0).then(|| self.allocator.memory_type_for(left, usage).unwrap()),
+        )
     }
 
     fn memory_objects(&self) -> HashSet<u64> {

@@ -10,7 +10,7 @@ use vk_suballoc::device::DeviceError;
 use vk_suballoc::report::Stats;
 use vk_suballoc::{DedicatedPolicy, Error, Request, ResourceKind, Usage};
 
-use super::super::no_room;
+use super::super::{no_room, tried_order};
 use super::{is_host_visible, is_non_coherent, Fired, Walk, MIB};
 
 /// `AlignmentNotPowerOfTwo` for a `min_alignment` neither a power of two
@@ -49,20 +49,15 @@ impl Walk {
     pub(super) fn tried_types(&self, request: &Request<'_>) -> Vec<u32> {
         let r = &request.requirements;
         let candidates = self.candidates(r.memory_type_bits, request.desc.usage, r.size);
-        let mut left: u32 = candidates.iter().map(|t| 1 << t).sum();
-        let mut order = Vec::new();
-        while let Ok(next) = self.allocator.memory_type_for_desc(left, &request.desc) {
-            assert!(
-                left & (1 << next) != 0,
-                "memory_type_for_desc({left:#b}) named {next}"
-            );
-            order.push(next);
-            left &= !(1 << next);
-        }
-        let last_resort = |t: u32| self.layout.amd_device_coherent_types & (1 << t) != 0;
-        let first_is_one = order.first().is_some_and(|&t| last_resort(t));
-        order.retain(|&t| first_is_one || !last_resort(t));
-        order
+        tried_order(
+            candidates.iter().map(|t| 1 << t).sum(),
+            self.layout.amd_device_coherent_types,
+            |left| {
+                self.allocator
+                    .memory_type_for_desc(left, &request.desc)
+                    .ok()
+            },
+        )
     }
 
     /// Memory types that suit a request: the documented filters of the
