@@ -485,6 +485,7 @@ fn leaks_print_where_they_were_made() {
     finish(plain, &device);
 
     let warnings = take_thread_warnings();
+    let line_tables = has_line_tables();
     let find = |name: &str| {
         warnings
             .iter()
@@ -506,7 +507,7 @@ fn leaks_print_where_they_were_made() {
             "{line}"
         );
         let first = lines.next().unwrap_or_default();
-        if has_line_tables() {
+        if line_tables {
             assert!(first.contains("leaks_print_where_they_were_made"), "{line}");
         }
         // No frame shown is one of the allocator's own functions. A
@@ -533,7 +534,7 @@ fn leaks_print_where_they_were_made() {
         .find(|line| line.contains("leaked dedicated allocation \"traced dedicated\""))
         .unwrap_or_else(|| panic!("no dedicated leak line in {warnings:#?}"));
     assert!(
-        dedicated.contains("leaks_print_where_they_were_made") || !has_line_tables(),
+        dedicated.contains("leaks_print_where_they_were_made") || !line_tables,
         "{dedicated}"
     );
     assert!(
@@ -582,9 +583,10 @@ fn moved_allocations_keep_where_they_were_made() {
         .filter(|line| line.contains("\"defragmented\""))
         .collect();
     assert_eq!(leaks.len(), live.len(), "{leaks:#?}");
+    let line_tables = has_line_tables();
     for line in &leaks {
         assert!(
-            line.contains("allocations_made_before_the_plan") || !has_line_tables(),
+            line.contains("allocations_made_before_the_plan") || !line_tables,
             "{line}"
         );
     }
