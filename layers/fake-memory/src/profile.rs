@@ -550,6 +550,7 @@ const fn valid_memory_types(heaps: &[FakeHeap], types: &[FakeType]) -> Result<()
     let amd = vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD.as_raw()
         | vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD.as_raw();
     let host_access = HOST_VISIBLE.as_raw() | HOST_COHERENT.as_raw() | HOST_CACHED.as_raw();
+    let device_only = LAZILY_ALLOCATED.as_raw() | vk::MemoryPropertyFlags::PROTECTED.as_raw();
     let mut host_coherent = false;
     let mut device_local = false;
     let mut x = 0;
@@ -562,7 +563,6 @@ const fn valid_memory_types(heaps: &[FakeHeap], types: &[FakeType]) -> Result<()
         if has(flags, HOST_VISIBLE) != (has(flags, HOST_COHERENT) || has(flags, HOST_CACHED)) {
             return Err("host-visible types are coherent or cached, and only they");
         }
-        let device_only = LAZILY_ALLOCATED.as_raw() | vk::MemoryPropertyFlags::PROTECTED.as_raw();
         if flags & device_only != 0 && flags & host_access != 0 {
             return Err("a lazily allocated or protected type is not host-visible");
         }
