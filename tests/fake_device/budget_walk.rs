@@ -426,7 +426,6 @@ impl BudgetWalk {
                     "{}: {size} bytes refused, the last type tried is {last} (heap {heap})",
                     self.ctx()
                 );
-                self.assert_short_of_memory(error, within, heap, size);
                 for t in self.candidates(usage) {
                     let heap = self.heap_of(t);
                     let room = self.room(heap, within);
