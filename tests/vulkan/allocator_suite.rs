@@ -33,6 +33,8 @@ mod refused_resources;
 mod reporting;
 #[path = "allocator_suite/requirements_from_create_info.rs"]
 mod requirements_from_create_info;
+#[path = "allocator_suite/shader_device_addresses.rs"]
+mod shader_device_addresses;
 #[path = "allocator_suite/strategy.rs"]
 mod strategy;
 

@@ -1,0 +1,304 @@
+//! Device addresses as shaders use them: a compute shader
+//! (`shaders/xor_copy.comp`) reads words the host wrote into upload-ring
+//! allocations at the addresses `RingAllocation::device_address` gives,
+//! writes them into a GPU-only scratch ring's allocations at theirs, and a
+//! second pass copies those into a readback buffer at the driver's address.
+//! The other tests compare `device_address` with `vkGetBufferDeviceAddress`;
+//! here the GPU itself follows the addresses, so an address off by an
+//! allocation's offset in its chunk, or two allocations whose addresses
+//! overlap, change the bytes read back.
+
+use ash::vk;
+use vk_suballoc::device::AshMemoryDevice;
+use vk_suballoc::{AllocationDesc, Allocator, RingAllocation, UploadRingDesc, Usage};
+
+use super::super::allocator_setup::{allocator_for, IdleOnDrop};
+use crate::seeded_rng::Rng;
+use crate::support::{test_each_profile, VulkanContext};
+
+/// `shaders/xor_copy.comp` compiled (`scripts/build-test-shaders.sh`).
+const XOR_COPY_SPV: &[u8] = include_bytes!("../shaders/xor_copy.spv");
+
+/// The shader's workgroup width (`local_size_x`).
+const WORKGROUP: u32 = 64;
+
+/// The shader's push constants: `target[i] = source[i] ^ salt` for `i`
+/// below `count`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct XorCopy {
+    source: vk::DeviceAddress,
+    target: vk::DeviceAddress,
+    count: u32,
+    salt: u32,
+}
+
+impl XorCopy {
+    fn bytes(&self) -> [u8; 24] {
+        let mut bytes = [0; 24];
+        bytes[..8].copy_from_slice(&self.source.to_ne_bytes());
+        bytes[8..16].copy_from_slice(&self.target.to_ne_bytes());
+        bytes[16..20].copy_from_slice(&self.count.to_ne_bytes());
+        bytes[20..].copy_from_slice(&self.salt.to_ne_bytes());
+        bytes
+    }
+}
+
+/// The compute pipeline of `xor_copy`, destroyed with it.
+struct XorCopyPipeline<'a> {
+    device: &'a ash::Device,
+    layout: vk::PipelineLayout,
+    pipeline: vk::Pipeline,
+}
+
+impl<'a> XorCopyPipeline<'a> {
+    fn new(device: &'a ash::Device) -> Self {
+        let code = ash::util::read_spv(&mut std::io::Cursor::new(XOR_COPY_SPV))
+            .expect("xor_copy.spv is SPIR-V");
+        let module_info = vk::ShaderModuleCreateInfo::default().code(&code);
+        // SAFETY: valid SPIR-V (spirv-val ran on it when it was built; the
+        // validation layer checks it again).
+        let module = unsafe { device.create_shader_module(&module_info, None) }.unwrap();
+        let push_range = [vk::PushConstantRange::default()
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            .size(std::mem::size_of::<XorCopy>() as u32)];
+        let layout_info = vk::PipelineLayoutCreateInfo::default().push_constant_ranges(&push_range);
+        // SAFETY: a valid create info.
+        let layout = unsafe { device.create_pipeline_layout(&layout_info, None) }.unwrap();
+        let stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(module)
+            .name(c"main");
+        let pipeline_info = [vk::ComputePipelineCreateInfo::default()
+            .stage(stage)
+            .layout(layout)];
+        // SAFETY: the module and layout above, which the shader matches.
+        let pipeline = unsafe {
+            device.create_compute_pipelines(vk::PipelineCache::null(), &pipeline_info, None)
+        }
+        .map_err(|(_, error)| error)
+        .unwrap()[0];
+        // SAFETY: the pipeline keeps what it needs of the module.
+        unsafe { device.destroy_shader_module(module, None) };
+        Self {
+            device,
+            layout,
+            pipeline,
+        }
+    }
+
+    /// Records one dispatch of `copy` into `command_buffer` (the pipeline
+    /// bound).
+    ///
+    /// # Safety
+    /// `command_buffer` is recording, with this pipeline bound.
+    unsafe fn record(&self, command_buffer: vk::CommandBuffer, copy: XorCopy) {
+        // SAFETY: the caller's contract; the range is the layout's.
+        unsafe {
+            self.device.cmd_push_constants(
+                command_buffer,
+                self.layout,
+                vk::ShaderStageFlags::COMPUTE,
+                0,
+                &copy.bytes(),
+            );
+            self.device
+                .cmd_dispatch(command_buffer, copy.count.div_ceil(WORKGROUP), 1, 1);
+        }
+    }
+}
+
+impl Drop for XorCopyPipeline<'_> {
+    fn drop(&mut self) {
+        // SAFETY: no command buffer using them is pending (the tests wait).
+        unsafe {
+            self.device.destroy_pipeline(self.pipeline, None);
+            self.device.destroy_pipeline_layout(self.layout, None);
+        }
+    }
+}
+
+/// Shader writes of one pass made visible to the next pass's reads, or to
+/// the host.
+fn shader_barrier(
+    device: &ash::Device,
+    command_buffer: vk::CommandBuffer,
+    (stage, access): (vk::PipelineStageFlags, vk::AccessFlags),
+) {
+    let barrier = [vk::MemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+        .dst_access_mask(access)];
+    // SAFETY: the command buffer is recording (the callers').
+    unsafe {
+        device.cmd_pipeline_barrier(
+            command_buffer,
+            vk::PipelineStageFlags::COMPUTE_SHADER,
+            stage,
+            vk::DependencyFlags::empty(),
+            &barrier,
+            &[],
+            &[],
+        )
+    };
+}
+
+/// One piece of the test: its words in the upload ring, their copy in the
+/// scratch ring, and where the second pass puts them in the readback buffer.
+struct Piece {
+    upload: RingAllocation,
+    scratch: RingAllocation,
+    words: Vec<u32>,
+    /// The piece's first word in the readback buffer.
+    first: usize,
+}
+
+/// A ring of `size` bytes whose buffers shaders reach by device address.
+fn address_ring(
+    allocator: &Allocator<AshMemoryDevice>,
+    size: u64,
+    usage: Usage,
+) -> vk_suballoc::UploadRing {
+    allocator
+        .create_upload_ring(&UploadRingDesc {
+            size,
+            usage,
+            buffer_usage: vk::BufferUsageFlags::STORAGE_BUFFER
+                | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
+            ..UploadRingDesc::default()
+        })
+        .unwrap()
+}
+
+test_each_profile!(
+    /// Words the host writes into upload-ring allocations (odd sizes,
+    /// alignments 4 to 256, one-byte allocations between them) reach a
+    /// compute shader at each allocation's `device_address`; the shader's
+    /// writes at a GPU-only scratch ring's allocations' addresses stay
+    /// apart (all written before any is read back); and they come back
+    /// whole through the readback buffer, XORed with both passes' salts.
+    fn shaders_reach_ring_allocations_at_their_device_addresses(profile) {
+        let context = VulkanContext::new(profile);
+        assert!(
+            context.vulkan_1_2_features_enabled,
+            "{profile}: the harness enables bufferDeviceAddress on a Vulkan 1.2 device"
+        );
+        let allocator = allocator_for(&context);
+        let device = &context.device;
+        let _idle = IdleOnDrop(device);
+        let pipeline = XorCopyPipeline::new(device);
+        let mut rng = Rng::from_env(&format!("shaders_reach_ring_allocations::{profile}"));
+        let upload = address_ring(&allocator, 256 << 10, Usage::UPLOAD);
+        let scratch = address_ring(&allocator, 256 << 10, Usage::DEVICE_LOCAL);
+        let mut pieces = Vec::new();
+        let mut total_words = 0;
+        for index in 0..40u32 {
+            let count = 1 + rng.below(700) as usize;
+            let size = 4 * count as u64;
+            let align = 4 << (2 * rng.below(4));
+            // A one-byte allocation between pieces puts each next one on an
+            // odd offset, from which its alignment alone moves it.
+            allocator.ring_allocate(upload, 1, 1).unwrap();
+            allocator.ring_allocate(scratch, 1, 1).unwrap();
+            let words: Vec<u32> = (0..count as u32)
+                .map(|word| (index << 24) ^ (word << 4) ^ 0x5a5a_0003)
+                .collect();
+            let upload_piece = allocator.ring_allocate(upload, size, align).unwrap();
+            let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_ne_bytes()).collect();
+            allocator.ring_write(&upload_piece, 0, &bytes).unwrap();
+            let scratch_piece = allocator.ring_allocate(scratch, size, align).unwrap();
+            for piece in [&upload_piece, &scratch_piece] {
+                let address = piece.device_address().expect("a device-address ring");
+                assert_eq!(address % align, 0, "{profile}: piece {index} at {address:#x}");
+            }
+            pieces.push(Piece {
+                upload: upload_piece,
+                scratch: scratch_piece,
+                words,
+                first: total_words,
+            });
+            total_words += count;
+        }
+        let readback_info = vk::BufferCreateInfo::default()
+            .size(4 * total_words as u64)
+            .usage(vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS);
+        // SAFETY: a valid create info.
+        let (readback, mut readback_allocation) = unsafe {
+            allocator.create_buffer(&readback_info, &AllocationDesc::new(Usage::READBACK))
+        }
+        .unwrap();
+        let info = vk::BufferDeviceAddressInfo::default().buffer(readback);
+        // SAFETY: made with SHADER_DEVICE_ADDRESS usage and bound to memory
+        // allocated for device addresses.
+        let readback_address = unsafe { device.get_buffer_device_address(&info) };
+        const FIRST_SALT: u32 = 0x0f0f_1234;
+        const SECOND_SALT: u32 = 0x7070_8001;
+        context.run_one_time_commands(|device, command_buffer| {
+            // SAFETY: a recording command buffer; every address is a live
+            // ring allocation's or the readback buffer's, with the words
+            // the dispatches read and write.
+            unsafe {
+                device.cmd_bind_pipeline(
+                    command_buffer,
+                    vk::PipelineBindPoint::COMPUTE,
+                    pipeline.pipeline,
+                );
+                for piece in &pieces {
+                    pipeline.record(
+                        command_buffer,
+                        XorCopy {
+                            source: piece.upload.device_address().unwrap(),
+                            target: piece.scratch.device_address().unwrap(),
+                            count: piece.words.len() as u32,
+                            salt: FIRST_SALT,
+                        },
+                    );
+                }
+                shader_barrier(
+                    device,
+                    command_buffer,
+                    (vk::PipelineStageFlags::COMPUTE_SHADER, vk::AccessFlags::SHADER_READ),
+                );
+                for piece in &pieces {
+                    pipeline.record(
+                        command_buffer,
+                        XorCopy {
+                            source: piece.scratch.device_address().unwrap(),
+                            target: readback_address + 4 * piece.first as u64,
+                            count: piece.words.len() as u32,
+                            salt: SECOND_SALT,
+                        },
+                    );
+                }
+            }
+            shader_barrier(
+                device,
+                command_buffer,
+                (vk::PipelineStageFlags::HOST, vk::AccessFlags::HOST_READ),
+            );
+        });
+        allocator
+            .invalidate(&mut readback_allocation, 0..4 * total_words as u64)
+            .unwrap();
+        let bytes = allocator.mapped_slice(&readback_allocation).unwrap();
+        for (index, piece) in pieces.iter().enumerate() {
+            for (word_index, &word) in piece.words.iter().enumerate() {
+                let at = 4 * (piece.first + word_index);
+                let read = u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
+                let expected = word ^ FIRST_SALT ^ SECOND_SALT;
+                assert!(
+                    read == expected,
+                    "{profile}: piece {index} word {word_index}: read {read:#010x}, wrote {expected:#010x}"
+                );
+            }
+        }
+        drop(pipeline);
+        allocator.destroy_upload_ring(upload).unwrap();
+        allocator.destroy_upload_ring(scratch).unwrap();
+        // SAFETY: the GPU is done with everything (run_one_time_commands
+        // waited).
+        unsafe {
+            allocator.destroy_buffer(readback, readback_allocation).unwrap();
+            allocator.collect_idle();
+        }
+    }
+);
