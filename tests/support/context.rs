@@ -44,6 +44,10 @@ pub struct ContextOptions {
     /// Keeps the layer's refused binds off standard error, for a test that
     /// makes them on purpose.
     pub quiet_refusals: bool,
+    /// Runs the validation layer's GPU-assisted validation too
+    /// ([`validation_messages::GPU_ASSISTED`]). Not a fake-layer option:
+    /// plain lavapipe takes it.
+    pub gpu_assisted: bool,
 }
 
 impl ContextOptions {
@@ -95,6 +99,16 @@ impl ContextOptions {
         self
     }
 
+    /// Adds GPU-assisted validation ([`validation_messages::GPU_ASSISTED`]):
+    /// shaders instrumented to report, among others, an access through a
+    /// device address outside every live buffer.
+    pub fn gpu_assisted(mut self) -> Self {
+        self.gpu_assisted = true;
+        self
+    }
+
+    /// Whether the options ask nothing of the fake-memory layer (GPU-assisted
+    /// validation is the validation layer's).
     fn is_empty(&self) -> bool {
         self.fail_allocations.is_empty()
             && self.max_allocations.is_none()
@@ -323,8 +337,12 @@ impl VulkanContext {
             ash::ext::debug_utils::NAME.as_ptr(),
             ash::ext::validation_features::NAME.as_ptr(),
         ];
-        let mut features = vk::ValidationFeaturesEXT::default()
-            .enabled_validation_features(&validation_messages::ENABLED_FEATURES);
+        let mut enabled_features = validation_messages::ENABLED_FEATURES.to_vec();
+        if options.gpu_assisted {
+            enabled_features.extend(validation_messages::GPU_ASSISTED);
+        }
+        let mut features =
+            vk::ValidationFeaturesEXT::default().enabled_validation_features(&enabled_features);
         let instance_info = vk::InstanceCreateInfo::default()
             .application_info(&app_info)
             .enabled_layer_names(&layers)

@@ -25,6 +25,19 @@ pub const ENABLED_FEATURES: [vk::ValidationFeatureEnableEXT; 2] = [
     vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION,
 ];
 
+/// GPU-assisted validation, which tests whose shaders follow device
+/// addresses add ([`ContextOptions::gpu_assisted`]): the layer instruments
+/// their shaders and reports each access through a device address that no
+/// live buffer's range covers ("UNASSIGNED-Device address out of bounds"),
+/// where the shader's own results may still come out right (a wrong address
+/// into some other live memory of the process reads whatever is there). Only
+/// where a test needs it: the layer then runs instrumented shaders, not the
+/// test's own.
+///
+/// [`ContextOptions::gpu_assisted`]: super::ContextOptions::gpu_assisted
+pub const GPU_ASSISTED: [vk::ValidationFeatureEnableEXT; 1] =
+    [vk::ValidationFeatureEnableEXT::GPU_ASSISTED];
+
 /// The layer (1.3.239) setting that extends synchronization validation
 /// across command buffers and submissions on a queue; it has no
 /// `VkValidationFeatureEnableEXT` value, only the `VK_LAYER_ENABLES`
