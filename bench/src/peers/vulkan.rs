@@ -114,6 +114,11 @@ pub struct VulkanContext {
     pub timeline_semaphore: bool,
 }
 
+/// The environment variable that stacks the tests' fake-memory layer under
+/// the bench (its value, the layer's configuration: a profile name such as
+/// `discrete`, `mobile`...).
+pub const FAKE_MEMORY_VARIABLE: &str = "VK_SUBALLOC_FAKE_MEMORY";
+
 impl VulkanContext {
     /// Creates a Vulkan 1.3 instance and device on the first physical device
     /// whose name contains `device` (case-insensitive), or on the first one
@@ -130,7 +135,23 @@ impl VulkanContext {
         let app = vk::ApplicationInfo::default()
             .application_name(c"vk-suballoc-peers")
             .api_version(vk::API_VERSION_1_3);
-        let layers = [c"VK_LAYER_KHRONOS_validation".as_ptr()];
+        // With VK_SUBALLOC_FAKE_MEMORY set (a profile of the tests'
+        // fake-memory layer, `layers/fake-memory`, which reads it), that layer
+        // goes below validation, as the Vulkan tests stack it: the device
+        // then looks like a discrete, integrated or mobile GPU, and
+        // `--real-resources` binds real resources on that architecture
+        // (`scripts/with-vulkan.sh` puts the layer on the loader's path).
+        let fake_memory = std::env::var_os(FAKE_MEMORY_VARIABLE).is_some();
+        let all_layers = [
+            c"VK_LAYER_KHRONOS_validation".as_ptr(),
+            c"VK_LAYER_VK_SUBALLOC_fake_memory".as_ptr(),
+        ];
+        let layers = if fake_memory {
+            &all_layers[..]
+        } else {
+            &all_layers[..1]
+        };
+        let fake_only = &all_layers[1..];
         let extensions = [ash::ext::debug_utils::NAME.as_ptr()];
         let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
             .message_severity(
@@ -144,9 +165,12 @@ impl VulkanContext {
             )
             .pfn_user_callback(Some(debug_callback));
         let mut info = vk::InstanceCreateInfo::default().application_info(&app);
+        if fake_memory {
+            info = info.enabled_layer_names(fake_only);
+        }
         if validation {
             info = info
-                .enabled_layer_names(&layers)
+                .enabled_layer_names(layers)
                 .enabled_extension_names(&extensions)
                 .push_next(&mut messenger_info);
         }
