@@ -46,7 +46,9 @@
 //!   `VkMemoryDedicatedRequirements` preferring or requiring dedicated memory;
 //! - the import queries `vkGetMemoryFdPropertiesKHR` and
 //!   `vkGetMemoryHostPointerPropertiesEXT`: `memoryTypeBits` in fake
-//!   indices, as for a buffer (no lazily allocated type);
+//!   indices, as for a buffer (no lazily allocated type), for a host
+//!   pointer only the host-visible types in system memory (every
+//!   host-visible type where all heaps are device-local);
 //! - `vkAllocateMemory`: the fake type is backed by a real one;
 //!   `ERROR_OUT_OF_DEVICE_MEMORY` past a fake heap's size or on a call chosen
 //!   to fail, `ERROR_TOO_MANY_OBJECTS` past the allocation count;

@@ -5,6 +5,17 @@
 //! dedicated to, if any (`dedicated_binds.rs` checks binds against it). It
 //! decides whether an allocation is refused: the Nth call chosen for
 //! failure, the allocation count limit, or a fake heap that would overflow.
+//!
+//! Imported memory counts as any other memory object, its
+//! `allocationSize` from its `vkAllocateMemory` to its own `vkFreeMemory`,
+//! even an import of memory this device exported and still counts: that
+//! is how Mesa's drivers for the GPUs the profiles model report it. ANV
+//! adds each `VkDeviceMemory`'s BO size to its heap's `used` (its
+//! `heapUsage`) at allocation, imports included, though a self-import
+//! shares the exporter's BO, and refuses one past the heap's size; RADV's
+//! `heapUsage` is its winsys's allocated-bytes counters, to which each
+//! import's new winsys BO adds its size again. (Lavapipe's `heapUsage` is
+//! the system's used memory, nothing per object.)
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -22,7 +22,7 @@
 
 use ash::vk;
 
-use crate::profile::Profile;
+use crate::profile::{FakeType, Profile};
 
 /// The kind of resource a memory requirement is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +164,36 @@ impl MemoryTypeMap {
         self.fake_type_bits(real_bits, ResourceKind::Buffer)
     }
 
+    /// Fake `memoryTypeBits` for a host pointer that the driver can import
+    /// as the real types `real_bits`: of the types an import may take
+    /// ([`fake_import_type_bits`](Self::fake_import_type_bits)), the
+    /// host-visible ones in system memory (a heap that is not
+    /// device-local), or, on a profile with no host-visible type there (a
+    /// unified-memory GPU, all of whose heaps are device-local), every
+    /// host-visible one. The specification asks for host-visible types
+    /// only (`VkMemoryHostPointerPropertiesEXT`: "should", once "must"),
+    /// and a host pointer's pages are system memory: RADV offers one
+    /// cached system-memory type, never VRAM (ANV offers every type, as
+    /// the relaxed wording allows).
+    pub fn fake_host_pointer_type_bits(&self, real_bits: u32) -> u32 {
+        let types = self.profile.types;
+        let host_visible = |t: &FakeType| t.flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE);
+        let in_system_memory = |t: &FakeType| {
+            self.profile
+                .heaps
+                .get(t.heap as usize)
+                .is_some_and(|heap| !heap.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+        };
+        let has_system_memory = types.iter().any(|t| host_visible(t) && in_system_memory(t));
+        let offered = types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| host_visible(t) && (in_system_memory(t) || !has_system_memory))
+            .filter(|&(index, _)| index < 32)
+            .fold(0u32, |bits, (index, _)| bits | 1 << index);
+        self.fake_import_type_bits(real_bits) & offered
+    }
+
     /// The same map with image requirements aligned to at least `alignment`
     /// (a power of two) instead of the profile's minimum.
     #[must_use]
@@ -197,7 +227,7 @@ impl MemoryTypeMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{FakeType, DISCRETE, MOBILE};
+    use crate::profile::{DISCRETE, MOBILE};
 
     fn lavapipe_like() -> vk::PhysicalDeviceMemoryProperties {
         let mut properties = vk::PhysicalDeviceMemoryProperties {
@@ -328,6 +358,38 @@ mod tests {
         assert_eq!(map.fake_import_type_bits(0), 0);
         let map = MemoryTypeMap::new(&DISCRETE, &lavapipe_like());
         assert_eq!(map.fake_import_type_bits(1), 0b1111);
+    }
+
+    /// A host pointer may be imported only as a host-visible type in system
+    /// memory (a heap that is not device-local), or, on a profile without
+    /// one, as any host-visible type, and only where the driver allows the
+    /// backing type: never device-only memory, a lazily allocated type or
+    /// a BAR window.
+    #[test]
+    fn host_pointers_take_host_visible_system_memory_types_only() {
+        use crate::profile::{AMD, ARC, INTEGRATED, MALI, REBAR};
+        let lavapipe = lavapipe_like();
+        let bits = |profile: &'static Profile| {
+            MemoryTypeMap::new(profile, &lavapipe).fake_host_pointer_type_bits(1)
+        };
+        assert_eq!(bits(&DISCRETE), 0b0110, "system memory, not the BAR");
+        assert_eq!(bits(&AMD), 0b1010_1010);
+        assert_eq!(bits(&REBAR), 0b0110, "not device-local host-visible VRAM");
+        assert_eq!(bits(&ARC), 0b010);
+        assert_eq!(
+            bits(&INTEGRATED),
+            0b110,
+            "unified memory: every mappable type"
+        );
+        assert_eq!(bits(&MOBILE), 0b0110, "not the lazily allocated type");
+        assert_eq!(bits(&MALI), 0b011);
+        assert_eq!(bits(&WITH_LAZY), 0b10110);
+        let map = MemoryTypeMap::new(&DISCRETE, &lavapipe);
+        assert_eq!(
+            map.fake_host_pointer_type_bits(0),
+            0,
+            "nothing the driver refused"
+        );
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The fake limits bite: `heapUsage` and `heapBudget` follow allocations,
 //! a fake heap holds exactly its size, `maxMemoryAllocationCount` (an
 //! override or the mobile profile's own) is enforced and reported, and
-//! `fail-allocation=N` fails exactly the chosen calls, and an allocation
-//! the driver refuses leaves neither bytes nor a count behind.
+//! `fail-allocation=N` fails exactly the chosen calls, an allocation
+//! the driver refuses leaves neither bytes nor a count behind, and memory
+//! imported from this device's own export counts once per memory object,
+//! as RADV and ANV count it.
 
 use ash::vk;
 
@@ -157,6 +159,56 @@ test_each_fake_profile!(
         let memory = allocate(&context, 0, MIB)
             .unwrap_or_else(|error| panic!("{profile}: the refused import kept its count slot: {error}"));
         free(&context, memory);
+        context.assert_no_validation_messages();
+    }
+);
+
+// An opaque POSIX file descriptor: Unix only.
+#[cfg(unix)]
+test_each_fake_profile!(
+    /// Memory this device exported and imported again counts once per
+    /// memory object in `heapUsage`, as Mesa's drivers for the GPUs the
+    /// profiles model count it: ANV adds each `VkDeviceMemory`'s BO size to
+    /// its heap's `used` at `vkAllocateMemory`, imports included, though a
+    /// self-import shares the exporter's BO, and subtracts it at
+    /// `vkFreeMemory`; RADV's `heapUsage` is its winsys's allocated-bytes
+    /// counter, which every import adds its buffer's size to again (a new
+    /// winsys BO per import). Each object's bytes go when that object is
+    /// freed, the exporter's first here, and the heap ends empty.
+    fn a_self_import_counts_per_memory_object(profile) {
+        const OPAQUE_FD: vk::ExternalMemoryHandleTypeFlags =
+            vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD;
+        let context = budgeted(profile);
+        assert!(context.external_memory_fd_enabled, "{profile}: the device lacks VK_KHR_external_memory_fd");
+        context.allow(Advice::SmallMemory);
+        let device = &context.device;
+        let heap = context.memory_properties().memory_types[0].heap_index as usize;
+        let mut export = vk::ExportMemoryAllocateInfo::default().handle_types(OPAQUE_FD);
+        let info = vk::MemoryAllocateInfo::default()
+            .allocation_size(MIB)
+            .memory_type_index(0)
+            .push_next(&mut export);
+        // SAFETY: a valid allocate info; lavapipe exports opaque descriptors
+        // of its memory type.
+        let exported = unsafe { device.allocate_memory(&info, None) }.unwrap();
+        let fd_device = ash::khr::external_memory_fd::Device::new(&context.instance, device);
+        let get_fd = vk::MemoryGetFdInfoKHR::default().memory(exported).handle_type(OPAQUE_FD);
+        // SAFETY: live memory allocated exportable as OPAQUE_FD; the
+        // extension is enabled.
+        let fd = unsafe { fd_device.get_memory_fd(&get_fd) }.unwrap();
+        let mut import = vk::ImportMemoryFdInfoKHR::default().handle_type(OPAQUE_FD).fd(fd);
+        let info = vk::MemoryAllocateInfo::default()
+            .allocation_size(MIB)
+            .memory_type_index(0)
+            .push_next(&mut import);
+        // SAFETY: an opaque descriptor imported with the size and memory
+        // type its payload was made with; on success the driver owns it.
+        let imported = unsafe { device.allocate_memory(&info, None) }.unwrap();
+        assert_eq!(heap_usage(&context)[heap], 2 * MIB, "{profile}: one count per memory object");
+        free(&context, exported);
+        assert_eq!(heap_usage(&context)[heap], MIB, "{profile}: the import still holds its count");
+        free(&context, imported);
+        assert_eq!(heap_usage(&context)[heap], 0, "{profile}");
         context.assert_no_validation_messages();
     }
 );
