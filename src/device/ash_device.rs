@@ -12,7 +12,7 @@ use gpu_alloc_types::{
 
 use super::{
     memory_priority, AllocateInfo, DedicatedHint, DedicatedTarget, DeviceError, FrameSignal,
-    GpuInfo, HeapBudget, MemoryDeviceExt, MemoryProperties,
+    GpuInfo, HeapBudget, MemoryDeviceExt, MemoryProperties, DEFAULT_PRIORITY,
 };
 pub(crate) use chain::chain_structures;
 use info_requirements::InfoRequirements;
@@ -37,7 +37,10 @@ pub struct DeviceFeatures {
     pub buffer_device_address: bool,
     /// `VK_EXT_memory_budget` is enabled: heap budgets come from the driver.
     pub memory_budget: bool,
-    /// `VK_EXT_memory_priority` and its `memoryPriority` feature are enabled.
+    /// `VK_EXT_memory_priority` and its `memoryPriority` feature are enabled:
+    /// every allocation then carries a priority, the one asked
+    /// (`AllocationDesc::priority`, a custom pool's) or Vulkan's default,
+    /// 0.5 (as VMA does; NVIDIA's best practices ask for one on each).
     pub memory_priority: bool,
     /// `VK_EXT_debug_utils` is enabled on the instance: every block and
     /// dedicated allocation gets an object name.
@@ -403,10 +406,16 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
             };
             allocate_info = allocate_info.push_next(&mut dedicated_info);
         }
-        if let (Some(priority), true) = (info.priority, self.features.memory_priority) {
-            // Clamped by the allocator already; again for a caller that
-            // drives this backend itself.
-            priority_info = priority_info.priority(memory_priority(priority));
+        if self.features.memory_priority {
+            // Every allocation says its priority, Vulkan's default 0.5
+            // when none was asked, as VMA does with the extension: the
+            // same to the driver as no structure, but the validation
+            // layer's NVIDIA best practices warn of each allocation without
+            // one (BestPractices-AllocateMemory-SetPriority). Clamped by the
+            // allocator already; again for a caller that drives this
+            // backend itself.
+            let priority = info.priority.map_or(DEFAULT_PRIORITY, memory_priority);
+            priority_info = priority_info.priority(priority);
             allocate_info = allocate_info.push_next(&mut priority_info);
         }
         if !info.export_handle_types.is_empty() {

@@ -174,7 +174,9 @@ pub struct AllocateInfo<'a> {
     /// Dedicate the memory to this resource.
     pub dedicated: Option<DedicatedTarget>,
     /// `VK_EXT_memory_priority` priority in `[0, 1]` (the allocator clamps
-    /// what its caller asked for, NaN as 0.5); ignored without it.
+    /// what its caller asked for, NaN as 0.5); ignored without it. `None`:
+    /// none asked, which is Vulkan's default, [`DEFAULT_PRIORITY`] (the ash
+    /// backend passes that value then, with the extension).
     pub priority: Option<f32>,
     /// Debug name for the new memory object (`VK_EXT_debug_utils`).
     pub name: Option<&'a str>,
@@ -238,13 +240,18 @@ pub(crate) const DEDICATED_ONLY_HANDLE_TYPES: vk::ExternalMemoryHandleTypeFlags 
     )
 };
 
+/// The priority of memory allocated without `VkMemoryPriorityAllocateInfoEXT`
+/// (the `VK_EXT_memory_priority` specification): what [`AllocateInfo::priority`]
+/// `None` stands for.
+pub const DEFAULT_PRIORITY: f32 = 0.5;
+
 /// The `VK_EXT_memory_priority` value for a requested priority
 /// ([`AllocateInfo::priority`]): clamped to `[0, 1]`
 /// (VUID-VkMemoryPriorityAllocateInfoEXT-priority-02602), and NaN, which
 /// `clamp` would pass on, as Vulkan's default of 0.5.
 pub(crate) fn memory_priority(priority: f32) -> f32 {
     if priority.is_nan() {
-        0.5
+        DEFAULT_PRIORITY
     } else {
         priority.clamp(0.0, 1.0)
     }
