@@ -287,7 +287,7 @@ impl VulkanContext {
         let turn = StackTurn::take();
         layer_settings::refuse_muting_settings();
         fake_layer_setup::prepare();
-        enable_submit_time_sync_validation();
+        enable_layer_settings();
         // SAFETY: loading the system Vulkan loader runs its initialisers,
         // which is what every Vulkan application does.
         let entry = unsafe { ash::Entry::load() }.unwrap_or_else(|error| {
@@ -375,7 +375,7 @@ impl VulkanContext {
         let command_pool = unsafe { device_setup.device.create_command_pool(&pool_info, None) }
             .unwrap_or_else(|error| panic!("vkCreateCommandPool failed: {error}"));
 
-        Self {
+        let context = Self {
             profile,
             entry,
             instance,
@@ -396,7 +396,13 @@ impl VulkanContext {
             messenger,
             command_pool: Mutex::new(command_pool),
             _turn: turn,
+        };
+        if !context.memory_priority_enabled {
+            // Without VK_EXT_memory_priority no allocation can say a
+            // priority, which NVIDIA's best practices ask of each.
+            context.allow(Advice::NoMemoryPriority);
         }
+        context
     }
 
     /// The physical device's memory properties (through the 1.0 query).
@@ -493,6 +499,15 @@ impl VulkanContext {
         }
     }
 
+    /// For a test that calls `vkAllocateMemory` itself: allows the NVIDIA
+    /// advice the allocator heeds and such a test need not (a priority on
+    /// every allocation, [`Advice::NoMemoryPriority`]; memory just freed
+    /// reused, [`Advice::ReusedMemory`]).
+    pub fn allow_own_allocations(&self) {
+        self.allow(Advice::NoMemoryPriority);
+        self.allow(Advice::ReusedMemory);
+    }
+
     /// Takes every validation message recorded so far, less the allowed
     /// advice ([`VulkanContext::allow`]).
     pub fn take_messages(&self) -> Vec<String> {
@@ -552,23 +567,27 @@ impl VulkanContext {
     }
 }
 
-/// Adds [`validation_messages::SUBMIT_TIME_SYNC_VALIDATION`] to
-/// `VK_LAYER_ENABLES` (keeping what the caller put there), once, before the
-/// first Vulkan call: the layer reads the variable at each `vkCreateInstance`.
-fn enable_submit_time_sync_validation() {
+/// Adds [`validation_messages::SUBMIT_TIME_SYNC_VALIDATION`] and
+/// [`validation_messages::VENDOR_SPECIFIC_CHECKS`] to `VK_LAYER_ENABLES`
+/// (keeping what the caller put there), once, before the first Vulkan call:
+/// the layer reads the variable at each `vkCreateInstance`.
+fn enable_layer_settings() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         const VARIABLE: &str = "VK_LAYER_ENABLES";
-        let setting = validation_messages::SUBMIT_TIME_SYNC_VALIDATION;
         let current = std::env::var(VARIABLE).unwrap_or_default();
-        if current.split([':', ',']).any(|listed| listed == setting) {
-            return;
+        let mut settings: Vec<&str> = current
+            .split([':', ','])
+            .filter(|listed| !listed.is_empty())
+            .collect();
+        let wanted = std::iter::once(validation_messages::SUBMIT_TIME_SYNC_VALIDATION)
+            .chain(validation_messages::VENDOR_SPECIFIC_CHECKS);
+        for setting in wanted {
+            if !settings.contains(&setting) {
+                settings.push(setting);
+            }
         }
-        let value = if current.is_empty() {
-            setting.to_owned()
-        } else {
-            format!("{current}:{setting}")
-        };
+        let value = settings.join(":");
         // Every context creation waits here before its first Vulkan call,
         // and nothing else in the tests calls Vulkan first, so no Vulkan
         // code reads the environment while it changes.

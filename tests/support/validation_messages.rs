@@ -7,9 +7,10 @@
 //! create info is chained into `VkInstanceCreateInfo` so messages from
 //! `vkCreateInstance` / `vkDestroyInstance` are caught as well.
 //!
-//! Besides its default checks the layer runs best practices and
-//! synchronization validation ([`ENABLED_FEATURES`]; cross-submission
-//! hazards too, [`SUBMIT_TIME_SYNC_VALIDATION`]). Every message id the
+//! Besides its default checks the layer runs best practices, with their
+//! vendor-specific checks ([`VENDOR_SPECIFIC_CHECKS`]), and synchronization
+//! validation ([`ENABLED_FEATURES`]; cross-submission hazards too,
+//! [`SUBMIT_TIME_SYNC_VALIDATION`]). Every message id the
 //! harness lets through is listed here with its reason: [`IGNORED`] for all
 //! tests, [`Advice`] for the tests that take that advice on purpose.
 
@@ -45,11 +46,38 @@ pub const GPU_ASSISTED: [vk::ValidationFeatureEnableEXT; 1] =
 pub const SUBMIT_TIME_SYNC_VALIDATION: &str =
     "VALIDATION_CHECK_ENABLE_SYNCHRONIZATION_VALIDATION_QUEUE_SUBMIT";
 
+/// The layer (1.3.239) settings that add best practices' vendor-specific
+/// checks (ARM, AMD, IMG, NVIDIA): advice for those GPUs, some of it on
+/// memory (NVIDIA's on priorities and on memory freed and allocated again).
+/// Like [`SUBMIT_TIME_SYNC_VALIDATION`], only `VK_LAYER_ENABLES` sets them.
+pub const VENDOR_SPECIFIC_CHECKS: [&str; 4] = [
+    "VALIDATION_CHECK_ENABLE_VENDOR_SPECIFIC_ARM",
+    "VALIDATION_CHECK_ENABLE_VENDOR_SPECIFIC_AMD",
+    "VALIDATION_CHECK_ENABLE_VENDOR_SPECIFIC_IMG",
+    "VALIDATION_CHECK_ENABLE_VENDOR_SPECIFIC_NVIDIA",
+];
+
 /// Message ids no test records, each with why.
-pub const IGNORED: &[(&str, &str)] = &[(
-    "UNASSIGNED-BestPractices-vkCreateInstance-specialuse-extension-debugging",
-    "the harness enables VK_EXT_debug_utils on purpose: it is how messages are recorded",
-)];
+pub const IGNORED: &[(&str, &str)] = &[
+    (
+        "UNASSIGNED-BestPractices-vkCreateInstance-specialuse-extension-debugging",
+        "the harness enables VK_EXT_debug_utils on purpose: it is how messages are recorded",
+    ),
+    // The vendor-specific advice below is on the tests' own commands,
+    // which fill, copy and check memory; the allocator records none.
+    (
+        "UNASSIGNED-BestPractices-ClearAttachment-ClearImage",
+        "AMD: the tests fill images with vkCmdClearColorImage outside render passes, to check their bytes",
+    ),
+    (
+        "UNASSIGNED-BestPractices-ClearColor-NotCompressed",
+        "NVIDIA: the tests clear images to patterns of their own, not to the colours NVIDIA compresses",
+    ),
+    (
+        "UNASSIGNED-BestPractices-CmdBuffer-highBarrierCount",
+        "AMD: the render loops put a barrier after each of hundreds of copies, so that each is checked alone",
+    ),
+];
 
 /// Best-practices advice that a test may disregard on purpose, allowed per
 /// context with `VulkanContext::allow`; any other test still fails on it.
@@ -69,6 +97,21 @@ pub enum Advice {
     FailingCalls,
     /// More than 250 memory objects: the layer test that makes 1024.
     ManyMemoryObjects,
+    /// NVIDIA's advice to give every `vkAllocateMemory` a priority: on a
+    /// device without `VK_EXT_memory_priority`, where no one can (every
+    /// context allows it there), and in tests that call `vkAllocateMemory`
+    /// themselves. The allocator gives every allocation one wherever the
+    /// extension is enabled.
+    NoMemoryPriority,
+    /// NVIDIA's advice to reuse memory just freed rather than allocate
+    /// memory no larger in the same type: tests that free memory objects
+    /// and make others at once on purpose (a second allocator over the
+    /// same device, a custom pool destroyed and made again, `trim`,
+    /// dedicated memory freed and asked for again).
+    ReusedMemory,
+    /// Best practices' advice against linear-tiling images: tests that make
+    /// them on purpose (the allocator never picks a tiling).
+    LinearImages,
 }
 
 impl Advice {
@@ -83,6 +126,9 @@ impl Advice {
             Advice::ManyMemoryObjects => {
                 &["UNASSIGNED-BestPractices-vkAllocateMemory-too-many-objects"]
             }
+            Advice::NoMemoryPriority => &["UNASSIGNED-BestPractices-AllocateMemory-SetPriority"],
+            Advice::ReusedMemory => &["UNASSIGNED-BestPractices-AllocateMemory-ReuseAllocations"],
+            Advice::LinearImages => &["UNASSIGNED-BestPractices-CreateImage-TilingLinear"],
         }
     }
 }

@@ -327,9 +327,9 @@ fn carry_out(
     // before later transfers and host reads. This test is the queue's only
     // user while it runs.
     unsafe {
-        device
-            .begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default())
-            .unwrap();
+        let begin = vk::CommandBufferBeginInfo::default()
+            .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+        device.begin_command_buffer(cmd, &begin).unwrap();
         for &(old, new, size, _) in &buffer_copies {
             let region = [vk::BufferCopy {
                 src_offset: 0,

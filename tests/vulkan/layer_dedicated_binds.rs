@@ -98,6 +98,7 @@ fn allocate(
     type_bits: u32,
     dedicated: Option<vk::MemoryDedicatedAllocateInfo<'static>>,
 ) -> vk::DeviceMemory {
+    context.allow_own_allocations();
     let mut info = vk::MemoryAllocateInfo::default()
         .allocation_size(size)
         .memory_type_index(type_bits.trailing_zeros());

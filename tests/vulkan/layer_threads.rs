@@ -178,6 +178,7 @@ fn allocate(
     size: u64,
     callbacks: &vk::AllocationCallbacks<'_>,
 ) -> vk::DeviceMemory {
+    context.allow_own_allocations();
     let info = vk::MemoryAllocateInfo::default()
         .allocation_size(size)
         .memory_type_index(0);

@@ -144,6 +144,7 @@ fn export_and_import(profile: Profile) {
     let mut import = vk::ImportMemoryFdInfoKHR::default()
         .handle_type(OPAQUE_FD)
         .fd(fd);
+    context.allow_own_allocations();
     let import_info = vk::MemoryAllocateInfo::default()
         .allocation_size(BLOCK)
         .memory_type_index(memory_type)

@@ -25,8 +25,10 @@ fn device_buffer(allocator: &Allocator<AshMemoryDevice>) -> (vk::Buffer, Allocat
 }
 
 /// A 4 KiB `vkAllocateMemory` draws best practices' advice, which a context
-/// that allows [`Advice::SmallMemory`] drops; the allocator's own 64 KiB
-/// buffer, in a block, draws none.
+/// that allows [`Advice::SmallMemory`] drops; another, right after the
+/// first is freed, NVIDIA's vendor-specific advice to reuse it
+/// ([`Advice::ReusedMemory`]); the allocator's own 64 KiB buffer, in a
+/// block, draws none.
 #[test]
 fn best_practices_are_checked() {
     let context = VulkanContext::new(Profile::Lavapipe);
@@ -44,6 +46,14 @@ fn best_practices_are_checked() {
             "UNASSIGNED-BestPractices-vkAllocateMemory-small-allocation",
         ]);
         context.allow(Advice::SmallMemory);
+        let memory = context.device.allocate_memory(&info, None).unwrap();
+        context.device.free_memory(memory, None);
+        // The vendor-specific checks are on: NVIDIA's advise reusing the
+        // memory freed just before instead.
+        context.expect_validation_messages(&[
+            "UNASSIGNED-BestPractices-AllocateMemory-ReuseAllocations",
+        ]);
+        context.allow(Advice::ReusedMemory);
         let memory = context.device.allocate_memory(&info, None).unwrap();
         context.device.free_memory(memory, None);
         context.assert_no_validation_messages();
@@ -192,6 +202,7 @@ fn misaligned_flush() {
 /// 4 KiB of lavapipe's host-visible type 0, named `name` when given, and
 /// mapped whole.
 fn mapped_memory(context: &VulkanContext, name: Option<&std::ffi::CStr>) -> vk::DeviceMemory {
+    context.allow_own_allocations();
     let info = vk::MemoryAllocateInfo::default()
         .allocation_size(4096)
         .memory_type_index(0);

@@ -72,6 +72,8 @@ test_each_profile!(
                 None => ContextOptions::default(),
             };
             let context = VulkanContext::with_options(profile, options);
+            // A linear image among the caller's resources, on purpose.
+            context.allow(Advice::LinearImages);
             if mode.is_some() {
                 // The fake driver's dedicated memory for KiB-sized resources.
                 context.allow(Advice::SmallMemory);

@@ -150,6 +150,7 @@ fn imported_non_coherent_memory_keeps_its_bytes() {
         "the device lacks VK_KHR_external_memory_fd"
     );
     context.allow(Advice::SmallMemory);
+    context.allow_own_allocations();
     let device = &context.device;
     let index = type_index(&context, false, HV | CACHED);
     let whole = |memory| {

@@ -128,6 +128,7 @@ test_each_fake_profile!(
         let context = VulkanContext::with_options(profile, options);
         assert!(context.external_memory_fd_enabled, "{profile}: the device lacks VK_KHR_external_memory_fd");
         context.allow(Advice::FailingCalls);
+        context.allow_own_allocations();
         let heap = context.memory_properties().memory_types[0].heap_index as usize;
         // Left open: lavapipe (Mesa 22.3) closes the descriptor of a failed
         // import, which the application still owns by the specification.
@@ -181,6 +182,7 @@ test_each_fake_profile!(
         let context = budgeted(profile);
         assert!(context.external_memory_fd_enabled, "{profile}: the device lacks VK_KHR_external_memory_fd");
         context.allow(Advice::SmallMemory);
+        context.allow_own_allocations();
         let device = &context.device;
         let heap = context.memory_properties().memory_types[0].heap_index as usize;
         let mut export = vk::ExportMemoryAllocateInfo::default().handle_types(OPAQUE_FD);

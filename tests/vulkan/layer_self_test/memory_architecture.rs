@@ -8,7 +8,7 @@
 use ash::vk;
 
 use crate::support::{
-    on_custom_device, test_each_fake_profile, test_each_profile, transient_attachment_info,
+    on_custom_device, test_each_fake_profile, test_each_profile, transient_attachment_info, Advice,
     ContextOptions, Profile, VulkanContext,
 };
 
@@ -632,6 +632,7 @@ test_each_fake_profile!(
     /// Every requirements query agrees.
     fn linear_images_may_take_host_memory_types(profile) {
         let context = VulkanContext::new(profile);
+        context.allow(Advice::LinearImages);
         let want = buffer_type_bits(&expected(profile));
         let device = &context.device;
         let info = image_info().tiling(vk::ImageTiling::LINEAR);

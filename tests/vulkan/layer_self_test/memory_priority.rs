@@ -53,6 +53,7 @@ fn allocate_in_type_with_priority(
     priority: f32,
 ) -> Result<vk::DeviceMemory, vk::Result> {
     context.allow(Advice::SmallMemory);
+    context.allow_own_allocations();
     let mut flags = vk::MemoryAllocateFlagsInfo::default();
     let mut priority = vk::MemoryPriorityAllocateInfoEXT::default().priority(priority);
     let mut dedicated = vk::MemoryDedicatedAllocateInfo::default();
