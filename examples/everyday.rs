@@ -254,7 +254,11 @@ fn main() {
     // copies (staging -> buffer -> image -> readback -> host).
     unsafe {
         device
-            .begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default())
+            .begin_command_buffer(
+                cmd,
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )
             .unwrap();
         device.cmd_copy_buffer(cmd, staging, gpu_buffer, &whole);
         device.cmd_pipeline_barrier(
