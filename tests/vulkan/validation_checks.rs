@@ -27,8 +27,9 @@ fn device_buffer(allocator: &Allocator<AshMemoryDevice>) -> (vk::Buffer, Allocat
 /// A 4 KiB `vkAllocateMemory` draws best practices' advice, which a context
 /// that allows [`Advice::SmallMemory`] drops; another, right after the
 /// first is freed, NVIDIA's vendor-specific advice to reuse it
-/// ([`Advice::ReusedMemory`]); the allocator's own 64 KiB buffer, in a
-/// block, draws none.
+/// ([`Advice::ReusedMemory`]), which `VulkanContext::allowing` drops from
+/// one call's messages and no other's; the allocator's own 64 KiB buffer,
+/// in a block, draws none.
 #[test]
 fn best_practices_are_checked() {
     let context = VulkanContext::new(Profile::Lavapipe);
@@ -53,6 +54,22 @@ fn best_practices_are_checked() {
         context.expect_validation_messages(&[
             "UNASSIGNED-BestPractices-AllocateMemory-ReuseAllocations",
         ]);
+        // Allowed for one call (`VulkanContext::allowing`), the advice is
+        // dropped from that call's messages alone: the one recorded just
+        // before stays, and so does the next call's.
+        const REUSE: &str = "UNASSIGNED-BestPractices-AllocateMemory-ReuseAllocations";
+        let memory = context.device.allocate_memory(&info, None).unwrap();
+        context.device.free_memory(memory, None);
+        let memory = context
+            .allowing(&[Advice::ReusedMemory], || {
+                context.device.allocate_memory(&info, None)
+            })
+            .unwrap();
+        context.device.free_memory(memory, None);
+        assert_eq!(context.expect_validation_messages(&[REUSE]).len(), 1);
+        let memory = context.device.allocate_memory(&info, None).unwrap();
+        context.device.free_memory(memory, None);
+        assert_eq!(context.expect_validation_messages(&[REUSE]).len(), 1);
         context.allow(Advice::ReusedMemory);
         let memory = context.device.allocate_memory(&info, None).unwrap();
         context.device.free_memory(memory, None);
