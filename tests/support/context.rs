@@ -499,10 +499,41 @@ impl VulkanContext {
         }
     }
 
-    /// For a test that calls `vkAllocateMemory` itself: allows the NVIDIA
-    /// advice the allocator heeds and such a test need not (a priority on
-    /// every allocation, [`Advice::NoMemoryPriority`]; memory just freed
-    /// reused, [`Advice::ReusedMemory`]).
+    /// Runs `call` and drops the messages of `advice` recorded during it,
+    /// and only those: for a test's own Vulkan call that disregards that
+    /// advice on purpose (a raw `vkAllocateMemory` without a priority) in a
+    /// test where the allocator's calls must still heed it, which a
+    /// context-wide [`allow`](Self::allow) would let pass too (it drops
+    /// the advice from every message taken after it, earlier ones
+    /// included). Messages recorded before `call` stay, in order, as do
+    /// those of other ids recorded during it. For a call on the test's own
+    /// thread: another thread's messages recorded meanwhile are filtered
+    /// alike.
+    pub fn allowing<R>(&self, advice: &[Advice], call: impl FnOnce() -> R) -> R {
+        let before = validation_messages::take(&self.messages);
+        let result = call();
+        let mut during = validation_messages::take(&self.messages);
+        during.retain(|message| {
+            !advice
+                .iter()
+                .flat_map(|advice| advice.ids())
+                .any(|id| validation_messages::has_id(message, id))
+        });
+        let mut log = self.messages.lock().unwrap_or_else(PoisonError::into_inner);
+        let after = std::mem::take(&mut *log);
+        log.extend(before);
+        log.extend(during);
+        log.extend(after);
+        result
+    }
+
+    /// For a test that calls `vkAllocateMemory` itself and makes no
+    /// allocator: allows, for the whole context, the NVIDIA advice the
+    /// allocator heeds and such a test need not (a priority on every
+    /// allocation, [`Advice::NoMemoryPriority`]; memory just freed reused,
+    /// [`Advice::ReusedMemory`]). Where an allocator allocates too, wrap
+    /// the test's own calls in [`allowing`](Self::allowing) instead, so
+    /// that the allocator's still draw the advice.
     pub fn allow_own_allocations(&self) {
         self.allow(Advice::NoMemoryPriority);
         self.allow(Advice::ReusedMemory);

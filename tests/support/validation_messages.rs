@@ -99,15 +99,18 @@ pub enum Advice {
     ManyMemoryObjects,
     /// NVIDIA's advice to give every `vkAllocateMemory` a priority: on a
     /// device without `VK_EXT_memory_priority`, where no one can (every
-    /// context allows it there), and in tests that call `vkAllocateMemory`
-    /// themselves. The allocator gives every allocation one wherever the
-    /// extension is enabled.
+    /// context allows it there), and for a test's own `vkAllocateMemory`
+    /// calls (for those calls alone, `VulkanContext::allowing`, where an
+    /// allocator allocates too). The allocator gives every allocation one
+    /// wherever the extension is enabled.
     NoMemoryPriority,
     /// NVIDIA's advice to reuse memory just freed rather than allocate
     /// memory no larger in the same type: tests that free memory objects
-    /// and make others at once on purpose (a second allocator over the
-    /// same device, a custom pool destroyed and made again, `trim`,
-    /// dedicated memory freed and asked for again).
+    /// and make others at once on purpose (a custom pool made right after
+    /// another is destroyed, blocks made again after a refused pool gave
+    /// its first back), for those calls alone
+    /// (`VulkanContext::allowing`), and layer tests without an allocator
+    /// that call `vkAllocateMemory` themselves.
     ReusedMemory,
     /// Best practices' advice against linear-tiling images: tests that make
     /// them on purpose (the allocator never picks a tiling).

@@ -98,7 +98,6 @@ fn allocate(
     type_bits: u32,
     dedicated: Option<vk::MemoryDedicatedAllocateInfo<'static>>,
 ) -> vk::DeviceMemory {
-    context.allow_own_allocations();
     let mut info = vk::MemoryAllocateInfo::default()
         .allocation_size(size)
         .memory_type_index(type_bits.trailing_zeros());
@@ -106,9 +105,16 @@ fn allocate(
     if dedicated.is_some() {
         info = info.push_next(&mut dedicated_info);
     }
+    // Without a priority, which NVIDIA's advice asks of every allocation:
+    // let through for this call only, not for the allocator's dedicated
+    // memory beside it.
     // SAFETY: a valid allocate info on the context's live device; a
     // dedicated resource is a live one of this device.
-    unsafe { context.device.allocate_memory(&info, None) }.unwrap()
+    context
+        .allowing(&[Advice::NoMemoryPriority], || unsafe {
+            context.device.allocate_memory(&info, None)
+        })
+        .unwrap()
 }
 
 /// `vkBindBufferMemory2` of one buffer at offset 0.

@@ -144,15 +144,19 @@ fn export_and_import(profile: Profile) {
     let mut import = vk::ImportMemoryFdInfoKHR::default()
         .handle_type(OPAQUE_FD)
         .fd(fd);
-    context.allow_own_allocations();
     let import_info = vk::MemoryAllocateInfo::default()
         .allocation_size(BLOCK)
         .memory_type_index(memory_type)
         .push_next(&mut import);
+    // The import says no priority: NVIDIA's advice on it alone, not on
+    // the allocator's blocks, whose exported one must carry a priority.
     // SAFETY: an opaque fd imported with the size and memory type its
     // payload was made with (VUID-VkMemoryAllocateInfo-allocationSize-01742);
     // on success the driver owns the fd.
-    let imported = unsafe { device.allocate_memory(&import_info, None) }
+    let imported = context
+        .allowing(&[Advice::NoMemoryPriority], || unsafe {
+            device.allocate_memory(&import_info, None)
+        })
         .unwrap_or_else(|error| panic!("{profile}: importing the fd failed: {error}"));
     // SAFETY: an unbound buffer made for this handle type; the offset is
     // the exported buffer's, whose requirements are the same, so it is

@@ -27,8 +27,9 @@ fn device_buffer(allocator: &Allocator<AshMemoryDevice>) -> (vk::Buffer, Allocat
 /// A 4 KiB `vkAllocateMemory` draws best practices' advice, which a context
 /// that allows [`Advice::SmallMemory`] drops; another, right after the
 /// first is freed, NVIDIA's vendor-specific advice to reuse it
-/// ([`Advice::ReusedMemory`]); the allocator's own 64 KiB buffer, in a
-/// block, draws none.
+/// ([`Advice::ReusedMemory`]), which `VulkanContext::allowing` drops from
+/// one call's messages and no other's; the allocator's own 64 KiB buffer,
+/// in a block, draws none.
 #[test]
 fn best_practices_are_checked() {
     let context = VulkanContext::new(Profile::Lavapipe);
@@ -53,12 +54,77 @@ fn best_practices_are_checked() {
         context.expect_validation_messages(&[
             "UNASSIGNED-BestPractices-AllocateMemory-ReuseAllocations",
         ]);
+        // Allowed for one call (`VulkanContext::allowing`), the advice is
+        // dropped from that call's messages alone: the one recorded just
+        // before stays, and so does the next call's.
+        const REUSE: &str = "UNASSIGNED-BestPractices-AllocateMemory-ReuseAllocations";
+        let memory = context.device.allocate_memory(&info, None).unwrap();
+        context.device.free_memory(memory, None);
+        let memory = context
+            .allowing(&[Advice::ReusedMemory], || {
+                context.device.allocate_memory(&info, None)
+            })
+            .unwrap();
+        context.device.free_memory(memory, None);
+        assert_eq!(context.expect_validation_messages(&[REUSE]).len(), 1);
+        let memory = context.device.allocate_memory(&info, None).unwrap();
+        context.device.free_memory(memory, None);
+        assert_eq!(context.expect_validation_messages(&[REUSE]).len(), 1);
         context.allow(Advice::ReusedMemory);
         let memory = context.device.allocate_memory(&info, None).unwrap();
         context.device.free_memory(memory, None);
         context.assert_no_validation_messages();
         allocator.destroy_buffer(buffer, allocation).unwrap();
     }
+}
+
+/// The vendor-specific checks run in every kind of context the tests make:
+/// on instances of Vulkan 1.1 and 1.2 (`api_version_suite`'s) a
+/// `vkAllocateMemory` right after a free draws NVIDIA's advice to reuse
+/// the memory, and on a profile with `VK_EXT_memory_priority` (discrete)
+/// one without a priority draws NVIDIA's advice to give it one, which only
+/// contexts without the extension let through on their own.
+#[test]
+fn vendor_checks_run_in_every_context() {
+    const REUSE: &str = "UNASSIGNED-BestPractices-AllocateMemory-ReuseAllocations";
+    const PRIORITY: &str = "UNASSIGNED-BestPractices-AllocateMemory-SetPriority";
+    // One memory object allocated, freed, and allocated again: the
+    // advice the second allocation draws.
+    let allocate_twice = |context: &VulkanContext| {
+        context.allow(Advice::SmallMemory);
+        let info = vk::MemoryAllocateInfo::default()
+            .allocation_size(4096)
+            .memory_type_index(0);
+        // SAFETY: a valid allocate info (lavapipe's and the fake
+        // profiles' type 0 takes any size); each object is freed once,
+        // unused.
+        unsafe {
+            let memory = context.device.allocate_memory(&info, None).unwrap();
+            context.device.free_memory(memory, None);
+            context.assert_no_validation_messages();
+            let memory = context.device.allocate_memory(&info, None).unwrap();
+            context.device.free_memory(memory, None);
+        }
+    };
+    for api_version in [vk::API_VERSION_1_1, vk::API_VERSION_1_2] {
+        let context = VulkanContext::with_api_version(Profile::Lavapipe, api_version);
+        assert!(!context.memory_priority_enabled);
+        allocate_twice(&context);
+        context.expect_validation_messages(&[REUSE]);
+    }
+    let context = VulkanContext::new(Profile::Discrete);
+    assert!(context.memory_priority_enabled);
+    context.allow(Advice::ReusedMemory);
+    context.allow(Advice::SmallMemory);
+    let info = vk::MemoryAllocateInfo::default()
+        .allocation_size(4096)
+        .memory_type_index(0);
+    // SAFETY: a valid allocate info; the object is freed once, unused.
+    unsafe {
+        let memory = context.device.allocate_memory(&info, None).unwrap();
+        context.device.free_memory(memory, None);
+    }
+    context.expect_validation_messages(&[PRIORITY]);
 }
 
 /// A copy that reads what a fill in the same command buffer wrote, with no

@@ -10,13 +10,15 @@
 //! validation runs too: an access outside every live buffer is an error
 //! even where the bytes happen to come out right.
 
+use std::collections::HashSet;
+
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
 use vk_suballoc::{AllocationDesc, Allocator, RingAllocation, UploadRingDesc, Usage};
 
 use super::super::allocator_setup::{allocator_for, IdleOnDrop};
 use crate::seeded_rng::Rng;
-use crate::support::{test_each_profile, ContextOptions, VulkanContext};
+use crate::support::{test_each_profile, ContextOptions, Profile, VulkanContext};
 
 /// `shaders/xor_copy.comp` compiled (`scripts/build-test-shaders.sh`).
 const XOR_COPY_SPV: &[u8] = include_bytes!("../shaders/xor_copy.spv");
@@ -154,11 +156,20 @@ struct Piece {
     first: usize,
 }
 
-/// A ring of `size` bytes whose buffers shaders reach by device address.
+/// The largest alignment the pieces ask of `ring_allocate`.
+const MAX_ALIGN: u64 = 256;
+
+/// A ring of `size` bytes whose buffers shaders reach by device address,
+/// growing when `grow`. Its chunks start at [`MAX_ALIGN`] in their memory
+/// (`min_alignment`): `ring_allocate`'s `align` is relative to the buffer,
+/// so only then is a piece's device address aligned as its offset (a chunk
+/// a ring adds lies in a block at its buffer's alignment, 16 or 64 bytes
+/// on some profiles, where the first one happens to start a block).
 fn address_ring(
     allocator: &Allocator<AshMemoryDevice>,
     size: u64,
     usage: Usage,
+    grow: bool,
 ) -> vk_suballoc::UploadRing {
     allocator
         .create_upload_ring(&UploadRingDesc {
@@ -166,9 +177,167 @@ fn address_ring(
             usage,
             buffer_usage: vk::BufferUsageFlags::STORAGE_BUFFER
                 | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
+            grow,
+            min_alignment: MAX_ALIGN,
             ..UploadRingDesc::default()
         })
         .unwrap()
+}
+
+/// The body of the tests: an upload ring and a GPU-only scratch ring of
+/// `ring_size`-byte chunks (growing when `grow`), pieces of `words(rng,
+/// index)` words for each of `pieces` indices, each after a one-byte
+/// allocation and aligned to 4 to 256 bytes, copied by the shader from
+/// the upload ring into the scratch ring and on into a readback buffer,
+/// checked there. Returns how many chunks (buffers) the upload pieces and
+/// the scratch pieces lay in.
+fn pieces_through_shaders(
+    profile: Profile,
+    ring_size: u64,
+    grow: bool,
+    pieces: u32,
+    words: impl Fn(&mut Rng, u32) -> usize,
+) -> [usize; 2] {
+    let context = VulkanContext::with_options(profile, ContextOptions::default().gpu_assisted());
+    assert!(
+        context.vulkan_1_2_features_enabled,
+        "{profile}: the harness enables bufferDeviceAddress on a Vulkan 1.2 device"
+    );
+    let allocator = allocator_for(&context);
+    let device = &context.device;
+    let _idle = IdleOnDrop(device);
+    let pipeline = XorCopyPipeline::new(device);
+    let mut rng = Rng::from_env(&format!(
+        "shaders_reach_ring_allocations::{profile}:{ring_size}:{grow}"
+    ));
+    let upload = address_ring(&allocator, ring_size, Usage::UPLOAD, grow);
+    let scratch = address_ring(&allocator, ring_size, Usage::DEVICE_LOCAL, grow);
+    let mut all = Vec::new();
+    let mut total_words = 0;
+    for index in 0..pieces {
+        let count = words(&mut rng, index);
+        let size = 4 * count as u64;
+        let align = MAX_ALIGN >> (2 * rng.below(4));
+        // A one-byte allocation between pieces puts each next one on an
+        // odd offset, from which its alignment alone moves it.
+        allocator.ring_allocate(upload, 1, 1).unwrap();
+        allocator.ring_allocate(scratch, 1, 1).unwrap();
+        let words: Vec<u32> = (0..count as u32)
+            .map(|word| (index << 24) ^ (word << 4) ^ 0x5a5a_0003)
+            .collect();
+        let upload_piece = allocator.ring_allocate(upload, size, align).unwrap();
+        let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_ne_bytes()).collect();
+        allocator.ring_write(&upload_piece, 0, &bytes).unwrap();
+        let scratch_piece = allocator.ring_allocate(scratch, size, align).unwrap();
+        for piece in [&upload_piece, &scratch_piece] {
+            let address = piece.device_address().expect("a device-address ring");
+            assert_eq!(
+                address % align,
+                0,
+                "{profile}: piece {index} at {address:#x}"
+            );
+        }
+        all.push(Piece {
+            upload: upload_piece,
+            scratch: scratch_piece,
+            words,
+            first: total_words,
+        });
+        total_words += count;
+    }
+    let pieces = all;
+    let readback_info = vk::BufferCreateInfo::default()
+        .size(4 * total_words as u64)
+        .usage(vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS);
+    // SAFETY: a valid create info.
+    let (readback, mut readback_allocation) =
+        unsafe { allocator.create_buffer(&readback_info, &AllocationDesc::new(Usage::READBACK)) }
+            .unwrap();
+    let info = vk::BufferDeviceAddressInfo::default().buffer(readback);
+    // SAFETY: made with SHADER_DEVICE_ADDRESS usage and bound to memory
+    // allocated for device addresses.
+    let readback_address = unsafe { device.get_buffer_device_address(&info) };
+    const FIRST_SALT: u32 = 0x0f0f_1234;
+    const SECOND_SALT: u32 = 0x7070_8001;
+    context.run_one_time_commands(|device, command_buffer| {
+        // SAFETY: a recording command buffer; every address is a live
+        // ring allocation's or the readback buffer's, with the words
+        // the dispatches read and write.
+        unsafe {
+            device.cmd_bind_pipeline(
+                command_buffer,
+                vk::PipelineBindPoint::COMPUTE,
+                pipeline.pipeline,
+            );
+            for piece in &pieces {
+                pipeline.record(
+                    command_buffer,
+                    XorCopy {
+                        source: piece.upload.device_address().unwrap(),
+                        target: piece.scratch.device_address().unwrap(),
+                        count: piece.words.len() as u32,
+                        salt: FIRST_SALT,
+                    },
+                );
+            }
+            shader_barrier(
+                device,
+                command_buffer,
+                (
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::AccessFlags::SHADER_READ,
+                ),
+            );
+            for piece in &pieces {
+                pipeline.record(
+                    command_buffer,
+                    XorCopy {
+                        source: piece.scratch.device_address().unwrap(),
+                        target: readback_address + 4 * piece.first as u64,
+                        count: piece.words.len() as u32,
+                        salt: SECOND_SALT,
+                    },
+                );
+            }
+        }
+        shader_barrier(
+            device,
+            command_buffer,
+            (vk::PipelineStageFlags::HOST, vk::AccessFlags::HOST_READ),
+        );
+    });
+    allocator
+        .invalidate(&mut readback_allocation, 0..4 * total_words as u64)
+        .unwrap();
+    let bytes = allocator.mapped_slice(&readback_allocation).unwrap();
+    for (index, piece) in pieces.iter().enumerate() {
+        for (word_index, &word) in piece.words.iter().enumerate() {
+            let at = 4 * (piece.first + word_index);
+            let read = u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
+            let expected = word ^ FIRST_SALT ^ SECOND_SALT;
+            assert!(
+                read == expected,
+                "{profile}: piece {index} word {word_index}: read {read:#010x}, wrote {expected:#010x}"
+            );
+        }
+    }
+    let chunks = |piece: fn(&Piece) -> &RingAllocation| {
+        let buffers: HashSet<vk::Buffer> = pieces.iter().map(|p| piece(p).buffer()).collect();
+        buffers.len()
+    };
+    let used = [chunks(|p| &p.upload), chunks(|p| &p.scratch)];
+    drop(pipeline);
+    allocator.destroy_upload_ring(upload).unwrap();
+    allocator.destroy_upload_ring(scratch).unwrap();
+    // SAFETY: the GPU is done with everything (run_one_time_commands
+    // waited).
+    unsafe {
+        allocator
+            .destroy_buffer(readback, readback_allocation)
+            .unwrap();
+        allocator.collect_idle();
+    }
+    used
 }
 
 test_each_profile!(
@@ -179,128 +348,30 @@ test_each_profile!(
     /// apart (all written before any is read back); and they come back
     /// whole through the readback buffer, XORed with both passes' salts.
     fn shaders_reach_ring_allocations_at_their_device_addresses(profile) {
-        let context = VulkanContext::with_options(profile, ContextOptions::default().gpu_assisted());
-        assert!(
-            context.vulkan_1_2_features_enabled,
-            "{profile}: the harness enables bufferDeviceAddress on a Vulkan 1.2 device"
-        );
-        let allocator = allocator_for(&context);
-        let device = &context.device;
-        let _idle = IdleOnDrop(device);
-        let pipeline = XorCopyPipeline::new(device);
-        let mut rng = Rng::from_env(&format!("shaders_reach_ring_allocations::{profile}"));
-        let upload = address_ring(&allocator, 256 << 10, Usage::UPLOAD);
-        let scratch = address_ring(&allocator, 256 << 10, Usage::DEVICE_LOCAL);
-        let mut pieces = Vec::new();
-        let mut total_words = 0;
-        for index in 0..40u32 {
-            let count = 1 + rng.below(700) as usize;
-            let size = 4 * count as u64;
-            let align = 4 << (2 * rng.below(4));
-            // A one-byte allocation between pieces puts each next one on an
-            // odd offset, from which its alignment alone moves it.
-            allocator.ring_allocate(upload, 1, 1).unwrap();
-            allocator.ring_allocate(scratch, 1, 1).unwrap();
-            let words: Vec<u32> = (0..count as u32)
-                .map(|word| (index << 24) ^ (word << 4) ^ 0x5a5a_0003)
-                .collect();
-            let upload_piece = allocator.ring_allocate(upload, size, align).unwrap();
-            let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_ne_bytes()).collect();
-            allocator.ring_write(&upload_piece, 0, &bytes).unwrap();
-            let scratch_piece = allocator.ring_allocate(scratch, size, align).unwrap();
-            for piece in [&upload_piece, &scratch_piece] {
-                let address = piece.device_address().expect("a device-address ring");
-                assert_eq!(address % align, 0, "{profile}: piece {index} at {address:#x}");
-            }
-            pieces.push(Piece {
-                upload: upload_piece,
-                scratch: scratch_piece,
-                words,
-                first: total_words,
-            });
-            total_words += count;
-        }
-        let readback_info = vk::BufferCreateInfo::default()
-            .size(4 * total_words as u64)
-            .usage(vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS);
-        // SAFETY: a valid create info.
-        let (readback, mut readback_allocation) = unsafe {
-            allocator.create_buffer(&readback_info, &AllocationDesc::new(Usage::READBACK))
-        }
-        .unwrap();
-        let info = vk::BufferDeviceAddressInfo::default().buffer(readback);
-        // SAFETY: made with SHADER_DEVICE_ADDRESS usage and bound to memory
-        // allocated for device addresses.
-        let readback_address = unsafe { device.get_buffer_device_address(&info) };
-        const FIRST_SALT: u32 = 0x0f0f_1234;
-        const SECOND_SALT: u32 = 0x7070_8001;
-        context.run_one_time_commands(|device, command_buffer| {
-            // SAFETY: a recording command buffer; every address is a live
-            // ring allocation's or the readback buffer's, with the words
-            // the dispatches read and write.
-            unsafe {
-                device.cmd_bind_pipeline(
-                    command_buffer,
-                    vk::PipelineBindPoint::COMPUTE,
-                    pipeline.pipeline,
-                );
-                for piece in &pieces {
-                    pipeline.record(
-                        command_buffer,
-                        XorCopy {
-                            source: piece.upload.device_address().unwrap(),
-                            target: piece.scratch.device_address().unwrap(),
-                            count: piece.words.len() as u32,
-                            salt: FIRST_SALT,
-                        },
-                    );
-                }
-                shader_barrier(
-                    device,
-                    command_buffer,
-                    (vk::PipelineStageFlags::COMPUTE_SHADER, vk::AccessFlags::SHADER_READ),
-                );
-                for piece in &pieces {
-                    pipeline.record(
-                        command_buffer,
-                        XorCopy {
-                            source: piece.scratch.device_address().unwrap(),
-                            target: readback_address + 4 * piece.first as u64,
-                            count: piece.words.len() as u32,
-                            salt: SECOND_SALT,
-                        },
-                    );
-                }
-            }
-            shader_barrier(
-                device,
-                command_buffer,
-                (vk::PipelineStageFlags::HOST, vk::AccessFlags::HOST_READ),
-            );
+        let chunks = pieces_through_shaders(profile, 256 << 10, false, 40, |rng, _| {
+            1 + rng.below(700) as usize
         });
-        allocator
-            .invalidate(&mut readback_allocation, 0..4 * total_words as u64)
-            .unwrap();
-        let bytes = allocator.mapped_slice(&readback_allocation).unwrap();
-        for (index, piece) in pieces.iter().enumerate() {
-            for (word_index, &word) in piece.words.iter().enumerate() {
-                let at = 4 * (piece.first + word_index);
-                let read = u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
-                let expected = word ^ FIRST_SALT ^ SECOND_SALT;
-                assert!(
-                    read == expected,
-                    "{profile}: piece {index} word {word_index}: read {read:#010x}, wrote {expected:#010x}"
-                );
+        assert_eq!(chunks, [1, 1], "{profile}: one chunk per ring");
+    }
+);
+
+test_each_profile!(
+    /// As above, in growing rings of 64 KiB chunks that the pieces
+    /// outgrow: each later chunk is a buffer of its own, whose address the
+    /// pieces in it must start from, and one piece (80 000 bytes) is larger
+    /// than a chunk, so the ring adds a chunk of that piece's size. Every
+    /// piece reaches the shader and comes back whole.
+    fn shaders_reach_a_grown_rings_later_chunks(profile) {
+        let chunks = pieces_through_shaders(profile, 64 << 10, true, 24, |rng, index| {
+            if index == 9 {
+                20_000
+            } else {
+                1 + rng.below(3000) as usize
             }
-        }
-        drop(pipeline);
-        allocator.destroy_upload_ring(upload).unwrap();
-        allocator.destroy_upload_ring(scratch).unwrap();
-        // SAFETY: the GPU is done with everything (run_one_time_commands
-        // waited).
-        unsafe {
-            allocator.destroy_buffer(readback, readback_allocation).unwrap();
-            allocator.collect_idle();
-        }
+        });
+        assert!(
+            chunks.iter().all(|&count| count >= 3),
+            "{profile}: the rings grew to {chunks:?} chunks"
+        );
     }
 );

@@ -10,10 +10,10 @@
 //! validation layer.
 
 use vk_suballoc::device::AshMemoryDevice;
-use vk_suballoc::{AllocationDesc, Allocator, Error, PoolDesc, Strategy, Usage};
+use vk_suballoc::{AllocationDesc, Allocator, Error, Pool, PoolDesc, Strategy, Usage};
 
 use super::super::allocator_setup::{allocator_for, buffer_info};
-use crate::support::{test_each_profile, Advice, Profile, VulkanContext};
+use crate::support::{test_each_profile, Profile, VulkanContext};
 
 const KIB: u64 = 1 << 10;
 
@@ -21,7 +21,10 @@ const KIB: u64 = 1 << 10;
 /// `gaps[0]` KiB at 0 and `gaps[1]` KiB after 64 KiB held (and 64 KiB held
 /// after that), placed with the default strategy; then buffers of
 /// `requests` KiB, in order, placed with `strategy`: where each landed, or
-/// its error. Everything is destroyed after.
+/// its error. The buffers are destroyed after; the pool is returned, for
+/// the caller to destroy once no other pool is to be made: a pool made
+/// right after another is destroyed takes the memory just freed, which
+/// NVIDIA's advice reports.
 fn place_into_two_gaps(
     allocator: &Allocator<AshMemoryDevice>,
     profile: Profile,
@@ -29,7 +32,7 @@ fn place_into_two_gaps(
     gaps: [u64; 2],
     strategy: Strategy,
     requests: &[u64],
-) -> Vec<Result<u64, Error>> {
+) -> (Vec<Result<u64, Error>>, Pool) {
     let pool = allocator
         .create_pool(&PoolDesc {
             block_size: (gaps[0] + gaps[1] + 128) * KIB,
@@ -71,8 +74,7 @@ fn place_into_two_gaps(
             allocator.destroy_buffer(buffer, allocation).unwrap();
         }
     }
-    allocator.destroy_pool(pool).unwrap();
-    placed
+    (placed, pool)
 }
 
 /// The memory type the tests' device-local buffers take.
@@ -86,21 +88,24 @@ test_each_profile!(
     /// See the module's docs.
     fn min_memory_keeps_room_in_a_fixed_pool(profile) {
         let context = VulkanContext::new(profile);
-        // Each strategy's pool is made after the last one's is destroyed,
-        // in the memory just freed.
-        context.allow(Advice::ReusedMemory);
         let allocator = allocator_for(&context);
         let memory_type = device_local_type(&allocator);
+        let mut pools = Vec::new();
         let full = Err(Error::PoolFull { max_blocks: 1 });
         for (strategy, expected) in [
             (Strategy::MinTime, [Ok(1064 * KIB), full]),
             (Strategy::MinMemory, [Ok(0), Ok(1064 * KIB)]),
             (Strategy::MinOffset, [Ok(0), Ok(1064 * KIB)]),
         ] {
-            let placed =
+            let (placed, pool) =
                 place_into_two_gaps(&allocator, profile, memory_type, [1000, 1100], strategy, &[970, 1090]);
             assert_eq!(placed, expected, "{profile} {strategy:?}");
+            pools.push(pool);
         }
+        for pool in pools {
+            allocator.destroy_pool(pool).unwrap();
+        }
+        context.assert_no_validation_messages();
     }
 );
 
@@ -112,11 +117,9 @@ test_each_profile!(
     /// higher one; bound there under the validation layer.
     fn min_offset_takes_the_lowest_free_range(profile) {
         let context = VulkanContext::new(profile);
-        // Each strategy's pool is made after the last one's is destroyed,
-        // in the memory just freed.
-        context.allow(Advice::ReusedMemory);
         let allocator = allocator_for(&context);
         let memory_type = device_local_type(&allocator);
+        let mut pools = Vec::new();
         for (strategy, expected) in [
             (Strategy::MinTime, 1164 * KIB),
             (Strategy::MinMemory, 1164 * KIB),
@@ -124,9 +127,14 @@ test_each_profile!(
             // Ending where the 520 KiB range ends.
             (Strategy::MaxOffset, 1184 * KIB),
         ] {
-            let placed =
+            let (placed, pool) =
                 place_into_two_gaps(&allocator, profile, memory_type, [1100, 520], strategy, &[500]);
             assert_eq!(placed, [Ok(expected)], "{profile} {strategy:?}");
+            pools.push(pool);
         }
+        for pool in pools {
+            allocator.destroy_pool(pool).unwrap();
+        }
+        context.assert_no_validation_messages();
     }
 );
