@@ -77,6 +77,10 @@ pub const IGNORED: &[(&str, &str)] = &[
         "UNASSIGNED-BestPractices-CmdBuffer-highBarrierCount",
         "AMD: the render loops put a barrier after each of hundreds of copies, so that each is checked alone",
     ),
+    (
+        "UNASSIGNED-BestPractices-Pipeline-SortAndBind",
+        "AMD, NVIDIA: a shader test binds its one compute pipeline in each frame's command buffer, and without a swapchain the layer's frame (from one present to the next) is the whole test",
+    ),
 ];
 
 /// Best-practices advice that a test may disregard on purpose, allowed per
