@@ -91,7 +91,10 @@ pub enum Advice {
     /// of memory under 1 MiB: tests that ask for dedicated memory for a
     /// KiB-sized resource (`DedicatedPolicy::Always`, a fake driver that
     /// prefers or requires it, a lazily allocated type) or that call
-    /// `vkAllocateMemory` themselves. The allocator's own blocks are not,
+    /// `vkAllocateMemory` themselves; for those calls alone
+    /// (`VulkanContext::allowing`) where the allocator also makes blocks in
+    /// the context, context-wide only where every allocation is such a
+    /// call. The allocator's own blocks are not,
     /// in these tests: with the default `Config` on heaps of 256 MiB and
     /// more, and in custom pools of 4 MiB blocks (a smaller `block_size`,
     /// or a heap of a few MiB, would make small blocks on purpose).
