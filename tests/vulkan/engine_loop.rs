@@ -74,8 +74,6 @@ fn check(allocator: &Allocator<AshMemoryDevice>, slot: &mut Slot, what: &str) {
 
 fn engine_loop(profile: Profile) {
     let context = VulkanContext::new(profile);
-    // Render targets this small are dedicated on purpose.
-    context.allow(Advice::SmallMemory);
     // Small blocks, so that the meshes span several and a plan can empty one.
     let (large_heap_block_size, small_heap_limit) = (4 << 20, 0);
     let config = Config {
@@ -192,7 +190,12 @@ fn engine_loop(profile: Profile) {
             let always =
                 AllocationDesc::new(Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
             let target_usage = vk::ImageUsageFlags::COLOR_ATTACHMENT;
-            let new = image(&allocator, cmd, size, target_usage, &always);
+            // Render targets this small are dedicated on purpose: small
+            // memory allowed for that call alone, not for the blocks, the
+            // ring or the readback buffers.
+            let new = context.allowing(&[Advice::SmallMemory], || {
+                image(&allocator, cmd, size, target_usage, &always)
+            });
             assert!(new.1.is_dedicated(), "{what}");
             if let Some((image, allocation)) = target.replace(new) {
                 // SAFETY: the allocator's image, destroyed only by it.

@@ -23,9 +23,11 @@ test_each_fake_profile!(
         let context =
             VulkanContext::with_options(profile, ContextOptions::default().memory_priority(true));
         assert!(context.memory_priority_enabled, "{profile}: priority=on offers the extension");
-        // Dedicated memory for small resources, on purpose.
-        context.allow(Advice::SmallMemory);
         let allocator = allocator_for(&context);
+        // Dedicated memory for small resources, on purpose: allowed for
+        // those calls alone, so that the default pool's block and the
+        // custom pools' blocks still may not be small.
+        let small = [Advice::SmallMemory];
         let mut expected: Vec<(u64, u32, f32)> = Vec::new();
         let mut buffers = Vec::new();
         let mut images = Vec::new();
@@ -44,8 +46,9 @@ test_each_fake_profile!(
                 let desc = AllocationDesc::new(Usage::DEVICE_LOCAL)
                     .dedicated(DedicatedPolicy::Always)
                     .priority(asked);
-                let (buffer, allocation) =
-                    allocator.create_buffer(&buffer_info(64 * 1024), &desc).unwrap();
+                let (buffer, allocation) = context
+                    .allowing(&small, || allocator.create_buffer(&buffer_info(64 * 1024), &desc))
+                    .unwrap();
                 expected.push((
                     allocator.memory_size(&allocation).unwrap(),
                     allocation.memory_type(),
@@ -56,7 +59,9 @@ test_each_fake_profile!(
             let desc = AllocationDesc::new(Usage::DEVICE_LOCAL)
                 .dedicated(DedicatedPolicy::Always)
                 .priority(f32::INFINITY);
-            let (image, allocation) = allocator.create_image(&image_info(64, 64), &desc).unwrap();
+            let (image, allocation) = context
+                .allowing(&small, || allocator.create_image(&image_info(64, 64), &desc))
+                .unwrap();
             expected.push((allocator.memory_size(&allocation).unwrap(), allocation.memory_type(), 1.0));
             images.push((image, allocation));
 
@@ -76,11 +81,16 @@ test_each_fake_profile!(
                 expected.push((allocator.memory_size(&allocation).unwrap(), memory_type, sent));
                 buffers.push((buffer, allocation));
                 let desc = desc.dedicated(DedicatedPolicy::Always);
-                let (buffer, allocation) = allocator.create_buffer(&buffer_info(8192), &desc).unwrap();
+                let (buffer, allocation) = context
+                    .allowing(&small, || allocator.create_buffer(&buffer_info(8192), &desc))
+                    .unwrap();
                 expected.push((allocator.memory_size(&allocation).unwrap(), memory_type, sent));
                 buffers.push((buffer, allocation));
-                let (buffer, allocation) =
-                    allocator.create_buffer(&buffer_info(8192), &desc.priority(-0.5)).unwrap();
+                let (buffer, allocation) = context
+                    .allowing(&small, || {
+                        allocator.create_buffer(&buffer_info(8192), &desc.priority(-0.5))
+                    })
+                    .unwrap();
                 expected.push((allocator.memory_size(&allocation).unwrap(), memory_type, 0.0));
                 buffers.push((buffer, allocation));
             }

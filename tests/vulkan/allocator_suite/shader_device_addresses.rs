@@ -375,3 +375,222 @@ test_each_profile!(
         );
     }
 );
+
+/// Frames of [`a_ring_wraps_within_its_chunk_across_frames`] in flight.
+const WRAP_IN_FLIGHT: usize = 2;
+
+/// A frame's command pool, command buffer, fence, and the event its
+/// commands wait for (set by the host once the next frame has allocated).
+type FrameSlot = (vk::CommandPool, vk::CommandBuffer, vk::Fence, vk::Event);
+
+/// A piece of a frame: its range in the ring's chunk, its words, and its
+/// first word in the readback buffer.
+type FramePiece = (std::ops::Range<u64>, Vec<u32>, usize);
+
+/// Sets its events when dropped, then waits for the device to be idle: a
+/// test that panics before setting one would otherwise leave the queue
+/// waiting for it, and its unwinding would destroy the pipeline under
+/// pending commands, then wait for idle forever (`IdleOnDrop`).
+struct SetOnDrop<'a>(&'a ash::Device, Vec<vk::Event>);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        // SAFETY: live events of this device (destroyed only after this
+        // guard is dropped); setting a set event is valid, and so is
+        // waiting for idle on a live device.
+        unsafe {
+            for &event in &self.1 {
+                let _ = self.0.set_event(event);
+            }
+            let _ = self.0.device_wait_idle();
+        }
+    }
+}
+
+test_each_profile!(
+    /// An upload ring of one 64 KiB chunk (not growing) over 24 frames,
+    /// two in flight, each frame's pieces (odd sizes, alignments 4 to 256,
+    /// one-byte allocations between them) read by the shader at their
+    /// `device_address` and written into the frame's part of a readback
+    /// buffer: the ring wraps to its chunk's start as collected frames
+    /// give their space back, and every piece, before and after each wrap,
+    /// comes back whole. Each frame's commands wait for an event the host
+    /// sets only once the next frame has allocated, so every frame
+    /// allocates while the one before is in flight (its fence unsignalled):
+    /// its pieces never overlap that frame's, and a piece the shader read
+    /// at a stale or shifted address would come back wrong.
+    fn a_ring_wraps_within_its_chunk_across_frames(profile) {
+        const FRAMES: usize = 24;
+        const CHUNK: u64 = 64 << 10;
+        const PIECES: usize = 4;
+        const MAX_WORDS: u64 = 1000;
+        const SALT: u32 = 0x3c3c_5a01;
+        // Without GPU-assisted validation, which waits for each submission
+        // to complete (to read its findings back) and so would wait for an
+        // event the host sets only after the submission returns.
+        let context = VulkanContext::new(profile);
+        assert!(context.vulkan_1_2_features_enabled, "{profile}: bufferDeviceAddress");
+        let allocator = allocator_for(&context);
+        let device = &context.device;
+        let _idle = IdleOnDrop(device);
+        let pipeline = XorCopyPipeline::new(device);
+        let mut rng = Rng::from_env(&format!("a_ring_wraps_within_its_chunk::{profile}"));
+        let ring = address_ring(&allocator, CHUNK, Usage::UPLOAD, false);
+        let max_words = FRAMES * PIECES * MAX_WORDS as usize;
+        let readback_info = vk::BufferCreateInfo::default()
+            .size(4 * max_words as u64)
+            .usage(vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS);
+        // SAFETY: a valid create info.
+        let (readback, mut readback_allocation) =
+            unsafe { allocator.create_buffer(&readback_info, &AllocationDesc::new(Usage::READBACK)) }.unwrap();
+        // SAFETY: made with SHADER_DEVICE_ADDRESS usage and bound to memory
+        // allocated for device addresses.
+        let readback_address =
+            unsafe { device.get_buffer_device_address(&vk::BufferDeviceAddressInfo::default().buffer(readback)) };
+        let signalled = vk::FenceCreateInfo::default().flags(vk::FenceCreateFlags::SIGNALED);
+        // SAFETY: valid create infos on a live device.
+        let slots: Vec<FrameSlot> = (0..WRAP_IN_FLIGHT)
+            .map(|_| unsafe {
+                let pool_info = vk::CommandPoolCreateInfo::default()
+                    .flags(vk::CommandPoolCreateFlags::TRANSIENT)
+                    .queue_family_index(context.queue_family_index);
+                let pool = device.create_command_pool(&pool_info, None).unwrap();
+                let cmd_info = vk::CommandBufferAllocateInfo::default().command_pool(pool).command_buffer_count(1);
+                let cmd = device.allocate_command_buffers(&cmd_info).unwrap()[0];
+                let fence = device.create_fence(&signalled, None).unwrap();
+                let event = device.create_event(&vk::EventCreateInfo::default(), None).unwrap();
+                (pool, cmd, fence, event)
+            })
+            .collect();
+        let release = SetOnDrop(device, slots.iter().map(|slot| slot.3).collect());
+        // Each frame's pieces.
+        let mut frames: Vec<Vec<FramePiece>> = Vec::new();
+        let mut buffers = HashSet::new();
+        let mut total_words = 0;
+        for frame in 0..FRAMES {
+            let (pool, cmd, fence, event) = slots[frame % WRAP_IN_FLIGHT];
+            // SAFETY: the slot's objects belong to `device`, and its last
+            // frame is done (its fence waited); collect reads the fence,
+            // so it is reset after collecting.
+            unsafe {
+                device.wait_for_fences(&[fence], true, u64::MAX).unwrap();
+                allocator.collect().unwrap();
+                device.reset_fences(&[fence]).unwrap();
+                device.reset_event(event).unwrap();
+                device.reset_command_pool(pool, vk::CommandPoolResetFlags::empty()).unwrap();
+                let begin = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+                device.begin_command_buffer(cmd, &begin).unwrap();
+                device.cmd_wait_events(
+                    cmd,
+                    &[event],
+                    vk::PipelineStageFlags::HOST,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    &[],
+                    &[],
+                    &[],
+                );
+                device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline.pipeline);
+            }
+            let mut pieces = Vec::new();
+            for index in 0..PIECES {
+                let count = 1 + rng.below(MAX_WORDS) as usize;
+                let size = 4 * count as u64;
+                let align = MAX_ALIGN >> (2 * rng.below(4));
+                allocator.ring_allocate(ring, 1, 1).unwrap();
+                let piece = allocator.ring_allocate(ring, size, align).unwrap();
+                let words: Vec<u32> = (0..count as u32)
+                    .map(|word| ((frame as u32) << 24) ^ ((index as u32) << 20) ^ (word << 4) ^ 0x0a0a_0005)
+                    .collect();
+                let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_ne_bytes()).collect();
+                allocator.ring_write(&piece, 0, &bytes).unwrap();
+                let address = piece.device_address().expect("a device-address ring");
+                assert_eq!(address % align, 0, "{profile}: frame {frame} piece {index} at {address:#x}");
+                let range = piece.buffer_offset()..piece.buffer_offset() + size;
+                assert!(range.end <= CHUNK, "{profile}: frame {frame} piece {index} at {range:?}");
+                buffers.insert(piece.buffer());
+                // SAFETY: recording, the pipeline bound; the piece and the
+                // frame's part of the readback buffer hold `count` words.
+                unsafe {
+                    pipeline.record(
+                        cmd,
+                        XorCopy {
+                            source: address,
+                            target: readback_address + 4 * total_words as u64,
+                            count: count as u32,
+                            salt: SALT,
+                        },
+                    );
+                }
+                pieces.push((range, words, total_words));
+                total_words += count;
+            }
+            if let Some(before) = frames.last() {
+                let (.., before_fence, _) = slots[(frame - 1) % WRAP_IN_FLIGHT];
+                // SAFETY: a live fence of this device.
+                let done = unsafe { device.get_fence_status(before_fence) }.unwrap();
+                assert!(!done, "{profile}: frame {} waits for its event", frame - 1);
+                for (range, ..) in &pieces {
+                    for (in_flight, ..) in before {
+                        assert!(
+                            range.end <= in_flight.start || in_flight.end <= range.start,
+                            "{profile}: frame {frame}'s {range:?} overlaps {in_flight:?}, in flight"
+                        );
+                    }
+                }
+            }
+            frames.push(pieces);
+            shader_barrier(device, cmd, (vk::PipelineStageFlags::HOST, vk::AccessFlags::HOST_READ));
+            let cmds = [cmd];
+            let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
+            // SAFETY: a recorded command buffer; this test is the queue's
+            // only user; the fence is signalled by this frame's only
+            // submission, after every command that reads the ring. The
+            // frame before may run now: this one has allocated.
+            unsafe {
+                device.end_command_buffer(cmd).unwrap();
+                device.queue_submit(context.queue, &submit, fence).unwrap();
+                allocator.end_frame(fence).unwrap();
+                if frame > 0 {
+                    device.set_event(slots[(frame - 1) % WRAP_IN_FLIGHT].3).unwrap();
+                }
+            }
+        }
+        // The last frame's event, which its commands wait for, set.
+        drop(release);
+        allocator.wait_and_collect(u64::MAX).unwrap();
+        assert_eq!(buffers.len(), 1, "{profile}: the ring stays in its one chunk");
+        // A frame whose first piece lies before the previous frame's
+        // first one started over from the chunk's start.
+        let wraps = frames.windows(2).filter(|pair| pair[1][0].0.start < pair[0][0].0.start).count();
+        assert!(wraps >= 2, "{profile}: the ring wrapped {wraps} times in {FRAMES} frames");
+        allocator.invalidate(&mut readback_allocation, 0..4 * total_words as u64).unwrap();
+        let bytes = allocator.mapped_slice(&readback_allocation).unwrap();
+        for (frame, pieces) in frames.iter().enumerate() {
+            for (index, (_, words, first)) in pieces.iter().enumerate() {
+                for (word_index, &word) in words.iter().enumerate() {
+                    let at = 4 * (first + word_index);
+                    let read = u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
+                    assert!(
+                        read == word ^ SALT,
+                        "{profile}: frame {frame} piece {index} word {word_index}: read {read:#010x}, wrote {:#010x}",
+                        word ^ SALT
+                    );
+                }
+            }
+        }
+        drop(pipeline);
+        allocator.destroy_upload_ring(ring).unwrap();
+        // SAFETY: every frame is done (wait_and_collect); each object is
+        // destroyed once.
+        unsafe {
+            allocator.destroy_buffer(readback, readback_allocation).unwrap();
+            for (pool, _, fence, event) in slots {
+                device.destroy_event(event, None);
+                device.destroy_fence(fence, None);
+                device.destroy_command_pool(pool, None);
+            }
+            allocator.collect_idle();
+        }
+        context.assert_no_validation_messages();
+    }
+);
