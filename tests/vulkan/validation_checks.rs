@@ -88,34 +88,28 @@ fn best_practices_are_checked() {
 fn vendor_checks_run_in_every_context() {
     const REUSE: &str = "UNASSIGNED-BestPractices-AllocateMemory-ReuseAllocations";
     const PRIORITY: &str = "UNASSIGNED-BestPractices-AllocateMemory-SetPriority";
-    // One memory object allocated, freed, and allocated again: the
-    // advice the second allocation draws.
-    let allocate_twice = |context: &VulkanContext| {
-        context.allow(Advice::SmallMemory);
-        let info = vk::MemoryAllocateInfo::default()
-            .allocation_size(4096)
-            .memory_type_index(0);
-        // SAFETY: a valid allocate info (lavapipe's and the fake
-        // profiles' type 0 takes any size); each object is freed once,
-        // unused.
-        unsafe {
-            let memory = context.device.allocate_memory(&info, None).unwrap();
-            context.device.free_memory(memory, None);
-            context.assert_no_validation_messages();
-            let memory = context.device.allocate_memory(&info, None).unwrap();
-            context.device.free_memory(memory, None);
-        }
-    };
     for api_version in [vk::API_VERSION_1_1, vk::API_VERSION_1_2] {
         let context = VulkanContext::with_api_version(Profile::Lavapipe, api_version);
         assert!(!context.memory_priority_enabled);
-        allocate_twice(&context);
+        context.allow(Advice::SmallMemory);
+        // One memory object allocated, freed, and allocated again: the
+        // advice the second allocation draws.
+        allocate_and_free(&context);
+        context.assert_no_validation_messages();
+        allocate_and_free(&context);
         context.expect_validation_messages(&[REUSE]);
     }
     let context = VulkanContext::new(Profile::Discrete);
     assert!(context.memory_priority_enabled);
     context.allow(Advice::ReusedMemory);
     context.allow(Advice::SmallMemory);
+    allocate_and_free(&context);
+    context.expect_validation_messages(&[PRIORITY]);
+}
+
+/// 4 KiB of memory type 0 (lavapipe's and the fake profiles' type 0 takes
+/// any size) allocated without a priority and freed at once, unused.
+fn allocate_and_free(context: &VulkanContext) {
     let info = vk::MemoryAllocateInfo::default()
         .allocation_size(4096)
         .memory_type_index(0);
@@ -124,7 +118,6 @@ fn vendor_checks_run_in_every_context() {
         let memory = context.device.allocate_memory(&info, None).unwrap();
         context.device.free_memory(memory, None);
     }
-    context.expect_validation_messages(&[PRIORITY]);
 }
 
 /// A copy that reads what a fill in the same command buffer wrote, with no
