@@ -135,7 +135,10 @@ pub struct UploadRingDesc<'a> {
     pub preferred_flags: vk::MemoryPropertyFlags,
     /// An alignment of each chunk's offset in its memory object beyond its
     /// buffer's own, a power of two; 0 (the default): none (as
-    /// [`AllocationDesc::min_alignment`](crate::AllocationDesc::min_alignment)).
+    /// [`AllocationDesc::min_alignment`](crate::AllocationDesc::min_alignment)),
+    /// but 256 for a ring whose `buffer_usage` has `SHADER_DEVICE_ADDRESS`,
+    /// so that its allocations' device addresses are aligned as they are in
+    /// the buffer up to 256 bytes without it being asked.
     /// [`ring_allocate`](crate::Allocator::ring_allocate)'s `align` is
     /// relative to the buffer; with this at least as large, a ring
     /// allocation aligned in its buffer is aligned in its memory object
@@ -256,7 +259,8 @@ impl RingAllocation {
     /// cannot tell). Each chunk's buffer address is read once, when the
     /// chunk is made (`vkGetBufferDeviceAddress`): no call per allocation.
     /// Valid until its frame is collected, as the allocation is; aligned as
-    /// [`UploadRingDesc::min_alignment`] says.
+    /// [`UploadRingDesc::min_alignment`] says (by default, as the
+    /// allocation is in its buffer, up to 256).
     pub fn device_address(&self) -> Option<vk::DeviceAddress> {
         self.device_address
     }

@@ -160,11 +160,12 @@ struct Piece {
 const MAX_ALIGN: u64 = 256;
 
 /// A ring of `size` bytes whose buffers shaders reach by device address,
-/// growing when `grow`. Its chunks start at [`MAX_ALIGN`] in their memory
-/// (`min_alignment`): `ring_allocate`'s `align` is relative to the buffer,
-/// so only then is a piece's device address aligned as its offset (a chunk
-/// a ring adds lies in a block at its buffer's alignment, 16 or 64 bytes
-/// on some profiles, where the first one happens to start a block).
+/// growing when `grow`, with the default `min_alignment`: such a ring's
+/// chunks start at multiples of 256 (= [`MAX_ALIGN`]) in their memory, so a
+/// piece's device address is aligned as its offset in the buffer. Before
+/// that default, a chunk a ring added lay in a block at its buffer's
+/// alignment alone (16 or 64 bytes on some profiles; the first one happens
+/// to start a block), 128 bytes off a 256-byte alignment there.
 fn address_ring(
     allocator: &Allocator<AshMemoryDevice>,
     size: u64,
@@ -178,7 +179,6 @@ fn address_ring(
             buffer_usage: vk::BufferUsageFlags::STORAGE_BUFFER
                 | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
             grow,
-            min_alignment: MAX_ALIGN,
             ..UploadRingDesc::default()
         })
         .unwrap()
