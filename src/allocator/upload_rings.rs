@@ -409,13 +409,15 @@ fn ring_memory(desc: &UploadRingDesc<'_>) -> AllocationDesc<'static> {
     let takes_address = desc
         .buffer_usage
         .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS);
-    let (usage, min_alignment) = match (takes_address, desc.min_alignment) {
-        (true, 0) => (
-            desc.usage | Usage::DEVICE_ADDRESS,
-            DEVICE_ADDRESS_CHUNK_ALIGNMENT,
-        ),
-        (true, asked) => (desc.usage | Usage::DEVICE_ADDRESS, asked),
-        (false, asked) => (desc.usage, asked),
+    let usage = if takes_address {
+        desc.usage | Usage::DEVICE_ADDRESS
+    } else {
+        desc.usage
+    };
+    let min_alignment = if takes_address && desc.min_alignment == 0 {
+        DEVICE_ADDRESS_CHUNK_ALIGNMENT
+    } else {
+        desc.min_alignment
     };
     AllocationDesc::new(usage)
         .required_flags(desc.required_flags)
