@@ -141,17 +141,13 @@ impl VulkanContext {
         // then looks like a discrete, integrated or mobile GPU, and
         // `--real-resources` binds real resources on that architecture
         // (`scripts/with-vulkan.sh` puts the layer on the loader's path).
-        let fake_memory = std::env::var_os(FAKE_MEMORY_VARIABLE).is_some();
-        let all_layers = [
-            c"VK_LAYER_KHRONOS_validation".as_ptr(),
-            c"VK_LAYER_VK_SUBALLOC_fake_memory".as_ptr(),
-        ];
-        let layers = if fake_memory {
-            &all_layers[..]
-        } else {
-            &all_layers[..1]
-        };
-        let fake_only = &all_layers[1..];
+        let mut layers = Vec::new();
+        if validation {
+            layers.push(c"VK_LAYER_KHRONOS_validation".as_ptr());
+        }
+        if std::env::var_os(FAKE_MEMORY_VARIABLE).is_some() {
+            layers.push(c"VK_LAYER_VK_SUBALLOC_fake_memory".as_ptr());
+        }
         let extensions = [ash::ext::debug_utils::NAME.as_ptr()];
         let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
             .message_severity(
@@ -164,13 +160,11 @@ impl VulkanContext {
                     | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
             )
             .pfn_user_callback(Some(debug_callback));
-        let mut info = vk::InstanceCreateInfo::default().application_info(&app);
-        if fake_memory {
-            info = info.enabled_layer_names(fake_only);
-        }
+        let mut info = vk::InstanceCreateInfo::default()
+            .application_info(&app)
+            .enabled_layer_names(&layers);
         if validation {
             info = info
-                .enabled_layer_names(layers)
                 .enabled_extension_names(&extensions)
                 .push_next(&mut messenger_info);
         }
