@@ -513,12 +513,12 @@ impl VulkanContext {
         let before = validation_messages::take(&self.messages);
         let result = call();
         let mut during = validation_messages::take(&self.messages);
-        during.retain(|message| {
-            !advice
-                .iter()
-                .flat_map(|advice| advice.ids())
-                .any(|id| validation_messages::has_id(message, id))
-        });
+        let ids: Vec<&str> = advice
+            .iter()
+            .flat_map(|advice| advice.ids())
+            .copied()
+            .collect();
+        validation_messages::drop_ids(&mut during, &ids);
         let mut log = self.messages.lock().unwrap_or_else(PoisonError::into_inner);
         let after = std::mem::take(&mut *log);
         log.extend(before);
@@ -544,11 +544,7 @@ impl VulkanContext {
     pub fn take_messages(&self) -> Vec<String> {
         let allowed = self.allowed.lock().unwrap_or_else(PoisonError::into_inner);
         let mut messages = validation_messages::take(&self.messages);
-        messages.retain(|message| {
-            !allowed
-                .iter()
-                .any(|id| validation_messages::has_id(message, id))
-        });
+        validation_messages::drop_ids(&mut messages, &allowed);
         messages
     }
 

@@ -151,6 +151,11 @@ pub fn has_id(message: &str, id: &str) -> bool {
         .is_some_and(|(found, _)| found == id)
 }
 
+/// Drops from `messages` those whose id is one of `ids`.
+pub fn drop_ids(messages: &mut Vec<String>, ids: &[&str]) {
+    messages.retain(|message| !ids.iter().any(|id| has_id(message, id)));
+}
+
 /// The shared log of recorded messages.
 pub type MessageLog = Arc<Mutex<Vec<String>>>;
 

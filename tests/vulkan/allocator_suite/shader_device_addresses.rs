@@ -14,7 +14,7 @@ use std::collections::HashSet;
 
 use ash::vk;
 use vk_suballoc::device::AshMemoryDevice;
-use vk_suballoc::{AllocationDesc, Allocator, RingAllocation, UploadRingDesc, Usage};
+use vk_suballoc::{Allocation, AllocationDesc, Allocator, RingAllocation, UploadRingDesc, Usage};
 
 use super::super::allocator_setup::{allocator_for, IdleOnDrop};
 use crate::seeded_rng::Rng;
@@ -146,6 +146,32 @@ fn shader_barrier(
     };
 }
 
+/// A host-readable buffer of `words` 32-bit words that the shader writes
+/// through its device address: the buffer, its allocation and the address.
+fn readback_buffer(
+    allocator: &Allocator<AshMemoryDevice>,
+    device: &ash::Device,
+    words: usize,
+) -> (vk::Buffer, Allocation, vk::DeviceAddress) {
+    let info = vk::BufferCreateInfo::default()
+        .size(4 * words as u64)
+        .usage(vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS);
+    // SAFETY: a valid create info.
+    let (buffer, allocation) =
+        unsafe { allocator.create_buffer(&info, &AllocationDesc::new(Usage::READBACK)) }.unwrap();
+    let address_info = vk::BufferDeviceAddressInfo::default().buffer(buffer);
+    // SAFETY: made with SHADER_DEVICE_ADDRESS usage and bound to memory
+    // allocated for device addresses.
+    let address = unsafe { device.get_buffer_device_address(&address_info) };
+    (buffer, allocation, address)
+}
+
+/// Word `index` (32 bits, native order) of `bytes`.
+fn word_at(bytes: &[u8], index: usize) -> u32 {
+    let at = 4 * index;
+    u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap())
+}
+
 /// One piece of the test: its words in the upload ring, their copy in the
 /// scratch ring, and where the second pass puts them in the readback buffer.
 struct Piece {
@@ -246,17 +272,8 @@ fn pieces_through_shaders(
         total_words += count;
     }
     let pieces = all;
-    let readback_info = vk::BufferCreateInfo::default()
-        .size(4 * total_words as u64)
-        .usage(vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS);
-    // SAFETY: a valid create info.
-    let (readback, mut readback_allocation) =
-        unsafe { allocator.create_buffer(&readback_info, &AllocationDesc::new(Usage::READBACK)) }
-            .unwrap();
-    let info = vk::BufferDeviceAddressInfo::default().buffer(readback);
-    // SAFETY: made with SHADER_DEVICE_ADDRESS usage and bound to memory
-    // allocated for device addresses.
-    let readback_address = unsafe { device.get_buffer_device_address(&info) };
+    let (readback, mut readback_allocation, readback_address) =
+        readback_buffer(&allocator, device, total_words);
     const FIRST_SALT: u32 = 0x0f0f_1234;
     const SECOND_SALT: u32 = 0x7070_8001;
     context.run_one_time_commands(|device, command_buffer| {
@@ -312,8 +329,7 @@ fn pieces_through_shaders(
     let bytes = allocator.mapped_slice(&readback_allocation).unwrap();
     for (index, piece) in pieces.iter().enumerate() {
         for (word_index, &word) in piece.words.iter().enumerate() {
-            let at = 4 * (piece.first + word_index);
-            let read = u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
+            let read = word_at(bytes, piece.first + word_index);
             let expected = word ^ FIRST_SALT ^ SECOND_SALT;
             assert!(
                 read == expected,
@@ -437,16 +453,8 @@ test_each_profile!(
         let mut rng = Rng::from_env(&format!("a_ring_wraps_within_its_chunk::{profile}"));
         let ring = address_ring(&allocator, CHUNK, Usage::UPLOAD, false);
         let max_words = FRAMES * PIECES * MAX_WORDS as usize;
-        let readback_info = vk::BufferCreateInfo::default()
-            .size(4 * max_words as u64)
-            .usage(vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS);
-        // SAFETY: a valid create info.
-        let (readback, mut readback_allocation) =
-            unsafe { allocator.create_buffer(&readback_info, &AllocationDesc::new(Usage::READBACK)) }.unwrap();
-        // SAFETY: made with SHADER_DEVICE_ADDRESS usage and bound to memory
-        // allocated for device addresses.
-        let readback_address =
-            unsafe { device.get_buffer_device_address(&vk::BufferDeviceAddressInfo::default().buffer(readback)) };
+        let (readback, mut readback_allocation, readback_address) =
+            readback_buffer(&allocator, device, max_words);
         let signalled = vk::FenceCreateInfo::default().flags(vk::FenceCreateFlags::SIGNALED);
         // SAFETY: valid create infos on a live device.
         let slots: Vec<FrameSlot> = (0..WRAP_IN_FLIGHT)
@@ -568,8 +576,7 @@ test_each_profile!(
         for (frame, pieces) in frames.iter().enumerate() {
             for (index, (_, words, first)) in pieces.iter().enumerate() {
                 for (word_index, &word) in words.iter().enumerate() {
-                    let at = 4 * (first + word_index);
-                    let read = u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
+                    let read = word_at(bytes, first + word_index);
                     assert!(
                         read == word ^ SALT,
                         "{profile}: frame {frame} piece {index} word {word_index}: read {read:#010x}, wrote {:#010x}",
