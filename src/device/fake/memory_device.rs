@@ -216,16 +216,17 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
                     .contains(gpu_alloc_types::MemoryPropertyFlags::LAZILY_ALLOCATED)
             })
             .fold(0u32, |bits, (i, _)| bits | (1 << i));
-        // Requirements are whole multiples of 4 bytes; a buffer whose
-        // size would round past u64::MAX is one no memory can back, which
-        // a driver refuses so.
-        let Some(required_size) = size.checked_next_multiple_of(4) else {
+        // Alignment and size as the layout's driver answers them
+        // (`BufferRequirements`); a buffer whose size would round past
+        // u64::MAX is one no memory can back, which a driver refuses so.
+        let answer = &self.layout.buffer_requirements;
+        let Some(required_size) = answer.size(size, usage) else {
             return Err(DeviceError::OutOfDeviceMemory);
         };
         let handle = state.create_resource();
         let requirements = vk::MemoryRequirements {
             size: required_size,
-            alignment: 256,
+            alignment: answer.alignment(usage),
             memory_type_bits,
         };
         state.requirements.insert(handle, (usage, requirements));

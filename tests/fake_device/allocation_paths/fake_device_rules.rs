@@ -140,11 +140,15 @@ fn fake_buffers_stay_within_max_buffer_size() {
         "max + 1",
     );
 
-    let unknown = FakeDevice::new(FakeLayout::mobile().with_max_buffer_size(u64::MAX));
+    let layout = FakeLayout::mobile().with_max_buffer_size(u64::MAX);
+    // The largest size whose requirements, rounded as the driver rounds
+    // them, stay within u64::MAX.
+    let largest = u64::MAX - (layout.buffer_requirements.size_granule - 1);
+    let unknown = FakeDevice::new(layout);
     assert_eq!(unknown.memory_properties().max_buffer_size, u64::MAX);
     // SAFETY: a fake device.
     unsafe {
-        let (buffer, _, _) = unknown.create_buffer(u64::MAX - 3, usage).unwrap();
+        let (buffer, _, _) = unknown.create_buffer(largest, usage).unwrap();
         unknown.destroy_buffer(buffer);
     }
     unknown.assert_clean();
