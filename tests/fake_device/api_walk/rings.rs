@@ -381,7 +381,13 @@ impl Walk {
                     0,
                     "{ctx}: a chunk off its buffer's alignment"
                 );
-                let least = self.rings[index].min_alignment.max(1);
+                // A device-address ring's chunks at 256 by default
+                // (`UploadRingDesc::min_alignment`).
+                let ring = &self.rings[index];
+                let least = match ring.min_alignment {
+                    0 if ring.device_address => 256,
+                    asked => asked.max(1),
+                };
                 assert_eq!(
                     start % least,
                     0,
