@@ -117,6 +117,13 @@ pub struct BufferRequirements {
     /// ...or of this for buffers with any of these usages (empty usage:
     /// none).
     pub usage_size_granule: (vk::BufferUsageFlags, u64),
+    /// The memory types buffers may use (a bit per type index), of those
+    /// the layout lists; lazily allocated types never. All of them (`!0`)
+    /// on every preset; a test leaves some out, as drivers leave out types
+    /// buffers may not use: ANV protected types for unprotected buffers,
+    /// RADV its 32-bit-address types, AMDVLK the BAR type over
+    /// Thunderbolt (`Buffer::GetMemoryRequirements`).
+    pub memory_type_bits: u32,
 }
 
 impl BufferRequirements {
@@ -128,7 +135,16 @@ impl BufferRequirements {
             usage_alignment: (vk::BufferUsageFlags::empty(), 1),
             size_granule,
             usage_size_granule: (vk::BufferUsageFlags::empty(), 1),
+            memory_type_bits: !0,
         }
+    }
+
+    /// The same answer, letting buffers use only the types in `bits` (and
+    /// never a lazily allocated one).
+    #[must_use]
+    pub const fn with_memory_type_bits(mut self, bits: u32) -> Self {
+        self.memory_type_bits = bits;
+        self
     }
 
     /// The alignment of a buffer made with `usage`.
@@ -142,8 +158,8 @@ impl BufferRequirements {
     }
 
     /// What a buffer of `size` bytes made with `usage` requires: `size`
-    /// rounded up to its granule, or to its alignment where the driver
-    /// rounds to that (RADV); `None` past `u64::MAX`.
+    /// rounded up to its granule (the larger one of its usage, where it has
+    /// one); `None` past `u64::MAX`.
     pub fn size(&self, size: u64, usage: vk::BufferUsageFlags) -> Option<u64> {
         let (bits, granule) = self.usage_size_granule;
         let granule = if usage.intersects(bits) {
@@ -169,6 +185,7 @@ const ANV_BUFFERS: BufferRequirements = BufferRequirements {
         ),
         4,
     ),
+    memory_type_bits: !0,
 };
 /// RADV's answer (`amd`): the size is rounded to the alignment, 64 for
 /// acceleration-structure storage.
@@ -177,6 +194,7 @@ const RADV_BUFFERS: BufferRequirements = BufferRequirements {
     usage_alignment: (vk::BufferUsageFlags::ACCELERATION_STRUCTURE_STORAGE_KHR, 64),
     size_granule: 16,
     usage_size_granule: (vk::BufferUsageFlags::ACCELERATION_STRUCTURE_STORAGE_KHR, 64),
+    memory_type_bits: !0,
 };
 
 fn ty(heap: u32, props: Props) -> MemoryType {

@@ -66,7 +66,7 @@ impl Walk {
         let requirements = vk::MemoryRequirements {
             size: self.chunk_bytes(bytes, buffer_usage),
             alignment: self.layout.buffer_requirements.alignment(buffer_usage),
-            memory_type_bits: !lazy,
+            memory_type_bits: !lazy & self.layout.buffer_requirements.memory_type_bits,
         };
         Request::new(requirements, usage, ResourceKind::Buffer).dedicated(DedicatedPolicy::Never)
     }

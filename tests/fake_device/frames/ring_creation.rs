@@ -1008,3 +1008,53 @@ fn a_device_address_ring_s_chunks_align_to_256_where_buffers_align_to_less() {
         finish_after_frame(allocator, &device);
     }
 }
+
+/// A ring's chunks keep to the memory types its buffers may use: with the
+/// BAR type left out of buffers' `memoryTypeBits` (as AMDVLK leaves it out
+/// over Thunderbolt), a ring for host-written, GPU-read data (`UPLOAD |
+/// DEVICE_LOCAL`, which takes the BAR where buffers may use it) lands in
+/// system memory, a growing ring's later chunks too; one that requires
+/// device-local memory is refused once its buffer says where it may live,
+/// naming those types, with the buffer destroyed and no memory left.
+#[test]
+fn a_ring_keeps_to_the_memory_types_its_buffers_may_use() {
+    const BAR: u32 = 4;
+    let layout = FakeLayout::discrete();
+    let answer = layout
+        .buffer_requirements
+        .with_memory_type_bits(!(1 << BAR));
+    let (allocator, device) = allocator(layout.with_buffer_requirements(answer));
+    let desc = UploadRingDesc {
+        size: 64 << 10,
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    assert_eq!(desc.usage, Usage::UPLOAD | Usage::DEVICE_LOCAL);
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    for _ in 0..2 {
+        let allocation = allocator.ring_allocate(ring, 48 << 10, 256).unwrap();
+        assert_eq!(type_of(&device, &allocation), Some(2));
+    }
+    allocator.destroy_upload_ring(ring).unwrap();
+    let in_vram = UploadRingDesc {
+        required_flags: vk::MemoryPropertyFlags::DEVICE_LOCAL
+            | vk::MemoryPropertyFlags::HOST_VISIBLE,
+        ..desc
+    };
+    // The destroyed ring's buffers wait for the frame to end.
+    let (resources, memories) = (device.live_resources(), device.live_allocations());
+    assert_eq!(
+        allocator.create_upload_ring(&in_vram).map(|_| ()),
+        Err(Error::MissingRequiredFlags {
+            memory_type_bits: 0b1111,
+            required: in_vram.required_flags,
+        })
+    );
+    assert_eq!(
+        device.live_resources(),
+        resources,
+        "the buffer is destroyed"
+    );
+    assert_eq!(device.live_allocations(), memories);
+    finish_after_frame(allocator, &device);
+}
