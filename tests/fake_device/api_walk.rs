@@ -64,7 +64,7 @@ use std::sync::{Arc, Mutex};
 
 use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags as Props;
-use vk_suballoc::device::fake::{FakeCounters, FakeDevice, FakeLayout};
+use vk_suballoc::device::fake::{BufferRequirements, FakeCounters, FakeDevice, FakeLayout};
 use vk_suballoc::device::DeviceError;
 use vk_suballoc::{
     Allocation, Config, MemoryEvent, MemoryEventKind, Pool, PoolDesc, Request, ResourceKind,
@@ -214,6 +214,8 @@ impl Foreign {
 struct Ring {
     ring: UploadRing,
     usage: Usage,
+    /// Its buffers' usage.
+    buffer_usage: vk::BufferUsageFlags,
     grow: bool,
     chunk_size: u64,
     /// Its chunks' least alignment in their memory objects.
@@ -356,7 +358,8 @@ struct Walk {
 /// A variant of `base` and a configuration, drawn from the seed: small
 /// heaps, a low object limit, another granularity (one not a power of two
 /// too), the budget extension toggled, AMD's device-coherent memory
-/// enabled, a protected memory type; runs of several limits, separate
+/// enabled, a protected memory type, another driver's buffer alignment
+/// and size rounding, a memory type buffers may not use; runs of several limits, separate
 /// granularity classes, small blocks, frames in flight.
 fn variant(rng: &mut Rng, base: FakeLayout) -> (FakeLayout, Config) {
     let mut layout = base;
@@ -397,6 +400,33 @@ fn variant(rng: &mut Rng, base: FakeLayout) -> (FakeLayout, Config) {
             props: Props::DEVICE_LOCAL | Props::PROTECTED,
         });
         layout = layout.with_protected_memory(protected.below(2) == 0);
+    }
+    // Another driver's answer to buffers' requirements in a quarter of
+    // the walks (an alignment of 1 to 256 bytes, sizes rounded to 1 to 64),
+    // drawn from another copy, so that the other draws replay as before:
+    // ring chunks then land wherever some driver may put them.
+    let mut buffers = Rng(rng.0 ^ 0x0062_7566);
+    if buffers.below(4) == 0 {
+        let alignment = 1 << buffers.below(9);
+        let size_granule = 1 << buffers.below(7);
+        layout = layout.with_buffer_requirements(BufferRequirements::new(alignment, size_granule));
+    }
+    // And in a quarter, a memory type buffers may not use (as AMDVLK
+    // leaves the BAR type out over Thunderbolt), keeping one both
+    // host-visible and host-coherent, as Vulkan promises buffers.
+    if buffers.below(4) == 0 {
+        let left_out = buffers.below(layout.memory_types.len() as u64) as usize;
+        let host = Props::HOST_VISIBLE | Props::HOST_COHERENT;
+        let keeps_host = layout
+            .memory_types
+            .iter()
+            .enumerate()
+            .any(|(i, t)| i != left_out && t.props.contains(host));
+        if keeps_host && left_out < 32 {
+            let answer = layout.buffer_requirements;
+            let bits = answer.memory_type_bits & !(1 << left_out);
+            layout = layout.with_buffer_requirements(answer.with_memory_type_bits(bits));
+        }
     }
     // Debug fills in half the walks, drawn from another copy of the
     // generator (the other draws stay as they were). Fills make every byte

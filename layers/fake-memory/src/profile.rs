@@ -56,11 +56,16 @@ pub struct Profile {
     pub non_coherent_atom_size: u64,
     /// `VkPhysicalDeviceLimits::maxMemoryAllocationCount`.
     pub max_memory_allocation_count: u32,
-    /// Lowest alignment reported in buffer memory requirements.
+    /// Lowest alignment reported in buffer memory requirements (lavapipe's
+    /// own 64 is the floor: the layer raises alignments, never lowers them).
+    /// The driver's figure, as the crate's `FakeLayout` of the same name has
+    /// it (`BufferRequirements` in `src/device/fake/layout.rs` lists the
+    /// drivers' figures and their sources; `profile_mirrors.rs` compares).
     pub min_buffer_alignment: u64,
     /// Buffer requirement sizes are rounded up to a multiple of this, as
-    /// real drivers do (NVIDIA: 16 bytes; lavapipe reports the buffer's own
-    /// size). An allocation can then be longer than its buffer, and code
+    /// real drivers do (NVIDIA: 16 bytes, RADV and Turnip: the alignment,
+    /// ANV: 4 for uniform and storage buffers under robust buffer access;
+    /// lavapipe reports the buffer's own size). An allocation can then be longer than its buffer, and code
     /// that copies or checks an allocation's size worth of a buffer's bytes
     /// is caught (`VUID-vkCmdCopyBuffer-size-00115`).
     pub buffer_size_granule: u64,
@@ -291,7 +296,8 @@ pub const AMD: Profile = Profile {
     non_coherent_atom_size: 64,
     max_memory_allocation_count: 4096,
     min_buffer_alignment: 16,
-    buffer_size_granule: 4,
+    // RADV rounds a buffer's size to its alignment (`align64(size, 16)`).
+    buffer_size_granule: 16,
     min_image_alignment: 4096,
     memory_budget: true,
     memory_priority: true,

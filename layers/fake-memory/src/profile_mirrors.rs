@@ -111,3 +111,36 @@ fn budgets_match_the_layouts_of_the_same_name() {
         );
     }
 }
+
+/// Every profile answers buffers' memory requirements as the crate's
+/// layout of the same name (its driver, `BufferRequirements`): the same
+/// alignment for the usages without one of their own, and a size granule
+/// the driver rounds to for some usage (ANV rounds uniform and storage
+/// buffers' sizes to 4, others' not at all: the `arc` profile takes the
+/// first, `integrated` the second).
+#[test]
+fn buffer_requirements_match_the_layouts_of_the_same_name() {
+    for (profile, layout) in [
+        (&DISCRETE, FakeLayout::discrete()),
+        (&INTEGRATED, FakeLayout::integrated()),
+        (&MOBILE, FakeLayout::mobile()),
+        (&AMD, FakeLayout::amd()),
+        (&REBAR, FakeLayout::rebar()),
+        (&ARC, FakeLayout::intel_arc()),
+        (&APPLE, FakeLayout::apple()),
+        (&MALI, FakeLayout::mali()),
+    ] {
+        let name = profile.name;
+        let answer = layout.buffer_requirements;
+        assert_eq!(
+            profile.min_buffer_alignment, answer.alignment,
+            "{name}: buffer alignment"
+        );
+        let granules = [answer.size_granule, answer.usage_size_granule.1];
+        assert!(
+            granules.contains(&profile.buffer_size_granule),
+            "{name}: buffer size granule {} where the layout has {granules:?}",
+            profile.buffer_size_granule
+        );
+    }
+}

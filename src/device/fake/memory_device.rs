@@ -203,8 +203,11 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
                 self.layout.max_buffer_size
             )));
         }
-        // Buffers may live in every type but lazily allocated ones, of
-        // the 32 a mask can name (a layout may list more; Vulkan does not).
+        // Buffers may live in every type the layout's driver lets them
+        // (`BufferRequirements::memory_type_bits`) but lazily allocated
+        // ones, of the 32 a mask can name (a layout may list more; Vulkan
+        // does not).
+        let answer = &self.layout.buffer_requirements;
         let memory_type_bits = self
             .layout
             .memory_types
@@ -215,17 +218,18 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
                 !t.props
                     .contains(gpu_alloc_types::MemoryPropertyFlags::LAZILY_ALLOCATED)
             })
-            .fold(0u32, |bits, (i, _)| bits | (1 << i));
-        // Requirements are whole multiples of 4 bytes; a buffer whose
-        // size would round past u64::MAX is one no memory can back, which
-        // a driver refuses so.
-        let Some(required_size) = size.checked_next_multiple_of(4) else {
+            .fold(0u32, |bits, (i, _)| bits | (1 << i))
+            & answer.memory_type_bits;
+        // Alignment and size as the layout's driver answers them
+        // (`BufferRequirements`); a buffer whose size would round past
+        // u64::MAX is one no memory can back, which a driver refuses so.
+        let Some(required_size) = answer.size(size, usage) else {
             return Err(DeviceError::OutOfDeviceMemory);
         };
         let handle = state.create_resource();
         let requirements = vk::MemoryRequirements {
             size: required_size,
-            alignment: 256,
+            alignment: answer.alignment(usage),
             memory_type_bits,
         };
         state.requirements.insert(handle, (usage, requirements));

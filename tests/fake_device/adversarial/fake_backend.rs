@@ -150,21 +150,26 @@ fn host_memory_the_host_cannot_back_is_out_of_host_memory() {
 }
 
 /// A buffer whose size rounds past `u64::MAX` (its memory requirements'
-/// size is a multiple of 4) is refused as a driver refuses a buffer it
+/// size is a multiple of the driver's granule, 64 bytes on `mobile`) is refused as a driver refuses a buffer it
 /// cannot back, `VK_ERROR_OUT_OF_DEVICE_MEMORY`, on a layout that sets no
 /// `maxBufferSize`: the fake device panicked there (`next_multiple_of`
 /// overflowing in debug builds; in release the size wrapped to 0). The
 /// allocator never asks for such a buffer (it refuses sizes past 2^48
 /// first); a test driving the device itself does. Sizes that round to
-/// `u64::MAX - 3` or less are made.
+/// `u64::MAX - 63` or less are made.
 #[test]
 fn a_buffer_whose_requirements_would_pass_u64_max_is_out_of_device_memory() {
     use ash::vk;
     use vk_suballoc::device::MemoryDeviceExt;
 
-    let raw = FakeDevice::new(FakeLayout::mobile().with_max_buffer_size(u64::MAX));
+    let layout = FakeLayout::mobile().with_max_buffer_size(u64::MAX);
+    // Sizes are rounded to the granule of the layout's driver (64 bytes):
+    // the largest buffer any memory could back is u64::MAX rounded down.
+    let granule = layout.buffer_requirements.size_granule;
+    let largest_size = u64::MAX - (granule - 1);
+    let raw = FakeDevice::new(layout);
     let usage = vk::BufferUsageFlags::TRANSFER_SRC;
-    for size in [u64::MAX, u64::MAX - 1, u64::MAX - 2] {
+    for size in [u64::MAX, u64::MAX - 1, largest_size + 1] {
         // SAFETY: a fake device; a non-zero size and a core usage.
         let made = unsafe { raw.create_buffer(size, usage) };
         assert!(
@@ -176,8 +181,8 @@ fn a_buffer_whose_requirements_would_pass_u64_max_is_out_of_device_memory() {
         );
     }
     // SAFETY: as above.
-    let (largest, requirements, _) = unsafe { raw.create_buffer(u64::MAX - 3, usage) }.unwrap();
-    assert_eq!(requirements.size, u64::MAX - 3);
+    let (largest, requirements, _) = unsafe { raw.create_buffer(largest_size, usage) }.unwrap();
+    assert_eq!(requirements.size, largest_size);
     // SAFETY: made above, bound to nothing.
     unsafe { raw.destroy_buffer(largest) };
     raw.assert_clean();

@@ -17,6 +17,62 @@ fn the_ext_trait_reports_the_preset() {
     assert_eq!(properties.max_buffer_size, 1 << 30);
 }
 
+/// The fake device answers its buffers' memory requirements as each
+/// preset's driver does (`BufferRequirements`, whose docs give the
+/// sources), where it answered every buffer on every preset with an
+/// alignment of 256 and its size rounded to 4: NVIDIA 256 and 16 bytes,
+/// RADV 16 with the size rounded to it (64 for acceleration-structure
+/// storage), ANV 64 with the size as asked (to 4 for uniform and storage
+/// buffers), Turnip 64 and 64, MoltenVK 16, Arm and lavapipe 64, sizes as
+/// asked; every type but lazily allocated ones.
+#[test]
+fn fake_buffers_are_aligned_and_sized_as_each_preset_s_driver_answers() {
+    use ash::vk::BufferUsageFlags as B;
+    let transfer = B::TRANSFER_SRC;
+    let uniform = B::UNIFORM_BUFFER;
+    let structure = B::ACCELERATION_STRUCTURE_STORAGE_KHR;
+    // (layout, usage, alignment, size of a 1001-byte buffer)
+    let cases = [
+        (FakeLayout::discrete(), transfer, 256, 1008),
+        (FakeLayout::rebar(), uniform, 256, 1008),
+        (FakeLayout::amd(), transfer, 16, 1008),
+        (FakeLayout::amd(), uniform, 16, 1008),
+        (FakeLayout::amd(), structure, 64, 1024),
+        (FakeLayout::integrated(), transfer, 64, 1001),
+        (FakeLayout::integrated(), uniform, 64, 1004),
+        (FakeLayout::intel_arc(), B::STORAGE_BUFFER, 64, 1004),
+        (FakeLayout::mobile(), transfer, 64, 1024),
+        (FakeLayout::mali(), uniform, 64, 1001),
+        (FakeLayout::apple(), uniform, 16, 1001),
+        (FakeLayout::lavapipe(), transfer, 64, 1001),
+    ];
+    for (layout, usage, alignment, size) in cases {
+        let name = layout.name;
+        let lazy = layout
+            .memory_types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| {
+                t.props
+                    .contains(vk_suballoc::device::MemoryPropertyFlags::LAZILY_ALLOCATED)
+            })
+            .fold(0u32, |bits, (i, _)| bits | 1 << i);
+        let every = (1u32 << layout.memory_types.len()) - 1;
+        let device = FakeDevice::new(layout);
+        // SAFETY: a fake device; a non-zero size and a usage.
+        let (buffer, requirements, _) = unsafe { device.create_buffer(1001, usage) }.unwrap();
+        assert_eq!(
+            (requirements.alignment, requirements.size),
+            (alignment, size),
+            "{name}: {usage:?}"
+        );
+        assert_eq!(requirements.memory_type_bits, every & !lazy, "{name}");
+        // SAFETY: made above, bound to nothing.
+        unsafe { device.destroy_buffer(buffer) };
+        device.assert_clean();
+    }
+}
+
 /// The fake device checks binds against the requirements it reported, as
 /// the validation layer does: the memory type (VUID-vkBindBufferMemory-memory-01035),
 /// the alignment (-memoryOffset-01036), the size (-size-01037), dedicated
@@ -140,11 +196,15 @@ fn fake_buffers_stay_within_max_buffer_size() {
         "max + 1",
     );
 
-    let unknown = FakeDevice::new(FakeLayout::mobile().with_max_buffer_size(u64::MAX));
+    let layout = FakeLayout::mobile().with_max_buffer_size(u64::MAX);
+    // The largest size whose requirements, rounded as the driver rounds
+    // them, stay within u64::MAX.
+    let largest = u64::MAX - (layout.buffer_requirements.size_granule - 1);
+    let unknown = FakeDevice::new(layout);
     assert_eq!(unknown.memory_properties().max_buffer_size, u64::MAX);
     // SAFETY: a fake device.
     unsafe {
-        let (buffer, _, _) = unknown.create_buffer(u64::MAX - 3, usage).unwrap();
+        let (buffer, _, _) = unknown.create_buffer(largest, usage).unwrap();
         unknown.destroy_buffer(buffer);
     }
     unknown.assert_clean();

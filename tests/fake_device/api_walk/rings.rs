@@ -48,9 +48,14 @@ impl Walk {
         }
     }
 
-    /// The request behind a ring chunk of `bytes`, as the fake device's
-    /// buffers ask for it.
-    pub(super) fn chunk_request(&self, bytes: u64, usage: Usage) -> Request<'static> {
+    /// The request behind a ring chunk of `bytes` whose buffer has
+    /// `buffer_usage`, as the fake device's buffers ask for it.
+    pub(super) fn chunk_request(
+        &self,
+        bytes: u64,
+        usage: Usage,
+        buffer_usage: vk::BufferUsageFlags,
+    ) -> Request<'static> {
         let lazy = self
             .layout
             .memory_types
@@ -59,11 +64,19 @@ impl Walk {
             .filter(|(_, t)| t.props.contains(Props::LAZILY_ALLOCATED))
             .fold(0u32, |bits, (i, _)| bits | 1 << i);
         let requirements = vk::MemoryRequirements {
-            size: bytes.next_multiple_of(4),
-            alignment: 256,
-            memory_type_bits: !lazy,
+            size: self.chunk_bytes(bytes, buffer_usage),
+            alignment: self.layout.buffer_requirements.alignment(buffer_usage),
+            memory_type_bits: !lazy & self.layout.buffer_requirements.memory_type_bits,
         };
         Request::new(requirements, usage, ResourceKind::Buffer).dedicated(DedicatedPolicy::Never)
+    }
+
+    /// The size a chunk of `bytes` with `buffer_usage` takes in its
+    /// memory: its buffer's requirements', as the layout's driver rounds
+    /// them.
+    pub(super) fn chunk_bytes(&self, bytes: u64, buffer_usage: vk::BufferUsageFlags) -> u64 {
+        let answer = &self.layout.buffer_requirements;
+        answer.size(bytes, buffer_usage).expect("a chunk's size")
     }
 
     /// The chunk of `bytes` a ring call just added: one more allocation
@@ -186,10 +199,12 @@ impl Walk {
         assert_eq!(refused, None, "{}: {desc:?} gave {result:?}", self.ctx());
         match result {
             Ok(ring) => {
-                let chunk = self.new_chunk(&before, size.next_multiple_of(4));
+                let bytes = self.chunk_bytes(size, desc.buffer_usage);
+                let chunk = self.new_chunk(&before, bytes);
                 self.rings.push(Ring {
                     ring,
                     usage: desc.usage,
+                    buffer_usage: desc.buffer_usage,
                     grow: desc.grow,
                     chunk_size: size,
                     min_alignment: desc.min_alignment,
@@ -200,7 +215,8 @@ impl Walk {
             }
             Err(error) => {
                 self.check_driver_asked(error, &counters, &desc);
-                self.explain(error, &self.chunk_request(size, desc.usage), &before, fired);
+                let request = self.chunk_request(size, desc.usage, desc.buffer_usage);
+                self.explain(error, &request, &before, fired);
                 // A chunk's request short of memory may have released kept
                 // empty blocks before it failed.
                 let after = self.allocator.stats();
@@ -264,6 +280,7 @@ impl Walk {
         let fired = self.faults_fired(&counters);
         let ring = &self.rings[index];
         let (grow, chunk_size, usage) = (ring.grow, ring.chunk_size, ring.usage);
+        let buffer_usage = ring.buffer_usage;
         match result {
             Ok(allocation) => self.accept_ring(index, allocation, size, align, &before),
             Err(error) => {
@@ -283,7 +300,7 @@ impl Walk {
                     _ => {
                         assert!(grow, "{ctx}: {error:?}");
                         let bytes = chunk_size.max(size);
-                        let request = self.chunk_request(bytes, usage);
+                        let request = self.chunk_request(bytes, usage, buffer_usage);
                         self.check_driver_asked(error, &counters, &request);
                         self.explain(error, &request, &before, fired);
                     }
@@ -322,7 +339,8 @@ impl Walk {
             }
             None if grew => {
                 assert!(ring.grow, "{ctx}: a ring that does not grow grew");
-                let bytes = ring.chunk_size.max(size).next_multiple_of(4);
+                let bytes = ring.chunk_size.max(size);
+                let bytes = self.chunk_bytes(bytes, ring.buffer_usage);
                 let counted = self.new_chunk(before, bytes);
                 let ring = &mut self.rings[index];
                 ring.chunks.push((Some(a.buffer()), counted));
@@ -354,8 +372,22 @@ impl Walk {
                     offset: start,
                     kind: ResourceKind::Buffer,
                 };
-                assert_eq!(start % 256, 0, "{ctx}: a chunk off its buffer's alignment");
-                let least = self.rings[index].min_alignment.max(1);
+                let buffer_alignment = self
+                    .layout
+                    .buffer_requirements
+                    .alignment(self.rings[index].buffer_usage);
+                assert_eq!(
+                    start % buffer_alignment,
+                    0,
+                    "{ctx}: a chunk off its buffer's alignment"
+                );
+                // A device-address ring's chunks at 256 by default
+                // (`UploadRingDesc::min_alignment`).
+                let ring = &self.rings[index];
+                let least = match ring.min_alignment {
+                    0 if ring.device_address => 256,
+                    asked => asked.max(1),
+                };
                 assert_eq!(
                     start % least,
                     0,

@@ -936,3 +936,125 @@ fn a_ring_s_min_alignment_aligns_its_chunks_in_memory() {
     }
     finish_after_frame(allocator, &device);
 }
+
+/// A ring whose buffers take their device address (`SHADER_DEVICE_ADDRESS`,
+/// `min_alignment` 0) puts each chunk at a multiple of 256 in its memory
+/// object, so that an allocation aligned to 256 in its buffer has a device
+/// address aligned to 256, on GPUs whose buffers align to less: RADV's 16,
+/// MoltenVK's 16 on Apple GPUs, ANV's 64. The fake device answered every
+/// buffer with an alignment of 256 until session 51, so no fake-device
+/// test failed without `DEVICE_ADDRESS_CHUNK_ALIGNMENT` (commit a6390a3,
+/// seen on lavapipe alone); this one does: 'amd: a chunk at 0xa010, an
+/// allocation aligned to 256 in its buffer at device address 0x10000a010'.
+#[test]
+fn a_device_address_ring_s_chunks_align_to_256_where_buffers_align_to_less() {
+    use vk_suballoc::{Request, ResourceKind};
+    for layout in [
+        FakeLayout::amd(),
+        FakeLayout::apple(),
+        FakeLayout::integrated(),
+        FakeLayout::intel_arc(),
+    ] {
+        let name = layout.name;
+        let (allocator, device) = allocator(layout);
+        // A buffer in the ring's block first, whose end is off 256 (at 16
+        // bytes, which every one of these GPUs takes); past 32 KiB, as the
+        // chunks, so that none takes a slot of a run.
+        let small = |bytes: u64| {
+            let requirements = vk::MemoryRequirements {
+                size: bytes,
+                alignment: 16,
+                memory_type_bits: !0,
+            };
+            let usage = Usage::UPLOAD | Usage::DEVICE_ADDRESS;
+            let request = Request::new(requirements, usage, ResourceKind::Buffer);
+            allocator
+                .allocate(&request.dedicated(vk_suballoc::DedicatedPolicy::Never))
+                .unwrap()
+        };
+        let mut held = vec![small((40 << 10) + 16)];
+        let ring = allocator
+            .create_upload_ring(&UploadRingDesc {
+                size: 64 << 10,
+                usage: Usage::UPLOAD,
+                buffer_usage: vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
+                grow: true,
+                ..UploadRingDesc::default()
+            })
+            .unwrap();
+        let check = |a: &vk_suballoc::RingAllocation| {
+            let chunk = a.memory_offset() - a.buffer_offset();
+            let address = a.device_address().expect("a device address");
+            assert_eq!(
+                (chunk % 256, address % 256),
+                (0, 0),
+                "{name}: a chunk at {chunk:#x}, an allocation aligned to 256 in its buffer \
+                 at device address {address:#x}"
+            );
+        };
+        let first = allocator.ring_allocate(ring, 1000, 256).unwrap();
+        assert_eq!(first.memory(), held[0].memory(), "{name}: one block");
+        check(&first);
+        // A second chunk, after another buffer whose end is off 256.
+        held.push(small((33 << 10) + 48));
+        let grown = allocator.ring_allocate(ring, 64 << 10, 256).unwrap();
+        assert_ne!(grown.buffer(), first.buffer(), "{name}");
+        check(&grown);
+        allocator.destroy_upload_ring(ring).unwrap();
+        for a in held {
+            super::super::free(&allocator, a);
+        }
+        finish_after_frame(allocator, &device);
+    }
+}
+
+/// A ring's chunks keep to the memory types its buffers may use: with the
+/// BAR type left out of buffers' `memoryTypeBits` (as AMDVLK leaves it out
+/// over Thunderbolt), a ring for host-written, GPU-read data (`UPLOAD |
+/// DEVICE_LOCAL`, which takes the BAR where buffers may use it) lands in
+/// system memory, a growing ring's later chunks too; one that requires
+/// device-local memory is refused once its buffer says where it may live,
+/// naming those types, with the buffer destroyed and no memory left.
+#[test]
+fn a_ring_keeps_to_the_memory_types_its_buffers_may_use() {
+    const BAR: u32 = 4;
+    let layout = FakeLayout::discrete();
+    let answer = layout
+        .buffer_requirements
+        .with_memory_type_bits(!(1 << BAR));
+    let (allocator, device) = allocator(layout.with_buffer_requirements(answer));
+    let desc = UploadRingDesc {
+        size: 64 << 10,
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    assert_eq!(desc.usage, Usage::UPLOAD | Usage::DEVICE_LOCAL);
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    for _ in 0..2 {
+        let allocation = allocator.ring_allocate(ring, 48 << 10, 256).unwrap();
+        assert_eq!(type_of(&device, &allocation), Some(2));
+    }
+    allocator.destroy_upload_ring(ring).unwrap();
+    let in_vram = UploadRingDesc {
+        required_flags: vk::MemoryPropertyFlags::DEVICE_LOCAL
+            | vk::MemoryPropertyFlags::HOST_VISIBLE,
+        ..desc
+    };
+    // The destroyed ring's buffers wait for the frame to end.
+    let (resources, memories) = (device.live_resources(), device.live_allocations());
+    assert_eq!(
+        allocator.create_upload_ring(&in_vram).map(|_| ()),
+        Err(Error::MissingRequiredFlags {
+            memory_type_bits: 0b1111,
+            required: in_vram.required_flags,
+        })
+    );
+    assert_eq!(
+        device.live_resources(),
+        resources,
+        "the buffer is destroyed"
+    );
+    assert_eq!(device.live_allocations(), memories);
+    finish_after_frame(allocator, &device);
+}

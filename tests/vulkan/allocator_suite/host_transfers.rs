@@ -234,12 +234,13 @@ test_each_profile!(
 
 /// The granule the fake layer rounds buffer requirement sizes up to on
 /// `profile` (its `buffer_size_granule`, modelled on the real drivers:
-/// NVIDIA 16 bytes); 1 on lavapipe, which keeps the buffer's size.
+/// NVIDIA 16 bytes, RADV 16, ANV 4 for uniform and storage buffers,
+/// Turnip 64); 1 on lavapipe, which keeps the buffer's size.
 fn buffer_size_granule(profile: Profile) -> u64 {
     match profile {
         Profile::Lavapipe | Profile::Integrated | Profile::Apple | Profile::Mali => 1,
-        Profile::Amd | Profile::Arc => 4,
-        Profile::Discrete | Profile::Rebar => 16,
+        Profile::Arc => 4,
+        Profile::Amd | Profile::Discrete | Profile::Rebar => 16,
         Profile::Mobile => 64,
     }
 }

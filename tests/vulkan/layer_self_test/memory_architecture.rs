@@ -117,7 +117,7 @@ fn expected(profile: Profile) -> Expected {
             atom: 64,
             max_allocations: 4096,
             buffer_alignment: 16,
-            buffer_size_granule: 4,
+            buffer_size_granule: 16,
             image_alignment: 4096,
         },
         Profile::Rebar => Expected {
