@@ -95,6 +95,8 @@ mod dump;
 mod frames;
 mod free;
 mod host_access;
+#[cfg(all(test, feature = "fake-device"))]
+mod host_memory_tests;
 mod memory_callback;
 mod memory_type_queries;
 mod naming;

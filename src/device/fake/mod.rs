@@ -197,6 +197,16 @@ impl FakeDevice {
         self.state().invalidated.clone()
     }
 
+    /// Forgets the ranges flushed and invalidated so far (their tables keep
+    /// their room): for the crate's tests of the host memory a long loop
+    /// takes, where the fake device's own records would grow with it.
+    #[cfg(test)]
+    pub(crate) fn forget_recorded_ranges(&self) {
+        let mut state = self.state();
+        state.flushed.clear();
+        state.invalidated.clear();
+    }
+
     /// Copies bytes out of a host-visible fake memory object, as the GPU would
     /// see them; `None` for unknown memory or an out-of-range read.
     ///
