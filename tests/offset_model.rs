@@ -248,6 +248,33 @@ fn a_request_for_the_whole_capacity_succeeds() {
     }
 }
 
+/// sebbbi/OffsetAllocator issue #3 (fixes proposed in its PR #10): with
+/// `maxAllocs` of 2, the first of two 32-byte allocations already failed,
+/// one node going to the free space and node 0 read as "none". Here a slot
+/// count of N allows exactly N live allocations, for small N, and a freed
+/// slot serves again.
+#[test]
+fn a_slot_count_of_n_holds_exactly_n_allocations() {
+    for slots in 1..=8u32 {
+        let mut heap = OffsetAllocator::<3>::new(36_864, slots).unwrap();
+        let live: Vec<_> = (0..slots).map(|_| heap.allocate(32, 1).unwrap()).collect();
+        let offsets: Vec<u64> = live.iter().map(|a| a.offset).collect();
+        let expected: Vec<u64> = (0..u64::from(slots)).map(|i| 32 * i).collect();
+        assert_eq!(offsets, expected, "{slots} slots");
+        assert_eq!(
+            heap.allocate(32, 1),
+            Err(OffsetError::OutOfSlots(slots)),
+            "{slots} slots"
+        );
+        heap.free(live[0].id).unwrap();
+        assert_eq!(
+            heap.allocate(32, 1).map(|a| a.offset),
+            Ok(0),
+            "{slots} slots"
+        );
+    }
+}
+
 /// VMA's TLSF metadata (GPUOpen-LibrariesAndSDKs/VulkanMemoryAllocator
 /// issues #230 and #231) filed a free range under a list index past its
 /// table, and crashed in a later free, after this sequence in a virtual
