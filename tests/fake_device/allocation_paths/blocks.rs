@@ -239,7 +239,10 @@ fn no_block_is_made_while_one_has_room() {
     let mut rng = Rng::from_env("no_block_is_made_while_one_has_room");
     let mut blocks_made = 0;
     for walk in 0..12 {
-        // No runs: a small buffer's run slot is not a free range of the map.
+        // No runs: the map shows a run's free slots as free space, which
+        // only small buffers of the run's size class may take (with runs
+        // on, an image made a block beside 60 KiB of free slots, as the
+        // README's runs section says a run holds its range).
         let config = Config {
             small_buffer_limit: 0,
             large_heap_block_size: [8 * MIB, 32 * MIB][walk % 2],
