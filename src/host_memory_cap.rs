@@ -6,8 +6,74 @@
 //! the system allocator refuses a 128 GiB request depends on the machine's
 //! memory and overcommit policy, and one that grants it would then be
 //! written in full.
+//!
+//! It also counts, per thread, the bytes allocated less the bytes freed
+//! ([`thread_net_bytes`]), for tests that check a steady workload stops
+//! taking host memory (gpu-alloc's `BuddyAllocator::pairs` grew by a
+//! megabyte every few seconds under the same allocations and frees each
+//! frame, zakarumych/gpu-alloc issue #55). Only where the target's thread
+//! locals are native (Linux, macOS, Windows with MSVC): elsewhere std may
+//! keep them behind an OS key and allocate on a thread's first access,
+//! which from inside the allocator would recurse.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+
+/// The per-thread count, on Linux, macOS and Windows (MSVC), whose thread
+/// locals need no allocation. The tests that read it are left out
+/// elsewhere (`allocator::host_memory_tests`, under the same `cfg`).
+#[cfg(any(
+    target_os = "linux",
+    target_os = "macos",
+    all(windows, target_env = "msvc")
+))]
+mod thread_bytes {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Bytes this thread allocated less the bytes it freed. A `const`
+        /// initialiser and no destructor: a native thread local, read
+        /// without allocating.
+        static NET_BYTES: Cell<i64> = const { Cell::new(0) };
+    }
+
+    /// Bytes the calling thread allocated less those it freed, since it
+    /// started: the host memory it holds, when no other thread frees what
+    /// it allocated or the reverse.
+    #[cfg_attr(not(feature = "fake-device"), allow(dead_code))]
+    pub(crate) fn thread_net_bytes() -> i64 {
+        NET_BYTES.with(Cell::get)
+    }
+
+    /// Adds `bytes` to the calling thread's count (nothing while the
+    /// thread's locals are being torn down).
+    pub(super) fn count(bytes: i64) {
+        let _ = NET_BYTES.try_with(|net| net.set(net.get() + bytes));
+    }
+}
+
+#[cfg(any(
+    target_os = "linux",
+    target_os = "macos",
+    all(windows, target_env = "msvc")
+))]
+#[cfg_attr(not(feature = "fake-device"), allow(unused_imports))]
+pub(crate) use thread_bytes::thread_net_bytes;
+
+/// Counts `bytes` for the calling thread where [`thread_net_bytes`] counts.
+fn count(bytes: i64) {
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "macos",
+        all(windows, target_env = "msvc")
+    ))]
+    thread_bytes::count(bytes);
+    #[cfg(not(any(
+        target_os = "linux",
+        target_os = "macos",
+        all(windows, target_env = "msvc")
+    )))]
+    let _ = bytes;
+}
 
 /// The largest allocation granted: far above anything a test needs. On a
 /// 32-bit target, half the address space (`16 << 30` there is 0 in `usize`:
@@ -29,7 +95,11 @@ unsafe impl GlobalAlloc for Capped {
             return std::ptr::null_mut();
         }
         // SAFETY: the caller's contract for `alloc`, passed on.
-        unsafe { System.alloc(layout) }
+        let pointer = unsafe { System.alloc(layout) };
+        if !pointer.is_null() {
+            count(layout.size() as i64);
+        }
+        pointer
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
@@ -37,13 +107,18 @@ unsafe impl GlobalAlloc for Capped {
             return std::ptr::null_mut();
         }
         // SAFETY: the caller's contract for `alloc_zeroed`, passed on.
-        unsafe { System.alloc_zeroed(layout) }
+        let pointer = unsafe { System.alloc_zeroed(layout) };
+        if !pointer.is_null() {
+            count(layout.size() as i64);
+        }
+        pointer
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: `ptr` came from `System` with `layout` (the caller's
         // contract for `dealloc`).
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { System.dealloc(ptr, layout) };
+        count(-(layout.size() as i64));
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -52,7 +127,11 @@ unsafe impl GlobalAlloc for Capped {
         }
         // SAFETY: the caller's contract for `realloc`, passed on; `ptr` came
         // from `System`.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        let pointer = unsafe { System.realloc(ptr, layout, new_size) };
+        if !pointer.is_null() {
+            count(new_size as i64 - layout.size() as i64);
+        }
+        pointer
     }
 }
 

@@ -248,6 +248,98 @@ fn a_request_for_the_whole_capacity_succeeds() {
     }
 }
 
+/// sebbbi/OffsetAllocator issue #3 (fixes proposed in its PR #10): with
+/// `maxAllocs` of 2, the first of two 32-byte allocations already failed,
+/// one node going to the free space and node 0 read as "none". Here a slot
+/// count of N allows exactly N live allocations, for small N, and a freed
+/// slot serves again.
+#[test]
+fn a_slot_count_of_n_holds_exactly_n_allocations() {
+    for slots in 1..=8u32 {
+        let mut heap = OffsetAllocator::<3>::new(36_864, slots).unwrap();
+        let live: Vec<_> = (0..slots).map(|_| heap.allocate(32, 1).unwrap()).collect();
+        let offsets: Vec<u64> = live.iter().map(|a| a.offset).collect();
+        let expected: Vec<u64> = (0..u64::from(slots)).map(|i| 32 * i).collect();
+        assert_eq!(offsets, expected, "{slots} slots");
+        assert_eq!(
+            heap.allocate(32, 1),
+            Err(OffsetError::OutOfSlots(slots)),
+            "{slots} slots"
+        );
+        heap.free(live[0].id).unwrap();
+        assert_eq!(
+            heap.allocate(32, 1).map(|a| a.offset),
+            Ok(0),
+            "{slots} slots"
+        );
+    }
+}
+
+/// VMA's TLSF metadata (GPUOpen-LibrariesAndSDKs/VulkanMemoryAllocator
+/// issues #230 and #231) filed a free range under a list index past its
+/// table, and crashed in a later free, after this sequence in a virtual
+/// block of 48 MiB at alignment 2: 576, 648, free the first, 720. Here,
+/// for every mantissa width, the sequence places as the model says, and
+/// freeing everything leaves the one free range.
+#[test]
+fn vma_s_tlsf_list_index_sequence_is_placed_and_merged() {
+    fn run<const M: u32>() {
+        let mut shadow = Shadow::<M>::new(50_331_648, 8);
+        shadow.apply(Op::Allocate {
+            size: 576,
+            align: 2,
+        });
+        shadow.apply(Op::Allocate {
+            size: 648,
+            align: 2,
+        });
+        shadow.apply(Op::Free { pick: 0 });
+        shadow.apply(Op::Allocate {
+            size: 720,
+            align: 2,
+        });
+        shadow.apply(Op::Free { pick: 0 });
+        shadow.apply(Op::Allocate {
+            size: 576,
+            align: 2,
+        });
+        shadow.finish();
+    }
+    run::<2>();
+    run::<3>();
+    run::<4>();
+    run::<5>();
+    run::<6>();
+}
+
+/// The TLSF of mattconte (fixed in espressif/tlsf PR #2, sysprog21/tlsf-bsd
+/// issue #4) kept an allocation's unrounded size, so its range, freed, went
+/// to a lower list than the one the same request searches: with the rest
+/// of the heap taken, allocating the same size again failed. Here, for
+/// each size up to 2 KiB and some past bin bounds, with every other byte
+/// taken, the size freed is the size found again, at the same offset.
+#[test]
+fn a_freed_range_serves_the_same_request_again() {
+    let sizes = (1..=2048u64).chain((11..40).flat_map(|s| [(1u64 << s) + 1, (5u64 << s) - 3]));
+    for size in sizes {
+        let capacity = size + 4096;
+        let mut heap = OffsetAllocator::<3>::new(capacity, 4).unwrap();
+        let first = heap.allocate(size, 1).unwrap();
+        let rest = heap.allocate(capacity - size, 1).unwrap();
+        heap.free(first.id).unwrap();
+        assert_eq!(heap.allocate(size, 1).map(|a| a.offset), Ok(0), "{size}");
+        heap.free(rest.id).unwrap();
+        // Between two live allocations too.
+        let mut heap = OffsetAllocator::<3>::new(capacity + 64, 4).unwrap();
+        let before = heap.allocate(64, 1).unwrap();
+        let middle = heap.allocate(size, 1).unwrap();
+        let after = heap.allocate(capacity - size, 1).unwrap();
+        heap.free(middle.id).unwrap();
+        assert_eq!(heap.allocate(size, 1).map(|a| a.offset), Ok(64), "{size}");
+        let _ = (before, after);
+    }
+}
+
 /// The naive fixes of the false out-of-space (PR #14: search from the
 /// round-down bin; PR #11: file free ranges under round-up bins) both hand
 /// out a free range *smaller* than the request when it shares a bin with it,

@@ -95,6 +95,18 @@ mod dump;
 mod frames;
 mod free;
 mod host_access;
+// Where the unit tests' allocator counts each thread's bytes
+// (`host_memory_cap`).
+#[cfg(all(
+    test,
+    feature = "fake-device",
+    any(
+        target_os = "linux",
+        target_os = "macos",
+        all(windows, target_env = "msvc")
+    )
+))]
+mod host_memory_tests;
 mod memory_callback;
 mod memory_type_queries;
 mod naming;
@@ -239,8 +251,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// is not a power of two (allocations in non-coherent memory start on an
     /// atom, through the offset allocator's power-of-two alignment; VMA
     /// assumes the same; 0 is read as 1), then when it reports a
-    /// `maxMemoryAllocationSize` of 0, then more than Vulkan's
-    /// `VK_MAX_MEMORY_HEAPS` (16) heaps;
+    /// `maxMemoryAllocationSize` of 0, then a `maxMemoryAllocationCount`
+    /// of 0, then more than Vulkan's `VK_MAX_MEMORY_HEAPS` (16) heaps;
     /// [`Error::TooManyAllocators`] after 2^32 - 2 allocators in the process.
     pub fn new(device: D, config: Config) -> Result<Self, Error> {
         if config.large_heap_block_size == 0 {
@@ -296,6 +308,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // reports 0 would make every request fail as too large.
         if properties.device.max_memory_allocation_size == 0 {
             return Err(Error::UnsupportedDevice("maxMemoryAllocationSize is 0"));
+        }
+        // Likewise at least 4096: with 0, every request would fail as past
+        // the object limit (`TooManyObjects(0)`) with no object made.
+        if properties.device.max_memory_allocation_count == 0 {
+            return Err(Error::UnsupportedDevice("maxMemoryAllocationCount is 0"));
         }
         // Budgets are kept per heap in arrays of Vulkan's maximum.
         if properties.device.memory_heaps.len() > MAX_HEAPS {

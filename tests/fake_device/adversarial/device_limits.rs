@@ -1,8 +1,8 @@
 //! Device layouts at and past Vulkan's limits: more than 16 heaps, a
-//! `maxMemoryAllocationSize` of 0, the order in which `Allocator::new`
-//! refuses a bad config and a bad device, the largest layouts Vulkan
-//! allows, and types past 32 ignored when a request is short of memory or
-//! fits no type. What a backend reports, not what a caller asks, so apart
+//! `maxMemoryAllocationSize` or `maxMemoryAllocationCount` of 0, the order
+//! in which `Allocator::new` refuses a bad config and a bad device, the
+//! largest layouts Vulkan allows, and types past 32 ignored when a request
+//! is short of memory or fits no type. What a backend reports, not what a caller asks, so apart
 //! from the entry points' arguments.
 
 use gpu_alloc_types::{MemoryHeap, MemoryPropertyFlags as Props, MemoryType};
@@ -53,15 +53,34 @@ fn a_max_allocation_size_of_zero_is_an_unsupported_device() {
     device.assert_clean();
 }
 
+/// A backend reporting a `maxMemoryAllocationCount` of 0 (Vulkan
+/// guarantees at least 4096) is refused up front too, as one of
+/// `maxMemoryAllocationSize` 0 is. gfx-hal's DX12 backend reported 0, and
+/// gpu-alloc then could allocate nothing (zakarumych/gpu-alloc PR #19);
+/// here each request failed with `TooManyObjects(0)`, though no memory
+/// object existed, and an upload ring could not be made.
+#[test]
+fn a_max_allocation_count_of_zero_is_an_unsupported_device() {
+    let device = FakeDevice::new(FakeLayout::discrete().with_max_allocation_count(0));
+    let result = Allocator::new(device.clone(), Config::default());
+    assert_eq!(
+        result.err(),
+        Some(Error::UnsupportedDevice("maxMemoryAllocationCount is 0"))
+    );
+    device.assert_clean();
+}
+
 /// `Allocator::new` refuses in its documented order: a bad `Config`
 /// before anything about the device, then a `nonCoherentAtomSize` that is
-/// not a power of two, a `maxMemoryAllocationSize` of 0, and more than 16
-/// heaps; an atom of 0 is read as 1, not refused.
+/// not a power of two, a `maxMemoryAllocationSize` of 0, a
+/// `maxMemoryAllocationCount` of 0, and more than 16 heaps; an atom of 0
+/// is read as 1, not refused.
 #[test]
 fn new_refuses_config_then_device_in_the_documented_order() {
     let mut layout = FakeLayout::mobile();
     layout.non_coherent_atom_size = 48;
     layout.max_memory_allocation_size = 0;
+    layout.max_memory_allocation_count = 0;
     layout.memory_heaps = vec![MemoryHeap { size: 1 << 30 }; 17];
     let bad_config = Config {
         max_frames_in_flight: 0,
@@ -91,6 +110,11 @@ fn new_refuses_config_then_device_in_the_documented_order() {
         Some(Error::UnsupportedDevice("maxMemoryAllocationSize is 0"))
     );
     layout.max_memory_allocation_size = 1 << 30;
+    assert_eq!(
+        refusal(&layout, Config::default()),
+        Some(Error::UnsupportedDevice("maxMemoryAllocationCount is 0"))
+    );
+    layout.max_memory_allocation_count = 4096;
     assert_eq!(
         refusal(&layout, Config::default()),
         Some(Error::UnsupportedDevice(

@@ -1,8 +1,9 @@
 //! Blocks and what they hold: block sizes start small and grow, a large
 //! alignment takes only the requested bytes, allocations in a block never
 //! overlap and honour their alignment, a block out of slots grows its slot
-//! table, the larger empty block is kept whichever empties first, and the
-//! allocator's drop frees every block though allocations are still live.
+//! table, the larger empty block is kept whichever empties first, the
+//! allocator's drop frees every block though allocations are still live,
+//! and no block is made while one has a free range that holds the request.
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Allocation, Usage};
@@ -217,4 +218,103 @@ fn dropping_with_live_allocations_frees_all_memory() {
     // The handles outlive the allocator; it frees the memory anyway.
     finish(allocator, &device);
     drop(leaked);
+}
+
+/// gpu-alloc's free-list allocator lost track of its free bytes
+/// (zakarumych/gpu-alloc PR #44 and #45, for gfx-rs/wgpu issue #1242: "a
+/// second memory allocation that should not happen"), and vulkano's
+/// `FreeListAllocator` passed over a free range of the right size and
+/// alignment in one case (vulkano-rs/vulkano PR #2492): either makes a new
+/// `VkDeviceMemory` while a block has room. Here a seeded random walk of
+/// buffers and optimal images (granularity 1024 on the discrete preset, 1
+/// on the integrated one), aligned up to 4 KiB, placed by every strategy
+/// and freed at random, checks each request that made a block against the
+/// free ranges of the memory map just before it: none held the request at
+/// its alignment (an optimal image at a page start, in whole pages).
+#[test]
+fn no_block_is_made_while_one_has_room() {
+    use crate::seeded_rng::Rng;
+    use vk_suballoc::{AllocationDesc, Config, Request, ResourceKind, Strategy};
+
+    let mut rng = Rng::from_env("no_block_is_made_while_one_has_room");
+    let mut blocks_made = 0;
+    for walk in 0..12 {
+        // No runs: the map shows a run's free slots as free space, which
+        // only small buffers of the run's size class may take (with runs
+        // on, an image made a block beside 60 KiB of free slots, as the
+        // README's runs section says a run holds its range).
+        let config = Config {
+            small_buffer_limit: 0,
+            large_heap_block_size: [8 * MIB, 32 * MIB][walk % 2],
+            ..Config::default()
+        };
+        let discrete = walk % 4 >= 2;
+        let (layout, vram) = if discrete {
+            (FakeLayout::discrete(), 1)
+        } else {
+            (FakeLayout::integrated(), 0)
+        };
+        let page = layout.buffer_image_granularity;
+        let (allocator, device) = super::super::allocator_with(layout, config);
+        let mut live: Vec<Allocation> = Vec::new();
+        for step in 0..1500 {
+            if !live.is_empty() && rng.below(10) >= 6 {
+                free(
+                    &allocator,
+                    live.swap_remove(rng.below(live.len() as u64) as usize),
+                );
+                continue;
+            }
+            let align = 1u64 << rng.below(13);
+            let units = if rng.below(8) == 0 {
+                (2 * MIB) / align + 1
+            } else {
+                64
+            };
+            // Sizes a multiple of the alignment: the bytes a range holds.
+            let size = align * (1 + rng.below(units));
+            let kind = if discrete && rng.below(2) == 0 {
+                ResourceKind::OptimalImage
+            } else {
+                ResourceKind::Buffer
+            };
+            let strategy = [
+                Strategy::MinTime,
+                Strategy::MinMemory,
+                Strategy::MinOffset,
+                Strategy::MaxOffset,
+            ][rng.below(4) as usize];
+            let map = allocator.memory_map();
+            let objects = device.counters().allocate_calls;
+            let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).strategy(strategy);
+            let request = Request::with_desc(super::super::requirements(size, align), kind, desc);
+            let allocation = allocator.allocate(&request).unwrap();
+            assert_eq!(allocation.memory_type(), vram);
+            if device.counters().allocate_calls > objects && !allocation.is_dedicated() {
+                blocks_made += 1;
+                let (start_align, held) = if kind == ResourceKind::OptimalImage {
+                    (align.max(page), size.next_multiple_of(page))
+                } else {
+                    (align, size)
+                };
+                for block in &map.memory_types[vram as usize].blocks {
+                    for range in block.ranges.iter().filter(|r| !r.is_allocation()) {
+                        let start = range.offset.next_multiple_of(start_align);
+                        assert!(
+                            start + held > range.end(),
+                            "walk {walk} step {step}: {kind:?} of {size} at {align} \
+                             ({strategy:?}) made a block while block {} had {range:?}",
+                            block.id
+                        );
+                    }
+                }
+            }
+            live.push(allocation);
+        }
+        for allocation in live {
+            free(&allocator, allocation);
+        }
+        finish(allocator, &device);
+    }
+    println!("{blocks_made} requests made a block");
 }

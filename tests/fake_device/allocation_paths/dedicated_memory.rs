@@ -1,7 +1,8 @@
 //! Dedicated memory: for requests past half a block and for the driver's
 //! hints, with the resource it is dedicated to and the request's name;
 //! always for lazily allocated memory; without a device address when
-//! dedicated to an image; and not for a request of exactly half a block.
+//! dedicated to an image; not for a request of exactly half a block; and
+//! for the driver's requirement whatever the policy.
 
 use crate::FakeTarget;
 use vk_suballoc::device::fake::FakeLayout;
@@ -162,5 +163,73 @@ fn exactly_half_a_block_is_not_dedicated() {
     assert_eq!(stats.memory_types[1].dedicated_allocations, 1);
     free(&allocator, half);
     free(&allocator, over);
+    finish(allocator, &device);
+}
+
+/// vulkano's `GenericMemoryAllocator` configured without dedicated
+/// allocations made none even where the driver required one
+/// (vulkano-rs/vulkano PR #2215): memory the resource could never be bound
+/// to. Here the driver's requirement outranks `DedicatedPolicy::Never`, in
+/// a default pool and in a custom one, existing blocks with room or not,
+/// and the memory is dedicated to the resource; the driver's preference
+/// alone does not.
+#[test]
+fn the_drivers_requirement_outranks_a_policy_of_never() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // A block with room, so that a block would have been the easy answer.
+    let filler = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let pool = allocator
+        .create_pool(&vk_suballoc::PoolDesc::new(1).block_size(8 * MIB))
+        .unwrap();
+    let in_pool = allocator
+        .allocate(&Request::with_desc(
+            requirements(4096, 256),
+            ResourceKind::Buffer,
+            vk_suballoc::AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool),
+        ))
+        .unwrap();
+    let mut live = vec![filler, in_pool];
+    for pooled in [false, true] {
+        let target_handle = device.create_resource();
+        let target = DedicatedTarget::Buffer(ash::vk::Handle::from_raw(target_handle));
+        let mut request = buffer(4096, 256, Usage::DEVICE_LOCAL)
+            .dedicated(DedicatedPolicy::Never)
+            .driver_dedicated(DedicatedHint {
+                required: true,
+                preferred: true,
+            })
+            .fake_target(target);
+        if pooled {
+            request.desc = request.desc.pool(pool);
+        }
+        let required = allocator.allocate(&request).unwrap();
+        assert!(required.is_dedicated(), "pooled {pooled}");
+        let info = device
+            .live_allocations()
+            .into_iter()
+            .find(|m| m.memory == required.memory())
+            .unwrap();
+        assert_eq!(info.dedicated, Some(target), "pooled {pooled}");
+        free(&allocator, required);
+        device.destroy_resource(target_handle);
+        let mut preferred = buffer(4096, 256, Usage::DEVICE_LOCAL)
+            .dedicated(DedicatedPolicy::Never)
+            .driver_dedicated(DedicatedHint {
+                required: false,
+                preferred: true,
+            });
+        if pooled {
+            preferred.desc = preferred.desc.pool(pool);
+        }
+        let preferred = allocator.allocate(&preferred).unwrap();
+        assert!(!preferred.is_dedicated(), "pooled {pooled}");
+        live.push(preferred);
+    }
+    for allocation in live {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }

@@ -4,7 +4,8 @@
 //! order and equal types keeping it, AMD's device-coherent types only with
 //! their feature and then never an ordinary request's fallback,
 //! `AllocationDesc::memory_type_bits` narrowing the
-//! candidates, and the choices that differ from VMA's.
+//! candidates, the choices that differ from VMA's, and a device with no
+//! cached memory (a Raspberry Pi) serving every usage.
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
@@ -449,5 +450,58 @@ fn choices_that_differ_from_vma_are_the_documented_ones() {
     assert_eq!(staged.memory_type(), 0);
     assert_eq!(staged.mapped_ptr(), None);
     free(&allocator, staged);
+    finish(allocator, &device);
+}
+
+/// A Raspberry Pi 4 or 5 (Mesa's V3DV) lists one memory type, device-local,
+/// host-visible and coherent, and nothing cached. VMA's
+/// `HOST_ACCESS_RANDOM` required `HOST_CACHED` there and failed every
+/// readback buffer (GPUOpen-LibrariesAndSDKs/VulkanMemoryAllocator issue
+/// #362; the validation layers' GPU-AV hit the same on a Pi 5, their PR
+/// #12305): every usage takes that one type, mapped when it asks for host
+/// access or not (its blocks are host-visible), and a preference for
+/// cached memory is only a preference.
+#[test]
+fn a_device_without_cached_memory_serves_every_usage() {
+    use gpu_alloc_types::MemoryPropertyFlags as Props;
+    let mut v3dv = FakeLayout::lavapipe();
+    v3dv.name = "v3dv";
+    v3dv.memory_types[0].props = Props::DEVICE_LOCAL | Props::HOST_VISIBLE | Props::HOST_COHERENT;
+    v3dv.memory_heaps[0].size = 969_521_152;
+    let usages = [
+        Usage::DEVICE_LOCAL,
+        Usage::UPLOAD,
+        Usage::UPLOAD | Usage::DEVICE_LOCAL,
+        Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD,
+        Usage::READBACK,
+        Usage::TRANSIENT,
+        Usage::DEVICE_LOCAL | Usage::PREFER_HOST,
+        Usage::UPLOAD | Usage::PREFER_HOST,
+        Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD | Usage::PREFER_HOST,
+    ];
+    let (allocator, device) = allocator(v3dv);
+    for usage in usages {
+        assert_eq!(allocator.memory_type_for(!0, usage), Ok(0), "{usage:?}");
+        let allocation = allocator.allocate(&buffer(65536, 256, usage)).unwrap();
+        assert_eq!(allocation.memory_type(), 0, "{usage:?}");
+        // Host-visible blocks are mapped whatever the usage.
+        assert!(allocation.mapped_ptr().is_some(), "{usage:?}");
+        free(&allocator, allocation);
+    }
+    let mut cached = buffer(65536, 256, Usage::READBACK);
+    cached.desc = cached
+        .desc
+        .preferred_flags(vk::MemoryPropertyFlags::HOST_CACHED);
+    let allocation = allocator.allocate(&cached).unwrap();
+    assert_eq!(allocation.memory_type(), 0);
+    assert!(allocation.mapped_ptr().is_some());
+    free(&allocator, allocation);
+    // Required, it rules the one type out: a typed error, no memory made.
+    let objects = device.counters().allocate_calls;
+    cached.desc = cached
+        .desc
+        .required_flags(vk::MemoryPropertyFlags::HOST_CACHED);
+    assert!(allocator.allocate(&cached).is_err());
+    assert_eq!(device.counters().allocate_calls, objects);
     finish(allocator, &device);
 }

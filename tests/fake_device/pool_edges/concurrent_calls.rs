@@ -1,8 +1,10 @@
 //! Pools made, used and destroyed by several threads at once: pools made
 //! and destroyed while others allocate, a slow `vkAllocateMemory` in one
-//! pool that must not hold up another, and a request that waits for a pool
-//! being destroyed and is refused with `StalePool`. Apart because each
-//! races the pool table's lock against another thread's call.
+//! pool that must not hold up another, a request that waits for a pool
+//! being destroyed and is refused with `StalePool`, and threads that
+//! destroy a pool as soon as its figures read empty while others still
+//! free into it. Apart because each races the pool table's lock against
+//! another thread's call.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
@@ -159,5 +161,70 @@ fn a_request_waiting_for_a_pool_being_destroyed_is_refused() {
         assert_eq!(destroying.join().unwrap(), Ok(()));
     });
     device.slow_frees(None);
+    finish(allocator, &device);
+}
+
+/// VMA updated a pool's statistics inside its free and released the
+/// emptied block after, outside the lock: an engine that destroyed the
+/// pool as soon as its statistics read empty did so under another thread
+/// still freeing into it, a use after free
+/// (GPUOpen-LibrariesAndSDKs/VulkanMemoryAllocator issue #451). Here
+/// threads free a shared pool's allocations (host-visible, with debug
+/// fills: each free writes its bytes) and each destroys the pool once
+/// `pool_stats` reads no allocation: one destroy succeeds, the rest are
+/// refused as stale, and the device sees no write into freed memory and
+/// ends balanced.
+#[test]
+fn a_pool_destroyed_once_its_figures_read_empty_races_no_free() {
+    let config = vk_suballoc::Config {
+        debug_fill: true,
+        ..vk_suballoc::Config::default()
+    };
+    let (allocator, device) = super::super::allocator_with(FakeLayout::discrete(), config);
+    for round in 0..100 {
+        // discrete: type 2 is host-visible and coherent.
+        let pool = allocator
+            .create_pool(&vk_suballoc::PoolDesc::new(2).block_size(MIB))
+            .unwrap();
+        let mut shares: Vec<Vec<_>> = (0..4).map(|_| Vec::new()).collect();
+        for i in 0..64 {
+            let request = super::upload_in(pool, 4096 + 64 * (i % 7), 2);
+            shares[i as usize % 4].push(allocator.allocate(&request).unwrap());
+        }
+        let barrier = Barrier::new(4);
+        let destroyed = std::sync::atomic::AtomicU32::new(0);
+        std::thread::scope(|scope| {
+            for share in shares {
+                let (allocator, barrier, destroyed) = (&allocator, &barrier, &destroyed);
+                scope.spawn(move || {
+                    barrier.wait();
+                    for allocation in share {
+                        free(allocator, allocation);
+                        match allocator.pool_stats(&pool) {
+                            Ok(stats)
+                                if stats.block_allocations + stats.dedicated_allocations == 0 =>
+                            {
+                                match allocator.destroy_pool(pool) {
+                                    Ok(()) => {
+                                        destroyed.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                    Err(Error::StalePool) => {}
+                                    Err(error) => panic!("round {round}: {error:?}"),
+                                }
+                            }
+                            Ok(_) | Err(Error::StalePool) => {}
+                            Err(error) => panic!("round {round}: {error:?}"),
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(destroyed.load(Ordering::Relaxed), 1, "round {round}");
+        assert!(
+            device.violations().is_empty(),
+            "round {round}: {:?}",
+            device.violations()
+        );
+    }
     finish(allocator, &device);
 }
