@@ -193,8 +193,9 @@ struct Setup {
     /// configuration may be out of range (else it is valid by
     /// construction). Bit 4: no memory callback is installed (at the start). Bit 5: the
     /// walk starts with an upload ring that does not grow, of the size
-    /// bits 6 and 7 pick (so that rings fill and wrap in short inputs).
-    /// (The byte of
+    /// bits 6 and 7 pick (so that rings fill and wrap in short inputs);
+    /// the last size (16 KiB) makes it a device-address ring where the
+    /// layout has buffer device addresses. (The byte of
     /// the `detect_corruption` bool it replaced, whose bit 0 it keeps: the
     /// corpus's inputs keep their layout, and those that drew a valid
     /// configuration keep it.)
@@ -453,8 +454,9 @@ fuzz_target!(|input: Input| {
     let seen = limited(&layout, &config.heap_size_limits);
     let mut walk = Walk::new(allocator, device, seen, config, callback);
     if input.setup.flags & (1 << 5) != 0 {
-        let size = [0xffff, 4096, 1000, 0x4000][usize::from(input.setup.flags >> 6)];
-        walk.start_ring(size, input.setup.toggle_budget & 4 != 0);
+        let size_pick = usize::from(input.setup.flags >> 6);
+        let size = [0xffff, 4096, 1000, 0x4000][size_pick];
+        walk.start_ring(size, input.setup.toggle_budget & 4 != 0, size_pick == 3);
         walk.check();
     }
     for op in input.ops {

@@ -302,10 +302,18 @@ impl Walk {
     /// An upload ring that does not grow, of `size` bytes, for host
     /// uploads, or with `readback` for readback (`Usage::READBACK`:
     /// host-cached memory, non-coherent on some layouts) (`Setup::flags`
-    /// bit 5).
-    pub fn start_ring(&mut self, size: u16, readback: bool) {
+    /// bit 5). With `device_address`, on a layout with buffer device
+    /// addresses, its buffers are `SHADER_DEVICE_ADDRESS | STORAGE_BUFFER`
+    /// and its allocations carry device addresses: short inputs reach
+    /// them, which CreateRing's picks seldom did.
+    pub fn start_ring(&mut self, size: u16, readback: bool, device_address: bool) {
         let usage = if readback { 4 } else { 1 };
-        self.create_ring(3, size, usage, 1, false, false);
+        let buffer_usage = if device_address && self.layout.buffer_device_address {
+            3
+        } else {
+            1
+        };
+        self.create_ring(3, size, usage, buffer_usage, false, false);
     }
 
     fn ring_pick(&self, pick: u8) -> Option<Result<usize, UploadRing>> {
