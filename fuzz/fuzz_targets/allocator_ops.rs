@@ -140,7 +140,7 @@ mod model;
 use arbitrary::Arbitrary;
 use gpu_alloc_types::{MemoryPropertyFlags as Props, MemoryType};
 use libfuzzer_sys::fuzz_target;
-use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::device::fake::{BufferRequirements, FakeDevice, FakeLayout};
 use vk_suballoc::{Allocator, Config, Error};
 
 use model::{Op, Walk};
@@ -156,6 +156,9 @@ struct Setup {
     heap_mib: u8,
     /// 0: the preset's limit; else this many memory objects at most.
     max_objects: u8,
+    /// Modulo 8: 0, a `bufferImageGranularity` of `1 << (granularity / 8
+    /// % 17)`; 1, of 1536; 2, another driver's buffer requirements
+    /// (`layout`); else the preset's.
     granularity: u8,
     /// Bit 0: `VK_EXT_memory_budget` toggled from the preset's. Bit 1: a
     /// `bufferImageGranularity` large against the blocks, a quarter of the
@@ -241,6 +244,14 @@ fn layout(setup: &Setup) -> FakeLayout {
     match setup.granularity % 8 {
         0 => layout = layout.with_granularity(1 << (setup.granularity / 8 % 17)),
         1 => layout = layout.with_granularity(1536),
+        // Another driver's answer to buffers' memory requirements (ring
+        // chunks' buffers): an alignment of 1 to 256 bytes, sizes rounded
+        // to 1 to 64.
+        2 => {
+            let draw = u32::from(setup.granularity / 8);
+            let answer = BufferRequirements::new(1 << (draw % 9), 1 << (draw / 4 % 7));
+            layout = layout.with_buffer_requirements(answer);
+        }
         _ => {}
     }
     if setup.toggle_budget & 2 != 0 && setup.block_size >= 2 {
