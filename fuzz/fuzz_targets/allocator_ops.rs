@@ -140,7 +140,7 @@ mod model;
 use arbitrary::Arbitrary;
 use gpu_alloc_types::{MemoryPropertyFlags as Props, MemoryType};
 use libfuzzer_sys::fuzz_target;
-use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::device::fake::{BufferRequirements, FakeDevice, FakeLayout};
 use vk_suballoc::{Allocator, Config, Error};
 
 use model::{Op, Walk};
@@ -156,6 +156,9 @@ struct Setup {
     heap_mib: u8,
     /// 0: the preset's limit; else this many memory objects at most.
     max_objects: u8,
+    /// Modulo 8: 0, a `bufferImageGranularity` of `1 << (granularity / 8
+    /// % 17)`; 1, of 1536; 2, another driver's buffer requirements
+    /// (`layout`); else the preset's.
     granularity: u8,
     /// Bit 0: `VK_EXT_memory_budget` toggled from the preset's. Bit 1: a
     /// `bufferImageGranularity` large against the blocks, a quarter of the
@@ -193,8 +196,9 @@ struct Setup {
     /// configuration may be out of range (else it is valid by
     /// construction). Bit 4: no memory callback is installed (at the start). Bit 5: the
     /// walk starts with an upload ring that does not grow, of the size
-    /// bits 6 and 7 pick (so that rings fill and wrap in short inputs).
-    /// (The byte of
+    /// bits 6 and 7 pick (so that rings fill and wrap in short inputs);
+    /// the last size (16 KiB) makes it a device-address ring where the
+    /// layout has buffer device addresses. (The byte of
     /// the `detect_corruption` bool it replaced, whose bit 0 it keeps: the
     /// corpus's inputs keep their layout, and those that drew a valid
     /// configuration keep it.)
@@ -240,6 +244,14 @@ fn layout(setup: &Setup) -> FakeLayout {
     match setup.granularity % 8 {
         0 => layout = layout.with_granularity(1 << (setup.granularity / 8 % 17)),
         1 => layout = layout.with_granularity(1536),
+        // Another driver's answer to buffers' memory requirements (ring
+        // chunks' buffers): an alignment of 1 to 256 bytes, sizes rounded
+        // to 1 to 64.
+        2 => {
+            let draw = u32::from(setup.granularity / 8);
+            let answer = BufferRequirements::new(1 << (draw % 9), 1 << (draw / 4 % 7));
+            layout = layout.with_buffer_requirements(answer);
+        }
         _ => {}
     }
     if setup.toggle_budget & 2 != 0 && setup.block_size >= 2 {
@@ -453,8 +465,9 @@ fuzz_target!(|input: Input| {
     let seen = limited(&layout, &config.heap_size_limits);
     let mut walk = Walk::new(allocator, device, seen, config, callback);
     if input.setup.flags & (1 << 5) != 0 {
-        let size = [0xffff, 4096, 1000, 0x4000][usize::from(input.setup.flags >> 6)];
-        walk.start_ring(size, input.setup.toggle_budget & 4 != 0);
+        let size_pick = usize::from(input.setup.flags >> 6);
+        let size = [0xffff, 4096, 1000, 0x4000][size_pick];
+        walk.start_ring(size, input.setup.toggle_budget & 4 != 0, size_pick == 3);
         walk.check();
     }
     for op in input.ops {

@@ -22,6 +22,9 @@ pub(super) struct RingModel {
     /// Whether its buffer usage has `SHADER_DEVICE_ADDRESS`: its
     /// allocations give their device addresses then, else none.
     device_address: bool,
+    /// Its buffers' usage (their requirements' alignment and size
+    /// rounding depend on it on some layouts).
+    buffer_usage: vk::BufferUsageFlags,
     /// Its chunks' least alignment in their memory objects.
     min_alignment: u64,
     pub(super) chunks: Vec<RingChunkModel>,
@@ -100,8 +103,16 @@ fn tally(stats: &vk_suballoc::report::Stats) -> Tally {
 }
 
 impl Walk {
-    /// The one chunk `before` and the allocator's stats now differ by.
-    fn new_chunk(&self, before: &Tally, capacity: u64, host_access: bool) -> RingChunkModel {
+    /// The one chunk `before` and the allocator's stats now differ by: a
+    /// buffer of `capacity` bytes with `buffer_usage`, taking the size its
+    /// requirements round it to (the layout's driver's answer).
+    fn new_chunk(
+        &self,
+        before: &Tally,
+        capacity: u64,
+        buffer_usage: vk::BufferUsageFlags,
+        host_access: bool,
+    ) -> RingChunkModel {
         let after = tally(&self.allocator.stats());
         let changed: Vec<usize> = (0..after.len())
             .filter(|&t| after[t] != before[t])
@@ -113,7 +124,8 @@ impl Walk {
         );
         let t = changed[0];
         let (b, a) = (before[t], after[t]);
-        let bytes = capacity.next_multiple_of(4);
+        let answer = &self.layout.buffer_requirements;
+        let bytes = answer.size(capacity, buffer_usage).expect("a chunk's size");
         let dedicated = a.2 != b.2;
         if dedicated {
             assert_eq!((a.0, a.1, a.2, a.3), (b.0, b.1, b.2 + 1, b.3 + bytes));
@@ -222,7 +234,7 @@ impl Walk {
         } else {
             None
         };
-        let unsuitable = self.ring_no_suitable_type(memory_usage, size);
+        let unsuitable = self.ring_no_suitable_type(memory_usage, buffer_usage, size);
         let ring = match (result, flaw) {
             (Ok(ring), None) if unsuitable.is_some() => {
                 panic!("{desc:?} made {ring:?}, not {unsuitable:?}")
@@ -255,13 +267,14 @@ impl Walk {
             }
         };
         let host_access = usage.needs_host_access();
-        let chunk = self.new_chunk(&before, size, host_access);
+        let chunk = self.new_chunk(&before, size, buffer_usage, host_access);
         self.rings.push(RingModel {
             ring,
             chunk_size: size,
             grow,
             host_access,
             device_address: buffer_usage.contains(B::SHADER_DEVICE_ADDRESS),
+            buffer_usage,
             min_alignment,
             chunks: vec![chunk],
             live: Vec::new(),
@@ -272,16 +285,24 @@ impl Walk {
     /// for `usage` meets when no memory type its buffer allows suits the
     /// usage (`no_candidate_error`), where the chunk's earlier checks pass
     /// it (`create_ring_chunk`): the fake device's buffers allow every type
-    /// but the lazily allocated ones, so a ring that only such types suit
+    /// the layout's driver lets them (`BufferRequirements::memory_type_bits`)
+    /// but the lazily allocated ones, so a ring that only other types suit
     /// (checked by `check_ring_desc`, which asks of every usable type)
     /// gets `NoSuitableMemoryType` naming the buffer's types when its
-    /// size (rounded to 4 bytes, the buffer's) is past no allowed heap.
+    /// size (rounded as the buffer's requirements) is past no allowed heap.
     /// None for a ring made once: its next chunks have the same buffer
     /// bits and usage.
-    fn ring_no_suitable_type(&self, usage: Usage, size: u64) -> Option<Error> {
+    fn ring_no_suitable_type(
+        &self,
+        usage: Usage,
+        buffer_usage: vk::BufferUsageFlags,
+        size: u64,
+    ) -> Option<Error> {
+        let answer = &self.layout.buffer_requirements;
         let buffer_bits = (self.layout.memory_types.iter().take(32).enumerate())
             .filter(|(_, t)| !t.props.contains(Props::LAZILY_ALLOCATED))
-            .fold(0u32, |bits, (i, _)| bits | 1 << i);
+            .fold(0u32, |bits, (i, _)| bits | 1 << i)
+            & answer.memory_type_bits;
         let allowed = buffer_bits & self.usable_types();
         if allowed == 0 || allowed & self.suiting_types(usage, 0) != 0 {
             return None;
@@ -292,7 +313,7 @@ impl Walk {
             .map(|h| h.size)
             .max()
             .unwrap_or(0);
-        let required = size.checked_next_multiple_of(4)?;
+        let required = answer.size(size, buffer_usage)?;
         (required <= largest).then_some(Error::NoSuitableMemoryType {
             memory_type_bits: buffer_bits,
             usage,
@@ -302,10 +323,18 @@ impl Walk {
     /// An upload ring that does not grow, of `size` bytes, for host
     /// uploads, or with `readback` for readback (`Usage::READBACK`:
     /// host-cached memory, non-coherent on some layouts) (`Setup::flags`
-    /// bit 5).
-    pub fn start_ring(&mut self, size: u16, readback: bool) {
+    /// bit 5). With `device_address`, on a layout with buffer device
+    /// addresses, its buffers are `SHADER_DEVICE_ADDRESS | STORAGE_BUFFER`
+    /// and its allocations carry device addresses: short inputs reach
+    /// them, which CreateRing's picks seldom did.
+    pub fn start_ring(&mut self, size: u16, readback: bool, device_address: bool) {
         let usage = if readback { 4 } else { 1 };
-        self.create_ring(3, size, usage, 1, false, false);
+        let buffer_usage = if device_address && self.layout.buffer_device_address {
+            3
+        } else {
+            1
+        };
+        self.create_ring(3, size, usage, buffer_usage, false, false);
     }
 
     fn ring_pick(&self, pick: u8) -> Option<Result<usize, UploadRing>> {
@@ -479,8 +508,9 @@ impl Walk {
                 if grown {
                     assert!(self.rings[i].grow, "a ring that does not grow grew");
                     let capacity = self.rings[i].chunk_size.max(size);
-                    let host_access = self.rings[i].host_access;
-                    let chunk = self.new_chunk(&before, capacity, host_access);
+                    let (buffer_usage, host_access) =
+                        (self.rings[i].buffer_usage, self.rings[i].host_access);
+                    let chunk = self.new_chunk(&before, capacity, buffer_usage, host_access);
                     self.rings[i].chunks.push(chunk);
                     self.rings[i].chunks.len() - 1
                 } else {
@@ -509,7 +539,15 @@ impl Walk {
             }
         };
         let frame = self.next_frame;
-        let least = self.rings[i].min_alignment.max(1);
+        // A chunk starts at its buffer's alignment and at its ring's
+        // min_alignment, 256 by default for a device-address ring
+        // (`UploadRingDesc::min_alignment`).
+        let ring = &self.rings[i];
+        let buffer_alignment = self.layout.buffer_requirements.alignment(ring.buffer_usage);
+        let least = match ring.min_alignment {
+            0 if ring.device_address => 256,
+            asked => asked.max(1),
+        };
         let chunk = &mut self.rings[i].chunks[c];
         assert!(
             allocation.buffer_offset() + size <= chunk.capacity,
@@ -539,6 +577,11 @@ impl Walk {
                 offset % least,
                 0,
                 "{allocation:?}: off its ring's min_alignment"
+            );
+            assert_eq!(
+                offset % buffer_alignment,
+                0,
+                "{allocation:?}: off its buffer's alignment"
             );
             if chunk.held.dedicated {
                 assert_eq!(offset, 0);
