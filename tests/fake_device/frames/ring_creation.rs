@@ -1058,3 +1058,74 @@ fn a_ring_keeps_to_the_memory_types_its_buffers_may_use() {
     assert_eq!(device.live_allocations(), memories);
     finish_after_frame(allocator, &device);
 }
+
+/// A ring's chunks take the requirements their buffers' usage gets from
+/// the driver, through the allocator: on RADV (`amd`) a ring for
+/// acceleration-structure storage (made with `create_upload_ring_unchecked`)
+/// puts its chunks at 64 bytes and rounds their size to 64, where other
+/// buffers there align to 16; on ANV (`integrated`, `intel_arc`) a ring of
+/// uniform or storage buffers (the default buffer usage) takes its size
+/// rounded to 4, one of transfer buffers alone the size as asked. Each
+/// chunk follows a buffer whose end is off 64 in the same block. No test
+/// made a ring with such a usage on these layouts before (the fake
+/// device's own test asks the device, not the allocator).
+#[test]
+fn a_ring_s_chunks_take_the_requirements_of_their_buffer_usage() {
+    use vk::BufferUsageFlags as B;
+    use vk_suballoc::{Request, ResourceKind};
+    let structure = B::ACCELERATION_STRUCTURE_STORAGE_KHR;
+    let default = UploadRingDesc::default().buffer_usage;
+    let size = (40 << 10) + 1;
+    // (layout, the ring's buffer usage, its chunks' alignment, their size)
+    let cases = [
+        (FakeLayout::amd(), structure, 64, (40 << 10) + 64),
+        (FakeLayout::amd(), B::TRANSFER_SRC, 16, (40 << 10) + 16),
+        (FakeLayout::integrated(), default, 64, (40 << 10) + 4),
+        (FakeLayout::integrated(), B::TRANSFER_SRC, 64, size),
+        (
+            FakeLayout::intel_arc(),
+            B::STORAGE_BUFFER,
+            64,
+            (40 << 10) + 4,
+        ),
+    ];
+    for (layout, buffer_usage, alignment, chunk_bytes) in cases {
+        let name = layout.name;
+        let (allocator, device) = allocator(layout);
+        // A buffer first whose end is 16 bytes past a multiple of 64; past
+        // 32 KiB, as the chunk, so that neither takes a slot of a run.
+        let requirements = vk::MemoryRequirements {
+            size: (40 << 10) + 16,
+            alignment: 16,
+            memory_type_bits: !0,
+        };
+        let request = Request::new(requirements, Usage::UPLOAD, ResourceKind::Buffer)
+            .dedicated(vk_suballoc::DedicatedPolicy::Never);
+        let held = allocator.allocate(&request).unwrap();
+        let before = allocator.stats().live_bytes();
+        let desc = UploadRingDesc {
+            size,
+            usage: Usage::UPLOAD,
+            buffer_usage,
+            ..UploadRingDesc::default()
+        };
+        // SAFETY: the fake device takes every usage.
+        let ring = unsafe { allocator.create_upload_ring_unchecked(&desc) }.unwrap();
+        assert_eq!(
+            allocator.stats().live_bytes() - before,
+            chunk_bytes,
+            "{name}, {buffer_usage:?}: the chunk's size"
+        );
+        let a = allocator.ring_allocate(ring, 1000, 1).unwrap();
+        assert_eq!(a.memory(), held.memory(), "{name}: one block");
+        let chunk = a.memory_offset() - a.buffer_offset();
+        assert_eq!(
+            chunk % alignment,
+            0,
+            "{name}, {buffer_usage:?}: a chunk at {chunk:#x}"
+        );
+        allocator.destroy_upload_ring(ring).unwrap();
+        super::super::free(&allocator, held);
+        finish_after_frame(allocator, &device);
+    }
+}

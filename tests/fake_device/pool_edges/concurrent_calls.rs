@@ -171,7 +171,8 @@ fn a_request_waiting_for_a_pool_being_destroyed_is_refused() {
 /// (GPUOpen-LibrariesAndSDKs/VulkanMemoryAllocator issue #451). Here
 /// threads free a shared pool's allocations (host-visible, with debug
 /// fills: each free writes its bytes) and each destroys the pool once
-/// `pool_stats` reads no allocation: one destroy succeeds, the rest are
+/// `pool_stats` reads no allocation, and all of them try once more together
+/// when every free is done: one destroy succeeds, the rest are
 /// refused as stale, and the device sees no write into freed memory and
 /// ends balanced.
 #[test]
@@ -197,25 +198,28 @@ fn a_pool_destroyed_once_its_figures_read_empty_races_no_free() {
             for share in shares {
                 let (allocator, barrier, destroyed) = (&allocator, &barrier, &destroyed);
                 scope.spawn(move || {
+                    let destroy_if_empty = || match allocator.pool_stats(&pool) {
+                        Ok(stats) if stats.block_allocations + stats.dedicated_allocations == 0 => {
+                            match allocator.destroy_pool(pool) {
+                                Ok(()) => {
+                                    destroyed.fetch_add(1, Ordering::Relaxed);
+                                }
+                                Err(Error::StalePool) => {}
+                                Err(error) => panic!("round {round}: {error:?}"),
+                            }
+                        }
+                        Ok(_) | Err(Error::StalePool) => {}
+                        Err(error) => panic!("round {round}: {error:?}"),
+                    };
                     barrier.wait();
                     for allocation in share {
                         free(allocator, allocation);
-                        match allocator.pool_stats(&pool) {
-                            Ok(stats)
-                                if stats.block_allocations + stats.dedicated_allocations == 0 =>
-                            {
-                                match allocator.destroy_pool(pool) {
-                                    Ok(()) => {
-                                        destroyed.fetch_add(1, Ordering::Relaxed);
-                                    }
-                                    Err(Error::StalePool) => {}
-                                    Err(error) => panic!("round {round}: {error:?}"),
-                                }
-                            }
-                            Ok(_) | Err(Error::StalePool) => {}
-                            Err(error) => panic!("round {round}: {error:?}"),
-                        }
+                        destroy_if_empty();
                     }
+                    // Then every thread at once, the pool (if still there)
+                    // read empty by each: still one destroy.
+                    barrier.wait();
+                    destroy_if_empty();
                 });
             }
         });
