@@ -157,8 +157,8 @@ struct Setup {
     /// 0: the preset's limit; else this many memory objects at most.
     max_objects: u8,
     /// Modulo 8: 0, a `bufferImageGranularity` of `1 << (granularity / 8
-    /// % 17)`; 1, of 1536; 2, another driver's buffer requirements
-    /// (`layout`); else the preset's.
+    /// % 17)`; 1, of 1536; 2, another driver's buffer requirements; 3, a
+    /// memory type buffers may not use (`layout`); else the preset's.
     granularity: u8,
     /// Bit 0: `VK_EXT_memory_budget` toggled from the preset's. Bit 1: a
     /// `bufferImageGranularity` large against the blocks, a quarter of the
@@ -252,6 +252,20 @@ fn layout(setup: &Setup) -> FakeLayout {
             let answer = BufferRequirements::new(1 << (draw % 9), 1 << (draw / 4 % 7));
             layout = layout.with_buffer_requirements(answer);
         }
+        // A memory type buffers may not use (AMDVLK leaves the BAR type
+        // out over Thunderbolt), keeping one host-visible and coherent, as
+        // Vulkan promises buffers.
+        3 => {
+            let left_out = usize::from(setup.granularity / 8) % layout.memory_types.len();
+            let host = Props::HOST_VISIBLE | Props::HOST_COHERENT;
+            let keeps_host = (layout.memory_types.iter().enumerate())
+                .any(|(i, t)| i != left_out && t.props.contains(host));
+            if keeps_host && left_out < 32 {
+                let answer = layout.buffer_requirements;
+                let bits = answer.memory_type_bits & !(1 << left_out);
+                layout = layout.with_buffer_requirements(answer.with_memory_type_bits(bits));
+            }
+        }
         _ => {}
     }
     if setup.toggle_budget & 2 != 0 && setup.block_size >= 2 {
@@ -282,6 +296,12 @@ fn layout(setup: &Setup) -> FakeLayout {
         let amd = layout.amd_device_coherent_types;
         let below = (1u32 << at) - 1;
         layout.amd_device_coherent_types = (amd & below) | ((amd & !below) << 1);
+        // And the types buffers may use (the new one too, as the fake
+        // device lets buffers use protected types).
+        let answer = layout.buffer_requirements;
+        let bits = answer.memory_type_bits;
+        let bits = (bits & below) | ((bits & !below) << 1) | (1 << at);
+        layout = layout.with_buffer_requirements(answer.with_memory_type_bits(bits));
         layout.protected_memory = setup.protected % 2 == 1;
     }
     if setup.opaque_fd_only {
