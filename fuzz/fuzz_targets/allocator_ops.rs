@@ -252,19 +252,10 @@ fn layout(setup: &Setup) -> FakeLayout {
             let answer = BufferRequirements::new(1 << (draw % 9), 1 << (draw / 4 % 7));
             layout = layout.with_buffer_requirements(answer);
         }
-        // A memory type buffers may not use (AMDVLK leaves the BAR type
-        // out over Thunderbolt), keeping one host-visible and coherent, as
-        // Vulkan promises buffers.
+        // A memory type buffers may not use (`with_buffer_type_left_out`).
         3 => {
             let left_out = usize::from(setup.granularity / 8) % layout.memory_types.len();
-            let host = Props::HOST_VISIBLE | Props::HOST_COHERENT;
-            let keeps_host = (layout.memory_types.iter().enumerate())
-                .any(|(i, t)| i != left_out && t.props.contains(host));
-            if keeps_host && left_out < 32 {
-                let answer = layout.buffer_requirements;
-                let bits = answer.memory_type_bits & !(1 << left_out);
-                layout = layout.with_buffer_requirements(answer.with_memory_type_bits(bits));
-            }
+            layout = layout.with_buffer_type_left_out(left_out);
         }
         _ => {}
     }

@@ -411,22 +411,11 @@ fn variant(rng: &mut Rng, base: FakeLayout) -> (FakeLayout, Config) {
         let size_granule = 1 << buffers.below(7);
         layout = layout.with_buffer_requirements(BufferRequirements::new(alignment, size_granule));
     }
-    // And in a quarter, a memory type buffers may not use (as AMDVLK
-    // leaves the BAR type out over Thunderbolt), keeping one both
-    // host-visible and host-coherent, as Vulkan promises buffers.
+    // And in a quarter, a memory type buffers may not use
+    // (`with_buffer_type_left_out`).
     if buffers.below(4) == 0 {
         let left_out = buffers.below(layout.memory_types.len() as u64) as usize;
-        let host = Props::HOST_VISIBLE | Props::HOST_COHERENT;
-        let keeps_host = layout
-            .memory_types
-            .iter()
-            .enumerate()
-            .any(|(i, t)| i != left_out && t.props.contains(host));
-        if keeps_host && left_out < 32 {
-            let answer = layout.buffer_requirements;
-            let bits = answer.memory_type_bits & !(1 << left_out);
-            layout = layout.with_buffer_requirements(answer.with_memory_type_bits(bits));
-        }
+        layout = layout.with_buffer_type_left_out(left_out);
     }
     // Debug fills in half the walks, drawn from another copy of the
     // generator (the other draws stay as they were). Fills make every byte

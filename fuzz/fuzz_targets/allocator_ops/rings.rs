@@ -299,10 +299,7 @@ impl Walk {
         size: u64,
     ) -> Option<Error> {
         let answer = &self.layout.buffer_requirements;
-        let buffer_bits = (self.layout.memory_types.iter().take(32).enumerate())
-            .filter(|(_, t)| !t.props.contains(Props::LAZILY_ALLOCATED))
-            .fold(0u32, |bits, (i, _)| bits | 1 << i)
-            & answer.memory_type_bits;
+        let buffer_bits = self.layout.buffer_memory_type_bits();
         let allowed = buffer_bits & self.usable_types();
         if allowed == 0 || allowed & self.suiting_types(usage, 0) != 0 {
             return None;

@@ -149,25 +149,29 @@ impl BufferRequirements {
 
     /// The alignment of a buffer made with `usage`.
     pub fn alignment(&self, usage: vk::BufferUsageFlags) -> u64 {
-        let (bits, alignment) = self.usage_alignment;
-        if usage.intersects(bits) {
-            self.alignment.max(alignment)
-        } else {
-            self.alignment
-        }
+        by_usage(self.alignment, self.usage_alignment, usage)
     }
 
     /// What a buffer of `size` bytes made with `usage` requires: `size`
     /// rounded up to its granule (the larger one of its usage, where it has
     /// one); `None` past `u64::MAX`.
     pub fn size(&self, size: u64, usage: vk::BufferUsageFlags) -> Option<u64> {
-        let (bits, granule) = self.usage_size_granule;
-        let granule = if usage.intersects(bits) {
-            self.size_granule.max(granule)
-        } else {
-            self.size_granule
-        };
+        let granule = by_usage(self.size_granule, self.usage_size_granule, usage);
         size.checked_next_multiple_of(granule.max(1))
+    }
+}
+
+/// `figure`, or the larger figure given buffers with any of `usages`,
+/// where `usage` has one.
+fn by_usage(
+    figure: u64,
+    (usages, larger): (vk::BufferUsageFlags, u64),
+    usage: vk::BufferUsageFlags,
+) -> u64 {
+    if usage.intersects(usages) {
+        figure.max(larger)
+    } else {
+        figure
     }
 }
 
@@ -565,6 +569,32 @@ impl FakeLayout {
     pub fn with_buffer_requirements(mut self, requirements: BufferRequirements) -> Self {
         self.buffer_requirements = requirements;
         self
+    }
+
+    /// The same layout with memory type `index` left out of buffers'
+    /// `memoryTypeBits` (as AMDVLK leaves the BAR type out over
+    /// Thunderbolt), unless that would leave buffers no type both
+    /// host-visible and host-coherent, which Vulkan promises them, or the
+    /// index is past the 32 a mask can name: then unchanged.
+    pub fn with_buffer_type_left_out(mut self, index: usize) -> Self {
+        let host = Props::HOST_VISIBLE | Props::HOST_COHERENT;
+        let keeps_host = (self.memory_types.iter().enumerate())
+            .any(|(i, t)| i != index && t.props.contains(host));
+        if keeps_host && index < 32 {
+            self.buffer_requirements.memory_type_bits &= !(1 << index);
+        }
+        self
+    }
+
+    /// The memory types a buffer may use (`memoryTypeBits` of its
+    /// requirements): those [`BufferRequirements::memory_type_bits`] lets
+    /// it, but lazily allocated ones, of the 32 a mask can name (a layout
+    /// may list more; Vulkan does not).
+    pub fn buffer_memory_type_bits(&self) -> u32 {
+        (self.memory_types.iter().take(32).enumerate())
+            .filter(|(_, t)| !t.props.contains(Props::LAZILY_ALLOCATED))
+            .fold(0u32, |bits, (i, _)| bits | (1 << i))
+            & self.buffer_requirements.memory_type_bits
     }
 
     /// The same layout with another `maxMemoryAllocationCount`.

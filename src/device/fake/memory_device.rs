@@ -203,23 +203,8 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
                 self.layout.max_buffer_size
             )));
         }
-        // Buffers may live in every type the layout's driver lets them
-        // (`BufferRequirements::memory_type_bits`) but lazily allocated
-        // ones, of the 32 a mask can name (a layout may list more; Vulkan
-        // does not).
+        let memory_type_bits = self.layout.buffer_memory_type_bits();
         let answer = &self.layout.buffer_requirements;
-        let memory_type_bits = self
-            .layout
-            .memory_types
-            .iter()
-            .take(32)
-            .enumerate()
-            .filter(|(_, t)| {
-                !t.props
-                    .contains(gpu_alloc_types::MemoryPropertyFlags::LAZILY_ALLOCATED)
-            })
-            .fold(0u32, |bits, (i, _)| bits | (1 << i))
-            & answer.memory_type_bits;
         // Alignment and size as the layout's driver answers them
         // (`BufferRequirements`); a buffer whose size would round past
         // u64::MAX is one no memory can back, which a driver refuses so.

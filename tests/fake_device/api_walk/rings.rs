@@ -3,7 +3,6 @@
 //! allocations reveal.
 
 use ash::vk;
-use gpu_alloc_types::MemoryPropertyFlags as Props;
 use vk_suballoc::report::Stats;
 use vk_suballoc::{
     DedicatedPolicy, Error, Request, ResourceKind, RingAllocation, UploadRingDesc, Usage,
@@ -56,17 +55,10 @@ impl Walk {
         usage: Usage,
         buffer_usage: vk::BufferUsageFlags,
     ) -> Request<'static> {
-        let lazy = self
-            .layout
-            .memory_types
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.props.contains(Props::LAZILY_ALLOCATED))
-            .fold(0u32, |bits, (i, _)| bits | 1 << i);
         let requirements = vk::MemoryRequirements {
             size: self.chunk_bytes(bytes, buffer_usage),
             alignment: self.layout.buffer_requirements.alignment(buffer_usage),
-            memory_type_bits: !lazy & self.layout.buffer_requirements.memory_type_bits,
+            memory_type_bits: self.layout.buffer_memory_type_bits(),
         };
         Request::new(requirements, usage, ResourceKind::Buffer).dedicated(DedicatedPolicy::Never)
     }
