@@ -130,6 +130,14 @@ pub fn without_runs() -> Config {
     }
 }
 
+/// Every placement strategy, for walks that draw one per request.
+pub const STRATEGIES: [vk_suballoc::Strategy; 4] = [
+    vk_suballoc::Strategy::MinTime,
+    vk_suballoc::Strategy::MinMemory,
+    vk_suballoc::Strategy::MinOffset,
+    vk_suballoc::Strategy::MaxOffset,
+];
+
 /// Memory requirements allowing every type.
 pub fn requirements(size: u64, alignment: u64) -> vk::MemoryRequirements {
     vk::MemoryRequirements {

@@ -26,7 +26,7 @@ use ash::vk::{self, Handle};
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{
     Allocation, AllocationDesc, Config, DefragmentationLimits, Error, Movable, Pool, PoolDesc,
-    Request, ResourceKind, Strategy, Usage,
+    Request, ResourceKind, Usage,
 };
 
 use super::seeded_rng::Rng;
@@ -166,13 +166,7 @@ impl GranularityWalk {
         } else {
             Usage::DEVICE_LOCAL
         };
-        let strategies = [
-            Strategy::MinTime,
-            Strategy::MinMemory,
-            Strategy::MinOffset,
-            Strategy::MaxOffset,
-        ];
-        let strategy = strategies[self.strategies.below(4) as usize];
+        let strategy = super::STRATEGIES[self.strategies.below(4) as usize];
         let mut desc = AllocationDesc::new(usage).strategy(strategy);
         if self.rng.below(6) == 0 {
             desc = desc.min_alignment(1 << self.rng.below(17));

@@ -234,7 +234,7 @@ fn dropping_with_live_allocations_frees_all_memory() {
 #[test]
 fn no_block_is_made_while_one_has_room() {
     use crate::seeded_rng::Rng;
-    use vk_suballoc::{AllocationDesc, Config, Request, ResourceKind, Strategy};
+    use vk_suballoc::{AllocationDesc, Config, Request, ResourceKind};
 
     let mut rng = Rng::from_env("no_block_is_made_while_one_has_room");
     let mut blocks_made = 0;
@@ -278,12 +278,7 @@ fn no_block_is_made_while_one_has_room() {
             } else {
                 ResourceKind::Buffer
             };
-            let strategy = [
-                Strategy::MinTime,
-                Strategy::MinMemory,
-                Strategy::MinOffset,
-                Strategy::MaxOffset,
-            ][rng.below(4) as usize];
+            let strategy = super::super::STRATEGIES[rng.below(4) as usize];
             let map = allocator.memory_map();
             let objects = device.counters().allocate_calls;
             let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).strategy(strategy);

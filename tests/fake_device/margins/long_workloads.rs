@@ -6,21 +6,13 @@
 
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{Allocation, Config, Strategy, Usage};
+use vk_suballoc::{Allocation, Config, Usage};
 
 use super::super::frames::end_frame;
 use super::super::seeded_rng::Rng;
-use super::super::{allocator_with, buffer, finish, free};
+use super::super::{allocator_with, buffer, finish, free, STRATEGIES};
 
 use super::{gpu_write, with_margin, MIB};
-
-/// The strategies a request of the overrun run is placed by.
-const STRATEGIES: [Strategy; 4] = [
-    Strategy::MinTime,
-    Strategy::MinMemory,
-    Strategy::MinOffset,
-    Strategy::MaxOffset,
-];
 
 /// Allocations that fill their whole slice, over a long random run with
 /// frees now and after frames, never damage a margin.
