@@ -9,9 +9,9 @@ use ash::vk;
 use gpu_alloc_types::MemoryHeap;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::device::{MemoryPropertyFlags as Props, MemoryType};
-use vk_suballoc::{Error, UploadRingDesc, Usage};
+use vk_suballoc::{DedicatedPolicy, Error, UploadRingDesc, Usage};
 
-use super::super::{allocator, finish};
+use super::super::{allocator, buffer, finish};
 
 use super::{end_frame, finish_after_frame};
 
@@ -879,17 +879,11 @@ fn type_of(device: &FakeDevice, allocation: &vk_suballoc::RingAllocation) -> Opt
 /// anything is made.
 #[test]
 fn a_ring_s_min_alignment_aligns_its_chunks_in_memory() {
-    use vk_suballoc::{Request, ResourceKind};
     let (allocator, device) = allocator(FakeLayout::discrete());
     let small = |kib: u64| {
-        let requirements = vk::MemoryRequirements {
-            size: kib << 10,
-            alignment: 256,
-            memory_type_bits: !0,
-        };
-        let request = Request::new(requirements, Usage::DEVICE_LOCAL, ResourceKind::Buffer);
+        let request = buffer(kib << 10, 256, Usage::DEVICE_LOCAL);
         allocator
-            .allocate(&request.dedicated(vk_suballoc::DedicatedPolicy::Never))
+            .allocate(&request.dedicated(DedicatedPolicy::Never))
             .unwrap()
     };
     let alignment = 64 << 10;
@@ -948,7 +942,6 @@ fn a_ring_s_min_alignment_aligns_its_chunks_in_memory() {
 /// allocation aligned to 256 in its buffer at device address 0x10000a010'.
 #[test]
 fn a_device_address_ring_s_chunks_align_to_256_where_buffers_align_to_less() {
-    use vk_suballoc::{Request, ResourceKind};
     for layout in [
         FakeLayout::amd(),
         FakeLayout::apple(),
@@ -961,15 +954,9 @@ fn a_device_address_ring_s_chunks_align_to_256_where_buffers_align_to_less() {
         // bytes, which every one of these GPUs takes); past 32 KiB, as the
         // chunks, so that none takes a slot of a run.
         let small = |bytes: u64| {
-            let requirements = vk::MemoryRequirements {
-                size: bytes,
-                alignment: 16,
-                memory_type_bits: !0,
-            };
-            let usage = Usage::UPLOAD | Usage::DEVICE_ADDRESS;
-            let request = Request::new(requirements, usage, ResourceKind::Buffer);
+            let request = buffer(bytes, 16, Usage::UPLOAD | Usage::DEVICE_ADDRESS);
             allocator
-                .allocate(&request.dedicated(vk_suballoc::DedicatedPolicy::Never))
+                .allocate(&request.dedicated(DedicatedPolicy::Never))
                 .unwrap()
         };
         let mut held = vec![small((40 << 10) + 16)];
@@ -1072,7 +1059,6 @@ fn a_ring_keeps_to_the_memory_types_its_buffers_may_use() {
 #[test]
 fn a_ring_s_chunks_take_the_requirements_of_their_buffer_usage() {
     use vk::BufferUsageFlags as B;
-    use vk_suballoc::{Request, ResourceKind};
     let structure = B::ACCELERATION_STRUCTURE_STORAGE_KHR;
     let default = UploadRingDesc::default().buffer_usage;
     let size = (40 << 10) + 1;
@@ -1094,13 +1080,7 @@ fn a_ring_s_chunks_take_the_requirements_of_their_buffer_usage() {
         let (allocator, device) = allocator(layout);
         // A buffer first whose end is 16 bytes past a multiple of 64; past
         // 32 KiB, as the chunk, so that neither takes a slot of a run.
-        let requirements = vk::MemoryRequirements {
-            size: (40 << 10) + 16,
-            alignment: 16,
-            memory_type_bits: !0,
-        };
-        let request = Request::new(requirements, Usage::UPLOAD, ResourceKind::Buffer)
-            .dedicated(vk_suballoc::DedicatedPolicy::Never);
+        let request = buffer((40 << 10) + 16, 16, Usage::UPLOAD).dedicated(DedicatedPolicy::Never);
         let held = allocator.allocate(&request).unwrap();
         let before = allocator.stats().live_bytes();
         let desc = UploadRingDesc {
