@@ -283,33 +283,21 @@ fn a_slot_count_of_n_holds_exactly_n_allocations() {
 /// freeing everything leaves the one free range.
 #[test]
 fn vma_s_tlsf_list_index_sequence_is_placed_and_merged() {
-    fn run<const M: u32>() {
-        let mut shadow = Shadow::<M>::new(50_331_648, 8);
-        shadow.apply(Op::Allocate {
-            size: 576,
-            align: 2,
-        });
-        shadow.apply(Op::Allocate {
-            size: 648,
-            align: 2,
-        });
-        shadow.apply(Op::Free { pick: 0 });
-        shadow.apply(Op::Allocate {
-            size: 720,
-            align: 2,
-        });
-        shadow.apply(Op::Free { pick: 0 });
-        shadow.apply(Op::Allocate {
-            size: 576,
-            align: 2,
-        });
-        shadow.finish();
-    }
-    run::<2>();
-    run::<3>();
-    run::<4>();
-    run::<5>();
-    run::<6>();
+    let allocate = |size| Op::Allocate { size, align: 2 };
+    let free = Op::Free { pick: 0 };
+    let ops = [
+        allocate(576),
+        allocate(648),
+        free,
+        allocate(720),
+        free,
+        allocate(576),
+    ];
+    replay::<2>(50_331_648, 8, &ops);
+    replay::<3>(50_331_648, 8, &ops);
+    replay::<4>(50_331_648, 8, &ops);
+    replay::<5>(50_331_648, 8, &ops);
+    replay::<6>(50_331_648, 8, &ops);
 }
 
 /// The TLSF of mattconte (fixed in espressif/tlsf PR #2, sysprog21/tlsf-bsd
