@@ -194,6 +194,51 @@ fn the_driver_is_asked_for_budgets_every_thirty_memory_objects() {
     free_all_and_finish(allocator, &device, live);
 }
 
+/// `stats()`, `budgets()` and the dumps read the driver's figures anew at
+/// every call, once (the README: "one query of the driver's heap budgets
+/// per call", "`Allocator::budgets`, `stats` and the dumps always read
+/// anew"), and never without `VK_EXT_memory_budget`.
+#[test]
+fn stats_budgets_and_dumps_read_the_driver_once_per_call() {
+    for layout in [
+        FakeLayout::discrete(),
+        FakeLayout::discrete().with_memory_budget(false),
+    ] {
+        let per_call = u64::from(layout.memory_budget);
+        let (allocator, device) = allocator(layout);
+        let calls: [(&str, &dyn Fn()); 5] = [
+            ("stats", &|| {
+                let _ = allocator.stats();
+            }),
+            ("budgets", &|| {
+                let _ = allocator.budgets();
+            }),
+            ("memory_map", &|| {
+                let _ = allocator.memory_map();
+            }),
+            ("stats_json", &|| {
+                let _ = allocator.stats_json(true);
+            }),
+            ("memory_map_svg", &|| {
+                let _ = allocator.memory_map_svg();
+            }),
+        ];
+        for (name, call) in calls {
+            for _ in 0..2 {
+                let before = device.counters().budget_queries;
+                call();
+                assert_eq!(
+                    device.counters().budget_queries,
+                    before + per_call,
+                    "{name}, budget extension: {}",
+                    per_call == 1
+                );
+            }
+        }
+        finish(allocator, &device);
+    }
+}
+
 /// Between readings, the estimate follows the allocator's own memory: a
 /// budget read once still stops within-budget requests at the right place,
 /// without asking the driver for each.

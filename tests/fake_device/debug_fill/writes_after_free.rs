@@ -6,6 +6,7 @@
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{PoolDesc, ResourceKind};
 
+use super::super::leak_log::{record_thread_lines, take_thread_lines};
 use super::super::{allocator_with, assert_panicked_with, finish, free};
 
 use super::{all, bytes_of, request, with_fill, write_at, HOST, MIB, NEW};
@@ -111,6 +112,30 @@ fn a_write_after_free_is_caught() {
     free(&allocator, keeper);
     free(&allocator, in_pool);
     allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+/// A write after free found as the memory is allocated again is logged as
+/// an error (`log::error!`, as the README and `Config::debug_fill` say),
+/// not a warning.
+#[test]
+fn a_write_after_free_is_logged_as_an_error() {
+    record_thread_lines();
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_fill());
+    let request = request(50_000, ResourceKind::Buffer, None);
+    let a = allocator.allocate(&request).unwrap();
+    let (memory, offset, pointer) = (a.memory(), a.offset(), a.mapped_ptr().unwrap());
+    free(&allocator, a);
+    write_at(pointer, 10, &[0x42]);
+    let again = allocator.allocate(&request).unwrap();
+    assert_eq!((again.memory(), again.offset()), (memory, offset));
+    let written: Vec<String> = take_thread_lines()
+        .into_iter()
+        .filter(|line| line.contains("written after it was freed"))
+        .collect();
+    assert_eq!(written.len(), 1, "{written:#?}");
+    assert!(written[0].starts_with("ERROR: "), "{written:#?}");
+    free(&allocator, again);
     finish(allocator, &device);
 }
 

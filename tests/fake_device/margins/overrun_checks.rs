@@ -10,9 +10,40 @@ use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{AllocationDesc, Error, PoolDesc, Request, ResourceKind, Usage};
 
 use super::super::frames::end_frame;
+use super::super::leak_log::{record_thread_lines, take_thread_lines};
 use super::super::{allocator_with, buffer, finish, free, requirements};
 
 use super::{gpu_write, with_margin, HOST, MIB, VRAM};
+
+/// The margin holds VMA's pattern, `0x7F84E666` in little-endian words
+/// from the allocation's end, over the whole tail the allocation takes in
+/// its block (the margin and its size's rounding), as the README and
+/// `Config::detect_corruption` say; a damaged one is logged as an error
+/// (`log::error!`), not a warning.
+#[test]
+fn margins_hold_vma_s_pattern_and_damage_is_an_error() {
+    record_thread_lines();
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), with_margin(16, true));
+    // 1000 bytes and a 16-byte margin take 1024 (1016 rounded up): a tail
+    // of 24 bytes.
+    let a = allocator
+        .allocate(&buffer(1000, 16, Usage::UPLOAD).name("patterned"))
+        .unwrap();
+    assert_eq!(a.memory_type(), HOST);
+    // SAFETY: no slice of the allocation is alive.
+    let tail = unsafe { device.read(a.memory(), a.offset() + 1000, 24) }.unwrap();
+    let pattern: Vec<u8> = 0x7F84_E666u32.to_le_bytes().repeat(6);
+    assert_eq!(tail, pattern);
+    gpu_write(&device, &a, 1000, &[0]);
+    free(&allocator, a);
+    let damaged: Vec<String> = take_thread_lines()
+        .into_iter()
+        .filter(|line| line.contains("margin was written over"))
+        .collect();
+    assert_eq!(damaged.len(), 1, "{damaged:#?}");
+    assert!(damaged[0].starts_with("ERROR: "), "{damaged:#?}");
+    finish(allocator, &device);
+}
 
 /// One byte past the end, or a word at the margin's end, is seen when the
 /// allocation is freed: logged with its name and counted. Its neighbours'
