@@ -205,6 +205,48 @@ mod tests {
         );
     }
 
+    /// Against their definitions, over ladders that end at a power of two
+    /// and at other sizes, requests and rooms around the halvings, and
+    /// refusals: the remainder is the largest halving below `smallest`
+    /// that holds the request, is at most half the room and below the
+    /// refusal; the least, the smallest halving that holds the request.
+    #[test]
+    fn remainder_and_least_blocks_match_their_definitions() {
+        let around = |x: u64| [x.saturating_sub(1), x, x + 1];
+        for smallest in [4 * MIB, 3 * MIB, 12 * MIB / 64, 1000, 1] {
+            let halvings: Vec<u64> = std::iter::successors(Some(smallest / 2), |s| Some(s / 2))
+                .take_while(|&s| s > 0)
+                .collect();
+            let mut points: Vec<u64> = halvings.iter().flat_map(|&h| around(h)).collect();
+            points.extend([0, 1, smallest, 2 * smallest, u64::MAX]);
+            for &request in &points {
+                let holding: Vec<u64> = halvings
+                    .iter()
+                    .copied()
+                    .filter(|&h| h >= request.max(1))
+                    .collect();
+                assert_eq!(
+                    least_block_size(smallest, request),
+                    holding.last().copied(),
+                    "{smallest} {request}"
+                );
+                for &room in points.iter().chain(&[2 * smallest + 1]) {
+                    for refused in [u64::MAX, smallest / 2, smallest / 4, request] {
+                        let expected = holding
+                            .iter()
+                            .copied()
+                            .find(|&h| h <= room / 2 && h < refused);
+                        assert_eq!(
+                            remainder_block_size(smallest, request, room, refused),
+                            expected,
+                            "{smallest} {request} {room} {refused}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_least_block_is_the_last_halving_that_holds_the_request() {
         assert_eq!(least_block_size(4 * MIB, 256), Some(256));

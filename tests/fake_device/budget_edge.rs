@@ -10,6 +10,7 @@
 //! larger request still finds most of it.
 
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::report::RangeKind;
 use vk_suballoc::{Allocation, Config, DedicatedPolicy, Request, ResourceKind, Usage};
 
 use super::frames::free_all_and_finish;
@@ -320,4 +321,50 @@ fn small_requests_at_every_kind_of_edge() {
         );
         assert!(edge.later_served, "{name}: {edge:?}");
     }
+}
+
+/// Where buffers and optimal images take separate blocks (a granularity
+/// past `Config::max_padded_granularity`), each kind makes its own
+/// remainder blocks at the edge, and no block holds both: 1000 buffers of
+/// 256 bytes and 1000 optimal images of 1 KiB, taken in turns with
+/// 3.5 MiB of budget left, take a 1 MiB block each (the buffers' leaves
+/// 2.5 MiB, half of which the images' may take), all in VRAM: 2 memory
+/// objects, where they took 2000.
+#[test]
+fn each_granularity_class_takes_its_own_remainder_blocks() {
+    let layout = FakeLayout::discrete().with_granularity(65536);
+    let (allocator, device) = allocator_with(layout, Config::default());
+    three_and_a_half_mib_of_budget(&allocator, &device);
+    let buffer = device_local(256);
+    let image = Request::new(
+        requirements(KIB, KIB),
+        Usage::DEVICE_LOCAL,
+        ResourceKind::OptimalImage,
+    );
+    let mut live = Vec::new();
+    for i in 0..2000 {
+        let request = if i % 2 == 0 { &buffer } else { &image };
+        let allocation = allocator
+            .allocate(request)
+            .unwrap_or_else(|error| panic!("request {i}: {error:?}"));
+        assert_eq!(allocation.memory_type(), 1, "request {i}");
+        live.push(allocation);
+    }
+    let map = allocator.memory_map();
+    let blocks = &map.memory_types[1].blocks;
+    for block in blocks {
+        let linear = block.allocations().filter(|r| r.kind == RangeKind::Buffer);
+        let optimal = block
+            .allocations()
+            .filter(|r| r.kind == RangeKind::ImageOptimal);
+        assert!(
+            linear.count() == 0 || optimal.count() == 0,
+            "block {} holds both kinds",
+            block.id
+        );
+    }
+    let sizes: Vec<u64> = blocks.iter().map(|b| b.size).collect();
+    assert_eq!(heap_objects(&device), blocks.len(), "{sizes:?}");
+    assert_eq!(sizes, [MIB, MIB]);
+    free_all_and_finish(allocator, &device, live);
 }
