@@ -368,3 +368,27 @@ fn each_granularity_class_takes_its_own_remainder_blocks() {
     assert_eq!(sizes, [MIB, MIB]);
     free_all_and_finish(allocator, &device, live);
 }
+
+/// VMA's issue #545 to its end: with `maxMemoryAllocationCount` at 64 and
+/// 3.5 MiB of VRAM budget left, small requests took a memory object each
+/// until none was left, and then every request failed with
+/// `TooManyObjects` (no block existed to take it, in any memory type).
+/// With remainder blocks they all share one.
+#[test]
+fn small_requests_at_the_edge_never_reach_the_object_limit() {
+    let layout = FakeLayout::discrete().with_max_allocation_count(64);
+    let (allocator, device) = allocator_with(layout, Config::default());
+    three_and_a_half_mib_of_budget(&allocator, &device);
+    let mut live = Vec::new();
+    for i in 0..2000 {
+        match allocator.allocate(&device_local(256)) {
+            Ok(allocation) => live.push(allocation),
+            Err(error) => panic!(
+                "request {i}: {error:?}, with {} memory objects",
+                device.live_allocations().len()
+            ),
+        }
+    }
+    assert_eq!(device.live_allocations().len(), 1);
+    free_all_and_finish(allocator, &device, live);
+}
