@@ -29,8 +29,10 @@
 //! of them, then `VK_ERROR_TOO_MANY_OBJECTS`); now the last megabytes go
 //! to a few blocks, each at most half of what is left, so they shrink
 //! geometrically with the room, and a later request of up to half the
-//! room still finds it (a block of all the room, the largest halving that
-//! fits, saves about one block in two and leaves such a request nothing).
+//! room still finds it. (Blocks of all the room, the largest halving that
+//! fits, made about half as many memory objects, but with 3.5 MiB left a
+//! 2 MiB block left a later 2.5 MiB request 1.5 MiB: it went to another
+//! heap, `tests/fake_device/budget_edge.rs`.)
 //! A request that may not take dedicated memory then tries the least
 //! halving that holds it ([`least_block_size`]): it fails only when the
 //! heap has no room for that. Custom pools keep to their ladder (or fixed
