@@ -19,6 +19,8 @@ mod api_walk;
 mod backend_panics;
 #[path = "fake_device/bad_input.rs"]
 mod bad_input;
+#[path = "fake_device/budget_edge.rs"]
+mod budget_edge;
 #[path = "fake_device/budget_threads.rs"]
 mod budget_threads;
 #[path = "fake_device/budget_walk.rs"]

@@ -22,10 +22,11 @@
 //!   too); with `DedicatedPolicy::Auto` the same after the blocks, but for
 //!   a request past half a preferred block, which tries dedicated memory
 //!   first and a block after it: the preferred block, the only size of
-//!   its ladder that holds it; with `DedicatedPolicy::Never` and in a pool
-//!   the smallest block of its ladder (its size rounded to a power of
-//!   two, at least 1/64 of the preferred block), or a pool's fixed block
-//!   size; by the heap's cap and, within budget, by its budget; a request
+//!   its ladder that holds it; with `DedicatedPolicy::Never` the least
+//!   block of its ladder, which goes on below 1/64 of the preferred block
+//!   to remainder blocks (its size rounded to a power of two); in a pool
+//!   the smallest block of its ladder (the same, but at least 1/64 of the
+//!   preferred block), or a pool's fixed block size; by the heap's cap and, within budget, by its budget; a request
 //!   pinned to a type no request may take gets exactly the error that
 //!   says so, and a request in a pool never that error;
 //! - a request free to take any memory type of its usage failed only when
@@ -63,19 +64,28 @@ const MIB: u64 = 1 << 20;
 const HEAP: u64 = 512 * MIB;
 /// The preferred block of every heap.
 const PREFERRED_BLOCK: u64 = HEAP / 8;
-/// The smallest block a refused one is retried at: 1/64 of the preferred.
+/// The smallest block a custom pool's refused one is retried at: 1/64
+/// of the preferred.
 const SMALLEST_BLOCK: u64 = PREFERRED_BLOCK / 64;
 /// Walks per layout, and steps per walk.
 const WALKS: u64 = 2;
 const STEPS: u64 = 300;
 
-/// The smallest block a request of `size` bytes (at the walk's alignment,
-/// 256) tries when it may not take dedicated memory: its ladder halves the
-/// preferred block while the half holds it, down to [`SMALLEST_BLOCK`].
+/// The smallest block a custom pool's request of `size` bytes (at the
+/// walk's alignment, 256) tries: its ladder halves the preferred block
+/// while the half holds it, down to [`SMALLEST_BLOCK`].
 fn smallest_block(size: u64) -> u64 {
     size.next_multiple_of(256)
         .next_power_of_two()
         .max(SMALLEST_BLOCK)
+}
+
+/// The least block a default pool's request of `size` bytes (at the
+/// walk's alignment, 256) tries when it may not take dedicated memory:
+/// below [`SMALLEST_BLOCK`] its ladder goes on halving the preferred block
+/// while the half holds it (a remainder block, then this least one).
+fn least_block(size: u64) -> u64 {
+    size.next_multiple_of(256).next_power_of_two()
 }
 
 struct BudgetWalk {
@@ -335,14 +345,14 @@ impl BudgetWalk {
             }
             Err(error) => {
                 let room = self.room(heap, within);
-                let last_attempt = if never { smallest_block(size) } else { size };
+                let last_attempt = if never { least_block(size) } else { size };
                 // `Always`: dedicated memory alone. `Auto`: blocks, then
                 // dedicated memory; or, past half a preferred block,
                 // dedicated memory first, then the blocks, whose only
                 // size holding it is the preferred one. `Never`: blocks
                 // down to the smallest that holds it.
                 let bytes = match policy {
-                    DedicatedPolicy::Never => smallest_block(size),
+                    DedicatedPolicy::Never => least_block(size),
                     DedicatedPolicy::Auto if size > PREFERRED_BLOCK / 2 => PREFERRED_BLOCK,
                     _ => size,
                 };

@@ -203,6 +203,30 @@ impl<D> MemoryContext<D> {
         figures.usage >= figures.budget
     }
 
+    /// The bytes a new memory object of `memory_type` may still take in
+    /// its heap as far as this allocator knows: the heap's size (as
+    /// `Config::heap_size_limits` limits it) less this allocator's memory
+    /// there and, `within_budget`, no more than the heap's budget leaves
+    /// ([`heap_budgets`](Self::heap_budgets)). The driver may grant less;
+    /// a guide to the size of a remainder block (`block_size.rs`), which
+    /// the budget check and the driver still decide.
+    pub(crate) fn known_room<M>(&self, memory_type: u32, within_budget: bool) -> u64
+    where
+        D: MemoryDeviceExt<M>,
+    {
+        let heap = self.heap_of(memory_type) as usize;
+        let own = self
+            .heap_usage
+            .get(heap)
+            .map_or(0, |usage| usage.load(Ordering::Relaxed));
+        let room = self.heap_size(memory_type).saturating_sub(own);
+        if !within_budget {
+            return room;
+        }
+        let budget = self.heap_budgets()[heap];
+        room.min(budget.budget.saturating_sub(budget.usage))
+    }
+
     /// Makes the next budget check read the driver's figures again: a frame
     /// ended, and other processes may have taken or given back memory.
     pub(crate) fn expire_budgets(&self) {

@@ -5,9 +5,10 @@
 //! A request that needs new memory in a memory type tries a new block,
 //! its halvings down to 1/64 of the preferred size, and dedicated memory
 //! of its own size (`type_pool/new_block.rs`, `type_pool/allocate.rs`):
-//! up to 8 `vkAllocateMemory` calls, each of which a full heap refuses
-//! with `VK_ERROR_OUT_OF_DEVICE_MEMORY`, and as many again for each other
-//! memory type of the heap. A refused call can be slow, and an engine
+//! up to 8 `vkAllocateMemory` calls (a remainder block below 1/64 is a
+//! ninth, sized below the refusal remembered: below), each of which a
+//! full heap refuses with `VK_ERROR_OUT_OF_DEVICE_MEMORY`, and as many
+//! again for each other memory type of the heap. A refused call can be slow, and an engine
 //! near the limit of its VRAM without `VK_EXT_memory_budget` made them
 //! all again at every request. So each heap remembers the fewest bytes
 //! the driver refused there, and an attempt of that size or more is
@@ -17,8 +18,10 @@
 //! always ask the driver (`MemoryRequest::skip_if_refused` is false for
 //! them), in each memory type a request tries:
 //! - its last attempt: dedicated memory when it comes after the blocks,
-//!   else the smallest block of its ladder (a custom pool's one fixed
-//!   size). So no request fails without the driver having been asked.
+//!   else the least block of its ladder (in a default pool the smallest
+//!   halving of the preferred size that holds it, below 1/64 too; in a
+//!   custom pool no smaller than 1/64, or its one fixed size). So no
+//!   request fails without the driver having been asked.
 //! - its dedicated memory, also when it comes first (memory the driver
 //!   prefers dedicated, a request larger than half a block): of the
 //!   request's own size, the least it can take in the type. Skipped as
@@ -72,10 +75,21 @@
 //! other way round holds: a heap that refused plain memory is not asked
 //! for as much exportable memory either.
 //!
-//! Off the allocation path: read and written only as memory objects are
-//! made and freed, under the heap's turn (`heap_turns`), so that a
-//! refusal and a free of the heap's memory are never recorded out of
-//! order; relaxed atomics, as the warn-once bits beside them.
+//! A default pool's remainder block (`type_pool/new_block.rs`), below
+//! 1/64 of the preferred size, is sized below the refusal remembered:
+//! where the driver refused 4 MiB, it asks for 2 MiB once, and after a
+//! refusal of that, the next request asks for 1 MiB, so that a heap the
+//! driver has a little room left in is found out one call per request,
+//! not a probe of every size. Once the driver refused a request's own
+//! dedicated memory, no remainder block is smaller: a full heap costs one
+//! such call after it forgot its refusal, none after.
+//!
+//! Off the allocation path: written only as memory objects are made and
+//! freed, under the heap's turn (`heap_turns`), so that a refusal and a
+//! free of the heap's memory are never recorded out of order; relaxed
+//! atomics, as the warn-once bits beside them. (The remainder block's size
+//! reads it without the turn: a value changed meanwhile changes only that
+//! size.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -99,6 +113,17 @@ impl<D> MemoryContext<D> {
     pub(super) fn remembered_refusal(&self, heap: u32, size: u64) -> Option<u64> {
         let refused = self.refused_in(heap)?.load(Ordering::Relaxed);
         (size >= refused).then_some(refused)
+    }
+
+    /// The fewest bytes the driver refused in `memory_type`'s heap since
+    /// it was last refreshed, [`NONE_REFUSED`] (`u64::MAX`) when none: a
+    /// remainder block is sized below it (`type_pool/new_block.rs`).
+    /// Read under the memory type's pool lock, not the heap's turn: a
+    /// refusal recorded or forgotten meanwhile by another memory type of
+    /// the heap only changes the size that block is tried at.
+    pub(crate) fn refused_bytes(&self, memory_type: u32) -> u64 {
+        self.refused_in(self.heap_of(memory_type))
+            .map_or(NONE_REFUSED, |refused| refused.load(Ordering::Relaxed))
     }
 
     /// The driver refused `size` bytes in `heap` for want of device

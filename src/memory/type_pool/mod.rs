@@ -10,8 +10,10 @@
 //! requests and those the driver asks for get dedicated memory (in a custom
 //! pool, with a [`PoolPolicy`], only those that require it). When the
 //! driver is out of memory, or the heap over budget, the pool retries
-//! smaller blocks, then dedicated memory, before it reports failure (and the
-//! allocator moves on to the next memory type); sizes the heap refused
+//! smaller blocks (in a default pool down to a remainder block that
+//! leaves half the heap's last room), then dedicated memory, before it
+//! reports failure (and the allocator moves on to the next memory type);
+//! sizes the heap refused
 //! before are skipped without a call while it remembers the refusal, but
 //! for the attempts every request makes (`context/refusals.rs`).
 //!

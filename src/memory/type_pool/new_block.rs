@@ -3,14 +3,19 @@
 //! smaller sizes tried when the device has no room or the heap's budget
 //! none (those the heap refused since its memory was last freed skipped
 //! without a call, but for one attempt per request:
-//! `context/refusals.rs`), an empty block of the other granularity class taken over instead
-//! of a new one (by the reserve, `allocate_in_reserve`, which requests try
-//! first), and the debug names of a pool's memory objects.
+//! `context/refusals.rs`), below the smallest of them, in a default pool,
+//! a remainder block that leaves half the heap's last room
+//! (`create_remainder_block`), an empty block of the other granularity
+//! class taken over instead of a new one (by the reserve,
+//! `allocate_in_reserve`, which requests try first), and the debug names
+//! of a pool's memory objects.
 
 use super::{is_no_room, too_large_for_any_block, Placement, PoolRequest, TypePool};
 use crate::device::MemoryDeviceExt;
 use crate::memory::block::{Block, Miss, SlotKinds};
-use crate::memory::block_size::{new_block_size, retry_block_size};
+use crate::memory::block_size::{
+    least_block_size, new_block_size, remainder_block_size, retry_block_size,
+};
 use crate::memory::context::{Failure, MemoryContext};
 use crate::memory::slab::SlabKey;
 use crate::offset::{OffsetAllocator, OffsetError};
@@ -61,19 +66,38 @@ impl<M> TypePool<M> {
             Some(block_size) => block_size,
             None => new_block_size(preferred, largest, request.placed_size),
         };
+        // A default pool's ladder goes on below its smallest size
+        // (`create_remainder_block`); a custom pool's stops there.
+        let remainder = !self.custom;
         let key = loop {
             // The smallest block is the request's last attempt, which the
             // heap's remembered refusal never answers, unless dedicated
-            // memory comes after it (`context/refusals.rs`).
-            let last =
-                fixed.is_some() || retry_block_size(size, preferred, request.placed_size).is_none();
+            // memory, or a smaller block that holds it, comes after it
+            // (`context/refusals.rs`).
+            let last = fixed.is_some()
+                || (retry_block_size(size, preferred, request.placed_size).is_none()
+                    && !(remainder && least_block_size(size, request.placed_size).is_some()));
             let skip_if_refused = dedicated_after || !last;
             match self.create_block(context, size, request, skip_if_refused) {
                 Ok(key) => break key,
                 // Out of memory or over budget: a smaller block may still
                 // fit, unless the pool fixes the size (as VMA's pools do).
                 Err(error) if is_no_room(error) && fixed.is_none() => {
-                    size = retry_block_size(size, preferred, request.placed_size).ok_or(error)?;
+                    let Some(smaller) = retry_block_size(size, preferred, request.placed_size)
+                    else {
+                        if !remainder {
+                            return Err(error);
+                        }
+                        let key = self.create_remainder_block(
+                            context,
+                            request,
+                            size,
+                            dedicated_after,
+                            error,
+                        )?;
+                        break key;
+                    };
+                    size = smaller;
                     // Once until the type makes memory again: a heap at its
                     // budget refuses every request's new block.
                     if context.first_failure(self.memory_type, Failure::SmallerBlock) {
@@ -94,6 +118,57 @@ impl<M> TypePool<M> {
             self.release_block(context, key);
         }
         placement.ok_or(Error::OutOfDeviceMemory)
+    }
+
+    /// A default pool's last block for `request` once its ladder ended
+    /// at `smallest` bytes, refused (`error`: the heap, or its budget, has
+    /// less room than that, as at the edge of a budget): a block of the
+    /// largest halving that leaves half the heap's known room (its
+    /// budget's, when the request keeps to it; its size's, a limit's) and
+    /// is below the heap's remembered refusal
+    /// ([`remainder_block_size`]), one attempt; then,
+    /// with no dedicated memory after it (`dedicated_after`), the least
+    /// halving that holds the request ([`least_block_size`]), always asked
+    /// for. Without this, each small request that the blocks could not
+    /// hold took dedicated memory of its own size there: a
+    /// `vkAllocateMemory` and one of `maxMemoryAllocationCount` each
+    /// (2000 buffers of 256 bytes, 2000 memory objects, with 3.5 MiB left
+    /// of a budget under a 4 MiB smallest block); a request that may not
+    /// take dedicated memory went on to the next memory type.
+    ///
+    /// # Errors
+    /// `error` when no block is tried, else the last attempt's, as
+    /// [`create_block`](Self::create_block).
+    fn create_remainder_block<D: MemoryDeviceExt<M>>(
+        &mut self,
+        context: &MemoryContext<D>,
+        request: &PoolRequest<'_>,
+        smallest: u64,
+        dedicated_after: bool,
+        error: Error,
+    ) -> Result<SlabKey, Error> {
+        let placed = request.placed_size;
+        let room = context.known_room(self.memory_type, request.within_budget);
+        let refused = context.refused_bytes(self.memory_type);
+        let tried = remainder_block_size(smallest, placed, room, refused);
+        let least = least_block_size(smallest, placed);
+        let mut error = error;
+        if let Some(size) = tried {
+            // The last attempt when it is the least block and no dedicated
+            // memory follows: asked for, whatever the heap refused.
+            let skip_if_refused = dedicated_after || tried != least;
+            match self.create_block(context, size, request, skip_if_refused) {
+                Ok(key) => return Ok(key),
+                Err(refusal) if is_no_room(refusal) => error = refusal,
+                Err(refusal) => return Err(refusal),
+            }
+        }
+        match least {
+            Some(least) if !dedicated_after && tried != Some(least) => {
+                self.create_block(context, least, request, false)
+            }
+            _ => Err(error),
+        }
     }
 
     /// Moves an empty block of the other granularity class, when it

@@ -83,21 +83,24 @@ fn refused_calls(
 }
 
 /// Ten requests in a full heap: the first asks for every size (a block
-/// of the preferred size, its halvings down to 1/64, dedicated memory),
-/// each later one once, for its dedicated memory. Where several memory
+/// of the preferred size, its halvings down to 1/64, a remainder block
+/// below that, dedicated memory), each later one once, for its dedicated
+/// memory (the heap refused it its own size: no remainder block is
+/// smaller). Where several memory
 /// types share the heap, each type asks once per request too.
 #[test]
 fn a_full_heap_is_asked_once_per_memory_type_by_each_later_request() {
     // Layout, the types of heap 0 a device-local request may take, and the
     // calls of the first request (each type's ladder: 256 MiB down to 4,
-    // then 1 MiB of dedicated memory; a type without a block starts at
-    // 32 MiB; the types after the first ask for their dedicated memory only).
+    // a 2 MiB remainder block, then 1 MiB of dedicated memory; a type
+    // without a block starts at 32 MiB; the types after the first ask for
+    // their dedicated memory only).
     for (layout, bits, first) in [
-        (FakeLayout::discrete(), 1u32 << 1, 8),
-        // Types 0, 1, 2: 8 + 1 + 1 (they made 8 + 5 + 5).
-        (FakeLayout::integrated(), 0b111, 10),
-        // VRAM (1), then the BAR type (4) in the same heap: 8 + 1 (8 + 5).
-        (FakeLayout::rebar(), 1 << 1 | 1 << 4, 9),
+        (FakeLayout::discrete(), 1u32 << 1, 9),
+        // Types 0, 1, 2: 9 + 1 + 1 (they made 8 + 5 + 5).
+        (FakeLayout::integrated(), 0b111, 11),
+        // VRAM (1), then the BAR type (4) in the same heap: 9 + 1 (8 + 5).
+        (FakeLayout::rebar(), 1 << 1 | 1 << 4, 10),
     ] {
         let name = layout.name;
         let later = u64::from(bits.count_ones());
@@ -112,14 +115,16 @@ fn a_full_heap_is_asked_once_per_memory_type_by_each_later_request() {
     }
 }
 
-/// A request that may only take a block asks for its smallest (1/64 of
-/// the preferred size) once the heap has refused it.
+/// A request that may only take a block asks for its smallest (the
+/// least halving of the preferred size that holds it) once the heap has
+/// refused it.
 #[test]
 fn a_block_only_request_asks_for_its_smallest_block() {
     let (allocator, device, (), block) = full_heap(FakeLayout::discrete(), |_| ());
     let request = vram_buffer().dedicated(DedicatedPolicy::Never);
-    // 256, 128, ... 4 MiB; then 4 MiB alone.
-    assert_eq!(refused_calls(&allocator, &device, &request, 3), [7, 1, 1]);
+    // 256, 128, ... 4 MiB, a 2 MiB remainder block, 1 MiB, the least;
+    // then 1 MiB alone.
+    assert_eq!(refused_calls(&allocator, &device, &request, 3), [9, 1, 1]);
     free(&allocator, block);
     finish(allocator, &device);
 }
@@ -132,11 +137,11 @@ fn a_block_only_request_asks_for_its_smallest_block() {
 #[test]
 fn memory_freed_in_the_heap_brings_every_size_back() {
     // How the memory is freed, and the calls and block of the next
-    // request: with 64 KiB free, all 8 refused; with 4 MiB free, 7 (the
-    // last, a 4 MiB block, made).
+    // request: with 64 KiB free, all 9 refused (the 2 MiB remainder
+    // block too); with 4 MiB free, 7 (the last, a 4 MiB block, made).
     type Frees = fn(&FakeAllocator, &mut Freeable);
     let paths: [(&str, Frees, u64, Option<u64>); 2] = [
-        ("dedicated memory freed", free_dedicated, 8, None),
+        ("dedicated memory freed", free_dedicated, 9, None),
         ("a custom pool destroyed", destroy_pool, 7, Some(4 * MIB)),
     ];
     for (path, frees, calls_after, block_after) in paths {
@@ -145,7 +150,7 @@ fn memory_freed_in_the_heap_brings_every_size_back() {
         let request = vram_buffer();
         assert_eq!(
             refused_calls(&allocator, &device, &request, 2),
-            [8, 1],
+            [9, 1],
             "{path}"
         );
         frees(&allocator, &mut freeable);
@@ -213,16 +218,16 @@ fn destroy_pool(allocator: &FakeAllocator, freeable: &mut Freeable) {
 fn the_end_of_a_frame_brings_every_size_back() {
     let (allocator, device, (), block) = full_heap(FakeLayout::discrete(), |_| ());
     let request = vram_buffer();
-    assert_eq!(refused_calls(&allocator, &device, &request, 2), [8, 1]);
+    assert_eq!(refused_calls(&allocator, &device, &request, 2), [9, 1]);
     for _ in 0..2 {
         let fence = end_frame(&allocator, &device);
-        assert_eq!(refused_calls(&allocator, &device, &request, 2), [8, 1]);
+        assert_eq!(refused_calls(&allocator, &device, &request, 2), [9, 1]);
         device.signal_fence(fence);
         allocator.collect().unwrap();
     }
     // SAFETY: the fake device runs no GPU work.
     unsafe { allocator.collect_idle() };
-    assert_eq!(refused_calls(&allocator, &device, &request, 2), [8, 1]);
+    assert_eq!(refused_calls(&allocator, &device, &request, 2), [9, 1]);
     free(&allocator, block);
     finish(allocator, &device);
 }
@@ -234,7 +239,7 @@ fn memory_made_of_the_refused_size_brings_every_size_back() {
     let (allocator, device, (), block) = full_heap(FakeLayout::discrete(), |_| ());
     let request = vram_buffer();
     // The last refusal: 1 MiB of dedicated memory.
-    assert_eq!(refused_calls(&allocator, &device, &request, 2), [8, 1]);
+    assert_eq!(refused_calls(&allocator, &device, &request, 2), [9, 1]);
     // Room for one more MiB: the request's one call, for its dedicated
     // memory, gets it; the heap is full again.
     device.cap_heap(0, device.heap_usage()[0] + MIB);
@@ -242,7 +247,7 @@ fn memory_made_of_the_refused_size_brings_every_size_back() {
     let made = made.unwrap();
     assert!(made.is_dedicated());
     assert_eq!(calls, 1);
-    assert_eq!(refused_calls(&allocator, &device, &request, 2), [8, 1]);
+    assert_eq!(refused_calls(&allocator, &device, &request, 2), [9, 1]);
     free(&allocator, made);
     free(&allocator, block);
     finish(allocator, &device);
@@ -284,7 +289,7 @@ fn memory_made_below_the_refused_size_keeps_it() {
 fn memory_another_process_frees_is_taken_at_once_and_fully_after_the_frame() {
     let (allocator, device, (), block) = full_heap(FakeLayout::discrete(), |_| ());
     let request = vram_buffer();
-    assert_eq!(refused_calls(&allocator, &device, &request, 2), [8, 1]);
+    assert_eq!(refused_calls(&allocator, &device, &request, 2), [9, 1]);
     device.cap_heap(0, 8 << 30);
     let (at_once, calls) = counted(&allocator, &device, &request);
     let at_once = at_once.unwrap();
@@ -295,7 +300,7 @@ fn memory_another_process_frees_is_taken_at_once_and_fully_after_the_frame() {
     // Full again, remembered again; freed by "another process", then the
     // frame ends: a block, the first size asked for.
     device.cap_heap(0, device.heap_usage()[0]);
-    assert_eq!(refused_calls(&allocator, &device, &request, 2), [8, 1]);
+    assert_eq!(refused_calls(&allocator, &device, &request, 2), [9, 1]);
     device.cap_heap(0, 8 << 30);
     let fence = end_frame(&allocator, &device);
     let (after_frame, calls) = counted(&allocator, &device, &request);
@@ -320,7 +325,7 @@ fn a_large_request_asks_for_its_dedicated_memory() {
     let (allocator, device, (), block) = full_heap(FakeLayout::discrete(), |_| ());
     assert_eq!(
         refused_calls(&allocator, &device, &vram_buffer(), 2),
-        [8, 1]
+        [9, 1]
     );
     let large = in_types(150 * MIB, 1 << 1);
     // Still full: its dedicated 150 MiB and a 256 MiB block refused.
@@ -363,9 +368,10 @@ fn kept_empty_blocks_released_for_a_request_bring_every_size_back() {
     assert!(device.live_allocations().iter().any(|m| m.size == 32 * MIB));
     let (placed, calls) = counted(&allocator, &device, &vram_buffer());
     let placed = placed.unwrap();
-    // 256 MiB down to 4, then 1 MiB dedicated, refused; the kept block
+    // 256 MiB down to 4, a 2 MiB remainder block, then 1 MiB dedicated,
+    // refused; the kept block
     // released; 256, 128, 64 MiB refused, 32 made.
-    assert_eq!(calls, 12);
+    assert_eq!(calls, 13);
     assert!(!placed.is_dedicated());
     assert_eq!(placed.memory_type(), 1);
     let sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
