@@ -482,7 +482,7 @@ mod stale_handle_tests {
     /// and that look the allocation up: `flush`, `invalidate` and their
     /// batched twins where there is something to flush (non-coherent
     /// memory, a range not empty), `memory_size`, `set_name`, `name`,
-    /// `free` and `free_mut`; and `owns` says no. Where nothing is flushed
+    /// `check_alias`, `free` and `free_mut`; and `owns` says no. Where nothing is flushed
     /// (coherent memory, an empty range) `flush` looks nothing up and is
     /// `Ok`, as its docs say. A neighbour keeps the block, so the stale
     /// handle's pointer still names mapped memory.
@@ -522,6 +522,13 @@ mod stale_handle_tests {
             let renamed = allocator.set_name(&stale, Some("stale"));
             assert_eq!(renamed, Err(Error::StaleAllocation));
             assert_eq!(allocator.name(&stale), Err(Error::StaleAllocation));
+            let alias = vk::MemoryRequirements {
+                size: 64,
+                alignment: 256,
+                memory_type_bits: !0,
+            };
+            let aliased = allocator.check_alias(&stale, 0, &alias, ResourceKind::Buffer);
+            assert_eq!(aliased, Err(Error::StaleAllocation));
             assert!(!allocator.owns(&stale));
             // SAFETY: refused before anything is freed.
             let again = unsafe { allocator.free(stale.host_view()) };
