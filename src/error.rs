@@ -81,8 +81,13 @@ pub enum Error {
     /// device's `bufferDeviceAddress` feature (Vulkan 1.2, or
     /// `VK_KHR_buffer_device_address`) and set
     /// [`DeviceFeatures::buffer_device_address`](crate::device::DeviceFeatures::buffer_device_address),
-    /// or drop the usage. Checked before the memory types, so it comes
-    /// whatever `memoryTypeBits` allows.
+    /// or drop the usage. Checked before the memory types are ranked, so
+    /// it comes whatever the types `memoryTypeBits` allows suit; but after
+    /// [`NoMemoryTypeBits`](Self::NoMemoryTypeBits) (or, in a custom pool,
+    /// [`PoolTypeNotAllowed`](Self::PoolTypeNotAllowed)) and
+    /// [`MissingRequiredFlags`](Self::MissingRequiredFlags), which a
+    /// request allowing no type, or none with its required flags, gets
+    /// first.
     #[error(
         "DEVICE_ADDRESS (a buffer's SHADER_DEVICE_ADDRESS usage) needs bufferDeviceAddress \
          enabled on the device and DeviceFeatures::buffer_device_address set"

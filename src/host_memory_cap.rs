@@ -34,6 +34,9 @@ mod thread_bytes {
         /// initialiser and no destructor: a native thread local, read
         /// without allocating.
         static NET_BYTES: Cell<i64> = const { Cell::new(0) };
+        /// Allocations this thread made (`alloc`, `alloc_zeroed` and
+        /// `realloc` calls granted), freed since or not.
+        static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
     }
 
     /// Bytes the calling thread allocated less those it freed, since it
@@ -44,10 +47,24 @@ mod thread_bytes {
         NET_BYTES.with(Cell::get)
     }
 
+    /// Allocations the calling thread made since it started (`alloc`,
+    /// `alloc_zeroed` and `realloc` calls granted): for tests of code that
+    /// promises not to touch the heap, which a temporary freed again would
+    /// break without changing [`thread_net_bytes`].
+    pub(crate) fn thread_allocations() -> u64 {
+        ALLOCATIONS.with(Cell::get)
+    }
+
     /// Adds `bytes` to the calling thread's count (nothing while the
     /// thread's locals are being torn down).
     pub(super) fn count(bytes: i64) {
         let _ = NET_BYTES.try_with(|net| net.set(net.get() + bytes));
+    }
+
+    /// Counts one allocation of the calling thread (nothing while the
+    /// thread's locals are being torn down).
+    pub(super) fn count_allocation() {
+        let _ = ALLOCATIONS.try_with(|made| made.set(made.get() + 1));
     }
 }
 
@@ -56,8 +73,25 @@ mod thread_bytes {
     target_os = "macos",
     all(windows, target_env = "msvc")
 ))]
+pub(crate) use thread_bytes::thread_allocations;
+#[cfg(any(
+    target_os = "linux",
+    target_os = "macos",
+    all(windows, target_env = "msvc")
+))]
 #[cfg_attr(not(feature = "fake-device"), allow(unused_imports))]
 pub(crate) use thread_bytes::thread_net_bytes;
+
+/// Counts one allocation of the calling thread where [`thread_net_bytes`]
+/// counts bytes.
+fn count_allocation() {
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "macos",
+        all(windows, target_env = "msvc")
+    ))]
+    thread_bytes::count_allocation();
+}
 
 /// Counts `bytes` for the calling thread where [`thread_net_bytes`] counts.
 fn count(bytes: i64) {
@@ -98,6 +132,7 @@ unsafe impl GlobalAlloc for Capped {
         let pointer = unsafe { System.alloc(layout) };
         if !pointer.is_null() {
             count(layout.size() as i64);
+            count_allocation();
         }
         pointer
     }
@@ -110,6 +145,7 @@ unsafe impl GlobalAlloc for Capped {
         let pointer = unsafe { System.alloc_zeroed(layout) };
         if !pointer.is_null() {
             count(layout.size() as i64);
+            count_allocation();
         }
         pointer
     }
@@ -130,6 +166,7 @@ unsafe impl GlobalAlloc for Capped {
         let pointer = unsafe { System.realloc(ptr, layout, new_size) };
         if !pointer.is_null() {
             count(new_size as i64 - layout.size() as i64);
+            count_allocation();
         }
         pointer
     }

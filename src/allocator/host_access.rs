@@ -97,8 +97,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::NotHostVisible`] for unmapped memory, even with an empty range
     /// (an empty range of mapped memory is `Ok`);
     /// [`Error::StaleAllocation`] for a handle whose allocation was freed
-    /// (as for [`free`](Self::free), only a forged handle gets it); device
-    /// errors.
+    /// (as for [`free`](Self::free), only a forged handle gets it), found
+    /// where there is something to flush: on coherent memory, and for an
+    /// empty range, nothing is looked up, and such a handle gets `Ok`;
+    /// device errors.
     ///
     /// # Time complexity
     /// O(1): nothing on coherent memory; else, under the lock of the
@@ -465,6 +467,82 @@ fn mapped_len(size: u64) -> Result<usize, Error> {
 fn slice_range(range: &Range<u64>) -> Range<usize> {
     let index = |at: u64| usize::try_from(at).unwrap_or(usize::MAX);
     index(range.start)..index(range.end)
+}
+
+#[cfg(all(test, feature = "fake-device"))]
+mod stale_handle_tests {
+    use ash::vk;
+
+    use crate::device::fake::{FakeDevice, FakeLayout};
+    use crate::{Allocator, Config, Error, Request, ResourceKind, Usage};
+
+    /// A handle whose allocation was freed (only a forged one can be: the
+    /// crate's own second handle, `host_view`, stands in for it here) is
+    /// refused with `StaleAllocation` by the methods whose docs list it
+    /// and that look the allocation up: `flush`, `invalidate` and their
+    /// batched twins where there is something to flush (non-coherent
+    /// memory, a range not empty), `memory_size`, `set_name`, `name`,
+    /// `check_alias`, `free` and `free_mut`; and `owns` says no. Where nothing is flushed
+    /// (coherent memory, an empty range) `flush` looks nothing up and is
+    /// `Ok`, as its docs say. A neighbour keeps the block, so the stale
+    /// handle's pointer still names mapped memory.
+    #[test]
+    fn a_handle_of_a_freed_allocation_is_stale_where_it_is_looked_up() {
+        // Mobile: READBACK lands in type 2, cached and non-coherent;
+        // UPLOAD in type 1, coherent.
+        let device = FakeDevice::new(FakeLayout::mobile());
+        let mut allocator = Allocator::new(device.clone(), Config::default()).unwrap();
+        let request = |usage| {
+            let requirements = vk::MemoryRequirements {
+                size: 64 << 10,
+                alignment: 256,
+                memory_type_bits: !0,
+            };
+            Request::new(requirements, usage, ResourceKind::Buffer)
+        };
+        for usage in [Usage::READBACK, Usage::UPLOAD] {
+            let neighbour = allocator.allocate(&request(usage)).unwrap();
+            let freed = allocator.allocate(&request(usage)).unwrap();
+            assert_eq!(neighbour.memory(), freed.memory());
+            let non_coherent = allocator.context.is_non_coherent(freed.memory_type());
+            assert_eq!(non_coherent, usage == Usage::READBACK);
+            let mut stale = freed.host_view();
+            // SAFETY: the fake device runs no GPU work.
+            unsafe { allocator.free(freed) }.unwrap();
+            let flushed = (!non_coherent).then_some(()).ok_or(Error::StaleAllocation);
+            assert_eq!(allocator.flush(&stale, 0..16), flushed);
+            assert_eq!(allocator.invalidate(&mut stale, 0..16), flushed);
+            assert_eq!(allocator.flush_allocations([(&stale, 0..16)]), flushed);
+            assert_eq!(
+                allocator.invalidate_allocations([(&mut stale, 0..16)]),
+                flushed
+            );
+            assert_eq!(allocator.flush(&stale, 0..0), Ok(()));
+            assert_eq!(allocator.memory_size(&stale), Err(Error::StaleAllocation));
+            let renamed = allocator.set_name(&stale, Some("stale"));
+            assert_eq!(renamed, Err(Error::StaleAllocation));
+            assert_eq!(allocator.name(&stale), Err(Error::StaleAllocation));
+            let alias = vk::MemoryRequirements {
+                size: 64,
+                alignment: 256,
+                memory_type_bits: !0,
+            };
+            let aliased = allocator.check_alias(&stale, 0, &alias, ResourceKind::Buffer);
+            assert_eq!(aliased, Err(Error::StaleAllocation));
+            assert!(!allocator.owns(&stale));
+            // SAFETY: refused before anything is freed.
+            let again = unsafe { allocator.free(stale.host_view()) };
+            assert_eq!(again, Err(Error::StaleAllocation));
+            // SAFETY: as above.
+            let again = unsafe { allocator.free_mut(stale) };
+            assert_eq!(again, Err(Error::StaleAllocation));
+            assert_eq!(allocator.stats().allocations(), 1);
+            // SAFETY: as above.
+            unsafe { allocator.free(neighbour) }.unwrap();
+        }
+        drop(allocator);
+        device.assert_clean();
+    }
 }
 
 #[cfg(test)]

@@ -49,7 +49,7 @@ pub struct UploadRingDesc<'a> {
     /// [`Error::SizeExceedsMaxBuffer`]),
     /// is refused before its buffer is made. A device without Vulkan 1.3
     /// or `VK_KHR_maintenance4` does not say its `maxBufferSize`: keep
-    /// chunks within 1 GiB there.
+    /// chunks within 1 GiB there. Default 4 MiB.
     pub size: u64,
     /// Memory usage: with `UPLOAD` or `READBACK` the host writes the ring
     /// (its memory is host-visible: every [`RingAllocation::mapped_ptr`] is
@@ -103,14 +103,15 @@ pub struct UploadRingDesc<'a> {
     /// buffer must honour the device's `minUniformBufferOffsetAlignment`,
     /// `minStorageBufferOffsetAlignment` or `minTexelBufferOffsetAlignment`:
     /// pass that as [`ring_allocate`](crate::Allocator::ring_allocate)'s
-    /// `align`, which is relative to the buffer.
+    /// `align`, which is relative to the buffer. Default `TRANSFER_SRC |
+    /// UNIFORM_BUFFER | STORAGE_BUFFER | VERTEX_BUFFER | INDEX_BUFFER`.
     pub buffer_usage: vk::BufferUsageFlags,
     /// When full, add a chunk instead of failing: a buffer of `size` bytes,
     /// or of the request's size when larger. Chunks are kept until the
     /// ring is destroyed, so a spike (a level load streamed through a
     /// growing ring) holds its memory for the ring's whole life; to give it
     /// back, destroy the ring and make another, or stream large loads
-    /// through allocations of their own.
+    /// through allocations of their own. Default false.
     pub grow: bool,
     /// The ring's name: the name of its chunks' allocations (leak
     /// reports, memory maps and dumps), and of the ring in its log lines

@@ -733,6 +733,58 @@ mod tests {
         }
     }
 
+    /// The flags [`Usage`]'s docs say change nothing where they do not
+    /// apply leave the ranking exactly as it was, for every usage, on every
+    /// preset in either type order: `DEVICE_ADDRESS` anywhere ("it
+    /// restricts no memory type"), `ALLOW_TRANSFER_INSTEAD` without
+    /// `UPLOAD` or with `READBACK`, and `PREFER_HOST` with `READBACK`, or
+    /// with `TRANSIENT` and no `UPLOAD`.
+    #[test]
+    fn flags_that_do_not_apply_change_no_ranking() {
+        for layout in [
+            FakeLayout::discrete(),
+            FakeLayout::rebar(),
+            FakeLayout::integrated(),
+            FakeLayout::mobile(),
+            FakeLayout::lavapipe(),
+            FakeLayout::amd(),
+            FakeLayout::intel_arc(),
+            FakeLayout::apple(),
+            FakeLayout::mali(),
+        ] {
+            let mut reversed = layout.clone();
+            reversed.memory_types.reverse();
+            for layout in [layout, reversed] {
+                for combo in 0..1u32 << USAGE_FLAGS.len() {
+                    let usage = USAGE_FLAGS
+                        .iter()
+                        .enumerate()
+                        .filter(|(bit, _)| combo & (1 << bit) != 0)
+                        .fold(Usage::default(), |usage, (_, &flag)| usage | flag);
+                    let upload = usage.contains(Usage::UPLOAD);
+                    let readback = usage.contains(Usage::READBACK);
+                    let transient = usage.contains(Usage::TRANSIENT);
+                    let mut inert = vec![Usage::DEVICE_ADDRESS];
+                    if !upload || readback {
+                        inert.push(Usage::ALLOW_TRANSFER_INSTEAD);
+                    }
+                    if readback || (transient && !upload) {
+                        inert.push(Usage::PREFER_HOST);
+                    }
+                    for flag in inert {
+                        assert_eq!(
+                            rank(&layout, usage | flag),
+                            rank(&layout, usage),
+                            "{} ({:?}): {usage:?} with {flag:?}",
+                            layout.name,
+                            layout.memory_types
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     /// The table plus the per-request filters give exactly what ranking
     /// each request from scratch gives.
     #[test]

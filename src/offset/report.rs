@@ -32,7 +32,12 @@ pub struct Counters {
     /// at `u64::MAX` rather than wrap.
     pub requested_bytes: u64,
     /// Allocation requests that failed for lack of space or slots, or were
-    /// larger than the capacity (invalid sizes and alignments are not counted).
+    /// larger than the capacity (invalid sizes and alignments are not counted):
+    /// those of [`allocate`](super::OffsetAllocator::allocate) and
+    /// [`allocate_with`](super::OffsetAllocator::allocate_with). The
+    /// placement probes [`allocate_below`](super::OffsetAllocator::allocate_below)
+    /// and [`allocate_in_gap`](super::OffsetAllocator::allocate_in_gap)
+    /// count none, not even [`OutOfSlots`](super::OffsetError::OutOfSlots).
     pub failed_allocations: u64,
     /// Bytes asked for by those failed requests (saturating, like
     /// `requested_bytes`).

@@ -379,6 +379,14 @@ fn config_defaults_are_the_documented_figures() {
     assert_eq!(config.empty_block_reserve, 1.0);
     // empty_block_frames "Default 120".
     assert_eq!(config.empty_block_frames, 120);
+    // debug_fill "Off, the default" ("Default false").
+    assert!(!config.debug_fill);
+    // heap_size_limits "0, the default for every heap".
+    assert_eq!(config.heap_size_limits, [0; 16]);
+    // allocation_backtraces "Off, the default".
+    assert!(!config.allocation_backtraces);
+    // log_allocations "Off, the default".
+    assert!(!config.log_allocations);
     // The limits the docs quote, at their boundaries: accepted.
     let device = vk_suballoc::device::fake::FakeDevice::new(FakeLayout::lavapipe());
     for config in [
@@ -398,6 +406,88 @@ fn config_defaults_are_the_documented_figures() {
         assert!(vk_suballoc::Allocator::new(device.clone(), config).is_ok());
     }
     device.assert_clean();
+}
+
+/// The defaults the request, pool, ring and defragmentation descriptions'
+/// docs quote, field by field, as `config_defaults_are_the_documented_figures`
+/// checks `Config`'s: engines build these with `..Default::default()` (or
+/// `new`) and read the docs for what the rest means.
+#[test]
+fn description_defaults_are_the_documented_figures() {
+    use vk_suballoc::offset::Strategy;
+    use vk_suballoc::{DedicatedPolicy, DefragmentationLimits, UploadRingDesc};
+
+    let desc = AllocationDesc::new(Usage::UPLOAD);
+    assert_eq!(desc.usage, Usage::UPLOAD);
+    // dedicated: `DedicatedPolicy::Auto` is the default.
+    assert_eq!(desc.dedicated, DedicatedPolicy::Auto);
+    // within_budget, can_alias, existing_memory_only: asked for by their
+    // builders, off otherwise; no name, priority or pool.
+    assert!(!desc.within_budget && !desc.can_alias && !desc.existing_memory_only);
+    assert_eq!((desc.name, desc.priority, desc.pool), (None, None, None));
+    // min_alignment "0 (the default): none".
+    assert_eq!(desc.min_alignment, 0);
+    // excluded_memory_types "none (0) by default".
+    assert_eq!(desc.excluded_memory_types, 0);
+    // required_flags and preferred_flags "Empty by default".
+    assert!(desc.required_flags.is_empty() && desc.preferred_flags.is_empty());
+    // strategy "`Strategy::MinTime` by default".
+    assert_eq!(desc.strategy, Strategy::MinTime);
+    // `From<Usage>`: "`usage` and defaults for the rest"; `Default`: the
+    // same with an empty usage.
+    assert_eq!(AllocationDesc::from(Usage::UPLOAD), desc);
+    assert_eq!(
+        AllocationDesc::default(),
+        AllocationDesc::new(Usage::default())
+    );
+    // Request's kind: "`ResourceKind::Unknown` by default".
+    assert_eq!(Request::default().kind, ResourceKind::Unknown);
+
+    // PoolDesc::new: "default blocks and no limit".
+    let pool = PoolDesc::new(3);
+    assert_eq!(pool.memory_type, 3);
+    // block_size "0 (the default)", min_blocks none made, max_blocks
+    // "`None`: no limit".
+    assert_eq!(
+        (pool.block_size, pool.min_blocks, pool.max_blocks),
+        (0, 0, None)
+    );
+    assert_eq!((pool.name, pool.priority), (None, None));
+    // export_handle_types "empty (the default): none".
+    assert!(pool.export_handle_types.is_empty());
+    // min_alignment "0 (the default): none".
+    assert_eq!(pool.min_alignment, 0);
+
+    let ring = UploadRingDesc::default();
+    // size "Default 4 MiB".
+    assert_eq!(ring.size, 4 << 20);
+    // usage "`UPLOAD | DEVICE_LOCAL` (the default)".
+    assert_eq!(ring.usage, Usage::UPLOAD | Usage::DEVICE_LOCAL);
+    // buffer_usage: the default's five core usages.
+    assert_eq!(
+        ring.buffer_usage,
+        vk::BufferUsageFlags::TRANSFER_SRC
+            | vk::BufferUsageFlags::UNIFORM_BUFFER
+            | vk::BufferUsageFlags::STORAGE_BUFFER
+            | vk::BufferUsageFlags::VERTEX_BUFFER
+            | vk::BufferUsageFlags::INDEX_BUFFER
+    );
+    // grow "Default false"; no name.
+    assert!(!ring.grow);
+    assert_eq!(ring.name, None);
+    // required_flags and preferred_flags "Empty by default".
+    assert!(ring.required_flags.is_empty() && ring.preferred_flags.is_empty());
+    // min_alignment "0 (the default): none".
+    assert_eq!(ring.min_alignment, 0);
+
+    let limits = DefragmentationLimits::default();
+    // max_moves and max_bytes "No limit by default".
+    assert_eq!(limits.max_moves, usize::MAX);
+    assert_eq!(limits.max_bytes, u64::MAX);
+    // max_used_percent "50 by default".
+    assert_eq!(limits.max_used_percent, 50);
+    // split_blocks and compact_blocks "Off by default".
+    assert!(!limits.split_blocks && !limits.compact_blocks);
 }
 
 /// `config()` hands back the configuration the allocator was created with,

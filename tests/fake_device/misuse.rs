@@ -6,6 +6,8 @@
 //! in debug), and leaves the allocator as it was: its figures unchanged,
 //! a normal allocate and free working after.
 
+use ash::vk;
+use ash::vk::Handle;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::Usage;
 use vk_suballoc::{Allocation, DefragmentationLimits, DefragmentationMove, Movable, ResourceKind};
@@ -174,6 +176,7 @@ fn another_allocators_allocations_of_a_type_past_this_device_s() {
             foreign
         );
         assert_eq!(allocator.set_name(&theirs, Some("theirs")).err(), foreign);
+        assert_eq!(allocator.name(&theirs).err(), foreign);
         assert_eq!(allocator.memory_size(&theirs).err(), foreign);
         assert_eq!(
             allocator
@@ -192,6 +195,26 @@ fn another_allocators_allocations_of_a_type_past_this_device_s() {
         // SAFETY: as above.
         let freed = unsafe { allocator.free_mut(other.allocate(request).unwrap()) };
         assert_eq!(freed.err(), foreign);
+        // The deferred destructions queue nothing then (their docs): the
+        // resource outlives a collect of every frame, this allocator's
+        // figures do not change, and its device is not asked to destroy it.
+        let buffer = vk::Buffer::from_raw(device.create_resource());
+        let image = vk::Image::from_raw(device.create_resource());
+        // SAFETY: the resources are this device's, destroyed by nothing
+        // else but the calls below once these are refused.
+        let queued = unsafe {
+            allocator.destroy_buffer_after_frame(buffer, other.allocate(request).unwrap())
+        };
+        assert_eq!(queued.err(), foreign);
+        // SAFETY: as above.
+        let queued =
+            unsafe { allocator.destroy_image_after_frame(image, other.allocate(request).unwrap()) };
+        assert_eq!(queued.err(), foreign);
+        // SAFETY: nothing was submitted.
+        assert_eq!(unsafe { allocator.collect_idle() }.frees, 0);
+        assert_eq!(device.live_resources(), 2, "{:?}", request.desc);
+        device.destroy_resource(buffer.as_raw());
+        device.destroy_resource(image.as_raw());
         assert_eq!(allocator.stats(), before, "{:?}", request.desc);
         free(&other, theirs);
     }

@@ -218,7 +218,8 @@ impl FakeDevice {
     }
 
     /// Copies bytes out of a host-visible fake memory object, as the GPU would
-    /// see them; `None` for unknown memory or an out-of-range read.
+    /// see them; `None` for unknown memory, memory of a type that is not
+    /// host-visible (no bytes are kept behind it), or an out-of-range read.
     ///
     /// # Safety
     /// A GPU read: on coherent memory it reads the host's mapped bytes, so no
@@ -235,7 +236,8 @@ impl FakeDevice {
     }
 
     /// Writes bytes into a host-visible fake memory object, as the GPU would.
-    /// Returns `false` for unknown memory or an out-of-range write.
+    /// Returns `false` for unknown memory, memory of a type that is not
+    /// host-visible (no bytes are kept behind it), or an out-of-range write.
     ///
     /// # Safety
     /// A GPU write: on coherent memory it writes the host's mapped bytes, so

@@ -140,3 +140,87 @@ fn metadata_the_host_cannot_allocate_is_a_typed_error() {
     heap.free(second.id).unwrap();
     assert_eq!(heap.free_bytes(), 1 << 20);
 }
+
+/// What the module's and [`OffsetAllocator::new`]'s docs promise: all
+/// metadata is allocated at construction, and no call after it touches the
+/// heap but [`reserve_slots`](OffsetAllocator::reserve_slots): allocations
+/// and frees with every strategy, the placement probes, `grow`, the
+/// queries and iterators, their failures, and the linear allocator's
+/// allocations, frames and reclaims. Counted in calls to the unit tests'
+/// global allocator (`host_memory_cap`), so that a temporary freed again
+/// counts too.
+#[cfg(any(
+    target_os = "linux",
+    target_os = "macos",
+    all(windows, target_env = "msvc")
+))]
+#[test]
+fn no_call_after_construction_touches_the_heap() {
+    use crate::host_memory_cap::thread_allocations;
+
+    let mut heap = OffsetAllocator::<3>::new(1 << 20, 64).unwrap();
+    let mut ring = LinearAllocator::new(1 << 16, 4).unwrap();
+    let before = thread_allocations();
+    let mut live = [None; 48];
+    let mut seed = 0x5eed_u64;
+    let strategies = [
+        Strategy::MinTime,
+        Strategy::MinMemory,
+        Strategy::MinOffset,
+        Strategy::MaxOffset,
+    ];
+    // Fewer under Miri, which runs the core's tests too (`.ci/run`).
+    let rounds = if cfg!(miri) { 200 } else { 2000 };
+    for round in 0..rounds {
+        let draw = super::next(&mut seed);
+        let index = (draw % live.len() as u64) as usize;
+        match live[index].take() {
+            Some(id) => {
+                heap.free(id).unwrap();
+            }
+            None => {
+                let size = 1 + (draw >> 8) % 40_000;
+                let align = 1 << ((draw >> 24) % 10);
+                let strategy = strategies[round % strategies.len()];
+                live[index] = heap.allocate_with(size, align, strategy).ok().map(|a| a.id);
+            }
+        }
+        // The probes, refused or placed, then freed again.
+        let after = live.iter().flatten().next().copied();
+        if let Ok(Some(placed)) = heap.allocate_in_gap(after, 64, 16) {
+            heap.free(placed.id).unwrap();
+        }
+        if let Ok(Some(placed)) = heap.allocate_below(256, 64, 1 << 19) {
+            heap.free(placed.id).unwrap();
+        }
+        // Failures: bad arguments, too large, a stale id.
+        assert!(heap.allocate(0, 1).is_err() && heap.allocate(8, 3).is_err());
+        assert!(heap.allocate(2 << 20, 1).is_err());
+        // The queries and iterators.
+        let report = heap.storage_report();
+        assert!(report.largest_free_range <= report.free_bytes);
+        assert!(heap.allocations().count() <= live.len());
+        assert_eq!(heap.free_ranges().count() as u64, report.free_ranges);
+        let _ = (
+            heap.free_ranges_after().count(),
+            heap.allocation_at(draw % (1 << 20)),
+        );
+        let _ = (heap.counters(), heap.search_stats(), heap.metadata_bytes());
+        // A frame of the ring, reclaimed two frames later.
+        let _ = ring.allocate(1 + draw % 4096, 1 << (draw % 8));
+        if round % 7 == 0 {
+            let frame = ring.finish_frame().unwrap_or(0);
+            ring.reclaim_through(frame.saturating_sub(2));
+        }
+    }
+    heap.grow(1 << 20).unwrap();
+    assert!(heap.grow(u64::MAX).is_err());
+    for id in live.into_iter().flatten() {
+        heap.free(id).unwrap();
+        assert!(heap.free(id).is_err());
+    }
+    assert_eq!(thread_allocations(), before, "a call allocated");
+    // `reserve_slots` is the one call that does.
+    heap.reserve_slots(64).unwrap();
+    assert!(thread_allocations() > before);
+}

@@ -1,9 +1,9 @@
 //! The fake device's own edges, which the other tests rely on: reads and
-//! writes whose end passes `u64::MAX` refused, host-visible memory the
-//! host cannot back out of host memory, faults injected far in the
-//! future never firing, and handles that come back after a free but never
-//! repeat across two devices. These check the test backend, not the
-//! allocator.
+//! writes whose end passes `u64::MAX`, or of memory the host cannot see,
+//! refused, host-visible memory the host cannot back out of host memory,
+//! faults injected far in the future never firing, and handles that come
+//! back after a free but never repeat across two devices. These check the
+//! test backend, not the allocator.
 
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{DedicatedPolicy, Usage};
@@ -31,6 +31,27 @@ fn fake_reads_and_writes_past_u64_max_are_refused() {
         // Nothing landed anywhere in the object either.
         let bytes = device.read(memory, 0, 4096).unwrap();
         assert!(bytes.iter().all(|&b| b == 0));
+    }
+    free(&allocator, a);
+    finish(allocator, &device);
+}
+
+/// The fake device keeps no bytes behind memory the host cannot see, so
+/// `read` answers `None` and `write` `false` for it, in range or not, as
+/// their docs say: a test standing in for the GPU on device-local memory
+/// learns that it cannot, rather than reading zeros that were never there.
+#[test]
+fn fake_reads_and_writes_of_memory_the_host_cannot_see_are_refused() {
+    // Discrete: DEVICE_LOCAL lands in type 1, device-local only.
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let a = allocator
+        .allocate(&buffer(4096, 1, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert!(a.mapped_ptr().is_none());
+    // SAFETY: the memory has no host bytes, so no slice of them.
+    unsafe {
+        assert_eq!(device.read(a.memory(), a.offset(), 16), None);
+        assert!(!device.write(a.memory(), a.offset(), &[1; 16]));
     }
     free(&allocator, a);
     finish(allocator, &device);

@@ -217,7 +217,7 @@ fn a_full_retired_run_stays_closed_after_a_free() {
 }
 
 /// An engine that drops a move frees its destination: the source block then
-/// does not empty. Until it does, it comes last when requests look for
+/// does not empty (and giving the move up after that is refused as stale). Until it does, it comes last when requests look for
 /// room: here it is the older block, which first fit would try first.
 #[test]
 fn a_move_given_up_frees_its_destination() {
@@ -234,7 +234,17 @@ fn a_move_given_up_frees_its_destination() {
     assert_eq!((plan.moves.len(), plan.blocks_released), (8, 1));
     assert!(plan.moves.iter().all(|m| m.destination.memory() == second));
     let given_up = plan.moves.pop().unwrap();
-    free(&allocator, given_up.destination);
+    // SAFETY: `Allocation` owns nothing on the heap and has no `Drop`; the
+    // copy is freed, and the original, stale then, is only handed to
+    // `give_up_move`, which refuses it.
+    let destination = unsafe { std::ptr::read(&given_up.destination) };
+    free(&allocator, destination);
+    // A move whose destination was freed already is refused as stale
+    // (`give_up_move`'s docs), and its block stays retiring, as below.
+    assert_eq!(
+        allocator.give_up_move(given_up),
+        Err(Error::StaleAllocation)
+    );
     carry_out(&allocator, &mut live, plan);
     assert_eq!(blocks(&allocator, memory_type), (2, 96 * MIB, 0));
     // New buffers fill the second block's 33 MiB of room (the given-up
