@@ -19,13 +19,9 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 
 /// The per-thread count, on Linux, macOS and Windows (MSVC), whose thread
-/// locals need no allocation. The tests that read it are left out
+/// locals need no allocation (`cfg(thread_counts)`, which `build.rs` sets). The tests that read it are left out
 /// elsewhere (`allocator::host_memory_tests`, under the same `cfg`).
-#[cfg(any(
-    target_os = "linux",
-    target_os = "macos",
-    all(windows, target_env = "msvc")
-))]
+#[cfg(thread_counts)]
 mod thread_bytes {
     use std::cell::Cell;
 
@@ -68,44 +64,24 @@ mod thread_bytes {
     }
 }
 
-#[cfg(any(
-    target_os = "linux",
-    target_os = "macos",
-    all(windows, target_env = "msvc")
-))]
+#[cfg(thread_counts)]
 pub(crate) use thread_bytes::thread_allocations;
-#[cfg(any(
-    target_os = "linux",
-    target_os = "macos",
-    all(windows, target_env = "msvc")
-))]
+#[cfg(thread_counts)]
 #[cfg_attr(not(feature = "fake-device"), allow(unused_imports))]
 pub(crate) use thread_bytes::thread_net_bytes;
 
 /// Counts one allocation of the calling thread where [`thread_net_bytes`]
 /// counts bytes.
 fn count_allocation() {
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "macos",
-        all(windows, target_env = "msvc")
-    ))]
+    #[cfg(thread_counts)]
     thread_bytes::count_allocation();
 }
 
 /// Counts `bytes` for the calling thread where [`thread_net_bytes`] counts.
 fn count(bytes: i64) {
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "macos",
-        all(windows, target_env = "msvc")
-    ))]
+    #[cfg(thread_counts)]
     thread_bytes::count(bytes);
-    #[cfg(not(any(
-        target_os = "linux",
-        target_os = "macos",
-        all(windows, target_env = "msvc")
-    )))]
+    #[cfg(not(thread_counts))]
     let _ = bytes;
 }
 

@@ -97,15 +97,7 @@ mod free;
 mod host_access;
 // Where the unit tests' allocator counts each thread's bytes
 // (`host_memory_cap`).
-#[cfg(all(
-    test,
-    feature = "fake-device",
-    any(
-        target_os = "linux",
-        target_os = "macos",
-        all(windows, target_env = "msvc")
-    )
-))]
+#[cfg(all(test, feature = "fake-device", thread_counts))]
 mod host_memory_tests;
 mod memory_callback;
 mod memory_type_queries;

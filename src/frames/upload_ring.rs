@@ -233,8 +233,8 @@ impl RingAllocation {
 
     /// Pointer to its first byte; `None` when the ring's memory is not
     /// host-visible (a ring whose `usage` has no host access, in VRAM on
-    /// a discrete GPU: [`UploadRingDesc::usage`]). A ring with `UPLOAD` or
-    /// `READBACK` (but with `ALLOW_TRANSFER_INSTEAD`) always has it. Valid
+    /// a discrete GPU: [`UploadRingDesc::usage`]). A ring with `READBACK`,
+    /// or with `UPLOAD` but not `ALLOW_TRANSFER_INSTEAD`, always has it. Valid
     /// for writes until its frame is collected; after that the bytes belong
     /// to later frames. Dropping the allocator frees the ring's memory, its
     /// frames in flight uncollected: the pointer dangles from then on too.

@@ -86,7 +86,7 @@ impl FakeDevice {
     }
 
     /// The `nth` `vkAllocateMemory` call from now (1 = the next one) fails with
-    /// `error`; a call past `u64::MAX` never comes.
+    /// `error`; with `nth` 0, or a call past `u64::MAX`, none does.
     pub fn fail_allocation(&self, nth: u64, error: DeviceError) {
         let mut state = self.state();
         let at = state.counters.allocate_calls.saturating_add(nth);
@@ -159,8 +159,9 @@ impl FakeDevice {
         self.state().free_delay = delay;
     }
 
-    /// The `nth` `vkMapMemory` call from now fails with
-    /// `VK_ERROR_MEMORY_MAP_FAILED`; a call past `u64::MAX` never comes.
+    /// The `nth` `vkMapMemory` call from now (1: the next one) fails with
+    /// `VK_ERROR_MEMORY_MAP_FAILED`; with `nth` 0, or a call past
+    /// `u64::MAX`, none does.
     pub fn fail_map(&self, nth: u64) {
         let mut state = self.state();
         let at = state.counters.maps.saturating_add(nth);

@@ -203,14 +203,7 @@ impl FakeDevice {
     /// where the unit tests count each thread's bytes,
     /// `host_memory_cap`).
     #[cfg(test)]
-    #[cfg_attr(
-        not(any(
-            target_os = "linux",
-            target_os = "macos",
-            all(windows, target_env = "msvc")
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(thread_counts), allow(dead_code))]
     pub(crate) fn forget_recorded_ranges(&self) {
         let mut state = self.state();
         state.flushed.clear();

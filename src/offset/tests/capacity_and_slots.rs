@@ -149,11 +149,7 @@ fn metadata_the_host_cannot_allocate_is_a_typed_error() {
 /// allocations, frames and reclaims. Counted in calls to the unit tests'
 /// global allocator (`host_memory_cap`), so that a temporary freed again
 /// counts too.
-#[cfg(any(
-    target_os = "linux",
-    target_os = "macos",
-    all(windows, target_env = "msvc")
-))]
+#[cfg(thread_counts)]
 #[test]
 fn no_call_after_construction_touches_the_heap() {
     use crate::host_memory_cap::thread_allocations;

@@ -144,9 +144,14 @@ fn random_runs_match_a_model() {
     let seeds = if cfg!(miri) { 1..2 } else { 1..6 };
     for seed in seeds {
         println!("seed {seed}");
-        random_model_run::<2>(seed);
         random_model_run::<3>(seed);
-        random_model_run::<4>(seed);
-        random_model_run::<6>(seed);
+        // Under Miri the classic width alone: each width's run takes about
+        // 13 s of `.ci/run`'s Miri step (the core has no unsafe code);
+        // every width runs natively.
+        if !cfg!(miri) {
+            random_model_run::<2>(seed);
+            random_model_run::<4>(seed);
+            random_model_run::<6>(seed);
+        }
     }
 }
