@@ -706,17 +706,7 @@ mod tests {
     /// from gpu-allocator" promises it).
     #[test]
     fn an_empty_usage_ranks_as_device_local() {
-        for layout in [
-            FakeLayout::discrete(),
-            FakeLayout::rebar(),
-            FakeLayout::integrated(),
-            FakeLayout::mobile(),
-            FakeLayout::lavapipe(),
-            FakeLayout::amd(),
-            FakeLayout::intel_arc(),
-            FakeLayout::apple(),
-            FakeLayout::mali(),
-        ] {
+        for layout in FakeLayout::presets() {
             let mut reversed = layout.clone();
             reversed.memory_types.reverse();
             for layout in [layout, reversed] {
@@ -741,17 +731,7 @@ mod tests {
     /// with `TRANSIENT` and no `UPLOAD`.
     #[test]
     fn flags_that_do_not_apply_change_no_ranking() {
-        for layout in [
-            FakeLayout::discrete(),
-            FakeLayout::rebar(),
-            FakeLayout::integrated(),
-            FakeLayout::mobile(),
-            FakeLayout::lavapipe(),
-            FakeLayout::amd(),
-            FakeLayout::intel_arc(),
-            FakeLayout::apple(),
-            FakeLayout::mali(),
-        ] {
+        for layout in FakeLayout::presets() {
             let mut reversed = layout.clone();
             reversed.memory_types.reverse();
             for layout in [layout, reversed] {

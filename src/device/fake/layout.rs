@@ -519,6 +519,22 @@ impl FakeLayout {
         }
     }
 
+    /// Every preset above, in the order they are listed: for a test that
+    /// should hold on each device this fake device models.
+    pub fn presets() -> [Self; 9] {
+        [
+            Self::discrete(),
+            Self::integrated(),
+            Self::mobile(),
+            Self::rebar(),
+            Self::amd(),
+            Self::lavapipe(),
+            Self::intel_arc(),
+            Self::apple(),
+            Self::mali(),
+        ]
+    }
+
     /// The same layout with `deviceCoherentMemory` reported as enabled (or
     /// not).
     pub fn with_amd_device_coherent_memory(mut self, enabled: bool) -> Self {

@@ -73,18 +73,7 @@ fn each_preset_places_each_usage_in_the_expected_type() {
 /// an engine finds its crash-breadcrumb type by that bit.
 #[test]
 fn memory_type_properties_are_the_devices() {
-    let layouts = [
-        FakeLayout::discrete(),
-        FakeLayout::integrated(),
-        FakeLayout::mobile(),
-        FakeLayout::rebar(),
-        FakeLayout::amd(),
-        FakeLayout::lavapipe(),
-        FakeLayout::intel_arc(),
-        FakeLayout::apple(),
-        FakeLayout::mali(),
-    ];
-    for layout in layouts {
+    for layout in FakeLayout::presets() {
         let (name, types) = (layout.name, layout.memory_types.clone());
         let amd_types = layout.amd_device_coherent_types;
         let (allocator, device) = allocator(layout);
