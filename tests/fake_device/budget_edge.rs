@@ -11,10 +11,13 @@
 
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::report::RangeKind;
-use vk_suballoc::{Allocation, Config, DedicatedPolicy, Request, ResourceKind, Usage};
+use vk_suballoc::{
+    Allocation, AllocationDesc, Config, DedicatedPolicy, Error, PoolDesc, Request, ResourceKind,
+    Usage,
+};
 
 use super::frames::free_all_and_finish;
-use super::{allocator_with, buffer, requirements, FakeAllocator};
+use super::{allocator_with, buffer, finish, free, requirements, FakeAllocator};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -71,6 +74,16 @@ fn at_the_edge(
         served,
         later_served,
     }
+}
+
+/// How many memory objects of heap 0 are live, and the largest of them,
+/// those of `except` bytes left out.
+fn memory_objects(device: &FakeDevice, except: u64) -> (usize, u64) {
+    let live = device.live_allocations();
+    let sizes = live.iter().filter(|m| m.heap == 0 && m.size != except);
+    sizes.fold((0, 0), |(count, largest), m| {
+        (count + 1, largest.max(m.size))
+    })
 }
 
 /// Live memory objects of heap 0.
@@ -283,6 +296,26 @@ fn small_requests_at_every_kind_of_edge() {
             made: (1, 5),
         },
         Case {
+            // 32, 16, 8 and 4 MiB refused, a 2 MiB block for the first
+            // 512 buffers; then 2 MiB refused (1.5 MiB left) and that
+            // request's own memory; then a block below that refusal for
+            // the rest. Sized without the refusal, every later remainder
+            // block was 2 MiB, answered by the remembered refusal without
+            // a call: each request past the first block took memory of
+            // its own.
+            name: "discrete, the driver grants 3.5 MiB, 4 KiB buffers past the first block",
+            layout: FakeLayout::discrete(),
+            config: Config::default(),
+            edge: |_, device| {
+                device.cap_heap(0, 3 * MIB + 512 * KIB);
+                Vec::new()
+            },
+            small: device_local(4 * KIB),
+            count: 600,
+            later: 256 * KIB,
+            made: (3, 8),
+        },
+        Case {
             name: "discrete, VRAM limited to 1 GiB, 1.5 MiB left",
             layout: FakeLayout::discrete().with_memory_budget(false),
             config: limited,
@@ -390,5 +423,107 @@ fn small_requests_at_the_edge_never_reach_the_object_limit() {
         }
     }
     assert_eq!(device.live_allocations().len(), 1);
+    free_all_and_finish(allocator, &device, live);
+}
+
+/// A request not held to the budget, over it in every type it may take
+/// (others use all of VRAM's budget), goes on past the budget: a
+/// `DedicatedPolicy::Never` request there takes a block, and where the
+/// driver grants 3.5 MiB, less than the ladder's 4 MiB, a remainder block
+/// sized by the heap's room (its size less this allocator's memory), not
+/// by the budget's, which has none: one 2 MiB block (below the 4 MiB the
+/// driver refused) for 2000 buffers of 256 bytes. Sized by the budget's
+/// room, each took the least block, 256 bytes, a memory object each.
+#[test]
+fn past_the_budget_remainder_blocks_are_sized_by_the_heaps_room() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    device.set_heap_budget(0, 100 * MIB, 100 * MIB);
+    device.cap_heap(0, 3 * MIB + 512 * KIB);
+    let mut small = device_local(256).dedicated(DedicatedPolicy::Never);
+    small.requirements.memory_type_bits = 1 << 1;
+    let mut live = Vec::new();
+    for i in 0..2000 {
+        let allocation = allocator
+            .allocate(&small)
+            .unwrap_or_else(|error| panic!("request {i}: {error:?}"));
+        assert_eq!(allocation.memory_type(), 1, "request {i}");
+        live.push(allocation);
+    }
+    // 32, 16, 8 and 4 MiB refused by the driver, then 2 MiB.
+    assert_eq!(
+        (memory_objects(&device, 0), device.counters().allocate_calls),
+        ((1, 2 * MIB), 5)
+    );
+    free_all_and_finish(allocator, &device, live);
+}
+
+/// Custom pools keep to their ladder at the edge (their blocks count
+/// against `max_blocks`): with 3.5 MiB of VRAM budget left, a pool's
+/// request held to the budget fails on the ladder's smallest block,
+/// 4 MiB, without a memory object below it; one not held to it takes a
+/// block of the ladder past the budget.
+#[test]
+fn custom_pools_keep_to_their_ladder_at_the_edge() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    three_and_a_half_mib_of_budget(&allocator, &device);
+    let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
+    let in_pool = |within_budget: bool| {
+        let desc = AllocationDesc {
+            within_budget,
+            ..AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool)
+        };
+        Request::with_desc(requirements(256, 256), ResourceKind::Buffer, desc)
+    };
+    let error = allocator.allocate(&in_pool(true)).unwrap_err();
+    assert!(
+        matches!(error, Error::OverBudget { heap: 0, size, .. } if size == 4 * MIB),
+        "{error:?}"
+    );
+    assert_eq!(device.counters().allocate_calls, 0);
+    let past = allocator.allocate(&in_pool(false)).unwrap();
+    let sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
+    assert!(sizes.iter().all(|&size| size >= 4 * MIB), "{sizes:?}");
+    free(&allocator, past);
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+/// Past the budget in a heap with a `Config::heap_size_limits` entry
+/// (VRAM limited to 1 GiB, whose ladder ends at 2 MiB, this allocator
+/// using all but 1.5 MiB of it, others all of the budget): a
+/// `DedicatedPolicy::Never` request not held to the budget takes a
+/// remainder block sized by the limit's room less this allocator's
+/// memory, 512 KiB (half of 1.5 MiB, rounded down to a halving), and 2000
+/// buffers of 256 bytes share it. Sized by the heap's size without the
+/// limit, or without this allocator's memory taken off, the block was
+/// 1 MiB, all but half a MiB of the room; sized by the budget's room,
+/// which has none, each request took the least block, 256 bytes, a memory
+/// object each.
+#[test]
+fn past_the_budget_a_limited_heaps_remainder_blocks_fit_the_limit() {
+    let mut config = Config::default();
+    config.heap_size_limits[0] = GIB;
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    device.set_heap_budget(0, 100 * MIB, 100 * MIB);
+    let mut fill = device_local(GIB - 3 * MIB / 2).dedicated(DedicatedPolicy::Always);
+    fill.requirements.memory_type_bits = 1 << 1;
+    let mut live = vec![allocator.allocate(&fill).unwrap()];
+    let calls = device.counters().allocate_calls;
+    let mut small = device_local(256).dedicated(DedicatedPolicy::Never);
+    small.requirements.memory_type_bits = 1 << 1;
+    for i in 0..2000 {
+        let allocation = allocator
+            .allocate(&small)
+            .unwrap_or_else(|error| panic!("request {i}: {error:?}"));
+        live.push(allocation);
+    }
+    // One block (the fill left out).
+    assert_eq!(
+        (
+            memory_objects(&device, fill.requirements.size),
+            device.counters().allocate_calls - calls
+        ),
+        ((1, 512 * KIB), 1)
+    );
     free_all_and_finish(allocator, &device, live);
 }
