@@ -9,14 +9,18 @@
 //! instead, each leaving at least half the room it found, so that a later,
 //! larger request still finds most of it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::report::RangeKind;
 use vk_suballoc::{
-    Allocation, AllocationDesc, Config, DedicatedPolicy, Error, PoolDesc, Request, ResourceKind,
-    Usage,
+    Allocation, AllocationDesc, Config, DedicatedPolicy, DefragmentationLimits, Error, PoolDesc,
+    Request, ResourceKind, Usage,
 };
 
-use super::frames::free_all_and_finish;
+use super::defragment::movables;
+use super::frames::{end_frame, free_all_and_finish};
+use super::seeded_rng::Rng;
 use super::{allocator_with, buffer, finish, free, requirements, FakeAllocator};
 
 const KIB: u64 = 1 << 10;
@@ -488,6 +492,130 @@ fn custom_pools_keep_to_their_ladder_at_the_edge() {
     finish(allocator, &device);
 }
 
+/// Threads at the edge: three threads allocate small buffers (1 to
+/// 16 KiB, at most 400 KiB live each) and free them at random in VRAM's two
+/// memory types of a resizable-BAR layout (types 1 and 4 share heap 0,
+/// each a pool of its own, which race for the heap's room), with 3.5 MiB
+/// of budget left and the driver refusing memory past it. Every request is
+/// served in heap 0, by a few blocks, not a memory object per request,
+/// and the driver refuses no call: no remainder block is sized past the
+/// room, whatever the other type took meanwhile.
+#[test]
+fn threads_at_the_edge_share_a_few_blocks_in_the_heap() {
+    let test = "threads_at_the_edge_share_a_few_blocks_in_the_heap";
+    let seed = Rng::seed(test);
+    let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
+    let (budget, others) = (100 * MIB, 100 * MIB - 3 * MIB - 512 * KIB);
+    device.set_heap_budget(0, budget, others);
+    device.cap_heap(0, budget - others);
+    let most_objects = AtomicUsize::new(0);
+    let live: Vec<Vec<Allocation>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..3u64)
+            .map(|thread| {
+                let (allocator, device, most_objects) = (&allocator, &device, &most_objects);
+                scope.spawn(move || {
+                    let mut rng = Rng(seed ^ thread.wrapping_mul(0x9e37_79b9));
+                    let mut live: Vec<Allocation> = Vec::new();
+                    for step in 0..if cfg!(miri) { 40 } else { 400 } {
+                        let size = KIB << rng.below(5);
+                        let live_bytes: u64 = live.iter().map(Allocation::size).sum();
+                        if live_bytes + size <= 400 * KIB && rng.below(3) != 0 {
+                            let mut request = device_local(size);
+                            request.requirements.memory_type_bits = [1 << 1, 1 << 4]
+                                [rng.below(2) as usize];
+                            let allocation = allocator.allocate(&request).unwrap_or_else(|error| {
+                                panic!("{test}: seed {seed}: thread {thread} step {step}: {error:?}")
+                            });
+                            let memory_type = allocation.memory_type();
+                            assert!(
+                                memory_type == 1 || memory_type == 4,
+                                "{test}: seed {seed}: thread {thread} step {step}: {size} bytes in memory type {memory_type}"
+                            );
+                            live.push(allocation);
+                            most_objects.fetch_max(heap_objects(device), Ordering::Relaxed);
+                        } else if !live.is_empty() {
+                            let index = rng.below(live.len() as u64) as usize;
+                            free(allocator, live.swap_remove(index));
+                        }
+                    }
+                    live
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let counters = device.counters();
+    assert_eq!(
+        counters.allocate_calls, counters.allocations,
+        "{test}: seed {seed}: the driver refused memory past the budget"
+    );
+    let most = most_objects.into_inner();
+    println!("{test}: at most {most} memory objects in heap 0");
+    assert!(
+        most <= 16,
+        "{test}: seed {seed}: {most} memory objects in heap 0"
+    );
+    free_all_and_finish(allocator, &device, live.into_iter().flatten());
+}
+
+/// An engine's frames at the edge: buffers of 4 to 32 KiB allocated and
+/// freed at random (at most 1.5 MiB live), a frame ended every 50 steps,
+/// with 3.5 MiB of VRAM budget left. Every request stays in VRAM; the
+/// heap holds a few memory objects at most, not one per churn
+/// (empty remainder blocks are kept or released as other blocks are); and
+/// once everything is freed and the frames age the kept blocks out, one
+/// empty block is left (the largest, kept for reuse), which `trim`
+/// releases.
+#[test]
+fn frames_of_churn_at_the_edge_keep_a_few_blocks() {
+    let test = "frames_of_churn_at_the_edge_keep_a_few_blocks";
+    let mut rng = Rng::from_env(test);
+    let config = Config {
+        empty_block_frames: 3,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    three_and_a_half_mib_of_budget(&allocator, &device);
+    let mut live: Vec<Allocation> = Vec::new();
+    let mut most = 0;
+    for step in 0..if cfg!(miri) { 300 } else { 3000 } {
+        let size = (4 * KIB) << rng.below(4);
+        let live_bytes: u64 = live.iter().map(Allocation::size).sum();
+        if live_bytes + size <= 3 * MIB / 2 && rng.below(2) == 0 {
+            let allocation = allocator
+                .allocate(&device_local(size))
+                .unwrap_or_else(|error| panic!("{test}: step {step}: {error:?}"));
+            assert_eq!(
+                allocation.memory_type(),
+                1,
+                "{test}: step {step}: {size} bytes"
+            );
+            live.push(allocation);
+        } else if !live.is_empty() {
+            let index = rng.below(live.len() as u64) as usize;
+            allocator.free_after_frame(live.swap_remove(index)).unwrap();
+        }
+        if step % 50 == 49 {
+            device.signal_fence(end_frame(&allocator, &device));
+            allocator.collect().unwrap();
+        }
+        most = most.max(heap_objects(&device));
+    }
+    println!("{test}: at most {most} memory objects in heap 0");
+    assert!(most <= 16, "{test}: {most} memory objects in heap 0");
+    for allocation in live {
+        allocator.free_after_frame(allocation).unwrap();
+    }
+    for _ in 0..5 {
+        device.signal_fence(end_frame(&allocator, &device));
+        allocator.collect().unwrap();
+    }
+    assert_eq!(heap_objects(&device), 1, "{test}: one empty block kept");
+    allocator.trim();
+    assert_eq!(heap_objects(&device), 0, "{test}: trim releases it");
+    finish(allocator, &device);
+}
+
 /// Past the budget in a heap with a `Config::heap_size_limits` entry
 /// (VRAM limited to 1 GiB, whose ladder ends at 2 MiB, this allocator
 /// using all but 1.5 MiB of it, others all of the budget): a
@@ -525,5 +653,45 @@ fn past_the_budget_a_limited_heaps_remainder_blocks_fit_the_limit() {
         ),
         ((1, 512 * KIB), 1)
     );
+    free_all_and_finish(allocator, &device, live);
+}
+
+/// A heap whose budget grows again: the remainder block made at the edge
+/// stays while it holds allocations, and a defragmentation plan empties
+/// it into a block of the ladder made once the room came back. Ten
+/// buffers of 4 KiB take a 1 MiB remainder block with 3.5 MiB of budget
+/// left; the budget grows, a 2 MiB buffer takes a 32 MiB block; the plan
+/// moves the ten into that block and releases the remainder block, and
+/// the heap is left with the one block of the ladder.
+#[test]
+fn once_the_budget_grows_a_defragmentation_empties_remainder_blocks() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    three_and_a_half_mib_of_budget(&allocator, &device);
+    let mut live: Vec<Allocation> = (0..10)
+        .map(|_| allocator.allocate(&device_local(4 * KIB)).unwrap())
+        .collect();
+    let sizes = |device: &FakeDevice| -> Vec<u64> {
+        let mut sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
+        sizes.sort_unstable();
+        sizes
+    };
+    assert_eq!(sizes(&device), [MIB]);
+    device.set_heap_budget(0, 4 * GIB, 0);
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    live.push(allocator.allocate(&device_local(2 * MIB)).unwrap());
+    assert_eq!(sizes(&device), [MIB, 32 * MIB]);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
+        .unwrap();
+    assert_eq!(
+        (plan.moves.len(), plan.blocks_released, plan.bytes_released),
+        (10, 1, MIB)
+    );
+    for planned in plan.moves.into_iter().rev() {
+        let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+        free(&allocator, old);
+    }
+    assert_eq!(sizes(&device), [32 * MIB]);
     free_all_and_finish(allocator, &device, live);
 }
