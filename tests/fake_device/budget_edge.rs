@@ -695,3 +695,23 @@ fn once_the_budget_grows_a_defragmentation_empties_remainder_blocks() {
     assert_eq!(sizes(&device), [32 * MIB]);
     free_all_and_finish(allocator, &device, live);
 }
+
+/// A block-only request (`DedicatedPolicy::Never`) whose remainder block
+/// is its least block asks the driver for it once: with 768 bytes of
+/// VRAM budget left the remainder block of a 256-byte buffer is 256 bytes,
+/// its least; the driver, with less than that, refuses it, and the
+/// request goes on to system memory. One refused call, not that block
+/// asked for twice (a refused call can be slow).
+#[test]
+fn a_least_block_the_driver_refused_is_not_asked_for_again() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    device.set_heap_budget(0, 100 * MIB, 100 * MIB - 768);
+    device.cap_heap(0, 128);
+    let request = device_local(256).dedicated(DedicatedPolicy::Never);
+    let allocation = allocator.allocate(&request).unwrap();
+    assert_ne!(allocation.memory_type(), 1);
+    let counters = device.counters();
+    // The refused 256-byte block in VRAM, the block in system memory.
+    assert_eq!((counters.allocate_calls, counters.allocations), (2, 1));
+    free_all_and_finish(allocator, &device, vec![allocation]);
+}
