@@ -715,3 +715,24 @@ fn a_least_block_the_driver_refused_is_not_asked_for_again() {
     assert_eq!((counters.allocate_calls, counters.allocations), (2, 1));
     free_all_and_finish(allocator, &device, vec![allocation]);
 }
+
+/// An empty remainder block, kept for reuse as any block that empties,
+/// gives way to a request that needs its room: with 3.5 MiB of VRAM
+/// budget left, a buffer of 256 bytes takes a 1 MiB block and is freed;
+/// a 3 MiB buffer held to the budget then finds only 2.5 MiB beside the
+/// kept block, which is released for it, and it takes VRAM.
+#[test]
+fn an_empty_remainder_block_gives_way_to_a_larger_request() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    three_and_a_half_mib_of_budget(&allocator, &device);
+    let small = allocator.allocate(&device_local(256)).unwrap();
+    assert_eq!(memory_objects(&device, 0), (1, MIB));
+    free(&allocator, small);
+    assert_eq!(memory_objects(&device, 0), (1, MIB), "kept");
+    let large = allocator
+        .allocate(&device_local(3 * MIB).within_budget())
+        .unwrap();
+    assert_eq!(large.memory_type(), 1);
+    assert_eq!(memory_objects(&device, 0), (1, 3 * MIB));
+    free_all_and_finish(allocator, &device, vec![large]);
+}
