@@ -9,12 +9,19 @@
 //! instead, each leaving at least half the room it found, so that a later,
 //! larger request still finds most of it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::report::RangeKind;
-use vk_suballoc::{Allocation, Config, DedicatedPolicy, Request, ResourceKind, Usage};
+use vk_suballoc::{
+    Allocation, AllocationDesc, Config, DedicatedPolicy, DefragmentationLimits, Error, PoolDesc,
+    Request, ResourceKind, Usage,
+};
 
-use super::frames::free_all_and_finish;
-use super::{allocator_with, buffer, requirements, FakeAllocator};
+use super::defragment::movables;
+use super::frames::{end_frame, free_all_and_finish};
+use super::seeded_rng::Rng;
+use super::{allocator_with, buffer, finish, free, requirements, FakeAllocator};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -71,6 +78,16 @@ fn at_the_edge(
         served,
         later_served,
     }
+}
+
+/// How many memory objects of heap 0 are live, and the largest of them,
+/// those of `except` bytes left out.
+fn memory_objects(device: &FakeDevice, except: u64) -> (usize, u64) {
+    let live = device.live_allocations();
+    let sizes = live.iter().filter(|m| m.heap == 0 && m.size != except);
+    sizes.fold((0, 0), |(count, largest), m| {
+        (count + 1, largest.max(m.size))
+    })
 }
 
 /// Live memory objects of heap 0.
@@ -283,6 +300,26 @@ fn small_requests_at_every_kind_of_edge() {
             made: (1, 5),
         },
         Case {
+            // 32, 16, 8 and 4 MiB refused, a 2 MiB block for the first
+            // 512 buffers; then 2 MiB refused (1.5 MiB left) and that
+            // request's own memory; then a block below that refusal for
+            // the rest. Sized without the refusal, every later remainder
+            // block was 2 MiB, answered by the remembered refusal without
+            // a call: each request past the first block took memory of
+            // its own.
+            name: "discrete, the driver grants 3.5 MiB, 4 KiB buffers past the first block",
+            layout: FakeLayout::discrete(),
+            config: Config::default(),
+            edge: |_, device| {
+                device.cap_heap(0, 3 * MIB + 512 * KIB);
+                Vec::new()
+            },
+            small: device_local(4 * KIB),
+            count: 600,
+            later: 256 * KIB,
+            made: (3, 8),
+        },
+        Case {
             name: "discrete, VRAM limited to 1 GiB, 1.5 MiB left",
             layout: FakeLayout::discrete().with_memory_budget(false),
             config: limited,
@@ -391,4 +428,311 @@ fn small_requests_at_the_edge_never_reach_the_object_limit() {
     }
     assert_eq!(device.live_allocations().len(), 1);
     free_all_and_finish(allocator, &device, live);
+}
+
+/// A request not held to the budget, over it in every type it may take
+/// (others use all of VRAM's budget), goes on past the budget: a
+/// `DedicatedPolicy::Never` request there takes a block, and where the
+/// driver grants 3.5 MiB, less than the ladder's 4 MiB, a remainder block
+/// sized by the heap's room (its size less this allocator's memory), not
+/// by the budget's, which has none: one 2 MiB block (below the 4 MiB the
+/// driver refused) for 2000 buffers of 256 bytes. Sized by the budget's
+/// room, each took the least block, 256 bytes, a memory object each.
+#[test]
+fn past_the_budget_remainder_blocks_are_sized_by_the_heaps_room() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    device.set_heap_budget(0, 100 * MIB, 100 * MIB);
+    device.cap_heap(0, 3 * MIB + 512 * KIB);
+    let mut small = device_local(256).dedicated(DedicatedPolicy::Never);
+    small.requirements.memory_type_bits = 1 << 1;
+    let mut live = Vec::new();
+    for i in 0..2000 {
+        let allocation = allocator
+            .allocate(&small)
+            .unwrap_or_else(|error| panic!("request {i}: {error:?}"));
+        assert_eq!(allocation.memory_type(), 1, "request {i}");
+        live.push(allocation);
+    }
+    // 32, 16, 8 and 4 MiB refused by the driver, then 2 MiB.
+    assert_eq!(
+        (memory_objects(&device, 0), device.counters().allocate_calls),
+        ((1, 2 * MIB), 5)
+    );
+    free_all_and_finish(allocator, &device, live);
+}
+
+/// Custom pools keep to their ladder at the edge (their blocks count
+/// against `max_blocks`): with 3.5 MiB of VRAM budget left, a pool's
+/// request held to the budget fails on the ladder's smallest block,
+/// 4 MiB, without a memory object below it; one not held to it takes a
+/// block of the ladder past the budget.
+#[test]
+fn custom_pools_keep_to_their_ladder_at_the_edge() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    three_and_a_half_mib_of_budget(&allocator, &device);
+    let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
+    let in_pool = |within_budget: bool| {
+        let desc = AllocationDesc {
+            within_budget,
+            ..AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool)
+        };
+        Request::with_desc(requirements(256, 256), ResourceKind::Buffer, desc)
+    };
+    let error = allocator.allocate(&in_pool(true)).unwrap_err();
+    assert!(
+        matches!(error, Error::OverBudget { heap: 0, size, .. } if size == 4 * MIB),
+        "{error:?}"
+    );
+    assert_eq!(device.counters().allocate_calls, 0);
+    let past = allocator.allocate(&in_pool(false)).unwrap();
+    let sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
+    assert!(sizes.iter().all(|&size| size >= 4 * MIB), "{sizes:?}");
+    free(&allocator, past);
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}
+
+/// Threads at the edge: three threads allocate small buffers (1 to
+/// 16 KiB, at most 400 KiB live each) and free them at random in VRAM's two
+/// memory types of a resizable-BAR layout (types 1 and 4 share heap 0,
+/// each a pool of its own, which race for the heap's room), with 3.5 MiB
+/// of budget left and the driver refusing memory past it. Every request is
+/// served in heap 0, by a few blocks, not a memory object per request,
+/// and the driver refuses no call: no remainder block is sized past the
+/// room, whatever the other type took meanwhile.
+#[test]
+fn threads_at_the_edge_share_a_few_blocks_in_the_heap() {
+    let test = "threads_at_the_edge_share_a_few_blocks_in_the_heap";
+    let seed = Rng::seed(test);
+    let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
+    let (budget, others) = (100 * MIB, 100 * MIB - 3 * MIB - 512 * KIB);
+    device.set_heap_budget(0, budget, others);
+    device.cap_heap(0, budget - others);
+    let most_objects = AtomicUsize::new(0);
+    let live: Vec<Vec<Allocation>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..3u64)
+            .map(|thread| {
+                let (allocator, device, most_objects) = (&allocator, &device, &most_objects);
+                scope.spawn(move || {
+                    let mut rng = Rng(seed ^ thread.wrapping_mul(0x9e37_79b9));
+                    let mut live: Vec<Allocation> = Vec::new();
+                    for step in 0..if cfg!(miri) { 40 } else { 400 } {
+                        let size = KIB << rng.below(5);
+                        let live_bytes: u64 = live.iter().map(Allocation::size).sum();
+                        if live_bytes + size <= 400 * KIB && rng.below(3) != 0 {
+                            let mut request = device_local(size);
+                            request.requirements.memory_type_bits = [1 << 1, 1 << 4]
+                                [rng.below(2) as usize];
+                            let allocation = allocator.allocate(&request).unwrap_or_else(|error| {
+                                panic!("{test}: seed {seed}: thread {thread} step {step}: {error:?}")
+                            });
+                            let memory_type = allocation.memory_type();
+                            assert!(
+                                memory_type == 1 || memory_type == 4,
+                                "{test}: seed {seed}: thread {thread} step {step}: {size} bytes in memory type {memory_type}"
+                            );
+                            live.push(allocation);
+                            most_objects.fetch_max(heap_objects(device), Ordering::Relaxed);
+                        } else if !live.is_empty() {
+                            let index = rng.below(live.len() as u64) as usize;
+                            free(allocator, live.swap_remove(index));
+                        }
+                    }
+                    live
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let counters = device.counters();
+    assert_eq!(
+        counters.allocate_calls, counters.allocations,
+        "{test}: seed {seed}: the driver refused memory past the budget"
+    );
+    let most = most_objects.into_inner();
+    println!("{test}: at most {most} memory objects in heap 0");
+    assert!(
+        most <= 16,
+        "{test}: seed {seed}: {most} memory objects in heap 0"
+    );
+    free_all_and_finish(allocator, &device, live.into_iter().flatten());
+}
+
+/// An engine's frames at the edge: buffers of 4 to 32 KiB allocated and
+/// freed at random (at most 1.5 MiB live), a frame ended every 50 steps,
+/// with 3.5 MiB of VRAM budget left. Every request stays in VRAM; the
+/// heap holds a few memory objects at most, not one per churn
+/// (empty remainder blocks are kept or released as other blocks are); and
+/// once everything is freed and the frames age the kept blocks out, one
+/// empty block is left (the largest, kept for reuse), which `trim`
+/// releases.
+#[test]
+fn frames_of_churn_at_the_edge_keep_a_few_blocks() {
+    let test = "frames_of_churn_at_the_edge_keep_a_few_blocks";
+    let mut rng = Rng::from_env(test);
+    let config = Config {
+        empty_block_frames: 3,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    three_and_a_half_mib_of_budget(&allocator, &device);
+    let mut live: Vec<Allocation> = Vec::new();
+    let mut most = 0;
+    for step in 0..if cfg!(miri) { 300 } else { 3000 } {
+        let size = (4 * KIB) << rng.below(4);
+        let live_bytes: u64 = live.iter().map(Allocation::size).sum();
+        if live_bytes + size <= 3 * MIB / 2 && rng.below(2) == 0 {
+            let allocation = allocator
+                .allocate(&device_local(size))
+                .unwrap_or_else(|error| panic!("{test}: step {step}: {error:?}"));
+            assert_eq!(
+                allocation.memory_type(),
+                1,
+                "{test}: step {step}: {size} bytes"
+            );
+            live.push(allocation);
+        } else if !live.is_empty() {
+            let index = rng.below(live.len() as u64) as usize;
+            allocator.free_after_frame(live.swap_remove(index)).unwrap();
+        }
+        if step % 50 == 49 {
+            device.signal_fence(end_frame(&allocator, &device));
+            allocator.collect().unwrap();
+        }
+        most = most.max(heap_objects(&device));
+    }
+    println!("{test}: at most {most} memory objects in heap 0");
+    assert!(most <= 16, "{test}: {most} memory objects in heap 0");
+    for allocation in live {
+        allocator.free_after_frame(allocation).unwrap();
+    }
+    for _ in 0..5 {
+        device.signal_fence(end_frame(&allocator, &device));
+        allocator.collect().unwrap();
+    }
+    assert_eq!(heap_objects(&device), 1, "{test}: one empty block kept");
+    allocator.trim();
+    assert_eq!(heap_objects(&device), 0, "{test}: trim releases it");
+    finish(allocator, &device);
+}
+
+/// Past the budget in a heap with a `Config::heap_size_limits` entry
+/// (VRAM limited to 1 GiB, whose ladder ends at 2 MiB, this allocator
+/// using all but 1.5 MiB of it, others all of the budget): a
+/// `DedicatedPolicy::Never` request not held to the budget takes a
+/// remainder block sized by the limit's room less this allocator's
+/// memory, 512 KiB (half of 1.5 MiB, rounded down to a halving), and 2000
+/// buffers of 256 bytes share it. Sized by the heap's size without the
+/// limit, or without this allocator's memory taken off, the block was
+/// 1 MiB, all but half a MiB of the room; sized by the budget's room,
+/// which has none, each request took the least block, 256 bytes, a memory
+/// object each.
+#[test]
+fn past_the_budget_a_limited_heaps_remainder_blocks_fit_the_limit() {
+    let mut config = Config::default();
+    config.heap_size_limits[0] = GIB;
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    device.set_heap_budget(0, 100 * MIB, 100 * MIB);
+    let mut fill = device_local(GIB - 3 * MIB / 2).dedicated(DedicatedPolicy::Always);
+    fill.requirements.memory_type_bits = 1 << 1;
+    let mut live = vec![allocator.allocate(&fill).unwrap()];
+    let calls = device.counters().allocate_calls;
+    let mut small = device_local(256).dedicated(DedicatedPolicy::Never);
+    small.requirements.memory_type_bits = 1 << 1;
+    for i in 0..2000 {
+        let allocation = allocator
+            .allocate(&small)
+            .unwrap_or_else(|error| panic!("request {i}: {error:?}"));
+        live.push(allocation);
+    }
+    // One block (the fill left out).
+    assert_eq!(
+        (
+            memory_objects(&device, fill.requirements.size),
+            device.counters().allocate_calls - calls
+        ),
+        ((1, 512 * KIB), 1)
+    );
+    free_all_and_finish(allocator, &device, live);
+}
+
+/// A heap whose budget grows again: the remainder block made at the edge
+/// stays while it holds allocations, and a defragmentation plan empties
+/// it into a block of the ladder made once the room came back. Ten
+/// buffers of 4 KiB take a 1 MiB remainder block with 3.5 MiB of budget
+/// left; the budget grows, a 2 MiB buffer takes a 32 MiB block; the plan
+/// moves the ten into that block and releases the remainder block, and
+/// the heap is left with the one block of the ladder.
+#[test]
+fn once_the_budget_grows_a_defragmentation_empties_remainder_blocks() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    three_and_a_half_mib_of_budget(&allocator, &device);
+    let mut live: Vec<Allocation> = (0..10)
+        .map(|_| allocator.allocate(&device_local(4 * KIB)).unwrap())
+        .collect();
+    let sizes = |device: &FakeDevice| -> Vec<u64> {
+        let mut sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
+        sizes.sort_unstable();
+        sizes
+    };
+    assert_eq!(sizes(&device), [MIB]);
+    device.set_heap_budget(0, 4 * GIB, 0);
+    device.signal_fence(end_frame(&allocator, &device));
+    allocator.collect().unwrap();
+    live.push(allocator.allocate(&device_local(2 * MIB)).unwrap());
+    assert_eq!(sizes(&device), [MIB, 32 * MIB]);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
+        .unwrap();
+    assert_eq!(
+        (plan.moves.len(), plan.blocks_released, plan.bytes_released),
+        (10, 1, MIB)
+    );
+    for planned in plan.moves.into_iter().rev() {
+        let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+        free(&allocator, old);
+    }
+    assert_eq!(sizes(&device), [32 * MIB]);
+    free_all_and_finish(allocator, &device, live);
+}
+
+/// A block-only request (`DedicatedPolicy::Never`) whose remainder block
+/// is its least block asks the driver for it once: with 768 bytes of
+/// VRAM budget left the remainder block of a 256-byte buffer is 256 bytes,
+/// its least; the driver, with less than that, refuses it, and the
+/// request goes on to system memory. One refused call, not that block
+/// asked for twice (a refused call can be slow).
+#[test]
+fn a_least_block_the_driver_refused_is_not_asked_for_again() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    device.set_heap_budget(0, 100 * MIB, 100 * MIB - 768);
+    device.cap_heap(0, 128);
+    let request = device_local(256).dedicated(DedicatedPolicy::Never);
+    let allocation = allocator.allocate(&request).unwrap();
+    assert_ne!(allocation.memory_type(), 1);
+    let counters = device.counters();
+    // The refused 256-byte block in VRAM, the block in system memory.
+    assert_eq!((counters.allocate_calls, counters.allocations), (2, 1));
+    free_all_and_finish(allocator, &device, vec![allocation]);
+}
+
+/// An empty remainder block, kept for reuse as any block that empties,
+/// gives way to a request that needs its room: with 3.5 MiB of VRAM
+/// budget left, a buffer of 256 bytes takes a 1 MiB block and is freed;
+/// a 3 MiB buffer held to the budget then finds only 2.5 MiB beside the
+/// kept block, which is released for it, and it takes VRAM.
+#[test]
+fn an_empty_remainder_block_gives_way_to_a_larger_request() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    three_and_a_half_mib_of_budget(&allocator, &device);
+    let small = allocator.allocate(&device_local(256)).unwrap();
+    assert_eq!(memory_objects(&device, 0), (1, MIB));
+    free(&allocator, small);
+    assert_eq!(memory_objects(&device, 0), (1, MIB), "kept");
+    let large = allocator
+        .allocate(&device_local(3 * MIB).within_budget())
+        .unwrap();
+    assert_eq!(large.memory_type(), 1);
+    assert_eq!(memory_objects(&device, 0), (1, 3 * MIB));
+    free_all_and_finish(allocator, &device, vec![large]);
 }
