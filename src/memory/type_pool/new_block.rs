@@ -155,7 +155,11 @@ impl<M> TypePool<M> {
         let mut error = error;
         if let Some(size) = tried {
             // The last attempt when it is the least block and no dedicated
-            // memory follows: asked for, whatever the heap refused.
+            // memory follows: asked for, whatever the heap refused. (The
+            // size is below the refusal read above, so on one thread no
+            // remembered refusal answers this attempt either way; another
+            // memory type of the heap may record a smaller one meanwhile,
+            // and then this says whether the driver is still asked.)
             let skip_if_refused = dedicated_after || tried != least;
             match self.create_block(context, size, request, skip_if_refused) {
                 Ok(key) => return Ok(key),
