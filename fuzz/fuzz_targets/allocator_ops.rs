@@ -40,7 +40,9 @@
 //! through `name`); `check_corruption` and `check_pool_corruption`; the stats, the JSON dump, the memory
 //! map and the SVG; `memory_type_properties`, `memory_type_for`,
 //! `budgets`, `memory_size`, `owns`; and the fake device's faults
-//! (failing `vkAllocateMemory` and `vkMapMemory` calls, capped heaps,
+//! (failing `vkAllocateMemory` and `vkMapMemory` calls, capped heaps
+//! (one setup in 8 caps every heap at the start a little under the smallest
+//! block of its ladder, where remainder blocks are made),
 //! budgets, a lost device).
 //!
 //! Checked after every operation (a panic is a finding): flawed requests get
@@ -207,9 +209,13 @@ struct Setup {
     /// protected) at index `protected % (types + 1)`, with the
     /// `protectedMemory` feature on odd values.
     protected: u8,
-    /// The device exports only opaque file descriptors (else it does not
-    /// tell, as the presets).
-    opaque_fd_only: bool,
+    /// Bit 0: the device exports only opaque file descriptors (else it
+    /// does not tell, as the presets). Bits 1 to 3 of 2 (one setup in
+    /// 8; not all set, as most of the corpus's inputs have them): every
+    /// heap capped at the edge of the ladder ([`cap_at_edge`], bits 4 and
+    /// 5 picking the room). (A byte, where a `bool` was: the corpus keeps
+    /// its layout.)
+    opaque_fd_only: u8,
 }
 
 #[derive(Arbitrary, Debug)]
@@ -295,7 +301,7 @@ fn layout(setup: &Setup) -> FakeLayout {
         layout = layout.with_buffer_requirements(answer.with_memory_type_bits(bits));
         layout.protected_memory = setup.protected % 2 == 1;
     }
-    if setup.opaque_fd_only {
+    if setup.opaque_fd_only & 1 != 0 {
         layout.exportable_handle_types = Some(ash::vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD);
     }
     layout
@@ -419,6 +425,40 @@ fn limited(layout: &FakeLayout, limits: &[u64; 16]) -> FakeLayout {
     limited
 }
 
+/// With `Setup::opaque_fd_only` bits 1 to 3 of 2, caps each heap
+/// (`FakeDevice::cap_heap`, which the allocator cannot see) at its usage
+/// now plus 3/4, 1/2, 3/8 or 1/8 (bits 4 and 5) of the smallest block of
+/// its ladder (1/64 of the preferred size, as `block_size.rs` figures it
+/// from the heap's size under `Config::heap_size_limits`): a request
+/// that no block holds then meets the heap's edge below the ladder, where
+/// a default pool tries remainder blocks (`create_remainder_block`)
+/// before dedicated memory, which the corpus's inputs never reached. The
+/// walk copes with caps at any time (`Op::CapHeap`).
+fn cap_at_edge(setup: &Setup, device: &FakeDevice, config: &Config) {
+    if (setup.opaque_fd_only >> 1) & 7 != 2 {
+        return;
+    }
+    let (num, den) = pick(&[(3, 4), (1, 2), (3, 8), (1, 8)], setup.opaque_fd_only >> 4);
+    let layout = device.layout();
+    let seen = limited(layout, &config.heap_size_limits);
+    let max_allocation = layout.max_memory_allocation_size;
+    for (heap, (figures, usage)) in seen
+        .memory_heaps
+        .iter()
+        .zip(device.heap_usage())
+        .enumerate()
+    {
+        let preferred = if figures.size <= config.small_heap_limit {
+            (figures.size / 8).next_multiple_of(32)
+        } else {
+            config.large_heap_block_size
+        };
+        let preferred = preferred.min(max_allocation).min(figures.size).max(1);
+        let smallest = preferred >> 6;
+        device.cap_heap(heap as u32, usage + smallest / den * num);
+    }
+}
+
 /// `Setup::heap_mib`, brought into 1 to 64 when `toggle_budget` bit 3
 /// asks for debug fills.
 fn heap_mib(setup: &Setup) -> u8 {
@@ -474,13 +514,14 @@ fuzz_target!(|input: Input| {
     };
     let callback = input.setup.flags & (1 << 4) == 0;
     let seen = limited(&layout, &config.heap_size_limits);
-    let mut walk = Walk::new(allocator, device, seen, config, callback);
+    let mut walk = Walk::new(allocator, device.clone(), seen, config, callback);
     if input.setup.flags & (1 << 5) != 0 {
         let size_pick = usize::from(input.setup.flags >> 6);
         let size = [0xffff, 4096, 1000, 0x4000][size_pick];
         walk.start_ring(size, input.setup.toggle_budget & 4 != 0, size_pick == 3);
         walk.check();
     }
+    cap_at_edge(&input.setup, &device, &config);
     for op in input.ops {
         walk.apply(op);
         walk.check();
