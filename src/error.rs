@@ -200,8 +200,12 @@ pub enum Error {
     /// slots of 32 bytes: lower it).
     #[error("out of host memory")]
     OutOfHostMemory,
-    /// `maxMemoryAllocationCount` `VkDeviceMemory` objects exist. Free
-    /// dedicated allocations or raise the block size.
+    /// `maxMemoryAllocationCount` `VkDeviceMemory` objects exist (the
+    /// allocator's count, or the driver's `VK_ERROR_TOO_MANY_OBJECTS` from
+    /// `vkAllocateMemory`); the payload is that limit. Free dedicated
+    /// allocations or raise the block size. The driver's
+    /// `VK_ERROR_TOO_MANY_OBJECTS` from another call is
+    /// [`Device`](Self::Device)`(`[`DeviceError::TooManyObjects`]`)`.
     #[error("maxMemoryAllocationCount ({0}) memory objects exist")]
     TooManyObjects(u32),
     /// The request would exceed a heap's budget and within-budget allocation
@@ -490,12 +494,18 @@ fn what_the_usage_needs(usage: Usage) -> &'static str {
     }
 }
 
+/// A device call's error as the allocator returns it. Not
+/// `VK_ERROR_TOO_MANY_OBJECTS`, which only `vkAllocateMemory` returns for
+/// `maxMemoryAllocationCount`: that call's is
+/// [`Error::TooManyObjects`] with the device's limit
+/// (`MemoryContext::allocate_memory`), and another call's
+/// (`vkCreateBuffer`, `vkCreateImage`, a bind, a flush, a fence poll) is
+/// passed on as [`Error::Device`], with no count it could not know.
 impl From<DeviceError> for Error {
     fn from(error: DeviceError) -> Self {
         match error {
             DeviceError::OutOfDeviceMemory => Self::OutOfDeviceMemory,
             DeviceError::OutOfHostMemory => Self::OutOfHostMemory,
-            DeviceError::TooManyObjects => Self::TooManyObjects(0),
             DeviceError::MapFailed => Self::MapFailed,
             DeviceError::DeviceLost => Self::DeviceLost,
             other => Self::Device(other),

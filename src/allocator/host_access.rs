@@ -194,14 +194,18 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Errors
     /// [`Error::ForeignAllocation`]; [`Error::RangeOutOfBounds`] when
     /// `offset + bytes.len()` passes the allocation's end (nothing is
-    /// written); [`Error::NotHostVisible`]; [`Error::MapFailed`] as
+    /// written); [`Error::NotHostVisible`]; [`Error::StaleAllocation`] for
+    /// a handle whose allocation was freed (only a forged handle), on any
+    /// memory type, before anything is written (for empty `bytes`, which
+    /// write nothing, nothing is looked up and such a handle gets `Ok`, as
+    /// from [`flush`](Self::flush)); [`Error::MapFailed`] as
     /// [`mapped_slice`](Self::mapped_slice) gives it (an allocation of more
-    /// than 2 GiB on a 32-bit host); the flush's other errors:
-    /// [`Error::StaleAllocation`] as [`flush`](Self::flush) gives it (only
-    /// a forged handle), and device errors.
+    /// than 2 GiB on a 32-bit host); the flush's device errors.
     ///
     /// # Time complexity
-    /// O(`bytes.len()`) for the copy, and a [`flush`](Self::flush).
+    /// O(`bytes.len()`) for the copy, made with no lock held; before it,
+    /// O(1) under the lock of the allocation's pool (the handle's check);
+    /// and a [`flush`](Self::flush).
     pub fn copy_to_allocation(
         &self,
         allocation: &mut Allocation,
@@ -209,6 +213,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         bytes: &[u8],
     ) -> Result<(), Error> {
         let range = self.copy_range(allocation, offset, bytes.len())?;
+        if !range.is_empty() {
+            self.check_live(allocation)?;
+        }
         let slice = self.mapped_slice_mut(allocation)?;
         slice[slice_range(&range)].copy_from_slice(bytes);
         self.flush(allocation, range)
@@ -233,11 +240,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// the whole atoms around the bytes read.
     ///
     /// # Errors
-    /// As [`copy_to_allocation`](Self::copy_to_allocation); `out` is left
-    /// as it was on error.
+    /// As [`copy_to_allocation`](Self::copy_to_allocation) (a forged stale
+    /// handle gets [`Error::StaleAllocation`] before anything is read, on
+    /// any memory type); `out` is left as it was on error.
     ///
     /// # Time complexity
-    /// An [`invalidate`](Self::invalidate), and O(`out.len()`) for the copy.
+    /// An [`invalidate`](Self::invalidate) (on coherent memory, O(1) under
+    /// the lock of the allocation's pool for the handle's check instead),
+    /// and O(`out.len()`) for the copy, made with no lock held.
     pub fn copy_from_allocation(
         &self,
         allocation: &mut Allocation,
@@ -245,9 +255,26 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         out: &mut [u8],
     ) -> Result<(), Error> {
         let range = self.copy_range(allocation, offset, out.len())?;
+        // The invalidate looks the allocation up where it has something to
+        // do (non-coherent memory); on coherent memory, the check does.
+        if !range.is_empty() && !self.context.is_non_coherent(allocation.memory_type()) {
+            self.check_live(allocation)?;
+        }
         self.invalidate(allocation, range.clone())?;
         out.copy_from_slice(&self.mapped_slice(allocation)?[slice_range(&range)]);
         Ok(())
+    }
+
+    /// [`Error::StaleAllocation`] unless `allocation` is live (the lookup
+    /// a flush makes, under the lock of its pool): before a copy touches
+    /// its bytes, which a forged handle's freed range may have given to
+    /// another allocation.
+    fn check_live(&self, allocation: &Allocation) -> Result<(), Error> {
+        self.with_pool(allocation, |pool| {
+            pool.memory_at(allocation.location).is_some()
+        })?
+        .then_some(())
+        .ok_or(Error::StaleAllocation)
     }
 
     /// The bytes `offset..offset + len` of `allocation`, checked as a flush
@@ -470,80 +497,7 @@ fn slice_range(range: &Range<u64>) -> Range<usize> {
 }
 
 #[cfg(all(test, feature = "fake-device"))]
-mod stale_handle_tests {
-    use ash::vk;
-
-    use crate::device::fake::{FakeDevice, FakeLayout};
-    use crate::{Allocator, Config, Error, Request, ResourceKind, Usage};
-
-    /// A handle whose allocation was freed (only a forged one can be: the
-    /// crate's own second handle, `host_view`, stands in for it here) is
-    /// refused with `StaleAllocation` by the methods whose docs list it
-    /// and that look the allocation up: `flush`, `invalidate` and their
-    /// batched twins where there is something to flush (non-coherent
-    /// memory, a range not empty), `memory_size`, `set_name`, `name`,
-    /// `check_alias`, `free` and `free_mut`; and `owns` says no. Where nothing is flushed
-    /// (coherent memory, an empty range) `flush` looks nothing up and is
-    /// `Ok`, as its docs say. A neighbour keeps the block, so the stale
-    /// handle's pointer still names mapped memory.
-    #[test]
-    fn a_handle_of_a_freed_allocation_is_stale_where_it_is_looked_up() {
-        // Mobile: READBACK lands in type 2, cached and non-coherent;
-        // UPLOAD in type 1, coherent.
-        let device = FakeDevice::new(FakeLayout::mobile());
-        let mut allocator = Allocator::new(device.clone(), Config::default()).unwrap();
-        let request = |usage| {
-            let requirements = vk::MemoryRequirements {
-                size: 64 << 10,
-                alignment: 256,
-                memory_type_bits: !0,
-            };
-            Request::new(requirements, usage, ResourceKind::Buffer)
-        };
-        for usage in [Usage::READBACK, Usage::UPLOAD] {
-            let neighbour = allocator.allocate(&request(usage)).unwrap();
-            let freed = allocator.allocate(&request(usage)).unwrap();
-            assert_eq!(neighbour.memory(), freed.memory());
-            let non_coherent = allocator.context.is_non_coherent(freed.memory_type());
-            assert_eq!(non_coherent, usage == Usage::READBACK);
-            let mut stale = freed.host_view();
-            // SAFETY: the fake device runs no GPU work.
-            unsafe { allocator.free(freed) }.unwrap();
-            let flushed = (!non_coherent).then_some(()).ok_or(Error::StaleAllocation);
-            assert_eq!(allocator.flush(&stale, 0..16), flushed);
-            assert_eq!(allocator.invalidate(&mut stale, 0..16), flushed);
-            assert_eq!(allocator.flush_allocations([(&stale, 0..16)]), flushed);
-            assert_eq!(
-                allocator.invalidate_allocations([(&mut stale, 0..16)]),
-                flushed
-            );
-            assert_eq!(allocator.flush(&stale, 0..0), Ok(()));
-            assert_eq!(allocator.memory_size(&stale), Err(Error::StaleAllocation));
-            let renamed = allocator.set_name(&stale, Some("stale"));
-            assert_eq!(renamed, Err(Error::StaleAllocation));
-            assert_eq!(allocator.name(&stale), Err(Error::StaleAllocation));
-            let alias = vk::MemoryRequirements {
-                size: 64,
-                alignment: 256,
-                memory_type_bits: !0,
-            };
-            let aliased = allocator.check_alias(&stale, 0, &alias, ResourceKind::Buffer);
-            assert_eq!(aliased, Err(Error::StaleAllocation));
-            assert!(!allocator.owns(&stale));
-            // SAFETY: refused before anything is freed.
-            let again = unsafe { allocator.free(stale.host_view()) };
-            assert_eq!(again, Err(Error::StaleAllocation));
-            // SAFETY: as above.
-            let again = unsafe { allocator.free_mut(stale) };
-            assert_eq!(again, Err(Error::StaleAllocation));
-            assert_eq!(allocator.stats().allocations(), 1);
-            // SAFETY: as above.
-            unsafe { allocator.free(neighbour) }.unwrap();
-        }
-        drop(allocator);
-        device.assert_clean();
-    }
-}
+mod stale_handle_tests;
 
 #[cfg(test)]
 mod tests {

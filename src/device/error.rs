@@ -14,9 +14,14 @@ pub enum DeviceError {
     /// `VK_ERROR_OUT_OF_HOST_MEMORY`: the driver could not allocate host memory.
     #[error("out of host memory")]
     OutOfHostMemory,
-    /// `VK_ERROR_TOO_MANY_OBJECTS`: `maxMemoryAllocationCount` memory objects
-    /// exist. Free dedicated allocations, or use larger blocks.
-    #[error("too many memory objects")]
+    /// `VK_ERROR_TOO_MANY_OBJECTS`: from `vkAllocateMemory`,
+    /// `maxMemoryAllocationCount` memory objects exist (free dedicated
+    /// allocations, or use larger blocks; the allocator returns it as
+    /// [`Error::TooManyObjects`](crate::Error::TooManyObjects) with the
+    /// limit); from another call, too many objects of the kind it makes
+    /// (the allocator passes it on as
+    /// [`Error::Device`](crate::Error::Device)).
+    #[error("VK_ERROR_TOO_MANY_OBJECTS (too many objects)")]
     TooManyObjects,
     /// `VK_ERROR_MEMORY_MAP_FAILED`: the memory could not be mapped.
     #[error("memory map failed")]

@@ -358,6 +358,38 @@ fn driver_errors_are_typed_and_leak_nothing() {
     finish(allocator, &device);
 }
 
+/// `VK_ERROR_TOO_MANY_OBJECTS` from a call other than `vkAllocateMemory`
+/// (`vkCreateBuffer`, `vkCreateImage`, a bind, a flush or a fence poll,
+/// converted as the ash helpers, upload rings and frames convert them:
+/// `DeviceError::from(vk::Result)`, then `Error::from`) says what the
+/// driver returned and claims no memory-object count: it was
+/// `TooManyObjects(0)`, "maxMemoryAllocationCount (0) memory objects
+/// exist". `vkAllocateMemory`'s own (above) names the real limit.
+#[test]
+fn too_many_objects_from_other_calls_claims_no_object_count() {
+    let error = Error::from(DeviceError::from(vk::Result::ERROR_TOO_MANY_OBJECTS));
+    assert_eq!(error, Error::Device(DeviceError::TooManyObjects));
+    let message = error.to_string();
+    assert!(message.contains("VK_ERROR_TOO_MANY_OBJECTS"), "{message}");
+    assert!(!message.contains("maxMemoryAllocationCount"), "{message}");
+    assert!(!message.contains("memory objects"), "{message}");
+    // Through `vkAllocateMemory`, the limit the message names is the
+    // device's.
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    for nth in 1..=3 {
+        device.fail_allocation(nth, DeviceError::TooManyObjects);
+    }
+    let message = allocator
+        .allocate(&buffer(4096, 1, Usage::DEVICE_LOCAL))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        message,
+        "maxMemoryAllocationCount (4096) memory objects exist"
+    );
+    finish(allocator, &device);
+}
+
 /// Through the `gpu-alloc` trait (`MemoryDevice::allocate_memory`), whose
 /// error has two kinds only, a driver's `VK_ERROR_OUT_OF_HOST_MEMORY` stays
 /// host memory, and every other failure reads as device memory.

@@ -20,7 +20,7 @@ use gpu_alloc_types::{AllocationFlags, MemoryPropertyFlags};
 use super::budgets::Read;
 use super::{MemoryContext, MemoryRequest, NewMemory};
 use crate::device::{
-    memory_priority, AllocateInfo, DedicatedTarget, HeapBudget, MemoryDeviceExt,
+    memory_priority, AllocateInfo, DedicatedTarget, DeviceError, HeapBudget, MemoryDeviceExt,
     DEDICATED_ONLY_HANDLE_TYPES,
 };
 use crate::memory::events::{MemoryEvent, MemoryEventKind};
@@ -241,9 +241,10 @@ impl<D> MemoryContext<D> {
             Ok(memory) => memory,
             // The slot goes back as it drops (and on a panic, as it unwinds).
             Err(error) => {
-                return Err(match Error::from(error) {
-                    Error::TooManyObjects(_) => Error::TooManyObjects(limit),
-                    Error::OutOfDeviceMemory => {
+                return Err(match error {
+                    // `vkAllocateMemory`'s: the limit is the device's.
+                    DeviceError::TooManyObjects => Error::TooManyObjects(limit),
+                    DeviceError::OutOfDeviceMemory => {
                         // Under the heap's turn: a free of the heap's
                         // memory cannot come between the refusal and this.
                         // Not for exportable memory, which a driver may
@@ -254,7 +255,7 @@ impl<D> MemoryContext<D> {
                         }
                         Error::OutOfDeviceMemory
                     }
-                    other => other,
+                    other => Error::from(other),
                 });
             }
         };
@@ -303,7 +304,7 @@ impl<D> MemoryContext<D> {
                     // type and size, and counted; not mapped (the map
                     // failed) and never bound.
                     unsafe { self.free_memory(memory, false, request.memory_type, request.size) };
-                    return Err(crate::device::DeviceError::from(error).into());
+                    return Err(DeviceError::from(error).into());
                 }
                 Err(panic) => {
                     let free = || {
