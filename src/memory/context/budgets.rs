@@ -9,7 +9,7 @@
 //! for a heap's figures.
 
 use std::sync::atomic::Ordering;
-use std::sync::PoisonError;
+use std::sync::{MutexGuard, PoisonError};
 
 use super::{MemoryContext, MAX_HEAPS};
 use crate::device::{HeapBudget, MemoryDeviceExt};
@@ -225,6 +225,18 @@ impl<D> MemoryContext<D> {
         }
         let budget = self.heap_budgets()[heap];
         room.min(budget.budget.saturating_sub(budget.usage))
+    }
+
+    /// The remainder turn of `memory_type`'s heap, held while a remainder
+    /// block is sized on the heap's [`known_room`](Self::known_room) and
+    /// made (`type_pool/new_block.rs`): another memory type of the heap
+    /// sizes its own once this one is counted in the heap's usage, or
+    /// refused. `None` for a heap the device does not list (no memory of
+    /// it is ever made).
+    pub(crate) fn remainder_turn(&self, memory_type: u32) -> Option<MutexGuard<'_, ()>> {
+        let heap = self.heap_of(memory_type) as usize;
+        let turn = self.remainder_turns.get(heap)?;
+        Some(turn.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Makes the next budget check read the driver's figures again: a frame
