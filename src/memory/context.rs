@@ -110,7 +110,7 @@ pub(crate) struct MemoryContext<D> {
     /// blocks one after another, each on the room the last one left, so
     /// that together they leave half of it, as one type does. Taken under
     /// a memory type's pool lock and before the heap's turn, never the
-    /// other way.
+    /// other way (the lock order: `allocator/mod.rs`).
     remainder_turns: Box<[Mutex<()>]>,
     /// Per heap, the fewest bytes the driver refused a memory object of
     /// since the heap was last refreshed, `u64::MAX` for none
