@@ -64,14 +64,19 @@
 //!    releasing 1 and 2, and only `try_lock`s each
 //!    pool, skipping one another thread holds (it waits for a later
 //!    frame: `Config::empty_block_frames`);
-//! 5. a heap's turn (`MemoryContext`), from the budget check of a new
+//! 5. a heap's remainder turn (`MemoryContext`), from sizing a default
+//!    pool's remainder block on the heap's room to the block counted in
+//!    the heap's usage, or refused (`type_pool/new_block.rs`): memory
+//!    types of one heap size theirs one after another;
+//! 6. a heap's turn (`MemoryContext`), from the budget check of a new
 //!    memory object to its usage count, and around a free;
-//! 6. the budget cache, briefly, never while the driver is read.
+//! 7. the budget cache, briefly, never while the driver is read.
 //!
 //! No two pools' locks are ever held together, so threads in different
-//! memory types or pools wait for each other only at 0, 1, 2, 5 and 6. The
-//! memory callback ([`Allocator::set_memory_callback`]) runs under 4 (and
-//! under 0 when its caller holds it), never under 1, 2, 5 or 6; `log`
+//! memory types or pools wait for each other only at 0, 1, 2, 5, 6 and 7.
+//! The memory callback ([`Allocator::set_memory_callback`]) runs under 4
+//! (and under 5 for a remainder block, and under 0 when its caller holds
+//! it), never under 1, 2, 6 or 7; `log`
 //! calls run under any of them. Neither may call into the allocator: a
 //! `std` mutex locked again by the thread that holds it deadlocks (or
 //! panics). Debug builds catch it on the mutexes: `place::lock` (and

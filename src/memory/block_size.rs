@@ -29,7 +29,9 @@
 //! of them, then `VK_ERROR_TOO_MANY_OBJECTS`); now the last megabytes go
 //! to a few blocks, each at most half of what is left, so they shrink
 //! geometrically with the room, and a later request of up to half the
-//! room still finds it. (Blocks of all the room, the largest halving that
+//! room still finds it. Memory types of one heap size theirs one after
+//! another, on the room the last one left (`MemoryContext::remainder_turn`),
+//! so that together they leave half of it too. (Blocks of all the room, the largest halving that
 //! fits, made about half as many memory objects, but with 3.5 MiB left a
 //! 2 MiB block left a later 2.5 MiB request 1.5 MiB: it went to another
 //! heap, `tests/fake_device/budget_edge.rs`.)

@@ -103,6 +103,15 @@ pub(crate) struct MemoryContext<D> {
     /// sees `heap_usage` below what the device counts. Taken under a memory
     /// type's pool lock, never the other way.
     heap_turns: Box<[Mutex<()>]>,
+    /// Held by a thread sizing and making a remainder block in the heap
+    /// (`type_pool/new_block.rs`), from reading the heap's room until the
+    /// block is counted in `heap_usage` or refused: memory types of one
+    /// heap (each a pool under its own lock) then size their remainder
+    /// blocks one after another, each on the room the last one left, so
+    /// that together they leave half of it, as one type does. Taken under
+    /// a memory type's pool lock and before the heap's turn, never the
+    /// other way (the lock order: `allocator/mod.rs`).
+    remainder_turns: Box<[Mutex<()>]>,
     /// Per heap, the fewest bytes the driver refused a memory object of
     /// since the heap was last refreshed, `u64::MAX` for none
     /// (`context/refusals.rs`).
@@ -248,6 +257,7 @@ impl<D> MemoryContext<D> {
         let heap_usage = (0..heaps.len()).map(|_| AtomicU64::new(0)).collect();
         let heap_freed = (0..heaps.len()).map(|_| AtomicU64::new(0)).collect();
         let heap_turns = (0..heaps.len()).map(|_| Mutex::new(())).collect();
+        let remainder_turns = (0..heaps.len()).map(|_| Mutex::new(())).collect();
         let refused = (0..heaps.len())
             .map(|_| AtomicU64::new(NONE_REFUSED))
             .collect();
@@ -273,6 +283,7 @@ impl<D> MemoryContext<D> {
             heap_freed,
             limited_heaps,
             heap_turns,
+            remainder_turns,
             refused,
             budget_cache: Mutex::default(),
             ranks,

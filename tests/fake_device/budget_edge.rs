@@ -558,6 +558,142 @@ fn threads_at_the_edge_share_a_few_blocks_in_the_heap() {
     free_all_and_finish(allocator, &device, live.into_iter().flatten());
 }
 
+/// Two memory types of one heap at its edge at the same moment leave half
+/// the room between them, as one after the other does: with 2 MiB of VRAM
+/// budget left on the resizable-BAR layout (types 1 and 4 share heap 0,
+/// each a pool under its own lock) and a driver that takes 2 ms per
+/// `vkAllocateMemory`, two threads each ask for 256 bytes, one in each
+/// type. The first remainder block is 1 MiB (half of 2 MiB); the second,
+/// sized once the first is counted, 512 KiB (half of the 1 MiB left), and
+/// 512 KiB stay. Sized on the room each read before the other's block was
+/// counted, both were 1 MiB and took all of it: the budget check passed
+/// (exact), but a later request of up to half the room found none. The
+/// overlap is left to the scheduler here (it showed in 10 of 20, 5 of 40
+/// and 0 of 40 iterations of three runs before the fix); the next test
+/// holds one thread where the two overlap.
+#[test]
+fn two_memory_types_at_the_edge_at_once_leave_half_the_room() {
+    let test = "two_memory_types_at_the_edge_at_once_leave_half_the_room";
+    let iterations = if cfg!(miri) { 2 } else { 40 };
+    let mut broken = Vec::new();
+    for iteration in 0..iterations {
+        let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
+        let (budget, others) = (100 * MIB, 98 * MIB);
+        device.set_heap_budget(0, budget, others);
+        device.cap_heap(0, budget - others);
+        device.slow_allocations(Some(std::time::Duration::from_millis(2)));
+        let start = std::sync::Barrier::new(2);
+        let live: Vec<Allocation> = std::thread::scope(|scope| {
+            let workers: Vec<_> = [1u32, 4]
+                .into_iter()
+                .map(|memory_type| {
+                    let (allocator, start) = (&allocator, &start);
+                    scope.spawn(move || {
+                        let mut request = device_local(256);
+                        request.requirements.memory_type_bits = 1 << memory_type;
+                        start.wait();
+                        let allocation = allocator.allocate(&request).unwrap_or_else(|error| {
+                            panic!("{test}: iteration {iteration}: memory type {memory_type}: {error:?}")
+                        });
+                        assert_eq!(allocation.memory_type(), memory_type);
+                        allocation
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        device.slow_allocations(None);
+        let mut sizes: Vec<u64> = device
+            .live_allocations()
+            .iter()
+            .filter(|m| m.heap == 0)
+            .map(|m| m.size)
+            .collect();
+        sizes.sort_unstable();
+        let figures = allocator.budgets()[0];
+        let room = figures.budget.saturating_sub(figures.usage);
+        if (sizes.as_slice(), room) != ([512 * KIB, MIB].as_slice(), 512 * KIB) {
+            broken.push((iteration, sizes, room));
+        }
+        free_all_and_finish(allocator, &device, live);
+    }
+    println!(
+        "{test}: {iterations} iterations, {} left less than half the room: {broken:?}",
+        broken.len()
+    );
+    assert!(
+        broken.is_empty(),
+        "{test}: (iteration, block sizes, room left) where 2 MiB were left and [512 KiB, 1 MiB] blocks, 512 KiB left, were meant: {broken:?}"
+    );
+}
+
+/// [`two_memory_types_at_the_edge_at_once_leave_half_the_room`] without
+/// leaving the overlap to the scheduler: the thread of memory type 1 is
+/// held once it has sized its remainder block (on its debug line
+/// "allocating 1048576 bytes of memory type 1", logged before the heap's
+/// turn is taken), until the other thread's 256 bytes in memory type 4
+/// are placed or 300 ms have passed. Sized on the room both read, each
+/// block was 1 MiB and the two took all 2 MiB (every time); sized one
+/// after another, the second waits for the first and takes 512 KiB.
+#[test]
+fn a_remainder_block_sized_meanwhile_in_another_memory_type_leaves_half_the_room() {
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+    let test = "a_remainder_block_sized_meanwhile_in_another_memory_type_leaves_half_the_room";
+    let iterations = if cfg!(miri) { 1 } else { 3 };
+    for iteration in 0..iterations {
+        let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
+        let (budget, others) = (100 * MIB, 98 * MIB);
+        device.set_heap_budget(0, budget, others);
+        device.cap_heap(0, budget - others);
+        let in_type = |memory_type: u32| {
+            let mut request = device_local(256);
+            request.requirements.memory_type_bits = 1 << memory_type;
+            request
+        };
+        let (go, go_rx) = channel::<()>();
+        let (done, done_rx) = channel::<()>();
+        let live: Vec<Allocation> = std::thread::scope(|scope| {
+            let allocator = &allocator;
+            let other = scope.spawn(move || {
+                go_rx.recv().unwrap();
+                let allocation = allocator.allocate(&in_type(4));
+                let _ = done.send(());
+                allocation.unwrap()
+            });
+            let held = scope.spawn(move || {
+                super::leak_log::on_line_with(
+                    "allocating 1048576 bytes of memory type 1 (",
+                    move || {
+                        go.send(()).unwrap();
+                        let _ = done_rx.recv_timeout(Duration::from_millis(300));
+                    },
+                );
+                allocator.allocate(&in_type(1)).unwrap()
+            });
+            vec![held.join().unwrap(), other.join().unwrap()]
+        });
+        let types: Vec<u32> = live.iter().map(Allocation::memory_type).collect();
+        let mut sizes: Vec<u64> = device
+            .live_allocations()
+            .iter()
+            .filter(|m| m.heap == 0)
+            .map(|m| m.size)
+            .collect();
+        sizes.sort_unstable();
+        let figures = allocator.budgets()[0];
+        let room = figures.budget.saturating_sub(figures.usage);
+        println!("{test}: iteration {iteration}: blocks {sizes:?}, {room} bytes left");
+        assert_eq!(types, [1, 4], "{test}: iteration {iteration}");
+        assert_eq!(
+            (sizes.as_slice(), room),
+            ([512 * KIB, MIB].as_slice(), 512 * KIB),
+            "{test}: iteration {iteration}: blocks and room left of 2 MiB"
+        );
+        free_all_and_finish(allocator, &device, live);
+    }
+}
+
 /// An engine's frames at the edge: buffers of 4 to 32 KiB allocated and
 /// freed at random (at most 1.5 MiB live), a frame ended every 50 steps,
 /// with 3.5 MiB of VRAM budget left. Every request stays in VRAM; the

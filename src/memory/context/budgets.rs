@@ -9,7 +9,7 @@
 //! for a heap's figures.
 
 use std::sync::atomic::Ordering;
-use std::sync::PoisonError;
+use std::sync::{MutexGuard, PoisonError};
 
 use super::{MemoryContext, MAX_HEAPS};
 use crate::device::{HeapBudget, MemoryDeviceExt};
@@ -91,13 +91,7 @@ impl<D> MemoryContext<D> {
         }
         let number = {
             let mut cache = self.budget_cache();
-            let stale = match read {
-                Read::WhenStale => cache.is_stale(),
-                Read::Cached => cache.is_unread(),
-                Read::ForRecheck => cache.needs_recheck(),
-                Read::Always => true,
-            };
-            if !stale {
+            if !read.is_due(&cache) {
                 return cache.estimate(own);
             }
             cache.begin_reading()
@@ -159,6 +153,49 @@ impl<D> MemoryContext<D> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// One heap's figures, corrected as [`budgets`](Self::budgets)
+    /// corrects each ([`corrected`]): the budget cache's estimate of that
+    /// heap alone ([`BudgetCache::estimate_heap`]) when `read` asks for no
+    /// reading now, else the whole table's, which reads the driver. `None`
+    /// for a heap the device does not list.
+    ///
+    /// # Time complexity
+    /// O(1) (one heap's estimate, under the budget cache's lock); when a
+    /// reading is due, a driver call and O(heaps).
+    fn heap_figures<M>(&self, heap: usize, read: Read) -> Option<HeapBudget>
+    where
+        D: MemoryDeviceExt<M>,
+    {
+        let (Some(usage), Some(properties)) = (
+            self.heap_usage.get(heap),
+            self.properties.device.memory_heaps.get(heap),
+        ) else {
+            return None;
+        };
+        let own = usage.load(Ordering::Relaxed);
+        let driver = if self.properties.memory_budget {
+            let estimate = {
+                let cache = self.budget_cache();
+                if read.is_due(&cache) {
+                    None
+                } else {
+                    cache.estimate_heap(heap, own)
+                }
+            };
+            match estimate {
+                Some(estimate) => estimate,
+                // A reading is due (or none was ever stored): the whole
+                // table's, which takes it.
+                None => return self.budgets(read).get(heap).copied(),
+            }
+        } else {
+            HeapBudget::default()
+        };
+        let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
+        let limited = self.is_limited_heap(heap as u32);
+        Some(corrected(driver, properties.size, fraction, own, limited))
+    }
+
     /// Whether the heap of `memory_type` is at or over its budget (its
     /// usage at least its budget: VMA's `budgetExceeded` in
     /// `VmaBlockVector::Free`), on the cached figures ([`Read::Cached`]): the driver's as last read
@@ -167,49 +204,29 @@ impl<D> MemoryContext<D> {
     /// allocator's usage. The driver is asked only when it never was.
     ///
     /// # Time complexity
-    /// O(1) (one heap's estimate, under the budget cache's lock); no driver
-    /// call but the first (then O(heaps)).
+    /// O(1) (one heap's estimate, [`heap_figures`](Self::heap_figures));
+    /// no driver call but the first (then O(heaps)).
     pub(crate) fn heap_at_or_over_budget<M>(&self, memory_type: u32) -> bool
     where
         D: MemoryDeviceExt<M>,
     {
         let heap = self.heap_of(memory_type) as usize;
-        let (Some(usage), Some(properties)) = (
-            self.heap_usage.get(heap),
-            self.properties.device.memory_heaps.get(heap),
-        ) else {
-            return false;
-        };
-        let own = usage.load(Ordering::Relaxed);
-        // One heap's estimate, not the whole table's (`budgets`).
-        let driver = if self.properties.memory_budget {
-            let estimate = self.budget_cache().estimate_heap(heap, own);
-            match estimate {
-                Some(estimate) => estimate,
-                // Never read: read once.
-                None => {
-                    return self
-                        .budgets(Read::Cached)
-                        .get(heap)
-                        .is_some_and(|figures| figures.usage >= figures.budget);
-                }
-            }
-        } else {
-            HeapBudget::default()
-        };
-        let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
-        let limited = self.is_limited_heap(heap as u32);
-        let figures = corrected(driver, properties.size, fraction, own, limited);
-        figures.usage >= figures.budget
+        self.heap_figures(heap, Read::Cached)
+            .is_some_and(|figures| figures.usage >= figures.budget)
     }
 
     /// The bytes a new memory object of `memory_type` may still take in
     /// its heap as far as this allocator knows: the heap's size (as
     /// `Config::heap_size_limits` limits it) less this allocator's memory
     /// there and, `within_budget`, no more than the heap's budget leaves
-    /// ([`heap_budgets`](Self::heap_budgets)). The driver may grant less;
-    /// a guide to the size of a remainder block (`block_size.rs`), which
-    /// the budget check and the driver still decide.
+    /// (its figures as [`heap_budgets`](Self::heap_budgets) gives them:
+    /// read again when stale, [`Read::WhenStale`]). The driver may grant
+    /// less; a guide to the size of a remainder block (`block_size.rs`),
+    /// which the budget check and the driver still decide.
+    ///
+    /// # Time complexity
+    /// O(1) (one heap's estimate, [`heap_figures`](Self::heap_figures));
+    /// when the figures are stale, a driver call and O(heaps).
     pub(crate) fn known_room<M>(&self, memory_type: u32, within_budget: bool) -> u64
     where
         D: MemoryDeviceExt<M>,
@@ -223,8 +240,20 @@ impl<D> MemoryContext<D> {
         if !within_budget {
             return room;
         }
-        let budget = self.heap_budgets()[heap];
+        let budget = self.heap_figures(heap, Read::WhenStale).unwrap_or_default();
         room.min(budget.budget.saturating_sub(budget.usage))
+    }
+
+    /// The remainder turn of `memory_type`'s heap, held while a remainder
+    /// block is sized on the heap's [`known_room`](Self::known_room) and
+    /// made (`type_pool/new_block.rs`): another memory type of the heap
+    /// sizes its own once this one is counted in the heap's usage, or
+    /// refused. `None` for a heap the device does not list (no memory of
+    /// it is ever made).
+    pub(crate) fn remainder_turn(&self, memory_type: u32) -> Option<MutexGuard<'_, ()>> {
+        let heap = self.heap_of(memory_type) as usize;
+        let turn = self.remainder_turns.get(heap)?;
+        Some(turn.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Makes the next budget check read the driver's figures again: a frame
@@ -259,6 +288,18 @@ pub(super) enum Read {
     Always,
 }
 
+impl Read {
+    /// Whether `cache` is to be read again before its figures are used.
+    fn is_due(self, cache: &BudgetCache) -> bool {
+        match self {
+            Read::WhenStale => cache.is_stale(),
+            Read::Cached => cache.is_unread(),
+            Read::ForRecheck => cache.needs_recheck(),
+            Read::Always => true,
+        }
+    }
+}
+
 /// A heap's figures as the driver gave them (or as estimated since; zeros
 /// without them), corrected as [`MemoryContext::heap_budgets`] says: a
 /// budget of 0 read as `fraction` (in `[0, 1]`) of the heap's `size`, one
@@ -291,4 +332,166 @@ fn corrected(
 /// arithmetic, exact below 2^53 bytes).
 fn fraction_of(size: u64, fraction: f64) -> u64 {
     (size as f64 * fraction) as u64
+}
+
+#[cfg(all(test, feature = "fake-device"))]
+mod tests {
+    use super::MemoryContext;
+    use crate::device::fake::{FakeDevice, FakeLayout};
+    use crate::device::MemoryDeviceExt;
+    use crate::memory::context::MemoryRequest;
+    use crate::Config;
+
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    /// The discrete layout's device-local type, in heap 0 (8 GiB).
+    const VRAM: u32 = 1;
+
+    fn new_context(layout: FakeLayout, config: Config) -> (MemoryContext<FakeDevice>, FakeDevice) {
+        let device = FakeDevice::new(layout);
+        let properties = device.memory_properties();
+        (
+            MemoryContext::new(device.clone(), properties, config),
+            device,
+        )
+    }
+
+    fn reads(device: &FakeDevice) -> u64 {
+        device.counters().budget_queries
+    }
+
+    /// Makes `size` bytes of `VRAM` memory, not held to the budget (no
+    /// budget check, no reading), and returns what frees it.
+    fn make(context: &MemoryContext<FakeDevice>, size: u64) -> impl FnOnce() + '_ {
+        let new = context
+            .allocate_memory::<crate::device::fake::FakeMemory>(&MemoryRequest {
+                memory_type: VRAM,
+                size,
+                dedicated: None,
+                priority: None,
+                name: None,
+                within_budget: false,
+                export_handle_types: ash::vk::ExternalMemoryHandleTypeFlags::empty(),
+                skip_if_refused: false,
+            })
+            .unwrap();
+        move || {
+            // SAFETY: made above by this context, not mapped (VRAM is not
+            // host-visible), no GPU work.
+            unsafe { context.free_memory(new.memory, false, VRAM, size) }
+        }
+    }
+
+    /// One heap's figures as its two readers take them, and when each
+    /// asks the driver: `heap_at_or_over_budget` (the free path) only
+    /// when the figures were never read, `known_room` (a remainder
+    /// block's size) whenever they are stale (a frame ended, or
+    /// `REREAD_AFTER` objects since); between readings, both follow this
+    /// allocator's own memory without a reading.
+    #[test]
+    fn one_heaps_figures_are_read_when_each_reader_says() {
+        let (context, device) = new_context(FakeLayout::discrete(), Config::default());
+        device.set_heap_budget(0, 100 * MIB, 40 * MIB);
+        // Never read: the free path reads once.
+        assert!(!context.heap_at_or_over_budget(VRAM));
+        assert_eq!(reads(&device), 1);
+        assert_eq!(context.known_room(VRAM, true), 60 * MIB);
+        assert_eq!(context.known_room(VRAM, false), 8 * GIB);
+        assert_eq!(reads(&device), 1);
+        // Others take 30 MiB more and a frame ends: the free path keeps
+        // the last reading, the room is read again.
+        device.set_heap_budget(0, 100 * MIB, 70 * MIB);
+        context.expire_budgets();
+        assert!(!context.heap_at_or_over_budget(VRAM));
+        assert_eq!(reads(&device), 1);
+        assert_eq!(context.known_room(VRAM, true), 30 * MIB);
+        assert_eq!(reads(&device), 2);
+        // Own memory moves both estimates, unread.
+        let free_small = make(&context, 10 * MIB);
+        assert_eq!(context.known_room(VRAM, true), 20 * MIB);
+        assert_eq!(context.known_room(VRAM, false), 8 * GIB - 10 * MIB);
+        assert!(!context.heap_at_or_over_budget(VRAM));
+        let free_large = make(&context, 25 * MIB);
+        assert_eq!(context.known_room(VRAM, true), 0);
+        assert_eq!(context.known_room(VRAM, false), 8 * GIB - 35 * MIB);
+        assert!(context.heap_at_or_over_budget(VRAM));
+        assert_eq!(reads(&device), 2);
+        free_large();
+        free_small();
+        assert_eq!(context.known_room(VRAM, true), 30 * MIB);
+        assert!(!context.heap_at_or_over_budget(VRAM));
+        assert_eq!(reads(&device), 2);
+        // `REREAD_AFTER` (30) objects made or freed since the reading:
+        // the room is read again, the free path still uses the estimate.
+        for _ in 0..13 {
+            make(&context, MIB)();
+        }
+        device.set_heap_budget(0, 100 * MIB, 50 * MIB);
+        assert!(!context.heap_at_or_over_budget(VRAM));
+        assert_eq!(reads(&device), 2);
+        assert_eq!(context.known_room(VRAM, true), 50 * MIB);
+        assert_eq!(reads(&device), 3);
+        assert_eq!(context.known_room(VRAM, true), 50 * MIB);
+        assert_eq!(reads(&device), 3);
+    }
+
+    /// The room read first reads the driver once; the free path then uses
+    /// that reading.
+    #[test]
+    fn the_room_read_first_reads_the_driver_once() {
+        let (context, device) = new_context(FakeLayout::discrete(), Config::default());
+        device.set_heap_budget(0, 100 * MIB, 99 * MIB);
+        assert_eq!(context.known_room(VRAM, true), MIB);
+        assert_eq!(reads(&device), 1);
+        assert!(!context.heap_at_or_over_budget(VRAM));
+        assert_eq!(reads(&device), 1);
+        device.set_heap_budget(0, 100 * MIB, 100 * MIB);
+        assert!(!context.heap_at_or_over_budget(VRAM), "as last read");
+        assert_eq!(context.known_room(VRAM, true), MIB, "as last read");
+        assert_eq!(reads(&device), 1);
+    }
+
+    /// Corrected figures, alike for both readers: a budget of 0 read as
+    /// `budget_fraction` of the heap; a limited heap's budget capped at
+    /// others' usage plus the limit; without `VK_EXT_memory_budget`,
+    /// `budget_fraction` of the heap and own usage, no driver read.
+    #[test]
+    fn both_readers_take_the_corrected_figures() {
+        let (context, device) = new_context(FakeLayout::discrete(), Config::default());
+        device.set_heap_budget(0, 0, 0);
+        let fraction = (8.0 * GIB as f64 * 0.8) as u64;
+        assert_eq!(context.known_room(VRAM, true), fraction);
+        assert!(!context.heap_at_or_over_budget(VRAM));
+
+        let mut config = Config::default();
+        config.heap_size_limits[0] = GIB;
+        let (context, device) = new_context(FakeLayout::discrete(), config);
+        device.set_heap_budget(0, 4 * GIB, 2 * GIB);
+        let free = make(&context, GIB / 4);
+        // Budget min(4, 2 + 1) GiB, usage 2.25 GiB: 0.75 GiB; the limit's
+        // room is 0.75 GiB too.
+        assert_eq!(context.known_room(VRAM, true), 3 * GIB / 4);
+        assert_eq!(context.known_room(VRAM, false), 3 * GIB / 4);
+        device.set_heap_budget(0, 2 * GIB, 2 * GIB);
+        context.expire_budgets();
+        assert_eq!(context.known_room(VRAM, true), 0);
+        assert!(context.heap_at_or_over_budget(VRAM));
+        free();
+
+        let layout = FakeLayout::discrete().with_memory_budget(false);
+        let (context, device) = new_context(layout, Config::default());
+        let free = make(&context, GIB);
+        assert_eq!(context.known_room(VRAM, true), fraction - GIB);
+        assert_eq!(context.known_room(VRAM, false), 7 * GIB);
+        assert!(!context.heap_at_or_over_budget(VRAM));
+        // In pieces within maxMemoryAllocationSize (4 GiB).
+        let free_more = make(&context, 3 * GIB);
+        let free_rest = make(&context, fraction - 4 * GIB);
+        assert_eq!(context.known_room(VRAM, true), 0);
+        assert!(context.heap_at_or_over_budget(VRAM));
+        free_rest();
+        free_more();
+        free();
+        assert_eq!(reads(&device), 0);
+    }
 }

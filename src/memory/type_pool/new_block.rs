@@ -147,6 +147,13 @@ impl<M> TypePool<M> {
         dedicated_after: bool,
         error: Error,
     ) -> Result<SlabKey, Error> {
+        // Held until the block is counted in the heap's usage, or refused:
+        // another memory type of the heap (a pool of its own, under its
+        // own lock) sizes its remainder block on the room this one leaves,
+        // not on the room both read at once. Sized at once, each took
+        // half the room, and together all of it (2 MiB left, two 1 MiB
+        // blocks: budget_edge.rs).
+        let _turn = context.remainder_turn(self.memory_type);
         let placed = request.placed_size;
         let room = context.known_room(self.memory_type, request.within_budget);
         let refused = context.refused_bytes(self.memory_type);
