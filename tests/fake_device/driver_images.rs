@@ -11,11 +11,12 @@ use std::collections::HashMap;
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{
-    Allocation, Config, DefragmentationLimits, Movable, Request, ResourceKind, Usage,
+    Allocation, AllocationDesc, Config, DefragmentationLimits, Error, Movable, PoolDesc, Request,
+    ResourceKind, Usage,
 };
 
 use super::seeded_rng::Rng;
-use super::{allocator_with, finish, free, FakeAllocator};
+use super::{allocator_with, finish, free, FakeAllocator, STRATEGIES};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -266,4 +267,83 @@ fn presets_align_images_as_their_drivers() {
     assert_eq!((requirements.size, requirements.alignment), (4096, 4096));
     assert_eq!(requirements.memory_type_bits, 0b0111);
     assert!(amd.image_requirements(u64::MAX - 1, optimal).is_none());
+}
+
+/// The same workload in a custom pool of small fixed blocks (128 KiB to
+/// 1 MiB, or growing ones), every strategy drawn per request: a request
+/// whose size a block cannot hold is refused, any other lands on its
+/// driver alignment, apart from the others and off linear resources'
+/// pages, and so do defragmentation's destinations within the pool.
+#[test]
+fn driver_image_alignments_hold_in_pools_of_small_blocks() {
+    let mut rng = Rng::from_env("driver_image_alignments_hold_in_pools_of_small_blocks");
+    for layout in FakeLayout::presets() {
+        let name = layout.name;
+        let granularity = layout.buffer_image_granularity;
+        let margin = [0, 64][rng.below(2) as usize];
+        let config = Config {
+            debug_margin: margin,
+            ..Config::default()
+        };
+        let (allocator, device) = allocator_with(layout, config);
+        let layout = device.layout().clone();
+        let memory_type = allocator
+            .memory_type_for(layout.buffer_memory_type_bits(), Usage::DEVICE_LOCAL)
+            .unwrap();
+        let block_size = [128 * KIB, 256 * KIB, MIB, 0][rng.below(4) as usize];
+        let pool = allocator
+            .create_pool(&PoolDesc::new(memory_type).block_size(block_size))
+            .unwrap();
+        println!("{name}: blocks of {block_size} bytes in type {memory_type}");
+        let mut live: Vec<Live> = Vec::new();
+        let (mut refused, mut moves) = (0, 0);
+        for round in 0..6 {
+            let context = format!("{name} round {round}");
+            for _ in 0..rng.below(100) {
+                let (mut requirements, kind, _) = random_request(&layout, &mut rng);
+                if requirements.size > 2 * block_size.max(MIB) {
+                    continue;
+                }
+                requirements.memory_type_bits = 1 << memory_type;
+                let desc = AllocationDesc::new(Usage::DEVICE_LOCAL)
+                    .pool(pool)
+                    .strategy(STRATEGIES[rng.below(4) as usize]);
+                match allocator.allocate(&Request::with_desc(requirements, kind, desc)) {
+                    Ok(allocation) => live.push(Live {
+                        allocation,
+                        requirements,
+                        kind,
+                    }),
+                    Err(Error::TooLargeForPool { .. }) if block_size != 0 => {
+                        // Only a request no empty block could hold: its
+                        // size and margin (an optimal image's in whole
+                        // granularity pages) past the block.
+                        let mut held = requirements.size + margin;
+                        if kind == ResourceKind::OptimalImage && granularity <= 4096 {
+                            held = held.next_multiple_of(granularity);
+                        }
+                        assert!(
+                            held > block_size,
+                            "{context}: {requirements:?} {kind:?} refused by blocks of {block_size}"
+                        );
+                        refused += 1;
+                    }
+                    Err(e) => panic!("{context}: {requirements:?} {kind:?}: {e}"),
+                }
+            }
+            check(&live, granularity, &context);
+            for _ in 0..rng.below(live.len() as u64 + 1) {
+                let gone = live.swap_remove(rng.below(live.len() as u64) as usize);
+                free(&allocator, gone.allocation);
+            }
+            moves += defragment(&allocator, &mut live, &mut rng, &context);
+            check(&live, granularity, &format!("{context}, defragmented"));
+        }
+        println!("{name}: {refused} refused, {moves} moves");
+        for l in live {
+            free(&allocator, l.allocation);
+        }
+        allocator.destroy_pool(pool).unwrap();
+        finish(allocator, &device);
+    }
 }
