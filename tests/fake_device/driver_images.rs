@@ -1,10 +1,11 @@
 //! Images aligned as each preset's driver aligns them
 //! (`FakeLayout::image_requirements`: RADV's 64 KiB swizzle blocks from
-//! 32 KiB on, NVK's 16 KiB tiles, ANV's and Turnip's 4 KiB, linear images'
-//! 64 or 256 bytes) among buffers aligned as the driver aligns those, on
-//! every preset: every allocation on its alignment, none overlapping,
-//! linear and optimal resources never sharing a `bufferImageGranularity`
-//! page, and defragmentation's destinations keeping all of it.
+//! 32 KiB on and for depth/stencil, NVK's 16 KiB tiles, ANV's and Turnip's
+//! 4 KiB, linear images' 64 or 256 bytes) among buffers aligned as the
+//! driver aligns those, on every preset: every allocation on its
+//! alignment, none overlapping, linear and optimal resources never sharing
+//! a `bufferImageGranularity` page, and defragmentation's destinations
+//! keeping all of it.
 
 use std::collections::HashMap;
 
@@ -19,6 +20,7 @@ use super::seeded_rng::Rng;
 use super::{allocator_with, finish, free, FakeAllocator, STRATEGIES};
 
 const KIB: u64 = 1 << 10;
+const RGBA8: vk::Format = vk::Format::R8G8B8A8_UNORM;
 const MIB: u64 = 1 << 20;
 
 /// Images as drivers size them: a 64x64 RGBA8 texture, 128x128 and
@@ -55,8 +57,10 @@ fn random_request(
             } else {
                 IMAGE_SIZES[rng.below(IMAGE_SIZES.len() as u64) as usize]
             };
+            // A depth buffer in four.
+            let format = [vk::Format::D32_SFLOAT, RGBA8, RGBA8, RGBA8][rng.below(4) as usize];
             let requirements = layout
-                .image_requirements(size, vk::ImageTiling::OPTIMAL)
+                .image_requirements(size, format, vk::ImageTiling::OPTIMAL)
                 .unwrap();
             (
                 requirements,
@@ -67,7 +71,7 @@ fn random_request(
         2 => {
             let size = 1 + rng.below(MIB);
             let requirements = layout
-                .image_requirements(size, vk::ImageTiling::LINEAR)
+                .image_requirements(size, RGBA8, vk::ImageTiling::LINEAR)
                 .unwrap();
             let usage =
                 [Usage::UPLOAD, Usage::READBACK, Usage::DEVICE_LOCAL][rng.below(3) as usize];
@@ -231,8 +235,9 @@ fn defragment(allocator: &FakeAllocator, live: &mut [Live], rng: &mut Rng, conte
 
 /// The figures the presets answer for the images the brief's research
 /// named: a 64x64 RGBA8 texture takes every driver's small alignment, a
-/// 2048x2048 one with mips RADV's 64 KiB and NVK's 16 KiB; linear images
-/// ANV's and Turnip's 64 bytes, RADV's 256.
+/// 2048x2048 one with mips RADV's 64 KiB and NVK's 16 KiB; a depth image
+/// RADV's 64 KiB at any size; linear images ANV's and Turnip's 64 bytes,
+/// RADV's 256.
 #[test]
 fn presets_align_images_as_their_drivers() {
     let optimal = vk::ImageTiling::OPTIMAL;
@@ -240,7 +245,15 @@ fn presets_align_images_as_their_drivers() {
     let small = 64 * 64 * 4;
     let large = 2048 * 2048 * 4 * 4 / 3;
     let alignment = |layout: &FakeLayout, size, tiling| {
-        layout.image_requirements(size, tiling).unwrap().alignment
+        layout
+            .image_requirements(size, RGBA8, tiling)
+            .unwrap()
+            .alignment
+    };
+    let depth = |layout: &FakeLayout, size| {
+        let format = vk::Format::D32_SFLOAT;
+        let optimal = layout.image_requirements(size, format, vk::ImageTiling::OPTIMAL);
+        optimal.unwrap().alignment
     };
     let amd = FakeLayout::amd();
     assert_eq!(alignment(&amd, small, optimal), 4096);
@@ -248,6 +261,12 @@ fn presets_align_images_as_their_drivers() {
     assert_eq!(alignment(&amd, 32 * KIB, optimal), 64 * KIB);
     assert_eq!(alignment(&amd, large, optimal), 64 * KIB);
     assert_eq!(alignment(&amd, large, linear), 256);
+    // RADV's depth/stencil images take 64 KiB Z swizzle blocks at any
+    // size; the others' as their colour images of that size.
+    assert_eq!(depth(&amd, small), 64 * KIB);
+    assert_eq!(depth(&FakeLayout::discrete(), small), 4096);
+    assert_eq!(depth(&FakeLayout::discrete(), large), 16 * KIB);
+    assert_eq!(depth(&FakeLayout::mobile(), small), 4096);
     let discrete = FakeLayout::discrete();
     assert_eq!(alignment(&discrete, small, optimal), 4096);
     assert_eq!(alignment(&discrete, large, optimal), 16 * KIB);
@@ -263,10 +282,12 @@ fn presets_align_images_as_their_drivers() {
     // Sizes are whole alignments (tiles), and lazily allocated types are
     // left out.
     let mobile = FakeLayout::mobile();
-    let requirements = mobile.image_requirements(1000, optimal).unwrap();
+    let requirements = mobile.image_requirements(1000, RGBA8, optimal).unwrap();
     assert_eq!((requirements.size, requirements.alignment), (4096, 4096));
     assert_eq!(requirements.memory_type_bits, 0b0111);
-    assert!(amd.image_requirements(u64::MAX - 1, optimal).is_none());
+    assert!(amd
+        .image_requirements(u64::MAX - 1, RGBA8, optimal)
+        .is_none());
 }
 
 /// The same workload in a custom pool of small fixed blocks (128 KiB to

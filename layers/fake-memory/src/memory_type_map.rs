@@ -202,11 +202,14 @@ impl MemoryTypeMap {
         self
     }
 
-    /// Rewrites driver-reported requirements into the profile's terms.
+    /// Rewrites driver-reported requirements into the profile's terms;
+    /// `depth_stencil`: an image of a depth/stencil format (the profile's
+    /// driver may align those apart).
     pub fn patch_requirements(
         &self,
         requirements: &mut vk::MemoryRequirements,
         kind: ResourceKind,
+        depth_stencil: bool,
     ) {
         requirements.memory_type_bits = self.fake_type_bits(requirements.memory_type_bits, kind);
         // An image's by the driver's size of it, as the modelled driver's
@@ -214,11 +217,12 @@ impl MemoryTypeMap {
         let minimum = match kind {
             ResourceKind::Buffer => self.profile.min_buffer_alignment,
             ResourceKind::Image | ResourceKind::TransientImage => {
-                self.image_alignment.of(requirements.size, false)
+                self.image_alignment
+                    .of(requirements.size, false, depth_stencil)
             }
-            ResourceKind::LinearImage | ResourceKind::TransientLinearImage => {
-                self.image_alignment.of(requirements.size, true)
-            }
+            ResourceKind::LinearImage | ResourceKind::TransientLinearImage => self
+                .image_alignment
+                .of(requirements.size, true, depth_stencil),
         };
         requirements.alignment = requirements.alignment.max(minimum);
         if kind == ResourceKind::Buffer {
@@ -274,10 +278,10 @@ mod tests {
             alignment: 16,
             memory_type_bits: 1,
         };
-        map.patch_requirements(&mut requirements, ResourceKind::Image);
+        map.patch_requirements(&mut requirements, ResourceKind::Image, false);
         assert_eq!(requirements.alignment, MOBILE.image_alignment.optimal);
         requirements.alignment = 1 << 20;
-        map.patch_requirements(&mut requirements, ResourceKind::Buffer);
+        map.patch_requirements(&mut requirements, ResourceKind::Buffer, false);
         assert_eq!(requirements.alignment, 1 << 20);
     }
 
@@ -294,7 +298,7 @@ mod tests {
                 alignment,
                 memory_type_bits: 1,
             };
-            map.patch_requirements(&mut requirements, kind);
+            map.patch_requirements(&mut requirements, kind, false);
             (requirements.size, requirements.alignment)
         };
         // 64x64 RGBA8, just under and at the threshold, 2048x2048 with mips.
@@ -309,6 +313,14 @@ mod tests {
         );
         assert_eq!(aligned(mipped, 64, ResourceKind::LinearImage).1, 256);
         assert_eq!(aligned(1000, 1 << 20, ResourceKind::LinearImage).1, 1 << 20);
+        // Depth/stencil images take RADV's 64 KiB Z blocks at any size.
+        let mut depth = vk::MemoryRequirements {
+            size: 16 << 10,
+            alignment: 64,
+            memory_type_bits: 1,
+        };
+        map.patch_requirements(&mut depth, ResourceKind::Image, true);
+        assert_eq!(depth.alignment, 64 << 10);
         // The override aligns every image alike.
         let map = map.with_image_alignment(ImageAlignment::flat(512));
         let mut requirements = vk::MemoryRequirements {
@@ -316,7 +328,7 @@ mod tests {
             alignment: 64,
             memory_type_bits: 1,
         };
-        map.patch_requirements(&mut requirements, ResourceKind::Image);
+        map.patch_requirements(&mut requirements, ResourceKind::Image, false);
         assert_eq!(requirements.alignment, 512);
     }
 
@@ -328,14 +340,14 @@ mod tests {
             alignment: 64,
             memory_type_bits: 1,
         };
-        map.patch_requirements(&mut requirements, ResourceKind::Buffer);
+        map.patch_requirements(&mut requirements, ResourceKind::Buffer, false);
         assert_eq!(requirements.size, 1008);
         let mut image = vk::MemoryRequirements {
             size: 1000,
             alignment: 64,
             memory_type_bits: 1,
         };
-        map.patch_requirements(&mut image, ResourceKind::Image);
+        map.patch_requirements(&mut image, ResourceKind::Image, false);
         assert_eq!(image.size, 1000, "image sizes are the driver's");
     }
 
@@ -464,7 +476,7 @@ mod tests {
             alignment: 16,
             memory_type_bits: 1,
         };
-        map.patch_requirements(&mut requirements, ResourceKind::TransientImage);
+        map.patch_requirements(&mut requirements, ResourceKind::TransientImage, false);
         assert_eq!((requirements.size, requirements.alignment), (100, 256));
     }
 
@@ -509,7 +521,7 @@ mod tests {
             alignment: 16,
             memory_type_bits: 1,
         };
-        map.patch_requirements(&mut requirements, ResourceKind::LinearImage);
+        map.patch_requirements(&mut requirements, ResourceKind::LinearImage, false);
         assert_eq!(
             (requirements.size, requirements.alignment),
             (1000, MOBILE.image_alignment.linear),

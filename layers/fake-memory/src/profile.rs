@@ -99,6 +99,10 @@ pub struct ImageAlignment {
     /// The size (the driver's) from which optimal images take
     /// [`large`](Self::large); `u64::MAX`: none do.
     pub large_from: u64,
+    /// Optimal depth/stencil images (a format with a depth or stencil
+    /// aspect) at any size, where the driver lays them out apart from
+    /// colour images; `None`: as colour images of their size.
+    pub depth_stencil: Option<u64>,
     /// Linear-tiling images.
     pub linear: u64,
 }
@@ -111,6 +115,7 @@ impl ImageAlignment {
             optimal: alignment,
             large: alignment,
             large_from: u64::MAX,
+            depth_stencil: None,
             linear: alignment,
         }
     }
@@ -121,6 +126,7 @@ impl ImageAlignment {
             optimal,
             large: optimal,
             large_from: u64::MAX,
+            depth_stencil: None,
             linear,
         }
     }
@@ -133,11 +139,20 @@ impl ImageAlignment {
         self
     }
 
+    /// The same alignments with optimal depth/stencil images aligned to
+    /// `alignment` at any size.
+    pub const fn depth_stencil(mut self, alignment: u64) -> Self {
+        self.depth_stencil = Some(alignment);
+        self
+    }
+
     /// The alignment of an image of `size` bytes (the driver's size),
-    /// linear or not.
-    pub fn of(&self, size: u64, linear: bool) -> u64 {
+    /// linear or not, of a depth/stencil format or not.
+    pub fn of(&self, size: u64, linear: bool, depth_stencil: bool) -> u64 {
         if linear {
             self.linear
+        } else if let (Some(alignment), true) = (self.depth_stencil, depth_stencil) {
+            alignment
         } else if size >= self.large_from {
             self.large.max(self.optimal)
         } else {
@@ -151,9 +166,11 @@ impl ImageAlignment {
 const NVIDIA_IMAGES: ImageAlignment = ImageAlignment::flat(4096).large(16 * 1024, 128 * 1024);
 /// ANV's: the 4 KiB Tile4/Y-major tile, 64 for linear images.
 const ANV_IMAGES: ImageAlignment = ImageAlignment::tiled(4096, 64);
-/// RADV's: 64 KiB swizzle blocks from 32 KiB of image on, 256 for linear
-/// images.
-const RADV_IMAGES: ImageAlignment = ImageAlignment::tiled(4096, 256).large(64 * 1024, 32 * 1024);
+/// RADV's: 64 KiB swizzle blocks from 32 KiB of image on and for every
+/// depth/stencil image, 256 for linear images.
+const RADV_IMAGES: ImageAlignment = ImageAlignment::tiled(4096, 256)
+    .large(64 * 1024, 32 * 1024)
+    .depth_stencil(64 * 1024);
 /// Turnip's: 4096 for UBWC and depth layouts, 64 for linear images.
 const TURNIP_IMAGES: ImageAlignment = ImageAlignment::tiled(4096, 64);
 
@@ -605,6 +622,9 @@ const _VALID_PROFILES: () = {
         assert!(images.optimal.is_power_of_two());
         assert!(images.large.is_power_of_two() && images.large >= images.optimal);
         assert!(images.linear.is_power_of_two());
+        if let Some(depth_stencil) = images.depth_stencil {
+            assert!(depth_stencil.is_power_of_two());
+        }
         p += 1;
     }
 };

@@ -156,8 +156,8 @@ fn buffer_requirements_match_the_layouts_of_the_same_name() {
 }
 
 /// Every profile aligns images as the crate's layout of the same name (its
-/// driver, `ImageRequirements`): optimal images by size, linear ones
-/// apart, at least lavapipe's 64 bytes everywhere.
+/// driver, `ImageRequirements`): optimal images by size, depth/stencil and
+/// linear ones apart, at least lavapipe's 64 bytes everywhere.
 #[test]
 fn image_alignments_match_the_layouts_of_the_same_name() {
     for (profile, layout) in same_name_layouts() {
@@ -168,12 +168,14 @@ fn image_alignments_match_the_layouts_of_the_same_name() {
                 images.optimal,
                 images.large,
                 images.large_from,
+                images.depth_stencil,
                 images.linear
             ),
             (
                 answer.optimal_alignment,
                 answer.large_alignment,
                 answer.large_from,
+                answer.depth_stencil_alignment,
                 answer.linear_alignment
             ),
             "{}: image alignments",

@@ -186,19 +186,20 @@ fn by_usage(
 /// creates no image, a test asks
 /// [`FakeLayout::image_requirements`] what the driver would say).
 ///
-/// | Preset | Driver | Optimal, small | Optimal, large (from) | Linear |
-/// |---|---|---|---|---|
-/// | `discrete`, `rebar` | NVIDIA (NVK's figures; proprietary unverified) | 4096 | 16384 (128 KiB) | 4096 (unverified) |
-/// | `amd` | RADV (GFX10) | 4096 | 65536 (32 KiB) | 256 |
-/// | `integrated`, `intel_arc` | ANV | 4096 | none | 64 |
-/// | `mobile` | Turnip (Adreno) | 4096 | none | 64 |
-/// | `mali` | Arm's (unverified) | 4096 | none | 4096 |
-/// | `apple` | MoltenVK (unverified) | 4096 | none | 4096 |
-/// | `lavapipe` | lavapipe (Mesa 22.3) | 16 | none | 16 |
+/// | Preset | Driver | Optimal, small | Optimal, large (from) | Depth/stencil | Linear |
+/// |---|---|---|---|---|---|
+/// | `discrete`, `rebar` | NVIDIA (NVK's figures; proprietary unverified) | 4096 | 16384 (128 KiB) | as optimal | 4096 (unverified) |
+/// | `amd` | RADV (GFX10) | 4096 | 65536 (32 KiB) | 65536 | 256 |
+/// | `integrated`, `intel_arc` | ANV | 4096 | none | as optimal | 64 |
+/// | `mobile` | Turnip (Adreno) | 4096 | none | as optimal | 64 |
+/// | `mali` | Arm's (unverified) | 4096 | none | as optimal | 4096 |
+/// | `apple` | MoltenVK (unverified) | 4096 | none | as optimal | 4096 |
+/// | `lavapipe` | lavapipe (Mesa 22.3) | 16 | none | as optimal | 16 |
 ///
 /// For a 64x64 RGBA8 image (16 KiB) every driver above answers its small
 /// figure; for 2048x2048 RGBA8 with mips (about 21 MiB) RADV answers
-/// 64 KiB and NVK 16 KiB. Sources (the drivers' sources, read in session
+/// 64 KiB and NVK 16 KiB; for a depth/stencil image of any size RADV
+/// answers 64 KiB. Sources (the drivers' sources, read in session
 /// 53):
 /// - RADV: `radv_GetImageMemoryRequirements2` (`radv_image.c`) answers
 ///   `image->alignment`, the largest plane surface's `1 <<
@@ -209,9 +210,11 @@ fn by_usage(
 ///   over the 4 KiB one when its padded size is at most twice the 4 KiB
 ///   layout's (`Addr2BlockTypeWithinMemoryBudget`, ratio 2:1): so from
 ///   about 32 KiB of image on, 64 KiB (here: a size of at least 32 KiB,
-///   ignoring the block's 2D shape). Depth/stencil images follow the same
-///   choice (HTILE needs `SW_64KB_Z_X`, so depth attachments with HTILE
-///   get 64 KiB at any size: not modelled). Linear: AddrLib's
+///   ignoring the block's 2D shape). Depth/stencil surfaces may take Z
+///   swizzle modes only (`allowedSwModeSet &= Gfx10ZSwModeMask`), which on
+///   GFX10 are `SW_64KB_Z_X` and `SW_VAR_Z_X`, and RADV forbids variable
+///   blocks before GFX11: 64 KiB at any size (HTILE, too, needs
+///   `SW_64KB_Z_X`). MSAA colour images are not modelled. Linear: AddrLib's
 ///   `HwlComputeSurfaceInfoLinear` base alignment 256. NRI issue
 ///   NVIDIA-RTX/NRI#197 (2025) reports the 64 KiB of textures on RADV.
 /// - NVIDIA: no source for the proprietary driver's figures was found
@@ -253,6 +256,10 @@ pub struct ImageRequirements {
     /// The size (the driver's, before rounding) from which optimal images
     /// take [`large_alignment`](Self::large_alignment); `u64::MAX`: none do.
     pub large_from: u64,
+    /// The alignment of optimal-tiling depth/stencil images (formats with
+    /// a depth or stencil aspect) where the driver lays them out apart
+    /// from colour images; `None`: as colour images of their size.
+    pub depth_stencil_alignment: Option<u64>,
     /// The alignment of linear-tiling images (a power of two).
     pub linear_alignment: u64,
 }
@@ -264,6 +271,7 @@ impl ImageRequirements {
             optimal_alignment: alignment,
             large_alignment: alignment,
             large_from: u64::MAX,
+            depth_stencil_alignment: None,
             linear_alignment: alignment,
         }
     }
@@ -275,6 +283,7 @@ impl ImageRequirements {
             optimal_alignment: optimal,
             large_alignment: optimal,
             large_from: u64::MAX,
+            depth_stencil_alignment: None,
             linear_alignment: linear,
         }
     }
@@ -288,13 +297,26 @@ impl ImageRequirements {
         self
     }
 
+    /// The same answer with optimal depth/stencil images aligned to
+    /// `alignment` at any size.
+    #[must_use]
+    pub const fn depth_stencil(mut self, alignment: u64) -> Self {
+        self.depth_stencil_alignment = Some(alignment);
+        self
+    }
+
     /// The alignment of an image of `size` bytes (as the driver sizes it)
-    /// with `tiling`: `LINEAR` takes the linear figure; any other tiling
-    /// (optimal, or a DRM format modifier, which may name a tiled layout)
-    /// the optimal one for its size.
-    pub fn alignment(&self, size: u64, tiling: vk::ImageTiling) -> u64 {
+    /// of `format` with `tiling`: `LINEAR` takes the linear figure; any
+    /// other tiling (optimal, or a DRM format modifier, which may name a
+    /// tiled layout) the depth/stencil one for a depth or stencil format
+    /// where the driver has one, else the optimal one for its size.
+    pub fn alignment(&self, size: u64, format: vk::Format, tiling: vk::ImageTiling) -> u64 {
         if tiling == vk::ImageTiling::LINEAR {
             self.linear_alignment
+        } else if let (Some(alignment), true) =
+            (self.depth_stencil_alignment, is_depth_stencil(format))
+        {
+            alignment
         } else if size >= self.large_from {
             self.large_alignment.max(self.optimal_alignment)
         } else {
@@ -303,8 +325,25 @@ impl ImageRequirements {
     }
 }
 
-/// RADV's answer (`amd`): 64 KiB swizzle blocks from about 32 KiB on.
-const RADV_IMAGES: ImageRequirements = ImageRequirements::tiled(4096, 256).large(1 << 16, 32 << 10);
+/// Whether `format` has a depth or stencil aspect.
+fn is_depth_stencil(format: vk::Format) -> bool {
+    matches!(
+        format,
+        vk::Format::D16_UNORM
+            | vk::Format::X8_D24_UNORM_PACK32
+            | vk::Format::D32_SFLOAT
+            | vk::Format::S8_UINT
+            | vk::Format::D16_UNORM_S8_UINT
+            | vk::Format::D24_UNORM_S8_UINT
+            | vk::Format::D32_SFLOAT_S8_UINT
+    )
+}
+
+/// RADV's answer (`amd`): 64 KiB swizzle blocks from about 32 KiB on, and
+/// for every depth/stencil image.
+const RADV_IMAGES: ImageRequirements = ImageRequirements::tiled(4096, 256)
+    .large(1 << 16, 32 << 10)
+    .depth_stencil(1 << 16);
 /// NVK's answer, for the NVIDIA presets: 16 KiB tiles for tall images.
 const NVIDIA_IMAGES: ImageRequirements = ImageRequirements::flat(4096).large(16 << 10, 128 << 10);
 /// ANV's answer (`integrated`, `intel_arc`).
@@ -753,17 +792,18 @@ impl FakeLayout {
     }
 
     /// What the driver would answer for an image of `size` bytes (its own
-    /// size of the image's texels, padding and metadata) made with
-    /// `tiling` ([`ImageRequirements`]): its alignment, `size` rounded up
+    /// size of the image's texels, padding and metadata) of `format` made
+    /// with `tiling` ([`ImageRequirements`]): its alignment, `size` rounded up
     /// to it (tiled layouts are made of whole tiles), and every memory type
     /// but lazily allocated ones (those hold transient attachments only)
     /// of the 32 a mask can name. `None` past `u64::MAX`.
     pub fn image_requirements(
         &self,
         size: u64,
+        format: vk::Format,
         tiling: vk::ImageTiling,
     ) -> Option<vk::MemoryRequirements> {
-        let alignment = self.image_requirements.alignment(size, tiling);
+        let alignment = self.image_requirements.alignment(size, format, tiling);
         let memory_type_bits = (self.memory_types.iter().take(32).enumerate())
             .filter(|(_, t)| !t.props.contains(Props::LAZILY_ALLOCATED))
             .fold(0u32, |bits, (i, _)| bits | (1 << i));
