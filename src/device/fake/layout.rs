@@ -214,7 +214,9 @@ fn by_usage(
 ///   swizzle modes only (`allowedSwModeSet &= Gfx10ZSwModeMask`), which on
 ///   GFX10 are `SW_64KB_Z_X` and `SW_VAR_Z_X`, and RADV forbids variable
 ///   blocks before GFX11: 64 KiB at any size (HTILE, too, needs
-///   `SW_64KB_Z_X`). MSAA colour images are not modelled. Linear: AddrLib's
+///   `SW_64KB_Z_X`). MSAA colour images keep to the Z and R modes
+///   (`Gfx10MsaaSwModeMask`), `SW_4KB_R_X` among them: the size rule
+///   (unverified further). Linear: AddrLib's
 ///   `HwlComputeSurfaceInfoLinear` base alignment 256. NRI issue
 ///   NVIDIA-RTX/NRI#197 (2025) reports the 64 KiB of textures on RADV.
 /// - NVIDIA: no source for the proprietary driver's figures was found
