@@ -1,11 +1,11 @@
 //! Images aligned as each preset's driver aligns them
 //! (`FakeLayout::image_requirements`: RADV's 64 KiB swizzle blocks from
-//! 32 KiB on and for depth/stencil, NVK's 16 KiB tiles, ANV's and Turnip's
-//! 4 KiB, linear images' 64 or 256 bytes) among buffers aligned as the
-//! driver aligns those, on every preset: every allocation on its
-//! alignment, none overlapping, linear and optimal resources never sharing
-//! a `bufferImageGranularity` page, and defragmentation's destinations
-//! keeping all of it.
+//! 32 KiB on and for depth/stencil, NVK's 16 KiB tiles, a Gen12 aux map's
+//! 64 KiB, Arc's and Turnip's 4 KiB, linear images' 64 or 256 bytes) among
+//! buffers aligned as the driver aligns those, on every preset: every
+//! allocation on its alignment, none overlapping, linear and optimal
+//! resources never sharing a `bufferImageGranularity` page, and
+//! defragmentation's destinations keeping all of it.
 
 use std::collections::HashMap;
 
@@ -236,8 +236,8 @@ fn defragment(allocator: &FakeAllocator, live: &mut [Live], rng: &mut Rng, conte
 /// The figures the presets answer for the images the brief's research
 /// named: a 64x64 RGBA8 texture takes every driver's small alignment, a
 /// 2048x2048 one with mips RADV's 64 KiB and NVK's 16 KiB; a depth image
-/// RADV's 64 KiB at any size; linear images ANV's and Turnip's 64 bytes,
-/// RADV's 256.
+/// RADV's 64 KiB at any size; any optimal image ANV's 64 KiB on a Gen12
+/// iGPU (aux map); linear images ANV's and Turnip's 64 bytes, RADV's 256.
 #[test]
 fn presets_align_images_as_their_drivers() {
     let optimal = vk::ImageTiling::OPTIMAL;
@@ -270,11 +270,13 @@ fn presets_align_images_as_their_drivers() {
     let discrete = FakeLayout::discrete();
     assert_eq!(alignment(&discrete, small, optimal), 4096);
     assert_eq!(alignment(&discrete, large, optimal), 16 * KIB);
-    for layout in [
-        FakeLayout::integrated(),
-        FakeLayout::intel_arc(),
-        FakeLayout::mobile(),
-    ] {
+    assert_eq!(
+        alignment(&FakeLayout::integrated(), small, optimal),
+        64 * KIB
+    );
+    assert_eq!(depth(&FakeLayout::integrated(), small), 64 * KIB);
+    assert_eq!(alignment(&FakeLayout::integrated(), small, linear), 64);
+    for layout in [FakeLayout::intel_arc(), FakeLayout::mobile()] {
         assert_eq!(alignment(&layout, large, optimal), 4096, "{}", layout.name);
         assert_eq!(alignment(&layout, small, linear), 64, "{}", layout.name);
     }

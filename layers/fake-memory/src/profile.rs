@@ -164,8 +164,11 @@ impl ImageAlignment {
 /// NVIDIA's (NVK's figures; the proprietary driver's are unverified): 16 KiB
 /// tiles from 128 KiB of image on.
 const NVIDIA_IMAGES: ImageAlignment = ImageAlignment::flat(4096).large(16 * 1024, 128 * 1024);
-/// ANV's: the 4 KiB Tile4/Y-major tile, 64 for linear images.
+/// ANV's on Xe-HPG (`arc`): the 4 KiB Tile4 tile, 64 for linear images.
 const ANV_IMAGES: ImageAlignment = ImageAlignment::tiled(4096, 64);
+/// ANV's on a Gen12 iGPU with an aux map (`integrated`): the aux map's
+/// 64 KiB granularity for CCS-capable tiled surfaces, 64 for linear images.
+const ANV_GEN12_IMAGES: ImageAlignment = ImageAlignment::tiled(64 * 1024, 64);
 /// RADV's: 64 KiB swizzle blocks from 32 KiB of image on and for every
 /// depth/stencil image, 256 for linear images.
 const RADV_IMAGES: ImageAlignment = ImageAlignment::tiled(4096, 256)
@@ -275,7 +278,7 @@ pub const INTEGRATED: Profile = Profile {
     max_memory_allocation_count: 4096,
     min_buffer_alignment: 64,
     buffer_size_granule: 1,
-    image_alignment: ANV_IMAGES,
+    image_alignment: ANV_GEN12_IMAGES,
     memory_budget: false,
     memory_priority: false,
 };

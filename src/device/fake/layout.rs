@@ -190,7 +190,8 @@ fn by_usage(
 /// |---|---|---|---|---|---|
 /// | `discrete`, `rebar` | NVIDIA (NVK's figures; proprietary unverified) | 4096 | 16384 (128 KiB) | as optimal | 4096 (unverified) |
 /// | `amd` | RADV (GFX10) | 4096 | 65536 (32 KiB) | 65536 | 256 |
-/// | `integrated`, `intel_arc` | ANV | 4096 | none | as optimal | 64 |
+/// | `integrated` | ANV, Gen12 with an aux map (Tiger/Alder Lake) | 65536 | none | as optimal | 64 |
+/// | `intel_arc` | ANV, Xe-HPG (flat CCS) | 4096 | none | as optimal | 64 |
 /// | `mobile` | Turnip (Adreno) | 4096 | none | as optimal | 64 |
 /// | `mali` | Arm's (unverified) | 4096 | none | as optimal | 4096 |
 /// | `apple` | MoltenVK (unverified) | 4096 | none | as optimal | 4096 |
@@ -199,7 +200,7 @@ fn by_usage(
 /// For a 64x64 RGBA8 image (16 KiB) every driver above answers its small
 /// figure; for 2048x2048 RGBA8 with mips (about 21 MiB) RADV answers
 /// 64 KiB and NVK 16 KiB; for a depth/stencil image of any size RADV
-/// answers 64 KiB. Sources (the drivers' sources, read in session
+/// answers 64 KiB; ANV on a Gen12 iGPU answers 64 KiB for both. Sources (the drivers' sources, read in session
 /// 53):
 /// - RADV: `radv_GetImageMemoryRequirements2` (`radv_image.c`) answers
 ///   `image->alignment`, the largest plane surface's `1 <<
@@ -227,12 +228,18 @@ fn by_usage(
 ///   with a compressible page kind, 64 KiB for sparse residency. Modelled
 ///   by size as square RGBA8 images have it: 16 KiB from 128 KiB on.
 /// - ANV: `anv_image_get_memory_requirements` answers the binding's
-///   `memory_range.alignment`, the largest surface's ISL alignment: the
-///   4 KiB tile of Tile4/Y-major layouts; linear surfaces 64 (ANV's
-///   "linear depth buffers must be 64 byte aligned"); sparse 64 KiB. On
-///   Gen12 the aux-map's 64 KiB (1 MiB on Meteor Lake) granularity is
-///   met by the memory object's address (`ANV_BO_ALLOC_AUX_TT_ALIGNED`),
-///   not the image's alignment, in current ANV.
+///   `memory_range.alignment`, the largest of its surfaces' ISL
+///   `alignment_B` (`image_binding_grow`; CCS and fast-clear state 4096).
+///   ISL's `isl_calc_base_alignment`: a tiled surface's tile (4 KiB for
+///   Tile4/Y-major), but on platforms with an aux map (`has_aux_map`:
+///   Gen12 iGPUs, Meteor Lake) every tiled surface of a CCS-capable
+///   format without `DISABLE_AUX` usage (RGBA8, and the depth formats'
+///   R16/R32 views among them) is aligned to the aux-map granularity,
+///   64 KiB (1 MiB from `verx10` 125: Meteor Lake), at any size; Xe-HPG
+///   discrete GPUs (DG2, Arc) have flat CCS, no aux map: 4 KiB. Linear
+///   surfaces: element-size alignment (64 in older ANV: "linear depth
+///   buffers must be 64 byte aligned"); sparse 64 KiB. Formats without
+///   CCS (block-compressed ones) keep 4 KiB on Gen12: not modelled.
 /// - Turnip: `fdl6_layout` (freedreno's `fd6_layout.c`): `base_align`
 ///   4096 for UBWC-compressed, depth/stencil and R8G8 layouts (the usual
 ///   optimal image), 64/128/256 for other tiled layouts by texel size,
@@ -348,8 +355,11 @@ const RADV_IMAGES: ImageRequirements = ImageRequirements::tiled(4096, 256)
     .depth_stencil(1 << 16);
 /// NVK's answer, for the NVIDIA presets: 16 KiB tiles for tall images.
 const NVIDIA_IMAGES: ImageRequirements = ImageRequirements::flat(4096).large(16 << 10, 128 << 10);
-/// ANV's answer (`integrated`, `intel_arc`).
+/// ANV's answer on Xe-HPG (`intel_arc`): the 4 KiB tile.
 const ANV_IMAGES: ImageRequirements = ImageRequirements::tiled(4096, 64);
+/// ANV's answer on a Gen12 iGPU with an aux map (`integrated`): 64 KiB
+/// for CCS-capable tiled surfaces.
+const ANV_GEN12_IMAGES: ImageRequirements = ImageRequirements::tiled(64 << 10, 64);
 
 /// NVIDIA's answer (`discrete`, `rebar`).
 const NVIDIA_BUFFERS: BufferRequirements = BufferRequirements::new(256, 16);
@@ -456,7 +466,7 @@ impl FakeLayout {
             protected_memory: false,
             exportable_handle_types: None,
             buffer_requirements: ANV_BUFFERS,
-            image_requirements: ANV_IMAGES,
+            image_requirements: ANV_GEN12_IMAGES,
         }
     }
 

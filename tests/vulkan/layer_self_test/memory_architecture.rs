@@ -656,13 +656,15 @@ test_each_fake_profile!(
 /// 2048x2048 one with its mips, a 64x64 linear one, a 64x64 D16 depth
 /// image). RADV aligns optimal images of 32 KiB or more, and depth/stencil
 /// images of any size, to its 64 KiB swizzle blocks and linear ones to
-/// 256; NVK's tiles reach 16 KiB for tall images; ANV and Turnip align
-/// optimal images to their 4 KiB tiles and linear ones to 64.
+/// 256; NVK's tiles reach 16 KiB for tall images; ANV on a Gen12 iGPU
+/// aligns optimal images to its aux map's 64 KiB, on Arc and Turnip to
+/// their 4 KiB tiles, linear ones to 64.
 fn expected_image_alignments(profile: Profile) -> (u64, u64, u64, u64) {
     match profile {
         Profile::Discrete | Profile::Rebar => (4096, 16 << 10, 4096, 4096),
         Profile::Amd => (4096, 64 << 10, 256, 64 << 10),
-        Profile::Integrated | Profile::Arc | Profile::Mobile => (4096, 4096, 64, 4096),
+        Profile::Integrated => (64 << 10, 64 << 10, 64, 64 << 10),
+        Profile::Arc | Profile::Mobile => (4096, 4096, 64, 4096),
         Profile::Apple | Profile::Mali => (4096, 4096, 4096, 4096),
         Profile::Lavapipe => unreachable!("a fake profile"),
     }
