@@ -69,10 +69,11 @@ pub struct Profile {
     /// that copies or checks an allocation's size worth of a buffer's bytes
     /// is caught (`VUID-vkCmdCopyBuffer-size-00115`).
     pub buffer_size_granule: u64,
-    /// The alignment image memory requirements report, by tiling and size,
-    /// as the driver the profile models answers it (the crate's
-    /// `ImageRequirements` in `src/device/fake/layout.rs` lists the
-    /// drivers' figures and their sources; `profile_mirrors.rs` compares).
+    /// The alignment image memory requirements report, by tiling, size and
+    /// depth/stencil format, as the driver the profile models answers it
+    /// (the crate's `ImageRequirements` in `src/device/fake/layout.rs`
+    /// lists the drivers' figures and their sources; `profile_mirrors.rs`
+    /// compares).
     /// Lavapipe's own answer (16 on Mesa 22.3, 64 on later Mesa) is the
     /// floor: the layer raises alignments, never lowers them.
     pub image_alignment: ImageAlignment,

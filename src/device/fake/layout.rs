@@ -182,7 +182,8 @@ fn by_usage(
 }
 
 /// A driver's answer to an image's memory requirements: its alignment, by
-/// tiling and by size (non-sparse, single-plane images; the fake device
+/// tiling, size and depth/stencil format (non-sparse, single-sample,
+/// single-plane images; the fake device
 /// creates no image, a test asks
 /// [`FakeLayout::image_requirements`] what the driver would say).
 ///
@@ -200,8 +201,8 @@ fn by_usage(
 /// For a 64x64 RGBA8 image (16 KiB) every driver above answers its small
 /// figure; for 2048x2048 RGBA8 with mips (about 21 MiB) RADV answers
 /// 64 KiB and NVK 16 KiB; for a depth/stencil image of any size RADV
-/// answers 64 KiB; ANV on a Gen12 iGPU answers 64 KiB for both. Sources (the drivers' sources, read in session
-/// 53):
+/// answers 64 KiB; ANV on a Gen12 iGPU answers 64 KiB for all three.
+/// Sources (the drivers' sources, read in session 53):
 /// - RADV: `radv_GetImageMemoryRequirements2` (`radv_image.c`) answers
 ///   `image->alignment`, the largest plane surface's `1 <<
 ///   surface.alignment_log2`: the swizzle block's size. `ac_surface.c`'s
@@ -267,7 +268,8 @@ pub struct ImageRequirements {
     pub large_from: u64,
     /// The alignment of optimal-tiling depth/stencil images (formats with
     /// a depth or stencil aspect) where the driver lays them out apart
-    /// from colour images; `None`: as colour images of their size.
+    /// from colour images (a power of two); `None`: as colour images of
+    /// their size.
     pub depth_stencil_alignment: Option<u64>,
     /// The alignment of linear-tiling images (a power of two).
     pub linear_alignment: u64,
