@@ -41,6 +41,8 @@ mod defragment_debug_fill;
 mod defragment_walk;
 #[path = "fake_device/device_address.rs"]
 mod device_address;
+#[path = "fake_device/driver_images.rs"]
+mod driver_images;
 #[path = "fake_device/empty_block_release.rs"]
 mod empty_block_release;
 #[path = "fake_device/extreme_handles.rs"]

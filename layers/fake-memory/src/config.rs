@@ -28,7 +28,9 @@
 //!   option, memory allocated with `VkMemoryDedicatedAllocateInfo` takes
 //!   only its resource, at offset 0 (see `dedicated_binds.rs`).
 //! - `image-alignment=N` (a power of two): image requirements are aligned to
-//!   at least `N` instead of the profile's minimum. Real drivers align
+//!   at least `N`, whatever their size and tiling, instead of the profile's
+//!   alignments (`Profile::image_alignment`: by size and tiling, as the
+//!   modelled driver answers). Real drivers align
 //!   optimal images to at least `bufferImageGranularity`; a smaller value
 //!   makes the granularity rule matter on lavapipe.
 //! - `budget=on` / `budget=off`: offer `VK_EXT_memory_budget` (filled from
@@ -45,7 +47,7 @@
 
 use std::fmt;
 
-use crate::profile::Profile;
+use crate::profile::{ImageAlignment, Profile};
 
 /// Marker that introduces a configuration in the application or engine name.
 pub const MARKER: &str = "vk-suballoc-fake-memory:";
@@ -65,7 +67,7 @@ pub struct LayerConfig {
     pub fail_allocations: Vec<u64>,
     /// Overrides `Profile::max_memory_allocation_count`.
     pub max_allocations: Option<u32>,
-    /// Overrides `Profile::min_image_alignment`.
+    /// Overrides `Profile::image_alignment`: every image aligned to this.
     pub image_alignment: Option<u32>,
     /// What requirements queries report about dedicated allocations.
     pub dedicated: Option<DedicatedOverride>,
@@ -106,11 +108,13 @@ impl LayerConfig {
         self.memory_priority.unwrap_or(self.profile.memory_priority)
     }
 
-    /// The least alignment of image requirements: the override, else the
-    /// profile's.
-    pub fn min_image_alignment(&self) -> u64 {
+    /// The alignment of image requirements: the override's (every image
+    /// alike), else the profile's.
+    pub fn image_alignment(&self) -> ImageAlignment {
         self.image_alignment
-            .map_or(self.profile.min_image_alignment, u64::from)
+            .map_or(self.profile.image_alignment, |alignment| {
+                ImageAlignment::flat(u64::from(alignment))
+            })
     }
 }
 
@@ -282,7 +286,7 @@ mod tests {
             })
         );
         let config = config.unwrap();
-        assert_eq!(config.min_image_alignment(), 256);
+        assert_eq!(config.image_alignment(), ImageAlignment::flat(256));
         assert!(config.memory_budget(), "budget=on overrides mobile's none");
         assert!(!parse("mobile").unwrap().unwrap().memory_budget());
         assert!(parse("discrete").unwrap().unwrap().memory_budget());

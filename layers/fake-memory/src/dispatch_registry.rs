@@ -172,7 +172,7 @@ impl InstanceState {
         unsafe { get_real(physical_device, &mut real) };
         let state = Arc::new(PhysicalDeviceState {
             type_map: MemoryTypeMap::new(config.profile, &real)
-                .with_min_image_alignment(config.min_image_alignment()),
+                .with_image_alignment(config.image_alignment()),
             heap_usage: HeapUsage::default(),
         });
         devices.insert(physical_device.as_raw(), Arc::clone(&state));

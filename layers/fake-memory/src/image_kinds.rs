@@ -1,6 +1,8 @@
-//! The kind of every live image whose memory types differ from a plain
-//! optimal image's: those created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`
-//! or with `VK_IMAGE_TILING_LINEAR`.
+//! The kind of every live image whose memory requirements differ from a
+//! plain optimal colour image's: those created with
+//! `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT` or with `VK_IMAGE_TILING_LINEAR`
+//! (other memory types), and those of a depth/stencil format (which a
+//! profile's driver may align apart: RADV's 64 KiB Z swizzle blocks).
 //!
 //! A lazily allocated fake type may be offered to an image only when the
 //! image was created transient, and a profile's host memory types that
@@ -21,19 +23,41 @@ use crate::ffi_guard::guard;
 use crate::memory_accounting::lock;
 use crate::memory_type_map::ResourceKind;
 
-/// The live transient-attachment and linear images of one device.
+/// Whether `format` has a depth or stencil aspect.
+pub fn is_depth_stencil(format: vk::Format) -> bool {
+    matches!(
+        format,
+        vk::Format::D16_UNORM
+            | vk::Format::X8_D24_UNORM_PACK32
+            | vk::Format::D32_SFLOAT
+            | vk::Format::S8_UINT
+            | vk::Format::D16_UNORM_S8_UINT
+            | vk::Format::D24_UNORM_S8_UINT
+            | vk::Format::D32_SFLOAT_S8_UINT
+    )
+}
+
+/// The live transient-attachment, linear and depth/stencil images of one
+/// device: their kind, and whether their format is depth/stencil.
 #[derive(Debug, Default)]
 pub struct ImageKinds {
-    images: Mutex<HashMap<u64, ResourceKind>>,
+    images: Mutex<HashMap<u64, (ResourceKind, bool)>>,
 }
 
 impl ImageKinds {
-    /// Records `image`, just created with `usage` and `tiling`, unless it
-    /// is a plain optimal image.
-    pub fn created(&self, image: vk::Image, usage: vk::ImageUsageFlags, tiling: vk::ImageTiling) {
+    /// Records `image`, just created with `usage`, `tiling` and `format`,
+    /// unless it is a plain optimal colour image.
+    pub fn created(
+        &self,
+        image: vk::Image,
+        usage: vk::ImageUsageFlags,
+        tiling: vk::ImageTiling,
+        format: vk::Format,
+    ) {
         let kind = ResourceKind::of_image(usage, tiling);
-        if kind != ResourceKind::Image {
-            lock(&self.images).insert(image.as_raw(), kind);
+        let depth_stencil = is_depth_stencil(format);
+        if kind != ResourceKind::Image || depth_stencil {
+            lock(&self.images).insert(image.as_raw(), (kind, depth_stencil));
         }
     }
 
@@ -42,16 +66,18 @@ impl ImageKinds {
         lock(&self.images).remove(&image.as_raw());
     }
 
-    /// The kind of the live `image`, for its memory requirements.
-    pub fn kind(&self, image: vk::Image) -> ResourceKind {
+    /// The kind of the live `image` and whether its format is
+    /// depth/stencil, for its memory requirements.
+    pub fn class(&self, image: vk::Image) -> (ResourceKind, bool) {
         lock(&self.images)
             .get(&image.as_raw())
             .copied()
-            .unwrap_or(ResourceKind::Image)
+            .unwrap_or((ResourceKind::Image, false))
     }
 }
 
-/// `vkCreateImage`: creates, then records a transient-attachment or linear image.
+/// `vkCreateImage`: creates, then records a transient-attachment, linear or
+/// depth/stencil image.
 pub(crate) unsafe extern "system" fn create_image(
     device: vk::Device,
     create_info: *const vk::ImageCreateInfo<'_>,
@@ -77,9 +103,11 @@ pub(crate) unsafe extern "system" fn create_image(
                 // SAFETY: a valid create info (contract); on success the
                 // driver wrote the new handle. The application does not have
                 // the handle yet, so no other thread can destroy it first.
-                let (usage, tiling, handle) =
-                    unsafe { ((*create_info).usage, (*create_info).tiling, image.read()) };
-                fake.image_kinds.created(handle, usage, tiling);
+                let (usage, tiling, format, handle) = unsafe {
+                    let info = &*create_info;
+                    (info.usage, info.tiling, info.format, image.read())
+                };
+                fake.image_kinds.created(handle, usage, tiling, format);
             }
             result
         },
@@ -124,19 +152,26 @@ mod tests {
         let attachment =
             vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::TRANSIENT_ATTACHMENT;
         let optimal = vk::ImageTiling::OPTIMAL;
-        images.created(transient, attachment, optimal);
-        images.created(plain, vk::ImageUsageFlags::COLOR_ATTACHMENT, optimal);
+        let rgba8 = vk::Format::R8G8B8A8_UNORM;
+        images.created(transient, attachment, optimal, rgba8);
+        images.created(plain, vk::ImageUsageFlags::COLOR_ATTACHMENT, optimal, rgba8);
         images.created(
             linear,
             vk::ImageUsageFlags::TRANSFER_DST,
             vk::ImageTiling::LINEAR,
+            rgba8,
         );
-        assert_eq!(images.kind(transient), ResourceKind::TransientImage);
-        assert_eq!(images.kind(plain), ResourceKind::Image);
-        assert_eq!(images.kind(linear), ResourceKind::LinearImage);
+        let depth = vk::Image::from_raw(4);
+        let usage = vk::ImageUsageFlags::DEPTH_STENCIL_ATTACHMENT;
+        images.created(depth, usage, optimal, vk::Format::D32_SFLOAT);
+        assert_eq!(images.class(depth), (ResourceKind::Image, true));
+        assert_eq!(images.class(plain), (ResourceKind::Image, false));
+        assert_eq!(images.class(transient).0, ResourceKind::TransientImage);
+        assert_eq!(images.class(plain).0, ResourceKind::Image);
+        assert_eq!(images.class(linear).0, ResourceKind::LinearImage);
         images.destroyed(transient);
         images.destroyed(linear);
-        assert_eq!(images.kind(transient), ResourceKind::Image);
-        assert_eq!(images.kind(linear), ResourceKind::Image);
+        assert_eq!(images.class(transient).0, ResourceKind::Image);
+        assert_eq!(images.class(linear).0, ResourceKind::Image);
     }
 }

@@ -22,7 +22,7 @@
 
 use ash::vk;
 
-use crate::profile::{FakeType, Profile};
+use crate::profile::{FakeType, ImageAlignment, Profile};
 
 /// The kind of resource a memory requirement is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,9 +62,9 @@ impl ResourceKind {
 #[derive(Debug, Clone)]
 pub struct MemoryTypeMap {
     profile: &'static Profile,
-    /// The least alignment of image requirements: the profile's, or the
-    /// configuration's `image-alignment`.
-    min_image_alignment: u64,
+    /// The alignment of image requirements: the profile's, or the
+    /// configuration's `image-alignment` (every image alike).
+    image_alignment: ImageAlignment,
     /// Real type backing each fake type; `None` when the device has no type
     /// that can back it (such a type is never offered).
     real_type: Vec<Option<u32>>,
@@ -115,7 +115,7 @@ impl MemoryTypeMap {
             .collect();
         Self {
             profile,
-            min_image_alignment: profile.min_image_alignment,
+            image_alignment: profile.image_alignment,
             real_type,
             emulated_lazy,
         }
@@ -194,27 +194,35 @@ impl MemoryTypeMap {
         self.fake_import_type_bits(real_bits) & offered
     }
 
-    /// The same map with image requirements aligned to at least `alignment`
-    /// (a power of two) instead of the profile's minimum.
+    /// The same map with image requirements aligned to at least
+    /// `alignment`'s figures (powers of two) instead of the profile's.
     #[must_use]
-    pub fn with_min_image_alignment(mut self, alignment: u64) -> Self {
-        self.min_image_alignment = alignment;
+    pub fn with_image_alignment(mut self, alignment: ImageAlignment) -> Self {
+        self.image_alignment = alignment;
         self
     }
 
-    /// Rewrites driver-reported requirements into the profile's terms.
+    /// Rewrites driver-reported requirements into the profile's terms;
+    /// `depth_stencil`: an image of a depth/stencil format (the profile's
+    /// driver may align those apart).
     pub fn patch_requirements(
         &self,
         requirements: &mut vk::MemoryRequirements,
         kind: ResourceKind,
+        depth_stencil: bool,
     ) {
         requirements.memory_type_bits = self.fake_type_bits(requirements.memory_type_bits, kind);
+        // An image's by the driver's size of it, as the modelled driver's
+        // layouts grow with the image (RADV's 64 KiB swizzle blocks).
         let minimum = match kind {
             ResourceKind::Buffer => self.profile.min_buffer_alignment,
-            ResourceKind::Image
-            | ResourceKind::TransientImage
-            | ResourceKind::LinearImage
-            | ResourceKind::TransientLinearImage => self.min_image_alignment,
+            ResourceKind::Image | ResourceKind::TransientImage => {
+                self.image_alignment
+                    .of(requirements.size, false, depth_stencil)
+            }
+            ResourceKind::LinearImage | ResourceKind::TransientLinearImage => self
+                .image_alignment
+                .of(requirements.size, true, depth_stencil),
         };
         requirements.alignment = requirements.alignment.max(minimum);
         if kind == ResourceKind::Buffer {
@@ -227,7 +235,7 @@ impl MemoryTypeMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{DISCRETE, MOBILE};
+    use crate::profile::{AMD, DISCRETE, MOBILE};
 
     fn lavapipe_like() -> vk::PhysicalDeviceMemoryProperties {
         let mut properties = vk::PhysicalDeviceMemoryProperties {
@@ -270,11 +278,58 @@ mod tests {
             alignment: 16,
             memory_type_bits: 1,
         };
-        map.patch_requirements(&mut requirements, ResourceKind::Image);
-        assert_eq!(requirements.alignment, MOBILE.min_image_alignment);
+        map.patch_requirements(&mut requirements, ResourceKind::Image, false);
+        assert_eq!(requirements.alignment, MOBILE.image_alignment.optimal);
         requirements.alignment = 1 << 20;
-        map.patch_requirements(&mut requirements, ResourceKind::Buffer);
+        map.patch_requirements(&mut requirements, ResourceKind::Buffer, false);
         assert_eq!(requirements.alignment, 1 << 20);
+    }
+
+    /// Optimal images take the profile's alignment for their size (the
+    /// driver's size, lavapipe's here): on `amd` RADV's 4 KiB below 32 KiB
+    /// and its 64 KiB swizzle blocks from there; linear images RADV's 256;
+    /// lavapipe's own larger alignment stays.
+    #[test]
+    fn image_alignment_follows_the_size_as_the_driver_has_it() {
+        let map = MemoryTypeMap::new(&AMD, &lavapipe_like());
+        let aligned = |size: u64, alignment: u64, kind| {
+            let mut requirements = vk::MemoryRequirements {
+                size,
+                alignment,
+                memory_type_bits: 1,
+            };
+            map.patch_requirements(&mut requirements, kind, false);
+            (requirements.size, requirements.alignment)
+        };
+        // 64x64 RGBA8, just under and at the threshold, 2048x2048 with mips.
+        assert_eq!(aligned(16 << 10, 64, ResourceKind::Image), (16 << 10, 4096));
+        assert_eq!(aligned((32 << 10) - 1, 64, ResourceKind::Image).1, 4096);
+        assert_eq!(aligned(32 << 10, 64, ResourceKind::Image).1, 64 << 10);
+        let mipped = 2048 * 2048 * 4 * 4 / 3;
+        assert_eq!(aligned(mipped, 64, ResourceKind::Image), (mipped, 64 << 10));
+        assert_eq!(
+            aligned(mipped, 64, ResourceKind::TransientImage).1,
+            64 << 10
+        );
+        assert_eq!(aligned(mipped, 64, ResourceKind::LinearImage).1, 256);
+        assert_eq!(aligned(1000, 1 << 20, ResourceKind::LinearImage).1, 1 << 20);
+        // Depth/stencil images take RADV's 64 KiB Z blocks at any size.
+        let mut depth = vk::MemoryRequirements {
+            size: 16 << 10,
+            alignment: 64,
+            memory_type_bits: 1,
+        };
+        map.patch_requirements(&mut depth, ResourceKind::Image, true);
+        assert_eq!(depth.alignment, 64 << 10);
+        // The override aligns every image alike.
+        let map = map.with_image_alignment(ImageAlignment::flat(512));
+        let mut requirements = vk::MemoryRequirements {
+            size: mipped,
+            alignment: 64,
+            memory_type_bits: 1,
+        };
+        map.patch_requirements(&mut requirements, ResourceKind::Image, false);
+        assert_eq!(requirements.alignment, 512);
     }
 
     #[test]
@@ -285,14 +340,14 @@ mod tests {
             alignment: 64,
             memory_type_bits: 1,
         };
-        map.patch_requirements(&mut requirements, ResourceKind::Buffer);
+        map.patch_requirements(&mut requirements, ResourceKind::Buffer, false);
         assert_eq!(requirements.size, 1008);
         let mut image = vk::MemoryRequirements {
             size: 1000,
             alignment: 64,
             memory_type_bits: 1,
         };
-        map.patch_requirements(&mut image, ResourceKind::Image);
+        map.patch_requirements(&mut image, ResourceKind::Image, false);
         assert_eq!(image.size, 1000, "image sizes are the driver's");
     }
 
@@ -414,13 +469,14 @@ mod tests {
 
     #[test]
     fn transient_images_are_aligned_as_images() {
-        let map = MemoryTypeMap::new(&WITH_LAZY, &lavapipe_like()).with_min_image_alignment(256);
+        let map = MemoryTypeMap::new(&WITH_LAZY, &lavapipe_like())
+            .with_image_alignment(ImageAlignment::flat(256));
         let mut requirements = vk::MemoryRequirements {
             size: 100,
             alignment: 16,
             memory_type_bits: 1,
         };
-        map.patch_requirements(&mut requirements, ResourceKind::TransientImage);
+        map.patch_requirements(&mut requirements, ResourceKind::TransientImage, false);
         assert_eq!((requirements.size, requirements.alignment), (100, 256));
     }
 
@@ -465,10 +521,10 @@ mod tests {
             alignment: 16,
             memory_type_bits: 1,
         };
-        map.patch_requirements(&mut requirements, ResourceKind::LinearImage);
+        map.patch_requirements(&mut requirements, ResourceKind::LinearImage, false);
         assert_eq!(
             (requirements.size, requirements.alignment),
-            (1000, MOBILE.min_image_alignment),
+            (1000, MOBILE.image_alignment.linear),
             "aligned as an image, its size the driver's"
         );
     }

@@ -69,8 +69,14 @@ pub struct Profile {
     /// that copies or checks an allocation's size worth of a buffer's bytes
     /// is caught (`VUID-vkCmdCopyBuffer-size-00115`).
     pub buffer_size_granule: u64,
-    /// Lowest alignment reported in image memory requirements.
-    pub min_image_alignment: u64,
+    /// The alignment image memory requirements report, by tiling, size and
+    /// depth/stencil format, as the driver the profile models answers it
+    /// (the crate's `ImageRequirements` in `src/device/fake/layout.rs`
+    /// lists the drivers' figures and their sources; `profile_mirrors.rs`
+    /// compares).
+    /// Lavapipe's own answer (16 on Mesa 22.3, 64 on later Mesa) is the
+    /// floor: the layer raises alignments, never lowers them.
+    pub image_alignment: ImageAlignment,
     /// Whether the device offers `VK_EXT_memory_budget` (with the layer's
     /// own figures), as the GPU it models does; without it the layer
     /// hides the extension, the driver's too, so an allocator falls back
@@ -82,6 +88,95 @@ pub struct Profile {
     /// `priority=on|off` option overrides it.
     pub memory_priority: bool,
 }
+
+/// How a driver aligns images: optimal-tiling images by their size (the
+/// driver's tiled layouts grow with the image), linear ones alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageAlignment {
+    /// Optimal images smaller than [`large_from`](Self::large_from) bytes.
+    pub optimal: u64,
+    /// Optimal images of at least [`large_from`](Self::large_from) bytes.
+    pub large: u64,
+    /// The size (the driver's) from which optimal images take
+    /// [`large`](Self::large); `u64::MAX`: none do.
+    pub large_from: u64,
+    /// Optimal depth/stencil images (a format with a depth or stencil
+    /// aspect) at any size, where the driver lays them out apart from
+    /// colour images; `None`: as colour images of their size.
+    pub depth_stencil: Option<u64>,
+    /// Linear-tiling images.
+    pub linear: u64,
+}
+
+impl ImageAlignment {
+    /// Every image aligned to `alignment` (the `image-alignment=N`
+    /// option's).
+    pub const fn flat(alignment: u64) -> Self {
+        Self {
+            optimal: alignment,
+            large: alignment,
+            large_from: u64::MAX,
+            depth_stencil: None,
+            linear: alignment,
+        }
+    }
+
+    /// Optimal images aligned to `optimal`, linear ones to `linear`.
+    pub const fn tiled(optimal: u64, linear: u64) -> Self {
+        Self {
+            optimal,
+            large: optimal,
+            large_from: u64::MAX,
+            depth_stencil: None,
+            linear,
+        }
+    }
+
+    /// The same alignments with optimal images of at least `from` bytes
+    /// aligned to `large`.
+    pub const fn large(mut self, large: u64, from: u64) -> Self {
+        self.large = large;
+        self.large_from = from;
+        self
+    }
+
+    /// The same alignments with optimal depth/stencil images aligned to
+    /// `alignment` at any size.
+    pub const fn depth_stencil(mut self, alignment: u64) -> Self {
+        self.depth_stencil = Some(alignment);
+        self
+    }
+
+    /// The alignment of an image of `size` bytes (the driver's size),
+    /// linear or not, of a depth/stencil format or not.
+    pub fn of(&self, size: u64, linear: bool, depth_stencil: bool) -> u64 {
+        if linear {
+            self.linear
+        } else if let (Some(alignment), true) = (self.depth_stencil, depth_stencil) {
+            alignment
+        } else if size >= self.large_from {
+            self.large.max(self.optimal)
+        } else {
+            self.optimal
+        }
+    }
+}
+
+/// NVIDIA's (NVK's figures; the proprietary driver's are unverified): 16 KiB
+/// tiles from 128 KiB of image on.
+const NVIDIA_IMAGES: ImageAlignment = ImageAlignment::flat(4096).large(16 * 1024, 128 * 1024);
+/// ANV's on Xe-HPG (`arc`): the 4 KiB Tile4 tile, 64 for linear images.
+const ANV_IMAGES: ImageAlignment = ImageAlignment::tiled(4096, 64);
+/// ANV's on a Gen12 iGPU with an aux map (`integrated`): the aux map's
+/// 64 KiB granularity for CCS-capable tiled surfaces, 64 for linear images.
+const ANV_GEN12_IMAGES: ImageAlignment = ImageAlignment::tiled(64 * 1024, 64);
+/// RADV's: 64 KiB swizzle blocks from 32 KiB of image on and for every
+/// depth/stencil image, 256 for linear images.
+const RADV_IMAGES: ImageAlignment = ImageAlignment::tiled(4096, 256)
+    .large(64 * 1024, 32 * 1024)
+    .depth_stencil(64 * 1024);
+/// Turnip's: 4096 for UBWC and depth layouts, 64 for linear images.
+const TURNIP_IMAGES: ImageAlignment = ImageAlignment::tiled(4096, 64);
 
 const DEVICE_LOCAL: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::DEVICE_LOCAL;
 const HOST_VISIBLE: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::HOST_VISIBLE;
@@ -148,7 +243,7 @@ pub const DISCRETE: Profile = Profile {
     max_memory_allocation_count: 4096,
     min_buffer_alignment: 256,
     buffer_size_granule: 16,
-    min_image_alignment: 4096,
+    image_alignment: NVIDIA_IMAGES,
     memory_budget: true,
     memory_priority: true,
 };
@@ -184,7 +279,7 @@ pub const INTEGRATED: Profile = Profile {
     max_memory_allocation_count: 4096,
     min_buffer_alignment: 64,
     buffer_size_granule: 1,
-    min_image_alignment: 4096,
+    image_alignment: ANV_GEN12_IMAGES,
     memory_budget: false,
     memory_priority: false,
 };
@@ -229,7 +324,7 @@ pub const MOBILE: Profile = Profile {
     max_memory_allocation_count: 1024,
     min_buffer_alignment: 64,
     buffer_size_granule: 64,
-    min_image_alignment: 4096,
+    image_alignment: TURNIP_IMAGES,
     memory_budget: false,
     memory_priority: false,
 };
@@ -298,7 +393,7 @@ pub const AMD: Profile = Profile {
     min_buffer_alignment: 16,
     // RADV rounds a buffer's size to its alignment (`align64(size, 16)`).
     buffer_size_granule: 16,
-    min_image_alignment: 4096,
+    image_alignment: RADV_IMAGES,
     memory_budget: true,
     memory_priority: true,
 };
@@ -350,7 +445,7 @@ pub const REBAR: Profile = Profile {
     max_memory_allocation_count: 4096,
     min_buffer_alignment: 256,
     buffer_size_granule: 16,
-    min_image_alignment: 4096,
+    image_alignment: NVIDIA_IMAGES,
     memory_budget: true,
     memory_priority: true,
 };
@@ -406,7 +501,7 @@ pub const ARC: Profile = Profile {
     max_memory_allocation_count: u32::MAX,
     min_buffer_alignment: 64,
     buffer_size_granule: 4,
-    min_image_alignment: 4096,
+    image_alignment: ANV_IMAGES,
     memory_budget: true,
     memory_priority: false,
 };
@@ -449,7 +544,7 @@ pub const APPLE: Profile = Profile {
     max_memory_allocation_count: 4096,
     min_buffer_alignment: 16,
     buffer_size_granule: 1,
-    min_image_alignment: 4096,
+    image_alignment: ImageAlignment::flat(4096),
     memory_budget: false,
     memory_priority: false,
 };
@@ -490,7 +585,7 @@ pub const MALI: Profile = Profile {
     max_memory_allocation_count: 4096,
     min_buffer_alignment: 64,
     buffer_size_granule: 1,
-    min_image_alignment: 4096,
+    image_alignment: ImageAlignment::flat(4096),
     memory_budget: false,
     memory_priority: false,
 };
@@ -527,7 +622,13 @@ const _VALID_PROFILES: () = {
         assert!(profile.buffer_image_granularity.is_power_of_two());
         assert!(profile.non_coherent_atom_size.is_power_of_two());
         assert!(profile.min_buffer_alignment.is_power_of_two());
-        assert!(profile.min_image_alignment.is_power_of_two());
+        let images = profile.image_alignment;
+        assert!(images.optimal.is_power_of_two());
+        assert!(images.large.is_power_of_two() && images.large >= images.optimal);
+        assert!(images.linear.is_power_of_two());
+        if let Some(depth_stencil) = images.depth_stencil {
+            assert!(depth_stencil.is_power_of_two());
+        }
         p += 1;
     }
 };

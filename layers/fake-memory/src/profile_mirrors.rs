@@ -154,3 +154,33 @@ fn buffer_requirements_match_the_layouts_of_the_same_name() {
         );
     }
 }
+
+/// Every profile aligns images as the crate's layout of the same name (its
+/// driver, `ImageRequirements`): optimal images by size, depth/stencil and
+/// linear ones apart, at least lavapipe's 64 bytes everywhere.
+#[test]
+fn image_alignments_match_the_layouts_of_the_same_name() {
+    for (profile, layout) in same_name_layouts() {
+        let answer = layout.image_requirements;
+        let images = profile.image_alignment;
+        assert_eq!(
+            (
+                images.optimal,
+                images.large,
+                images.large_from,
+                images.depth_stencil,
+                images.linear
+            ),
+            (
+                answer.optimal_alignment,
+                answer.large_alignment,
+                answer.large_from,
+                answer.depth_stencil_alignment,
+                answer.linear_alignment
+            ),
+            "{}: image alignments",
+            profile.name
+        );
+        assert!(images.optimal.min(images.linear) >= 64, "{}", profile.name);
+    }
+}

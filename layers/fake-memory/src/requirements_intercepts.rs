@@ -3,7 +3,8 @@
 //! mapped onto fake type indices, its alignment and buffer sizes raised to the
 //! profile's, and (with `dedicated=`) its `VkMemoryDedicatedRequirements` set.
 //! An image's bits depend on whether it was created as a transient
-//! attachment and whether it is linear (`image_kinds.rs`).
+//! attachment and whether it is linear, its alignment on its size, tiling
+//! and whether its format is depth/stencil (`image_kinds.rs`).
 
 use ash::vk;
 
@@ -11,24 +12,27 @@ use crate::c_interop::pnext_chain;
 use crate::config::DedicatedOverride;
 use crate::dispatch_registry::{device_state, DeviceState};
 use crate::ffi_guard::guard;
+use crate::image_kinds::is_depth_stencil;
 use crate::memory_type_map::ResourceKind;
 
 /// Rewrites requirements the driver just returned, if the device is faked.
 ///
 /// # Safety
 /// `requirements` is null or valid for writes.
-unsafe fn patch(
-    state: &DeviceState,
-    requirements: *mut vk::MemoryRequirements,
-    kind: ResourceKind,
-) {
+unsafe fn patch(state: &DeviceState, requirements: *mut vk::MemoryRequirements, class: Class) {
     if let (Some(fake), false) = (&state.fake, requirements.is_null()) {
+        let (kind, depth_stencil) = class;
         // SAFETY: non-null and valid by the contract.
-        fake.physical
-            .type_map
-            .patch_requirements(unsafe { &mut *requirements }, kind);
+        fake.physical.type_map.patch_requirements(
+            unsafe { &mut *requirements },
+            kind,
+            depth_stencil,
+        );
     }
 }
+
+/// A resource's kind and whether it is an image of a depth/stencil format.
+type Class = (ResourceKind, bool);
 
 /// Runs a requirements query on the next layer, then [`patch`]es its result.
 ///
@@ -39,7 +43,7 @@ unsafe fn patch(
 unsafe fn requirements_query(
     entry_point: &str,
     device: vk::Device,
-    query: impl FnOnce(&DeviceState) -> (*mut vk::MemoryRequirements, ResourceKind),
+    query: impl FnOnce(&DeviceState) -> (*mut vk::MemoryRequirements, Class),
 ) {
     guard(entry_point, (), || {
         // SAFETY: a live device, from the caller.
@@ -54,17 +58,21 @@ unsafe fn requirements_query(
 
 /// The kind of `image`, a live image of `state`'s device: transient if it was
 /// created with `VK_IMAGE_USAGE_TRANSIENT_ATTACHMENT_BIT`, linear if with
-/// `VK_IMAGE_TILING_LINEAR`.
-fn image_kind(state: &DeviceState, image: vk::Image) -> ResourceKind {
+/// `VK_IMAGE_TILING_LINEAR`; and whether its format is depth/stencil.
+fn image_kind(state: &DeviceState, image: vk::Image) -> Class {
     state
         .fake
         .as_ref()
-        .map_or(ResourceKind::Image, |fake| fake.image_kinds.kind(image))
+        .map_or((ResourceKind::Image, false), |fake| {
+            fake.image_kinds.class(image)
+        })
 }
 
+/// A buffer's class.
+const BUFFER: Class = (ResourceKind::Buffer, false);
+
 /// Null requirements: nothing to patch.
-const NOTHING: (*mut vk::MemoryRequirements, ResourceKind) =
-    (std::ptr::null_mut(), ResourceKind::Buffer);
+const NOTHING: (*mut vk::MemoryRequirements, Class) = (std::ptr::null_mut(), BUFFER);
 
 /// `vkGetBufferMemoryRequirements`, in fake terms.
 pub(crate) unsafe extern "system" fn get_buffer_memory_requirements(
@@ -79,7 +87,7 @@ pub(crate) unsafe extern "system" fn get_buffer_memory_requirements(
                 return NOTHING;
             };
             next(device, buffer, requirements);
-            (requirements, ResourceKind::Buffer)
+            (requirements, BUFFER)
         });
     }
 }
@@ -178,7 +186,7 @@ pub(crate) unsafe extern "system" fn get_buffer_memory_requirements2(
             };
             next(device, info, requirements);
             override_dedicated(state, requirements);
-            (inner(requirements), ResourceKind::Buffer)
+            (inner(requirements), BUFFER)
         });
     }
 }
@@ -199,7 +207,7 @@ pub(crate) unsafe extern "system" fn get_image_memory_requirements2(
             next(device, info, requirements);
             override_dedicated(state, requirements);
             let kind = if info.is_null() {
-                ResourceKind::Image
+                (ResourceKind::Image, false)
             } else {
                 image_kind(state, (*info).image)
             };
@@ -222,7 +230,7 @@ pub(crate) unsafe extern "system" fn get_device_buffer_memory_requirements(
             };
             next(device, info, requirements);
             override_dedicated(state, requirements);
-            (inner(requirements), ResourceKind::Buffer)
+            (inner(requirements), BUFFER)
         });
     }
 }
@@ -249,9 +257,13 @@ pub(crate) unsafe extern "system" fn get_device_image_memory_requirements(
                 (*info).p_create_info
             };
             let kind = if create_info.is_null() {
-                ResourceKind::Image
+                (ResourceKind::Image, false)
             } else {
-                ResourceKind::of_image((*create_info).usage, (*create_info).tiling)
+                let info = &*create_info;
+                (
+                    ResourceKind::of_image(info.usage, info.tiling),
+                    is_depth_stencil(info.format),
+                )
             };
             (inner(requirements), kind)
         });

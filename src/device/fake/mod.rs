@@ -52,7 +52,7 @@ use ash::vk;
 use ash::vk::Handle;
 use call_hook::CallHook;
 pub use fault_injection::FakeCall;
-pub use layout::{BufferRequirements, FakeLayout};
+pub use layout::{BufferRequirements, FakeLayout, ImageRequirements};
 use state::State;
 pub use state::{FakeAllocationInfo, FakeCounters, RecordedRange};
 

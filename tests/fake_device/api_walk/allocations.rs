@@ -62,7 +62,7 @@ impl Walk {
         if rng.below(10) == 0 {
             usage |= Usage::DEVICE_ADDRESS;
         }
-        let alignment = match rng.below(60) {
+        let alignment: u64 = match rng.below(60) {
             0 => [0, 3, 48, 1000][rng.below(4) as usize],
             _ if kind == ResourceKind::OptimalImage => 1 << (8 + rng.below(9)),
             // Past 4 KiB, sizes are no longer rounded up to the alignment.
@@ -98,6 +98,24 @@ impl Walk {
             (policy == DedicatedPolicy::Always || hint.preferred) && rng.below(2) == 0
         };
         let size = self.draw_size();
+        // One image in four aligned as the layout's driver aligns it
+        // (`ImageRequirements`: RADV's 64 KiB for large or depth images,
+        // linear ones' 64 or 256), the odd alignments above aside.
+        let alignment = match kind {
+            ResourceKind::OptimalImage | ResourceKind::LinearImage
+                if alignment.is_power_of_two() && self.rng.below(4) == 0 =>
+            {
+                let tiling = if kind == ResourceKind::LinearImage {
+                    vk::ImageTiling::LINEAR
+                } else {
+                    vk::ImageTiling::OPTIMAL
+                };
+                let format = [vk::Format::R8G8B8A8_UNORM, vk::Format::D32_SFLOAT]
+                    [self.rng.below(2) as usize];
+                (self.layout.image_requirements).alignment(size, format, tiling)
+            }
+            _ => alignment,
+        };
         let requirements = vk::MemoryRequirements {
             size,
             alignment,

@@ -8,8 +8,8 @@
 use ash::vk;
 
 use crate::support::{
-    on_custom_device, test_each_fake_profile, test_each_profile, transient_attachment_info, Advice,
-    ContextOptions, Profile, VulkanContext,
+    on_custom_device, rgba8_image_info, test_each_fake_profile, test_each_profile,
+    transient_attachment_info, Advice, ContextOptions, Profile, VulkanContext,
 };
 
 use super::{budgeted, create_buffer, expected_budget, image_info, LAZY, MIB};
@@ -646,6 +646,61 @@ test_each_fake_profile!(
         }
         assert_eq!((two.memory_type_bits, from_info.memory_type_bits), (bits, bits), "{profile}");
         assert_eq!((two.alignment, from_info.alignment), (plain.alignment, plain.alignment), "{profile}");
+        context.assert_no_validation_messages();
+    }
+);
+
+/// The alignments a profile's image requirements must report, written out
+/// from the drivers' sources independently of the layer (the crate's
+/// `ImageRequirements` lists them): (a 64x64 RGBA8 optimal image, a
+/// 2048x2048 one with its mips, a 64x64 linear one, a 64x64 D16 depth
+/// image). RADV aligns optimal images of 32 KiB or more, and depth/stencil
+/// images of any size, to its 64 KiB swizzle blocks and linear ones to
+/// 256; NVK's tiles reach 16 KiB for tall images; ANV on a Gen12 iGPU
+/// aligns optimal images to its aux map's 64 KiB, on Arc and Turnip to
+/// their 4 KiB tiles, linear ones to 64.
+fn expected_image_alignments(profile: Profile) -> (u64, u64, u64, u64) {
+    match profile {
+        Profile::Discrete | Profile::Rebar => (4096, 16 << 10, 4096, 4096),
+        Profile::Amd => (4096, 64 << 10, 256, 64 << 10),
+        Profile::Integrated => (64 << 10, 64 << 10, 64, 64 << 10),
+        Profile::Arc | Profile::Mobile => (4096, 4096, 64, 4096),
+        Profile::Apple | Profile::Mali => (4096, 4096, 4096, 4096),
+        Profile::Lavapipe => unreachable!("a fake profile"),
+    }
+}
+
+test_each_fake_profile!(
+    /// Image alignments follow the modelled driver by size and tiling, by
+    /// every requirements query: a small texture takes the driver's small
+    /// alignment, a 2048x2048 one with mips RADV's 64 KiB swizzle blocks
+    /// on `amd` (NVK's 16 KiB tiles on the NVIDIA profiles), a linear image
+    /// the driver's linear alignment (never below lavapipe's own), a small
+    /// depth image RADV's 64 KiB Z blocks on `amd`.
+    fn images_are_aligned_by_size_and_tiling_as_their_drivers_align_them(profile) {
+        let context = VulkanContext::new(profile);
+        context.allow(Advice::LinearImages);
+        let device = &context.device;
+        let usage = vk::ImageUsageFlags::TRANSFER_DST | vk::ImageUsageFlags::TRANSFER_SRC;
+        let small = rgba8_image_info(64, 64, usage);
+        let large = rgba8_image_info(2048, 2048, usage | vk::ImageUsageFlags::SAMPLED).mip_levels(12);
+        let linear = small.tiling(vk::ImageTiling::LINEAR);
+        let depth = rgba8_image_info(64, 64, vk::ImageUsageFlags::DEPTH_STENCIL_ATTACHMENT)
+            .format(vk::Format::D16_UNORM);
+        let want = expected_image_alignments(profile);
+        let mut got = [0; 4];
+        for (slot, info) in got.iter_mut().zip([small, large, linear, depth]) {
+            let [plain, two, from_info] = image_requirements_three_ways(device, &info);
+            assert_eq!((two.alignment, from_info.alignment), (plain.alignment, plain.alignment), "{profile}");
+            assert_eq!(plain.size % 4, 0, "{profile}");
+            *slot = plain.alignment;
+        }
+        let got = (got[0], got[1], got[2], got[3]);
+        if on_custom_device() {
+            assert!(got.0 >= want.0 && got.1 >= want.1 && got.2 >= want.2 && got.3 >= want.3, "{profile}: {got:?}");
+        } else {
+            assert_eq!(got, want, "{profile}: (small, large, linear, depth); {}", real_device_facts());
+        }
         context.assert_no_validation_messages();
     }
 );
