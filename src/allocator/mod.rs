@@ -83,8 +83,12 @@
 //! `place::try_lock`, `end_frame`'s) records
 //! which ones each thread holds and panics, with a message naming the
 //! callback, on one the thread holds already (a call into another
-//! allocator meets none and goes through); release builds, and the
-//! read-write lock of the custom pools' table, check nothing. Every lock
+//! allocator meets none and goes through). The pools' locks and the
+//! heaps' remainder turns (4 and 5) are taken through it: a callback run
+//! for a remainder block that asks for memory of another memory type of
+//! the heap meets no pool lock of its own, but the heap's remainder turn.
+//! Release builds, and the read-write lock of the custom pools' table,
+//! check nothing. Every lock
 //! carries on after a panic poisoned it (`place::lock`): a critical
 //! section leaves its state consistent before anything that can panic,
 //! and a panic of the memory callback is resumed only once the memory
@@ -124,7 +128,10 @@ pub use crate::device::DedicatedHint;
 pub use allocation::Allocation;
 pub use corruption::{CorruptionReport, DamagedFree, DamagedMargin};
 pub use defragment::{DefragmentationLimits, DefragmentationMove, DefragmentationPlan, Movable};
-use place::{exclusive, lock, try_lock};
+// `lock` for the heaps' remainder turns too (`MemoryContext::remainder_turn`),
+// which a memory callback runs under: recorded as the pools' locks are.
+use place::{exclusive, try_lock};
+pub(crate) use place::{lock, Held};
 use pool::{custom_mut, CustomPools, Home, PoolTag};
 pub use pool::{Pool, PoolDesc};
 pub use request::{AllocationDesc, DedicatedPolicy, Request};

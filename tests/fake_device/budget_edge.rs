@@ -694,6 +694,159 @@ fn a_remainder_block_sized_meanwhile_in_another_memory_type_leaves_half_the_room
     }
 }
 
+/// `allocate_mut` (`&mut self`, no pool lock) at the edge takes remainder
+/// blocks as `allocate` does, the heap's remainder turn included: with
+/// 2 MiB of heap 0's budget left on the resizable-BAR layout, 256 bytes
+/// in memory type 1, then in type 4, take blocks of 1 MiB and 512 KiB
+/// (each half of the room it found), and 512 KiB stay; `free_mut` gives
+/// the room back.
+#[test]
+fn allocate_mut_at_the_edge_takes_remainder_blocks_as_allocate_does() {
+    let (mut allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
+    let (budget, others) = (100 * MIB, 98 * MIB);
+    device.set_heap_budget(0, budget, others);
+    device.cap_heap(0, budget - others);
+    let in_type = |memory_type: u32| {
+        let mut request = device_local(256);
+        request.requirements.memory_type_bits = 1 << memory_type;
+        request
+    };
+    let first = allocator.allocate_mut(&in_type(1)).unwrap();
+    let second = allocator.allocate_mut(&in_type(4)).unwrap();
+    assert_eq!((first.memory_type(), second.memory_type()), (1, 4));
+    let sizes: Vec<u64> = device
+        .live_allocations()
+        .iter()
+        .filter(|m| m.heap == 0)
+        .map(|m| m.size)
+        .collect();
+    let figures = allocator.budgets()[0];
+    let room = figures.budget.saturating_sub(figures.usage);
+    assert_eq!(
+        (sizes.as_slice(), room),
+        ([MIB, 512 * KIB].as_slice(), 512 * KIB)
+    );
+    // SAFETY: the fake device runs no GPU work.
+    unsafe { allocator.free_mut(first) }.unwrap();
+    // SAFETY: as above.
+    unsafe { allocator.free_mut(second) }.unwrap();
+    allocator.trim();
+    let figures = allocator.budgets()[0];
+    assert_eq!(figures.budget.saturating_sub(figures.usage), 2 * MIB);
+    finish(allocator, &device);
+}
+
+/// An engine's threads at the edge through `&self`: three threads
+/// allocate small buffers (1 to 16 KiB, at most 400 KiB live each) in
+/// VRAM's two memory types of the resizable-BAR layout (types 1 and 4,
+/// heap 0, each a pool of its own) and free them at random, now or after
+/// a frame, while a fourth thread ends frames and collects them (which
+/// releases aged empty blocks, `try_lock`ing each pool, and frees the
+/// frames' allocations: the heap's turn), with 3.5 MiB of budget left and
+/// the driver refusing memory past it. Every request is served in its
+/// memory type, the driver refuses no call (no remainder block sized past
+/// the room, whatever the other type or a frame's end did meanwhile), the
+/// heap holds a few memory objects, and nothing waits forever: the whole
+/// run has 60 seconds.
+#[test]
+fn threads_at_the_edge_with_frees_and_frame_ends_share_the_heap() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::{mpsc, Arc};
+    use std::time::Duration;
+
+    let test = "threads_at_the_edge_with_frees_and_frame_ends_share_the_heap";
+    let seed = Rng::seed(test);
+    let config = Config {
+        empty_block_frames: 2,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::rebar(), config);
+    let (budget, others) = (100 * MIB, 100 * MIB - 3 * MIB - 512 * KIB);
+    device.set_heap_budget(0, budget, others);
+    device.cap_heap(0, budget - others);
+    let (allocator, device) = (Arc::new(allocator), Arc::new(device));
+    let (sender, receiver) = mpsc::channel();
+    let (shared, on_device) = (Arc::clone(&allocator), Arc::clone(&device));
+    // Detached: a deadlocked run never returns.
+    std::thread::spawn(move || {
+        let (allocator, device) = (&*shared, &*on_device);
+        let most_objects = AtomicUsize::new(0);
+        let frames = AtomicUsize::new(0);
+        let done = AtomicBool::new(false);
+        let live: Vec<Vec<Allocation>> = std::thread::scope(|scope| {
+            let (done, frames) = (&done, &frames);
+            scope.spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    device.signal_fence(end_frame(allocator, device));
+                    allocator.collect().unwrap();
+                    frames.fetch_add(1, Ordering::Relaxed);
+                    std::thread::yield_now();
+                }
+            });
+            let workers: Vec<_> = (0..3u64)
+                .map(|thread| {
+                    let most_objects = &most_objects;
+                    scope.spawn(move || {
+                        let mut rng = Rng(seed ^ thread.wrapping_mul(0x9e37_79b9));
+                        let mut live: Vec<Allocation> = Vec::new();
+                        for step in 0..if cfg!(miri) { 40 } else { 1000 } {
+                            // Frames end between the steps, not only
+                            // before or after them all.
+                            std::thread::yield_now();
+                            let size = KIB << rng.below(5);
+                            let live_bytes: u64 = live.iter().map(Allocation::size).sum();
+                            if live_bytes + size <= 400 * KIB && rng.below(3) != 0 {
+                                let memory_type = [1u32, 4][rng.below(2) as usize];
+                                let mut request = device_local(size);
+                                request.requirements.memory_type_bits = 1 << memory_type;
+                                let allocation = allocator.allocate(&request).unwrap_or_else(|error| {
+                                    panic!("{test}: seed {seed}: thread {thread} step {step}: {error:?}")
+                                });
+                                assert_eq!(
+                                    allocation.memory_type(),
+                                    memory_type,
+                                    "{test}: seed {seed}: thread {thread} step {step}"
+                                );
+                                live.push(allocation);
+                                most_objects.fetch_max(heap_objects(device), Ordering::Relaxed);
+                            } else if !live.is_empty() {
+                                let index = rng.below(live.len() as u64) as usize;
+                                let allocation = live.swap_remove(index);
+                                if rng.below(2) == 0 {
+                                    free(allocator, allocation);
+                                } else {
+                                    allocator.free_after_frame(allocation).unwrap();
+                                }
+                            }
+                        }
+                        live
+                    })
+                })
+                .collect();
+            let live = workers.into_iter().map(|w| w.join().unwrap()).collect();
+            done.store(true, Ordering::Relaxed);
+            live
+        });
+        let _ = sender.send((live, most_objects.into_inner(), frames.into_inner()));
+    });
+    let (live, most, frames) = match receiver.recv_timeout(Duration::from_secs(60)) {
+        Ok(outcome) => outcome,
+        Err(_) => panic!("{test}: seed {seed}: a thread panicked, or the run did not end in 60 s"),
+    };
+    let counters = device.counters();
+    println!("{test}: {frames} frames, at most {most} memory objects in heap 0");
+    assert_eq!(
+        counters.allocate_calls, counters.allocations,
+        "{test}: seed {seed}: the driver refused memory past the budget"
+    );
+    assert!(
+        most <= 16,
+        "{test}: seed {seed}: {most} memory objects in heap 0"
+    );
+    let allocator = Arc::try_unwrap(allocator).unwrap_or_else(|_| unreachable!());
+    free_all_and_finish(allocator, &device, live.into_iter().flatten());
+}
+
 /// An engine's frames at the edge: buffers of 4 to 32 KiB allocated and
 /// freed at random (at most 1.5 MiB live), a frame ended every 50 steps,
 /// with 3.5 MiB of VRAM budget left. Every request stays in VRAM; the

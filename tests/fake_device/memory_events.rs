@@ -412,6 +412,80 @@ fn a_callback_calling_into_the_allocator_on_an_aged_release_panics_instead_of_de
     device.assert_clean();
 }
 
+/// The same under a heap's remainder turn, which a remainder block's
+/// `Allocated` event runs under (the allocator module's "Locks"): a
+/// callback that calls into the allocator for another memory type of the
+/// heap at its edge (the resizable-BAR layout's types 1 and 4 share heap
+/// 0) meets no pool lock of its own, but the heap's remainder turn, which
+/// its thread holds. It deadlocked there in debug builds too, unseen (the
+/// turn was not recorded); it panics as on a pool's lock. Run on a thread
+/// of its own, so that a deadlock fails the test rather than hang it.
+#[cfg(debug_assertions)]
+#[test]
+fn a_callback_calling_into_the_allocator_under_a_remainder_turn_panics_instead_of_deadlocking() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, OnceLock, Weak};
+    use std::time::Duration;
+
+    use super::FakeAllocator;
+
+    const MIB: u64 = 1 << 20;
+    let (mut allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
+    // 2 MiB of heap 0's budget left: below the ladder's smallest block,
+    // so a 256-byte request takes a remainder block.
+    device.set_heap_budget(0, 100 * MIB, 98 * MIB);
+    device.cap_heap(0, 2 * MIB);
+    let in_type = |memory_type: u32| {
+        let mut request = buffer(256, 256, Usage::DEVICE_LOCAL);
+        request.requirements.memory_type_bits = 1 << memory_type;
+        request
+    };
+    let shared: Arc<OnceLock<Weak<FakeAllocator>>> = Arc::default();
+    let reenter = Arc::new(AtomicBool::new(true));
+    let (target, flag) = (Arc::clone(&shared), Arc::clone(&reenter));
+    allocator.set_memory_callback(move |event| {
+        if event.kind == MemoryEventKind::Allocated
+            && event.memory_type == 1
+            && flag.swap(false, Ordering::Relaxed)
+        {
+            if let Some(allocator) = target.get().and_then(Weak::upgrade) {
+                let _ = allocator.allocate(&in_type(4));
+            }
+        }
+    });
+    let allocator = Arc::new(allocator);
+    shared.set(Arc::downgrade(&allocator)).unwrap();
+
+    let (sender, receiver) = mpsc::channel();
+    let at_edge = Arc::clone(&allocator);
+    // Joined only once it has answered: a deadlocked thread never returns.
+    let thread = std::thread::spawn(move || {
+        let outcome = catch_unwind(AssertUnwindSafe(|| at_edge.allocate(&in_type(1))));
+        let message = outcome
+            .err()
+            .map(|panic| super::panic_message(&*panic).to_owned());
+        let _ = sender.send(message);
+    });
+    let message = receiver
+        .recv_timeout(Duration::from_secs(20))
+        .expect("allocate deadlocked: the callback's call met the heap's remainder turn, unseen")
+        .expect("the callback's call into the allocator panics");
+    assert_eq!(message, REENTRY_PANIC);
+    thread.join().unwrap();
+
+    // The block made for the request was freed again, and the allocator
+    // works on: the two memory types take their remainder blocks.
+    assert_eq!(device.live_allocations().len(), 0);
+    let first = allocator.allocate(&in_type(1)).unwrap();
+    let second = allocator.allocate(&in_type(4)).unwrap();
+    assert_eq!((first.memory_type(), second.memory_type()), (1, 4));
+    free(&allocator, first);
+    free(&allocator, second);
+    let allocator = Arc::try_unwrap(allocator).unwrap();
+    drop(allocator);
+    device.assert_clean();
+}
+
 /// Debug builds panic only on a lock the thread holds already: a callback
 /// that reads another allocator's figures (one per device, say) meets no
 /// lock of its own allocator and goes through, in every build.

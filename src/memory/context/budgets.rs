@@ -9,9 +9,10 @@
 //! for a heap's figures.
 
 use std::sync::atomic::Ordering;
-use std::sync::{MutexGuard, PoisonError};
+use std::sync::PoisonError;
 
 use super::{MemoryContext, MAX_HEAPS};
+use crate::allocator::Held;
 use crate::device::{HeapBudget, MemoryDeviceExt};
 use crate::memory::budget_cache::BudgetCache;
 
@@ -250,10 +251,16 @@ impl<D> MemoryContext<D> {
     /// sizes its own once this one is counted in the heap's usage, or
     /// refused. `None` for a heap the device does not list (no memory of
     /// it is ever made).
-    pub(crate) fn remainder_turn(&self, memory_type: u32) -> Option<MutexGuard<'_, ()>> {
+    ///
+    /// Taken through the pools' [`lock`](crate::allocator::lock): a
+    /// memory callback runs under it (a remainder block's `Allocated`
+    /// event), and one that calls into the allocator for another memory
+    /// type of the heap meets it and no pool lock of its own; debug builds
+    /// then panic, as on a pool's lock, where the thread deadlocked unseen.
+    pub(crate) fn remainder_turn(&self, memory_type: u32) -> Option<Held<'_, ()>> {
         let heap = self.heap_of(memory_type) as usize;
         let turn = self.remainder_turns.get(heap)?;
-        Some(turn.lock().unwrap_or_else(PoisonError::into_inner))
+        Some(crate::allocator::lock(turn))
     }
 
     /// Makes the next budget check read the driver's figures again: a frame
