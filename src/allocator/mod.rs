@@ -79,8 +79,8 @@
 //! it), never under 1, 2, 6 or 7; `log`
 //! calls run under any of them. Neither may call into the allocator: a
 //! `std` mutex locked again by the thread that holds it deadlocks (or
-//! panics). Debug builds catch it on the mutexes: `place::lock` (and
-//! `place::try_lock`, `end_frame`'s) records
+//! panics). Debug builds catch it on the mutexes: `memory::held_lock::lock` (and
+//! its `try_lock`, `end_frame`'s) records
 //! which ones each thread holds and panics, with a message naming the
 //! callback, on one the thread holds already (a call into another
 //! allocator meets none and goes through). The pools' locks and the
@@ -89,7 +89,7 @@
 //! the heap meets no pool lock of its own, but the heap's remainder turn.
 //! Release builds, and the read-write lock of the custom pools' table,
 //! check nothing. Every lock
-//! carries on after a panic poisoned it (`place::lock`): a critical
+//! carries on after a panic poisoned it (`held_lock::lock`): a critical
 //! section leaves its state consistent before anything that can panic,
 //! and a panic of the memory callback is resumed only once the memory
 //! object it reports on is made or freed (`MemoryContext::tell`).
@@ -128,10 +128,7 @@ pub use crate::device::DedicatedHint;
 pub use allocation::Allocation;
 pub use corruption::{CorruptionReport, DamagedFree, DamagedMargin};
 pub use defragment::{DefragmentationLimits, DefragmentationMove, DefragmentationPlan, Movable};
-// `lock` for the heaps' remainder turns too (`MemoryContext::remainder_turn`),
-// which a memory callback runs under: recorded as the pools' locks are.
-use place::{exclusive, try_lock};
-pub(crate) use place::{lock, Held};
+use place::{exclusive, lock, try_lock};
 use pool::{custom_mut, CustomPools, Home, PoolTag};
 pub use pool::{Pool, PoolDesc};
 pub use request::{AllocationDesc, DedicatedPolicy, Request};

@@ -33,8 +33,7 @@ pub(super) use candidates::{allowed_types, check_placeable, preferring, unsuitab
 use candidates::{check_pool_request, with_candidates};
 pub(super) use kept_block_release::retry_after_releasing;
 use kept_block_release::{release_kept_empty_blocks, release_scope, Keep};
-pub(super) use pool_access::{exclusive, try_lock, Exclusive, Locked, PoolAccess};
-pub(crate) use pool_access::{lock, Held};
+pub(super) use pool_access::{exclusive, lock, try_lock, Exclusive, Locked, PoolAccess};
 pub(super) use pool_request::{
     custom_pool_placement, custom_pool_request, pool_request, MAX_TAIL_ROUNDING,
 };

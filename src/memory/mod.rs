@@ -11,6 +11,7 @@ pub(crate) mod context;
 pub(crate) mod deferred_log;
 pub(crate) mod events;
 pub(crate) mod first_panic;
+pub(crate) mod held_lock;
 pub(crate) mod mapping;
 pub(crate) mod memory_type_choice;
 pub(crate) mod runs;

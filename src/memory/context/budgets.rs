@@ -12,9 +12,9 @@ use std::sync::atomic::Ordering;
 use std::sync::PoisonError;
 
 use super::{MemoryContext, MAX_HEAPS};
-use crate::allocator::Held;
 use crate::device::{HeapBudget, MemoryDeviceExt};
 use crate::memory::budget_cache::BudgetCache;
+use crate::memory::held_lock::{lock, Held};
 
 impl<D> MemoryContext<D> {
     /// Budget and usage of every heap: from `VK_EXT_memory_budget` when
@@ -252,7 +252,7 @@ impl<D> MemoryContext<D> {
     /// refused. `None` for a heap the device does not list (no memory of
     /// it is ever made).
     ///
-    /// Taken through the pools' [`lock`](crate::allocator::lock): a
+    /// Taken through the pools' [`lock`]: a
     /// memory callback runs under it (a remainder block's `Allocated`
     /// event), and one that calls into the allocator for another memory
     /// type of the heap meets it and no pool lock of its own; debug builds
@@ -260,7 +260,7 @@ impl<D> MemoryContext<D> {
     pub(crate) fn remainder_turn(&self, memory_type: u32) -> Option<Held<'_, ()>> {
         let heap = self.heap_of(memory_type) as usize;
         let turn = self.remainder_turns.get(heap)?;
-        Some(crate::allocator::lock(turn))
+        Some(lock(turn))
     }
 
     /// Makes the next budget check read the driver's figures again: a frame
