@@ -43,7 +43,10 @@
 //! (failing `vkAllocateMemory` and `vkMapMemory` calls, capped heaps
 //! (one setup in 8 caps every heap at the start a little under the smallest
 //! block of its ladder, where remainder blocks are made),
-//! budgets, a lost device).
+//! budgets (in MiB, or a few bytes to a few blocks above or below a
+//! heap's usage, some set between the allocator's readings, unseen until
+//! its next; one setup in 8 puts every heap's budget at the start a few
+//! bytes to a few blocks above its usage), a lost device).
 //!
 //! Checked after every operation (a panic is a finding): flawed requests get
 //! the error their flaw names and every error is one the docs promise
@@ -60,7 +63,10 @@
 //! `StalePool` after its type's checks, predicted exactly with their
 //! payloads; `OverBudget` only for a within-budget request, in a heap it
 //! may take, its usage and size past its budget, and for one request (not
-//! a batch) the usage and budget `budgets()` reads after it; flushes, invalidates and
+//! a batch) the usage and budget `budgets()` reads after it; a
+//! within-budget request (or a batch of them) that made memory on figures
+//! the allocator had read leaves that memory's heap within its budget, on
+//! the device's own figures; flushes, invalidates and
 //! ring writes meet no device error); `create_pool` refuses exactly the
 //! descriptions its docs name (`InvalidConfig`, then `NotExportable`) and
 //! otherwise fails only in making its `min_blocks`, leaving nothing;
@@ -145,7 +151,7 @@ use libfuzzer_sys::fuzz_target;
 use vk_suballoc::device::fake::{BufferRequirements, FakeDevice, FakeLayout};
 use vk_suballoc::{Allocator, Config, Error};
 
-use model::{Op, Walk};
+use model::{ladder, Op, Walk};
 
 const MIB: u64 = 1 << 20;
 
@@ -213,7 +219,10 @@ struct Setup {
     /// does not tell, as the presets). Bits 1 to 3 of 2 (one setup in
     /// 8; not all set, as most of the corpus's inputs have them): every
     /// heap capped at the edge of the ladder ([`cap_at_edge`], bits 4 and
-    /// 5 picking the room). (A byte, where a `bool` was: the corpus keeps
+    /// 5 picking the room). Bits 1 to 3 of 3 (another one in 8):
+    /// `VK_EXT_memory_budget` on, and every heap's budget a few bytes to a
+    /// few blocks above its usage ([`budget_at_edge`], bits 4 to 7
+    /// picking the room). (A byte, where a `bool` was: the corpus keeps
     /// its layout.)
     opaque_fd_only: u8,
 }
@@ -275,6 +284,9 @@ fn layout(setup: &Setup) -> FakeLayout {
     if setup.toggle_budget & 1 != 0 {
         let enabled = !layout.memory_budget;
         layout = layout.with_memory_budget(enabled);
+    }
+    if (setup.opaque_fd_only >> 1) & 7 == 3 {
+        layout = layout.with_memory_budget(true);
     }
     // The fake device backs host-visible memory with host memory: objects
     // past libFuzzer's 2 GiB malloc limit would end the run. Vulkan
@@ -448,15 +460,58 @@ fn cap_at_edge(setup: &Setup, device: &FakeDevice, config: &Config) {
         .zip(device.heap_usage())
         .enumerate()
     {
-        let preferred = if figures.size <= config.small_heap_limit {
-            (figures.size / 8).next_multiple_of(32)
-        } else {
-            config.large_heap_block_size
-        };
-        let preferred = preferred.min(max_allocation).min(figures.size).max(1);
-        let smallest = preferred >> 6;
+        let (_, smallest) = ladder(figures.size, config, max_allocation);
         device.cap_heap(heap as u32, usage + smallest / den * num);
     }
+}
+
+/// With `Setup::opaque_fd_only` bits 1 to 3 of 3 (the layout then has
+/// `VK_EXT_memory_budget`), sets each heap's budget, once the walk's first
+/// ring is made, at its usage now plus 1, 7 or 4095 bytes, 1/2 of the
+/// smallest block of its ladder, that block less a byte, itself, a byte
+/// more, 3/2 of it, 2 of it and 5 bytes, 1/2 of the preferred block, that
+/// block less a byte, itself, 3 bytes more, 2 of it, 3 of it and a byte,
+/// or the heap's room (as `Config::heap_size_limits` limits it), as
+/// bits 4 to 7 pick: within-budget requests meet the budget's edge, where
+/// `known_room` takes the budget's side and remainder blocks fit the
+/// budget byte for byte. The walk then checks (and the allocator reads)
+/// the figures; `Op::Budget` moves them later.
+fn budget_at_edge(setup: &Setup, walk: &mut Walk, device: &FakeDevice, config: &Config) -> bool {
+    if (setup.opaque_fd_only >> 1) & 7 != 3 {
+        return false;
+    }
+    let layout = device.layout();
+    let seen = limited(layout, &config.heap_size_limits);
+    let max_allocation = layout.max_memory_allocation_size;
+    for (heap, (figures, usage)) in seen
+        .memory_heaps
+        .iter()
+        .zip(device.heap_usage())
+        .enumerate()
+    {
+        let (p, s) = ladder(figures.size, config, max_allocation);
+        let room = [
+            1,
+            7,
+            4095,
+            s / 2,
+            s.saturating_sub(1),
+            s,
+            s + 1,
+            s / 2 * 3,
+            2 * s + 5,
+            p / 2,
+            p - 1,
+            p,
+            p + 3,
+            2 * p,
+            3 * p + 1,
+            figures.size.saturating_sub(usage),
+        ][usize::from(setup.opaque_fd_only >> 4)];
+        // No usage by others yet: the budget alone.
+        walk.set_budget(heap as u32, usage.saturating_add(room), 0);
+    }
+    true
 }
 
 /// `Setup::heap_mib`, brought into 1 to 64 when `toggle_budget` bit 3
@@ -522,6 +577,9 @@ fuzz_target!(|input: Input| {
         walk.check();
     }
     cap_at_edge(&input.setup, &device, &config);
+    if budget_at_edge(&input.setup, &mut walk, &device, &config) {
+        walk.check();
+    }
     for op in input.ops {
         walk.apply(op);
         walk.check();

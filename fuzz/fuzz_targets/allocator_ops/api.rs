@@ -3,6 +3,7 @@
 //! types it would pick, its budgets, the memory objects of allocations.
 
 use super::*;
+use vk_suballoc::device::HeapBudget;
 
 /// A memory callback that keeps the memory objects it is told of, with
 /// their sizes, in `tally`; `None` there after an event that does not
@@ -325,28 +326,124 @@ impl Walk {
     fn check_budgets(&self) {
         let budgets = self.allocator.budgets();
         assert_eq!(budgets.len(), self.layout.memory_heaps.len());
-        let mut own = vec![0u64; budgets.len()];
+        let own = self.own_usage();
+        for (h, b) in budgets.iter().enumerate() {
+            let want = self.expected_budget(h, &own);
+            assert_eq!(*b, want, "heap {h}'s budget (own {})", own[h]);
+        }
+    }
+
+    /// The allocator's memory in each heap, as the device counts it.
+    fn own_usage(&self) -> Vec<u64> {
+        let mut own = vec![0u64; self.layout.memory_heaps.len()];
         for m in self.device.live_allocations() {
             own[m.heap as usize] += m.size;
         }
-        let device_usage = self.device.heap_usage();
+        own
+    }
+
+    /// Heap `h`'s figures as `budgets` must read them now, the allocator
+    /// holding `own` bytes in each heap ([`check_budgets`](Self::check_budgets)).
+    fn expected_budget(&self, h: usize, own: &[u64]) -> HeapBudget {
+        let size = self.layout.memory_heaps[h].size;
         let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
-        for (h, b) in budgets.iter().enumerate() {
-            let size = self.layout.memory_heaps[h].size;
-            let limited = self.config.heap_size_limits.get(h).is_some_and(|&l| l != 0);
-            let (reported, usage) = if self.layout.memory_budget {
-                let (budget, external) = self.device_budgets[h];
-                (budget, device_usage[h].saturating_add(external).max(own[h]))
-            } else {
-                (0, own[h])
-            };
-            let others = if limited { usage - own[h] } else { 0 };
-            let budget = match reported {
-                0 => (size as f64 * fraction) as u64,
-                reported => reported.min(others.saturating_add(size)),
-            };
-            let want = vk_suballoc::device::HeapBudget { budget, usage };
-            assert_eq!(*b, want, "heap {h}'s budget (own {})", own[h]);
+        let limited = self.config.heap_size_limits.get(h).is_some_and(|&l| l != 0);
+        let (reported, usage) = if self.layout.memory_budget {
+            let (budget, external) = self.device_budgets[h];
+            let device_usage = self.device.heap_usage()[h];
+            (budget, device_usage.saturating_add(external).max(own[h]))
+        } else {
+            (0, own[h])
+        };
+        let others = if limited { usage - own[h] } else { 0 };
+        let budget = match reported {
+            0 => (size as f64 * fraction) as u64,
+            reported => reported.min(others.saturating_add(size)),
+        };
+        HeapBudget { budget, usage }
+    }
+
+    /// Sets heap `heap`'s budget and the usage by others the device
+    /// reports, which the allocator reads at its next reading.
+    pub(crate) fn set_budget(&mut self, heap: u32, budget: u64, external: u64) {
+        self.device.set_heap_budget(heap, budget, external);
+        self.device_budgets[heap as usize] = (budget, external);
+        self.budget_changed_at = Some(self.device.counters().budget_queries);
+    }
+
+    /// Sets `near.heap`'s budget a drawn figure above (or, with `how` bit
+    /// 3, below) its usage now (the device's, with the usage by others it
+    /// reports, which stays): `how % 8` picks the unit, which `count`
+    /// counts (bytes; 4 KiB pages; quarters of the smallest block of the
+    /// heap's ladder; smallest blocks; quarters of the preferred block;
+    /// preferred blocks; the heap's own room, as `known_room` figures it,
+    /// once; none), and `how >> 4` adds bytes: a budget a few bytes to a
+    /// few blocks from the usage, where `known_room` takes the budget's
+    /// side byte for byte and remainder blocks fit the budget's edge, or
+    /// one below the usage, as when other processes take memory.
+    pub(crate) fn budget_near_usage(&mut self, near: NearUsage) {
+        let h = near.heap as usize;
+        let external = self.device_budgets[h].1;
+        let device_usage = self.device.heap_usage()[h];
+        let usage = device_usage.saturating_add(external);
+        let size = self.layout.memory_heaps[h].size;
+        let max_allocation = self.layout.max_memory_allocation_size;
+        let (preferred, smallest) = ladder(size, &self.config, max_allocation);
+        let count = u64::from(near.count);
+        let room = match near.how % 8 {
+            0 => count,
+            1 => count % 64 * 4096,
+            2 => count % 64 * (smallest / 4),
+            3 => count % 64 * smallest,
+            4 => count % 16 * (preferred / 4),
+            5 => count % 8 * preferred,
+            6 => size.saturating_sub(device_usage),
+            _ => 0,
+        } + u64::from(near.how >> 4);
+        let budget = if near.how & 8 != 0 {
+            usage.saturating_sub(room)
+        } else {
+            usage.saturating_add(room)
+        };
+        self.set_budget(near.heap, budget, external);
+    }
+
+    /// Whether the allocator's budget figures were the device's when an
+    /// operation that found the device's counters at `before` began: no
+    /// `VK_EXT_memory_budget`, or no change since its last reading (or
+    /// none read yet). Between readings the allocator estimates the
+    /// figures from its own changes (`BudgetCache`), and a budget that
+    /// moved since shows only at its next reading, as the docs say.
+    pub(super) fn budget_seen(&self, before: &FakeCounters) -> bool {
+        !self.layout.memory_budget
+            || self
+                .budget_changed_at
+                .is_none_or(|at| before.budget_queries > at || before.budget_queries == 0)
+    }
+
+    /// A within-budget request (or a batch of them, all or nothing) that
+    /// succeeded on figures that were the device's (`budget_seen`) left
+    /// each heap where it made memory within the heap's budget, on the
+    /// device's own figures (`expected_budget`): `AllocationDesc::within_budget`
+    /// "fails rather than exceed a heap's budget". Not predicted exactly:
+    /// which types and blocks it tried depends on the ladder, the
+    /// remembered refusals and the remainder blocks; this holds whatever
+    /// they were.
+    pub(super) fn check_within_budget(
+        &self,
+        memories_before: &[vk::DeviceMemory],
+        what: &dyn std::fmt::Debug,
+    ) {
+        let own = self.own_usage();
+        let made = self.device.live_allocations();
+        let made = made.iter().filter(|m| !memories_before.contains(&m.memory));
+        for m in made {
+            let figures = self.expected_budget(m.heap as usize, &own);
+            assert!(
+                figures.usage <= figures.budget,
+                "{what:?} within budget made {m:?}: heap {} at {figures:?}",
+                m.heap
+            );
         }
     }
 }

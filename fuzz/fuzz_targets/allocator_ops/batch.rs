@@ -38,11 +38,16 @@ impl Walk {
         match result {
             Ok(allocations) => {
                 assert_eq!(allocations.len(), built.len());
+                let memories_before = memories.clone();
                 for (b, allocation) in built.iter().zip(allocations) {
                     assert!(b.flaw.is_none(), "{:?} got {allocation:?}", b.request);
                     let memory = allocation.memory();
                     self.accept(b, allocation, &memories);
                     memories.push(memory);
+                }
+                let within_budget = built.iter().all(|b| b.request.desc.within_budget);
+                if within_budget && self.budget_seen(&before.counters) {
+                    self.check_within_budget(&memories_before, &requests);
                 }
             }
             Err(error) => {

@@ -226,6 +226,36 @@ pub struct Walk {
     /// reports (`FakeDevice::set_heap_budget`; at first 80 % of the heap
     /// and none).
     device_budgets: Vec<(u64, u64)>,
+    /// The device's count of budget queries when the walk last changed
+    /// `device_budgets`: until a later query, the allocator's estimate may
+    /// hold the figures before (`Walk::budget_seen`).
+    budget_changed_at: Option<u64>,
+    /// A budget near the usage that `Op::Budget` put off to the start of
+    /// the next operation, after the checks of its own have read the
+    /// figures: a budget that moves between the allocator's readings.
+    pending_budget: Option<NearUsage>,
+}
+
+/// A heap's budget set near its usage (`Op::Budget` with `heap` bits 6
+/// and 7 of 1; [`Walk::budget_near_usage`]).
+#[derive(Clone, Copy, Debug)]
+pub struct NearUsage {
+    pub heap: u32,
+    pub how: u16,
+    pub count: u16,
+}
+
+/// A default pool's preferred block size in a heap of `size` bytes (as
+/// `block_size.rs` figures it, the heap as `Config::heap_size_limits`
+/// limits it) and the smallest block of its ladder (1/64 of it).
+pub fn ladder(size: u64, config: &Config, max_allocation: u64) -> (u64, u64) {
+    let preferred = if size <= config.small_heap_limit {
+        (size / 8).next_multiple_of(32)
+    } else {
+        config.large_heap_block_size
+    };
+    let preferred = preferred.min(max_allocation).min(size).max(1);
+    (preferred, preferred >> 6)
 }
 
 fn is_non_coherent(props: Props) -> bool {
@@ -272,6 +302,8 @@ impl Walk {
             written_after_free_pool: None,
             injected: Vec::new(),
             device_budgets,
+            budget_changed_at: None,
+            pending_budget: None,
         }
     }
 
@@ -307,6 +339,9 @@ impl Walk {
     }
 
     pub fn apply(&mut self, op: Op) {
+        if let Some(near) = self.pending_budget.take() {
+            self.budget_near_usage(near);
+        }
         match op {
             Op::Allocate(req) => self.allocate(&req, false),
             Op::AllocateMut(req) => self.allocate(&req, true),
@@ -389,14 +424,26 @@ impl Walk {
                 self.device.cap_heap(heap, u64::from(mib) << 20);
             }
             Op::Budget {
-                heap,
+                heap: at,
                 budget_mib,
                 external_mib,
             } => {
-                let heap = u32::from(heap) % self.layout.memory_heaps.len() as u32;
-                let figures = (u64::from(budget_mib) << 20, u64::from(external_mib) << 20);
-                self.device.set_heap_budget(heap, figures.0, figures.1);
-                self.device_budgets[heap as usize] = figures;
+                let heap = u32::from(at) % self.layout.memory_heaps.len() as u32;
+                if at >> 6 == 1 {
+                    let near = NearUsage {
+                        heap,
+                        how: external_mib,
+                        count: budget_mib,
+                    };
+                    if at & 0x20 != 0 {
+                        self.pending_budget = Some(near);
+                    } else {
+                        self.budget_near_usage(near);
+                    }
+                } else {
+                    let figures = (u64::from(budget_mib) << 20, u64::from(external_mib) << 20);
+                    self.set_budget(heap, figures.0, figures.1);
+                }
             }
             Op::LoseDevice => {
                 self.device.lose_device();

@@ -151,6 +151,14 @@ pub enum Op {
         heap: u8,
         mib: u16,
     },
+    /// Heap `heap % heaps`'s budget and the usage by others the device
+    /// reports, in MiB; or, with `heap` bits 6 and 7 of 1 (a bit pattern
+    /// that read as a heap alone before: the corpus keeps its layout), a
+    /// budget near the heap's usage, `external_mib` picking how and
+    /// `budget_mib` how much (`Walk::budget_near_usage`), set at once or,
+    /// with bit 5, at the start of the next operation, after this one's
+    /// checks read the figures, so that the allocator meets a budget that
+    /// moved since its last reading.
     Budget {
         heap: u8,
         budget_mib: u16,

@@ -166,6 +166,9 @@ impl Walk {
             (Ok(a), None) => a,
         };
         self.accept(&built, allocation, &memories_before);
+        if built.request.desc.within_budget && self.budget_seen(&before.counters) {
+            self.check_within_budget(&memories_before, &built.request);
+        }
     }
 
     /// The device's memory objects now.
