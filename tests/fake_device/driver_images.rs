@@ -7,8 +7,6 @@
 //! resources never sharing a `bufferImageGranularity` page, and
 //! defragmentation's destinations keeping all of it.
 
-use std::collections::HashMap;
-
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{
@@ -16,6 +14,7 @@ use vk_suballoc::{
     ResourceKind, Usage,
 };
 
+use super::model::check_disjoint;
 use super::seeded_rng::Rng;
 use super::{allocator_with, finish, free, FakeAllocator, STRATEGIES};
 
@@ -98,7 +97,6 @@ fn random_request(
 /// overlapping, and no linear and optimal pair in one memory sharing a
 /// granularity page.
 fn check(live: &[Live], granularity: u64, context: &str) {
-    let mut by_memory: HashMap<vk::DeviceMemory, Vec<&Live>> = HashMap::new();
     for l in live {
         let a = &l.allocation;
         assert_eq!(
@@ -111,39 +109,12 @@ fn check(live: &[Live], granularity: u64, context: &str) {
             l.requirements.alignment
         );
         assert!(a.size() >= l.requirements.size, "{context}");
-        by_memory.entry(a.memory()).or_default().push(l);
     }
-    let page = |offset: u64| offset / granularity;
-    for group in by_memory.values_mut() {
-        group.sort_by_key(|l| l.allocation.offset());
-        for pair in group.windows(2) {
-            let (a, b) = (&pair[0].allocation, &pair[1].allocation);
-            assert!(
-                a.offset() + a.size() <= b.offset(),
-                "{context}: {}+{} overlaps {}",
-                a.offset(),
-                a.size(),
-                b.offset()
-            );
-        }
-        for (i, x) in group.iter().enumerate() {
-            for y in &group[i + 1..] {
-                if x.kind.is_linear() == y.kind.is_linear() {
-                    continue;
-                }
-                let (first, second) = (&x.allocation, &y.allocation);
-                assert!(
-                    page(first.offset() + first.size() - 1) < page(second.offset()),
-                    "{context}: {:?} at {}+{} and {:?} at {} share a page of {granularity}",
-                    x.kind,
-                    first.offset(),
-                    first.size(),
-                    y.kind,
-                    second.offset()
-                );
-            }
-        }
-    }
+    check_disjoint(
+        live.iter().map(|l| (&l.allocation, l.kind)),
+        granularity,
+        context,
+    );
 }
 
 /// Rounds of random allocations and frees, then a defragmentation plan

@@ -63,26 +63,26 @@ fn random_request(rng: &mut Rng) -> (Request<'static>, ResourceKind, u64) {
     (request, kind, align)
 }
 
-/// Checks everything live against each other, `stats()` and the memory map.
-fn check_all(allocator: &FakeAllocator, live: &[Live], granularity: u64, context: &str) {
-    let stats = allocator.stats();
-    assert_eq!(stats.allocations(), live.len() as u64, "{context}");
-    let bytes: u64 = live.iter().map(|l| l.allocation.size()).sum();
-    assert_eq!(stats.live_bytes(), bytes, "{context}");
-
-    let mut by_memory: HashMap<u64, Vec<&Live>> = HashMap::new();
-    for l in live {
-        assert!(allocator.owns(&l.allocation), "{context}");
+/// No two of `live` in one `VkDeviceMemory` overlap, and no linear and
+/// optimal pair there shares a page of `granularity` (any pair, not only
+/// neighbours: a page can hold several small allocations).
+pub(super) fn check_disjoint<'a>(
+    live: impl IntoIterator<Item = (&'a Allocation, ResourceKind)>,
+    granularity: u64,
+    context: &str,
+) {
+    let mut by_memory: HashMap<u64, Vec<(&Allocation, ResourceKind)>> = HashMap::new();
+    for (allocation, kind) in live {
         by_memory
-            .entry(l.allocation.memory().as_raw())
+            .entry(allocation.memory().as_raw())
             .or_default()
-            .push(l);
+            .push((allocation, kind));
     }
     let page = |offset: u64| offset / granularity;
     for group in by_memory.values_mut() {
-        group.sort_by_key(|l| l.allocation.offset());
+        group.sort_by_key(|(a, _)| a.offset());
         for pair in group.windows(2) {
-            let (a, b) = (&pair[0].allocation, &pair[1].allocation);
+            let (a, b) = (pair[0].0, pair[1].0);
             assert!(
                 a.offset() + a.size() <= b.offset(),
                 "{context}: {}+{} overlaps {}",
@@ -91,26 +91,38 @@ fn check_all(allocator: &FakeAllocator, live: &[Live], granularity: u64, context
                 b.offset()
             );
         }
-        // Any linear/optimal pair, not only neighbours: a page can hold
-        // several small allocations.
-        for (i, x) in group.iter().enumerate() {
-            for y in &group[i + 1..] {
-                if x.kind.is_linear() == y.kind.is_linear() {
+        for (i, &(first, x)) in group.iter().enumerate() {
+            for &(second, y) in &group[i + 1..] {
+                if x.is_linear() == y.is_linear() {
                     continue;
                 }
-                let (first, second) = (&x.allocation, &y.allocation);
                 assert!(
                     page(first.offset() + first.size() - 1) < page(second.offset()),
-                    "{context}: {:?} at {}+{} and {:?} at {} share a page",
-                    x.kind,
+                    "{context}: {x:?} at {}+{} and {y:?} at {} share a page of {granularity}",
                     first.offset(),
                     first.size(),
-                    y.kind,
                     second.offset()
                 );
             }
         }
     }
+}
+
+/// Checks everything live against each other, `stats()` and the memory map.
+fn check_all(allocator: &FakeAllocator, live: &[Live], granularity: u64, context: &str) {
+    let stats = allocator.stats();
+    assert_eq!(stats.allocations(), live.len() as u64, "{context}");
+    let bytes: u64 = live.iter().map(|l| l.allocation.size()).sum();
+    assert_eq!(stats.live_bytes(), bytes, "{context}");
+
+    for l in live {
+        assert!(allocator.owns(&l.allocation), "{context}");
+    }
+    check_disjoint(
+        live.iter().map(|l| (&l.allocation, l.kind)),
+        granularity,
+        context,
+    );
 
     // The memory map's ranges tile each block and show every allocation in
     // a block at its offset, with its kind and at least its size held;
