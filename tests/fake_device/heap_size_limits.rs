@@ -366,3 +366,40 @@ fn others_memory_does_not_count_against_the_limit() {
     assert_eq!(allocator.budgets()[0].budget, 4 * GIB);
     finish(allocator, &device);
 }
+
+/// Nor does the allocator's own memory count among the others': the
+/// driver's usage includes it, and the budget leaves room for the limit
+/// beside that usage less the allocator's own (its memory is under the
+/// limit already). With 3 GiB used by others, a 2 GiB limit and a 7 GiB
+/// budget, the budget stays 5 GiB once the allocator holds memory in the
+/// heap, and a request held to the budget that would take the
+/// allocator's memory past the limit is refused as over that budget,
+/// naming it.
+#[test]
+fn the_allocators_own_memory_is_not_counted_as_others() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), limited(0, 2 * GIB));
+    device.set_heap_budget(0, 7 * GIB, 3 * GIB);
+    let held = allocator.allocate(&dedicated_in(1, 256 * MIB)).unwrap();
+    let own = device.heap_usage()[0];
+    assert_eq!(own, 256 * MIB);
+    let budget = allocator.budgets()[0];
+    assert_eq!(
+        (budget.budget, budget.usage),
+        (5 * GIB, 3 * GIB + own),
+        "the limit beside the others' 3 GiB"
+    );
+    let past_the_limit = 2 * GIB - own + MIB;
+    assert_eq!(
+        allocator
+            .allocate(&dedicated_in(1, past_the_limit).within_budget())
+            .err(),
+        Some(Error::OverBudget {
+            heap: 0,
+            size: past_the_limit,
+            usage: 3 * GIB + own,
+            budget: 5 * GIB,
+        })
+    );
+    free(&allocator, held);
+    finish(allocator, &device);
+}

@@ -262,3 +262,34 @@ fn vram_calls_once_full(allocator: &FakeAllocator, device: &FakeDevice) -> u64 {
     }
     vram_calls
 }
+
+/// A remainder block (below the ladder's smallest block, at a heap's
+/// budget edge) that the driver refuses for want of host memory ends the
+/// request in its memory type as any other block's refusal of that kind
+/// does: the least block, which follows a remainder block refused for
+/// want of room when no dedicated memory comes after it, is not asked
+/// for. With 3.5 MiB of VRAM's budget left, a 256-byte buffer that may
+/// not take dedicated memory (VRAM alone allowed) tries a 1 MiB remainder
+/// block: refused so, the request ends with `OutOfHostMemory` after that
+/// one call; the next request, with host memory, takes the 1 MiB block.
+#[test]
+fn a_remainder_block_out_of_host_memory_asks_for_no_least_block() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    device.set_heap_budget(0, 100 * MIB, 100 * MIB - 7 * MIB / 2);
+    let mut request = in_types(1 << 1).dedicated(DedicatedPolicy::Never);
+    request.requirements.size = 256;
+    device.fail_allocation(1, DeviceError::OutOfHostMemory);
+    let calls = device.counters().allocate_calls;
+    assert_eq!(
+        allocator.allocate(&request).err(),
+        Some(Error::OutOfHostMemory)
+    );
+    assert_eq!(device.counters().allocate_calls, calls + 1);
+    assert_eq!(allocator.stats().memory_objects, 0);
+    let placed = allocator.allocate(&request).unwrap();
+    assert_eq!(device.counters().allocate_calls, calls + 2);
+    let sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
+    assert_eq!(sizes, [MIB]);
+    free(&allocator, placed);
+    finish(allocator, &device);
+}

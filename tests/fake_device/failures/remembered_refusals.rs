@@ -445,3 +445,59 @@ fn a_refused_export_leaves_plain_requests_their_preferred_block() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+/// A remainder block is sized below the refusal its heap remembered when
+/// the request read it, but its attempt may still be skipped: another
+/// memory type of the heap may record a smaller refusal before the
+/// driver is asked (the size is read under the type's pool lock, not the
+/// heap's turn). Then, as for any attempt but the last, the refusal
+/// answers it without a call, and the least block that holds the request,
+/// which comes after it when no dedicated memory does, is asked for.
+/// With 3.5 MiB of system memory's budget left (heap 1 of the discrete
+/// layout), a 256-byte buffer in type 0 that may not take dedicated
+/// memory tries a 1 MiB remainder block. As that attempt logs its size
+/// (before the heap's turn), a logger hook has another thread place a
+/// 512 KiB buffer in type 2, of the same heap: its own 1 MiB remainder
+/// block is refused (the heap remembers 1 MiB) and it takes dedicated
+/// memory. The first request's 1 MiB block is then not asked for: it
+/// takes a 256-byte block, its least, with one call. Asking the driver
+/// for the remainder block whatever the heap refused (its
+/// `skip_if_refused` false) passed every test on one thread.
+#[test]
+fn a_refusal_recorded_meanwhile_skips_the_remainder_block_for_the_least() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let allocator = std::sync::Arc::new(allocator);
+    device.set_heap_budget(1, 100 * MIB, 100 * MIB - 7 * MIB / 2);
+    let request = in_types(256, 1 << 0).dedicated(DedicatedPolicy::Never);
+    let other = std::sync::Arc::new(std::sync::Mutex::new(None));
+    {
+        let (allocator, device, other) = (allocator.clone(), device.clone(), other.clone());
+        crate::leak_log::on_line_with("allocating 1048576 bytes of memory type 0 (", move || {
+            device.fail_allocation(1, vk_suballoc::device::DeviceError::OutOfDeviceMemory);
+            let placed = std::thread::spawn(move || {
+                counted(&allocator, &device, &in_types(MIB / 2, 1 << 2))
+            })
+            .join()
+            .unwrap();
+            *other.lock().unwrap() = Some(placed);
+        });
+    }
+    let before = device.counters().allocate_calls;
+    let placed = allocator.allocate(&request).unwrap();
+    let (other, other_calls) = other.lock().unwrap().take().expect("the hook ran");
+    let other = other.unwrap();
+    assert_eq!((other.memory_type(), other_calls), (2, 2), "1 MiB refused");
+    let sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
+    assert_eq!(
+        (
+            device.counters().allocate_calls - before - other_calls,
+            sizes
+        ),
+        (1, vec![MIB / 2, 256]),
+        "the least block's call alone"
+    );
+    free(&allocator, placed);
+    free(&allocator, other);
+    let allocator = std::sync::Arc::into_inner(allocator).expect("the hook dropped its clone");
+    finish(allocator, &device);
+}
