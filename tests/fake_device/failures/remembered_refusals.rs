@@ -449,20 +449,21 @@ fn a_refused_export_leaves_plain_requests_their_preferred_block() {
 /// A remainder block is sized below the refusal its heap remembered when
 /// the request read it, but its attempt may still be skipped: another
 /// memory type of the heap may record a smaller refusal before the
-/// driver is asked (the size is read under the type's pool lock, not the
-/// heap's turn). Then, as for any attempt but the last, the refusal
-/// answers it without a call, and the least block that holds the request,
-/// which comes after it when no dedicated memory does, is asked for.
-/// With 3.5 MiB of system memory's budget left (heap 1 of the discrete
-/// layout), a 256-byte buffer in type 0 that may not take dedicated
-/// memory tries a 1 MiB remainder block. As that attempt logs its size
-/// (before the heap's turn), a logger hook has another thread place a
-/// 512 KiB buffer in type 2, of the same heap: its own 1 MiB remainder
-/// block is refused (the heap remembers 1 MiB) and it takes dedicated
-/// memory. The first request's 1 MiB block is then not asked for: it
-/// takes a 256-byte block, its least, with one call. Asking the driver
-/// for the remainder block whatever the heap refused (its
-/// `skip_if_refused` false) passed every test on one thread.
+/// driver is asked, through dedicated memory, which takes no remainder
+/// turn (remainder blocks of the heap's types are sized one after
+/// another, `MemoryContext::remainder_turn`). Then, as for any attempt
+/// but the last, the refusal answers it without a call, and the least
+/// block that holds the request, which comes after it when no dedicated
+/// memory does, is asked for. With 3.5 MiB of system memory's budget left
+/// (heap 1 of the discrete layout), a 256-byte buffer in type 0 that may
+/// not take dedicated memory tries a 1 MiB remainder block. As that
+/// attempt logs its size (before the heap's turn), a logger hook has
+/// another thread ask for 1 MiB of dedicated memory in type 2, of the
+/// same heap, which the driver refuses (the heap remembers 1 MiB). The
+/// first request's 1 MiB block is then not asked for: it takes a
+/// 256-byte block, its least, with one call. Asking the driver for the
+/// remainder block whatever the heap refused (its `skip_if_refused`
+/// false) passed every test on one thread.
 #[test]
 fn a_refusal_recorded_meanwhile_skips_the_remainder_block_for_the_least() {
     let (allocator, device) = allocator(FakeLayout::discrete());
@@ -474,30 +475,43 @@ fn a_refusal_recorded_meanwhile_skips_the_remainder_block_for_the_least() {
         let (allocator, device, other) = (allocator.clone(), device.clone(), other.clone());
         crate::leak_log::on_line_with("allocating 1048576 bytes of memory type 0 (", move || {
             device.fail_allocation(1, vk_suballoc::device::DeviceError::OutOfDeviceMemory);
-            let placed = std::thread::spawn(move || {
-                counted(&allocator, &device, &in_types(MIB / 2, 1 << 2))
-            })
-            .join()
-            .unwrap();
-            *other.lock().unwrap() = Some(placed);
+            let calls = device.counters().allocate_calls;
+            let request = in_types(MIB, 1 << 2).dedicated(DedicatedPolicy::Always);
+            let watched = device.clone();
+            // Not joined here: once refused, the request releases the kept
+            // blocks of its heap's types, type 0's among them, whose pool
+            // this thread holds; it ends once this request has.
+            let thread = std::thread::spawn(move || allocator.allocate(&request));
+            // The refusal is remembered as the call returns, under the
+            // heap's turn: give it that moment.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while watched.counters().allocate_calls == calls {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the other request made no call"
+                );
+                std::thread::yield_now();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            *other.lock().unwrap() = Some(thread);
         });
     }
     let before = device.counters().allocate_calls;
     let placed = allocator.allocate(&request).unwrap();
-    let (other, other_calls) = other.lock().unwrap().take().expect("the hook ran");
-    let other = other.unwrap();
-    assert_eq!((other.memory_type(), other_calls), (2, 2), "1 MiB refused");
+    let thread = other.lock().unwrap().take().expect("the hook ran");
+    let other = thread.join().unwrap();
+    assert_eq!(
+        other.unwrap_err(),
+        Error::OutOfDeviceMemory,
+        "1 MiB refused"
+    );
     let sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
     assert_eq!(
-        (
-            device.counters().allocate_calls - before - other_calls,
-            sizes
-        ),
-        (1, vec![MIB / 2, 256]),
-        "the least block's call alone"
+        (device.counters().allocate_calls - before, sizes),
+        (2, vec![256]),
+        "the other request's refused call and the least block's call alone"
     );
     free(&allocator, placed);
-    free(&allocator, other);
     let allocator = std::sync::Arc::into_inner(allocator).expect("the hook dropped its clone");
     finish(allocator, &device);
 }
