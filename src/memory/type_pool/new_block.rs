@@ -166,7 +166,9 @@ impl<M> TypePool<M> {
             // size is below the refusal read above, so on one thread no
             // remembered refusal answers this attempt either way; another
             // memory type of the heap may record a smaller one meanwhile,
-            // and then this says whether the driver is still asked.)
+            // through dedicated memory or a block of its ladder, which take
+            // no remainder turn, and then this says whether the driver is
+            // still asked.)
             let skip_if_refused = dedicated_after || tried != least;
             match self.create_block(context, size, request, skip_if_refused) {
                 Ok(key) => return Ok(key),
