@@ -96,6 +96,20 @@ fn heap_objects(device: &FakeDevice) -> usize {
     live.iter().filter(|m| m.heap == 0).count()
 }
 
+/// The sizes of heap 0's memory objects, smallest first, and the room its
+/// budget leaves, as `budgets()` gives it.
+fn heap_blocks_and_room(allocator: &FakeAllocator, device: &FakeDevice) -> (Vec<u64>, u64) {
+    let mut sizes: Vec<u64> = device
+        .live_allocations()
+        .iter()
+        .filter(|m| m.heap == 0)
+        .map(|m| m.size)
+        .collect();
+    sizes.sort_unstable();
+    let figures = allocator.budgets()[0];
+    (sizes, figures.budget.saturating_sub(figures.usage))
+}
+
 /// A device-local buffer of `size` bytes, aligned to 256.
 fn device_local(size: u64) -> Request<'static> {
     buffer(size, 256, Usage::DEVICE_LOCAL)
@@ -603,15 +617,7 @@ fn two_memory_types_at_the_edge_at_once_leave_half_the_room() {
             workers.into_iter().map(|w| w.join().unwrap()).collect()
         });
         device.slow_allocations(None);
-        let mut sizes: Vec<u64> = device
-            .live_allocations()
-            .iter()
-            .filter(|m| m.heap == 0)
-            .map(|m| m.size)
-            .collect();
-        sizes.sort_unstable();
-        let figures = allocator.budgets()[0];
-        let room = figures.budget.saturating_sub(figures.usage);
+        let (sizes, room) = heap_blocks_and_room(&allocator, &device);
         if (sizes.as_slice(), room) != ([512 * KIB, MIB].as_slice(), 512 * KIB) {
             broken.push((iteration, sizes, room));
         }
@@ -674,15 +680,7 @@ fn a_remainder_block_sized_meanwhile_in_another_memory_type_leaves_half_the_room
             vec![held.join().unwrap(), other.join().unwrap()]
         });
         let types: Vec<u32> = live.iter().map(Allocation::memory_type).collect();
-        let mut sizes: Vec<u64> = device
-            .live_allocations()
-            .iter()
-            .filter(|m| m.heap == 0)
-            .map(|m| m.size)
-            .collect();
-        sizes.sort_unstable();
-        let figures = allocator.budgets()[0];
-        let room = figures.budget.saturating_sub(figures.usage);
+        let (sizes, room) = heap_blocks_and_room(&allocator, &device);
         println!("{test}: iteration {iteration}: blocks {sizes:?}, {room} bytes left");
         assert_eq!(types, [1, 4], "{test}: iteration {iteration}");
         assert_eq!(
@@ -714,17 +712,10 @@ fn allocate_mut_at_the_edge_takes_remainder_blocks_as_allocate_does() {
     let first = allocator.allocate_mut(&in_type(1)).unwrap();
     let second = allocator.allocate_mut(&in_type(4)).unwrap();
     assert_eq!((first.memory_type(), second.memory_type()), (1, 4));
-    let sizes: Vec<u64> = device
-        .live_allocations()
-        .iter()
-        .filter(|m| m.heap == 0)
-        .map(|m| m.size)
-        .collect();
-    let figures = allocator.budgets()[0];
-    let room = figures.budget.saturating_sub(figures.usage);
+    let (sizes, room) = heap_blocks_and_room(&allocator, &device);
     assert_eq!(
         (sizes.as_slice(), room),
-        ([MIB, 512 * KIB].as_slice(), 512 * KIB)
+        ([512 * KIB, MIB].as_slice(), 512 * KIB)
     );
     // SAFETY: the fake device runs no GPU work.
     unsafe { allocator.free_mut(first) }.unwrap();
