@@ -482,8 +482,10 @@ fn a_refusal_recorded_meanwhile_skips_the_remainder_block_for_the_least() {
             // blocks of its heap's types, type 0's among them, whose pool
             // this thread holds; it ends once this request has.
             let thread = std::thread::spawn(move || allocator.allocate(&request));
-            // The refusal is remembered as the call returns, under the
-            // heap's turn: give it that moment.
+            // Once its call is counted the other thread holds the heap's
+            // turn, and keeps it until the refusal is remembered; this
+            // request's attempt then looks for remembered refusals under
+            // that turn, so it sees this one.
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
             while watched.counters().allocate_calls == calls {
                 assert!(
@@ -492,7 +494,6 @@ fn a_refusal_recorded_meanwhile_skips_the_remainder_block_for_the_least() {
                 );
                 std::thread::yield_now();
             }
-            std::thread::sleep(std::time::Duration::from_millis(200));
             *other.lock().unwrap() = Some(thread);
         });
     }
