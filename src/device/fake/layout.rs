@@ -818,9 +818,7 @@ impl FakeLayout {
         tiling: vk::ImageTiling,
     ) -> Option<vk::MemoryRequirements> {
         let alignment = self.image_requirements.alignment(size, format, tiling);
-        let memory_type_bits = (self.memory_types.iter().take(32).enumerate())
-            .filter(|(_, t)| !t.props.contains(Props::LAZILY_ALLOCATED))
-            .fold(0u32, |bits, (i, _)| bits | (1 << i));
+        let memory_type_bits = self.non_lazy_types();
         Some(vk::MemoryRequirements {
             size: size.checked_next_multiple_of(alignment)?,
             alignment,
@@ -833,10 +831,15 @@ impl FakeLayout {
     /// it, but lazily allocated ones, of the 32 a mask can name (a layout
     /// may list more; Vulkan does not).
     pub fn buffer_memory_type_bits(&self) -> u32 {
+        self.non_lazy_types() & self.buffer_requirements.memory_type_bits
+    }
+
+    /// The memory types but lazily allocated ones (they hold transient
+    /// attachments only), of the 32 a mask can name.
+    fn non_lazy_types(&self) -> u32 {
         (self.memory_types.iter().take(32).enumerate())
             .filter(|(_, t)| !t.props.contains(Props::LAZILY_ALLOCATED))
             .fold(0u32, |bits, (i, _)| bits | (1 << i))
-            & self.buffer_requirements.memory_type_bits
     }
 
     /// The same layout with another `maxMemoryAllocationCount`.
