@@ -63,13 +63,14 @@ fn image_kind(state: &DeviceState, image: vk::Image) -> Class {
     state
         .fake
         .as_ref()
-        .map_or((ResourceKind::Image, false), |fake| {
-            fake.image_kinds.class(image)
-        })
+        .map_or(PLAIN_IMAGE, |fake| fake.image_kinds.class(image))
 }
 
 /// A buffer's class.
 const BUFFER: Class = (ResourceKind::Buffer, false);
+
+/// The class of an optimal colour image (or of one the layer cannot see).
+const PLAIN_IMAGE: Class = (ResourceKind::Image, false);
 
 /// Null requirements: nothing to patch.
 const NOTHING: (*mut vk::MemoryRequirements, Class) = (std::ptr::null_mut(), BUFFER);
@@ -207,7 +208,7 @@ pub(crate) unsafe extern "system" fn get_image_memory_requirements2(
             next(device, info, requirements);
             override_dedicated(state, requirements);
             let kind = if info.is_null() {
-                (ResourceKind::Image, false)
+                PLAIN_IMAGE
             } else {
                 image_kind(state, (*info).image)
             };
@@ -257,7 +258,7 @@ pub(crate) unsafe extern "system" fn get_device_image_memory_requirements(
                 (*info).p_create_info
             };
             let kind = if create_info.is_null() {
-                (ResourceKind::Image, false)
+                PLAIN_IMAGE
             } else {
                 let info = &*create_info;
                 (
