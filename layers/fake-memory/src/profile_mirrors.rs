@@ -182,5 +182,36 @@ fn image_alignments_match_the_layouts_of_the_same_name() {
             profile.name
         );
         assert!(images.optimal.min(images.linear) >= 64, "{}", profile.name);
+        // The same answer image by image: the two sides' depth/stencil
+        // format lists (`image_kinds::is_depth_stencil` here, the crate's
+        // own there; the layer does not link the crate) agree too.
+        for format in FORMATS {
+            let depth_stencil = crate::image_kinds::is_depth_stencil(format);
+            for tiling in [vk::ImageTiling::OPTIMAL, vk::ImageTiling::LINEAR] {
+                for size in [16 << 10, 32 << 10, 128 << 10, 64 << 20] {
+                    let linear = tiling == vk::ImageTiling::LINEAR;
+                    assert_eq!(
+                        images.of(size, linear, depth_stencil),
+                        answer.alignment(size, format, tiling),
+                        "{}: {format:?} {tiling:?} of {size} bytes",
+                        profile.name
+                    );
+                }
+            }
+        }
     }
 }
+
+/// Every depth/stencil format, and colour ones beside them.
+const FORMATS: [vk::Format; 10] = [
+    vk::Format::D16_UNORM,
+    vk::Format::X8_D24_UNORM_PACK32,
+    vk::Format::D32_SFLOAT,
+    vk::Format::S8_UINT,
+    vk::Format::D16_UNORM_S8_UINT,
+    vk::Format::D24_UNORM_S8_UINT,
+    vk::Format::D32_SFLOAT_S8_UINT,
+    vk::Format::R8G8B8A8_UNORM,
+    vk::Format::R32_SFLOAT,
+    vk::Format::BC7_UNORM_BLOCK,
+];
