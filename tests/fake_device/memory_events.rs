@@ -336,8 +336,7 @@ fn a_callback_calling_into_the_allocator_panics_instead_of_deadlocking() {
 #[test]
 fn a_callback_calling_into_the_allocator_on_an_aged_release_panics_instead_of_deadlocking() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{mpsc, OnceLock, Weak};
-    use std::time::Duration;
+    use std::sync::{OnceLock, Weak};
 
     use super::FakeAllocator;
 
@@ -376,27 +375,17 @@ fn a_callback_calling_into_the_allocator_on_an_aged_release_panics_instead_of_de
     assert!(allocator.stats().memory_types[memory_type].empty_blocks >= 2);
 
     reenter.store(true, Ordering::Relaxed);
-    let (sender, receiver) = mpsc::channel();
     let (ending, fences) = (Arc::clone(&allocator), device.clone());
-    // Joined only once it has answered: a deadlocked thread never returns.
-    let thread = std::thread::spawn(move || {
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
+    let message = panic_message_on_a_thread(
+        move || {
             for _ in 0..3 {
                 // SAFETY: fake fences, signalled by no GPU work.
                 unsafe { ending.end_frame(fences.create_fence()) }.unwrap();
             }
-        }));
-        let message = outcome
-            .err()
-            .map(|panic| super::panic_message(&*panic).to_owned());
-        let _ = sender.send(message);
-    });
-    let message = receiver
-        .recv_timeout(Duration::from_secs(20))
-        .expect("end_frame deadlocked: the callback's call into the allocator was not caught")
-        .expect("the callback's call into the allocator panics");
+        },
+        "end_frame deadlocked: the callback's call into the allocator was not caught",
+    );
     assert_eq!(message, REENTRY_PANIC);
-    thread.join().unwrap();
 
     // The allocator works on: the empty blocks but the largest go as
     // frames end.
@@ -424,8 +413,7 @@ fn a_callback_calling_into_the_allocator_on_an_aged_release_panics_instead_of_de
 #[test]
 fn a_callback_calling_into_the_allocator_under_a_remainder_turn_panics_instead_of_deadlocking() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{mpsc, OnceLock, Weak};
-    use std::time::Duration;
+    use std::sync::{OnceLock, Weak};
 
     use super::FakeAllocator;
 
@@ -456,22 +444,14 @@ fn a_callback_calling_into_the_allocator_under_a_remainder_turn_panics_instead_o
     let allocator = Arc::new(allocator);
     shared.set(Arc::downgrade(&allocator)).unwrap();
 
-    let (sender, receiver) = mpsc::channel();
     let at_edge = Arc::clone(&allocator);
-    // Joined only once it has answered: a deadlocked thread never returns.
-    let thread = std::thread::spawn(move || {
-        let outcome = catch_unwind(AssertUnwindSafe(|| at_edge.allocate(&in_type(1))));
-        let message = outcome
-            .err()
-            .map(|panic| super::panic_message(&*panic).to_owned());
-        let _ = sender.send(message);
-    });
-    let message = receiver
-        .recv_timeout(Duration::from_secs(20))
-        .expect("allocate deadlocked: the callback's call met the heap's remainder turn, unseen")
-        .expect("the callback's call into the allocator panics");
+    let message = panic_message_on_a_thread(
+        move || {
+            let _ = at_edge.allocate(&in_type(1));
+        },
+        "allocate deadlocked: the callback's call met the heap's remainder turn, unseen",
+    );
     assert_eq!(message, REENTRY_PANIC);
-    thread.join().unwrap();
 
     // The block made for the request was freed again, and the allocator
     // works on: the two memory types take their remainder blocks.
@@ -581,4 +561,26 @@ fn events_name_memory_as_its_debug_name_does() {
     drop(allocator);
     assert!(live.lock().unwrap().is_empty());
     device.assert_clean();
+}
+
+/// The message of the panic `call` ends in, run on a thread of its own;
+/// fails with `deadlocked` unless the thread answers within 20 seconds
+/// (it is joined only once it has: a deadlocked thread never returns), and
+/// if `call` returns.
+#[cfg(debug_assertions)]
+fn panic_message_on_a_thread(call: impl FnOnce() + Send + 'static, deadlocked: &str) -> String {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let outcome = catch_unwind(AssertUnwindSafe(call));
+        let message = outcome
+            .err()
+            .map(|panic| super::panic_message(&*panic).to_owned());
+        let _ = sender.send(message);
+    });
+    let message = receiver
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect(deadlocked)
+        .expect("the callback's call into the allocator panics");
+    thread.join().unwrap();
+    message
 }
