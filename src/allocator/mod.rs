@@ -79,8 +79,8 @@
 //! it), never under 1, 2, 6 or 7; `log`
 //! calls run under any of them. Neither may call into the allocator: a
 //! `std` mutex locked again by the thread that holds it deadlocks (or
-//! panics). Debug builds catch it on the mutexes: `memory::held_lock::lock` (and
-//! its `try_lock`, `end_frame`'s) records
+//! panics). Debug builds catch it on the mutexes:
+//! `memory::held_lock::lock` (and its `try_lock`, `end_frame`'s) records
 //! which ones each thread holds and panics, with a message naming the
 //! callback, on one the thread holds already (a call into another
 //! allocator meets none and goes through). The pools' locks and the
@@ -88,8 +88,8 @@
 //! for a remainder block that asks for memory of another memory type of
 //! the heap meets no pool lock of its own, but the heap's remainder turn.
 //! Release builds, and the read-write lock of the custom pools' table,
-//! check nothing. Every lock
-//! carries on after a panic poisoned it (`held_lock::lock`): a critical
+//! check nothing. Every lock carries on after a panic poisoned it
+//! (`held_lock::lock`): a critical
 //! section leaves its state consistent before anything that can panic,
 //! and a panic of the memory callback is resumed only once the memory
 //! object it reports on is made or freed (`MemoryContext::tell`).
