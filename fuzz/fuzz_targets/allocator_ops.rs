@@ -451,18 +451,44 @@ fn cap_at_edge(setup: &Setup, device: &FakeDevice, config: &Config) {
         return;
     }
     let (num, den) = pick(&[(3, 4), (1, 2), (3, 8), (1, 8)], setup.opaque_fd_only >> 4);
+    for heap in heaps_seen(device, config) {
+        device.cap_heap(heap.index, heap.usage + heap.smallest / den * num);
+    }
+}
+
+/// A heap as the allocator sees it, at setup.
+struct HeapSeen {
+    index: u32,
+    /// Its size, as `Config::heap_size_limits` limits it.
+    size: u64,
+    /// The device's usage of it now.
+    usage: u64,
+    /// Its ladder's preferred and smallest blocks (`ladder`).
+    preferred: u64,
+    smallest: u64,
+}
+
+/// Every heap of `device` as an allocator made with `config` sees it now.
+fn heaps_seen(device: &FakeDevice, config: &Config) -> Vec<HeapSeen> {
     let layout = device.layout();
     let seen = limited(layout, &config.heap_size_limits);
     let max_allocation = layout.max_memory_allocation_size;
-    for (heap, (figures, usage)) in seen
+    (seen
         .memory_heaps
         .iter()
         .zip(device.heap_usage())
-        .enumerate()
-    {
-        let (_, smallest) = ladder(figures.size, config, max_allocation);
-        device.cap_heap(heap as u32, usage + smallest / den * num);
-    }
+        .enumerate())
+    .map(|(index, (figures, usage))| {
+        let (preferred, smallest) = ladder(figures.size, config, max_allocation);
+        HeapSeen {
+            index: index as u32,
+            size: figures.size,
+            usage,
+            preferred,
+            smallest,
+        }
+    })
+    .collect()
 }
 
 /// With `Setup::opaque_fd_only` bits 1 to 3 of 3 (the layout then has
@@ -480,16 +506,8 @@ fn budget_at_edge(setup: &Setup, walk: &mut Walk, device: &FakeDevice, config: &
     if (setup.opaque_fd_only >> 1) & 7 != 3 {
         return false;
     }
-    let layout = device.layout();
-    let seen = limited(layout, &config.heap_size_limits);
-    let max_allocation = layout.max_memory_allocation_size;
-    for (heap, (figures, usage)) in seen
-        .memory_heaps
-        .iter()
-        .zip(device.heap_usage())
-        .enumerate()
-    {
-        let (p, s) = ladder(figures.size, config, max_allocation);
+    for heap in heaps_seen(device, config) {
+        let (p, s, usage) = (heap.preferred, heap.smallest, heap.usage);
         let room = [
             1,
             7,
@@ -506,10 +524,10 @@ fn budget_at_edge(setup: &Setup, walk: &mut Walk, device: &FakeDevice, config: &
             p + 3,
             2 * p,
             3 * p + 1,
-            figures.size.saturating_sub(usage),
+            heap.size.saturating_sub(usage),
         ][usize::from(setup.opaque_fd_only >> 4)];
         // No usage by others yet: the budget alone.
-        walk.set_budget(heap as u32, usage.saturating_add(room), 0);
+        walk.set_budget(heap.index, usage.saturating_add(room), 0);
     }
     true
 }
