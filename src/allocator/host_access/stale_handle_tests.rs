@@ -23,14 +23,7 @@ fn a_handle_of_a_freed_allocation_is_stale_where_it_is_looked_up() {
     // UPLOAD in type 1, coherent.
     let device = FakeDevice::new(FakeLayout::mobile());
     let mut allocator = Allocator::new(device.clone(), Config::default()).unwrap();
-    let request = |usage| {
-        let requirements = vk::MemoryRequirements {
-            size: 64 << 10,
-            alignment: 256,
-            memory_type_bits: !0,
-        };
-        Request::new(requirements, usage, ResourceKind::Buffer)
-    };
+    let request = |usage| buffer(64 << 10, usage);
     for usage in [Usage::READBACK, Usage::UPLOAD] {
         let neighbour = allocator.allocate(&request(usage)).unwrap();
         let freed = allocator.allocate(&request(usage)).unwrap();
@@ -88,14 +81,7 @@ fn copies_through_a_stale_handle_touch_no_bytes_of_the_new_owner() {
     // UPLOAD in type 1, coherent.
     let device = FakeDevice::new(FakeLayout::mobile());
     let allocator = Allocator::new(device.clone(), Config::default()).unwrap();
-    let request = |usage| {
-        let requirements = vk::MemoryRequirements {
-            size: 4096,
-            alignment: 256,
-            memory_type_bits: !0,
-        };
-        Request::new(requirements, usage, ResourceKind::Buffer)
-    };
+    let request = |usage| buffer(4096, usage);
     for usage in [Usage::READBACK, Usage::UPLOAD] {
         let neighbour = allocator.allocate(&request(usage)).unwrap();
         let freed = allocator.allocate(&request(usage)).unwrap();
@@ -141,4 +127,14 @@ fn copies_through_a_stale_handle_touch_no_bytes_of_the_new_owner() {
     }
     drop(allocator);
     device.assert_clean();
+}
+
+/// A buffer of `size` bytes aligned to 256, in any memory type.
+fn buffer(size: u64, usage: Usage) -> Request<'static> {
+    let requirements = vk::MemoryRequirements {
+        size,
+        alignment: 256,
+        memory_type_bits: !0,
+    };
+    Request::new(requirements, usage, ResourceKind::Buffer)
 }
