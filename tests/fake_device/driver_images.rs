@@ -156,13 +156,7 @@ fn driver_image_alignments_hold_through_allocation_and_defragmentation() {
                     kind,
                 });
             }
-            check(&live, granularity, &context);
-            for _ in 0..rng.below(live.len() as u64 + 1) {
-                let gone = live.swap_remove(rng.below(live.len() as u64) as usize);
-                free(&allocator, gone.allocation);
-            }
-            moves += defragment(&allocator, &mut live, &mut rng, &context);
-            check(&live, granularity, &format!("{context}, defragmented"));
+            moves += end_round(&allocator, &mut live, &mut rng, granularity, &context);
         }
         println!("{name}: {moves} moves");
         for l in live {
@@ -170,6 +164,26 @@ fn driver_image_alignments_hold_through_allocation_and_defragmentation() {
         }
         finish(allocator, &device);
     }
+}
+
+/// A round's end: everything live checked, a random share freed, a
+/// defragmentation plan carried out ([`defragment`]) and everything
+/// checked again; returns the plan's moves.
+fn end_round(
+    allocator: &FakeAllocator,
+    live: &mut Vec<Live>,
+    rng: &mut Rng,
+    granularity: u64,
+    context: &str,
+) -> usize {
+    check(live, granularity, context);
+    for _ in 0..rng.below(live.len() as u64 + 1) {
+        let gone = live.swap_remove(rng.below(live.len() as u64) as usize);
+        free(allocator, gone.allocation);
+    }
+    let moves = defragment(allocator, live, rng, context);
+    check(live, granularity, &format!("{context}, defragmented"));
+    moves
 }
 
 /// Plans a defragmentation over every live allocation and carries it out
@@ -325,13 +339,7 @@ fn driver_image_alignments_hold_in_pools_of_small_blocks() {
                     Err(e) => panic!("{context}: {requirements:?} {kind:?}: {e}"),
                 }
             }
-            check(&live, granularity, &context);
-            for _ in 0..rng.below(live.len() as u64 + 1) {
-                let gone = live.swap_remove(rng.below(live.len() as u64) as usize);
-                free(&allocator, gone.allocation);
-            }
-            moves += defragment(&allocator, &mut live, &mut rng, &context);
-            check(&live, granularity, &format!("{context}, defragmented"));
+            moves += end_round(&allocator, &mut live, &mut rng, granularity, &context);
         }
         println!("{name}: {refused} refused, {moves} moves");
         for l in live {
