@@ -327,8 +327,8 @@ impl Walk {
         let budgets = self.allocator.budgets();
         assert_eq!(budgets.len(), self.layout.memory_heaps.len());
         let own = self.own_usage();
-        for (h, b) in budgets.iter().enumerate() {
-            let want = self.expected_budget(h, &own);
+        let expected = self.expected_budgets(&own);
+        for (h, (b, want)) in budgets.iter().zip(expected).enumerate() {
             assert_eq!(*b, want, "heap {h}'s budget (own {})", own[h]);
         }
     }
@@ -342,25 +342,28 @@ impl Walk {
         own
     }
 
-    /// Heap `h`'s figures as `budgets` must read them now, the allocator
+    /// Each heap's figures as `budgets` must read them now, the allocator
     /// holding `own` bytes in each heap ([`check_budgets`](Self::check_budgets)).
-    fn expected_budget(&self, h: usize, own: &[u64]) -> HeapBudget {
-        let size = self.layout.memory_heaps[h].size;
+    fn expected_budgets(&self, own: &[u64]) -> Vec<HeapBudget> {
         let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
-        let limited = self.config.heap_size_limits.get(h).is_some_and(|&l| l != 0);
-        let (reported, usage) = if self.layout.memory_budget {
-            let (budget, external) = self.device_budgets[h];
-            let device_usage = self.device.heap_usage()[h];
-            (budget, device_usage.saturating_add(external).max(own[h]))
-        } else {
-            (0, own[h])
-        };
-        let others = if limited { usage - own[h] } else { 0 };
-        let budget = match reported {
-            0 => (size as f64 * fraction) as u64,
-            reported => reported.min(others.saturating_add(size)),
-        };
-        HeapBudget { budget, usage }
+        let device_usage = self.device.heap_usage();
+        (self.layout.memory_heaps.iter().enumerate())
+            .map(|(h, heap)| {
+                let limited = self.config.heap_size_limits.get(h).is_some_and(|&l| l != 0);
+                let (reported, usage) = if self.layout.memory_budget {
+                    let (budget, external) = self.device_budgets[h];
+                    (budget, device_usage[h].saturating_add(external).max(own[h]))
+                } else {
+                    (0, own[h])
+                };
+                let others = if limited { usage - own[h] } else { 0 };
+                let budget = match reported {
+                    0 => (heap.size as f64 * fraction) as u64,
+                    reported => reported.min(others.saturating_add(heap.size)),
+                };
+                HeapBudget { budget, usage }
+            })
+            .collect()
     }
 
     /// Sets heap `heap`'s budget and the usage by others the device
@@ -424,7 +427,7 @@ impl Walk {
     /// A within-budget request (or a batch of them, all or nothing) that
     /// succeeded on figures that were the device's (`budget_seen`) left
     /// each heap where it made memory within the heap's budget, on the
-    /// device's own figures (`expected_budget`): `AllocationDesc::within_budget`
+    /// device's own figures (`expected_budgets`): `AllocationDesc::within_budget`
     /// "fails rather than exceed a heap's budget". Not predicted exactly:
     /// which types and blocks it tried depends on the ladder, the
     /// remembered refusals and the remainder blocks; this holds whatever
@@ -434,11 +437,11 @@ impl Walk {
         memories_before: &[vk::DeviceMemory],
         what: &dyn std::fmt::Debug,
     ) {
-        let own = self.own_usage();
+        let expected = self.expected_budgets(&self.own_usage());
         let made = self.device.live_allocations();
         let made = made.iter().filter(|m| !memories_before.contains(&m.memory));
         for m in made {
-            let figures = self.expected_budget(m.heap as usize, &own);
+            let figures = expected[m.heap as usize];
             assert!(
                 figures.usage <= figures.budget,
                 "{what:?} within budget made {m:?}: heap {} at {figures:?}",
