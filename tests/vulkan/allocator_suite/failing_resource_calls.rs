@@ -221,30 +221,6 @@ fn a_failed_bind_frees_the_dedicated_memory_made_for_it() {
     }
 }
 
-/// The layer's injected failures reach the application as the driver's
-/// result, and pass-through profiles have none: a plain check that the
-/// option fails the chosen call only.
-#[test]
-fn the_layer_fails_the_chosen_resource_call_only() {
-    let options = ContextOptions::default().fail_call("fail-create-buffer", 2, true);
-    let context = VulkanContext::with_options(Profile::Discrete, options);
-    context.allow(Advice::FailingCalls);
-    let device = &context.device;
-    let info = buffer_info(4096);
-    // SAFETY: a valid create info; each buffer made is destroyed.
-    unsafe {
-        let first = device.create_buffer(&info, None).unwrap();
-        assert_eq!(
-            device.create_buffer(&info, None),
-            Err(vk::Result::ERROR_OUT_OF_HOST_MEMORY)
-        );
-        let third = device.create_buffer(&info, None).unwrap();
-        device.destroy_buffer(first, None);
-        device.destroy_buffer(third, None);
-    }
-    context.assert_no_validation_messages();
-}
-
 /// Without maintenance4's queries, `memory_type_for_buffer` and
 /// `memory_type_for_image` make a resource to read its requirements: when
 /// the driver fails that creation, the error is the driver's, nothing is
