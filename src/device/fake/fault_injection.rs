@@ -107,9 +107,10 @@ impl FakeDevice {
     /// validation layer reports it before the driver is called), and a
     /// buffer creation on a lost device fails with `VK_ERROR_DEVICE_LOST`:
     /// the failure asked for that call is spent all the same. Each
-    /// kind of call is counted apart, failed and panicking calls
-    /// included, from the device's creation; several failures may wait
-    /// at once, and each fails one call. A failure waiting for a call
+    /// kind of call is counted apart, from the device's creation, failed
+    /// calls included but not one that [`panic_on`](Self::panic_on) made
+    /// panic (it panics before it counts); several failures may wait at
+    /// once, and each fails one call. A failure waiting for a call
     /// that never comes stays unused: it fails no other call.
     ///
     /// The allocator calls `vkCreateBuffer` and `vkBindBufferMemory` of

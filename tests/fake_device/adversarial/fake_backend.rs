@@ -213,8 +213,9 @@ fn a_buffer_whose_requirements_would_pass_u64_max_is_out_of_device_memory() {
 /// `fail_call` fails the `nth` call of its kind from now, once, with the
 /// error asked for, making nothing: the buffer creation makes no buffer,
 /// the bind leaves the buffer unbound (a later bind of it is no second
-/// bind); creations and binds are counted apart, several failures may
-/// wait at once, and `nth` 0 fails nothing.
+/// bind); creations and binds are counted apart (a call made to panic
+/// not at all), several failures may wait at once, and `nth` 0 fails
+/// nothing.
 #[test]
 fn fake_buffer_creations_and_binds_fail_as_asked() {
     use vk_suballoc::device::fake::FakeCall;
@@ -248,6 +249,16 @@ fn fake_buffer_creations_and_binds_fail_as_asked() {
         );
         // Unbound still: this bind is its first.
         device.bind_buffer_memory(buffer, memory.raw(), 0).unwrap();
+        // A call made to panic is not counted: the next one is the one
+        // asked to fail.
+        device.panic_on(FakeCall::CreateBuffer, 1);
+        device.fail_call(FakeCall::CreateBuffer, 1, DeviceError::OutOfDeviceMemory);
+        let panicked = std::panic::catch_unwind(|| device.create_buffer(4096, usage));
+        assert!(panicked.is_err());
+        assert_eq!(
+            device.create_buffer(4096, usage).map(|_| ()),
+            Err(DeviceError::OutOfDeviceMemory)
+        );
         device.destroy_buffer(buffer);
         device.destroy_buffer(other);
         device.deallocate_memory(memory);
