@@ -186,6 +186,17 @@ pub enum Error {
     /// The empty blocks kept in the failing heap (by the default pools,
     /// and by custom pools beyond their `min_blocks`) were released before
     /// this error.
+    ///
+    /// From the create-and-bind helpers
+    /// ([`create_buffer`](crate::Allocator::create_buffer),
+    /// [`create_image`](crate::Allocator::create_image), the aliasing
+    /// ones) and an upload ring's new chunk, also the driver's
+    /// `VK_ERROR_OUT_OF_DEVICE_MEMORY` from `vkCreateBuffer`,
+    /// `vkCreateImage` or the bind: the resource was destroyed and the
+    /// memory allocated for it freed (a block made for it stays, empty, as
+    /// any), and no memory type was tried after it nor empty block
+    /// released for it; the next call tries again as if it had not
+    /// happened.
     #[error("out of device memory")]
     OutOfDeviceMemory,
     /// A request for existing memory only

@@ -159,6 +159,36 @@ fn a_backend_panicking_in_a_ring_chunk_s_bind_leaves_no_chunk_behind() {
     finish(allocator, &device);
 }
 
+/// A panic in `vkCreateBuffer` of a growing ring's new chunk leaves the
+/// ring as it was: the chunk is made with no lock of the allocator held,
+/// so none is poisoned, and the next request makes the chunk.
+#[test]
+fn a_backend_panicking_in_a_ring_chunk_s_buffer_creation_leaves_the_ring_usable() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let desc = UploadRingDesc {
+        size: 4096,
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    let first = allocator.ring_allocate(ring, 3000, 16).unwrap();
+    let stats = allocator.stats();
+    device.panic_on(FakeCall::CreateBuffer, 1);
+    let caught = panic::catch_unwind(AssertUnwindSafe(|| allocator.ring_allocate(ring, 3000, 16)));
+    let create = injected_panic(FakeCall::CreateBuffer);
+    assert_panicked_with(caught, &create, "the chunk's buffer creation");
+    assert_eq!(allocator.stats(), stats);
+    assert_eq!(device.live_resources(), 1);
+    let second = allocator.ring_allocate(ring, 3000, 16).unwrap();
+    assert_ne!(second.buffer(), first.buffer());
+    allocator.ring_write(&first, 0, &[1; 3000]).unwrap();
+    allocator.ring_write(&second, 0, &[2; 3000]).unwrap();
+    allocator.destroy_upload_ring(ring).unwrap();
+    // SAFETY: the fake device runs no GPU work.
+    unsafe { allocator.collect_idle() };
+    finish(allocator, &device);
+}
+
 /// A panic in `vkDestroyBuffer` or `vkDestroyImage` while `collect`
 /// carries out a frame's frees still frees the memory the resource was
 /// bound to, and the rest of the frame's frees: unwound past the free, the

@@ -27,6 +27,8 @@ mod device_loss;
 mod held_write_reclaim;
 #[path = "frames/ring_allocation.rs"]
 mod ring_allocation;
+#[path = "frames/ring_chunk_failures.rs"]
+mod ring_chunk_failures;
 #[path = "frames/ring_creation.rs"]
 mod ring_creation;
 #[path = "frames/ring_destroyed_under_a_write.rs"]

@@ -28,6 +28,9 @@ pub struct ContextOptions {
     /// `vkAllocateMemory` calls (1-based, counted per device) that fail with
     /// `ERROR_OUT_OF_DEVICE_MEMORY`.
     pub fail_allocations: Vec<u32>,
+    /// Resource creations and binds that fail, as the layer's options
+    /// take them (`fail-create-buffer=1`, `fail-bind-image=2:host`).
+    pub fail_calls: Vec<String>,
     /// Overrides the profile's `maxMemoryAllocationCount`.
     pub max_allocations: Option<u32>,
     /// Overrides the least alignment of image requirements.
@@ -54,6 +57,16 @@ impl ContextOptions {
     /// Adds a `vkAllocateMemory` call number (from 1) that will fail.
     pub fn fail_allocation(mut self, call: u32) -> Self {
         self.fail_allocations.push(call);
+        self
+    }
+
+    /// Makes the `nth` (from 1) call of the layer's `option`
+    /// (`fail-create-buffer`, `fail-create-image`, `fail-bind-buffer`,
+    /// `fail-bind-image`) fail with `ERROR_OUT_OF_HOST_MEMORY` (`host`)
+    /// or `ERROR_OUT_OF_DEVICE_MEMORY`.
+    pub fn fail_call(mut self, option: &str, nth: u32, host: bool) -> Self {
+        let error = if host { ":host" } else { "" };
+        self.fail_calls.push(format!("{option}={nth}{error}"));
         self
     }
 
@@ -111,6 +124,7 @@ impl ContextOptions {
     /// validation is the validation layer's).
     fn is_empty(&self) -> bool {
         self.fail_allocations.is_empty()
+            && self.fail_calls.is_empty()
             && self.max_allocations.is_none()
             && self.image_alignment.is_none()
             && self.dedicated.is_none()
@@ -124,6 +138,9 @@ impl ContextOptions {
         let mut config = format!("{PROFILE_MARKER}{}", profile.name());
         for call in &self.fail_allocations {
             config.push_str(&format!(",fail-allocation={call}"));
+        }
+        for failure in &self.fail_calls {
+            config.push_str(&format!(",{failure}"));
         }
         if let Some(count) = self.max_allocations {
             config.push_str(&format!(",max-allocations={count}"));

@@ -17,6 +17,8 @@ use super::allocator_setup::buffer_info;
 mod driver_dedicated_memory;
 #[path = "allocator_suite/existing_memory_only.rs"]
 mod existing_memory_only;
+#[path = "allocator_suite/failing_resource_calls.rs"]
+mod failing_resource_calls;
 #[path = "allocator_suite/gpu_data_integrity.rs"]
 mod gpu_data_integrity;
 #[path = "allocator_suite/host_transfers.rs"]

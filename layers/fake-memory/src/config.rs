@@ -16,6 +16,13 @@
 //!   the instance (counting from 1) returns `ERROR_OUT_OF_DEVICE_MEMORY`.
 //!   May be given several times.
 //! - `max-allocations=N`: overrides the profile's `maxMemoryAllocationCount`.
+//! - `fail-create-buffer=N`, `fail-create-image=N`, `fail-bind-buffer=N`,
+//!   `fail-bind-image=N`: the `N`th `vkCreateBuffer`, `vkCreateImage`,
+//!   buffer bind (`vkBindBufferMemory` or `vkBindBufferMemory2[KHR]`) or
+//!   image bind on each device of the instance (counting from 1) returns
+//!   `ERROR_OUT_OF_DEVICE_MEMORY`, or with `N:host`
+//!   `ERROR_OUT_OF_HOST_MEMORY`, making or binding nothing
+//!   (`call_failures.rs`). Each may be given several times.
 //! - `dedicated=prefer` / `dedicated=require`: every buffer and image
 //!   requirements query that asks (`VkMemoryDedicatedRequirements` in the
 //!   output chain) reports that the driver prefers, or requires, a dedicated
@@ -47,6 +54,7 @@
 
 use std::fmt;
 
+use crate::call_failures::{CallFailure, ResourceCall};
 use crate::profile::{ImageAlignment, Profile};
 
 /// Marker that introduces a configuration in the application or engine name.
@@ -65,6 +73,9 @@ pub struct LayerConfig {
     pub profile: &'static Profile,
     /// 1-based `vkAllocateMemory` call numbers (per device) that fail.
     pub fail_allocations: Vec<u64>,
+    /// Resource creations and binds that fail (`fail-create-buffer` and
+    /// the like).
+    pub fail_calls: Vec<CallFailure>,
     /// Overrides `Profile::max_memory_allocation_count`.
     pub max_allocations: Option<u32>,
     /// Overrides `Profile::image_alignment`: every image aligned to this.
@@ -125,13 +136,17 @@ pub enum ConfigError {
     /// `rebar`, `arc`, `apple`, `mali`, `passthrough`.
     UnknownProfile(String),
     /// An option other than `fail-allocation`, `max-allocations`,
-    /// `image-alignment`, `dedicated`, `budget`, `priority` and `refusals`
+    /// `fail-create-buffer`, `fail-create-image`, `fail-bind-buffer`,
+    /// `fail-bind-image`, `image-alignment`, `dedicated`, `budget`,
+    /// `priority` and `refusals`
     /// (or a `dedicated` value other than `prefer` and `require`, a `budget`
     /// or `priority` value other than `on` and `off`, a `refusals` value
     /// other than `quiet` and `loud`).
     UnknownOption(String),
     /// An option value that is not a positive integer (or, for
-    /// `image-alignment`, not a power of two).
+    /// `image-alignment`, not a power of two; for the `fail-create-*` and
+    /// `fail-bind-*` options, not one with an optional `:host` or
+    /// `:device`).
     BadNumber(String),
 }
 
@@ -144,7 +159,7 @@ impl fmt::Display for ConfigError {
             ),
             Self::UnknownOption(option) => write!(
                 f,
-                "unknown option {option:?} (expected fail-allocation=N, max-allocations=N, image-alignment=N, dedicated=prefer|require, budget=on|off, priority=on|off or refusals=quiet|loud)"
+                "unknown option {option:?} (expected fail-allocation=N, max-allocations=N, fail-create-buffer=N[:host], fail-create-image=N[:host], fail-bind-buffer=N[:host], fail-bind-image=N[:host], image-alignment=N, dedicated=prefer|require, budget=on|off, priority=on|off or refusals=quiet|loud)"
             ),
             Self::BadNumber(option) => write!(f, "option {option:?} needs a positive integer"),
         }
@@ -171,6 +186,7 @@ pub fn parse(spec: &str) -> Result<Option<LayerConfig>, ConfigError> {
     let mut config = LayerConfig {
         profile,
         fail_allocations: Vec::new(),
+        fail_calls: Vec::new(),
         max_allocations: None,
         image_alignment: None,
         dedicated: None,
@@ -188,6 +204,12 @@ pub fn parse(spec: &str) -> Result<Option<LayerConfig>, ConfigError> {
                 "require" => DedicatedOverride::Require,
                 _ => return Err(ConfigError::UnknownOption(option.to_owned())),
             });
+            continue;
+        }
+        if let Some(call) = ResourceCall::of_option(key.trim()) {
+            let failure = CallFailure::parse(call, value.trim())
+                .ok_or_else(|| ConfigError::BadNumber(option.to_owned()))?;
+            config.fail_calls.push(failure);
             continue;
         }
         if key.trim() == "refusals" {
@@ -277,6 +299,7 @@ mod tests {
             Some(LayerConfig {
                 profile: &MOBILE,
                 fail_allocations: vec![3, 5],
+                fail_calls: Vec::new(),
                 max_allocations: Some(16),
                 image_alignment: Some(256),
                 dedicated: Some(DedicatedOverride::Require),
@@ -304,6 +327,44 @@ mod tests {
             .unwrap()
             .unwrap()
             .memory_priority());
+    }
+
+    #[test]
+    fn resource_call_failures() {
+        let config = parse(
+            "discrete,fail-create-buffer=2,fail-bind-image=1:host,fail-create-image=4,fail-bind-buffer=3:device,fail-create-buffer=5",
+        )
+        .unwrap()
+        .unwrap();
+        let device = ash::vk::Result::ERROR_OUT_OF_DEVICE_MEMORY;
+        let host = ash::vk::Result::ERROR_OUT_OF_HOST_MEMORY;
+        let failure = |call, nth, result| CallFailure { call, nth, result };
+        assert_eq!(
+            config.fail_calls,
+            vec![
+                failure(ResourceCall::CreateBuffer, 2, device),
+                failure(ResourceCall::BindImage, 1, host),
+                failure(ResourceCall::CreateImage, 4, device),
+                failure(ResourceCall::BindBuffer, 3, device),
+                failure(ResourceCall::CreateBuffer, 5, device),
+            ]
+        );
+        for bad in [
+            "discrete,fail-create-buffer=0",
+            "discrete,fail-bind-image=1:objects",
+            "discrete,fail-create-image=x",
+        ] {
+            assert!(
+                matches!(parse(bad), Err(ConfigError::BadNumber(_))),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            parse("discrete,fail-create-sampler=1"),
+            Err(ConfigError::UnknownOption(_))
+        ));
+        let message = ConfigError::UnknownOption("x".into()).to_string();
+        assert!(message.contains("fail-bind-image=N[:host]"), "{message}");
     }
 
     #[test]

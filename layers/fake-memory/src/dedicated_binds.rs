@@ -45,6 +45,7 @@ use ash::vk;
 use ash::vk::Handle;
 
 use crate::c_interop::pnext_chain;
+use crate::call_failures::{chosen_failure, ResourceCall};
 use crate::config::DedicatedOverride;
 use crate::dispatch_registry::{device_state, DeviceState};
 use crate::ffi_guard::guard;
@@ -239,7 +240,8 @@ unsafe fn infos<'a, T>(infos: *const T, count: u32) -> &'a [T] {
 }
 
 /// `vkBindBufferMemory`: refuses a bind that breaks the dedicated-memory
-/// rules, else binds.
+/// rules, fails one the configuration chose (`call_failures.rs`), else
+/// binds.
 pub(crate) unsafe extern "system" fn bind_buffer_memory(
     device: vk::Device,
     buffer: vk::Buffer,
@@ -252,6 +254,7 @@ pub(crate) unsafe extern "system" fn bind_buffer_memory(
         let Some(state) = (unsafe { device_state(device) }) else {
             return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
         };
+        let failure = chosen_failure(&state, ResourceCall::BindBuffer);
         if let Err(refused) = admit(
             &state,
             NAME,
@@ -261,6 +264,9 @@ pub(crate) unsafe extern "system" fn bind_buffer_memory(
             offset,
         ) {
             return refused;
+        }
+        if let Some(result) = failure {
+            return result;
         }
         let Some(next) = state.next.bind_buffer_memory else {
             return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
@@ -283,8 +289,12 @@ pub(crate) unsafe extern "system" fn bind_image_memory(
         let Some(state) = (unsafe { device_state(device) }) else {
             return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
         };
+        let failure = chosen_failure(&state, ResourceCall::BindImage);
         if let Err(refused) = admit(&state, NAME, false, Resource::Image(image), memory, offset) {
             return refused;
+        }
+        if let Some(result) = failure {
+            return result;
         }
         let Some(next) = state.next.bind_image_memory else {
             return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
@@ -295,7 +305,9 @@ pub(crate) unsafe extern "system" fn bind_image_memory(
 }
 
 /// `vkBindBufferMemory2[KHR]`: refuses the whole call, binding nothing, if
-/// one of its binds breaks the dedicated-memory rules, else binds.
+/// one of its binds breaks the dedicated-memory rules, fails it if the
+/// configuration chose it (`call_failures.rs`; one buffer bind, however
+/// many binds it holds), else binds.
 pub(crate) unsafe extern "system" fn bind_buffer_memory2(
     device: vk::Device,
     count: u32,
@@ -315,8 +327,12 @@ pub(crate) unsafe extern "system" fn bind_buffer_memory2(
                 info.memory_offset,
             )
         });
+        let failure = chosen_failure(&state, ResourceCall::BindBuffer);
         if let Err(refused) = admit_all(&state, NAME, binds) {
             return refused;
+        }
+        if let Some(result) = failure {
+            return result;
         }
         let Some(next) = state.next.bind_buffer_memory2 else {
             return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
@@ -342,8 +358,12 @@ pub(crate) unsafe extern "system" fn bind_image_memory2(
         let binds = unsafe { infos(bind_infos, count) }
             .iter()
             .map(|info| (Resource::Image(info.image), info.memory, info.memory_offset));
+        let failure = chosen_failure(&state, ResourceCall::BindImage);
         if let Err(refused) = admit_all(&state, NAME, binds) {
             return refused;
+        }
+        if let Some(result) = failure {
+            return result;
         }
         let Some(next) = state.next.bind_image_memory2 else {
             return vk::Result::ERROR_OUT_OF_HOST_MEMORY;

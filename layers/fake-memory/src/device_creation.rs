@@ -10,6 +10,7 @@ use std::sync::Arc;
 use ash::vk;
 
 use crate::c_interop::c_str;
+use crate::call_failures::CallCounts;
 use crate::dispatch_registry::{
     instance_state, next_device_fn, next_instance_fn, register_device, DeviceState, FakeDevice,
     NextDeviceFns,
@@ -166,6 +167,7 @@ unsafe fn create_device_impl(
                 handle,
                 &[c"vkInvalidateMappedMemoryRanges"],
             ),
+            create_buffer: next_device_fn(gdpa, handle, &[c"vkCreateBuffer"]),
             create_image: next_device_fn(gdpa, handle, &[c"vkCreateImage"]),
             destroy_image: next_device_fn(gdpa, handle, &[c"vkDestroyImage"]),
             bind_buffer_memory: next_device_fn(gdpa, handle, &[c"vkBindBufferMemory"]),
@@ -255,6 +257,7 @@ unsafe fn create_device_impl(
                 image_kinds: ImageKinds::default(),
                 driver_memory_priority,
                 seen_priorities: SeenPriorities::default(),
+                call_counts: CallCounts::default(),
             })
         }
         _ => None,

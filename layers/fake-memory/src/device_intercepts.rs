@@ -7,7 +7,8 @@
 //! invalidate through a host cache (`host_cache.rs`). The memory
 //! requirements queries are in `requirements_intercepts.rs`, image creation
 //! and destruction (tracking transient attachments and linear images) in
-//! `image_kinds.rs`,
+//! `image_kinds.rs`, buffer creation and the failures of chosen creations
+//! and binds in `call_failures.rs`,
 //! the binds (checked against dedicated memory) in `dedicated_binds.rs`.
 //!
 //! `vkGetDeviceProcAddr` hands out an intercept only when the next layer has
@@ -20,6 +21,7 @@ use std::ffi::{c_char, c_void, CStr};
 use ash::vk;
 
 use crate::c_interop::{pnext_chain, void_fn};
+use crate::call_failures::create_buffer;
 use crate::dedicated_binds::{
     bind_buffer_memory, bind_buffer_memory2, bind_image_memory, bind_image_memory2,
     dedicated_target,
@@ -111,6 +113,7 @@ fn device_intercept(name: &CStr) -> vk::PFN_vkVoidFunction {
                 vk::PFN_vkInvalidateMappedMemoryRanges
             )
         }
+        b"vkCreateBuffer" => void_fn!(create_buffer, vk::PFN_vkCreateBuffer),
         b"vkCreateImage" => void_fn!(create_image, vk::PFN_vkCreateImage),
         b"vkGetDeviceMemoryCommitment" => void_fn!(
             get_device_memory_commitment,

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use ash::vk;
 use ash::vk::Handle;
 
+use crate::call_failures::CallCounts;
 use crate::config::LayerConfig;
 use crate::host_cache::HostCache;
 use crate::image_kinds::ImageKinds;
@@ -201,6 +202,8 @@ pub struct NextDeviceFns {
     pub flush_mapped_memory_ranges: Option<vk::PFN_vkFlushMappedMemoryRanges>,
     /// `vkInvalidateMappedMemoryRanges`.
     pub invalidate_mapped_memory_ranges: Option<vk::PFN_vkInvalidateMappedMemoryRanges>,
+    /// `vkCreateBuffer`.
+    pub create_buffer: Option<vk::PFN_vkCreateBuffer>,
     /// `vkCreateImage`.
     pub create_image: Option<vk::PFN_vkCreateImage>,
     /// `vkDestroyImage`.
@@ -260,6 +263,9 @@ pub struct FakeDevice {
     pub driver_memory_priority: bool,
     /// The priorities of the device's allocations, for the layer's query.
     pub seen_priorities: SeenPriorities,
+    /// The resource creations and binds made so far, which the
+    /// configuration may choose to fail.
+    pub call_counts: CallCounts,
 }
 
 /// What the layer keeps per device.

@@ -18,6 +18,7 @@ use std::sync::Mutex;
 use ash::vk;
 use ash::vk::Handle;
 
+use crate::call_failures::{chosen_failure, write_null, ResourceCall};
 use crate::dispatch_registry::device_state;
 use crate::ffi_guard::guard;
 use crate::memory_accounting::lock;
@@ -76,8 +77,9 @@ impl ImageKinds {
     }
 }
 
-/// `vkCreateImage`: creates, then records a transient-attachment, linear or
-/// depth/stencil image.
+/// `vkCreateImage`: fails a call the configuration chose
+/// (`call_failures.rs`, writing a null handle), else creates, then
+/// records a transient-attachment, linear or depth/stencil image.
 pub(crate) unsafe extern "system" fn create_image(
     device: vk::Device,
     create_info: *const vk::ImageCreateInfo<'_>,
@@ -95,6 +97,11 @@ pub(crate) unsafe extern "system" fn create_image(
             let Some(next) = state.next.create_image else {
                 return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
             };
+            if let Some(result) = chosen_failure(&state, ResourceCall::CreateImage) {
+                // SAFETY: the caller's output handle, when not null.
+                unsafe { write_null(image) };
+                return result;
+            }
             // SAFETY: forwarding the caller's arguments.
             let result = unsafe { next(device, create_info, allocator, image) };
             if let (Some(fake), vk::Result::SUCCESS, false, false) =

@@ -64,6 +64,10 @@
 //!   VUID-vkBindImageMemory-image-01445): lavapipe accepts such binds and
 //!   the validation layer the tests run under (1.3.239) reports none of
 //!   them;
+//! - `vkCreateBuffer`, `vkCreateImage` and the binds: the calls the
+//!   `fail-create-*` and `fail-bind-*` options choose return
+//!   `ERROR_OUT_OF_DEVICE_MEMORY` (or `ERROR_OUT_OF_HOST_MEMORY`) without
+//!   reaching the driver (`call_failures.rs`);
 //! - `vkFreeMemory` (accounting) and `vkMapMemory` / `vkMapMemory2` /
 //!   `vkMapMemory2KHR` (`ERROR_MEMORY_MAP_FAILED` on a type that is not
 //!   host-visible, on non-coherent memory already mapped, whose first
@@ -88,6 +92,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod c_interop;
+pub mod call_failures;
 pub mod config;
 mod dedicated_binds;
 mod device_creation;

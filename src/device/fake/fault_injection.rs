@@ -1,6 +1,6 @@
 //! Fault injection on a [`FakeDevice`]: what a test arranges to go wrong
 //! (capped heaps, failing allocations, maps, flushes and invalidates,
-//! backend calls that panic, slow driver calls, a lost device, budgets
+//! failing buffer creations and binds, backend calls that panic, slow driver calls, a lost device, budgets
 //! and usages as a driver reports them) and the hooks it runs inside waits,
 //! flushes and budget queries. Apart from `mod.rs` because each of these
 //! only sets what the device's calls later read: a test reads this file to
@@ -11,10 +11,16 @@ use super::state::Fault;
 use super::FakeDevice;
 use crate::device::DeviceError;
 
-/// A backend call that [`FakeDevice::panic_on`] makes panic.
+/// A backend call that [`FakeDevice::panic_on`] makes panic, or (those
+/// that return a [`DeviceError`]: [`CreateBuffer`](Self::CreateBuffer) and
+/// [`BindBuffer`](Self::BindBuffer)) that [`FakeDevice::fail_call`] makes
+/// fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FakeCall {
+    /// `vkCreateBuffer` (with the query of the buffer's memory
+    /// requirements): the allocator makes its upload rings' chunks so.
+    CreateBuffer,
     /// `vkMapMemory`.
     Map,
     /// `vkUnmapMemory`.
@@ -91,6 +97,42 @@ impl FakeDevice {
         let mut state = self.state();
         let at = state.counters.allocate_calls.saturating_add(nth);
         state.faults.push(Fault::Allocate { at, error });
+    }
+
+    /// The `nth` call of `call` from now (1: the next one) fails with
+    /// `error`, as a driver's call fails: [`FakeCall::CreateBuffer`] makes
+    /// no buffer, [`FakeCall::BindBuffer`] leaves the buffer unbound; with
+    /// `nth` 0, or a call past `u64::MAX`, none does. A call that breaks a
+    /// rule of the spec is recorded as a violation instead (as the
+    /// validation layer reports it before the driver is called), and a
+    /// buffer creation on a lost device fails with `VK_ERROR_DEVICE_LOST`:
+    /// the failure asked for that call is spent all the same. Each
+    /// kind of call is counted apart, from the device's creation, failed
+    /// calls included but not one that [`panic_on`](Self::panic_on) made
+    /// panic (it panics before it counts); several failures may wait at
+    /// once, and each fails one call. A failure waiting for a call
+    /// that never comes stays unused: it fails no other call.
+    ///
+    /// The allocator calls `vkCreateBuffer` and `vkBindBufferMemory` of
+    /// its backend for its upload rings' chunks only; a test fails them to
+    /// see a ring's creation or growth fail cleanly (TESTING.md, "Failing
+    /// a chosen device call").
+    ///
+    /// # Panics
+    /// For a `call` that returns no [`DeviceError`] (the destroys,
+    /// unmaps and frees cannot fail; maps and invalidates fail through
+    /// [`fail_map`](Self::fail_map) and
+    /// [`fail_invalidate`](Self::fail_invalidate)) or whose failure this
+    /// device does not model ([`FakeCall::SignalQuery`]: lose the device,
+    /// [`lose_device`](Self::lose_device)).
+    pub fn fail_call(&self, call: FakeCall, nth: u64, error: DeviceError) {
+        assert!(
+            matches!(call, FakeCall::CreateBuffer | FakeCall::BindBuffer),
+            "FakeDevice::fail_call: {call:?} cannot be made to fail with a DeviceError"
+        );
+        let mut state = self.state();
+        let at = state.call_count(call).saturating_add(nth);
+        state.faults.push(Fault::Call { call, at, error });
     }
 
     /// Every `vkAllocateMemory` call of `size` bytes or more fails with

@@ -184,7 +184,9 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         size: u64,
         usage: vk::BufferUsageFlags,
     ) -> Result<(vk::Buffer, vk::MemoryRequirements, DedicatedHint), DeviceError> {
+        self.panic_if_asked(FakeCall::CreateBuffer);
         let mut state = self.state();
+        let fault = state.count_call(FakeCall::CreateBuffer);
         if state.device_lost {
             return Err(DeviceError::DeviceLost);
         }
@@ -211,6 +213,10 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
         let Some(required_size) = answer.size(size, usage) else {
             return Err(DeviceError::OutOfDeviceMemory);
         };
+        // A failure a test asked for (`fail_call`), once the call is valid.
+        if let Some(fault) = fault {
+            return Err(fault);
+        }
         let handle = state.create_resource();
         let requirements = vk::MemoryRequirements {
             size: required_size,
@@ -233,14 +239,15 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
     ) -> Result<(), DeviceError> {
         self.panic_if_asked(FakeCall::BindBuffer);
         let device_address = self.layout.buffer_device_address;
-        self.state().bind(
+        let mut state = self.state();
+        let fault = state.count_call(FakeCall::BindBuffer);
+        state.bind(
             &self.layout,
             buffer.as_raw(),
-            memory.as_raw(),
-            offset,
+            (memory.as_raw(), offset),
             device_address,
-        );
-        Ok(())
+            fault,
+        )
     }
 
     unsafe fn destroy_buffer(&self, buffer: vk::Buffer) {

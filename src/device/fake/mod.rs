@@ -8,7 +8,8 @@
 //! the device's bytes are kept apart, `coherence.rs`; host-visible memory
 //! the host cannot back fails with `OUT_OF_HOST_MEMORY`, as a driver's
 //! does), fails on demand (capped heaps, the Nth allocation or map,
-//! `TOO_MANY_OBJECTS`, device loss), and counts every call so a test can prove
+//! `TOO_MANY_OBJECTS`, device loss, the Nth buffer creation or bind with
+//! a chosen error), and counts every call so a test can prove
 //! nothing leaked. It also checks the Vulkan rules a validation layer would
 //! (mapping non-host-visible memory, a memory priority outside [0, 1],
 //! flushing no range or unaligned ranges of

@@ -106,9 +106,23 @@ pub struct RecordedRange {
 
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Fault {
-    Allocate { at: u64, error: DeviceError },
-    Map { at: u64 },
-    Sync { flush: bool, at: u64 },
+    Allocate {
+        at: u64,
+        error: DeviceError,
+    },
+    Map {
+        at: u64,
+    },
+    Sync {
+        flush: bool,
+        at: u64,
+    },
+    /// A call of [`FakeDevice::fail_call`](super::FakeDevice::fail_call).
+    Call {
+        call: super::FakeCall,
+        at: u64,
+        error: DeviceError,
+    },
 }
 
 /// Alignment of the fake mapping pointers (`minMemoryMapAlignment`).
@@ -226,6 +240,9 @@ pub(super) struct State {
     /// Other calls that panic (`FakeDevice::panic_on`): each with the
     /// number of its calls left until the one that panics (1: the next).
     pub(super) panics: Vec<(super::FakeCall, u64)>,
+    /// How many calls of each kind [`FakeDevice::fail_call`](super::FakeDevice::fail_call)
+    /// can fail were made (none yet: absent).
+    call_counts: HashMap<super::FakeCall, u64>,
     /// How long each budget query takes before it reads, and each
     /// `vkFreeMemory` call before and again after it frees, outside the lock.
     pub(super) budget_query_delay: Option<std::time::Duration>,
@@ -274,6 +291,7 @@ impl State {
             allocation_delay: None,
             panic_on_allocation: false,
             panics: Vec::new(),
+            call_counts: HashMap::new(),
             budget_query_delay: None,
             free_delay: None,
             device_lost: false,
@@ -293,6 +311,26 @@ impl State {
         self.next_handle += 1;
         self.signals.insert(self.next_handle, value);
         self.next_handle
+    }
+
+    /// How many calls of `call` were made so far.
+    pub(super) fn call_count(&self, call: super::FakeCall) -> u64 {
+        self.call_counts.get(&call).copied().unwrap_or(0)
+    }
+
+    /// Counts a call of `call`, and returns the error it is to fail with
+    /// if [`FakeDevice::fail_call`](super::FakeDevice::fail_call) asked
+    /// for one (taken: it fails this call only).
+    pub(super) fn count_call(&mut self, call: super::FakeCall) -> Option<DeviceError> {
+        let count = self.call_counts.entry(call).or_insert(0);
+        *count += 1;
+        let at = *count;
+        let due = |fault: &Fault| matches!(*fault, Fault::Call { call: c, at: a, .. } if c == call && a == at);
+        let i = self.faults.iter().position(due)?;
+        match self.faults.remove(i) {
+            Fault::Call { error, .. } => Some(error),
+            _ => None,
+        }
     }
 
     pub(super) fn violation(&mut self, text: String) -> DeviceError {

@@ -1,9 +1,10 @@
 //! The fake device's own edges, which the other tests rely on: reads and
 //! writes whose end passes `u64::MAX`, or of memory the host cannot see,
 //! refused, host-visible memory the host cannot back out of host memory,
-//! faults injected far in the future never firing, and handles that come
-//! back after a free but never repeat across two devices. These check the
-//! test backend, not the allocator.
+//! faults injected far in the future never firing, failures of chosen
+//! buffer creations and binds (`fail_call`) hitting those calls only, and
+//! handles that come back after a free but never repeat across two
+//! devices. These check the test backend, not the allocator.
 
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{DedicatedPolicy, Usage};
@@ -207,4 +208,86 @@ fn a_buffer_whose_requirements_would_pass_u64_max_is_out_of_device_memory() {
     // SAFETY: made above, bound to nothing.
     unsafe { raw.destroy_buffer(largest) };
     raw.assert_clean();
+}
+
+/// `fail_call` fails the `nth` call of its kind from now, once, with the
+/// error asked for, making nothing: the buffer creation makes no buffer,
+/// the bind leaves the buffer unbound (a later bind of it is no second
+/// bind); creations and binds are counted apart (a call made to panic
+/// not at all), several failures may wait at once, and `nth` 0 fails
+/// nothing.
+#[test]
+fn fake_buffer_creations_and_binds_fail_as_asked() {
+    use vk_suballoc::device::fake::FakeCall;
+    use vk_suballoc::device::{AllocationFlags, DeviceError, MemoryDevice, MemoryDeviceExt};
+    let device = FakeDevice::new(FakeLayout::discrete());
+    let usage = ash::vk::BufferUsageFlags::TRANSFER_SRC;
+    device.fail_call(FakeCall::CreateBuffer, 0, DeviceError::OutOfDeviceMemory);
+    device.fail_call(FakeCall::CreateBuffer, 2, DeviceError::TooManyObjects);
+    device.fail_call(FakeCall::CreateBuffer, 3, DeviceError::OutOfHostMemory);
+    device.fail_call(FakeCall::BindBuffer, 1, DeviceError::OutOfDeviceMemory);
+    // SAFETY: a fake device; every object is destroyed or freed once.
+    unsafe {
+        let (buffer, requirements, _) = device.create_buffer(4096, usage).unwrap();
+        assert_eq!(
+            device.create_buffer(4096, usage).map(|_| ()),
+            Err(DeviceError::TooManyObjects)
+        );
+        assert_eq!(
+            device.create_buffer(4096, usage).map(|_| ()),
+            Err(DeviceError::OutOfHostMemory)
+        );
+        assert_eq!(device.live_resources(), 1, "the failed calls made nothing");
+        let (other, _, _) = device.create_buffer(4096, usage).unwrap();
+        let memory_type = requirements.memory_type_bits.trailing_zeros();
+        let memory = device
+            .allocate_memory(requirements.size, memory_type, AllocationFlags::empty())
+            .unwrap();
+        assert_eq!(
+            device.bind_buffer_memory(buffer, memory.raw(), 0),
+            Err(DeviceError::OutOfDeviceMemory)
+        );
+        // Unbound still: this bind is its first.
+        device.bind_buffer_memory(buffer, memory.raw(), 0).unwrap();
+        // A call made to panic is not counted: the next one is the one
+        // asked to fail.
+        device.panic_on(FakeCall::CreateBuffer, 1);
+        device.fail_call(FakeCall::CreateBuffer, 1, DeviceError::OutOfDeviceMemory);
+        let panicked = std::panic::catch_unwind(|| device.create_buffer(4096, usage));
+        assert!(panicked.is_err());
+        assert_eq!(
+            device.create_buffer(4096, usage).map(|_| ()),
+            Err(DeviceError::OutOfDeviceMemory)
+        );
+        device.destroy_buffer(buffer);
+        device.destroy_buffer(other);
+        device.deallocate_memory(memory);
+    }
+    device.assert_clean();
+}
+
+/// `fail_call` refuses, with a panic naming it, a call that returns no
+/// `DeviceError` or whose failure the device does not model, rather than
+/// accept a failure that would never come.
+#[test]
+fn fake_failures_of_calls_that_cannot_fail_are_refused() {
+    use vk_suballoc::device::fake::FakeCall;
+    use vk_suballoc::device::DeviceError;
+    let device = FakeDevice::new(FakeLayout::discrete());
+    for call in [
+        FakeCall::Map,
+        FakeCall::Unmap,
+        FakeCall::SignalQuery,
+        FakeCall::DestroyBuffer,
+        FakeCall::DestroyImage,
+        FakeCall::Invalidate,
+        FakeCall::Free,
+    ] {
+        let refused = std::panic::catch_unwind(|| {
+            device.fail_call(call, 1, DeviceError::OutOfHostMemory);
+        });
+        let message = refused.expect_err("accepted").downcast::<String>().unwrap();
+        assert!(message.contains(&format!("{call:?}")), "{message}");
+    }
+    device.assert_clean();
 }

@@ -1,7 +1,9 @@
 //! The fake limits bite: `heapUsage` and `heapBudget` follow allocations,
 //! a fake heap holds exactly its size, `maxMemoryAllocationCount` (an
 //! override or the mobile profile's own) is enforced and reported, and
-//! `fail-allocation=N` fails exactly the chosen calls, an allocation
+//! `fail-allocation=N` fails exactly the chosen calls (and
+//! `fail-create-buffer=N`, `fail-create-image=N`, `fail-bind-buffer=N`,
+//! `fail-bind-image=N` theirs, binding or making nothing), an allocation
 //! the driver refuses leaves neither bytes nor a count behind, and memory
 //! imported from this device's own export counts once per memory object,
 //! as RADV and ANV count it.
@@ -10,7 +12,7 @@ use ash::vk;
 
 use crate::support::{test_each_fake_profile, Advice, ContextOptions, Profile, VulkanContext};
 
-use super::{allocate, budgeted, expected_budget, free, MIB};
+use super::{allocate, budgeted, create_buffer, expected_budget, free, image_info, MIB};
 
 /// `heapUsage` of every heap.
 fn heap_usage(context: &VulkanContext) -> Vec<u64> {
@@ -111,6 +113,78 @@ test_each_fake_profile!(
         context.assert_no_validation_messages();
     }
 );
+
+/// `fail-create-buffer=N` and its kin fail exactly the Nth call of their
+/// command, counted apart (a `vkBind*Memory2` call counts as one bind),
+/// with the result asked for, and make or bind nothing: the buffer whose
+/// `vkBindBufferMemory` failed binds at the next call, as one never bound.
+/// (After a failed `vkBind*Memory2`, the validation layer (1.3.239) takes
+/// the resource for bound, and reports a second bind as
+/// VUID-VkBindBufferMemoryInfo-buffer-07459: that resource is destroyed
+/// unbound instead, as an application would.)
+#[test]
+fn chosen_creations_and_binds_fail() {
+    let options = ContextOptions::default()
+        .fail_call("fail-create-buffer", 2, true)
+        .fail_call("fail-create-image", 1, false)
+        .fail_call("fail-bind-buffer", 1, false)
+        .fail_call("fail-bind-buffer", 3, true)
+        .fail_call("fail-bind-image", 1, true);
+    let context = VulkanContext::with_options(Profile::Discrete, options);
+    context.allow(Advice::FailingCalls);
+    let device = &context.device;
+    let ood = Some(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
+    let ooh = Some(vk::Result::ERROR_OUT_OF_HOST_MEMORY);
+    let info = vk::BufferCreateInfo::default()
+        .size(4096)
+        .usage(vk::BufferUsageFlags::TRANSFER_SRC);
+    // SAFETY: valid create, allocate and bind infos on the live device;
+    // every object is destroyed or freed once, after its last use.
+    unsafe {
+        let first = create_buffer(&context, 4096);
+        assert_eq!(device.create_buffer(&info, None).err(), ooh);
+        let second = create_buffer(&context, 4096);
+        let third = create_buffer(&context, 4096);
+        assert_eq!(device.create_image(&image_info(), None).err(), ood);
+        let image = device.create_image(&image_info(), None).unwrap();
+        let memory_for = |requirements: vk::MemoryRequirements| {
+            let type_index = requirements.memory_type_bits.trailing_zeros();
+            allocate(&context, type_index, requirements.size).unwrap()
+        };
+        let memories = [
+            memory_for(device.get_buffer_memory_requirements(first)),
+            memory_for(device.get_buffer_memory_requirements(second)),
+            memory_for(device.get_buffer_memory_requirements(third)),
+            memory_for(device.get_image_memory_requirements(image)),
+        ];
+        assert_eq!(device.bind_buffer_memory(first, memories[0], 0).err(), ood);
+        device.bind_buffer_memory(first, memories[0], 0).unwrap();
+        let bind = |buffer, memory| {
+            [vk::BindBufferMemoryInfo::default()
+                .buffer(buffer)
+                .memory(memory)]
+        };
+        assert_eq!(
+            device.bind_buffer_memory2(&bind(second, memories[1])).err(),
+            ooh
+        );
+        device
+            .bind_buffer_memory2(&bind(third, memories[2]))
+            .unwrap();
+        let bind = [vk::BindImageMemoryInfo::default()
+            .image(image)
+            .memory(memories[3])];
+        assert_eq!(device.bind_image_memory2(&bind).err(), ooh);
+        for buffer in [first, second, third] {
+            device.destroy_buffer(buffer, None);
+        }
+        device.destroy_image(image, None);
+        for memory in memories {
+            free(&context, memory);
+        }
+    }
+    context.assert_no_validation_messages();
+}
 
 // An opaque POSIX file descriptor: Unix only.
 #[cfg(unix)]

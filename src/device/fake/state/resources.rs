@@ -14,7 +14,7 @@ use gpu_alloc_types::MemoryPropertyFlags;
 
 use super::{Memory, State};
 use crate::device::fake::FakeLayout;
-use crate::device::DedicatedTarget;
+use crate::device::{DedicatedTarget, DeviceError};
 
 impl State {
     pub(crate) fn create_resource(&mut self) -> u64 {
@@ -24,15 +24,17 @@ impl State {
     }
 
     /// Binds a buffer; `device_address` says whether buffer device address
-    /// is enabled.
+    /// is enabled. A bind that breaks a rule is recorded as a violation
+    /// (and binds nothing); one that breaks none and is to fail with
+    /// `fault` binds nothing and returns it.
     pub(crate) fn bind(
         &mut self,
         layout: &FakeLayout,
         resource: u64,
-        memory: u64,
-        offset: u64,
+        (memory, offset): (u64, u64),
         device_address: bool,
-    ) {
+        fault: Option<DeviceError>,
+    ) -> Result<(), DeviceError> {
         let problem = match self.resources.get(&resource) {
             None => Some("VUID-vkBindBufferMemory-buffer-parameter: unknown buffer"),
             Some(&(bound, _)) if bound != 0 => {
@@ -52,14 +54,16 @@ impl State {
                 }
             },
         };
-        match problem {
-            Some(problem) => self.violations.push(format!(
+        match (problem, fault) {
+            (Some(problem), _) => self.violations.push(format!(
                 "{problem} (buffer {resource:#x}, memory {memory:#x}, offset {offset})"
             )),
-            None => {
+            (None, Some(fault)) => return Err(fault),
+            (None, None) => {
                 self.resources.insert(resource, (memory, offset));
             }
         }
+        Ok(())
     }
 
     /// The device address of `buffer`, as `vkGetBufferDeviceAddress`
