@@ -247,16 +247,17 @@ impl<D> MemoryContext<D> {
 
     /// The remainder turn of `memory_type`'s heap, held while a remainder
     /// block is sized on the heap's [`known_room`](Self::known_room) and
-    /// made (`type_pool/new_block.rs`): another memory type of the heap
-    /// sizes its own once this one is counted in the heap's usage, or
-    /// refused. `None` for a heap the device does not list (no memory of
-    /// it is ever made).
+    /// made (`type_pool/new_block.rs`), until it is counted in the heap's
+    /// usage ([`allocate_memory`](Self::allocate_memory) releases it then,
+    /// before the memory callback and the map) or refused: another memory
+    /// type of the heap sizes its own once this one is counted. `None`
+    /// for a heap the device does not list (no memory of it is ever made).
     ///
-    /// Taken through the pools' [`lock`]: a
-    /// memory callback runs under it (a remainder block's `Allocated`
-    /// event), and one that calls into the allocator for another memory
-    /// type of the heap meets it and no pool lock of its own; debug builds
-    /// then panic, as on a pool's lock, where the thread deadlocked unseen.
+    /// Taken through the pools' [`lock`]: a logger given a line logged
+    /// under it (the block's "allocating" line) that calls into the
+    /// allocator for another memory type of the heap meets it and no pool
+    /// lock of its own; debug builds then panic, as on a pool's lock,
+    /// where the thread deadlocked unseen.
     pub(crate) fn remainder_turn(&self, memory_type: u32) -> Option<Held<'_, ()>> {
         let heap = self.heap_of(memory_type) as usize;
         let turn = self.remainder_turns.get(heap)?;
@@ -371,16 +372,19 @@ mod tests {
     /// budget check, no reading), and returns what frees it.
     fn make(context: &MemoryContext<FakeDevice>, size: u64) -> impl FnOnce() + '_ {
         let new = context
-            .allocate_memory::<crate::device::fake::FakeMemory>(&MemoryRequest {
-                memory_type: VRAM,
-                size,
-                dedicated: None,
-                priority: None,
-                name: None,
-                within_budget: false,
-                export_handle_types: ash::vk::ExternalMemoryHandleTypeFlags::empty(),
-                skip_if_refused: false,
-            })
+            .allocate_memory::<crate::device::fake::FakeMemory>(
+                &MemoryRequest {
+                    memory_type: VRAM,
+                    size,
+                    dedicated: None,
+                    priority: None,
+                    name: None,
+                    within_budget: false,
+                    export_handle_types: ash::vk::ExternalMemoryHandleTypeFlags::empty(),
+                    skip_if_refused: false,
+                },
+                &mut None,
+            )
             .unwrap();
         move || {
             // SAFETY: made above by this context, not mapped (VRAM is not
