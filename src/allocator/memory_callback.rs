@@ -40,12 +40,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`collect`](Self::collect), [`collect_idle`](Self::collect_idle) and
     /// [`wait_and_collect`](Self::wait_and_collect), the lock those calls
     /// carry out their frees under, which other threads' calls to them wait
-    /// for; and, for a default pool's remainder block at a heap's budget
-    /// edge, the heap's remainder turn, which a thread making one in
-    /// another memory type of the heap waits for): it must not call into
-    /// the allocator (it would deadlock on a lock its own thread holds;
-    /// debug builds panic instead, with a message that says so; a call
-    /// into another allocator is fine), must not wait for a lock of the
+    /// for), but none of the memory's heap (made memory is counted in the
+    /// heap's usage before its `Allocated` event, freed memory taken out
+    /// after its `Freed` one: other memory types of the heap make and free
+    /// theirs meanwhile): it must not call into the allocator (it would
+    /// deadlock on a lock its own thread holds; debug builds panic
+    /// instead, with a message that says so; a call into another
+    /// allocator is fine), must not wait for a lock of the
     /// application's that a thread calling into this allocator may hold
     /// (that thread may be waiting for a lock the callback's thread
     /// holds), and should be quick.

@@ -75,18 +75,19 @@
 //! No two pools' locks are ever held together, so threads in different
 //! memory types or pools wait for each other only at 0, 1, 2, 5, 6 and 7.
 //! The memory callback ([`Allocator::set_memory_callback`]) runs under 4
-//! (and under 5 for a remainder block, and under 0 when its caller holds
-//! it), never under 1, 2, 6 or 7; `log`
-//! calls run under any of them. Neither may call into the allocator: a
+//! (and under 0 when its caller holds it), never under 1, 2, 5, 6 or 7
+//! (a remainder block's turn, 5, is released with 6 once the block is
+//! counted, before its `Allocated` event, its map and its debug fill);
+//! `log` calls run under any of them. Neither may call into the allocator: a
 //! `std` mutex locked again by the thread that holds it deadlocks (or
 //! panics). Debug builds catch it on the mutexes:
 //! `memory::held_lock::lock` (and its `try_lock`, `end_frame`'s) records
 //! which ones each thread holds and panics, with a message naming the
 //! callback, on one the thread holds already (a call into another
 //! allocator meets none and goes through). The pools' locks and the
-//! heaps' remainder turns (4 and 5) are taken through it: a callback run
-//! for a remainder block that asks for memory of another memory type of
-//! the heap meets no pool lock of its own, but the heap's remainder turn.
+//! heaps' remainder turns (4 and 5) are taken through it: a logger given
+//! a line logged under a remainder turn that asks for memory of another
+//! memory type of the heap meets no pool lock of its own, but the turn.
 //! Release builds, and the read-write lock of the custom pools' table,
 //! check nothing. Every lock carries on after a panic poisoned it
 //! (`held_lock::lock`): a critical

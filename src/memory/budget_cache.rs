@@ -21,9 +21,9 @@
 //! type (smaller blocks, dedicated memory): it is taken once the request
 //! needs new memory there ([`BudgetCache::begin_request`]), not once per
 //! memory object tried. A block that empties asks whether its heap is
-//! over budget on the estimate however stale, which reads the driver only
-//! when it was never read ([`BudgetCache::is_unread`]): the free path
-//! never waits for the driver but that once.
+//! over budget on the estimate however stale, which never reads the
+//! driver (the request that made the block read it first): the free path
+//! never waits for the driver.
 //!
 //! The cache is locked only to decide, store and estimate, never while the
 //! driver answers (as VMA's `UpdateVulkanBudget`): threads making or freeing
@@ -69,14 +69,6 @@ impl BudgetCache {
             None => true,
             Some(reading) => self.objects_since >= REREAD_AFTER || reading.number <= self.expired,
         }
-    }
-
-    /// Whether the figures were never read: the free path's budget check
-    /// (`Read::Cached`, `context/budgets.rs`) reads the driver only then,
-    /// not every [`REREAD_AFTER`] objects nor after a frame ends (a driver
-    /// query, milliseconds on some, has no place on a free).
-    pub(crate) fn is_unread(&self) -> bool {
-        self.reading.is_none()
     }
 
     /// Whether a request found over budget on the estimate is to be checked
@@ -220,12 +212,11 @@ mod tests {
         assert_eq!(cache.estimate(&own(0)).unwrap()[0].usage, 0);
     }
 
-    /// The free path's figures are read once: neither the objects counted
-    /// nor a frame's end make them unread.
+    /// The free path's figures (one heap's estimate, never read again):
+    /// none before the first reading; then the reading, however stale.
     #[test]
-    fn the_cached_figures_are_read_only_once() {
+    fn the_cached_figures_are_the_last_reading_however_stale() {
         let mut cache = BudgetCache::default();
-        assert!(cache.is_unread());
         assert_eq!(cache.estimate_heap(0, 0), None);
         read(&mut cache, heap0(MIB, 0), own(0));
         for _ in 0..REREAD_AFTER {
@@ -233,7 +224,7 @@ mod tests {
         }
         cache.expire();
         assert!(cache.is_stale());
-        assert!(!cache.is_unread());
+        assert_eq!(cache.estimate_heap(0, 0), Some(heap0(MIB, 0)[0]));
     }
 
     /// Read again after `REREAD_AFTER` memory objects, or once expired.

@@ -5,7 +5,7 @@
 //! lock of the allocator is taken through [`lock`] or [`try_lock`] (the
 //! allocator module's "Locks" section), and so is each heap's remainder
 //! turn ([`MemoryContext::remainder_turn`](crate::memory::context::MemoryContext::remainder_turn)),
-//! under which a memory callback runs too.
+//! under which lines are logged too.
 
 use std::sync::{Mutex, MutexGuard, TryLockError};
 

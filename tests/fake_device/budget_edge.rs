@@ -692,6 +692,151 @@ fn a_remainder_block_sized_meanwhile_in_another_memory_type_leaves_half_the_room
     }
 }
 
+/// The remainder turn spans the least block too, tried once the driver
+/// refused the remainder block: with 2 MiB of heap 0's budget left on the
+/// resizable-BAR layout, a block-only request of 300 KiB in memory type 1
+/// tries a 1 MiB block, which the driver refuses (once), then its least
+/// block, 512 KiB. It is held on its debug line "allocating 524288 bytes
+/// of memory type 1", logged under the turn, while a frame ends (which
+/// forgets the heap's refusal of 1 MiB: the next remainder block is no
+/// longer sized below it) and a thread of memory type 4 asks for 256
+/// bytes, until that thread is done or 300 ms have passed (a thread
+/// waiting for the turn, as it should, says so through no hook: the wait
+/// ends on the clock only then, and the outcome does not depend on it).
+/// Sized once the least block is counted, type 4's block is 512 KiB
+/// (half of the 1.5 MiB left would be 768 KiB) and 1 MiB stays; with the
+/// turn released before the least block, it was sized on the 2 MiB that
+/// type 1 had read: 1 MiB, and 512 KiB stayed.
+#[test]
+fn the_least_block_after_a_refused_remainder_block_is_made_under_the_turn() {
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+    use vk_suballoc::device::DeviceError;
+    let test = "the_least_block_after_a_refused_remainder_block_is_made_under_the_turn";
+    let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
+    let (budget, others) = (100 * MIB, 98 * MIB);
+    device.set_heap_budget(0, budget, others);
+    device.cap_heap(0, budget - others);
+    // The ladder's blocks (4 MiB and up) are over the budget, refused
+    // without a call: the first call is type 1's 1 MiB remainder block.
+    device.fail_allocation(1, DeviceError::OutOfDeviceMemory);
+    let in_type = |memory_type: u32, size: u64| {
+        let mut request = device_local(size).dedicated(DedicatedPolicy::Never);
+        request.requirements.memory_type_bits = 1 << memory_type;
+        request
+    };
+    let (at_least, at_least_rx) = channel::<()>();
+    let (go, go_rx) = channel::<()>();
+    let (done, done_rx) = channel::<()>();
+    let live: Vec<Allocation> = std::thread::scope(|scope| {
+        let allocator = &allocator;
+        let held = scope.spawn(move || {
+            super::leak_log::on_line_with(
+                "allocating 524288 bytes of memory type 1 (",
+                move || {
+                    at_least.send(()).unwrap();
+                    let _ = done_rx.recv_timeout(Duration::from_millis(300));
+                },
+            );
+            allocator.allocate(&in_type(1, 300 * KIB)).unwrap()
+        });
+        let other = scope.spawn(move || {
+            go_rx.recv().unwrap();
+            let allocation = allocator.allocate(&in_type(4, 256));
+            let _ = done.send(());
+            allocation.unwrap()
+        });
+        at_least_rx.recv().unwrap();
+        device.signal_fence(end_frame(allocator, &device));
+        go.send(()).unwrap();
+        vec![held.join().unwrap(), other.join().unwrap()]
+    });
+    let types: Vec<u32> = live.iter().map(Allocation::memory_type).collect();
+    let (sizes, room) = heap_blocks_and_room(&allocator, &device);
+    let counters = device.counters();
+    println!("{test}: blocks {sizes:?}, {room} bytes left, {counters:?}");
+    assert_eq!(types, [1, 4], "{test}");
+    // Type 1's refused 1 MiB, its 512 KiB and type 4's block.
+    assert_eq!((counters.allocate_calls, counters.allocations), (3, 2));
+    assert_eq!(
+        (sizes.as_slice(), room),
+        ([512 * KIB, 512 * KIB].as_slice(), MIB),
+        "{test}: blocks and room left of 2 MiB: type 4's block was sized before type 1's least block was counted"
+    );
+    free_all_and_finish(allocator, &device, live);
+}
+
+/// The remainder turn orders remainder blocks only: dedicated memory (as
+/// a custom pool's block, or another type's ladder block) made while a
+/// remainder block is sized takes room that block was sized on, and the
+/// budget check alone decides. With 2 MiB of heap 0's budget left on the
+/// resizable-BAR layout, 256 bytes in memory type 1 size a 1 MiB
+/// remainder block (half the room), and are held on its debug line
+/// ("allocating 1048576 bytes of memory type 1", under the turn) while
+/// another thread makes 1 MiB of dedicated memory in memory type 4, held
+/// to the budget. Both fit, the budget is never passed (the driver, its
+/// heap capped where the budget ends, refuses nothing), and no room is
+/// left: a remainder block leaves half the room only of what it read.
+#[test]
+fn dedicated_memory_made_while_a_remainder_block_is_sized_takes_the_room_it_leaves() {
+    use std::sync::mpsc::channel;
+    let test = "dedicated_memory_made_while_a_remainder_block_is_sized_takes_the_room_it_leaves";
+    let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
+    let (budget, others) = (100 * MIB, 98 * MIB);
+    device.set_heap_budget(0, budget, others);
+    device.cap_heap(0, budget - others);
+    let (go, go_rx) = channel::<()>();
+    let (done, done_rx) = channel::<()>();
+    let live: Vec<Allocation> = std::thread::scope(|scope| {
+        let allocator = &allocator;
+        let dedicated = scope.spawn(move || {
+            go_rx.recv().unwrap();
+            let mut request = device_local(MIB)
+                .dedicated(DedicatedPolicy::Always)
+                .within_budget();
+            request.requirements.memory_type_bits = 1 << 4;
+            let allocation = allocator.allocate(&request);
+            done.send(()).unwrap();
+            allocation.unwrap()
+        });
+        let remainder = scope.spawn(move || {
+            // The other thread takes neither this pool's lock nor the
+            // remainder turn: it is waited for, not raced (the timeout
+            // fails the test, should dedicated memory ever wait for the
+            // turn, rather than hang it).
+            super::leak_log::on_line_with(
+                "allocating 1048576 bytes of memory type 1 (",
+                move || {
+                    go.send(()).unwrap();
+                    done_rx
+                        .recv_timeout(std::time::Duration::from_secs(20))
+                        .expect("the dedicated memory waited for the remainder turn");
+                },
+            );
+            let mut request = device_local(256);
+            request.requirements.memory_type_bits = 1 << 1;
+            allocator.allocate(&request).unwrap()
+        });
+        vec![remainder.join().unwrap(), dedicated.join().unwrap()]
+    });
+    let types: Vec<u32> = live.iter().map(Allocation::memory_type).collect();
+    let (sizes, room) = heap_blocks_and_room(&allocator, &device);
+    let counters = device.counters();
+    println!("{test}: memory objects {sizes:?}, {room} bytes left, {counters:?}");
+    assert_eq!(types, [1, 4], "{test}");
+    assert_eq!(
+        (sizes.as_slice(), room),
+        ([MIB, MIB].as_slice(), 0),
+        "{test}: memory objects and room left of 2 MiB"
+    );
+    assert_eq!(
+        (counters.allocate_calls, counters.allocations),
+        (2, 2),
+        "{test}: the driver refused memory past the budget"
+    );
+    free_all_and_finish(allocator, &device, live);
+}
+
 /// `allocate_mut` (`&mut self`, no pool lock) at the edge takes remainder
 /// blocks as `allocate` does, the heap's remainder turn included: with
 /// 2 MiB of heap 0's budget left on the resizable-BAR layout, 256 bytes

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use ash::vk::Handle;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{
-    AllocationDesc, Config, DedicatedPolicy, MemoryEvent, MemoryEventKind, PoolDesc, Request,
-    ResourceKind, Usage,
+    Allocation, AllocationDesc, Config, DedicatedPolicy, Error, MemoryEvent, MemoryEventKind,
+    PoolDesc, Request, ResourceKind, Usage,
 };
 
 use super::{
@@ -401,21 +401,22 @@ fn a_callback_calling_into_the_allocator_on_an_aged_release_panics_instead_of_de
     device.assert_clean();
 }
 
-/// The same under a heap's remainder turn, which a remainder block's
-/// `Allocated` event runs under (the allocator module's "Locks"): a
-/// callback that calls into the allocator for another memory type of the
-/// heap at its edge (the resizable-BAR layout's types 1 and 4 share heap
-/// 0) meets no pool lock of its own, but the heap's remainder turn, which
-/// its thread holds. It deadlocked there in debug builds too, unseen (the
-/// turn was not recorded); it panics as on a pool's lock. Run on a thread
-/// of its own, so that a deadlock fails the test rather than hang it.
-#[cfg(debug_assertions)]
+/// A remainder block's `Allocated` event runs once the block is counted
+/// in its heap's usage, and the heap's remainder turn is released by
+/// then, as its turn is (the allocator module's "Locks"): a callback that
+/// calls into the allocator for another memory type of the heap at its
+/// edge (the resizable-BAR layout's types 1 and 4 share heap 0, with
+/// 2 MiB of its budget left) meets no lock its thread holds, and goes
+/// through, in every build, as a call into another allocator does. The
+/// other type's remainder block is sized on the room the first one left:
+/// 1 MiB for type 1, then 512 KiB for type 4, and 512 KiB stay. Held over
+/// the callback, the turn was met there: debug builds panicked (the lock
+/// checker), release builds deadlocked. Run on a thread of its own, so
+/// that a deadlock fails the test rather than hang it.
 #[test]
-fn a_callback_calling_into_the_allocator_under_a_remainder_turn_panics_instead_of_deadlocking() {
+fn a_callback_of_a_remainder_block_runs_with_the_heaps_remainder_turn_released() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{OnceLock, Weak};
-
-    use super::FakeAllocator;
 
     const MIB: u64 = 1 << 20;
     let (mut allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
@@ -430,14 +431,20 @@ fn a_callback_calling_into_the_allocator_under_a_remainder_turn_panics_instead_o
     };
     let shared: Arc<OnceLock<Weak<FakeAllocator>>> = Arc::default();
     let reenter = Arc::new(AtomicBool::new(true));
-    let (target, flag) = (Arc::clone(&shared), Arc::clone(&reenter));
+    let inner: Arc<Mutex<Option<Result<Allocation, Error>>>> = Arc::default();
+    let (target, flag, made) = (
+        Arc::clone(&shared),
+        Arc::clone(&reenter),
+        Arc::clone(&inner),
+    );
     allocator.set_memory_callback(move |event| {
         if event.kind == MemoryEventKind::Allocated
             && event.memory_type == 1
             && flag.swap(false, Ordering::Relaxed)
         {
             if let Some(allocator) = target.get().and_then(Weak::upgrade) {
-                let _ = allocator.allocate(&in_type(4));
+                let allocation = allocator.allocate(&in_type(4));
+                *made.lock().unwrap() = Some(allocation);
             }
         }
     });
@@ -445,16 +452,82 @@ fn a_callback_calling_into_the_allocator_under_a_remainder_turn_panics_instead_o
     shared.set(Arc::downgrade(&allocator)).unwrap();
 
     let at_edge = Arc::clone(&allocator);
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let outcome = catch_unwind(AssertUnwindSafe(|| at_edge.allocate(&in_type(1))));
+        let _ = sender.send(outcome.map_err(|panic| super::panic_message(&*panic).to_owned()));
+    });
+    let outer = receiver
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("allocate deadlocked: the callback's call met the heap's remainder turn")
+        .unwrap_or_else(|message| {
+            panic!("the callback's call into another memory type of the heap panicked: {message}")
+        })
+        .unwrap();
+    thread.join().unwrap();
+    let inner = inner
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the callback ran")
+        .unwrap();
+    assert_eq!((outer.memory_type(), inner.memory_type()), (1, 4));
+    let mut sizes: Vec<u64> = device.live_allocations().iter().map(|m| m.size).collect();
+    sizes.sort_unstable();
+    assert_eq!(
+        sizes,
+        [MIB / 2, MIB],
+        "type 4's block sized on the room type 1's left"
+    );
+    let figures = allocator.budgets()[0];
+    assert_eq!(figures.budget - figures.usage, MIB / 2);
+    free(&allocator, outer);
+    free(&allocator, inner);
+    let allocator = Arc::try_unwrap(allocator).unwrap();
+    drop(allocator);
+    device.assert_clean();
+}
+
+/// The remainder turn is still taken through the debug lock check: a
+/// logger given the remainder block's debug line ("allocating 1048576
+/// bytes of memory type 1", logged under the turn) that calls into the
+/// allocator for memory type 4, of the same heap, meets no pool lock of
+/// its own but the turn its thread holds, and debug builds panic there
+/// rather than deadlock. (The memory callback, which ran under the turn
+/// and met it so, no longer does:
+/// [`a_callback_of_a_remainder_block_runs_with_the_heaps_remainder_turn_released`].)
+#[cfg(debug_assertions)]
+#[test]
+fn a_logger_calling_into_the_allocator_under_a_remainder_turn_panics_instead_of_deadlocking() {
+    const MIB: u64 = 1 << 20;
+    let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
+    // 2 MiB of heap 0's budget left: a 256-byte request takes a 1 MiB
+    // remainder block.
+    device.set_heap_budget(0, 100 * MIB, 98 * MIB);
+    device.cap_heap(0, 2 * MIB);
+    let in_type = |memory_type: u32| {
+        let mut request = buffer(256, 256, Usage::DEVICE_LOCAL);
+        request.requirements.memory_type_bits = 1 << memory_type;
+        request
+    };
+    let allocator = Arc::new(allocator);
+    let at_edge = Arc::clone(&allocator);
     let message = panic_message_on_a_thread(
         move || {
+            let reentrant = Arc::clone(&at_edge);
+            super::leak_log::on_line_with(
+                "allocating 1048576 bytes of memory type 1 (",
+                move || {
+                    let _ = reentrant.allocate(&in_type(4));
+                },
+            );
             let _ = at_edge.allocate(&in_type(1));
         },
-        "allocate deadlocked: the callback's call met the heap's remainder turn, unseen",
+        "allocate deadlocked: the logger's call met the heap's remainder turn, unseen",
     );
     assert_eq!(message, REENTRY_PANIC);
 
-    // The block made for the request was freed again, and the allocator
-    // works on: the two memory types take their remainder blocks.
+    // Nothing was made, and the allocator works on.
     assert_eq!(device.live_allocations().len(), 0);
     let first = allocator.allocate(&in_type(1)).unwrap();
     let second = allocator.allocate(&in_type(4)).unwrap();

@@ -61,8 +61,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// follows (`TypePool::block_emptied`, VMA's `VmaBlockVector::Free`),
     /// applied to blocks that emptied before other processes took the
     /// heap past its budget, or that emptied on an estimate not read since
-    /// (the free path asks the driver only when the figures were never
-    /// read: `BudgetCache::is_unread`). VMA reads the figures at
+    /// (the free path never asks the driver). VMA reads the figures at
     /// every `vmaSetCurrentFrameIndex`; here they are read only when some
     /// memory type keeps an empty block it could release. Without
     /// `VK_EXT_memory_budget` there is nothing to read (the budget is

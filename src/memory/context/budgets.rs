@@ -175,20 +175,17 @@ impl<D> MemoryContext<D> {
         };
         let own = usage.load(Ordering::Relaxed);
         let driver = if self.properties.memory_budget {
-            let estimate = {
-                let cache = self.budget_cache();
-                if read.is_due(&cache) {
-                    None
-                } else {
-                    cache.estimate_heap(heap, own)
-                }
-            };
-            match estimate {
-                Some(estimate) => estimate,
-                // A reading is due (or none was ever stored): the whole
-                // table's, which takes it.
-                None => return self.budgets(read).get(heap).copied(),
+            let cache = self.budget_cache();
+            if read.is_due(&cache) {
+                // The whole table's, which takes the reading.
+                drop(cache);
+                return self.budgets(read).get(heap).copied();
             }
+            // Not due, so read before; but the free path's `Read::Cached`
+            // never reads, and with no reading yet (which no block it can
+            // release leaves: `heap_at_or_over_budget`) has none of the
+            // driver's figures, as `budgets` without them.
+            cache.estimate_heap(heap, own).unwrap_or_default()
         } else {
             HeapBudget::default()
         };
@@ -199,14 +196,21 @@ impl<D> MemoryContext<D> {
 
     /// Whether the heap of `memory_type` is at or over its budget (its
     /// usage at least its budget: VMA's `budgetExceeded` in
-    /// `VmaBlockVector::Free`), on the cached figures ([`Read::Cached`]): the driver's as last read
-    /// plus this allocator's own changes since, or, without
-    /// `VK_EXT_memory_budget`, `budget_fraction` of the heap and this
-    /// allocator's usage. The driver is asked only when it never was.
+    /// `VmaBlockVector::Free`), on the cached figures ([`Read::Cached`]):
+    /// the driver's as last read plus this allocator's own changes since,
+    /// or, without `VK_EXT_memory_budget`, `budget_fraction` of the heap
+    /// and this allocator's usage. The driver is never asked, and need not
+    /// be: a block that empties asks this only when its pool holds more
+    /// than its `min_blocks` (a custom pool's, made without a budget
+    /// check; none in a default pool), and every block past those was made
+    /// by a request whose first attempt, within the budget, read the
+    /// figures. (With no reading, it would answer as without the
+    /// extension, as [`budgets`](Self::budgets) does when the driver gives
+    /// none.)
     ///
     /// # Time complexity
-    /// O(1) (one heap's estimate, [`heap_figures`](Self::heap_figures));
-    /// no driver call but the first (then O(heaps)).
+    /// O(1) (one heap's estimate, [`heap_figures`](Self::heap_figures)),
+    /// no driver call.
     pub(crate) fn heap_at_or_over_budget<M>(&self, memory_type: u32) -> bool
     where
         D: MemoryDeviceExt<M>,
@@ -247,16 +251,17 @@ impl<D> MemoryContext<D> {
 
     /// The remainder turn of `memory_type`'s heap, held while a remainder
     /// block is sized on the heap's [`known_room`](Self::known_room) and
-    /// made (`type_pool/new_block.rs`): another memory type of the heap
-    /// sizes its own once this one is counted in the heap's usage, or
-    /// refused. `None` for a heap the device does not list (no memory of
-    /// it is ever made).
+    /// made (`type_pool/new_block.rs`), until it is counted in the heap's
+    /// usage ([`allocate_memory`](Self::allocate_memory) releases it then,
+    /// before the memory callback and the map) or refused: another memory
+    /// type of the heap sizes its own once this one is counted. `None`
+    /// for a heap the device does not list (no memory of it is ever made).
     ///
-    /// Taken through the pools' [`lock`]: a
-    /// memory callback runs under it (a remainder block's `Allocated`
-    /// event), and one that calls into the allocator for another memory
-    /// type of the heap meets it and no pool lock of its own; debug builds
-    /// then panic, as on a pool's lock, where the thread deadlocked unseen.
+    /// Taken through the pools' [`lock`]: a logger given a line logged
+    /// under it (the block's "allocating" line) that calls into the
+    /// allocator for another memory type of the heap meets it and no pool
+    /// lock of its own; debug builds then panic, as on a pool's lock,
+    /// where the thread deadlocked unseen.
     pub(crate) fn remainder_turn(&self, memory_type: u32) -> Option<Held<'_, ()>> {
         let heap = self.heap_of(memory_type) as usize;
         let turn = self.remainder_turns.get(heap)?;
@@ -284,9 +289,9 @@ impl<D> MemoryContext<D> {
 pub(super) enum Read {
     /// When the cache is stale ([`BudgetCache::is_stale`]).
     WhenStale,
-    /// Only when never read: the last reading plus this allocator's own
-    /// changes since, however stale ([`BudgetCache::is_unread`]). For the
-    /// free path, which must not wait for the driver.
+    /// Never: the last reading plus this allocator's own changes since,
+    /// however stale. For the free path, which must not wait for the
+    /// driver.
     Cached,
     /// When stale or not read since the request began
     /// ([`BudgetCache::needs_recheck`]).
@@ -300,7 +305,7 @@ impl Read {
     fn is_due(self, cache: &BudgetCache) -> bool {
         match self {
             Read::WhenStale => cache.is_stale(),
-            Read::Cached => cache.is_unread(),
+            Read::Cached => false,
             Read::ForRecheck => cache.needs_recheck(),
             Read::Always => true,
         }
@@ -371,16 +376,19 @@ mod tests {
     /// budget check, no reading), and returns what frees it.
     fn make(context: &MemoryContext<FakeDevice>, size: u64) -> impl FnOnce() + '_ {
         let new = context
-            .allocate_memory::<crate::device::fake::FakeMemory>(&MemoryRequest {
-                memory_type: VRAM,
-                size,
-                dedicated: None,
-                priority: None,
-                name: None,
-                within_budget: false,
-                export_handle_types: ash::vk::ExternalMemoryHandleTypeFlags::empty(),
-                skip_if_refused: false,
-            })
+            .allocate_memory::<crate::device::fake::FakeMemory>(
+                &MemoryRequest {
+                    memory_type: VRAM,
+                    size,
+                    dedicated: None,
+                    priority: None,
+                    name: None,
+                    within_budget: false,
+                    export_handle_types: ash::vk::ExternalMemoryHandleTypeFlags::empty(),
+                    skip_if_refused: false,
+                },
+                &mut None,
+            )
             .unwrap();
         move || {
             // SAFETY: made above by this context, not mapped (VRAM is not
@@ -390,19 +398,24 @@ mod tests {
     }
 
     /// One heap's figures as its two readers take them, and when each
-    /// asks the driver: `heap_at_or_over_budget` (the free path) only
-    /// when the figures were never read, `known_room` (a remainder
-    /// block's size) whenever they are stale (a frame ended, or
-    /// `REREAD_AFTER` objects since); between readings, both follow this
-    /// allocator's own memory without a reading.
+    /// asks the driver: `heap_at_or_over_budget` (the free path) never,
+    /// `known_room` (a remainder block's size) whenever they are stale
+    /// (never read, a frame ended, or `REREAD_AFTER` objects since);
+    /// between readings, both follow this allocator's own memory without
+    /// a reading.
     #[test]
     fn one_heaps_figures_are_read_when_each_reader_says() {
         let (context, device) = new_context(FakeLayout::discrete(), Config::default());
-        device.set_heap_budget(0, 100 * MIB, 40 * MIB);
-        // Never read: the free path reads once.
+        // Never read: the free path does not read either, and has none of
+        // the driver's figures (`budget_fraction` of the heap, its own
+        // usage: not over, where the driver would say at its budget).
+        device.set_heap_budget(0, 100 * MIB, 100 * MIB);
         assert!(!context.heap_at_or_over_budget(VRAM));
-        assert_eq!(reads(&device), 1);
+        assert_eq!(reads(&device), 0);
+        device.set_heap_budget(0, 100 * MIB, 40 * MIB);
         assert_eq!(context.known_room(VRAM, true), 60 * MIB);
+        assert_eq!(reads(&device), 1);
+        assert!(!context.heap_at_or_over_budget(VRAM));
         assert_eq!(context.known_room(VRAM, false), 8 * GIB);
         assert_eq!(reads(&device), 1);
         // Others take 30 MiB more and a frame ends: the free path keeps

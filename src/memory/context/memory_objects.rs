@@ -24,6 +24,7 @@ use crate::device::{
     DEDICATED_ONLY_HANDLE_TYPES,
 };
 use crate::memory::events::{MemoryEvent, MemoryEventKind};
+use crate::memory::held_lock::Held;
 use crate::memory::mapping::MappedPtr;
 use crate::Error;
 
@@ -83,9 +84,17 @@ impl<D> MemoryContext<D> {
     /// last refused (`context/refusals.rs`), and for memory that would take
     /// this allocator's memory in its heap past the heap's
     /// `Config::heap_size_limits` entry. Nothing is leaked on error.
+    ///
+    /// `remainder_turn`, the heap's remainder turn when a remainder block
+    /// is made under it (`type_pool/new_block.rs`), is released as soon as
+    /// the memory is counted in the heap's usage, with the heap's turn:
+    /// the callback, the map (and the caller's debug fill) run without it,
+    /// and another memory type of the heap sizes its remainder block
+    /// meanwhile. Kept on error, for the block's next attempt.
     pub(crate) fn allocate_memory<M>(
         &self,
         request: &MemoryRequest<'_>,
+        remainder_turn: &mut Option<Held<'_, ()>>,
     ) -> Result<NewMemory<M>, Error>
     where
         D: MemoryDeviceExt<M>,
@@ -264,6 +273,10 @@ impl<D> MemoryContext<D> {
         self.made_in_heap(heap, request.size);
         self.heap_usage[heap as usize].fetch_add(request.size, Ordering::Relaxed);
         drop(heap_turn);
+        // Counted: another memory type of the heap may size its remainder
+        // block on the room this one left. A failed map, or a panic of
+        // the callback, frees it again, which only gives room back.
+        drop(remainder_turn.take());
         self.budget_cache().count_object();
         let told = self.tell(
             MemoryEventKind::Allocated,

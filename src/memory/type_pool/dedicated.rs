@@ -39,6 +39,7 @@ impl<M> TypePool<M> {
             &name,
             request,
             false,
+            &mut None,
         )?;
         let raw = context.device.raw_memory(&new.memory);
         let key = self.dedicated.insert(DedicatedMemory {

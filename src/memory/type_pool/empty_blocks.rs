@@ -41,7 +41,7 @@ impl<M> TypePool<M> {
     /// `Config::empty_block_frames` frames later. The budget is the cached
     /// estimate ([`MemoryContext::heap_at_or_over_budget`]), taken as the
     /// block empties, before anything is released: no driver call on the
-    /// free path (but the first, when none was ever made).
+    /// free path.
     #[cold]
     #[inline(never)]
     pub(super) fn block_emptied<D: MemoryDeviceExt<M>>(

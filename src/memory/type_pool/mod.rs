@@ -58,6 +58,7 @@ use ash::vk;
 
 use super::block::{Block, DedicatedMemory};
 use super::context::{MemoryContext, MemoryRequest, NewMemory};
+use super::held_lock::Held;
 use super::runs::Runs;
 use super::slab::{Slab, SlabKey};
 use crate::device::{DedicatedTarget, MemoryDeviceExt};
@@ -292,7 +293,7 @@ impl<M> TypePool<M> {
         while self.counters.blocks < self.policy.min_blocks {
             // Unwind safety: a block is in the pool whole or not at all.
             let made = panic::catch_unwind(AssertUnwindSafe(|| {
-                self.create_block(context, size, &request, false)
+                self.create_block(context, size, &request, false, &mut None)
             }));
             match made {
                 Ok(Ok(_)) => {}
@@ -364,7 +365,9 @@ impl<M> TypePool<M> {
     /// for that, exportable as the pool's policy says; the pool's serial
     /// advances when it is made. With `skip_if_refused`, the heap's
     /// remembered refusal of `size` bytes or fewer answers instead of the
-    /// driver ([`MemoryRequest::skip_if_refused`]).
+    /// driver ([`MemoryRequest::skip_if_refused`]). `remainder_turn` is
+    /// released once the memory is counted in the heap's usage
+    /// ([`MemoryContext::allocate_memory`]).
     ///
     /// # Errors
     /// Those of [`MemoryContext::allocate_memory`].
@@ -378,17 +381,21 @@ impl<M> TypePool<M> {
         name: &str,
         request: &PoolRequest<'_>,
         skip_if_refused: bool,
+        remainder_turn: &mut Option<Held<'_, ()>>,
     ) -> Result<NewMemory<M>, Error> {
-        let new = context.allocate_memory::<M>(&MemoryRequest {
-            memory_type: self.memory_type,
-            size,
-            dedicated,
-            priority,
-            name: Some(name),
-            within_budget: request.within_budget,
-            export_handle_types: self.policy.export_handle_types,
-            skip_if_refused,
-        })?;
+        let new = context.allocate_memory::<M>(
+            &MemoryRequest {
+                memory_type: self.memory_type,
+                size,
+                dedicated,
+                priority,
+                name: Some(name),
+                within_budget: request.within_budget,
+                export_handle_types: self.policy.export_handle_types,
+                skip_if_refused,
+            },
+            remainder_turn,
+        )?;
         self.advance_serial();
         Ok(new)
     }

@@ -17,6 +17,7 @@ use crate::memory::block_size::{
     least_block_size, new_block_size, remainder_block_size, retry_block_size,
 };
 use crate::memory::context::{Failure, MemoryContext};
+use crate::memory::held_lock::Held;
 use crate::memory::slab::SlabKey;
 use crate::offset::{OffsetAllocator, OffsetError};
 use crate::Error;
@@ -78,7 +79,7 @@ impl<M> TypePool<M> {
                 || (retry_block_size(size, preferred, request.placed_size).is_none()
                     && !(remainder && least_block_size(size, request.placed_size).is_some()));
             let skip_if_refused = dedicated_after || !last;
-            match self.create_block(context, size, request, skip_if_refused) {
+            match self.create_block(context, size, request, skip_if_refused, &mut None) {
                 Ok(key) => break key,
                 // Out of memory or over budget: a smaller block may still
                 // fit, unless the pool fixes the size (as VMA's pools do).
@@ -147,13 +148,15 @@ impl<M> TypePool<M> {
         dedicated_after: bool,
         error: Error,
     ) -> Result<SlabKey, Error> {
-        // Held until the block is counted in the heap's usage, or refused:
-        // another memory type of the heap (a pool of its own, under its
-        // own lock) sizes its remainder block on the room this one leaves,
-        // not on the room both read at once. Sized at once, each took
-        // half the room, and together all of it (2 MiB left, two 1 MiB
-        // blocks: budget_edge.rs).
-        let _turn = context.remainder_turn(self.memory_type);
+        // Held until the block is counted in the heap's usage (released
+        // there, `MemoryContext::allocate_memory`, before the memory
+        // callback, the map and the debug fill), or refused: another
+        // memory type of the heap (a pool of its own, under its own lock)
+        // sizes its remainder block on the room this one leaves, not on
+        // the room both read at once. Sized at once, each took half the
+        // room, and together all of it (2 MiB left, two 1 MiB blocks:
+        // budget_edge.rs). A refused attempt keeps it for the next.
+        let mut turn = context.remainder_turn(self.memory_type);
         let placed = request.placed_size;
         let room = context.known_room(self.memory_type, request.within_budget);
         let refused = context.refused_bytes(self.memory_type);
@@ -170,7 +173,7 @@ impl<M> TypePool<M> {
             // no remainder turn, and then this says whether the driver is
             // still asked.)
             let skip_if_refused = dedicated_after || tried != least;
-            match self.create_block(context, size, request, skip_if_refused) {
+            match self.create_block(context, size, request, skip_if_refused, &mut turn) {
                 Ok(key) => return Ok(key),
                 Err(refusal) if is_no_room(refusal) => error = refusal,
                 Err(refusal) => return Err(refusal),
@@ -178,7 +181,7 @@ impl<M> TypePool<M> {
         }
         match least {
             Some(least) if !dedicated_after && tried != Some(least) => {
-                self.create_block(context, least, request, false)
+                self.create_block(context, least, request, false, &mut turn)
             }
             _ => Err(error),
         }
@@ -211,7 +214,9 @@ impl<M> TypePool<M> {
     /// Makes a block of `size` bytes for `request`'s granularity class,
     /// empty, in the pool; with `skip_if_refused`, the heap's remembered
     /// refusal of `size` bytes or fewer answers instead of the driver
-    /// (`context/refusals.rs`).
+    /// (`context/refusals.rs`). `remainder_turn` is released once the
+    /// block is counted in the heap's usage
+    /// ([`MemoryContext::allocate_memory`]), kept when it is refused.
     ///
     /// # Errors
     /// [`Error::OutOfHostMemory`] for the block's slot table, and those
@@ -222,6 +227,7 @@ impl<M> TypePool<M> {
         size: u64,
         request: &PoolRequest<'_>,
         skip_if_refused: bool,
+        remainder_turn: &mut Option<Held<'_, ()>>,
     ) -> Result<SlabKey, Error> {
         // Before the device memory, so that a failure leaves nothing to undo.
         let ranges =
@@ -241,6 +247,7 @@ impl<M> TypePool<M> {
             &name,
             request,
             skip_if_refused,
+            remainder_turn,
         )?;
         let raw = context.device.raw_memory(&new.memory);
         let key = self.blocks.insert(Block {
