@@ -152,7 +152,7 @@ where
         let free = |pool: &mut TypePool<P::Memory>| {
             // SAFETY: the allocation was handed to nobody, so no GPU work
             // uses it.
-            let freed = unsafe { pool.free(context, allocation.location, allocation.size) };
+            let freed = unsafe { pool.free(context, &allocation.location, allocation.size) };
             debug_assert!(freed.is_ok());
         };
         let (_, lines) = deferred_log::deferring(|| match allocation.custom_pool() {

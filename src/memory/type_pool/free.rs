@@ -33,11 +33,11 @@ impl<M> TypePool<M> {
     pub(crate) unsafe fn free<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
-        location: Location,
+        location: &Location,
         size: u64,
     ) -> Result<(), Error> {
         // SAFETY: the caller's contract.
-        unsafe { self.free_logged(context, location, size, true) }
+        unsafe { self.free_logged(context, *location, size, true) }
     }
 
     /// [`free`](Self::free) of an allocation handed to nobody and never
