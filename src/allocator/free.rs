@@ -55,7 +55,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let mut pool = lock(&self.pools[allocation.memory_type() as usize]);
         // SAFETY: the caller guarantees the GPU is done with the
         // allocation; its memory type has no debug work (above).
-        unsafe { pool.free_plain(&self.context, allocation.location, allocation.size) }
+        unsafe { pool.free_plain(&self.context, &allocation.location, allocation.size) }
     }
 
     /// [`free`](Self::free) of an allocation of a default pool whose memory
