@@ -55,7 +55,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let mut pool = lock(&self.pools[allocation.memory_type() as usize]);
         // SAFETY: the caller guarantees the GPU is done with the
         // allocation; its memory type has no debug work (above).
-        unsafe { pool.free_plain(&self.context, allocation.location, allocation.size) }
+        unsafe { pool.free_plain(&self.context, &allocation.location, allocation.size) }
     }
 
     /// [`free`](Self::free) of an allocation of a default pool whose memory
@@ -73,7 +73,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             let mut pool = lock(&self.pools[allocation.memory_type() as usize]);
             // SAFETY: the caller guarantees the GPU is done with the
             // allocation.
-            unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+            unsafe { pool.free(&self.context, &allocation.location, allocation.size) }
         })
     }
 
@@ -91,7 +91,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let free = || {
             self.with_custom_pool(tag, |pool| {
                 // SAFETY: the caller guarantees the GPU is done with the allocation.
-                unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+                unsafe { pool.free(&self.context, &allocation.location, allocation.size) }
             })
             .ok_or(Error::StaleAllocation)?
         };
@@ -133,7 +133,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // inlined into `TypePool::free`. With `free_plain` inlined here
         // instead (it is `#[inline(always)]`), frees took 1.4–3.7 ns more
         // (`bench/ab.sh`, 8 interleaved rounds, every trace).
-        unsafe { pool.free(&self.context, allocation.location, allocation.size) }
+        unsafe { pool.free(&self.context, &allocation.location, allocation.size) }
     }
 
     /// [`free_mut`](Self::free_mut) of an allocation of a default pool
@@ -156,7 +156,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         deferred_log::log_after(|| {
             // SAFETY: the caller guarantees the GPU is done with the
             // allocation.
-            unsafe { pool.free(context, allocation.location, allocation.size) }
+            unsafe { pool.free(context, &allocation.location, allocation.size) }
         })
     }
 
@@ -176,7 +176,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let free = || {
             pool::with_custom_pool_mut(custom, tag, |pool| {
                 // SAFETY: the caller guarantees the GPU is done with the allocation.
-                unsafe { pool.free(context, allocation.location, allocation.size) }
+                unsafe { pool.free(context, &allocation.location, allocation.size) }
             })
             .ok_or(Error::StaleAllocation)?
         };

@@ -58,7 +58,7 @@ where
     #[inline]
     pub(super) fn allocate(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
         if self.context.debug_types() != 0 {
-            return self.allocate_debug(request);
+            return rebuilt(self.allocate_debug(request));
         }
         self.allocate_plain(request)
     }
@@ -152,7 +152,7 @@ where
         let free = |pool: &mut TypePool<P::Memory>| {
             // SAFETY: the allocation was handed to nobody, so no GPU work
             // uses it.
-            let freed = unsafe { pool.free(context, allocation.location, allocation.size) };
+            let freed = unsafe { pool.free(context, &allocation.location, allocation.size) };
             debug_assert!(freed.is_ok());
         };
         let (_, lines) = deferred_log::deferring(|| match allocation.custom_pool() {
@@ -169,16 +169,23 @@ where
     #[inline(always)]
     fn allocate_plain(&mut self, request: &Request<'_>) -> Result<Allocation, Error> {
         if let Some(pool) = request.desc.pool {
-            return allocate_in_pool(self.context, self.allocator, &mut self.pools, pool, request);
+            let pools = &mut self.pools;
+            return rebuilt(allocate_in_pool(
+                self.context,
+                self.allocator,
+                pools,
+                pool,
+                request,
+            ));
         }
         with_candidates(self.context, request, |candidates, bits| {
             match self.allocate_in_type(u32::from(candidates[0]), request, true) {
                 Ok(allocation) => Ok(allocation),
                 Err(error) if error.try_next_type() => {
-                    self.allocate_in_next_types(request, candidates, bits, error)
+                    rebuilt(self.allocate_in_next_types(request, candidates, bits, error))
                 }
                 Err(Error::OutOfHostMemory) => {
-                    self.allocate_in_existing_memory_after(request, candidates, 0, bits)
+                    rebuilt(self.allocate_in_existing_memory_after(request, candidates, 0, bits))
                 }
                 Err(error) => Err(error),
             }
@@ -365,6 +372,34 @@ where
             mapped: placement.mapped,
         })
     }
+}
+
+/// `result` taken apart and put together again: an allocation of an out
+/// of line path (whose result comes back through memory) rebuilt where the
+/// allocation path's own meets it, so that they meet in registers
+/// (`TypePool::allocate`, whose slow path's placement is rebuilt too).
+/// Returned as they came, the path's stack slot was where the inlined
+/// path's allocation was stored, field by field, then copied out again.
+#[inline(always)]
+fn rebuilt(result: Result<Allocation, Error>) -> Result<Allocation, Error> {
+    let Allocation {
+        memory,
+        offset,
+        size,
+        location,
+        allocator,
+        home,
+        mapped,
+    } = result?;
+    Ok(Allocation {
+        memory,
+        offset,
+        size,
+        location,
+        allocator,
+        home,
+        mapped,
+    })
 }
 
 /// Logs that `memory_type` failed with `error` and the next is tried: a

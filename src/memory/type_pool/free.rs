@@ -33,7 +33,7 @@ impl<M> TypePool<M> {
     pub(crate) unsafe fn free<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
-        location: Location,
+        location: &Location,
         size: u64,
     ) -> Result<(), Error> {
         // SAFETY: the caller's contract.
@@ -59,7 +59,7 @@ impl<M> TypePool<M> {
         size: u64,
     ) -> Result<(), Error> {
         // SAFETY: the caller's contract.
-        unsafe { self.free_logged(context, location, size, false) }
+        unsafe { self.free_logged(context, &location, size, false) }
     }
 
     /// [`free`](Self::free), whose line `Config::log_allocations` logs
@@ -72,7 +72,7 @@ impl<M> TypePool<M> {
     unsafe fn free_logged<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
-        location: Location,
+        location: &Location,
         size: u64,
         logged: bool,
     ) -> Result<(), Error> {
@@ -80,7 +80,7 @@ impl<M> TypePool<M> {
         // and every freed range filled.
         if context.is_debug_type(self.memory_type) {
             // SAFETY: the caller's contract.
-            return unsafe { self.free_debug(context, location, size, logged) };
+            return unsafe { self.free_debug(context, *location, size, logged) };
         }
         // SAFETY: the caller's contract.
         unsafe { self.free_plain(context, location, size) }
@@ -140,13 +140,13 @@ impl<M> TypePool<M> {
         };
         if let (None, Ok(()), None) = (&damaged, &filled, &logged) {
             // SAFETY: the caller's contract.
-            return unsafe { self.free_plain(context, location, size) };
+            return unsafe { self.free_plain(context, &location, size) };
         }
         // Unwind safety: a free updates the pool before anything that can
         // panic (`FirstPanic::run`'s note).
         let freed = panic::catch_unwind(AssertUnwindSafe(|| {
             // SAFETY: the caller's contract.
-            unsafe { self.free_plain(context, location, size) }
+            unsafe { self.free_plain(context, &location, size) }
         }));
         // Freed also when the release of its memory panicked (the memory
         // callback): the pool was updated first.
@@ -176,10 +176,10 @@ impl<M> TypePool<M> {
     pub(crate) unsafe fn free_plain<D: MemoryDeviceExt<M>>(
         &mut self,
         context: &MemoryContext<D>,
-        location: Location,
+        location: &Location,
         size: u64,
     ) -> Result<(), Error> {
-        match location {
+        match *location {
             Location::Dedicated(key) => {
                 let dedicated = self.dedicated.remove(key).ok_or(Error::StaleAllocation)?;
                 // SAFETY: the caller guarantees the GPU is done with it.
