@@ -963,7 +963,11 @@ fn threads_at_the_edge_with_frees_and_frame_ends_share_the_heap() {
             done.store(true, Ordering::Relaxed);
             live
         });
-        let _ = sender.send((live, most_objects.into_inner(), frames.into_inner()));
+        let outcome = (live, most_objects.into_inner(), frames.into_inner());
+        // Before the outcome is sent: the test unwraps the allocator's
+        // `Arc` once it has it.
+        drop((shared, on_device));
+        let _ = sender.send(outcome);
     });
     let (live, most, frames) = match receiver.recv_timeout(Duration::from_secs(60)) {
         Ok(outcome) => outcome,
