@@ -766,6 +766,97 @@ fn the_least_block_after_a_refused_remainder_block_is_made_under_the_turn() {
     free_all_and_finish(allocator, &device, live);
 }
 
+/// As [`the_least_block_after_a_refused_remainder_block_is_made_under_the_turn`],
+/// with the remainder block refused by the budget check rather than the
+/// driver: with 2 MiB of heap 0's budget left on the resizable-BAR
+/// layout, a block-only request of 300 KiB in memory type 1 sizes a
+/// 1 MiB remainder block and is held on its debug line (logged before the
+/// budget check) while another thread makes 1.25 MiB of dedicated memory
+/// in memory type 4 (no remainder turn). The 1 MiB block is then over the
+/// budget, refused without a driver call, and the least block, 512 KiB,
+/// is tried: held on its debug line while a thread of memory type 4 asks
+/// for 256 bytes, until that thread is done or 300 ms have passed. Sized
+/// once the least block is counted, type 4's block is 128 KiB (half of
+/// the 256 KiB left would be 128 KiB) and 128 KiB stay; with the turn
+/// released on the budget's refusal, it was sized on the 768 KiB left
+/// before the least block: 256 KiB, and nothing stayed.
+#[test]
+fn the_least_block_after_a_remainder_block_over_the_budget_is_made_under_the_turn() {
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+    let test = "the_least_block_after_a_remainder_block_over_the_budget_is_made_under_the_turn";
+    let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
+    let (budget, others) = (100 * MIB, 98 * MIB);
+    device.set_heap_budget(0, budget, others);
+    device.cap_heap(0, budget - others);
+    let in_type = |memory_type: u32, size: u64| {
+        let mut request = device_local(size).dedicated(DedicatedPolicy::Never);
+        request.requirements.memory_type_bits = 1 << memory_type;
+        request
+    };
+    let (remainder, remainder_rx) = channel::<()>();
+    let (dedicated_done, dedicated_done_rx) = channel::<()>();
+    let (at_least, at_least_rx) = channel::<()>();
+    let (done, done_rx) = channel::<()>();
+    let live: Vec<Allocation> = std::thread::scope(|scope| {
+        let allocator = &allocator;
+        let held = scope.spawn(move || {
+            super::leak_log::on_line_with(
+                "allocating 1048576 bytes of memory type 1 (",
+                move || {
+                    super::leak_log::on_line_with(
+                        "allocating 524288 bytes of memory type 1 (",
+                        move || {
+                            at_least.send(()).unwrap();
+                            let _ = done_rx.recv_timeout(Duration::from_millis(300));
+                        },
+                    );
+                    remainder.send(()).unwrap();
+                    dedicated_done_rx
+                        .recv_timeout(Duration::from_secs(20))
+                        .expect("the dedicated memory waited for the remainder turn");
+                },
+            );
+            allocator.allocate(&in_type(1, 300 * KIB)).unwrap()
+        });
+        let dedicated = scope.spawn(move || {
+            remainder_rx.recv().unwrap();
+            let mut request = device_local(MIB + MIB / 4)
+                .dedicated(DedicatedPolicy::Always)
+                .within_budget();
+            request.requirements.memory_type_bits = 1 << 4;
+            let allocation = allocator.allocate(&request);
+            dedicated_done.send(()).unwrap();
+            allocation.unwrap()
+        });
+        let other = scope.spawn(move || {
+            at_least_rx.recv().unwrap();
+            let allocation = allocator.allocate(&in_type(4, 256));
+            let _ = done.send(());
+            allocation.unwrap()
+        });
+        vec![
+            held.join().unwrap(),
+            dedicated.join().unwrap(),
+            other.join().unwrap(),
+        ]
+    });
+    let types: Vec<u32> = live.iter().map(Allocation::memory_type).collect();
+    let (sizes, room) = heap_blocks_and_room(&allocator, &device);
+    let counters = device.counters();
+    println!("{test}: memory objects {sizes:?}, {room} bytes left, {counters:?}");
+    assert_eq!(types, [1, 4, 4], "{test}");
+    // Type 1's 512 KiB, the dedicated memory and type 4's block: the
+    // budget refused the 1 MiB block with no call.
+    assert_eq!((counters.allocate_calls, counters.allocations), (3, 3));
+    assert_eq!(
+        (sizes.as_slice(), room),
+        ([128 * KIB, 512 * KIB, MIB + MIB / 4].as_slice(), 128 * KIB),
+        "{test}: memory objects and room left of 2 MiB: type 4's block was sized before type 1's least block was counted"
+    );
+    free_all_and_finish(allocator, &device, live);
+}
+
 /// The remainder turn orders remainder blocks only: dedicated memory (as
 /// a custom pool's block, or another type's ladder block) made while a
 /// remainder block is sized takes room that block was sized on, and the
