@@ -259,6 +259,16 @@ fn fake_buffer_creations_and_binds_fail_as_asked() {
             device.create_buffer(4096, usage).map(|_| ()),
             Err(DeviceError::OutOfDeviceMemory)
         );
+        // Nor is a bind made to panic.
+        device.panic_on(FakeCall::BindBuffer, 1);
+        device.fail_call(FakeCall::BindBuffer, 1, DeviceError::OutOfDeviceMemory);
+        let panicked =
+            std::panic::catch_unwind(|| device.bind_buffer_memory(other, memory.raw(), 0));
+        assert!(panicked.is_err());
+        assert_eq!(
+            device.bind_buffer_memory(other, memory.raw(), 0),
+            Err(DeviceError::OutOfDeviceMemory)
+        );
         device.destroy_buffer(buffer);
         device.destroy_buffer(other);
         device.deallocate_memory(memory);
