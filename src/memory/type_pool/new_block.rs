@@ -155,7 +155,8 @@ impl<M> TypePool<M> {
         // sizes its remainder block on the room this one leaves, not on
         // the room both read at once. Sized at once, each took half the
         // room, and together all of it (2 MiB left, two 1 MiB blocks:
-        // budget_edge.rs). A refused attempt keeps it for the next.
+        // budget_edge/remainder_turn.rs). A refused attempt keeps it for
+        // the next.
         let mut turn = context.remainder_turn(self.memory_type);
         let placed = request.placed_size;
         let room = context.known_room(self.memory_type, request.within_budget);
