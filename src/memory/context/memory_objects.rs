@@ -94,7 +94,7 @@ impl<D> MemoryContext<D> {
     /// refusal, the budget's or the driver's), for the block's next
     /// attempt; released already on a failed map, whose freed memory only
     /// gives room back (the least block that may follow a map's
-    /// `OutOfDeviceMemory` is then made without it).
+    /// `OutOfDeviceMemory` takes the turn again: `create_remainder_block`).
     pub(crate) fn allocate_memory<M>(
         &self,
         request: &MemoryRequest<'_>,

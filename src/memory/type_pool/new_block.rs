@@ -182,6 +182,13 @@ impl<M> TypePool<M> {
         }
         match least {
             Some(least) if !dedicated_after && tried != Some(least) => {
+                // A remainder block whose map failed was counted, which
+                // released the turn, then freed: taken again, so that the
+                // least block too is counted before another memory type
+                // of the heap sizes its own.
+                if turn.is_none() {
+                    turn = context.remainder_turn(self.memory_type);
+                }
                 self.create_block(context, least, request, false, &mut turn)
             }
             _ => Err(error),

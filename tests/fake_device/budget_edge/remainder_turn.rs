@@ -295,6 +295,73 @@ fn the_least_block_after_a_remainder_block_over_the_budget_is_made_under_the_tur
     free_all_and_finish(allocator, &device, live);
 }
 
+/// As [`the_least_block_after_a_refused_remainder_block_is_made_under_the_turn`],
+/// with the remainder block's map failing out of device memory, after the
+/// block was counted and the turn released (`allocate_memory`): the
+/// block is freed, and the least block is made under the turn again.
+/// With 2 MiB of heap 0's budget left on the resizable-BAR layout, a
+/// block-only request of 300 KiB in memory type 4 (host-visible, mapped)
+/// makes a 1 MiB remainder block whose map fails, then its least block,
+/// 512 KiB, held on its debug line while a thread of memory type 1 asks
+/// for 256 bytes, until that thread is done or 300 ms have passed. Sized
+/// once the least block is counted, type 1's block is 512 KiB (half of
+/// the 1.5 MiB left would be 768 KiB) and 1 MiB stays; with the least
+/// block made without the turn, it was sized on the 2 MiB the failed
+/// block gave back: 1 MiB, and 512 KiB stayed.
+#[test]
+fn the_least_block_after_a_remainder_block_whose_map_failed_is_made_under_the_turn() {
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+    use vk_suballoc::device::DeviceError;
+    let test = "the_least_block_after_a_remainder_block_whose_map_failed_is_made_under_the_turn";
+    let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
+    let (budget, others) = (100 * MIB, 98 * MIB);
+    device.set_heap_budget(0, budget, others);
+    device.cap_heap(0, budget - others);
+    // The first map is the 1 MiB remainder block's.
+    device.fail_map_with(1, DeviceError::OutOfDeviceMemory);
+    let in_type = |memory_type: u32, size: u64| {
+        let mut request = device_local(size).dedicated(DedicatedPolicy::Never);
+        request.requirements.memory_type_bits = 1 << memory_type;
+        request
+    };
+    let (at_least, at_least_rx) = channel::<()>();
+    let (done, done_rx) = channel::<()>();
+    let live: Vec<Allocation> = std::thread::scope(|scope| {
+        let allocator = &allocator;
+        let held = scope.spawn(move || {
+            super::leak_log::on_line_with(
+                "allocating 524288 bytes of memory type 4 (",
+                move || {
+                    at_least.send(()).unwrap();
+                    let _ = done_rx.recv_timeout(Duration::from_millis(300));
+                },
+            );
+            allocator.allocate(&in_type(4, 300 * KIB)).unwrap()
+        });
+        let other = scope.spawn(move || {
+            at_least_rx.recv().unwrap();
+            let allocation = allocator.allocate(&in_type(1, 256));
+            let _ = done.send(());
+            allocation.unwrap()
+        });
+        vec![held.join().unwrap(), other.join().unwrap()]
+    });
+    let types: Vec<u32> = live.iter().map(Allocation::memory_type).collect();
+    let (sizes, room) = heap_blocks_and_room(&allocator, &device);
+    let counters = device.counters();
+    println!("{test}: blocks {sizes:?}, {room} bytes left, {counters:?}");
+    assert_eq!(types, [4, 1], "{test}");
+    // The 1 MiB block, made and freed again, and the two blocks left.
+    assert_eq!((counters.allocate_calls, counters.frees), (3, 1));
+    assert_eq!(
+        (sizes.as_slice(), room),
+        ([512 * KIB, 512 * KIB].as_slice(), MIB),
+        "{test}: blocks and room left of 2 MiB: type 1's block was sized before type 4's least block was counted"
+    );
+    free_all_and_finish(allocator, &device, live);
+}
+
 /// The remainder turn orders remainder blocks only: dedicated memory (as
 /// a custom pool's block, or another type's ladder block) made while a
 /// remainder block is sized takes room that block was sized on, and the
