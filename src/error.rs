@@ -196,7 +196,12 @@ pub enum Error {
     /// memory allocated for it freed (a block made for it stays, empty, as
     /// any), and no memory type was tried after it nor empty block
     /// released for it; the next call tries again as if it had not
-    /// happened.
+    /// happened. From the memory-type queries that make their resource
+    /// to read its requirements
+    /// ([`memory_type_for_buffer`](crate::Allocator::memory_type_for_buffer),
+    /// [`memory_type_for_image`](crate::Allocator::memory_type_for_image)
+    /// without maintenance4), that resource's `vkCreateBuffer` or
+    /// `vkCreateImage` refused: nothing was made or allocated.
     #[error("out of device memory")]
     OutOfDeviceMemory,
     /// A request for existing memory only

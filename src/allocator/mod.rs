@@ -66,8 +66,11 @@
 //!    frame: `Config::empty_block_frames`);
 //! 5. a heap's remainder turn (`MemoryContext`), from sizing a default
 //!    pool's remainder block on the heap's room to the block counted in
-//!    the heap's usage, or refused (`type_pool/new_block.rs`): memory
-//!    types of one heap size theirs one after another;
+//!    the heap's usage, or refused (`type_pool/new_block.rs`; a refused
+//!    one keeps it over the least block tried after it, until that is
+//!    counted or refused too, and one whose map failed takes it again
+//!    for that block): memory types of one heap size theirs one after
+//!    another;
 //! 6. a heap's turn (`MemoryContext`), from the budget check of a new
 //!    memory object to its usage count, and around a free;
 //! 7. the budget cache, briefly, never while the driver is read.

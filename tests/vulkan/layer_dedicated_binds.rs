@@ -253,3 +253,56 @@ test_each_fake_profile!(
         context.assert_no_validation_messages();
     }
 );
+
+/// A bind the layer refuses for the dedicated-memory rules counts among
+/// the binds `fail-bind-buffer=N` numbers (`call_failures.rs`): with
+/// `fail-bind-buffer=2` under `dedicated=require`, a buffer bound to
+/// plain memory is refused (the first bind), the next bind, of a buffer
+/// into memory dedicated to it, fails out of device memory (the second),
+/// and the same bind then binds (the third).
+#[test]
+fn a_refused_bind_counts_among_the_binds_chosen_to_fail() {
+    let options =
+        ContextOptions::default()
+            .dedicated("require")
+            .fail_call("fail-bind-buffer", 2, false);
+    let context = context_with(crate::support::Profile::Discrete, options);
+    let device = &context.device;
+    // SAFETY: valid create and allocate infos; the refused and failed
+    // binds are the cases under test and bind nothing; every buffer is
+    // destroyed before its memory is freed; nothing is used by the GPU.
+    unsafe {
+        let (refused, requirements) = new_buffer(&context, 4096);
+        let plain = allocate(
+            &context,
+            requirements.size,
+            requirements.memory_type_bits,
+            None,
+        );
+        assert_eq!(device.bind_buffer_memory(refused, plain, 0), REFUSED);
+        assert_only_dedicated_rules(&context, &[]);
+
+        let (buffer, requirements) = new_buffer(&context, 4096);
+        let to_buffer = vk::MemoryDedicatedAllocateInfo::default().buffer(buffer);
+        let memory = allocate(
+            &context,
+            requirements.size,
+            requirements.memory_type_bits,
+            Some(to_buffer),
+        );
+        assert_eq!(
+            device.bind_buffer_memory(buffer, memory, 0),
+            Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY),
+            "the refused bind was the first"
+        );
+        device.bind_buffer_memory(buffer, memory, 0).unwrap();
+
+        for buffer in [refused, buffer] {
+            device.destroy_buffer(buffer, None);
+        }
+        for memory in [plain, memory] {
+            device.free_memory(memory, None);
+        }
+    }
+    context.assert_no_validation_messages();
+}

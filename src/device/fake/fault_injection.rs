@@ -205,9 +205,31 @@ impl FakeDevice {
     /// `VK_ERROR_MEMORY_MAP_FAILED`; with `nth` 0, or a call past
     /// `u64::MAX`, none does.
     pub fn fail_map(&self, nth: u64) {
+        self.fail_map_with(nth, DeviceError::MapFailed);
+    }
+
+    /// [`fail_map`](Self::fail_map) with `error`: one of the results
+    /// `vkMapMemory` may fail with, `VK_ERROR_OUT_OF_DEVICE_MEMORY` (a
+    /// driver short of address space for the mapping, say),
+    /// `VK_ERROR_OUT_OF_HOST_MEMORY` or `VK_ERROR_MEMORY_MAP_FAILED`
+    /// ([`DeviceError::OutOfDeviceMemory`], [`DeviceError::OutOfHostMemory`],
+    /// [`DeviceError::MapFailed`]).
+    ///
+    /// # Panics
+    /// For any other `error`, which no `vkMapMemory` returns.
+    pub fn fail_map_with(&self, nth: u64, error: DeviceError) {
+        assert!(
+            matches!(
+                error,
+                DeviceError::OutOfDeviceMemory
+                    | DeviceError::OutOfHostMemory
+                    | DeviceError::MapFailed
+            ),
+            "FakeDevice::fail_map_with: vkMapMemory cannot fail with {error:?}"
+        );
         let mut state = self.state();
         let at = state.counters.maps.saturating_add(nth);
-        state.faults.push(Fault::Map { at });
+        state.faults.push(Fault::Map { at, error });
     }
 
     /// The `nth` `vkFlushMappedMemoryRanges` call from now (1: the next

@@ -112,6 +112,8 @@ pub(super) enum Fault {
     },
     Map {
         at: u64,
+        /// `OutOfDeviceMemory`, `OutOfHostMemory` or `MapFailed`.
+        error: DeviceError,
     },
     Sync {
         flush: bool,

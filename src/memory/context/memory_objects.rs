@@ -90,7 +90,11 @@ impl<D> MemoryContext<D> {
     /// the memory is counted in the heap's usage, with the heap's turn:
     /// the callback, the map (and the caller's debug fill) run without it,
     /// and another memory type of the heap sizes its remainder block
-    /// meanwhile. Kept on error, for the block's next attempt.
+    /// meanwhile. Kept on an error before the memory is counted (a
+    /// refusal, the budget's or the driver's), for the block's next
+    /// attempt; released already on a failed map, whose freed memory only
+    /// gives room back (the least block that may follow a map's
+    /// `OutOfDeviceMemory` takes the turn again: `create_remainder_block`).
     pub(crate) fn allocate_memory<M>(
         &self,
         request: &MemoryRequest<'_>,

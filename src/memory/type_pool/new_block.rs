@@ -155,7 +155,8 @@ impl<M> TypePool<M> {
         // sizes its remainder block on the room this one leaves, not on
         // the room both read at once. Sized at once, each took half the
         // room, and together all of it (2 MiB left, two 1 MiB blocks:
-        // budget_edge.rs). A refused attempt keeps it for the next.
+        // budget_edge/remainder_turn.rs). A refused attempt keeps it for
+        // the next.
         let mut turn = context.remainder_turn(self.memory_type);
         let placed = request.placed_size;
         let room = context.known_room(self.memory_type, request.within_budget);
@@ -181,6 +182,13 @@ impl<M> TypePool<M> {
         }
         match least {
             Some(least) if !dedicated_after && tried != Some(least) => {
+                // A remainder block whose map failed was counted, which
+                // released the turn, then freed: taken again, so that the
+                // least block too is counted before another memory type
+                // of the heap sizes its own.
+                if turn.is_none() {
+                    turn = context.remainder_turn(self.memory_type);
+                }
                 self.create_block(context, least, request, false, &mut turn)
             }
             _ => Err(error),

@@ -259,6 +259,16 @@ fn fake_buffer_creations_and_binds_fail_as_asked() {
             device.create_buffer(4096, usage).map(|_| ()),
             Err(DeviceError::OutOfDeviceMemory)
         );
+        // Nor is a bind made to panic.
+        device.panic_on(FakeCall::BindBuffer, 1);
+        device.fail_call(FakeCall::BindBuffer, 1, DeviceError::OutOfDeviceMemory);
+        let panicked =
+            std::panic::catch_unwind(|| device.bind_buffer_memory(other, memory.raw(), 0));
+        assert!(panicked.is_err());
+        assert_eq!(
+            device.bind_buffer_memory(other, memory.raw(), 0),
+            Err(DeviceError::OutOfDeviceMemory)
+        );
         device.destroy_buffer(buffer);
         device.destroy_buffer(other);
         device.deallocate_memory(memory);
@@ -268,7 +278,8 @@ fn fake_buffer_creations_and_binds_fail_as_asked() {
 
 /// `fail_call` refuses, with a panic naming it, a call that returns no
 /// `DeviceError` or whose failure the device does not model, rather than
-/// accept a failure that would never come.
+/// accept a failure that would never come; `fail_map_with` so refuses a
+/// result `vkMapMemory` never returns.
 #[test]
 fn fake_failures_of_calls_that_cannot_fail_are_refused() {
     use vk_suballoc::device::fake::FakeCall;
@@ -289,5 +300,11 @@ fn fake_failures_of_calls_that_cannot_fail_are_refused() {
         let message = refused.expect_err("accepted").downcast::<String>().unwrap();
         assert!(message.contains(&format!("{call:?}")), "{message}");
     }
+    // Nor a map failing with a result vkMapMemory never returns.
+    let refused = std::panic::catch_unwind(|| {
+        device.fail_map_with(1, DeviceError::TooManyObjects);
+    });
+    let message = refused.expect_err("accepted").downcast::<String>().unwrap();
+    assert!(message.contains("TooManyObjects"), "{message}");
     device.assert_clean();
 }

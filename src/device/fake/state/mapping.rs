@@ -15,6 +15,7 @@ use gpu_alloc_types::{DeviceMapError, MemoryPropertyFlags};
 
 use super::{Fault, RecordedRange, State};
 use crate::device::fake::FakeLayout;
+use crate::device::DeviceError;
 
 impl State {
     pub(crate) fn map(
@@ -29,10 +30,15 @@ impl State {
         if let Some(i) = self
             .faults
             .iter()
-            .position(|f| matches!(f, Fault::Map { at } if *at == call))
+            .position(|f| matches!(f, Fault::Map { at, .. } if *at == call))
         {
-            self.faults.remove(i);
-            return Err(DeviceMapError::MapFailed);
+            if let Fault::Map { error, .. } = self.faults.remove(i) {
+                return Err(match error {
+                    DeviceError::OutOfDeviceMemory => DeviceMapError::OutOfDeviceMemory,
+                    DeviceError::OutOfHostMemory => DeviceMapError::OutOfHostMemory,
+                    _ => DeviceMapError::MapFailed,
+                });
+            }
         }
         let Some(memory) = self.memories.get_mut(&handle) else {
             self.violations
