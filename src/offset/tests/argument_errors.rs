@@ -243,7 +243,9 @@ fn refused_requests_leave_no_trace_for_later_frees() {
                 heap.free_bytes(),
             )
         };
-        for step in 0..600 {
+        // Miri interprets every step: fewer of them there.
+        let steps = if cfg!(miri) { 80 } else { 600 };
+        for step in 0..steps {
             let r = super::next(&mut state);
             if r % 4 == 0 {
                 let before = snapshot(&heap);
@@ -289,7 +291,12 @@ fn refused_requests_leave_no_trace_for_later_frees() {
         let whole = heap.allocate(CAPACITY, 1).unwrap();
         assert_eq!(whole.offset, 0, "seed {seed}");
     }
-    for seed in [1, 0x5eed, 0xdead_beef, 323] {
+    let seeds: &[u64] = if cfg!(miri) {
+        &[323]
+    } else {
+        &[1, 0x5eed, 0xdead_beef, 323]
+    };
+    for &seed in seeds {
         println!("seed {seed}");
         run::<3>(seed);
         run::<5>(seed);
