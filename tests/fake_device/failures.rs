@@ -1,5 +1,5 @@
 //! Out of memory, object limits, map failures, lost devices: the fallbacks
-//! run in order and nothing leaks.
+//! run in order, nothing leaks, and a request that fails changes no figure.
 
 use crate::FakeTarget;
 use ash::vk;
@@ -589,4 +589,140 @@ fn a_panicking_backend_leaves_the_object_count_as_it_was() {
     free(&allocator, first);
     free(&allocator, second);
     finish(allocator, &device);
+}
+
+/// VMA counts a block's bytes in its budget before `vkAllocateMemory` and
+/// takes them out again when it fails; an allocator that forgets to on one
+/// path reports memory it does not hold until it is dropped, and refuses
+/// within-budget requests for it. Every way a request can fail here (the
+/// driver out of memory for blocks and then dedicated memory, a map
+/// failure, `allocate_many` failing at its third request, a full custom
+/// pool, a within-budget refusal, `existing_memory_only` with no room) leaves
+/// `stats()`, the budgets, the detailed totals and the JSON dump as they
+/// were, and the device holding the same memory objects.
+#[test]
+fn a_failed_request_changes_no_figure() {
+    use vk_suballoc::{AllocationDesc, PoolDesc};
+
+    fn figures(
+        allocator: &crate::FakeAllocator,
+        device: &vk_suballoc::device::fake::FakeDevice,
+    ) -> (
+        vk_suballoc::report::Stats,
+        Vec<vk_suballoc::device::HeapBudget>,
+        String,
+        usize,
+    ) {
+        (
+            allocator.stats(),
+            allocator.budgets(),
+            allocator.stats_json(true),
+            device.live_allocations().len(),
+        )
+    }
+
+    for layout in [
+        FakeLayout::discrete(),
+        FakeLayout::lavapipe(),
+        FakeLayout::mobile(),
+    ] {
+        let name = format!("{layout:?}").chars().take(40).collect::<String>();
+        let (allocator, device) = allocator(layout);
+        // Some memory in use first, with no empty block kept to release.
+        let live: Vec<_> = [Usage::DEVICE_LOCAL, Usage::UPLOAD, Usage::READBACK]
+            .into_iter()
+            .flat_map(|usage| {
+                [100, 5000, 3 * MIB]
+                    .map(|size| allocator.allocate(&buffer(size, 256, usage)).unwrap())
+            })
+            .collect();
+        let memory_type = live[0].memory_type();
+        let pool = allocator
+            .create_pool(&PoolDesc::new(memory_type).block_size(4 * MIB).max_blocks(1))
+            .unwrap();
+        let in_pool = |size: u64| {
+            let desc = vk_suballoc::AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+            Request::with_desc(super::requirements(size, 256), ResourceKind::Buffer, desc)
+        };
+        let pooled = allocator.allocate(&in_pool(3 * MIB)).unwrap();
+        let before = figures(&allocator, &device);
+        let check = |what: &str, result: Result<Vec<vk_suballoc::Allocation>, Error>| {
+            assert!(result.is_err(), "{name}: {what} succeeded");
+            assert_eq!(figures(&allocator, &device), before, "{name}: {what}");
+        };
+
+        device.fail_allocations_from(Some(1));
+        for usage in [Usage::DEVICE_LOCAL, Usage::UPLOAD] {
+            check(
+                "a block",
+                allocator
+                    .allocate(&buffer(120 * MIB, 256, usage))
+                    .map(|a| vec![a]),
+            );
+            let dedicated = AllocationDesc::new(usage).dedicated(DedicatedPolicy::Always);
+            let request = Request::with_desc(
+                super::requirements(MIB, 256),
+                ResourceKind::Buffer,
+                dedicated,
+            );
+            check(
+                "dedicated memory",
+                allocator.allocate(&request).map(|a| vec![a]),
+            );
+        }
+        device.fail_allocations_from(None);
+
+        for nth in 1..=16 {
+            device.fail_map(nth);
+        }
+        check(
+            "a map",
+            allocator
+                .allocate(&buffer(40 * MIB, 256, Usage::READBACK))
+                .map(|a| vec![a]),
+        );
+        device.fail_map(0);
+
+        // The first two fit the blocks there are; the third fails.
+        device.fail_allocations_from(Some(1));
+        let many = [
+            buffer(100, 16, Usage::UPLOAD),
+            buffer(5000, 256, Usage::DEVICE_LOCAL),
+            buffer(300 * MIB, 256, Usage::DEVICE_LOCAL),
+        ];
+        check("allocate_many", allocator.allocate_many(&many));
+        device.fail_allocations_from(None);
+
+        check(
+            "a full pool",
+            allocator.allocate(&in_pool(2 * MIB)).map(|a| vec![a]),
+        );
+        let huge = AllocationDesc::new(Usage::DEVICE_LOCAL).within_budget();
+        let request = Request::with_desc(
+            super::requirements(1 << 40, 256),
+            ResourceKind::Buffer,
+            huge,
+        );
+        check(
+            "within budget",
+            allocator.allocate(&request).map(|a| vec![a]),
+        );
+        let existing = AllocationDesc::new(Usage::DEVICE_LOCAL).existing_memory_only();
+        let request = Request::with_desc(
+            super::requirements(200 * MIB, 256),
+            ResourceKind::Buffer,
+            existing,
+        );
+        check(
+            "existing memory only",
+            allocator.allocate(&request).map(|a| vec![a]),
+        );
+
+        free(&allocator, pooled);
+        allocator.destroy_pool(pool).unwrap();
+        for a in live {
+            free(&allocator, a);
+        }
+        finish(allocator, &device);
+    }
 }

@@ -1,7 +1,7 @@
 //! `Config::heap_size_limits` (VMA's `pHeapSizeLimit`): a limited heap
 //! looks `min(size, limit)` bytes large everywhere, and memory past the
 //! limit is refused without a `vkAllocateMemory`, so that requests take
-//! the fallbacks of a full heap.
+//! the fallbacks of a full heap, on every path that makes memory.
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Config, DedicatedPolicy, Error, Request, Usage};
@@ -401,5 +401,62 @@ fn the_allocators_own_memory_is_not_counted_as_others() {
         })
     );
     free(&allocator, held);
+    finish(allocator, &device);
+}
+
+/// VMA #278: one path to `vkAllocateMemory` (there the dedicated
+/// fallback) skipped a check the others made, and memory went past what
+/// the allocator was told to keep to. The heap limit is checked on every
+/// path that makes memory: besides blocks, dedicated memory and pools'
+/// blocks (above), a pool's `min_blocks` made at `create_pool`, an upload
+/// ring's first chunk, a growing ring's new chunks and `allocate_many`.
+/// At no point does the device hold more than the limit in the heap.
+#[test]
+fn every_path_that_makes_memory_keeps_to_the_limit() {
+    use vk_suballoc::{PoolDesc, UploadRingDesc};
+
+    const LIMIT: u64 = 64 * MIB;
+    let (allocator, device) = allocator_with(FakeLayout::integrated(), limited(0, LIMIT));
+    let within = |what: &str| {
+        let usage = device.heap_usage()[0];
+        assert!(usage <= LIMIT, "{what}: {usage} bytes in the limited heap");
+    };
+    let ring = allocator
+        .create_upload_ring(&UploadRingDesc {
+            size: 24 * MIB,
+            grow: true,
+            ..UploadRingDesc::default()
+        })
+        .unwrap();
+    within("a ring");
+    let too_many_blocks = PoolDesc::new(0).block_size(16 * MIB).min_blocks(3);
+    assert!(allocator.create_pool(&too_many_blocks).is_err());
+    within("a pool's min_blocks past the limit");
+    let pool = allocator
+        .create_pool(&PoolDesc::new(0).block_size(16 * MIB).min_blocks(2))
+        .unwrap();
+    within("a pool's min_blocks");
+    // 56 MiB held: once its chunk is full, the ring cannot grow by another.
+    allocator.ring_allocate(ring, 24 * MIB, 256).unwrap();
+    for _ in 0..2 {
+        let grown = allocator.ring_allocate(ring, 20 * MIB, 256);
+        within("a growing ring");
+        assert!(grown.is_err(), "the ring grew past the limit");
+    }
+    let many = [
+        buffer(4 * MIB, 256, Usage::UPLOAD),
+        buffer(6 * MIB, 256, Usage::DEVICE_LOCAL),
+        buffer(12 * MIB, 256, Usage::READBACK).dedicated(DedicatedPolicy::Always),
+    ];
+    let made = allocator.allocate_many(&many);
+    within("allocate_many");
+    assert!(made.is_err(), "allocate_many went past the limit");
+    allocator.destroy_pool(pool).unwrap();
+    let fence = device.create_fence();
+    // SAFETY: a fake fence, signalled below once "the GPU" is done.
+    unsafe { allocator.end_frame(fence) }.unwrap();
+    device.signal_fence(fence);
+    allocator.collect().unwrap();
+    allocator.destroy_upload_ring(ring).unwrap();
     finish(allocator, &device);
 }

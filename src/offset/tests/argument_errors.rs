@@ -1,7 +1,8 @@
 //! The typed error each bad argument gets: zero sizes, alignments that are
 //! not powers of two, sizes past the capacity, and the adversarial values
 //! (`u64::MAX`, `1 << 63`, `MAX_CAPACITY + 1`, ...) tried on every public
-//! call of the offset allocator, at every bin width, and of the ring.
+//! call of the offset allocator, at every bin width, and of the ring; and
+//! that a refused request leaves the core as it was for the frees after it.
 //! They are apart because they pin the exact result of each, so that no
 //! later change turns one into a panic, a wrapped value or another error.
 
@@ -216,4 +217,88 @@ fn adversarial_ring_arguments_get_these_errors() {
     assert_eq!(ring.reclaim_through(u64::MAX), 1);
     assert_eq!((frame, ring.used()), (0, 0));
     assert_eq!(ring.failed_allocations(), 3);
+}
+
+/// VMA #323: a virtual block given a zero-size allocation (refused only by
+/// an assert, off in release builds) crashed in a later `vmaVirtualFree`,
+/// its free lists corrupted by the request it should have refused. Here,
+/// in random runs at two bin widths, each refused request (zero size, an
+/// alignment not a power of two, a size past the capacity, of every
+/// strategy) leaves the allocations, free ranges and storage report as
+/// they were; every allocation made around the refusals frees, in random
+/// order, back to one free range, and the whole capacity is then one
+/// allocation again.
+#[test]
+fn refused_requests_leave_no_trace_for_later_frees() {
+    fn run<const M: u32>(seed: u64) {
+        const CAPACITY: u64 = 1 << 16;
+        let mut heap = OffsetAllocator::<M>::new(CAPACITY, 256).unwrap();
+        let mut live = Vec::new();
+        let mut state = seed;
+        let snapshot = |heap: &OffsetAllocator<M>| {
+            (
+                heap.allocations().collect::<Vec<_>>(),
+                heap.free_ranges().collect::<Vec<_>>(),
+                heap.storage_report(),
+                heap.free_bytes(),
+            )
+        };
+        // Miri interprets every step: fewer of them there.
+        let steps = if cfg!(miri) { 80 } else { 600 };
+        for step in 0..steps {
+            let r = super::next(&mut state);
+            if r % 4 == 0 {
+                let before = snapshot(&heap);
+                let strategy = [
+                    Strategy::MinTime,
+                    Strategy::MinMemory,
+                    Strategy::MinOffset,
+                    Strategy::MaxOffset,
+                ][(r / 4 % 4) as usize];
+                let (size, align) = match r / 16 % 4 {
+                    0 => (0, 1),
+                    1 => (0, 1 << 12),
+                    2 => (64, 3 << (r / 64 % 8)),
+                    _ => (CAPACITY + 1 + r / 64 % 1000, 1),
+                };
+                assert!(
+                    heap.allocate_with(size, align, strategy).is_err(),
+                    "seed {seed} step {step}: ({size}, {align}) was placed"
+                );
+                assert_eq!(
+                    snapshot(&heap),
+                    before,
+                    "seed {seed} step {step}: ({size}, {align}, {strategy:?}) changed the core"
+                );
+            } else if r % 3 == 0 && !live.is_empty() {
+                let index = (super::next(&mut state) % live.len() as u64) as usize;
+                let allocation: OffsetAllocation = live.swap_remove(index);
+                heap.free(allocation.id).unwrap();
+            } else {
+                let size = 1 + super::next(&mut state) % 2000;
+                let align = 1 << (super::next(&mut state) % 9);
+                if let Ok(allocation) = heap.allocate(size, align) {
+                    live.push(allocation);
+                }
+            }
+        }
+        while !live.is_empty() {
+            let index = (super::next(&mut state) % live.len() as u64) as usize;
+            heap.free(live.swap_remove(index).id).unwrap();
+        }
+        assert!(heap.is_empty(), "seed {seed}");
+        assert_eq!(heap.free_ranges().count(), 1, "seed {seed}");
+        let whole = heap.allocate(CAPACITY, 1).unwrap();
+        assert_eq!(whole.offset, 0, "seed {seed}");
+    }
+    let seeds: &[u64] = if cfg!(miri) {
+        &[323]
+    } else {
+        &[1, 0x5eed, 0xdead_beef, 323]
+    };
+    for &seed in seeds {
+        println!("seed {seed}");
+        run::<3>(seed);
+        run::<5>(seed);
+    }
 }

@@ -3,7 +3,8 @@
 //! overlap and honour their alignment, a block out of slots grows its slot
 //! table, the larger empty block is kept whichever empties first, the
 //! allocator's drop frees every block though allocations are still live,
-//! and no block is made while one has a free range that holds the request.
+//! no block is made while one has a free range that holds the request, and
+//! `memory_size` is the size each allocation's memory object was made with.
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Allocation, Usage};
@@ -312,4 +313,148 @@ fn no_block_is_made_while_one_has_room() {
         finish(allocator, &device);
     }
     println!("{blocks_made} requests made a block");
+}
+
+/// VMA added `vmaGetAllocationInfo2` for its `blockSize` (#340, #383): an
+/// importer of exported memory names the whole `VkDeviceMemory`'s size,
+/// and a wrong one fails the import. `memory_size` must be the size the
+/// memory object was made with, for every way an allocation gets its
+/// memory: a run slot, a range of a block, dedicated memory (as asked, by
+/// size, with a debug margin, in non-coherent memory whose atoms the
+/// request does not fill), a custom pool's block and its dedicated memory,
+/// and a defragmentation move's destination; and the allocation lies
+/// within it.
+#[test]
+fn memory_size_is_the_size_its_memory_object_was_made_with() {
+    use vk_suballoc::{
+        AllocationDesc, Config, DedicatedPolicy, DefragmentationLimits, Movable, PoolDesc, Request,
+        ResourceKind,
+    };
+
+    for (layout, margin) in [
+        (FakeLayout::discrete(), 0),
+        (FakeLayout::mobile(), 0),
+        (FakeLayout::discrete(), 256),
+        (FakeLayout::mobile(), 64),
+    ] {
+        let config = Config {
+            debug_margin: margin,
+            ..Config::default()
+        };
+        let (allocator, device) = super::super::allocator_with(layout.clone(), config);
+        let context = format!("{layout:?} margin {margin}");
+        let dedicated = |size: u64, usage: Usage| {
+            let desc = AllocationDesc::new(usage).dedicated(DedicatedPolicy::Always);
+            Request::with_desc(
+                super::super::requirements(size, 16),
+                ResourceKind::Buffer,
+                desc,
+            )
+        };
+        let mut live: Vec<Allocation> = vec![
+            allocator.allocate(&buffer(100, 16, Usage::UPLOAD)).unwrap(),
+            allocator
+                .allocate(&buffer(300 << 10, 256, Usage::UPLOAD))
+                .unwrap(),
+            allocator
+                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+                .unwrap(),
+            allocator.allocate(&dedicated(1000, Usage::UPLOAD)).unwrap(),
+            allocator
+                .allocate(&dedicated(3 * MIB + 5, Usage::READBACK))
+                .unwrap(),
+            allocator
+                .allocate(&buffer(300 * MIB + 3, 256, Usage::DEVICE_LOCAL))
+                .unwrap(),
+        ];
+        let memory_type = live[0].memory_type();
+        let pool = allocator
+            .create_pool(&PoolDesc::new(memory_type).block_size(4 * MIB + 77))
+            .unwrap();
+        let in_pool = |size: u64, policy: DedicatedPolicy| {
+            let desc = AllocationDesc::new(Usage::UPLOAD)
+                .pool(pool)
+                .dedicated(policy);
+            Request::with_desc(
+                super::super::requirements(size, 64),
+                ResourceKind::Buffer,
+                desc,
+            )
+        };
+        live.push(
+            allocator
+                .allocate(&in_pool(MIB + 1, DedicatedPolicy::Never))
+                .unwrap(),
+        );
+        live.push(
+            allocator
+                .allocate(&in_pool(5000, DedicatedPolicy::Always))
+                .unwrap(),
+        );
+        // Two half-used blocks of 1 MiB buffers: a plan moves the second's
+        // into the first's holes.
+        let mut movable: Vec<Allocation> = (0..64)
+            .map(|_| {
+                allocator
+                    .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+                    .unwrap()
+            })
+            .collect();
+        let mut kept = Vec::new();
+        for (i, a) in movable.drain(..).enumerate() {
+            if (i < 32 && i % 2 == 0) || i >= 60 {
+                kept.push(a);
+            } else {
+                free(&allocator, a);
+            }
+        }
+        let movables: Vec<Movable<'_>> = kept
+            .iter()
+            .map(|a| {
+                Movable::new(
+                    a,
+                    super::super::requirements(a.size(), 256),
+                    ResourceKind::Buffer,
+                )
+            })
+            .collect();
+        let plan = allocator
+            .plan_defragmentation(&movables, &DefragmentationLimits::default())
+            .unwrap();
+        assert!(!plan.moves.is_empty(), "{context}: the plan moves nothing");
+        let mut moved = Vec::new();
+        for planned in plan.moves {
+            moved.push(planned.movable);
+            live.push(planned.destination);
+        }
+        moved.sort_unstable();
+        for index in moved.into_iter().rev() {
+            free(&allocator, kept.swap_remove(index));
+        }
+        live.extend(kept);
+
+        let sizes: std::collections::HashMap<_, _> = device
+            .live_allocations()
+            .into_iter()
+            .map(|m| (m.memory, m.size))
+            .collect();
+        for (i, a) in live.iter().enumerate() {
+            let size = allocator.memory_size(a).unwrap();
+            assert_eq!(
+                Some(&size),
+                sizes.get(&a.memory()),
+                "{context}: allocation {i} (dedicated {})",
+                a.is_dedicated()
+            );
+            assert!(
+                a.offset() + a.size() <= size,
+                "{context}: allocation {i} ends past its memory"
+            );
+        }
+        for a in live {
+            free(&allocator, a);
+        }
+        allocator.destroy_pool(pool).unwrap();
+        finish(allocator, &device);
+    }
 }

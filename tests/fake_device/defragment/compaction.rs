@@ -1,7 +1,8 @@
 //! `compact_blocks`: a lone block of holes packed so that a larger request
 //! fits, the highest allocations first and within the limits, only once no
 //! block of any pool can be emptied, with no move that only carries a hole
-//! up, and a full slot table grown for a move.
+//! up, a full slot table grown for a move, and degenerate states planning
+//! nothing.
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Allocation, Config, DefragmentationLimits, Error, Request, ResourceKind, Usage};
@@ -369,5 +370,85 @@ fn compaction_grows_a_full_slot_table() {
     for a in live {
         free(&allocator, a);
     }
+    finish(allocator, &device);
+}
+
+/// VMA #232: the extensive algorithm crashed on a `firstFreeBlock` left
+/// unset when the state it started from was degenerate. Plans over
+/// degenerate states, every limit and compaction on: nothing listed, only
+/// dedicated allocations, a lone allocation at offset 0, a block of small
+/// buffers' run slots alone, a full block without a hole, and a custom
+/// pool of one block whose allocations leave no hole below them. Each plan
+/// moves nothing, or only what it may, and changes no figure; the device
+/// is clean at the end.
+#[test]
+fn degenerate_states_plan_nothing_and_change_nothing() {
+    use vk_suballoc::{AllocationDesc, DedicatedPolicy, PoolDesc};
+
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), Config::default());
+    let limits = DefragmentationLimits::default().compact_blocks(true);
+    let plan_over = |live: &[Allocation], what: &str| {
+        let stats = allocator.stats();
+        let plan = allocator
+            .plan_defragmentation(&movables(live), &limits)
+            .unwrap();
+        assert!(plan.moves.is_empty(), "{what}: {} moves", plan.moves.len());
+        assert_eq!(
+            (plan.blocks_released, plan.blocks_compacted),
+            (0, 0),
+            "{what}"
+        );
+        assert_eq!(allocator.stats(), stats, "{what}");
+    };
+    plan_over(&[], "nothing listed");
+
+    let dedicated: Vec<Allocation> = (0..3)
+        .map(|_| {
+            allocator
+                .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always))
+                .unwrap()
+        })
+        .collect();
+    plan_over(&dedicated, "dedicated allocations");
+
+    let lone = vec![allocator
+        .allocate(&buffer(MIB, 256, Usage::READBACK))
+        .unwrap()];
+    assert_eq!(lone[0].offset(), 0);
+    plan_over(&lone, "a lone allocation at offset 0");
+
+    let slots: Vec<Allocation> = (0..20)
+        .map(|_| allocator.allocate(&buffer(64, 16, Usage::UPLOAD)).unwrap())
+        .collect();
+    plan_over(&slots, "run slots alone");
+
+    let pool = allocator
+        .create_pool(&PoolDesc::new(1).block_size(4 * MIB).max_blocks(1))
+        .unwrap();
+    let in_pool = |size: u64| {
+        Request::with_desc(
+            requirements(size, 256),
+            ResourceKind::Buffer,
+            AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool),
+        )
+    };
+    let full: Vec<Allocation> = (0..4)
+        .map(|_| allocator.allocate(&in_pool(MIB)).unwrap())
+        .collect();
+    assert_eq!(
+        allocator.allocate(&in_pool(MIB)).err(),
+        Some(Error::PoolFull { max_blocks: 1 })
+    );
+    plan_over(&full, "a full block without a hole");
+    // The top MiB freed: a hole above every allocation, none below one.
+    let mut full = full;
+    let top = full.iter().position(|a| a.offset() == 3 * MIB).unwrap();
+    free(&allocator, full.swap_remove(top));
+    plan_over(&full, "a hole above every allocation");
+
+    for a in dedicated.into_iter().chain(lone).chain(slots).chain(full) {
+        free(&allocator, a);
+    }
+    allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }

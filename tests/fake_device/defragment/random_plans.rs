@@ -1,7 +1,8 @@
 //! Seeded random plans over random buffers and optimal images, carried out:
 //! every destination in its source's memory type, aligned and outside every
-//! emptied block, no two live allocations overlapping, and `trim` giving
-//! back exactly the bytes the plans said.
+//! emptied block, no two live allocations overlapping, `trim` giving
+//! back exactly the bytes the plans said, and every figure of `stats()`
+//! equal to a recount while moves are pending, resolved and collected.
 
 use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags as Props;
@@ -204,4 +205,221 @@ fn random_plans(
         free(allocator, l.allocation);
     }
     (total_moves, total_blocks, total_packing)
+}
+
+/// VMA #241: after defragmentation, the budget's allocation bytes grew run
+/// after run (a move's bytes counted twice, or a source never taken out).
+/// Through seeded random plans (compaction and split blocks among them)
+/// whose moves are carried out at once, carried out with the source freed
+/// after the frame, or given up, every figure of `stats()` equals a
+/// recount while the moves are pending, once each is resolved, and once
+/// the frame's frees are collected: allocations and their bytes per memory
+/// type, blocks and their bytes against the device's memory objects, empty
+/// and retiring blocks against the memory map, each heap's memory against
+/// the device's.
+#[test]
+fn figures_equal_a_recount_through_defragmentation() {
+    use std::collections::HashSet;
+
+    fn recount(
+        allocator: &FakeAllocator,
+        device: &FakeDevice,
+        counted: &[(u32, u64, bool)],
+        context: &str,
+    ) {
+        let stats = allocator.stats();
+        let on_device = device.live_allocations();
+        assert_eq!(stats.memory_objects as usize, on_device.len(), "{context}");
+        let map = allocator.memory_map();
+        assert_eq!(map.allocation_count(), counted.len(), "{context}");
+        let dedicated_memory: HashSet<vk::DeviceMemory> = on_device
+            .iter()
+            .filter(|m| m.dedicated.is_some())
+            .map(|m| m.memory)
+            .collect();
+        for t in &stats.memory_types {
+            let mine: Vec<_> = counted.iter().filter(|c| c.0 == t.memory_type).collect();
+            let want = (
+                mine.len() as u64,
+                mine.iter().map(|c| c.1).sum::<u64>(),
+                mine.iter().filter(|c| c.2).count() as u64,
+            );
+            assert_eq!(
+                (t.allocations(), t.live_bytes(), t.dedicated_allocations),
+                want,
+                "{context}: memory type {}: {t:?}",
+                t.memory_type
+            );
+            let dedicated_objects = on_device
+                .iter()
+                .filter(|m| m.memory_type == t.memory_type && dedicated_memory.contains(&m.memory))
+                .count() as u64;
+            let blocks: Vec<u64> = on_device
+                .iter()
+                .filter(|m| m.memory_type == t.memory_type)
+                .map(|m| m.size)
+                .collect();
+            assert_eq!(
+                t.blocks + t.dedicated_allocations,
+                blocks.len() as u64,
+                "{context}: memory type {}: {t:?} ({dedicated_objects} dedicated objects)",
+                t.memory_type
+            );
+            assert_eq!(
+                t.block_bytes + t.dedicated_bytes,
+                blocks.iter().sum::<u64>(),
+                "{context}: memory type {}: {t:?}",
+                t.memory_type
+            );
+            let type_map = &map.memory_types[t.memory_type as usize];
+            let mapped: Vec<_> = type_map
+                .blocks
+                .iter()
+                .chain(type_map.custom_pools.iter().flat_map(|p| p.blocks.iter()))
+                .collect();
+            let empty = mapped
+                .iter()
+                .filter(|b| b.allocations().next().is_none())
+                .count();
+            let retiring = mapped.iter().filter(|b| b.retiring).count();
+            assert_eq!(
+                (t.empty_blocks, t.retiring_blocks),
+                (empty as u64, retiring as u64),
+                "{context}: memory type {}: {t:?}",
+                t.memory_type
+            );
+        }
+        let usage = device.heap_usage();
+        for h in &stats.heaps {
+            assert_eq!(h.reserved_bytes, usage[h.heap as usize], "{context}: {h:?}");
+        }
+    }
+
+    let mut rng = Rng::from_env("figures_equal_a_recount_through_defragmentation");
+    for layout in [FakeLayout::discrete(), FakeLayout::mobile()] {
+        let config = Config {
+            large_heap_block_size: 16 * MIB,
+            ..Config::default()
+        };
+        let (allocator, device) = allocator_with(layout, config);
+        let name = device.layout().name;
+        let mut live: Vec<Live> = Vec::new();
+        // Freed after the frame, counted until collected.
+        let mut deferred: Vec<(u32, u64, bool)> = Vec::new();
+        // Moves carried out at once, after the frame, given up.
+        let mut outcomes = [0usize; 3];
+        let counted = |live: &[Live], deferred: &[(u32, u64, bool)], extra: &[&Allocation]| {
+            live.iter()
+                .map(|l| &l.allocation)
+                .chain(extra.iter().copied())
+                .map(|a| (a.memory_type(), a.size(), a.is_dedicated()))
+                .chain(deferred.iter().copied())
+                .collect::<Vec<_>>()
+        };
+        for round in 0..10 {
+            let context = format!("{name} round {round}");
+            for _ in 0..rng.below(200) {
+                let kind = match rng.below(4) {
+                    0 => ResourceKind::OptimalImage,
+                    1 => ResourceKind::LinearImage,
+                    _ => ResourceKind::Buffer,
+                };
+                let size = match rng.below(3) {
+                    0 => 16 + rng.below(4096),
+                    1 => 4096 + rng.below(256 << 10),
+                    _ => (64 << 10) + rng.below(2 * MIB),
+                };
+                let requirements = requirements(size, 1 << rng.below(13));
+                let usage =
+                    [Usage::DEVICE_LOCAL, Usage::UPLOAD, Usage::READBACK][rng.below(3) as usize];
+                let allocation = allocator
+                    .allocate(&Request::new(requirements, usage, kind))
+                    .unwrap();
+                live.push(Live {
+                    allocation,
+                    requirements,
+                    kind,
+                });
+            }
+            for _ in 0..rng.below(live.len() as u64 + 1) {
+                let gone = live.swap_remove(rng.below(live.len() as u64) as usize);
+                free(&allocator, gone.allocation);
+            }
+            recount(
+                &allocator,
+                &device,
+                &counted(&live, &deferred, &[]),
+                &context,
+            );
+            let movable: Vec<usize> = (0..live.len()).filter(|_| rng.below(6) != 0).collect();
+            let listed: Vec<Movable<'_>> = movable
+                .iter()
+                .map(|&i| Movable::new(&live[i].allocation, live[i].requirements, live[i].kind))
+                .collect();
+            let limits = DefragmentationLimits::default()
+                .split_blocks(rng.below(2) == 0)
+                .compact_blocks(rng.below(2) == 0);
+            let plan = allocator.plan_defragmentation(&listed, &limits).unwrap();
+            drop(listed);
+            let destinations: Vec<&Allocation> =
+                plan.moves.iter().map(|m| &m.destination).collect();
+            recount(
+                &allocator,
+                &device,
+                &counted(&live, &deferred, &destinations),
+                &format!("{context}: {} moves pending", plan.moves.len()),
+            );
+            for planned in plan.moves.into_iter().rev() {
+                let index = movable[planned.movable];
+                let outcome = rng.below(3) as usize;
+                outcomes[outcome] += 1;
+                match outcome {
+                    0 => {
+                        let old =
+                            std::mem::replace(&mut live[index].allocation, planned.destination);
+                        free(&allocator, old);
+                    }
+                    1 => {
+                        let old =
+                            std::mem::replace(&mut live[index].allocation, planned.destination);
+                        deferred.push((old.memory_type(), old.size(), old.is_dedicated()));
+                        allocator.free_after_frame(old).unwrap();
+                    }
+                    _ => {
+                        let destination = &planned.destination;
+                        deferred.push((
+                            destination.memory_type(),
+                            destination.size(),
+                            destination.is_dedicated(),
+                        ));
+                        allocator.give_up_move(planned).unwrap();
+                    }
+                }
+            }
+            recount(
+                &allocator,
+                &device,
+                &counted(&live, &deferred, &[]),
+                &format!("{context}: moves resolved"),
+            );
+            let fence = device.create_fence();
+            // SAFETY: a fake fence, signalled at once: "the GPU" is done.
+            unsafe { allocator.end_frame(fence) }.unwrap();
+            device.signal_fence(fence);
+            allocator.collect().unwrap();
+            deferred.clear();
+            recount(
+                &allocator,
+                &device,
+                &counted(&live, &deferred, &[]),
+                &format!("{context}: collected"),
+            );
+        }
+        println!("{name}: moves carried out, freed after the frame, given up: {outcomes:?}");
+        assert!(outcomes.iter().all(|&n| n > 0), "{name}: {outcomes:?}");
+        for l in live {
+            free(&allocator, l.allocation);
+        }
+        finish(allocator, &device);
+    }
 }

@@ -2,8 +2,9 @@
 //! one, which is made (a buffer and a memory object, slow on some drivers)
 //! with no lock of the allocator held, so another thread's `end_frame`,
 //! `collect` and `destroy_upload_ring` do not wait for it, and two threads
-//! growing one ring at once keep one new chunk. `StalledGrow` holds the grow
-//! in the memory callback.
+//! growing one ring at once keep one new chunk, and a grown ring reuses its
+//! chunks frame after frame. `StalledGrow` holds the grow in the memory
+//! callback.
 
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{Error, RingAllocation, UploadRing, UploadRingDesc};
@@ -214,4 +215,58 @@ fn two_threads_growing_a_ring_at_once_keep_one_new_chunk() {
     assert_eq!(stall.allocator.stats().allocations(), 2);
     stall.allocator.destroy_upload_ring(stall.ring).unwrap();
     finish_after_frame(stall.allocator, &stall.device);
+}
+
+/// gfx-memory's linear allocator never reused its finished lines
+/// (gfx-rs/gfx-extras PR #16, wgpu-rs #363): a frame loop took a new memory
+/// object every few frames. A growing ring that reached the chunks its
+/// frames in flight need keeps them: the same per-frame workload, with two
+/// frames in flight, makes no chunk after the first frames, and every
+/// later frame's allocations lie in the chunks made then.
+#[test]
+fn a_grown_ring_reuses_its_chunks_frame_after_frame() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let desc = UploadRingDesc {
+        size: 64 << 10,
+        grow: true,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    // Each frame writes 1.5 chunks' worth, in pieces of 3 KiB.
+    let per_frame = 32;
+    let mut in_flight = std::collections::VecDeque::new();
+    let mut after_warm_up = None;
+    let mut buffers_seen = std::collections::HashSet::new();
+    for frame in 0..40 {
+        for _ in 0..per_frame {
+            let a = allocator.ring_allocate(ring, 3 << 10, 256).unwrap();
+            if frame >= 10 {
+                assert!(
+                    buffers_seen.contains(&a.buffer()),
+                    "frame {frame}: an allocation in a chunk made after the warm-up"
+                );
+            } else {
+                buffers_seen.insert(a.buffer());
+            }
+        }
+        in_flight.push_back(end_frame(&allocator, &device));
+        if in_flight.len() > 2 {
+            device.signal_fence(in_flight.pop_front().unwrap());
+        }
+        allocator.collect().unwrap();
+        if frame == 9 {
+            after_warm_up = Some(device.counters().allocate_calls);
+        }
+    }
+    assert_eq!(
+        Some(device.counters().allocate_calls),
+        after_warm_up,
+        "the ring made memory after its warm-up"
+    );
+    for fence in in_flight {
+        device.signal_fence(fence);
+    }
+    allocator.collect().unwrap();
+    allocator.destroy_upload_ring(ring).unwrap();
+    finish(allocator, &device);
 }

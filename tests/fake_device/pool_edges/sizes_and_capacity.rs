@@ -1,7 +1,8 @@
 //! A pool's blocks at its limits: a retiring block kept for `min_blocks`
 //! serves requests again, small buffers do not make a capped pool full, a
-//! request that fits a fixed-size block only unrounded is placed, and a
-//! pool of 2000 blocks is released whole. Apart because each checks how
+//! request that fits a fixed-size block only unrounded is placed, a request
+//! of exactly the block size reuses the emptied block, and a pool of 2000
+//! blocks is released whole. Apart because each checks how
 //! a pool's fixed block size, its cap or its `min_blocks` decide where a
 //! request goes and which blocks stay.
 
@@ -230,5 +231,54 @@ fn a_pool_of_many_blocks_is_released_whole() {
     let a = allocator.allocate(&small).unwrap();
     assert_eq!(device.live_allocations().len(), 2000);
     free(&allocator, a);
+    finish(allocator, &device);
+}
+
+/// Vulkan-Samples PR #248: a buffer pool compared a request with its
+/// blocks' size by `>` where `>=` was meant, so a request of exactly the
+/// block size never reused an inactive block and took a new one each time.
+/// Here a request of exactly a pool's block size (buffer, optimal image,
+/// with a margin-free default config) fills a block, and once freed its
+/// kept block takes the same request again, in a pool that may grow and
+/// in one capped at that block: no memory object is made for it, and none
+/// is dedicated.
+#[test]
+fn a_request_of_exactly_the_block_size_reuses_the_emptied_block() {
+    const BLOCK: u64 = 4 * MIB;
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    for max_blocks in [None, Some(1)] {
+        let mut desc = PoolDesc::new(1).block_size(BLOCK);
+        if let Some(max) = max_blocks {
+            desc = desc.max_blocks(max);
+        }
+        let pool = allocator.create_pool(&desc).unwrap();
+        for kind in [ResourceKind::Buffer, ResourceKind::OptimalImage] {
+            let request = Request::with_desc(
+                requirements(BLOCK, 256),
+                kind,
+                AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool),
+            );
+            let first = allocator.allocate(&request).unwrap();
+            assert!(!first.is_dedicated(), "{max_blocks:?} {kind:?}");
+            let memory = first.memory();
+            let made = device.counters().allocate_calls;
+            free(&allocator, first);
+            for round in 0..3 {
+                let again = allocator.allocate(&request).unwrap();
+                assert_eq!(
+                    (again.memory(), again.offset(), again.is_dedicated()),
+                    (memory, 0, false),
+                    "{max_blocks:?} {kind:?} round {round}"
+                );
+                free(&allocator, again);
+            }
+            assert_eq!(
+                device.counters().allocate_calls,
+                made,
+                "{max_blocks:?} {kind:?}: memory made for a request the kept block holds"
+            );
+        }
+        allocator.destroy_pool(pool).unwrap();
+    }
     finish(allocator, &device);
 }
