@@ -406,9 +406,12 @@ fn a_callback_calling_into_the_allocator_on_an_aged_release_panics_instead_of_de
 /// then, as its turn is (the allocator module's "Locks"): a callback that
 /// calls into the allocator for another memory type of the heap at its
 /// edge (the resizable-BAR layout's types 1 and 4 share heap 0, with
-/// 2 MiB of its budget left) meets no lock its thread holds, and goes
-/// through, in every build, as a call into another allocator does. The
-/// other type's remainder block is sized on the room the first one left:
+/// 2 MiB of its budget left) meets no lock its thread holds here, and
+/// goes through, in every build. (Not a licence: `set_memory_callback`
+/// still forbids calls into the allocator. The callback holds its own
+/// pool's lock, so two threads doing this could wait for each other's
+/// pools, and a type short of memory releases kept blocks of the heap's
+/// other pools, this thread's own among them.) The other type's remainder block is sized on the room the first one left:
 /// 1 MiB for type 1, then 512 KiB for type 4, and 512 KiB stay. Held over
 /// the callback, the turn was met there: debug builds panicked (the lock
 /// checker), release builds deadlocked. Run on a thread of its own, so

@@ -104,9 +104,11 @@ impl FakeDevice {
     /// no buffer, [`FakeCall::BindBuffer`] leaves the buffer unbound; with
     /// `nth` 0, or a call past `u64::MAX`, none does. A call that breaks a
     /// rule of the spec is recorded as a violation instead (as the
-    /// validation layer reports it before the driver is called), and a
-    /// buffer creation on a lost device fails with `VK_ERROR_DEVICE_LOST`:
-    /// the failure asked for that call is spent all the same. Each
+    /// validation layer reports it before the driver is called), a
+    /// buffer creation on a lost device fails with `VK_ERROR_DEVICE_LOST`,
+    /// and one whose size would round up past `u64::MAX` with
+    /// `VK_ERROR_OUT_OF_DEVICE_MEMORY`: the failure asked for that call is
+    /// spent all the same. Each
     /// kind of call is counted apart, from the device's creation, failed
     /// calls included but not one that [`panic_on`](Self::panic_on) made
     /// panic (it panics before it counts); several failures may wait at
