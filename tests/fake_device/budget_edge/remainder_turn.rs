@@ -3,12 +3,76 @@
 //! last left (`MemoryContext::remainder_turn`), the least block after a
 //! refused one included; dedicated memory and `allocate_mut` beside them.
 
-use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{Allocation, Config, DedicatedPolicy};
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::{Allocation, Config, DedicatedPolicy, Request};
 
 use super::{device_local, heap_blocks_and_room, KIB, MIB};
 use crate::frames::{end_frame, free_all_and_finish};
-use crate::{allocator_with, finish};
+use crate::{allocator_with, finish, FakeAllocator};
+
+/// The resizable-BAR layout (memory types 1 and 4 share heap 0) with
+/// 2 MiB of heap 0's budget left (100 MiB, 98 MiB of it other
+/// processes'), its driver refusing past it too: where every test here
+/// starts.
+fn two_mib_left_in_heap_0() -> (FakeAllocator, FakeDevice) {
+    let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
+    let (budget, others) = (100 * MIB, 98 * MIB);
+    device.set_heap_budget(0, budget, others);
+    device.cap_heap(0, budget - others);
+    (allocator, device)
+}
+
+/// A device-local request of `size` bytes in `memory_type` only.
+fn in_type(memory_type: u32, size: u64) -> Request<'static> {
+    let mut request = device_local(size);
+    request.requirements.memory_type_bits = 1 << memory_type;
+    request
+}
+
+/// [`in_type`], never in dedicated memory: a block or nothing.
+fn block_only(memory_type: u32, size: u64) -> Request<'static> {
+    in_type(memory_type, size).dedicated(DedicatedPolicy::Never)
+}
+
+/// `held` allocated on a thread of its own, held on its debug `line`
+/// (logged under the heap's remainder turn where the tests hold it) until
+/// `other`, asked for on a second thread once `meanwhile` has run on this
+/// one, is placed or 300 ms have passed. A thread waiting for the turn,
+/// as it should, says so through no hook: the wait then ends on the
+/// clock, and the outcome does not depend on it. Both allocations,
+/// `held`'s first.
+fn held_on_a_line_while_another_asks(
+    allocator: &FakeAllocator,
+    line: &'static str,
+    held: &Request<'_>,
+    other: &Request<'_>,
+    meanwhile: impl FnOnce(),
+) -> Vec<Allocation> {
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+    let (at_line, at_line_rx) = channel::<()>();
+    let (go, go_rx) = channel::<()>();
+    let (done, done_rx) = channel::<()>();
+    std::thread::scope(|scope| {
+        let held = scope.spawn(move || {
+            super::leak_log::on_line_with(line, move || {
+                at_line.send(()).unwrap();
+                let _ = done_rx.recv_timeout(Duration::from_millis(300));
+            });
+            allocator.allocate(held).unwrap()
+        });
+        let other = scope.spawn(move || {
+            go_rx.recv().unwrap();
+            let allocation = allocator.allocate(other);
+            let _ = done.send(());
+            allocation.unwrap()
+        });
+        at_line_rx.recv().unwrap();
+        meanwhile();
+        go.send(()).unwrap();
+        vec![held.join().unwrap(), other.join().unwrap()]
+    })
+}
 
 /// Two memory types of one heap at its edge at the same moment leave half
 /// the room between them, as one after the other does: with 2 MiB of VRAM
@@ -29,10 +93,7 @@ fn two_memory_types_at_the_edge_at_once_leave_half_the_room() {
     let iterations = if cfg!(miri) { 2 } else { 40 };
     let mut broken = Vec::new();
     for iteration in 0..iterations {
-        let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
-        let (budget, others) = (100 * MIB, 98 * MIB);
-        device.set_heap_budget(0, budget, others);
-        device.cap_heap(0, budget - others);
+        let (allocator, device) = two_mib_left_in_heap_0();
         device.slow_allocations(Some(std::time::Duration::from_millis(2)));
         let start = std::sync::Barrier::new(2);
         let live: Vec<Allocation> = std::thread::scope(|scope| {
@@ -81,42 +142,17 @@ fn two_memory_types_at_the_edge_at_once_leave_half_the_room() {
 /// after another, the second waits for the first and takes 512 KiB.
 #[test]
 fn a_remainder_block_sized_meanwhile_in_another_memory_type_leaves_half_the_room() {
-    use std::sync::mpsc::channel;
-    use std::time::Duration;
     let test = "a_remainder_block_sized_meanwhile_in_another_memory_type_leaves_half_the_room";
     let iterations = if cfg!(miri) { 1 } else { 3 };
     for iteration in 0..iterations {
-        let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
-        let (budget, others) = (100 * MIB, 98 * MIB);
-        device.set_heap_budget(0, budget, others);
-        device.cap_heap(0, budget - others);
-        let in_type = |memory_type: u32| {
-            let mut request = device_local(256);
-            request.requirements.memory_type_bits = 1 << memory_type;
-            request
-        };
-        let (go, go_rx) = channel::<()>();
-        let (done, done_rx) = channel::<()>();
-        let live: Vec<Allocation> = std::thread::scope(|scope| {
-            let allocator = &allocator;
-            let other = scope.spawn(move || {
-                go_rx.recv().unwrap();
-                let allocation = allocator.allocate(&in_type(4));
-                let _ = done.send(());
-                allocation.unwrap()
-            });
-            let held = scope.spawn(move || {
-                super::leak_log::on_line_with(
-                    "allocating 1048576 bytes of memory type 1 (",
-                    move || {
-                        go.send(()).unwrap();
-                        let _ = done_rx.recv_timeout(Duration::from_millis(300));
-                    },
-                );
-                allocator.allocate(&in_type(1)).unwrap()
-            });
-            vec![held.join().unwrap(), other.join().unwrap()]
-        });
+        let (allocator, device) = two_mib_left_in_heap_0();
+        let live = held_on_a_line_while_another_asks(
+            &allocator,
+            "allocating 1048576 bytes of memory type 1 (",
+            &in_type(1, 256),
+            &in_type(4, 256),
+            || {},
+        );
         let types: Vec<u32> = live.iter().map(Allocation::memory_type).collect();
         let (sizes, room) = heap_blocks_and_room(&allocator, &device);
         println!("{test}: iteration {iteration}: blocks {sizes:?}, {room} bytes left");
@@ -147,48 +183,21 @@ fn a_remainder_block_sized_meanwhile_in_another_memory_type_leaves_half_the_room
 /// type 1 had read: 1 MiB, and 512 KiB stayed.
 #[test]
 fn the_least_block_after_a_refused_remainder_block_is_made_under_the_turn() {
-    use std::sync::mpsc::channel;
-    use std::time::Duration;
     use vk_suballoc::device::DeviceError;
     let test = "the_least_block_after_a_refused_remainder_block_is_made_under_the_turn";
-    let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
-    let (budget, others) = (100 * MIB, 98 * MIB);
-    device.set_heap_budget(0, budget, others);
-    device.cap_heap(0, budget - others);
+    let (allocator, device) = two_mib_left_in_heap_0();
     // The ladder's blocks (4 MiB and up) are over the budget, refused
     // without a call: the first call is type 1's 1 MiB remainder block.
     device.fail_allocation(1, DeviceError::OutOfDeviceMemory);
-    let in_type = |memory_type: u32, size: u64| {
-        let mut request = device_local(size).dedicated(DedicatedPolicy::Never);
-        request.requirements.memory_type_bits = 1 << memory_type;
-        request
-    };
-    let (at_least, at_least_rx) = channel::<()>();
-    let (go, go_rx) = channel::<()>();
-    let (done, done_rx) = channel::<()>();
-    let live: Vec<Allocation> = std::thread::scope(|scope| {
-        let allocator = &allocator;
-        let held = scope.spawn(move || {
-            super::leak_log::on_line_with(
-                "allocating 524288 bytes of memory type 1 (",
-                move || {
-                    at_least.send(()).unwrap();
-                    let _ = done_rx.recv_timeout(Duration::from_millis(300));
-                },
-            );
-            allocator.allocate(&in_type(1, 300 * KIB)).unwrap()
-        });
-        let other = scope.spawn(move || {
-            go_rx.recv().unwrap();
-            let allocation = allocator.allocate(&in_type(4, 256));
-            let _ = done.send(());
-            allocation.unwrap()
-        });
-        at_least_rx.recv().unwrap();
-        device.signal_fence(end_frame(allocator, &device));
-        go.send(()).unwrap();
-        vec![held.join().unwrap(), other.join().unwrap()]
-    });
+    // Held on the least block's line while a frame ends (and forgets the
+    // refusal of 1 MiB) and type 4 asks.
+    let live = held_on_a_line_while_another_asks(
+        &allocator,
+        "allocating 524288 bytes of memory type 1 (",
+        &block_only(1, 300 * KIB),
+        &block_only(4, 256),
+        || device.signal_fence(end_frame(&allocator, &device)),
+    );
     let types: Vec<u32> = live.iter().map(Allocation::memory_type).collect();
     let (sizes, room) = heap_blocks_and_room(&allocator, &device);
     let counters = device.counters();
@@ -223,15 +232,7 @@ fn the_least_block_after_a_remainder_block_over_the_budget_is_made_under_the_tur
     use std::sync::mpsc::channel;
     use std::time::Duration;
     let test = "the_least_block_after_a_remainder_block_over_the_budget_is_made_under_the_turn";
-    let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
-    let (budget, others) = (100 * MIB, 98 * MIB);
-    device.set_heap_budget(0, budget, others);
-    device.cap_heap(0, budget - others);
-    let in_type = |memory_type: u32, size: u64| {
-        let mut request = device_local(size).dedicated(DedicatedPolicy::Never);
-        request.requirements.memory_type_bits = 1 << memory_type;
-        request
-    };
+    let (allocator, device) = two_mib_left_in_heap_0();
     let (remainder, remainder_rx) = channel::<()>();
     let (dedicated_done, dedicated_done_rx) = channel::<()>();
     let (at_least, at_least_rx) = channel::<()>();
@@ -255,7 +256,7 @@ fn the_least_block_after_a_remainder_block_over_the_budget_is_made_under_the_tur
                         .expect("the dedicated memory waited for the remainder turn");
                 },
             );
-            allocator.allocate(&in_type(1, 300 * KIB)).unwrap()
+            allocator.allocate(&block_only(1, 300 * KIB)).unwrap()
         });
         let dedicated = scope.spawn(move || {
             remainder_rx.recv().unwrap();
@@ -269,7 +270,7 @@ fn the_least_block_after_a_remainder_block_over_the_budget_is_made_under_the_tur
         });
         let other = scope.spawn(move || {
             at_least_rx.recv().unwrap();
-            let allocation = allocator.allocate(&in_type(4, 256));
+            let allocation = allocator.allocate(&block_only(4, 256));
             let _ = done.send(());
             allocation.unwrap()
         });
@@ -310,43 +311,18 @@ fn the_least_block_after_a_remainder_block_over_the_budget_is_made_under_the_tur
 /// block gave back: 1 MiB, and 512 KiB stayed.
 #[test]
 fn the_least_block_after_a_remainder_block_whose_map_failed_is_made_under_the_turn() {
-    use std::sync::mpsc::channel;
-    use std::time::Duration;
     use vk_suballoc::device::DeviceError;
     let test = "the_least_block_after_a_remainder_block_whose_map_failed_is_made_under_the_turn";
-    let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
-    let (budget, others) = (100 * MIB, 98 * MIB);
-    device.set_heap_budget(0, budget, others);
-    device.cap_heap(0, budget - others);
+    let (allocator, device) = two_mib_left_in_heap_0();
     // The first map is the 1 MiB remainder block's.
     device.fail_map_with(1, DeviceError::OutOfDeviceMemory);
-    let in_type = |memory_type: u32, size: u64| {
-        let mut request = device_local(size).dedicated(DedicatedPolicy::Never);
-        request.requirements.memory_type_bits = 1 << memory_type;
-        request
-    };
-    let (at_least, at_least_rx) = channel::<()>();
-    let (done, done_rx) = channel::<()>();
-    let live: Vec<Allocation> = std::thread::scope(|scope| {
-        let allocator = &allocator;
-        let held = scope.spawn(move || {
-            super::leak_log::on_line_with(
-                "allocating 524288 bytes of memory type 4 (",
-                move || {
-                    at_least.send(()).unwrap();
-                    let _ = done_rx.recv_timeout(Duration::from_millis(300));
-                },
-            );
-            allocator.allocate(&in_type(4, 300 * KIB)).unwrap()
-        });
-        let other = scope.spawn(move || {
-            at_least_rx.recv().unwrap();
-            let allocation = allocator.allocate(&in_type(1, 256));
-            let _ = done.send(());
-            allocation.unwrap()
-        });
-        vec![held.join().unwrap(), other.join().unwrap()]
-    });
+    let live = held_on_a_line_while_another_asks(
+        &allocator,
+        "allocating 524288 bytes of memory type 4 (",
+        &block_only(4, 300 * KIB),
+        &block_only(1, 256),
+        || {},
+    );
     let types: Vec<u32> = live.iter().map(Allocation::memory_type).collect();
     let (sizes, room) = heap_blocks_and_room(&allocator, &device);
     let counters = device.counters();
@@ -377,10 +353,7 @@ fn the_least_block_after_a_remainder_block_whose_map_failed_is_made_under_the_tu
 fn dedicated_memory_made_while_a_remainder_block_is_sized_takes_the_room_it_leaves() {
     use std::sync::mpsc::channel;
     let test = "dedicated_memory_made_while_a_remainder_block_is_sized_takes_the_room_it_leaves";
-    let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
-    let (budget, others) = (100 * MIB, 98 * MIB);
-    device.set_heap_budget(0, budget, others);
-    device.cap_heap(0, budget - others);
+    let (allocator, device) = two_mib_left_in_heap_0();
     let (go, go_rx) = channel::<()>();
     let (done, done_rx) = channel::<()>();
     let live: Vec<Allocation> = std::thread::scope(|scope| {
@@ -441,17 +414,9 @@ fn dedicated_memory_made_while_a_remainder_block_is_sized_takes_the_room_it_leav
 /// the room back.
 #[test]
 fn allocate_mut_at_the_edge_takes_remainder_blocks_as_allocate_does() {
-    let (mut allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
-    let (budget, others) = (100 * MIB, 98 * MIB);
-    device.set_heap_budget(0, budget, others);
-    device.cap_heap(0, budget - others);
-    let in_type = |memory_type: u32| {
-        let mut request = device_local(256);
-        request.requirements.memory_type_bits = 1 << memory_type;
-        request
-    };
-    let first = allocator.allocate_mut(&in_type(1)).unwrap();
-    let second = allocator.allocate_mut(&in_type(4)).unwrap();
+    let (mut allocator, device) = two_mib_left_in_heap_0();
+    let first = allocator.allocate_mut(&in_type(1, 256)).unwrap();
+    let second = allocator.allocate_mut(&in_type(4, 256)).unwrap();
     assert_eq!((first.memory_type(), second.memory_type()), (1, 4));
     let (sizes, room) = heap_blocks_and_room(&allocator, &device);
     assert_eq!(
