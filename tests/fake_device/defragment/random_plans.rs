@@ -50,6 +50,38 @@ struct Live {
     kind: ResourceKind,
 }
 
+/// A round of random requests: up to `most` allocations (optimal and
+/// linear images and buffers, 16 B to 2 MiB, alignments up to 4 KiB, in
+/// every usage) added to `live`, then a random number of `live`'s freed.
+fn churn(allocator: &FakeAllocator, rng: &mut Rng, live: &mut Vec<Live>, most: u64) {
+    for _ in 0..rng.below(most) {
+        let kind = match rng.below(4) {
+            0 => ResourceKind::OptimalImage,
+            1 => ResourceKind::LinearImage,
+            _ => ResourceKind::Buffer,
+        };
+        let size = match rng.below(3) {
+            0 => 16 + rng.below(4096),
+            1 => 4096 + rng.below(256 << 10),
+            _ => (64 << 10) + rng.below(2 * MIB),
+        };
+        let requirements = requirements(size, 1 << rng.below(13));
+        let usage = [Usage::DEVICE_LOCAL, Usage::UPLOAD, Usage::READBACK][rng.below(3) as usize];
+        let allocation = allocator
+            .allocate(&Request::new(requirements, usage, kind))
+            .unwrap();
+        live.push(Live {
+            allocation,
+            requirements,
+            kind,
+        });
+    }
+    for _ in 0..rng.below(live.len() as u64 + 1) {
+        let gone = live.swap_remove(rng.below(live.len() as u64) as usize);
+        free(allocator, gone.allocation);
+    }
+}
+
 /// Returns the moves, emptied blocks and compaction's moves of all its
 /// plans.
 fn random_plans(
@@ -62,33 +94,7 @@ fn random_plans(
     let (mut total_moves, mut total_blocks, mut total_packing) = (0, 0, 0);
     for round in 0..20 {
         let context = format!("{name} round {round}");
-        for _ in 0..rng.below(300) {
-            let kind = match rng.below(4) {
-                0 => ResourceKind::OptimalImage,
-                1 => ResourceKind::LinearImage,
-                _ => ResourceKind::Buffer,
-            };
-            let size = match rng.below(3) {
-                0 => 16 + rng.below(4096),
-                1 => 4096 + rng.below(256 << 10),
-                _ => (64 << 10) + rng.below(2 * MIB),
-            };
-            let requirements = requirements(size, 1 << rng.below(13));
-            let usage =
-                [Usage::DEVICE_LOCAL, Usage::UPLOAD, Usage::READBACK][rng.below(3) as usize];
-            let allocation = allocator
-                .allocate(&Request::new(requirements, usage, kind))
-                .unwrap();
-            live.push(Live {
-                allocation,
-                requirements,
-                kind,
-            });
-        }
-        for _ in 0..rng.below(live.len() as u64 + 1) {
-            let gone = live.swap_remove(rng.below(live.len() as u64) as usize);
-            free(allocator, gone.allocation);
-        }
+        churn(allocator, rng, &mut live, 300);
         allocator.trim();
         let reserved = allocator.stats().reserved_bytes();
         let movable: Vec<usize> = (0..live.len()).filter(|_| rng.below(8) != 0).collect();
@@ -318,33 +324,7 @@ fn figures_equal_a_recount_through_defragmentation() {
         };
         for round in 0..10 {
             let context = format!("{name} round {round}");
-            for _ in 0..rng.below(200) {
-                let kind = match rng.below(4) {
-                    0 => ResourceKind::OptimalImage,
-                    1 => ResourceKind::LinearImage,
-                    _ => ResourceKind::Buffer,
-                };
-                let size = match rng.below(3) {
-                    0 => 16 + rng.below(4096),
-                    1 => 4096 + rng.below(256 << 10),
-                    _ => (64 << 10) + rng.below(2 * MIB),
-                };
-                let requirements = requirements(size, 1 << rng.below(13));
-                let usage =
-                    [Usage::DEVICE_LOCAL, Usage::UPLOAD, Usage::READBACK][rng.below(3) as usize];
-                let allocation = allocator
-                    .allocate(&Request::new(requirements, usage, kind))
-                    .unwrap();
-                live.push(Live {
-                    allocation,
-                    requirements,
-                    kind,
-                });
-            }
-            for _ in 0..rng.below(live.len() as u64 + 1) {
-                let gone = live.swap_remove(rng.below(live.len() as u64) as usize);
-                free(&allocator, gone.allocation);
-            }
+            churn(&allocator, &mut rng, &mut live, 200);
             recount(
                 &allocator,
                 &device,
