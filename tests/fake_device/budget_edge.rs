@@ -28,7 +28,7 @@ const GIB: u64 = 1 << 30;
 #[path = "budget_edge/beyond_the_edge.rs"]
 mod beyond_the_edge;
 #[path = "budget_edge/remainder_turn.rs"]
-mod remainder_turn;
+pub(crate) mod remainder_turn;
 #[path = "budget_edge/threads_and_frames.rs"]
 mod threads_and_frames;
 

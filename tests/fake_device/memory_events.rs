@@ -13,6 +13,7 @@ use vk_suballoc::{
     PoolDesc, Request, ResourceKind, Usage,
 };
 
+use super::budget_edge::remainder_turn::{in_type, two_mib_left_in_heap_0};
 use super::{
     allocator_with, assert_panicked_with, buffer, finish, free, requirements, FakeAllocator,
 };
@@ -422,16 +423,9 @@ fn a_callback_of_a_remainder_block_runs_with_the_heaps_remainder_turn_released()
     use std::sync::{OnceLock, Weak};
 
     const MIB: u64 = 1 << 20;
-    let (mut allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
     // 2 MiB of heap 0's budget left: below the ladder's smallest block,
     // so a 256-byte request takes a remainder block.
-    device.set_heap_budget(0, 100 * MIB, 98 * MIB);
-    device.cap_heap(0, 2 * MIB);
-    let in_type = |memory_type: u32| {
-        let mut request = buffer(256, 256, Usage::DEVICE_LOCAL);
-        request.requirements.memory_type_bits = 1 << memory_type;
-        request
-    };
+    let (mut allocator, device) = two_mib_left_in_heap_0();
     let shared: Arc<OnceLock<Weak<FakeAllocator>>> = Arc::default();
     let reenter = Arc::new(AtomicBool::new(true));
     let inner: Arc<Mutex<Option<Result<Allocation, Error>>>> = Arc::default();
@@ -446,7 +440,7 @@ fn a_callback_of_a_remainder_block_runs_with_the_heaps_remainder_turn_released()
             && flag.swap(false, Ordering::Relaxed)
         {
             if let Some(allocator) = target.get().and_then(Weak::upgrade) {
-                let allocation = allocator.allocate(&in_type(4));
+                let allocation = allocator.allocate(&in_type(4, 256));
                 *made.lock().unwrap() = Some(allocation);
             }
         }
@@ -457,7 +451,7 @@ fn a_callback_of_a_remainder_block_runs_with_the_heaps_remainder_turn_released()
     let at_edge = Arc::clone(&allocator);
     let (sender, receiver) = std::sync::mpsc::channel();
     let thread = std::thread::spawn(move || {
-        let outcome = catch_unwind(AssertUnwindSafe(|| at_edge.allocate(&in_type(1))));
+        let outcome = catch_unwind(AssertUnwindSafe(|| at_edge.allocate(&in_type(1, 256))));
         let _ = sender.send(outcome.map_err(|panic| super::panic_message(&*panic).to_owned()));
     });
     let outer = receiver
@@ -502,17 +496,9 @@ fn a_callback_of_a_remainder_block_runs_with_the_heaps_remainder_turn_released()
 #[cfg(debug_assertions)]
 #[test]
 fn a_logger_calling_into_the_allocator_under_a_remainder_turn_panics_instead_of_deadlocking() {
-    const MIB: u64 = 1 << 20;
-    let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
     // 2 MiB of heap 0's budget left: a 256-byte request takes a 1 MiB
     // remainder block.
-    device.set_heap_budget(0, 100 * MIB, 98 * MIB);
-    device.cap_heap(0, 2 * MIB);
-    let in_type = |memory_type: u32| {
-        let mut request = buffer(256, 256, Usage::DEVICE_LOCAL);
-        request.requirements.memory_type_bits = 1 << memory_type;
-        request
-    };
+    let (allocator, device) = two_mib_left_in_heap_0();
     let allocator = Arc::new(allocator);
     let at_edge = Arc::clone(&allocator);
     let message = panic_message_on_a_thread(
@@ -521,10 +507,10 @@ fn a_logger_calling_into_the_allocator_under_a_remainder_turn_panics_instead_of_
             super::leak_log::on_line_with(
                 "allocating 1048576 bytes of memory type 1 (",
                 move || {
-                    let _ = reentrant.allocate(&in_type(4));
+                    let _ = reentrant.allocate(&in_type(4, 256));
                 },
             );
-            let _ = at_edge.allocate(&in_type(1));
+            let _ = at_edge.allocate(&in_type(1, 256));
         },
         "allocate deadlocked: the logger's call met the heap's remainder turn, unseen",
     );
@@ -532,8 +518,8 @@ fn a_logger_calling_into_the_allocator_under_a_remainder_turn_panics_instead_of_
 
     // Nothing was made, and the allocator works on.
     assert_eq!(device.live_allocations().len(), 0);
-    let first = allocator.allocate(&in_type(1)).unwrap();
-    let second = allocator.allocate(&in_type(4)).unwrap();
+    let first = allocator.allocate(&in_type(1, 256)).unwrap();
+    let second = allocator.allocate(&in_type(4, 256)).unwrap();
     assert_eq!((first.memory_type(), second.memory_type()), (1, 4));
     free(&allocator, first);
     free(&allocator, second);

@@ -14,7 +14,7 @@ use crate::{allocator_with, finish, FakeAllocator};
 /// 2 MiB of heap 0's budget left (100 MiB, 98 MiB of it other
 /// processes'), its driver refusing past it too: where every test here
 /// starts.
-fn two_mib_left_in_heap_0() -> (FakeAllocator, FakeDevice) {
+pub(crate) fn two_mib_left_in_heap_0() -> (FakeAllocator, FakeDevice) {
     let (allocator, device) = allocator_with(FakeLayout::rebar(), Config::default());
     let (budget, others) = (100 * MIB, 98 * MIB);
     device.set_heap_budget(0, budget, others);
@@ -23,7 +23,7 @@ fn two_mib_left_in_heap_0() -> (FakeAllocator, FakeDevice) {
 }
 
 /// A device-local request of `size` bytes in `memory_type` only.
-fn in_type(memory_type: u32, size: u64) -> Request<'static> {
+pub(crate) fn in_type(memory_type: u32, size: u64) -> Request<'static> {
     let mut request = device_local(size);
     request.requirements.memory_type_bits = 1 << memory_type;
     request
