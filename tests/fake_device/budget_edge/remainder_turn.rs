@@ -102,8 +102,7 @@ fn two_memory_types_at_the_edge_at_once_leave_half_the_room() {
                 .map(|memory_type| {
                     let (allocator, start) = (&allocator, &start);
                     scope.spawn(move || {
-                        let mut request = device_local(256);
-                        request.requirements.memory_type_bits = 1 << memory_type;
+                        let request = in_type(memory_type, 256);
                         start.wait();
                         let allocation = allocator.allocate(&request).unwrap_or_else(|error| {
                             panic!("{test}: iteration {iteration}: memory type {memory_type}: {error:?}")
@@ -260,10 +259,9 @@ fn the_least_block_after_a_remainder_block_over_the_budget_is_made_under_the_tur
         });
         let dedicated = scope.spawn(move || {
             remainder_rx.recv().unwrap();
-            let mut request = device_local(MIB + MIB / 4)
+            let request = in_type(4, MIB + MIB / 4)
                 .dedicated(DedicatedPolicy::Always)
                 .within_budget();
-            request.requirements.memory_type_bits = 1 << 4;
             let allocation = allocator.allocate(&request);
             dedicated_done.send(()).unwrap();
             allocation.unwrap()
@@ -360,10 +358,9 @@ fn dedicated_memory_made_while_a_remainder_block_is_sized_takes_the_room_it_leav
         let allocator = &allocator;
         let dedicated = scope.spawn(move || {
             go_rx.recv().unwrap();
-            let mut request = device_local(MIB)
+            let request = in_type(4, MIB)
                 .dedicated(DedicatedPolicy::Always)
                 .within_budget();
-            request.requirements.memory_type_bits = 1 << 4;
             let allocation = allocator.allocate(&request);
             done.send(()).unwrap();
             allocation.unwrap()
@@ -382,9 +379,7 @@ fn dedicated_memory_made_while_a_remainder_block_is_sized_takes_the_room_it_leav
                         .expect("the dedicated memory waited for the remainder turn");
                 },
             );
-            let mut request = device_local(256);
-            request.requirements.memory_type_bits = 1 << 1;
-            allocator.allocate(&request).unwrap()
+            allocator.allocate(&in_type(1, 256)).unwrap()
         });
         vec![remainder.join().unwrap(), dedicated.join().unwrap()]
     });
