@@ -65,13 +65,10 @@ impl ResourceCall {
         Self::ALL.into_iter().find(|call| call.option() == option)
     }
 
+    /// Its counter's index: its place in [`ALL`](Self::ALL), the order
+    /// of declaration.
     fn index(self) -> usize {
-        match self {
-            Self::CreateBuffer => 0,
-            Self::CreateImage => 1,
-            Self::BindBuffer => 2,
-            Self::BindImage => 3,
-        }
+        self as usize
     }
 }
 
@@ -150,9 +147,9 @@ pub(crate) unsafe extern "system" fn create_buffer(
             let Some(next) = state.next.create_buffer else {
                 return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
             };
-            if let Some(result) = chosen_failure(&state, ResourceCall::CreateBuffer) {
-                // SAFETY: the caller's output handle, when not null.
-                unsafe { write_null(buffer) };
+            // SAFETY: the caller's output handle.
+            let failed = unsafe { failed_creation(&state, ResourceCall::CreateBuffer, buffer) };
+            if let Some(result) = failed {
                 return result;
             }
             // SAFETY: forwarding the caller's arguments.
@@ -161,16 +158,24 @@ pub(crate) unsafe extern "system" fn create_buffer(
     )
 }
 
-/// Writes a null handle to `handle`, unless it is null: what a failed
-/// creation leaves there.
+/// Counts a creation of `call` ([`chosen_failure`]) and, when the
+/// configuration chose it to fail, writes a null handle to `handle`
+/// (unless it is null: what a failed creation leaves there) and returns
+/// the result to fail with.
 ///
 /// # Safety
 /// `handle` is null or valid for a write.
-pub(crate) unsafe fn write_null<H: vk::Handle>(handle: *mut H) {
+pub(crate) unsafe fn failed_creation<H: vk::Handle>(
+    state: &DeviceState,
+    call: ResourceCall,
+    handle: *mut H,
+) -> Option<vk::Result> {
+    let result = chosen_failure(state, call)?;
     if !handle.is_null() {
         // SAFETY: the contract.
         unsafe { handle.write(H::from_raw(0)) };
     }
+    Some(result)
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use std::sync::Mutex;
 use ash::vk;
 use ash::vk::Handle;
 
-use crate::call_failures::{chosen_failure, write_null, ResourceCall};
+use crate::call_failures::{failed_creation, ResourceCall};
 use crate::dispatch_registry::device_state;
 use crate::ffi_guard::guard;
 use crate::memory_accounting::lock;
@@ -97,9 +97,9 @@ pub(crate) unsafe extern "system" fn create_image(
             let Some(next) = state.next.create_image else {
                 return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
             };
-            if let Some(result) = chosen_failure(&state, ResourceCall::CreateImage) {
-                // SAFETY: the caller's output handle, when not null.
-                unsafe { write_null(image) };
+            // SAFETY: the caller's output handle.
+            let failed = unsafe { failed_creation(&state, ResourceCall::CreateImage, image) };
+            if let Some(result) = failed {
                 return result;
             }
             // SAFETY: forwarding the caller's arguments.
