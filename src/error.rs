@@ -214,6 +214,15 @@ pub enum Error {
     /// The driver ran out of host memory, or the host could not allocate a
     /// new block's slot table ([`Config::initial_block_slots`](crate::Config::initial_block_slots)
     /// slots of 32 bytes: lower it).
+    ///
+    /// From a new memory object's `vkAllocateMemory`, or a new block's
+    /// `vkMapMemory` (the block is freed then), no other memory object is
+    /// asked for, but existing blocks of the memory types still to try
+    /// may take the request. From the create-and-bind helpers and an
+    /// upload ring's new chunk, also the driver's
+    /// `VK_ERROR_OUT_OF_HOST_MEMORY` from `vkCreateBuffer`,
+    /// `vkCreateImage` or the bind, cleaned up as
+    /// [`OutOfDeviceMemory`](Self::OutOfDeviceMemory) says.
     #[error("out of host memory")]
     OutOfHostMemory,
     /// `maxMemoryAllocationCount` `VkDeviceMemory` objects exist (the

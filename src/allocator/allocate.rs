@@ -16,6 +16,9 @@ use super::{Allocation, Allocator, Pool, Request};
 use crate::device::MemoryDeviceExt;
 use crate::Error;
 
+#[cfg(all(test, feature = "fake-device"))]
+mod tests;
+
 impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// Allocates memory for `request`.
     ///

@@ -20,9 +20,11 @@
 //!   `fail-bind-image=N`: the `N`th `vkCreateBuffer`, `vkCreateImage`,
 //!   buffer bind (`vkBindBufferMemory` or `vkBindBufferMemory2[KHR]`) or
 //!   image bind on each device of the instance (counting from 1) returns
-//!   `ERROR_OUT_OF_DEVICE_MEMORY`, or with `N:host`
+//!   `ERROR_OUT_OF_DEVICE_MEMORY` (also with `N:device`), or with `N:host`
 //!   `ERROR_OUT_OF_HOST_MEMORY`, making or binding nothing
-//!   (`call_failures.rs`). Each may be given several times.
+//!   (`call_failures.rs`). A `vkBind*Memory2` call is one bind, however
+//!   many binds it holds (they fail together). Each may be given several
+//!   times.
 //! - `dedicated=prefer` / `dedicated=require`: every buffer and image
 //!   requirements query that asks (`VkMemoryDedicatedRequirements` in the
 //!   output chain) reports that the driver prefers, or requires, a dedicated

@@ -11,10 +11,14 @@ use super::state::Fault;
 use super::FakeDevice;
 use crate::device::DeviceError;
 
-/// A backend call that [`FakeDevice::panic_on`] makes panic, or (those
-/// that return a [`DeviceError`]: [`CreateBuffer`](Self::CreateBuffer) and
-/// [`BindBuffer`](Self::BindBuffer)) that [`FakeDevice::fail_call`] makes
-/// fail.
+/// A backend call that [`FakeDevice::panic_on`] makes panic, or, for
+/// [`CreateBuffer`](Self::CreateBuffer) and
+/// [`BindBuffer`](Self::BindBuffer) only, that [`FakeDevice::fail_call`]
+/// makes fail with a [`DeviceError`]. The others fail otherwise, where
+/// they can: a map through [`FakeDevice::fail_map`] (or `fail_map_with`),
+/// an invalidate through [`FakeDevice::fail_invalidate`], a signal query
+/// (which returns a `DeviceError` too) on a lost device
+/// ([`FakeDevice::lose_device`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FakeCall {

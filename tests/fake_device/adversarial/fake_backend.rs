@@ -2,9 +2,10 @@
 //! writes whose end passes `u64::MAX`, or of memory the host cannot see,
 //! refused, host-visible memory the host cannot back out of host memory,
 //! faults injected far in the future never firing, failures of chosen
-//! buffer creations and binds (`fail_call`) hitting those calls only, and
-//! handles that come back after a free but never repeat across two
-//! devices. These check the test backend, not the allocator.
+//! buffer creations and binds (`fail_call`) hitting those calls only
+//! (and giving way to a failure the call meets anyway), and handles
+//! that come back after a free but never repeat across two devices.
+//! These check the test backend, not the allocator.
 
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{DedicatedPolicy, Usage};
@@ -307,4 +308,61 @@ fn fake_failures_of_calls_that_cannot_fail_are_refused() {
     let message = refused.expect_err("accepted").downcast::<String>().unwrap();
     assert!(message.contains("TooManyObjects"), "{message}");
     device.assert_clean();
+}
+
+/// A failure `fail_call` asked for gives way to the failure its call
+/// meets anyway, and is spent on it, as its docs say: a creation or bind
+/// that breaks a rule is a violation (the validation layer's, before the
+/// driver would fail it), a creation on a lost device is
+/// `VK_ERROR_DEVICE_LOST`, one whose size rounds past `u64::MAX` out of
+/// device memory; the next call of the kind is made.
+#[test]
+fn a_chosen_call_failure_gives_way_to_the_call_s_own_and_is_spent() {
+    use ash::vk;
+    use vk_suballoc::device::fake::FakeCall;
+    use vk_suballoc::device::{AllocationFlags, DeviceError, MemoryDevice, MemoryDeviceExt};
+    let usage = vk::BufferUsageFlags::TRANSFER_SRC;
+    let violation = Err(DeviceError::Unexpected(
+        vk::Result::ERROR_VALIDATION_FAILED_EXT,
+    ));
+    let device = FakeDevice::new(FakeLayout::mobile().with_max_buffer_size(u64::MAX));
+    // SAFETY: a fake device; every object made is destroyed or freed once.
+    unsafe {
+        device.fail_call(FakeCall::CreateBuffer, 1, DeviceError::OutOfHostMemory);
+        assert_eq!(device.create_buffer(0, usage).map(|_| ()), violation);
+        device.fail_call(FakeCall::CreateBuffer, 1, DeviceError::OutOfHostMemory);
+        assert_eq!(
+            device.create_buffer(u64::MAX, usage).map(|_| ()),
+            Err(DeviceError::OutOfDeviceMemory)
+        );
+        // Both failures spent: this one is made.
+        let (buffer, requirements, _) = device.create_buffer(4096, usage).unwrap();
+        let memory_type = requirements.memory_type_bits.trailing_zeros();
+        let memory = device
+            .allocate_memory(requirements.size, memory_type, AllocationFlags::empty())
+            .unwrap();
+        device.bind_buffer_memory(buffer, memory.raw(), 0).unwrap();
+        // A second bind of the buffer: a violation, not the failure.
+        device.fail_call(FakeCall::BindBuffer, 1, DeviceError::OutOfDeviceMemory);
+        assert_eq!(device.bind_buffer_memory(buffer, memory.raw(), 0), Ok(()));
+        let (other, _, _) = device.create_buffer(4096, usage).unwrap();
+        device.bind_buffer_memory(other, memory.raw(), 0).unwrap();
+        let violations = device.violations();
+        assert_eq!(violations.len(), 2, "{violations:#?}");
+        assert!(violations[0].contains("VUID-VkBufferCreateInfo-size-00912"));
+        assert!(violations[1].contains("VUID-vkBindBufferMemory"));
+        device.destroy_buffer(buffer);
+        device.destroy_buffer(other);
+        device.deallocate_memory(memory);
+    }
+    assert_eq!(device.live_resources(), 0);
+    assert!(device.live_allocations().is_empty());
+
+    let lost = FakeDevice::new(FakeLayout::discrete());
+    lost.fail_call(FakeCall::CreateBuffer, 1, DeviceError::OutOfHostMemory);
+    lost.lose_device();
+    // SAFETY: as above; nothing is made.
+    let made = unsafe { lost.create_buffer(4096, usage) };
+    assert_eq!(made.map(|_| ()), Err(DeviceError::DeviceLost));
+    lost.assert_clean();
 }

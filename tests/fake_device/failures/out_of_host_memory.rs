@@ -1,9 +1,10 @@
 //! The driver out of host memory (`VK_ERROR_OUT_OF_HOST_MEMORY`) when a
-//! new memory object is made: no other memory object is asked for (host
-//! memory would fail it again), but the existing blocks of the memory
-//! types still to be tried may take the request, as they need no host
-//! memory (VMA tries the next types on any failure). With no room in
-//! them the request ends with `OutOfHostMemory`.
+//! new memory object is made (or a new block mapped): no other memory
+//! object is asked for (host memory would fail it again), but the
+//! existing blocks of the memory types still to be tried may take the
+//! request, as they need no host memory (VMA tries the next types on any
+//! failure). With no room in them the request ends with
+//! `OutOfHostMemory`.
 
 use ash::vk;
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
@@ -292,4 +293,58 @@ fn a_remainder_block_out_of_host_memory_asks_for_no_least_block() {
     assert_eq!(sizes, [MIB]);
     free(&allocator, placed);
     finish(allocator, &device);
+}
+
+/// A new block whose `vkMapMemory` fails out of host memory
+/// (`FakeDevice::fail_map_with`) ends the request as a `vkAllocateMemory`
+/// out of host memory does: the block is freed and the caller gets
+/// `OutOfHostMemory`, with no other memory object asked for (the next
+/// host-visible type, 3, has no block to take it). The map's other two
+/// results go on as they always did: out of device memory, a smaller
+/// block of the same type (16 MiB after 32); `VK_ERROR_MEMORY_MAP_FAILED`,
+/// the next type's block. Nothing is left behind in any.
+#[test]
+fn a_new_block_whose_map_is_out_of_host_memory_ends_the_request() {
+    let cases = [
+        (DeviceError::OutOfHostMemory, None),
+        (DeviceError::OutOfDeviceMemory, Some((2, 16 * MIB))),
+        (DeviceError::MapFailed, Some((3, 32 * MIB))),
+    ];
+    for (error, placed) in cases {
+        let (allocator, device) = allocator(FakeLayout::discrete());
+        device.fail_map_with(1, error);
+        let result = allocator.allocate(&buffer(4096, 1, Usage::UPLOAD));
+        let blocks: Vec<(u32, u64)> = device
+            .live_allocations()
+            .iter()
+            .map(|m| (m.memory_type, m.size))
+            .collect();
+        let counters = device.counters();
+        let what = format!(
+            "{error:?}: {:?}, {blocks:?}, {counters:?}",
+            result.as_ref().err()
+        );
+        match placed {
+            None => {
+                assert_eq!(
+                    result.as_ref().err(),
+                    Some(&Error::OutOfHostMemory),
+                    "{what}"
+                );
+                assert_eq!(counters.allocate_calls, 1, "{what}");
+                assert_eq!(blocks, [], "{what}");
+                assert_eq!(allocator.stats().memory_objects, 0, "{what}");
+            }
+            Some(block) => {
+                let a = result.as_ref().unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                assert_eq!(a.memory_type(), block.0, "{what}");
+                assert_eq!(blocks, [block], "{what}");
+                assert_eq!(counters.allocate_calls, 2, "{what}");
+            }
+        }
+        if let Ok(a) = result {
+            free(&allocator, a);
+        }
+        finish(allocator, &device);
+    }
 }

@@ -186,6 +186,45 @@ fn chosen_creations_and_binds_fail() {
     context.assert_no_validation_messages();
 }
 
+/// A `vkBindBufferMemory2` call of several binds is one buffer bind of
+/// `fail-bind-buffer=N`'s count, as the layer's options say: with the
+/// second bind chosen, a first call that binds two buffers binds both,
+/// and the next call, of one, fails.
+#[test]
+fn a_bind2_call_of_several_binds_counts_as_one_bind() {
+    let options = ContextOptions::default().fail_call("fail-bind-buffer", 2, false);
+    let context = VulkanContext::with_options(Profile::Discrete, options);
+    context.allow(Advice::FailingCalls);
+    let device = &context.device;
+    // SAFETY: valid create, allocate and bind infos on the live device;
+    // every object is destroyed or freed once, after its last use.
+    unsafe {
+        let buffers = [0; 3].map(|_| create_buffer(&context, 4096));
+        let memories = buffers.map(|buffer| {
+            let requirements = device.get_buffer_memory_requirements(buffer);
+            let type_index = requirements.memory_type_bits.trailing_zeros();
+            allocate(&context, type_index, requirements.size).unwrap()
+        });
+        let binds = [0, 1].map(|i| {
+            vk::BindBufferMemoryInfo::default()
+                .buffer(buffers[i])
+                .memory(memories[i])
+        });
+        device.bind_buffer_memory2(&binds).unwrap();
+        assert_eq!(
+            device.bind_buffer_memory(buffers[2], memories[2], 0).err(),
+            Some(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY)
+        );
+        for buffer in buffers {
+            device.destroy_buffer(buffer, None);
+        }
+        for memory in memories {
+            free(&context, memory);
+        }
+    }
+    context.assert_no_validation_messages();
+}
+
 // An opaque POSIX file descriptor: Unix only.
 #[cfg(unix)]
 test_each_fake_profile!(
