@@ -117,7 +117,8 @@ impl FakeDevice {
     /// calls included but not one that [`panic_on`](Self::panic_on) made
     /// panic (it panics before it counts); several failures may wait at
     /// once, and each fails one call. A failure waiting for a call
-    /// that never comes stays unused: it fails no other call.
+    /// that never comes stays unused: it fails no other call; so does a
+    /// second failure asked for the call a first one already waits for.
     ///
     /// The allocator calls `vkCreateBuffer` and `vkBindBufferMemory` of
     /// its backend for its upload rings' chunks only; a test fails them to
@@ -209,7 +210,10 @@ impl FakeDevice {
 
     /// The `nth` `vkMapMemory` call from now (1: the next one) fails with
     /// `VK_ERROR_MEMORY_MAP_FAILED`; with `nth` 0, or a call past
-    /// `u64::MAX`, none does.
+    /// `u64::MAX`, none does. The failure comes before the call's own
+    /// checks (where [`fail_call`](Self::fail_call)'s comes after them): a
+    /// map that breaks a rule of the spec fails as asked and records no
+    /// violation.
     pub fn fail_map(&self, nth: u64) {
         self.fail_map_with(nth, DeviceError::MapFailed);
     }
