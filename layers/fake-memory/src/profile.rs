@@ -59,8 +59,9 @@ pub struct Profile {
     /// Lowest alignment reported in buffer memory requirements (lavapipe's
     /// own 64 is the floor: the layer raises alignments, never lowers them).
     /// The driver's figure, as the crate's `FakeLayout` of the same name has
-    /// it (`BufferRequirements` in `src/device/fake/layout.rs` lists the
-    /// drivers' figures and their sources; `profile_mirrors.rs` compares).
+    /// it (`BufferRequirements` in `src/device/fake/layout/requirements.rs`
+    /// lists the drivers' figures and their sources; `profile_mirrors.rs`
+    /// compares).
     pub min_buffer_alignment: u64,
     /// Buffer requirement sizes are rounded up to a multiple of this, as
     /// real drivers do (NVIDIA: 16 bytes, RADV and Turnip: the alignment,
@@ -71,9 +72,9 @@ pub struct Profile {
     pub buffer_size_granule: u64,
     /// The alignment image memory requirements report, by tiling, size and
     /// depth/stencil format, as the driver the profile models answers it
-    /// (the crate's `ImageRequirements` in `src/device/fake/layout.rs`
-    /// lists the drivers' figures and their sources; `profile_mirrors.rs`
-    /// compares).
+    /// (the crate's `ImageRequirements` in
+    /// `src/device/fake/layout/requirements.rs` lists the drivers' figures
+    /// and their sources; `profile_mirrors.rs` compares).
     /// Lavapipe's own answer (16 on Mesa 22.3, 64 on later Mesa) is the
     /// floor: the layer raises alignments, never lowers them.
     pub image_alignment: ImageAlignment,
