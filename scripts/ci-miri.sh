@@ -15,7 +15,8 @@ trap 'rm -f "$log"' EXIT
 # the unsafe code outside the core (mapped slices, flushes, margins, ring
 # writes, the fake device's host bytes), Miri's data-race detector on one
 # small threaded walk, and the core (no unsafe code; overflow). Pure-logic
-# tests too slow under Miri are skipped (about 3 minutes of tests).
+# tests too slow under Miri are skipped here, or ignored under it
+# (`#[cfg_attr(miri, ignore = ...)]`, with the reason).
 cargo +nightly miri test --lib --features fake-device -- \
     --skip memory_type_choice --skip runs:: --skip host_memory_tests
 # The documentation's examples (the README's among them), which write
