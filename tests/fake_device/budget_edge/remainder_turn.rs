@@ -67,7 +67,14 @@ fn held_on_a_line_while_another_asks(
             let _ = done.send(());
             allocation.unwrap()
         });
-        at_line_rx.recv().unwrap();
+        // Moved in, so that the panic below drops it and `other` ends
+        // too, should `held` end without logging its line (its request
+        // failed, or took another path): the scope waits for both
+        // threads, and `other` would wait for `go` forever.
+        let go = go;
+        at_line_rx
+            .recv()
+            .expect("`held` ended without logging its line");
         meanwhile();
         go.send(()).unwrap();
         vec![held.join().unwrap(), other.join().unwrap()]

@@ -45,6 +45,26 @@ fn margins_hold_vma_s_pattern_and_damage_is_an_error() {
     finish(allocator, &device);
 }
 
+/// On a device of one memory type (lavapipe's), that type's bit is the
+/// whole of the allocator's debug types (`MemoryContext::is_debug_type`
+/// tests it alone): its allocations get the pattern and their frees
+/// check it, as where the other types have none.
+#[test]
+fn the_only_memory_type_of_a_device_is_checked() {
+    let (allocator, device) = allocator_with(FakeLayout::lavapipe(), with_margin(16, true));
+    let a = allocator
+        .allocate(&buffer(1000, 16, Usage::UPLOAD).name("only type"))
+        .unwrap();
+    assert_eq!(a.memory_type(), 0);
+    // SAFETY: no slice of the allocation is alive.
+    let margin = unsafe { device.read(a.memory(), a.offset() + 1000, 16) }.unwrap();
+    assert_eq!(margin, 0x7F84_E666u32.to_le_bytes().repeat(4));
+    gpu_write(&device, &a, 1000, &[0]);
+    free(&allocator, a);
+    assert_eq!(allocator.corruptions_detected(), 1);
+    finish(allocator, &device);
+}
+
 /// One byte past the end, or a word at the margin's end, is seen when the
 /// allocation is freed: logged with its name and counted. Its neighbours'
 /// frees find nothing.
