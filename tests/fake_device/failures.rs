@@ -438,29 +438,6 @@ fn a_failed_map_frees_the_block_and_tries_the_next_type() {
     finish(lavapipe, &device);
 }
 
-/// A map failing out of host memory (`VK_ERROR_OUT_OF_HOST_MEMORY`, one
-/// of `vkMapMemory`'s results) is that error, not `MapFailed`: the block
-/// is freed, and the next host-visible type is tried in its existing
-/// blocks only (none here), for another memory object would fail the
-/// same way.
-#[test]
-fn a_map_out_of_host_memory_asks_the_next_type_for_no_memory() {
-    let (allocator, device) = allocator(FakeLayout::discrete());
-    device.fail_map_with(1, DeviceError::OutOfHostMemory);
-    assert_eq!(
-        allocator.allocate(&buffer(4096, 1, Usage::UPLOAD)),
-        Err(Error::OutOfHostMemory)
-    );
-    // Type 2's block, made, refused its map and freed; type 3 not asked.
-    let counters = device.counters();
-    assert_eq!(
-        (counters.allocate_calls, counters.maps, counters.frees),
-        (1, 1, 1)
-    );
-    assert!(device.live_allocations().is_empty());
-    finish(allocator, &device);
-}
-
 #[test]
 fn a_lost_device_fails_allocations_but_drops_cleanly() {
     let (allocator, device) = allocator(FakeLayout::integrated());
