@@ -12,159 +12,20 @@ use super::profile::Profile;
 use super::stack_turn::StackTurn;
 use super::validation_messages::{self, Advice, MessageLog};
 
-const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
+mod device_choice;
+mod messages;
+mod options;
 
-/// The fake-memory layer's configuration marker (see `layers/fake-memory`).
-const PROFILE_MARKER: &str = "vk-suballoc-fake-memory:";
+use device_choice::pick_device;
+pub use device_choice::{on_custom_device, TEST_DEVICE};
+pub use options::ContextOptions;
+
+const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
 
 /// What to install when a part of the Vulkan stack is missing.
 const INSTALL_HINT: &str = "install the Vulkan loader, lavapipe and the validation layer \
      (Debian/Ubuntu: `apt-get install libvulkan1 mesa-vulkan-drivers vulkan-validationlayers`), \
      or run the tests through `scripts/with-vulkan.sh cargo test`, which does it when run as root";
-
-/// Fault injection for the fake-memory profiles.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ContextOptions {
-    /// `vkAllocateMemory` calls (1-based, counted per device) that fail with
-    /// `ERROR_OUT_OF_DEVICE_MEMORY`.
-    pub fail_allocations: Vec<u32>,
-    /// Resource creations and binds that fail, as the layer's options
-    /// take them (`fail-create-buffer=1`, `fail-bind-image=2:host`).
-    pub fail_calls: Vec<String>,
-    /// Overrides the profile's `maxMemoryAllocationCount`.
-    pub max_allocations: Option<u32>,
-    /// Overrides the least alignment of image requirements.
-    pub image_alignment: Option<u32>,
-    /// Makes requirements queries report that the driver prefers
-    /// (`"prefer"`) or requires (`"require"`) dedicated memory.
-    pub dedicated: Option<&'static str>,
-    /// Offers `VK_EXT_memory_budget` (`true`) or hides it, instead of what
-    /// the profile says ([`Profile::has_memory_budget`]).
-    pub memory_budget: Option<bool>,
-    /// Offers `VK_EXT_memory_priority` (`true`) or hides it, instead of
-    /// what the profile says ([`Profile::has_memory_priority`]).
-    pub memory_priority: Option<bool>,
-    /// Keeps the layer's refused binds off standard error, for a test that
-    /// makes them on purpose.
-    pub quiet_refusals: bool,
-    /// Runs the validation layer's GPU-assisted validation too
-    /// ([`validation_messages::GPU_ASSISTED`]). Not a fake-layer option:
-    /// plain lavapipe takes it.
-    pub gpu_assisted: bool,
-}
-
-impl ContextOptions {
-    /// Adds a `vkAllocateMemory` call number (from 1) that will fail.
-    pub fn fail_allocation(mut self, call: u32) -> Self {
-        self.fail_allocations.push(call);
-        self
-    }
-
-    /// Makes the `nth` (from 1) call of the layer's `option`
-    /// (`fail-create-buffer`, `fail-create-image`, `fail-bind-buffer`,
-    /// `fail-bind-image`) fail with `ERROR_OUT_OF_HOST_MEMORY` (`host`)
-    /// or `ERROR_OUT_OF_DEVICE_MEMORY`.
-    pub fn fail_call(mut self, option: &str, nth: u32, host: bool) -> Self {
-        let error = if host { ":host" } else { "" };
-        self.fail_calls.push(format!("{option}={nth}{error}"));
-        self
-    }
-
-    /// Lowers `maxMemoryAllocationCount` to `count`.
-    pub fn max_allocations(mut self, count: u32) -> Self {
-        self.max_allocations = Some(count);
-        self
-    }
-
-    /// Aligns image requirements to at least `alignment` (a power of two)
-    /// instead of the profile's minimum.
-    pub fn image_alignment(mut self, alignment: u32) -> Self {
-        self.image_alignment = Some(alignment);
-        self
-    }
-
-    /// Makes every requirements query report that the driver prefers
-    /// (`"prefer"`) or requires (`"require"`) dedicated memory.
-    pub fn dedicated(mut self, mode: &'static str) -> Self {
-        self.dedicated = Some(mode);
-        self
-    }
-
-    /// Offers `VK_EXT_memory_budget` with the layer's figures, or hides
-    /// it, whatever the profile says: for tests of the layer's accounting,
-    /// which they read as `heapUsage`.
-    pub fn memory_budget(mut self, offered: bool) -> Self {
-        self.memory_budget = Some(offered);
-        self
-    }
-
-    /// Offers `VK_EXT_memory_priority` (emulated by the layer) or hides
-    /// it, whatever the profile says.
-    pub fn memory_priority(mut self, offered: bool) -> Self {
-        self.memory_priority = Some(offered);
-        self
-    }
-
-    /// Keeps the binds the layer refuses off standard error
-    /// (`refusals=quiet`): a test that makes them on purpose.
-    pub fn quiet_refusals(mut self) -> Self {
-        self.quiet_refusals = true;
-        self
-    }
-
-    /// Adds GPU-assisted validation ([`validation_messages::GPU_ASSISTED`]):
-    /// shaders instrumented to report, among others, an access through a
-    /// device address outside every live buffer.
-    pub fn gpu_assisted(mut self) -> Self {
-        self.gpu_assisted = true;
-        self
-    }
-
-    /// Whether the options ask nothing of the fake-memory layer (GPU-assisted
-    /// validation is the validation layer's).
-    fn is_empty(&self) -> bool {
-        self.fail_allocations.is_empty()
-            && self.fail_calls.is_empty()
-            && self.max_allocations.is_none()
-            && self.image_alignment.is_none()
-            && self.dedicated.is_none()
-            && self.memory_budget.is_none()
-            && self.memory_priority.is_none()
-            && !self.quiet_refusals
-    }
-
-    /// The fake-memory layer configuration string for `profile`.
-    fn layer_config(&self, profile: Profile) -> String {
-        let mut config = format!("{PROFILE_MARKER}{}", profile.name());
-        for call in &self.fail_allocations {
-            config.push_str(&format!(",fail-allocation={call}"));
-        }
-        for failure in &self.fail_calls {
-            config.push_str(&format!(",{failure}"));
-        }
-        if let Some(count) = self.max_allocations {
-            config.push_str(&format!(",max-allocations={count}"));
-        }
-        if let Some(alignment) = self.image_alignment {
-            config.push_str(&format!(",image-alignment={alignment}"));
-        }
-        if let Some(mode) = self.dedicated {
-            config.push_str(&format!(",dedicated={mode}"));
-        }
-        if let Some(offered) = self.memory_budget {
-            let value = if offered { "on" } else { "off" };
-            config.push_str(&format!(",budget={value}"));
-        }
-        if let Some(offered) = self.memory_priority {
-            let value = if offered { "on" } else { "off" };
-            config.push_str(&format!(",priority={value}"));
-        }
-        if self.quiet_refusals {
-            config.push_str(",refusals=quiet");
-        }
-        config
-    }
-}
 
 /// One heap's figures from `VK_EXT_memory_budget`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -504,111 +365,6 @@ impl VulkanContext {
             .map(|s| (s.allocation_size, s.memory_type_index, s.priority))
             .collect()
     }
-
-    /// Lets this context's messages of `advice` through: a test that
-    /// disregards that best practice on purpose (see [`Advice`]).
-    pub fn allow(&self, advice: Advice) {
-        let mut allowed = self.allowed.lock().unwrap_or_else(PoisonError::into_inner);
-        for id in advice.ids() {
-            if !allowed.contains(id) {
-                allowed.push(id);
-            }
-        }
-    }
-
-    /// Runs `call` and drops the messages of `advice` recorded during it,
-    /// and only those: for a test's own Vulkan call that disregards that
-    /// advice on purpose (a raw `vkAllocateMemory` without a priority) in a
-    /// test where the allocator's calls must still heed it, which a
-    /// context-wide [`allow`](Self::allow) would let pass too (it drops
-    /// the advice from every message taken after it, earlier ones
-    /// included). Messages recorded before `call` stay, in order, as do
-    /// those of other ids recorded during it. For a call on the test's own
-    /// thread: another thread's messages recorded meanwhile are filtered
-    /// alike.
-    pub fn allowing<R>(&self, advice: &[Advice], call: impl FnOnce() -> R) -> R {
-        let before = validation_messages::take(&self.messages);
-        let result = call();
-        let mut during = validation_messages::take(&self.messages);
-        let ids: Vec<&str> = advice
-            .iter()
-            .flat_map(|advice| advice.ids())
-            .copied()
-            .collect();
-        validation_messages::drop_ids(&mut during, &ids);
-        let mut log = self.messages.lock().unwrap_or_else(PoisonError::into_inner);
-        let after = std::mem::take(&mut *log);
-        log.extend(before);
-        log.extend(during);
-        log.extend(after);
-        result
-    }
-
-    /// For a test that calls `vkAllocateMemory` itself and makes no
-    /// allocator: allows, for the whole context, the NVIDIA advice the
-    /// allocator heeds and such a test need not (a priority on every
-    /// allocation, [`Advice::NoMemoryPriority`]; memory just freed reused,
-    /// [`Advice::ReusedMemory`]). Where an allocator allocates too, wrap
-    /// the test's own calls in [`allowing`](Self::allowing) instead, so
-    /// that the allocator's still draw the advice.
-    pub fn allow_own_allocations(&self) {
-        self.allow(Advice::NoMemoryPriority);
-        self.allow(Advice::ReusedMemory);
-    }
-
-    /// Takes every validation message recorded so far, less the allowed
-    /// advice ([`VulkanContext::allow`]).
-    pub fn take_messages(&self) -> Vec<String> {
-        let allowed = self.allowed.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut messages = validation_messages::take(&self.messages);
-        validation_messages::drop_ids(&mut messages, &allowed);
-        messages
-    }
-
-    /// Panics, listing them, if any validation message was recorded.
-    pub fn assert_no_validation_messages(&self) {
-        let messages = self.take_messages();
-        assert!(
-            messages.is_empty(),
-            "{} validation message(s) on {}:\n{}",
-            messages.len(),
-            self.profile,
-            messages.join("\n")
-        );
-    }
-
-    /// Takes the recorded messages and checks them against `expected` ids
-    /// (VUIDs, whole): each must be the id of some message, and every
-    /// message must have one of them as its id (a message of another id
-    /// whose text names one, as an object's debug name may, is unexpected).
-    /// Returns the messages.
-    pub fn expect_validation_messages(&self, expected: &[&str]) -> Vec<String> {
-        let messages = self.take_messages();
-        let has_id = validation_messages::has_id;
-        for id in expected {
-            assert!(
-                messages.iter().any(|message| has_id(message, id)),
-                "expected {id} on {}, got:\n{}",
-                self.profile,
-                messages.join("\n")
-            );
-        }
-        let unexpected: Vec<&String> = messages
-            .iter()
-            .filter(|message| !expected.iter().any(|id| has_id(message, id)))
-            .collect();
-        assert!(
-            unexpected.is_empty(),
-            "unexpected validation message(s) on {}:\n{}",
-            self.profile,
-            unexpected
-                .iter()
-                .map(|message| message.as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-        messages
-    }
 }
 
 /// Adds [`validation_messages::SUBMIT_TIME_SYNC_VALIDATION`] and
@@ -637,60 +393,6 @@ fn enable_layer_settings() {
         // code reads the environment while it changes.
         std::env::set_var(VARIABLE, value);
     });
-}
-
-/// Environment variable naming another device to test on, by a part of its
-/// name (case-insensitive), e.g. `NVIDIA`. Unset: lavapipe.
-pub const TEST_DEVICE: &str = "VK_SUBALLOC_TEST_DEVICE";
-
-/// Whether the tests run on a device named by [`TEST_DEVICE`] instead of
-/// lavapipe: then the `lavapipe` profile's facts are that device's, and the
-/// fake profiles' limits are raised to the device's where it needs more.
-pub fn on_custom_device() -> bool {
-    custom_device_name().is_some()
-}
-
-/// `$VK_SUBALLOC_TEST_DEVICE` in lower case, unless unset or empty.
-fn custom_device_name() -> Option<String> {
-    std::env::var(TEST_DEVICE)
-        .ok()
-        .filter(|name| !name.is_empty())
-        .map(|name| name.to_lowercase())
-}
-
-/// Picks the device under test: the first whose name contains
-/// `$VK_SUBALLOC_TEST_DEVICE` when it is set, else lavapipe (`llvmpipe` in its
-/// name, or a CPU device type). With the variable set, the `lavapipe` profile
-/// is that device as it is and the fake profiles stand on its memory types.
-fn pick_device(instance: &ash::Instance) -> vk::PhysicalDevice {
-    let wanted = custom_device_name();
-    // SAFETY: a live instance.
-    let devices = unsafe { instance.enumerate_physical_devices() }
-        .unwrap_or_else(|error| panic!("vkEnumeratePhysicalDevices failed: {error}"));
-    let mut seen = Vec::new();
-    for device in devices {
-        // SAFETY: a physical device of this instance.
-        let properties = unsafe { instance.get_physical_device_properties(device) };
-        let name = properties
-            .device_name_as_c_str()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let chosen = match &wanted {
-            Some(wanted) => name.to_lowercase().contains(wanted.as_str()),
-            // The fake layer reports its profile's device type, so the name decides.
-            None => {
-                name.contains("llvmpipe") || properties.device_type == vk::PhysicalDeviceType::CPU
-            }
-        };
-        if chosen {
-            return device;
-        }
-        seen.push(name);
-    }
-    match wanted {
-        Some(wanted) => panic!("no device named like {TEST_DEVICE}={wanted:?} (devices: {seen:?})"),
-        None => panic!("no lavapipe device found (devices: {seen:?}); {INSTALL_HINT}"),
-    }
 }
 
 impl Drop for VulkanContext {
