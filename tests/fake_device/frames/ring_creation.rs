@@ -39,6 +39,23 @@ pub(super) fn makes_nothing(device: &FakeDevice, refuse: impl FnOnce()) -> bool 
     next == first + 1
 }
 
+/// A ring described by `desc` is refused with `expected` before its
+/// buffer is made.
+pub(super) fn a_ring_is_refused(
+    allocator: &super::super::FakeAllocator,
+    device: &FakeDevice,
+    desc: &UploadRingDesc<'_>,
+    expected: Error,
+) {
+    assert!(
+        makes_nothing(device, || assert_eq!(
+            allocator.create_upload_ring(desc).map(|_| ()),
+            Err(expected)
+        )),
+        "{desc:?}: a buffer was made"
+    );
+}
+
 /// A growing ring asked for `size` bytes refuses them with `expected` (as
 /// larger than the heaps it can use, or than `maxBufferSize`), before its
 /// new chunk's buffer is made, and changes no figure; the ring is destroyed

@@ -12,7 +12,7 @@ use vk_suballoc::{Error, UploadRingDesc, Usage};
 use crate::frames::{end_frame, finish_after_frame};
 use crate::{allocator, finish};
 
-use super::makes_nothing;
+use super::{a_ring_is_refused, makes_nothing};
 
 /// A ring whose usage has no host access is per-frame GPU scratch: made on
 /// every device, its chunk in a device-local type (VRAM the host cannot
@@ -163,10 +163,7 @@ fn a_ring_on_a_device_whose_host_heaps_are_empty_names_the_device_s_types() {
         memory_type_bits: 0b1_1111,
         usage: desc.usage,
     };
-    assert!(makes_nothing(&device, || assert_eq!(
-        allocator.create_upload_ring(&desc).map(|_| ()),
-        Err(unsuitable)
-    )));
+    a_ring_is_refused(&allocator, &device, &desc, unsuitable);
     assert_eq!(
         allocator.memory_type_for(0b1_1111, desc.usage),
         Err(unsuitable)
