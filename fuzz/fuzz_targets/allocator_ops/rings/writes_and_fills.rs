@@ -9,12 +9,7 @@ impl Walk {
         let lives: usize = self.rings.iter().map(|r| r.live.len()).sum();
         if lives == 0 {
             if let Some(stale) = self.stale_ring.first() {
-                let result = self.allocator.ring_write(stale, 0, &[value]);
-                assert_eq!(
-                    result,
-                    unmapped_or(stale, Err(Error::StaleAllocation)),
-                    "{stale:?}"
-                );
+                self.stale_ring_write(stale, value);
             }
             return;
         }
@@ -48,12 +43,7 @@ impl Walk {
                 .stale_ring
                 .get(pick as usize % self.stale_ring.len().max(1))
             {
-                let result = self.allocator.ring_write(stale, 0, &[value]);
-                assert_eq!(
-                    result,
-                    unmapped_or(stale, Err(Error::StaleAllocation)),
-                    "{stale:?}"
-                );
+                self.stale_ring_write(stale, value);
             }
             return;
         }
@@ -151,6 +141,20 @@ impl Walk {
 
 /// What a `ring_write` into `a` (in range) gives: `NotHostVisible` in
 /// memory the host cannot see, checked before its frame; else `otherwise`.
+impl Walk {
+    /// A write into `stale`, a ring allocation of a frame collected or of
+    /// a ring destroyed, is refused as stale (as not host-visible in GPU
+    /// scratch).
+    fn stale_ring_write(&self, stale: &RingAllocation, value: u8) {
+        let result = self.allocator.ring_write(stale, 0, &[value]);
+        assert_eq!(
+            result,
+            unmapped_or(stale, Err(Error::StaleAllocation)),
+            "{stale:?}"
+        );
+    }
+}
+
 fn unmapped_or(a: &RingAllocation, otherwise: Result<(), Error>) -> Result<(), Error> {
     match a.mapped_ptr() {
         Some(_) => otherwise,
