@@ -137,11 +137,7 @@ impl Walk {
         };
         self.ring_allocate_in(i, size.max(1), align, mutable(parts));
     }
-}
 
-/// What a `ring_write` into `a` (in range) gives: `NotHostVisible` in
-/// memory the host cannot see, checked before its frame; else `otherwise`.
-impl Walk {
     /// A write into `stale`, a ring allocation of a frame collected or of
     /// a ring destroyed, is refused as stale (as not host-visible in GPU
     /// scratch).
@@ -155,6 +151,8 @@ impl Walk {
     }
 }
 
+/// What a `ring_write` into `a` (in range) gives: `NotHostVisible` in
+/// memory the host cannot see, checked before its frame; else `otherwise`.
 fn unmapped_or(a: &RingAllocation, otherwise: Result<(), Error>) -> Result<(), Error> {
     match a.mapped_ptr() {
         Some(_) => otherwise,
