@@ -2,19 +2,16 @@
 
 use std::borrow::Cow;
 use std::ffi::CString;
-use std::ptr::NonNull;
 
 use ash::vk;
-use gpu_alloc_types::{
-    AllocationFlags, DeviceMapError, DeviceProperties, MappedMemoryRange, MemoryDevice, MemoryHeap,
-    MemoryType, OutOfMemory,
-};
+use gpu_alloc_types::{AllocationFlags, DeviceProperties, MemoryHeap, MemoryType};
 
 use super::{
     memory_priority, AllocateInfo, DedicatedHint, DedicatedTarget, DeviceError, FrameSignal,
     GpuInfo, HeapBudget, MemoryDeviceExt, MemoryProperties, DEFAULT_PRIORITY,
 };
 pub(crate) use chain::chain_structures;
+use command_lookup::{buffer_address_command, timeline_khr};
 use info_requirements::InfoRequirements;
 use properties::{
     amd_device_coherent_types, is_vulkan_1_3, known_max_buffer_size, memory_property_flags,
@@ -569,175 +566,10 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
     }
 }
 
-impl MemoryDevice<vk::DeviceMemory> for AshMemoryDevice {
-    unsafe fn allocate_memory(
-        &self,
-        size: u64,
-        memory_type: u32,
-        flags: AllocationFlags,
-    ) -> Result<vk::DeviceMemory, OutOfMemory> {
-        let info = AllocateInfo::plain(size, memory_type, flags);
-        // SAFETY: the caller upholds `MemoryDevice::allocate_memory`'s contract,
-        // which is `MemoryDeviceExt::allocate`'s without a dedicated target.
-        unsafe { MemoryDeviceExt::allocate(self, &info) }.map_err(super::out_of_memory)
-    }
-
-    unsafe fn deallocate_memory(&self, memory: vk::DeviceMemory) {
-        // SAFETY: the caller guarantees `memory` came from this device and is no
-        // longer in use (VUID-vkFreeMemory-memory-00677).
-        unsafe { self.device.free_memory(memory, None) }
-    }
-
-    unsafe fn map_memory(
-        &self,
-        memory: &mut vk::DeviceMemory,
-        offset: u64,
-        size: u64,
-    ) -> Result<NonNull<u8>, DeviceMapError> {
-        // SAFETY: the caller guarantees a host-visible, unmapped memory object
-        // of this device and an in-bounds range (VUID-vkMapMemory-memory-00678,
-        // -00682, -offset-00679, -size-00681).
-        let pointer = unsafe {
-            self.device
-                .map_memory(*memory, offset, size, vk::MemoryMapFlags::empty())
-        };
-        match pointer {
-            Ok(pointer) => NonNull::new(pointer.cast()).ok_or(DeviceMapError::MapFailed),
-            Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY) => Err(DeviceMapError::OutOfDeviceMemory),
-            Err(vk::Result::ERROR_OUT_OF_HOST_MEMORY) => Err(DeviceMapError::OutOfHostMemory),
-            Err(_) => Err(DeviceMapError::MapFailed),
-        }
-    }
-
-    unsafe fn unmap_memory(&self, memory: &mut vk::DeviceMemory) {
-        // SAFETY: the caller guarantees the memory is mapped
-        // (VUID-vkUnmapMemory-memory-00689).
-        unsafe { self.device.unmap_memory(*memory) }
-    }
-
-    unsafe fn invalidate_memory_ranges(
-        &self,
-        ranges: &[MappedMemoryRange<'_, vk::DeviceMemory>],
-    ) -> Result<(), OutOfMemory> {
-        with_vk_ranges(ranges, |vk_ranges| {
-            // SAFETY: the caller guarantees mapped, atom-aligned ranges
-            // (VUID-VkMappedMemoryRange-memory-00684, -offset-00687,
-            // -size-01390); `with_vk_ranges` passes at least one
-            // (VUID-vkInvalidateMappedMemoryRanges-memoryRangeCount-arraylength).
-            unsafe { self.device.invalidate_mapped_memory_ranges(vk_ranges) }
-        })
-    }
-
-    unsafe fn flush_memory_ranges(
-        &self,
-        ranges: &[MappedMemoryRange<'_, vk::DeviceMemory>],
-    ) -> Result<(), OutOfMemory> {
-        with_vk_ranges(ranges, |vk_ranges| {
-            // SAFETY: as for invalidation.
-            unsafe { self.device.flush_mapped_memory_ranges(vk_ranges) }
-        })
-    }
-}
-
-/// `VK_KHR_timeline_semaphore`'s commands when the extension is enabled
-/// on `device`: an engine targeting Vulkan 1.1 waits for timeline values
-/// through them. `vkGetDeviceProcAddr` answers NULL for the command of an
-/// extension not enabled, so a `KHR` name answered is one that may be
-/// called; but for a core command of a version above the instance's
-/// `apiVersion` it may answer a pointer that must not be called (without
-/// maintenance5: the spec's `vkGetDeviceProcAddr` table, footnote 2), as
-/// a Vulkan 1.2 driver may under a 1.1 instance. So the extension's
-/// commands serve wherever they are answered, and the core ones (ash's
-/// table) only where they are not: the device is then Vulkan 1.2 or
-/// later, or has no timeline semaphores and holds only ash's stand-in
-/// that panics (the `new` contract).
-///
-/// # Safety
-/// `device` is a live device of `instance`.
-unsafe fn timeline_khr(
-    instance: &ash::Instance,
-    device: &ash::Device,
-) -> Option<ash::khr::timeline_semaphore::Device> {
-    // SAFETY: a live device of `instance` (the contract), and a
-    // NUL-terminated command name.
-    let answered = unsafe {
-        instance
-            .get_device_proc_addr(device.handle(), c"vkGetSemaphoreCounterValueKHR".as_ptr())
-            .is_some()
-    };
-    answered.then(|| ash::khr::timeline_semaphore::Device::new(instance, device))
-}
-
-/// The command that reads a buffer's device address on `device`:
-/// `vkGetBufferDeviceAddressKHR` where answered, else
-/// `vkGetBufferDeviceAddress`; `None` when neither name is. The `KHR` name
-/// first for the reason [`timeline_khr`] gives: a core command of a version
-/// above the instance's `apiVersion` may be answered and still must not be
-/// called, while a `KHR` name is answered only with its extension enabled
-/// (so, where it is not, [`DeviceFeatures::buffer_device_address`] says
-/// the device is Vulkan 1.2 with the core feature). `VK_EXT_buffer_device_address`'s
-/// `EXT` command is not asked: its feature is not the one that flag names.
-///
-/// # Safety
-/// `device` is a live device of `instance`, and the command it answers
-/// may be called (`DeviceFeatures::buffer_device_address`).
-unsafe fn buffer_address_command(
-    instance: &ash::Instance,
-    device: vk::Device,
-) -> Option<vk::PFN_vkGetBufferDeviceAddress> {
-    let command = [c"vkGetBufferDeviceAddressKHR", c"vkGetBufferDeviceAddress"]
-        .into_iter()
-        .find_map(|name| {
-            // SAFETY: a live device of `instance` (the contract) and a
-            // NUL-terminated name.
-            unsafe { instance.get_device_proc_addr(device, name.as_ptr()) }
-        })?;
-    // SAFETY: the commands of these names have this signature (the `KHR`
-    // one is an alias of the core one).
-    Some(unsafe {
-        std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkGetBufferDeviceAddress>(
-            command,
-        )
-    })
-}
-
-/// Calls `call` once with all of `ranges` as `VkMappedMemoryRange`s (none
-/// for an empty slice, which Vulkan does not allow): each pool's share of
-/// a batch of
-/// [`Allocator::flush_allocations`](crate::Allocator::flush_allocations)
-/// is one driver call, as its documentation says. One range, the common
-/// case, goes without a heap allocation.
-fn with_vk_ranges(
-    ranges: &[MappedMemoryRange<'_, vk::DeviceMemory>],
-    call: impl FnOnce(&[vk::MappedMemoryRange<'_>]) -> ash::prelude::VkResult<()>,
-) -> Result<(), OutOfMemory> {
-    let result = match ranges {
-        [] => return Ok(()),
-        [one] => call(&[vk_mapped_range(one)]),
-        many => call(&many.iter().map(vk_mapped_range).collect::<Vec<_>>()),
-    };
-    result.map_err(out_of_memory)
-}
-
-fn vk_mapped_range<'a>(
-    range: &MappedMemoryRange<'_, vk::DeviceMemory>,
-) -> vk::MappedMemoryRange<'a> {
-    vk::MappedMemoryRange::default()
-        .memory(*range.memory)
-        .offset(range.offset)
-        .size(range.size)
-}
-
-fn out_of_memory(result: vk::Result) -> OutOfMemory {
-    if result == vk::Result::ERROR_OUT_OF_HOST_MEMORY {
-        OutOfMemory::OutOfHostMemory
-    } else {
-        OutOfMemory::OutOfDeviceMemory
-    }
-}
-
 mod chain;
+mod command_lookup;
 mod info_requirements;
+mod memory_device;
 mod properties;
 #[cfg(test)]
 mod tests;

@@ -11,14 +11,12 @@
 use ash::vk;
 
 use gpu_alloc_types::MemoryPropertyFlags as Props;
+use gpu_alloc_types::{MappedMemoryRange, MemoryDevice};
 
 use super::info_requirements::{takes_image_info, InfoRequirements};
 use super::{amd_device_coherent_types, memory_priority, memory_property_flags};
 use super::{is_vulkan_1_3, known_max_buffer_size};
-use super::{
-    AshMemoryDevice, DedicatedHint, DeviceError, DeviceFeatures, MappedMemoryRange, MemoryDevice,
-    MemoryDeviceExt,
-};
+use super::{AshMemoryDevice, DedicatedHint, DeviceError, DeviceFeatures, MemoryDeviceExt};
 
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_void, CStr};
