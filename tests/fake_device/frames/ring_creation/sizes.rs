@@ -103,13 +103,8 @@ fn a_ring_larger_than_every_heap_the_host_sees_makes_no_buffer() {
         size,
         ..UploadRingDesc::default()
     };
-    a_ring_is_refused(
-        &allocator,
-        &device,
-        &desc,
-        Error::SizeExceedsHeaps { size, largest_heap },
-    );
     let expected = Error::SizeExceedsHeaps { size, largest_heap };
+    a_ring_is_refused(&allocator, &device, &desc, expected);
     a_growing_ring_refuses(&allocator, &device, size, expected);
     finish_after_frame(allocator, &device);
 }

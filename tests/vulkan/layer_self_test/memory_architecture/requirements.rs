@@ -21,8 +21,6 @@ fn buffer_type_bits(want: &Expected) -> u32 {
         .fold(0, |bits, index| bits | 1 << index)
 }
 
-/// The device's own memory types and a test buffer's and image's
-/// requirements, for assertion messages about type bits.
 /// The memory requirements of an image made from `info`, by each query the
 /// layer rewrites: `vkGetImageMemoryRequirements`,
 /// `vkGetImageMemoryRequirements2` and
@@ -55,6 +53,8 @@ fn image_requirements_three_ways(
     }
 }
 
+/// The device's own memory types and a test buffer's and image's
+/// requirements, for assertion messages about type bits.
 fn real_device_facts() -> String {
     let context = VulkanContext::new(Profile::Lavapipe);
     let memory = context.memory_properties();
