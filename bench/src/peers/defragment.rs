@@ -36,7 +36,6 @@
 //! destination is in the source's memory type but another memory object
 //! (or, compacting, in the source's, wholly below it).
 
-use std::ops::Range;
 use std::time::Instant;
 
 use vk_suballoc::{
@@ -46,6 +45,11 @@ use vk_suballoc::{
 use crate::backends::{resource_kind, Backend, VkSuballoc};
 use crate::trace::{Kind, Trace, FREE};
 use crate::vulkan::{self, VulkanContext};
+
+mod plan_schedule;
+
+pub use plan_schedule::Every;
+use plan_schedule::{plan_due, plan_every, plan_window};
 
 /// One plan: when, over how much, what it did and how long it took.
 #[derive(Clone, Copy, Debug, Default)]
@@ -210,37 +214,6 @@ enum Plans {
     EveryCompact(usize),
 }
 
-/// How often to plan: `N` operations, or `P%` of each trace's operations.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Every {
-    Ops(usize),
-    Percent(f64),
-}
-
-impl Every {
-    pub fn parse(s: &str) -> Result<Self, String> {
-        if let Some(p) = s.strip_suffix('%') {
-            match p.parse::<f64>() {
-                Ok(p) if p > 0.0 && p <= 100.0 => Ok(Self::Percent(p)),
-                _ => Err(format!("not a percentage in (0, 100]: {s}")),
-            }
-        } else {
-            match s.replace('_', "").parse::<usize>() {
-                Ok(n) if n > 0 => Ok(Self::Ops(n)),
-                _ => Err(format!("not a positive number of operations: {s}")),
-            }
-        }
-    }
-
-    /// Operations between plans on a trace of `ops` operations.
-    pub fn ops(self, ops: usize) -> usize {
-        match self {
-            Self::Ops(n) => n,
-            Self::Percent(p) => ((ops as f64 * p / 100.0).round() as usize).max(1),
-        }
-    }
-}
-
 /// Replays `trace` plain, with a plan every `every` (default limits), with
 /// a plan every `every` that empties blocks however full, and with one that
 /// also packs the blocks that stay; the last three `runs` times each, in
@@ -362,43 +335,6 @@ fn merge_runs(trace: &str, replays: Vec<Replay>) -> Replay {
 fn median(values: &mut [u64]) -> u64 {
     values.sort_unstable();
     values[(values.len() - 1) / 2]
-}
-
-/// A trace's measured operations: all of them, but for the scaling
-/// traces, whose fill and final free-all are set-up.
-fn measured_ops(trace: &Trace) -> Range<usize> {
-    let segments = &trace.segments[trace.measured.clone()];
-    match (segments.first(), segments.last()) {
-        (Some(first), Some(last)) => first.start as usize..last.end as usize,
-        _ => 0..trace.ops.len(),
-    }
-}
-
-/// The operations a trace's plans fall among (a plan may follow each of
-/// `window.start + 1..=window.end`): its measured ones, up to its last
-/// allocation. A scaling trace's plans so fall in its churn, where its N
-/// allocations are live: not in its fill, where they listed fewer (at
-/// 1e6, 546 013 at the median plan), nor in its free-all.
-pub fn plan_window(trace: &Trace) -> Range<usize> {
-    let last_alloc = trace
-        .ops
-        .iter()
-        .rposition(|op| op.req != FREE)
-        .map_or(0, |i| i + 1);
-    let start = measured_ops(trace).start.min(last_alloc);
-    start..last_alloc
-}
-
-/// The operations between plans on `trace`: `every` of its measured
-/// operations ([`measured_ops`]).
-pub fn plan_every(trace: &Trace, every: Every) -> usize {
-    every.ops(measured_ops(trace).len())
-}
-
-/// Whether a plan follows the first `done` operations of a trace whose
-/// plans fall in `window`, one every `every` operations.
-fn plan_due(window: &Range<usize>, every: usize, done: usize) -> bool {
-    done > window.start && done <= window.end && (done - window.start) % every == 0
 }
 
 /// Whether a fixed-size pool's failed request is what the pool replays

@@ -5,8 +5,8 @@
 //! destroyed ring's chunk, while the copy and the flush go on. Each chunk
 //! counts the writes copying into each of its live frames
 //! ([`ChunkPins`]), and a write holds a [`WritePin`] for its copy. It is
-//! apart from `upload_ring.rs`, which carves and reclaims the ring space,
-//! because it is the one lock-free protocol of the rings: its atomic
+//! apart from `upload_ring.rs` and `upload_ring/chunk.rs`, which carve
+//! and reclaim the ring space, because it is the one lock-free protocol of the rings: its atomic
 //! orderings and the writes' turns are argued here, in one place.
 
 use std::sync::atomic::{AtomicU32, Ordering};
