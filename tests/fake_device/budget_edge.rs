@@ -127,6 +127,21 @@ fn three_and_a_half_mib_of_budget(_: &FakeAllocator, device: &FakeDevice) -> Vec
     Vec::new()
 }
 
+/// [`at_the_edge`] with 3.5 MiB of budget left in the discrete layout's
+/// VRAM ([`three_and_a_half_mib_of_budget`]): 2000 requests `small`, then
+/// `later`, counted on the device-local type (1).
+fn two_thousand_at_the_vram_edge(small: &Request<'_>, later: &Request<'_>) -> Edge {
+    at_the_edge(
+        FakeLayout::discrete(),
+        Config::default(),
+        three_and_a_half_mib_of_budget,
+        1,
+        small,
+        2000,
+        later,
+    )
+}
+
 /// The discrete layout's VRAM (8 GiB, blocks of 256 MiB, the smallest of
 /// the ladder 4 MiB) with 3.5 MiB left under the driver's budget: 2000
 /// uniform buffers of 256 bytes take one 1 MiB block of VRAM, made by one
@@ -134,13 +149,8 @@ fn three_and_a_half_mib_of_budget(_: &FakeAllocator, device: &FakeDevice) -> Vec
 /// 1.5 MiB buffer after them still finds room there.
 #[test]
 fn small_requests_under_the_budget_share_a_few_blocks() {
-    let edge = at_the_edge(
-        FakeLayout::discrete(),
-        Config::default(),
-        three_and_a_half_mib_of_budget,
-        1,
+    let edge = two_thousand_at_the_vram_edge(
         &device_local(256),
-        2000,
         &device_local(3 * MIB / 2).within_budget(),
     );
     assert_eq!(
@@ -160,13 +170,8 @@ fn small_requests_under_the_budget_share_a_few_blocks() {
 /// heap).
 #[test]
 fn a_later_larger_request_still_finds_half_the_room() {
-    let edge = at_the_edge(
-        FakeLayout::discrete(),
-        Config::default(),
-        three_and_a_half_mib_of_budget,
-        1,
+    let edge = two_thousand_at_the_vram_edge(
         &device_local(256),
-        2000,
         &device_local(5 * MIB / 2).within_budget(),
     );
     assert_eq!((edge.objects, edge.served), (1, 2000), "{edge:?}");
@@ -179,13 +184,8 @@ fn a_later_larger_request_still_finds_half_the_room() {
 /// the next memory type (system memory).
 #[test]
 fn block_only_requests_at_the_edge_stay_in_their_memory_type() {
-    let edge = at_the_edge(
-        FakeLayout::discrete(),
-        Config::default(),
-        three_and_a_half_mib_of_budget,
-        1,
+    let edge = two_thousand_at_the_vram_edge(
         &device_local(256).dedicated(DedicatedPolicy::Never),
-        2000,
         &device_local(MIB).within_budget(),
     );
     assert_eq!(

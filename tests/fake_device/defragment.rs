@@ -3,10 +3,10 @@
 //! the allocator reports.
 //!
 //! The tests sit in the files below by what they check. This file holds the
-//! helpers they share, `movables` used by other modules too: buffers of
-//! 1 MiB that fill the first blocks, fragmented blocks, allocations listed
-//! as movables, a plan carried out as an engine would, and the checks of
-//! what is left.
+//! helpers they share, `movables` and `keep_where` used by other modules
+//! too: buffers of 1 MiB that fill the first blocks, fragmented blocks,
+//! allocations listed as movables, a plan carried out as an engine would,
+//! and the checks of what is left.
 
 use std::collections::HashMap;
 
@@ -80,7 +80,7 @@ fn mib_buffers(allocator: &FakeAllocator, count: usize) -> Vec<Allocation> {
 }
 
 /// The allocations of `all` whose index `keep` accepts; the others freed.
-fn keep_where(
+pub(super) fn keep_where(
     allocator: &FakeAllocator,
     all: Vec<Allocation>,
     keep: impl Fn(usize) -> bool,

@@ -11,10 +11,11 @@ use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::device::{DedicatedHint, DedicatedTarget};
 use vk_suballoc::{
-    AllocationDesc, DedicatedPolicy, DefragmentationLimits, Error, Movable, Pool, PoolDesc,
-    Request, ResourceKind, Usage,
+    AllocationDesc, DedicatedPolicy, DefragmentationLimits, Error, Pool, PoolDesc, Request,
+    ResourceKind, Usage,
 };
 
+use super::defragment::{keep_where, movables};
 use super::{allocator, buffer, finish, free, requirements};
 use super::{FakeAllocator, FakeDevice};
 
@@ -351,25 +352,13 @@ fn defragmentation_moves_an_exporting_pools_allocations_into_exportable_blocks()
         .collect();
     let pool_memory: HashSet<_> = live_memory(&device).difference(&known).copied().collect();
     assert_eq!(pool_memory.len(), 3);
-    let mut live = Vec::new();
-    for (i, allocation) in all.into_iter().enumerate() {
-        if i % 4 == 0 {
-            live.push(allocation);
-        } else {
-            free(&allocator, allocation);
-        }
-    }
+    let mut live = keep_where(&allocator, all, |i| i % 4 == 0);
     let outside = allocator
         .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
         .unwrap();
-    let movables: Vec<_> = live
-        .iter()
-        .map(|a| Movable::new(a, requirements(MIB, 256), ResourceKind::Buffer))
-        .collect();
     let plan = allocator
-        .plan_defragmentation(&movables, &DefragmentationLimits::default())
+        .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
         .unwrap();
-    drop(movables);
     assert!(plan.blocks_released > 0, "{plan:?}");
     for planned in plan.moves {
         assert!(pool_memory.contains(&planned.destination.memory()));

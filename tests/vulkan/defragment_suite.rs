@@ -308,61 +308,44 @@ fn carry_out(
         }
     }
 
-    let pool_info =
-        vk::CommandPoolCreateInfo::default().queue_family_index(context.queue_family_index);
-    // SAFETY: a valid create info on a live device.
-    let pool = unsafe { device.create_command_pool(&pool_info, None) }.unwrap();
-    let allocate_info = vk::CommandBufferAllocateInfo::default()
-        .command_pool(pool)
-        .level(vk::CommandBufferLevel::PRIMARY)
-        .command_buffer_count(1);
-    // SAFETY: `pool` belongs to `device`.
-    let cmd = unsafe { device.allocate_command_buffers(&allocate_info) }.unwrap()[0];
-    // SAFETY: a valid create info.
-    let fence = unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }.unwrap();
-    // SAFETY: a fresh command buffer; every handle belongs to `device` and
-    // is bound; the old image is in TRANSFER_SRC_OPTIMAL since its clear,
-    // the new one moves from UNDEFINED to TRANSFER_DST_OPTIMAL for the copy
-    // and then to TRANSFER_SRC_OPTIMAL; the final barriers order the copies
-    // before later transfers and host reads. This test is the queue's only
-    // user while it runs.
-    unsafe {
-        let begin = vk::CommandBufferBeginInfo::default()
-            .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
-        device.begin_command_buffer(cmd, &begin).unwrap();
-        for &(old, new, size, _) in &buffer_copies {
-            let region = [vk::BufferCopy {
-                src_offset: 0,
-                dst_offset: 0,
-                size,
-            }];
-            device.cmd_copy_buffer(cmd, old, new, &region);
+    let (pool, fence) = context.submit_in_a_new_pool(|device, cmd| {
+        // SAFETY: a recording command buffer; every handle belongs to
+        // `device` and is bound; the old image is in TRANSFER_SRC_OPTIMAL
+        // since its clear, the new one moves from UNDEFINED to
+        // TRANSFER_DST_OPTIMAL for the copy and then to
+        // TRANSFER_SRC_OPTIMAL; the final barriers order the copies before
+        // later transfers and host reads.
+        unsafe {
+            for &(old, new, size, _) in &buffer_copies {
+                let region = [vk::BufferCopy {
+                    src_offset: 0,
+                    dst_offset: 0,
+                    size,
+                }];
+                device.cmd_copy_buffer(cmd, old, new, &region);
+            }
+            if let Some((old, new, _)) = &image_copy {
+                transition(device, cmd, *new, FRESH, WRITABLE);
+                let region = [vk::ImageCopy::default()
+                    .src_subresource(IMAGE_LAYERS)
+                    .dst_subresource(IMAGE_LAYERS)
+                    .extent(IMAGE_EXTENT_3D)];
+                device.cmd_copy_image(
+                    cmd,
+                    *old,
+                    vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                    *new,
+                    vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                    &region,
+                );
+                transition(device, cmd, *new, WRITABLE, READABLE);
+            }
+            let (src, dst) = TRANSFER_TO_TRANSFER;
+            memory_barrier(device, cmd, src, dst);
+            let (src, dst) = TRANSFER_TO_HOST;
+            memory_barrier(device, cmd, src, dst);
         }
-        if let Some((old, new, _)) = &image_copy {
-            transition(device, cmd, *new, FRESH, WRITABLE);
-            let region = [vk::ImageCopy::default()
-                .src_subresource(IMAGE_LAYERS)
-                .dst_subresource(IMAGE_LAYERS)
-                .extent(IMAGE_EXTENT_3D)];
-            device.cmd_copy_image(
-                cmd,
-                *old,
-                vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
-                *new,
-                vk::ImageLayout::TRANSFER_DST_OPTIMAL,
-                &region,
-            );
-            transition(device, cmd, *new, WRITABLE, READABLE);
-        }
-        let (src, dst) = TRANSFER_TO_TRANSFER;
-        memory_barrier(device, cmd, src, dst);
-        let (src, dst) = TRANSFER_TO_HOST;
-        memory_barrier(device, cmd, src, dst);
-        device.end_command_buffer(cmd).unwrap();
-        let command_buffers = [cmd];
-        let submit = [vk::SubmitInfo::default().command_buffers(&command_buffers)];
-        device.queue_submit(context.queue, &submit, fence).unwrap();
-    }
+    });
 
     // The copies may still run: the old resources are retired, not
     // destroyed, and stay allocated until the frame's fence signals.

@@ -355,34 +355,13 @@ test_each_profile!(
 /// Records fills of `buffers` into a command buffer of a new command pool
 /// and submits it with a new fence, without waiting: a frame's work.
 fn submit_fills(context: &VulkanContext, buffers: &[Filled]) -> (vk::CommandPool, vk::Fence) {
-    let device = &context.device;
-    let pool_info =
-        vk::CommandPoolCreateInfo::default().queue_family_index(context.queue_family_index);
-    // SAFETY: a valid create info on a live device.
-    let command_pool = unsafe { device.create_command_pool(&pool_info, None) }.unwrap();
-    let allocate_info = vk::CommandBufferAllocateInfo::default()
-        .command_pool(command_pool)
-        .level(vk::CommandBufferLevel::PRIMARY)
-        .command_buffer_count(1);
-    // SAFETY: `command_pool` belongs to `device`.
-    let cmd = unsafe { device.allocate_command_buffers(&allocate_info) }.unwrap()[0];
-    // SAFETY: a valid create info.
-    let fence = unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }.unwrap();
-    // SAFETY: a fresh command buffer; every buffer belongs to `device` and
-    // is bound; this test is the queue's only user.
-    unsafe {
-        let begin = vk::CommandBufferBeginInfo::default()
-            .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
-        device.begin_command_buffer(cmd, &begin).unwrap();
+    context.submit_in_a_new_pool(|device, cmd| {
         for b in buffers {
-            device.cmd_fill_buffer(cmd, b.handle, 0, vk::WHOLE_SIZE, b.pattern);
+            // SAFETY: a recording command buffer; every buffer belongs to
+            // `device` and is bound.
+            unsafe { device.cmd_fill_buffer(cmd, b.handle, 0, vk::WHOLE_SIZE, b.pattern) };
         }
-        device.end_command_buffer(cmd).unwrap();
-        let command_buffers = [cmd];
-        let submit = [vk::SubmitInfo::default().command_buffers(&command_buffers)];
-        device.queue_submit(context.queue, &submit, fence).unwrap();
-    }
-    (command_pool, fence)
+    })
 }
 
 /// The body of `a_full_pool_is_destroyed_after_its_frees_frame`.

@@ -243,6 +243,19 @@ fn heap_with_gaps(gaps: &[u64], capacity: u64) -> (OffsetAllocator<3>, Vec<u64>)
     (heap, to_free.iter().map(|a| a.offset).collect())
 }
 
+/// The offset at which a clone of `heap` places `size` bytes at `align`
+/// with `strategy`, or its error; `heap` itself stays as it was.
+fn offset_placed_by_a_clone(
+    heap: &OffsetAllocator<3>,
+    size: u64,
+    align: u64,
+    strategy: Strategy,
+) -> Result<u64, OffsetError> {
+    heap.clone()
+        .allocate_with(size, align, strategy)
+        .map(|a| a.offset)
+}
+
 /// `MinMemory` takes a gap of the bin the request rounds down to, which
 /// the good fit passes over for the first bin whose every gap holds it;
 /// at an alignment too, where the tight gap's aligned start must leave
@@ -253,12 +266,9 @@ fn min_memory_takes_the_tight_gap_the_good_fit_passes_over() {
     let (heap, offsets) = heap_with_gaps(&[1000, 1100], 1 << 16);
     assert_eq!(offsets, [0, 1008]);
     assert_eq!(heap.clone().allocate(970, 1).unwrap().offset, 1008);
-    let mut fast = heap.clone();
     assert_eq!(
-        fast.allocate_with(970, 1, Strategy::MinTime)
-            .unwrap()
-            .offset,
-        1008
+        offset_placed_by_a_clone(&heap, 970, 1, Strategy::MinTime),
+        Ok(1008)
     );
     let mut tight = heap.clone();
     assert_eq!(
@@ -274,34 +284,22 @@ fn min_memory_takes_the_tight_gap_the_good_fit_passes_over() {
             offset: 970,
             size: 30
         }));
-    let mut tight = heap.clone();
     assert_eq!(
-        tight
-            .allocate_with(990, 64, Strategy::MinMemory)
-            .unwrap()
-            .offset,
-        0
+        offset_placed_by_a_clone(&heap, 990, 64, Strategy::MinMemory),
+        Ok(0)
     );
 
     // 1000 bytes at 24: aligned to 256, 980 bytes would end past it.
     let (heap, offsets) = heap_with_gaps(&[16, 1000, 4096], 1 << 16);
     assert_eq!(offsets, [0, 24, 1032]);
-    let mut tight = heap.clone();
     assert_eq!(
-        tight
-            .allocate_with(980, 256, Strategy::MinMemory)
-            .unwrap()
-            .offset,
-        1280
+        offset_placed_by_a_clone(&heap, 980, 256, Strategy::MinMemory),
+        Ok(1280)
     );
     // 700 bytes do fit there: the tight gap, not the good fit's 4096.
-    let mut tight = heap.clone();
     assert_eq!(
-        tight
-            .allocate_with(700, 256, Strategy::MinMemory)
-            .unwrap()
-            .offset,
-        256
+        offset_placed_by_a_clone(&heap, 700, 256, Strategy::MinMemory),
+        Ok(256)
     );
 }
 
@@ -364,13 +362,9 @@ fn min_memory_walks_the_own_bin_of_an_aligned_size_on_a_bin_bound() {
     assert_eq!(offsets, [0, 1032, 2140]);
     let fast = heap.clone().allocate(1024, 256).unwrap();
     assert_eq!(fast.offset, 2304, "the good fit passes the 1024 at 0");
-    let mut tight = heap.clone();
     assert_eq!(
-        tight
-            .allocate_with(1024, 256, Strategy::MinMemory)
-            .unwrap()
-            .offset,
-        offsets[0]
+        offset_placed_by_a_clone(&heap, 1024, 256, Strategy::MinMemory),
+        Ok(offsets[0])
     );
     let mut packed = heap.clone();
     assert_eq!(
@@ -380,13 +374,9 @@ fn min_memory_walks_the_own_bin_of_an_aligned_size_on_a_bin_bound() {
         Some(offsets[0])
     );
     // Alignment 1: the head holds it, as the good fit's choice.
-    let mut tight = heap.clone();
     assert_eq!(
-        tight
-            .allocate_with(1024, 1, Strategy::MinMemory)
-            .unwrap()
-            .offset,
-        offsets[1]
+        offset_placed_by_a_clone(&heap, 1024, 1, Strategy::MinMemory),
+        Ok(offsets[1])
     );
 }
 
@@ -400,11 +390,8 @@ fn min_offset_takes_the_lowest_range_that_holds_the_request() {
     // Gaps of 100 at 0, 1000 at 108, 5000 at 1116; the rest taken.
     let (heap, offsets) = heap_with_gaps(&[100, 1000, 5000], 1 << 16);
     assert_eq!(offsets, [0, 108, 1116]);
-    let lowest = |size: u64, align: u64| {
-        heap.clone()
-            .allocate_with(size, align, Strategy::MinOffset)
-            .map(|a| a.offset)
-    };
+    let lowest =
+        |size: u64, align: u64| offset_placed_by_a_clone(&heap, size, align, Strategy::MinOffset);
     // The good fit takes a bin whose every gap holds the request: 1024
     // bytes and more for 970, so the 5000-byte gap's bin.
     assert_eq!(heap.clone().allocate(970, 1).unwrap().offset, 1116);
@@ -446,11 +433,8 @@ fn max_offset_takes_the_highest_place_that_holds_the_request() {
     // Gaps of 100 at 0, 1000 at 108, 5000 at 1116 (ending at 6116).
     let (heap, offsets) = heap_with_gaps(&[100, 1000, 5000], 1 << 16);
     assert_eq!(offsets, [0, 108, 1116]);
-    let highest = |size: u64, align: u64| {
-        heap.clone()
-            .allocate_with(size, align, Strategy::MaxOffset)
-            .map(|a| a.offset)
-    };
+    let highest =
+        |size: u64, align: u64| offset_placed_by_a_clone(&heap, size, align, Strategy::MaxOffset);
     assert_eq!(highest(10, 1), Ok(6106));
     assert_eq!(highest(5000, 1), Ok(1116));
     // Aligned down from the range's end: 6066 to 6016, 5116 to 4096.
@@ -472,15 +456,11 @@ fn max_offset_takes_the_highest_place_that_holds_the_request() {
     let mut heap = heap.clone();
     heap.allocate_with(5000, 1, Strategy::MaxOffset).unwrap();
     assert_eq!(
-        heap.clone()
-            .allocate_with(1000, 1, Strategy::MaxOffset)
-            .map(|a| a.offset),
+        offset_placed_by_a_clone(&heap, 1000, 1, Strategy::MaxOffset),
         Ok(108)
     );
     assert_eq!(
-        heap.clone()
-            .allocate_with(40, 1, Strategy::MaxOffset)
-            .map(|a| a.offset),
+        offset_placed_by_a_clone(&heap, 40, 1, Strategy::MaxOffset),
         Ok(1068)
     );
     let mut min_time = heap.clone();

@@ -173,6 +173,21 @@ fn large_upload() -> Request<'static> {
     request
 }
 
+/// Places [`large_upload`] and checks that it landed in `memory_type` and
+/// that the upload type (2) keeps `empty_blocks` kept empty blocks after it.
+fn large_upload_lands_in(
+    allocator: &FakeAllocator,
+    memory_type: u32,
+    empty_blocks: u64,
+) -> Allocation {
+    let large = allocator
+        .allocate(&large_upload())
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(large.memory_type(), memory_type);
+    assert_eq!(allocator.stats().memory_types[2].empty_blocks, empty_blocks);
+    large
+}
+
 /// When releasing the kept empty blocks but the largest leaves a request
 /// still short of memory, the largest goes too and the request is tried
 /// again in its first memory type: it neither fails nor leaves that type.
@@ -183,12 +198,8 @@ fn every_kept_empty_block_gives_way_when_all_but_the_largest_are_not_enough() {
     // 300 MiB fit beside the blocks in use (448 MiB), not beside one kept
     // block more (704).
     device.cap_heap(1, 800 * MIB);
-    let large = allocator
-        .allocate(&large_upload())
-        .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(large.memory_type(), 2);
+    let large = large_upload_lands_in(&allocator, 2, 0);
     assert!(large.is_dedicated());
-    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 0);
     free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
 }
 
@@ -207,12 +218,8 @@ fn a_type_that_fails_otherwise_once_kept_blocks_went_keeps_its_largest() {
     // memory cannot be mapped.
     device.fail_map(1);
     device.fail_map(2);
-    let large = allocator
-        .allocate(&large_upload())
-        .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(large.memory_type(), 3);
+    let large = large_upload_lands_in(&allocator, 3, 1);
     assert!(large.mapped_ptr().is_some());
-    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 1);
     free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
 }
 
@@ -236,11 +243,7 @@ fn the_largest_kept_block_left_by_a_type_that_failed_otherwise_gives_way_later()
     device.fail_map(2);
     device.fail_allocation(5, DeviceError::OutOfDeviceMemory);
     device.fail_allocation(6, DeviceError::OutOfDeviceMemory);
-    let large = allocator
-        .allocate(&large_upload())
-        .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(large.memory_type(), 3);
-    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 0);
+    let large = large_upload_lands_in(&allocator, 3, 0);
     free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
 }
 
@@ -277,11 +280,7 @@ fn a_refusal_not_for_want_of_memory_releases_no_kept_block() {
     // The first type's dedicated memory, then its block.
     device.fail_map(1);
     device.fail_map(2);
-    let large = allocator
-        .allocate(&large_upload())
-        .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(large.memory_type(), 3);
-    assert_eq!(allocator.stats().memory_types[2].empty_blocks, 2);
+    let large = large_upload_lands_in(&allocator, 3, 2);
     free_all_and_finish(allocator, &device, long_lived.into_iter().chain([large]));
 }
 

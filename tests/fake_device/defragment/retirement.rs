@@ -6,7 +6,7 @@
 //! retiring, as does a block started by a split plan with no room left
 //! elsewhere for the rest of its allocations.
 
-use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{
     Allocation, AllocationDesc, DefragmentationLimits, Error, Movable, Pool, PoolDesc, Request,
     ResourceKind, Usage,
@@ -59,16 +59,33 @@ fn blocks_being_emptied_take_no_new_requests_while_others_have_room() {
 
     carry_out(&allocator, &mut live, plan);
     assert_disjoint(&live, "after the moves");
+    assert_the_second_released_then_finish(
+        allocator,
+        &device,
+        live,
+        new_small.into_iter().chain([new_large]),
+    );
+}
+
+/// Checks that a plan carried out over two blocks released the second (one
+/// 32 MiB block of `live`'s memory type left, none of them empty), then
+/// frees `live` and `others` and checks the device left clean.
+fn assert_the_second_released_then_finish(
+    allocator: FakeAllocator,
+    device: &FakeDevice,
+    live: Vec<Allocation>,
+    others: impl IntoIterator<Item = Allocation>,
+) {
     let memory_type = live[0].memory_type();
     assert_eq!(
         blocks(&allocator, memory_type),
         (1, 32 * MIB, 0),
         "the second released"
     );
-    for a in live.into_iter().chain(new_small).chain([new_large]) {
+    for a in live.into_iter().chain(others) {
         free(&allocator, a);
     }
-    finish(allocator, &device);
+    finish(allocator, device);
 }
 
 /// A move given up with `give_up_move` (VMA's `MOVE_OPERATION_IGNORE`)
@@ -336,16 +353,12 @@ fn no_run_is_carved_from_a_block_being_emptied() {
         .unwrap();
     assert_eq!(small.memory(), first, "a run in the retiring block");
     carry_out(&allocator, &mut live, plan);
-    let memory_type = live[0].memory_type();
-    assert_eq!(
-        blocks(&allocator, memory_type),
-        (1, 32 * MIB, 0),
-        "the second released"
+    assert_the_second_released_then_finish(
+        allocator,
+        &device,
+        live,
+        full.into_iter().chain([small]),
     );
-    for a in live.into_iter().chain(full).chain([small]) {
-        free(&allocator, a);
-    }
-    finish(allocator, &device);
 }
 
 /// `give_up_move` ends the retirement of the block the move leaves, in the

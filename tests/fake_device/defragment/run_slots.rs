@@ -6,10 +6,10 @@
 use std::collections::HashSet;
 
 use ash::vk;
-use vk_suballoc::device::fake::FakeLayout;
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{
-    Allocation, AllocationDesc, Config, DefragmentationLimits, Movable, PoolDesc, Request,
-    ResourceKind, Usage,
+    Allocation, AllocationDesc, Config, DefragmentationLimits, DefragmentationPlan, Movable,
+    PoolDesc, Request, ResourceKind, Usage,
 };
 
 use super::super::FakeAllocator;
@@ -22,11 +22,7 @@ use super::{carry_out, keep_where, MIB};
 /// of 24 runs with one live slot each is 1 % in use, not 75 %.
 #[test]
 fn free_slots_of_runs_count_as_free() {
-    let config = Config {
-        large_heap_block_size: 16 * MIB,
-        ..Config::default()
-    };
-    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let (allocator, device) = allocator_with_16_mib_blocks();
     // 1000-byte buffers aligned to 16 take 1 KiB slots, 64 to a 64 KiB run.
     let small: Vec<Allocation> = (0..24 * 64)
         .map(|_| {
@@ -42,14 +38,7 @@ fn free_slots_of_runs_count_as_free() {
         .unwrap();
     assert_ne!(big.memory(), first);
     let mut live = keep_where(&allocator, small, |i| i % 64 == 0);
-    let listed: Vec<Movable<'_>> = live
-        .iter()
-        .map(|a| Movable::new(a, requirements(1000, 16), ResourceKind::Buffer))
-        .collect();
-    let plan = allocator
-        .plan_defragmentation(&listed, &DefragmentationLimits::default())
-        .unwrap();
-    drop(listed);
+    let plan = plan_as_buffers(&allocator, &live, 1000, 16);
     assert_eq!((plan.moves.len(), plan.blocks_released), (24, 1));
     assert!(plan
         .moves
@@ -60,6 +49,33 @@ fn free_slots_of_runs_count_as_free() {
         free(&allocator, a);
     }
     finish(allocator, &device);
+}
+
+/// An allocator over the discrete layout whose large heaps take blocks of
+/// 16 MiB, and its device.
+fn allocator_with_16_mib_blocks() -> (FakeAllocator, FakeDevice) {
+    let config = Config {
+        large_heap_block_size: 16 * MIB,
+        ..Config::default()
+    };
+    allocator_with(FakeLayout::discrete(), config)
+}
+
+/// Plans the moves of every allocation of `live`, listed as a buffer of
+/// `size` bytes aligned to `alignment`, under the default limits.
+fn plan_as_buffers(
+    allocator: &FakeAllocator,
+    live: &[Allocation],
+    size: u64,
+    alignment: u64,
+) -> DefragmentationPlan {
+    let listed: Vec<Movable<'_>> = live
+        .iter()
+        .map(|a| Movable::new(a, requirements(size, alignment), ResourceKind::Buffer))
+        .collect();
+    allocator
+        .plan_defragmentation(&listed, &DefragmentationLimits::default())
+        .unwrap()
 }
 
 /// Three blocks for [`destinations_count_free_slots_of_runs_as_free`] and
@@ -132,14 +148,7 @@ fn runs_kept_and_sparse(
 /// both `sparse` and `runs` empty, into `kept` only, and carries it out.
 fn both_empty_into_kept(allocator: &FakeAllocator, kept_free: usize) {
     let (mut live, stays, [_, kept, _]) = runs_kept_and_sparse(allocator, kept_free);
-    let listed: Vec<Movable<'_>> = live
-        .iter()
-        .map(|a| Movable::new(a, requirements(1000, 16), ResourceKind::Buffer))
-        .collect();
-    let plan = allocator
-        .plan_defragmentation(&listed, &DefragmentationLimits::default())
-        .unwrap();
-    drop(listed);
+    let plan = plan_as_buffers(allocator, &live, 1000, 16);
     let into: HashSet<vk::DeviceMemory> =
         plan.moves.iter().map(|m| m.destination.memory()).collect();
     assert_eq!(into, HashSet::from([kept]), "the moves' destinations");
@@ -157,11 +166,7 @@ fn both_empty_into_kept(allocator: &FakeAllocator, kept_free: usize) {
 /// stayed, and a later plan would have moved them again.
 #[test]
 fn destinations_count_free_slots_of_runs_as_free() {
-    let config = Config {
-        large_heap_block_size: 16 * MIB,
-        ..Config::default()
-    };
-    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let (allocator, device) = allocator_with_16_mib_blocks();
     both_empty_into_kept(&allocator, 16);
     finish(allocator, &device);
 }
@@ -171,11 +176,7 @@ fn destinations_count_free_slots_of_runs_as_free() {
 /// slots of `runs`, the sparser block, which then empties too.
 #[test]
 fn a_new_run_in_a_fuller_block_goes_before_free_slots_of_a_sparser_one() {
-    let config = Config {
-        large_heap_block_size: 16 * MIB,
-        ..Config::default()
-    };
-    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let (allocator, device) = allocator_with_16_mib_blocks();
     both_empty_into_kept(&allocator, 0);
     finish(allocator, &device);
 }
@@ -205,14 +206,7 @@ fn a_move_starts_no_run_in_a_small_block() {
     assert_ne!(small.memory(), kept.memory());
     free(&allocator, filler);
 
-    let movables = [Movable::new(
-        &small,
-        requirements(100, 16),
-        ResourceKind::Buffer,
-    )];
-    let plan = allocator
-        .plan_defragmentation(&movables, &DefragmentationLimits::default())
-        .unwrap();
+    let plan = plan_as_buffers(&allocator, std::slice::from_ref(&small), 100, 16);
     assert_eq!(plan.moves.len(), 1);
     let mut live = vec![small];
     carry_out(&allocator, &mut live, plan);
@@ -284,14 +278,7 @@ fn plan_the_lone_small_buffer(
     keep_filler: bool,
 ) -> (Allocation, Vec<Allocation>, vk_suballoc::Pool) {
     let (pool, alone, stays, kept) = a_run_with_a_free_slot(allocator, keep_filler);
-    let listed = [Movable::new(
-        &alone,
-        requirements(1000, 16),
-        ResourceKind::Buffer,
-    )];
-    let plan = allocator
-        .plan_defragmentation(&listed, &DefragmentationLimits::default())
-        .unwrap();
+    let plan = plan_as_buffers(allocator, std::slice::from_ref(&alone), 1000, 16);
     assert_eq!(
         (plan.moves.len(), plan.blocks_released, plan.bytes_released),
         (1, 1, MIB),
@@ -369,14 +356,7 @@ fn a_small_buffers_move_in_a_capped_pool_starts_no_run() {
     let stays = allocator.allocate(&in_pool(MIB - (64 << 10), 256)).unwrap();
     assert_eq!((stays.memory(), stays.offset()), (kept, 0));
 
-    let listed = [Movable::new(
-        &small,
-        requirements(1000, 16),
-        ResourceKind::Buffer,
-    )];
-    let plan = allocator
-        .plan_defragmentation(&listed, &DefragmentationLimits::default())
-        .unwrap();
+    let plan = plan_as_buffers(&allocator, std::slice::from_ref(&small), 1000, 16);
     assert_eq!((plan.moves.len(), plan.blocks_released), (1, 1), "{plan:?}");
     let mut live = vec![small];
     carry_out(&allocator, &mut live, plan);

@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Config, DefragmentationLimits, Movable, PoolDesc, ResourceKind, Usage};
 
+use super::super::defragment::{keep_where, movables};
 use super::super::{allocator, allocator_with, buffer, finish, free, requirements};
 
 use super::{in_pool, MIB, VRAM};
@@ -24,27 +25,15 @@ fn defragmentation_stays_in_the_pool_and_keeps_min_blocks() {
     let all: Vec<_> = (0..16)
         .map(|_| allocator.allocate(&in_pool(pool, MIB)).unwrap())
         .collect();
-    let mut live = Vec::new();
-    for (i, allocation) in all.into_iter().enumerate() {
-        if i % 4 == 0 {
-            live.push(allocation);
-        } else {
-            free(&allocator, allocation);
-        }
-    }
+    let mut live = keep_where(&allocator, all, |i| i % 4 == 0);
     // A default-pool block with room the moves must not use.
     let outside = allocator
         .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
         .unwrap();
     assert_eq!(allocator.pool_stats(&pool).unwrap().blocks, 4);
-    let movables: Vec<_> = live
-        .iter()
-        .map(|a| Movable::new(a, requirements(MIB, 256), ResourceKind::Buffer))
-        .collect();
     let plan = allocator
-        .plan_defragmentation(&movables, &DefragmentationLimits::default())
+        .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
         .unwrap();
-    drop(movables);
     // Four blocks, two kept: two emptied.
     assert_eq!(plan.blocks_released, 2, "{plan:?}");
     let pool_memory: HashSet<_> = live.iter().map(|a| a.memory()).collect();
