@@ -96,9 +96,7 @@ impl Walk {
             _ => false,
         }
     }
-}
 
-impl Walk {
     /// The error of the checks `allocate` makes of `built`'s request
     /// before it places it (`place/candidates.rs`), in their order, when
     /// one fails: a request naming a custom pool, live or destroyed, gets
