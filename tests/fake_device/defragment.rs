@@ -11,13 +11,14 @@
 use std::collections::HashMap;
 
 use ash::vk;
+use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::{
-    Allocation, AllocationDesc, DefragmentationPlan, Movable, Pool, PoolDesc, Request,
+    Allocation, AllocationDesc, Config, DefragmentationPlan, Movable, Pool, PoolDesc, Request,
     ResourceKind, Usage,
 };
 
 use super::FakeAllocator;
-use super::{buffer, free, requirements};
+use super::{allocator_with, buffer, free, requirements};
 
 #[path = "defragment/bad_movables.rs"]
 mod bad_movables;
@@ -41,6 +42,16 @@ mod retiring_reuse;
 mod run_slots;
 
 const MIB: u64 = 1 << 20;
+
+/// An allocator over `layout` whose large heaps take blocks of 16 MiB, and
+/// its device.
+fn allocator_with_16_mib_blocks(layout: FakeLayout) -> (FakeAllocator, FakeDevice) {
+    let config = Config {
+        large_heap_block_size: 16 * MIB,
+        ..Config::default()
+    };
+    allocator_with(layout, config)
+}
 
 /// Every allocation of `live` as a movable buffer of its own size,
 /// aligned to 256.

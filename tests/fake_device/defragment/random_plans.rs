@@ -7,15 +7,13 @@
 use ash::vk;
 use gpu_alloc_types::MemoryPropertyFlags as Props;
 use vk_suballoc::device::fake::FakeLayout;
-use vk_suballoc::{
-    Allocation, Config, DefragmentationLimits, Movable, Request, ResourceKind, Usage,
-};
+use vk_suballoc::{Allocation, DefragmentationLimits, Movable, Request, ResourceKind, Usage};
 
 use super::super::seeded_rng::Rng;
-use super::super::{allocator_with, finish, free, requirements};
+use super::super::{finish, free, requirements};
 use super::super::{FakeAllocator, FakeDevice};
 
-use super::{assert_disjoint, MIB};
+use super::{allocator_with_16_mib_blocks, assert_disjoint, MIB};
 
 /// Random allocations of buffers and optimal images (granularity 1024 on
 /// the discrete profile), random frees, then plans over a random subset
@@ -30,11 +28,7 @@ fn random_plans_keep_allocations_apart_and_release_what_they_say() {
         FakeLayout::mobile(),
         FakeLayout::integrated(),
     ] {
-        let config = Config {
-            large_heap_block_size: 16 * MIB,
-            ..Config::default()
-        };
-        let (allocator, device) = allocator_with(layout, config);
+        let (allocator, device) = allocator_with_16_mib_blocks(layout);
         let (moves, blocks, packing) = random_plans(&allocator, &device, &mut rng);
         println!(
             "{}: {moves} moves ({packing} within a block) emptied {blocks} blocks",
@@ -303,11 +297,7 @@ fn figures_equal_a_recount_through_defragmentation() {
 
     let mut rng = Rng::from_env("figures_equal_a_recount_through_defragmentation");
     for layout in [FakeLayout::discrete(), FakeLayout::mobile()] {
-        let config = Config {
-            large_heap_block_size: 16 * MIB,
-            ..Config::default()
-        };
-        let (allocator, device) = allocator_with(layout, config);
+        let (allocator, device) = allocator_with_16_mib_blocks(layout);
         let name = device.layout().name;
         let mut live: Vec<Live> = Vec::new();
         // Freed after the frame, counted until collected.

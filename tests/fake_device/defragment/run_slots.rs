@@ -6,23 +6,23 @@
 use std::collections::HashSet;
 
 use ash::vk;
-use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
+use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{
-    Allocation, AllocationDesc, Config, DefragmentationLimits, DefragmentationPlan, Movable,
-    PoolDesc, Request, ResourceKind, Usage,
+    Allocation, AllocationDesc, DefragmentationLimits, DefragmentationPlan, Movable, PoolDesc,
+    Request, ResourceKind, Usage,
 };
 
 use super::super::FakeAllocator;
-use super::super::{allocator, allocator_with, buffer, finish, free, requirements};
+use super::super::{allocator, buffer, finish, free, requirements};
 
-use super::{carry_out, keep_where, MIB};
+use super::{allocator_with_16_mib_blocks, carry_out, keep_where, MIB};
 
 /// A run's free slots count as free when a plan weighs how full a block
 /// is (the offset allocator counts the whole run as in use): a 2 MiB block
 /// of 24 runs with one live slot each is 1 % in use, not 75 %.
 #[test]
 fn free_slots_of_runs_count_as_free() {
-    let (allocator, device) = allocator_with_16_mib_blocks();
+    let (allocator, device) = allocator_with_16_mib_blocks(FakeLayout::discrete());
     // 1000-byte buffers aligned to 16 take 1 KiB slots, 64 to a 64 KiB run.
     let small: Vec<Allocation> = (0..24 * 64)
         .map(|_| {
@@ -49,16 +49,6 @@ fn free_slots_of_runs_count_as_free() {
         free(&allocator, a);
     }
     finish(allocator, &device);
-}
-
-/// An allocator over the discrete layout whose large heaps take blocks of
-/// 16 MiB, and its device.
-fn allocator_with_16_mib_blocks() -> (FakeAllocator, FakeDevice) {
-    let config = Config {
-        large_heap_block_size: 16 * MIB,
-        ..Config::default()
-    };
-    allocator_with(FakeLayout::discrete(), config)
 }
 
 /// Plans the moves of every allocation of `live`, listed as a buffer of
@@ -166,7 +156,7 @@ fn both_empty_into_kept(allocator: &FakeAllocator, kept_free: usize) {
 /// stayed, and a later plan would have moved them again.
 #[test]
 fn destinations_count_free_slots_of_runs_as_free() {
-    let (allocator, device) = allocator_with_16_mib_blocks();
+    let (allocator, device) = allocator_with_16_mib_blocks(FakeLayout::discrete());
     both_empty_into_kept(&allocator, 16);
     finish(allocator, &device);
 }
@@ -176,7 +166,7 @@ fn destinations_count_free_slots_of_runs_as_free() {
 /// slots of `runs`, the sparser block, which then empties too.
 #[test]
 fn a_new_run_in_a_fuller_block_goes_before_free_slots_of_a_sparser_one() {
-    let (allocator, device) = allocator_with_16_mib_blocks();
+    let (allocator, device) = allocator_with_16_mib_blocks(FakeLayout::discrete());
     both_empty_into_kept(&allocator, 0);
     finish(allocator, &device);
 }
