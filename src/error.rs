@@ -340,9 +340,10 @@ pub enum Error {
     /// A resource the create-and-bind helpers cannot bind with one
     /// `vkBind*Memory` call of one range (sparse or disjoint ones), an
     /// alias that needs memory allocated for capture and replay, which the
-    /// allocator never makes, or an image for Android hardware buffers or
-    /// QNX screen buffers, whose memory is imported; the text names the
-    /// flag. Nothing was created.
+    /// allocator never makes, an image for Android hardware buffers or
+    /// QNX screen buffers, whose memory is imported, or one to be bound to
+    /// a swapchain's memory; the text names the flag or structure. Nothing
+    /// was created.
     #[error("unsupported resource: {0}")]
     UnsupportedResource(&'static str),
     /// The device reports a property this allocator cannot work with; the

@@ -14,7 +14,8 @@
 use ash::vk;
 
 use super::ash_helpers::{
-    buffer_usage, check_image_flags, check_image_handle_types, keep_protection,
+    buffer_usage, check_image_flags, check_image_handle_types, check_image_swapchain,
+    keep_protection,
 };
 use super::place::check_requirements;
 use super::pool::type_bit;
@@ -295,8 +296,8 @@ impl Allocator<AshMemoryDevice> {
     /// allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT`
     /// (VUID-vkBindImageMemory-image-09202): the allocator makes none
     /// (nothing is created then); and for one made for Android hardware
-    /// buffers or QNX screen buffers, as
-    /// [`create_image`](Self::create_image) refuses it.
+    /// buffers or QNX screen buffers, or to be bound to a swapchain's
+    /// memory, as [`create_image`](Self::create_image) refuses it.
     ///
     /// # Safety
     /// `info` is a valid `VkImageCreateInfo` for this device; the
@@ -310,6 +311,8 @@ impl Allocator<AshMemoryDevice> {
         check_image_flags(info.flags)?;
         // SAFETY: a valid create info has a valid chain (the contract).
         unsafe { check_image_handle_types(info) }?;
+        // SAFETY: as above.
+        unsafe { check_image_swapchain(info) }?;
         self.check_owner(allocation)?;
         let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.

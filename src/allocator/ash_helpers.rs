@@ -11,7 +11,9 @@ use crate::device::{AshMemoryDevice, DedicatedHint, DedicatedTarget, DeviceError
 use crate::memory::{ResourceKind, Usage};
 use crate::Error;
 use create_info_checks::check_buffer_flags;
-pub(super) use create_info_checks::{buffer_usage, check_image_flags, check_image_handle_types};
+pub(super) use create_info_checks::{
+    buffer_usage, check_image_flags, check_image_handle_types, check_image_swapchain,
+};
 
 impl Allocator<AshMemoryDevice> {
     /// Creates a buffer, allocates memory for it (dedicated when the driver
@@ -138,7 +140,9 @@ impl Allocator<AshMemoryDevice> {
     /// screen buffers (`VkExternalMemoryImageCreateInfo` naming
     /// `ANDROID_HARDWARE_BUFFER_ANDROID` or `SCREEN_BUFFER_QNX`), whose
     /// requirements may not be asked for before it is bound and whose
-    /// memory is imported, not suballocated (nothing is created then, nor
+    /// memory is imported, not suballocated, and for one made to be bound
+    /// to a swapchain's memory (`VkImageSwapchainCreateInfoKHR` naming a
+    /// swapchain), which the swapchain owns (nothing is created then, nor
     /// after the checks of `desc` that `create_buffer` makes first).
     ///
     /// # Safety
@@ -154,6 +158,8 @@ impl Allocator<AshMemoryDevice> {
         check_image_flags(info.flags)?;
         // SAFETY: a valid create info has a valid chain (the contract).
         unsafe { check_image_handle_types(info) }?;
+        // SAFETY: as above.
+        unsafe { check_image_swapchain(info) }?;
         // As for buffers: before the image is made.
         check_desc(self.id, desc)?;
         let device = self.device().device();

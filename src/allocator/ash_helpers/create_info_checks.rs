@@ -1,7 +1,8 @@
 //! What the create-and-bind helpers read from a caller's create info before
 //! anything is made: a buffer's usage (a chained
 //! `VkBufferUsageFlags2CreateInfoKHR` replacing `usage`), and the buffers
-//! and images they refuse by their create flags or external handle types.
+//! and images they refuse by their create flags, external handle types or
+//! swapchain.
 
 use ash::vk;
 
@@ -124,4 +125,35 @@ pub(in crate::allocator) unsafe fn check_image_handle_types(
         Some(&(_, name)) => Err(Error::UnsupportedResource(name)),
         None => Ok(()),
     }
+}
+
+/// [`Error::UnsupportedResource`] for an image made to be bound to a
+/// swapchain's memory (`VkImageSwapchainCreateInfoKHR` naming a swapchain,
+/// "a swapchain that the image will be bound to"), before it is made: such
+/// an image is bound with `VkBindImageMemorySwapchainInfoKHR`, to memory the
+/// swapchain owns, never to the allocator's (and
+/// `vkGetDeviceImageMemoryRequirements` refuses its create info,
+/// VUID-VkDeviceImageMemoryRequirements-pCreateInfo-06416). The structure
+/// with a null swapchain names none, and is not refused.
+///
+/// # Safety
+/// `info`'s `pNext` chain is valid: each structure starts with `sType`
+/// and `pNext`.
+pub(in crate::allocator) unsafe fn check_image_swapchain(
+    info: &vk::ImageCreateInfo<'_>,
+) -> Result<(), Error> {
+    // SAFETY: a valid chain (the contract), read within this call.
+    let swapchain = unsafe { chain_structures(info.p_next) }
+        .find(|&(s_type, _)| s_type == vk::StructureType::IMAGE_SWAPCHAIN_CREATE_INFO_KHR);
+    let Some((_, swapchain)) = swapchain else {
+        return Ok(());
+    };
+    // SAFETY: its `sType` says which structure it is.
+    let swapchain = unsafe { &*swapchain.cast::<vk::ImageSwapchainCreateInfoKHR<'_>>() };
+    if swapchain.swapchain == vk::SwapchainKHR::null() {
+        return Ok(());
+    }
+    Err(Error::UnsupportedResource(
+        "ImageSwapchainCreateInfoKHR::swapchain",
+    ))
 }

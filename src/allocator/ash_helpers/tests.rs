@@ -1,12 +1,13 @@
 //! Unit tests of the create-and-bind helpers that need no Vulkan driver:
-//! the buffer usage read through a `pNext` chain and the protection a
-//! request keeps. They are apart from `ash_helpers.rs` so that the helpers
+//! the buffer usage read through a `pNext` chain, the images refused for
+//! a swapchain named there, and the protection a request keeps. They are apart from `ash_helpers.rs` so that the helpers
 //! read without them; the Vulkan suite (`tests/vulkan.rs`) runs the
 //! helpers on a real device.
 
-use ash::vk;
+use ash::vk::{self, Handle};
 
-use super::{buffer_usage, keep_protection};
+use super::{buffer_usage, check_image_swapchain, keep_protection};
+use crate::Error;
 use crate::{Request, ResourceKind, Usage};
 
 /// A buffer's usage is a chained `VkBufferUsageFlags2CreateInfoKHR`'s
@@ -37,6 +38,40 @@ fn a_chained_usage2_replaces_the_usage() {
     // SAFETY: a chain of two live structures, the usage second.
     let usage = unsafe { buffer_usage(&chained) };
     assert_eq!(usage, address | vk::BufferUsageFlags::STORAGE_BUFFER);
+}
+
+/// An image whose chain names a swapchain it will be bound to is refused,
+/// wherever the structure sits in the chain; the structure with a null
+/// swapchain names none, and an image without it is not refused.
+#[test]
+fn only_an_image_for_a_named_swapchain_is_refused() {
+    let refused = Err(Error::UnsupportedResource(
+        "ImageSwapchainCreateInfoKHR::swapchain",
+    ));
+    // SAFETY: no chain.
+    let unchained = unsafe { check_image_swapchain(&vk::ImageCreateInfo::default()) };
+    assert_eq!(unchained, Ok(()));
+    for swapchain in [vk::SwapchainKHR::null(), vk::SwapchainKHR::from_raw(0x5a)] {
+        // Linked by hand, second behind a format list (as in
+        // `a_chained_usage2_replaces_the_usage`).
+        let for_swapchain = vk::ImageSwapchainCreateInfoKHR::default().swapchain(swapchain);
+        let list = vk::ImageFormatListCreateInfo {
+            p_next: std::ptr::addr_of!(for_swapchain).cast(),
+            ..Default::default()
+        };
+        let info = vk::ImageCreateInfo {
+            p_next: std::ptr::addr_of!(list).cast(),
+            ..Default::default()
+        };
+        // SAFETY: a chain of two live structures.
+        let result = unsafe { check_image_swapchain(&info) };
+        let expected = if swapchain == vk::SwapchainKHR::null() {
+            Ok(())
+        } else {
+            refused
+        };
+        assert_eq!(result, expected, "{swapchain:?}");
+    }
 }
 
 /// A protected resource may take only protected memory types, and any

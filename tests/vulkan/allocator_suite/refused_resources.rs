@@ -5,7 +5,7 @@
 //! which the create-and-bind helpers cannot bind, and images for imported
 //! platform buffers.
 
-use ash::vk;
+use ash::vk::{self, Handle};
 use vk_suballoc::device::{DeviceFeatures, MemoryDeviceExt};
 use vk_suballoc::{AllocationDesc, Error, Usage};
 
@@ -198,6 +198,52 @@ fn images_for_imported_platform_buffers_are_refused_up_front() {
                 other => panic!("{name}: {other:?}"),
             }
         }
+    }
+    assert_eq!(allocator.stats().allocations(), 1, "the buffer's alone");
+    // SAFETY: never used by the GPU.
+    unsafe { allocator.destroy_buffer(buffer, allocation) }.unwrap();
+    context.assert_no_validation_messages();
+}
+
+/// An image made to be bound to a swapchain's memory
+/// (`VkImageSwapchainCreateInfoKHR` naming a swapchain) takes memory the
+/// swapchain owns: `create_image` and `create_aliasing_image` refuse it
+/// before making it, naming the structure, wherever it sits in the chain.
+/// The swapchain's handle is never a real one here: nothing reaches the
+/// driver or the validation layer (which would report the structure, as
+/// the test device has no `VK_KHR_swapchain`).
+#[test]
+fn images_for_a_swapchain_are_refused_up_front() {
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).can_alias();
+    // SAFETY: a valid create info; the buffer is never used by the GPU.
+    let (buffer, allocation) =
+        unsafe { allocator.create_buffer(&buffer_info(1 << 20), &desc) }.unwrap();
+    let formats = [vk::Format::R8G8B8A8_UNORM];
+    let mut for_swapchain =
+        vk::ImageSwapchainCreateInfoKHR::default().swapchain(vk::SwapchainKHR::from_raw(0x5a));
+    let mut list = vk::ImageFormatListCreateInfo::default().view_formats(&formats);
+    // push_next prepends: the swapchain's structure is second.
+    let info = image_info(64, 64)
+        .push_next(&mut for_swapchain)
+        .push_next(&mut list);
+    // SAFETY: refused before any Vulkan call.
+    let results = unsafe {
+        [
+            allocator.create_image(&info, &desc).map(|_| ()),
+            allocator
+                .create_aliasing_image(&allocation, 0, &info)
+                .map(|_| ()),
+        ]
+    };
+    for result in results {
+        assert_eq!(
+            result,
+            Err(Error::UnsupportedResource(
+                "ImageSwapchainCreateInfoKHR::swapchain"
+            ))
+        );
     }
     assert_eq!(allocator.stats().allocations(), 1, "the buffer's alone");
     // SAFETY: never used by the GPU.
