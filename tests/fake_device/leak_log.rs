@@ -438,6 +438,51 @@ fn frees_waiting_for_their_frame_at_the_drop_are_no_leak() {
     );
 }
 
+/// A logger panicking on the line of an upload ring alive at the drop
+/// stops that line, not the drop's release of what waits for its frame
+/// and of the ring's chunks: every buffer is destroyed, no queued free is
+/// logged as a leak, and the panic reaches the caller once all is
+/// released, as a panic on a leaked allocation's line does (the
+/// `Allocator`'s drop). Before, the unwind skipped every queued free and
+/// chunk: the queued buffer and the chunk's buffer were never destroyed,
+/// and their allocations were logged as leaks as the pools freed their
+/// blocks.
+#[test]
+fn a_logger_panicking_on_a_leaked_ring_s_line_stops_no_release_at_the_drop() {
+    use ash::vk::{self, Handle};
+
+    install();
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let queued = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL).name("queued before a logger panic"))
+        .unwrap();
+    // SAFETY: the fake device's own handle, destroyed only by the allocator.
+    unsafe {
+        allocator
+            .destroy_buffer_after_frame(vk::Buffer::from_raw(device.create_resource()), queued)
+            .unwrap();
+    }
+    let desc = UploadRingDesc {
+        size: 64 << 10,
+        name: Some("ring leaked before a logger panic"),
+        ..Default::default()
+    };
+    allocator.create_upload_ring(&desc).unwrap();
+    assert_eq!(device.live_resources(), 2);
+    panic_on_line_with("leaked upload ring");
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(allocator)));
+    assert!(dropped.is_err(), "the logger's panic reaches the caller");
+    device.assert_clean();
+    let lines = lines();
+    assert!(
+        !lines
+            .iter()
+            .any(|line| line.contains("before a logger panic")
+                && !line.contains("leaked upload ring")),
+        "a queued free or a ring's chunk logged as a leak: {lines:#?}"
+    );
+}
+
 /// Whether this test binary has line tables (`cargo test`'s default
 /// profile; `cargo test --release` has none): without them a backtrace
 /// shows no inlined function, and the closures that allocate in these

@@ -111,6 +111,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         debug_assert!(rings.leaving.is_empty());
         rings.leaving.clear();
         drop(rings);
+        // A logger's panic on a leaked ring's line stops that line, not the
+        // release: it goes on once every item is carried out.
+        let mut panics = FirstPanic::default();
         for RingState { chunks, name, .. } in live {
             // A ring not destroyed is a leak, as a live allocation is:
             // named as the pools name theirs (`TypePool::log_leaks`). Its
@@ -119,11 +122,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
             if let Some(first) = chunks.first() {
                 let label = name.as_deref().unwrap_or("unnamed");
                 let bytes: u64 = chunks.iter().map(|chunk| chunk.linear.capacity()).sum();
-                log::warn!(
-                    "vk-suballoc: leaked upload ring {label:?}: {} chunk(s), {bytes} bytes (memory type {})",
-                    chunks.len(),
-                    first.allocation.memory_type()
-                );
+                panics.run(|| {
+                    log::warn!(
+                        "vk-suballoc: leaked upload ring {label:?}: {} chunk(s), {bytes} bytes (memory type {})",
+                        chunks.len(),
+                        first.allocation.memory_type()
+                    );
+                });
             }
             for (index, chunk) in chunks.into_iter().enumerate() {
                 // Its reclaim state is dropped: its frames are not
@@ -132,6 +137,7 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 items.push(Deferred::RingChunk(retired));
             }
         }
-        self.release_each(items);
+        panics.run(|| self.release_each(items));
+        panics.resume();
     }
 }
