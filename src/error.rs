@@ -331,6 +331,21 @@ pub enum Error {
     /// creation: no submission signals it).
     #[error("a frame must be sealed with a non-null fence, or a non-null timeline semaphore and a value above 0")]
     NullFrameSignal,
+    /// A frame was sealed with a timeline value at or below the one a frame
+    /// still in flight waits for on the same semaphore. A timeline
+    /// semaphore's value only rises, so it reaches such a value no later
+    /// than the earlier frame's: no submission after that frame's can
+    /// signal it, the frame would count as done while its own work may
+    /// still run, and its frees be released under the GPU. Nothing was
+    /// sealed: seal each frame with the value its own last submission
+    /// signals.
+    #[error("timeline value {value} is not above {in_flight}, which an earlier frame in flight waits for on the same semaphore")]
+    TimelineValueNotAbove {
+        /// The value the frame was to be sealed with.
+        value: u64,
+        /// The highest value a frame in flight waits for on the semaphore.
+        in_flight: u64,
+    },
     /// A figure of a [`Config`](crate::Config), a
     /// [`PoolDesc`](crate::PoolDesc) or an
     /// [`UploadRingDesc`](crate::UploadRingDesc) is out of range or not

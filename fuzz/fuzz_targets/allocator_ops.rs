@@ -103,7 +103,9 @@
 //! and one with a flawed request makes no memory object and leaves the
 //! statistics as they were;
 //! `check_alias` answers as its documented rules say; `end_frame` refuses
-//! a null fence (`end_frame_timeline` a null semaphore or the value 0) and `wait_and_collect` collects the frames finished before
+//! a null fence (`end_frame_timeline` a null semaphore or the value 0,
+//! and a value at or below the newest a frame in flight waits for on the
+//! same semaphore, with `TimelineValueNotAbove`) and `wait_and_collect` collects the frames finished before
 //! the first that was not, then says `Timeout`; another allocator's
 //! handles are refused with `ForeignAllocation` or `ForeignPool` and
 //! change nothing in either allocator; the fake device

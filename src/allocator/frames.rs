@@ -11,7 +11,7 @@ use super::ring_fill::{RingDebug, RingFill};
 use super::{lock, Allocation, Allocator};
 use crate::device::{FrameSignal, HeapBudget, MemoryDeviceExt};
 use crate::frames::upload_ring::{RingChunk, RingState};
-use crate::frames::{Collected, Deferred};
+use crate::frames::{Collected, Deferred, DeferredQueue};
 use crate::memory::deferred_log;
 use crate::memory::first_panic::FirstPanic;
 use crate::Error;
@@ -187,7 +187,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// semaphore has reached from its creation and no submission can
     /// signal (a signal must raise the value): the frame would count as
     /// done at once, and its frees be released while the GPU may still
-    /// use them.
+    /// use them. [`Error::TimelineValueNotAbove`] for a `value` at or
+    /// below one a frame still in flight waits for on the same
+    /// `semaphore`, which the semaphore reaches no later than that
+    /// frame's (values only rise), alike. Nothing is sealed then.
     ///
     /// # Safety
     /// As [`end_frame`](Self::end_frame), for the semaphore reaching `value`;
@@ -202,7 +205,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// neither, calling them aborts the process.
     ///
     /// # Time complexity
-    /// As [`end_frame`](Self::end_frame).
+    /// As [`end_frame`](Self::end_frame), and a walk back over the frames in
+    /// flight sealed after the newest one on `semaphore` (none when every
+    /// frame is sealed on it).
     pub unsafe fn end_frame_timeline(
         &self,
         semaphore: vk::Semaphore,
@@ -226,6 +231,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // released.
         let mut fill = RingFill::new(self);
         let mut frames = lock(&self.frames);
+        if let Some(error) = timeline_value_not_above(&frames, signal) {
+            drop(frames);
+            return Err(error);
+        }
         let mut rings = lock(&self.rings);
         rings.retry_owed(&mut |chunk, space| fill.reclaimed(chunk, space));
         if !rings.rings.iter().all(|(_, ring)| ring.can_finish_frame()) {
@@ -575,4 +584,26 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         let heaps = self.context.properties.device.memory_heaps.len();
         self.context.fresh_heap_budgets()[..heaps].to_vec()
     }
+}
+
+/// [`Error::TimelineValueNotAbove`] when `signal` is a timeline value at or
+/// below the one the newest frame in flight on the same semaphore waits
+/// for. Every frame sealed on a semaphore passed this check, so the newest
+/// one on it waits for the highest value in flight there: the walk back
+/// from the newest frame stops at it.
+fn timeline_value_not_above(
+    frames: &DeferredQueue<FrameSignal, Deferred>,
+    signal: FrameSignal,
+) -> Option<Error> {
+    let FrameSignal::Timeline { semaphore, value } = signal else {
+        return None;
+    };
+    let in_flight = frames.signals().rev().find_map(|&sealed| match sealed {
+        FrameSignal::Timeline {
+            semaphore: sealed_on,
+            value,
+        } if sealed_on == semaphore => Some(value),
+        _ => None,
+    })?;
+    (value <= in_flight).then_some(Error::TimelineValueNotAbove { value, in_flight })
 }

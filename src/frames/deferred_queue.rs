@@ -79,6 +79,14 @@ impl<S, T> DeferredQueue<S, T> {
         self.sealed.len()
     }
 
+    /// The signals of the sealed frames not yet released, oldest first.
+    ///
+    /// # Time complexity
+    /// O(1) to make; each step O(1).
+    pub fn signals(&self) -> impl DoubleEndedIterator<Item = &S> + '_ {
+        self.sealed.iter().map(|frame| &frame.signal)
+    }
+
     /// Items waiting, in the current and all sealed frames.
     pub fn pending(&self) -> usize {
         self.current.len() + self.sealed.iter().map(|f| f.items.len()).sum::<usize>()
@@ -247,6 +255,11 @@ mod tests {
         assert_eq!(released, vec![1, 2]);
         assert_eq!(queue.frames_in_flight(), 2);
         assert_eq!(queue.pending(), 2);
+        // The signals still waited for, oldest first.
+        assert_eq!(
+            queue.signals().copied().collect::<Vec<_>>(),
+            vec!["f1", "f2"]
+        );
         // What waits, oldest frame first, the current frame last.
         assert_eq!(queue.iter().copied().collect::<Vec<_>>(), vec![3, 4]);
         let result: Result<_, ()> = queue.collect(|_| Ok(true), |i| released.push(i));

@@ -114,6 +114,35 @@ impl Walk {
         assert_eq!(result, Err(Error::NullFrameSignal), "a null frame signal");
     }
 
+    /// `end_frame_timeline` on the walk's semaphore with a value at or below
+    /// the newest one a frame in flight waits for (`back` below it, down to
+    /// 1): refused with `TimelineValueNotAbove` before anything but the
+    /// null checks, a ring full of frames included, and nothing changes
+    /// (`check` sees the frame and the frames in flight as before). With
+    /// no frame in flight on the semaphore it does nothing: the allocator
+    /// takes any value then.
+    pub(super) fn end_frame_stale(&mut self, back: u8) {
+        let newest = self
+            .sealed
+            .iter()
+            .rev()
+            .find_map(|frame| match frame.signal {
+                Signal::Timeline(value) => Some(value),
+                Signal::Fence(_) => None,
+            });
+        let Some(in_flight) = newest else {
+            return;
+        };
+        let value = in_flight - u64::from(back) % in_flight;
+        // SAFETY: refused before the semaphore is used.
+        let result = unsafe { self.allocator.end_frame_timeline(self.timeline, value) };
+        assert_eq!(
+            result,
+            Err(Error::TimelineValueNotAbove { value, in_flight }),
+            "a timeline value not above the one in flight"
+        );
+    }
+
     /// `wait_and_collect` with a timeout of `how & 3` (0, 1 ms, 16.7 ms or
     /// `u64::MAX`), while the GPU finishes frames: with a finite timeout,
     /// at the start of each wait the oldest unfinished frame finishes

@@ -172,6 +172,77 @@ fn frames_without_frees_and_timeline_semaphores() {
     finish_after_frame(allocator, &device);
 }
 
+/// A timeline value at or below the one a frame in flight waits for on
+/// the same semaphore names a point the semaphore reaches no later than
+/// that frame's, never the end of a later frame's work: refused, with
+/// nothing sealed, as the walk back from the newest frame finds it past
+/// frames sealed on fences and on other semaphores. Other semaphores keep
+/// values of their own. Once the semaphore's frames are collected the
+/// allocator has nothing to compare with (the handle may since name a new
+/// semaphore, whose values start again at 0), and a lower value is taken.
+#[test]
+fn a_timeline_value_not_above_one_in_flight_is_refused() {
+    let (allocator, device) = allocator(FakeLayout::integrated());
+    let timeline = device.create_timeline_semaphore();
+    let other = device.create_timeline_semaphore();
+    let fence = device.create_fence();
+    // SAFETY: fake semaphores and fence, signalled below.
+    unsafe {
+        assert_eq!(allocator.end_frame_timeline(timeline, 3), Ok(0));
+        assert_eq!(allocator.end_frame_timeline(other, 1), Ok(1));
+        assert_eq!(allocator.end_frame(fence), Ok(2));
+    }
+    let queued = allocator
+        .allocate(&buffer(4096, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    allocator.free_after_frame(queued).unwrap();
+    for value in [1, 2, 3] {
+        // SAFETY: refused before the semaphore is used.
+        let sealed = unsafe { allocator.end_frame_timeline(timeline, value) };
+        assert_eq!(
+            sealed,
+            Err(Error::TimelineValueNotAbove {
+                value,
+                in_flight: 3
+            })
+        );
+    }
+    assert_eq!(allocator.frames_in_flight(), 3, "nothing sealed");
+    assert_eq!(allocator.current_frame(), 3);
+    // The other semaphore's own value, and the frame with the free above.
+    // SAFETY: fake semaphores, signalled below.
+    unsafe {
+        assert_eq!(
+            allocator.end_frame_timeline(other, 1),
+            Err(Error::TimelineValueNotAbove {
+                value: 1,
+                in_flight: 1
+            })
+        );
+        assert_eq!(allocator.end_frame_timeline(timeline, 4), Ok(3));
+    }
+    // Reaching 3 releases frame 0 alone; the free waits for 4.
+    device.signal_timeline(timeline, 3);
+    assert_eq!(allocator.collect().unwrap().frames, 1);
+    assert_eq!(allocator.stats().allocations(), 1);
+    device.signal_timeline(other, 1);
+    device.signal_timeline(timeline, 4);
+    // The fence of frame 2 is not signalled: frames 2 and 3 wait for it.
+    assert_eq!(allocator.collect().unwrap().frames, 1);
+    assert_eq!(allocator.frames_in_flight(), 2);
+    // SAFETY: as above; frame 3 on `timeline` is still in flight.
+    let sealed = unsafe { allocator.end_frame_timeline(timeline, 2) };
+    assert!(matches!(sealed, Err(Error::TimelineValueNotAbove { .. })));
+    device.signal_fence(fence);
+    let collected = allocator.collect().unwrap();
+    assert_eq!((collected.frames, collected.frees), (2, 1));
+    assert_eq!(allocator.stats().allocations(), 0);
+    // Nothing in flight on it: a lower value is taken.
+    // SAFETY: a fake semaphore, already past 2.
+    assert_eq!(unsafe { allocator.end_frame_timeline(timeline, 2) }, Ok(4));
+    finish_after_frame(allocator, &device);
+}
+
 #[test]
 fn deferred_destruction_destroys_resources_once() {
     let (allocator, device) = allocator(FakeLayout::integrated());

@@ -18,6 +18,7 @@ impl Walk {
             Op::EndFrame { how } if (how >> 1) & 7 == 7 => {
                 self.end_frame_null(how & 1 == 1, how & 16 != 0);
             }
+            Op::EndFrame { how } if (how >> 1) & 7 == 6 => self.end_frame_stale(how >> 4),
             Op::EndFrame { how } => self.end_frame(how & 1 == 1),
             Op::Signal { how } => self.signal(how),
             Op::Collect { how } if how & 1 == 1 => self.wait_and_collect(how >> 1),
