@@ -477,9 +477,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Safety
     /// No command that uses what is queued (memory, buffers and images given
     /// to `free_after_frame` and `destroy_*_after_frame`, and ring space
-    /// handed out before this call) is pending on the GPU, and none that
-    /// uses them will be submitted: the device is idle, or every submission
-    /// that may use them has completed.
+    /// handed out, before this call or, on another thread, during it until
+    /// it takes the frame queue's lock: below, it may wait for a ring write
+    /// first) is pending on the GPU, and none that uses them will be
+    /// submitted: the device is idle, or every submission that may use
+    /// them has completed.
     ///
     /// As in [`collect`](Self::collect), the frees are carried out after
     /// the frame queue's lock is released, and the call returns once every
