@@ -28,8 +28,25 @@ pub struct DeferredQueue<S, T> {
     current: Vec<T>,
     current_index: u64,
     sealed: VecDeque<SealedFrame<S, T>>,
-    /// Emptied item vectors, reused so steady-state frames do not allocate.
+    /// Emptied item vectors, reused so steady-state frames do not allocate;
+    /// none larger than [`SPARE_CAPACITY`] items.
     spare: Vec<Vec<T>>,
+}
+
+/// The most items an emptied vector keeps room for when it is kept for a
+/// later frame: a frame of more frees (a level's unload) would otherwise
+/// pin its vector's memory for good, one per frame in flight. Far above
+/// what an engine frees in an ordinary frame, which so never allocates.
+const SPARE_CAPACITY: usize = 4096;
+
+/// `items`, emptied, as a spare vector: with room for at most
+/// [`SPARE_CAPACITY`] items (a larger one is given back to the host).
+fn spare<T>(mut items: Vec<T>) -> Vec<T> {
+    debug_assert!(items.is_empty());
+    if items.capacity() > SPARE_CAPACITY {
+        items = Vec::new();
+    }
+    items
 }
 
 impl<S, T> Default for DeferredQueue<S, T> {
@@ -145,7 +162,7 @@ impl<S, T> DeferredQueue<S, T> {
             };
             items += frame.items.len();
             frame.items.drain(..).for_each(&mut release);
-            self.spare.push(frame.items);
+            self.spare.push(spare(frame.items));
             frames += 1;
         }
         Ok((frames, items))
@@ -178,6 +195,7 @@ impl<S, T> DeferredQueue<S, T> {
         };
         let current_items = self.current.len();
         self.current.drain(..).for_each(&mut release);
+        self.current = spare(std::mem::take(&mut self.current));
         self.current_index += 1;
         (sealed_frames + 1, sealed_items + current_items)
     }
@@ -281,6 +299,33 @@ mod tests {
             assert!(queue.frames_in_flight() <= 3);
         }
         assert_eq!((queue.sealed.capacity(), queue.spare.capacity()), capacity);
+    }
+
+    /// A frame of many frees (a level's unload) does not pin its vector's
+    /// memory once released, through `collect` or `release_all`; an
+    /// ordinary frame's vector is kept for the next frames.
+    #[test]
+    fn a_huge_frame_leaves_no_huge_spare_vector() {
+        let mut queue: DeferredQueue<u64, u32> = DeferredQueue::with_capacity(2);
+        let huge = SPARE_CAPACITY as u32 + 1;
+        (0..huge).for_each(|item| queue.push(item));
+        queue.seal(0);
+        let result: Result<_, ()> = queue.collect(|_| Ok(true), |_| {});
+        assert_eq!(result, Ok((1, huge as usize)));
+        let capacities = |queue: &DeferredQueue<u64, u32>| {
+            let spare = queue.spare.iter().map(Vec::capacity);
+            spare.chain([queue.current.capacity()]).max()
+        };
+        assert_eq!(capacities(&queue), Some(0));
+        (0..huge).for_each(|item| queue.push(item));
+        assert_eq!(queue.release_all(|_| {}), (1, huge as usize));
+        assert_eq!(capacities(&queue), Some(0));
+        // An ordinary frame's vector is kept.
+        (0..100).for_each(|item| queue.push(item));
+        queue.seal(1);
+        let result: Result<_, ()> = queue.collect(|_| Ok(true), |_| {});
+        assert_eq!(result, Ok((1, 100)));
+        assert!(queue.spare.iter().any(|items| items.capacity() >= 100));
     }
 
     #[test]
