@@ -9,7 +9,7 @@
 //! found by `memory/type_pool/defragment.rs`.
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Mutex;
 
@@ -296,13 +296,28 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         ];
         // By group, the blocks the whole pass found over the limits.
         let mut over: Vec<Vec<SlabKey>> = groups.iter().map(|_| Vec::new()).collect();
+        // By group, the allocations a pass moved: a later pass moves them
+        // no more. A block a pass emptied retires, so no later pass finds
+        // them, unless another thread gives up a move out of that block
+        // meanwhile (`give_up_move` ends its retirement): compaction then
+        // gave them a second destination.
+        let mut moved: Vec<HashSet<Location>> = groups.iter().map(|_| HashSet::new()).collect();
         for pass in passes
             .into_iter()
             .filter(|&(_, on)| on)
             .map(|(pass, _)| pass)
         {
-            for (group, over) in groups.iter().zip(&mut over) {
-                let pool_movables = &group.pool_movables;
+            for ((group, over), moved) in groups.iter().zip(&mut over).zip(&mut moved) {
+                let unmoved: Vec<PoolMovable>;
+                let pool_movables = if moved.is_empty() {
+                    &group.pool_movables
+                } else {
+                    unmoved = (group.pool_movables.iter())
+                        .filter(|movable| !moved.contains(&movable.location))
+                        .copied()
+                        .collect();
+                    &unmoved
+                };
                 if pool_movables.is_empty() {
                     continue;
                 }
@@ -395,6 +410,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 plan.blocks_over_limits -= pool_plan.started + pool_plan.no_room;
                 plan.blocks_started += pool_plan.started;
                 plan.blocks_compacted += pool_plan.compacted;
+                moved.extend(
+                    (pool_plan.moves.iter())
+                        .map(|&(index, ..)| movables[index].allocation.location),
+                );
                 plan.moves.extend(
                     pool_plan
                         .moves

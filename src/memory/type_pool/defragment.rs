@@ -220,6 +220,7 @@ impl<M> TypePool<M> {
         request_for: &impl Fn(usize) -> PoolRequest<'static>,
     ) -> PoolPlan {
         let mut plan = PoolPlan::default();
+        self.stop_retiring_past_min_blocks();
         let free_in_runs = self.free_slot_bytes_by_block();
         let (mut sources, vanishing) = self.blocks_to_empty(movables, leaving, &free_in_runs);
         // The percent chooses the blocks to start; a block a split plan
@@ -543,9 +544,10 @@ impl<M> TypePool<M> {
     /// Ends the retirement of block `key`, when it is retiring: a move out
     /// of it was given up, so it cannot empty, or it emptied in a custom
     /// pool at its `min_blocks`, which keeps it
-    /// ([`block_emptied`](Self::block_emptied)). It goes back to the
-    /// first-fit walk (after the blocks there) and takes requests and
-    /// moves again, and its runs reopen.
+    /// ([`block_emptied`](Self::block_emptied)), or a plan found that pool
+    /// unable to release it (`stop_retiring_past_min_blocks`). It goes back
+    /// to the first-fit walk (after the blocks there) and takes requests
+    /// and moves again, and its runs reopen.
     pub(crate) fn stop_retiring(&mut self, key: SlabKey) {
         let Some(block) = self.blocks.get_mut(key) else {
             return;

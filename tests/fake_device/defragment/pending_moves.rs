@@ -279,3 +279,123 @@ fn plans_over_pending_moves_keep_places_apart_names_and_counts() {
         finish(allocator, &device);
     }
 }
+
+/// A move given up on another thread while a plan runs, between the
+/// plan's passes, does not get an allocation the plan moved a second
+/// destination. The plan empties block R (which an earlier plan started,
+/// the resource of that plan's move out of R since unloaded) and retires
+/// it; the earlier move, given up meanwhile by another thread (which a
+/// flush in the plan's second pool runs), ends R's retirement. The
+/// compaction pass found R's moved allocation in a block that stays, and
+/// packed it too: two moves for one allocation, which an engine carries
+/// out one after the other (two copies, the second from a resource whose
+/// copy is not done).
+#[test]
+fn a_move_given_up_between_a_plans_passes_leaves_one_move_per_movable() {
+    use std::sync::{Arc, Mutex};
+
+    let config = Config {
+        debug_fill: true,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::mobile(), config);
+    let allocator = Arc::new(allocator);
+    // Mobile's device-local type (no fills there: nothing flushes) and its
+    // cached, non-coherent one (fills flush).
+    let (device_local, cached) = (0, 2);
+    let in_pool = |pool, size| {
+        let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).pool(pool);
+        Request::with_desc(requirements(size, 256), ResourceKind::Buffer, desc)
+    };
+    let p = allocator
+        .create_pool(&PoolDesc::new(device_local).block_size(4 * MIB))
+        .unwrap();
+    // Block T: four 1 MiB buffers, the last two freed; block R: Y at 0,
+    // Z after it.
+    let mut t: Vec<Allocation> = (0..4)
+        .map(|_| allocator.allocate(&in_pool(p, MIB)).unwrap())
+        .collect();
+    let y = allocator.allocate(&in_pool(p, MIB / 2)).unwrap();
+    let z = allocator.allocate(&in_pool(p, MIB / 2)).unwrap();
+    assert_ne!(y.memory(), t[0].memory());
+    assert_eq!(
+        (y.memory(), y.offset(), z.offset()),
+        (z.memory(), 0, MIB / 2)
+    );
+    for gone in t.drain(2..) {
+        free(&allocator, gone);
+    }
+    // Pool Q: block Q1 holding q alone, block Q2 with room for it.
+    let q_pool = allocator
+        .create_pool(&PoolDesc::new(cached).block_size(MIB))
+        .unwrap();
+    let q1_big = allocator.allocate(&in_pool(q_pool, 768 << 10)).unwrap();
+    let q = allocator.allocate(&in_pool(q_pool, 128 << 10)).unwrap();
+    let q2_big = allocator.allocate(&in_pool(q_pool, 768 << 10)).unwrap();
+    assert_eq!(q.memory(), q1_big.memory());
+    assert_ne!(q2_big.memory(), q.memory());
+    free(&allocator, q1_big);
+
+    // Plan 1 starts R: Y moves to T, Z stays.
+    let limits = DefragmentationLimits::default()
+        .max_moves(1)
+        .split_blocks(true);
+    let r_requirements = requirements(MIB / 2, 256);
+    let movables = [
+        Movable::new(&y, r_requirements, ResourceKind::Buffer),
+        Movable::new(&z, r_requirements, ResourceKind::Buffer),
+    ];
+    let mut plan = allocator.plan_defragmentation(&movables, &limits).unwrap();
+    assert_eq!(
+        (plan.moves.len(), plan.blocks_started),
+        (1, 1),
+        "plan 1: {plan:?}"
+    );
+    let y_move = plan.moves.pop().unwrap();
+    assert_eq!(y_move.movable, 0);
+    // Y's resource is unloaded; its move is left to be given up.
+    free(&allocator, y);
+
+    // Plan 2 lists Z and q. Q's destination is filled and flushed after
+    // P's whole pass retired R again; the flush gives Y's move up.
+    let pending = Arc::new(Mutex::new(Some(y_move)));
+    let (hook_allocator, hook_pending) = (Arc::clone(&allocator), Arc::clone(&pending));
+    device.set_flush_hook(Some(Box::new(move || {
+        let Some(y_move) = hook_pending.lock().unwrap().take() else {
+            return;
+        };
+        let other = Arc::clone(&hook_allocator);
+        std::thread::spawn(move || other.give_up_move(y_move))
+            .join()
+            .unwrap()
+            .unwrap();
+    })));
+    // Z listed twice: it moves once all the same.
+    let movables = [
+        Movable::new(&z, r_requirements, ResourceKind::Buffer),
+        Movable::new(&q, requirements(128 << 10, 256), ResourceKind::Buffer),
+        Movable::new(&z, r_requirements, ResourceKind::Buffer),
+    ];
+    let limits = DefragmentationLimits::default().compact_blocks(true);
+    let plan = allocator.plan_defragmentation(&movables, &limits).unwrap();
+    device.set_flush_hook(None);
+    assert!(pending.lock().unwrap().is_none(), "the hook ran");
+    let of_z = plan.moves.iter().filter(|m| m.movable != 1).count();
+    let of_q = plan.moves.iter().filter(|m| m.movable == 1).count();
+    assert_eq!((of_z, of_q), (1, 1), "one move per allocation: {plan:?}");
+    // Z's move is the whole pass's, out of R.
+    assert_ne!(plan.moves[0].destination.memory(), z.memory());
+
+    let allocator = Arc::into_inner(allocator).unwrap();
+    for planned in plan.moves {
+        free(&allocator, planned.destination);
+    }
+    for a in t.into_iter().chain([z, q, q2_big]) {
+        free(&allocator, a);
+    }
+    // SAFETY: the fake device runs no GPU work.
+    unsafe { allocator.collect_idle() };
+    allocator.destroy_pool(p).unwrap();
+    allocator.destroy_pool(q_pool).unwrap();
+    finish(allocator, &device);
+}

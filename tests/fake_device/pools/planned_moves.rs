@@ -107,3 +107,60 @@ fn split_plans_finish_a_block_in_a_pool_with_min_blocks() {
     allocator.destroy_pool(pool).unwrap();
     finish(allocator, &device);
 }
+
+/// A block a split plan started stops being emptied once `trim` leaves
+/// the pool no block above its `min_blocks`: it could no longer be
+/// released, so a later plan does not copy its allocations out (the pool
+/// would keep it, empty) nor count it released.
+#[test]
+fn a_started_block_is_not_finished_once_trim_leaves_min_blocks() {
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let pool = allocator
+        .create_pool(&PoolDesc::new(VRAM).block_size(4 * MIB).min_blocks(2))
+        .unwrap();
+    // Blocks A (two buffers kept), B (one kept) and E (emptied, kept as
+    // the pool's empty block).
+    let all: Vec<_> = (0..12)
+        .map(|_| allocator.allocate(&in_pool(pool, MIB)).unwrap())
+        .collect();
+    let mut live = keep_where(&allocator, all, |i| matches!(i, 0 | 1 | 4));
+    let stats = allocator.pool_stats(&pool).unwrap();
+    assert_eq!((stats.blocks, stats.empty_blocks), (3, 1));
+    let a = live[0].memory();
+    // Plan 1 starts A: one of its two buffers moves to B.
+    let limits = DefragmentationLimits::default()
+        .max_moves(1)
+        .split_blocks(true);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live[..2]), &limits)
+        .unwrap();
+    assert_eq!((plan.moves.len(), plan.blocks_started), (1, 1), "{plan:?}");
+    for planned in plan.moves {
+        let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+        free(&allocator, old);
+    }
+    // `trim` releases E: the pool holds A and B, its `min_blocks`.
+    allocator.trim();
+    assert_eq!(allocator.pool_stats(&pool).unwrap().blocks, 2);
+    let in_a: Vec<usize> = (0..live.len()).filter(|&i| live[i].memory() == a).collect();
+    assert_eq!(in_a.len(), 1);
+    let plan = allocator
+        .plan_defragmentation(&movables(&live), &DefragmentationLimits::default())
+        .unwrap();
+    let (moves, released) = (plan.moves.len(), plan.blocks_released);
+    for planned in plan.moves {
+        let old = std::mem::replace(&mut live[planned.movable], planned.destination);
+        free(&allocator, old);
+    }
+    let stats = allocator.pool_stats(&pool).unwrap();
+    assert_eq!(
+        (moves, released, stats.blocks, stats.retiring_blocks),
+        (0, 0, 2, 0),
+        "plan 2 emptied a block the pool keeps"
+    );
+    for allocation in live {
+        free(&allocator, allocation);
+    }
+    allocator.destroy_pool(pool).unwrap();
+    finish(allocator, &device);
+}

@@ -5,7 +5,9 @@
 //! them: this is the one pass over the pool's blocks and runs, before any
 //! move, that turns the engine's list of movables into candidates by
 //! block. The blocks left with queued frees only, which empty on their
-//! own and so take no moves, are found by the same counts.
+//! own and so take no moves, are found by the same counts. Before it, the
+//! blocks being emptied that a custom pool could no longer release (its
+//! `min_blocks`) stop being emptied.
 
 use super::{PoolMovable, Source};
 use crate::memory::block::Block;
@@ -13,6 +15,29 @@ use crate::memory::slab::SlabKey;
 use crate::memory::type_pool::{Location, TypePool};
 
 impl<M> TypePool<M> {
+    /// Ends the retirement of the blocks being emptied that a custom pool
+    /// could no longer release once they empty: those past the blocks it
+    /// holds above its `min_blocks`, after `trim` (or another release of
+    /// empty blocks) took the others since they retired. Being emptied,
+    /// each would take the moves of a plan that empties it for nothing
+    /// (the pool keeps it, empty), and count as released.
+    pub(super) fn stop_retiring_past_min_blocks(&mut self) {
+        if self.policy.min_blocks == 0 {
+            return;
+        }
+        let above_min = (self.counters.blocks).saturating_sub(self.policy.min_blocks);
+        let past = (self.counters.retiring_blocks).saturating_sub(above_min);
+        // From the ends of the retiring lists: the latest of their class
+        // to retire first.
+        let keys: Vec<SlabKey> = (self.retiring.iter().flatten().rev())
+            .take(usize::try_from(past).unwrap_or(usize::MAX))
+            .copied()
+            .collect();
+        for key in keys {
+            self.stop_retiring(key);
+        }
+    }
+
     /// By block slab index, the bytes of the free slots of its runs, which
     /// its offset allocator counts as in use.
     pub(super) fn free_slot_bytes_by_block(&self) -> Vec<u64> {
