@@ -15,6 +15,9 @@ use vk_suballoc::{Collected, DedicatedPolicy, MemoryEventKind, UploadRingDesc, U
 
 use super::{allocator, assert_panicked_with, buffer, finish, free, injected_panic, FakeAllocator};
 
+#[path = "backend_panics/panic_walk.rs"]
+mod panic_walk;
+
 /// Memory objects the memory callback was told of, less those it was told
 /// are freed.
 fn count_events(allocator: &mut FakeAllocator) -> Arc<AtomicI64> {

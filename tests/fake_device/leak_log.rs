@@ -483,6 +483,41 @@ fn a_logger_panicking_on_a_leaked_ring_s_line_stops_no_release_at_the_drop() {
     );
 }
 
+/// A logger panicking on the line of one leaked allocation at the drop
+/// stops that line, not the lines of the pool's other leaks: each is
+/// logged, as a dedicated allocation's and an upload ring's are, and the
+/// panic reaches the caller once every block is freed.
+#[test]
+fn a_logger_panicking_on_a_leak_s_line_stops_no_other_leak_line() {
+    install();
+    record_thread_lines();
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    // Two allocations in one block, logged in address order.
+    let first = allocator
+        .allocate(&buffer(64 << 10, 256, Usage::DEVICE_LOCAL).name("first leak, a logger panic"))
+        .unwrap();
+    let second = allocator
+        .allocate(&buffer(64 << 10, 256, Usage::DEVICE_LOCAL).name("second leak after it"))
+        .unwrap();
+    assert_eq!(first.memory(), second.memory());
+    assert!(first.offset() < second.offset());
+    panic_on_line_with("first leak, a logger panic");
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(allocator)));
+    disarm_panic_on_line();
+    assert!(dropped.is_err(), "the logger's panic reaches the caller");
+    device.assert_clean();
+    let lines = take_thread_warnings();
+    for name in ["first leak, a logger panic", "second leak after it"] {
+        assert!(
+            lines
+                .iter()
+                .any(|line| line.contains("leaked allocation") && line.contains(name)),
+            "no leak line for {name:?} in {lines:#?}"
+        );
+    }
+    drop((first, second));
+}
+
 /// Whether this test binary has line tables (`cargo test`'s default
 /// profile; `cargo test --release` has none): without them a backtrace
 /// shows no inlined function, and the closures that allocate in these

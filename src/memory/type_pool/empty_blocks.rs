@@ -375,7 +375,7 @@ impl<M> TypePool<M> {
         // block out before freeing it; a block out of the first-fit order
         // takes no request, and every block goes below).
         let mut panics = FirstPanic::default();
-        panics.run(|| self.log_leaks());
+        self.log_leaks(&mut panics);
         // Each dedicated allocation with where it was made, for its line
         // below.
         let dedicated: Vec<(SlabKey, String)> = self
@@ -419,8 +419,9 @@ impl<M> TypePool<M> {
 
     /// Logs every live allocation in the pool's blocks as a leak, with
     /// where it was made when that was recorded
-    /// (`Config::allocation_backtraces`).
-    fn log_leaks(&mut self) {
+    /// (`Config::allocation_backtraces`). A logger's panic on one line,
+    /// kept in `panics`, stops that line, not the others.
+    fn log_leaks(&mut self, panics: &mut FirstPanic) {
         // Which pool, for custom pools (whose block numbers restart at 0).
         let pool = self.pool_label();
         self.guarded.clear();
@@ -435,13 +436,15 @@ impl<M> TypePool<M> {
                             slot,
                             generation: run.generation(slot),
                         });
-                        log::warn!(
-                            "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {offset} of block {}/{}{pool} (memory type {}){made_at}",
-                            run.slot_size,
-                            self.memory_type,
-                            block.serial,
-                            self.memory_type
-                        );
+                        panics.run(|| {
+                            log::warn!(
+                                "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {offset} of block {}/{}{pool} (memory type {}){made_at}",
+                                run.slot_size,
+                                self.memory_type,
+                                block.serial,
+                                self.memory_type
+                            );
+                        });
                     }
                     continue;
                 }
@@ -453,14 +456,16 @@ impl<M> TypePool<M> {
                     block: key,
                     range: range.id,
                 });
-                log::warn!(
-                    "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {} of block {}/{}{pool} (memory type {}){made_at}",
-                    range.size,
-                    range.offset,
-                    self.memory_type,
-                    block.serial,
-                    self.memory_type
-                );
+                panics.run(|| {
+                    log::warn!(
+                        "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {} of block {}/{}{pool} (memory type {}){made_at}",
+                        range.size,
+                        range.offset,
+                        self.memory_type,
+                        block.serial,
+                        self.memory_type
+                    );
+                });
             }
         }
     }
