@@ -285,6 +285,14 @@ pub enum FrameSignal {
 ///
 /// Every method may be called from several threads at once.
 ///
+/// A method may panic (a bug of the backend, which the engine may catch):
+/// the allocator leaves nothing half done behind it, neither the memory
+/// object or buffer it made or was freeing nor the frees it took out of the
+/// frame queue, and carries on (`tests/fake_device/backend_panics.rs`). But
+/// [`raw_memory`](Self::raw_memory), a getter called just after a memory
+/// object is made, before it is counted, must not panic: a panic there
+/// leaves that memory object made and never freed.
+///
 /// # Safety
 /// The allocator hands out the bytes behind the pointers this device maps
 /// through safe methods ([`Allocator::mapped_slice_mut`](crate::Allocator::mapped_slice_mut)),
@@ -325,7 +333,8 @@ pub unsafe trait MemoryDeviceExt<M>: MemoryDevice<M> + Send + Sync + Debug {
     ///   (VUID-VkMemoryAllocateInfo-pNext-01874: that memory's size is 0).
     unsafe fn allocate(&self, info: &AllocateInfo<'_>) -> Result<M, DeviceError>;
 
-    /// The raw handle of `memory`, as bound to buffers and images.
+    /// The raw handle of `memory`, as bound to buffers and images. Must not
+    /// panic (the trait's docs).
     fn raw_memory(&self, memory: &M) -> vk::DeviceMemory;
 
     /// Gives `memory` the debug name `name` in place of the one it was made
