@@ -22,7 +22,9 @@ pub struct Config {
     /// size, and its usage this allocator's own memory only (as in VMA):
     /// other allocators, the driver's own objects and other processes are
     /// not seen, so leave room for them here. So is the budget when the
-    /// extension reports one of 0 (as VMA reads it). Within `0.0..=1.0`
+    /// extension reports one of 0 (as VMA reads it; in a heap with a
+    /// [`heap_size_limits`](Self::heap_size_limits) entry, this fraction of
+    /// the limit beside what others use). Within `0.0..=1.0`
     /// (not NaN). Default 0.8.
     pub budget_fraction: f64,
     /// Devices whose `bufferImageGranularity` is at most this mix buffers

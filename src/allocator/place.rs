@@ -313,7 +313,9 @@ where
     /// blocks fill. A type is marked released only once its largest kept
     /// blocks go too: a retry that fails otherwise after the first step
     /// leaves them, and the next type of their heap that lacks memory
-    /// releases them.
+    /// releases them. A retry refused at `maxMemoryAllocationCount` after
+    /// a refusal of the heap (its memory or budget) goes on to the kept
+    /// blocks of every type not released yet, as that refusal first would.
     fn retry_after_release(
         &mut self,
         memory_type: u8,
@@ -338,6 +340,14 @@ where
                 Err(next) if next.is_want_of_memory() => error = next,
                 result => return result,
             }
+        }
+        // A retry that the object count refused releases the kept blocks
+        // of every heap, as a first refusal there does: objects are
+        // counted device-wide, and another thread may have taken those
+        // the release freed (or objects the allocator did not make, the
+        // driver's last ones). Once: then every type's are released.
+        if release_scope(self.context, error, u32::from(memory_type)) & !*released != 0 {
+            return self.retry_after_release(memory_type, request, within_budget, error, released);
         }
         Err(error)
     }

@@ -367,6 +367,28 @@ fn others_memory_does_not_count_against_the_limit() {
     finish(allocator, &device);
 }
 
+/// So too where the driver reports a budget of 0, which is read as
+/// `budget_fraction` of the heap (as VMA reads it): in a limited heap, of
+/// the limit, beside what the others use, as without
+/// `VK_EXT_memory_budget` the allocator gets `budget_fraction` of the
+/// limit. Read as `budget_fraction` of the limit alone, the others' 3 GiB
+/// were over it, and a VRAM request went to another heap while the
+/// allocator held nothing of its 2 GiB.
+#[test]
+fn a_budget_of_0_in_a_limited_heap_leaves_its_fraction_beside_the_others() {
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), limited(0, 2 * GIB));
+    device.set_heap_budget(0, 0, 3 * GIB);
+    let fraction = (2.0 * GIB as f64 * 0.8) as u64;
+    let budget = allocator.budgets()[0];
+    assert_eq!((budget.budget, budget.usage), (3 * GIB + fraction, 3 * GIB));
+    let allocation = allocator
+        .allocate(&buffer(4 * MIB, 256, Usage::DEVICE_LOCAL).within_budget())
+        .unwrap();
+    assert_eq!(allocation.memory_type(), 1, "in VRAM");
+    free(&allocator, allocation);
+    finish(allocator, &device);
+}
+
 /// Nor does the allocator's own memory count among the others': the
 /// driver's usage includes it, and the budget leaves room for the limit
 /// beside that usage less the allocator's own (its memory is under the

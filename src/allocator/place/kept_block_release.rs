@@ -105,7 +105,9 @@ where
 /// `error`, its first refusal, says stood in its way ([`release_scope`] of
 /// `memory_type`) are released, in the two steps of
 /// [`release_kept_empty_blocks`]; `error` when that released nothing or
-/// the refusal was not for want of memory.
+/// the refusal was not for want of memory. A retry refused at
+/// `maxMemoryAllocationCount` after a refusal of the heap releases the
+/// kept blocks of every type too, and is tried again once more.
 pub(crate) fn retry_after_releasing<P, D, R>(
     context: &MemoryContext<D>,
     pools: &mut P,
@@ -127,6 +129,12 @@ where
             Err(next) if next.is_want_of_memory() => error = next,
             result => return result,
         }
+    }
+    // A retry that the object count refused, after a refusal of the heap
+    // (its memory or budget), releases every heap's kept blocks, as
+    // `Placer::retry_after_release` does.
+    if release_scope(context, error, memory_type) & !scope != 0 {
+        return retry_after_releasing(context, pools, memory_type, error, attempt);
     }
     Err(error)
 }

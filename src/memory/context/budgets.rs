@@ -29,7 +29,8 @@ impl<D> MemoryContext<D> {
     /// VMA does (`UpdateVulkanBudget`), a budget of 0 is read as
     /// `budget_fraction` of the heap and a larger one as the heap's size
     /// (in a heap with a `Config::heap_size_limits` entry, the budget is
-    /// capped at what others use plus the limit instead: [`corrected`]).
+    /// capped at what others use plus the limit instead, and a budget of 0
+    /// is what others use plus `budget_fraction` of the limit: [`corrected`]).
     /// Taken as reported, a 0 would fail every within-budget request and
     /// send every block through the smaller-block retries. A reported usage
     /// below this allocator's own memory in the heap (VMA has seen 0) is
@@ -321,7 +322,9 @@ impl Read {
 /// more than the limit beside what others use (the usage less `own`):
 /// the limit caps this allocator's memory, not theirs, so their memory
 /// does not push its requests out of the heap; a budget check is then the
-/// limit's check too.
+/// limit's check too. A budget of 0 there leaves `fraction` of the limit
+/// beside what others use (as without the driver's figures, where the
+/// usage is this allocator's own).
 fn corrected(
     mut figures: HeapBudget,
     size: u64,
@@ -334,7 +337,10 @@ fn corrected(
     figures.usage = figures.usage.max(own);
     let others = if limited { figures.usage - own } else { 0 };
     figures.budget = match figures.budget {
-        0 => fraction_of(size, fraction),
+        // In a limited heap, the fraction of the limit beside the others'
+        // memory, as the budget below leaves the limit beside it: of the
+        // limit alone, their memory pushed the allocator out of the heap.
+        0 => others.saturating_add(fraction_of(size, fraction)),
         budget => budget.min(others.saturating_add(size)),
     };
     figures

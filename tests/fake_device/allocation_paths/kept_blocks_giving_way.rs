@@ -417,3 +417,56 @@ fn a_request_no_block_could_hold_releases_no_kept_block() {
     free(&allocator, dedicated);
     finish(allocator, &device);
 }
+
+/// A retry that the object count refuses, once the kept blocks of a heap
+/// short of budget gave way, releases the kept blocks of every heap and
+/// is tried again, as a first refusal at `maxMemoryAllocationCount` does:
+/// objects are counted device-wide, and a kept block of another heap is
+/// one the request may need. The driver answers `VK_ERROR_TOO_MANY_OBJECTS`
+/// below the allocator's own count when memory objects it did not make
+/// (another library's, on the same device) take the rest; so may a
+/// thread that takes the objects the release freed. Before, the retry's
+/// `TooManyObjects` ended the request, a default pool's or a custom
+/// pool's, with the system-memory upload block still kept.
+#[test]
+fn a_retry_refused_at_the_object_limit_releases_every_heaps_kept_blocks() {
+    let only = |memory_type: u32, size: u64, usage: Usage| {
+        let mut request = buffer(size, 256, usage).dedicated(DedicatedPolicy::Never);
+        request.requirements.memory_type_bits = 1 << memory_type;
+        request
+    };
+    let kept = |allocator: &FakeAllocator| {
+        let stats = allocator.stats();
+        let empty = |t: usize| stats.memory_types[t].empty_blocks;
+        (empty(1), empty(2))
+    };
+    for in_pool in [false, true] {
+        let (allocator, device) = allocator(FakeLayout::discrete());
+        // A 32 MiB block kept empty in VRAM (type 1) and one in system
+        // memory (type 2, heap 1).
+        for (memory_type, usage) in [(1, Usage::DEVICE_LOCAL), (2, Usage::UPLOAD)] {
+            let small = allocator.allocate(&only(memory_type, MIB, usage)).unwrap();
+            free(&allocator, small);
+        }
+        assert_eq!(kept(&allocator), (1, 1));
+        let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
+        let mut request = only(1, 100 * MIB, Usage::DEVICE_LOCAL);
+        if in_pool {
+            request.desc = request.desc.pool(pool);
+        }
+        // VRAM's budget holds a 128 MiB block only once the kept one goes.
+        device.set_heap_budget(0, 159 * MIB, 0);
+        allocator.budgets();
+        // The first call, for that block once the VRAM block went, finds
+        // the device's objects taken.
+        device.fail_allocation(1, DeviceError::TooManyObjects);
+        let large = allocator
+            .allocate(&request)
+            .unwrap_or_else(|error| panic!("in a pool: {in_pool}: {error}"));
+        assert_eq!(large.memory_type(), 1);
+        assert_eq!(kept(&allocator), (0, 0), "in a pool: {in_pool}");
+        free(&allocator, large);
+        allocator.destroy_pool(pool).unwrap();
+        finish(allocator, &device);
+    }
+}

@@ -1,8 +1,8 @@
 //! `maxMemoryAllocationCount` and dedicated memory the driver prefers:
 //! the object limit is never passed, and when dedicated memory cannot be
-//! made (the object limit, a full heap, host memory, a failed map) or past
-//! 3/4 of the limit, an existing block or another memory type with room
-//! takes the request.
+//! made (the object limit, a full heap, its budget or size limit, host
+//! memory, a failed map) or past 3/4 of the limit, an existing block or
+//! another memory type with room takes the request.
 
 use ash::vk;
 use vk_suballoc::device::fake::FakeLayout;
@@ -69,6 +69,57 @@ fn a_failed_preferred_dedicated_request_takes_an_existing_block() {
         free(&allocator, plain);
         finish(allocator, &device);
     }
+}
+
+/// So too when what refuses the dedicated memory is the heap's budget (a
+/// request held to it or not: the first pass keeps within it) or its
+/// `Config::heap_size_limits` entry, neither of which asks the driver.
+#[test]
+fn a_preferred_dedicated_request_past_a_budget_or_limit_takes_an_existing_block() {
+    let preferred = |size| {
+        buffer(size, 256, Usage::DEVICE_LOCAL).driver_dedicated(DedicatedHint {
+            required: false,
+            preferred: true,
+        })
+    };
+    for within_budget in [false, true] {
+        let (allocator, device) = allocator(FakeLayout::discrete());
+        let plain = allocator
+            .allocate(&buffer(MIB, 256, Usage::DEVICE_LOCAL))
+            .unwrap();
+        // The budget is what the block takes: no room for another object.
+        device.set_heap_budget(0, device.heap_usage()[0], 0);
+        allocator.budgets();
+        let request = match within_budget {
+            true => preferred(MIB).within_budget(),
+            false => preferred(MIB),
+        };
+        let placed = allocator.allocate(&request).unwrap();
+        assert!(!placed.is_dedicated(), "within budget: {within_budget}");
+        assert_eq!(placed.memory(), plain.memory());
+        free(&allocator, placed);
+        free(&allocator, plain);
+        finish(allocator, &device);
+    }
+    // VRAM limited to 32 MiB: a 512 KiB first block, and dedicated memory
+    // taking the rest of the limit.
+    let mut config = Config::default();
+    config.heap_size_limits[0] = 32 * MIB;
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let plain = allocator
+        .allocate(&buffer(64 << 10, 256, Usage::DEVICE_LOCAL))
+        .unwrap();
+    let rest =
+        buffer(32 * MIB - (512 << 10), 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
+    let rest = allocator.allocate(&rest).unwrap();
+    assert_eq!(device.heap_usage()[0], 32 * MIB);
+    let placed = allocator.allocate(&preferred(64 << 10)).unwrap();
+    assert!(!placed.is_dedicated());
+    assert_eq!(placed.memory(), plain.memory());
+    for allocation in [placed, rest, plain] {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
 }
 
 /// At `maxMemoryAllocationCount`, a request the driver merely prefers in
