@@ -122,6 +122,7 @@ impl Walk {
             .allocator
             .plan_defragmentation(&self.movables(&listed), &limits);
         let plan = result.unwrap_or_else(|e| panic!("{}: plan refused: {e:?}", self.ctx()));
+        self.forget_unreleasable_blocks(&listed, &blocks);
         let (sources, emptied) = self.check_plan(&listed, &limits, &plan, &blocks);
         let tally = &mut self.defragmented;
         tally.plans += 1;
@@ -152,6 +153,60 @@ impl Walk {
             "{ctx}: a plan calls no device"
         );
         self.carry_out(&listed, plan, &sources, &emptied, &blocks);
+    }
+
+    /// Forgets the blocks the plan stopped emptying: a plan for a custom
+    /// pool first stops emptying the blocks it could no longer release,
+    /// those retiring past the ones it holds above its `min_blocks`
+    /// (`trim`, or an emptied block's release, took the others since they
+    /// retired), the latest started first, which the walk does not track.
+    /// So it checks how many of each pool's stop: none in a default pool or
+    /// a pool with `min_blocks` 0, none in a pool none of whose allocations
+    /// the plan took up, else exactly those past the limit (read from
+    /// `blocks`, the pools before the plan, and the walk's retiring ones).
+    fn forget_unreleasable_blocks(&mut self, listed: &[Listed], blocks: &Blocks) {
+        let map = self.allocator.memory_map();
+        let retiring: HashSet<vk::DeviceMemory> = (self.all_blocks(&map).iter())
+            .filter(|(b, _)| b.retiring)
+            .map(|(b, _)| b.memory)
+            .collect();
+        let stopped = |pool: Option<Pool>| {
+            (self.retiring.iter())
+                .filter(|m| blocks.get(*m).is_some_and(|b| b.3 == pool))
+                .filter(|m| !retiring.contains(*m))
+                .count()
+        };
+        assert_eq!(
+            stopped(None),
+            0,
+            "{}: a default pool's block stopped",
+            self.ctx()
+        );
+        let listed_pools: HashSet<Pool> = (listed.iter())
+            .filter_map(|l| self.live[l.live?].pool)
+            .collect();
+        for p in &self.pools {
+            let held = blocks.values().filter(|b| b.3 == Some(p.pool)).count();
+            let was_retiring = (self.retiring.iter())
+                .filter(|m| blocks.get(*m).is_some_and(|b| b.3 == Some(p.pool)))
+                .count();
+            let past = if p.min_blocks > 0 && listed_pools.contains(&p.pool) {
+                was_retiring.saturating_sub(held.saturating_sub(p.min_blocks as usize))
+            } else {
+                0
+            };
+            // None when the plan took none of the pool's listed
+            // allocations up (all dedicated, say).
+            let stopped = stopped(Some(p.pool));
+            assert!(
+                stopped == past || stopped == 0,
+                "{}: pool {:?} ({held} blocks, min_blocks {}, {was_retiring} retiring) stopped emptying {stopped}, not {past}",
+                self.ctx(),
+                p.pool,
+                p.min_blocks
+            );
+        }
+        self.retiring.retain(|m| retiring.contains(m));
     }
 
     /// A random subset of the live allocations, each with the requirements
