@@ -43,10 +43,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::ForeignAllocation`]; nothing is queued then.
     ///
     /// # Safety
-    /// `buffer` was created by this allocator's device, and nothing else
+    /// `buffer` was created by this allocator's device, with no
+    /// `VkAllocationCallbacks` (`pAllocator` null), and nothing else
     /// destroys it: [`collect`](Self::collect) calls `vkDestroyBuffer` on it
-    /// (VUID-vkDestroyBuffer-buffer-parameter). Work submitted before the
-    /// frame ends may still use it; that is what the deferral is for.
+    /// with none (VUID-vkDestroyBuffer-buffer-parameter, -00923). Work
+    /// submitted before the frame ends may still use it; that is what the
+    /// deferral is for.
     ///
     /// # Time complexity
     /// O(1) amortised, as [`free_after_frame`](Self::free_after_frame): the
@@ -68,9 +70,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::ForeignAllocation`]; nothing is queued then.
     ///
     /// # Safety
-    /// `image` was created by this allocator's device, and nothing else
+    /// `image` was created by this allocator's device, with no
+    /// `VkAllocationCallbacks` (`pAllocator` null), and nothing else
     /// destroys it: [`collect`](Self::collect) calls `vkDestroyImage` on it
-    /// (VUID-vkDestroyImage-image-parameter).
+    /// with none (VUID-vkDestroyImage-image-parameter, -01001).
     ///
     /// # Time complexity
     /// O(1) amortised, as [`free_after_frame`](Self::free_after_frame): the
