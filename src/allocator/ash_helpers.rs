@@ -475,8 +475,10 @@ impl Allocator<AshMemoryDevice> {
     /// live (only a forged handle gets it).
     ///
     /// # Safety
-    /// `buffer` was created by this device and no pending GPU work uses it or
-    /// the allocation (VUID-vkDestroyBuffer-buffer-00922).
+    /// `buffer` was created by this device, with no `VkAllocationCallbacks`
+    /// (it is destroyed with none: VUID-vkDestroyBuffer-buffer-00923), and
+    /// no pending GPU work uses it or the allocation
+    /// (VUID-vkDestroyBuffer-buffer-00922).
     ///
     /// # Time complexity
     /// As [`free`](Self::free), plus a `vkDestroyBuffer` call.
@@ -500,8 +502,10 @@ impl Allocator<AshMemoryDevice> {
     /// As [`destroy_buffer`](Self::destroy_buffer).
     ///
     /// # Safety
-    /// `image` was created by this device and no pending GPU work uses it or
-    /// the allocation (VUID-vkDestroyImage-image-01000).
+    /// `image` was created by this device, with no `VkAllocationCallbacks`
+    /// (it is destroyed with none: VUID-vkDestroyImage-image-01001), and no
+    /// pending GPU work uses it or the allocation
+    /// (VUID-vkDestroyImage-image-01000).
     ///
     /// # Time complexity
     /// As [`free`](Self::free), plus a `vkDestroyImage` call.

@@ -43,10 +43,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::ForeignAllocation`]; nothing is queued then.
     ///
     /// # Safety
-    /// `buffer` was created by this allocator's device, and nothing else
+    /// `buffer` was created by this allocator's device, with no
+    /// `VkAllocationCallbacks` (`pAllocator` null), and nothing else
     /// destroys it: [`collect`](Self::collect) calls `vkDestroyBuffer` on it
-    /// (VUID-vkDestroyBuffer-buffer-parameter). Work submitted before the
-    /// frame ends may still use it; that is what the deferral is for.
+    /// with none (VUID-vkDestroyBuffer-buffer-parameter, -00923). Work
+    /// submitted before the frame ends may still use it; that is what the
+    /// deferral is for.
     ///
     /// # Time complexity
     /// O(1) amortised, as [`free_after_frame`](Self::free_after_frame): the
@@ -68,9 +70,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::ForeignAllocation`]; nothing is queued then.
     ///
     /// # Safety
-    /// `image` was created by this allocator's device, and nothing else
+    /// `image` was created by this allocator's device, with no
+    /// `VkAllocationCallbacks` (`pAllocator` null), and nothing else
     /// destroys it: [`collect`](Self::collect) calls `vkDestroyImage` on it
-    /// (VUID-vkDestroyImage-image-parameter).
+    /// with none (VUID-vkDestroyImage-image-parameter, -01001).
     ///
     /// # Time complexity
     /// O(1) amortised, as [`free_after_frame`](Self::free_after_frame): the
@@ -168,7 +171,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// before that submission, once the fence is unsignalled (reset): a
     /// fence still signalled from its previous use reads as done, and the
     /// frame's frees would be released while its own submission may still
-    /// use them.
+    /// use them. But once sealed, the fence is read by every `collect` and
+    /// `wait_and_collect`, on whichever thread calls them, and
+    /// `vkQueueSubmit` and `vkResetFences` take it externally synchronized
+    /// (host access: the validation layer reports an overlap as
+    /// UNASSIGNED-Threading-MultipleThreads): seal before the submission
+    /// only where no other thread calls them until it has returned, and
+    /// reset a fence only while no `wait_and_collect` on another thread may
+    /// be waiting on it.
     ///
     /// Call [`collect`](Self::collect) before resetting the fence for reuse:
     /// a reset fence reads as unsignalled, so its frame (and every later one)
@@ -387,7 +397,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// as unsignalled: the wait then lasts until the fence signals again
     /// or `timeout_ns` passes, and goes on with the next frame (its frame
     /// was collected: no [`Error::Timeout`]). Give it a finite timeout when
-    /// a render thread resets fences meanwhile.
+    /// a render thread resets fences meanwhile. A reset (or a
+    /// `vkQueueSubmit` with the fence) that overlaps the wait itself breaks
+    /// the external synchronization those calls require of the fence
+    /// ([`end_frame`](Self::end_frame)'s safety section): keep this call on
+    /// the thread that resets and submits, or apart from them.
     ///
     /// # Errors
     /// [`Error::Timeout`] when a frame did not finish in time (frames before

@@ -544,14 +544,16 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
     }
 
     unsafe fn destroy_buffer(&self, buffer: vk::Buffer) {
-        // SAFETY: the caller guarantees the buffer is this device's and no
-        // pending GPU work uses it (VUID-vkDestroyBuffer-buffer-00922).
+        // SAFETY: the caller guarantees the buffer is this device's, made
+        // with no allocation callbacks, and that no pending GPU work uses
+        // it (VUID-vkDestroyBuffer-buffer-00922, -00923).
         unsafe { self.device.destroy_buffer(buffer, None) }
     }
 
     unsafe fn destroy_image(&self, image: vk::Image) {
-        // SAFETY: the caller guarantees the image is this device's and no
-        // pending GPU work uses it (VUID-vkDestroyImage-image-01000).
+        // SAFETY: the caller guarantees the image is this device's, made
+        // with no allocation callbacks, and that no pending GPU work uses
+        // it (VUID-vkDestroyImage-image-01000, -01001).
         unsafe { self.device.destroy_image(image, None) }
     }
 

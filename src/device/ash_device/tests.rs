@@ -567,3 +567,5 @@ fn buffer_addresses_use_the_khr_command_wherever_answered() {
         "not enabled"
     );
 }
+
+mod signals;

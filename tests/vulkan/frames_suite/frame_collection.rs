@@ -2,6 +2,7 @@
 //! its fence, timeline semaphores seal frames, `collect_idle` after
 //! `vkDeviceWaitIdle`, and `wait_and_collect` timing out.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -117,6 +118,72 @@ fn a_deferred_free_waits_for_a_late_fence() {
         allocator.free(third).unwrap();
         context.device.destroy_fence(fence, None);
     }
+}
+
+/// A render loop that seals each frame after its submission, while
+/// another thread collects: the allocator reads a fence only once
+/// `end_frame` has it, and a frame's fence no longer once its frame is
+/// collected, so the loop's `vkQueueSubmit` and `vkResetFences`, which take
+/// the fence externally synchronized, overlap none of the other thread's
+/// reads, and the validation layer's thread checks stay quiet. (Sealed
+/// before its submission, the same loop has the layer report the fence in
+/// use on two threads at once: `end_frame`'s safety section.)
+#[test]
+fn frames_sealed_after_their_submission_are_collected_on_another_thread() {
+    const FRAMES: usize = 40;
+    let context = VulkanContext::new(Profile::Lavapipe);
+    let allocator = allocator_for(&context);
+    let device = &context.device;
+    let request = Request::new(
+        requirements(&context),
+        Usage::DEVICE_LOCAL,
+        ResourceKind::Buffer,
+    );
+    let fences: Vec<vk::Fence> = (0..2)
+        // SAFETY: a valid create info.
+        .map(|_| unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }.unwrap())
+        .collect();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let collector = scope.spawn(|| {
+            while !done.load(Ordering::Acquire) {
+                allocator.collect().unwrap();
+            }
+        });
+        for frame in 0..FRAMES {
+            let fence = fences[frame % fences.len()];
+            // SAFETY: the fence is this device's; once it has signalled,
+            // and its frame is collected (here, or on the other thread
+            // under the lock this `collect` waits for), nothing reads it.
+            unsafe {
+                if frame >= fences.len() {
+                    device.wait_for_fences(&[fence], true, u64::MAX).unwrap();
+                }
+                allocator.collect().unwrap();
+                device.reset_fences(&[fence]).unwrap();
+            }
+            allocator
+                .free_after_frame(allocator.allocate(&request).unwrap())
+                .unwrap();
+            // SAFETY: an empty submission on the queue only this thread
+            // uses signals the fence; then the frame is sealed on it.
+            unsafe {
+                device.queue_submit(context.queue, &[], fence).unwrap();
+                allocator.end_frame(fence).unwrap();
+            }
+        }
+        done.store(true, Ordering::Release);
+        collector.join().unwrap();
+    });
+    allocator.wait_and_collect(u64::MAX).unwrap();
+    assert_eq!(allocator.stats().allocations(), 0);
+    context.assert_no_validation_messages();
+    // SAFETY: every frame is collected: nothing reads the fences.
+    unsafe {
+        fences
+            .iter()
+            .for_each(|&fence| device.destroy_fence(fence, None))
+    };
 }
 
 /// A level change: a buffer the GPU used is retired with
