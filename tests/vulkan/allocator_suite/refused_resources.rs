@@ -3,11 +3,11 @@
 //! allocator not told of buffer device address, whose memory would lack the
 //! device-address flag, sparse, disjoint and capture-replay resources,
 //! which the create-and-bind helpers cannot bind, and images for imported
-//! platform buffers.
+//! platform buffers or for a swapchain's memory.
 
 use ash::vk::{self, Handle};
-use vk_suballoc::device::{DeviceFeatures, MemoryDeviceExt};
-use vk_suballoc::{AllocationDesc, Error, Usage};
+use vk_suballoc::device::{AshMemoryDevice, DeviceFeatures, MemoryDeviceExt};
+use vk_suballoc::{Allocation, AllocationDesc, Allocator, Error, Usage};
 
 use super::super::allocator_setup::{allocator_for, allocator_with, buffer_info, image_info};
 use crate::support::{Profile, VulkanContext};
@@ -181,17 +181,10 @@ fn images_for_imported_platform_buffers_are_refused_up_front() {
             .push_next(&mut external)
             .push_next(&mut list);
         // SAFETY: refused before any Vulkan call.
-        let results = unsafe {
-            [
-                allocator.create_image(&info, &desc).map(|_| ()),
-                allocator
-                    .memory_type_for_image(&info, Usage::DEVICE_LOCAL)
-                    .map(|_| ()),
-                allocator
-                    .create_aliasing_image(&allocation, 0, &info)
-                    .map(|_| ()),
-            ]
-        };
+        let mut results = unsafe { image_helpers(&allocator, &allocation, &desc, &info) }.to_vec();
+        // SAFETY: as above.
+        let for_type = unsafe { allocator.memory_type_for_image(&info, Usage::DEVICE_LOCAL) };
+        results.push(for_type.map(|_| ()));
         for result in results {
             match result {
                 Err(Error::UnsupportedResource(text)) => assert!(text.ends_with(name), "{text}"),
@@ -229,14 +222,7 @@ fn images_for_a_swapchain_are_refused_up_front() {
         .push_next(&mut for_swapchain)
         .push_next(&mut list);
     // SAFETY: refused before any Vulkan call.
-    let results = unsafe {
-        [
-            allocator.create_image(&info, &desc).map(|_| ()),
-            allocator
-                .create_aliasing_image(&allocation, 0, &info)
-                .map(|_| ()),
-        ]
-    };
+    let results = unsafe { image_helpers(&allocator, &allocation, &desc, &info) };
     for result in results {
         assert_eq!(
             result,
@@ -249,6 +235,30 @@ fn images_for_a_swapchain_are_refused_up_front() {
     // SAFETY: never used by the GPU.
     unsafe { allocator.destroy_buffer(buffer, allocation) }.unwrap();
     context.assert_no_validation_messages();
+}
+
+/// `create_image` (with `desc`) and `create_aliasing_image` (into
+/// `allocation`, at offset 0) on `info`, which both must refuse: their
+/// results (an image either made would be leaked, and the test fail).
+///
+/// # Safety
+/// `info` is a create info both refuse before any Vulkan call, or a valid
+/// one.
+unsafe fn image_helpers(
+    allocator: &Allocator<AshMemoryDevice>,
+    allocation: &Allocation,
+    desc: &AllocationDesc<'_>,
+    info: &vk::ImageCreateInfo<'_>,
+) -> [Result<(), Error>; 2] {
+    // SAFETY: the caller's contract.
+    unsafe {
+        [
+            allocator.create_image(info, desc).map(|_| ()),
+            allocator
+                .create_aliasing_image(allocation, 0, info)
+                .map(|_| ()),
+        ]
+    }
 }
 
 /// A buffer larger than the device's `maxBufferSize` is refused by the
