@@ -392,3 +392,39 @@ fn a_ring_chunk_in_a_run_slot_leaves_its_neighbours_alone() {
         super::frames::finish_after_frame(allocator, &device);
     }
 }
+
+/// The limit is on the placed size, the debug margin included, and
+/// inclusive: under a limit of 1000 with a 16-byte margin, a 984-byte
+/// buffer (1000 placed) takes a slot of the 1024-byte class, which the map
+/// shows whole; a 985-byte one (1001 placed) a range of its own, 1001
+/// bytes. (review57g: no test pinned the edge.)
+#[test]
+fn the_limit_takes_the_placed_size_with_its_margin_inclusively() {
+    let config = Config {
+        small_buffer_limit: 1000,
+        debug_margin: 16,
+        ..Config::default()
+    };
+    let (allocator, device) = allocator_with(FakeLayout::discrete(), config);
+    let seed = seed(&allocator);
+    let held = |allocation: &Allocation| {
+        let map = allocator.memory_map();
+        let block = &map.memory_types[seed.memory_type() as usize].blocks[0];
+        let range = block
+            .allocations()
+            .find(|r| r.offset == allocation.offset());
+        range.map(|r| r.size)
+    };
+    let at_limit = allocator
+        .allocate(&buffer(984, 8, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(held(&at_limit), Some(1024), "a slot");
+    let past_limit = allocator
+        .allocate(&buffer(985, 1, Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_eq!(held(&past_limit), Some(1001), "a range of its own");
+    for allocation in [at_limit, past_limit, seed] {
+        free(&allocator, allocation);
+    }
+    finish(allocator, &device);
+}
