@@ -158,10 +158,7 @@ fn unbindable_resources_are_refused_up_front() {
 fn images_for_imported_platform_buffers_are_refused_up_front() {
     let context = VulkanContext::new(Profile::Lavapipe);
     let allocator = allocator_for(&context);
-    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).can_alias();
-    // SAFETY: a valid create info; the buffer is never used by the GPU.
-    let (buffer, allocation) =
-        unsafe { allocator.create_buffer(&buffer_info(1 << 20), &desc) }.unwrap();
+    let (desc, buffer, allocation) = aliasable_buffer(&allocator);
     let formats = [vk::Format::R8G8B8A8_UNORM];
     for (handle_type, name) in [
         (
@@ -209,10 +206,7 @@ fn images_for_imported_platform_buffers_are_refused_up_front() {
 fn images_for_a_swapchain_are_refused_up_front() {
     let context = VulkanContext::new(Profile::Lavapipe);
     let allocator = allocator_for(&context);
-    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).can_alias();
-    // SAFETY: a valid create info; the buffer is never used by the GPU.
-    let (buffer, allocation) =
-        unsafe { allocator.create_buffer(&buffer_info(1 << 20), &desc) }.unwrap();
+    let (desc, buffer, allocation) = aliasable_buffer(&allocator);
     let formats = [vk::Format::R8G8B8A8_UNORM];
     let mut for_swapchain =
         vk::ImageSwapchainCreateInfoKHR::default().swapchain(vk::SwapchainKHR::from_raw(0x5a));
@@ -235,6 +229,18 @@ fn images_for_a_swapchain_are_refused_up_front() {
     // SAFETY: never used by the GPU.
     unsafe { allocator.destroy_buffer(buffer, allocation) }.unwrap();
     context.assert_no_validation_messages();
+}
+
+/// A device-local request that aliases may take (`can_alias`), and a
+/// 1 MiB buffer made with it, for the aliasing helper's refusals.
+fn aliasable_buffer(
+    allocator: &Allocator<AshMemoryDevice>,
+) -> (AllocationDesc<'static>, vk::Buffer, Allocation) {
+    let desc = AllocationDesc::new(Usage::DEVICE_LOCAL).can_alias();
+    // SAFETY: a valid create info; the buffer is never used by the GPU.
+    let (buffer, allocation) =
+        unsafe { allocator.create_buffer(&buffer_info(1 << 20), &desc) }.unwrap();
+    (desc, buffer, allocation)
 }
 
 /// `create_image` (with `desc`) and `create_aliasing_image` (into
