@@ -4,10 +4,27 @@
 //! and images they refuse by their create flags, external handle types or
 //! swapchain.
 
+use std::ffi::c_void;
+
 use ash::vk;
 
 use crate::device::chain_structures;
 use crate::Error;
+
+/// The structure of type `T` in the chain that starts at `p_next`, if any
+/// (a valid chain holds at most one of each type:
+/// VUID-VkImageCreateInfo-sType-unique, and so for buffers).
+///
+/// # Safety
+/// `p_next` is null or the start of a valid chain (each structure starts
+/// with `sType` and `pNext`) that outlives `'a`.
+unsafe fn chained<'a, T: vk::TaggedStructure>(p_next: *const c_void) -> Option<&'a T> {
+    // SAFETY: a valid chain (the contract).
+    let (_, found) =
+        unsafe { chain_structures(p_next) }.find(|&(s_type, _)| s_type == T::STRUCTURE_TYPE)?;
+    // SAFETY: its `sType` says it is a `T`, alive for `'a` (the contract).
+    Some(unsafe { &*found.cast::<T>() })
+}
 
 /// The usage of a buffer made from `info`: that of a chained
 /// `VkBufferUsageFlags2CreateInfoKHR` (`VK_KHR_maintenance5`, core in
@@ -21,13 +38,10 @@ pub(in crate::allocator) unsafe fn buffer_usage(
     info: &vk::BufferCreateInfo<'_>,
 ) -> vk::BufferUsageFlags {
     // SAFETY: a valid chain (the contract), read within this call.
-    let usage2 = unsafe { chain_structures(info.p_next) }
-        .find(|&(s_type, _)| s_type == vk::StructureType::BUFFER_USAGE_FLAGS_2_CREATE_INFO_KHR);
-    let Some((_, usage2)) = usage2 else {
+    let usage2 = unsafe { chained::<vk::BufferUsageFlags2CreateInfoKHR<'_>>(info.p_next) };
+    let Some(usage2) = usage2 else {
         return info.usage;
     };
-    // SAFETY: its `sType` says which structure it is.
-    let usage2 = unsafe { &*usage2.cast::<vk::BufferUsageFlags2CreateInfoKHR<'_>>() };
     // The low 32 bits: the flags the 32-bit type has (truncating drops
     // only bits it cannot name).
     vk::BufferUsageFlags::from_raw(usage2.usage.as_raw() as u32)
@@ -108,16 +122,11 @@ pub(in crate::allocator) unsafe fn check_image_handle_types(
             "ExternalMemoryHandleTypeFlags::SCREEN_BUFFER_QNX",
         ),
     ];
-    // SAFETY: a valid chain (the contract), read within this call; a valid
-    // chain holds at most one structure of each type
-    // (VUID-VkImageCreateInfo-sType-unique).
-    let external = unsafe { chain_structures(info.p_next) }
-        .find(|&(s_type, _)| s_type == vk::StructureType::EXTERNAL_MEMORY_IMAGE_CREATE_INFO);
-    let Some((_, external)) = external else {
+    // SAFETY: a valid chain (the contract), read within this call.
+    let external = unsafe { chained::<vk::ExternalMemoryImageCreateInfo<'_>>(info.p_next) };
+    let Some(external) = external else {
         return Ok(());
     };
-    // SAFETY: its `sType` says which structure it is.
-    let external = unsafe { &*external.cast::<vk::ExternalMemoryImageCreateInfo<'_>>() };
     match refused
         .iter()
         .find(|(handle_type, _)| external.handle_types.intersects(*handle_type))
@@ -143,13 +152,10 @@ pub(in crate::allocator) unsafe fn check_image_swapchain(
     info: &vk::ImageCreateInfo<'_>,
 ) -> Result<(), Error> {
     // SAFETY: a valid chain (the contract), read within this call.
-    let swapchain = unsafe { chain_structures(info.p_next) }
-        .find(|&(s_type, _)| s_type == vk::StructureType::IMAGE_SWAPCHAIN_CREATE_INFO_KHR);
-    let Some((_, swapchain)) = swapchain else {
+    let swapchain = unsafe { chained::<vk::ImageSwapchainCreateInfoKHR<'_>>(info.p_next) };
+    let Some(swapchain) = swapchain else {
         return Ok(());
     };
-    // SAFETY: its `sType` says which structure it is.
-    let swapchain = unsafe { &*swapchain.cast::<vk::ImageSwapchainCreateInfoKHR<'_>>() };
     if swapchain.swapchain == vk::SwapchainKHR::null() {
         return Ok(());
     }
