@@ -32,7 +32,6 @@ use crate::Error;
 pub(super) use candidates::{allowed_types, check_placeable, preferring, unsuitable_types};
 use candidates::{check_pool_request, with_candidates};
 pub(super) use kept_block_release::retry_after_releasing;
-use kept_block_release::{release_kept_empty_blocks, release_scope, Keep};
 pub(super) use pool_access::{exclusive, lock, try_lock, Exclusive, Locked, PoolAccess};
 pub(super) use pool_request::{
     custom_pool_placement, custom_pool_request, pool_request, MAX_TAIL_ROUNDING,
@@ -303,19 +302,13 @@ where
     }
 
     /// `memory_type`'s answer to `request` once the kept empty blocks
-    /// that stood in its way are released ([`release_kept_empty_blocks`]:
-    /// those beyond each type's largest, then, while it still lacks
-    /// memory, the largest too), when `error`, its refusal, is for want of
-    /// memory and those blocks were not all released for this request yet
-    /// (`released`, a mask of memory types, says whose were); `error`
-    /// otherwise. Any memory type's, not only the first's: one that failed
-    /// otherwise (`MapFailed`) may be followed by one whose heap the kept
-    /// blocks fill. A type is marked released only once its largest kept
-    /// blocks go too: a retry that fails otherwise after the first step
-    /// leaves them, and the next type of their heap that lacks memory
-    /// releases them. A retry refused at `maxMemoryAllocationCount` after
-    /// a refusal of the heap (its memory or budget) goes on to the kept
-    /// blocks of every type not released yet, as that refusal first would.
+    /// that stood in its way are released
+    /// ([`retry_after_releasing`], which says which and when), when
+    /// `error`, its refusal, is for want of memory and those blocks were
+    /// not all released for this request yet (`released`, a mask of memory
+    /// types, says whose were); `error` otherwise. Any memory type's, not
+    /// only the first's: one that failed otherwise (`MapFailed`) may be
+    /// followed by one whose heap the kept blocks fill.
     fn retry_after_release(
         &mut self,
         memory_type: u8,
@@ -324,39 +317,29 @@ where
         error: Error,
         released: &mut u32,
     ) -> Result<Allocation, Error> {
-        let scope = release_scope(self.context, error, u32::from(memory_type)) & !*released;
-        if scope == 0 {
-            return Err(error);
-        }
-        let mut error = error;
-        for keep in [Keep::Largest, Keep::None] {
-            if let Keep::None = keep {
-                *released |= scope;
-            }
-            if release_kept_empty_blocks(self.context, &mut self.pools, scope, keep) == 0 {
-                continue;
-            }
-            match self.allocate_in_type(u32::from(memory_type), request, within_budget) {
-                Err(next) if next.is_want_of_memory() => error = next,
-                result => return result,
-            }
-        }
-        // A retry that the object count refused releases the kept blocks
-        // of every heap, as a first refusal there does: objects are
-        // counted device-wide, and another thread may have taken those
-        // the release freed (or objects the allocator did not make, the
-        // driver's last ones). Once: then every type's are released.
-        if release_scope(self.context, error, u32::from(memory_type)) & !*released != 0 {
-            return self.retry_after_release(memory_type, request, within_budget, error, released);
-        }
-        Err(error)
+        let (context, allocator) = (self.context, self.allocator);
+        let memory_type = u32::from(memory_type);
+        let place = |pools: &mut P| {
+            allocate_in_type(
+                context,
+                allocator,
+                pools,
+                memory_type,
+                request,
+                within_budget,
+            )
+        };
+        retry_after_releasing(
+            context,
+            &mut self.pools,
+            memory_type,
+            error,
+            released,
+            place,
+        )
     }
 
-    /// Places `request` in `memory_type`. Inlined into the allocation path:
-    /// as a call, its 64-byte result was written field by field and then
-    /// copied in 16-byte loads that waited for those stores (perf: a third
-    /// of the caller's samples on that copy); inlined, `mixed` allocates
-    /// 4–6 ns faster on lavapipe's machine.
+    /// Places `request` in `memory_type` ([`allocate_in_type`]).
     #[inline(always)]
     fn allocate_in_type(
         &mut self,
@@ -364,24 +347,52 @@ where
         request: &Request<'_>,
         within_budget: bool,
     ) -> Result<Allocation, Error> {
-        let mut pool_request = pool_request(self.context, memory_type, request, within_budget);
-        // The default pools' requests are checked against the budget but in
-        // the last pass over the candidates, which may pass it.
-        pool_request.past_budget = !within_budget;
-        let context = self.context;
-        let placement = self
-            .pools
-            .with_pool(memory_type, |pool| pool.allocate(context, &pool_request))?;
-        Ok(Allocation {
-            memory: placement.memory,
-            offset: placement.offset,
-            size: request.requirements.size,
-            home: Home::new(memory_type, PoolTag::DEFAULT),
-            location: placement.location,
-            allocator: self.allocator,
-            mapped: placement.mapped,
-        })
+        let (context, allocator) = (self.context, self.allocator);
+        allocate_in_type(
+            context,
+            allocator,
+            &mut self.pools,
+            memory_type,
+            request,
+            within_budget,
+        )
     }
+}
+
+/// Places `request` in `memory_type`'s default pool, for the allocator
+/// tagged `allocator`. Inlined into the allocation path: as a call, its
+/// 64-byte result was written field by field and then copied in 16-byte
+/// loads that waited for those stores (perf: a third of the caller's
+/// samples on that copy); inlined, `mixed` allocates 4–6 ns faster on
+/// lavapipe's machine.
+#[inline(always)]
+fn allocate_in_type<D, P>(
+    context: &MemoryContext<D>,
+    allocator: u32,
+    pools: &mut P,
+    memory_type: u32,
+    request: &Request<'_>,
+    within_budget: bool,
+) -> Result<Allocation, Error>
+where
+    P: PoolAccess,
+    P::Memory: Send,
+    D: MemoryDeviceExt<P::Memory>,
+{
+    let mut pool_request = pool_request(context, memory_type, request, within_budget);
+    // The default pools' requests are checked against the budget but in
+    // the last pass over the candidates, which may pass it.
+    pool_request.past_budget = !within_budget;
+    let placement = pools.with_pool(memory_type, |pool| pool.allocate(context, &pool_request))?;
+    Ok(Allocation {
+        memory: placement.memory,
+        offset: placement.offset,
+        size: request.requirements.size,
+        home: Home::new(memory_type, PoolTag::DEFAULT),
+        location: placement.location,
+        allocator,
+        mapped: placement.mapped,
+    })
 }
 
 /// `result` taken apart and put together again: an allocation of an out
@@ -469,9 +480,14 @@ where
     // An attempt, then the same once the kept empty blocks that stood in
     // its way are released.
     let attempt = |pools: &mut P, within_budget: bool| match place(pools, within_budget) {
-        Err(error) => retry_after_releasing(context, pools, memory_type, error, |pools: &mut P| {
-            place(pools, within_budget)
-        }),
+        Err(error) => retry_after_releasing(
+            context,
+            pools,
+            memory_type,
+            error,
+            &mut 0,
+            |pools: &mut P| place(pools, within_budget),
+        ),
         placed => placed,
     };
     // Within the heap's budget first, whatever the request asked: new

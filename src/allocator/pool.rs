@@ -115,9 +115,14 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                 types: &self.pools,
                 custom: &self.custom,
             };
-            retry_after_releasing(&self.context, &mut pools, desc.memory_type, error, |_| {
-                pool.make_min_blocks(&self.context)
-            })?;
+            retry_after_releasing(
+                &self.context,
+                &mut pools,
+                desc.memory_type,
+                error,
+                &mut 0,
+                |_| pool.make_min_blocks(&self.context),
+            )?;
         }
         // The blocks are made before the table is locked for writing, so
         // that other pools' requests do not wait for vkAllocateMemory.

@@ -102,27 +102,42 @@ where
 }
 
 /// `attempt`'s answer once the kept empty blocks of the memory types that
-/// `error`, its first refusal, says stood in its way ([`release_scope`] of
+/// `error`, its refusal, says stood in its way ([`release_scope`] of
 /// `memory_type`) are released, in the two steps of
-/// [`release_kept_empty_blocks`]; `error` when that released nothing or
-/// the refusal was not for want of memory. A retry refused at
-/// `maxMemoryAllocationCount` after a refusal of the heap releases the
-/// kept blocks of every type too, and is tried again once more.
+/// [`release_kept_empty_blocks`]; `error` when the refusal was not for want
+/// of memory or those blocks were all released for this request already
+/// (`released`, a mask of memory types, says whose were: a request walking
+/// over memory types passes the same mask to each type's retry). A type is
+/// marked released only once its largest kept blocks go too: a retry that
+/// fails otherwise after the first step leaves them, and the next type of
+/// their heap that lacks memory releases them. A retry refused at
+/// `maxMemoryAllocationCount` after a refusal of the heap (its memory or
+/// budget) goes on to the kept blocks of every type not released yet, as
+/// that refusal first would: objects are counted device-wide, and another
+/// thread may have taken those the release freed (or objects the allocator
+/// did not make, the driver's last ones).
 pub(crate) fn retry_after_releasing<P, D, R>(
     context: &MemoryContext<D>,
     pools: &mut P,
     memory_type: u32,
     error: Error,
+    released: &mut u32,
     mut attempt: impl FnMut(&mut P) -> Result<R, Error>,
 ) -> Result<R, Error>
 where
     P: PoolAccess,
     D: MemoryDeviceExt<P::Memory>,
 {
-    let scope = release_scope(context, error, memory_type);
+    let scope = release_scope(context, error, memory_type) & !*released;
+    if scope == 0 {
+        return Err(error);
+    }
     let mut error = error;
     for keep in [Keep::Largest, Keep::None] {
-        if scope == 0 || release_kept_empty_blocks(context, pools, scope, keep) == 0 {
+        if let Keep::None = keep {
+            *released |= scope;
+        }
+        if release_kept_empty_blocks(context, pools, scope, keep) == 0 {
             continue;
         }
         match attempt(pools) {
@@ -130,11 +145,9 @@ where
             result => return result,
         }
     }
-    // A retry that the object count refused, after a refusal of the heap
-    // (its memory or budget), releases every heap's kept blocks, as
-    // `Placer::retry_after_release` does.
-    if release_scope(context, error, memory_type) & !scope != 0 {
-        return retry_after_releasing(context, pools, memory_type, error, attempt);
+    // Once more at most: after it every type's are released.
+    if release_scope(context, error, memory_type) & !*released != 0 {
+        return retry_after_releasing(context, pools, memory_type, error, released, attempt);
     }
     Err(error)
 }
