@@ -236,9 +236,9 @@ impl Allocator<AshMemoryDevice> {
     ) -> Result<vk::Buffer, Error> {
         self.check_buffer(info)?;
         self.check_owner(allocation)?;
-        let device = self.device().device();
+        let (device, callbacks) = (self.device().device(), self.device().allocation_callbacks());
         // SAFETY: the caller guarantees a valid create info.
-        let buffer = unsafe { device.create_buffer(info, None) }.map_err(DeviceError::from)?;
+        let buffer = unsafe { device.create_buffer(info, callbacks) }.map_err(DeviceError::from)?;
         // SAFETY: just created from this device with that usage; the
         // caller guarantees a valid create info, so a valid chain.
         let request =
@@ -263,7 +263,7 @@ impl Allocator<AshMemoryDevice> {
             });
         if let Err(error) = bound {
             // SAFETY: created above and never used.
-            unsafe { device.destroy_buffer(buffer, None) };
+            unsafe { device.destroy_buffer(buffer, callbacks) };
             return Err(error);
         }
         Ok(buffer)
@@ -314,9 +314,9 @@ impl Allocator<AshMemoryDevice> {
         // SAFETY: as above.
         unsafe { check_image_swapchain(info) }?;
         self.check_owner(allocation)?;
-        let device = self.device().device();
+        let (device, callbacks) = (self.device().device(), self.device().allocation_callbacks());
         // SAFETY: the caller guarantees a valid create info.
-        let image = unsafe { device.create_image(info, None) }.map_err(DeviceError::from)?;
+        let image = unsafe { device.create_image(info, callbacks) }.map_err(DeviceError::from)?;
         // SAFETY: just created from this device with `info.tiling`, not
         // disjoint.
         let request = unsafe { self.image_request(image, info.tiling, &AllocationDesc::default()) };
@@ -337,7 +337,7 @@ impl Allocator<AshMemoryDevice> {
             });
         if let Err(error) = bound {
             // SAFETY: created above and never used.
-            unsafe { device.destroy_image(image, None) };
+            unsafe { device.destroy_image(image, callbacks) };
             return Err(error);
         }
         Ok(image)

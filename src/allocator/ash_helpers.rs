@@ -68,9 +68,9 @@ impl Allocator<AshMemoryDevice> {
         // Before the buffer is made: a request refused for its description
         // alone creates nothing.
         check_desc(self.id, desc)?;
-        let device = self.device().device();
+        let (device, callbacks) = (self.device().device(), self.device().allocation_callbacks());
         // SAFETY: the caller guarantees a valid create info.
-        let buffer = unsafe { device.create_buffer(info, None) }.map_err(DeviceError::from)?;
+        let buffer = unsafe { device.create_buffer(info, callbacks) }.map_err(DeviceError::from)?;
         // SAFETY: just created from this device with that usage; the
         // caller guarantees a valid create info, so a valid chain.
         let request = unsafe { self.buffer_request(buffer, buffer_usage(info), desc) };
@@ -90,7 +90,7 @@ impl Allocator<AshMemoryDevice> {
                 .map_err(|result| DeviceError::from(result).into())
             },
             // SAFETY: created above; nothing was submitted with it.
-            || unsafe { device.destroy_buffer(buffer, None) },
+            || unsafe { device.destroy_buffer(buffer, callbacks) },
         )?;
         Ok((buffer, allocation))
     }
@@ -162,9 +162,9 @@ impl Allocator<AshMemoryDevice> {
         unsafe { check_image_swapchain(info) }?;
         // As for buffers: before the image is made.
         check_desc(self.id, desc)?;
-        let device = self.device().device();
+        let (device, callbacks) = (self.device().device(), self.device().allocation_callbacks());
         // SAFETY: the caller guarantees a valid create info.
-        let image = unsafe { device.create_image(info, None) }.map_err(DeviceError::from)?;
+        let image = unsafe { device.create_image(info, callbacks) }.map_err(DeviceError::from)?;
         // SAFETY: just created from this device with `info.tiling`, not
         // disjoint (checked above).
         let request = unsafe { self.image_request(image, info.tiling, desc) };
@@ -180,7 +180,7 @@ impl Allocator<AshMemoryDevice> {
                     .map_err(|result| DeviceError::from(result).into())
             },
             // SAFETY: created above; nothing was submitted with it.
-            || unsafe { device.destroy_image(image, None) },
+            || unsafe { device.destroy_image(image, callbacks) },
         )?;
         Ok((image, allocation))
     }
@@ -402,13 +402,13 @@ impl Allocator<AshMemoryDevice> {
         &self,
         info: &vk::BufferCreateInfo<'_>,
     ) -> Result<vk::MemoryRequirements, Error> {
-        let device = self.device().device();
+        let (device, callbacks) = (self.device().device(), self.device().allocation_callbacks());
         // SAFETY: the caller guarantees a valid create info.
-        let buffer = unsafe { device.create_buffer(info, None) }.map_err(DeviceError::from)?;
+        let buffer = unsafe { device.create_buffer(info, callbacks) }.map_err(DeviceError::from)?;
         // SAFETY: just created from this device, and not used by anything.
         unsafe {
             let requirements = device.get_buffer_memory_requirements(buffer);
-            device.destroy_buffer(buffer, None);
+            device.destroy_buffer(buffer, callbacks);
             Ok(requirements)
         }
     }
@@ -423,14 +423,14 @@ impl Allocator<AshMemoryDevice> {
         &self,
         info: &vk::ImageCreateInfo<'_>,
     ) -> Result<vk::MemoryRequirements, Error> {
-        let device = self.device().device();
+        let (device, callbacks) = (self.device().device(), self.device().allocation_callbacks());
         // SAFETY: the caller guarantees a valid create info.
-        let image = unsafe { device.create_image(info, None) }.map_err(DeviceError::from)?;
+        let image = unsafe { device.create_image(info, callbacks) }.map_err(DeviceError::from)?;
         // SAFETY: just created from this device, not disjoint (the
         // contract), and not used by anything.
         unsafe {
             let requirements = device.get_image_memory_requirements(image);
-            device.destroy_image(image, None);
+            device.destroy_image(image, callbacks);
             Ok(requirements)
         }
     }
@@ -475,8 +475,9 @@ impl Allocator<AshMemoryDevice> {
     /// live (only a forged handle gets it).
     ///
     /// # Safety
-    /// `buffer` was created by this device, with no `VkAllocationCallbacks`
-    /// (it is destroyed with none: VUID-vkDestroyBuffer-buffer-00923), and
+    /// `buffer` was created by this device, with the `VkAllocationCallbacks`
+    /// it is destroyed with ([`AshMemoryDevice::with_allocation_callbacks`],
+    /// none by default: VUID-vkDestroyBuffer-buffer-00923), and
     /// no pending GPU work uses it or the allocation
     /// (VUID-vkDestroyBuffer-buffer-00922).
     ///
@@ -491,7 +492,8 @@ impl Allocator<AshMemoryDevice> {
         // pending GPU work uses (VUID-vkDestroyBuffer-buffer-00922), nor
         // the allocation (`free`'s, VUID-vkFreeMemory-memory-00677).
         unsafe {
-            self.device().device().destroy_buffer(buffer, None);
+            let callbacks = self.device().allocation_callbacks();
+            self.device().device().destroy_buffer(buffer, callbacks);
             self.free(allocation)
         }
     }
@@ -502,8 +504,9 @@ impl Allocator<AshMemoryDevice> {
     /// As [`destroy_buffer`](Self::destroy_buffer).
     ///
     /// # Safety
-    /// `image` was created by this device, with no `VkAllocationCallbacks`
-    /// (it is destroyed with none: VUID-vkDestroyImage-image-01001), and no
+    /// `image` was created by this device, with the `VkAllocationCallbacks`
+    /// it is destroyed with ([`AshMemoryDevice::with_allocation_callbacks`],
+    /// none by default: VUID-vkDestroyImage-image-01001), and no
     /// pending GPU work uses it or the allocation
     /// (VUID-vkDestroyImage-image-01000).
     ///
@@ -518,7 +521,8 @@ impl Allocator<AshMemoryDevice> {
         // pending GPU work uses (VUID-vkDestroyImage-image-01000), nor the
         // allocation (`free`'s, VUID-vkFreeMemory-memory-00677).
         unsafe {
-            self.device().device().destroy_image(image, None);
+            let callbacks = self.device().allocation_callbacks();
+            self.device().device().destroy_image(image, callbacks);
             self.free(allocation)
         }
     }

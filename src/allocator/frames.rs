@@ -43,10 +43,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::ForeignAllocation`]; nothing is queued then.
     ///
     /// # Safety
-    /// `buffer` was created by this allocator's device, with no
-    /// `VkAllocationCallbacks` (`pAllocator` null), and nothing else
-    /// destroys it: [`collect`](Self::collect) calls `vkDestroyBuffer` on it
-    /// with none (VUID-vkDestroyBuffer-buffer-parameter, -00923). Work
+    /// `buffer` was created by this allocator's device, with the
+    /// `VkAllocationCallbacks` its backend destroys it with (the ash
+    /// backend's: [`AshMemoryDevice::with_allocation_callbacks`](crate::device::AshMemoryDevice::with_allocation_callbacks),
+    /// none by default), and nothing else destroys it:
+    /// [`collect`](Self::collect) calls `vkDestroyBuffer` on it
+    /// (VUID-vkDestroyBuffer-buffer-parameter, -00923). Work
     /// submitted before the frame ends may still use it; that is what the
     /// deferral is for.
     ///
@@ -70,10 +72,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::ForeignAllocation`]; nothing is queued then.
     ///
     /// # Safety
-    /// `image` was created by this allocator's device, with no
-    /// `VkAllocationCallbacks` (`pAllocator` null), and nothing else
-    /// destroys it: [`collect`](Self::collect) calls `vkDestroyImage` on it
-    /// with none (VUID-vkDestroyImage-image-parameter, -01001).
+    /// `image` was created by this allocator's device, with the
+    /// `VkAllocationCallbacks` its backend destroys it with (as
+    /// [`destroy_buffer_after_frame`](Self::destroy_buffer_after_frame)'s),
+    /// and nothing else destroys it: [`collect`](Self::collect) calls
+    /// `vkDestroyImage` on it (VUID-vkDestroyImage-image-parameter, -01001).
     ///
     /// # Time complexity
     /// O(1) amortised, as [`free_after_frame`](Self::free_after_frame): the

@@ -106,7 +106,24 @@ pub struct AshMemoryDevice {
     /// [`DeviceFeatures::buffer_device_address`] is set and the device
     /// answers either name (`buffer_address_command`).
     buffer_address: Option<vk::PFN_vkGetBufferDeviceAddress>,
+    /// The engine's host allocation callbacks
+    /// ([`with_allocation_callbacks`](Self::with_allocation_callbacks)),
+    /// passed as `pAllocator` to every command that makes, frees or
+    /// destroys an object; none by default.
+    allocation_callbacks: Option<HostCallbacks>,
 }
+
+/// `VkAllocationCallbacks` the backend may hold and share between threads.
+#[derive(Clone, Copy)]
+struct HostCallbacks(vk::AllocationCallbacks<'static>);
+
+// SAFETY: `AshMemoryDevice::with_allocation_callbacks`'s contract: the
+// callbacks may be called from any thread, concurrently, with their user
+// data pointer, for as long as the backend lives; the backend only passes
+// them to the driver.
+unsafe impl Send for HostCallbacks {}
+// SAFETY: as above; a shared reference only reads the structure.
+unsafe impl Sync for HostCallbacks {}
 
 impl std::fmt::Debug for AshMemoryDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -117,6 +134,7 @@ impl std::fmt::Debug for AshMemoryDevice {
             .field("timeline_khr", &self.timeline_khr.is_some())
             .field("info_requirements", &self.info_requirements.is_some())
             .field("buffer_address", &self.buffer_address.is_some())
+            .field("allocation_callbacks", &self.allocation_callbacks.is_some())
             .finish()
     }
 }
@@ -196,7 +214,59 @@ impl AshMemoryDevice {
             timeline_khr,
             info_requirements,
             buffer_address,
+            allocation_callbacks: None,
         }
+    }
+
+    /// This backend, passing `callbacks` as `pAllocator` to every Vulkan
+    /// command it calls that takes one (VMA's `pAllocationCallbacks`):
+    /// `vkAllocateMemory` and `vkFreeMemory`, `vkCreateBuffer` and
+    /// `vkCreateImage` (the allocator's create-and-bind helpers, its
+    /// upload rings' buffers, the buffers and images it makes to read
+    /// memory requirements), `vkDestroyBuffer` and `vkDestroyImage` (those,
+    /// and the engine's handed to
+    /// [`Allocator::destroy_buffer`](crate::Allocator::destroy_buffer),
+    /// [`destroy_image`](crate::Allocator::destroy_image) and the
+    /// `destroy_*_after_frame` calls). For an engine whose own objects are
+    /// made with its callbacks: the buffers and images it hands the
+    /// allocator to destroy are destroyed with the same ones
+    /// (VUID-vkDestroyBuffer-buffer-00923, VUID-vkDestroyImage-image-01001),
+    /// and those the helpers make, which the engine may destroy itself,
+    /// were made with them. [`allocation_callbacks`](Self::allocation_callbacks)
+    /// gives them back.
+    ///
+    /// # Safety
+    /// - `callbacks` is a valid `VkAllocationCallbacks` (its allocation,
+    ///   reallocation and free functions set, its two notification
+    ///   functions both set or both not: VUID-VkAllocationCallbacks-*), and
+    ///   its functions and whatever its `p_user_data` points to stay valid
+    ///   while this value, its clones, and every allocator built on them
+    ///   live.
+    /// - its functions may be called from every thread that calls into an
+    ///   allocator built on this value, concurrently (the allocator makes,
+    ///   frees and destroys objects on the calling thread; the driver may
+    ///   call them from its own threads too).
+    /// - every buffer and image handed to the allocator to destroy was
+    ///   created with callbacks compatible with these
+    ///   (VUID-vkDestroyBuffer-buffer-00923,
+    ///   VUID-vkDestroyImage-image-01001), and every one the allocator's
+    ///   helpers return is destroyed with such callbacks (-00924 and -01002
+    ///   forbid destroying them with none).
+    pub unsafe fn with_allocation_callbacks(
+        mut self,
+        callbacks: vk::AllocationCallbacks<'static>,
+    ) -> Self {
+        self.allocation_callbacks = Some(HostCallbacks(callbacks));
+        self
+    }
+
+    /// The host allocation callbacks this backend passes to Vulkan
+    /// ([`with_allocation_callbacks`](Self::with_allocation_callbacks)):
+    /// `None` by default, for `pAllocator` null.
+    pub fn allocation_callbacks(&self) -> Option<&vk::AllocationCallbacks<'static>> {
+        self.allocation_callbacks
+            .as_ref()
+            .map(|callbacks| &callbacks.0)
     }
 
     /// The wrapped device.
@@ -425,7 +495,10 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
         // export handle types valid, VUID-VkExportMemoryAllocateInfo-handleTypes-00656);
         // the pNext structs are only chained for enabled features
         // (VkExportMemoryAllocateInfo is core 1.1).
-        let memory = unsafe { self.device.allocate_memory(&allocate_info, None) }?;
+        let memory = unsafe {
+            self.device
+                .allocate_memory(&allocate_info, self.allocation_callbacks())
+        }?;
         if let Some(name) = info.name {
             self.set_name(memory, name);
         }
@@ -526,7 +599,10 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
         // SAFETY: the caller guarantees a non-zero size and supported usage
         // (VUID-VkBufferCreateInfo-size-00912, -usage-parameter).
-        let buffer = unsafe { self.device.create_buffer(&info, None) }?;
+        let buffer = unsafe {
+            self.device
+                .create_buffer(&info, self.allocation_callbacks())
+        }?;
         // SAFETY: just created from this device.
         let (requirements, dedicated) = unsafe { self.buffer_requirements(buffer) };
         Ok((buffer, requirements, dedicated))
@@ -545,16 +621,24 @@ unsafe impl MemoryDeviceExt<vk::DeviceMemory> for AshMemoryDevice {
 
     unsafe fn destroy_buffer(&self, buffer: vk::Buffer) {
         // SAFETY: the caller guarantees the buffer is this device's, made
-        // with no allocation callbacks, and that no pending GPU work uses
-        // it (VUID-vkDestroyBuffer-buffer-00922, -00923).
-        unsafe { self.device.destroy_buffer(buffer, None) }
+        // with this backend's allocation callbacks (or none, as they are),
+        // and that no pending GPU work uses it
+        // (VUID-vkDestroyBuffer-buffer-00922, -00923).
+        unsafe {
+            self.device
+                .destroy_buffer(buffer, self.allocation_callbacks())
+        }
     }
 
     unsafe fn destroy_image(&self, image: vk::Image) {
         // SAFETY: the caller guarantees the image is this device's, made
-        // with no allocation callbacks, and that no pending GPU work uses
-        // it (VUID-vkDestroyImage-image-01000, -01001).
-        unsafe { self.device.destroy_image(image, None) }
+        // with this backend's allocation callbacks (or none, as they are),
+        // and that no pending GPU work uses it
+        // (VUID-vkDestroyImage-image-01000, -01001).
+        unsafe {
+            self.device
+                .destroy_image(image, self.allocation_callbacks())
+        }
     }
 
     unsafe fn buffer_device_address(&self, buffer: vk::Buffer) -> Option<vk::DeviceAddress> {

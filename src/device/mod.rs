@@ -419,18 +419,20 @@ pub unsafe trait MemoryDeviceExt<M>: MemoryDevice<M> + Send + Sync + Debug {
     /// Destroys a buffer (deferred destruction, upload rings).
     ///
     /// # Safety
-    /// The buffer belongs to this device, was created with no
-    /// `VkAllocationCallbacks` (the ash backend destroys it with none:
-    /// VUID-vkDestroyBuffer-buffer-00923), and no pending GPU work uses it
+    /// The buffer belongs to this device, was created with the
+    /// `VkAllocationCallbacks` the backend destroys it with (the ash
+    /// backend's: [`AshMemoryDevice::with_allocation_callbacks`], none by
+    /// default; VUID-vkDestroyBuffer-buffer-00923), and no pending GPU work uses it
     /// (VUID-vkDestroyBuffer-buffer-00922).
     unsafe fn destroy_buffer(&self, buffer: vk::Buffer);
 
     /// Destroys an image (deferred destruction).
     ///
     /// # Safety
-    /// The image belongs to this device, was created with no
-    /// `VkAllocationCallbacks` (the ash backend destroys it with none:
-    /// VUID-vkDestroyImage-image-01001), and no pending GPU work uses it
+    /// The image belongs to this device, was created with the
+    /// `VkAllocationCallbacks` the backend destroys it with (the ash
+    /// backend's: [`AshMemoryDevice::with_allocation_callbacks`], none by
+    /// default; VUID-vkDestroyImage-image-01001), and no pending GPU work uses it
     /// (VUID-vkDestroyImage-image-01000).
     unsafe fn destroy_image(&self, image: vk::Image);
 

@@ -13,6 +13,8 @@ use vk_suballoc::{Allocation, AllocationDesc, Allocator};
 
 use super::allocator_setup::buffer_info;
 
+#[path = "allocator_suite/allocation_callbacks.rs"]
+mod allocation_callbacks;
 #[path = "allocator_suite/driver_dedicated_memory.rs"]
 mod driver_dedicated_memory;
 #[path = "allocator_suite/existing_memory_only.rs"]

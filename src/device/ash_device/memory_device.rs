@@ -27,7 +27,7 @@ impl MemoryDevice<vk::DeviceMemory> for AshMemoryDevice {
     unsafe fn deallocate_memory(&self, memory: vk::DeviceMemory) {
         // SAFETY: the caller guarantees `memory` came from this device and is no
         // longer in use (VUID-vkFreeMemory-memory-00677).
-        unsafe { self.device.free_memory(memory, None) }
+        unsafe { self.device.free_memory(memory, self.allocation_callbacks()) }
     }
 
     unsafe fn map_memory(
