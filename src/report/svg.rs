@@ -377,8 +377,10 @@ fn bytes(n: u64) -> String {
 }
 
 /// Appends `value` as XML character data or attribute text: the five markup
-/// characters become entities, and characters XML 1.0 forbids (C0 controls
-/// other than tab, newline and carriage return) become U+FFFD.
+/// characters become entities, a carriage return a character reference
+/// (a parser reads a raw one as a newline: XML 1.0's end-of-line
+/// handling), and characters XML 1.0 forbids (C0 controls other than tab,
+/// newline and carriage return) become U+FFFD.
 pub(crate) fn escape_xml_into(out: &mut String, value: &str) {
     for c in value.chars() {
         match c {
@@ -387,7 +389,8 @@ pub(crate) fn escape_xml_into(out: &mut String, value: &str) {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
+            '\r' => out.push_str("&#13;"),
+            '\t' | '\n' => out.push(c),
             c if u32::from(c) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => out.push('\u{fffd}'),
             c => out.push(c),
         }
@@ -403,6 +406,15 @@ mod tests {
         let mut out = String::new();
         escape_xml_into(&mut out, "a<b>&\"c\"'\u{1}é");
         assert_eq!(out, "a&lt;b&gt;&amp;&quot;c&quot;&apos;\u{fffd}é");
+    }
+
+    /// A carriage return is kept as a character reference: raw, a parser
+    /// reads it (and a following newline) as one newline.
+    #[test]
+    fn keeps_carriage_returns_through_a_parser() {
+        let mut out = String::new();
+        escape_xml_into(&mut out, "a\r\nb\rc\td");
+        assert_eq!(out, "a&#13;\nb&#13;c\td");
     }
 
     /// U+FFFE and U+FFFF are not XML characters either: a name holding them
