@@ -83,3 +83,35 @@ pub unsafe fn pnext_chain(
         Some((s_type, this))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The two-call idiom as the layer's device extension list and its own
+    /// priorities query answer it: the count alone for a null array, then
+    /// at most the caller's count of items, with `VK_INCOMPLETE` when that
+    /// cuts the list short and the count written set to the items written.
+    #[test]
+    fn arrays_follow_the_two_call_idiom() {
+        let items = [1u32, 2, 3];
+        let mut count = 0;
+        // SAFETY: a valid count and no array.
+        let result = unsafe { write_array(&items, &mut count, std::ptr::null_mut()) };
+        assert_eq!((result, count), (vk::Result::SUCCESS, 3));
+        let mut out = [0u32; 5];
+        count = 2;
+        // SAFETY: `out` has room for `count` items.
+        let result = unsafe { write_array(&items, &mut count, out.as_mut_ptr()) };
+        assert_eq!((result, count), (vk::Result::INCOMPLETE, 2));
+        assert_eq!(out, [1, 2, 0, 0, 0], "written past the caller's count");
+        count = 5;
+        // SAFETY: as above.
+        let result = unsafe { write_array(&items, &mut count, out.as_mut_ptr()) };
+        assert_eq!((result, count), (vk::Result::SUCCESS, 3));
+        assert_eq!(out, [1, 2, 3, 0, 0]);
+        // SAFETY: a null count, which the function refuses.
+        let result = unsafe { write_array(&items, std::ptr::null_mut(), out.as_mut_ptr()) };
+        assert_eq!(result, vk::Result::ERROR_INITIALIZATION_FAILED);
+    }
+}

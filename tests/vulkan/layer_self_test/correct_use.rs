@@ -5,8 +5,10 @@
 //! cleared, all without a validation message; mappings of non-coherent
 //! types, which the layer serves from its host cache, keep the driver's
 //! `minMemoryMapAlignment`; a host fill of new non-coherent memory with
-//! any value reaches device memory at a flush; and imported non-coherent
-//! memory keeps its exporter's bytes.
+//! any value reaches device memory at a flush, and a flush of a mapping
+//! of part of the memory reaches its end while an unmap drops what was
+//! not flushed; and imported non-coherent memory keeps its exporter's
+//! bytes.
 
 use ash::vk;
 
@@ -216,6 +218,84 @@ fn imported_non_coherent_memory_keeps_its_bytes() {
     assert_eq!(
         first_lost, None,
         "the import shows other bytes than the export's"
+    );
+    context.assert_no_validation_messages();
+}
+
+/// A mapping of part of non-coherent memory that runs to its end, off the
+/// profile's atom (`discrete`: 256 bytes), flushed with `VK_WHOLE_SIZE`,
+/// reaches device memory to that end; host writes that are not flushed
+/// before `vkUnmapMemory` are lost (unmapping does not flush, and the layer
+/// drops the host cache unwritten); bytes outside the mappings keep what
+/// they held. Each mapping is read back through a new whole mapping,
+/// invalidated first.
+#[test]
+fn sub_range_flushes_reach_the_memory_end_and_unmaps_drop_unflushed_writes() {
+    const TAIL: u64 = 4096;
+    const SIZE: u64 = 2 * TAIL + 100;
+    let context = VulkanContext::new(Profile::Discrete);
+    let device = &context.device;
+    let index = type_index(&context, true, HV | CACHED);
+    let memory = allocate(&context, index, SIZE).unwrap();
+    let whole = [vk::MappedMemoryRange::default()
+        .memory(memory)
+        .offset(0)
+        .size(vk::WHOLE_SIZE)];
+    // The memory's bytes as a new, invalidated whole mapping shows them.
+    let read = || {
+        // SAFETY: host-visible memory of this device, not mapped now,
+        // mapped whole, read within its size after an invalidate, then
+        // unmapped.
+        unsafe {
+            let data = device
+                .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+                .unwrap()
+                .cast::<u8>();
+            device.invalidate_mapped_memory_ranges(&whole).unwrap();
+            let bytes = std::slice::from_raw_parts(data, SIZE as usize).to_vec();
+            device.unmap_memory(memory);
+            bytes
+        }
+    };
+    let before = read();
+    // SAFETY: host-visible memory, not mapped; each mapping runs from an
+    // atom boundary to the end of the memory, is written within its size
+    // and unmapped; the flush names the first mapping's whole range.
+    unsafe {
+        let tail = device
+            .map_memory(memory, TAIL, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+            .unwrap()
+            .cast::<u8>();
+        tail.write_bytes(0x5a, (SIZE - TAIL) as usize);
+        let range = vk::MappedMemoryRange::default()
+            .memory(memory)
+            .offset(TAIL)
+            .size(vk::WHOLE_SIZE);
+        device.flush_mapped_memory_ranges(&[range]).unwrap();
+        device.unmap_memory(memory);
+        let end = device
+            .map_memory(
+                memory,
+                2 * TAIL,
+                vk::WHOLE_SIZE,
+                vk::MemoryMapFlags::empty(),
+            )
+            .unwrap()
+            .cast::<u8>();
+        end.write_bytes(0x11, (SIZE - 2 * TAIL) as usize);
+        device.unmap_memory(memory);
+    }
+    let after = read();
+    free(&context, memory);
+    assert_eq!(
+        after[..TAIL as usize],
+        before[..TAIL as usize],
+        "bytes before the mappings changed"
+    );
+    let lost = after[TAIL as usize..].iter().position(|&b| b != 0x5a);
+    assert_eq!(
+        lost, None,
+        "a flushed byte did not reach device memory, or an unflushed one did"
     );
     context.assert_no_validation_messages();
 }

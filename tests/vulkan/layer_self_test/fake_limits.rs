@@ -6,7 +6,8 @@
 //! `fail-bind-image=N` theirs, binding or making nothing), an allocation
 //! the driver refuses leaves neither bytes nor a count behind, and memory
 //! imported from this device's own export counts once per memory object,
-//! as RADV and ANV count it.
+//! as RADV and ANV count it, and the devices of one physical device share
+//! its heaps, a destroyed device's leaked memory leaving them.
 
 use ash::vk;
 
@@ -327,3 +328,49 @@ test_each_fake_profile!(
         context.assert_no_validation_messages();
     }
 );
+
+/// The devices of one physical device share its fake heaps: `heapUsage`
+/// counts every device's memory, and a device destroyed with memory still
+/// allocated (a leak, which the validation layer reports) gives that memory
+/// back to the heap, as the driver frees it, and no other device's. The
+/// layer's accounting at `vkDestroyDevice` ran in no test.
+#[test]
+fn devices_share_heaps_and_a_destroyed_device_gives_its_memory_back() {
+    let context = budgeted(Profile::Discrete);
+    let heap = context.memory_properties().memory_types[0].heap_index as usize;
+    let priorities = [1.0];
+    let queues = [vk::DeviceQueueCreateInfo::default()
+        .queue_family_index(context.queue_family_index)
+        .queue_priorities(&priorities)];
+    let info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
+    // SAFETY: a valid create info on the context's live physical device.
+    let other = unsafe {
+        context
+            .instance
+            .create_device(context.physical_device, &info, None)
+    }
+    .unwrap();
+    let own = allocate(&context, 0, MIB).unwrap();
+    let info = vk::MemoryAllocateInfo::default()
+        .allocation_size(2 * MIB)
+        .memory_type_index(0);
+    // SAFETY: a valid allocate info on a live device; the first memory is
+    // left allocated on purpose, the second freed unused.
+    unsafe {
+        other.allocate_memory(&info, None).unwrap();
+        let freed = other.allocate_memory(&info, None).unwrap();
+        other.free_memory(freed, None);
+    }
+    assert_eq!(heap_usage(&context)[heap], 3 * MIB, "both devices' memory");
+    // SAFETY: the other device made nothing but the memory it leaks.
+    unsafe { other.destroy_device(None) };
+    context.expect_validation_messages(&["VUID-vkDestroyDevice-device-00378"]);
+    assert_eq!(
+        heap_usage(&context)[heap],
+        MIB,
+        "the destroyed device's memory stayed counted, or the other device's went"
+    );
+    free(&context, own);
+    assert_eq!(heap_usage(&context)[heap], 0);
+    context.assert_no_validation_messages();
+}
