@@ -31,7 +31,13 @@ pub enum Strategy {
     /// The first size class all of whose free ranges hold the request,
     /// and its first range: two bitmask searches. A range up to one
     /// class (1/8 for the default 3 mantissa bits) larger than the
-    /// smallest that fits may be taken, its rest left free.
+    /// smallest that fits may be taken, its rest left free. At an
+    /// alignment above 1, when the alignment shifts the request out of
+    /// that class's first range, the first class whose ranges hold
+    /// `size + align - 1` bytes is taken instead, however much larger
+    /// than a range that holds the aligned request
+    /// ([`MinMemory`](Self::MinMemory) looks for one in the class the
+    /// request rounds down to first).
     #[default]
     MinTime,
     /// First, up to 8 free ranges of the size class the request rounds

@@ -171,6 +171,41 @@ fn an_aligned_request_takes_the_first_bin_that_holds_it_anywhere() {
     assert_eq!(heap.search_stats(), SearchStats::default());
 }
 
+/// `Strategy::MinTime`'s docs: "up to one class larger than the smallest
+/// that fits" holds at alignment 1 only. When the alignment shifts the
+/// request out of its class's first range, the good fit goes to the first
+/// class whose ranges hold `size + align - 1` bytes, however large, past
+/// a range of the request's own class that holds it; `MinMemory` finds
+/// that one.
+#[test]
+fn an_aligned_good_fit_may_pass_a_range_of_its_own_class_that_holds_it() {
+    let mut heap = OffsetAllocator::<3>::new(1 << 20, 16).unwrap();
+    // Two 71-byte gaps in bin [64, 72): at 1, which cannot hold 64 bytes
+    // at 64, and at 192, which can; the rest from 1000 free.
+    let mut gaps = Vec::new();
+    for (separator, gap) in [(1, 71), (120, 71)] {
+        heap.allocate(separator, 1).unwrap();
+        gaps.push(heap.allocate(gap, 1).unwrap());
+    }
+    heap.allocate(1000 - 263, 1).unwrap();
+    assert_eq!(
+        gaps.iter().map(|g| (g.offset, g.size)).collect::<Vec<_>>(),
+        [(1, 71), (192, 71)]
+    );
+    // The gap at 1 heads its bin's list.
+    for gap in gaps.iter().rev() {
+        heap.free(gap.id).unwrap();
+    }
+    assert_eq!(
+        offset_placed_by_a_clone(&heap, 64, 64, Strategy::MinTime),
+        Ok(1024)
+    );
+    assert_eq!(
+        offset_placed_by_a_clone(&heap, 64, 64, Strategy::MinMemory),
+        Ok(192)
+    );
+}
+
 /// What `allocate`'s docs promise of a failed request: the failure
 /// counters count it, but only a space error searched the bins, so only
 /// it counts a boundary search (one, whatever the bins hold); a request
