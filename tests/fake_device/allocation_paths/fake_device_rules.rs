@@ -328,3 +328,41 @@ fn fake_memory_priorities_lie_in_0_to_1() {
         unsafe { vk_suballoc::device::MemoryDevice::deallocate_memory(&device, memory) };
     }
 }
+
+/// A buffer bound to memory of a type past the 32 a `memoryTypeBits` mask
+/// can name (a layout may list more; Vulkan does not) is bound to a type
+/// its requirements do not allow (VUID-vkBindBufferMemory-memory-01035),
+/// recorded as the other binds' breaches are. The fake device shifted a
+/// 32-bit mask by the type's index, which panicked ("shift left with
+/// overflow") inside the device's lock.
+#[test]
+fn fake_binds_to_memory_types_past_32_break_memory_type_bits() {
+    use ash::vk;
+    use vk_suballoc::device::MemoryDevice;
+    const PAST_MASK: u32 = 32;
+    let mut layout = FakeLayout::lavapipe();
+    let only = layout.memory_types[0];
+    layout.memory_types.resize(PAST_MASK as usize + 1, only);
+    let device = FakeDevice::new(layout);
+    let usage = vk::BufferUsageFlags::TRANSFER_SRC;
+    // SAFETY: a fake device; the invalid bind is the one under test.
+    unsafe {
+        let (buffer, _, _) = device.create_buffer(256, usage).unwrap();
+        let memory = device
+            .allocate(&AllocateInfo::plain(
+                4096,
+                PAST_MASK,
+                AllocationFlags::empty(),
+            ))
+            .unwrap();
+        device.bind_buffer_memory(buffer, memory.raw(), 0).unwrap();
+        let violations = device.violations();
+        assert_rules(
+            &violations,
+            &["VUID-vkBindBufferMemory-memory-01035"],
+            "bind",
+        );
+        device.deallocate_memory(memory);
+        device.destroy_buffer(buffer);
+    }
+}
