@@ -366,3 +366,74 @@ fn fake_binds_to_memory_types_past_32_break_memory_type_bits() {
         device.destroy_buffer(buffer);
     }
 }
+
+/// `vkGetBufferDeviceAddress` as the fake device answers it (upload rings
+/// ask it for their chunks' buffers): the address of the memory the
+/// buffer is bound to plus its offset there, and, as the validation layer
+/// reports them, none for a buffer bound to no memory
+/// (VUID-VkBufferDeviceAddressInfo-buffer-02600), made without
+/// `SHADER_DEVICE_ADDRESS` usage (-buffer-02601) or unknown
+/// (-buffer-parameter), nor on a device without buffer device address
+/// (VUID-vkGetBufferDeviceAddress-bufferDeviceAddress-03324). No test
+/// pinned these rules.
+#[test]
+fn fake_buffer_addresses_need_a_bound_address_buffer() {
+    use ash::vk;
+    use vk_suballoc::device::MemoryDevice;
+    let plain_usage = vk::BufferUsageFlags::TRANSFER_SRC;
+    let address_usage = plain_usage | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS;
+    let device = FakeDevice::new(FakeLayout::discrete());
+    // SAFETY: a fake device; the invalid queries are the ones under test.
+    unsafe {
+        let (addressed, _, _) = device.create_buffer(256, address_usage).unwrap();
+        let (plain, _, _) = device.create_buffer(256, plain_usage).unwrap();
+        let memory = device
+            .allocate(&AllocateInfo::plain(
+                4096,
+                1,
+                AllocationFlags::DEVICE_ADDRESS,
+            ))
+            .unwrap();
+        assert_eq!(device.buffer_device_address(addressed), None, "unbound");
+        device
+            .bind_buffer_memory(addressed, memory.raw(), 256)
+            .unwrap();
+        device.bind_buffer_memory(plain, memory.raw(), 0).unwrap();
+        let base = device.memory_address(memory.raw()).unwrap();
+        assert_eq!(device.buffer_device_address(addressed), Some(base + 256));
+        assert_eq!(device.buffer_device_address(plain), None, "no usage");
+        let unknown = vk::Handle::from_raw(0x51);
+        assert_eq!(device.buffer_device_address(unknown), None, "unknown");
+        assert_rules(
+            &device.violations(),
+            &[
+                "VUID-VkBufferDeviceAddressInfo-buffer-02600",
+                "VUID-VkBufferDeviceAddressInfo-buffer-02601",
+                "VUID-VkBufferDeviceAddressInfo-buffer-parameter",
+            ],
+            "discrete",
+        );
+        device.deallocate_memory(memory);
+        device.destroy_buffer(addressed);
+        device.destroy_buffer(plain);
+    }
+    let without = FakeDevice::new(FakeLayout::mobile());
+    // SAFETY: as above.
+    unsafe {
+        let (addressed, _, _) = without.create_buffer(256, address_usage).unwrap();
+        let memory = without
+            .allocate(&AllocateInfo::plain(4096, 0, AllocationFlags::empty()))
+            .unwrap();
+        without
+            .bind_buffer_memory(addressed, memory.raw(), 0)
+            .unwrap();
+        assert_eq!(without.buffer_device_address(addressed), None);
+        assert_rules(
+            &without.violations(),
+            &["VUID-vkGetBufferDeviceAddress-bufferDeviceAddress-03324"],
+            "mobile",
+        );
+        without.deallocate_memory(memory);
+        without.destroy_buffer(addressed);
+    }
+}
