@@ -437,3 +437,25 @@ fn fake_buffer_addresses_need_a_bound_address_buffer() {
         without.destroy_buffer(addressed);
     }
 }
+
+/// `FakeLayout::with_buffer_type_left_out` never leaves buffers without a
+/// memory type both host-visible and host-coherent, which Vulkan promises
+/// every buffer, also when types were left out before it: leaving out
+/// each of the discrete layout's three such types in turn keeps the last.
+/// It counted the types the layout lists, not those buffers may still
+/// use, so the third call left none.
+#[test]
+fn buffers_keep_a_host_coherent_type_whatever_is_left_out() {
+    use vk_suballoc::device::MemoryPropertyFlags as Props;
+    let host = Props::HOST_VISIBLE | Props::HOST_COHERENT;
+    let layout = FakeLayout::discrete();
+    let host_types: Vec<usize> = (layout.memory_types.iter().enumerate())
+        .filter(|(_, t)| t.props.contains(host))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(host_types, [2, 3, 4]);
+    let layout = host_types.iter().fold(layout, |layout, &index| {
+        layout.with_buffer_type_left_out(index)
+    });
+    assert_eq!(layout.buffer_memory_type_bits(), 0b1_0011);
+}
