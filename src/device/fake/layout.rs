@@ -132,12 +132,14 @@ impl FakeLayout {
     /// The same layout with memory type `index` left out of buffers'
     /// `memoryTypeBits` (as AMDVLK leaves the BAR type out over
     /// Thunderbolt), unless that would leave buffers no type both
-    /// host-visible and host-coherent, which Vulkan promises them, or the
+    /// host-visible and host-coherent, which Vulkan promises them (of the
+    /// types they may still use: others may be left out already), or the
     /// index is past the 32 a mask can name: then unchanged.
     pub fn with_buffer_type_left_out(mut self, index: usize) -> Self {
         let host = Props::HOST_VISIBLE | Props::HOST_COHERENT;
-        let keeps_host = (self.memory_types.iter().enumerate())
-            .any(|(i, t)| i != index && t.props.contains(host));
+        let allowed = self.buffer_memory_type_bits();
+        let keeps_host = (self.memory_types.iter().enumerate().take(32))
+            .any(|(i, t)| i != index && allowed & (1 << i) != 0 && t.props.contains(host));
         if keeps_host && index < 32 {
             self.buffer_requirements.memory_type_bits &= !(1 << index);
         }

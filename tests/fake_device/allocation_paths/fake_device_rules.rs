@@ -328,3 +328,134 @@ fn fake_memory_priorities_lie_in_0_to_1() {
         unsafe { vk_suballoc::device::MemoryDevice::deallocate_memory(&device, memory) };
     }
 }
+
+/// A buffer bound to memory of a type past the 32 a `memoryTypeBits` mask
+/// can name (a layout may list more; Vulkan does not) is bound to a type
+/// its requirements do not allow (VUID-vkBindBufferMemory-memory-01035),
+/// recorded as the other binds' breaches are. The fake device shifted a
+/// 32-bit mask by the type's index, which panicked ("shift left with
+/// overflow") inside the device's lock.
+#[test]
+fn fake_binds_to_memory_types_past_32_break_memory_type_bits() {
+    use ash::vk;
+    use vk_suballoc::device::MemoryDevice;
+    const PAST_MASK: u32 = 32;
+    let mut layout = FakeLayout::lavapipe();
+    let only = layout.memory_types[0];
+    layout.memory_types.resize(PAST_MASK as usize + 1, only);
+    let device = FakeDevice::new(layout);
+    let usage = vk::BufferUsageFlags::TRANSFER_SRC;
+    // SAFETY: a fake device; the invalid bind is the one under test.
+    unsafe {
+        let (buffer, _, _) = device.create_buffer(256, usage).unwrap();
+        let memory = device
+            .allocate(&AllocateInfo::plain(
+                4096,
+                PAST_MASK,
+                AllocationFlags::empty(),
+            ))
+            .unwrap();
+        device.bind_buffer_memory(buffer, memory.raw(), 0).unwrap();
+        let violations = device.violations();
+        assert_rules(
+            &violations,
+            &["VUID-vkBindBufferMemory-memory-01035"],
+            "bind",
+        );
+        device.deallocate_memory(memory);
+        device.destroy_buffer(buffer);
+    }
+}
+
+/// `vkGetBufferDeviceAddress` as the fake device answers it (upload rings
+/// ask it for their chunks' buffers): the address of the memory the
+/// buffer is bound to plus its offset there, and, as the validation layer
+/// reports them, none for a buffer bound to no memory
+/// (VUID-VkBufferDeviceAddressInfo-buffer-02600), made without
+/// `SHADER_DEVICE_ADDRESS` usage (-buffer-02601) or unknown
+/// (-buffer-parameter), nor on a device without buffer device address
+/// (VUID-vkGetBufferDeviceAddress-bufferDeviceAddress-03324). No test
+/// pinned these rules.
+#[test]
+fn fake_buffer_addresses_need_a_bound_address_buffer() {
+    use ash::vk;
+    use vk_suballoc::device::MemoryDevice;
+    let plain_usage = vk::BufferUsageFlags::TRANSFER_SRC;
+    let address_usage = plain_usage | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS;
+    let device = FakeDevice::new(FakeLayout::discrete());
+    // SAFETY: a fake device; the invalid queries are the ones under test.
+    unsafe {
+        let (addressed, _, _) = device.create_buffer(256, address_usage).unwrap();
+        let (plain, _, _) = device.create_buffer(256, plain_usage).unwrap();
+        let memory = device
+            .allocate(&AllocateInfo::plain(
+                4096,
+                1,
+                AllocationFlags::DEVICE_ADDRESS,
+            ))
+            .unwrap();
+        assert_eq!(device.buffer_device_address(addressed), None, "unbound");
+        device
+            .bind_buffer_memory(addressed, memory.raw(), 256)
+            .unwrap();
+        device.bind_buffer_memory(plain, memory.raw(), 0).unwrap();
+        let base = device.memory_address(memory.raw()).unwrap();
+        assert_eq!(device.buffer_device_address(addressed), Some(base + 256));
+        assert_eq!(device.buffer_device_address(plain), None, "no usage");
+        let unknown = vk::Handle::from_raw(0x51);
+        assert_eq!(device.buffer_device_address(unknown), None, "unknown");
+        assert_rules(
+            &device.violations(),
+            &[
+                "VUID-VkBufferDeviceAddressInfo-buffer-02600",
+                "VUID-VkBufferDeviceAddressInfo-buffer-02601",
+                "VUID-VkBufferDeviceAddressInfo-buffer-parameter",
+            ],
+            "discrete",
+        );
+        device.deallocate_memory(memory);
+        device.destroy_buffer(addressed);
+        device.destroy_buffer(plain);
+    }
+    let without = FakeDevice::new(FakeLayout::mobile());
+    // SAFETY: as above.
+    unsafe {
+        let (addressed, _, _) = without.create_buffer(256, address_usage).unwrap();
+        let memory = without
+            .allocate(&AllocateInfo::plain(4096, 0, AllocationFlags::empty()))
+            .unwrap();
+        without
+            .bind_buffer_memory(addressed, memory.raw(), 0)
+            .unwrap();
+        assert_eq!(without.buffer_device_address(addressed), None);
+        assert_rules(
+            &without.violations(),
+            &["VUID-vkGetBufferDeviceAddress-bufferDeviceAddress-03324"],
+            "mobile",
+        );
+        without.deallocate_memory(memory);
+        without.destroy_buffer(addressed);
+    }
+}
+
+/// `FakeLayout::with_buffer_type_left_out` never leaves buffers without a
+/// memory type both host-visible and host-coherent, which Vulkan promises
+/// every buffer, also when types were left out before it: leaving out
+/// each of the discrete layout's three such types in turn keeps the last.
+/// It counted the types the layout lists, not those buffers may still
+/// use, so the third call left none.
+#[test]
+fn buffers_keep_a_host_coherent_type_whatever_is_left_out() {
+    use vk_suballoc::device::MemoryPropertyFlags as Props;
+    let host = Props::HOST_VISIBLE | Props::HOST_COHERENT;
+    let layout = FakeLayout::discrete();
+    let host_types: Vec<usize> = (layout.memory_types.iter().enumerate())
+        .filter(|(_, t)| t.props.contains(host))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(host_types, [2, 3, 4]);
+    let layout = host_types.iter().fold(layout, |layout, &index| {
+        layout.with_buffer_type_left_out(index)
+    });
+    assert_eq!(layout.buffer_memory_type_bits(), 0b1_0011);
+}

@@ -137,6 +137,8 @@ fn bind_problem(
         }
     }
     let (usage, requirements) = created?;
+    // A mask names the first 32 types; a layout may list more, in none.
+    let type_bit = 1u32.checked_shl(memory.memory_type).unwrap_or(0);
     // The device makes its buffers without VK_BUFFER_CREATE_PROTECTED_BIT,
     // and names protected types in their memoryTypeBits all the same (the
     // allocator does not count on a driver leaving them out).
@@ -147,7 +149,7 @@ fn bind_problem(
         && !memory.device_address
     {
         Some("VUID-vkBindBufferMemory-bufferDeviceAddress-03339: a device-address buffer in memory allocated without VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT")
-    } else if requirements.memory_type_bits & (1 << memory.memory_type) == 0 {
+    } else if requirements.memory_type_bits & type_bit == 0 {
         Some("VUID-vkBindBufferMemory-memory-01035: memory type not in memoryTypeBits")
     } else if offset % requirements.alignment.max(1) != 0 {
         Some("VUID-vkBindBufferMemory-memoryOffset-01036: offset not a multiple of the alignment")
