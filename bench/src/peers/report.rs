@@ -118,6 +118,16 @@ pub fn ns(x: f64) -> String {
     }
 }
 
+/// [`ns`] with its unit always named: " ns" below 10 µs, where `ns`
+/// prints none (a cell that appended " ns" to `ns` printed "25.0 us ns").
+fn ns_with_unit(x: f64) -> String {
+    if x >= 10_000.0 {
+        ns(x)
+    } else {
+        format!("{} ns", ns(x))
+    }
+}
+
 fn opt(x: Option<u64>) -> String {
     x.map_or_else(|| "n/a".to_owned(), |v| v.to_string())
 }
@@ -361,9 +371,9 @@ impl Results {
                 |p| {
                     let x = p.ns_op / ours.ns_op;
                     format!(
-                        "{x:.2}x ({}: {} ns) {}",
+                        "{x:.2}x ({}: {}) {}",
                         p.allocator.key(),
-                        ns(p.ns_op),
+                        ns_with_unit(p.ns_op),
                         verdict(x >= 2.0)
                     )
                 },
@@ -375,10 +385,15 @@ impl Results {
                     // The core never calls the driver: also compare what is
                     // left outside vkAllocateMemory/vkFreeMemory.
                     let outside = ours.ns_op - ours.ns_driver_op.unwrap_or(0.0);
+                    // One unit for both when they share it ("42.6 vs 25.4 ns").
+                    let mine = if ours.ns_op < 10_000.0 && c.ns_op >= 10_000.0 {
+                        ns_with_unit(ours.ns_op)
+                    } else {
+                        ns(ours.ns_op)
+                    };
                     format!(
-                        "{x:.2}x ({} vs {} ns) {}; {:.2}x outside the driver",
-                        ns(ours.ns_op),
-                        ns(c.ns_op),
+                        "{x:.2}x ({mine} vs {}) {}; {:.2}x outside the driver",
+                        ns_with_unit(c.ns_op),
                         verdict(x <= 1.5),
                         outside / c.ns_op
                     )

@@ -145,3 +145,33 @@ fn a_scaling_row_with_failures_is_called_out() {
         "{text}"
     );
 }
+
+/// The target table's cells name their unit once: a figure of 10 µs or
+/// more is printed in µs by `ns` ("25.0 us"), which the cells' own " ns"
+/// turned into "25.0 us ns" (gpu-allocator's `small-churn` takes 25 µs an
+/// operation on lavapipe; a fastest peer or a strategy's row could too).
+#[test]
+fn the_target_table_names_microseconds_once() {
+    let results = Results {
+        rows: vec![
+            test_row(Which::VkSuballoc, "small-churn", 12_000.0, 0),
+            test_row(Which::GpuAllocator, "small-churn", 25_000.0, 0),
+            test_row(Which::OurCore, "small-churn", 24.6, 0),
+            test_row(Which::VkSuballoc, "mixed", 42.6, 0),
+            test_row(Which::GpuAlloc, "mixed", 40.1, 0),
+            test_row(Which::OurCore, "mixed", 25.4, 0),
+            test_row(Which::VkSuballoc, "streaming", 15_000.0, 0),
+            test_row(Which::Vma, "streaming", 40_000.0, 0),
+            test_row(Which::OurCore, "streaming", 30_000.0, 0),
+        ],
+        ..Default::default()
+    };
+    let text = results.targets_markdown();
+    assert!(!text.contains("us ns"), "{text}");
+    assert!(text.contains("(gpu-allocator: 25.0 us)"), "{text}");
+    assert!(text.contains("(12.0 us vs 24.6 ns)"), "{text}");
+    assert!(text.contains("(15.0 us vs 30.0 us)"), "{text}");
+    // Below 10 µs the cells read as before.
+    assert!(text.contains("(gpu-alloc: 40.1 ns)"), "{text}");
+    assert!(text.contains("(42.6 vs 25.4 ns)"), "{text}");
+}
