@@ -244,8 +244,8 @@ impl AshMemoryDevice {
     ///   live.
     /// - its functions may be called from every thread that calls into an
     ///   allocator built on this value, concurrently (the allocator makes,
-    ///   frees and destroys objects on the calling thread; the driver may
-    ///   call them from its own threads too).
+    ///   frees and destroys objects on the calling thread, and the driver
+    ///   calls them within those commands).
     /// - every buffer and image handed to the allocator to destroy was
     ///   created with callbacks compatible with these
     ///   (VUID-vkDestroyBuffer-buffer-00923,
