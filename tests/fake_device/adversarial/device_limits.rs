@@ -2,13 +2,14 @@
 //! `maxMemoryAllocationSize` or `maxMemoryAllocationCount` of 0, the order
 //! in which `Allocator::new` refuses a bad config and a bad device, the
 //! largest layouts Vulkan allows, and types past 32 ignored when a request
-//! is short of memory or fits no type. What a backend reports, not what a caller asks, so apart
+//! is short of memory or fits no type, a type naming a heap the layout does
+//! not list. What a backend reports, not what a caller asks, so apart
 //! from the entry points' arguments.
 
 use gpu_alloc_types::{MemoryHeap, MemoryPropertyFlags as Props, MemoryType};
 use vk_suballoc::device::fake::{FakeDevice, FakeLayout};
 use vk_suballoc::device::{AllocationFlags, MemoryDevice};
-use vk_suballoc::{Allocator, Config, Error, Usage};
+use vk_suballoc::{Allocator, Config, DedicatedPolicy, Error, PoolDesc, Usage};
 
 use super::super::{allocator, buffer, finish, free};
 
@@ -237,5 +238,51 @@ fn a_request_no_type_takes_ignores_types_past_32() {
         })
     );
     assert_eq!(allocator.stats(), before);
+    finish(allocator, &device);
+}
+
+/// A memory type naming a heap the layout does not list (Vulkan rules it
+/// out; a backend's bug) has a heap of 0 bytes (`MemoryContext`'s
+/// `allocate_memory`): requests pass over it, one it alone may take is
+/// too large for its heap, a pool of it makes no block, and no figure or
+/// report indexes the heaps' tables past their end. Here the discrete
+/// layout's BAR type (4) names heap 2, which the layout drops.
+#[test]
+fn a_type_whose_heap_is_not_listed_takes_no_memory() {
+    let mut layout = FakeLayout::discrete();
+    layout.memory_heaps.truncate(2);
+    let bar = 4;
+    let (allocator, device) = allocator(layout);
+    // The BAR's usage goes to another type.
+    let upload = allocator
+        .allocate(&buffer(4096, 256, Usage::UPLOAD | Usage::DEVICE_LOCAL))
+        .unwrap();
+    assert_ne!(upload.memory_type(), bar);
+    // The BAR type alone: too large for its heap of 0 bytes, in a block or
+    // dedicated memory.
+    for dedicated in [DedicatedPolicy::Auto, DedicatedPolicy::Always] {
+        let mut request = buffer(4096, 256, Usage::UPLOAD).dedicated(dedicated);
+        request.requirements.memory_type_bits = 1 << bar;
+        assert_eq!(
+            allocator.allocate(&request),
+            Err(Error::SizeExceedsHeaps {
+                size: 4096,
+                largest_heap: 0,
+            }),
+            "{dedicated:?}"
+        );
+    }
+    // Nor is a pool's block made there, as a full heap's.
+    let pool = allocator.create_pool(&PoolDesc::new(bar).min_blocks(1));
+    assert_eq!(pool.err(), Some(Error::OutOfDeviceMemory));
+    // Figures and reports keep to the two heaps listed.
+    let stats = allocator.stats();
+    assert_eq!(stats.heaps.len(), 2);
+    assert_eq!(stats.memory_types[bar as usize].reserved_bytes(), 0);
+    assert_eq!(stats.memory_objects, 1);
+    assert_eq!(allocator.budgets().len(), 2);
+    let _ = allocator.stats_json(true);
+    let _ = allocator.memory_map();
+    free(&allocator, upload);
     finish(allocator, &device);
 }
