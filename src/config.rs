@@ -25,7 +25,12 @@ pub struct Config {
     /// extension reports one of 0 (as VMA reads it; in a heap with a
     /// [`heap_size_limits`](Self::heap_size_limits) entry, this fraction of
     /// the limit beside what others use). Within `0.0..=1.0`
-    /// (not NaN). Default 0.8.
+    /// (not NaN). Default 0.8. A fraction near 0 puts the heaps at their
+    /// budgets from the first requests: a request that asked to stay
+    /// within budget fails, any other passes the budget with memory of its
+    /// own, as in VMA (one `VkDeviceMemory` per request, up to 3/4 of
+    /// `maxMemoryAllocationCount`, where blocks are shared again), and no
+    /// empty block is kept.
     pub budget_fraction: f64,
     /// Devices whose `bufferImageGranularity` is at most this mix buffers
     /// and images in one block: optimal-tiling images take whole granularity
