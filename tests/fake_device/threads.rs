@@ -20,7 +20,10 @@
 //! (`defragment.rs`), a callback that panics in one thread
 //! (`callback_panic.rs`), and two threads racing for one budget
 //! (`racing_within_budget.rs`); and, apart from the world, every figure
-//! of `stats()` against a recount once threads are done (`recount.rs`).
+//! of `stats()` against a recount once threads are done (`recount.rs`),
+//! and the figures at quiescent points while threads rename, plan
+//! defragmentation side by side and end frames on fences and timelines
+//! (`quiescent.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
@@ -40,6 +43,8 @@ mod callback_panic;
 mod defragment;
 #[path = "threads/pools.rs"]
 mod pools;
+#[path = "threads/quiescent.rs"]
+mod quiescent;
 #[path = "threads/racing_within_budget.rs"]
 mod racing_within_budget;
 #[path = "threads/recount.rs"]
