@@ -35,12 +35,9 @@ const THREADS: usize = 4;
 const ROUNDS: u64 = if cfg!(miri) { 2 } else { 12 };
 const STEPS: u64 = if cfg!(miri) { 20 } else { 300 };
 
-const USAGES: [Usage; 4] = [
-    Usage::DEVICE_LOCAL,
-    Usage::UPLOAD,
-    Usage::READBACK,
-    Usage::UPLOAD.union(Usage::DEVICE_LOCAL),
-];
+/// The usages the threads ask for: the module's first four (not
+/// `READBACK | DEVICE_LOCAL`).
+const USAGES: &[Usage] = super::USAGES.split_at(4).0;
 
 struct Shared<'a> {
     allocator: &'a FakeAllocator,

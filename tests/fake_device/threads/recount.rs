@@ -31,13 +31,9 @@ const POOL_MAX_BLOCKS: u64 = 8;
 /// Operations per thread: a few under Miri.
 const STEPS: u64 = if cfg!(miri) { 30 } else { 3000 };
 
-/// The usages the threads ask for.
-const USAGES: [Usage; 4] = [
-    Usage::DEVICE_LOCAL,
-    Usage::UPLOAD,
-    Usage::READBACK,
-    Usage::UPLOAD.union(Usage::DEVICE_LOCAL),
-];
+/// The usages the threads ask for: the module's first four (not
+/// `READBACK | DEVICE_LOCAL`).
+const USAGES: &[Usage] = super::USAGES.split_at(4).0;
 
 /// What the threads share.
 struct Shared<'a> {
