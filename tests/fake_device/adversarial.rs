@@ -7,8 +7,8 @@
 //! The tests sit in the files below by what they try: device layouts at
 //! Vulkan's limits, config figures at theirs, figures that would pass
 //! `u64::MAX`, every public entry point's adversarial arguments,
-//! alignments of 2^63 from descriptions, pools and rings, and the fake
-//! device's own edges. No helper is shared; each file imports what
+//! alignments of 2^63 from descriptions, pools and rings, handles that
+//! outlived their free, and the fake device's own edges. No helper is shared; each file imports what
 //! it uses.
 
 #[path = "adversarial/config_limits.rs"]
@@ -23,3 +23,5 @@ mod fake_backend;
 mod huge_alignments;
 #[path = "adversarial/past_u64_max.rs"]
 mod past_u64_max;
+#[path = "adversarial/stale_handles.rs"]
+mod stale_handles;
