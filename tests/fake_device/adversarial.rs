@@ -6,8 +6,9 @@
 //!
 //! The tests sit in the files below by what they try: device layouts at
 //! Vulkan's limits, config figures at theirs, figures that would pass
-//! `u64::MAX`, every public entry point's adversarial arguments, and the
-//! fake device's own edges. No helper is shared; each file imports what
+//! `u64::MAX`, every public entry point's adversarial arguments,
+//! alignments of 2^63 from descriptions, pools and rings, handles that
+//! outlived their free, and the fake device's own edges. No helper is shared; each file imports what
 //! it uses.
 
 #[path = "adversarial/config_limits.rs"]
@@ -18,5 +19,9 @@ mod device_limits;
 mod entry_points;
 #[path = "adversarial/fake_backend.rs"]
 mod fake_backend;
+#[path = "adversarial/huge_alignments.rs"]
+mod huge_alignments;
 #[path = "adversarial/past_u64_max.rs"]
 mod past_u64_max;
+#[path = "adversarial/stale_handles.rs"]
+mod stale_handles;
