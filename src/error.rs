@@ -390,8 +390,8 @@ pub enum Error {
     TooLargeForPool {
         /// The bytes the request takes in a block (its size plus
         /// [`Config::debug_margin`](crate::Config::debug_margin), rounded
-        /// up to its alignment or granularity page; unrounded, they are
-        /// more than a block too).
+        /// up to its alignment, by 4 KiB at most, or to its granularity
+        /// page; unrounded, they are more than a block too).
         size: u64,
         /// The pool's block size.
         block_size: u64,
