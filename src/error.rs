@@ -390,7 +390,7 @@ pub enum Error {
     TooLargeForPool {
         /// The bytes the request takes in a block (its size plus
         /// [`Config::debug_margin`](crate::Config::debug_margin), rounded
-        /// up to its alignment, by 4 KiB at most, or to its granularity
+        /// up to its alignment or to 4 KiB, whichever is less, or to its granularity
         /// page; unrounded, they are more than a block too).
         size: u64,
         /// The pool's block size.
