@@ -40,6 +40,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// let flags = allocator.memory_type_properties(vertices.memory_type()).unwrap();
     /// // Resizable BAR: the GPU reads it in place, no staging copy needed.
     /// assert!(flags.contains(vk::MemoryPropertyFlags::DEVICE_LOCAL | vk::MemoryPropertyFlags::HOST_VISIBLE));
+    /// // Past the device's types (and past the 32 a mask names): none.
+    /// assert_eq!(allocator.memory_type_properties(32), None);
+    /// assert_eq!(allocator.memory_type_properties(u32::MAX), None);
     /// // SAFETY: the fake device runs no GPU work.
     /// unsafe { allocator.free(vertices)? };
     /// # }
