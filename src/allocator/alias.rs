@@ -236,9 +236,9 @@ impl Allocator<AshMemoryDevice> {
     ) -> Result<vk::Buffer, Error> {
         self.check_buffer(info)?;
         self.check_owner(allocation)?;
-        let (device, callbacks) = (self.device().device(), self.device().allocation_callbacks());
+        let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
-        let buffer = unsafe { device.create_buffer(info, callbacks) }.map_err(DeviceError::from)?;
+        let buffer = unsafe { self.device().create_buffer_from(info) }?;
         // SAFETY: just created from this device with that usage; the
         // caller guarantees a valid create info, so a valid chain.
         let request =
@@ -263,7 +263,7 @@ impl Allocator<AshMemoryDevice> {
             });
         if let Err(error) = bound {
             // SAFETY: created above and never used.
-            unsafe { device.destroy_buffer(buffer, callbacks) };
+            unsafe { self.device().destroy_buffer(buffer) };
             return Err(error);
         }
         Ok(buffer)
@@ -314,9 +314,9 @@ impl Allocator<AshMemoryDevice> {
         // SAFETY: as above.
         unsafe { check_image_swapchain(info) }?;
         self.check_owner(allocation)?;
-        let (device, callbacks) = (self.device().device(), self.device().allocation_callbacks());
+        let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
-        let image = unsafe { device.create_image(info, callbacks) }.map_err(DeviceError::from)?;
+        let image = unsafe { self.device().create_image_from(info) }?;
         // SAFETY: just created from this device with `info.tiling`, not
         // disjoint.
         let request = unsafe { self.image_request(image, info.tiling, &AllocationDesc::default()) };
@@ -337,7 +337,7 @@ impl Allocator<AshMemoryDevice> {
             });
         if let Err(error) = bound {
             // SAFETY: created above and never used.
-            unsafe { device.destroy_image(image, callbacks) };
+            unsafe { self.device().destroy_image(image) };
             return Err(error);
         }
         Ok(image)

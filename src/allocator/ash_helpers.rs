@@ -7,7 +7,9 @@ use ash::vk;
 
 use super::place::check_desc;
 use super::{Allocation, AllocationDesc, Allocator, Request};
-use crate::device::{AshMemoryDevice, DedicatedHint, DedicatedTarget, DeviceError};
+use crate::device::{
+    AshMemoryDevice, DedicatedHint, DedicatedTarget, DeviceError, MemoryDeviceExt,
+};
 use crate::memory::{ResourceKind, Usage};
 use crate::Error;
 use create_info_checks::check_buffer_flags;
@@ -68,9 +70,9 @@ impl Allocator<AshMemoryDevice> {
         // Before the buffer is made: a request refused for its description
         // alone creates nothing.
         check_desc(self.id, desc)?;
-        let (device, callbacks) = (self.device().device(), self.device().allocation_callbacks());
+        let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
-        let buffer = unsafe { device.create_buffer(info, callbacks) }.map_err(DeviceError::from)?;
+        let buffer = unsafe { self.device().create_buffer_from(info) }?;
         // SAFETY: just created from this device with that usage; the
         // caller guarantees a valid create info, so a valid chain.
         let request = unsafe { self.buffer_request(buffer, buffer_usage(info), desc) };
@@ -90,7 +92,7 @@ impl Allocator<AshMemoryDevice> {
                 .map_err(|result| DeviceError::from(result).into())
             },
             // SAFETY: created above; nothing was submitted with it.
-            || unsafe { device.destroy_buffer(buffer, callbacks) },
+            || unsafe { self.device().destroy_buffer(buffer) },
         )?;
         Ok((buffer, allocation))
     }
@@ -162,9 +164,9 @@ impl Allocator<AshMemoryDevice> {
         unsafe { check_image_swapchain(info) }?;
         // As for buffers: before the image is made.
         check_desc(self.id, desc)?;
-        let (device, callbacks) = (self.device().device(), self.device().allocation_callbacks());
+        let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
-        let image = unsafe { device.create_image(info, callbacks) }.map_err(DeviceError::from)?;
+        let image = unsafe { self.device().create_image_from(info) }?;
         // SAFETY: just created from this device with `info.tiling`, not
         // disjoint (checked above).
         let request = unsafe { self.image_request(image, info.tiling, desc) };
@@ -180,7 +182,7 @@ impl Allocator<AshMemoryDevice> {
                     .map_err(|result| DeviceError::from(result).into())
             },
             // SAFETY: created above; nothing was submitted with it.
-            || unsafe { device.destroy_image(image, callbacks) },
+            || unsafe { self.device().destroy_image(image) },
         )?;
         Ok((image, allocation))
     }
@@ -402,13 +404,13 @@ impl Allocator<AshMemoryDevice> {
         &self,
         info: &vk::BufferCreateInfo<'_>,
     ) -> Result<vk::MemoryRequirements, Error> {
-        let (device, callbacks) = (self.device().device(), self.device().allocation_callbacks());
+        let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
-        let buffer = unsafe { device.create_buffer(info, callbacks) }.map_err(DeviceError::from)?;
+        let buffer = unsafe { self.device().create_buffer_from(info) }?;
         // SAFETY: just created from this device, and not used by anything.
         unsafe {
             let requirements = device.get_buffer_memory_requirements(buffer);
-            device.destroy_buffer(buffer, callbacks);
+            self.device().destroy_buffer(buffer);
             Ok(requirements)
         }
     }
@@ -423,14 +425,14 @@ impl Allocator<AshMemoryDevice> {
         &self,
         info: &vk::ImageCreateInfo<'_>,
     ) -> Result<vk::MemoryRequirements, Error> {
-        let (device, callbacks) = (self.device().device(), self.device().allocation_callbacks());
+        let device = self.device().device();
         // SAFETY: the caller guarantees a valid create info.
-        let image = unsafe { device.create_image(info, callbacks) }.map_err(DeviceError::from)?;
+        let image = unsafe { self.device().create_image_from(info) }?;
         // SAFETY: just created from this device, not disjoint (the
         // contract), and not used by anything.
         unsafe {
             let requirements = device.get_image_memory_requirements(image);
-            device.destroy_image(image, callbacks);
+            self.device().destroy_image(image);
             Ok(requirements)
         }
     }
@@ -492,8 +494,7 @@ impl Allocator<AshMemoryDevice> {
         // pending GPU work uses (VUID-vkDestroyBuffer-buffer-00922), nor
         // the allocation (`free`'s, VUID-vkFreeMemory-memory-00677).
         unsafe {
-            let callbacks = self.device().allocation_callbacks();
-            self.device().device().destroy_buffer(buffer, callbacks);
+            self.device().destroy_buffer(buffer);
             self.free(allocation)
         }
     }
@@ -521,8 +522,7 @@ impl Allocator<AshMemoryDevice> {
         // pending GPU work uses (VUID-vkDestroyImage-image-01000), nor the
         // allocation (`free`'s, VUID-vkFreeMemory-memory-00677).
         unsafe {
-            let callbacks = self.device().allocation_callbacks();
-            self.device().device().destroy_image(image, callbacks);
+            self.device().destroy_image(image);
             self.free(allocation)
         }
     }

@@ -342,6 +342,35 @@ impl AshMemoryDevice {
         self.features
     }
 
+    /// `vkCreateBuffer` of `info`, with this backend's allocation callbacks
+    /// (the create-and-bind helpers' buffers and requirement probes;
+    /// destroyed with [`MemoryDeviceExt::destroy_buffer`], which passes the
+    /// same ones).
+    ///
+    /// # Safety
+    /// `info` is a valid `VkBufferCreateInfo` for this device.
+    pub(crate) unsafe fn create_buffer_from(
+        &self,
+        info: &vk::BufferCreateInfo<'_>,
+    ) -> Result<vk::Buffer, DeviceError> {
+        // SAFETY: the caller's contract; the callbacks are valid
+        // (`with_allocation_callbacks`'s contract).
+        Ok(unsafe { self.device.create_buffer(info, self.allocation_callbacks()) }?)
+    }
+
+    /// `vkCreateImage` of `info`, as [`create_buffer_from`](Self::create_buffer_from)
+    /// makes buffers (destroyed with [`MemoryDeviceExt::destroy_image`]).
+    ///
+    /// # Safety
+    /// `info` is a valid `VkImageCreateInfo` for this device.
+    pub(crate) unsafe fn create_image_from(
+        &self,
+        info: &vk::ImageCreateInfo<'_>,
+    ) -> Result<vk::Image, DeviceError> {
+        // SAFETY: as above.
+        Ok(unsafe { self.device.create_image(info, self.allocation_callbacks()) }?)
+    }
+
     /// Whether the physical device has `VkPhysicalDeviceMaintenance4Properties`:
     /// it reports Vulkan 1.3 or later, or supports `VK_KHR_maintenance4`
     /// (a failed extension query reads as not supported).
