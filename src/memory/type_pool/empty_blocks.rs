@@ -424,6 +424,14 @@ impl<M> TypePool<M> {
     fn log_leaks(&mut self, panics: &mut FirstPanic) {
         // Which pool, for custom pools (whose block numbers restart at 0).
         let pool = self.pool_label();
+        let memory_type = self.memory_type;
+        let mut log_leak = |name: &str, size: u64, offset: u64, serial: u32, made_at: String| {
+            panics.run(|| {
+                log::warn!(
+                    "vk-suballoc: leaked allocation {name:?}: {size} bytes held at offset {offset} of block {memory_type}/{serial}{pool} (memory type {memory_type}){made_at}"
+                );
+            });
+        };
         self.guarded.clear();
         let runs = self.runs_by_range();
         for (key, block) in self.blocks.iter() {
@@ -436,15 +444,7 @@ impl<M> TypePool<M> {
                             slot,
                             generation: run.generation(slot),
                         });
-                        panics.run(|| {
-                            log::warn!(
-                                "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {offset} of block {}/{}{pool} (memory type {}){made_at}",
-                                run.slot_size,
-                                self.memory_type,
-                                block.serial,
-                                self.memory_type
-                            );
-                        });
+                        log_leak(name, run.slot_size, offset, block.serial, made_at);
                     }
                     continue;
                 }
@@ -456,16 +456,7 @@ impl<M> TypePool<M> {
                     block: key,
                     range: range.id,
                 });
-                panics.run(|| {
-                    log::warn!(
-                        "vk-suballoc: leaked allocation {name:?}: {} bytes held at offset {} of block {}/{}{pool} (memory type {}){made_at}",
-                        range.size,
-                        range.offset,
-                        self.memory_type,
-                        block.serial,
-                        self.memory_type
-                    );
-                });
+                log_leak(name, range.size, range.offset, block.serial, made_at);
             }
         }
     }
