@@ -283,10 +283,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// after the write, the memory by the next `collect` after it. Such a
     /// chunk counts in [`Collected::frees`] when it is freed.
     ///
-    /// The frees are carried out after the frame queue's lock is released:
-    /// other threads' [`free_after_frame`](Self::free_after_frame) and
-    /// [`end_frame`](Self::end_frame) do not wait for the driver's
-    /// `vkFreeMemory` calls. Other threads' `collect`,
+    /// The frames' signals are polled, and their frees carried out, with
+    /// the frame queue's lock released: other threads'
+    /// [`free_after_frame`](Self::free_after_frame) and
+    /// [`end_frame`](Self::end_frame) wait neither for the driver's
+    /// `vkGetFenceStatus` / `vkGetSemaphoreCounterValue` calls nor for its
+    /// `vkFreeMemory` calls (frames they seal meanwhile may be polled by
+    /// this call, or are left to the next). Other threads' `collect`,
     /// [`collect_idle`](Self::collect_idle) and
     /// [`wait_and_collect`](Self::wait_and_collect) do: frees are carried
     /// out one call at a time, in the order they were queued (an alias
@@ -320,28 +323,42 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // Held until the frees taken out below are carried out: another
         // call finding them gone from the queue finds them released.
         let releasing = lock(&self.releasing);
+        // The sealed frames' signals, oldest first, polled up to the first
+        // one not reached, with the frame queue's lock released during each
+        // poll (some drivers' polls are system calls): other threads'
+        // `free_after_frame` and `end_frame` wait for none. Only calls
+        // holding `releasing` take frames out of the queue, so the frames
+        // found done are still its oldest below; others may only be sealed
+        // behind them. A backend that panics in a poll (a bug, caught by the
+        // engine) stops the polls, not the release of the frames found done
+        // before it (their buffers and images would never be destroyed):
+        // the panic goes on once their frees are carried out.
+        let mut panics = FirstPanic::default();
+        let mut frames_done = 0;
+        let mut poll_error = None;
+        panics.run(|| loop {
+            let Some(signal) = lock(&self.frames).sealed_signal(frames_done).copied() else {
+                break;
+            };
+            // SAFETY: every sealed signal came through `end_frame` or
+            // `end_frame_timeline`, whose contract keeps it a live signal of
+            // the device until its frame is collected; it is not yet (it is
+            // still queued: only this call, holding `releasing`, takes it out).
+            match unsafe { self.context.device.is_signalled(signal) } {
+                Ok(true) => frames_done += 1,
+                Ok(false) => break,
+                Err(error) => {
+                    poll_error = Some(error);
+                    break;
+                }
+            }
+        });
         // The finished frames' frees, taken out of the queue under its lock
         // and carried out after it is released (`release_each`).
         let mut done = Vec::new();
         let mut frames = lock(&self.frames);
         let oldest_before = frames.oldest().map(|(index, _)| index);
-        // A backend that panics in a poll (a bug, caught by the engine)
-        // stops the polls, not the frees of the frames taken out before
-        // it: unwound, they were dropped, their buffers and images never
-        // destroyed. The queue is whole (a frame leaves it once its poll
-        // answered); the panic goes on once they are carried out.
-        let mut panics = FirstPanic::default();
-        let mut result = Ok((0, 0));
-        panics.run(|| {
-            result = frames.collect(
-                // SAFETY: every sealed signal came through `end_frame` or
-                // `end_frame_timeline`, whose contract keeps it a live
-                // signal of the device until its frame is collected; it is
-                // not yet.
-                |signal| unsafe { self.context.device.is_signalled(*signal) },
-                |item| done.push(item),
-            );
-        });
+        let (frames_released, frees) = frames.release_oldest(frames_done, |item| done.push(item));
         let oldest_after = frames.oldest().map(|(index, _)| index);
         let mut rings = lock(&self.rings);
         // Debug fills of the ring space given back: a backend's panic in
@@ -368,7 +385,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         panics.run(|| deferred_log::finish(released, lines));
         panics.run(|| fill.finish());
         panics.resume();
-        let (frames_released, frees) = result?;
+        if let Some(error) = poll_error {
+            return Err(error.into());
+        }
         Ok(Collected {
             frames: frames_released,
             frees: frees + freed - kept,

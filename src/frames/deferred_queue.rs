@@ -173,6 +173,41 @@ impl<S, T> DeferredQueue<S, T> {
         self.sealed.front().map(|f| (f.index, &f.signal))
     }
 
+    /// The signal of the sealed frame `position` frames after the oldest
+    /// (0: the oldest), if that many are sealed: for a caller that polls
+    /// the signals with no lock on the queue held, one at a time, then
+    /// releases the frames found done with
+    /// [`release_oldest`](Self::release_oldest).
+    ///
+    /// # Time complexity
+    /// O(1).
+    pub fn sealed_signal(&self, position: usize) -> Option<&S> {
+        self.sealed.get(position).map(|frame| &frame.signal)
+    }
+
+    /// Releases the `frames` oldest sealed frames (every sealed frame when
+    /// fewer are), oldest first, as [`collect`](Self::collect) releases the
+    /// frames it finds done, panics of `release` included. Returns
+    /// `(frames released, items released)`.
+    ///
+    /// # Time complexity
+    /// O(frames released + items released).
+    pub fn release_oldest(&mut self, frames: usize, release: impl FnMut(T)) -> (usize, usize) {
+        let mut left = frames;
+        let first_ones = |_: &S| {
+            let done = left > 0;
+            left = left.saturating_sub(1);
+            Ok::<_, std::convert::Infallible>(done)
+        };
+        // A `match` with no `Err` arm, not `let Ok(..) =`: a refutable-looking
+        // pattern of an `Infallible` error builds from Rust 1.82 only, and the
+        // crate's `rust-version` is 1.80.
+        match self.collect(first_ones, release) {
+            Ok(released) => released,
+            Err(never) => match never {},
+        }
+    }
+
     /// Releases every item, sealed or not, as if every sealed frame and the
     /// current one had finished (for a device known to be idle), oldest
     /// first. The current frame counts as sealed and released: the next one
@@ -185,14 +220,7 @@ impl<S, T> DeferredQueue<S, T> {
     /// stay queued, and the current frame stays current (the next one does
     /// not start).
     pub fn release_all(&mut self, mut release: impl FnMut(T)) -> (usize, usize) {
-        let all_done = |_: &S| Ok::<_, std::convert::Infallible>(true);
-        // A `match` with no `Err` arm, not `let Ok(..) =`: a refutable-looking
-        // pattern of an `Infallible` error builds from Rust 1.82 only, and the
-        // crate's `rust-version` is 1.80.
-        let (sealed_frames, sealed_items) = match self.collect(all_done, &mut release) {
-            Ok(released) => released,
-            Err(never) => match never {},
-        };
+        let (sealed_frames, sealed_items) = self.release_oldest(usize::MAX, &mut release);
         let current_items = self.current.len();
         self.current.drain(..).for_each(&mut release);
         self.current = spare(std::mem::take(&mut self.current));
@@ -343,6 +371,36 @@ mod tests {
         assert_eq!(result, Err("lost"));
         assert_eq!(released, vec![10]);
         assert_eq!(queue.oldest().map(|(i, _)| i), Some(1));
+    }
+
+    /// A caller polling with the queue unlocked reads the signals by
+    /// position, then releases as many of the oldest frames as it found
+    /// done; frames sealed meanwhile stay queued behind them.
+    #[test]
+    fn release_oldest_releases_that_many_frames_oldest_first() {
+        let mut queue: DeferredQueue<&'static str, u32> = DeferredQueue::new();
+        queue.push(1);
+        queue.seal("f0");
+        queue.seal("f1");
+        queue.push(2);
+        queue.seal("f2");
+        queue.push(3); // current frame 3
+        let signals = (0..4).map(|position| queue.sealed_signal(position).copied());
+        assert_eq!(
+            signals.collect::<Vec<_>>(),
+            vec![Some("f0"), Some("f1"), Some("f2"), None]
+        );
+        let mut released = Vec::new();
+        assert_eq!(queue.release_oldest(0, |i| released.push(i)), (0, 0));
+        assert_eq!(queue.release_oldest(2, |i| released.push(i)), (2, 1));
+        assert_eq!(released, vec![1]);
+        assert_eq!(queue.oldest(), Some((2, &"f2")));
+        assert_eq!(queue.sealed_signal(0), Some(&"f2"));
+        // More than are sealed: every sealed frame, not the current one.
+        assert_eq!(queue.release_oldest(5, |i| released.push(i)), (1, 1));
+        assert_eq!(released, vec![1, 2]);
+        assert_eq!((queue.frames_in_flight(), queue.pending()), (0, 1));
+        assert_eq!(queue.current_frame(), 3);
     }
 
     #[test]

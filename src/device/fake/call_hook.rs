@@ -1,6 +1,6 @@
 //! [`CallHook`]: a test's closure that a [`FakeDevice`](super::FakeDevice)
 //! runs inside one kind of call (each wait for a fence or semaphore, each
-//! flush, or each heap-budget query), with no lock of the device held, to
+//! poll of one, each flush, or each heap-budget query), with no lock of the device held, to
 //! stand in for what other threads do meanwhile. Apart from `mod.rs`
 //! because running a hook that may call the device again, or replace
 //! itself, takes its own care.
@@ -9,6 +9,8 @@ use std::sync::Mutex;
 
 /// What [`FakeDevice::set_wait_hook`](super::FakeDevice::set_wait_hook) runs
 /// in each wait for a fence or semaphore,
+/// [`FakeDevice::set_poll_hook`](super::FakeDevice::set_poll_hook) in each
+/// poll of one,
 /// [`FakeDevice::set_flush_hook`](super::FakeDevice::set_flush_hook) in each
 /// flush, or [`FakeDevice::set_budget_hook`](super::FakeDevice::set_budget_hook)
 /// at the end of each heap-budget query.

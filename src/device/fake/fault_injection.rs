@@ -62,6 +62,18 @@ impl FakeDevice {
         CallHook::set(&self.wait_hook, hook);
     }
 
+    /// Runs `hook` (`None`: nothing) at the start of every poll of a fence
+    /// or timeline semaphore (`vkGetFenceStatus` /
+    /// `vkGetSemaphoreCounterValue`: `collect`'s, and `wait_and_collect`'s
+    /// through it), on the polling thread and with no lock of the device
+    /// held, as [`set_wait_hook`](Self::set_wait_hook) runs its hook in
+    /// waits: a test holds a poll there (some drivers' polls are system
+    /// calls) to see what other threads can do meanwhile. A poll that
+    /// [`panic_on`](Self::panic_on) makes panic does so before the hook.
+    pub fn set_poll_hook(&self, hook: Option<Box<dyn FnMut() + Send>>) {
+        CallHook::set(&self.poll_hook, hook);
+    }
+
     /// Runs `hook` (`None`: nothing) at the start of every
     /// `vkFlushMappedMemoryRanges`, on the flushing thread and with no lock
     /// of the device held, as [`set_wait_hook`](Self::set_wait_hook) runs

@@ -160,6 +160,8 @@ unsafe impl MemoryDeviceExt<FakeMemory> for FakeDevice {
 
     unsafe fn is_signalled(&self, signal: FrameSignal) -> Result<bool, DeviceError> {
         self.panic_if_asked(FakeCall::SignalQuery);
+        // Taken out while it runs, so that it may poll itself.
+        CallHook::run(&self.poll_hook);
         self.state().is_signalled(signal)
     }
 

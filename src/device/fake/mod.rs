@@ -36,7 +36,8 @@
 //!
 //! This file holds the device, its memory objects' handle, and what a test
 //! creates and inspects through it; what a test can make go wrong is in
-//! `fault_injection.rs`, the hooks run inside waits and flushes in
+//! `fault_injection.rs`, the hooks run inside waits, polls, flushes and
+//! budget queries in
 //! `call_hook.rs`, and the calls the allocator makes in `memory_device.rs`.
 
 mod call_hook;
@@ -78,6 +79,7 @@ pub struct FakeDevice {
     layout: Arc<FakeLayout>,
     state: Arc<Mutex<State>>,
     wait_hook: Arc<Mutex<CallHook>>,
+    poll_hook: Arc<Mutex<CallHook>>,
     flush_hook: Arc<Mutex<CallHook>>,
     budget_hook: Arc<Mutex<CallHook>>,
 }
@@ -90,6 +92,7 @@ impl FakeDevice {
             layout: Arc::new(layout),
             state: Arc::new(Mutex::new(state)),
             wait_hook: Arc::default(),
+            poll_hook: Arc::default(),
             flush_hook: Arc::default(),
             budget_hook: Arc::default(),
         }

@@ -1,9 +1,10 @@
 //! Frame calls while another thread is in a slow driver call: `end_frame`
 //! does not wait for a memory type making a block, `free_after_frame` and
-//! `end_frame` do not wait for another thread's `collect` carrying out its
-//! frees, and `wait_and_collect` and `collect_idle` return only once the
+//! `end_frame` do not wait for another thread's `collect` polling fences or
+//! carrying out its frees, and `wait_and_collect` and `collect_idle` return only once the
 //! frees another thread's `collect` took out of the queue are carried out.
-//! In each test the memory callback stands for the slow driver call.
+//! In each test the memory callback (or the device's poll hook) stands for
+//! the slow driver call.
 
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Error, Usage};
@@ -128,6 +129,68 @@ fn free_after_frame_does_not_wait_for_collect_s_frees() {
     );
     assert_eq!(collected.frees, 1);
     assert_eq!(allocator.collect().unwrap().frees, 1);
+    assert_eq!(allocator.stats().allocations(), 0);
+}
+
+/// `collect` polls the frames' fences with the frame queue's lock released:
+/// a thread queueing frees and sealing frames does not wait for the
+/// driver's `vkGetFenceStatus` (a system call on some drivers). The device's
+/// poll hook, in the poll of the first frame's fence, stands for the slow
+/// driver call: it waits for the other thread's `free_after_frame` and
+/// `end_frame`. The frame sealed meanwhile, its fence signalled by then, is
+/// polled and released by the same `collect`.
+#[test]
+fn free_after_frame_does_not_wait_for_collect_s_polls() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    use vk_suballoc::Collected;
+
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let request = buffer(4096, 256, Usage::DEVICE_LOCAL);
+    let first = allocator.allocate(&request).unwrap();
+    allocator.free_after_frame(first).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    let second = allocator.allocate(&request).unwrap();
+
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let (returned_tx, returned_rx) = mpsc::channel::<()>();
+    let waited_out = Arc::new(AtomicBool::new(false));
+    let waited = Arc::clone(&waited_out);
+    let armed = AtomicBool::new(true);
+    let (entered_tx, returned_rx) = (Mutex::new(entered_tx), Mutex::new(returned_rx));
+    device.set_poll_hook(Some(Box::new(move || {
+        if !armed.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        entered_tx.lock().unwrap().send(()).unwrap();
+        let returned = returned_rx.lock().unwrap();
+        if returned.recv_timeout(Duration::from_secs(3)).is_err() {
+            waited.store(true, Ordering::SeqCst);
+        }
+    })));
+
+    let allocator = &allocator;
+    let collected = std::thread::scope(|scope| {
+        let collector = scope.spawn(move || allocator.collect().unwrap());
+        entered_rx.recv().unwrap();
+        allocator.free_after_frame(second).unwrap();
+        device.signal_fence(end_frame(allocator, &device));
+        returned_tx.send(()).unwrap();
+        collector.join().unwrap()
+    });
+    device.set_poll_hook(None);
+    assert!(
+        !waited_out.load(Ordering::SeqCst),
+        "free_after_frame or end_frame waited for collect's poll"
+    );
+    let both = Collected {
+        frames: 2,
+        frees: 2,
+    };
+    assert_eq!(collected, both);
+    assert_eq!(allocator.frames_in_flight(), 0);
     assert_eq!(allocator.stats().allocations(), 0);
 }
 
