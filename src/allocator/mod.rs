@@ -28,7 +28,9 @@
 //! any, but never takes one while it holds a later one:
 //! 0. `releasing`: `collect` and `collect_idle` hold it from taking frees
 //!    out of the frame queue until they are carried out (so frees are
-//!    carried out one call at a time, in queue order), and
+//!    carried out one call at a time, in queue order; `collect` takes it
+//!    before polling the frames' signals with 1 released, so the frames
+//!    it finds done stay the oldest in the queue), and
 //!    `wait_and_collect` takes it to read the queue (so a frame gone from
 //!    it has had its frees carried out); `free_after_frame` and
 //!    `end_frame` never take it;
@@ -198,7 +200,8 @@ pub struct Allocator<D: MemoryDeviceExt<M>, M: Send = vk::DeviceMemory> {
     /// Never repeats ([`take_allocator_id`]).
     id: u32,
     /// Held by `collect` and `collect_idle` from taking frees out of
-    /// `frames` until they are carried out, and taken by `wait_and_collect`
+    /// `frames` until they are carried out (`collect`: from before its
+    /// polls of the frames' signals), and taken by `wait_and_collect`
     /// to read `frames`: frees out of the queue are then carried out, and
     /// in queue order. Lock order: `releasing`, `frames`, `rings`,
     /// `custom`, a pool (the module's "Locks").
