@@ -92,18 +92,19 @@ has_loader() {
         || compgen -G '/usr/local/lib*/libvulkan.so.1' > /dev/null
 }
 
+# What is missing, one "  - " line each (none when nothing is).
 missing_parts() {
-    has_loader || echo "the Vulkan loader (libvulkan.so.1, package libvulkan1)"
+    has_loader || echo "  - the Vulkan loader (libvulkan.so.1, package libvulkan1)"
     has_manifest icd.d 'lvp_icd*.json' VK_DRIVER_FILES VK_ICD_FILENAMES VK_ADD_DRIVER_FILES \
-        || echo "lavapipe (package mesa-vulkan-drivers)"
+        || echo "  - lavapipe (package mesa-vulkan-drivers)"
     has_manifest explicit_layer.d 'VkLayer_khronos_validation.json' VK_LAYER_PATH VK_ADD_LAYER_PATH \
-        || echo "the Khronos validation layer (package vulkan-validationlayers)"
+        || echo "  - the Khronos validation layer (package vulkan-validationlayers)"
 }
 
 missing="$(missing_parts)"
 if [ -n "$missing" ]; then
     echo "with-vulkan.sh: missing:" >&2
-    printf '  - %s\n' "$missing" >&2
+    printf '%s\n' "$missing" >&2
     if [ "$(id -u)" -eq 0 ] && command -v apt-get > /dev/null; then
         echo "with-vulkan.sh: installing ${packages[*]}" >&2
         export DEBIAN_FRONTEND=noninteractive
@@ -111,7 +112,7 @@ if [ -n "$missing" ]; then
         missing="$(missing_parts)"
         if [ -n "$missing" ]; then
             echo "with-vulkan.sh: still missing after installing:" >&2
-            printf '  - %s\n' "$missing" >&2
+            printf '%s\n' "$missing" >&2
             exit 1
         fi
     else

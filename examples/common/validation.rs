@@ -32,12 +32,14 @@ const SUBMIT_TIME_SYNC_VALIDATION: &str =
 /// Adds [`SUBMIT_TIME_SYNC_VALIDATION`] to `VK_LAYER_ENABLES`, keeping what
 /// is there. Call it first in `main`: changing the environment is sound only
 /// while no other thread may read it, and neither winit nor the Vulkan
-/// loader has started one yet.
+/// loader has started one yet. The layer splits the variable at `:` only
+/// (on Linux): a setting after a `,` is not one it reads, so it is no
+/// reason to leave ours out.
 pub fn enable_submit_time_sync_validation() {
     const VARIABLE: &str = "VK_LAYER_ENABLES";
     let current = std::env::var(VARIABLE).unwrap_or_default();
     if current
-        .split([':', ','])
+        .split(':')
         .any(|listed| listed == SUBMIT_TIME_SYNC_VALIDATION)
     {
         return;
