@@ -24,8 +24,15 @@ cargo +nightly miri test --lib --features fake-device -- \
 cargo +nightly miri test --doc --features fake-device
 # The fake-memory layer's host cache, whose bytes the application reaches
 # through the pointer it was given while the layer holds them (a few
-# seconds).
-cargo +nightly miri test -p vk-fake-memory-layer host_cache
+# seconds). A filter, so the count that ran is checked, as below.
+cargo +nightly miri test -p vk-fake-memory-layer host_cache 2>&1 | tee "$log"
+ran=$(awk '/^test result: ok\./ { ran += $4 } END { print ran + 0 }' "$log")
+expected=5
+if [ "${ran:-0}" -ne "$expected" ]; then
+    echo "Miri ran ${ran:-0} of the $expected host_cache tests of the layer: the filter" \
+        "no longer matches them, or matches tests not counted (update \$expected)" >&2
+    exit 1
+fi
 # The filters name tests: a renamed one would silently drop out, so the
 # count that ran is checked, exactly: a test added under a prefix filter
 # (`backend_panics::`) would otherwise hide one that dropped out. Miri's isolation
