@@ -313,8 +313,9 @@ pub struct Config {
     /// offset 65536 of block 1/0 (memory type 1, memory 0x2a)`, then
     /// `freed` for `made`; dedicated memory says `of dedicated memory`,
     /// and a custom pool's allocation names its pool, as the leak lines
-    /// do. (The memory objects' own debug lines, `allocating 268435456
-    /// bytes of memory type 1` and `freed ...`, are logged either way.)
+    /// do. (The memory objects' own debug lines, `vk-suballoc: allocating
+    /// 268435456 bytes of memory type 1 (unnamed)` and `vk-suballoc: freed
+    /// ...`, are logged either way.)
     /// Every allocation a request makes is logged: a resource helper's,
     /// one in a custom pool, one in dedicated memory, each of
     /// [`allocate_many`](crate::Allocator::allocate_many)'s, a

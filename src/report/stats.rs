@@ -23,7 +23,10 @@ pub struct TypeStats {
     /// `min_blocks`).
     pub empty_blocks: u64,
     /// Blocks a defragmentation plan is emptying: released when the moved
-    /// allocations in them are freed (`BlockMap::retiring` says which).
+    /// allocations in them are freed, but for a custom pool's: one that
+    /// empties while the pool has no block above its `min_blocks` (`trim`
+    /// released them meanwhile) stays, no longer retiring
+    /// (`BlockMap::retiring` says which).
     pub retiring_blocks: u64,
     /// Allocations inside blocks.
     pub block_allocations: u64,
