@@ -73,10 +73,19 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// crate docs ("How it is built": the block sizes and the fallbacks).
     ///
     /// # Time complexity
-    /// O(1) per block tried when a block has room (no loop over allocations);
-    /// a `vkAllocateMemory` call otherwise (a few when the driver refuses
-    /// the first sizes, but not again for each request once a heap refused
-    /// them). A request short of memory first
+    /// Per block tried, what its offset allocator's placement costs: O(1)
+    /// with the default [`Strategy::MinTime`](crate::Strategy::MinTime)
+    /// (and `MinMemory`) when a block has room (no loop over allocations),
+    /// but for a request close to the block's largest free range, whose
+    /// boundary bins are searched range by range
+    /// ([`OffsetAllocator::allocate`](crate::offset::OffsetAllocator::allocate));
+    /// with [`Strategy::MinOffset`](crate::Strategy::MinOffset) a walk over
+    /// the block's allocations below the range it takes, and with
+    /// [`Strategy::MaxOffset`](crate::Strategy::MaxOffset) above it
+    /// ([`AllocationDesc::strategy`](crate::AllocationDesc::strategy)).
+    /// A `vkAllocateMemory` call when no block has room (a few when the
+    /// driver refuses the first sizes, but not again for each request once
+    /// a heap refused them). A request short of memory first
     /// releases the empty blocks the memory types of the heap that ran
     /// short (every memory type, at `maxMemoryAllocationCount`) keep
     /// beyond their largest
