@@ -92,9 +92,13 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
     /// then, still short, their largest too, and is tried again after
     /// each: a pass over those types' blocks per step and a `vkFreeMemory`
-    /// call per block released. With [`Config::debug_fill`](crate::Config::debug_fill)
-    /// on, O(size) more (the allocation's bytes are read and written; a
-    /// new block's, O(block size)); with
+    /// call per block released. A named request
+    /// ([`AllocationDesc::name`](crate::AllocationDesc::name)) copies its
+    /// name as it is placed: a heap allocation, O(name's length), and in a
+    /// block a hash table insertion (O(1) expected). With
+    /// [`Config::debug_fill`](crate::Config::debug_fill) on, O(size) more
+    /// (the allocation's bytes are read and written; a new block's,
+    /// O(block size)); with
     /// [`Config::detect_corruption`](crate::Config::detect_corruption), the
     /// margin's are written.
     #[inline]

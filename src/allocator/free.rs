@@ -36,7 +36,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// at or over its budget (the cached estimate: the driver's budgets are
     /// read on the free path only if they never were) walks them to
     /// release every empty block of its pool (but a custom pool's
-    /// `min_blocks`). With
+    /// `min_blocks`). A named allocation's name is dropped (in a block, a
+    /// hash table removal, O(1) expected: also a lookup for an unnamed one
+    /// while others in its block or its pool's runs are named). With
     /// [`Config::debug_fill`](crate::Config::debug_fill) on, O(size) more
     /// (the allocation's bytes are written; a released block's are read,
     /// O(block size)); with
