@@ -100,7 +100,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// (the allocation's bytes are read and written; a new block's,
     /// O(block size)); with
     /// [`Config::detect_corruption`](crate::Config::detect_corruption), the
-    /// margin's are written.
+    /// margin's are written; with
+    /// [`Config::allocation_backtraces`](crate::Config::allocation_backtraces),
+    /// a backtrace is captured (an unwind of the stack, microseconds) and
+    /// kept in a hash table; with
+    /// [`Config::log_allocations`](crate::Config::log_allocations), a line
+    /// is formatted and logged.
     #[inline]
     pub fn allocate(&self, request: &Request<'_>) -> Result<Allocation, Error> {
         Placer {

@@ -43,7 +43,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// (the allocation's bytes are written; a released block's are read,
     /// O(block size)); with
     /// [`Config::detect_corruption`](crate::Config::detect_corruption), the
-    /// margin's are read.
+    /// margin's are read; with
+    /// [`Config::allocation_backtraces`](crate::Config::allocation_backtraces),
+    /// its backtrace leaves a hash table; with
+    /// [`Config::log_allocations`](crate::Config::log_allocations), a line
+    /// is formatted and logged.
     pub unsafe fn free(&self, allocation: Allocation) -> Result<(), Error> {
         self.check_owner(&allocation)?;
         if let Some(tag) = allocation.custom_pool() {
