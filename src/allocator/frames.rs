@@ -316,9 +316,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// # Time complexity
     /// O(frames released + chunks of every ring + destroyed rings' chunks
     /// held back), and each free carried out as [`free`](Self::free)
-    /// costs. With [`Config::debug_fill`](crate::Config::debug_fill), a
-    /// write of the ring space given back and a read of the free ring
-    /// space of each destroyed ring's chunk freed (O(bytes)).
+    /// costs. A destroyed ring's chunk held back is taken out of the frees
+    /// collected with it, a shift of those after it: O(frees collected)
+    /// each, where a write into a destroyed ring is still copying. With
+    /// [`Config::debug_fill`](crate::Config::debug_fill), a write of the
+    /// ring space given back and a read of the free ring space of each
+    /// destroyed ring's chunk freed (O(bytes)).
     pub fn collect(&self) -> Result<Collected, Error> {
         // Held until the frees taken out below are carried out: another
         // call finding them gone from the queue finds them released.
