@@ -315,8 +315,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Time complexity
     /// O(frames released + chunks of every ring + destroyed rings' chunks
-    /// held back), and each free carried out as [`free`](Self::free)
-    /// costs. A destroyed ring's chunk held back is taken out of the frees
+    /// held back), one `vkGetFenceStatus` or `vkGetSemaphoreCounterValue`
+    /// per frame polled (those released and the first not done), and each
+    /// free carried out as [`free`](Self::free) costs (with a
+    /// `vkDestroyBuffer` or `vkDestroyImage` for one queued with its
+    /// resource). A destroyed ring's chunk held back is taken out of the frees
     /// collected with it, a shift of those after it: O(frees collected)
     /// each, where a write into a destroyed ring is still copying. With
     /// [`Config::debug_fill`](crate::Config::debug_fill), a write of the
