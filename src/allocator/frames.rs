@@ -537,7 +537,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// holds (64), a ring allocation written that many frames late.
     ///
     /// # Time complexity
-    /// As [`collect`](Self::collect)'s, over every queued frame.
+    /// As [`collect`](Self::collect)'s, over every queued frame, with no
+    /// signal polled; then the release of kept empty blocks that
+    /// [`end_frame`](Self::end_frame) makes (its passes over blocks, its
+    /// query of the driver's budgets, a `vkFreeMemory` call per block
+    /// released).
     pub unsafe fn collect_idle(&self) -> Collected {
         // As in `collect`.
         let mut fill = RingFill::new(self);
