@@ -73,21 +73,39 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// crate docs ("How it is built": the block sizes and the fallbacks).
     ///
     /// # Time complexity
-    /// O(1) per block tried when a block has room (no loop over allocations);
-    /// a `vkAllocateMemory` call otherwise (a few when the driver refuses
-    /// the first sizes, but not again for each request once a heap refused
-    /// them). A request short of memory first
+    /// Per block tried, what its offset allocator's placement costs: O(1)
+    /// with the default [`Strategy::MinTime`](crate::Strategy::MinTime)
+    /// (and `MinMemory`) when a block has room (no loop over allocations),
+    /// but for a request close to the block's largest free range, whose
+    /// boundary bins are searched range by range
+    /// ([`OffsetAllocator::allocate`](crate::offset::OffsetAllocator::allocate));
+    /// with [`Strategy::MinOffset`](crate::Strategy::MinOffset) a walk over
+    /// the block's allocations below the range it takes, and with
+    /// [`Strategy::MaxOffset`](crate::Strategy::MaxOffset) above it
+    /// ([`AllocationDesc::strategy`](crate::AllocationDesc::strategy)).
+    /// A `vkAllocateMemory` call when no block has room (a few when the
+    /// driver refuses the first sizes, but not again for each request once
+    /// a heap refused them). A request short of memory first
     /// releases the empty blocks the memory types of the heap that ran
     /// short (every memory type, at `maxMemoryAllocationCount`) keep
     /// beyond their largest
     /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
     /// then, still short, their largest too, and is tried again after
     /// each: a pass over those types' blocks per step and a `vkFreeMemory`
-    /// call per block released. With [`Config::debug_fill`](crate::Config::debug_fill)
-    /// on, O(size) more (the allocation's bytes are read and written; a
-    /// new block's, O(block size)); with
+    /// call per block released. A named request
+    /// ([`AllocationDesc::name`](crate::AllocationDesc::name)) copies its
+    /// name as it is placed: a heap allocation, O(name's length), and in a
+    /// block a hash table insertion (O(1) expected). With
+    /// [`Config::debug_fill`](crate::Config::debug_fill) on, O(size) more
+    /// (the allocation's bytes are read and written; a new block's,
+    /// O(block size)); with
     /// [`Config::detect_corruption`](crate::Config::detect_corruption), the
-    /// margin's are written.
+    /// margin's are written; with
+    /// [`Config::allocation_backtraces`](crate::Config::allocation_backtraces),
+    /// a backtrace is captured (an unwind of the stack, microseconds) and
+    /// kept in a hash table; with
+    /// [`Config::log_allocations`](crate::Config::log_allocations), a line
+    /// is formatted and logged.
     #[inline]
     pub fn allocate(&self, request: &Request<'_>) -> Result<Allocation, Error> {
         Placer {

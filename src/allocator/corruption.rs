@@ -155,8 +155,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// ones; in
     /// non-coherent types with debug fills, at most one
     /// `vkInvalidateMappedMemoryRanges` per free range and free run slot
-    /// (and two per ring chunk). Under each pool's lock in turn, then the
-    /// frame queue's and the upload rings' locks.
+    /// (and two per ring chunk); with debug fills, also a pass over every
+    /// item queued in the frames ([`free_after_frame`](Self::free_after_frame)
+    /// and the `destroy_*_after_frame` calls), for destroyed rings' chunks,
+    /// each found looked up among those not freed yet. Under each pool's
+    /// lock in turn, then the frame queue's and the upload rings' locks.
     pub fn check_corruption(&self, memory_type_bits: u32) -> Result<CorruptionReport, Error> {
         let types = memory_type_bits & self.context.checked_types();
         if types == 0 {

@@ -25,7 +25,9 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Time complexity
     /// O(n log n) for n allocations and free ranges (each block's are sorted
-    /// by offset), plus a copy of each allocation's name.
+    /// by offset), plus a copy of each allocation's name; and, with
+    /// `VK_EXT_memory_budget`, one query of the driver's heap budgets (the
+    /// heaps' figures), as [`stats`](Self::stats) makes.
     pub fn memory_map(&self) -> MemoryMap {
         let properties = &self.context.properties;
         let device = &properties.device;

@@ -315,10 +315,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Time complexity
     /// O(frames released + chunks of every ring + destroyed rings' chunks
-    /// held back), and each free carried out as [`free`](Self::free)
-    /// costs. With [`Config::debug_fill`](crate::Config::debug_fill), a
-    /// write of the ring space given back and a read of the free ring
-    /// space of each destroyed ring's chunk freed (O(bytes)).
+    /// held back), one `vkGetFenceStatus` or `vkGetSemaphoreCounterValue`
+    /// per frame polled (those released and the first not done), and each
+    /// free carried out as [`free`](Self::free) costs (with a
+    /// `vkDestroyBuffer` or `vkDestroyImage` for one queued with its
+    /// resource). A destroyed ring's chunk held back is taken out of the frees
+    /// collected with it, a shift of those after it: O(frees collected)
+    /// each, where a write into a destroyed ring is still copying. With
+    /// [`Config::debug_fill`](crate::Config::debug_fill), a write of the
+    /// ring space given back and a read of the free ring space of each
+    /// destroyed ring's chunk freed (O(bytes)).
     pub fn collect(&self) -> Result<Collected, Error> {
         // Held until the frees taken out below are carried out: another
         // call finding them gone from the queue finds them released.
@@ -531,7 +537,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// holds (64), a ring allocation written that many frames late.
     ///
     /// # Time complexity
-    /// As [`collect`](Self::collect)'s, over every queued frame.
+    /// As [`collect`](Self::collect)'s, over every queued frame, with no
+    /// signal polled; then the release of kept empty blocks that
+    /// [`end_frame`](Self::end_frame) makes (its passes over blocks, its
+    /// query of the driver's budgets, a `vkFreeMemory` call per block
+    /// released).
     pub unsafe fn collect_idle(&self) -> Collected {
         // As in `collect`.
         let mut fill = RingFill::new(self);

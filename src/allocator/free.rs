@@ -36,12 +36,24 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// at or over its budget (the cached estimate: the driver's budgets are
     /// read on the free path only if they never were) walks them to
     /// release every empty block of its pool (but a custom pool's
-    /// `min_blocks`). With
+    /// `min_blocks`). A block a defragmentation plan is emptying
+    /// ([`plan_defragmentation`](Self::plan_defragmentation)) is released
+    /// as it empties, unlinked from its pool's blocks being emptied (a
+    /// pass over those of its granularity class); in a custom pool at its
+    /// `min_blocks` it stays instead and takes requests again, which costs
+    /// that pass and one over the pool's runs, as
+    /// [`give_up_move`](Self::give_up_move)'s. A named allocation's name is dropped (in a block, a
+    /// hash table removal, O(1) expected: also a lookup for an unnamed one
+    /// while others in its block or its pool's runs are named). With
     /// [`Config::debug_fill`](crate::Config::debug_fill) on, O(size) more
     /// (the allocation's bytes are written; a released block's are read,
     /// O(block size)); with
     /// [`Config::detect_corruption`](crate::Config::detect_corruption), the
-    /// margin's are read.
+    /// margin's are read; with
+    /// [`Config::allocation_backtraces`](crate::Config::allocation_backtraces),
+    /// its backtrace leaves a hash table; with
+    /// [`Config::log_allocations`](crate::Config::log_allocations), a line
+    /// is formatted and logged.
     pub unsafe fn free(&self, allocation: Allocation) -> Result<(), Error> {
         self.check_owner(&allocation)?;
         if let Some(tag) = allocation.custom_pool() {

@@ -31,9 +31,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// changes then.
     ///
     /// # Time complexity
-    /// O(1) expected (a hash table entry), under the lock of the
+    /// O(1) expected (a hash table entry) and O(name's length) for the
+    /// copy of `name` (a heap allocation), under the lock of the
     /// allocation's pool; for dedicated memory, one
-    /// `vkSetDebugUtilsObjectNameEXT` call there as well.
+    /// `vkSetDebugUtilsObjectNameEXT` call there as well (for `None`, with
+    /// the name it makes for the memory).
     pub fn set_name(&self, allocation: &Allocation, name: Option<&str>) -> Result<(), Error> {
         self.check_owner(allocation)?;
         self.with_pool(allocation, |pool| {

@@ -95,11 +95,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     ///
     /// # Time complexity
     /// For its first chunk, a `vkCreateBuffer`, a query of its memory
-    /// requirements, an [`allocate`](Self::allocate) and a `vkBindBufferMemory`,
-    /// with no lock of the allocator held but, while it allocates, the
-    /// chunk's pool's (with [`Config::debug_fill`](crate::Config::debug_fill),
-    /// a write of the chunk's bytes too); then O(1) amortised under the
-    /// rings' lock.
+    /// requirements, an [`allocate`](Self::allocate) and a `vkBindBufferMemory`
+    /// (and a `vkGetBufferDeviceAddress` when `desc.buffer_usage` has
+    /// `SHADER_DEVICE_ADDRESS`), with no lock of the allocator held but,
+    /// while it allocates, the chunk's pool's (with
+    /// [`Config::debug_fill`](crate::Config::debug_fill), a write of the
+    /// chunk's bytes too); then O(1) amortised under the rings' lock.
     pub unsafe fn create_upload_ring_unchecked(
         &self,
         desc: &UploadRingDesc<'_>,

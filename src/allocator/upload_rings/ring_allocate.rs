@@ -61,8 +61,16 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// comes back with its frame.
     ///
     /// # Time complexity
-    /// O(1): a bump in the newest chunk (a growing ring tries older ones);
-    /// but while a collected frame's space waits for a
+    /// O(1): a bump in the newest chunk. A growing ring whose newest chunk
+    /// is full tries its older ones, O(chunks of the ring), and when none
+    /// has room makes a chunk as
+    /// [`create_upload_ring_unchecked`](Self::create_upload_ring_unchecked)
+    /// makes its first (the same locks): a `vkCreateBuffer`, a query of its
+    /// memory requirements, an [`allocate`](Self::allocate), a
+    /// `vkBindBufferMemory` (and a `vkGetBufferDeviceAddress` for buffers
+    /// that take device addresses), and should room have been made
+    /// meanwhile, the chunk's destruction and [`free`](Self::free). But
+    /// while a collected frame's space waits for a
     /// [`ring_write`](Self::ring_write) (and until the first ring call
     /// after it), each call retries that reclaim, O(chunks of every ring).
     /// With debug fills, O(`size`) more, and O(bytes) for the space a

@@ -61,7 +61,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// the flush's device errors (the bytes are copied then).
     ///
     /// # Time complexity
-    /// O(1) under the rings' lock; the copy is O(`bytes.len()`).
+    /// O(1) under the rings' lock; the copy is O(`bytes.len()`); then, on
+    /// non-coherent memory, one `vkFlushMappedMemoryRanges` call under the
+    /// lock of the pool the ring's memory comes from, as
+    /// [`ring_flush`](Self::ring_flush).
     pub fn ring_write(
         &self,
         allocation: &RingAllocation,
