@@ -33,8 +33,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// and sorts the empty ones, to release those past what the type keeps
     /// ([`Config::empty_block_reserve`](crate::Config::empty_block_reserve)),
     /// smallest first, and unlink them; one that empties while its heap is
-    /// at or over its budget (the cached estimate: the driver's budgets are
-    /// read on the free path only if they never were) walks them to
+    /// at or over its budget (the cached estimate: the free path never
+    /// asks the driver) walks them to
     /// release every empty block of its pool (but a custom pool's
     /// `min_blocks`). A block a defragmentation plan is emptying
     /// ([`plan_defragmentation`](Self::plan_defragmentation)) is released
