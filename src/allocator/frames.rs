@@ -147,9 +147,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::DeviceLost`]), or a [`ring_write`](Self::ring_write) on another
     /// thread has been copying into the ring for that many (the space of
     /// the frame it writes, and of later ones, waits for it, collected or
-    /// not). No frame is sealed on error; ring space a finished
-    /// `ring_write` had held past its frame's collection is given back
-    /// first all the same, as any `end_frame` or `collect` gives it back.
+    /// not), or a `collect` on another thread has been polling a fence for
+    /// that many (`end_frame` does not wait for the driver's poll, and the
+    /// frames sealed meanwhile are the next `collect`'s). No frame is
+    /// sealed on error; ring space a finished `ring_write` had held past
+    /// its frame's collection is given back first all the same, as any
+    /// `end_frame` or `collect` gives it back.
     ///
     /// # Time complexity
     /// O(chunks of every ring), to seal their frames; and the release of

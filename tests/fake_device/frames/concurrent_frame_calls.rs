@@ -274,6 +274,72 @@ fn collect_polls_only_the_frames_sealed_before_it() {
     assert_eq!(allocator.stats().allocations(), 0);
 }
 
+/// `end_frame` does not wait for another thread's `collect` polling a
+/// fence, so an upload ring's 64 sealed frames may fill up meanwhile: the
+/// frames the render thread seals during one slow poll are the next
+/// `collect`'s, and once a ring holds 64, `end_frame` fails with
+/// `TooManyFramesInFlight`, as its docs say, every fence signalled or not;
+/// the frame seals once the `collect` has returned.
+#[test]
+fn a_ring_fills_up_with_frames_sealed_during_one_poll() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    use vk_suballoc::{Collected, UploadRingDesc};
+
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let desc = UploadRingDesc {
+        size: 64 << 10,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    allocator.ring_allocate(ring, 256, 16).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let mut armed = true;
+    device.set_poll_hook(Some(Box::new(move || {
+        if std::mem::take(&mut armed) {
+            entered_tx.send(()).unwrap();
+            // Never hangs: it goes on, told to or not.
+            let _ = go_rx.recv_timeout(Duration::from_secs(3));
+        }
+    })));
+    let allocator = &allocator;
+    let (collected, sealed, refused) = std::thread::scope(|scope| {
+        let collector = scope.spawn(move || allocator.collect());
+        entered_rx.recv().unwrap();
+        let mut sealed = 0;
+        let refused = loop {
+            allocator.ring_allocate(ring, 256, 16).unwrap();
+            let fence = device.create_fence();
+            device.signal_fence(fence);
+            // SAFETY: a fake fence, signalled.
+            match unsafe { allocator.end_frame(fence) } {
+                Ok(_) => sealed += 1,
+                Err(error) => break error,
+            }
+            assert!(sealed < 64, "no limit on the frames a ring holds");
+        };
+        go_tx.send(()).unwrap();
+        (collector.join().unwrap(), sealed, refused)
+    });
+    device.set_poll_hook(None);
+    let one = Collected {
+        frames: 1,
+        frees: 0,
+    };
+    assert_eq!(
+        (collected, sealed, refused),
+        (Ok(one), 63, Error::TooManyFramesInFlight)
+    );
+    // The refused frame seals now; the 63 sealed during the poll collect.
+    device.signal_fence(end_frame(allocator, &device));
+    assert_eq!(allocator.collect().map(|c| c.frames), Ok(64));
+    allocator.destroy_upload_ring(ring).unwrap();
+    device.signal_fence(end_frame(allocator, &device));
+    allocator.collect().unwrap();
+}
+
 /// What [`a_call_after_collect_s_frees`] checks: `wait_and_collect` or
 /// `collect_idle`.
 #[derive(Clone, Copy, Debug)]
