@@ -18,11 +18,19 @@ use super::super::seeded_rng::Rng;
 use super::super::{allocator_with, buffer, FakeAllocator};
 use super::finish_after_frame;
 
+/// What a frame's submission signals: a fence, or a value of the race's
+/// timeline semaphore.
+#[derive(Clone, Copy)]
+enum Signal {
+    Fence(vk::Fence),
+    Value(u64),
+}
+
 /// What the threads share: the frames "the GPU" has not finished.
 struct Gpu {
-    /// Sealed frames whose fence is not signalled, oldest first: the
-    /// frame, its fence, and the fake buffers queued in it.
-    unsignalled: VecDeque<(u64, vk::Fence, u64)>,
+    /// Sealed frames whose signal is not reached, oldest first: the frame,
+    /// its signal, and the fake buffers queued in it.
+    unsignalled: VecDeque<(u64, Signal, u64)>,
     /// The oldest frame whose ring bytes the ring thread reads now: no
     /// fence of it or a later frame is signalled meanwhile.
     hold: Option<u64>,
@@ -56,9 +64,23 @@ struct Race<'a> {
     /// buffer).
     others: usize,
     ring: UploadRing,
+    /// The semaphore frames are sealed on (`end_frame_timeline`), if not
+    /// on fences.
+    timeline: Option<vk::Semaphore>,
 }
 
 impl Race<'_> {
+    /// "The GPU" reaches `signal`.
+    fn reach(&self, signal: Signal) {
+        match (signal, self.timeline) {
+            (Signal::Fence(fence), _) => self.device.signal_fence(fence),
+            (Signal::Value(value), Some(semaphore)) => {
+                self.device.signal_timeline(semaphore, value);
+            }
+            (Signal::Value(_), None) => unreachable!("a value with no semaphore"),
+        }
+    }
+
     fn gpu(&self) -> MutexGuard<'_, Gpu> {
         self.gpu.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -103,6 +125,7 @@ impl Race<'_> {
         let mut rng = Rng(seed);
         let request = buffer(4096, 256, Usage::DEVICE_LOCAL);
         let mut current = 0;
+        let mut value = 0;
         // Until the other threads have polled fences a while, yielding to
         // them after each step (on a machine that runs them so late that
         // 50,000 steps go by first, the test is only weaker).
@@ -128,11 +151,24 @@ impl Race<'_> {
                     if gpu.unsignalled.len() >= 40 {
                         continue;
                     }
-                    let fence = self.device.create_fence();
-                    // SAFETY: fake fences, signalled only by the test.
-                    match unsafe { self.allocator.end_frame(fence) } {
+                    let (signal, sealed) = match self.timeline {
+                        // SAFETY: fake fences and semaphore values,
+                        // signalled only by the test.
+                        Some(semaphore) => (Signal::Value(value + 1), unsafe {
+                            self.allocator.end_frame_timeline(semaphore, value + 1)
+                        }),
+                        None => {
+                            let fence = self.device.create_fence();
+                            // SAFETY: as above.
+                            (Signal::Fence(fence), unsafe {
+                                self.allocator.end_frame(fence)
+                            })
+                        }
+                    };
+                    match sealed {
                         Ok(frame) => {
-                            gpu.unsignalled.push_back((frame, fence, current));
+                            value += 1;
+                            gpu.unsignalled.push_back((frame, signal, current));
                             current = 0;
                         }
                         // 64 frames sealed in the ring, not collected yet.
@@ -146,9 +182,9 @@ impl Race<'_> {
                         continue;
                     }
                     // "vkDeviceWaitIdle": every frame finishes.
-                    for (_, fence, buffers) in gpu.unsignalled.drain(..) {
+                    for (_, signal, buffers) in gpu.unsignalled.drain(..) {
                         self.counts.due.fetch_add(buffers, Ordering::SeqCst);
-                        self.device.signal_fence(fence);
+                        self.reach(signal);
                     }
                     self.counts.due.fetch_add(current, Ordering::SeqCst);
                     current = 0;
@@ -171,7 +207,7 @@ impl Race<'_> {
             {
                 let mut gpu = self.gpu();
                 for _ in 0..rng.below(3) {
-                    let Some(&(frame, fence, buffers)) = gpu.unsignalled.front() else {
+                    let Some(&(frame, signal, buffers)) = gpu.unsignalled.front() else {
                         break;
                     };
                     if gpu.hold.is_some_and(|held| frame >= held) {
@@ -179,7 +215,7 @@ impl Race<'_> {
                     }
                     gpu.unsignalled.pop_front();
                     self.counts.due.fetch_add(buffers, Ordering::SeqCst);
-                    self.device.signal_fence(fence);
+                    self.reach(signal);
                 }
             }
             std::thread::yield_now();
@@ -246,6 +282,14 @@ impl Race<'_> {
 #[test]
 fn collects_on_threads_release_each_free_once_after_its_fence() {
     let mut rng = Rng::from_env("collects_on_threads_release_each_free_once_after_its_fence");
+    race(rng.next(), false);
+    race(rng.next(), true);
+}
+
+/// The race, its frames sealed on fences or (`timeline`) on a timeline
+/// semaphore.
+fn race(seed: u64, timeline: bool) {
+    let mut rng = Rng(seed);
     let config = Config {
         debug_fill: true,
         ..Config::default()
@@ -276,6 +320,7 @@ fn collects_on_threads_release_each_free_once_after_its_fence() {
         counts,
         others: device.live_resources(),
         ring,
+        timeline: timeline.then(|| device.create_timeline_semaphore()),
     };
     let seeds: [u64; 5] = std::array::from_fn(|_| rng.next());
     std::thread::scope(|scope| {
@@ -288,10 +333,10 @@ fn collects_on_threads_release_each_free_once_after_its_fence() {
     });
     device.set_poll_hook(None);
 
-    let gpu = race.gpu.into_inner().unwrap();
-    for (_, fence, buffers) in gpu.unsignalled {
+    let unsignalled = std::mem::take(&mut race.gpu().unsignalled);
+    for (_, signal, buffers) in unsignalled {
         race.counts.due.fetch_add(buffers, Ordering::SeqCst);
-        device.signal_fence(fence);
+        race.reach(signal);
     }
     let counts = race.counts;
     // The sealed frames, then the current one's frees.
