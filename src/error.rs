@@ -317,9 +317,11 @@ pub enum Error {
     /// (after a lost device, where `collect` fails with
     /// [`DeviceLost`](Self::DeviceLost), it never will), or a `ring_write`
     /// on another thread has been copying into the ring for as many (a
-    /// collected frame's ring space waits for its write). Call `collect`
-    /// every frame; after a loss, once `vkDeviceWaitIdle` has returned,
-    /// [`Allocator::collect_idle`](crate::Allocator::collect_idle)
+    /// collected frame's ring space waits for its write), or a `collect` on
+    /// another thread has been polling a fence for as many (a slow driver
+    /// call: the frames sealed meanwhile are the next `collect`'s). Call
+    /// `collect` every frame; after a loss, once `vkDeviceWaitIdle` has
+    /// returned, [`Allocator::collect_idle`](crate::Allocator::collect_idle)
     /// releases every frame, and frames seal again.
     #[error("too many frames in flight; call collect")]
     TooManyFramesInFlight,

@@ -147,9 +147,12 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`Error::DeviceLost`]), or a [`ring_write`](Self::ring_write) on another
     /// thread has been copying into the ring for that many (the space of
     /// the frame it writes, and of later ones, waits for it, collected or
-    /// not). No frame is sealed on error; ring space a finished
-    /// `ring_write` had held past its frame's collection is given back
-    /// first all the same, as any `end_frame` or `collect` gives it back.
+    /// not), or a `collect` on another thread has been polling a fence for
+    /// that many (`end_frame` does not wait for the driver's poll, and the
+    /// frames sealed meanwhile are the next `collect`'s). No frame is
+    /// sealed on error; ring space a finished `ring_write` had held past
+    /// its frame's collection is given back first all the same, as any
+    /// `end_frame` or `collect` gives it back.
     ///
     /// # Time complexity
     /// O(chunks of every ring), to seal their frames; and the release of
@@ -288,8 +291,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// [`free_after_frame`](Self::free_after_frame) and
     /// [`end_frame`](Self::end_frame) wait neither for the driver's
     /// `vkGetFenceStatus` / `vkGetSemaphoreCounterValue` calls nor for its
-    /// `vkFreeMemory` calls (frames they seal meanwhile may be polled by
-    /// this call, or are left to the next). Other threads' `collect`,
+    /// `vkFreeMemory` calls (frames they seal meanwhile are left to the
+    /// next call: it polls only the frames sealed when it begins, so that a
+    /// thread sealing frames as fast as it polls them does not keep it
+    /// going). Other threads' `collect`,
     /// [`collect_idle`](Self::collect_idle) and
     /// [`wait_and_collect`](Self::wait_and_collect) do: frees are carried
     /// out one call at a time, in the order they were queued (an alias
@@ -329,33 +334,41 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // Held until the frees taken out below are carried out: another
         // call finding them gone from the queue finds them released.
         let releasing = lock(&self.releasing);
-        // The sealed frames' signals, oldest first, polled up to the first
-        // one not reached, with the frame queue's lock released during each
-        // poll (some drivers' polls are system calls): other threads'
-        // `free_after_frame` and `end_frame` wait for none. Only calls
-        // holding `releasing` take frames out of the queue, so the frames
-        // found done are still its oldest below; others may only be sealed
-        // behind them. A backend that panics in a poll (a bug, caught by the
-        // engine) stops the polls, not the release of the frames found done
-        // before it (their buffers and images would never be destroyed):
-        // the panic goes on once their frees are carried out.
+        // The signals of the frames sealed now, oldest first, polled up to
+        // the first one not reached, with the frame queue's lock released
+        // during each poll (some drivers' polls are system calls): other
+        // threads' `free_after_frame` and `end_frame` wait for none. Only
+        // calls holding `releasing` take frames out of the queue, so the
+        // frames found done are still its oldest below; others may only be
+        // sealed behind them, and are left to the next call: polled too, a
+        // thread sealing frames done by the time they were polled kept this
+        // call going, every free found due (and the rings' space, up to
+        // `TooManyFramesInFlight`) held back until it stopped. A backend
+        // that panics in a poll (a bug, caught by the engine) stops the
+        // polls, not the release of the frames found done before it (their
+        // buffers and images would never be destroyed): the panic goes on
+        // once their frees are carried out.
         let mut panics = FirstPanic::default();
         let mut frames_done = 0;
         let mut poll_error = None;
-        panics.run(|| loop {
-            let Some(signal) = lock(&self.frames).sealed_signal(frames_done).copied() else {
-                break;
-            };
-            // SAFETY: every sealed signal came through `end_frame` or
-            // `end_frame_timeline`, whose contract keeps it a live signal of
-            // the device until its frame is collected; it is not yet (it is
-            // still queued: only this call, holding `releasing`, takes it out).
-            match unsafe { self.context.device.is_signalled(signal) } {
-                Ok(true) => frames_done += 1,
-                Ok(false) => break,
-                Err(error) => {
-                    poll_error = Some(error);
+        let sealed = lock(&self.frames).frames_in_flight();
+        panics.run(|| {
+            while frames_done < sealed {
+                let Some(signal) = lock(&self.frames).sealed_signal(frames_done).copied() else {
                     break;
+                };
+                // SAFETY: every sealed signal came through `end_frame` or
+                // `end_frame_timeline`, whose contract keeps it a live
+                // signal of the device until its frame is collected; it is
+                // not yet (it is still queued: only this call, holding
+                // `releasing`, takes it out).
+                match unsafe { self.context.device.is_signalled(signal) } {
+                    Ok(true) => frames_done += 1,
+                    Ok(false) => break,
+                    Err(error) => {
+                        poll_error = Some(error);
+                        break;
+                    }
                 }
             }
         });

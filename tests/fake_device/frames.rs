@@ -15,6 +15,8 @@ use vk_suballoc::{Allocation, Error, RingAllocation, UploadRing, UploadRingDesc,
 
 use super::{finish, FakeAllocator};
 
+#[path = "frames/collect_races.rs"]
+mod collect_races;
 #[path = "frames/collection.rs"]
 mod collection;
 #[path = "frames/concurrent_frame_calls.rs"]

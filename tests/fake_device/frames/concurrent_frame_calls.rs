@@ -138,7 +138,7 @@ fn free_after_frame_does_not_wait_for_collect_s_frees() {
 /// poll hook, in the poll of the first frame's fence, stands for the slow
 /// driver call: it waits for the other thread's `free_after_frame` and
 /// `end_frame`. The frame sealed meanwhile, its fence signalled by then, is
-/// polled and released by the same `collect`.
+/// left to the next `collect` (`collect_polls_only_the_frames_sealed_before_it`).
 #[test]
 fn free_after_frame_does_not_wait_for_collect_s_polls() {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -185,13 +185,159 @@ fn free_after_frame_does_not_wait_for_collect_s_polls() {
         !waited_out.load(Ordering::SeqCst),
         "free_after_frame or end_frame waited for collect's poll"
     );
-    let both = Collected {
-        frames: 2,
-        frees: 2,
+    let one = Collected {
+        frames: 1,
+        frees: 1,
     };
-    assert_eq!(collected, both);
-    assert_eq!(allocator.frames_in_flight(), 0);
+    assert_eq!(collected, one);
+    assert_eq!(allocator.frames_in_flight(), 1);
+    assert_eq!(allocator.collect(), Ok(one));
     assert_eq!(allocator.stats().allocations(), 0);
+}
+
+/// `collect` polls only the frames sealed before it began: a thread that
+/// goes on sealing frames whose fences have signalled by the time they are
+/// polled (a render loop sealing after each submission while the driver's
+/// polls are slow) does not keep it polling, with every free found due
+/// held back until it stops, and an upload ring's space too (its 64 sealed
+/// frames then fill up: `end_frame` fails with `TooManyFramesInFlight`
+/// while every fence has signalled). The device's poll hook has the other
+/// thread seal one more frame, its fence signalled, in each poll (at most
+/// `ASKS`).
+#[test]
+fn collect_polls_only_the_frames_sealed_before_it() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    use vk_suballoc::Collected;
+
+    /// The frames the hook may have sealed: enough for the test to see a
+    /// `collect` that goes on polling, few enough for it to end anyway.
+    const ASKS: usize = 20;
+    enum Message {
+        Seal,
+        Collected(Collected),
+    }
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let request = buffer(4096, 256, Usage::DEVICE_LOCAL);
+    let first = allocator.allocate(&request).unwrap();
+    allocator.free_after_frame(first).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+
+    let (message_tx, message_rx) = mpsc::channel::<Message>();
+    let (sealed_tx, sealed_rx) = mpsc::channel::<()>();
+    let hook_tx = message_tx.clone();
+    let mut asks = 0;
+    device.set_poll_hook(Some(Box::new(move || {
+        if asks == ASKS {
+            return;
+        }
+        asks += 1;
+        hook_tx.send(Message::Seal).unwrap();
+        // Never hangs: a `collect` that kept the frame queue locked here
+        // would keep the other thread's `end_frame` waiting.
+        let _ = sealed_rx.recv_timeout(Duration::from_secs(3));
+    })));
+
+    let allocator = &allocator;
+    let (collected, sealed) = std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let collected = allocator.collect().unwrap();
+            message_tx.send(Message::Collected(collected)).unwrap();
+        });
+        let mut sealed = 0;
+        loop {
+            match message_rx.recv().unwrap() {
+                Message::Seal => {
+                    let later = allocator.allocate(&request).unwrap();
+                    allocator.free_after_frame(later).unwrap();
+                    device.signal_fence(end_frame(allocator, &device));
+                    sealed += 1;
+                    sealed_tx.send(()).unwrap();
+                }
+                Message::Collected(collected) => break (collected, sealed),
+            }
+        }
+    });
+    device.set_poll_hook(None);
+    let one = Collected {
+        frames: 1,
+        frees: 1,
+    };
+    assert_eq!(
+        (collected, sealed),
+        (one, 1),
+        "collect polled the frames sealed during it"
+    );
+    assert_eq!(allocator.frames_in_flight(), 1);
+    // The frame sealed during it is the next call's.
+    assert_eq!(allocator.collect(), Ok(one));
+    assert_eq!(allocator.stats().allocations(), 0);
+}
+
+/// `end_frame` does not wait for another thread's `collect` polling a
+/// fence, so an upload ring's 64 sealed frames may fill up meanwhile: the
+/// frames the render thread seals during one slow poll are the next
+/// `collect`'s, and once a ring holds 64, `end_frame` fails with
+/// `TooManyFramesInFlight`, as its docs say, every fence signalled or not;
+/// the frame seals once the `collect` has returned.
+#[test]
+fn a_ring_fills_up_with_frames_sealed_during_one_poll() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    use vk_suballoc::{Collected, UploadRingDesc};
+
+    let (allocator, device) = allocator(FakeLayout::discrete());
+    let desc = UploadRingDesc {
+        size: 64 << 10,
+        ..UploadRingDesc::default()
+    };
+    let ring = allocator.create_upload_ring(&desc).unwrap();
+    allocator.ring_allocate(ring, 256, 16).unwrap();
+    device.signal_fence(end_frame(&allocator, &device));
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let mut armed = true;
+    device.set_poll_hook(Some(Box::new(move || {
+        if std::mem::take(&mut armed) {
+            entered_tx.send(()).unwrap();
+            // Never hangs: it goes on, told to or not.
+            let _ = go_rx.recv_timeout(Duration::from_secs(3));
+        }
+    })));
+    let allocator = &allocator;
+    let (collected, sealed, refused) = std::thread::scope(|scope| {
+        let collector = scope.spawn(move || allocator.collect());
+        entered_rx.recv().unwrap();
+        let mut sealed = 0;
+        let refused = loop {
+            allocator.ring_allocate(ring, 256, 16).unwrap();
+            let fence = device.create_fence();
+            device.signal_fence(fence);
+            // SAFETY: a fake fence, signalled.
+            match unsafe { allocator.end_frame(fence) } {
+                Ok(_) => sealed += 1,
+                Err(error) => break error,
+            }
+            assert!(sealed < 64, "no limit on the frames a ring holds");
+        };
+        go_tx.send(()).unwrap();
+        (collector.join().unwrap(), sealed, refused)
+    });
+    device.set_poll_hook(None);
+    let one = Collected {
+        frames: 1,
+        frees: 0,
+    };
+    assert_eq!(
+        (collected, sealed, refused),
+        (Ok(one), 63, Error::TooManyFramesInFlight)
+    );
+    // The refused frame seals now; the 63 sealed during the poll collect.
+    device.signal_fence(end_frame(allocator, &device));
+    assert_eq!(allocator.collect().map(|c| c.frames), Ok(64));
+    allocator.destroy_upload_ring(ring).unwrap();
+    device.signal_fence(end_frame(allocator, &device));
+    allocator.collect().unwrap();
 }
 
 /// What [`a_call_after_collect_s_frees`] checks: `wait_and_collect` or
