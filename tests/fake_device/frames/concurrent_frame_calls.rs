@@ -6,12 +6,79 @@
 //! In each test the memory callback (or the device's poll hook) stands for
 //! the slow driver call.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Error, Usage};
 
 use super::super::{allocator, buffer};
 
 use super::end_frame;
+
+/// A slow driver call a test holds, to see what another thread can do
+/// meanwhile: [`Hold::hold`], run in the call (a memory callback or a
+/// device hook, on the calling thread), tells the test the call has begun
+/// and waits, up to 3 s, for the test to let it return. A call that had to
+/// wait them out means the test's other thread was blocked by it.
+struct HeldCall {
+    entered: mpsc::Receiver<()>,
+    returned: mpsc::Sender<()>,
+    waited_out: Arc<AtomicBool>,
+}
+
+/// The held call's side of a [`HeldCall`]: `Sync`, for callbacks.
+struct Hold {
+    entered: Mutex<mpsc::Sender<()>>,
+    returned: Mutex<mpsc::Receiver<()>>,
+    waited_out: Arc<AtomicBool>,
+}
+
+impl HeldCall {
+    fn new() -> (Self, Hold) {
+        let (entered_tx, entered) = mpsc::channel();
+        let (returned, returned_rx) = mpsc::channel();
+        let waited_out = Arc::default();
+        let hold = Hold {
+            entered: Mutex::new(entered_tx),
+            returned: Mutex::new(returned_rx),
+            waited_out: Arc::clone(&waited_out),
+        };
+        let held = Self {
+            entered,
+            returned,
+            waited_out,
+        };
+        (held, hold)
+    }
+
+    /// Waits until the call has begun.
+    fn wait_until_entered(&self) {
+        self.entered.recv().unwrap();
+    }
+
+    /// Lets the call return.
+    fn let_return(&self) {
+        self.returned.send(()).unwrap();
+    }
+
+    /// Whether the call waited 3 s for [`let_return`](Self::let_return).
+    fn waited_out(&self) -> bool {
+        self.waited_out.load(Ordering::SeqCst)
+    }
+}
+
+impl Hold {
+    /// Tells the test the call has begun, then waits for it (3 s at most).
+    fn hold(&self) {
+        self.entered.lock().unwrap().send(()).unwrap();
+        let returned = self.returned.lock().unwrap();
+        if returned.recv_timeout(Duration::from_secs(3)).is_err() {
+            self.waited_out.store(true, Ordering::SeqCst);
+        }
+    }
+}
 
 /// `end_frame` does not wait for a memory type another thread holds while
 /// it makes a block (`vkAllocateMemory` takes milliseconds on some
@@ -21,10 +88,6 @@ use super::end_frame;
 /// to return.
 #[test]
 fn end_frame_does_not_wait_for_a_memory_type_making_a_block() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::mpsc;
-    use std::sync::{Arc, Mutex};
-    use std::time::Duration;
     use vk_suballoc::MemoryEventKind;
 
     let (mut allocator, device) = super::super::allocator_with(
@@ -34,20 +97,10 @@ fn end_frame_does_not_wait_for_a_memory_type_making_a_block() {
             ..vk_suballoc::Config::default()
         },
     );
-    let (entered_tx, entered_rx) = mpsc::channel::<()>();
-    let (returned_tx, returned_rx) = mpsc::channel::<()>();
-    let returned_rx = Mutex::new(returned_rx);
-    let entered_tx = Mutex::new(entered_tx);
-    let waited_out = Arc::new(AtomicBool::new(false));
-    let waited = Arc::clone(&waited_out);
+    let (held, hold) = HeldCall::new();
     allocator.set_memory_callback(move |event| {
-        if event.kind != MemoryEventKind::Allocated {
-            return;
-        }
-        entered_tx.lock().unwrap().send(()).unwrap();
-        let returned = returned_rx.lock().unwrap();
-        if returned.recv_timeout(Duration::from_secs(3)).is_err() {
-            waited.store(true, Ordering::SeqCst);
+        if event.kind == MemoryEventKind::Allocated {
+            hold.hold();
         }
     });
     let allocator = &allocator;
@@ -57,14 +110,14 @@ fn end_frame_does_not_wait_for_a_memory_type_making_a_block() {
                 .allocate(&buffer(1 << 20, 256, Usage::DEVICE_LOCAL))
                 .unwrap()
         });
-        entered_rx.recv().unwrap();
+        held.wait_until_entered();
         let fence = end_frame(allocator, &device);
-        returned_tx.send(()).unwrap();
+        held.let_return();
         device.signal_fence(fence);
         maker.join().unwrap()
     });
     assert!(
-        !waited_out.load(Ordering::SeqCst),
+        !held.waited_out(),
         "end_frame waited for the memory type's lock"
     );
     // SAFETY: the fake device runs no GPU work.
@@ -81,28 +134,14 @@ fn end_frame_does_not_wait_for_a_memory_type_making_a_block() {
 /// waits for the other thread's `free_after_frame` and `end_frame`.
 #[test]
 fn free_after_frame_does_not_wait_for_collect_s_frees() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::mpsc;
-    use std::sync::{Arc, Mutex};
-    use std::time::Duration;
     use vk_suballoc::{DedicatedPolicy, MemoryEventKind};
 
     let (mut allocator, device) = allocator(FakeLayout::discrete());
-    let (entered_tx, entered_rx) = mpsc::channel::<()>();
-    let (returned_tx, returned_rx) = mpsc::channel::<()>();
-    let returned_rx = Mutex::new(returned_rx);
-    let entered_tx = Mutex::new(entered_tx);
-    let waited_out = Arc::new(AtomicBool::new(false));
-    let waited = Arc::clone(&waited_out);
+    let (held, hold) = HeldCall::new();
     let armed = AtomicBool::new(true);
     allocator.set_memory_callback(move |event| {
-        if event.kind != MemoryEventKind::Freed || !armed.swap(false, Ordering::SeqCst) {
-            return;
-        }
-        entered_tx.lock().unwrap().send(()).unwrap();
-        let returned = returned_rx.lock().unwrap();
-        if returned.recv_timeout(Duration::from_secs(3)).is_err() {
-            waited.store(true, Ordering::SeqCst);
+        if event.kind == MemoryEventKind::Freed && armed.swap(false, Ordering::SeqCst) {
+            hold.hold();
         }
     });
     let dedicated = buffer(1 << 20, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
@@ -116,15 +155,15 @@ fn free_after_frame_does_not_wait_for_collect_s_frees() {
     let allocator = &allocator;
     let collected = std::thread::scope(|scope| {
         let collector = scope.spawn(move || allocator.collect().unwrap());
-        entered_rx.recv().unwrap();
+        held.wait_until_entered();
         allocator.free_after_frame(small).unwrap();
         let fence = end_frame(allocator, &device);
-        returned_tx.send(()).unwrap();
+        held.let_return();
         device.signal_fence(fence);
         collector.join().unwrap()
     });
     assert!(
-        !waited_out.load(Ordering::SeqCst),
+        !held.waited_out(),
         "free_after_frame or end_frame waited for collect's frees"
     );
     assert_eq!(collected.frees, 1);
@@ -141,10 +180,6 @@ fn free_after_frame_does_not_wait_for_collect_s_frees() {
 /// left to the next `collect` (`collect_polls_only_the_frames_sealed_before_it`).
 #[test]
 fn free_after_frame_does_not_wait_for_collect_s_polls() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::mpsc;
-    use std::sync::{Arc, Mutex};
-    use std::time::Duration;
     use vk_suballoc::Collected;
 
     let (allocator, device) = allocator(FakeLayout::discrete());
@@ -154,35 +189,26 @@ fn free_after_frame_does_not_wait_for_collect_s_polls() {
     device.signal_fence(end_frame(&allocator, &device));
     let second = allocator.allocate(&request).unwrap();
 
-    let (entered_tx, entered_rx) = mpsc::channel::<()>();
-    let (returned_tx, returned_rx) = mpsc::channel::<()>();
-    let waited_out = Arc::new(AtomicBool::new(false));
-    let waited = Arc::clone(&waited_out);
+    let (held, hold) = HeldCall::new();
     let armed = AtomicBool::new(true);
-    let (entered_tx, returned_rx) = (Mutex::new(entered_tx), Mutex::new(returned_rx));
     device.set_poll_hook(Some(Box::new(move || {
-        if !armed.swap(false, Ordering::SeqCst) {
-            return;
-        }
-        entered_tx.lock().unwrap().send(()).unwrap();
-        let returned = returned_rx.lock().unwrap();
-        if returned.recv_timeout(Duration::from_secs(3)).is_err() {
-            waited.store(true, Ordering::SeqCst);
+        if armed.swap(false, Ordering::SeqCst) {
+            hold.hold();
         }
     })));
 
     let allocator = &allocator;
     let collected = std::thread::scope(|scope| {
         let collector = scope.spawn(move || allocator.collect().unwrap());
-        entered_rx.recv().unwrap();
+        held.wait_until_entered();
         allocator.free_after_frame(second).unwrap();
         device.signal_fence(end_frame(allocator, &device));
-        returned_tx.send(()).unwrap();
+        held.let_return();
         collector.join().unwrap()
     });
     device.set_poll_hook(None);
     assert!(
-        !waited_out.load(Ordering::SeqCst),
+        !held.waited_out(),
         "free_after_frame or end_frame waited for collect's poll"
     );
     let one = Collected {
@@ -206,8 +232,6 @@ fn free_after_frame_does_not_wait_for_collect_s_polls() {
 /// `ASKS`).
 #[test]
 fn collect_polls_only_the_frames_sealed_before_it() {
-    use std::sync::mpsc;
-    use std::time::Duration;
     use vk_suballoc::Collected;
 
     /// The frames the hook may have sealed: enough for the test to see a
@@ -282,8 +306,6 @@ fn collect_polls_only_the_frames_sealed_before_it() {
 /// the frame seals once the `collect` has returned.
 #[test]
 fn a_ring_fills_up_with_frames_sealed_during_one_poll() {
-    use std::sync::mpsc;
-    use std::time::Duration;
     use vk_suballoc::{Collected, UploadRingDesc};
 
     let (allocator, device) = allocator(FakeLayout::discrete());
@@ -357,26 +379,18 @@ enum Finisher {
 /// `collect_idle` releases everything queued, even when another thread
 /// took the frees out first. Returns what `destroy_pool` said.
 fn a_call_after_collect_s_frees(finisher: Finisher) -> Result<(), Error> {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::mpsc;
-    use std::sync::Mutex;
-    use std::time::Duration;
     use vk_suballoc::{
         AllocationDesc, DedicatedPolicy, MemoryEventKind, PoolDesc, Request, ResourceKind,
     };
 
     let (mut allocator, device) = allocator(FakeLayout::discrete());
-    let (entered_tx, entered_rx) = mpsc::channel::<()>();
-    let (go_tx, go_rx) = mpsc::channel::<()>();
-    let (entered_tx, go_rx) = (Mutex::new(entered_tx), Mutex::new(go_rx));
+    let (held, hold) = HeldCall::new();
     let armed = AtomicBool::new(true);
     allocator.set_memory_callback(move |event| {
-        if event.kind != MemoryEventKind::Freed || !armed.swap(false, Ordering::SeqCst) {
-            return;
-        }
-        entered_tx.lock().unwrap().send(()).unwrap();
         // Never hangs: with or without the other thread's answer, it goes on.
-        let _ = go_rx.lock().unwrap().recv_timeout(Duration::from_secs(3));
+        if event.kind == MemoryEventKind::Freed && armed.swap(false, Ordering::SeqCst) {
+            hold.hold();
+        }
     });
     let pool = allocator.create_pool(&PoolDesc::new(1)).unwrap();
     let dedicated = buffer(1 << 20, 256, Usage::DEVICE_LOCAL).dedicated(DedicatedPolicy::Always);
@@ -394,7 +408,7 @@ fn a_call_after_collect_s_frees(finisher: Finisher) -> Result<(), Error> {
     let allocator = &allocator;
     let destroyed = std::thread::scope(|scope| {
         let collector = scope.spawn(move || allocator.collect().unwrap());
-        entered_rx.recv().unwrap();
+        held.wait_until_entered();
         let (done_tx, done_rx) = mpsc::channel();
         let finishing = scope.spawn(move || {
             match finisher {
@@ -413,7 +427,7 @@ fn a_call_after_collect_s_frees(finisher: Finisher) -> Result<(), Error> {
         // Time for a call that does not wait for the collector to return
         // (it returns at once); one that waits returns once told to go on.
         let _ = done_rx.recv_timeout(Duration::from_millis(300));
-        go_tx.send(()).unwrap();
+        held.let_return();
         assert_eq!(collector.join().unwrap().frees, 2);
         finishing.join().unwrap()
     });
