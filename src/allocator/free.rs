@@ -42,9 +42,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// pass over those of its granularity class); in a custom pool at its
     /// `min_blocks` it stays instead and takes requests again, which costs
     /// that pass and one over the pool's runs, as
-    /// [`give_up_move`](Self::give_up_move)'s. A named allocation's name is dropped (in a block, a
-    /// hash table removal, O(1) expected: also a lookup for an unnamed one
-    /// while others in its block or its pool's runs are named). With
+    /// [`give_up_move`](Self::give_up_move)'s. A named allocation's name
+    /// is dropped (in a block, a hash table removal, O(1) expected: also a
+    /// lookup for an unnamed one while others in its block or its pool's
+    /// runs are named). With
     /// [`Config::debug_fill`](crate::Config::debug_fill) on, O(size) more
     /// (the allocation's bytes are written; a released block's are read,
     /// O(block size)); with
