@@ -404,30 +404,78 @@ impl Walk {
         }
     }
 
-    /// The memory map's blocks tile, and its memory objects are the device's.
+    /// The memory map's blocks tile, as `BlockMap::ranges` promises (no
+    /// gap, overlap or empty range, no two free ranges touching), its
+    /// memory objects are the device's, and its allocations are the held
+    /// ranges, each where the model holds it: in its memory type, in a
+    /// custom pool exactly when it was made in one, in a block or dedicated
+    /// memory as it was placed, at its offset, holding at least its size,
+    /// of the kind its request named (the `report` module's docs) and, for
+    /// a live one, with its last name.
     pub(super) fn check_memory_map(&self) {
+        use vk_suballoc::report::RangeKind;
+        struct Shown {
+            memory_type: u32,
+            custom: bool,
+            dedicated: bool,
+            size: u64,
+            kind: RangeKind,
+            name: Option<String>,
+        }
         let map = self.allocator.memory_map();
         let mut memories = Vec::new();
+        let mut shown: HashMap<(vk::DeviceMemory, u64), Shown> = HashMap::new();
+        let mut show = |key, entry: Shown| {
+            let twice = shown.insert(key, entry).is_some();
+            assert!(!twice, "{key:?} twice in the memory map");
+        };
         for t in &map.memory_types {
+            let memory_type = t.memory_type;
             let pools = t.custom_pools.iter();
-            let blocks = t
-                .blocks
-                .iter()
-                .chain(pools.clone().flat_map(|p| p.blocks.iter()));
-            for block in blocks {
+            let blocks = (t.blocks.iter().map(|b| (b, false))).chain(
+                pools
+                    .clone()
+                    .flat_map(|p| p.blocks.iter().map(|b| (b, true))),
+            );
+            for (block, custom) in blocks {
                 let mut end = 0;
+                let mut free_before = false;
                 for range in &block.ranges {
                     assert_eq!(range.offset, end, "gap or overlap in the map");
+                    assert!(range.size > 0, "an empty range: {block:?}");
+                    let free = !range.is_allocation();
+                    assert!(!(free && free_before), "free ranges touch: {block:?}");
+                    free_before = free;
                     end += range.size;
+                    if !free {
+                        let entry = Shown {
+                            memory_type,
+                            custom,
+                            dedicated: false,
+                            size: range.size,
+                            kind: range.kind,
+                            name: range.name.clone(),
+                        };
+                        show((block.memory, range.offset), entry);
+                    }
                 }
                 assert_eq!(end, block.size);
                 memories.push(block.memory);
             }
-            let dedicated = t
-                .dedicated
-                .iter()
-                .chain(pools.flat_map(|p| p.dedicated.iter()));
-            memories.extend(dedicated.map(|d| d.memory));
+            let dedicated = (t.dedicated.iter().map(|d| (d, false)))
+                .chain(pools.flat_map(|p| p.dedicated.iter().map(|d| (d, true))));
+            for (d, custom) in dedicated {
+                let entry = Shown {
+                    memory_type,
+                    custom,
+                    dedicated: true,
+                    size: d.size,
+                    kind: d.kind,
+                    name: d.name.clone(),
+                };
+                show((d.memory, 0), entry);
+                memories.push(d.memory);
+            }
         }
         let mut device: Vec<_> = self
             .device
@@ -438,6 +486,31 @@ impl Walk {
         memories.sort_unstable();
         device.sort_unstable();
         assert_eq!(memories, device, "the memory map's memory objects");
+        let names: HashMap<_, _> = (self.live.iter())
+            .map(|l| ((l.allocation.memory(), l.allocation.offset()), l.name))
+            .collect();
+        // A ring chunk the walk has not placed yet (null memory) is shown
+        // somewhere the model does not know.
+        let mut unplaced = 0;
+        for h in self.held() {
+            if h.memory == vk::DeviceMemory::null() {
+                unplaced += 1;
+                continue;
+            }
+            let Some(s) = shown.remove(&(h.memory, h.offset)) else {
+                panic!("{h:?} missing from the memory map");
+            };
+            assert_eq!(
+                (s.memory_type, s.custom, s.dedicated, s.kind),
+                (h.memory_type, h.pool.is_some(), h.dedicated, h.kind.into()),
+                "{h:?} in the memory map"
+            );
+            assert!(s.size >= h.size, "{h:?} shown as {} bytes", s.size);
+            if let Some(name) = names.get(&(h.memory, h.offset)) {
+                assert_eq!(s.name.as_deref(), *name, "{h:?}'s name in the map");
+            }
+        }
+        assert_eq!(shown.len(), unplaced, "allocations the model does not hold");
     }
 
     /// `check_pool_corruption` of each live pool agrees with
