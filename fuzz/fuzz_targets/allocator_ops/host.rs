@@ -350,12 +350,20 @@ impl Walk {
             0 => {
                 let json = self.allocator.stats_json(what & 4 != 0);
                 let json: serde_json::Value = serde_json::from_str(&json).expect("invalid JSON");
-                let count = json["Total"]["AllocationCount"].as_u64();
-                assert_eq!(
-                    count,
-                    Some(self.held().count() as u64),
-                    "the JSON dump's count"
-                );
+                // `Total`: every memory object the device holds (blocks and
+                // dedicated memory, VMA's `BlockCount` and `BlockBytes`)
+                // and every held range.
+                let total = &json["Total"];
+                let device = self.device.live_allocations();
+                let figures =
+                    ["BlockCount", "BlockBytes", "AllocationCount"].map(|k| total[k].as_u64());
+                let want = [
+                    device.len() as u64,
+                    device.iter().map(|m| m.size).sum(),
+                    self.held().count() as u64,
+                ]
+                .map(Some);
+                assert_eq!(figures, want, "the JSON dump's total: {total}");
             }
             1 => {
                 let svg = self.allocator.memory_map_svg();
@@ -406,7 +414,8 @@ impl Walk {
 
     /// The memory map's blocks tile, as `BlockMap::ranges` promises (no
     /// gap, overlap or empty range, no two free ranges touching), its
-    /// memory objects are the device's, and its allocations are the held
+    /// memory objects are the device's (their sizes and types included),
+    /// and its allocations are the held
     /// ranges, each where the model holds it: in its memory type, in a
     /// custom pool exactly when it was made in one, in a block or dedicated
     /// memory as it was placed, at its offset, holding at least its size,
@@ -460,7 +469,7 @@ impl Walk {
                     }
                 }
                 assert_eq!(end, block.size);
-                memories.push(block.memory);
+                memories.push((block.memory, block.size, memory_type));
             }
             let dedicated = (t.dedicated.iter().map(|d| (d, false)))
                 .chain(pools.flat_map(|p| p.dedicated.iter().map(|d| (d, true))));
@@ -474,14 +483,14 @@ impl Walk {
                     name: d.name.clone(),
                 };
                 show((d.memory, 0), entry);
-                memories.push(d.memory);
+                memories.push((d.memory, d.size, memory_type));
             }
         }
         let mut device: Vec<_> = self
             .device
             .live_allocations()
             .iter()
-            .map(|m| m.memory)
+            .map(|m| (m.memory, m.size, m.memory_type))
             .collect();
         memories.sort_unstable();
         device.sort_unstable();
