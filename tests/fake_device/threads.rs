@@ -65,6 +65,10 @@ const USAGES: [Usage; 5] = [
     Usage::READBACK.union(Usage::DEVICE_LOCAL),
 ];
 
+/// The usages the recount and quiescent tests ask for: the first four of
+/// [`USAGES`] (not `READBACK | DEVICE_LOCAL`).
+const FIRST_USAGES: &[Usage] = USAGES.split_at(4).0;
+
 /// A range that no new allocation or ring allocation may overlap until its
 /// frame's fence has signalled.
 struct Held {

@@ -29,15 +29,11 @@ use vk_suballoc::{
 
 use super::super::seeded_rng::Rng;
 use super::super::{allocator_with, finish, free, requirements, FakeAllocator};
-use super::{check_tag, host_bytes_mut, write_tag, MIB};
+use super::{check_tag, host_bytes_mut, write_tag, FIRST_USAGES, MIB};
 
 const THREADS: usize = 4;
 const ROUNDS: u64 = if cfg!(miri) { 2 } else { 12 };
 const STEPS: u64 = if cfg!(miri) { 20 } else { 300 };
-
-/// The usages the threads ask for: the module's first four (not
-/// `READBACK | DEVICE_LOCAL`).
-const USAGES: &[Usage] = super::USAGES.split_at(4).0;
 
 struct Shared<'a> {
     allocator: &'a FakeAllocator,
@@ -92,7 +88,7 @@ impl Shared<'_> {
             _ => 16 + rng.below(32 << 10),
         };
         let kind = [ResourceKind::Buffer, ResourceKind::OptimalImage][rng.below(2) as usize];
-        let usage = USAGES[rng.below(USAGES.len() as u64) as usize];
+        let usage = FIRST_USAGES[rng.below(FIRST_USAGES.len() as u64) as usize];
         let mut request = Request::new(requirements(size, 1 << rng.below(10)), usage, kind);
         if rng.below(12) == 0 {
             request = request.dedicated(DedicatedPolicy::Always);

@@ -23,17 +23,13 @@ use vk_suballoc::{
 
 use super::super::seeded_rng::Rng;
 use super::super::{allocator_with, finish, free, no_room, requirements, FakeAllocator};
-use super::MIB;
+use super::{FIRST_USAGES, MIB};
 
 const THREADS: u64 = 4;
 /// The shared pool's `max_blocks`.
 const POOL_MAX_BLOCKS: u64 = 8;
 /// Operations per thread: a few under Miri.
 const STEPS: u64 = if cfg!(miri) { 30 } else { 3000 };
-
-/// The usages the threads ask for: the module's first four (not
-/// `READBACK | DEVICE_LOCAL`).
-const USAGES: &[Usage] = super::USAGES.split_at(4).0;
 
 /// What the threads share.
 struct Shared<'a> {
@@ -60,7 +56,7 @@ impl Shared<'_> {
             ResourceKind::OptimalImage,
             ResourceKind::LinearImage,
         ][rng.below(3) as usize];
-        let usage = USAGES[rng.below(USAGES.len() as u64) as usize];
+        let usage = FIRST_USAGES[rng.below(FIRST_USAGES.len() as u64) as usize];
         let mut request = Request::new(requirements(size, 1 << rng.below(10)), usage, kind);
         match rng.below(10) {
             0 => request = request.dedicated(DedicatedPolicy::Always),
