@@ -558,9 +558,14 @@ impl<M> TypePool<M> {
         block.retiring = false;
         self.counters.retiring_blocks -= 1;
         let class = block.class;
+        // An empty block holds no run (a run is one of its ranges): the
+        // walk over the pool's runs would find none.
+        let has_runs = !block.ranges.is_empty();
         self.retiring[class].retain(|&other| other != key);
         self.order[class].push(key);
-        self.runs.reopen_in_block(key);
+        if has_runs {
+            self.runs.reopen_in_block(key);
+        }
     }
 
     /// Marks block `key` retiring (module docs): out of the first-fit walk,
