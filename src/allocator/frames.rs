@@ -324,10 +324,8 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// per frame polled (those released and the first not done), and each
     /// free carried out as [`free`](Self::free) costs (with a
     /// `vkDestroyBuffer` or `vkDestroyImage` for one queued with its
-    /// resource). A destroyed ring's chunk held back is taken out of the
-    /// frees collected with it, a shift of those after it: O(frees
-    /// collected) each, where a write into a destroyed ring is still
-    /// copying. With
+    /// resource); a destroyed ring's chunk that a write still copies into
+    /// is held back in the same pass over the frees. With
     /// [`Config::debug_fill`](crate::Config::debug_fill), a write of the
     /// ring space given back and a read of the free ring space of each
     /// destroyed ring's chunk freed (O(bytes)).

@@ -105,19 +105,26 @@ impl Rings {
     /// ring up under this lock), so a count read as 0 here stays 0, and the
     /// `Acquire` read of it makes the writes' copies and flushes happen
     /// before the free (`ChunkPins`).
+    ///
+    /// # Time complexity
+    /// O(items + chunks in `retired`), plus
+    /// [`settle_leaving`](Self::settle_leaving)'s.
     pub(super) fn sort_ring_chunks(&mut self, items: &mut Vec<Deferred>) -> (usize, usize) {
-        let mut kept = 0;
-        let mut index = 0;
-        while index < items.len() {
+        // One pass: the items to free move to the front in their order, the
+        // pinned chunks gather behind them and leave for `retired`.
+        let mut to_free = 0;
+        for index in 0..items.len() {
             let pinned =
                 matches!(&items[index], Deferred::RingChunk(chunk) if chunk.pins.any_pinned());
             if !pinned {
-                index += 1;
-                continue;
+                items.swap(to_free, index);
+                to_free += 1;
             }
-            if let Deferred::RingChunk(chunk) = items.remove(index) {
+        }
+        let kept = items.len() - to_free;
+        for item in items.drain(to_free..) {
+            if let Deferred::RingChunk(chunk) = item {
                 self.retired.push(*chunk);
-                kept += 1;
             }
         }
         let before = self.retired.len();

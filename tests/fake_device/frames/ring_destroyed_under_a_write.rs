@@ -7,7 +7,7 @@
 use vk_suballoc::device::fake::FakeLayout;
 use vk_suballoc::{Collected, Config, Error, UploadRingDesc, Usage};
 
-use super::super::{allocator, finish};
+use super::super::{allocator, buffer, finish};
 
 use super::{end_frame, non_coherent_ring, while_a_ring_write_flushes};
 
@@ -179,5 +179,61 @@ fn a_destroyed_ring_s_chunk_kept_for_a_write_is_freed_by_drop() {
     // SAFETY: ring allocations hand out no slices.
     let bytes = unsafe { device.read(target.memory(), target.memory_offset(), 1024) };
     assert_eq!(bytes, Some(vec![0x5a; 1024]));
+    finish(allocator, &device);
+}
+
+/// A collected frame whose frees come before and after a destroyed ring's
+/// chunk that a write still copies into: the collect carries out the
+/// others, in other memory, and keeps the chunk alone for the collect
+/// after the write.
+#[test]
+fn frees_around_a_chunk_kept_for_a_write_are_carried_out() {
+    let (allocator, device) = allocator(FakeLayout::mobile());
+    let (ring, target) = non_coherent_ring(&allocator, 64 * 1024, 1024);
+    let allocate = || {
+        allocator
+            .allocate(&buffer(32 * 1024, 256, Usage::DEVICE_LOCAL))
+            .unwrap()
+    };
+    let (before, after) = (allocate(), allocate());
+    let coherent = UploadRingDesc {
+        size: 64 * 1024,
+        usage: Usage::UPLOAD,
+        ..UploadRingDesc::default()
+    };
+    let other_ring = allocator.create_upload_ring(&coherent).unwrap();
+    let live = allocator.stats().allocations();
+    let (written, during) = while_a_ring_write_flushes(&allocator, &device, &target, || {
+        allocator.free_after_frame(before).unwrap();
+        allocator.destroy_upload_ring(ring).unwrap();
+        allocator.destroy_upload_ring(other_ring).unwrap();
+        allocator.free_after_frame(after).unwrap();
+        device.signal_fence(end_frame(&allocator, &device));
+        let collected = allocator.collect().unwrap();
+        (collected, device.live_resources())
+    });
+    let (collected, resources) =
+        during.expect("destroying the ring or collecting waited for the ring write");
+    // Both buffers and the other ring's chunk went; the held chunk stayed.
+    assert_eq!(
+        collected,
+        Collected {
+            frames: 1,
+            frees: 3
+        }
+    );
+    assert_eq!(resources, 1);
+    written.unwrap();
+    assert_eq!(allocator.stats().allocations(), live - 3);
+    assert_eq!(
+        allocator.collect().unwrap(),
+        Collected {
+            frames: 0,
+            frees: 1
+        }
+    );
+    assert_eq!(allocator.stats().allocations(), 0);
+    assert_eq!(device.live_resources(), 0);
+    assert!(device.violations().is_empty(), "{:?}", device.violations());
     finish(allocator, &device);
 }
