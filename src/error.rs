@@ -283,7 +283,7 @@ pub enum Error {
     /// The allocation is not live in this allocator (already freed), the
     /// upload ring was destroyed, or the ring allocation's frame was
     /// collected (its bytes belong to later frames); nothing changed.
-    #[error("allocation is not live (already freed)")]
+    #[error("allocation, upload ring or ring allocation is not live (freed, destroyed, or its frame collected)")]
     StaleAllocation,
     /// The device was lost (`VK_ERROR_DEVICE_LOST`). Stop submitting;
     /// once `vkDeviceWaitIdle` has returned (this error included),
