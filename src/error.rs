@@ -283,7 +283,7 @@ pub enum Error {
     /// The allocation is not live in this allocator (already freed), the
     /// upload ring was destroyed, or the ring allocation's frame was
     /// collected (its bytes belong to later frames); nothing changed.
-    #[error("allocation is not live (already freed)")]
+    #[error("allocation, upload ring or ring allocation is not live (freed, destroyed, or its frame collected)")]
     StaleAllocation,
     /// The device was lost (`VK_ERROR_DEVICE_LOST`). Stop submitting;
     /// once `vkDeviceWaitIdle` has returned (this error included),
@@ -364,7 +364,16 @@ pub enum Error {
     #[error("unsupported resource: {0}")]
     UnsupportedResource(&'static str),
     /// The device reports a property this allocator cannot work with; the
-    /// text names it. No Vulkan driver we know of does.
+    /// text names it. No Vulkan driver we know of does, but
+    /// "maxMemoryAllocationSize is 0" is what an
+    /// [`AshMemoryDevice`](crate::device::AshMemoryDevice) read over an
+    /// instance made for Vulkan 1.0 (`VkApplicationInfo::apiVersion` left
+    /// at its default, 0, which means 1.0), against the safety contract of
+    /// `AshMemoryDevice::new`: the loader (1.3.239, with lavapipe) answered
+    /// `vkGetPhysicalDeviceProperties2` by emulation and ignored the 1.1
+    /// structure chained for that limit (the validation layer reports
+    /// `UNASSIGNED-API-Version-Violation`). Create the instance with
+    /// `apiVersion` 1.1 or later.
     #[error("unsupported device: {0}")]
     UnsupportedDevice(&'static str),
     /// This process has made 2^32 - 2 allocators, as many as allocations can

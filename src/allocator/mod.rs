@@ -259,7 +259,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
     /// is not a power of two (allocations in non-coherent memory start on an
     /// atom, through the offset allocator's power-of-two alignment; VMA
     /// assumes the same; 0 is read as 1), then when it reports a
-    /// `maxMemoryAllocationSize` of 0, then a `maxMemoryAllocationCount`
+    /// `maxMemoryAllocationSize` of 0 (as lavapipe's read over an instance
+    /// made for Vulkan 1.0, which
+    /// [`AshMemoryDevice::new`](crate::device::AshMemoryDevice::new) rules
+    /// out), then a `maxMemoryAllocationCount`
     /// of 0, then more than Vulkan's `VK_MAX_MEMORY_HEAPS` (16) heaps;
     /// [`Error::TooManyAllocators`] after 2^32 - 2 allocators in the process.
     pub fn new(device: D, config: Config) -> Result<Self, Error> {

@@ -23,6 +23,11 @@ pub enum DedicatedPolicy {
     Auto,
     /// Always dedicated, with no fallback to blocks (render targets you
     /// want to alias, with [`AllocationDesc::can_alias`], or export).
+    /// The validation layer's best practices advise against it for a
+    /// resource under 1 MiB (`vkBindMemory-small-dedicated-allocation`,
+    /// at the bind of [`Allocator::create_image`](crate::Allocator::create_image)
+    /// or [`create_buffer`](crate::Allocator::create_buffer); and
+    /// `vkAllocateMemory-small-allocation` under 256 KiB).
     Always,
     /// Never dedicated unless the driver requires it, the memory type is
     /// lazily allocated (always dedicated, as in VMA), or the request is of

@@ -143,7 +143,12 @@ impl AshMemoryDevice {
     /// Wraps a device for the allocator.
     ///
     /// # Safety
-    /// - `instance` was created with `apiVersion` 1.1 or later and
+    /// - `instance` was created with `apiVersion` 1.1 or later
+    ///   (`VkApplicationInfo::apiVersion`, whose default, 0, means 1.0;
+    ///   over a 1.0 instance, lavapipe's `maxMemoryAllocationSize` read as
+    ///   0, which [`Allocator::new`](crate::Allocator::new) refuses with
+    ///   [`Error::UnsupportedDevice`](crate::Error::UnsupportedDevice))
+    ///   and
     ///   `physical_device` reports 1.1 or later
     ///   (`VkPhysicalDeviceProperties::apiVersion`): the 1.1 property and
     ///   requirement queries are used, and `VkMemoryDedicatedAllocateInfo`

@@ -50,6 +50,16 @@ pub struct Usage(u32);
 
 impl Usage {
     /// Only the GPU touches it.
+    ///
+    /// Where the memory type it takes is host-visible too (integrated
+    /// GPUs, lavapipe), the allocation is mapped all the same, as all
+    /// host-visible memory is, and
+    /// [`Allocator::mapped_slice_mut`](crate::Allocator::mapped_slice_mut)
+    /// works: code tried on such a device that writes a `DEVICE_LOCAL`
+    /// allocation through its mapping fails on a discrete GPU with
+    /// [`Error::NotHostVisible`](crate::Error::NotHostVisible). Memory the
+    /// host writes asks for [`UPLOAD`](Self::UPLOAD) (or `UPLOAD |
+    /// ALLOW_TRANSFER_INSTEAD`, checking `mapped_ptr`).
     pub const DEVICE_LOCAL: Self = Self(1);
     /// The host writes it (sequentially), the GPU reads it.
     pub const UPLOAD: Self = Self(1 << 1);
