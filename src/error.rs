@@ -364,9 +364,9 @@ pub enum Error {
     #[error("unsupported resource: {0}")]
     UnsupportedResource(&'static str),
     /// The device reports a property this allocator cannot work with; the
-    /// text names it. No Vulkan driver we know of does, but
-    /// "maxMemoryAllocationSize is 0" is what an
-    /// [`AshMemoryDevice`](crate::device::AshMemoryDevice) read over an
+    /// text names it. No Vulkan driver we know of does, but a
+    /// `maxMemoryAllocationSize` of 0 (whose text names this cause) is what
+    /// an [`AshMemoryDevice`](crate::device::AshMemoryDevice) read over an
     /// instance made for Vulkan 1.0 (`VkApplicationInfo::apiVersion` left
     /// at its default, 0, which means 1.0), against the safety contract of
     /// `AshMemoryDevice::new`: the loader (1.3.239, with lavapipe) answered

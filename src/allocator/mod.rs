@@ -318,7 +318,10 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
         // Vulkan guarantees at least 2^30 (maintenance3); a backend that
         // reports 0 would make every request fail as too large.
         if properties.device.max_memory_allocation_size == 0 {
-            return Err(Error::UnsupportedDevice("maxMemoryAllocationSize is 0"));
+            return Err(Error::UnsupportedDevice(
+                "maxMemoryAllocationSize is 0 (read so over an instance made for Vulkan 1.0: \
+                 set VkApplicationInfo::apiVersion to 1.1 or later)",
+            ));
         }
         // Likewise at least 4096: with 0, every request would fail as past
         // the object limit (`TooManyObjects(0)`) with no object made.

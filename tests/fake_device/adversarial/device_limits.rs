@@ -13,6 +13,11 @@ use vk_suballoc::{Allocator, Config, DedicatedPolicy, Error, PoolDesc, Usage};
 
 use super::super::{allocator, buffer, finish, free};
 
+/// `Allocator::new`'s refusal of a `maxMemoryAllocationSize` of 0, which
+/// names the likely cause.
+const SIZE_ZERO: &str = "maxMemoryAllocationSize is 0 (read so over an instance made for \
+                         Vulkan 1.0: set VkApplicationInfo::apiVersion to 1.1 or later)";
+
 /// Vulkan caps a device at `VK_MAX_MEMORY_HEAPS` (16) heaps; a layout with
 /// more is an unsupported device, refused up front, not a panic in `stats`
 /// or `budgets` later.
@@ -47,10 +52,7 @@ fn a_max_allocation_size_of_zero_is_an_unsupported_device() {
     layout.max_memory_allocation_size = 0;
     let device = FakeDevice::new(layout);
     let result = Allocator::new(device.clone(), Config::default());
-    assert_eq!(
-        result.err(),
-        Some(Error::UnsupportedDevice("maxMemoryAllocationSize is 0"))
-    );
+    assert_eq!(result.err(), Some(Error::UnsupportedDevice(SIZE_ZERO)));
     device.assert_clean();
 }
 
@@ -108,7 +110,7 @@ fn new_refuses_config_then_device_in_the_documented_order() {
     layout.non_coherent_atom_size = 0;
     assert_eq!(
         refusal(&layout, Config::default()),
-        Some(Error::UnsupportedDevice("maxMemoryAllocationSize is 0"))
+        Some(Error::UnsupportedDevice(SIZE_ZERO))
     );
     layout.max_memory_allocation_size = 1 << 30;
     assert_eq!(
