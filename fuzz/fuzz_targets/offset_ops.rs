@@ -100,7 +100,12 @@ enum FuzzOp {
     /// retired, in index order) to `reuses_left % 4` reuses before its
     /// last generation, in the allocator, its twin and the model, as if
     /// allocated and freed 2^31 times less that: its slot then retires
-    /// within a few reuses, which no input reaches otherwise.
+    /// within a few reuses, which no input reaches otherwise. For
+    /// `reuses_left` of `0x80` and more, instead the slot of the id freed
+    /// last, if unused, by 2^15 - 1 reuses: the next allocation takes
+    /// that slot (the top of the unused stack) with a generation whose
+    /// low 16 bits are that id's, which `FreeStale { pick: 0 }` must
+    /// still refuse (the node keeps the generation in two 16-bit halves).
     AgeSlot {
         pick: u8,
         reuses_left: u8,
@@ -406,7 +411,8 @@ impl<const M: u32> PackedTwin<M> {
             Op::FreeStale { pick } => {
                 shadow.apply(op);
                 if !self.freed.is_empty() {
-                    let id = self.freed[pick % self.freed.len()];
+                    // As the shadow's: counted back from the id freed last.
+                    let id = self.freed[self.freed.len() - 1 - pick % self.freed.len()];
                     assert_eq!(self.heap.fuzz_free_packed(id), None, "stale {id:?}");
                     assert_eq!(self.heap.fuzz_gaps_around(id), None, "stale {id:?}");
                 }
@@ -459,11 +465,32 @@ impl<const M: u32> PackedTwin<M> {
     /// (they are identical between steps), then the model.
     fn age_slot(&mut self, shadow: &mut Shadow<M>, pick: u8, reuses_left: u8) {
         let unused = shadow.unused_slots();
-        if unused.is_empty() {
+        let picked = if reuses_left >= 0x80 {
+            // The id freed last has its slot's generation less one; its
+            // slot's next allocation then has that id's plus 2^16.
+            let Some(last) = shadow.last_freed() else {
+                return;
+            };
+            unused
+                .iter()
+                .find(|&&(slot, _)| slot == last.slot())
+                .and_then(|&(slot, generation)| {
+                    Some((slot, generation, generation.checked_add(0xfffe)?))
+                })
+        } else {
+            unused
+                .get(usize::from(pick) % unused.len().max(1))
+                .map(|&(slot, generation)| {
+                    (
+                        slot,
+                        generation,
+                        u32::MAX - 1 - 2 * u32::from(reuses_left % 4),
+                    )
+                })
+        };
+        let Some((slot, generation, target)) = picked else {
             return;
-        }
-        let (slot, generation) = unused[usize::from(pick) % unused.len()];
-        let target = u32::MAX - 1 - 2 * u32::from(reuses_left % 4);
+        };
         // Forwards only: an earlier generation would make freed ids live.
         if target <= generation {
             return;

@@ -52,7 +52,8 @@ pub enum Op {
     AllocateMaxOffset { size: u64, align: u64 },
     /// Frees the live allocation number `pick % live` in address order.
     Free { pick: usize },
-    /// Frees an id freed before: must be `StaleId` and change nothing.
+    /// Frees an id freed before, number `pick % freed` counted back from
+    /// the one freed last: must be `StaleId` and change nothing.
     FreeStale { pick: usize },
     /// Frees an id of another allocator: must be `ForeignId`.
     FreeForeign,
@@ -211,7 +212,7 @@ impl<const M: u32> Shadow<M> {
             }
             Op::FreeStale { pick } => {
                 if !self.freed.is_empty() {
-                    let id = self.freed[pick % self.freed.len()];
+                    let id = self.freed[self.freed.len() - 1 - pick % self.freed.len()];
                     assert_eq!(self.heap.free(id), Err(OffsetError::StaleId));
                     assert_eq!(self.heap.get(id), None);
                 }
@@ -323,6 +324,11 @@ impl<const M: u32> Shadow<M> {
     /// Whether an allocation slot is free: neither live nor retired.
     pub fn has_unused_slot(&self) -> bool {
         (self.live.len() + self.retired.len()) < self.slots as usize
+    }
+
+    /// The id freed last, if any.
+    pub fn last_freed(&self) -> Option<AllocationId> {
+        self.freed.back().copied()
     }
 
     /// Slots retired so far.

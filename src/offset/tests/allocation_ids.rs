@@ -86,6 +86,23 @@ fn a_slot_retires_before_its_generation_comes_round() {
     assert_eq!(heap.storage_report().largest_free_range, 100);
 }
 
+/// The node keeps a slot's generation in two 16-bit halves (`node.rs`):
+/// an id 2^15 reuses stale, whose generation is the live one's in its
+/// low half, is refused as any stale id.
+#[test]
+fn an_id_like_the_live_one_in_its_low_16_bits_is_stale() {
+    let mut heap = OffsetAllocator::<3>::new(100, 1).unwrap();
+    let old = heap.allocate(10, 1).unwrap();
+    heap.free(old.id).unwrap();
+    // As if allocated and freed 2^15 - 1 times more.
+    heap.nodes[1].set_generation(old.id.generation + 0xffff);
+    let live = heap.allocate(20, 1).unwrap();
+    assert_eq!(live.id.generation, old.id.generation + 0x1_0000);
+    assert_eq!(heap.get(old.id), None);
+    assert_eq!(heap.free(old.id), Err(OffsetError::StaleId));
+    assert_eq!(heap.get(live.id), Some(live));
+}
+
 /// A retired slot among live ones, as the docs describe it
 /// ([`AllocationId`], [`OffsetError::OutOfSlots`], `slot_count`): it is
 /// never handed out again, by any call; `slot_count` and `OutOfSlots`
