@@ -164,6 +164,9 @@ impl<const M: u32> OffsetAllocator<M> {
         if bin_prev == NIL {
             // The head of its bin: only then is the bin itself needed.
             let bin = bin_down::<M>(gap) as usize;
+            // A `gap` other than the one it was filed with would unlink
+            // another bin's head and leave this node listed.
+            debug_assert_eq!(self.bin_heads[bin], node, "gap {gap} filed elsewhere");
             self.bin_heads[bin] = bin_next;
             if bin_next == NIL {
                 self.mask.clear(bin as u32);
