@@ -360,7 +360,10 @@ impl Walk {
                 };
                 let others = if limited { usage - own[h] } else { 0 };
                 let budget = match reported {
-                    0 => (heap.size as f64 * fraction) as u64,
+                    // No budget (or none reported): `fraction` of the
+                    // (limited) heap beside what others use, as the limit
+                    // caps this allocator's memory, not theirs.
+                    0 => others.saturating_add((heap.size as f64 * fraction) as u64),
                     reported => reported.min(others.saturating_add(heap.size)),
                 };
                 HeapBudget { budget, usage }

@@ -66,7 +66,7 @@ impl Walk {
     /// released when its last one is freed, but a pool's kept at its
     /// `min_blocks`, no longer retiring), each other block too; each heap
     /// the sum of its types, of its (limited) size, with the budget
-    /// `budgets` reports (as `HeapStats::budget` says).
+    /// `budgets` reports.
     pub(super) fn check_stats_figures(&self, stats: &Stats, live: &[FakeAllocationInfo]) {
         let types = self.layout.memory_types.len();
         assert_eq!(stats.memory_types.len(), types);
@@ -86,9 +86,7 @@ impl Walk {
             check_block_counts(s, "type");
         }
         assert_eq!(stats.heaps.len(), self.layout.memory_heaps.len());
-        // `budgets()`' figures, not the model's (`expected_budgets`):
-        // see `check_budgets` for those.
-        let budgets = self.allocator.budgets();
+        let budgets = self.expected_budgets(&self.own_usage());
         for (h, hs) in stats.heaps.iter().enumerate() {
             let mine = stats.memory_types.iter().filter(|s| s.heap == h as u32);
             let sums = mine.fold((0, 0, 0), |(r, l, a), s| {
