@@ -85,7 +85,8 @@
 //! (`NotExportable` naming those types otherwise); AMD's device-coherent
 //! types take only requests (and `memory_type_for` queries) whose
 //! `memoryTypeBits` admit no other type; `stats()` and `pool_stats()` agree with the target's own tally
-//! (ring chunks included); the memory callback's events (when one is
+//! (ring chunks included), with the device's memory objects type by type
+//! and with the memory map's blocks, pools and heaps (`figures.rs`); the memory callback's events (when one is
 //! installed) match the device's memory objects, a callback replaced
 //! having been told each object's free and its successor each object's
 //! making; the application's

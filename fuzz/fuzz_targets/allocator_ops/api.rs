@@ -44,7 +44,8 @@ impl Walk {
     /// What the allocator says of itself agrees with the model: its frame,
     /// its pools' figures, the memory callback's events, the resources it
     /// will destroy, that it owns every live allocation.
-    pub(super) fn check_api(&self) {
+    pub(super) fn check_api(&self, stats: &vk_suballoc::report::Stats) {
+        let mut of_types = stats.memory_types.clone();
         assert_eq!(self.allocator.current_frame(), self.next_frame);
         assert_eq!(self.allocator.frames_in_flight(), self.sealed.len());
         assert_eq!(*self.allocator.config(), self.config);
@@ -68,6 +69,7 @@ impl Walk {
             );
             assert_eq!(got, want, "stats of {:?}: {s:?}", p.pool);
             assert!(s.blocks >= u64::from(p.min_blocks), "{s:?}");
+            self.check_pool_figures(p, &s, &mut of_types[p.memory_type as usize]);
         }
         for dead in &self.dead_pools {
             assert_eq!(self.allocator.pool_stats(dead), Err(Error::StalePool));
@@ -334,7 +336,7 @@ impl Walk {
     }
 
     /// The allocator's memory in each heap, as the device counts it.
-    fn own_usage(&self) -> Vec<u64> {
+    pub(super) fn own_usage(&self) -> Vec<u64> {
         let mut own = vec![0u64; self.layout.memory_heaps.len()];
         for m in self.device.live_allocations() {
             own[m.heap as usize] += m.size;
@@ -344,7 +346,7 @@ impl Walk {
 
     /// Each heap's figures as `budgets` must read them now, the allocator
     /// holding `own` bytes in each heap ([`check_budgets`](Self::check_budgets)).
-    fn expected_budgets(&self, own: &[u64]) -> Vec<HeapBudget> {
+    pub(super) fn expected_budgets(&self, own: &[u64]) -> Vec<HeapBudget> {
         let fraction = self.config.budget_fraction.clamp(0.0, 1.0);
         let device_usage = self.device.heap_usage();
         (self.layout.memory_heaps.iter().enumerate())
@@ -358,7 +360,10 @@ impl Walk {
                 };
                 let others = if limited { usage - own[h] } else { 0 };
                 let budget = match reported {
-                    0 => (heap.size as f64 * fraction) as u64,
+                    // No budget (or none reported): `fraction` of the
+                    // (limited) heap beside what others use, as the limit
+                    // caps this allocator's memory, not theirs.
+                    0 => others.saturating_add((heap.size as f64 * fraction) as u64),
                     reported => reported.min(others.saturating_add(heap.size)),
                 };
                 HeapBudget { budget, usage }

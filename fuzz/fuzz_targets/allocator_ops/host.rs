@@ -415,38 +415,48 @@ impl Walk {
     /// The memory map's blocks tile, as `BlockMap::ranges` promises (no
     /// gap, overlap or empty range, no two free ranges touching), its
     /// memory objects are the device's (their sizes and types included),
-    /// and its allocations are the held
-    /// ranges, each where the model holds it: in its memory type, in a
-    /// custom pool exactly when it was made in one, in a block or dedicated
-    /// memory as it was placed, at its offset, holding at least its size,
-    /// of the kind its request named (the `report` module's docs) and, for
-    /// a live one, with its last name.
+    /// its figures are the stats' and the model's (`check_map_figures`),
+    /// and its allocations are the held ranges, each where the model holds
+    /// it: in its memory type, in the custom pool it was made in (the one
+    /// of the model's pool's key) or in none, in a block or dedicated
+    /// memory as it was placed, at its offset, of the kind its request
+    /// named (the `report` module's docs), with its last name (also once
+    /// freed after a frame, until collected) and holding in a block at
+    /// least its size and `debug_margin`, dedicated memory exactly its
+    /// size (`RangeMap::size`, `memory_size`).
     pub(super) fn check_memory_map(&self) {
         use vk_suballoc::report::RangeKind;
         struct Shown {
             memory_type: u32,
-            custom: bool,
+            /// The custom pool's index in `keys`.
+            pool: Option<usize>,
             dedicated: bool,
             size: u64,
             kind: RangeKind,
             name: Option<String>,
         }
+        let stats = self.allocator.stats();
         let map = self.allocator.memory_map();
+        let keys: Vec<_> = map.custom_pools().map(|p| self.shown_pool_key(p)).collect();
+        self.check_map_figures(&map, &stats, &keys);
         let mut memories = Vec::new();
         let mut shown: HashMap<(vk::DeviceMemory, u64), Shown> = HashMap::new();
         let mut show = |key, entry: Shown| {
             let twice = shown.insert(key, entry).is_some();
             assert!(!twice, "{key:?} twice in the memory map");
         };
+        let mut pool_at = 0;
         for t in &map.memory_types {
             let memory_type = t.memory_type;
-            let pools = t.custom_pools.iter();
-            let blocks = (t.blocks.iter().map(|b| (b, false))).chain(
+            let first_pool = pool_at;
+            pool_at += t.custom_pools.len();
+            let pools = (t.custom_pools.iter().enumerate()).map(|(i, p)| (first_pool + i, p));
+            let blocks = (t.blocks.iter().map(|b| (b, None))).chain(
                 pools
                     .clone()
-                    .flat_map(|p| p.blocks.iter().map(|b| (b, true))),
+                    .flat_map(|(i, p)| p.blocks.iter().map(move |b| (b, Some(i)))),
             );
-            for (block, custom) in blocks {
+            for (block, pool) in blocks {
                 let mut end = 0;
                 let mut free_before = false;
                 for range in &block.ranges {
@@ -459,7 +469,7 @@ impl Walk {
                     if !free {
                         let entry = Shown {
                             memory_type,
-                            custom,
+                            pool,
                             dedicated: false,
                             size: range.size,
                             kind: range.kind,
@@ -471,12 +481,12 @@ impl Walk {
                 assert_eq!(end, block.size);
                 memories.push((block.memory, block.size, memory_type));
             }
-            let dedicated = (t.dedicated.iter().map(|d| (d, false)))
-                .chain(pools.flat_map(|p| p.dedicated.iter().map(|d| (d, true))));
-            for (d, custom) in dedicated {
+            let dedicated = (t.dedicated.iter().map(|d| (d, None)))
+                .chain(pools.flat_map(|(i, p)| p.dedicated.iter().map(move |d| (d, Some(i)))));
+            for (d, pool) in dedicated {
                 let entry = Shown {
                     memory_type,
-                    custom,
+                    pool,
                     dedicated: true,
                     size: d.size,
                     kind: d.kind,
@@ -495,9 +505,10 @@ impl Walk {
         memories.sort_unstable();
         device.sort_unstable();
         assert_eq!(memories, device, "the memory map's memory objects");
-        let names: HashMap<_, _> = (self.live.iter())
-            .map(|l| ((l.allocation.memory(), l.allocation.offset()), l.name))
+        let pool_keys: HashMap<Pool, _> = (self.pools.iter())
+            .map(|p| (p.pool, self.pool_key(p)))
             .collect();
+        let margin = self.config.debug_margin;
         // A ring chunk the walk has not placed yet (null memory) is shown
         // somewhere the model does not know.
         let mut unplaced = 0;
@@ -510,13 +521,20 @@ impl Walk {
                 panic!("{h:?} missing from the memory map");
             };
             assert_eq!(
-                (s.memory_type, s.custom, s.dedicated, s.kind),
+                (s.memory_type, s.pool.is_some(), s.dedicated, s.kind),
                 (h.memory_type, h.pool.is_some(), h.dedicated, h.kind.into()),
                 "{h:?} in the memory map"
             );
-            assert!(s.size >= h.size, "{h:?} shown as {} bytes", s.size);
-            if let Some(name) = names.get(&(h.memory, h.offset)) {
-                assert_eq!(s.name.as_deref(), *name, "{h:?}'s name in the map");
+            if let (Some(p), Some(i)) = (h.pool, s.pool) {
+                assert_eq!(Some(&keys[i]), pool_keys.get(&p), "{h:?}'s pool in the map");
+            }
+            if h.dedicated {
+                assert_eq!(s.size, h.size, "{h:?} shown as {} bytes", s.size);
+            } else {
+                assert!(s.size >= h.size + margin, "{h:?} shown as {} bytes", s.size);
+            }
+            if let Some(name) = h.name {
+                assert_eq!(s.name.as_deref(), name, "{h:?}'s name in the map");
             }
         }
         assert_eq!(shown.len(), unplaced, "allocations the model does not hold");

@@ -21,6 +21,8 @@ mod api;
 mod apply;
 #[path = "batch.rs"]
 mod batch;
+#[path = "figures.rs"]
+mod figures;
 #[path = "foreign.rs"]
 mod foreign;
 #[path = "frames.rs"]
@@ -87,6 +89,12 @@ struct Held {
     /// The entries of the frame queue it takes once freed after a frame:
     /// 2 when its resource was queued as an alias before it.
     queued: usize,
+    /// The name the memory map must show for it, where the model knows
+    /// it: a live allocation's last name, kept once it is freed after a
+    /// frame until that frame is collected (its range is still held);
+    /// `None` where the model does not know (ring chunks, move sources
+    /// and given-up destinations).
+    name: Option<Option<&'static str>>,
 }
 
 /// An application's buffer or image (a fake device resource).
@@ -136,6 +144,7 @@ impl Held {
             kind,
             resources: 0,
             queued: 1,
+            name: None,
         }
     }
 }
@@ -144,6 +153,7 @@ impl Live {
     fn held(&self) -> Held {
         Held {
             resources: usize::from(self.resource.is_some()),
+            name: Some(self.name),
             ..Held::of(&self.allocation, self.pool, self.kind)
         }
     }
@@ -401,6 +411,7 @@ impl Walk {
         }
         let live = self.device.live_allocations();
         assert_eq!(stats.memory_objects as usize, live.len(), "memory objects");
+        self.check_stats_figures(&stats, &live);
         let blocks: u64 = stats
             .memory_types
             .iter()
@@ -411,13 +422,17 @@ impl Walk {
         assert!(violations.is_empty(), "{violations:#?}");
         self.check_rings();
         self.check_granularity();
-        self.check_api();
+        self.check_api(&stats);
         self.check_names();
     }
 
-    /// Frees everything, collects every frame and checks that only the
-    /// kept empty blocks remain; then that nothing leaks.
+    /// Checks the memory map of what the walk left (`Op::Inspect` is
+    /// one operation of many: in 30 minutes' corpus, 1,043 inputs, none
+    /// reached its memory map), frees everything, collects every frame
+    /// and checks that only the kept empty blocks remain, with their map;
+    /// then that nothing leaks.
     pub fn finish(mut self) {
+        self.check_memory_map();
         for ring in std::mem::take(&mut self.rings) {
             assert_eq!(self.allocator.destroy_upload_ring(ring.ring), Ok(()));
             self.current.extend(ring.chunks.iter().map(|c| c.held));
@@ -438,6 +453,7 @@ impl Walk {
         }
         assert!(self.sealed.is_empty() && self.current.is_empty());
         self.check();
+        self.check_memory_map();
         let stats = self.allocator.stats();
         let pooled = |t: usize| -> u64 {
             self.pools

@@ -158,6 +158,7 @@ impl Walk {
                 kind: ResourceKind::Buffer,
                 resources: 1,
                 queued: 1,
+                name: None,
             },
             buffer: None,
             capacity,
