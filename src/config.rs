@@ -335,6 +335,41 @@ pub struct Config {
     /// nothing: the same bit-mask test as for `debug_fill`. For debugging,
     /// not for shipping.
     pub log_allocations: bool,
+    /// Hands out a mapping only where every device would have one: an
+    /// allocation is mapped (its [`Allocation::mapped_ptr`](crate::Allocation::mapped_ptr)
+    /// is `Some`, and [`Allocator::mapped_slice_mut`](crate::Allocator::mapped_slice_mut),
+    /// `copy_to_allocation`, `flush` and the rest work) when its request's
+    /// usage needs host access ([`Usage::needs_host_access`](crate::Usage::needs_host_access):
+    /// `UPLOAD` or `READBACK`, but not `UPLOAD | ALLOW_TRANSFER_INSTEAD`)
+    /// or its description requires `HOST_VISIBLE`
+    /// ([`AllocationDesc::required_flags`](crate::AllocationDesc::required_flags)),
+    /// and not otherwise, even in a host-visible memory type. For tests
+    /// on devices whose GPU memory is host-visible (lavapipe, integrated
+    /// and mobile GPUs, a discrete GPU with resizable BAR): there code
+    /// that writes a `DEVICE_LOCAL` allocation through its mapping works,
+    /// and fails on a discrete GPU without resizable BAR with
+    /// [`Error::NotHostVisible`](crate::Error::NotHostVisible); with this
+    /// on, it fails on every device. An `UPLOAD | ALLOW_TRANSFER_INSTEAD`
+    /// allocation then always takes its transfer path (`mapped_ptr`
+    /// `None`), as on a discrete GPU whose BAR is full. The same holds for
+    /// upload rings by their [`usage`](crate::UploadRingDesc::usage): a
+    /// GPU-only ring's allocations have no `mapped_ptr`, and
+    /// [`ring_write`](crate::Allocator::ring_write) refuses them. A
+    /// defragmentation move's destination is mapped when the allocation
+    /// it replaces was.
+    ///
+    /// Nothing else changes: the memory types chosen, the blocks (mapped
+    /// as ever, for [`debug_fill`](Self::debug_fill) and
+    /// [`detect_corruption`](Self::detect_corruption), which go on
+    /// working in blocks; a GPU-only ring's chunks are not filled, as on a
+    /// discrete GPU). VMA has no such check (its
+    /// `VMA_ALLOCATION_CREATE_HOST_ACCESS_*` flags only rank memory types).
+    ///
+    /// Costs, when on: allocations and frees in host-visible memory types
+    /// take the debug path of [`debug_fill`](Self::debug_fill). Off, the
+    /// default, it costs nothing: the same bit-mask test as for
+    /// `debug_fill`. For tests and debug builds, not for shipping.
+    pub strict_host_access: bool,
 }
 
 impl Default for Config {
@@ -355,6 +390,7 @@ impl Default for Config {
             heap_size_limits: [0; 16],
             allocation_backtraces: false,
             log_allocations: false,
+            strict_host_access: false,
         }
     }
 }

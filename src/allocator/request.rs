@@ -192,6 +192,17 @@ impl From<Usage> for AllocationDesc<'_> {
 }
 
 impl<'a> AllocationDesc<'a> {
+    /// Whether every memory type the request may take is host-visible, so
+    /// that it is mapped on every device: its usage needs host access, or
+    /// it requires `HOST_VISIBLE` (`Config::strict_host_access` withholds
+    /// the mapping of the others).
+    pub(crate) fn asks_for_host_access(&self) -> bool {
+        self.usage.needs_host_access()
+            || self
+                .required_flags
+                .contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
+    }
+
     /// A description with `usage` and defaults for the rest.
     pub const fn new(usage: Usage) -> Self {
         Self {

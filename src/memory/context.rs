@@ -152,8 +152,9 @@ pub(crate) struct MemoryContext<D> {
     /// and `0xDC` when allocated: with `Config::debug_fill`, the
     /// `HOST_VISIBLE` types, coherent or not (`type_pool/debug_fill.rs`).
     fill_types: u32,
-    /// `corruption_types | fill_types`, and every type with
-    /// `Config::allocation_backtraces` or `Config::log_allocations`: the
+    /// `corruption_types | fill_types`, every type with
+    /// `Config::allocation_backtraces` or `Config::log_allocations`, and
+    /// the host-visible types with `Config::strict_host_access`: the
     /// types whose allocations and frees take the out-of-line debug paths,
     /// tested once per allocation and per free
     /// ([`is_debug_type`](Self::is_debug_type)).
@@ -304,6 +305,12 @@ impl<D> MemoryContext<D> {
                 | fill_types
                 | if config.allocation_backtraces || config.log_allocations {
                     existing
+                } else {
+                    0
+                }
+                // Mappings are withheld on the allocation's debug path.
+                | if config.strict_host_access {
+                    coherent_types | (usable_types & non_coherent_types)
                 } else {
                     0
                 },

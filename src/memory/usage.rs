@@ -60,6 +60,9 @@ impl Usage {
     /// [`Error::NotHostVisible`](crate::Error::NotHostVisible). Memory the
     /// host writes asks for [`UPLOAD`](Self::UPLOAD) (or `UPLOAD |
     /// ALLOW_TRANSFER_INSTEAD`, checking `mapped_ptr`).
+    /// [`Config::strict_host_access`](crate::Config::strict_host_access)
+    /// withholds the mapping on every device, so that tests catch such
+    /// code.
     pub const DEVICE_LOCAL: Self = Self(1);
     /// The host writes it (sequentially), the GPU reads it.
     pub const UPLOAD: Self = Self(1 << 1);

@@ -334,6 +334,15 @@ fn is_host_visible(props: Props) -> bool {
     props.contains(Props::HOST_VISIBLE)
 }
 
+impl Walk {
+    /// Whether an allocation of `usage` in a type of `props` is mapped:
+    /// in host-visible memory, but with `Config::strict_host_access` only
+    /// for a usage that needs host access (the walk requires no flags).
+    fn is_mapped(&self, props: Props, usage: Usage) -> bool {
+        is_host_visible(props) && (!self.config.strict_host_access || usage.needs_host_access())
+    }
+}
+
 fn is_non_coherent(props: Props) -> bool {
     props.contains(Props::HOST_VISIBLE) && !props.contains(Props::HOST_COHERENT)
 }

@@ -5,7 +5,8 @@
 //! a neighbour's bytes (`neighbours.rs`), and the fake device's own model
 //! of mapped memory that the other tests rely on: its host and device
 //! views, its mapping rules (`fake_mapped_memory.rs`) and its quarantine
-//! of freed memory (`writes_into_freed_memory.rs`).
+//! of freed memory (`writes_into_freed_memory.rs`); and the mappings
+//! `Config::strict_host_access` withholds (`strict_host_access.rs`).
 
 #[path = "mapping/fake_mapped_memory.rs"]
 mod fake_mapped_memory;
@@ -13,5 +14,7 @@ mod fake_mapped_memory;
 mod host_access;
 #[path = "mapping/neighbours.rs"]
 mod neighbours;
+#[path = "mapping/strict_host_access.rs"]
+mod strict_host_access;
 #[path = "mapping/writes_into_freed_memory.rs"]
 mod writes_into_freed_memory;

@@ -430,7 +430,11 @@ impl<D: MemoryDeviceExt<M>, M: Send> Allocator<D, M> {
                                 home: Home::new(memory_type, group.tag),
                                 location: placement.location,
                                 allocator: self.id,
-                                mapped: placement.mapped,
+                                // Withheld where the allocation it replaces
+                                // has none (`Config::strict_host_access`).
+                                mapped: placement
+                                    .mapped
+                                    .filter(|_| movables[index].allocation.mapped.is_some()),
                             },
                         }),
                 );

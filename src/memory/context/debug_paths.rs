@@ -28,9 +28,10 @@ impl<D> MemoryContext<D> {
 
     /// The memory types whose allocations and frees take the debug paths,
     /// one bit per type: those with margins' patterns or debug fills
-    /// ([`checked_types`](Self::checked_types)), and every type when
+    /// ([`checked_types`](Self::checked_types)), every type when
     /// `Config::allocation_backtraces` or `Config::log_allocations` is
-    /// on; 0 otherwise.
+    /// on, and the host-visible types with `Config::strict_host_access`
+    /// (whose allocations' mappings the debug path withholds); 0 otherwise.
     #[inline]
     pub(crate) fn debug_types(&self) -> u32 {
         self.debug_types
@@ -48,6 +49,12 @@ impl<D> MemoryContext<D> {
     /// (`Config::allocation_backtraces`), for leak reports.
     pub(crate) fn records_backtraces(&self) -> bool {
         self.config.allocation_backtraces
+    }
+
+    /// Whether allocations are mapped only where their request asks for
+    /// host access (`Config::strict_host_access`).
+    pub(crate) fn strict_host_access(&self) -> bool {
+        self.config.strict_host_access
     }
 
     /// Whether every allocation and free is logged

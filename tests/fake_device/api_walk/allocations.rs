@@ -196,7 +196,8 @@ impl Walk {
             let placed = alignment.max(self.pool_min_alignment(request.desc.pool));
             self.check_placement(a, placed, request.kind, request);
         }
-        assert_eq!(a.mapped_ptr().is_some(), is_host_visible(props), "{ctx}");
+        let mapped = self.is_mapped(props, request.desc.usage);
+        assert_eq!(a.mapped_ptr().is_some(), mapped, "{ctx}");
         assert!(self.allocator.owns(a), "{ctx}");
         let place = Place {
             memory: a.memory(),
@@ -205,7 +206,7 @@ impl Walk {
         };
         self.assert_disjoint(place, a.size(), "a new allocation");
         self.check_new_fill(&allocation, props);
-        let tag = is_host_visible(props).then(|| {
+        let tag = mapped.then(|| {
             self.next_tag = self.next_tag.wrapping_add(1).max(1);
             let bytes = self.allocator.mapped_slice_mut(&mut allocation).unwrap();
             let last = bytes.len() - 1;
@@ -252,7 +253,11 @@ impl Walk {
                 "{ctx}: {a:?} not filled (GPU)"
             );
         }
-        let bytes = self.allocator.mapped_slice(a).unwrap();
+        // Without a mapping (`Config::strict_host_access`), the GPU's view.
+        let Ok(bytes) = self.allocator.mapped_slice(a) else {
+            assert_eq!(a.mapped_ptr(), None, "{ctx}");
+            return;
+        };
         let len = len as usize;
         let ends = bytes[..len].iter().chain(&bytes[bytes.len() - len..]);
         assert!(ends.copied().all(|b| b == 0xDC), "{ctx}: {a:?} not filled");
@@ -375,7 +380,8 @@ impl Walk {
         let ctx = self.ctx();
         let live = &mut self.live[index];
         let a = &mut live.allocation;
-        let host = is_host_visible(self.layout.memory_types[a.memory_type() as usize].props);
+        // Mapped as checked when it was made (or moved).
+        let host = a.mapped_ptr().is_some();
         let size = a.size();
         let start = self.rng.below(size + 1);
         let mut end = start + self.rng.below(size - start + 1);

@@ -9,7 +9,7 @@ use vk_suballoc::{
 };
 
 use super::allocations::unchanged_but_released_empty_blocks;
-use super::{is_host_visible, overlaps, Counted, Place, Ring, Walk};
+use super::{overlaps, Counted, Place, Ring, Walk};
 
 impl Walk {
     pub(super) fn ring_op(&mut self) {
@@ -406,7 +406,8 @@ impl Walk {
         // writes; a GPU-only ring's may be in VRAM, unmapped.
         let props = self.layout.memory_types[counted.memory_type as usize].props;
         let host = a.mapped_ptr().is_some();
-        assert_eq!(host, is_host_visible(props), "{ctx}: {a:?}");
+        let usage = self.rings[index].usage;
+        assert_eq!(host, self.is_mapped(props, usage), "{ctx}: {a:?}");
         assert!(
             host || !self.rings[index].usage.needs_host_access(),
             "{ctx}: {a:?}"

@@ -102,6 +102,10 @@ pub(super) fn variant(rng: &mut Rng, base: FakeLayout) -> (FakeLayout, Config) {
         // Backtraces in a quarter of the walks, from a third copy: every
         // free must drop its allocation's (checked at the drop).
         allocation_backtraces: Rng(rng.0 ^ 0x6274).below(4) == 0,
+        // Mappings withheld in a quarter, from a fourth copy: allocations
+        // and ring allocations of usages without host access then have
+        // none, wherever they lie.
+        strict_host_access: Rng(rng.0 ^ 0x7368).below(4) == 0,
         ..Config::default()
     };
     (layout, config)

@@ -112,6 +112,8 @@ fn config_defaults_are_the_documented_figures() {
     assert!(!config.allocation_backtraces);
     // log_allocations "Off, the default".
     assert!(!config.log_allocations);
+    // strict_host_access "Off, the default".
+    assert!(!config.strict_host_access);
     // The limits the docs quote, at their boundaries: accepted.
     let device = vk_suballoc::device::fake::FakeDevice::new(FakeLayout::lavapipe());
     for config in [

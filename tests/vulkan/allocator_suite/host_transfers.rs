@@ -7,10 +7,14 @@
 //! layer's host cache loses what is not flushed.
 
 use ash::vk;
-use vk_suballoc::{Allocation, AllocationDesc, Error, Request, ResourceKind, Usage};
+use vk_suballoc::device::AshMemoryDevice;
+use vk_suballoc::{
+    Allocation, AllocationDesc, Allocator, Config, Error, Request, ResourceKind, Usage,
+};
 
 use super::super::allocator_setup::{
-    allocator_for, buffer_info, memory_barrier, TRANSFER_TO_HOST, TRANSFER_TO_TRANSFER,
+    allocator_configured, allocator_for, buffer_info, memory_barrier, TRANSFER_TO_HOST,
+    TRANSFER_TO_TRANSFER,
 };
 use crate::support::{on_custom_device, test_each_profile, Profile, VulkanContext};
 
@@ -23,83 +27,141 @@ test_each_profile!(
     /// way the GPU sees the bytes, with no validation message. A second buffer
     /// whose allowed types are not host-visible (where the profile has such
     /// types a buffer may use: mali's only one is lazily allocated, for
-    /// transient images alone) takes the copy.
+    /// transient images alone) takes the copy. With
+    /// `Config::strict_host_access`, both take the copy (and a
+    /// `DEVICE_LOCAL` buffer refuses host writes), whatever the profile's
+    /// memory: the path a discrete GPU whose BAR is full takes.
     fn allow_transfer_instead_uploads_directly_or_with_a_copy(profile) {
         let context = VulkanContext::new(profile);
-        let allocator = allocator_for(&context);
-        let memory = context.memory_properties();
-        let flags_of = |a: &Allocation| memory.memory_types[a.memory_type() as usize].property_flags;
-        let usage = Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD;
-        let len = 4096;
-        let (direct, direct_memory) = buffer(&allocator, len, AllocationDesc::new(usage));
-        let mut targets = vec![(direct, direct_memory)];
-        // Not host-visible: the memory types the profile has without it.
-        let unmappable = (0..memory.memory_type_count)
-            .filter(|&t| !memory.memory_types[t as usize].property_flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE))
-            .fold(0u32, |bits, t| bits | 1 << t);
-        // SAFETY: a valid create info; the buffer is bound once, below, to
-        // memory allocated for it in a type its requirements allow, or
-        // destroyed unbound.
-        unsafe {
-            let buffer = context.device.create_buffer(&buffer_info(len), None).unwrap();
-            let mut requirements = context.device.get_buffer_memory_requirements(buffer);
-            requirements.memory_type_bits &= unmappable;
-            if requirements.memory_type_bits != 0 {
-                let request = Request::new(requirements, usage, ResourceKind::Buffer);
-                let allocation = allocator.allocate(&request).unwrap();
-                assert_eq!(allocation.mapped_ptr(), None, "{profile}");
-                context.device.bind_buffer_memory(buffer, allocation.memory(), allocation.offset()).unwrap();
-                targets.push((buffer, allocation));
-            } else {
-                context.device.destroy_buffer(buffer, None);
-            }
-        }
-        for (round, (target, mut target_memory)) in targets.into_iter().enumerate() {
-            let what = format!("{profile} buffer {round}");
-            let flags = flags_of(&target_memory);
-            assert!(flags.contains(vk::MemoryPropertyFlags::DEVICE_LOCAL), "{what}: {flags:?}");
-            let mapped = flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE);
-            assert_eq!(target_memory.mapped_ptr().is_some(), mapped, "{what}");
-            let bytes: Vec<u8> = (0..len as u32).map(|i| (i * 7 + round as u32) as u8).collect();
-            let staging = if mapped {
-                allocator.mapped_slice_mut(&mut target_memory).unwrap()[..bytes.len()].copy_from_slice(&bytes);
-                allocator.flush(&target_memory, 0..len).unwrap();
-                None
-            } else {
-                let (staging, mut staging_memory) = buffer(&allocator, len, AllocationDesc::new(Usage::UPLOAD));
-                allocator.mapped_slice_mut(&mut staging_memory).unwrap()[..bytes.len()].copy_from_slice(&bytes);
-                allocator.flush(&staging_memory, 0..len).unwrap();
-                Some((staging, staging_memory))
-            };
-            let (readback, mut readback_memory) = buffer(&allocator, len, AllocationDesc::new(Usage::READBACK));
-            context.run_one_time_commands(|device, cmd| {
-                let region = [vk::BufferCopy { src_offset: 0, dst_offset: 0, size: len }];
-                // SAFETY: the buffers belong to `device` and are bound; the
-                // barriers order the copies and the host read.
-                unsafe {
-                    if let Some((staging, _)) = &staging {
-                        device.cmd_copy_buffer(cmd, *staging, target, &region);
-                        let (src, dst) = TRANSFER_TO_TRANSFER;
-                        memory_barrier(device, cmd, src, dst);
-                    }
-                    device.cmd_copy_buffer(cmd, target, readback, &region);
-                    let (src, dst) = TRANSFER_TO_HOST;
-                    memory_barrier(device, cmd, src, dst);
-                }
-            });
-            allocator.invalidate(&mut readback_memory, 0..len).unwrap();
-            assert_eq!(&allocator.mapped_slice(&readback_memory).unwrap()[..bytes.len()], &bytes[..], "{what}");
-            // SAFETY: the copies completed (run_one_time_commands waits).
-            unsafe {
-                if let Some((staging, staging_memory)) = staging {
-                    allocator.destroy_buffer(staging, staging_memory).unwrap();
-                }
-                allocator.destroy_buffer(target, target_memory).unwrap();
-                allocator.destroy_buffer(readback, readback_memory).unwrap();
-            }
+        // Both live to the end: memory one frees and the next allocates
+        // draws best practices' warning to reuse allocations.
+        let allocators = [false, true].map(|strict_host_access| {
+            allocator_configured(&context, Config { strict_host_access, ..Config::default() })
+        });
+        for allocator in &allocators {
+            allow_transfer_instead_upload(profile, &context, allocator);
         }
     }
 );
+
+/// One allocator's round of `allow_transfer_instead_uploads_directly_or_with_a_copy`.
+fn allow_transfer_instead_upload(
+    profile: Profile,
+    context: &VulkanContext,
+    allocator: &Allocator<AshMemoryDevice>,
+) {
+    let strict = allocator.config().strict_host_access;
+    if strict {
+        let (gpu_only, mut gpu_memory) =
+            buffer(allocator, 256, AllocationDesc::new(Usage::DEVICE_LOCAL));
+        assert_eq!(gpu_memory.mapped_ptr(), None, "{profile}");
+        assert_eq!(
+            allocator.copy_to_allocation(&mut gpu_memory, 0, &[1; 256]),
+            Err(Error::NotHostVisible),
+            "{profile}"
+        );
+        // SAFETY: no GPU work used it.
+        unsafe { allocator.destroy_buffer(gpu_only, gpu_memory) }.unwrap();
+    }
+    let memory = context.memory_properties();
+    let flags_of = |a: &Allocation| memory.memory_types[a.memory_type() as usize].property_flags;
+    let usage = Usage::UPLOAD | Usage::ALLOW_TRANSFER_INSTEAD;
+    let len = 4096;
+    let (direct, direct_memory) = buffer(allocator, len, AllocationDesc::new(usage));
+    let mut targets = vec![(direct, direct_memory)];
+    // Not host-visible: the memory types the profile has without it.
+    let unmappable = (0..memory.memory_type_count)
+        .filter(|&t| {
+            !memory.memory_types[t as usize]
+                .property_flags
+                .contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
+        })
+        .fold(0u32, |bits, t| bits | 1 << t);
+    // SAFETY: a valid create info; the buffer is bound once, below, to
+    // memory allocated for it in a type its requirements allow, or
+    // destroyed unbound.
+    unsafe {
+        let buffer = context
+            .device
+            .create_buffer(&buffer_info(len), None)
+            .unwrap();
+        let mut requirements = context.device.get_buffer_memory_requirements(buffer);
+        requirements.memory_type_bits &= unmappable;
+        if requirements.memory_type_bits != 0 {
+            let request = Request::new(requirements, usage, ResourceKind::Buffer);
+            let allocation = allocator.allocate(&request).unwrap();
+            assert_eq!(allocation.mapped_ptr(), None, "{profile}");
+            context
+                .device
+                .bind_buffer_memory(buffer, allocation.memory(), allocation.offset())
+                .unwrap();
+            targets.push((buffer, allocation));
+        } else {
+            context.device.destroy_buffer(buffer, None);
+        }
+    }
+    for (round, (target, mut target_memory)) in targets.into_iter().enumerate() {
+        let what = format!("{profile} buffer {round}, strict_host_access {strict}");
+        let flags = flags_of(&target_memory);
+        assert!(
+            flags.contains(vk::MemoryPropertyFlags::DEVICE_LOCAL),
+            "{what}: {flags:?}"
+        );
+        let mapped = flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE) && !strict;
+        assert_eq!(target_memory.mapped_ptr().is_some(), mapped, "{what}");
+        let bytes: Vec<u8> = (0..len as u32)
+            .map(|i| (i * 7 + round as u32) as u8)
+            .collect();
+        let staging = if mapped {
+            allocator.mapped_slice_mut(&mut target_memory).unwrap()[..bytes.len()]
+                .copy_from_slice(&bytes);
+            allocator.flush(&target_memory, 0..len).unwrap();
+            None
+        } else {
+            let (staging, mut staging_memory) =
+                buffer(allocator, len, AllocationDesc::new(Usage::UPLOAD));
+            allocator.mapped_slice_mut(&mut staging_memory).unwrap()[..bytes.len()]
+                .copy_from_slice(&bytes);
+            allocator.flush(&staging_memory, 0..len).unwrap();
+            Some((staging, staging_memory))
+        };
+        let (readback, mut readback_memory) =
+            buffer(allocator, len, AllocationDesc::new(Usage::READBACK));
+        context.run_one_time_commands(|device, cmd| {
+            let region = [vk::BufferCopy {
+                src_offset: 0,
+                dst_offset: 0,
+                size: len,
+            }];
+            // SAFETY: the buffers belong to `device` and are bound; the
+            // barriers order the copies and the host read.
+            unsafe {
+                if let Some((staging, _)) = &staging {
+                    device.cmd_copy_buffer(cmd, *staging, target, &region);
+                    let (src, dst) = TRANSFER_TO_TRANSFER;
+                    memory_barrier(device, cmd, src, dst);
+                }
+                device.cmd_copy_buffer(cmd, target, readback, &region);
+                let (src, dst) = TRANSFER_TO_HOST;
+                memory_barrier(device, cmd, src, dst);
+            }
+        });
+        allocator.invalidate(&mut readback_memory, 0..len).unwrap();
+        assert_eq!(
+            &allocator.mapped_slice(&readback_memory).unwrap()[..bytes.len()],
+            &bytes[..],
+            "{what}"
+        );
+        // SAFETY: the copies completed (run_one_time_commands waits).
+        unsafe {
+            if let Some((staging, staging_memory)) = staging {
+                allocator.destroy_buffer(staging, staging_memory).unwrap();
+            }
+            allocator.destroy_buffer(target, target_memory).unwrap();
+            allocator.destroy_buffer(readback, readback_memory).unwrap();
+        }
+    }
+}
 
 test_each_profile!(
     /// The README's upload, for a buffer whose size the driver rounds up
