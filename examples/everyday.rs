@@ -115,7 +115,14 @@ fn main() {
     // these features, and both outlive the allocator (dropped below first).
     let memory_device =
         unsafe { AshMemoryDevice::new(&instance, &device, physical_device, features) };
-    let allocator = Allocator::new(memory_device, Config::default()).unwrap();
+    // Debug builds map only what asks for host access, so that a write to
+    // GPU-only memory fails here as it would on a discrete GPU (lavapipe's
+    // one memory type is host-visible).
+    let config = Config {
+        strict_host_access: cfg!(debug_assertions),
+        ..Config::default()
+    };
+    let allocator = Allocator::new(memory_device, config).unwrap();
 
     // Resources: staging (host writes), GPU buffer, image, readback (host reads).
     let buffer_info = |usage| vk::BufferCreateInfo::default().size(BYTES).usage(usage);
