@@ -10,7 +10,8 @@
 //! The walk draws a layout with small heaps (so that requests run short
 //! of memory and release kept empty blocks), a configuration (runs,
 //! margins with corruption detection, debug fills, kept blocks,
-//! backtraces: leak lines compared without their frames), and
+//! backtraces: leak lines compared without their frames, mappings
+//! withheld from requests without host access), and
 //! steps: requests of every kind, flawed ones among them, for custom
 //! pools too; frees now and after frames; trims; upload rings; injected
 //! allocation and map failures, capped heaps and budgets; margins damaged
@@ -285,6 +286,7 @@ fn draw_config(rng: &mut Rng) -> Config {
         empty_block_frames: [1, 3, 120][rng.below(3) as usize],
         allocation_backtraces: rng.below(4) == 0,
         log_allocations: rng.below(4) == 0,
+        strict_host_access: rng.below(4) == 0,
         ..Config::default()
     }
 }
