@@ -99,6 +99,23 @@ fn assert_host_access(
     assert_eq!(bytes, [7; 4], "{what}");
 }
 
+/// Host access to `allocation` as `mapped` says ([`assert_host_access`]
+/// or [`assert_no_host_access`]), then its free.
+fn check_and_free(
+    allocator: &FakeAllocator,
+    device: &FakeDevice,
+    mut allocation: Allocation,
+    mapped: bool,
+    what: &str,
+) {
+    if mapped {
+        assert_host_access(allocator, device, &mut allocation, what);
+    } else {
+        assert_no_host_access(allocator, &mut allocation, what);
+    }
+    free(allocator, allocation);
+}
+
 /// In default pools, through `allocate` and `allocate_mut`, in run slots
 /// (256 bytes), blocks (64 KiB) and dedicated memory: the same memory type
 /// as without the option, which maps every one of them; mapped as
@@ -120,14 +137,9 @@ fn only_requests_for_host_access_are_mapped_in_memory_the_host_sees() {
                         allocator.allocate(&request).unwrap(),
                         allocator.allocate_mut(&request).unwrap(),
                     ];
-                    for mut allocation in made {
+                    for allocation in made {
                         assert_eq!(allocation.memory_type(), unchecked.memory_type(), "{what}");
-                        if mapped {
-                            assert_host_access(&allocator, &device, &mut allocation, &what);
-                        } else {
-                            assert_no_host_access(&allocator, &mut allocation, &what);
-                        }
-                        free(&allocator, allocation);
+                        check_and_free(&allocator, &device, allocation, mapped, &what);
                     }
                     free(&loose, unchecked);
                 }
@@ -154,14 +166,9 @@ fn a_custom_pool_maps_only_requests_for_host_access() {
                 .dedicated(policy)
                 .pool(pool);
             let request = Request::with_desc(requirements(4096, 64), ResourceKind::Buffer, desc);
-            let mut allocation = allocator.allocate(&request).unwrap();
+            let allocation = allocator.allocate(&request).unwrap();
             assert!(allocation.is_in_custom_pool(), "{what}");
-            if mapped {
-                assert_host_access(&allocator, &device, &mut allocation, &what);
-            } else {
-                assert_no_host_access(&allocator, &mut allocation, &what);
-            }
-            free(&allocator, allocation);
+            check_and_free(&allocator, &device, allocation, mapped, &what);
         }
     }
     allocator.destroy_pool(pool).unwrap();
@@ -240,14 +247,10 @@ fn a_moved_allocation_keeps_its_host_access() {
         let old = std::mem::replace(&mut live[planned.movable], planned.destination);
         free(&allocator, old);
     }
-    for (i, mut allocation) in live.into_iter().enumerate() {
+    for (i, allocation) in live.into_iter().enumerate() {
         let what = format!("buffer {i}");
-        if allocation.mapped_ptr().is_some() {
-            assert_host_access(&allocator, &device, &mut allocation, &what);
-        } else {
-            assert_no_host_access(&allocator, &mut allocation, &what);
-        }
-        free(&allocator, allocation);
+        let mapped = allocation.mapped_ptr().is_some();
+        check_and_free(&allocator, &device, allocation, mapped, &what);
     }
     finish(allocator, &device);
 }
