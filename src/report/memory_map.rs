@@ -188,7 +188,10 @@ pub struct DedicatedMap {
     pub memory: vk::DeviceMemory,
     /// Size in bytes.
     pub size: u64,
-    /// Whether it is persistently mapped (host-visible).
+    /// Whether it is persistently mapped (host-visible), as the memory
+    /// object is: with
+    /// [`Config::strict_host_access`](crate::Config::strict_host_access)
+    /// the allocation's handle may have no pointer all the same.
     pub mapped: bool,
     /// What it holds.
     pub kind: RangeKind,
