@@ -422,6 +422,26 @@ fn aligned_requests_find_the_one_range_that_fits() {
     heap.free(tail.id).unwrap();
 }
 
+// ----- the model's own edges -----
+
+/// `Counters::requested_bytes` saturates at `u64::MAX` rather than wrap
+/// (its docs), and the model's count with it: 2^16 + 1 requests for the
+/// whole of a maximal allocator pass 2^64 bytes. The model added without
+/// saturating, and panicked on the overflow here (debug builds).
+#[test]
+fn requested_bytes_saturate_in_the_model_as_in_the_allocator() {
+    let mut shadow = Shadow::<6>::new(MAX_CAPACITY, 1);
+    for _ in 0..=u64::MAX / MAX_CAPACITY {
+        shadow.apply(Op::Allocate {
+            size: MAX_CAPACITY,
+            align: 1,
+        });
+        shadow.apply(Op::Free { pick: 0 });
+    }
+    assert_eq!(shadow.heap.counters().requested_bytes, u64::MAX);
+    shadow.finish();
+}
+
 // ----- the linear ring -----
 
 /// Ring operations; sizes are mostly small, sometimes within a few bytes of

@@ -378,7 +378,8 @@ impl<const M: u32> Shadow<M> {
         c.live_bytes += size;
         c.peak_live_bytes = c.peak_live_bytes.max(c.live_bytes);
         c.allocations += 1;
-        c.requested_bytes += size;
+        // Saturating, as `Counters::requested_bytes` documents.
+        c.requested_bytes = c.requested_bytes.saturating_add(size);
         self.last = Some(allocation);
     }
 
