@@ -464,7 +464,7 @@ fn linear_op(capacity: u64) -> impl Strategy<Value = LinearOp> {
         )
             .prop_map(|(size, align)| LinearOp::Allocate { size, align }),
         3 => Just(LinearOp::FinishFrame),
-        3 => any::<u64>().prop_map(|ahead| LinearOp::Reclaim { ahead }),
+        3 => any::<u64>().prop_map(|target| LinearOp::Reclaim { target }),
     ]
 }
 
@@ -501,7 +501,7 @@ fn the_ring_never_wraps_over_a_frame_in_flight() {
     // 20 bytes: 10 left at the end, and [0, 30) is frame 0's.
     shadow.apply(LinearOp::Allocate { size: 20, align: 1 });
     assert_eq!(shadow.ring.failed_allocations(), 1);
-    shadow.apply(LinearOp::Reclaim { ahead: 1 }); // frame 0's fence signalled
+    shadow.apply(LinearOp::Reclaim { target: 1 }); // frame 0's fence signalled
     shadow.apply(LinearOp::Allocate { size: 20, align: 1 });
     assert_eq!(shadow.ring.allocations(), 3);
     shadow.finish();

@@ -61,8 +61,9 @@ enum FuzzOp {
         at: u64,
     },
     FinishFrame,
+    /// The ring's `LinearOp::Reclaim`.
     Reclaim {
-        ahead: u8,
+        target: u8,
     },
     /// A compaction's probe below the live allocation number `pick`.
     AllocateBelow {
@@ -256,10 +257,10 @@ fn to_linear_op(op: &FuzzOp, capacity: u64, capacity_log2: u32) -> LinearOp {
         FuzzOp::FinishFrame | FuzzOp::Free { .. } | FuzzOp::FreeStale { .. } => {
             LinearOp::FinishFrame
         }
-        FuzzOp::Reclaim { ahead } => LinearOp::Reclaim {
-            ahead: u64::from(ahead),
+        FuzzOp::Reclaim { target } => LinearOp::Reclaim {
+            target: u64::from(target),
         },
-        _ => LinearOp::Reclaim { ahead: 1 },
+        _ => LinearOp::Reclaim { target: 1 },
     }
 }
 
