@@ -88,6 +88,9 @@ fn op(m: u32, capacity: u64) -> impl Strategy<Value = Op> {
             .prop_map(|(size, align, pick)| Op::AllocateBelow { size, align, pick }),
         2 => (size(m, capacity), align(), any::<usize>())
             .prop_map(|(size, align, pick)| Op::AllocateInGap { size, align, pick }),
+        // A free range taken whole (fills to the byte), or all but a part.
+        2 => (any::<usize>(), prop_oneof![Just(0u8), any::<u8>()])
+            .prop_map(|(pick, leave)| Op::FillFreeRange { pick, leave }),
     ]
 }
 
