@@ -77,12 +77,12 @@ pub enum Op {
     /// `StaleId`.
     AllocateInGap { size: u64, align: u64, pick: usize },
     /// `allocate(size, 1)`, `size` the free range number `pick % ranges`
-    /// in address order less what `leave` leaves free of it: below `0x80`,
-    /// `leave / 128` of it (rounded down, so that at least a byte is
-    /// asked for; with `leave` 0 all of it); from `0x80`, as many bytes as the live
-    /// allocation number `leave % 16 % live` (address order) holds, less
-    /// `leave / 16 % 8`, when that is fewer than the range (else all of
-    /// it). Checked as `Allocate` ([`resolve`](Shadow::resolve) turns it
+    /// in address order less what `leave` leaves free of it: below
+    /// `0x80`, `leave / 128` of it (rounded down, so that at least a byte
+    /// is asked for; with `leave` 0 all of it); from `0x80`, as many bytes
+    /// as the live allocation number `leave % 16 % live` (address order)
+    /// holds, less `leave / 16 % 8`, when that is fewer than the range
+    /// (else all of it). Checked as `Allocate` ([`resolve`](Shadow::resolve) turns it
     /// into one); nothing when no range is free. It fills the allocator to
     /// the byte and takes a chosen range whole, which requests of
     /// unrelated sizes almost never do, and leaves free ranges the size of
