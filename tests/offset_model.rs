@@ -88,6 +88,9 @@ fn op(m: u32, capacity: u64) -> impl Strategy<Value = Op> {
             .prop_map(|(size, align, pick)| Op::AllocateBelow { size, align, pick }),
         2 => (size(m, capacity), align(), any::<usize>())
             .prop_map(|(size, align, pick)| Op::AllocateInGap { size, align, pick }),
+        // A free range taken whole (fills to the byte), or all but a part.
+        2 => (any::<usize>(), prop_oneof![Just(0u8), any::<u8>()])
+            .prop_map(|(pick, leave)| Op::FillFreeRange { pick, leave }),
     ]
 }
 
@@ -422,6 +425,26 @@ fn aligned_requests_find_the_one_range_that_fits() {
     heap.free(tail.id).unwrap();
 }
 
+// ----- the model's own edges -----
+
+/// `Counters::requested_bytes` saturates at `u64::MAX` rather than wrap
+/// (its docs), and the model's count with it: 2^16 + 1 requests for the
+/// whole of a maximal allocator pass 2^64 bytes. The model added without
+/// saturating, and panicked on the overflow here (debug builds).
+#[test]
+fn requested_bytes_saturate_in_the_model_as_in_the_allocator() {
+    let mut shadow = Shadow::<6>::new(MAX_CAPACITY, 1);
+    for _ in 0..=u64::MAX / MAX_CAPACITY {
+        shadow.apply(Op::Allocate {
+            size: MAX_CAPACITY,
+            align: 1,
+        });
+        shadow.apply(Op::Free { pick: 0 });
+    }
+    assert_eq!(shadow.heap.counters().requested_bytes, u64::MAX);
+    shadow.finish();
+}
+
 // ----- the linear ring -----
 
 /// Ring operations; sizes are mostly small, sometimes within a few bytes of
@@ -444,7 +467,7 @@ fn linear_op(capacity: u64) -> impl Strategy<Value = LinearOp> {
         )
             .prop_map(|(size, align)| LinearOp::Allocate { size, align }),
         3 => Just(LinearOp::FinishFrame),
-        3 => any::<u64>().prop_map(|ahead| LinearOp::Reclaim { ahead }),
+        3 => any::<u64>().prop_map(|target| LinearOp::Reclaim { target }),
     ]
 }
 
@@ -481,7 +504,7 @@ fn the_ring_never_wraps_over_a_frame_in_flight() {
     // 20 bytes: 10 left at the end, and [0, 30) is frame 0's.
     shadow.apply(LinearOp::Allocate { size: 20, align: 1 });
     assert_eq!(shadow.ring.failed_allocations(), 1);
-    shadow.apply(LinearOp::Reclaim { ahead: 1 }); // frame 0's fence signalled
+    shadow.apply(LinearOp::Reclaim { target: 1 }); // frame 0's fence signalled
     shadow.apply(LinearOp::Allocate { size: 20, align: 1 });
     assert_eq!(shadow.ring.allocations(), 3);
     shadow.finish();

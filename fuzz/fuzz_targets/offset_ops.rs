@@ -61,8 +61,9 @@ enum FuzzOp {
         at: u64,
     },
     FinishFrame,
+    /// The ring's `LinearOp::Reclaim`.
     Reclaim {
-        ahead: u8,
+        target: u8,
     },
     /// A compaction's probe below the live allocation number `pick`.
     AllocateBelow {
@@ -95,6 +96,19 @@ enum FuzzOp {
         size_log2: u8,
         size_bits: u64,
         align_log2: u8,
+    },
+    /// `allocate(size, 1)` of the free range number `pick` (in address
+    /// order), all of it or all but a part (`Op::FillFreeRange`: for
+    /// `leave` 0 all of it, below `0x80` all but `leave / 128` of it, from
+    /// `0x80` all but the size of a live allocation less a few bytes):
+    /// fills the allocator to the byte and takes a chosen range whole, the
+    /// states where `largest_free_bound` must be capped by the free bytes
+    /// (a bin's bound outliving the range it was taken from), which
+    /// requests of unrelated sizes reached once in 15 minutes from an
+    /// empty corpus.
+    FillFreeRange {
+        pick: u8,
+        leave: u8,
     },
     /// Fast-forwards the unused slot number `pick` (neither live nor
     /// retired, in index order) to `reuses_left % 4` reuses before its
@@ -232,6 +246,10 @@ fn to_op(op: &FuzzOp, capacity: u64, capacity_log2: u32) -> Option<Op> {
             size: request_size(size_log2, size_bits, capacity, capacity_log2),
             align: alignment(align_log2),
         },
+        FuzzOp::FillFreeRange { pick, leave } => Op::FillFreeRange {
+            pick: usize::from(pick),
+            leave,
+        },
         FuzzOp::FinishFrame | FuzzOp::Reclaim { .. } | FuzzOp::AgeSlot { .. } => return None,
     })
 }
@@ -256,10 +274,10 @@ fn to_linear_op(op: &FuzzOp, capacity: u64, capacity_log2: u32) -> LinearOp {
         FuzzOp::FinishFrame | FuzzOp::Free { .. } | FuzzOp::FreeStale { .. } => {
             LinearOp::FinishFrame
         }
-        FuzzOp::Reclaim { ahead } => LinearOp::Reclaim {
-            ahead: u64::from(ahead),
+        FuzzOp::Reclaim { target } => LinearOp::Reclaim {
+            target: u64::from(target),
         },
-        _ => LinearOp::Reclaim { ahead: 1 },
+        _ => LinearOp::Reclaim { target: 1 },
     }
 }
 
@@ -311,6 +329,8 @@ impl<const M: u32> PackedTwin<M> {
     /// `allocate_in_gap`, `grow`, `reserve_slots`) counts any, and no gap is
     /// visited without a search.
     fn apply(&mut self, shadow: &mut Shadow<M>, op: Op) {
+        // A `FillFreeRange` as the `Allocate` it is, for the packed call.
+        let op = shadow.resolve(op);
         let heap = &shadow.heap;
         let (failed_before, searches_before) =
             (heap.counters().failed_allocations, heap.search_stats());

@@ -76,6 +76,22 @@ pub enum Op {
     /// now and then (`pick` a multiple of 7) a freed id, which must be
     /// `StaleId`.
     AllocateInGap { size: u64, align: u64, pick: usize },
+    /// `allocate(size, 1)`, `size` the free range number `pick % ranges`
+    /// in address order less what `leave` leaves free of it: below
+    /// `0x80`, `leave / 128` of it (rounded down, so that at least a byte
+    /// is asked for; with `leave` 0 all of it); from `0x80`, as many bytes
+    /// as the live allocation number `leave % 16 % live` (address order)
+    /// holds, less `leave / 16 % 8`, when that is fewer than the range
+    /// (else all of it). Checked as `Allocate` ([`resolve`](Shadow::resolve) turns it
+    /// into one); nothing when no range is free. It fills the allocator to
+    /// the byte and takes a chosen range whole, which requests of
+    /// unrelated sizes almost never do, and leaves free ranges the size of
+    /// an allocation, which frees the size of a free range: the way to the
+    /// states where a bin's bound outlives the range it was taken from
+    /// (its largest range taken whole, smaller ones left in the bin, and
+    /// fewer bytes free in all than that range had), which
+    /// `largest_free_bound` must cap.
+    FillFreeRange { pick: usize, leave: u8 },
 }
 
 /// Inserts `[offset, offset + size)` into a map of disjoint ranges, panicking
@@ -274,6 +290,12 @@ impl<const M: u32> Shadow<M> {
                 self.allocate_below(size, align, end);
             }
             Op::AllocateInGap { size, align, pick } => self.allocate_in_gap(size, align, pick),
+            Op::FillFreeRange { .. } => {
+                if let resolved @ Op::Allocate { .. } = self.resolve(op) {
+                    // Its own checks included.
+                    return self.apply(resolved);
+                }
+            }
             Op::Probe { at } => {
                 let at = at % (self.capacity + 1);
                 assert_eq!(
@@ -284,6 +306,37 @@ impl<const M: u32> Shadow<M> {
             }
         }
         self.check();
+    }
+
+    /// `op` with its sizes taken from the model's state: a
+    /// [`Op::FillFreeRange`] as the [`Op::Allocate`] it stands for, or as
+    /// it is when no range is free; any other `op` as it is. For a caller
+    /// that drives the allocator's twin alongside (the fuzz target's packed
+    /// calls).
+    pub fn resolve(&self, op: Op) -> Op {
+        let Op::FillFreeRange { pick, leave } = op else {
+            return op;
+        };
+        let ranges = self.free_ranges();
+        let Some(range) = ranges.get(pick % ranges.len().max(1)) else {
+            return op;
+        };
+        let left = if leave < 0x80 {
+            // No overflow: a range is below 2^48 bytes.
+            range.size * u64::from(leave) / 128
+        } else {
+            let like = usize::from(leave % 16) % self.live.len().max(1);
+            self.live
+                .values()
+                .nth(like)
+                .map(|&(size, _)| size.saturating_sub(u64::from(leave / 16 % 8)))
+                .filter(|&left| left < range.size)
+                .unwrap_or(0)
+        };
+        Op::Allocate {
+            size: range.size - left,
+            align: 1,
+        }
     }
 
     /// Frees everything left, then checks that one free range spans the
@@ -378,7 +431,8 @@ impl<const M: u32> Shadow<M> {
         c.live_bytes += size;
         c.peak_live_bytes = c.peak_live_bytes.max(c.live_bytes);
         c.allocations += 1;
-        c.requested_bytes += size;
+        // Saturating, as `Counters::requested_bytes` documents.
+        c.requested_bytes = c.requested_bytes.saturating_add(size);
         self.last = Some(allocation);
     }
 

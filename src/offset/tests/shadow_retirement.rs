@@ -9,12 +9,8 @@
 //! its placements, errors, counters, reports and which slots may be
 //! handed out. Seeds are fixed in the test (the xorshift `next`).
 
-#[path = "../../../tests/offset_model/shadow.rs"]
-#[allow(unreachable_pub, unused_imports, missing_debug_implementations)]
-mod shadow;
-
 use super::next;
-use shadow::{Op, Shadow};
+use super::shadow::{Op, Shadow};
 
 /// Sets unused `slot`'s generation to `generation` in the allocator and
 /// tells the model.

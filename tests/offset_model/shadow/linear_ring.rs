@@ -19,9 +19,16 @@ pub enum LinearOp {
     Allocate { size: u64, align: u64 },
     /// `finish_frame()`.
     FinishFrame,
-    /// `reclaim_through(f)`, with `f` the oldest sealed frame plus `ahead`
-    /// (so sometimes none, sometimes all, sometimes an unsealed frame).
-    Reclaim { ahead: u64 },
+    /// `reclaim_through(f)`, `f` chosen by `target % 8` from the oldest
+    /// sealed frame (the current one when none is sealed), `oldest`: for
+    /// 0 a frame before it, `target / 8 % oldest`, so that nothing is
+    /// released (none is before frame 0, and every call releases a sealed
+    /// frame 0: `f` is 0 then); for 1 to 6 `oldest + target % 8 - 1`, the
+    /// oldest frames up to that many, sealed or not; for 7 `u64::MAX`.
+    /// Every outcome and the edges of the index: a frame long reclaimed,
+    /// the one just before the oldest, each frame in flight, the current
+    /// one, later ones and the last index.
+    Reclaim { target: u64 },
 }
 
 /// A [`LinearAllocator`] and its model: the ring as a cyclic interval of used
@@ -86,9 +93,13 @@ impl LinearShadow {
                     self.current_frame += 1;
                 }
             }
-            LinearOp::Reclaim { ahead } => {
+            LinearOp::Reclaim { target } => {
                 let oldest = self.sealed.front().map_or(self.current_frame, |f| f.0);
-                let through = oldest.saturating_add(ahead % 8).saturating_sub(1);
+                let through = match target % 8 {
+                    0 => (target / 8).checked_rem(oldest).unwrap_or(0),
+                    7 => u64::MAX,
+                    ahead => oldest + (ahead - 1),
+                };
                 let mut released = 0;
                 while let Some(&(frame, end)) = self.sealed.front() {
                     if frame > through {
@@ -191,12 +202,12 @@ impl LinearShadow {
     /// whole ring is one usable range again.
     pub fn finish(mut self) {
         if self.sealed.len() == self.max_frames {
-            self.apply(LinearOp::Reclaim { ahead: 1 });
+            self.apply(LinearOp::Reclaim { target: 1 });
         }
         self.apply(LinearOp::FinishFrame);
-        self.apply(LinearOp::Reclaim { ahead: 7 });
+        self.apply(LinearOp::Reclaim { target: 7 });
         while !self.sealed.is_empty() {
-            self.apply(LinearOp::Reclaim { ahead: 7 });
+            self.apply(LinearOp::Reclaim { target: 7 });
         }
         assert_eq!(self.ring.used(), 0);
         assert!(self.live.is_empty());
