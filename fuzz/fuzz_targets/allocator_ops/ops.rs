@@ -267,4 +267,15 @@ pub enum Op {
         size_log2: u8,
         how: u8,
     },
+    /// A request whose `memoryTypeBits` are AMD's device-coherent types
+    /// and one other (the `other % n`-th of the rest), of usage `usage`, 1 byte to 64
+    /// KiB, so that it lands in a device-coherent type beside another
+    /// type it allows, which random bits seldom draw
+    /// (`Walk::last_resort`).
+    LastResort {
+        other: u8,
+        usage: u8,
+        size_log2: u8,
+        policy: u8,
+    },
 }
