@@ -29,7 +29,11 @@
 //! `u64::MAX`, frames finishing during its waits); another allocator's
 //! allocations, ring and pool handed to this one's entry points; custom pools (priorities, export handle types, the
 //! D3D11 texture and D3D12 resource types among them) made
-//! and destroyed; defragmentation plans over some live allocations, each
+//! and destroyed, and one made (or taken) in the operation that places a
+//! request in it and at once writes past its margin or after its free,
+//! makes it dedicated memory, passes its fixed blocks or fails its map
+//! (`PoolProbe`); requests whose `memoryTypeBits` are AMD's
+//! device-coherent types and one other (`LastResort`); defragmentation plans over some live allocations, each
 //! move carried out or given up; `trim`; host writes (`mapped_slice_mut`,
 //! `copy_to_allocation`) and reads, flushes and invalidates of ranges in
 //! and out of bounds, one at a time and through `flush_allocations` /
@@ -164,6 +168,7 @@ const MIB: u64 = 1 << 20;
 /// The device and the configuration, drawn from the input.
 #[derive(Arbitrary, Debug)]
 struct Setup {
+    /// The preset, modulo 9 (but `granularity` may pick `amd`).
     layout: u8,
     /// 0: the preset's heaps; else every heap of `heap_mib * 4` MiB
     /// (see `toggle_budget` bit 3).
@@ -172,7 +177,9 @@ struct Setup {
     max_objects: u8,
     /// Modulo 8: 0, a `bufferImageGranularity` of `1 << (granularity / 8
     /// % 17)`; 1, of 1536; 2, another driver's buffer requirements; 3, a
-    /// memory type buffers may not use (`layout`); else the preset's.
+    /// memory type buffers may not use, or from 131 the `amd` preset with
+    /// all host-visible types but one ([`buffers_off_host`]); else the
+    /// preset's.
     granularity: u8,
     /// Bit 0: `VK_EXT_memory_budget` toggled from the preset's. Bit 1: a
     /// `bufferImageGranularity` large against the blocks, a quarter of the
@@ -183,7 +190,7 @@ struct Setup {
     /// on whatever `margin` says, with heaps of 4 to 256 MiB (`heap_mib`
     /// out of 1 to 64 wraps into it), so that rings of sizes off the
     /// atom meet non-coherent memory with fills. Bit 4: the
-    /// `deviceCoherentMemory` feature on, so that AMD's device-coherent
+    /// `deviceCoherentMemory` feature on (not for [`buffers_off_host`]), so that AMD's device-coherent
     /// types (the `amd` preset's 4 to 7) are usable, by requests whose
     /// `memoryTypeBits` admit no other type (crash breadcrumbs) and by
     /// custom pools. Bits 5 and 6: `Config::heap_size_limits` on the
@@ -255,7 +262,13 @@ fn layout(setup: &Setup) -> FakeLayout {
         FakeLayout::apple,
         FakeLayout::mali,
     ];
-    let mut layout = presets[setup.layout as usize % presets.len()]();
+    // The `amd` preset (4), whatever `layout` says.
+    let preset = if buffers_off_host(setup) {
+        4
+    } else {
+        setup.layout as usize % presets.len()
+    };
+    let mut layout = presets[preset]();
     if heap_mib(setup) != 0 {
         layout = layout.with_heap_sizes(u64::from(heap_mib(setup)) * 4 * MIB);
     }
@@ -273,10 +286,21 @@ fn layout(setup: &Setup) -> FakeLayout {
             let answer = BufferRequirements::new(1 << (draw % 9), 1 << (draw / 4 % 7));
             layout = layout.with_buffer_requirements(answer);
         }
-        // A memory type buffers may not use (`with_buffer_type_left_out`).
+        // A memory type buffers may not use (`with_buffer_type_left_out`);
+        // or every host-visible one the device may leave out
+        // ([`buffers_off_host`]).
         3 => {
-            let left_out = usize::from(setup.granularity / 8) % layout.memory_types.len();
-            layout = layout.with_buffer_type_left_out(left_out);
+            let draw = usize::from(setup.granularity / 8);
+            if buffers_off_host(setup) {
+                for t in 0..layout.memory_types.len() {
+                    if layout.memory_types[t].props.contains(Props::HOST_VISIBLE) {
+                        layout = layout.with_buffer_type_left_out(t);
+                    }
+                }
+            } else {
+                let left_out = draw % layout.memory_types.len();
+                layout = layout.with_buffer_type_left_out(left_out);
+            }
         }
         _ => {}
     }
@@ -284,7 +308,7 @@ fn layout(setup: &Setup) -> FakeLayout {
         let block_log2 = 12 + u32::from(setup.block_size) % 17;
         layout = layout.with_granularity(1 << (block_log2 - 2).min(16));
     }
-    if setup.toggle_budget & 16 != 0 {
+    if setup.toggle_budget & 16 != 0 && !buffers_off_host(setup) {
         layout = layout.with_amd_device_coherent_memory(true);
     }
     if setup.toggle_budget & 1 != 0 {
@@ -323,6 +347,21 @@ fn layout(setup: &Setup) -> FakeLayout {
         layout.exportable_handle_types = Some(ash::vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD);
     }
     layout
+}
+
+/// Whether the setup is the `amd` preset with every host-visible memory
+/// type the fake device may leave out of buffers' `memoryTypeBits` left
+/// out, in turn, and AMD's `deviceCoherentMemory` feature off
+/// (`granularity` 3 modulo 8, from 131: one setup in 16): buffers keep
+/// one host-coherent type (Vulkan's promise), the last of AMD's
+/// device-coherent ones, which the allocator does not use without the
+/// feature, so no usable type a buffer allows suits a ring for the host
+/// and `create_upload_ring` must say `NoSuitableMemoryType`
+/// (`ring_no_suitable_type`). No single type left out reaches that, and
+/// in 10 minutes' fuzzing no input drew the `amd` preset, its types left
+/// out and the feature off together.
+fn buffers_off_host(setup: &Setup) -> bool {
+    setup.granularity % 8 == 3 && setup.granularity >= 131
 }
 
 /// The configuration: for one setup in 8 (`flags` bits 1 to 3 clear) one

@@ -31,6 +31,8 @@ mod frames;
 mod host;
 #[path = "ops.rs"]
 mod ops;
+#[path = "pool_probe.rs"]
+mod pool_probe;
 #[path = "pools.rs"]
 mod pools;
 #[path = "requests.rs"]

@@ -253,4 +253,29 @@ pub enum Op {
         count: u8,
         defragment: bool,
     },
+    /// A custom pool of a usable memory type made (or one there taken),
+    /// a request placed in it and one thing done to it that its checks
+    /// need (`what`: a margin overrun or a write after free, dedicated
+    /// memory and the memory map, a request larger than its blocks, a
+    /// failed map; then `trim` or its destroy): checks that a pool, a
+    /// request naming it and the step drawn apart seldom met
+    /// (`Walk::pool_probe`).
+    PoolProbe {
+        memory_type: u8,
+        block_size: u8,
+        what: u8,
+        size_log2: u8,
+        how: u8,
+    },
+    /// A request whose `memoryTypeBits` are AMD's device-coherent types
+    /// and one other (the `other % n`-th of the rest), of usage `usage`, 1 byte to 64
+    /// KiB, so that it lands in a device-coherent type beside another
+    /// type it allows, which random bits seldom draw
+    /// (`Walk::last_resort`).
+    LastResort {
+        other: u8,
+        usage: u8,
+        size_log2: u8,
+        policy: u8,
+    },
 }

@@ -331,6 +331,46 @@ impl Walk {
         }
     }
 
+    /// `Op::LastResort`: a request of `USAGES[usage % n]`, 1 byte to 64
+    /// KiB, in no custom pool, whose `memoryTypeBits` are AMD's
+    /// device-coherent types and the `other % n`-th of the `n` other
+    /// types. With their feature
+    /// on, it lands in one of them when that other type does not admit it
+    /// (device-local memory for an upload, say), where `accept` asks
+    /// `takes_last_resort` whether the other type should have taken it:
+    /// random bits drew such a request on such a device in none of 10
+    /// minutes' inputs. Elsewhere, a request for one memory type.
+    pub(super) fn last_resort(&mut self, other: u8, usage: u8, size_log2: u8, policy: u8) {
+        let amd = self.layout.amd_device_coherent_types;
+        let ordinary: Vec<u32> = (0..self.layout.memory_types.len() as u32)
+            .filter(|t| amd & (1 << t) == 0)
+            .collect();
+        let other = ordinary.get(usize::from(other) % ordinary.len().max(1));
+        let req = Req {
+            size_log2: size_log2 % 17,
+            size_bits: u64::from(size_log2) << 3,
+            align: size_log2 / 17 % 9,
+            align_bits: 0,
+            // Only the drawn bits.
+            type_bits_mode: 2,
+            type_bits: amd | other.map_or(0, |t| 1 << t),
+            usage,
+            kind: 0,
+            policy,
+            within_budget: false,
+            existing_memory_only: false,
+            min_alignment: 0,
+            // None.
+            pool: 255,
+            name: 3,
+            hint: 0,
+            target: 0,
+            priority: 0,
+            can_alias: false,
+        };
+        self.allocate(&req, false);
+    }
+
     /// Whether memory type `t` may take a request of `usage` and `size`
     /// bytes that names no custom pool and allows the types `allowed`:
     /// any type but AMD's device-coherent ones, which (with their feature

@@ -183,6 +183,19 @@ impl Walk {
                 usage,
                 pick,
             } => self.query(what, bits, usage, pick),
+            Op::PoolProbe {
+                memory_type,
+                block_size,
+                what,
+                size_log2,
+                how,
+            } => self.pool_probe(memory_type, block_size, what, size_log2, how),
+            Op::LastResort {
+                other,
+                usage,
+                size_log2,
+                policy,
+            } => self.last_resort(other, usage, size_log2, policy),
         }
     }
 }
