@@ -168,7 +168,8 @@ const MIB: u64 = 1 << 20;
 /// The device and the configuration, drawn from the input.
 #[derive(Arbitrary, Debug)]
 struct Setup {
-    /// The preset, modulo 9 (but `granularity` may pick `amd`).
+    /// The preset, modulo 9 (but `granularity` may pick `amd`); `layout /
+    /// 9` 1 modulo 4: `Config::strict_host_access`.
     layout: u8,
     /// 0: the preset's heaps; else every heap of `heap_mib * 4` MiB
     /// (see `toggle_budget` bit 3).
@@ -446,6 +447,9 @@ fn config(setup: &Setup, layout: &FakeLayout) -> Config {
         allocation_backtraces: setup.toggle_budget & 128 != 0 && setup.atom & 2 != 0,
         // The lines go nowhere (no logger here): their wording runs.
         log_allocations: setup.toggle_budget & 128 != 0 && setup.atom & 1 != 0,
+        // One setup in four: mappings withheld from requests without host
+        // access (checked where each allocation is accepted).
+        strict_host_access: setup.layout / 9 % 4 == 1,
     }
 }
 

@@ -237,6 +237,12 @@ impl Walk {
             );
             assert_eq!(d.size(), s.allocation.size());
             assert_eq!(d.is_in_custom_pool(), s.allocation.is_in_custom_pool());
+            // Mapped where its source is (`strict_host_access`).
+            assert_eq!(
+                d.mapped_ptr().is_some(),
+                s.allocation.mapped_ptr().is_some(),
+                "{d:?}"
+            );
             if !d.is_dedicated() {
                 assert_eq!(d.offset() % s.requirements.alignment, 0, "{d:?}");
                 let pool_alignment = self.pool_min_alignment(s.pool).max(1);

@@ -220,10 +220,16 @@ impl Walk {
                 "{allocation:?} for {usage:?}"
             );
         }
+        // Mapped in memory the host sees, but with `strict_host_access`
+        // only where the request asks for host access.
+        let asks = usage.needs_host_access()
+            || desc
+                .required_flags
+                .contains(vk::MemoryPropertyFlags::HOST_VISIBLE);
         assert_eq!(
             allocation.mapped_ptr().is_some(),
-            props.contains(Props::HOST_VISIBLE),
-            "{allocation:?}"
+            props.contains(Props::HOST_VISIBLE) && (asks || !self.config.strict_host_access),
+            "{allocation:?} for {request:?}"
         );
         let (export, pool_priority) = if let Some(pool) = pool {
             assert!(allocation.is_in_custom_pool());
