@@ -136,26 +136,16 @@ impl Walk {
     ) {
         let n = 2 + usize::from(count % 6);
         let req = |kind: u8| Req {
-            // 256 bytes to 64 KiB, not page multiples as often as not.
-            size_log2: 8 + size_log2 % 9,
-            size_bits: u64::from(size_bits),
-            align: size_log2 / 16 % 9,
-            align_bits: 0,
-            type_bits_mode: 0,
-            type_bits: 0,
-            usage,
             kind,
             // `DedicatedPolicy::Never`: blocks only.
             policy: 2,
-            within_budget: false,
-            existing_memory_only: false,
-            min_alignment: 0,
-            pool: 255,
-            name: 3,
-            hint: 0,
-            target: 0,
-            priority: 0,
-            can_alias: false,
+            // 256 bytes to 64 KiB, not page multiples as often as not.
+            ..Req::plain(
+                8 + size_log2 % 9,
+                u64::from(size_bits),
+                size_log2 / 16 % 9,
+                usage,
+            )
         };
         let first = self.live.len();
         for _ in 0..n {

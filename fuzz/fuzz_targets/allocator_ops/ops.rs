@@ -51,6 +51,37 @@ pub struct Req {
     pub(super) can_alias: bool,
 }
 
+impl Req {
+    /// A request the walk makes itself (not one drawn whole): of `size_log2`,
+    /// `size_bits`, `align` and `usage` as the fields say, for a buffer in
+    /// every type its requirements allow, with no pool, no name, no hint or
+    /// target, and the defaults of the rest. Callers change what they need.
+    pub(super) fn plain(size_log2: u8, size_bits: u64, align: u8, usage: u8) -> Self {
+        Self {
+            size_log2,
+            size_bits,
+            align,
+            align_bits: 0,
+            type_bits_mode: 0,
+            type_bits: 0,
+            usage,
+            kind: 0,
+            // `DedicatedPolicy::Auto`.
+            policy: 0,
+            within_budget: false,
+            existing_memory_only: false,
+            min_alignment: 0,
+            // None.
+            pool: 255,
+            name: 3,
+            hint: 0,
+            target: 0,
+            priority: 0,
+            can_alias: false,
+        }
+    }
+}
+
 #[derive(Arbitrary, Debug)]
 pub enum Op {
     Allocate(Req),

@@ -46,26 +46,10 @@ impl Walk {
         let usage = u8::from(props.contains(Props::HOST_VISIBLE));
         let small = size_log2 % 13;
         let mut req = Req {
-            size_log2: small,
-            size_bits: u64::from(how) << 1,
-            align: size_log2 / 16 % 9,
-            align_bits: 0,
-            type_bits_mode: 0,
-            type_bits: 0,
-            usage,
-            kind: 0,
-            // `DedicatedPolicy::Auto`.
-            policy: 0,
-            within_budget: false,
-            existing_memory_only: false,
-            min_alignment: 0,
             // Below 64: `self.pools[index]`.
             pool: index as u8,
             name: how >> 1,
-            hint: 0,
-            target: 0,
-            priority: 0,
-            can_alias: false,
+            ..Req::plain(small, u64::from(how) << 1, size_log2 / 16 % 9, usage)
         };
         let live_before = self.live.len();
         match what % 4 {

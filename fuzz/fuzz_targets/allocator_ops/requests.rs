@@ -353,26 +353,16 @@ impl Walk {
             .collect();
         let other = ordinary.get(usize::from(other) % ordinary.len().max(1));
         let req = Req {
-            size_log2: size_log2 % 17,
-            size_bits: u64::from(size_log2) << 3,
-            align: size_log2 / 17 % 9,
-            align_bits: 0,
             // Only the drawn bits.
             type_bits_mode: 2,
             type_bits: amd | other.map_or(0, |t| 1 << t),
-            usage,
-            kind: 0,
             policy,
-            within_budget: false,
-            existing_memory_only: false,
-            min_alignment: 0,
-            // None.
-            pool: 255,
-            name: 3,
-            hint: 0,
-            target: 0,
-            priority: 0,
-            can_alias: false,
+            ..Req::plain(
+                size_log2 % 17,
+                u64::from(size_log2) << 3,
+                size_log2 / 17 % 9,
+                usage,
+            )
         };
         self.allocate(&req, false);
     }
