@@ -250,10 +250,12 @@ impl<D> MemoryContext<D> {
         } else {
             0
         };
+        // The usable host-visible types, coherent or not.
+        let host_visible_types = coherent_types | (usable_types & non_coherent_types);
         // Debug fills: every host-visible type; in non-coherent ones, fills
         // are flushed and checks invalidate first (`debug_fill.rs`).
         let fill_types = if config.debug_fill {
-            coherent_types | (usable_types & non_coherent_types)
+            host_visible_types
         } else {
             0
         };
@@ -310,7 +312,7 @@ impl<D> MemoryContext<D> {
                 }
                 // Mappings are withheld on the allocation's debug path.
                 | if config.strict_host_access {
-                    coherent_types | (usable_types & non_coherent_types)
+                    host_visible_types
                 } else {
                     0
                 },
