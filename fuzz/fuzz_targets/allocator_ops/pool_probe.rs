@@ -9,6 +9,7 @@
 //! request and does the rest, each step through the walk's own methods
 //! and checks.
 
+use super::pools::pool_block_size;
 use super::*;
 
 impl Walk {
@@ -116,11 +117,7 @@ impl Walk {
         let lazy = (self.layout.memory_types[t as usize].props).contains(Props::LAZILY_ALLOCATED);
         // Lazily allocated types take only growing blocks.
         let block_size = if lazy { 0 } else { block_size };
-        let wanted = match block_size {
-            0 => 0,
-            1 => 5 * 4096 + 3,
-            n => 1 << (10 + u32::from(n) % 20),
-        };
+        let wanted = pool_block_size(block_size);
         let there = self
             .pools
             .iter()

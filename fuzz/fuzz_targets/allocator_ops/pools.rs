@@ -3,6 +3,17 @@
 
 use super::*;
 
+/// The fixed block size `PoolSpec::block_size` picks: 0 (blocks that
+/// grow as the default pools' do), an odd size, or a power of two from
+/// 1 KiB to 512 MiB.
+pub(super) fn pool_block_size(pick: u8) -> u64 {
+    match pick {
+        0 => 0,
+        1 => 5 * 4096 + 3,
+        n => 1 << (10 + u32::from(n) % 20),
+    }
+}
+
 impl Walk {
     pub(super) fn create_pool(&mut self, spec: PoolSpec) {
         let PoolSpec {
@@ -17,11 +28,7 @@ impl Walk {
         let types = self.layout.memory_types.len() as u32;
         let memory_type = u32::from(memory_type) % (types + 1);
         let mut desc = PoolDesc::new(memory_type);
-        desc.block_size = match block_size {
-            0 => 0,
-            1 => 5 * 4096 + 3,
-            n => 1 << (10 + u32::from(n) % 20),
-        };
+        desc.block_size = pool_block_size(block_size);
         desc.min_blocks = u32::from(min_blocks % 4);
         desc.max_blocks = (max_blocks % 8 != 7).then_some(u32::from(max_blocks % 5));
         desc.name = named.then_some("fuzz-pool");
